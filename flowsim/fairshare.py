@@ -1,0 +1,194 @@
+"""Instantaneous weighted max-min fair rates: the public face of the solver kernel."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from flowsim.errors import InputError
+from flowsim.routes import Routes
+from flowsim_kernels.maxmin import max_min_fair
+
+#: Links or caps whose fair levels lie within this relative distance saturate in one round.
+DEFAULT_TIE_REL_TOL = 1e-12
+
+
+@dataclass(frozen=True)
+class FairShareProblem:
+    """Flows, routes and links, checked once and held as the kernel's arrays.
+
+    Build with :meth:`build`; call :meth:`solve` as often as needed (for instance with other
+    capacities through :meth:`with_capacities`) without re-checking the routes.
+    """
+
+    routes: Routes
+    link_flow_indptr: np.ndarray
+    link_flow_indices: np.ndarray
+    capacity_Bps: np.ndarray
+    weight: np.ndarray
+    cap_Bps: np.ndarray
+
+    @classmethod
+    def build(
+        cls,
+        routes: Routes | Sequence[Sequence[int | str]],
+        capacity_Bps: Sequence[float] | np.ndarray,
+        weights: Sequence[float] | np.ndarray | None = None,
+        caps_Bps: Sequence[float] | np.ndarray | None = None,
+        *,
+        link_names: Sequence[str] | None = None,
+        flow_names: Sequence[str] | None = None,
+    ) -> FairShareProblem:
+        capacity = check_capacities(capacity_Bps, link_names)
+        if not isinstance(routes, Routes):
+            index = {name: i for i, name in enumerate(link_names)} if link_names is not None else None
+            routes = Routes.from_lists(routes, capacity.shape[0], index, flow_names)
+        elif routes.n_links != capacity.shape[0]:
+            raise InputError(
+                f"routes are over {routes.n_links} links but capacity_Bps has {capacity.shape[0]}"
+            )
+        n_flows = routes.n_flows
+        weight = _flow_array(weights, n_flows, 1.0, "weights", flow_names)
+        bad = np.flatnonzero(~(weight > 0) | ~np.isfinite(weight))
+        if bad.size:
+            f = int(bad[0])
+            raise InputError(f"{_flow(f, flow_names)} has weight {float(weight[f])!r}; weights must be finite and > 0")
+        cap = _flow_array(caps_Bps, n_flows, np.inf, "caps_Bps", flow_names)
+        bad = np.flatnonzero(~(cap > 0))
+        if bad.size:
+            f = int(bad[0])
+            raise InputError(f"{_flow(f, flow_names)} has rate cap {float(cap[f])!r} B/s; caps must be > 0 (inf for none)")
+        unlimited = np.flatnonzero((routes.hop_counts() == 0) & np.isinf(cap))
+        if unlimited.size:
+            f = int(unlimited[0])
+            raise InputError(
+                f"{_flow(f, flow_names)} has an empty route and no rate cap, so no finite rate"
+            )
+        link_flow_indptr, link_flow_indices = routes.transpose()
+        return cls(routes, link_flow_indptr, link_flow_indices, capacity, weight, cap)
+
+    @property
+    def n_flows(self) -> int:
+        return self.routes.n_flows
+
+    @property
+    def n_links(self) -> int:
+        return self.routes.n_links
+
+    def with_capacities(self, capacity_Bps: Sequence[float] | np.ndarray) -> FairShareProblem:
+        """The same flows over links of other capacities (checked)."""
+        capacity = check_capacities(capacity_Bps)
+        if capacity.shape[0] != self.n_links:
+            raise InputError(f"expected {self.n_links} capacities, got {capacity.shape[0]}")
+        return FairShareProblem(
+            self.routes, self.link_flow_indptr, self.link_flow_indices, capacity, self.weight, self.cap_Bps
+        )
+
+    def solve(self, tie_rel_tol: float = DEFAULT_TIE_REL_TOL) -> np.ndarray:
+        """Rates of all flows in B/s (float64[n_flows])."""
+        rate = np.empty(self.n_flows, dtype=np.float64)
+        max_min_fair(
+            self.routes.flow_link_indptr,
+            self.routes.flow_link_indices,
+            self.link_flow_indptr,
+            self.link_flow_indices,
+            self.capacity_Bps,
+            self.weight,
+            self.cap_Bps,
+            float(tie_rel_tol),
+            rate,
+        )
+        return rate
+
+    def link_load_Bps(self, rate_Bps: np.ndarray) -> np.ndarray:
+        """Sum of the rates crossing each link."""
+        return np.bincount(
+            self.routes.flow_link_indices,
+            weights=np.repeat(rate_Bps, self.routes.hop_counts()),
+            minlength=self.n_links,
+        )
+
+
+def max_min_rates(
+    routes: Routes | Sequence[Sequence[int | str]],
+    capacity_Bps: Sequence[float] | np.ndarray,
+    weights: Sequence[float] | np.ndarray | None = None,
+    caps_Bps: Sequence[float] | np.ndarray | None = None,
+    *,
+    link_names: Sequence[str] | None = None,
+    flow_names: Sequence[str] | None = None,
+) -> np.ndarray:
+    """Weighted max-min fair rates (B/s) of flows sharing directed links.
+
+    Parameters
+    ----------
+    routes
+        A :class:`~flowsim.Routes`, or one sequence of links per flow: integer link ids, or
+        link names when ``link_names`` is given.
+    capacity_Bps
+        Capacity of each link, finite and > 0.
+    weights
+        Flow weights (> 0), default 1.
+    caps_Bps
+        Flow rate caps (> 0, ``inf`` for none), default none.
+    link_names, flow_names
+        Used to look up named links and to name the offending item in errors.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 rate of each flow.
+
+    Examples
+    --------
+    The parking lot of SPEC case 3 (link A: 1 GB/s, link B: 2 GB/s):
+
+    >>> max_min_rates([[0, 1], [0], [1]], [1e9, 2e9]) / 1e9
+    array([0.5, 0.5, 1.5])
+    """
+    problem = FairShareProblem.build(
+        routes, capacity_Bps, weights, caps_Bps, link_names=link_names, flow_names=flow_names
+    )
+    return problem.solve()
+
+
+def check_capacities(capacity_Bps: Sequence[float] | np.ndarray, link_names: Sequence[str] | None = None) -> np.ndarray:
+    """Capacities as a fresh read-only float64 array, each finite and > 0."""
+    capacity = np.array(capacity_Bps, dtype=np.float64, order="C")
+    if capacity.ndim != 1:
+        raise InputError(f"capacity_Bps must be one value per link, got shape {capacity.shape}")
+    if link_names is not None and len(link_names) != capacity.shape[0]:
+        raise InputError(f"{len(link_names)} link names for {capacity.shape[0]} capacities")
+    bad = np.flatnonzero(~(capacity > 0) | ~np.isfinite(capacity))
+    if bad.size:
+        i = int(bad[0])
+        name = f"link {link_names[i]!r}" if link_names is not None else f"link {i}"
+        raise InputError(f"{name} has capacity {float(capacity[i])!r} B/s; capacities must be finite and > 0")
+    capacity.flags.writeable = False
+    return capacity
+
+
+def _flow(f: int, flow_names: Sequence[str] | None) -> str:
+    return f"flow {flow_names[f]!r}" if flow_names is not None else f"flow {f}"
+
+
+def _flow_array(
+    values: Sequence[float] | np.ndarray | None,
+    n_flows: int,
+    default: float,
+    what: str,
+    flow_names: Sequence[str] | None,
+) -> np.ndarray:
+    if values is None:
+        arr = np.full(n_flows, default, dtype=np.float64)
+    else:
+        arr = np.array(values, dtype=np.float64, order="C")
+        if arr.shape != (n_flows,):
+            raise InputError(f"{what} must have one value per flow ({n_flows}), got shape {arr.shape}")
+    nan = np.flatnonzero(np.isnan(arr))
+    if nan.size:
+        raise InputError(f"{_flow(int(nan[0]), flow_names)} has {what} NaN")
+    arr.flags.writeable = False
+    return arr

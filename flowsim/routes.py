@@ -1,0 +1,139 @@
+"""Routes of many flows as one flow -> link CSR matrix, checked once."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from flowsim.errors import InputError
+from flowsim_kernels.csr import csr_transpose
+
+
+@dataclass(frozen=True)
+class Routes:
+    """Routes of ``n_flows`` flows over ``n_links`` directed links.
+
+    ``flow_link_indices[flow_link_indptr[f]:flow_link_indptr[f + 1]]`` are the links flow
+    ``f`` crosses, in order from source to destination. The arrays are int64, C-contiguous
+    and read-only; build instances with :meth:`from_lists` or :meth:`from_csr`, which check
+    them.
+    """
+
+    flow_link_indptr: np.ndarray
+    flow_link_indices: np.ndarray
+    n_links: int
+
+    @property
+    def n_flows(self) -> int:
+        return self.flow_link_indptr.shape[0] - 1
+
+    @property
+    def n_incidences(self) -> int:
+        return self.flow_link_indices.shape[0]
+
+    def route(self, flow: int) -> np.ndarray:
+        """The links of one flow, in order."""
+        return self.flow_link_indices[self.flow_link_indptr[flow] : self.flow_link_indptr[flow + 1]]
+
+    def hop_counts(self) -> np.ndarray:
+        return np.diff(self.flow_link_indptr)
+
+    def transpose(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(link_flow_indptr, link_flow_indices)``: the flows crossing each link."""
+        return csr_transpose(self.flow_link_indptr, self.flow_link_indices, self.n_links)
+
+    @classmethod
+    def from_lists(
+        cls,
+        routes: Sequence[Sequence[int | str]],
+        n_links: int,
+        link_index: Mapping[str, int] | None = None,
+        flow_names: Sequence[str] | None = None,
+    ) -> Routes:
+        """Build from one list of links per flow.
+
+        Links are integer ids in ``[0, n_links)``, or names looked up in ``link_index``.
+        """
+        lengths = np.fromiter((len(r) for r in routes), dtype=np.int64, count=len(routes))
+        indptr = np.zeros(len(routes) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=indptr[1:])
+        indices = np.empty(int(indptr[-1]), dtype=np.int64)
+        for f, route in enumerate(routes):
+            start = indptr[f]
+            for k, link in enumerate(route):
+                indices[start + k] = _link_id(link, f, n_links, link_index, flow_names)
+        return cls._frozen(indptr, indices, n_links)
+
+    @classmethod
+    def from_csr(
+        cls,
+        flow_link_indptr: np.ndarray,
+        flow_link_indices: np.ndarray,
+        n_links: int,
+        flow_names: Sequence[str] | None = None,
+    ) -> Routes:
+        """Build from CSR arrays, checking pointers and link ids."""
+        indptr = np.ascontiguousarray(flow_link_indptr)
+        indices = np.ascontiguousarray(flow_link_indices)
+        for name, arr in (("flow_link_indptr", indptr), ("flow_link_indices", indices)):
+            if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
+                raise InputError(f"{name} must be a 1-d integer array, got {arr.dtype} {arr.shape}")
+        indptr = indptr.astype(np.int64, copy=False)
+        indices = indices.astype(np.int64, copy=False)
+        if indptr.shape[0] < 1 or indptr[0] != 0:
+            raise InputError("flow_link_indptr must start at 0")
+        steps = np.diff(indptr)
+        if steps.size and steps.min() < 0:
+            f = int(np.argmax(steps < 0))
+            raise InputError(f"flow_link_indptr decreases at {_flow_label(f, flow_names)}")
+        if indptr[-1] != indices.shape[0]:
+            raise InputError(
+                f"flow_link_indptr ends at {int(indptr[-1])} but flow_link_indices has "
+                f"{indices.shape[0]} entries"
+            )
+        bad = np.flatnonzero((indices < 0) | (indices >= n_links))
+        if bad.size:
+            k = int(bad[0])
+            f = int(np.searchsorted(indptr, k, side="right") - 1)
+            raise InputError(
+                f"{_flow_label(f, flow_names)} routes over unknown link {int(indices[k])} "
+                f"(links are 0..{n_links - 1})"
+            )
+        return cls._frozen(indptr, indices, n_links)
+
+    @classmethod
+    def _frozen(cls, indptr: np.ndarray, indices: np.ndarray, n_links: int) -> Routes:
+        indptr = np.array(indptr, dtype=np.int64, order="C")
+        indices = np.array(indices, dtype=np.int64, order="C")
+        indptr.flags.writeable = False
+        indices.flags.writeable = False
+        return cls(indptr, indices, int(n_links))
+
+
+def _flow_label(f: int, flow_names: Sequence[str] | None) -> str:
+    return f"flow {flow_names[f]!r}" if flow_names is not None else f"flow {f}"
+
+
+def _link_id(
+    link: int | str,
+    flow: int,
+    n_links: int,
+    link_index: Mapping[str, int] | None,
+    flow_names: Sequence[str] | None,
+) -> int:
+    if isinstance(link, str):
+        if link_index is None or link not in link_index:
+            raise InputError(f"{_flow_label(flow, flow_names)} routes over unknown link {link!r}")
+        return link_index[link]
+    if isinstance(link, (bool, np.bool_)) or not isinstance(link, (int, np.integer)):
+        raise InputError(
+            f"{_flow_label(flow, flow_names)}: link ids must be integers or names, got {link!r}"
+        )
+    if not 0 <= link < n_links:
+        raise InputError(
+            f"{_flow_label(flow, flow_names)} routes over unknown link {int(link)} "
+            f"(links are 0..{n_links - 1})"
+        )
+    return int(link)

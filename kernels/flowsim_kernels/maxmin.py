@@ -1,0 +1,297 @@
+"""Weighted max-min fair rates by progressive filling over lazily ordered link levels."""
+
+import numpy as np
+from numba import njit
+
+from flowsim_kernels.heap import heap_pop, heap_push, heap_replace_top
+
+# Columns of the per-link fill state, side by side so that freezing a flow touches one
+# cache line per link it crosses.
+RESIDUAL = 0  # capacity not yet given to frozen flows, B/s
+WEIGHT_SUM = 1  # sum of the weights of the unfrozen flows
+UNFROZEN = 2  # number of unfrozen flows (exact in float64)
+
+
+@njit(cache=True)
+def max_min_fair(
+    flow_link_indptr,
+    flow_link_indices,
+    link_flow_indptr,
+    link_flow_indices,
+    capacity_Bps,
+    weight,
+    cap_Bps,
+    tie_rel_tol,
+    rate_Bps,
+):
+    """Weighted max-min fair allocation of flows over shared directed links.
+
+    Parameters
+    ----------
+    flow_link_indptr : int64[n_flows + 1]
+    flow_link_indices : int64[n_incidences]
+        Flow -> link CSR: the links each flow crosses. Not mutated.
+    link_flow_indptr : int64[n_links + 1]
+    link_flow_indices : int64[n_incidences]
+        Its transpose: the flows crossing each link. Not mutated.
+    capacity_Bps : float64[n_links]
+        Link capacities (B/s), finite and > 0. Not mutated.
+    weight : float64[n_flows]
+        Flow weights, finite and > 0. Not mutated.
+    cap_Bps : float64[n_flows]
+        Flow rate caps (B/s), > 0; ``inf`` for none. A flow with no link must have a finite
+        cap. Not mutated.
+    tie_rel_tol : float
+        Links (and caps) whose fair level is within this relative distance of the lowest one
+        are frozen in the same round.
+    rate_Bps : float64[n_flows]
+        Output: each flow's rate (B/s). Mutated.
+
+    Returns
+    -------
+    n_rounds : int
+        Number of filling rounds (distinct freezing levels).
+
+    Notes
+    -----
+    Sets up the fill state for all flows and links and runs :func:`progressive_fill`; see
+    there for the algorithm. Cost O(I + N_L log N_L + F_c log F_c) plus the heap traffic of
+    re-queued links, for I incidences, N_L links that carry flows and F_c capped flows.
+    """
+    n_flows = flow_link_indptr.shape[0] - 1
+    n_links = link_flow_indptr.shape[0] - 1
+    state = np.empty((n_links, 3), dtype=np.float64)
+    n_busy = 0
+    for link in range(n_links):
+        if link_flow_indptr[link + 1] > link_flow_indptr[link]:
+            n_busy += 1
+    busy = np.empty(n_busy, dtype=np.int64)
+    j = 0
+    for link in range(n_links):
+        if link_flow_indptr[link + 1] > link_flow_indptr[link]:
+            busy[j] = link
+            j += 1
+        state[link, RESIDUAL] = capacity_Bps[link]
+    flows = np.arange(n_flows)
+    in_fill = np.ones(n_flows, dtype=np.bool_)
+    frozen = np.zeros(n_flows, dtype=np.bool_)
+    heap_keys = np.empty(n_busy, dtype=np.float64)
+    heap_items = np.empty(n_busy, dtype=np.int64)
+    return progressive_fill(
+        flows, busy, in_fill, frozen,
+        flow_link_indptr, flow_link_indices,
+        link_flow_indptr[:-1], np.diff(link_flow_indptr), link_flow_indices,
+        weight, cap_Bps, tie_rel_tol, state, heap_keys, heap_items, rate_Bps,
+    )
+
+
+@njit(cache=True)
+def progressive_fill(
+    flows,
+    links,
+    in_fill,
+    frozen,
+    flow_link_indptr,
+    flow_link_indices,
+    link_slot_start,
+    link_slot_count,
+    slot_flow,
+    weight,
+    cap_Bps,
+    tie_rel_tol,
+    state,
+    heap_keys,
+    heap_items,
+    rate_Bps,
+):
+    """Max-min fair rates of a set of flows over the residual capacity of their links.
+
+    The core of :func:`max_min_fair` and of the event engine's partial re-solves.
+
+    Parameters
+    ----------
+    flows : int64[n_fill]
+        The flows to allocate. Not mutated.
+    links : int64[n_fill_links]
+        Every link crossed by those flows (others may be listed). Not mutated.
+    in_fill : bool[n_flows]
+        True exactly for ``flows``; slots of other flows are skipped. Not mutated.
+    frozen : bool[n_flows]
+        Workspace, False for ``flows`` on entry; True for them on return.
+    flow_link_indptr, flow_link_indices : int64[n_flows + 1], int64[n_incidences]
+        Flow -> link CSR. Not mutated.
+    link_slot_start, link_slot_count : int64[n_links]
+        Link ``l``'s flows are ``slot_flow[link_slot_start[l]:][:link_slot_count[l]]``; they
+        include every flow of ``flows`` crossing ``l``. Not mutated.
+    slot_flow : int64[n_slots]
+        Not mutated.
+    weight, cap_Bps : float64[n_flows]
+        Weights (> 0) and rate caps (B/s, > 0, inf for none). Not mutated.
+    tie_rel_tol : float
+        Levels within this relative distance of the lowest are frozen in the same round.
+    state : float64[n_links, 3]
+        On entry ``state[l, RESIDUAL]`` is the capacity left for ``flows`` on each link of
+        ``links``; the other columns are set here. Mutated.
+    heap_keys, heap_items : float64[n], int64[n], n >= len(links)
+        Workspace.
+    rate_Bps : float64[n_flows]
+        Output: the rate of each flow of ``flows``. Other entries untouched.
+
+    Returns
+    -------
+    n_rounds : int
+
+    Notes
+    -----
+    Progressive filling on the fair level ``rate / weight``. A link's level is the level at
+    which it would saturate, ``residual / sum of unfrozen weights``. Freezing a flow at the
+    current level ``L`` only raises the level of an unsaturated link it crosses
+    (``(C - L w) / (W - w) >= C / W`` when ``C / W >= L``), so a link's last computed level
+    is a lower bound of its true level. Links are taken in order of their initial level from
+    one sorted array, merged with a min-heap holding only links whose level was out of date
+    when they came up ("lazy key increase"): the lowest entry whose recomputed level equals
+    its key is the true lowest level, as every other key bounds its link's level from
+    below. Caps form a second stream sorted by ``cap / weight``. Each round takes the lowest
+    level ``L`` and freezes every cap and every link at ``L`` (within ``tie_rel_tol``) with
+    all their unfrozen flows.
+
+    Cost: O(I + N log N + R log R + F_c log F_c) for I incidences of ``flows``, N links
+    with flows, R re-queued links and F_c capped flows; a frozen link scans its slots once.
+    """
+    n_links_in = links.shape[0]
+    for j in range(n_links_in):
+        link = links[j]
+        state[link, WEIGHT_SUM] = 0.0
+        state[link, UNFROZEN] = 0.0
+    n_capped = 0
+    for i in range(flows.shape[0]):
+        f = flows[i]
+        for k in range(flow_link_indptr[f], flow_link_indptr[f + 1]):
+            link = flow_link_indices[k]
+            state[link, WEIGHT_SUM] += weight[f]
+            state[link, UNFROZEN] += 1.0
+        if cap_Bps[f] < np.inf:
+            n_capped += 1
+
+    n_busy = 0
+    for j in range(n_links_in):
+        if state[links[j], UNFROZEN] > 0:
+            n_busy += 1
+    busy = np.empty(n_busy, dtype=np.int64)
+    initial_level = np.empty(n_busy, dtype=np.float64)
+    n_busy = 0
+    for j in range(n_links_in):
+        link = links[j]
+        if state[link, UNFROZEN] > 0:
+            busy[n_busy] = link
+            initial_level[n_busy] = max(state[link, RESIDUAL], 0.0) / state[link, WEIGHT_SUM]
+            n_busy += 1
+    by_level = np.argsort(initial_level)
+    sorted_links = busy[by_level]
+    sorted_keys = initial_level[by_level]
+    next_sorted = 0
+    heap_size = 0
+
+    capped = np.empty(n_capped, dtype=np.int64)
+    cap_level = np.empty(n_capped, dtype=np.float64)
+    n_capped = 0
+    for i in range(flows.shape[0]):
+        f = flows[i]
+        if cap_Bps[f] < np.inf:
+            capped[n_capped] = f
+            cap_level[n_capped] = cap_Bps[f] / weight[f]
+            n_capped += 1
+    by_cap = np.argsort(cap_level, kind="mergesort")
+    capped = capped[by_cap]
+    cap_level = cap_level[by_cap]
+    next_cap = 0
+
+    n_left = flows.shape[0]
+    n_rounds = 0
+    while n_left > 0:
+        while next_cap < n_capped and frozen[capped[next_cap]]:
+            next_cap += 1
+        cap_key = cap_level[next_cap] if next_cap < n_capped else np.inf
+        # Settle the lowest link entry until its key is its link's true level, which makes
+        # it the lowest level of all links.
+        while True:
+            from_heap, key, link = _lowest(sorted_keys, sorted_links, next_sorted, heap_keys, heap_items, heap_size)
+            if key == np.inf or key > cap_key:
+                break
+            if state[link, UNFROZEN] > 0:
+                current = _level(state, link, key)
+                if current == key:
+                    break
+            else:
+                current = np.inf  # nothing left to freeze: drop the entry
+            if from_heap:
+                if current < np.inf:
+                    heap_replace_top(heap_keys, heap_items, heap_size, current, link)
+                else:
+                    heap_size = heap_pop(heap_keys, heap_items, heap_size)
+            else:
+                next_sorted += 1
+                if current < np.inf:
+                    heap_size = heap_push(heap_keys, heap_items, heap_size, current, link)
+        fill = min(key, cap_key)
+        if fill == np.inf:
+            break  # only flows with neither a link nor a cap remain: callers reject those
+        threshold = fill * (1.0 + tie_rel_tol)
+        n_rounds += 1
+
+        while next_cap < n_capped and cap_level[next_cap] <= threshold:
+            f = capped[next_cap]
+            next_cap += 1
+            if not frozen[f]:
+                _freeze(f, cap_Bps[f], weight[f], flow_link_indptr, flow_link_indices, frozen, rate_Bps, state)
+                n_left -= 1
+
+        while True:
+            from_heap, key, link = _lowest(sorted_keys, sorted_links, next_sorted, heap_keys, heap_items, heap_size)
+            if key > threshold:
+                break
+            if from_heap:
+                heap_size = heap_pop(heap_keys, heap_items, heap_size)
+            else:
+                next_sorted += 1
+            if state[link, UNFROZEN] == 0:
+                continue
+            current = _level(state, link, key)
+            if current > threshold:
+                heap_size = heap_push(heap_keys, heap_items, heap_size, current, link)
+                continue
+            start = link_slot_start[link]
+            for s in range(start, start + link_slot_count[link]):
+                f = slot_flow[s]
+                if in_fill[f] and not frozen[f]:
+                    _freeze(f, fill * weight[f], weight[f], flow_link_indptr, flow_link_indices, frozen, rate_Bps, state)
+                    n_left -= 1
+    return n_rounds
+
+
+@njit(cache=True, inline="always")
+def _lowest(sorted_keys, sorted_links, next_sorted, heap_keys, heap_items, heap_size):
+    """``(from_heap, key, link)`` of the lower of the two queues' heads; key inf if both empty."""
+    sorted_key = sorted_keys[next_sorted] if next_sorted < sorted_keys.shape[0] else np.inf
+    if heap_size > 0 and heap_keys[0] < sorted_key:
+        return True, heap_keys[0], heap_items[0]
+    link = sorted_links[next_sorted] if next_sorted < sorted_keys.shape[0] else -1
+    return False, sorted_key, link
+
+
+@njit(cache=True, inline="always")
+def _level(state, link, lower_bound):
+    # A link's level never drops while filling; rounding can make the quotient dip a hair
+    # below the bound it had, so keep the bound.
+    return max(state[link, RESIDUAL] / state[link, WEIGHT_SUM], lower_bound)
+
+
+@njit(cache=True, inline="always")
+def _freeze(f, rate, w, flow_link_indptr, flow_link_indices, frozen, rate_Bps, state):
+    frozen[f] = True
+    rate_Bps[f] = rate
+    for k in range(flow_link_indptr[f], flow_link_indptr[f + 1]):
+        link = flow_link_indices[k]
+        state[link, RESIDUAL] -= rate
+        state[link, WEIGHT_SUM] -= w
+        state[link, UNFROZEN] -= 1.0

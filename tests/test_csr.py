@@ -1,0 +1,29 @@
+import numpy as np
+
+from flowsim_kernels.csr import csr_transpose
+
+
+def transpose_reference(indptr, indices, n_cols):
+    rows_of = [[] for _ in range(n_cols)]
+    for r in range(len(indptr) - 1):
+        for k in range(indptr[r], indptr[r + 1]):
+            rows_of[indices[k]].append(r)
+    t_indptr = np.cumsum([0] + [len(rows) for rows in rows_of])
+    return t_indptr, np.array([r for rows in rows_of for r in rows], dtype=np.int64)
+
+
+def test_transpose_hand_case():
+    # rows: 0 -> {1, 2}, 1 -> {}, 2 -> {0, 2}
+    t_indptr, t_indices = csr_transpose(np.array([0, 2, 2, 4]), np.array([1, 2, 0, 2]), 3)
+    assert t_indptr.tolist() == [0, 1, 2, 4]
+    assert t_indices.tolist() == [2, 0, 0, 2]
+
+
+def test_transpose_matches_twin(rng):
+    lengths = rng.integers(0, 7, 300)
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    indices = rng.integers(0, 50, indptr[-1]).astype(np.int64)
+    got = csr_transpose(indptr, indices, 50)
+    want = transpose_reference(indptr, indices, 50)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])

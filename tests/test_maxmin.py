@@ -1,0 +1,253 @@
+"""The max-min fair-share kernel against SPEC hand cases, its slow twin and invariants."""
+
+import math
+import re
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import flowsim
+from flowsim import FairShareProblem, InputError, Routes, max_min_rates
+from reference import max_min_reference
+
+G = 1e9  # SPEC hand cases are in units of 1e9 bytes and 1e9 B/s
+
+
+# --- SPEC "Hand-computed cases" as instantaneous allocations --------------------------------
+
+def test_spec_case1_one_flow_gets_the_link():
+    assert max_min_rates([[0]], [1 * G]).tolist() == [1 * G]
+
+
+def test_spec_case2_two_flows_split_the_link():
+    assert max_min_rates([[0], [0]], [1 * G]).tolist() == [0.5 * G, 0.5 * G]
+
+
+def test_spec_case3_parking_lot():
+    # A (cap 1) carries f1, f2; B (cap 2) carries f1, f3. A saturates first at level 0.5,
+    # then f3 takes what B has left: 2 - 0.5 = 1.5.
+    rates = max_min_rates([["A", "B"], ["A"], ["B"]], [1 * G, 2 * G], link_names=["A", "B"])
+    np.testing.assert_allclose(rates, [0.5 * G, 0.5 * G, 1.5 * G], rtol=1e-15)
+
+
+def test_spec_case3_after_f2_leaves():
+    # f1 and f3 share B (cap 2) at 1 each; A is no longer a bottleneck.
+    np.testing.assert_allclose(max_min_rates([[0, 1], [1]], [1 * G, 2 * G]), [1 * G, 1 * G], rtol=1e-15)
+
+
+def test_spec_case6_cap():
+    rates = max_min_rates([[0], [0]], [1 * G], caps_Bps=[0.3 * G, math.inf])
+    np.testing.assert_allclose(rates, [0.3 * G, 0.7 * G], rtol=1e-15)
+
+
+def test_spec_case7_weights():
+    rates = max_min_rates([[0], [0]], [1 * G], weights=[1, 3])
+    np.testing.assert_allclose(rates, [0.25 * G, 0.75 * G], rtol=1e-15)
+
+
+def test_links_saturating_at_the_same_level_freeze_together():
+    # Two independent links both saturate at level 1; a flow over both gets 1 as well.
+    rates = max_min_rates([[0], [1], [0, 1]], [2.0, 2.0])
+    np.testing.assert_allclose(rates, [1.0, 1.0, 1.0])
+
+
+def test_empty_route_is_limited_by_its_cap_only():
+    np.testing.assert_allclose(max_min_rates([[], [0]], [5.0], caps_Bps=[2.0, math.inf]), [2.0, 5.0])
+
+
+def test_csr_input_and_returned_rates_are_float64():
+    routes = Routes.from_csr(np.array([0, 2, 3]), np.array([0, 1, 1]), n_links=2)
+    rates = max_min_rates(routes, [1.0, 2.0])
+    assert rates.dtype == np.float64
+    np.testing.assert_allclose(rates, [1.0, 1.0])
+
+
+# --- degenerate inputs ---------------------------------------------------------------------
+
+def test_one_link_one_hundred_thousand_flows():
+    n = 100_000
+    routes = Routes.from_csr(np.arange(n + 1), np.zeros(n, dtype=np.int64), n_links=1)
+    rates = max_min_rates(routes, [400e9])
+    assert np.all(rates == 400e9 / n)
+
+
+def test_all_flows_capped_below_capacity():
+    caps = [1.0, 2.0, 3.0]
+    np.testing.assert_array_equal(max_min_rates([[0], [0], [0, 1]], [100.0, 100.0], caps_Bps=caps), caps)
+
+
+def test_flows_alone_on_their_links_get_their_narrowest_link():
+    rates = max_min_rates([[0, 1], [2], [3, 4, 5]], [5.0, 3.0, 7.0, 9.0, 2.0, 4.0])
+    np.testing.assert_array_equal(rates, [3.0, 7.0, 2.0])
+
+
+def test_links_without_flows_are_ignored():
+    rates = max_min_rates([[3]], [1.0, 2.0, 3.0, 4.0])
+    assert rates.tolist() == [4.0]
+
+
+def test_no_flows():
+    assert max_min_rates([], [1.0]).shape == (0,)
+
+
+def test_problem_is_reusable_with_other_capacities():
+    problem = FairShareProblem.build([[0, 1], [0], [1]], [1.0, 2.0])
+    np.testing.assert_allclose(problem.solve(), [0.5, 0.5, 1.5])
+    np.testing.assert_allclose(problem.with_capacities([2.0, 4.0]).solve(), [1.0, 1.0, 3.0])
+
+
+# --- bad input: clear errors naming the offending item --------------------------------------
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(routes=[[0], [7]], capacity_Bps=[1.0]), "flow 1 routes over unknown link 7"),
+        (dict(routes=[[0], ["nvl9"]], capacity_Bps=[1.0], link_names=["nvl0"]), "unknown link 'nvl9'"),
+        (dict(routes=[[0], []], capacity_Bps=[1.0]), "flow 1 has an empty route and no rate cap"),
+        (dict(routes=[[0]], capacity_Bps=[0.0]), "link 0 has capacity 0.0"),
+        (dict(routes=[[0]], capacity_Bps=[-1.0]), "link 0 has capacity -1.0"),
+        (dict(routes=[[1]], capacity_Bps=[1.0, math.inf], link_names=["a", "b"]), "link 'b' has capacity inf"),
+        (dict(routes=[[0]], capacity_Bps=[math.nan]), "link 0 has capacity nan"),
+        (dict(routes=[[0], [0]], capacity_Bps=[1.0], weights=[1.0, 0.0]), "flow 1 has weight 0.0"),
+        (dict(routes=[[0], [0]], capacity_Bps=[1.0], weights=[1.0, math.nan]), "flow 1 has weights NaN"),
+        (dict(routes=[[0], [0]], capacity_Bps=[1.0], caps_Bps=[math.nan, 1.0]), "flow 0 has caps_Bps NaN"),
+        (dict(routes=[[0]], capacity_Bps=[1.0], caps_Bps=[0.0]), "flow 0 has rate cap 0.0"),
+        (dict(routes=[[0]], capacity_Bps=[1.0], weights=[1.0, 2.0]), "one value per flow"),
+        (dict(routes=[[0], [True]], capacity_Bps=[1.0, 1.0]), "link ids must be integers or names"),
+        (
+            dict(routes=[[0], [0]], capacity_Bps=[1.0], weights=[1.0, -2.0], flow_names=["ar.r0", "ar.r1"]),
+            "flow 'ar.r1' has weight -2.0",
+        ),
+    ],
+)
+def test_bad_input_names_the_culprit(kwargs, message):
+    with pytest.raises(InputError, match=re.escape(message)):
+        max_min_rates(**kwargs)
+
+
+def test_bad_csr_names_the_flow():
+    with pytest.raises(InputError, match="flow 1 routes over unknown link 5"):
+        Routes.from_csr(np.array([0, 1, 2]), np.array([0, 5]), n_links=2)
+    with pytest.raises(InputError, match="decreases at flow 1"):
+        Routes.from_csr(np.array([0, 2, 1, 2]), np.array([0, 1]), n_links=2)
+    with pytest.raises(InputError, match="ends at 3"):
+        Routes.from_csr(np.array([0, 3]), np.array([0, 1]), n_links=2)
+
+
+def test_input_error_is_a_value_error():
+    assert issubclass(flowsim.InputError, ValueError)
+
+
+# --- seeded random instances against the slow twin -------------------------------------------
+
+def random_instance(rng, n_flows, n_links, max_hops, p_capped=0.2, weighted=True):
+    routes = [
+        rng.choice(n_links, size=rng.integers(1, max_hops + 1), replace=False).tolist()
+        for _ in range(n_flows)
+    ]
+    capacity = rng.uniform(1.0, 100.0, n_links)
+    weight = rng.choice([1.0, 2.0, 0.5, 3.0], n_flows) if weighted else np.ones(n_flows)
+    cap = np.where(rng.random(n_flows) < p_capped, rng.uniform(0.01, 20.0, n_flows), np.inf)
+    return routes, capacity, weight, cap
+
+
+@pytest.mark.parametrize(
+    "n_flows, n_links, max_hops",
+    [(10, 3, 2), (100, 20, 4), (500, 60, 6), (3000, 200, 6)],
+    ids=lambda v: str(v),
+)
+def test_matches_twin_on_random_instances(rng, n_flows, n_links, max_hops):
+    routes, capacity, weight, cap = random_instance(rng, n_flows, n_links, max_hops)
+    expected = max_min_reference(routes, capacity, weight, cap)
+    got = max_min_rates(routes, capacity, weight, cap)
+    np.testing.assert_allclose(got, expected, rtol=1e-9)
+
+
+def test_matches_twin_with_many_ties(rng):
+    # Integer capacities and unit weights make many links saturate at exactly the same level.
+    routes = [rng.choice(10, size=rng.integers(1, 4), replace=False).tolist() for _ in range(400)]
+    capacity = rng.integers(1, 4, 10).astype(float) * 40.0
+    np.testing.assert_allclose(max_min_rates(routes, capacity), max_min_reference(routes, capacity), rtol=1e-9)
+
+
+# --- properties (Hypothesis) -------------------------------------------------------------------
+
+@st.composite
+def instances(draw):
+    n_links = draw(st.integers(1, 8))
+    n_flows = draw(st.integers(1, 25))
+    routes = [
+        draw(st.lists(st.integers(0, n_links - 1), min_size=1, max_size=n_links, unique=True))
+        for _ in range(n_flows)
+    ]
+    capacity = draw(st.lists(st.floats(0.1, 1000.0), min_size=n_links, max_size=n_links))
+    weight = draw(st.lists(st.floats(0.1, 10.0), min_size=n_flows, max_size=n_flows))
+    cap = draw(
+        st.lists(st.one_of(st.just(math.inf), st.floats(0.01, 500.0)), min_size=n_flows, max_size=n_flows)
+    )
+    return routes, np.array(capacity), np.array(weight), np.array(cap)
+
+
+def link_loads(routes, rates, n_links):
+    load = np.zeros(n_links)
+    for route, r in zip(routes, rates):
+        load[route] += r
+    return load
+
+
+@settings(max_examples=200, deadline=None)
+@given(instances())
+def test_feasible_and_every_uncapped_flow_has_a_bottleneck(instance):
+    routes, capacity, weight, cap = instance
+    rates = max_min_rates(routes, capacity, weight, cap)
+    load = link_loads(routes, rates, len(capacity))
+    assert np.all(rates > 0)
+    assert np.all(load <= capacity * (1 + 1e-9))
+    assert np.all(rates <= cap * (1 + 1e-12))
+    level = rates / weight
+    for f, route in enumerate(routes):
+        if rates[f] >= cap[f] * (1 - 1e-9):
+            continue
+        bottlenecks = [
+            link
+            for link in route
+            if load[link] >= capacity[link] * (1 - 1e-9)
+            and all(level[f] >= level[g] * (1 - 1e-9) for g, r in enumerate(routes) if link in r)
+        ]
+        assert bottlenecks, f"flow {f} is below its cap and has no bottleneck link"
+
+
+@settings(max_examples=100, deadline=None)
+@given(instances(), st.randoms(use_true_random=False))
+def test_relabelling_flows_and_links_permutes_rates(instance, rnd):
+    routes, capacity, weight, cap = instance
+    n_flows, n_links = len(routes), len(capacity)
+    flow_perm = list(range(n_flows))
+    link_perm = list(range(n_links))
+    rnd.shuffle(flow_perm)
+    rnd.shuffle(link_perm)
+    new_id = {old: new for new, old in enumerate(link_perm)}
+    routes2 = [[new_id[link] for link in routes[f]] for f in flow_perm]
+    rates = max_min_rates(routes, capacity, weight, cap)
+    rates2 = max_min_rates(routes2, capacity[link_perm], weight[flow_perm], cap[flow_perm])
+    np.testing.assert_allclose(rates2, rates[flow_perm], rtol=1e-9)
+
+
+@settings(max_examples=100, deadline=None)
+@given(instances(), st.floats(1e-3, 1e3))
+def test_scaling_capacities_and_caps_scales_rates(instance, scale):
+    routes, capacity, weight, cap = instance
+    rates = max_min_rates(routes, capacity, weight, cap)
+    scaled = max_min_rates(routes, capacity * scale, weight, cap * scale)
+    np.testing.assert_allclose(scaled, rates * scale, rtol=1e-9)
+
+
+@settings(max_examples=100, deadline=None)
+@given(instances())
+def test_matches_twin_on_hypothesis_instances(instance):
+    routes, capacity, weight, cap = instance
+    np.testing.assert_allclose(
+        max_min_rates(routes, capacity, weight, cap), max_min_reference(routes, capacity, weight, cap), rtol=1e-9
+    )

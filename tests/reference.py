@@ -47,3 +47,76 @@ def max_min_reference(routes, capacity, weight=None, cap=None, tie_rel_tol=1e-12
             rate[f] = r
             frozen[f] = True
     return rate
+
+
+def simulate_reference(routes, capacity, size, latency=None, start=None, weight=None, cap=None,
+                       depends_on=None, delay=None, overhead=None, time_rel_tol=1e-12):
+    """Event-by-event simulation that re-solves every rate with :func:`max_min_reference`.
+
+    Returns ``(ready, transfer_start, finish)`` lists. Follows SPEC.md "Time" literally: a
+    flow is ready at max(start, last dependency's finish + delay), waits its route latency
+    plus overhead, then transfers at its max-min rate, recomputed whenever the set of
+    transferring flows changes.
+    """
+    n = len(routes)
+    latency = latency if latency is not None else [0.0] * len(capacity)
+    start = start if start is not None else [0.0] * n
+    weight = weight if weight is not None else [1.0] * n
+    cap = cap if cap is not None else [math.inf] * n
+    depends_on = depends_on if depends_on is not None else [[] for _ in range(n)]
+    delay = delay if delay is not None else [0.0] * n
+    overhead = overhead if overhead is not None else [0.0] * n
+
+    ready = [math.nan] * n
+    transfer = [math.nan] * n
+    finish = [math.nan] * n
+    waiting = [len(d) for d in depends_on]
+    ready_at = {f: start[f] for f in range(n) if waiting[f] == 0}  # pending readiness
+    transfer_at = {}  # flows in their latency: when they start transferring
+    remaining = {}  # transferring flows: bytes left
+    rates = {}
+    now = 0.0
+
+    def finish_flow(f, t):
+        finish[f] = t
+        for g in range(n):
+            if f in depends_on[g]:
+                waiting[g] -= depends_on[g].count(f)
+                if waiting[g] == 0:
+                    ready_at[g] = max(start[g], t + delay[g])
+
+    while ready_at or transfer_at or remaining:
+        candidates = list(ready_at.values()) + list(transfer_at.values())
+        candidates += [now + remaining[f] / rates[f] for f in remaining]
+        t = min(candidates)
+        limit = t + time_rel_tol * abs(t)
+        for f in remaining:
+            remaining[f] -= rates[f] * (t - now)
+        now = t
+        changed = True
+        while changed:
+            changed = False
+            done = [f for f in remaining if f in rates and (remaining[f] <= 0 or now + remaining[f] / rates[f] <= limit)]
+            for f in done:
+                del remaining[f]
+                finish_flow(f, now)
+                changed = True
+            for f in [f for f, at in ready_at.items() if at <= limit]:
+                del ready_at[f]
+                ready[f] = now
+                transfer_at[f] = now + sum(latency[link] for link in routes[f]) + overhead[f]
+                changed = True
+            for f in [f for f, at in transfer_at.items() if at <= limit]:
+                del transfer_at[f]
+                transfer[f] = now
+                if size[f] > 0:
+                    remaining[f] = size[f]
+                else:
+                    finish_flow(f, now)
+                changed = True
+        active = sorted(remaining)
+        solved = max_min_reference(
+            [routes[f] for f in active], capacity, [weight[f] for f in active], [cap[f] for f in active]
+        )
+        rates = dict(zip(active, solved))
+    return ready, transfer, finish

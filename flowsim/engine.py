@@ -1,0 +1,184 @@
+"""``simulate``: flows over links in time, as SPEC.md's "Time" section defines."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from flowsim.errors import InputError
+from flowsim.fairshare import DEFAULT_TIE_REL_TOL, FairShareProblem
+from flowsim.result import SimulationResult
+from flowsim.routes import Routes
+from flowsim_kernels.dag import find_cycle_member
+from flowsim_kernels.engine import (
+    RECORD_LINKS,
+    RECORD_LINKS_AND_FLOWS,
+    RECORD_NONE,
+    EngineInput,
+    simulate_flows,
+)
+
+#: Events within this relative distance of each other are handled as one instant.
+DEFAULT_TIME_REL_TOL = 1e-12
+
+_MODES = ("incremental", "full")
+
+
+def simulate(
+    routes: Routes | Sequence[Sequence[int | str]],
+    capacity_Bps: Sequence[float] | np.ndarray,
+    size_bytes: Sequence[float] | np.ndarray,
+    *,
+    latency_s: Sequence[float] | np.ndarray | None = None,
+    start_s: Sequence[float] | np.ndarray | None = None,
+    weights: Sequence[float] | np.ndarray | None = None,
+    caps_Bps: Sequence[float] | np.ndarray | None = None,
+    depends_on: Sequence[Sequence[int]] | tuple[np.ndarray, np.ndarray] | None = None,
+    delay_s: Sequence[float] | np.ndarray | None = None,
+    overhead_s: Sequence[float] | np.ndarray | None = None,
+    record_links: bool = False,
+    record_flows: bool = False,
+    mode: str = "incremental",
+    link_names: Sequence[str] | None = None,
+    flow_names: Sequence[str] | None = None,
+) -> SimulationResult:
+    """Simulate flows sharing links max-min fairly until every flow has finished.
+
+    Parameters
+    ----------
+    routes
+        One route per flow: link ids (or names, with ``link_names``), or a ``Routes``.
+    capacity_Bps, latency_s
+        Per link: capacity (B/s, finite, > 0) and latency (s, >= 0; default 0).
+    size_bytes
+        Per flow: bytes to deliver (>= 0, finite).
+    start_s
+        Per flow: earliest ready time (s, >= 0; default 0).
+    weights, caps_Bps
+        Per flow: max-min weight (> 0; default 1) and rate cap (B/s, > 0; default none).
+    depends_on
+        Per flow, the flows it waits for: a list of index lists, or a CSR pair
+        ``(dep_indptr, dep_indices)``. A flow is ready at
+        ``max(start_s, last dependency's finish + delay_s)``.
+    delay_s, overhead_s
+        Per flow: compute time after the dependencies, and per-message overhead added to the
+        route latency (s, >= 0; default 0).
+    record_links, record_flows
+        Record piecewise-constant rates per link (and per flow) in the result.
+    mode
+        ``"incremental"`` re-solves only the flows an event can affect; ``"full"`` re-solves
+        every transferring flow at every event (for comparison).
+
+    Returns
+    -------
+    SimulationResult
+    """
+    if mode not in _MODES:
+        raise InputError(f"mode must be one of {', '.join(_MODES)}, got {mode!r}")
+    problem = FairShareProblem.build(
+        routes, capacity_Bps, weights, caps_Bps, link_names=link_names, flow_names=flow_names
+    )
+    n_flows, n_links = problem.n_flows, problem.n_links
+    size = _nonnegative(size_bytes, n_flows, None, "size_bytes", flow_names, "flow")
+    start = _nonnegative(start_s, n_flows, 0.0, "start_s", flow_names, "flow")
+    delay = _nonnegative(delay_s, n_flows, 0.0, "delay_s", flow_names, "flow")
+    overhead = _nonnegative(overhead_s, n_flows, 0.0, "overhead_s", flow_names, "flow")
+    latency = _nonnegative(latency_s, n_links, 0.0, "latency_s", link_names, "link")
+    dep_indptr, dep_indices = _dependency_csr(depends_on, n_flows, flow_names)
+
+    inp = EngineInput(
+        problem.routes.flow_link_indptr,
+        problem.routes.flow_link_indices,
+        problem.capacity_Bps,
+        latency,
+        size,
+        start,
+        problem.weight,
+        problem.cap_Bps,
+        delay,
+        overhead,
+        dep_indptr,
+        dep_indices,
+    )
+    record = RECORD_LINKS_AND_FLOWS if record_flows else RECORD_LINKS if record_links else RECORD_NONE
+    ready = np.empty(n_flows)
+    transfer_start = np.empty(n_flows)
+    finish = np.empty(n_flows)
+    n_events, n_updates, n_resolved, seg_entity, seg_start, seg_end, seg_rate = simulate_flows(
+        inp, mode == "incremental", record, DEFAULT_TIE_REL_TOL, DEFAULT_TIME_REL_TOL, ready, transfer_start, finish
+    )
+    link_bytes = np.bincount(
+        problem.routes.flow_link_indices,
+        weights=np.repeat(size, problem.routes.hop_counts()),
+        minlength=n_links,
+    )
+    segments = {}
+    if record != RECORD_NONE:
+        order = np.argsort(seg_entity, kind="stable")
+        n_entities = n_links + (n_flows if record_flows else 0)
+        indptr = np.zeros(n_entities + 1, dtype=np.int64)
+        np.cumsum(np.bincount(seg_entity, minlength=n_entities), out=indptr[1:])
+        segments = dict(
+            link_segment_indptr=indptr[: n_links + 1],
+            segment_start_s=seg_start[order],
+            segment_end_s=seg_end[order],
+            segment_rate_Bps=seg_rate[order],
+        )
+        if record_flows:
+            segments["flow_segment_indptr"] = indptr[n_links:] 
+    return SimulationResult(
+        ready_s=ready,
+        transfer_start_s=transfer_start,
+        finish_s=finish,
+        size_bytes=size,
+        link_capacity_Bps=problem.capacity_Bps,
+        link_bytes=link_bytes,
+        n_events=int(n_events),
+        n_rate_updates=int(n_updates),
+        n_rates_resolved=int(n_resolved),
+        **segments,
+    )
+
+
+def _nonnegative(values, n, default, what, names, kind):
+    if values is None:
+        if default is None:
+            raise InputError(f"{what} is required")
+        arr = np.full(n, default, dtype=np.float64)
+    else:
+        arr = np.array(values, dtype=np.float64, order="C")
+        if arr.shape != (n,):
+            raise InputError(f"{what} must have one value per {kind} ({n}), got shape {arr.shape}")
+    bad = np.flatnonzero(~(arr >= 0) | ~np.isfinite(arr))
+    if bad.size:
+        i = int(bad[0])
+        label = f"{kind} {names[i]!r}" if names is not None else f"{kind} {i}"
+        raise InputError(f"{label} has {what} {float(arr[i])!r}; it must be finite and >= 0")
+    arr.flags.writeable = False
+    return arr
+
+
+def _dependency_csr(depends_on, n_flows, flow_names):
+    if depends_on is None:
+        return np.zeros(n_flows + 1, dtype=np.int64), np.empty(0, dtype=np.int64)
+    if isinstance(depends_on, tuple) and len(depends_on) == 2 and isinstance(depends_on[0], np.ndarray):
+        indptr = np.ascontiguousarray(depends_on[0], dtype=np.int64)
+        indices = np.ascontiguousarray(depends_on[1], dtype=np.int64)
+        if indptr.shape != (n_flows + 1,) or indptr[0] != 0 or np.any(np.diff(indptr) < 0) or indptr[-1] != indices.size:
+            raise InputError("depends_on CSR pointers do not match the flows")
+    else:
+        if len(depends_on) != n_flows:
+            raise InputError(f"depends_on has {len(depends_on)} entries for {n_flows} flows")
+        indptr = np.zeros(n_flows + 1, dtype=np.int64)
+        np.cumsum([len(d) for d in depends_on], out=indptr[1:])
+        indices = np.array([int(d) for deps in depends_on for d in deps], dtype=np.int64)
+    label = (lambda i: f"flow {flow_names[i]!r}") if flow_names is not None else (lambda i: f"flow {i}")
+    bad = np.flatnonzero((indices < 0) | (indices >= n_flows))
+    if bad.size:
+        f = int(np.searchsorted(indptr, bad[0], side="right") - 1)
+        raise InputError(f"{label(f)} depends on unknown flow {int(indices[bad[0]])}")
+    member = find_cycle_member(indptr, indices)
+    if member >= 0:
+        raise InputError(f"dependency cycle through {label(int(member))}")
+    return indptr, indices

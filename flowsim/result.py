@@ -1,0 +1,85 @@
+"""What a simulation returns: per-flow times, per-link rate segments, summaries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    """Outcome of :func:`flowsim.simulate`.
+
+    Per flow (float64[n_flows], seconds): ``ready_s`` (dependencies met and delay over),
+    ``transfer_start_s`` (route latency over; joins the fair share), ``finish_s`` (last byte
+    delivered). Per link: ``link_bytes`` (bytes carried) over ``link_capacity_Bps``.
+    When link recording is on, ``link_segment_indptr`` (int64[n_links + 1]) points into
+    ``segment_start_s``, ``segment_end_s`` and ``segment_rate_Bps``: each link's rate as
+    consecutive constant pieces (pieces at rate 0 are omitted).
+    """
+
+    ready_s: np.ndarray
+    transfer_start_s: np.ndarray
+    finish_s: np.ndarray
+    size_bytes: np.ndarray
+    link_capacity_Bps: np.ndarray
+    link_bytes: np.ndarray
+    n_events: int
+    n_rate_updates: int
+    n_rates_resolved: int
+    link_segment_indptr: np.ndarray | None = None
+    segment_start_s: np.ndarray | None = None
+    segment_end_s: np.ndarray | None = None
+    segment_rate_Bps: np.ndarray | None = None
+    flow_segment_indptr: np.ndarray | None = None
+
+    @property
+    def n_flows(self) -> int:
+        return self.finish_s.shape[0]
+
+    @property
+    def makespan_s(self) -> float:
+        """Time the last flow finishes (0 for no flows)."""
+        return float(self.finish_s.max()) if self.n_flows else 0.0
+
+    @property
+    def fct_s(self) -> np.ndarray:
+        """Flow completion times: finish minus ready."""
+        return self.finish_s - self.ready_s
+
+    def fct_percentiles(self, q: tuple[float, ...] = (50.0, 90.0, 99.0, 99.9)) -> dict[float, float]:
+        if not self.n_flows:
+            return {p: float("nan") for p in q}
+        return dict(zip(q, np.percentile(self.fct_s, q).tolist()))
+
+    def link_utilization(self, duration_s: float | None = None) -> np.ndarray:
+        """Mean utilization of each link over ``duration_s`` (default: the makespan)."""
+        duration = self.makespan_s if duration_s is None else duration_s
+        if duration <= 0:
+            return np.zeros_like(self.link_bytes)
+        return self.link_bytes / (self.link_capacity_Bps * duration)
+
+    def link_segments(self, link: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(start_s, end_s, rate_Bps)`` of one link's constant-rate pieces."""
+        if self.link_segment_indptr is None:
+            raise ValueError("link rates were not recorded; simulate with record_links=True")
+        lo, hi = self.link_segment_indptr[link], self.link_segment_indptr[link + 1]
+        return self.segment_start_s[lo:hi], self.segment_end_s[lo:hi], self.segment_rate_Bps[lo:hi]
+
+    def flow_segments(self, flow: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(start_s, end_s, rate_Bps)`` of one flow's constant-rate pieces."""
+        if self.flow_segment_indptr is None:
+            raise ValueError("flow rates were not recorded; simulate with record_flows=True")
+        lo, hi = self.flow_segment_indptr[flow], self.flow_segment_indptr[flow + 1]
+        return self.segment_start_s[lo:hi], self.segment_end_s[lo:hi], self.segment_rate_Bps[lo:hi]
+
+    def summary(self) -> dict[str, float]:
+        """Makespan, flow-completion-time percentiles and link figures, as plain floats."""
+        out = {"makespan_s": self.makespan_s, "n_flows": float(self.n_flows), "n_events": float(self.n_events)}
+        for p, v in self.fct_percentiles().items():
+            out[f"fct_p{p:g}_s"] = v
+        util = self.link_utilization()
+        out["max_link_utilization"] = float(util.max()) if util.size else 0.0
+        out["total_link_bytes"] = float(self.link_bytes.sum())
+        return out

@@ -1,0 +1,202 @@
+"""Workloads: flows between endpoints, with sizes, start times and dependencies.
+
+A :class:`Workload` says *what* moves (from which node to which, how many bytes, after
+what); routing over a topology says *where*. Collectives and training steps build
+workloads; :func:`flowsim.run` routes and simulates them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from flowsim.errors import InputError
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A table of flows, one row per flow, checked on construction.
+
+    Attributes
+    ----------
+    names : tuple[str, ...]
+        Unique flow ids, used in errors and traces (e.g. ``"ar.step3.r7"``).
+    src, dst : tuple[str, ...]
+        Source and destination node names; the same node for a local copy.
+    size_bytes : float64[n]
+        Bytes to move, >= 0.
+    start_s : float64[n]
+        Earliest time the flow may become ready, >= 0.
+    dep_indptr, dep_indices : int64[n + 1], int64[n_deps]
+        CSR of the flows each flow waits for (indices into this table).
+    delay_s : float64[n]
+        Time between the last dependency finishing and readiness (compute), >= 0.
+    overhead_s : float64[n]
+        Per-message overhead added to the route latency, >= 0.
+    weight : float64[n]
+        Max-min weight, > 0.
+    cap_Bps : float64[n]
+        Rate cap, > 0, inf for none.
+    tags : Mapping[str, tuple[str, ...]]
+        Free-form string columns (``collective``, ``step``, ...), one value per flow.
+    """
+
+    names: tuple[str, ...]
+    src: tuple[str, ...]
+    dst: tuple[str, ...]
+    size_bytes: np.ndarray
+    start_s: np.ndarray
+    dep_indptr: np.ndarray
+    dep_indices: np.ndarray
+    delay_s: np.ndarray
+    overhead_s: np.ndarray
+    weight: np.ndarray
+    cap_Bps: np.ndarray
+    tags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    @classmethod
+    def build(
+        cls,
+        names: Sequence[str],
+        src: Sequence[str],
+        dst: Sequence[str],
+        size_bytes: Sequence[float] | np.ndarray,
+        *,
+        start_s: Sequence[float] | np.ndarray | None = None,
+        depends_on: Sequence[Sequence[int | str]] | None = None,
+        delay_s: Sequence[float] | np.ndarray | None = None,
+        overhead_s: Sequence[float] | np.ndarray | None = None,
+        weight: Sequence[float] | np.ndarray | None = None,
+        cap_Bps: Sequence[float] | np.ndarray | None = None,
+        tags: Mapping[str, Sequence[str]] | None = None,
+    ) -> Workload:
+        """Check and freeze a workload. ``depends_on`` holds flow indices or names."""
+        names = tuple(str(n) for n in names)
+        n = len(names)
+        index: dict[str, int] = {}
+        for i, name in enumerate(names):
+            if name in index:
+                raise InputError(f"flow name {name!r} is used twice (flows {index[name]} and {i})")
+            index[name] = i
+        src = tuple(str(s) for s in src)
+        dst = tuple(str(d) for d in dst)
+        for what, col in (("src", src), ("dst", dst)):
+            if len(col) != n:
+                raise InputError(f"{what} has {len(col)} entries for {n} flows")
+        size = _column(size_bytes, n, 0.0, "size_bytes", names, lower=0.0)
+        start = _column(start_s, n, 0.0, "start_s", names, lower=0.0)
+        delay = _column(delay_s, n, 0.0, "delay_s", names, lower=0.0)
+        overhead = _column(overhead_s, n, 0.0, "overhead_s", names, lower=0.0)
+        w = _column(weight, n, 1.0, "weight", names, lower=0.0, strict=True)
+        cap = _column(cap_Bps, n, np.inf, "cap_Bps", names, lower=0.0, strict=True, allow_inf=True)
+        dep_indptr, dep_indices = _dependencies(depends_on, n, names, index)
+        frozen_tags = {}
+        for key, values in (tags or {}).items():
+            values = tuple(str(v) for v in values)
+            if len(values) != n:
+                raise InputError(f"tag {key!r} has {len(values)} values for {n} flows")
+            frozen_tags[key] = values
+        return cls(names, src, dst, size, start, dep_indptr, dep_indices, delay, overhead, w, cap, frozen_tags)
+
+    @classmethod
+    def concat(cls, parts: Sequence[Workload]) -> Workload:
+        """One workload holding ``parts`` in order; dependencies are re-indexed, tag columns
+        missing from a part are filled with empty strings."""
+        offsets = np.cumsum([0] + [len(p) for p in parts])
+        keys = sorted({k for p in parts for k in p.tags})
+        depends_on: list[list[int]] = []
+        for p, off in zip(parts, offsets):
+            for i in range(len(p)):
+                depends_on.append((p.dep_indices[p.dep_indptr[i] : p.dep_indptr[i + 1]] + off).tolist())
+        return cls.build(
+            [n for p in parts for n in p.names],
+            [s for p in parts for s in p.src],
+            [d for p in parts for d in p.dst],
+            _cat(parts, "size_bytes"),
+            start_s=_cat(parts, "start_s"),
+            depends_on=depends_on,
+            delay_s=_cat(parts, "delay_s"),
+            overhead_s=_cat(parts, "overhead_s"),
+            weight=_cat(parts, "weight"),
+            cap_Bps=_cat(parts, "cap_Bps"),
+            tags={k: [v for p in parts for v in p.tags.get(k, ("",) * len(p))] for k in keys},
+        )
+
+    def dependencies(self, flow: int) -> np.ndarray:
+        return self.dep_indices[self.dep_indptr[flow] : self.dep_indptr[flow + 1]]
+
+
+def _cat(parts: Sequence[Workload], attr: str) -> np.ndarray:
+    return np.concatenate([getattr(p, attr) for p in parts]) if parts else np.empty(0)
+
+
+def _column(
+    values: Sequence[float] | np.ndarray | None,
+    n: int,
+    default: float,
+    what: str,
+    names: Sequence[str],
+    *,
+    lower: float,
+    strict: bool = False,
+    allow_inf: bool = False,
+) -> np.ndarray:
+    if values is None:
+        arr = np.full(n, default, dtype=np.float64)
+    else:
+        try:
+            arr = np.array(values, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"{what} must be numbers: {exc}") from None
+        if arr.ndim == 0:
+            arr = np.full(n, float(arr))
+        if arr.shape != (n,):
+            raise InputError(f"{what} must have one value per flow ({n}), got shape {arr.shape}")
+    bad = np.isnan(arr) | (arr <= lower if strict else arr < lower)
+    if not allow_inf:
+        bad |= np.isinf(arr)
+    if bad.any():
+        i = int(np.argmax(bad))
+        rule = f"> {lower:g}" if strict else f">= {lower:g}"
+        rule += "" if allow_inf else " and finite"
+        raise InputError(f"flow {names[i]!r} has {what} {float(arr[i])!r}; it must be {rule}")
+    arr.flags.writeable = False
+    return arr
+
+
+def _dependencies(
+    depends_on: Sequence[Sequence[int | str]] | None,
+    n: int,
+    names: Sequence[str],
+    index: Mapping[str, int],
+) -> tuple[np.ndarray, np.ndarray]:
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    if depends_on is None:
+        indptr.flags.writeable = False
+        return indptr, np.empty(0, dtype=np.int64)
+    if len(depends_on) != n:
+        raise InputError(f"depends_on has {len(depends_on)} entries for {n} flows")
+    flat: list[int] = []
+    for i, deps in enumerate(depends_on):
+        for d in deps:
+            if isinstance(d, str):
+                if d not in index:
+                    raise InputError(f"flow {names[i]!r} depends on unknown flow {d!r}")
+                j = index[d]
+            else:
+                j = int(d)
+                if not 0 <= j < n:
+                    raise InputError(f"flow {names[i]!r} depends on unknown flow {j} (flows are 0..{n - 1})")
+            if j == i:
+                raise InputError(f"flow {names[i]!r} depends on itself")
+            flat.append(j)
+        indptr[i + 1] = len(flat)
+    indices = np.array(flat, dtype=np.int64)
+    indptr.flags.writeable = False
+    indices.flags.writeable = False
+    return indptr, indices

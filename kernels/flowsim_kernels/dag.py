@@ -1,0 +1,68 @@
+"""Dependency graphs between flows."""
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def find_cycle_member(dep_indptr, dep_indices):
+    """A flow on a dependency cycle, or -1 if the dependencies form a DAG.
+
+    Parameters
+    ----------
+    dep_indptr : int64[n + 1]
+    dep_indices : int64[n_deps]
+        CSR: the flows each flow waits for. Not mutated.
+
+    Notes
+    -----
+    Kahn's algorithm removes every flow whose dependencies are all removed; what is left
+    are flows on cycles and flows downstream of them. Each of those still waits for one of
+    them, so walking "waits for" links from any of them must revisit a flow, which lies on
+    a cycle. O(n + n_deps).
+    """
+    n = dep_indptr.shape[0] - 1
+    n_waiting = np.empty(n, dtype=np.int64)
+    n_dependents = np.zeros(n + 1, dtype=np.int64)
+    for f in range(n):
+        n_waiting[f] = dep_indptr[f + 1] - dep_indptr[f]
+        for k in range(dep_indptr[f], dep_indptr[f + 1]):
+            n_dependents[dep_indices[k] + 1] += 1
+    for f in range(n):
+        n_dependents[f + 1] += n_dependents[f]
+    dependents = np.empty(dep_indices.shape[0], dtype=np.int64)
+    fill = n_dependents[:-1].copy()
+    for f in range(n):
+        for k in range(dep_indptr[f], dep_indptr[f + 1]):
+            d = dep_indices[k]
+            dependents[fill[d]] = f
+            fill[d] += 1
+    queue = np.empty(n, dtype=np.int64)
+    head = 0
+    tail = 0
+    for f in range(n):
+        if n_waiting[f] == 0:
+            queue[tail] = f
+            tail += 1
+    while head < tail:
+        d = queue[head]
+        head += 1
+        for k in range(n_dependents[d], n_dependents[d + 1]):
+            f = dependents[k]
+            n_waiting[f] -= 1
+            if n_waiting[f] == 0:
+                queue[tail] = f
+                tail += 1
+    if tail == n:
+        return -1
+    seen = np.zeros(n, dtype=np.bool_)
+    f = 0
+    while n_waiting[f] == 0:
+        f += 1
+    while not seen[f]:
+        seen[f] = True
+        for k in range(dep_indptr[f], dep_indptr[f + 1]):
+            if n_waiting[dep_indices[k]] > 0:
+                f = dep_indices[k]
+                break
+    return f

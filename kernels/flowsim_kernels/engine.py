@@ -1,0 +1,457 @@
+"""Event-driven flow simulation: arrivals, latencies, max-min sharing, completions.
+
+The whole event loop runs here, in compiled code. After each batch of simultaneous events
+only the flows whose rates can change are re-solved, with :func:`progressive_fill` over the
+residual capacity the other flows leave.
+"""
+
+from collections import namedtuple
+
+import numpy as np
+from numba import njit
+
+from flowsim_kernels.csr import csr_transpose
+from flowsim_kernels.heap import heap_pop, heap_push
+from flowsim_kernels.maxmin import RESIDUAL, progressive_fill
+
+#: Arrays describing a simulation; see :func:`simulate_flows`.
+EngineInput = namedtuple(
+    "EngineInput",
+    [
+        "flow_link_indptr",  # int64[n_flows + 1]
+        "flow_link_indices",  # int64[n_incidences]
+        "capacity_Bps",  # float64[n_links]
+        "latency_s",  # float64[n_links]
+        "size_bytes",  # float64[n_flows]
+        "start_s",  # float64[n_flows]
+        "weight",  # float64[n_flows]
+        "cap_Bps",  # float64[n_flows]
+        "delay_s",  # float64[n_flows]
+        "overhead_s",  # float64[n_flows]
+        "dep_indptr",  # int64[n_flows + 1]
+        "dep_indices",  # int64[n_deps]
+    ],
+)
+
+# Event kinds, encoded in a heap item as flow * 3 + kind.
+_READY = 0
+_TRANSFER = 1
+_FINISH = 2
+
+# Flow phases.
+_WAITING = 0
+_LATENT = 1
+_ACTIVE = 2
+_DONE = 3
+
+#: What to record as rate segments.
+RECORD_NONE = 0
+RECORD_LINKS = 1
+RECORD_LINKS_AND_FLOWS = 2
+
+# Relative slack when checking that a partial re-solve left a max-min allocation.
+_CHECK_REL_TOL = 1e-9
+
+
+@njit(cache=True)
+def simulate_flows(inp, incremental, record, tie_rel_tol, time_rel_tol, ready_s, transfer_start_s, finish_s):
+    """Run flows to completion; fill in their ready, transfer-start and finish times.
+
+    Parameters
+    ----------
+    inp : EngineInput
+        Routes (flow -> link CSR), link capacities (B/s, > 0) and latencies (s, >= 0), flow
+        sizes (bytes, >= 0), earliest start times (s), weights (> 0), rate caps (B/s, inf
+        for none), delays after dependencies (s), per-message overheads (s), and the flows
+        each flow waits for (CSR). Checked by the caller: the dependencies form a DAG and
+        every flow with an empty route has a finite cap. Not mutated.
+    incremental : bool
+        Re-solve only the flows an event can affect (True) or every transferring flow.
+    record : int
+        ``RECORD_NONE``, ``RECORD_LINKS`` (rate segments per link) or
+        ``RECORD_LINKS_AND_FLOWS`` (also per flow, entity ``n_links + f``).
+    tie_rel_tol : float
+        Max-min levels within this relative distance saturate together.
+    time_rel_tol : float
+        Events within this relative distance of the earliest pending one are handled
+        together.
+    ready_s, transfer_start_s, finish_s : float64[n_flows]
+        Outputs (s). Mutated.
+
+    Returns
+    -------
+    n_events : int
+        Events handled (readiness, transfer starts, completions).
+    n_updates : int
+        Rate re-solves.
+    n_resolved : int
+        Flow rates computed over all re-solves (a measure of their total size).
+    seg_entity : int64[n_seg]
+    seg_start_s, seg_end_s, seg_rate_Bps : float64[n_seg]
+        Constant-rate pieces of each recorded entity, in time order per entity; pieces at
+        rate 0 are left out.
+
+    Notes
+    -----
+    A priority queue holds pending events; completions are predicted from each flow's
+    remaining bytes and rate, and re-predicted (with the old entry left to go stale) only
+    when the rate changes; remaining bytes are settled lazily at those moments.
+
+    Partial re-solve: when a flow at level r (rate / weight) leaves, every flow below r
+    keeps its rate (below r the filling runs exactly as before: the leaving flow's links do
+    not saturate below r either way). Symmetrically, a flow arriving with final level r
+    changes no flow below r, and r is at least ``min(cap / w, min over its links of
+    capacity / total weight)``. So each batch seeds the re-solve with the arriving flows and
+    the flows at or above those levels on the touched links, and fills them over the
+    capacity the others leave. The result is then checked against the definition of
+    max-min fairness on every touched link (feasible; every flow capped or with a bottleneck
+    where its level is the largest): a flow that fails is added, with the flows that block
+    it, and the region is solved again. Since the allocation is unique, the check makes the
+    result exact whatever the seed; the seed only makes it small.
+    """
+    n_flows = inp.flow_link_indptr.shape[0] - 1
+    n_links = inp.capacity_Bps.shape[0]
+    n_inc = inp.flow_link_indices.shape[0]
+    fl_ptr = inp.flow_link_indptr
+    fl_idx = inp.flow_link_indices
+
+    # Per link, a slot range (its static CSR row) holding the flows transferring over it.
+    link_slot_start, _ = csr_transpose(fl_ptr, fl_idx, n_links)
+    link_slot_start = link_slot_start[:-1].copy()
+    link_slot_count = np.zeros(n_links, dtype=np.int64)
+    slot_flow = np.empty(n_inc, dtype=np.int64)
+    slot_inc = np.empty(n_inc, dtype=np.int64)
+    inc_slot = np.empty(n_inc, dtype=np.int64)
+
+    dependents_ptr, dependents = csr_transpose(inp.dep_indptr, inp.dep_indices, n_flows)
+    n_waiting = np.diff(inp.dep_indptr)
+
+    route_latency = inp.overhead_s.copy()
+    for f in range(n_flows):
+        for k in range(fl_ptr[f], fl_ptr[f + 1]):
+            route_latency[f] += inp.latency_s[fl_idx[k]]
+
+    phase = np.zeros(n_flows, dtype=np.int64)
+    rate = np.zeros(n_flows, dtype=np.float64)
+    remaining = inp.size_bytes.copy()
+    settled_at = np.zeros(n_flows, dtype=np.float64)
+    predicted_finish = np.full(n_flows, np.inf)
+    ready_s[:] = np.nan
+    transfer_start_s[:] = np.nan
+    finish_s[:] = np.nan
+
+    # Per link: last committed load, when it was set, and its level if saturated (else -1).
+    link_load = np.zeros(n_links, dtype=np.float64)
+    link_since = np.zeros(n_links, dtype=np.float64)
+    link_sat_level = np.full(n_links, -1.0)
+
+    # Workspaces of the re-solve.
+    state = np.zeros((n_links, 3), dtype=np.float64)
+    fill_heap_keys = np.empty(n_links, dtype=np.float64)
+    fill_heap_items = np.empty(n_links, dtype=np.int64)
+    in_region = np.zeros(n_flows, dtype=np.bool_)
+    frozen = np.zeros(n_flows, dtype=np.bool_)
+    new_rate = np.zeros(n_flows, dtype=np.float64)
+    region = np.empty(n_flows, dtype=np.int64)
+    link_mark = np.zeros(n_links, dtype=np.bool_)
+    touched = np.empty(n_links, dtype=np.int64)
+    new_load = np.zeros(n_links, dtype=np.float64)
+    new_sat_level = np.zeros(n_links, dtype=np.float64)
+    visit_stamp = np.zeros(n_flows, dtype=np.int64)
+    stamp = 0
+    arrivals = np.empty(n_flows, dtype=np.int64)
+    departures = np.empty(n_flows, dtype=np.int64)
+
+    ev_keys = np.empty(max(16, 2 * n_flows), dtype=np.float64)
+    ev_items = np.empty(max(16, 2 * n_flows), dtype=np.int64)
+    n_ev = 0
+    for f in range(n_flows):
+        if n_waiting[f] == 0:
+            ev_keys, ev_items = _room(ev_keys, ev_items, n_ev)
+            n_ev = heap_push(ev_keys, ev_items, n_ev, inp.start_s[f], f * 3 + _READY)
+
+    seg_entity = np.empty(1024, dtype=np.int64)
+    seg_data = np.empty((1024, 3), dtype=np.float64)
+    n_seg = 0
+
+    n_events = 0
+    n_updates = 0
+    n_resolved = 0
+    while n_ev > 0:
+        limit = ev_keys[0] + time_rel_tol * abs(ev_keys[0])
+        now = ev_keys[0]
+        n_arr = 0
+        n_dep = 0
+        while n_ev > 0 and ev_keys[0] <= limit:
+            t = ev_keys[0]
+            item = ev_items[0]
+            n_ev = heap_pop(ev_keys, ev_items, n_ev)
+            f = item // 3
+            kind = item - 3 * f
+            if kind == _FINISH and (phase[f] != _ACTIVE or t != predicted_finish[f]):
+                continue  # a stale prediction: the flow's rate changed since
+            n_events += 1
+            now = max(now, t)
+            if kind == _READY:
+                ready_s[f] = t
+                phase[f] = _LATENT
+                if route_latency[f] > 0:
+                    ev_keys, ev_items = _room(ev_keys, ev_items, n_ev)
+                    n_ev = heap_push(ev_keys, ev_items, n_ev, t + route_latency[f], f * 3 + _TRANSFER)
+                    continue
+                kind = _TRANSFER
+            if kind == _TRANSFER:
+                transfer_start_s[f] = t
+                if inp.size_bytes[f] > 0:
+                    phase[f] = _ACTIVE
+                    settled_at[f] = t
+                    for k in range(fl_ptr[f], fl_ptr[f + 1]):
+                        link = fl_idx[k]
+                        s = link_slot_start[link] + link_slot_count[link]
+                        link_slot_count[link] += 1
+                        slot_flow[s] = f
+                        slot_inc[s] = k
+                        inc_slot[k] = s
+                    arrivals[n_arr] = f
+                    n_arr += 1
+                    continue
+            # A completion, or a transfer of zero bytes, which completes at once.
+            finish_s[f] = t
+            if phase[f] == _ACTIVE:
+                for k in range(fl_ptr[f], fl_ptr[f + 1]):
+                    link = fl_idx[k]
+                    last = link_slot_start[link] + link_slot_count[link] - 1
+                    s = inc_slot[k]
+                    moved = slot_inc[last]
+                    slot_flow[s] = slot_flow[last]
+                    slot_inc[s] = moved
+                    inc_slot[moved] = s
+                    link_slot_count[link] -= 1
+                if record == RECORD_LINKS_AND_FLOWS:
+                    seg_entity, seg_data, n_seg = _segment(
+                        seg_entity, seg_data, n_seg, n_links + f, settled_at[f], t, rate[f]
+                    )
+                departures[n_dep] = f
+                n_dep += 1
+            phase[f] = _DONE
+            for k in range(dependents_ptr[f], dependents_ptr[f + 1]):
+                g = dependents[k]
+                n_waiting[g] -= 1
+                if n_waiting[g] == 0:
+                    ev_keys, ev_items = _room(ev_keys, ev_items, n_ev)
+                    n_ev = heap_push(ev_keys, ev_items, n_ev, max(inp.start_s[g], t + inp.delay_s[g]), g * 3 + _READY)
+        if n_arr == 0 and n_dep == 0:
+            continue
+
+        # --- choose the region to re-solve --------------------------------------------------
+        n_updates += 1
+        n_region = 0
+        n_touched = 0
+        if incremental:
+            threshold = np.inf
+            for i in range(n_dep):
+                f = departures[i]
+                threshold = min(threshold, rate[f] / inp.weight[f])
+                n_touched = _touch_route(f, fl_ptr, fl_idx, link_mark, touched, n_touched)
+            for i in range(n_arr):
+                f = arrivals[i]
+                bound = inp.cap_Bps[f] / inp.weight[f]
+                for k in range(fl_ptr[f], fl_ptr[f + 1]):
+                    link = fl_idx[k]
+                    w = 0.0
+                    start = link_slot_start[link]
+                    for s in range(start, start + link_slot_count[link]):
+                        w += inp.weight[slot_flow[s]]
+                    bound = min(bound, inp.capacity_Bps[link] / w)
+                threshold = min(threshold, bound)
+                n_touched = _touch_route(f, fl_ptr, fl_idx, link_mark, touched, n_touched)
+                in_region[f] = True
+                region[n_region] = f
+                n_region += 1
+            # Only a saturated link passes a change on: on a link with slack no flow is
+            # bottlenecked, and a flow it carries is held by its other links.
+            floor = threshold * (1.0 - _CHECK_REL_TOL)
+            for j in range(n_touched):
+                link = touched[j]
+                if link_sat_level[link] < 0:
+                    continue
+                start = link_slot_start[link]
+                for s in range(start, start + link_slot_count[link]):
+                    g = slot_flow[s]
+                    if not in_region[g] and rate[g] / inp.weight[g] >= floor:
+                        in_region[g] = True
+                        region[n_region] = g
+                        n_region += 1
+        else:
+            for i in range(n_dep):
+                n_touched = _touch_route(departures[i], fl_ptr, fl_idx, link_mark, touched, n_touched)
+            for g in range(n_flows):
+                if phase[g] == _ACTIVE:
+                    in_region[g] = True
+                    region[n_region] = g
+                    n_region += 1
+
+        # --- solve, check, widen ---------------------------------------------------------------
+        while True:
+            for i in range(n_region):
+                n_touched = _touch_route(region[i], fl_ptr, fl_idx, link_mark, touched, n_touched)
+            for j in range(n_touched):
+                link = touched[j]
+                residual = inp.capacity_Bps[link]
+                start = link_slot_start[link]
+                for s in range(start, start + link_slot_count[link]):
+                    g = slot_flow[s]
+                    if not in_region[g]:
+                        residual -= rate[g]
+                state[link, RESIDUAL] = residual
+            region_view = region[:n_region]
+            progressive_fill(
+                region_view, touched[:n_touched], in_region, frozen, fl_ptr, fl_idx,
+                link_slot_start, link_slot_count, slot_flow, inp.weight, inp.cap_Bps,
+                tie_rel_tol, state, fill_heap_keys, fill_heap_items, new_rate,
+            )
+            n_resolved += n_region
+            for i in range(n_region):
+                frozen[region[i]] = False
+
+            for j in range(n_touched):
+                link = touched[j]
+                load = 0.0
+                top = 0.0
+                start = link_slot_start[link]
+                for s in range(start, start + link_slot_count[link]):
+                    g = slot_flow[s]
+                    r = new_rate[g] if in_region[g] else rate[g]
+                    load += r
+                    top = max(top, r / inp.weight[g])
+                new_load[link] = load
+                saturated = load >= inp.capacity_Bps[link] * (1.0 - _CHECK_REL_TOL)
+                new_sat_level[link] = top if saturated else -1.0
+
+            stamp += 1
+            n_before = n_region
+            for j in range(n_touched):
+                link = touched[j]
+                start = link_slot_start[link]
+                for s in range(start, start + link_slot_count[link]):
+                    g = slot_flow[s]
+                    if visit_stamp[g] == stamp:
+                        continue
+                    visit_stamp[g] = stamp
+                    r = new_rate[g] if in_region[g] else rate[g]
+                    if _has_bottleneck(g, r, inp, link_mark, new_sat_level, link_sat_level):
+                        continue
+                    if not in_region[g]:
+                        in_region[g] = True
+                        region[n_region] = g
+                        n_region += 1
+                        continue
+                    # g was solved, but on each of its saturated links a fixed flow sits at a
+                    # higher level: those must give way, so solve them too.
+                    level = r / inp.weight[g]
+                    for k in range(fl_ptr[g], fl_ptr[g + 1]):
+                        other = fl_idx[k]
+                        if new_sat_level[other] < 0:
+                            continue
+                        ostart = link_slot_start[other]
+                        for s2 in range(ostart, ostart + link_slot_count[other]):
+                            h = slot_flow[s2]
+                            if not in_region[h] and rate[h] / inp.weight[h] > level:
+                                in_region[h] = True
+                                region[n_region] = h
+                                n_region += 1
+            if n_region == n_before:
+                break
+
+        # --- commit --------------------------------------------------------------------------
+        for i in range(n_region):
+            g = region[i]
+            in_region[g] = False
+            r = new_rate[g]
+            if r == rate[g]:
+                continue
+            elapsed = now - settled_at[g]
+            if record == RECORD_LINKS_AND_FLOWS and rate[g] > 0:
+                seg_entity, seg_data, n_seg = _segment(seg_entity, seg_data, n_seg, n_links + g, settled_at[g], now, rate[g])
+            remaining[g] = max(remaining[g] - rate[g] * elapsed, 0.0)
+            settled_at[g] = now
+            rate[g] = r
+            predicted_finish[g] = now + remaining[g] / r
+            ev_keys, ev_items = _room(ev_keys, ev_items, n_ev)
+            n_ev = heap_push(ev_keys, ev_items, n_ev, predicted_finish[g], g * 3 + _FINISH)
+        for j in range(n_touched):
+            link = touched[j]
+            link_mark[link] = False
+            link_sat_level[link] = new_sat_level[link]
+            if new_load[link] != link_load[link]:
+                if record != RECORD_NONE:
+                    seg_entity, seg_data, n_seg = _segment(
+                        seg_entity, seg_data, n_seg, link, link_since[link], now, link_load[link]
+                    )
+                link_load[link] = new_load[link]
+                link_since[link] = now
+    return (
+        n_events,
+        n_updates,
+        n_resolved,
+        seg_entity[:n_seg].copy(),
+        seg_data[:n_seg, 0].copy(),
+        seg_data[:n_seg, 1].copy(),
+        seg_data[:n_seg, 2].copy(),
+    )
+
+
+@njit(cache=True)
+def _has_bottleneck(g, r, inp, link_mark, new_sat_level, link_sat_level):
+    """Is flow ``g`` at rate ``r`` capped, or the largest level on a saturated link?"""
+    if r >= inp.cap_Bps[g] * (1.0 - _CHECK_REL_TOL):
+        return True
+    level = r / inp.weight[g]
+    for k in range(inp.flow_link_indptr[g], inp.flow_link_indptr[g + 1]):
+        link = inp.flow_link_indices[k]
+        top = new_sat_level[link] if link_mark[link] else link_sat_level[link]
+        if top >= 0 and level >= top * (1.0 - _CHECK_REL_TOL):
+            return True
+    return False
+
+
+@njit(cache=True, inline="always")
+def _touch_route(f, fl_ptr, fl_idx, link_mark, touched, n_touched):
+    for k in range(fl_ptr[f], fl_ptr[f + 1]):
+        link = fl_idx[k]
+        if not link_mark[link]:
+            link_mark[link] = True
+            touched[n_touched] = link
+            n_touched += 1
+    return n_touched
+
+
+@njit(cache=True)
+def _room(keys, items, size):
+    """The heap arrays, doubled if they are full."""
+    if size < keys.shape[0]:
+        return keys, items
+    new_keys = np.empty(2 * keys.shape[0], dtype=keys.dtype)
+    new_items = np.empty(2 * items.shape[0], dtype=items.dtype)
+    new_keys[:size] = keys[:size]
+    new_items[:size] = items[:size]
+    return new_keys, new_items
+
+
+@njit(cache=True)
+def _segment(entity, data, n, who, start, end, rate):
+    """Append a constant-rate piece (skipping empty and zero-rate ones), growing the arrays."""
+    if rate == 0.0 or end <= start:
+        return entity, data, n
+    if n == entity.shape[0]:
+        new_entity = np.empty(2 * n, dtype=np.int64)
+        new_data = np.empty((2 * n, 3), dtype=np.float64)
+        new_entity[:n] = entity
+        new_data[:n] = data
+        entity = new_entity
+        data = new_data
+    entity[n] = who
+    data[n, 0] = start
+    data[n, 1] = end
+    data[n, 2] = rate
+    return entity, data, n + 1

@@ -1,0 +1,210 @@
+"""The event engine against SPEC's hand cases, its slow twin, and conservation laws."""
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+from flowsim import InputError
+from flowsim.engine import simulate
+from reference import simulate_reference
+
+G = 1e9
+MODES = ["incremental", "full"]
+
+
+# --- SPEC "Hand-computed cases", exactly ----------------------------------------------------
+
+@pytest.mark.parametrize("mode", MODES)
+def test_spec_case1_one_flow(mode):
+    assert simulate([[0]], [1 * G], [1 * G], mode=mode).finish_s.tolist() == [1.0]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_spec_case2_two_flows(mode):
+    assert simulate([[0], [0]], [1 * G], [1 * G, 1 * G], mode=mode).finish_s.tolist() == [2.0, 2.0]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_spec_case3_parking_lot(mode):
+    r = simulate([[0, 1], [0], [1]], [1 * G, 2 * G], [1 * G, 0.5 * G, 3 * G], mode=mode)
+    np.testing.assert_allclose(r.finish_s, [1.5, 1.0, 2.0], rtol=1e-15)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_spec_case4_staggered(mode):
+    r = simulate([[0], [0]], [1 * G], [1 * G, 1 * G], start_s=[0.0, 0.5], mode=mode)
+    np.testing.assert_allclose(r.finish_s, [1.5, 2.0], rtol=1e-15)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_spec_case5_latency(mode):
+    r = simulate([[0]], [1 * G], [1 * G], latency_s=[1e-3], mode=mode)
+    np.testing.assert_allclose(r.finish_s, [1.001], rtol=1e-15)
+    assert r.transfer_start_s.tolist() == [1e-3]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_spec_case6_cap(mode):
+    # f1 capped at 0.3 finishes at 1/0.3; f2 runs at 0.7 until then... both size 1:
+    # f2 finishes at 1/0.7 = 1.428..., then f1 stays at its cap: 1/0.3 = 3.333...
+    r = simulate([[0], [0]], [1 * G], [1 * G, 1 * G], caps_Bps=[0.3 * G, math.inf], mode=mode)
+    np.testing.assert_allclose(r.finish_s, [1 / 0.3, 1 / 0.7], rtol=1e-12)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_spec_case7_weights(mode):
+    # Rates 0.25 and 0.75: f2 (weight 3) finishes at 4/3 having moved 1; f1 has moved 1/3 and
+    # finishes the remaining 2/3 alone at rate 1: 4/3 + 2/3 = 2.
+    r = simulate([[0], [0]], [1 * G], [1 * G, 1 * G], weights=[1, 3], mode=mode)
+    np.testing.assert_allclose(r.finish_s, [2.0, 4 / 3], rtol=1e-12)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_spec_case8_dependency(mode):
+    r = simulate([[0], [0]], [1 * G], [1 * G, 1 * G], depends_on=[[], [0]], delay_s=[0, 0.25], mode=mode)
+    assert r.finish_s[0] == 1.0
+    assert r.ready_s[1] == 1.25
+    np.testing.assert_allclose(r.finish_s[1], 2.25, rtol=1e-15)
+
+
+def test_zero_byte_flow_finishes_when_its_latency_ends():
+    r = simulate([[0, 1]], [1.0, 1.0], [0.0], latency_s=[0.5, 0.25], overhead_s=[0.125])
+    assert r.finish_s.tolist() == [0.875]
+
+
+def test_start_time_is_a_lower_bound_after_dependencies():
+    r = simulate([[0], [0]], [1.0], [1.0, 1.0], depends_on=[[], [0]], start_s=[0.0, 5.0])
+    assert r.ready_s.tolist() == [0.0, 5.0]
+
+
+def test_chain_of_zero_byte_flows_resolves_at_one_instant():
+    r = simulate([[0], [0], [0]], [1.0], [0.0, 0.0, 2.0], depends_on=[[], [0], [1]])
+    assert r.finish_s.tolist() == [0.0, 0.0, 2.0]
+
+
+def test_local_copy_with_empty_route_runs_at_its_cap():
+    r = simulate([[], [0]], [1.0], [4.0, 1.0], caps_Bps=[2.0, math.inf])
+    assert r.finish_s.tolist() == [2.0, 1.0]
+
+
+# --- the slow twin on seeded random scenarios --------------------------------------------------
+
+def random_scenario(rng, n_flows, n_links, dependencies=True):
+    routes = [rng.choice(n_links, size=rng.integers(1, 4), replace=False).tolist() for _ in range(n_flows)]
+    kw = dict(
+        latency=rng.choice([0.0, 1e-3, 2e-2], n_links).tolist(),
+        start=np.round(rng.uniform(0, 2.0, n_flows), 2).tolist(),
+        weight=rng.choice([1.0, 1.0, 2.0, 0.5], n_flows).tolist(),
+        cap=np.where(rng.random(n_flows) < 0.2, rng.uniform(0.1, 2.0, n_flows), np.inf).tolist(),
+        delay=np.where(rng.random(n_flows) < 0.5, 0.1, 0.0).tolist(),
+        overhead=np.where(rng.random(n_flows) < 0.3, 1e-3, 0.0).tolist(),
+    )
+    deps = [[] for _ in range(n_flows)]
+    if dependencies:
+        for f in range(1, n_flows):
+            if rng.random() < 0.3:
+                deps[f] = sorted(set(rng.integers(0, f, size=rng.integers(1, 3)).tolist()))
+    kw["depends_on"] = deps
+    capacity = rng.uniform(0.5, 4.0, n_links).tolist()
+    size = np.where(rng.random(n_flows) < 0.05, 0.0, rng.uniform(0.01, 3.0, n_flows)).tolist()
+    return routes, capacity, size, kw
+
+
+def engine_kwargs(kw):
+    return dict(
+        latency_s=kw["latency"], start_s=kw["start"], weights=kw["weight"], caps_Bps=kw["cap"],
+        depends_on=kw["depends_on"], delay_s=kw["delay"], overhead_s=kw["overhead"],
+    )
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("seed", range(6))
+def test_matches_twin_on_random_scenarios(mode, seed):
+    rng = np.random.default_rng(seed)
+    routes, capacity, size, kw = random_scenario(rng, n_flows=60, n_links=8)
+    ready, transfer, finish = simulate_reference(routes, capacity, size, **kw)
+    r = simulate(routes, capacity, size, mode=mode, **engine_kwargs(kw))
+    np.testing.assert_allclose(r.ready_s, ready, rtol=1e-9)
+    np.testing.assert_allclose(r.transfer_start_s, transfer, rtol=1e-9)
+    np.testing.assert_allclose(r.finish_s, finish, rtol=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_incremental_matches_full_on_larger_scenarios(seed):
+    rng = np.random.default_rng(100 + seed)
+    routes, capacity, size, kw = random_scenario(rng, n_flows=2000, n_links=60)
+    a = simulate(routes, capacity, size, mode="incremental", **engine_kwargs(kw))
+    b = simulate(routes, capacity, size, mode="full", **engine_kwargs(kw))
+    np.testing.assert_allclose(a.finish_s, b.finish_s, rtol=1e-9)
+    assert a.n_rates_resolved < b.n_rates_resolved
+
+
+def test_burst_with_many_ties_matches_twin():
+    # Everything starts at t=0 with equal sizes over integer capacities: many simultaneous events.
+    rng = np.random.default_rng(7)
+    routes = [rng.choice(6, size=rng.integers(1, 3), replace=False).tolist() for _ in range(80)]
+    capacity = [1.0, 2.0, 2.0, 1.0, 4.0, 1.0]
+    size = [1.0] * 80
+    _, _, finish = simulate_reference(routes, capacity, size)
+    np.testing.assert_allclose(simulate(routes, capacity, size).finish_s, finish, rtol=1e-9)
+
+
+# --- conservation -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", MODES)
+def test_rates_integrate_to_sizes_and_never_exceed_capacity(mode):
+    rng = np.random.default_rng(11)
+    routes, capacity, size, kw = random_scenario(rng, n_flows=300, n_links=20)
+    r = simulate(routes, capacity, size, mode=mode, record_flows=True, **engine_kwargs(kw))
+    for f in range(len(routes)):
+        start, end, rate = r.flow_segments(f)
+        np.testing.assert_allclose(np.sum((end - start) * rate), size[f], rtol=1e-9, atol=1e-12)
+        if size[f] > 0:
+            assert start.min() >= r.transfer_start_s[f] - 1e-12 and end.max() <= r.finish_s[f] + 1e-12
+    for link in range(len(capacity)):
+        start, end, rate = r.link_segments(link)
+        assert np.all(rate <= capacity[link] * (1 + 1e-9))
+        assert np.all(start[1:] >= end[:-1] - 1e-12), "pieces of one link overlap"
+        np.testing.assert_allclose(np.sum((end - start) * rate), r.link_bytes[link], rtol=1e-9)
+
+
+def test_summary_figures():
+    r = simulate([[0], [0]], [1.0], [1.0, 3.0])
+    # Both at 0.5 until t=2; the second then alone at 1: finishes at 2 + 2 = 4.
+    assert r.makespan_s == 4.0
+    assert r.link_bytes.tolist() == [4.0]
+    np.testing.assert_allclose(r.link_utilization(), [1.0])
+    assert r.summary()["makespan_s"] == 4.0
+
+
+# --- bad input ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(depends_on=[[1], [0]]), "dependency cycle through flow"),
+        (dict(depends_on=[[], [5]]), "flow 1 depends on unknown flow 5"),
+        (dict(size=[1.0, math.nan]), "flow 1 has size_bytes nan"),
+        (dict(size=[1.0, -1.0]), "flow 1 has size_bytes -1.0"),
+        (dict(start_s=[0.0, -0.5]), "flow 1 has start_s -0.5"),
+        (dict(delay_s=[math.inf, 0.0]), "flow 0 has delay_s inf"),
+        (dict(latency_s=[-1e-6]), "link 0 has latency_s -1e-06"),
+        (dict(routes=[[0], [3]]), "flow 1 routes over unknown link 3"),
+        (dict(mode="fast"), "mode must be one of incremental, full"),
+    ],
+)
+def test_bad_input_names_the_culprit(kwargs, message):
+    args = dict(routes=[[0], [0]], capacity_Bps=[1.0], size=[1.0, 1.0])
+    args.update(kwargs)
+    routes, capacity, size = args.pop("routes"), args.pop("capacity_Bps"), args.pop("size")
+    with pytest.raises(InputError, match=re.escape(message)):
+        simulate(routes, capacity, size, **args)
+
+
+def test_cycle_error_names_a_flow_on_the_cycle():
+    # 0 is fine; 1 -> 2 -> 3 -> 1 is the cycle; 4 only waits for it.
+    deps = [[], [3], [1], [2], [1]]
+    with pytest.raises(InputError, match=r"dependency cycle through flow '(b|c|d)'"):
+        simulate([[0]] * 5, [1.0], [1.0] * 5, depends_on=deps, flow_names=list("abcde"))

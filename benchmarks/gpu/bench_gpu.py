@@ -1,0 +1,169 @@
+"""Batched max-min throughput on an NVIDIA GPU against all CPU cores, once their answers agree.
+
+Run from the repository root, with flowsim installed (``pip install -e '.[cuda]'``) or
+with ``PYTHONPATH=.:kernels`` where nothing can be installed::
+
+    python benchmarks/gpu/bench_gpu.py                  # GPU and CPU, the full table
+    python benchmarks/gpu/bench_gpu.py --cpu-only       # the CPU column alone, no GPU needed
+    NUMBA_ENABLE_CUDASIM=1 python benchmarks/gpu/bench_gpu.py --smoke   # tiny, on the simulator
+
+First the GPU's rates are checked against the CPU's on seeded random batches (relative 1e-9),
+then each size's batch is timed end to end (host-device copies included) and a table of
+instances per second is printed. Exit status: 0 on success, 1 if the GPU and CPU disagree,
+2 if the CUDA backend cannot run here (without ``--cpu-only``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import os
+import sys
+import time
+
+import numba
+import numpy as np
+
+from flowsim import Routes
+from flowsim.batched import BackendUnavailable, BatchProblem, resolve_backend
+
+#: (flows per instance, instances per GPU batch, instances per CPU batch). GPU batches fill
+#: an H200 (132 multiprocessors, one block per instance) at least twice over; the CPU times
+#: the first instances of the same batch, enough to keep 16 cores busy.
+SIZES = [(1_000, 8192, 2048), (10_000, 1024, 256), (100_000, 264, 32)]
+SMOKE_SIZES = [(24, 3, 3), (60, 2, 2)]
+#: (flows, links, instances, integer capacities) of the batches checked before timing.
+CHECKS = [(40, 6, 8, False), (40, 6, 8, True), (500, 60, 16, False), (3000, 300, 8, True)]
+SMOKE_CHECKS = [(16, 4, 2, False), (16, 4, 2, True)]
+RTOL = 1e-9
+
+
+def random_batch(
+    rng: np.random.Generator, n_flows: int, n_links: int, n_instances: int, ties: bool = False
+) -> BatchProblem:
+    """Shared routes of 2 to 6 distinct links (``n_links >= 2``); capacities, weights and
+    20% caps per instance.
+
+    With ``ties``, capacities are small integers and weights 1, so many links saturate at
+    exactly the same level.
+    """
+    max_hops = min(6, n_links)
+    hops = rng.integers(2, max_hops + 1, n_flows)
+    indptr = np.zeros(n_flows + 1, dtype=np.int64)
+    np.cumsum(hops, out=indptr[1:])
+    # Each route walks forward from a random link by steps that add up to less than
+    # n_links, so its links are distinct.
+    steps = rng.integers(1, (n_links - 1) // (max_hops - 1) + 1, indptr[-1])
+    starts = indptr[:-1]
+    steps[starts] = rng.integers(0, n_links, n_flows)
+    walk = np.cumsum(steps)
+    walk -= np.repeat(walk[starts] - steps[starts], hops)
+    routes = Routes.from_csr(indptr, walk % n_links, n_links)
+    shape = (n_instances, n_flows)
+    if ties:
+        capacity = rng.integers(1, 4, (n_instances, n_links)) * 40.0
+        weight = np.ones(shape)
+    else:
+        capacity = rng.uniform(10e9, 400e9, (n_instances, n_links))
+        weight = rng.choice([0.5, 1.0, 2.0, 3.0], shape)
+    cap = np.where(rng.random(shape) < 0.2, rng.uniform(0.5e9, 50e9, shape), np.inf)
+    return BatchProblem.build(routes, capacity, weight, cap)
+
+
+def agree(gpu: np.ndarray, cpu: np.ndarray, what: str) -> bool:
+    rel = np.abs(gpu - cpu) / cpu
+    worst = float(rel.max(initial=0.0))
+    if worst <= RTOL:
+        print(f"  ok    {what}: max relative difference {worst:.1e}")
+        return True
+    i, f = np.unravel_index(int(np.argmax(rel)), rel.shape)
+    print(f"  FAIL  {what}: instance {i} flow {f}: GPU {gpu[i, f]!r} CPU {cpu[i, f]!r} (relative {worst:.1e})")
+    return False
+
+
+def best_time(solve, repeats: int) -> float:
+    """Best wall-clock seconds of ``repeats`` calls, after one untimed warm-up call."""
+    solve()
+    best = np.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        solve()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def describe_machine(use_cuda: bool) -> None:
+    print(f"numba {numba.__version__}, numpy {np.__version__}, {numba.get_num_threads()} CPU threads")
+    if use_cuda:
+        from numba import cuda
+
+        device = "simulator" if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" else cuda.get_current_device().name
+        print(f"numba-cuda {importlib.metadata.version('numba-cuda')}, device: {device}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes: a quick run, e.g. on the CUDA simulator")
+    parser.add_argument("--cpu-only", action="store_true", help="time the CPU path alone")
+    parser.add_argument("--repeats", type=int, default=3, help="timed calls per size (best counts)")
+    parser.add_argument("--seed", type=int, default=20261130)
+    args = parser.parse_args(argv)
+
+    use_cuda = not args.cpu_only
+    if use_cuda:
+        try:
+            resolve_backend("cuda")
+        except BackendUnavailable as err:
+            print(f"{err}\n(run with --cpu-only to time the CPU path alone)", file=sys.stderr)
+            return 2
+    describe_machine(use_cuda)
+    rng = np.random.default_rng(args.seed)
+
+    if use_cuda:
+        print(f"checking GPU against CPU (relative {RTOL:g}):")
+        ok = True
+        for n_flows, n_links, n_instances, ties in SMOKE_CHECKS if args.smoke else CHECKS:
+            problem = random_batch(rng, n_flows, n_links, n_instances, ties)
+            what = f"{n_instances} x {n_flows} flows over {n_links} links{', ties' if ties else ''}"
+            ok &= agree(problem.solve("cuda"), problem.solve("cpu"), what)
+        if not ok:
+            return 1
+
+    rows = []
+    for n_flows, gpu_instances, cpu_instances in SMOKE_SIZES if args.smoke else SIZES:
+        n_links = max(8, n_flows // 8)
+        problem = random_batch(rng, n_flows, n_links, gpu_instances if use_cuda else cpu_instances)
+        cpu_problem = BatchProblem(
+            problem.routes,
+            problem.link_flow_indptr,
+            problem.link_flow_indices,
+            problem.capacity_Bps[:cpu_instances],
+            problem.weight[:cpu_instances],
+            problem.cap_Bps[:cpu_instances],
+        )
+        cpu_s = best_time(lambda p=cpu_problem: p.solve("cpu"), args.repeats)
+        cpu_rate = cpu_instances / cpu_s
+        incidences = problem.routes.n_incidences
+        row = [f"{n_flows:,}", f"{n_links:,}", f"{incidences:,}", f"{cpu_instances:,}", f"{cpu_rate:,.0f}"]
+        if use_cuda:
+            gpu_s = best_time(lambda p=problem: p.solve("cuda"), args.repeats)
+            gpu_rate = gpu_instances / gpu_s
+            gpu_rates = problem.solve("cuda")[:cpu_instances]
+            if not agree(gpu_rates, cpu_problem.solve("cpu"), f"timed batch, {n_flows} flows"):
+                return 1
+            row += [f"{gpu_instances:,}", f"{gpu_rate:,.0f}", f"{gpu_rate / cpu_rate:.1f}x"]
+        rows.append(row)
+
+    header = ["flows", "links", "incidences", "CPU batch", "CPU inst/s"]
+    if use_cuda:
+        header += ["GPU batch", "GPU inst/s", "GPU/CPU"]
+    widths = [max(len(h), *(len(r[j]) for r in rows)) for j, h in enumerate(header)]
+    print()
+    print("  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True)))
+    for row in rows:
+        print("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,222 @@
+"""Batched max-min solving on CPU cores: against the serial kernel, the slow twin and SPEC cases."""
+
+import math
+import re
+import subprocess
+import sys
+
+import numba
+import numpy as np
+import pytest
+
+from flowsim import InputError, Routes, max_min_rates
+from flowsim import batched
+from flowsim.batched import BackendUnavailable, BatchProblem, available_backends, resolve_backend, solve_batch
+from reference import max_min_reference
+
+G = 1e9  # SPEC hand cases are in units of 1e9 bytes and 1e9 B/s
+
+
+def random_batch(rng, n_instances, n_flows, n_links, max_hops, p_capped=0.2):
+    """Shared random routes; capacities, weights and caps drawn per instance."""
+    routes = [
+        rng.choice(n_links, size=rng.integers(1, max_hops + 1), replace=False).tolist() for _ in range(n_flows)
+    ]
+    capacity = rng.uniform(1.0, 100.0, (n_instances, n_links))
+    weight = rng.choice([0.5, 1.0, 2.0, 3.0], (n_instances, n_flows))
+    cap = np.where(
+        rng.random((n_instances, n_flows)) < p_capped, rng.uniform(0.01, 20.0, (n_instances, n_flows)), np.inf
+    )
+    return routes, capacity, weight, cap
+
+
+# --- SPEC hand cases, one per instance ---------------------------------------------------------
+
+def test_spec_parking_lot_with_link_b_varied():
+    # Case 3: A (1) carries f1, f2; B carries f1, f3. B's capacity only changes what f3 gets
+    # once A has frozen f1 and f2 at 0.5.
+    rates = solve_batch([["A", "B"], ["A"], ["B"]], [[1 * G, 2 * G], [1 * G, 3 * G]], link_names=["A", "B"])
+    np.testing.assert_allclose(rates, [[0.5 * G, 0.5 * G, 1.5 * G], [0.5 * G, 0.5 * G, 2.5 * G]], rtol=1e-15)
+
+
+def test_spec_cap_and_weight_cases_side_by_side():
+    # Case 6 (cap 0.3 on f1) as instance 0, case 7 (weights 1 and 3) as instance 1.
+    rates = solve_batch(
+        [[0], [0]], [[1 * G], [1 * G]], weights=[[1, 1], [1, 3]], caps_Bps=[[0.3 * G, math.inf], [math.inf] * 2]
+    )
+    np.testing.assert_allclose(rates, [[0.3 * G, 0.7 * G], [0.25 * G, 0.75 * G]], rtol=1e-15)
+
+
+# --- against the serial kernel and the slow twin -----------------------------------------------
+
+@pytest.mark.parametrize(
+    "n_instances, n_flows, n_links, max_hops",
+    [(1, 10, 3, 2), (7, 100, 20, 4), (16, 500, 60, 6), (3, 3000, 200, 6)],
+    ids=lambda v: str(v),
+)
+def test_cpu_batch_is_the_serial_kernel_bit_for_bit(rng, n_instances, n_flows, n_links, max_hops):
+    routes, capacity, weight, cap = random_batch(rng, n_instances, n_flows, n_links, max_hops)
+    rates = solve_batch(routes, capacity, weight, cap)
+    assert rates.shape == (n_instances, n_flows) and rates.dtype == np.float64
+    for i in range(n_instances):
+        np.testing.assert_array_equal(rates[i], max_min_rates(routes, capacity[i], weight[i], cap[i]))
+
+
+@pytest.mark.parametrize("n_flows, n_links, max_hops", [(12, 4, 3), (150, 25, 5)], ids=lambda v: str(v))
+def test_cpu_batch_matches_twin(rng, n_flows, n_links, max_hops):
+    routes, capacity, weight, cap = random_batch(rng, 5, n_flows, n_links, max_hops)
+    rates = solve_batch(routes, capacity, weight, cap)
+    for i in range(5):
+        np.testing.assert_allclose(rates[i], max_min_reference(routes, capacity[i], weight[i], cap[i]), rtol=1e-9)
+
+
+def test_cpu_batch_matches_twin_with_many_ties(rng):
+    # Integer capacities and unit weights: many links saturate at exactly the same level.
+    routes = [rng.choice(10, size=rng.integers(1, 4), replace=False).tolist() for _ in range(300)]
+    capacity = rng.integers(1, 4, (4, 10)).astype(float) * 40.0
+    rates = solve_batch(routes, capacity)
+    for i in range(4):
+        np.testing.assert_allclose(rates[i], max_min_reference(routes, capacity[i]), rtol=1e-9)
+
+
+def test_shared_weights_and_caps_are_repeated_rows(rng):
+    routes, capacity, weight, cap = random_batch(rng, 6, 80, 12, 3)
+    shared = solve_batch(routes, capacity, weight[0], cap[0])
+    repeated = solve_batch(routes, capacity, np.tile(weight[0], (6, 1)), np.tile(cap[0], (6, 1)))
+    np.testing.assert_array_equal(shared, repeated)
+    defaults = solve_batch(routes, capacity)
+    np.testing.assert_array_equal(defaults, solve_batch(routes, capacity, np.ones(80), np.full(80, np.inf)))
+
+
+# --- determinism ---------------------------------------------------------------------------------
+
+def test_same_answer_twice_and_for_any_thread_count(rng):
+    routes, capacity, weight, cap = random_batch(rng, 24, 400, 40, 5)
+    problem = BatchProblem.build(routes, capacity, weight, cap)
+    before = numba.get_num_threads()
+    try:
+        runs = []
+        for threads in (numba.config.NUMBA_NUM_THREADS, 1, numba.config.NUMBA_NUM_THREADS):
+            numba.set_num_threads(threads)
+            runs.append(problem.solve())
+    finally:
+        numba.set_num_threads(before)
+    for run in runs[1:]:
+        np.testing.assert_array_equal(run, runs[0])
+
+
+# --- shapes and corner cases -------------------------------------------------------------------
+
+def test_problem_holds_checked_arrays_and_is_reusable():
+    problem = BatchProblem.build([[0, 1], [0], [1]], [[1.0, 2.0], [2.0, 4.0]], weights=[1.0, 1.0, 2.0])
+    assert (problem.n_instances, problem.n_flows, problem.n_links) == (2, 3, 2)
+    for arr in (problem.capacity_Bps, problem.weight, problem.cap_Bps):
+        assert arr.dtype == np.float64 and arr.flags.c_contiguous and not arr.flags.writeable
+    assert problem.weight.shape == problem.cap_Bps.shape == (2, 3)
+    np.testing.assert_array_equal(problem.solve(), problem.solve())
+    np.testing.assert_allclose(problem.solve()[1], [1.0, 1.0, 3.0])
+
+
+def test_routes_object_empty_routes_and_idle_links():
+    # f0 crosses link 3, f1 none (cap 2.5), f2 links 0 and 3; links 1 and 2 carry nothing.
+    # Instance 1: link 0 (2) limits f2, and f0 takes the rest of link 3 (8).
+    routes = Routes.from_csr(np.array([0, 1, 1, 3]), np.array([3, 0, 3]), n_links=4)
+    rates = solve_batch(routes, [[6.0, 1.0, 1.0, 4.0], [2.0, 1.0, 1.0, 8.0]], caps_Bps=[math.inf, 2.5, math.inf])
+    np.testing.assert_array_equal(rates, [[2.0, 2.5, 2.0], [6.0, 2.5, 2.0]])
+
+
+def test_no_flows():
+    assert solve_batch([], [[1.0], [2.0]]).shape == (2, 0)
+
+
+# --- bad input: errors name the instance and the culprit ------------------------------------------
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(capacity_Bps=[[1.0, 2.0], [1.0, 0.0]]), "instance 1: link 1 has capacity 0.0"),
+        (dict(capacity_Bps=[[1.0, 2.0], [math.nan, 2.0], [1.0, -3.0]]), "instance 1: link 0 has capacity nan"),
+        (
+            dict(capacity_Bps=[[1.0, 2.0], [1.0, math.inf]], link_names=["a", "b"]),
+            "instance 1: link 'b' has capacity inf",
+        ),
+        (dict(capacity_Bps=[[1.0, 0.0], [1.0, 0.0]]), "link 1 has capacity 0.0"),
+        (dict(capacity_Bps=[1.0, 2.0]), "capacity_Bps must be one row of link capacities per instance"),
+        (dict(capacity_Bps=np.ones((0, 2))), "got shape (0, 2)"),
+        (dict(capacity_Bps=[[1.0, 2.0]], link_names=["a"]), "1 link names for 2 capacities"),
+        (dict(weights=[[1.0, 1.0, 1.0], [1.0, 0.0, 1.0]]), "instance 1: flow 1 has weight 0.0"),
+        (dict(weights=[1.0, -1.0, 1.0]), "flow 1 has weight -1.0"),
+        (dict(weights=[[1.0, 1.0, 1.0]]), "weights has 1 rows for 2 instances"),
+        (dict(weights=[[1.0, 1.0], [1.0, 1.0]]), "weights must have one value per flow (3)"),
+        (dict(weights=np.ones((2, 3, 1))), "weights must be [n_flows] or [n_instances, n_flows]"),
+        (dict(caps_Bps=[[1.0, 1.0, 1.0], [1.0, 1.0, math.nan]]), "instance 1: flow 2 has caps_Bps NaN"),
+        (
+            dict(caps_Bps=[[1.0, 1.0, 1.0], [0.0, 1.0, 1.0]], flow_names=["x", "y", "z"]),
+            "instance 1: flow 'x' has rate cap 0.0",
+        ),
+        (
+            dict(routes=[[0], [], [1]], caps_Bps=[[1.0, 1.0, 1.0], [1.0, math.inf, 1.0]]),
+            "instance 1: flow 1 has an empty route and no rate cap",
+        ),
+        (dict(routes=[[0], [], [1]]), "flow 1 has an empty route and no rate cap"),
+        (dict(routes=[[0], [2], [1]]), "flow 1 routes over unknown link 2"),
+        (dict(routes=Routes.from_lists([[0], [1]], 3)), "routes are over 3 links but capacity_Bps has 2"),
+    ],
+)
+def test_bad_input_names_the_culprit(kwargs, message):
+    args = dict(routes=[[0, 1], [0], [1]], capacity_Bps=[[1.0, 2.0], [3.0, 4.0]]) | kwargs
+    with pytest.raises(InputError, match=re.escape(message)) as err:
+        solve_batch(**args)
+    if not message.startswith("instance"):
+        assert not str(err.value).startswith("instance")
+
+
+# --- backends ------------------------------------------------------------------------------------
+
+def test_unknown_backend():
+    with pytest.raises(InputError, match="backend must be one of 'cpu', 'cuda', 'auto'; got 'gpu'"):
+        solve_batch([[0]], [[1.0]], backend="gpu")
+
+
+def test_cpu_backend_needs_nothing(monkeypatch):
+    monkeypatch.setattr(batched, "_numba_cuda_installed", lambda: False)
+    assert resolve_backend("cpu") == "cpu"
+    assert available_backends() == ("cpu",)
+
+
+def test_cuda_without_numba_cuda_says_what_to_install(monkeypatch):
+    monkeypatch.setattr(batched, "_numba_cuda_installed", lambda: False)
+    with pytest.raises(BackendUnavailable, match=re.escape("pip install 'flowsim[cuda]'")):
+        solve_batch([[0]], [[1.0]], backend="cuda")
+    assert resolve_backend("auto") == "cpu"
+    assert solve_batch([[0]], [[1.0]], backend="auto").tolist() == [[1.0]]
+
+
+def test_cuda_without_a_gpu_says_no_device_was_found(monkeypatch):
+    monkeypatch.setattr(batched, "_numba_cuda_installed", lambda: True)
+    monkeypatch.setattr(batched, "_cuda_device_found", lambda: False)
+    with pytest.raises(BackendUnavailable, match="found no CUDA GPU"):
+        resolve_backend("cuda")
+    assert resolve_backend("auto") == "cpu"
+    assert available_backends() == ("cpu",)
+
+
+def test_backend_unavailable_is_an_input_error():
+    assert issubclass(BackendUnavailable, InputError)
+
+
+@pytest.mark.skipif("cuda" in available_backends(), reason="a CUDA device (or the simulator) is usable here")
+def test_cuda_here_fails_with_a_clear_reason():
+    with pytest.raises(BackendUnavailable, match=r"pip install 'flowsim\[cuda\]'|found no CUDA GPU"):
+        solve_batch([[0]], [[1.0]], backend="cuda")
+
+
+def test_cpu_path_never_imports_the_cuda_target():
+    # The package must import and run without numba-cuda: the CPU path must not touch it.
+    code = (
+        "import sys; from flowsim.batched import solve_batch; "
+        "solve_batch([[0]], [[1.0]], backend='cpu'); "
+        "print(sorted(m for m in sys.modules if m.startswith(('numba.cuda', 'numba_cuda', 'flowsim_kernels.cuda'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

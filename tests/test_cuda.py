@@ -1,0 +1,159 @@
+"""The CUDA backend: its kernels against the CPU kernel, and compiled ahead of time for sm_90.
+
+Solving needs a GPU or numba-cuda's simulator; CI runs this module on its own with the
+simulator switched on before numba is imported::
+
+    NUMBA_ENABLE_CUDASIM=1 pytest tests/test_cuda.py
+
+Without either, those tests skip. Compiling to PTX needs numba-cuda and its CUDA 13 wheels
+(``pip install 'flowsim[cuda]'``) but no GPU, and does not run under the simulator.
+"""
+
+import importlib.util
+import math
+import os
+
+import numpy as np
+import pytest
+
+from flowsim.batched import BatchProblem, available_backends, solve_batch
+
+SIMULATOR = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+HAS_NUMBA_CUDA = importlib.util.find_spec("numba_cuda") is not None
+
+needs_cuda = pytest.mark.skipif(
+    "cuda" not in available_backends(),
+    reason="no CUDA backend here: needs numba-cuda and a GPU, or NUMBA_ENABLE_CUDASIM=1",
+)
+needs_compiler = pytest.mark.skipif(
+    not HAS_NUMBA_CUDA or SIMULATOR,
+    reason="compiling to PTX needs numba-cuda with its CUDA wheels, outside the simulator",
+)
+
+G = 1e9
+
+
+def random_batch(rng, n_instances, n_flows, n_links, max_hops, p_capped=0.2):
+    routes = [
+        rng.choice(n_links, size=rng.integers(1, max_hops + 1), replace=False).tolist() for _ in range(n_flows)
+    ]
+    capacity = rng.uniform(1.0, 100.0, (n_instances, n_links))
+    weight = rng.choice([0.5, 1.0, 2.0, 3.0], (n_instances, n_flows))
+    cap = np.where(
+        rng.random((n_instances, n_flows)) < p_capped, rng.uniform(0.01, 20.0, (n_instances, n_flows)), np.inf
+    )
+    return routes, capacity, weight, cap
+
+
+# --- solving (GPU or simulator) ------------------------------------------------------------------
+
+@needs_cuda
+def test_spec_hand_cases_one_per_instance():
+    # Instance 0: parking lot (case 3); 1: cap 0.3 on f2 (case 6, f3 idle on B); 2: weights.
+    rates = solve_batch(
+        [[0, 1], [0], [1]],
+        [[1 * G, 2 * G], [1 * G, 2 * G], [1 * G, 2 * G]],
+        weights=[[1, 1, 1], [1, 1, 1], [1, 3, 1]],
+        caps_Bps=[[math.inf] * 3, [math.inf, 0.3 * G, math.inf], [math.inf] * 3],
+        backend="cuda",
+    )
+    np.testing.assert_allclose(
+        rates,
+        [[0.5 * G, 0.5 * G, 1.5 * G], [0.7 * G, 0.3 * G, 1.3 * G], [0.25 * G, 0.75 * G, 1.75 * G]],
+        rtol=1e-12,
+    )
+
+
+@needs_cuda
+@pytest.mark.parametrize("n_flows, n_links, max_hops", [(8, 3, 2), (30, 6, 4)], ids=lambda v: str(v))
+def test_matches_cpu_on_random_instances(rng, n_flows, n_links, max_hops):
+    problem = BatchProblem.build(*random_batch(rng, 3, n_flows, n_links, max_hops))
+    np.testing.assert_allclose(problem.solve("cuda"), problem.solve("cpu"), rtol=1e-9)
+
+
+@needs_cuda
+def test_matches_cpu_with_ties_empty_routes_and_idle_links(rng):
+    # Integer capacities and unit weights make links tie; f0 has no link (cap only); link 7
+    # carries nothing.
+    routes = [[]] + [rng.choice(7, size=rng.integers(1, 4), replace=False).tolist() for _ in range(20)]
+    capacity = rng.integers(1, 4, (2, 8)).astype(float) * 10.0
+    caps = np.full((2, 21), np.inf)
+    caps[:, 0] = [3.0, 7.0]
+    problem = BatchProblem.build(routes, capacity, caps_Bps=caps)
+    rates = problem.solve("cuda")
+    np.testing.assert_allclose(rates, problem.solve("cpu"), rtol=1e-9)
+    assert rates[:, 0].tolist() == [3.0, 7.0]
+
+
+@needs_cuda
+def test_more_flows_and_links_than_threads(rng, monkeypatch):
+    # Each thread strides over several flows and links when a block is smaller than both.
+    from flowsim_kernels import cuda_maxmin
+
+    monkeypatch.setattr(cuda_maxmin, "MAX_THREADS_PER_BLOCK", 32)
+    assert cuda_maxmin.threads_per_block(70, 40) == 32
+    problem = BatchProblem.build(*random_batch(rng, 1, 70, 40, 3))
+    np.testing.assert_allclose(problem.solve("cuda"), problem.solve("cpu"), rtol=1e-9)
+
+
+@needs_cuda
+def test_no_flows():
+    assert solve_batch([], [[1.0], [2.0]], backend="cuda").shape == (2, 0)
+
+
+@needs_cuda
+def test_no_links_only_caps():
+    rates = solve_batch([[], []], np.ones((2, 0)), caps_Bps=[[3.0, 4.0], [5.0, 6.0]], backend="cuda")
+    assert rates.tolist() == [[3.0, 4.0], [5.0, 6.0]]
+
+
+# --- ahead-of-time compilation (no GPU) -----------------------------------------------------------
+
+def cuda_kernels():
+    """Every CUDA kernel in flowsim_kernels.cuda_maxmin, by name."""
+    from numba import cuda
+
+    from flowsim_kernels import cuda_maxmin
+
+    return {
+        name: obj
+        for name, obj in vars(cuda_maxmin).items()
+        if isinstance(obj, cuda.dispatcher.CUDADispatcher)
+    }
+
+
+@needs_compiler
+def test_every_kernel_has_a_signature():
+    from flowsim_kernels.cuda_maxmin import KERNEL_SIGNATURES
+
+    assert set(cuda_kernels()) == set(KERNEL_SIGNATURES)
+
+
+@needs_compiler
+@pytest.mark.parametrize("cc", [(9, 0)], ids=lambda cc: f"sm_{cc[0]}{cc[1]}")
+def test_every_kernel_compiles_to_ptx_and_assembles(cc):
+    from numba import cuda
+
+    from flowsim_kernels.cuda_maxmin import KERNEL_SIGNATURES
+
+    arch = f"sm_{cc[0]}{cc[1]}"
+    for name, kernel in cuda_kernels().items():
+        ptx, _ = cuda.compile_ptx(kernel.py_func, KERNEL_SIGNATURES[name], cc=cc)
+        assert f".target {arch}" in ptx
+        assert ".entry" in ptx and name in ptx
+        # nvJitLink runs ptxas: the PTX must assemble to machine code for that chip.
+        assert cubin_size(ptx, arch) > 0
+
+
+def cubin_size(ptx, arch):
+    """Bytes of the cubin that nvJitLink links from ``ptx`` for ``arch`` (no GPU needed)."""
+    from cuda.bindings import nvjitlink
+
+    handle = nvjitlink.create(1, [f"-arch={arch}"])
+    try:
+        data = ptx.encode()
+        nvjitlink.add_data(handle, nvjitlink.InputType.PTX, data, len(data), "flowsim_kernels")
+        nvjitlink.complete(handle)
+        return nvjitlink.get_linked_cubin_size(handle)
+    finally:
+        nvjitlink.destroy(handle)

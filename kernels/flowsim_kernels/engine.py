@@ -268,13 +268,15 @@ def simulate_flows(inp, incremental, record, tie_rel_tol, time_rel_tol, ready_s,
                 in_region[f] = True
                 region[n_region] = f
                 n_region += 1
-            # Only a saturated link passes a change on: on a link with slack no flow is
-            # bottlenecked, and a flow it carries is held by its other links.
-            floor = threshold * (1.0 - _CHECK_REL_TOL)
+            # Capacity freed or taken on a link reaches first the flows bottlenecked there:
+            # those at its largest level, if it is saturated (no flow is bottlenecked on a
+            # link with slack). Only those at or above the threshold can move. Flows further
+            # away are brought in by the check below if they must change.
             for j in range(n_touched):
                 link = touched[j]
                 if link_sat_level[link] < 0:
                     continue
+                floor = max(threshold, link_sat_level[link]) * (1.0 - _CHECK_REL_TOL)
                 start = link_slot_start[link]
                 for s in range(start, start + link_slot_count[link]):
                     g = slot_flow[s]
@@ -332,6 +334,8 @@ def simulate_flows(inp, incremental, record, tie_rel_tol, time_rel_tol, ready_s,
             n_before = n_region
             for j in range(n_touched):
                 link = touched[j]
+                if new_load[link] == link_load[link] and new_sat_level[link] == link_sat_level[link]:
+                    continue  # unchanged here; a flow's other changed links are visited anyway
                 start = link_slot_start[link]
                 for s in range(start, start + link_slot_count[link]):
                     g = slot_flow[s]

@@ -4,10 +4,43 @@ Flows share directed links with weighted max-min fairness; see the README's "Mod
 section for the contract.
 """
 
+from flowsim.batched import BackendUnavailable, available_backends, solve_batch
+from flowsim.engine import simulate
 from flowsim.errors import InputError
+from flowsim.fabrics import build_cluster, fat_tree, leaf_spine
 from flowsim.fairshare import FairShareProblem, max_min_rates
+from flowsim.hardware import link_rate
+from flowsim.presets import preset, preset_names
+from flowsim.result import SimulationResult
 from flowsim.routes import Routes
+from flowsim.routing import Router, route, split_route
+from flowsim.topology import NodeKind, Topology, TopologyBuilder
+from flowsim.workload import Workload
 
 __version__ = "0.1.0"
 
-__all__ = ["FairShareProblem", "InputError", "Routes", "max_min_rates", "__version__"]
+__all__ = [
+    "BackendUnavailable",
+    "FairShareProblem",
+    "InputError",
+    "NodeKind",
+    "Router",
+    "Routes",
+    "SimulationResult",
+    "Topology",
+    "TopologyBuilder",
+    "Workload",
+    "__version__",
+    "available_backends",
+    "build_cluster",
+    "fat_tree",
+    "leaf_spine",
+    "link_rate",
+    "max_min_rates",
+    "preset",
+    "preset_names",
+    "route",
+    "simulate",
+    "solve_batch",
+    "split_route",
+]

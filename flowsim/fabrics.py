@@ -1,0 +1,347 @@
+"""Fabrics between servers: InfiniBand fat-trees and rail-optimized SuperPOD units, Ethernet.
+
+All switched fabrics here are folded Clos networks built the same way:
+
+* **leaves** take endpoints (NIC ports, storage targets) on their down ports and spend
+  ``down / oversubscription`` ports going up;
+* **two tiers**: every leaf connects to every spine; the spine count is the smallest that
+  fits the switch radix and divides a leaf's uplinks evenly;
+* **three tiers**: leaves are grouped in pods (a scalable unit, or a k-ary pod); each pod has
+  its own spines with as many ports up as down; spine ``j`` of every pod joins core plane
+  ``j``, and each plane has the fewest core switches that fit the radix.
+
+Parallel cables between two switches are one link of their summed capacity; a cable between
+an endpoint and a switch runs at the slower of their two port speeds. Links into a switch
+carry its forwarding latency (one hop); links into an endpoint carry none.
+
+This reproduces the switch and cable counts of the DGX SuperPOD reference architectures
+([SPOD-B200] table in fact sheet 4.4: e.g. 4 SUs = 32 leaves, 16 spines, 1024 + 1024 cables;
+32 SUs = 256 leaves, 256 spines, 128 cores) and the classic k-ary fat-tree (k pods of k/2
+edge and k/2 aggregation switches, (k/2)^2 cores, k^3/4 hosts).
+
+Oversubscription ``o`` thins the leaf uplinks (``down / o`` of them; it must divide), so the
+bisection bandwidth of a fat-tree is ``hosts / 2 x rate / o``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from flowsim.errors import InputError
+from flowsim.hardware import SwitchModel, link_rate, switch_for, switch_model
+from flowsim.presets import compute_nics, frontend_nics, preset, preset_info
+from flowsim.topology import NodeKind, Topology, TopologyBuilder
+
+__all__ = ["FABRICS", "build_cluster", "fat_tree", "leaf_spine"]
+
+#: Compute fabrics :func:`build_cluster` knows.
+FABRICS = ("rail_optimized", "fat_tree", "none")
+
+
+@dataclass(frozen=True)
+class _Endpoint:
+    node: str
+    technology: str
+
+
+@dataclass(frozen=True)
+class _Clos:
+    """How to build one switched fabric."""
+
+    prefix: str
+    switch: SwitchModel
+    figure: str
+    kinds: tuple[NodeKind, NodeKind, NodeKind]
+    """Node kinds of leaf, spine and core switches."""
+
+
+def _uplinks(down: int, oversubscription: float) -> int:
+    if not oversubscription >= 1:
+        raise InputError(f"oversubscription must be >= 1, got {oversubscription!r}")
+    up = down / oversubscription
+    if up < 1 or abs(up - round(up)) > 1e-9:
+        raise InputError(
+            f"oversubscription {oversubscription!r} does not divide the {down} down ports of a leaf "
+            "into a whole number of uplinks"
+        )
+    return int(round(up))
+
+
+def _spread(n_lower: int, up_each: int, ports_each: int) -> int | None:
+    """Fewest upper switches that ``n_lower`` switches with ``up_each`` uplinks each can
+    spread over evenly (the same cable count from every lower to every upper switch) using
+    at most ``ports_each`` ports of each upper switch; None if no count fits."""
+    for n in range(1, up_each + 1):
+        if up_each % n == 0 and n_lower * (up_each // n) <= ports_each:
+            return n
+    return None
+
+
+def _add_switch_links(b: TopologyBuilder, lower: str, upper: str, n_cables: int, clos: _Clos) -> None:
+    rate = n_cables * link_rate(clos.switch.technology, figure=clos.figure)
+    common = {"latency_s": clos.switch.hop_latency_s, "technology": clos.switch.technology}
+    b.add_link(lower, upper, rate, **common)
+    b.add_link(upper, lower, rate, **common)
+
+
+def _add_leaves(b: TopologyBuilder, leaves: Sequence[tuple[str, Sequence[_Endpoint]]], clos: _Clos) -> None:
+    """Leaf switches and their endpoint cables, which run at the slower of the two ports."""
+    port = clos.switch.technology
+    for leaf, endpoints in leaves:
+        b.add_node(leaf, clos.kinds[0])
+        for e in endpoints:
+            technology = min(e.technology, port, key=lambda t: link_rate(t, figure=clos.figure))
+            rate = link_rate(technology, figure=clos.figure)
+            b.add_link(e.node, leaf, rate, latency_s=clos.switch.hop_latency_s, technology=technology)
+            b.add_link(leaf, e.node, rate, technology=technology)
+
+
+def _host_leaves(b: TopologyBuilder, n_hosts: int, per_leaf: int, technology: str) -> list[tuple[str, list[_Endpoint]]]:
+    """Hosts ``host{i}`` (kind NIC), ``per_leaf`` to each leaf ``leaf{i // per_leaf}``."""
+    leaves = []
+    for leaf in range(-(-n_hosts // per_leaf)):
+        hosts = range(leaf * per_leaf, min(n_hosts, (leaf + 1) * per_leaf))
+        for h in hosts:
+            b.add_node(f"host{h}", NodeKind.NIC)
+        leaves.append((f"leaf{leaf}", [_Endpoint(f"host{h}", technology) for h in hosts]))
+    return leaves
+
+
+def _add_clos(
+    b: TopologyBuilder,
+    leaves: Sequence[tuple[str, Sequence[_Endpoint]]],
+    *,
+    down: int,
+    oversubscription: float,
+    clos: _Clos,
+    pod_size: int,
+    tiers: int | None = None,
+) -> None:
+    """Add leaves (name and endpoints each), spines and cores.
+
+    ``down`` ports of each leaf face endpoints; ``pod_size`` consecutive leaves form a pod
+    when three tiers are used. ``tiers=None`` picks one tier for a lone leaf, else two if
+    they fit the radix, else three.
+    """
+    radix = clos.switch.radix
+    if down >= radix:
+        raise InputError(f"{down} down ports per leaf leave no uplinks on a {radix}-port {clos.switch.name}")
+    for leaf, endpoints in leaves:
+        if len(endpoints) > down:
+            raise InputError(f"leaf {leaf!r} has {len(endpoints)} endpoints but {down} down ports")
+    up = _uplinks(down, oversubscription)
+    if down + up > radix:
+        raise InputError(f"{down} down + {up} up ports exceed the radix {radix} of {clos.switch.name}")
+    n_leaves = len(leaves)
+    spines = _spread(n_leaves, up, radix)
+    _add_leaves(b, leaves, clos)
+    if tiers is None:
+        if n_leaves == 1:
+            return
+        tiers = 2 if spines is not None else 3
+    if tiers == 2:
+        if spines is None:
+            raise InputError(f"{n_leaves} leaves with {up} uplinks each do not fit two tiers of {radix}-port switches")
+        for s in range(spines):
+            spine = f"{clos.prefix}spine{s}"
+            b.add_node(spine, clos.kinds[1])
+            for leaf, _ in leaves:
+                _add_switch_links(b, leaf, spine, up // spines, clos)
+        return
+    if n_leaves % pod_size:
+        raise InputError(f"{n_leaves} leaves do not make whole pods of {pod_size}")
+    n_pods = n_leaves // pod_size
+    per_pod = _spread(pod_size, up, radix // 2)
+    if per_pod is None:
+        raise InputError(f"a pod of {pod_size} leaves with {up} uplinks each does not fit {radix}-port spines")
+    spine_up = pod_size * up // per_pod
+    per_plane = _spread(n_pods, spine_up, radix)
+    if per_plane is None:
+        raise InputError(f"{n_pods} pods do not fit a core tier of {radix}-port switches")
+    for plane in range(per_pod):
+        for c in range(per_plane):
+            b.add_node(f"{clos.prefix}core{plane * per_plane + c}", clos.kinds[2])
+    for pod in range(n_pods):
+        for j in range(per_pod):
+            spine = f"{clos.prefix}spine{pod * per_pod + j}"
+            b.add_node(spine, clos.kinds[1])
+            for leaf, _ in leaves[pod * pod_size : (pod + 1) * pod_size]:
+                _add_switch_links(b, leaf, spine, up // per_pod, clos)
+            for c in range(per_plane):
+                _add_switch_links(b, spine, f"{clos.prefix}core{j * per_plane + c}", spine_up // per_plane, clos)
+
+
+def _ib_clos(switch: SwitchModel, figure: str, prefix: str) -> _Clos:
+    return _Clos(prefix, switch, figure, (NodeKind.IB_LEAF, NodeKind.IB_SPINE, NodeKind.IB_CORE))
+
+
+def _endpoint_switch(technology: str, hop_latency_s: float | None, radix: int) -> SwitchModel:
+    model = switch_for(technology)
+    latency = model.hop_latency_s if hop_latency_s is None else float(hop_latency_s)
+    return SwitchModel(f"{radix}-port {technology} switch", technology, radix, latency, model.source)
+
+
+def fat_tree(
+    k: int,
+    *,
+    figure: str,
+    technology: str = "ib_ndr",
+    oversubscription: float = 1.0,
+    hop_latency_s: float | None = None,
+) -> Topology:
+    """Three-level k-ary fat-tree of ``k``-port switches whose hosts are endpoints.
+
+    k pods of k/2 edge (``leaf{i}``) and k/2 aggregation (``spine{i}``) switches, (k/2)^2 core
+    switches, and k^3/4 hosts (``host{i}``, kind NIC), host ``i`` on edge ``i // (k/2)``.
+    All links run ``technology``; each switch adds ``hop_latency_s`` (default: the fact-sheet
+    hop latency of that technology's switch). With ``oversubscription`` o each edge switch has
+    k/(2o) uplinks (and each pod k/(2o) aggregation switches), so the bisection bandwidth is
+    k^3/8 x rate / o.
+
+    With links counted as the directed links of each cable, k=16 has 1,024 hosts and 6,144
+    links, and k=32 has 8,192 hosts and 49,152 links (3 k^3/4 cables).
+    """
+    if not isinstance(k, int) or k < 2 or k % 2:
+        raise InputError(f"a k-ary fat-tree needs an even k >= 2, got {k!r}")
+    half = k // 2
+    b = TopologyBuilder()
+    leaves = _host_leaves(b, k * half * half, half, technology)
+    switch = _endpoint_switch(technology, hop_latency_s, k)
+    _add_clos(
+        b, leaves, down=half, oversubscription=oversubscription, clos=_ib_clos(switch, figure, ""),
+        pod_size=half, tiers=3,
+    )
+    return b.build()
+
+
+def leaf_spine(
+    n_hosts: int,
+    *,
+    figure: str,
+    switch: str = "qm9700",
+    oversubscription: float = 1.0,
+) -> Topology:
+    """Two-level leaf/spine fabric of ``switch`` models whose hosts are endpoints.
+
+    Each leaf takes half its radix in hosts (``host{i}`` on ``leaf{i // (radix / 2)}``) and
+    ``radix / (2 o)`` uplinks spread evenly over the spines. At most radix^2/2 hosts
+    (2,048 for the 64-port QM9700, fact sheet 4.2). Bisection bandwidth: hosts / 2 x rate / o
+    when the hosts fill whole leaves.
+    """
+    model = switch_model(switch)
+    if not isinstance(n_hosts, int) or n_hosts < 1:
+        raise InputError(f"n_hosts must be a positive integer, got {n_hosts!r}")
+    down = model.radix // 2
+    b = TopologyBuilder()
+    leaves = _host_leaves(b, n_hosts, down, model.technology)
+    _add_clos(
+        b, leaves, down=down, oversubscription=oversubscription, clos=_ib_clos(model, figure, ""),
+        pod_size=len(leaves), tiers=2,
+    )
+    return b.build()
+
+
+def build_cluster(
+    system: str,
+    n_nodes: int,
+    *,
+    figure: str,
+    fabric: str = "rail_optimized",
+    switch: str | None = None,
+    su_size: int | None = None,
+    oversubscription: float = 1.0,
+    storage_targets: int = 0,
+    storage_technology: str = "eth400g",
+    ethernet_switch: str = "sn5600",
+    **preset_options,
+) -> Topology:
+    """``n_nodes`` servers of preset ``system``, a compute fabric and an Ethernet network.
+
+    Parameters
+    ----------
+    system : str
+        A preset of :mod:`flowsim.presets` (``"dgx_h100"``, ...).
+    n_nodes : int
+        Number of servers; server ``i`` is named ``n{i}`` and its nodes ``n{i}.gpu0`` etc.
+    figure : {"nominal", "effective"}
+        Which rate every link gets.
+    fabric : {"rail_optimized", "fat_tree", "none"}
+        ``"rail_optimized"``: DGX SuperPOD scalable units of ``su_size`` servers; compute NIC
+        ``r`` of every server in unit ``s`` goes to leaf ``ib.su{s}.rail{r}``, so same-rail
+        traffic inside a unit is one switch hop ([SPOD-H100], [SPOD-B200]). Two tiers while
+        they fit the radix, then units become pods under a core tier. ``"fat_tree"``: compute
+        NICs fill leaves in order (``ib.leaf{i}``), half the radix each, with the same tiering
+        (pods of radix/2 leaves). ``"none"``: no compute fabric.
+    switch : str, optional
+        IB switch model (:func:`flowsim.hardware.switch_names`); default: the model whose ports
+        match the system's compute NICs (QM9700 for NDR). A cable between a NIC and a switch
+        port of different speeds runs at the slower one.
+    su_size : int, optional
+        Servers per scalable unit, default half the switch radix (32 for a 64-port switch).
+    oversubscription : float
+        Leaf down/up port ratio of the compute fabric (1 = non-blocking).
+    storage_targets : int
+        Storage targets (``storage{i}``) on the Ethernet network, one ``storage_technology``
+        port each. The Ethernet network (two or three tiers of ``ethernet_switch``, leaves
+        half down, non-blocking) joins every server's front-end ports and the targets; it is
+        built whenever servers have front-end ports or targets exist.
+    **preset_options
+        Passed to the preset (e.g. ``p2p=False``).
+
+    Returns
+    -------
+    Topology
+    """
+    if not isinstance(n_nodes, int) or n_nodes < 1:
+        raise InputError(f"n_nodes must be a positive integer, got {n_nodes!r}")
+    if fabric not in FABRICS:
+        raise InputError(f"unknown fabric {fabric!r}; valid ones: {', '.join(FABRICS)}")
+    if not isinstance(storage_targets, int) or storage_targets < 0:
+        raise InputError(f"storage_targets must be a non-negative integer, got {storage_targets!r}")
+    info = preset_info(system)
+    server = preset(system, figure=figure, **preset_options)
+    rails = [server.node_names[n] for n in compute_nics(server)]
+    frontend = [server.node_names[n] for n in frontend_nics(server)]
+    b = TopologyBuilder()
+    for i in range(n_nodes):
+        b.add_topology(server, prefix=f"n{i}.", server_names=[f"n{i}"])
+    if fabric != "none":
+        model = switch_model(switch) if switch is not None else switch_for(info.compute_nic)
+        clos = _ib_clos(model, figure, "ib.")
+        if fabric == "rail_optimized":
+            size = model.radix // 2 if su_size is None else su_size
+            if not isinstance(size, int) or size < 1:
+                raise InputError(f"su_size must be a positive integer, got {size!r}")
+            leaves = []
+            for s in range(-(-n_nodes // size)):
+                unit = range(s * size, min(n_nodes, (s + 1) * size))
+                for r, rail in enumerate(rails):
+                    leaves.append((f"ib.su{s}.rail{r}", [_Endpoint(f"n{i}.{rail}", info.compute_nic) for i in unit]))
+            _add_clos(b, leaves, down=size, oversubscription=oversubscription, clos=clos, pod_size=len(rails))
+        else:
+            nics = [_Endpoint(f"n{i}.{rail}", info.compute_nic) for i in range(n_nodes) for rail in rails]
+            _add_packed(b, nics, oversubscription=oversubscription, clos=clos)
+    ports = [_Endpoint(f"n{i}.{fe}", info.frontend_nic) for i in range(n_nodes) for fe in frontend]
+    for t in range(storage_targets):
+        b.add_node(f"storage{t}", NodeKind.STORAGE)
+        ports.append(_Endpoint(f"storage{t}", storage_technology))
+    if ports:
+        eth = _Clos("eth.", switch_model(ethernet_switch), figure, (NodeKind.ETH_SWITCH,) * 3)
+        _add_packed(b, ports, oversubscription=1.0, clos=eth)
+    return b.build()
+
+
+def _add_packed(b: TopologyBuilder, endpoints: Sequence[_Endpoint], *, oversubscription: float, clos: _Clos) -> None:
+    """Endpoints fill leaves of half the radix in order.
+
+    Up to ``radix`` leaves fit two tiers; beyond, leaves form pods of radix/2 and the last
+    pod is filled up with empty leaves.
+    """
+    down = clos.switch.radix // 2
+    n_leaves = -(-len(endpoints) // down)
+    pod_size = down
+    if n_leaves > clos.switch.radix:
+        n_leaves = -(-n_leaves // pod_size) * pod_size
+    leaves = [(f"{clos.prefix}leaf{i}", endpoints[i * down : (i + 1) * down]) for i in range(n_leaves)]
+    _add_clos(b, leaves, down=down, oversubscription=oversubscription, clos=clos, pod_size=pod_size)

@@ -1,0 +1,389 @@
+"""Link technologies, NVLink and NVSwitch generations and switch models, with sourced figures.
+
+Every rate here is in bytes per second **per direction**. Vendors quote NVLink in GB/s
+*bidirectional* and InfiniBand / Ethernet in Gb/s per direction; the tables keep each vendor
+number as written and convert it once, in :func:`_bidirectional_GBps` and :func:`_Gbps`.
+
+Each figure carries the source key of ``shared/reference/hardware.md`` (the project's fact
+sheet) it comes from. Two figures are available for every link technology and callers pick one
+explicitly:
+
+``"nominal"``
+    The line rate the vendor or the standard quotes (per direction).
+``"effective"``
+    What NCCL-like traffic achieves: NCCL's own model constants, or NVIDIA's measured
+    nccl-tests peaks.
+
+Where the fact sheet gives only one number for a technology (inter-socket links, NVLink-C2C),
+that number serves as both figures and :attr:`Figure.note` says so. Host-memory bandwidth is
+not in the fact sheet at all: those figures are DDR channel arithmetic, marked as such.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+from flowsim.errors import InputError
+
+#: The two figures every link technology has.
+FIGURES = ("nominal", "effective")
+
+
+class LinkTier(IntEnum):
+    """Where a link sits; routing treats each tier by its own rules."""
+
+    SCALE_UP = 0
+    """NVLink between GPUs and NVSwitches."""
+    HOST = 1
+    """Inside a server's host: PCIe, NVLink-C2C, inter-socket links, host memory."""
+    SCALE_OUT = 2
+    """Between servers: InfiniBand and Ethernet."""
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One sourced rate (B/s per direction)."""
+
+    rate_Bps: float
+    source: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class LinkTechnology:
+    """A kind of link: its tier, its nominal and effective rates per direction."""
+
+    name: str
+    tier: LinkTier
+    description: str
+    nominal: Figure
+    effective: Figure
+
+    def figure(self, figure: str) -> Figure:
+        """The ``"nominal"`` or ``"effective"`` figure."""
+        _check_figure(figure)
+        return self.nominal if figure == "nominal" else self.effective
+
+    def rate_Bps(self, figure: str) -> float:
+        """Rate per direction (B/s) under the chosen figure."""
+        return self.figure(figure).rate_Bps
+
+
+@dataclass(frozen=True)
+class NVLinkGeneration:
+    """An NVLink generation: per-link technology and links per GPU."""
+
+    name: str
+    gpu: str
+    links_per_gpu: int
+    link: LinkTechnology
+    source: str
+
+    def per_gpu_Bps(self, figure: str) -> float:
+        """All of one GPU's NVLinks together, per direction (B/s)."""
+        return self.links_per_gpu * self.link.rate_Bps(figure)
+
+
+@dataclass(frozen=True)
+class NVSwitchGeneration:
+    """An NVSwitch chip generation."""
+
+    name: str
+    nvlink: str
+    ports_per_chip: int
+    used_in: str
+    source: str
+
+    def chip_Bps(self, figure: str) -> float:
+        """Switching capacity of one chip per direction (B/s): ports x NVLink rate."""
+        return self.ports_per_chip * link_rate(self.nvlink, figure=figure)
+
+
+@dataclass(frozen=True)
+class SwitchModel:
+    """A network switch: port technology, radix and forwarding latency per hop."""
+
+    name: str
+    technology: str
+    radix: int
+    hop_latency_s: float
+    source: str
+
+
+def _check_figure(figure: str) -> None:
+    if figure not in FIGURES:
+        raise InputError(f"unknown figure {figure!r}; choose one of {', '.join(FIGURES)}")
+
+
+def _GBps(value: float) -> float:
+    """GB/s (1e9 B/s) per direction to B/s."""
+    return value * 1e9
+
+
+def _bidirectional_GBps(value: float) -> float:
+    """Vendor GB/s counting both directions (NVLink marketing) to B/s per direction."""
+    return value * 1e9 / 2
+
+
+def _Gbps(value: float) -> float:
+    """Gb/s per direction (InfiniBand, Ethernet) to B/s."""
+    return value * 1e9 / 8
+
+
+# --- NVLink: vendor per-link bidirectional GB/s (converted here, once) and NCCL's per-link
+# model value ([NCCL] topo.h SMxx_NVLINK_BW), section 1.1 of the fact sheet.
+_NVLINK_TABLE = (
+    # name, GPU, links/GPU, per-link bidirectional GB/s, NCCL GB/s per link, sources
+    ("nvlink1", "P100", 4, 40.0, 18.0, "[STAS] NVLink table; [NCCL] topo.h SM60_NVLINK_BW"),
+    ("nvlink2", "V100", 6, 50.0, 20.0, "[DGX1-WP]; [NCCL] topo.h SM70_NVLINK_BW"),
+    ("nvlink3", "A100", 12, 50.0, 20.0, "[NVL-PAGE]; NVIDIA/nccl-tests#149; [NCCL] topo.h SM80_NVLINK_BW"),
+    ("nvlink3_ga102", "A40 / RTX A6000", 4, 28.125, 12.0, "GA102 whitepaper; [NCCL] topo.h SM86_NVLINK_BW"),
+    ("nvlink4", "H100 / H200", 18, 50.0, 20.6, "[NVS3-BLOG]; [STAS]; [NCCL] topo.h SM90_NVLINK_BW"),
+    ("nvlink5", "B200 / GB200", 18, 100.0, 40.1, "[NVL-PAGE]; [STAS]; [NCCL] topo.h SM100_NVLINK_BW"),
+)
+
+
+def _nvlink_generations() -> dict[str, NVLinkGeneration]:
+    generations = {}
+    for name, gpu, links, bidirectional, nccl, source in _NVLINK_TABLE:
+        link = LinkTechnology(
+            name,
+            LinkTier.SCALE_UP,
+            f"one {name} link ({gpu})",
+            Figure(_bidirectional_GBps(bidirectional), source, f"{bidirectional:g} GB/s bidirectional per link"),
+            Figure(_GBps(nccl), "[NCCL] topo.h", "NCCL's per-link model bandwidth"),
+        )
+        generations[name] = NVLinkGeneration(name, gpu, links, link, source)
+    return generations
+
+
+_NVLINK = _nvlink_generations()
+
+
+def _host_technologies() -> list[LinkTechnology]:
+    pcie = [
+        # gen, x16 payload GB/s per direction (spec), NCCL width*speed/80 and NVIDIA busbw slide
+        (3, 15.75, 12.0, "[NCCL] topo.h PCI_BW (Gen3 x16)"),
+        (4, 31.5, 24.0, "[NCCL] topo.cc kvDictPciGen; [GTC24] PCIe Gen4 busbw"),
+        (5, 63.0, 48.0, "[NCCL] topo.cc kvDictPciGen; [GTC24] PCIe Gen5 busbw"),
+        (6, 121.0, 96.0, "[NCCL] topo.cc kvDictPciGen; [GTC25] PCIe Gen6 busbw"),
+    ]
+    techs = [
+        LinkTechnology(
+            f"pcie{gen}",
+            LinkTier.HOST,
+            f"PCIe Gen{gen} x16",
+            Figure(_GBps(spec), "[STAS] PCIe table; fact sheet section 3.1", "x16 payload rate after encoding"),
+            Figure(_GBps(nccl), source),
+        )
+        for gen, spec, nccl, source in pcie
+    ]
+    # Inter-socket links: the fact sheet has NCCL's model bandwidth only ([NCCL] topo.h).
+    only_nccl = "the fact sheet gives only NCCL's model value; it serves as both figures"
+    for name, description, value, constant in (
+        ("qpi_broadwell", "Intel QPI, Broadwell", 6.0, "BDW_QPI_BW"),
+        ("upi_skylake", "Intel UPI, Skylake to Ice Lake", 10.0, "SKL_QPI_BW"),
+        ("upi_sapphire_rapids", "Intel UPI, Sapphire Rapids", 22.0, "SRP_QPI_BW"),
+        ("upi_emerald_rapids", "Intel UPI, Emerald Rapids", 40.0, "ERP_QPI_BW"),
+        ("xgmi_amd", "AMD socket-to-socket (Infinity Fabric)", 16.0, "AMD_BW"),
+    ):
+        figure = Figure(_GBps(value), f"[NCCL] topo.h {constant}", only_nccl)
+        techs.append(LinkTechnology(name, LinkTier.HOST, description, figure, figure))
+    c2c = Figure(
+        _GBps(450.0),
+        "[STAS] NVLink-C2C (450 GB/s per direction, 900 bidirectional) [uncertain for GB200]",
+        "no measured figure in the fact sheet; the line rate serves as both figures",
+    )
+    techs.append(LinkTechnology("nvlink_c2c", LinkTier.HOST, "NVLink-C2C, Grace to GPU", c2c, c2c))
+    # Host memory (DRAM) bandwidth of one socket: read and write share it, so presets model it
+    # as one shared link. Not in the fact sheet: channels x MT/s x 8 bytes.
+    for name, description, channels, mts in (
+        ("ddr4_2400_4ch", "4 channels DDR4-2400 (Xeon E5 v4 socket)", 4, 2400),
+        ("ddr4_3200_8ch", "8 channels DDR4-3200 (EPYC Rome / Xeon Ice Lake socket)", 8, 3200),
+        ("ddr5_4800_8ch", "8 channels DDR5-4800 (Xeon Sapphire Rapids socket)", 8, 4800),
+        ("ddr5_5600_8ch", "8 channels DDR5-5600 (Xeon Emerald Rapids socket)", 8, 5600),
+    ):
+        figure = Figure(
+            channels * mts * 1e6 * 8,
+            "not in the fact sheet: JEDEC DDR arithmetic, channels x MT/s x 8 B [uncertain]",
+            "no measured figure; the peak serves as both figures",
+        )
+        techs.append(LinkTechnology(name, LinkTier.HOST, description, figure, figure))
+    grace = Figure(
+        _GBps(512.0),
+        "not in the fact sheet: NVIDIA Grace LPDDR5X 'up to 512 GB/s' [uncertain]",
+        "no measured figure; the peak serves as both figures",
+    )
+    techs.append(LinkTechnology("lpddr5x_grace", LinkTier.HOST, "Grace LPDDR5X", grace, grace))
+    return techs
+
+
+def _network_technologies() -> list[LinkTechnology]:
+    techs = []
+    for name, gbps, effective, source in (
+        ("ib_edr", 100, 12.0, "[NCCL] topo.h NET_BW (100 Gbit)"),
+        ("ib_hdr", 200, 24.0, "[GTC24] 200Gb RDMA busbw"),
+        ("ib_ndr", 400, 48.0, "[GTC24] 400Gb RDMA busbw; NVIDIA/nccl-tests#290 (46-48 GB/s per NIC)"),
+        ("ib_xdr", 800, 96.0, "fact sheet section 4.1 (~96 GB/s expected) [uncertain]"),
+    ):
+        techs.append(
+            LinkTechnology(
+                name,
+                LinkTier.SCALE_OUT,
+                f"InfiniBand {name[3:].upper()} 4x port, {gbps} Gb/s",
+                Figure(_Gbps(gbps), "[STAS] IB table, fact sheet section 4.1"),
+                Figure(_GBps(effective), source),
+            )
+        )
+    techs.append(
+        LinkTechnology(
+            "eth10g",
+            LinkTier.SCALE_OUT,
+            "10 GbE (DGX-1 in-band ports)",
+            Figure(_Gbps(10), "fact sheet section 3.2 (DGX-1: 2 x 10GbE)"),
+            Figure(_Gbps(10), "fact sheet section 3.2", "no measured figure; the line rate serves as both figures"),
+        )
+    )
+    for gbps, effective, source in (
+        (100, 12.0, "[NCCL] topo.h NET_BW (100 Gbit), RDMA"),
+        (200, 24.0, "[GTC24] 200Gb RDMA (IB/RoCE) busbw"),
+        (400, 48.0, "[GTC24] 400Gb RDMA busbw"),
+        (800, 96.0, "scaled from 400 Gb/s RDMA (48 GB/s) like XDR, fact sheet section 8 [uncertain]"),
+    ):
+        techs.append(
+            LinkTechnology(
+                f"eth{gbps}g",
+                LinkTier.SCALE_OUT,
+                f"{gbps} GbE (RoCE for the effective figure)",
+                Figure(_Gbps(gbps), "fact sheet section 5 (IEEE 802.3 speeds)"),
+                Figure(_GBps(effective), source),
+            )
+        )
+    return techs
+
+
+_TECHNOLOGIES: dict[str, LinkTechnology] = {
+    t.name: t
+    for t in (
+        [g.link for g in _NVLINK.values()] + _host_technologies() + _network_technologies()
+    )
+}
+
+_NVSWITCH: dict[str, NVSwitchGeneration] = {
+    g.name: g
+    for g in (
+        NVSwitchGeneration(
+            "nvswitch1", "nvlink2", 18, "DGX-2 / HGX-2: 12 chips [uncertain]",
+            "[A100-WP] NVSwitch generation table; NVIDIA/nccl-tests#78",
+        ),
+        NVSwitchGeneration(
+            "nvswitch2", "nvlink3", 36, "DGX A100 / HGX A100: 6 chips (ports [uncertain])",
+            "[A100-WP]; NVIDIA/nccl#1505",
+        ),
+        NVSwitchGeneration(
+            "nvswitch3", "nvlink4", 64, "DGX H100 / HGX H100 / H200: 4 chips",
+            "[NVS3-BLOG]; [BASEPOD]",
+        ),
+        NVSwitchGeneration(
+            "nvswitch4", "nvlink5", 72, "HGX/DGX B200: 2 chips; GB200 NVL72: 18 chips",
+            "[NVL-PAGE]; [SPOD-GB200]",
+        ),
+    )
+}
+
+_IB_HOP = "fact sheet section 4.3 and 8 (IB switch hop 0.1-0.15 us)"
+_NO_ETH_LATENCY = "no Ethernet switch latency in the fact sheet (0)"
+_SWITCHES: dict[str, SwitchModel] = {
+    s.name: s
+    for s in (
+        SwitchModel("sb7800", "ib_edr", 36, 90e-9, "fact sheet section 4.2 (~90 ns) [uncertain]"),
+        SwitchModel("qm8700", "ib_hdr", 40, 130e-9, f"fact sheet section 4.2 (~130 ns); {_IB_HOP} [uncertain]"),
+        SwitchModel("qm9700", "ib_ndr", 64, 150e-9, f"[QM97-UM] radix; '<150 ns', {_IB_HOP} [uncertain]"),
+        SwitchModel("q3400", "ib_xdr", 144, 150e-9, f"Q3400-RA manual radix; latency {_IB_HOP} [uncertain]"),
+        SwitchModel(
+            "sn4600c", "eth100g", 64, 0.0,
+            f"[BASEPOD] SN4600C, 64 ports [uncertain]; {_NO_ETH_LATENCY}",
+        ),
+        SwitchModel("sn5400", "eth400g", 64, 0.0, f"[STAS] SN5400 64 x 400GbE; {_NO_ETH_LATENCY}"),
+        SwitchModel("sn5600", "eth800g", 64, 0.0, f"[STAS] SN5600 64 x 800GbE; {_NO_ETH_LATENCY}"),
+    )
+}
+
+
+def _lookup(table: dict, name: str, what: str):
+    try:
+        return table[name]
+    except (KeyError, TypeError):
+        raise InputError(f"unknown {what} {name!r}; valid ones: {', '.join(sorted(table))}") from None
+
+
+def technology_names() -> tuple[str, ...]:
+    """Names of all link technologies, sorted."""
+    return tuple(sorted(_TECHNOLOGIES))
+
+
+def link_technology(name: str) -> LinkTechnology:
+    """The link technology called ``name`` (``"nvlink4"``, ``"pcie5"``, ``"ib_ndr"``, ...)."""
+    return _lookup(_TECHNOLOGIES, name, "link technology")
+
+
+def link_rate(name: str, *, figure: str) -> float:
+    """Rate of one link of technology ``name`` per direction (B/s).
+
+    Parameters
+    ----------
+    name : str
+        A technology from :func:`technology_names`.
+    figure : {"nominal", "effective"}
+        The vendor line rate, or what NCCL-like traffic achieves.
+
+    Examples
+    --------
+    >>> link_rate("nvlink4", figure="nominal") / 1e9  # 50 GB/s bidirectional per link
+    25.0
+    >>> link_rate("ib_ndr", figure="effective") / 1e9
+    48.0
+    """
+    return link_technology(name).rate_Bps(figure)
+
+
+def nvlink_generation(name: str) -> NVLinkGeneration:
+    """NVLink generation ``"nvlink1"`` ... ``"nvlink5"`` (or ``"nvlink3_ga102"``)."""
+    return _lookup(_NVLINK, name, "NVLink generation")
+
+
+def nvlink_per_gpu(name: str, *, figure: str) -> float:
+    """All NVLinks of one GPU of generation ``name``, per direction (B/s).
+
+    >>> nvlink_per_gpu("nvlink4", figure="nominal") / 1e9  # "900 GB/s" bidirectional
+    450.0
+    """
+    return nvlink_generation(name).per_gpu_Bps(figure)
+
+
+def nvswitch_generation(name: str) -> NVSwitchGeneration:
+    """NVSwitch generation ``"nvswitch1"`` ... ``"nvswitch4"``."""
+    return _lookup(_NVSWITCH, name, "NVSwitch generation")
+
+
+def switch_model(name: str) -> SwitchModel:
+    """Network switch model (``"qm9700"``, ``"sn5600"``, ...)."""
+    return _lookup(_SWITCHES, name, "switch model")
+
+
+def switch_names() -> tuple[str, ...]:
+    """Names of all network switch models, sorted."""
+    return tuple(sorted(_SWITCHES))
+
+
+def switch_for(technology: str) -> SwitchModel:
+    """The switch model whose ports run ``technology`` (the first by name if several)."""
+    link_technology(technology)
+    for name in sorted(_SWITCHES):
+        if _SWITCHES[name].technology == technology:
+            return _SWITCHES[name]
+    raise InputError(
+        f"no switch model with {technology!r} ports; models: "
+        + ", ".join(f"{s.name} ({s.technology})" for s in _SWITCHES.values())
+    )

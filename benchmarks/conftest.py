@@ -7,6 +7,20 @@ import numpy as np
 import pytest
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--flows-scale",
+        type=float,
+        default=1.0,
+        help="multiply every benchmark's flow count (CI's smoke run uses a small scale)",
+    )
+
+
+@pytest.fixture
+def flows_scale(request):
+    return request.config.getoption("--flows-scale")
+
+
 def pytest_benchmark_update_machine_info(config, machine_info):
     machine_info["numba"] = numba.__version__
     machine_info["numpy"] = np.__version__
@@ -17,3 +31,19 @@ def pytest_benchmark_update_machine_info(config, machine_info):
 @pytest.fixture
 def rng():
     return np.random.default_rng(20261130)
+
+
+def fat_tree_random_pairs(k: int, n_flows: int, seed: int):
+    """A k-ary fat-tree (NDR links, nominal) and ECMP routes of random distinct host pairs."""
+    from flowsim.fabrics import fat_tree
+    from flowsim.routing import Router
+    from flowsim.topology import NodeKind
+
+    topology = fat_tree(k, figure="nominal")
+    hosts = topology.nodes_of_kind(NodeKind.NIC)
+    rng = np.random.default_rng(seed)
+    src = rng.choice(hosts, n_flows)
+    dst = rng.choice(hosts, n_flows)
+    clash = src == dst
+    dst[clash] = hosts[(np.searchsorted(hosts, dst[clash]) + 1) % hosts.size]
+    return topology, Router(topology).route(src, dst, method="ecmp", seed=seed)

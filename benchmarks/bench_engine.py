@@ -1,0 +1,73 @@
+"""Event-engine wall time on a k=16 fat-tree (1,024 hosts, NDR links).
+
+(a) Poisson arrivals at 50% and 80% of host-link load, Pareto (shape 1.2) sizes;
+(b) a burst of flows all at t=0; (c) a million flows with Poisson arrivals.
+``extra_info`` records events, events per second and flows re-solved per rate update.
+Flow counts scale with ``--flows-scale``.
+"""
+
+import numpy as np
+import pytest
+
+from conftest import fat_tree_random_pairs
+from flowsim.engine import simulate
+
+K = 16
+MEAN_SIZE_BYTES = 1.2e6  # Pareto(1.2) with minimum 200 kB
+
+
+def poisson_workload(n_flows, load, seed):
+    topology, routes = fat_tree_random_pairs(K, n_flows, seed)
+    rng = np.random.default_rng(seed)
+    size = (rng.pareto(1.2, n_flows) + 1.0) * 200e3
+    n_hosts = K**3 // 4
+    host_rate_Bps = topology.link_capacity_Bps.max()
+    if load > 0:
+        arrivals_per_s = load * host_rate_Bps * n_hosts / MEAN_SIZE_BYTES
+        start = np.cumsum(rng.exponential(1.0 / arrivals_per_s, n_flows))
+    else:
+        start = np.zeros(n_flows)
+    return topology, routes, size, start
+
+
+def run_and_record(benchmark, topology, routes, size, start, mode="incremental"):
+    args = (routes, topology.link_capacity_Bps, size)
+    kwargs = dict(start_s=start, latency_s=topology.link_latency_s, mode=mode)
+    result = benchmark.pedantic(simulate, args=args, kwargs=kwargs, rounds=1, iterations=1)
+    assert np.all(np.isfinite(result.finish_s))
+    benchmark.extra_info.update(
+        n_flows=int(size.size),
+        n_events=result.n_events,
+        rates_resolved_per_update=result.n_rates_resolved / max(result.n_rate_updates, 1),
+    )
+    if benchmark.stats is not None:
+        benchmark.extra_info["events_per_s"] = result.n_events / benchmark.stats.stats.min
+    return result
+
+
+@pytest.fixture(scope="module", autouse=True)
+def compiled():
+    topology, routes, size, start = poisson_workload(50, 0.5, seed=0)
+    simulate(routes, topology.link_capacity_Bps, size, start_s=start)
+
+
+@pytest.mark.parametrize("load", [0.5, 0.8], ids=["load=50%", "load=80%"])
+def test_poisson_100k(benchmark, flows_scale, load):
+    n = max(int(100_000 * flows_scale), 100)
+    run_and_record(benchmark, *poisson_workload(n, load, seed=1))
+
+
+@pytest.mark.parametrize("mode", ["incremental", "full"])
+def test_poisson_10k_incremental_vs_full(benchmark, flows_scale, mode):
+    n = max(int(10_000 * flows_scale), 100)
+    run_and_record(benchmark, *poisson_workload(n, 0.5, seed=2), mode=mode)
+
+
+def test_burst(benchmark, flows_scale):
+    n = max(int(10_000 * flows_scale), 100)
+    run_and_record(benchmark, *poisson_workload(n, 0.0, seed=3))
+
+
+def test_poisson_1m(benchmark, flows_scale):
+    n = max(int(1_000_000 * flows_scale), 100)
+    run_and_record(benchmark, *poisson_workload(n, 0.5, seed=4))

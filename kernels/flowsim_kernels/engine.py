@@ -49,6 +49,11 @@ RECORD_NONE = 0
 RECORD_LINKS = 1
 RECORD_LINKS_AND_FLOWS = 2
 
+# Columns of the per-slot values.
+_S_RATE = 0
+_S_LEVEL = 1
+_S_WEIGHT = 2
+
 # Relative slack when checking that a partial re-solve left a max-min allocation.
 _CHECK_REL_TOL = 1e-9
 
@@ -114,13 +119,18 @@ def simulate_flows(inp, incremental, record, tie_rel_tol, time_rel_tol, ready_s,
     n_inc = inp.flow_link_indices.shape[0]
     fl_ptr = inp.flow_link_indptr
     fl_idx = inp.flow_link_indices
+    capacity = inp.capacity_Bps
+    weight = inp.weight
 
-    # Per link, a slot range (its static CSR row) holding the flows transferring over it.
+    # Per link, a slot range (its static CSR row) holding the flows transferring over it,
+    # with each one's rate, level and weight side by side so that link scans read memory in
+    # order. A flow being re-solved shows rate 0 and level -1 in its slots.
     link_slot_start, _ = csr_transpose(fl_ptr, fl_idx, n_links)
     link_slot_start = link_slot_start[:-1].copy()
     link_slot_count = np.zeros(n_links, dtype=np.int64)
     slot_flow = np.empty(n_inc, dtype=np.int64)
     slot_inc = np.empty(n_inc, dtype=np.int64)
+    slot_val = np.zeros((n_inc, 3), dtype=np.float64)
     inc_slot = np.empty(n_inc, dtype=np.int64)
 
     dependents_ptr, dependents = csr_transpose(inp.dep_indptr, inp.dep_indices, n_flows)
@@ -140,7 +150,7 @@ def simulate_flows(inp, incremental, record, tie_rel_tol, time_rel_tol, ready_s,
     transfer_start_s[:] = np.nan
     finish_s[:] = np.nan
 
-    # Per link: last committed load, when it was set, and its level if saturated (else -1).
+    # Per link: committed load, since when, and its largest level if saturated (else -1).
     link_load = np.zeros(n_links, dtype=np.float64)
     link_since = np.zeros(n_links, dtype=np.float64)
     link_sat_level = np.full(n_links, -1.0)
@@ -150,11 +160,17 @@ def simulate_flows(inp, incremental, record, tie_rel_tol, time_rel_tol, ready_s,
     fill_heap_keys = np.empty(n_links, dtype=np.float64)
     fill_heap_items = np.empty(n_links, dtype=np.int64)
     in_region = np.zeros(n_flows, dtype=np.bool_)
+    pending = np.zeros(n_flows, dtype=np.bool_)
     frozen = np.zeros(n_flows, dtype=np.bool_)
     new_rate = np.zeros(n_flows, dtype=np.float64)
     region = np.empty(n_flows, dtype=np.int64)
+    to_join = np.empty(n_flows, dtype=np.int64)
     link_mark = np.zeros(n_links, dtype=np.bool_)
     touched = np.empty(n_links, dtype=np.int64)
+    fixed_load = np.zeros(n_links, dtype=np.float64)
+    fixed_top = np.zeros(n_links, dtype=np.float64)
+    region_load = np.zeros(n_links, dtype=np.float64)
+    region_top = np.zeros(n_links, dtype=np.float64)
     new_load = np.zeros(n_links, dtype=np.float64)
     new_sat_level = np.zeros(n_links, dtype=np.float64)
     visit_stamp = np.zeros(n_flows, dtype=np.int64)
@@ -212,6 +228,7 @@ def simulate_flows(inp, incremental, record, tie_rel_tol, time_rel_tol, ready_s,
                         slot_flow[s] = f
                         slot_inc[s] = k
                         inc_slot[k] = s
+                        slot_val[s, _S_WEIGHT] = weight[f]
                     arrivals[n_arr] = f
                     n_arr += 1
                     continue
@@ -225,6 +242,7 @@ def simulate_flows(inp, incremental, record, tie_rel_tol, time_rel_tol, ready_s,
                     moved = slot_inc[last]
                     slot_flow[s] = slot_flow[last]
                     slot_inc[s] = moved
+                    slot_val[s, :] = slot_val[last, :]
                     inc_slot[moved] = s
                     link_slot_count[link] -= 1
                 if record == RECORD_LINKS_AND_FLOWS:
@@ -247,31 +265,31 @@ def simulate_flows(inp, incremental, record, tie_rel_tol, time_rel_tol, ready_s,
         n_updates += 1
         n_region = 0
         n_touched = 0
+        threshold = np.inf
+        for i in range(n_dep):
+            f = departures[i]
+            threshold = min(threshold, rate[f] / weight[f])
+            n_touched = _touch_route(f, fl_ptr, fl_idx, link_mark, touched, n_touched)
+        for i in range(n_arr):
+            f = arrivals[i]
+            bound = inp.cap_Bps[f] / weight[f]
+            for k in range(fl_ptr[f], fl_ptr[f + 1]):
+                link = fl_idx[k]
+                start = link_slot_start[link]
+                w = 0.0
+                for s in range(start, start + link_slot_count[link]):
+                    w += slot_val[s, _S_WEIGHT]
+                bound = min(bound, capacity[link] / w)
+            threshold = min(threshold, bound)
+            n_region, n_touched = _join(
+                f, in_region, region, n_region, fl_ptr, fl_idx, inc_slot, slot_val, link_mark, touched, n_touched
+            )
         if incremental:
-            threshold = np.inf
-            for i in range(n_dep):
-                f = departures[i]
-                threshold = min(threshold, rate[f] / inp.weight[f])
-                n_touched = _touch_route(f, fl_ptr, fl_idx, link_mark, touched, n_touched)
-            for i in range(n_arr):
-                f = arrivals[i]
-                bound = inp.cap_Bps[f] / inp.weight[f]
-                for k in range(fl_ptr[f], fl_ptr[f + 1]):
-                    link = fl_idx[k]
-                    w = 0.0
-                    start = link_slot_start[link]
-                    for s in range(start, start + link_slot_count[link]):
-                        w += inp.weight[slot_flow[s]]
-                    bound = min(bound, inp.capacity_Bps[link] / w)
-                threshold = min(threshold, bound)
-                n_touched = _touch_route(f, fl_ptr, fl_idx, link_mark, touched, n_touched)
-                in_region[f] = True
-                region[n_region] = f
-                n_region += 1
             # Capacity freed or taken on a link reaches first the flows bottlenecked there:
             # those at its largest level, if it is saturated (no flow is bottlenecked on a
             # link with slack). Only those at or above the threshold can move. Flows further
             # away are brought in by the check below if they must change.
+            n_seeded = 0
             for j in range(n_touched):
                 link = touched[j]
                 if link_sat_level[link] < 0:
@@ -279,105 +297,131 @@ def simulate_flows(inp, incremental, record, tie_rel_tol, time_rel_tol, ready_s,
                 floor = max(threshold, link_sat_level[link]) * (1.0 - _CHECK_REL_TOL)
                 start = link_slot_start[link]
                 for s in range(start, start + link_slot_count[link]):
-                    g = slot_flow[s]
-                    if not in_region[g] and rate[g] / inp.weight[g] >= floor:
-                        in_region[g] = True
-                        region[n_region] = g
-                        n_region += 1
+                    if slot_val[s, _S_LEVEL] >= floor and not pending[slot_flow[s]]:
+                        pending[slot_flow[s]] = True
+                        to_join[n_seeded] = slot_flow[s]
+                        n_seeded += 1
+            for i in range(n_seeded):
+                pending[to_join[i]] = False
+                n_region, n_touched = _join(
+                    to_join[i], in_region, region, n_region, fl_ptr, fl_idx, inc_slot, slot_val,
+                    link_mark, touched, n_touched,
+                )
         else:
-            for i in range(n_dep):
-                n_touched = _touch_route(departures[i], fl_ptr, fl_idx, link_mark, touched, n_touched)
             for g in range(n_flows):
-                if phase[g] == _ACTIVE:
-                    in_region[g] = True
-                    region[n_region] = g
-                    n_region += 1
+                if phase[g] == _ACTIVE and not in_region[g]:
+                    n_region, n_touched = _join(
+                        g, in_region, region, n_region, fl_ptr, fl_idx, inc_slot, slot_val,
+                        link_mark, touched, n_touched,
+                    )
 
         # --- solve, check, widen ---------------------------------------------------------------
+        n_summed = 0  # touched[:n_summed] have their fixed load and top level summed
         while True:
-            for i in range(n_region):
-                n_touched = _touch_route(region[i], fl_ptr, fl_idx, link_mark, touched, n_touched)
+            for j in range(n_summed, n_touched):
+                link = touched[j]
+                fixed_load[link], fixed_top[link] = _fixed_sums(link, link_slot_start, link_slot_count, slot_val)
+            n_summed = n_touched
             for j in range(n_touched):
                 link = touched[j]
-                residual = inp.capacity_Bps[link]
-                start = link_slot_start[link]
-                for s in range(start, start + link_slot_count[link]):
-                    g = slot_flow[s]
-                    if not in_region[g]:
-                        residual -= rate[g]
-                state[link, RESIDUAL] = residual
-            region_view = region[:n_region]
+                state[link, RESIDUAL] = capacity[link] - fixed_load[link]
+                region_load[link] = 0.0
+                region_top[link] = -1.0
             progressive_fill(
-                region_view, touched[:n_touched], in_region, frozen, fl_ptr, fl_idx,
-                link_slot_start, link_slot_count, slot_flow, inp.weight, inp.cap_Bps,
+                region[:n_region], touched[:n_touched], in_region, frozen, fl_ptr, fl_idx,
+                link_slot_start, link_slot_count, slot_flow, weight, inp.cap_Bps,
                 tie_rel_tol, state, fill_heap_keys, fill_heap_items, new_rate,
             )
             n_resolved += n_region
             for i in range(n_region):
-                frozen[region[i]] = False
-
+                g = region[i]
+                frozen[g] = False
+                level = new_rate[g] / weight[g]
+                for k in range(fl_ptr[g], fl_ptr[g + 1]):
+                    link = fl_idx[k]
+                    region_load[link] += new_rate[g]
+                    region_top[link] = max(region_top[link], level)
             for j in range(n_touched):
                 link = touched[j]
-                load = 0.0
-                top = 0.0
-                start = link_slot_start[link]
-                for s in range(start, start + link_slot_count[link]):
-                    g = slot_flow[s]
-                    r = new_rate[g] if in_region[g] else rate[g]
-                    load += r
-                    top = max(top, r / inp.weight[g])
-                new_load[link] = load
-                saturated = load >= inp.capacity_Bps[link] * (1.0 - _CHECK_REL_TOL)
-                new_sat_level[link] = top if saturated else -1.0
+                new_load[link] = fixed_load[link] + region_load[link]
+                saturated = new_load[link] >= capacity[link] * (1.0 - _CHECK_REL_TOL)
+                new_sat_level[link] = max(fixed_top[link], region_top[link]) if saturated else -1.0
 
+            # Fixed flows that were bottlenecked on a link (at its top level) keep that
+            # bottleneck unless the link lost its saturation or a flow now tops them there.
             stamp += 1
-            n_before = n_region
+            n_join = 0
             for j in range(n_touched):
                 link = touched[j]
-                if new_load[link] == link_load[link] and new_sat_level[link] == link_sat_level[link]:
-                    continue  # unchanged here; a flow's other changed links are visited anyway
+                old = link_sat_level[link]
+                if old < 0 or 0 <= new_sat_level[link] <= old * (1.0 + _CHECK_REL_TOL):
+                    continue
+                floor = old * (1.0 - _CHECK_REL_TOL)
                 start = link_slot_start[link]
                 for s in range(start, start + link_slot_count[link]):
-                    g = slot_flow[s]
-                    if visit_stamp[g] == stamp:
+                    if slot_val[s, _S_LEVEL] < floor:
                         continue
-                    visit_stamp[g] = stamp
-                    r = new_rate[g] if in_region[g] else rate[g]
-                    if _has_bottleneck(g, r, inp, link_mark, new_sat_level, link_sat_level):
+                    h = slot_flow[s]
+                    if visit_stamp[h] == stamp:
                         continue
-                    if not in_region[g]:
-                        in_region[g] = True
-                        region[n_region] = g
-                        n_region += 1
+                    visit_stamp[h] = stamp
+                    if not _has_bottleneck(h, rate[h], inp, link_mark, new_sat_level, link_sat_level):
+                        pending[h] = True
+                        to_join[n_join] = h
+                        n_join += 1
+            # Re-solved flows must top their bottleneck: fixed flows above them there give way.
+            for i in range(n_region):
+                g = region[i]
+                if _has_bottleneck(g, new_rate[g], inp, link_mark, new_sat_level, link_sat_level):
+                    continue
+                ceiling = new_rate[g] / weight[g] * (1.0 + _CHECK_REL_TOL)
+                for k in range(fl_ptr[g], fl_ptr[g + 1]):
+                    link = fl_idx[k]
+                    if new_sat_level[link] < 0:
                         continue
-                    # g was solved, but on each of its saturated links a fixed flow sits at a
-                    # higher level: those must give way, so solve them too.
-                    level = r / inp.weight[g]
-                    for k in range(fl_ptr[g], fl_ptr[g + 1]):
-                        other = fl_idx[k]
-                        if new_sat_level[other] < 0:
-                            continue
-                        ostart = link_slot_start[other]
-                        for s2 in range(ostart, ostart + link_slot_count[other]):
-                            h = slot_flow[s2]
-                            if not in_region[h] and rate[h] / inp.weight[h] > level:
-                                in_region[h] = True
-                                region[n_region] = h
-                                n_region += 1
-            if n_region == n_before:
+                    start = link_slot_start[link]
+                    for s in range(start, start + link_slot_count[link]):
+                        h = slot_flow[s]
+                        if slot_val[s, _S_LEVEL] > ceiling and not pending[h]:
+                            pending[h] = True
+                            to_join[n_join] = h
+                            n_join += 1
+            if n_join == 0:
                 break
+            for i in range(n_join):
+                h = to_join[i]
+                pending[h] = False
+                # Links summed before lose h from their fixed flows.
+                level = rate[h] / weight[h]
+                for k in range(fl_ptr[h], fl_ptr[h + 1]):
+                    link = fl_idx[k]
+                    if link_mark[link]:
+                        fixed_load[link] -= rate[h]
+                        if level >= fixed_top[link]:
+                            fixed_top[link] = np.inf  # re-sum below, once h's slots are marked
+                n_region, n_touched = _join(
+                    h, in_region, region, n_region, fl_ptr, fl_idx, inc_slot, slot_val,
+                    link_mark, touched, n_touched,
+                )
+            for j in range(n_summed):
+                link = touched[j]
+                if fixed_top[link] == np.inf:
+                    fixed_load[link], fixed_top[link] = _fixed_sums(link, link_slot_start, link_slot_count, slot_val)
 
         # --- commit --------------------------------------------------------------------------
         for i in range(n_region):
             g = region[i]
             in_region[g] = False
             r = new_rate[g]
+            for k in range(fl_ptr[g], fl_ptr[g + 1]):
+                s = inc_slot[k]
+                slot_val[s, _S_RATE] = r
+                slot_val[s, _S_LEVEL] = r / weight[g]
             if r == rate[g]:
                 continue
-            elapsed = now - settled_at[g]
             if record == RECORD_LINKS_AND_FLOWS and rate[g] > 0:
                 seg_entity, seg_data, n_seg = _segment(seg_entity, seg_data, n_seg, n_links + g, settled_at[g], now, rate[g])
-            remaining[g] = max(remaining[g] - rate[g] * elapsed, 0.0)
+            remaining[g] = max(remaining[g] - rate[g] * (now - settled_at[g]), 0.0)
             settled_at[g] = now
             rate[g] = r
             predicted_finish[g] = now + remaining[g] / r
@@ -403,6 +447,30 @@ def simulate_flows(inp, incremental, record, tie_rel_tol, time_rel_tol, ready_s,
         seg_data[:n_seg, 1].copy(),
         seg_data[:n_seg, 2].copy(),
     )
+
+
+@njit(cache=True)
+def _fixed_sums(link, link_slot_start, link_slot_count, slot_val):
+    """Load and top level of the flows on ``link`` that are not being re-solved."""
+    start = link_slot_start[link]
+    load = 0.0
+    top = -1.0
+    for s in range(start, start + link_slot_count[link]):
+        load += slot_val[s, _S_RATE]
+        top = max(top, slot_val[s, _S_LEVEL])
+    return load, top
+
+
+@njit(cache=True)
+def _join(g, in_region, region, n_region, fl_ptr, fl_idx, inc_slot, slot_val, link_mark, touched, n_touched):
+    """Add flow ``g`` to the region being re-solved: mark its slots and touch its links."""
+    in_region[g] = True
+    region[n_region] = g
+    for k in range(fl_ptr[g], fl_ptr[g + 1]):
+        s = inc_slot[k]
+        slot_val[s, _S_RATE] = 0.0
+        slot_val[s, _S_LEVEL] = -1.0
+    return n_region + 1, _touch_route(g, fl_ptr, fl_idx, link_mark, touched, n_touched)
 
 
 @njit(cache=True)

@@ -11,7 +11,7 @@ import numpy as np
 from numba import njit
 
 from flowsim_kernels.csr import csr_transpose
-from flowsim_kernels.heap import heap_pop, heap_push
+from flowsim_kernels.heap import heap_pop, heap_push, iheap_remove, iheap_set
 from flowsim_kernels.maxmin import RESIDUAL, progressive_fill
 
 #: Arrays describing a simulation; see :func:`simulate_flows`.
@@ -33,7 +33,8 @@ EngineInput = namedtuple(
     ],
 )
 
-# Event kinds, encoded in a heap item as flow * 3 + kind.
+# Event kinds. Readiness and transfer starts wait in one heap (item flow * 2 + kind, at most
+# one of each per flow); predicted completions in an indexed heap, one entry per flow.
 _READY = 0
 _TRANSFER = 1
 _FINISH = 2
@@ -98,9 +99,9 @@ def simulate_flows(inp, incremental, record, tie_rel_tol, time_rel_tol, ready_s,
 
     Notes
     -----
-    A priority queue holds pending events; completions are predicted from each flow's
-    remaining bytes and rate, and re-predicted (with the old entry left to go stale) only
-    when the rate changes; remaining bytes are settled lazily at those moments.
+    A priority queue holds readiness and transfer starts; an indexed one holds each
+    transferring flow's predicted completion, moved only when its rate changes. Remaining
+    bytes are settled lazily at those moments.
 
     Partial re-solve: when a flow at level r (rate / weight) leaves, every flow below r
     keeps its rate (below r the filling runs exactly as before: the leaving flow's links do
@@ -145,7 +146,6 @@ def simulate_flows(inp, incremental, record, tie_rel_tol, time_rel_tol, ready_s,
     rate = np.zeros(n_flows, dtype=np.float64)
     remaining = inp.size_bytes.copy()
     settled_at = np.zeros(n_flows, dtype=np.float64)
-    predicted_finish = np.full(n_flows, np.inf)
     ready_s[:] = np.nan
     transfer_start_s[:] = np.nan
     finish_s[:] = np.nan
@@ -178,13 +178,16 @@ def simulate_flows(inp, incremental, record, tie_rel_tol, time_rel_tol, ready_s,
     arrivals = np.empty(n_flows, dtype=np.int64)
     departures = np.empty(n_flows, dtype=np.int64)
 
-    ev_keys = np.empty(max(16, 2 * n_flows), dtype=np.float64)
-    ev_items = np.empty(max(16, 2 * n_flows), dtype=np.int64)
+    ev_keys = np.empty(2 * n_flows, dtype=np.float64)
+    ev_items = np.empty(2 * n_flows, dtype=np.int64)
     n_ev = 0
     for f in range(n_flows):
         if n_waiting[f] == 0:
-            ev_keys, ev_items = _room(ev_keys, ev_items, n_ev)
-            n_ev = heap_push(ev_keys, ev_items, n_ev, inp.start_s[f], f * 3 + _READY)
+            n_ev = heap_push(ev_keys, ev_items, n_ev, inp.start_s[f], f * 2 + _READY)
+    fin_keys = np.empty(n_flows, dtype=np.float64)
+    fin_items = np.empty(n_flows, dtype=np.int64)
+    fin_position = np.full(n_flows, -1, dtype=np.int64)
+    n_fin = 0
 
     seg_entity = np.empty(1024, dtype=np.int64)
     seg_data = np.empty((1024, 3), dtype=np.float64)
@@ -193,27 +196,31 @@ def simulate_flows(inp, incremental, record, tie_rel_tol, time_rel_tol, ready_s,
     n_events = 0
     n_updates = 0
     n_resolved = 0
-    while n_ev > 0:
-        limit = ev_keys[0] + time_rel_tol * abs(ev_keys[0])
-        now = ev_keys[0]
+    while n_ev > 0 or n_fin > 0:
+        now = _next_time(ev_keys, n_ev, fin_keys, n_fin)
+        limit = now + time_rel_tol * abs(now)
         n_arr = 0
         n_dep = 0
-        while n_ev > 0 and ev_keys[0] <= limit:
-            t = ev_keys[0]
-            item = ev_items[0]
-            n_ev = heap_pop(ev_keys, ev_items, n_ev)
-            f = item // 3
-            kind = item - 3 * f
-            if kind == _FINISH and (phase[f] != _ACTIVE or t != predicted_finish[f]):
-                continue  # a stale prediction: the flow's rate changed since
+        while True:
+            t = _next_time(ev_keys, n_ev, fin_keys, n_fin)
+            if t > limit:
+                break
+            if n_fin > 0 and fin_keys[0] == t:
+                f = fin_items[0]
+                n_fin = iheap_remove(fin_keys, fin_items, fin_position, n_fin, f)
+                kind = _FINISH
+            else:
+                item = ev_items[0]
+                n_ev = heap_pop(ev_keys, ev_items, n_ev)
+                f = item // 2
+                kind = item - 2 * f
             n_events += 1
             now = max(now, t)
             if kind == _READY:
                 ready_s[f] = t
                 phase[f] = _LATENT
                 if route_latency[f] > 0:
-                    ev_keys, ev_items = _room(ev_keys, ev_items, n_ev)
-                    n_ev = heap_push(ev_keys, ev_items, n_ev, t + route_latency[f], f * 3 + _TRANSFER)
+                    n_ev = heap_push(ev_keys, ev_items, n_ev, t + route_latency[f], f * 2 + _TRANSFER)
                     continue
                 kind = _TRANSFER
             if kind == _TRANSFER:
@@ -256,8 +263,7 @@ def simulate_flows(inp, incremental, record, tie_rel_tol, time_rel_tol, ready_s,
                 g = dependents[k]
                 n_waiting[g] -= 1
                 if n_waiting[g] == 0:
-                    ev_keys, ev_items = _room(ev_keys, ev_items, n_ev)
-                    n_ev = heap_push(ev_keys, ev_items, n_ev, max(inp.start_s[g], t + inp.delay_s[g]), g * 3 + _READY)
+                    n_ev = heap_push(ev_keys, ev_items, n_ev, max(inp.start_s[g], t + inp.delay_s[g]), g * 2 + _READY)
         if n_arr == 0 and n_dep == 0:
             continue
 
@@ -424,9 +430,7 @@ def simulate_flows(inp, incremental, record, tie_rel_tol, time_rel_tol, ready_s,
             remaining[g] = max(remaining[g] - rate[g] * (now - settled_at[g]), 0.0)
             settled_at[g] = now
             rate[g] = r
-            predicted_finish[g] = now + remaining[g] / r
-            ev_keys, ev_items = _room(ev_keys, ev_items, n_ev)
-            n_ev = heap_push(ev_keys, ev_items, n_ev, predicted_finish[g], g * 3 + _FINISH)
+            n_fin = iheap_set(fin_keys, fin_items, fin_position, n_fin, g, now + remaining[g] / r)
         for j in range(n_touched):
             link = touched[j]
             link_mark[link] = False
@@ -498,16 +502,13 @@ def _touch_route(f, fl_ptr, fl_idx, link_mark, touched, n_touched):
     return n_touched
 
 
-@njit(cache=True)
-def _room(keys, items, size):
-    """The heap arrays, doubled if they are full."""
-    if size < keys.shape[0]:
-        return keys, items
-    new_keys = np.empty(2 * keys.shape[0], dtype=keys.dtype)
-    new_items = np.empty(2 * items.shape[0], dtype=items.dtype)
-    new_keys[:size] = keys[:size]
-    new_items[:size] = items[:size]
-    return new_keys, new_items
+@njit(cache=True, inline="always")
+def _next_time(ev_keys, n_ev, fin_keys, n_fin):
+    """Time of the earliest pending event of either queue; inf when both are empty."""
+    t = ev_keys[0] if n_ev > 0 else np.inf
+    if n_fin > 0 and fin_keys[0] < t:
+        t = fin_keys[0]
+    return t
 
 
 @njit(cache=True)

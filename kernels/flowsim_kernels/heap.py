@@ -61,3 +61,79 @@ def heap_replace_top(keys, items, size, key, item):
         pos = child
     keys[pos] = key
     items[pos] = item
+
+
+# An indexed min-heap: each item (an int in [0, n)) is in the heap at most once, and
+# ``position[item]`` says where (-1 when absent), so an item's key can be changed or the
+# item removed in O(log size). The heap's size never exceeds the number of distinct items.
+
+
+@njit(cache=True)
+def iheap_set(keys, items, position, size, item, key):
+    """Insert ``item`` with ``key``, or move it to ``key`` if present; return the new size.
+
+    ``keys`` (float64), ``items`` (int64) and ``position`` (int64, -1 for absent items) are
+    mutated. O(log size).
+    """
+    pos = position[item]
+    if pos < 0:
+        pos = size
+        size += 1
+    elif key > keys[pos]:
+        _isift_down(keys, items, position, size, pos, key, item)
+        return size
+    _isift_up(keys, items, position, pos, key, item)
+    return size
+
+
+@njit(cache=True)
+def iheap_remove(keys, items, position, size, item):
+    """Remove ``item`` if present; return the new size. O(log size)."""
+    pos = position[item]
+    if pos < 0:
+        return size
+    position[item] = -1
+    size -= 1
+    if pos == size:
+        return size
+    last_key = keys[size]
+    last_item = items[size]
+    if pos > 0 and last_key < keys[(pos - 1) >> 1]:
+        _isift_up(keys, items, position, pos, last_key, last_item)
+    else:
+        _isift_down(keys, items, position, size, pos, last_key, last_item)
+    return size
+
+
+@njit(cache=True)
+def _isift_up(keys, items, position, pos, key, item):
+    while pos > 0:
+        parent = (pos - 1) >> 1
+        if keys[parent] <= key:
+            break
+        keys[pos] = keys[parent]
+        items[pos] = items[parent]
+        position[items[pos]] = pos
+        pos = parent
+    keys[pos] = key
+    items[pos] = item
+    position[item] = pos
+
+
+@njit(cache=True)
+def _isift_down(keys, items, position, size, pos, key, item):
+    while True:
+        child = 2 * pos + 1
+        if child >= size:
+            break
+        if child + 1 < size and keys[child + 1] < keys[child]:
+            child += 1
+        if keys[child] >= key:
+            break
+        keys[pos] = keys[child]
+        items[pos] = items[child]
+        position[items[pos]] = pos
+        pos = child
+    keys[pos] = key
+    items[pos] = item
+    position[item] = pos

@@ -14,7 +14,9 @@ from flowsim.presets import preset, preset_names
 from flowsim.result import SimulationResult
 from flowsim.routes import Routes
 from flowsim.routing import Router, route, split_route
+from flowsim.scenario import load_scenario, run_scenario
 from flowsim.topology import NodeKind, Topology, TopologyBuilder
+from flowsim.trace import open_trace, write_trace
 from flowsim.workload import Workload
 
 __version__ = "0.1.0"
@@ -36,11 +38,15 @@ __all__ = [
     "fat_tree",
     "leaf_spine",
     "link_rate",
+    "load_scenario",
     "max_min_rates",
+    "open_trace",
     "preset",
     "preset_names",
     "route",
+    "run_scenario",
     "simulate",
     "solve_batch",
     "split_route",
+    "write_trace",
 ]

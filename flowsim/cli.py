@@ -1,4 +1,8 @@
-"""The ``flowsim`` command line: a thin layer over the library."""
+"""flowsim: a flow-level network model of GPU clusters.
+
+Run a scenario file into an HDF5 trace, inspect or plot a trace, list the hardware presets,
+or sweep a collective's message sizes the way nccl-tests does.
+"""
 
 from __future__ import annotations
 
@@ -6,28 +10,23 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-import numpy as np
-
-from flowsim.fairshare import max_min_rates
-
-
-def _demo(args: argparse.Namespace) -> int:
-    gb = 1e9
-    rates = max_min_rates([["A", "B"], ["A"], ["B"]], [1 * gb, 2 * gb], link_names=["A", "B"])
-    print("parking lot: link A 1 GB/s, link B 2 GB/s; f1 crosses A and B, f2 A, f3 B")
-    for name, rate in zip(("f1", "f2", "f3"), rates):
-        print(f"  {name}: {rate / gb:.3f} GB/s")
-    print(f"  total {np.sum(rates) / gb:.3f} GB/s")
-    return 0
+from flowsim import __version__
+from flowsim.commands import add_parsers
+from flowsim.errors import InputError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``flowsim`` command; returns the exit status."""
     parser = argparse.ArgumentParser(prog="flowsim", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="run the built-in parking-lot example")
-    demo.set_defaults(func=_demo)
+    parser.add_argument("--version", action="version", version=f"flowsim {__version__}")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add_parsers(subparsers)
     args = parser.parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except (InputError, ImportError) as err:
+        print(f"flowsim: error: {err}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

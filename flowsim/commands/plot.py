@@ -1,0 +1,198 @@
+"""``flowsim plot TRACE.h5 --kind utilization|fct-cdf|timeline -o OUT.png``: plots of a trace.
+
+``utilization``
+    Utilization over time of the ``--top`` busiest links, one panel each (from the recorded
+    link rate segments), or their mean utilization as bars when the trace has no segments.
+``fct-cdf``
+    Cumulative distribution of flow completion times (finish minus ready), one curve per
+    value of ``--by TAG`` if given.
+``timeline``
+    One row per flow (the ``--max-flows`` earliest ready): a thin line while it waits for
+    its route latency, a thick one while it transfers, coloured by ``--by TAG`` if given.
+
+Needs matplotlib (``pip install 'flowsim[plot]'``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+import numpy as np
+
+from flowsim.commands.inspect import positive_int
+from flowsim.errors import InputError
+from flowsim.trace import Trace, open_trace
+
+__all__ = ["KINDS", "add_parser", "plot_command", "plot_trace"]
+
+#: Plot kinds ``--kind`` accepts.
+KINDS = ("utilization", "fct-cdf", "timeline")
+
+
+def _time_unit(span_s: float) -> tuple[float, str]:
+    """Scale and label that show times up to ``span_s`` in s, ms or us."""
+    for label, scale in (("s", 1.0), ("ms", 1e-3)):
+        if span_s >= scale:
+            return scale, label
+    return 1e-6, "us"
+
+
+def _groups(trace: Trace, by: str | None) -> list[tuple[str, np.ndarray]]:
+    """``(label, flow ids)`` per value of tag ``by``, or one group of all flows."""
+    if by is None:
+        return [("all flows", np.arange(trace.n_flows))]
+    if by not in trace.tags:
+        known = ", ".join(trace.tags) or "none"
+        raise InputError(f"{trace.path}: no tag {by!r} in this trace; tags: {known}")
+    values = trace.tags[by]
+    return [(str(v) or "(empty)", np.flatnonzero(values == v)) for v in dict.fromkeys(values.tolist())]
+
+
+def _utilization(fig, trace: Trace, top: int) -> None:
+    links = trace.busiest_links(top)
+    names = [trace.topology.link_names[link] for link in links.tolist()]
+    if trace.link_segment_indptr is None or not links.size:
+        ax = fig.add_subplot()
+        ax.barh(np.arange(links.size), trace.link_utilization()[links] * 100)
+        ax.set_yticks(np.arange(links.size), names)
+        ax.invert_yaxis()
+        ax.set_xlabel("mean utilization over the makespan (%)")
+        recorded = trace.link_segment_indptr is not None
+        ax.set_title("no link carried traffic" if recorded else "busiest links (no rate over time in this trace)")
+        return
+    scale, unit = _time_unit(trace.makespan_s)
+    axes = fig.subplots(links.size, 1, sharex=True, squeeze=False)[:, 0]
+    for i, (ax, link, name) in enumerate(zip(axes, links.tolist(), names)):
+        start, end, rate = trace.link_segments(link)
+        edges, values = [0.0], []
+        for s, e, u in zip(start.tolist(), end.tolist(), (rate / trace.link_capacity_Bps[link]).tolist()):
+            if s > edges[-1]:
+                values.append(0.0)
+                edges.append(s)
+            values.append(u * 100)
+            edges.append(e)
+        ax.stairs(values, np.array(edges) / scale, fill=True, color=f"C{i % 10}")
+        ax.set_ylim(0, 105)
+        ax.set_yticks([0, 100])
+        ax.set_ylabel("%", rotation=0, labelpad=8)
+        ax.set_title(f"{name} ({trace.topology.link_technology[link]})", loc="left", fontsize="small")
+    axes[-1].set_xlabel(f"time ({unit})")
+    fig.suptitle(f"utilization of the {links.size} busiest links")
+
+
+def _fct_cdf(fig, trace: Trace, by: str | None) -> None:
+    ax = fig.add_subplot()
+    fct = trace.fct_s
+    scale, unit = _time_unit(float(fct.max()) if fct.size else 0.0)
+    for label, flows in _groups(trace, by):
+        if flows.size:
+            ax.ecdf(fct[flows] / scale, label=f"{label} ({flows.size})")
+    positive = fct[fct > 0]
+    if positive.size and positive.max() > 100 * positive.min():
+        ax.set_xscale("log")
+    ax.set_xlabel(f"flow completion time ({unit})")
+    ax.set_ylabel("fraction of flows")
+    ax.set_ylim(0, 1.02)
+    ax.set_title(f"flow completion times of {trace.n_flows:,} flows")
+    if trace.n_flows:
+        ax.legend(fontsize="small", loc="lower right")
+
+
+def _timeline(fig, trace: Trace, by: str | None, max_flows: int) -> None:
+    ax = fig.add_subplot()
+    shown = np.argsort(trace.ready_s, kind="stable")[:max_flows]
+    row = np.empty(trace.n_flows, dtype=np.int64)
+    row[shown] = np.arange(shown.size)
+    scale, unit = _time_unit(trace.makespan_s)
+    for i, (label, flows) in enumerate(_groups(trace, by)):
+        flows = np.intersect1d(flows, shown)
+        color = f"C{i % 10}"
+        ax.hlines(row[flows], trace.transfer_start_s[flows] / scale, trace.finish_s[flows] / scale,
+                  linewidth=3, color=color, label=label)
+        ax.hlines(row[flows], trace.ready_s[flows] / scale, trace.transfer_start_s[flows] / scale,
+                  linewidth=1, color=color)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"time ({unit})")
+    ax.set_ylabel("flow (by ready time)")
+    ax.set_title(f"{shown.size} of {trace.n_flows} flows: thin = route latency, thick = transfer")
+    if by is not None:
+        ax.legend(fontsize="small", loc="best")
+
+
+def plot_trace(
+    trace: Trace,
+    kind: str,
+    path: str | os.PathLike,
+    *,
+    top: int = 8,
+    by: str | None = None,
+    max_flows: int = 200,
+) -> Path:
+    """Draw one plot of ``trace`` and save it (format from the file suffix, e.g. PNG).
+
+    Parameters
+    ----------
+    trace : Trace
+    kind : {"utilization", "fct-cdf", "timeline"}
+    path : str or path-like
+    top : int
+        Links in a utilization plot.
+    by : str, optional
+        Tag whose values split the fct-cdf curves and colour the timeline.
+    max_flows : int
+        Flows in a timeline (the earliest ready).
+
+    Returns
+    -------
+    Path
+
+    Raises
+    ------
+    ImportError
+        When matplotlib is not installed.
+    InputError
+        For an unknown kind or tag.
+    """
+    if kind not in KINDS:
+        raise InputError(f"unknown plot kind {kind!r}; expected one of {', '.join(KINDS)}")
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ImportError("flowsim plot needs matplotlib: pip install 'flowsim[plot]'") from None
+    height = 1.2 + 0.9 * min(top, trace.topology.n_links) if kind == "utilization" else 5.0
+    fig = Figure(figsize=(9, height), layout="constrained")
+    if kind == "utilization":
+        _utilization(fig, trace, top)
+    elif kind == "fct-cdf":
+        _fct_cdf(fig, trace, by)
+    else:
+        _timeline(fig, trace, by, max_flows)
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    return path
+
+
+def plot_command(args: argparse.Namespace) -> int:
+    """Handler of ``flowsim plot``: :func:`plot_trace` of ``args.trace``; returns 0."""
+    path = plot_trace(open_trace(args.trace), args.kind, args.output, top=args.top, by=args.by,
+                      max_flows=args.max_flows)
+    print(f"{args.kind} plot -> {path}")
+    return 0
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register ``flowsim plot TRACE --kind KIND -o OUT``; its handler is :func:`plot_command`."""
+    parser = subparsers.add_parser(
+        "plot", help="plot link utilization, FCT distribution or a flow timeline (matplotlib)",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("trace", type=Path, help="an HDF5 trace written by 'flowsim run'")
+    parser.add_argument("--kind", choices=KINDS, required=True, help="what to plot")
+    parser.add_argument("-o", "--output", type=Path, required=True, help="image to write (.png, .svg, .pdf)")
+    parser.add_argument("--top", type=positive_int, default=8, help="links in a utilization plot (default 8)")
+    parser.add_argument("--by", default=None, help="tag to group flows by (fct-cdf, timeline)")
+    parser.add_argument("--max-flows", type=positive_int, default=200, help="flows in a timeline (default 200)")
+    parser.set_defaults(func=plot_command)
+    return parser

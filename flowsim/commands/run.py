@@ -1,0 +1,64 @@
+"""``flowsim run SCENARIO.toml -o TRACE.h5``: simulate a scenario file and write its trace.
+
+Progress notes (load, route, simulate, write, each with the elapsed time) go to stderr; the
+result line (flows, makespan, trace path) goes to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import TextIO
+
+from flowsim.commands.inspect import format_seconds
+from flowsim.errors import InputError
+from flowsim.scenario import load_scenario, run_scenario
+from flowsim.trace import write_trace
+
+__all__ = ["add_parser", "run_command"]
+
+
+class _Progress:
+    """Prints ``[elapsed] message`` lines to a stream."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.start = time.perf_counter()
+
+    def __call__(self, message: str) -> None:
+        print(f"[{time.perf_counter() - self.start:7.2f} s] {message}", file=self.stream, flush=True)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Handler of ``flowsim run``: load, route, simulate, write the trace; returns 0.
+
+    Errors in the scenario, or an output directory that does not exist, raise
+    :class:`~flowsim.errors.InputError` naming the file (and key) before anything runs.
+    """
+    note = _Progress(sys.stderr) if not args.quiet else (lambda message: None)
+    output = args.output if args.output is not None else Path(args.scenario.stem + ".h5")
+    if not output.parent.is_dir():
+        raise InputError(f"{output}: the directory {str(output.parent)!r} does not exist")
+    note(f"loading {args.scenario}")
+    scenario = load_scenario(args.scenario)
+    run = run_scenario(scenario, progress=note)
+    note(f"writing {output}")
+    write_trace(output, scenario.topology, scenario.workload, run.routes, run.result, scenario_text=scenario.text)
+    note("done")
+    makespan = format_seconds(run.result.makespan_s)
+    print(f"{scenario.name}: {run.result.n_flows:,} flows, makespan {makespan} -> {output}")
+    return 0
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register ``flowsim run SCENARIO [-o TRACE] [-q]``; its handler is :func:`run_command`."""
+    parser = subparsers.add_parser("run", help="simulate a scenario file and write an HDF5 trace", description=__doc__)
+    parser.add_argument("scenario", type=Path, help="a TOML scenario file")
+    parser.add_argument(
+        "-o", "--output", type=Path, default=None, help="trace to write (default: the scenario's name with .h5, here)"
+    )
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress notes on stderr")
+    parser.set_defaults(func=run_command)
+    return parser

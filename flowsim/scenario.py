@@ -1,0 +1,679 @@
+"""Scenario files: a topology, a workload and run options in TOML, checked on load.
+
+A scenario is data only: it is parsed with :mod:`tomllib` and never executes code. Errors
+raise :class:`~flowsim.errors.InputError` naming the file, the key (``topology.links[2].src``)
+or CSV line and column, and what was expected.
+
+Format
+------
+``[scenario]`` (optional)
+    ``name`` and ``description`` (strings).
+``[topology]``: exactly one of
+    ``preset = "dgx_h100"``
+        One server of :mod:`flowsim.presets`. ``figure = "nominal" | "effective"`` is
+        required; any other key is a parameter of that preset's builder (``p2p = false``,
+        ``pcie = "pcie5"``, ...).
+    ``cluster = "dgx_h100"``
+        :func:`flowsim.fabrics.build_cluster` of that system: ``n_nodes`` and ``figure`` are
+        required; ``fabric``, ``switch``, ``su_size``, ``oversubscription``,
+        ``storage_targets``, ``storage_technology``, ``ethernet_switch`` and the preset's own
+        parameters are optional.
+    ``[[topology.nodes]]`` and ``[[topology.links]]`` (and optionally ``[[topology.servers]]``)
+        Nodes and links given explicitly. A server: ``name``, ``p2p`` (default true). A
+        node: ``name``, ``kind`` (a :class:`~flowsim.topology.NodeKind` name such as
+        ``"gpu"`` or ``"nic"``), optional ``server`` (a server name) and ``nic`` (the NIC
+        node it leaves its server through). A link: ``src``, ``dst``, ``capacity_Bps``,
+        ``technology`` (a :mod:`flowsim.hardware` tag), optional ``latency_s`` (default 0),
+        ``tier`` (``"scale_up"``, ``"host"``, ``"scale_out"``; default: the technology's),
+        ``shared`` (default false), ``duplex`` (default false: true adds the two links
+        ``src->dst`` and ``dst->src`` of a full-duplex cable) and ``name`` (not with
+        ``duplex``).
+``[workload]``: at least one of
+    ``flows = "flows.csv"``
+        A flow list, relative to the scenario file. Header row, then one flow per row.
+        Required columns ``name``, ``src``, ``dst``, ``size_bytes``; optional ``start_s``,
+        ``depends_on`` (names of flows it waits for, ``;``-separated), ``delay_s``,
+        ``overhead_s``, ``weight``, ``cap_Bps`` (an empty cell takes the default). Any other
+        column is a tag (a string per flow, e.g. ``job`` or ``step``) kept in the trace.
+    ``[[workload.collective]]`` (needs :mod:`flowsim.collectives`)
+        ``op`` (one of ``flowsim.collectives.COLLECTIVES``: ``"all_reduce"``,
+        ``"all_to_all"``, ``"send"``, ...) and ``size_bytes`` (``S`` as nccl-tests counts
+        it) are required. ``ranks``: GPU node names in ring order (default: every GPU of the
+        topology; for ``send`` the first two). ``name``: a prefix for the flow names (needed
+        when two collectives would otherwise share names); ``start_s``: added to every
+        flow's start time. Every other key (``algorithm``, ``channels``, ``slices``,
+        ``orders``, ``switch`` for NVLS, ...) goes to
+        :func:`flowsim.collectives.build_collective`. ``servers`` defaults to each rank's
+        server in the topology (except for NVLS, which runs inside one server), so that
+        messages leaving a server are charged the network step latency.
+    Parts are concatenated in that order: the flow list, then the collectives.
+``[options]`` (optional)
+    ``routing`` (``"ecmp"``, ``"dmodk"`` or ``"shortest"``; default ``"ecmp"``), ``seed``
+    (ECMP hash seed, default 0), ``gpudirect`` (default true), ``record_links`` (per-link rate
+    segments in the trace, default true), ``record_flows`` (per-flow rate segments, default
+    false), ``mode`` (``"incremental"`` or ``"full"``, default ``"incremental"``).
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import inspect
+import io
+import os
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from flowsim.engine import simulate
+from flowsim.errors import InputError
+from flowsim.fabrics import build_cluster
+from flowsim.hardware import FIGURES, LinkTier
+from flowsim.presets import preset, preset_info, preset_names
+from flowsim.result import SimulationResult
+from flowsim.routes import Routes
+from flowsim.routing import METHODS, Router
+from flowsim.topology import NodeKind, Topology, TopologyBuilder
+from flowsim.workload import Workload
+
+__all__ = ["FLOW_COLUMNS", "Options", "Scenario", "ScenarioRun", "load_scenario", "parse_scenario",
+           "read_flow_csv", "run_scenario"]
+
+#: Flow-list CSV columns flowsim reads as numbers or dependencies; the first four are required.
+FLOW_COLUMNS = ("name", "src", "dst", "size_bytes", "start_s", "depends_on", "delay_s", "overhead_s",
+                "weight", "cap_Bps")
+_REQUIRED_FLOW_COLUMNS = FLOW_COLUMNS[:4]
+#: Numeric columns and the value of an empty cell (None: the cell is required).
+_FLOW_DEFAULTS = {"size_bytes": None, "start_s": 0.0, "delay_s": 0.0, "overhead_s": 0.0, "weight": 1.0,
+                  "cap_Bps": np.inf}
+_SECTIONS = ("scenario", "topology", "workload", "options")
+_MODES = ("incremental", "full")
+#: build_cluster's own parameters a scenario may set (system and figure have their own keys).
+_CLUSTER_PARAMS = {
+    name: p
+    for name, p in inspect.signature(build_cluster).parameters.items()
+    if name not in ("system", "figure", "preset_options")
+}
+
+
+@dataclass(frozen=True)
+class Options:
+    """How a scenario runs: routing and what the simulation records."""
+
+    routing: str = "ecmp"
+    seed: int = 0
+    gpudirect: bool = True
+    record_links: bool = True
+    record_flows: bool = False
+    mode: str = "incremental"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A loaded scenario: checked topology and workload, run options, and the source text.
+
+    Attributes
+    ----------
+    source : str
+        The file it came from (or ``"<string>"``), used in error messages.
+    text : str
+        The TOML text, verbatim (stored in traces).
+    name, description : str
+    topology : Topology
+    workload : Workload
+    options : Options
+    """
+
+    source: str
+    text: str
+    name: str
+    description: str
+    topology: Topology
+    workload: Workload
+    options: Options
+
+
+@dataclass(frozen=True)
+class ScenarioRun:
+    """Routes and simulation result of one run of a :class:`Scenario`."""
+
+    scenario: Scenario
+    routes: Routes
+    result: SimulationResult
+
+
+class _Where:
+    """Formats errors as ``file: key: message``."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def error(self, key: str, message: str) -> InputError:
+        return InputError(f"{self.source}: {key}: {message}" if key else f"{self.source}: {message}")
+
+    def table(self, value: object, key: str) -> dict:
+        if not isinstance(value, dict):
+            raise self.error(key, f"expected a table, got {_show(value)}")
+        return value
+
+    def tables(self, value: object, key: str) -> list[dict]:
+        if not isinstance(value, list) or not value:
+            raise self.error(key, f"expected a non-empty array of tables ([[{key}]]), got {_show(value)}")
+        return [self.table(item, f"{key}[{i}]") for i, item in enumerate(value)]
+
+    def string(self, table: Mapping, key: str, prefix: str, default: str | None = None) -> str:
+        if key not in table:
+            if default is None:
+                raise self.error(_join(prefix, key), "missing; expected a string")
+            return default
+        value = table[key]
+        if not isinstance(value, str):
+            raise self.error(_join(prefix, key), f"expected a string, got {_show(value)}")
+        return value
+
+    def boolean(self, table: Mapping, key: str, prefix: str, default: bool) -> bool:
+        value = table.get(key, default)
+        if not isinstance(value, bool):
+            raise self.error(_join(prefix, key), f"expected true or false, got {_show(value)}")
+        return value
+
+    def number(self, table: Mapping, key: str, prefix: str, default: float | None = None) -> float:
+        if key not in table:
+            if default is None:
+                raise self.error(_join(prefix, key), "missing; expected a number")
+            return default
+        value = table[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.error(_join(prefix, key), f"expected a number, got {_show(value)}")
+        return float(value)
+
+    def choice(self, table: Mapping, key: str, prefix: str, choices, default: str | None = None) -> str:
+        value = self.string(table, key, prefix, default)
+        if value not in choices:
+            raise self.error(_join(prefix, key), f"expected one of {', '.join(map(repr, choices))}, got {value!r}")
+        return value
+
+    def only(self, table: Mapping, allowed, prefix: str) -> None:
+        extra = sorted(set(table) - set(allowed))
+        if extra:
+            raise self.error(
+                _join(prefix, extra[0]), f"unknown key; expected one of {', '.join(sorted(allowed))}"
+            )
+
+
+def _join(prefix: str, key: str) -> str:
+    return f"{prefix}.{key}" if prefix else key
+
+
+def _show(value: object) -> str:
+    if isinstance(value, dict):
+        return "a table"
+    kinds = {list: "an array", bool: "a boolean", str: "a string", int: "an integer", float: "a number"}
+    return f"{kinds.get(type(value), type(value).__name__)} {value!r}"
+
+
+# --- topology -------------------------------------------------------------------------------
+
+
+def _param_types(param: inspect.Parameter) -> tuple[type, ...] | None:
+    """Python types a TOML value may have for a builder parameter, from its annotation."""
+    names = {part.strip() for part in str(param.annotation).split("|")} - {"None"}
+    for name, types in (("bool", (bool,)), ("int", (int,)), ("float", (int, float)), ("str", (str,))):
+        if names == {name}:
+            return types
+    return None
+
+
+def _call_builder(
+    where: _Where, builder: Callable, params: Mapping, fixed: Mapping, prefix: str, allowed: Mapping
+) -> Topology:
+    """Check ``params`` against the ``allowed`` builder parameters (name -> Parameter), then
+    call ``builder(**fixed, **params)``; builder errors name the table."""
+    where.only(params, allowed, prefix)
+    for key, value in params.items():
+        types = _param_types(allowed[key])
+        if types is not None and (not isinstance(value, types) or (bool not in types and isinstance(value, bool))):
+            expected = " or ".join(t.__name__ for t in types)
+            raise where.error(_join(prefix, key), f"expected {expected}, got {_show(value)}")
+    try:
+        return builder(**fixed, **params)
+    except InputError as err:
+        raise where.error(prefix, str(err)) from None
+
+
+def _keyword_params(builder: Callable, exclude: set[str]) -> dict[str, inspect.Parameter]:
+    return {
+        name: p
+        for name, p in inspect.signature(builder).parameters.items()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and name not in exclude
+    }
+
+
+def _system(where: _Where, table: Mapping, key: str) -> str:
+    return where.choice(table, key, "topology", preset_names())
+
+
+def _preset_topology(where: _Where, table: Mapping) -> Topology:
+    name = _system(where, table, "preset")
+    figure = where.choice(table, "figure", "topology", FIGURES)
+    params = {k: v for k, v in table.items() if k not in ("preset", "figure")}
+    allowed = _keyword_params(preset_info(name).build, {"figure"})
+    return _call_builder(where, preset, params, {"name": name, "figure": figure}, "topology", allowed)
+
+
+def _cluster_topology(where: _Where, table: Mapping) -> Topology:
+    system = _system(where, table, "cluster")
+    figure = where.choice(table, "figure", "topology", FIGURES)
+    if "n_nodes" not in table:
+        raise where.error("topology.n_nodes", "missing; expected the number of servers (an integer)")
+    params = {k: v for k, v in table.items() if k not in ("cluster", "figure")}
+    allowed = {**_CLUSTER_PARAMS, **_keyword_params(preset_info(system).build, {"figure"})}
+    return _call_builder(where, build_cluster, params, {"system": system, "figure": figure}, "topology", allowed)
+
+
+def _enum(where: _Where, table: Mapping, key: str, prefix: str, enum) -> int:
+    names = [m.name.lower() for m in enum]
+    return enum[where.choice(table, key, prefix, names).upper()]
+
+
+def _explicit_topology(where: _Where, table: Mapping) -> Topology:
+    where.only(table, ("servers", "nodes", "links"), "topology")
+    b = TopologyBuilder()
+    servers: dict[str, int] = {}
+    server_tables = where.tables(table["servers"], "topology.servers") if "servers" in table else []
+    for i, server in enumerate(server_tables):
+        key = f"topology.servers[{i}]"
+        where.only(server, ("name", "p2p"), key)
+        name = where.string(server, "name", key)
+        try:
+            servers[name] = b.add_server(name, p2p=where.boolean(server, "p2p", key, True))
+        except InputError as err:
+            raise where.error(key, str(err)) from None
+    nodes = where.tables(table.get("nodes"), "topology.nodes")
+    for i, node in enumerate(nodes):
+        key = f"topology.nodes[{i}]"
+        where.only(node, ("name", "kind", "server", "nic"), key)
+        name = where.string(node, "name", key)
+        kind = _enum(where, node, "kind", key, NodeKind)
+        server = -1
+        if "server" in node:
+            server_name = where.string(node, "server", key)
+            if server_name not in servers:
+                raise where.error(f"{key}.server", f"unknown server {server_name!r}; servers: {', '.join(servers)}")
+            server = servers[server_name]
+        try:
+            b.add_node(name, kind, server=server)
+        except InputError as err:
+            raise where.error(key, str(err)) from None
+    for i, node in enumerate(nodes):
+        if "nic" in node:
+            key = f"topology.nodes[{i}].nic"
+            try:
+                b.set_nic(node["name"], where.string(node, "nic", f"topology.nodes[{i}]"))
+            except InputError as err:
+                raise where.error(key, str(err)) from None
+    for i, link in enumerate(where.tables(table.get("links"), "topology.links")):
+        _add_link(where, b, link, f"topology.links[{i}]")
+    try:
+        return b.build()
+    except InputError as err:
+        raise where.error("topology", str(err)) from None
+
+
+def _add_link(where: _Where, b: TopologyBuilder, link: Mapping, key: str) -> None:
+    where.only(link, ("src", "dst", "capacity_Bps", "latency_s", "technology", "tier", "shared", "duplex", "name"), key)
+    src, dst = where.string(link, "src", key), where.string(link, "dst", key)
+    capacity = where.number(link, "capacity_Bps", key)
+    options = {
+        "latency_s": where.number(link, "latency_s", key, 0.0),
+        "technology": where.string(link, "technology", key),
+        "tier": _enum(where, link, "tier", key, LinkTier) if "tier" in link else None,
+    }
+    shared = where.boolean(link, "shared", key, False)
+    duplex = where.boolean(link, "duplex", key, False)
+    if duplex and ("name" in link or shared):
+        raise where.error(key, "a duplex link is two directed links with default names; drop 'name' and 'shared'")
+    try:
+        if duplex:
+            b.add_cable(src, dst, capacity, **options)
+        else:
+            name = where.string(link, "name", key) if "name" in link else None
+            b.add_link(src, dst, capacity, shared=shared, name=name, **options)
+    except InputError as err:
+        raise where.error(key, str(err)) from None
+
+
+def _topology(where: _Where, table: Mapping) -> Topology:
+    builders = [k for k in ("preset", "cluster") if k in table]
+    if "nodes" in table or "links" in table:
+        builders.append("nodes")
+    if len(builders) != 1:
+        found = f"found {', '.join(builders)}" if builders else "found none"
+        raise where.error(
+            "topology", f"expected exactly one of 'preset', 'cluster' or 'nodes' and 'links'; {found}"
+        )
+    if builders[0] == "preset":
+        return _preset_topology(where, table)
+    if builders[0] == "cluster":
+        return _cluster_topology(where, table)
+    return _explicit_topology(where, table)
+
+
+# --- workload -------------------------------------------------------------------------------
+
+
+def read_flow_csv(path: str | os.PathLike, topology: Topology | None = None) -> Workload:
+    """Read a flow list (see the module docstring for the columns).
+
+    Parameters
+    ----------
+    path : str or path-like
+    topology : Topology, optional
+        When given, every ``src`` and ``dst`` must be one of its nodes.
+
+    Returns
+    -------
+    Workload
+
+    Raises
+    ------
+    InputError
+        Naming the file, line and column of a bad cell, or the flow of a bad row.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(f"{path}: cannot read the flow list: {err}") from None
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header = [h.strip() for h in next(reader, [])]
+    missing = [c for c in _REQUIRED_FLOW_COLUMNS if c not in header]
+    if missing:
+        raise InputError(
+            f"{path}: line 1: the header lacks column {missing[0]!r}; required: {', '.join(_REQUIRED_FLOW_COLUMNS)}"
+        )
+    if len(set(header)) != len(header) or "" in header:
+        raise InputError(f"{path}: line 1: column names must be unique and non-empty, got {header}")
+    rows: list[tuple[int, list[str]]] = []
+    for row in reader:
+        if not any(cell.strip() for cell in row):
+            continue
+        if len(row) != len(header):
+            raise InputError(f"{path}: line {reader.line_num}: {len(row)} cells for {len(header)} columns")
+        rows.append((reader.line_num, [cell.strip() for cell in row]))
+    columns = {name: [row[j] for _, row in rows] for j, name in enumerate(header)}
+    numeric = {}
+    for column in _FLOW_DEFAULTS:
+        if column in columns:
+            numeric[column] = _numbers(path, rows, column, columns[column])
+    if topology is not None:
+        for column in ("src", "dst"):
+            for (line, _), node in zip(rows, columns[column]):
+                if node not in topology.node_index:
+                    raise InputError(f"{path}: line {line}, column {column!r}: {node!r} is not a node of the topology")
+    depends_on = None
+    if "depends_on" in columns:
+        depends_on = [[d.strip() for d in cell.split(";") if d.strip()] for cell in columns["depends_on"]]
+    tags = {name: values for name, values in columns.items() if name not in FLOW_COLUMNS}
+    size = numeric.pop("size_bytes")
+    try:
+        return Workload.build(
+            columns["name"], columns["src"], columns["dst"], size, depends_on=depends_on, tags=tags,
+            **numeric,
+        )
+    except InputError as err:
+        raise InputError(f"{path}: {err}") from None
+
+
+def _numbers(path: Path, rows: list[tuple[int, list[str]]], column: str, cells: list[str]) -> np.ndarray:
+    """Parse one numeric column; empty cells take the column's default."""
+    out = np.empty(len(cells))
+    for i, ((line, _), cell) in enumerate(zip(rows, cells)):
+        if not cell:
+            if _FLOW_DEFAULTS[column] is None:
+                raise InputError(f"{path}: line {line}, column {column!r}: empty; expected a number")
+            out[i] = _FLOW_DEFAULTS[column]
+            continue
+        try:
+            out[i] = float(cell)
+        except ValueError:
+            raise InputError(f"{path}: line {line}, column {column!r}: expected a number, got {cell!r}") from None
+    return out
+
+
+def _ranks(where: _Where, topology: Topology, table: Mapping, key: str, op: str) -> list[str]:
+    if "ranks" not in table:
+        gpus = [topology.node_names[g] for g in topology.gpus()]
+        return gpus[:2] if op == "send" else gpus
+    ranks = table["ranks"]
+    if not isinstance(ranks, list) or not all(isinstance(r, str) for r in ranks):
+        raise where.error(f"{key}.ranks", f"expected an array of node names, got {_show(ranks)}")
+    unknown = [r for r in ranks if r not in topology.node_index]
+    if unknown:
+        raise where.error(f"{key}.ranks", f"{unknown[0]!r} is not a node of the topology")
+    return ranks
+
+
+def _servers(topology: Topology, ranks: list[str]) -> dict[str, str]:
+    """Server name of each rank; a node outside servers is its own."""
+    servers = topology.node_server[topology.node_ids(ranks)].tolist()
+    return {r: topology.server_names[s] if s >= 0 else r for r, s in zip(ranks, servers)}
+
+
+def _renamed(workload: Workload, prefix: str, start_s: float) -> Workload:
+    """``workload`` with every flow name prefixed by ``prefix.`` and ``start_s`` added to
+    every start time."""
+    return Workload.build(
+        [f"{prefix}.{name}" for name in workload.names],
+        workload.src,
+        workload.dst,
+        workload.size_bytes,
+        start_s=workload.start_s + start_s,
+        depends_on=[workload.dependencies(i).tolist() for i in range(len(workload))],
+        delay_s=workload.delay_s,
+        overhead_s=workload.overhead_s,
+        weight=workload.weight,
+        cap_Bps=workload.cap_Bps,
+        tags=workload.tags,
+    )
+
+
+def _collective(where: _Where, topology: Topology, table: Mapping, key: str) -> Workload:
+    try:
+        collectives = importlib.import_module("flowsim.collectives")
+    except ImportError as err:
+        raise where.error(
+            key, f"collectives need the module flowsim.collectives, which cannot be imported ({err})"
+        ) from None
+    op = where.choice(table, "op", key, collectives.COLLECTIVES)
+    size = where.number(table, "size_bytes", key)
+    ranks = _ranks(where, topology, table, key, op)
+    options = {k: v for k, v in table.items() if k not in ("op", "size_bytes", "ranks", "name", "start_s")}
+    if options.get("algorithm") != "nvls" and "servers" not in options:
+        options["servers"] = _servers(topology, ranks)
+    try:
+        workload = collectives.build_collective(op, ranks, size, **options)
+    except InputError as err:
+        raise where.error(key, str(err)) from None
+    except TypeError as err:
+        raise where.error(key, f"bad parameters for {op}: {err}") from None
+    name = where.string(table, "name", key, "")
+    start = where.number(table, "start_s", key, 0.0)
+    if name or start:
+        try:
+            workload = _renamed(workload, name or op, start)
+        except InputError as err:
+            raise where.error(key, str(err)) from None
+    return workload
+
+
+def _workload(where: _Where, table: Mapping, topology: Topology, base: Path) -> Workload:
+    where.only(table, ("flows", "collective"), "workload")
+    parts = []
+    if "flows" in table:
+        flows = base / where.string(table, "flows", "workload")
+        if not flows.is_file():
+            raise where.error("workload.flows", f"no such flow list {str(flows)!r}")
+        parts.append(read_flow_csv(flows, topology))
+    if "collective" in table:
+        for i, collective in enumerate(where.tables(table["collective"], "workload.collective")):
+            parts.append(_collective(where, topology, collective, f"workload.collective[{i}]"))
+    if not parts:
+        raise where.error("workload", "expected 'flows' (a CSV flow list) or [[workload.collective]] tables")
+    if len(parts) == 1:
+        return parts[0]
+    try:
+        return Workload.concat(parts)
+    except InputError as err:
+        raise where.error("workload", str(err)) from None
+
+
+# --- options and the whole file -------------------------------------------------------------
+
+
+def _options(where: _Where, table: Mapping) -> Options:
+    defaults = Options()
+    where.only(table, Options.__dataclass_fields__, "options")
+    seed = table.get("seed", defaults.seed)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise where.error("options.seed", f"expected a non-negative integer, got {_show(seed)}")
+    return Options(
+        routing=where.choice(table, "routing", "options", tuple(METHODS), defaults.routing),
+        seed=seed,
+        gpudirect=where.boolean(table, "gpudirect", "options", defaults.gpudirect),
+        record_links=where.boolean(table, "record_links", "options", defaults.record_links),
+        record_flows=where.boolean(table, "record_flows", "options", defaults.record_flows),
+        mode=where.choice(table, "mode", "options", _MODES, defaults.mode),
+    )
+
+
+def _section(where: _Where, doc: Mapping, section: str) -> object:
+    if section not in doc:
+        raise where.error(section, f"missing; expected a [{section}] table")
+    return doc[section]
+
+
+def parse_scenario(text: str, *, source: str = "<string>", base_dir: str | os.PathLike = ".") -> Scenario:
+    """Check a scenario given as TOML text and build its topology and workload.
+
+    Parameters
+    ----------
+    text : str
+        The TOML document (format in the module docstring).
+    source : str
+        Name used in error messages (the file name).
+    base_dir : str or path-like
+        Directory that relative flow-list paths start from.
+
+    Returns
+    -------
+    Scenario
+
+    Raises
+    ------
+    InputError
+        Naming ``source``, the key and what was expected.
+    """
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise _Where(source).error("", f"not valid TOML: {err}") from None
+    return scenario_from_document(doc, text=text, source=source, base_dir=base_dir)
+
+
+def scenario_from_document(
+    doc: Mapping, *, text: str, source: str = "<string>", base_dir: str | os.PathLike = "."
+) -> Scenario:
+    """Check a scenario given as a parsed TOML document (a dict) and build it.
+
+    :func:`parse_scenario` after parsing; sweeps call it on documents they derived.
+    ``text`` is kept as the scenario's text (written into traces).
+    """
+    where = _Where(source)
+    where.only(doc, _SECTIONS, "")
+    info = where.table(doc.get("scenario", {}), "scenario")
+    where.only(info, ("name", "description"), "scenario")
+    topology = _topology(where, where.table(_section(where, doc, "topology"), "topology"))
+    workload = _workload(where, where.table(_section(where, doc, "workload"), "workload"), topology, Path(base_dir))
+    return Scenario(
+        source=source,
+        text=text,
+        name=where.string(info, "name", "scenario", Path(source).stem),
+        description=where.string(info, "description", "scenario", ""),
+        topology=topology,
+        workload=workload,
+        options=_options(where, where.table(doc.get("options", {}), "options")),
+    )
+
+
+def load_scenario(path: str | os.PathLike) -> Scenario:
+    """Load a scenario file; flow lists are found relative to it.
+
+    Raises
+    ------
+    InputError
+        When the file cannot be read or its content is bad (see :func:`parse_scenario`).
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(f"{path}: cannot read the scenario: {err}") from None
+    return parse_scenario(text, source=str(path), base_dir=path.parent)
+
+
+def run_scenario(scenario: Scenario, progress: Callable[[str], None] | None = None) -> ScenarioRun:
+    """Route a scenario's flows over its topology and simulate them.
+
+    Parameters
+    ----------
+    scenario : Scenario
+    progress : callable, optional
+        Called with a short note before each stage (routing, simulating).
+
+    Returns
+    -------
+    ScenarioRun
+
+    Raises
+    ------
+    InputError
+        Naming the scenario file, when a flow cannot be routed or the dependencies form a
+        cycle.
+    """
+    note = progress or (lambda message: None)
+    t, w, o = scenario.topology, scenario.workload, scenario.options
+    note(f"routing {len(w):,} flows over {t.n_links:,} links ({o.routing})")
+    try:
+        routes = Router(t).route(w.src, w.dst, method=o.routing, seed=o.seed, gpudirect=o.gpudirect)
+    except InputError as err:
+        raise InputError(f"{scenario.source}: routing: {err}") from None
+    note(f"simulating {len(w):,} flows ({routes.n_incidences:,} flow-link crossings)")
+    try:
+        result = _simulate(t, w, o, routes)
+    except InputError as err:
+        raise InputError(f"{scenario.source}: {err}") from None
+    return ScenarioRun(scenario, routes, result)
+
+
+def _simulate(t: Topology, w: Workload, o: Options, routes: Routes) -> SimulationResult:
+    return simulate(
+        routes,
+        t.link_capacity_Bps,
+        w.size_bytes,
+        latency_s=t.link_latency_s,
+        start_s=w.start_s,
+        weights=w.weight,
+        caps_Bps=w.cap_Bps,
+        depends_on=(w.dep_indptr, w.dep_indices),
+        delay_s=w.delay_s,
+        overhead_s=w.overhead_s,
+        record_links=o.record_links,
+        record_flows=o.record_flows,
+        mode=o.mode,
+        link_names=t.link_names,
+        flow_names=w.names,
+    )

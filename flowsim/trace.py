@@ -1,0 +1,577 @@
+"""HDF5 traces: one simulation run in a self-describing file, and a reader for it.
+
+A trace holds the topology, the workload, the routes and the simulation result of one run,
+in columns that any HDF5 tool can read (``h5py``, ``h5dump``, HDFView, MATLAB, ...).
+:func:`write_trace` writes one; :func:`open_trace` reads it back as NumPy arrays.
+
+Schema version 1
+----------------
+Units are bytes, seconds and bytes per second, as in the rest of flowsim. Strings are
+variable-length UTF-8 (``f["flows/name"].asstr()[:]`` in h5py). Ids are int64 row numbers
+into the table they name (a node id is a row of ``/topology/node_*``). Every dataset is
+one-dimensional, chunked and gzip-compressed (numeric ones byte-shuffled too). A *CSR pair*
+``X_indptr`` (int64[n + 1]) / ``X_indices`` holds row ``i``'s entries in
+``X_indices[X_indptr[i]:X_indptr[i + 1]]``, as in SciPy.
+
+``/`` (attributes)
+    ``format = "flowsim-trace"``; ``schema_version = 1``; ``flowsim_version``,
+    ``numba_version``, ``numpy_version``, ``h5py_version`` of the writer; ``created_utc``
+    (ISO 8601); ``scenario_text``: the scenario file the run came from, verbatim ("" if none).
+``/topology``
+    Nodes: ``node_name`` (str), ``node_kind`` (int64, :class:`flowsim.topology.NodeKind`;
+    the attribute ``node_kinds`` lists the names by value), ``node_server`` (int64 server id,
+    -1 for none), ``node_nic`` (int64 node id of the NIC it leaves its server through, -1 for
+    none). Servers: ``server_name`` (str), ``server_p2p`` (bool). Links: ``link_name`` (str),
+    ``link_src`` / ``link_dst`` (int64 node ids), ``link_capacity_Bps`` (float64, per
+    direction), ``link_latency_s`` (float64), ``link_technology`` (str, a
+    :mod:`flowsim.hardware` tag), ``link_tier`` (int64, :class:`flowsim.hardware.LinkTier`;
+    attribute ``link_tiers`` lists the names), ``link_shared`` (bool).
+``/flows`` (one row per flow; attribute ``n_flows``)
+    Workload: ``name`` (str, unique), ``src`` / ``dst`` (int64 node ids), ``size_bytes``,
+    ``start_s``, ``delay_s``, ``overhead_s``, ``weight``, ``cap_Bps`` (float64; ``inf`` for
+    no cap), and the dependency CSR pair ``dep_indptr`` / ``dep_indices`` (flow ids each flow
+    waits for). Result: ``ready_s``, ``transfer_start_s``, ``finish_s`` (float64 s).
+    Routes: the CSR pair ``link_indptr`` / ``link_indices`` (link ids, source to
+    destination). Tags: one subgroup ``tags/<key>`` per tag column (e.g. ``collective``,
+    ``step``), dictionary-encoded as ``categories`` (str) and ``codes`` (int64[n_flows],
+    row numbers into ``categories``). When per-flow rates were recorded: ``segment_indptr``
+    (int64[n_flows + 1]) and ``segment_start_s``, ``segment_end_s``, ``segment_rate_Bps``:
+    each flow's rate as constant pieces.
+``/links`` (one row per link; attribute ``n_links``)
+    ``capacity_Bps`` (float64) and ``bytes`` (float64, bytes carried). When link rates were
+    recorded (attribute ``segments_recorded``): ``segment_indptr`` (int64[n_links + 1]) and
+    ``segment_start_s``, ``segment_end_s``, ``segment_rate_Bps``: each link's rate as
+    consecutive constant pieces; pieces at rate 0 are omitted.
+``/summary`` (attributes only)
+    ``makespan_s``, ``n_flows``, ``n_links``, ``n_events``, ``n_rate_updates``,
+    ``n_rates_resolved``, ``fct_p50_s``, ``fct_p90_s``, ``fct_p99_s``, ``fct_p99.9_s``
+    (flow completion time, finish minus ready), ``max_link_utilization``,
+    ``total_link_bytes``.
+
+Reliability
+-----------
+:func:`write_trace` writes to a hidden temporary file in the target's directory and renames
+it into place only once it is complete and flushed, so a crash leaves either the previous
+file or none, never a partial trace under the target name. Large columns are written in
+chunks of :data:`WRITE_CHUNK` rows, so writing adds bounded memory on top of the arrays
+being written. :func:`open_trace` reports a file that is not HDF5, truncated, not a flowsim
+trace, or of a newer schema version as :class:`~flowsim.errors.InputError`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import h5py
+import numba
+import numpy as np
+
+import flowsim
+from flowsim.errors import InputError
+from flowsim.hardware import LinkTier
+from flowsim.result import SimulationResult
+from flowsim.routes import Routes
+from flowsim.topology import NodeKind, Topology
+from flowsim.workload import Workload
+
+__all__ = ["FORMAT", "SCHEMA_VERSION", "WRITE_CHUNK", "Trace", "open_trace", "write_trace"]
+
+#: Value of the root attribute ``format``.
+FORMAT = "flowsim-trace"
+#: Schema version this module writes and the newest it reads.
+SCHEMA_VERSION = 1
+#: Rows per HDF5 chunk and per write of a large column.
+WRITE_CHUNK = 1 << 16
+
+_STR = h5py.string_dtype("utf-8")
+_SEGMENT_COLUMNS = ("segment_start_s", "segment_end_s", "segment_rate_Bps")
+_WORKLOAD_COLUMNS = ("size_bytes", "start_s", "delay_s", "overhead_s", "weight", "cap_Bps")
+_RESULT_COLUMNS = ("ready_s", "transfer_start_s", "finish_s")
+
+
+def _dataset(group: h5py.Group, name: str, n: int, dtype) -> h5py.Dataset:
+    numeric = dtype is not _STR
+    return group.create_dataset(
+        name,
+        shape=(n,),
+        maxshape=(None,),
+        dtype=dtype,
+        chunks=(max(1, min(n, WRITE_CHUNK)),),
+        compression="gzip",
+        compression_opts=4,
+        shuffle=numeric,
+    )
+
+
+def _write_array(group: h5py.Group, name: str, values: np.ndarray, dtype) -> None:
+    values = np.asarray(values)
+    ds = _dataset(group, name, values.shape[0], dtype)
+    for lo in range(0, values.shape[0], WRITE_CHUNK):
+        ds[lo : lo + WRITE_CHUNK] = values[lo : lo + WRITE_CHUNK]
+
+
+def _write_strings(group: h5py.Group, name: str, values) -> None:
+    ds = _dataset(group, name, len(values), _STR)
+    for lo in range(0, len(values), WRITE_CHUNK):
+        ds[lo : lo + WRITE_CHUNK] = np.array(values[lo : lo + WRITE_CHUNK], dtype=object)
+
+
+def _write_tag(group: h5py.Group, key: str, values: tuple[str, ...]) -> None:
+    categories: dict[str, int] = {}
+    tag = group.create_group(key)
+    codes = _dataset(tag, "codes", len(values), np.int64)
+    for lo in range(0, len(values), WRITE_CHUNK):
+        chunk = values[lo : lo + WRITE_CHUNK]
+        codes[lo : lo + len(chunk)] = np.fromiter(
+            (categories.setdefault(v, len(categories)) for v in chunk), dtype=np.int64, count=len(chunk)
+        )
+    _write_strings(tag, "categories", list(categories))
+
+
+def _write_segments(group: h5py.Group, indptr: np.ndarray, result: SimulationResult) -> None:
+    lo, hi = int(indptr[0]), int(indptr[-1])
+    _write_array(group, "segment_indptr", indptr - lo, np.int64)
+    for column in _SEGMENT_COLUMNS:
+        _write_array(group, column, getattr(result, column)[lo:hi], np.float64)
+
+
+def _check_shapes(topology: Topology, workload: Workload, routes: Routes, result: SimulationResult) -> None:
+    n = len(workload)
+    if routes.n_flows != n or result.n_flows != n:
+        raise InputError(
+            f"trace parts disagree on the flow count: workload {n}, routes {routes.n_flows}, result {result.n_flows}"
+        )
+    if routes.n_links != topology.n_links or result.link_bytes.shape[0] != topology.n_links:
+        raise InputError(
+            f"trace parts disagree on the link count: topology {topology.n_links}, routes {routes.n_links}, "
+            f"result {result.link_bytes.shape[0]}"
+        )
+
+
+def _write_topology(root: h5py.File, topology: Topology) -> None:
+    g = root.create_group("topology")
+    g.attrs["node_kinds"] = [k.name for k in NodeKind]
+    g.attrs["link_tiers"] = [t.name for t in LinkTier]
+    _write_strings(g, "node_name", topology.node_names)
+    for name in ("node_kind", "node_server", "node_nic"):
+        _write_array(g, name, getattr(topology, name), np.int64)
+    _write_strings(g, "server_name", topology.server_names)
+    _write_array(g, "server_p2p", topology.server_p2p, np.bool_)
+    _write_strings(g, "link_name", topology.link_names)
+    for name, dtype in (
+        ("link_src", np.int64), ("link_dst", np.int64), ("link_capacity_Bps", np.float64),
+        ("link_latency_s", np.float64), ("link_tier", np.int64), ("link_shared", np.bool_),
+    ):
+        _write_array(g, name, getattr(topology, name), dtype)
+    _write_strings(g, "link_technology", topology.link_technology)
+
+
+def _write_flows(
+    root: h5py.File, topology: Topology, workload: Workload, routes: Routes, result: SimulationResult
+) -> None:
+    g = root.create_group("flows")
+    g.attrs["n_flows"] = len(workload)
+    _write_strings(g, "name", workload.names)
+    node_ids = topology.node_index
+    for column in ("src", "dst"):
+        names = getattr(workload, column)
+        ds = _dataset(g, column, len(names), np.int64)
+        for lo in range(0, len(names), WRITE_CHUNK):
+            chunk = names[lo : lo + WRITE_CHUNK]
+            try:
+                ds[lo : lo + len(chunk)] = np.fromiter((node_ids[v] for v in chunk), dtype=np.int64, count=len(chunk))
+            except KeyError as err:
+                raise InputError(f"flow {column} {err.args[0]!r} is not a node of the topology") from None
+    for column in _WORKLOAD_COLUMNS:
+        _write_array(g, column, getattr(workload, column), np.float64)
+    for column in _RESULT_COLUMNS:
+        _write_array(g, column, getattr(result, column), np.float64)
+    _write_array(g, "dep_indptr", workload.dep_indptr, np.int64)
+    _write_array(g, "dep_indices", workload.dep_indices, np.int64)
+    _write_array(g, "link_indptr", routes.flow_link_indptr, np.int64)
+    _write_array(g, "link_indices", routes.flow_link_indices, np.int64)
+    tags = g.create_group("tags")
+    for key, values in workload.tags.items():
+        _write_tag(tags, key, values)
+    if result.flow_segment_indptr is not None:
+        _write_segments(g, result.flow_segment_indptr, result)
+
+
+def _write_links(root: h5py.File, result: SimulationResult) -> None:
+    g = root.create_group("links")
+    g.attrs["n_links"] = result.link_bytes.shape[0]
+    g.attrs["segments_recorded"] = result.link_segment_indptr is not None
+    _write_array(g, "capacity_Bps", result.link_capacity_Bps, np.float64)
+    _write_array(g, "bytes", result.link_bytes, np.float64)
+    if result.link_segment_indptr is not None:
+        _write_segments(g, result.link_segment_indptr, result)
+
+
+def _new_file_mode() -> int:
+    """Permissions of a newly created file under the current umask (mkstemp uses 0600)."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_trace(
+    path: str | os.PathLike,
+    topology: Topology,
+    workload: Workload,
+    routes: Routes,
+    result: SimulationResult,
+    *,
+    scenario_text: str = "",
+) -> Path:
+    """Write one run to an HDF5 trace (schema :data:`SCHEMA_VERSION`), atomically.
+
+    Parameters
+    ----------
+    path : str or path-like
+        Target file; replaced if it exists. Its directory must exist.
+    topology : Topology
+        The network the run used.
+    workload : Workload
+        The flows; ``src`` and ``dst`` must be node names of ``topology``.
+    routes : Routes
+        One route per flow over ``topology``'s links.
+    result : SimulationResult
+        What :func:`flowsim.simulate` returned for these flows and routes.
+    scenario_text : str
+        The scenario file the run came from, stored verbatim.
+
+    Returns
+    -------
+    Path
+        The trace's path.
+
+    Raises
+    ------
+    InputError
+        When the parts disagree on the flow or link count, or a flow names an unknown node.
+    OSError
+        When the directory is not writable; no file is left behind.
+
+    Notes
+    -----
+    The trace is written to a hidden temporary file next to ``path``, flushed to disk and
+    renamed over ``path`` (:func:`os.replace`, atomic on POSIX and Windows). On any error
+    the temporary file is removed and ``path`` is untouched.
+    """
+    _check_shapes(topology, workload, routes, result)
+    target = Path(path)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    try:
+        with h5py.File(tmp_name, "w") as root:
+            root.attrs["format"] = FORMAT
+            root.attrs["schema_version"] = SCHEMA_VERSION
+            root.attrs["flowsim_version"] = flowsim.__version__
+            root.attrs["numba_version"] = numba.__version__
+            root.attrs["numpy_version"] = np.__version__
+            root.attrs["h5py_version"] = h5py.__version__
+            root.attrs["created_utc"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+            root.attrs["scenario_text"] = scenario_text
+            _write_topology(root, topology)
+            _write_flows(root, topology, workload, routes, result)
+            _write_links(root, result)
+            summary = root.create_group("summary")
+            summary.attrs.update(result.summary())
+            summary.attrs["n_links"] = topology.n_links
+            summary.attrs["n_rate_updates"] = result.n_rate_updates
+            summary.attrs["n_rates_resolved"] = result.n_rates_resolved
+        os.chmod(tmp_name, _new_file_mode())
+        _fsync(tmp_name)
+        os.replace(tmp_name, target)
+    except BaseException:
+        os.unlink(tmp_name)
+        raise
+    return target
+
+
+@dataclass(frozen=True, eq=False)
+class Trace:
+    """A trace read back into memory: NumPy arrays named as in the schema.
+
+    Attributes
+    ----------
+    path : Path
+    metadata : dict
+        The root attributes (versions, ``created_utc``, ``schema_version``, ...).
+    scenario_text : str
+    topology : Topology
+    names : object ndarray[n_flows] of str
+    src, dst : int64[n_flows]
+        Node ids; ``topology.node_names[i]`` names them.
+    size_bytes, start_s, delay_s, overhead_s, weight, cap_Bps : float64[n_flows]
+    dep_indptr, dep_indices : int64
+        Dependency CSR pair.
+    ready_s, transfer_start_s, finish_s : float64[n_flows]
+    flow_link_indptr, flow_link_indices : int64
+        Route CSR pair.
+    tags : dict of str to object ndarray[n_flows] of str
+    link_capacity_Bps, link_bytes : float64[n_links]
+    link_segment_indptr : int64[n_links + 1] or None
+    link_segment_start_s, link_segment_end_s, link_segment_rate_Bps : float64 or None
+    flow_segment_indptr : int64[n_flows + 1] or None
+    flow_segment_start_s, flow_segment_end_s, flow_segment_rate_Bps : float64 or None
+    summary : dict of str to float
+    """
+
+    path: Path
+    metadata: Mapping[str, object]
+    scenario_text: str
+    topology: Topology
+    names: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    size_bytes: np.ndarray
+    start_s: np.ndarray
+    delay_s: np.ndarray
+    overhead_s: np.ndarray
+    weight: np.ndarray
+    cap_Bps: np.ndarray
+    dep_indptr: np.ndarray
+    dep_indices: np.ndarray
+    ready_s: np.ndarray
+    transfer_start_s: np.ndarray
+    finish_s: np.ndarray
+    flow_link_indptr: np.ndarray
+    flow_link_indices: np.ndarray
+    tags: Mapping[str, np.ndarray]
+    link_capacity_Bps: np.ndarray
+    link_bytes: np.ndarray
+    summary: Mapping[str, float]
+    link_segment_indptr: np.ndarray | None = None
+    link_segment_start_s: np.ndarray | None = None
+    link_segment_end_s: np.ndarray | None = None
+    link_segment_rate_Bps: np.ndarray | None = None
+    flow_segment_indptr: np.ndarray | None = None
+    flow_segment_start_s: np.ndarray | None = None
+    flow_segment_end_s: np.ndarray | None = None
+    flow_segment_rate_Bps: np.ndarray | None = None
+
+    @property
+    def n_flows(self) -> int:
+        return self.names.shape[0]
+
+    @property
+    def makespan_s(self) -> float:
+        """Time the last flow finishes (0 for no flows)."""
+        return float(self.finish_s.max()) if self.n_flows else 0.0
+
+    @property
+    def fct_s(self) -> np.ndarray:
+        """Flow completion times: finish minus ready (float64[n_flows], s)."""
+        return self.finish_s - self.ready_s
+
+    def link_utilization(self) -> np.ndarray:
+        """Mean utilization of each link over the makespan (float64[n_links], 0 to 1)."""
+        if self.makespan_s <= 0:
+            return np.zeros_like(self.link_bytes)
+        return self.link_bytes / (self.link_capacity_Bps * self.makespan_s)
+
+    def busiest_links(self, n: int) -> np.ndarray:
+        """Ids of the ``n`` links with the highest mean utilization, busiest first (int64);
+        links that carried nothing are left out."""
+        util = self.link_utilization()
+        order = np.argsort(-util, kind="stable")
+        return order[util[order] > 0][:n].astype(np.int64)
+
+    def link_segments(self, link: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(start_s, end_s, rate_Bps)`` of one link's constant-rate pieces."""
+        if self.link_segment_indptr is None:
+            raise InputError(f"{self.path}: link rates were not recorded in this trace")
+        lo, hi = self.link_segment_indptr[link], self.link_segment_indptr[link + 1]
+        return self.link_segment_start_s[lo:hi], self.link_segment_end_s[lo:hi], self.link_segment_rate_Bps[lo:hi]
+
+    def route(self, flow: int) -> np.ndarray:
+        """The link ids of one flow's route, in order."""
+        return self.flow_link_indices[self.flow_link_indptr[flow] : self.flow_link_indptr[flow + 1]]
+
+    def to_pandas(self) -> dict:
+        """The node, link and flow tables as pandas DataFrames (needs pandas).
+
+        Returns
+        -------
+        dict
+            ``"nodes"`` (name, kind, server), ``"links"`` (name, src, dst, technology, tier,
+            capacity_Bps, latency_s, bytes, utilization) and ``"flows"`` (name, src, dst,
+            size_bytes, start_s, ready_s, transfer_start_s, finish_s, fct_s, hops, one
+            column per tag); node, kind, tier, technology and tag columns are categorical.
+        """
+        try:
+            import pandas as pd
+        except ImportError:
+            raise ImportError("Trace.to_pandas needs pandas: pip install pandas") from None
+        t = self.topology
+        node_names = pd.Categorical.from_codes(np.arange(t.n_nodes), categories=list(t.node_names))
+        kinds = [k.name for k in NodeKind]
+        tiers = [k.name for k in LinkTier]
+        server_names = np.array(list(t.server_names) + [""], dtype=object)
+        nodes = pd.DataFrame({
+            "name": list(t.node_names),
+            "kind": pd.Categorical.from_codes(t.node_kind, categories=kinds),
+            "server": server_names[t.node_server],
+        })
+        links = pd.DataFrame({
+            "name": list(t.link_names),
+            "src": node_names[t.link_src],
+            "dst": node_names[t.link_dst],
+            "technology": pd.Categorical(list(t.link_technology)),
+            "tier": pd.Categorical.from_codes(t.link_tier, categories=tiers),
+            "capacity_Bps": self.link_capacity_Bps,
+            "latency_s": t.link_latency_s,
+            "bytes": self.link_bytes,
+            "utilization": self.link_utilization(),
+        })
+        flows = pd.DataFrame({
+            "name": self.names,
+            "src": node_names[self.src],
+            "dst": node_names[self.dst],
+            "size_bytes": self.size_bytes,
+            "start_s": self.start_s,
+            "ready_s": self.ready_s,
+            "transfer_start_s": self.transfer_start_s,
+            "finish_s": self.finish_s,
+            "fct_s": self.fct_s,
+            "hops": np.diff(self.flow_link_indptr),
+        })
+        for key, values in self.tags.items():
+            flows[key] = pd.Categorical(values)
+        return {"nodes": nodes, "links": links, "flows": flows}
+
+
+def _open_error(path: Path, why: str) -> InputError:
+    return InputError(f"{path}: {why}")
+
+
+def _read(group: h5py.Group, name: str) -> np.ndarray:
+    ds = group[name]
+    if h5py.check_string_dtype(ds.dtype) is not None:
+        return ds.asstr()[:]
+    return ds[:]
+
+
+def _read_segments(group: h5py.Group) -> dict[str, np.ndarray]:
+    """``indptr``, ``start_s``, ``end_s``, ``rate_Bps`` of a group's segments, if it has them."""
+    if "segment_indptr" not in group:
+        return {}
+    columns = ("segment_indptr", *_SEGMENT_COLUMNS)
+    return {c.removeprefix("segment_"): _read(group, c) for c in columns}
+
+
+def _check_header(path: Path, root: h5py.File) -> dict[str, object]:
+    metadata = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in root.attrs.items()}
+    if metadata.get("format") != FORMAT:
+        raise _open_error(path, f"not a flowsim trace (the root attribute 'format' is not {FORMAT!r})")
+    version = metadata.get("schema_version")
+    if not isinstance(version, int):
+        raise _open_error(path, f"not a flowsim trace (schema_version {version!r} is not an integer)")
+    if version > SCHEMA_VERSION:
+        raise _open_error(
+            path,
+            f"trace schema version {version} is newer than this flowsim ({flowsim.__version__}) reads "
+            f"(up to {SCHEMA_VERSION}); upgrade flowsim",
+        )
+    if version < 1:
+        raise _open_error(path, f"unknown trace schema version {version}")
+    return metadata
+
+
+def _read_topology(g: h5py.Group) -> Topology:
+    return Topology(
+        node_names=tuple(_read(g, "node_name")),
+        node_kind=_read(g, "node_kind"),
+        node_server=_read(g, "node_server"),
+        node_nic=_read(g, "node_nic"),
+        server_names=tuple(_read(g, "server_name")),
+        server_p2p=_read(g, "server_p2p"),
+        link_names=tuple(_read(g, "link_name")),
+        link_src=_read(g, "link_src"),
+        link_dst=_read(g, "link_dst"),
+        link_capacity_Bps=_read(g, "link_capacity_Bps"),
+        link_latency_s=_read(g, "link_latency_s"),
+        link_technology=tuple(_read(g, "link_technology")),
+        link_tier=_read(g, "link_tier"),
+        link_shared=_read(g, "link_shared"),
+    )
+
+
+def _read_trace(path: Path, root: h5py.File, metadata: Mapping[str, object]) -> Trace:
+    try:
+        topology = _read_topology(root["topology"])
+    except InputError as err:
+        raise _open_error(path, f"damaged topology in trace: {err}") from None
+    flows, links = root["flows"], root["links"]
+    tags = {
+        key: _read(tag, "categories").astype(object)[_read(tag, "codes")] for key, tag in flows["tags"].items()
+    }
+    link_segments = _read_segments(links)
+    flow_segments = _read_segments(flows)
+    return Trace(
+        path=path,
+        metadata=metadata,
+        scenario_text=str(metadata.get("scenario_text", "")),
+        topology=topology,
+        names=_read(flows, "name"),
+        src=_read(flows, "src"),
+        dst=_read(flows, "dst"),
+        **{c: _read(flows, c) for c in _WORKLOAD_COLUMNS + _RESULT_COLUMNS},
+        dep_indptr=_read(flows, "dep_indptr"),
+        dep_indices=_read(flows, "dep_indices"),
+        flow_link_indptr=_read(flows, "link_indptr"),
+        flow_link_indices=_read(flows, "link_indices"),
+        tags=tags,
+        link_capacity_Bps=_read(links, "capacity_Bps"),
+        link_bytes=_read(links, "bytes"),
+        summary={k: float(v) for k, v in root["summary"].attrs.items()},
+        **{f"link_segment_{k}": v for k, v in link_segments.items()},
+        **{f"flow_segment_{k}": v for k, v in flow_segments.items()},
+    )
+
+
+def open_trace(path: str | os.PathLike) -> Trace:
+    """Read a trace written by :func:`write_trace` into memory.
+
+    Parameters
+    ----------
+    path : str or path-like
+
+    Returns
+    -------
+    Trace
+
+    Raises
+    ------
+    InputError
+        Naming the file when it is missing, not HDF5, truncated or damaged, not a flowsim
+        trace, or written with a newer schema version than this flowsim reads.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise _open_error(path, "no such trace file")
+    try:
+        root = h5py.File(path, "r")
+    except OSError as err:
+        raise _open_error(path, f"not a readable HDF5 file (truncated or not HDF5): {err}") from None
+    with root:
+        try:
+            return _read_trace(path, root, _check_header(path, root))
+        except InputError:
+            raise
+        except (OSError, KeyError, ValueError, TypeError) as err:
+            raise _open_error(path, f"damaged or incomplete flowsim trace: {err}") from None

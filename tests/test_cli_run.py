@@ -1,0 +1,191 @@
+"""The run, inspect, plot and presets commands end to end, through their own argparse parsers."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from flowsim.commands import inspect, plot, presets, run
+from flowsim.errors import InputError
+from flowsim.presets import preset_names
+from flowsim.scenario import load_scenario, run_scenario
+from flowsim.trace import open_trace, write_trace
+
+# Examples with [[workload.collective]] tables need flowsim.collectives.
+EXAMPLES = [
+    path
+    for path in sorted((Path(__file__).parents[1] / "data" / "scenarios").glob("*.toml"))
+    if importlib.util.find_spec("flowsim.collectives") or "[[workload.collective]]" not in path.read_text()
+]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+#: A small flow-list example, used where any scenario will do.
+DGX = Path(__file__).parents[1] / "data" / "scenarios" / "dgx_h100_all_to_all.toml"
+
+
+def flowsim(*argv: str | Path) -> int:
+    """Parse ``argv`` with a parser holding the four subcommands and run the handler."""
+    parser = argparse.ArgumentParser(prog="flowsim")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for command in (run, inspect, plot, presets):
+        command.add_parser(sub)
+    args = parser.parse_args([str(a) for a in argv])
+    return args.func(args)
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory):
+    """Every example run once: scenario path -> trace path."""
+    out = tmp_path_factory.mktemp("traces")
+    paths = {}
+    for scenario in EXAMPLES:
+        paths[scenario] = out / f"{scenario.stem}.h5"
+        assert flowsim("run", scenario, "-o", paths[scenario], "-q") == 0
+    return paths
+
+
+@pytest.mark.parametrize("scenario", EXAMPLES, ids=lambda p: p.stem)
+def test_run_writes_a_trace_of_the_scenario(traces, scenario):
+    trace = open_trace(traces[scenario])
+    assert trace.scenario_text == scenario.read_text()
+    assert trace.n_flows > 0 and trace.makespan_s > 0
+    assert trace.link_segment_indptr is not None
+
+
+def test_run_notes_progress_on_stderr(tmp_path, capsys):
+    scenario = DGX
+    assert flowsim("run", scenario, "-o", tmp_path / "t.h5") == 0
+    captured = capsys.readouterr()
+    for stage in ("loading", "routing", "simulating", "writing", "done"):
+        assert stage in captured.err
+    assert "makespan" in captured.out and str(tmp_path / "t.h5") in captured.out
+
+
+def test_run_defaults_the_output_to_the_scenario_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert flowsim("run", DGX, "-q") == 0
+    assert (tmp_path / f"{DGX.stem}.h5").is_file()
+
+
+def test_run_checks_the_output_directory_first(tmp_path):
+    with pytest.raises(InputError, match="does not exist"):
+        flowsim("run", DGX, "-o", tmp_path / "nope" / "t.h5")
+
+
+def test_pcie_server_all_to_all_is_slower_than_dgx_h100(traces):
+    by_name = {p.stem: open_trace(t).makespan_s for p, t in traces.items()}
+    assert by_name["pcie_server_all_to_all"] > 10 * by_name["dgx_h100_all_to_all"]
+
+
+def test_run_reports_a_bad_scenario_by_file(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[topology]\npreset = "dgx_h100"\n')
+    with pytest.raises(InputError, match=r"bad\.toml: topology\.figure: missing"):
+        flowsim("run", bad, "-o", tmp_path / "t.h5")
+    assert not (tmp_path / "t.h5").exists()
+
+
+@pytest.mark.parametrize("scenario", EXAMPLES, ids=lambda p: p.stem)
+def test_inspect_summarizes(traces, scenario, capsys):
+    assert flowsim("inspect", traces[scenario], "--top", "3") == 0
+    out = capsys.readouterr().out
+    trace = open_trace(traces[scenario])
+    assert f"flows: {trace.n_flows:,}" in out
+    assert "makespan: " in out and "busiest links" in out
+    busiest = trace.topology.link_names[trace.busiest_links(1)[0]]
+    assert busiest in out
+
+
+def test_inspect_refuses_a_foreign_file(tmp_path):
+    junk = tmp_path / "junk.h5"
+    junk.write_text("not hdf5")
+    with pytest.raises(InputError, match="junk.h5: not a readable HDF5 file"):
+        flowsim("inspect", junk)
+
+
+@pytest.mark.parametrize("kind", plot.KINDS)
+def test_plots_are_non_empty_pngs(traces, tmp_path, kind):
+    pytest.importorskip("matplotlib")
+    trace = traces[next(p for p in EXAMPLES if p.stem == "storage_during_training")]
+    for extra in ((), ("--by", "job")) if kind != "utilization" else ((),):
+        out = tmp_path / f"{kind}{len(extra)}.png"
+        assert flowsim("plot", trace, "--kind", kind, "-o", out, *extra) == 0
+        data = out.read_bytes()
+        assert data.startswith(PNG_MAGIC) and len(data) > 5000
+
+
+def test_utilization_without_segments_draws_bars(tmp_path):
+    pytest.importorskip("matplotlib")
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(DGX.read_text().replace("[workload]", "[options]\nrecord_links = false\n\n[workload]")
+                        .replace('flows = "', f'flows = "{DGX.parent}/'))
+    assert flowsim("run", scenario, "-o", tmp_path / "t.h5", "-q") == 0
+    assert open_trace(tmp_path / "t.h5").link_segment_indptr is None
+    assert flowsim("plot", tmp_path / "t.h5", "--kind", "utilization", "-o", tmp_path / "u.png") == 0
+    assert (tmp_path / "u.png").read_bytes().startswith(PNG_MAGIC)
+
+
+def test_plot_unknown_tag(traces, tmp_path):
+    pytest.importorskip("matplotlib")
+    with pytest.raises(InputError, match="no tag 'phase' in this trace; tags: collective"):
+        flowsim("plot", traces[DGX], "--kind", "fct-cdf", "--by", "phase", "-o", tmp_path / "x.png")
+
+
+def test_plot_without_matplotlib_says_how_to_install(traces, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    with pytest.raises(ImportError, match=r"pip install 'flowsim\[plot\]'"):
+        flowsim("plot", traces[DGX], "--kind", "timeline", "-o", tmp_path / "x.png")
+
+
+def test_plot_rejects_an_unknown_kind(traces, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        flowsim("plot", traces[DGX], "--kind", "heatmap", "-o", tmp_path / "x.png")
+    assert "invalid choice: 'heatmap'" in capsys.readouterr().err
+
+
+def test_presets_lists_systems_technologies_and_switches(capsys):
+    assert flowsim("presets") == 0
+    out = capsys.readouterr().out
+    for name in preset_names():
+        assert f"  {name}: " in out
+    assert "8 GPUs" in out and "72 GPUs" in out
+    assert "ib_ndr [scale_out]" in out and "50.00 GB/s" in out and "48.00 GB/s" in out
+    assert "[GTC24]" in out and "qm9700: 64 x ib_ndr" in out
+    assert "sources: " in out
+
+
+def test_presets_only_one_table(capsys):
+    assert flowsim("presets", "--only", "switches") == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Switch models") and "Systems" not in out and "nvlink4" not in out
+
+
+def test_formatting_helpers():
+    assert inspect.format_seconds(1.5e-3) == "1.500 ms"
+    assert inspect.format_seconds(2.0) == "2.000 s"
+    assert inspect.format_seconds(3e-8) == "30.000 ns"
+    assert inspect.format_bytes(1.5e9) == "1.50 GB" and inspect.format_bytes(12) == "12 B"
+    assert inspect.format_rate(4.5e11) == "450.00 GB/s"
+
+
+@pytest.mark.parametrize("kind", plot.KINDS)
+def test_plots_of_a_trace_without_flows(tmp_path, kind):
+    pytest.importorskip("matplotlib")
+    scenario = tmp_path / "empty.toml"
+    scenario.write_text('[topology]\npreset = "dgx_h100"\nfigure = "nominal"\n[workload]\nflows = "f.csv"\n')
+    (tmp_path / "f.csv").write_text("name,src,dst,size_bytes\n")
+    assert flowsim("run", scenario, "-o", tmp_path / "t.h5", "-q") == 0
+    assert flowsim("plot", tmp_path / "t.h5", "--kind", kind, "-o", tmp_path / "p.png") == 0
+    assert (tmp_path / "p.png").read_bytes().startswith(PNG_MAGIC)
+
+
+def test_inspect_a_trace_written_without_a_scenario(tmp_path, capsys):
+    scenario = load_scenario(DGX)
+    outcome = run_scenario(scenario)
+    path = write_trace(tmp_path / "t.h5", scenario.topology, scenario.workload, outcome.routes, outcome.result)
+    assert flowsim("inspect", path) == 0
+    out = capsys.readouterr().out
+    assert "no scenario text" in out and "tag collective: all_to_all 56" in out

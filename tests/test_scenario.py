@@ -1,0 +1,294 @@
+"""Scenario files: the examples load, and every bad input names the file and the key."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from flowsim.errors import InputError
+from flowsim.scenario import load_scenario, parse_scenario, read_flow_csv, run_scenario
+from flowsim.workload import Workload
+
+# Examples with [[workload.collective]] tables need flowsim.collectives.
+EXAMPLES = [
+    path
+    for path in sorted((Path(__file__).parents[1] / "data" / "scenarios").glob("*.toml"))
+    if importlib.util.find_spec("flowsim.collectives") or "[[workload.collective]]" not in path.read_text()
+]
+
+TWO_GPUS = """
+[topology]
+servers = [{name = "box"}]
+nodes = [{name = "a", kind = "gpu", server = "box"}, {name = "b", kind = "gpu", server = "box"}]
+links = [{src = "a", dst = "b", capacity_Bps = 1e9, latency_s = 0.5, technology = "nvlink4", duplex = true}]
+"""
+FLOWS = "name,src,dst,size_bytes,depends_on,job\nx,a,b,1e9,,train\ny,b,a,5e8,x,\n"
+
+
+def _scenario(tmp_path: Path, text: str, csv_text: str = FLOWS) -> Path:
+    (tmp_path / "flows.csv").write_text(csv_text)
+    path = tmp_path / "s.toml"
+    path.write_text(text)
+    return path
+
+
+def test_examples_exist():
+    names = {p.name for p in EXAMPLES}
+    assert {"pcie_server_all_to_all.toml", "dgx_h100_all_to_all.toml", "rail_optimized_cluster.toml",
+            "storage_during_training.toml"} <= names
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_examples_load(path):
+    scenario = load_scenario(path)
+    assert scenario.source == str(path) and scenario.text == path.read_text()
+    assert scenario.name == path.stem and scenario.description
+    assert len(scenario.workload) > 0 and scenario.topology.n_links > 0
+
+
+def test_explicit_topology_runs_as_computed_by_hand(tmp_path):
+    """x: 1e9 B over 1e9 B/s after 0.5 s latency; y waits for x, then 5e8 B after 0.5 s."""
+    scenario = load_scenario(_scenario(tmp_path, TWO_GPUS + '[workload]\nflows = "flows.csv"\n'))
+    assert scenario.topology.link_names == ("a->b", "b->a")
+    assert scenario.workload.tags == {"job": ("train", "")}
+    result = run_scenario(scenario).result
+    np.testing.assert_allclose(result.ready_s, [0.0, 1.5])
+    np.testing.assert_allclose(result.transfer_start_s, [0.5, 2.0])
+    np.testing.assert_allclose(result.finish_s, [1.5, 2.5])
+
+
+def test_preset_parameters_reach_the_builder(tmp_path):
+    text = '[topology]\npreset = "pcie_server"\nfigure = "nominal"\np2p = false\n[workload]\nflows = "flows.csv"\n'
+    csv_text = "name,src,dst,size_bytes\nx,gpu0,gpu7,1e6\n"
+    scenario = load_scenario(_scenario(tmp_path, text, csv_text))
+    assert not scenario.topology.server_p2p[0]
+    links = run_scenario(scenario).routes.route(0)
+    assert any("mem" in scenario.topology.link_names[link] for link in links)
+
+
+def test_options_defaults_and_values(tmp_path):
+    base = TWO_GPUS + '[workload]\nflows = "flows.csv"\n'
+    assert load_scenario(_scenario(tmp_path, base)).options.routing == "ecmp"
+    options = load_scenario(
+        _scenario(tmp_path, base + '[options]\nrouting = "dmodk"\nseed = 3\nrecord_flows = true\nmode = "full"\n')
+    ).options
+    assert (options.routing, options.seed, options.record_flows, options.mode) == ("dmodk", 3, True, "full")
+
+
+def test_csv_defaults_and_tags(tmp_path):
+    path = tmp_path / "f.csv"
+    path.write_text("name,src,dst,size_bytes,start_s,weight,cap_Bps,step\nx,a,b,10,,,,0\ny,a,b,20,1.5,2,3e9,1\n")
+    w = read_flow_csv(path)
+    np.testing.assert_array_equal(w.start_s, [0.0, 1.5])
+    np.testing.assert_array_equal(w.weight, [1.0, 2.0])
+    np.testing.assert_array_equal(w.cap_Bps, [np.inf, 3e9])
+    assert w.tags == {"step": ("0", "1")}
+
+
+BAD_SCENARIOS = [
+    ("[topology\n", "", "not valid TOML"),
+    (TWO_GPUS + '[workload]\nflows = "flows.csv"\n[optionz]\n', "optionz", "unknown key"),
+    ('[workload]\nflows = "flows.csv"\n', "topology", "missing"),
+    (TWO_GPUS, "workload", "missing"),
+    ('[topology]\npreset = "dgx_h100"\ncluster = "dgx_h100"\nfigure = "nominal"\n', "topology", "exactly one"),
+    ('[topology]\nfigure = "nominal"\n', "topology", "found none"),
+    ('[topology]\npreset = "dgx_h999"\nfigure = "nominal"\n', "topology.preset", "'dgx_h100'"),
+    ('[topology]\npreset = "dgx_h100"\n', "topology.figure", "missing"),
+    ('[topology]\npreset = "dgx_h100"\nfigure = "peak"\n', "topology.figure", "'nominal', 'effective'"),
+    ('[topology]\npreset = "pcie_server"\nfigure = "nominal"\nlanes = 16\n', "topology.lanes", "unknown key"),
+    ('[topology]\npreset = "pcie_server"\nfigure = "nominal"\np2p = "yes"\n', "topology.p2p", "expected bool"),
+    ('[topology]\npreset = "pcie_server"\nfigure = "nominal"\npcie = "pcie9"\n', "topology", "pcie9"),
+    ('[topology]\ncluster = "dgx_h100"\nfigure = "nominal"\n', "topology.n_nodes", "missing"),
+    ('[topology]\ncluster = "dgx_h100"\nfigure = "nominal"\nn_nodes = "4"\n', "topology.n_nodes", "expected int"),
+    ('[topology]\ncluster = "dgx_h100"\nfigure = "nominal"\nn_nodes = 2\nfabric = "torus"\n', "topology",
+     "unknown fabric 'torus'"),
+    ('[topology]\ncluster = "dgx_h100"\nfigure = "nominal"\nn_nodes = 2\noversubscription = 2.5\n', "topology",
+     "oversubscription"),
+    ('[topology]\nnodes = [{name = "a", kind = "gpu"}, {name = "b", kind = "quantum"}]\n'
+     'links = [{src = "a", dst = "b", capacity_Bps = 1e9, technology = "pcie4"}]\n',
+     "topology.nodes[1].kind", "'gpu'"),
+    ('[topology]\nnodes = [{name = "a", kind = "gpu", server = "box"}]\n'
+     'links = [{src = "a", dst = "a", capacity_Bps = 1e9, technology = "pcie4"}]\n',
+     "topology.nodes[0].server", "unknown server 'box'"),
+    ('[topology]\nnodes = [{name = "a", kind = "gpu"}, {name = "a", kind = "gpu"}]\n'
+     'links = [{src = "a", dst = "a", capacity_Bps = 1e9, technology = "pcie4"}]\n',
+     "topology.nodes[1]", "duplicate node name 'a'"),
+    ('[topology]\nnodes = [{name = "a", kind = "gpu", nic = "z"}]\n'
+     'links = [{src = "a", dst = "a", capacity_Bps = 1e9, technology = "pcie4"}]\n',
+     "topology.nodes[0].nic", "unknown node 'z'"),
+    ('[topology]\nnodes = [{name = "a", kind = "gpu"}]\n'
+     'links = [{src = "a", dst = "z", capacity_Bps = 1e9, technology = "pcie4"}]\n',
+     "topology.links[0]", "unknown node 'z'"),
+    ('[topology]\nnodes = [{name = "a", kind = "gpu"}, {name = "b", kind = "gpu"}]\n'
+     'links = [{src = "a", dst = "b", capacity_Bps = "fast", technology = "pcie4"}]\n',
+     "topology.links[0].capacity_Bps", "expected a number, got a string 'fast'"),
+    ('[topology]\nnodes = [{name = "a", kind = "gpu"}, {name = "b", kind = "gpu"}]\n'
+     'links = [{src = "a", dst = "b", capacity_Bps = 1e9}]\n',
+     "topology.links[0].technology", "missing"),
+    ('[topology]\nnodes = [{name = "a", kind = "gpu"}, {name = "b", kind = "gpu"}]\n'
+     'links = [{src = "a", dst = "b", capacity_Bps = 1e9, technology = "pcie4", speed = 3}]\n',
+     "topology.links[0].speed", "unknown key"),
+    ('[topology]\nnodes = [{name = "a", kind = "gpu"}, {name = "b", kind = "gpu"}]\n'
+     'links = [{src = "a", dst = "b", capacity_Bps = -1.0, technology = "pcie4"}]\n',
+     "topology", "capacities must be finite and > 0"),
+    ('[topology]\nnodes = [{name = "a", kind = "gpu"}, {name = "b", kind = "gpu"}]\n'
+     'links = [{src = "a", dst = "b", capacity_Bps = 1e9, technology = "pcie4", duplex = true, name = "x"}]\n',
+     "topology.links[0]", "duplex"),
+    ('[topology]\nnodes = [{name = "a", kind = "gpu"}]\nlinks = []\n', "topology.links", "non-empty array"),
+    ("[topology]\nnodes = 3\nlinks = []\n", "topology.nodes", "non-empty array of tables"),
+    (TWO_GPUS + "[workload]\n", "workload", "expected 'flows'"),
+    (TWO_GPUS + '[workload]\nflows = "nope.csv"\n', "workload.flows", "no such flow list"),
+    (TWO_GPUS + '[workload]\nflows = 7\n', "workload.flows", "expected a string, got an integer 7"),
+    (TWO_GPUS + '[workload]\nflowz = "flows.csv"\n', "workload.flowz", "unknown key"),
+    (TWO_GPUS + '[workload]\nflows = "flows.csv"\n[options]\nrouting = "random"\n', "options.routing", "'ecmp'"),
+    (TWO_GPUS + '[workload]\nflows = "flows.csv"\n[options]\nseed = -1\n', "options.seed", "non-negative"),
+    (TWO_GPUS + '[workload]\nflows = "flows.csv"\n[options]\nrecord_links = 1\n', "options.record_links",
+     "true or false"),
+    (TWO_GPUS + '[workload]\nflows = "flows.csv"\n[options]\nthreads = 4\n', "options.threads", "unknown key"),
+    (TWO_GPUS + '[workload]\nflows = "flows.csv"\n[scenario]\nname = 3\n', "scenario.name", "expected a string"),
+]
+
+
+@pytest.mark.parametrize(("text", "key", "message"), BAD_SCENARIOS, ids=[f"{k or 'toml'}-{i}" for i, (_, k, _)
+                                                                        in enumerate(BAD_SCENARIOS)])
+def test_bad_scenario_names_file_and_key(tmp_path, text, key, message):
+    path = _scenario(tmp_path, text)
+    with pytest.raises(InputError) as err:
+        load_scenario(path)
+    text = str(err.value)
+    assert text.startswith(f"{path}: {key + ': ' if key else ''}"), text
+    assert message in text
+
+
+BAD_FLOW_LISTS = [
+    ("name,src,dst\nx,a,b\n", "line 1", "lacks column 'size_bytes'"),
+    ("name,src,dst,size_bytes\nx,a,b,10\ny,a,b,ten\n", "line 3, column 'size_bytes'", "expected a number, got 'ten'"),
+    ("name,src,dst,size_bytes\nx,a,b,\n", "line 2, column 'size_bytes'", "empty"),
+    ("name,src,dst,size_bytes\nx,a,c,10\n", "line 2, column 'dst'", "'c' is not a node"),
+    ("name,src,dst,size_bytes\nx,a,b,10,3\n", "line 2", "5 cells for 4 columns"),
+    ("name,src,dst,size_bytes,name\nx,a,b,10,y\n", "line 1", "unique"),
+    ("name,src,dst,size_bytes,depends_on\nx,a,b,10,z\n", "flow 'x' depends on unknown flow 'z'", ""),
+    ("name,src,dst,size_bytes\nx,a,b,-5\n", "flow 'x' has size_bytes -5.0", ""),
+    ("name,src,dst,size_bytes\nx,a,b,1\nx,b,a,1\n", "flow name 'x' is used twice", ""),
+]
+
+
+@pytest.mark.parametrize(("csv_text", "where", "message"), BAD_FLOW_LISTS)
+def test_bad_flow_list_names_file_line_and_column(tmp_path, csv_text, where, message):
+    path = _scenario(tmp_path, TWO_GPUS + '[workload]\nflows = "flows.csv"\n', csv_text)
+    with pytest.raises(InputError) as err:
+        load_scenario(path)
+    text = str(err.value)
+    assert text.startswith(f"{tmp_path / 'flows.csv'}: {where}"), text
+    assert message in text
+
+
+def test_dependency_cycle_names_scenario_and_flow(tmp_path):
+    csv_text = "name,src,dst,size_bytes,depends_on\nx,a,b,1,y\ny,b,a,1,x\n"
+    scenario = load_scenario(_scenario(tmp_path, TWO_GPUS + '[workload]\nflows = "flows.csv"\n', csv_text))
+    with pytest.raises(InputError, match=rf"^{tmp_path / 's.toml'}: dependency cycle through flow '[xy]'"):
+        run_scenario(scenario)
+
+
+def test_unreadable_scenario(tmp_path):
+    with pytest.raises(InputError, match="missing.toml: cannot read the scenario"):
+        load_scenario(tmp_path / "missing.toml")
+    bad = tmp_path / "latin1.toml"
+    bad.write_bytes(b"# caf\xe9\n")
+    with pytest.raises(InputError, match="latin1.toml: cannot read the scenario"):
+        load_scenario(bad)
+
+
+COLLECTIVE = TWO_GPUS + '[workload]\n[[workload.collective]]\nop = "all_to_all"\nsize_bytes = 1e6\n'
+
+
+def test_collective_without_the_module_says_so(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "flowsim.collectives", None)
+    with pytest.raises(InputError, match=r"s\.toml: workload\.collective\[0\]: collectives need the module "
+                                         r"flowsim\.collectives"):
+        load_scenario(_scenario(tmp_path, COLLECTIVE))
+
+
+@pytest.fixture
+def fake_collectives(monkeypatch):
+    """A stand-in flowsim.collectives with the contract the scenario relies on: COLLECTIVES
+    and build_collective(collective, ranks, size_bytes, **options); it records its calls."""
+    module = types.ModuleType("flowsim.collectives")
+    module.COLLECTIVES = ("all_to_all", "send")
+    module.calls = []
+
+    def build_collective(collective, ranks, size_bytes, *, algorithm=None, servers=None, channels=1):
+        module.calls.append((collective, list(ranks), size_bytes, algorithm, servers, channels))
+        pairs = [(s, d) for s in ranks for d in ranks if s != d]
+        return Workload.build([f"{collective}.{s}.{d}" for s, d in pairs], [s for s, _ in pairs],
+                              [d for _, d in pairs], np.full(len(pairs), size_bytes / channels),
+                              depends_on=[[] if i == 0 else [0] for i in range(len(pairs))],
+                              tags={"collective": [collective] * len(pairs)})
+
+    module.build_collective = build_collective
+    monkeypatch.setitem(sys.modules, "flowsim.collectives", module)
+    return module
+
+
+def test_collective_dispatches_by_name_after_the_flow_list(tmp_path, fake_collectives):
+    text = COLLECTIVE.replace("[workload]\n", '[workload]\nflows = "flows.csv"\n')
+    w = load_scenario(_scenario(tmp_path, text)).workload
+    assert fake_collectives.calls == [("all_to_all", ["a", "b"], 1e6, None, {"a": "box", "b": "box"}, 1)]
+    assert w.names == ("x", "y", "all_to_all.a.b", "all_to_all.b.a")
+    np.testing.assert_array_equal(w.size_bytes, [1e9, 5e8, 1e6, 1e6])
+    assert w.tags["collective"] == ("", "", "all_to_all", "all_to_all")
+    assert [w.dependencies(i).tolist() for i in range(4)] == [[], [0], [], [2]]
+
+
+def test_collective_name_start_ranks_and_options(tmp_path, fake_collectives):
+    text = COLLECTIVE + 'ranks = ["b", "a"]\nname = "moe"\nstart_s = 0.25\nchannels = 2\nalgorithm = "p2p"\n'
+    text += '[[workload.collective]]\nop = "send"\nsize_bytes = 8.0\n'
+    w = load_scenario(_scenario(tmp_path, text)).workload
+    assert fake_collectives.calls[0] == ("all_to_all", ["b", "a"], 1e6, "p2p", {"b": "box", "a": "box"}, 2)
+    assert fake_collectives.calls[1][:3] == ("send", ["a", "b"], 8.0)
+    assert w.names == ("moe.all_to_all.b.a", "moe.all_to_all.a.b", "send.a.b", "send.b.a")
+    np.testing.assert_array_equal(w.start_s, [0.25, 0.25, 0.0, 0.0])
+    np.testing.assert_array_equal(w.size_bytes, [5e5, 5e5, 8.0, 8.0])
+    assert w.dependencies(1).tolist() == [0] and w.dependencies(3).tolist() == [2]
+
+
+@pytest.mark.parametrize(
+    ("table", "key", "message"),
+    [
+        ('op = "all_reduce"\nsize_bytes = 1\n', r"\.op", "expected one of 'all_to_all', 'send', got 'all_reduce'"),
+        ('op = "all_to_all"\n', r"\.size_bytes", "missing; expected a number"),
+        ('op = "all_to_all"\nsize_bytes = 1\nslices = 4\n', "", "bad parameters for all_to_all: .*slices"),
+        ('op = "all_to_all"\nsize_bytes = 1\nranks = ["a", "z"]\n', r"\.ranks", "'z' is not a node"),
+        ('op = "all_to_all"\nsize_bytes = 1\nranks = "a"\n', r"\.ranks", "expected an array of node names"),
+        ('op = "all_to_all"\nsize_bytes = 1\nname = 3\n', r"\.name", "expected a string"),
+        ("size_bytes = 1\n", r"\.op", "missing"),
+    ],
+)
+def test_bad_collective_names_the_table(tmp_path, fake_collectives, table, key, message):
+    text = TWO_GPUS + "[workload]\n[[workload.collective]]\n" + table
+    with pytest.raises(InputError, match=rf"s\.toml: workload\.collective\[0\]{key}: {message}"):
+        load_scenario(_scenario(tmp_path, text))
+
+
+def test_two_collectives_with_the_same_flow_names_need_a_name(tmp_path, fake_collectives):
+    with pytest.raises(InputError, match=r"s\.toml: workload: flow name 'all_to_all\.a\.b' is used twice"):
+        load_scenario(_scenario(tmp_path, COLLECTIVE + COLLECTIVE.split("[workload]\n")[1]))
+
+
+def test_real_collectives_build_a_hierarchical_all_reduce(tmp_path):
+    pytest.importorskip("flowsim.collectives")
+    text = ('[topology]\ncluster = "dgx_h100"\nn_nodes = 2\nfigure = "effective"\n'
+            '[[workload.collective]]\nop = "all_reduce"\nalgorithm = "hierarchical"\nsize_bytes = 1.6e7\n')
+    w = load_scenario(_scenario(tmp_path, text)).workload
+    assert set(w.tags["collective"]) == {"all_reduce"}
+    assert {s.split(".")[0] for s in w.src} == {"n0", "n1"}
+
+
+def test_parse_scenario_from_text_names_the_source():
+    with pytest.raises(InputError, match="^<string>: topology: missing"):
+        parse_scenario("[workload]\n")

@@ -1,0 +1,276 @@
+"""HDF5 traces: round trip, plain-h5py reading, atomic writes and bad files."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import h5py
+import numpy as np
+import pytest
+
+import flowsim
+from flowsim import trace as trace_module
+from flowsim.engine import simulate
+from flowsim.errors import InputError
+from flowsim.presets import preset
+from flowsim.routing import route
+from flowsim.trace import FORMAT, SCHEMA_VERSION, open_trace, write_trace
+from flowsim.workload import Workload
+
+SCENARIO_TEXT = '[scenario]\nname = "Zürich ✓"\n'
+
+
+def _run(*, record_links=True, record_flows=True, n_flows=12):
+    """A DGX H100 with ``n_flows`` flows: tags, dependencies, caps, weights, delays."""
+    topology = preset("dgx_h100", figure="effective")
+    rng = np.random.default_rng(7)
+    endpoints = ["gpu0", "gpu1", "gpu2", "gpu5", "mem0", "mem1", "nic3"]
+    src = [endpoints[i % len(endpoints)] for i in range(n_flows)]
+    n = len(endpoints)
+    dst = [endpoints[(i + 1 + (i // n) % (n - 1)) % n] for i in range(n_flows)]
+    workload = Workload.build(
+        [f"f{i}.é" for i in range(n_flows)],
+        src,
+        dst,
+        rng.uniform(1e6, 1e9, n_flows),
+        start_s=rng.uniform(0, 1e-3, n_flows),
+        depends_on=[[] if i < 3 else [i - 3, i - 1] for i in range(n_flows)],
+        delay_s=np.full(n_flows, 1e-4),
+        overhead_s=np.full(n_flows, 2e-6),
+        weight=1.0 + (np.arange(n_flows) % 3),
+        cap_Bps=np.where(np.arange(n_flows) % 4 == 0, 1e10, np.inf),
+        tags={"collective": ["all_reduce" if i % 2 else "send" for i in range(n_flows)],
+              "step": [str(i // 5) for i in range(n_flows)]},
+    )
+    routes = route(topology, workload.src, workload.dst)
+    result = simulate(
+        routes, topology.link_capacity_Bps, workload.size_bytes, latency_s=topology.link_latency_s,
+        start_s=workload.start_s, weights=workload.weight, caps_Bps=workload.cap_Bps,
+        depends_on=(workload.dep_indptr, workload.dep_indices), delay_s=workload.delay_s,
+        overhead_s=workload.overhead_s, record_links=record_links, record_flows=record_flows,
+    )
+    return topology, workload, routes, result
+
+
+@pytest.fixture(scope="module")
+def run():
+    return _run()
+
+
+@pytest.fixture
+def trace_path(tmp_path, run):
+    return write_trace(tmp_path / "run.h5", *run, scenario_text=SCENARIO_TEXT)
+
+
+def test_round_trip_of_every_field(trace_path, run):
+    topology, workload, routes, result = run
+    t = open_trace(trace_path)
+    assert t.scenario_text == SCENARIO_TEXT
+    assert t.metadata["format"] == FORMAT and t.metadata["schema_version"] == SCHEMA_VERSION
+    assert t.metadata["flowsim_version"] == flowsim.__version__
+    assert t.metadata["numpy_version"] == np.__version__ and t.metadata["h5py_version"] == h5py.__version__
+    for name in ("node_names", "server_names", "link_names", "link_technology"):
+        assert getattr(t.topology, name) == getattr(topology, name)
+    for name in ("node_kind", "node_server", "node_nic", "server_p2p", "link_src", "link_dst",
+                 "link_capacity_Bps", "link_latency_s", "link_tier", "link_shared"):
+        np.testing.assert_array_equal(getattr(t.topology, name), getattr(topology, name))
+    assert t.names.tolist() == list(workload.names)
+    assert [topology.node_names[i] for i in t.src] == list(workload.src)
+    assert [topology.node_names[i] for i in t.dst] == list(workload.dst)
+    for name in ("size_bytes", "start_s", "delay_s", "overhead_s", "weight", "cap_Bps", "dep_indptr", "dep_indices"):
+        np.testing.assert_array_equal(getattr(t, name), getattr(workload, name))
+    for name in ("ready_s", "transfer_start_s", "finish_s", "link_capacity_Bps", "link_bytes"):
+        np.testing.assert_array_equal(getattr(t, name), getattr(result, name))
+    np.testing.assert_array_equal(t.flow_link_indptr, routes.flow_link_indptr)
+    np.testing.assert_array_equal(t.flow_link_indices, routes.flow_link_indices)
+    assert {k: v.tolist() for k, v in t.tags.items()} == {k: list(v) for k, v in workload.tags.items()}
+    np.testing.assert_array_equal(t.link_segment_indptr, result.link_segment_indptr)
+    for link in range(topology.n_links):
+        for ours, theirs in zip(t.link_segments(link), result.link_segments(link)):
+            np.testing.assert_array_equal(ours, theirs)
+    for flow in range(len(workload)):
+        lo, hi = t.flow_segment_indptr[flow], t.flow_segment_indptr[flow + 1]
+        for column, theirs in zip(("start_s", "end_s", "rate_Bps"), result.flow_segments(flow)):
+            np.testing.assert_array_equal(getattr(t, f"flow_segment_{column}")[lo:hi], theirs)
+    expected = result.summary()
+    assert t.summary == pytest.approx({**expected, "n_links": topology.n_links,
+                                       "n_rate_updates": result.n_rate_updates,
+                                       "n_rates_resolved": result.n_rates_resolved})
+    assert t.makespan_s == result.makespan_s
+    np.testing.assert_allclose(t.link_utilization(), result.link_utilization())
+
+
+def test_without_segments_the_reader_says_so(tmp_path):
+    path = write_trace(tmp_path / "plain.h5", *_run(record_links=False, record_flows=False))
+    t = open_trace(path)
+    assert t.link_segment_indptr is None and t.flow_segment_indptr is None
+    with h5py.File(path) as f:
+        assert not f["links"].attrs["segments_recorded"] and "segment_indptr" not in f["links"]
+    with pytest.raises(InputError, match="link rates were not recorded"):
+        t.link_segments(0)
+
+
+def test_chunk_boundaries_do_not_change_the_data(tmp_path, monkeypatch):
+    run = _run(n_flows=50)
+    monkeypatch.setattr(trace_module, "WRITE_CHUNK", 7)
+    t = open_trace(write_trace(tmp_path / "chunked.h5", *run))
+    topology, workload, routes, result = run
+    assert t.names.tolist() == list(workload.names)
+    assert {k: v.tolist() for k, v in t.tags.items()} == {k: list(v) for k, v in workload.tags.items()}
+    np.testing.assert_array_equal(t.finish_s, result.finish_s)
+    np.testing.assert_array_equal(t.flow_link_indices, routes.flow_link_indices)
+    with h5py.File(tmp_path / "chunked.h5") as f:
+        assert f["flows/finish_s"].chunks == (7,)
+
+
+def test_empty_workload_round_trips(tmp_path):
+    topology = preset("pcie_server", figure="nominal")
+    workload = Workload.build([], [], [], [])
+    routes = route(topology, [], [])
+    result = simulate(routes, topology.link_capacity_Bps, workload.size_bytes, record_links=True)
+    t = open_trace(write_trace(tmp_path / "empty.h5", topology, workload, routes, result))
+    assert t.n_flows == 0 and t.makespan_s == 0.0 and t.busiest_links(3).size == 0
+    assert t.link_segment_indptr.tolist() == [0] * (topology.n_links + 1)
+
+
+def test_plain_h5py_reads_everything(trace_path, run):
+    topology, workload, routes, result = run
+    with h5py.File(trace_path, "r") as f:
+        assert f.attrs["format"] == "flowsim-trace" and f.attrs["schema_version"] == 1
+        assert f.attrs["scenario_text"] == SCENARIO_TEXT
+        assert h5py.check_string_dtype(f["flows/name"].dtype).encoding == "utf-8"
+        assert f["flows/name"].asstr()[:].tolist() == list(workload.names)
+        for name in ("flows/finish_s", "flows/name", "links/segment_rate_Bps", "topology/link_name"):
+            assert f[name].compression == "gzip" and f[name].chunks is not None
+        node_names = f["topology/node_name"].asstr()[:]
+        link_names = f["topology/link_name"].asstr()[:]
+        indptr, indices = f["flows/link_indptr"][:], f["flows/link_indices"][:]
+        for flow in range(len(workload)):
+            hops = link_names[indices[indptr[flow] : indptr[flow + 1]]]
+            assert hops.tolist() == [topology.link_names[link] for link in routes.route(flow)]
+        assert node_names[f["flows/src"][0]] == "gpu0" and link_names[indices[0]].startswith("gpu0->")
+        categories = f["flows/tags/collective/categories"].asstr()[:]
+        assert categories[f["flows/tags/collective/codes"][:]].tolist() == list(workload.tags["collective"])
+        assert list(f["topology"].attrs["node_kinds"])[f["topology/node_kind"][0]] == "GPU"
+        assert f["summary"].attrs["makespan_s"] == result.makespan_s
+
+
+def test_failed_write_leaves_no_file(tmp_path, run, monkeypatch):
+    def crash(*args):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(trace_module, "_write_links", crash)
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        write_trace(tmp_path / "run.h5", *run)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_failed_write_keeps_the_previous_trace(trace_path, run, monkeypatch):
+    before = trace_path.read_bytes()
+    monkeypatch.setattr(trace_module, "_write_flows", lambda *args: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        write_trace(trace_path, *run)
+    assert trace_path.read_bytes() == before
+    assert open_trace(trace_path).n_flows == len(run[1])
+
+
+def test_crash_mid_write_never_leaves_a_complete_looking_file(tmp_path):
+    """A process killed while writing (no cleanup runs) leaves only a hidden temporary file."""
+    target = tmp_path / "crash.h5"
+    script = textwrap.dedent(
+        f"""
+        import os, sys
+        sys.path.insert(0, {str(__import__("pathlib").Path(__file__).parent)!r})
+        from test_trace import _run
+        from flowsim import trace
+        def die(*args):
+            os._exit(3)
+        trace._write_links = die
+        trace.write_trace({str(target)!r}, *_run())
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 3, proc.stderr
+    assert not target.exists()
+    leftovers = list(tmp_path.iterdir())
+    assert all(p.name.startswith(".crash.h5.") and p.suffix == ".tmp" for p in leftovers)
+
+
+def test_truncated_file_is_reported(trace_path, tmp_path):
+    data = trace_path.read_bytes()
+    for n_bytes in (len(data) // 2, 600):
+        cut = tmp_path / f"cut{n_bytes}.h5"
+        cut.write_bytes(data[:n_bytes])
+        with pytest.raises(InputError, match=rf"cut{n_bytes}\.h5: .*(truncated|damaged)"):
+            open_trace(cut)
+
+
+def test_foreign_files_are_reported(tmp_path):
+    text = tmp_path / "notes.h5"
+    text.write_text("hello")
+    with pytest.raises(InputError, match="notes.h5: not a readable HDF5 file"):
+        open_trace(text)
+    other = tmp_path / "other.h5"
+    with h5py.File(other, "w") as f:
+        f["x"] = np.arange(3)
+    with pytest.raises(InputError, match="other.h5: not a flowsim trace"):
+        open_trace(other)
+    with pytest.raises(InputError, match="missing.h5: no such trace file"):
+        open_trace(tmp_path / "missing.h5")
+
+
+def test_newer_schema_is_refused(trace_path):
+    with h5py.File(trace_path, "r+") as f:
+        f.attrs["schema_version"] = SCHEMA_VERSION + 1
+    with pytest.raises(InputError, match=rf"schema version {SCHEMA_VERSION + 1} is newer .* upgrade flowsim"):
+        open_trace(trace_path)
+
+
+def test_missing_group_is_reported_as_damage(trace_path):
+    with h5py.File(trace_path, "r+") as f:
+        del f["links"]
+    with pytest.raises(InputError, match="damaged or incomplete flowsim trace"):
+        open_trace(trace_path)
+
+
+def test_mismatched_parts_are_refused(tmp_path, run):
+    topology, workload, routes, result = run
+    other = _run(n_flows=5)
+    with pytest.raises(InputError, match="flow count: workload 12, routes 5"):
+        write_trace(tmp_path / "bad.h5", topology, workload, other[2], result)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_busiest_links_are_sorted_and_carry_traffic(trace_path):
+    t = open_trace(trace_path)
+    busiest = t.busiest_links(5)
+    util = t.link_utilization()
+    assert busiest.size == 5 and np.all(np.diff(util[busiest]) <= 0)
+    assert util[busiest[0]] == util.max() > 0
+
+
+def test_to_pandas(trace_path, run):
+    pd = pytest.importorskip("pandas")
+    frames = open_trace(trace_path).to_pandas()
+    flows, links, nodes = frames["flows"], frames["links"], frames["nodes"]
+    topology, workload, _, result = run
+    assert len(flows) == len(workload) and len(links) == topology.n_links and len(nodes) == topology.n_nodes
+    assert flows["src"].tolist() == list(workload.src)
+    assert isinstance(flows["collective"].dtype, pd.CategoricalDtype)
+    np.testing.assert_array_equal(flows["fct_s"], result.fct_s)
+    assert nodes.loc[0, "kind"] == "GPU"
+
+
+def test_to_pandas_without_pandas_says_how_to_install(trace_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    with pytest.raises(ImportError, match="pip install pandas"):
+        open_trace(trace_path).to_pandas()
+
+
+def test_inconsistent_topology_is_reported_with_the_file(trace_path):
+    with h5py.File(trace_path, "r+") as f:
+        f["topology/link_capacity_Bps"][0] = -1.0
+    with pytest.raises(InputError, match=r"run\.h5: damaged topology in trace: link 'gpu0->nvswitch' has capacity"):
+        open_trace(trace_path)

@@ -7,8 +7,47 @@ from dataclasses import dataclass
 import numpy as np
 
 
+class FlowTimes:
+    """Figures derived from per-flow times and per-link bytes, shared by results and traces.
+
+    Needs ``ready_s``, ``finish_s``, ``link_bytes`` and ``link_capacity_Bps`` attributes.
+    """
+
+    ready_s: np.ndarray
+    finish_s: np.ndarray
+    link_bytes: np.ndarray
+    link_capacity_Bps: np.ndarray
+
+    @property
+    def n_flows(self) -> int:
+        return self.finish_s.shape[0]
+
+    @property
+    def makespan_s(self) -> float:
+        """Time the last flow finishes (0 for no flows)."""
+        return float(self.finish_s.max()) if self.n_flows else 0.0
+
+    @property
+    def fct_s(self) -> np.ndarray:
+        """Flow completion times: finish minus ready (float64[n_flows], s)."""
+        return self.finish_s - self.ready_s
+
+    def fct_percentiles(self, q: tuple[float, ...] = (50.0, 90.0, 99.0, 99.9)) -> dict[float, float]:
+        """Flow-completion-time percentiles (s), NaN when there are no flows."""
+        if not self.n_flows:
+            return {p: float("nan") for p in q}
+        return dict(zip(q, np.percentile(self.fct_s, q).tolist()))
+
+    def link_utilization(self, duration_s: float | None = None) -> np.ndarray:
+        """Mean utilization of each link over ``duration_s`` (default: the makespan)."""
+        duration = self.makespan_s if duration_s is None else duration_s
+        if duration <= 0:
+            return np.zeros_like(self.link_bytes)
+        return self.link_bytes / (self.link_capacity_Bps * duration)
+
+
 @dataclass(frozen=True)
-class SimulationResult:
+class SimulationResult(FlowTimes):
     """Outcome of :func:`flowsim.simulate`.
 
     Per flow (float64[n_flows], seconds): ``ready_s`` (dependencies met and delay over),
@@ -33,32 +72,6 @@ class SimulationResult:
     segment_end_s: np.ndarray | None = None
     segment_rate_Bps: np.ndarray | None = None
     flow_segment_indptr: np.ndarray | None = None
-
-    @property
-    def n_flows(self) -> int:
-        return self.finish_s.shape[0]
-
-    @property
-    def makespan_s(self) -> float:
-        """Time the last flow finishes (0 for no flows)."""
-        return float(self.finish_s.max()) if self.n_flows else 0.0
-
-    @property
-    def fct_s(self) -> np.ndarray:
-        """Flow completion times: finish minus ready."""
-        return self.finish_s - self.ready_s
-
-    def fct_percentiles(self, q: tuple[float, ...] = (50.0, 90.0, 99.0, 99.9)) -> dict[float, float]:
-        if not self.n_flows:
-            return {p: float("nan") for p in q}
-        return dict(zip(q, np.percentile(self.fct_s, q).tolist()))
-
-    def link_utilization(self, duration_s: float | None = None) -> np.ndarray:
-        """Mean utilization of each link over ``duration_s`` (default: the makespan)."""
-        duration = self.makespan_s if duration_s is None else duration_s
-        if duration <= 0:
-            return np.zeros_like(self.link_bytes)
-        return self.link_bytes / (self.link_capacity_Bps * duration)
 
     def link_segments(self, link: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(start_s, end_s, rate_Bps)`` of one link's constant-rate pieces."""

@@ -74,7 +74,7 @@ import numpy as np
 import flowsim
 from flowsim.errors import InputError
 from flowsim.hardware import LinkTier
-from flowsim.result import SimulationResult
+from flowsim.result import FlowTimes, SimulationResult
 from flowsim.routes import Routes
 from flowsim.topology import NodeKind, Topology
 from flowsim.workload import Workload
@@ -303,7 +303,7 @@ def write_trace(
 
 
 @dataclass(frozen=True, eq=False)
-class Trace:
+class Trace(FlowTimes):
     """A trace read back into memory: NumPy arrays named as in the schema.
 
     Attributes
@@ -363,26 +363,6 @@ class Trace:
     flow_segment_start_s: np.ndarray | None = None
     flow_segment_end_s: np.ndarray | None = None
     flow_segment_rate_Bps: np.ndarray | None = None
-
-    @property
-    def n_flows(self) -> int:
-        return self.names.shape[0]
-
-    @property
-    def makespan_s(self) -> float:
-        """Time the last flow finishes (0 for no flows)."""
-        return float(self.finish_s.max()) if self.n_flows else 0.0
-
-    @property
-    def fct_s(self) -> np.ndarray:
-        """Flow completion times: finish minus ready (float64[n_flows], s)."""
-        return self.finish_s - self.ready_s
-
-    def link_utilization(self) -> np.ndarray:
-        """Mean utilization of each link over the makespan (float64[n_links], 0 to 1)."""
-        if self.makespan_s <= 0:
-            return np.zeros_like(self.link_bytes)
-        return self.link_bytes / (self.link_capacity_Bps * self.makespan_s)
 
     def busiest_links(self, n: int) -> np.ndarray:
         """Ids of the ``n`` links with the highest mean utilization, busiest first (int64);

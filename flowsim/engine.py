@@ -11,6 +11,7 @@ from flowsim.fairshare import DEFAULT_TIE_REL_TOL, FairShareProblem
 from flowsim.result import SimulationResult
 from flowsim.routes import Routes
 from flowsim_kernels.dag import find_cycle_member
+from flowsim_kernels.progress import finish as progress_done
 from flowsim_kernels.engine import (
     RECORD_LINKS,
     RECORD_LINKS_AND_FLOWS,
@@ -23,6 +24,10 @@ from flowsim_kernels.engine import (
 DEFAULT_TIME_REL_TOL = 1e-12
 
 _MODES = ("incremental", "full")
+
+# Instants between progress checks: often enough for a line every half second, rare
+# enough to cost nothing.
+_PROGRESS_EVERY = 1024
 
 
 def simulate(
@@ -40,6 +45,7 @@ def simulate(
     record_links: bool = False,
     record_flows: bool = False,
     mode: str = "incremental",
+    progress: bool = False,
     link_names: Sequence[str] | None = None,
     flow_names: Sequence[str] | None = None,
 ) -> SimulationResult:
@@ -69,6 +75,8 @@ def simulate(
     mode
         ``"incremental"`` re-solves only the flows an event can affect; ``"full"`` re-solves
         every transferring flow at every event (for comparison).
+    progress
+        Print how far the run has got on stderr, at most twice a second.
 
     Returns
     -------
@@ -105,9 +113,21 @@ def simulate(
     ready = np.empty(n_flows)
     transfer_start = np.empty(n_flows)
     finish = np.empty(n_flows)
-    n_events, n_updates, n_resolved, seg_entity, seg_start, seg_end, seg_rate = simulate_flows(
-        inp, mode == "incremental", record, DEFAULT_TIE_REL_TOL, DEFAULT_TIME_REL_TOL, ready, transfer_start, finish
-    )
+    try:
+        n_events, n_updates, n_resolved, seg_entity, seg_start, seg_end, seg_rate = simulate_flows(
+            inp,
+            mode == "incremental",
+            record,
+            DEFAULT_TIE_REL_TOL,
+            DEFAULT_TIME_REL_TOL,
+            _PROGRESS_EVERY if progress else 0,
+            ready,
+            transfer_start,
+            finish,
+        )
+    finally:
+        if progress:
+            progress_done()
     link_bytes = np.bincount(
         problem.routes.flow_link_indices,
         weights=np.repeat(size, problem.routes.hop_counts()),

@@ -8,11 +8,13 @@ residual capacity the other flows leave.
 from collections import namedtuple
 
 import numpy as np
+import numba
 from numba import njit
 
 from flowsim_kernels.csr import csr_transpose
 from flowsim_kernels.heap import heap_pop, heap_push, iheap_remove, iheap_set
 from flowsim_kernels.maxmin import RESIDUAL, progressive_fill
+from flowsim_kernels.progress import report
 
 #: Arrays describing a simulation; see :func:`simulate_flows`.
 EngineInput = namedtuple(
@@ -60,7 +62,9 @@ _CHECK_REL_TOL = 1e-9
 
 
 @njit(cache=True)
-def simulate_flows(inp, incremental, record, tie_rel_tol, time_rel_tol, ready_s, transfer_start_s, finish_s):
+def simulate_flows(
+    inp, incremental, record, tie_rel_tol, time_rel_tol, progress_every, ready_s, transfer_start_s, finish_s
+):
     """Run flows to completion; fill in their ready, transfer-start and finish times.
 
     Parameters
@@ -81,6 +85,9 @@ def simulate_flows(inp, incremental, record, tie_rel_tol, time_rel_tol, ready_s,
     time_rel_tol : float
         Events within this relative distance of the earliest pending one are handled
         together.
+    progress_every : int
+        Every so many instants, report progress on stderr (at most twice a second) through
+        :func:`flowsim_kernels.progress.report`; 0 for never.
     ready_s, transfer_start_s, finish_s : float64[n_flows]
         Outputs (s). Mutated.
 
@@ -196,8 +203,14 @@ def simulate_flows(inp, incremental, record, tie_rel_tol, time_rel_tol, ready_s,
     n_events = 0
     n_updates = 0
     n_resolved = 0
+    n_finished = 0
+    n_instants = 0
     while n_ev > 0 or n_fin > 0:
         now = _next_time(ev_keys, n_ev, fin_keys, n_fin)
+        n_instants += 1
+        if progress_every > 0 and n_instants % progress_every == 0:
+            with numba.objmode():
+                report(n_finished, n_flows, now, n_events)
         limit = now + time_rel_tol * abs(now)
         n_arr = 0
         n_dep = 0
@@ -241,6 +254,7 @@ def simulate_flows(inp, incremental, record, tie_rel_tol, time_rel_tol, ready_s,
                     continue
             # A completion, or a transfer of zero bytes, which completes at once.
             finish_s[f] = t
+            n_finished += 1
             if phase[f] == _ACTIVE:
                 for k in range(fl_ptr[f], fl_ptr[f + 1]):
                     link = fl_idx[k]

@@ -10,6 +10,7 @@ from flowsim.errors import InputError
 from flowsim.fabrics import build_cluster, fat_tree, leaf_spine
 from flowsim.fairshare import FairShareProblem, max_min_rates
 from flowsim.hardware import link_rate
+from flowsim.pipeline import run
 from flowsim.presets import preset, preset_names
 from flowsim.result import SimulationResult
 from flowsim.routes import Routes
@@ -44,6 +45,7 @@ __all__ = [
     "preset",
     "preset_names",
     "route",
+    "run",
     "run_scenario",
     "simulate",
     "solve_batch",

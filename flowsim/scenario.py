@@ -68,10 +68,10 @@ from pathlib import Path
 
 import numpy as np
 
-from flowsim.engine import simulate
 from flowsim.errors import InputError
 from flowsim.fabrics import build_cluster
 from flowsim.hardware import FIGURES, LinkTier
+from flowsim.pipeline import simulate_routed
 from flowsim.presets import preset, preset_info, preset_names
 from flowsim.result import SimulationResult
 from flowsim.routes import Routes
@@ -653,27 +653,10 @@ def run_scenario(scenario: Scenario, progress: Callable[[str], None] | None = No
         raise InputError(f"{scenario.source}: routing: {err}") from None
     note(f"simulating {len(w):,} flows ({routes.n_incidences:,} flow-link crossings)")
     try:
-        result = _simulate(t, w, o, routes)
+        result = simulate_routed(
+            t, w, routes, record_links=o.record_links, record_flows=o.record_flows, mode=o.mode,
+            progress=progress is not None,
+        )
     except InputError as err:
         raise InputError(f"{scenario.source}: {err}") from None
     return ScenarioRun(scenario, routes, result)
-
-
-def _simulate(t: Topology, w: Workload, o: Options, routes: Routes) -> SimulationResult:
-    return simulate(
-        routes,
-        t.link_capacity_Bps,
-        w.size_bytes,
-        latency_s=t.link_latency_s,
-        start_s=w.start_s,
-        weights=w.weight,
-        caps_Bps=w.cap_Bps,
-        depends_on=(w.dep_indptr, w.dep_indices),
-        delay_s=w.delay_s,
-        overhead_s=w.overhead_s,
-        record_links=o.record_links,
-        record_flows=o.record_flows,
-        mode=o.mode,
-        link_names=t.link_names,
-        flow_names=w.names,
-    )

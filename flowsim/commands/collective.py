@@ -1,0 +1,108 @@
+"""``flowsim collective``: an nccl-tests-like sweep of one collective on a preset cluster.
+
+    flowsim collective all_reduce --system dgx-h100 --nodes 4 -b 8 -e 8G -f 2 [--json]
+
+prints one row per message size (size, count, type, redop, root, protocol, time, algbw,
+busbw), as ``all_reduce_perf`` does, or the same rows as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from flowsim.collectives import ALGORITHMS, COLLECTIVES, PROTOCOLS
+from flowsim.fabrics import FABRICS, build_cluster
+from flowsim.hardware import FIGURES
+from flowsim.nccl import DTYPE_BYTES, format_table, message_sizes, rows_to_json, sweep
+from flowsim.presets import preset_names
+from flowsim.routing import METHODS
+
+__all__ = ["add_parser", "run_collective"]
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register ``collective`` on ``subparsers``; its handler is :func:`run_collective`
+    (set as ``func``)."""
+    parser = subparsers.add_parser(
+        "collective",
+        help="nccl-tests-like sweep of one collective on a preset cluster",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("collective", choices=COLLECTIVES)
+    parser.add_argument(
+        "--system",
+        required=True,
+        help=f"server preset ({', '.join(preset_names())}; '-' and '_' are the same)",
+    )
+    parser.add_argument("--nodes", type=int, default=1, help="number of servers (default 1)")
+    parser.add_argument("-b", "--minbytes", default="32M", help="smallest size, e.g. 8, 512K, 1G (default 32M)")
+    parser.add_argument("-e", "--maxbytes", default="32M", help="largest size (default 32M)")
+    parser.add_argument("-f", "--stepfactor", type=int, default=2, help="size multiplication factor (default 2)")
+    parser.add_argument("-d", "--datatype", default="float", choices=tuple(DTYPE_BYTES))
+    parser.add_argument(
+        "--algorithm",
+        choices=sorted({a for algs in ALGORITHMS.values() for a in algs}),
+        help="default: the collective's first (ring; p2p for all_to_all and send)",
+    )
+    parser.add_argument(
+        "--protocol",
+        default="simple",
+        choices=(*PROTOCOLS, "auto"),
+        help="NCCL protocol costs; auto keeps the fastest of the three (default simple)",
+    )
+    parser.add_argument("--channels", type=int, help="default: 1 in a server, one per rail across servers")
+    parser.add_argument("--slices", type=int, help="pieces per message (default: NCCL slot sized)")
+    parser.add_argument("--figure", default="effective", choices=FIGURES, help="link rates (default effective)")
+    parser.add_argument("--fabric", default="rail_optimized", choices=FABRICS, help="compute fabric between servers")
+    parser.add_argument("--routing", default="ecmp", choices=tuple(METHODS), help="path choice between servers")
+    parser.add_argument("--seed", type=int, default=0, help="ECMP hash seed")
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON")
+    parser.set_defaults(func=run_collective)
+    return parser
+
+
+def run_collective(args: argparse.Namespace) -> int:
+    """Handler of ``flowsim collective``: run the sweep ``args`` describe, print it; returns 0.
+
+    Bad input (an unknown preset, sizes, channels) raises
+    :class:`~flowsim.errors.InputError` naming it before anything is printed.
+    """
+    system = args.system.replace("-", "_")
+    topology = build_cluster(system, args.nodes, figure=args.figure, fabric=args.fabric)
+    sizes = message_sizes(args.minbytes, args.maxbytes, args.stepfactor)
+    rows = sweep(
+        topology,
+        args.collective,
+        sizes,
+        dtype=args.datatype,
+        algorithm=args.algorithm,
+        protocol=args.protocol,
+        channels=args.channels,
+        slices=args.slices,
+        routing=args.routing,
+        seed=args.seed,
+    )
+    n_ranks = 2 if args.collective == "send" else len(topology.gpus())
+    algorithm = args.algorithm or ALGORITHMS[args.collective][0]
+    if args.json:
+        print(
+            rows_to_json(
+                rows,
+                collective=args.collective,
+                algorithm=algorithm,
+                system=system,
+                nodes=args.nodes,
+                ranks=n_ranks,
+                figure=args.figure,
+                fabric=args.fabric,
+                routing=args.routing,
+            )
+        )
+    else:
+        title = (
+            f"flowsim {args.collective} ({algorithm}): {args.nodes} x {system}, {n_ranks} ranks, "
+            f"{args.figure} link rates, {args.fabric} fabric, {args.routing} routing"
+        )
+        print(format_table(rows, title))
+    return 0

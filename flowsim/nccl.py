@@ -1,0 +1,240 @@
+"""nccl-tests-style reporting: algbw, busbw and a sweep over message sizes.
+
+Definitions from nccl-tests ``doc/PERFORMANCE.md`` ([NT-PERF], fact sheet 6.1, SPEC
+"Collectives"): for a collective of ``S`` bytes taking ``t``, ``algbw = S / t`` and
+``busbw = algbw x factor``, with factor ``2(n - 1)/n`` for all-reduce, ``(n - 1)/n`` for
+all-gather, reduce-scatter and all-to-all, and 1 for broadcast, reduce and send. ``S`` is the
+per-rank buffer for all-reduce, broadcast, reduce and send, and the total over ranks for
+all-gather, reduce-scatter and all-to-all. Sizes are written as nccl-tests takes them
+(``-b 8 -e 8G -f 2``, K/M/G/T = powers of 1024) and rounded down, as nccl-tests does, to
+whole elements (and, for the split collectives, to ``n`` equal parts).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+from flowsim.collectives import COLLECTIVES
+from flowsim.errors import InputError
+from flowsim.pipeline import collective_time
+from flowsim.routing import Router
+from flowsim.topology import Topology
+
+__all__ = [
+    "DTYPE_BYTES",
+    "NcclRow",
+    "algbw_Bps",
+    "bus_factor",
+    "busbw_Bps",
+    "format_table",
+    "message_sizes",
+    "parse_size",
+    "rows_to_json",
+    "sweep",
+]
+
+#: Element size (bytes) of nccl-tests' ``-d`` data types.
+DTYPE_BYTES = {
+    "int8": 1,
+    "uint8": 1,
+    "int32": 4,
+    "uint32": 4,
+    "int64": 8,
+    "uint64": 8,
+    "half": 2,
+    "float": 4,
+    "double": 8,
+    "bfloat16": 2,
+}
+
+# Collectives whose S is split into n equal parts, one per rank.
+_SPLIT = frozenset({"all_gather", "reduce_scatter", "all_to_all"})
+_REDUCING = frozenset({"all_reduce", "reduce_scatter", "reduce"})
+_ROOTED = frozenset({"broadcast", "reduce"})
+# Column widths of the table (the first one after nccl-tests' leading "#").
+_WIDTHS = (11, 12, 8, 6, 5, 6, 10, 8, 8)
+_SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def bus_factor(collective: str, n_ranks: int) -> float:
+    """busbw / algbw of ``collective`` on ``n_ranks`` ranks (nccl-tests' ``*GetBw``).
+
+    >>> bus_factor("all_reduce", 8)
+    1.75
+    """
+    if collective not in COLLECTIVES:
+        raise InputError(f"unknown collective {collective!r}; valid ones: {', '.join(COLLECTIVES)}")
+    if isinstance(n_ranks, bool) or not isinstance(n_ranks, int) or n_ranks < 1:
+        raise InputError(f"n_ranks must be a positive integer, got {n_ranks!r}")
+    if collective == "all_reduce":
+        return 2 * (n_ranks - 1) / n_ranks
+    if collective in _SPLIT:
+        return (n_ranks - 1) / n_ranks
+    return 1.0
+
+
+def algbw_Bps(size_bytes: float, time_s: float) -> float:
+    """``S / t`` (B/s); 0 for ``S = 0``."""
+    if not time_s > 0:
+        if size_bytes == 0:
+            return 0.0
+        raise InputError(f"time_s must be > 0 for a non-empty collective, got {time_s!r}")
+    return size_bytes / time_s
+
+
+def busbw_Bps(collective: str, size_bytes: float, time_s: float, n_ranks: int) -> float:
+    """``algbw x bus_factor`` (B/s)."""
+    return algbw_Bps(size_bytes, time_s) * bus_factor(collective, n_ranks)
+
+
+def parse_size(text: str | int) -> int:
+    """Bytes of an nccl-tests size: an integer with an optional K, M, G or T (powers of 1024).
+
+    >>> parse_size("8G"), parse_size("512K"), parse_size(8)
+    (8589934592, 524288, 8)
+    """
+    if isinstance(text, int) and not isinstance(text, bool):
+        value = text
+    else:
+        match = re.fullmatch(r"\s*(\d+)\s*([KMGT]?)B?\s*", str(text), flags=re.IGNORECASE)
+        if match is None:
+            raise InputError(f"size {text!r} is not an integer with an optional K, M, G or T suffix")
+        value = int(match.group(1)) * _SUFFIX[match.group(2).upper()]
+    if value < 0:
+        raise InputError(f"size {text!r} is negative")
+    return value
+
+
+def message_sizes(begin: str | int, end: str | int, factor: int = 2) -> list[int]:
+    """nccl-tests' ``-b begin -e end -f factor``: ``begin, begin x factor, ...`` up to ``end``.
+
+    >>> message_sizes("1K", "8K")
+    [1024, 2048, 4096, 8192]
+    """
+    lo, hi = parse_size(begin), parse_size(end)
+    if isinstance(factor, bool) or not isinstance(factor, int) or factor < 2:
+        raise InputError(f"factor must be an integer >= 2, got {factor!r}")
+    if lo < 1 or hi < lo:
+        raise InputError(f"sizes must satisfy 1 <= begin <= end, got begin {lo} and end {hi}")
+    sizes = [lo]
+    while sizes[-1] * factor <= hi:
+        sizes.append(sizes[-1] * factor)
+    return sizes
+
+
+@dataclass(frozen=True)
+class NcclRow:
+    """One row of an nccl-tests table.
+
+    ``size_bytes`` is ``S`` after rounding; ``count`` its elements; ``time_us`` the simulated
+    time; ``algbw_GBps`` and ``busbw_GBps`` in GB/s (1e9 B/s), as nccl-tests prints them;
+    ``protocol`` the NCCL protocol whose costs applied.
+    """
+
+    size_bytes: int
+    count: int
+    dtype: str
+    redop: str
+    root: int
+    time_us: float
+    algbw_GBps: float
+    busbw_GBps: float
+    protocol: str
+
+
+def _rounded(collective: str, size_bytes: int, element_bytes: int, n_ranks: int) -> tuple[int, int]:
+    """(S, count) rounded down to whole elements, split in ``n`` equal parts if needed."""
+    unit = element_bytes * (n_ranks if collective in _SPLIT else 1)
+    size = size_bytes // unit * unit
+    return size, size // element_bytes
+
+
+def sweep(
+    topology: Topology,
+    collective: str,
+    sizes_bytes: Sequence[int],
+    *,
+    dtype: str = "float",
+    ranks: Sequence[str] | None = None,
+    **options,
+) -> list[NcclRow]:
+    """Simulate ``collective`` at each size, as an nccl-tests run does.
+
+    Parameters
+    ----------
+    topology : Topology
+    collective : str
+        One of :data:`flowsim.collectives.COLLECTIVES`.
+    sizes_bytes : sequence of int
+        ``S`` per row, e.g. from :func:`message_sizes`; each is rounded down to whole
+        elements of ``dtype``.
+    dtype : str
+        A key of :data:`DTYPE_BYTES`.
+    ranks : sequence of str, optional
+        GPU node names; default every GPU (see :func:`flowsim.pipeline.collective_time`).
+    **options
+        Passed to :func:`flowsim.pipeline.collective_time` (``algorithm``, ``protocol``,
+        ``channels``, ``slices``, ``costs``, ``routing``, ``seed``, ``gpudirect``).
+
+    Returns
+    -------
+    list of NcclRow
+    """
+    if dtype not in DTYPE_BYTES:
+        raise InputError(f"unknown data type {dtype!r}; valid ones: {', '.join(DTYPE_BYTES)}")
+    if collective not in COLLECTIVES:
+        raise InputError(f"unknown collective {collective!r}; valid ones: {', '.join(COLLECTIVES)}")
+    router = options.pop("router", None) or Router(topology)
+    if ranks is None:
+        n_ranks = 2 if collective == "send" else len(topology.gpus())
+    else:
+        n_ranks = len(ranks)
+    rows = []
+    for requested in sizes_bytes:
+        size, count = _rounded(collective, parse_size(requested), DTYPE_BYTES[dtype], n_ranks)
+        outcome = collective_time(topology, collective, size, ranks=ranks, router=router, **options)
+        rows.append(
+            NcclRow(
+                size_bytes=size,
+                count=count,
+                dtype=dtype,
+                redop="sum" if collective in _REDUCING else "none",
+                root=0 if collective in _ROOTED else -1,
+                time_us=outcome.time_s * 1e6,
+                algbw_GBps=algbw_Bps(size, outcome.time_s) / 1e9,
+                busbw_GBps=busbw_Bps(collective, size, outcome.time_s, n_ranks) / 1e9,
+                protocol=outcome.protocol,
+            )
+        )
+    return rows
+
+
+def format_table(rows: Sequence[NcclRow], title: str = "") -> str:
+    """Rows as nccl-tests prints them (size, count, type, redop, root, time, algbw, busbw),
+    with ``title`` as a comment line above and the average busbw below."""
+    lines = [f"# {title}"] if title else []
+    for names in (
+        ("size", "count", "type", "redop", "root", "proto", "time", "algbw", "busbw"),
+        ("(B)", "(elements)", "", "", "", "", "(us)", "(GB/s)", "(GB/s)"),
+    ):
+        lines.append("#" + " ".join(f"{name:>{width}}" for name, width in zip(names, _WIDTHS)).rstrip())
+    for r in rows:
+        values = (r.size_bytes, r.count, r.dtype, r.redop, r.root, r.protocol)
+        numbers = (r.time_us, r.algbw_GBps, r.busbw_GBps)
+        lines.append(
+            " ".join(f"{v:>{w}}" for v, w in zip(values, (12, *_WIDTHS[1:6])))
+            + " "
+            + " ".join(f"{v:>{w}.2f}" for v, w in zip(numbers, _WIDTHS[6:]))
+        )
+    if rows:
+        average = sum(r.busbw_GBps for r in rows) / len(rows)
+        lines.append(f"# Avg bus bandwidth    : {average:.4g}")
+    return "\n".join(lines)
+
+
+def rows_to_json(rows: Sequence[NcclRow], **metadata) -> str:
+    """``{**metadata, "rows": [...]}`` as JSON text, one object per row."""
+    return json.dumps({**metadata, "rows": [asdict(r) for r in rows]}, indent=2)

@@ -1,0 +1,93 @@
+"""``flowsim collective``: nccl-tests-like rows on the terminal and as JSON."""
+
+import argparse
+import json
+
+import pytest
+
+from flowsim.cli import main as flowsim
+from flowsim.commands.collective import add_parser, run_collective
+
+
+def test_registers_collective_with_its_handler():
+    parser = argparse.ArgumentParser(prog="flowsim")
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["collective", "all_reduce", "--system", "dgx-h100"])
+    assert args.func is run_collective
+    assert (args.nodes, args.minbytes, args.maxbytes, args.stepfactor) == (1, "32M", "32M", 2)
+
+
+def test_prints_one_row_per_size(capsys):
+    assert (
+        flowsim(["collective", "all_reduce", "--system", "dgx-h100", "--nodes", "2", "-b", "8", "-e", "1M", "-f", "4"])
+        == 0
+    )
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("# flowsim all_reduce (ring): 2 x dgx_h100, 16 ranks")
+    rows = [line.split() for line in lines if not line.startswith("#")]
+    assert [int(r[0]) for r in rows] == [8, 32, 128, 512, 2048, 8192, 32768, 131072, 524288]
+    assert [int(r[1]) for r in rows] == [s // 4 for s in (8, 32, 128, 512, 2048, 8192, 32768, 131072, 524288)]
+    assert all(r[2:6] == ["float", "sum", "-1", "simple"] for r in rows)
+    busbw = [float(r[8]) for r in rows]
+    assert busbw == sorted(busbw) and busbw[-1] > busbw[0]
+    assert lines[-1].startswith("# Avg bus bandwidth")
+
+
+def test_json_rows(capsys):
+    argv = ["collective", "all_to_all", "--system", "dgx_a100", "-b", "1K", "-e", "4K", "--json"]
+    assert flowsim(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["collective"], out["system"], out["ranks"], out["algorithm"]) == ("all_to_all", "dgx_a100", 8, "p2p")
+    assert [r["size_bytes"] for r in out["rows"]] == [1024, 2048, 4096]
+    assert set(out["rows"][0]) == {
+        "size_bytes",
+        "count",
+        "dtype",
+        "redop",
+        "root",
+        "time_us",
+        "algbw_GBps",
+        "busbw_GBps",
+        "protocol",
+    }
+    row = out["rows"][-1]
+    assert row["busbw_GBps"] == pytest.approx(row["algbw_GBps"] * 7 / 8)
+
+
+def test_options_reach_the_model(capsys):
+    argv = [
+        "collective",
+        "broadcast",
+        "--system",
+        "dgx_b200",
+        "-b",
+        "64M",
+        "-e",
+        "64M",
+        "--protocol",
+        "auto",
+        "--slices",
+        "4",
+        "-d",
+        "half",
+    ]
+    assert flowsim(argv) == 0
+    (row,) = [line.split() for line in capsys.readouterr().out.splitlines() if not line.startswith("#")]
+    assert row[1:5] == [str(2**26 // 2), "half", "none", "0"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--system", "dgx_h999"], "unknown preset 'dgx_h999'"),
+        (["--system", "dgx_h100", "--nodes", "0"], "n_nodes must be a positive integer"),
+        (["--system", "dgx_h100", "-b", "1G", "-e", "1M"], "begin <= end"),
+        (["--system", "dgx_h100", "-b", "1Q"], "size '1Q'"),
+        (["--system", "dgx_h100", "--channels", "0"], "channels must be a positive integer"),
+        (["--system", "dgx_h100", "--algorithm", "p2p"], "no algorithm 'p2p' for all_reduce"),
+    ],
+)
+def test_bad_input_is_reported_not_raised(capsys, argv, message):
+    assert flowsim(["collective", "all_reduce", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("flowsim: error: ") and message in err

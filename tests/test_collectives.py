@@ -1,0 +1,491 @@
+"""Collectives as flow DAGs: flow counts, dependency structure, hand-computed times.
+
+Hand-computed cases use 1e9 bytes and 1e9 B/s, zero link latency and no software cost
+(``CollectiveCosts.zero()``) unless a case says otherwise.
+"""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from flowsim.collectives import (
+    COLLECTIVES,
+    MAX_PIPELINE_SLICES,
+    MAX_RING_SLICES,
+    NCCL_SLOT_BYTES,
+    CollectiveCosts,
+    all_gather,
+    all_reduce,
+    all_to_all,
+    broadcast,
+    build_collective,
+    hierarchical_all_reduce,
+    mesh_rings,
+    nccl_costs,
+    nvls_all_reduce,
+    nvls_costs,
+    reduce,
+    reduce_scatter,
+    rotated_rings,
+    send,
+    tree_all_reduce,
+)
+from flowsim.errors import InputError
+from flowsim.fabrics import build_cluster
+from flowsim.nccl import (
+    algbw_Bps,
+    bus_factor,
+    busbw_Bps,
+    format_table,
+    message_sizes,
+    parse_size,
+    rows_to_json,
+    sweep,
+)
+from flowsim.pipeline import collective_time, run
+from flowsim.presets import DGX1_NVLINK_COUNTS, preset
+from flowsim.routing import Router
+from flowsim.topology import NodeKind, TopologyBuilder
+from flowsim.workload import Workload
+
+G = 1e9
+ZERO = CollectiveCosts.zero()
+RANKS = ["g0", "g1", "g2", "g3"]
+
+
+def ring_topology(n=4, rate_Bps=G):
+    """GPU ``i`` -> GPU ``i + 1`` (mod n), one directed link each, all of ``rate_Bps``."""
+    b = TopologyBuilder()
+    s = b.add_server("box")
+    for i in range(n):
+        b.add_node(f"g{i}", NodeKind.GPU, server=s)
+    for i in range(n):
+        b.add_link(f"g{i}", f"g{(i + 1) % n}", rate_Bps, technology="nvlink4")
+    return b.build()
+
+
+def star_topology(n=4, rate_Bps=G, servers=1):
+    """``servers`` boxes of ``n`` GPUs, each GPU cabled to its box's NVSwitch at ``rate_Bps``."""
+    b = TopologyBuilder()
+    for k in range(servers):
+        s = b.add_server(f"box{k}")
+        b.add_node(f"sw{k}", NodeKind.NVSWITCH, server=s)
+        for i in range(n):
+            name = f"g{i}" if servers == 1 else f"b{k}g{i}"
+            b.add_node(name, NodeKind.GPU, server=s)
+            b.add_cable(name, f"sw{k}", rate_Bps, technology="nvlink4")
+    return b.build()
+
+
+def names(workload, flows):
+    return [workload.names[f] for f in flows]
+
+
+# --- flow counts and structure ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("build", "expected"),
+    [
+        (lambda: all_reduce(RANKS, G, channels=2, slices=3), 2 * 3 * 4 * 2 * 3),
+        (lambda: reduce_scatter(RANKS, G, channels=2, slices=3), 3 * 4 * 2 * 3),
+        (lambda: all_gather(RANKS, G, channels=2, slices=3), 3 * 4 * 2 * 3),
+        (lambda: broadcast(RANKS, G, channels=2, slices=3), 3 * 2 * 3),
+        (lambda: reduce(RANKS, G, channels=2, slices=3), 3 * 2 * 3),
+        (lambda: all_to_all(RANKS, G), 4 * 3),
+        (lambda: send("g0", "g1", G, channels=2, slices=3), 2 * 3),
+        (lambda: tree_all_reduce(RANKS, G, channels=2, slices=3), 2 * 2 * 3 * 2 * 3),
+        (lambda: nvls_all_reduce(RANKS, G, switch="sw", channels=2, slices=3), 2 * 4 * 3 * (4 + 1 + 1 + 4)),
+    ],
+    ids=["all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all", "send", "tree", "nvls"],
+)
+def test_flow_counts(build, expected):
+    assert len(build()) == expected
+
+
+def test_ring_all_reduce_step_waits_for_the_chunk_it_forwards():
+    w = all_reduce(RANKS, 4 * G, slices=1, costs=ZERO)
+    assert len(w) == 2 * 3 * 4
+    for f in range(len(w)):
+        step = int(w.tags["step"][f])
+        deps = w.dependencies(f)
+        if step == 0:
+            assert deps.size == 0
+        else:
+            (d,) = deps
+            assert w.dst[d] == w.src[f]  # the chunk arrived at this rank ...
+            assert int(w.tags["step"][d]) == step - 1  # ... in the previous step
+    np.testing.assert_allclose(w.size_bytes, G)  # S / n
+    assert names(w, w.dependencies(w.names.index("all_reduce.ch0.step5.r2.sl0"))) == ["all_reduce.ch0.step4.r1.sl0"]
+
+
+def test_every_rank_sends_2_n_minus_1_over_n_of_s_in_all_reduce():
+    w = all_reduce(RANKS, 4 * G, channels=3, slices=2, costs=ZERO)
+    for r in RANKS:
+        sent = sum(w.size_bytes[f] for f in range(len(w)) if w.src[f] == r)
+        assert sent == pytest.approx(2 * 3 / 4 * 4 * G)
+
+
+def test_slices_follow_each_other_and_the_forwarded_slice():
+    w = all_reduce(RANKS, 4 * G, slices=3, costs=ZERO)
+    f = w.names.index("all_reduce.ch0.step2.r1.sl2")
+    assert sorted(names(w, w.dependencies(f))) == ["all_reduce.ch0.step1.r0.sl2", "all_reduce.ch0.step2.r1.sl1"]
+
+
+def test_channels_use_their_own_ring_orders():
+    orders = [RANKS, RANKS[::-1]]
+    w = all_gather(RANKS, 4 * G, channels=2, orders=orders, slices=1)
+    ch1 = [f for f in range(len(w)) if w.tags["channel"][f] == "1" and w.tags["step"][f] == "0"]
+    assert {(w.src[f], w.dst[f]) for f in ch1} == {("g3", "g2"), ("g2", "g1"), ("g1", "g0"), ("g0", "g3")}
+
+
+def test_broadcast_is_a_chain_from_the_root_and_reduce_runs_it_backwards():
+    b = broadcast(RANKS, G, root=2, slices=1)
+    assert [(b.src[f], b.dst[f]) for f in range(len(b))] == [("g2", "g3"), ("g3", "g0"), ("g0", "g1")]
+    r = reduce(RANKS, G, root=2, slices=1)
+    assert [(r.src[f], r.dst[f]) for f in range(len(r))] == [("g1", "g0"), ("g0", "g3"), ("g3", "g2")]
+    assert [list(r.dependencies(f)) for f in range(len(r))] == [[], [0], [1]]
+
+
+def test_all_to_all_sends_s_over_n_to_every_other_rank():
+    w = all_to_all(RANKS, 4 * G, costs=ZERO)
+    assert {(s, d) for s, d in zip(w.src, w.dst)} == {(a, b) for a in RANKS for b in RANKS if a != b}
+    np.testing.assert_allclose(w.size_bytes, G)
+    assert w.dep_indices.size == 0
+
+
+def test_tree_all_reduce_reduces_up_then_broadcasts_down():
+    w = tree_all_reduce(RANKS, 4 * G, slices=1, costs=ZERO)
+    # NCCL's trees on 4 ranks: tree 0 is 0 <- 2 <- {1, 3}; tree 1 (mirrored) 3 <- 1 <- {0, 2}.
+    up0 = {(w.src[f], w.dst[f]) for f in range(len(w)) if "tree0" in w.names[f] and ".up." in w.names[f]}
+    assert up0 == {("g1", "g2"), ("g3", "g2"), ("g2", "g0")}
+    up1 = {(w.src[f], w.dst[f]) for f in range(len(w)) if "tree1" in w.names[f] and ".up." in w.names[f]}
+    assert up1 == {("g0", "g1"), ("g2", "g1"), ("g1", "g3")}
+    root_down = w.names.index("all_reduce.tree0.ch0.sl0.down.r2")  # 0 -> 2, after 2 -> 0 arrived
+    assert names(w, w.dependencies(root_down)) == ["all_reduce.tree0.ch0.sl0.up.r2"]
+    np.testing.assert_allclose(w.size_bytes, 2 * G)  # each tree carries S / 2
+
+
+def test_tree_across_servers_is_a_tree_of_chains():
+    servers = {"a0": 0, "a1": 0, "b0": 1, "b1": 1}
+    w = tree_all_reduce(list(servers), 4 * G, servers=servers, channels=2, slices=1, costs=ZERO)
+    # Tree 0 over the two servers: server 0 is the root. Channel 0 chains a0-a1 and b0-b1 with
+    # heads a0 and b0; channel 1 rotates them (heads a1 and b1).
+    pairs = {(w.src[f], w.dst[f]) for f, name in enumerate(w.names) if name.startswith("all_reduce.tree0.ch0.")}
+    assert pairs == {("b1", "b0"), ("a1", "a0"), ("b0", "a0"), ("a0", "b0"), ("a0", "a1"), ("b0", "b1")}
+    up = w.names.index("all_reduce.tree0.ch0.sl0.up.r2")  # b0 -> a0 after b1 -> b0
+    assert names(w, w.dependencies(up)) == ["all_reduce.tree0.ch0.sl0.chainup.r3"]
+    down = w.names.index("all_reduce.tree0.ch0.sl0.down.r2")  # a0 -> b0 once a0 has it all
+    assert sorted(names(w, w.dependencies(down))) == [
+        "all_reduce.tree0.ch0.sl0.chainup.r1",
+        "all_reduce.tree0.ch0.sl0.up.r2",
+    ]
+    pairs = {(w.src[f], w.dst[f]) for f, name in enumerate(w.names) if name.startswith("all_reduce.tree0.ch1.")}
+    assert ("b1", "a1") in pairs and ("a1", "b1") in pairs  # channel 1's heads are a1 and b1
+
+
+def test_nvls_reduces_in_the_switch_then_multicasts():
+    w = nvls_all_reduce(RANKS, 4 * G, switch="sw", slices=2, costs=ZERO)
+    result = w.names.index("all_reduce.ch0.chunk2.sl1.result")
+    assert (w.src[result], w.dst[result]) == ("sw", "g2")
+    assert sorted(names(w, w.dependencies(result))) == sorted(
+        [f"all_reduce.ch0.chunk2.sl1.reduce.r{i}" for i in range(4)] + ["all_reduce.ch0.chunk2.sl0.result"]
+    )
+    store = w.names.index("all_reduce.ch0.chunk2.sl1.store")
+    assert (w.src[store], w.dst[store]) == ("g2", "sw")
+    multicast = [f for f in range(len(w)) if ".chunk2.sl1.multicast" in w.names[f]]
+    assert sorted(w.dst[f] for f in multicast) == RANKS
+    assert all(store in w.dependencies(f) for f in multicast)
+    np.testing.assert_allclose(w.size_bytes, 0.5 * G)  # S / n / slices
+    assert nvls_costs("nvlink5").wire_efficiency == 0.74
+
+
+def test_hierarchical_phases_chain_per_rank():
+    servers = {"a0": 0, "a1": 0, "b0": 1, "b1": 1}
+    w = hierarchical_all_reduce(list(servers), 4 * G, servers=servers, slices=1, costs=ZERO)
+    # 2 servers x reduce-scatter (1 step x 2 ranks) + 2 rails x all-reduce (2 steps x 2) + all-gather
+    assert len(w) == 4 + 8 + 4
+    rail = w.names.index("all_reduce.ar.rail0.ch0.step0.r0.sl0")  # a0 -> b0
+    assert (w.src[rail], w.dst[rail]) == ("a0", "b0")
+    assert names(w, w.dependencies(rail)) == ["all_reduce.rs.srv0.ch0.step0.r1.sl0"]  # a1 -> a0 arrived
+    np.testing.assert_allclose(w.size_bytes[rail], 1 * G)  # S / ppn / servers
+
+
+def test_costs_charge_base_once_and_a_step_latency_per_message():
+    costs = CollectiveCosts(base_s=5.0, intra_step_s=1.0, inter_step_s=3.0, wire_efficiency=0.5, source="test")
+    servers = {"g0": 0, "g1": 0, "g2": 1, "g3": 1}
+    w = all_reduce(RANKS, 4 * G, slices=1, costs=costs, servers=servers)
+    for f in range(len(w)):
+        inter = servers[w.src[f]] != servers[w.dst[f]]
+        first = w.tags["step"][f] == "0"
+        assert w.overhead_s[f] == (3.0 if inter else 1.0) + (5.0 if first else 0.0)
+    np.testing.assert_allclose(w.size_bytes, 2 * G)  # payload / wire efficiency
+
+
+def test_nccl_costs_are_the_fact_sheet_constants():
+    c = nccl_costs("ring", "simple", "nvlink")
+    assert (c.base_s, c.intra_step_s, c.inter_step_s, c.wire_efficiency) == pytest.approx((8.4e-6, 3.4e-6, 14e-6, 1.0))
+    c = nccl_costs("tree", "ll", "pci")
+    assert (c.base_s, c.intra_step_s, c.inter_step_s, c.wire_efficiency) == pytest.approx((6.8e-6, 1.0e-6, 5.0e-6, 0.5))
+    assert nccl_costs("ring", "ll128").wire_efficiency == pytest.approx(120 / 128)
+    assert "tuning.cc" in c.source
+
+
+def test_default_slices_are_nccl_slot_sized_and_bounded():
+    assert len(all_reduce(RANKS, 4 * NCCL_SLOT_BYTES)) == 24  # one slot per step: 1 slice
+    assert len(all_reduce(RANKS, 4 * 3 * NCCL_SLOT_BYTES)) == 24 * 3
+    assert len(all_reduce(RANKS, 1e12)) == 24 * MAX_RING_SLICES
+    assert len(broadcast(RANKS, 1e12)) == 3 * MAX_PIPELINE_SLICES
+
+
+def test_rotated_rings_start_each_server_at_the_channel():
+    servers = {"a0": 0, "a1": 0, "a2": 0, "b0": 1, "b1": 1, "b2": 1}
+    rings = rotated_rings(list(servers), 3, servers)
+    assert rings[1] == ("a1", "a2", "a0", "b1", "b2", "b0")
+    assert rings[2] == ("a2", "a0", "a1", "b2", "b0", "b1")
+
+
+def test_mesh_rings_decompose_the_dgx1_cube_mesh():
+    ranks = [f"gpu{i}" for i in range(8)]
+    rings = mesh_rings(ranks, DGX1_NVLINK_COUNTS)
+    assert len(rings) == 6  # one ring per NVLink of each GPU
+    used = np.zeros((8, 8), dtype=int)
+    for ring in rings:
+        assert sorted(ring) == sorted(ranks)
+        idx = [ranks.index(r) for r in ring]
+        for a, b in zip(idx, idx[1:] + idx[:1]):
+            used[a, b] += 1
+    assert (used <= DGX1_NVLINK_COUNTS).all()
+
+
+def test_mesh_rings_without_a_hamiltonian_cycle():
+    star = np.zeros((4, 4), dtype=int)
+    star[0, 1:] = star[1:, 0] = 1
+    assert mesh_rings(RANKS, star) == []
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: all_reduce(["g0"], G), "at least 2 ranks"),
+        (lambda: all_reduce(["g0", "g1", "g0"], G), "rank 'g0' appears twice"),
+        (lambda: all_reduce("g0g1", G), "sequence of node names"),
+        (lambda: all_reduce(RANKS, -1.0), "size_bytes is -1.0"),
+        (lambda: all_reduce(RANKS, G, channels=0), "channels must be a positive integer"),
+        (lambda: all_reduce(RANKS, G, slices=0), "slices must be a positive integer"),
+        (lambda: all_reduce(RANKS, G, channels=2, orders=[RANKS]), "1 ring orders for 2 channels"),
+        (lambda: all_reduce(RANKS, G, orders=[["g0", "g1", "g2", "g9"]]), "channel 0 is not a permutation"),
+        (lambda: all_reduce(RANKS, G, servers={"g0": 0}), "rank 'g1' has no server"),
+        (lambda: all_reduce(RANKS, G, costs="fast"), "costs must be a CollectiveCosts"),
+        (lambda: broadcast(RANKS, G, root=4), "root must be a rank index"),
+        (lambda: send("g0", "g0", G), "rank 'g0' appears twice"),
+        (lambda: hierarchical_all_reduce(["a", "b", "c"], G, servers={"a": 0, "b": 0, "c": 1}), "different numbers"),
+        (lambda: build_collective("all_reduce", RANKS, G, algorithm="collnet"), "no algorithm 'collnet'"),
+        (lambda: build_collective("gather", RANKS, G), "unknown collective 'gather'"),
+        (lambda: nccl_costs("ring", "ll256"), "unknown protocol 'll256'"),
+        (lambda: nvls_costs("nvlink3"), "NVSwitch generation 3 or later"),
+        (lambda: nvls_all_reduce(RANKS, G, switch="g0"), "switch must be the NVSwitch's node name"),
+        (lambda: CollectiveCosts(0.0, -1.0, 0.0, 1.0, "x"), "intra_step_s is -1.0"),
+        (lambda: CollectiveCosts(0.0, 0.0, 0.0, 0.0, "x"), "wire_efficiency is 0.0"),
+    ],
+)
+def test_bad_input_names_the_offending_item(call, message):
+    with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        call()
+
+
+# --- hand-computed times ------------------------------------------------------------------
+
+
+def test_ring_all_reduce_takes_2_n_minus_1_over_n_s_over_b():
+    topo = ring_topology()
+    out = run(topo, all_reduce(RANKS, 4 * G, slices=1, costs=ZERO))
+    assert out.makespan_s == pytest.approx(2 * 3 / 4 * 4)  # 6 s
+    assert busbw_Bps("all_reduce", 4 * G, out.makespan_s, 4) == pytest.approx(G)  # = link rate
+
+
+@pytest.mark.parametrize("slices", [1, 4])
+@pytest.mark.parametrize("channels", [1, 2])
+def test_ring_bandwidth_term_does_not_depend_on_chunking(channels, slices):
+    out = run(ring_topology(), all_reduce(RANKS, 4 * G, channels=channels, slices=slices, costs=ZERO))
+    assert out.makespan_s == pytest.approx(6.0)
+
+
+def test_ring_all_reduce_latency_adds_base_and_one_step_latency_per_step():
+    costs = CollectiveCosts(base_s=0.5, intra_step_s=0.25, inter_step_s=9.0, wire_efficiency=1.0, source="test")
+    out = run(ring_topology(), all_reduce(RANKS, 4 * G, slices=1, costs=costs))
+    assert out.makespan_s == pytest.approx(0.5 + 6 * 0.25 + 6.0)
+
+
+@pytest.mark.parametrize("build", [reduce_scatter, all_gather])
+def test_reduce_scatter_and_all_gather_take_n_minus_1_over_n_s_over_b(build):
+    out = run(ring_topology(), build(RANKS, 4 * G, slices=1, costs=ZERO))
+    assert out.makespan_s == pytest.approx(3.0)
+
+
+@pytest.mark.parametrize("slices", [1, 2, 8])
+def test_pipelined_chain_broadcast(slices):
+    # 3 hops of S / slices each, pipelined: (3 + slices - 1) slice times.
+    out = run(ring_topology(), broadcast(RANKS, 4 * G, slices=slices, costs=ZERO))
+    assert out.makespan_s == pytest.approx((3 + slices - 1) * 4 / slices)
+
+
+def test_all_to_all_on_a_switch_takes_n_minus_1_over_n_s_over_b():
+    out = run(star_topology(), all_to_all(RANKS, 4 * G, costs=ZERO))
+    assert out.makespan_s == pytest.approx(3.0)
+    assert busbw_Bps("all_to_all", 4 * G, out.makespan_s, 4) == pytest.approx(G)
+
+
+def test_tree_all_reduce_on_a_switch():
+    # Up: 1->2 and 3->2 share g2's downlink (S/2 each at B/2: 4 s), then 2->0 (2 s).
+    # Tree 1 mirrors it on other links at the same time. Down: 0->2 (2 s), then 2->1 and
+    # 2->3 share g2's uplink (4 s). Total 12 s = 3 S / B.
+    out = run(star_topology(), tree_all_reduce(RANKS, 4 * G, slices=1, costs=ZERO))
+    assert out.makespan_s == pytest.approx(12.0)
+
+
+def test_nvls_all_reduce_on_a_switch():
+    # Unsliced: every rank's 4 chunk copies go up together (4 s), the sums come down to their
+    # owners (1 s), go back up (1 s) and are multicast, 4 chunks into each rank (4 s).
+    out = run(star_topology(), nvls_all_reduce(RANKS, 4 * G, switch="sw0", slices=1, costs=ZERO))
+    assert out.makespan_s == pytest.approx(10.0)
+    # Pipelined, it nears S (1 + 1/n) / B = 5 s each way at once.
+    out = run(star_topology(), nvls_all_reduce(RANKS, 4 * G, switch="sw0", slices=64, costs=ZERO))
+    assert 5.0 < out.makespan_s < 5.0 * 1.05
+
+
+def test_send_takes_s_over_b():
+    out = run(star_topology(), send("g0", "g3", 4 * G, channels=2, costs=ZERO))
+    assert out.makespan_s == pytest.approx(4.0)
+
+
+def test_hierarchical_all_reduce_on_two_dgx_h100():
+    # Reduce-scatter inside each server ((7/8) S at the NVLink rate), all-reduce of each S/8
+    # shard between the two servers over its rail (2 steps of S/16 at the NIC rate, each
+    # crossing one leaf: 150 ns), all-gather inside each server ((7/8) S at the NVLink rate).
+    topo = build_cluster("dgx_h100", 2, figure="effective")
+    ranks = [topo.node_names[g] for g in topo.gpus()]
+    servers = {r: int(topo.node_server[topo.node_id(r)]) for r in ranks}
+    size = 2.0**30
+    out = run(topo, hierarchical_all_reduce(ranks, size, servers=servers, slices=1, costs=ZERO))
+    nvlink, nic, leaf_hop = 18 * 20.6e9, 48e9, 150e-9
+    assert out.makespan_s == pytest.approx(2 * 7 / 8 * size / nvlink + size / 8 / nic + 2 * leaf_hop, rel=1e-9)
+
+
+# --- pipeline and presets -------------------------------------------------------------------
+
+
+def test_run_routes_each_flow_and_rejects_workload_columns():
+    topo = preset("dgx_h100", figure="nominal")
+    w = Workload.build(["a", "b"], ["gpu0", "gpu1"], ["gpu1", "gpu0"], [450e9, 225e9])
+    out = run(topo, w)
+    assert [topo.link_names[link] for link in out.routes.route(0)] == ["gpu0->nvswitch", "nvswitch->gpu1"]
+    np.testing.assert_allclose(out.result.finish_s, [1.0, 0.5])
+    with pytest.raises(InputError, match="start_s"):
+        run(topo, w, start_s=[0.0, 0.0])
+    with pytest.raises(InputError, match="another topology"):
+        run(topo, w, router=Router(preset("dgx_a100", figure="nominal")))
+
+
+def test_dgx1_rings_follow_its_nvlinks():
+    topo = preset("dgx1_v100", figure="nominal")
+    out = collective_time(topo, "all_reduce", 2**20, channels=2, costs=ZERO, slices=1)
+    assert set(out.run.workload.tags["channel"]) == {"0", "1"}
+    # Every message crosses one direct NVLink, never PCIe.
+    assert set(np.diff(out.run.routes.flow_link_indptr)) == {1}
+    assert {topo.link_technology[link] for link in out.run.routes.flow_link_indices} == {"nvlink2"}
+
+
+def test_run_passes_simulate_options():
+    topo = preset("dgx_h100", figure="nominal")
+    w = Workload.build(["a"], ["gpu0"], ["gpu1"], [450e9])
+    out = run(topo, w, record_links=True)
+    start, end, rate = out.result.link_segments(topo.link_id("gpu0->nvswitch"))
+    assert (start.tolist(), end.tolist(), rate.tolist()) == ([0.0], [1.0], [450e9])
+
+
+def test_collective_time_on_dgx_h100_reaches_the_nvlink_rate():
+    topo = preset("dgx_h100", figure="nominal")
+    out = collective_time(topo, "all_reduce", 2**30, costs=ZERO)
+    assert busbw_Bps("all_reduce", 2**30, out.time_s, 8) == pytest.approx(450 * G)
+
+
+def test_small_messages_are_latency_bound_and_busbw_grows_with_size():
+    topo = preset("dgx_h100", figure="effective")
+    sizes = message_sizes("1K", "1G", 8)
+    rows = sweep(topo, "all_reduce", sizes)
+    busbw = [r.busbw_GBps for r in rows]
+    assert all(a < b for a, b in itertools.pairwise(busbw))
+    # Latency-bound: 1 KiB and 8 KiB take nearly the same time, NCCL's ring latency
+    # (8.4 us base + 14 steps x 3.4 us = 56 us).
+    assert rows[0].time_us == pytest.approx(8.4 + 14 * 3.4, rel=1e-3)
+    assert rows[1].time_us == pytest.approx(rows[0].time_us, rel=1e-2)
+    assert 0.9 * 370.8 < busbw[-1] < 370.8  # approaches the effective NVLink rate (256 MiB)
+
+
+def test_protocol_auto_keeps_the_fastest():
+    topo = preset("dgx_h100", figure="effective")
+    small = collective_time(topo, "all_reduce", 1024, protocol="auto")
+    large = collective_time(topo, "all_reduce", 2**30, protocol="auto")
+    assert small.protocol == "ll"
+    assert large.protocol == "simple"
+    with pytest.raises(InputError, match="either costs or protocol"):
+        collective_time(topo, "all_reduce", 1024, protocol="ll", costs=ZERO)
+    with pytest.raises(InputError, match="needs at least 2 ranks"):
+        collective_time(topo, "all_reduce", 1024, ranks=["gpu0"])
+    with pytest.raises(InputError, match="unknown node 'gpu9'"):
+        collective_time(topo, "all_reduce", 1024, ranks=["gpu0", "gpu9"])
+
+
+def test_nvls_needs_nvswitch_gen3_and_the_simple_protocol():
+    with pytest.raises(InputError, match="NVSwitch generation 3 or later"):
+        collective_time(preset("dgx_a100", figure="effective"), "all_reduce", 2**20, algorithm="nvls")
+    h100 = preset("dgx_h100", figure="effective")
+    with pytest.raises(InputError, match="Simple protocol only"):
+        collective_time(h100, "all_reduce", 2**20, algorithm="nvls", protocol="ll")
+    with pytest.raises(InputError, match="inside one server"):
+        collective_time(build_cluster("dgx_h100", 2, figure="effective"), "all_reduce", 2**20, algorithm="nvls")
+    assert collective_time(h100, "all_reduce", 2**20, algorithm="nvls", protocol="auto").protocol == "simple"
+
+
+@pytest.mark.parametrize("collective", COLLECTIVES)
+def test_every_collective_runs_on_a_two_server_cluster(collective):
+    topo = build_cluster("dgx_h100", 2, figure="effective")
+    out = collective_time(topo, collective, 2**20)
+    assert out.time_s > 0
+    assert np.all(out.run.result.finish_s > 0)
+
+
+# --- nccl-tests reporting -------------------------------------------------------------------
+
+
+def test_bus_factors_follow_nccl_tests():
+    assert bus_factor("all_reduce", 4) == 1.5
+    assert bus_factor("all_gather", 4) == bus_factor("reduce_scatter", 4) == bus_factor("all_to_all", 4) == 0.75
+    assert bus_factor("broadcast", 4) == bus_factor("reduce", 4) == bus_factor("send", 2) == 1.0
+    assert algbw_Bps(0, 0.0) == 0.0
+    with pytest.raises(InputError, match="unknown collective"):
+        bus_factor("gather", 4)
+
+
+def test_sizes_parse_as_nccl_tests_does():
+    assert parse_size("8") == 8 and parse_size("1k") == 1024 and parse_size("8G") == 8 * 2**30
+    assert message_sizes(8, "64", 2) == [8, 16, 32, 64]
+    assert message_sizes("1K", "5K", 2) == [1024, 2048, 4096]
+    for bad in ("8X", "-1", "1.5G"):
+        with pytest.raises(InputError, match="size"):
+            parse_size(bad)
+    with pytest.raises(InputError, match="factor"):
+        message_sizes(8, 64, 1)
+
+
+def test_sweep_rows_round_split_collectives_to_equal_parts():
+    topo = preset("dgx_h100", figure="effective")
+    rows = sweep(topo, "all_gather", [8, 100, 4096], dtype="float")
+    assert [r.size_bytes for r in rows] == [0, 96, 4096]  # multiples of 8 ranks x 4 B
+    assert [r.count for r in rows] == [0, 24, 1024]
+    assert rows[0].algbw_GBps == 0.0 and rows[0].redop == "none" and rows[0].root == -1
+    table = format_table(rows, "title")
+    assert table.splitlines()[0] == "# title" and "4096" in table and "Avg bus bandwidth" in table
+    assert '"size_bytes": 96' in rows_to_json(rows, system="dgx_h100")

@@ -1,0 +1,438 @@
+"""Save the benchmark suites' timings as a baseline, and compare later runs against it.
+
+Run from the repository root::
+
+    python benchmarks/regress.py save NAME [--scale 0.05] [-k EXPR] [--note TEXT]
+    python benchmarks/regress.py compare NAME [--floor 0.15] [--iqr-factor 3]
+
+``save`` runs the suites (``benchmarks/bench_*.py``, or the files given with ``--suite``)
+under pytest-benchmark with ``--benchmark-json``, in one pytest session with the
+calibration workload of ``benchmarks/calibration.py``, which runs once before the suites
+and once after. Each benchmark's minimum time divided by the calibration's smallest minimum
+time is its *normalised* figure. These figures, the raw statistics, the pytest options used
+and pytest-benchmark's machine description are written to ``benchmarks/baselines/NAME.json``.
+
+``compare`` runs the same selection again (the baseline's ``--scale``, ``-k`` and suites,
+unless given) and compares normalised figures. A benchmark has regressed when its figure
+exceeds the baseline's by more than its threshold, ``max(floor, iqr_factor x relative
+IQR)``, where the relative IQR (IQR over median of its rounds) is the larger of the
+baseline's and this run's: a noisy benchmark, or a noisy run, gets a wider band, a steady
+one the floor. When the two calibration runs of either session differ by more than the
+floor, the machine's load changed during that session, and a warning says the verdicts
+are unreliable. A table of every benchmark is printed. The exit status is 1 when any
+benchmark regressed, 0 otherwise, and 2 when the run or a file is unusable.
+
+``--from-json RUN.json`` (both commands) uses a pytest-benchmark JSON file already written,
+instead of running the suites; it must contain the calibration benchmark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from flowsim.errors import InputError
+
+__all__ = [
+    "BASELINE_FORMAT",
+    "CALIBRATION_NAME",
+    "Comparison",
+    "compare",
+    "format_table",
+    "main",
+    "make_baseline",
+    "normalise",
+    "threshold",
+]
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO_ROOT = BENCH_DIR.parent
+BASELINE_DIR = BENCH_DIR / "baselines"
+
+#: ``format`` key of a baseline file; ``version`` is :data:`BASELINE_VERSION`.
+BASELINE_FORMAT = "flowsim-benchmark-baseline"
+BASELINE_VERSION = 1
+
+#: Name of the calibration benchmark (``benchmarks/calibration.py``).
+CALIBRATION_NAME = "test_calibration"
+
+DEFAULT_FLOOR = 0.15
+DEFAULT_IQR_FACTOR = 3.0
+
+
+def _stats(entry: Mapping, source: str) -> dict:
+    """min, median, IQR (s) and rounds of one pytest-benchmark entry."""
+    name = entry.get("fullname", entry.get("name", "?"))
+    try:
+        stats = entry["stats"]
+        values = {key: float(stats[key]) for key in ("min", "median", "iqr")}
+        rounds = int(stats["rounds"])
+    except (KeyError, TypeError, ValueError) as err:
+        raise InputError(f"{source}: benchmark {name!r} lacks a usable 'stats' entry ({err})") from None
+    if not values["min"] > 0:
+        raise InputError(f"{source}: benchmark {name!r} has a non-positive minimum time {values['min']!r}")
+    return {"min_s": values["min"], "median_s": values["median"], "iqr_s": values["iqr"], "rounds": rounds}
+
+
+def normalise(run: Mapping, source: str = "<run>") -> tuple[dict, dict]:
+    """Calibration statistics and every other benchmark's figures from a pytest-benchmark run.
+
+    Parameters
+    ----------
+    run : mapping
+        pytest-benchmark's ``--benchmark-json`` document (``benchmarks`` list with ``name``,
+        ``fullname`` and ``stats``).
+    source : str
+        Where ``run`` came from, for error messages.
+
+    Returns
+    -------
+    calibration : dict
+        ``min_s``, ``median_s``, ``iqr_s``, ``rounds`` of the calibration benchmark (of the
+        run with the smallest minimum when it ran more than once), and ``drift``: the
+        largest calibration minimum over the smallest, minus 1 (0 for one run), a measure
+        of how much the machine's speed changed during the session.
+    benchmarks : dict
+        Per benchmark ``fullname``: the same statistics plus ``normalised`` (its minimum over
+        the calibration's minimum) and ``rel_iqr`` (IQR over median, 0 for one round).
+
+    Raises
+    ------
+    InputError
+        When the calibration benchmark is missing or a benchmark has no usable statistics.
+    """
+    entries = run.get("benchmarks") if isinstance(run, Mapping) else None
+    if not isinstance(entries, list):
+        raise InputError(f"{source}: not a pytest-benchmark JSON document (no 'benchmarks' list)")
+    calibrations = []
+    benchmarks = {}
+    for entry in entries:
+        if entry.get("name") == CALIBRATION_NAME:
+            calibrations.append(_stats(entry, source))
+        else:
+            benchmarks[entry.get("fullname", entry.get("name"))] = _stats(entry, source)
+    if not calibrations:
+        raise InputError(
+            f"{source}: no {CALIBRATION_NAME!r} benchmark; run benchmarks/calibration.py in the same session"
+        )
+    calibration = min(calibrations, key=lambda c: c["min_s"])
+    mins = [c["min_s"] for c in calibrations]
+    calibration["drift"] = max(mins) / min(mins) - 1.0
+    for stats in benchmarks.values():
+        stats["normalised"] = stats["min_s"] / calibration["min_s"]
+        stats["rel_iqr"] = stats["iqr_s"] / stats["median_s"] if stats["median_s"] > 0 else 0.0
+    return calibration, benchmarks
+
+
+def threshold(rel_iqr: float, floor: float = DEFAULT_FLOOR, iqr_factor: float = DEFAULT_IQR_FACTOR) -> float:
+    """Allowed relative slow-down: ``max(floor, iqr_factor x rel_iqr)``.
+
+    >>> threshold(0.01), threshold(0.1)
+    (0.15, 0.30000000000000004)
+    """
+    if not (floor >= 0 and iqr_factor >= 0):
+        raise InputError(f"floor and iqr_factor must be >= 0, got {floor!r} and {iqr_factor!r}")
+    return max(floor, iqr_factor * rel_iqr)
+
+
+def make_baseline(run: Mapping, name: str, *, pytest_options: Mapping, note: str = "", source: str = "<run>") -> dict:
+    """The baseline document of one pytest-benchmark run (see the module docstring).
+
+    Parameters
+    ----------
+    run : mapping
+        pytest-benchmark JSON document.
+    name : str
+        Baseline name (the file stem under ``benchmarks/baselines``).
+    pytest_options : mapping
+        ``scale``, ``keyword`` and ``suites`` the run used; ``compare`` reuses them.
+    note : str
+        Free text kept with the baseline (e.g. "other processes were running").
+    source : str
+        Where ``run`` came from, for error messages.
+
+    Returns
+    -------
+    dict
+        JSON-serialisable.
+    """
+    calibration, benchmarks = normalise(run, source)
+    return {
+        "format": BASELINE_FORMAT,
+        "version": BASELINE_VERSION,
+        "name": name,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "note": note,
+        "pytest_options": dict(pytest_options),
+        "machine": run.get("machine_info", {}),
+        "commit": run.get("commit_info", {}),
+        "calibration": calibration,
+        "benchmarks": benchmarks,
+    }
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One benchmark's verdict.
+
+    Attributes
+    ----------
+    name : str
+        pytest-benchmark ``fullname``.
+    baseline, current : float or None
+        Normalised figures (benchmark minimum over calibration minimum); None where absent.
+    threshold : float or None
+        Allowed relative slow-down (from the baseline's and the run's noise).
+    verdict : {"ok", "slower", "faster", "new", "missing"}
+        ``slower`` (a regression) when ``current > baseline x (1 + threshold)``, ``faster``
+        when ``current < baseline / (1 + threshold)``.
+    """
+
+    name: str
+    baseline: float | None
+    current: float | None
+    threshold: float | None
+    verdict: str
+
+    @property
+    def change(self) -> float | None:
+        """``current / baseline - 1``, or None."""
+        if self.baseline is None or self.current is None:
+            return None
+        return self.current / self.baseline - 1.0
+
+
+def compare(
+    baseline: Mapping,
+    current: Mapping,
+    *,
+    floor: float = DEFAULT_FLOOR,
+    iqr_factor: float = DEFAULT_IQR_FACTOR,
+) -> list[Comparison]:
+    """Compare a run's normalised figures with a baseline's.
+
+    Parameters
+    ----------
+    baseline : mapping
+        ``benchmarks`` of a baseline document (name -> ``normalised``, ``rel_iqr``, ...).
+    current : mapping
+        Second return value of :func:`normalise` for the new run.
+    floor, iqr_factor : float
+        See :func:`threshold`; it is applied to the larger of the two relative IQRs.
+
+    Returns
+    -------
+    list of Comparison
+        Baseline benchmarks in name order, then benchmarks new in ``current``.
+    """
+    out = []
+    for name in sorted(baseline):
+        base = baseline[name]
+        if name not in current:
+            allowed = threshold(float(base.get("rel_iqr", 0.0)), floor, iqr_factor)
+            out.append(Comparison(name, base["normalised"], None, allowed, "missing"))
+            continue
+        noise = max(float(base.get("rel_iqr", 0.0)), float(current[name].get("rel_iqr", 0.0)))
+        allowed = threshold(noise, floor, iqr_factor)
+        now = current[name]["normalised"]
+        if now > base["normalised"] * (1.0 + allowed):
+            verdict = "slower"
+        elif now < base["normalised"] / (1.0 + allowed):
+            verdict = "faster"
+        else:
+            verdict = "ok"
+        out.append(Comparison(name, base["normalised"], now, allowed, verdict))
+    for name in sorted(set(current) - set(baseline)):
+        out.append(Comparison(name, None, current[name]["normalised"], None, "new"))
+    return out
+
+
+def format_table(comparisons: Sequence[Comparison]) -> str:
+    """Aligned text table: benchmark, baseline, current, change, threshold, verdict."""
+
+    def number(value: float | None, pattern: str) -> str:
+        return "-" if value is None else format(value, pattern)
+
+    rows = [("benchmark", "baseline", "current", "change", "threshold", "verdict")]
+    for c in comparisons:
+        rows.append(
+            (
+                c.name,
+                number(c.baseline, ".4g"),
+                number(c.current, ".4g"),
+                number(c.change, "+.1%"),
+                number(c.threshold, ".0%"),
+                c.verdict.upper() if c.verdict == "slower" else c.verdict,
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = []
+    for r in rows:
+        cells = [r[0].ljust(widths[0])] + [cell.rjust(w) for cell, w in zip(r[1:], widths[1:])]
+        lines.append("  ".join(cells).rstrip())
+    lines.insert(1, "-" * len(lines[0]))
+    return "\n".join(lines)
+
+
+def _load_json(path: Path, what: str) -> dict:
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise InputError(f"{path}: cannot read {what}: {err.strerror}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InputError(f"{path}, line {err.lineno}: {what} is not valid JSON: {err.msg}") from None
+
+
+def _baseline_path(name: str) -> Path:
+    if not name or os.sep in name or name.startswith("."):
+        raise InputError(f"baseline name {name!r} must be a plain file stem such as 'ci-2cpu'")
+    return BASELINE_DIR / f"{name}.json"
+
+
+def _run_suites(options: Mapping) -> tuple[dict, str]:
+    """Run calibration and suites in one pytest session; returns (JSON document, its name)."""
+    suites = [str(REPO_ROOT / s) for s in options["suites"]]
+    keyword = CALIBRATION_NAME if not options["keyword"] else f"{CALIBRATION_NAME} or ({options['keyword']})"
+    handle, json_path = tempfile.mkstemp(prefix="flowsim-bench-", suffix=".json")
+    os.close(handle)
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(BENCH_DIR / "calibration.py"),
+        *suites,
+        str(BENCH_DIR / "calibration.py"),
+        "--keep-duplicates",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-k",
+        keyword,
+        f"--flows-scale={options['scale']}",
+        f"--benchmark-json={json_path}",
+    ]
+    print("running: " + " ".join(command), file=sys.stderr, flush=True)
+    status = subprocess.run(command, cwd=REPO_ROOT).returncode
+    if status != 0:
+        raise InputError(f"pytest exited with status {status}; no baseline or comparison made")
+    try:
+        return _load_json(Path(json_path), "pytest-benchmark output"), "pytest-benchmark output"
+    finally:
+        os.unlink(json_path)
+
+
+def _default_suites() -> list[str]:
+    return sorted(f"{BENCH_DIR.name}/{p.name}" for p in BENCH_DIR.glob("bench_*.py"))
+
+
+def _save(args: argparse.Namespace) -> int:
+    path = _baseline_path(args.name)
+    options = {
+        "scale": args.scale if args.scale is not None else 1.0,
+        "keyword": args.keyword or "",
+        "suites": args.suite or _default_suites(),
+    }
+    if args.from_json is not None:
+        run, source = _load_json(args.from_json, "pytest-benchmark output"), str(args.from_json)
+    else:
+        run, source = _run_suites(options)
+    baseline = make_baseline(run, args.name, pytest_options=options, note=args.note, source=source)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(baseline, indent=2, sort_keys=True) + "\n")
+    cal = baseline["calibration"]
+    print(f"calibration: min {cal['min_s'] * 1e3:.2f} ms over {cal['rounds']} rounds")
+    print(f"saved {len(baseline['benchmarks'])} benchmarks -> {path}")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    path = _baseline_path(args.name)
+    baseline = _load_json(path, "baseline")
+    if baseline.get("format") != BASELINE_FORMAT:
+        raise InputError(f"{path}: not a flowsim benchmark baseline (format {baseline.get('format')!r})")
+    options = dict(baseline["pytest_options"])
+    if args.scale is not None:
+        options["scale"] = args.scale
+    if args.keyword is not None:
+        options["keyword"] = args.keyword
+    if args.suite:
+        options["suites"] = args.suite
+    if args.from_json is not None:
+        run, source = _load_json(args.from_json, "pytest-benchmark output"), str(args.from_json)
+    else:
+        run, source = _run_suites(options)
+    calibration, current = normalise(run, source)
+    if options["scale"] != baseline["pytest_options"]["scale"]:
+        print(f"warning: scale {options['scale']} differs from the baseline's", file=sys.stderr)
+    comparisons = compare(baseline["benchmarks"], current, floor=args.floor, iqr_factor=args.iqr_factor)
+    print(
+        f"baseline {args.name} ({baseline['created']}, machine {baseline['machine'].get('node', '?')}); "
+        f"calibration {baseline['calibration']['min_s'] * 1e3:.2f} ms then, {calibration['min_s'] * 1e3:.2f} ms now"
+    )
+    print("figures are benchmark minimum / calibration minimum")
+    for when, cal in (("baseline", baseline["calibration"]), ("this run", calibration)):
+        if cal.get("drift", 0.0) > args.floor:
+            print(
+                f"warning: the calibration changed by {cal['drift']:.0%} during the {when}'s session "
+                "(the machine's load changed); verdicts are unreliable",
+                file=sys.stderr,
+            )
+    print(format_table(comparisons))
+    slower = [c.name for c in comparisons if c.verdict == "slower"]
+    if slower:
+        print(f"{len(slower)} benchmark(s) slower than the baseline beyond their threshold")
+        return 1
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python benchmarks/regress.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, handler, text in (
+        ("save", _save, "run the suites and store benchmarks/baselines/NAME.json"),
+        ("compare", _compare, "run the suites and compare with benchmarks/baselines/NAME.json"),
+    ):
+        p = sub.add_parser(name, help=text, description=text)
+        p.add_argument("name", help="baseline name, e.g. the machine ('ci-2cpu')")
+        p.add_argument("--scale", type=float, default=None, help="--flows-scale for the suites (save: default 1)")
+        p.add_argument("-k", dest="keyword", default=None, help="pytest -k expression selecting benchmarks")
+        p.add_argument("--suite", action="append", help="benchmark file (repeatable; default benchmarks/bench_*.py)")
+        p.add_argument("--from-json", type=Path, default=None, help="use this pytest-benchmark JSON, do not run")
+        p.set_defaults(func=handler)
+        if name == "save":
+            p.add_argument("--note", default="", help="free text stored with the baseline")
+        else:
+            p.add_argument("--floor", type=float, default=DEFAULT_FLOOR, help="smallest threshold (default 0.15)")
+            p.add_argument(
+                "--iqr-factor",
+                type=float,
+                default=DEFAULT_IQR_FACTOR,
+                help="threshold per unit of the baseline's relative IQR (default 3)",
+            )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line entry; returns the exit status (0 ok, 1 regression, 2 unusable input)."""
+    args = _parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except InputError as err:
+        print(f"regress.py: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

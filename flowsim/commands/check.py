@@ -1,0 +1,107 @@
+"""``flowsim check``: nccl-tests output measured against flowsim's prediction for the cluster.
+
+    flowsim check NCCL_TESTS_OUTPUT --system dgx-h100 --nodes 4 [--threshold 0.1]
+                  [--history history.h5] [--plot trend.png] [--json]
+    flowsim check --history history.h5 --plot trend.png
+
+prints, per message size, the predicted busbw, the measured out-of-place and in-place busbw
+and their ratio to the prediction, and flags sizes whose measured busbw is below
+``1 - threshold`` of the prediction (or where nccl-tests counted wrong elements). With
+``--history`` the check is appended to an HDF5 history; ``--plot`` draws the history's
+measured / predicted ratio over time (needs matplotlib). Exit status: 0 when no size is
+flagged, 1 when some are, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from flowsim.check import BINARIES, append_history, check_nccl_log, plot_history
+from flowsim.collectives import PROTOCOLS
+from flowsim.errors import InputError
+from flowsim.fabrics import FABRICS
+from flowsim.hardware import FIGURES
+from flowsim.nccl import parse_size
+from flowsim.presets import preset_names
+
+__all__ = ["add_parser", "check_command"]
+
+_COLLECTIVE_BINARY = {collective: binary for binary, collective in BINARIES.items()}
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"threshold must be in [0, 1), got {text}")
+    return value
+
+
+def check_command(args: argparse.Namespace) -> int:
+    """Handler of ``flowsim check``; returns 0 (all sizes OK), 1 (some flagged) or 2 (bad input)."""
+    try:
+        if args.output is None and args.plot is None:
+            raise InputError("give an nccl-tests output file, or --history with --plot")
+        if args.plot is not None and args.history is None:
+            raise InputError("--plot draws the history: give --history FILE too")
+        status = 0
+        if args.output is not None:
+            if args.system is None:
+                raise InputError("--system is required to check an nccl-tests output")
+            report = check_nccl_log(
+                args.output,
+                system=args.system,
+                nodes=args.nodes,
+                threshold=args.threshold,
+                collective=args.collective,
+                algorithm=args.algorithm,
+                protocol=args.protocol,
+                figure=args.figure,
+                fabric=args.fabric,
+                min_bytes=parse_size(args.min_bytes),
+            )
+            print(report.to_json() if args.json else report.format_text())
+            if args.history is not None:
+                check_id = append_history(report, args.history)
+                print(f"check {check_id} appended to {args.history}", file=sys.stderr)
+            status = 0 if report.ok else 1
+        if args.plot is not None:
+            binary = None if args.collective is None else _COLLECTIVE_BINARY.get(args.collective, args.collective)
+            path = plot_history(args.history, args.plot, binary=binary)
+            print(f"history plot -> {path}", file=sys.stderr)
+    except (InputError, ImportError) as err:
+        print(f"flowsim check: error: {err}", file=sys.stderr)
+        return 2
+    return status
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register ``check`` on ``subparsers``; its handler is :func:`check_command` (set as ``func``)."""
+    parser = subparsers.add_parser(
+        "check",
+        help="compare nccl-tests output with flowsim's prediction and flag shortfalls",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("output", nargs="?", type=Path, help="output of one nccl-tests binary (a text file)")
+    parser.add_argument("--system", help=f"server preset ({', '.join(preset_names())}; '-' and '_' are the same)")
+    parser.add_argument("--nodes", type=int, help="servers (default: the hosts named in the rank lines)")
+    parser.add_argument(
+        "--threshold", type=_fraction, default=0.1, help="flag below (1 - threshold) x predicted busbw (default 0.1)"
+    )
+    parser.add_argument(
+        "--collective",
+        choices=(*BINARIES, *BINARIES.values()),
+        help="default: read from the output or file name; with --plot alone, the checks to draw",
+    )
+    parser.add_argument("--algorithm", help="flowsim algorithm (default: the collective's first, ring or p2p)")
+    parser.add_argument("--protocol", default="auto", choices=(*PROTOCOLS, "auto"), help="NCCL protocol costs")
+    parser.add_argument("--figure", default="effective", choices=FIGURES, help="link rates (default effective)")
+    parser.add_argument("--fabric", default="rail_optimized", choices=FABRICS, help="compute fabric between servers")
+    parser.add_argument("--min-bytes", default="1", help="predict only sizes from this one, e.g. 64M (default 1)")
+    parser.add_argument("--history", type=Path, help="HDF5 history to append this check to")
+    parser.add_argument("--plot", type=Path, help="draw the history's measured / predicted ratio over time here")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.set_defaults(func=check_command)
+    return parser

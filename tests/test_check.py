@@ -1,0 +1,292 @@
+"""``flowsim check``: nccl-tests output parsed, predicted, flagged and kept in an HDF5 history."""
+
+import argparse
+import json
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from flowsim.check import (
+    append_history,
+    check_log,
+    check_nccl_log,
+    parse_nccl_log,
+    plot_history,
+    read_history,
+)
+from flowsim.commands.check import add_parser
+from flowsim.errors import InputError
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "nccl_tests"
+ALL_GATHER = DATA / "all_gather_perf_dgx_h100_1node.txt"
+ALL_REDUCE_4 = DATA / "all_reduce_perf_dgx_h100_4node.txt"
+DEGRADED = DATA / "all_reduce_perf_dgx_h100_2node_degraded.txt"
+REDUCE_SCATTER = DATA / "reduce_scatter_perf_dgx_h100_2node.txt"
+ALLTOALL = DATA / "alltoall_perf_dgx_h100_1node.txt"
+SENDRECV = DATA / "sendrecv_perf_dgx_h100_2node.txt"
+
+# Predictions only for the largest sizes keep each check to a few simulations.
+LARGE = 512 << 20
+
+
+def flowsim_check(argv):
+    parser = argparse.ArgumentParser(prog="flowsim")
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["check", *argv])
+    return args.func(args)
+
+
+@pytest.mark.parametrize(
+    "path, binary, collective, ranks, hosts, n_rows, first, last",
+    [
+        (ALL_GATHER, "all_gather_perf", "all_gather", 8, 1, 11, 1 << 20, 1 << 30),
+        (ALL_REDUCE_4, "all_reduce_perf", "all_reduce", 32, 4, 14, 1 << 20, 8 << 30),
+        (DEGRADED, "all_reduce_perf", "all_reduce", 16, 2, 8, 16 << 20, 2 << 30),
+        (REDUCE_SCATTER, "reduce_scatter_perf", "reduce_scatter", 16, 2, 11, 4 << 20, 4 << 30),
+        (ALLTOALL, "alltoall_perf", "all_to_all", 8, 1, 11, 1 << 20, 1 << 30),
+        (SENDRECV, "sendrecv_perf", "send", 2, 2, 11, 1 << 20, 1 << 30),
+    ],
+)
+def test_parses_every_sample(path, binary, collective, ranks, hosts, n_rows, first, last):
+    log = parse_nccl_log(path)
+    assert (log.binary, log.collective) == (binary, collective)
+    assert (log.n_ranks, log.n_nodes, len(log.rows)) == (ranks, hosts, n_rows)
+    assert (log.rows[0].size_bytes, log.rows[-1].size_bytes) == (first, last)
+    assert [r.rank for r in log.ranks] == list(range(ranks))
+    for row in log.rows:
+        # nccl-tests' algbw is S / t (GB/s from bytes and microseconds), to print precision.
+        assert row.out_of_place.algbw_GBps == pytest.approx(row.size_bytes / row.out_of_place.time_us / 1e3, rel=2e-3)
+        assert row.in_place.algbw_GBps == pytest.approx(row.size_bytes / row.in_place.time_us / 1e3, rel=2e-3)
+
+
+def test_rank_lines_give_hosts_devices_and_line_numbers():
+    log = parse_nccl_log(ALL_REDUCE_4)
+    assert log.hosts == ("dgx-a01", "dgx-a02", "dgx-a03", "dgx-a04")
+    assert [r.device for r in log.ranks[:9]] == [0, 1, 2, 3, 4, 5, 6, 7, 0]
+    assert log.ranks[0].line == 6 and log.ranks[31].line == 37
+    assert log.ranks[0].device_name == "NVIDIA H100 80GB HBM3"
+    assert (log.version, log.n_threads, log.n_gpus) == ("2.18.3", 1, 1)
+    single = parse_nccl_log(ALL_GATHER)
+    assert single.version is None and single.n_gpus == 8 and single.n_nodes == 1
+
+
+def test_out_of_place_and_in_place_columns_and_wrong_counts():
+    row = parse_nccl_log(ALLTOALL).rows[0]
+    assert row.line == 18
+    assert (row.size_bytes, row.count, row.dtype, row.redop, row.root) == (1048576, 32768, "float", "none", -1)
+    assert (row.out_of_place.time_us, row.out_of_place.algbw_GBps, row.out_of_place.busbw_GBps) == (32.87, 31.90, 27.92)
+    assert (row.in_place.time_us, row.in_place.busbw_GBps) == (32.74, 28.03)
+    assert row.out_of_place.wrong == 0 and row.in_place.wrong is None  # "N/A"
+
+
+def test_in_place_first_header_swaps_the_halves():
+    text = ALL_GATHER.read_text().replace(
+        "out-of-place                       in-place", "in-place                       out-of-place"
+    )
+    swapped, original = parse_nccl_log(text, collective="all_gather").rows[0], parse_nccl_log(ALL_GATHER).rows[0]
+    assert swapped.out_of_place == original.in_place and swapped.in_place == original.out_of_place
+
+
+def test_mpirun_tags_and_nccl_info_lines_are_skipped():
+    log = parse_nccl_log(REDUCE_SCATTER)
+    assert log.n_ranks == 16 and log.rows[0].line == 32 and log.avg_busbw_GBps == pytest.approx(272.777)
+
+
+def test_collective_from_text_file_name_or_columns():
+    text = ALL_GATHER.read_text()
+    with pytest.raises(InputError, match="all_gather_perf, alltoall_perf"):
+        parse_nccl_log(text)  # no name anywhere, and both fit the columns
+    assert parse_nccl_log("$ ./build/all_gather_perf -b 1M -e 1G -g 8\n" + text).binary == "all_gather_perf"
+    assert parse_nccl_log(text, collective="alltoall_perf").collective == "all_to_all"
+    unnamed = "\n".join(line for line in DEGRADED.read_text().splitlines() if "Collective test" not in line)
+    assert parse_nccl_log(unnamed).binary == "all_reduce_perf"  # only all_reduce: sum and 2(n-1)/n
+    with pytest.raises(InputError, match="unknown collective 'gather'"):
+        parse_nccl_log(text, collective="gather")
+
+
+def _lines(path):
+    return path.read_text().splitlines()
+
+
+def test_truncated_row_names_its_line():
+    lines = _lines(ALL_GATHER)
+    lines[16] = lines[16][:60]
+    with pytest.raises(InputError, match=r"<text>, line 17: expected 13 columns.*got 6 \(truncated row\?\)"):
+        parse_nccl_log("\n".join(lines))
+
+
+def test_output_cut_before_the_average_names_the_last_row():
+    lines = _lines(ALL_GATHER)[:20]
+    with pytest.raises(InputError, match=r"line 20: output ends after the row on line 20.*Avg bus bandwidth"):
+        parse_nccl_log("\n".join(lines) + "\n")
+
+
+def test_output_cut_in_the_header():
+    lines = _lines(ALL_GATHER)[:8]
+    with pytest.raises(InputError, match=r"line 8: output ends before the .*table header"):
+        parse_nccl_log("\n".join(lines) + "\n")
+
+
+def test_non_numeric_column_names_line_and_column():
+    lines = _lines(SENDRECV)
+    lines[16] = lines[16].replace("46.22", "46,22", 1)
+    with pytest.raises(InputError, match=r"line 17: column 'out-of-place algbw' should be a number, got '46,22'"):
+        parse_nccl_log("\n".join(lines), collective="send")
+
+
+def test_rank_line_problems():
+    lines = _lines(ALL_GATHER)
+    broken = lines.copy()
+    broken[5] = "#  Rank  2 Group  0 Pid  52011 on    h100-07"
+    with pytest.raises(InputError, match=r"line 6: expected '#  Rank R \[Group G\] Pid P on HOST device D"):
+        parse_nccl_log("\n".join(broken))
+    twice = lines.copy()
+    twice[4] = twice[3]
+    with pytest.raises(InputError, match=r"line 5: rank 0 is listed twice \(also line 4\).*without MPI"):
+        parse_nccl_log("\n".join(twice))
+    none = [line for line in lines if "Rank" not in line]
+    with pytest.raises(InputError, match=r"line 1: expected '# Using devices' and one '#  Rank"):
+        parse_nccl_log("\n".join(none))
+
+
+def test_older_rank_lines_without_group_are_read():
+    text = ALL_GATHER.read_text().replace(" Group  0", "")
+    assert parse_nccl_log(text, collective="all_gather").n_ranks == 8
+
+
+def test_not_nccl_tests_output_and_two_runs(tmp_path):
+    with pytest.raises(InputError, match="no '# nThread"):
+        parse_nccl_log("hello\nworld\n")
+    with pytest.raises(InputError, match=r"line 31: a second nccl-tests run starts here"):
+        parse_nccl_log(ALL_GATHER.read_text() + ALL_GATHER.read_text(), collective="all_gather")
+    with pytest.raises(InputError, match="cannot read nccl-tests output"):
+        parse_nccl_log(tmp_path / "missing.txt")
+
+
+def test_healthy_sample_is_not_flagged():
+    report = check_nccl_log(SENDRECV, system="dgx-h100", nodes=2, min_bytes=LARGE)
+    assert report.ok and report.system == "dgx_h100" and report.algorithm == "p2p"
+    predicted = [r for r in report.rows if r.predicted_busbw_GBps is not None]
+    assert [r.size_bytes for r in predicted] == [512 << 20, 1 << 30]
+    # One NDR NIC between the two servers: about 48 GB/s predicted, 47 measured.
+    assert all(45 < r.predicted_busbw_GBps < 50 and 0.9 < r.ratio_out < 1.05 for r in predicted)
+    assert all(r.predicted_time_us is None and not r.flagged for r in report.rows[:-2])
+
+
+def test_degraded_sample_is_flagged_short():
+    report = check_nccl_log(DEGRADED, system="dgx_h100", threshold=0.1, min_bytes=1 << 30)
+    flagged = report.flagged
+    assert [r.size_bytes for r in flagged] == [1 << 30, 2 << 30]
+    assert all(r.short and not r.wrong and r.ratio_out < 0.6 for r in flagged)
+    # the same rows pass once the threshold allows a 55% shortfall
+    assert check_log(parse_nccl_log(DEGRADED), system="dgx-h100", threshold=0.55, min_bytes=1 << 30).ok
+
+
+def test_wrong_elements_are_flagged():
+    lines = _lines(SENDRECV)
+    last = lines[21].rsplit(None, 1)
+    lines[21] = f"{last[0]}      3"
+    report = check_nccl_log("\n".join(lines), system="dgx-h100", min_bytes=1 << 30)
+    assert report.rows[-1].wrong and report.rows[-1].flagged and not report.ok
+
+
+def test_nodes_and_devices_must_fit_the_system():
+    with pytest.raises(InputError, match=r"the rank lines name 2 host\(s\) \(dgx-b11, dgx-b12\), not 4"):
+        check_nccl_log(SENDRECV, system="dgx-h100", nodes=4)
+    text = SENDRECV.read_text().replace("device  0 [0000:18:00]", "device  9 [0000:18:00]", 1)
+    with pytest.raises(InputError, match=r"line 6: rank 0 uses device 9, which a dgx_h100 server does not have"):
+        check_nccl_log(text, system="dgx-h100", min_bytes=1 << 30)
+
+
+def test_report_json_and_text():
+    report = check_nccl_log(DEGRADED, system="dgx-h100", min_bytes=2 << 30)
+    data = json.loads(report.to_json())
+    assert (data["binary"], data["ranks"], data["hosts"], data["n_flagged"]) == (
+        "all_reduce_perf",
+        16,
+        ["dgx-c01", "dgx-c02"],
+        1,
+    )
+    assert data["rows"][-1]["flagged"] and data["rows"][-1]["ratio_out"] < 0.6
+    text = report.format_text().splitlines()
+    assert text[-2].split()[0] == str(2 << 30) and text[-2].endswith("SHORT")
+    assert text[-1] == "# 1 of 8 sizes flagged"
+
+
+def test_history_appends_and_reads_back(tmp_path):
+    path = tmp_path / "history.h5"
+    first = check_nccl_log(DEGRADED, system="dgx-h100", min_bytes=1 << 30)
+    second = check_nccl_log(SENDRECV, system="dgx-h100", min_bytes=1 << 30)
+    assert append_history(first, path) == 0
+    assert append_history(second, path) == 1
+    history = read_history(path)
+    assert history.n_checks == 2
+    assert history.checks["binary"].tolist() == ["all_reduce_perf", "sendrecv_perf"]
+    assert history.checks["n_flagged"].tolist() == [2, 0]
+    rows = history.rows
+    assert rows["check_id"].tolist() == [0] * 8 + [1] * 11
+    assert rows["size_bytes"][:8].tolist() == [r.size_bytes for r in first.rows]
+    ratio = rows["ratio"][:8]
+    assert np.isnan(ratio[:6]).all() and (ratio[6:] < 0.6).all()
+    assert rows["flagged"][:8].tolist() == [False] * 6 + [True] * 2
+    with h5py.File(path) as f:
+        assert f["rows/ratio"].maxshape == (None,) and f.attrs["format"] == "flowsim-nccl-check-history"
+
+
+def test_history_refuses_other_hdf5_files(tmp_path):
+    other = tmp_path / "other.h5"
+    with h5py.File(other, "w") as f:
+        f.attrs["format"] = "something else"
+    report = check_nccl_log(SENDRECV, system="dgx-h100", min_bytes=1 << 30)
+    with pytest.raises(InputError, match="not a flowsim check history"):
+        append_history(report, other)
+    with pytest.raises(InputError, match="no such check history file"):
+        read_history(tmp_path / "absent.h5")
+
+
+def test_plot_history(tmp_path):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "history.h5"
+    append_history(check_nccl_log(SENDRECV, system="dgx-h100", min_bytes=1 << 30), path)
+    out = plot_history(path, tmp_path / "trend.png")
+    assert out.stat().st_size > 0
+    with pytest.raises(InputError, match="no check of alltoall_perf"):
+        plot_history(path, tmp_path / "none.png", binary="alltoall_perf")
+
+
+def test_plot_without_matplotlib_says_what_to_install(tmp_path, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name.startswith("matplotlib"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    with pytest.raises(ImportError, match=r"pip install 'flowsim\[plot\]'"):
+        plot_history(tmp_path / "history.h5", tmp_path / "trend.png")
+
+
+def test_cli_exit_status_output_and_history(tmp_path, capsys):
+    history = tmp_path / "h.h5"
+    argv = ["--system", "dgx-h100", "--nodes", "2", "--min-bytes", "1G", "--history", str(history)]
+    assert flowsim_check([str(DEGRADED), *argv]) == 1
+    out = capsys.readouterr()
+    assert "2 of 8 sizes flagged" in out.out and "check 0 appended" in out.err
+    assert flowsim_check([str(SENDRECV), *argv, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["n_flagged"] == 0
+    assert read_history(history).n_checks == 2
+    assert flowsim_check([str(SENDRECV), "--system", "dgx-h100", "--nodes", "4"]) == 2
+    assert "not 4" in capsys.readouterr().err
+    assert flowsim_check(["--plot", str(tmp_path / "p.png")]) == 2
+    assert "--history" in capsys.readouterr().err
+
+
+def test_a_missing_rank_line_is_named():
+    lines = [line for line in _lines(ALL_GATHER) if not line.startswith("#  Rank  3 ")]
+    with pytest.raises(InputError, match=r"line 10: the rank lines up to here list 7 ranks but not rank 3"):
+        parse_nccl_log("\n".join(lines), collective="all_gather")

@@ -1,0 +1,193 @@
+"""benchmarks/regress.py: normalisation by the calibration run, thresholds and verdicts, on
+synthetic pytest-benchmark documents (nothing is timed here)."""
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from flowsim.errors import InputError
+
+REGRESS_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "regress.py"
+_spec = importlib.util.spec_from_file_location("flowsim_bench_regress", REGRESS_PATH)
+regress = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = regress  # dataclasses look their module up while the file runs
+_spec.loader.exec_module(regress)
+
+
+def entry(name, minimum, median=None, iqr=0.0, rounds=5):
+    median = minimum if median is None else median
+    return {
+        "name": name.rsplit("::", 1)[-1],
+        "fullname": name,
+        "stats": {"min": minimum, "median": median, "iqr": iqr, "rounds": rounds, "max": median * 2},
+    }
+
+
+def run(calibration_s, *benchmarks):
+    """A pytest-benchmark document: calibration first, then ``(fullname, min, median, iqr)``."""
+    return {
+        "machine_info": {"node": "testbox", "cpu": {"brand_raw": "Synthetic CPU"}},
+        "commit_info": {"id": "abc"},
+        "benchmarks": [entry("benchmarks/calibration.py::test_calibration", calibration_s)]
+        + [entry(*b) for b in benchmarks],
+    }
+
+
+SOLVE = "benchmarks/bench_maxmin.py::test_max_min_solve[k=16-n_flows=10000]"
+ENGINE = "benchmarks/bench_engine.py::test_burst"
+
+
+def test_normalise_divides_minimum_by_the_calibration_minimum():
+    calibration, benchmarks = regress.normalise(run(0.05, (SOLVE, 0.02, 0.025, 0.005), (ENGINE, 0.5)))
+    assert calibration == {"min_s": 0.05, "median_s": 0.05, "iqr_s": 0.0, "rounds": 5, "drift": 0.0}
+    assert benchmarks[SOLVE]["normalised"] == pytest.approx(0.4)
+    assert benchmarks[SOLVE]["rel_iqr"] == pytest.approx(0.2)
+    assert benchmarks[ENGINE]["normalised"] == pytest.approx(10.0)
+    assert benchmarks[ENGINE]["rel_iqr"] == 0.0
+    assert "test_calibration" not in " ".join(benchmarks)
+
+
+def test_a_uniformly_slower_machine_normalises_to_the_same_figures():
+    fast = regress.normalise(run(0.05, (SOLVE, 0.02), (ENGINE, 0.5)))[1]
+    slow = regress.normalise(run(0.08, (SOLVE, 0.032), (ENGINE, 0.8)))[1]
+    for name in (SOLVE, ENGINE):
+        assert slow[name]["normalised"] == pytest.approx(fast[name]["normalised"])
+
+
+def test_normalise_needs_the_calibration_and_stats():
+    with pytest.raises(InputError, match="no 'test_calibration' benchmark"):
+        regress.normalise({"benchmarks": [entry(SOLVE, 0.1)]}, "run.json")
+    with pytest.raises(InputError, match="run.json: not a pytest-benchmark JSON document"):
+        regress.normalise({"results": []}, "run.json")
+    broken = run(0.05, (SOLVE, 0.02))
+    del broken["benchmarks"][1]["stats"]["iqr"]
+    with pytest.raises(InputError, match=r"run.json: benchmark '.*n_flows=10000\]' lacks a usable 'stats'"):
+        regress.normalise(broken, "run.json")
+    with pytest.raises(InputError, match="non-positive minimum"):
+        regress.normalise(run(0.0), "run.json")
+
+
+@pytest.mark.parametrize(
+    "rel_iqr, floor, factor, expected",
+    [
+        (0.0, 0.15, 3.0, 0.15),
+        (0.04, 0.15, 3.0, 0.15),
+        (0.1, 0.15, 3.0, 0.3),
+        (0.1, 0.5, 3.0, 0.5),
+        (0.2, 0.1, 1.0, 0.2),
+    ],
+)
+def test_threshold_is_the_floor_or_the_scaled_noise(rel_iqr, floor, factor, expected):
+    assert regress.threshold(rel_iqr, floor, factor) == pytest.approx(expected)
+
+
+def test_threshold_rejects_negative_settings():
+    with pytest.raises(InputError, match="must be >= 0"):
+        regress.threshold(0.1, -0.1, 3.0)
+
+
+def baseline_of(*benchmarks, calibration_s=0.05):
+    return regress.make_baseline(
+        run(calibration_s, *benchmarks), "testbox", pytest_options={"scale": 0.05, "keyword": "", "suites": []}
+    )
+
+
+def test_compare_verdicts():
+    # SOLVE is steady (floor 15%); ENGINE is noisy (rel IQR 0.1 -> 30%).
+    baseline = baseline_of((SOLVE, 0.02), (ENGINE, 0.5, 0.5, 0.05), ("gone", 1.0))
+    current = regress.normalise(run(0.05, (SOLVE, 0.0236), (ENGINE, 0.62), ("added", 1.0)))[1]
+    verdicts = {c.name: c for c in regress.compare(baseline["benchmarks"], current)}
+    assert verdicts[SOLVE].verdict == "slower"  # +18% > 15%
+    assert verdicts[SOLVE].change == pytest.approx(0.18)
+    assert verdicts[ENGINE].verdict == "ok"  # +24% < 30%
+    assert verdicts[ENGINE].threshold == pytest.approx(0.3)
+    assert verdicts["gone"].verdict == "missing" and verdicts["gone"].current is None
+    assert verdicts["added"].verdict == "new" and verdicts["added"].change is None
+    faster = regress.normalise(run(0.05, (SOLVE, 0.015), (ENGINE, 0.5)))[1]
+    verdicts = {c.name: c.verdict for c in regress.compare(baseline["benchmarks"], faster)}
+    assert verdicts[SOLVE] == "faster" and verdicts[ENGINE] == "ok"
+
+
+def test_just_inside_and_just_outside_the_threshold():
+    baseline = baseline_of((SOLVE, 0.02))
+    inside = regress.normalise(run(0.05, (SOLVE, 0.02 * 1.149)))[1]
+    outside = regress.normalise(run(0.05, (SOLVE, 0.02 * 1.151)))[1]
+    assert regress.compare(baseline["benchmarks"], inside)[0].verdict == "ok"
+    assert regress.compare(baseline["benchmarks"], outside)[0].verdict == "slower"
+
+
+def test_baseline_document_keeps_machine_options_and_raw_stats():
+    baseline = baseline_of((SOLVE, 0.02, 0.025, 0.005))
+    assert baseline["format"] == regress.BASELINE_FORMAT and baseline["name"] == "testbox"
+    assert baseline["machine"]["cpu"]["brand_raw"] == "Synthetic CPU"
+    assert baseline["pytest_options"]["scale"] == 0.05
+    assert baseline["benchmarks"][SOLVE]["min_s"] == 0.02
+    json.dumps(baseline)
+
+
+def test_table_marks_regressions():
+    table = regress.format_table(
+        [regress.Comparison(SOLVE, 0.4, 0.5, 0.15, "slower"), regress.Comparison(ENGINE, None, 2.0, None, "new")]
+    ).splitlines()
+    assert table[0].split() == ["benchmark", "baseline", "current", "change", "threshold", "verdict"]
+    assert set(table[1]) == {"-"}
+    assert table[2].split()[1:] == ["0.4", "0.5", "+25.0%", "15%", "SLOWER"]
+    assert table[3].split()[1:] == ["-", "2", "-", "-", "new"]
+
+
+@pytest.fixture
+def baseline_dir(tmp_path, monkeypatch):
+    monkeypatch.setattr(regress, "BASELINE_DIR", tmp_path / "baselines")
+    return tmp_path
+
+
+def test_save_then_compare_from_json_files(baseline_dir, capsys):
+    first = baseline_dir / "first.json"
+    first.write_text(json.dumps(run(0.05, (SOLVE, 0.02), (ENGINE, 0.5))))
+    assert regress.main(["save", "box", "--from-json", str(first), "--scale", "0.05", "--note", "busy"]) == 0
+    stored = json.loads((baseline_dir / "baselines" / "box.json").read_text())
+    assert stored["note"] == "busy" and stored["machine"]["node"] == "testbox"
+    same_on_slower_machine = baseline_dir / "second.json"
+    same_on_slower_machine.write_text(json.dumps(run(0.1, (SOLVE, 0.04), (ENGINE, 1.0))))
+    assert regress.main(["compare", "box", "--from-json", str(same_on_slower_machine)]) == 0
+    regressed = baseline_dir / "third.json"
+    regressed.write_text(json.dumps(run(0.05, (SOLVE, 0.03), (ENGINE, 0.5))))
+    assert regress.main(["compare", "box", "--from-json", str(regressed)]) == 1
+    out = capsys.readouterr().out
+    assert "SLOWER" in out and "1 benchmark(s) slower" in out
+
+
+def test_unusable_inputs_exit_2(baseline_dir, capsys):
+    assert regress.main(["compare", "absent", "--from-json", "x.json"]) == 2
+    assert "absent.json: cannot read baseline" in capsys.readouterr().err
+    bad = baseline_dir / "bad.json"
+    bad.write_text('{"benchmarks": [\n  {"name": }\n]}')
+    assert regress.main(["save", "box", "--from-json", str(bad)]) == 2
+    assert "bad.json, line 2: pytest-benchmark output is not valid JSON" in capsys.readouterr().err
+    assert regress.main(["save", "../escape", "--from-json", str(bad)]) == 2
+    assert "must be a plain file stem" in capsys.readouterr().err
+
+
+def test_calibration_before_and_after_the_suites(capsys, baseline_dir):
+    document = run(0.05, (SOLVE, 0.02))
+    document["benchmarks"].append(entry("benchmarks/calibration.py::test_calibration", 0.04))
+    calibration, benchmarks = regress.normalise(document)
+    assert calibration["min_s"] == 0.04 and calibration["drift"] == pytest.approx(0.25)
+    assert benchmarks[SOLVE]["normalised"] == pytest.approx(0.5)
+    path = baseline_dir / "drifting.json"
+    path.write_text(json.dumps(document))
+    assert regress.main(["save", "box", "--from-json", str(path)]) == 0
+    assert regress.main(["compare", "box", "--from-json", str(path)]) == 0
+    assert "calibration changed by 25% during the baseline's session" in capsys.readouterr().err
+
+
+def test_a_noisy_current_run_widens_the_threshold():
+    baseline = baseline_of((SOLVE, 0.02))
+    steady = regress.normalise(run(0.05, (SOLVE, 0.025)))[1]
+    noisy = regress.normalise(run(0.05, (SOLVE, 0.025, 0.03, 0.03)))[1]  # rel IQR 1.0
+    assert regress.compare(baseline["benchmarks"], steady)[0].verdict == "slower"
+    widened = regress.compare(baseline["benchmarks"], noisy)[0]
+    assert widened.verdict == "ok" and widened.threshold == pytest.approx(3.0)

@@ -1,0 +1,55 @@
+"""Collectives end to end on DGX H100 clusters: build the flow DAG, route, simulate.
+
+Full scale: a 1,024-GPU (128-node) all-to-all, about a million flows starting together, and
+a 1,024-GPU ring all-reduce (one channel, one slice: 2 x 1,023 dependent steps per rank,
+about two million flows). ``--flows-scale`` shrinks the node count with the flow count.
+``extra_info`` records flows, events and rate updates.
+"""
+
+import math
+
+import pytest
+
+from flowsim.collectives import all_reduce, all_to_all
+from flowsim.fabrics import build_cluster
+from flowsim.pipeline import run
+
+FULL_NODES = 128
+
+
+def n_nodes(flows_scale):
+    # Both collectives' flow counts grow with the square of the GPU count (pairs, or ranks x
+    # steps), so the node count scales with the square root of the flow scale.
+    return max(2, round(FULL_NODES * math.sqrt(flows_scale)))
+
+
+def cluster_and_gpus(nodes):
+    topology = build_cluster("dgx_h100", nodes, figure="effective")
+    return topology, [topology.node_names[g] for g in topology.gpus()]
+
+
+def run_and_record(benchmark, topology, workload):
+    result = benchmark.pedantic(run, args=(topology, workload), rounds=1, iterations=1).result
+    benchmark.extra_info.update(
+        n_gpus=len(topology.gpus()),
+        n_flows=result.n_flows,
+        n_events=result.n_events,
+        n_rate_updates=result.n_rate_updates,
+        makespan_s=result.makespan_s,
+    )
+
+
+@pytest.fixture(scope="module", autouse=True)
+def compiled():
+    topology, gpus = cluster_and_gpus(2)
+    run(topology, all_to_all(gpus, 1 << 20))
+
+
+def test_all_to_all(benchmark, flows_scale):
+    topology, gpus = cluster_and_gpus(n_nodes(flows_scale))
+    run_and_record(benchmark, topology, all_to_all(gpus, 64 * 2**20 * len(gpus)))
+
+
+def test_ring_all_reduce(benchmark, flows_scale):
+    topology, gpus = cluster_and_gpus(n_nodes(flows_scale))
+    run_and_record(benchmark, topology, all_reduce(gpus, 1 << 30, channels=1, slices=1))

@@ -1,0 +1,67 @@
+"""``flowsim rates SCENARIO.toml``: every flow of a scenario at once, max-min fair, no time.
+
+The instantaneous allocation if all the scenario's flows ran together: total throughput and
+the saturated links that bound it. ``--scale`` repeats it with every link capacity
+multiplied (one instance per factor, solved as a batch on ``--backend``: ``cpu`` uses every
+core; ``cuda`` needs ``pip install 'flowsim[cuda]'`` and an NVIDIA GPU; ``auto`` picks cuda
+where it can run).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+from flowsim.batched import BACKENDS, BatchProblem, resolve_backend
+from flowsim.commands.inspect import format_rate
+from flowsim.routing import Router
+from flowsim.scenario import load_scenario
+
+__all__ = ["add_parser", "rates_command"]
+
+# A link counts as saturated within this relative slack, as in the model's feasibility check.
+_SATURATED = 1 - 1e-9
+
+
+def rates_command(args: argparse.Namespace) -> int:
+    """Handler of ``flowsim rates``: print throughput and bottlenecks per capacity scale."""
+    scenario = load_scenario(args.scenario)
+    t, w, o = scenario.topology, scenario.workload, scenario.options
+    routes = Router(t).route(w.src, w.dst, method=o.routing, seed=o.seed, gpudirect=o.gpudirect)
+    scales = np.array(args.scale, dtype=np.float64)
+    problem = BatchProblem.build(
+        routes, scales[:, None] * t.link_capacity_Bps[None, :], w.weight, w.cap_Bps,
+        link_names=t.link_names, flow_names=w.names,
+    )
+    backend = resolve_backend(args.backend)
+    rates = problem.solve(backend)
+    hops = routes.hop_counts()
+    print(f"# {scenario.name}: {len(w):,} flows over {t.n_links:,} links, all at once ({backend} backend)")
+    for scale, capacity, rate in zip(scales, problem.capacity_Bps, rates):
+        load = np.bincount(routes.flow_link_indices, weights=np.repeat(rate, hops), minlength=t.n_links)
+        saturated = np.flatnonzero(load >= capacity * _SATURATED)
+        by_flows = np.bincount(routes.flow_link_indices, minlength=t.n_links)[saturated]
+        print(
+            f"capacity x{scale:g}: total {format_rate(rate.sum())}, "
+            f"min flow {format_rate(rate.min())}, {saturated.size} saturated links"
+        )
+        for link in saturated[np.argsort(-by_flows, kind="stable")][: args.top]:
+            print(f"  {t.link_names[link]:<32} {format_rate(capacity[link]):>14}")
+    return 0
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register ``flowsim rates``; its handler is :func:`rates_command`."""
+    parser = subparsers.add_parser(
+        "rates", help="max-min rates of all of a scenario's flows at once", description=__doc__
+    )
+    parser.add_argument("scenario", type=Path, help="a TOML scenario file")
+    parser.add_argument(
+        "--scale", type=float, nargs="+", default=[1.0], help="link capacity factors, one instance each"
+    )
+    parser.add_argument("--backend", choices=BACKENDS, default="cpu", help="where to solve (default: cpu)")
+    parser.add_argument("--top", type=int, default=5, help="saturated links to list per instance")
+    parser.set_defaults(func=rates_command)
+    return parser

@@ -1,0 +1,30 @@
+"""``flowsim rates``: a scenario's flows all at once, per capacity scale and backend."""
+
+from pathlib import Path
+
+import pytest
+
+from flowsim.batched import available_backends
+from flowsim.cli import main
+from flowsim.commands.inspect import format_rate
+from flowsim.hardware import nvlink_per_gpu
+
+SCENARIO = Path(__file__).resolve().parents[1] / "data" / "scenarios" / "dgx_h100_all_to_all.toml"
+
+
+def test_all_to_all_in_a_dgx_h100_fills_every_gpu_link(capsys):
+    # 8 GPUs each send to the 7 others through the NVSwitch: every GPU's link to the switch
+    # carries 7 flows each way, so each flow gets 1/7 of it and the total is 8 GPU links.
+    per_gpu = nvlink_per_gpu("nvlink4", figure="effective")
+    assert main(["rates", str(SCENARIO), "--scale", "1", "2"]) == 0
+    out = capsys.readouterr().out
+    assert f"capacity x1: total {format_rate(8 * per_gpu)}" in out
+    assert f"capacity x2: total {format_rate(16 * per_gpu)}" in out
+    assert "16 saturated links" in out
+
+
+@pytest.mark.skipif("cuda" in available_backends(), reason="a CUDA backend is usable here")
+def test_cuda_backend_without_numba_cuda_or_a_gpu_says_what_is_missing(capsys):
+    assert main(["rates", str(SCENARIO), "--backend", "cuda"]) == 2
+    err = capsys.readouterr().err
+    assert "flowsim: error: backend 'cuda'" in err

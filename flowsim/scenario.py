@@ -68,7 +68,7 @@ from pathlib import Path
 
 import numpy as np
 
-from flowsim.errors import InputError
+from flowsim.errors import InputError, read_text_file
 from flowsim.fabrics import build_cluster
 from flowsim.hardware import FIGURES, LinkTier
 from flowsim.pipeline import simulate_routed
@@ -384,10 +384,7 @@ def read_flow_csv(path: str | os.PathLike, topology: Topology | None = None) -> 
         Naming the file, line and column of a bad cell, or the flow of a bad row.
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"{path}: cannot read the flow list: {err}") from None
+    text = read_text_file(path, "the flow list")
     reader = csv.reader(io.StringIO(text, newline=""))
     header = [h.strip() for h in next(reader, [])]
     missing = [c for c in _REQUIRED_FLOW_COLUMNS if c not in header]
@@ -618,10 +615,7 @@ def load_scenario(path: str | os.PathLike) -> Scenario:
         When the file cannot be read or its content is bad (see :func:`parse_scenario`).
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"{path}: cannot read the scenario: {err}") from None
+    text = read_text_file(path, "the scenario")
     return parse_scenario(text, source=str(path), base_dir=path.parent)
 
 

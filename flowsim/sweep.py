@@ -1,0 +1,1041 @@
+"""What-if sweeps: one base scenario, many parameter values, one result row per run.
+
+A sweep spec is TOML. It names a base scenario (:mod:`flowsim.scenario`), the metrics to
+keep, and axes over the scenario's fields. Runs execute in a local process pool or on a Dask
+cluster; each finished run is appended to a journal so that a killed sweep resumes where it
+stopped, and the table of all runs is written to HDF5.
+
+Format
+------
+``[sweep]``
+    ``scenario = "base.toml"`` (relative to the sweep file) and ``metrics``, a non-empty
+    array of names from :data:`METRICS`.
+``[sweep.grid]``
+    ``"path" = [v1, v2, ...]``: every combination of the listed values (a product).
+``[sweep.zip]``
+    ``"path" = [...]``: equal-length lists that advance together.
+``[sweep.random]``
+    ``samples`` (a positive integer), ``seed`` (a non-negative integer) and
+    ``"path" = {uniform = [a, b]}``, ``{log_uniform = [a, b]}`` (``0 < a``),
+    ``{int_uniform = [a, b]}`` (both ends included) or ``{choice = [...]}``: ``samples``
+    seeded draws of every such field together.
+
+The three kinds combine as a product (grid, then zip, then random; the last varies
+fastest). A path is dotted and indexes the base scenario's TOML document, with integers for
+arrays of tables: ``"topology.n_nodes"``, ``"workload.collective.0.size_bytes"``; unquoted,
+the same path is TOML dotted keys and means the same. A path may name a field the base
+scenario leaves out (``options.seed``); the scenario checker then names the valid fields
+when it is not one.
+
+Runs and results
+----------------
+A run's key is the SHA-256 of its parameters as canonical JSON, salted with the base
+scenario's document, so a run is the same whatever the worker count, order or expansion of
+the spec. Each finished run is one JSON line in ``<output>.journal``, handed to the
+operating system as soon as it arrives (a SIGKILL loses none) and fsync'd once 0.2 s have
+passed since the last fsync, and at the end; a last line cut short by a kill is ignored and
+dropped. Runs whose key is in the journal are not run again; one that lacks a metric the
+spec now asks for runs again. The HDF5 table (see :func:`write_results`) is rebuilt from
+the journal, atomically, when the sweep ends or is interrupted. Parallel runs go to
+workers in batches of up to 32 (about 16 batches per worker), so short runs do not pay a
+pool's or Dask's per-task cost each.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import copy
+import datetime
+import hashlib
+import itertools
+import json
+import math
+import multiprocessing
+import os
+import time
+import tomllib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import h5py
+import numpy as np
+
+import flowsim
+from flowsim.errors import InputError, read_text_file
+from flowsim.hardware import LinkTier
+from flowsim.nccl import busbw_Bps
+from flowsim.scenario import ScenarioRun, run_scenario, scenario_from_document
+from flowsim.trace import write_trace
+
+__all__ = [
+    "DISTRIBUTIONS",
+    "FORMAT",
+    "METRICS",
+    "RunRecord",
+    "RunSpec",
+    "RunTask",
+    "Runner",
+    "Sweep",
+    "SweepOutcome",
+    "SweepTable",
+    "apply_params",
+    "canonical_json",
+    "execute",
+    "journal_path",
+    "load_sweep",
+    "parse_sweep",
+    "read_journal",
+    "read_results",
+    "run_sweep",
+    "simulate_run",
+    "write_results",
+]
+
+#: ``format`` attribute of a results file.
+FORMAT = "flowsim-sweep-results"
+#: Random-axis distributions a ``[sweep.random]`` field may use.
+DISTRIBUTIONS = ("uniform", "log_uniform", "int_uniform", "choice")
+
+#: A runner: one :class:`RunTask` in, metric name -> value out (see :func:`simulate_run`).
+Runner = Callable[["RunTask"], Mapping[str, float]]
+
+
+def _fct(q: float) -> Callable[[ScenarioRun, Mapping], float]:
+    return lambda run, document: run.result.fct_percentiles((q,))[q]
+
+
+def _max_utilization(run: ScenarioRun, document: Mapping) -> float:
+    util = run.result.link_utilization()
+    return float(util.max()) if util.size else 0.0
+
+
+def _tier_utilization(tier: LinkTier, reduce: Callable[[np.ndarray], float]) -> Callable[[ScenarioRun, Mapping], float]:
+    def metric(run: ScenarioRun, document: Mapping) -> float:
+        util = run.result.link_utilization()[run.scenario.topology.link_tier == int(tier)]
+        return float(reduce(util)) if util.size else math.nan
+
+    return metric
+
+
+def _only_collective(document: Mapping) -> Mapping:
+    """The ``[[workload.collective]]`` table of a workload made of just one collective."""
+    workload = document.get("workload")
+    collectives = workload.get("collective") if isinstance(workload, dict) else None
+    if not isinstance(collectives, list) or len(collectives) != 1 or "flows" in workload:
+        raise InputError("busbw_Bps needs a workload of exactly one [[workload.collective]] and no flow list")
+    return collectives[0]
+
+
+def _busbw(run: ScenarioRun, document: Mapping) -> float:
+    """nccl-tests bus bandwidth of the workload's only collective."""
+    collective = _only_collective(document)
+    op = collective["op"]
+    if "ranks" in collective:
+        n_ranks = len(collective["ranks"])
+    else:
+        n_ranks = 2 if op == "send" else len(run.scenario.topology.gpus())
+    time_s = run.result.makespan_s - collective.get("start_s", 0.0)
+    return busbw_Bps(op, collective["size_bytes"], time_s, n_ranks)
+
+
+_METRIC_FUNCTIONS: dict[str, Callable[[ScenarioRun, Mapping], float]] = {
+    "makespan_s": lambda run, document: run.result.makespan_s,
+    "fct_p50_s": _fct(50.0),
+    "fct_p99_s": _fct(99.0),
+    "max_link_utilization": _max_utilization,
+    **{
+        f"utilization_{stat}_{tier.name.lower()}": _tier_utilization(tier, reduce)
+        for tier in LinkTier
+        for stat, reduce in (("max", np.max), ("mean", np.mean))
+    },
+    "busbw_Bps": _busbw,
+    "n_events": lambda run, document: float(run.result.n_events),
+    "n_flows": lambda run, document: float(run.result.n_flows),
+}
+#: Metric names a sweep may keep. Per-tier utilization is NaN where a topology has no link
+#: of that tier; ``wall_s`` (seconds a run took) is always kept.
+METRICS = tuple(_METRIC_FUNCTIONS)
+
+
+# --- the spec -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One point of a sweep: its position, key and parameter values (path -> value)."""
+
+    index: int
+    key: str
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RunTask:
+    """Everything a worker needs for one run; plain data, so it pickles cheaply.
+
+    Attributes
+    ----------
+    key : str
+        The run's key (64 hex digits).
+    params : dict
+        Parameter path -> value.
+    document : dict
+        The base scenario's TOML document with the parameters applied.
+    text : str
+        Scenario text to store in a trace: the parameters as comments, then the base file.
+    source : str
+        The base scenario's path, for error messages.
+    base_dir : str
+        Absolute directory of the base scenario (flow lists are relative to it).
+    metrics : tuple of str
+        Names from :data:`METRICS` to compute.
+    trace_path : str or None
+        Where to write the run's full trace, if anywhere.
+    """
+
+    key: str
+    params: dict[str, Any]
+    document: dict
+    text: str
+    source: str
+    base_dir: str
+    metrics: tuple[str, ...]
+    trace_path: str | None = None
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A checked sweep spec and its expanded runs.
+
+    Attributes
+    ----------
+    source : str
+        The sweep file (or ``"<string>"``).
+    text : str
+        The sweep spec, verbatim.
+    scenario_path : Path
+        The base scenario file.
+    scenario_text : str
+        Its text, verbatim.
+    document : dict
+        Its parsed TOML document.
+    metrics : tuple of str
+        Metrics every run keeps, in the spec's order.
+    parameters : tuple of str
+        Parameter paths: grid, then zip, then random, each in the spec's order.
+    runs : tuple of RunSpec
+        Every run, in index order.
+    """
+
+    source: str
+    text: str
+    scenario_path: Path
+    scenario_text: str
+    document: dict
+    metrics: tuple[str, ...]
+    parameters: tuple[str, ...]
+    runs: tuple[RunSpec, ...]
+
+    def task(self, run: RunSpec, traces: str | os.PathLike | None = None) -> RunTask:
+        """The :class:`RunTask` of ``run``; its trace goes to ``traces/<key>.h5`` if given."""
+        header = [f"# flowsim sweep run {run.key}: these values replace the file's below"]
+        header += [f"#   {path} = {json.dumps(value, ensure_ascii=False)}" for path, value in run.params.items()]
+        return RunTask(
+            key=run.key,
+            params=run.params,
+            document=apply_params(self.document, run.params),
+            text="\n".join(header) + "\n" + self.scenario_text,
+            source=str(self.scenario_path),
+            base_dir=str(self.scenario_path.resolve().parent),
+            metrics=self.metrics,
+            trace_path=None if traces is None else str(Path(traces) / f"{run.key}.h5"),
+        )
+
+
+class _Where:
+    """Formats spec errors as ``file: key: message``."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def error(self, key: str, message: str) -> InputError:
+        return InputError(f"{self.source}: {key}: {message}" if key else f"{self.source}: {message}")
+
+    def table(self, value: object, key: str) -> dict:
+        if not isinstance(value, dict):
+            raise self.error(key, f"expected a table, got {value!r}")
+        return value
+
+    def only(self, table: Mapping, allowed: Sequence[str], prefix: str) -> None:
+        extra = [k for k in table if k not in allowed]
+        if extra:
+            key = f"{prefix}.{extra[0]}" if prefix else extra[0]
+            raise self.error(key, f"unknown key; expected one of {', '.join(allowed)}")
+
+    def integer(self, table: Mapping, key: str, prefix: str, minimum: int) -> int:
+        value = table.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise self.error(f"{prefix}.{key}", f"expected an integer >= {minimum}, got {value!r}")
+        return value
+
+
+def canonical_json(value: object) -> str:
+    """``value`` as JSON with sorted keys and no spaces: the same text for equal values."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def _flatten(where: _Where, table: Mapping, prefix: str, key: str, is_leaf: Callable[[object], bool],
+             expected: str) -> dict:
+    """Dotted path -> leaf value of a (possibly nested) axis table; a value that is neither a
+    leaf nor a table is reported as not being ``expected``."""
+    out = {}
+    for name, value in table.items():
+        path = f"{prefix}.{name}" if prefix else name
+        if is_leaf(value):
+            out[path] = value
+        elif isinstance(value, dict):
+            out.update(_flatten(where, value, path, key, is_leaf, expected))
+        else:
+            raise where.error(f"{key}.{path}", f"expected {expected}, got {value!r}")
+    return out
+
+
+def _values(where: _Where, axis: str, kind: str) -> dict[str, list]:
+    """Check a grid or zip table: each path -> a non-empty array of values."""
+    paths = _flatten(where, where.table(axis, f"sweep.{kind}"), "", f"sweep.{kind}", lambda v: isinstance(v, list),
+                     "an array of values")
+    for path, values in paths.items():
+        if not values:
+            raise where.error(f"sweep.{kind}.{path}", "expected a non-empty array of values")
+    return paths
+
+
+def _distribution(where: _Where, key: str, spec: Mapping) -> tuple[str, list]:
+    if len(spec) != 1 or next(iter(spec)) not in DISTRIBUTIONS:
+        raise where.error(key, f"expected one of {', '.join(DISTRIBUTIONS)} (e.g. {{uniform = [0, 1]}}), got {spec!r}")
+    kind, args = next(iter(spec.items()))
+    if not isinstance(args, list) or not args:
+        raise where.error(f"{key}.{kind}", f"expected a non-empty array, got {args!r}")
+    if kind == "choice":
+        return kind, args
+    numbers = (int,) if kind == "int_uniform" else (int, float)
+    if len(args) != 2 or any(isinstance(a, bool) or not isinstance(a, numbers) for a in args) or args[0] > args[1]:
+        what = "integers" if kind == "int_uniform" else "numbers"
+        raise where.error(f"{key}.{kind}", f"expected [low, high], two {what} with low <= high, got {args!r}")
+    if kind == "log_uniform" and args[0] <= 0:
+        raise where.error(f"{key}.{kind}", f"expected 0 < low, got {args!r}")
+    return kind, args
+
+
+def _random_points(where: _Where, table: Mapping) -> tuple[list[str], list[dict]]:
+    """Paths and seeded samples of ``[sweep.random]``."""
+    samples = where.integer(table, "samples", "sweep.random", 1)
+    seed = where.integer(table, "seed", "sweep.random", 0)
+    fields = {k: v for k, v in table.items() if k not in ("samples", "seed")}
+
+    def is_leaf(value: object) -> bool:
+        return isinstance(value, dict) and bool(set(value) & set(DISTRIBUTIONS))
+
+    flat = _flatten(where, fields, "", "sweep.random", is_leaf,
+                    f"a distribution ({', '.join(f'{{{d} = [...]}}' for d in DISTRIBUTIONS)})")
+    if not flat:
+        raise where.error("sweep.random", "expected at least one field to draw besides 'samples' and 'seed'")
+    dists = {path: _distribution(where, f"sweep.random.{path}", spec) for path, spec in flat.items()}
+    rng = np.random.default_rng(seed)
+    draw = {
+        "uniform": lambda args: float(rng.uniform(args[0], args[1])),
+        "log_uniform": lambda args: float(math.exp(rng.uniform(math.log(args[0]), math.log(args[1])))),
+        "int_uniform": lambda args: int(rng.integers(args[0], args[1], endpoint=True)),
+        "choice": lambda args: copy.deepcopy(args[int(rng.integers(len(args)))]),
+    }
+    points = [{path: draw[kind](args) for path, (kind, args) in dists.items()} for _ in range(samples)]
+    return list(dists), points
+
+
+def _split(path: str) -> list[str | int]:
+    return [int(part) if part.isdigit() else part for part in path.split(".")]
+
+
+def _scenario_key(parts: Sequence[str | int]) -> str:
+    """A path as scenario errors write it: ``workload.collective[0].size_bytes``."""
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
+    return out
+
+
+def _kind(value: object) -> str:
+    if isinstance(value, list):
+        return f"an array of {len(value)}"
+    return "a table" if isinstance(value, dict) else f"a {type(value).__name__}"
+
+
+def _check_path(where: _Where, document: Mapping, path: str, key: str) -> tuple[str, ...]:
+    """Check that ``path`` leads somewhere in ``document``. If it adds fields the document
+    lacks, return their keys as scenario errors write them (``options``, ``options.seed``),
+    else an empty tuple."""
+    if "/" in path or path.count(".") < 1 or "" in path.split("."):
+        raise where.error(key, "expected a dotted path with a section and a field, such as 'topology.n_nodes'")
+    node: object = document
+    walked: list[str | int] = []
+    for part in _split(path):
+        here = _scenario_key(walked) or "the scenario"
+        if isinstance(node, dict):
+            if isinstance(part, int):
+                raise where.error(key, f"{here} is a table; expected one of its fields ({', '.join(node)}), got {part}")
+            if part not in node:
+                parts = _split(path)
+                return tuple(_scenario_key(parts[:end]) for end in range(len(walked) + 1, len(parts) + 1))
+            node = node[part]
+        elif isinstance(node, list):
+            if not isinstance(part, int) or part >= len(node):
+                raise where.error(key, f"{here} is {_kind(node)}; expected an index 0..{len(node) - 1}, got {part!r}")
+            node = node[part]
+        else:
+            raise where.error(key, f"{here} is {_kind(node)}, not a table or array; cannot index it with {part!r}")
+        walked.append(part)
+    return ()
+
+
+def apply_params(document: Mapping, params: Mapping[str, Any]) -> dict:
+    """A deep copy of ``document`` with each dotted path of ``params`` set to its value.
+
+    Missing tables on a path are created; paths are assumed checked by :func:`parse_sweep`.
+    """
+    out = copy.deepcopy(dict(document))
+    for path, value in params.items():
+        *parents, last = _split(path)
+        node: Any = out
+        for part in parents:
+            node = node.setdefault(part, {}) if isinstance(node, dict) else node[part]
+        node[last] = copy.deepcopy(value)
+    return out
+
+
+def _metrics(where: _Where, metrics: object) -> tuple[str, ...]:
+    if not isinstance(metrics, list) or not metrics or not all(isinstance(m, str) for m in metrics):
+        raise where.error("sweep.metrics", f"expected a non-empty array of metric names, got {metrics!r}")
+    for i, name in enumerate(metrics):
+        if name not in METRICS:
+            raise where.error(f"sweep.metrics[{i}]", f"unknown metric {name!r}; valid ones: {', '.join(METRICS)}")
+    if len(set(metrics)) != len(metrics):
+        raise where.error("sweep.metrics", f"a metric is listed twice: {metrics!r}")
+    return tuple(metrics)
+
+
+def _runs(document: Mapping, *points: list[dict]) -> tuple[RunSpec, ...]:
+    """The product of the grid, zip and random points (the last varies fastest), each run
+    keyed by the SHA-256 of the base document's digest and its parameters' canonical JSON."""
+    salt = hashlib.sha256(canonical_json(document).encode()).hexdigest()
+    runs = []
+    for index, combination in enumerate(itertools.product(*points)):
+        params = {path: value for point in combination for path, value in point.items()}
+        runs.append(RunSpec(index, hashlib.sha256(f"{salt}\n{canonical_json(params)}".encode()).hexdigest(), params))
+    return tuple(runs)
+
+
+def _check_new_fields(where: _Where, sweep: Sweep, new: Mapping[str, tuple[str, ...]]) -> None:
+    """Build the first run's scenario so the scenario checker judges fields the base lacks.
+
+    ``new`` maps the spec key of each such axis to the fields on its path that the base
+    scenario lacks. Other errors are left to the runs, which record them.
+    """
+    task = sweep.task(sweep.runs[0])
+    try:
+        scenario_from_document(task.document, text=task.text, source=task.source, base_dir=task.base_dir)
+    except InputError as err:
+        for key, fields in new.items():
+            if any(f": {field}: unknown key" in str(err) for field in fields):
+                raise where.error(key, f"unknown field: {err}") from None
+
+
+def parse_sweep(text: str, *, source: str = "<string>", base_dir: str | os.PathLike = ".") -> Sweep:
+    """Check a sweep spec given as TOML text, read its base scenario and expand its runs.
+
+    Parameters
+    ----------
+    text : str
+        The sweep spec (format in the module docstring).
+    source : str
+        Name used in error messages (the file name).
+    base_dir : str or path-like
+        Directory the ``scenario`` path is relative to.
+
+    Returns
+    -------
+    Sweep
+
+    Raises
+    ------
+    InputError
+        Naming ``source``, the key (``sweep.grid.topology.n_nodes``) and what was expected;
+        an unknown scenario field or metric names the valid ones.
+    """
+    where = _Where(source)
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise where.error("", f"not valid TOML: {err}") from None
+    where.only(doc, ("sweep",), "")
+    table = where.table(doc.get("sweep"), "sweep")
+    where.only(table, ("scenario", "metrics", "grid", "zip", "random"), "sweep")
+    if not isinstance(table.get("scenario"), str):
+        got = table.get("scenario")
+        raise where.error("sweep.scenario", f"expected the base scenario's path (a string), got {got!r}")
+    scenario_path = Path(base_dir) / table["scenario"]
+    try:
+        scenario_text = scenario_path.read_text(encoding="utf-8")
+        document = tomllib.loads(scenario_text)
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
+        raise where.error("sweep.scenario", f"cannot read the scenario {str(scenario_path)!r}: {err}") from None
+
+    metrics = _metrics(where, table.get("metrics"))
+    grid = _values(where, table.get("grid", {}), "grid")
+    zipped = _values(where, table.get("zip", {}), "zip")
+    lengths = {len(v) for v in zipped.values()}
+    if len(lengths) > 1:
+        sizes = ", ".join(f"{path}: {len(v)}" for path, v in zipped.items())
+        raise where.error("sweep.zip", f"the arrays must have equal lengths, got {sizes}")
+    random_paths, random_points = (
+        _random_points(where, where.table(table["random"], "sweep.random")) if "random" in table else ([], [{}])
+    )
+    keys = {
+        **{p: f"sweep.grid.{p}" for p in grid},
+        **{p: f"sweep.zip.{p}" for p in zipped},
+        **{p: f"sweep.random.{p}" for p in random_paths},
+    }
+    if len(keys) != len(grid) + len(zipped) + len(random_paths):
+        twice = next(p for p in keys if sum(p in axis for axis in (grid, zipped, random_paths)) > 1)
+        raise where.error(keys[twice], "this path is swept by more than one of grid, zip and random")
+    if not keys:
+        raise where.error("sweep", "expected at least one axis: [sweep.grid], [sweep.zip] or [sweep.random]")
+    new = {key: fields for path, key in keys.items() if (fields := _check_path(where, document, path, key))}
+    grid_points = [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
+    zip_points = [dict(zip(zipped, values)) for values in zip(*zipped.values())] or [{}]
+    runs = _runs(document, grid_points, zip_points, random_points)
+    sweep = Sweep(
+        source=source,
+        text=text,
+        scenario_path=scenario_path,
+        scenario_text=scenario_text,
+        document=document,
+        metrics=metrics,
+        parameters=tuple(keys),
+        runs=runs,
+    )
+    if new:
+        _check_new_fields(where, sweep, new)
+    if "busbw_Bps" in metrics:
+        try:
+            _only_collective(sweep.task(runs[0]).document)
+        except InputError as err:
+            raise where.error(f"sweep.metrics[{metrics.index('busbw_Bps')}]", str(err)) from None
+    return sweep
+
+
+def load_sweep(path: str | os.PathLike) -> Sweep:
+    """Load a sweep spec; its ``scenario`` path is relative to the spec file.
+
+    Raises
+    ------
+    InputError
+        When the file cannot be read or its content is bad (see :func:`parse_sweep`).
+    """
+    path = Path(path)
+    text = read_text_file(path, "the sweep spec")
+    return parse_sweep(text, source=str(path), base_dir=path.parent)
+
+
+# --- one run --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """Outcome of one run: ``status`` is ``"ok"`` or ``"error"`` (with ``error`` its text;
+    metrics are then NaN); ``wall_s`` is the seconds the run took in its worker."""
+
+    key: str
+    params: dict[str, Any]
+    status: str
+    error: str
+    metrics: dict[str, float]
+    wall_s: float
+
+    def to_json(self) -> str:
+        """One journal line (without the newline)."""
+        return json.dumps(
+            {"key": self.key, "params": self.params, "status": self.status, "error": self.error,
+             "metrics": self.metrics, "wall_s": self.wall_s},
+            ensure_ascii=False, default=str,
+        )
+
+
+def simulate_run(task: RunTask) -> dict[str, float]:
+    """The default runner: build the task's scenario, simulate it, compute its metrics.
+
+    Parameters
+    ----------
+    task : RunTask
+
+    Returns
+    -------
+    dict
+        Metric name -> value, for each of ``task.metrics``.
+
+    Raises
+    ------
+    InputError
+        When the scenario is bad for these parameter values, or a metric does not apply
+        (``busbw_Bps`` of a workload that is not one collective).
+    """
+    scenario = scenario_from_document(task.document, text=task.text, source=task.source, base_dir=task.base_dir)
+    run = run_scenario(scenario)
+    metrics = {name: float(_METRIC_FUNCTIONS[name](run, task.document)) for name in task.metrics}
+    if task.trace_path is not None:
+        write_trace(task.trace_path, scenario.topology, scenario.workload, run.routes, run.result,
+                    scenario_text=task.text)
+    return metrics
+
+
+def execute(runner: Runner, task: RunTask) -> RunRecord:
+    """Run one task with ``runner`` and time it; an exception becomes an ``"error"`` record.
+
+    Any exception is caught on purpose: one failing run must not stop the sweep, and its
+    text is kept in the results.
+    """
+    start = time.perf_counter()
+    try:
+        values = runner(task)
+        missing = [name for name in task.metrics if name not in values]
+        if missing:
+            raise InputError(f"the runner returned no value for metric {missing[0]!r}")
+        metrics = {name: float(values[name]) for name in task.metrics}
+        status, error = "ok", ""
+    except Exception as err:  # noqa: BLE001 - recorded in the run's row
+        metrics = {name: math.nan for name in task.metrics}
+        status = "error"
+        error = str(err) if isinstance(err, InputError) else f"{type(err).__name__}: {err}"
+    return RunRecord(task.key, task.params, status, error, metrics, time.perf_counter() - start)
+
+
+# --- journal and results --------------------------------------------------------------------
+
+
+def journal_path(output: str | os.PathLike) -> Path:
+    """The journal next to a results file: ``results.h5`` -> ``results.h5.journal``."""
+    output = Path(output)
+    return output.with_name(output.name + ".journal")
+
+
+def read_journal(path: str | os.PathLike) -> dict[str, RunRecord]:
+    """Records of a journal by key (a later line for a key wins); {} if there is no file.
+
+    A last line without its newline (a write cut short) is ignored.
+
+    Raises
+    ------
+    InputError
+        When a complete line is not a journal record.
+    """
+    path = Path(path)
+    if not path.exists():
+        return {}
+    records = {}
+    lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
+    for number, line in enumerate(lines[:-1], start=1):
+        if not line:
+            continue
+        try:
+            row = json.loads(line)
+            record = RunRecord(row["key"], row["params"], row["status"], row["error"], row["metrics"], row["wall_s"])
+        except (ValueError, KeyError, TypeError) as err:
+            raise InputError(f"{path}: line {number}: not a sweep journal record ({err})") from None
+        records[record.key] = record
+    return records
+
+
+class _Journal:
+    """Appends records as JSON lines; first drops a torn last line.
+
+    Every append is flushed to the operating system at once, so killing the sweep (even
+    with SIGKILL) loses no appended record. ``fsync`` (against a machine crash) runs at most
+    every ``fsync_interval_s`` and on close: one fsync per record (about 2 ms on a virtual
+    disk) would double the time of a small run.
+    """
+
+    def __init__(self, path: Path, fsync_interval_s: float = 0.2) -> None:
+        self.file = open(path, "a+b")  # noqa: SIM115 - closed by close()
+        self.file.seek(0)
+        data = self.file.read()
+        if data and not data.endswith(b"\n"):
+            self.file.truncate(data.rfind(b"\n") + 1)
+        self.fsync_interval_s = fsync_interval_s
+        self.synced = time.monotonic()
+
+    def append(self, records: Sequence[RunRecord]) -> None:
+        self.file.write(b"".join(record.to_json().encode() + b"\n" for record in records))
+        self.file.flush()
+        if time.monotonic() - self.synced >= self.fsync_interval_s:
+            self.sync()
+
+    def sync(self) -> None:
+        os.fsync(self.file.fileno())
+        self.synced = time.monotonic()
+
+    def close(self) -> None:
+        self.sync()
+        self.file.close()
+
+
+def _column(values: list) -> np.ndarray:
+    """Values of one parameter as a typed column; mixed or structured values as JSON text."""
+    if all(isinstance(v, bool) for v in values):
+        return np.array(values, dtype=np.bool_)
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return np.array(values, dtype=np.int64)
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        return np.array(values, dtype=np.float64)
+    return np.array([v if isinstance(v, str) else canonical_json(v) for v in values], dtype=object)
+
+
+def _table(sweep: Sweep, records: Mapping[str, RunRecord]) -> dict[str, np.ndarray]:
+    """Columns of the finished runs, in index order; parameter dtypes follow all runs."""
+    rows = [run for run in sweep.runs if run.key in records]
+    done = np.array([run.key in records for run in sweep.runs], dtype=bool)
+    columns: dict[str, np.ndarray] = {
+        "index": np.array([run.index for run in rows], dtype=np.int64),
+        "key": np.array([run.key for run in rows], dtype=object),
+    }
+    for path in sweep.parameters:
+        columns[path] = _column([run.params[path] for run in sweep.runs])[done]
+    for name in sweep.metrics:
+        columns[name] = np.array([records[run.key].metrics.get(name, math.nan) for run in rows], dtype=np.float64)
+    columns["status"] = np.array([records[run.key].status for run in rows], dtype=object)
+    columns["error"] = np.array([records[run.key].error for run in rows], dtype=object)
+    columns["wall_s"] = np.array([records[run.key].wall_s for run in rows], dtype=np.float64)
+    return columns
+
+
+def write_results(path: str | os.PathLike, sweep: Sweep, records: Mapping[str, RunRecord]) -> Path:
+    """Write the table of ``sweep``'s finished runs to HDF5, atomically.
+
+    Parameters
+    ----------
+    path : str or path-like
+        Target file; replaced if it exists.
+    sweep : Sweep
+    records : mapping
+        Key -> :class:`RunRecord`; runs of ``sweep`` without a record are left out.
+
+    Returns
+    -------
+    Path
+
+    Notes
+    -----
+    Layout: group ``/runs`` holds one dataset per column, one row per finished run in
+    index order: ``index`` (int64), ``key``, one per parameter path (bool, int64, float64
+    or UTF-8 text; arrays and tables as JSON text), one per metric (float64, NaN for a
+    failed run), ``status``, ``error`` (UTF-8) and ``wall_s`` (float64). Its ``columns``
+    attribute lists them in order. File attributes: ``format``, ``flowsim_version``,
+    ``created_utc``, ``sweep_source``, ``sweep_text``, ``scenario_text``, ``n_runs`` (in the
+    spec), ``parameters`` and ``metrics`` (JSON arrays). The file is written next to
+    ``path`` under a temporary name, fsync'd and renamed over it.
+    """
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    columns = _table(sweep, records)
+    try:
+        with h5py.File(tmp, "w") as root:
+            root.attrs.update({
+                "format": FORMAT,
+                "flowsim_version": flowsim.__version__,
+                "created_utc": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+                "sweep_source": sweep.source,
+                "sweep_text": sweep.text,
+                "scenario_text": sweep.scenario_text,
+                "n_runs": len(sweep.runs),
+                "parameters": json.dumps(sweep.parameters),
+                "metrics": json.dumps(sweep.metrics),
+            })
+            group = root.create_group("runs")
+            group.attrs["columns"] = json.dumps(list(columns))
+            for name, values in columns.items():
+                dtype = h5py.string_dtype("utf-8") if values.dtype == object else values.dtype
+                group.create_dataset(name, data=values, dtype=dtype)
+        with open(tmp, "rb") as file:
+            os.fsync(file.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return target
+
+
+@dataclass(frozen=True)
+class SweepTable:
+    """A results file read back: ``columns`` maps each column name to its array (text as
+    ``str`` objects), in the file's order; ``attrs`` holds the file attributes."""
+
+    columns: dict[str, np.ndarray]
+    attrs: dict[str, Any]
+
+    def __len__(self) -> int:
+        return len(self.columns["index"])
+
+    def to_pandas(self):
+        """The table as a :class:`pandas.DataFrame` (needs pandas)."""
+        import pandas as pd
+
+        return pd.DataFrame(self.columns)
+
+
+def read_results(path: str | os.PathLike) -> SweepTable:
+    """Read a results file written by :func:`write_results`.
+
+    Raises
+    ------
+    InputError
+        When the file cannot be opened or is not a sweep results file.
+    """
+    path = Path(path)
+    try:
+        root = h5py.File(path, "r")
+    except OSError as err:
+        raise InputError(f"{path}: cannot open the results: {err}") from None
+    with root:
+        if root.attrs.get("format") != FORMAT:
+            raise InputError(f"{path}: not a flowsim sweep results file (format {root.attrs.get('format')!r})")
+        group = root["runs"]
+        columns = {}
+        for name in json.loads(group.attrs["columns"]):
+            dataset = group[name]
+            columns[name] = dataset.asstr()[()] if h5py.check_string_dtype(dataset.dtype) else dataset[()]
+        attrs = {k: v.item() if isinstance(v, np.generic) else v for k, v in root.attrs.items()}
+    return SweepTable(columns, attrs)
+
+
+# --- execution ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SweepOutcome:
+    """What :func:`run_sweep` did: ``n_runs`` in the spec (``n_unique`` distinct keys),
+    ``n_skipped`` found in the journal, ``n_ran`` now; ``n_failed`` rows with status
+    ``"error"`` in the results (old and new)."""
+
+    output: Path
+    journal: Path
+    n_runs: int
+    n_unique: int
+    n_skipped: int
+    n_ran: int
+    n_failed: int
+
+
+def _execute_batch(runner: Runner, tasks: Sequence[RunTask]) -> list[RunRecord]:
+    """:func:`execute` each task in turn: one pool or Dask task for several short runs."""
+    return [execute(runner, task) for task in tasks]
+
+
+def _batches(tasks: Iterator[RunTask], n_tasks: int, parallelism: int) -> Iterator[list[RunTask]]:
+    """Tasks in lists of about ``n_tasks / (16 parallelism)``, from 1 to 32: enough runs to
+    amortise the per-task cost of a pool or Dask, few enough to balance the tail."""
+    size = max(1, min(32, n_tasks // (16 * parallelism)))
+    return iter(lambda: list(itertools.islice(tasks, size)), [])
+
+
+def _windowed(submit: Callable[[list[RunTask]], Any], wait_first: Callable[[set], set],
+              batches: Iterator[list[RunTask]], window: int) -> Iterator[list[RunRecord]]:
+    """Keep at most ``window`` batches in flight; yield their records as they finish."""
+    pending: set = set()
+    for batch in itertools.chain(batches, [None]):
+        if batch is not None:
+            pending.add(submit(batch))
+            if len(pending) < window:
+                continue
+        while pending and (batch is None or len(pending) >= window):
+            done = wait_first(pending)
+            pending -= done
+            for future in done:
+                yield future.result()
+
+
+#: An engine runs tasks (``n_tasks`` of them) on ``workers`` and yields records as they finish.
+_Engine = Callable[[Runner, Iterator[RunTask], int, int], Iterator[list[RunRecord]]]
+
+
+def _serial(runner: Runner, tasks: Iterator[RunTask], n_tasks: int, workers: int) -> Iterator[list[RunRecord]]:
+    for task in tasks:
+        yield [execute(runner, task)]
+
+
+def _process_pool(runner: Runner, tasks: Iterator[RunTask], n_tasks: int, workers: int) -> Iterator[list[RunRecord]]:
+    pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+    try:
+        yield from _windowed(
+            lambda batch: pool.submit(_execute_batch, runner, batch),
+            lambda fs: concurrent.futures.wait(fs, return_when=concurrent.futures.FIRST_COMPLETED).done,
+            _batches(tasks, n_tasks, workers),
+            4 * workers,
+        )
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _dask(address: str) -> _Engine:
+    def engine(runner: Runner, tasks: Iterator[RunTask], n_tasks: int, workers: int) -> Iterator[list[RunRecord]]:
+        try:
+            import distributed
+        except ImportError:
+            raise InputError("--dask needs the 'distributed' package: pip install 'flowsim[dask]'") from None
+        cluster = None
+        if address == "local":
+            # Any free port for the HTTP server the scheduler always starts: 8787 may be taken.
+            cluster = distributed.LocalCluster(
+                n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0"
+            )
+        try:
+            try:
+                client = distributed.Client(cluster if cluster is not None else address)
+            except (OSError, TimeoutError, ValueError) as err:
+                raise InputError(f"cannot reach the Dask scheduler at {address!r}: {err}") from None
+            with client:
+                threads = max(1, sum(client.nthreads().values()))
+                yield from _windowed(
+                    lambda batch: client.submit(_execute_batch, runner, batch, pure=False),
+                    lambda fs: distributed.wait(fs, return_when="FIRST_COMPLETED").done,
+                    _batches(tasks, n_tasks, threads),
+                    4 * threads,
+                )
+        finally:
+            if cluster is not None:
+                cluster.close()
+
+    return engine
+
+
+class _ProgressBar:
+    """``done/total``, a bar, rate and ETA on a stream; redrawn in place on a terminal,
+    otherwise a line every few seconds."""
+
+    def __init__(self, stream: TextIO | None, total: int, done: int) -> None:
+        self.stream, self.total, self.done = stream, total, done
+        self.start_done, self.failed = done, 0
+        self.start = self.last = time.monotonic()
+        self.tty = stream is not None and stream.isatty()
+        self.draw(final=False)
+
+    def update(self, records: Sequence[RunRecord]) -> None:
+        self.done += len(records)
+        self.failed += sum(record.status != "ok" for record in records)
+        now = time.monotonic()
+        if self.tty or now - self.last >= 5.0 or self.done == self.total:
+            self.last = now
+            self.draw(final=False)
+
+    def draw(self, final: bool) -> None:
+        if self.stream is None:
+            return
+        elapsed = time.monotonic() - self.start
+        ran = self.done - self.start_done
+        rate = ran / elapsed if elapsed > 0 else 0.0
+        eta = (self.total - self.done) / rate if rate > 0 else math.nan
+        filled = 24 * self.done // max(self.total, 1)
+        line = (f"sweep {self.done}/{self.total} [{'#' * filled}{'.' * (24 - filled)}] {rate:.2f} runs/s "
+                f"ETA {'--' if math.isnan(eta) else datetime.timedelta(seconds=round(eta))}"
+                + (f", {self.failed} failed" if self.failed else ""))
+        end = "\n" if final or not self.tty else ""
+        print(("\r" if self.tty else "") + line, end=end, file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self.tty:
+            self.draw(final=True)
+
+
+def run_sweep(
+    sweep: Sweep,
+    output: str | os.PathLike,
+    *,
+    workers: int | None = None,
+    dask: str | None = None,
+    traces: str | os.PathLike | None = None,
+    runner: Runner = simulate_run,
+    progress: TextIO | None = None,
+) -> SweepOutcome:
+    """Run every run of ``sweep`` not yet in the journal and write the results table.
+
+    Parameters
+    ----------
+    sweep : Sweep
+    output : str or path-like
+        The HDF5 results file; the journal is ``<output>.journal`` (:func:`journal_path`).
+    workers : int, optional
+        Local worker processes (default: :func:`os.cpu_count`); 1 runs serially in this
+        process. With ``dask="local"``, the LocalCluster's worker count.
+    dask : str, optional
+        ``"local"`` to start a :class:`distributed.LocalCluster` (processes, one thread
+        each), or a scheduler address (``"tcp://host:8786"``) to use an existing cluster.
+    traces : str or path-like, optional
+        A directory to write each run's full trace to (``<key>.h5``); created if needed.
+    runner : callable
+        ``runner(task) -> {metric: value}`` for one :class:`RunTask`; must pickle (a
+        module-level function) for a pool or Dask. Default :func:`simulate_run`.
+    progress : text stream, optional
+        Where to draw the progress bar (``sys.stderr``); None draws nothing.
+
+    Returns
+    -------
+    SweepOutcome
+
+    Raises
+    ------
+    InputError
+        When the output directory does not exist or ``workers`` is not positive.
+    KeyboardInterrupt
+        Passed on after the results table has been written from the journal.
+
+    Notes
+    -----
+    Runs with equal keys (equal parameters) run once and share their row values. Results
+    arrive in any order; the table is ordered by run index, so it does not depend on the
+    worker count (except ``wall_s``).
+    """
+    output = Path(output)
+    if not output.parent.is_dir():
+        raise InputError(f"{output}: the directory {str(output.parent)!r} does not exist")
+    if workers is None:
+        workers = os.cpu_count() or 1
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise InputError(f"workers must be a positive integer, got {workers!r}")
+    if traces is not None:
+        Path(traces).mkdir(parents=True, exist_ok=True)
+    journal = journal_path(output)
+    records = read_journal(journal)
+    first: dict[str, RunSpec] = {}
+    for run in sweep.runs:
+        first.setdefault(run.key, run)
+    unique = list(first.values())
+    # A journalled run lacking a metric this spec asks for (an earlier spec's) runs again.
+    todo = [run for run in unique if run.key not in records or not set(sweep.metrics) <= set(records[run.key].metrics)]
+    engine: _Engine
+    if dask is not None:
+        engine = _dask(dask)
+    else:
+        engine = _serial if workers == 1 or len(todo) <= 1 else _process_pool
+        workers = min(workers, len(todo))
+    bar = _ProgressBar(progress, len(unique), len(unique) - len(todo))
+    writer = _Journal(journal)
+    try:
+        for finished in engine(runner, (sweep.task(run, traces) for run in todo), len(todo), workers):
+            writer.append(finished)
+            records.update((record.key, record) for record in finished)
+            bar.update(finished)
+    finally:
+        writer.close()
+        bar.close()
+        write_results(output, sweep, records)
+    n_failed = sum(records[run.key].status != "ok" for run in sweep.runs)
+    return SweepOutcome(output, journal, len(sweep.runs), len(unique), len(unique) - len(todo), len(todo), n_failed)

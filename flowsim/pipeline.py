@@ -317,6 +317,61 @@ def collective_time(
     -------
     CollectiveRun
     """
+    if protocol not in (*PROTOCOLS, "auto"):
+        raise InputError(f"unknown protocol {protocol!r}; valid ones: {', '.join((*PROTOCOLS, 'auto'))}")
+    if costs is not None and protocol != "simple":
+        raise InputError(f"give either costs or protocol {protocol!r}, not both")
+    if router is None:
+        router = Router(topology)
+    # "auto" simulates every protocol and keeps the fastest; NVLS has only Simple.
+    if protocol != "auto":
+        protocols = (protocol,)
+    else:
+        protocols = ("simple",) if algorithm == "nvls" else PROTOCOLS
+    best: CollectiveRun | None = None
+    for candidate in protocols:
+        plan = collective_workload(
+            topology, collective, size_bytes, ranks=ranks, algorithm=algorithm, protocol=candidate,
+            channels=channels, slices=slices, costs=costs,
+        )
+        outcome = run(topology, plan.workload, routing=routing, seed=seed, gpudirect=gpudirect, router=router)
+        if best is None or outcome.makespan_s < best.time_s:
+            best = CollectiveRun(
+                collective, plan.algorithm, plan.protocol, plan.ranks, float(size_bytes), outcome.makespan_s,
+                plan.costs, outcome,
+            )
+    return best
+
+
+@dataclass(frozen=True)
+class CollectivePlan:
+    """A collective laid out on a topology: its flows and the choices behind them."""
+
+    algorithm: str
+    protocol: str
+    ranks: tuple[str, ...]
+    costs: CollectiveCosts
+    workload: Workload
+
+
+def collective_workload(
+    topology: Topology,
+    collective: str,
+    size_bytes: float,
+    *,
+    ranks: Sequence[str] | None = None,
+    algorithm: str | None = None,
+    protocol: str = "simple",
+    channels: int | None = None,
+    slices: int | None = None,
+    costs: CollectiveCosts | None = None,
+) -> CollectivePlan:
+    """The flows of one collective on ``topology``, laid out as :func:`collective_time` does.
+
+    Arguments as for :func:`collective_time`, except that ``protocol`` names one protocol
+    (not ``"auto"``). Use it to place a collective inside a larger workload (a training
+    step's gradient buckets, for instance).
+    """
     if collective not in ALGORITHMS:
         raise InputError(f"unknown collective {collective!r}; valid ones: {', '.join(ALGORITHMS)}")
     algorithm = ALGORITHMS[collective][0] if algorithm is None else algorithm
@@ -324,8 +379,8 @@ def collective_time(
         raise InputError(
             f"no algorithm {algorithm!r} for {collective}; valid ones: {', '.join(ALGORITHMS[collective])}"
         )
-    if protocol not in (*PROTOCOLS, "auto"):
-        raise InputError(f"unknown protocol {protocol!r}; valid ones: {', '.join((*PROTOCOLS, 'auto'))}")
+    if protocol not in PROTOCOLS:
+        raise InputError(f"unknown protocol {protocol!r}; valid ones: {', '.join(PROTOCOLS)}")
     if costs is not None and protocol != "simple":
         raise InputError(f"give either costs or protocol {protocol!r}, not both")
     if ranks is None:
@@ -347,25 +402,14 @@ def collective_time(
         options.update(channels=n_channels, slices=slices)
     elif channels is not None or slices is not None:
         raise InputError("all_to_all sends one message per pair; it takes no channels or slices")
-    if router is None:
-        router = Router(topology)
     if costs is not None:
-        candidates = [("custom", costs)]
+        chosen = ("custom", costs)
     elif algorithm == "nvls":
-        if protocol not in ("simple", "auto"):
+        if protocol != "simple":
             raise InputError(f"NVLS runs NCCL's Simple protocol only, not {protocol!r}")
-        candidates = [("simple", nvls_costs(nvlink))]
+        chosen = ("simple", nvls_costs(nvlink))
     else:
-        intra = _intra_hardware(topology, ranks)
         table = "tree" if algorithm == "tree" else "ring"
-        protocols = PROTOCOLS if protocol == "auto" else (protocol,)
-        candidates = [(p, nccl_costs(table, p, intra)) for p in protocols]
-    best: CollectiveRun | None = None
-    for name, candidate in candidates:
-        workload = build_collective(collective, ranks, size_bytes, algorithm=algorithm, costs=candidate, **options)
-        outcome = run(topology, workload, routing=routing, seed=seed, gpudirect=gpudirect, router=router)
-        if best is None or outcome.makespan_s < best.time_s:
-            best = CollectiveRun(
-                collective, algorithm, name, ranks, float(size_bytes), outcome.makespan_s, candidate, outcome
-            )
-    return best
+        chosen = (protocol, nccl_costs(table, protocol, _intra_hardware(topology, ranks)))
+    workload = build_collective(collective, ranks, size_bytes, algorithm=algorithm, costs=chosen[1], **options)
+    return CollectivePlan(algorithm, chosen[0], ranks, chosen[1], workload)

@@ -18,6 +18,7 @@ from flowsim.routing import Router, route, split_route
 from flowsim.scenario import load_scenario, run_scenario
 from flowsim.topology import NodeKind, Topology, TopologyBuilder
 from flowsim.trace import open_trace, write_trace
+from flowsim.training import data_parallel_step, run_training_step
 from flowsim.workload import Workload
 
 __version__ = "0.1.0"
@@ -36,6 +37,7 @@ __all__ = [
     "__version__",
     "available_backends",
     "build_cluster",
+    "data_parallel_step",
     "fat_tree",
     "leaf_spine",
     "link_rate",
@@ -47,6 +49,7 @@ __all__ = [
     "route",
     "run",
     "run_scenario",
+    "run_training_step",
     "simulate",
     "solve_batch",
     "split_route",

@@ -76,6 +76,7 @@ from flowsim.presets import preset, preset_info, preset_names
 from flowsim.result import SimulationResult
 from flowsim.routes import Routes
 from flowsim.routing import METHODS, Router
+from flowsim.tomlcheck import Where, join, show
 from flowsim.topology import NodeKind, Topology, TopologyBuilder
 from flowsim.workload import Workload
 
@@ -145,76 +146,6 @@ class ScenarioRun:
     result: SimulationResult
 
 
-class _Where:
-    """Formats errors as ``file: key: message``."""
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-
-    def error(self, key: str, message: str) -> InputError:
-        return InputError(f"{self.source}: {key}: {message}" if key else f"{self.source}: {message}")
-
-    def table(self, value: object, key: str) -> dict:
-        if not isinstance(value, dict):
-            raise self.error(key, f"expected a table, got {_show(value)}")
-        return value
-
-    def tables(self, value: object, key: str) -> list[dict]:
-        if not isinstance(value, list) or not value:
-            raise self.error(key, f"expected a non-empty array of tables ([[{key}]]), got {_show(value)}")
-        return [self.table(item, f"{key}[{i}]") for i, item in enumerate(value)]
-
-    def string(self, table: Mapping, key: str, prefix: str, default: str | None = None) -> str:
-        if key not in table:
-            if default is None:
-                raise self.error(_join(prefix, key), "missing; expected a string")
-            return default
-        value = table[key]
-        if not isinstance(value, str):
-            raise self.error(_join(prefix, key), f"expected a string, got {_show(value)}")
-        return value
-
-    def boolean(self, table: Mapping, key: str, prefix: str, default: bool) -> bool:
-        value = table.get(key, default)
-        if not isinstance(value, bool):
-            raise self.error(_join(prefix, key), f"expected true or false, got {_show(value)}")
-        return value
-
-    def number(self, table: Mapping, key: str, prefix: str, default: float | None = None) -> float:
-        if key not in table:
-            if default is None:
-                raise self.error(_join(prefix, key), "missing; expected a number")
-            return default
-        value = table[key]
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.error(_join(prefix, key), f"expected a number, got {_show(value)}")
-        return float(value)
-
-    def choice(self, table: Mapping, key: str, prefix: str, choices, default: str | None = None) -> str:
-        value = self.string(table, key, prefix, default)
-        if value not in choices:
-            raise self.error(_join(prefix, key), f"expected one of {', '.join(map(repr, choices))}, got {value!r}")
-        return value
-
-    def only(self, table: Mapping, allowed, prefix: str) -> None:
-        extra = sorted(set(table) - set(allowed))
-        if extra:
-            raise self.error(
-                _join(prefix, extra[0]), f"unknown key; expected one of {', '.join(sorted(allowed))}"
-            )
-
-
-def _join(prefix: str, key: str) -> str:
-    return f"{prefix}.{key}" if prefix else key
-
-
-def _show(value: object) -> str:
-    if isinstance(value, dict):
-        return "a table"
-    kinds = {list: "an array", bool: "a boolean", str: "a string", int: "an integer", float: "a number"}
-    return f"{kinds.get(type(value), type(value).__name__)} {value!r}"
-
-
 # --- topology -------------------------------------------------------------------------------
 
 
@@ -228,7 +159,7 @@ def _param_types(param: inspect.Parameter) -> tuple[type, ...] | None:
 
 
 def _call_builder(
-    where: _Where, builder: Callable, params: Mapping, fixed: Mapping, prefix: str, allowed: Mapping
+    where: Where, builder: Callable, params: Mapping, fixed: Mapping, prefix: str, allowed: Mapping
 ) -> Topology:
     """Check ``params`` against the ``allowed`` builder parameters (name -> Parameter), then
     call ``builder(**fixed, **params)``; builder errors name the table."""
@@ -237,7 +168,7 @@ def _call_builder(
         types = _param_types(allowed[key])
         if types is not None and (not isinstance(value, types) or (bool not in types and isinstance(value, bool))):
             expected = " or ".join(t.__name__ for t in types)
-            raise where.error(_join(prefix, key), f"expected {expected}, got {_show(value)}")
+            raise where.error(join(prefix, key), f"expected {expected}, got {show(value)}")
     try:
         return builder(**fixed, **params)
     except InputError as err:
@@ -252,11 +183,11 @@ def _keyword_params(builder: Callable, exclude: set[str]) -> dict[str, inspect.P
     }
 
 
-def _system(where: _Where, table: Mapping, key: str) -> str:
+def _system(where: Where, table: Mapping, key: str) -> str:
     return where.choice(table, key, "topology", preset_names())
 
 
-def _preset_topology(where: _Where, table: Mapping) -> Topology:
+def _preset_topology(where: Where, table: Mapping) -> Topology:
     name = _system(where, table, "preset")
     figure = where.choice(table, "figure", "topology", FIGURES)
     params = {k: v for k, v in table.items() if k not in ("preset", "figure")}
@@ -264,7 +195,7 @@ def _preset_topology(where: _Where, table: Mapping) -> Topology:
     return _call_builder(where, preset, params, {"name": name, "figure": figure}, "topology", allowed)
 
 
-def _cluster_topology(where: _Where, table: Mapping) -> Topology:
+def _cluster_topology(where: Where, table: Mapping) -> Topology:
     system = _system(where, table, "cluster")
     figure = where.choice(table, "figure", "topology", FIGURES)
     if "n_nodes" not in table:
@@ -274,12 +205,12 @@ def _cluster_topology(where: _Where, table: Mapping) -> Topology:
     return _call_builder(where, build_cluster, params, {"system": system, "figure": figure}, "topology", allowed)
 
 
-def _enum(where: _Where, table: Mapping, key: str, prefix: str, enum) -> int:
+def _enum(where: Where, table: Mapping, key: str, prefix: str, enum) -> int:
     names = [m.name.lower() for m in enum]
     return enum[where.choice(table, key, prefix, names).upper()]
 
 
-def _explicit_topology(where: _Where, table: Mapping) -> Topology:
+def _explicit_topology(where: Where, table: Mapping) -> Topology:
     where.only(table, ("servers", "nodes", "links"), "topology")
     b = TopologyBuilder()
     servers: dict[str, int] = {}
@@ -323,7 +254,7 @@ def _explicit_topology(where: _Where, table: Mapping) -> Topology:
         raise where.error("topology", str(err)) from None
 
 
-def _add_link(where: _Where, b: TopologyBuilder, link: Mapping, key: str) -> None:
+def _add_link(where: Where, b: TopologyBuilder, link: Mapping, key: str) -> None:
     where.only(link, ("src", "dst", "capacity_Bps", "latency_s", "technology", "tier", "shared", "duplex", "name"), key)
     src, dst = where.string(link, "src", key), where.string(link, "dst", key)
     capacity = where.number(link, "capacity_Bps", key)
@@ -346,7 +277,7 @@ def _add_link(where: _Where, b: TopologyBuilder, link: Mapping, key: str) -> Non
         raise where.error(key, str(err)) from None
 
 
-def _topology(where: _Where, table: Mapping) -> Topology:
+def _topology(where: Where, table: Mapping) -> Topology:
     builders = [k for k in ("preset", "cluster") if k in table]
     if "nodes" in table or "links" in table:
         builders.append("nodes")
@@ -441,13 +372,13 @@ def _numbers(path: Path, rows: list[tuple[int, list[str]]], column: str, cells: 
     return out
 
 
-def _ranks(where: _Where, topology: Topology, table: Mapping, key: str, op: str) -> list[str]:
+def _ranks(where: Where, topology: Topology, table: Mapping, key: str, op: str) -> list[str]:
     if "ranks" not in table:
         gpus = [topology.node_names[g] for g in topology.gpus()]
         return gpus[:2] if op == "send" else gpus
     ranks = table["ranks"]
     if not isinstance(ranks, list) or not all(isinstance(r, str) for r in ranks):
-        raise where.error(f"{key}.ranks", f"expected an array of node names, got {_show(ranks)}")
+        raise where.error(f"{key}.ranks", f"expected an array of node names, got {show(ranks)}")
     unknown = [r for r in ranks if r not in topology.node_index]
     if unknown:
         raise where.error(f"{key}.ranks", f"{unknown[0]!r} is not a node of the topology")
@@ -478,7 +409,7 @@ def _renamed(workload: Workload, prefix: str, start_s: float) -> Workload:
     )
 
 
-def _collective(where: _Where, topology: Topology, table: Mapping, key: str) -> Workload:
+def _collective(where: Where, topology: Topology, table: Mapping, key: str) -> Workload:
     try:
         collectives = importlib.import_module("flowsim.collectives")
     except ImportError as err:
@@ -507,7 +438,7 @@ def _collective(where: _Where, topology: Topology, table: Mapping, key: str) -> 
     return workload
 
 
-def _workload(where: _Where, table: Mapping, topology: Topology, base: Path) -> Workload:
+def _workload(where: Where, table: Mapping, topology: Topology, base: Path) -> Workload:
     where.only(table, ("flows", "collective"), "workload")
     parts = []
     if "flows" in table:
@@ -531,12 +462,12 @@ def _workload(where: _Where, table: Mapping, topology: Topology, base: Path) -> 
 # --- options and the whole file -------------------------------------------------------------
 
 
-def _options(where: _Where, table: Mapping) -> Options:
+def _options(where: Where, table: Mapping) -> Options:
     defaults = Options()
     where.only(table, Options.__dataclass_fields__, "options")
     seed = table.get("seed", defaults.seed)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise where.error("options.seed", f"expected a non-negative integer, got {_show(seed)}")
+        raise where.error("options.seed", f"expected a non-negative integer, got {show(seed)}")
     return Options(
         routing=where.choice(table, "routing", "options", tuple(METHODS), defaults.routing),
         seed=seed,
@@ -547,7 +478,7 @@ def _options(where: _Where, table: Mapping) -> Options:
     )
 
 
-def _section(where: _Where, doc: Mapping, section: str) -> object:
+def _section(where: Where, doc: Mapping, section: str) -> object:
     if section not in doc:
         raise where.error(section, f"missing; expected a [{section}] table")
     return doc[section]
@@ -577,7 +508,7 @@ def parse_scenario(text: str, *, source: str = "<string>", base_dir: str | os.Pa
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
-        raise _Where(source).error("", f"not valid TOML: {err}") from None
+        raise Where(source).error("", f"not valid TOML: {err}") from None
     return scenario_from_document(doc, text=text, source=source, base_dir=base_dir)
 
 
@@ -589,7 +520,7 @@ def scenario_from_document(
     :func:`parse_scenario` after parsing; sweeps call it on documents they derived.
     ``text`` is kept as the scenario's text (written into traces).
     """
-    where = _Where(source)
+    where = Where(source)
     where.only(doc, _SECTIONS, "")
     info = where.table(doc.get("scenario", {}), "scenario")
     where.only(info, ("name", "description"), "scenario")

@@ -64,6 +64,7 @@ import numpy as np
 
 import flowsim
 from flowsim.errors import InputError, read_text_file
+from flowsim.tomlcheck import Where
 from flowsim.hardware import LinkTier
 from flowsim.nccl import busbw_Bps
 from flowsim.scenario import ScenarioRun, run_scenario, scenario_from_document
@@ -254,39 +255,12 @@ class Sweep:
         )
 
 
-class _Where:
-    """Formats spec errors as ``file: key: message``."""
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-
-    def error(self, key: str, message: str) -> InputError:
-        return InputError(f"{self.source}: {key}: {message}" if key else f"{self.source}: {message}")
-
-    def table(self, value: object, key: str) -> dict:
-        if not isinstance(value, dict):
-            raise self.error(key, f"expected a table, got {value!r}")
-        return value
-
-    def only(self, table: Mapping, allowed: Sequence[str], prefix: str) -> None:
-        extra = [k for k in table if k not in allowed]
-        if extra:
-            key = f"{prefix}.{extra[0]}" if prefix else extra[0]
-            raise self.error(key, f"unknown key; expected one of {', '.join(allowed)}")
-
-    def integer(self, table: Mapping, key: str, prefix: str, minimum: int) -> int:
-        value = table.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise self.error(f"{prefix}.{key}", f"expected an integer >= {minimum}, got {value!r}")
-        return value
-
-
 def canonical_json(value: object) -> str:
     """``value`` as JSON with sorted keys and no spaces: the same text for equal values."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
-def _flatten(where: _Where, table: Mapping, prefix: str, key: str, is_leaf: Callable[[object], bool],
+def _flatten(where: Where, table: Mapping, prefix: str, key: str, is_leaf: Callable[[object], bool],
              expected: str) -> dict:
     """Dotted path -> leaf value of a (possibly nested) axis table; a value that is neither a
     leaf nor a table is reported as not being ``expected``."""
@@ -302,7 +276,7 @@ def _flatten(where: _Where, table: Mapping, prefix: str, key: str, is_leaf: Call
     return out
 
 
-def _values(where: _Where, axis: str, kind: str) -> dict[str, list]:
+def _values(where: Where, axis: str, kind: str) -> dict[str, list]:
     """Check a grid or zip table: each path -> a non-empty array of values."""
     paths = _flatten(where, where.table(axis, f"sweep.{kind}"), "", f"sweep.{kind}", lambda v: isinstance(v, list),
                      "an array of values")
@@ -312,7 +286,7 @@ def _values(where: _Where, axis: str, kind: str) -> dict[str, list]:
     return paths
 
 
-def _distribution(where: _Where, key: str, spec: Mapping) -> tuple[str, list]:
+def _distribution(where: Where, key: str, spec: Mapping) -> tuple[str, list]:
     if len(spec) != 1 or next(iter(spec)) not in DISTRIBUTIONS:
         raise where.error(key, f"expected one of {', '.join(DISTRIBUTIONS)} (e.g. {{uniform = [0, 1]}}), got {spec!r}")
     kind, args = next(iter(spec.items()))
@@ -329,7 +303,7 @@ def _distribution(where: _Where, key: str, spec: Mapping) -> tuple[str, list]:
     return kind, args
 
 
-def _random_points(where: _Where, table: Mapping) -> tuple[list[str], list[dict]]:
+def _random_points(where: Where, table: Mapping) -> tuple[list[str], list[dict]]:
     """Paths and seeded samples of ``[sweep.random]``."""
     samples = where.integer(table, "samples", "sweep.random", 1)
     seed = where.integer(table, "seed", "sweep.random", 0)
@@ -372,7 +346,7 @@ def _kind(value: object) -> str:
     return "a table" if isinstance(value, dict) else f"a {type(value).__name__}"
 
 
-def _check_path(where: _Where, document: Mapping, path: str, key: str) -> tuple[str, ...]:
+def _check_path(where: Where, document: Mapping, path: str, key: str) -> tuple[str, ...]:
     """Check that ``path`` leads somewhere in ``document``. If it adds fields the document
     lacks, return their keys as scenario errors write them (``options``, ``options.seed``),
     else an empty tuple."""
@@ -414,7 +388,7 @@ def apply_params(document: Mapping, params: Mapping[str, Any]) -> dict:
     return out
 
 
-def _metrics(where: _Where, metrics: object) -> tuple[str, ...]:
+def _metrics(where: Where, metrics: object) -> tuple[str, ...]:
     if not isinstance(metrics, list) or not metrics or not all(isinstance(m, str) for m in metrics):
         raise where.error("sweep.metrics", f"expected a non-empty array of metric names, got {metrics!r}")
     for i, name in enumerate(metrics):
@@ -436,7 +410,7 @@ def _runs(document: Mapping, *points: list[dict]) -> tuple[RunSpec, ...]:
     return tuple(runs)
 
 
-def _check_new_fields(where: _Where, sweep: Sweep, new: Mapping[str, tuple[str, ...]]) -> None:
+def _check_new_fields(where: Where, sweep: Sweep, new: Mapping[str, tuple[str, ...]]) -> None:
     """Build the first run's scenario so the scenario checker judges fields the base lacks.
 
     ``new`` maps the spec key of each such axis to the fields on its path that the base
@@ -473,7 +447,7 @@ def parse_sweep(text: str, *, source: str = "<string>", base_dir: str | os.PathL
         Naming ``source``, the key (``sweep.grid.topology.n_nodes``) and what was expected;
         an unknown scenario field or metric names the valid ones.
     """
-    where = _Where(source)
+    where = Where(source)
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:

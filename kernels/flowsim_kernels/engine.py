@@ -168,6 +168,9 @@ def simulate_flows(
     fill_heap_items = np.empty(n_links, dtype=np.int64)
     in_region = np.zeros(n_flows, dtype=np.bool_)
     pending = np.zeros(n_flows, dtype=np.bool_)
+    settled = np.zeros(n_flows, dtype=np.bool_)
+    rejoined = np.zeros(n_flows, dtype=np.bool_)
+    settled_list = np.empty(n_flows, dtype=np.int64)
     frozen = np.zeros(n_flows, dtype=np.bool_)
     new_rate = np.zeros(n_flows, dtype=np.float64)
     region = np.empty(n_flows, dtype=np.int64)
@@ -337,6 +340,7 @@ def simulate_flows(
 
         # --- solve, check, widen ---------------------------------------------------------------
         n_summed = 0  # touched[:n_summed] have their fixed load and top level summed
+        n_settled = 0
         while True:
             for j in range(n_summed, n_touched):
                 link = touched[j]
@@ -371,6 +375,7 @@ def simulate_flows(
             # bottleneck unless the link lost its saturation or a flow now tops them there.
             stamp += 1
             n_join = 0
+            lowest_move = np.inf  # lowest level at which a flow must still move
             for j in range(n_touched):
                 link = touched[j]
                 old = link_sat_level[link]
@@ -385,7 +390,17 @@ def simulate_flows(
                     if visit_stamp[h] == stamp:
                         continue
                     visit_stamp[h] = stamp
-                    if not _has_bottleneck(h, rate[h], inp, link_mark, new_sat_level, link_sat_level):
+                    r = new_rate[h] if settled[h] else rate[h]
+                    if not _has_bottleneck(h, r, inp, link_mark, new_sat_level, link_sat_level):
+                        lowest_move = min(lowest_move, r / weight[h])
+                        pending[h] = True
+                        to_join[n_join] = h
+                        n_join += 1
+            for i in range(n_settled):
+                h = settled_list[i]
+                if settled[h] and not pending[h]:
+                    if not _has_bottleneck(h, new_rate[h], inp, link_mark, new_sat_level, link_sat_level):
+                        lowest_move = min(lowest_move, new_rate[h] / weight[h])
                         pending[h] = True
                         to_join[n_join] = h
                         n_join += 1
@@ -394,6 +409,7 @@ def simulate_flows(
                 g = region[i]
                 if _has_bottleneck(g, new_rate[g], inp, link_mark, new_sat_level, link_sat_level):
                     continue
+                lowest_move = min(lowest_move, new_rate[g] / weight[g])
                 ceiling = new_rate[g] / weight[g] * (1.0 + _CHECK_REL_TOL)
                 for k in range(fl_ptr[g], fl_ptr[g + 1]):
                     link = fl_idx[k]
@@ -408,15 +424,44 @@ def simulate_flows(
                             n_join += 1
             if n_join == 0:
                 break
+            # Re-solved flows below every level that must still move keep their new rates
+            # (below a moving level the filling runs as it did): they are settled, treated
+            # as fixed at their new rates and checked like the others until the commit.
+            floor = lowest_move * (1.0 - _CHECK_REL_TOL)
+            kept = 0
+            for i in range(n_region):
+                g = region[i]
+                level = new_rate[g] / weight[g]
+                if rejoined[g] or level >= floor:
+                    region[kept] = g
+                    kept += 1
+                    continue
+                in_region[g] = False
+                settled[g] = True
+                settled_list[n_settled] = g
+                n_settled += 1
+                for k in range(fl_ptr[g], fl_ptr[g + 1]):
+                    link = fl_idx[k]
+                    slot = inc_slot[k]
+                    slot_val[slot, _S_RATE] = new_rate[g]
+                    slot_val[slot, _S_LEVEL] = level
+                    fixed_load[link] += new_rate[g]
+                    fixed_top[link] = max(fixed_top[link], level)
+            n_region = kept
             for i in range(n_join):
                 h = to_join[i]
                 pending[h] = False
                 # Links summed before lose h from their fixed flows.
-                level = rate[h] / weight[h]
+                r = rate[h]
+                if settled[h]:
+                    settled[h] = False
+                    rejoined[h] = True
+                    r = new_rate[h]
+                level = r / weight[h]
                 for k in range(fl_ptr[h], fl_ptr[h + 1]):
                     link = fl_idx[k]
                     if link_mark[link]:
-                        fixed_load[link] -= rate[h]
+                        fixed_load[link] -= r
                         if level >= fixed_top[link]:
                             fixed_top[link] = np.inf  # re-sum below, once h's slots are marked
                 n_region, n_touched = _join(
@@ -429,9 +474,16 @@ def simulate_flows(
                     fixed_load[link], fixed_top[link] = _fixed_sums(link, link_slot_start, link_slot_count, slot_val)
 
         # --- commit --------------------------------------------------------------------------
+        for i in range(n_settled):
+            g = settled_list[i]
+            if settled[g]:
+                settled[g] = False
+                region[n_region] = g
+                n_region += 1
         for i in range(n_region):
             g = region[i]
             in_region[g] = False
+            rejoined[g] = False
             r = new_rate[g]
             for k in range(fl_ptr[g], fl_ptr[g + 1]):
                 s = inc_slot[k]

@@ -7,6 +7,7 @@ or sweep a collective's message sizes the way nccl-tests does.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -27,6 +28,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (InputError, ImportError) as err:
         print(f"flowsim: error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader went away (``flowsim inspect trace.h5 | head``): not a failure. Point
+        # stdout at /dev/null so that flushing it at exit does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

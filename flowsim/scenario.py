@@ -46,7 +46,13 @@ Format
         :func:`flowsim.collectives.build_collective`. ``servers`` defaults to each rank's
         server in the topology (except for NVLS, which runs inside one server), so that
         messages leaving a server are charged the network step latency.
-    Parts are concatenated in that order: the flow list, then the collectives.
+    ``[workload.training]`` (see :mod:`flowsim.training`)
+        One data-parallel training step over the topology's GPUs (or ``ranks``): ``layers``
+        (count) and ``layer_backward_s`` / ``layer_grad_bytes`` (one number for every layer, or
+        a list of ``layers`` numbers) are required; ``forward_s``, ``bucket_bytes`` (default
+        25 MiB), ``ranks``, ``algorithm`` (all-reduce algorithm, default ``"ring"``),
+        ``checkpoint_bytes_per_rank`` and ``checkpoint_start_s`` are optional.
+    Parts are concatenated in that order: the flow list, the collectives, the training step.
 ``[options]`` (optional)
     ``routing`` (``"ecmp"``, ``"dmodk"`` or ``"shortest"``; default ``"ecmp"``), ``seed``
     (ECMP hash seed, default 0), ``gpudirect`` (default true), ``record_links`` (per-link rate
@@ -77,6 +83,7 @@ from flowsim.result import SimulationResult
 from flowsim.routes import Routes
 from flowsim.routing import METHODS, Router
 from flowsim.tomlcheck import Where, join, show
+from flowsim.training import TrainingStep, data_parallel_step
 from flowsim.topology import NodeKind, Topology, TopologyBuilder
 from flowsim.workload import Workload
 
@@ -126,6 +133,9 @@ class Scenario:
     topology : Topology
     workload : Workload
     options : Options
+    compute_s : float
+        Compute time of a ``[workload.training]`` step (0 without one): the step takes
+        ``max(compute_s, makespan)``.
     """
 
     source: str
@@ -135,6 +145,7 @@ class Scenario:
     topology: Topology
     workload: Workload
     options: Options
+    compute_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -438,9 +449,46 @@ def _collective(where: Where, topology: Topology, table: Mapping, key: str) -> W
     return workload
 
 
-def _workload(where: Where, table: Mapping, topology: Topology, base: Path) -> Workload:
-    where.only(table, ("flows", "collective"), "workload")
+def _training(where: Where, topology: Topology, table: Mapping, key: str) -> TrainingStep:
+    where.only(
+        table,
+        ("layers", "layer_backward_s", "layer_grad_bytes", "forward_s", "bucket_bytes", "ranks", "algorithm",
+         "checkpoint_bytes_per_rank", "checkpoint_start_s"),
+        key,
+    )
+    layers = where.integer(table, "layers", key, 1)
+    per_layer = {}
+    for column in ("layer_backward_s", "layer_grad_bytes"):
+        value = table.get(column)
+        if isinstance(value, list):
+            if len(value) != layers:
+                raise where.error(join(key, column), f"expected {layers} values (one per layer), got {len(value)}")
+            per_layer[column] = [where.number({column: v}, column, key) for v in value]
+        else:
+            per_layer[column] = [where.number(table, column, key)] * layers
+    ranks = _ranks(where, topology, table, key, "all_reduce") if "ranks" in table else None
+    try:
+        return data_parallel_step(
+            topology,
+            **per_layer,
+            forward_s=where.number(table, "forward_s", key, 0.0),
+            bucket_bytes=where.number(table, "bucket_bytes", key, 25 * 2**20),
+            ranks=ranks,
+            algorithm=where.string(table, "algorithm", key, "ring"),
+            checkpoint_bytes_per_rank=where.number(table, "checkpoint_bytes_per_rank", key, 0.0),
+            checkpoint_start_s=where.number(table, "checkpoint_start_s", key, 0.0),
+        )
+    except InputError as err:
+        raise where.error(key, str(err)) from None
+
+
+def _workload(
+    where: Where, table: Mapping, topology: Topology, base: Path
+) -> tuple[Workload, float]:
+    """The scenario's workload, and the compute time of its training step (0 if none)."""
+    where.only(table, ("flows", "collective", "training"), "workload")
     parts = []
+    compute_s = 0.0
     if "flows" in table:
         flows = base / where.string(table, "flows", "workload")
         if not flows.is_file():
@@ -449,12 +497,18 @@ def _workload(where: Where, table: Mapping, topology: Topology, base: Path) -> W
     if "collective" in table:
         for i, collective in enumerate(where.tables(table["collective"], "workload.collective")):
             parts.append(_collective(where, topology, collective, f"workload.collective[{i}]"))
+    if "training" in table:
+        step = _training(where, topology, where.table(table["training"], "workload.training"), "workload.training")
+        parts.append(step.workload)
+        compute_s = step.compute_s
     if not parts:
-        raise where.error("workload", "expected 'flows' (a CSV flow list) or [[workload.collective]] tables")
+        raise where.error(
+            "workload", "expected 'flows' (a CSV flow list), [[workload.collective]] tables or [workload.training]"
+        )
     if len(parts) == 1:
-        return parts[0]
+        return parts[0], compute_s
     try:
-        return Workload.concat(parts)
+        return Workload.concat(parts), compute_s
     except InputError as err:
         raise where.error("workload", str(err)) from None
 
@@ -525,7 +579,9 @@ def scenario_from_document(
     info = where.table(doc.get("scenario", {}), "scenario")
     where.only(info, ("name", "description"), "scenario")
     topology = _topology(where, where.table(_section(where, doc, "topology"), "topology"))
-    workload = _workload(where, where.table(_section(where, doc, "workload"), "workload"), topology, Path(base_dir))
+    workload, compute_s = _workload(
+        where, where.table(_section(where, doc, "workload"), "workload"), topology, Path(base_dir)
+    )
     return Scenario(
         source=source,
         text=text,
@@ -534,6 +590,7 @@ def scenario_from_document(
         topology=topology,
         workload=workload,
         options=_options(where, where.table(doc.get("options", {}), "options")),
+        compute_s=compute_s,
     )
 
 

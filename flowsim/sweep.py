@@ -152,6 +152,8 @@ _METRIC_FUNCTIONS: dict[str, Callable[[ScenarioRun, Mapping], float]] = {
         for stat, reduce in (("max", np.max), ("mean", np.mean))
     },
     "busbw_Bps": _busbw,
+    "step_time_s": lambda run, document: max(run.scenario.compute_s, run.result.makespan_s),
+    "exposed_communication_s": lambda run, document: max(run.result.makespan_s - run.scenario.compute_s, 0.0),
     "n_events": lambda run, document: float(run.result.n_events),
     "n_flows": lambda run, document: float(run.result.n_flows),
 }

@@ -1,10 +1,14 @@
 """Data-parallel training steps: overlap of gradient all-reduces with backward compute."""
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from flowsim import InputError, NodeKind, TopologyBuilder, build_cluster
 from flowsim.collectives import CollectiveCosts
+from flowsim.scenario import load_scenario, parse_scenario, run_scenario
 from flowsim.training import data_parallel_step, run_training_step
 
 G = 1e9
@@ -86,3 +90,35 @@ def test_checkpoint_writes_go_to_storage_and_show_in_the_tiers():
 def test_bad_input(kwargs, message):
     with pytest.raises(InputError, match=message.replace("[", r"\[").replace("]", r"\]")):
         data_parallel_step(two_gpus(), costs=FREE, **kwargs)
+
+
+SCENARIOS = Path(__file__).resolve().parents[1] / "data" / "scenarios"
+
+
+def test_training_step_from_a_scenario_file_matches_the_api():
+    scenario = load_scenario(SCENARIOS / "training_step_two_dgx_h100.toml")
+    topology = scenario.topology
+    step = data_parallel_step(
+        topology, layer_backward_s=[3e-3] * 24, layer_grad_bytes=[40e6] * 24, forward_s=30e-3,
+        bucket_bytes=26214400, checkpoint_bytes_per_rank=536870912,
+    )
+    assert scenario.compute_s == step.compute_s == pytest.approx(30e-3 + 24 * 3e-3)
+    assert scenario.workload.names == step.workload.names
+    from_file = run_scenario(scenario).result
+    direct = run_training_step(topology, step)
+    np.testing.assert_allclose(from_file.finish_s, direct.run.result.finish_s, rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "training, message",
+    [
+        ("layers = 2\nlayer_backward_s = [1e-3]\nlayer_grad_bytes = 1e6", "workload.training.layer_backward_s: expected 2 values"),
+        ("layers = 0\nlayer_backward_s = 1e-3\nlayer_grad_bytes = 1e6", "workload.training.layers: expected an integer >= 1"),
+        ("layers = 1\nlayer_backward_s = 1e-3\nlayer_grad_bytes = 1e6\ncolour = 1", "workload.training.colour: unknown key"),
+        ("layers = 1\nlayer_backward_s = 1e-3", "workload.training.layer_grad_bytes: missing"),
+    ],
+)
+def test_bad_training_tables_name_the_key(training, message):
+    text = f'[topology]\npreset = "dgx_h100"\nfigure = "nominal"\n[workload.training]\n{training}\n'
+    with pytest.raises(InputError, match=re.escape(f"step.toml: {message}")):
+        parse_scenario(text, source="step.toml")

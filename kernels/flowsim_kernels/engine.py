@@ -115,12 +115,17 @@ def simulate_flows(
     not saturate below r either way). Symmetrically, a flow arriving with final level r
     changes no flow below r, and r is at least ``min(cap / w, min over its links of
     capacity / total weight)``. So each batch seeds the re-solve with the arriving flows and
-    the flows at or above those levels on the touched links, and fills them over the
-    capacity the others leave. The result is then checked against the definition of
-    max-min fairness on every touched link (feasible; every flow capped or with a bottleneck
-    where its level is the largest): a flow that fails is added, with the flows that block
-    it, and the region is solved again. Since the allocation is unique, the check makes the
-    result exact whatever the seed; the seed only makes it small.
+    the flows bottlenecked, at or above those levels, on the touched saturated links, and
+    fills them over the capacity the others leave. The result is then checked against the
+    definition of max-min fairness on every touched link (feasible; every flow capped or with
+    a bottleneck where its level is the largest): a flow that fails is added, with the flows
+    that block it, and the region is solved again. Re-solved flows below the lowest level
+    that must still move keep their new rates through the next rounds (they are checked like
+    the others). Since the allocation is unique, the check makes the result exact whatever
+    the seed; the seed only makes it small.
+
+    Cost per batch: the fills of the region's rounds (see :func:`progressive_fill`) plus one
+    pass over the slots of each touched link per round.
     """
     n_flows = inp.flow_link_indptr.shape[0] - 1
     n_links = inp.capacity_Bps.shape[0]

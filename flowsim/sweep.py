@@ -1012,6 +1012,9 @@ def run_sweep(
     finally:
         writer.close()
         bar.close()
+        # The journal is the record of what finished: an interrupt can land between a batch
+        # reaching it and reaching ``records``.
+        records = read_journal(journal)
         write_results(output, sweep, records)
     n_failed = sum(records[run.key].status != "ok" for run in sweep.runs)
     return SweepOutcome(output, journal, len(sweep.runs), len(unique), len(unique) - len(todo), len(todo), n_failed)

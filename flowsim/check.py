@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from flowsim.collectives import ALGORITHMS
+from flowsim.collectives import resolve_algorithm
 from flowsim.errors import InputError
 from flowsim.fabrics import build_cluster
 from flowsim.nccl import bus_factor, busbw_Bps, sweep
@@ -571,7 +571,7 @@ def check_log(
         raise InputError(f"threshold must be in [0, 1), got {threshold!r}")
     if log.n_ranks < 2:
         raise InputError(f"{log.source}: {log.n_ranks} rank; flowsim predicts collectives of 2 or more ranks")
-    algorithm = ALGORITHMS[log.collective][0] if algorithm is None else algorithm
+    algorithm = resolve_algorithm(log.collective, algorithm)
     topology = build_cluster(system, nodes, figure=figure, fabric=fabric)
     gpus = _rank_gpus(log, system, topology)
     ranks = _send_pair(gpus) if log.collective == "send" else gpus

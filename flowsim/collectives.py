@@ -92,6 +92,7 @@ __all__ = [
     "nvls_costs",
     "reduce",
     "reduce_scatter",
+    "resolve_algorithm",
     "rotated_rings",
     "send",
     "tree_all_reduce",
@@ -1068,19 +1069,27 @@ _BUILDERS: dict[tuple[str, str], Callable[..., Workload]] = {
 }
 
 
+def resolve_algorithm(collective: str, algorithm: str | None = None) -> str:
+    """``algorithm`` checked against :data:`ALGORITHMS` for ``collective``; the first listed
+    when ``None``. Errors name the valid collectives or algorithms."""
+    if collective not in ALGORITHMS:
+        raise InputError(f"unknown collective {collective!r}; valid ones: {', '.join(COLLECTIVES)}")
+    if algorithm is None:
+        return ALGORITHMS[collective][0]
+    if algorithm not in ALGORITHMS[collective]:
+        raise InputError(
+            f"no algorithm {algorithm!r} for {collective}; valid ones: {', '.join(ALGORITHMS[collective])}"
+        )
+    return algorithm
+
+
 def build_collective(
     collective: str, ranks: Ranks, size_bytes: float, *, algorithm: str | None = None, **options
 ) -> Workload:
     """The workload of ``collective`` by name (:data:`COLLECTIVES`) and ``algorithm``
     (:data:`ALGORITHMS`; default: the first listed). ``send`` takes ``ranks = (src, dst)``;
     ``options`` go to the builder."""
-    if collective not in ALGORITHMS:
-        raise InputError(f"unknown collective {collective!r}; valid ones: {', '.join(COLLECTIVES)}")
-    algorithm = ALGORITHMS[collective][0] if algorithm is None else algorithm
-    if algorithm not in ALGORITHMS[collective]:
-        raise InputError(
-            f"no algorithm {algorithm!r} for {collective}; valid ones: {', '.join(ALGORITHMS[collective])}"
-        )
+    algorithm = resolve_algorithm(collective, algorithm)
     if collective == "send":
         ranks = _check_ranks(ranks, "send")
         if len(ranks) != 2:

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from flowsim.collectives import (
-    ALGORITHMS,
     PROTOCOLS,
     CollectiveCosts,
     build_collective,
     mesh_rings,
     nccl_costs,
     nvls_costs,
+    resolve_algorithm,
     rotated_rings,
 )
 from flowsim.engine import simulate
@@ -372,13 +372,7 @@ def collective_workload(
     (not ``"auto"``). Use it to place a collective inside a larger workload (a training
     step's gradient buckets, for instance).
     """
-    if collective not in ALGORITHMS:
-        raise InputError(f"unknown collective {collective!r}; valid ones: {', '.join(ALGORITHMS)}")
-    algorithm = ALGORITHMS[collective][0] if algorithm is None else algorithm
-    if algorithm not in ALGORITHMS[collective]:
-        raise InputError(
-            f"no algorithm {algorithm!r} for {collective}; valid ones: {', '.join(ALGORITHMS[collective])}"
-        )
+    algorithm = resolve_algorithm(collective, algorithm)
     if protocol not in PROTOCOLS:
         raise InputError(f"unknown protocol {protocol!r}; valid ones: {', '.join(PROTOCOLS)}")
     if costs is not None and protocol != "simple":

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from flowsim.collectives import ALGORITHMS, COLLECTIVES, PROTOCOLS
+from flowsim.collectives import ALGORITHMS, COLLECTIVES, PROTOCOLS, resolve_algorithm
 from flowsim.fabrics import FABRICS, build_cluster
 from flowsim.hardware import FIGURES
 from flowsim.nccl import DTYPE_BYTES, format_table, message_sizes, rows_to_json, sweep
@@ -84,7 +84,7 @@ def run_collective(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     n_ranks = 2 if args.collective == "send" else len(topology.gpus())
-    algorithm = args.algorithm or ALGORITHMS[args.collective][0]
+    algorithm = resolve_algorithm(args.collective, args.algorithm)
     if args.json:
         print(
             rows_to_json(

@@ -128,11 +128,7 @@ def simulate(
     finally:
         if progress:
             progress_done()
-    link_bytes = np.bincount(
-        problem.routes.flow_link_indices,
-        weights=np.repeat(size, problem.routes.hop_counts()),
-        minlength=n_links,
-    )
+    link_bytes = problem.routes.per_link_sum(size)
     segments = {}
     if record != RECORD_NONE:
         order = np.argsort(seg_entity, kind="stable")

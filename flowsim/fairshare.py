@@ -102,14 +102,6 @@ class FairShareProblem:
         )
         return rate
 
-    def link_load_Bps(self, rate_Bps: np.ndarray) -> np.ndarray:
-        """Sum of the rates crossing each link."""
-        return np.bincount(
-            self.routes.flow_link_indices,
-            weights=np.repeat(rate_Bps, self.routes.hop_counts()),
-            minlength=self.n_links,
-        )
-
 
 def max_min_rates(
     routes: Routes | Sequence[Sequence[int | str]],

@@ -40,6 +40,13 @@ class Routes:
     def hop_counts(self) -> np.ndarray:
         return np.diff(self.flow_link_indptr)
 
+    def per_link_sum(self, per_flow: np.ndarray) -> np.ndarray:
+        """Each link's sum of a per-flow quantity over the flows crossing it: rates give link
+        loads (B/s), sizes give bytes carried (float64[n_links])."""
+        return np.bincount(
+            self.flow_link_indices, weights=np.repeat(per_flow, self.hop_counts()), minlength=self.n_links
+        )
+
     def transpose(self) -> tuple[np.ndarray, np.ndarray]:
         """``(link_flow_indptr, link_flow_indices)``: the flows crossing each link."""
         return csr_transpose(self.flow_link_indptr, self.flow_link_indices, self.n_links)

@@ -163,7 +163,7 @@ def run_training_step(topology: Topology, step: TrainingStep, **run_options) -> 
     outcome = run(topology, step.workload, **run_options)
     step_s = max(step.compute_s, outcome.result.makespan_s)
     carried = outcome.result.link_bytes
-    utilization = carried / (topology.link_capacity_Bps * step_s) if step_s > 0 else np.zeros_like(carried)
+    utilization = outcome.result.link_utilization(step_s)
     tiers = {}
     for tier in LinkTier:
         on_tier = topology.link_tier == tier

@@ -37,10 +37,9 @@ def rates_command(args: argparse.Namespace) -> int:
     )
     backend = resolve_backend(args.backend)
     rates = problem.solve(backend)
-    hops = routes.hop_counts()
     print(f"# {scenario.name}: {len(w):,} flows over {t.n_links:,} links, all at once ({backend} backend)")
     for scale, capacity, rate in zip(scales, problem.capacity_Bps, rates):
-        load = np.bincount(routes.flow_link_indices, weights=np.repeat(rate, hops), minlength=t.n_links)
+        load = routes.per_link_sum(rate)
         saturated = np.flatnonzero(load >= capacity * _SATURATED)
         by_flows = np.bincount(routes.flow_link_indices, minlength=t.n_links)[saturated]
         print(

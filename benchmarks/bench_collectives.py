@@ -1,9 +1,12 @@
 """Collectives end to end on DGX H100 clusters: build the flow DAG, route, simulate.
 
-Full scale: a 1,024-GPU (128-node) all-to-all, about a million flows starting together, and
-a 1,024-GPU ring all-reduce (one channel, one slice: 2 x 1,023 dependent steps per rank,
-about two million flows). ``--flows-scale`` shrinks the node count with the flow count.
-``extra_info`` records flows, events and rate updates.
+Full scale: a 1,024-GPU (128-node) all-to-all, about a million flows starting together; a
+1,024-GPU ring all-reduce laid out as steps (one channel, one slice: 2 x 1,023 dependent
+steps per rank, about two million flows); and an 8,192-GPU (1,024-node) ring all-reduce as
+NCCL would run it, one ring per rail (8 channels), streamed (one flow per hop and channel,
+and its latency chain: 131,072 flows; its step DAG would be over a billion messages).
+``--flows-scale`` shrinks the node count with the flow count. ``extra_info`` records flows,
+events and rate updates.
 """
 
 import math
@@ -12,9 +15,10 @@ import pytest
 
 from flowsim.collectives import all_reduce, all_to_all
 from flowsim.fabrics import build_cluster
-from flowsim.pipeline import run
+from flowsim.pipeline import collective_time, run
 
 FULL_NODES = 128
+FULL_STREAM_NODES = 1024
 
 
 def n_nodes(flows_scale):
@@ -29,7 +33,10 @@ def cluster_and_gpus(nodes):
 
 
 def run_and_record(benchmark, topology, workload):
-    result = benchmark.pedantic(run, args=(topology, workload), rounds=1, iterations=1).result
+    record(benchmark, topology, benchmark.pedantic(run, args=(topology, workload), rounds=1, iterations=1).result)
+
+
+def record(benchmark, topology, result):
     benchmark.extra_info.update(
         n_gpus=len(topology.gpus()),
         n_flows=result.n_flows,
@@ -53,3 +60,15 @@ def test_all_to_all(benchmark, flows_scale):
 def test_ring_all_reduce(benchmark, flows_scale):
     topology, gpus = cluster_and_gpus(n_nodes(flows_scale))
     run_and_record(benchmark, topology, all_reduce(gpus, 1 << 30, channels=1, slices=1))
+
+
+def test_streamed_ring_all_reduce(benchmark, flows_scale):
+    # Streamed, flows grow with the GPU count: the node count scales with the flow scale.
+    topology = build_cluster("dgx_h100", max(2, round(FULL_STREAM_NODES * flows_scale)), figure="effective")
+
+    def layout_route_simulate():
+        return collective_time(topology, "all_reduce", 1 << 30, model="stream")
+
+    outcome = benchmark.pedantic(layout_route_simulate, rounds=1, iterations=1)
+    record(benchmark, topology, outcome.run.result)
+    benchmark.extra_info["time_s"] = outcome.time_s

@@ -48,6 +48,24 @@ every link is busy at every step anyway, so slices add flows but little overlap)
 busy: a chain of ``h`` hops cut into ``k`` slices takes ``(h + k - 1) / k`` times one hop's
 transfer).
 
+Steps and streams
+-----------------
+A ring's step DAG has ``channels x steps x n x slices`` messages: about 2n^2 per channel for
+an all-reduce, 134 million at 8,192 ranks with one channel and one slice, far more than a
+flow-level model can hold. ``model="stream"`` lays each channel's ring out as one flow per
+hop instead, carrying every chunk that crosses the hop (``steps x S / (n x channels)``
+bytes), all hops at once: the ring's steady state, where every hop streams slices as fast
+as its share of the links allows, so that the slowest hop sets the time as it does in the
+step DAG. What the stream drops is the step structure: a hop's rate does not wait on the
+hop before it. Latency is kept as in the step DAG, where a hop starts sending after one
+step latency but its last chunk arrives no sooner than the chain of ``steps`` step latencies
+it crossed: each hop's flow pays the base and its own step latency, and a zero-byte flow
+beside it pays the base and the whole chain, so the hop is done at the later of the two
+(route latencies: the engine adds each flow's own; the chain's other switch hops, 0.1-0.5
+us each against NCCL's 3.4-14 us per step, are not charged). ``model="auto"`` (the
+default) keeps the step DAG up to :data:`STEP_MESSAGE_LIMIT` messages and streams above it.
+The workload's ``model`` tag says which layout was built.
+
 Software costs
 --------------
 :class:`CollectiveCosts` gives the time NCCL's own tuning model charges ([NCCL]
@@ -76,9 +94,11 @@ __all__ = [
     "COLLECTIVES",
     "MAX_PIPELINE_SLICES",
     "MAX_RING_SLICES",
+    "MODELS",
     "NCCL_SLOT_BYTES",
     "NVLS_EFFICIENCY",
     "PROTOCOLS",
+    "STEP_MESSAGE_LIMIT",
     "CollectiveCosts",
     "all_gather",
     "all_reduce",
@@ -124,6 +144,13 @@ MAX_RING_SLICES = 4
 
 #: Most slices the default slicing cuts a chain's, tree's or NVLS message into.
 MAX_PIPELINE_SLICES = 64
+
+#: Layouts of ring algorithms (see "Steps and streams"): one message per step, one flow per
+#: hop, or the step DAG up to :data:`STEP_MESSAGE_LIMIT` messages and the stream above.
+MODELS = ("auto", "steps", "stream")
+#: Most messages ``model="auto"`` lays out as a step DAG: about a minute of simulation and
+#: a few GB of memory; the 1,024-GPU one-channel ring all-reduce (2.1 million) stays in it.
+STEP_MESSAGE_LIMIT = 4_000_000
 
 _NCCL_SOURCE = "[NCCL] master 2.30.7 src/graph/tuning.cc baseLat/hwLat, fact sheet 7.3"
 _US = 1e-6
@@ -255,10 +282,11 @@ def nvls_costs(nvlink: str) -> CollectiveCosts:
 class _FlowDag:
     """Collects the messages of one collective, then freezes them into a Workload."""
 
-    def __init__(self, name: str, costs: CollectiveCosts, servers: Servers) -> None:
+    def __init__(self, name: str, costs: CollectiveCosts, servers: Servers, model: str = "steps") -> None:
         self.name = name
         self.costs = costs
         self.servers = servers
+        self.model = model
         self.labels: list[str] = []
         self.src: list[str] = []
         self.dst: list[str] = []
@@ -274,12 +302,25 @@ class _FlowDag:
         except KeyError:
             raise InputError(f"collective {self.name!r}: rank {rank!r} has no server in `servers`") from None
 
-    def add(
-        self, label: str, src: str, dst: str, payload_bytes: float, deps: list[int], step: int, channel: int
-    ) -> int:
-        """Add one message; returns its flow index."""
+    def step_latency(self, src: str, dst: str) -> float:
+        """The per-step latency of a message from ``src`` to ``dst``: inter- or intra-server."""
         inter = self.servers is not None and self._server(src) != self._server(dst)
-        overhead = self.costs.inter_step_s if inter else self.costs.intra_step_s
+        return self.costs.inter_step_s if inter else self.costs.intra_step_s
+
+    def add(
+        self,
+        label: str,
+        src: str,
+        dst: str,
+        payload_bytes: float,
+        deps: list[int],
+        step: int | str,
+        channel: int,
+        step_latency_s: float | None = None,
+    ) -> int:
+        """Add one message; returns its flow index. It pays ``step_latency_s`` (default: its
+        own hop's step latency), and the base latency if it waits for nothing."""
+        overhead = self.step_latency(src, dst) if step_latency_s is None else step_latency_s
         if not deps:
             overhead += self.costs.base_s
         self.labels.append(f"{self.name}.{label}")
@@ -301,7 +342,12 @@ class _FlowDag:
             np.array(self.size, dtype=np.float64),
             depends_on=self.deps,
             overhead_s=np.array(self.overhead, dtype=np.float64),
-            tags={"collective": [collective] * n, "step": self.step, "channel": self.channel},
+            tags={
+                "collective": [collective] * n,
+                "model": [self.model] * n,
+                "step": self.step,
+                "channel": self.channel,
+            },
         )
 
 
@@ -398,6 +444,49 @@ def _ring(
         for p in range(n):
             done[order[(p + 1) % n]].extend(flow[n_steps - 1, p].tolist())
     return done
+
+
+def _stream_ring(
+    dag: _FlowDag,
+    orders: Sequence[tuple[str, ...]],
+    chunk_bytes: float,
+    n_steps: int,
+    ready: Mapping[str, list[int]],
+    phase: str,
+) -> dict[str, list[int]]:
+    """The ring of :func:`_ring` as one flow per hop and channel (``model="stream"``);
+    returns, per rank, the flows it receives.
+
+    Hop ``p`` (``order[p] -> order[p + 1]``) carries ``n_steps`` chunks after its own step
+    latency; beside it, a zero-byte flow pays the step latencies of the ``n_steps`` hops
+    ending at ``p``: the step DAG's longest chain of forwarded chunks.
+    """
+    done: dict[str, list[int]] = {r: [] for r in orders[0]}
+    for c, order in enumerate(orders):
+        n = len(order)
+        hop = np.array([dag.step_latency(order[p], order[(p + 1) % n]) for p in range(n)])
+        laps, rest = divmod(n_steps, n)
+        # The chain ending at hop p: `laps` whole turns, then hops p - rest + 1 .. p.
+        around = np.concatenate([np.zeros(1), np.cumsum(np.concatenate([hop, hop]))])
+        chain = laps * hop.sum() + around[n + 1 : 2 * n + 1] - around[n + 1 - rest : 2 * n + 1 - rest]
+        steps = f"0-{n_steps - 1}"
+        for p in range(n):
+            src, dst = order[p], order[(p + 1) % n]
+            deps = list(ready.get(src, ()))
+            label = f"{phase}ch{c}.stream.r{p}"
+            done[dst].append(dag.add(label, src, dst, n_steps * chunk_bytes, deps, steps, c))
+            done[dst].append(dag.add(f"{label}.chain", src, dst, 0.0, deps, steps, c, step_latency_s=float(chain[p])))
+    return done
+
+
+def _model(model: str, n_messages: int, what: str) -> str:
+    """``"steps"`` or ``"stream"``: ``model``, or for ``"auto"`` the step DAG up to
+    :data:`STEP_MESSAGE_LIMIT` messages."""
+    if model not in MODELS:
+        raise InputError(f"{what}: unknown model {model!r}; valid ones: {', '.join(MODELS)}")
+    if model == "auto":
+        return "steps" if n_messages <= STEP_MESSAGE_LIMIT else "stream"
+    return model
 
 
 def _chain(dag: _FlowDag, order: Sequence[str], piece_bytes: float, slices: int, channel: int) -> None:
@@ -570,20 +659,19 @@ def _ring_collective(
     orders: Sequence[Ranks] | None,
     servers: Servers,
     costs: CollectiveCosts | None,
+    model: str,
 ) -> Workload:
     ranks, size, channels, costs = _prepare(what, ranks, size_bytes, channels, costs, "ring")
     n = len(ranks)
     chunk = size / n / channels
-    dag = _FlowDag(what, costs, servers)
-    _ring(
-        dag,
-        _check_orders(orders, ranks, channels, what),
-        chunk,
-        n_steps(n),
-        _slices(slices, chunk, what, MAX_RING_SLICES),
-        {},
-        "",
-    )
+    orders = _check_orders(orders, ranks, channels, what)
+    n_slices = _slices(slices, chunk, what, MAX_RING_SLICES)
+    model = _model(model, channels * n_steps(n) * n * n_slices, what)
+    dag = _FlowDag(what, costs, servers, model)
+    if model == "stream":
+        _stream_ring(dag, orders, chunk, n_steps(n), {}, "")
+    else:
+        _ring(dag, orders, chunk, n_steps(n), n_slices, {}, "")
     return dag.workload(what)
 
 
@@ -596,6 +684,7 @@ def all_reduce(
     orders: Sequence[Ranks] | None = None,
     servers: Servers = None,
     costs: CollectiveCosts | None = None,
+    model: str = "auto",
 ) -> Workload:
     """Ring all-reduce: ``2(n - 1)`` steps of ``S / n`` bytes per rank and channel.
 
@@ -617,14 +706,20 @@ def all_reduce(
         (default: all ranks in one server).
     costs : CollectiveCosts, optional
         Default: :func:`nccl_costs` ``("ring", "simple", "nvlink")``.
+    model : {"auto", "steps", "stream"}
+        One message per step, or one flow per hop (see "Steps and streams" in
+        :mod:`flowsim.collectives`); ``"auto"`` streams above :data:`STEP_MESSAGE_LIMIT`
+        messages. ``slices`` apply to the steps only.
 
     Returns
     -------
     Workload
         Flow ``{"all_reduce"}.ch{c}.step{s}.r{i}.sl{k}`` is rank ``i``'s step ``s`` message on
         channel ``c``; it depends on the message it forwards (step ``s - 1`` of its ring
-        predecessor) and on its own previous slice. Tags: ``collective``, ``step``,
-        ``channel``.
+        predecessor) and on its own previous slice. Streamed, flow ``all_reduce.ch{c}.stream.r{p}``
+        is the hop from position ``p`` of channel ``c``'s ring order to the next, and
+        ``all_reduce.ch{c}.stream.r{p}.chain`` its zero-byte latency chain. Tags:
+        ``collective``, ``model``, ``step``, ``channel``.
 
     Examples
     --------
@@ -644,6 +739,7 @@ def all_reduce(
         orders=orders,
         servers=servers,
         costs=costs,
+        model=model,
     )
 
 
@@ -656,6 +752,7 @@ def reduce_scatter(
     orders: Sequence[Ranks] | None = None,
     servers: Servers = None,
     costs: CollectiveCosts | None = None,
+    model: str = "auto",
 ) -> Workload:
     """Ring reduce-scatter: ``n - 1`` steps of ``S / n`` bytes (``S``: the total input of a
     rank, as nccl-tests counts it). Parameters as :func:`all_reduce`."""
@@ -669,6 +766,7 @@ def reduce_scatter(
         orders=orders,
         servers=servers,
         costs=costs,
+        model=model,
     )
 
 
@@ -681,6 +779,7 @@ def all_gather(
     orders: Sequence[Ranks] | None = None,
     servers: Servers = None,
     costs: CollectiveCosts | None = None,
+    model: str = "auto",
 ) -> Workload:
     """Ring all-gather: ``n - 1`` steps of ``S / n`` bytes (``S``: the gathered total, as
     nccl-tests counts it). Parameters as :func:`all_reduce`."""
@@ -694,6 +793,7 @@ def all_gather(
         orders=orders,
         servers=servers,
         costs=costs,
+        model=model,
     )
 
 
@@ -863,14 +963,16 @@ def hierarchical_all_reduce(
     channels: int = 1,
     slices: int | None = None,
     costs: CollectiveCosts | None = None,
+    model: str = "auto",
 ) -> Workload:
     """All-reduce in three phases: ring reduce-scatter inside each server, ring all-reduce
     of each ``S / ppn`` shard among the ranks with the same local index across servers (one
     ring per rail), ring all-gather inside each server.
 
     Every server must hold the same number ``ppn`` of ranks (in ``ranks`` order, grouped by
-    ``servers``). A rank starts a phase once its previous phase has delivered to it. Other
-    parameters as :func:`all_reduce`.
+    ``servers``). A rank starts a phase once its previous phase has delivered to it.
+    ``model`` applies to all three phases' rings, ``"auto"`` counting the messages of all
+    of them. Other parameters as :func:`all_reduce`.
     """
     what = "hierarchical_all_reduce"
     ranks, size, channels, costs = _prepare(what, ranks, size_bytes, channels, costs, "ring")
@@ -882,28 +984,36 @@ def hierarchical_all_reduce(
                 f"{what}: servers hold different numbers of ranks ({len(g)} with {g[0]!r}, {ppn} with {groups[0][0]!r})"
             )
     shard = size / ppn
-    dag = _FlowDag("all_reduce", costs, servers)
+    n_servers = len(groups)
+    server_chunk = shard / channels
+    rail_chunk = shard / n_servers / channels
+    server_slices = _slices(slices, server_chunk, what, MAX_RING_SLICES)
+    rail_slices = _slices(slices, rail_chunk, what, MAX_RING_SLICES)
+    messages = channels * len(ranks) * (
+        (2 * (ppn - 1) * server_slices if ppn > 1 else 0)
+        + (2 * (n_servers - 1) * rail_slices if n_servers > 1 else 0)
+    )
+    model = _model(model, messages, what)
+    dag = _FlowDag("all_reduce", costs, servers, model)
+
+    def ring(order: tuple[str, ...], chunk: float, n_steps: int, n_slices: int, ready, phase: str):
+        if model == "stream":
+            return _stream_ring(dag, [order] * channels, chunk, n_steps, ready, phase)
+        return _ring(dag, [order] * channels, chunk, n_steps, n_slices, ready, phase)
+
     done: dict[str, list[int]] = {}
     if ppn > 1:
-        chunk = shard / channels
-        n_slices = _slices(slices, chunk, what, MAX_RING_SLICES)
         for i, g in enumerate(groups):
-            done.update(_ring(dag, [g] * channels, chunk, ppn - 1, n_slices, {}, f"rs.srv{i}."))
-    if len(groups) > 1:
-        chunk = shard / len(groups) / channels
-        n_slices = _slices(slices, chunk, what, MAX_RING_SLICES)
+            done.update(ring(g, server_chunk, ppn - 1, server_slices, {}, f"rs.srv{i}."))
+    if n_servers > 1:
         after: dict[str, list[int]] = {}
         for local in range(ppn):
             rail = tuple(g[local] for g in groups)
-            after.update(
-                _ring(dag, [rail] * channels, chunk, 2 * (len(groups) - 1), n_slices, done, f"ar.rail{local}.")
-            )
+            after.update(ring(rail, rail_chunk, 2 * (n_servers - 1), rail_slices, done, f"ar.rail{local}."))
         done = after
     if ppn > 1:
-        chunk = shard / channels
-        n_slices = _slices(slices, chunk, what, MAX_RING_SLICES)
         for i, g in enumerate(groups):
-            _ring(dag, [g] * channels, chunk, ppn - 1, n_slices, done, f"ag.srv{i}.")
+            ring(g, server_chunk, ppn - 1, server_slices, done, f"ag.srv{i}.")
     return dag.workload("all_reduce")
 
 

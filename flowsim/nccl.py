@@ -131,7 +131,8 @@ class NcclRow:
 
     ``size_bytes`` is ``S`` after rounding; ``count`` its elements; ``time_us`` the simulated
     time; ``algbw_GBps`` and ``busbw_GBps`` in GB/s (1e9 B/s), as nccl-tests prints them;
-    ``protocol`` the NCCL protocol whose costs applied.
+    ``protocol`` the NCCL protocol whose costs applied; ``model`` how rings were laid out
+    (``"steps"`` or ``"stream"``, see :mod:`flowsim.collectives`).
     """
 
     size_bytes: int
@@ -143,6 +144,7 @@ class NcclRow:
     algbw_GBps: float
     busbw_GBps: float
     protocol: str
+    model: str
 
 
 def _rounded(collective: str, size_bytes: int, element_bytes: int, n_ranks: int) -> tuple[int, int]:
@@ -177,7 +179,7 @@ def sweep(
         GPU node names; default every GPU (see :func:`flowsim.pipeline.collective_time`).
     **options
         Passed to :func:`flowsim.pipeline.collective_time` (``algorithm``, ``protocol``,
-        ``channels``, ``slices``, ``costs``, ``routing``, ``seed``, ``gpudirect``).
+        ``channels``, ``slices``, ``costs``, ``model``, ``routing``, ``seed``, ``gpudirect``).
 
     Returns
     -------
@@ -207,6 +209,7 @@ def sweep(
                 algbw_GBps=algbw_Bps(size, outcome.time_s) / 1e9,
                 busbw_GBps=busbw_Bps(collective, size, outcome.time_s, n_ranks) / 1e9,
                 protocol=outcome.protocol,
+                model=outcome.model,
             )
         )
     return rows

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from flowsim.collectives import (
+    MODELS,
     PROTOCOLS,
     CollectiveCosts,
     build_collective,
@@ -38,6 +39,13 @@ __all__ = ["CollectiveRun", "RunResult", "collective_time", "run"]
 _PROVIDED = frozenset(
     {"latency_s", "start_s", "weights", "caps_Bps", "depends_on", "delay_s", "overhead_s", "link_names", "flow_names"}
 )
+# Collectives whose rings may be streamed (``model``, see flowsim.collectives).
+_STREAMABLE = {
+    ("all_reduce", "ring"),
+    ("reduce_scatter", "ring"),
+    ("all_gather", "ring"),
+    ("all_reduce", "hierarchical"),
+}
 # Collectives whose algorithms take ring orders (one per channel).
 _RING_ORDERED = {
     ("all_reduce", "ring"),
@@ -180,6 +188,9 @@ class CollectiveRun:
     ----------
     collective, algorithm, protocol : str
         What ran; ``protocol`` is ``"custom"`` when explicit costs were given.
+    model : str
+        ``"steps"`` or ``"stream"``: how the rings were laid out (see
+        :mod:`flowsim.collectives`).
     ranks : tuple of str
     size_bytes : float
         ``S`` as nccl-tests counts it (see :mod:`flowsim.collectives`).
@@ -192,6 +203,7 @@ class CollectiveRun:
     collective: str
     algorithm: str
     protocol: str
+    model: str
     ranks: tuple[str, ...]
     size_bytes: float
     time_s: float
@@ -277,6 +289,7 @@ def collective_time(
     channels: int | None = None,
     slices: int | None = None,
     costs: CollectiveCosts | None = None,
+    model: str = "auto",
     routing: str = "ecmp",
     seed: int = 0,
     gpudirect: bool = True,
@@ -310,6 +323,11 @@ def collective_time(
         Replace NCCL's constants (then ``protocol`` must stay ``"simple"``). By default
         :func:`~flowsim.collectives.nccl_costs` with NVLink or PCIe as the intra-server
         hardware, whichever the ranks have.
+    model : {"auto", "steps", "stream"}
+        Rings as one message per step or one flow per hop (ring all-reduce,
+        reduce-scatter, all-gather and hierarchical all-reduce; see "Steps and streams" in
+        :mod:`flowsim.collectives`). ``"auto"`` streams rings whose step DAG would exceed
+        :data:`~flowsim.collectives.STEP_MESSAGE_LIMIT` messages.
     routing, seed, gpudirect, router
         As :func:`run`.
 
@@ -332,23 +350,25 @@ def collective_time(
     for candidate in protocols:
         plan = collective_workload(
             topology, collective, size_bytes, ranks=ranks, algorithm=algorithm, protocol=candidate,
-            channels=channels, slices=slices, costs=costs,
+            channels=channels, slices=slices, costs=costs, model=model,
         )
         outcome = run(topology, plan.workload, routing=routing, seed=seed, gpudirect=gpudirect, router=router)
         if best is None or outcome.makespan_s < best.time_s:
             best = CollectiveRun(
-                collective, plan.algorithm, plan.protocol, plan.ranks, float(size_bytes), outcome.makespan_s,
-                plan.costs, outcome,
+                collective, plan.algorithm, plan.protocol, plan.model, plan.ranks, float(size_bytes),
+                outcome.makespan_s, plan.costs, outcome,
             )
     return best
 
 
 @dataclass(frozen=True)
 class CollectivePlan:
-    """A collective laid out on a topology: its flows and the choices behind them."""
+    """A collective laid out on a topology: its flows and the choices behind them
+    (``model``: ``"steps"`` or ``"stream"``)."""
 
     algorithm: str
     protocol: str
+    model: str
     ranks: tuple[str, ...]
     costs: CollectiveCosts
     workload: Workload
@@ -365,6 +385,7 @@ def collective_workload(
     channels: int | None = None,
     slices: int | None = None,
     costs: CollectiveCosts | None = None,
+    model: str = "auto",
 ) -> CollectivePlan:
     """The flows of one collective on ``topology``, laid out as :func:`collective_time` does.
 
@@ -377,6 +398,13 @@ def collective_workload(
         raise InputError(f"unknown protocol {protocol!r}; valid ones: {', '.join(PROTOCOLS)}")
     if costs is not None and protocol != "simple":
         raise InputError(f"give either costs or protocol {protocol!r}, not both")
+    if model not in MODELS:
+        raise InputError(f"unknown model {model!r}; valid ones: {', '.join(MODELS)}")
+    if model == "stream" and (collective, algorithm) not in _STREAMABLE:
+        raise InputError(
+            f"{collective} ({algorithm}) has no stream model; it applies to rings: "
+            + ", ".join(f"{c} ({a})" for c, a in sorted(_STREAMABLE))
+        )
     if ranks is None:
         gpus = [topology.node_names[g] for g in topology.gpus()]
         ranks = gpus[:2] if collective == "send" else gpus
@@ -405,5 +433,7 @@ def collective_workload(
     else:
         table = "tree" if algorithm == "tree" else "ring"
         chosen = (protocol, nccl_costs(table, protocol, _intra_hardware(topology, ranks)))
+    if (collective, algorithm) in _STREAMABLE:
+        options["model"] = model
     workload = build_collective(collective, ranks, size_bytes, algorithm=algorithm, costs=chosen[1], **options)
-    return CollectivePlan(algorithm, chosen[0], ranks, chosen[1], workload)
+    return CollectivePlan(algorithm, chosen[0], workload.tags["model"][0], ranks, chosen[1], workload)

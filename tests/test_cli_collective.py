@@ -23,7 +23,7 @@ def test_prints_one_row_per_size(capsys):
         == 0
     )
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("# flowsim all_reduce (ring): 2 x dgx_h100, 16 ranks")
+    assert lines[0].startswith("# flowsim all_reduce (ring, steps): 2 x dgx_h100, 16 ranks")
     rows = [line.split() for line in lines if not line.startswith("#")]
     assert [int(r[0]) for r in rows] == [8, 32, 128, 512, 2048, 8192, 32768, 131072, 524288]
     assert [int(r[1]) for r in rows] == [s // 4 for s in (8, 32, 128, 512, 2048, 8192, 32768, 131072, 524288)]
@@ -49,6 +49,7 @@ def test_json_rows(capsys):
         "algbw_GBps",
         "busbw_GBps",
         "protocol",
+        "model",
     }
     row = out["rows"][-1]
     assert row["busbw_GBps"] == pytest.approx(row["algbw_GBps"] * 7 / 8)
@@ -76,6 +77,18 @@ def test_options_reach_the_model(capsys):
     assert row[1:5] == [str(2**26 // 2), "half", "none", "0"]
 
 
+def test_model_is_chosen_and_shown_in_the_title(capsys):
+    argv = ["collective", "all_reduce", "--system", "dgx_h100", "--nodes", "2", "-b", "1G", "-e", "1G"]
+    assert flowsim([*argv, "--model", "stream"]) == 0
+    title, *_, row, _ = capsys.readouterr().out.splitlines()
+    assert title.startswith("# flowsim all_reduce (ring, stream): 2 x dgx_h100, 16 ranks")
+    assert flowsim(argv) == 0
+    title, *_, steps_row, _ = capsys.readouterr().out.splitlines()
+    assert "(ring, steps)" in title
+    # At 1 GiB the stream's bandwidth term dominates; it agrees with the step DAG.
+    assert float(row.split()[-1]) == pytest.approx(float(steps_row.split()[-1]), rel=0.02)
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -85,6 +98,7 @@ def test_options_reach_the_model(capsys):
         (["--system", "dgx_h100", "-b", "1Q"], "size '1Q'"),
         (["--system", "dgx_h100", "--channels", "0"], "channels must be a positive integer"),
         (["--system", "dgx_h100", "--algorithm", "p2p"], "no algorithm 'p2p' for all_reduce"),
+        (["--system", "dgx_h100", "--algorithm", "tree", "--model", "stream"], "has no stream model"),
     ],
 )
 def test_bad_input_is_reported_not_raised(capsys, argv, message):

@@ -9,6 +9,7 @@ import itertools
 import numpy as np
 import pytest
 
+import flowsim.collectives as collectives
 from flowsim.collectives import (
     COLLECTIVES,
     MAX_PIPELINE_SLICES,
@@ -489,3 +490,90 @@ def test_sweep_rows_round_split_collectives_to_equal_parts():
     table = format_table(rows, "title")
     assert table.splitlines()[0] == "# title" and "4096" in table and "Avg bus bandwidth" in table
     assert '"size_bytes": 96' in rows_to_json(rows, system="dgx_h100")
+
+
+# --- steps and streams ----------------------------------------------------------------------
+
+TWO_SERVERS = {"g0": 0, "g1": 0, "g2": 1, "g3": 1}
+COSTS = CollectiveCosts(base_s=0.5, intra_step_s=0.25, inter_step_s=2.0, wire_efficiency=1.0, source="test")
+
+
+def test_stream_is_one_flow_per_hop_and_a_zero_byte_latency_chain_beside_it():
+    w = all_reduce(RANKS, 4 * G, channels=2, model="stream", servers=TWO_SERVERS, costs=COSTS)
+    assert len(w) == 2 * 4 * 2 and set(w.tags["model"]) == {"stream"}
+    data = [f for f in range(len(w)) if not w.names[f].endswith(".chain")]
+    # Each hop carries its 2(n - 1) = 6 chunks of S / n / channels = 0.5 GB.
+    assert w.size_bytes[data].tolist() == [3 * G] * 8
+    assert w.size_bytes[[f for f in range(len(w)) if f not in data]].tolist() == [0.0] * 8
+    assert w.dep_indices.size == 0  # every hop streams from the start
+    # Hops g0>g1 and g2>g3 are intra-server (0.25), g1>g2 and g3>g0 inter-server (2.0).
+    hop = {"r0": 0.25, "r1": 2.0, "r2": 0.25, "r3": 2.0}
+    for f in data:
+        assert w.overhead_s[f] == pytest.approx(0.5 + hop[w.names[f].split(".")[-1]])
+    # Chain of the 6 hops ending at each hop: one lap (4.5) and the hop and the one before.
+    chains = {w.names[f]: w.overhead_s[f] for f in range(len(w)) if f not in data}
+    assert chains["all_reduce.ch0.stream.r0.chain"] == pytest.approx(0.5 + 4.5 + 2.0 + 0.25)
+    assert chains["all_reduce.ch1.stream.r1.chain"] == pytest.approx(0.5 + 4.5 + 0.25 + 2.0)
+
+
+@pytest.mark.parametrize("build", [all_reduce, reduce_scatter, all_gather])
+def test_stream_bandwidth_term_equals_the_step_dags(build):
+    steps = run(ring_topology(), build(RANKS, 4 * G, slices=1, costs=ZERO, model="steps")).makespan_s
+    stream = run(ring_topology(), build(RANKS, 4 * G, costs=ZERO, model="stream")).makespan_s
+    assert stream == pytest.approx(steps)
+
+
+def test_stream_time_is_the_later_of_its_transfer_and_its_latency_chain():
+    costs = CollectiveCosts(base_s=0.5, intra_step_s=0.25, inter_step_s=9.0, wire_efficiency=1.0, source="test")
+    # Bandwidth-bound: 6 GB at 1 GB/s after base and one step (the step DAG: 0.5 + 6 x 0.25 + 6).
+    out = run(ring_topology(), all_reduce(RANKS, 4 * G, costs=costs, model="stream"))
+    assert out.makespan_s == pytest.approx(0.5 + 0.25 + 6.0)
+    # Latency-bound: 6 steps of 0.25 s outlast 6 KB.
+    out = run(ring_topology(), all_reduce(RANKS, 4e3, costs=costs, model="stream"))
+    assert out.makespan_s == pytest.approx(0.5 + 6 * 0.25)
+
+
+def test_auto_streams_above_the_message_limit(monkeypatch):
+    assert set(all_reduce(RANKS, G, slices=2).tags["model"]) == {"steps"}  # 48 messages
+    monkeypatch.setattr(collectives, "STEP_MESSAGE_LIMIT", 47)
+    assert set(all_reduce(RANKS, G, slices=2).tags["model"]) == {"stream"}
+    assert set(all_reduce(RANKS, G, slices=2, model="steps").tags["model"]) == {"steps"}
+    assert set(all_reduce(RANKS, G, slices=1).tags["model"]) == {"steps"}  # 24 messages
+
+
+def test_streamed_hierarchical_phases_chain_per_rank():
+    # Two "servers" of two ranks on one switch, every GPU cabled at 1 GB/s.
+    w = hierarchical_all_reduce(RANKS, 4 * G, servers=TWO_SERVERS, model="stream", costs=ZERO)
+    by_name = {name: f for f, name in enumerate(w.names)}
+    # g0 sends on rail 0 once the server ring delivered to it: data and latency chain.
+    rail = by_name["all_reduce.ar.rail0.ch0.stream.r0"]
+    assert names(w, w.dependencies(rail)) == [
+        "all_reduce.rs.srv0.ch0.stream.r1",
+        "all_reduce.rs.srv0.ch0.stream.r1.chain",
+    ]
+    # Shards of S / 2 = 2 GB; each phase's hop carries 2 GB (reduce-scatter and all-gather:
+    # 1 step of 2 GB; the rails: 2 steps of 1 GB), one hop per cable and direction: 2 s each.
+    assert run(star_topology(), w).makespan_s == pytest.approx(2.0 + 2.0 + 2.0)
+
+
+@pytest.mark.parametrize("model", ["steps", "stream"])
+def test_large_messages_agree_across_models_on_two_dgx_h100(model):
+    topology = build_cluster("dgx_h100", 2, figure="effective")
+    times = {m: collective_time(topology, "all_reduce", 2**30, model=m).time_s for m in ("steps", "stream")}
+    assert times[model] == pytest.approx(times["steps"], rel=0.02)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: all_reduce(RANKS, G, model="fluid"), "unknown model 'fluid'; valid ones: auto, steps, stream"),
+        (
+            lambda: collective_time(star_topology(), "all_reduce", G, algorithm="tree", model="stream"),
+            "all_reduce (tree) has no stream model",
+        ),
+        (lambda: collective_time(star_topology(), "all_to_all", G, model="stream"), "all_to_all (p2p) has no stream"),
+    ],
+)
+def test_bad_model_is_named(call, message):
+    with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        call()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from flowsim.collectives import ALGORITHMS, COLLECTIVES, PROTOCOLS, resolve_algorithm
+from flowsim.collectives import ALGORITHMS, COLLECTIVES, MODELS, PROTOCOLS, STEP_MESSAGE_LIMIT, resolve_algorithm
 from flowsim.fabrics import FABRICS, build_cluster
 from flowsim.hardware import FIGURES
 from flowsim.nccl import DTYPE_BYTES, format_table, message_sizes, rows_to_json, sweep
@@ -53,6 +53,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     parser.add_argument("--channels", type=int, help="default: 1 in a server, one per rail across servers")
     parser.add_argument("--slices", type=int, help="pieces per message (default: NCCL slot sized)")
+    parser.add_argument(
+        "--model",
+        default="auto",
+        choices=MODELS,
+        help="rings as one message per step or one flow per hop; auto streams rings of more than "
+        f"{STEP_MESSAGE_LIMIT:,} messages (default auto)",
+    )
     parser.add_argument("--figure", default="effective", choices=FIGURES, help="link rates (default effective)")
     parser.add_argument("--fabric", default="rail_optimized", choices=FABRICS, help="compute fabric between servers")
     parser.add_argument("--routing", default="ecmp", choices=tuple(METHODS), help="path choice between servers")
@@ -80,6 +87,7 @@ def run_collective(args: argparse.Namespace) -> int:
         protocol=args.protocol,
         channels=args.channels,
         slices=args.slices,
+        model=args.model,
         routing=args.routing,
         seed=args.seed,
     )
@@ -100,8 +108,9 @@ def run_collective(args: argparse.Namespace) -> int:
             )
         )
     else:
+        models = " and ".join(sorted({r.model for r in rows}))
         title = (
-            f"flowsim {args.collective} ({algorithm}): {args.nodes} x {system}, {n_ranks} ranks, "
+            f"flowsim {args.collective} ({algorithm}, {models}): {args.nodes} x {system}, {n_ranks} ranks, "
             f"{args.figure} link rates, {args.fabric} fabric, {args.routing} routing"
         )
         print(format_table(rows, title))

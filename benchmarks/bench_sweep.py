@@ -1,5 +1,6 @@
 """Sweep throughput, runs per second: serial, a local pool of 2 worker processes, and a Dask
-LocalCluster of 2 workers.
+LocalCluster of 2 workers; and rates mode (``solve = "rates"``), batched on each backend
+that can run here.
 
 Two small scenarios: ``one_dgx_all_reduce``, a 1 MiB all-reduce (ring, hierarchical or
 tree) on one DGX H100, a few hundred flows and about 2 ms a run; ``two_dgx_collectives``,
@@ -9,6 +10,12 @@ fresh results file, so the pool and cluster start-up (spawning workers, importin
 loading Numba's cache) is counted, as a user of ``flowsim sweep`` pays it.
 ``extra_info["runs_per_s"]`` is runs over the fastest round. The run count (48) scales with
 ``--flows-scale`` (at least 6).
+
+The rates-mode case sweeps ``two_dgx_collectives``'s link figure and all-reduce size (from
+256 MiB up in 1 MiB steps, where the size no longer changes how messages are sliced), so its
+runs share routes and form one batch; a round builds every run (scenario, routes) in this
+process and solves the batch, all that a user of ``flowsim sweep`` with ``solve = "rates"``
+waits for.
 """
 
 import itertools
@@ -16,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from flowsim.batched import available_backends
 from flowsim.sweep import load_sweep, run_sweep
 
 ONE_DGX = """
@@ -65,6 +73,33 @@ def test_runs_per_second(benchmark, tmp_path, flows_scale, scenario, engine):
 
     outcome = benchmark.pedantic(one_sweep, rounds=3, iterations=1)
     assert outcome.n_ran == len(sweep.runs) and outcome.n_failed == 0
+    benchmark.extra_info["n_runs"] = len(sweep.runs)
+    if benchmark.stats is not None:
+        benchmark.extra_info["runs_per_s"] = len(sweep.runs) / benchmark.stats.stats.min
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cuda"], ids=lambda b: f"backend={b}")
+def test_rates_runs_per_second(benchmark, tmp_path, flows_scale, backend):
+    if backend not in available_backends():
+        pytest.skip("no CUDA backend here: needs numba-cuda and a GPU")
+    n_sizes = max(int(48 * flows_scale), 6) // 2
+    spec = tmp_path / "sweep.toml"
+    spec.write_text(
+        f'[sweep]\nscenario = "{TWO_DGX}"\nsolve = "rates"\n'
+        'metrics = ["aggregate_rate_Bps", "min_rate_Bps", "saturated_links", "drain_at_rates_s"]\n'
+        '[sweep.grid]\n"topology.figure" = ["nominal", "effective"]\n'
+        f'"workload.collective.0.size_bytes" = {[2**28 + 2**20 * k for k in range(n_sizes)]}\n'
+    )
+    sweep = load_sweep(spec)
+    # Warm-up: compile (or load from the cache) the routing and solver kernels.
+    run_sweep(sweep, tmp_path / "warm.h5", backend=backend)
+    outputs = (tmp_path / f"round{i}.h5" for i in itertools.count())
+
+    def one_sweep():
+        return run_sweep(sweep, next(outputs), backend=backend)
+
+    outcome = benchmark.pedantic(one_sweep, rounds=3, iterations=1)
+    assert outcome.n_ran == len(sweep.runs) and outcome.n_failed == 0 and outcome.n_batches == 1
     benchmark.extra_info["n_runs"] = len(sweep.runs)
     if benchmark.stats is not None:
         benchmark.extra_info["runs_per_s"] = len(sweep.runs) / benchmark.stats.stats.min

@@ -8,8 +8,10 @@ stopped, and the table of all runs is written to HDF5.
 Format
 ------
 ``[sweep]``
-    ``scenario = "base.toml"`` (relative to the sweep file) and ``metrics``, a non-empty
-    array of names from :data:`METRICS`.
+    ``scenario = "base.toml"`` (relative to the sweep file); ``solve``, ``"time"`` (the
+    default: simulate each run over time) or ``"rates"`` (each run's instantaneous max-min
+    allocation, see below); and ``metrics``, a non-empty array of names from :data:`METRICS`
+    (``solve = "time"``) or :data:`RATE_METRICS` (``solve = "rates"``).
 ``[sweep.grid]``
     ``"path" = [v1, v2, ...]``: every combination of the listed values (a product).
 ``[sweep.zip]``
@@ -39,6 +41,25 @@ spec now asks for runs again. The HDF5 table (see :func:`write_results`) is rebu
 the journal, atomically, when the sweep ends or is interrupted. Parallel runs go to
 workers in batches of up to 32 (about 16 batches per worker), so short runs do not pay a
 pool's or Dask's per-task cost each.
+
+Rates mode
+----------
+With ``solve = "rates"`` a run is not simulated over time: every flow of its scenario is
+active at once, zero-byte flows included, and the run is its weighted max-min allocation
+(as ``flowsim rates`` computes it). Start times, dependencies, delays, latencies and
+overheads play no part. Runs are built in this process (scenario, routes, and the run's
+capacities, weights and caps, checked on their own so that a bad run fails alone), then
+grouped by routes: runs with the same link count and the same flow -> link CSR arrays (a
+sweep of capacities, weights, caps or sizes) are solved together by one
+:meth:`flowsim.batched.BatchProblem.solve` on the chosen backend (``cpu``, ``cuda`` or
+``auto``), runs whose routes differ form other batches. A batch holds at most
+:data:`BATCH_RUNS` runs; and when the runs waiting in all batches together hold more than
+:data:`BATCH_VALUES` values (a run counts its links twice and its flows four times:
+capacities, tiers, weights, caps, sizes and rates; a batch its flow-link crossings twice),
+the largest batch is solved early, so a batch exceeds that size only when one run does. A
+run's ``wall_s`` is its own build and metric time plus an equal share of its batch's
+check-and-solve time. Its key is salted with the mode, so the two modes never share journal
+records.
 """
 
 from __future__ import annotations
@@ -54,7 +75,7 @@ import multiprocessing
 import os
 import time
 import tomllib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -63,17 +84,26 @@ import h5py
 import numpy as np
 
 import flowsim
+from flowsim.batched import BatchProblem, resolve_backend
 from flowsim.errors import InputError, read_text_file
+from flowsim.fairshare import FairShareProblem
 from flowsim.tomlcheck import Where
 from flowsim.hardware import LinkTier
 from flowsim.nccl import busbw_Bps
-from flowsim.scenario import ScenarioRun, run_scenario, scenario_from_document
+from flowsim.routes import Routes
+from flowsim.routing import Router
+from flowsim.scenario import Scenario, ScenarioRun, run_scenario, scenario_from_document
 from flowsim.trace import write_trace
 
 __all__ = [
+    "BATCH_RUNS",
+    "BATCH_VALUES",
     "DISTRIBUTIONS",
     "FORMAT",
     "METRICS",
+    "RATE_METRICS",
+    "SATURATED_REL_TOL",
+    "SOLVES",
     "RunRecord",
     "RunSpec",
     "RunTask",
@@ -157,9 +187,71 @@ _METRIC_FUNCTIONS: dict[str, Callable[[ScenarioRun, Mapping], float]] = {
     "n_events": lambda run, document: float(run.result.n_events),
     "n_flows": lambda run, document: float(run.result.n_flows),
 }
-#: Metric names a sweep may keep. Per-tier utilization is NaN where a topology has no link
-#: of that tier; ``wall_s`` (seconds a run took) is always kept.
+#: Metric names a sweep with ``solve = "time"`` may keep. Per-tier utilization is NaN where a
+#: topology has no link of that tier; ``wall_s`` (seconds a run took) is always kept.
 METRICS = tuple(_METRIC_FUNCTIONS)
+
+#: A link whose load is within this relative distance of its capacity counts as saturated:
+#: the solver's feasibility tolerance (SPEC "Rates").
+SATURATED_REL_TOL = 1e-9
+
+
+@dataclass(frozen=True)
+class _Allocation:
+    """One rates-mode run solved: what its metrics are computed from (B/s, bytes)."""
+
+    routes: Routes
+    rate_Bps: np.ndarray
+    load_Bps: np.ndarray
+    capacity_Bps: np.ndarray
+    link_tier: np.ndarray
+    size_bytes: np.ndarray
+
+    def saturated(self) -> np.ndarray:
+        """bool[n_links]: whether each link is loaded to capacity."""
+        return self.load_Bps >= self.capacity_Bps * (1 - SATURATED_REL_TOL)
+
+
+def _over_flows(reduce: Callable[[_Allocation], np.floating]) -> Callable[[_Allocation], float]:
+    """A metric that reduces over flows: NaN for a run without flows."""
+    return lambda a: float(reduce(a)) if a.rate_Bps.size else math.nan
+
+
+def _saturated_in(tier: LinkTier) -> Callable[[_Allocation], float]:
+    return lambda a: float(np.count_nonzero(a.saturated() & (a.link_tier == int(tier))))
+
+
+_RATE_METRIC_FUNCTIONS: dict[str, Callable[[_Allocation], float]] = {
+    "aggregate_rate_Bps": lambda a: float(a.rate_Bps.sum()),
+    "min_rate_Bps": _over_flows(lambda a: a.rate_Bps.min()),
+    "mean_rate_Bps": _over_flows(lambda a: a.rate_Bps.mean()),
+    "max_utilization": lambda a: float((a.load_Bps / a.capacity_Bps).max(initial=0.0)),
+    "saturated_links": lambda a: float(np.count_nonzero(a.saturated())),
+    **{f"saturated_links_{tier.name.lower()}": _saturated_in(tier) for tier in LinkTier},
+    "drain_at_rates_s": _over_flows(lambda a: (a.size_bytes / a.rate_Bps).max()),
+    "busiest_link_s": lambda a: float((a.routes.per_link_sum(a.size_bytes) / a.capacity_Bps).max(initial=0.0)),
+    "n_flows": lambda a: float(a.rate_Bps.size),
+}
+#: Metric names a sweep with ``solve = "rates"`` may keep, each of one run's all-at-once
+#: max-min allocation: ``aggregate_rate_Bps``, ``min_rate_Bps`` and ``mean_rate_Bps`` (the
+#: sum, least and mean of the flows' rates; the last two NaN without flows);
+#: ``max_utilization`` (the largest link load / capacity); ``saturated_links`` (links loaded
+#: to within :data:`SATURATED_REL_TOL` of capacity) and ``saturated_links_<tier>`` (those of
+#: one :class:`~flowsim.hardware.LinkTier`); ``drain_at_rates_s`` (the largest size / rate
+#: over flows: when the last flow would finish if every flow kept its all-at-once rate. It is
+#: not the makespan, nor a bound on it: as flows finish the others' max-min rates change,
+#: up or down, and latencies, start times and dependencies are ignored);
+#: ``busiest_link_s`` (the largest bytes crossing a link / its capacity: a lower bound on
+#: the time to move every flow's bytes with no dependencies, whatever the rates); and
+#: ``n_flows``.
+RATE_METRICS = tuple(_RATE_METRIC_FUNCTIONS)
+#: Values of ``[sweep] solve`` and the metric names each allows.
+SOLVES = {"time": METRICS, "rates": RATE_METRICS}
+#: Most runs one rates-mode batch holds.
+BATCH_RUNS = 256
+#: Most values (float64 or int64, 8 bytes each) that the runs waiting for rates-mode batches
+#: hold together: 2**25 is 256 MiB.
+BATCH_VALUES = 2**25
 
 
 # --- the spec -------------------------------------------------------------------------------
@@ -230,6 +322,8 @@ class Sweep:
         Parameter paths: grid, then zip, then random, each in the spec's order.
     runs : tuple of RunSpec
         Every run, in index order.
+    solve : str
+        ``"time"`` (simulate each run) or ``"rates"`` (each run's all-at-once allocation).
     """
 
     source: str
@@ -240,6 +334,7 @@ class Sweep:
     metrics: tuple[str, ...]
     parameters: tuple[str, ...]
     runs: tuple[RunSpec, ...]
+    solve: str = "time"
 
     def task(self, run: RunSpec, traces: str | os.PathLike | None = None) -> RunTask:
         """The :class:`RunTask` of ``run``; its trace goes to ``traces/<key>.h5`` if given."""
@@ -390,25 +485,31 @@ def apply_params(document: Mapping, params: Mapping[str, Any]) -> dict:
     return out
 
 
-def _metrics(where: Where, metrics: object) -> tuple[str, ...]:
+def _metrics(where: Where, metrics: object, solve: str) -> tuple[str, ...]:
     if not isinstance(metrics, list) or not metrics or not all(isinstance(m, str) for m in metrics):
         raise where.error("sweep.metrics", f"expected a non-empty array of metric names, got {metrics!r}")
+    valid = SOLVES[solve]
     for i, name in enumerate(metrics):
-        if name not in METRICS:
-            raise where.error(f"sweep.metrics[{i}]", f"unknown metric {name!r}; valid ones: {', '.join(METRICS)}")
+        if name not in valid:
+            other = next((mode for mode, names in SOLVES.items() if name in names), None)
+            what = f"{name!r} is a metric of solve = {other!r}" if other else f"unknown metric {name!r}"
+            raise where.error(f"sweep.metrics[{i}]", f"{what}; valid ones with solve = {solve!r}: {', '.join(valid)}")
     if len(set(metrics)) != len(metrics):
         raise where.error("sweep.metrics", f"a metric is listed twice: {metrics!r}")
     return tuple(metrics)
 
 
-def _runs(document: Mapping, *points: list[dict]) -> tuple[RunSpec, ...]:
+def _runs(document: Mapping, solve: str, *points: list[dict]) -> tuple[RunSpec, ...]:
     """The product of the grid, zip and random points (the last varies fastest), each run
-    keyed by the SHA-256 of the base document's digest and its parameters' canonical JSON."""
+    keyed by the SHA-256 of the base document's digest, the mode unless it is ``"time"``
+    (whose keys predate the modes), and its parameters' canonical JSON."""
     salt = hashlib.sha256(canonical_json(document).encode()).hexdigest()
+    mode = "" if solve == "time" else f"solve={solve}\n"
     runs = []
     for index, combination in enumerate(itertools.product(*points)):
         params = {path: value for point in combination for path, value in point.items()}
-        runs.append(RunSpec(index, hashlib.sha256(f"{salt}\n{canonical_json(params)}".encode()).hexdigest(), params))
+        key = hashlib.sha256(f"{salt}\n{mode}{canonical_json(params)}".encode()).hexdigest()
+        runs.append(RunSpec(index, key, params))
     return tuple(runs)
 
 
@@ -447,7 +548,8 @@ def parse_sweep(text: str, *, source: str = "<string>", base_dir: str | os.PathL
     ------
     InputError
         Naming ``source``, the key (``sweep.grid.topology.n_nodes``) and what was expected;
-        an unknown scenario field or metric names the valid ones.
+        an unknown scenario field or metric, or a metric of the other ``solve`` mode, names
+        the valid ones.
     """
     where = Where(source)
     try:
@@ -456,7 +558,7 @@ def parse_sweep(text: str, *, source: str = "<string>", base_dir: str | os.PathL
         raise where.error("", f"not valid TOML: {err}") from None
     where.only(doc, ("sweep",), "")
     table = where.table(doc.get("sweep"), "sweep")
-    where.only(table, ("scenario", "metrics", "grid", "zip", "random"), "sweep")
+    where.only(table, ("scenario", "solve", "metrics", "grid", "zip", "random"), "sweep")
     if not isinstance(table.get("scenario"), str):
         got = table.get("scenario")
         raise where.error("sweep.scenario", f"expected the base scenario's path (a string), got {got!r}")
@@ -467,7 +569,8 @@ def parse_sweep(text: str, *, source: str = "<string>", base_dir: str | os.PathL
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
         raise where.error("sweep.scenario", f"cannot read the scenario {str(scenario_path)!r}: {err}") from None
 
-    metrics = _metrics(where, table.get("metrics"))
+    solve = where.choice(table, "solve", "sweep", tuple(SOLVES), "time")
+    metrics = _metrics(where, table.get("metrics"), solve)
     grid = _values(where, table.get("grid", {}), "grid")
     zipped = _values(where, table.get("zip", {}), "zip")
     lengths = {len(v) for v in zipped.values()}
@@ -490,7 +593,7 @@ def parse_sweep(text: str, *, source: str = "<string>", base_dir: str | os.PathL
     new = {key: fields for path, key in keys.items() if (fields := _check_path(where, document, path, key))}
     grid_points = [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
     zip_points = [dict(zip(zipped, values)) for values in zip(*zipped.values())] or [{}]
-    runs = _runs(document, grid_points, zip_points, random_points)
+    runs = _runs(document, solve, grid_points, zip_points, random_points)
     sweep = Sweep(
         source=source,
         text=text,
@@ -500,6 +603,7 @@ def parse_sweep(text: str, *, source: str = "<string>", base_dir: str | os.PathL
         metrics=metrics,
         parameters=tuple(keys),
         runs=runs,
+        solve=solve,
     )
     if new:
         _check_new_fields(where, sweep, new)
@@ -530,7 +634,8 @@ def load_sweep(path: str | os.PathLike) -> Sweep:
 @dataclass(frozen=True)
 class RunRecord:
     """Outcome of one run: ``status`` is ``"ok"`` or ``"error"`` (with ``error`` its text;
-    metrics are then NaN); ``wall_s`` is the seconds the run took in its worker."""
+    metrics are then NaN); ``wall_s`` is the seconds the run took in its worker (with
+    ``solve = "rates"``: its build and metric time plus its share of its batch's solve)."""
 
     key: str
     params: dict[str, Any]
@@ -588,12 +693,163 @@ def execute(runner: Runner, task: RunTask) -> RunRecord:
         if missing:
             raise InputError(f"the runner returned no value for metric {missing[0]!r}")
         metrics = {name: float(values[name]) for name in task.metrics}
-        status, error = "ok", ""
     except Exception as err:  # noqa: BLE001 - recorded in the run's row
-        metrics = {name: math.nan for name in task.metrics}
-        status = "error"
-        error = str(err) if isinstance(err, InputError) else f"{type(err).__name__}: {err}"
-    return RunRecord(task.key, task.params, status, error, metrics, time.perf_counter() - start)
+        return _failed(task.key, task.params, task.metrics, err, time.perf_counter() - start)
+    return RunRecord(task.key, task.params, "ok", "", metrics, time.perf_counter() - start)
+
+
+def _failed(key: str, params: dict[str, Any], metrics: Sequence[str], err: Exception, wall_s: float) -> RunRecord:
+    """The ``"error"`` record of a run that raised ``err``: an input error reads as its own
+    text, anything else with its type first."""
+    error = str(err) if isinstance(err, InputError) else f"{type(err).__name__}: {err}"
+    return RunRecord(key, params, "error", error, {name: math.nan for name in metrics}, wall_s)
+
+
+# --- rates mode: runs built here, solved in batches that share routes ----------------------
+
+
+def _route(scenario: Scenario) -> Routes:
+    """The routes of a scenario's flows, taken as :func:`~flowsim.scenario.run_scenario`
+    takes them; an error names the scenario."""
+    t, w, o = scenario.topology, scenario.workload, scenario.options
+    try:
+        return Router(t).route(w.src, w.dst, method=o.routing, seed=o.seed, gpudirect=o.gpudirect)
+    except InputError as err:
+        raise InputError(f"{scenario.source}: routing: {err}") from None
+
+
+@dataclass(frozen=True)
+class _RatesRun:
+    """A rates-mode run built and checked on its own, waiting for its batch.
+
+    ``build_s`` is the seconds building it took; the arrays are its links' capacities (B/s)
+    and tiers, and its flows' weights, caps (B/s) and sizes (bytes).
+    """
+
+    run: RunSpec
+    build_s: float
+    capacity_Bps: np.ndarray
+    link_tier: np.ndarray
+    weight: np.ndarray
+    cap_Bps: np.ndarray
+    size_bytes: np.ndarray
+
+    @property
+    def n_values(self) -> int:
+        """Values it holds until solved: two per link, four per flow (its rates included)."""
+        return 2 * self.capacity_Bps.size + 4 * self.weight.size
+
+
+def _build_rates_run(sweep: Sweep, run: RunSpec) -> tuple[Routes, _RatesRun]:
+    """Build ``run``'s scenario and routes, and check its max-min problem on its own.
+
+    Raises
+    ------
+    InputError
+        Naming the scenario file, when the scenario is bad for these parameter values, a
+        flow cannot be routed, or a flow has neither a route nor a rate cap.
+    """
+    start = time.perf_counter()
+    task = sweep.task(run)
+    scenario = scenario_from_document(task.document, text=task.text, source=task.source, base_dir=task.base_dir)
+    t, w = scenario.topology, scenario.workload
+    routes = _route(scenario)
+    try:
+        problem = FairShareProblem.build(
+            routes, t.link_capacity_Bps, w.weight, w.cap_Bps, link_names=t.link_names, flow_names=w.names
+        )
+    except InputError as err:
+        raise InputError(f"{scenario.source}: {err}") from None
+    built = _RatesRun(run, time.perf_counter() - start, problem.capacity_Bps, t.link_tier, problem.weight,
+                      problem.cap_Bps, w.size_bytes)
+    return routes, built
+
+
+@dataclass
+class _Batch:
+    """Runs over the same routes, waiting to be solved together; ``n_values`` counts their
+    values and the routes' flow-link crossings twice (the CSR and its transpose)."""
+
+    routes: Routes
+    runs: list[_RatesRun]
+    n_values: int
+
+
+def _solve_batch(batch: _Batch, metrics: Sequence[str], backend: str) -> list[RunRecord]:
+    """Solve a batch with one :meth:`BatchProblem.solve` and compute each run's metrics.
+
+    Each run's ``wall_s`` is its build time, its metric time and an equal share of the
+    batch's check-and-solve time. Should the solve fail (a GPU error), every run of the batch
+    records the error.
+    """
+    start = time.perf_counter()
+    runs = batch.runs
+    try:
+        problem = BatchProblem.build(
+            batch.routes,
+            np.stack([r.capacity_Bps for r in runs]),
+            np.stack([r.weight for r in runs]),
+            np.stack([r.cap_Bps for r in runs]),
+        )
+        rates = problem.solve(backend)
+    except Exception as err:  # noqa: BLE001 - recorded in every row of the batch
+        share = (time.perf_counter() - start) / len(runs)
+        return [_failed(r.run.key, r.run.params, metrics, err, r.build_s + share) for r in runs]
+    share = (time.perf_counter() - start) / len(runs)
+    records = []
+    for built, rate in zip(runs, rates, strict=True):
+        begin = time.perf_counter()
+        allocation = _Allocation(batch.routes, rate, batch.routes.per_link_sum(rate), built.capacity_Bps,
+                                 built.link_tier, built.size_bytes)
+        values = {name: _RATE_METRIC_FUNCTIONS[name](allocation) for name in metrics}
+        wall_s = built.build_s + share + time.perf_counter() - begin
+        records.append(RunRecord(built.run.key, built.run.params, "ok", "", values, wall_s))
+    return records
+
+
+class _RatesSolver:
+    """Builds rates-mode runs one by one and solves them in batches of shared routes.
+
+    A batch is solved when it holds :data:`BATCH_RUNS` runs, the largest one whenever the
+    waiting runs pass :data:`BATCH_VALUES` values, and the rest once every run is built.
+    ``n_batches`` counts the batches solved.
+    """
+
+    def __init__(self, sweep: Sweep, backend: str) -> None:
+        self.sweep, self.backend = sweep, backend
+        self.waiting: dict[tuple[int, bytes, bytes], _Batch] = {}
+        self.n_values = 0
+        self.n_batches = 0
+
+    def records(self, runs: Iterable[RunSpec]) -> Iterator[list[RunRecord]]:
+        """Yield a failed build's record at once, and a batch's records when it is solved."""
+        for run in runs:
+            start = time.perf_counter()
+            try:
+                routes, built = _build_rates_run(self.sweep, run)
+            except Exception as err:  # noqa: BLE001 - recorded in the run's row
+                yield [_failed(run.key, run.params, self.sweep.metrics, err, time.perf_counter() - start)]
+                continue
+            key = (routes.n_links, routes.flow_link_indptr.tobytes(), routes.flow_link_indices.tobytes())
+            if key not in self.waiting:
+                self.waiting[key] = _Batch(routes, [], 2 * routes.n_incidences)
+                self.n_values += 2 * routes.n_incidences
+            batch = self.waiting[key]
+            batch.runs.append(built)
+            batch.n_values += built.n_values
+            self.n_values += built.n_values
+            if len(batch.runs) >= BATCH_RUNS:
+                yield self._solve(key)
+            while self.n_values > BATCH_VALUES:
+                yield self._solve(max(self.waiting, key=lambda k: self.waiting[k].n_values))
+        while self.waiting:
+            yield self._solve(next(iter(self.waiting)))
+
+    def _solve(self, key: tuple[int, bytes, bytes]) -> list[RunRecord]:
+        batch = self.waiting.pop(key)
+        self.n_values -= batch.n_values
+        self.n_batches += 1
+        return _solve_batch(batch, self.sweep.metrics, self.backend)
 
 
 # --- journal and results --------------------------------------------------------------------
@@ -800,7 +1056,9 @@ def read_results(path: str | os.PathLike) -> SweepTable:
 class SweepOutcome:
     """What :func:`run_sweep` did: ``n_runs`` in the spec (``n_unique`` distinct keys),
     ``n_skipped`` found in the journal, ``n_ran`` now; ``n_failed`` rows with status
-    ``"error"`` in the results (old and new)."""
+    ``"error"`` in the results (old and new). With ``solve = "rates"``, ``backend`` is where
+    the batches ran (``"cpu"`` or ``"cuda"``) and ``n_batches`` how many were solved now;
+    with ``solve = "time"`` they are None and 0."""
 
     output: Path
     journal: Path
@@ -809,6 +1067,8 @@ class SweepOutcome:
     n_skipped: int
     n_ran: int
     n_failed: int
+    backend: str | None = None
+    n_batches: int = 0
 
 
 def _execute_batch(runner: Runner, tasks: Sequence[RunTask]) -> list[RunRecord]:
@@ -940,6 +1200,7 @@ def run_sweep(
     traces: str | os.PathLike | None = None,
     runner: Runner = simulate_run,
     progress: TextIO | None = None,
+    backend: str | None = None,
 ) -> SweepOutcome:
     """Run every run of ``sweep`` not yet in the journal and write the results table.
 
@@ -950,7 +1211,8 @@ def run_sweep(
         The HDF5 results file; the journal is ``<output>.journal`` (:func:`journal_path`).
     workers : int, optional
         Local worker processes (default: :func:`os.cpu_count`); 1 runs serially in this
-        process. With ``dask="local"``, the LocalCluster's worker count.
+        process. With ``dask="local"``, the LocalCluster's worker count. Time mode only, as
+        are ``dask``, ``traces`` and ``runner``.
     dask : str, optional
         ``"local"`` to start a :class:`distributed.LocalCluster` (processes, one thread
         each), or a scheduler address (``"tcp://host:8786"``) to use an existing cluster.
@@ -961,6 +1223,10 @@ def run_sweep(
         module-level function) for a pool or Dask. Default :func:`simulate_run`.
     progress : text stream, optional
         Where to draw the progress bar (``sys.stderr``); None draws nothing.
+    backend : {"cpu", "cuda", "auto"}, optional
+        Rates mode only: where the batches are solved (default ``"cpu"``, every core);
+        ``"auto"`` is ``"cuda"`` where it can run. Time mode simulates on CPU workers and
+        takes none.
 
     Returns
     -------
@@ -969,7 +1235,10 @@ def run_sweep(
     Raises
     ------
     InputError
-        When the output directory does not exist or ``workers`` is not positive.
+        When the output directory does not exist, ``workers`` is not positive, or an
+        argument does not apply to the sweep's ``solve`` mode.
+    BackendUnavailable
+        ``backend="cuda"`` without numba-cuda installed or without a GPU.
     KeyboardInterrupt
         Passed on after the results table has been written from the journal.
 
@@ -977,15 +1246,35 @@ def run_sweep(
     -----
     Runs with equal keys (equal parameters) run once and share their row values. Results
     arrive in any order; the table is ordered by run index, so it does not depend on the
-    worker count (except ``wall_s``).
+    worker count (except ``wall_s``). With ``solve = "rates"`` the runs are built and solved
+    in this process (see the module docstring); ``wall_s`` then holds a share of each batch's
+    solve time.
     """
     output = Path(output)
     if not output.parent.is_dir():
         raise InputError(f"{output}: the directory {str(output.parent)!r} does not exist")
-    if workers is None:
-        workers = os.cpu_count() or 1
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise InputError(f"workers must be a positive integer, got {workers!r}")
+    if sweep.solve == "rates":
+        time_only = (("workers", workers), ("dask", dask), ("traces", traces))
+        given = [name for name, value in time_only if value is not None]
+        if runner is not simulate_run:
+            given.append("runner")
+        if given:
+            raise InputError(
+                f"{sweep.source}: {', '.join(given)}: for sweeps with solve = 'time' only; with solve = 'rates' "
+                f"the runs are built in this process and each batch is solved on the backend"
+            )
+        solver: _RatesSolver | None = _RatesSolver(sweep, resolve_backend("cpu" if backend is None else backend))
+    else:
+        solver = None
+        if backend is not None:
+            raise InputError(
+                f"{sweep.source}: a backend applies to sweeps with solve = 'rates'; this sweep simulates "
+                f"over time (solve = 'time') on CPU workers (workers, dask)"
+            )
+        if workers is None:
+            workers = os.cpu_count() or 1
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise InputError(f"workers must be a positive integer, got {workers!r}")
     if traces is not None:
         Path(traces).mkdir(parents=True, exist_ok=True)
     journal = journal_path(output)
@@ -996,16 +1285,21 @@ def run_sweep(
     unique = list(first.values())
     # A journalled run lacking a metric this spec asks for (an earlier spec's) runs again.
     todo = [run for run in unique if run.key not in records or not set(sweep.metrics) <= set(records[run.key].metrics)]
-    engine: _Engine
-    if dask is not None:
-        engine = _dask(dask)
+    results: Iterator[list[RunRecord]]
+    if solver is not None:
+        results = solver.records(todo)
     else:
-        engine = _serial if workers == 1 or len(todo) <= 1 else _process_pool
-        workers = min(workers, len(todo))
+        engine: _Engine
+        if dask is not None:
+            engine = _dask(dask)
+        else:
+            engine = _serial if workers == 1 or len(todo) <= 1 else _process_pool
+            workers = min(workers, len(todo))
+        results = engine(runner, (sweep.task(run, traces) for run in todo), len(todo), workers)
     bar = _ProgressBar(progress, len(unique), len(unique) - len(todo))
     writer = _Journal(journal)
     try:
-        for finished in engine(runner, (sweep.task(run, traces) for run in todo), len(todo), workers):
+        for finished in results:
             writer.append(finished)
             records.update((record.key, record) for record in finished)
             bar.update(finished)
@@ -1017,4 +1311,5 @@ def run_sweep(
         records = read_journal(journal)
         write_results(output, sweep, records)
     n_failed = sum(records[run.key].status != "ok" for run in sweep.runs)
-    return SweepOutcome(output, journal, len(sweep.runs), len(unique), len(unique) - len(todo), len(todo), n_failed)
+    return SweepOutcome(output, journal, len(sweep.runs), len(unique), len(unique) - len(todo), len(todo), n_failed,
+                        None if solver is None else solver.backend, 0 if solver is None else solver.n_batches)

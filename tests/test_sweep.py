@@ -1,5 +1,6 @@
 """Sweeps: spec expansion and errors, the journal and results table, local pool and Dask
-against serial, a failing run, and a sweep killed with SIGKILL then resumed."""
+against serial, a failing run, and a sweep killed with SIGKILL then resumed; rates mode
+(batched all-at-once max-min) against a slow per-run loop over ``max_min_rates``."""
 
 from __future__ import annotations
 
@@ -18,12 +19,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import flowsim.sweep
+from flowsim import batched, max_min_rates
+from flowsim.batched import BackendUnavailable, BatchProblem, available_backends
 from flowsim.commands import sweep as sweep_cli
 from flowsim.errors import InputError
+from flowsim.hardware import LinkTier
 from flowsim.nccl import busbw_Bps
-from flowsim.scenario import load_scenario, run_scenario
+from flowsim.routing import Router
+from flowsim.scenario import load_scenario, run_scenario, scenario_from_document
 from flowsim.sweep import (
     METRICS,
+    RATE_METRICS,
     RunTask,
     journal_path,
     load_sweep,
@@ -164,7 +171,8 @@ def test_unknown_fields_name_the_valid_ones(tmp_path, axes, key, names):
 
 def test_unknown_metric_names_the_valid_ones(tmp_path):
     spec = write_spec(tmp_path, '[sweep.grid]\n"options.seed" = [1]\n', metrics=["makespan_s", "makespan"])
-    with pytest.raises(InputError, match=r"sweep\.metrics\[1\]: unknown metric 'makespan'; valid ones: ") as err:
+    message = r"sweep\.metrics\[1\]: unknown metric 'makespan'; valid ones with solve = 'time': "
+    with pytest.raises(InputError, match=message) as err:
         load_sweep(spec)
     assert str(err.value).startswith(str(spec)) and all(m in str(err.value) for m in METRICS)
 
@@ -174,7 +182,8 @@ def test_unknown_metric_names_the_valid_ones(tmp_path):
     [
         ("[sweep\n", "", "not valid TOML"),
         ('[sweep]\nscenario = "base.toml"\nmetrics = ["makespan_s"]\ncolour = 1\n'
-         '[sweep.grid]\n"options.seed" = [1]\n', "sweep.colour", "unknown key; expected one of grid, metrics, random, scenario, zip"),
+         '[sweep.grid]\n"options.seed" = [1]\n', "sweep.colour",
+         "unknown key; expected one of grid, metrics, random, scenario, solve, zip"),
         ('[sweep]\nmetrics = ["makespan_s"]\n[sweep.grid]\n"options.seed" = [1]\n', "sweep.scenario",
          "expected the base scenario's path"),
         ('[sweep]\nscenario = "nope.toml"\nmetrics = ["makespan_s"]\n[sweep.grid]\n"options.seed" = [1]\n',
@@ -425,3 +434,317 @@ def test_sigkill_then_resume_keeps_every_row_once(tmp_path):
     expected = read_results(fresh.output).columns
     for name in ("key", "makespan_s", "n_events"):
         np.testing.assert_array_equal(columns[name], expected[name], err_msg=name)
+
+
+
+# --- rates mode ---------------------------------------------------------------------------------
+
+#: SPEC's parking lot (case 3): link A (1 GB/s) carries f1 and f2, link B (2 GB/s) f1 and f3.
+PARKING = """
+[topology]
+servers = [{name = "box"}]
+nodes = [{name = "a", kind = "gpu", server = "box"}, {name = "b", kind = "pcie_switch", server = "box"},
+         {name = "c", kind = "gpu", server = "box"}]
+links = [{name = "A", src = "a", dst = "b", capacity_Bps = 1e9, technology = "pcie4"},
+         {name = "B", src = "b", dst = "c", capacity_Bps = 2e9, technology = "pcie4"}]
+
+[workload]
+flows = "parking.csv"
+"""
+PARKING_FLOWS = "name,src,dst,size_bytes\nf1,a,c,1e9\nf2,a,b,5e8\nf3,b,c,3e9\n"
+#: Other flows over the same links, with a weight, a cap, a zero-byte flow and a capped local
+#: copy (an empty route): other routes, so another batch.
+OTHER_FLOWS = ("name,src,dst,size_bytes,weight,cap_Bps,start_s,depends_on\n"
+               "g1,a,c,2e9,2,,,\ng2,a,b,1e9,,3e8,0.5,g1\ng3,b,c,0,,,,\ng4,b,c,1e9,,,,\ng5,a,a,1e9,,4e8,,\n")
+#: A local copy with no rate cap: no finite rate, so the run fails.
+UNLIMITED_FLOWS = "name,src,dst,size_bytes\nh1,a,c,1e9\nh2,a,a,1e9\n"
+
+
+def parking_spec(tmp_path: Path, axes: str, metrics=RATE_METRICS, solve: str = "rates") -> Path:
+    (tmp_path / "parking.csv").write_text(PARKING_FLOWS)
+    (tmp_path / "other.csv").write_text(OTHER_FLOWS)
+    (tmp_path / "unlimited.csv").write_text(UNLIMITED_FLOWS)
+    (tmp_path / "parking.toml").write_text(PARKING)
+    spec = tmp_path / "sweep.toml"
+    spec.write_text(f'[sweep]\nscenario = "parking.toml"\nsolve = "{solve}"\nmetrics = {json.dumps(list(metrics))}\n'
+                    f'{axes}')
+    return spec
+
+
+@pytest.fixture
+def solves(monkeypatch) -> list[int]:
+    """The instance count of every ``BatchProblem.solve`` call made during the test."""
+    calls: list[int] = []
+    solve = BatchProblem.solve
+
+    def counting(self, *args, **kwargs):
+        calls.append(self.n_instances)
+        return solve(self, *args, **kwargs)
+
+    monkeypatch.setattr(BatchProblem, "solve", counting)
+    return calls
+
+
+def slow_rates_metrics(sweep, run) -> tuple[tuple, dict[str, float]]:
+    """One run the slow way: its own scenario, routes and ``max_min_rates``, link sums in
+    loops. Returns its routes as (n_links, indptr, indices) lists and its metrics."""
+    task = sweep.task(run)
+    scenario = scenario_from_document(task.document, text=task.text, source=task.source, base_dir=task.base_dir)
+    t, w, o = scenario.topology, scenario.workload, scenario.options
+    routes = Router(t).route(w.src, w.dst, method=o.routing, seed=o.seed, gpudirect=o.gpudirect)
+    rate = max_min_rates(routes, t.link_capacity_Bps, w.weight, w.cap_Bps)
+    load, carried = np.zeros(t.n_links), np.zeros(t.n_links)
+    for f in range(len(w)):
+        for link in routes.route(f):
+            load[link] += rate[f]
+            carried[link] += w.size_bytes[f]
+    capacity = t.link_capacity_Bps
+    saturated = [load[i] >= capacity[i] * (1 - 1e-9) for i in range(t.n_links)]
+    metrics = {
+        "aggregate_rate_Bps": sum(rate),
+        "min_rate_Bps": min(rate),
+        "mean_rate_Bps": sum(rate) / len(rate),
+        "max_utilization": max(load[i] / capacity[i] for i in range(t.n_links)),
+        "saturated_links": sum(saturated),
+        **{f"saturated_links_{tier.name.lower()}": sum(s and t.link_tier[i] == tier for i, s in enumerate(saturated))
+           for tier in LinkTier},
+        "drain_at_rates_s": max(w.size_bytes[f] / rate[f] for f in range(len(w))),
+        "busiest_link_s": max(carried[i] / capacity[i] for i in range(t.n_links)),
+        "n_flows": len(w),
+    }
+    return (routes.n_links, routes.flow_link_indptr.tolist(), routes.flow_link_indices.tolist()), metrics
+
+
+def assert_matches_slow_loop(sweep, columns, rtol=1e-12) -> int:
+    """Every ok row's metrics against :func:`slow_rates_metrics`; returns the number of
+    distinct routes among those runs (the batches the sweep should have solved)."""
+    routes = set()
+    for row, run in enumerate(sweep.runs):
+        assert columns["key"][row] == run.key
+        if columns["status"][row] != "ok":
+            continue
+        run_routes, expected = slow_rates_metrics(sweep, run)
+        routes.add(json.dumps(run_routes))
+        for name in sweep.metrics:
+            np.testing.assert_allclose(columns[name][row], expected[name], rtol=rtol, err_msg=f"{name}, run {row}")
+    return len(routes)
+
+
+def test_rates_parking_lot_by_hand_in_one_batch(tmp_path, solves):
+    spec = parking_spec(tmp_path, '[sweep.grid]\n"topology.links.1.capacity_Bps" = [2e9, 3e9, 0.5e9]\n')
+    outcome = run_sweep(load_sweep(spec), tmp_path / "out.h5")
+    assert (outcome.n_ran, outcome.n_failed, outcome.backend, outcome.n_batches) == (3, 0, "cpu", 1)
+    assert solves == [3]
+    columns = read_results(outcome.output).columns
+    # B = 2: rates 0.5, 0.5, 1.5 (SPEC case 3). B = 3: f3 takes the rest of B, 2.5. B = 0.5:
+    # B saturates first at 0.25 each for f1 and f3, then f2 takes the rest of A, 0.75.
+    G = 1e9
+    expected = {
+        "aggregate_rate_Bps": [2.5 * G, 3.5 * G, 1.25 * G],
+        "min_rate_Bps": [0.5 * G, 0.5 * G, 0.25 * G],
+        "mean_rate_Bps": [2.5 * G / 3, 3.5 * G / 3, 1.25 * G / 3],
+        "max_utilization": [1.0, 1.0, 1.0],
+        "saturated_links": [2, 2, 2],
+        "saturated_links_host": [2, 2, 2],
+        "saturated_links_scale_out": [0, 0, 0],
+        # max size / rate: f1 1/0.5 and f3 3/1.5; f1 1/0.5; f3 3/0.25.
+        "drain_at_rates_s": [2.0, 2.0, 12.0],
+        # max bytes / capacity: B 4/2; A 1.5/1; B 4/0.5.
+        "busiest_link_s": [2.0, 1.5, 8.0],
+        "n_flows": [3, 3, 3],
+    }
+    for name, values in expected.items():
+        np.testing.assert_allclose(columns[name], values, rtol=1e-15, err_msg=name)
+    assert (columns["wall_s"] > 0).all()
+    # SPEC case 3 over time finishes at 2.0 too: here the drain at the first rates agrees.
+    assert run_scenario(load_scenario(tmp_path / "parking.toml")).result.makespan_s == pytest.approx(2.0)
+
+
+def test_rates_match_a_slow_loop_with_routes_that_change_and_a_bad_run(tmp_path, solves):
+    spec = parking_spec(tmp_path, '[sweep.grid]\n"workload.flows" = ["parking.csv", "other.csv", "unlimited.csv"]\n'
+                                  '"topology.links.0.capacity_Bps" = [1e9, 4e9, -1.0, 0.25e9]\n')
+    sweep = load_sweep(spec)
+    outcome = run_sweep(sweep, tmp_path / "out.h5")
+    columns = read_results(outcome.output).columns
+    statuses = columns["status"].reshape(3, 4)
+    assert (statuses[:2] == [["ok", "ok", "error", "ok"]] * 2).all() and (statuses[2] == "error").all()
+    assert "link 'A' has capacity -1.0 B/s" in columns["error"][2]
+    assert columns["error"][9].startswith(f"{tmp_path / 'parking.toml'}: flow 'h2' has an empty route and no rate cap")
+    assert np.isnan(columns["aggregate_rate_Bps"][2]) and outcome.n_failed == 6
+    # Two flow lists that build: two sets of routes, one batch each, of three runs each.
+    assert assert_matches_slow_loop(sweep, columns) == 2
+    assert sorted(solves) == [3, 3] and outcome.n_batches == 2
+
+
+def test_rates_match_a_slow_loop_on_a_cluster(tmp_path, solves):
+    spec = tmp_path / "sweep.toml"
+    spec.write_text(
+        f'[sweep]\nscenario = "{SCENARIOS / "rail_optimized_cluster.toml"}"\nsolve = "rates"\n'
+        f"metrics = {json.dumps(list(RATE_METRICS))}\n"
+        '[sweep.grid]\n"topology.switch" = ["qm8700", "qm9700"]\n"topology.figure" = ["nominal", "effective"]\n'
+        '"options.gpudirect" = [true, false]\n'
+    )
+    sweep = load_sweep(spec)
+    outcome = run_sweep(sweep, tmp_path / "out.h5")
+    columns = read_results(outcome.output).columns
+    assert (columns["status"] == "ok").all()
+    n_routes = assert_matches_slow_loop(sweep, columns)
+    assert n_routes == 2 and len(solves) == outcome.n_batches == n_routes and sum(solves) == 8
+    # Without GPUDirect the NIC traffic is staged through host memory, and that binds.
+    by_gpudirect = columns["saturated_links_host"].reshape(4, 2)
+    assert (by_gpudirect[:, 1] > 0).all()
+
+
+def test_rates_batches_are_bounded(tmp_path, solves, monkeypatch):
+    spec = parking_spec(tmp_path, '[sweep.zip]\n"topology.links.1.capacity_Bps" = [1e9, 2e9, 3e9, 4e9, 5e9]\n')
+    sweep = load_sweep(spec)
+    whole = read_results(run_sweep(sweep, tmp_path / "whole.h5").output).columns
+    monkeypatch.setattr(flowsim.sweep, "BATCH_RUNS", 2)
+    by_two = read_results(run_sweep(sweep, tmp_path / "two.h5").output).columns
+    # A run of the parking lot holds 2 * 2 + 4 * 3 values and its routes 2 * 4: one run
+    # passes this budget, so each is solved as it arrives.
+    monkeypatch.setattr(flowsim.sweep, "BATCH_VALUES", 20)
+    alone = read_results(run_sweep(sweep, tmp_path / "alone.h5").output).columns
+    assert solves == [5, 2, 2, 1, 1, 1, 1, 1, 1]
+    for name in (*sweep.metrics, "key", "status"):
+        np.testing.assert_array_equal(by_two[name], whole[name], err_msg=name)
+        np.testing.assert_array_equal(alone[name], whole[name], err_msg=name)
+
+
+def test_rates_resume_skips_done_runs(tmp_path, solves):
+    spec = parking_spec(tmp_path, '[sweep.zip]\n"topology.links.1.capacity_Bps" = [1e9, 2e9, 3e9, 4e9, -5.0]\n')
+    sweep = load_sweep(spec)
+    first = read_results(run_sweep(sweep, tmp_path / "out.h5").output).columns
+    again = run_sweep(sweep, tmp_path / "out.h5")
+    assert (again.n_ran, again.n_skipped, again.n_failed, again.n_batches) == (0, 5, 1, 0)
+    # The failed run is journalled as soon as its build fails, before the batch of four.
+    journal = journal_path(tmp_path / "out.h5")
+    lines = journal.read_text().splitlines(keepends=True)
+    assert [json.loads(line)["status"] for line in lines] == ["error"] + ["ok"] * 4
+    journal.write_text("".join(lines[:2]))
+    resumed = run_sweep(sweep, tmp_path / "out.h5")
+    assert (resumed.n_ran, resumed.n_skipped, resumed.n_batches) == (3, 2, 1)
+    assert solves == [4, 3]
+    columns = read_results(tmp_path / "out.h5").columns
+    for name in first:
+        if name != "wall_s":
+            np.testing.assert_array_equal(columns[name], first[name], err_msg=name)
+
+
+def test_rates_interrupt_keeps_the_solved_batches(tmp_path, monkeypatch):
+    spec = parking_spec(tmp_path, '[sweep.zip]\n"topology.links.1.capacity_Bps" = [1e9, 2e9, 3e9, 4e9, 5e9]\n')
+    sweep = load_sweep(spec)
+    monkeypatch.setattr(flowsim.sweep, "BATCH_RUNS", 2)
+    solve, calls = BatchProblem.solve, []
+
+    def ctrl_c_at_the_second(self, *args, **kwargs):
+        calls.append(self.n_instances)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return solve(self, *args, **kwargs)
+
+    monkeypatch.setattr(BatchProblem, "solve", ctrl_c_at_the_second)
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(sweep, tmp_path / "out.h5")
+    assert read_results(tmp_path / "out.h5").columns["index"].tolist() == [0, 1]
+    monkeypatch.setattr(BatchProblem, "solve", solve)
+    resumed = run_sweep(sweep, tmp_path / "out.h5")
+    assert (resumed.n_ran, resumed.n_skipped, resumed.n_batches) == (3, 2, 2)
+    assert read_results(tmp_path / "out.h5").columns["index"].tolist() == list(range(5))
+
+
+def test_rates_and_time_runs_never_share_keys(tmp_path):
+    axes = '[sweep.grid]\n"topology.links.1.capacity_Bps" = [2e9]\n'
+    rates = load_sweep(parking_spec(tmp_path, axes, ["n_flows"]))
+    time_ = load_sweep(parking_spec(tmp_path, axes, ["n_flows"], solve="time"))
+    assert (rates.solve, time_.solve) == ("rates", "time")
+    assert rates.runs[0].key != time_.runs[0].key
+    # Time-mode keys are those of a spec that does not name its mode.
+    plain = tmp_path / "plain.toml"
+    plain.write_text(time_.text.replace('solve = "time"\n', ""))
+    assert load_sweep(plain).runs[0].key == time_.runs[0].key
+
+
+@pytest.mark.parametrize(
+    ("solve", "metric", "message"),
+    [
+        ("rates", "makespan_s", "'makespan_s' is a metric of solve = 'time'; valid ones with solve = 'rates': "),
+        ("rates", "fct_p99_s", "'fct_p99_s' is a metric of solve = 'time'"),
+        ("rates", "busbw_Bps", "'busbw_Bps' is a metric of solve = 'time'"),
+        ("time", "aggregate_rate_Bps", "'aggregate_rate_Bps' is a metric of solve = 'rates'; valid ones with "
+                                       "solve = 'time': "),
+        ("rates", "rate", "unknown metric 'rate'; valid ones with solve = 'rates': "),
+    ],
+)
+def test_a_metric_of_the_other_mode_is_named_at_parse_time(tmp_path, solve, metric, message):
+    spec = parking_spec(tmp_path, '[sweep.grid]\n"options.seed" = [1]\n', ["n_flows", metric], solve=solve)
+    with pytest.raises(InputError) as err:
+        load_sweep(spec)
+    assert str(err.value).startswith(f"{spec}: sweep.metrics[1]: {message}"), str(err.value)
+    assert all(name in str(err.value) for name in (RATE_METRICS if solve == "rates" else METRICS))
+
+
+def test_unknown_solve_mode(tmp_path):
+    spec = parking_spec(tmp_path, '[sweep.grid]\n"options.seed" = [1]\n', solve="instant")
+    with pytest.raises(InputError, match=r"sweep\.solve: expected one of 'time', 'rates', got 'instant'"):
+        load_sweep(spec)
+
+
+def test_arguments_of_the_other_mode_are_errors(tmp_path):
+    axes = '[sweep.grid]\n"topology.links.1.capacity_Bps" = [2e9]\n'
+    rates = load_sweep(parking_spec(tmp_path, axes, ["n_flows"]))
+    for kwargs, named in [({"workers": 2}, "workers"), ({"dask": "local", "traces": tmp_path}, "dask, traces"),
+                          ({"runner": fake_runner}, "runner")]:
+        with pytest.raises(InputError, match=f"{named}: for sweeps with solve = 'time' only"):
+            run_sweep(rates, tmp_path / "out.h5", **kwargs)
+    time_ = load_sweep(parking_spec(tmp_path, axes, ["n_flows"], solve="time"))
+    with pytest.raises(InputError, match="a backend applies to sweeps with solve = 'rates'"):
+        run_sweep(time_, tmp_path / "out.h5", backend="cpu")
+    with pytest.raises(InputError, match="backend must be one of 'cpu', 'cuda', 'auto'; got 'gpu'"):
+        run_sweep(rates, tmp_path / "out.h5", backend="gpu")
+    assert not journal_path(tmp_path / "out.h5").exists()
+
+
+def test_cuda_without_numba_cuda_is_the_rates_command_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(batched, "_numba_cuda_installed", lambda: False)
+    spec = parking_spec(tmp_path, '[sweep.grid]\n"topology.links.1.capacity_Bps" = [2e9]\n')
+    with pytest.raises(BackendUnavailable, match=re.escape("backend 'cuda' needs the numba-cuda package")):
+        run_sweep(load_sweep(spec), tmp_path / "out.h5", backend="cuda")
+    outcome = run_sweep(load_sweep(spec), tmp_path / "out.h5", backend="auto")
+    assert (outcome.backend, outcome.n_failed) == ("cpu", 0)
+
+
+@pytest.mark.skipif("cuda" in available_backends(), reason="a CUDA backend is usable here")
+def test_cli_backend_cuda_here_says_what_is_missing(tmp_path, capsys):
+    from flowsim.cli import main
+
+    spec = parking_spec(tmp_path, '[sweep.grid]\n"topology.links.1.capacity_Bps" = [2e9]\n')
+    assert main(["sweep", str(spec), "-o", str(tmp_path / "out.h5"), "--backend", "cuda"]) == 2
+    assert "flowsim: error: backend 'cuda'" in capsys.readouterr().err
+
+
+@pytest.mark.skipif("cuda" not in available_backends(),
+                    reason="no CUDA backend here: needs numba-cuda and a GPU, or NUMBA_ENABLE_CUDASIM=1")
+def test_rates_on_cuda_match_the_slow_loop(tmp_path, solves):
+    spec = parking_spec(tmp_path, '[sweep.grid]\n"workload.flows" = ["parking.csv", "other.csv"]\n'
+                                  '"topology.links.1.capacity_Bps" = [2e9, 3e9, 0.5e9]\n')
+    sweep = load_sweep(spec)
+    outcome = run_sweep(sweep, tmp_path / "out.h5", backend="cuda")
+    assert (outcome.backend, outcome.n_failed, outcome.n_batches) == ("cuda", 0, 2) and solves == [3, 3]
+    columns = read_results(outcome.output).columns
+    assert assert_matches_slow_loop(sweep, columns, rtol=1e-9) == 2
+    np.testing.assert_allclose(columns["drain_at_rates_s"][:3], [2.0, 2.0, 12.0], rtol=1e-9)
+
+
+def test_cli_runs_the_example_rates_sweep(tmp_path, capsys):
+    example = Path(__file__).parents[1] / "data" / "sweeps" / "rail_cluster_rates.toml"
+    assert flowsim_sweep(example, "-o", tmp_path / "rates.h5", "--backend", "auto", "-q") == 0
+    backend = "cuda" if "cuda" in available_backends() else "cpu"
+    assert f"12 runs (12 ran in 2 batches on {backend}) -> " in capsys.readouterr().out
+    columns = read_results(tmp_path / "rates.h5").columns
+    assert (columns["status"] == "ok").all()
+    # Faster switch ports raise the total while GPUDirect keeps NIC traffic off host memory.
+    total = columns["aggregate_rate_Bps"].reshape(3, 2, 2)
+    assert (np.diff(total[:, 0, 0]) > 0).all()
+    with pytest.raises(InputError, match="workers: for sweeps with solve = 'time' only"):
+        flowsim_sweep(example, "-o", tmp_path / "rates.h5", "--workers", "2")

@@ -6,6 +6,13 @@ scheduler). Each finished run is journalled in ``RESULTS.h5.journal``; rerunning
 command skips the runs already there, so a killed sweep resumes. The progress bar goes to
 stderr, the summary line to stdout. The exit status is 1 when any run failed (its error text
 is in the table), 130 after Ctrl-C (the table then holds the runs finished so far).
+
+A sweep with ``solve = "rates"`` solves each run's all-at-once max-min allocation instead of
+simulating it: runs are built in this process and those sharing routes are solved as one
+batch on ``--backend`` (``cpu``, the default, uses every core; ``cuda`` needs
+``pip install 'flowsim[cuda]'`` and an NVIDIA GPU; ``auto`` picks cuda where it can run).
+``--workers``, ``--dask`` and ``--traces`` are for ``solve = "time"`` sweeps only, and
+``--backend`` for ``solve = "rates"`` ones.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from flowsim.batched import BACKENDS
 from flowsim.sweep import load_sweep, run_sweep
 
 __all__ = ["add_parser", "sweep_command"]
@@ -35,19 +43,22 @@ def sweep_command(args: argparse.Namespace) -> int:
             dask=args.dask,
             traces=args.traces,
             progress=None if args.quiet else sys.stderr,
+            backend=args.backend,
         )
     except KeyboardInterrupt:
         print(f"interrupted; finished runs are in {args.output}; rerun the command to resume", file=sys.stderr)
         return 130
+    plural = "batch" if outcome.n_batches == 1 else "batches"
+    batches = f" in {outcome.n_batches} {plural} on {outcome.backend}" if outcome.n_batches else ""
     skipped = f", {outcome.n_skipped} already done" if outcome.n_skipped else ""
     failed = f", {outcome.n_failed} failed" if outcome.n_failed else ""
-    print(f"{outcome.n_runs} runs ({outcome.n_ran} ran{skipped}{failed}) -> {outcome.output}")
+    print(f"{outcome.n_runs} runs ({outcome.n_ran} ran{batches}{skipped}{failed}) -> {outcome.output}")
     return 1 if outcome.n_failed else 0
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Register ``flowsim sweep SWEEP -o RESULTS [--workers N] [--dask ADDRESS] [--traces DIR] [-q]``;
-    its handler is :func:`sweep_command`."""
+    """Register ``flowsim sweep SWEEP -o RESULTS [--workers N] [--dask ADDRESS] [--traces DIR]
+    [--backend B] [-q]``; its handler is :func:`sweep_command`."""
     parser = subparsers.add_parser(
         "sweep", help="run a parameter sweep over a scenario into an HDF5 table", description=__doc__
     )
@@ -61,6 +72,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="'local' to start a Dask LocalCluster, or a scheduler address such as tcp://host:8786",
     )
     parser.add_argument("--traces", type=Path, default=None, help="write each run's full trace here (KEY.h5)")
+    parser.add_argument(
+        "--backend", choices=BACKENDS, default=None,
+        help="where a solve = 'rates' sweep solves its batches (default: cpu)",
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar on stderr")
     parser.set_defaults(func=sweep_command)
     return parser

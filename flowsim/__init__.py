@@ -18,7 +18,7 @@ from flowsim.routing import Router, route, split_route
 from flowsim.scenario import load_scenario, run_scenario
 from flowsim.topology import NodeKind, Topology, TopologyBuilder
 from flowsim.trace import open_trace, write_trace
-from flowsim.training import data_parallel_step, run_training_step
+from flowsim.training import data_parallel_step, parallel_layout, parallel_step, run_training_step
 from flowsim.workload import Workload
 
 __version__ = "0.1.0"
@@ -44,6 +44,8 @@ __all__ = [
     "load_scenario",
     "max_min_rates",
     "open_trace",
+    "parallel_layout",
+    "parallel_step",
     "preset",
     "preset_names",
     "route",

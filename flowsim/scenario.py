@@ -47,11 +47,17 @@ Format
         server in the topology (except for NVLS, which runs inside one server), so that
         messages leaving a server are charged the network step latency.
     ``[workload.training]`` (see :mod:`flowsim.training`)
-        One data-parallel training step over the topology's GPUs (or ``ranks``): ``layers``
-        (count) and ``layer_backward_s`` / ``layer_grad_bytes`` (one number for every layer, or
-        a list of ``layers`` numbers) are required; ``forward_s``, ``bucket_bytes`` (default
-        25 MiB), ``ranks``, ``algorithm`` (all-reduce algorithm, default ``"ring"``),
-        ``checkpoint_bytes_per_rank`` and ``checkpoint_start_s`` are optional.
+        One training step over the topology's GPUs (or ``ranks``): ``layers`` (count) and
+        ``layer_backward_s`` / ``layer_grad_bytes`` (one number for every layer, or a list of
+        ``layers`` numbers) are required; ``bucket_bytes`` (default 25 MiB), ``ranks``,
+        ``algorithm`` (gradient all-reduce algorithm, default ``"ring"``),
+        ``checkpoint_bytes_per_rank`` and ``checkpoint_start_s`` are optional. Alone, or with
+        ``forward_s``, it is a data-parallel step (:func:`flowsim.training.data_parallel_step`).
+        With any of ``tp``, ``pp``, ``dp``, ``layer_forward_s`` (then required, per layer like
+        ``layer_backward_s``), ``n_microbatches``, ``schedule`` (``"1f1b"`` or ``"gpipe"``),
+        ``activation_bytes``, ``tp_all_reduce_bytes``, ``tp_algorithm``, ``tp_across_servers``
+        or ``slices``, it is a tensor/pipeline/data parallel step in Megatron's rank order
+        (:func:`flowsim.training.parallel_step`, whose arguments these keys are).
     Parts are concatenated in that order: the flow list, the collectives, the training step.
 ``[options]`` (optional)
     ``routing`` (``"ecmp"``, ``"dmodk"`` or ``"shortest"``; default ``"ecmp"``), ``seed``
@@ -83,7 +89,7 @@ from flowsim.result import SimulationResult
 from flowsim.routes import Routes
 from flowsim.routing import METHODS, Router
 from flowsim.tomlcheck import Where, join, show
-from flowsim.training import TrainingStep, data_parallel_step
+from flowsim.training import SCHEDULES, ParallelStep, TrainingStep, data_parallel_step, parallel_step
 from flowsim.topology import NodeKind, Topology, TopologyBuilder
 from flowsim.workload import Workload
 
@@ -449,35 +455,65 @@ def _collective(where: Where, topology: Topology, table: Mapping, key: str) -> W
     return workload
 
 
-def _training(where: Where, topology: Topology, table: Mapping, key: str) -> TrainingStep:
-    where.only(
-        table,
-        ("layers", "layer_backward_s", "layer_grad_bytes", "forward_s", "bucket_bytes", "ranks", "algorithm",
-         "checkpoint_bytes_per_rank", "checkpoint_start_s"),
-        key,
-    )
-    layers = where.integer(table, "layers", key, 1)
-    per_layer = {}
-    for column in ("layer_backward_s", "layer_grad_bytes"):
-        value = table.get(column)
-        if isinstance(value, list):
-            if len(value) != layers:
-                raise where.error(join(key, column), f"expected {layers} values (one per layer), got {len(value)}")
-            per_layer[column] = [where.number({column: v}, column, key) for v in value]
-        else:
-            per_layer[column] = [where.number(table, column, key)] * layers
-    ranks = _ranks(where, topology, table, key, "all_reduce") if "ranks" in table else None
-    try:
-        return data_parallel_step(
-            topology,
-            **per_layer,
-            forward_s=where.number(table, "forward_s", key, 0.0),
-            bucket_bytes=where.number(table, "bucket_bytes", key, 25 * 2**20),
-            ranks=ranks,
-            algorithm=where.string(table, "algorithm", key, "ring"),
-            checkpoint_bytes_per_rank=where.number(table, "checkpoint_bytes_per_rank", key, 0.0),
-            checkpoint_start_s=where.number(table, "checkpoint_start_s", key, 0.0),
+# Keys of [workload.training] for any step.
+_TRAINING_KEYS = ("layers", "layer_backward_s", "layer_grad_bytes", "bucket_bytes", "ranks", "algorithm",
+                  "checkpoint_bytes_per_rank", "checkpoint_start_s")
+# Keys that make [workload.training] a tensor/pipeline/data parallel step (flowsim.training.parallel_step).
+_PARALLEL_KEYS = ("tp", "pp", "dp", "layer_forward_s", "n_microbatches", "schedule", "activation_bytes",
+                  "tp_all_reduce_bytes", "tp_algorithm", "tp_across_servers", "slices")
+
+
+def _per_layer(where: Where, table: Mapping, key: str, column: str, layers: int) -> list[float]:
+    """One number for every layer, or a list of ``layers`` numbers."""
+    value = table.get(column)
+    if isinstance(value, list):
+        if len(value) != layers:
+            raise where.error(join(key, column), f"expected {layers} values (one per layer), got {len(value)}")
+        return [where.number({column: v}, column, key) for v in value]
+    return [where.number(table, column, key)] * layers
+
+
+def _training(where: Where, topology: Topology, table: Mapping, key: str) -> TrainingStep | ParallelStep:
+    parallel = any(k in table for k in _PARALLEL_KEYS)
+    if parallel and "forward_s" in table:
+        raise where.error(
+            join(key, "forward_s"), "is for a data-parallel step; with tp, pp or the other 3D keys give layer_forward_s"
         )
+    where.only(table, (*_TRAINING_KEYS, "forward_s", *_PARALLEL_KEYS), key)
+    layers = where.integer(table, "layers", key, 1)
+    columns = ("layer_backward_s", "layer_grad_bytes")
+    if parallel:
+        columns = ("layer_forward_s", *columns)
+    per_layer = {column: _per_layer(where, table, key, column, layers) for column in columns}
+    ranks = _ranks(where, topology, table, key, "all_reduce") if "ranks" in table else None
+    common = dict(
+        bucket_bytes=where.number(table, "bucket_bytes", key, 25 * 2**20),
+        ranks=ranks,
+        algorithm=where.string(table, "algorithm", key, "ring"),
+        checkpoint_bytes_per_rank=where.number(table, "checkpoint_bytes_per_rank", key, 0.0),
+        checkpoint_start_s=where.number(table, "checkpoint_start_s", key, 0.0),
+    )
+    if parallel:
+
+        def count(name: str, default: int | None) -> int | None:
+            return where.integer(table, name, key, 1) if name in table else default
+
+        common.update(
+            tp=count("tp", 1),
+            pp=count("pp", 1),
+            dp=count("dp", None),
+            n_microbatches=count("n_microbatches", 1),
+            slices=count("slices", None),
+            schedule=where.choice(table, "schedule", key, SCHEDULES, "1f1b"),
+            activation_bytes=where.number(table, "activation_bytes", key, 0.0),
+            tp_all_reduce_bytes=where.number(table, "tp_all_reduce_bytes", key, 0.0),
+            tp_algorithm=where.string(table, "tp_algorithm", key, "ring"),
+            tp_across_servers=where.boolean(table, "tp_across_servers", key, False),
+        )
+    try:
+        if parallel:
+            return parallel_step(topology, **per_layer, **common)
+        return data_parallel_step(topology, **per_layer, forward_s=where.number(table, "forward_s", key, 0.0), **common)
     except InputError as err:
         raise where.error(key, str(err)) from None
 

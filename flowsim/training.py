@@ -1,20 +1,51 @@
-"""A data-parallel training step: backward compute per layer, gradient buckets all-reduced as
-they become ready (overlapping the compute still to do), and optional checkpoint writes.
+"""Training steps as workloads: data parallelism alone, or Megatron-style 3D parallelism
+(tensor, pipeline and data parallel), with optional checkpoint writes.
 
-The step is a workload for :func:`flowsim.run`: compute is not simulated as flows, it sets
-when each gradient bucket may start. Layers are listed from the input to the output;
-backward runs from the last layer to the first, so layer ``i``'s gradient is ready at
-``forward_s + sum(layer_backward_s[i:])``. As in PyTorch DDP, gradients fill buckets in the
-order they become ready, a bucket closing once it holds ``bucket_bytes`` (or at the first
-layer); a bucket's all-reduce starts when its last gradient is ready and the previous
-bucket's all-reduce has finished (one communication stream). Checkpoint writes, when asked
-for, go from every rank to the storage targets at ``checkpoint_start_s`` and share the links
-with everything else.
+A step is a workload for :func:`flowsim.run`. Compute is not simulated as flows: it is time
+between flows, carried by start times, dependencies and ``delay_s``. Layers are listed from
+the input to the output; backward runs from the last layer to the first.
+
+Data parallelism (:func:`data_parallel_step`)
+    Layer ``i``'s gradient is ready at ``forward_s + sum(layer_backward_s[i:])``. As in
+    PyTorch DDP, gradients fill buckets in the order they become ready, a bucket closing
+    once it holds ``bucket_bytes`` (or at the first layer); a bucket's all-reduce starts
+    when its last gradient is ready and the previous bucket's all-reduce has finished (one
+    communication stream).
+3D parallelism (:func:`parallel_layout`, :func:`parallel_step`)
+    Ranks are laid out in Megatron-LM's default order (``tp-cp-ep-dp-pp`` with one context
+    and one expert group): tensor-parallel index innermost, then data-parallel, then
+    pipeline stage, so that a TP group is ``tp`` consecutive ranks inside one server. Each
+    rank is a stream of compute and blocking communication, as Megatron runs it:
+
+    * a layer's forward is an attention block and an MLP block, each half of the layer's
+      time and each followed by an all-reduce of ``tp_all_reduce_bytes`` over the TP group;
+      its backward is the same in reverse (Megatron's two all-reduces per layer and pass).
+      The compute after an all-reduce waits for it.
+    * pipeline stages exchange each microbatch's activations (forward) and their gradients
+      (backward), ``activation_bytes`` each, between ranks with the same TP and DP index, in
+      the batched blocking send/receive calls of Megatron's schedules (1F1B, or GPipe). A
+      transfer starts once both ranks have reached the call that posts it (NCCL
+      point-to-point is a rendezvous), and a rank goes on once every transfer of its call
+      has arrived.
+    * the gradients of the last microbatch's backward are all-reduced in buckets over each
+      DP group (ranks with the same TP index and stage) as they become ready, on a separate
+      communication stream that the compute does not wait for (DDP's overlap); a bucket
+      starts after the previous one has finished.
+    * the step ends when every rank has finished its compute and its gradient all-reduces.
+
+    Where a rank's compute is followed by a flow that also waits for something else (a
+    transfer, the previous bucket), a *marker* joins the two: a zero-byte flow from the rank
+    to itself, ready when the compute ends. Its route is empty, so it carries a rate cap (an
+    empty route needs one, see the README's "Model"); having no bytes, it finishes the
+    moment it is ready.
+
+Checkpoint writes, when asked for, go from every rank to the storage targets at
+``checkpoint_start_s`` and share the links with everything else.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,12 +57,29 @@ from flowsim.pipeline import RunResult, collective_workload, run
 from flowsim.topology import NodeKind, Topology
 from flowsim.workload import Workload
 
-__all__ = ["TrainingStep", "TrainingStepResult", "data_parallel_step", "run_training_step"]
+__all__ = [
+    "SCHEDULES",
+    "ParallelLayout",
+    "ParallelStep",
+    "TrainingStep",
+    "TrainingStepResult",
+    "data_parallel_step",
+    "parallel_layout",
+    "parallel_step",
+    "run_training_step",
+]
+
+#: Pipeline schedules :func:`parallel_step` lays out: Megatron's non-interleaved 1F1B
+#: (PipeDream-Flush) and GPipe (all forwards, then all backwards).
+SCHEDULES = ("1f1b", "gpipe")
+
+# Rate cap of a marker (a zero-byte flow with an empty route): any finite value will do.
+_MARKER_CAP_BPS = 1.0
 
 
 @dataclass(frozen=True)
 class TrainingStep:
-    """A training step laid out as flows.
+    """A data-parallel training step laid out as flows.
 
     Attributes
     ----------
@@ -61,12 +109,15 @@ class TrainingStepResult:
     step_s : float
         Until both the compute and the last flow are done.
     compute_s : float
+        The step's compute time (see :class:`TrainingStep` and :class:`ParallelStep`).
     exposed_communication_s : float
         ``step_s - compute_s``: communication the compute did not hide.
     tier_utilization : dict
         Per link tier present (``"scale_up"``, ``"host"``, ``"scale_out"``): ``(max, mean)``
         utilization over the step, the mean over the tier's links that carried bytes.
     run : RunResult
+    bubble_s : float
+        The pipeline bubble of a :class:`ParallelStep` (0 for a data-parallel step).
     """
 
     step_s: float
@@ -74,6 +125,164 @@ class TrainingStepResult:
     exposed_communication_s: float
     tier_utilization: dict[str, tuple[float, float]]
     run: RunResult
+    bubble_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class ParallelLayout:
+    """Ranks of a tensor x pipeline x data parallel job, in Megatron's default order.
+
+    Rank ``ranks[t + tp * (d + dp * s)]`` has TP index ``t``, DP index ``d`` and pipeline
+    stage ``s``.
+
+    Attributes
+    ----------
+    tp, pp, dp : int
+        Tensor-parallel, pipeline-parallel and data-parallel sizes.
+    ranks : tuple of str
+        GPU node names, ``tp * pp * dp`` of them, in global rank order.
+    """
+
+    tp: int
+    pp: int
+    dp: int
+    ranks: tuple[str, ...]
+
+    def rank(self, tp_index: int, stage: int, dp_index: int) -> str:
+        """The rank with TP index ``tp_index``, pipeline stage ``stage`` and DP index ``dp_index``."""
+        return self.ranks[tp_index + self.tp * (dp_index + self.dp * stage)]
+
+    def tp_group(self, stage: int, dp_index: int) -> tuple[str, ...]:
+        """The ``tp`` ranks that share a stage's layers (one model replica's stage)."""
+        return tuple(self.rank(t, stage, dp_index) for t in range(self.tp))
+
+    def dp_group(self, tp_index: int, stage: int) -> tuple[str, ...]:
+        """The ``dp`` ranks that hold the same parameters and all-reduce their gradients."""
+        return tuple(self.rank(tp_index, stage, d) for d in range(self.dp))
+
+
+def parallel_layout(
+    topology: Topology,
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    dp: int | None = None,
+    ranks: Sequence[str] | None = None,
+    tp_across_servers: bool = False,
+) -> ParallelLayout:
+    """Lay out ``tp x pp x dp`` ranks over GPUs of ``topology`` in Megatron-LM's default order.
+
+    Megatron-Core's default rank order is ``tp-cp-ep-dp-pp``, innermost first: TP groups
+    are consecutive ranks, DP groups take every ``tp``-th rank within a stage, and stages
+    are the outermost blocks. On servers of ``g`` GPUs with ``tp`` dividing ``g``, a TP
+    group stays on one server's NVLink and a DP group links GPUs with the same local index
+    (the same rail).
+
+    Parameters
+    ----------
+    topology : Topology
+    tp, pp : int
+        Tensor-parallel and pipeline-parallel sizes (>= 1).
+    dp : int, optional
+        Data-parallel size; default: the number of ranks over ``tp * pp``.
+    ranks : sequence of str, optional
+        GPU node names in global rank order; default: every GPU of ``topology`` in id order.
+    tp_across_servers : bool
+        Allow a TP group to span servers (its all-reduces then cross the network). By
+        default that is an error, since Megatron users keep TP inside NVLink.
+
+    Returns
+    -------
+    ParallelLayout
+
+    Raises
+    ------
+    InputError
+        When a size is not a positive integer, ``tp * pp * dp`` is not the number of ranks,
+        a rank is not a node of the topology or appears twice, or a TP group would span
+        servers without ``tp_across_servers``.
+
+    Examples
+    --------
+    >>> from flowsim.fabrics import build_cluster
+    >>> layout = parallel_layout(build_cluster("dgx_h100", 4, figure="nominal"), tp=8, pp=2)
+    >>> layout.dp, layout.tp_group(1, 0)[0], layout.dp_group(3, 0)
+    (2, 'n2.gpu0', ('n0.gpu3', 'n1.gpu3'))
+    """
+    for value, what in ((tp, "tp"), (pp, "pp"), *(((dp, "dp"),) if dp is not None else ())):
+        _check_count(value, what)
+    if ranks is None:
+        ranks = tuple(topology.node_names[g] for g in topology.gpus())
+    elif isinstance(ranks, str):
+        raise InputError(f"ranks must be a sequence of node names, got the string {ranks!r}")
+    ranks = tuple(ranks)
+    topology.node_ids(ranks)  # every rank a node of the topology
+    seen: set[str] = set()
+    for r in ranks:
+        if r in seen:
+            raise InputError(f"rank {r!r} appears twice")
+        seen.add(r)
+    if dp is None:
+        if len(ranks) % (tp * pp):
+            raise InputError(f"tp x pp = {tp} x {pp} = {tp * pp} does not divide the {len(ranks)} ranks")
+        dp = len(ranks) // (tp * pp)
+    if tp * pp * dp != len(ranks):
+        raise InputError(f"tp x pp x dp = {tp} x {pp} x {dp} = {tp * pp * dp}, but there are {len(ranks)} ranks")
+    layout = ParallelLayout(tp, pp, dp, ranks)
+    if not tp_across_servers:
+        server = topology.node_server
+        for s in range(pp):
+            for d in range(dp):
+                group = layout.tp_group(s, d)
+                own = {int(server[i]) if server[i] >= 0 else -1 - int(i) for i in topology.node_ids(group)}
+                if len(own) > 1:
+                    raise InputError(
+                        f"TP group {group[0]!r}..{group[-1]!r} (stage {s}, DP index {d}) spans {len(own)} servers; "
+                        f"keep tp within the GPUs of one server, or pass tp_across_servers=True"
+                    )
+    return layout
+
+
+@dataclass(frozen=True)
+class ParallelStep:
+    """A 3D-parallel training step laid out as flows.
+
+    Attributes
+    ----------
+    workload : Workload
+        Tag ``phase``: ``"tp"`` (TP all-reduces), ``"pp"`` (activations and their gradients
+        between stages), ``"gradients"`` (DP bucket all-reduces), ``"compute"`` (markers,
+        including one ``end.{rank}`` per rank when it is done), ``"checkpoint"``; tags
+        ``stage``, ``microbatch`` and ``bucket`` where they apply.
+    layout : ParallelLayout
+    schedule : str
+    n_microbatches : int
+    compute_s : float
+        The step time if every flow took no time at all (no bandwidth limit, no latency, no
+        software overhead): the longest path of compute through the step's dependencies,
+        pipeline bubbles included.
+    stage_busy_s : numpy.ndarray
+        float64[pp]: compute time of one rank of each stage,
+        ``n_microbatches * sum(forward + backward of its layers)``.
+    bubble_s : float
+        ``compute_s - max(stage_busy_s)``: how long the busiest stage sits idle in the
+        pipeline when communication is free. With equal stages of forward ``f`` and backward
+        ``b`` per microbatch, 1F1B and GPipe both give ``(pp - 1)(f + b)``.
+    """
+
+    workload: Workload
+    layout: ParallelLayout
+    schedule: str
+    n_microbatches: int
+    compute_s: float
+    stage_busy_s: np.ndarray
+    bubble_s: float
+
+    @property
+    def bubble_fraction(self) -> float:
+        """``bubble_s / compute_s`` (0 for an empty step): ``(pp - 1) / (m + pp - 1)`` for
+        equal stages."""
+        return self.bubble_s / self.compute_s if self.compute_s > 0 else 0.0
 
 
 def data_parallel_step(
@@ -128,16 +337,9 @@ def data_parallel_step(
         raise InputError(f"bucket_bytes must be finite and > 0, got {bucket_bytes!r}")
 
     ready = forward_s + np.cumsum(backward[::-1])[::-1]  # layer i: forward + backward of i..last
-    sizes, ready_at = [], []
-    filled = 0.0
-    for layer in range(backward.size - 1, -1, -1):
-        filled += grads[layer]
-        if filled >= bucket_bytes or layer == 0:
-            sizes.append(filled)
-            ready_at.append(ready[layer])
-            filled = 0.0
     parts = []
-    for k, (size, at) in enumerate(zip(sizes, ready_at)):
+    for k, (layer, size) in enumerate(_buckets(grads, bucket_bytes)):
+        at = ready[layer]
         if size == 0:
             continue
         plan = collective_workload(
@@ -158,7 +360,122 @@ def data_parallel_step(
     )
 
 
-def run_training_step(topology: Topology, step: TrainingStep, **run_options) -> TrainingStepResult:
+def parallel_step(
+    topology: Topology,
+    *,
+    layer_forward_s: Sequence[float],
+    layer_backward_s: Sequence[float],
+    layer_grad_bytes: Sequence[float],
+    tp: int = 1,
+    pp: int = 1,
+    dp: int | None = None,
+    n_microbatches: int = 1,
+    schedule: str = "1f1b",
+    activation_bytes: float = 0.0,
+    tp_all_reduce_bytes: float = 0.0,
+    bucket_bytes: float = 25 * 2**20,
+    ranks: Sequence[str] | None = None,
+    tp_across_servers: bool = False,
+    algorithm: str | None = None,
+    tp_algorithm: str | None = None,
+    protocol: str = "simple",
+    costs: CollectiveCosts | None = None,
+    slices: int | None = None,
+    checkpoint_bytes_per_rank: float = 0.0,
+    checkpoint_start_s: float = 0.0,
+) -> ParallelStep:
+    """Lay out one tensor x pipeline x data parallel training step (see the module docstring).
+
+    Parameters
+    ----------
+    topology : Topology
+    layer_forward_s, layer_backward_s : sequence of float
+        Per layer, input to output: forward and backward compute time of one microbatch on
+        one rank, TP split included (s, >= 0). The layers are split evenly over the ``pp``
+        stages in order, so their number must be a multiple of ``pp``; give one value per
+        stage for per-stage times.
+    layer_grad_bytes : sequence of float
+        Per layer: the gradient bytes one rank holds (its TP shard), all-reduced over its DP
+        group (>= 0).
+    tp, pp, dp, ranks, tp_across_servers
+        The layout, as :func:`parallel_layout`.
+    n_microbatches : int
+        Microbatches per step and model replica (>= 1).
+    schedule : {"1f1b", "gpipe"}
+    activation_bytes : float
+        Bytes one rank sends to its peer in the next stage per microbatch (the activations),
+        and back (their gradients). With 0, the stages still wait for each other.
+    tp_all_reduce_bytes : float
+        Bytes of each TP all-reduce (two per layer in the forward pass and two in the
+        backward pass, per microbatch); 0: no TP all-reduces.
+    bucket_bytes : float
+        Gradient bucket size (bytes, > 0; PyTorch DDP's default is 25 MiB).
+    algorithm, tp_algorithm : str, optional
+        All-reduce algorithm of the gradient buckets and of the TP all-reduces (default:
+        ring), as :func:`flowsim.pipeline.collective_workload`.
+    protocol, costs, slices
+        For every collective and send, as :func:`flowsim.pipeline.collective_workload`.
+        Fewer slices mean fewer flows (a faster simulation) and less pipelining inside each
+        message.
+    checkpoint_bytes_per_rank, checkpoint_start_s : float
+        As :func:`data_parallel_step`.
+
+    Returns
+    -------
+    ParallelStep
+
+    Raises
+    ------
+    InputError
+        Naming the argument: a bad layout (:func:`parallel_layout`), per-layer columns of
+        different lengths or not divisible by ``pp``, a negative time or size, an unknown
+        schedule.
+    """
+    layout = parallel_layout(topology, tp=tp, pp=pp, dp=dp, ranks=ranks, tp_across_servers=tp_across_servers)
+    forward = _column(layer_forward_s, "layer_forward_s")
+    backward = _column(layer_backward_s, "layer_backward_s")
+    grads = _column(layer_grad_bytes, "layer_grad_bytes")
+    if not forward.size == backward.size == grads.size > 0:
+        raise InputError(
+            "layer_forward_s, layer_backward_s and layer_grad_bytes need one value per layer, "
+            f"got {forward.size}, {backward.size} and {grads.size}"
+        )
+    if forward.size % layout.pp:
+        raise InputError(
+            f"{forward.size} layers do not split evenly over pp = {layout.pp} stages; give a multiple of pp "
+            "(one value per stage for per-stage times)"
+        )
+    _check_count(n_microbatches, "n_microbatches")
+    if schedule not in SCHEDULES:
+        raise InputError(f"unknown schedule {schedule!r}; valid ones: {', '.join(SCHEDULES)}")
+    for value, what in ((activation_bytes, "activation_bytes"), (tp_all_reduce_bytes, "tp_all_reduce_bytes"),
+                        (checkpoint_bytes_per_rank, "checkpoint_bytes_per_rank"),
+                        (checkpoint_start_s, "checkpoint_start_s")):
+        if not np.isfinite(value) or value < 0:
+            raise InputError(f"{what} must be finite and >= 0, got {value!r}")
+    if not np.isfinite(bucket_bytes) or bucket_bytes <= 0:
+        raise InputError(f"bucket_bytes must be finite and > 0, got {bucket_bytes!r}")
+
+    def plan(collective: str, group: tuple[str, ...], size: float, chosen: str | None) -> Workload:
+        return collective_workload(
+            topology, collective, size, ranks=group, algorithm=chosen, protocol=protocol, costs=costs, slices=slices
+        ).workload
+
+    builder = _PipelineBuilder(
+        layout, forward, backward, grads, n_microbatches, schedule, float(activation_bytes),
+        float(tp_all_reduce_bytes), float(bucket_bytes), plan, algorithm, tp_algorithm,
+    )
+    builder.lay_out()
+    compute_s = builder.flows.zero_time_makespan_s()
+    if checkpoint_bytes_per_rank > 0:
+        checkpoint = _checkpoint(topology, layout.ranks, checkpoint_bytes_per_rank, checkpoint_start_s)
+        builder.flows.place(_Template.of(checkpoint), "", {}, ("checkpoint", "", "", ""))
+    busy = n_microbatches * (forward + backward).reshape(layout.pp, -1).sum(axis=1)
+    bubble_s = max(compute_s - float(busy.max()), 0.0)
+    return ParallelStep(builder.flows.workload(), layout, schedule, int(n_microbatches), compute_s, busy, bubble_s)
+
+
+def run_training_step(topology: Topology, step: TrainingStep | ParallelStep, **run_options) -> TrainingStepResult:
     """Simulate ``step`` on ``topology`` (``run_options`` as :func:`flowsim.run`)."""
     outcome = run(topology, step.workload, **run_options)
     step_s = max(step.compute_s, outcome.result.makespan_s)
@@ -171,7 +488,8 @@ def run_training_step(topology: Topology, step: TrainingStep, **run_options) -> 
             used = on_tier & (carried > 0)
             mean = float(utilization[used].mean()) if used.any() else 0.0
             tiers[tier.name.lower()] = (float(utilization[on_tier].max()), mean)
-    return TrainingStepResult(step_s, step.compute_s, step_s - step.compute_s, tiers, outcome)
+    bubble_s = step.bubble_s if isinstance(step, ParallelStep) else 0.0
+    return TrainingStepResult(step_s, step.compute_s, step_s - step.compute_s, tiers, outcome, bubble_s)
 
 
 def _column(values: Sequence[float], what: str) -> np.ndarray:
@@ -227,3 +545,412 @@ def _checkpoint(topology: Topology, ranks: Sequence[str], bytes_per_rank: float,
         [f"checkpoint.{r}" for r in ranks], list(ranks), dst, [bytes_per_rank] * len(ranks),
         start_s=start_s, tags={"phase": ["checkpoint"] * len(ranks), "bucket": [""] * len(ranks)},
     )
+
+
+def _check_count(value: int, what: str) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise InputError(f"{what} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def _buckets(grads: np.ndarray, bucket_bytes: float) -> list[tuple[int, float]]:
+    """DDP's buckets over layers ``grads`` (input to output): filled in backward order, each
+    closing once it holds ``bucket_bytes`` or at the first layer. Returns, in all-reduce
+    order, the layer whose gradient closes each bucket and the bucket's bytes."""
+    buckets = []
+    filled = 0.0
+    for layer in range(grads.size - 1, -1, -1):
+        filled += grads[layer]
+        if filled >= bucket_bytes or layer == 0:
+            buckets.append((layer, filled))
+            filled = 0.0
+    return buckets
+
+
+# A transfer between adjacent stages: ("act" | "grad", microbatch, boundary). Boundary ``b``
+# lies between stages ``b`` and ``b + 1``; activations cross it forwards, gradients back.
+_Transfer = tuple[str, int, int]
+
+
+def _stage_ops(schedule: str, stage: int, pp: int, m: int) -> list[tuple]:
+    """What one stage does, in order: ``("F", i)`` / ``("B", i)``, the forward / backward of
+    microbatch ``i``, and ``("post", transfers)``, one blocking batched send/receive call.
+
+    1F1B is Megatron's ``forward_backward_pipelining_without_interleaving``: ``pp - stage -
+    1`` warm-up forwards, then one forward and one backward at a time, then the remaining
+    backwards, with its combined calls (``send_forward_recv_backward``, ...).
+    """
+    first, last = stage == 0, stage == pp - 1
+
+    def recv_forward(i: int) -> list[_Transfer]:
+        return [] if first else [("act", i, stage - 1)]
+
+    def send_forward(i: int) -> list[_Transfer]:
+        return [] if last else [("act", i, stage)]
+
+    def recv_backward(i: int) -> list[_Transfer]:
+        return [] if last else [("grad", i, stage)]
+
+    def send_backward(i: int) -> list[_Transfer]:
+        return [] if first else [("grad", i, stage - 1)]
+
+    ops: list[tuple] = []
+
+    def post(transfers: list[_Transfer]) -> None:
+        if transfers:
+            ops.append(("post", tuple(transfers)))
+
+    if schedule == "gpipe":
+        for i in range(m):
+            post(recv_forward(i))
+            ops.append(("F", i))
+            post(send_forward(i))
+        for i in range(m):
+            post(recv_backward(i))
+            ops.append(("B", i))
+            post(send_backward(i))
+        return ops
+    warmup = min(pp - stage - 1, m)
+    steady = m - warmup
+    for i in range(warmup):
+        post(recv_forward(i))
+        ops.append(("F", i))
+        post(send_forward(i))
+    if steady:
+        post(recv_forward(warmup))
+    for i in range(steady):
+        ops.append(("F", warmup + i))
+        post(send_forward(warmup + i) + recv_backward(i))
+        ops.append(("B", i))
+        post(send_backward(i) + (recv_forward(warmup + i + 1) if i < steady - 1 else []))
+    for i in range(steady, m):
+        post(recv_backward(i))
+        ops.append(("B", i))
+        post(send_backward(i))
+    return ops
+
+
+@dataclass(frozen=True)
+class _Point:
+    """A moment in one rank's stream: ``max(start_s, end of the last of deps + delay_s)``, or
+    ``start_s`` without deps (then ``delay_s`` is 0)."""
+
+    deps: tuple[int, ...] = ()
+    delay_s: float = 0.0
+    start_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class _Template:
+    """A collective's flows as plain columns, to be copied into the step as often as it runs.
+
+    ``opens``: the flows that wait for no other flow their sender sends in the collective,
+    where the sender's own progress must enter; ``senders``: their senders. ``sinks``: flows
+    nothing in the collective waits for; the collective is over when they are.
+    """
+
+    names: tuple[str, ...]
+    src: tuple[str, ...]
+    dst: tuple[str, ...]
+    columns: dict[str, list[float]]
+    deps: tuple[tuple[int, ...], ...]
+    opens: tuple[int, ...]
+    senders: frozenset[str]
+    sinks: tuple[int, ...]
+
+    @classmethod
+    def of(cls, workload: Workload) -> _Template:
+        deps = tuple(tuple(workload.dependencies(i).tolist()) for i in range(len(workload)))
+        src = workload.src
+        opens = tuple(i for i, own in enumerate(deps) if all(src[d] != src[i] for d in own))
+        waited = np.zeros(len(workload), dtype=bool)
+        waited[workload.dep_indices] = True
+        columns = {name: getattr(workload, attr).tolist() for name, attr in _COLUMNS.items()}
+        return cls(
+            workload.names, workload.src, workload.dst, columns, deps, opens, frozenset(src[i] for i in opens),
+            tuple(np.flatnonzero(~waited).tolist()),
+        )
+
+
+# Numeric flow columns: name here -> Workload attribute.
+_COLUMNS = {"size": "size_bytes", "start": "start_s", "delay": "delay_s", "overhead": "overhead_s",
+            "weight": "weight", "cap": "cap_Bps"}
+_TAGS = ("phase", "stage", "microbatch", "bucket")
+
+
+class _Flows:
+    """The step's flows as they are laid out; every flow comes after those it waits for."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.src: list[str] = []
+        self.dst: list[str] = []
+        self.deps: list[list[int]] = []
+        self.columns: dict[str, list[float]] = {name: [] for name in _COLUMNS}
+        self.tags: dict[str, list[str]] = {key: [] for key in _TAGS}
+        self._markers = 0
+
+    def marker(self, rank: str, point: _Point, tags: tuple[str, ...], name: str | None = None) -> int:
+        """A zero-byte flow from ``rank`` to itself, over the moment ``point``."""
+        if name is None:
+            name = f"compute.{rank}.{self._markers}"
+            self._markers += 1
+        self.names.append(name)
+        self.src.append(rank)
+        self.dst.append(rank)
+        self.deps.append(list(point.deps))
+        values = {"size": 0.0, "start": point.start_s, "delay": point.delay_s, "overhead": 0.0, "weight": 1.0,
+                  "cap": _MARKER_CAP_BPS}
+        for column, value in values.items():
+            self.columns[column].append(value)
+        for key, value in zip(_TAGS, tags):
+            self.tags[key].append(value)
+        return len(self.names) - 1
+
+    def advance(self, rank: str, point: _Point, seconds: float) -> _Point:
+        """``point`` plus ``seconds`` of compute."""
+        if not point.deps:
+            return _Point((), 0.0, point.start_s + seconds)
+        if point.start_s > 0:  # max(start, deps) + seconds needs the max taken first
+            point = _Point((self.marker(rank, point, ("compute", "", "", "")),))
+        return _Point(point.deps, point.delay_s + seconds, 0.0)
+
+    def settle(self, rank: str, point: _Point) -> _Point:
+        """The same moment with no delay, so that more dependencies can join it."""
+        if point.deps and point.delay_s > 0:
+            return _Point((self.marker(rank, point, ("compute", "", "", "")),))
+        return point
+
+    def join(self, rank: str, point: _Point, deps: Sequence[int], start_s: float = 0.0) -> _Point:
+        """The moment both ``point`` and the end of ``deps`` (and ``start_s``) have passed."""
+        point = self.settle(rank, point)
+        return _Point(point.deps + tuple(deps), 0.0, max(point.start_s, start_s))
+
+    def after(self, rank: str, point: _Point, sinks: Sequence[int], sent: bool) -> _Point:
+        """Where ``rank``, at ``point`` when it entered a collective ending with ``sinks``, is
+        once the collective is over. If it sent in it, ``point`` lies behind the sinks."""
+        return _Point(tuple(sinks)) if sent else self.join(rank, point, sinks)
+
+    def place(
+        self, template: _Template, prefix: str, points: Mapping[str, _Point], tags: tuple[str, ...]
+    ) -> list[int]:
+        """Copy a collective in, names prefixed with ``prefix.`` (if any), each sender's
+        opening flows waiting for its moment in ``points`` (settled first); returns the
+        copy's sinks."""
+        points = {rank: self.settle(rank, p) for rank, p in points.items()}
+        offset = len(self.names)
+        self.names.extend([f"{prefix}.{name}" for name in template.names] if prefix else template.names)
+        self.src.extend(template.src)
+        self.dst.extend(template.dst)
+        deps = [[offset + d for d in own] for own in template.deps]
+        for name, values in template.columns.items():
+            self.columns[name].extend(values)
+        start = self.columns["start"]
+        for i in template.opens:
+            point = points.get(template.src[i])
+            if point is not None:
+                deps[i] = list(point.deps) + deps[i]
+                start[offset + i] = max(start[offset + i], point.start_s)
+        self.deps.extend(deps)
+        for key, value in zip(_TAGS, tags):
+            self.tags[key].extend([value] * len(template.names))
+        return [offset + k for k in template.sinks]
+
+    def zero_time_makespan_s(self) -> float:
+        """When the last flow would finish if every flow took no time once ready."""
+        end: list[float] = []
+        for start, deps, delay in zip(self.columns["start"], self.deps, self.columns["delay"]):
+            end.append(max(start, max(end[d] for d in deps) + delay) if deps else start)
+        return float(max(end, default=0.0))
+
+    def workload(self) -> Workload:
+        c = self.columns
+        return Workload.build(
+            self.names, self.src, self.dst, c["size"], start_s=c["start"], depends_on=self.deps,
+            delay_s=c["delay"], overhead_s=c["overhead"], weight=c["weight"], cap_Bps=c["cap"], tags=self.tags,
+        )
+
+
+class _PipelineBuilder:
+    """Walks every stage replica through its schedule, laying out flows as it goes.
+
+    Each rank's stream is a :class:`_Point`. A replica (the TP group of one stage and DP
+    index) runs its ops in order; at a blocking call it posts its transfers and waits until
+    the peers have posted theirs. Gradient buckets wait likewise until every rank of their
+    DP group has produced them.
+    """
+
+    def __init__(
+        self,
+        layout: ParallelLayout,
+        forward: np.ndarray,
+        backward: np.ndarray,
+        grads: np.ndarray,
+        n_microbatches: int,
+        schedule: str,
+        activation_bytes: float,
+        tp_all_reduce_bytes: float,
+        bucket_bytes: float,
+        plan: Callable[[str, tuple[str, ...], float, str | None], Workload],
+        algorithm: str | None,
+        tp_algorithm: str | None,
+    ) -> None:
+        self.layout = layout
+        self.forward = forward
+        self.backward = backward
+        self.m = n_microbatches
+        self.schedule = schedule
+        self.activation_bytes = activation_bytes
+        self.tp_bytes = tp_all_reduce_bytes if layout.tp > 1 else 0.0
+        self.plan = plan
+        self.algorithm = algorithm
+        self.tp_algorithm = tp_algorithm
+        self.per_stage = forward.size // layout.pp
+        self.flows = _Flows()
+        self.at = {rank: _Point() for rank in layout.ranks}
+        self._templates: dict[tuple, _Template] = {}
+        # Per stage: the global layer that closes each non-empty bucket -> (bucket index, bytes).
+        self.closing: list[dict[int, tuple[int, float]]] = []
+        for s in range(layout.pp):
+            first = s * self.per_stage
+            buckets = _buckets(grads[first : first + self.per_stage], bucket_bytes)
+            self.closing.append({first + layer: (k, size) for k, (layer, size) in enumerate(buckets) if size > 0})
+        self.bucket_waiting: dict[tuple[int, int, int], dict[str, _Point]] = {}
+        self.bucket_sinks: dict[tuple[int, int], list[int]] = {}
+        self.posted: dict[tuple, _Point] = {}
+        self.arrived: dict[tuple, list[int]] = {}
+
+    def template(self, collective: str, group: tuple[str, ...], size: float, algorithm: str | None) -> _Template:
+        key = (collective, group, size, algorithm)
+        if key not in self._templates:
+            self._templates[key] = _Template.of(self.plan(collective, group, size, algorithm))
+        return self._templates[key]
+
+    def lay_out(self) -> None:
+        """Every rank's stream through the schedule, then one ``end.{rank}`` marker per rank."""
+        layout = self.layout
+        replicas = [(s, d) for s in range(layout.pp) for d in range(layout.dp)]
+        ops = {r: _stage_ops(self.schedule, r[0], layout.pp, self.m) for r in replicas}
+        next_op = dict.fromkeys(replicas, 0)
+        waiting: set[tuple[int, int]] = set()
+        while any(next_op[r] < len(ops[r]) for r in replicas):
+            progressed = False
+            for replica in replicas:
+                while next_op[replica] < len(ops[replica]):
+                    kind, what = ops[replica][next_op[replica]]
+                    if kind == "post":
+                        if replica not in waiting:
+                            self.post(replica, what)
+                            waiting.add(replica)
+                        if not self.received(replica, what):
+                            break
+                        waiting.discard(replica)
+                    else:
+                        self.compute(replica, kind, what)
+                    next_op[replica] += 1
+                    progressed = True
+            if not progressed:
+                raise RuntimeError(f"the {self.schedule} schedule deadlocked: {sorted(waiting)} wait for their peers")
+        for g, rank in enumerate(layout.ranks):
+            stage, tp_index = g // (layout.tp * layout.dp), g % layout.tp
+            point = self.join_any(rank, self.at[rank], self.bucket_sinks.get((stage, tp_index), []))
+            self.flows.marker(rank, point, ("compute", str(stage), "", ""), name=f"end.{rank}")
+
+    def join_any(self, rank: str, point: _Point, deps: Sequence[int]) -> _Point:
+        return self.flows.join(rank, point, deps) if deps else point
+
+    # --- compute -------------------------------------------------------------------------
+
+    def compute(self, replica: tuple[int, int], kind: str, microbatch: int) -> None:
+        """A forward or backward pass of ``microbatch`` over the replica's layers."""
+        stage, d = replica
+        layers = range(stage * self.per_stage, (stage + 1) * self.per_stage)
+        times = self.forward if kind == "F" else self.backward
+        for layer in layers if kind == "F" else reversed(layers):
+            for block in ("attn", "mlp") if kind == "F" else ("mlp", "attn"):
+                for t in range(self.layout.tp):
+                    rank = self.layout.rank(t, stage, d)
+                    self.at[rank] = self.flows.advance(rank, self.at[rank], times[layer] / 2)
+                if self.tp_bytes > 0:
+                    self.tp_all_reduce(replica, f"mb{microbatch}.{kind}.l{layer}.{block}", microbatch)
+            if kind == "B" and microbatch == self.m - 1 and self.layout.dp > 1 and layer in self.closing[stage]:
+                self.bucket_ready(replica, *self.closing[stage][layer])
+
+    def tp_all_reduce(self, replica: tuple[int, int], label: str, microbatch: int) -> None:
+        stage, d = replica
+        group = self.layout.tp_group(stage, d)
+        template = self.template("all_reduce", group, self.tp_bytes, self.tp_algorithm)
+        tags = ("tp", str(stage), str(microbatch), "")
+        for rank in group:
+            self.at[rank] = self.flows.settle(rank, self.at[rank])
+        sinks = self.flows.place(template, f"tp.s{stage}.d{d}.{label}", {r: self.at[r] for r in group}, tags)
+        for rank in group:
+            self.at[rank] = self.flows.after(rank, self.at[rank], sinks, rank in template.senders)
+
+    # --- gradient buckets ----------------------------------------------------------------
+
+    def bucket_ready(self, replica: tuple[int, int], bucket: int, size: float) -> None:
+        """The replica's ranks have produced ``bucket``; once the whole DP group has, it is
+        all-reduced after the group's previous bucket."""
+        stage, d = replica
+        for t in range(self.layout.tp):
+            key = (stage, t, bucket)
+            rank = self.layout.rank(t, stage, d)
+            self.bucket_waiting.setdefault(key, {})[rank] = self.at[rank]
+            if len(self.bucket_waiting[key]) < self.layout.dp:
+                continue
+            ready = self.bucket_waiting.pop(key)
+            previous = self.bucket_sinks.get((stage, t), [])
+            points = {r: self.join_any(r, p, previous) for r, p in ready.items()}
+            template = self.template("all_reduce", self.layout.dp_group(t, stage), size, self.algorithm)
+            tags = ("gradients", str(stage), str(self.m - 1), str(bucket))
+            self.bucket_sinks[(stage, t)] = self.flows.place(
+                template, f"dp.s{stage}.t{t}.bucket{bucket}", points, tags
+            )
+
+    # --- pipeline transfers --------------------------------------------------------------
+
+    def ends(self, transfer: _Transfer, d: int, t: int) -> tuple[str, str]:
+        """Sender and receiver of ``transfer`` between the ranks of TP index ``t`` and DP index ``d``."""
+        kind, _, boundary = transfer
+        before, after = self.layout.rank(t, boundary, d), self.layout.rank(t, boundary + 1, d)
+        return (before, after) if kind == "act" else (after, before)
+
+    def post(self, replica: tuple[int, int], transfers: tuple[_Transfer, ...]) -> None:
+        """The replica's ranks reach a blocking call; transfers whose peer is there already
+        start."""
+        stage, d = replica
+        for t in range(self.layout.tp):
+            rank = self.layout.rank(t, stage, d)
+            self.at[rank] = self.flows.settle(rank, self.at[rank])
+            for transfer in transfers:
+                key = (*transfer, d, t)
+                if key not in self.posted:
+                    self.posted[key] = self.at[rank]
+                    continue
+                peer = self.posted.pop(key)
+                src, dst = self.ends(transfer, d, t)
+                both = self.flows.join(rank, self.at[rank], peer.deps, peer.start_s)
+                kind, microbatch, boundary = transfer
+                sender_stage = boundary if kind == "act" else boundary + 1
+                template = self.template("send", (src, dst), self.activation_bytes, None)
+                self.arrived[key] = self.flows.place(
+                    template, f"pp.{kind}.mb{microbatch}.s{boundary}to{boundary + 1}.d{d}.t{t}", {src: both},
+                    ("pp", str(sender_stage), str(microbatch), ""),
+                )
+
+    def received(self, replica: tuple[int, int], transfers: tuple[_Transfer, ...]) -> bool:
+        """Whether every transfer of the replica's call has been laid out; if so, its ranks
+        go on once they have arrived."""
+        stage, d = replica
+        keys = [[(*transfer, d, t) for transfer in transfers] for t in range(self.layout.tp)]
+        if any(key not in self.arrived for row in keys for key in row):
+            return False
+        for t, row in enumerate(keys):
+            rank = self.layout.rank(t, stage, d)
+            sent = any(self.ends(transfer, d, t)[0] == rank for transfer in transfers)
+            sinks = [f for key in row for f in self.arrived[key]]
+            self.at[rank] = self.flows.after(rank, self.at[rank], sinks, sent)
+        return True
+
+

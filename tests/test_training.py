@@ -1,15 +1,18 @@
-"""Data-parallel training steps: overlap of gradient all-reduces with backward compute."""
+"""Training steps: overlap of gradient all-reduces with backward compute, and the
+tensor/pipeline/data parallel layout with its schedules, hand-computed."""
 
 import re
+import tomllib
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from flowsim import InputError, NodeKind, TopologyBuilder, build_cluster
+from flowsim import InputError, NodeKind, TopologyBuilder, build_cluster, preset
 from flowsim.collectives import CollectiveCosts
-from flowsim.scenario import load_scenario, parse_scenario, run_scenario
-from flowsim.training import data_parallel_step, run_training_step
+from flowsim.hardware import LinkTier
+from flowsim.scenario import load_scenario, parse_scenario, run_scenario, scenario_from_document
+from flowsim.training import SCHEDULES, data_parallel_step, parallel_layout, parallel_step, run_training_step
 
 G = 1e9
 FREE = CollectiveCosts.zero()
@@ -120,5 +123,297 @@ def test_training_step_from_a_scenario_file_matches_the_api():
 )
 def test_bad_training_tables_name_the_key(training, message):
     text = f'[topology]\npreset = "dgx_h100"\nfigure = "nominal"\n[workload.training]\n{training}\n'
+    with pytest.raises(InputError, match=re.escape(f"step.toml: {message}")):
+        parse_scenario(text, source="step.toml")
+
+
+# --- tensor, pipeline and data parallel steps ---------------------------------------------
+
+
+def gpu_chain(n, rate_Bps=1 * G, servers=1):
+    """GPUs g0..g{n-1}, split evenly over ``servers`` servers, a full-duplex cable between
+    neighbours (zero latency)."""
+    b = TopologyBuilder()
+    ids = [b.add_server(f"s{k}") for k in range(servers)]
+    for i in range(n):
+        b.add_node(f"g{i}", NodeKind.GPU, server=ids[i * servers // n])
+    for i in range(n - 1):
+        b.add_cable(f"g{i}", f"g{i + 1}", rate_Bps, technology="nvlink4")
+    return b.build()
+
+
+def phase_of(step, phase):
+    return np.array(step.workload.tags["phase"]) == phase
+
+
+def test_layout_is_megatron_order_tp_then_dp_then_pp():
+    layout = parallel_layout(gpu_chain(8, servers=2), tp=2, pp=2)
+    assert (layout.tp, layout.pp, layout.dp) == (2, 2, 2)
+    assert [layout.tp_group(s, d) for s in range(2) for d in range(2)] == [
+        ("g0", "g1"), ("g2", "g3"), ("g4", "g5"), ("g6", "g7")
+    ]
+    assert [layout.dp_group(t, s) for s in range(2) for t in range(2)] == [
+        ("g0", "g2"), ("g1", "g3"), ("g4", "g6"), ("g5", "g7")
+    ]
+    cluster = parallel_layout(build_cluster("dgx_h100", 4, figure="nominal"), tp=8, pp=2)
+    assert cluster.tp_group(1, 1) == tuple(f"n3.gpu{i}" for i in range(8))
+    assert cluster.dp_group(5, 0) == ("n0.gpu5", "n1.gpu5")
+    assert cluster.rank(2, 1, 0) == "n2.gpu2"
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(tp=3), "tp x pp = 3 x 1 = 3 does not divide the 8 ranks"),
+        (dict(tp=2, pp=2, dp=3), "tp x pp x dp = 2 x 2 x 3 = 12, but there are 8 ranks"),
+        (dict(tp=8), "spans 2 servers"),
+        (dict(tp=0), "tp must be a positive integer, got 0"),
+        (dict(pp=True), "pp must be a positive integer, got True"),
+        (dict(ranks=["g0", "g1", "g0", "g2"]), "rank 'g0' appears twice"),
+        (dict(ranks=["g0", "gpu9"]), "unknown node 'gpu9'"),
+    ],
+)
+def test_bad_layouts(kwargs, message):
+    with pytest.raises(InputError, match=re.escape(message)):
+        parallel_layout(gpu_chain(8, servers=2), **kwargs)
+
+
+def test_tp_groups_may_span_servers_when_asked():
+    layout = parallel_layout(gpu_chain(8, servers=2), tp=8, tp_across_servers=True)
+    assert layout.tp_group(0, 0) == tuple(f"g{i}" for i in range(8))
+
+
+def test_two_stages_one_microbatch_by_hand():
+    # Stage 0 (g0) forward 1 s, activations 1 GB over the 1 GB/s cable (1 s), stage 1 (g1)
+    # forward 1 s and backward 2 s, gradients back (1 s), stage 0 backward 2 s: 8 s, of which
+    # 6 s compute; each stage idles 3 s of the 6 (bubble (pp - 1) / (m + pp - 1) = 1/2).
+    step = parallel_step(
+        gpu_chain(2), pp=2, layer_forward_s=[1.0, 1.0], layer_backward_s=[2.0, 2.0], layer_grad_bytes=[0.0, 0.0],
+        activation_bytes=1 * G, costs=FREE,
+    )
+    result = run_training_step(gpu_chain(2), step)
+    assert (step.compute_s, step.bubble_s, step.bubble_fraction) == (6.0, 3.0, 0.5)
+    np.testing.assert_allclose([result.step_s, result.exposed_communication_s, result.bubble_s], [8.0, 2.0, 3.0])
+    sends = phase_of(step, "pp")
+    np.testing.assert_allclose(result.run.result.transfer_start_s[sends], [1.0, 5.0])
+    np.testing.assert_allclose(result.run.result.finish_s[sends], [2.0, 6.0])
+
+
+def test_1f1b_two_stages_two_microbatches_by_hand():
+    # s0: F0 [0,1], sends a0 [1,2], F1 [2,3], then posts a1 with the receive of g0's gradients.
+    # s1: F0 [2,3], B0 [3,5], then posts g0 with the receive of a1: both cross at [5,6] (a
+    # send waits for its receiver's call). s0: B0 [6,8]; s1: F1 [6,7], B1 [7,9], g1 [9,10];
+    # s0: B1 [10,12]. Without communication: (m + pp - 1)(f + b) = 9 s.
+    step = parallel_step(
+        gpu_chain(2), pp=2, n_microbatches=2, layer_forward_s=[1.0, 1.0], layer_backward_s=[2.0, 2.0],
+        layer_grad_bytes=[0.0, 0.0], activation_bytes=1 * G, costs=FREE,
+    )
+    result = run_training_step(gpu_chain(2), step)
+    assert step.compute_s == 9.0
+    np.testing.assert_allclose(result.step_s, 12.0)
+    sends = phase_of(step, "pp")
+    names = [n.split(".send")[0] for n, s in zip(step.workload.names, sends) if s]
+    finish = dict(zip(names, result.run.result.finish_s[sends]))
+    assert finish == pytest.approx({
+        "pp.act.mb0.s0to1.d0.t0": 2.0, "pp.act.mb1.s0to1.d0.t0": 6.0,
+        "pp.grad.mb0.s0to1.d0.t0": 6.0, "pp.grad.mb1.s0to1.d0.t0": 10.0,
+    })
+
+
+def test_tp_all_reduces_by_hand():
+    # tp = 2 on one 1 GB/s cable: a 1 GB all-reduce is 2 ring steps of 0.5 GB each way, 1 s.
+    # Forward: 0.5 s attention, all-reduce, 0.5 s MLP, all-reduce; backward the same with
+    # 1 s blocks: 0.5 + 1 + 0.5 + 1 + 1 + 1 + 1 + 1 = 7 s, of which 3 s compute.
+    step = parallel_step(
+        gpu_chain(2), tp=2, layer_forward_s=[1.0], layer_backward_s=[2.0], layer_grad_bytes=[0.0],
+        tp_all_reduce_bytes=1 * G, costs=FREE,
+    )
+    result = run_training_step(gpu_chain(2), step)
+    assert step.compute_s == 3.0 and step.bubble_s == 0.0
+    np.testing.assert_allclose([result.step_s, result.exposed_communication_s], [7.0, 4.0])
+    tp = phase_of(step, "tp")
+    ends: dict[str, float] = {}
+    for name, finish in zip(np.array(step.workload.names)[tp], result.run.result.finish_s[tp]):
+        block = name.split(".all_reduce")[0]
+        ends[block] = max(ends.get(block, 0.0), finish)
+    assert ends == pytest.approx({
+        "tp.s0.d0.mb0.F.l0.attn": 1.5, "tp.s0.d0.mb0.F.l0.mlp": 3.0,
+        "tp.s0.d0.mb0.B.l0.mlp": 5.0, "tp.s0.d0.mb0.B.l0.attn": 7.0,
+    })
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+@pytest.mark.parametrize("pp, m", [(2, 1), (4, 4), (4, 8), (3, 5)])
+def test_free_communication_leaves_the_textbook_bubble(schedule, pp, m):
+    # Zero-byte sends, no software costs, zero-latency links: the step is its compute,
+    # (m + pp - 1)(f + b), and the bubble (pp - 1) / (m + pp - 1) of it.
+    topology = gpu_chain(pp)
+    step = parallel_step(
+        topology, pp=pp, n_microbatches=m, schedule=schedule, layer_forward_s=[1.0] * pp,
+        layer_backward_s=[2.0] * pp, layer_grad_bytes=[0.0] * pp, costs=FREE,
+    )
+    result = run_training_step(topology, step)
+    assert step.compute_s == pytest.approx((m + pp - 1) * 3.0, rel=1e-12)
+    assert step.bubble_fraction == pytest.approx((pp - 1) / (m + pp - 1), rel=1e-12)
+    assert result.step_s == pytest.approx(step.compute_s, rel=1e-12)
+    assert result.exposed_communication_s == pytest.approx(0.0, abs=1e-12)
+
+
+def test_uneven_stages_bubble_is_the_busiest_stage_idling():
+    # Stage 1 twice as slow (f = 2, b = 4) as stage 0 (f = 1, b = 2), 2 microbatches, 1F1B:
+    # s1 runs F0 [1,3], B0 [3,7], F1 [7,9], B1 [9,13]; s0 ends with B1 [13,15]. Stage 1
+    # computes 12 s of the 15.
+    step = parallel_step(
+        gpu_chain(2), pp=2, n_microbatches=2, layer_forward_s=[1.0, 2.0], layer_backward_s=[2.0, 4.0],
+        layer_grad_bytes=[0.0, 0.0], costs=FREE,
+    )
+    assert step.stage_busy_s.tolist() == [6.0, 12.0]
+    assert (step.compute_s, step.bubble_s) == (15.0, 3.0)
+
+
+def test_gradient_buckets_overlap_only_the_last_microbatch_backward():
+    # dp = 2, two microbatches of F = 2 s and B = 4 s over two layers. The last layer's
+    # gradients are final once the second backward has done it, at 2 + 4 + 2 + 2 = 10 s;
+    # its bucket is all-reduced [10, 11] while layer 0's backward runs [10, 12], whose bucket
+    # follows [12, 13].
+    topology = gpu_chain(2)
+    step = parallel_step(
+        topology, n_microbatches=2, layer_forward_s=[1.0, 1.0], layer_backward_s=[2.0, 2.0],
+        layer_grad_bytes=[1 * G, 1 * G], bucket_bytes=1 * G, costs=FREE,
+    )
+    assert step.layout.dp == 2
+    result = run_training_step(topology, step)
+    grads = phase_of(step, "gradients")
+    buckets = np.array(step.workload.tags["bucket"])
+    ready, finish = result.run.result.ready_s, result.run.result.finish_s
+    for bucket, (first, last) in {"0": (10.0, 11.0), "1": (12.0, 13.0)}.items():
+        these = grads & (buckets == bucket)
+        np.testing.assert_allclose([ready[these].min(), finish[these].max()], [first, last])
+    np.testing.assert_allclose([step.compute_s, result.step_s, result.exposed_communication_s], [12.0, 13.0, 1.0])
+
+
+def test_data_parallel_only_matches_data_parallel_step():
+    topology = preset("dgx_h100", figure="effective")
+    layers = dict(layer_backward_s=[1e-3, 2e-3, 1e-3, 3e-3], layer_grad_bytes=[30e6, 10e6, 20e6, 40e6])
+    old = run_training_step(topology, data_parallel_step(topology, forward_s=4e-3, **layers))
+    step = parallel_step(topology, layer_forward_s=[4e-3, 0.0, 0.0, 0.0], **layers)
+    new = run_training_step(topology, step)
+    assert step.layout.dp == 8 and step.bubble_s == pytest.approx(0.0, abs=1e-15)
+    np.testing.assert_allclose(
+        [new.step_s, new.compute_s, new.exposed_communication_s],
+        [old.step_s, old.compute_s, old.exposed_communication_s], rtol=1e-12,
+    )
+    np.testing.assert_allclose(
+        np.sort(new.run.result.finish_s[phase_of(step, "gradients")]), np.sort(old.run.result.finish_s), rtol=1e-12
+    )
+
+
+def test_3d_step_on_a_cluster_keeps_tp_on_nvlink_and_takes_at_least_its_compute():
+    topology = build_cluster("dgx_h100", 2, figure="effective", storage_targets=2)
+    step = parallel_step(
+        topology, tp=4, pp=2, n_microbatches=3, layer_forward_s=[0.2e-3] * 4, layer_backward_s=[0.4e-3] * 4,
+        layer_grad_bytes=[20e6] * 4, activation_bytes=8e6, tp_all_reduce_bytes=8e6, slices=1,
+        checkpoint_bytes_per_rank=16e6,
+    )
+    assert step.layout.dp == 2
+    assert step.compute_s == pytest.approx((3 + 2 - 1) * 2 * 0.6e-3, rel=1e-12)
+    result = run_training_step(topology, step)
+    assert result.step_s >= step.compute_s and result.exposed_communication_s > 0
+    phases = np.array(step.workload.tags["phase"])
+    assert set(phases) == {"tp", "pp", "gradients", "compute", "checkpoint"}
+    assert sum(n.startswith("end.") for n in step.workload.names) == 16
+    routes = result.run.routes
+    tiers = {
+        phase: set(topology.link_tier[routes.flow_link_indices[
+            np.concatenate([np.arange(routes.flow_link_indptr[f], routes.flow_link_indptr[f + 1])
+                            for f in np.flatnonzero(phases == phase)])
+        ]].tolist())
+        for phase in ("tp", "pp", "gradients")
+    }
+    # Megatron's order on 2 x 8 GPUs: node 0 holds stage 0 (both DP replicas), node 1 stage 1.
+    assert tiers["tp"] == tiers["gradients"] == {LinkTier.SCALE_UP}
+    assert LinkTier.SCALE_OUT in tiers["pp"]
+    assert set(result.tier_utilization) == {"scale_up", "host", "scale_out"}
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(pp=2, layer_forward_s=[1.0] * 3), "3 layers do not split evenly over pp = 2 stages"),
+        (dict(layer_forward_s=[1.0] * 3, layer_backward_s=[1.0] * 2), "need one value per layer, got 3, 2 and 3"),
+        (dict(schedule="interleaved"), "unknown schedule 'interleaved'; valid ones: 1f1b, gpipe"),
+        (dict(n_microbatches=0), "n_microbatches must be a positive integer, got 0"),
+        (dict(activation_bytes=-1.0), "activation_bytes must be finite and >= 0, got -1.0"),
+        (dict(layer_forward_s=[1.0, float("nan"), 1.0]), "layer_forward_s[1] is nan"),
+    ],
+)
+def test_bad_parallel_steps(kwargs, message):
+    layers = dict(layer_forward_s=[1.0] * 3, layer_backward_s=[1.0] * 3, layer_grad_bytes=[1.0] * 3)
+    with pytest.raises(InputError, match=re.escape(message)):
+        parallel_step(gpu_chain(2), costs=FREE, **{**layers, **kwargs})
+
+
+THREE_D = """
+[topology]
+preset = "dgx_h100"
+figure = "effective"
+
+[workload.training]
+tp = 4
+pp = 2
+layers = 4
+layer_forward_s = [1e-3, 1e-3, 2e-3, 2e-3]
+layer_backward_s = 2e-3
+layer_grad_bytes = 1e6
+n_microbatches = 2
+schedule = "gpipe"
+activation_bytes = 4e6
+tp_all_reduce_bytes = 4e6
+"""
+
+
+def test_3d_step_from_a_scenario_matches_the_api():
+    scenario = parse_scenario(THREE_D)
+    step = parallel_step(
+        scenario.topology, tp=4, pp=2, layer_forward_s=[1e-3, 1e-3, 2e-3, 2e-3], layer_backward_s=[2e-3] * 4,
+        layer_grad_bytes=[1e6] * 4, n_microbatches=2, schedule="gpipe", activation_bytes=4e6,
+        tp_all_reduce_bytes=4e6, algorithm="ring", tp_algorithm="ring",
+    )
+    assert scenario.workload.names == step.workload.names
+    assert scenario.compute_s == step.compute_s
+    from_file = run_scenario(scenario).result
+    direct = run_training_step(scenario.topology, step)
+    np.testing.assert_allclose(from_file.finish_s, direct.run.result.finish_s, rtol=1e-12)
+
+
+def test_3d_example_scenario_runs_cut_down():
+    path = SCENARIOS / "training_step_3d_dgx_h100.toml"
+    doc = tomllib.loads(path.read_text())
+    training = doc["workload"]["training"]
+    assert (training["tp"], training["pp"], training["dp"]) == (8, 2, 2)
+    training.update(layers=4, n_microbatches=2)  # the full step has ~300,000 flows
+    scenario = scenario_from_document(doc, text="", source=str(path), base_dir=path.parent)
+    f, b = 2 * training["layer_forward_s"], 2 * training["layer_backward_s"]  # two layers per stage
+    assert scenario.compute_s == pytest.approx((2 + 2 - 1) * (f + b), rel=1e-12)
+    assert run_scenario(scenario).result.makespan_s > scenario.compute_s
+
+
+@pytest.mark.parametrize(
+    "training, message",
+    [
+        ("tp = 2\nforward_s = 1e-3", "workload.training.forward_s: is for a data-parallel step"),
+        ("tp = 0\nlayer_forward_s = 1e-3", "workload.training.tp: expected an integer >= 1, got an integer 0"),
+        ("pp = 2\nlayer_forward_s = 1e-3\nschedule = 'zb'",
+         "workload.training.schedule: expected one of '1f1b', 'gpipe'"),
+        ("tp = 2", "workload.training.layer_forward_s: missing; expected a number"),
+        ("tp = 3\nlayer_forward_s = 1e-3", "workload.training: tp x pp = 3 x 1 = 3 does not divide the 8 ranks"),
+        ("tp = 2\nlayer_forward_s = 1e-3\ntp_across_servers = 1",
+         "workload.training.tp_across_servers: expected true or false"),
+        ("pp = 2\nlayer_forward_s = 1e-3\nmicrobatches = 4", "workload.training.microbatches: unknown key"),
+    ],
+)
+def test_bad_3d_training_tables_name_the_key(training, message):
+    text = (f'[topology]\npreset = "dgx_h100"\nfigure = "nominal"\n[workload.training]\nlayers = 2\n'
+            f"layer_backward_s = 1e-3\nlayer_grad_bytes = 1e6\n{training}\n")
     with pytest.raises(InputError, match=re.escape(f"step.toml: {message}")):
         parse_scenario(text, source="step.toml")

@@ -13,6 +13,9 @@ from flowsim_kernels.maxmin import max_min_fair
 
 #: Links or caps whose fair levels lie within this relative distance saturate in one round.
 DEFAULT_TIE_REL_TOL = 1e-12
+#: A link loaded to within this relative distance of its capacity counts as saturated: the
+#: solver's feasibility tolerance (SPEC "Rates").
+SATURATED_REL_TOL = 1e-9
 
 
 @dataclass(frozen=True)

@@ -82,6 +82,7 @@ import numpy as np
 
 from flowsim.errors import InputError, read_text_file
 from flowsim.fabrics import build_cluster
+from flowsim.fairshare import FairShareProblem
 from flowsim.hardware import FIGURES, LinkTier
 from flowsim.pipeline import simulate_routed
 from flowsim.presets import preset, preset_info, preset_names
@@ -94,7 +95,7 @@ from flowsim.topology import NodeKind, Topology, TopologyBuilder
 from flowsim.workload import Workload
 
 __all__ = ["FLOW_COLUMNS", "Options", "Scenario", "ScenarioRun", "load_scenario", "parse_scenario",
-           "read_flow_csv", "run_scenario"]
+           "rates_problem", "read_flow_csv", "route_scenario", "run_scenario"]
 
 #: Flow-list CSV columns flowsim reads as numbers or dependencies; the first four are required.
 FLOW_COLUMNS = ("name", "src", "dst", "size_bytes", "start_s", "depends_on", "delay_s", "overhead_s",
@@ -643,6 +644,55 @@ def load_scenario(path: str | os.PathLike) -> Scenario:
     return parse_scenario(text, source=str(path), base_dir=path.parent)
 
 
+def route_scenario(scenario: Scenario, flows: np.ndarray | None = None) -> Routes:
+    """Routes of a scenario's flows (or of the flows at indices ``flows``), as its options
+    ask.
+
+    Raises
+    ------
+    InputError
+        Naming the scenario file, when a flow cannot be routed.
+    """
+    t, w, o = scenario.topology, scenario.workload, scenario.options
+    src, dst = (w.src, w.dst) if flows is None else ([w.src[f] for f in flows], [w.dst[f] for f in flows])
+    try:
+        return Router(t).route(src, dst, method=o.routing, seed=o.seed, gpudirect=o.gpudirect)
+    except InputError as err:
+        raise InputError(f"{scenario.source}: routing: {err}") from None
+
+
+def rates_problem(scenario: Scenario) -> tuple[np.ndarray, FairShareProblem]:
+    """A scenario as one instant: every flow with bytes to move, active at once.
+
+    Start times, dependencies, delays, latencies and overheads play no part, and zero-byte
+    flows (which never transfer) are left out.
+
+    Returns
+    -------
+    flows : int64 array
+        The flows taken, as indices into the scenario's workload.
+    problem : FairShareProblem
+        Their routes, weights and caps over the topology's links, checked.
+
+    Raises
+    ------
+    InputError
+        Naming the scenario file, when a flow cannot be routed or has neither a route nor a
+        rate cap.
+    """
+    t, w = scenario.topology, scenario.workload
+    flows = np.flatnonzero(w.size_bytes > 0)
+    routes = route_scenario(scenario, flows)
+    try:
+        problem = FairShareProblem.build(
+            routes, t.link_capacity_Bps, w.weight[flows], w.cap_Bps[flows],
+            link_names=t.link_names, flow_names=[w.names[f] for f in flows],
+        )
+    except InputError as err:
+        raise InputError(f"{scenario.source}: {err}") from None
+    return flows, problem
+
+
 def run_scenario(scenario: Scenario, progress: Callable[[str], None] | None = None) -> ScenarioRun:
     """Route a scenario's flows over its topology and simulate them.
 
@@ -665,10 +715,7 @@ def run_scenario(scenario: Scenario, progress: Callable[[str], None] | None = No
     note = progress or (lambda message: None)
     t, w, o = scenario.topology, scenario.workload, scenario.options
     note(f"routing {len(w):,} flows over {t.n_links:,} links ({o.routing})")
-    try:
-        routes = Router(t).route(w.src, w.dst, method=o.routing, seed=o.seed, gpudirect=o.gpudirect)
-    except InputError as err:
-        raise InputError(f"{scenario.source}: routing: {err}") from None
+    routes = route_scenario(scenario)
     note(f"simulating {len(w):,} flows ({routes.n_incidences:,} flow-link crossings)")
     try:
         result = simulate_routed(

@@ -44,10 +44,10 @@ pool's or Dask's per-task cost each.
 
 Rates mode
 ----------
-With ``solve = "rates"`` a run is not simulated over time: every flow of its scenario is
-active at once, zero-byte flows included, and the run is its weighted max-min allocation
-(as ``flowsim rates`` computes it). Start times, dependencies, delays, latencies and
-overheads play no part. Runs are built in this process (scenario, routes, and the run's
+With ``solve = "rates"`` a run is not simulated over time: every flow of its scenario with
+bytes to move is active at once, and the run is its weighted max-min allocation
+(:func:`flowsim.scenario.rates_problem`, as ``flowsim rates`` computes it). Start times,
+dependencies, delays, latencies and overheads play no part. Runs are built in this process (scenario, routes, and the run's
 capacities, weights and caps, checked on their own so that a bad run fails alone), then
 grouped by routes: runs with the same link count and the same flow -> link CSR arrays (a
 sweep of capacities, weights, caps or sizes) are solved together by one
@@ -86,13 +86,12 @@ import numpy as np
 import flowsim
 from flowsim.batched import BatchProblem, resolve_backend
 from flowsim.errors import InputError, read_text_file
-from flowsim.fairshare import FairShareProblem
+from flowsim.fairshare import SATURATED_REL_TOL
 from flowsim.tomlcheck import Where
 from flowsim.hardware import LinkTier
 from flowsim.nccl import busbw_Bps
 from flowsim.routes import Routes
-from flowsim.routing import Router
-from flowsim.scenario import Scenario, ScenarioRun, run_scenario, scenario_from_document
+from flowsim.scenario import ScenarioRun, rates_problem, run_scenario, scenario_from_document
 from flowsim.trace import write_trace
 
 __all__ = [
@@ -102,7 +101,6 @@ __all__ = [
     "FORMAT",
     "METRICS",
     "RATE_METRICS",
-    "SATURATED_REL_TOL",
     "SOLVES",
     "RunRecord",
     "RunSpec",
@@ -191,11 +189,6 @@ _METRIC_FUNCTIONS: dict[str, Callable[[ScenarioRun, Mapping], float]] = {
 #: topology has no link of that tier; ``wall_s`` (seconds a run took) is always kept.
 METRICS = tuple(_METRIC_FUNCTIONS)
 
-#: A link whose load is within this relative distance of its capacity counts as saturated:
-#: the solver's feasibility tolerance (SPEC "Rates").
-SATURATED_REL_TOL = 1e-9
-
-
 @dataclass(frozen=True)
 class _Allocation:
     """One rates-mode run solved: what its metrics are computed from (B/s, bytes)."""
@@ -236,14 +229,14 @@ _RATE_METRIC_FUNCTIONS: dict[str, Callable[[_Allocation], float]] = {
 #: max-min allocation: ``aggregate_rate_Bps``, ``min_rate_Bps`` and ``mean_rate_Bps`` (the
 #: sum, least and mean of the flows' rates; the last two NaN without flows);
 #: ``max_utilization`` (the largest link load / capacity); ``saturated_links`` (links loaded
-#: to within :data:`SATURATED_REL_TOL` of capacity) and ``saturated_links_<tier>`` (those of
+#: to within :data:`flowsim.fairshare.SATURATED_REL_TOL` of capacity) and ``saturated_links_<tier>`` (those of
 #: one :class:`~flowsim.hardware.LinkTier`); ``drain_at_rates_s`` (the largest size / rate
 #: over flows: when the last flow would finish if every flow kept its all-at-once rate. It is
 #: not the makespan, nor a bound on it: as flows finish the others' max-min rates change,
 #: up or down, and latencies, start times and dependencies are ignored);
 #: ``busiest_link_s`` (the largest bytes crossing a link / its capacity: a lower bound on
 #: the time to move every flow's bytes with no dependencies, whatever the rates); and
-#: ``n_flows``.
+#: ``n_flows`` (the flows with bytes to move).
 RATE_METRICS = tuple(_RATE_METRIC_FUNCTIONS)
 #: Values of ``[sweep] solve`` and the metric names each allows.
 SOLVES = {"time": METRICS, "rates": RATE_METRICS}
@@ -708,16 +701,6 @@ def _failed(key: str, params: dict[str, Any], metrics: Sequence[str], err: Excep
 # --- rates mode: runs built here, solved in batches that share routes ----------------------
 
 
-def _route(scenario: Scenario) -> Routes:
-    """The routes of a scenario's flows, taken as :func:`~flowsim.scenario.run_scenario`
-    takes them; an error names the scenario."""
-    t, w, o = scenario.topology, scenario.workload, scenario.options
-    try:
-        return Router(t).route(w.src, w.dst, method=o.routing, seed=o.seed, gpudirect=o.gpudirect)
-    except InputError as err:
-        raise InputError(f"{scenario.source}: routing: {err}") from None
-
-
 @dataclass(frozen=True)
 class _RatesRun:
     """A rates-mode run built and checked on its own, waiting for its batch.
@@ -752,17 +735,10 @@ def _build_rates_run(sweep: Sweep, run: RunSpec) -> tuple[Routes, _RatesRun]:
     start = time.perf_counter()
     task = sweep.task(run)
     scenario = scenario_from_document(task.document, text=task.text, source=task.source, base_dir=task.base_dir)
-    t, w = scenario.topology, scenario.workload
-    routes = _route(scenario)
-    try:
-        problem = FairShareProblem.build(
-            routes, t.link_capacity_Bps, w.weight, w.cap_Bps, link_names=t.link_names, flow_names=w.names
-        )
-    except InputError as err:
-        raise InputError(f"{scenario.source}: {err}") from None
-    built = _RatesRun(run, time.perf_counter() - start, problem.capacity_Bps, t.link_tier, problem.weight,
-                      problem.cap_Bps, w.size_bytes)
-    return routes, built
+    flows, problem = rates_problem(scenario)
+    built = _RatesRun(run, time.perf_counter() - start, problem.capacity_Bps, scenario.topology.link_tier,
+                      problem.weight, problem.cap_Bps, scenario.workload.size_bytes[flows])
+    return problem.routes, built
 
 
 @dataclass

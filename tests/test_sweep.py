@@ -486,18 +486,22 @@ def solves(monkeypatch) -> list[int]:
 
 
 def slow_rates_metrics(sweep, run) -> tuple[tuple, dict[str, float]]:
-    """One run the slow way: its own scenario, routes and ``max_min_rates``, link sums in
-    loops. Returns its routes as (n_links, indptr, indices) lists and its metrics."""
+    """One run the slow way: its own scenario, routes and ``max_min_rates`` of the flows with
+    bytes to move, link sums in loops. Returns its routes as (n_links, indptr, indices) lists
+    and its metrics."""
     task = sweep.task(run)
     scenario = scenario_from_document(task.document, text=task.text, source=task.source, base_dir=task.base_dir)
     t, w, o = scenario.topology, scenario.workload, scenario.options
-    routes = Router(t).route(w.src, w.dst, method=o.routing, seed=o.seed, gpudirect=o.gpudirect)
-    rate = max_min_rates(routes, t.link_capacity_Bps, w.weight, w.cap_Bps)
+    moving = [f for f in range(len(w)) if w.size_bytes[f] > 0]
+    src, dst = [w.src[f] for f in moving], [w.dst[f] for f in moving]
+    routes = Router(t).route(src, dst, method=o.routing, seed=o.seed, gpudirect=o.gpudirect)
+    rate = max_min_rates(routes, t.link_capacity_Bps, w.weight[moving], w.cap_Bps[moving])
+    size = w.size_bytes[moving]
     load, carried = np.zeros(t.n_links), np.zeros(t.n_links)
-    for f in range(len(w)):
+    for f in range(len(moving)):
         for link in routes.route(f):
             load[link] += rate[f]
-            carried[link] += w.size_bytes[f]
+            carried[link] += size[f]
     capacity = t.link_capacity_Bps
     saturated = [load[i] >= capacity[i] * (1 - 1e-9) for i in range(t.n_links)]
     metrics = {
@@ -508,9 +512,9 @@ def slow_rates_metrics(sweep, run) -> tuple[tuple, dict[str, float]]:
         "saturated_links": sum(saturated),
         **{f"saturated_links_{tier.name.lower()}": sum(s and t.link_tier[i] == tier for i, s in enumerate(saturated))
            for tier in LinkTier},
-        "drain_at_rates_s": max(w.size_bytes[f] / rate[f] for f in range(len(w))),
+        "drain_at_rates_s": max(size[f] / rate[f] for f in range(len(moving))),
         "busiest_link_s": max(carried[i] / capacity[i] for i in range(t.n_links)),
-        "n_flows": len(w),
+        "n_flows": len(moving),
     }
     return (routes.n_links, routes.flow_link_indptr.tolist(), routes.flow_link_indices.tolist()), metrics
 

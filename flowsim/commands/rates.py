@@ -1,6 +1,7 @@
 """``flowsim rates SCENARIO.toml``: every flow of a scenario at once, max-min fair, no time.
 
-The instantaneous allocation if all the scenario's flows ran together: total throughput and
+The instantaneous allocation if all the scenario's flows with bytes to move ran together
+(:func:`flowsim.scenario.rates_problem`): total throughput and
 the saturated links that bound it. ``--scale`` repeats it with every link capacity
 multiplied (one instance per factor, solved as a batch on ``--backend``: ``cpu`` uses every
 core; ``cuda`` needs ``pip install 'flowsim[cuda]'`` and an NVIDIA GPU; ``auto`` picks cuda
@@ -16,31 +17,29 @@ import numpy as np
 
 from flowsim.batched import BACKENDS, BatchProblem, resolve_backend
 from flowsim.commands.inspect import format_rate
-from flowsim.routing import Router
-from flowsim.scenario import load_scenario
+from flowsim.fairshare import SATURATED_REL_TOL
+from flowsim.scenario import load_scenario, rates_problem
 
 __all__ = ["add_parser", "rates_command"]
-
-# A link counts as saturated within this relative slack, as in the model's feasibility check.
-_SATURATED = 1 - 1e-9
 
 
 def rates_command(args: argparse.Namespace) -> int:
     """Handler of ``flowsim rates``: print throughput and bottlenecks per capacity scale."""
     scenario = load_scenario(args.scenario)
-    t, w, o = scenario.topology, scenario.workload, scenario.options
-    routes = Router(t).route(w.src, w.dst, method=o.routing, seed=o.seed, gpudirect=o.gpudirect)
+    t = scenario.topology
+    flows, instant = rates_problem(scenario)
+    routes = instant.routes
     scales = np.array(args.scale, dtype=np.float64)
     problem = BatchProblem.build(
-        routes, scales[:, None] * t.link_capacity_Bps[None, :], w.weight, w.cap_Bps,
-        link_names=t.link_names, flow_names=w.names,
+        routes, scales[:, None] * t.link_capacity_Bps[None, :], instant.weight, instant.cap_Bps,
+        link_names=t.link_names, flow_names=[scenario.workload.names[f] for f in flows],
     )
     backend = resolve_backend(args.backend)
     rates = problem.solve(backend)
-    print(f"# {scenario.name}: {len(w):,} flows over {t.n_links:,} links, all at once ({backend} backend)")
+    print(f"# {scenario.name}: {flows.size:,} flows over {t.n_links:,} links, all at once ({backend} backend)")
     for scale, capacity, rate in zip(scales, problem.capacity_Bps, rates):
         load = routes.per_link_sum(rate)
-        saturated = np.flatnonzero(load >= capacity * _SATURATED)
+        saturated = np.flatnonzero(load >= capacity * (1 - SATURATED_REL_TOL))
         by_flows = np.bincount(routes.flow_link_indices, minlength=t.n_links)[saturated]
         print(
             f"capacity x{scale:g}: total {format_rate(rate.sum())}, "

@@ -64,6 +64,22 @@ def test_run_notes_progress_on_stderr(tmp_path, capsys):
     assert "makespan" in captured.out and str(tmp_path / "t.h5") in captured.out
 
 
+def test_run_reports_a_training_step(tmp_path, capsys):
+    scenario = DGX.with_name("training_step_two_dgx_h100.toml")
+    assert flowsim("run", scenario, "-o", tmp_path / "t.h5", "-q") == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""  # -q silences the engine's progress lines too
+    _, step = captured.out.splitlines()
+    loaded = load_scenario(scenario)
+    makespan = run_scenario(loaded).result.makespan_s
+    assert loaded.compute_s > 0
+    step_s = max(loaded.compute_s, makespan)
+    assert step == (
+        f"training step {inspect.format_seconds(step_s)}: compute {inspect.format_seconds(loaded.compute_s)}, "
+        f"exposed communication {inspect.format_seconds(step_s - loaded.compute_s)}"
+    )
+
+
 def test_run_defaults_the_output_to_the_scenario_name(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert flowsim("run", DGX, "-q") == 0

@@ -1,7 +1,9 @@
 """``flowsim run SCENARIO.toml -o TRACE.h5``: simulate a scenario file and write its trace.
 
 Progress notes (load, route, simulate, write, each with the elapsed time) go to stderr; the
-result line (flows, makespan, trace path) goes to stdout.
+result line (flows, makespan, trace path) goes to stdout, and for a scenario with a training
+step a second line: the step time, its compute and the communication the compute left
+exposed.
 """
 
 from __future__ import annotations
@@ -37,18 +39,25 @@ def run_command(args: argparse.Namespace) -> int:
     Errors in the scenario, or an output directory that does not exist, raise
     :class:`~flowsim.errors.InputError` naming the file (and key) before anything runs.
     """
-    note = _Progress(sys.stderr) if not args.quiet else (lambda message: None)
+    progress = None if args.quiet else _Progress(sys.stderr)
+    note = progress or (lambda message: None)
     output = args.output if args.output is not None else Path(args.scenario.stem + ".h5")
     if not output.parent.is_dir():
         raise InputError(f"{output}: the directory {str(output.parent)!r} does not exist")
     note(f"loading {args.scenario}")
     scenario = load_scenario(args.scenario)
-    run = run_scenario(scenario, progress=note)
+    run = run_scenario(scenario, progress=progress)
     note(f"writing {output}")
     write_trace(output, scenario.topology, scenario.workload, run.routes, run.result, scenario_text=scenario.text)
     note("done")
     makespan = format_seconds(run.result.makespan_s)
     print(f"{scenario.name}: {run.result.n_flows:,} flows, makespan {makespan} -> {output}")
+    if scenario.compute_s > 0:
+        step_s = max(scenario.compute_s, run.result.makespan_s)
+        print(
+            f"training step {format_seconds(step_s)}: compute {format_seconds(scenario.compute_s)}, "
+            f"exposed communication {format_seconds(step_s - scenario.compute_s)}"
+        )
     return 0
 
 

@@ -84,11 +84,14 @@ def simulate(
     """
     if mode not in _MODES:
         raise InputError(f"mode must be one of {', '.join(_MODES)}, got {mode!r}")
-    problem = FairShareProblem.build(
-        routes, capacity_Bps, weights, caps_Bps, link_names=link_names, flow_names=flow_names
-    )
-    n_flows, n_links = problem.n_flows, problem.n_links
+    n_flows = routes.n_flows if isinstance(routes, Routes) else len(routes)
     size = _nonnegative(size_bytes, n_flows, None, "size_bytes", flow_names, "flow")
+    # A zero-byte flow never transfers (it finishes when its latency ends), so it needs no
+    # route or cap: a dependency join, for instance.
+    problem = FairShareProblem.build(
+        routes, capacity_Bps, weights, caps_Bps, link_names=link_names, flow_names=flow_names, idle=size == 0
+    )
+    n_links = problem.n_links
     start = _nonnegative(start_s, n_flows, 0.0, "start_s", flow_names, "flow")
     delay = _nonnegative(delay_s, n_flows, 0.0, "delay_s", flow_names, "flow")
     overhead = _nonnegative(overhead_s, n_flows, 0.0, "overhead_s", flow_names, "flow")

@@ -43,7 +43,14 @@ class FairShareProblem:
         *,
         link_names: Sequence[str] | None = None,
         flow_names: Sequence[str] | None = None,
+        idle: np.ndarray | None = None,
     ) -> FairShareProblem:
+        """Check routes, capacities, weights and caps (see :func:`max_min_rates`).
+
+        ``idle`` (bool[n_flows]) marks flows that never take a rate, such as a simulation's
+        zero-byte flows: they need no route or cap. Any other flow with an empty route needs
+        a finite cap.
+        """
         capacity = check_capacities(capacity_Bps, link_names)
         if not isinstance(routes, Routes):
             index = {name: i for i, name in enumerate(link_names)} if link_names is not None else None
@@ -63,7 +70,10 @@ class FairShareProblem:
         if bad.size:
             f = int(bad[0])
             raise InputError(f"{_flow(f, flow_names)} has rate cap {float(cap[f])!r} B/s; caps must be > 0 (inf for none)")
-        unlimited = np.flatnonzero((routes.hop_counts() == 0) & np.isinf(cap))
+        unbounded = (routes.hop_counts() == 0) & np.isinf(cap)
+        if idle is not None:
+            unbounded &= ~np.asarray(idle, dtype=bool)
+        unlimited = np.flatnonzero(unbounded)
         if unlimited.size:
             f = int(unlimited[0])
             raise InputError(

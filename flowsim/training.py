@@ -35,9 +35,8 @@ Data parallelism (:func:`data_parallel_step`)
 
     Where a rank's compute is followed by a flow that also waits for something else (a
     transfer, the previous bucket), a *marker* joins the two: a zero-byte flow from the rank
-    to itself, ready when the compute ends. Its route is empty, so it carries a rate cap (an
-    empty route needs one, see the README's "Model"); having no bytes, it finishes the
-    moment it is ready.
+    to itself, ready when the compute ends. Having no bytes (and an empty route), it
+    finishes the moment it is ready.
 
 Checkpoint writes, when asked for, go from every rank to the storage targets at
 ``checkpoint_start_s`` and share the links with everything else.
@@ -72,9 +71,6 @@ __all__ = [
 #: Pipeline schedules :func:`parallel_step` lays out: Megatron's non-interleaved 1F1B
 #: (PipeDream-Flush) and GPipe (all forwards, then all backwards).
 SCHEDULES = ("1f1b", "gpipe")
-
-# Rate cap of a marker (a zero-byte flow with an empty route): any finite value will do.
-_MARKER_CAP_BPS = 1.0
 
 
 @dataclass(frozen=True)
@@ -700,7 +696,7 @@ class _Flows:
         self.dst.append(rank)
         self.deps.append(list(point.deps))
         values = {"size": 0.0, "start": point.start_s, "delay": point.delay_s, "overhead": 0.0, "weight": 1.0,
-                  "cap": _MARKER_CAP_BPS}
+                  "cap": np.inf}
         for column, value in values.items():
             self.columns[column].append(value)
         for key, value in zip(_TAGS, tags):

@@ -84,6 +84,14 @@ def test_chain_of_zero_byte_flows_resolves_at_one_instant():
     assert r.finish_s.tolist() == [0.0, 0.0, 2.0]
 
 
+def test_zero_byte_join_needs_no_route_or_cap():
+    # Flow 1 joins flow 0 and a compute delay; it never transfers, so no cap is needed.
+    r = simulate([[0], [], [0]], [1.0], [1.0, 0.0, 1.0], depends_on=[[], [0], [1]], delay_s=[0, 0.5, 0])
+    assert r.finish_s.tolist() == [1.0, 1.5, 2.5]
+    with pytest.raises(InputError, match="flow 1 has an empty route and no rate cap"):
+        simulate([[0], [], [0]], [1.0], [1.0, 2.0, 1.0])
+
+
 def test_local_copy_with_empty_route_runs_at_its_cap():
     r = simulate([[], [0]], [1.0], [4.0, 1.0], caps_Bps=[2.0, math.inf])
     assert r.finish_s.tolist() == [2.0, 1.0]

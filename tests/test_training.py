@@ -321,6 +321,8 @@ def test_3d_step_on_a_cluster_keeps_tp_on_nvlink_and_takes_at_least_its_compute(
     assert result.step_s >= step.compute_s and result.exposed_communication_s > 0
     phases = np.array(step.workload.tags["phase"])
     assert set(phases) == {"tp", "pp", "gradients", "compute", "checkpoint"}
+    markers = phases == "compute"
+    assert (step.workload.size_bytes[markers] == 0).all() and np.isinf(step.workload.cap_Bps[markers]).all()
     assert sum(n.startswith("end.") for n in step.workload.names) == 16
     routes = result.run.routes
     tiers = {

@@ -3,9 +3,8 @@
 import heapq
 
 import numpy as np
-import pytest
 
-from flowsim_kernels.heap import heap_pop, heap_push, heap_replace_top, heapify, iheap_remove, iheap_set
+from flowsim_kernels.heap import heap_pop, heap_push, heap_replace_top, iheap_remove, iheap_set
 
 
 def test_heap_pops_in_key_order(rng):
@@ -20,20 +19,6 @@ def test_heap_pops_in_key_order(rng):
         popped.append(items[0])
         size = heap_pop(keys, items, size)
     assert popped == list(np.argsort(values, kind="stable"))
-
-
-@pytest.mark.parametrize("n", [0, 1, 2, 3, 7, 100, 1001])
-def test_heapify_then_pops_in_key_order(rng, n):
-    values = rng.uniform(0, 1, n)
-    values[n // 2 :: 3] = 0.5  # ties too
-    keys = values.copy()
-    items = np.arange(n, dtype=np.int64)
-    heapify(keys, items, n)
-    size, popped = n, []
-    while size:
-        popped.append(keys[0])
-        size = heap_pop(keys, items, size)
-    assert popped == sorted(values.tolist())
 
 
 def test_replace_top_matches_heapreplace(rng):

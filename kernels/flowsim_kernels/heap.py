@@ -3,8 +3,7 @@
 Callers own the arrays and the current size, so a kernel can hold several heaps without
 allocating per operation. Stale entries are the caller's business: the usual pattern is to
 push a new entry when an item's key changes and to skip popped entries whose key no longer
-matches the item's current one (lazy deletion), or to fix the top entry's key in place with
-:func:`heap_replace_top`. :func:`heapify` builds a heap from unordered entries in O(n).
+matches the item's current one (lazy deletion).
 """
 
 from numba import njit
@@ -28,31 +27,6 @@ def heap_push(keys, items, size, key, item):
     keys[pos] = key
     items[pos] = item
     return size + 1
-
-
-@njit(cache=True)
-def heapify(keys, items, size):
-    """Arrange the first ``size`` entries into a heap in place (Floyd's method).
-
-    ``keys`` (float64) and ``items`` (int64) are mutated. O(size).
-    """
-    for root in range(size // 2 - 1, -1, -1):
-        key = keys[root]
-        item = items[root]
-        pos = root
-        while True:
-            child = 2 * pos + 1
-            if child >= size:
-                break
-            if child + 1 < size and keys[child + 1] < keys[child]:
-                child += 1
-            if keys[child] >= key:
-                break
-            keys[pos] = keys[child]
-            items[pos] = items[child]
-            pos = child
-        keys[pos] = key
-        items[pos] = item
 
 
 @njit(cache=True)

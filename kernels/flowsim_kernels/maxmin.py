@@ -3,7 +3,7 @@
 import numpy as np
 from numba import njit
 
-from flowsim_kernels.heap import heap_pop, heap_replace_top, heapify
+from flowsim_kernels.heap import heap_pop, heap_push, heap_replace_top
 
 # Columns of the per-link fill state, side by side so that freezing a flow touches one
 # cache line per link it crosses.
@@ -55,8 +55,8 @@ def max_min_fair(
     Notes
     -----
     Sets up the fill state for all flows and links and runs :func:`progressive_fill`; see
-    there for the algorithm. Cost O(I + N_L + H log N_L + F_c log F_c) for I incidences,
-    N_L links that carry flows, H heap operations and F_c capped flows.
+    there for the algorithm. Cost O(I + N_L log N_L + F_c log F_c) plus the heap traffic of
+    re-queued links, for I incidences, N_L links that carry flows and F_c capped flows.
     """
     n_flows = flow_link_indptr.shape[0] - 1
     n_links = link_flow_indptr.shape[0] - 1
@@ -147,18 +147,16 @@ def progressive_fill(
     which it would saturate, ``residual / sum of unfrozen weights``. Freezing a flow at the
     current level ``L`` only raises the level of an unsaturated link it crosses
     (``(C - L w) / (W - w) >= C / W`` when ``C / W >= L``), so a link's last computed level
-    is a lower bound of its true level. The links with unfrozen flows start in one min-heap
-    keyed by their initial level, built in linear time (Floyd) rather than sorted: a fill
-    takes only the links that come up before its last flow freezes. A link whose level is
-    out of date when it comes up gets the new level as its key in place ("lazy key
-    increase"): the lowest entry whose recomputed level equals its key is the true lowest
-    level, as every other key bounds its link's level from below. Caps form a second stream
-    sorted by ``cap / weight``. Each round takes the lowest level ``L`` and freezes every cap
-    and every link at ``L`` (within ``tie_rel_tol``) with all their unfrozen flows.
+    is a lower bound of its true level. Links are taken in order of their initial level from
+    one sorted array, merged with a min-heap holding only links whose level was out of date
+    when they came up ("lazy key increase"): the lowest entry whose recomputed level equals
+    its key is the true lowest level, as every other key bounds its link's level from
+    below. Caps form a second stream sorted by ``cap / weight``. Each round takes the lowest
+    level ``L`` and freezes every cap and every link at ``L`` (within ``tie_rel_tol``) with
+    all their unfrozen flows.
 
-    Cost: O(I + N + H log N + F_c log F_c) for I incidences of ``flows``, N links with
-    flows, H heap operations (one per link taken, one per out-of-date key) and F_c capped
-    flows; a frozen link scans its slots once.
+    Cost: O(I + N log N + R log R + F_c log F_c) for I incidences of ``flows``, N links
+    with flows, R re-queued links and F_c capped flows; a frozen link scans its slots once.
     """
     n_links_in = links.shape[0]
     for j in range(n_links_in):
@@ -175,14 +173,24 @@ def progressive_fill(
         if cap_Bps[f] < np.inf:
             n_capped += 1
 
-    heap_size = 0
+    n_busy = 0
+    for j in range(n_links_in):
+        if state[links[j], UNFROZEN] > 0:
+            n_busy += 1
+    busy = np.empty(n_busy, dtype=np.int64)
+    initial_level = np.empty(n_busy, dtype=np.float64)
+    n_busy = 0
     for j in range(n_links_in):
         link = links[j]
         if state[link, UNFROZEN] > 0:
-            heap_keys[heap_size] = max(state[link, RESIDUAL], 0.0) / state[link, WEIGHT_SUM]
-            heap_items[heap_size] = link
-            heap_size += 1
-    heapify(heap_keys, heap_items, heap_size)
+            busy[n_busy] = link
+            initial_level[n_busy] = max(state[link, RESIDUAL], 0.0) / state[link, WEIGHT_SUM]
+            n_busy += 1
+    by_level = np.argsort(initial_level)
+    sorted_links = busy[by_level]
+    sorted_keys = initial_level[by_level]
+    next_sorted = 0
+    heap_size = 0
 
     capped = np.empty(n_capped, dtype=np.int64)
     cap_level = np.empty(n_capped, dtype=np.float64)
@@ -193,10 +201,9 @@ def progressive_fill(
             capped[n_capped] = f
             cap_level[n_capped] = cap_Bps[f] / weight[f]
             n_capped += 1
-    if n_capped > 1:
-        by_cap = np.argsort(cap_level, kind="mergesort")
-        capped = capped[by_cap]
-        cap_level = cap_level[by_cap]
+    by_cap = np.argsort(cap_level, kind="mergesort")
+    capped = capped[by_cap]
+    cap_level = cap_level[by_cap]
     next_cap = 0
 
     n_left = flows.shape[0]
@@ -207,21 +214,25 @@ def progressive_fill(
         cap_key = cap_level[next_cap] if next_cap < n_capped else np.inf
         # Settle the lowest link entry until its key is its link's true level, which makes
         # it the lowest level of all links.
-        key = np.inf
-        while heap_size > 0:
-            key = heap_keys[0]
-            if key > cap_key:
+        while True:
+            from_heap, key, link = _lowest(sorted_keys, sorted_links, next_sorted, heap_keys, heap_items, heap_size)
+            if key == np.inf or key > cap_key:
                 break
-            link = heap_items[0]
-            if state[link, UNFROZEN] == 0:
-                heap_size = heap_pop(heap_keys, heap_items, heap_size)
-                key = np.inf
-                continue
-            current = _level(state, link, key)
-            if current == key:
-                break
-            heap_replace_top(heap_keys, heap_items, heap_size, current, link)
-            key = np.inf
+            if state[link, UNFROZEN] > 0:
+                current = _level(state, link, key)
+                if current == key:
+                    break
+            else:
+                current = np.inf  # nothing left to freeze: drop the entry
+            if from_heap:
+                if current < np.inf:
+                    heap_replace_top(heap_keys, heap_items, heap_size, current, link)
+                else:
+                    heap_size = heap_pop(heap_keys, heap_items, heap_size)
+            else:
+                next_sorted += 1
+                if current < np.inf:
+                    heap_size = heap_push(heap_keys, heap_items, heap_size, current, link)
         fill = min(key, cap_key)
         if fill == np.inf:
             break  # only flows with neither a link nor a cap remain: callers reject those
@@ -235,17 +246,20 @@ def progressive_fill(
                 _freeze(f, cap_Bps[f], weight[f], flow_link_indptr, flow_link_indices, frozen, rate_Bps, state)
                 n_left -= 1
 
-        while heap_size > 0 and heap_keys[0] <= threshold:
-            key = heap_keys[0]
-            link = heap_items[0]
-            if state[link, UNFROZEN] == 0:
+        while True:
+            from_heap, key, link = _lowest(sorted_keys, sorted_links, next_sorted, heap_keys, heap_items, heap_size)
+            if key > threshold:
+                break
+            if from_heap:
                 heap_size = heap_pop(heap_keys, heap_items, heap_size)
+            else:
+                next_sorted += 1
+            if state[link, UNFROZEN] == 0:
                 continue
             current = _level(state, link, key)
             if current > threshold:
-                heap_replace_top(heap_keys, heap_items, heap_size, current, link)
+                heap_size = heap_push(heap_keys, heap_items, heap_size, current, link)
                 continue
-            heap_size = heap_pop(heap_keys, heap_items, heap_size)
             start = link_slot_start[link]
             for s in range(start, start + link_slot_count[link]):
                 f = slot_flow[s]
@@ -253,6 +267,16 @@ def progressive_fill(
                     _freeze(f, fill * weight[f], weight[f], flow_link_indptr, flow_link_indices, frozen, rate_Bps, state)
                     n_left -= 1
     return n_rounds
+
+
+@njit(cache=True, inline="always")
+def _lowest(sorted_keys, sorted_links, next_sorted, heap_keys, heap_items, heap_size):
+    """``(from_heap, key, link)`` of the lower of the two queues' heads; key inf if both empty."""
+    sorted_key = sorted_keys[next_sorted] if next_sorted < sorted_keys.shape[0] else np.inf
+    if heap_size > 0 and heap_keys[0] < sorted_key:
+        return True, heap_keys[0], heap_items[0]
+    link = sorted_links[next_sorted] if next_sorted < sorted_keys.shape[0] else -1
+    return False, sorted_key, link
 
 
 @njit(cache=True, inline="always")

@@ -64,7 +64,10 @@ beside it pays the base and the whole chain, so the hop is done at the later of 
 (route latencies: the engine adds each flow's own; the chain's other switch hops, 0.1-0.5
 us each against NCCL's 3.4-14 us per step, are not charged). ``model="auto"`` (the
 default) keeps the step DAG up to :data:`STEP_MESSAGE_LIMIT` messages and streams above it.
-The workload's ``model`` tag says which layout was built.
+The workload's ``model`` tag says which layout was built. Algorithms without a stream form
+(trees, chains, NVLS, all-to-all) take ``model="auto"`` or ``"steps"``: above the limit,
+``"auto"`` refuses with the message count before building anything, and ``"steps"`` builds
+regardless.
 
 Software costs
 --------------
@@ -489,6 +492,24 @@ def _model(model: str, n_messages: int, what: str) -> str:
     return model
 
 
+def _steps_only(model: str, n_messages: int, what: str) -> None:
+    """Check ``model`` for an algorithm without a stream form: ``"auto"`` refuses more than
+    :data:`STEP_MESSAGE_LIMIT` messages, ``"steps"`` takes any number."""
+    if model not in MODELS:
+        raise InputError(f"{what}: unknown model {model!r}; valid ones: {', '.join(MODELS)}")
+    if model == "stream":
+        raise InputError(
+            f"{what} has no stream model; rings have one (all_reduce, reduce_scatter, all_gather, "
+            "hierarchical_all_reduce)"
+        )
+    if model == "auto" and n_messages > STEP_MESSAGE_LIMIT:
+        raise InputError(
+            f"{what} over {n_messages:,} messages is more than the {STEP_MESSAGE_LIMIT:,} laid out by "
+            "default (it has no stream model); use fewer ranks, channels or slices, or model='steps' "
+            "(--model steps) to build it anyway"
+        )
+
+
 def _chain(dag: _FlowDag, order: Sequence[str], piece_bytes: float, slices: int, channel: int) -> None:
     """Pipelined chain ``order[0] -> order[1] -> ...``: slice ``k`` of hop ``h`` after slice
     ``k`` of hop ``h - 1`` and slice ``k - 1`` of hop ``h``."""
@@ -809,12 +830,14 @@ def _chain_collective(
     orders: Sequence[Ranks] | None,
     servers: Servers,
     costs: CollectiveCosts | None,
+    model: str,
 ) -> Workload:
     ranks, size, channels, costs = _prepare(what, ranks, size_bytes, channels, costs, "ring")
     if isinstance(root, (bool, np.bool_)) or not isinstance(root, (int, np.integer)) or not 0 <= root < len(ranks):
         raise InputError(f"{what}: root must be a rank index in 0..{len(ranks) - 1}, got {root!r}")
     piece = size / channels
     n_slices = _slices(slices, piece, what, MAX_PIPELINE_SLICES)
+    _steps_only(model, channels * n_slices * (len(ranks) - 1), what)
     dag = _FlowDag(what, costs, servers)
     for c, order in enumerate(_check_orders(orders, ranks, channels, what)):
         at = order.index(ranks[root])
@@ -833,12 +856,14 @@ def broadcast(
     orders: Sequence[Ranks] | None = None,
     servers: Servers = None,
     costs: CollectiveCosts | None = None,
+    model: str = "auto",
 ) -> Workload:
     """Pipelined chain broadcast of ``S`` bytes from ``ranks[root]``.
 
     Each channel's ring order, rotated to start at the root, is the chain; slice ``k`` of
-    hop ``h`` waits for slice ``k`` of hop ``h - 1`` and slice ``k - 1`` of hop ``h``. Other
-    parameters as :func:`all_reduce`.
+    hop ``h`` waits for slice ``k`` of hop ``h - 1`` and slice ``k - 1`` of hop ``h``.
+    ``model`` is ``"auto"`` or ``"steps"`` (a chain has no stream form: see "Steps and
+    streams" in :mod:`flowsim.collectives`). Other parameters as :func:`all_reduce`.
     """
     return _chain_collective(
         "broadcast",
@@ -851,6 +876,7 @@ def broadcast(
         orders=orders,
         servers=servers,
         costs=costs,
+        model=model,
     )
 
 
@@ -864,6 +890,7 @@ def reduce(
     orders: Sequence[Ranks] | None = None,
     servers: Servers = None,
     costs: CollectiveCosts | None = None,
+    model: str = "auto",
 ) -> Workload:
     """Pipelined chain reduce of ``S`` bytes into ``ranks[root]``: the broadcast chain run
     backwards. Parameters as :func:`broadcast`."""
@@ -878,6 +905,7 @@ def reduce(
         orders=orders,
         servers=servers,
         costs=costs,
+        model=model,
     )
 
 
@@ -887,15 +915,18 @@ def all_to_all(
     *,
     servers: Servers = None,
     costs: CollectiveCosts | None = None,
+    model: str = "auto",
 ) -> Workload:
     """All-to-all: every rank sends ``S / n`` bytes to every other rank, all at once.
 
     ``S`` is a rank's total buffer, as nccl-tests counts it. ``n (n - 1)`` flows
     ``all_to_all.r{i}.to.r{j}`` without dependencies; each pays the base latency and one step
-    latency. Other parameters as :func:`all_reduce`.
+    latency. ``model`` is ``"auto"`` or ``"steps"`` (see :func:`broadcast`). Other
+    parameters as :func:`all_reduce`.
     """
     ranks, size, _, costs = _prepare("all_to_all", ranks, size_bytes, 1, costs, "ring")
     n = len(ranks)
+    _steps_only(model, n * (n - 1), "all_to_all")
     dag = _FlowDag("all_to_all", costs, servers)
     for i, src in enumerate(ranks):
         for j, dst in enumerate(ranks):
@@ -913,13 +944,15 @@ def send(
     slices: int | None = None,
     servers: Servers = None,
     costs: CollectiveCosts | None = None,
+    model: str = "auto",
 ) -> Workload:
     """Point-to-point send of ``S`` bytes (pipeline parallelism), ``channels x slices``
     flows; slice ``k`` of a channel follows slice ``k - 1``. One hop gains nothing from
-    slicing, so ``slices`` defaults to 1."""
+    slicing, so ``slices`` defaults to 1. ``model`` as :func:`broadcast`."""
     ranks, size, channels, costs = _prepare("send", (src, dst), size_bytes, channels, costs, "ring")
     piece = size / channels
     n_slices = _slices(slices, piece, "send", 1)
+    _steps_only(model, channels * n_slices, "send")
     dag = _FlowDag("send", costs, servers)
     for c in range(channels):
         _chain(dag, ranks, piece / n_slices, n_slices, c)
@@ -934,6 +967,7 @@ def tree_all_reduce(
     slices: int | None = None,
     servers: Servers = None,
     costs: CollectiveCosts | None = None,
+    model: str = "auto",
 ) -> Workload:
     """Double binary tree all-reduce (NCCL >= 2.4): each tree carries ``S / 2``.
 
@@ -944,12 +978,15 @@ def tree_all_reduce(
     node, in ``ranks`` order. A node sends slice ``k`` up once slice ``k`` has arrived from
     all below it (the reduction); the root, having all of slice ``k``, sends it down, and
     each node forwards a slice down as it arrives. Default costs: :func:`nccl_costs`
-    ``("tree", "simple", "nvlink")``; other parameters as :func:`all_reduce`.
+    ``("tree", "simple", "nvlink")``; ``model`` as :func:`broadcast`; other parameters as
+    :func:`all_reduce`.
     """
     what = "tree_all_reduce"
     ranks, size, channels, costs = _prepare(what, ranks, size_bytes, channels, costs, "tree")
     piece = size / 2 / channels
     n_slices = _slices(slices, piece, what, MAX_PIPELINE_SLICES)
+    # Each tree spans the ranks (n - 1 edges), crossed up and down by every slice.
+    _steps_only(model, channels * n_slices * 2 * 2 * (len(ranks) - 1), what)
     dag = _FlowDag("all_reduce", costs, servers)
     _tree_all_reduce(dag, ranks, _group_by_server(ranks, servers, what), piece / n_slices, channels, n_slices)
     return dag.workload("all_reduce")
@@ -1025,6 +1062,7 @@ def nvls_all_reduce(
     channels: int = 1,
     slices: int | None = None,
     costs: CollectiveCosts | None = None,
+    model: str = "auto",
 ) -> Workload:
     """NVLS all-reduce through the NVSwitch node ``switch`` (one server).
 
@@ -1041,8 +1079,9 @@ def nvls_all_reduce(
         Default: :func:`nvls_costs` ``("nvlink4")`` (Hopper); give ``nvls_costs("nvlink5")``
         for Blackwell.
 
-    Other parameters as :func:`all_reduce`; the default slicing is that of chains
-    (:data:`MAX_PIPELINE_SLICES`), since the four messages of a slice follow each other.
+    ``model`` as :func:`broadcast`. Other parameters as :func:`all_reduce`; the default
+    slicing is that of chains (:data:`MAX_PIPELINE_SLICES`), since the four messages of a
+    slice follow each other.
     """
     what = "nvls_all_reduce"
     if costs is None:
@@ -1054,6 +1093,7 @@ def nvls_all_reduce(
     chunk = size / n / channels
     n_slices = _slices(slices, chunk, what, MAX_PIPELINE_SLICES)
     piece = chunk / n_slices
+    _steps_only(model, channels * n * n_slices * (2 * n + 2), what)
     dag = _FlowDag("all_reduce", costs, None)
     for c in range(channels):
         for j, owner in enumerate(ranks):

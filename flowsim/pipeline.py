@@ -14,7 +14,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from flowsim.collectives import (
-    MODELS,
     PROTOCOLS,
     CollectiveCosts,
     build_collective,
@@ -39,13 +38,6 @@ __all__ = ["CollectiveRun", "RunResult", "collective_time", "run"]
 _PROVIDED = frozenset(
     {"latency_s", "start_s", "weights", "caps_Bps", "depends_on", "delay_s", "overhead_s", "link_names", "flow_names"}
 )
-# Collectives whose rings may be streamed (``model``, see flowsim.collectives).
-_STREAMABLE = {
-    ("all_reduce", "ring"),
-    ("reduce_scatter", "ring"),
-    ("all_gather", "ring"),
-    ("all_reduce", "hierarchical"),
-}
 # Collectives whose algorithms take ring orders (one per channel).
 _RING_ORDERED = {
     ("all_reduce", "ring"),
@@ -327,7 +319,8 @@ def collective_time(
         Rings as one message per step or one flow per hop (ring all-reduce,
         reduce-scatter, all-gather and hierarchical all-reduce; see "Steps and streams" in
         :mod:`flowsim.collectives`). ``"auto"`` streams rings whose step DAG would exceed
-        :data:`~flowsim.collectives.STEP_MESSAGE_LIMIT` messages.
+        :data:`~flowsim.collectives.STEP_MESSAGE_LIMIT` messages, and refuses the other
+        algorithms past that many (``"steps"`` builds them anyway).
     routing, seed, gpudirect, router
         As :func:`run`.
 
@@ -398,13 +391,6 @@ def collective_workload(
         raise InputError(f"unknown protocol {protocol!r}; valid ones: {', '.join(PROTOCOLS)}")
     if costs is not None and protocol != "simple":
         raise InputError(f"give either costs or protocol {protocol!r}, not both")
-    if model not in MODELS:
-        raise InputError(f"unknown model {model!r}; valid ones: {', '.join(MODELS)}")
-    if model == "stream" and (collective, algorithm) not in _STREAMABLE:
-        raise InputError(
-            f"{collective} ({algorithm}) has no stream model; it applies to rings: "
-            + ", ".join(f"{c} ({a})" for c, a in sorted(_STREAMABLE))
-        )
     if ranks is None:
         gpus = [topology.node_names[g] for g in topology.gpus()]
         ranks = gpus[:2] if collective == "send" else gpus
@@ -433,7 +419,7 @@ def collective_workload(
     else:
         table = "tree" if algorithm == "tree" else "ring"
         chosen = (protocol, nccl_costs(table, protocol, _intra_hardware(topology, ranks)))
-    if (collective, algorithm) in _STREAMABLE:
-        options["model"] = model
-    workload = build_collective(collective, ranks, size_bytes, algorithm=algorithm, costs=chosen[1], **options)
+    workload = build_collective(
+        collective, ranks, size_bytes, algorithm=algorithm, costs=chosen[1], model=model, **options
+    )
     return CollectivePlan(algorithm, chosen[0], workload.tags["model"][0], ranks, chosen[1], workload)

@@ -569,11 +569,32 @@ def test_large_messages_agree_across_models_on_two_dgx_h100(model):
         (lambda: all_reduce(RANKS, G, model="fluid"), "unknown model 'fluid'; valid ones: auto, steps, stream"),
         (
             lambda: collective_time(star_topology(), "all_reduce", G, algorithm="tree", model="stream"),
-            "all_reduce (tree) has no stream model",
+            "tree_all_reduce has no stream model; rings have one",
         ),
-        (lambda: collective_time(star_topology(), "all_to_all", G, model="stream"), "all_to_all (p2p) has no stream"),
+        (lambda: collective_time(star_topology(), "all_to_all", G, model="stream"), "all_to_all has no stream"),
+        (lambda: send("g0", "g1", G, model="stream"), "send has no stream model"),
     ],
 )
 def test_bad_model_is_named(call, message):
     with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")):
         call()
+
+
+@pytest.mark.parametrize(
+    ("build", "n_messages"),
+    [
+        (lambda model: tree_all_reduce(RANKS, G, channels=2, slices=3, model=model), 2 * 3 * 2 * 2 * 3),
+        (lambda model: broadcast(RANKS, G, channels=2, slices=3, model=model), 2 * 3 * 3),
+        (lambda model: reduce(RANKS, G, channels=2, slices=3, model=model), 2 * 3 * 3),
+        (lambda model: all_to_all(RANKS, G, model=model), 4 * 3),
+        (lambda model: nvls_all_reduce(RANKS, G, switch="sw", channels=2, slices=3, model=model), 2 * 4 * 3 * 10),
+        (lambda model: send("g0", "g1", G, channels=2, slices=3, model=model), 2 * 3),
+    ],
+    ids=["tree", "broadcast", "reduce", "all_to_all", "nvls", "send"],
+)
+def test_auto_refuses_step_dags_past_the_limit_that_have_no_stream(monkeypatch, build, n_messages):
+    assert len(build("auto")) == n_messages  # the count auto checks is the count built
+    monkeypatch.setattr(collectives, "STEP_MESSAGE_LIMIT", n_messages - 1)
+    with pytest.raises(InputError, match=f"over {n_messages:,} messages is more than the {n_messages - 1:,}"):
+        build("auto")
+    assert set(build("steps").tags["model"]) == {"steps"}

@@ -47,9 +47,9 @@ Rates mode
 With ``solve = "rates"`` a run is not simulated over time: every flow of its scenario with
 bytes to move is active at once, and the run is its weighted max-min allocation
 (:func:`flowsim.scenario.rates_problem`, as ``flowsim rates`` computes it). Start times,
-dependencies, delays, latencies and overheads play no part. Runs are built in this process (scenario, routes, and the run's
-capacities, weights and caps, checked on their own so that a bad run fails alone), then
-grouped by routes: runs with the same link count and the same flow -> link CSR arrays (a
+dependencies, delays, latencies and overheads play no part. Runs are built in this process
+(scenario, routes, and the run's capacities, weights and caps, checked on their own so that
+a bad run fails alone), then grouped by routes: runs with the same link count and the same flow -> link CSR arrays (a
 sweep of capacities, weights, caps or sizes) are solved together by one
 :meth:`flowsim.batched.BatchProblem.solve` on the chosen backend (``cpu``, ``cuda`` or
 ``auto``), runs whose routes differ form other batches. A batch holds at most

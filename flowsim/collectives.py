@@ -492,6 +492,11 @@ def _model(model: str, n_messages: int, what: str) -> str:
     return model
 
 
+def _no_slices_in_a_stream(model: str, slices: int | None, what: str) -> None:
+    if model == "stream" and slices is not None:
+        raise InputError(f"{what}: slices cut the messages of steps; a stream has none (give model='steps')")
+
+
 def _steps_only(model: str, n_messages: int, what: str) -> None:
     """Check ``model`` for an algorithm without a stream form: ``"auto"`` refuses more than
     :data:`STEP_MESSAGE_LIMIT` messages, ``"steps"`` takes any number."""
@@ -686,6 +691,7 @@ def _ring_collective(
     n = len(ranks)
     chunk = size / n / channels
     orders = _check_orders(orders, ranks, channels, what)
+    _no_slices_in_a_stream(model, slices, what)
     n_slices = _slices(slices, chunk, what, MAX_RING_SLICES)
     model = _model(model, channels * n_steps(n) * n * n_slices, what)
     dag = _FlowDag(what, costs, servers, model)
@@ -730,7 +736,8 @@ def all_reduce(
     model : {"auto", "steps", "stream"}
         One message per step, or one flow per hop (see "Steps and streams" in
         :mod:`flowsim.collectives`); ``"auto"`` streams above :data:`STEP_MESSAGE_LIMIT`
-        messages. ``slices`` apply to the steps only.
+        messages. ``slices`` apply to the steps only (giving them with ``"stream"`` is an
+        error; ``"auto"`` counts them and drops them if it streams).
 
     Returns
     -------
@@ -1020,6 +1027,7 @@ def hierarchical_all_reduce(
             raise InputError(
                 f"{what}: servers hold different numbers of ranks ({len(g)} with {g[0]!r}, {ppn} with {groups[0][0]!r})"
             )
+    _no_slices_in_a_stream(model, slices, what)
     shard = size / ppn
     n_servers = len(groups)
     server_chunk = shard / channels

@@ -573,6 +573,11 @@ def test_large_messages_agree_across_models_on_two_dgx_h100(model):
         ),
         (lambda: collective_time(star_topology(), "all_to_all", G, model="stream"), "all_to_all has no stream"),
         (lambda: send("g0", "g1", G, model="stream"), "send has no stream model"),
+        (lambda: all_reduce(RANKS, G, slices=2, model="stream"), "all_reduce: slices cut the messages of steps"),
+        (
+            lambda: hierarchical_all_reduce(RANKS, G, servers=TWO_SERVERS, slices=2, model="stream"),
+            "hierarchical_all_reduce: slices cut the messages of steps",
+        ),
     ],
 )
 def test_bad_model_is_named(call, message):

@@ -159,6 +159,29 @@ def test_burst_with_many_ties_matches_twin():
     np.testing.assert_allclose(simulate(routes, capacity, size).finish_s, finish, rtol=1e-9)
 
 
+@pytest.mark.parametrize(
+    "routes, capacity, size, finish, n_resolved",
+    [
+        # A chain A(2) B(3) C(5) D(7): d and f1 share A, f1 and f2 B, f2 and f3 C, f3 and f4 D.
+        # Rates 1, 1, 2, 3, 4 until d leaves at 0.1; then A frees capacity, f1 rises and f2
+        # drops on B, f3 rises on C and f4 drops on D: 1.5, 1.5, 3.5, 3.5, so that all four
+        # finish together at 1.1. Predicting the ripple re-solves those four once; finding it
+        # link by link re-solves some of them in several rounds.
+        ([[0], [0, 1], [1, 2], [2, 3], [3]], [2.0, 3.0, 5.0, 7.0], [0.1, 1.6, 1.7, 3.8, 3.9],
+         [0.1, 1.1, 1.1, 1.1, 1.1], 5 + 4),
+        # A(2) and B(2) tie at level 1; when d leaves A, f stays bottlenecked on B and nothing
+        # is re-solved.
+        ([[0], [0, 1], [1]], [2.0, 2.0], [0.5, 2.0, 2.0], [0.5, 2.0, 2.0], 3 + 0),
+    ],
+    ids=["ripple", "tie"],
+)
+def test_predicted_region_is_solved_once(routes, capacity, size, finish, n_resolved):
+    r = simulate(routes, capacity, size)
+    np.testing.assert_allclose(r.finish_s, finish, rtol=1e-12)
+    assert r.n_rate_updates == 3
+    assert r.n_rates_resolved == n_resolved
+
+
 # --- conservation -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("mode", MODES)

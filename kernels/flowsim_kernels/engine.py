@@ -57,6 +57,10 @@ _S_RATE = 0
 _S_LEVEL = 1
 _S_WEIGHT = 2
 
+# Predicted change of a link's load: bits of ``link_push``.
+_GAINS = 1
+_LOSES = 2
+
 # Relative slack when checking that a partial re-solve left a max-min allocation.
 _CHECK_REL_TOL = 1e-9
 
@@ -115,8 +119,12 @@ def simulate_flows(
     not saturate below r either way). Symmetrically, a flow arriving with final level r
     changes no flow below r, and r is at least ``min(cap / w, min over its links of
     capacity / total weight)``. So each batch seeds the re-solve with the arriving flows and
-    the flows bottlenecked, at or above those levels, on the touched saturated links, and
-    fills them over the capacity the others leave. The result is then checked against the
+    a prediction of the flows, at or above those levels, that must move: the change is
+    followed from link to link on the old levels (a link that loses load lets its top flows
+    rise unless a cap or an unchanged saturated link holds them; one that gains load pushes
+    down its top flows and those above the level at which its rising flows would fill it;
+    each moving flow passes the opposite change to its other links). The region is filled
+    over the capacity the others leave. The result is then checked against the
     definition of max-min fairness on every touched link (feasible; every flow capped or with
     a bottleneck where its level is the largest): a flow that fails is added, with the flows
     that block it, and the region is solved again. Re-solved flows below the lowest level
@@ -124,8 +132,10 @@ def simulate_flows(
     the others). Since the allocation is unique, the check makes the result exact whatever
     the seed; the seed only makes it small.
 
-    Cost per batch: the fills of the region's rounds (see :func:`progressive_fill`) plus one
-    pass over the slots of each touched link per round.
+    Cost per batch: one pass over the slots of each link the prediction reaches (twice at
+    most, once per direction of change), the fills of the region's rounds (see
+    :func:`progressive_fill`; usually one when the prediction is right) plus one pass over
+    the slots of each touched link per round.
     """
     n_flows = inp.flow_link_indptr.shape[0] - 1
     n_links = inp.capacity_Bps.shape[0]
@@ -190,6 +200,10 @@ def simulate_flows(
     new_sat_level = np.zeros(n_links, dtype=np.float64)
     visit_stamp = np.zeros(n_flows, dtype=np.int64)
     stamp = 0
+    # Workspaces of the prediction: each link's predicted change of load, and the links whose
+    # flows are still to look at (a link is stacked once per bit it gains).
+    link_push = np.zeros(n_links, dtype=np.int64)
+    link_stack = np.empty(2 * n_links, dtype=np.int64)
     arrivals = np.empty(n_flows, dtype=np.int64)
     departures = np.empty(n_flows, dtype=np.int64)
 
@@ -313,28 +327,49 @@ def simulate_flows(
                 f, in_region, region, n_region, fl_ptr, fl_idx, inc_slot, slot_val, link_mark, touched, n_touched
             )
         if incremental:
-            # Capacity freed or taken on a link reaches first the flows bottlenecked there:
-            # those at its largest level, if it is saturated (no flow is bottlenecked on a
-            # link with slack). Only those at or above the threshold can move. Flows further
-            # away are brought in by the check below if they must change.
-            n_seeded = 0
-            for j in range(n_touched):
-                link = touched[j]
-                if link_sat_level[link] < 0:
-                    continue
-                floor = max(threshold, link_sat_level[link]) * (1.0 - _CHECK_REL_TOL)
+            # Predict which flows move by following the change from link to link, on the old
+            # levels: where a link loses load, the flows at its top level rise, unless a cap or
+            # a saturated link no change has reached holds them; where it gains load, the flows
+            # at its top level drop, and so do those above the level at which its rising flows
+            # would fill it. A flow that moves makes its other links gain or lose in turn. Only
+            # flows at or above the threshold can move. The check below still decides; a good
+            # prediction makes its first round pass.
+            floor_level = threshold * (1.0 - _CHECK_REL_TOL)
+            n_stack = 0
+            for i in range(n_dep):
+                n_stack = _spread(
+                    departures[i], -1, _LOSES, fl_ptr, fl_idx, link_push, link_sat_level, floor_level,
+                    link_stack, n_stack,
+                )
+            for i in range(n_arr):
+                n_stack = _spread(
+                    arrivals[i], -1, _GAINS, fl_ptr, fl_idx, link_push, link_sat_level, floor_level,
+                    link_stack, n_stack,
+                )
+            while n_stack > 0:
+                n_stack -= 1
+                link = link_stack[n_stack]
+                change = link_push[link]
+                moved = ((change & _GAINS) << 1) | ((change & _LOSES) >> 1)  # against the link
+                top = link_sat_level[link]
+                floor = max(threshold, top) * (1.0 - _CHECK_REL_TOL) if top >= 0 else np.inf
+                if change & _GAINS:
+                    fill = _fill_level(link, capacity[link], link_slot_start, link_slot_count, slot_val)
+                    floor = min(floor, max(floor_level, fill * (1.0 + _CHECK_REL_TOL)))
                 start = link_slot_start[link]
                 for s in range(start, start + link_slot_count[link]):
-                    if slot_val[s, _S_LEVEL] >= floor and not pending[slot_flow[s]]:
-                        pending[slot_flow[s]] = True
-                        to_join[n_seeded] = slot_flow[s]
-                        n_seeded += 1
-            for i in range(n_seeded):
-                pending[to_join[i]] = False
-                n_region, n_touched = _join(
-                    to_join[i], in_region, region, n_region, fl_ptr, fl_idx, inc_slot, slot_val,
-                    link_mark, touched, n_touched,
-                )
+                    if slot_val[s, _S_LEVEL] < floor:
+                        continue
+                    h = slot_flow[s]
+                    if change == _LOSES and _held_elsewhere(h, slot_val[s, _S_RATE], inp, link_push, link_sat_level):
+                        continue
+                    n_region, n_touched = _join(
+                        h, in_region, region, n_region, fl_ptr, fl_idx, inc_slot, slot_val,
+                        link_mark, touched, n_touched,
+                    )
+                    n_stack = _spread(
+                        h, link, moved, fl_ptr, fl_idx, link_push, link_sat_level, floor_level, link_stack, n_stack
+                    )
         else:
             for g in range(n_flows):
                 if phase[g] == _ACTIVE and not in_region[g]:
@@ -505,6 +540,7 @@ def simulate_flows(
         for j in range(n_touched):
             link = touched[j]
             link_mark[link] = False
+            link_push[link] = 0
             link_sat_level[link] = new_sat_level[link]
             if new_load[link] != link_load[link]:
                 if record != RECORD_NONE:
@@ -560,6 +596,61 @@ def _has_bottleneck(g, r, inp, link_mark, new_sat_level, link_sat_level):
         if top >= 0 and level >= top * (1.0 - _CHECK_REL_TOL):
             return True
     return False
+
+
+@njit(cache=True)
+def _held_elsewhere(h, r, inp, link_push, link_sat_level):
+    """Does flow ``h`` at rate ``r`` stay put through its cap or an unchanged saturated link?"""
+    if r >= inp.cap_Bps[h] * (1.0 - _CHECK_REL_TOL):
+        return True
+    level = r / inp.weight[h]
+    for k in range(inp.flow_link_indptr[h], inp.flow_link_indptr[h + 1]):
+        link = inp.flow_link_indices[k]
+        top = link_sat_level[link]
+        if link_push[link] == 0 and top >= 0 and level >= top * (1.0 - _CHECK_REL_TOL):
+            return True
+    return False
+
+
+@njit(cache=True)
+def _fill_level(link, capacity, link_slot_start, link_slot_count, slot_val):
+    """Level at which ``link`` fills if its flows being re-solved rise without limit and the
+    others keep their rates up to that level; inf if it never fills.
+
+    Water-filling by fixed-point iteration: each pass lets the flows above the last level
+    rise too, which raises the level, until no more join (at most one pass per flow).
+    """
+    start = link_slot_start[link]
+    stop = start + link_slot_count[link]
+    level = -1.0
+    while True:
+        load = 0.0
+        w_free = 0.0
+        for s in range(start, stop):
+            if slot_val[s, _S_LEVEL] < 0 or slot_val[s, _S_LEVEL] > level >= 0:
+                w_free += slot_val[s, _S_WEIGHT]
+            else:
+                load += slot_val[s, _S_RATE]
+        if w_free == 0:
+            return np.inf
+        new_level = (capacity - load) / w_free
+        if new_level <= level:
+            return level
+        level = new_level
+
+
+@njit(cache=True, inline="always")
+def _spread(f, origin, change, fl_ptr, fl_idx, link_push, link_sat_level, floor_level, link_stack, n_stack):
+    """Add ``change`` to the links of ``f`` other than ``origin``; stack each link that gains
+    a bit and may move flows (saturated at ``floor_level`` > 0 or above, or gaining load)."""
+    for k in range(fl_ptr[f], fl_ptr[f + 1]):
+        link = fl_idx[k]
+        if link != origin and link_push[link] | change != link_push[link]:
+            link_push[link] |= change
+            if link_sat_level[link] >= floor_level or (change & _GAINS) != 0:
+                link_stack[n_stack] = link
+                n_stack += 1
+    return n_stack
 
 
 @njit(cache=True, inline="always")

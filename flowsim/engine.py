@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from flowsim.errors import InputError
+from flowsim.errors import InputError, float_column
 from flowsim.fairshare import DEFAULT_TIE_REL_TOL, FairShareProblem
 from flowsim.result import SimulationResult
 from flowsim.routes import Routes
@@ -161,14 +161,9 @@ def simulate(
 
 
 def _nonnegative(values, n, default, what, names, kind):
-    if values is None:
-        if default is None:
-            raise InputError(f"{what} is required")
-        arr = np.full(n, default, dtype=np.float64)
-    else:
-        arr = np.array(values, dtype=np.float64, order="C")
-        if arr.shape != (n,):
-            raise InputError(f"{what} must have one value per {kind} ({n}), got shape {arr.shape}")
+    if values is None and default is None:
+        raise InputError(f"{what} is required")
+    arr = float_column(values, n, default, what, kind)
     bad = np.flatnonzero(~(arr >= 0) | ~np.isfinite(arr))
     if bad.size:
         i = int(bad[0])

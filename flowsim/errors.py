@@ -1,4 +1,8 @@
-"""Exceptions raised for bad user input."""
+"""Exceptions raised for bad user input, and the input readers that raise them."""
+
+from collections.abc import Sequence
+
+import numpy as np
 
 
 class InputError(ValueError):
@@ -15,3 +19,30 @@ def read_text_file(path, what: str) -> str:
             return handle.read()
     except (OSError, UnicodeDecodeError) as err:
         raise InputError(f"{path}: cannot read {what}: {err}") from None
+
+
+def float_column(
+    values: Sequence[float] | np.ndarray | None,
+    n: int,
+    default: float,
+    what: str,
+    kind: str = "flow",
+    *,
+    scalar: bool = False,
+) -> np.ndarray:
+    """``values`` as a fresh C-contiguous float64 array of one value per ``kind`` (``n``).
+
+    ``None`` gives ``default`` for every item; with ``scalar=True`` one number is repeated
+    too. Only the type and shape are checked: callers judge the values. Errors name ``what``.
+    """
+    if values is None:
+        return np.full(n, default, dtype=np.float64)
+    try:
+        arr = np.array(values, dtype=np.float64, order="C")
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{what} must be numbers: {exc}") from None
+    if scalar and arr.ndim == 0:
+        arr = np.full(n, float(arr))
+    if arr.shape != (n,):
+        raise InputError(f"{what} must have one value per {kind} ({n}), got shape {arr.shape}")
+    return arr

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from flowsim.errors import InputError
+from flowsim.errors import InputError, float_column
 from flowsim.routes import Routes
 from flowsim_kernels.maxmin import max_min_fair
 
@@ -186,12 +186,7 @@ def _flow_array(
     what: str,
     flow_names: Sequence[str] | None,
 ) -> np.ndarray:
-    if values is None:
-        arr = np.full(n_flows, default, dtype=np.float64)
-    else:
-        arr = np.array(values, dtype=np.float64, order="C")
-        if arr.shape != (n_flows,):
-            raise InputError(f"{what} must have one value per flow ({n_flows}), got shape {arr.shape}")
+    arr = float_column(values, n_flows, default, what)
     nan = np.flatnonzero(np.isnan(arr))
     if nan.size:
         raise InputError(f"{_flow(int(nan[0]), flow_names)} has {what} NaN")

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from flowsim.errors import InputError
+from flowsim.errors import InputError, float_column
 
 
 @dataclass(frozen=True)
@@ -146,17 +146,7 @@ def _column(
     strict: bool = False,
     allow_inf: bool = False,
 ) -> np.ndarray:
-    if values is None:
-        arr = np.full(n, default, dtype=np.float64)
-    else:
-        try:
-            arr = np.array(values, dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise InputError(f"{what} must be numbers: {exc}") from None
-        if arr.ndim == 0:
-            arr = np.full(n, float(arr))
-        if arr.shape != (n,):
-            raise InputError(f"{what} must have one value per flow ({n}), got shape {arr.shape}")
+    arr = float_column(values, n, default, what, scalar=True)
     bad = np.isnan(arr) | (arr <= lower if strict else arr < lower)
     if not allow_inf:
         bad |= np.isinf(arr)

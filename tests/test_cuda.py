@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from flowsim.batched import BatchProblem, available_backends, solve_batch
+from instances import random_batch
 
 SIMULATOR = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 HAS_NUMBA_CUDA = importlib.util.find_spec("numba_cuda") is not None
@@ -31,18 +32,6 @@ needs_compiler = pytest.mark.skipif(
 )
 
 G = 1e9
-
-
-def random_batch(rng, n_instances, n_flows, n_links, max_hops, p_capped=0.2):
-    routes = [
-        rng.choice(n_links, size=rng.integers(1, max_hops + 1), replace=False).tolist() for _ in range(n_flows)
-    ]
-    capacity = rng.uniform(1.0, 100.0, (n_instances, n_links))
-    weight = rng.choice([0.5, 1.0, 2.0, 3.0], (n_instances, n_flows))
-    cap = np.where(
-        rng.random((n_instances, n_flows)) < p_capped, rng.uniform(0.01, 20.0, (n_instances, n_flows)), np.inf
-    )
-    return routes, capacity, weight, cap
 
 
 # --- solving (GPU or simulator) ------------------------------------------------------------------

@@ -1,0 +1,16 @@
+"""Seeded random inputs that several test modules draw from."""
+
+import numpy as np
+
+
+def random_batch(rng, n_instances, n_flows, n_links, max_hops, p_capped=0.2):
+    """Shared random routes; capacities, weights and caps drawn per instance."""
+    routes = [
+        rng.choice(n_links, size=rng.integers(1, max_hops + 1), replace=False).tolist() for _ in range(n_flows)
+    ]
+    capacity = rng.uniform(1.0, 100.0, (n_instances, n_links))
+    weight = rng.choice([0.5, 1.0, 2.0, 3.0], (n_instances, n_flows))
+    cap = np.where(
+        rng.random((n_instances, n_flows)) < p_capped, rng.uniform(0.01, 20.0, (n_instances, n_flows)), np.inf
+    )
+    return routes, capacity, weight, cap

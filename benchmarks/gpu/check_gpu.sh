@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Every GPU check in one go, for a machine with an NVIDIA GPU and numba-cuda:
+# the CUDA tests on the real device, the rates sweep and `flowsim rates` on the cuda
+# backend, then the GPU-against-CPU throughput table. Logs go to DIR (default gpu-logs/).
+#
+#   bash benchmarks/gpu/check_gpu.sh [DIR]
+#
+# Runs from the repository root without installing flowsim (PYTHONPATH=.:kernels), with a
+# fresh Numba cache, so compile times are those of a first run. Exit status: the first
+# step that failed, 0 when all passed.
+set -uo pipefail
+logs=${1:-gpu-logs}
+mkdir -p "$logs"
+export PYTHONPATH="$PWD:$PWD/kernels${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+export NUMBA_CACHE_DIR="$(mktemp -d)"
+status=0
+step() {  # step NAME COMMAND...: run, log to DIR/NAME.log, remember the first failure
+    local name=$1
+    shift
+    echo "== $name: $*"
+    local start=$SECONDS
+    "$@" 2>&1 | tee "$logs/$name.log"
+    local rc=${PIPESTATUS[0]}
+    echo "== $name: exit $rc after $((SECONDS - start)) s"
+    if [[ $rc -ne 0 && $status -eq 0 ]]; then status=$rc; fi
+}
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
+python3 -c "import sys, numba, numpy; print(sys.version.split()[0], 'numba', numba.__version__, 'numpy', numpy.__version__)"
+python3 -c "import importlib.metadata as m; print('numba-cuda', m.version('numba-cuda'))"
+
+step tests python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py tests/test_batched.py \
+    tests/test_sweep.py -k "not sweep or rates_on_cuda or example_rates_sweep"
+step sweep python3 -m flowsim.cli sweep data/sweeps/rail_cluster_rates.toml \
+    -o "$logs/rail_cluster_rates.h5" --backend cuda
+step rates python3 -m flowsim.cli rates data/scenarios/rail_optimized_cluster.toml \
+    --backend cuda --scale 0.5 1 2 4
+step bench python3 benchmarks/gpu/bench_gpu.py
+exit $status

@@ -391,6 +391,23 @@ def simulate_flows(
                 state[link, RESIDUAL] = capacity[link] - fixed_load[link]
                 region_load[link] = 0.0
                 region_top[link] = -1.0
+            # A link that its region flows cannot fill, even each at the most it could get
+            # alone (its cap or the smallest residual on its route), never bottlenecks them:
+            # leave it out of the fill (an infinite residual) so that only links that may
+            # saturate are ordered. region_load holds those upper bounds here.
+            for i in range(n_region):
+                g = region[i]
+                most = inp.cap_Bps[g]
+                for k in range(fl_ptr[g], fl_ptr[g + 1]):
+                    most = min(most, state[fl_idx[k], RESIDUAL])
+                most = max(most, 0.0)
+                for k in range(fl_ptr[g], fl_ptr[g + 1]):
+                    region_load[fl_idx[k]] += most
+            for j in range(n_touched):
+                link = touched[j]
+                if region_load[link] < state[link, RESIDUAL] * (1.0 - _CHECK_REL_TOL):
+                    state[link, RESIDUAL] = np.inf
+                region_load[link] = 0.0
             progressive_fill(
                 region[:n_region], touched[:n_touched], in_region, frozen, fl_ptr, fl_idx,
                 link_slot_start, link_slot_count, slot_flow, weight, inp.cap_Bps,

@@ -131,7 +131,9 @@ def progressive_fill(
         Levels within this relative distance of the lowest are frozen in the same round.
     state : float64[n_links, 3]
         On entry ``state[l, RESIDUAL]`` is the capacity left for ``flows`` on each link of
-        ``links``; the other columns are set here. Mutated.
+        ``links``, ``inf`` for a link the caller knows they cannot fill (it is never
+        ordered; every flow must still meet a finite link or its cap); the other columns
+        are set here. Mutated.
     heap_keys, heap_items : float64[n], int64[n], n >= len(links)
         Workspace.
     rate_Bps : float64[n_flows]
@@ -175,14 +177,14 @@ def progressive_fill(
 
     n_busy = 0
     for j in range(n_links_in):
-        if state[links[j], UNFROZEN] > 0:
+        if state[links[j], UNFROZEN] > 0 and state[links[j], RESIDUAL] < np.inf:
             n_busy += 1
     busy = np.empty(n_busy, dtype=np.int64)
     initial_level = np.empty(n_busy, dtype=np.float64)
     n_busy = 0
     for j in range(n_links_in):
         link = links[j]
-        if state[link, UNFROZEN] > 0:
+        if state[link, UNFROZEN] > 0 and state[link, RESIDUAL] < np.inf:
             busy[n_busy] = link
             initial_level[n_busy] = max(state[link, RESIDUAL], 0.0) / state[link, WEIGHT_SUM]
             n_busy += 1

@@ -2,7 +2,8 @@
 
 (a) Poisson arrivals at 50% and 80% of host-link load, Pareto (shape 1.2) sizes;
 (b) a burst of flows all at t=0; (c) a million flows with Poisson arrivals.
-``extra_info`` records events, events per second and flows re-solved per rate update.
+``extra_info`` records events, events per second, and flows re-solved and rates changed per
+rate update.
 Flow counts scale with ``--flows-scale``.
 """
 
@@ -39,6 +40,7 @@ def run_and_record(benchmark, topology, routes, size, start, mode="incremental")
         n_flows=int(size.size),
         n_events=result.n_events,
         rates_resolved_per_update=result.n_rates_resolved / max(result.n_rate_updates, 1),
+        rates_changed_per_update=result.n_rates_changed / max(result.n_rate_updates, 1),
     )
     if benchmark.stats is not None:
         benchmark.extra_info["events_per_s"] = result.n_events / benchmark.stats.stats.min

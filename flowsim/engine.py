@@ -117,7 +117,7 @@ def simulate(
     transfer_start = np.empty(n_flows)
     finish = np.empty(n_flows)
     try:
-        n_events, n_updates, n_resolved, seg_entity, seg_start, seg_end, seg_rate = simulate_flows(
+        n_events, n_updates, n_resolved, n_changed, seg_entity, seg_start, seg_end, seg_rate = simulate_flows(
             inp,
             mode == "incremental",
             record,
@@ -156,6 +156,7 @@ def simulate(
         n_events=int(n_events),
         n_rate_updates=int(n_updates),
         n_rates_resolved=int(n_resolved),
+        n_rates_changed=int(n_changed),
         **segments,
     )
 

@@ -56,6 +56,11 @@ class SimulationResult(FlowTimes):
     When link recording is on, ``link_segment_indptr`` (int64[n_links + 1]) points into
     ``segment_start_s``, ``segment_end_s`` and ``segment_rate_Bps``: each link's rate as
     consecutive constant pieces (pieces at rate 0 are omitted).
+
+    Engine counters: ``n_events`` (readiness, transfer starts and completions handled),
+    ``n_rate_updates`` (re-solves), ``n_rates_resolved`` (flow rates computed over all
+    re-solves) and ``n_rates_changed`` (those that differ from the flow's previous rate,
+    arrivals included: what an exact engine cannot avoid computing).
     """
 
     ready_s: np.ndarray
@@ -67,6 +72,7 @@ class SimulationResult(FlowTimes):
     n_events: int
     n_rate_updates: int
     n_rates_resolved: int
+    n_rates_changed: int
     link_segment_indptr: np.ndarray | None = None
     segment_start_s: np.ndarray | None = None
     segment_end_s: np.ndarray | None = None

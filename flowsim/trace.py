@@ -44,7 +44,7 @@ one-dimensional, chunked and gzip-compressed (numeric ones byte-shuffled too). A
     consecutive constant pieces; pieces at rate 0 are omitted.
 ``/summary`` (attributes only)
     ``makespan_s``, ``n_flows``, ``n_links``, ``n_events``, ``n_rate_updates``,
-    ``n_rates_resolved``, ``fct_p50_s``, ``fct_p90_s``, ``fct_p99_s``, ``fct_p99.9_s``
+    ``n_rates_resolved``, ``n_rates_changed``, ``fct_p50_s``, ``fct_p90_s``, ``fct_p99_s``, ``fct_p99.9_s``
     (flow completion time, finish minus ready), ``max_link_utilization``,
     ``total_link_bytes``.
 
@@ -293,6 +293,7 @@ def write_trace(
             summary.attrs["n_links"] = topology.n_links
             summary.attrs["n_rate_updates"] = result.n_rate_updates
             summary.attrs["n_rates_resolved"] = result.n_rates_resolved
+            summary.attrs["n_rates_changed"] = result.n_rates_changed
         os.chmod(tmp_name, _new_file_mode())
         _fsync(tmp_name)
         os.replace(tmp_name, target)

@@ -180,6 +180,18 @@ def test_predicted_region_is_solved_once(routes, capacity, size, finish, n_resol
     np.testing.assert_allclose(r.finish_s, finish, rtol=1e-12)
     assert r.n_rate_updates == 3
     assert r.n_rates_resolved == n_resolved
+    assert r.n_rates_changed == n_resolved  # the prediction re-solves only rates that change
+
+
+def test_rates_changed_do_not_depend_on_the_mode():
+    # The tie case above: d, f, g start at rate 1 (3 changes); when d leaves, f stays on B
+    # (nothing changes); f and g then finish together. The full mode re-solves f and g when d
+    # leaves, without changing them.
+    routes, capacity, size = [[0], [0, 1], [1]], [2.0, 2.0], [0.5, 2.0, 2.0]
+    incremental = simulate(routes, capacity, size)
+    full = simulate(routes, capacity, size, mode="full")
+    assert (incremental.n_rates_resolved, incremental.n_rates_changed) == (3, 3)
+    assert (full.n_rates_resolved, full.n_rates_changed) == (5, 3)
 
 
 # --- conservation -----------------------------------------------------------------------------

@@ -97,7 +97,8 @@ def test_round_trip_of_every_field(trace_path, run):
     expected = result.summary()
     assert t.summary == pytest.approx({**expected, "n_links": topology.n_links,
                                        "n_rate_updates": result.n_rate_updates,
-                                       "n_rates_resolved": result.n_rates_resolved})
+                                       "n_rates_resolved": result.n_rates_resolved,
+                                       "n_rates_changed": result.n_rates_changed})
     assert t.makespan_s == result.makespan_s
     np.testing.assert_allclose(t.link_utilization(), result.link_utilization())
 

@@ -103,6 +103,9 @@ def simulate_flows(
         Rate re-solves.
     n_resolved : int
         Flow rates computed over all re-solves (a measure of their total size).
+    n_changed : int
+        Of those, the ones that differ from the flow's rate before (arrivals included):
+        the least any exact partial re-solve must compute.
     seg_entity : int64[n_seg]
     seg_start_s, seg_end_s, seg_rate_Bps : float64[n_seg]
         Constant-rate pieces of each recorded entity, in time order per entity; pieces at
@@ -225,6 +228,7 @@ def simulate_flows(
     n_events = 0
     n_updates = 0
     n_resolved = 0
+    n_changed = 0
     n_finished = 0
     n_instants = 0
     while n_ev > 0 or n_fin > 0:
@@ -548,6 +552,7 @@ def simulate_flows(
                 slot_val[s, _S_LEVEL] = r / weight[g]
             if r == rate[g]:
                 continue
+            n_changed += 1
             if record == RECORD_LINKS_AND_FLOWS and rate[g] > 0:
                 seg_entity, seg_data, n_seg = _segment(seg_entity, seg_data, n_seg, n_links + g, settled_at[g], now, rate[g])
             remaining[g] = max(remaining[g] - rate[g] * (now - settled_at[g]), 0.0)
@@ -570,6 +575,7 @@ def simulate_flows(
         n_events,
         n_updates,
         n_resolved,
+        n_changed,
         seg_entity[:n_seg].copy(),
         seg_data[:n_seg, 0].copy(),
         seg_data[:n_seg, 1].copy(),

@@ -85,6 +85,88 @@ def test_more_flows_and_links_than_threads(rng, monkeypatch):
     np.testing.assert_allclose(problem.solve("cuda"), problem.solve("cpu"), rtol=1e-9)
 
 
+def staircase(n_links):
+    """Links 0..n-1 of capacity 2, 4, ..., 2n; flow ``2i`` crosses links i and i+1, flow
+    ``2i + 1`` link i alone (the last link has only its lone flow and flow ``2n - 4``).
+
+    Levels rise along the line, so only the lowest unfrozen link is ever ready: progressive
+    filling freezes one link per round, ``n_links`` rounds. Returns the routes, the
+    capacities and the rates worked out link by link.
+    """
+    routes = []
+    for i in range(n_links - 1):
+        routes += [[i, i + 1], [i]]
+    routes.append([n_links - 1])
+    capacity = 2.0 * np.arange(1, n_links + 1)
+    rates = []
+    taken = 0.0  # by the pair flow frozen at the link before
+    for i in range(n_links - 1):
+        share = (capacity[i] - taken) / 2
+        rates += [share, share]
+        taken = share
+    rates.append(capacity[-1] - taken)
+    return routes, capacity, np.array(rates)
+
+
+@needs_cuda
+@pytest.mark.parametrize("flows_per_thread", [4, 1])
+def test_one_link_per_round_for_many_rounds(monkeypatch, flows_per_thread):
+    # Blocks of 32 threads (fewer than the 79 flows and 40 links) or of 128 (more than both).
+    from flowsim_kernels import cuda_maxmin
+
+    monkeypatch.setattr(cuda_maxmin, "FLOWS_PER_THREAD", flows_per_thread)
+    routes, capacity, expected = staircase(40)
+    assert expected[:4].tolist() == [1.0, 1.0, 1.5, 1.5]
+    problem = BatchProblem.build(routes, capacity[None, :])
+    rates = problem.solve("cuda")
+    np.testing.assert_allclose(rates[0], expected, rtol=1e-12)
+    np.testing.assert_allclose(rates, problem.solve("cpu"), rtol=1e-9)
+
+
+@needs_cuda
+def test_near_ties_around_a_ring_freeze_together(monkeypatch):
+    # 48 links in a ring, flow i over links i and i+1: every link has two flows and a level
+    # of 1 up to a relative 1e-14, so all of them are ready in the first round.
+    from flowsim_kernels import cuda_maxmin
+
+    monkeypatch.setattr(cuda_maxmin, "MAX_THREADS_PER_BLOCK", 32)
+    n = 48
+    routes = [[i, (i + 1) % n] for i in range(n)]
+    capacity = 2.0 * (1.0 + 1e-14 * np.arange(n))[None, :]
+    problem = BatchProblem.build(routes, capacity)
+    rates = problem.solve("cuda")
+    np.testing.assert_allclose(rates, 1.0, rtol=1e-12)
+    np.testing.assert_allclose(rates, problem.solve("cpu"), rtol=1e-9)
+
+
+@needs_cuda
+def test_rates_do_not_depend_on_the_block_size(rng, monkeypatch):
+    # Every sum is taken by one thread in a fixed order, so the rates are bit for bit the
+    # same however many threads share the flows and links; many caps freeze over rounds.
+    from flowsim_kernels import cuda_maxmin
+
+    monkeypatch.setattr(cuda_maxmin, "FLOWS_PER_THREAD", 1)
+    problem = BatchProblem.build(*random_batch(rng, 3, 200, 50, 4, p_capped=0.5))
+    by_block = {}
+    for max_threads in (32, 64, 256):
+        monkeypatch.setattr(cuda_maxmin, "MAX_THREADS_PER_BLOCK", max_threads)
+        assert cuda_maxmin.threads_per_block(200, 50) == max_threads
+        by_block[max_threads] = problem.solve("cuda")
+    np.testing.assert_allclose(by_block[32], problem.solve("cpu"), rtol=1e-9)
+    np.testing.assert_array_equal(by_block[64], by_block[32])
+    np.testing.assert_array_equal(by_block[256], by_block[32])
+
+
+@needs_cuda
+def test_launcher_refuses_more_flows_than_int32_numbers():
+    from flowsim_kernels.cuda_maxmin import max_min_fair_batch_cuda
+
+    many = np.broadcast_to(np.ones((1, 1)), (1, 2**31))
+    empty = np.zeros(1, dtype=np.int64)
+    with pytest.raises(ValueError, match="int32"):
+        max_min_fair_batch_cuda(empty, empty, empty, empty, np.ones((1, 1)), many, many, 1e-12, many)
+
+
 @needs_cuda
 def test_no_flows():
     assert solve_batch([], [[1.0], [2.0]], backend="cuda").shape == (2, 0)

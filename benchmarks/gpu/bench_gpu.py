@@ -4,22 +4,27 @@ Run from the repository root, with flowsim installed (``pip install -e '.[cuda]'
 with ``PYTHONPATH=.:kernels`` where nothing can be installed::
 
     python benchmarks/gpu/bench_gpu.py                  # GPU and CPU, the full table
+    python benchmarks/gpu/bench_gpu.py --threads 256 512 1024   # a GPU column per block size
     python benchmarks/gpu/bench_gpu.py --cpu-only       # the CPU column alone, no GPU needed
     NUMBA_ENABLE_CUDASIM=1 python benchmarks/gpu/bench_gpu.py --smoke   # tiny, on the simulator
 
 First the GPU's rates are checked against the CPU's on seeded random batches (relative 1e-9),
 then each size's batch is timed end to end (host-device copies included) and a table of
-instances per second is printed. Exit status: 0 on success, 1 if the GPU and CPU disagree,
-2 if the CUDA backend cannot run here (without ``--cpu-only``).
+instances per second is printed, with a GPU column for each largest block size asked for
+(``--threads``; the launcher's default when none is). A block size the compiled kernel cannot
+launch (too many registers a thread) is reported and left out. Exit status: 0 on success, 1
+if the GPU and CPU disagree, 2 if the CUDA backend cannot run here (without ``--cpu-only``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.metadata
 import os
 import sys
 import time
+from collections.abc import Iterator
 
 import numba
 import numpy as np
@@ -92,6 +97,36 @@ def best_time(solve, repeats: int) -> float:
     return best
 
 
+@contextlib.contextmanager
+def largest_block(threads: int) -> Iterator[None]:
+    """Let the CUDA launcher use blocks of up to ``threads`` threads inside the ``with``."""
+    from flowsim_kernels import cuda_maxmin
+
+    default = cuda_maxmin.MAX_THREADS_PER_BLOCK
+    cuda_maxmin.MAX_THREADS_PER_BLOCK = threads
+    try:
+        yield
+    finally:
+        cuda_maxmin.MAX_THREADS_PER_BLOCK = default
+
+
+def launchable(threads: list[int]) -> list[int]:
+    """The block sizes of ``threads`` that the compiled kernel can launch; prints its resources.
+
+    Call after the kernel ran once, so that it is compiled. The simulator launches any size.
+    """
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        return threads
+    from flowsim_kernels.cuda_maxmin import max_min_fair_batch_kernel
+
+    kernel = next(iter(max_min_fair_batch_kernel.overloads.values()))
+    print(f"kernel: {kernel.regs_per_thread} registers a thread, blocks of up to {kernel.max_threads_per_block} threads")
+    for n in threads:
+        if n > kernel.max_threads_per_block:
+            print(f"  blocks of {n} threads cannot launch: left out")
+    return [n for n in threads if n <= kernel.max_threads_per_block]
+
+
 def describe_machine(use_cuda: bool) -> None:
     print(f"numba {numba.__version__}, numpy {np.__version__}, {numba.get_num_threads()} CPU threads")
     if use_cuda:
@@ -107,6 +142,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu-only", action="store_true", help="time the CPU path alone")
     parser.add_argument("--repeats", type=int, default=3, help="timed calls per size (best counts)")
     parser.add_argument("--seed", type=int, default=20261130)
+    parser.add_argument(
+        "--threads",
+        type=int,
+        nargs="+",
+        metavar="N",
+        help="largest block sizes to time, powers of two (default: the launcher's)",
+    )
     args = parser.parse_args(argv)
 
     use_cuda = not args.cpu_only
@@ -119,13 +161,23 @@ def main(argv: list[str] | None = None) -> int:
     describe_machine(use_cuda)
     rng = np.random.default_rng(args.seed)
 
+    threads: list[int] = []
     if use_cuda:
+        from flowsim_kernels import cuda_maxmin
+
+        checks = [(random_batch(rng, *c), c[3]) for c in (SMOKE_CHECKS if args.smoke else CHECKS)]
+        checks[0][0].solve("cuda")  # compiles the kernel, so that launchable() can read it
+        threads = launchable(args.threads or [cuda_maxmin.MAX_THREADS_PER_BLOCK])
+        if not threads:
+            return 2
         print(f"checking GPU against CPU (relative {RTOL:g}):")
         ok = True
-        for n_flows, n_links, n_instances, ties in SMOKE_CHECKS if args.smoke else CHECKS:
-            problem = random_batch(rng, n_flows, n_links, n_instances, ties)
-            what = f"{n_instances} x {n_flows} flows over {n_links} links{', ties' if ties else ''}"
-            ok &= agree(problem.solve("cuda"), problem.solve("cpu"), what)
+        for problem, ties in checks:
+            cpu_rates = problem.solve("cpu")
+            what = f"{problem.n_instances} x {problem.n_flows} flows over {problem.n_links} links{', ties' if ties else ''}"
+            for n in threads:
+                with largest_block(n):
+                    ok &= agree(problem.solve("cuda"), cpu_rates, f"{what}, blocks <= {n}")
         if not ok:
             return 1
 
@@ -146,17 +198,23 @@ def main(argv: list[str] | None = None) -> int:
         incidences = problem.routes.n_incidences
         row = [f"{n_flows:,}", f"{n_links:,}", f"{incidences:,}", f"{cpu_instances:,}", f"{cpu_rate:,.0f}"]
         if use_cuda:
-            gpu_s = best_time(lambda p=problem: p.solve("cuda"), args.repeats)
-            gpu_rate = gpu_instances / gpu_s
-            gpu_rates = problem.solve("cuda")[:cpu_instances]
-            if not agree(gpu_rates, cpu_problem.solve("cpu"), f"timed batch, {n_flows} flows"):
-                return 1
-            row += [f"{gpu_instances:,}", f"{gpu_rate:,.0f}", f"{gpu_rate / cpu_rate:.1f}x"]
+            row.append(f"{gpu_instances:,}")
+            cpu_rates = cpu_problem.solve("cpu")
+            best_rate = 0.0
+            for n in threads:
+                with largest_block(n):
+                    gpu_s = best_time(lambda p=problem: p.solve("cuda"), args.repeats)
+                    what = f"timed batch, {n_flows} flows, blocks <= {n}"
+                    if not agree(problem.solve("cuda")[:cpu_instances], cpu_rates, what):
+                        return 1
+                row.append(f"{gpu_instances / gpu_s:,.0f}")
+                best_rate = max(best_rate, gpu_instances / gpu_s)
+            row.append(f"{best_rate / cpu_rate:.1f}x")
         rows.append(row)
 
     header = ["flows", "links", "incidences", "CPU batch", "CPU inst/s"]
     if use_cuda:
-        header += ["GPU batch", "GPU inst/s", "GPU/CPU"]
+        header += ["GPU batch", *(f"GPU<={n} inst/s" for n in threads), "best GPU/CPU"]
     widths = [max(len(h), *(len(r[j]) for r in rows)) for j, h in enumerate(header)]
     print()
     print("  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True)))

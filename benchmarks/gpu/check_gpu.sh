@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every GPU check in one go, for a machine with an NVIDIA GPU and numba-cuda:
 # the CUDA tests on the real device, the rates sweep and `flowsim rates` on the cuda
-# backend, then the GPU-against-CPU throughput table. Logs go to DIR (default gpu-logs/).
+# backend, then the GPU-against-CPU throughput table for blocks of up to 256, 512 and 1024
+# threads (the launcher's default is the 1024 column). Logs go to DIR (default gpu-logs/).
 #
 #   bash benchmarks/gpu/check_gpu.sh [DIR]
 #
@@ -35,5 +36,5 @@ step sweep python3 -m flowsim.cli sweep data/sweeps/rail_cluster_rates.toml \
     -o "$logs/rail_cluster_rates.h5" --backend cuda
 step rates python3 -m flowsim.cli rates data/scenarios/rail_optimized_cluster.toml \
     --backend cuda --scale 0.5 1 2 4
-step bench python3 benchmarks/gpu/bench_gpu.py
+step bench python3 benchmarks/gpu/bench_gpu.py --threads 256 512 1024
 exit $status

@@ -68,8 +68,10 @@ class BatchProblem:
     """Instances sharing one set of routes, checked once and held as the kernels' arrays.
 
     Build with :meth:`build`, then :meth:`solve` on any backend. ``capacity_Bps`` is
-    float64[n_instances, n_links]; ``weight`` and ``cap_Bps`` are float64[n_instances, n_flows]
-    (shared values are repeated per instance). All arrays are C-contiguous and read-only.
+    float64[n_instances, n_links]; ``weight`` and ``cap_Bps`` are float64[n_instances, n_flows].
+    All arrays are read-only; weights or caps given once for every instance are held as one
+    row broadcast over the instances (a first stride of 0), so the CUDA backend sends that
+    row to the GPU once. The other arrays are C-contiguous.
     """
 
     routes: Routes
@@ -123,8 +125,8 @@ class BatchProblem:
             problem.link_flow_indptr,
             problem.link_flow_indices,
             capacity,
-            _read_only(np.broadcast_to(problem.weight if weight is None or weight.ndim == 1 else weight, shape)),
-            _read_only(np.broadcast_to(problem.cap_Bps if cap is None or cap.ndim == 1 else cap, shape)),
+            np.broadcast_to(problem.weight, shape) if weight is None or weight.ndim == 1 else _read_only(weight),
+            np.broadcast_to(problem.cap_Bps, shape) if cap is None or cap.ndim == 1 else _read_only(cap),
         )
 
     @property
@@ -148,23 +150,14 @@ class BatchProblem:
         ``"cuda"`` where it can run, else ``"cpu"``.
         """
         rate = np.empty((self.n_instances, self.n_flows), dtype=np.float64)
-        args = (
-            self.routes.flow_link_indptr,
-            self.routes.flow_link_indices,
-            self.link_flow_indptr,
-            self.link_flow_indices,
-            self.capacity_Bps,
-            self.weight,
-            self.cap_Bps,
-            float(tie_rel_tol),
-            rate,
-        )
+        routes = (self.routes.flow_link_indptr, self.routes.flow_link_indices, self.link_flow_indptr, self.link_flow_indices)
         if resolve_backend(backend) == "cuda":
             from flowsim_kernels.cuda_maxmin import max_min_fair_batch_cuda
 
-            max_min_fair_batch_cuda(*args)
+            max_min_fair_batch_cuda(*routes, self.capacity_Bps, self.weight, self.cap_Bps, float(tie_rel_tol), rate)
         else:
-            max_min_fair_batch(*args)
+            weight, cap = np.ascontiguousarray(self.weight), np.ascontiguousarray(self.cap_Bps)
+            max_min_fair_batch(*routes, self.capacity_Bps, weight, cap, float(tie_rel_tol), rate)
         return rate
 
 

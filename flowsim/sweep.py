@@ -764,8 +764,8 @@ def _solve_batch(batch: _Batch, metrics: Sequence[str], backend: str) -> list[Ru
         problem = BatchProblem.build(
             batch.routes,
             np.stack([r.capacity_Bps for r in runs]),
-            np.stack([r.weight for r in runs]),
-            np.stack([r.cap_Bps for r in runs]),
+            _once_or_stacked([r.weight for r in runs]),
+            _once_or_stacked([r.cap_Bps for r in runs]),
         )
         rates = problem.solve(backend)
     except Exception as err:  # noqa: BLE001 - recorded in every row of the batch
@@ -781,6 +781,14 @@ def _solve_batch(batch: _Batch, metrics: Sequence[str], backend: str) -> list[Ru
         wall_s = built.build_s + share + time.perf_counter() - begin
         records.append(RunRecord(built.run.key, built.run.params, "ok", "", values, wall_s))
     return records
+
+
+def _once_or_stacked(rows: list[np.ndarray]) -> np.ndarray:
+    """One row when every run has the same values (as in a sweep over capacities), which a
+    batch keeps once for all its instances; else one row per run."""
+    if all(np.array_equal(row, rows[0]) for row in rows[1:]):
+        return rows[0]
+    return np.stack(rows)
 
 
 class _RatesSolver:

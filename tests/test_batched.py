@@ -99,8 +99,14 @@ def test_problem_holds_checked_arrays_and_is_reusable():
     problem = BatchProblem.build([[0, 1], [0], [1]], [[1.0, 2.0], [2.0, 4.0]], weights=[1.0, 1.0, 2.0])
     assert (problem.n_instances, problem.n_flows, problem.n_links) == (2, 3, 2)
     for arr in (problem.capacity_Bps, problem.weight, problem.cap_Bps):
-        assert arr.dtype == np.float64 and arr.flags.c_contiguous and not arr.flags.writeable
+        assert arr.dtype == np.float64 and not arr.flags.writeable
+    assert problem.capacity_Bps.flags.c_contiguous
+    # Weights and caps given once are one row broadcast over the instances.
     assert problem.weight.shape == problem.cap_Bps.shape == (2, 3)
+    assert problem.weight.strides == problem.cap_Bps.strides == (0, 8)
+    own = BatchProblem.build([[0, 1], [0], [1]], [[1.0, 2.0], [2.0, 4.0]], weights=[[1.0, 1.0, 2.0]] * 2)
+    assert own.weight.flags.c_contiguous and own.weight.strides == (24, 8)
+    np.testing.assert_array_equal(own.solve(), problem.solve())
     np.testing.assert_array_equal(problem.solve(), problem.solve())
     np.testing.assert_allclose(problem.solve()[1], [1.0, 1.0, 3.0])
 

@@ -158,6 +158,27 @@ def test_rates_do_not_depend_on_the_block_size(rng, monkeypatch):
 
 
 @needs_cuda
+def test_inputs_shared_by_all_instances_give_the_same_rates(rng):
+    # Weights and caps given once (broadcast over the instances, as in a sweep over
+    # capacities) cross to the GPU as one row, and capacities given once likewise.
+    routes, capacity, weight, cap = random_batch(rng, 4, 60, 12, 4, p_capped=0.5)
+    shared = BatchProblem.build(routes, capacity, weight[0], cap[0])
+    assert shared.weight.strides[0] == 0 and shared.cap_Bps.strides[0] == 0
+    own = BatchProblem.build(routes, capacity, np.tile(weight[0], (4, 1)), np.tile(cap[0], (4, 1)))
+    rates = shared.solve("cuda")
+    np.testing.assert_array_equal(rates, own.solve("cuda"))
+    np.testing.assert_allclose(rates, shared.solve("cpu"), rtol=1e-9)
+
+    one_capacity = BatchProblem(
+        shared.routes, shared.link_flow_indptr, shared.link_flow_indices,
+        np.broadcast_to(capacity[0], capacity.shape), weight, cap,
+    )
+    rates = one_capacity.solve("cuda")
+    np.testing.assert_allclose(rates, one_capacity.solve("cpu"), rtol=1e-9)
+    np.testing.assert_array_equal(rates[1], BatchProblem.build(routes, capacity[:1], weight[1], cap[1]).solve("cuda")[0])
+
+
+@needs_cuda
 def test_launcher_refuses_more_flows_than_int32_numbers():
     from flowsim_kernels.cuda_maxmin import max_min_fair_batch_cuda
 

@@ -456,6 +456,8 @@ PARKING_FLOWS = "name,src,dst,size_bytes\nf1,a,c,1e9\nf2,a,b,5e8\nf3,b,c,3e9\n"
 #: copy (an empty route): other routes, so another batch.
 OTHER_FLOWS = ("name,src,dst,size_bytes,weight,cap_Bps,start_s,depends_on\n"
                "g1,a,c,2e9,2,,,\ng2,a,b,1e9,,3e8,0.5,g1\ng3,b,c,0,,,,\ng4,b,c,1e9,,,,\ng5,a,a,1e9,,4e8,,\n")
+#: The parking lot's flows with other weights and a cap: the same routes, so the same batch.
+WEIGHTED_FLOWS = "name,src,dst,size_bytes,weight,cap_Bps\nf1,a,c,1e9,3,\nf2,a,b,5e8,1,2e8\nf3,b,c,3e9,1,\n"
 #: A local copy with no rate cap: no finite rate, so the run fails.
 UNLIMITED_FLOWS = "name,src,dst,size_bytes\nh1,a,c,1e9\nh2,a,a,1e9\n"
 
@@ -463,6 +465,7 @@ UNLIMITED_FLOWS = "name,src,dst,size_bytes\nh1,a,c,1e9\nh2,a,a,1e9\n"
 def parking_spec(tmp_path: Path, axes: str, metrics=RATE_METRICS, solve: str = "rates") -> Path:
     (tmp_path / "parking.csv").write_text(PARKING_FLOWS)
     (tmp_path / "other.csv").write_text(OTHER_FLOWS)
+    (tmp_path / "weighted.csv").write_text(WEIGHTED_FLOWS)
     (tmp_path / "unlimited.csv").write_text(UNLIMITED_FLOWS)
     (tmp_path / "parking.toml").write_text(PARKING)
     spec = tmp_path / "sweep.toml"
@@ -727,14 +730,25 @@ def test_cli_backend_cuda_here_says_what_is_missing(tmp_path, capsys):
     assert "flowsim: error: backend 'cuda'" in capsys.readouterr().err
 
 
+def test_rates_runs_that_differ_in_weights_and_caps_share_a_batch(tmp_path, solves):
+    spec = parking_spec(tmp_path, '[sweep.grid]\n"workload.flows" = ["parking.csv", "weighted.csv"]\n'
+                                  '"topology.links.1.capacity_Bps" = [2e9, 0.5e9]\n')
+    sweep = load_sweep(spec)
+    outcome = run_sweep(sweep, tmp_path / "out.h5")
+    assert (outcome.n_failed, outcome.n_batches) == (0, 1) and solves == [4]
+    assert assert_matches_slow_loop(sweep, read_results(outcome.output).columns) == 1
+
+
 @pytest.mark.skipif("cuda" not in available_backends(),
                     reason="no CUDA backend here: needs numba-cuda and a GPU, or NUMBA_ENABLE_CUDASIM=1")
 def test_rates_on_cuda_match_the_slow_loop(tmp_path, solves):
-    spec = parking_spec(tmp_path, '[sweep.grid]\n"workload.flows" = ["parking.csv", "other.csv"]\n'
+    # One batch whose runs share weights and caps (sent to the GPU once), one whose runs
+    # differ in them.
+    spec = parking_spec(tmp_path, '[sweep.grid]\n"workload.flows" = ["parking.csv", "other.csv", "weighted.csv"]\n'
                                   '"topology.links.1.capacity_Bps" = [2e9, 3e9, 0.5e9]\n')
     sweep = load_sweep(spec)
     outcome = run_sweep(sweep, tmp_path / "out.h5", backend="cuda")
-    assert (outcome.backend, outcome.n_failed, outcome.n_batches) == ("cuda", 0, 2) and solves == [3, 3]
+    assert (outcome.backend, outcome.n_failed, outcome.n_batches) == ("cuda", 0, 2) and sorted(solves) == [3, 6]
     columns = read_results(outcome.output).columns
     assert assert_matches_slow_loop(sweep, columns, rtol=1e-9) == 2
     np.testing.assert_allclose(columns["drain_at_rates_s"][:3], [2.0, 2.0, 12.0], rtol=1e-9)

@@ -5,6 +5,7 @@ with ``PYTHONPATH=.:kernels`` where nothing can be installed::
 
     python benchmarks/gpu/bench_gpu.py                  # GPU and CPU, the full table
     python benchmarks/gpu/bench_gpu.py --threads 256 512 1024   # a GPU column per block size
+    python benchmarks/gpu/bench_gpu.py --shared         # instances share weights and caps
     python benchmarks/gpu/bench_gpu.py --cpu-only       # the CPU column alone, no GPU needed
     NUMBA_ENABLE_CUDASIM=1 python benchmarks/gpu/bench_gpu.py --smoke   # tiny, on the simulator
 
@@ -44,10 +45,10 @@ RTOL = 1e-9
 
 
 def random_batch(
-    rng: np.random.Generator, n_flows: int, n_links: int, n_instances: int, ties: bool = False
+    rng: np.random.Generator, n_flows: int, n_links: int, n_instances: int, ties: bool = False, shared: bool = False
 ) -> BatchProblem:
     """Shared routes of 2 to 6 distinct links (``n_links >= 2``); capacities, weights and
-    20% caps per instance.
+    20% caps per instance, or with ``shared`` weights and caps drawn once for all instances.
 
     With ``ties``, capacities are small integers and weights 1, so many links saturate at
     exactly the same level.
@@ -64,7 +65,7 @@ def random_batch(
     walk = np.cumsum(steps)
     walk -= np.repeat(walk[starts] - steps[starts], hops)
     routes = Routes.from_csr(indptr, walk % n_links, n_links)
-    shape = (n_instances, n_flows)
+    shape = (n_flows,) if shared else (n_instances, n_flows)
     if ties:
         capacity = rng.integers(1, 4, (n_instances, n_links)) * 40.0
         weight = np.ones(shape)
@@ -143,6 +144,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="timed calls per size (best counts)")
     parser.add_argument("--seed", type=int, default=20261130)
     parser.add_argument(
+        "--shared",
+        action="store_true",
+        help="time batches whose instances share weights and caps (a sweep over capacities)",
+    )
+    parser.add_argument(
         "--threads",
         type=int,
         nargs="+",
@@ -184,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for n_flows, gpu_instances, cpu_instances in SMOKE_SIZES if args.smoke else SIZES:
         n_links = max(8, n_flows // 8)
-        problem = random_batch(rng, n_flows, n_links, gpu_instances if use_cuda else cpu_instances)
+        problem = random_batch(rng, n_flows, n_links, gpu_instances if use_cuda else cpu_instances, shared=args.shared)
         cpu_problem = BatchProblem(
             problem.routes,
             problem.link_flow_indptr,

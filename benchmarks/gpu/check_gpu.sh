@@ -2,7 +2,8 @@
 # Every GPU check in one go, for a machine with an NVIDIA GPU and numba-cuda:
 # the CUDA tests on the real device, the rates sweep and `flowsim rates` on the cuda
 # backend, then the GPU-against-CPU throughput table for blocks of up to 256, 512 and 1024
-# threads (the launcher's default is the 1024 column). Logs go to DIR (default gpu-logs/).
+# threads (the launcher's default is the 1024 column), and once more with weights and caps
+# shared by all instances, as in a sweep over capacities. Logs go to DIR (default gpu-logs/).
 #
 #   bash benchmarks/gpu/check_gpu.sh [DIR]
 #
@@ -37,4 +38,5 @@ step sweep python3 -m flowsim.cli sweep data/sweeps/rail_cluster_rates.toml \
 step rates python3 -m flowsim.cli rates data/scenarios/rail_optimized_cluster.toml \
     --backend cuda --scale 0.5 1 2 4
 step bench python3 benchmarks/gpu/bench_gpu.py --threads 256 512 1024
+step bench-shared python3 benchmarks/gpu/bench_gpu.py --shared
 exit $status

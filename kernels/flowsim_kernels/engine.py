@@ -147,6 +147,12 @@ def simulate_flows(
     fl_idx = inp.flow_link_indices
     capacity = inp.capacity_Bps
     weight = inp.weight
+    # Locals rather than fields of inp inside the loops: reading an array field of the
+    # tuple takes a new reference each time (an atomic increment and decrement).
+    cap_Bps = inp.cap_Bps
+    size_bytes = inp.size_bytes
+    start_s = inp.start_s
+    delay_s = inp.delay_s
 
     # Per link, a slot range (its static CSR row) holding the flows transferring over it,
     # with each one's rate, level and weight side by side so that link scans read memory in
@@ -169,7 +175,7 @@ def simulate_flows(
 
     phase = np.zeros(n_flows, dtype=np.int64)
     rate = np.zeros(n_flows, dtype=np.float64)
-    remaining = inp.size_bytes.copy()
+    remaining = size_bytes.copy()
     settled_at = np.zeros(n_flows, dtype=np.float64)
     ready_s[:] = np.nan
     transfer_start_s[:] = np.nan
@@ -215,7 +221,7 @@ def simulate_flows(
     n_ev = 0
     for f in range(n_flows):
         if n_waiting[f] == 0:
-            n_ev = heap_push(ev_keys, ev_items, n_ev, inp.start_s[f], f * 2 + _READY)
+            n_ev = heap_push(ev_keys, ev_items, n_ev, start_s[f], f * 2 + _READY)
     fin_keys = np.empty(n_flows, dtype=np.float64)
     fin_items = np.empty(n_flows, dtype=np.int64)
     fin_position = np.full(n_flows, -1, dtype=np.int64)
@@ -264,7 +270,7 @@ def simulate_flows(
                 kind = _TRANSFER
             if kind == _TRANSFER:
                 transfer_start_s[f] = t
-                if inp.size_bytes[f] > 0:
+                if size_bytes[f] > 0:
                     phase[f] = _ACTIVE
                     settled_at[f] = t
                     for k in range(fl_ptr[f], fl_ptr[f + 1]):
@@ -303,7 +309,7 @@ def simulate_flows(
                 g = dependents[k]
                 n_waiting[g] -= 1
                 if n_waiting[g] == 0:
-                    n_ev = heap_push(ev_keys, ev_items, n_ev, max(inp.start_s[g], t + inp.delay_s[g]), g * 2 + _READY)
+                    n_ev = heap_push(ev_keys, ev_items, n_ev, max(start_s[g], t + delay_s[g]), g * 2 + _READY)
         if n_arr == 0 and n_dep == 0:
             continue
 
@@ -318,7 +324,7 @@ def simulate_flows(
             n_touched = _touch_route(f, fl_ptr, fl_idx, link_mark, touched, n_touched)
         for i in range(n_arr):
             f = arrivals[i]
-            bound = inp.cap_Bps[f] / weight[f]
+            bound = cap_Bps[f] / weight[f]
             for k in range(fl_ptr[f], fl_ptr[f + 1]):
                 link = fl_idx[k]
                 start = link_slot_start[link]
@@ -365,7 +371,7 @@ def simulate_flows(
                     if slot_val[s, _S_LEVEL] < floor:
                         continue
                     h = slot_flow[s]
-                    if change == _LOSES and _held_elsewhere(h, slot_val[s, _S_RATE], inp, link_push, link_sat_level):
+                    if change == _LOSES and _held_elsewhere(h, slot_val[s, _S_RATE], cap_Bps, weight, fl_ptr, fl_idx, link_push, link_sat_level):
                         continue
                     n_region, n_touched = _join(
                         h, in_region, region, n_region, fl_ptr, fl_idx, inc_slot, slot_val,
@@ -401,7 +407,7 @@ def simulate_flows(
             # saturate are ordered. region_load holds those upper bounds here.
             for i in range(n_region):
                 g = region[i]
-                most = inp.cap_Bps[g]
+                most = cap_Bps[g]
                 for k in range(fl_ptr[g], fl_ptr[g + 1]):
                     most = min(most, state[fl_idx[k], RESIDUAL])
                 most = max(most, 0.0)
@@ -414,7 +420,7 @@ def simulate_flows(
                 region_load[link] = 0.0
             progressive_fill(
                 region[:n_region], touched[:n_touched], in_region, frozen, fl_ptr, fl_idx,
-                link_slot_start, link_slot_count, slot_flow, weight, inp.cap_Bps,
+                link_slot_start, link_slot_count, slot_flow, weight, cap_Bps,
                 tie_rel_tol, state, fill_heap_keys, fill_heap_items, new_rate,
             )
             n_resolved += n_region
@@ -452,7 +458,7 @@ def simulate_flows(
                         continue
                     visit_stamp[h] = stamp
                     r = new_rate[h] if settled[h] else rate[h]
-                    if not _has_bottleneck(h, r, inp, link_mark, new_sat_level, link_sat_level):
+                    if not _has_bottleneck(h, r, cap_Bps, weight, fl_ptr, fl_idx, link_mark, new_sat_level, link_sat_level):
                         lowest_move = min(lowest_move, r / weight[h])
                         pending[h] = True
                         to_join[n_join] = h
@@ -460,7 +466,7 @@ def simulate_flows(
             for i in range(n_settled):
                 h = settled_list[i]
                 if settled[h] and not pending[h]:
-                    if not _has_bottleneck(h, new_rate[h], inp, link_mark, new_sat_level, link_sat_level):
+                    if not _has_bottleneck(h, new_rate[h], cap_Bps, weight, fl_ptr, fl_idx, link_mark, new_sat_level, link_sat_level):
                         lowest_move = min(lowest_move, new_rate[h] / weight[h])
                         pending[h] = True
                         to_join[n_join] = h
@@ -468,7 +474,7 @@ def simulate_flows(
             # Re-solved flows must top their bottleneck: fixed flows above them there give way.
             for i in range(n_region):
                 g = region[i]
-                if _has_bottleneck(g, new_rate[g], inp, link_mark, new_sat_level, link_sat_level):
+                if _has_bottleneck(g, new_rate[g], cap_Bps, weight, fl_ptr, fl_idx, link_mark, new_sat_level, link_sat_level):
                     continue
                 lowest_move = min(lowest_move, new_rate[g] / weight[g])
                 ceiling = new_rate[g] / weight[g] * (1.0 + _CHECK_REL_TOL)
@@ -608,13 +614,13 @@ def _join(g, in_region, region, n_region, fl_ptr, fl_idx, inc_slot, slot_val, li
 
 
 @njit(cache=True)
-def _has_bottleneck(g, r, inp, link_mark, new_sat_level, link_sat_level):
+def _has_bottleneck(g, r, cap_Bps, weight, fl_ptr, fl_idx, link_mark, new_sat_level, link_sat_level):
     """Is flow ``g`` at rate ``r`` capped, or the largest level on a saturated link?"""
-    if r >= inp.cap_Bps[g] * (1.0 - _CHECK_REL_TOL):
+    if r >= cap_Bps[g] * (1.0 - _CHECK_REL_TOL):
         return True
-    level = r / inp.weight[g]
-    for k in range(inp.flow_link_indptr[g], inp.flow_link_indptr[g + 1]):
-        link = inp.flow_link_indices[k]
+    level = r / weight[g]
+    for k in range(fl_ptr[g], fl_ptr[g + 1]):
+        link = fl_idx[k]
         top = new_sat_level[link] if link_mark[link] else link_sat_level[link]
         if top >= 0 and level >= top * (1.0 - _CHECK_REL_TOL):
             return True
@@ -622,13 +628,13 @@ def _has_bottleneck(g, r, inp, link_mark, new_sat_level, link_sat_level):
 
 
 @njit(cache=True)
-def _held_elsewhere(h, r, inp, link_push, link_sat_level):
+def _held_elsewhere(h, r, cap_Bps, weight, fl_ptr, fl_idx, link_push, link_sat_level):
     """Does flow ``h`` at rate ``r`` stay put through its cap or an unchanged saturated link?"""
-    if r >= inp.cap_Bps[h] * (1.0 - _CHECK_REL_TOL):
+    if r >= cap_Bps[h] * (1.0 - _CHECK_REL_TOL):
         return True
-    level = r / inp.weight[h]
-    for k in range(inp.flow_link_indptr[h], inp.flow_link_indptr[h + 1]):
-        link = inp.flow_link_indices[k]
+    level = r / weight[h]
+    for k in range(fl_ptr[h], fl_ptr[h + 1]):
+        link = fl_idx[k]
         top = link_sat_level[link]
         if link_push[link] == 0 and top >= 0 and level >= top * (1.0 - _CHECK_REL_TOL):
             return True

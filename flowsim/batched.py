@@ -150,14 +150,22 @@ class BatchProblem:
         ``"cuda"`` where it can run, else ``"cpu"``.
         """
         rate = np.empty((self.n_instances, self.n_flows), dtype=np.float64)
-        routes = (self.routes.flow_link_indptr, self.routes.flow_link_indices, self.link_flow_indptr, self.link_flow_indices)
+        args = (
+            self.routes.flow_link_indptr,
+            self.routes.flow_link_indices,
+            self.link_flow_indptr,
+            self.link_flow_indices,
+            # The kernels take one row for all instances where they share their values.
+            *(a[:1] if a.strides[0] == 0 else a for a in (self.capacity_Bps, self.weight, self.cap_Bps)),
+            float(tie_rel_tol),
+            rate,
+        )
         if resolve_backend(backend) == "cuda":
             from flowsim_kernels.cuda_maxmin import max_min_fair_batch_cuda
 
-            max_min_fair_batch_cuda(*routes, self.capacity_Bps, self.weight, self.cap_Bps, float(tie_rel_tol), rate)
+            max_min_fair_batch_cuda(*args)
         else:
-            weight, cap = np.ascontiguousarray(self.weight), np.ascontiguousarray(self.cap_Bps)
-            max_min_fair_batch(*routes, self.capacity_Bps, weight, cap, float(tie_rel_tol), rate)
+            max_min_fair_batch(*args)
         return rate
 
 

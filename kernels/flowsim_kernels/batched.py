@@ -1,5 +1,6 @@
 """Many max-min fair-share instances over one set of routes, solved on all CPU cores."""
 
+import numpy as np
 from numba import njit, prange
 
 from flowsim_kernels.maxmin import max_min_fair
@@ -27,13 +28,15 @@ def max_min_fair_batch(
     link_flow_indptr : int64[n_links + 1]
     link_flow_indices : int64[n_incidences]
         Its transpose: the flows crossing each link. Not mutated.
-    capacity_Bps : float64[n_instances, n_links]
-        Link capacities (B/s) of each instance, finite and > 0. C-contiguous. Not mutated.
-    weight : float64[n_instances, n_flows]
-        Flow weights of each instance, finite and > 0. C-contiguous. Not mutated.
-    cap_Bps : float64[n_instances, n_flows]
-        Flow rate caps (B/s) of each instance, > 0; ``inf`` for none. A flow with no link must
-        have a finite cap. C-contiguous. Not mutated.
+    capacity_Bps : float64[n_instances or 1, n_links]
+        Link capacities (B/s) of each instance, finite and > 0; one row serves every
+        instance. C-contiguous. Not mutated.
+    weight : float64[n_instances or 1, n_flows]
+        Flow weights of each instance, finite and > 0; one row serves every instance.
+        C-contiguous. Not mutated.
+    cap_Bps : float64[n_instances or 1, n_flows]
+        Flow rate caps (B/s) of each instance, > 0; ``inf`` for none; one row serves every
+        instance. A flow with no link must have a finite cap. C-contiguous. Not mutated.
     tie_rel_tol : float
         Links (and caps) whose fair level is within this relative distance of the lowest one
         are frozen in the same round.
@@ -56,15 +59,21 @@ def max_min_fair_batch(
     incidences, N_L links carrying flows, R re-queued links and F_c capped flows, divided
     among the threads; each instance allocates its own O(n_flows + n_links) work arrays.
     """
-    for i in prange(capacity_Bps.shape[0]):
+    for i in prange(rate_Bps.shape[0]):
         max_min_fair(
             flow_link_indptr,
             flow_link_indices,
             link_flow_indptr,
             link_flow_indices,
-            capacity_Bps[i],
-            weight[i],
-            cap_Bps[i],
+            capacity_Bps[_row(capacity_Bps, i)],
+            weight[_row(weight, i)],
+            cap_Bps[_row(cap_Bps, i)],
             tie_rel_tol,
             rate_Bps[i],
         )
+
+
+@njit(cache=True, inline="always")
+def _row(values, i):
+    """Row of instance ``i`` in per-instance ``values``: its own, or the one row shared by all."""
+    return np.int64(i) if values.shape[0] > 1 else np.int64(0)  # prange's index may be unsigned

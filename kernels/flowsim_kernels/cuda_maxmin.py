@@ -277,12 +277,11 @@ def max_min_fair_batch_cuda(
     ----------
     flow_link_indptr, flow_link_indices, link_flow_indptr, link_flow_indices : int64 arrays
         Shared routes and their transpose, as for the kernel. Not mutated.
-    capacity_Bps : float64[n_instances, n_links]
-    weight : float64[n_instances, n_flows]
-    cap_Bps : float64[n_instances, n_flows]
-        As for the kernel, C-contiguous along flows (links); one broadcast over the instances
-        (a first stride of 0, as ``np.broadcast_to`` gives) crosses to the GPU as one row.
-        Not mutated.
+    capacity_Bps : float64[n_instances or 1, n_links]
+    weight : float64[n_instances or 1, n_flows]
+    cap_Bps : float64[n_instances or 1, n_flows]
+        As for the kernel, C-contiguous; one row serves every instance (it crosses to the GPU
+        once). Not mutated.
     tie_rel_tol : float
     rate_Bps : float64[n_instances, n_flows]
         Output (B/s), C-contiguous. Mutated.
@@ -304,7 +303,7 @@ def max_min_fair_batch_cuda(
     stream = cuda.stream()
     routes = (flow_link_indptr, flow_link_indices, link_flow_indptr, link_flow_indices)
     args = [cuda.to_device(a, stream=stream) for a in routes]
-    args += [_per_instance_on_device(a, stream) for a in (capacity_Bps, weight, cap_Bps)]
+    args += [_per_instance_on_device(a, n_instances, stream) for a in (capacity_Bps, weight, cap_Bps)]
     by_link = (n_instances, n_links)
     by_flow = (n_instances, n_flows)
     work = (
@@ -325,15 +324,15 @@ def max_min_fair_batch_cuda(
     stream.synchronize()
 
 
-def _per_instance_on_device(values, stream):
-    """float64[n_instances, n] on the GPU. A row broadcast over the instances (a first
-    stride of 0) crosses once and is repeated there by :func:`repeat_row_kernel`, so that each
-    instance still reads its own row: on an H200, 264 instances of 100k flows all reading
-    one shared row of weights and caps were solved 1.8x slower than with a row each."""
-    if values.size and values.shape[0] > 1 and values.strides[0] == 0:  # numpy gives empty arrays stride 0 too
-        row = cuda.to_device(np.ascontiguousarray(values[0]), stream=stream)
-        out = cuda.device_array(values.shape, dtype=np.float64, stream=stream)
+def _per_instance_on_device(values, n_instances, stream):
+    """float64[n_instances, n] on the GPU from ``values``, one row per instance or one row
+    for all. A shared row crosses once and is repeated there by :func:`repeat_row_kernel`, so
+    that each instance still reads its own row: on an H200, 264 instances of 100k flows all
+    reading one shared row of weights and caps were solved 1.8x slower than with a row each."""
+    if values.shape[0] == n_instances:
+        return cuda.to_device(values, stream=stream)
+    out = cuda.device_array((n_instances, values.shape[1]), dtype=np.float64, stream=stream)
+    if out.size:
         blocks = min(REPEAT_MAX_BLOCKS, -(-out.size // REPEAT_THREADS))
-        repeat_row_kernel[blocks, REPEAT_THREADS, stream](row, out)
-        return out
-    return cuda.to_device(np.ascontiguousarray(values), stream=stream)
+        repeat_row_kernel[blocks, REPEAT_THREADS, stream](cuda.to_device(values[0], stream=stream), out)
+    return out

@@ -371,7 +371,9 @@ def simulate_flows(
                     if slot_val[s, _S_LEVEL] < floor:
                         continue
                     h = slot_flow[s]
-                    if change == _LOSES and _held_elsewhere(h, slot_val[s, _S_RATE], cap_Bps, weight, fl_ptr, fl_idx, link_push, link_sat_level):
+                    if change == _LOSES and _held_elsewhere(
+                        h, slot_val[s, _S_RATE], cap_Bps, weight, fl_ptr, fl_idx, link_push, link_sat_level
+                    ):
                         continue
                     n_region, n_touched = _join(
                         h, in_region, region, n_region, fl_ptr, fl_idx, inc_slot, slot_val,
@@ -458,7 +460,9 @@ def simulate_flows(
                         continue
                     visit_stamp[h] = stamp
                     r = new_rate[h] if settled[h] else rate[h]
-                    if not _has_bottleneck(h, r, cap_Bps, weight, fl_ptr, fl_idx, link_mark, new_sat_level, link_sat_level):
+                    if not _has_bottleneck(
+                        h, r, cap_Bps, weight, fl_ptr, fl_idx, link_mark, new_sat_level, link_sat_level
+                    ):
                         lowest_move = min(lowest_move, r / weight[h])
                         pending[h] = True
                         to_join[n_join] = h
@@ -466,7 +470,9 @@ def simulate_flows(
             for i in range(n_settled):
                 h = settled_list[i]
                 if settled[h] and not pending[h]:
-                    if not _has_bottleneck(h, new_rate[h], cap_Bps, weight, fl_ptr, fl_idx, link_mark, new_sat_level, link_sat_level):
+                    if not _has_bottleneck(
+                        h, new_rate[h], cap_Bps, weight, fl_ptr, fl_idx, link_mark, new_sat_level, link_sat_level
+                    ):
                         lowest_move = min(lowest_move, new_rate[h] / weight[h])
                         pending[h] = True
                         to_join[n_join] = h
@@ -474,7 +480,9 @@ def simulate_flows(
             # Re-solved flows must top their bottleneck: fixed flows above them there give way.
             for i in range(n_region):
                 g = region[i]
-                if _has_bottleneck(g, new_rate[g], cap_Bps, weight, fl_ptr, fl_idx, link_mark, new_sat_level, link_sat_level):
+                if _has_bottleneck(
+                    g, new_rate[g], cap_Bps, weight, fl_ptr, fl_idx, link_mark, new_sat_level, link_sat_level
+                ):
                     continue
                 lowest_move = min(lowest_move, new_rate[g] / weight[g])
                 ceiling = new_rate[g] / weight[g] * (1.0 + _CHECK_REL_TOL)

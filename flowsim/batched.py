@@ -118,15 +118,32 @@ class BatchProblem:
             list(zip(_extremes(weight), _extremes(cap), strict=True)),
             zip(_rows(weight, n_instances), _rows(cap, n_instances), strict=True),
         )
-        shape = (n_instances, routes.n_flows)
-        capacity.flags.writeable = False
+        return cls.from_checked(
+            problem,
+            capacity,
+            problem.weight if weight is None or weight.ndim == 1 else weight,
+            problem.cap_Bps if cap is None or cap.ndim == 1 else cap,
+        )
+
+    @classmethod
+    def from_checked(
+        cls, problem: FairShareProblem, capacity_Bps: np.ndarray, weight: np.ndarray, cap_Bps: np.ndarray
+    ) -> BatchProblem:
+        """A batch over ``problem``'s routes (and their transpose) of instances checked already,
+        each as a :class:`FairShareProblem` over those routes; nothing is checked again.
+
+        ``capacity_Bps`` is float64[n_instances, n_links]; ``weight`` and ``cap_Bps`` are
+        float64[n_flows] for every instance (held as one broadcast row) or
+        float64[n_instances, n_flows].
+        """
+        capacity = _read_only(capacity_Bps)
+        shape = (capacity.shape[0], problem.n_flows)
         return cls(
             problem.routes,
             problem.link_flow_indptr,
             problem.link_flow_indices,
             capacity,
-            np.broadcast_to(problem.weight, shape) if weight is None or weight.ndim == 1 else _read_only(weight),
-            np.broadcast_to(problem.cap_Bps, shape) if cap is None or cap.ndim == 1 else _read_only(cap),
+            *(np.broadcast_to(_read_only(a), shape) if a.ndim == 1 else _read_only(a) for a in (weight, cap_Bps)),
         )
 
     @property

@@ -86,7 +86,7 @@ import numpy as np
 import flowsim
 from flowsim.batched import BatchProblem, resolve_backend
 from flowsim.errors import InputError, read_text_file
-from flowsim.fairshare import SATURATED_REL_TOL
+from flowsim.fairshare import SATURATED_REL_TOL, FairShareProblem
 from flowsim.tomlcheck import Where
 from flowsim.hardware import LinkTier
 from flowsim.nccl import busbw_Bps
@@ -723,8 +723,9 @@ class _RatesRun:
         return 2 * self.capacity_Bps.size + 4 * self.weight.size
 
 
-def _build_rates_run(sweep: Sweep, run: RunSpec) -> tuple[Routes, _RatesRun]:
-    """Build ``run``'s scenario and routes, and check its max-min problem on its own.
+def _build_rates_run(sweep: Sweep, run: RunSpec) -> tuple[FairShareProblem, _RatesRun]:
+    """Build ``run``'s scenario and routes, and check its max-min problem on its own (the
+    problem is returned: its routes and their transpose serve the run's batch).
 
     Raises
     ------
@@ -738,31 +739,36 @@ def _build_rates_run(sweep: Sweep, run: RunSpec) -> tuple[Routes, _RatesRun]:
     flows, problem = rates_problem(scenario)
     built = _RatesRun(run, time.perf_counter() - start, problem.capacity_Bps, scenario.topology.link_tier,
                       problem.weight, problem.cap_Bps, scenario.workload.size_bytes[flows])
-    return problem.routes, built
+    return problem, built
 
 
 @dataclass
 class _Batch:
-    """Runs over the same routes, waiting to be solved together; ``n_values`` counts their
+    """Runs over the same routes, waiting to be solved together: ``first`` is the first run's
+    checked problem, whose routes and transpose the batch uses; ``n_values`` counts the runs'
     values and the routes' flow-link crossings twice (the CSR and its transpose)."""
 
-    routes: Routes
+    first: FairShareProblem
     runs: list[_RatesRun]
     n_values: int
+
+    @property
+    def routes(self) -> Routes:
+        return self.first.routes
 
 
 def _solve_batch(batch: _Batch, metrics: Sequence[str], backend: str) -> list[RunRecord]:
     """Solve a batch with one :meth:`BatchProblem.solve` and compute each run's metrics.
 
-    Each run's ``wall_s`` is its build time, its metric time and an equal share of the
-    batch's check-and-solve time. Should the solve fail (a GPU error), every run of the batch
-    records the error.
+    Each run was checked when it was built, so the batch is not checked again. Each run's
+    ``wall_s`` is its build time, its metric time and an equal share of the batch's solve
+    time. Should the solve fail (a GPU error), every run of the batch records the error.
     """
     start = time.perf_counter()
     runs = batch.runs
     try:
-        problem = BatchProblem.build(
-            batch.routes,
+        problem = BatchProblem.from_checked(
+            batch.first,
             np.stack([r.capacity_Bps for r in runs]),
             _once_or_stacked([r.weight for r in runs]),
             _once_or_stacked([r.cap_Bps for r in runs]),
@@ -810,13 +816,14 @@ class _RatesSolver:
         for run in runs:
             start = time.perf_counter()
             try:
-                routes, built = _build_rates_run(self.sweep, run)
+                problem, built = _build_rates_run(self.sweep, run)
             except Exception as err:  # noqa: BLE001 - recorded in the run's row
                 yield [_failed(run.key, run.params, self.sweep.metrics, err, time.perf_counter() - start)]
                 continue
+            routes = problem.routes
             key = (routes.n_links, routes.flow_link_indptr.tobytes(), routes.flow_link_indices.tobytes())
             if key not in self.waiting:
-                self.waiting[key] = _Batch(routes, [], 2 * routes.n_incidences)
+                self.waiting[key] = _Batch(problem, [], 2 * routes.n_incidences)
                 self.n_values += 2 * routes.n_incidences
             batch = self.waiting[key]
             batch.runs.append(built)

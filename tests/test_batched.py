@@ -11,6 +11,7 @@ import pytest
 
 from flowsim import InputError, Routes, max_min_rates
 from flowsim import batched
+from flowsim.fairshare import FairShareProblem
 from flowsim.batched import BackendUnavailable, BatchProblem, available_backends, resolve_backend, solve_batch
 from instances import random_batch
 from reference import max_min_reference
@@ -109,6 +110,18 @@ def test_problem_holds_checked_arrays_and_is_reusable():
     np.testing.assert_array_equal(own.solve(), problem.solve())
     np.testing.assert_array_equal(problem.solve(), problem.solve())
     np.testing.assert_allclose(problem.solve()[1], [1.0, 1.0, 3.0])
+
+
+def test_from_checked_arranges_instances_checked_one_by_one():
+    routes, capacity = [[0, 1], [0], [1]], np.array([[1.0, 2.0], [2.0, 4.0]])
+    first = FairShareProblem.build(routes, capacity[0], [1.0, 1.0, 2.0], [math.inf, 0.5, math.inf])
+    batch = BatchProblem.from_checked(first, capacity, first.weight, np.array([[math.inf, 0.5, math.inf]] * 2))
+    assert batch.weight.strides == (0, 8) and batch.cap_Bps.flags.c_contiguous
+    assert not (batch.capacity_Bps.flags.writeable or batch.weight.flags.writeable or batch.cap_Bps.flags.writeable)
+    built = BatchProblem.build(routes, capacity, [1.0, 1.0, 2.0], [[math.inf, 0.5, math.inf]] * 2)
+    np.testing.assert_array_equal(batch.solve(), built.solve())
+    # Instance 1: B (4) shared by f0 and f2 (weight 2) at level 4/3, f1 capped at 0.5 on A.
+    np.testing.assert_allclose(batch.solve()[1], [4 / 3, 0.5, 8 / 3])
 
 
 def test_routes_object_empty_routes_and_idle_links():

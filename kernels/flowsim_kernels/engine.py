@@ -188,8 +188,8 @@ def simulate_flows(
 
     # Workspaces of the re-solve.
     state = np.zeros((n_links, 3), dtype=np.float64)
-    fill_heap_keys = np.empty(n_links, dtype=np.float64)
-    fill_heap_items = np.empty(n_links, dtype=np.int64)
+    fill_work_keys = np.empty(3 * n_links + 2 * n_flows, dtype=np.float64)
+    fill_work_items = np.empty(3 * n_links + 2 * n_flows, dtype=np.int64)
     in_region = np.zeros(n_flows, dtype=np.bool_)
     pending = np.zeros(n_flows, dtype=np.bool_)
     settled = np.zeros(n_flows, dtype=np.bool_)
@@ -423,7 +423,7 @@ def simulate_flows(
             progressive_fill(
                 region[:n_region], touched[:n_touched], in_region, frozen, fl_ptr, fl_idx,
                 link_slot_start, link_slot_count, slot_flow, weight, cap_Bps,
-                tie_rel_tol, state, fill_heap_keys, fill_heap_items, new_rate,
+                tie_rel_tol, state, fill_work_keys, fill_work_items, new_rate,
             )
             n_resolved += n_region
             for i in range(n_region):

@@ -75,13 +75,13 @@ def max_min_fair(
     flows = np.arange(n_flows)
     in_fill = np.ones(n_flows, dtype=np.bool_)
     frozen = np.zeros(n_flows, dtype=np.bool_)
-    heap_keys = np.empty(n_busy, dtype=np.float64)
-    heap_items = np.empty(n_busy, dtype=np.int64)
+    work_keys = np.empty(3 * n_busy + 2 * n_flows, dtype=np.float64)
+    work_items = np.empty(3 * n_busy + 2 * n_flows, dtype=np.int64)
     return progressive_fill(
         flows, busy, in_fill, frozen,
         flow_link_indptr, flow_link_indices,
         link_flow_indptr[:-1], np.diff(link_flow_indptr), link_flow_indices,
-        weight, cap_Bps, tie_rel_tol, state, heap_keys, heap_items, rate_Bps,
+        weight, cap_Bps, tie_rel_tol, state, work_keys, work_items, rate_Bps,
     )
 
 
@@ -100,8 +100,8 @@ def progressive_fill(
     cap_Bps,
     tie_rel_tol,
     state,
-    heap_keys,
-    heap_items,
+    work_keys,
+    work_items,
     rate_Bps,
 ):
     """Max-min fair rates of a set of flows over the residual capacity of their links.
@@ -134,8 +134,9 @@ def progressive_fill(
         ``links``, ``inf`` for a link the caller knows they cannot fill (it is never
         ordered; every flow must still meet a finite link or its cap); the other columns
         are set here. Mutated.
-    heap_keys, heap_items : float64[n], int64[n], n >= len(links)
-        Workspace.
+    work_keys, work_items : float64[m], int64[m], m >= 3 len(links) + 2 len(flows)
+        Workspace (the link heap and the sorted link and cap streams: nothing is allocated
+        here, since the event engine calls this for every re-solve).
     rate_Bps : float64[n_flows]
         Output: the rate of each flow of ``flows``. Other entries untouched.
 
@@ -150,10 +151,11 @@ def progressive_fill(
     current level ``L`` only raises the level of an unsaturated link it crosses
     (``(C - L w) / (W - w) >= C / W`` when ``C / W >= L``), so a link's last computed level
     is a lower bound of its true level. Links are taken in order of their initial level from
-    one sorted array, merged with a min-heap holding only links whose level was out of date
-    when they came up ("lazy key increase"): the lowest entry whose recomputed level equals
-    its key is the true lowest level, as every other key bounds its link's level from
-    below. Caps form a second stream sorted by ``cap / weight``. Each round takes the lowest
+    one sorted array (a stable merge sort, so ties keep the order of ``links``), merged
+    with a min-heap holding only links whose level was out of date when they came up
+    ("lazy key increase"): the lowest entry whose recomputed level equals its key is the
+    true lowest level, as every other key bounds its link's level from below. Caps form a
+    second stream sorted by ``cap / weight``. Each round takes the lowest
     level ``L`` and freezes every cap and every link at ``L`` (within ``tie_rel_tol``) with
     all their unfrozen flows.
 
@@ -175,49 +177,43 @@ def progressive_fill(
         if cap_Bps[f] < np.inf:
             n_capped += 1
 
-    n_busy = 0
-    for j in range(n_links_in):
-        if state[links[j], UNFROZEN] > 0 and state[links[j], RESIDUAL] < np.inf:
-            n_busy += 1
-    busy = np.empty(n_busy, dtype=np.int64)
-    initial_level = np.empty(n_busy, dtype=np.float64)
+    # Workspace layout: the link heap, then the links by initial level, then the capped flows
+    # by cap level, then room for sorting.
+    sorted_from = n_links_in
     n_busy = 0
     for j in range(n_links_in):
         link = links[j]
         if state[link, UNFROZEN] > 0 and state[link, RESIDUAL] < np.inf:
-            busy[n_busy] = link
-            initial_level[n_busy] = max(state[link, RESIDUAL], 0.0) / state[link, WEIGHT_SUM]
+            work_items[sorted_from + n_busy] = link
+            work_keys[sorted_from + n_busy] = max(state[link, RESIDUAL], 0.0) / state[link, WEIGHT_SUM]
             n_busy += 1
-    by_level = np.argsort(initial_level)
-    sorted_links = busy[by_level]
-    sorted_keys = initial_level[by_level]
-    next_sorted = 0
-    heap_size = 0
-
-    capped = np.empty(n_capped, dtype=np.int64)
-    cap_level = np.empty(n_capped, dtype=np.float64)
+    cap_from = sorted_from + n_busy
     n_capped = 0
     for i in range(flows.shape[0]):
         f = flows[i]
         if cap_Bps[f] < np.inf:
-            capped[n_capped] = f
-            cap_level[n_capped] = cap_Bps[f] / weight[f]
+            work_items[cap_from + n_capped] = f
+            work_keys[cap_from + n_capped] = cap_Bps[f] / weight[f]
             n_capped += 1
-    by_cap = np.argsort(cap_level, kind="mergesort")
-    capped = capped[by_cap]
-    cap_level = cap_level[by_cap]
-    next_cap = 0
+    spare = cap_from + n_capped
+    _sort_pairs(work_keys, work_items, sorted_from, n_busy, spare)
+    _sort_pairs(work_keys, work_items, cap_from, n_capped, spare)
+    sorted_end = sorted_from + n_busy
+    next_sorted = sorted_from
+    heap_size = 0
+    next_cap = cap_from
+    cap_end = cap_from + n_capped
 
     n_left = flows.shape[0]
     n_rounds = 0
     while n_left > 0:
-        while next_cap < n_capped and frozen[capped[next_cap]]:
+        while next_cap < cap_end and frozen[work_items[next_cap]]:
             next_cap += 1
-        cap_key = cap_level[next_cap] if next_cap < n_capped else np.inf
+        cap_key = work_keys[next_cap] if next_cap < cap_end else np.inf
         # Settle the lowest link entry until its key is its link's true level, which makes
         # it the lowest level of all links.
         while True:
-            from_heap, key, link = _lowest(sorted_keys, sorted_links, next_sorted, heap_keys, heap_items, heap_size)
+            from_heap, key, link = _lowest(work_keys, work_items, next_sorted, sorted_end, heap_size)
             if key == np.inf or key > cap_key:
                 break
             if state[link, UNFROZEN] > 0:
@@ -228,39 +224,39 @@ def progressive_fill(
                 current = np.inf  # nothing left to freeze: drop the entry
             if from_heap:
                 if current < np.inf:
-                    heap_replace_top(heap_keys, heap_items, heap_size, current, link)
+                    heap_replace_top(work_keys, work_items, heap_size, current, link)
                 else:
-                    heap_size = heap_pop(heap_keys, heap_items, heap_size)
+                    heap_size = heap_pop(work_keys, work_items, heap_size)
             else:
                 next_sorted += 1
                 if current < np.inf:
-                    heap_size = heap_push(heap_keys, heap_items, heap_size, current, link)
+                    heap_size = heap_push(work_keys, work_items, heap_size, current, link)
         fill = min(key, cap_key)
         if fill == np.inf:
             break  # only flows with neither a link nor a cap remain: callers reject those
         threshold = fill * (1.0 + tie_rel_tol)
         n_rounds += 1
 
-        while next_cap < n_capped and cap_level[next_cap] <= threshold:
-            f = capped[next_cap]
+        while next_cap < cap_end and work_keys[next_cap] <= threshold:
+            f = work_items[next_cap]
             next_cap += 1
             if not frozen[f]:
                 _freeze(f, cap_Bps[f], weight[f], flow_link_indptr, flow_link_indices, frozen, rate_Bps, state)
                 n_left -= 1
 
         while True:
-            from_heap, key, link = _lowest(sorted_keys, sorted_links, next_sorted, heap_keys, heap_items, heap_size)
+            from_heap, key, link = _lowest(work_keys, work_items, next_sorted, sorted_end, heap_size)
             if key > threshold:
                 break
             if from_heap:
-                heap_size = heap_pop(heap_keys, heap_items, heap_size)
+                heap_size = heap_pop(work_keys, work_items, heap_size)
             else:
                 next_sorted += 1
             if state[link, UNFROZEN] == 0:
                 continue
             current = _level(state, link, key)
             if current > threshold:
-                heap_size = heap_push(heap_keys, heap_items, heap_size, current, link)
+                heap_size = heap_push(work_keys, work_items, heap_size, current, link)
                 continue
             start = link_slot_start[link]
             for s in range(start, start + link_slot_count[link]):
@@ -272,13 +268,65 @@ def progressive_fill(
 
 
 @njit(cache=True, inline="always")
-def _lowest(sorted_keys, sorted_links, next_sorted, heap_keys, heap_items, heap_size):
-    """``(from_heap, key, link)`` of the lower of the two queues' heads; key inf if both empty."""
-    sorted_key = sorted_keys[next_sorted] if next_sorted < sorted_keys.shape[0] else np.inf
-    if heap_size > 0 and heap_keys[0] < sorted_key:
-        return True, heap_keys[0], heap_items[0]
-    link = sorted_links[next_sorted] if next_sorted < sorted_keys.shape[0] else -1
+def _lowest(keys, items, next_sorted, sorted_end, heap_size):
+    """``(from_heap, key, link)`` of the lower of the two queues' heads; key inf if both empty.
+
+    The heap is ``keys[:heap_size]``, the sorted queue ``keys[next_sorted:sorted_end]``.
+    """
+    sorted_key = keys[next_sorted] if next_sorted < sorted_end else np.inf
+    if heap_size > 0 and keys[0] < sorted_key:
+        return True, keys[0], items[0]
+    link = items[next_sorted] if next_sorted < sorted_end else -1
     return False, sorted_key, link
+
+
+# Runs this short are sorted by insertion before merging.
+_RUN = 16
+
+
+@njit(cache=True)
+def _sort_pairs(keys, items, lo, n, spare):
+    """Sort ``keys[lo:lo + n]`` ascending, stably, moving ``items`` along.
+
+    ``keys[spare:spare + n]`` (and ``items``) is scratch space, not overlapping. Insertion
+    sort of short runs, then bottom-up merging back and forth: O(n log n), no allocation.
+    """
+    for run in range(lo, lo + n, _RUN):
+        end = min(run + _RUN, lo + n)
+        for i in range(run + 1, end):
+            key = keys[i]
+            item = items[i]
+            j = i
+            while j > run and keys[j - 1] > key:
+                keys[j] = keys[j - 1]
+                items[j] = items[j - 1]
+                j -= 1
+            keys[j] = key
+            items[j] = item
+    src = lo
+    dst = spare
+    width = _RUN
+    while width < n:
+        for left in range(0, n, 2 * width):
+            mid = min(left + width, n)
+            right = min(left + 2 * width, n)
+            i = left
+            j = mid
+            for k in range(left, right):
+                if j >= right or (i < mid and keys[src + i] <= keys[src + j]):
+                    keys[dst + k] = keys[src + i]
+                    items[dst + k] = items[src + i]
+                    i += 1
+                else:
+                    keys[dst + k] = keys[src + j]
+                    items[dst + k] = items[src + j]
+                    j += 1
+        src, dst = dst, src
+        width *= 2
+    if src != lo:
+        for k in range(n):
+            keys[lo + k] = keys[src + k]
+            items[lo + k] = items[src + k]
 
 
 @njit(cache=True, inline="always")

@@ -251,3 +251,22 @@ def test_matches_twin_on_hypothesis_instances(instance):
     np.testing.assert_allclose(
         max_min_rates(routes, capacity, weight, cap), max_min_reference(routes, capacity, weight, cap), rtol=1e-9
     )
+
+
+@pytest.mark.parametrize("n", [0, 1, 15, 16, 17, 33, 100, 257])
+def test_sort_pairs_is_a_stable_sort_in_place(rng, n):
+    # The fill's own sort (no allocation): runs of 16 by insertion, then merges through the
+    # scratch space. Few distinct keys, so stability shows.
+    from flowsim_kernels.maxmin import _sort_pairs
+
+    lo, spare = 3, 3 + n + 2
+    keys = np.full(spare + n + 1, -7.0)
+    items = np.full(spare + n + 1, -7, dtype=np.int64)
+    keys[lo:lo + n] = rng.integers(0, 5, n).astype(np.float64)
+    items[lo:lo + n] = np.arange(n)
+    expected = np.argsort(keys[lo:lo + n], kind="stable")
+    _sort_pairs(keys, items, lo, n, spare)
+    np.testing.assert_array_equal(items[lo:lo + n], expected)
+    assert np.all(np.diff(keys[lo:lo + n]) >= 0)
+    assert np.all(keys[:lo] == -7.0) and np.all(keys[lo + n:spare] == -7.0) and keys[-1] == -7.0
+

@@ -111,6 +111,9 @@ def test_inspect_summarizes(traces, scenario, capsys):
     trace = open_trace(traces[scenario])
     assert f"flows: {trace.n_flows:,}" in out
     assert "makespan: " in out and "busiest links" in out
+    s = trace.summary
+    assert (f"{int(s['n_rate_updates']):,} rate updates ({int(s['n_rates_resolved']):,} rates re-solved, "
+            f"{int(s['n_rates_changed']):,} changed)") in out
     busiest = trace.topology.link_names[trace.busiest_links(1)[0]]
     assert busiest in out
 

@@ -102,7 +102,10 @@ def _timing(trace: Trace) -> list[str]:
             f"p99 {format_seconds(p99)}, max {format_seconds(float(fct.max()))}"
         )
     s = trace.summary
-    lines.append(f"  {int(s.get('n_events', 0)):,} events, {int(s.get('n_rate_updates', 0)):,} rate updates")
+    line = f"  {int(s.get('n_events', 0)):,} events, {int(s.get('n_rate_updates', 0)):,} rate updates"
+    if "n_rates_changed" in s:  # traces written before the count existed lack it
+        line += f" ({int(s['n_rates_resolved']):,} rates re-solved, {int(s['n_rates_changed']):,} changed)"
+    lines.append(line)
     return lines
 
 

@@ -118,7 +118,7 @@ def run(
         A router of ``topology`` to reuse across calls (its tables are built once).
     **simulate_options
         Passed to :func:`~flowsim.engine.simulate` (``record_links``, ``record_flows``,
-        ``mode``). Link latencies and capacities come from the topology, flow columns from
+        ``mode``, ``time_rel_tol``). Link latencies and capacities come from the topology, flow columns from
         the workload.
 
     Returns

@@ -194,6 +194,36 @@ def test_rates_changed_do_not_depend_on_the_mode():
     assert (full.n_rates_resolved, full.n_rates_changed) == (5, 3)
 
 
+# --- coarse time ------------------------------------------------------------------------------
+
+def test_a_coarse_time_window_handles_nearby_events_as_one():
+    # One link of capacity 1; sizes 1 and 1.001 share it at 0.5 each. Exactly, f0 finishes at
+    # 2.0 and f1 then runs alone at 1: 2.001. With a window of 1e-3, f1's completion at 2.002
+    # (at 0.5) falls in f0's instant [2.0, 2.002]: both are handled at once, each at its own
+    # predicted time, and f1 never runs alone.
+    exact = simulate([[0], [0]], [1.0], [1.0, 1.001])
+    coarse = simulate([[0], [0]], [1.0], [1.0, 1.001], time_rel_tol=1e-3)
+    np.testing.assert_allclose(exact.finish_s, [2.0, 2.001], rtol=1e-12)
+    np.testing.assert_allclose(coarse.finish_s, [2.0, 2.002], rtol=1e-12)
+    assert (exact.n_rate_updates, coarse.n_rate_updates) == (3, 2)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_coarse_time_window_stays_feasible_and_delivers_every_byte(mode):
+    # Freed capacity idles until the window's last event, so nothing finishes earlier than
+    # the link allows; rates integrate to sizes and never exceed capacity.
+    rng = np.random.default_rng(12)
+    routes, capacity, size, kw = random_scenario(rng, n_flows=300, n_links=20)
+    r = simulate(routes, capacity, size, mode=mode, record_flows=True, time_rel_tol=1e-2, **engine_kwargs(kw))
+    exact = simulate(routes, capacity, size, mode=mode, **engine_kwargs(kw))
+    assert r.n_rate_updates < exact.n_rate_updates
+    for f in range(len(routes)):
+        start, end, rate = r.flow_segments(f)
+        np.testing.assert_allclose(np.sum((end - start) * rate), size[f], rtol=1e-9, atol=1e-12)
+    for link in range(len(capacity)):
+        assert np.all(r.link_segments(link)[2] <= capacity[link] * (1 + 1e-9))
+
+
 # --- conservation -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("mode", MODES)
@@ -236,6 +266,10 @@ def test_summary_figures():
         (dict(latency_s=[-1e-6]), "link 0 has latency_s -1e-06"),
         (dict(routes=[[0], [3]]), "flow 1 routes over unknown link 3"),
         (dict(mode="fast"), "mode must be one of incremental, full"),
+        (dict(time_rel_tol=-1e-3), "time_rel_tol must be in [0, 1), got -0.001"),
+        (dict(time_rel_tol=math.nan), "time_rel_tol must be in [0, 1), got nan"),
+        (dict(time_rel_tol=1.0), "time_rel_tol must be in [0, 1), got 1.0"),
+        (dict(time_rel_tol="1e-3"), "time_rel_tol must be in [0, 1), got '1e-3'"),
     ],
 )
 def test_bad_input_names_the_culprit(kwargs, message):

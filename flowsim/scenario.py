@@ -63,7 +63,10 @@ Format
     ``routing`` (``"ecmp"``, ``"dmodk"`` or ``"shortest"``; default ``"ecmp"``), ``seed``
     (ECMP hash seed, default 0), ``gpudirect`` (default true), ``record_links`` (per-link rate
     segments in the trace, default true), ``record_flows`` (per-flow rate segments, default
-    false), ``mode`` (``"incremental"`` or ``"full"``, default ``"incremental"``).
+    false), ``mode`` (``"incremental"`` or ``"full"``, default ``"incremental"``),
+    ``time_rel_tol`` (events this close in relative time are one instant, in [0, 1); default
+    1e-12, exact; larger values coarsen time for crowded bursts, see
+    :func:`flowsim.engine.simulate`).
 """
 
 from __future__ import annotations
@@ -80,6 +83,7 @@ from pathlib import Path
 
 import numpy as np
 
+from flowsim.engine import DEFAULT_TIME_REL_TOL
 from flowsim.errors import InputError, read_text_file
 from flowsim.fabrics import build_cluster
 from flowsim.fairshare import FairShareProblem
@@ -124,6 +128,7 @@ class Options:
     record_links: bool = True
     record_flows: bool = False
     mode: str = "incremental"
+    time_rel_tol: float = DEFAULT_TIME_REL_TOL
 
 
 @dataclass(frozen=True)
@@ -566,7 +571,15 @@ def _options(where: Where, table: Mapping) -> Options:
         record_links=where.boolean(table, "record_links", "options", defaults.record_links),
         record_flows=where.boolean(table, "record_flows", "options", defaults.record_flows),
         mode=where.choice(table, "mode", "options", _MODES, defaults.mode),
+        time_rel_tol=_time_rel_tol(where, table, defaults.time_rel_tol),
     )
+
+
+def _time_rel_tol(where: Where, table: Mapping, default: float) -> float:
+    value = where.number(table, "time_rel_tol", "options", default)
+    if not 0.0 <= value < 1.0:
+        raise where.error("options.time_rel_tol", f"expected a number in [0, 1), got {show(value)}")
+    return value
 
 
 def _section(where: Where, doc: Mapping, section: str) -> object:
@@ -720,7 +733,7 @@ def run_scenario(scenario: Scenario, progress: Callable[[str], None] | None = No
     try:
         result = simulate_routed(
             t, w, routes, record_links=o.record_links, record_flows=o.record_flows, mode=o.mode,
-            progress=progress is not None,
+            time_rel_tol=o.time_rel_tol, progress=progress is not None,
         )
     except InputError as err:
         raise InputError(f"{scenario.source}: {err}") from None

@@ -78,6 +78,22 @@ def test_options_defaults_and_values(tmp_path):
         _scenario(tmp_path, base + '[options]\nrouting = "dmodk"\nseed = 3\nrecord_flows = true\nmode = "full"\n')
     ).options
     assert (options.routing, options.seed, options.record_flows, options.mode) == ("dmodk", 3, True, "full")
+    assert options.time_rel_tol == 1e-12
+
+
+def test_time_rel_tol_option_reaches_the_engine(tmp_path):
+    # Two flows over one 1 GB/s link, 1 GB and 1.001 GB: exactly, z finishes 1 ms after w
+    # (alone at full rate); with a 1e-3 window its completion at 2.002 s joins w's instant at
+    # 2.0 s, so it finishes at its predicted time at half rate.
+    text = ('[topology]\nservers = [{name = "box"}]\n'
+            'nodes = [{name = "a", kind = "gpu", server = "box"}, {name = "b", kind = "gpu", server = "box"}]\n'
+            'links = [{src = "a", dst = "b", capacity_Bps = 1e9, technology = "nvlink4"}]\n'
+            '[workload]\nflows = "flows.csv"\n')
+    flows = "name,src,dst,size_bytes\nw,a,b,1e9\nz,a,b,1.001e9\n"
+    exact = run_scenario(load_scenario(_scenario(tmp_path, text, flows)))
+    coarse = run_scenario(load_scenario(_scenario(tmp_path, text + "[options]\ntime_rel_tol = 1e-3\n", flows)))
+    np.testing.assert_allclose(exact.result.finish_s, [2.0, 2.001], rtol=1e-12)
+    np.testing.assert_allclose(coarse.result.finish_s, [2.0, 2.002], rtol=1e-12)
 
 
 def test_csv_defaults_and_tags(tmp_path):
@@ -150,6 +166,10 @@ BAD_SCENARIOS = [
     (TWO_GPUS + '[workload]\nflows = "flows.csv"\n[options]\nrecord_links = 1\n', "options.record_links",
      "true or false"),
     (TWO_GPUS + '[workload]\nflows = "flows.csv"\n[options]\nthreads = 4\n', "options.threads", "unknown key"),
+    (TWO_GPUS + '[workload]\nflows = "flows.csv"\n[options]\ntime_rel_tol = 1.5\n', "options.time_rel_tol",
+     "in [0, 1), got"),
+    (TWO_GPUS + '[workload]\nflows = "flows.csv"\n[options]\ntime_rel_tol = "fine"\n', "options.time_rel_tol",
+     "expected a number"),
     (TWO_GPUS + '[workload]\nflows = "flows.csv"\n[scenario]\nname = 3\n', "scenario.name", "expected a string"),
 ]
 

@@ -134,7 +134,8 @@ class BatchProblem:
 
         ``capacity_Bps`` is float64[n_instances, n_links]; ``weight`` and ``cap_Bps`` are
         float64[n_flows] for every instance (held as one broadcast row) or
-        float64[n_instances, n_flows].
+        float64[n_instances, n_flows]. C-contiguous float64 arrays are kept, not copied, and
+        made read-only: hand over arrays the batch may own.
         """
         capacity = _read_only(capacity_Bps)
         shape = (capacity.shape[0], problem.n_flows)

@@ -147,8 +147,7 @@ def simulate_flows(
     fl_idx = inp.flow_link_indices
     capacity = inp.capacity_Bps
     weight = inp.weight
-    # Locals rather than fields of inp inside the loops: reading an array field of the
-    # tuple takes a new reference each time (an atomic increment and decrement).
+    # Locals rather than fields of inp inside the loops, like the arrays above.
     cap_Bps = inp.cap_Bps
     size_bytes = inp.size_bytes
     start_s = inp.start_s

@@ -600,7 +600,7 @@ def simulate_flows(
     )
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _fixed_sums(link, link_slot_start, link_slot_count, slot_val):
     """Load and top level of the flows on ``link`` that are not being re-solved."""
     start = link_slot_start[link]
@@ -612,7 +612,7 @@ def _fixed_sums(link, link_slot_start, link_slot_count, slot_val):
     return load, top
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _join(g, in_region, region, n_region, fl_ptr, fl_idx, inc_slot, slot_val, link_mark, touched, n_touched):
     """Add flow ``g`` to the region being re-solved: mark its slots and touch its links."""
     in_region[g] = True

@@ -197,6 +197,7 @@ def simulate_flows(
     settled_list = np.empty(n_flows, dtype=np.int64)
     frozen = np.zeros(n_flows, dtype=np.bool_)
     new_rate = np.zeros(n_flows, dtype=np.float64)
+    least = np.zeros(n_flows, dtype=np.float64)
     region = np.empty(n_flows, dtype=np.int64)
     to_join = np.empty(n_flows, dtype=np.int64)
     link_mark = np.zeros(n_links, dtype=np.bool_)
@@ -205,6 +206,8 @@ def simulate_flows(
     fixed_top = np.zeros(n_links, dtype=np.float64)
     region_load = np.zeros(n_links, dtype=np.float64)
     region_top = np.zeros(n_links, dtype=np.float64)
+    region_weight = np.zeros(n_links, dtype=np.float64)
+    region_least = np.zeros(n_links, dtype=np.float64)
     new_load = np.zeros(n_links, dtype=np.float64)
     new_sat_level = np.zeros(n_links, dtype=np.float64)
     visit_stamp = np.zeros(n_flows, dtype=np.int64)
@@ -404,17 +407,34 @@ def simulate_flows(
             for j in range(n_touched):
                 link = touched[j]
                 state[link, RESIDUAL] = capacity[link] - fixed_load[link]
-                region_load[link] = 0.0
+                region_load[link] = 0.0  # upper bounds first, then the new rates
                 region_top[link] = -1.0
-            # A link that its region flows cannot fill, even each at the most it could get
-            # alone (its cap or the smallest residual on its route), never bottlenecks them:
-            # leave it out of the fill (an infinite residual) so that only links that may
-            # saturate are ordered. region_load holds those upper bounds here.
+                region_weight[link] = 0.0
+                region_least[link] = 0.0
+            # A link that its region flows cannot fill, even each at the most it could get,
+            # never bottlenecks them: leave it out of the fill (an infinite residual) so that
+            # only links that may saturate are ordered. Each flow gets at least its cap or
+            # the lowest fair share on its route (no link of it saturates below that level),
+            # so at most the residual of a link less what the others there get at least.
+            for i in range(n_region):
+                g = region[i]
+                for k in range(fl_ptr[g], fl_ptr[g + 1]):
+                    region_weight[fl_idx[k]] += weight[g]
+            for i in range(n_region):
+                g = region[i]
+                share = cap_Bps[g] / weight[g]
+                for k in range(fl_ptr[g], fl_ptr[g + 1]):
+                    link = fl_idx[k]
+                    share = min(share, state[link, RESIDUAL] / region_weight[link])
+                least[g] = max(share, 0.0) * weight[g]
+                for k in range(fl_ptr[g], fl_ptr[g + 1]):
+                    region_least[fl_idx[k]] += least[g]
             for i in range(n_region):
                 g = region[i]
                 most = cap_Bps[g]
                 for k in range(fl_ptr[g], fl_ptr[g + 1]):
-                    most = min(most, state[fl_idx[k], RESIDUAL])
+                    link = fl_idx[k]
+                    most = min(most, state[link, RESIDUAL] - (region_least[link] - least[g]))
                 most = max(most, 0.0)
                 for k in range(fl_ptr[g], fl_ptr[g + 1]):
                     region_load[fl_idx[k]] += most

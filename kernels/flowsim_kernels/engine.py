@@ -202,6 +202,7 @@ def simulate_flows(
     to_join = np.empty(n_flows, dtype=np.int64)
     link_mark = np.zeros(n_links, dtype=np.bool_)
     touched = np.empty(n_links, dtype=np.int64)
+    fill_links = np.empty(n_links, dtype=np.int64)
     fixed_load = np.zeros(n_links, dtype=np.float64)
     fixed_top = np.zeros(n_links, dtype=np.float64)
     region_load = np.zeros(n_links, dtype=np.float64)
@@ -438,13 +439,17 @@ def simulate_flows(
                 most = max(most, 0.0)
                 for k in range(fl_ptr[g], fl_ptr[g + 1]):
                     region_load[fl_idx[k]] += most
+            n_fill_links = 0
             for j in range(n_touched):
                 link = touched[j]
                 if region_load[link] < state[link, RESIDUAL] * (1.0 - _CHECK_REL_TOL):
                     state[link, RESIDUAL] = np.inf
+                else:
+                    fill_links[n_fill_links] = link
+                    n_fill_links += 1
                 region_load[link] = 0.0
             progressive_fill(
-                region[:n_region], touched[:n_touched], in_region, frozen, fl_ptr, fl_idx,
+                region[:n_region], fill_links[:n_fill_links], in_region, frozen, fl_ptr, fl_idx,
                 link_slot_start, link_slot_count, slot_flow, weight, cap_Bps,
                 tie_rel_tol, state, fill_work_keys, fill_work_items, new_rate,
             )

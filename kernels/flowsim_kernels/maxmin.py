@@ -113,7 +113,8 @@ def progressive_fill(
     flows : int64[n_fill]
         The flows to allocate. Not mutated.
     links : int64[n_fill_links]
-        Every link crossed by those flows (others may be listed). Not mutated.
+        Every link crossed by those flows with a finite residual (others may be listed).
+        Not mutated.
     in_fill : bool[n_flows]
         True exactly for ``flows``; slots of other flows are skipped. Not mutated.
     frozen : bool[n_flows]
@@ -132,8 +133,9 @@ def progressive_fill(
     state : float64[n_links, 3]
         On entry ``state[l, RESIDUAL]`` is the capacity left for ``flows`` on each link of
         ``links``, ``inf`` for a link the caller knows they cannot fill (it is never
-        ordered; every flow must still meet a finite link or its cap); the other columns
-        are set here. Mutated.
+        ordered, and need not be listed; every flow must still meet a finite link or its
+        cap); the other columns of listed links are set here, those of unlisted ones are
+        scratch. Mutated.
     work_keys, work_items : float64[m], int64[m], m >= 3 len(links) + 2 len(flows)
         Workspace (the link heap and the sorted link and cap streams: nothing is allocated
         here, since the event engine calls this for every re-solve).

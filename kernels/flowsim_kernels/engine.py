@@ -130,13 +130,16 @@ def simulate_flows(
     unsaturated link fills is left to the check). The region is filled over the capacity
     the others leave, on the links it may fill: each of its flows gets at least its cap or
     the lowest fair share on its route, hence at most a link's residual less what the
-    others there get at least, and a link these upper bounds cannot fill is left out. The
-    result is then checked against the definition of max-min fairness on every touched link
-    (feasible; every flow capped or with a bottleneck where its level is the largest): a
-    flow that fails is added, with the flows that block it, and the region is solved again. Re-solved flows below the lowest level
-    that must still move keep their new rates through the next rounds (they are checked like
-    the others). Since the allocation is unique, the check makes the result exact whatever
-    the seed; the seed only makes it small.
+    others there get at least, and a link these upper bounds cannot fill is left out (so
+    the result is feasible by construction; an uncapped flow keeps a link in the fill: on
+    the link that sets its upper bound, the bounds of all the flows there add up to at
+    least the residual). The result is then checked against the definition of max-min
+    fairness on every touched link (every flow capped or with a bottleneck where its level
+    is the largest): a flow that fails is added, with the flows that block it, and the
+    region is solved again. Re-solved flows below the lowest level that must still move
+    keep their new rates through the next rounds (they are checked like the others). Since
+    the allocation is unique, the check makes the result exact whatever the seed; the seed
+    only makes it small.
 
     Cost per batch: one pass over the slots of each link the prediction reaches (twice at
     most, once per direction of change), the fills of the region's rounds (see
@@ -710,7 +713,7 @@ def _fill_level(link, capacity, link_slot_start, link_slot_count, slot_val):
 @njit(cache=True, inline="always")
 def _spread(f, origin, change, fl_ptr, fl_idx, link_push, link_sat_level, floor_level, link_stack, n_stack):
     """Add ``change`` to the links of ``f`` other than ``origin``; stack each link that gains
-    a bit and may move flows (saturated at ``floor_level`` >= 0 or above)."""
+    a bit and may move flows (saturated, at level ``floor_level`` or above)."""
     for k in range(fl_ptr[f], fl_ptr[f + 1]):
         link = fl_idx[k]
         if link != origin and link_push[link] | change != link_push[link]:

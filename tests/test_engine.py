@@ -139,6 +139,28 @@ def test_matches_twin_on_random_scenarios(mode, seed):
     np.testing.assert_allclose(r.finish_s, finish, rtol=1e-9)
 
 
+@pytest.mark.parametrize("seed", [29, 66, 70])
+def test_matches_twin_with_weights_and_capacities_far_apart(seed):
+    # Weights from 1e-4 to 1e4 and capacities from 0.01 to 1000: a running weight sum that
+    # loses digits to cancellation left links short of saturation, which the check then took
+    # for unsaturated (these seeds drifted from the twin by up to 6e-5).
+    rng = np.random.default_rng(1000 + seed)
+    n_flows, n_links = int(rng.integers(5, 60)), int(rng.integers(1, 10))
+    routes = [
+        rng.choice(n_links, size=rng.integers(1, min(4, n_links) + 1), replace=False).tolist()
+        for _ in range(n_flows)
+    ]
+    weight = (10.0 ** rng.uniform(-4, 4, n_flows)).tolist()
+    cap = np.where(rng.random(n_flows) < 0.3, 10.0 ** rng.uniform(-3, 3, n_flows), np.inf).tolist()
+    capacity = (10.0 ** rng.uniform(-2, 3, n_links)).tolist()
+    size = (10.0 ** rng.uniform(-3, 1, n_flows)).tolist()
+    start = np.round(rng.uniform(0, 1, n_flows), 2).tolist()
+    _, _, finish = simulate_reference(routes, capacity, size, start=start, weight=weight, cap=cap)
+    for mode in MODES:
+        r = simulate(routes, capacity, size, start_s=start, weights=weight, caps_Bps=cap, mode=mode)
+        np.testing.assert_allclose(r.finish_s, finish, rtol=1e-9)
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_incremental_matches_full_on_larger_scenarios(seed):
     rng = np.random.default_rng(100 + seed)

@@ -53,6 +53,15 @@ def test_links_saturating_at_the_same_level_freeze_together():
     np.testing.assert_allclose(rates, [1.0, 1.0, 1.0])
 
 
+def test_weights_far_apart_keep_their_digits():
+    # Link 0 (capacity 1) carries a flow of weight 1e4, held to 1e-6 by link 1, and one of
+    # weight 1e-4, which gets the rest. Taking 1e4 back out of the running weight sum 1e4 +
+    # 1e-4 leaves 1e-4 to about 2e-8: the fill must sum the weight left afresh, or the
+    # second flow gets 7e-9 too little and link 0 is left short of saturation.
+    rates = max_min_rates([[0, 1], [0]], [1.0, 1e-6], weights=[1e4, 1e-4])
+    np.testing.assert_allclose(rates, [1e-6, 1.0 - 1e-6], rtol=1e-13)
+
+
 def test_empty_route_is_limited_by_its_cap_only():
     np.testing.assert_allclose(max_min_rates([[], [0]], [5.0], caps_Bps=[2.0, math.inf]), [2.0, 5.0])
 

@@ -13,7 +13,7 @@ from numba import njit
 
 from flowsim_kernels.csr import csr_transpose
 from flowsim_kernels.heap import heap_pop, heap_push, iheap_remove, iheap_set
-from flowsim_kernels.maxmin import RESIDUAL, progressive_fill
+from flowsim_kernels.maxmin import RESIDUAL, STATE_COLUMNS, progressive_fill
 from flowsim_kernels.progress import report
 
 #: Arrays describing a simulation; see :func:`simulate_flows`.
@@ -193,7 +193,7 @@ def simulate_flows(
     link_sat_level = np.full(n_links, -1.0)
 
     # Workspaces of the re-solve.
-    state = np.zeros((n_links, 3), dtype=np.float64)
+    state = np.zeros((n_links, STATE_COLUMNS), dtype=np.float64)
     fill_work_keys = np.empty(3 * n_links + 2 * n_flows, dtype=np.float64)
     fill_work_items = np.empty(3 * n_links + 2 * n_flows, dtype=np.int64)
     in_region = np.zeros(n_flows, dtype=np.bool_)

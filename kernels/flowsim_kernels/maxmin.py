@@ -10,6 +10,13 @@ from flowsim_kernels.heap import heap_pop, heap_push, heap_replace_top
 RESIDUAL = 0  # capacity not yet given to frozen flows, B/s
 WEIGHT_SUM = 1  # sum of the weights of the unfrozen flows
 UNFROZEN = 2  # number of unfrozen flows (exact in float64)
+WEIGHT_COUNTED = 3  # the weight sum when last summed afresh
+#: Number of columns of the fill state.
+STATE_COLUMNS = 4
+
+# A running weight sum that fell below this share of the weight summed into it has lost
+# digits to cancellation (at most about 1e-16 / this, relative): it is summed afresh.
+_CANCELLED = 1e-4
 
 
 @njit(cache=True)
@@ -60,7 +67,7 @@ def max_min_fair(
     """
     n_flows = flow_link_indptr.shape[0] - 1
     n_links = link_flow_indptr.shape[0] - 1
-    state = np.empty((n_links, 3), dtype=np.float64)
+    state = np.empty((n_links, STATE_COLUMNS), dtype=np.float64)
     n_busy = 0
     for link in range(n_links):
         if link_flow_indptr[link + 1] > link_flow_indptr[link]:
@@ -130,7 +137,7 @@ def progressive_fill(
         Weights (> 0) and rate caps (B/s, > 0, inf for none). Not mutated.
     tie_rel_tol : float
         Levels within this relative distance of the lowest are frozen in the same round.
-    state : float64[n_links, 3]
+    state : float64[n_links, STATE_COLUMNS]
         On entry ``state[l, RESIDUAL]`` is the capacity left for ``flows`` on each link of
         ``links``, ``inf`` for a link the caller knows they cannot fill (it is never
         ordered, and need not be listed; every flow must still meet a finite link or its
@@ -159,7 +166,10 @@ def progressive_fill(
     true lowest level, as every other key bounds its link's level from below. Caps form a
     second stream sorted by ``cap / weight``. Each round takes the lowest
     level ``L`` and freezes every cap and every link at ``L`` (within ``tie_rel_tol``) with
-    all their unfrozen flows.
+    all their unfrozen flows. Before a link freezes flows, a weight sum that fell below 1e-4
+    of the weight summed into it is summed afresh from its slots: with weights far apart,
+    taking the large ones back out would otherwise leave the rest with too few digits and
+    the link short of saturation.
 
     Cost: O(I + N log N + R log R + F_c log F_c) for I incidences of ``flows``, N links
     with flows, R re-queued links and F_c capped flows; a frozen link scans its slots once.
@@ -178,6 +188,9 @@ def progressive_fill(
             state[link, UNFROZEN] += 1.0
         if cap_Bps[f] < np.inf:
             n_capped += 1
+    for j in range(n_links_in):
+        link = links[j]
+        state[link, WEIGHT_COUNTED] = state[link, WEIGHT_SUM]
 
     # Workspace layout: the link heap, then the links by initial level, then the capped flows
     # by cap level, then room for sorting.
@@ -256,15 +269,28 @@ def progressive_fill(
                 next_sorted += 1
             if state[link, UNFROZEN] == 0:
                 continue
-            current = _level(state, link, key)
+            start = link_slot_start[link]
+            if state[link, WEIGHT_SUM] < _CANCELLED * state[link, WEIGHT_COUNTED]:
+                # Most of the weight summed here has frozen (weights far apart): sum what is
+                # left afresh, and take the level it gives, even a hair below the bound.
+                w = 0.0
+                for s in range(start, start + link_slot_count[link]):
+                    f = slot_flow[s]
+                    if in_fill[f] and not frozen[f]:
+                        w += weight[f]
+                state[link, WEIGHT_SUM] = w
+                state[link, WEIGHT_COUNTED] = w
+                current = max(state[link, RESIDUAL], 0.0) / w
+            else:
+                current = _level(state, link, key)
             if current > threshold:
                 heap_size = heap_push(work_keys, work_items, heap_size, current, link)
                 continue
-            start = link_slot_start[link]
+            level = min(fill, current)
             for s in range(start, start + link_slot_count[link]):
                 f = slot_flow[s]
                 if in_fill[f] and not frozen[f]:
-                    _freeze(f, fill * weight[f], weight[f], flow_link_indptr, flow_link_indices, frozen, rate_Bps, state)
+                    _freeze(f, level * weight[f], weight[f], flow_link_indptr, flow_link_indices, frozen, rate_Bps, state)
                     n_left -= 1
     return n_rounds
 

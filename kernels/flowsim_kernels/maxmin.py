@@ -172,7 +172,8 @@ def progressive_fill(
     the link short of saturation.
 
     Cost: O(I + N log N + R log R + F_c log F_c) for I incidences of ``flows``, N links
-    with flows, R re-queued links and F_c capped flows; a frozen link scans its slots once.
+    with flows, R re-queued links and F_c capped flows; a frozen link scans its slots once,
+    twice when its weights are summed afresh.
     """
     n_links_in = links.shape[0]
     for j in range(n_links_in):
@@ -188,9 +189,6 @@ def progressive_fill(
             state[link, UNFROZEN] += 1.0
         if cap_Bps[f] < np.inf:
             n_capped += 1
-    for j in range(n_links_in):
-        link = links[j]
-        state[link, WEIGHT_COUNTED] = state[link, WEIGHT_SUM]
 
     # Workspace layout: the link heap, then the links by initial level, then the capped flows
     # by cap level, then room for sorting.
@@ -199,6 +197,7 @@ def progressive_fill(
     for j in range(n_links_in):
         link = links[j]
         if state[link, UNFROZEN] > 0 and state[link, RESIDUAL] < np.inf:
+            state[link, WEIGHT_COUNTED] = state[link, WEIGHT_SUM]
             work_items[sorted_from + n_busy] = link
             work_keys[sorted_from + n_busy] = max(state[link, RESIDUAL], 0.0) / state[link, WEIGHT_SUM]
             n_busy += 1

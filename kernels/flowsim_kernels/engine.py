@@ -120,31 +120,33 @@ def simulate_flows(
     Partial re-solve: when a flow at level r (rate / weight) leaves, every flow below r
     keeps its rate (below r the filling runs exactly as before: the leaving flow's links do
     not saturate below r either way). Symmetrically, a flow arriving with final level r
-    changes no flow below r, and r is at least ``min(cap / w, min over its links of
-    capacity / total weight)``. So each batch seeds the re-solve with the arriving flows and
-    a prediction of the flows, at or above those levels, that must move: the change is
+    changes no flow below r, and r is at least ``min(cap / w, min over its links of capacity
+    / total weight)``. So each batch seeds the re-solve with the arriving flows and a
+    prediction of the flows, at or above those levels, that must move: the change is
     followed from link to link on the old levels (a saturated link that loses load lets its
     top flows rise unless a cap or an unchanged saturated link holds them; one that gains
     load pushes down its top flows and those above the level at which its rising flows would
-    fill it; each moving flow passes the opposite change to its other links; whether an
-    unsaturated link fills is left to the check). The region is filled over the capacity
-    the others leave, on the links it may fill: each of its flows gets at least its cap or
-    the lowest fair share on its route, hence at most a link's residual less what the
-    others there get at least, and a link these upper bounds cannot fill is left out (so
-    the result is feasible by construction; an uncapped flow keeps a link in the fill: on
-    the link that sets its upper bound, the bounds of all the flows there add up to at
-    least the residual). The result is then checked against the definition of max-min
-    fairness on every touched link (every flow capped or with a bottleneck where its level
-    is the largest): a flow that fails is added, with the flows that block it, and the
-    region is solved again. Re-solved flows below the lowest level that must still move
-    keep their new rates through the next rounds (they are checked like the others). Since
-    the allocation is unique, the check makes the result exact whatever the seed; the seed
-    only makes it small.
+    fill it; each moving flow passes the opposite change to its other links; an unsaturated
+    link is treated like a saturated one that gains load only where the arriving flows on
+    it, with the others at their rates, would overflow it below the level at which the first
+    of the arriving flows' caps and links stops them; whether any other unsaturated link
+    fills is left to the check). The region is filled over the capacity the others leave, on
+    the links it may fill: each of its flows gets at least its cap or the lowest fair share
+    on its route, hence at most a link's residual less what the others there get at least,
+    and a link these upper bounds cannot fill is left out (so the result is feasible by
+    construction; an uncapped flow keeps a link in the fill: on the link that sets its upper
+    bound, the bounds of all the flows there add up to at least the residual). The result is
+    then checked against the definition of max-min fairness on every touched link (every
+    flow capped or with a bottleneck where its level is the largest): a flow that fails is
+    added, with the flows that block it, and the region is solved again. Re-solved flows
+    below the lowest level that must still move keep their new rates through the next rounds
+    (they are checked like the others). Since the allocation is unique, the check makes the
+    result exact whatever the seed; the seed only makes it small.
 
     Cost per batch: one pass over the slots of each link the prediction reaches (twice at
     most, once per direction of change), the fills of the region's rounds (see
-    :func:`progressive_fill`; 1.5 to 2 rounds per batch on average on a fat-tree at 50 to
-    80% load) plus, per round, a few passes over the region's routes and one over the
+    :func:`progressive_fill`; 1.1 to 1.4 rounds per batch on average on a fat-tree at 50
+    to 80% load) plus, per round, a few passes over the region's routes and one over the
     slots of each touched link.
     """
     n_flows = inp.flow_link_indptr.shape[0] - 1
@@ -219,9 +221,14 @@ def simulate_flows(
     new_sat_level = np.zeros(n_links, dtype=np.float64)
     visit_stamp = np.zeros(n_flows, dtype=np.int64)
     stamp = 0
-    # Workspaces of the prediction: each link's predicted change of load, and the links whose
-    # flows are still to look at (a link is stacked once per bit it gains).
+    # Workspaces of the prediction: each link's predicted change of load, whether it is an
+    # unsaturated link predicted to fill, its fill and overflow levels for the arriving flows
+    # (NaN until worked out), and the links whose flows are still to look at (a saturated link
+    # is stacked once per bit it gains, an unsaturated one once when predicted to fill).
     link_push = np.zeros(n_links, dtype=np.int64)
+    link_fills = np.zeros(n_links, dtype=np.bool_)
+    seed_fill = np.full(n_links, np.nan)
+    seed_overflow = np.full(n_links, np.nan)
     link_stack = np.empty(2 * n_links, dtype=np.int64)
     arrivals = np.empty(n_flows, dtype=np.int64)
     departures = np.empty(n_flows, dtype=np.int64)
@@ -353,10 +360,11 @@ def simulate_flows(
             # where one gains load, the flows at its top level drop, and so do those above the
             # level at which its rising flows would fill it. A flow that moves makes its other
             # links gain or lose in turn. Only flows at or above the threshold can move. The
-            # check below still decides. Whether an unsaturated link fills is left to it too:
-            # predicting that from rising flows without limit (at 80% load on a fat-tree) joined
-            # three flows that kept their rates for each one that moved, and cost more than the
-            # extra rounds of the check.
+            # check below still decides. An unsaturated link is followed only where arriving
+            # flows overflow it (below); whether any other fills is left to the check: predicting
+            # that from rising flows without limit (at 80% load on a fat-tree) joined three flows
+            # that kept their rates for each one that moved, and bounding each rising flow's
+            # level cost more than the extra rounds it saved.
             floor_level = threshold * (1.0 - _CHECK_REL_TOL)
             n_stack = 0
             for i in range(n_dep):
@@ -365,20 +373,46 @@ def simulate_flows(
                     link_stack, n_stack,
                 )
             for i in range(n_arr):
+                f = arrivals[i]
                 n_stack = _spread(
-                    arrivals[i], -1, _GAINS, fl_ptr, fl_idx, link_push, link_sat_level, floor_level,
+                    f, -1, _GAINS, fl_ptr, fl_idx, link_push, link_sat_level, floor_level,
                     link_stack, n_stack,
                 )
+                # An unsaturated link fills if the arriving flows on it, with the others at their
+                # rates, overflow it below the level at which the first of their caps and links
+                # (each where it fills, with the flows above giving way) stops them. Each link's
+                # levels are worked out once per batch.
+                level = cap_Bps[f] / weight[f]
+                for k in range(fl_ptr[f], fl_ptr[f + 1]):
+                    link = fl_idx[k]
+                    if np.isnan(seed_fill[link]):
+                        seed_fill[link] = _fill_level(
+                            link, capacity[link], link_slot_start, link_slot_count, slot_val
+                        )
+                    level = min(level, seed_fill[link])
+                for k in range(fl_ptr[f], fl_ptr[f + 1]):
+                    link = fl_idx[k]
+                    if link_sat_level[link] < 0 and not link_fills[link]:
+                        if np.isnan(seed_overflow[link]):
+                            seed_overflow[link] = _overflow_level(
+                                link, capacity[link], link_slot_start, link_slot_count, slot_val
+                            )
+                        if seed_overflow[link] <= level * (1.0 + _CHECK_REL_TOL):
+                            link_fills[link] = True
+                            link_stack[n_stack] = link
+                            n_stack += 1
             while n_stack > 0:
                 n_stack -= 1
                 link = link_stack[n_stack]
                 change = link_push[link]
                 moved = ((change & _GAINS) << 1) | ((change & _LOSES) >> 1)  # against the link
-                top = link_sat_level[link]  # saturated, or it would not be stacked
+                top = link_sat_level[link]  # saturated, or predicted to fill
                 floor = max(threshold, top) * (1.0 - _CHECK_REL_TOL)
                 if change & _GAINS:
                     fill = _fill_level(link, capacity[link], link_slot_start, link_slot_count, slot_val)
-                    floor = min(floor, max(floor_level, fill * (1.0 + _CHECK_REL_TOL)))
+                    floor = max(floor_level, fill * (1.0 + _CHECK_REL_TOL))
+                    if top >= 0:
+                        floor = min(floor, max(threshold, top) * (1.0 - _CHECK_REL_TOL))
                 start = link_slot_start[link]
                 for s in range(start, start + link_slot_count[link]):
                     if slot_val[s, _S_LEVEL] < floor:
@@ -611,6 +645,9 @@ def simulate_flows(
             link = touched[j]
             link_mark[link] = False
             link_push[link] = 0
+            link_fills[link] = False
+            seed_fill[link] = np.nan
+            seed_overflow[link] = np.nan
             link_sat_level[link] = new_sat_level[link]
             if new_load[link] != link_load[link]:
                 if record != RECORD_NONE:
@@ -708,6 +745,20 @@ def _fill_level(link, capacity, link_slot_start, link_slot_count, slot_val):
         if new_level <= level:
             return level
         level = new_level
+
+
+@njit(cache=True)
+def _overflow_level(link, capacity, link_slot_start, link_slot_count, slot_val):
+    """Level at which the flows being re-solved on ``link`` fill it if the others keep their rates."""
+    start = link_slot_start[link]
+    load = 0.0
+    w_free = 0.0
+    for s in range(start, start + link_slot_count[link]):
+        if slot_val[s, _S_LEVEL] < 0:
+            w_free += slot_val[s, _S_WEIGHT]
+        else:
+            load += slot_val[s, _S_RATE]
+    return (capacity - load) / w_free
 
 
 @njit(cache=True, inline="always")

@@ -182,7 +182,7 @@ def test_burst_with_many_ties_matches_twin():
 
 
 @pytest.mark.parametrize(
-    "routes, capacity, size, finish, n_resolved",
+    "routes, capacity, size, start, finish, n_updates, n_resolved",
     [
         # A chain A(2) B(3) C(5) D(7): d and f1 share A, f1 and f2 B, f2 and f3 C, f3 and f4 D.
         # Rates 1, 1, 2, 3, 4 until d leaves at 0.1; then A frees capacity, f1 rises and f2
@@ -190,17 +190,22 @@ def test_burst_with_many_ties_matches_twin():
         # finish together at 1.1. Predicting the ripple re-solves those four once; finding it
         # link by link re-solves some of them in several rounds.
         ([[0], [0, 1], [1, 2], [2, 3], [3]], [2.0, 3.0, 5.0, 7.0], [0.1, 1.6, 1.7, 3.8, 3.9],
-         [0.1, 1.1, 1.1, 1.1, 1.1], 5 + 4),
+         [0.0] * 5, [0.1, 1.1, 1.1, 1.1, 1.1], 3, 5 + 4),
         # A(2) and B(2) tie at level 1; when d leaves A, f stays bottlenecked on B and nothing
         # is re-solved.
-        ([[0], [0, 1], [1]], [2.0, 2.0], [0.5, 2.0, 2.0], [0.5, 2.0, 2.0], 3 + 0),
+        ([[0], [0, 1], [1]], [2.0, 2.0], [0.5, 2.0, 2.0], [0.0] * 3, [0.5, 2.0, 2.0], 3, 3 + 0),
+        # h runs at 3 over A(4) and B(3), leaving A unsaturated. f arrives on A alone at t=1 and
+        # would overflow A's residual 1 below its fair share 2, so h is pushed down with it
+        # (f and h at 2) in one round; the check alone would find h in a second round. f
+        # finishes at 3, and h, back at 3, at 3 + (9 - 3 - 4) / 3.
+        ([[0, 1], [0]], [4.0, 3.0], [9.0, 4.0], [0.0, 1.0], [11 / 3, 3.0], 4, 1 + 2 + 1 + 0),
     ],
-    ids=["ripple", "tie"],
+    ids=["ripple", "tie", "overflow"],
 )
-def test_predicted_region_is_solved_once(routes, capacity, size, finish, n_resolved):
-    r = simulate(routes, capacity, size)
+def test_predicted_region_is_solved_once(routes, capacity, size, start, finish, n_updates, n_resolved):
+    r = simulate(routes, capacity, size, start_s=start)
     np.testing.assert_allclose(r.finish_s, finish, rtol=1e-12)
-    assert r.n_rate_updates == 3
+    assert r.n_rate_updates == n_updates
     assert r.n_rates_resolved == n_resolved
     assert r.n_rates_changed == n_resolved  # the prediction re-solves only rates that change
 

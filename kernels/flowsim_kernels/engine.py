@@ -410,9 +410,9 @@ def simulate_flows(
                 floor = max(threshold, top) * (1.0 - _CHECK_REL_TOL)
                 if change & _GAINS:
                     fill = _fill_level(link, capacity[link], link_slot_start, link_slot_count, slot_val)
-                    floor = max(floor_level, fill * (1.0 + _CHECK_REL_TOL))
-                    if top >= 0:
-                        floor = min(floor, max(threshold, top) * (1.0 - _CHECK_REL_TOL))
+                    above_fill = max(floor_level, fill * (1.0 + _CHECK_REL_TOL))
+                    # A saturated link's top flows drop too, an unsaturated one's only those above.
+                    floor = min(floor, above_fill) if top >= 0 else above_fill
                 start = link_slot_start[link]
                 for s in range(start, start + link_slot_count[link]):
                     if slot_val[s, _S_LEVEL] < floor:

@@ -386,21 +386,20 @@ def simulate_flows(
                 for k in range(fl_ptr[f], fl_ptr[f + 1]):
                     link = fl_idx[k]
                     if np.isnan(seed_fill[link]):
-                        seed_fill[link] = _fill_level(
+                        seed_overflow[link], seed_fill[link] = _fill_levels(
                             link, capacity[link], link_slot_start, link_slot_count, slot_val
                         )
                     level = min(level, seed_fill[link])
                 for k in range(fl_ptr[f], fl_ptr[f + 1]):
                     link = fl_idx[k]
-                    if link_sat_level[link] < 0 and not link_fills[link]:
-                        if np.isnan(seed_overflow[link]):
-                            seed_overflow[link] = _overflow_level(
-                                link, capacity[link], link_slot_start, link_slot_count, slot_val
-                            )
-                        if seed_overflow[link] <= level * (1.0 + _CHECK_REL_TOL):
-                            link_fills[link] = True
-                            link_stack[n_stack] = link
-                            n_stack += 1
+                    if (
+                        link_sat_level[link] < 0
+                        and not link_fills[link]
+                        and seed_overflow[link] <= level * (1.0 + _CHECK_REL_TOL)
+                    ):
+                        link_fills[link] = True
+                        link_stack[n_stack] = link
+                        n_stack += 1
             while n_stack > 0:
                 n_stack -= 1
                 link = link_stack[n_stack]
@@ -409,7 +408,7 @@ def simulate_flows(
                 top = link_sat_level[link]  # saturated, or predicted to fill
                 floor = max(threshold, top) * (1.0 - _CHECK_REL_TOL)
                 if change & _GAINS:
-                    fill = _fill_level(link, capacity[link], link_slot_start, link_slot_count, slot_val)
+                    _, fill = _fill_levels(link, capacity[link], link_slot_start, link_slot_count, slot_val)
                     above_fill = max(floor_level, fill * (1.0 + _CHECK_REL_TOL))
                     # A saturated link's top flows drop too, an unsaturated one's only those above.
                     floor = min(floor, above_fill) if top >= 0 else above_fill
@@ -721,15 +720,18 @@ def _held_elsewhere(h, r, cap_Bps, weight, fl_ptr, fl_idx, link_push, link_sat_l
 
 
 @njit(cache=True)
-def _fill_level(link, capacity, link_slot_start, link_slot_count, slot_val):
-    """Level at which ``link`` fills if its flows being re-solved rise without limit and the
-    others keep their rates up to that level; inf if it never fills.
+def _fill_levels(link, capacity, link_slot_start, link_slot_count, slot_val):
+    """Levels at which ``link`` fills if its flows being re-solved rise without limit: with
+    the others at their rates (where they overflow it), and with the others keeping their
+    rates only up to that level (its fill level); both inf if it has no such flows.
 
-    Water-filling by fixed-point iteration: each pass lets the flows above the last level
-    rise too, which raises the level, until no more join (at most one pass per flow).
+    Water-filling by fixed-point iteration: the first pass gives the first level; each next
+    pass lets the flows above the last level rise too, which raises the level, until no more
+    join (at most one pass per flow).
     """
     start = link_slot_start[link]
     stop = start + link_slot_count[link]
+    overflow = np.inf
     level = -1.0
     while True:
         load = 0.0
@@ -740,25 +742,13 @@ def _fill_level(link, capacity, link_slot_start, link_slot_count, slot_val):
             else:
                 load += slot_val[s, _S_RATE]
         if w_free == 0:
-            return np.inf
+            return overflow, np.inf
         new_level = (capacity - load) / w_free
+        if level < 0:
+            overflow = new_level
         if new_level <= level:
-            return level
+            return overflow, level
         level = new_level
-
-
-@njit(cache=True)
-def _overflow_level(link, capacity, link_slot_start, link_slot_count, slot_val):
-    """Level at which the flows being re-solved on ``link`` fill it if the others keep their rates."""
-    start = link_slot_start[link]
-    load = 0.0
-    w_free = 0.0
-    for s in range(start, start + link_slot_count[link]):
-        if slot_val[s, _S_LEVEL] < 0:
-            w_free += slot_val[s, _S_WEIGHT]
-        else:
-            load += slot_val[s, _S_RATE]
-    return (capacity - load) / w_free
 
 
 @njit(cache=True, inline="always")

@@ -312,13 +312,10 @@ def simulate_flows(
                     moved = slot_inc[last]
                     slot_flow[s] = slot_flow[last]
                     slot_inc[s] = moved
-                    slot_val[s, :] = slot_val[last, :]
+                    for c in range(slot_val.shape[1]):  # not a row slice: a view is reference-counted
+                        slot_val[s, c] = slot_val[last, c]
                     inc_slot[moved] = s
                     link_slot_count[link] -= 1
-                if record == RECORD_LINKS_AND_FLOWS:
-                    seg_entity, seg_data, n_seg = _segment(
-                        seg_entity, seg_data, n_seg, n_links + f, settled_at[f], t, rate[f]
-                    )
                 departures[n_dep] = f
                 n_dep += 1
             phase[f] = _DONE
@@ -622,6 +619,14 @@ def simulate_flows(
                 settled[g] = False
                 region[n_region] = g
                 n_region += 1
+        # Room for this instant's rate segments, made once here: an array variable reassigned
+        # inside a loop is reference-counted at every iteration of it, recording or not.
+        if record != RECORD_NONE:
+            seg_entity, seg_data = _reserve(seg_entity, seg_data, n_seg + n_dep + n_region + n_touched)
+        if record == RECORD_LINKS_AND_FLOWS:
+            for i in range(n_dep):
+                f = departures[i]
+                n_seg = _segment(seg_entity, seg_data, n_seg, n_links + f, settled_at[f], finish_s[f], rate[f])
         for i in range(n_region):
             g = region[i]
             in_region[g] = False
@@ -635,7 +640,7 @@ def simulate_flows(
                 continue
             n_changed += 1
             if record == RECORD_LINKS_AND_FLOWS and rate[g] > 0:
-                seg_entity, seg_data, n_seg = _segment(seg_entity, seg_data, n_seg, n_links + g, settled_at[g], now, rate[g])
+                n_seg = _segment(seg_entity, seg_data, n_seg, n_links + g, settled_at[g], now, rate[g])
             remaining[g] = max(remaining[g] - rate[g] * (now - settled_at[g]), 0.0)
             settled_at[g] = now
             rate[g] = r
@@ -650,9 +655,7 @@ def simulate_flows(
             link_sat_level[link] = new_sat_level[link]
             if new_load[link] != link_load[link]:
                 if record != RECORD_NONE:
-                    seg_entity, seg_data, n_seg = _segment(
-                        seg_entity, seg_data, n_seg, link, link_since[link], now, link_load[link]
-                    )
+                    n_seg = _segment(seg_entity, seg_data, n_seg, link, link_since[link], now, link_load[link])
                 link_load[link] = new_load[link]
                 link_since[link] = now
     return (
@@ -786,19 +789,28 @@ def _next_time(ev_keys, n_ev, fin_keys, n_fin):
 
 
 @njit(cache=True)
+def _reserve(entity, data, n):
+    """Segment arrays with room for ``n`` pieces: these, or copies twice as large or more."""
+    size = entity.shape[0]
+    if n <= size:
+        return entity, data
+    while size < n:
+        size *= 2
+    new_entity = np.empty(size, dtype=np.int64)
+    new_data = np.empty((size, 3), dtype=np.float64)
+    new_entity[: entity.shape[0]] = entity
+    new_data[: entity.shape[0]] = data
+    return new_entity, new_data
+
+
+@njit(cache=True)
 def _segment(entity, data, n, who, start, end, rate):
-    """Append a constant-rate piece (skipping empty and zero-rate ones), growing the arrays."""
+    """Write a constant-rate piece at ``n`` (skipping empty and zero-rate ones, the arrays
+    having room, see :func:`_reserve`); return the new count."""
     if rate == 0.0 or end <= start:
-        return entity, data, n
-    if n == entity.shape[0]:
-        new_entity = np.empty(2 * n, dtype=np.int64)
-        new_data = np.empty((2 * n, 3), dtype=np.float64)
-        new_entity[:n] = entity
-        new_data[:n] = data
-        entity = new_entity
-        data = new_data
+        return n
     entity[n] = who
     data[n, 0] = start
     data[n, 1] = end
     data[n, 2] = rate
-    return entity, data, n + 1
+    return n + 1

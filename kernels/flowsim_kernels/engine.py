@@ -57,6 +57,20 @@ _S_RATE = 0
 _S_LEVEL = 1
 _S_WEIGHT = 2
 
+# Columns of the per-link values, after the fill's own (its ``state``): side by side, so that
+# the few links an update touches stay in a few cache lines each.
+_L_CAPACITY = STATE_COLUMNS + 0
+_L_SAT_LEVEL = STATE_COLUMNS + 1  # largest level if saturated, else -1 (committed)
+_L_FIXED_LOAD = STATE_COLUMNS + 2  # load and top level of the flows not being re-solved
+_L_FIXED_TOP = STATE_COLUMNS + 3
+_L_REGION_LOAD = STATE_COLUMNS + 4  # of the region's flows: load (bounds, then new rates),
+_L_REGION_TOP = STATE_COLUMNS + 5  # top level, weight, and least rates
+_L_REGION_WEIGHT = STATE_COLUMNS + 6
+_L_REGION_LEAST = STATE_COLUMNS + 7
+_L_NEW_LOAD = STATE_COLUMNS + 8  # after the re-solve
+_L_NEW_SAT_LEVEL = STATE_COLUMNS + 9
+_LINK_COLUMNS = STATE_COLUMNS + 10
+
 # Predicted change of a link's load: bits of ``link_push``.
 _GAINS = 1
 _LOSES = 2
@@ -154,7 +168,6 @@ def simulate_flows(
     n_inc = inp.flow_link_indices.shape[0]
     fl_ptr = inp.flow_link_indptr
     fl_idx = inp.flow_link_indices
-    capacity = inp.capacity_Bps
     weight = inp.weight
     # Locals rather than fields of inp inside the loops, like the arrays above.
     cap_Bps = inp.cap_Bps
@@ -189,13 +202,15 @@ def simulate_flows(
     transfer_start_s[:] = np.nan
     finish_s[:] = np.nan
 
-    # Per link: committed load, since when, and its largest level if saturated (else -1).
+    # Per link: committed load and since when; its capacity, committed top level and the
+    # re-solve's sums side by side in one row (see _L_*), the fill's state first.
     link_load = np.zeros(n_links, dtype=np.float64)
     link_since = np.zeros(n_links, dtype=np.float64)
-    link_sat_level = np.full(n_links, -1.0)
+    link_val = np.zeros((n_links, _LINK_COLUMNS), dtype=np.float64)
+    link_val[:, _L_CAPACITY] = inp.capacity_Bps
+    link_val[:, _L_SAT_LEVEL] = -1.0
 
     # Workspaces of the re-solve.
-    state = np.zeros((n_links, STATE_COLUMNS), dtype=np.float64)
     fill_work_keys = np.empty(3 * n_links + 2 * n_flows, dtype=np.float64)
     fill_work_items = np.empty(3 * n_links + 2 * n_flows, dtype=np.int64)
     in_region = np.zeros(n_flows, dtype=np.bool_)
@@ -211,14 +226,6 @@ def simulate_flows(
     link_mark = np.zeros(n_links, dtype=np.bool_)
     touched = np.empty(n_links, dtype=np.int64)
     fill_links = np.empty(n_links, dtype=np.int64)
-    fixed_load = np.zeros(n_links, dtype=np.float64)
-    fixed_top = np.zeros(n_links, dtype=np.float64)
-    region_load = np.zeros(n_links, dtype=np.float64)
-    region_top = np.zeros(n_links, dtype=np.float64)
-    region_weight = np.zeros(n_links, dtype=np.float64)
-    region_least = np.zeros(n_links, dtype=np.float64)
-    new_load = np.zeros(n_links, dtype=np.float64)
-    new_sat_level = np.zeros(n_links, dtype=np.float64)
     visit_stamp = np.zeros(n_flows, dtype=np.int64)
     stamp = 0
     # Workspaces of the prediction: each link's predicted change of load, whether it is an
@@ -345,7 +352,7 @@ def simulate_flows(
                 w = 0.0
                 for s in range(start, start + link_slot_count[link]):
                     w += slot_val[s, _S_WEIGHT]
-                bound = min(bound, capacity[link] / w)
+                bound = min(bound, link_val[link, _L_CAPACITY] / w)
             threshold = min(threshold, bound)
             n_region, n_touched = _join(
                 f, in_region, region, n_region, fl_ptr, fl_idx, inc_slot, slot_val, link_mark, touched, n_touched
@@ -366,13 +373,13 @@ def simulate_flows(
             n_stack = 0
             for i in range(n_dep):
                 n_stack = _spread(
-                    departures[i], -1, _LOSES, fl_ptr, fl_idx, link_push, link_sat_level, floor_level,
+                    departures[i], -1, _LOSES, fl_ptr, fl_idx, link_push, link_val, floor_level,
                     link_stack, n_stack,
                 )
             for i in range(n_arr):
                 f = arrivals[i]
                 n_stack = _spread(
-                    f, -1, _GAINS, fl_ptr, fl_idx, link_push, link_sat_level, floor_level,
+                    f, -1, _GAINS, fl_ptr, fl_idx, link_push, link_val, floor_level,
                     link_stack, n_stack,
                 )
                 # An unsaturated link fills if the arriving flows on it, with the others at their
@@ -384,13 +391,13 @@ def simulate_flows(
                     link = fl_idx[k]
                     if np.isnan(seed_fill[link]):
                         seed_overflow[link], seed_fill[link] = _fill_levels(
-                            link, capacity[link], link_slot_start, link_slot_count, slot_val
+                            link, link_val, link_slot_start, link_slot_count, slot_val
                         )
                     level = min(level, seed_fill[link])
                 for k in range(fl_ptr[f], fl_ptr[f + 1]):
                     link = fl_idx[k]
                     if (
-                        link_sat_level[link] < 0
+                        link_val[link, _L_SAT_LEVEL] < 0
                         and not link_fills[link]
                         and seed_overflow[link] <= level * (1.0 + _CHECK_REL_TOL)
                     ):
@@ -402,10 +409,10 @@ def simulate_flows(
                 link = link_stack[n_stack]
                 change = link_push[link]
                 moved = ((change & _GAINS) << 1) | ((change & _LOSES) >> 1)  # against the link
-                top = link_sat_level[link]  # saturated, or predicted to fill
+                top = link_val[link, _L_SAT_LEVEL]  # saturated, or predicted to fill
                 floor = max(threshold, top) * (1.0 - _CHECK_REL_TOL)
                 if change & _GAINS:
-                    _, fill = _fill_levels(link, capacity[link], link_slot_start, link_slot_count, slot_val)
+                    _, fill = _fill_levels(link, link_val, link_slot_start, link_slot_count, slot_val)
                     above_fill = max(floor_level, fill * (1.0 + _CHECK_REL_TOL))
                     # A saturated link's top flows drop too, an unsaturated one's only those above.
                     floor = min(floor, above_fill) if top >= 0 else above_fill
@@ -415,7 +422,7 @@ def simulate_flows(
                         continue
                     h = slot_flow[s]
                     if change == _LOSES and _held_elsewhere(
-                        h, slot_val[s, _S_RATE], cap_Bps, weight, fl_ptr, fl_idx, link_push, link_sat_level
+                        h, slot_val[s, _S_RATE], cap_Bps, weight, fl_ptr, fl_idx, link_push, link_val
                     ):
                         continue
                     n_region, n_touched = _join(
@@ -423,7 +430,7 @@ def simulate_flows(
                         link_mark, touched, n_touched,
                     )
                     n_stack = _spread(
-                        h, link, moved, fl_ptr, fl_idx, link_push, link_sat_level, floor_level, link_stack, n_stack
+                        h, link, moved, fl_ptr, fl_idx, link_push, link_val, floor_level, link_stack, n_stack
                     )
         else:
             for g in range(n_flows):
@@ -439,15 +446,15 @@ def simulate_flows(
         while True:
             for j in range(n_summed, n_touched):
                 link = touched[j]
-                fixed_load[link], fixed_top[link] = _fixed_sums(link, link_slot_start, link_slot_count, slot_val)
+                _sum_fixed(link, link_slot_start, link_slot_count, slot_val, link_val)
             n_summed = n_touched
             for j in range(n_touched):
                 link = touched[j]
-                state[link, RESIDUAL] = capacity[link] - fixed_load[link]
-                region_load[link] = 0.0  # upper bounds first, then the new rates
-                region_top[link] = -1.0
-                region_weight[link] = 0.0
-                region_least[link] = 0.0
+                link_val[link, RESIDUAL] = link_val[link, _L_CAPACITY] - link_val[link, _L_FIXED_LOAD]
+                link_val[link, _L_REGION_LOAD] = 0.0  # upper bounds first, then the new rates
+                link_val[link, _L_REGION_TOP] = -1.0
+                link_val[link, _L_REGION_WEIGHT] = 0.0
+                link_val[link, _L_REGION_LEAST] = 0.0
             # A link that its region flows cannot fill, even each at the most it could get,
             # never bottlenecks them: leave it out of the fill (an infinite residual) so that
             # only links that may saturate are ordered. Each flow gets at least its cap or
@@ -456,38 +463,38 @@ def simulate_flows(
             for i in range(n_region):
                 g = region[i]
                 for k in range(fl_ptr[g], fl_ptr[g + 1]):
-                    region_weight[fl_idx[k]] += weight[g]
+                    link_val[fl_idx[k], _L_REGION_WEIGHT] += weight[g]
             for i in range(n_region):
                 g = region[i]
                 share = cap_Bps[g] / weight[g]
                 for k in range(fl_ptr[g], fl_ptr[g + 1]):
                     link = fl_idx[k]
-                    share = min(share, state[link, RESIDUAL] / region_weight[link])
+                    share = min(share, link_val[link, RESIDUAL] / link_val[link, _L_REGION_WEIGHT])
                 least[g] = max(share, 0.0) * weight[g]
                 for k in range(fl_ptr[g], fl_ptr[g + 1]):
-                    region_least[fl_idx[k]] += least[g]
+                    link_val[fl_idx[k], _L_REGION_LEAST] += least[g]
             for i in range(n_region):
                 g = region[i]
                 most = cap_Bps[g]
                 for k in range(fl_ptr[g], fl_ptr[g + 1]):
                     link = fl_idx[k]
-                    most = min(most, state[link, RESIDUAL] - (region_least[link] - least[g]))
+                    most = min(most, link_val[link, RESIDUAL] - (link_val[link, _L_REGION_LEAST] - least[g]))
                 most = max(most, 0.0)
                 for k in range(fl_ptr[g], fl_ptr[g + 1]):
-                    region_load[fl_idx[k]] += most
+                    link_val[fl_idx[k], _L_REGION_LOAD] += most
             n_fill_links = 0
             for j in range(n_touched):
                 link = touched[j]
-                if region_load[link] < state[link, RESIDUAL] * (1.0 - _CHECK_REL_TOL):
-                    state[link, RESIDUAL] = np.inf
+                if link_val[link, _L_REGION_LOAD] < link_val[link, RESIDUAL] * (1.0 - _CHECK_REL_TOL):
+                    link_val[link, RESIDUAL] = np.inf
                 else:
                     fill_links[n_fill_links] = link
                     n_fill_links += 1
-                region_load[link] = 0.0
+                link_val[link, _L_REGION_LOAD] = 0.0
             progressive_fill(
                 region[:n_region], fill_links[:n_fill_links], in_region, frozen, fl_ptr, fl_idx,
                 link_slot_start, link_slot_count, slot_flow, weight, cap_Bps,
-                tie_rel_tol, state, fill_work_keys, fill_work_items, new_rate,
+                tie_rel_tol, link_val, fill_work_keys, fill_work_items, new_rate,
             )
             n_resolved += n_region
             for i in range(n_region):
@@ -496,13 +503,14 @@ def simulate_flows(
                 level = new_rate[g] / weight[g]
                 for k in range(fl_ptr[g], fl_ptr[g + 1]):
                     link = fl_idx[k]
-                    region_load[link] += new_rate[g]
-                    region_top[link] = max(region_top[link], level)
+                    link_val[link, _L_REGION_LOAD] += new_rate[g]
+                    link_val[link, _L_REGION_TOP] = max(link_val[link, _L_REGION_TOP], level)
             for j in range(n_touched):
                 link = touched[j]
-                new_load[link] = fixed_load[link] + region_load[link]
-                saturated = new_load[link] >= capacity[link] * (1.0 - _CHECK_REL_TOL)
-                new_sat_level[link] = max(fixed_top[link], region_top[link]) if saturated else -1.0
+                link_val[link, _L_NEW_LOAD] = link_val[link, _L_FIXED_LOAD] + link_val[link, _L_REGION_LOAD]
+                saturated = link_val[link, _L_NEW_LOAD] >= link_val[link, _L_CAPACITY] * (1.0 - _CHECK_REL_TOL)
+                top = max(link_val[link, _L_FIXED_TOP], link_val[link, _L_REGION_TOP])
+                link_val[link, _L_NEW_SAT_LEVEL] = top if saturated else -1.0
 
             # Fixed flows that were bottlenecked on a link (at its top level) keep that
             # bottleneck unless the link lost its saturation or a flow now tops them there.
@@ -511,8 +519,8 @@ def simulate_flows(
             lowest_move = np.inf  # lowest level at which a flow must still move
             for j in range(n_touched):
                 link = touched[j]
-                old = link_sat_level[link]
-                if old < 0 or 0 <= new_sat_level[link] <= old * (1.0 + _CHECK_REL_TOL):
+                old = link_val[link, _L_SAT_LEVEL]
+                if old < 0 or 0 <= link_val[link, _L_NEW_SAT_LEVEL] <= old * (1.0 + _CHECK_REL_TOL):
                     continue
                 floor = old * (1.0 - _CHECK_REL_TOL)
                 start = link_slot_start[link]
@@ -525,7 +533,7 @@ def simulate_flows(
                     visit_stamp[h] = stamp
                     r = new_rate[h] if settled[h] else rate[h]
                     if not _has_bottleneck(
-                        h, r, cap_Bps, weight, fl_ptr, fl_idx, link_mark, new_sat_level, link_sat_level
+                        h, r, cap_Bps, weight, fl_ptr, fl_idx, link_mark, link_val
                     ):
                         lowest_move = min(lowest_move, r / weight[h])
                         pending[h] = True
@@ -535,7 +543,7 @@ def simulate_flows(
                 h = settled_list[i]
                 if settled[h] and not pending[h]:
                     if not _has_bottleneck(
-                        h, new_rate[h], cap_Bps, weight, fl_ptr, fl_idx, link_mark, new_sat_level, link_sat_level
+                        h, new_rate[h], cap_Bps, weight, fl_ptr, fl_idx, link_mark, link_val
                     ):
                         lowest_move = min(lowest_move, new_rate[h] / weight[h])
                         pending[h] = True
@@ -545,14 +553,14 @@ def simulate_flows(
             for i in range(n_region):
                 g = region[i]
                 if _has_bottleneck(
-                    g, new_rate[g], cap_Bps, weight, fl_ptr, fl_idx, link_mark, new_sat_level, link_sat_level
+                    g, new_rate[g], cap_Bps, weight, fl_ptr, fl_idx, link_mark, link_val
                 ):
                     continue
                 lowest_move = min(lowest_move, new_rate[g] / weight[g])
                 ceiling = new_rate[g] / weight[g] * (1.0 + _CHECK_REL_TOL)
                 for k in range(fl_ptr[g], fl_ptr[g + 1]):
                     link = fl_idx[k]
-                    if new_sat_level[link] < 0:
+                    if link_val[link, _L_NEW_SAT_LEVEL] < 0:
                         continue
                     start = link_slot_start[link]
                     for s in range(start, start + link_slot_count[link]):
@@ -584,8 +592,8 @@ def simulate_flows(
                     slot = inc_slot[k]
                     slot_val[slot, _S_RATE] = new_rate[g]
                     slot_val[slot, _S_LEVEL] = level
-                    fixed_load[link] += new_rate[g]
-                    fixed_top[link] = max(fixed_top[link], level)
+                    link_val[link, _L_FIXED_LOAD] += new_rate[g]
+                    link_val[link, _L_FIXED_TOP] = max(link_val[link, _L_FIXED_TOP], level)
             n_region = kept
             for i in range(n_join):
                 h = to_join[i]
@@ -600,17 +608,17 @@ def simulate_flows(
                 for k in range(fl_ptr[h], fl_ptr[h + 1]):
                     link = fl_idx[k]
                     if link_mark[link]:
-                        fixed_load[link] -= r
-                        if level >= fixed_top[link]:
-                            fixed_top[link] = np.inf  # re-sum below, once h's slots are marked
+                        link_val[link, _L_FIXED_LOAD] -= r
+                        if level >= link_val[link, _L_FIXED_TOP]:
+                            link_val[link, _L_FIXED_TOP] = np.inf  # re-sum below, once h's slots are marked
                 n_region, n_touched = _join(
                     h, in_region, region, n_region, fl_ptr, fl_idx, inc_slot, slot_val,
                     link_mark, touched, n_touched,
                 )
             for j in range(n_summed):
                 link = touched[j]
-                if fixed_top[link] == np.inf:
-                    fixed_load[link], fixed_top[link] = _fixed_sums(link, link_slot_start, link_slot_count, slot_val)
+                if link_val[link, _L_FIXED_TOP] == np.inf:
+                    _sum_fixed(link, link_slot_start, link_slot_count, slot_val, link_val)
 
         # --- commit --------------------------------------------------------------------------
         for i in range(n_settled):
@@ -626,7 +634,9 @@ def simulate_flows(
         if record == RECORD_LINKS_AND_FLOWS:
             for i in range(n_dep):
                 f = departures[i]
-                n_seg = _segment(seg_entity, seg_data, n_seg, n_links + f, settled_at[f], finish_s[f], rate[f])
+                n_seg = _segment(
+                    seg_entity, seg_data, n_seg, n_links + f, settled_at[f], finish_s[f], rate[f]
+                )
         for i in range(n_region):
             g = region[i]
             in_region[g] = False
@@ -652,11 +662,11 @@ def simulate_flows(
             link_fills[link] = False
             seed_fill[link] = np.nan
             seed_overflow[link] = np.nan
-            link_sat_level[link] = new_sat_level[link]
-            if new_load[link] != link_load[link]:
+            link_val[link, _L_SAT_LEVEL] = link_val[link, _L_NEW_SAT_LEVEL]
+            if link_val[link, _L_NEW_LOAD] != link_load[link]:
                 if record != RECORD_NONE:
                     n_seg = _segment(seg_entity, seg_data, n_seg, link, link_since[link], now, link_load[link])
-                link_load[link] = new_load[link]
+                link_load[link] = link_val[link, _L_NEW_LOAD]
                 link_since[link] = now
     return (
         n_events,
@@ -671,15 +681,16 @@ def simulate_flows(
 
 
 @njit(cache=True, inline="always")
-def _fixed_sums(link, link_slot_start, link_slot_count, slot_val):
-    """Load and top level of the flows on ``link`` that are not being re-solved."""
+def _sum_fixed(link, link_slot_start, link_slot_count, slot_val, link_val):
+    """Sum the load and top level of the flows on ``link`` that are not being re-solved."""
     start = link_slot_start[link]
     load = 0.0
     top = -1.0
     for s in range(start, start + link_slot_count[link]):
         load += slot_val[s, _S_RATE]
         top = max(top, slot_val[s, _S_LEVEL])
-    return load, top
+    link_val[link, _L_FIXED_LOAD] = load
+    link_val[link, _L_FIXED_TOP] = top
 
 
 @njit(cache=True, inline="always")
@@ -695,35 +706,35 @@ def _join(g, in_region, region, n_region, fl_ptr, fl_idx, inc_slot, slot_val, li
 
 
 @njit(cache=True)
-def _has_bottleneck(g, r, cap_Bps, weight, fl_ptr, fl_idx, link_mark, new_sat_level, link_sat_level):
+def _has_bottleneck(g, r, cap_Bps, weight, fl_ptr, fl_idx, link_mark, link_val):
     """Is flow ``g`` at rate ``r`` capped, or the largest level on a saturated link?"""
     if r >= cap_Bps[g] * (1.0 - _CHECK_REL_TOL):
         return True
     level = r / weight[g]
     for k in range(fl_ptr[g], fl_ptr[g + 1]):
         link = fl_idx[k]
-        top = new_sat_level[link] if link_mark[link] else link_sat_level[link]
+        top = link_val[link, _L_NEW_SAT_LEVEL] if link_mark[link] else link_val[link, _L_SAT_LEVEL]
         if top >= 0 and level >= top * (1.0 - _CHECK_REL_TOL):
             return True
     return False
 
 
 @njit(cache=True)
-def _held_elsewhere(h, r, cap_Bps, weight, fl_ptr, fl_idx, link_push, link_sat_level):
+def _held_elsewhere(h, r, cap_Bps, weight, fl_ptr, fl_idx, link_push, link_val):
     """Does flow ``h`` at rate ``r`` stay put through its cap or an unchanged saturated link?"""
     if r >= cap_Bps[h] * (1.0 - _CHECK_REL_TOL):
         return True
     level = r / weight[h]
     for k in range(fl_ptr[h], fl_ptr[h + 1]):
         link = fl_idx[k]
-        top = link_sat_level[link]
+        top = link_val[link, _L_SAT_LEVEL]
         if link_push[link] == 0 and top >= 0 and level >= top * (1.0 - _CHECK_REL_TOL):
             return True
     return False
 
 
 @njit(cache=True)
-def _fill_levels(link, capacity, link_slot_start, link_slot_count, slot_val):
+def _fill_levels(link, link_val, link_slot_start, link_slot_count, slot_val):
     """Levels at which ``link`` fills if its flows being re-solved rise without limit: with
     the others at their rates (where they overflow it), and with the others keeping their
     rates only up to that level (its fill level); both inf if it has no such flows.
@@ -746,7 +757,7 @@ def _fill_levels(link, capacity, link_slot_start, link_slot_count, slot_val):
                 load += slot_val[s, _S_RATE]
         if w_free == 0:
             return overflow, np.inf
-        new_level = (capacity - load) / w_free
+        new_level = (link_val[link, _L_CAPACITY] - load) / w_free
         if level < 0:
             overflow = new_level
         if new_level <= level:
@@ -755,14 +766,14 @@ def _fill_levels(link, capacity, link_slot_start, link_slot_count, slot_val):
 
 
 @njit(cache=True, inline="always")
-def _spread(f, origin, change, fl_ptr, fl_idx, link_push, link_sat_level, floor_level, link_stack, n_stack):
+def _spread(f, origin, change, fl_ptr, fl_idx, link_push, link_val, floor_level, link_stack, n_stack):
     """Add ``change`` to the links of ``f`` other than ``origin``; stack each link that gains
     a bit and may move flows (saturated, at level ``floor_level`` or above)."""
     for k in range(fl_ptr[f], fl_ptr[f + 1]):
         link = fl_idx[k]
         if link != origin and link_push[link] | change != link_push[link]:
             link_push[link] |= change
-            if link_sat_level[link] >= floor_level:
+            if link_val[link, _L_SAT_LEVEL] >= floor_level:
                 link_stack[n_stack] = link
                 n_stack += 1
     return n_stack

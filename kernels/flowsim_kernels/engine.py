@@ -71,6 +71,14 @@ _L_NEW_LOAD = STATE_COLUMNS + 8  # after the re-solve
 _L_NEW_SAT_LEVEL = STATE_COLUMNS + 9
 _LINK_COLUMNS = STATE_COLUMNS + 10
 
+# Columns of the per-flow values.
+_F_WEIGHT = 0
+_F_CAP = 1
+_F_RATE = 2
+_F_NEW_RATE = 3
+_F_LEAST = 4
+_FLOW_COLUMNS = 5
+
 # Predicted change of a link's load: bits of ``link_push``.
 _GAINS = 1
 _LOSES = 2
@@ -168,12 +176,20 @@ def simulate_flows(
     n_inc = inp.flow_link_indices.shape[0]
     fl_ptr = inp.flow_link_indptr
     fl_idx = inp.flow_link_indices
-    weight = inp.weight
     # Locals rather than fields of inp inside the loops, like the arrays above.
-    cap_Bps = inp.cap_Bps
     size_bytes = inp.size_bytes
     start_s = inp.start_s
     delay_s = inp.delay_s
+    # Per flow, the values a re-solve reads together, side by side in one row (weight, cap,
+    # committed rate, re-solved rate, least rate: see _F_*), used through column views.
+    flow_val = np.zeros((n_flows, _FLOW_COLUMNS), dtype=np.float64)
+    weight = flow_val[:, _F_WEIGHT]
+    cap_Bps = flow_val[:, _F_CAP]
+    rate = flow_val[:, _F_RATE]
+    new_rate = flow_val[:, _F_NEW_RATE]
+    least = flow_val[:, _F_LEAST]
+    weight[:] = inp.weight
+    cap_Bps[:] = inp.cap_Bps
 
     # Per link, a slot range (its static CSR row) holding the flows transferring over it,
     # with each one's rate, level and weight side by side so that link scans read memory in
@@ -195,7 +211,6 @@ def simulate_flows(
             route_latency[f] += inp.latency_s[fl_idx[k]]
 
     phase = np.zeros(n_flows, dtype=np.int64)
-    rate = np.zeros(n_flows, dtype=np.float64)
     remaining = size_bytes.copy()
     settled_at = np.zeros(n_flows, dtype=np.float64)
     ready_s[:] = np.nan
@@ -219,8 +234,6 @@ def simulate_flows(
     rejoined = np.zeros(n_flows, dtype=np.bool_)
     settled_list = np.empty(n_flows, dtype=np.int64)
     frozen = np.zeros(n_flows, dtype=np.bool_)
-    new_rate = np.zeros(n_flows, dtype=np.float64)
-    least = np.zeros(n_flows, dtype=np.float64)
     region = np.empty(n_flows, dtype=np.int64)
     to_join = np.empty(n_flows, dtype=np.int64)
     link_mark = np.zeros(n_links, dtype=np.bool_)

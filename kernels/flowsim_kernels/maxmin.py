@@ -137,12 +137,12 @@ def progressive_fill(
         Weights (> 0) and rate caps (B/s, > 0, inf for none). Not mutated.
     tie_rel_tol : float
         Levels within this relative distance of the lowest are frozen in the same round.
-    state : float64[n_links, STATE_COLUMNS]
+    state : float64[n_links, >= STATE_COLUMNS]
         On entry ``state[l, RESIDUAL]`` is the capacity left for ``flows`` on each link of
         ``links``, ``inf`` for a link the caller knows they cannot fill (it is never
         ordered, and need not be listed; every flow must still meet a finite link or its
         cap); the other columns of listed links are set here, those of unlisted ones are
-        scratch. Mutated.
+        scratch. Columns from ``STATE_COLUMNS`` on are the caller's and left alone. Mutated.
     work_keys, work_items : float64[m], int64[m], m >= 3 len(links) + 2 len(flows)
         Workspace (the link heap and the sorted link and cap streams: nothing is allocated
         here, since the event engine calls this for every re-solve).

@@ -57,21 +57,20 @@ _S_RATE = 0
 _S_LEVEL = 1
 _S_WEIGHT = 2
 
-# Columns of the per-link values, after the fill's own (its ``state``): side by side, so that
-# the few links an update touches stay in a few cache lines each.
+# Columns of the per-link values, after the fill's own (its ``state``), and of the per-flow
+# values: each row holds what an update reads together, so that the links and flows it
+# touches take a cache line or two each; the engine reads them through column views.
 _L_CAPACITY = STATE_COLUMNS + 0
-_L_SAT_LEVEL = STATE_COLUMNS + 1  # largest level if saturated, else -1 (committed)
-_L_FIXED_LOAD = STATE_COLUMNS + 2  # load and top level of the flows not being re-solved
+_L_SAT_LEVEL = STATE_COLUMNS + 1
+_L_FIXED_LOAD = STATE_COLUMNS + 2
 _L_FIXED_TOP = STATE_COLUMNS + 3
-_L_REGION_LOAD = STATE_COLUMNS + 4  # of the region's flows: load (bounds, then new rates),
-_L_REGION_TOP = STATE_COLUMNS + 5  # top level, weight, and least rates
+_L_REGION_LOAD = STATE_COLUMNS + 4
+_L_REGION_TOP = STATE_COLUMNS + 5
 _L_REGION_WEIGHT = STATE_COLUMNS + 6
 _L_REGION_LEAST = STATE_COLUMNS + 7
-_L_NEW_LOAD = STATE_COLUMNS + 8  # after the re-solve
+_L_NEW_LOAD = STATE_COLUMNS + 8
 _L_NEW_SAT_LEVEL = STATE_COLUMNS + 9
 _LINK_COLUMNS = STATE_COLUMNS + 10
-
-# Columns of the per-flow values.
 _F_WEIGHT = 0
 _F_CAP = 1
 _F_RATE = 2
@@ -180,8 +179,7 @@ def simulate_flows(
     size_bytes = inp.size_bytes
     start_s = inp.start_s
     delay_s = inp.delay_s
-    # Per flow, the values a re-solve reads together, side by side in one row (weight, cap,
-    # committed rate, re-solved rate, least rate: see _F_*), used through column views.
+    # Per flow: weight, cap, committed rate, re-solved rate and least rate, one row each.
     flow_val = np.zeros((n_flows, _FLOW_COLUMNS), dtype=np.float64)
     weight = flow_val[:, _F_WEIGHT]
     cap_Bps = flow_val[:, _F_CAP]
@@ -217,13 +215,25 @@ def simulate_flows(
     transfer_start_s[:] = np.nan
     finish_s[:] = np.nan
 
-    # Per link: committed load and since when; its capacity, committed top level and the
-    # re-solve's sums side by side in one row (see _L_*), the fill's state first.
+    # Per link: committed load and since when. In one row each: the fill's state, capacity,
+    # largest level if saturated (else -1), and the re-solve's sums: load and top level of the
+    # flows not being re-solved; load (upper bounds, then new rates), top level, weight and
+    # least rates of the region's flows; load and top level if saturated after the re-solve.
     link_load = np.zeros(n_links, dtype=np.float64)
     link_since = np.zeros(n_links, dtype=np.float64)
-    link_val = np.zeros((n_links, _LINK_COLUMNS), dtype=np.float64)
-    link_val[:, _L_CAPACITY] = inp.capacity_Bps
-    link_val[:, _L_SAT_LEVEL] = -1.0
+    state = np.zeros((n_links, _LINK_COLUMNS), dtype=np.float64)
+    capacity = state[:, _L_CAPACITY]
+    link_sat_level = state[:, _L_SAT_LEVEL]
+    fixed_load = state[:, _L_FIXED_LOAD]
+    fixed_top = state[:, _L_FIXED_TOP]
+    region_load = state[:, _L_REGION_LOAD]
+    region_top = state[:, _L_REGION_TOP]
+    region_weight = state[:, _L_REGION_WEIGHT]
+    region_least = state[:, _L_REGION_LEAST]
+    new_load = state[:, _L_NEW_LOAD]
+    new_sat_level = state[:, _L_NEW_SAT_LEVEL]
+    capacity[:] = inp.capacity_Bps
+    link_sat_level[:] = -1.0
 
     # Workspaces of the re-solve.
     fill_work_keys = np.empty(3 * n_links + 2 * n_flows, dtype=np.float64)
@@ -365,7 +375,7 @@ def simulate_flows(
                 w = 0.0
                 for s in range(start, start + link_slot_count[link]):
                     w += slot_val[s, _S_WEIGHT]
-                bound = min(bound, link_val[link, _L_CAPACITY] / w)
+                bound = min(bound, capacity[link] / w)
             threshold = min(threshold, bound)
             n_region, n_touched = _join(
                 f, in_region, region, n_region, fl_ptr, fl_idx, inc_slot, slot_val, link_mark, touched, n_touched
@@ -386,13 +396,13 @@ def simulate_flows(
             n_stack = 0
             for i in range(n_dep):
                 n_stack = _spread(
-                    departures[i], -1, _LOSES, fl_ptr, fl_idx, link_push, link_val, floor_level,
+                    departures[i], -1, _LOSES, fl_ptr, fl_idx, link_push, link_sat_level, floor_level,
                     link_stack, n_stack,
                 )
             for i in range(n_arr):
                 f = arrivals[i]
                 n_stack = _spread(
-                    f, -1, _GAINS, fl_ptr, fl_idx, link_push, link_val, floor_level,
+                    f, -1, _GAINS, fl_ptr, fl_idx, link_push, link_sat_level, floor_level,
                     link_stack, n_stack,
                 )
                 # An unsaturated link fills if the arriving flows on it, with the others at their
@@ -404,13 +414,13 @@ def simulate_flows(
                     link = fl_idx[k]
                     if np.isnan(seed_fill[link]):
                         seed_overflow[link], seed_fill[link] = _fill_levels(
-                            link, link_val, link_slot_start, link_slot_count, slot_val
+                            link, capacity[link], link_slot_start, link_slot_count, slot_val
                         )
                     level = min(level, seed_fill[link])
                 for k in range(fl_ptr[f], fl_ptr[f + 1]):
                     link = fl_idx[k]
                     if (
-                        link_val[link, _L_SAT_LEVEL] < 0
+                        link_sat_level[link] < 0
                         and not link_fills[link]
                         and seed_overflow[link] <= level * (1.0 + _CHECK_REL_TOL)
                     ):
@@ -422,10 +432,10 @@ def simulate_flows(
                 link = link_stack[n_stack]
                 change = link_push[link]
                 moved = ((change & _GAINS) << 1) | ((change & _LOSES) >> 1)  # against the link
-                top = link_val[link, _L_SAT_LEVEL]  # saturated, or predicted to fill
+                top = link_sat_level[link]  # saturated, or predicted to fill
                 floor = max(threshold, top) * (1.0 - _CHECK_REL_TOL)
                 if change & _GAINS:
-                    _, fill = _fill_levels(link, link_val, link_slot_start, link_slot_count, slot_val)
+                    _, fill = _fill_levels(link, capacity[link], link_slot_start, link_slot_count, slot_val)
                     above_fill = max(floor_level, fill * (1.0 + _CHECK_REL_TOL))
                     # A saturated link's top flows drop too, an unsaturated one's only those above.
                     floor = min(floor, above_fill) if top >= 0 else above_fill
@@ -435,7 +445,7 @@ def simulate_flows(
                         continue
                     h = slot_flow[s]
                     if change == _LOSES and _held_elsewhere(
-                        h, slot_val[s, _S_RATE], cap_Bps, weight, fl_ptr, fl_idx, link_push, link_val
+                        h, slot_val[s, _S_RATE], cap_Bps, weight, fl_ptr, fl_idx, link_push, link_sat_level
                     ):
                         continue
                     n_region, n_touched = _join(
@@ -443,7 +453,7 @@ def simulate_flows(
                         link_mark, touched, n_touched,
                     )
                     n_stack = _spread(
-                        h, link, moved, fl_ptr, fl_idx, link_push, link_val, floor_level, link_stack, n_stack
+                        h, link, moved, fl_ptr, fl_idx, link_push, link_sat_level, floor_level, link_stack, n_stack
                     )
         else:
             for g in range(n_flows):
@@ -459,15 +469,15 @@ def simulate_flows(
         while True:
             for j in range(n_summed, n_touched):
                 link = touched[j]
-                _sum_fixed(link, link_slot_start, link_slot_count, slot_val, link_val)
+                fixed_load[link], fixed_top[link] = _fixed_sums(link, link_slot_start, link_slot_count, slot_val)
             n_summed = n_touched
             for j in range(n_touched):
                 link = touched[j]
-                link_val[link, RESIDUAL] = link_val[link, _L_CAPACITY] - link_val[link, _L_FIXED_LOAD]
-                link_val[link, _L_REGION_LOAD] = 0.0  # upper bounds first, then the new rates
-                link_val[link, _L_REGION_TOP] = -1.0
-                link_val[link, _L_REGION_WEIGHT] = 0.0
-                link_val[link, _L_REGION_LEAST] = 0.0
+                state[link, RESIDUAL] = capacity[link] - fixed_load[link]
+                region_load[link] = 0.0  # upper bounds first, then the new rates
+                region_top[link] = -1.0
+                region_weight[link] = 0.0
+                region_least[link] = 0.0
             # A link that its region flows cannot fill, even each at the most it could get,
             # never bottlenecks them: leave it out of the fill (an infinite residual) so that
             # only links that may saturate are ordered. Each flow gets at least its cap or
@@ -476,38 +486,38 @@ def simulate_flows(
             for i in range(n_region):
                 g = region[i]
                 for k in range(fl_ptr[g], fl_ptr[g + 1]):
-                    link_val[fl_idx[k], _L_REGION_WEIGHT] += weight[g]
+                    region_weight[fl_idx[k]] += weight[g]
             for i in range(n_region):
                 g = region[i]
                 share = cap_Bps[g] / weight[g]
                 for k in range(fl_ptr[g], fl_ptr[g + 1]):
                     link = fl_idx[k]
-                    share = min(share, link_val[link, RESIDUAL] / link_val[link, _L_REGION_WEIGHT])
+                    share = min(share, state[link, RESIDUAL] / region_weight[link])
                 least[g] = max(share, 0.0) * weight[g]
                 for k in range(fl_ptr[g], fl_ptr[g + 1]):
-                    link_val[fl_idx[k], _L_REGION_LEAST] += least[g]
+                    region_least[fl_idx[k]] += least[g]
             for i in range(n_region):
                 g = region[i]
                 most = cap_Bps[g]
                 for k in range(fl_ptr[g], fl_ptr[g + 1]):
                     link = fl_idx[k]
-                    most = min(most, link_val[link, RESIDUAL] - (link_val[link, _L_REGION_LEAST] - least[g]))
+                    most = min(most, state[link, RESIDUAL] - (region_least[link] - least[g]))
                 most = max(most, 0.0)
                 for k in range(fl_ptr[g], fl_ptr[g + 1]):
-                    link_val[fl_idx[k], _L_REGION_LOAD] += most
+                    region_load[fl_idx[k]] += most
             n_fill_links = 0
             for j in range(n_touched):
                 link = touched[j]
-                if link_val[link, _L_REGION_LOAD] < link_val[link, RESIDUAL] * (1.0 - _CHECK_REL_TOL):
-                    link_val[link, RESIDUAL] = np.inf
+                if region_load[link] < state[link, RESIDUAL] * (1.0 - _CHECK_REL_TOL):
+                    state[link, RESIDUAL] = np.inf
                 else:
                     fill_links[n_fill_links] = link
                     n_fill_links += 1
-                link_val[link, _L_REGION_LOAD] = 0.0
+                region_load[link] = 0.0
             progressive_fill(
                 region[:n_region], fill_links[:n_fill_links], in_region, frozen, fl_ptr, fl_idx,
                 link_slot_start, link_slot_count, slot_flow, weight, cap_Bps,
-                tie_rel_tol, link_val, fill_work_keys, fill_work_items, new_rate,
+                tie_rel_tol, state, fill_work_keys, fill_work_items, new_rate,
             )
             n_resolved += n_region
             for i in range(n_region):
@@ -516,14 +526,13 @@ def simulate_flows(
                 level = new_rate[g] / weight[g]
                 for k in range(fl_ptr[g], fl_ptr[g + 1]):
                     link = fl_idx[k]
-                    link_val[link, _L_REGION_LOAD] += new_rate[g]
-                    link_val[link, _L_REGION_TOP] = max(link_val[link, _L_REGION_TOP], level)
+                    region_load[link] += new_rate[g]
+                    region_top[link] = max(region_top[link], level)
             for j in range(n_touched):
                 link = touched[j]
-                link_val[link, _L_NEW_LOAD] = link_val[link, _L_FIXED_LOAD] + link_val[link, _L_REGION_LOAD]
-                saturated = link_val[link, _L_NEW_LOAD] >= link_val[link, _L_CAPACITY] * (1.0 - _CHECK_REL_TOL)
-                top = max(link_val[link, _L_FIXED_TOP], link_val[link, _L_REGION_TOP])
-                link_val[link, _L_NEW_SAT_LEVEL] = top if saturated else -1.0
+                new_load[link] = fixed_load[link] + region_load[link]
+                saturated = new_load[link] >= capacity[link] * (1.0 - _CHECK_REL_TOL)
+                new_sat_level[link] = max(fixed_top[link], region_top[link]) if saturated else -1.0
 
             # Fixed flows that were bottlenecked on a link (at its top level) keep that
             # bottleneck unless the link lost its saturation or a flow now tops them there.
@@ -532,8 +541,8 @@ def simulate_flows(
             lowest_move = np.inf  # lowest level at which a flow must still move
             for j in range(n_touched):
                 link = touched[j]
-                old = link_val[link, _L_SAT_LEVEL]
-                if old < 0 or 0 <= link_val[link, _L_NEW_SAT_LEVEL] <= old * (1.0 + _CHECK_REL_TOL):
+                old = link_sat_level[link]
+                if old < 0 or 0 <= new_sat_level[link] <= old * (1.0 + _CHECK_REL_TOL):
                     continue
                 floor = old * (1.0 - _CHECK_REL_TOL)
                 start = link_slot_start[link]
@@ -546,7 +555,7 @@ def simulate_flows(
                     visit_stamp[h] = stamp
                     r = new_rate[h] if settled[h] else rate[h]
                     if not _has_bottleneck(
-                        h, r, cap_Bps, weight, fl_ptr, fl_idx, link_mark, link_val
+                        h, r, cap_Bps, weight, fl_ptr, fl_idx, link_mark, new_sat_level, link_sat_level
                     ):
                         lowest_move = min(lowest_move, r / weight[h])
                         pending[h] = True
@@ -556,7 +565,7 @@ def simulate_flows(
                 h = settled_list[i]
                 if settled[h] and not pending[h]:
                     if not _has_bottleneck(
-                        h, new_rate[h], cap_Bps, weight, fl_ptr, fl_idx, link_mark, link_val
+                        h, new_rate[h], cap_Bps, weight, fl_ptr, fl_idx, link_mark, new_sat_level, link_sat_level
                     ):
                         lowest_move = min(lowest_move, new_rate[h] / weight[h])
                         pending[h] = True
@@ -566,14 +575,14 @@ def simulate_flows(
             for i in range(n_region):
                 g = region[i]
                 if _has_bottleneck(
-                    g, new_rate[g], cap_Bps, weight, fl_ptr, fl_idx, link_mark, link_val
+                    g, new_rate[g], cap_Bps, weight, fl_ptr, fl_idx, link_mark, new_sat_level, link_sat_level
                 ):
                     continue
                 lowest_move = min(lowest_move, new_rate[g] / weight[g])
                 ceiling = new_rate[g] / weight[g] * (1.0 + _CHECK_REL_TOL)
                 for k in range(fl_ptr[g], fl_ptr[g + 1]):
                     link = fl_idx[k]
-                    if link_val[link, _L_NEW_SAT_LEVEL] < 0:
+                    if new_sat_level[link] < 0:
                         continue
                     start = link_slot_start[link]
                     for s in range(start, start + link_slot_count[link]):
@@ -605,8 +614,8 @@ def simulate_flows(
                     slot = inc_slot[k]
                     slot_val[slot, _S_RATE] = new_rate[g]
                     slot_val[slot, _S_LEVEL] = level
-                    link_val[link, _L_FIXED_LOAD] += new_rate[g]
-                    link_val[link, _L_FIXED_TOP] = max(link_val[link, _L_FIXED_TOP], level)
+                    fixed_load[link] += new_rate[g]
+                    fixed_top[link] = max(fixed_top[link], level)
             n_region = kept
             for i in range(n_join):
                 h = to_join[i]
@@ -621,17 +630,17 @@ def simulate_flows(
                 for k in range(fl_ptr[h], fl_ptr[h + 1]):
                     link = fl_idx[k]
                     if link_mark[link]:
-                        link_val[link, _L_FIXED_LOAD] -= r
-                        if level >= link_val[link, _L_FIXED_TOP]:
-                            link_val[link, _L_FIXED_TOP] = np.inf  # re-sum below, once h's slots are marked
+                        fixed_load[link] -= r
+                        if level >= fixed_top[link]:
+                            fixed_top[link] = np.inf  # re-sum below, once h's slots are marked
                 n_region, n_touched = _join(
                     h, in_region, region, n_region, fl_ptr, fl_idx, inc_slot, slot_val,
                     link_mark, touched, n_touched,
                 )
             for j in range(n_summed):
                 link = touched[j]
-                if link_val[link, _L_FIXED_TOP] == np.inf:
-                    _sum_fixed(link, link_slot_start, link_slot_count, slot_val, link_val)
+                if fixed_top[link] == np.inf:
+                    fixed_load[link], fixed_top[link] = _fixed_sums(link, link_slot_start, link_slot_count, slot_val)
 
         # --- commit --------------------------------------------------------------------------
         for i in range(n_settled):
@@ -647,9 +656,7 @@ def simulate_flows(
         if record == RECORD_LINKS_AND_FLOWS:
             for i in range(n_dep):
                 f = departures[i]
-                n_seg = _segment(
-                    seg_entity, seg_data, n_seg, n_links + f, settled_at[f], finish_s[f], rate[f]
-                )
+                n_seg = _segment(seg_entity, seg_data, n_seg, n_links + f, settled_at[f], finish_s[f], rate[f])
         for i in range(n_region):
             g = region[i]
             in_region[g] = False
@@ -675,11 +682,11 @@ def simulate_flows(
             link_fills[link] = False
             seed_fill[link] = np.nan
             seed_overflow[link] = np.nan
-            link_val[link, _L_SAT_LEVEL] = link_val[link, _L_NEW_SAT_LEVEL]
-            if link_val[link, _L_NEW_LOAD] != link_load[link]:
+            link_sat_level[link] = new_sat_level[link]
+            if new_load[link] != link_load[link]:
                 if record != RECORD_NONE:
                     n_seg = _segment(seg_entity, seg_data, n_seg, link, link_since[link], now, link_load[link])
-                link_load[link] = link_val[link, _L_NEW_LOAD]
+                link_load[link] = new_load[link]
                 link_since[link] = now
     return (
         n_events,
@@ -694,16 +701,15 @@ def simulate_flows(
 
 
 @njit(cache=True, inline="always")
-def _sum_fixed(link, link_slot_start, link_slot_count, slot_val, link_val):
-    """Sum the load and top level of the flows on ``link`` that are not being re-solved."""
+def _fixed_sums(link, link_slot_start, link_slot_count, slot_val):
+    """Load and top level of the flows on ``link`` that are not being re-solved."""
     start = link_slot_start[link]
     load = 0.0
     top = -1.0
     for s in range(start, start + link_slot_count[link]):
         load += slot_val[s, _S_RATE]
         top = max(top, slot_val[s, _S_LEVEL])
-    link_val[link, _L_FIXED_LOAD] = load
-    link_val[link, _L_FIXED_TOP] = top
+    return load, top
 
 
 @njit(cache=True, inline="always")
@@ -719,35 +725,35 @@ def _join(g, in_region, region, n_region, fl_ptr, fl_idx, inc_slot, slot_val, li
 
 
 @njit(cache=True)
-def _has_bottleneck(g, r, cap_Bps, weight, fl_ptr, fl_idx, link_mark, link_val):
+def _has_bottleneck(g, r, cap_Bps, weight, fl_ptr, fl_idx, link_mark, new_sat_level, link_sat_level):
     """Is flow ``g`` at rate ``r`` capped, or the largest level on a saturated link?"""
     if r >= cap_Bps[g] * (1.0 - _CHECK_REL_TOL):
         return True
     level = r / weight[g]
     for k in range(fl_ptr[g], fl_ptr[g + 1]):
         link = fl_idx[k]
-        top = link_val[link, _L_NEW_SAT_LEVEL] if link_mark[link] else link_val[link, _L_SAT_LEVEL]
+        top = new_sat_level[link] if link_mark[link] else link_sat_level[link]
         if top >= 0 and level >= top * (1.0 - _CHECK_REL_TOL):
             return True
     return False
 
 
 @njit(cache=True)
-def _held_elsewhere(h, r, cap_Bps, weight, fl_ptr, fl_idx, link_push, link_val):
+def _held_elsewhere(h, r, cap_Bps, weight, fl_ptr, fl_idx, link_push, link_sat_level):
     """Does flow ``h`` at rate ``r`` stay put through its cap or an unchanged saturated link?"""
     if r >= cap_Bps[h] * (1.0 - _CHECK_REL_TOL):
         return True
     level = r / weight[h]
     for k in range(fl_ptr[h], fl_ptr[h + 1]):
         link = fl_idx[k]
-        top = link_val[link, _L_SAT_LEVEL]
+        top = link_sat_level[link]
         if link_push[link] == 0 and top >= 0 and level >= top * (1.0 - _CHECK_REL_TOL):
             return True
     return False
 
 
 @njit(cache=True)
-def _fill_levels(link, link_val, link_slot_start, link_slot_count, slot_val):
+def _fill_levels(link, capacity, link_slot_start, link_slot_count, slot_val):
     """Levels at which ``link`` fills if its flows being re-solved rise without limit: with
     the others at their rates (where they overflow it), and with the others keeping their
     rates only up to that level (its fill level); both inf if it has no such flows.
@@ -770,7 +776,7 @@ def _fill_levels(link, link_val, link_slot_start, link_slot_count, slot_val):
                 load += slot_val[s, _S_RATE]
         if w_free == 0:
             return overflow, np.inf
-        new_level = (link_val[link, _L_CAPACITY] - load) / w_free
+        new_level = (capacity - load) / w_free
         if level < 0:
             overflow = new_level
         if new_level <= level:
@@ -779,14 +785,14 @@ def _fill_levels(link, link_val, link_slot_start, link_slot_count, slot_val):
 
 
 @njit(cache=True, inline="always")
-def _spread(f, origin, change, fl_ptr, fl_idx, link_push, link_val, floor_level, link_stack, n_stack):
+def _spread(f, origin, change, fl_ptr, fl_idx, link_push, link_sat_level, floor_level, link_stack, n_stack):
     """Add ``change`` to the links of ``f`` other than ``origin``; stack each link that gains
     a bit and may move flows (saturated, at level ``floor_level`` or above)."""
     for k in range(fl_ptr[f], fl_ptr[f + 1]):
         link = fl_idx[k]
         if link != origin and link_push[link] | change != link_push[link]:
             link_push[link] |= change
-            if link_val[link, _L_SAT_LEVEL] >= floor_level:
+            if link_sat_level[link] >= floor_level:
                 link_stack[n_stack] = link
                 n_stack += 1
     return n_stack

@@ -73,6 +73,7 @@ import json
 import math
 import multiprocessing
 import os
+import signal
 import time
 import tomllib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -1100,7 +1101,9 @@ def _serial(runner: Runner, tasks: Iterator[RunTask], n_tasks: int, workers: int
 
 
 def _process_pool(runner: Runner, tasks: Iterator[RunTask], n_tasks: int, workers: int) -> Iterator[list[RunRecord]]:
-    pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+    pool = concurrent.futures.ProcessPoolExecutor(
+        workers, mp_context=multiprocessing.get_context("spawn"), initializer=_ignore_interrupts
+    )
     try:
         yield from _windowed(
             lambda batch: pool.submit(_execute_batch, runner, batch),
@@ -1108,8 +1111,26 @@ def _process_pool(runner: Runner, tasks: Iterator[RunTask], n_tasks: int, worker
             _batches(tasks, n_tasks, workers),
             4 * workers,
         )
+    except BaseException:
+        # Interrupted, or the caller stopped reading: the batches in flight would be lost
+        # anyway, so their workers are stopped rather than waited for. (Python 3.14 names
+        # this ProcessPoolExecutor.terminate_workers; before, the processes are only in
+        # ``_processes``.)
+        for process in list(pool._processes.values()):
+            process.terminate()
+        raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _ignore_interrupts() -> None:
+    """Pool workers leave Ctrl-C to the sweep, which stops them (see :func:`_process_pool`).
+
+    Ctrl-C in a terminal interrupts every process of its group. A worker interrupted while
+    sending a result can die holding the result queue's lock, and the other workers, and the
+    pool's shutdown with them, then wait for it forever.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _dask(address: str) -> _Engine:

@@ -1,7 +1,8 @@
 """flowsim: a flow-level network model of GPU clusters.
 
 Run a scenario file into an HDF5 trace, inspect or plot a trace, list the hardware presets,
-or sweep a collective's message sizes the way nccl-tests does.
+solve a scenario's rates all at once, sweep a scenario's parameters, time a collective over
+message sizes the way nccl-tests does, or check nccl-tests measurements against the model.
 """
 
 from __future__ import annotations
@@ -28,11 +29,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (InputError, ImportError) as err:
         print(f"flowsim: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        # Outputs are written whole or not at all (a temporary file renamed into place), so
+        # an interrupted command leaves what the user had; no traceback for a Ctrl-C.
+        print("flowsim: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:
         # The reader went away (``flowsim inspect trace.h5 | head``): not a failure. Point
         # stdout at /dev/null so that flushing it at exit does not raise again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as err:
+        # The system refused a read or write the checks before the run could not foresee
+        # (a full disk, a file system that refuses the name): say which file, no traceback.
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"flowsim: error: {where}{err.strerror or err}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 """Exceptions raised for bad user input, and the input readers that raise them."""
 
-from collections.abc import Sequence
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -19,6 +21,28 @@ def read_text_file(path, what: str) -> str:
             return handle.read()
     except (OSError, UnicodeDecodeError) as err:
         raise InputError(f"{path}: cannot read {what}: {err}") from None
+
+
+def output_file(path: str | os.PathLike, what: str, *, inputs: Iterable[str | os.PathLike] = ()) -> Path:
+    """``path`` as a :class:`~pathlib.Path` flowsim can write ``what`` to; an
+    :class:`InputError` naming it otherwise.
+
+    Checked before any work is done, so that a run does not fail only when it has finished:
+    the path names a file (not a directory), its directory exists and is writable, and it is
+    none of ``inputs`` (writing there would replace a file the run reads).
+    """
+    target = Path(path)
+    if str(path) == "" or target.is_dir():
+        raise InputError(f"{str(path)!r}: {what} must be a file name, not a directory")
+    parent = target.parent
+    if not parent.is_dir():
+        raise InputError(f"{target}: the directory {str(parent)!r} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"{target}: the directory {str(parent)!r} is not writable")
+    for source in inputs:
+        if target.exists() and Path(source).exists() and os.path.samefile(target, source):
+            raise InputError(f"{target}: {what} would replace the input file {source}")
+    return target
 
 
 def float_column(

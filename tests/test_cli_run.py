@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from flowsim import cli
 from flowsim.commands import inspect, plot, presets, run
 from flowsim.errors import InputError
 from flowsim.presets import preset_names
@@ -89,6 +90,37 @@ def test_run_defaults_the_output_to_the_scenario_name(tmp_path, monkeypatch):
 def test_run_checks_the_output_directory_first(tmp_path):
     with pytest.raises(InputError, match="does not exist"):
         flowsim("run", DGX, "-o", tmp_path / "nope" / "t.h5")
+
+
+@pytest.mark.parametrize("output", ["", ".", "{tmp}"], ids=["empty", "cwd", "directory"])
+def test_run_refuses_a_directory_as_output(tmp_path, output):
+    with pytest.raises(InputError, match="must be a file name, not a directory"):
+        flowsim("run", DGX, "-o", output.format(tmp=tmp_path))
+
+
+def test_run_refuses_to_write_over_its_scenario(tmp_path):
+    scenario = tmp_path / "s.toml"
+    text = DGX.read_text()
+    scenario.write_text(text)
+    with pytest.raises(InputError, match="would replace the input file"):
+        flowsim("run", scenario, "-o", scenario)
+    assert scenario.read_text() == text
+
+
+def test_command_line_reports_system_errors_and_ctrl_c_without_traceback(monkeypatch, capsys):
+    def refused(args):
+        raise PermissionError(13, "Permission denied", "t.h5")
+
+    monkeypatch.setattr(run, "run_command", refused)
+    assert cli.main(["run", str(DGX)]) == 1
+    assert capsys.readouterr().err == "flowsim: error: t.h5: Permission denied\n"
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run, "run_command", interrupted)
+    assert cli.main(["run", str(DGX)]) == 130
+    assert capsys.readouterr().err == "flowsim: interrupted\n"
 
 
 def test_pcie_server_all_to_all_is_slower_than_dgx_h100(traces):

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TextIO
 
 from flowsim.commands.inspect import format_seconds
-from flowsim.errors import InputError
+from flowsim.errors import output_file
 from flowsim.scenario import load_scenario, run_scenario
 from flowsim.trace import write_trace
 
@@ -36,14 +36,16 @@ class _Progress:
 def run_command(args: argparse.Namespace) -> int:
     """Handler of ``flowsim run``: load, route, simulate, write the trace; returns 0.
 
-    Errors in the scenario, or an output directory that does not exist, raise
-    :class:`~flowsim.errors.InputError` naming the file (and key) before anything runs.
+    Errors in the scenario, or an output path that cannot be written (see
+    :func:`~flowsim.errors.output_file`), raise :class:`~flowsim.errors.InputError` naming
+    the file (and key) before anything runs.
     """
     progress = None if args.quiet else _Progress(sys.stderr)
     note = progress or (lambda message: None)
-    output = args.output if args.output is not None else Path(args.scenario.stem + ".h5")
-    if not output.parent.is_dir():
-        raise InputError(f"{output}: the directory {str(output.parent)!r} does not exist")
+    output = output_file(
+        args.output if args.output is not None else Path(args.scenario.stem + ".h5"), "the trace",
+        inputs=[args.scenario],
+    )
     note(f"loading {args.scenario}")
     scenario = load_scenario(args.scenario)
     run = run_scenario(scenario, progress=progress)
@@ -66,7 +68,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser = subparsers.add_parser("run", help="simulate a scenario file and write an HDF5 trace", description=__doc__)
     parser.add_argument("scenario", type=Path, help="a TOML scenario file")
     parser.add_argument(
-        "-o", "--output", type=Path, default=None, help="trace to write (default: the scenario's name with .h5, here)"
+        "-o", "--output", type=Path, default=None, help="trace to write (default: the scenario file's name with .h5, here)"
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress notes on stderr")
     parser.set_defaults(func=run_command)

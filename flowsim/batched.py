@@ -17,7 +17,7 @@ from typing import TypeVar
 import numpy as np
 
 from flowsim.errors import InputError
-from flowsim.fairshare import DEFAULT_TIE_REL_TOL, FairShareProblem, check_capacities
+from flowsim.fairshare import DEFAULT_TIE_REL_TOL, FairShareProblem, check_capacities, check_level_range
 from flowsim.routes import Routes
 from flowsim_kernels.batched import max_min_fair_batch
 
@@ -118,12 +118,12 @@ class BatchProblem:
             list(zip(_extremes(weight), _extremes(cap), strict=True)),
             zip(_rows(weight, n_instances), _rows(cap, n_instances), strict=True),
         )
-        return cls.from_checked(
-            problem,
-            capacity,
-            problem.weight if weight is None or weight.ndim == 1 else weight,
-            problem.cap_Bps if cap is None or cap.ndim == 1 else cap,
-        )
+        weight = problem.weight if weight is None or weight.ndim == 1 else weight
+        cap = problem.cap_Bps if cap is None or cap.ndim == 1 else cap
+        # Across instances: the checks above paired each weight row with the first
+        # instance's capacities only.
+        check_level_range(capacity, weight, cap, flow_names)
+        return cls.from_checked(problem, capacity, weight, cap)
 
     @classmethod
     def from_checked(

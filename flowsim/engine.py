@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from flowsim.errors import InputError, float_column
-from flowsim.fairshare import DEFAULT_TIE_REL_TOL, FairShareProblem
+from flowsim.fairshare import DEFAULT_TIE_REL_TOL, FairShareProblem, check_flow_names
 from flowsim.result import SimulationResult
 from flowsim.routes import Routes
 from flowsim_kernels.dag import find_cycle_member
@@ -24,6 +24,9 @@ from flowsim_kernels.engine import (
 DEFAULT_TIME_REL_TOL = 1e-12
 
 _MODES = ("incremental", "full")
+
+# What the kernel's overflow code names, by its remainder.
+_TIMES = ("ready", "transfer-start", "finish")
 
 # Instants between progress checks: often enough for a line every half second, rare
 # enough to cost nothing.
@@ -98,6 +101,7 @@ def simulate(
     if not isinstance(time_rel_tol, (int, float)) or not 0.0 <= time_rel_tol < 1.0:
         raise InputError(f"time_rel_tol must be in [0, 1), got {time_rel_tol!r}")
     n_flows = routes.n_flows if isinstance(routes, Routes) else len(routes)
+    check_flow_names(flow_names, n_flows)
     size = _nonnegative(size_bytes, n_flows, None, "size_bytes", flow_names, "flow")
     # A zero-byte flow never transfers (it finishes when its latency ends), so it needs no
     # route or cap: a dependency join, for instance.
@@ -130,7 +134,7 @@ def simulate(
     transfer_start = np.empty(n_flows)
     finish = np.empty(n_flows)
     try:
-        n_events, n_updates, n_resolved, n_changed, seg_entity, seg_start, seg_end, seg_rate = simulate_flows(
+        overflow, n_events, n_updates, n_resolved, n_changed, seg_entity, seg_start, seg_end, seg_rate = simulate_flows(
             inp,
             mode == "incremental",
             record,
@@ -144,6 +148,13 @@ def simulate(
     finally:
         if progress:
             progress_done()
+    if overflow >= 0:
+        f, what = divmod(int(overflow), 3)
+        label = f"flow {flow_names[f]!r}" if flow_names is not None else f"flow {f}"
+        raise InputError(
+            f"{label}'s {_TIMES[what]} time is beyond float64's range (about 1.8e308 s): its size, "
+            "start, delays or latencies are too large, or its rate too small"
+        )
     link_bytes = problem.routes.per_link_sum(size)
     segments = {}
     if record != RECORD_NONE:
@@ -158,7 +169,7 @@ def simulate(
             segment_rate_Bps=seg_rate[order],
         )
         if record_flows:
-            segments["flow_segment_indptr"] = indptr[n_links:] 
+            segments["flow_segment_indptr"] = indptr[n_links:]
     return SimulationResult(
         ready_s=ready,
         transfer_start_s=transfer_start,
@@ -191,6 +202,8 @@ def _dependency_csr(depends_on, n_flows, flow_names):
     if depends_on is None:
         return np.zeros(n_flows + 1, dtype=np.int64), np.empty(0, dtype=np.int64)
     if isinstance(depends_on, tuple) and len(depends_on) == 2 and isinstance(depends_on[0], np.ndarray):
+        if any(np.asarray(a).dtype.kind not in "iu" for a in depends_on):
+            raise InputError("depends_on CSR arrays must hold integers (flow indices)")
         indptr = np.ascontiguousarray(depends_on[0], dtype=np.int64)
         indices = np.ascontiguousarray(depends_on[1], dtype=np.int64)
         if indptr.shape != (n_flows + 1,) or indptr[0] != 0 or np.any(np.diff(indptr) < 0) or indptr[-1] != indices.size:
@@ -200,6 +213,11 @@ def _dependency_csr(depends_on, n_flows, flow_names):
             raise InputError(f"depends_on has {len(depends_on)} entries for {n_flows} flows")
         indptr = np.zeros(n_flows + 1, dtype=np.int64)
         np.cumsum([len(d) for d in depends_on], out=indptr[1:])
+        label = (lambda i: f"flow {flow_names[i]!r}") if flow_names is not None else (lambda i: f"flow {i}")
+        for f, deps in enumerate(depends_on):
+            for d in deps:
+                if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+                    raise InputError(f"{label(f)} depends on {d!r}; dependencies are flow indices (integers)")
         indices = np.array([int(d) for deps in depends_on for d in deps], dtype=np.int64)
     label = (lambda i: f"flow {flow_names[i]!r}") if flow_names is not None else (lambda i: f"flow {i}")
     bad = np.flatnonzero((indices < 0) | (indices >= n_flows))

@@ -16,6 +16,9 @@ DEFAULT_TIE_REL_TOL = 1e-12
 #: A link loaded to within this relative distance of its capacity counts as saturated: the
 #: solver's feasibility tolerance (SPEC "Rates").
 SATURATED_REL_TOL = 1e-9
+# Largest fair level or weight sum accepted: float64 ends near 1.8e308, and the solver adds
+# and scales levels and weights (a few orders of magnitude of room).
+_LEVEL_LIMIT = 1e300
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,7 @@ class FairShareProblem:
         a finite cap.
         """
         capacity = check_capacities(capacity_Bps, link_names)
+        check_flow_names(flow_names, routes.n_flows if isinstance(routes, Routes) else len(routes))
         if not isinstance(routes, Routes):
             index = {name: i for i, name in enumerate(link_names)} if link_names is not None else None
             routes = Routes.from_lists(routes, capacity.shape[0], index, flow_names)
@@ -79,6 +83,7 @@ class FairShareProblem:
             raise InputError(
                 f"{_flow(f, flow_names)} has an empty route and no rate cap, so no finite rate"
             )
+        check_level_range(capacity, weight, cap, flow_names)
         link_flow_indptr, link_flow_indices = routes.transpose()
         return cls(routes, link_flow_indptr, link_flow_indices, capacity, weight, cap)
 
@@ -173,6 +178,43 @@ def check_capacities(capacity_Bps: Sequence[float] | np.ndarray, link_names: Seq
         raise InputError(f"{name} has capacity {float(capacity[i])!r} B/s; capacities must be finite and > 0")
     capacity.flags.writeable = False
     return capacity
+
+
+def check_flow_names(flow_names: Sequence[str] | None, n_flows: int) -> None:
+    """An :class:`InputError` unless ``flow_names`` is None or names each flow once."""
+    if flow_names is not None and len(flow_names) != n_flows:
+        raise InputError(f"{len(flow_names)} flow names for {n_flows} flows")
+
+
+def check_level_range(
+    capacity_Bps: np.ndarray, weight: np.ndarray, cap_Bps: np.ndarray, flow_names: Sequence[str] | None
+) -> None:
+    """An :class:`InputError` unless fair levels (rate / weight) and weight sums stay well
+    inside float64's range, else the solver would return wrong rates without a sign.
+
+    Arrays may hold one instance or one row per instance. A level is at most the largest
+    capacity or finite cap over the smallest weight.
+    """
+    if weight.size == 0:
+        return
+    smallest = int(np.argmin(weight))
+    f = smallest % weight.shape[-1]
+    finite_caps = cap_Bps[np.isfinite(cap_Bps)]
+    top = max(float(capacity_Bps.max()), float(finite_caps.max()) if finite_caps.size else 0.0)
+    w = float(weight.flat[smallest])
+    if top / w > _LEVEL_LIMIT:
+        raise InputError(
+            f"{_flow(f, flow_names)} has weight {w!r}: with rates up to {top:.6g} B/s its fair level "
+            f"(rate / weight) would pass float64's range; weights only count relative to each "
+            f"other, so scale them nearer 1"
+        )
+    with np.errstate(over="ignore"):  # an infinite sum is reported below
+        total = float(weight.sum(axis=-1).max())
+    if total > _LEVEL_LIMIT:
+        raise InputError(
+            f"the flows' weights add up to {total!r}, beyond float64's range; weights only count "
+            f"relative to each other, so scale them nearer 1"
+        )
 
 
 def _flow(f: int, flow_names: Sequence[str] | None) -> str:

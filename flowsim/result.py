@@ -83,14 +83,19 @@ class SimulationResult(FlowTimes):
         """``(start_s, end_s, rate_Bps)`` of one link's constant-rate pieces."""
         if self.link_segment_indptr is None:
             raise ValueError("link rates were not recorded; simulate with record_links=True")
-        lo, hi = self.link_segment_indptr[link], self.link_segment_indptr[link + 1]
-        return self.segment_start_s[lo:hi], self.segment_end_s[lo:hi], self.segment_rate_Bps[lo:hi]
+        return self._pieces(self.link_segment_indptr, link, "link")
 
     def flow_segments(self, flow: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(start_s, end_s, rate_Bps)`` of one flow's constant-rate pieces."""
         if self.flow_segment_indptr is None:
             raise ValueError("flow rates were not recorded; simulate with record_flows=True")
-        lo, hi = self.flow_segment_indptr[flow], self.flow_segment_indptr[flow + 1]
+        return self._pieces(self.flow_segment_indptr, flow, "flow")
+
+    def _pieces(self, indptr: np.ndarray, i: int, kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        n = indptr.shape[0] - 1
+        if not 0 <= i < n:  # a negative index would slice the wrong pieces, or none
+            raise IndexError(f"{kind} {i} out of range: there are {n} ({kind}s 0..{n - 1})")
+        lo, hi = indptr[i], indptr[i + 1]
         return self.segment_start_s[lo:hi], self.segment_end_s[lo:hi], self.segment_rate_Bps[lo:hi]
 
     def summary(self) -> dict[str, float]:

@@ -178,6 +178,8 @@ def _dependencies(
                 if d not in index:
                     raise InputError(f"flow {names[i]!r} depends on unknown flow {d!r}")
                 j = index[d]
+            elif isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+                raise InputError(f"flow {names[i]!r} depends on {d!r}; name a flow or give its index (an integer)")
             else:
                 j = int(d)
                 if not 0 <= j < n:

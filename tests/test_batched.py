@@ -168,6 +168,12 @@ def test_no_flows():
         (dict(routes=[[0], [], [1]]), "flow 1 has an empty route and no rate cap"),
         (dict(routes=[[0], [2], [1]]), "flow 1 routes over unknown link 2"),
         (dict(routes=Routes.from_lists([[0], [1]], 3)), "routes are over 3 links but capacity_Bps has 2"),
+        (dict(weights=[[1.0, 1.0, 1.0], [1.0, 1e-300, 1.0]]), "instance 1: flow 1 has weight 1e-300"),
+        # Only the second instance's capacities take flow 1's level out of range.
+        (
+            dict(capacity_Bps=[[1.0, 2.0], [1e295, 1.0]], weights=[1.0, 1e-10, 1.0]),
+            "flow 1 has weight 1e-10: with rates up to 1e+295 B/s",
+        ),
     ],
 )
 def test_bad_input_names_the_culprit(kwargs, message):

@@ -8,6 +8,7 @@ import pytest
 
 from flowsim import InputError
 from flowsim.engine import simulate
+from flowsim.workload import Workload
 from reference import simulate_reference
 
 G = 1e9
@@ -248,7 +249,22 @@ def test_a_coarse_time_window_stays_feasible_and_delivers_every_byte(mode):
         start, end, rate = r.flow_segments(f)
         np.testing.assert_allclose(np.sum((end - start) * rate), size[f], rtol=1e-9, atol=1e-12)
     for link in range(len(capacity)):
-        assert np.all(r.link_segments(link)[2] <= capacity[link] * (1 + 1e-9))
+        start, end, rate = r.link_segments(link)
+        assert np.all(rate <= capacity[link] * (1 + 1e-9))
+        assert np.all(start[1:] >= end[:-1]), "pieces of one link overlap or are out of order"
+        np.testing.assert_allclose(np.sum((end - start) * rate), r.link_bytes[link], rtol=1e-9)
+
+
+def test_a_coarse_time_window_ends_a_links_load_where_each_flow_finishes():
+    # Both at 1e9 on a 2e9 link; f0 finishes at 1.0, f1 at 1.05 in the same window. The link
+    # carries 2e9 until 1.0, then only f1's 1e9 (its rate is re-solved at 1.05, the window's
+    # last event); it used to show 2e9 until 1.05, 0.1e9 bytes more than the flows sent.
+    r = simulate([[0], [0]], [2e9], [1e9, 1.05e9], time_rel_tol=0.1, record_links=True)
+    np.testing.assert_array_equal(r.finish_s, [1.0, 1.05])
+    start, end, rate = r.link_segments(0)
+    np.testing.assert_allclose(start, [0.0, 1.0], rtol=1e-15)
+    np.testing.assert_allclose(end, [1.0, 1.05], rtol=1e-15)
+    np.testing.assert_array_equal(rate, [2e9, 1e9])
 
 
 # --- conservation -----------------------------------------------------------------------------
@@ -297,6 +313,11 @@ def test_summary_figures():
         (dict(time_rel_tol=math.nan), "time_rel_tol must be in [0, 1), got nan"),
         (dict(time_rel_tol=1.0), "time_rel_tol must be in [0, 1), got 1.0"),
         (dict(time_rel_tol="1e-3"), "time_rel_tol must be in [0, 1), got '1e-3'"),
+        (dict(flow_names=["a"]), "1 flow names for 2 flows"),
+        (dict(depends_on=[[], [0.7]]), "flow 1 depends on 0.7; dependencies are flow indices"),
+        (dict(depends_on=[[], [True]]), "flow 1 depends on True"),
+        (dict(depends_on=(np.array([0, 0, 1]), np.array([0.0]))), "depends_on CSR arrays must hold integers"),
+        (dict(weights=[1.0, 1e-301]), "flow 1 has weight 1e-301"),
     ],
 )
 def test_bad_input_names_the_culprit(kwargs, message):
@@ -305,6 +326,42 @@ def test_bad_input_names_the_culprit(kwargs, message):
     routes, capacity, size = args.pop("routes"), args.pop("capacity_Bps"), args.pop("size")
     with pytest.raises(InputError, match=re.escape(message)):
         simulate(routes, capacity, size, **args)
+
+
+@pytest.mark.parametrize(
+    "args, kwargs, message",
+    [
+        (([[0]], [1e-9], [1e300]), {}, "flow 0's finish time"),
+        (([[0], [0]], [1.0], [1e308, 1e308]), {}, "flow 0's finish time"),
+        (([[0]], [1.0], [1.7e308]), dict(start_s=[1.7e308]), "flow 0's finish time"),
+        (([[0]], [1.0], [1.0]), dict(latency_s=[1e308], overhead_s=[1e308]), "flow 0's transfer-start time"),
+        (([[0]], [1.0], [0.0]), dict(latency_s=[1e308], overhead_s=[1e308]), "flow 0's transfer-start time"),
+        (
+            ([[0], [0]], [1.0], [1e308, 1.0]),
+            dict(depends_on=[[], [0]], delay_s=[0.0, 1e308], flow_names=["a", "b"]),
+            "flow 'b''s ready time",
+        ),
+    ],
+)
+def test_times_beyond_float64_are_an_error_not_a_crash(args, kwargs, message):
+    # These crashed (an empty heap popped) or looped forever once the clock reached inf.
+    with pytest.raises(InputError, match=re.escape(message) + " is beyond float64's range"):
+        simulate(*args, **kwargs)
+
+
+def test_a_workload_takes_dependencies_as_names_or_integer_indices_only():
+    with pytest.raises(InputError, match=re.escape("flow 'b' depends on 0.9; name a flow or give its index")):
+        Workload.build(["a", "b"], ["x", "x"], ["y", "y"], [1.0, 1.0], depends_on=[[], [0.9]])
+    workload = Workload.build(["a", "b"], ["x", "x"], ["y", "y"], [1.0, 1.0], depends_on=[[], [np.int64(0)]])
+    assert workload.dep_indices.tolist() == [0]
+
+
+def test_segments_of_an_entity_out_of_range_are_an_index_error():
+    r = simulate([[0], [0]], [1.0], [1.0, 1.0], record_flows=True)
+    assert r.link_segments(0)[2].tolist() == [1.0]
+    for get, i, message in [(r.link_segments, -1, "link -1 out of range"), (r.flow_segments, 2, "flow 2 out of range")]:
+        with pytest.raises(IndexError, match=message):
+            get(i)
 
 
 def test_cycle_error_names_a_flow_on_the_cycle():

@@ -129,11 +129,28 @@ def test_problem_is_reusable_with_other_capacities():
             dict(routes=[[0], [0]], capacity_Bps=[1.0], weights=[1.0, -2.0], flow_names=["ar.r0", "ar.r1"]),
             "flow 'ar.r1' has weight -2.0",
         ),
+        (dict(routes=[[0]], capacity_Bps=[1.0], flow_names=[]), "0 flow names for 1 flows"),
+        # Weights whose levels (rate / weight) or sums leave float64 gave wrong rates silently.
+        (dict(routes=[[0]], capacity_Bps=[1e9], weights=[1e-300]), "flow 0 has weight 1e-300: with rates up to 1e+09 B/s"),
+        (
+            dict(routes=[[0]], capacity_Bps=[1e9], weights=[1e-292], caps_Bps=[1e12]),
+            "flow 0 has weight 1e-292: with rates up to 1e+12 B/s",
+        ),
+        (dict(routes=[[0], [0]], capacity_Bps=[1e9], weights=[1e308, 1e308]), "the flows' weights add up to inf"),
     ],
 )
 def test_bad_input_names_the_culprit(kwargs, message):
     with pytest.raises(InputError, match=re.escape(message)):
         max_min_rates(**kwargs)
+
+
+def test_weights_only_count_relative_to_each_other_over_float64s_range():
+    # Down to the limits checked above: scaled weights give the same rates.
+    routes, capacity = [[0, 1], [0], [1], [1]], [1e9, 3e9]
+    expected = max_min_rates(routes, capacity, weights=[1.0, 2.0, 1.0, 4.0])
+    for scale in (1e-280, 1e280):
+        scaled = max_min_rates(routes, capacity, weights=np.array([1.0, 2.0, 1.0, 4.0]) * scale)
+        np.testing.assert_allclose(scaled, expected, rtol=1e-12)
 
 
 def test_bad_csr_names_the_flow():

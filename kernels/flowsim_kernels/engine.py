@@ -129,6 +129,10 @@ def simulate_flows(
 
     Returns
     -------
+    overflow : int
+        -1, or ``flow * 3 + what`` for the first flow whose ready (``what`` 0), transfer
+        start (1) or finish (2) time is not a finite float64; the run stops there (the
+        outputs are then partial).
     n_events : int
         Events handled (readiness, transfer starts, completions).
     n_updates : int
@@ -290,6 +294,13 @@ def simulate_flows(
     seg_entity = np.empty(1024, dtype=np.int64)
     seg_data = np.empty((1024, 3), dtype=np.float64)
     n_seg = 0
+    # Recording with a coarse time window: per link, the load and end of its piece being
+    # split at the batch's early finishes; per incidence of those flows, their pieces.
+    split_mark = np.zeros(n_links, dtype=np.bool_)
+    split_load = np.empty(n_links, dtype=np.float64)
+    split_end = np.empty(n_links, dtype=np.float64)
+    piece_load = np.empty(n_inc if record != RECORD_NONE else 0, dtype=np.float64)
+    piece_end = np.empty(n_inc if record != RECORD_NONE else 0, dtype=np.float64)
 
     n_events = 0
     n_updates = 0
@@ -297,8 +308,16 @@ def simulate_flows(
     n_changed = 0
     n_finished = 0
     n_instants = 0
+    overflow = -1
     while n_ev > 0 or n_fin > 0:
         now = _next_time(ev_keys, n_ev, fin_keys, n_fin)
+        if not now < np.inf:
+            # Times beyond float64's range (huge sizes or times, tiny rates) cannot be ordered.
+            if n_fin > 0 and not fin_keys[0] < np.inf:
+                overflow = fin_items[0] * 3 + _FINISH
+            else:
+                overflow = ev_items[0] // 2 * 3 + ev_items[0] % 2
+            break
         n_instants += 1
         if progress_every > 0 and n_instants % progress_every == 0:
             with numba.objmode():
@@ -308,7 +327,7 @@ def simulate_flows(
         n_dep = 0
         while True:
             t = _next_time(ev_keys, n_ev, fin_keys, n_fin)
-            if t > limit:
+            if not t <= limit or t == np.inf:  # inf: both queues are empty, or see above
                 break
             if n_fin > 0 and fin_keys[0] == t:
                 f = fin_items[0]
@@ -671,7 +690,47 @@ def simulate_flows(
         # Room for this instant's rate segments, made once here: an array variable reassigned
         # inside a loop is reference-counted at every iteration of it, recording or not.
         if record != RECORD_NONE:
-            seg_entity, seg_data = _reserve(seg_entity, seg_data, n_seg + n_dep + n_region + n_touched)
+            n_dep_inc = 0
+            early = False  # a flow finished before the instant (in a coarse time window)
+            for i in range(n_dep):
+                f = departures[i]
+                n_dep_inc += fl_ptr[f + 1] - fl_ptr[f]
+                early |= finish_s[f] < now
+            seg_entity, seg_data = _reserve(
+                seg_entity, seg_data, n_seg + n_dep + n_region + n_touched + n_dep_inc
+            )
+            if early:
+                # Its links carried its rate only until it finished: cut their pieces at each
+                # finish of the batch. Loads are summed back from the flows left, last finish
+                # first (the flows left keep their old rates until the instant, arrivals had
+                # none), so that an emptied link shows 0; pieces are then written in time order.
+                for i in range(n_dep - 1, -1, -1):
+                    f = departures[i]
+                    for k in range(fl_ptr[f], fl_ptr[f + 1]):
+                        link = fl_idx[k]
+                        if not split_mark[link]:
+                            split_mark[link] = True
+                            load = 0.0
+                            start = link_slot_start[link]
+                            for s in range(start, start + link_slot_count[link]):
+                                load += rate[slot_flow[s]]
+                            split_load[link] = load
+                            split_end[link] = now
+                        piece_load[k] = split_load[link]
+                        piece_end[k] = split_end[link]
+                        split_load[link] += rate[f]
+                        split_end[link] = finish_s[f]
+                for i in range(n_dep):
+                    f = departures[i]
+                    for k in range(fl_ptr[f], fl_ptr[f + 1]):
+                        link = fl_idx[k]
+                        if split_mark[link]:  # the committed load up to the first finish
+                            split_mark[link] = False
+                            n_seg = _segment(
+                                seg_entity, seg_data, n_seg, link, link_since[link], finish_s[f], link_load[link]
+                            )
+                            link_since[link] = now
+                        n_seg = _segment(seg_entity, seg_data, n_seg, link, finish_s[f], piece_end[k], piece_load[k])
         if record == RECORD_LINKS_AND_FLOWS:
             for i in range(n_dep):
                 f = departures[i]
@@ -708,6 +767,7 @@ def simulate_flows(
                 link_load[link] = new_load[link]
                 link_since[link] = now
     return (
+        overflow,
         n_events,
         n_updates,
         n_resolved,

@@ -32,15 +32,17 @@ when it is not one.
 Runs and results
 ----------------
 A run's key is the SHA-256 of its parameters as canonical JSON, salted with the base
-scenario's document, so a run is the same whatever the worker count, order or expansion of
-the spec. Each finished run is one JSON line in ``<output>.journal``, handed to the
-operating system as soon as it arrives (a SIGKILL loses none) and fsync'd once 0.2 s have
-passed since the last fsync, and at the end; a last line cut short by a kill is ignored and
-dropped. Runs whose key is in the journal are not run again; one that lacks a metric the
-spec now asks for runs again. The HDF5 table (see :func:`write_results`) is rebuilt from
-the journal, atomically, when the sweep ends or is interrupted. Parallel runs go to
-workers in batches of up to 32 (about 16 batches per worker), so short runs do not pay a
-pool's or Dask's per-task cost each.
+scenario's document and the content (SHA-256) of every file the run reads
+(:data:`FILE_FIELDS`: its flow list), so a run is the same whatever the worker count, order
+or expansion of the spec, or the machine, and editing a flow list runs its runs again. Each
+finished run is one JSON line in ``<output>.journal``, handed to the operating system as
+soon as it arrives (a SIGKILL loses none) and fsync'd once 0.2 s have passed since the last
+fsync, and at the end; a last line cut short by a kill is ignored and dropped. Runs whose
+key is in the journal are not run again; one that lacks a metric the spec now asks for runs
+again, and one without the trace asked for runs again to write it (its row stays). The
+HDF5 table (see :func:`write_results`) is rebuilt from the journal, atomically, when the
+sweep ends or is interrupted. Parallel runs go to workers in batches of up to 32 (about 16
+batches per worker), so short runs do not pay a pool's or Dask's per-task cost each.
 
 Rates mode
 ----------
@@ -86,7 +88,7 @@ import numpy as np
 
 import flowsim
 from flowsim.batched import BatchProblem, resolve_backend
-from flowsim.errors import InputError, read_text_file
+from flowsim.errors import InputError, output_file, read_text_file
 from flowsim.fairshare import SATURATED_REL_TOL, FairShareProblem
 from flowsim.tomlcheck import Where
 from flowsim.hardware import LinkTier
@@ -99,6 +101,7 @@ __all__ = [
     "BATCH_RUNS",
     "BATCH_VALUES",
     "DISTRIBUTIONS",
+    "FILE_FIELDS",
     "FORMAT",
     "METRICS",
     "RATE_METRICS",
@@ -318,6 +321,8 @@ class Sweep:
         Every run, in index order.
     solve : str
         ``"time"`` (simulate each run) or ``"rates"`` (each run's all-at-once allocation).
+    files : tuple of Path
+        Other files the runs read (:data:`FILE_FIELDS`: flow lists), each once.
     """
 
     source: str
@@ -329,6 +334,7 @@ class Sweep:
     parameters: tuple[str, ...]
     runs: tuple[RunSpec, ...]
     solve: str = "time"
+    files: tuple[Path, ...] = ()
 
     def task(self, run: RunSpec, traces: str | os.PathLike | None = None) -> RunTask:
         """The :class:`RunTask` of ``run``; its trace goes to ``traces/<key>.h5`` if given."""
@@ -342,8 +348,13 @@ class Sweep:
             source=str(self.scenario_path),
             base_dir=str(self.scenario_path.resolve().parent),
             metrics=self.metrics,
-            trace_path=None if traces is None else str(Path(traces) / f"{run.key}.h5"),
+            trace_path=None if traces is None else str(_trace_path(traces, run.key)),
         )
+
+
+def _trace_path(traces: str | os.PathLike, key: str) -> Path:
+    """Where the trace of the run keyed ``key`` goes in the directory ``traces``."""
+    return Path(traces) / f"{key}.h5"
 
 
 def canonical_json(value: object) -> str:
@@ -386,12 +397,32 @@ def _distribution(where: Where, key: str, spec: Mapping) -> tuple[str, list]:
     if kind == "choice":
         return kind, args
     numbers = (int,) if kind == "int_uniform" else (int, float)
-    if len(args) != 2 or any(isinstance(a, bool) or not isinstance(a, numbers) for a in args) or args[0] > args[1]:
-        what = "integers" if kind == "int_uniform" else "numbers"
+    what = "integers" if kind == "int_uniform" else "numbers"
+    if len(args) != 2 or any(isinstance(a, bool) or not isinstance(a, numbers) for a in args):
+        raise where.error(f"{key}.{kind}", f"expected [low, high], two {what} with low <= high, got {args!r}")
+    # NaN passes no comparison, so it is caught here rather than by low <= high.
+    bad = next((a for a in args if not _in_range(kind, a)), None)
+    if bad is not None:
+        bounds = "integers from -2**63 to 2**63 - 1" if kind == "int_uniform" else "finite numbers"
+        raise where.error(f"{key}.{kind}", f"expected {bounds}, got the bound {bad!r} in {args!r}")
+    if args[0] > args[1]:
         raise where.error(f"{key}.{kind}", f"expected [low, high], two {what} with low <= high, got {args!r}")
     if kind == "log_uniform" and args[0] <= 0:
         raise where.error(f"{key}.{kind}", f"expected 0 < low, got {args!r}")
+    if kind == "uniform" and not math.isfinite(float(args[1]) - float(args[0])):
+        raise where.error(f"{key}.{kind}", f"expected high - low to be a finite number, got {args!r}")
     return kind, args
+
+
+def _in_range(kind: str, bound: float) -> bool:
+    """Whether ``bound`` can end a ``kind`` range: an int64 for ``int_uniform`` (TOML
+    integers may be larger), a finite float for the others."""
+    if kind == "int_uniform":
+        return -(2**63) <= bound < 2**63
+    try:
+        return math.isfinite(bound)
+    except OverflowError:  # an integer past the float range
+        return False
 
 
 def _random_points(where: Where, table: Mapping) -> tuple[list[str], list[dict]]:
@@ -493,18 +524,61 @@ def _metrics(where: Where, metrics: object, solve: str) -> tuple[str, ...]:
     return tuple(metrics)
 
 
-def _runs(document: Mapping, solve: str, *points: list[dict]) -> tuple[RunSpec, ...]:
-    """The product of the grid, zip and random points (the last varies fastest), each run
-    keyed by the SHA-256 of the base document's digest, the mode unless it is ``"time"``
-    (whose keys predate the modes), and its parameters' canonical JSON."""
+#: Scenario fields that name a file a run reads, relative to the scenario file (see
+#: :mod:`flowsim.scenario`): a run's key covers the content of each.
+FILE_FIELDS = ("workload.flows",)
+
+
+def _field(document: Mapping, params: Mapping[str, Any], path: str) -> object:
+    """The value at dotted ``path`` of ``document`` with ``params`` applied; None if absent."""
+    if path in params:
+        return params[path]
+    node: object = document
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _runs(
+    document: Mapping, solve: str, base_dir: Path, *points: list[dict]
+) -> tuple[tuple[RunSpec, ...], tuple[Path, ...]]:
+    """The product of the grid, zip and random points (the last varies fastest), and the
+    files they read (:data:`FILE_FIELDS`, relative to ``base_dir``), each once.
+
+    A run's key is the SHA-256 of the base document's digest, the mode unless it is
+    ``"time"`` (whose keys predate the modes), the SHA-256 of each file it reads (as JSON
+    by field; left out when it reads none, as keys predate it; null for a file that cannot
+    be read, whose run fails) and its parameters' canonical JSON.
+    """
     salt = hashlib.sha256(canonical_json(document).encode()).hexdigest()
     mode = "" if solve == "time" else f"solve={solve}\n"
+    digests: dict[Path, str | None] = {}
     runs = []
     for index, combination in enumerate(itertools.product(*points)):
         params = {path: value for point in combination for path, value in point.items()}
-        key = hashlib.sha256(f"{salt}\n{mode}{canonical_json(params)}".encode()).hexdigest()
+        files: dict[str, str | None] = {}
+        for field in FILE_FIELDS:
+            name = _field(document, params, field)
+            if isinstance(name, str):
+                path = base_dir / name
+                if path not in digests:
+                    digests[path] = _digest(path)
+                files[field] = digests[path]
+        read = f"files={canonical_json(files)}\n" if files else ""
+        key = hashlib.sha256(f"{salt}\n{mode}{read}{canonical_json(params)}".encode()).hexdigest()
         runs.append(RunSpec(index, key, params))
-    return tuple(runs)
+    return tuple(runs), tuple(path for path, digest in digests.items() if digest is not None)
+
+
+def _digest(path: Path) -> str | None:
+    """SHA-256 of a file's bytes; None when it cannot be read (the run then says why)."""
+    try:
+        with open(path, "rb") as file:
+            return hashlib.file_digest(file, "sha256").hexdigest()
+    except OSError:
+        return None
 
 
 def _check_new_fields(where: Where, sweep: Sweep, new: Mapping[str, tuple[str, ...]]) -> None:
@@ -587,7 +661,7 @@ def parse_sweep(text: str, *, source: str = "<string>", base_dir: str | os.PathL
     new = {key: fields for path, key in keys.items() if (fields := _check_path(where, document, path, key))}
     grid_points = [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
     zip_points = [dict(zip(zipped, values)) for values in zip(*zipped.values())] or [{}]
-    runs = _runs(document, solve, grid_points, zip_points, random_points)
+    runs, files = _runs(document, solve, scenario_path.resolve().parent, grid_points, zip_points, random_points)
     sweep = Sweep(
         source=source,
         text=text,
@@ -598,6 +672,7 @@ def parse_sweep(text: str, *, source: str = "<string>", base_dir: str | os.PathL
         parameters=tuple(keys),
         runs=runs,
         solve=solve,
+        files=files,
     )
     if new:
         _check_new_fields(where, sweep, new)
@@ -1050,7 +1125,9 @@ class SweepOutcome:
     ``n_skipped`` found in the journal, ``n_ran`` now; ``n_failed`` rows with status
     ``"error"`` in the results (old and new). With ``solve = "rates"``, ``backend`` is where
     the batches ran (``"cpu"`` or ``"cuda"``) and ``n_batches`` how many were solved now;
-    with ``solve = "time"`` they are None and 0."""
+    with ``solve = "time"`` they are None and 0. ``n_retraced`` of the skipped runs ran again
+    to write the trace asked for; ``untraced`` says, for each of those that failed, which run
+    and why (its row keeps the journal's result)."""
 
     output: Path
     journal: Path
@@ -1061,6 +1138,8 @@ class SweepOutcome:
     n_failed: int
     backend: str | None = None
     n_batches: int = 0
+    n_retraced: int = 0
+    untraced: tuple[str, ...] = ()
 
 
 def _execute_batch(runner: Runner, tasks: Sequence[RunTask]) -> list[RunRecord]:
@@ -1229,7 +1308,9 @@ def run_sweep(
         ``"local"`` to start a :class:`distributed.LocalCluster` (processes, one thread
         each), or a scheduler address (``"tcp://host:8786"``) to use an existing cluster.
     traces : str or path-like, optional
-        A directory to write each run's full trace to (``<key>.h5``); created if needed.
+        A directory to write each run's full trace to (``<key>.h5``); created if its parent
+        exists. A run found in the journal whose trace is not there runs again to write it
+        (its row stays the journal's); a failed run has no trace.
     runner : callable
         ``runner(task) -> {metric: value}`` for one :class:`RunTask`; must pickle (a
         module-level function) for a pool or Dask. Default :func:`simulate_run`.
@@ -1247,8 +1328,10 @@ def run_sweep(
     Raises
     ------
     InputError
-        When the output directory does not exist, ``workers`` is not positive, or an
-        argument does not apply to the sweep's ``solve`` mode.
+        Before any run, when ``output`` or its journal cannot be written or would replace an
+        input file (:func:`flowsim.errors.output_file`), ``traces`` is not a directory and
+        cannot be made one, ``workers`` is not positive, or an argument does not apply to the
+        sweep's ``solve`` mode.
     BackendUnavailable
         ``backend="cuda"`` without numba-cuda installed or without a GPU.
     KeyboardInterrupt
@@ -1262,9 +1345,9 @@ def run_sweep(
     in this process (see the module docstring); ``wall_s`` then holds a share of each batch's
     solve time.
     """
-    output = Path(output)
-    if not output.parent.is_dir():
-        raise InputError(f"{output}: the directory {str(output.parent)!r} does not exist")
+    inputs = (sweep.source, sweep.scenario_path, *sweep.files)
+    output = output_file(output, "the results table", inputs=inputs)
+    journal = output_file(journal_path(output), "the sweep journal", inputs=inputs)
     if sweep.solve == "rates":
         time_only = (("workers", workers), ("dask", dask), ("traces", traces))
         given = [name for name, value in time_only if value is not None]
@@ -1287,9 +1370,7 @@ def run_sweep(
             workers = os.cpu_count() or 1
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise InputError(f"workers must be a positive integer, got {workers!r}")
-    if traces is not None:
-        Path(traces).mkdir(parents=True, exist_ok=True)
-    journal = journal_path(output)
+    trace_dir = None if traces is None else _trace_directory(traces, output, journal)
     records = read_journal(journal)
     first: dict[str, RunSpec] = {}
     for run in sweep.runs:
@@ -1297,23 +1378,37 @@ def run_sweep(
     unique = list(first.values())
     # A journalled run lacking a metric this spec asks for (an earlier spec's) runs again.
     todo = [run for run in unique if run.key not in records or not set(sweep.metrics) <= set(records[run.key].metrics)]
+    retrace: list[RunSpec] = []
+    if trace_dir is not None:
+        trace_dir.mkdir(exist_ok=True)
+        # A journalled run keeps its row, but a trace asked for now is written by running it
+        # again; a failed run has no trace to write.
+        pending = {run.key for run in todo}
+        retrace = [run for run in unique if run.key not in pending and records[run.key].status == "ok"
+                   and not _trace_path(trace_dir, run.key).exists()]
+    retracing = {run.key for run in retrace}
+    untraced: list[str] = []
     results: Iterator[list[RunRecord]]
     if solver is not None:
         results = solver.records(todo)
     else:
         engine: _Engine
+        work = todo + retrace
         if dask is not None:
             engine = _dask(dask)
         else:
-            engine = _serial if workers == 1 or len(todo) <= 1 else _process_pool
-            workers = min(workers, len(todo))
-        results = engine(runner, (sweep.task(run, traces) for run in todo), len(todo), workers)
-    bar = _ProgressBar(progress, len(unique), len(unique) - len(todo))
+            engine = _serial if workers == 1 or len(work) <= 1 else _process_pool
+            workers = min(workers, len(work))
+        results = engine(runner, (sweep.task(run, trace_dir) for run in work), len(work), workers)
+    bar = _ProgressBar(progress, len(unique), len(unique) - len(todo) - len(retrace))
     writer = _Journal(journal)
     try:
         for finished in results:
-            writer.append(finished)
-            records.update((record.key, record) for record in finished)
+            ran = [record for record in finished if record.key not in retracing]
+            untraced += [f"run {first[record.key].index} ({record.key}): {record.error}"
+                         for record in finished if record.key in retracing and record.status != "ok"]
+            writer.append(ran)
+            records.update((record.key, record) for record in ran)
             bar.update(finished)
     finally:
         writer.close()
@@ -1324,4 +1419,22 @@ def run_sweep(
         write_results(output, sweep, records)
     n_failed = sum(records[run.key].status != "ok" for run in sweep.runs)
     return SweepOutcome(output, journal, len(sweep.runs), len(unique), len(unique) - len(todo), len(todo), n_failed,
-                        None if solver is None else solver.backend, 0 if solver is None else solver.n_batches)
+                        None if solver is None else solver.backend, 0 if solver is None else solver.n_batches,
+                        len(retrace), tuple(untraced))
+
+
+def _trace_directory(traces: str | os.PathLike, output: Path, journal: Path) -> Path:
+    """``traces`` as a directory the runs can write their traces into (made by the caller if
+    missing); an :class:`InputError` naming it otherwise, before any run starts."""
+    directory = Path(traces)
+    if os.path.lexists(directory) and not directory.is_dir():
+        raise InputError(f"{directory}: the traces must go to a directory, and this is a file")
+    existing = directory if directory.is_dir() else directory.parent
+    if not existing.is_dir():
+        raise InputError(f"{directory}: cannot create the traces directory: {str(existing)!r} does not exist")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise InputError(f"{directory}: the directory {str(existing)!r} is not writable")
+    for path, what in ((output, "the results table"), (journal, "the sweep journal")):
+        if directory.resolve() == path.resolve():
+            raise InputError(f"{directory}: the traces directory is also {what}")
+    return directory

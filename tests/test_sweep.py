@@ -5,6 +5,7 @@ against serial, a failing run, and a sweep killed with SIGKILL then resumed; rat
 from __future__ import annotations
 
 import argparse
+import hashlib
 import io
 import json
 import math
@@ -32,6 +33,7 @@ from flowsim.sweep import (
     METRICS,
     RATE_METRICS,
     RunTask,
+    canonical_json,
     journal_path,
     load_sweep,
     read_journal,
@@ -66,6 +68,14 @@ def fake_runner(task: RunTask) -> dict[str, float]:
 
 def refusing_runner(task: RunTask) -> dict[str, float]:
     raise AssertionError(f"run {task.key} should have been skipped")
+
+
+def tracing_runner(task: RunTask) -> dict[str, float]:
+    """:func:`fake_runner` that also writes a stand-in trace where the task asks for one."""
+    values = fake_runner(task)
+    if task.trace_path is not None:
+        Path(task.trace_path).write_text(task.key)
+    return values
 
 
 def write_spec(tmp_path: Path, axes: str, metrics=FAKE_METRICS, base: str = BASE) -> Path:
@@ -215,6 +225,21 @@ def test_unknown_metric_names_the_valid_ones(tmp_path):
         ('[sweep]\nscenario = "base.toml"\nmetrics = ["makespan_s"]\n[sweep.random]\nsamples = 2\nseed = 1\n'
          '"options.seed" = {int_uniform = [0.5, 3]}\n', "sweep.random.options.seed.int_uniform",
          "two integers with low <= high"),
+        *[(f'[sweep]\nscenario = "base.toml"\nmetrics = ["makespan_s"]\n[sweep.random]\nsamples = 2\nseed = 1\n'
+           f'"workload.collective.0.size_bytes" = {{{kind} = {bounds}}}\n',
+           f"sweep.random.workload.collective.0.size_bytes.{kind}", message)
+          for kind, bounds, message in [
+              ("log_uniform", "[1e3, nan]", "expected finite numbers, got the bound nan in [1000.0, nan]"),
+              ("uniform", "[nan, 1e6]", "expected finite numbers, got the bound nan in [nan, 1000000.0]"),
+              ("uniform", "[1, inf]", "expected finite numbers, got the bound inf in [1, inf]"),
+              ("log_uniform", "[-inf, 1]", "expected finite numbers, got the bound -inf"),
+              ("uniform", f"[0, {10**400}]", "expected finite numbers, got the bound 1000"),
+              ("uniform", "[-1e308, 1e308]", "expected high - low to be a finite number"),
+              ("log_uniform", "[-1, 3]", "expected 0 < low, got [-1, 3]"),
+              ("int_uniform", f"[0, {2**64}]", f"expected integers from -2**63 to 2**63 - 1, got the bound {2**64}"),
+              ("int_uniform", "[3, 1]", "two integers with low <= high, got [3, 1]"),
+              ("choice", "[]", "expected a non-empty array, got []"),
+          ]],
     ],
 )
 def test_bad_specs_name_file_and_key(tmp_path, spec, key, message):
@@ -435,6 +460,108 @@ def test_sigkill_then_resume_keeps_every_row_once(tmp_path):
     for name in ("key", "makespan_s", "n_events"):
         np.testing.assert_array_equal(columns[name], expected[name], err_msg=name)
 
+
+def test_an_edited_flow_list_runs_its_runs_again(tmp_path):
+    spec = parking_spec(tmp_path, '[sweep.grid]\n"topology.links.1.capacity_Bps" = [2e9, 4e9]\n', ["makespan_s"],
+                        solve="time")
+    output, flows = tmp_path / "out.h5", tmp_path / "parking.csv"
+    flows.write_text(PARKING_FLOWS.replace("3e9", "3e9x"))
+    bad = run_sweep(load_sweep(spec), output, workers=1)
+    assert (bad.n_ran, bad.n_failed) == (2, 2)
+    assert "line 4, column 'size_bytes'" in read_results(output).columns["error"][0]
+    flows.write_text(PARKING_FLOWS)
+    fixed = run_sweep(load_sweep(spec), output, workers=1)
+    assert (fixed.n_ran, fixed.n_skipped, fixed.n_failed) == (2, 0, 0)
+    before = read_results(output).columns["makespan_s"]
+    flows.write_text(PARKING_FLOWS.replace("3e9", "6e9"))
+    bigger = run_sweep(load_sweep(spec), output, workers=1)
+    assert (bigger.n_ran, bigger.n_skipped) == (2, 0)
+    assert (read_results(output).columns["makespan_s"] > before).all()
+    assert run_sweep(load_sweep(spec), output, runner=refusing_runner, workers=1).n_skipped == 2
+
+
+def test_keys_cover_the_content_of_the_files_runs_read(tmp_path):
+    axes = '[sweep.grid]\n"workload.flows" = ["parking.csv", "other.csv"]\n'
+    spec = parking_spec(tmp_path, axes)
+    sweep = load_sweep(spec)
+    assert sweep.files == (tmp_path.resolve() / "parking.csv", tmp_path.resolve() / "other.csv")
+    (tmp_path / "other.csv").write_text(OTHER_FLOWS + "g6,a,c,1e9,,,,\n")
+    edited = load_sweep(spec)
+    assert edited.runs[0].key == sweep.runs[0].key and edited.runs[1].key != sweep.runs[1].key
+    # Content, not paths: the same files elsewhere give the same keys.
+    (tmp_path / "copy").mkdir()
+    elsewhere = parking_spec(tmp_path / "copy", axes)
+    (tmp_path / "copy" / "other.csv").write_text((tmp_path / "other.csv").read_text())
+    assert [run.key for run in load_sweep(elsewhere).runs] == [run.key for run in edited.runs]
+    # A run that reads no file keeps the key it had before files counted.
+    plain = load_sweep(write_spec(tmp_path, '[sweep.grid]\n"options.seed" = [1]\n'))
+    salt = hashlib.sha256(canonical_json(plain.document).encode()).hexdigest()
+    assert plain.runs[0].key == hashlib.sha256(f'{salt}\n{{"options.seed":1}}'.encode()).hexdigest()
+
+
+def test_traces_asked_for_after_the_runs_are_written(tmp_path):
+    first = fake_rows(tmp_path, "out", workers=1)
+    output, traces = tmp_path / "out.h5", tmp_path / "traces"
+    journal = journal_path(output).read_text()
+    sweep = load_sweep(tmp_path / "sweep.toml")
+    outcome = run_sweep(sweep, output, runner=tracing_runner, workers=1, traces=traces)
+    assert (outcome.n_ran, outcome.n_skipped, outcome.n_retraced, outcome.untraced) == (0, 6, 4, ())
+    ok = first["key"][first["status"] == "ok"]
+    assert sorted(path.name for path in traces.iterdir()) == sorted(f"{key}.h5" for key in ok)
+    # The rows, wall_s included, are the journal's: the runs ran again for their traces only.
+    assert journal_path(output).read_text() == journal
+    again = read_results(output).columns
+    for name in first:
+        np.testing.assert_array_equal(again[name], first[name], err_msg=name)
+    assert run_sweep(sweep, output, runner=refusing_runner, workers=1, traces=traces).n_retraced == 0
+
+
+def test_cli_says_which_traces_it_could_not_write(tmp_path, capsys, monkeypatch):
+    spec = write_spec(tmp_path, '[sweep.grid]\n"workload.collective.0.size_bytes" = [1048576, 2097152]\n',
+                      ["makespan_s"])
+    output, traces = tmp_path / "out.h5", tmp_path / "traces"
+    assert flowsim_sweep(spec, "-o", output, "--workers", "1", "-q") == 0
+    before = read_results(output).columns
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(flowsim.sweep, "write_trace", full_disk)
+    assert flowsim_sweep(spec, "-o", output, "--workers", "1", "-q", "--traces", traces) == 1
+    printed = capsys.readouterr()
+    assert "2 runs (0 ran, 2 already done, 2 of them ran again for their traces) -> " in printed.out
+    assert (f"trace not written: run 1 ({before['key'][1]}): OSError: [Errno 28] No space left on device"
+            in printed.err)
+    np.testing.assert_array_equal(read_results(output).columns["wall_s"], before["wall_s"])
+    monkeypatch.undo()
+    assert flowsim_sweep(spec, "-o", output, "--workers", "1", "-q", "--traces", traces) == 0
+    assert "2 of them ran again for their traces" in capsys.readouterr().out
+    assert open_trace(traces / f"{before['key'][1]}.h5").makespan_s == before["makespan_s"][1]
+
+
+def test_output_paths_are_checked_before_any_run(tmp_path):
+    spec = parking_spec(tmp_path, '[sweep.grid]\n"topology.links.1.capacity_Bps" = [2e9]\n', ["makespan_s"],
+                        solve="time")
+    sweep = load_sweep(spec)
+    (tmp_path / "results").mkdir()
+    (tmp_path / "dir.h5.journal").mkdir()
+    files = {path: path.read_bytes() for path in tmp_path.iterdir() if path.is_file()}
+    cases = [
+        ("results", None, "results': the results table must be a file name, not a directory"),
+        ("parking.toml", None, "the results table would replace the input file"),
+        ("parking.csv", None, "the results table would replace the input file"),
+        ("sweep.toml", None, "the results table would replace the input file"),
+        ("dir.h5", None, "dir.h5.journal': the sweep journal must be a file name, not a directory"),
+        ("out.h5", "parking.csv", "parking.csv: the traces must go to a directory, and this is a file"),
+        ("out.h5", "no/traces", "traces: cannot create the traces directory: "),
+        ("out.h5", "out.h5", "out.h5: the traces directory is also the results table"),
+    ]
+    for output, traces, message in cases:
+        with pytest.raises(InputError, match=re.escape(message)):
+            run_sweep(sweep, tmp_path / output, runner=refusing_runner, workers=1,
+                      traces=None if traces is None else tmp_path / traces)
+    assert {path: path.read_bytes() for path in tmp_path.iterdir() if path.is_file()} == files
+    assert sorted(path.name for path in tmp_path.iterdir() if path.is_dir()) == ["dir.h5.journal", "results"]
 
 
 # --- rates mode ---------------------------------------------------------------------------------

@@ -3,9 +3,11 @@
 Runs go to a local process pool (``--workers``, default every core; 1 runs serially) or to
 Dask (``--dask local`` starts a LocalCluster, ``--dask tcp://HOST:PORT`` uses a running
 scheduler). Each finished run is journalled in ``RESULTS.h5.journal``; rerunning the same
-command skips the runs already there, so a killed sweep resumes. The progress bar goes to
-stderr, the summary line to stdout. The exit status is 1 when any run failed (its error text
-is in the table), 130 after Ctrl-C (the table then holds the runs finished so far).
+command skips the runs already there, so a killed sweep resumes; with ``--traces DIR``, those
+whose trace is not in DIR run again to write it (their rows stay as journalled). The
+progress bar goes to stderr, the summary line to stdout. The exit status is 1 when any run
+failed (its error text is in the table) or a trace could not be written (named on stderr),
+130 after Ctrl-C (the table then holds the runs finished so far).
 
 A sweep with ``solve = "rates"`` solves each run's all-at-once max-min allocation instead of
 simulating it: runs are built in this process and those sharing routes are solved as one
@@ -29,10 +31,12 @@ __all__ = ["add_parser", "sweep_command"]
 
 def sweep_command(args: argparse.Namespace) -> int:
     """Handler of ``flowsim sweep``: load the spec, run what is not in the journal, write the
-    table; returns 0, 1 if any run failed, 130 if interrupted.
+    table; returns 0, 1 if any run failed or a trace could not be written, 130 if
+    interrupted.
 
-    A bad spec, an unknown field or metric, or a missing output directory raise
-    :class:`~flowsim.errors.InputError` naming the file and key before anything runs.
+    A bad spec, an unknown field or metric, or an output path or traces directory that cannot
+    be written raise :class:`~flowsim.errors.InputError` naming the file and key before
+    anything runs.
     """
     sweep = load_sweep(args.sweep)
     try:
@@ -51,9 +55,12 @@ def sweep_command(args: argparse.Namespace) -> int:
     plural = "batch" if outcome.n_batches == 1 else "batches"
     batches = f" in {outcome.n_batches} {plural} on {outcome.backend}" if outcome.n_batches else ""
     skipped = f", {outcome.n_skipped} already done" if outcome.n_skipped else ""
+    retraced = f", {outcome.n_retraced} of them ran again for their traces" if outcome.n_retraced else ""
     failed = f", {outcome.n_failed} failed" if outcome.n_failed else ""
-    print(f"{outcome.n_runs} runs ({outcome.n_ran} ran{batches}{skipped}{failed}) -> {outcome.output}")
-    return 1 if outcome.n_failed else 0
+    for reason in outcome.untraced:
+        print(f"trace not written: {reason}", file=sys.stderr)
+    print(f"{outcome.n_runs} runs ({outcome.n_ran} ran{batches}{skipped}{retraced}{failed}) -> {outcome.output}")
+    return 1 if outcome.n_failed or outcome.untraced else 0
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:

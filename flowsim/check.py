@@ -7,7 +7,9 @@ output of one nccl-tests binary (``all_reduce_perf``, ``all_gather_perf``,
 ``reduce_perf``), predicts every row with :func:`flowsim.nccl.sweep` on a preset cluster
 (:func:`flowsim.fabrics.build_cluster`) and flags rows whose measured busbw falls short of
 the prediction by more than a threshold. :func:`append_history` keeps each check in an HDF5
-file so trends over days show; :func:`plot_history` draws them.
+file so trends over days show; :func:`plot_history` draws them. :func:`history_file` and
+:func:`history_plot_file` check those two outputs, so that a command can refuse a bad path
+before it runs the check.
 
 The format read is the one nccl-tests prints (``src/common.cu`` and ``src/util.cu`` of
 NVIDIA/nccl-tests): optional ``# nccl-tests version`` and ``# Collective test starting:
@@ -18,11 +20,13 @@ lines, then one row per size::
     size count type redop root | time algbw busbw #wrong | time algbw busbw #wrong
 
 (out-of-place, then in-place; ``#wrong`` is ``N/A`` without validation; further columns
-that newer versions may append are ignored), and the closing
-``# Avg bus bandwidth : X`` line. Lines of other programs (``NCCL INFO``, ``mpirun``) may be
-interleaved; ``[1,0]<stdout>:`` prefixes of ``mpirun --tag-output`` are removed. Sizes are
-nccl-tests' ``S`` (the total over ranks for all-gather, reduce-scatter and all-to-all), busbw
-and algbw are in GB/s (1e9 B/s), times in microseconds.
+that newer versions may append are ignored; a time, bandwidth or ``#wrong`` that is not a
+finite, non-negative number is an error, as nccl-tests prints none for a size it completed),
+and the closing ``# Avg bus bandwidth : X`` line. Lines of other programs (``NCCL INFO``,
+``mpirun``) may be interleaved; ``[1,0]<stdout>:`` prefixes of ``mpirun --tag-output``
+are removed. Sizes are nccl-tests' ``S`` (the total over ranks for all-gather,
+reduce-scatter and all-to-all), busbw and algbw are in GB/s (1e9 B/s), times in
+microseconds.
 
 Prediction choices: rank ``r`` on the ``i``-th host named in the rank lines, device ``d``,
 is GPU ``n{i}.gpu{d}`` of the cluster, passed to flowsim in rank order. A
@@ -36,8 +40,11 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import os
 import re
+import shutil
+import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -45,9 +52,10 @@ from pathlib import Path
 import numpy as np
 
 from flowsim.collectives import resolve_algorithm
-from flowsim.errors import InputError
+from flowsim.errors import InputError, output_file
 from flowsim.fabrics import build_cluster
 from flowsim.nccl import bus_factor, busbw_Bps, sweep
+from flowsim.trace import _fsync, _new_file_mode
 
 __all__ = [
     "BINARIES",
@@ -61,6 +69,8 @@ __all__ = [
     "append_history",
     "check_log",
     "check_nccl_log",
+    "history_file",
+    "history_plot_file",
     "parse_nccl_log",
     "plot_history",
     "read_history",
@@ -204,12 +214,22 @@ def _number(text: str, kind: type, source: str, line: int, column: str):
         ) from None
 
 
+def _measured(text: str, source: str, line: int, column: str) -> float:
+    # float() also reads "nan", "inf" and "-1", which would pass every comparison or flag
+    # a healthy size; nccl-tests prints none of them for a size it completed.
+    value = _number(text, float, source, line, column)
+    if not (math.isfinite(value) and value >= 0):
+        raise _error(source, line, f"column {column!r} should be a finite, non-negative measurement, got {text!r}")
+    return value
+
+
 def _measurement(tokens: Sequence[str], source: str, line: int, half: str) -> Measurement:
-    wrong = None if tokens[3] == "N/A" else int(_number(tokens[3], float, source, line, f"{half} #wrong"))
+    # Older nccl-tests print this column as a float ("0e+00"), hence float before int.
+    wrong = None if tokens[3] == "N/A" else int(_measured(tokens[3], source, line, f"{half} #wrong"))
     return Measurement(
-        time_us=_number(tokens[0], float, source, line, f"{half} time"),
-        algbw_GBps=_number(tokens[1], float, source, line, f"{half} algbw"),
-        busbw_GBps=_number(tokens[2], float, source, line, f"{half} busbw"),
+        time_us=_measured(tokens[0], source, line, f"{half} time"),
+        algbw_GBps=_measured(tokens[1], source, line, f"{half} algbw"),
+        busbw_GBps=_measured(tokens[2], source, line, f"{half} busbw"),
         wrong=wrong,
     )
 
@@ -503,9 +523,23 @@ class CheckReport:
                 f"{r.size_bytes:12d}  {predicted:>11}  {r.measured_busbw_out_GBps:11.2f} {ratios[0]:>5}  "
                 f"{r.measured_busbw_in_GBps:11.2f} {ratios[1]:>5}  {flag}".rstrip()
             )
-        n = len(self.flagged)
-        lines.append(f"# {n} of {len(self.rows)} sizes flagged" if n else f"# all {len(self.rows)} sizes OK")
+        lines.append(self._summary())
         return "\n".join(lines)
+
+    def _summary(self) -> str:
+        """The closing line: flagged sizes among those predicted, and why the others were not."""
+        predicted = [r for r in self.rows if r.predicted_busbw_GBps is not None]
+        left_out = [r for r in self.rows if r.predicted_busbw_GBps is None]
+        n = sum(r.flagged for r in predicted)
+        summary = f"# {n} of {len(predicted)}" if n else f"# all {len(predicted)}"
+        summary += " predicted sizes flagged" if n else " predicted sizes OK"
+        if left_out:
+            zero = sum(r.size_bytes == 0 for r in left_out)
+            counts = ((len(left_out) - zero, "below min-bytes"), (zero, "of 0 bytes"))
+            wrong = sum(r.wrong for r in left_out)
+            summary += f"; not predicted: {', '.join(f'{k} {why}' for k, why in counts if k)}"
+            summary += f" ({wrong} flagged WRONG)" if wrong else ""
+        return summary
 
 
 def _rank_gpus(log: NcclTestLog, system: str, topology) -> list[str]:
@@ -727,6 +761,32 @@ def _append(group, columns: dict, values: dict) -> None:
         dataset[start:] = np.asarray(values[name], dtype=object if kind == "str" else kind)
 
 
+def history_file(path: str | os.PathLike, *, inputs: Sequence[str | os.PathLike] = ()) -> Path:
+    """``path`` as a :class:`~pathlib.Path` :func:`append_history` can add to; an
+    :class:`InputError` naming it otherwise, the file left as it is.
+
+    A history may be a missing or empty file (one is started there), an HDF5 file with
+    nothing in it, or a flowsim check history; any other file, HDF5 or not, belongs to
+    someone else. The path must also pass :func:`flowsim.errors.output_file` (``inputs``:
+    files the run reads).
+    """
+    target = output_file(path, "the check history", inputs=inputs)
+    if not target.exists() or target.stat().st_size == 0:
+        return target
+    try:
+        with _h5py().File(target, "r") as f:
+            found = f.attrs.get("format")
+            if found != _HISTORY_FORMAT and (len(f) or len(f.attrs)):
+                what = "no 'format' attribute" if found is None else f"format {found!r}"
+                raise InputError(
+                    f"{target}: an HDF5 file that is not a flowsim check history ({what}, expected "
+                    f"{_HISTORY_FORMAT!r}); left as it is, give another history file"
+                )
+    except OSError as err:
+        raise InputError(f"{target}: cannot open it as a check history: {err}") from None
+    return target
+
+
 def append_history(report: CheckReport, path: str | os.PathLike) -> int:
     """Append ``report`` to an HDF5 history file (created if missing); returns its check id.
 
@@ -737,64 +797,87 @@ def append_history(report: CheckReport, path: str | os.PathLike) -> int:
     out-of-place and in-place, ``predicted_time_us``, ``predicted_busbw_GBps``, ``ratio`` =
     the lower of the two measured / predicted ratios, ``flagged``; NaN where not predicted).
     Every dataset is one-dimensional and resizable.
+
+    ``path`` must pass :func:`history_file`. The history is appended to a copy in a hidden
+    temporary file next to it, flushed to disk and renamed over it (:func:`os.replace`):
+    an error, a crash or Ctrl-C leaves the history as it was, never half-appended.
     """
     h5py = _h5py()
-    path = Path(path)
-    if not path.parent.is_dir():
-        raise InputError(f"{path}: the directory {str(path.parent)!r} does not exist")
-    log = report.log
+    path = history_file(path)
+    # A history reached through a symbolic link (a shared one) is replaced where it lives,
+    # not by a private copy in place of the link.
+    target = Path(os.path.realpath(path))
+    existing = target.exists() and target.stat().st_size > 0
     try:
-        with h5py.File(path, "a") as f:
-            if f.attrs.get("format", _HISTORY_FORMAT) != _HISTORY_FORMAT:
-                raise InputError(f"{path}: an HDF5 file that is not a flowsim check history")
-            f.attrs["format"] = _HISTORY_FORMAT
-            f.attrs["version"] = 1
-            checks = f.require_group("checks")
-            check_id = int(checks["check_id"][-1]) + 1 if "check_id" in checks and checks["check_id"].shape[0] else 0
-            when = datetime.datetime.fromisoformat(report.checked_at).timestamp()
-            _append(
-                checks,
-                _CHECK_COLUMNS,
-                {
-                    "check_id": [check_id],
-                    "time_unix": [when],
-                    "source": [log.source],
-                    "binary": [log.binary],
-                    "system": [report.system],
-                    "nodes": [report.nodes],
-                    "ranks": [log.n_ranks],
-                    "threshold": [report.threshold],
-                    "algorithm": [report.algorithm],
-                    "protocol": [report.protocol],
-                    "figure": [report.figure],
-                    "fabric": [report.fabric],
-                    "n_flagged": [len(report.flagged)],
-                    "avg_busbw_GBps": [log.avg_busbw_GBps],
-                },
-            )
-
-            def nan(value):
-                return np.nan if value is None else value
-
-            rows = report.rows
-            _append(
-                f.require_group("rows"),
-                _ROW_COLUMNS,
-                {
-                    "check_id": [check_id] * len(rows),
-                    "size_bytes": [r.size_bytes for r in rows],
-                    "measured_busbw_out_GBps": [r.measured_busbw_out_GBps for r in rows],
-                    "measured_busbw_in_GBps": [r.measured_busbw_in_GBps for r in rows],
-                    "measured_time_out_us": [r.measured_time_out_us for r in rows],
-                    "measured_time_in_us": [r.measured_time_in_us for r in rows],
-                    "predicted_time_us": [nan(r.predicted_time_us) for r in rows],
-                    "predicted_busbw_GBps": [nan(r.predicted_busbw_GBps) for r in rows],
-                    "ratio": [np.nan if r.ratio_out is None else min(r.ratio_out, r.ratio_in) for r in rows],
-                    "flagged": [r.flagged for r in rows],
-                },
-            )
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        os.close(fd)
+        try:
+            if existing:
+                shutil.copyfile(target, tmp_name)
+                shutil.copymode(target, tmp_name)
+            else:
+                os.chmod(tmp_name, _new_file_mode())
+            with h5py.File(tmp_name, "r+" if existing else "w") as f:
+                check_id = _append_check(f, report)
+            _fsync(tmp_name)
+            os.replace(tmp_name, target)
+        except BaseException:
+            os.unlink(tmp_name)
+            raise
     except OSError as err:
         raise InputError(f"{path}: cannot write the check history: {err}") from None
+    return check_id
+
+
+def _append_check(f, report: CheckReport) -> int:
+    """Append one check and its rows to the open history ``f``; returns its check id."""
+    log = report.log
+    f.attrs["format"] = _HISTORY_FORMAT
+    f.attrs["version"] = 1
+    checks = f.require_group("checks")
+    check_id = int(checks["check_id"][-1]) + 1 if "check_id" in checks and checks["check_id"].shape[0] else 0
+    when = datetime.datetime.fromisoformat(report.checked_at).timestamp()
+    _append(
+        checks,
+        _CHECK_COLUMNS,
+        {
+            "check_id": [check_id],
+            "time_unix": [when],
+            "source": [log.source],
+            "binary": [log.binary],
+            "system": [report.system],
+            "nodes": [report.nodes],
+            "ranks": [log.n_ranks],
+            "threshold": [report.threshold],
+            "algorithm": [report.algorithm],
+            "protocol": [report.protocol],
+            "figure": [report.figure],
+            "fabric": [report.fabric],
+            "n_flagged": [len(report.flagged)],
+            "avg_busbw_GBps": [log.avg_busbw_GBps],
+        },
+    )
+
+    def nan(value):
+        return np.nan if value is None else value
+
+    rows = report.rows
+    _append(
+        f.require_group("rows"),
+        _ROW_COLUMNS,
+        {
+            "check_id": [check_id] * len(rows),
+            "size_bytes": [r.size_bytes for r in rows],
+            "measured_busbw_out_GBps": [r.measured_busbw_out_GBps for r in rows],
+            "measured_busbw_in_GBps": [r.measured_busbw_in_GBps for r in rows],
+            "measured_time_out_us": [r.measured_time_out_us for r in rows],
+            "measured_time_in_us": [r.measured_time_in_us for r in rows],
+            "predicted_time_us": [nan(r.predicted_time_us) for r in rows],
+            "predicted_busbw_GBps": [nan(r.predicted_busbw_GBps) for r in rows],
+            "ratio": [np.nan if r.ratio_out is None else min(r.ratio_out, r.ratio_in) for r in rows],
+            "flagged": [r.flagged for r in rows],
+        },
+    )
     return check_id
 
 
@@ -835,6 +918,33 @@ def read_history(path: str | os.PathLike) -> History:
     return History(str(path), *tables)
 
 
+def history_plot_file(output: str | os.PathLike, *, inputs: Sequence[str | os.PathLike] = ()) -> Path:
+    """``output`` as a :class:`~pathlib.Path` :func:`plot_history` can save to; an
+    :class:`InputError` naming it otherwise.
+
+    The path must pass :func:`flowsim.errors.output_file` (``inputs``: files the run reads)
+    and end in an image format matplotlib writes (``.png``, ``.svg``, ``.pdf``, ...).
+
+    Raises
+    ------
+    ImportError
+        When matplotlib is not installed.
+    """
+    try:
+        from matplotlib.backend_bases import FigureCanvasBase
+    except ImportError:
+        raise ImportError("plotting the check history needs matplotlib: pip install 'flowsim[plot]'") from None
+    target = output_file(output, "the history plot", inputs=inputs)
+    formats = FigureCanvasBase.get_supported_filetypes()
+    # Without a suffix matplotlib would add ".png" and save to a file other than the one named.
+    if target.suffix[1:].lower() not in formats:
+        raise InputError(
+            f"{target}: the history plot needs a file name ending in an image format matplotlib writes "
+            f"({', '.join(sorted(formats))})"
+        )
+    return target
+
+
 def plot_history(
     history: History | str | os.PathLike,
     output: str | os.PathLike,
@@ -865,12 +975,11 @@ def plot_history(
     ImportError
         When matplotlib is not installed.
     InputError
-        When no check matches.
+        When ``output`` fails :func:`history_plot_file` or no check matches.
     """
-    try:
-        from matplotlib.figure import Figure
-    except ImportError:
-        raise ImportError("plotting the check history needs matplotlib: pip install 'flowsim[plot]'") from None
+    output = history_plot_file(output, inputs=[history.path if isinstance(history, History) else history])
+    from matplotlib.figure import Figure
+
     if not isinstance(history, History):
         history = read_history(history)
     checks = history.checks
@@ -901,7 +1010,6 @@ def plot_history(
     ax.set_title(f"{binary}: {int(keep.sum())} check(s) from {Path(history.path).name}")
     ax.legend(fontsize="small", loc="best")
     fig.autofmt_xdate()
-    output = Path(output)
     fig.savefig(output, dpi=120)
     return output
 

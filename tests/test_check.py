@@ -2,16 +2,19 @@
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
 
+import flowsim.check
 from flowsim.check import (
     append_history,
     check_log,
     check_nccl_log,
+    history_plot_file,
     parse_nccl_log,
     plot_history,
     read_history,
@@ -29,6 +32,11 @@ SENDRECV = DATA / "sendrecv_perf_dgx_h100_2node.txt"
 
 # Predictions only for the largest sizes keep each check to a few simulations.
 LARGE = 512 << 20
+
+
+@pytest.fixture(scope="module")
+def sendrecv_report():
+    return check_nccl_log(SENDRECV, system="dgx-h100", min_bytes=1 << 30)
 
 
 def flowsim_check(argv):
@@ -136,6 +144,25 @@ def test_non_numeric_column_names_line_and_column():
         parse_nccl_log("\n".join(lines), collective="send")
 
 
+@pytest.mark.parametrize(
+    "column, value, name",
+    [
+        (7, "nan", "out-of-place busbw"),
+        (5, "inf", "out-of-place time"),
+        (11, "-1.5", "in-place busbw"),
+        (8, "nan", "out-of-place #wrong"),
+        (12, "-1", "in-place #wrong"),
+    ],
+)
+def test_a_measurement_that_is_not_a_finite_non_negative_number_names_line_and_column(column, value, name):
+    lines = _lines(SENDRECV)
+    tokens = lines[16].split()
+    tokens[column] = value
+    lines[16] = "  ".join(tokens)
+    with pytest.raises(InputError, match=rf"<text>, line 17: column '{name}' should be a finite, non-negative"):
+        parse_nccl_log("\n".join(lines), collective="send")
+
+
 def test_rank_line_problems():
     lines = _lines(ALL_GATHER)
     broken = lines.copy()
@@ -212,7 +239,19 @@ def test_report_json_and_text():
     assert data["rows"][-1]["flagged"] and data["rows"][-1]["ratio_out"] < 0.6
     text = report.format_text().splitlines()
     assert text[-2].split()[0] == str(2 << 30) and text[-2].endswith("SHORT")
-    assert text[-1] == "# 1 of 8 sizes flagged"
+    assert text[-1] == "# 1 of 1 predicted sizes flagged; not predicted: 7 below min-bytes"
+
+
+def test_summary_counts_the_predicted_sizes(sendrecv_report):
+    summary = sendrecv_report.format_text().splitlines()[-1]
+    assert summary == "# all 1 predicted sizes OK; not predicted: 10 below min-bytes"
+    lines = _lines(SENDRECV)
+    lines[11] = lines[11].replace("     1048576        262144", "           0             0", 1)
+    lines[12] = lines[12].rsplit(None, 1)[0] + "      3"
+    report = check_nccl_log("\n".join(lines), system="dgx-h100", min_bytes=1 << 30)
+    assert report.format_text().splitlines()[-1] == (
+        "# all 1 predicted sizes OK; not predicted: 9 below min-bytes, 1 of 0 bytes (1 flagged WRONG)"
+    )
 
 
 def test_history_appends_and_reads_back(tmp_path):
@@ -235,15 +274,58 @@ def test_history_appends_and_reads_back(tmp_path):
         assert f["rows/ratio"].maxshape == (None,) and f.attrs["format"] == "flowsim-nccl-check-history"
 
 
-def test_history_refuses_other_hdf5_files(tmp_path):
-    other = tmp_path / "other.h5"
+def test_history_refuses_other_files_and_leaves_them_as_they_are(tmp_path, sendrecv_report):
+    other, unformatted, text = tmp_path / "other.h5", tmp_path / "mydata.h5", tmp_path / "notes.txt"
     with h5py.File(other, "w") as f:
         f.attrs["format"] = "something else"
-    report = check_nccl_log(SENDRECV, system="dgx-h100", min_bytes=1 << 30)
-    with pytest.raises(InputError, match="not a flowsim check history"):
-        append_history(report, other)
+    with h5py.File(unformatted, "w") as f:
+        f["experiment/results"] = [1.0, 2.0]
+    text.write_text("not HDF5\n")
+    for path, message in (
+        (other, r"not a flowsim check history \(format 'something else'"),
+        (unformatted, r"mydata.h5: an HDF5 file that is not a flowsim check history \(no 'format' attribute"),
+        (text, "notes.txt: cannot open it as a check history"),
+    ):
+        before = path.read_bytes()
+        with pytest.raises(InputError, match=message):
+            append_history(sendrecv_report, path)
+        assert path.read_bytes() == before
     with pytest.raises(InputError, match="no such check history file"):
         read_history(tmp_path / "absent.h5")
+
+
+def test_an_empty_file_becomes_a_history(tmp_path, sendrecv_report):
+    empty, empty_hdf5 = tmp_path / "empty.h5", tmp_path / "empty_hdf5.h5"
+    empty.touch()
+    h5py.File(empty_hdf5, "w").close()
+    for path in (empty, empty_hdf5):
+        assert append_history(sendrecv_report, path) == 0
+        assert read_history(path).n_checks == 1
+
+
+def test_an_interrupted_append_leaves_the_history_as_it_was(tmp_path, sendrecv_report, monkeypatch):
+    path = tmp_path / "history.h5"
+    append_history(sendrecv_report, path)
+    before = path.read_bytes()
+    real_append = flowsim.check._append
+
+    def interrupted_after_the_checks_row(group, columns, values):
+        if group.name == "/rows":
+            raise KeyboardInterrupt
+        real_append(group, columns, values)
+
+    monkeypatch.setattr(flowsim.check, "_append", interrupted_after_the_checks_row)
+    with pytest.raises(KeyboardInterrupt):
+        append_history(sendrecv_report, path)
+    assert path.read_bytes() == before and os.listdir(tmp_path) == ["history.h5"]
+
+
+def test_a_history_behind_a_symbolic_link_is_appended_where_it_lives(tmp_path, sendrecv_report):
+    shared, link = tmp_path / "shared.h5", tmp_path / "link.h5"
+    append_history(sendrecv_report, shared)
+    link.symlink_to(shared)
+    assert append_history(sendrecv_report, link) == 1
+    assert link.is_symlink() and read_history(shared).n_checks == 2
 
 
 def test_plot_history(tmp_path):
@@ -256,17 +338,34 @@ def test_plot_history(tmp_path):
         plot_history(path, tmp_path / "none.png", binary="alltoall_perf")
 
 
-def test_plot_without_matplotlib_says_what_to_install(tmp_path, monkeypatch):
+def test_plot_path_is_checked_before_the_history_is_read(tmp_path):
+    pytest.importorskip("matplotlib")
+    absent = tmp_path / "absent.h5"
+    for output, message in (
+        (tmp_path / "trend.xyz", r"trend.xyz: the history plot needs a file name ending in an image format.*png"),
+        (tmp_path / "trend", "needs a file name ending in an image format"),
+        (tmp_path / "nodir" / "trend.png", "the directory .*nodir' does not exist"),
+    ):
+        with pytest.raises(InputError, match=message):
+            plot_history(absent, output)
+    assert history_plot_file(tmp_path / "TREND.SVG") == tmp_path / "TREND.SVG"
+
+
+@pytest.fixture
+def no_matplotlib(monkeypatch):
     import builtins
 
     real_import = builtins.__import__
 
-    def no_matplotlib(name, *args, **kwargs):
+    def without_matplotlib(name, *args, **kwargs):
         if name.startswith("matplotlib"):
             raise ImportError(name)
         return real_import(name, *args, **kwargs)
 
-    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    monkeypatch.setattr(builtins, "__import__", without_matplotlib)
+
+
+def test_plot_without_matplotlib_says_what_to_install(tmp_path, no_matplotlib):
     with pytest.raises(ImportError, match=r"pip install 'flowsim\[plot\]'"):
         plot_history(tmp_path / "history.h5", tmp_path / "trend.png")
 
@@ -276,7 +375,7 @@ def test_cli_exit_status_output_and_history(tmp_path, capsys):
     argv = ["--system", "dgx-h100", "--nodes", "2", "--min-bytes", "1G", "--history", str(history)]
     assert flowsim_check([str(DEGRADED), *argv]) == 1
     out = capsys.readouterr()
-    assert "2 of 8 sizes flagged" in out.out and "check 0 appended" in out.err
+    assert "2 of 2 predicted sizes flagged" in out.out and "check 0 appended" in out.err
     assert flowsim_check([str(SENDRECV), *argv, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["n_flagged"] == 0
     assert read_history(history).n_checks == 2
@@ -284,6 +383,38 @@ def test_cli_exit_status_output_and_history(tmp_path, capsys):
     assert "not 4" in capsys.readouterr().err
     assert flowsim_check(["--plot", str(tmp_path / "p.png")]) == 2
     assert "--history" in capsys.readouterr().err
+
+
+def test_cli_refuses_bad_output_paths_before_checking(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    history = tmp_path / "h.h5"
+    argv = [str(SENDRECV), "--system", "dgx-h100", "--history", str(history)]
+    bad_plots = ((tmp_path / "nodir" / "p.png", "nodir' does not exist"), (tmp_path / "x.xyz", "image format"))
+    for plot, message in bad_plots:
+        assert flowsim_check([*argv, "--plot", str(plot)]) == 2
+        captured = capsys.readouterr()
+        assert message in captured.err and captured.out == ""
+    mydata = tmp_path / "mydata.h5"
+    with h5py.File(mydata, "w") as f:
+        f["experiment/results"] = [1.0]
+    assert flowsim_check([str(SENDRECV), "--system", "dgx-h100", "--history", str(mydata)]) == 2
+    assert "not a flowsim check history" in capsys.readouterr().err
+    assert not history.exists()
+    with h5py.File(mydata) as f:
+        assert list(f) == ["experiment"] and not f.attrs
+
+
+def test_cli_without_matplotlib_refuses_plot_before_checking(tmp_path, capsys, no_matplotlib):
+    history = tmp_path / "h.h5"
+    argv = [str(SENDRECV), "--system", "dgx-h100", "--history", str(history), "--plot", str(tmp_path / "p.png")]
+    assert flowsim_check(argv) == 2
+    assert "pip install 'flowsim[plot]'" in capsys.readouterr().err and not history.exists()
+
+
+def test_cli_threshold_that_is_not_a_number(capsys):
+    with pytest.raises(SystemExit):
+        flowsim_check([str(SENDRECV), "--system", "dgx-h100", "--threshold", "abc"])
+    assert "argument --threshold: invalid fraction value: 'abc'" in capsys.readouterr().err
 
 
 def test_a_missing_rank_line_is_named():

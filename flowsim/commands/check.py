@@ -8,8 +8,9 @@ prints, per message size, the predicted busbw, the measured out-of-place and in-
 and their ratio to the prediction, and flags sizes whose measured busbw is below
 ``1 - threshold`` of the prediction (or where nccl-tests counted wrong elements). With
 ``--history`` the check is appended to an HDF5 history; ``--plot`` draws the history's
-measured / predicted ratio over time (needs matplotlib). Exit status: 0 when no size is
-flagged, 1 when some are, 2 on bad input.
+measured / predicted ratio over time (needs matplotlib). Both paths are checked before the
+check runs, so that a bad one fails before anything is added to the history. Exit status:
+0 when no size is flagged, 1 when some are, 2 on bad input.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from flowsim.check import BINARIES, append_history, check_nccl_log, plot_history
+from flowsim.check import BINARIES, append_history, check_nccl_log, history_file, history_plot_file, plot_history
 from flowsim.collectives import PROTOCOLS
 from flowsim.errors import InputError
 from flowsim.fabrics import FABRICS
@@ -32,7 +33,11 @@ _COLLECTIVE_BINARY = {collective: binary for binary, collective in BINARIES.item
 
 
 def _fraction(text: str) -> float:
-    value = float(text)
+    # argparse would name this function in its message ("invalid _fraction value").
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid fraction value: {text!r}") from None
     if not 0 <= value < 1:
         raise argparse.ArgumentTypeError(f"threshold must be in [0, 1), got {text}")
     return value
@@ -45,10 +50,15 @@ def check_command(args: argparse.Namespace) -> int:
             raise InputError("give an nccl-tests output file, or --history with --plot")
         if args.plot is not None and args.history is None:
             raise InputError("--plot draws the history: give --history FILE too")
+        if args.output is not None and args.system is None:
+            raise InputError("--system is required to check an nccl-tests output")
+        min_bytes = parse_size(args.min_bytes)
+        if args.output is not None and args.history is not None:
+            history_file(args.history, inputs=[args.output])
+        if args.plot is not None:
+            history_plot_file(args.plot, inputs=[p for p in (args.output, args.history) if p is not None])
         status = 0
         if args.output is not None:
-            if args.system is None:
-                raise InputError("--system is required to check an nccl-tests output")
             report = check_nccl_log(
                 args.output,
                 system=args.system,
@@ -59,7 +69,7 @@ def check_command(args: argparse.Namespace) -> int:
                 protocol=args.protocol,
                 figure=args.figure,
                 fabric=args.fabric,
-                min_bytes=parse_size(args.min_bytes),
+                min_bytes=min_bytes,
             )
             print(report.to_json() if args.json else report.format_text())
             if args.history is not None:

@@ -55,7 +55,10 @@ it into place only once it is complete and flushed, so a crash leaves either the
 file or none, never a partial trace under the target name. Large columns are written in
 chunks of :data:`WRITE_CHUNK` rows, so writing adds bounded memory on top of the arrays
 being written. :func:`open_trace` reports a file that is not HDF5, truncated, not a flowsim
-trace, or of a newer schema version as :class:`~flowsim.errors.InputError`.
+trace, of a newer schema version, or damaged (a column whose length, type or ids disagree
+with the counts it depends on: ``n_flows``, ``n_links``, the topology's nodes, a CSR
+pointer, a tag's categories) as :class:`~flowsim.errors.InputError`, before any of it is
+used.
 """
 
 from __future__ import annotations
@@ -447,14 +450,6 @@ def _read(group: h5py.Group, name: str) -> np.ndarray:
     return ds[:]
 
 
-def _read_segments(group: h5py.Group) -> dict[str, np.ndarray]:
-    """``indptr``, ``start_s``, ``end_s``, ``rate_Bps`` of a group's segments, if it has them."""
-    if "segment_indptr" not in group:
-        return {}
-    columns = ("segment_indptr", *_SEGMENT_COLUMNS)
-    return {c.removeprefix("segment_"): _read(group, c) for c in columns}
-
-
 def _check_header(path: Path, root: h5py.File) -> dict[str, object]:
     metadata = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in root.attrs.items()}
     if metadata.get("format") != FORMAT:
@@ -492,36 +487,120 @@ def _read_topology(g: h5py.Group) -> Topology:
     )
 
 
+def _damaged(path: Path, dataset: str, why: str) -> InputError:
+    return _open_error(path, f"damaged trace: {dataset} {why}")
+
+
+def _count(path: Path, group: h5py.Group, attribute: str) -> int:
+    value = group.attrs.get(attribute)
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _damaged(path, group.name, f"attribute {attribute!r} is {value!r}, expected a non-negative integer")
+    return int(value)
+
+
+def _column(path: Path, group: h5py.Group, name: str, rows: tuple[int, str] | None, kind: str) -> np.ndarray:
+    """Dataset ``name`` of ``group``, checked to be one-dimensional, of ``kind``
+    ("integers", "numbers" or "strings") and, when ``rows`` (count, what it counts) is
+    given, that long."""
+    ds = group[name]
+    if ds.ndim != 1:
+        raise _damaged(path, ds.name, f"has shape {ds.shape}, expected one dimension")
+    is_str = h5py.check_string_dtype(ds.dtype) is not None
+    fits = {"integers": ds.dtype.kind in "iu", "numbers": ds.dtype.kind in "iuf", "strings": is_str}[kind]
+    if not fits:
+        raise _damaged(path, ds.name, f"has dtype {ds.dtype}, expected {kind}")
+    if rows is not None and ds.shape[0] != rows[0]:
+        raise _damaged(path, ds.name, f"has {ds.shape[0]} rows, expected {rows[0]} ({rows[1]})")
+    return ds.asstr()[:] if is_str else ds[:]
+
+
+def _indptr(path: Path, group: h5py.Group, name: str, rows: tuple[int, str], n_entries: int) -> np.ndarray:
+    """A CSR index pointer of ``rows[0]`` rows into ``n_entries`` entries, checked."""
+    indptr = _column(path, group, name, (rows[0] + 1, f"one more than {rows[1]}"), "integers")
+    if indptr[0] != 0 or np.any(np.diff(indptr) < 0) or indptr[-1] != n_entries:
+        raise _damaged(
+            path, group[name].name,
+            f"is not a valid index pointer: it must start at 0, never decrease and end at {n_entries}",
+        )
+    return indptr
+
+
+def _ids(
+    path: Path, group: h5py.Group, name: str, rows: tuple[int, str] | None, n_ids: int, what: str
+) -> np.ndarray:
+    """An id column, checked to hold row numbers of a table of ``n_ids`` ``what``."""
+    ids = _column(path, group, name, rows, "integers")
+    bad = np.flatnonzero((ids < 0) | (ids >= n_ids))
+    if bad.size:
+        i = int(bad[0])
+        raise _damaged(path, group[name].name, f"row {i} is {int(ids[i])}, not one of the {n_ids} {what}")
+    return ids
+
+
+def _csr(
+    path: Path, group: h5py.Group, prefix: str, rows: tuple[int, str], n_ids: int, what: str
+) -> tuple[np.ndarray, np.ndarray]:
+    indices = _ids(path, group, f"{prefix}_indices", None, n_ids, what)
+    return _indptr(path, group, f"{prefix}_indptr", rows, indices.shape[0]), indices
+
+
+def _segments(path: Path, group: h5py.Group, rows: tuple[int, str]) -> dict[str, np.ndarray]:
+    """``indptr``, ``start_s``, ``end_s``, ``rate_Bps`` of a group's segments, if it has them."""
+    if "segment_indptr" not in group:
+        return {}
+    columns = {c.removeprefix("segment_"): _column(path, group, c, None, "numbers") for c in _SEGMENT_COLUMNS}
+    n_segments = columns["start_s"].shape[0]
+    for column in _SEGMENT_COLUMNS[1:]:
+        if group[column].shape[0] != n_segments:
+            raise _damaged(
+                path, group[column].name, f"has {group[column].shape[0]} rows, expected {n_segments} (segments)"
+            )
+    return {"indptr": _indptr(path, group, "segment_indptr", rows, n_segments), **columns}
+
+
+def _tags(path: Path, flows: h5py.Group, rows: tuple[int, str]) -> dict[str, np.ndarray]:
+    tags = {}
+    for key, tag in flows["tags"].items():
+        categories = _column(path, tag, "categories", None, "strings").astype(object)
+        tags[key] = categories[_ids(path, tag, "codes", rows, categories.shape[0], "categories")]
+    return tags
+
+
 def _read_trace(path: Path, root: h5py.File, metadata: Mapping[str, object]) -> Trace:
+    """The trace in ``root``, every column checked against the counts it depends on, so that
+    damage is reported here and not as a crash of whatever reads the trace."""
     try:
         topology = _read_topology(root["topology"])
     except InputError as err:
         raise _open_error(path, f"damaged topology in trace: {err}") from None
     flows, links = root["flows"], root["links"]
-    tags = {
-        key: _read(tag, "categories").astype(object)[_read(tag, "codes")] for key, tag in flows["tags"].items()
-    }
-    link_segments = _read_segments(links)
-    flow_segments = _read_segments(flows)
+    n_flows, n_links = _count(path, flows, "n_flows"), _count(path, links, "n_links")
+    if n_links != topology.n_links:
+        raise _damaged(path, links.name, f"has n_links {n_links} but the topology has {topology.n_links} links")
+    per_flow, per_link = (n_flows, f"n_flows of {flows.name}"), (n_links, f"n_links of {links.name}")
+    dep_indptr, dep_indices = _csr(path, flows, "dep", per_flow, n_flows, "flows")
+    link_indptr, link_indices = _csr(path, flows, "link", per_flow, n_links, "links")
     return Trace(
         path=path,
         metadata=metadata,
         scenario_text=str(metadata.get("scenario_text", "")),
         topology=topology,
-        names=_read(flows, "name"),
-        src=_read(flows, "src"),
-        dst=_read(flows, "dst"),
-        **{c: _read(flows, c) for c in _WORKLOAD_COLUMNS + _RESULT_COLUMNS},
-        dep_indptr=_read(flows, "dep_indptr"),
-        dep_indices=_read(flows, "dep_indices"),
-        flow_link_indptr=_read(flows, "link_indptr"),
-        flow_link_indices=_read(flows, "link_indices"),
-        tags=tags,
-        link_capacity_Bps=_read(links, "capacity_Bps"),
-        link_bytes=_read(links, "bytes"),
+        names=_column(path, flows, "name", per_flow, "strings"),
+        src=_ids(path, flows, "src", per_flow, topology.n_nodes, "nodes"),
+        dst=_ids(path, flows, "dst", per_flow, topology.n_nodes, "nodes"),
+        **{c: _column(path, flows, c, per_flow, "numbers") for c in _WORKLOAD_COLUMNS + _RESULT_COLUMNS},
+        dep_indptr=dep_indptr,
+        dep_indices=dep_indices,
+        flow_link_indptr=link_indptr,
+        flow_link_indices=link_indices,
+        tags=_tags(path, flows, per_flow),
+        link_capacity_Bps=_column(path, links, "capacity_Bps", per_link, "numbers"),
+        link_bytes=_column(path, links, "bytes", per_link, "numbers"),
         summary={k: float(v) for k, v in root["summary"].attrs.items()},
-        **{f"link_segment_{k}": v for k, v in link_segments.items()},
-        **{f"flow_segment_{k}": v for k, v in flow_segments.items()},
+        **{f"link_segment_{k}": v for k, v in _segments(path, links, per_link).items()},
+        **{f"flow_segment_{k}": v for k, v in _segments(path, flows, per_flow).items()},
     )
 
 
@@ -539,8 +618,9 @@ def open_trace(path: str | os.PathLike) -> Trace:
     Raises
     ------
     InputError
-        Naming the file when it is missing, not HDF5, truncated or damaged, not a flowsim
-        trace, or written with a newer schema version than this flowsim reads.
+        Naming the file when it is missing, not HDF5, truncated or damaged (naming the
+        damaged dataset), not a flowsim trace, or written with a newer schema version than
+        this flowsim reads.
     """
     path = Path(path)
     if not path.is_file():

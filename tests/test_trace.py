@@ -275,3 +275,69 @@ def test_inconsistent_topology_is_reported_with_the_file(trace_path):
         f["topology/link_capacity_Bps"][0] = -1.0
     with pytest.raises(InputError, match=r"run\.h5: damaged topology in trace: link 'gpu0->nvswitch' has capacity"):
         open_trace(trace_path)
+
+
+def _resize(name, rows):
+    def damage(f):
+        f[name].resize((rows,))
+    return damage
+
+
+def _set(name, row, value):
+    def damage(f):
+        f[name][row] = value
+    return damage
+
+
+def _replace(name, values):
+    def damage(f):
+        del f[name]
+        f[name] = values
+    return damage
+
+
+def _set_attribute(group, name, value):
+    def damage(f):
+        f[group].attrs[name] = value
+    return damage
+
+
+@pytest.mark.parametrize(("damage", "match"), [
+    pytest.param(_resize("flows/finish_s", 5), r"/flows/finish_s has 5 rows, expected 12 \(n_flows of /flows\)",
+                 id="short flow column"),
+    pytest.param(_resize("flows/name", 13), r"/flows/name has 13 rows, expected 12", id="long names"),
+    pytest.param(_resize("links/bytes", 3), r"/links/bytes has 3 rows, expected \d+ \(n_links of /links\)",
+                 id="short link column"),
+    pytest.param(_resize("flows/tags/step/codes", 11), r"/flows/tags/step/codes has 11 rows, expected 12",
+                 id="short tag codes"),
+    pytest.param(_set("flows/tags/collective/codes", 0, 2),
+                 r"/flows/tags/collective/codes row 0 is 2, not one of the 2 categories", id="tag code out of range"),
+    pytest.param(_set("flows/src", 3, -1), r"/flows/src row 3 is -1, not one of the \d+ nodes", id="bad src"),
+    pytest.param(_set("flows/link_indices", 0, 10**6),
+                 r"/flows/link_indices row 0 is 1000000, not one of the \d+ links", id="bad link id"),
+    pytest.param(_set("flows/dep_indices", 0, 12), r"/flows/dep_indices row 0 is 12, not one of the 12 flows",
+                 id="bad dependency"),
+    pytest.param(_set("flows/dep_indptr", 0, 1), r"/flows/dep_indptr is not a valid index pointer",
+                 id="indptr not from 0"),
+    pytest.param(_set("flows/link_indptr", 1, 10**6), r"/flows/link_indptr is not a valid index pointer",
+                 id="indptr decreasing"),
+    pytest.param(_resize("flows/link_indices", 3), r"/flows/link_indptr is not a valid index pointer: .* end at 3",
+                 id="indptr past the indices"),
+    pytest.param(_resize("links/segment_indptr", 5),
+                 r"/links/segment_indptr has 5 rows, expected \d+ \(one more than n_links", id="short segment indptr"),
+    pytest.param(_resize("flows/segment_rate_Bps", 1),
+                 r"/flows/segment_rate_Bps has 1 rows, expected \d+ \(segments\)", id="short segment column"),
+    pytest.param(_replace("flows/finish_s", np.array(["late"] * 12, dtype=object)),
+                 r"/flows/finish_s has dtype object, expected numbers", id="strings for numbers"),
+    pytest.param(_replace("flows/src", np.zeros((12, 2), dtype=np.int64)),
+                 r"/flows/src has shape \(12, 2\), expected one dimension", id="two-dimensional"),
+    pytest.param(_set_attribute("flows", "n_flows", -3),
+                 r"/flows attribute 'n_flows' is -3, expected a non-negative integer", id="negative n_flows"),
+    pytest.param(_set_attribute("links", "n_links", 5), r"/links has n_links 5 but the topology has \d+ links",
+                 id="n_links off the topology"),
+])
+def test_columns_that_disagree_with_the_counts_are_reported(trace_path, damage, match):
+    with h5py.File(trace_path, "r+") as f:
+        damage(f)
+    with pytest.raises(InputError, match=rf"run\.h5: damaged trace: {match}"):
+        open_trace(trace_path)

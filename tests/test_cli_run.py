@@ -123,6 +123,15 @@ def test_command_line_reports_system_errors_and_ctrl_c_without_traceback(monkeyp
     assert capsys.readouterr().err == "flowsim: interrupted\n"
 
 
+@pytest.mark.parametrize("command", ["run", "inspect", "plot", "presets", "rates", "sweep", "collective", "check"])
+def test_help_texts_are_plain_text(command, capsys):
+    with pytest.raises(SystemExit):
+        cli.main([command, "--help"])
+    text = capsys.readouterr().out
+    assert f"usage: flowsim {command}" in text
+    assert "``" not in text and ":func:" not in text
+
+
 def test_pcie_server_all_to_all_is_slower_than_dgx_h100(traces):
     by_name = {p.stem: open_trace(t).makespan_s for p, t in traces.items()}
     assert by_name["pcie_server_all_to_all"] > 10 * by_name["dgx_h100_all_to_all"]
@@ -240,3 +249,55 @@ def test_inspect_a_trace_written_without_a_scenario(tmp_path, capsys):
     assert flowsim("inspect", path) == 0
     out = capsys.readouterr().out
     assert "no scenario text" in out and "tag collective: all_to_all 56" in out
+
+
+@pytest.mark.parametrize(("output", "message"), [
+    ("nope/x.png", "the directory '.*nope' does not exist"),
+    ("x.xyz", r"'\.xyz' is not an image format matplotlib writes; use one of .*png"),
+    ("x", "no extension names a format; use one of .*svg"),
+], ids=["no directory", "unknown format", "no extension"])
+def test_plot_checks_the_output_before_drawing(traces, tmp_path, output, message, monkeypatch):
+    pytest.importorskip("matplotlib")
+    monkeypatch.setattr(plot, "_utilization", None)  # drawing would fail: the check must come first
+    with pytest.raises(InputError, match=message):
+        flowsim("plot", traces[DGX], "--kind", "utilization", "-o", tmp_path / output)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_plot_refuses_to_write_over_its_trace(traces, tmp_path):
+    pytest.importorskip("matplotlib")
+    trace = tmp_path / "t.png"
+    trace.write_bytes(traces[DGX].read_bytes())
+    with pytest.raises(InputError, match="would replace the input file"):
+        flowsim("plot", trace, "--kind", "fct-cdf", "-o", trace)
+    assert trace.read_bytes() == traces[DGX].read_bytes()
+
+
+@pytest.mark.parametrize("top", ["0", "-3", "two"])
+def test_plot_top_must_be_a_positive_integer(traces, tmp_path, capsys, top):
+    with pytest.raises(SystemExit):
+        flowsim("plot", traces[DGX], "--kind", "utilization", "--top", top, "-o", tmp_path / "x.png")
+    assert f"argument --top: expected a positive integer, got '{top}'" in capsys.readouterr().err
+    with pytest.raises(InputError, match="top must be a positive integer, got 0"):
+        plot.plot_trace(open_trace(traces[DGX]), "utilization", tmp_path / "x.png", top=0)
+
+
+def test_utilization_of_many_links_is_one_heatmap_of_exact_means(traces, tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    drawn = []
+    save = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda fig, *args, **kw: (drawn.append(fig), save(fig, *args, **kw)))
+    trace = open_trace(traces[next(p for p in EXAMPLES if p.stem == "storage_during_training")])
+    carried = trace.busiest_links(trace.topology.n_links)
+    assert carried.size > plot.MAX_PANELS
+    assert flowsim("plot", trace.path, "--kind", "utilization", "--top", "1000", "-o", tmp_path / "u.png") == 0
+    (fig,) = drawn
+    heatmap, colorbar = fig.axes
+    assert fig.get_suptitle() == f"utilization of all {carried.size} links that carried traffic"
+    util = heatmap.images[0].get_array()
+    assert util.shape[0] == carried.size and util.max() <= 100 + 1e-9
+    # Equal time bins: each row's mean is the link's mean utilization over the makespan.
+    np.testing.assert_allclose(util.mean(axis=1), 100 * trace.link_utilization()[carried], rtol=1e-9)

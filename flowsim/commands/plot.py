@@ -1,8 +1,10 @@
 """``flowsim plot TRACE.h5 --kind utilization|fct-cdf|timeline -o OUT.png``: plots of a trace.
 
 ``utilization``
-    Utilization over time of the ``--top`` busiest links, one panel each (from the recorded
-    link rate segments), or their mean utilization as bars when the trace has no segments.
+    Utilization over time of the ``--top`` busiest links (all that carried traffic if there
+    are fewer), from the recorded link rate segments: one panel each, or one heatmap row
+    each (mean utilization per time bin) beyond 16 links. Their mean utilization as bars
+    when the trace has no segments.
 ``fct-cdf``
     Cumulative distribution of flow completion times (finish minus ready), one curve per
     value of ``--by TAG`` if given.
@@ -17,18 +19,25 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 
 from flowsim.commands.inspect import positive_int
-from flowsim.errors import InputError
+from flowsim.errors import InputError, output_file
 from flowsim.trace import Trace, open_trace
 
-__all__ = ["KINDS", "add_parser", "plot_command", "plot_trace"]
+__all__ = ["KINDS", "MAX_PANELS", "add_parser", "plot_command", "plot_trace"]
 
 #: Plot kinds ``--kind`` accepts.
 KINDS = ("utilization", "fct-cdf", "timeline")
+#: Most links a utilization plot draws one panel each; more are drawn as one heatmap.
+MAX_PANELS = 16
+#: Time bins of a utilization heatmap (about one per pixel column).
+_HEATMAP_BINS = 1000
+#: Most heatmap rows labelled with their link's name.
+_LABELLED_ROWS = 100
 
 
 def _time_unit(span_s: float) -> tuple[float, str]:
@@ -53,16 +62,37 @@ def _groups(trace: Trace, by: str | None) -> list[tuple[str, np.ndarray]]:
 def _utilization(fig, trace: Trace, top: int) -> None:
     links = trace.busiest_links(top)
     names = [trace.topology.link_names[link] for link in links.tolist()]
+    shown = f"all {links.size} links that carried traffic" if links.size < top else f"the {links.size} busiest links"
     if trace.link_segment_indptr is None or not links.size:
+        fig.set_size_inches(9, 1.2 + 0.9 * min(max(links.size, 1), MAX_PANELS))
         ax = fig.add_subplot()
         ax.barh(np.arange(links.size), trace.link_utilization()[links] * 100)
-        ax.set_yticks(np.arange(links.size), names)
+        _link_rows(ax, names, 0.0)
         ax.invert_yaxis()
         ax.set_xlabel("mean utilization over the makespan (%)")
         recorded = trace.link_segment_indptr is not None
-        ax.set_title("no link carried traffic" if recorded else "busiest links (no rate over time in this trace)")
+        ax.set_title("no link carried traffic" if recorded else f"{shown} (no rate over time in this trace)")
         return
     scale, unit = _time_unit(trace.makespan_s)
+    if links.size > MAX_PANELS:
+        _utilization_heatmap(fig, trace, links, names, scale).set_xlabel(f"time ({unit})")
+    else:
+        _utilization_panels(fig, trace, links, names, scale).set_xlabel(f"time ({unit})")
+    fig.suptitle(f"utilization of {shown}")
+
+
+def _link_rows(ax, names: list[str], offset: float) -> None:
+    """Name the rows of a per-link bar chart or heatmap, unless there are too many to read."""
+    if len(names) > _LABELLED_ROWS:
+        ax.set_ylabel("link (busiest first)")
+        return
+    small = {"fontsize": "x-small"} if len(names) > MAX_PANELS else {}
+    ax.set_yticks(np.arange(len(names)) + offset, names, **small)
+
+
+def _utilization_panels(fig, trace: Trace, links: np.ndarray, names: list[str], scale: float):
+    """One panel per link; returns the bottom one."""
+    fig.set_size_inches(9, 1.2 + 0.9 * links.size)
     axes = fig.subplots(links.size, 1, sharex=True, squeeze=False)[:, 0]
     for i, (ax, link, name) in enumerate(zip(axes, links.tolist(), names)):
         start, end, rate = trace.link_segments(link)
@@ -78,8 +108,37 @@ def _utilization(fig, trace: Trace, top: int) -> None:
         ax.set_yticks([0, 100])
         ax.set_ylabel("%", rotation=0, labelpad=8)
         ax.set_title(f"{name} ({trace.topology.link_technology[link]})", loc="left", fontsize="small")
-    axes[-1].set_xlabel(f"time ({unit})")
-    fig.suptitle(f"utilization of the {links.size} busiest links")
+    return axes[-1]
+
+
+def _binned_utilization(trace: Trace, link: int, edges_s: np.ndarray) -> np.ndarray:
+    """Mean utilization of ``link`` in each bin between ``edges_s``: the bytes it carried in
+    the bin (exactly, from its rate segments) over what it could have carried."""
+    start, end, rate = trace.link_segments(link)
+    # Bytes carried so far is piecewise linear with knots at every segment's start and end;
+    # it stays flat across the gaps between segments (rate 0 is not recorded).
+    knots_s = np.column_stack([start, end]).ravel()
+    carried = np.concatenate([[0.0], np.cumsum(rate * (end - start))])
+    knots_bytes = np.column_stack([carried[:-1], carried[1:]]).ravel()
+    per_bin = np.diff(np.interp(edges_s, knots_s, knots_bytes))
+    return per_bin / (trace.link_capacity_Bps[link] * np.diff(edges_s))
+
+
+def _utilization_heatmap(fig, trace: Trace, links: np.ndarray, names: list[str], scale: float):
+    """One row per link, coloured by utilization; returns its axes. Panels cost matplotlib
+    more than linearly in their number (60 took 14 s, a few hundred minutes) and make a
+    figure metres tall."""
+    fig.set_size_inches(9, 2.0 + 0.12 * min(links.size, _LABELLED_ROWS))
+    edges_s = np.linspace(0.0, trace.makespan_s, _HEATMAP_BINS + 1)
+    util = np.vstack([_binned_utilization(trace, link, edges_s) for link in links.tolist()])
+    ax = fig.add_subplot()
+    image = ax.imshow(
+        util * 100, aspect="auto", interpolation="nearest", cmap="viridis", vmin=0, vmax=100,
+        extent=(0.0, trace.makespan_s / scale, links.size, 0),
+    )
+    _link_rows(ax, names, 0.5)
+    fig.colorbar(image, ax=ax, label="utilization (%)")
+    return ax
 
 
 def _fct_cdf(fig, trace: Trace, by: str | None) -> None:
@@ -121,6 +180,17 @@ def _timeline(fig, trace: Trace, by: str | None, max_flows: int) -> None:
         ax.legend(fontsize="small", loc="best")
 
 
+def _output(path: str | os.PathLike, trace: Trace, formats: Mapping[str, str]) -> Path:
+    """``path`` checked before drawing: writable, not the trace, and of a format matplotlib
+    writes (it would append ``.png`` to a name without a suffix and print another one)."""
+    target = output_file(path, "the plot", inputs=[trace.path])
+    suffix = target.suffix.removeprefix(".").lower()
+    if suffix not in formats:
+        why = f"{target.suffix!r} is not an image format matplotlib writes" if suffix else "no extension names a format"
+        raise InputError(f"{target}: {why}; use one of {', '.join(formats)}")
+    return target
+
+
 def plot_trace(
     trace: Trace,
     kind: str,
@@ -137,12 +207,14 @@ def plot_trace(
     trace : Trace
     kind : {"utilization", "fct-cdf", "timeline"}
     path : str or path-like
+        Image file; its suffix names the format (``.png``, ``.svg``, ``.pdf``, ...).
     top : int
-        Links in a utilization plot.
+        Links in a utilization plot (positive); more than carried traffic means all of
+        those. Beyond :data:`MAX_PANELS` they are drawn as a heatmap.
     by : str, optional
         Tag whose values split the fct-cdf curves and colour the timeline.
     max_flows : int
-        Flows in a timeline (the earliest ready).
+        Flows in a timeline (the earliest ready; positive).
 
     Returns
     -------
@@ -153,25 +225,28 @@ def plot_trace(
     ImportError
         When matplotlib is not installed.
     InputError
-        For an unknown kind or tag.
+        For an unknown kind or tag, a count that is not positive, or an output path that
+        cannot be written or has no image format matplotlib writes; checked before drawing.
     """
     if kind not in KINDS:
         raise InputError(f"unknown plot kind {kind!r}; expected one of {', '.join(KINDS)}")
+    for name, value in (("top", top), ("max_flows", max_flows)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise InputError(f"{name} must be a positive integer, got {value!r}")
     try:
         from matplotlib.figure import Figure
     except ImportError:
         raise ImportError("flowsim plot needs matplotlib: pip install 'flowsim[plot]'") from None
-    height = 1.2 + 0.9 * min(top, trace.topology.n_links) if kind == "utilization" else 5.0
-    fig = Figure(figsize=(9, height), layout="constrained")
+    fig = Figure(figsize=(9, 5), layout="constrained")
+    target = _output(path, trace, fig.canvas.get_supported_filetypes())
     if kind == "utilization":
-        _utilization(fig, trace, top)
+        _utilization(fig, trace, int(top))
     elif kind == "fct-cdf":
         _fct_cdf(fig, trace, by)
     else:
-        _timeline(fig, trace, by, max_flows)
-    path = Path(path)
-    fig.savefig(path, dpi=120)
-    return path
+        _timeline(fig, trace, by, int(max_flows))
+    fig.savefig(target, dpi=120)
+    return target
 
 
 def plot_command(args: argparse.Namespace) -> int:
@@ -190,8 +265,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     parser.add_argument("trace", type=Path, help="an HDF5 trace written by 'flowsim run'")
     parser.add_argument("--kind", choices=KINDS, required=True, help="what to plot")
-    parser.add_argument("-o", "--output", type=Path, required=True, help="image to write (.png, .svg, .pdf)")
-    parser.add_argument("--top", type=positive_int, default=8, help="links in a utilization plot (default 8)")
+    parser.add_argument("-o", "--output", type=Path, required=True, help="image to write (.png, .svg, .pdf, ...)")
+    parser.add_argument(
+        "--top", type=positive_int, default=8,
+        help=f"links in a utilization plot (default 8; more than carried traffic: all; over {MAX_PANELS}: a heatmap)",
+    )
     parser.add_argument("--by", default=None, help="tag to group flows by (fct-cdf, timeline)")
     parser.add_argument("--max-flows", type=positive_int, default=200, help="flows in a timeline (default 200)")
     parser.set_defaults(func=plot_command)

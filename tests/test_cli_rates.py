@@ -28,3 +28,33 @@ def test_cuda_backend_without_numba_cuda_or_a_gpu_says_what_is_missing(capsys):
     assert main(["rates", str(SCENARIO), "--backend", "cuda"]) == 2
     err = capsys.readouterr().err
     assert "flowsim: error: backend 'cuda'" in err
+
+
+@pytest.mark.parametrize("rows", ["", "a,gpu0,gpu1,0\n"], ids=["no flows", "zero-byte flows"])
+def test_nothing_to_solve_is_said_plainly(tmp_path, capsys, rows):
+    scenario = tmp_path / "idle.toml"
+    scenario.write_text('[topology]\npreset = "dgx_h100"\nfigure = "nominal"\n[workload]\nflows = "f.csv"\n')
+    (tmp_path / "f.csv").write_text("name,src,dst,size_bytes\n" + rows)
+    assert main(["rates", str(scenario)]) == 0
+    n = len(rows.splitlines())
+    assert capsys.readouterr().out == f"# idle: 0 flows with bytes to move (of {n}): nothing to solve\n"
+
+
+@pytest.mark.parametrize(("option", "value", "expected"), [
+    ("--scale", "0", "a positive finite number"),
+    ("--scale", "-2", "a positive finite number"),
+    ("--scale", "inf", "a positive finite number"),
+    ("--scale", "nan", "a positive finite number"),
+    ("--top", "-1", "a non-negative integer"),
+    ("--top", "1.5", "a non-negative integer"),
+])
+def test_bad_options_are_named(capsys, option, value, expected):
+    with pytest.raises(SystemExit):
+        main(["rates", str(SCENARIO), option, value])
+    assert f"argument {option}: expected {expected}, got '{value}'" in capsys.readouterr().err
+
+
+def test_top_zero_lists_no_links(capsys):
+    assert main(["rates", str(SCENARIO), "--top", "0"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].endswith("16 saturated links") and len(out) == 2

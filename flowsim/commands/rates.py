@@ -28,6 +28,10 @@ def rates_command(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
     t = scenario.topology
     flows, instant = rates_problem(scenario)
+    if not flows.size:
+        # As 'flowsim run' accepts such a scenario (a makespan of 0), this is an answer, not an error.
+        print(f"# {scenario.name}: 0 flows with bytes to move (of {len(scenario.workload):,}): nothing to solve")
+        return 0
     routes = instant.routes
     scales = np.array(args.scale, dtype=np.float64)
     problem = BatchProblem.build(
@@ -50,6 +54,30 @@ def rates_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _scale(text: str) -> float:
+    """An argparse ``type``: a capacity factor, positive and finite."""
+    problem = argparse.ArgumentTypeError(f"expected a positive finite number, got {text!r}")
+    try:
+        value = float(text)
+    except ValueError:
+        raise problem from None
+    if not (value > 0 and np.isfinite(value)):
+        raise problem
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    """An argparse ``type``: an integer >= 0."""
+    problem = argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    try:
+        value = int(text)
+    except ValueError:
+        raise problem from None
+    if value < 0:
+        raise problem
+    return value
+
+
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register ``flowsim rates``; its handler is :func:`rates_command`."""
     parser = subparsers.add_parser(
@@ -57,9 +85,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     parser.add_argument("scenario", type=Path, help="a TOML scenario file")
     parser.add_argument(
-        "--scale", type=float, nargs="+", default=[1.0], help="link capacity factors, one instance each"
+        "--scale", type=_scale, nargs="+", default=[1.0], help="link capacity factors, one instance each"
     )
     parser.add_argument("--backend", choices=BACKENDS, default="cpu", help="where to solve (default: cpu)")
-    parser.add_argument("--top", type=int, default=5, help="saturated links to list per instance")
+    parser.add_argument(
+        "--top", type=_non_negative_int, default=5, help="saturated links to list per instance (default 5; 0: none)"
+    )
     parser.set_defaults(func=rates_command)
     return parser

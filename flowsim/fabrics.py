@@ -108,68 +108,84 @@ def _host_leaves(b: TopologyBuilder, n_hosts: int, per_leaf: int, technology: st
     return leaves
 
 
-def _add_clos(
-    b: TopologyBuilder,
-    leaves: Sequence[tuple[str, Sequence[_Endpoint]]],
-    *,
-    down: int,
-    oversubscription: float,
-    clos: _Clos,
-    pod_size: int,
-    tiers: int | None = None,
-) -> None:
-    """Add leaves (name and endpoints each), spines and cores.
+@dataclass(frozen=True)
+class _Tiers:
+    """Switch counts of one Clos fabric, found from port counts alone so that a fabric that
+    cannot be built is refused before any of the cluster is."""
 
-    ``down`` ports of each leaf face endpoints; ``pod_size`` consecutive leaves form a pod
-    when three tiers are used. ``tiers=None`` picks one tier for a lone leaf, else two if
-    they fit the radix, else three.
+    n_leaves: int
+    down: int
+    """Endpoint ports per leaf."""
+    up: int
+    """Uplinks per leaf."""
+    n_tiers: int
+    spines: int
+    """Spines (two tiers) or spines per pod (three tiers)."""
+    cores: int
+    """Core switches per plane (three tiers)."""
+    pod_size: int
+
+
+def _plan_clos(
+    n_leaves: int, *, down: int, oversubscription: float, switch: SwitchModel, pod_size: int, tiers: int | None = None
+) -> _Tiers:
+    """Tiers of ``n_leaves`` leaves, each with ``down`` ports facing endpoints.
+
+    ``pod_size`` consecutive leaves form a pod when three tiers are used. ``tiers=None``
+    picks one tier for a lone leaf, else two if they fit the radix, else three.
     """
-    radix = clos.switch.radix
+    radix = switch.radix
     if down >= radix:
-        raise InputError(f"{down} down ports per leaf leave no uplinks on a {radix}-port {clos.switch.name}")
-    for leaf, endpoints in leaves:
-        if len(endpoints) > down:
-            raise InputError(f"leaf {leaf!r} has {len(endpoints)} endpoints but {down} down ports")
+        raise InputError(f"{down} down ports per leaf leave no uplinks on a {radix}-port {switch.name}")
     up = _uplinks(down, oversubscription)
     if down + up > radix:
-        raise InputError(f"{down} down + {up} up ports exceed the radix {radix} of {clos.switch.name}")
-    n_leaves = len(leaves)
+        raise InputError(f"{down} down + {up} up ports exceed the radix {radix} of {switch.name}")
     spines = _spread(n_leaves, up, radix)
-    _add_leaves(b, leaves, clos)
     if tiers is None:
-        if n_leaves == 1:
-            return
-        tiers = 2 if spines is not None else 3
+        tiers = 1 if n_leaves == 1 else 2 if spines is not None else 3
+    if tiers == 1:
+        return _Tiers(n_leaves, down, up, 1, 0, 0, pod_size)
     if tiers == 2:
         if spines is None:
             raise InputError(f"{n_leaves} leaves with {up} uplinks each do not fit two tiers of {radix}-port switches")
-        for s in range(spines):
-            spine = f"{clos.prefix}spine{s}"
-            b.add_node(spine, clos.kinds[1])
-            for leaf, _ in leaves:
-                _add_switch_links(b, leaf, spine, up // spines, clos)
-        return
+        return _Tiers(n_leaves, down, up, 2, spines, 0, pod_size)
     if n_leaves % pod_size:
         raise InputError(f"{n_leaves} leaves do not make whole pods of {pod_size}")
-    n_pods = n_leaves // pod_size
     per_pod = _spread(pod_size, up, radix // 2)
     if per_pod is None:
         raise InputError(f"a pod of {pod_size} leaves with {up} uplinks each does not fit {radix}-port spines")
-    spine_up = pod_size * up // per_pod
-    per_plane = _spread(n_pods, spine_up, radix)
+    per_plane = _spread(n_leaves // pod_size, pod_size * up // per_pod, radix)
     if per_plane is None:
-        raise InputError(f"{n_pods} pods do not fit a core tier of {radix}-port switches")
-    for plane in range(per_pod):
-        for c in range(per_plane):
-            b.add_node(f"{clos.prefix}core{plane * per_plane + c}", clos.kinds[2])
-    for pod in range(n_pods):
-        for j in range(per_pod):
-            spine = f"{clos.prefix}spine{pod * per_pod + j}"
+        raise InputError(f"{n_leaves // pod_size} pods do not fit a core tier of {radix}-port switches")
+    return _Tiers(n_leaves, down, up, 3, per_pod, per_plane, pod_size)
+
+
+def _add_clos(
+    b: TopologyBuilder, leaves: Sequence[tuple[str, Sequence[_Endpoint]]], tiers: _Tiers, clos: _Clos
+) -> None:
+    """Add ``tiers.n_leaves`` leaves (name and endpoints each, at most ``tiers.down``),
+    spines and cores."""
+    _add_leaves(b, leaves, clos)
+    if tiers.n_tiers == 2:
+        for s in range(tiers.spines):
+            spine = f"{clos.prefix}spine{s}"
             b.add_node(spine, clos.kinds[1])
-            for leaf, _ in leaves[pod * pod_size : (pod + 1) * pod_size]:
-                _add_switch_links(b, leaf, spine, up // per_pod, clos)
+            for leaf, _ in leaves:
+                _add_switch_links(b, leaf, spine, tiers.up // tiers.spines, clos)
+    elif tiers.n_tiers == 3:
+        per_pod, per_plane, pod_size = tiers.spines, tiers.cores, tiers.pod_size
+        spine_up = pod_size * tiers.up // per_pod
+        for plane in range(per_pod):
             for c in range(per_plane):
-                _add_switch_links(b, spine, f"{clos.prefix}core{j * per_plane + c}", spine_up // per_plane, clos)
+                b.add_node(f"{clos.prefix}core{plane * per_plane + c}", clos.kinds[2])
+        for pod in range(tiers.n_leaves // pod_size):
+            for j in range(per_pod):
+                spine = f"{clos.prefix}spine{pod * per_pod + j}"
+                b.add_node(spine, clos.kinds[1])
+                for leaf, _ in leaves[pod * pod_size : (pod + 1) * pod_size]:
+                    _add_switch_links(b, leaf, spine, tiers.up // per_pod, clos)
+                for c in range(per_plane):
+                    _add_switch_links(b, spine, f"{clos.prefix}core{j * per_plane + c}", spine_up // per_plane, clos)
 
 
 def _ib_clos(switch: SwitchModel, figure: str, prefix: str) -> _Clos:
@@ -205,13 +221,10 @@ def fat_tree(
     if not isinstance(k, int) or k < 2 or k % 2:
         raise InputError(f"a k-ary fat-tree needs an even k >= 2, got {k!r}")
     half = k // 2
-    b = TopologyBuilder()
-    leaves = _host_leaves(b, k * half * half, half, technology)
     switch = _endpoint_switch(technology, hop_latency_s, k)
-    _add_clos(
-        b, leaves, down=half, oversubscription=oversubscription, clos=_ib_clos(switch, figure, ""),
-        pod_size=half, tiers=3,
-    )
+    tiers = _plan_clos(k * half, down=half, oversubscription=oversubscription, switch=switch, pod_size=half, tiers=3)
+    b = TopologyBuilder()
+    _add_clos(b, _host_leaves(b, k * half * half, half, technology), tiers, _ib_clos(switch, figure, ""))
     return b.build()
 
 
@@ -233,12 +246,10 @@ def leaf_spine(
     if not isinstance(n_hosts, int) or n_hosts < 1:
         raise InputError(f"n_hosts must be a positive integer, got {n_hosts!r}")
     down = model.radix // 2
+    n_leaves = -(-n_hosts // down)
+    tiers = _plan_clos(n_leaves, down=down, oversubscription=oversubscription, switch=model, pod_size=n_leaves, tiers=2)
     b = TopologyBuilder()
-    leaves = _host_leaves(b, n_hosts, down, model.technology)
-    _add_clos(
-        b, leaves, down=down, oversubscription=oversubscription, clos=_ib_clos(model, figure, ""),
-        pod_size=len(leaves), tiers=2,
-    )
+    _add_clos(b, _host_leaves(b, n_hosts, down, model.technology), tiers, _ib_clos(model, figure, ""))
     return b.build()
 
 
@@ -303,45 +314,67 @@ def build_cluster(
     server = preset(system, figure=figure, **preset_options)
     rails = [server.node_names[n] for n in compute_nics(server)]
     frontend = [server.node_names[n] for n in frontend_nics(server)]
+    # Every fabric is planned from the counts first: a cluster too large for its switches
+    # is refused at once, not after building thousands of servers.
+    if fabric != "none":
+        model = switch_model(switch) if switch is not None else switch_for(info.compute_nic)
+        size = model.radix // 2 if su_size is None else su_size
+        if fabric == "rail_optimized" and (not isinstance(size, int) or size < 1):
+            raise InputError(f"su_size must be a positive integer, got {size!r}")
+        try:
+            if fabric == "rail_optimized":
+                n_leaves = -(-n_nodes // size) * len(rails)
+                compute = _plan_clos(
+                    n_leaves, down=size, oversubscription=oversubscription, switch=model, pod_size=len(rails)
+                )
+            else:
+                compute = _plan_packed(n_nodes * len(rails), oversubscription, model)
+        except InputError as err:
+            raise InputError(f"{fabric} compute fabric of {n_nodes} {system} servers: {err}") from None
+    n_ports = n_nodes * len(frontend) + storage_targets
+    if n_ports:
+        ethernet_model = switch_model(ethernet_switch)
+        try:
+            ethernet = _plan_packed(n_ports, 1.0, ethernet_model)
+        except InputError as err:
+            raise InputError(f"Ethernet network of {n_ports} ports: {err}") from None
     b = TopologyBuilder()
     for i in range(n_nodes):
         b.add_topology(server, prefix=f"n{i}.", server_names=[f"n{i}"])
-    if fabric != "none":
-        model = switch_model(switch) if switch is not None else switch_for(info.compute_nic)
-        clos = _ib_clos(model, figure, "ib.")
-        if fabric == "rail_optimized":
-            size = model.radix // 2 if su_size is None else su_size
-            if not isinstance(size, int) or size < 1:
-                raise InputError(f"su_size must be a positive integer, got {size!r}")
-            leaves = []
-            for s in range(-(-n_nodes // size)):
-                unit = range(s * size, min(n_nodes, (s + 1) * size))
-                for r, rail in enumerate(rails):
-                    leaves.append((f"ib.su{s}.rail{r}", [_Endpoint(f"n{i}.{rail}", info.compute_nic) for i in unit]))
-            _add_clos(b, leaves, down=size, oversubscription=oversubscription, clos=clos, pod_size=len(rails))
-        else:
-            nics = [_Endpoint(f"n{i}.{rail}", info.compute_nic) for i in range(n_nodes) for rail in rails]
-            _add_packed(b, nics, oversubscription=oversubscription, clos=clos)
-    ports = [_Endpoint(f"n{i}.{fe}", info.frontend_nic) for i in range(n_nodes) for fe in frontend]
-    for t in range(storage_targets):
-        b.add_node(f"storage{t}", NodeKind.STORAGE)
-        ports.append(_Endpoint(f"storage{t}", storage_technology))
-    if ports:
-        eth = _Clos("eth.", switch_model(ethernet_switch), figure, (NodeKind.ETH_SWITCH,) * 3)
-        _add_packed(b, ports, oversubscription=1.0, clos=eth)
+    if fabric == "rail_optimized":
+        leaves = []
+        for s in range(-(-n_nodes // size)):
+            unit = range(s * size, min(n_nodes, (s + 1) * size))
+            for r, rail in enumerate(rails):
+                leaves.append((f"ib.su{s}.rail{r}", [_Endpoint(f"n{i}.{rail}", info.compute_nic) for i in unit]))
+        _add_clos(b, leaves, compute, _ib_clos(model, figure, "ib."))
+    elif fabric == "fat_tree":
+        nics = [_Endpoint(f"n{i}.{rail}", info.compute_nic) for i in range(n_nodes) for rail in rails]
+        _add_packed(b, nics, compute, _ib_clos(model, figure, "ib."))
+    if n_ports:
+        ports = [_Endpoint(f"n{i}.{fe}", info.frontend_nic) for i in range(n_nodes) for fe in frontend]
+        for t in range(storage_targets):
+            b.add_node(f"storage{t}", NodeKind.STORAGE)
+            ports.append(_Endpoint(f"storage{t}", storage_technology))
+        _add_packed(b, ports, ethernet, _Clos("eth.", ethernet_model, figure, (NodeKind.ETH_SWITCH,) * 3))
     return b.build()
 
 
-def _add_packed(b: TopologyBuilder, endpoints: Sequence[_Endpoint], *, oversubscription: float, clos: _Clos) -> None:
-    """Endpoints fill leaves of half the radix in order.
+def _plan_packed(n_endpoints: int, oversubscription: float, switch: SwitchModel) -> _Tiers:
+    """Tiers of ``n_endpoints`` endpoints filling leaves of half the radix in order.
 
     Up to ``radix`` leaves fit two tiers; beyond, leaves form pods of radix/2 and the last
     pod is filled up with empty leaves.
     """
-    down = clos.switch.radix // 2
-    n_leaves = -(-len(endpoints) // down)
-    pod_size = down
-    if n_leaves > clos.switch.radix:
-        n_leaves = -(-n_leaves // pod_size) * pod_size
-    leaves = [(f"{clos.prefix}leaf{i}", endpoints[i * down : (i + 1) * down]) for i in range(n_leaves)]
-    _add_clos(b, leaves, down=down, oversubscription=oversubscription, clos=clos, pod_size=pod_size)
+    down = switch.radix // 2
+    n_leaves = -(-n_endpoints // down)
+    if n_leaves > switch.radix:
+        n_leaves = -(-n_leaves // down) * down
+    return _plan_clos(n_leaves, down=down, oversubscription=oversubscription, switch=switch, pod_size=down)
+
+
+def _add_packed(b: TopologyBuilder, endpoints: Sequence[_Endpoint], tiers: _Tiers, clos: _Clos) -> None:
+    """Endpoints in leaves of ``tiers.down`` each, as :func:`_plan_packed` counted them."""
+    down = tiers.down
+    leaves = [(f"{clos.prefix}leaf{i}", endpoints[i * down : (i + 1) * down]) for i in range(tiers.n_leaves)]
+    _add_clos(b, leaves, tiers, clos)

@@ -12,7 +12,7 @@ from flowsim.errors import InputError
 from flowsim.fabrics import build_cluster, fat_tree, leaf_spine
 from flowsim.hardware import LinkTier
 from flowsim.routing import route
-from flowsim.topology import NodeKind
+from flowsim.topology import NodeKind, TopologyBuilder
 
 G = 1e9
 NDR = 50 * G  # ib_ndr nominal, per direction
@@ -232,3 +232,17 @@ def test_cluster_names_servers_and_nodes():
 def test_fabric_errors(call, message):
     with pytest.raises(InputError, match=re.escape(message)):
         call()
+
+
+@pytest.mark.parametrize(("fabric", "message"), [
+    ("rail_optimized", "rail_optimized compute fabric of 100000000 dgx_h100 servers: 3125000 pods do not fit"),
+    ("fat_tree", "fat_tree compute fabric of 100000000 dgx_h100 servers: 781250 pods do not fit"),
+    ("none", "Ethernet network of 200000000 ports: 195313 pods do not fit"),
+], ids=["rail_optimized", "fat_tree", "none"])
+def test_a_cluster_too_large_for_its_switches_is_refused_before_any_building(fabric, message, monkeypatch):
+    def build(*args, **kwargs):
+        raise AssertionError("servers were built before the fabric was checked")
+
+    monkeypatch.setattr(TopologyBuilder, "add_topology", build)
+    with pytest.raises(InputError, match=re.escape(message)):
+        build_cluster("dgx_h100", 10**8, figure="nominal", fabric=fabric)

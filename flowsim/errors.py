@@ -14,10 +14,12 @@ class InputError(ValueError):
 def read_text_file(path, what: str) -> str:
     """The UTF-8 text of ``path``; an :class:`InputError` naming the file if it cannot be read.
 
-    ``what`` says what the file was meant to be ("the scenario", "the sweep spec", ...).
+    ``what`` says what the file was meant to be ("the scenario", "the sweep spec", ...). A
+    leading byte order mark (Excel's "CSV UTF-8" and some Windows editors write one) is
+    dropped, so that it does not become part of the first column name or TOML key.
     """
     try:
-        with open(path, encoding="utf-8") as handle:
+        with open(path, encoding="utf-8-sig") as handle:
             return handle.read()
     except (OSError, UnicodeDecodeError) as err:
         raise InputError(f"{path}: cannot read {what}: {err}") from None

@@ -43,7 +43,8 @@ Format
         when two collectives would otherwise share names); ``start_s``: added to every
         flow's start time. Every other key (``algorithm``, ``channels``, ``slices``,
         ``orders``, ``switch`` for NVLS, ...) goes to
-        :func:`flowsim.collectives.build_collective`. ``servers`` defaults to each rank's
+        :func:`flowsim.collectives.build_collective`; ``switch`` must be an NVSwitch node of
+        the topology. ``servers`` (a table of rank = server name) defaults to each rank's
         server in the topology (except for NVLS, which runs inside one server), so that
         messages leaving a server are charged the network step latency.
     ``[workload.training]`` (see :mod:`flowsim.training`)
@@ -78,7 +79,7 @@ import io
 import os
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -414,6 +415,21 @@ def _servers(topology: Topology, ranks: list[str]) -> dict[str, str]:
     return {r: topology.server_names[s] if s >= 0 else r for r, s in zip(ranks, servers)}
 
 
+def _check_servers(where: Where, servers: object, key: str) -> None:
+    """A collective's ``servers``: a table of rank name = server name."""
+    if not isinstance(servers, dict) or not all(isinstance(v, str) for v in servers.values()):
+        raise where.error(key, f"expected a table of rank = server name (strings), got {show(servers)}")
+
+
+def _check_switch(where: Where, topology: Topology, switch: str, key: str) -> None:
+    """An NVLS collective's ``switch``: an NVSwitch node of the topology."""
+    if switch not in topology.node_index:
+        raise where.error(key, f"{switch!r} is not a node of the topology")
+    kind = NodeKind(topology.node_kind[topology.node_index[switch]])
+    if kind != NodeKind.NVSWITCH:
+        raise where.error(key, f"{switch!r} is a {kind.name.lower()} node, not an NVSwitch")
+
+
 def _renamed(workload: Workload, prefix: str, start_s: float) -> Workload:
     """``workload`` with every flow name prefixed by ``prefix.`` and ``start_s`` added to
     every start time."""
@@ -443,8 +459,12 @@ def _collective(where: Where, topology: Topology, table: Mapping, key: str) -> W
     size = where.number(table, "size_bytes", key)
     ranks = _ranks(where, topology, table, key, op)
     options = {k: v for k, v in table.items() if k not in ("op", "size_bytes", "ranks", "name", "start_s")}
-    if options.get("algorithm") != "nvls" and "servers" not in options:
+    if "servers" in options:
+        _check_servers(where, options["servers"], f"{key}.servers")
+    elif options.get("algorithm") != "nvls":
         options["servers"] = _servers(topology, ranks)
+    if "switch" in options:
+        _check_switch(where, topology, where.string(table, "switch", key), f"{key}.switch")
     try:
         workload = collectives.build_collective(op, ranks, size, **options)
     except InputError as err:
@@ -737,4 +757,20 @@ def run_scenario(scenario: Scenario, progress: Callable[[str], None] | None = No
         )
     except InputError as err:
         raise InputError(f"{scenario.source}: {err}") from None
+    if o.record_flows and not o.record_links:
+        result = _without_link_segments(result)
     return ScenarioRun(scenario, routes, result)
+
+
+def _without_link_segments(result: SimulationResult) -> SimulationResult:
+    """``result`` with its flow rate segments only: the engine records flow rates together
+    with link rates, and a scenario that asked for no link rates must not get them."""
+    lo = int(result.flow_segment_indptr[0])
+    return replace(
+        result,
+        link_segment_indptr=None,
+        segment_start_s=result.segment_start_s[lo:],
+        segment_end_s=result.segment_end_s[lo:],
+        segment_rate_Bps=result.segment_rate_Bps[lo:],
+        flow_segment_indptr=result.flow_segment_indptr - lo,
+    )

@@ -287,6 +287,11 @@ def test_collective_name_start_ranks_and_options(tmp_path, fake_collectives):
         ('op = "all_to_all"\nsize_bytes = 1\nranks = "a"\n', r"\.ranks", "expected an array of node names"),
         ('op = "all_to_all"\nsize_bytes = 1\nname = 3\n', r"\.name", "expected a string"),
         ("size_bytes = 1\n", r"\.op", "missing"),
+        ('op = "all_to_all"\nsize_bytes = 1\nservers = 5\n', r"\.servers",
+         r"expected a table of rank = server name \(strings\), got an integer 5"),
+        ('op = "all_to_all"\nsize_bytes = 1\nservers = {a = 1, b = 2}\n', r"\.servers", "expected a table"),
+        ('op = "all_to_all"\nsize_bytes = 1\nswitch = "bogus"\n', r"\.switch", "'bogus' is not a node of the topology"),
+        ('op = "all_to_all"\nsize_bytes = 1\nswitch = "a"\n', r"\.switch", "'a' is a gpu node, not an NVSwitch"),
     ],
 )
 def test_bad_collective_names_the_table(tmp_path, fake_collectives, table, key, message):
@@ -312,3 +317,41 @@ def test_real_collectives_build_a_hierarchical_all_reduce(tmp_path):
 def test_parse_scenario_from_text_names_the_source():
     with pytest.raises(InputError, match="^<string>: topology: missing"):
         parse_scenario("[workload]\n")
+
+
+def test_files_saved_with_a_byte_order_mark_read_as_without(tmp_path):
+    # Excel's "CSV UTF-8" starts the file with U+FEFF; so do some Windows editors.
+    text = TWO_GPUS + '[workload]\nflows = "flows.csv"\n'
+    plain = load_scenario(_scenario(tmp_path, text)).workload
+    (tmp_path / "flows.csv").write_bytes(b"\xef\xbb\xbf" + FLOWS.encode())
+    assert read_flow_csv(tmp_path / "flows.csv").names == ("x", "y")
+    (tmp_path / "s.toml").write_bytes(b"\xef\xbb\xbf" + text.encode())
+    marked = load_scenario(tmp_path / "s.toml").workload
+    assert marked.names == plain.names and marked.tags == plain.tags
+
+
+@pytest.mark.parametrize(("record_links", "record_flows"), [(False, True), (True, True), (True, False), (False, False)])
+def test_recording_options_give_what_they_ask(tmp_path, record_links, record_flows):
+    options = f"[options]\nrecord_links = {str(record_links).lower()}\nrecord_flows = {str(record_flows).lower()}\n"
+    text = TWO_GPUS + '[workload]\nflows = "flows.csv"\n' + options
+    result = run_scenario(load_scenario(_scenario(tmp_path, text))).result
+    assert (result.link_segment_indptr is not None) == record_links
+    assert (result.flow_segment_indptr is not None) == record_flows
+    if record_flows:
+        # x (1e9 B) and y (5e8 B, after x) each run alone at the 1e9 B/s link's full rate.
+        for flow, (start_s, end_s) in enumerate([(0.5, 1.5), (2.0, 2.5)]):
+            assert [a.tolist() for a in result.flow_segments(flow)] == [[start_s], [end_s], [1e9]]
+
+
+def test_collective_servers_table_reaches_the_builder(tmp_path, fake_collectives):
+    load_scenario(_scenario(tmp_path, COLLECTIVE + 'servers = {a = "left", b = "right"}\n'))
+    assert fake_collectives.calls[0][4] == {"a": "left", "b": "right"}
+
+
+def test_real_nvls_collective_checks_its_switch(tmp_path):
+    pytest.importorskip("flowsim.collectives")
+    text = ('[topology]\npreset = "dgx_h100"\nfigure = "effective"\n'
+            '[[workload.collective]]\nop = "all_reduce"\nalgorithm = "nvls"\nsize_bytes = 1e6\nswitch = "{}"\n')
+    assert len(load_scenario(_scenario(tmp_path, text.format("nvswitch"))).workload) > 0
+    with pytest.raises(InputError, match=r"s\.toml: workload\.collective\[0\]\.switch: 'bogus' is not a node"):
+        load_scenario(_scenario(tmp_path, text.format("bogus")))

@@ -40,7 +40,7 @@ batches of pairs as needed; :func:`route` is the one-shot form.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,7 +58,8 @@ __all__ = ["METHODS", "Router", "SplitRoutes", "route", "split_route", "validate
 #: Routing methods between servers.
 METHODS = {"shortest": kernel.METHOD_SHORTEST, "ecmp": kernel.METHOD_ECMP, "dmodk": kernel.METHOD_DMODK}
 
-Nodes = Sequence[str | int] | np.ndarray
+#: One node (name or id) or a sequence of them.
+Nodes = str | int | Sequence[str | int] | np.ndarray
 
 
 @dataclass(frozen=True)
@@ -340,8 +341,8 @@ class Router:
 
     def _pairs(self, src: Nodes, dst: Nodes) -> tuple[np.ndarray, np.ndarray]:
         # Fresh writable copies: read-only arrays would compile the kernels a second time.
-        s = np.array(self.topology.node_ids(src), dtype=np.int64)
-        d = np.array(self.topology.node_ids(dst), dtype=np.int64)
+        s = np.array(self.topology.node_ids(_node_list(src, "src")), dtype=np.int64)
+        d = np.array(self.topology.node_ids(_node_list(dst, "dst")), dtype=np.int64)
         if s.shape != d.shape:
             raise InputError(f"{s.size} sources but {d.size} destinations")
         return s, d
@@ -397,7 +398,8 @@ class Router:
         Parameters
         ----------
         src, dst : sequence of node names or ids, or int array
-            Pairs to route; a pair with ``src == dst`` gets an empty route.
+            Pairs to route; a pair with ``src == dst`` gets an empty route. A single name
+            or id on both sides is one pair.
         method : {"ecmp", "dmodk", "shortest"}
             Next-hop choice between servers (see the module docstring).
         seed : int
@@ -453,6 +455,16 @@ class Router:
         return SplitRoutes(routes, pair, share)
 
 
+def _node_list(nodes: Nodes, what: str) -> Iterable[str | int] | np.ndarray:
+    """``nodes``, with a lone node name or id as a list of one: iterating a name would give
+    its letters."""
+    if isinstance(nodes, (str, int, np.integer)):
+        return [nodes]
+    if not isinstance(nodes, Iterable):
+        raise InputError(f"{what} must be a node name or id, or a sequence of them, got {nodes!r}")
+    return nodes
+
+
 def _method(method: str) -> int:
     if method not in METHODS:
         raise InputError(f"unknown routing method {method!r}; valid ones: {', '.join(METHODS)}")
@@ -483,6 +495,8 @@ def route(
     >>> r = route(topo, ["gpu0"], ["gpu5"])
     >>> [topo.link_names[l] for l in r.route(0)]
     ['gpu0->nvswitch', 'nvswitch->gpu5']
+    >>> route(topo, "gpu0", "gpu5").n_flows
+    1
     """
     return Router(topology).route(src, dst, method=method, seed=seed, gpudirect=gpudirect)
 

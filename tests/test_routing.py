@@ -34,6 +34,14 @@ def test_nvswitch_route():
     assert names(topo, route(topo, ["gpu3"], ["nvswitch"])) == ["gpu3->nvswitch"]
 
 
+def test_a_single_node_on_each_side_is_one_pair():
+    topo = preset("dgx_h100", figure="nominal")
+    for src, dst in (("gpu0", "gpu5"), (topo.node_id("gpu0"), np.int64(topo.node_id("gpu5"))), ("gpu0", ["gpu5"])):
+        routes = route(topo, src, dst)
+        assert routes.n_flows == 1 and names(topo, routes) == ["gpu0->nvswitch", "nvswitch->gpu5"]
+    assert Router(topo).split("gpu0", "gpu5", max_paths=2).routes.n_flows == 1
+
+
 def test_dgx1_direct_nvlink_and_pcie_across_qpi():
     topo = preset("dgx1_v100", figure="nominal")
     r = route(topo, ["gpu0", "gpu0", "gpu0"], ["gpu3", "gpu5", "nic0"])
@@ -316,6 +324,9 @@ def test_two_dgx_h100_over_rails():
         (lambda t: route(t, ["gpu0"], ["gpu1"], seed=-1), "seed must be a non-negative integer, got -1"),
         (lambda t: route(t, ["gpu0", "gpu1"], ["gpu1"]), "2 sources but 1 destinations"),
         (lambda t: route(t, ["gpu0"], ["gpu99"]), "unknown node 'gpu99'"),
+        (lambda t: route(t, "gpu0", "gpu99"), "unknown node 'gpu99'"),
+        (lambda t: route(t, "gpu0", ["gpu1", "gpu2"]), "1 sources but 2 destinations"),
+        (lambda t: route(t, ["gpu0"], 1.5), "dst must be a node name or id, or a sequence of them, got 1.5"),
         (lambda t: route(t, [0], [10**6]), "unknown node id 1000000"),
         (lambda t: route(t, ["cpu0"], ["cpu1"]), "no route from 'cpu0' to 'cpu1': no NVLink, host or network path"),
         (lambda t: split_route(t, ["gpu0"], ["gpu1"], max_paths=0), "max_paths must be a positive integer, got 0"),

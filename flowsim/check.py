@@ -43,8 +43,6 @@ import json
 import math
 import os
 import re
-import shutil
-import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -54,8 +52,8 @@ import numpy as np
 from flowsim.collectives import resolve_algorithm
 from flowsim.errors import InputError, output_file
 from flowsim.fabrics import build_cluster
+from flowsim.files import locked, replaced_atomically
 from flowsim.nccl import bus_factor, busbw_Bps, sweep
-from flowsim.trace import _fsync, _new_file_mode
 
 __all__ = [
     "BINARIES",
@@ -798,32 +796,23 @@ def append_history(report: CheckReport, path: str | os.PathLike) -> int:
     the lower of the two measured / predicted ratios, ``flagged``; NaN where not predicted).
     Every dataset is one-dimensional and resizable.
 
-    ``path`` must pass :func:`history_file`. The history is appended to a copy in a hidden
-    temporary file next to it, flushed to disk and renamed over it (:func:`os.replace`):
-    an error, a crash or Ctrl-C leaves the history as it was, never half-appended.
+    ``path`` must pass :func:`history_file`. The history is appended to a copy, renamed over
+    it when complete (:func:`flowsim.files.replaced_atomically`): an error, a crash or Ctrl-C
+    leaves the history as it was, never half-appended. Checks appending to one history at
+    once take turns (:func:`flowsim.files.locked`), so none is lost.
     """
     h5py = _h5py()
     path = history_file(path)
     # A history reached through a symbolic link (a shared one) is replaced where it lives,
     # not by a private copy in place of the link.
     target = Path(os.path.realpath(path))
-    existing = target.exists() and target.stat().st_size > 0
     try:
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        os.close(fd)
-        try:
-            if existing:
-                shutil.copyfile(target, tmp_name)
-                shutil.copymode(target, tmp_name)
-            else:
-                os.chmod(tmp_name, _new_file_mode())
+        with locked(target), replaced_atomically(target, copy_existing=True) as tmp_name:
+            # Judged under the lock: another check may have started the history meanwhile.
+            history_file(target)
+            existing = target.exists() and target.stat().st_size > 0
             with h5py.File(tmp_name, "r+" if existing else "w") as f:
                 check_id = _append_check(f, report)
-            _fsync(tmp_name)
-            os.replace(tmp_name, target)
-        except BaseException:
-            os.unlink(tmp_name)
-            raise
     except OSError as err:
         raise InputError(f"{path}: cannot write the check history: {err}") from None
     return check_id

@@ -89,6 +89,7 @@ import numpy as np
 import flowsim
 from flowsim.batched import BatchProblem, resolve_backend
 from flowsim.errors import InputError, output_file, read_text_file
+from flowsim.files import replaced_atomically
 from flowsim.fairshare import SATURATED_REL_TOL, FairShareProblem
 from flowsim.tomlcheck import Where
 from flowsim.hardware import LinkTier
@@ -1040,13 +1041,12 @@ def write_results(path: str | os.PathLike, sweep: Sweep, records: Mapping[str, R
     failed run), ``status``, ``error`` (UTF-8) and ``wall_s`` (float64). Its ``columns``
     attribute lists them in order. File attributes: ``format``, ``flowsim_version``,
     ``created_utc``, ``sweep_source``, ``sweep_text``, ``scenario_text``, ``n_runs`` (in the
-    spec), ``parameters`` and ``metrics`` (JSON arrays). The file is written next to
-    ``path`` under a temporary name, fsync'd and renamed over it.
+    spec), ``parameters`` and ``metrics`` (JSON arrays). The file is written whole or not at
+    all (:func:`flowsim.files.replaced_atomically`).
     """
     target = Path(path)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     columns = _table(sweep, records)
-    try:
+    with replaced_atomically(target) as tmp:
         with h5py.File(tmp, "w") as root:
             root.attrs.update({
                 "format": FORMAT,
@@ -1064,12 +1064,6 @@ def write_results(path: str | os.PathLike, sweep: Sweep, records: Mapping[str, R
             for name, values in columns.items():
                 dtype = h5py.string_dtype("utf-8") if values.dtype == object else values.dtype
                 group.create_dataset(name, data=values, dtype=dtype)
-        with open(tmp, "rb") as file:
-            os.fsync(file.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
     return target
 
 

@@ -65,7 +65,6 @@ from __future__ import annotations
 
 import datetime
 import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,6 +75,7 @@ import numpy as np
 
 import flowsim
 from flowsim.errors import InputError
+from flowsim.files import replaced_atomically
 from flowsim.hardware import LinkTier
 from flowsim.result import FlowTimes, SimulationResult
 from flowsim.routes import Routes
@@ -215,21 +215,6 @@ def _write_links(root: h5py.File, result: SimulationResult) -> None:
         _write_segments(g, result.link_segment_indptr, result)
 
 
-def _new_file_mode() -> int:
-    """Permissions of a newly created file under the current umask (mkstemp uses 0600)."""
-    umask = os.umask(0o022)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
-def _fsync(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def write_trace(
     path: str | os.PathLike,
     topology: Topology,
@@ -270,15 +255,12 @@ def write_trace(
 
     Notes
     -----
-    The trace is written to a hidden temporary file next to ``path``, flushed to disk and
-    renamed over ``path`` (:func:`os.replace`, atomic on POSIX and Windows). On any error
-    the temporary file is removed and ``path`` is untouched.
+    Written whole or not at all (:func:`flowsim.files.replaced_atomically`): on any error
+    ``path`` is untouched.
     """
     _check_shapes(topology, workload, routes, result)
     target = Path(path)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    try:
+    with replaced_atomically(target) as tmp_name:
         with h5py.File(tmp_name, "w") as root:
             root.attrs["format"] = FORMAT
             root.attrs["schema_version"] = SCHEMA_VERSION
@@ -297,12 +279,6 @@ def write_trace(
             summary.attrs["n_rate_updates"] = result.n_rate_updates
             summary.attrs["n_rates_resolved"] = result.n_rates_resolved
             summary.attrs["n_rates_changed"] = result.n_rates_changed
-        os.chmod(tmp_name, _new_file_mode())
-        _fsync(tmp_name)
-        os.replace(tmp_name, target)
-    except BaseException:
-        os.unlink(tmp_name)
-        raise
     return target
 
 
@@ -379,6 +355,8 @@ class Trace(FlowTimes):
         """``(start_s, end_s, rate_Bps)`` of one link's constant-rate pieces."""
         if self.link_segment_indptr is None:
             raise InputError(f"{self.path}: link rates were not recorded in this trace")
+        if not 0 <= link < self.topology.n_links:
+            raise IndexError(f"link {link} out of range: there are {self.topology.n_links}")
         lo, hi = self.link_segment_indptr[link], self.link_segment_indptr[link + 1]
         return self.link_segment_start_s[lo:hi], self.link_segment_end_s[lo:hi], self.link_segment_rate_Bps[lo:hi]
 

@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import multiprocessing
 import os
 from pathlib import Path
 
@@ -317,7 +318,27 @@ def test_an_interrupted_append_leaves_the_history_as_it_was(tmp_path, sendrecv_r
     monkeypatch.setattr(flowsim.check, "_append", interrupted_after_the_checks_row)
     with pytest.raises(KeyboardInterrupt):
         append_history(sendrecv_report, path)
-    assert path.read_bytes() == before and os.listdir(tmp_path) == ["history.h5"]
+    # No temporary file is left; the lock file stays (see flowsim.files.locked).
+    assert path.read_bytes() == before and sorted(os.listdir(tmp_path)) == [".history.h5.lock", "history.h5"]
+
+
+def _append_times(report, path, n):
+    for _ in range(n):
+        append_history(report, path)
+
+
+def test_checks_appending_to_one_history_at_once_all_land(tmp_path, sendrecv_report):
+    # Each append copies the history and renames the copy over it: without taking turns,
+    # one process's check was replaced by the other's copy.
+    path = tmp_path / "history.h5"
+    context = multiprocessing.get_context("fork")
+    workers = [context.Process(target=_append_times, args=(sendrecv_report, path, 6)) for _ in range(3)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=120)
+    assert [worker.exitcode for worker in workers] == [0, 0, 0]
+    assert sorted(read_history(path).checks["check_id"].tolist()) == list(range(18))
 
 
 def test_a_history_behind_a_symbolic_link_is_appended_where_it_lives(tmp_path, sendrecv_report):

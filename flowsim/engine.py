@@ -9,7 +9,7 @@ import numpy as np
 from flowsim.errors import InputError, float_column
 from flowsim.fairshare import DEFAULT_TIE_REL_TOL, FairShareProblem, check_flow_names
 from flowsim.result import SimulationResult
-from flowsim.routes import Routes
+from flowsim.routes import Routes, count_routes
 from flowsim_kernels.dag import find_cycle_member
 from flowsim_kernels.progress import finish as progress_done
 from flowsim_kernels.engine import (
@@ -100,7 +100,7 @@ def simulate(
         raise InputError(f"mode must be one of {', '.join(_MODES)}, got {mode!r}")
     if not isinstance(time_rel_tol, (int, float)) or not 0.0 <= time_rel_tol < 1.0:
         raise InputError(f"time_rel_tol must be in [0, 1), got {time_rel_tol!r}")
-    n_flows = routes.n_flows if isinstance(routes, Routes) else len(routes)
+    n_flows = count_routes(routes)
     check_flow_names(flow_names, n_flows)
     size = _nonnegative(size_bytes, n_flows, None, "size_bytes", flow_names, "flow")
     # A zero-byte flow never transfers (it finishes when its latency ends), so it needs no

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from flowsim.errors import InputError, float_column
-from flowsim.routes import Routes
+from flowsim.routes import Routes, count_routes
 from flowsim_kernels.maxmin import max_min_fair
 
 #: Links or caps whose fair levels lie within this relative distance saturate in one round.
@@ -55,7 +55,7 @@ class FairShareProblem:
         a finite cap.
         """
         capacity = check_capacities(capacity_Bps, link_names)
-        check_flow_names(flow_names, routes.n_flows if isinstance(routes, Routes) else len(routes))
+        check_flow_names(flow_names, count_routes(routes))
         if not isinstance(routes, Routes):
             index = {name: i for i, name in enumerate(link_names)} if link_names is not None else None
             routes = Routes.from_lists(routes, capacity.shape[0], index, flow_names)

@@ -63,6 +63,13 @@ class Routes:
 
         Links are integer ids in ``[0, n_links)``, or names looked up in ``link_index``.
         """
+        count_routes(routes)
+        for f, route in enumerate(routes):
+            # A bare link (0, "nvl0") or None would fail len() or be read letter by letter.
+            if not hasattr(route, "__len__") or isinstance(route, (str, bytes)):
+                raise InputError(
+                    f"{_flow_label(f, flow_names)} has route {route!r}; a route is a sequence of links"
+                )
         lengths = np.fromiter((len(r) for r in routes), dtype=np.int64, count=len(routes))
         indptr = np.zeros(len(routes) + 1, dtype=np.int64)
         np.cumsum(lengths, out=indptr[1:])
@@ -117,6 +124,16 @@ class Routes:
         indptr.flags.writeable = False
         indices.flags.writeable = False
         return cls(indptr, indices, int(n_links))
+
+
+def count_routes(routes: Routes | Sequence[Sequence[int | str]]) -> int:
+    """Number of flows in ``routes`` (a :class:`Routes` or one sequence of links per flow);
+    an :class:`InputError` if it is not a sized sequence (a generator, a string)."""
+    if isinstance(routes, Routes):
+        return routes.n_flows
+    if not hasattr(routes, "__len__") or isinstance(routes, (str, bytes)):
+        raise InputError(f"routes must be a sequence with one route per flow, got {type(routes).__name__}")
+    return len(routes)
 
 
 def _flow_label(f: int, flow_names: Sequence[str] | None) -> str:

@@ -130,6 +130,13 @@ def test_problem_is_reusable_with_other_capacities():
             "flow 'ar.r1' has weight -2.0",
         ),
         (dict(routes=[[0]], capacity_Bps=[1.0], flow_names=[]), "0 flow names for 1 flows"),
+        (dict(routes=[[0], None], capacity_Bps=[1.0]), "flow 1 has route None; a route is a sequence of links"),
+        (dict(routes=[0], capacity_Bps=[1.0]), "flow 0 has route 0; a route is a sequence of links"),
+        (
+            dict(routes=["nvl0"], capacity_Bps=[1.0], link_names=["nvl0"]),
+            "flow 0 has route 'nvl0'; a route is a sequence of links",
+        ),
+        (dict(routes=([0] for _ in range(2)), capacity_Bps=[1.0]), "routes must be a sequence with one route per flow"),
         # Weights whose levels (rate / weight) or sums leave float64 gave wrong rates silently.
         (dict(routes=[[0]], capacity_Bps=[1e9], weights=[1e-300]), "flow 0 has weight 1e-300: with rates up to 1e+09 B/s"),
         (

@@ -227,6 +227,8 @@ def test_formatting_helpers():
     assert inspect.format_seconds(1.5e-3) == "1.500 ms"
     assert inspect.format_seconds(2.0) == "2.000 s"
     assert inspect.format_seconds(3e-8) == "30.000 ns"
+    assert inspect.format_seconds(999_999.0) == "999999.000 s"
+    assert inspect.format_seconds(1e300) == "1.000e+300 s"
     assert inspect.format_bytes(1.5e9) == "1.50 GB" and inspect.format_bytes(12) == "12 B"
     assert inspect.format_rate(4.5e11) == "450.00 GB/s"
 

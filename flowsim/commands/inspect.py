@@ -25,7 +25,10 @@ _MAX_TAG_VALUES = 8
 
 
 def format_seconds(seconds: float) -> str:
-    """``0.00123`` -> ``"1.230 ms"``: three decimals in s, ms, us or ns."""
+    """``0.00123`` -> ``"1.230 ms"``: three decimals in s, ms, us or ns; ``"1.000e+09 s"``
+    from a million seconds on."""
+    if abs(seconds) >= 1e6:  # a latency of 1e300 s would print 300 digits
+        return f"{seconds:.3e} s"
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
         if abs(seconds) >= scale:
             return f"{seconds / scale:.3f} {unit}"
@@ -73,7 +76,7 @@ def _scenario_line(text: str) -> str:
 def _topology(trace: Trace) -> list[str]:
     t = trace.topology
     return [
-        f"topology: {t.n_nodes} nodes in {t.n_servers} servers, {t.n_links} links",
+        f"topology: {t.n_nodes} nodes in {t.n_servers} server{'s' if t.n_servers != 1 else ''}, {t.n_links} links",
         f"  nodes: {_counts(NodeKind(k).name.lower() for k in t.node_kind.tolist())}",
         f"  links: {_counts(LinkTier(k).name.lower() for k in t.link_tier.tolist())}",
     ]

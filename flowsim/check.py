@@ -221,6 +221,13 @@ def _measured(text: str, source: str, line: int, column: str) -> float:
     return value
 
 
+def _count(text: str, source: str, line: int, column: str) -> int:
+    value = _number(text, int, source, line, column)
+    if value < 0:
+        raise _error(source, line, f"column {column!r} should be a non-negative integer, got {text!r}")
+    return value
+
+
 def _measurement(tokens: Sequence[str], source: str, line: int, half: str) -> Measurement:
     # Older nccl-tests print this column as a float ("0e+00"), hence float before int.
     wrong = None if tokens[3] == "N/A" else int(_measured(tokens[3], source, line, f"{half} #wrong"))
@@ -239,8 +246,8 @@ def _row(text: str, source: str, line: int, in_place_first: bool) -> TestRow:
     first = _measurement(tokens[5:9], source, line, "in-place" if in_place_first else "out-of-place")
     second = _measurement(tokens[9:13], source, line, "out-of-place" if in_place_first else "in-place")
     return TestRow(
-        size_bytes=_number(tokens[0], int, source, line, "size"),
-        count=_number(tokens[1], int, source, line, "count"),
+        size_bytes=_number(tokens[0], int, source, line, "size"),  # a row starts with digits
+        count=_count(tokens[1], source, line, "count"),
         dtype=tokens[2],
         redop=tokens[3],
         root=_number(tokens[4], int, source, line, "root"),
@@ -342,7 +349,7 @@ def parse_nccl_log(path_or_text: str | os.PathLike, *, collective: str | None = 
             elif _AVG.match(stripped):
                 if table_line is None:
                     raise _error(source, number, "'# Avg bus bandwidth' line before any table header")
-                avg = _number(_AVG.match(stripped).group(1), float, source, number, "Avg bus bandwidth")
+                avg = _measured(_AVG.match(stripped).group(1), source, number, "Avg bus bandwidth")
             continue
         if table_line is not None and avg is None and re.match(r"^\d+\s", stripped + " "):
             rows.append(_row(stripped, source, number, in_place_first))
@@ -529,8 +536,12 @@ class CheckReport:
         predicted = [r for r in self.rows if r.predicted_busbw_GBps is not None]
         left_out = [r for r in self.rows if r.predicted_busbw_GBps is None]
         n = sum(r.flagged for r in predicted)
-        summary = f"# {n} of {len(predicted)}" if n else f"# all {len(predicted)}"
-        summary += " predicted sizes flagged" if n else " predicted sizes OK"
+        if n:
+            summary = f"# {n} of {len(predicted)} predicted size{'s' if len(predicted) != 1 else ''} flagged"
+        elif len(predicted) > 1:
+            summary = f"# all {len(predicted)} predicted sizes OK"
+        else:
+            summary = "# the predicted size is OK" if predicted else "# no size predicted"
         if left_out:
             zero = sum(r.size_bytes == 0 for r in left_out)
             counts = ((len(left_out) - zero, "below min-bytes"), (zero, "of 0 bytes"))

@@ -164,6 +164,22 @@ def test_a_measurement_that_is_not_a_finite_non_negative_number_names_line_and_c
         parse_nccl_log("\n".join(lines), collective="send")
 
 
+def test_a_negative_count_names_line_and_column():
+    # (A line starting with a minus sign is not a row: other programs' lines may interleave.)
+    lines = _lines(SENDRECV)
+    tokens = lines[16].split()
+    tokens[1] = "-" + tokens[1]
+    lines[16] = "  ".join(tokens)
+    with pytest.raises(InputError, match=r"<text>, line 17: column 'count' should be a non-negative integer"):
+        parse_nccl_log("\n".join(lines), collective="send")
+
+
+def test_a_nan_average_bus_bandwidth_is_an_error():
+    text = "\n".join(line if "Avg bus bandwidth" not in line else "# Avg bus bandwidth    : nan" for line in _lines(SENDRECV))
+    with pytest.raises(InputError, match="column 'Avg bus bandwidth' should be a finite, non-negative"):
+        parse_nccl_log(text, collective="send")
+
+
 def test_rank_line_problems():
     lines = _lines(ALL_GATHER)
     broken = lines.copy()
@@ -240,18 +256,18 @@ def test_report_json_and_text():
     assert data["rows"][-1]["flagged"] and data["rows"][-1]["ratio_out"] < 0.6
     text = report.format_text().splitlines()
     assert text[-2].split()[0] == str(2 << 30) and text[-2].endswith("SHORT")
-    assert text[-1] == "# 1 of 1 predicted sizes flagged; not predicted: 7 below min-bytes"
+    assert text[-1] == "# 1 of 1 predicted size flagged; not predicted: 7 below min-bytes"
 
 
 def test_summary_counts_the_predicted_sizes(sendrecv_report):
     summary = sendrecv_report.format_text().splitlines()[-1]
-    assert summary == "# all 1 predicted sizes OK; not predicted: 10 below min-bytes"
+    assert summary == "# the predicted size is OK; not predicted: 10 below min-bytes"
     lines = _lines(SENDRECV)
     lines[11] = lines[11].replace("     1048576        262144", "           0             0", 1)
     lines[12] = lines[12].rsplit(None, 1)[0] + "      3"
     report = check_nccl_log("\n".join(lines), system="dgx-h100", min_bytes=1 << 30)
     assert report.format_text().splitlines()[-1] == (
-        "# all 1 predicted sizes OK; not predicted: 9 below min-bytes, 1 of 0 bytes (1 flagged WRONG)"
+        "# the predicted size is OK; not predicted: 9 below min-bytes, 1 of 0 bytes (1 flagged WRONG)"
     )
 
 
@@ -442,3 +458,8 @@ def test_a_missing_rank_line_is_named():
     lines = [line for line in _lines(ALL_GATHER) if not line.startswith("#  Rank  3 ")]
     with pytest.raises(InputError, match=r"line 10: the rank lines up to here list 7 ranks but not rank 3"):
         parse_nccl_log("\n".join(lines), collective="all_gather")
+
+
+def test_cli_min_bytes_that_is_not_a_size_names_the_option(capsys):
+    assert flowsim_check([str(SENDRECV), "--system", "dgx-h100", "--min-bytes", "abc"]) == 2
+    assert "error: --min-bytes: size 'abc' is not an integer" in capsys.readouterr().err

@@ -52,7 +52,10 @@ def check_command(args: argparse.Namespace) -> int:
             raise InputError("--plot draws the history: give --history FILE too")
         if args.output is not None and args.system is None:
             raise InputError("--system is required to check an nccl-tests output")
-        min_bytes = parse_size(args.min_bytes)
+        try:
+            min_bytes = parse_size(args.min_bytes)
+        except InputError as err:
+            raise InputError(f"--min-bytes: {err}") from None
         if args.output is not None and args.history is not None:
             history_file(args.history, inputs=[args.output])
         if args.plot is not None:

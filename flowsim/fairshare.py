@@ -200,7 +200,7 @@ def check_level_range(
     smallest = int(np.argmin(weight))
     f = smallest % weight.shape[-1]
     finite_caps = cap_Bps[np.isfinite(cap_Bps)]
-    top = max(float(capacity_Bps.max()), float(finite_caps.max()) if finite_caps.size else 0.0)
+    top = max(float(capacity_Bps.max(initial=0.0)), float(finite_caps.max(initial=0.0)))
     w = float(weight.flat[smallest])
     if top / w > _LEVEL_LIMIT:
         raise InputError(

@@ -151,6 +151,10 @@ def test_bad_input_names_the_culprit(kwargs, message):
         max_min_rates(**kwargs)
 
 
+def test_flows_without_links_get_their_caps():
+    np.testing.assert_array_equal(max_min_rates([[], []], [], caps_Bps=[3.0, 4.0], weights=[1.0, 2.0]), [3.0, 4.0])
+
+
 def test_weights_only_count_relative_to_each_other_over_float64s_range():
     # Down to the limits checked above: scaled weights give the same rates.
     routes, capacity = [[0, 1], [0], [1], [1]], [1e9, 3e9]

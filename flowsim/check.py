@@ -31,9 +31,9 @@ microseconds.
 Prediction choices: rank ``r`` on the ``i``-th host named in the rank lines, device ``d``,
 is GPU ``n{i}.gpu{d}`` of the cluster, passed to flowsim in rank order. A
 ``sendrecv_perf`` run shifts data around the ring of ranks, every rank sending ``S`` to the
-next at once; it is predicted as one ``send`` between the first pair of ring neighbours on
-different hosts (or ranks 0 and 1 on one host), the pair the ring waits for, assuming the
-other pairs do not share its links.
+next at once; it is predicted as one ``send`` between the pair the ring waits for
+(:func:`flowsim.pipeline.send_pair`: the first ring neighbours on different hosts, or ranks
+0 and 1 on one host), assuming the other pairs do not share its links.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ from flowsim.errors import InputError, output_file
 from flowsim.fabrics import build_cluster
 from flowsim.files import locked, replaced_atomically
 from flowsim.nccl import bus_factor, busbw_Bps, sweep
+from flowsim.pipeline import send_pair
 
 __all__ = [
     "BINARIES",
@@ -566,16 +567,6 @@ def _rank_gpus(log: NcclTestLog, system: str, topology) -> list[str]:
     return gpus
 
 
-def _send_pair(gpus: Sequence[str]) -> list[str]:
-    """First ring neighbours on different servers, else the first two ranks."""
-    n = len(gpus)
-    for i in range(n):
-        a, b = gpus[i], gpus[(i + 1) % n]
-        if a.split(".", 1)[0] != b.split(".", 1)[0]:
-            return [a, b]
-    return list(gpus[:2])
-
-
 def check_log(
     log: NcclTestLog,
     *,
@@ -617,7 +608,7 @@ def check_log(
     algorithm = resolve_algorithm(log.collective, algorithm)
     topology = build_cluster(system, nodes, figure=figure, fabric=fabric)
     gpus = _rank_gpus(log, system, topology)
-    ranks = _send_pair(gpus) if log.collective == "send" else gpus
+    ranks = send_pair(topology, gpus) if log.collective == "send" else gpus
     predicted_sizes = sorted({r.size_bytes for r in log.rows if r.size_bytes >= max(min_bytes, 1)})
     predictions = sweep(
         topology, log.collective, predicted_sizes, dtype="int8", ranks=ranks, algorithm=algorithm, protocol=protocol

@@ -52,7 +52,8 @@ DTYPE_BYTES = {
 
 # Collectives whose S is split into n equal parts, one per rank.
 _SPLIT = frozenset({"all_gather", "reduce_scatter", "all_to_all"})
-_REDUCING = frozenset({"all_reduce", "reduce_scatter", "reduce"})
+# Collectives whose rows show the redop "sum" (sendrecv_perf prints it too, reducing nothing).
+_SUM_SHOWN = frozenset({"all_reduce", "reduce_scatter", "reduce", "send"})
 _ROOTED = frozenset({"broadcast", "reduce"})
 # Column widths of the table (the first one after nccl-tests' leading "#").
 _WIDTHS = (11, 12, 8, 6, 5, 6, 10, 8, 8)
@@ -129,7 +130,8 @@ def message_sizes(begin: str | int, end: str | int, factor: int = 2) -> list[int
 class NcclRow:
     """One row of an nccl-tests table.
 
-    ``size_bytes`` is ``S`` after rounding; ``count`` its elements; ``time_us`` the simulated
+    ``size_bytes`` is ``S`` after rounding; ``count`` the elements of one rank's part of it
+    where the collective splits ``S`` over the ranks, else of ``S``; ``time_us`` the simulated
     time; ``algbw_GBps`` and ``busbw_GBps`` in GB/s (1e9 B/s), as nccl-tests prints them;
     ``protocol`` the NCCL protocol whose costs applied; ``model`` how rings were laid out
     (``"steps"`` or ``"stream"``, see :mod:`flowsim.collectives`).
@@ -148,10 +150,12 @@ class NcclRow:
 
 
 def _rounded(collective: str, size_bytes: int, element_bytes: int, n_ranks: int) -> tuple[int, int]:
-    """(S, count) rounded down to whole elements, split in ``n`` equal parts if needed."""
+    """(S, count) as nccl-tests prints them: S rounded down to whole elements, split in ``n``
+    equal parts where the collective splits it, and the count of elements of one part (each
+    rank's chunk, or each peer's for all-to-all: nccl-tests prints its ``paramcount``)."""
     unit = element_bytes * (n_ranks if collective in _SPLIT else 1)
-    size = size_bytes // unit * unit
-    return size, size // element_bytes
+    size = size_bytes // unit
+    return size * unit, size
 
 
 def sweep(
@@ -203,7 +207,7 @@ def sweep(
                 size_bytes=size,
                 count=count,
                 dtype=dtype,
-                redop="sum" if collective in _REDUCING else "none",
+                redop="sum" if collective in _SUM_SHOWN else "none",
                 root=0 if collective in _ROOTED else -1,
                 time_us=outcome.time_s * 1e6,
                 algbw_GBps=algbw_Bps(size, outcome.time_s) / 1e9,

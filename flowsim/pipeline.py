@@ -32,7 +32,7 @@ from flowsim.routing import Router
 from flowsim.topology import NodeKind, Topology
 from flowsim.workload import Workload
 
-__all__ = ["CollectiveRun", "RunResult", "collective_time", "run"]
+__all__ = ["CollectiveRun", "RunResult", "collective_time", "run", "send_pair"]
 
 # simulate() arguments that the workload and the topology provide.
 _PROVIDED = frozenset(
@@ -298,7 +298,7 @@ def collective_time(
         ``S`` as nccl-tests counts it.
     ranks : sequence of str, optional
         GPU node names in ring order; default every GPU of ``topology`` in id order
-        (for ``send``: the first two).
+        (for ``send``: the pair of them :func:`send_pair` picks).
     algorithm : str, optional
         One of :data:`flowsim.collectives.ALGORITHMS` for the collective (default: the first).
     protocol : {"simple", "ll", "ll128", "auto"}
@@ -367,6 +367,21 @@ class CollectivePlan:
     workload: Workload
 
 
+def send_pair(topology: Topology, ranks: Sequence[str]) -> list[str]:
+    """The two ranks whose ``send`` an nccl-tests ``sendrecv_perf`` run waits for.
+
+    That run shifts data around the ring of ``ranks``, every rank sending to the next at
+    once; the first ring neighbours on different servers cross the network and bound it
+    (assuming the other pairs do not share its links), else the first two ranks.
+    """
+    server = [int(topology.node_server[topology.node_id(r)]) for r in ranks]
+    for i in range(len(ranks)):
+        j = (i + 1) % len(ranks)
+        if server[i] != server[j]:
+            return [ranks[i], ranks[j]]
+    return list(ranks[:2])
+
+
 def collective_workload(
     topology: Topology,
     collective: str,
@@ -393,7 +408,7 @@ def collective_workload(
         raise InputError(f"give either costs or protocol {protocol!r}, not both")
     if ranks is None:
         gpus = [topology.node_names[g] for g in topology.gpus()]
-        ranks = gpus[:2] if collective == "send" else gpus
+        ranks = send_pair(topology, gpus) if collective == "send" else gpus
     ranks = tuple(ranks)
     if len(ranks) < 2:
         raise InputError(f"{collective} needs at least 2 ranks, got {len(ranks)}")

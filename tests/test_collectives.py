@@ -5,6 +5,7 @@ Hand-computed cases use 1e9 bytes and 1e9 B/s, zero link latency and no software
 """
 
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -32,6 +33,7 @@ from flowsim.collectives import (
     send,
     tree_all_reduce,
 )
+from flowsim.check import parse_nccl_log
 from flowsim.errors import InputError
 from flowsim.fabrics import build_cluster
 from flowsim.nccl import (
@@ -44,7 +46,7 @@ from flowsim.nccl import (
     rows_to_json,
     sweep,
 )
-from flowsim.pipeline import collective_time, run
+from flowsim.pipeline import collective_time, run, send_pair
 from flowsim.presets import DGX1_NVLINK_COUNTS, preset
 from flowsim.routing import Router
 from flowsim.topology import NodeKind, TopologyBuilder
@@ -485,11 +487,32 @@ def test_sweep_rows_round_split_collectives_to_equal_parts():
     topo = preset("dgx_h100", figure="effective")
     rows = sweep(topo, "all_gather", [8, 100, 4096], dtype="float")
     assert [r.size_bytes for r in rows] == [0, 96, 4096]  # multiples of 8 ranks x 4 B
-    assert [r.count for r in rows] == [0, 24, 1024]
+    assert [r.count for r in rows] == [0, 3, 128]  # each rank's part, as nccl-tests prints it
     assert rows[0].algbw_GBps == 0.0 and rows[0].redop == "none" and rows[0].root == -1
     table = format_table(rows, "title")
     assert table.splitlines()[0] == "# title" and "4096" in table and "Avg bus bandwidth" in table
     assert '"size_bytes": 96' in rows_to_json(rows, system="dgx_h100")
+
+
+@pytest.mark.parametrize(
+    "log, collective",
+    [("all_gather_perf_dgx_h100_1node.txt", "all_gather"), ("alltoall_perf_dgx_h100_1node.txt", "all_to_all")],
+)
+def test_sweep_rows_count_elements_as_nccl_tests_logs_do(log, collective):
+    measured = parse_nccl_log(Path(__file__).parents[1] / "data" / "nccl_tests" / log).rows[:2]
+    rows = sweep(preset("dgx_h100", figure="effective"), collective, [r.size_bytes for r in measured])
+    assert [(r.size_bytes, r.count) for r in rows] == [(r.size_bytes, r.count) for r in measured]
+
+
+def test_send_defaults_to_the_pair_a_sendrecv_ring_waits_for():
+    # nccl-tests' sendrecv_perf sends around the whole ring at once; across servers the pair
+    # leaving the first server bounds it (flowsim check predicts the same pair).
+    two = build_cluster("dgx_h100", 2, figure="effective")
+    gpus = [two.node_names[g] for g in two.gpus()]
+    assert send_pair(two, gpus) == ["n0.gpu7", "n1.gpu0"]
+    assert collective_time(two, "send", 1 << 30).ranks == ("n0.gpu7", "n1.gpu0")
+    one = preset("dgx_h100", figure="effective")
+    assert send_pair(one, [one.node_names[g] for g in one.gpus()]) == ["gpu0", "gpu1"]
 
 
 # --- steps and streams ----------------------------------------------------------------------

@@ -327,10 +327,10 @@ def data_parallel_step(
         )
     for value, what in ((forward_s, "forward_s"), (checkpoint_bytes_per_rank, "checkpoint_bytes_per_rank"),
                         (checkpoint_start_s, "checkpoint_start_s")):
-        if not np.isfinite(value) or value < 0:
-            raise InputError(f"{what} must be finite and >= 0, got {value!r}")
-    if not np.isfinite(bucket_bytes) or bucket_bytes <= 0:
-        raise InputError(f"bucket_bytes must be finite and > 0, got {bucket_bytes!r}")
+        _check_number(value, what)
+    _check_number(bucket_bytes, "bucket_bytes", positive=True)
+    if isinstance(ranks, str):
+        raise InputError(f"ranks must be a sequence of GPU names, got the string {ranks!r}")
 
     ready = forward_s + np.cumsum(backward[::-1])[::-1]  # layer i: forward + backward of i..last
     parts = []
@@ -447,10 +447,8 @@ def parallel_step(
     for value, what in ((activation_bytes, "activation_bytes"), (tp_all_reduce_bytes, "tp_all_reduce_bytes"),
                         (checkpoint_bytes_per_rank, "checkpoint_bytes_per_rank"),
                         (checkpoint_start_s, "checkpoint_start_s")):
-        if not np.isfinite(value) or value < 0:
-            raise InputError(f"{what} must be finite and >= 0, got {value!r}")
-    if not np.isfinite(bucket_bytes) or bucket_bytes <= 0:
-        raise InputError(f"bucket_bytes must be finite and > 0, got {bucket_bytes!r}")
+        _check_number(value, what)
+    _check_number(bucket_bytes, "bucket_bytes", positive=True)
 
     def plan(collective: str, group: tuple[str, ...], size: float, chosen: str | None) -> Workload:
         return collective_workload(
@@ -488,8 +486,20 @@ def run_training_step(topology: Topology, step: TrainingStep | ParallelStep, **r
     return TrainingStepResult(step_s, step.compute_s, step_s - step.compute_s, tiers, outcome, bubble_s)
 
 
+def _check_number(value: object, what: str, *, positive: bool = False) -> None:
+    """An :class:`InputError` unless ``value`` is a finite real number, >= 0 (> 0 if
+    ``positive``); a bool or a string is not a number here."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise InputError(f"{what} must be a number, got {value!r}")
+    if not np.isfinite(value) or value < 0 or (positive and value == 0):
+        raise InputError(f"{what} must be finite and {'> 0' if positive else '>= 0'}, got {value!r}")
+
+
 def _column(values: Sequence[float], what: str) -> np.ndarray:
-    arr = np.asarray(values, dtype=np.float64)
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputError(f"{what} must be numbers, one per layer, got {values!r}") from None
     if arr.ndim != 1:
         raise InputError(f"{what} must be one value per layer")
     bad = np.flatnonzero(~np.isfinite(arr) | (arr < 0))

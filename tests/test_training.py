@@ -88,6 +88,11 @@ def test_checkpoint_writes_go_to_storage_and_show_in_the_tiers():
         (dict(layer_backward_s=[-1.0], layer_grad_bytes=[1.0]), "layer_backward_s[0] is -1.0"),
         (dict(layer_backward_s=[1.0], layer_grad_bytes=[1.0], bucket_bytes=0.0), "bucket_bytes must be"),
         (dict(layer_backward_s=[1.0], layer_grad_bytes=[1.0], checkpoint_bytes_per_rank=1.0), "storage targets"),
+        # Strings, bools and a bare rank name raised TypeError, or were taken as numbers or letters.
+        (dict(layer_backward_s=[1.0], layer_grad_bytes=[1.0], forward_s="1"), "forward_s must be a number, got '1'"),
+        (dict(layer_backward_s=[1.0], layer_grad_bytes=[1.0], bucket_bytes=True), "bucket_bytes must be a number"),
+        (dict(layer_backward_s=[1.0], layer_grad_bytes=["a"]), "layer_grad_bytes must be numbers, one per layer"),
+        (dict(layer_backward_s=[1.0], layer_grad_bytes=[1.0], ranks="g0"), "ranks must be a sequence of GPU names"),
     ],
 )
 def test_bad_input(kwargs, message):
@@ -346,6 +351,7 @@ def test_3d_step_on_a_cluster_keeps_tp_on_nvlink_and_takes_at_least_its_compute(
         (dict(schedule="interleaved"), "unknown schedule 'interleaved'; valid ones: 1f1b, gpipe"),
         (dict(n_microbatches=0), "n_microbatches must be a positive integer, got 0"),
         (dict(activation_bytes=-1.0), "activation_bytes must be finite and >= 0, got -1.0"),
+        (dict(bucket_bytes="25M"), "bucket_bytes must be a number, got '25M'"),
         (dict(layer_forward_s=[1.0, float("nan"), 1.0]), "layer_forward_s[1] is nan"),
     ],
 )

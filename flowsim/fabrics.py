@@ -330,7 +330,16 @@ def build_cluster(
             else:
                 compute = _plan_packed(n_nodes * len(rails), oversubscription, model)
         except InputError as err:
-            raise InputError(f"{fabric} compute fabric of {n_nodes} {system} servers: {err}") from None
+            hint = ""
+            if fabric == "rail_optimized":
+                # A rail leaf per compute NIC of a server: a rack-scale system (72 NICs per
+                # GB200 NVL72 rack) has more rails than a pod of leaves fits under its spines.
+                try:
+                    _plan_packed(n_nodes * len(rails), oversubscription, model)
+                    hint = f"; {system} has {len(rails)} compute NICs per server, one rail each: fabric 'fat_tree' fits"
+                except InputError:
+                    pass
+            raise InputError(f"{fabric} compute fabric of {n_nodes} {system} servers: {err}{hint}") from None
     n_ports = n_nodes * len(frontend) + storage_targets
     if n_ports:
         ethernet_model = switch_model(ethernet_switch)

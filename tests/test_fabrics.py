@@ -246,3 +246,12 @@ def test_a_cluster_too_large_for_its_switches_is_refused_before_any_building(fab
     monkeypatch.setattr(TopologyBuilder, "add_topology", build)
     with pytest.raises(InputError, match=re.escape(message)):
         build_cluster("dgx_h100", 10**8, figure="nominal", fabric=fabric)
+
+
+def test_a_rack_scale_system_on_rails_is_pointed_to_the_fabric_that_fits():
+    # 72 compute NICs per GB200 NVL72 rack make 72 rail leaves, more than a pod fits under
+    # 64-port spines; the same NICs packed into leaves (fat_tree) do fit.
+    message = "gb200_nvl72 has 72 compute NICs per server, one rail each: fabric 'fat_tree' fits"
+    with pytest.raises(InputError, match=re.escape(message)):
+        build_cluster("gb200_nvl72", 1, figure="effective")
+    assert build_cluster("gb200_nvl72", 2, figure="effective", fabric="fat_tree").n_servers == 2

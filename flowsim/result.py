@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from flowsim.errors import InputError
+
 
 class FlowTimes:
     """Figures derived from per-flow times and per-link bytes, shared by results and traces.
@@ -39,7 +41,10 @@ class FlowTimes:
         return dict(zip(q, np.percentile(self.fct_s, q).tolist()))
 
     def link_utilization(self, duration_s: float | None = None) -> np.ndarray:
-        """Mean utilization of each link over ``duration_s`` (default: the makespan)."""
+        """Mean utilization of each link over ``duration_s`` (> 0; default: the makespan,
+        zeros when that is 0)."""
+        if duration_s is not None and not (0 < duration_s < float("inf")):
+            raise InputError(f"duration_s must be finite and > 0, got {duration_s!r}")
         duration = self.makespan_s if duration_s is None else duration_s
         if duration <= 0:
             return np.zeros_like(self.link_bytes)

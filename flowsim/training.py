@@ -474,7 +474,7 @@ def run_training_step(topology: Topology, step: TrainingStep | ParallelStep, **r
     outcome = run(topology, step.workload, **run_options)
     step_s = max(step.compute_s, outcome.result.makespan_s)
     carried = outcome.result.link_bytes
-    utilization = outcome.result.link_utilization(step_s)
+    utilization = outcome.result.link_utilization(step_s if step_s > 0 else None)  # zeros for an empty step
     tiers = {}
     for tier in LinkTier:
         on_tier = topology.link_tier == tier

@@ -292,6 +292,10 @@ def test_summary_figures():
     assert r.makespan_s == 4.0
     assert r.link_bytes.tolist() == [4.0]
     np.testing.assert_allclose(r.link_utilization(), [1.0])
+    np.testing.assert_allclose(r.link_utilization(8.0), [0.5])
+    for bad in (0.0, -1.0, math.inf, math.nan):
+        with pytest.raises(InputError, match="duration_s must be finite and > 0"):
+            r.link_utilization(bad)
     assert r.summary()["makespan_s"] == 4.0
 
 

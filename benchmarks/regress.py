@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flowsim.errors import InputError
+from flowsim.files import replaced_atomically
 
 __all__ = [
     "BASELINE_FORMAT",
@@ -114,7 +115,9 @@ def normalise(run: Mapping, source: str = "<run>") -> tuple[dict, dict]:
         raise InputError(f"{source}: not a pytest-benchmark JSON document (no 'benchmarks' list)")
     calibrations = []
     benchmarks = {}
-    for entry in entries:
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, Mapping):
+            raise InputError(f"{source}: benchmarks[{i}] is {entry!r}, not a pytest-benchmark entry")
         if entry.get("name") == CALIBRATION_NAME:
             calibrations.append(_stats(entry, source))
         else:
@@ -293,6 +296,30 @@ def _load_json(path: Path, what: str) -> dict:
         raise InputError(f"{path}, line {err.lineno}: {what} is not valid JSON: {err.msg}") from None
 
 
+def _check_baseline(path: Path, baseline: object) -> None:
+    """An :class:`InputError` naming ``path`` unless it holds what :func:`make_baseline`
+    writes, so that a damaged file is reported as unusable (status 2), not as a crash."""
+    if not isinstance(baseline, dict) or baseline.get("format") != BASELINE_FORMAT:
+        found = baseline.get("format") if isinstance(baseline, dict) else type(baseline).__name__
+        raise InputError(f"{path}: not a flowsim benchmark baseline (format {found!r})")
+    expected = {"created": str, "machine": dict, "calibration": dict, "pytest_options": dict, "benchmarks": dict}
+    for key, kind in expected.items():
+        if not isinstance(baseline.get(key), kind):
+            raise InputError(f"{path}: damaged baseline: {key!r} should be a {kind.__name__}")
+    options = baseline["pytest_options"]
+    if not isinstance(options.get("scale"), (int, float)) or not isinstance(options.get("keyword"), str) or not (
+        isinstance(options.get("suites"), list) and all(isinstance(x, str) for x in options["suites"])
+    ):
+        raise InputError(f"{path}: damaged baseline: 'pytest_options' needs scale, keyword and suites")
+    if not isinstance(baseline["calibration"].get("min_s"), (int, float)):
+        raise InputError(f"{path}: damaged baseline: the calibration has no 'min_s'")
+    for name, entry in baseline["benchmarks"].items():
+        if not isinstance(entry, dict) or not all(
+            isinstance(entry.get(key, 0.0), (int, float)) for key in ("normalised", "rel_iqr")
+        ) or "normalised" not in entry:
+            raise InputError(f"{path}: damaged baseline: benchmark {name!r} needs numbers 'normalised' and 'rel_iqr'")
+
+
 def _baseline_path(name: str) -> Path:
     if not name or os.sep in name or name.startswith("."):
         raise InputError(f"baseline name {name!r} must be a plain file stem such as 'ci-2cpu'")
@@ -302,7 +329,8 @@ def _baseline_path(name: str) -> Path:
 def _run_suites(options: Mapping) -> tuple[dict, str]:
     """Run calibration and suites in one pytest session; returns (JSON document, its name)."""
     suites = [str(REPO_ROOT / s) for s in options["suites"]]
-    keyword = CALIBRATION_NAME if not options["keyword"] else f"{CALIBRATION_NAME} or ({options['keyword']})"
+    # Without an expression every benchmark runs; with one, the calibration runs as well.
+    keyword = ["-k", f"{CALIBRATION_NAME} or ({options['keyword']})"] if options["keyword"] else []
     handle, json_path = tempfile.mkstemp(prefix="flowsim-bench-", suffix=".json")
     os.close(handle)
     command = [
@@ -316,16 +344,15 @@ def _run_suites(options: Mapping) -> tuple[dict, str]:
         "-p",
         "no:cacheprovider",
         "-q",
-        "-k",
-        keyword,
+        *keyword,
         f"--flows-scale={options['scale']}",
         f"--benchmark-json={json_path}",
     ]
     print("running: " + " ".join(command), file=sys.stderr, flush=True)
-    status = subprocess.run(command, cwd=REPO_ROOT).returncode
-    if status != 0:
-        raise InputError(f"pytest exited with status {status}; no baseline or comparison made")
     try:
+        status = subprocess.run(command, cwd=REPO_ROOT).returncode
+        if status != 0:
+            raise InputError(f"pytest exited with status {status}; no baseline or comparison made")
         return _load_json(Path(json_path), "pytest-benchmark output"), "pytest-benchmark output"
     finally:
         os.unlink(json_path)
@@ -347,8 +374,11 @@ def _save(args: argparse.Namespace) -> int:
     else:
         run, source = _run_suites(options)
     baseline = make_baseline(run, args.name, pytest_options=options, note=args.note, source=source)
+    if not baseline["benchmarks"]:
+        raise InputError(f"{source}: no benchmark besides the calibration ran; check -k and --suite")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(baseline, indent=2, sort_keys=True) + "\n")
+    with replaced_atomically(path) as tmp:
+        Path(tmp).write_text(json.dumps(baseline, indent=2, sort_keys=True) + "\n")
     cal = baseline["calibration"]
     print(f"calibration: min {cal['min_s'] * 1e3:.2f} ms over {cal['rounds']} rounds")
     print(f"saved {len(baseline['benchmarks'])} benchmarks -> {path}")
@@ -358,8 +388,7 @@ def _save(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     path = _baseline_path(args.name)
     baseline = _load_json(path, "baseline")
-    if baseline.get("format") != BASELINE_FORMAT:
-        raise InputError(f"{path}: not a flowsim benchmark baseline (format {baseline.get('format')!r})")
+    _check_baseline(path, baseline)
     options = dict(baseline["pytest_options"])
     if args.scale is not None:
         options["scale"] = args.scale
@@ -380,10 +409,10 @@ def _compare(args: argparse.Namespace) -> int:
         f"calibration {baseline['calibration']['min_s'] * 1e3:.2f} ms then, {calibration['min_s'] * 1e3:.2f} ms now"
     )
     print("figures are benchmark minimum / calibration minimum")
-    for when, cal in (("baseline", baseline["calibration"]), ("this run", calibration)):
+    for when, cal in (("the baseline's", baseline["calibration"]), ("this run's", calibration)):
         if cal.get("drift", 0.0) > args.floor:
             print(
-                f"warning: the calibration changed by {cal['drift']:.0%} during the {when}'s session "
+                f"warning: the calibration changed by {cal['drift']:.0%} during {when} session "
                 "(the machine's load changed); verdicts are unreliable",
                 file=sys.stderr,
             )
@@ -419,7 +448,7 @@ def _parser() -> argparse.ArgumentParser:
                 "--iqr-factor",
                 type=float,
                 default=DEFAULT_IQR_FACTOR,
-                help="threshold per unit of the baseline's relative IQR (default 3)",
+                help="threshold per unit of the relative IQR, the baseline's or this run's if larger (default 3)",
             )
     return parser
 

@@ -191,3 +191,63 @@ def test_a_noisy_current_run_widens_the_threshold():
     assert regress.compare(baseline["benchmarks"], steady)[0].verdict == "slower"
     widened = regress.compare(baseline["benchmarks"], noisy)[0]
     assert widened.verdict == "ok" and widened.threshold == pytest.approx(3.0)
+
+
+@pytest.mark.parametrize(
+    "document, message",
+    [
+        ({"format": "flowsim-benchmark-baseline"}, "damaged baseline: 'created' should be a str"),
+        ([1, 2], "not a flowsim benchmark baseline (format 'list')"),
+        ("box", "damaged baseline: benchmark 'x' needs numbers 'normalised' and 'rel_iqr'"),
+        ("options", "damaged baseline: 'pytest_options' needs scale, keyword and suites"),
+    ],
+)
+def test_a_damaged_baseline_is_unusable_not_a_crash(baseline_dir, capsys, document, message):
+    # These raised KeyError, AttributeError or TypeError with status 1, the status of a regression.
+    current = baseline_dir / "run.json"
+    current.write_text(json.dumps(run(0.05, (SOLVE, 0.02))))
+    if isinstance(document, str):
+        assert regress.main(["save", "box", "--from-json", str(current)]) == 0
+        stored = json.loads((baseline_dir / "baselines" / "box.json").read_text())
+        if document == "box":
+            stored["benchmarks"]["x"] = {"normalised": "fast"}
+        else:
+            del stored["pytest_options"]["suites"]
+        document = stored
+    (baseline_dir / "baselines").mkdir(exist_ok=True)
+    (baseline_dir / "baselines" / "damaged.json").write_text(json.dumps(document))
+    assert regress.main(["compare", "damaged", "--from-json", str(current)]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_run_entry_that_is_not_a_benchmark_is_unusable(baseline_dir, capsys):
+    current = baseline_dir / "run.json"
+    current.write_text(json.dumps({"benchmarks": [1]}))
+    assert regress.main(["save", "box", "--from-json", str(current)]) == 2
+    assert "benchmarks[0] is 1, not a pytest-benchmark entry" in capsys.readouterr().err
+
+
+def test_a_selection_without_benchmarks_saves_nothing(baseline_dir, capsys):
+    # A -k that matched nothing used to save a baseline no comparison could ever flag.
+    current = baseline_dir / "run.json"
+    current.write_text(json.dumps(run(0.05)))
+    assert regress.main(["save", "box", "--from-json", str(current)]) == 2
+    assert "no benchmark besides the calibration ran" in capsys.readouterr().err
+    assert not (baseline_dir / "baselines" / "box.json").exists()
+
+
+@pytest.mark.parametrize("keyword, expected", [("", []), ("engine", ["-k", "test_calibration or (engine)"])])
+def test_suites_run_every_benchmark_unless_an_expression_selects(monkeypatch, keyword, expected):
+    # Without -k only the calibration ran: -k test_calibration was passed alone.
+    seen = {}
+
+    def fake_run(command, cwd):
+        seen["command"] = command
+        json_path = next(a for a in command if a.startswith("--benchmark-json=")).split("=", 1)[1]
+        Path(json_path).write_text(json.dumps(run(0.05, (SOLVE, 0.02))))
+        return type("Done", (), {"returncode": 0})()
+
+    monkeypatch.setattr(regress.subprocess, "run", fake_run)
+    regress._run_suites({"suites": ["benchmarks/bench_maxmin.py"], "keyword": keyword, "scale": 0.05})
+    command = seen["command"]
+    assert [a for i, a in enumerate(command) if a == "-k" or (i and command[i - 1] == "-k")] == expected

@@ -67,6 +67,7 @@ records.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import copy
 import datetime
 import hashlib
@@ -79,6 +80,7 @@ import signal
 import time
 import tomllib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -1149,19 +1151,20 @@ def _batches(tasks: Iterator[RunTask], n_tasks: int, parallelism: int) -> Iterat
 
 
 def _windowed(submit: Callable[[list[RunTask]], Any], wait_first: Callable[[set], set],
-              batches: Iterator[list[RunTask]], window: int) -> Iterator[list[RunRecord]]:
-    """Keep at most ``window`` batches in flight; yield their records as they finish."""
-    pending: set = set()
+              batches: Iterator[list[RunTask]], window: int,
+              collect: Callable[[Any, list[RunTask]], list[RunRecord]] = lambda future, batch: future.result(),
+              ) -> Iterator[list[RunRecord]]:
+    """Keep at most ``window`` batches in flight; yield their records (``collect``) as they
+    finish."""
+    pending: dict = {}
     for batch in itertools.chain(batches, [None]):
         if batch is not None:
-            pending.add(submit(batch))
+            pending[submit(batch)] = batch
             if len(pending) < window:
                 continue
         while pending and (batch is None or len(pending) >= window):
-            done = wait_first(pending)
-            pending -= done
-            for future in done:
-                yield future.result()
+            for future in wait_first(set(pending)):
+                yield collect(future, pending.pop(future))
 
 
 #: An engine runs tasks (``n_tasks`` of them) on ``workers`` and yields records as they finish.
@@ -1174,16 +1177,68 @@ def _serial(runner: Runner, tasks: Iterator[RunTask], n_tasks: int, workers: int
 
 
 def _process_pool(runner: Runner, tasks: Iterator[RunTask], n_tasks: int, workers: int) -> Iterator[list[RunRecord]]:
+    """Run batches on a pool of ``workers`` processes.
+
+    A worker that dies (killed, or out of memory) breaks the pool and every batch in flight
+    with it. The pool is then replaced: the runs that were in flight run again one at a
+    time, so that a run that kills its worker again is known and recorded as failed, and
+    the batches not yet started follow on the new pool.
+    """
+    batches: Iterator[list[RunTask]] = _batches(tasks, n_tasks, workers)
+    while True:
+        lost: list[RunTask] = []  # in flight when the pool broke
+        later: list[list[RunTask]] = []  # taken from ``batches`` after it broke
+        with _pool(workers) as pool:
+
+            def submit(batch: list[RunTask]) -> concurrent.futures.Future:
+                if not lost:
+                    try:
+                        return pool.submit(_execute_batch, runner, batch)
+                    except BrokenProcessPool:
+                        pass
+                later.append(batch)
+                return _done([])
+
+            def collect(future: concurrent.futures.Future, batch: list[RunTask]) -> list[RunRecord]:
+                try:
+                    return future.result()
+                except BrokenProcessPool:
+                    lost.extend(batch)
+                    return []
+
+            yield from _windowed(submit, _first_done, batches, 4 * workers, collect)
+        if not lost:
+            return
+        yield from _one_at_a_time(runner, lost)
+        batches = iter(later)
+
+
+def _one_at_a_time(runner: Runner, tasks: list[RunTask]) -> Iterator[list[RunRecord]]:
+    """Run ``tasks`` one after the other in a worker process, replaced when one dies; the
+    run it was running is then recorded as failed."""
+    remaining = iter(tasks)
+    for first in remaining:
+        with _pool(1) as pool:
+            for task in itertools.chain([first], remaining):
+                try:
+                    yield pool.submit(_execute_batch, runner, [task]).result()
+                except BrokenProcessPool:
+                    died = RuntimeError("the worker process running it died (killed, or out of memory?)")
+                    yield [_failed(task.key, task.params, task.metrics, died, math.nan)]
+                    break
+
+
+def _first_done(futures: set) -> set:
+    return concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_COMPLETED).done
+
+
+@contextlib.contextmanager
+def _pool(workers: int) -> Iterator[concurrent.futures.ProcessPoolExecutor]:
     pool = concurrent.futures.ProcessPoolExecutor(
         workers, mp_context=multiprocessing.get_context("spawn"), initializer=_ignore_interrupts
     )
     try:
-        yield from _windowed(
-            lambda batch: pool.submit(_execute_batch, runner, batch),
-            lambda fs: concurrent.futures.wait(fs, return_when=concurrent.futures.FIRST_COMPLETED).done,
-            _batches(tasks, n_tasks, workers),
-            4 * workers,
-        )
+        yield pool
     except BaseException:
         # Interrupted, or the caller stopped reading: the batches in flight would be lost
         # anyway, so their workers are stopped rather than waited for. (Python 3.14 names
@@ -1194,6 +1249,13 @@ def _process_pool(runner: Runner, tasks: Iterator[RunTask], n_tasks: int, worker
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _done(result: object) -> concurrent.futures.Future:
+    """A future that has finished with ``result``."""
+    future: concurrent.futures.Future = concurrent.futures.Future()
+    future.set_result(result)
+    return future
 
 
 def _ignore_interrupts() -> None:

@@ -66,6 +66,15 @@ def fake_runner(task: RunTask) -> dict[str, float]:
     return {"makespan_s": size * 1e-9 + nominal, "n_events": float(seed)}
 
 
+def dying_runner(task: RunTask) -> dict[str, float]:
+    """:func:`fake_runner`, except that the nominal run of size 5 kills its process, as the
+    out-of-memory killer would."""
+    document = task.document
+    if document["topology"]["figure"] == "nominal" and document["workload"]["collective"][0]["size_bytes"] == 5:
+        os._exit(9)
+    return fake_runner(task)
+
+
 def refusing_runner(task: RunTask) -> dict[str, float]:
     raise AssertionError(f"run {task.key} should have been skipped")
 
@@ -299,6 +308,20 @@ def test_local_pool_gives_the_serial_rows(tmp_path):
     for name in serial:
         if name != "wall_s":
             np.testing.assert_array_equal(pool[name], serial[name], err_msg=name)
+
+
+def test_a_run_that_kills_its_worker_fails_alone_and_the_others_go_on(tmp_path):
+    # A dead worker broke the pool: the sweep ended with BrokenProcessPool and the runs not
+    # yet finished never ran.
+    serial = fake_rows(tmp_path, "serial", workers=1)
+    outcome = run_sweep(load_sweep(tmp_path / "sweep.toml"), tmp_path / "pool.h5", runner=dying_runner, workers=2)
+    assert (outcome.n_runs, outcome.n_ran, outcome.n_failed) == (6, 6, 3)
+    pool = read_results(outcome.output).columns
+    died = [i for i, error in enumerate(pool["error"]) if "worker process running it died" in error]
+    assert died == [2]  # nominal, size 5
+    for name in ("makespan_s", "status", "error"):
+        others = [i for i in range(6) if i != 2]
+        np.testing.assert_array_equal(pool[name][others], serial[name][others], err_msg=name)
 
 
 def test_dask_local_cluster_gives_the_serial_rows(tmp_path):

@@ -12,7 +12,10 @@ def pytest_addoption(parser):
         "--flows-scale",
         type=float,
         default=1.0,
-        help="multiply every benchmark's flow count (CI's smoke run uses a small scale)",
+        help=(
+            "multiply the flow counts of the engine, collective and sweep suites (CI's smoke run "
+            "uses a small scale); the max-min, batched, topology and trace suites keep their sizes"
+        ),
     )
 
 

@@ -14,10 +14,12 @@ Inside a server
 Between servers
     Source -> its exit NIC -> switches -> the destination's NIC -> destination. A node's exit
     is itself (a NIC or storage target on the network), the NIC it names (a GPU's rail NIC,
-    a CPU's front-end port), or the first NIC of its server its host links reach. When the two
-    exits are on different networks (a GPU's InfiniBand rail, a storage target on Ethernet),
-    another NIC of one side's server on the other's network is used, one that host links join
-    to that side's node. Among the switches one hop closer to the destination's leaf,
+    a CPU's front-end port), or the NIC of its server nearest to it over host links. When the
+    two exits are on different networks (a GPU's InfiniBand rail, a storage target on
+    Ethernet), another NIC of one side's server on the other's network is used, one of those
+    nearest to that side's node over host links (a front-end port on the GPU's own socket,
+    not one across the inter-socket link), picked like a next hop (below) when several are
+    as near. Among the switches one hop closer to the destination's leaf,
     ``method`` picks:
 
     ``"shortest"``
@@ -114,8 +116,8 @@ class Router:
         endpoint = touches_network & ~np.isin(t.node_kind, NETWORK_SWITCH_KINDS)
         servers, fallback_exit = self._server_tables(endpoint)
         network = self._network_tables(endpoint)
-        # A node leaves through itself (an endpoint), its own NIC, or the first endpoint of
-        # its server that host links reach.
+        # A node leaves through itself (an endpoint), its own NIC, or the endpoint of its
+        # server nearest to it over host links (the first of the nearest).
         node_exit = np.where(endpoint, np.arange(t.n_nodes), -1)
         own_nic = (node_exit < 0) & (t.node_nic >= 0)
         node_exit[own_nic] = np.where(endpoint[t.node_nic[own_nic]], t.node_nic[own_nic], -1)
@@ -146,7 +148,7 @@ class Router:
 
     def _server_tables(self, endpoint: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """Local numbering, classes of identical servers and their search tables; and for
-        each node the first network endpoint of its server that host links reach (-1)."""
+        each node the network endpoint of its server nearest to it over host links (-1)."""
         t = self.topology
         n_servers = t.n_servers
         in_server = t.node_server >= 0
@@ -213,7 +215,7 @@ class Router:
         self, local_nodes: np.ndarray, links: np.ndarray, node_local: np.ndarray, m: int, k: int, endpoint: np.ndarray
     ) -> tuple[np.ndarray, ...]:
         """Search trees over NVLink and host links, end sums of the links, staging memories
-        and first reachable network endpoints (local ids)."""
+        and nearest network endpoints (local ids)."""
         t = self.topology
         kind = t.node_kind[local_nodes]
         src = node_local[t.link_src[links]]
@@ -252,9 +254,10 @@ class Router:
         exit_local = np.full(m, -1, dtype=np.int64)
         ends = np.flatnonzero(endpoint[local_nodes])
         if ends.size:
-            reach = host_depth[: local_nodes.size, ends] >= 0
-            first = np.argmax(reach, axis=1)
-            exit_local[: local_nodes.size] = np.where(reach.any(axis=1), ends[first], -1)
+            hops = host_depth[: local_nodes.size, ends]
+            nearest = np.argmin(np.where(hops < 0, m, hops), axis=1)  # ties: the first
+            reachable = hops[np.arange(local_nodes.size), nearest] >= 0
+            exit_local[: local_nodes.size] = np.where(reachable, ends[nearest], -1)
         return (*result, end_sum, staging, exit_local)
 
     def _network_tables(self, endpoint: np.ndarray) -> dict[str, np.ndarray]:

@@ -354,3 +354,17 @@ def test_servers_on_no_common_network_have_no_route():
         b.add_topology(preset("dgx_h100", figure="nominal"), prefix=f"n{i}.", server_names=[f"n{i}"])
     with pytest.raises(InputError, match="no route from 'n0.gpu0' to 'n1.gpu0': no network joins their servers"):
         route(b.build(), ["n0.gpu0"], ["n1.gpu0"])
+
+
+@pytest.mark.parametrize("fabric", ["rail_optimized", "none"])
+@pytest.mark.parametrize("method", ["shortest", "ecmp", "dmodk"])
+def test_gpus_write_to_storage_through_their_own_sockets_port(fabric, method):
+    # A DGX H100 has a front-end port on each CPU. Every write left through fe0 (the first
+    # port, or a hash of the two), the other socket's GPUs crossing UPI to reach it.
+    cluster = build_cluster("dgx_h100", 1, figure="nominal", storage_targets=1, fabric=fabric)
+    gpus = [f"n0.gpu{g}" for g in range(8)]
+    routes = route(cluster, gpus, ["storage0"] * 8, method=method)
+    names = [[cluster.link_names[link] for link in routes.route(f)] for f in range(8)]
+    assert all("n0.cpu0->n0.fe0" in path for path in names[:4])
+    assert all("n0.cpu1->n0.fe1" in path for path in names[4:])
+    assert not any("n0.cpu1->n0.cpu0" in path or "n0.cpu0->n0.cpu1" in path for path in names)

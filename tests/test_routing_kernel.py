@@ -134,8 +134,8 @@ class TwinRouter:
         nic = int(self.t.node_nic[node])
         if nic >= 0 and nic in self.component:
             return nic
-        reachable = self.server_endpoints(node)
-        return reachable[0] if reachable else None
+        nearest = self.nearest_endpoints(node, self.server_endpoints(node))
+        return nearest[0] if nearest else None
 
     def server_endpoints(self, node):
         """Endpoints of the node's server that host links join to it, ascending."""
@@ -145,6 +145,11 @@ class TwinRouter:
             if server >= 0 and self.t.node_server[e] == server and self.host_path(node, e) is not None
         ]
 
+    def nearest_endpoints(self, node, endpoints):
+        """Those of ``endpoints`` with the shortest host path from ``node``, ascending."""
+        hops = {e: len(self.host_path(node, e)) for e in endpoints}
+        return [e for e in endpoints if hops[e] == min(hops.values())]
+
     def choose(self, method, seed, s, d, at, key, stride, n):
         if method == "ecmp":
             return ecmp_hash(seed, s, d, at) % n
@@ -153,7 +158,9 @@ class TwinRouter:
         return 0
 
     def pick_endpoint(self, node, component, method, seed, s, d, key):
-        candidates = [e for e in self.server_endpoints(node) if self.component[e] == component]
+        candidates = self.nearest_endpoints(
+            node, [e for e in self.server_endpoints(node) if self.component[e] == component]
+        )
         if not candidates:
             return None
         server = int(self.t.node_server[node])

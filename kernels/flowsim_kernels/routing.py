@@ -257,20 +257,25 @@ def _walk(parent, depth, end_sum, links, c, base, ls, ld, write, out, pos):
 def _server_endpoint(
     indptr, endpoints, endpoint_component, node_local, reach, server, component, method, seed, src, dst, key
 ):
-    """An endpoint of ``server`` on network ``component`` with ``reach[local id] >= 0``
-    (joined to the node by host links), chosen like a next hop; -1 if none."""
+    """An endpoint of ``server`` on network ``component`` among the nearest to the node by
+    host links (``reach[local id]`` hops, < 0 where none join them), chosen like a next hop
+    when several are as near; -1 if none. A port on the node's own socket is preferred to
+    one across the inter-socket link, as its traffic would really go."""
+    nearest = -1
     count = 0
     for k in range(indptr[server], indptr[server + 1]):
         if endpoint_component[endpoints[k]] == component:
-            if reach[node_local[endpoints[k]]] >= 0:
-                count += 1
+            hops = reach[node_local[endpoints[k]]]
+            if hops >= 0 and (nearest < 0 or hops <= nearest):
+                count = 1 if hops != nearest else count + 1
+                nearest = hops
     if count == 0:
         return -1
     pick = _choose(method, seed, src, dst, server, key, 1, count)
     k = indptr[server]
     while pick >= 0:
         if endpoint_component[endpoints[k]] == component:
-            if reach[node_local[endpoints[k]]] >= 0:
+            if reach[node_local[endpoints[k]]] == nearest:
                 pick -= 1
         k += 1
     return endpoints[k - 1]

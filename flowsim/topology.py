@@ -158,6 +158,14 @@ class Topology:
                 f"node {self.node_names[i]!r} leaves through {self.node_names[int(self.node_nic[i])]!r}, "
                 "which is not a NIC"
             )
+        # A node leaves its own server (routing looks the NIC up among that server's nodes).
+        bad = leaves[self.node_server[self.node_nic[leaves]] != self.node_server[leaves]]
+        if bad.size:
+            i = int(bad[0])
+            raise InputError(
+                f"node {self.node_names[i]!r} leaves through {self.node_names[int(self.node_nic[i])]!r}, "
+                "a NIC outside its server"
+            )
         for end, ids in (("starts", self.link_src), ("ends", self.link_dst)):
             bad = np.flatnonzero((ids < 0) | (ids >= n_nodes))
             if bad.size:
@@ -348,8 +356,12 @@ class TopologyBuilder:
             raise InputError(f"duplicate node name {name!r}")
         if not -1 <= server < len(self._server_names):
             raise InputError(f"node {name!r}: unknown server id {server}")
+        try:  # checked before anything is added, so that a refused node leaves no trace
+            kind = int(NodeKind(kind))
+        except ValueError:
+            raise InputError(f"node {name!r}: unknown kind {kind!r}") from None
         self._node_index[name] = len(self._node_kind)
-        self._node_kind.append(int(NodeKind(kind)))
+        self._node_kind.append(kind)
         self._node_server.append(int(server))
         self._node_nic.append(-1)
         return self._node_index[name]
@@ -396,13 +408,24 @@ class TopologyBuilder:
                 tier = link_technology(technology).tier
             except InputError as err:
                 raise InputError(f"link {name!r}: {err}; or give the link's tier") from None
+        # Converted before anything is added, so that a refused link leaves no trace.
+        try:
+            capacity, latency = float(capacity_Bps), float(latency_s)
+        except (TypeError, ValueError):
+            raise InputError(
+                f"link {name!r}: capacity_Bps and latency_s must be numbers, got {capacity_Bps!r} and {latency_s!r}"
+            ) from None
+        try:
+            tier = int(LinkTier(tier))
+        except ValueError:
+            raise InputError(f"link {name!r}: unknown tier {tier!r}") from None
         self._link_index[name] = len(self._link_src)
         self._link_src.append(self._node_index[src])
         self._link_dst.append(self._node_index[dst])
-        self._link_capacity.append(float(capacity_Bps))
-        self._link_latency.append(float(latency_s))
+        self._link_capacity.append(capacity)
+        self._link_latency.append(latency)
         self._link_technology.append(technology)
-        self._link_tier.append(int(LinkTier(tier)))
+        self._link_tier.append(tier)
         self._link_shared.append(bool(shared))
         return self._link_index[name]
 

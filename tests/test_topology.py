@@ -83,12 +83,28 @@ def test_lookups_and_helpers():
         (lambda b: b.add_link("gpu1", "cpu", 1.0, technology="warp"), "link 'gpu1->cpu': unknown link technology"),
         (lambda b: b.set_nic("gpu1", "nic9"), "unknown node 'nic9'"),
         (lambda b: b.add_node("x", NodeKind.GPU, server=4), "node 'x': unknown server id 4"),
+        (lambda b: b.add_node("x", 99), "node 'x': unknown kind 99"),
+        (lambda b: b.add_link("gpu1", "cpu", "fast", technology="pcie5"), "link 'gpu1->cpu': capacity_Bps and"),
+        (lambda b: b.add_link("gpu1", "cpu", 1.0, technology="x", tier=7), "link 'gpu1->cpu': unknown tier 7"),
     ],
 )
 def test_builder_rejects_bad_names(mutate, message):
     b = small()
     with pytest.raises(InputError, match=re.escape(message)):
         mutate(b)
+    # Nothing of the refused item stays: the builder still builds, and the name is free.
+    b.add_link("gpu1", "cpu", 1e9, technology="pcie5")
+    b.add_node("x", NodeKind.GPU)
+    assert b.build().n_links == small().build().n_links + 1
+
+
+def test_a_node_leaving_through_another_servers_nic_is_rejected():
+    b = small()
+    other = b.add_server("other")
+    b.add_node("nic2", NodeKind.NIC, server=other)
+    b.set_nic("gpu1", "nic2")
+    with pytest.raises(InputError, match="node 'gpu1' leaves through 'nic2', a NIC outside its server"):
+        b.build()
 
 
 @pytest.mark.parametrize(

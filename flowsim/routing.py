@@ -55,13 +55,22 @@ from flowsim.routes import Routes
 from flowsim.topology import NETWORK_SWITCH_KINDS, NodeKind, Topology
 from flowsim_kernels import routing as kernel
 
-__all__ = ["METHODS", "Router", "SplitRoutes", "route", "split_route", "validate_routes"]
+__all__ = ["METHODS", "NoRouteError", "Router", "SplitRoutes", "route", "split_route", "validate_routes"]
 
 #: Routing methods between servers.
 METHODS = {"shortest": kernel.METHOD_SHORTEST, "ecmp": kernel.METHOD_ECMP, "dmodk": kernel.METHOD_DMODK}
 
 #: One node (name or id) or a sequence of them.
 Nodes = str | int | Sequence[str | int] | np.ndarray
+
+
+class NoRouteError(InputError):
+    """A pair of nodes that no route joins; ``pair`` is its index in the pairs routed, so that
+    a caller can name the flow."""
+
+    def __init__(self, message: str, pair: int) -> None:
+        super().__init__(message)
+        self.pair = pair
 
 
 @dataclass(frozen=True)
@@ -363,7 +372,7 @@ class Router:
         if found.size:
             i = int(found[0])
             names = self.topology.node_names
-            raise InputError(f"no route from {names[s[i]]!r} to {names[d[i]]!r}: {why}")
+            raise NoRouteError(f"no route from {names[s[i]]!r} to {names[d[i]]!r}: {why}", i)
 
     def _routes(self, s, d, rank, method, seed, gpudirect) -> Routes:
         """Routes in three segments per pair: head inside the source's server (to its exit

@@ -93,7 +93,7 @@ from flowsim.pipeline import simulate_routed
 from flowsim.presets import preset, preset_info, preset_names
 from flowsim.result import SimulationResult
 from flowsim.routes import Routes
-from flowsim.routing import METHODS, Router
+from flowsim.routing import METHODS, NoRouteError, Router
 from flowsim.tomlcheck import Where, join, show
 from flowsim.training import SCHEDULES, ParallelStep, TrainingStep, data_parallel_step, parallel_step
 from flowsim.topology import NodeKind, Topology, TopologyBuilder
@@ -690,6 +690,9 @@ def route_scenario(scenario: Scenario, flows: np.ndarray | None = None) -> Route
     src, dst = (w.src, w.dst) if flows is None else ([w.src[f] for f in flows], [w.dst[f] for f in flows])
     try:
         return Router(t).route(src, dst, method=o.routing, seed=o.seed, gpudirect=o.gpudirect)
+    except NoRouteError as err:
+        f = err.pair if flows is None else int(flows[err.pair])
+        raise InputError(f"{scenario.source}: routing: flow {w.names[f]!r}: {err}") from None
     except InputError as err:
         raise InputError(f"{scenario.source}: routing: {err}") from None
 

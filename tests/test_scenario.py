@@ -355,3 +355,13 @@ def test_real_nvls_collective_checks_its_switch(tmp_path):
     assert len(load_scenario(_scenario(tmp_path, text.format("nvswitch"))).workload) > 0
     with pytest.raises(InputError, match=r"s\.toml: workload\.collective\[0\]\.switch: 'bogus' is not a node"):
         load_scenario(_scenario(tmp_path, text.format("bogus")))
+
+
+def test_a_flow_without_a_route_is_named(tmp_path):
+    # One-way link a -> b: the flow back has no route. The error named only the two nodes,
+    # which thousands of flows may share.
+    one_way = TWO_GPUS.replace(", duplex = true", "")
+    flows = "name,src,dst,size_bytes\nthere,a,b,1e9\nback,b,a,1e9\n"
+    scenario = load_scenario(_scenario(tmp_path, one_way + '[workload]\nflows = "flows.csv"\n', flows))
+    with pytest.raises(InputError, match=r"s\.toml: routing: flow 'back': no route from 'b' to 'a'"):
+        run_scenario(scenario)

@@ -59,7 +59,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from flowsim.errors import InputError
-from flowsim.hardware import link_rate, nvlink_generation
+from flowsim.hardware import LinkTier, link_rate, link_technology, nvlink_generation
 from flowsim.topology import NodeKind, Topology, TopologyBuilder
 
 __all__ = [
@@ -111,6 +111,11 @@ class _Host:
 
 
 def _add_x86_host(b: TopologyBuilder, server: int, host: _Host, figure: str) -> None:
+    for what, technology in (("pcie", host.pcie), ("intersocket", host.intersocket), ("memory", host.memory)):
+        # An NVLink or network technology here would build, then fail to route.
+        if link_technology(technology).tier != LinkTier.HOST:
+            raise InputError(f"{what}={technology!r} is a {link_technology(technology).tier.name.lower()} "
+                             "technology; a server's PCIe, inter-socket link and memory take host ones")
     pcie = link_rate(host.pcie, figure=figure)
     for s in range(host.sockets):
         b.add_node(f"cpu{s}", NodeKind.CPU, server=server)

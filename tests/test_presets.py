@@ -21,7 +21,7 @@ from flowsim.hardware import (
     switch_model,
     technology_names,
 )
-from flowsim.presets import DGX1_NVLINK_COUNTS, compute_nics, frontend_nics, preset, preset_names
+from flowsim.presets import DGX1_NVLINK_COUNTS, compute_nics, frontend_nics, pcie_server, preset, preset_names
 from flowsim.routing import route
 from flowsim.topology import NodeKind
 
@@ -270,3 +270,17 @@ def test_presets_are_listed_and_unknown_ones_fail():
         preset("dgx_h300", figure="nominal")
     with pytest.raises(InputError, match="unknown figure 'best'"):
         preset("dgx_h100", figure="best")
+
+
+@pytest.mark.parametrize(
+    "option, message",
+    [
+        (dict(pcie="nvlink4"), "pcie='nvlink4' is a scale_up technology"),
+        (dict(intersocket="eth10g"), "intersocket='eth10g' is a scale_out technology"),
+        (dict(memory="nvlink5"), "memory='nvlink5' is a scale_up technology"),
+    ],
+)
+def test_a_pcie_server_takes_host_technologies_only(option, message):
+    # These built, then failed to route ("no route from 'gpu0' to 'gpu4'") or were taken silently.
+    with pytest.raises(InputError, match=re.escape(message)):
+        pcie_server(figure="nominal", **option)

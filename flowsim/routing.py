@@ -367,6 +367,19 @@ class Router:
         self._raise_if_missing(exit_src == kernel.NO_EXIT, s, d, "no network joins their servers")
         return exit_src, exit_dst
 
+    def _staged_without_memory(self, a: int, b: int, gpudirect: bool) -> bool:
+        """Whether traffic from ``a`` to ``b`` (one server, no NVLink path) must be staged in
+        host memory, as :func:`flowsim_kernels.routing.server_paths` does, and has none."""
+        t, kind = self.topology, self.topology.node_kind
+        if a == b or t.node_server[a] < 0 or t.node_server[a] != t.node_server[b]:
+            return False
+        pair = {int(kind[a]), int(kind[b])}
+        staged = (pair == {NodeKind.GPU} and not t.server_p2p[t.node_server[a]]) or (
+            pair == {NodeKind.GPU, NodeKind.NIC} and not gpudirect
+        )
+        tables = self._tables
+        return staged and tables.staging[tables.server_class[t.node_server[a]], tables.node_local[a]] < 0
+
     def _raise_if_missing(self, missing: np.ndarray, s: np.ndarray, d: np.ndarray, why: str) -> None:
         found = np.flatnonzero(missing)
         if found.size:
@@ -387,9 +400,20 @@ class Router:
         kernel.server_paths(t, s, head_to, gpudirect, False, none, none, head)
         kernel.network_paths(t, exit_src, exit_dst, s, d, rank, method, seed, False, none, none, network)
         kernel.server_paths(t, tail_from, d, gpudirect, False, none, none, tail)
-        self._raise_if_missing(
-            (head < 0) | (network < 0) | (tail < 0), s, d, "no NVLink, host or network path joins them"
-        )
+        missing = (head < 0) | (network < 0) | (tail < 0)
+        if missing.any():
+            i = int(np.argmax(missing))
+            segment = (s[i], head_to[i]) if head[i] < 0 else (tail_from[i], d[i]) if tail[i] < 0 else None
+            why = "no NVLink, host or network path joins them"
+            if segment is not None and self._staged_without_memory(*segment, gpudirect):
+                names, kind = self.topology.node_names, self.topology.node_kind
+                between_gpus = kind[segment[0]] == kind[segment[1]] == NodeKind.GPU
+                why = (
+                    f"{names[segment[0]]!r} to {names[segment[1]]!r} is staged through host memory (no "
+                    f"{'peer-to-peer' if between_gpus else 'GPUDirect'}) and no host memory is reachable over "
+                    "host links"
+                )
+            self._raise_if_missing(missing, s, d, why)
         indptr = np.zeros(s.size + 1, dtype=np.int64)
         np.cumsum(head + network + tail, out=indptr[1:])
         indices = np.empty(int(indptr[-1]), dtype=np.int64)

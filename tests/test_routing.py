@@ -368,3 +368,19 @@ def test_gpus_write_to_storage_through_their_own_sockets_port(fabric, method):
     assert all("n0.cpu0->n0.fe0" in path for path in names[:4])
     assert all("n0.cpu1->n0.fe1" in path for path in names[4:])
     assert not any("n0.cpu1->n0.cpu0" in path or "n0.cpu0->n0.cpu1" in path for path in names)
+
+
+def test_a_copy_that_must_be_staged_without_host_memory_says_so():
+    # The message said no host path joined the GPUs, though one does: the copy needs a
+    # host memory to be staged in (p2p off), and the server has none.
+    b = TopologyBuilder()
+    box = b.add_server("box", p2p=False)
+    for name, kind in (("g0", NodeKind.GPU), ("g1", NodeKind.GPU), ("sw", NodeKind.PCIE_SWITCH), ("cpu", NodeKind.CPU)):
+        b.add_node(name, kind, server=box)
+    for a, z in (("g0", "sw"), ("g1", "sw"), ("sw", "cpu")):
+        b.add_cable(a, z, 32e9, technology="pcie5")
+    with pytest.raises(InputError, match=re.escape(
+        "no route from 'g0' to 'g1': 'g0' to 'g1' is staged through host memory (no peer-to-peer) and no host "
+        "memory is reachable over host links"
+    )):
+        route(b.build(), ["g0"], ["g1"])

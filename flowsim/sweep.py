@@ -1223,9 +1223,14 @@ def _one_at_a_time(runner: Runner, tasks: list[RunTask]) -> Iterator[list[RunRec
                 try:
                     yield pool.submit(_execute_batch, runner, [task]).result()
                 except BrokenProcessPool:
-                    died = RuntimeError("the worker process running it died (killed, or out of memory?)")
-                    yield [_failed(task.key, task.params, task.metrics, died, math.nan)]
+                    yield [_died(task)]
                     break
+
+
+def _died(task: RunTask) -> RunRecord:
+    """The failed record of a run whose worker process died running it."""
+    died = RuntimeError("the worker process running it died (killed, or out of memory?)")
+    return _failed(task.key, task.params, task.metrics, died, math.nan)
 
 
 def _first_done(futures: set) -> set:
@@ -1287,12 +1292,32 @@ def _dask(address: str) -> _Engine:
                 raise InputError(f"cannot reach the Dask scheduler at {address!r}: {err}") from None
             with client:
                 threads = max(1, sum(client.nthreads().values()))
-                yield from _windowed(
-                    lambda batch: client.submit(_execute_batch, runner, batch, pure=False),
-                    lambda fs: distributed.wait(fs, return_when="FIRST_COMPLETED").done,
-                    _batches(tasks, n_tasks, threads),
-                    4 * threads,
-                )
+                lost: list[RunTask] = []
+
+                def collect(future, batch: list[RunTask]) -> list[RunRecord]:
+                    # Dask retries a task whose worker died on other workers, then gives up.
+                    try:
+                        return future.result()
+                    except distributed.KilledWorker:
+                        lost.extend(batch)
+                        return []
+
+                def submit(batch: list[RunTask]):
+                    return client.submit(_execute_batch, runner, batch, pure=False)
+
+                def first_done(futures: set) -> set:
+                    return distributed.wait(futures, return_when="FIRST_COMPLETED").done
+
+                yield from _windowed(submit, first_done, _batches(tasks, n_tasks, threads), 4 * threads, collect)
+                def collect_alone(future, batch: list[RunTask]) -> list[RunRecord]:
+                    try:
+                        return future.result()
+                    except distributed.KilledWorker:
+                        return [_died(batch[0])]
+
+                # The runs of a batch that kept killing its workers, each alone, so that only
+                # the one that kills them is recorded as failed.
+                yield from _windowed(submit, first_done, ([task] for task in lost), 4 * threads, collect_alone)
         finally:
             if cluster is not None:
                 cluster.close()

@@ -333,6 +333,22 @@ def test_dask_local_cluster_gives_the_serial_rows(tmp_path):
             np.testing.assert_array_equal(dask[name], serial[name], err_msg=name)
 
 
+def test_a_run_that_kills_its_dask_worker_fails_alone_and_the_others_go_on(tmp_path):
+    pytest.importorskip("distributed")
+    import dask
+    serial = fake_rows(tmp_path, "serial", workers=1)
+    # Dask gives up on a task at once rather than after killing three more workers.
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        outcome = run_sweep(
+            load_sweep(tmp_path / "sweep.toml"), tmp_path / "dask.h5", runner=dying_runner, workers=2, dask="local"
+        )
+    assert (outcome.n_runs, outcome.n_ran, outcome.n_failed) == (6, 6, 3)
+    rows = read_results(outcome.output).columns
+    assert [i for i, error in enumerate(rows["error"]) if "worker process running it died" in error] == [2]
+    others = [i for i in range(6) if i != 2]
+    np.testing.assert_array_equal(rows["makespan_s"][others], serial["makespan_s"][others])
+
+
 def test_dask_scheduler_address(tmp_path):
     distributed = pytest.importorskip("distributed")
     import dask

@@ -1315,9 +1315,10 @@ def _dask(address: str) -> _Engine:
                     except distributed.KilledWorker:
                         return [_died(batch[0])]
 
-                # The runs of a batch that kept killing its workers, each alone, so that only
-                # the one that kills them is recorded as failed.
-                yield from _windowed(submit, first_done, ([task] for task in lost), 4 * threads, collect_alone)
+                # The runs of the batches given up on, one at a time: a task queued on a worker
+                # that dies is given up on too, so only a run in flight alone that kills its
+                # worker is known to be the one, and recorded as failed.
+                yield from _windowed(submit, first_done, ([task] for task in lost), 1, collect_alone)
         finally:
             if cluster is not None:
                 cluster.close()

@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import tomllib
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -17,8 +19,11 @@ from flowsim.hardware import LinkTier
 from flowsim.topology import NodeKind
 from flowsim.trace import Trace, open_trace
 
+T = TypeVar("T")
+
 __all__ = [
-    "add_parser", "describe", "format_bytes", "format_rate", "format_seconds", "inspect_command", "positive_int",
+    "add_parser", "describe", "format_bytes", "format_rate", "format_seconds", "inspect_command", "number_type",
+    "positive_int",
 ]
 
 _MAX_TAG_VALUES = 8
@@ -146,15 +151,25 @@ def inspect_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def positive_int(text: str) -> int:
-    """An argparse ``type``: a positive integer."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+def number_type(convert: Callable[[str], T], accept: Callable[[T], bool], expected: str) -> Callable[[str], T]:
+    """An argparse ``type``: ``convert(text)`` where ``accept`` holds for it, else an error
+    "expected {expected}, got 'text'"."""
+
+    def parse(text: str) -> T:
+        problem = argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        try:
+            value = convert(text)
+        except ValueError:
+            raise problem from None
+        if not accept(value):
+            raise problem
+        return value
+
+    return parse
+
+
+#: An argparse ``type``: a positive integer.
+positive_int = number_type(int, lambda value: value >= 1, "a positive integer")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:

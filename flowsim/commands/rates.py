@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from flowsim.batched import BACKENDS, BatchProblem, resolve_backend
-from flowsim.commands.inspect import format_rate
+from flowsim.commands.inspect import format_rate, number_type
 from flowsim.fairshare import SATURATED_REL_TOL
 from flowsim.scenario import load_scenario, rates_problem
 
@@ -54,28 +54,9 @@ def rates_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _scale(text: str) -> float:
-    """An argparse ``type``: a capacity factor, positive and finite."""
-    problem = argparse.ArgumentTypeError(f"expected a positive finite number, got {text!r}")
-    try:
-        value = float(text)
-    except ValueError:
-        raise problem from None
-    if not (value > 0 and np.isfinite(value)):
-        raise problem
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    """An argparse ``type``: an integer >= 0."""
-    problem = argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
-    try:
-        value = int(text)
-    except ValueError:
-        raise problem from None
-    if value < 0:
-        raise problem
-    return value
+# argparse ``type``s of the options.
+_scale = number_type(float, lambda value: value > 0 and np.isfinite(value), "a positive finite number")
+_non_negative_int = number_type(int, lambda value: value >= 0, "a non-negative integer")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:

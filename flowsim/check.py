@@ -50,7 +50,7 @@ from pathlib import Path
 import numpy as np
 
 from flowsim.collectives import resolve_algorithm
-from flowsim.errors import InputError, output_file
+from flowsim.errors import InputError, image_file, output_file
 from flowsim.fabrics import build_cluster
 from flowsim.files import locked, replaced_atomically
 from flowsim.nccl import bus_factor, busbw_Bps, sweep
@@ -913,8 +913,8 @@ def history_plot_file(output: str | os.PathLike, *, inputs: Sequence[str | os.Pa
     """``output`` as a :class:`~pathlib.Path` :func:`plot_history` can save to; an
     :class:`InputError` naming it otherwise.
 
-    The path must pass :func:`flowsim.errors.output_file` (``inputs``: files the run reads)
-    and end in an image format matplotlib writes (``.png``, ``.svg``, ``.pdf``, ...).
+    The path must pass :func:`flowsim.errors.image_file` (``inputs``: files the run reads):
+    writable, and ending in an image format matplotlib writes (``.png``, ``.svg``, ...).
 
     Raises
     ------
@@ -922,18 +922,10 @@ def history_plot_file(output: str | os.PathLike, *, inputs: Sequence[str | os.Pa
         When matplotlib is not installed.
     """
     try:
-        from matplotlib.backend_bases import FigureCanvasBase
+        import matplotlib  # noqa: F401 - only to say how to install it
     except ImportError:
         raise ImportError("plotting the check history needs matplotlib: pip install 'flowsim[plot]'") from None
-    target = output_file(output, "the history plot", inputs=inputs)
-    formats = FigureCanvasBase.get_supported_filetypes()
-    # Without a suffix matplotlib would add ".png" and save to a file other than the one named.
-    if target.suffix[1:].lower() not in formats:
-        raise InputError(
-            f"{target}: the history plot needs a file name ending in an image format matplotlib writes "
-            f"({', '.join(sorted(formats))})"
-        )
-    return target
+    return image_file(output, "the history plot", inputs=inputs)
 
 
 def plot_history(

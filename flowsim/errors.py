@@ -47,6 +47,25 @@ def output_file(path: str | os.PathLike, what: str, *, inputs: Iterable[str | os
     return target
 
 
+def image_file(path: str | os.PathLike, what: str, *, inputs: Iterable[str | os.PathLike] = ()) -> Path:
+    """``path`` as an image file matplotlib can save ``what`` to: one that passes
+    :func:`output_file` and ends in an image format matplotlib writes (without a suffix it
+    would add ``.png`` and save to another file than the one named); an :class:`InputError`
+    naming it otherwise. Needs matplotlib: callers say how to install it first.
+    """
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    target = output_file(path, what, inputs=inputs)
+    formats = sorted(FigureCanvasBase.get_supported_filetypes())
+    suffix = target.suffix.removeprefix(".").lower()
+    if suffix not in formats:
+        why = f"{target.suffix!r} is not an image format matplotlib writes" if suffix else "no extension names a format"
+        raise InputError(
+            f"{target}: {what} needs a file name ending in an image format; {why}; use one of {', '.join(formats)}"
+        )
+    return target
+
+
 def float_column(
     values: Sequence[float] | np.ndarray | None,
     n: int,

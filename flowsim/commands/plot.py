@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 
 from flowsim.commands.inspect import positive_int
-from flowsim.errors import InputError, output_file
+from flowsim.errors import InputError, image_file
 from flowsim.trace import Trace, open_trace
 
 __all__ = ["KINDS", "MAX_PANELS", "add_parser", "plot_command", "plot_trace"]
@@ -180,17 +179,6 @@ def _timeline(fig, trace: Trace, by: str | None, max_flows: int) -> None:
         ax.legend(fontsize="small", loc="best")
 
 
-def _output(path: str | os.PathLike, trace: Trace, formats: Mapping[str, str]) -> Path:
-    """``path`` checked before drawing: writable, not the trace, and of a format matplotlib
-    writes (it would append ``.png`` to a name without a suffix and print another one)."""
-    target = output_file(path, "the plot", inputs=[trace.path])
-    suffix = target.suffix.removeprefix(".").lower()
-    if suffix not in formats:
-        why = f"{target.suffix!r} is not an image format matplotlib writes" if suffix else "no extension names a format"
-        raise InputError(f"{target}: {why}; use one of {', '.join(formats)}")
-    return target
-
-
 def plot_trace(
     trace: Trace,
     kind: str,
@@ -237,8 +225,8 @@ def plot_trace(
         from matplotlib.figure import Figure
     except ImportError:
         raise ImportError("flowsim plot needs matplotlib: pip install 'flowsim[plot]'") from None
+    target = image_file(path, "the plot", inputs=[trace.path])
     fig = Figure(figsize=(9, 5), layout="constrained")
-    target = _output(path, trace, fig.canvas.get_supported_filetypes())
     if kind == "utilization":
         _utilization(fig, trace, int(top))
     elif kind == "fct-cdf":

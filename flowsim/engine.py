@@ -201,6 +201,7 @@ def _nonnegative(values, n, default, what, names, kind):
 def _dependency_csr(depends_on, n_flows, flow_names):
     if depends_on is None:
         return np.zeros(n_flows + 1, dtype=np.int64), np.empty(0, dtype=np.int64)
+    label = (lambda i: f"flow {flow_names[i]!r}") if flow_names is not None else (lambda i: f"flow {i}")
     if isinstance(depends_on, tuple) and len(depends_on) == 2 and isinstance(depends_on[0], np.ndarray):
         if any(np.asarray(a).dtype.kind not in "iu" for a in depends_on):
             raise InputError("depends_on CSR arrays must hold integers (flow indices)")
@@ -213,13 +214,11 @@ def _dependency_csr(depends_on, n_flows, flow_names):
             raise InputError(f"depends_on has {len(depends_on)} entries for {n_flows} flows")
         indptr = np.zeros(n_flows + 1, dtype=np.int64)
         np.cumsum([len(d) for d in depends_on], out=indptr[1:])
-        label = (lambda i: f"flow {flow_names[i]!r}") if flow_names is not None else (lambda i: f"flow {i}")
         for f, deps in enumerate(depends_on):
             for d in deps:
                 if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
                     raise InputError(f"{label(f)} depends on {d!r}; dependencies are flow indices (integers)")
         indices = np.array([int(d) for deps in depends_on for d in deps], dtype=np.int64)
-    label = (lambda i: f"flow {flow_names[i]!r}") if flow_names is not None else (lambda i: f"flow {i}")
     bad = np.flatnonzero((indices < 0) | (indices >= n_flows))
     if bad.size:
         f = int(np.searchsorted(indptr, bad[0], side="right") - 1)

@@ -15,6 +15,7 @@ from flowsim_kernels.csr import csr_transpose
 from flowsim_kernels.heap import heap_pop, heap_push, iheap_remove, iheap_set
 from flowsim_kernels.maxmin import RESIDUAL, STATE_COLUMNS, progressive_fill
 from flowsim_kernels.progress import report
+from flowsim_kernels.slots import grow_block, initial_blocks
 
 #: Arrays describing a simulation; see :func:`simulate_flows`.
 EngineInput = namedtuple(
@@ -206,11 +207,13 @@ def simulate_flows(
     weight[:] = inp.weight
     cap_Bps[:] = inp.cap_Bps
 
-    # Per link, a slot range (its static CSR row) holding the flows transferring over it,
-    # with each one's rate, level and weight side by side so that link scans read memory in
-    # order. A flow being re-solved shows rate 0 and level -1 in its slots.
-    link_slot_start, _ = csr_transpose(fl_ptr, fl_idx, n_links)
-    link_slot_start = link_slot_start[:-1].copy()
+    # Per link, a block of slots (see flowsim_kernels.slots) holding the flows transferring
+    # over it, with each one's rate, level and weight side by side so that link scans read
+    # memory in order. A flow being re-solved shows rate 0 and level -1 in its slots.
+    link_slot_total = np.zeros(n_links, dtype=np.int64)
+    for k in range(n_inc):
+        link_slot_total[fl_idx[k]] += 1
+    link_slot_start, link_slot_cap, slot_end = initial_blocks(link_slot_total)
     link_slot_count = np.zeros(n_links, dtype=np.int64)
     slot_flow = np.empty(n_inc, dtype=np.int64)
     slot_inc = np.empty(n_inc, dtype=np.int64)
@@ -354,6 +357,11 @@ def simulate_flows(
                     settled_at[f] = t
                     for k in range(fl_ptr[f], fl_ptr[f + 1]):
                         link = fl_idx[k]
+                        if link_slot_count[link] == link_slot_cap[link]:
+                            slot_end = grow_block(
+                                link, link_slot_start, link_slot_count, link_slot_cap, link_slot_total,
+                                slot_flow, slot_inc, slot_val, inc_slot, slot_end,
+                            )
                         s = link_slot_start[link] + link_slot_count[link]
                         link_slot_count[link] += 1
                         slot_flow[s] = f

@@ -1273,57 +1273,59 @@ def _ignore_interrupts() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _dask(address: str) -> _Engine:
-    def engine(runner: Runner, tasks: Iterator[RunTask], n_tasks: int, workers: int) -> Iterator[list[RunRecord]]:
-        try:
-            import distributed
-        except ImportError:
-            raise InputError("--dask needs the 'distributed' package: pip install 'flowsim[dask]'") from None
+@contextlib.contextmanager
+def _dask(address: str, workers: int) -> Iterator[_Engine]:
+    """An engine running batches on a Dask cluster: a LocalCluster of ``workers`` processes
+    started here (``"local"``), or the scheduler at ``address``. Connects on entry, so that
+    an unreachable scheduler fails before the sweep writes anything; lets go on exit."""
+    try:
+        import distributed
+    except ImportError:
+        raise InputError("--dask needs the 'distributed' package: pip install 'flowsim[dask]'") from None
+    with contextlib.ExitStack() as resources:
         cluster = None
         if address == "local":
             # Any free port for the HTTP server the scheduler always starts: 8787 may be taken.
-            cluster = distributed.LocalCluster(
+            cluster = resources.enter_context(distributed.LocalCluster(
                 n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0"
-            )
+            ))
         try:
-            try:
-                client = distributed.Client(cluster if cluster is not None else address)
-            except (OSError, TimeoutError, ValueError) as err:
-                raise InputError(f"cannot reach the Dask scheduler at {address!r}: {err}") from None
-            with client:
-                threads = max(1, sum(client.nthreads().values()))
-                lost: list[RunTask] = []
+            client = resources.enter_context(distributed.Client(cluster if cluster is not None else address))
+        except (OSError, TimeoutError, ValueError) as err:
+            raise InputError(f"cannot reach the Dask scheduler at {address!r}: {err}") from None
 
-                def collect(future, batch: list[RunTask]) -> list[RunRecord]:
-                    # Dask retries a task whose worker died on other workers, then gives up.
-                    try:
-                        return future.result()
-                    except distributed.KilledWorker:
-                        lost.extend(batch)
-                        return []
+        def engine(runner: Runner, tasks: Iterator[RunTask], n_tasks: int, workers: int) -> Iterator[list[RunRecord]]:
+            threads = max(1, sum(client.nthreads().values()))
+            lost: list[RunTask] = []
 
-                def submit(batch: list[RunTask]):
-                    return client.submit(_execute_batch, runner, batch, pure=False)
+            def collect(future, batch: list[RunTask]) -> list[RunRecord]:
+                # Dask retries a task whose worker died on other workers, then gives up.
+                try:
+                    return future.result()
+                except distributed.KilledWorker:
+                    lost.extend(batch)
+                    return []
 
-                def first_done(futures: set) -> set:
-                    return distributed.wait(futures, return_when="FIRST_COMPLETED").done
+            def submit(batch: list[RunTask]):
+                return client.submit(_execute_batch, runner, batch, pure=False)
 
-                yield from _windowed(submit, first_done, _batches(tasks, n_tasks, threads), 4 * threads, collect)
-                def collect_alone(future, batch: list[RunTask]) -> list[RunRecord]:
-                    try:
-                        return future.result()
-                    except distributed.KilledWorker:
-                        return [_died(batch[0])]
+            def first_done(futures: set) -> set:
+                return distributed.wait(futures, return_when="FIRST_COMPLETED").done
 
-                # The runs of the batches given up on, one at a time: a task queued on a worker
-                # that dies is given up on too, so only a run in flight alone that kills its
-                # worker is known to be the one, and recorded as failed.
-                yield from _windowed(submit, first_done, ([task] for task in lost), 1, collect_alone)
-        finally:
-            if cluster is not None:
-                cluster.close()
+            yield from _windowed(submit, first_done, _batches(tasks, n_tasks, threads), 4 * threads, collect)
 
-    return engine
+            def collect_alone(future, batch: list[RunTask]) -> list[RunRecord]:
+                try:
+                    return future.result()
+                except distributed.KilledWorker:
+                    return [_died(batch[0])]
+
+            # The runs of the batches given up on, one at a time: a task queued on a worker
+            # that dies is given up on too, so only a run in flight alone that kills its
+            # worker is known to be the one, and recorded as failed.
+            yield from _windowed(submit, first_done, ([task] for task in lost), 1, collect_alone)
+
+        yield engine
 
 
 class _ProgressBar:
@@ -1462,7 +1464,6 @@ def run_sweep(
     todo = [run for run in unique if run.key not in records or not set(sweep.metrics) <= set(records[run.key].metrics)]
     retrace: list[RunSpec] = []
     if trace_dir is not None:
-        trace_dir.mkdir(exist_ok=True)
         # A journalled run keeps its row, but a trace asked for now is written by running it
         # again; a failed run has no trace to write.
         pending = {run.key for run in todo}
@@ -1470,35 +1471,38 @@ def run_sweep(
                    and not _trace_path(trace_dir, run.key).exists()]
     retracing = {run.key for run in retrace}
     untraced: list[str] = []
-    results: Iterator[list[RunRecord]]
-    if solver is not None:
-        results = solver.records(todo)
-    else:
-        engine: _Engine
-        work = todo + retrace
-        if dask is not None:
-            engine = _dask(dask)
+    with contextlib.ExitStack() as resources:
+        results: Iterator[list[RunRecord]]
+        if solver is not None:
+            results = solver.records(todo)
         else:
-            engine = _serial if workers == 1 or len(work) <= 1 else _process_pool
-            workers = min(workers, len(work))
-        results = engine(runner, (sweep.task(run, trace_dir) for run in work), len(work), workers)
-    bar = _ProgressBar(progress, len(unique), len(unique) - len(todo) - len(retrace))
-    writer = _Journal(journal)
-    try:
-        for finished in results:
-            ran = [record for record in finished if record.key not in retracing]
-            untraced += [f"run {first[record.key].index} ({record.key}): {record.error}"
-                         for record in finished if record.key in retracing and record.status != "ok"]
-            writer.append(ran)
-            records.update((record.key, record) for record in ran)
-            bar.update(finished)
-    finally:
-        writer.close()
-        bar.close()
-        # The journal is the record of what finished: an interrupt can land between a batch
-        # reaching it and reaching ``records``.
-        records = read_journal(journal)
-        write_results(output, sweep, records)
+            engine: _Engine
+            work = todo + retrace
+            if dask is not None:
+                engine = resources.enter_context(_dask(dask, workers))
+            else:
+                engine = _serial if workers == 1 or len(work) <= 1 else _process_pool
+                workers = min(workers, len(work))
+            results = engine(runner, (sweep.task(run, trace_dir) for run in work), len(work), workers)
+        if trace_dir is not None:
+            trace_dir.mkdir(exist_ok=True)
+        bar = _ProgressBar(progress, len(unique), len(unique) - len(todo) - len(retrace))
+        writer = _Journal(journal)
+        try:
+            for finished in results:
+                ran = [record for record in finished if record.key not in retracing]
+                untraced += [f"run {first[record.key].index} ({record.key}): {record.error}"
+                             for record in finished if record.key in retracing and record.status != "ok"]
+                writer.append(ran)
+                records.update((record.key, record) for record in ran)
+                bar.update(finished)
+        finally:
+            writer.close()
+            bar.close()
+            # The journal is the record of what finished: an interrupt can land between a
+            # batch reaching it and reaching ``records``.
+            records = read_journal(journal)
+            write_results(output, sweep, records)
     n_failed = sum(records[run.key].status != "ok" for run in sweep.runs)
     return SweepOutcome(output, journal, len(sweep.runs), len(unique), len(unique) - len(todo), len(todo), n_failed,
                         None if solver is None else solver.backend, 0 if solver is None else solver.n_batches,

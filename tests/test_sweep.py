@@ -360,7 +360,9 @@ def test_dask_scheduler_address(tmp_path):
     with dask.config.set({"distributed.comm.timeouts.connect": "1s"}), \
             pytest.raises(InputError, match="cannot reach the Dask scheduler at 'tcp://127.0.0.1:1'"):
         run_sweep(load_sweep(tmp_path / "sweep.toml"), tmp_path / "none.h5", runner=fake_runner,
-                  dask="tcp://127.0.0.1:1")
+                  dask="tcp://127.0.0.1:1", traces=tmp_path / "none-traces")
+    # Nothing ran, so nothing is left behind: an empty table and journal used to be.
+    assert not any(path.name.startswith("none") for path in tmp_path.iterdir())
 
 
 class Terminal(io.StringIO):

@@ -23,7 +23,7 @@ Format
     seeded draws of every such field together.
 
 The three kinds combine as a product (grid, then zip, then random; the last varies
-fastest). A path is dotted and indexes the base scenario's TOML document, with integers for
+fastest), of at most :data:`MAX_RUNS` runs. A path is dotted and indexes the base scenario's TOML document, with integers for
 arrays of tables: ``"topology.n_nodes"``, ``"workload.collective.0.size_bytes"``; unquoted,
 the same path is TOML dotted keys and means the same. A path may name a field the base
 scenario leaves out (``options.seed``); the scenario checker then names the valid fields
@@ -247,6 +247,9 @@ _RATE_METRIC_FUNCTIONS: dict[str, Callable[[_Allocation], float]] = {
 RATE_METRICS = tuple(_RATE_METRIC_FUNCTIONS)
 #: Values of ``[sweep] solve`` and the metric names each allows.
 SOLVES = {"time": METRICS, "rates": RATE_METRICS}
+#: Most runs a sweep may have: every run is built (parameters and key, about 0.8 kB) before
+#: the first one starts, which takes about 9 s for a million.
+MAX_RUNS = 1_000_000
 #: Most runs one rates-mode batch holds.
 BATCH_RUNS = 256
 #: Most values (float64 or int64, 8 bytes each) that the runs waiting for rates-mode batches
@@ -431,6 +434,8 @@ def _in_range(kind: str, bound: float) -> bool:
 def _random_points(where: Where, table: Mapping) -> tuple[list[str], list[dict]]:
     """Paths and seeded samples of ``[sweep.random]``."""
     samples = where.integer(table, "samples", "sweep.random", 1)
+    if samples > MAX_RUNS:
+        raise where.error("sweep.random.samples", f"{samples:,} samples; a sweep may have at most {MAX_RUNS:,} runs")
     seed = where.integer(table, "seed", "sweep.random", 0)
     fields = {k: v for k, v in table.items() if k not in ("samples", "seed")}
 
@@ -661,6 +666,14 @@ def parse_sweep(text: str, *, source: str = "<string>", base_dir: str | os.PathL
         raise where.error(keys[twice], "this path is swept by more than one of grid, zip and random")
     if not keys:
         raise where.error("sweep", "expected at least one axis: [sweep.grid], [sweep.zip] or [sweep.random]")
+    n_zip = len(next(iter(zipped.values()))) if zipped else 1
+    n_runs = math.prod(len(values) for values in grid.values()) * n_zip * len(random_points)
+    if n_runs > MAX_RUNS:
+        sizes = [*(f"{len(values):,} values of sweep.grid.{path}" for path, values in grid.items()),
+                 *([f"{n_zip:,} of sweep.zip"] if zipped else []),
+                 *([f"{len(random_points):,} samples"] if random_paths else [])]
+        raise where.error("sweep", f"{n_runs:,} runs ({' x '.join(sizes)}); a sweep may have at most {MAX_RUNS:,}: "
+                                   "split it into several sweeps")
     new = {key: fields for path, key in keys.items() if (fields := _check_path(where, document, path, key))}
     grid_points = [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
     zip_points = [dict(zip(zipped, values)) for values in zip(*zipped.values())] or [{}]

@@ -222,6 +222,16 @@ def test_unknown_metric_names_the_valid_ones(tmp_path):
          '"options.seed" = {int_uniform = [0, 3]}\n', "sweep.random.samples", "expected an integer >= 1"),
         ('[sweep]\nscenario = "base.toml"\nmetrics = ["makespan_s"]\n[sweep.random]\nsamples = 2\nseed = 1\n',
          "sweep.random", "expected at least one field to draw"),
+        # Every run is built before the first starts: a sweep too large fails at once.
+        ('[sweep]\nscenario = "base.toml"\nmetrics = ["makespan_s"]\n[sweep.random]\nsamples = 1000001\nseed = 1\n'
+         '"options.seed" = {int_uniform = [0, 3]}\n', "sweep.random.samples",
+         "1,000,001 samples; a sweep may have at most 1,000,000 runs"),
+        (f'[sweep]\nscenario = "base.toml"\nmetrics = ["makespan_s"]\n[sweep.grid]\n"options.seed" = {list(range(1001))}\n'
+         f'"options.time_rel_tol" = {[0.0] * 100}\n[sweep.zip]\n"options.routing" = {["ecmp"] * 10}\n'
+         '[sweep.random]\nsamples = 2\nseed = 1\n"workload.collective.0.size_bytes" = {int_uniform = [1, 3]}\n',
+         "sweep", "2,002,000 runs (1,001 values of sweep.grid.options.seed x 100 values of "
+         "sweep.grid.options.time_rel_tol x 10 of sweep.zip x 2 samples); a sweep may have at most 1,000,000: "
+         "split it into several sweeps"),
         ('[sweep]\nscenario = "base.toml"\nmetrics = ["makespan_s"]\n[sweep.random]\nsamples = 2\nseed = 1\n'
          '"options.seed" = {normal = [0, 3]}\n', "sweep.random.options.seed.normal",
          "expected a distribution ({uniform = [...]}, {log_uniform"),

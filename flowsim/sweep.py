@@ -23,11 +23,11 @@ Format
     seeded draws of every such field together.
 
 The three kinds combine as a product (grid, then zip, then random; the last varies
-fastest), of at most :data:`MAX_RUNS` runs. A path is dotted and indexes the base scenario's TOML document, with integers for
-arrays of tables: ``"topology.n_nodes"``, ``"workload.collective.0.size_bytes"``; unquoted,
-the same path is TOML dotted keys and means the same. A path may name a field the base
-scenario leaves out (``options.seed``); the scenario checker then names the valid fields
-when it is not one.
+fastest) of at most :data:`MAX_RUNS` runs. A path is dotted and indexes the base scenario's
+TOML document, with integers for arrays of tables: ``"topology.n_nodes"``,
+``"workload.collective.0.size_bytes"``; unquoted, the same path is TOML dotted keys and
+means the same. A path may name a field the base scenario leaves out (``options.seed``);
+the scenario checker then names the valid fields when it is not one.
 
 Runs and results
 ----------------

@@ -34,17 +34,28 @@ def output_file(path: str | os.PathLike, what: str, *, inputs: Iterable[str | os
     none of ``inputs`` (writing there would replace a file the run reads).
     """
     target = Path(path)
-    if str(path) == "" or target.is_dir():
-        raise InputError(f"{str(path)!r}: {what} must be a file name, not a directory")
-    parent = target.parent
-    if not parent.is_dir():
-        raise InputError(f"{target}: the directory {str(parent)!r} does not exist")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise InputError(f"{target}: the directory {str(parent)!r} is not writable")
-    for source in inputs:
-        if target.exists() and Path(source).exists() and os.path.samefile(target, source):
-            raise InputError(f"{target}: {what} would replace the input file {source}")
+    try:
+        if str(path) == "" or target.is_dir():
+            raise InputError(f"{str(path)!r}: {what} must be a file name, not a directory")
+        parent = target.parent
+        if not parent.is_dir():
+            raise InputError(f"{target}: the directory {str(parent)!r} does not exist")
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise InputError(f"{target}: the directory {str(parent)!r} is not writable")
+        for source in inputs:
+            if _same_file(target, Path(source)):
+                raise InputError(f"{target}: {what} would replace the input file {source}")
+    except OSError as err:  # a name too long, a loop of links, ...
+        raise InputError(f"{target}: cannot write {what} there: {err.strerror}") from None
     return target
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Are ``a`` and ``b`` one file: the same existing file (links included), or the same
+    path to a file not made yet (an output that another output of the run creates)?"""
+    if a.exists() and b.exists():
+        return os.path.samefile(a, b)
+    return os.path.realpath(a) == os.path.realpath(b)
 
 
 def image_file(path: str | os.PathLike, what: str, *, inputs: Iterable[str | os.PathLike] = ()) -> Path:

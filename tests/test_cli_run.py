@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from flowsim import __version__ as flowsim_version
 from flowsim import cli
 from flowsim.commands import inspect, plot, presets, run
 from flowsim.errors import InputError
@@ -121,6 +123,18 @@ def test_command_line_reports_system_errors_and_ctrl_c_without_traceback(monkeyp
     monkeypatch.setattr(run, "run_command", interrupted)
     assert cli.main(["run", str(DGX)]) == 130
     assert capsys.readouterr().err == "flowsim: interrupted\n"
+
+
+def test_run_output_paths_the_system_refuses_are_input_errors(tmp_path):
+    # A name over the file system's limit made Path.is_dir() raise: exit 1 with the system's
+    # message after no work, where a bad output path is exit 2 (InputError) naming the file.
+    with pytest.raises(InputError, match="cannot write the trace there: File name too long"):
+        flowsim("run", DGX, "-o", tmp_path / ("a" * 300 + ".h5"))
+
+
+def test_python_dash_m_flowsim_is_the_command():
+    done = subprocess.run([sys.executable, "-m", "flowsim", "--version"], capture_output=True, text=True)
+    assert (done.returncode, done.stdout) == (0, f"flowsim {flowsim_version}\n")
 
 
 @pytest.mark.parametrize("command", ["run", "inspect", "plot", "presets", "rates", "sweep", "collective", "check"])

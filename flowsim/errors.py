@@ -1,6 +1,7 @@
 """Exceptions raised for bad user input, and the input readers that raise them."""
 
 import os
+import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -74,6 +75,13 @@ def image_file(path: str | os.PathLike, what: str, *, inputs: Iterable[str | os.
         raise InputError(
             f"{target}: {what} needs a file name ending in an image format; {why}; use one of {', '.join(formats)}"
         )
+    if suffix == "pgf":
+        # matplotlib writes PGF by running LaTeX, and fails only once the figure is drawn.
+        from matplotlib import rcParams
+
+        texsystem = rcParams["pgf.texsystem"]
+        if shutil.which(texsystem) is None:
+            raise InputError(f"{target}: matplotlib writes .pgf with {texsystem}, which is not on PATH; use .pdf or .svg")
     return target
 
 

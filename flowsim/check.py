@@ -13,20 +13,25 @@ before it runs the check.
 
 The format read is the one nccl-tests prints (``src/common.cu`` and ``src/util.cu`` of
 NVIDIA/nccl-tests): optional ``# nccl-tests version`` and ``# Collective test starting:
-NAME`` lines, the ``# nThread ... nGpus ...`` line, ``# Using devices`` and one
-``#  Rank R [Group G] Pid P on HOST device D [BUS] NAME`` line per rank, the two header
-lines, then one row per size::
+NAME`` lines (NAME may carry the binary's build suffix, ``all_reduce_perf_mpi``), the
+``# nThread ... nGpus ...`` line, ``# Using devices`` and one
+``#  Rank R [Group G] Pid P on HOST device D [BUS] NAME`` line per rank, the column titles
+(``out-of-place ... in-place``) and the header naming the columns, then one row per size::
 
     size count type redop root | time algbw busbw #wrong | time algbw busbw #wrong
 
-(out-of-place, then in-place; ``#wrong`` is ``N/A`` without validation; further columns
-that newer versions may append are ignored; a time, bandwidth or ``#wrong`` that is not a
-finite, non-negative number is an error, as nccl-tests prints none for a size it completed),
-and the closing ``# Avg bus bandwidth : X`` line. Lines of other programs (``NCCL INFO``,
-``mpirun``) may be interleaved; ``[1,0]<stdout>:`` prefixes of ``mpirun --tag-output``
-are removed. Sizes are nccl-tests' ``S`` (the total over ranks for all-gather,
-reduce-scatter and all-to-all), busbw and algbw are in GB/s (1e9 B/s), times in
-microseconds.
+(out-of-place, then in-place; ``#wrong`` is ``N/A`` without validation; a time, bandwidth
+or ``#wrong`` that is not a finite, non-negative number is an error, as nccl-tests prints
+none for a size it completed), and the closing ``# Avg bus bandwidth : X`` line. Each
+column is read where the header names it: older versions lack ``redop`` or ``root`` and
+title ``#wrong`` ``error`` (printed as ``0e+00``), ``-C 1`` titles ``time`` ``cputime``,
+per-iteration statistics add columns after each ``#wrong``, and columns after the in-place
+``#wrong`` (timestamps) are skipped. Lines of other programs (``NCCL INFO``, ``mpirun``)
+may be interleaved; the prefixes launchers put on every line are removed
+(``[1,0]<stdout>:`` of ``mpirun --tag-output``, ``[0]`` of MPICH's ``-prepend-rank``,
+``  0:`` of ``srun --label``), as is a UTF-8 byte-order mark. Sizes are nccl-tests' ``S``
+(the total over ranks for all-gather, reduce-scatter and all-to-all), busbw and algbw are
+in GB/s (1e9 B/s), times in microseconds.
 
 Prediction choices: rank ``r`` on the ``i``-th host named in the rank lines, device ``d``,
 is GPU ``n{i}.gpu{d}`` of the cluster, passed to flowsim in rank order. A
@@ -87,10 +92,28 @@ BINARIES = {
 }
 _COLLECTIVE_BINARY = {collective: binary for binary, collective in BINARIES.items()}
 
-_TAG_PREFIX = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:")
+# What launchers put before every line: Open MPI's "mpirun --tag-output" ("[1,0]<stdout>:"),
+# MPICH's "-prepend-rank" ("[0] ") and Slurm's "srun --label" ("  0: ", the task number
+# right-aligned). The srun label is digits then a colon: a row starts with digits then a space.
+_TAG_PREFIX = re.compile(r"^(?:\[\d+,\d+\]<std(?:out|err)>:|\[\d+\] | *\d+: )")
 # A binary name not inside another word ("all_reduce_perf_dgx.txt" names all_reduce_perf).
 _BINARY_NAME = re.compile(r"(?<![A-Za-z0-9_])(" + "|".join(BINARIES) + r")(?![A-Za-z0-9])")
+
+
+def _file_name_alternative(binary: str) -> str:
+    # In a file name a binary may follow "_" ("node1_all_gather_perf"), but not as the tail of
+    # a longer binary glued to a word: "xall_reduce_perf" does not name reduce_perf.
+    longer = [other[: -len(binary)] for other in BINARIES if other != binary and other.endswith("_" + binary)]
+    return "".join(f"(?<!{re.escape(prefix)})" for prefix in longer) + binary
+
+
+# A binary name in a file name whose '-' are read as '_' ("nccl-all-gather-perf.txt").
+_FILE_BINARY_NAME = re.compile(
+    r"(?<![A-Za-z0-9])(" + "|".join(map(_file_name_alternative, BINARIES)) + r")(?![A-Za-z0-9])"
+)
 _STARTING = re.compile(r"^#\s*Collective test starting:\s*(\S+)")
+# The test name is the binary's, with any suffix it was built with (NAME_SUFFIX=_mpi).
+_STARTING_BINARY = re.compile("(" + "|".join(BINARIES) + r")(?:_\S+)?")
 _VERSION = re.compile(r"^#\s*nccl-tests version\s+(\S+)")
 _NTHREAD = re.compile(r"^#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\s+minBytes\s+(\d+)\s+maxBytes\s+(\d+)")
 _RANK = re.compile(
@@ -98,7 +121,15 @@ _RANK = re.compile(
     r"\s+device\s+(?P<device>\d+)\s+\[(?P<bus>[^\]]*)\]\s*(?P<name>.*)$"
 )
 _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)")
-_ROW_EXPECTED = "13 columns: size count type redop root, then time algbw busbw #wrong out-of-place and in-place"
+# The four columns of each half of a row, as the table header names them.
+_HALF = ("time", "algbw", "busbw", "#wrong")
+# Older nccl-tests title '#wrong' "error"; '-C 1' (CPU time) titles 'time' "cputime".
+_HEADER_SYNONYMS = {"error": "#wrong", "cputime": "time"}
+_HEADER_EXPECTED = (
+    "'#  size  count  type  [redop]  [root]', then 'time  algbw  busbw  #wrong' for each of the two halves "
+    "('error' for '#wrong' and 'cputime' for 'time' are read too; further columns after each '#wrong' "
+    "are skipped)"
+)
 _HISTORY_FORMAT = "flowsim-nccl-check-history"
 
 
@@ -128,13 +159,18 @@ class Measurement:
 
 @dataclass(frozen=True)
 class TestRow:
-    """One size of an nccl-tests table, with the line number it is on."""
+    """One size of an nccl-tests table, with the line number it is on.
+
+    ``redop`` and ``root`` are None where the table has no such column (older nccl-tests
+    print them only for the tests that use them, or not at all); ``root`` is -1 where
+    nccl-tests printed it for a test without a root.
+    """
 
     size_bytes: int
     count: int
     dtype: str
-    redop: str
-    root: int
+    redop: str | None
+    root: int | None
     out_of_place: Measurement
     in_place: Measurement
     line: int
@@ -151,7 +187,8 @@ class NcclTestLog:
     collective : str
         flowsim collective name (a value of :data:`BINARIES`).
     binary : str
-        nccl-tests binary (a key of :data:`BINARIES`).
+        nccl-tests binary (a key of :data:`BINARIES`, without a build suffix such as
+        ``_mpi``).
     version : str or None
         ``# nccl-tests version`` when printed.
     n_threads, n_gpus : int
@@ -240,18 +277,63 @@ def _measurement(tokens: Sequence[str], source: str, line: int, half: str) -> Me
     )
 
 
-def _row(text: str, source: str, line: int, in_place_first: bool) -> TestRow:
+@dataclass(frozen=True)
+class _Layout:
+    """Where a row's columns are (token positions), from the table header on ``line``."""
+
+    names: tuple[str, ...]
+    redop: int | None
+    root: int | None
+    halves: tuple[int, int]  # the 'time' column of each half, in printed order
+    line: int
+
+    @property
+    def needed(self) -> int:
+        """Tokens a row needs: up to the second half's '#wrong'; later ones are skipped."""
+        return self.halves[1] + len(_HALF)
+
+
+def _layout(stripped: str, source: str, line: int) -> _Layout:
+    """The columns the header line ``stripped`` (``#  size  count  type ...``) names."""
+    names = tuple(_HEADER_SYNONYMS.get(name, name) for name in stripped.lstrip("#").split())
+    optional = {}
+    position = 3
+    for name in ("redop", "root"):
+        if names[position : position + 1] == (name,):
+            optional[name] = position
+            position += 1
+    # Per-iteration statistics (i_min i_max ...) follow each '#wrong'; the next 'time' starts
+    # the second half.
+    second = next((i for i in range(position + len(_HALF), len(names)) if names[i] == "time"), None)
+    if (
+        names[:3] != ("size", "count", "type")
+        or names[position : position + len(_HALF)] != _HALF
+        or second is None
+        or names[second : second + len(_HALF)] != _HALF
+    ):
+        raise _error(source, line, f"table header not understood: expected {_HEADER_EXPECTED}; got {stripped!r}")
+    return _Layout(names, optional.get("redop"), optional.get("root"), (position, second), line)
+
+
+def _row(text: str, source: str, line: int, layout: _Layout, in_place_first: bool) -> TestRow:
     tokens = text.split()
-    if len(tokens) < 13:
-        raise _error(source, line, f"expected {_ROW_EXPECTED}; got {len(tokens)} (truncated row?): {text.strip()!r}")
-    first = _measurement(tokens[5:9], source, line, "in-place" if in_place_first else "out-of-place")
-    second = _measurement(tokens[9:13], source, line, "out-of-place" if in_place_first else "in-place")
+    if len(tokens) < layout.needed:
+        raise _error(
+            source,
+            line,
+            f"expected {layout.needed} columns ({' '.join(layout.names[: layout.needed])}, as the header on "
+            f"line {layout.line} names them); got {len(tokens)} (truncated row?): {text.strip()!r}",
+        )
+    first_half, second_half = ("in-place", "out-of-place") if in_place_first else ("out-of-place", "in-place")
+    start, later = layout.halves
+    first = _measurement(tokens[start : start + len(_HALF)], source, line, first_half)
+    second = _measurement(tokens[later : later + len(_HALF)], source, line, second_half)
     return TestRow(
         size_bytes=_number(tokens[0], int, source, line, "size"),  # a row starts with digits
         count=_count(tokens[1], source, line, "count"),
         dtype=tokens[2],
-        redop=tokens[3],
-        root=_number(tokens[4], int, source, line, "root"),
+        redop=None if layout.redop is None else tokens[layout.redop],
+        root=None if layout.root is None else _number(tokens[layout.root], int, source, line, "root"),
         out_of_place=second if in_place_first else first,
         in_place=first if in_place_first else second,
         line=line,
@@ -266,7 +348,12 @@ def _infer_binary(rows: Sequence[TestRow], n_ranks: int) -> set[str]:
     for binary, collective in BINARIES.items():
         reducing = collective in ("all_reduce", "reduce_scatter", "reduce", "send")
         rooted = collective in ("broadcast", "reduce")
-        if any((r.redop != "none") != reducing or (r.root >= 0) != rooted for r in rows):
+        # A column the table lacks (None) tells nothing.
+        if any(
+            (r.redop is not None and (r.redop != "none") != reducing)
+            or (r.root is not None and (r.root >= 0) != rooted)
+            for r in rows
+        ):
             continue
         if ratio is not None and abs(ratio - bus_factor(collective, n_ranks)) > 0.05 * bus_factor(collective, n_ranks):
             continue
@@ -295,17 +382,20 @@ def parse_nccl_log(path_or_text: str | os.PathLike, *, collective: str | None = 
     ------
     InputError
         Naming the source and line: no ``# nThread`` header, missing, duplicate or
-        non-contiguous rank lines, a row with missing or non-numeric columns, a table
-        without rows, no ``# Avg bus bandwidth`` line (truncated output), a second test in
-        the same text, or a collective that cannot be told.
+        non-contiguous rank lines, a table header naming columns in an order it does not
+        know, a row with missing or non-numeric columns, a table without rows, no
+        ``# Avg bus bandwidth`` line (truncated output), a second test in the same text, or
+        a collective that cannot be told.
     """
     text, source = _read(path_or_text)
+    # A UTF-8 byte-order mark (from an editor) would hide the '#' that starts the first line.
+    text = text.removeprefix("\ufeff")
     lines = [_TAG_PREFIX.sub("", raw).rstrip() for raw in text.splitlines()]
     binary = version = None
     header = None
     ranks: dict[int, RankInfo] = {}
     rows: list[TestRow] = []
-    table_line = None
+    layout = None
     in_place_first = False
     avg = None
     for number, line in enumerate(lines, start=1):
@@ -314,7 +404,7 @@ def parse_nccl_log(path_or_text: str | os.PathLike, *, collective: str | None = 
             continue
         if stripped.startswith("#"):
             starting, nthread = _STARTING.match(stripped), _NTHREAD.match(stripped)
-            if (starting or nthread) and (table_line is not None or (nthread and header is not None)):
+            if (starting or nthread) and (layout is not None or (nthread and header is not None)):
                 raise _error(source, number, "a second nccl-tests run starts here; give one run per check")
             if starting:
                 binary = starting.group(1).rsplit("/", 1)[-1]
@@ -346,14 +436,14 @@ def parse_nccl_log(path_or_text: str | os.PathLike, *, collective: str | None = 
             elif re.match(r"^#\s*size\s+count", stripped):
                 if header is None:
                     raise _error(source, number, "table header before the '# nThread ... nGpus ...' line")
-                table_line = number
+                layout = _layout(stripped, source, number)
             elif _AVG.match(stripped):
-                if table_line is None:
+                if layout is None:
                     raise _error(source, number, "'# Avg bus bandwidth' line before any table header")
                 avg = _measured(_AVG.match(stripped).group(1), source, number, "Avg bus bandwidth")
             continue
-        if table_line is not None and avg is None and re.match(r"^\d+\s", stripped + " "):
-            rows.append(_row(stripped, source, number, in_place_first))
+        if layout is not None and avg is None and re.match(r"^\d+\s", stripped + " "):
+            rows.append(_row(stripped, source, number, layout, in_place_first))
     last = len(lines)
     if header is None:
         raise InputError(
@@ -370,12 +460,12 @@ def parse_nccl_log(path_or_text: str | os.PathLike, *, collective: str | None = 
     if missing:
         last_rank = max(r.line for r in ranks.values())
         raise _error(source, last_rank, f"the rank lines up to here list {len(ranks)} ranks but not rank {missing[0]}")
-    if table_line is None:
+    if layout is None:
         raise InputError(
             f"{source}, line {last}: output ends before the '#  size  count  type ...' table header (truncated?)"
         )
     if not rows:
-        raise _error(source, table_line, "table header but no rows after it (truncated?)")
+        raise _error(source, layout.line, "table header but no rows after it (truncated?)")
     if avg is None:
         raise InputError(
             f"{source}, line {last}: output ends after the row on line {rows[-1].line}; expected more "
@@ -395,16 +485,17 @@ def _pick_binary(
             raise InputError(f"unknown collective {collective!r}; valid ones: {', '.join(_COLLECTIVE_BINARY)}")
         return binary
     if starting is not None:
-        if starting not in BINARIES:
+        known = _STARTING_BINARY.fullmatch(starting)
+        if known is None:
             raise InputError(
                 f"{source}: nccl-tests binary {starting!r} is not one flowsim checks; "
                 f"valid ones: {', '.join(BINARIES)}"
             )
-        return starting
+        return known.group(1)
     named = set(_BINARY_NAME.findall(text))
     if len(named) == 1:
         return named.pop()
-    named = set(_BINARY_NAME.findall(Path(source).name.replace("-", "_"))) if source != "<text>" else set()
+    named = set(_FILE_BINARY_NAME.findall(Path(source).name.replace("-", "_"))) if source != "<text>" else set()
     if len(named) == 1:
         return named.pop()
     fitting = _infer_binary(rows, n_ranks)
@@ -517,7 +608,8 @@ class CheckReport:
             f"# {log.source}: {log.binary}, {log.n_ranks} ranks on {log.n_nodes} node(s)",
             f"# predicted: {self.nodes} x {self.system}, {self.algorithm} algorithm, {self.protocol} protocol, "
             f"{self.figure} link rates, {self.fabric} fabric",
-            f"# flag: measured busbw below {1 - self.threshold:.0%} of predicted, or #wrong > 0",
+            # Not '.0%': a threshold of 0.005 would read "below 100%".
+            f"# flag: measured busbw below {100 * (1 - self.threshold):.12g}% of predicted, or #wrong > 0",
             "#       size   predicted    out-of-place       in-place",
             "#        (B)  busbw(GB/s)  busbw(GB/s) ratio  busbw(GB/s) ratio  flag",
         ]
@@ -553,18 +645,30 @@ class CheckReport:
 
 
 def _rank_gpus(log: NcclTestLog, system: str, topology) -> list[str]:
-    """GPU node names of the ranks: host ``i`` (first-appearance order) is server ``n{i}``."""
+    """GPU node names of the ranks: host ``i`` (first-appearance order) is server ``n{i}``.
+
+    An :class:`InputError` names a device the server lacks, or two ranks on one GPU.
+    """
     host_index = {host: i for i, host in enumerate(log.hosts)}
     names = set(topology.node_names)
-    gpus = []
+    gpus: dict[str, RankInfo] = {}
     for r in log.ranks:
         gpu = f"n{host_index[r.host]}.gpu{r.device}"
         if gpu not in names:
             raise _error(
                 log.source, r.line, f"rank {r.rank} uses device {r.device}, which a {system} server does not have"
             )
-        gpus.append(gpu)
-    return gpus
+        if gpu in gpus:
+            first = gpus[gpu]
+            raise _error(
+                log.source,
+                r.line,
+                f"ranks {first.rank} (line {first.line}) and {r.rank} (line {r.line}) both name device {r.device} "
+                f"on host {r.host}: two ranks on one GPU, or device numbers counted per process "
+                "(CUDA_VISIBLE_DEVICES set per rank); flowsim needs each rank's own GPU",
+            )
+        gpus[gpu] = r
+    return list(gpus)
 
 
 def check_log(

@@ -1,6 +1,7 @@
 """``flowsim check``: nccl-tests output parsed, predicted, flagged and kept in an HDF5 history."""
 
 import argparse
+import dataclasses
 import json
 import multiprocessing
 import os
@@ -463,3 +464,180 @@ def test_a_missing_rank_line_is_named():
 def test_cli_min_bytes_that_is_not_a_size_names_the_option(capsys):
     assert flowsim_check([str(SENDRECV), "--system", "dgx-h100", "--min-bytes", "abc"]) == 2
     assert "error: --min-bytes: size 'abc' is not an integer" in capsys.readouterr().err
+
+
+def test_a_test_name_with_a_build_suffix_names_its_binary():
+    # nccl-tests built with MPI=1 NAME_SUFFIX=_mpi names itself all_reduce_perf_mpi.
+    text = SENDRECV.read_text()
+    for name in ("sendrecv_perf_mpi", "sendrecv_perf_custom_build"):
+        assert parse_nccl_log(text.replace("starting: sendrecv_perf", f"starting: {name}")).binary == "sendrecv_perf"
+    for name in ("gather_perf_mpi", "xsendrecv_perf", "sendrecv_perfx"):
+        with pytest.raises(InputError, match=f"nccl-tests binary '{name}' is not one flowsim checks"):
+            parse_nccl_log(text.replace("starting: sendrecv_perf", f"starting: {name}"))
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        lambda i: "[1,0]<stdout>:",  # mpirun --tag-output
+        lambda i: "[0] ",  # MPICH -prepend-rank
+        lambda i: "  0: ",  # srun --label, task number right-aligned
+        lambda i: f"{i % 12}: ",  # srun --label of a few tasks
+    ],
+)
+def test_launcher_prefixes_are_removed(prefix):
+    plain = parse_nccl_log(SENDRECV)
+    prefixed = parse_nccl_log("\n".join(prefix(i) + line for i, line in enumerate(_lines(SENDRECV))))
+    assert (prefixed.binary, prefixed.ranks, prefixed.rows) == (plain.binary, plain.ranks, plain.rows)
+
+
+def _relaid(header, row, path=SENDRECV):
+    """The sample at ``path`` with its column header replaced by ``header`` and each row by
+    ``row(tokens)`` (tokens: the 13 columns nccl-tests prints today)."""
+    lines = []
+    for line in _lines(path):
+        if line.lstrip("#").split()[:2] == ["size", "count"]:
+            lines.append(header)
+        elif line[:1] == " ":
+            lines.append("  ".join(row(line.split())))
+        else:
+            lines.append(line)
+    return "\n".join(lines)
+
+
+def _error_columns(tokens):
+    # Older nccl-tests print the 'error' column as a float.
+    return ["0e+00" if i in (8, 12) else t for i, t in enumerate(tokens)]
+
+
+_PER_ITERATION = ["1.5", "2.5", "3.5", "0.4"]  # i_min i_max i_p99 i_cv% of one half
+
+
+@pytest.mark.parametrize(
+    "header, row, redop, root",
+    [
+        (  # per-iteration statistics after each half
+            "#  size  count  type  redop  root  time  algbw  busbw  #wrong  i_min  i_max  i_p99  i_cv%  "
+            "time  algbw  busbw  #wrong  i_min  i_max  i_p99  i_cv%",
+            lambda t: t[:9] + _PER_ITERATION + t[9:] + _PER_ITERATION,
+            "sum",
+            -1,
+        ),
+        (  # -S 1: a timestamp after the in-place half
+            "#  size  count  type  redop  root  time  algbw  busbw  #wrong  time  algbw  busbw  #wrong  timestamp",
+            lambda t: t + ["2025-06-01", "12:00:00"],
+            "sum",
+            -1,
+        ),
+        (  # -C 1: CPU time
+            "#  size  count  type  redop  root  cputime  algbw  busbw  #wrong  cputime  algbw  busbw  #wrong",
+            lambda t: t,
+            "sum",
+            -1,
+        ),
+        (  # older: no root column, 'error' for '#wrong'
+            "#  size  count  type  redop  time  algbw  busbw  error  time  algbw  busbw  error",
+            lambda t: _error_columns(t)[:4] + _error_columns(t)[5:],
+            "sum",
+            None,
+        ),
+        (  # older all_gather_perf and sendrecv_perf: neither redop nor root
+            "#  size  count  type  time  algbw  busbw  error  time  algbw  busbw  error",
+            lambda t: _error_columns(t)[:3] + _error_columns(t)[5:],
+            None,
+            None,
+        ),
+        (  # older broadcast_perf: root but no redop
+            "#  size  count  type  root  time  algbw  busbw  error  time  algbw  busbw  error",
+            lambda t: _error_columns(t)[:3] + ["0"] + _error_columns(t)[5:],
+            None,
+            0,
+        ),
+    ],
+)
+def test_columns_are_read_where_the_header_names_them(header, row, redop, root):
+    relaid = parse_nccl_log(_relaid(header, row), collective="send")
+    plain = parse_nccl_log(SENDRECV)
+    assert relaid.rows == tuple(dataclasses.replace(r, redop=redop, root=root) for r in plain.rows)
+
+
+def test_a_table_without_redop_and_root_columns_leaves_the_binary_to_the_busbw_ratio():
+    header = "#  size  count  type  time  algbw  busbw  #wrong  time  algbw  busbw  #wrong"
+    text = _relaid(header, lambda t: t[:3] + t[5:], ALL_GATHER)
+    # (n-1)/n fits three binaries once redop "none" is not printed to rule out reduce_scatter.
+    with pytest.raises(InputError, match="fits all_gather_perf, alltoall_perf, reduce_scatter_perf"):
+        parse_nccl_log(text)
+    assert parse_nccl_log(text, collective="all_gather").rows[0].redop is None
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "#  size  count  type  redop  root  time  busbw  algbw  #wrong  time  busbw  algbw  #wrong",
+        "#  size  count  type  redop  root  time  algbw  busbw  #wrong",
+        "#  size  count  redop  type  root  time  algbw  busbw  #wrong  time  algbw  busbw  #wrong",
+    ],
+)
+def test_a_header_in_an_unknown_layout_is_named(header):
+    with pytest.raises(
+        InputError,
+        match=r"<text>, line 10: table header not understood: expected '#  size  count  type  \[redop\]  \[root\]', "
+        r"then 'time  algbw  busbw  #wrong' for each of the two halves.*got '#  size  count",
+    ):
+        parse_nccl_log(_relaid(header, lambda t: t), collective="send")
+
+
+def test_a_row_short_of_the_per_iteration_columns_is_truncated():
+    header = (
+        "#  size  count  type  redop  root  time  algbw  busbw  #wrong  i_min  i_max  i_p99  i_cv%  "
+        "time  algbw  busbw  #wrong  i_min  i_max  i_p99  i_cv%"
+    )
+    with pytest.raises(
+        InputError,
+        match=r"<text>, line 12: expected 17 columns \(size count type redop root time algbw busbw #wrong i_min "
+        r"i_max i_p99 i_cv% time algbw busbw #wrong, as the header on line 10 names them\); got 13 \(truncated row\?\)",
+    ):
+        parse_nccl_log(_relaid(header, lambda t: t), collective="send")
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["nccl-all_gather_perf.txt", "nccl-all-gather-perf.txt", "all_gather_perf_node1.txt", "node1_all_gather_perf.txt"],
+)
+def test_file_name_with_a_prefix_or_suffix_names_the_binary(tmp_path, name):
+    path = tmp_path / name
+    path.write_text(ALL_GATHER.read_text())
+    assert parse_nccl_log(path).binary == "all_gather_perf"
+
+
+@pytest.mark.parametrize("name", ["xall_gather_perf.txt", "xall_reduce_perf.txt", "all_gather_perfx.txt"])
+def test_a_binary_name_glued_to_a_word_names_nothing(tmp_path, name):
+    path = tmp_path / name
+    path.write_text(ALL_GATHER.read_text())
+    with pytest.raises(InputError, match=r"cannot tell which .*\(fits all_gather_perf, alltoall_perf\)"):
+        parse_nccl_log(path)
+
+
+def test_a_byte_order_mark_is_skipped(tmp_path):
+    # The mark would hide the sample's first line, '# nThread ...'.
+    path = tmp_path / "all_gather_perf.txt"
+    path.write_text(ALL_GATHER.read_text(), encoding="utf-8-sig")
+    for source in (path, "\ufeff" + ALL_GATHER.read_text()):
+        assert parse_nccl_log(source, collective="all_gather").rows == parse_nccl_log(ALL_GATHER).rows
+
+
+def test_two_ranks_naming_one_gpu_are_an_error():
+    # Each process seeing its GPU as device 0 (CUDA_VISIBLE_DEVICES per rank).
+    text = ALL_GATHER.read_text().replace("device  1 [", "device  0 [")
+    with pytest.raises(
+        InputError,
+        match=r"<text>, line 5: ranks 0 \(line 4\) and 1 \(line 5\) both name device 0 on host h100-07: two ranks "
+        r"on one GPU, or device numbers counted per process \(CUDA_VISIBLE_DEVICES set per rank\)",
+    ):
+        check_nccl_log(text, system="dgx-h100", collective="all_gather", min_bytes=1 << 30)
+
+
+@pytest.mark.parametrize("threshold, shown", [(0.005, "99.5%"), (0.125, "87.5%"), (0.1, "90%"), (0.0, "100%")])
+def test_the_threshold_is_shown_without_rounding(sendrecv_report, threshold, shown):
+    report = dataclasses.replace(sendrecv_report, threshold=threshold)
+    assert report.format_text().splitlines()[2] == f"# flag: measured busbw below {shown} of predicted, or #wrong > 0"

@@ -212,8 +212,8 @@ def fat_tree(
     switches, and k^3/4 hosts (``host{i}``, kind NIC), host ``i`` on edge ``i // (k/2)``.
     All links run ``technology``; each switch adds ``hop_latency_s`` (default: the fact-sheet
     hop latency of that technology's switch). With ``oversubscription`` o each edge switch has
-    k/(2o) uplinks (and each pod k/(2o) aggregation switches), so the bisection bandwidth is
-    k^3/8 x rate / o.
+    k/(2o) uplinks (and each pod k/(2o) aggregation switches, under (k/2)^2/o core switches),
+    so the bisection bandwidth is k^3/8 x rate / o.
 
     With links counted as the directed links of each cable, k=16 has 1,024 hosts and 6,144
     links, and k=32 has 8,192 hosts and 49,152 links (3 k^3/4 cables).

@@ -374,7 +374,7 @@ def preset(name: str, *, figure: str, **options) -> Topology:
     Examples
     --------
     >>> topo = preset("dgx_h100", figure="nominal")
-    >>> len(topo.gpus()), topo.link_capacity_Bps[topo.link_id("gpu0->nvswitch")] / 1e9
+    >>> len(topo.gpus()), float(topo.link_capacity_Bps[topo.link_id("gpu0->nvswitch")] / 1e9)
     (8, 450.0)
     """
     return preset_info(name).build(figure=figure, **options)

@@ -155,6 +155,13 @@ def simulate(
             f"{label}'s {_TIMES[what]} time is beyond float64's range (about 1.8e308 s): its size, "
             "start, delays or latencies are too large, or its rate too small"
         )
+    stuck = np.flatnonzero(np.isnan(finish))
+    if stuck.size:
+        # Every flow of a DAG finishes once its rate is positive, which max-min fairness gives
+        # each transferring flow: this is a solver defect, not an input the user can fix.
+        f = int(stuck[0])
+        label = f"flow {flow_names[f]!r}" if flow_names is not None else f"flow {f}"
+        raise RuntimeError(f"{label} never finished ({stuck.size} flows in all): a flowsim defect, please report it")
     link_bytes = problem.routes.per_link_sum(size)
     segments = {}
     if record != RECORD_NONE:

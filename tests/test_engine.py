@@ -63,6 +63,15 @@ def test_spec_case7_weights(mode):
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_a_light_flow_next_to_a_capped_heavy_one_moves(mode):
+    # Weights 1e6 and 1e-6 on one 1e9 B/s link, the heavy flow capped a hair above its share:
+    # the light flow gets about 1e-3 B/s and its 1e-3 bytes take 1 s. Given rate 0 by the
+    # solver, it finished at NaN (incremental) or only after the heavy flow, at 10 s (full).
+    r = simulate([[0], [0]], [1e9], [1e10, 1e-3], weights=[1e6, 1e-6], caps_Bps=[1e9, math.inf], mode=mode)
+    np.testing.assert_allclose(r.finish_s, [1e10 / (1e9 * 1e6 / (1e6 + 1e-6)), 1.0], rtol=1e-9)
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_spec_case8_dependency(mode):
     r = simulate([[0], [0]], [1 * G], [1 * G, 1 * G], depends_on=[[], [0]], delay_s=[0, 0.25], mode=mode)
     assert r.finish_s[0] == 1.0

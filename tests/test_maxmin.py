@@ -62,6 +62,23 @@ def test_weights_far_apart_keep_their_digits():
     np.testing.assert_allclose(rates, [1e-6, 1.0 - 1e-6], rtol=1e-13)
 
 
+def test_a_cap_a_hair_above_the_link_level_leaves_the_light_flow_its_share():
+    # One link of 1e9 B/s, weights 1e6 and 1e-6: level 1e9 / (1e6 + 1e-6), a relative 1e-12
+    # below the heavy flow's cap level 1e9 / 1e6, so both fall in one round. Frozen at its
+    # cap first, the heavy flow took the whole link and left the light one at rate 0 (no
+    # bottleneck: it was not the top level of its link). The link's level binds both.
+    level = 1e9 / (1e6 + 1e-6)
+    rates = max_min_rates([[0], [0]], [1e9], weights=[1e6, 1e-6], caps_Bps=[1e9, math.inf])
+    np.testing.assert_allclose(rates, [level * 1e6, level * 1e-6], rtol=1e-13)
+
+
+def test_a_light_flow_gets_what_a_near_tied_heavy_flow_leaves():
+    # Link 0 holds the heavy flow to level 1e9; link 1, at a level a relative 5e-13 above
+    # (one round), then has 1.5e3 B/s left for the light flow: level 1.5e9, not the round's.
+    rates = max_min_rates([[0, 1], [1]], [1e15, 1.0000000000015e15], weights=[1e6, 1e-6])
+    np.testing.assert_allclose(rates, [1e15, 1.5e3], rtol=1e-9)
+
+
 def test_empty_route_is_limited_by_its_cap_only():
     np.testing.assert_allclose(max_min_rates([[], [0]], [5.0], caps_Bps=[2.0, math.inf]), [2.0, 5.0])
 

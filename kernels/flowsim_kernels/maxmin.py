@@ -165,8 +165,10 @@ def progressive_fill(
     ("lazy key increase"): the lowest entry whose recomputed level equals its key is the
     true lowest level, as every other key bounds its link's level from below. Caps form a
     second stream sorted by ``cap / weight``. Each round takes the lowest
-    level ``L`` and freezes every cap and every link at ``L`` (within ``tie_rel_tol``) with
-    all their unfrozen flows. Before a link freezes flows, a weight sum that fell below 1e-4
+    level ``L`` and freezes, with all their unfrozen flows, every cap at ``L``, then every
+    link at ``L`` (within ``tie_rel_tol``, its flows at ``L``), then every cap within
+    ``tie_rel_tol`` above ``L``: a flow whose link is in the round gets the link's level
+    even when its cap is a hair higher. Before a link freezes flows, a weight sum that fell below 1e-4
     of the weight summed into it is summed afresh from its slots: with weights far apart,
     taking the large ones back out would otherwise leave the rest with too few digits and
     the link short of saturation.
@@ -251,7 +253,11 @@ def progressive_fill(
         threshold = fill * (1.0 + tie_rel_tol)
         n_rounds += 1
 
-        while next_cap < cap_end and work_keys[next_cap] <= threshold:
+        # Caps at the round's level first, then its links, then the caps a hair above it: a
+        # flow whose link is in the round gets the link's level, as in exact filling; frozen
+        # at its cap first, it would take capacity that the flows left on the link are owed
+        # (all of it, for a flow of weight 1e12 times smaller).
+        while next_cap < cap_end and work_keys[next_cap] <= fill:
             f = work_items[next_cap]
             next_cap += 1
             if not frozen[f]:
@@ -291,6 +297,13 @@ def progressive_fill(
                 if in_fill[f] and not frozen[f]:
                     _freeze(f, level * weight[f], weight[f], flow_link_indptr, flow_link_indices, frozen, rate_Bps, state)
                     n_left -= 1
+
+        while next_cap < cap_end and work_keys[next_cap] <= threshold:
+            f = work_items[next_cap]
+            next_cap += 1
+            if not frozen[f]:
+                _freeze(f, cap_Bps[f], weight[f], flow_link_indptr, flow_link_indices, frozen, rate_Bps, state)
+                n_left -= 1
     return n_rounds
 
 

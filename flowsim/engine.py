@@ -75,7 +75,8 @@ def simulate(
         Per flow: compute time after the dependencies, and per-message overhead added to the
         route latency (s, >= 0; default 0).
     record_links, record_flows
-        Record piecewise-constant rates per link (and per flow) in the result.
+        Record piecewise-constant rates per link (and, with ``record_flows``, per flow too:
+        link rates come with them) in the result.
     mode
         ``"incremental"`` re-solves only the flows an event can affect; ``"full"`` re-solves
         every transferring flow at every event (for comparison).

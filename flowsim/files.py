@@ -5,8 +5,10 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import tempfile
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 try:
@@ -27,24 +29,57 @@ def replaced_atomically(path: str | os.PathLike, *, copy_existing: bool = False)
     is removed and ``path`` is untouched: a reader sees the old file or the new one, never
     part of one.
 
+    A Ctrl-C while the block runs takes effect when it ends: the temporary file is removed
+    and :class:`KeyboardInterrupt` raised instead of the rename. Raised at once, it could
+    land in a callback that only prints it (h5py closes objects from weakref callbacks), and
+    the interrupted write would carry on and replace ``path``.
+
     ``copy_existing`` starts the temporary file as a copy of ``path`` (to add to it), with
     its permissions; otherwise it gets a new file's permissions under the current umask.
     """
     target = Path(path)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
+    with _interrupt_deferred() as interrupted:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        os.close(fd)
+        try:
+            if copy_existing and target.exists():
+                shutil.copyfile(target, tmp_name)
+                shutil.copymode(target, tmp_name)
+            else:
+                os.chmod(tmp_name, _new_file_mode())
+            yield tmp_name
+            _fsync(tmp_name)
+            if interrupted():
+                raise KeyboardInterrupt
+            os.replace(tmp_name, target)
+        except BaseException:
+            os.unlink(tmp_name)
+            raise
+
+
+@contextlib.contextmanager
+def _interrupt_deferred() -> Iterator[Callable[[], bool]]:
+    """Record a SIGINT instead of raising :class:`KeyboardInterrupt` while the block runs;
+    yields a function that says whether one arrived. One that the block did not act on is
+    raised when it ends.
+
+    Only where Ctrl-C would raise :class:`KeyboardInterrupt`: in the main thread (the only
+    one Python runs signal handlers in) under Python's default handler. A handler someone
+    else installed, or an ignored SIGINT, is left alone.
+    """
+    arrived: list[int] = []
+    if threading.current_thread() is not threading.main_thread() or (
+        signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield lambda: False
+        return
+    signal.signal(signal.SIGINT, lambda signum, frame: arrived.append(signum))
     try:
-        if copy_existing and target.exists():
-            shutil.copyfile(target, tmp_name)
-            shutil.copymode(target, tmp_name)
-        else:
-            os.chmod(tmp_name, _new_file_mode())
-        yield tmp_name
-        _fsync(tmp_name)
-        os.replace(tmp_name, target)
-    except BaseException:
-        os.unlink(tmp_name)
-        raise
+        yield lambda: bool(arrived)
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if arrived:
+        raise KeyboardInterrupt
 
 
 @contextlib.contextmanager

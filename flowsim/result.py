@@ -103,9 +103,12 @@ class SimulationResult(FlowTimes):
         lo, hi = indptr[i], indptr[i + 1]
         return self.segment_start_s[lo:hi], self.segment_end_s[lo:hi], self.segment_rate_Bps[lo:hi]
 
-    def summary(self) -> dict[str, float]:
-        """Makespan, flow-completion-time percentiles and link figures, as plain floats."""
-        out = {"makespan_s": self.makespan_s, "n_flows": float(self.n_flows), "n_events": float(self.n_events)}
+    def summary(self) -> dict[str, int | float]:
+        """Makespan, flow-completion-time percentiles and link figures as plain floats, and
+        the flow and event counts as ints."""
+        out: dict[str, int | float] = {
+            "makespan_s": self.makespan_s, "n_flows": int(self.n_flows), "n_events": int(self.n_events),
+        }
         for p, v in self.fct_percentiles().items():
             out[f"fct_p{p:g}_s"] = v
         util = self.link_utilization()

@@ -149,6 +149,8 @@ class Scenario:
     compute_s : float
         Compute time of a ``[workload.training]`` step (0 without one): the step takes
         ``max(compute_s, makespan)``.
+    files : tuple of Path
+        The files it read besides its own (the flow list), so that outputs stay off them.
     """
 
     source: str
@@ -159,6 +161,7 @@ class Scenario:
     workload: Workload
     options: Options
     compute_s: float = 0.0
+    files: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -546,16 +549,19 @@ def _training(where: Where, topology: Topology, table: Mapping, key: str) -> Tra
 
 def _workload(
     where: Where, table: Mapping, topology: Topology, base: Path
-) -> tuple[Workload, float]:
-    """The scenario's workload, and the compute time of its training step (0 if none)."""
+) -> tuple[Workload, float, tuple[Path, ...]]:
+    """The scenario's workload, the compute time of its training step (0 if none) and the
+    files it read."""
     where.only(table, ("flows", "collective", "training"), "workload")
     parts = []
     compute_s = 0.0
+    files: tuple[Path, ...] = ()
     if "flows" in table:
         flows = base / where.string(table, "flows", "workload")
         if not flows.is_file():
             raise where.error("workload.flows", f"no such flow list {str(flows)!r}")
         parts.append(read_flow_csv(flows, topology))
+        files = (flows,)
     if "collective" in table:
         for i, collective in enumerate(where.tables(table["collective"], "workload.collective")):
             parts.append(_collective(where, topology, collective, f"workload.collective[{i}]"))
@@ -568,9 +574,9 @@ def _workload(
             "workload", "expected 'flows' (a CSV flow list), [[workload.collective]] tables or [workload.training]"
         )
     if len(parts) == 1:
-        return parts[0], compute_s
+        return parts[0], compute_s, files
     try:
-        return Workload.concat(parts), compute_s
+        return Workload.concat(parts), compute_s, files
     except InputError as err:
         raise where.error("workload", str(err)) from None
 
@@ -649,7 +655,7 @@ def scenario_from_document(
     info = where.table(doc.get("scenario", {}), "scenario")
     where.only(info, ("name", "description"), "scenario")
     topology = _topology(where, where.table(_section(where, doc, "topology"), "topology"))
-    workload, compute_s = _workload(
+    workload, compute_s, files = _workload(
         where, where.table(_section(where, doc, "workload"), "workload"), topology, Path(base_dir)
     )
     return Scenario(
@@ -661,6 +667,7 @@ def scenario_from_document(
         workload=workload,
         options=_options(where, where.table(doc.get("options", {}), "options")),
         compute_s=compute_s,
+        files=files,
     )
 
 

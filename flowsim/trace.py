@@ -32,9 +32,12 @@ one-dimensional, chunked and gzip-compressed (numeric ones byte-shuffled too). A
     no cap), and the dependency CSR pair ``dep_indptr`` / ``dep_indices`` (flow ids each flow
     waits for). Result: ``ready_s``, ``transfer_start_s``, ``finish_s`` (float64 s).
     Routes: the CSR pair ``link_indptr`` / ``link_indices`` (link ids, source to
-    destination). Tags: one subgroup ``tags/<key>`` per tag column (e.g. ``collective``,
-    ``step``), dictionary-encoded as ``categories`` (str) and ``codes`` (int64[n_flows],
-    row numbers into ``categories``). When per-flow rates were recorded: ``segment_indptr``
+    destination). Tags: one subgroup of ``tags`` per tag column (e.g. ``tags/collective``,
+    ``tags/step``), dictionary-encoded as ``categories`` (str) and ``codes``
+    (int64[n_flows], row numbers into ``categories``), with the column's name in its
+    attribute ``name``. The subgroup is named after the column, except that ``%`` and ``/``
+    (a path separator to HDF5) are written ``%25`` and ``%2F``, a column named ``.`` is
+    ``%2E`` and one with an empty name ``%``. When per-flow rates were recorded: ``segment_indptr``
     (int64[n_flows + 1]) and ``segment_start_s``, ``segment_end_s``, ``segment_rate_Bps``:
     each flow's rate as constant pieces.
 ``/links`` (one row per link; attribute ``n_links``)
@@ -43,22 +46,24 @@ one-dimensional, chunked and gzip-compressed (numeric ones byte-shuffled too). A
     ``segment_start_s``, ``segment_end_s``, ``segment_rate_Bps``: each link's rate as
     consecutive constant pieces; pieces at rate 0 are omitted.
 ``/summary`` (attributes only)
-    ``makespan_s``, ``n_flows``, ``n_links``, ``n_events``, ``n_rate_updates``,
-    ``n_rates_resolved``, ``n_rates_changed``, ``fct_p50_s``, ``fct_p90_s``, ``fct_p99_s``, ``fct_p99.9_s``
-    (flow completion time, finish minus ready), ``max_link_utilization``,
-    ``total_link_bytes``.
+    Counts (int64): ``n_flows``, ``n_links``, ``n_events``, ``n_rate_updates``,
+    ``n_rates_resolved``, ``n_rates_changed``. Figures (float64): ``makespan_s``,
+    ``fct_p50_s``, ``fct_p90_s``, ``fct_p99_s``, ``fct_p99.9_s`` (flow completion time,
+    finish minus ready), ``max_link_utilization``, ``total_link_bytes``.
 
 Reliability
 -----------
 :func:`write_trace` writes to a hidden temporary file in the target's directory and renames
-it into place only once it is complete and flushed, so a crash leaves either the previous
-file or none, never a partial trace under the target name. Large columns are written in
-chunks of :data:`WRITE_CHUNK` rows, so writing adds bounded memory on top of the arrays
-being written. :func:`open_trace` reports a file that is not HDF5, truncated, not a flowsim
-trace, of a newer schema version, or damaged (a column whose length, type or ids disagree
-with the counts it depends on: ``n_flows``, ``n_links``, the topology's nodes, a CSR
-pointer, a tag's categories) as :class:`~flowsim.errors.InputError`, before any of it is
-used.
+it into place only once it is complete and flushed, so a crash or a Ctrl-C leaves either
+the previous file or none, never a partial trace under the target name. Strings it cannot
+store (with a NUL character, or not encodable as UTF-8) are refused before it writes, and
+:func:`check_writable` finds them before a run. Large columns are written in chunks of
+:data:`WRITE_CHUNK` rows, so writing adds bounded memory on top of the arrays being written.
+:func:`open_trace` reports a file that is not HDF5, truncated, not a flowsim trace, of a
+newer schema version, or damaged (a column whose length, type, values or ids disagree with
+the schema or the counts it depends on: ``n_flows``, ``n_links``, the topology's nodes, a
+CSR pointer, a tag's categories; a summary attribute missing or not a number) as
+:class:`~flowsim.errors.InputError`, before any of it is used.
 """
 
 from __future__ import annotations
@@ -82,7 +87,7 @@ from flowsim.routes import Routes
 from flowsim.topology import NodeKind, Topology
 from flowsim.workload import Workload
 
-__all__ = ["FORMAT", "SCHEMA_VERSION", "WRITE_CHUNK", "Trace", "open_trace", "write_trace"]
+__all__ = ["FORMAT", "SCHEMA_VERSION", "WRITE_CHUNK", "Trace", "check_writable", "open_trace", "write_trace"]
 
 #: Value of the root attribute ``format``.
 FORMAT = "flowsim-trace"
@@ -95,6 +100,14 @@ _STR = h5py.string_dtype("utf-8")
 _SEGMENT_COLUMNS = ("segment_start_s", "segment_end_s", "segment_rate_Bps")
 _WORKLOAD_COLUMNS = ("size_bytes", "start_s", "delay_s", "overhead_s", "weight", "cap_Bps")
 _RESULT_COLUMNS = ("ready_s", "transfer_start_s", "finish_s")
+#: Summary attributes that are counts (int64; float64 in traces written before flowsim stored
+#: them as integers).
+_SUMMARY_COUNTS = ("n_flows", "n_links", "n_events", "n_rate_updates", "n_rates_resolved", "n_rates_changed")
+#: Summary attributes every trace has (``n_rates_changed`` came later).
+_SUMMARY_REQUIRED = (
+    "makespan_s", "n_flows", "n_links", "n_events", "n_rate_updates", "n_rates_resolved", "fct_p50_s", "fct_p90_s",
+    "fct_p99_s", "fct_p99.9_s", "max_link_utilization", "total_link_bytes",
+)
 
 
 def _dataset(group: h5py.Group, name: str, n: int, dtype) -> h5py.Dataset:
@@ -124,9 +137,20 @@ def _write_strings(group: h5py.Group, name: str, values) -> None:
         ds[lo : lo + WRITE_CHUNK] = np.array(values[lo : lo + WRITE_CHUNK], dtype=object)
 
 
+def _tag_group_name(key: str) -> str:
+    """The name of tag ``key``'s group (see the schema): distinct for distinct names, and
+    never a path, ``.`` (the group itself) or empty, which HDF5 would misread or refuse."""
+    if key == "":
+        return "%"
+    if key == ".":
+        return "%2E"
+    return key.replace("%", "%25").replace("/", "%2F")
+
+
 def _write_tag(group: h5py.Group, key: str, values: tuple[str, ...]) -> None:
     categories: dict[str, int] = {}
-    tag = group.create_group(key)
+    tag = group.create_group(_tag_group_name(key))
+    tag.attrs["name"] = key
     codes = _dataset(tag, "codes", len(values), np.int64)
     for lo in range(0, len(values), WRITE_CHUNK):
         chunk = values[lo : lo + WRITE_CHUNK]
@@ -154,6 +178,52 @@ def _check_shapes(topology: Topology, workload: Workload, routes: Routes, result
             f"trace parts disagree on the link count: topology {topology.n_links}, routes {routes.n_links}, "
             f"result {result.link_bytes.shape[0]}"
         )
+
+
+def _unstorable(text: str) -> str | None:
+    """Why an HDF5 string cannot hold ``text``, or None when it can."""
+    if "\0" in text:
+        return f"it has a NUL character (at character {text.index(chr(0))}), where HDF5 strings end"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        return f"it has a lone surrogate (at character {err.start}), which UTF-8 cannot encode"
+    return None
+
+
+def _check_strings(values, subject) -> None:
+    """Raise an :class:`InputError` naming ``subject(i)`` and the value for the first of
+    ``values`` that a trace cannot store."""
+    # One pass over the joined text: the row is looked for only when something is wrong.
+    if _unstorable("".join(values)) is None:
+        return
+    for i, value in enumerate(values):
+        why = _unstorable(value)
+        if why is not None:
+            raise InputError(f"{subject(i)} {value!r} cannot be stored in a trace: {why}")
+
+
+def check_writable(topology: Topology, workload: Workload, *, scenario_text: str = "") -> None:
+    """Check that :func:`write_trace` can store every string of a run; call it before the
+    run to fail before the simulation rather than after.
+
+    Raises
+    ------
+    InputError
+        Naming the node, server, link, flow or tag with a string that has a NUL character
+        (HDF5 strings end at one) or a lone surrogate (not encodable as UTF-8).
+    """
+    _check_strings(topology.node_names, lambda i: "node name")
+    _check_strings(topology.server_names, lambda i: "server name")
+    _check_strings(topology.link_names, lambda i: "link name")
+    _check_strings(topology.link_technology, lambda i: f"link {topology.link_names[i]!r}: technology")
+    _check_strings(workload.names, lambda i: "flow name")
+    _check_strings(list(workload.tags), lambda i: "tag name")
+    for key, values in workload.tags.items():
+        _check_strings(values, lambda i, key=key: f"flow {workload.names[i]!r}: tag {key!r}: value")
+    why = _unstorable(scenario_text)
+    if why is not None:
+        raise InputError(f"the scenario text cannot be stored in a trace: {why}")
 
 
 def _write_topology(root: h5py.File, topology: Topology) -> None:
@@ -249,16 +319,18 @@ def write_trace(
     Raises
     ------
     InputError
-        When the parts disagree on the flow or link count, or a flow names an unknown node.
+        When the parts disagree on the flow or link count, a flow names an unknown node, or
+        a string cannot be stored (see :func:`check_writable`); nothing is written then.
     OSError
         When the directory is not writable; no file is left behind.
 
     Notes
     -----
     Written whole or not at all (:func:`flowsim.files.replaced_atomically`): on any error
-    ``path`` is untouched.
+    or a Ctrl-C ``path`` is untouched.
     """
     _check_shapes(topology, workload, routes, result)
+    check_writable(topology, workload, scenario_text=scenario_text)
     target = Path(path)
     with replaced_atomically(target) as tmp_name:
         with h5py.File(tmp_name, "w") as root:
@@ -303,12 +375,14 @@ class Trace(FlowTimes):
     flow_link_indptr, flow_link_indices : int64
         Route CSR pair.
     tags : dict of str to object ndarray[n_flows] of str
+        Keyed by the tag's column name.
     link_capacity_Bps, link_bytes : float64[n_links]
     link_segment_indptr : int64[n_links + 1] or None
     link_segment_start_s, link_segment_end_s, link_segment_rate_Bps : float64 or None
     flow_segment_indptr : int64[n_flows + 1] or None
     flow_segment_start_s, flow_segment_end_s, flow_segment_rate_Bps : float64 or None
-    summary : dict of str to float
+    summary : dict of str to int or float
+        The ``/summary`` attributes: counts (``n_*``) as int, the rest as float.
     """
 
     path: Path
@@ -334,7 +408,7 @@ class Trace(FlowTimes):
     tags: Mapping[str, np.ndarray]
     link_capacity_Bps: np.ndarray
     link_bytes: np.ndarray
-    summary: Mapping[str, float]
+    summary: Mapping[str, int | float]
     link_segment_indptr: np.ndarray | None = None
     link_segment_start_s: np.ndarray | None = None
     link_segment_end_s: np.ndarray | None = None
@@ -374,6 +448,10 @@ class Trace(FlowTimes):
             capacity_Bps, latency_s, bytes, utilization) and ``"flows"`` (name, src, dst,
             size_bytes, start_s, ready_s, transfer_start_s, finish_s, fct_s, hops, one
             column per tag); node, kind, tier, technology and tag columns are categorical.
+            A tag named like one of the flow table's own columns (a flow list's
+            ``finish_s`` column, say) is the column ``tag:<name>`` (prefixed again while
+            another tag has that name), so that it neither replaces that column nor is
+            lost.
         """
         try:
             import pandas as pd
@@ -412,8 +490,13 @@ class Trace(FlowTimes):
             "fct_s": self.fct_s,
             "hops": np.diff(self.flow_link_indptr),
         })
-        for key, values in self.tags.items():
-            flows[key] = pd.Categorical(values)
+        # Tags named like the table's own columns go last, so that a tag itself named
+        # "tag:<name>" keeps its name and theirs is the one prefixed again.
+        for key in sorted(self.tags, key=lambda key: key in flows):
+            column = key
+            while column in flows:
+                column = f"tag:{column}"
+            flows[column] = pd.Categorical(self.tags[key])
         return {"nodes": nodes, "links": links, "flows": flows}
 
 
@@ -421,19 +504,12 @@ def _open_error(path: Path, why: str) -> InputError:
     return InputError(f"{path}: {why}")
 
 
-def _read(group: h5py.Group, name: str) -> np.ndarray:
-    ds = group[name]
-    if h5py.check_string_dtype(ds.dtype) is not None:
-        return ds.asstr()[:]
-    return ds[:]
-
-
 def _check_header(path: Path, root: h5py.File) -> dict[str, object]:
     metadata = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in root.attrs.items()}
     if metadata.get("format") != FORMAT:
         raise _open_error(path, f"not a flowsim trace (the root attribute 'format' is not {FORMAT!r})")
     version = metadata.get("schema_version")
-    if not isinstance(version, int):
+    if isinstance(version, bool) or not isinstance(version, int):
         raise _open_error(path, f"not a flowsim trace (schema_version {version!r} is not an integer)")
     if version > SCHEMA_VERSION:
         raise _open_error(
@@ -443,30 +519,22 @@ def _check_header(path: Path, root: h5py.File) -> dict[str, object]:
         )
     if version < 1:
         raise _open_error(path, f"unknown trace schema version {version}")
+    if not isinstance(metadata.get("scenario_text", ""), str):
+        raise _open_error(
+            path, f"damaged trace: the root attribute 'scenario_text' is {metadata['scenario_text']!r}, expected text"
+        )
     return metadata
-
-
-def _read_topology(g: h5py.Group) -> Topology:
-    return Topology(
-        node_names=tuple(_read(g, "node_name")),
-        node_kind=_read(g, "node_kind"),
-        node_server=_read(g, "node_server"),
-        node_nic=_read(g, "node_nic"),
-        server_names=tuple(_read(g, "server_name")),
-        server_p2p=_read(g, "server_p2p"),
-        link_names=tuple(_read(g, "link_name")),
-        link_src=_read(g, "link_src"),
-        link_dst=_read(g, "link_dst"),
-        link_capacity_Bps=_read(g, "link_capacity_Bps"),
-        link_latency_s=_read(g, "link_latency_s"),
-        link_technology=tuple(_read(g, "link_technology")),
-        link_tier=_read(g, "link_tier"),
-        link_shared=_read(g, "link_shared"),
-    )
 
 
 def _damaged(path: Path, dataset: str, why: str) -> InputError:
     return _open_error(path, f"damaged trace: {dataset} {why}")
+
+
+def _group(path: Path, parent: h5py.Group, name: str) -> h5py.Group:
+    group = parent[name]
+    if not isinstance(group, h5py.Group):
+        raise _damaged(path, group.name, "is not a group")
+    return group
 
 
 def _count(path: Path, group: h5py.Group, attribute: str) -> int:
@@ -478,20 +546,99 @@ def _count(path: Path, group: h5py.Group, attribute: str) -> int:
     return int(value)
 
 
+#: Most times deflate (gzip) can shrink data. A dataset whose rows take more than this many
+#: times the bytes it stores has a damaged row count, which reading would allocate.
+_MAX_EXPANSION = 1032
+
+
 def _column(path: Path, group: h5py.Group, name: str, rows: tuple[int, str] | None, kind: str) -> np.ndarray:
     """Dataset ``name`` of ``group``, checked to be one-dimensional, of ``kind``
-    ("integers", "numbers" or "strings") and, when ``rows`` (count, what it counts) is
-    given, that long."""
+    ("integers", "numbers", "booleans" or "strings"), no longer than the bytes it stores
+    can hold and, when ``rows`` (count, what it counts) is given, that long."""
     ds = group[name]
+    if not isinstance(ds, h5py.Dataset):
+        raise _damaged(path, ds.name, "is not a dataset")
     if ds.ndim != 1:
         raise _damaged(path, ds.name, f"has shape {ds.shape}, expected one dimension")
     is_str = h5py.check_string_dtype(ds.dtype) is not None
-    fits = {"integers": ds.dtype.kind in "iu", "numbers": ds.dtype.kind in "iuf", "strings": is_str}[kind]
+    fits = {
+        "integers": ds.dtype.kind in "iu", "numbers": ds.dtype.kind in "iuf", "booleans": ds.dtype.kind == "b",
+        "strings": is_str,
+    }[kind]
     if not fits:
         raise _damaged(path, ds.name, f"has dtype {ds.dtype}, expected {kind}")
     if rows is not None and ds.shape[0] != rows[0]:
         raise _damaged(path, ds.name, f"has {ds.shape[0]} rows, expected {rows[0]} ({rows[1]})")
+    stored = ds.id.get_storage_size()
+    if ds.shape[0] * ds.dtype.itemsize > _MAX_EXPANSION * stored:
+        raise _damaged(path, ds.name, f"has {ds.shape[0]} rows but stores only {stored} bytes")
     return ds.asstr()[:] if is_str else ds[:]
+
+
+def _finite_at_least_zero(values: np.ndarray) -> np.ndarray:
+    return np.isfinite(values) & (values >= 0)
+
+
+#: What each numeric flow and link column may hold, as the workload checks and the engine
+#: produce them: a test of the values and what it expects, for the message.
+_VALUES = {
+    **{c: (_finite_at_least_zero, "a finite number >= 0")
+       for c in ("size_bytes", "start_s", "delay_s", "overhead_s", "bytes", *_RESULT_COLUMNS, *_SEGMENT_COLUMNS)},
+    "weight": (lambda v: np.isfinite(v) & (v > 0), "a finite number > 0"),
+    "capacity_Bps": (lambda v: np.isfinite(v) & (v > 0), "a finite number > 0"),
+    "cap_Bps": (lambda v: v > 0, "a number > 0 (inf for no cap)"),
+}
+
+
+def _numbers(path: Path, group: h5py.Group, name: str, rows: tuple[int, str] | None) -> np.ndarray:
+    """A numeric column, checked as :func:`_column` does and to hold the values
+    :data:`_VALUES` allows it (a NaN finish time would otherwise pass as a time)."""
+    values = _column(path, group, name, rows, "numbers")
+    test, expected = _VALUES[name]
+    bad = np.flatnonzero(~test(values))
+    if bad.size:
+        i = int(bad[0])
+        raise _damaged(path, group[name].name, f"row {i} is {values[i].item()!r}, expected {expected}")
+    return values
+
+
+def _unique(path: Path, group: h5py.Group, name: str, rows: tuple[int, str]) -> np.ndarray:
+    """A string column, checked as :func:`_column` does and to repeat no value."""
+    values = _column(path, group, name, rows, "strings")
+    first: dict[str, int] = {}
+    for i, value in enumerate(values.tolist()):
+        if value in first:
+            raise _damaged(
+                path, group[name].name, f"rows {first[value]} and {i} are both {value!r}; they must be unique"
+            )
+        first[value] = i
+    return values
+
+
+#: Topology columns besides the names: (the table whose rows they are, their kind).
+_TOPOLOGY_COLUMNS = {
+    "node_kind": ("node", "integers"), "node_server": ("node", "integers"), "node_nic": ("node", "integers"),
+    "server_p2p": ("server", "booleans"), "link_src": ("link", "integers"), "link_dst": ("link", "integers"),
+    "link_capacity_Bps": ("link", "numbers"), "link_latency_s": ("link", "numbers"),
+    "link_technology": ("link", "strings"), "link_tier": ("link", "integers"), "link_shared": ("link", "booleans"),
+}
+
+
+def _read_topology(path: Path, g: h5py.Group) -> Topology:
+    """The topology in ``g``: each column's type and length checked here, the values (ids,
+    kinds, tiers, capacities, unique names) by :class:`Topology`."""
+    names = {table: _column(path, g, f"{table}_name", None, "strings") for table in ("node", "server", "link")}
+    rows = {table: (values.shape[0], f"{table}s in {g.name}/{table}_name") for table, values in names.items()}
+    columns = {
+        column: _column(path, g, column, rows[table], kind) for column, (table, kind) in _TOPOLOGY_COLUMNS.items()
+    }
+    try:
+        return Topology(
+            node_names=tuple(names["node"]), server_names=tuple(names["server"]), link_names=tuple(names["link"]),
+            **columns,
+        )
+    except InputError as err:
+        raise _open_error(path, f"damaged topology in trace: {err}") from None
 
 
 def _indptr(path: Path, group: h5py.Group, name: str, rows: tuple[int, str], n_entries: int) -> np.ndarray:
@@ -528,7 +675,7 @@ def _segments(path: Path, group: h5py.Group, rows: tuple[int, str]) -> dict[str,
     """``indptr``, ``start_s``, ``end_s``, ``rate_Bps`` of a group's segments, if it has them."""
     if "segment_indptr" not in group:
         return {}
-    columns = {c.removeprefix("segment_"): _column(path, group, c, None, "numbers") for c in _SEGMENT_COLUMNS}
+    columns = {c.removeprefix("segment_"): _numbers(path, group, c, None) for c in _SEGMENT_COLUMNS}
     n_segments = columns["start_s"].shape[0]
     for column in _SEGMENT_COLUMNS[1:]:
         if group[column].shape[0] != n_segments:
@@ -540,20 +687,51 @@ def _segments(path: Path, group: h5py.Group, rows: tuple[int, str]) -> dict[str,
 
 def _tags(path: Path, flows: h5py.Group, rows: tuple[int, str]) -> dict[str, np.ndarray]:
     tags = {}
-    for key, tag in flows["tags"].items():
+    group = _group(path, flows, "tags")
+    for key in group:
+        tag = _group(path, group, key)
+        # Traces written before tags carried their name have it only as the group's.
+        name = tag.attrs.get("name", key)
+        if not isinstance(name, str):
+            raise _damaged(path, tag.name, f"attribute 'name' is {name!r}, expected text")
+        if name in tags:
+            raise _damaged(path, tag.name, f"is a second group of tag {name!r}")
         categories = _column(path, tag, "categories", None, "strings").astype(object)
-        tags[key] = categories[_ids(path, tag, "codes", rows, categories.shape[0], "categories")]
+        tags[name] = categories[_ids(path, tag, "codes", rows, categories.shape[0], "categories")]
     return tags
 
 
+def _summary(path: Path, group: h5py.Group, n_flows: int, n_links: int) -> dict[str, int | float]:
+    """The summary attributes: counts as int, the rest float; checked to be numbers, to
+    include every one a trace has, and to agree with the flow and link counts."""
+    summary: dict[str, int | float] = {}
+    for key, value in group.attrs.items():
+        if isinstance(value, np.generic):
+            value = value.item()
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise _damaged(path, group.name, f"attribute {key!r} is {value!r}, expected a number")
+        if key in _SUMMARY_COUNTS:
+            # Traces written before counts were stored as integers hold them as floats.
+            if not (float(value).is_integer() and value >= 0):
+                raise _damaged(path, group.name, f"attribute {key!r} is {value!r}, expected a non-negative integer")
+            summary[key] = int(value)
+        else:
+            summary[key] = float(value)
+    missing = [key for key in _SUMMARY_REQUIRED if key not in summary]
+    if missing:
+        raise _damaged(path, group.name, f"lacks the attribute {missing[0]!r}")
+    for key, n, where in (("n_flows", n_flows, "/flows"), ("n_links", n_links, "/links")):
+        if summary[key] != n:
+            raise _damaged(path, group.name, f"has {key} {summary[key]} but {where} has {n}")
+    return summary
+
+
 def _read_trace(path: Path, root: h5py.File, metadata: Mapping[str, object]) -> Trace:
-    """The trace in ``root``, every column checked against the counts it depends on, so that
-    damage is reported here and not as a crash of whatever reads the trace."""
-    try:
-        topology = _read_topology(root["topology"])
-    except InputError as err:
-        raise _open_error(path, f"damaged topology in trace: {err}") from None
-    flows, links = root["flows"], root["links"]
+    """The trace in ``root``, every column checked against the schema and the counts it
+    depends on, so that damage is reported here and not as a crash of whatever reads the
+    trace."""
+    topology = _read_topology(path, _group(path, root, "topology"))
+    flows, links = _group(path, root, "flows"), _group(path, root, "links")
     n_flows, n_links = _count(path, flows, "n_flows"), _count(path, links, "n_links")
     if n_links != topology.n_links:
         raise _damaged(path, links.name, f"has n_links {n_links} but the topology has {topology.n_links} links")
@@ -563,20 +741,20 @@ def _read_trace(path: Path, root: h5py.File, metadata: Mapping[str, object]) -> 
     return Trace(
         path=path,
         metadata=metadata,
-        scenario_text=str(metadata.get("scenario_text", "")),
+        scenario_text=metadata.get("scenario_text", ""),
         topology=topology,
-        names=_column(path, flows, "name", per_flow, "strings"),
+        names=_unique(path, flows, "name", per_flow),
         src=_ids(path, flows, "src", per_flow, topology.n_nodes, "nodes"),
         dst=_ids(path, flows, "dst", per_flow, topology.n_nodes, "nodes"),
-        **{c: _column(path, flows, c, per_flow, "numbers") for c in _WORKLOAD_COLUMNS + _RESULT_COLUMNS},
+        **{c: _numbers(path, flows, c, per_flow) for c in _WORKLOAD_COLUMNS + _RESULT_COLUMNS},
         dep_indptr=dep_indptr,
         dep_indices=dep_indices,
         flow_link_indptr=link_indptr,
         flow_link_indices=link_indices,
         tags=_tags(path, flows, per_flow),
-        link_capacity_Bps=_column(path, links, "capacity_Bps", per_link, "numbers"),
-        link_bytes=_column(path, links, "bytes", per_link, "numbers"),
-        summary={k: float(v) for k, v in root["summary"].attrs.items()},
+        link_capacity_Bps=_numbers(path, links, "capacity_Bps", per_link),
+        link_bytes=_numbers(path, links, "bytes", per_link),
+        summary=_summary(path, _group(path, root, "summary"), n_flows, n_links),
         **{f"link_segment_{k}": v for k, v in _segments(path, links, per_link).items()},
         **{f"flow_segment_{k}": v for k, v in _segments(path, flows, per_flow).items()},
     )
@@ -597,8 +775,8 @@ def open_trace(path: str | os.PathLike) -> Trace:
     ------
     InputError
         Naming the file when it is missing, not HDF5, truncated or damaged (naming the
-        damaged dataset), not a flowsim trace, or written with a newer schema version than
-        this flowsim reads.
+        damaged dataset or attribute), not a flowsim trace, or written with a newer schema
+        version than this flowsim reads.
     """
     path = Path(path)
     if not path.is_file():
@@ -612,5 +790,6 @@ def open_trace(path: str | os.PathLike) -> Trace:
             return _read_trace(path, root, _check_header(path, root))
         except InputError:
             raise
-        except (OSError, KeyError, ValueError, TypeError) as err:
+        # h5py reports a damaged object header or attribute message as RuntimeError.
+        except (OSError, RuntimeError, KeyError, ValueError, TypeError) as err:
             raise _open_error(path, f"damaged or incomplete flowsim trace: {err}") from None

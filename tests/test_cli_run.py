@@ -317,3 +317,104 @@ def test_utilization_of_many_links_is_one_heatmap_of_exact_means(traces, tmp_pat
     assert util.shape[0] == carried.size and util.max() <= 100 + 1e-9
     # Equal time bins: each row's mean is the link's mean utilization over the makespan.
     np.testing.assert_allclose(util.mean(axis=1), 100 * trace.link_utilization()[carried], rtol=1e-9)
+
+
+def _scenario_with_flows(tmp_path, csv_text):
+    """A DGX H100 scenario in ``tmp_path`` whose flow list ``f.csv`` holds ``csv_text``."""
+    scenario = tmp_path / "s.toml"
+    scenario.write_text('[topology]\npreset = "dgx_h100"\nfigure = "nominal"\n[workload]\nflows = "f.csv"\n')
+    (tmp_path / "f.csv").write_text(csv_text)
+    return scenario
+
+
+def test_run_refuses_to_write_over_its_flow_list(tmp_path, monkeypatch):
+    text = "name,src,dst,size_bytes\na,gpu0,gpu1,1e6\n"
+    scenario = _scenario_with_flows(tmp_path, text)
+    monkeypatch.setattr(run, "run_scenario", None)  # simulating would fail: the check must come first
+    with pytest.raises(InputError, match=r"f\.csv: the trace would replace the input file .*f\.csv"):
+        flowsim("run", scenario, "-o", tmp_path / "f.csv", "-q")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError, match="would replace the input file"):
+        flowsim("run", "s.toml", "-o", "./f.csv", "-q")
+    assert (tmp_path / "f.csv").read_text() == text
+
+
+def test_run_refuses_strings_a_trace_cannot_hold_before_simulating(tmp_path, monkeypatch):
+    scenario = _scenario_with_flows(tmp_path, "name,src,dst,size_bytes,job\na,gpu0,gpu1,1e6,x\x00y\n")
+    monkeypatch.setattr(run, "run_scenario", None)  # simulating would fail: the check must come first
+    with pytest.raises(InputError, match=r"s\.toml: flow 'a': tag 'job': value 'x\\x00y' cannot be stored in a trace"):
+        flowsim("run", scenario, "-o", tmp_path / "t.h5", "-q")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.csv", "s.toml"]
+
+
+def test_run_keeps_tag_columns_with_any_name(tmp_path):
+    scenario = _scenario_with_flows(
+        tmp_path, "name,src,dst,size_bytes,job/step,/job,.,finish_s\na,gpu0,gpu1,1e6,1,2,3,4\n"
+    )
+    assert flowsim("run", scenario, "-o", tmp_path / "t.h5", "-q") == 0
+    trace = open_trace(tmp_path / "t.h5")
+    assert {k: v.tolist() for k, v in trace.tags.items()} == {"job/step": ["1"], "/job": ["2"], ".": ["3"],
+                                                              "finish_s": ["4"]}
+    assert trace.finish_s[0] > 0
+
+
+def test_interrupted_plot_keeps_the_previous_image(traces, tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    out = tmp_path / "keep.svg"
+    out.write_text("<svg>the plot from before</svg>")
+
+    def interrupted(fig, name, **kwargs):
+        with open(name, "w") as image:
+            image.write("<svg>half of a")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Figure, "savefig", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        flowsim("plot", traces[DGX], "--kind", "fct-cdf", "-o", out)
+    assert out.read_text() == "<svg>the plot from before</svg>"
+    assert [p.name for p in tmp_path.iterdir()] == ["keep.svg"]
+
+
+@pytest.mark.parametrize(("suffix", "magic"), [(".svg", b"<?xml"), (".pdf", b"%PDF"), (".PNG", PNG_MAGIC)])
+def test_plot_format_follows_the_suffix(traces, tmp_path, suffix, magic):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / f"p{suffix}"
+    assert flowsim("plot", traces[DGX], "--kind", "fct-cdf", "-o", out) == 0
+    assert out.read_bytes().startswith(magic)
+
+
+def test_timeline_rows_are_labelled_at_whole_flows(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    scenario = _scenario_with_flows(
+        tmp_path, "name,src,dst,size_bytes\na,gpu0,gpu1,1e6\nb,gpu1,gpu2,2e6\nc,gpu2,gpu3,3e6\n"
+    )
+    assert flowsim("run", scenario, "-o", tmp_path / "t.h5", "-q") == 0
+    drawn = []
+    save = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda fig, *args, **kw: (drawn.append(fig), save(fig, *args, **kw)))
+    assert flowsim("plot", tmp_path / "t.h5", "--kind", "timeline", "-o", tmp_path / "t.png") == 0
+    (fig,) = drawn
+    ticks = fig.axes[0].get_yticks()
+    assert ticks.size >= 2 and np.all(ticks == np.round(ticks))
+
+
+def test_inspect_a_topology_without_links(tmp_path, capsys):
+    from flowsim import NodeKind, TopologyBuilder, Workload
+    from flowsim.engine import simulate
+    from flowsim.routing import route
+
+    builder = TopologyBuilder()
+    builder.add_node("gpu0", NodeKind.GPU, server=builder.add_server("s"))
+    topology = builder.build()
+    workload = Workload.build([], [], [], [])
+    routes = route(topology, [], [])
+    result = simulate(routes, topology.link_capacity_Bps, workload.size_bytes)
+    path = write_trace(tmp_path / "t.h5", topology, workload, routes, result)
+    assert flowsim("inspect", path) == 0
+    out = capsys.readouterr().out
+    assert "topology: 1 nodes in 1 server, 0 links\n  nodes: 1 gpu\n  links: none\n" in out

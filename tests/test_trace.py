@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -340,4 +342,175 @@ def test_columns_that_disagree_with_the_counts_are_reported(trace_path, damage, 
     with h5py.File(trace_path, "r+") as f:
         damage(f)
     with pytest.raises(InputError, match=rf"run\.h5: damaged trace: {match}"):
+        open_trace(trace_path)
+
+
+def _tagged(tags, names=("p", "q")):
+    """A two-flow run on a DGX H100 whose workload has ``tags`` and flow ``names``."""
+    topology = preset("dgx_h100", figure="nominal")
+    workload = Workload.build(list(names), ["gpu0", "gpu1"], ["gpu1", "gpu2"], [1e6, 2e6], tags=tags)
+    return flowsim.run(topology, workload)
+
+
+@pytest.mark.parametrize("key", ["job/step", "/job", "a/", ".", "", "%2F", "100%", "..", " x "])
+def test_any_tag_name_round_trips(tmp_path, key):
+    run = _tagged({key: ["1", "2"], "plain": ["a", "b"]})
+    path = write_trace(tmp_path / "t.h5", run.topology, run.workload, run.routes, run.result)
+    assert {k: v.tolist() for k, v in open_trace(path).tags.items()} == {key: ["1", "2"], "plain": ["a", "b"]}
+    with h5py.File(path) as f:  # a plain name stays readable by its own path
+        assert f["flows/tags/plain"].attrs["name"] == "plain"
+
+
+def test_tags_of_traces_written_without_their_name_attribute_are_read(trace_path, run):
+    with h5py.File(trace_path, "r+") as f:
+        for tag in f["flows/tags"].values():
+            del tag.attrs["name"]
+    assert {k: v.tolist() for k, v in open_trace(trace_path).tags.items()} == {
+        k: list(v) for k, v in run[1].tags.items()
+    }
+
+
+@pytest.mark.parametrize(("names", "tags", "match"), [
+    pytest.param(["x\x00one", "q"], {}, r"flow name 'x\\x00one' cannot be stored in a trace: it has a NUL",
+                 id="flow name"),
+    pytest.param(["p", "q"], {"job": ["a", "b\x00"]}, r"flow 'q': tag 'job': value 'b\\x00' cannot be stored",
+                 id="tag value"),
+    pytest.param(["p", "q"], {"jo\x00b": ["a", "b"]}, r"tag name 'jo\\x00b' cannot be stored", id="tag name"),
+    pytest.param(["\ud800", "q"], {}, r"flow name '\\ud800' cannot be stored in a trace: it has a lone surrogate",
+                 id="surrogate"),
+])
+def test_strings_a_trace_cannot_hold_are_refused_before_writing(tmp_path, names, tags, match):
+    run = _tagged(tags, names)
+    with pytest.raises(InputError, match=match):
+        trace_module.check_writable(run.topology, run.workload)
+    with pytest.raises(InputError, match=match):
+        write_trace(tmp_path / "t.h5", run.topology, run.workload, run.routes, run.result)
+    assert list(tmp_path.iterdir()) == []
+
+
+class _InterruptWhenCollected:
+    """Sends SIGINT from ``__del__``, where Python only prints an exception: as h5py's
+    weakref callbacks, which a Ctrl-C during a write often lands in."""
+
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+def test_ctrl_c_during_the_write_keeps_the_previous_trace(trace_path, run, monkeypatch):
+    before = trace_path.read_bytes()
+    write_links = trace_module._write_links
+
+    def interrupted(*args):
+        _InterruptWhenCollected()
+        write_links(*args)
+
+    monkeypatch.setattr(trace_module, "_write_links", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_trace(trace_path, *run)
+    assert trace_path.read_bytes() == before
+    assert [p.name for p in trace_path.parent.iterdir()] == [trace_path.name]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_to_pandas_keeps_result_columns_and_tags_named_like_them(tmp_path):
+    pytest.importorskip("pandas")
+    tags = {"finish_s": ["late", "early"], "src": ["x", "y"], "hops": ["1", "2"], "tag:hops": ["u", "v"]}
+    run = _tagged(tags)
+    trace = open_trace(write_trace(tmp_path / "t.h5", run.topology, run.workload, run.routes, run.result))
+    assert {k: v.tolist() for k, v in trace.tags.items()} == tags
+    flows = trace.to_pandas()["flows"]
+    np.testing.assert_array_equal(flows["finish_s"], run.result.finish_s)
+    assert flows["src"].tolist() == ["gpu0", "gpu1"] and flows["hops"].tolist() == [2, 2]
+    assert flows["tag:finish_s"].tolist() == ["late", "early"] and flows["tag:src"].tolist() == ["x", "y"]
+    assert flows["tag:hops"].tolist() == ["u", "v"] and flows["tag:tag:hops"].tolist() == ["1", "2"]
+
+
+def test_summary_counts_are_integers(trace_path, run):
+    with h5py.File(trace_path) as f:
+        for name in ("n_flows", "n_links", "n_events", "n_rate_updates", "n_rates_resolved", "n_rates_changed"):
+            assert f["summary"].attrs[name].dtype == np.int64, name
+        assert f["summary"].attrs["makespan_s"].dtype == np.float64
+    summary = open_trace(trace_path).summary
+    assert summary["n_flows"] == 12 and isinstance(summary["n_flows"], int)
+    assert isinstance(summary["makespan_s"], float)
+
+
+def test_float_counts_of_older_traces_are_read_as_integers(trace_path, run):
+    with h5py.File(trace_path, "r+") as f:
+        for name in ("n_flows", "n_events"):
+            f["summary"].attrs[name] = float(f["summary"].attrs[name])
+    summary = open_trace(trace_path).summary
+    assert summary["n_flows"] == 12 and isinstance(summary["n_flows"], int)
+    assert summary["n_events"] == run[3].n_events and isinstance(summary["n_events"], int)
+
+
+def _delete_attribute(group, name):
+    def damage(f):
+        del f[group].attrs[name]
+    return damage
+
+
+def _replace_with_group(name):
+    def damage(f):
+        del f[name]
+        f.create_group(name)
+    return damage
+
+
+@pytest.mark.parametrize(("damage", "match"), [
+    pytest.param(_set("links/capacity_Bps", 0, 0.0), r"/links/capacity_Bps row 0 is 0.0, expected a finite number > 0",
+                 id="zero capacity"),
+    pytest.param(_set("flows/finish_s", 2, np.nan), r"/flows/finish_s row 2 is nan, expected a finite number >= 0",
+                 id="NaN finish"),
+    pytest.param(_set("flows/weight", 1, -1.0), r"/flows/weight row 1 is -1.0, expected a finite number > 0",
+                 id="negative weight"),
+    pytest.param(_set("flows/name", 5, "f1.é"), r"/flows/name rows 1 and 5 are both 'f1.é'; they must be unique",
+                 id="duplicate flow names"),
+    pytest.param(_replace("topology/node_kind", np.full(1, 4.7)),
+                 r"/topology/node_kind has dtype float64, expected integers", id="float node kinds"),
+    pytest.param(_replace("topology/link_name", np.arange(3)), r"/topology/link_name has dtype int64, expected strings",
+                 id="integer link names"),
+    pytest.param(_replace("topology/server_p2p", np.array(["yes"], dtype=object)),
+                 r"/topology/server_p2p has dtype object, expected booleans", id="text for booleans"),
+    pytest.param(_resize("topology/node_nic", 2), r"/topology/node_nic has 2 rows, expected \d+ \(nodes in ",
+                 id="short topology column"),
+    pytest.param(_delete_attribute("summary", "n_rates_resolved"), r"/summary lacks the attribute 'n_rates_resolved'",
+                 id="summary attribute missing"),
+    pytest.param(_set_attribute("summary", "makespan_s", "soon"),
+                 r"/summary attribute 'makespan_s' is 'soon', expected a number", id="summary attribute text"),
+    pytest.param(_set_attribute("summary", "n_events", 2.5),
+                 r"/summary attribute 'n_events' is 2.5, expected a non-negative integer", id="fractional count"),
+    pytest.param(_set_attribute("summary", "n_flows", 11), r"/summary has n_flows 11 but /flows has 12",
+                 id="summary off the flows"),
+    pytest.param(_replace("flows/tags/step", np.arange(12)), r"/flows/tags/step is not a group", id="tag not a group"),
+    pytest.param(_replace_with_group("flows/finish_s"), r"/flows/finish_s is not a dataset", id="column not a dataset"),
+    pytest.param(_set_attribute("flows/tags/step", "name", "collective"),
+                 r"/flows/tags/step is a second group of tag 'collective'", id="tag named twice"),
+    pytest.param(_resize("links/segment_start_s", 10**13),
+                 r"/links/segment_start_s has 10000000000000 rows but stores only \d+ bytes", id="vast row count"),
+])
+def test_values_types_and_attributes_off_the_schema_are_reported(trace_path, damage, match):
+    with h5py.File(trace_path, "r+") as f:
+        damage(f)
+    with pytest.raises(InputError, match=rf"run\.h5: damaged trace: {match}"):
+        open_trace(trace_path)
+
+
+@pytest.mark.parametrize(("attribute", "value", "match"), [
+    ("schema_version", True, r"schema_version True is not an integer"),
+    ("scenario_text", 5, r"damaged trace: the root attribute 'scenario_text' is 5, expected text"),
+])
+def test_root_attributes_of_the_wrong_type_are_reported(trace_path, attribute, value, match):
+    with h5py.File(trace_path, "r+") as f:
+        f.attrs[attribute] = value
+    with pytest.raises(InputError, match=rf"run\.h5: .*{match}"):
+        open_trace(trace_path)
+
+
+def test_errors_h5py_raises_for_damaged_headers_are_input_errors(trace_path, monkeypatch):
+    def damaged(path, root):
+        raise RuntimeError("Error iterating over attributes (bad version number for attribute message)")
+
+    monkeypatch.setattr(trace_module, "_check_header", damaged)
+    with pytest.raises(InputError, match=r"run\.h5: damaged or incomplete flowsim trace: .*bad version number"):
         open_trace(trace_path)

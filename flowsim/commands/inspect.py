@@ -54,7 +54,7 @@ def format_rate(rate_Bps: float) -> str:
 
 
 def _counts(labels) -> str:
-    return ", ".join(f"{count} {label}" for label, count in Counter(labels).most_common())
+    return ", ".join(f"{count} {label}" for label, count in Counter(labels).most_common()) or "none"
 
 
 def _provenance(trace: Trace) -> list[str]:
@@ -110,9 +110,9 @@ def _timing(trace: Trace) -> list[str]:
             f"p99 {format_seconds(p99)}, max {format_seconds(float(fct.max()))}"
         )
     s = trace.summary
-    line = f"  {int(s.get('n_events', 0)):,} events, {int(s.get('n_rate_updates', 0)):,} rate updates"
+    line = f"  {s['n_events']:,} events, {s['n_rate_updates']:,} rate updates"
     if "n_rates_changed" in s:  # traces written before the count existed lack it
-        line += f" ({int(s['n_rates_resolved']):,} rates re-solved, {int(s['n_rates_changed']):,} changed)"
+        line += f" ({s['n_rates_resolved']:,} rates re-solved, {s['n_rates_changed']:,} changed)"
     lines.append(line)
     return lines
 

@@ -25,6 +25,7 @@ import numpy as np
 
 from flowsim.commands.inspect import positive_int
 from flowsim.errors import InputError, image_file
+from flowsim.files import replaced_atomically
 from flowsim.trace import Trace, open_trace
 
 __all__ = ["KINDS", "MAX_PANELS", "add_parser", "plot_command", "plot_trace"]
@@ -159,6 +160,8 @@ def _fct_cdf(fig, trace: Trace, by: str | None) -> None:
 
 
 def _timeline(fig, trace: Trace, by: str | None, max_flows: int) -> None:
+    from matplotlib.ticker import MaxNLocator
+
     ax = fig.add_subplot()
     shown = np.argsort(trace.ready_s, kind="stable")[:max_flows]
     row = np.empty(trace.n_flows, dtype=np.int64)
@@ -172,6 +175,7 @@ def _timeline(fig, trace: Trace, by: str | None, max_flows: int) -> None:
         ax.hlines(row[flows], trace.ready_s[flows] / scale, trace.transfer_start_s[flows] / scale,
                   linewidth=1, color=color)
     ax.invert_yaxis()
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # rows are flows: no tick between two
     ax.set_xlabel(f"time ({unit})")
     ax.set_ylabel("flow (by ready time)")
     ax.set_title(f"{shown.size} of {trace.n_flows} flows: thin = route latency, thick = transfer")
@@ -188,7 +192,8 @@ def plot_trace(
     by: str | None = None,
     max_flows: int = 200,
 ) -> Path:
-    """Draw one plot of ``trace`` and save it (format from the file suffix, e.g. PNG).
+    """Draw one plot of ``trace`` and save it (format from the file suffix, e.g. PNG),
+    replacing ``path`` only once the image is complete.
 
     Parameters
     ----------
@@ -233,7 +238,10 @@ def plot_trace(
         _fct_cdf(fig, trace, by)
     else:
         _timeline(fig, trace, by, int(max_flows))
-    fig.savefig(target, dpi=120)
+    # Written whole or not at all, as traces are. The temporary file's name has no image
+    # suffix, so the format is named (image_file checked the target's suffix is one).
+    with replaced_atomically(target) as tmp_name:
+        fig.savefig(tmp_name, format=target.suffix.removeprefix(".").lower(), dpi=120)
     return target
 
 

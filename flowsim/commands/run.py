@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import TextIO
 
 from flowsim.commands.inspect import format_seconds
-from flowsim.errors import output_file
+from flowsim.errors import InputError, output_file
 from flowsim.scenario import load_scenario, run_scenario
-from flowsim.trace import write_trace
+from flowsim.trace import check_writable, write_trace
 
 __all__ = ["add_parser", "run_command"]
 
@@ -36,9 +36,11 @@ class _Progress:
 def run_command(args: argparse.Namespace) -> int:
     """Handler of ``flowsim run``: load, route, simulate, write the trace; returns 0.
 
-    Errors in the scenario, or an output path that cannot be written (see
-    :func:`~flowsim.errors.output_file`), raise :class:`~flowsim.errors.InputError` naming
-    the file (and key) before anything runs.
+    Errors in the scenario, an output path that cannot be written or would replace a file
+    the scenario reads (see :func:`~flowsim.errors.output_file`), or a string the trace
+    cannot store (see :func:`~flowsim.trace.check_writable`) raise
+    :class:`~flowsim.errors.InputError` naming the file (and key, flow or tag) before the
+    simulation runs.
     """
     progress = None if args.quiet else _Progress(sys.stderr)
     note = progress or (lambda message: None)
@@ -48,6 +50,12 @@ def run_command(args: argparse.Namespace) -> int:
     )
     note(f"loading {args.scenario}")
     scenario = load_scenario(args.scenario)
+    # Checked again now that the scenario says which other files it reads (its flow list).
+    output_file(output, "the trace", inputs=[args.scenario, *scenario.files])
+    try:
+        check_writable(scenario.topology, scenario.workload, scenario_text=scenario.text)
+    except InputError as err:
+        raise InputError(f"{scenario.source}: {err}") from None
     run = run_scenario(scenario, progress=progress)
     note(f"writing {output}")
     write_trace(output, scenario.topology, scenario.workload, run.routes, run.result, scenario_text=scenario.text)

@@ -39,7 +39,10 @@ def replaced_atomically(path: str | os.PathLike, *, copy_existing: bool = False)
     """
     target = Path(path)
     with _interrupt_deferred() as interrupted:
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        try:
+            fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        except OSError as err:  # name the file asked for, not the hidden temporary one
+            raise type(err)(err.errno, err.strerror, str(target)) from None
         os.close(fd)
         try:
             if copy_existing and target.exists():

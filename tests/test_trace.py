@@ -170,6 +170,13 @@ def test_failed_write_leaves_no_file(tmp_path, run, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_missing_directory_is_named_by_the_path_asked_for(tmp_path, run):
+    # The error named the hidden temporary file (".run.h5.x8f2k.tmp") instead.
+    with pytest.raises(FileNotFoundError) as err:
+        write_trace(tmp_path / "nodir" / "run.h5", *run)
+    assert err.value.filename == str(tmp_path / "nodir" / "run.h5")
+
+
 def test_failed_write_keeps_the_previous_trace(trace_path, run, monkeypatch):
     before = trace_path.read_bytes()
     monkeypatch.setattr(trace_module, "_write_flows", lambda *args: 1 / 0)

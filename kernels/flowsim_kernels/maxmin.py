@@ -257,12 +257,10 @@ def progressive_fill(
         # flow whose link is in the round gets the link's level, as in exact filling; frozen
         # at its cap first, it would take capacity that the flows left on the link are owed
         # (all of it, for a flow of weight 1e12 times smaller).
-        while next_cap < cap_end and work_keys[next_cap] <= fill:
-            f = work_items[next_cap]
-            next_cap += 1
-            if not frozen[f]:
-                _freeze(f, cap_Bps[f], weight[f], flow_link_indptr, flow_link_indices, frozen, rate_Bps, state)
-                n_left -= 1
+        next_cap, n_left = _freeze_caps(
+            fill, next_cap, cap_end, n_left, work_keys, work_items, cap_Bps, weight, flow_link_indptr,
+            flow_link_indices, frozen, rate_Bps, state,
+        )
 
         while True:
             from_heap, key, link = _lowest(work_keys, work_items, next_sorted, sorted_end, heap_size)
@@ -298,13 +296,27 @@ def progressive_fill(
                     _freeze(f, level * weight[f], weight[f], flow_link_indptr, flow_link_indices, frozen, rate_Bps, state)
                     n_left -= 1
 
-        while next_cap < cap_end and work_keys[next_cap] <= threshold:
-            f = work_items[next_cap]
-            next_cap += 1
-            if not frozen[f]:
-                _freeze(f, cap_Bps[f], weight[f], flow_link_indptr, flow_link_indices, frozen, rate_Bps, state)
-                n_left -= 1
+        next_cap, n_left = _freeze_caps(
+            threshold, next_cap, cap_end, n_left, work_keys, work_items, cap_Bps, weight, flow_link_indptr,
+            flow_link_indices, frozen, rate_Bps, state,
+        )
     return n_rounds
+
+
+@njit(cache=True, inline="always")
+def _freeze_caps(
+    up_to, next_cap, cap_end, n_left, keys, items, cap_Bps, weight, flow_link_indptr, flow_link_indices, frozen,
+    rate_Bps, state,
+):
+    """Freeze at their caps the unfrozen flows of the cap stream ``items[next_cap:cap_end]``
+    whose cap level is at most ``up_to``; return the stream's new head and ``n_left``."""
+    while next_cap < cap_end and keys[next_cap] <= up_to:
+        f = items[next_cap]
+        next_cap += 1
+        if not frozen[f]:
+            _freeze(f, cap_Bps[f], weight[f], flow_link_indptr, flow_link_indices, frozen, rate_Bps, state)
+            n_left -= 1
+    return next_cap, n_left
 
 
 @njit(cache=True, inline="always")

@@ -10,6 +10,7 @@ are separate batches.
 from __future__ import annotations
 
 import importlib.util
+import numbers
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -17,8 +18,14 @@ from typing import TypeVar
 import numpy as np
 
 from flowsim.errors import InputError
-from flowsim.fairshare import DEFAULT_TIE_REL_TOL, FairShareProblem, check_capacities, check_level_range
-from flowsim.routes import Routes
+from flowsim.fairshare import (
+    DEFAULT_TIE_REL_TOL,
+    FairShareProblem,
+    check_capacities,
+    check_flow_names,
+    check_level_range,
+)
+from flowsim.routes import Routes, count_routes
 from flowsim_kernels.batched import max_min_fair_batch
 
 T = TypeVar("T")
@@ -71,7 +78,9 @@ class BatchProblem:
     float64[n_instances, n_links]; ``weight`` and ``cap_Bps`` are float64[n_instances, n_flows].
     All arrays are read-only; weights or caps given once for every instance are held as one
     row broadcast over the instances (a first stride of 0), so the CUDA backend sends that
-    row to the GPU once. The other arrays are C-contiguous.
+    row to the GPU once. The other arrays are C-contiguous. The kernels index the arrays
+    without bounds checks, so constructing a batch checks their shapes (an
+    :class:`InputError` names the array).
     """
 
     routes: Routes
@@ -93,7 +102,7 @@ class BatchProblem:
         flow_names: Sequence[str] | None = None,
     ) -> BatchProblem:
         """Check a batch; arguments as for :func:`solve_batch`."""
-        capacity = np.array(capacity_Bps, dtype=np.float64, order="C")
+        capacity = _numbers(capacity_Bps, "capacity_Bps")
         if capacity.ndim != 2 or capacity.shape[0] == 0:
             raise InputError(
                 f"capacity_Bps must be one row of link capacities per instance, shape "
@@ -103,26 +112,32 @@ class BatchProblem:
         # The checks judge each value on its own against an interval (> 0, finite, not NaN),
         # so some instance has a bad value exactly when the column minima or maxima do:
         # checking those two rows checks the whole batch, and only a failure visits instances.
+        lowest_capacity = capacity.min(axis=0)
         _check_extremes(
             lambda row: check_capacities(row, link_names),
-            [capacity.min(axis=0), capacity.max(axis=0)],
+            [lowest_capacity, capacity.max(axis=0)],
             capacity,
         )
+        # Before the routes are read: a route's index into flow_names names it in errors.
+        check_flow_names(flow_names, count_routes(routes))
         if not isinstance(routes, Routes):
             index = {name: i for i, name in enumerate(link_names)} if link_names is not None else None
             routes = Routes.from_lists(routes, n_links, index, flow_names)
         weight = _per_instance(weights, n_instances, "weights")
         cap = _per_instance(caps_Bps, n_instances, "caps_Bps")
+        # Weights and caps likewise, their extreme rows paired with valid capacities (the
+        # lowest, which keep levels lowest). Building a problem also checks the range of its
+        # levels, which judges values of different instances together here; a failure that
+        # no instance repeats on its own comes from that, and ranges are checked instance by
+        # instance below.
         problem = _check_extremes(
-            lambda pair: FairShareProblem.build(routes, capacity[0], pair[0], pair[1], flow_names=flow_names),
-            list(zip(_extremes(weight), _extremes(cap), strict=True)),
-            zip(_rows(weight, n_instances), _rows(cap, n_instances), strict=True),
+            lambda row: FairShareProblem.build(routes, row[0], row[1], row[2], flow_names=flow_names),
+            [(lowest_capacity, w, c) for w, c in zip(_extremes(weight), _extremes(cap), strict=True)],
+            zip(capacity, _rows(weight, n_instances), _rows(cap, n_instances), strict=True),
         )
         weight = problem.weight if weight is None or weight.ndim == 1 else weight
         cap = problem.cap_Bps if cap is None or cap.ndim == 1 else cap
-        # Across instances: the checks above paired each weight row with the first
-        # instance's capacities only.
-        check_level_range(capacity, weight, cap, flow_names)
+        _check_level_ranges(capacity, weight, cap, flow_names)
         return cls.from_checked(problem, capacity, weight, cap)
 
     @classmethod
@@ -130,22 +145,61 @@ class BatchProblem:
         cls, problem: FairShareProblem, capacity_Bps: np.ndarray, weight: np.ndarray, cap_Bps: np.ndarray
     ) -> BatchProblem:
         """A batch over ``problem``'s routes (and their transpose) of instances checked already,
-        each as a :class:`FairShareProblem` over those routes; nothing is checked again.
+        each as a :class:`FairShareProblem` over those routes; only the shapes are checked.
 
         ``capacity_Bps`` is float64[n_instances, n_links]; ``weight`` and ``cap_Bps`` are
-        float64[n_flows] for every instance (held as one broadcast row) or
-        float64[n_instances, n_flows]. C-contiguous float64 arrays are kept, not copied, and
+        float64[n_flows] or float64[1, n_flows] for every instance (held as one broadcast row)
+        or float64[n_instances, n_flows]. C-contiguous float64 arrays are kept, not copied, and
         made read-only: hand over arrays the batch may own.
+
+        Raises
+        ------
+        InputError
+            An array is not shaped as above.
         """
         capacity = _read_only(capacity_Bps)
-        shape = (capacity.shape[0], problem.n_flows)
+        n_flows = problem.n_flows
+        # A capacity array that is not 2-D is reported by the constructor; one instance stands
+        # in until then.
+        shape = (capacity.shape[0] if capacity.ndim == 2 else 1, n_flows)
+
+        def held(values: np.ndarray) -> np.ndarray:
+            values = _read_only(values)
+            shared = values.shape in ((n_flows,), (1, n_flows))
+            return np.broadcast_to(values, shape) if shared else values
+
         return cls(
             problem.routes,
             problem.link_flow_indptr,
             problem.link_flow_indices,
             capacity,
-            *(np.broadcast_to(_read_only(a), shape) if a.ndim == 1 else _read_only(a) for a in (weight, cap_Bps)),
+            held(weight),
+            held(cap_Bps),
         )
+
+    def __post_init__(self) -> None:
+        # The kernels index these arrays by the routes' flows and links without bounds checks.
+        n_links, n_flows = self.routes.n_links, self.routes.n_flows
+        capacity_shape = self.capacity_Bps.shape
+        if len(capacity_shape) != 2 or capacity_shape[0] == 0 or capacity_shape[1] != n_links:
+            raise InputError(
+                f"capacity_Bps has shape {capacity_shape}; a batch over {n_links} links needs "
+                f"[n_instances >= 1, {n_links}]"
+            )
+        if self.link_flow_indptr.shape != (n_links + 1,) or self.link_flow_indices.shape != (self.routes.n_incidences,):
+            raise InputError(
+                f"link_flow_indptr and link_flow_indices have shapes {self.link_flow_indptr.shape} and "
+                f"{self.link_flow_indices.shape}; the transpose of the routes needs ({n_links + 1},) and "
+                f"({self.routes.n_incidences},)"
+            )
+        expected = (capacity_shape[0], n_flows)
+        for name in ("weight", "cap_Bps"):
+            shape = getattr(self, name).shape
+            if shape != expected:
+                raise InputError(
+                    f"{name} has shape {shape}; {capacity_shape[0]} instances of {n_flows} flows need "
+                    f"{expected}, or a row of {n_flows} shared by all instances"
+                )
 
     @property
     def n_instances(self) -> int:
@@ -162,11 +216,38 @@ class BatchProblem:
     def solve(self, backend: str = "cpu", tie_rel_tol: float = DEFAULT_TIE_REL_TOL) -> np.ndarray:
         """Rates (B/s) of every flow in every instance, float64[n_instances, n_flows].
 
-        ``backend="cpu"`` gives bit for bit what :meth:`FairShareProblem.solve` gives for
-        each instance; ``"cuda"`` agrees with it to a relative 1e-9 (see
-        :func:`flowsim_kernels.cuda_maxmin.max_min_fair_batch_kernel`); ``"auto"`` is
-        ``"cuda"`` where it can run, else ``"cpu"``.
+        Parameters
+        ----------
+        backend
+            ``"cpu"`` gives bit for bit what :meth:`FairShareProblem.solve` gives for each
+            instance; ``"cuda"`` runs
+            :func:`flowsim_kernels.cuda_maxmin.max_min_fair_batch_kernel`; ``"auto"`` is
+            ``"cuda"`` where it can run, else ``"cpu"``.
+        tie_rel_tol
+            A number in [0, 1). On ``"cpu"``, levels within this relative distance of a
+            round's lowest are frozen at that lowest level in the same round. The CUDA kernel
+            merges no near-ties (each flow freezes at the level of the link or cap that binds
+            it), so its rates do not depend on ``tie_rel_tol``.
+
+        Notes
+        -----
+        Both backends fill progressively in float64: a flow that shares links with flows of up
+        to ``r`` times its weight carries a relative error of about ``r`` units in the last
+        place, its rate being what they leave. The CPU kernel also freezes levels within
+        ``tie_rel_tol`` of a round's lowest at that lowest level, which moves their flows by
+        up to ``tie_rel_tol`` relative, and a light flow sharing links with them by up to
+        about ``tie_rel_tol * r``; the CUDA kernel does not. Elsewhere the two agree to
+        rounding (about 1e-14 on the GPU benchmark's random instances).
+
+        Raises
+        ------
+        InputError
+            ``tie_rel_tol`` is not a number in [0, 1), or ``backend`` is unknown.
+        BackendUnavailable
+            ``backend="cuda"`` cannot run here.
         """
+        tie_rel_tol = _check_tie_rel_tol(tie_rel_tol)
+        cuda = resolve_backend(backend) == "cuda"
         rate = np.empty((self.n_instances, self.n_flows), dtype=np.float64)
         args = (
             self.routes.flow_link_indptr,
@@ -175,15 +256,13 @@ class BatchProblem:
             self.link_flow_indices,
             # The kernels take one row for all instances where they share their values.
             *(a[:1] if a.strides[0] == 0 else a for a in (self.capacity_Bps, self.weight, self.cap_Bps)),
-            float(tie_rel_tol),
-            rate,
         )
-        if resolve_backend(backend) == "cuda":
+        if cuda:
             from flowsim_kernels.cuda_maxmin import max_min_fair_batch_cuda
 
-            max_min_fair_batch_cuda(*args)
+            max_min_fair_batch_cuda(*args, rate)
         else:
-            max_min_fair_batch(*args)
+            max_min_fair_batch(*args, tie_rel_tol, rate)
         return rate
 
 
@@ -213,8 +292,10 @@ def solve_batch(
         Flow rate caps (> 0, ``inf`` for none), shaped like ``weights``; default none.
     backend
         ``"cpu"`` (all cores; the default, bit for bit :func:`~flowsim.max_min_rates` per
-        instance), ``"cuda"`` (an NVIDIA GPU, to a relative 1e-9) or ``"auto"`` (``"cuda"``
-        where it can run, else ``"cpu"``).
+        instance), ``"cuda"`` (an NVIDIA GPU: the same rates up to rounding, except where
+        levels within 1e-12 of each other meet weights far apart, see
+        :meth:`BatchProblem.solve`) or ``"auto"`` (``"cuda"`` where it can run, else
+        ``"cpu"``).
     link_names, flow_names
         Used to look up named links and to name the offending item in errors.
 
@@ -265,11 +346,31 @@ def _cuda_unavailable_reason() -> str | None:
     return None
 
 
+def _check_tie_rel_tol(tie_rel_tol: object) -> float:
+    """``tie_rel_tol`` as a float; an :class:`InputError` unless it is a number in [0, 1).
+
+    A negative or NaN tolerance would keep the CPU kernel from ever freezing a link; 1 or
+    more would merge levels a factor of 2 or more apart (and ``inf`` every level).
+    """
+    if isinstance(tie_rel_tol, bool) or not isinstance(tie_rel_tol, numbers.Real) or not 0.0 <= tie_rel_tol < 1.0:
+        raise InputError(f"tie_rel_tol must be a number in [0, 1), got {tie_rel_tol!r}")
+    return float(tie_rel_tol)
+
+
+def _numbers(values, what: str) -> np.ndarray:
+    """``values`` as a fresh C-contiguous float64 array; an :class:`InputError` naming
+    ``what`` if they are not numbers in a regular (not ragged) array."""
+    try:
+        return np.array(values, dtype=np.float64, order="C")
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{what} must be numbers: {exc}") from None
+
+
 def _per_instance(values, n_instances: int, what: str) -> np.ndarray | None:
     """``values`` as a float64 array, [n_flows] if shared or [n_instances, n_flows]; or None."""
     if values is None:
         return None
-    arr = np.array(values, dtype=np.float64, order="C")
+    arr = _numbers(values, what)
     if arr.ndim == 2 and arr.shape[0] != n_instances:
         raise InputError(f"{what} has {arr.shape[0]} rows for {n_instances} instances")
     if arr.ndim > 2:
@@ -293,26 +394,62 @@ def _check_extremes(check: Callable[[T], R], extremes: list[T], instances: Itera
 
     When one fails, each instance is checked on its own: the error names the first failing
     instance, unless every instance fails alike (a shared bad value), which needs no name.
+    When none fails, the extremes failed a check that judges values together (such as a
+    level, capacity over weight) only by pairing values of different instances: the batch
+    passes, and the last instance's result is returned.
     """
     for row in extremes:
         try:
             result = check(row)
         except InputError:
-            messages: list[str | None] = []
-            for instance in instances:
-                try:
-                    check(instance)
-                    messages.append(None)
-                except InputError as instance_err:
-                    messages.append(str(instance_err))
-            failing = [(i, m) for i, m in enumerate(messages) if m is not None]
-            if not failing:  # a check that judges values together, not one by one
-                raise
-            i, message = failing[0]
-            if len(failing) == len(messages) and all(m == message for _, m in failing):
-                raise InputError(message) from None
-            raise InputError(f"instance {i}: {message}") from None
+            return _check_each(check, instances)
     return result
+
+
+def _check_each(check: Callable[[T], R], instances: Iterable[T]) -> R:
+    """``check`` every instance; the last result, or an :class:`InputError` naming the first
+    failing instance (no name if every instance fails alike)."""
+    messages: list[str | None] = []
+    for instance in instances:
+        try:
+            result = check(instance)
+            messages.append(None)
+        except InputError as instance_err:
+            messages.append(str(instance_err))
+    failing = [(i, m) for i, m in enumerate(messages) if m is not None]
+    if not failing:
+        return result
+    i, message = failing[0]
+    if len(failing) == len(messages) and all(m == message for _, m in failing):
+        raise InputError(message) from None
+    raise InputError(f"instance {i}: {message}") from None
+
+
+def _check_level_ranges(
+    capacity: np.ndarray, weight: np.ndarray, cap: np.ndarray, flow_names: Sequence[str] | None
+) -> None:
+    """:func:`check_level_range` for every instance on its own; the error names the instance.
+
+    ``capacity`` is [n_instances, n_links], ``weight`` and ``cap`` [n_flows] (shared) or
+    [n_instances, n_flows]. The check fails for some instance exactly when it fails for the
+    one with the highest ratio of largest capacity or finite cap to smallest weight, or the
+    one with the largest weight sum: only those two are checked unless one fails.
+    """
+    n_instances = capacity.shape[0]
+    if weight.shape[-1] == 0:
+        return
+    weight = np.broadcast_to(weight, (n_instances, weight.shape[-1]))
+    cap = np.broadcast_to(cap, weight.shape)
+    top = np.maximum(capacity.max(axis=1, initial=0.0), np.where(np.isfinite(cap), cap, 0.0).max(axis=1))
+    with np.errstate(over="ignore"):  # an infinite ratio or sum is the worst, and reported
+        ratio = top / weight.min(axis=1)
+        total = weight.sum(axis=1)
+    worst = sorted({int(np.argmax(ratio)), int(np.argmax(total))})
+    _check_extremes(
+        lambda instance: check_level_range(*instance, flow_names),
+        [(capacity[i], weight[i], cap[i]) for i in worst],
+        zip(capacity, weight, cap, strict=True),
+    )
 
 
 def _read_only(arr: np.ndarray) -> np.ndarray:

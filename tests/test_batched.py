@@ -136,6 +136,11 @@ def test_no_flows():
     assert solve_batch([], [[1.0], [2.0]]).shape == (2, 0)
 
 
+def test_no_links_only_caps():
+    rates = solve_batch([[], []], np.ones((2, 0)), caps_Bps=[[3.0, 4.0], [5.0, 6.0]])
+    assert rates.tolist() == [[3.0, 4.0], [5.0, 6.0]]
+
+
 # --- bad input: errors name the instance and the culprit ------------------------------------------
 
 @pytest.mark.parametrize(
@@ -172,8 +177,23 @@ def test_no_flows():
         # Only the second instance's capacities take flow 1's level out of range.
         (
             dict(capacity_Bps=[[1.0, 2.0], [1e295, 1.0]], weights=[1.0, 1e-10, 1.0]),
-            "flow 1 has weight 1e-10: with rates up to 1e+295 B/s",
+            "instance 1: flow 1 has weight 1e-10: with rates up to 1e+295 B/s",
         ),
+        # Instance 0's capacities with instance 1's weights would be out of range, but each
+        # instance is judged on its own: instance 2 has both.
+        (
+            dict(
+                capacity_Bps=[[1e295, 1e295], [1.0, 1.0], [1e295, 1.0]],
+                weights=[[1.0, 1.0, 1.0], [1.0, 1e-10, 1.0], [1.0, 1e-10, 1.0]],
+            ),
+            "instance 2: flow 1 has weight 1e-10: with rates up to 1e+295 B/s",
+        ),
+        (dict(weights=[[1.0, 1.0, 1.0], [1.0, 1.0]]), "weights must be numbers: setting an array element"),
+        (dict(weights=["a", "b", "c"]), "weights must be numbers: could not convert string to float: 'a'"),
+        (dict(caps_Bps=[[1.0, 1.0, 1.0], [1.0]]), "caps_Bps must be numbers: setting an array element"),
+        (dict(capacity_Bps=[[1.0, 2.0], [3.0]]), "capacity_Bps must be numbers: setting an array element"),
+        (dict(capacity_Bps=[["1", "x"]]), "capacity_Bps must be numbers: could not convert string to float: 'x'"),
+        (dict(routes=[[0], [5]], flow_names=["a"]), "1 flow names for 2 flows"),
     ],
 )
 def test_bad_input_names_the_culprit(kwargs, message):
@@ -182,6 +202,93 @@ def test_bad_input_names_the_culprit(kwargs, message):
         solve_batch(**args)
     if not message.startswith("instance"):
         assert not str(err.value).startswith("instance")
+
+
+def test_instances_are_judged_on_their_own_extremes():
+    # Instance 0's large capacities (or cap) with instance 1's small weight would take a level
+    # out of float64's range, but no instance has both.
+    routes, weights = [[0, 1], [0], [1]], [[1.0, 1.0, 1.0], [1.0, 1e-10, 1.0]]
+    for capacity, caps, instance_0 in [
+        ([[1e295, 1e295], [1.0, 1.0]], None, [0.5e295] * 3),
+        ([[1.0, 1.0], [1.0, 1.0]], [[1e295, math.inf, math.inf], [math.inf] * 3], [0.5] * 3),
+    ]:
+        rates = solve_batch(routes, capacity, weights, caps)
+        np.testing.assert_allclose(rates, [instance_0, [0.5, 0.5, 0.5]], rtol=1e-9)
+        for i in range(2):
+            np.testing.assert_array_equal(
+                rates[i], max_min_rates(routes, capacity[i], weights[i], None if caps is None else caps[i])
+            )
+
+
+@pytest.mark.parametrize("tie_rel_tol", [-1e-12, math.nan, math.inf, 1.0, "1e-12", None, True])
+def test_tie_rel_tol_must_be_a_number_in_0_1(tie_rel_tol):
+    # A negative or NaN tolerance used to make the CPU kernel spin forever.
+    problem = BatchProblem.build([[0, 1], [0], [1]], [[1.0, 2.0]])
+    with pytest.raises(InputError, match=re.escape(f"tie_rel_tol must be a number in [0, 1), got {tie_rel_tol!r}")):
+        problem.solve(tie_rel_tol=tie_rel_tol)
+
+
+def test_tie_rel_tol_takes_any_real_number_in_0_1():
+    problem = BatchProblem.build([[0, 1], [0], [1]], [[1.0, 2.0]])
+    for tie_rel_tol in (0, 0.0, np.float32(1e-6), np.float64(0.5)):
+        np.testing.assert_array_equal(problem.solve(tie_rel_tol=tie_rel_tol), [[0.5, 0.5, 1.5]])
+
+
+@pytest.mark.parametrize(
+    "arrays, message",
+    [
+        (dict(weight=np.ones((3, 3))), "weight has shape (3, 3); 2 instances of 3 flows need (2, 3)"),
+        (dict(cap_Bps=np.ones((2, 4))), "cap_Bps has shape (2, 4); 2 instances of 3 flows need (2, 3)"),
+        (dict(weight=np.ones(2)), "weight has shape (2,); 2 instances of 3 flows need (2, 3), or a row of 3 shared"),
+        (dict(capacity_Bps=np.ones(2)), "capacity_Bps has shape (2,); a batch over 2 links needs"),
+        (dict(capacity_Bps=np.ones((2, 3))), "capacity_Bps has shape (2, 3); a batch over 2 links needs"),
+        (dict(capacity_Bps=np.ones((0, 2))), "capacity_Bps has shape (0, 2)"),
+    ],
+)
+def test_from_checked_refuses_arrays_of_the_wrong_shape(arrays, message):
+    # The kernels read rows unchecked: too few rows read past the end, and used to hang.
+    problem = FairShareProblem.build([[0, 1], [0], [1]], [1.0, 2.0])
+    args = dict(capacity_Bps=np.ones((2, 2)), weight=np.ones((2, 3)), cap_Bps=np.full((2, 3), np.inf)) | arrays
+    with pytest.raises(InputError, match=re.escape(message)):
+        BatchProblem.from_checked(problem, **args)
+
+
+def test_from_checked_holds_a_single_row_once():
+    problem = FairShareProblem.build([[0, 1], [0], [1]], [1.0, 2.0])
+    batch = BatchProblem.from_checked(problem, np.array([[1.0, 2.0], [2.0, 4.0]]), np.ones((1, 3)), problem.cap_Bps)
+    assert batch.weight.shape == (2, 3) and batch.weight.strides == (0, 8)
+    np.testing.assert_array_equal(batch.solve(), [[0.5, 0.5, 1.5], [1.0, 1.0, 3.0]])
+
+
+def test_batch_problem_checks_shapes_however_built():
+    good = BatchProblem.build([[0, 1], [0], [1]], [[1.0, 2.0], [2.0, 4.0]])
+    fields = dict(vars(good))
+    with pytest.raises(InputError, match=re.escape("weight has shape (1, 3); 2 instances of 3 flows need (2, 3)")):
+        BatchProblem(**fields | dict(weight=good.weight[:1]))
+    with pytest.raises(InputError, match="link_flow_indptr and link_flow_indices have shapes"):
+        BatchProblem(**fields | dict(link_flow_indptr=good.link_flow_indptr[:-1]))
+
+
+def test_cpu_kernel_refuses_missing_rows_and_bad_tolerances():
+    from flowsim_kernels.batched import max_min_fair_batch
+
+    problem = BatchProblem.build([[0, 1], [0], [1]], [[1.0, 2.0]] * 3)
+    routes = (problem.routes.flow_link_indptr, problem.routes.flow_link_indices,
+              problem.link_flow_indptr, problem.link_flow_indices)
+    capacity, weight, cap = (np.ascontiguousarray(a) for a in (problem.capacity_Bps, problem.weight, problem.cap_Bps))
+    rate = np.empty((3, 3))
+    for bad, message in [
+        ((capacity[:2], weight, cap), "capacity_Bps must have one row per instance"),
+        ((capacity, weight[:2], cap), "weight must have one row per instance"),
+        ((capacity, weight, cap[:, :2]), "cap_Bps must have one row per instance"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            max_min_fair_batch(*routes, *bad, 1e-12, rate)
+    for tie_rel_tol in (-1e-12, math.nan, 1.0):
+        with pytest.raises(ValueError, match=re.escape("tie_rel_tol must be in [0, 1)")):
+            max_min_fair_batch(*routes, capacity, weight, cap, tie_rel_tol, rate)
+    max_min_fair_batch(*routes, capacity[:1], weight[:1], cap, 0.0, rate)
+    np.testing.assert_array_equal(rate, [[0.5, 0.5, 1.5]] * 3)
 
 
 # --- backends ------------------------------------------------------------------------------------

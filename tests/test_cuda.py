@@ -12,10 +12,12 @@ Without either, those tests skip. Compiling to PTX needs numba-cuda and its CUDA
 import importlib.util
 import math
 import os
+import re
 
 import numpy as np
 import pytest
 
+from flowsim import InputError
 from flowsim.batched import BatchProblem, available_backends, solve_batch
 from instances import random_batch
 
@@ -139,6 +141,41 @@ def test_near_ties_around_a_ring_freeze_together(monkeypatch):
     np.testing.assert_allclose(rates, problem.solve("cpu"), rtol=1e-9)
 
 
+# Weights 2**40 (1.1e12) apart on links whose levels lie within 1e-12 of each other. A light
+# flow's rate is what the heavy flows leave on its link, so freezing a heavy flow 1e-12 off its
+# own level moves the light one's rate by 100%. Values are exact in float64.
+H = 2.0**20  # the heavy weight; the light one is 1 / H
+NEAR_TIES = {
+    # f0 (weight 1e6) alone on link 0 at level 1e9; link 1 (f0 and f1, weight 1e-6) sits
+    # 0.5e-12 higher, and once link 0 freezes f0 at 1e15 B/s, f1 takes the 1500 B/s left.
+    "heavy link first": ([[0, 1], [1]], [1e15, 1.0000000000015e15], [1e6, 1e-6], None, [1e15, 1500.0]),
+    # The same with f0's cap (level 1e9) in place of link 0.
+    "heavy cap first": ([[0], [0]], [1e15 + 1500], [1e6, 1e-6], [1e15, math.inf], [1e15, 1500.0]),
+    # Link 1 (f0 and f1) at level 1 exactly, link 0 (f0 alone) 2**-41 higher: link 1 binds both.
+    "shared link first": ([[0, 1], [1]], [H * (1 + 2.0**-41), H + 1 / H], [H, 1 / H], None, [H, 1 / H]),
+    # Link 0 (f2 alone, level 1) freezes first, link 1 (f0 alone, level 1 + 2**-41) next, and
+    # link 2 (f0 and f1, 2**-40 higher still) leaves f1 the 2 / H its capacity holds beyond f0.
+    "chain": (
+        [[1, 2], [2], [0]],
+        [1.0, H * (1 + 2.0**-41), H * (1 + 2.0**-41) + 2 / H],
+        [H, 1 / H, 1.0],
+        None,
+        [H * (1 + 2.0**-41), 2 / H, 1.0],
+    ),
+}
+
+
+@needs_cuda
+@pytest.mark.parametrize("case", NEAR_TIES)
+def test_near_ties_between_weights_far_apart_give_exact_filling(case):
+    routes, capacity, weights, caps, expected = NEAR_TIES[case]
+    problem = BatchProblem.build(routes, [capacity], weights, caps)
+    rates = problem.solve("cuda")
+    np.testing.assert_allclose(rates[0], expected, rtol=1e-12)
+    # No tolerance merges levels on the GPU, so none changes its rates.
+    np.testing.assert_array_equal(problem.solve("cuda", tie_rel_tol=0.5), rates)
+
+
 @needs_cuda
 def test_rates_do_not_depend_on_the_block_size(rng, monkeypatch):
     # Every sum is taken by one thread in a fixed order, so the rates are bit for bit the
@@ -185,7 +222,38 @@ def test_launcher_refuses_more_flows_than_int32_numbers():
     many = np.broadcast_to(np.ones((1, 1)), (1, 2**31))
     empty = np.zeros(1, dtype=np.int64)
     with pytest.raises(ValueError, match="int32"):
-        max_min_fair_batch_cuda(empty, empty, empty, empty, np.ones((1, 1)), many, many, 1e-12, many)
+        max_min_fair_batch_cuda(empty, empty, empty, empty, np.ones((1, 0)), many, many, many)
+
+
+@needs_cuda
+def test_launcher_refuses_rows_that_are_not_one_per_instance_or_one():
+    # A block reads its instance's row unchecked; one row too few used to be replaced by
+    # copies of the first row.
+    from flowsim_kernels.cuda_maxmin import max_min_fair_batch_cuda
+
+    problem = BatchProblem.build([[0, 1], [0], [1]], [[1.0, 2.0]] * 3)
+    routes = (problem.routes.flow_link_indptr, problem.routes.flow_link_indices,
+              problem.link_flow_indptr, problem.link_flow_indices)
+    capacity, weight, cap = (np.ascontiguousarray(a) for a in (problem.capacity_Bps, problem.weight, problem.cap_Bps))
+    rate = np.empty((3, 3))
+    for bad, message in [
+        ((capacity[:2], weight, cap), "capacity_Bps has shape (2, 2); expected (3 or 1, 2)"),
+        ((capacity, weight[:2], cap), "weight has shape (2, 3); expected (3 or 1, 3)"),
+        ((capacity, weight, cap[:, :2]), "cap_Bps has shape (3, 2); expected (3 or 1, 3)"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            max_min_fair_batch_cuda(*routes, *bad, rate)
+    max_min_fair_batch_cuda(*routes, capacity[:1], weight[:1], cap, rate)
+    np.testing.assert_array_equal(rate, [[0.5, 0.5, 1.5]] * 3)
+
+
+@needs_cuda
+@pytest.mark.parametrize("tie_rel_tol", [-1e-12, math.inf])
+def test_tie_rel_tol_is_checked_on_the_cuda_backend_too(tie_rel_tol):
+    # The CUDA kernel does not use it, but used to: -1e-12 hung it, inf gave infinite rates.
+    problem = BatchProblem.build([[0, 1], [0], [1]], [[1.0, 2.0]])
+    with pytest.raises(InputError, match=re.escape(f"tie_rel_tol must be a number in [0, 1), got {tie_rel_tol!r}")):
+        problem.solve("cuda", tie_rel_tol=tie_rel_tol)
 
 
 @needs_cuda

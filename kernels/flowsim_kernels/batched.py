@@ -39,9 +39,15 @@ def max_min_fair_batch(
         instance. A flow with no link must have a finite cap. C-contiguous. Not mutated.
     tie_rel_tol : float
         Links (and caps) whose fair level is within this relative distance of the lowest one
-        are frozen in the same round.
+        are frozen in the same round; in [0, 1).
     rate_Bps : float64[n_instances, n_flows]
         Output: each flow's rate (B/s) in each instance. C-contiguous. Mutated.
+
+    Raises
+    ------
+    ValueError
+        ``capacity_Bps``, ``weight`` or ``cap_Bps`` has neither one row per instance nor one
+        row, or rows of the wrong length; or ``tie_rel_tol`` is not in [0, 1).
 
     Notes
     -----
@@ -59,7 +65,18 @@ def max_min_fair_batch(
     incidences, N_L links carrying flows, R re-queued links and F_c capped flows, divided
     among the threads; each instance allocates its own O(n_flows + n_links) work arrays.
     """
-    for i in prange(rate_Bps.shape[0]):
+    # Rows are read unchecked below: a missing one would be memory past the array's end. A
+    # negative or NaN tolerance would keep the serial kernel from ever freezing a link.
+    if not 0.0 <= tie_rel_tol < 1.0:
+        raise ValueError("tie_rel_tol must be in [0, 1)")
+    n_instances, n_flows = rate_Bps.shape
+    if not _fits(capacity_Bps, n_instances, link_flow_indptr.shape[0] - 1):
+        raise ValueError("capacity_Bps must have one row per instance, or one for all, of one value per link")
+    if not _fits(weight, n_instances, n_flows):
+        raise ValueError("weight must have one row per instance, or one for all, of one value per flow")
+    if not _fits(cap_Bps, n_instances, n_flows):
+        raise ValueError("cap_Bps must have one row per instance, or one for all, of one value per flow")
+    for i in prange(n_instances):
         max_min_fair(
             flow_link_indptr,
             flow_link_indices,
@@ -77,3 +94,9 @@ def max_min_fair_batch(
 def _row(values, i):
     """Row of instance ``i`` in per-instance ``values``: its own, or the one row shared by all."""
     return np.int64(i) if values.shape[0] > 1 else np.int64(0)  # prange's index may be unsigned
+
+
+@njit(cache=True, inline="always")
+def _fits(values, n_instances, n_columns):
+    """Whether per-instance ``values`` has one row per instance, or one for all, of ``n_columns``."""
+    return values.shape[1] == n_columns and (values.shape[0] == n_instances or values.shape[0] == 1)

@@ -10,7 +10,6 @@ are separate batches.
 from __future__ import annotations
 
 import importlib.util
-import numbers
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -24,6 +23,7 @@ from flowsim.fairshare import (
     check_capacities,
     check_flow_names,
     check_level_range,
+    check_tie_rel_tol,
 )
 from flowsim.routes import Routes, count_routes
 from flowsim_kernels.batched import max_min_fair_batch
@@ -246,7 +246,7 @@ class BatchProblem:
         BackendUnavailable
             ``backend="cuda"`` cannot run here.
         """
-        tie_rel_tol = _check_tie_rel_tol(tie_rel_tol)
+        tie_rel_tol = check_tie_rel_tol(tie_rel_tol)
         cuda = resolve_backend(backend) == "cuda"
         rate = np.empty((self.n_instances, self.n_flows), dtype=np.float64)
         args = (
@@ -344,17 +344,6 @@ def _cuda_unavailable_reason() -> str | None:
             "NVIDIA driver); use backend='cpu' or 'auto'"
         )
     return None
-
-
-def _check_tie_rel_tol(tie_rel_tol: object) -> float:
-    """``tie_rel_tol`` as a float; an :class:`InputError` unless it is a number in [0, 1).
-
-    A negative or NaN tolerance would keep the CPU kernel from ever freezing a link; 1 or
-    more would merge levels a factor of 2 or more apart (and ``inf`` every level).
-    """
-    if isinstance(tie_rel_tol, bool) or not isinstance(tie_rel_tol, numbers.Real) or not 0.0 <= tie_rel_tol < 1.0:
-        raise InputError(f"tie_rel_tol must be a number in [0, 1), got {tie_rel_tol!r}")
-    return float(tie_rel_tol)
 
 
 def _numbers(values, what: str) -> np.ndarray:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -105,7 +106,10 @@ class FairShareProblem:
         )
 
     def solve(self, tie_rel_tol: float = DEFAULT_TIE_REL_TOL) -> np.ndarray:
-        """Rates of all flows in B/s (float64[n_flows])."""
+        """Rates of all flows in B/s (float64[n_flows]); ``tie_rel_tol`` (see
+        :func:`check_tie_rel_tol`): levels within this relative distance of a round's lowest
+        are frozen in that round."""
+        tie_rel_tol = check_tie_rel_tol(tie_rel_tol)
         rate = np.empty(self.n_flows, dtype=np.float64)
         max_min_fair(
             self.routes.flow_link_indptr,
@@ -115,10 +119,21 @@ class FairShareProblem:
             self.capacity_Bps,
             self.weight,
             self.cap_Bps,
-            float(tie_rel_tol),
+            tie_rel_tol,
             rate,
         )
         return rate
+
+
+def check_tie_rel_tol(tie_rel_tol: object) -> float:
+    """``tie_rel_tol`` as a float; an :class:`InputError` unless it is a number in [0, 1).
+
+    A negative or NaN tolerance would keep the fill from ever freezing a link (it hangs); 1
+    or more would merge levels a factor of 2 or more apart (and ``inf`` every level).
+    """
+    if isinstance(tie_rel_tol, bool) or not isinstance(tie_rel_tol, numbers.Real) or not 0.0 <= tie_rel_tol < 1.0:
+        raise InputError(f"tie_rel_tol must be a number in [0, 1), got {tie_rel_tol!r}")
+    return float(tie_rel_tol)
 
 
 def max_min_rates(

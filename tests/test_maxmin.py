@@ -79,6 +79,14 @@ def test_a_light_flow_gets_what_a_near_tied_heavy_flow_leaves():
     np.testing.assert_allclose(rates, [1e15, 1.5e3], rtol=1e-9)
 
 
+@pytest.mark.parametrize("tol", [-1e-12, math.nan, math.inf, 1.0, True, "1e-12"])
+def test_a_tie_tolerance_outside_0_to_1_is_an_input_error(tol):
+    # A negative or NaN tolerance kept the fill from ever freezing a link: it hung.
+    problem = FairShareProblem.build([[0, 1], [0], [1]], [1.0, 2.0])
+    with pytest.raises(InputError, match=r"tie_rel_tol must be a number in \[0, 1\), got"):
+        problem.solve(tie_rel_tol=tol)
+
+
 def test_empty_route_is_limited_by_its_cap_only():
     np.testing.assert_allclose(max_min_rates([[], [0]], [5.0], caps_Bps=[2.0, math.inf]), [2.0, 5.0])
 

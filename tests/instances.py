@@ -14,3 +14,16 @@ def random_batch(rng, n_instances, n_flows, n_links, max_hops, p_capped=0.2):
         rng.random((n_instances, n_flows)) < p_capped, rng.uniform(0.01, 20.0, (n_instances, n_flows)), np.inf
     )
     return routes, capacity, weight, cap
+
+
+def parking_lot_kernel_arguments(n_instances):
+    """SPEC's parking lot (rates 0.5, 0.5, 1.5) as the batch kernels take it: the route CSR
+    pair and its transpose, then capacities, weights and caps, one C-contiguous row per
+    instance, and a rate array to fill."""
+    from flowsim.batched import BatchProblem
+
+    problem = BatchProblem.build([[0, 1], [0], [1]], [[1.0, 2.0]] * n_instances)
+    routes = (problem.routes.flow_link_indptr, problem.routes.flow_link_indices,
+              problem.link_flow_indptr, problem.link_flow_indices)
+    values = tuple(np.ascontiguousarray(a) for a in (problem.capacity_Bps, problem.weight, problem.cap_Bps))
+    return routes, values, np.empty((n_instances, 3))

@@ -13,7 +13,7 @@ from flowsim import InputError, Routes, max_min_rates
 from flowsim import batched
 from flowsim.fairshare import FairShareProblem
 from flowsim.batched import BackendUnavailable, BatchProblem, available_backends, resolve_backend, solve_batch
-from instances import random_batch
+from instances import parking_lot_kernel_arguments, random_batch
 from reference import max_min_reference
 
 G = 1e9  # SPEC hand cases are in units of 1e9 bytes and 1e9 B/s
@@ -272,11 +272,7 @@ def test_batch_problem_checks_shapes_however_built():
 def test_cpu_kernel_refuses_missing_rows_and_bad_tolerances():
     from flowsim_kernels.batched import max_min_fair_batch
 
-    problem = BatchProblem.build([[0, 1], [0], [1]], [[1.0, 2.0]] * 3)
-    routes = (problem.routes.flow_link_indptr, problem.routes.flow_link_indices,
-              problem.link_flow_indptr, problem.link_flow_indices)
-    capacity, weight, cap = (np.ascontiguousarray(a) for a in (problem.capacity_Bps, problem.weight, problem.cap_Bps))
-    rate = np.empty((3, 3))
+    routes, (capacity, weight, cap), rate = parking_lot_kernel_arguments(3)
     for bad, message in [
         ((capacity[:2], weight, cap), "capacity_Bps must have one row per instance"),
         ((capacity, weight[:2], cap), "weight must have one row per instance"),

@@ -19,7 +19,7 @@ import pytest
 
 from flowsim import InputError
 from flowsim.batched import BatchProblem, available_backends, solve_batch
-from instances import random_batch
+from instances import parking_lot_kernel_arguments, random_batch
 
 SIMULATOR = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 HAS_NUMBA_CUDA = importlib.util.find_spec("numba_cuda") is not None
@@ -231,11 +231,7 @@ def test_launcher_refuses_rows_that_are_not_one_per_instance_or_one():
     # copies of the first row.
     from flowsim_kernels.cuda_maxmin import max_min_fair_batch_cuda
 
-    problem = BatchProblem.build([[0, 1], [0], [1]], [[1.0, 2.0]] * 3)
-    routes = (problem.routes.flow_link_indptr, problem.routes.flow_link_indices,
-              problem.link_flow_indptr, problem.link_flow_indices)
-    capacity, weight, cap = (np.ascontiguousarray(a) for a in (problem.capacity_Bps, problem.weight, problem.cap_Bps))
-    rate = np.empty((3, 3))
+    routes, (capacity, weight, cap), rate = parking_lot_kernel_arguments(3)
     for bad, message in [
         ((capacity[:2], weight, cap), "capacity_Bps has shape (2, 2); expected (3 or 1, 2)"),
         ((capacity, weight[:2], cap), "weight has shape (2, 3); expected (3 or 1, 3)"),

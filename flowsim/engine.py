@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from flowsim.errors import InputError, float_column
+from flowsim.errors import InputError, float_column, item_label
 from flowsim.fairshare import DEFAULT_TIE_REL_TOL, FairShareProblem, check_flow_names
 from flowsim.result import SimulationResult
 from flowsim.routes import Routes, count_routes
@@ -151,7 +151,7 @@ def simulate(
             progress_done()
     if overflow >= 0:
         f, what = divmod(int(overflow), 3)
-        label = f"flow {flow_names[f]!r}" if flow_names is not None else f"flow {f}"
+        label = item_label("flow", f, flow_names)
         raise InputError(
             f"{label}'s {_TIMES[what]} time is beyond float64's range (about 1.8e308 s): its size, "
             "start, delays or latencies are too large, or its rate too small"
@@ -161,7 +161,7 @@ def simulate(
         # Every flow of a DAG finishes once its rate is positive, which max-min fairness gives
         # each transferring flow: this is a solver defect, not an input the user can fix.
         f = int(stuck[0])
-        label = f"flow {flow_names[f]!r}" if flow_names is not None else f"flow {f}"
+        label = item_label("flow", f, flow_names)
         raise RuntimeError(f"{label} never finished ({stuck.size} flows in all): a flowsim defect, please report it")
     link_bytes = problem.routes.per_link_sum(size)
     segments = {}
@@ -200,7 +200,7 @@ def _nonnegative(values, n, default, what, names, kind):
     bad = np.flatnonzero(~(arr >= 0) | ~np.isfinite(arr))
     if bad.size:
         i = int(bad[0])
-        label = f"{kind} {names[i]!r}" if names is not None else f"{kind} {i}"
+        label = item_label(kind, i, names)
         raise InputError(f"{label} has {what} {float(arr[i])!r}; it must be finite and >= 0")
     arr.flags.writeable = False
     return arr
@@ -209,7 +209,6 @@ def _nonnegative(values, n, default, what, names, kind):
 def _dependency_csr(depends_on, n_flows, flow_names):
     if depends_on is None:
         return np.zeros(n_flows + 1, dtype=np.int64), np.empty(0, dtype=np.int64)
-    label = (lambda i: f"flow {flow_names[i]!r}") if flow_names is not None else (lambda i: f"flow {i}")
     if isinstance(depends_on, tuple) and len(depends_on) == 2 and isinstance(depends_on[0], np.ndarray):
         if any(np.asarray(a).dtype.kind not in "iu" for a in depends_on):
             raise InputError("depends_on CSR arrays must hold integers (flow indices)")
@@ -225,13 +224,16 @@ def _dependency_csr(depends_on, n_flows, flow_names):
         for f, deps in enumerate(depends_on):
             for d in deps:
                 if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
-                    raise InputError(f"{label(f)} depends on {d!r}; dependencies are flow indices (integers)")
+                    raise InputError(
+                        f"{item_label('flow', f, flow_names)} depends on {d!r}; dependencies are flow indices "
+                        "(integers)"
+                    )
         indices = np.array([int(d) for deps in depends_on for d in deps], dtype=np.int64)
     bad = np.flatnonzero((indices < 0) | (indices >= n_flows))
     if bad.size:
         f = int(np.searchsorted(indptr, bad[0], side="right") - 1)
-        raise InputError(f"{label(f)} depends on unknown flow {int(indices[bad[0]])}")
+        raise InputError(f"{item_label('flow', f, flow_names)} depends on unknown flow {int(indices[bad[0]])}")
     member = find_cycle_member(indptr, indices)
     if member >= 0:
-        raise InputError(f"dependency cycle through {label(int(member))}")
+        raise InputError(f"dependency cycle through {item_label('flow', int(member), flow_names)}")
     return indptr, indices

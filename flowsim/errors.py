@@ -26,6 +26,12 @@ def read_text_file(path, what: str) -> str:
         raise InputError(f"{path}: cannot read {what}: {err}") from None
 
 
+def item_label(kind: str, i: int, names: Sequence[str] | None) -> str:
+    """How errors name item ``i`` of a ``kind`` ("flow", "link"): by its name when there
+    are names, else by its index."""
+    return f"{kind} {names[i]!r}" if names is not None else f"{kind} {i}"
+
+
 def output_file(path: str | os.PathLike, what: str, *, inputs: Iterable[str | os.PathLike] = ()) -> Path:
     """``path`` as a :class:`~pathlib.Path` flowsim can write ``what`` to; an
     :class:`InputError` naming it otherwise.

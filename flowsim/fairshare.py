@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from flowsim.errors import InputError, float_column
+from flowsim.errors import InputError, float_column, item_label
 from flowsim.routes import Routes, count_routes
 from flowsim_kernels.maxmin import max_min_fair
 
@@ -69,12 +69,17 @@ class FairShareProblem:
         bad = np.flatnonzero(~(weight > 0) | ~np.isfinite(weight))
         if bad.size:
             f = int(bad[0])
-            raise InputError(f"{_flow(f, flow_names)} has weight {float(weight[f])!r}; weights must be finite and > 0")
+            raise InputError(
+                f"{item_label('flow', f, flow_names)} has weight {float(weight[f])!r}; weights must be finite and > 0"
+            )
         cap = _flow_array(caps_Bps, n_flows, np.inf, "caps_Bps", flow_names)
         bad = np.flatnonzero(~(cap > 0))
         if bad.size:
             f = int(bad[0])
-            raise InputError(f"{_flow(f, flow_names)} has rate cap {float(cap[f])!r} B/s; caps must be > 0 (inf for none)")
+            raise InputError(
+                f"{item_label('flow', f, flow_names)} has rate cap {float(cap[f])!r} B/s; caps must be > 0 "
+                "(inf for none)"
+            )
         unbounded = (routes.hop_counts() == 0) & np.isinf(cap)
         if idle is not None:
             unbounded &= ~np.asarray(idle, dtype=bool)
@@ -82,7 +87,7 @@ class FairShareProblem:
         if unlimited.size:
             f = int(unlimited[0])
             raise InputError(
-                f"{_flow(f, flow_names)} has an empty route and no rate cap, so no finite rate"
+                f"{item_label('flow', f, flow_names)} has an empty route and no rate cap, so no finite rate"
             )
         check_level_range(capacity, weight, cap, flow_names)
         link_flow_indptr, link_flow_indices = routes.transpose()
@@ -189,7 +194,7 @@ def check_capacities(capacity_Bps: Sequence[float] | np.ndarray, link_names: Seq
     bad = np.flatnonzero(~(capacity > 0) | ~np.isfinite(capacity))
     if bad.size:
         i = int(bad[0])
-        name = f"link {link_names[i]!r}" if link_names is not None else f"link {i}"
+        name = item_label("link", i, link_names)
         raise InputError(f"{name} has capacity {float(capacity[i])!r} B/s; capacities must be finite and > 0")
     capacity.flags.writeable = False
     return capacity
@@ -219,7 +224,7 @@ def check_level_range(
     w = float(weight.flat[smallest])
     if top / w > _LEVEL_LIMIT:
         raise InputError(
-            f"{_flow(f, flow_names)} has weight {w!r}: with rates up to {top:.6g} B/s its fair level "
+            f"{item_label('flow', f, flow_names)} has weight {w!r}: with rates up to {top:.6g} B/s its fair level "
             f"(rate / weight) would pass float64's range; weights only count relative to each "
             f"other, so scale them nearer 1"
         )
@@ -232,10 +237,6 @@ def check_level_range(
         )
 
 
-def _flow(f: int, flow_names: Sequence[str] | None) -> str:
-    return f"flow {flow_names[f]!r}" if flow_names is not None else f"flow {f}"
-
-
 def _flow_array(
     values: Sequence[float] | np.ndarray | None,
     n_flows: int,
@@ -246,6 +247,6 @@ def _flow_array(
     arr = float_column(values, n_flows, default, what)
     nan = np.flatnonzero(np.isnan(arr))
     if nan.size:
-        raise InputError(f"{_flow(int(nan[0]), flow_names)} has {what} NaN")
+        raise InputError(f"{item_label('flow', int(nan[0]), flow_names)} has {what} NaN")
     arr.flags.writeable = False
     return arr

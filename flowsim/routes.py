@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from flowsim.errors import InputError
+from flowsim.errors import InputError, item_label
 from flowsim_kernels.csr import csr_transpose
 
 
@@ -68,7 +68,7 @@ class Routes:
             # A bare link (0, "nvl0") or None would fail len() or be read letter by letter.
             if not hasattr(route, "__len__") or isinstance(route, (str, bytes)):
                 raise InputError(
-                    f"{_flow_label(f, flow_names)} has route {route!r}; a route is a sequence of links"
+                    f"{item_label('flow', f, flow_names)} has route {route!r}; a route is a sequence of links"
                 )
         lengths = np.fromiter((len(r) for r in routes), dtype=np.int64, count=len(routes))
         indptr = np.zeros(len(routes) + 1, dtype=np.int64)
@@ -101,7 +101,7 @@ class Routes:
         steps = np.diff(indptr)
         if steps.size and steps.min() < 0:
             f = int(np.argmax(steps < 0))
-            raise InputError(f"flow_link_indptr decreases at {_flow_label(f, flow_names)}")
+            raise InputError(f"flow_link_indptr decreases at {item_label('flow', f, flow_names)}")
         if indptr[-1] != indices.shape[0]:
             raise InputError(
                 f"flow_link_indptr ends at {int(indptr[-1])} but flow_link_indices has "
@@ -112,7 +112,7 @@ class Routes:
             k = int(bad[0])
             f = int(np.searchsorted(indptr, k, side="right") - 1)
             raise InputError(
-                f"{_flow_label(f, flow_names)} routes over unknown link {int(indices[k])} "
+                f"{item_label('flow', f, flow_names)} routes over unknown link {int(indices[k])} "
                 f"(links are 0..{n_links - 1})"
             )
         return cls._frozen(indptr, indices, n_links)
@@ -136,10 +136,6 @@ def count_routes(routes: Routes | Sequence[Sequence[int | str]]) -> int:
     return len(routes)
 
 
-def _flow_label(f: int, flow_names: Sequence[str] | None) -> str:
-    return f"flow {flow_names[f]!r}" if flow_names is not None else f"flow {f}"
-
-
 def _link_id(
     link: int | str,
     flow: int,
@@ -149,15 +145,15 @@ def _link_id(
 ) -> int:
     if isinstance(link, str):
         if link_index is None or link not in link_index:
-            raise InputError(f"{_flow_label(flow, flow_names)} routes over unknown link {link!r}")
+            raise InputError(f"{item_label('flow', flow, flow_names)} routes over unknown link {link!r}")
         return link_index[link]
     if isinstance(link, (bool, np.bool_)) or not isinstance(link, (int, np.integer)):
         raise InputError(
-            f"{_flow_label(flow, flow_names)}: link ids must be integers or names, got {link!r}"
+            f"{item_label('flow', flow, flow_names)}: link ids must be integers or names, got {link!r}"
         )
     if not 0 <= link < n_links:
         raise InputError(
-            f"{_flow_label(flow, flow_names)} routes over unknown link {int(link)} "
+            f"{item_label('flow', flow, flow_names)} routes over unknown link {int(link)} "
             f"(links are 0..{n_links - 1})"
         )
     return int(link)

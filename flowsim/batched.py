@@ -16,7 +16,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from flowsim.errors import InputError
+from flowsim.errors import InputError, float_array
 from flowsim.fairshare import (
     DEFAULT_TIE_REL_TOL,
     FairShareProblem,
@@ -102,7 +102,7 @@ class BatchProblem:
         flow_names: Sequence[str] | None = None,
     ) -> BatchProblem:
         """Check a batch; arguments as for :func:`solve_batch`."""
-        capacity = _numbers(capacity_Bps, "capacity_Bps")
+        capacity = float_array(capacity_Bps, "capacity_Bps")
         if capacity.ndim != 2 or capacity.shape[0] == 0:
             raise InputError(
                 f"capacity_Bps must be one row of link capacities per instance, shape "
@@ -346,20 +346,11 @@ def _cuda_unavailable_reason() -> str | None:
     return None
 
 
-def _numbers(values, what: str) -> np.ndarray:
-    """``values`` as a fresh C-contiguous float64 array; an :class:`InputError` naming
-    ``what`` if they are not numbers in a regular (not ragged) array."""
-    try:
-        return np.array(values, dtype=np.float64, order="C")
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"{what} must be numbers: {exc}") from None
-
-
 def _per_instance(values, n_instances: int, what: str) -> np.ndarray | None:
     """``values`` as a float64 array, [n_flows] if shared or [n_instances, n_flows]; or None."""
     if values is None:
         return None
-    arr = _numbers(values, what)
+    arr = float_array(values, what)
     if arr.ndim == 2 and arr.shape[0] != n_instances:
         raise InputError(f"{what} has {arr.shape[0]} rows for {n_instances} instances")
     if arr.ndim > 2:

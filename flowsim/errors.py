@@ -91,6 +91,16 @@ def image_file(path: str | os.PathLike, what: str, *, inputs: Iterable[str | os.
     return target
 
 
+def float_array(values, what: str) -> np.ndarray:
+    """``values`` as a fresh C-contiguous float64 array, of any shape; an
+    :class:`InputError` naming ``what`` if they are not numbers in a regular (not ragged)
+    array."""
+    try:
+        return np.array(values, dtype=np.float64, order="C")
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{what} must be numbers: {exc}") from None
+
+
 def float_column(
     values: Sequence[float] | np.ndarray | None,
     n: int,
@@ -107,10 +117,7 @@ def float_column(
     """
     if values is None:
         return np.full(n, default, dtype=np.float64)
-    try:
-        arr = np.array(values, dtype=np.float64, order="C")
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"{what} must be numbers: {exc}") from None
+    arr = float_array(values, what)
     if scalar and arr.ndim == 0:
         arr = np.full(n, float(arr))
     if arr.shape != (n,):

@@ -32,6 +32,19 @@ def item_label(kind: str, i: int, names: Sequence[str] | None) -> str:
     return f"{kind} {names[i]!r}" if names is not None else f"{kind} {i}"
 
 
+def first_repeat(values: Sequence[object]) -> tuple[int, int] | None:
+    """Positions ``(i, j)``, ``i < j``, of the first value that repeats an earlier one (the
+    smallest such ``j``); None when all differ."""
+    if len(set(values)) == len(values):  # the usual case, in one pass of C
+        return None
+    first: dict[object, int] = {}
+    for j, value in enumerate(values):
+        i = first.setdefault(value, j)
+        if i != j:
+            return i, j
+    return None
+
+
 def output_file(path: str | os.PathLike, what: str, *, inputs: Iterable[str | os.PathLike] = ()) -> Path:
     """``path`` as a :class:`~pathlib.Path` flowsim can write ``what`` to; an
     :class:`InputError` naming it otherwise.

@@ -27,7 +27,7 @@ from functools import cached_property
 
 import numpy as np
 
-from flowsim.errors import InputError
+from flowsim.errors import InputError, first_repeat
 from flowsim.hardware import LinkTier, link_technology
 
 __all__ = ["NETWORK_SWITCH_KINDS", "LinkTier", "NodeKind", "Topology", "TopologyBuilder"]
@@ -296,12 +296,9 @@ def _copied_link_name(name: str, other: Topology, link: int, node_names: list[st
 
 
 def _check_unique(names: tuple[str, ...], what: str) -> None:
-    if len(set(names)) != len(names):
-        seen = set()
-        for name in names:
-            if name in seen:
-                raise InputError(f"duplicate {what} name {name!r}")
-            seen.add(name)
+    repeat = first_repeat(names)
+    if repeat is not None:
+        raise InputError(f"duplicate {what} name {names[repeat[1]]!r}")
 
 
 class TopologyBuilder:

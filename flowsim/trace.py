@@ -79,7 +79,7 @@ import numba
 import numpy as np
 
 import flowsim
-from flowsim.errors import InputError
+from flowsim.errors import InputError, first_repeat
 from flowsim.files import replaced_atomically
 from flowsim.hardware import LinkTier
 from flowsim.result import FlowTimes, SimulationResult
@@ -605,13 +605,10 @@ def _numbers(path: Path, group: h5py.Group, name: str, rows: tuple[int, str] | N
 def _unique(path: Path, group: h5py.Group, name: str, rows: tuple[int, str]) -> np.ndarray:
     """A string column, checked as :func:`_column` does and to repeat no value."""
     values = _column(path, group, name, rows, "strings")
-    first: dict[str, int] = {}
-    for i, value in enumerate(values.tolist()):
-        if value in first:
-            raise _damaged(
-                path, group[name].name, f"rows {first[value]} and {i} are both {value!r}; they must be unique"
-            )
-        first[value] = i
+    repeat = first_repeat(values.tolist())
+    if repeat is not None:
+        i, j = repeat
+        raise _damaged(path, group[name].name, f"rows {i} and {j} are both {values[j]!r}; they must be unique")
     return values
 
 

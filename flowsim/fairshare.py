@@ -212,16 +212,16 @@ def check_level_range(
     """An :class:`InputError` unless fair levels (rate / weight) and weight sums stay well
     inside float64's range, else the solver would return wrong rates without a sign.
 
-    Arrays may hold one instance or one row per instance. A level is at most the largest
-    capacity or finite cap over the smallest weight.
+    The arrays are one instance's: capacities [n_links], weights and caps [n_flows] (a batch
+    checks its instances one by one). A level is at most the largest capacity or finite cap
+    over the smallest weight.
     """
     if weight.size == 0:
         return
-    smallest = int(np.argmin(weight))
-    f = smallest % weight.shape[-1]
+    f = int(np.argmin(weight))
     finite_caps = cap_Bps[np.isfinite(cap_Bps)]
     top = max(float(capacity_Bps.max(initial=0.0)), float(finite_caps.max(initial=0.0)))
-    w = float(weight.flat[smallest])
+    w = float(weight[f])
     if top / w > _LEVEL_LIMIT:
         raise InputError(
             f"{item_label('flow', f, flow_names)} has weight {w!r}: with rates up to {top:.6g} B/s its fair level "
@@ -229,7 +229,7 @@ def check_level_range(
             f"other, so scale them nearer 1"
         )
     with np.errstate(over="ignore"):  # an infinite sum is reported below
-        total = float(weight.sum(axis=-1).max())
+        total = float(weight.sum())
     if total > _LEVEL_LIMIT:
         raise InputError(
             f"the flows' weights add up to {total!r}, beyond float64's range; weights only count "

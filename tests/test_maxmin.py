@@ -315,6 +315,32 @@ def test_matches_twin_on_hypothesis_instances(instance):
     )
 
 
+@settings(max_examples=300, deadline=None)
+@given(instances(), st.data())
+def test_a_flow_leaving_at_level_r_moves_no_flow_below_r(instance, data):
+    # What the event engine's partial re-solve rests on: when a flow at level r (rate /
+    # weight) leaves, every flow below r keeps its rate. None of its links saturates below r
+    # (it would have frozen there), so without it the filling below r runs as before. Read
+    # backwards, a flow that arrives and settles at level r moves no flow below r. Checked
+    # on the textbook twin, so that it does not rest on the kernels it justifies.
+    routes, capacity, weight, cap = instance
+    leaving = data.draw(st.integers(0, len(routes) - 1))
+    before = np.asarray(max_min_reference(routes, capacity, weight, cap))
+    r = before[leaving] / weight[leaving]
+    stay = np.flatnonzero(np.arange(len(routes)) != leaving)
+    after = np.asarray(max_min_reference([routes[g] for g in stay], capacity, weight[stay], cap[stay]))
+    below = before[stay] / weight[stay] < r * (1 - 1e-9)
+    np.testing.assert_allclose(after[below], before[stay][below], rtol=1e-9)
+
+
+def test_a_flow_leaving_moves_flows_at_or_above_its_level():
+    # The bound is tight: in the parking lot f2 leaves A at level 0.5, and f1 at that level
+    # rises (to 1) while f3 above it drops (to 1).
+    after = np.asarray(max_min_reference([[0, 1], [1]], [1.0, 2.0]))
+    np.testing.assert_allclose(max_min_reference([[0, 1], [0], [1]], [1.0, 2.0]), [0.5, 0.5, 1.5])
+    np.testing.assert_allclose(after, [1.0, 1.0])
+
+
 @pytest.mark.parametrize("n", [0, 1, 15, 16, 17, 33, 100, 257])
 def test_sort_pairs_is_a_stable_sort_in_place(rng, n):
     # The fill's own sort (no allocation): runs of 16 by insertion, then merges through the

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from flowsim.errors import InputError, float_column, item_label
+from flowsim.errors import InputError, float_column, item_label, relative_tolerance
 from flowsim.fairshare import DEFAULT_TIE_REL_TOL, FairShareProblem, check_flow_names
 from flowsim.result import SimulationResult
 from flowsim.routes import Routes, count_routes
@@ -99,8 +99,7 @@ def simulate(
     """
     if mode not in _MODES:
         raise InputError(f"mode must be one of {', '.join(_MODES)}, got {mode!r}")
-    if not isinstance(time_rel_tol, (int, float)) or not 0.0 <= time_rel_tol < 1.0:
-        raise InputError(f"time_rel_tol must be in [0, 1), got {time_rel_tol!r}")
+    time_rel_tol = relative_tolerance("time_rel_tol", time_rel_tol)
     n_flows = count_routes(routes)
     check_flow_names(flow_names, n_flows)
     size = _nonnegative(size_bytes, n_flows, None, "size_bytes", flow_names, "flow")
@@ -140,7 +139,7 @@ def simulate(
             mode == "incremental",
             record,
             DEFAULT_TIE_REL_TOL,
-            float(time_rel_tol),
+            time_rel_tol,
             _PROGRESS_EVERY if progress else 0,
             ready,
             transfer_start,

@@ -1,5 +1,6 @@
 """Exceptions raised for bad user input, and the input readers that raise them."""
 
+import numbers
 import os
 import shutil
 from collections.abc import Iterable, Sequence
@@ -24,6 +25,14 @@ def read_text_file(path, what: str) -> str:
             return handle.read()
     except (OSError, UnicodeDecodeError) as err:
         raise InputError(f"{path}: cannot read {what}: {err}") from None
+
+
+def relative_tolerance(name: str, value: object) -> float:
+    """``value`` as a float; an :class:`InputError` naming ``name`` unless it is a real number
+    (not a bool) in [0, 1)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= value < 1.0:
+        raise InputError(f"{name} must be a number in [0, 1), got {value!r}")
+    return float(value)
 
 
 def item_label(kind: str, i: int, names: Sequence[str] | None) -> str:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from flowsim.errors import InputError, float_column, item_label
+from flowsim.errors import InputError, float_column, item_label, relative_tolerance
 from flowsim.routes import Routes, count_routes
 from flowsim_kernels.maxmin import max_min_fair
 
@@ -136,9 +135,7 @@ def check_tie_rel_tol(tie_rel_tol: object) -> float:
     A negative or NaN tolerance would keep the fill from ever freezing a link (it hangs); 1
     or more would merge levels a factor of 2 or more apart (and ``inf`` every level).
     """
-    if isinstance(tie_rel_tol, bool) or not isinstance(tie_rel_tol, numbers.Real) or not 0.0 <= tie_rel_tol < 1.0:
-        raise InputError(f"tie_rel_tol must be a number in [0, 1), got {tie_rel_tol!r}")
-    return float(tie_rel_tol)
+    return relative_tolerance("tie_rel_tol", tie_rel_tol)
 
 
 def max_min_rates(

@@ -55,7 +55,7 @@ from pathlib import Path
 import numpy as np
 
 from flowsim.collectives import resolve_algorithm
-from flowsim.errors import InputError, image_file, output_file
+from flowsim.errors import InputError, image_file, output_file, whole_number
 from flowsim.fabrics import build_cluster
 from flowsim.files import locked, replaced_atomically
 from flowsim.nccl import bus_factor, busbw_Bps, sweep
@@ -699,8 +699,7 @@ def check_log(
     system = system.replace("-", "_")
     if nodes is None:
         nodes = log.n_nodes
-    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
-        raise InputError(f"nodes must be a positive integer, got {nodes!r}")
+    nodes = whole_number("nodes", nodes)
     if nodes != log.n_nodes:
         raise InputError(
             f"{log.source}: the rank lines name {log.n_nodes} host(s) ({', '.join(log.hosts)}), not {nodes}"

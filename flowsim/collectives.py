@@ -89,7 +89,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from flowsim.errors import InputError
+from flowsim.errors import InputError, whole_number
 from flowsim.workload import Workload
 
 __all__ = [
@@ -385,12 +385,6 @@ def _check_size(size_bytes: float, what: str) -> float:
     return size
 
 
-def _check_count(value: int, what: str, name: str) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise InputError(f"{what}: {name} must be a positive integer, got {value!r}")
-    return int(value)
-
-
 def _check_orders(
     orders: Sequence[Ranks] | None, ranks: tuple[str, ...], channels: int, what: str
 ) -> list[tuple[str, ...]]:
@@ -409,7 +403,7 @@ def _check_orders(
 def _slices(slices: int | None, piece_bytes: float, what: str, most: int) -> int:
     """The slice count asked for, or NCCL-slot sized pieces (at most ``most``)."""
     if slices is not None:
-        return _check_count(slices, what, "slices")
+        return whole_number(f"{what}: slices", slices)
     return int(min(most, max(1, math.ceil(piece_bytes / NCCL_SLOT_BYTES))))
 
 
@@ -666,7 +660,7 @@ def _prepare(
 ) -> tuple[tuple[str, ...], float, int, CollectiveCosts]:
     ranks = _check_ranks(ranks, what)
     size = _check_size(size_bytes, what)
-    channels = _check_count(channels, what, "channels")
+    channels = whole_number(f"{what}: channels", channels)
     if costs is None:
         costs = nccl_costs(algorithm)
     elif not isinstance(costs, CollectiveCosts):
@@ -1131,7 +1125,7 @@ def rotated_rings(ranks: Ranks, channels: int, servers: Servers = None) -> list[
     [('a0', 'a1', 'b0', 'b1'), ('a1', 'a0', 'b1', 'b0')]
     """
     ranks = _check_ranks(ranks, "rotated_rings", minimum=1)
-    channels = _check_count(channels, "rotated_rings", "channels")
+    channels = whole_number("rotated_rings: channels", channels)
     groups = _group_by_server(ranks, servers, "rotated_rings")
     return [tuple(r for g in groups for r in g[c % len(g) :] + g[: c % len(g)]) for c in range(channels)]
 
@@ -1166,7 +1160,7 @@ def mesh_rings(
     counts = np.asarray(link_count)
     if counts.shape != (n, n) or not np.issubdtype(counts.dtype, np.integer) or (counts < 0).any():
         raise InputError(f"mesh_rings: link_count must be a non-negative integer matrix of shape ({n}, {n})")
-    budget = _check_count(max_search_steps, "mesh_rings", "max_search_steps")
+    budget = whole_number("mesh_rings: max_search_steps", max_search_steps)
     remaining = counts.astype(np.int64).copy()
     cycles: list[tuple[int, ...]] = []
     path, seen = [0], [True] + [False] * (n - 1)

@@ -35,6 +35,15 @@ def relative_tolerance(name: str, value: object) -> float:
     return float(value)
 
 
+def whole_number(name: str, value: object, minimum: int = 1) -> int:
+    """``value`` as an int; an :class:`InputError` naming ``name`` unless it is an integer
+    (Python's or NumPy's, not a bool) of at least ``minimum``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < minimum:
+        kind = {0: "a non-negative integer", 1: "a positive integer"}.get(minimum, f"an integer >= {minimum}")
+        raise InputError(f"{name} must be {kind}, got {value!r}")
+    return int(value)
+
+
 def item_label(kind: str, i: int, names: Sequence[str] | None) -> str:
     """How errors name item ``i`` of a ``kind`` ("flow", "link"): by its name when there
     are names, else by its index."""

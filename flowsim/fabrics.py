@@ -25,10 +25,11 @@ bisection bandwidth of a fat-tree is ``hosts / 2 x rate / o``.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from flowsim.errors import InputError
+from flowsim.errors import InputError, whole_number
 from flowsim.hardware import SwitchModel, link_rate, switch_for, switch_model
 from flowsim.presets import compute_nics, frontend_nics, preset, preset_info
 from flowsim.topology import NodeKind, Topology, TopologyBuilder
@@ -218,8 +219,9 @@ def fat_tree(
     With links counted as the directed links of each cable, k=16 has 1,024 hosts and 6,144
     links, and k=32 has 8,192 hosts and 49,152 links (3 k^3/4 cables).
     """
-    if not isinstance(k, int) or k < 2 or k % 2:
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 2 or k % 2:
         raise InputError(f"a k-ary fat-tree needs an even k >= 2, got {k!r}")
+    k = int(k)
     half = k // 2
     switch = _endpoint_switch(technology, hop_latency_s, k)
     tiers = _plan_clos(k * half, down=half, oversubscription=oversubscription, switch=switch, pod_size=half, tiers=3)
@@ -243,8 +245,7 @@ def leaf_spine(
     when the hosts fill whole leaves.
     """
     model = switch_model(switch)
-    if not isinstance(n_hosts, int) or n_hosts < 1:
-        raise InputError(f"n_hosts must be a positive integer, got {n_hosts!r}")
+    n_hosts = whole_number("n_hosts", n_hosts)
     down = model.radix // 2
     n_leaves = -(-n_hosts // down)
     tiers = _plan_clos(n_leaves, down=down, oversubscription=oversubscription, switch=model, pod_size=n_leaves, tiers=2)
@@ -304,12 +305,10 @@ def build_cluster(
     -------
     Topology
     """
-    if not isinstance(n_nodes, int) or n_nodes < 1:
-        raise InputError(f"n_nodes must be a positive integer, got {n_nodes!r}")
+    n_nodes = whole_number("n_nodes", n_nodes)
     if fabric not in FABRICS:
         raise InputError(f"unknown fabric {fabric!r}; valid ones: {', '.join(FABRICS)}")
-    if not isinstance(storage_targets, int) or storage_targets < 0:
-        raise InputError(f"storage_targets must be a non-negative integer, got {storage_targets!r}")
+    storage_targets = whole_number("storage_targets", storage_targets, minimum=0)
     info = preset_info(system)
     server = preset(system, figure=figure, **preset_options)
     rails = [server.node_names[n] for n in compute_nics(server)]
@@ -319,8 +318,8 @@ def build_cluster(
     if fabric != "none":
         model = switch_model(switch) if switch is not None else switch_for(info.compute_nic)
         size = model.radix // 2 if su_size is None else su_size
-        if fabric == "rail_optimized" and (not isinstance(size, int) or size < 1):
-            raise InputError(f"su_size must be a positive integer, got {size!r}")
+        if fabric == "rail_optimized":
+            size = whole_number("su_size", size)
         try:
             if fabric == "rail_optimized":
                 n_leaves = -(-n_nodes // size) * len(rails)

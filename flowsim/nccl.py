@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from flowsim.collectives import COLLECTIVES
-from flowsim.errors import InputError
+from flowsim.errors import InputError, whole_number
 from flowsim.pipeline import collective_time
 from flowsim.routing import Router
 from flowsim.topology import Topology
@@ -68,8 +68,7 @@ def bus_factor(collective: str, n_ranks: int) -> float:
     """
     if collective not in COLLECTIVES:
         raise InputError(f"unknown collective {collective!r}; valid ones: {', '.join(COLLECTIVES)}")
-    if isinstance(n_ranks, bool) or not isinstance(n_ranks, int) or n_ranks < 1:
-        raise InputError(f"n_ranks must be a positive integer, got {n_ranks!r}")
+    n_ranks = whole_number("n_ranks", n_ranks)
     if collective == "all_reduce":
         return 2 * (n_ranks - 1) / n_ranks
     if collective in _SPLIT:
@@ -116,8 +115,7 @@ def message_sizes(begin: str | int, end: str | int, factor: int = 2) -> list[int
     [1024, 2048, 4096, 8192]
     """
     lo, hi = parse_size(begin), parse_size(end)
-    if isinstance(factor, bool) or not isinstance(factor, int) or factor < 2:
-        raise InputError(f"factor must be an integer >= 2, got {factor!r}")
+    factor = whole_number("factor", factor, minimum=2)
     if lo < 1 or hi < lo:
         raise InputError(f"sizes must satisfy 1 <= begin <= end, got begin {lo} and end {hi}")
     sizes = [lo]

@@ -49,7 +49,7 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from flowsim.errors import InputError
+from flowsim.errors import InputError, whole_number
 from flowsim.hardware import LinkTier
 from flowsim.routes import Routes
 from flowsim.topology import NETWORK_SWITCH_KINDS, NodeKind, Topology
@@ -477,8 +477,7 @@ class Router:
         and ranks below the pair's equal-cost path count are distinct paths. Each part
         carries an equal share of its pair's bytes.
         """
-        if not isinstance(max_paths, (int, np.integer)) or max_paths < 1:
-            raise InputError(f"max_paths must be a positive integer, got {max_paths!r}")
+        max_paths = whole_number("max_paths", max_paths)
         code, seed = _method(method), _seed(seed)
         s, d = self._pairs(src, dst)
         parts = np.minimum(self.equal_cost_paths(s, d, method=method, seed=seed), max_paths)
@@ -508,9 +507,7 @@ def _method(method: str) -> int:
 
 
 def _seed(seed: int) -> int:
-    if not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise InputError(f"seed must be a non-negative integer, got {seed!r}")
-    return int(seed)
+    return whole_number("seed", seed, minimum=0)
 
 
 def route(

@@ -90,7 +90,7 @@ import numpy as np
 
 import flowsim
 from flowsim.batched import BatchProblem, resolve_backend
-from flowsim.errors import InputError, output_file, read_text_file
+from flowsim.errors import InputError, output_file, read_text_file, whole_number
 from flowsim.files import replaced_atomically
 from flowsim.fairshare import SATURATED_REL_TOL, FairShareProblem
 from flowsim.tomlcheck import Where
@@ -1465,8 +1465,7 @@ def run_sweep(
             )
         if workers is None:
             workers = os.cpu_count() or 1
-        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-            raise InputError(f"workers must be a positive integer, got {workers!r}")
+        workers = whole_number("workers", workers)
     trace_dir = None if traces is None else _trace_directory(traces, output, journal)
     records = read_journal(journal)
     first: dict[str, RunSpec] = {}

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from flowsim.collectives import CollectiveCosts
-from flowsim.errors import InputError
+from flowsim.errors import InputError, whole_number
 from flowsim.hardware import LinkTier
 from flowsim.pipeline import RunResult, collective_workload, run
 from flowsim.topology import NodeKind, Topology
@@ -206,7 +206,7 @@ def parallel_layout(
     (2, 'n2.gpu0', ('n0.gpu3', 'n1.gpu3'))
     """
     for value, what in ((tp, "tp"), (pp, "pp"), *(((dp, "dp"),) if dp is not None else ())):
-        _check_count(value, what)
+        whole_number(what, value)
     if ranks is None:
         ranks = tuple(topology.node_names[g] for g in topology.gpus())
     elif isinstance(ranks, str):
@@ -441,7 +441,7 @@ def parallel_step(
             f"{forward.size} layers do not split evenly over pp = {layout.pp} stages; give a multiple of pp "
             "(one value per stage for per-stage times)"
         )
-    _check_count(n_microbatches, "n_microbatches")
+    whole_number("n_microbatches", n_microbatches)
     if schedule not in SCHEDULES:
         raise InputError(f"unknown schedule {schedule!r}; valid ones: {', '.join(SCHEDULES)}")
     for value, what in ((activation_bytes, "activation_bytes"), (tp_all_reduce_bytes, "tp_all_reduce_bytes"),
@@ -551,12 +551,6 @@ def _checkpoint(topology: Topology, ranks: Sequence[str], bytes_per_rank: float,
         [f"checkpoint.{r}" for r in ranks], list(ranks), dst, [bytes_per_rank] * len(ranks),
         start_s=start_s, tags={"phase": ["checkpoint"] * len(ranks), "bucket": [""] * len(ranks)},
     )
-
-
-def _check_count(value: int, what: str) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise InputError(f"{what} must be a positive integer, got {value!r}")
-    return int(value)
 
 
 def _buckets(grads: np.ndarray, bucket_bytes: float) -> list[tuple[int, float]]:

@@ -220,6 +220,13 @@ def test_cluster_names_servers_and_nodes():
     ("call", "message"),
     [
         (lambda: fat_tree(5, figure="nominal"), "a k-ary fat-tree needs an even k >= 2, got 5"),
+        (lambda: fat_tree(True, figure="nominal"), "a k-ary fat-tree needs an even k >= 2, got True"),
+        (lambda: leaf_spine(True, figure="nominal"), "n_hosts must be a positive integer, got True"),
+        (lambda: build_cluster("dgx_h100", 2.0, figure="nominal"), "n_nodes must be a positive integer, got 2.0"),
+        (
+            lambda: build_cluster("dgx_h100", 1, figure="nominal", storage_targets=-1),
+            "storage_targets must be a non-negative integer, got -1",
+        ),
         (lambda: fat_tree(8, figure="nominal", oversubscription=3), "oversubscription 3 does not divide the 4 down"),
         (lambda: fat_tree(8, figure="nominal", oversubscription=0.5), "oversubscription must be >= 1"),
         (lambda: build_cluster("dgx_h100", 2, figure="nominal", fabric="torus"), "unknown fabric 'torus'; valid ones:"),
@@ -232,6 +239,13 @@ def test_cluster_names_servers_and_nodes():
 def test_fabric_errors(call, message):
     with pytest.raises(InputError, match=re.escape(message)):
         call()
+
+
+def test_sizes_may_be_numpy_integers():
+    # As they come out of np.arange or a sweep's array of values.
+    assert fat_tree(np.int64(4), figure="nominal").n_links == fat_tree(4, figure="nominal").n_links
+    two = build_cluster("dgx_h100", 2, figure="nominal")
+    assert build_cluster("dgx_h100", np.int32(2), figure="nominal").n_links == two.n_links
 
 
 @pytest.mark.parametrize(("fabric", "message"), [

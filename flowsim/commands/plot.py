@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from flowsim.commands.inspect import positive_int
-from flowsim.errors import InputError, image_file
+from flowsim.errors import InputError, image_file, whole_number
 from flowsim.files import replaced_atomically
 from flowsim.trace import Trace, open_trace
 
@@ -223,9 +223,7 @@ def plot_trace(
     """
     if kind not in KINDS:
         raise InputError(f"unknown plot kind {kind!r}; expected one of {', '.join(KINDS)}")
-    for name, value in (("top", top), ("max_flows", max_flows)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise InputError(f"{name} must be a positive integer, got {value!r}")
+    top, max_flows = whole_number("top", top), whole_number("max_flows", max_flows)
     try:
         from matplotlib.figure import Figure
     except ImportError:

@@ -4,8 +4,6 @@ Import this module only when the CUDA backend is asked for: it needs the ``numba
 package (``pip install 'flowsim[cuda]'``), which makes ``numba.cuda`` its own target.
 """
 
-import math
-
 import numpy as np
 from numba import cuda
 

@@ -11,6 +11,7 @@ from flowsim.fairshare import DEFAULT_TIE_REL_TOL, FairShareProblem, check_flow_
 from flowsim.result import SimulationResult
 from flowsim.routes import Routes, count_routes
 from flowsim_kernels.dag import find_cycle_member
+from flowsim_kernels.progress import deferred_interrupt
 from flowsim_kernels.progress import finish as progress_done
 from flowsim_kernels.engine import (
     RECORD_LINKS,
@@ -28,9 +29,10 @@ _MODES = ("incremental", "full")
 # What the kernel's overflow code names, by its remainder.
 _TIMES = ("ready", "transfer-start", "finish")
 
-# Instants between progress checks: often enough for a line every half second, rare
-# enough to cost nothing.
-_PROGRESS_EVERY = 1024
+# Work (events plus flow rates computed) between the kernel's polls for Ctrl-C and progress:
+# tens of polls a second, so a Ctrl-C stops a run within a moment and a progress line can
+# come every half second, yet too few to cost anything measurable.
+_POLL_EVERY = 1 << 16
 
 
 def simulate(
@@ -134,17 +136,21 @@ def simulate(
     transfer_start = np.empty(n_flows)
     finish = np.empty(n_flows)
     try:
-        overflow, n_events, n_updates, n_resolved, n_changed, seg_entity, seg_start, seg_end, seg_rate = simulate_flows(
-            inp,
-            mode == "incremental",
-            record,
-            DEFAULT_TIE_REL_TOL,
-            time_rel_tol,
-            _PROGRESS_EVERY if progress else 0,
-            ready,
-            transfer_start,
-            finish,
-        )
+        with deferred_interrupt():
+            overflow, n_events, n_updates, n_resolved, n_changed, seg_entity, seg_start, seg_end, seg_rate = (
+                simulate_flows(
+                    inp,
+                    mode == "incremental",
+                    record,
+                    DEFAULT_TIE_REL_TOL,
+                    time_rel_tol,
+                    _POLL_EVERY,
+                    progress,
+                    ready,
+                    transfer_start,
+                    finish,
+                )
+            )
     finally:
         if progress:
             progress_done()

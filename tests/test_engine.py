@@ -1,11 +1,18 @@
 """The event engine against SPEC's hand cases, its slow twin, and conservation laws."""
 
 import math
+import os
 import re
+import signal
+import subprocess
+import sys
+import threading
 
+import numba
 import numpy as np
 import pytest
 
+import flowsim.engine
 from flowsim import InputError
 from flowsim.engine import simulate
 from flowsim.workload import Workload
@@ -415,3 +422,117 @@ def test_incremental_matches_full_on_a_fat_tree(load, equal_sizes):
     assert a.n_rates_resolved < b.n_rates_resolved
     if equal_sizes:
         assert np.unique(a.finish_s).size < n / 2  # the ties really happen
+
+
+# --- Ctrl-C ------------------------------------------------------------------------------------
+
+def test_ctrl_c_stops_the_engine_at_its_next_poll(monkeypatch):
+    # A SIGINT while the compiled loop runs is held back; the loop sees it at its next poll
+    # (here raised from inside the first one), returns, and then it becomes KeyboardInterrupt.
+    from flowsim_kernels import progress
+
+    polls = []
+
+    def interrupt(*args):
+        polls.append(args)
+        signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(progress, "report", interrupt)
+    monkeypatch.setattr(flowsim.engine, "_POLL_EVERY", 64)
+    handler = signal.getsignal(signal.SIGINT)
+    n = 3000  # an instant or two per flow: far past the first poll
+    with pytest.raises(KeyboardInterrupt):
+        simulate([[0]] * n, [1 * G], [1e3] * n, start_s=np.arange(n) * 1e-3, progress=True)
+    assert len(polls) == 1 and 0 < polls[0][0] < n
+    assert signal.getsignal(signal.SIGINT) is handler
+
+
+def test_a_held_back_ctrl_c_reaches_the_handler_installed_before():
+    from flowsim_kernels.progress import deferred_interrupt
+
+    seen = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: seen.append(signum))
+    try:
+        with pytest.raises(KeyboardInterrupt), deferred_interrupt():
+            signal.raise_signal(signal.SIGINT)
+            seen.append("after")  # the block is not cut short
+        assert seen == ["after", signal.SIGINT]
+        with deferred_interrupt():
+            pass
+        assert seen == ["after", signal.SIGINT]
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_an_ignored_ctrl_c_stays_ignored_and_threads_are_left_alone():
+    from flowsim_kernels.progress import deferred_interrupt
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with deferred_interrupt():
+            signal.raise_signal(signal.SIGINT)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    errors = []
+
+    def in_thread():
+        try:
+            with deferred_interrupt():
+                pass
+        except Exception as error:  # signal.signal raises ValueError outside the main thread
+            errors.append(error)
+
+    thread = threading.Thread(target=in_thread)
+    thread.start()
+    thread.join()
+    assert errors == []
+
+
+CTRL_C_CHILD = """
+import sys, threading, os, signal
+import numpy as np
+from numba.core.runtime import rtsys
+from flowsim.engine import simulate
+from flowsim.fabrics import fat_tree
+from flowsim.routing import Router
+from flowsim.topology import NodeKind
+
+topology = fat_tree(16, figure="nominal")
+hosts = topology.nodes_of_kind(NodeKind.NIC)
+rng = np.random.default_rng(1)
+n = 100_000
+src, dst = rng.choice(hosts, n), rng.choice(hosts, n)
+dst[src == dst] = hosts[(np.searchsorted(hosts, dst[src == dst]) + 1) % hosts.size]
+routes = Router(topology).route(src, dst, method="ecmp")
+size = (rng.pareto(1.2, n) + 1.0) * 200e3
+start = np.cumsum(rng.exponential(1.2e6 / (0.8 * topology.link_capacity_Bps.max() * hosts.size), n))
+kw = dict(start_s=start, latency_s=topology.link_latency_s)
+simulate([[0]], [1e9], [1e9])  # compiled, or loaded from the cache, before the clock starts
+before = rtsys.get_allocation_stats()
+timer = threading.Timer(float(sys.argv[1]), os.kill, (os.getpid(), signal.SIGINT))
+timer.start()
+try:
+    simulate(routes, topology.link_capacity_Bps, size, **kw)
+    timer.cancel()
+    outcome = "completed"
+except KeyboardInterrupt:
+    outcome = "interrupted"
+after = rtsys.get_allocation_stats()  # once the traceback, and the frames it holds, are gone
+print(outcome, after.alloc - before.alloc - (after.free - before.free))
+"""
+
+
+@pytest.mark.skipif(numba.config.DISABLE_JIT, reason="about compiled code; the JIT is off")
+def test_ctrl_c_in_a_long_run_raises_without_crash_or_leak():
+    # Unguarded, a SIGINT that lands inside the kernel fires while Numba boxes its returned
+    # arrays and crashes the process (SIGSEGV); raised from the polling objmode block, it
+    # leaks the kernel's arrays. NUMBA_NRT_STATS counts what the kernel allocated and freed.
+    env = dict(os.environ, NUMBA_NRT_STATS="1")
+    done = subprocess.run(
+        [sys.executable, "-c", CTRL_C_CHILD, "1.0"], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    if done.stdout.split()[0] == "completed":
+        pytest.skip("the simulation finished before Ctrl-C arrived")
+    assert done.stdout.split() == ["interrupted", "0"]

@@ -14,7 +14,7 @@ from numba import njit
 from flowsim_kernels.csr import csr_transpose
 from flowsim_kernels.heap import heap_pop, heap_push, iheap_remove, iheap_set
 from flowsim_kernels.maxmin import RESIDUAL, STATE_COLUMNS, progressive_fill
-from flowsim_kernels.progress import report
+from flowsim_kernels.progress import poll
 from flowsim_kernels.slots import grow_block, initial_blocks
 
 #: Arrays describing a simulation; see :func:`simulate_flows`.
@@ -100,7 +100,16 @@ _CHECK_REL_TOL = 1e-9
 
 @njit(cache=True)
 def simulate_flows(
-    inp, incremental, record, tie_rel_tol, time_rel_tol, progress_every, ready_s, transfer_start_s, finish_s
+    inp,
+    incremental,
+    record,
+    tie_rel_tol,
+    time_rel_tol,
+    poll_every,
+    show_progress,
+    ready_s,
+    transfer_start_s,
+    finish_s,
 ):
     """Run flows to completion; fill in their ready, transfer-start and finish times.
 
@@ -122,9 +131,14 @@ def simulate_flows(
     time_rel_tol : float
         Events within this relative distance of the earliest pending one are handled
         together.
-    progress_every : int
-        Every so many instants, report progress on stderr (at most twice a second) through
-        :func:`flowsim_kernels.progress.report`; 0 for never.
+    poll_every : int
+        After about this much work (events handled plus flow rates computed; at least one
+        per instant), call :func:`flowsim_kernels.progress.poll`: it reports
+        progress and says whether :func:`flowsim_kernels.progress.deferred_interrupt` holds
+        back a Ctrl-C, in which case the run stops there (the outputs are then partial) for
+        the caller to deliver it; 0 for never.
+    show_progress : bool
+        Whether the polls report progress on stderr (at most twice a second).
     ready_s, transfer_start_s, finish_s : float64[n_flows]
         Outputs (s). Mutated.
 
@@ -310,7 +324,7 @@ def simulate_flows(
     n_resolved = 0
     n_changed = 0
     n_finished = 0
-    n_instants = 0
+    next_poll = poll_every
     overflow = -1
     while n_ev > 0 or n_fin > 0:
         now = _next_time(ev_keys, n_ev, fin_keys, n_fin)
@@ -321,10 +335,12 @@ def simulate_flows(
             else:
                 overflow = ev_items[0] // 2 * 3 + ev_items[0] % 2
             break
-        n_instants += 1
-        if progress_every > 0 and n_instants % progress_every == 0:
-            with numba.objmode():
-                report(n_finished, n_flows, now, n_events)
+        if poll_every > 0 and n_events + n_resolved >= next_poll:
+            next_poll = n_events + n_resolved + poll_every
+            with numba.objmode(interrupted="boolean"):
+                interrupted = poll(show_progress, n_finished, n_flows, now, n_events)
+            if interrupted:
+                break
         limit = now + time_rel_tol * abs(now)
         n_arr = 0
         n_dep = 0

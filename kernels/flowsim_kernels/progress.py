@@ -1,14 +1,30 @@
-"""Progress lines on stderr for long compiled loops, called from ``numba.objmode`` blocks.
+"""Progress lines and Ctrl-C for long compiled loops.
 
-Plain Python: the compiled loop calls :func:`report` every so many iterations, and it
-prints at most twice a second, so the check costs the loop next to nothing.
+Plain Python. A compiled loop calls :func:`poll` from a ``numba.objmode`` block every so many
+iterations; it prints at most twice a second, so the check costs the loop next to nothing.
+
+Ctrl-C needs care around compiled code. CPython runs a signal's Python handler only between
+bytecodes, so a SIGINT arriving inside a kernel waits, and then fires inside whatever Python
+code Numba runs next: often the unpickling of a dtype while it boxes the kernel's returned
+arrays, where the ``KeyboardInterrupt`` crashes the process (numba/numba#2324). Raised from
+an ``objmode`` block instead, it leaks the kernel's arrays. So :func:`deferred_interrupt`
+holds SIGINT back while a kernel runs, a polling loop sees it through :func:`poll` and
+returns early, and the handler installed before gets the signal once the kernel has
+returned.
 """
 
+import contextlib
+import signal
 import sys
+import threading
 import time
 
 _INTERVAL_S = 0.5
 _last_print = [0.0]
+
+# The handler SIGINT had before deferral (None while none is active), and whether a SIGINT
+# arrived since.
+_deferred = {"previous": None, "pending": False}
 
 
 def report(n_finished, n_flows, now_s, n_events):
@@ -32,3 +48,46 @@ def finish():
     if _last_print[0] > 0.0:
         print(file=sys.stderr, flush=True)
         _last_print[0] = 0.0
+
+
+def poll(show, n_finished, n_flows, now_s, n_events):
+    """A compiled loop's check: report progress if ``show``; True if it should stop because
+    :func:`deferred_interrupt` holds back a Ctrl-C."""
+    if show:
+        report(n_finished, n_flows, now_s, n_events)
+    return _deferred["pending"]
+
+
+def _hold(signum, frame):
+    _deferred["pending"] = True
+
+
+@contextlib.contextmanager
+def deferred_interrupt():
+    """Hold SIGINT back while a kernel runs; deliver it once the kernel has returned.
+
+    The handler SIGINT had before gets the signal then; if it returns instead of raising,
+    ``KeyboardInterrupt`` is raised all the same, as a kernel that polls has stopped early
+    and its outputs are partial. Active only in the main thread (the only one Python
+    delivers signals to) and only while SIGINT has a Python handler: an ignored SIGINT stays
+    ignored and a default one still ends the process. Nested uses defer to the outermost.
+    """
+    if (
+        _deferred["previous"] is not None
+        or threading.current_thread() is not threading.main_thread()
+        or not callable(signal.getsignal(signal.SIGINT))
+    ):
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, _hold)
+    _deferred["previous"] = previous
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        pending = _deferred["pending"]
+        _deferred["previous"] = None
+        _deferred["pending"] = False
+        if pending:
+            previous(signal.SIGINT, None)
+            raise KeyboardInterrupt

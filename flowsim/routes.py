@@ -9,6 +9,7 @@ import numpy as np
 
 from flowsim.errors import InputError, item_label
 from flowsim_kernels.csr import csr_transpose
+from flowsim_kernels.progress import deferred_interrupt
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,8 @@ class Routes:
 
     def transpose(self) -> tuple[np.ndarray, np.ndarray]:
         """``(link_flow_indptr, link_flow_indices)``: the flows crossing each link."""
-        return csr_transpose(self.flow_link_indptr, self.flow_link_indices, self.n_links)
+        with deferred_interrupt():  # a kernel that returns arrays: see flowsim_kernels.progress
+            return csr_transpose(self.flow_link_indptr, self.flow_link_indices, self.n_links)
 
     @classmethod
     def from_lists(

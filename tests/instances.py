@@ -27,3 +27,24 @@ def parking_lot_kernel_arguments(n_instances):
               problem.link_flow_indptr, problem.link_flow_indices)
     values = tuple(np.ascontiguousarray(a) for a in (problem.capacity_Bps, problem.weight, problem.cap_Bps))
     return routes, values, np.empty((n_instances, 3))
+
+
+def fat_tree_traffic(k, n_flows, load, seed):
+    """A k-ary fat-tree (NDR links, nominal), ECMP routes between random distinct hosts,
+    Pareto(1.2) sizes of at least 200 kB, and Poisson arrivals at ``load`` of the host links'
+    rate (all at t=0 for load 0): ``(topology, routes, size_bytes, start_s)``."""
+    from flowsim.fabrics import fat_tree
+    from flowsim.routing import Router
+    from flowsim.topology import NodeKind
+
+    topology = fat_tree(k, figure="nominal")
+    hosts = topology.nodes_of_kind(NodeKind.NIC)
+    rng = np.random.default_rng(seed)
+    src, dst = rng.choice(hosts, n_flows), rng.choice(hosts, n_flows)
+    dst[src == dst] = hosts[(np.searchsorted(hosts, dst[src == dst]) + 1) % hosts.size]
+    routes = Router(topology).route(src, dst, method="ecmp")
+    size = (rng.pareto(1.2, n_flows) + 1.0) * 200e3
+    if load == 0:
+        return topology, routes, size, np.zeros(n_flows)
+    rate = load * topology.link_capacity_Bps.max() * hosts.size / 1.2e6  # mean size 1.2 MB
+    return topology, routes, size, np.cumsum(rng.exponential(1.0 / rate, n_flows))

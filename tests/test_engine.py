@@ -16,6 +16,7 @@ import flowsim.engine
 from flowsim import InputError
 from flowsim.engine import simulate
 from flowsim.workload import Workload
+from instances import fat_tree_traffic
 from reference import simulate_reference
 
 G = 1e9
@@ -399,22 +400,10 @@ def test_incremental_matches_full_on_a_fat_tree(load, equal_sizes):
     # Partial re-solves ripple through saturated fat-tree links; every finish time must
     # still equal the one from re-solving everything at every event. Equal sizes in a burst
     # make flows at one level finish together: many completions per instant.
-    from flowsim.fabrics import fat_tree
-    from flowsim.routing import Router
-    from flowsim.topology import NodeKind
-
-    topology = fat_tree(8, figure="nominal")
-    hosts = topology.nodes_of_kind(NodeKind.NIC)
-    rng = np.random.default_rng(5)
     n = 1500
-    src, dst = rng.choice(hosts, n), rng.choice(hosts, n)
-    dst[src == dst] = hosts[(np.searchsorted(hosts, dst[src == dst]) + 1) % hosts.size]
-    routes = Router(topology).route(src, dst, method="ecmp")
-    size = (rng.pareto(1.2, n) + 1.0) * 200e3
+    topology, routes, size, start = fat_tree_traffic(8, n, load, seed=5)
     if equal_sizes:
         size[:] = size.mean()
-    rate = load * topology.link_capacity_Bps.max() * hosts.size / size.mean()
-    start = np.cumsum(rng.exponential(1.0 / rate, n)) if load else np.zeros(n)
     kw = dict(start_s=start, latency_s=topology.link_latency_s)
     a = simulate(routes, topology.link_capacity_Bps, size, mode="incremental", **kw)
     b = simulate(routes, topology.link_capacity_Bps, size, mode="full", **kw)
@@ -491,22 +480,11 @@ def test_an_ignored_ctrl_c_stays_ignored_and_threads_are_left_alone():
 
 CTRL_C_CHILD = """
 import sys, threading, os, signal
-import numpy as np
 from numba.core.runtime import rtsys
 from flowsim.engine import simulate
-from flowsim.fabrics import fat_tree
-from flowsim.routing import Router
-from flowsim.topology import NodeKind
+from instances import fat_tree_traffic
 
-topology = fat_tree(16, figure="nominal")
-hosts = topology.nodes_of_kind(NodeKind.NIC)
-rng = np.random.default_rng(1)
-n = 100_000
-src, dst = rng.choice(hosts, n), rng.choice(hosts, n)
-dst[src == dst] = hosts[(np.searchsorted(hosts, dst[src == dst]) + 1) % hosts.size]
-routes = Router(topology).route(src, dst, method="ecmp")
-size = (rng.pareto(1.2, n) + 1.0) * 200e3
-start = np.cumsum(rng.exponential(1.2e6 / (0.8 * topology.link_capacity_Bps.max() * hosts.size), n))
+topology, routes, size, start = fat_tree_traffic(16, 100_000, 0.8, seed=1)
 kw = dict(start_s=start, latency_s=topology.link_latency_s)
 simulate([[0]], [1e9], [1e9])  # compiled, or loaded from the cache, before the clock starts
 before = rtsys.get_allocation_stats()
@@ -528,7 +506,8 @@ def test_ctrl_c_in_a_long_run_raises_without_crash_or_leak():
     # Unguarded, a SIGINT that lands inside the kernel fires while Numba boxes its returned
     # arrays and crashes the process (SIGSEGV); raised from the polling objmode block, it
     # leaks the kernel's arrays. NUMBA_NRT_STATS counts what the kernel allocated and freed.
-    env = dict(os.environ, NUMBA_NRT_STATS="1")
+    path = os.pathsep.join(filter(None, [os.path.dirname(__file__), os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, NUMBA_NRT_STATS="1", PYTHONPATH=path)
     done = subprocess.run(
         [sys.executable, "-c", CTRL_C_CHILD, "1.0"], capture_output=True, text=True, env=env, timeout=600
     )

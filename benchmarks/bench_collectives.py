@@ -15,7 +15,8 @@ import pytest
 
 from flowsim.collectives import all_reduce, all_to_all
 from flowsim.fabrics import build_cluster
-from flowsim.pipeline import collective_time, run
+from flowsim.collectives import collective_time
+from flowsim.pipeline import run
 
 FULL_NODES = 128
 FULL_STREAM_NODES = 1024

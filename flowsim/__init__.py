@@ -5,6 +5,7 @@ section for the contract.
 """
 
 from flowsim.batched import BackendUnavailable, available_backends, solve_batch
+from flowsim.collectives import collective_time, collective_workload
 from flowsim.engine import simulate
 from flowsim.errors import InputError
 from flowsim.fabrics import build_cluster, fat_tree, leaf_spine
@@ -37,6 +38,8 @@ __all__ = [
     "__version__",
     "available_backends",
     "build_cluster",
+    "collective_time",
+    "collective_workload",
     "data_parallel_step",
     "fat_tree",
     "leaf_spine",

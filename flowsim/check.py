@@ -4,7 +4,7 @@ A cluster whose nccl-tests bus bandwidth falls well below what its fabric allows
 something broken (a degraded link, a wrong NCCL setting). :func:`check_nccl_log` parses the
 output of one nccl-tests binary (``all_reduce_perf``, ``all_gather_perf``,
 ``reduce_scatter_perf``, ``alltoall_perf``, ``sendrecv_perf``; also ``broadcast_perf`` and
-``reduce_perf``), predicts every row with :func:`flowsim.nccl.sweep` on a preset cluster
+``reduce_perf``), predicts every row with :func:`flowsim.collectives.report.sweep` on a preset cluster
 (:func:`flowsim.fabrics.build_cluster`) and flags rows whose measured busbw falls short of
 the prediction by more than a threshold. :func:`append_history` keeps each check in an HDF5
 file so trends over days show; :func:`plot_history` draws them. :func:`history_file` and
@@ -58,8 +58,8 @@ from flowsim.collectives import resolve_algorithm
 from flowsim.errors import InputError, image_file, output_file, whole_number
 from flowsim.fabrics import build_cluster
 from flowsim.files import locked, replaced_atomically
-from flowsim.nccl import bus_factor, busbw_Bps, sweep
-from flowsim.pipeline import send_pair
+from flowsim.collectives.report import bus_factor, busbw_Bps, sweep
+from flowsim.collectives.placement import send_pair
 
 __all__ = [
     "BINARIES",
@@ -548,7 +548,7 @@ class CheckReport:
     threshold : float
         A row is short when measured busbw < predicted x (1 - threshold).
     algorithm, protocol, figure, fabric : str
-        How the prediction was made (see :func:`flowsim.pipeline.collective_time`).
+        How the prediction was made (see :func:`flowsim.collectives.collective_time`).
     rows : tuple of RowCheck
     checked_at : str
         UTC time of the check, ISO 8601.

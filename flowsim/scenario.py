@@ -39,14 +39,15 @@ Format
         ``op`` (one of ``flowsim.collectives.COLLECTIVES``: ``"all_reduce"``,
         ``"all_to_all"``, ``"send"``, ...) and ``size_bytes`` (``S`` as nccl-tests counts
         it) are required. ``ranks``: GPU node names in ring order (default: every GPU of the
-        topology; for ``send`` the first two). ``name``: a prefix for the flow names (needed
-        when two collectives would otherwise share names); ``start_s``: added to every
-        flow's start time. Every other key (``algorithm``, ``channels``, ``slices``,
-        ``orders``, ``switch`` for NVLS, ...) goes to
-        :func:`flowsim.collectives.build_collective`; ``switch`` must be an NVSwitch node of
-        the topology. ``servers`` (a table of rank = server name) defaults to each rank's
-        server in the topology (except for NVLS, which runs inside one server), so that
-        messages leaving a server are charged the network step latency.
+        topology; for ``send`` the pair :func:`flowsim.collectives.send_pair` picks).
+        ``name``: a prefix for the flow names (needed when two collectives would otherwise
+        share names); ``start_s``: added to every flow's start time. The collective is laid
+        out by :func:`flowsim.collectives.collective_workload`, as ``flowsim collective``
+        and training steps lay it out, with its options as keys: ``algorithm``,
+        ``protocol``, ``channels``, ``slices``, ``model``, and the overrides ``orders``
+        (one ring order per channel), ``servers`` (a table of rank = server name),
+        ``switch`` (NVLS: an NVSwitch node of the topology) and ``root`` (broadcast,
+        reduce). Left out, each is chosen from the topology as those commands choose it.
     ``[workload.training]`` (see :mod:`flowsim.training`)
         One training step over the topology's GPUs (or ``ranks``): ``layers`` (count) and
         ``layer_backward_s`` / ``layer_grad_bytes`` (one number for every layer, or a list of
@@ -399,10 +400,10 @@ def _numbers(path: Path, rows: list[tuple[int, list[str]]], column: str, cells: 
     return out
 
 
-def _ranks(where: Where, topology: Topology, table: Mapping, key: str, op: str) -> list[str]:
+def _ranks(where: Where, topology: Topology, table: Mapping, key: str) -> list[str] | None:
+    """The ``ranks`` array of node names, or None when not given."""
     if "ranks" not in table:
-        gpus = [topology.node_names[g] for g in topology.gpus()]
-        return gpus[:2] if op == "send" else gpus
+        return None
     ranks = table["ranks"]
     if not isinstance(ranks, list) or not all(isinstance(r, str) for r in ranks):
         raise where.error(f"{key}.ranks", f"expected an array of node names, got {show(ranks)}")
@@ -412,25 +413,10 @@ def _ranks(where: Where, topology: Topology, table: Mapping, key: str, op: str) 
     return ranks
 
 
-def _servers(topology: Topology, ranks: list[str]) -> dict[str, str]:
-    """Server name of each rank; a node outside servers is its own."""
-    servers = topology.node_server[topology.node_ids(ranks)].tolist()
-    return {r: topology.server_names[s] if s >= 0 else r for r, s in zip(ranks, servers)}
-
-
 def _check_servers(where: Where, servers: object, key: str) -> None:
     """A collective's ``servers``: a table of rank name = server name."""
     if not isinstance(servers, dict) or not all(isinstance(v, str) for v in servers.values()):
         raise where.error(key, f"expected a table of rank = server name (strings), got {show(servers)}")
-
-
-def _check_switch(where: Where, topology: Topology, switch: str, key: str) -> None:
-    """An NVLS collective's ``switch``: an NVSwitch node of the topology."""
-    if switch not in topology.node_index:
-        raise where.error(key, f"{switch!r} is not a node of the topology")
-    kind = NodeKind(topology.node_kind[topology.node_index[switch]])
-    if kind != NodeKind.NVSWITCH:
-        raise where.error(key, f"{switch!r} is a {kind.name.lower()} node, not an NVSwitch")
 
 
 def _renamed(workload: Workload, prefix: str, start_s: float) -> Workload:
@@ -451,6 +437,11 @@ def _renamed(workload: Workload, prefix: str, start_s: float) -> Workload:
     )
 
 
+# Keys of [[workload.collective]] besides op, size_bytes, ranks, name and start_s: the
+# options of flowsim.collectives.collective_workload that a TOML value can hold.
+_COLLECTIVE_OPTIONS = ("algorithm", "protocol", "channels", "slices", "model", "orders", "servers", "switch", "root")
+
+
 def _collective(where: Where, topology: Topology, table: Mapping, key: str) -> Workload:
     try:
         collectives = importlib.import_module("flowsim.collectives")
@@ -460,20 +451,20 @@ def _collective(where: Where, topology: Topology, table: Mapping, key: str) -> W
         ) from None
     op = where.choice(table, "op", key, collectives.COLLECTIVES)
     size = where.number(table, "size_bytes", key)
-    ranks = _ranks(where, topology, table, key, op)
-    options = {k: v for k, v in table.items() if k not in ("op", "size_bytes", "ranks", "name", "start_s")}
+    where.only(table, ("op", "size_bytes", "ranks", "name", "start_s", *_COLLECTIVE_OPTIONS), key)
+    ranks = _ranks(where, topology, table, key)
+    options = {k: table[k] for k in _COLLECTIVE_OPTIONS if k in table}
     if "servers" in options:
         _check_servers(where, options["servers"], f"{key}.servers")
-    elif options.get("algorithm") != "nvls":
-        options["servers"] = _servers(topology, ranks)
     if "switch" in options:
-        _check_switch(where, topology, where.string(table, "switch", key), f"{key}.switch")
+        try:
+            collectives.check_nvswitch(topology, where.string(table, "switch", key))
+        except InputError as err:
+            raise where.error(f"{key}.switch", str(err)) from None
     try:
-        workload = collectives.build_collective(op, ranks, size, **options)
+        workload = collectives.collective_workload(topology, op, size, ranks=ranks, **options).workload
     except InputError as err:
         raise where.error(key, str(err)) from None
-    except TypeError as err:
-        raise where.error(key, f"bad parameters for {op}: {err}") from None
     name = where.string(table, "name", key, "")
     start = where.number(table, "start_s", key, 0.0)
     if name or start:
@@ -514,7 +505,7 @@ def _training(where: Where, topology: Topology, table: Mapping, key: str) -> Tra
     if parallel:
         columns = ("layer_forward_s", *columns)
     per_layer = {column: _per_layer(where, table, key, column, layers) for column in columns}
-    ranks = _ranks(where, topology, table, key, "all_reduce") if "ranks" in table else None
+    ranks = _ranks(where, topology, table, key)
     common = dict(
         bucket_bytes=where.number(table, "bucket_bytes", key, 25 * 2**20),
         ranks=ranks,

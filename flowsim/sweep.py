@@ -95,7 +95,7 @@ from flowsim.files import replaced_atomically
 from flowsim.fairshare import SATURATED_REL_TOL, FairShareProblem
 from flowsim.tomlcheck import Where
 from flowsim.hardware import LinkTier
-from flowsim.nccl import busbw_Bps
+from flowsim.collectives.report import busbw_Bps
 from flowsim.routes import Routes
 from flowsim.scenario import ScenarioRun, rates_problem, run_scenario, scenario_from_document
 from flowsim.trace import write_trace

@@ -52,7 +52,8 @@ import numpy as np
 from flowsim.collectives import CollectiveCosts
 from flowsim.errors import InputError, whole_number
 from flowsim.hardware import LinkTier
-from flowsim.pipeline import RunResult, collective_workload, run
+from flowsim.collectives.placement import collective_workload
+from flowsim.pipeline import RunResult, run
 from flowsim.topology import NodeKind, Topology
 from flowsim.workload import Workload
 
@@ -308,7 +309,7 @@ def data_parallel_step(
     bucket_bytes : float
         Gradient bucket size (bytes, > 0; PyTorch DDP's default is 25 MiB).
     ranks, algorithm, protocol, costs
-        How each bucket is all-reduced, as :func:`flowsim.pipeline.collective_workload`.
+        How each bucket is all-reduced, as :func:`flowsim.collectives.collective_workload`.
     checkpoint_bytes_per_rank : float
         Bytes each rank writes to storage (0: no checkpoint). Ranks write to the topology's
         storage targets in turn.
@@ -408,9 +409,9 @@ def parallel_step(
         Gradient bucket size (bytes, > 0; PyTorch DDP's default is 25 MiB).
     algorithm, tp_algorithm : str, optional
         All-reduce algorithm of the gradient buckets and of the TP all-reduces (default:
-        ring), as :func:`flowsim.pipeline.collective_workload`.
+        ring), as :func:`flowsim.collectives.collective_workload`.
     protocol, costs, slices
-        For every collective and send, as :func:`flowsim.pipeline.collective_workload`.
+        For every collective and send, as :func:`flowsim.collectives.collective_workload`.
         Fewer slices mean fewer flows (a faster simulation) and less pipelining inside each
         message.
     checkpoint_bytes_per_rank, checkpoint_start_s : float

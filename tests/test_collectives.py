@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import flowsim.collectives as collectives
+import flowsim.collectives.dag as collective_dag
 from flowsim.collectives import (
     COLLECTIVES,
     MAX_PIPELINE_SLICES,
@@ -36,7 +36,7 @@ from flowsim.collectives import (
 from flowsim.check import parse_nccl_log
 from flowsim.errors import InputError
 from flowsim.fabrics import build_cluster
-from flowsim.nccl import (
+from flowsim.collectives.report import (
     algbw_Bps,
     bus_factor,
     busbw_Bps,
@@ -46,7 +46,8 @@ from flowsim.nccl import (
     rows_to_json,
     sweep,
 )
-from flowsim.pipeline import collective_time, run, send_pair
+from flowsim.collectives import collective_time, send_pair
+from flowsim.pipeline import run
 from flowsim.presets import DGX1_NVLINK_COUNTS, preset
 from flowsim.routing import Router
 from flowsim.topology import NodeKind, TopologyBuilder
@@ -558,7 +559,7 @@ def test_stream_time_is_the_later_of_its_transfer_and_its_latency_chain():
 
 def test_auto_streams_above_the_message_limit(monkeypatch):
     assert set(all_reduce(RANKS, G, slices=2).tags["model"]) == {"steps"}  # 48 messages
-    monkeypatch.setattr(collectives, "STEP_MESSAGE_LIMIT", 47)
+    monkeypatch.setattr(collective_dag, "STEP_MESSAGE_LIMIT", 47)
     assert set(all_reduce(RANKS, G, slices=2).tags["model"]) == {"stream"}
     assert set(all_reduce(RANKS, G, slices=2, model="steps").tags["model"]) == {"steps"}
     assert set(all_reduce(RANKS, G, slices=1).tags["model"]) == {"steps"}  # 24 messages
@@ -622,7 +623,7 @@ def test_bad_model_is_named(call, message):
 )
 def test_auto_refuses_step_dags_past_the_limit_that_have_no_stream(monkeypatch, build, n_messages):
     assert len(build("auto")) == n_messages  # the count auto checks is the count built
-    monkeypatch.setattr(collectives, "STEP_MESSAGE_LIMIT", n_messages - 1)
+    monkeypatch.setattr(collective_dag, "STEP_MESSAGE_LIMIT", n_messages - 1)
     with pytest.raises(InputError, match=f"over {n_messages:,} messages is more than the {n_messages - 1:,}"):
         build("auto")
     assert set(build("steps").tags["model"]) == {"steps"}

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from flowsim.collectives.placement import check_nvswitch
 from flowsim.errors import InputError
 from flowsim.scenario import load_scenario, parse_scenario, read_flow_csv, run_scenario
 from flowsim.workload import Workload
@@ -236,21 +237,30 @@ def test_collective_without_the_module_says_so(tmp_path, monkeypatch):
 
 @pytest.fixture
 def fake_collectives(monkeypatch):
-    """A stand-in flowsim.collectives with the contract the scenario relies on: COLLECTIVES
-    and build_collective(collective, ranks, size_bytes, **options); it records its calls."""
+    """A stand-in flowsim.collectives with the contract the scenario relies on: COLLECTIVES,
+    check_nvswitch(topology, name) and collective_workload(topology, collective, size_bytes,
+    *, ranks, **options) returning a plan with a ``workload``; it records its calls."""
     module = types.ModuleType("flowsim.collectives")
     module.COLLECTIVES = ("all_to_all", "send")
     module.calls = []
+    module.check_nvswitch = check_nvswitch
 
-    def build_collective(collective, ranks, size_bytes, *, algorithm=None, servers=None, channels=1):
-        module.calls.append((collective, list(ranks), size_bytes, algorithm, servers, channels))
+    def collective_workload(topology, collective, size_bytes, *, ranks=None, **options):
+        module.calls.append((collective, ranks, size_bytes, options))
+        refused = sorted(set(options) - {"algorithm", "channels", "servers"})
+        if refused:
+            raise InputError(f"bad parameters for {collective}: it takes no {', '.join(refused)}")
+        if ranks is None:
+            ranks = [topology.node_names[g] for g in topology.gpus()]
+        channels = options.get("channels", 1)
         pairs = [(s, d) for s in ranks for d in ranks if s != d]
-        return Workload.build([f"{collective}.{s}.{d}" for s, d in pairs], [s for s, _ in pairs],
-                              [d for _, d in pairs], np.full(len(pairs), size_bytes / channels),
-                              depends_on=[[] if i == 0 else [0] for i in range(len(pairs))],
-                              tags={"collective": [collective] * len(pairs)})
+        workload = Workload.build([f"{collective}.{s}.{d}" for s, d in pairs], [s for s, _ in pairs],
+                                  [d for _, d in pairs], np.full(len(pairs), size_bytes / channels),
+                                  depends_on=[[] if i == 0 else [0] for i in range(len(pairs))],
+                                  tags={"collective": [collective] * len(pairs)})
+        return types.SimpleNamespace(workload=workload)
 
-    module.build_collective = build_collective
+    module.collective_workload = collective_workload
     monkeypatch.setitem(sys.modules, "flowsim.collectives", module)
     return module
 
@@ -258,7 +268,7 @@ def fake_collectives(monkeypatch):
 def test_collective_dispatches_by_name_after_the_flow_list(tmp_path, fake_collectives):
     text = COLLECTIVE.replace("[workload]\n", '[workload]\nflows = "flows.csv"\n')
     w = load_scenario(_scenario(tmp_path, text)).workload
-    assert fake_collectives.calls == [("all_to_all", ["a", "b"], 1e6, None, {"a": "box", "b": "box"}, 1)]
+    assert fake_collectives.calls == [("all_to_all", None, 1e6, {})]
     assert w.names == ("x", "y", "all_to_all.a.b", "all_to_all.b.a")
     np.testing.assert_array_equal(w.size_bytes, [1e9, 5e8, 1e6, 1e6])
     assert w.tags["collective"] == ("", "", "all_to_all", "all_to_all")
@@ -269,8 +279,8 @@ def test_collective_name_start_ranks_and_options(tmp_path, fake_collectives):
     text = COLLECTIVE + 'ranks = ["b", "a"]\nname = "moe"\nstart_s = 0.25\nchannels = 2\nalgorithm = "p2p"\n'
     text += '[[workload.collective]]\nop = "send"\nsize_bytes = 8.0\n'
     w = load_scenario(_scenario(tmp_path, text)).workload
-    assert fake_collectives.calls[0] == ("all_to_all", ["b", "a"], 1e6, "p2p", {"b": "box", "a": "box"}, 2)
-    assert fake_collectives.calls[1][:3] == ("send", ["a", "b"], 8.0)
+    assert fake_collectives.calls[0] == ("all_to_all", ["b", "a"], 1e6, {"algorithm": "p2p", "channels": 2})
+    assert fake_collectives.calls[1] == ("send", None, 8.0, {})
     assert w.names == ("moe.all_to_all.b.a", "moe.all_to_all.a.b", "send.a.b", "send.b.a")
     np.testing.assert_array_equal(w.start_s, [0.25, 0.25, 0.0, 0.0])
     np.testing.assert_array_equal(w.size_bytes, [5e5, 5e5, 8.0, 8.0])
@@ -345,7 +355,15 @@ def test_recording_options_give_what_they_ask(tmp_path, record_links, record_flo
 
 def test_collective_servers_table_reaches_the_builder(tmp_path, fake_collectives):
     load_scenario(_scenario(tmp_path, COLLECTIVE + 'servers = {a = "left", b = "right"}\n'))
-    assert fake_collectives.calls[0][4] == {"a": "left", "b": "right"}
+    assert fake_collectives.calls[0][3] == {"servers": {"a": "left", "b": "right"}}
+
+
+def test_real_collective_refuses_an_option_its_algorithm_does_not_take(tmp_path):
+    text = ('[topology]\npreset = "dgx_h100"\nfigure = "effective"\n'
+            '[[workload.collective]]\nop = "all_to_all"\nsize_bytes = 1e6\nslices = 4\n')
+    with pytest.raises(InputError, match=r"s\.toml: workload\.collective\[0\]: bad parameters for all_to_all: "
+                                         r"p2p takes no slices \(it takes servers\)"):
+        load_scenario(_scenario(tmp_path, text))
 
 
 def test_real_nvls_collective_checks_its_switch(tmp_path):

@@ -26,7 +26,7 @@ from flowsim.batched import BackendUnavailable, BatchProblem, available_backends
 from flowsim.commands import sweep as sweep_cli
 from flowsim.errors import InputError
 from flowsim.hardware import LinkTier
-from flowsim.nccl import busbw_Bps
+from flowsim.collectives.report import busbw_Bps
 from flowsim.routing import Router
 from flowsim.scenario import load_scenario, run_scenario, scenario_from_document
 from flowsim.sweep import (

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from flowsim.fabrics import build_cluster
-from flowsim.nccl import busbw_Bps
-from flowsim.pipeline import collective_time
+from flowsim.collectives.report import busbw_Bps
+from flowsim.collectives import collective_time
 from flowsim.presets import preset
 
 CSV = Path(__file__).resolve().parents[1] / "data" / "validation" / "nccl_busbw.csv"

@@ -24,7 +24,7 @@ from flowsim.collectives import PROTOCOLS
 from flowsim.errors import InputError
 from flowsim.fabrics import FABRICS
 from flowsim.hardware import FIGURES
-from flowsim.nccl import parse_size
+from flowsim.collectives.report import parse_size
 from flowsim.presets import preset_names
 
 __all__ = ["add_parser", "check_command"]

@@ -17,9 +17,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from flowsim.collectives import COLLECTIVES
+from flowsim.collectives.builders import COLLECTIVES
 from flowsim.errors import InputError, whole_number
-from flowsim.pipeline import collective_time
+from flowsim.collectives.placement import collective_time
 from flowsim.routing import Router
 from flowsim.topology import Topology
 
@@ -178,9 +178,9 @@ def sweep(
     dtype : str
         A key of :data:`DTYPE_BYTES`.
     ranks : sequence of str, optional
-        GPU node names; default every GPU (see :func:`flowsim.pipeline.collective_time`).
+        GPU node names; default every GPU (see :func:`flowsim.collectives.collective_time`).
     **options
-        Passed to :func:`flowsim.pipeline.collective_time` (``algorithm``, ``protocol``,
+        Passed to :func:`flowsim.collectives.collective_time` (``algorithm``, ``protocol``,
         ``channels``, ``slices``, ``costs``, ``model``, ``routing``, ``seed``, ``gpudirect``).
 
     Returns

@@ -1,0 +1,98 @@
+"""Collectives: NCCL's algorithms as flow DAGs, placed on a topology and reported as
+nccl-tests does.
+
+The package's rooms, in the order they depend on each other:
+
+- :mod:`~flowsim.collectives.costs`: NCCL's software costs (latencies, protocol wire
+  efficiency) and protocols.
+- :mod:`~flowsim.collectives.dag`: the flow-DAG building blocks (messages, rings, chains,
+  trees), channels, slices and the step/stream layouts.
+- :mod:`~flowsim.collectives.builders`: one builder per algorithm over a list of GPU node
+  names, and :data:`ALGORITHM_TABLE`, which says what each algorithm takes (ring orders,
+  channels, a root, an NVSwitch).
+- :mod:`~flowsim.collectives.rings`: ring orders per channel (rotated per server, or found
+  on a GPU mesh's direct links).
+- :mod:`~flowsim.collectives.placement`: one placement on a topology for every caller
+  (``flowsim collective``, ``flowsim check``, scenario files, sweeps, training steps):
+  ranks, channels, ring orders, costs and the NVLS switch chosen from the hardware.
+- :mod:`~flowsim.collectives.report`: algbw, busbw and nccl-tests' tables.
+
+Adding an algorithm is a builder and a row of :data:`ALGORITHM_TABLE`.
+"""
+
+from flowsim.collectives.builders import (
+    ALGORITHM_TABLE,
+    ALGORITHMS,
+    COLLECTIVES,
+    Algorithm,
+    algorithm_of,
+    all_gather,
+    all_reduce,
+    all_to_all,
+    broadcast,
+    build_collective,
+    hierarchical_all_reduce,
+    nvls_all_reduce,
+    reduce,
+    reduce_scatter,
+    resolve_algorithm,
+    send,
+    tree_all_reduce,
+)
+from flowsim.collectives.costs import NVLS_EFFICIENCY, PROTOCOLS, CollectiveCosts, nccl_costs, nvls_costs
+from flowsim.collectives.dag import (
+    MAX_PIPELINE_SLICES,
+    MAX_RING_SLICES,
+    MODELS,
+    NCCL_SLOT_BYTES,
+    STEP_MESSAGE_LIMIT,
+)
+from flowsim.collectives.placement import (
+    CollectivePlan,
+    CollectiveRun,
+    check_nvswitch,
+    collective_time,
+    collective_workload,
+    rank_servers,
+    send_pair,
+)
+from flowsim.collectives.rings import mesh_rings, rotated_rings
+
+__all__ = [
+    "ALGORITHMS",
+    "ALGORITHM_TABLE",
+    "COLLECTIVES",
+    "MAX_PIPELINE_SLICES",
+    "MAX_RING_SLICES",
+    "MODELS",
+    "NCCL_SLOT_BYTES",
+    "NVLS_EFFICIENCY",
+    "PROTOCOLS",
+    "STEP_MESSAGE_LIMIT",
+    "Algorithm",
+    "CollectiveCosts",
+    "CollectivePlan",
+    "CollectiveRun",
+    "algorithm_of",
+    "check_nvswitch",
+    "all_gather",
+    "all_reduce",
+    "all_to_all",
+    "broadcast",
+    "build_collective",
+    "collective_time",
+    "collective_workload",
+    "hierarchical_all_reduce",
+    "mesh_rings",
+    "nccl_costs",
+    "nvls_all_reduce",
+    "nvls_costs",
+    "rank_servers",
+    "reduce",
+    "reduce_scatter",
+    "resolve_algorithm",
+    "rotated_rings",
+    "send",
+    "send_pair",
+    "tree_all_reduce",
+]

@@ -1,0 +1,578 @@
+"""The collectives' builders: each lays one collective out as a flow DAG over GPU node names.
+
+Each builder returns a :class:`~flowsim.workload.Workload`: one flow per message a rank
+sends, with dependencies saying which message must have arrived before it can be sent.
+:func:`flowsim.pipeline.run` routes and simulates it; :mod:`flowsim.collectives.report` reports times as
+nccl-tests does.
+
+Message sizes follow nccl-tests ([NT-PERF], fact sheet 6.1): ``size_bytes`` is the buffer
+size ``S`` that nccl-tests prints. For all-reduce, broadcast and reduce it is each rank's
+buffer; for all-gather, reduce-scatter and all-to-all it is the *total* (``n`` chunks of
+``S / n``).
+
+Algorithms
+----------
+Ring (all-reduce, reduce-scatter, all-gather)
+    Ranks in a ring; at every step each rank sends a chunk of ``S / n`` to its successor, and
+    a rank's step ``s`` message leaves when the chunk it forwards (its predecessor's step
+    ``s - 1`` message) has arrived. All-reduce has ``2(n - 1)`` steps, the others ``n - 1``.
+Chain (broadcast, reduce)
+    The root's data travels a chain through all ranks (towards the root for reduce), cut into
+    slices so that the hops overlap.
+Double binary tree (all-reduce)
+    Two complementary binary trees, each carrying half of the data: reduce up each tree,
+    then broadcast down, slice by slice (NCCL >= 2.4, fact sheet 7.1). Across servers the
+    tree nodes are servers, each a chain of its ranks, as NCCL builds them.
+Hierarchical (all-reduce)
+    Ring reduce-scatter inside each server, ring all-reduce among the ranks with the same
+    local index across servers (one ring per rail), ring all-gather inside each server.
+NVLS (all-reduce)
+    NVLink SHARP on NVSwitch generation 3 and later (fact sheet 1.3): the switch reads every
+    rank's copy of chunk ``j`` and returns the sum to rank ``j`` (``multimem.ld_reduce``),
+    which writes it once to the switch, and the switch multicasts it to every rank
+    (``multimem.st``). Each rank moves ``S (1 + 1/n)`` each way instead of the ring's
+    ``2 S (n - 1)/n``.
+All-to-all, send
+    One message per (source, destination) pair, all sent at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from flowsim.collectives.costs import CollectiveCosts, nvls_costs
+from flowsim.collectives.dag import (
+    MAX_PIPELINE_SLICES,
+    MAX_RING_SLICES,
+    Ranks,
+    Servers,
+    _chain,
+    _check_orders,
+    _check_ranks,
+    _FlowDag,
+    _group_by_server,
+    _in_order,
+    _model,
+    _no_slices_in_a_stream,
+    _prepare,
+    _ring,
+    _ring_collective,
+    _slices,
+    _steps_only,
+    _stream_ring,
+    _tree_all_reduce,
+)
+from flowsim.errors import InputError
+from flowsim.workload import Workload
+
+
+def all_reduce(
+    ranks: Ranks,
+    size_bytes: float,
+    *,
+    channels: int = 1,
+    slices: int | None = None,
+    orders: Sequence[Ranks] | None = None,
+    servers: Servers = None,
+    costs: CollectiveCosts | None = None,
+    model: str = "auto",
+) -> Workload:
+    """Ring all-reduce: ``2(n - 1)`` steps of ``S / n`` bytes per rank and channel.
+
+    Parameters
+    ----------
+    ranks : sequence of str
+        Node names of the ``n >= 2`` ranks (GPUs), in ring order.
+    size_bytes : float
+        ``S``, each rank's buffer (>= 0).
+    channels : int
+        Independent rings, each carrying ``S / channels``.
+    slices : int, optional
+        Pieces each step's message is cut into; default: NCCL slot sized, at most
+        :data:`MAX_RING_SLICES`.
+    orders : sequence of sequences of str, optional
+        Ring order of each channel, each a permutation of ``ranks`` (default: ``ranks``).
+    servers : mapping of str to hashable, optional
+        Server of each rank, to charge inter-server messages the network step latency
+        (default: all ranks in one server).
+    costs : CollectiveCosts, optional
+        Default: :func:`nccl_costs` ``("ring", "simple", "nvlink")``.
+    model : {"auto", "steps", "stream"}
+        One message per step, or one flow per hop (see "Steps and streams" in
+        :mod:`flowsim.collectives`); ``"auto"`` streams above :data:`STEP_MESSAGE_LIMIT`
+        messages. ``slices`` apply to the steps only (giving them with ``"stream"`` is an
+        error; ``"auto"`` counts them and drops them if it streams).
+
+    Returns
+    -------
+    Workload
+        Flow ``{"all_reduce"}.ch{c}.step{s}.r{i}.sl{k}`` is rank ``i``'s step ``s`` message on
+        channel ``c``; it depends on the message it forwards (step ``s - 1`` of its ring
+        predecessor) and on its own previous slice. Streamed, flow ``all_reduce.ch{c}.stream.r{p}``
+        is the hop from position ``p`` of channel ``c``'s ring order to the next, and
+        ``all_reduce.ch{c}.stream.r{p}.chain`` its zero-byte latency chain. Tags:
+        ``collective``, ``model``, ``step``, ``channel``.
+
+    Examples
+    --------
+    >>> w = all_reduce(["g0", "g1", "g2", "g3"], 4e6, slices=1)
+    >>> len(w), float(w.size_bytes[0]), w.names[4]
+    (24, 1000000.0, 'all_reduce.ch0.step1.r0.sl0')
+    >>> [w.names[i] for i in w.dependencies(4)]
+    ['all_reduce.ch0.step0.r3.sl0']
+    """
+    return _ring_collective(
+        "all_reduce",
+        ranks,
+        size_bytes,
+        lambda n: 2 * (n - 1),
+        channels=channels,
+        slices=slices,
+        orders=orders,
+        servers=servers,
+        costs=costs,
+        model=model,
+    )
+
+
+def reduce_scatter(
+    ranks: Ranks,
+    size_bytes: float,
+    *,
+    channels: int = 1,
+    slices: int | None = None,
+    orders: Sequence[Ranks] | None = None,
+    servers: Servers = None,
+    costs: CollectiveCosts | None = None,
+    model: str = "auto",
+) -> Workload:
+    """Ring reduce-scatter: ``n - 1`` steps of ``S / n`` bytes (``S``: the total input of a
+    rank, as nccl-tests counts it). Parameters as :func:`all_reduce`."""
+    return _ring_collective(
+        "reduce_scatter",
+        ranks,
+        size_bytes,
+        lambda n: n - 1,
+        channels=channels,
+        slices=slices,
+        orders=orders,
+        servers=servers,
+        costs=costs,
+        model=model,
+    )
+
+
+def all_gather(
+    ranks: Ranks,
+    size_bytes: float,
+    *,
+    channels: int = 1,
+    slices: int | None = None,
+    orders: Sequence[Ranks] | None = None,
+    servers: Servers = None,
+    costs: CollectiveCosts | None = None,
+    model: str = "auto",
+) -> Workload:
+    """Ring all-gather: ``n - 1`` steps of ``S / n`` bytes (``S``: the gathered total, as
+    nccl-tests counts it). Parameters as :func:`all_reduce`."""
+    return _ring_collective(
+        "all_gather",
+        ranks,
+        size_bytes,
+        lambda n: n - 1,
+        channels=channels,
+        slices=slices,
+        orders=orders,
+        servers=servers,
+        costs=costs,
+        model=model,
+    )
+
+
+def _chain_collective(
+    what: str,
+    ranks: Ranks,
+    size_bytes: float,
+    root: int,
+    towards_root: bool,
+    *,
+    channels: int,
+    slices: int | None,
+    orders: Sequence[Ranks] | None,
+    servers: Servers,
+    costs: CollectiveCosts | None,
+    model: str,
+) -> Workload:
+    ranks, size, channels, costs = _prepare(what, ranks, size_bytes, channels, costs, "ring")
+    if isinstance(root, (bool, np.bool_)) or not isinstance(root, (int, np.integer)) or not 0 <= root < len(ranks):
+        raise InputError(f"{what}: root must be a rank index in 0..{len(ranks) - 1}, got {root!r}")
+    piece = size / channels
+    n_slices = _slices(slices, piece, what, MAX_PIPELINE_SLICES)
+    _steps_only(model, channels * n_slices * (len(ranks) - 1), what)
+    dag = _FlowDag(what, costs, servers)
+    for c, order in enumerate(_check_orders(orders, ranks, channels, what)):
+        at = order.index(ranks[root])
+        chain = order[at:] + order[:at]
+        _chain(dag, chain[::-1] if towards_root else chain, piece / n_slices, n_slices, c)
+    return dag.workload(what)
+
+
+def broadcast(
+    ranks: Ranks,
+    size_bytes: float,
+    *,
+    root: int = 0,
+    channels: int = 1,
+    slices: int | None = None,
+    orders: Sequence[Ranks] | None = None,
+    servers: Servers = None,
+    costs: CollectiveCosts | None = None,
+    model: str = "auto",
+) -> Workload:
+    """Pipelined chain broadcast of ``S`` bytes from ``ranks[root]``.
+
+    Each channel's ring order, rotated to start at the root, is the chain; slice ``k`` of
+    hop ``h`` waits for slice ``k`` of hop ``h - 1`` and slice ``k - 1`` of hop ``h``.
+    ``model`` is ``"auto"`` or ``"steps"`` (a chain has no stream form: see "Steps and
+    streams" in :mod:`flowsim.collectives`). Other parameters as :func:`all_reduce`.
+    """
+    return _chain_collective(
+        "broadcast",
+        ranks,
+        size_bytes,
+        root,
+        False,
+        channels=channels,
+        slices=slices,
+        orders=orders,
+        servers=servers,
+        costs=costs,
+        model=model,
+    )
+
+
+def reduce(
+    ranks: Ranks,
+    size_bytes: float,
+    *,
+    root: int = 0,
+    channels: int = 1,
+    slices: int | None = None,
+    orders: Sequence[Ranks] | None = None,
+    servers: Servers = None,
+    costs: CollectiveCosts | None = None,
+    model: str = "auto",
+) -> Workload:
+    """Pipelined chain reduce of ``S`` bytes into ``ranks[root]``: the broadcast chain run
+    backwards. Parameters as :func:`broadcast`."""
+    return _chain_collective(
+        "reduce",
+        ranks,
+        size_bytes,
+        root,
+        True,
+        channels=channels,
+        slices=slices,
+        orders=orders,
+        servers=servers,
+        costs=costs,
+        model=model,
+    )
+
+
+def all_to_all(
+    ranks: Ranks,
+    size_bytes: float,
+    *,
+    servers: Servers = None,
+    costs: CollectiveCosts | None = None,
+    model: str = "auto",
+) -> Workload:
+    """All-to-all: every rank sends ``S / n`` bytes to every other rank, all at once.
+
+    ``S`` is a rank's total buffer, as nccl-tests counts it. ``n (n - 1)`` flows
+    ``all_to_all.r{i}.to.r{j}`` without dependencies; each pays the base latency and one step
+    latency. ``model`` is ``"auto"`` or ``"steps"`` (see :func:`broadcast`). Other
+    parameters as :func:`all_reduce`.
+    """
+    ranks, size, _, costs = _prepare("all_to_all", ranks, size_bytes, 1, costs, "ring")
+    n = len(ranks)
+    _steps_only(model, n * (n - 1), "all_to_all")
+    dag = _FlowDag("all_to_all", costs, servers)
+    for i, src in enumerate(ranks):
+        for j, dst in enumerate(ranks):
+            if i != j:
+                dag.add(f"r{i}.to.r{j}", src, dst, size / n, [], 0, 0)
+    return dag.workload("all_to_all")
+
+
+def send(
+    src: str,
+    dst: str,
+    size_bytes: float,
+    *,
+    channels: int = 1,
+    slices: int | None = None,
+    servers: Servers = None,
+    costs: CollectiveCosts | None = None,
+    model: str = "auto",
+) -> Workload:
+    """Point-to-point send of ``S`` bytes (pipeline parallelism), ``channels x slices``
+    flows; slice ``k`` of a channel follows slice ``k - 1``. One hop gains nothing from
+    slicing, so ``slices`` defaults to 1. ``model`` as :func:`broadcast`."""
+    ranks, size, channels, costs = _prepare("send", (src, dst), size_bytes, channels, costs, "ring")
+    piece = size / channels
+    n_slices = _slices(slices, piece, "send", 1)
+    _steps_only(model, channels * n_slices, "send")
+    dag = _FlowDag("send", costs, servers)
+    for c in range(channels):
+        _chain(dag, ranks, piece / n_slices, n_slices, c)
+    return dag.workload("send")
+
+
+def tree_all_reduce(
+    ranks: Ranks,
+    size_bytes: float,
+    *,
+    channels: int = 1,
+    slices: int | None = None,
+    servers: Servers = None,
+    costs: CollectiveCosts | None = None,
+    model: str = "auto",
+) -> Workload:
+    """Double binary tree all-reduce (NCCL >= 2.4): each tree carries ``S / 2``.
+
+    The trees are NCCL's (``ncclGetDtree``). Across servers (``servers`` with more than one),
+    as NCCL builds them: the tree nodes are the servers, each a chain of its ranks (in
+    ``ranks`` order, rotated by the channel so that channels use different GPUs and NICs)
+    whose first rank talks to the parent and child servers. Otherwise every rank is a tree
+    node, in ``ranks`` order. A node sends slice ``k`` up once slice ``k`` has arrived from
+    all below it (the reduction); the root, having all of slice ``k``, sends it down, and
+    each node forwards a slice down as it arrives. Default costs: :func:`nccl_costs`
+    ``("tree", "simple", "nvlink")``; ``model`` as :func:`broadcast`; other parameters as
+    :func:`all_reduce`.
+    """
+    what = "tree_all_reduce"
+    ranks, size, channels, costs = _prepare(what, ranks, size_bytes, channels, costs, "tree")
+    piece = size / 2 / channels
+    n_slices = _slices(slices, piece, what, MAX_PIPELINE_SLICES)
+    # Each tree spans the ranks (n - 1 edges), crossed up and down by every slice.
+    _steps_only(model, channels * n_slices * 2 * 2 * (len(ranks) - 1), what)
+    dag = _FlowDag("all_reduce", costs, servers)
+    _tree_all_reduce(dag, ranks, _group_by_server(ranks, servers, what), piece / n_slices, channels, n_slices)
+    return dag.workload("all_reduce")
+
+
+def hierarchical_all_reduce(
+    ranks: Ranks,
+    size_bytes: float,
+    *,
+    servers: Mapping[str, Hashable],
+    channels: int = 1,
+    slices: int | None = None,
+    costs: CollectiveCosts | None = None,
+    model: str = "auto",
+) -> Workload:
+    """All-reduce in three phases: ring reduce-scatter inside each server, ring all-reduce
+    of each ``S / ppn`` shard among the ranks with the same local index across servers (one
+    ring per rail), ring all-gather inside each server.
+
+    Every server must hold the same number ``ppn`` of ranks (in ``ranks`` order, grouped by
+    ``servers``). A rank starts a phase once its previous phase has delivered to it.
+    ``model`` applies to all three phases' rings, ``"auto"`` counting the messages of all
+    of them. Other parameters as :func:`all_reduce`.
+    """
+    what = "hierarchical_all_reduce"
+    ranks, size, channels, costs = _prepare(what, ranks, size_bytes, channels, costs, "ring")
+    groups = _group_by_server(ranks, servers, what)
+    ppn = len(groups[0])
+    for g in groups:
+        if len(g) != ppn:
+            raise InputError(
+                f"{what}: servers hold different numbers of ranks ({len(g)} with {g[0]!r}, {ppn} with {groups[0][0]!r})"
+            )
+    _no_slices_in_a_stream(model, slices, what)
+    shard = size / ppn
+    n_servers = len(groups)
+    server_chunk = shard / channels
+    rail_chunk = shard / n_servers / channels
+    server_slices = _slices(slices, server_chunk, what, MAX_RING_SLICES)
+    rail_slices = _slices(slices, rail_chunk, what, MAX_RING_SLICES)
+    messages = channels * len(ranks) * (
+        (2 * (ppn - 1) * server_slices if ppn > 1 else 0)
+        + (2 * (n_servers - 1) * rail_slices if n_servers > 1 else 0)
+    )
+    model = _model(model, messages, what)
+    dag = _FlowDag("all_reduce", costs, servers, model)
+
+    def ring(order: tuple[str, ...], chunk: float, n_steps: int, n_slices: int, ready, phase: str):
+        if model == "stream":
+            return _stream_ring(dag, [order] * channels, chunk, n_steps, ready, phase)
+        return _ring(dag, [order] * channels, chunk, n_steps, n_slices, ready, phase)
+
+    done: dict[str, list[int]] = {}
+    if ppn > 1:
+        for i, g in enumerate(groups):
+            done.update(ring(g, server_chunk, ppn - 1, server_slices, {}, f"rs.srv{i}."))
+    if n_servers > 1:
+        after: dict[str, list[int]] = {}
+        for local in range(ppn):
+            rail = tuple(g[local] for g in groups)
+            after.update(ring(rail, rail_chunk, 2 * (n_servers - 1), rail_slices, done, f"ar.rail{local}."))
+        done = after
+    if ppn > 1:
+        for i, g in enumerate(groups):
+            ring(g, server_chunk, ppn - 1, server_slices, done, f"ag.srv{i}.")
+    return dag.workload("all_reduce")
+
+
+def nvls_all_reduce(
+    ranks: Ranks,
+    size_bytes: float,
+    *,
+    switch: str,
+    channels: int = 1,
+    slices: int | None = None,
+    costs: CollectiveCosts | None = None,
+    model: str = "auto",
+) -> Workload:
+    """NVLS all-reduce through the NVSwitch node ``switch`` (one server).
+
+    For every chunk ``j`` (rank ``j``'s ``S / n``), channel and slice: each rank sends its
+    copy to the switch (``reduce.r{i}``); once all have, the switch sends the sum to rank
+    ``j`` (``result``), rank ``j`` sends it back (``store``), and the switch multicasts it
+    to every rank (``multicast.r{i}``). Each of these waits for its own previous slice.
+
+    Parameters
+    ----------
+    switch : str
+        Node name of the NVSwitch the ranks' NVLinks reach.
+    costs : CollectiveCosts
+        Default: :func:`nvls_costs` ``("nvlink4")`` (Hopper); give ``nvls_costs("nvlink5")``
+        for Blackwell.
+
+    ``model`` as :func:`broadcast`. Other parameters as :func:`all_reduce`; the default
+    slicing is that of chains (:data:`MAX_PIPELINE_SLICES`), since the four messages of a
+    slice follow each other.
+    """
+    what = "nvls_all_reduce"
+    if costs is None:
+        costs = nvls_costs("nvlink4")
+    ranks, size, channels, costs = _prepare(what, ranks, size_bytes, channels, costs, "ring")
+    if not isinstance(switch, str) or switch in ranks:
+        raise InputError(f"{what}: switch must be the NVSwitch's node name, not a rank, got {switch!r}")
+    n = len(ranks)
+    chunk = size / n / channels
+    n_slices = _slices(slices, chunk, what, MAX_PIPELINE_SLICES)
+    piece = chunk / n_slices
+    _steps_only(model, channels * n * n_slices * (2 * n + 2), what)
+    dag = _FlowDag("all_reduce", costs, None)
+    for c in range(channels):
+        for j, owner in enumerate(ranks):
+            last: dict[str, int] = {}
+            for k in range(n_slices):
+                label = f"ch{c}.chunk{j}.sl{k}"
+                reduced = [
+                    _in_order(dag, last, f"reduce.r{i}", label, r, switch, piece, [], 0, c) for i, r in enumerate(ranks)
+                ]
+                result = _in_order(dag, last, "result", label, switch, owner, piece, reduced, 1, c)
+                store = _in_order(dag, last, "store", label, owner, switch, piece, [result], 2, c)
+                for i, r in enumerate(ranks):
+                    _in_order(dag, last, f"multicast.r{i}", label, switch, r, piece, [store], 3, c)
+    return dag.workload("all_reduce")
+
+
+def _send(ranks: Ranks, size_bytes: float, **options) -> Workload:
+    """:func:`send` with ``ranks = (src, dst)``, as the table calls every builder."""
+    ranks = _check_ranks(ranks, "send")
+    if len(ranks) != 2:
+        raise InputError(f"send takes ranks = (src, dst), got {len(ranks)} ranks")
+    return send(ranks[0], ranks[1], size_bytes, **options)
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """One algorithm of one collective: its builder and the layout options it takes.
+
+    Attributes
+    ----------
+    collective, name : str
+    builder : callable
+        ``builder(ranks, size_bytes, *, costs, model, **options)`` returning a Workload.
+    options : frozenset of str
+        The builder's layout keywords besides ``costs`` and ``model``: ``channels`` and
+        ``slices`` (independent copies and pipelining), ``orders`` (one ring order per
+        channel), ``servers`` (rank to server, for per-step latencies and grouping),
+        ``root`` (broadcast and reduce), ``switch`` (NVLS: the NVSwitch node).
+    """
+
+    collective: str
+    name: str
+    builder: Callable[..., Workload]
+    options: frozenset[str]
+
+    @property
+    def ring_ordered(self) -> bool:
+        """Whether it takes one ring order per channel."""
+        return "orders" in self.options
+
+
+_RING = frozenset({"channels", "slices", "orders", "servers"})
+_CHAIN = _RING | {"root"}
+
+#: Every algorithm of every collective, keyed by (collective, algorithm); the first listed
+#: for a collective is its default.
+ALGORITHM_TABLE: dict[tuple[str, str], Algorithm] = {
+    (a.collective, a.name): a
+    for a in (
+        Algorithm("all_reduce", "ring", all_reduce, _RING),
+        Algorithm("all_reduce", "tree", tree_all_reduce, frozenset({"channels", "slices", "servers"})),
+        Algorithm("all_reduce", "hierarchical", hierarchical_all_reduce, frozenset({"channels", "slices", "servers"})),
+        Algorithm("all_reduce", "nvls", nvls_all_reduce, frozenset({"channels", "slices", "switch"})),
+        Algorithm("reduce_scatter", "ring", reduce_scatter, _RING),
+        Algorithm("all_gather", "ring", all_gather, _RING),
+        Algorithm("broadcast", "ring", broadcast, _CHAIN),
+        Algorithm("reduce", "ring", reduce, _CHAIN),
+        Algorithm("all_to_all", "p2p", all_to_all, frozenset({"servers"})),
+        Algorithm("send", "p2p", _send, frozenset({"channels", "slices", "servers"})),
+    )
+}
+
+#: Algorithms :func:`build_collective` knows, per collective (the default first).
+ALGORITHMS: dict[str, tuple[str, ...]] = {}
+for _collective, _name in ALGORITHM_TABLE:
+    ALGORITHMS[_collective] = (*ALGORITHMS.get(_collective, ()), _name)
+
+#: Collective names, as nccl-tests' binaries call them (``all_reduce_perf`` ...).
+COLLECTIVES = tuple(ALGORITHMS)
+
+
+def algorithm_of(collective: str, algorithm: str | None = None) -> Algorithm:
+    """The table entry of ``collective`` and ``algorithm`` (default: the collective's first)."""
+    return ALGORITHM_TABLE[(collective, resolve_algorithm(collective, algorithm))]
+
+
+def resolve_algorithm(collective: str, algorithm: str | None = None) -> str:
+    """``algorithm`` checked against :data:`ALGORITHMS` for ``collective``; the first listed
+    when ``None``. Errors name the valid collectives or algorithms."""
+    if collective not in ALGORITHMS:
+        raise InputError(f"unknown collective {collective!r}; valid ones: {', '.join(COLLECTIVES)}")
+    if algorithm is None:
+        return ALGORITHMS[collective][0]
+    if algorithm not in ALGORITHMS[collective]:
+        raise InputError(
+            f"no algorithm {algorithm!r} for {collective}; valid ones: {', '.join(ALGORITHMS[collective])}"
+        )
+    return algorithm
+
+
+def build_collective(
+    collective: str, ranks: Ranks, size_bytes: float, *, algorithm: str | None = None, **options
+) -> Workload:
+    """The workload of ``collective`` by name (:data:`COLLECTIVES`) and ``algorithm``
+    (:data:`ALGORITHMS`; default: the first listed). ``send`` takes ``ranks = (src, dst)``;
+    ``options`` go to the builder."""
+    return algorithm_of(collective, algorithm).builder(ranks, size_bytes, **options)

@@ -1,0 +1,149 @@
+"""NCCL's software costs: a base latency per collective, a latency per step, the
+protocol's wire efficiency.
+
+:class:`CollectiveCosts` gives the time NCCL's own tuning model charges ([NCCL]
+``src/graph/tuning.cc``, fact sheet 7.2-7.3): a base latency once per collective (added to
+the messages that wait for nothing) and a per-step latency on every message, the
+intra-server one (NVLink or PCIe) or the inter-server one (network) depending on whether the
+message leaves its server. These are overheads on top of the route latency the topology
+gives. The protocol's wire efficiency (LL carries 50% payload, LL128 120/128) inflates the
+bytes on the wire. Each slice pays the per-step latency, so slicing adds
+``(slices - 1)`` step latencies to the critical path.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from flowsim.errors import InputError
+
+__all__ = ["NVLS_EFFICIENCY", "PROTOCOLS", "CollectiveCosts", "nccl_costs", "nvls_costs"]
+
+#: NCCL protocols, in the order of NCCL's constant arrays.
+PROTOCOLS = ("ll", "ll128", "simple")
+
+_NCCL_SOURCE = "[NCCL] master 2.30.7 src/graph/tuning.cc baseLat/hwLat, fact sheet 7.3"
+_US = 1e-6
+# baseLat (us) per algorithm, protocols LL / LL128 / Simple.
+_BASE_LATENCY_US = {"tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4)}
+# hwLat (us) per hardware and algorithm, protocols LL / LL128 / Simple.
+_STEP_LATENCY_US = {
+    ("nvlink", "tree"): (0.6, 1.25, 4.0),
+    ("nvlink", "ring"): (0.6, 1.9, 3.4),
+    ("pci", "tree"): (1.0, 1.9, 4.0),
+    ("pci", "ring"): (1.0, 2.5, 5.7),
+    ("net", "tree"): (5.0, 8.5, 14.0),
+    ("net", "ring"): (2.7, 4.0, 14.0),
+}
+# Payload fraction on the wire ([NCCL] device.h, fact sheet 7.1): LL lines carry 4 B of data
+# per 8 B; LL128 lines 120 B per 128 B; Simple sends whole chunks.
+_WIRE_EFFICIENCY = (0.5, 120 / 128, 1.0)
+
+
+
+
+@dataclass(frozen=True)
+class CollectiveCosts:
+    """Software costs a collective's messages pay on top of their routes.
+
+    Attributes
+    ----------
+    base_s : float
+        Once per collective (added to the messages that wait for nothing), >= 0.
+    intra_step_s, inter_step_s : float
+        Per message between ranks of one server / of different servers, >= 0.
+    wire_efficiency : float
+        Payload fraction of the bytes on the wire, in (0, 1]: a message of ``b`` payload
+        bytes is a flow of ``b / wire_efficiency`` bytes.
+    source : str
+        Where the numbers come from.
+    """
+
+    base_s: float
+    intra_step_s: float
+    inter_step_s: float
+    wire_efficiency: float
+    source: str
+
+    def __post_init__(self) -> None:
+        for what in ("base_s", "intra_step_s", "inter_step_s"):
+            value = getattr(self, what)
+            if not (math.isfinite(value) and value >= 0):
+                raise InputError(f"collective cost {what} is {value!r}; it must be finite and >= 0")
+        if not 0 < self.wire_efficiency <= 1:
+            raise InputError(f"wire_efficiency is {self.wire_efficiency!r}; it must be in (0, 1]")
+
+    @classmethod
+    def zero(cls) -> CollectiveCosts:
+        """No software cost, no protocol overhead: bandwidth and route latency only."""
+        return cls(0.0, 0.0, 0.0, 1.0, "none: bandwidth and route latency only")
+
+
+def nccl_costs(algorithm: str = "ring", protocol: str = "simple", intra: str = "nvlink") -> CollectiveCosts:
+    """NCCL's latency constants and the protocol's wire efficiency.
+
+    Parameters
+    ----------
+    algorithm : {"ring", "tree"}
+        NCCL algorithm whose ``baseLat`` / ``hwLat`` row to use. Chains (broadcast, reduce)
+        use the ring row; point-to-point messages have no row of their own and use it too.
+    protocol : {"ll", "ll128", "simple"}
+    intra : {"nvlink", "pci"}
+        Hardware between ranks of one server; between servers it is the network (``NET``).
+
+    Returns
+    -------
+    CollectiveCosts
+        ``base_s = baseLat``, ``intra_step_s = hwLat[intra]``, ``inter_step_s = hwLat[NET]``
+        from NCCL master 2.30.7 (fact sheet 7.3); LL 50% and LL128 120/128 payload.
+
+    Examples
+    --------
+    >>> c = nccl_costs("ring", "simple")
+    >>> round(c.base_s * 1e6, 1), round(c.intra_step_s * 1e6, 1), round(c.inter_step_s * 1e6, 1)
+    (8.4, 3.4, 14.0)
+    """
+    if algorithm not in _BASE_LATENCY_US:
+        raise InputError(f"no NCCL latency constants for algorithm {algorithm!r}; valid ones: ring, tree")
+    if protocol not in PROTOCOLS:
+        raise InputError(f"unknown protocol {protocol!r}; valid ones: {', '.join(PROTOCOLS)}")
+    if intra not in ("nvlink", "pci"):
+        raise InputError(f"unknown intra-server hardware {intra!r}; valid ones: nvlink, pci")
+    p = PROTOCOLS.index(protocol)
+    return CollectiveCosts(
+        base_s=_BASE_LATENCY_US[algorithm][p] * _US,
+        intra_step_s=_STEP_LATENCY_US[(intra, algorithm)][p] * _US,
+        inter_step_s=_STEP_LATENCY_US[("net", algorithm)][p] * _US,
+        wire_efficiency=_WIRE_EFFICIENCY[p],
+        source=f"{_NCCL_SOURCE} ({algorithm}, {protocol}, {intra}/net); [NCCL] device.h protocol payload",
+    )
+
+
+#: NCCL's ``nvlsEfficiency`` by the NVLink generation of the GPUs: Hopper 0.85, Blackwell
+#: 0.74 ([NCCL] tuning.cc, fact sheet 1.3 and 7.3). Older generations have no NVLS.
+NVLS_EFFICIENCY = {"nvlink4": 0.85, "nvlink5": 0.74}
+
+
+def nvls_costs(nvlink: str) -> CollectiveCosts:
+    """NCCL's NVLS costs for GPUs of NVLink generation ``nvlink``.
+
+    NCCL's model charges NVLS one latency, ``hwLat[NVLINK][NVLS][Simple]`` = 25 us, with no
+    per-step term and ``baseLat`` 0 (fact sheet 7.1-7.3); it is the base here. Its bandwidth
+    is the NVLink bandwidth times ``nvlsEfficiency``, here the wire efficiency.
+
+    >>> c = nvls_costs("nvlink4")
+    >>> round(c.base_s * 1e6, 1), c.intra_step_s, c.wire_efficiency
+    (25.0, 0.0, 0.85)
+    """
+    if nvlink not in NVLS_EFFICIENCY:
+        raise InputError(
+            f"NVLS needs NVSwitch generation 3 or later (GPUs on {', '.join(NVLS_EFFICIENCY)}), got {nvlink!r}"
+        )
+    return CollectiveCosts(
+        base_s=25.0 * _US,
+        intra_step_s=0.0,
+        inter_step_s=0.0,
+        wire_efficiency=NVLS_EFFICIENCY[nvlink],
+        source=f"{_NCCL_SOURCE} (NVLS hwLat, Simple); nvlsEfficiency for {nvlink}",
+    )

@@ -1,0 +1,483 @@
+"""Building blocks of the collectives' flow DAGs: the message collector, argument checks,
+rings, chains and trees.
+
+Channels and slices
+-------------------
+``channels`` splits the data over independent copies of the algorithm (NCCL's channels;
+each channel may use its own ring order, see :func:`rotated_rings` and :func:`mesh_rings`). ``slices`` cuts each
+channel's message of every step into pieces sent one after another, so that step ``s + 1``
+of slice ``k`` can start while step ``s`` of slice ``k + 1`` is still on its way: the
+pipelining of NCCL's ``NCCL_STEPS`` slots. By default a message is cut into NCCL's Simple
+slot size (:data:`NCCL_SLOT_BYTES`), at most :data:`MAX_RING_SLICES` pieces in a ring (where
+every link is busy at every step anyway, so slices add flows but little overlap) and
+:data:`MAX_PIPELINE_SLICES` in chains, trees and NVLS (where slicing is what keeps the hops
+busy: a chain of ``h`` hops cut into ``k`` slices takes ``(h + k - 1) / k`` times one hop's
+transfer).
+
+Steps and streams
+-----------------
+A ring's step DAG has ``channels x steps x n x slices`` messages: about 2n^2 per channel for
+an all-reduce, 134 million at 8,192 ranks with one channel and one slice, far more than a
+flow-level model can hold. ``model="stream"`` lays each channel's ring out as one flow per
+hop instead, carrying every chunk that crosses the hop (``steps x S / (n x channels)``
+bytes), all hops at once: the ring's steady state, where every hop streams slices as fast
+as its share of the links allows, so that the slowest hop sets the time as it does in the
+step DAG. What the stream drops is the step structure: a hop's rate does not wait on the
+hop before it. Latency is kept as in the step DAG, where a hop starts sending after one
+step latency but its last chunk arrives no sooner than the chain of ``steps`` step latencies
+it crossed: each hop's flow pays the base and its own step latency, and a zero-byte flow
+beside it pays the base and the whole chain, so the hop is done at the later of the two
+(route latencies: the engine adds each flow's own; the chain's other switch hops, 0.1-0.5
+us each against NCCL's 3.4-14 us per step, are not charged). ``model="auto"`` (the
+default) keeps the step DAG up to :data:`STEP_MESSAGE_LIMIT` messages and streams above it.
+The workload's ``model`` tag says which layout was built. Algorithms without a stream form
+(trees, chains, NVLS, all-to-all) take ``model="auto"`` or ``"steps"``: above the limit,
+``"auto"`` refuses with the message count before building anything, and ``"steps"`` builds
+regardless.
+
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable, Mapping, Sequence
+
+import numpy as np
+
+from flowsim.collectives.costs import CollectiveCosts, nccl_costs
+from flowsim.errors import InputError, whole_number
+from flowsim.workload import Workload
+
+#: NCCL's Simple-protocol slot: ``DEFAULT_BUFFSIZE`` (4 MiB) over ``NCCL_STEPS`` (8)
+#: ([NCCL] device.h, fact sheet 7.1).
+NCCL_SLOT_BYTES = (1 << 22) // 8
+
+#: Most slices the default slicing cuts a ring step's message into.
+MAX_RING_SLICES = 4
+
+#: Most slices the default slicing cuts a chain's, tree's or NVLS message into.
+MAX_PIPELINE_SLICES = 64
+
+#: Layouts of ring algorithms (see "Steps and streams"): one message per step, one flow per
+#: hop, or the step DAG up to :data:`STEP_MESSAGE_LIMIT` messages and the stream above.
+MODELS = ("auto", "steps", "stream")
+#: Most messages ``model="auto"`` lays out as a step DAG: about a minute of simulation and
+#: a few GB of memory; the 1,024-GPU one-channel ring all-reduce (2.1 million) stays in it.
+STEP_MESSAGE_LIMIT = 4_000_000
+
+Ranks = Sequence[str]
+Servers = Mapping[str, Hashable] | None
+
+
+class _FlowDag:
+    """Collects the messages of one collective, then freezes them into a Workload."""
+
+    def __init__(self, name: str, costs: CollectiveCosts, servers: Servers, model: str = "steps") -> None:
+        self.name = name
+        self.costs = costs
+        self.servers = servers
+        self.model = model
+        self.labels: list[str] = []
+        self.src: list[str] = []
+        self.dst: list[str] = []
+        self.size: list[float] = []
+        self.deps: list[list[int]] = []
+        self.overhead: list[float] = []
+        self.step: list[str] = []
+        self.channel: list[str] = []
+
+    def _server(self, rank: str) -> Hashable:
+        try:
+            return self.servers[rank]
+        except KeyError:
+            raise InputError(f"collective {self.name!r}: rank {rank!r} has no server in `servers`") from None
+
+    def step_latency(self, src: str, dst: str) -> float:
+        """The per-step latency of a message from ``src`` to ``dst``: inter- or intra-server."""
+        inter = self.servers is not None and self._server(src) != self._server(dst)
+        return self.costs.inter_step_s if inter else self.costs.intra_step_s
+
+    def add(
+        self,
+        label: str,
+        src: str,
+        dst: str,
+        payload_bytes: float,
+        deps: list[int],
+        step: int | str,
+        channel: int,
+        step_latency_s: float | None = None,
+    ) -> int:
+        """Add one message; returns its flow index. It pays ``step_latency_s`` (default: its
+        own hop's step latency), and the base latency if it waits for nothing."""
+        overhead = self.step_latency(src, dst) if step_latency_s is None else step_latency_s
+        if not deps:
+            overhead += self.costs.base_s
+        self.labels.append(f"{self.name}.{label}")
+        self.src.append(src)
+        self.dst.append(dst)
+        self.size.append(payload_bytes / self.costs.wire_efficiency)
+        self.deps.append(deps)
+        self.overhead.append(overhead)
+        self.step.append(str(step))
+        self.channel.append(str(channel))
+        return len(self.labels) - 1
+
+    def workload(self, collective: str) -> Workload:
+        n = len(self.labels)
+        return Workload.build(
+            self.labels,
+            self.src,
+            self.dst,
+            np.array(self.size, dtype=np.float64),
+            depends_on=self.deps,
+            overhead_s=np.array(self.overhead, dtype=np.float64),
+            tags={
+                "collective": [collective] * n,
+                "model": [self.model] * n,
+                "step": self.step,
+                "channel": self.channel,
+            },
+        )
+
+
+# --- argument checks -----------------------------------------------------------------------
+
+
+def _check_ranks(ranks: Ranks, what: str, minimum: int = 2) -> tuple[str, ...]:
+    if isinstance(ranks, str):
+        raise InputError(f"{what}: ranks must be a sequence of node names, got the string {ranks!r}")
+    ranks = tuple(ranks)
+    for r in ranks:
+        if not isinstance(r, str):
+            raise InputError(f"{what}: ranks are node names, got {r!r}")
+    if len(ranks) < minimum:
+        raise InputError(f"{what} needs at least {minimum} ranks, got {len(ranks)}")
+    if len(set(ranks)) != len(ranks):
+        seen: set[str] = set()
+        for r in ranks:
+            if r in seen:
+                raise InputError(f"{what}: rank {r!r} appears twice")
+            seen.add(r)
+    return ranks
+
+
+def _check_size(size_bytes: float, what: str) -> float:
+    try:
+        size = float(size_bytes)
+    except (TypeError, ValueError):
+        raise InputError(f"{what}: size_bytes must be a number, got {size_bytes!r}") from None
+    if not (math.isfinite(size) and size >= 0):
+        raise InputError(f"{what}: size_bytes is {size_bytes!r}; it must be finite and >= 0")
+    return size
+
+
+def _check_orders(
+    orders: Sequence[Ranks] | None, ranks: tuple[str, ...], channels: int, what: str
+) -> list[tuple[str, ...]]:
+    if orders is None:
+        return [ranks] * channels
+    orders = [tuple(o) for o in orders]
+    if len(orders) != channels:
+        raise InputError(f"{what}: {len(orders)} ring orders for {channels} channels")
+    members = set(ranks)
+    for c, order in enumerate(orders):
+        if len(order) != len(ranks) or set(order) != members:
+            raise InputError(f"{what}: ring order of channel {c} is not a permutation of the ranks")
+    return orders
+
+
+def _slices(slices: int | None, piece_bytes: float, what: str, most: int) -> int:
+    """The slice count asked for, or NCCL-slot sized pieces (at most ``most``)."""
+    if slices is not None:
+        return whole_number(f"{what}: slices", slices)
+    return int(min(most, max(1, math.ceil(piece_bytes / NCCL_SLOT_BYTES))))
+
+
+# --- ring, chain and tree building blocks ----------------------------------------------------
+
+
+def _ring(
+    dag: _FlowDag,
+    orders: Sequence[tuple[str, ...]],
+    chunk_bytes: float,
+    n_steps: int,
+    slices: int,
+    ready: Mapping[str, list[int]],
+    phase: str,
+) -> dict[str, list[int]]:
+    """Ring steps on every channel; returns, per rank, the messages it receives last.
+
+    ``ready[rank]``: messages that must have arrived before ``rank`` sends its first step.
+    """
+    rank_index = {r: i for i, r in enumerate(orders[0])}
+    n = len(orders[0])
+    piece = chunk_bytes / slices
+    done: dict[str, list[int]] = {r: [] for r in orders[0]}
+    for c, order in enumerate(orders):
+        flow = np.full((n_steps, n, slices), -1, dtype=np.int64)
+        for s in range(n_steps):
+            for p in range(n):
+                src, dst = order[p], order[(p + 1) % n]
+                for k in range(slices):
+                    deps = [int(flow[s - 1, p - 1, k])] if s else list(ready.get(src, ()))
+                    if k:
+                        deps.append(int(flow[s, p, k - 1]))
+                    label = f"{phase}ch{c}.step{s}.r{rank_index[src]}.sl{k}"
+                    flow[s, p, k] = dag.add(label, src, dst, piece, deps, s, c)
+        for p in range(n):
+            done[order[(p + 1) % n]].extend(flow[n_steps - 1, p].tolist())
+    return done
+
+
+def _stream_ring(
+    dag: _FlowDag,
+    orders: Sequence[tuple[str, ...]],
+    chunk_bytes: float,
+    n_steps: int,
+    ready: Mapping[str, list[int]],
+    phase: str,
+) -> dict[str, list[int]]:
+    """The ring of :func:`_ring` as one flow per hop and channel (``model="stream"``);
+    returns, per rank, the flows it receives.
+
+    Hop ``p`` (``order[p] -> order[p + 1]``) carries ``n_steps`` chunks after its own step
+    latency; beside it, a zero-byte flow pays the step latencies of the ``n_steps`` hops
+    ending at ``p``: the step DAG's longest chain of forwarded chunks.
+    """
+    done: dict[str, list[int]] = {r: [] for r in orders[0]}
+    for c, order in enumerate(orders):
+        n = len(order)
+        hop = np.array([dag.step_latency(order[p], order[(p + 1) % n]) for p in range(n)])
+        laps, rest = divmod(n_steps, n)
+        # The chain ending at hop p: `laps` whole turns, then hops p - rest + 1 .. p.
+        around = np.concatenate([np.zeros(1), np.cumsum(np.concatenate([hop, hop]))])
+        chain = laps * hop.sum() + around[n + 1 : 2 * n + 1] - around[n + 1 - rest : 2 * n + 1 - rest]
+        steps = f"0-{n_steps - 1}"
+        for p in range(n):
+            src, dst = order[p], order[(p + 1) % n]
+            deps = list(ready.get(src, ()))
+            label = f"{phase}ch{c}.stream.r{p}"
+            done[dst].append(dag.add(label, src, dst, n_steps * chunk_bytes, deps, steps, c))
+            done[dst].append(dag.add(f"{label}.chain", src, dst, 0.0, deps, steps, c, step_latency_s=float(chain[p])))
+    return done
+
+
+def _model(model: str, n_messages: int, what: str) -> str:
+    """``"steps"`` or ``"stream"``: ``model``, or for ``"auto"`` the step DAG up to
+    :data:`STEP_MESSAGE_LIMIT` messages."""
+    if model not in MODELS:
+        raise InputError(f"{what}: unknown model {model!r}; valid ones: {', '.join(MODELS)}")
+    if model == "auto":
+        return "steps" if n_messages <= STEP_MESSAGE_LIMIT else "stream"
+    return model
+
+
+def _no_slices_in_a_stream(model: str, slices: int | None, what: str) -> None:
+    if model == "stream" and slices is not None:
+        raise InputError(f"{what}: slices cut the messages of steps; a stream has none (give model='steps')")
+
+
+def _steps_only(model: str, n_messages: int, what: str) -> None:
+    """Check ``model`` for an algorithm without a stream form: ``"auto"`` refuses more than
+    :data:`STEP_MESSAGE_LIMIT` messages, ``"steps"`` takes any number."""
+    if model not in MODELS:
+        raise InputError(f"{what}: unknown model {model!r}; valid ones: {', '.join(MODELS)}")
+    if model == "stream":
+        raise InputError(
+            f"{what} has no stream model; rings have one (all_reduce, reduce_scatter, all_gather, "
+            "hierarchical_all_reduce)"
+        )
+    if model == "auto" and n_messages > STEP_MESSAGE_LIMIT:
+        raise InputError(
+            f"{what} over {n_messages:,} messages is more than the {STEP_MESSAGE_LIMIT:,} laid out by "
+            "default (it has no stream model); use fewer ranks, channels or slices, or model='steps' "
+            "(--model steps) to build it anyway"
+        )
+
+
+def _chain(dag: _FlowDag, order: Sequence[str], piece_bytes: float, slices: int, channel: int) -> None:
+    """Pipelined chain ``order[0] -> order[1] -> ...``: slice ``k`` of hop ``h`` after slice
+    ``k`` of hop ``h - 1`` and slice ``k - 1`` of hop ``h``."""
+    previous: list[int] = []
+    for h in range(len(order) - 1):
+        current: list[int] = []
+        for k in range(slices):
+            deps = [previous[k]] if previous else []
+            if k:
+                deps.append(current[k - 1])
+            current.append(dag.add(f"ch{channel}.hop{h}.sl{k}", order[h], order[h + 1], piece_bytes, deps, h, channel))
+        previous = current
+
+
+def _in_order(
+    dag: _FlowDag,
+    last: dict[str, int],
+    kind: str,
+    label: str,
+    src: str,
+    dst: str,
+    payload_bytes: float,
+    deps: list[int],
+    step: int,
+    channel: int,
+) -> int:
+    """Add message ``label.kind``, after ``deps`` and after the previous message of its kind
+    (``last[kind]``, then updated)."""
+    if kind in last:
+        deps = [*deps, last[kind]]
+    last[kind] = dag.add(f"{label}.{kind}", src, dst, payload_bytes, deps, step, channel)
+    return last[kind]
+
+
+def _btree_parent(n: int, position: int) -> int:
+    """Parent of ``position`` in NCCL's binary tree over ``n`` positions (``ncclGetBtree``):
+    clear the lowest set bit and set the next one, or just clear it past the end; -1 for 0."""
+    if position == 0:
+        return -1
+    bit = position & -position
+    up = (position ^ bit) | (bit << 1)
+    return up if up < n else position ^ bit
+
+
+def _double_binary_tree(n: int) -> tuple[list[int], list[int]]:
+    """Parent position of every position in NCCL's two trees (``ncclGetDtree``).
+
+    Tree 1 is tree 0 mirrored (``n - 1 - i``) for even ``n`` and shifted by one for odd
+    ``n``, so that a leaf of one tree is an inner node of the other.
+    """
+    tree0 = [_btree_parent(n, i) for i in range(n)]
+    tree1 = []
+    for i in range(n):
+        if n % 2:
+            up = _btree_parent(n, (i - 1) % n)
+            tree1.append(-1 if up < 0 else (up + 1) % n)
+        else:
+            up = _btree_parent(n, n - 1 - i)
+            tree1.append(-1 if up < 0 else n - 1 - up)
+    return tree0, tree1
+
+
+def _tree_all_reduce(
+    dag: _FlowDag,
+    ranks: tuple[str, ...],
+    groups: list[tuple[str, ...]],
+    payload_bytes: float,
+    channels: int,
+    slices: int,
+) -> None:
+    """Both trees of every channel, slice by slice, over tree nodes that are chains.
+
+    With one group, every rank is a tree node. With several (servers), each server is a
+    tree node: a chain of its ranks, rotated by the channel, whose first rank (the head)
+    talks to the parent and child servers. Going up, slice ``k`` runs down the chain to the
+    head, which sends it to the parent once it has the chain's and every child's slice ``k``;
+    going down, a head forwards slice ``k`` to its child servers and along its chain.
+    """
+    index = {r: i for i, r in enumerate(ranks)}
+    units = [(r,) for r in ranks] if len(groups) == 1 else groups
+    n = len(units)
+    for t, parent in enumerate(_double_binary_tree(n)):
+        children: list[list[int]] = [[] for _ in range(n)]
+        for i, up in enumerate(parent):
+            if up >= 0:
+                children[up].append(i)
+        root = parent.index(-1)
+        top_down = [root]
+        for node in top_down:
+            top_down.extend(children[node])
+        for c in range(channels):
+            tag = t * channels + c
+            chains = [u[c % len(u) :] + u[: c % len(u)] for u in units]
+            last: dict[str, int] = {}
+            up = [[-1] * slices for _ in range(n)]
+            reduced: list[list[int]] = [[] for _ in range(slices)]
+            for node in reversed(top_down):
+                chain = chains[node]
+                for k in range(slices):
+                    label = f"tree{t}.ch{c}.sl{k}"
+                    arrived: list[int] = []
+                    for pos in range(len(chain) - 1, 0, -1):
+                        src, dst = chain[pos], chain[pos - 1]
+                        kind = f"chainup.r{index[src]}"
+                        arrived = [_in_order(dag, last, kind, label, src, dst, payload_bytes, arrived, 0, tag)]
+                    inputs = arrived + [up[child][k] for child in children[node]]
+                    if node == root:
+                        reduced[k] = inputs
+                        continue
+                    head = chain[0]
+                    kind = f"up.r{index[head]}"
+                    up[node][k] = _in_order(
+                        dag, last, kind, label, head, chains[parent[node]][0], payload_bytes, inputs, 0, tag
+                    )
+            down = [[-1] * slices for _ in range(n)]
+            for node in top_down:
+                chain = chains[node]
+                for k in range(slices):
+                    label = f"tree{t}.ch{c}.sl{k}"
+                    ready = reduced[k] if node == root else [down[node][k]]
+                    for child in children[node]:
+                        kind = f"down.r{index[chains[child][0]]}"
+                        down[child][k] = _in_order(
+                            dag, last, kind, label, chain[0], chains[child][0], payload_bytes, ready, 1, tag
+                        )
+                    arrived = ready
+                    for pos in range(1, len(chain)):
+                        kind = f"chaindown.r{index[chain[pos]]}"
+                        arrived = [
+                            _in_order(
+                                dag, last, kind, label, chain[pos - 1], chain[pos], payload_bytes, arrived, 1, tag
+                            )
+                        ]
+
+
+def _group_by_server(ranks: tuple[str, ...], servers: Servers, what: str) -> list[tuple[str, ...]]:
+    if servers is None:
+        return [ranks]
+    groups: dict[Hashable, list[str]] = {}
+    for r in ranks:
+        if r not in servers:
+            raise InputError(f"{what}: rank {r!r} has no server in `servers`")
+        groups.setdefault(servers[r], []).append(r)
+    return [tuple(g) for g in groups.values()]
+
+
+def _prepare(
+    what: str, ranks: Ranks, size_bytes: float, channels: int, costs: CollectiveCosts | None, algorithm: str
+) -> tuple[tuple[str, ...], float, int, CollectiveCosts]:
+    ranks = _check_ranks(ranks, what)
+    size = _check_size(size_bytes, what)
+    channels = whole_number(f"{what}: channels", channels)
+    if costs is None:
+        costs = nccl_costs(algorithm)
+    elif not isinstance(costs, CollectiveCosts):
+        raise InputError(f"{what}: costs must be a CollectiveCosts, got {type(costs).__name__}")
+    return ranks, size, channels, costs
+
+
+def _ring_collective(
+    what: str,
+    ranks: Ranks,
+    size_bytes: float,
+    n_steps: Callable[[int], int],
+    *,
+    channels: int,
+    slices: int | None,
+    orders: Sequence[Ranks] | None,
+    servers: Servers,
+    costs: CollectiveCosts | None,
+    model: str,
+) -> Workload:
+    ranks, size, channels, costs = _prepare(what, ranks, size_bytes, channels, costs, "ring")
+    n = len(ranks)
+    chunk = size / n / channels
+    orders = _check_orders(orders, ranks, channels, what)
+    _no_slices_in_a_stream(model, slices, what)
+    n_slices = _slices(slices, chunk, what, MAX_RING_SLICES)
+    model = _model(model, channels * n_steps(n) * n * n_slices, what)
+    dag = _FlowDag(what, costs, servers, model)
+    if model == "stream":
+        _stream_ring(dag, orders, chunk, n_steps(n), {}, "")
+    else:
+        _ring(dag, orders, chunk, n_steps(n), n_slices, {}, "")
+    return dag.workload(what)

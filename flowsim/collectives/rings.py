@@ -1,0 +1,109 @@
+"""Ring orders: one per channel, rotated per server or found on a GPU mesh's direct links."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from flowsim.collectives.dag import Ranks, Servers, _check_ranks, _group_by_server
+from flowsim.errors import InputError, whole_number
+
+__all__ = ["mesh_rings", "rotated_rings"]
+
+
+def rotated_rings(ranks: Ranks, channels: int, servers: Servers = None) -> list[tuple[str, ...]]:
+    """One ring order per channel: channel ``c`` rotates each server's ranks by ``c``.
+
+    Across servers, channel ``c`` then enters a server at its local rank ``c`` and leaves it
+    from local rank ``c - 1``: with one NIC per GPU, the channels spread the inter-server
+    hops over all rails, as NCCL's channels do.
+
+    Examples
+    --------
+    >>> rotated_rings(["a0", "a1", "b0", "b1"], 2, {"a0": 0, "a1": 0, "b0": 1, "b1": 1})
+    [('a0', 'a1', 'b0', 'b1'), ('a1', 'a0', 'b1', 'b0')]
+    """
+    ranks = _check_ranks(ranks, "rotated_rings", minimum=1)
+    channels = whole_number("rotated_rings: channels", channels)
+    groups = _group_by_server(ranks, servers, "rotated_rings")
+    return [tuple(r for g in groups for r in g[c % len(g) :] + g[: c % len(g)]) for c in range(channels)]
+
+
+def mesh_rings(
+    ranks: Ranks, link_count: Sequence[Sequence[int]] | np.ndarray, *, max_search_steps: int = 100_000
+) -> list[tuple[str, ...]]:
+    """Ring orders over the direct links of a GPU mesh, such as the DGX-1 hybrid cube-mesh.
+
+    Finds as many directed Hamiltonian cycles as it can such that at most
+    ``link_count[i][j]`` of them use the link from rank ``i`` to rank ``j``: NCCL's ring
+    search on NVLink meshes, where every ring is a channel and a double NVLink carries two.
+    On the DGX-1 (V100) adjacency this finds six rings, one per NVLink of each GPU.
+
+    Parameters
+    ----------
+    ranks : sequence of str
+        The ``n`` ranks; rings are returned as orders of these names, starting at
+        ``ranks[0]``.
+    link_count : int array (n, n)
+        Number of links from rank ``i`` to rank ``j`` (0: none).
+    max_search_steps : int
+        Budget of the exact (backtracking) search; past it, the best set found so far.
+
+    Returns
+    -------
+    list of tuple of str
+        The ring orders; empty if the mesh has no Hamiltonian cycle.
+    """
+    ranks = _check_ranks(ranks, "mesh_rings")
+    n = len(ranks)
+    counts = np.asarray(link_count)
+    if counts.shape != (n, n) or not np.issubdtype(counts.dtype, np.integer) or (counts < 0).any():
+        raise InputError(f"mesh_rings: link_count must be a non-negative integer matrix of shape ({n}, {n})")
+    budget = whole_number("mesh_rings: max_search_steps", max_search_steps)
+    remaining = counts.astype(np.int64).copy()
+    cycles: list[tuple[int, ...]] = []
+    path, seen = [0], [True] + [False] * (n - 1)
+
+    def extend() -> None:
+        if len(path) == n:
+            if remaining[path[-1], 0] > 0:
+                cycles.append(tuple(path))
+            return
+        for j in range(n):
+            if not seen[j] and remaining[path[-1], j] > 0:
+                seen[j] = True
+                path.append(j)
+                extend()
+                path.pop()
+                seen[j] = False
+
+    extend()
+    hops = [[(c[i], c[(i + 1) % n]) for i in range(n)] for c in cycles]
+    target = int(min(remaining.sum(axis=1).min(), remaining.sum(axis=0).min()))
+    best: list[int] = []
+    chosen: list[int] = []
+    steps = 0
+
+    def choose(first: int) -> bool:
+        nonlocal best, steps
+        if len(chosen) > len(best):
+            best = list(chosen)
+        if len(best) >= target or steps >= budget:
+            return True
+        for i in range(first, len(cycles)):
+            steps += 1
+            if all(remaining[a, b] > 0 for a, b in hops[i]):
+                for a, b in hops[i]:
+                    remaining[a, b] -= 1
+                chosen.append(i)
+                if choose(i):
+                    return True
+                chosen.pop()
+                for a, b in hops[i]:
+                    remaining[a, b] += 1
+        return False
+
+    choose(0)
+    return [tuple(ranks[i] for i in cycles[c]) for c in best]
+

@@ -1,0 +1,110 @@
+"""One placement of collectives for every caller: scenario files, ``flowsim collective``
+(:func:`flowsim.collectives.collective_time`), training steps and ``flowsim check`` all lay a
+collective out through :func:`flowsim.collectives.collective_workload`."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from flowsim.collectives import ALGORITHM_TABLE, collective_time, collective_workload
+from flowsim.collectives.report import sweep
+from flowsim.errors import InputError
+from flowsim.fabrics import build_cluster
+from flowsim.scenario import parse_scenario, run_scenario
+from flowsim.training import data_parallel_step
+from flowsim.workload import Workload
+
+TWO_DGX = '[topology]\ncluster = "dgx_h100"\nn_nodes = 2\nfigure = "effective"\n'
+
+
+def assert_same_workload(a: Workload, b: Workload) -> None:
+    assert a.names == b.names
+    assert a.src == b.src and a.dst == b.dst
+    for column in ("size_bytes", "start_s", "dep_indptr", "dep_indices", "delay_s", "overhead_s", "weight", "cap_Bps"):
+        np.testing.assert_array_equal(getattr(a, column), getattr(b, column), err_msg=column)
+    assert dict(a.tags) == dict(b.tags)
+
+
+@pytest.fixture(scope="module")
+def two_dgx():
+    return build_cluster("dgx_h100", 2, figure="effective")
+
+
+def _scenario_workload(table: str) -> Workload:
+    return parse_scenario(TWO_DGX + "[[workload.collective]]\n" + table).workload
+
+
+@pytest.mark.parametrize(("collective", "algorithm"), sorted(ALGORITHM_TABLE))
+def test_a_scenario_collective_is_the_collective_the_cli_runs(two_dgx, collective, algorithm):
+    # NVLS runs inside one server; everything else over both servers' 16 GPUs.
+    ranks = [f"n0.gpu{i}" for i in range(8)] if algorithm == "nvls" else None
+    size = 3 * 2**20
+    table = f'op = "{collective}"\nalgorithm = "{algorithm}"\nsize_bytes = {size}\n'
+    if ranks is not None:
+        table += "ranks = [" + ", ".join(f'"{r}"' for r in ranks) + "]\n"
+    from_file = _scenario_workload(table)
+    from_cli = collective_time(two_dgx, collective, size, ranks=ranks, algorithm=algorithm).run.workload
+    assert_same_workload(from_file, from_cli)
+
+
+def test_scenario_ring_all_reduce_takes_what_flowsim_collective_says(two_dgx):
+    # The issue's case at a smaller size: before one placement, the scenario file ran one
+    # channel with NVLink costs and took 7.8x the time `flowsim collective` printed.
+    size = 16 * 2**20
+    scenario = parse_scenario(TWO_DGX + f'[[workload.collective]]\nop = "all_reduce"\nsize_bytes = {size}\n')
+    (row,) = sweep(two_dgx, "all_reduce", [size])
+    assert run_scenario(scenario).result.makespan_s * 1e6 == pytest.approx(row.time_us, rel=1e-12)
+    # One channel per rail: 8 NICs per DGX H100 server.
+    assert len(set(scenario.workload.tags["channel"])) == 8
+
+
+@pytest.mark.parametrize("protocol", ["ll", "ll128", "simple"])
+def test_scenario_collectives_take_a_protocol(two_dgx, protocol):
+    table = f'op = "all_gather"\nsize_bytes = 65536\nprotocol = "{protocol}"\n'
+    plan = collective_workload(two_dgx, "all_gather", 65536, protocol=protocol)
+    assert_same_workload(_scenario_workload(table), plan.workload)
+
+
+def test_send_defaults_to_the_same_pair_everywhere(two_dgx):
+    plan = collective_workload(two_dgx, "send", 2**20)
+    assert plan.ranks == ("n0.gpu7", "n1.gpu0")
+    assert_same_workload(_scenario_workload('op = "send"\nsize_bytes = 1048576\n'), plan.workload)
+
+
+def test_training_buckets_are_placed_as_collective_workload_places_them(two_dgx):
+    step = data_parallel_step(two_dgx, layer_backward_s=[1e-3], layer_grad_bytes=[4e6], bucket_bytes=4e6)
+    bucket = collective_workload(two_dgx, "all_reduce", 4e6)
+    flows = [i for i, name in enumerate(step.workload.names) if name.startswith("bucket0.")]
+    assert [step.workload.names[i] for i in flows] == [f"bucket0.{name}" for name in bucket.workload.names]
+    np.testing.assert_array_equal(step.workload.size_bytes[flows], bucket.workload.size_bytes)
+    assert [step.workload.src[i] for i in flows] == list(bucket.workload.src)
+    assert [step.workload.dst[i] for i in flows] == list(bucket.workload.dst)
+    np.testing.assert_array_equal(step.workload.overhead_s[flows], bucket.workload.overhead_s)
+
+
+def test_explicit_orders_set_the_channels(two_dgx):
+    ranks = ["n0.gpu0", "n0.gpu1", "n1.gpu0", "n1.gpu1"]
+    orders = [ranks, ranks[::-1]]
+    plan = collective_workload(two_dgx, "all_reduce", 2**20, ranks=ranks, orders=orders, slices=1)
+    assert set(plan.workload.tags["channel"]) == {"0", "1"}
+    # Channel 1 runs the reversed ring: its first message goes from n1.gpu1 to n1.gpu0.
+    first = plan.workload.tags["channel"].index("1")
+    assert (plan.workload.src[first], plan.workload.dst[first]) == ("n1.gpu1", "n1.gpu0")
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"collective": "all_to_all", "slices": 2}, r"bad parameters for all_to_all: p2p takes no slices"),
+        ({"collective": "all_reduce", "root": 1}, r"bad parameters for all_reduce: ring takes no root"),
+        ({"collective": "all_reduce", "algorithm": "nvls"}, "NVLS is modelled inside one server"),
+        ({"collective": "all_reduce", "ranks": ["n0.gpu0", "nope"]}, "unknown node 'nope'"),
+        ({"collective": "all_reduce", "algorithm": "nvls", "ranks": ["n0.gpu0", "n0.gpu1"], "switch": "n0.gpu2"},
+         "'n0.gpu2' is a gpu node, not an NVSwitch"),
+    ],
+)
+def test_bad_placement_names_what_is_wrong(two_dgx, options, message):
+    collective = options.pop("collective")
+    with pytest.raises(InputError, match=message):
+        collective_workload(two_dgx, collective, 2**20, **options)

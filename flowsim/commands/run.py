@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from flowsim.commands.inspect import format_seconds
 from flowsim.errors import InputError, output_file
+from flowsim.formatting import format_seconds
 from flowsim.scenario import load_scenario, run_scenario
 from flowsim.trace import check_writable, write_trace
 

@@ -15,6 +15,7 @@ from flowsim.hardware import LinkTier
 from flowsim.nccl import busbw_Bps
 from flowsim.routes import Routes
 from flowsim.scenario import ScenarioRun
+from flowsim.training import exposed_communication_s, step_time_s
 
 __all__ = ["METRICS", "METRIC_FUNCTIONS", "RATE_METRICS", "RATE_METRIC_FUNCTIONS", "SOLVES", "Allocation",
            "only_collective"]
@@ -69,8 +70,9 @@ METRIC_FUNCTIONS: dict[str, Callable[[ScenarioRun, Mapping], float]] = {
         for stat, reduce in (("max", np.max), ("mean", np.mean))
     },
     "busbw_Bps": _busbw,
-    "step_time_s": lambda run, document: max(run.scenario.compute_s, run.result.makespan_s),
-    "exposed_communication_s": lambda run, document: max(run.result.makespan_s - run.scenario.compute_s, 0.0),
+    "step_time_s": lambda run, document: step_time_s(run.scenario.compute_s, run.result.makespan_s),
+    "exposed_communication_s": lambda run, document: exposed_communication_s(run.scenario.compute_s,
+                                                                             run.result.makespan_s),
     "n_events": lambda run, document: float(run.result.n_events),
     "n_flows": lambda run, document: float(run.result.n_flows),
 }

@@ -151,7 +151,9 @@ def _ignore_interrupts() -> None:
 
     Ctrl-C in a terminal interrupts every process of its group. A worker interrupted while
     sending a result can die holding the result queue's lock, and the other workers, and the
-    pool's shutdown with them, then wait for it forever.
+    pool's shutdown with them, then wait for it forever. So a worker ignores SIGINT for good,
+    rather than holding it back as :func:`flowsim_kernels.progress.deferred_interrupt` does
+    around a kernel or a file write: the worker is not the one to act on it.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 

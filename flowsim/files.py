@@ -5,11 +5,11 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import tempfile
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
+
+from flowsim_kernels.progress import deferred_interrupt
 
 try:
     import fcntl
@@ -32,13 +32,15 @@ def replaced_atomically(path: str | os.PathLike, *, copy_existing: bool = False)
     A Ctrl-C while the block runs takes effect when it ends: the temporary file is removed
     and :class:`KeyboardInterrupt` raised instead of the rename. Raised at once, it could
     land in a callback that only prints it (h5py closes objects from weakref callbacks), and
-    the interrupted write would carry on and replace ``path``.
+    the interrupted write would carry on and replace ``path``. The rule is the kernels'
+    (:func:`flowsim_kernels.progress.deferred_interrupt`): in the main thread while SIGINT
+    has a Python handler, which gets the signal once the temporary file is gone.
 
     ``copy_existing`` starts the temporary file as a copy of ``path`` (to add to it), with
     its permissions; otherwise it gets a new file's permissions under the current umask.
     """
     target = Path(path)
-    with _interrupt_deferred() as interrupted:
+    with deferred_interrupt() as interrupted:
         try:
             fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         except OSError as err:  # name the file asked for, not the hidden temporary one
@@ -58,31 +60,6 @@ def replaced_atomically(path: str | os.PathLike, *, copy_existing: bool = False)
         except BaseException:
             os.unlink(tmp_name)
             raise
-
-
-@contextlib.contextmanager
-def _interrupt_deferred() -> Iterator[Callable[[], bool]]:
-    """Record a SIGINT instead of raising :class:`KeyboardInterrupt` while the block runs;
-    yields a function that says whether one arrived. One that the block did not act on is
-    raised when it ends.
-
-    Only where Ctrl-C would raise :class:`KeyboardInterrupt`: in the main thread (the only
-    one Python runs signal handlers in) under Python's default handler. A handler someone
-    else installed, or an ignored SIGINT, is left alone.
-    """
-    arrived: list[int] = []
-    if threading.current_thread() is not threading.main_thread() or (
-        signal.getsignal(signal.SIGINT) is not signal.default_int_handler
-    ):
-        yield lambda: False
-        return
-    signal.signal(signal.SIGINT, lambda signum, frame: arrived.append(signum))
-    try:
-        yield lambda: bool(arrived)
-    finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    if arrived:
-        raise KeyboardInterrupt
 
 
 @contextlib.contextmanager

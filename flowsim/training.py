@@ -64,9 +64,11 @@ __all__ = [
     "TrainingStep",
     "TrainingStepResult",
     "data_parallel_step",
+    "exposed_communication_s",
     "parallel_layout",
     "parallel_step",
     "run_training_step",
+    "step_time_s",
 ]
 
 #: Pipeline schedules :func:`parallel_step` lays out: Megatron's non-interleaved 1F1B
@@ -470,10 +472,22 @@ def parallel_step(
     return ParallelStep(builder.flows.workload(), layout, schedule, int(n_microbatches), compute_s, busy, bubble_s)
 
 
+def step_time_s(compute_s: float, makespan_s: float) -> float:
+    """The time of a training step whose compute takes ``compute_s`` and whose communication
+    ends at ``makespan_s``: the communication overlaps the compute, so the longer one sets it."""
+    return max(compute_s, makespan_s)
+
+
+def exposed_communication_s(compute_s: float, makespan_s: float) -> float:
+    """The communication the compute did not hide: :func:`step_time_s` less ``compute_s``
+    (0 when the compute takes longer)."""
+    return step_time_s(compute_s, makespan_s) - compute_s
+
+
 def run_training_step(topology: Topology, step: TrainingStep | ParallelStep, **run_options) -> TrainingStepResult:
     """Simulate ``step`` on ``topology`` (``run_options`` as :func:`flowsim.run`)."""
     outcome = run(topology, step.workload, **run_options)
-    step_s = max(step.compute_s, outcome.result.makespan_s)
+    step_s = step_time_s(step.compute_s, outcome.result.makespan_s)
     carried = outcome.result.link_bytes
     utilization = outcome.result.link_utilization(step_s if step_s > 0 else None)  # zeros for an empty step
     tiers = {}
@@ -484,7 +498,8 @@ def run_training_step(topology: Topology, step: TrainingStep | ParallelStep, **r
             mean = float(utilization[used].mean()) if used.any() else 0.0
             tiers[tier.name.lower()] = (float(utilization[on_tier].max()), mean)
     bubble_s = step.bubble_s if isinstance(step, ParallelStep) else 0.0
-    return TrainingStepResult(step_s, step.compute_s, step_s - step.compute_s, tiers, outcome, bubble_s)
+    exposed_s = exposed_communication_s(step.compute_s, outcome.result.makespan_s)
+    return TrainingStepResult(step_s, step.compute_s, exposed_s, tiers, outcome, bubble_s)
 
 
 def _check_number(value: object, what: str, *, positive: bool = False) -> None:

@@ -325,14 +325,14 @@ def test_an_interrupted_append_leaves_the_history_as_it_was(tmp_path, sendrecv_r
     path = tmp_path / "history.h5"
     append_history(sendrecv_report, path)
     before = path.read_bytes()
-    real_append = flowsim.check._append
+    real_append = flowsim.check.history._append
 
     def interrupted_after_the_checks_row(group, columns, values):
         if group.name == "/rows":
             raise KeyboardInterrupt
         real_append(group, columns, values)
 
-    monkeypatch.setattr(flowsim.check, "_append", interrupted_after_the_checks_row)
+    monkeypatch.setattr(flowsim.check.history, "_append", interrupted_after_the_checks_row)
     with pytest.raises(KeyboardInterrupt):
         append_history(sendrecv_report, path)
     # No temporary file is left; the lock file stays (see flowsim.files.locked).

@@ -12,6 +12,7 @@ import pytest
 
 from flowsim import __version__ as flowsim_version
 from flowsim import cli
+from flowsim import plot as plotting
 from flowsim.commands import inspect, plot, presets, run
 from flowsim.errors import InputError
 from flowsim.presets import preset_names
@@ -274,7 +275,7 @@ def test_inspect_a_trace_written_without_a_scenario(tmp_path, capsys):
 ], ids=["no directory", "unknown format", "no extension"])
 def test_plot_checks_the_output_before_drawing(traces, tmp_path, output, message, monkeypatch):
     pytest.importorskip("matplotlib")
-    monkeypatch.setattr(plot, "_utilization", None)  # drawing would fail: the check must come first
+    monkeypatch.setattr(plotting, "_utilization", None)  # drawing would fail: the check must come first
     with pytest.raises(InputError, match=message):
         flowsim("plot", traces[DGX], "--kind", "utilization", "-o", tmp_path / output)
     assert list(tmp_path.iterdir()) == []

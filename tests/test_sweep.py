@@ -577,7 +577,7 @@ def test_cli_says_which_traces_it_could_not_write(tmp_path, capsys, monkeypatch)
     def full_disk(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(flowsim.sweep, "write_trace", full_disk)
+    monkeypatch.setattr(flowsim.sweep.runs, "write_trace", full_disk)
     assert flowsim_sweep(spec, "-o", output, "--workers", "1", "-q", "--traces", traces) == 1
     printed = capsys.readouterr()
     assert "2 runs (0 ran, 2 already done, 2 of them ran again for their traces) -> " in printed.out
@@ -784,11 +784,11 @@ def test_rates_batches_are_bounded(tmp_path, solves, monkeypatch):
     spec = parking_spec(tmp_path, '[sweep.zip]\n"topology.links.1.capacity_Bps" = [1e9, 2e9, 3e9, 4e9, 5e9]\n')
     sweep = load_sweep(spec)
     whole = read_results(run_sweep(sweep, tmp_path / "whole.h5").output).columns
-    monkeypatch.setattr(flowsim.sweep, "BATCH_RUNS", 2)
+    monkeypatch.setattr(flowsim.sweep.rates, "BATCH_RUNS", 2)
     by_two = read_results(run_sweep(sweep, tmp_path / "two.h5").output).columns
     # A run of the parking lot holds 2 * 2 + 4 * 3 values and its routes 2 * 4: one run
     # passes this budget, so each is solved as it arrives.
-    monkeypatch.setattr(flowsim.sweep, "BATCH_VALUES", 20)
+    monkeypatch.setattr(flowsim.sweep.rates, "BATCH_VALUES", 20)
     alone = read_results(run_sweep(sweep, tmp_path / "alone.h5").output).columns
     assert solves == [5, 2, 2, 1, 1, 1, 1, 1, 1]
     for name in (*sweep.metrics, "key", "status"):
@@ -819,7 +819,7 @@ def test_rates_resume_skips_done_runs(tmp_path, solves):
 def test_rates_interrupt_keeps_the_solved_batches(tmp_path, monkeypatch):
     spec = parking_spec(tmp_path, '[sweep.zip]\n"topology.links.1.capacity_Bps" = [1e9, 2e9, 3e9, 4e9, 5e9]\n')
     sweep = load_sweep(spec)
-    monkeypatch.setattr(flowsim.sweep, "BATCH_RUNS", 2)
+    monkeypatch.setattr(flowsim.sweep.rates, "BATCH_RUNS", 2)
     solve, calls = BatchProblem.solve, []
 
     def ctrl_c_at_the_second(self, *args, **kwargs):

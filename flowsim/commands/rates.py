@@ -16,8 +16,9 @@ from pathlib import Path
 import numpy as np
 
 from flowsim.batched import BACKENDS, BatchProblem, resolve_backend
-from flowsim.commands.inspect import format_rate, number_type
+from flowsim.commands.argtypes import number_type
 from flowsim.fairshare import SATURATED_REL_TOL
+from flowsim.formatting import format_rate
 from flowsim.scenario import load_scenario, rates_problem
 
 __all__ = ["add_parser", "rates_command"]

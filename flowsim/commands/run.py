@@ -14,10 +14,11 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from flowsim.commands.inspect import format_seconds
 from flowsim.errors import InputError, output_file
+from flowsim.formatting import format_seconds
 from flowsim.scenario import load_scenario, run_scenario
 from flowsim.trace import check_writable, write_trace
+from flowsim.training import exposed_communication_s, step_time_s
 
 __all__ = ["add_parser", "run_command"]
 
@@ -63,10 +64,11 @@ def run_command(args: argparse.Namespace) -> int:
     makespan = format_seconds(run.result.makespan_s)
     print(f"{scenario.name}: {run.result.n_flows:,} flows, makespan {makespan} -> {output}")
     if scenario.compute_s > 0:
-        step_s = max(scenario.compute_s, run.result.makespan_s)
+        step_s = step_time_s(scenario.compute_s, run.result.makespan_s)
+        exposed_s = exposed_communication_s(scenario.compute_s, run.result.makespan_s)
         print(
             f"training step {format_seconds(step_s)}: compute {format_seconds(scenario.compute_s)}, "
-            f"exposed communication {format_seconds(step_s - scenario.compute_s)}"
+            f"exposed communication {format_seconds(exposed_s)}"
         )
     return 0
 

@@ -11,6 +11,11 @@ an ``objmode`` block instead, it leaks the kernel's arrays. So :func:`deferred_i
 holds SIGINT back while a kernel runs, a polling loop sees it through :func:`poll` and
 returns early, and the handler installed before gets the signal once the kernel has
 returned.
+
+The same deferral guards flowsim's file writes (:func:`flowsim.files.replaced_atomically`):
+a Ctrl-C raised at once could land in a callback that only prints it (h5py closes objects
+from weakref callbacks) and the interrupted write would carry on. It lives here, where the
+kernels can reach it, since kernels never import flowsim.
 """
 
 import contextlib
@@ -64,25 +69,34 @@ def _hold(signum, frame):
 
 @contextlib.contextmanager
 def deferred_interrupt():
-    """Hold SIGINT back while a kernel runs; deliver it once the kernel has returned.
+    """Hold SIGINT back while the block runs; yields a function that says whether one arrived.
 
-    The handler SIGINT had before gets the signal then; if it returns instead of raising,
-    ``KeyboardInterrupt`` is raised all the same, as a kernel that polls has stopped early
-    and its outputs are partial. Active only in the main thread (the only one Python
-    delivers signals to) and only while SIGINT has a Python handler: an ignored SIGINT stays
-    ignored and a default one still ends the process. Nested uses defer to the outermost.
+    The block is not cut short: it may look (a kernel through :func:`poll`, a file write
+    before it replaces its target) and stop early. A held-back Ctrl-C stops the work all the
+    same: when the block ends, however it ends, the handler SIGINT had before gets the signal,
+    and ``KeyboardInterrupt`` is raised if that handler returns instead of raising (a kernel
+    that polls has stopped early and its outputs are partial; a write has been abandoned).
+
+    Active only in the main thread (the only one Python delivers signals to) and only while
+    SIGINT has a Python handler: an ignored SIGINT stays ignored, a default one still ends
+    the process, and elsewhere the function always says no. Nested uses defer to the
+    outermost, which hands the signal to the handler; an inner one whose block saw a
+    Ctrl-C raises ``KeyboardInterrupt`` when it ends, so partial outputs go no further.
     """
-    if (
-        _deferred["previous"] is not None
-        or threading.current_thread() is not threading.main_thread()
-        or not callable(signal.getsignal(signal.SIGINT))
-    ):
-        yield
+    if _deferred["previous"] is not None:
+        try:
+            yield _arrived
+        finally:
+            if _deferred["pending"]:
+                raise KeyboardInterrupt
+        return
+    if threading.current_thread() is not threading.main_thread() or not callable(signal.getsignal(signal.SIGINT)):
+        yield _never
         return
     previous = signal.signal(signal.SIGINT, _hold)
     _deferred["previous"] = previous
     try:
-        yield
+        yield _arrived
     finally:
         signal.signal(signal.SIGINT, previous)
         pending = _deferred["pending"]
@@ -91,3 +105,11 @@ def deferred_interrupt():
         if pending:
             previous(signal.SIGINT, None)
             raise KeyboardInterrupt
+
+
+def _arrived():
+    return _deferred["pending"]
+
+
+def _never():
+    return False

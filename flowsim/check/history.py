@@ -1,0 +1,317 @@
+"""The HDF5 history of checks, so trends over days show, and its plot.
+
+h5py and matplotlib are imported when used: the check itself needs neither.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from flowsim.check.report import CheckReport
+from flowsim.errors import InputError, image_file, output_file
+from flowsim.files import locked, replaced_atomically
+
+__all__ = ["History", "append_history", "history_file", "history_plot_file", "plot_history", "read_history"]
+
+#: ``format`` attribute of a history file.
+_HISTORY_FORMAT = "flowsim-nccl-check-history"
+
+# HDF5 history: group -> dataset -> (dtype kind, value of a report / row check).
+_CHECK_COLUMNS = {
+    "check_id": "i8",
+    "time_unix": "f8",
+    "source": "str",
+    "binary": "str",
+    "system": "str",
+    "nodes": "i8",
+    "ranks": "i8",
+    "threshold": "f8",
+    "algorithm": "str",
+    "protocol": "str",
+    "figure": "str",
+    "fabric": "str",
+    "n_flagged": "i8",
+    "avg_busbw_GBps": "f8",
+}
+_ROW_COLUMNS = {
+    "check_id": "i8",
+    "size_bytes": "i8",
+    "measured_busbw_out_GBps": "f8",
+    "measured_busbw_in_GBps": "f8",
+    "measured_time_out_us": "f8",
+    "measured_time_in_us": "f8",
+    "predicted_time_us": "f8",
+    "predicted_busbw_GBps": "f8",
+    "ratio": "f8",
+    "flagged": "bool",
+}
+
+
+def _h5py():
+    import h5py
+
+    return h5py
+
+
+def _dtype(kind: str):
+    return _h5py().string_dtype() if kind == "str" else np.dtype(kind)
+
+
+def _append(group, columns: dict, values: dict) -> None:
+    n_new = len(values["check_id"])
+    for name, kind in columns.items():
+        if name not in group:
+            group.create_dataset(name, shape=(0,), maxshape=(None,), dtype=_dtype(kind), chunks=(256,))
+        dataset = group[name]
+        start = dataset.shape[0]
+        dataset.resize((start + n_new,))
+        dataset[start:] = np.asarray(values[name], dtype=object if kind == "str" else kind)
+
+
+def history_file(path: str | os.PathLike, *, inputs: Sequence[str | os.PathLike] = ()) -> Path:
+    """``path`` as a :class:`~pathlib.Path` :func:`append_history` can add to; an
+    :class:`InputError` naming it otherwise, the file left as it is.
+
+    A history may be a missing or empty file (one is started there), an HDF5 file with
+    nothing in it, or a flowsim check history; any other file, HDF5 or not, belongs to
+    someone else. The path must also pass :func:`flowsim.errors.output_file` (``inputs``:
+    files the run reads).
+    """
+    target = output_file(path, "the check history", inputs=inputs)
+    if not target.exists() or target.stat().st_size == 0:
+        return target
+    try:
+        with _h5py().File(target, "r") as f:
+            found = f.attrs.get("format")
+            if found != _HISTORY_FORMAT and (len(f) or len(f.attrs)):
+                what = "no 'format' attribute" if found is None else f"format {found!r}"
+                raise InputError(
+                    f"{target}: an HDF5 file that is not a flowsim check history ({what}, expected "
+                    f"{_HISTORY_FORMAT!r}); left as it is, give another history file"
+                )
+    except OSError as err:
+        raise InputError(f"{target}: cannot open it as a check history: {err}") from None
+    return target
+
+
+def append_history(report: CheckReport, path: str | os.PathLike) -> int:
+    """Append ``report`` to an HDF5 history file (created if missing); returns its check id.
+
+    Layout: group ``checks`` holds one row per check (``check_id``, ``time_unix``,
+    ``source``, ``binary``, ``system``, ``nodes``, ``ranks``, ``threshold``, ``algorithm``,
+    ``protocol``, ``figure``, ``fabric``, ``n_flagged``, ``avg_busbw_GBps``); group ``rows``
+    one row per (check, size) (``check_id``, ``size_bytes``, measured busbw and time
+    out-of-place and in-place, ``predicted_time_us``, ``predicted_busbw_GBps``, ``ratio`` =
+    the lower of the two measured / predicted ratios, ``flagged``; NaN where not predicted).
+    Every dataset is one-dimensional and resizable.
+
+    ``path`` must pass :func:`history_file`. The history is appended to a copy, renamed over
+    it when complete (:func:`flowsim.files.replaced_atomically`): an error, a crash or Ctrl-C
+    leaves the history as it was, never half-appended. Checks appending to one history at
+    once take turns (:func:`flowsim.files.locked`), so none is lost.
+    """
+    h5py = _h5py()
+    path = history_file(path)
+    # A history reached through a symbolic link (a shared one) is replaced where it lives,
+    # not by a private copy in place of the link.
+    target = Path(os.path.realpath(path))
+    try:
+        with locked(target), replaced_atomically(target, copy_existing=True) as tmp_name:
+            # Judged under the lock: another check may have started the history meanwhile.
+            history_file(target)
+            existing = target.exists() and target.stat().st_size > 0
+            with h5py.File(tmp_name, "r+" if existing else "w") as f:
+                check_id = _append_check(f, report)
+    except OSError as err:
+        raise InputError(f"{path}: cannot write the check history: {err}") from None
+    return check_id
+
+
+def _append_check(f, report: CheckReport) -> int:
+    """Append one check and its rows to the open history ``f``; returns its check id."""
+    log = report.log
+    f.attrs["format"] = _HISTORY_FORMAT
+    f.attrs["version"] = 1
+    checks = f.require_group("checks")
+    check_id = int(checks["check_id"][-1]) + 1 if "check_id" in checks and checks["check_id"].shape[0] else 0
+    when = datetime.datetime.fromisoformat(report.checked_at).timestamp()
+    _append(
+        checks,
+        _CHECK_COLUMNS,
+        {
+            "check_id": [check_id],
+            "time_unix": [when],
+            "source": [log.source],
+            "binary": [log.binary],
+            "system": [report.system],
+            "nodes": [report.nodes],
+            "ranks": [log.n_ranks],
+            "threshold": [report.threshold],
+            "algorithm": [report.algorithm],
+            "protocol": [report.protocol],
+            "figure": [report.figure],
+            "fabric": [report.fabric],
+            "n_flagged": [len(report.flagged)],
+            "avg_busbw_GBps": [log.avg_busbw_GBps],
+        },
+    )
+
+    def nan(value):
+        return np.nan if value is None else value
+
+    rows = report.rows
+    _append(
+        f.require_group("rows"),
+        _ROW_COLUMNS,
+        {
+            "check_id": [check_id] * len(rows),
+            "size_bytes": [r.size_bytes for r in rows],
+            "measured_busbw_out_GBps": [r.measured_busbw_out_GBps for r in rows],
+            "measured_busbw_in_GBps": [r.measured_busbw_in_GBps for r in rows],
+            "measured_time_out_us": [r.measured_time_out_us for r in rows],
+            "measured_time_in_us": [r.measured_time_in_us for r in rows],
+            "predicted_time_us": [nan(r.predicted_time_us) for r in rows],
+            "predicted_busbw_GBps": [nan(r.predicted_busbw_GBps) for r in rows],
+            "ratio": [np.nan if r.ratio_out is None else min(r.ratio_out, r.ratio_in) for r in rows],
+            "flagged": [r.flagged for r in rows],
+        },
+    )
+    return check_id
+
+
+@dataclass(frozen=True)
+class History:
+    """A check history read back: column name -> 1-D array, for ``checks`` and ``rows``."""
+
+    path: str
+    checks: dict[str, np.ndarray]
+    rows: dict[str, np.ndarray]
+
+    @property
+    def n_checks(self) -> int:
+        """Checks in the history."""
+        return len(self.checks["check_id"])
+
+
+def read_history(path: str | os.PathLike) -> History:
+    """Read a history written by :func:`append_history` (strings as ``str`` objects)."""
+    h5py = _h5py()
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: no such check history file")
+    try:
+        with h5py.File(path, "r") as f:
+            if f.attrs.get("format") != _HISTORY_FORMAT:
+                raise InputError(f"{path}: not a flowsim check history (no format attribute {_HISTORY_FORMAT!r})")
+            tables = []
+            for group, columns in (("checks", _CHECK_COLUMNS), ("rows", _ROW_COLUMNS)):
+                missing = [c for c in columns if c not in f[group]]
+                if missing:
+                    raise InputError(f"{path}: group {group!r} lacks datasets {', '.join(missing)}")
+                tables.append(
+                    {c: f[group][c].asstr()[()] if kind == "str" else f[group][c][()] for c, kind in columns.items()}
+                )
+    except OSError as err:
+        raise InputError(f"{path}: cannot read the check history: {err}") from None
+    return History(str(path), *tables)
+
+
+def history_plot_file(output: str | os.PathLike, *, inputs: Sequence[str | os.PathLike] = ()) -> Path:
+    """``output`` as a :class:`~pathlib.Path` :func:`plot_history` can save to; an
+    :class:`InputError` naming it otherwise.
+
+    The path must pass :func:`flowsim.errors.image_file` (``inputs``: files the run reads):
+    writable, and ending in an image format matplotlib writes (``.png``, ``.svg``, ...).
+
+    Raises
+    ------
+    ImportError
+        When matplotlib is not installed.
+    """
+    try:
+        import matplotlib  # noqa: F401 - only to say how to install it
+    except ImportError:
+        raise ImportError("plotting the check history needs matplotlib: pip install 'flowsim[plot]'") from None
+    return image_file(output, "the history plot", inputs=inputs)
+
+
+def plot_history(
+    history: History | str | os.PathLike,
+    output: str | os.PathLike,
+    *,
+    binary: str | None = None,
+    system: str | None = None,
+    sizes: Sequence[int] | None = None,
+) -> Path:
+    """Plot measured / predicted busbw over time, one line per message size, and save it.
+
+    Parameters
+    ----------
+    history : History or path
+    output : path
+        Image file (format from the suffix: ``.png``, ``.svg``, ``.pdf``).
+    binary, system : str, optional
+        Keep checks of this nccl-tests binary / preset only; by default the binary of the
+        latest check.
+    sizes : sequence of int, optional
+        Message sizes to draw (default: every predicted size).
+
+    Returns
+    -------
+    Path
+
+    Raises
+    ------
+    ImportError
+        When matplotlib is not installed.
+    InputError
+        When ``output`` fails :func:`history_plot_file` or no check matches.
+    """
+    output = history_plot_file(output, inputs=[history.path if isinstance(history, History) else history])
+    from matplotlib.figure import Figure
+
+    if not isinstance(history, History):
+        history = read_history(history)
+    checks = history.checks
+    if history.n_checks == 0:
+        raise InputError(f"{history.path}: the history holds no checks")
+    binary = checks["binary"][-1] if binary is None else binary
+    keep = checks["binary"] == binary
+    if system is not None:
+        keep &= checks["system"] == system.replace("-", "_")
+    if not keep.any():
+        raise InputError(f"{history.path}: no check of {binary}{'' if system is None else ' on ' + system}")
+    when = dict(zip(checks["check_id"][keep].tolist(), checks["time_unix"][keep].tolist()))
+    thresholds = checks["threshold"][keep]
+    rows = history.rows
+    selected = np.isin(rows["check_id"], list(when)) & np.isfinite(rows["ratio"])
+    if sizes is not None:
+        selected &= np.isin(rows["size_bytes"], list(sizes))
+    fig = Figure(figsize=(9, 5), layout="constrained")
+    ax = fig.add_subplot()
+    for i, size in enumerate(np.unique(rows["size_bytes"][selected]).tolist()):
+        these = np.flatnonzero(selected & (rows["size_bytes"] == size))
+        times = [datetime.datetime.fromtimestamp(when[c], datetime.timezone.utc) for c in rows["check_id"][these]]
+        ax.plot(times, rows["ratio"][these], marker="o", color=f"C{i % 10}", label=_size_label(size))
+    ax.axhline(1.0, color="0.5", linewidth=1)
+    ax.axhline(1.0 - float(thresholds[-1]), color="C3", linestyle="--", linewidth=1, label="flag below")
+    ax.set_xlabel("check time (UTC)")
+    ax.set_ylabel("measured / predicted busbw")
+    ax.set_title(f"{binary}: {int(keep.sum())} check(s) from {Path(history.path).name}")
+    ax.legend(fontsize="small", loc="best")
+    fig.autofmt_xdate()
+    fig.savefig(output, dpi=120)
+    return output
+
+
+def _size_label(size: int) -> str:
+    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale}{unit}"
+    return str(size)

@@ -1,0 +1,465 @@
+"""nccl-tests output parsed: the run's ranks and hosts, and every row of its table.
+
+The format read is the one nccl-tests prints (``src/common.cu`` and ``src/util.cu`` of
+NVIDIA/nccl-tests): optional ``# nccl-tests version`` and ``# Collective test starting:
+NAME`` lines (NAME may carry the binary's build suffix, ``all_reduce_perf_mpi``), the
+``# nThread ... nGpus ...`` line, ``# Using devices`` and one
+``#  Rank R [Group G] Pid P on HOST device D [BUS] NAME`` line per rank, the column titles
+(``out-of-place ... in-place``) and the header naming the columns, then one row per size::
+
+    size count type redop root | time algbw busbw #wrong | time algbw busbw #wrong
+
+(out-of-place, then in-place; ``#wrong`` is ``N/A`` without validation; a time, bandwidth
+or ``#wrong`` that is not a finite, non-negative number is an error, as nccl-tests prints
+none for a size it completed), and the closing ``# Avg bus bandwidth : X`` line. Each
+column is read where the header names it: older versions lack ``redop`` or ``root`` and
+title ``#wrong`` ``error`` (printed as ``0e+00``), ``-C 1`` titles ``time`` ``cputime``,
+per-iteration statistics add columns after each ``#wrong``, and columns after the in-place
+``#wrong`` (timestamps) are skipped. Lines of other programs (``NCCL INFO``, ``mpirun``)
+may be interleaved; the prefixes launchers put on every line are removed
+(``[1,0]<stdout>:`` of ``mpirun --tag-output``, ``[0]`` of MPICH's ``-prepend-rank``,
+``  0:`` of ``srun --label``), as is a UTF-8 byte-order mark. Sizes are nccl-tests' ``S``
+(the total over ranks for all-gather, reduce-scatter and all-to-all), busbw and algbw are
+in GB/s (1e9 B/s), times in microseconds.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from flowsim.errors import InputError
+from flowsim.collectives.report import bus_factor
+
+__all__ = ["BINARIES", "Measurement", "NcclTestLog", "RankInfo", "TestRow", "line_error", "parse_nccl_log"]
+
+
+#: nccl-tests binary -> flowsim collective.
+BINARIES = {
+    "all_reduce_perf": "all_reduce",
+    "all_gather_perf": "all_gather",
+    "reduce_scatter_perf": "reduce_scatter",
+    "alltoall_perf": "all_to_all",
+    "sendrecv_perf": "send",
+    "broadcast_perf": "broadcast",
+    "reduce_perf": "reduce",
+}
+_COLLECTIVE_BINARY = {collective: binary for binary, collective in BINARIES.items()}
+
+# What launchers put before every line: Open MPI's "mpirun --tag-output" ("[1,0]<stdout>:"),
+# MPICH's "-prepend-rank" ("[0] ") and Slurm's "srun --label" ("  0: ", the task number
+# right-aligned). The srun label is digits then a colon: a row starts with digits then a space.
+_TAG_PREFIX = re.compile(r"^(?:\[\d+,\d+\]<std(?:out|err)>:|\[\d+\] | *\d+: )")
+# A binary name not inside another word ("all_reduce_perf_dgx.txt" names all_reduce_perf).
+_BINARY_NAME = re.compile(r"(?<![A-Za-z0-9_])(" + "|".join(BINARIES) + r")(?![A-Za-z0-9])")
+
+
+def _file_name_alternative(binary: str) -> str:
+    # In a file name a binary may follow "_" ("node1_all_gather_perf"), but not as the tail of
+    # a longer binary glued to a word: "xall_reduce_perf" does not name reduce_perf.
+    longer = [other[: -len(binary)] for other in BINARIES if other != binary and other.endswith("_" + binary)]
+    return "".join(f"(?<!{re.escape(prefix)})" for prefix in longer) + binary
+
+
+# A binary name in a file name whose '-' are read as '_' ("nccl-all-gather-perf.txt").
+_FILE_BINARY_NAME = re.compile(
+    r"(?<![A-Za-z0-9])(" + "|".join(map(_file_name_alternative, BINARIES)) + r")(?![A-Za-z0-9])"
+)
+_STARTING = re.compile(r"^#\s*Collective test starting:\s*(\S+)")
+# The test name is the binary's, with any suffix it was built with (NAME_SUFFIX=_mpi).
+_STARTING_BINARY = re.compile("(" + "|".join(BINARIES) + r")(?:_\S+)?")
+_VERSION = re.compile(r"^#\s*nccl-tests version\s+(\S+)")
+_NTHREAD = re.compile(r"^#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\s+minBytes\s+(\d+)\s+maxBytes\s+(\d+)")
+_RANK = re.compile(
+    r"^#\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+(?P<group>\d+)\s+)?Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)"
+    r"\s+device\s+(?P<device>\d+)\s+\[(?P<bus>[^\]]*)\]\s*(?P<name>.*)$"
+)
+_AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)")
+# The four columns of each half of a row, as the table header names them.
+_HALF = ("time", "algbw", "busbw", "#wrong")
+# Older nccl-tests title '#wrong' "error"; '-C 1' (CPU time) titles 'time' "cputime".
+_HEADER_SYNONYMS = {"error": "#wrong", "cputime": "time"}
+_HEADER_EXPECTED = (
+    "'#  size  count  type  [redop]  [root]', then 'time  algbw  busbw  #wrong' for each of the two halves "
+    "('error' for '#wrong' and 'cputime' for 'time' are read too; further columns after each '#wrong' "
+    "are skipped)"
+)
+
+
+@dataclass(frozen=True)
+class RankInfo:
+    """One ``#  Rank`` line: rank, host, CUDA device, and the line number it is on."""
+
+    rank: int
+    host: str
+    device: int
+    device_name: str
+    line: int
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One half of a row (out-of-place or in-place).
+
+    ``wrong`` is the ``#wrong`` column, None where nccl-tests printed ``N/A``.
+    """
+
+    time_us: float
+    algbw_GBps: float
+    busbw_GBps: float
+    wrong: int | None
+
+
+@dataclass(frozen=True)
+class TestRow:
+    """One size of an nccl-tests table, with the line number it is on.
+
+    ``redop`` and ``root`` are None where the table has no such column (older nccl-tests
+    print them only for the tests that use them, or not at all); ``root`` is -1 where
+    nccl-tests printed it for a test without a root.
+    """
+
+    size_bytes: int
+    count: int
+    dtype: str
+    redop: str | None
+    root: int | None
+    out_of_place: Measurement
+    in_place: Measurement
+    line: int
+
+
+@dataclass(frozen=True)
+class NcclTestLog:
+    """A parsed nccl-tests run.
+
+    Attributes
+    ----------
+    source : str
+        File path, or ``"<text>"``.
+    collective : str
+        flowsim collective name (a value of :data:`BINARIES`).
+    binary : str
+        nccl-tests binary (a key of :data:`BINARIES`, without a build suffix such as
+        ``_mpi``).
+    version : str or None
+        ``# nccl-tests version`` when printed.
+    n_threads, n_gpus : int
+        ``-t`` and ``-g`` of the run (GPUs per thread).
+    ranks : tuple of RankInfo
+        In rank order.
+    rows : tuple of TestRow
+    avg_busbw_GBps : float
+        The closing ``# Avg bus bandwidth`` figure.
+    """
+
+    source: str
+    collective: str
+    binary: str
+    version: str | None
+    n_threads: int
+    n_gpus: int
+    ranks: tuple[RankInfo, ...]
+    rows: tuple[TestRow, ...]
+    avg_busbw_GBps: float
+
+    @property
+    def n_ranks(self) -> int:
+        """Ranks listed in the rank lines."""
+        return len(self.ranks)
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """Host names in order of first appearance in the rank lines."""
+        return tuple(dict.fromkeys(r.host for r in self.ranks))
+
+    @property
+    def n_nodes(self) -> int:
+        """Distinct hosts in the rank lines."""
+        return len(self.hosts)
+
+
+def line_error(source: str, line: int, message: str) -> InputError:
+    return InputError(f"{source}, line {line}: {message}")
+
+
+def _read(path_or_text: str | os.PathLike) -> tuple[str, str]:
+    """(text, source name): a path (Path, or a str without a newline) is read."""
+    if isinstance(path_or_text, str) and "\n" in path_or_text:
+        return path_or_text, "<text>"
+    path = Path(path_or_text)
+    try:
+        return path.read_text(errors="replace"), str(path)
+    except OSError as err:
+        raise InputError(f"{path}: cannot read nccl-tests output: {err.strerror}") from None
+
+
+def _number(text: str, kind: type, source: str, line: int, column: str):
+    try:
+        return kind(text)
+    except ValueError:
+        raise line_error(
+            source, line, f"column {column!r} should be {'an integer' if kind is int else 'a number'}, got {text!r}"
+        ) from None
+
+
+def _measured(text: str, source: str, line: int, column: str) -> float:
+    # float() also reads "nan", "inf" and "-1", which would pass every comparison or flag
+    # a healthy size; nccl-tests prints none of them for a size it completed.
+    value = _number(text, float, source, line, column)
+    if not (math.isfinite(value) and value >= 0):
+        raise line_error(source, line, f"column {column!r} should be a finite, non-negative measurement, got {text!r}")
+    return value
+
+
+def _count(text: str, source: str, line: int, column: str) -> int:
+    value = _number(text, int, source, line, column)
+    if value < 0:
+        raise line_error(source, line, f"column {column!r} should be a non-negative integer, got {text!r}")
+    return value
+
+
+def _measurement(tokens: Sequence[str], source: str, line: int, half: str) -> Measurement:
+    # Older nccl-tests print this column as a float ("0e+00"), hence float before int.
+    wrong = None if tokens[3] == "N/A" else int(_measured(tokens[3], source, line, f"{half} #wrong"))
+    return Measurement(
+        time_us=_measured(tokens[0], source, line, f"{half} time"),
+        algbw_GBps=_measured(tokens[1], source, line, f"{half} algbw"),
+        busbw_GBps=_measured(tokens[2], source, line, f"{half} busbw"),
+        wrong=wrong,
+    )
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Where a row's columns are (token positions), from the table header on ``line``."""
+
+    names: tuple[str, ...]
+    redop: int | None
+    root: int | None
+    halves: tuple[int, int]  # the 'time' column of each half, in printed order
+    line: int
+
+    @property
+    def needed(self) -> int:
+        """Tokens a row needs: up to the second half's '#wrong'; later ones are skipped."""
+        return self.halves[1] + len(_HALF)
+
+
+def _layout(stripped: str, source: str, line: int) -> _Layout:
+    """The columns the header line ``stripped`` (``#  size  count  type ...``) names."""
+    names = tuple(_HEADER_SYNONYMS.get(name, name) for name in stripped.lstrip("#").split())
+    optional = {}
+    position = 3
+    for name in ("redop", "root"):
+        if names[position : position + 1] == (name,):
+            optional[name] = position
+            position += 1
+    # Per-iteration statistics (i_min i_max ...) follow each '#wrong'; the next 'time' starts
+    # the second half.
+    second = next((i for i in range(position + len(_HALF), len(names)) if names[i] == "time"), None)
+    if (
+        names[:3] != ("size", "count", "type")
+        or names[position : position + len(_HALF)] != _HALF
+        or second is None
+        or names[second : second + len(_HALF)] != _HALF
+    ):
+        raise line_error(source, line, f"table header not understood: expected {_HEADER_EXPECTED}; got {stripped!r}")
+    return _Layout(names, optional.get("redop"), optional.get("root"), (position, second), line)
+
+
+def _row(text: str, source: str, line: int, layout: _Layout, in_place_first: bool) -> TestRow:
+    tokens = text.split()
+    if len(tokens) < layout.needed:
+        raise line_error(
+            source,
+            line,
+            f"expected {layout.needed} columns ({' '.join(layout.names[: layout.needed])}, as the header on "
+            f"line {layout.line} names them); got {len(tokens)} (truncated row?): {text.strip()!r}",
+        )
+    first_half, second_half = ("in-place", "out-of-place") if in_place_first else ("out-of-place", "in-place")
+    start, later = layout.halves
+    first = _measurement(tokens[start : start + len(_HALF)], source, line, first_half)
+    second = _measurement(tokens[later : later + len(_HALF)], source, line, second_half)
+    return TestRow(
+        size_bytes=_number(tokens[0], int, source, line, "size"),  # a row starts with digits
+        count=_count(tokens[1], source, line, "count"),
+        dtype=tokens[2],
+        redop=None if layout.redop is None else tokens[layout.redop],
+        root=None if layout.root is None else _number(tokens[layout.root], int, source, line, "root"),
+        out_of_place=second if in_place_first else first,
+        in_place=first if in_place_first else second,
+        line=line,
+    )
+
+
+def _infer_binary(rows: Sequence[TestRow], n_ranks: int) -> set[str]:
+    """Binaries consistent with the rows' redop, root and busbw / algbw ratio."""
+    measured = [r.out_of_place for r in rows if r.out_of_place.algbw_GBps >= 1.0]
+    ratio = measured[-1].busbw_GBps / measured[-1].algbw_GBps if measured else None
+    candidates = set()
+    for binary, collective in BINARIES.items():
+        reducing = collective in ("all_reduce", "reduce_scatter", "reduce", "send")
+        rooted = collective in ("broadcast", "reduce")
+        # A column the table lacks (None) tells nothing.
+        if any(
+            (r.redop is not None and (r.redop != "none") != reducing)
+            or (r.root is not None and (r.root >= 0) != rooted)
+            for r in rows
+        ):
+            continue
+        if ratio is not None and abs(ratio - bus_factor(collective, n_ranks)) > 0.05 * bus_factor(collective, n_ranks):
+            continue
+        candidates.add(binary)
+    return candidates
+
+
+def parse_nccl_log(path_or_text: str | os.PathLike, *, collective: str | None = None) -> NcclTestLog:
+    """Parse the output of one nccl-tests binary.
+
+    Parameters
+    ----------
+    path_or_text : str or path-like
+        A file, or the output itself (a ``str`` holding a newline).
+    collective : str, optional
+        flowsim collective name or nccl-tests binary (``"all_reduce"`` or
+        ``"all_reduce_perf"``). By default the ``# Collective test starting`` line, else a
+        binary name in the text (a command line), else the file name, else the only binary
+        whose redop, root and busbw / algbw ratio fit the rows.
+
+    Returns
+    -------
+    NcclTestLog
+
+    Raises
+    ------
+    InputError
+        Naming the source and line: no ``# nThread`` header, missing, duplicate or
+        non-contiguous rank lines, a table header naming columns in an order it does not
+        know, a row with missing or non-numeric columns, a table without rows, no
+        ``# Avg bus bandwidth`` line (truncated output), a second test in the same text, or
+        a collective that cannot be told.
+    """
+    text, source = _read(path_or_text)
+    # A UTF-8 byte-order mark (from an editor) would hide the '#' that starts the first line.
+    text = text.removeprefix("\ufeff")
+    lines = [_TAG_PREFIX.sub("", raw).rstrip() for raw in text.splitlines()]
+    binary = version = None
+    header = None
+    ranks: dict[int, RankInfo] = {}
+    rows: list[TestRow] = []
+    layout = None
+    in_place_first = False
+    avg = None
+    for number, line in enumerate(lines, start=1):
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if stripped.startswith("#"):
+            starting, nthread = _STARTING.match(stripped), _NTHREAD.match(stripped)
+            if (starting or nthread) and (layout is not None or (nthread and header is not None)):
+                raise line_error(source, number, "a second nccl-tests run starts here; give one run per check")
+            if starting:
+                binary = starting.group(1).rsplit("/", 1)[-1]
+            elif _VERSION.match(stripped):
+                version = _VERSION.match(stripped).group(1)
+            elif nthread:
+                header = (int(nthread.group(1)), int(nthread.group(2)), number)
+            elif stripped.replace("#", "").strip().startswith("Rank"):
+                match = _RANK.match(stripped)
+                if match is None:
+                    raise line_error(
+                        source,
+                        number,
+                        f"expected '#  Rank R [Group G] Pid P on HOST device D [BUS] NAME', got {stripped!r}",
+                    )
+                rank = int(match.group("rank"))
+                if rank in ranks:
+                    raise line_error(
+                        source,
+                        number,
+                        f"rank {rank} is listed twice (also line {ranks[rank].line}); "
+                        "nccl-tests built without MPI runs one independent test per process",
+                    )
+                ranks[rank] = RankInfo(
+                    rank, match.group("host"), int(match.group("device")), match.group("name").strip(), number
+                )
+            elif "out-of-place" in stripped and "in-place" in stripped:
+                in_place_first = stripped.index("in-place") < stripped.index("out-of-place")
+            elif re.match(r"^#\s*size\s+count", stripped):
+                if header is None:
+                    raise line_error(source, number, "table header before the '# nThread ... nGpus ...' line")
+                layout = _layout(stripped, source, number)
+            elif _AVG.match(stripped):
+                if layout is None:
+                    raise line_error(source, number, "'# Avg bus bandwidth' line before any table header")
+                avg = _measured(_AVG.match(stripped).group(1), source, number, "Avg bus bandwidth")
+            continue
+        if layout is not None and avg is None and re.match(r"^\d+\s", stripped + " "):
+            rows.append(_row(stripped, source, number, layout, in_place_first))
+    last = len(lines)
+    if header is None:
+        raise InputError(
+            f"{source}: no '# nThread N nGpus G minBytes ... maxBytes ...' line: is this nccl-tests output?"
+        )
+    if not ranks:
+        raise line_error(
+            source,
+            header[2],
+            "expected '# Using devices' and one '#  Rank R ... on HOST device D' line "
+            "per rank after this header; found none",
+        )
+    missing = sorted(set(range(len(ranks))) - set(ranks))
+    if missing:
+        last_rank = max(r.line for r in ranks.values())
+        raise line_error(source, last_rank, f"the rank lines up to here list {len(ranks)} ranks but not rank {missing[0]}")
+    if layout is None:
+        raise InputError(
+            f"{source}, line {last}: output ends before the '#  size  count  type ...' table header (truncated?)"
+        )
+    if not rows:
+        raise line_error(source, layout.line, "table header but no rows after it (truncated?)")
+    if avg is None:
+        raise InputError(
+            f"{source}, line {last}: output ends after the row on line {rows[-1].line}; expected more "
+            "rows or '# Avg bus bandwidth : X' (truncated: the test did not finish)"
+        )
+    ordered = tuple(ranks[r] for r in range(len(ranks)))
+    binary = _pick_binary(collective, binary, text, source, rows, len(ordered))
+    return NcclTestLog(source, BINARIES[binary], binary, version, header[0], header[1], ordered, tuple(rows), avg)
+
+
+def _pick_binary(
+    collective: str | None, starting: str | None, text: str, source: str, rows: Sequence[TestRow], n_ranks: int
+) -> str:
+    if collective is not None:
+        binary = _COLLECTIVE_BINARY.get(collective, collective)
+        if binary not in BINARIES:
+            raise InputError(f"unknown collective {collective!r}; valid ones: {', '.join(_COLLECTIVE_BINARY)}")
+        return binary
+    if starting is not None:
+        known = _STARTING_BINARY.fullmatch(starting)
+        if known is None:
+            raise InputError(
+                f"{source}: nccl-tests binary {starting!r} is not one flowsim checks; "
+                f"valid ones: {', '.join(BINARIES)}"
+            )
+        return known.group(1)
+    named = set(_BINARY_NAME.findall(text))
+    if len(named) == 1:
+        return named.pop()
+    named = set(_FILE_BINARY_NAME.findall(Path(source).name.replace("-", "_"))) if source != "<text>" else set()
+    if len(named) == 1:
+        return named.pop()
+    fitting = _infer_binary(rows, n_ranks)
+    if len(fitting) == 1:
+        return fitting.pop()
+    choices = ", ".join(sorted(fitting)) or "none of them"
+    raise InputError(
+        f"{source}: cannot tell which nccl-tests binary wrote this output (fits {choices}); "
+        "give the collective explicitly"
+    )

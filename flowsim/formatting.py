@@ -1,0 +1,29 @@
+"""Quantities as people read them: seconds, bytes and rates in the unit that suits them."""
+
+from __future__ import annotations
+
+__all__ = ["format_bytes", "format_rate", "format_seconds"]
+
+
+def format_seconds(seconds: float) -> str:
+    """``0.00123`` -> ``"1.230 ms"``: three decimals in s, ms, us or ns; ``"1.000e+09 s"``
+    from a million seconds on."""
+    if abs(seconds) >= 1e6:  # a latency of 1e300 s would print 300 digits
+        return f"{seconds:.3e} s"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if abs(seconds) >= scale:
+            return f"{seconds / scale:.3f} {unit}"
+    return f"{seconds / 1e-9:.3f} ns"
+
+
+def format_bytes(n_bytes: float) -> str:
+    """Decimal units: ``1.5e9`` -> ``"1.50 GB"``."""
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(n_bytes) >= scale:
+            return f"{n_bytes / scale:.2f} {unit}"
+    return f"{n_bytes:.0f} B"
+
+
+def format_rate(rate_Bps: float) -> str:
+    """Bytes per second in decimal units: ``4.5e11`` -> ``"450.00 GB/s"``."""
+    return f"{format_bytes(rate_Bps)}/s"

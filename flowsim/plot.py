@@ -1,0 +1,241 @@
+"""Plots of a trace, one kind at a time (:func:`plot_trace`; ``flowsim plot`` draws them).
+
+``utilization``
+    Utilization over time of the ``top`` busiest links (all that carried traffic if there
+    are fewer), from the recorded link rate segments: one panel each, or one heatmap row
+    each (mean utilization per time bin) beyond 16 links. Their mean utilization as bars
+    when the trace has no segments.
+``fct-cdf``
+    Cumulative distribution of flow completion times (finish minus ready), one curve per
+    value of the tag ``by`` if given.
+``timeline``
+    One row per flow (the ``max_flows`` earliest ready): a thin line while it waits for
+    its route latency, a thick one while it transfers, coloured by the tag ``by`` if given.
+
+Needs matplotlib (``pip install 'flowsim[plot]'``), imported only when a plot is drawn.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from flowsim.errors import InputError, image_file, whole_number
+from flowsim.files import replaced_atomically
+from flowsim.trace import Trace
+
+__all__ = ["KINDS", "MAX_PANELS", "plot_trace"]
+
+#: Plot kinds ``--kind`` accepts.
+KINDS = ("utilization", "fct-cdf", "timeline")
+#: Most links a utilization plot draws one panel each; more are drawn as one heatmap.
+MAX_PANELS = 16
+#: Time bins of a utilization heatmap (about one per pixel column).
+_HEATMAP_BINS = 1000
+#: Most heatmap rows labelled with their link's name.
+_LABELLED_ROWS = 100
+
+
+def _time_unit(span_s: float) -> tuple[float, str]:
+    """Scale and label that show times up to ``span_s`` in s, ms or us."""
+    for label, scale in (("s", 1.0), ("ms", 1e-3)):
+        if span_s >= scale:
+            return scale, label
+    return 1e-6, "us"
+
+
+def _groups(trace: Trace, by: str | None) -> list[tuple[str, np.ndarray]]:
+    """``(label, flow ids)`` per value of tag ``by``, or one group of all flows."""
+    if by is None:
+        return [("all flows", np.arange(trace.n_flows))]
+    if by not in trace.tags:
+        known = ", ".join(trace.tags) or "none"
+        raise InputError(f"{trace.path}: no tag {by!r} in this trace; tags: {known}")
+    values = trace.tags[by]
+    return [(str(v) or "(empty)", np.flatnonzero(values == v)) for v in dict.fromkeys(values.tolist())]
+
+
+def _utilization(fig, trace: Trace, top: int) -> None:
+    links = trace.busiest_links(top)
+    names = [trace.topology.link_names[link] for link in links.tolist()]
+    shown = f"all {links.size} links that carried traffic" if links.size < top else f"the {links.size} busiest links"
+    if trace.link_segment_indptr is None or not links.size:
+        fig.set_size_inches(9, 1.2 + 0.9 * min(max(links.size, 1), MAX_PANELS))
+        ax = fig.add_subplot()
+        ax.barh(np.arange(links.size), trace.link_utilization()[links] * 100)
+        _link_rows(ax, names, 0.0)
+        ax.invert_yaxis()
+        ax.set_xlabel("mean utilization over the makespan (%)")
+        recorded = trace.link_segment_indptr is not None
+        ax.set_title("no link carried traffic" if recorded else f"{shown} (no rate over time in this trace)")
+        return
+    scale, unit = _time_unit(trace.makespan_s)
+    if links.size > MAX_PANELS:
+        _utilization_heatmap(fig, trace, links, names, scale).set_xlabel(f"time ({unit})")
+    else:
+        _utilization_panels(fig, trace, links, names, scale).set_xlabel(f"time ({unit})")
+    fig.suptitle(f"utilization of {shown}")
+
+
+def _link_rows(ax, names: list[str], offset: float) -> None:
+    """Name the rows of a per-link bar chart or heatmap, unless there are too many to read."""
+    if len(names) > _LABELLED_ROWS:
+        ax.set_ylabel("link (busiest first)")
+        return
+    small = {"fontsize": "x-small"} if len(names) > MAX_PANELS else {}
+    ax.set_yticks(np.arange(len(names)) + offset, names, **small)
+
+
+def _utilization_panels(fig, trace: Trace, links: np.ndarray, names: list[str], scale: float):
+    """One panel per link; returns the bottom one."""
+    fig.set_size_inches(9, 1.2 + 0.9 * links.size)
+    axes = fig.subplots(links.size, 1, sharex=True, squeeze=False)[:, 0]
+    for i, (ax, link, name) in enumerate(zip(axes, links.tolist(), names)):
+        start, end, rate = trace.link_segments(link)
+        edges, values = [0.0], []
+        for s, e, u in zip(start.tolist(), end.tolist(), (rate / trace.link_capacity_Bps[link]).tolist()):
+            if s > edges[-1]:
+                values.append(0.0)
+                edges.append(s)
+            values.append(u * 100)
+            edges.append(e)
+        ax.stairs(values, np.array(edges) / scale, fill=True, color=f"C{i % 10}")
+        ax.set_ylim(0, 105)
+        ax.set_yticks([0, 100])
+        ax.set_ylabel("%", rotation=0, labelpad=8)
+        ax.set_title(f"{name} ({trace.topology.link_technology[link]})", loc="left", fontsize="small")
+    return axes[-1]
+
+
+def _binned_utilization(trace: Trace, link: int, edges_s: np.ndarray) -> np.ndarray:
+    """Mean utilization of ``link`` in each bin between ``edges_s``: the bytes it carried in
+    the bin (exactly, from its rate segments) over what it could have carried."""
+    start, end, rate = trace.link_segments(link)
+    # Bytes carried so far is piecewise linear with knots at every segment's start and end;
+    # it stays flat across the gaps between segments (rate 0 is not recorded).
+    knots_s = np.column_stack([start, end]).ravel()
+    carried = np.concatenate([[0.0], np.cumsum(rate * (end - start))])
+    knots_bytes = np.column_stack([carried[:-1], carried[1:]]).ravel()
+    per_bin = np.diff(np.interp(edges_s, knots_s, knots_bytes))
+    return per_bin / (trace.link_capacity_Bps[link] * np.diff(edges_s))
+
+
+def _utilization_heatmap(fig, trace: Trace, links: np.ndarray, names: list[str], scale: float):
+    """One row per link, coloured by utilization; returns its axes. Panels cost matplotlib
+    more than linearly in their number (60 took 14 s, a few hundred minutes) and make a
+    figure metres tall."""
+    fig.set_size_inches(9, 2.0 + 0.12 * min(links.size, _LABELLED_ROWS))
+    edges_s = np.linspace(0.0, trace.makespan_s, _HEATMAP_BINS + 1)
+    util = np.vstack([_binned_utilization(trace, link, edges_s) for link in links.tolist()])
+    ax = fig.add_subplot()
+    image = ax.imshow(
+        util * 100, aspect="auto", interpolation="nearest", cmap="viridis", vmin=0, vmax=100,
+        extent=(0.0, trace.makespan_s / scale, links.size, 0),
+    )
+    _link_rows(ax, names, 0.5)
+    fig.colorbar(image, ax=ax, label="utilization (%)")
+    return ax
+
+
+def _fct_cdf(fig, trace: Trace, by: str | None) -> None:
+    ax = fig.add_subplot()
+    fct = trace.fct_s
+    scale, unit = _time_unit(float(fct.max()) if fct.size else 0.0)
+    for label, flows in _groups(trace, by):
+        if flows.size:
+            ax.ecdf(fct[flows] / scale, label=f"{label} ({flows.size})")
+    positive = fct[fct > 0]
+    if positive.size and positive.max() > 100 * positive.min():
+        ax.set_xscale("log")
+    ax.set_xlabel(f"flow completion time ({unit})")
+    ax.set_ylabel("fraction of flows")
+    ax.set_ylim(0, 1.02)
+    ax.set_title(f"flow completion times of {trace.n_flows:,} flows")
+    if trace.n_flows:
+        ax.legend(fontsize="small", loc="lower right")
+
+
+def _timeline(fig, trace: Trace, by: str | None, max_flows: int) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    ax = fig.add_subplot()
+    shown = np.argsort(trace.ready_s, kind="stable")[:max_flows]
+    row = np.empty(trace.n_flows, dtype=np.int64)
+    row[shown] = np.arange(shown.size)
+    scale, unit = _time_unit(trace.makespan_s)
+    for i, (label, flows) in enumerate(_groups(trace, by)):
+        flows = np.intersect1d(flows, shown)
+        color = f"C{i % 10}"
+        ax.hlines(row[flows], trace.transfer_start_s[flows] / scale, trace.finish_s[flows] / scale,
+                  linewidth=3, color=color, label=label)
+        ax.hlines(row[flows], trace.ready_s[flows] / scale, trace.transfer_start_s[flows] / scale,
+                  linewidth=1, color=color)
+    ax.invert_yaxis()
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # rows are flows: no tick between two
+    ax.set_xlabel(f"time ({unit})")
+    ax.set_ylabel("flow (by ready time)")
+    ax.set_title(f"{shown.size} of {trace.n_flows} flows: thin = route latency, thick = transfer")
+    if by is not None:
+        ax.legend(fontsize="small", loc="best")
+
+
+def plot_trace(
+    trace: Trace,
+    kind: str,
+    path: str | os.PathLike,
+    *,
+    top: int = 8,
+    by: str | None = None,
+    max_flows: int = 200,
+) -> Path:
+    """Draw one plot of ``trace`` and save it (format from the file suffix, e.g. PNG),
+    replacing ``path`` only once the image is complete.
+
+    Parameters
+    ----------
+    trace : Trace
+    kind : {"utilization", "fct-cdf", "timeline"}
+    path : str or path-like
+        Image file; its suffix names the format (``.png``, ``.svg``, ``.pdf``, ...).
+    top : int
+        Links in a utilization plot (positive); more than carried traffic means all of
+        those. Beyond :data:`MAX_PANELS` they are drawn as a heatmap.
+    by : str, optional
+        Tag whose values split the fct-cdf curves and colour the timeline.
+    max_flows : int
+        Flows in a timeline (the earliest ready; positive).
+
+    Returns
+    -------
+    Path
+
+    Raises
+    ------
+    ImportError
+        When matplotlib is not installed.
+    InputError
+        For an unknown kind or tag, a count that is not positive, or an output path that
+        cannot be written or has no image format matplotlib writes; checked before drawing.
+    """
+    if kind not in KINDS:
+        raise InputError(f"unknown plot kind {kind!r}; expected one of {', '.join(KINDS)}")
+    top, max_flows = whole_number("top", top), whole_number("max_flows", max_flows)
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ImportError("flowsim plot needs matplotlib: pip install 'flowsim[plot]'") from None
+    target = image_file(path, "the plot", inputs=[trace.path])
+    fig = Figure(figsize=(9, 5), layout="constrained")
+    if kind == "utilization":
+        _utilization(fig, trace, int(top))
+    elif kind == "fct-cdf":
+        _fct_cdf(fig, trace, by)
+    else:
+        _timeline(fig, trace, by, int(max_flows))
+    # Written whole or not at all, as traces are. The temporary file's name has no image
+    # suffix, so the format is named (image_file checked the target's suffix is one).
+    with replaced_atomically(target) as tmp_name:
+        fig.savefig(tmp_name, format=target.suffix.removeprefix(".").lower(), dpi=120)
+    return target

@@ -84,7 +84,7 @@ from pathlib import Path
 
 import numpy as np
 
-from flowsim.engine import DEFAULT_TIME_REL_TOL
+from flowsim.engine import DEFAULT_TIME_REL_TOL, MODES
 from flowsim.errors import InputError, read_text_file
 from flowsim.fabrics import build_cluster
 from flowsim.fairshare import FairShareProblem
@@ -110,7 +110,6 @@ _REQUIRED_FLOW_COLUMNS = FLOW_COLUMNS[:4]
 _FLOW_DEFAULTS = {"size_bytes": None, "start_s": 0.0, "delay_s": 0.0, "overhead_s": 0.0, "weight": 1.0,
                   "cap_Bps": np.inf}
 _SECTIONS = ("scenario", "topology", "workload", "options")
-_MODES = ("incremental", "full")
 #: build_cluster's own parameters a scenario may set (system and figure have their own keys).
 _CLUSTER_PARAMS = {
     name: p
@@ -596,7 +595,7 @@ def _options(where: Where, table: Mapping) -> Options:
         gpudirect=where.boolean(table, "gpudirect", "options", defaults.gpudirect),
         record_links=where.boolean(table, "record_links", "options", defaults.record_links),
         record_flows=where.boolean(table, "record_flows", "options", defaults.record_flows),
-        mode=where.choice(table, "mode", "options", _MODES, defaults.mode),
+        mode=where.choice(table, "mode", "options", MODES, defaults.mode),
         time_rel_tol=_time_rel_tol(where, table, defaults.time_rel_tol),
     )
 

@@ -12,25 +12,10 @@ Flow counts scale with ``--flows-scale``.
 import numpy as np
 import pytest
 
-from conftest import fat_tree_random_pairs
 from flowsim.engine import simulate
+from instances import MEAN_SIZE_BYTES, fat_tree_traffic
 
 K = 16
-MEAN_SIZE_BYTES = 1.2e6  # Pareto(1.2) with minimum 200 kB
-
-
-def poisson_workload(n_flows, load, seed):
-    topology, routes = fat_tree_random_pairs(K, n_flows, seed)
-    rng = np.random.default_rng(seed)
-    size = (rng.pareto(1.2, n_flows) + 1.0) * 200e3
-    n_hosts = K**3 // 4
-    host_rate_Bps = topology.link_capacity_Bps.max()
-    if load > 0:
-        arrivals_per_s = load * host_rate_Bps * n_hosts / MEAN_SIZE_BYTES
-        start = np.cumsum(rng.exponential(1.0 / arrivals_per_s, n_flows))
-    else:
-        start = np.zeros(n_flows)
-    return topology, routes, size, start
 
 
 def run_and_record(benchmark, topology, routes, size, start, mode="incremental", **options):
@@ -51,39 +36,39 @@ def run_and_record(benchmark, topology, routes, size, start, mode="incremental",
 
 @pytest.fixture(scope="module", autouse=True)
 def compiled():
-    topology, routes, size, start = poisson_workload(50, 0.5, seed=0)
+    topology, routes, size, start = fat_tree_traffic(K, 50, 0.5, seed=0)
     simulate(routes, topology.link_capacity_Bps, size, start_s=start)
 
 
 @pytest.mark.parametrize("load", [0.5, 0.8], ids=["load=50%", "load=80%"])
 def test_poisson_100k(benchmark, flows_scale, load):
     n = max(int(100_000 * flows_scale), 100)
-    run_and_record(benchmark, *poisson_workload(n, load, seed=1))
+    run_and_record(benchmark, *fat_tree_traffic(K, n, load, seed=1))
 
 
 @pytest.mark.parametrize("mode", ["incremental", "full"])
 def test_poisson_10k_incremental_vs_full(benchmark, flows_scale, mode):
     n = max(int(10_000 * flows_scale), 100)
-    run_and_record(benchmark, *poisson_workload(n, 0.5, seed=2), mode=mode)
+    run_and_record(benchmark, *fat_tree_traffic(K, n, 0.5, seed=2), mode=mode)
 
 
 def test_burst(benchmark, flows_scale):
     n = max(int(10_000 * flows_scale), 100)
-    run_and_record(benchmark, *poisson_workload(n, 0.0, seed=3))
+    run_and_record(benchmark, *fat_tree_traffic(K, n, 0.0, seed=3))
 
 
 def test_burst_equal_sizes(benchmark, flows_scale):
     n = max(int(100_000 * flows_scale), 100)
-    topology, routes, size, start = poisson_workload(n, 0.0, seed=3)
+    topology, routes, size, start = fat_tree_traffic(K, n, 0.0, seed=3)
     run_and_record(benchmark, topology, routes, np.full(n, MEAN_SIZE_BYTES), start)
 
 
 @pytest.mark.parametrize("time_rel_tol", [1e-2, 1e-3])
 def test_burst_coarse_time(benchmark, flows_scale, time_rel_tol):
     n = max(int(100_000 * flows_scale), 100)
-    run_and_record(benchmark, *poisson_workload(n, 0.0, seed=3), time_rel_tol=time_rel_tol)
+    run_and_record(benchmark, *fat_tree_traffic(K, n, 0.0, seed=3), time_rel_tol=time_rel_tol)
 
 
 def test_poisson_1m(benchmark, flows_scale):
     n = max(int(1_000_000 * flows_scale), 100)
-    run_and_record(benchmark, *poisson_workload(n, 0.5, seed=4))
+    run_and_record(benchmark, *fat_tree_traffic(K, n, 0.5, seed=4))

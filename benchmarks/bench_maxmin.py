@@ -5,8 +5,8 @@ Reported per solve and per flow-link incidence (``extra_info["ns_per_incidence"]
 
 import pytest
 
-from conftest import fat_tree_random_pairs
 from flowsim import FairShareProblem
+from instances import fat_tree_random_pairs
 
 CASES = [(16, 10_000), (16, 100_000), (32, 10_000), (32, 100_000), (32, 1_000_000)]
 

@@ -34,19 +34,3 @@ def pytest_benchmark_update_machine_info(config, machine_info):
 @pytest.fixture
 def rng():
     return np.random.default_rng(20261130)
-
-
-def fat_tree_random_pairs(k: int, n_flows: int, seed: int):
-    """A k-ary fat-tree (NDR links, nominal) and ECMP routes of random distinct host pairs."""
-    from flowsim.fabrics import fat_tree
-    from flowsim.routing import Router
-    from flowsim.topology import NodeKind
-
-    topology = fat_tree(k, figure="nominal")
-    hosts = topology.nodes_of_kind(NodeKind.NIC)
-    rng = np.random.default_rng(seed)
-    src = rng.choice(hosts, n_flows)
-    dst = rng.choice(hosts, n_flows)
-    clash = src == dst
-    dst[clash] = hosts[(np.searchsorted(hosts, dst[clash]) + 1) % hosts.size]
-    return topology, Router(topology).route(src, dst, method="ecmp", seed=seed)

@@ -4,6 +4,7 @@ Flows share directed links with weighted max-min fairness; see the README's "Mod
 section for the contract.
 """
 
+from flowsim._version import __version__
 from flowsim.batched import BackendUnavailable, available_backends, solve_batch
 from flowsim.collectives import collective_time, collective_workload
 from flowsim.engine import simulate
@@ -21,8 +22,6 @@ from flowsim.topology import NodeKind, Topology, TopologyBuilder
 from flowsim.trace import open_trace, write_trace
 from flowsim.training import data_parallel_step, parallel_layout, parallel_step, run_training_step
 from flowsim.workload import Workload
-
-__version__ = "0.1.0"
 
 __all__ = [
     "BackendUnavailable",

@@ -24,7 +24,8 @@ from flowsim_kernels.engine import (
 #: Events within this relative distance of each other are handled as one instant (SPEC).
 DEFAULT_TIME_REL_TOL = 1e-12
 
-_MODES = ("incremental", "full")
+#: ``simulate``'s modes: re-solve only the flows an event can affect, or every transferring flow.
+MODES = ("incremental", "full")
 
 # What the kernel's overflow code names, by its remainder.
 _TIMES = ("ready", "transfer-start", "finish")
@@ -99,8 +100,8 @@ def simulate(
     -------
     SimulationResult
     """
-    if mode not in _MODES:
-        raise InputError(f"mode must be one of {', '.join(_MODES)}, got {mode!r}")
+    if mode not in MODES:
+        raise InputError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     time_rel_tol = relative_tolerance("time_rel_tol", time_rel_tol)
     n_flows = count_routes(routes)
     check_flow_names(flow_names, n_flows)

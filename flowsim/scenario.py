@@ -11,8 +11,9 @@ Format
 ``[topology]``: exactly one of
     ``preset = "dgx_h100"``
         One server of :mod:`flowsim.presets`. ``figure = "nominal" | "effective"`` is
-        required; any other key is a parameter of that preset's builder (``p2p = false``,
-        ``pcie = "pcie5"``, ...).
+        required; any other key is a parameter of that preset's builder: ``p2p`` (default
+        true) for each, and ``pcie``, ``intersocket``, ``memory`` (host technologies) for
+        ``pcie_server``.
     ``cluster = "dgx_h100"``
         :func:`flowsim.fabrics.build_cluster` of that system: ``n_nodes`` and ``figure`` are
         required; ``fabric``, ``switch``, ``su_size``, ``oversubscription``,
@@ -75,7 +76,6 @@ from __future__ import annotations
 
 import csv
 import importlib
-import inspect
 import io
 import os
 import tomllib
@@ -85,13 +85,13 @@ from pathlib import Path
 
 import numpy as np
 
-from flowsim.engine import DEFAULT_TIME_REL_TOL
+from flowsim.engine import DEFAULT_TIME_REL_TOL, MODES
 from flowsim.errors import InputError, read_text_file
 from flowsim.fabrics import build_cluster
 from flowsim.fairshare import FairShareProblem
 from flowsim.hardware import FIGURES, LinkTier
 from flowsim.pipeline import simulate_routed
-from flowsim.presets import preset, preset_info, preset_names
+from flowsim.presets import preset, preset_names
 from flowsim.result import SimulationResult
 from flowsim.routes import Routes
 from flowsim.routing import METHODS, NoRouteError, Router
@@ -111,13 +111,6 @@ _REQUIRED_FLOW_COLUMNS = FLOW_COLUMNS[:4]
 _FLOW_DEFAULTS = {"size_bytes": None, "start_s": 0.0, "delay_s": 0.0, "overhead_s": 0.0, "weight": 1.0,
                   "cap_Bps": np.inf}
 _SECTIONS = ("scenario", "topology", "workload", "options")
-_MODES = ("incremental", "full")
-#: build_cluster's own parameters a scenario may set (system and figure have their own keys).
-_CLUSTER_PARAMS = {
-    name: p
-    for name, p in inspect.signature(build_cluster).parameters.items()
-    if name not in ("system", "figure", "preset_options")
-}
 
 
 @dataclass(frozen=True)
@@ -177,38 +170,69 @@ class ScenarioRun:
 # --- topology -------------------------------------------------------------------------------
 
 
-def _param_types(param: inspect.Parameter) -> tuple[type, ...] | None:
-    """Python types a TOML value may have for a builder parameter, from its annotation."""
-    names = {part.strip() for part in str(param.annotation).split("|")} - {"None"}
-    for name, types in (("bool", (bool,)), ("int", (int,)), ("float", (int, float)), ("str", (str,))):
-        if names == {name}:
-            return types
-    return None
+@dataclass(frozen=True)
+class _Key:
+    """A builder parameter as a scenario file sets it: the TOML value types it takes and the
+    value used when the file leaves it out (:data:`_REQUIRED`: it may not)."""
+
+    types: tuple[type, ...]
+    default: object
+
+
+_REQUIRED = object()
+_BOOL, _INT, _NUMBER, _STR = (bool,), (int,), (int, float), (str,)
+
+# The topology tables' keys are the file format, so they are written out here rather than
+# read from the builders' signatures: renaming a builder's parameter fails a test
+# (tests/test_scenario.py checks these tables against the signatures) instead of silently
+# renaming a key of every scenario file.
+
+#: Keys of a ``cluster = ...`` table besides ``cluster`` and ``figure``: build_cluster's own
+#: parameters (its preset's keys are allowed too).
+_CLUSTER_KEYS = {
+    "n_nodes": _Key(_INT, _REQUIRED),
+    "fabric": _Key(_STR, "rail_optimized"),
+    "switch": _Key(_STR, None),
+    "su_size": _Key(_INT, None),
+    "oversubscription": _Key(_NUMBER, 1.0),
+    "storage_targets": _Key(_INT, 0),
+    "storage_technology": _Key(_STR, "eth400g"),
+    "ethernet_switch": _Key(_STR, "sn5600"),
+}
+_P2P = {"p2p": _Key(_BOOL, True)}
+#: Keys of a ``preset = ...`` table besides ``preset`` and ``figure``, per preset: the
+#: parameters of its builder.
+_PRESET_KEYS = {
+    "pcie_server": {
+        **_P2P,
+        "pcie": _Key(_STR, "pcie4"),
+        "intersocket": _Key(_STR, "upi_skylake"),
+        "memory": _Key(_STR, "ddr4_3200_8ch"),
+    },
+    "dgx1_v100": _P2P,
+    "dgx_a100": _P2P,
+    "dgx_h100": _P2P,
+    "dgx_b200": _P2P,
+    "gb200_nvl72": _P2P,
+}
 
 
 def _call_builder(
-    where: Where, builder: Callable, params: Mapping, fixed: Mapping, prefix: str, allowed: Mapping
+    where: Where, builder: Callable, params: Mapping, fixed: Mapping, prefix: str, keys: Mapping[str, _Key]
 ) -> Topology:
-    """Check ``params`` against the ``allowed`` builder parameters (name -> Parameter), then
-    call ``builder(**fixed, **params)``; builder errors name the table."""
-    where.only(params, allowed, prefix)
+    """Check ``params`` against ``keys``, then call ``builder(**fixed, **params)`` with the
+    defaults of the keys left out; builder errors name the table."""
+    where.only(params, keys, prefix)
     for key, value in params.items():
-        types = _param_types(allowed[key])
-        if types is not None and (not isinstance(value, types) or (bool not in types and isinstance(value, bool))):
+        types = keys[key].types
+        if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
             expected = " or ".join(t.__name__ for t in types)
             raise where.error(join(prefix, key), f"expected {expected}, got {show(value)}")
+    defaults = {name: key.default for name, key in keys.items() if key.default is not _REQUIRED}
     try:
-        return builder(**fixed, **params)
+        return builder(**fixed, **{**defaults, **params})
     except InputError as err:
         raise where.error(prefix, str(err)) from None
-
-
-def _keyword_params(builder: Callable, exclude: set[str]) -> dict[str, inspect.Parameter]:
-    return {
-        name: p
-        for name, p in inspect.signature(builder).parameters.items()
-        if p.kind is inspect.Parameter.KEYWORD_ONLY and name not in exclude
-    }
 
 
 def _system(where: Where, table: Mapping, key: str) -> str:
@@ -219,8 +243,7 @@ def _preset_topology(where: Where, table: Mapping) -> Topology:
     name = _system(where, table, "preset")
     figure = where.choice(table, "figure", "topology", FIGURES)
     params = {k: v for k, v in table.items() if k not in ("preset", "figure")}
-    allowed = _keyword_params(preset_info(name).build, {"figure"})
-    return _call_builder(where, preset, params, {"name": name, "figure": figure}, "topology", allowed)
+    return _call_builder(where, preset, params, {"name": name, "figure": figure}, "topology", _PRESET_KEYS[name])
 
 
 def _cluster_topology(where: Where, table: Mapping) -> Topology:
@@ -229,8 +252,8 @@ def _cluster_topology(where: Where, table: Mapping) -> Topology:
     if "n_nodes" not in table:
         raise where.error("topology.n_nodes", "missing; expected the number of servers (an integer)")
     params = {k: v for k, v in table.items() if k not in ("cluster", "figure")}
-    allowed = {**_CLUSTER_PARAMS, **_keyword_params(preset_info(system).build, {"figure"})}
-    return _call_builder(where, build_cluster, params, {"system": system, "figure": figure}, "topology", allowed)
+    keys = {**_CLUSTER_KEYS, **_PRESET_KEYS[system]}
+    return _call_builder(where, build_cluster, params, {"system": system, "figure": figure}, "topology", keys)
 
 
 def _enum(where: Where, table: Mapping, key: str, prefix: str, enum) -> int:
@@ -587,7 +610,7 @@ def _options(where: Where, table: Mapping) -> Options:
         gpudirect=where.boolean(table, "gpudirect", "options", defaults.gpudirect),
         record_links=where.boolean(table, "record_links", "options", defaults.record_links),
         record_flows=where.boolean(table, "record_flows", "options", defaults.record_flows),
-        mode=where.choice(table, "mode", "options", _MODES, defaults.mode),
+        mode=where.choice(table, "mode", "options", MODES, defaults.mode),
         time_rel_tol=_time_rel_tol(where, table, defaults.time_rel_tol),
     )
 

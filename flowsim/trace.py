@@ -15,7 +15,8 @@ one-dimensional, chunked and gzip-compressed (numeric ones byte-shuffled too). A
 
 ``/`` (attributes)
     ``format = "flowsim-trace"``; ``schema_version = 1``; ``flowsim_version``,
-    ``numba_version``, ``numpy_version``, ``h5py_version`` of the writer; ``created_utc``
+    ``numba_version``, ``numpy_version``, ``h5py_version`` of the writer (``flowsim_version`` is
+    ``"unknown"`` from a copy neither installed nor run from its checkout); ``created_utc``
     (ISO 8601); ``scenario_text``: the scenario file the run came from, verbatim ("" if none).
 ``/topology``
     Nodes: ``node_name`` (str), ``node_kind`` (int64, :class:`flowsim.topology.NodeKind`;

@@ -1,4 +1,5 @@
-"""Seeded random inputs that several test modules draw from."""
+"""Seeded random inputs that several test modules and the benchmarks draw from (pytest puts
+this directory on ``sys.path``: ``pythonpath`` in pyproject.toml)."""
 
 import numpy as np
 
@@ -29,10 +30,13 @@ def parking_lot_kernel_arguments(n_instances):
     return routes, values, np.empty((n_instances, 3))
 
 
-def fat_tree_traffic(k, n_flows, load, seed):
-    """A k-ary fat-tree (NDR links, nominal), ECMP routes between random distinct hosts,
-    Pareto(1.2) sizes of at least 200 kB, and Poisson arrivals at ``load`` of the host links'
-    rate (all at t=0 for load 0): ``(topology, routes, size_bytes, start_s)``."""
+#: Mean of the Pareto(1.2) flow sizes of :func:`fat_tree_traffic` (minimum 200 kB).
+MEAN_SIZE_BYTES = 1.2e6
+
+
+def fat_tree_random_pairs(k, n_flows, seed):
+    """A k-ary fat-tree (NDR links, nominal) and ECMP routes (hash seed ``seed``) of random
+    distinct host pairs: ``(topology, routes)``."""
     from flowsim.fabrics import fat_tree
     from flowsim.routing import Router
     from flowsim.topology import NodeKind
@@ -41,10 +45,27 @@ def fat_tree_traffic(k, n_flows, load, seed):
     hosts = topology.nodes_of_kind(NodeKind.NIC)
     rng = np.random.default_rng(seed)
     src, dst = rng.choice(hosts, n_flows), rng.choice(hosts, n_flows)
-    dst[src == dst] = hosts[(np.searchsorted(hosts, dst[src == dst]) + 1) % hosts.size]
-    routes = Router(topology).route(src, dst, method="ecmp")
+    clash = src == dst
+    dst[clash] = hosts[(np.searchsorted(hosts, dst[clash]) + 1) % hosts.size]
+    return topology, Router(topology).route(src, dst, method="ecmp", seed=seed)
+
+
+def fat_tree_traffic(k, n_flows, load, seed):
+    """:func:`fat_tree_random_pairs`, Pareto(1.2) sizes of at least 200 kB, and Poisson
+    arrivals at ``load`` of the host links' rate (all at t=0 for load 0):
+    ``(topology, routes, size_bytes, start_s)``.
+
+    Sizes and arrivals come from a second generator seeded with the same ``seed``, as the
+    engine benchmarks have always drawn them, so that their instances stay the ones the
+    stored baselines (benchmarks/baselines) timed.
+    """
+    from flowsim.topology import NodeKind
+
+    topology, routes = fat_tree_random_pairs(k, n_flows, seed)
+    rng = np.random.default_rng(seed)
     size = (rng.pareto(1.2, n_flows) + 1.0) * 200e3
     if load == 0:
         return topology, routes, size, np.zeros(n_flows)
-    rate = load * topology.link_capacity_Bps.max() * hosts.size / 1.2e6  # mean size 1.2 MB
-    return topology, routes, size, np.cumsum(rng.exponential(1.0 / rate, n_flows))
+    n_hosts = topology.nodes_of_kind(NodeKind.NIC).size
+    arrivals_per_s = load * topology.link_capacity_Bps.max() * n_hosts / MEAN_SIZE_BYTES
+    return topology, routes, size, np.cumsum(rng.exponential(1.0 / arrivals_per_s, n_flows))

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import sys
 import types
+import typing
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from flowsim import scenario as scenario_module
 from flowsim.collectives.placement import check_nvswitch
 from flowsim.errors import InputError
+from flowsim.fabrics import build_cluster
+from flowsim.presets import preset_info, preset_names
 from flowsim.scenario import load_scenario, parse_scenario, read_flow_csv, run_scenario
 from flowsim.workload import Workload
 
@@ -70,6 +75,50 @@ def test_preset_parameters_reach_the_builder(tmp_path):
     assert not scenario.topology.server_p2p[0]
     links = run_scenario(scenario).routes.route(0)
     assert any("mem" in scenario.topology.link_names[link] for link in links)
+
+
+_TOML_TYPES = {bool: (bool,), int: (int,), float: (int, float), str: (str,)}
+
+
+def _file_keys(builder, fixed):
+    """A builder's parameters as scenario.py's key tables write them, from its signature."""
+    keys = {}
+    for name, p in inspect.signature(builder, eval_str=True).parameters.items():
+        if name in fixed or p.kind is inspect.Parameter.VAR_KEYWORD:
+            continue
+        (kind,) = set(typing.get_args(p.annotation) or (p.annotation,)) - {type(None)}
+        default = scenario_module._REQUIRED if p.default is inspect.Parameter.empty else p.default
+        keys[name] = scenario_module._Key(_TOML_TYPES[kind], default)
+    return keys
+
+
+def test_cluster_keys_are_build_clusters_parameters():
+    # The keys are the file format: a renamed or retyped parameter must fail here, not
+    # silently change what scenario files mean.
+    assert scenario_module._CLUSTER_KEYS == _file_keys(build_cluster, {"system", "figure"})
+
+
+@pytest.mark.parametrize("name", preset_names())
+def test_preset_keys_are_the_preset_builders_parameters(name):
+    assert scenario_module._PRESET_KEYS[name] == _file_keys(preset_info(name).build, {"figure"})
+    assert not set(scenario_module._PRESET_KEYS[name]) & set(scenario_module._CLUSTER_KEYS)
+
+
+def test_every_preset_has_its_keys():
+    assert set(scenario_module._PRESET_KEYS) == set(preset_names())
+
+
+@pytest.mark.parametrize(("table", "valid"), [
+    ('preset = "pcie_server"', "intersocket, memory, p2p, pcie"),
+    ('cluster = "dgx_h100"\nn_nodes = 2', "ethernet_switch, fabric, n_nodes, oversubscription, p2p, "
+                                           "storage_targets, storage_technology, su_size, switch"),
+])
+def test_unknown_topology_key_names_the_valid_ones(tmp_path, table, valid):
+    text = f'[topology]\n{table}\nfigure = "nominal"\nlanes = 16\n[workload]\nflows = "flows.csv"\n'
+    path = _scenario(tmp_path, text)
+    with pytest.raises(InputError) as err:
+        load_scenario(path)
+    assert str(err.value) == f"{path}: topology.lanes: unknown key; expected one of {valid}"
 
 
 def test_options_defaults_and_values(tmp_path):

@@ -1,7 +1,7 @@
 """``flowsim presets``: the server presets, link technologies and switch models flowsim knows.
 
-Every rate is per direction, with the source it comes from (keys of the project's hardware
-fact sheet, ``shared/reference/hardware.md``). ``--only`` picks one table.
+Every rate is per direction, with the source it comes from (keys of ``docs/hardware.md``).
+``--only`` picks one table.
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ __all__ = ["SECTIONS", "add_parser", "describe_presets", "presets_command"]
 #: Tables ``--only`` accepts.
 SECTIONS = ("systems", "links", "switches")
 
-_SOURCE = re.compile(r"\[[A-Z][A-Z0-9-]*\]|fact sheet (?:section )?[\d.]+|NVIDIA/[\w-]+#\d+")
+# A section of docs/hardware.md: §2.1, §V1.
+_SECTION = r"§(?:V\d+|\d+(?:\.\d+)?)"
+_SOURCE = re.compile(rf"\[[A-Z][A-Z0-9-]*\]|docs/hardware\.md {_SECTION}(?:(?:,| and) {_SECTION})*|NVIDIA/[\w-]+#\d+")
 _RST_ROLE = re.compile(r":\w+:`~?([^`]+)`")
 
 

@@ -313,7 +313,7 @@ def solve_batch(
 
     Examples
     --------
-    The parking lot of SPEC case 3, then with link B doubled:
+    The parking lot of docs/model.md case 3, then with link B doubled:
 
     >>> solve_batch([[0, 1], [0], [1]], [[1e9, 2e9], [1e9, 4e9]]) / 1e9
     array([[0.5, 0.5, 1.5],

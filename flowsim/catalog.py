@@ -1,6 +1,5 @@
 """What flowsim knows, as tables to read: the server presets, link technologies and switch
-models, each rate per direction and with the source it comes from (keys of the project's
-hardware fact sheet, ``shared/reference/hardware.md``)."""
+models, each rate per direction and with the source it comes from (keys of ``docs/hardware.md``)."""
 
 from __future__ import annotations
 
@@ -15,7 +14,9 @@ __all__ = ["SECTIONS", "describe_presets"]
 #: Tables :func:`describe_presets` prints (``flowsim presets --only`` picks one).
 SECTIONS = ("systems", "links", "switches")
 
-_SOURCE = re.compile(r"\[[A-Z][A-Z0-9-]*\]|fact sheet (?:section )?[\d.]+|NVIDIA/[\w-]+#\d+")
+# A section of docs/hardware.md: §2.1, §V1.
+_SECTION = r"§(?:V\d+|\d+(?:\.\d+)?)"
+_SOURCE = re.compile(rf"\[[A-Z][A-Z0-9-]*\]|docs/hardware\.md {_SECTION}(?:(?:,| and) {_SECTION})*|NVIDIA/[\w-]+#\d+")
 _RST_ROLE = re.compile(r":\w+:`~?([^`]+)`")
 
 

@@ -1,4 +1,4 @@
-"""``simulate``: flows over links in time, as SPEC.md's "Time" section defines."""
+"""``simulate``: flows over links in time, as the "Time" section of docs/model.md defines."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from flowsim_kernels.engine import (
     simulate_flows,
 )
 
-#: Events within this relative distance of each other are handled as one instant (SPEC).
+#: Events within this relative distance of each other are handled as one instant (docs/model.md "Time").
 DEFAULT_TIME_REL_TOL = 1e-12
 
 #: ``simulate``'s modes: re-solve only the flows an event can affect, or every transferring flow.
@@ -85,7 +85,8 @@ def simulate(
         every transferring flow at every event (for comparison).
     time_rel_tol
         Events whose times lie within this relative distance of the earliest pending one are
-        handled as one instant, in [0, 1). The default, 1e-12, is SPEC's: the times are exact.
+        handled as one instant, in [0, 1). The default, 1e-12, is the one docs/model.md sets: the
+        times are exact.
         A larger value coarsens time, trading exactness for speed where completions crowd:
         every event of a window is recorded at its own time, but the rates it changes are
         re-solved once, at the window's last event, so freed capacity stays idle and arrivals

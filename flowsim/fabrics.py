@@ -15,7 +15,7 @@ an endpoint and a switch runs at the slower of their two port speeds. Links into
 carry its forwarding latency (one hop); links into an endpoint carry none.
 
 This reproduces the switch and cable counts of the DGX SuperPOD reference architectures
-([SPOD-B200] table in fact sheet 4.4: e.g. 4 SUs = 32 leaves, 16 spines, 1024 + 1024 cables;
+([SPOD-B200] table in docs/hardware.md §4.4: e.g. 4 SUs = 32 leaves, 16 spines, 1024 + 1024 cables;
 32 SUs = 256 leaves, 256 spines, 128 cores) and the classic k-ary fat-tree (k pods of k/2
 edge and k/2 aggregation switches, (k/2)^2 cores, k^3/4 hosts).
 
@@ -211,10 +211,10 @@ def fat_tree(
 
     k pods of k/2 edge (``leaf{i}``) and k/2 aggregation (``spine{i}``) switches, (k/2)^2 core
     switches, and k^3/4 hosts (``host{i}``, kind NIC), host ``i`` on edge ``i // (k/2)``.
-    All links run ``technology``; each switch adds ``hop_latency_s`` (default: the fact-sheet
-    hop latency of that technology's switch). With ``oversubscription`` o each edge switch has
-    k/(2o) uplinks (and each pod k/(2o) aggregation switches, under (k/2)^2/o core switches),
-    so the bisection bandwidth is k^3/8 x rate / o.
+    All links run ``technology``; each switch adds ``hop_latency_s`` (default: the hop latency,
+    in docs/hardware.md, of that technology's switch). With ``oversubscription`` o each edge
+    switch has k/(2o) uplinks (and each pod k/(2o) aggregation switches, under (k/2)^2/o core
+    switches), so the bisection bandwidth is k^3/8 x rate / o.
 
     With links counted as the directed links of each cable, k=16 has 1,024 hosts and 6,144
     links, and k=32 has 8,192 hosts and 49,152 links (3 k^3/4 cables).
@@ -241,7 +241,7 @@ def leaf_spine(
 
     Each leaf takes half its radix in hosts (``host{i}`` on ``leaf{i // (radix / 2)}``) and
     ``radix / (2 o)`` uplinks spread evenly over the spines. At most radix^2/2 hosts
-    (2,048 for the 64-port QM9700, fact sheet 4.2). Bisection bandwidth: hosts / 2 x rate / o
+    (2,048 for the 64-port QM9700, docs/hardware.md §4.2). Bisection bandwidth: hosts / 2 x rate / o
     when the hosts fill whole leaves.
     """
     model = switch_model(switch)

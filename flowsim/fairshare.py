@@ -14,7 +14,7 @@ from flowsim_kernels.maxmin import max_min_fair
 #: Links or caps whose fair levels lie within this relative distance saturate in one round.
 DEFAULT_TIE_REL_TOL = 1e-12
 #: A link loaded to within this relative distance of its capacity counts as saturated: the
-#: solver's feasibility tolerance (SPEC "Rates").
+#: solver's feasibility tolerance (docs/model.md "Rates").
 SATURATED_REL_TOL = 1e-9
 # Largest fair level or weight sum accepted: float64 ends near 1.8e308, and the solver adds
 # and scales levels and weights (a few orders of magnitude of room).
@@ -170,7 +170,7 @@ def max_min_rates(
 
     Examples
     --------
-    The parking lot of SPEC case 3 (link A: 1 GB/s, link B: 2 GB/s):
+    The parking lot of docs/model.md case 3 (link A: 1 GB/s, link B: 2 GB/s):
 
     >>> max_min_rates([[0, 1], [0], [1]], [1e9, 2e9]) / 1e9
     array([0.5, 0.5, 1.5])

@@ -4,9 +4,8 @@ Every rate here is in bytes per second **per direction**. Vendors quote NVLink i
 *bidirectional* and InfiniBand / Ethernet in Gb/s per direction; the tables keep each vendor
 number as written and convert it once, in :func:`_bidirectional_GBps` and :func:`_Gbps`.
 
-Each figure carries the source key of ``shared/reference/hardware.md`` (the project's fact
-sheet) it comes from. Two figures are available for every link technology and callers pick one
-explicitly:
+Each figure carries the source key of ``docs/hardware.md`` it comes from. Two figures are
+available for every link technology and callers pick one explicitly:
 
 ``"nominal"``
     The line rate the vendor or the standard quotes (per direction).
@@ -14,9 +13,9 @@ explicitly:
     What NCCL-like traffic achieves: NCCL's own model constants, or NVIDIA's measured
     nccl-tests peaks.
 
-Where the fact sheet gives only one number for a technology (inter-socket links, NVLink-C2C),
+Where docs/hardware.md gives only one number for a technology (inter-socket links, NVLink-C2C),
 that number serves as both figures and :attr:`Figure.note` says so. Host-memory bandwidth is
-not in the fact sheet at all: those figures are DDR channel arithmetic, marked as such.
+not in docs/hardware.md at all: those figures are DDR channel arithmetic, marked as such.
 """
 
 from __future__ import annotations
@@ -132,7 +131,7 @@ def _Gbps(value: float) -> float:
 
 
 # --- NVLink: vendor per-link bidirectional GB/s (converted here, once) and NCCL's per-link
-# model value ([NCCL] topo.h SMxx_NVLINK_BW), section 1.1 of the fact sheet.
+# model value ([NCCL] topo.h SMxx_NVLINK_BW), docs/hardware.md §1.1.
 _NVLINK_TABLE = (
     # name, GPU, links/GPU, per-link bidirectional GB/s, NCCL GB/s per link, sources
     ("nvlink1", "P100", 4, 40.0, 18.0, "[STAS] NVLink table; [NCCL] topo.h SM60_NVLINK_BW"),
@@ -174,13 +173,13 @@ def _host_technologies() -> list[LinkTechnology]:
             f"pcie{gen}",
             LinkTier.HOST,
             f"PCIe Gen{gen} x16",
-            Figure(_GBps(spec), "[STAS] PCIe table; fact sheet section 3.1", "x16 payload rate after encoding"),
+            Figure(_GBps(spec), "[STAS] PCIe table; docs/hardware.md §3.1", "x16 payload rate after encoding"),
             Figure(_GBps(nccl), source),
         )
         for gen, spec, nccl, source in pcie
     ]
-    # Inter-socket links: the fact sheet has NCCL's model bandwidth only ([NCCL] topo.h).
-    only_nccl = "the fact sheet gives only NCCL's model value; it serves as both figures"
+    # Inter-socket links: docs/hardware.md has NCCL's model bandwidth only ([NCCL] topo.h).
+    only_nccl = "docs/hardware.md gives only NCCL's model value; it serves as both figures"
     for name, description, value, constant in (
         ("qpi_broadwell", "Intel QPI, Broadwell", 6.0, "BDW_QPI_BW"),
         ("upi_skylake", "Intel UPI, Skylake to Ice Lake", 10.0, "SKL_QPI_BW"),
@@ -193,11 +192,11 @@ def _host_technologies() -> list[LinkTechnology]:
     c2c = Figure(
         _GBps(450.0),
         "[STAS] NVLink-C2C (450 GB/s per direction, 900 bidirectional) [uncertain for GB200]",
-        "no measured figure in the fact sheet; the line rate serves as both figures",
+        "no measured figure in docs/hardware.md; the line rate serves as both figures",
     )
     techs.append(LinkTechnology("nvlink_c2c", LinkTier.HOST, "NVLink-C2C, Grace to GPU", c2c, c2c))
     # Host memory (DRAM) bandwidth of one socket: read and write share it, so presets model it
-    # as one shared link. Not in the fact sheet: channels x MT/s x 8 bytes.
+    # as one shared link. Not in docs/hardware.md: channels x MT/s x 8 bytes.
     for name, description, channels, mts in (
         ("ddr4_2400_4ch", "4 channels DDR4-2400 (Xeon E5 v4 socket)", 4, 2400),
         ("ddr4_3200_8ch", "8 channels DDR4-3200 (EPYC Rome / Xeon Ice Lake socket)", 8, 3200),
@@ -206,13 +205,13 @@ def _host_technologies() -> list[LinkTechnology]:
     ):
         figure = Figure(
             channels * mts * 1e6 * 8,
-            "not in the fact sheet: JEDEC DDR arithmetic, channels x MT/s x 8 B [uncertain]",
+            "not in docs/hardware.md: JEDEC DDR arithmetic, channels x MT/s x 8 B [uncertain]",
             "no measured figure; the peak serves as both figures",
         )
         techs.append(LinkTechnology(name, LinkTier.HOST, description, figure, figure))
     grace = Figure(
         _GBps(512.0),
-        "not in the fact sheet: NVIDIA Grace LPDDR5X 'up to 512 GB/s' [uncertain]",
+        "not in docs/hardware.md: NVIDIA Grace LPDDR5X 'up to 512 GB/s' [uncertain]",
         "no measured figure; the peak serves as both figures",
     )
     techs.append(LinkTechnology("lpddr5x_grace", LinkTier.HOST, "Grace LPDDR5X", grace, grace))
@@ -225,14 +224,14 @@ def _network_technologies() -> list[LinkTechnology]:
         ("ib_edr", 100, 12.0, "[NCCL] topo.h NET_BW (100 Gbit)"),
         ("ib_hdr", 200, 24.0, "[GTC24] 200Gb RDMA busbw"),
         ("ib_ndr", 400, 48.0, "[GTC24] 400Gb RDMA busbw; NVIDIA/nccl-tests#290 (46-48 GB/s per NIC)"),
-        ("ib_xdr", 800, 96.0, "fact sheet section 4.1 (~96 GB/s expected) [uncertain]"),
+        ("ib_xdr", 800, 96.0, "docs/hardware.md §4.1 (~96 GB/s expected) [uncertain]"),
     ):
         techs.append(
             LinkTechnology(
                 name,
                 LinkTier.SCALE_OUT,
                 f"InfiniBand {name[3:].upper()} 4x port, {gbps} Gb/s",
-                Figure(_Gbps(gbps), "[STAS] IB table, fact sheet section 4.1"),
+                Figure(_Gbps(gbps), "[STAS] IB table, docs/hardware.md §4.1"),
                 Figure(_GBps(effective), source),
             )
         )
@@ -241,22 +240,22 @@ def _network_technologies() -> list[LinkTechnology]:
             "eth10g",
             LinkTier.SCALE_OUT,
             "10 GbE (DGX-1 in-band ports)",
-            Figure(_Gbps(10), "fact sheet section 3.2 (DGX-1: 2 x 10GbE)"),
-            Figure(_Gbps(10), "fact sheet section 3.2", "no measured figure; the line rate serves as both figures"),
+            Figure(_Gbps(10), "docs/hardware.md §3.2 (DGX-1: 2 x 10GbE)"),
+            Figure(_Gbps(10), "docs/hardware.md §3.2", "no measured figure; the line rate serves as both figures"),
         )
     )
     for gbps, effective, source in (
         (100, 12.0, "[NCCL] topo.h NET_BW (100 Gbit), RDMA"),
         (200, 24.0, "[GTC24] 200Gb RDMA (IB/RoCE) busbw"),
         (400, 48.0, "[GTC24] 400Gb RDMA busbw"),
-        (800, 96.0, "scaled from 400 Gb/s RDMA (48 GB/s) like XDR, fact sheet section 8 [uncertain]"),
+        (800, 96.0, "scaled from 400 Gb/s RDMA (48 GB/s) like XDR, docs/hardware.md §8 [uncertain]"),
     ):
         techs.append(
             LinkTechnology(
                 f"eth{gbps}g",
                 LinkTier.SCALE_OUT,
                 f"{gbps} GbE (RoCE for the effective figure)",
-                Figure(_Gbps(gbps), "fact sheet section 5 (IEEE 802.3 speeds)"),
+                Figure(_Gbps(gbps), "docs/hardware.md §5 (IEEE 802.3 speeds)"),
                 Figure(_GBps(effective), source),
             )
         )
@@ -292,13 +291,13 @@ _NVSWITCH: dict[str, NVSwitchGeneration] = {
     )
 }
 
-_IB_HOP = "fact sheet section 4.3 and 8 (IB switch hop 0.1-0.15 us)"
-_NO_ETH_LATENCY = "no Ethernet switch latency in the fact sheet (0)"
+_IB_HOP = "docs/hardware.md §4.3 and §8 (IB switch hop 0.1-0.15 us)"
+_NO_ETH_LATENCY = "no Ethernet switch latency in docs/hardware.md (0)"
 _SWITCHES: dict[str, SwitchModel] = {
     s.name: s
     for s in (
-        SwitchModel("sb7800", "ib_edr", 36, 90e-9, "fact sheet section 4.2 (~90 ns) [uncertain]"),
-        SwitchModel("qm8700", "ib_hdr", 40, 130e-9, f"fact sheet section 4.2 (~130 ns); {_IB_HOP} [uncertain]"),
+        SwitchModel("sb7800", "ib_edr", 36, 90e-9, "docs/hardware.md §4.2 (~90 ns) [uncertain]"),
+        SwitchModel("qm8700", "ib_hdr", 40, 130e-9, f"docs/hardware.md §4.2 (~130 ns); {_IB_HOP} [uncertain]"),
         SwitchModel("qm9700", "ib_ndr", 64, 150e-9, f"[QM97-UM] radix; '<150 ns', {_IB_HOP} [uncertain]"),
         SwitchModel("q3400", "ib_xdr", 144, 150e-9, f"Q3400-RA manual radix; latency {_IB_HOP} [uncertain]"),
         SwitchModel(

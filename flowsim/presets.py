@@ -1,6 +1,6 @@
 """Server presets: one :class:`~flowsim.topology.Topology` per real system.
 
-Every figure comes from ``shared/reference/hardware.md`` (source keys in brackets); the rates
+Every figure comes from ``docs/hardware.md`` (source keys in brackets); the rates
 themselves live in :mod:`flowsim.hardware`, and ``figure="nominal"`` or ``"effective"`` picks
 which one each link gets.
 
@@ -21,11 +21,11 @@ preset             GPUs  scale-up                  NVLink/GPU   PCIe   sockets, 
 =================  ====  ========================  ===========  =====  ===============================  =========
 
 NVLink per GPU is in GB/s per direction. x86 memory has 8 channels unless noted; memory
-bandwidth is not in the fact sheet (see :mod:`flowsim.hardware`). Rail NICs are the compute
+bandwidth is not in docs/hardware.md (see :mod:`flowsim.hardware`). Rail NICs are the compute
 NICs, one rail each; a GPU uses the NIC on its PCIe switch (two GPUs share one on the DGX-1
 and the PCIe server).
 
-Sources: NVLink links per GPU and rates: fact sheet 1.1 ([DGX1-WP], [NVL-PAGE], [NVS3-BLOG],
+Sources: NVLink links per GPU and rates: docs/hardware.md §1.1 ([DGX1-WP], [NVL-PAGE], [NVS3-BLOG],
 [NCCL]); NVSwitch counts: 1.2 ([A100-WP], [BASEPOD], [SPOD-GB200], [NVL-PAGE]); DGX-1
 adjacency: 2.1 (``nvidia-smi topo -m``, identical in the Microway guide and
 microsoft/msccl-tools); PCIe, NIC and CPU layouts: 2.1 and 3.2 ([BASEPOD], [DGXH100-UG],
@@ -39,13 +39,13 @@ Modelling choices
   carries ``links_per_gpu`` NVLinks. The chips' ports suffice for every GPU link
   (:func:`flowsim.hardware.nvswitch_generation`), so the switch itself is non-blocking.
 * Host memory of a socket is one shared link (reads and writes share DRAM bandwidth).
-* Links inside a server have zero latency: the 2-25 us GPU-to-GPU latencies of the fact sheet
+* Links inside a server have zero latency: the 2-25 us GPU-to-GPU latencies of docs/hardware.md
   (section 1.1) are software costs, given per message by the workload.
-* Where the fact sheet does not give the PCIe layout (DGX H100 and B200: "1 NIC per GPU
+* Where docs/hardware.md does not give the PCIe layout (DGX H100 and B200: "1 NIC per GPU
   (PIX)"), each GPU shares a PCIe switch with its NIC, four switches per socket. The DGX A100
   "switch complexes" (2 GPUs + 2 NICs, PXB) are one switch each. In the GB200 NVL72 each GPU
   reaches its Grace over NVLink-C2C and shares a PCIe switch with its NIC and that Grace; the
-  NIC attachment is not in the fact sheet **[uncertain]**.
+  NIC attachment is not in docs/hardware.md **[uncertain]**.
 
 Node names inside a server: ``gpu{i}``, ``nvswitch``, ``cpu{s}``, ``mem{s}``, ``pcie{j}``,
 ``nic{r}`` (compute NIC of rail ``r``), ``fe{j}`` (front-end Ethernet port).
@@ -79,7 +79,7 @@ __all__ = [
     "preset_names",
 ]
 
-#: NVLinks between GPU i and GPU j of a DGX-1 (V100), in CUDA device order: fact sheet 2.1,
+#: NVLinks between GPU i and GPU j of a DGX-1 (V100), in CUDA device order: docs/hardware.md §2.1,
 #: from ``nvidia-smi topo -m`` (NV1 / NV2 entries; 0 = no NVLink).
 DGX1_NVLINK_COUNTS = np.array(
     [
@@ -192,12 +192,12 @@ def pcie_server(
     """Eight GPUs behind four PCIe switches on two CPU sockets, no NVLink.
 
     Each switch holds two GPUs and one compute NIC; switches 0-1 hang off socket 0, 2-3 off
-    socket 1 (the DGX-1's PCIe tree without its NVLinks, fact sheet 2.1). One front-end
+    socket 1 (the DGX-1's PCIe tree without its NVLinks, docs/hardware.md §2.1). One front-end
     Ethernet port (100 GbE) on socket 0.
 
     With ``p2p=False``, GPU-to-GPU traffic is staged through host memory: GPU -> switch ->
     root complex -> host memory -> root complex -> switch -> GPU, as NCCL's SHM transport does
-    on PCIe systems without peer-to-peer (fact sheet 3.1, NVIDIA/nccl#1639).
+    on PCIe systems without peer-to-peer (docs/hardware.md §3.1, NVIDIA/nccl#1639).
     """
     host = _Host(
         pcie=pcie,
@@ -221,7 +221,7 @@ def dgx1_v100(*, figure: str, p2p: bool = True) -> Topology:
     GPU pairs with two NVLinks get one link of twice the NVLink 2 rate. Four PLX Gen3 PCIe
     switches each hold two GPUs and one EDR NIC (GPU0/1 with ``nic0`` = mlx5_0, GPU2/3 with
     ``nic1`` = mlx5_1, ...); two switches per Xeon socket, sockets joined by QPI; two 10GbE
-    ports. Sources: fact sheet 2.1 ([DGX1-WP], ``nvidia-smi topo -m``, NVIDIA/nccl#671,
+    ports. Sources: docs/hardware.md §2.1 ([DGX1-WP], ``nvidia-smi topo -m``, NVIDIA/nccl#671,
     NADDOD DGX blog).
     """
     host = _Host(
@@ -248,7 +248,7 @@ def dgx_a100(*, figure: str, p2p: bool = True) -> Topology:
 
     Four PCIe Gen4 switch complexes, each with two GPUs and their two HDR NICs (GPU i uses
     ``nic{i}``), two per AMD EPYC socket; two 200 GbE front-end ports [uncertain speed].
-    Sources: fact sheet 1.2 and 3.2 ([A100-WP], NVIDIA/nccl#1505, NVIDIA/DCGM#149,
+    Sources: docs/hardware.md §1.2 and §3.2 ([A100-WP], NVIDIA/nccl#1505, NVIDIA/DCGM#149,
     NVIDIA/nccl#812).
     """
     host = _Host(
@@ -265,9 +265,9 @@ def dgx_a100(*, figure: str, p2p: bool = True) -> Topology:
 def dgx_h100(*, figure: str, p2p: bool = True) -> Topology:
     """DGX H100: eight H100 on four third-generation NVSwitches (18 NVLink 4 per GPU).
 
-    Eight single-port ConnectX-7 NDR NICs, one per GPU (PIX; rail ``r`` = GPU ``r``, fact
-    sheet 3.2 port map), PCIe Gen5, two Xeon Platinum 8480C over UPI, two 200 GbE front-end
-    ports. Sources: [BASEPOD], [DGXH100-UG], [NVS3-BLOG], [ENT-RA], NVIDIA/nccl#1264.
+    Eight single-port ConnectX-7 NDR NICs, one per GPU (PIX; rail ``r`` = GPU ``r``,
+    docs/hardware.md §3.2 port map), PCIe Gen5, two Xeon Platinum 8480C over UPI, two 200 GbE
+    front-end ports. Sources: [BASEPOD], [DGXH100-UG], [NVS3-BLOG], [ENT-RA], NVIDIA/nccl#1264.
     """
     host = _Host(
         pcie="pcie5",
@@ -285,7 +285,7 @@ def dgx_b200(*, figure: str, p2p: bool = True) -> Topology:
 
     Eight ConnectX-7 NDR NICs, one per GPU; PCIe Gen5; two Xeon Platinum 8570 (Emerald
     Rapids) over UPI; two 200 GbE front-end ports. Sources: [BASEPOD], [NVL-PAGE], [ENT-RA],
-    fact sheet 1.2 and 3.2.
+    docs/hardware.md §1.2 and §3.2.
     """
     host = _Host(
         pcie="pcie5",

@@ -18,9 +18,9 @@ def random_batch(rng, n_instances, n_flows, n_links, max_hops, p_capped=0.2):
 
 
 def parking_lot_kernel_arguments(n_instances):
-    """SPEC's parking lot (rates 0.5, 0.5, 1.5) as the batch kernels take it: the route CSR
-    pair and its transpose, then capacities, weights and caps, one C-contiguous row per
-    instance, and a rate array to fill."""
+    """The parking lot of docs/model.md case 3 (rates 0.5, 0.5, 1.5) as the batch kernels take
+    it: the route CSR pair and its transpose, then capacities, weights and caps, one
+    C-contiguous row per instance, and a rate array to fill."""
     from flowsim.batched import BatchProblem
 
     problem = BatchProblem.build([[0, 1], [0], [1]], [[1.0, 2.0]] * n_instances)

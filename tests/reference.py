@@ -1,6 +1,6 @@
 """Slow, obviously correct twins of the kernels, in plain Python.
 
-They follow SPEC.md word for word and favour clarity over speed; the kernels are tested
+They follow docs/model.md word for word and favour clarity over speed; the kernels are tested
 against them.
 """
 
@@ -53,7 +53,7 @@ def simulate_reference(routes, capacity, size, latency=None, start=None, weight=
                        depends_on=None, delay=None, overhead=None, time_rel_tol=1e-12):
     """Event-by-event simulation that re-solves every rate with :func:`max_min_reference`.
 
-    Returns ``(ready, transfer_start, finish)`` lists. Follows SPEC.md "Time" literally: a
+    Returns ``(ready, transfer_start, finish)`` lists. Follows docs/model.md "Time" literally: a
     flow is ready at max(start, last dependency's finish + delay), waits its route latency
     plus overhead, then transfers at its max-min rate, recomputed whenever the set of
     transferring flows changes.

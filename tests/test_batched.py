@@ -1,4 +1,5 @@
-"""Batched max-min solving on CPU cores: against the serial kernel, the slow twin and SPEC cases."""
+"""Batched max-min solving on CPU cores: against the serial kernel, the slow twin and the
+hand-computed cases of docs/model.md."""
 
 import math
 import re
@@ -16,10 +17,10 @@ from flowsim.batched import BackendUnavailable, BatchProblem, available_backends
 from instances import parking_lot_kernel_arguments, random_batch
 from reference import max_min_reference
 
-G = 1e9  # SPEC hand cases are in units of 1e9 bytes and 1e9 B/s
+G = 1e9  # docs/model.md's hand-computed cases are in units of 1e9 bytes and 1e9 B/s
 
 
-# --- SPEC hand cases, one per instance ---------------------------------------------------------
+# --- docs/model.md's hand-computed cases, one per instance ---------------------------------
 
 def test_spec_parking_lot_with_link_b_varied():
     # Case 3: A (1) carries f1, f2; B carries f1, f3. B's capacity only changes what f3 gets

@@ -1,4 +1,4 @@
-"""The event engine against SPEC's hand cases, its slow twin, and conservation laws."""
+"""The event engine against docs/model.md's hand-computed cases, its slow twin, and conservation laws."""
 
 import math
 import os
@@ -23,7 +23,7 @@ G = 1e9
 MODES = ["incremental", "full"]
 
 
-# --- SPEC "Hand-computed cases", exactly ----------------------------------------------------
+# --- docs/model.md "Hand-computed cases", exactly -----------------------------------------
 
 @pytest.mark.parametrize("mode", MODES)
 def test_spec_case1_one_flow(mode):

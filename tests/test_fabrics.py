@@ -1,4 +1,4 @@
-"""Fat-trees, SuperPOD units and clusters: counts from their closed forms and the fact sheet,
+"""Fat-trees, SuperPOD units and clusters: counts from their closed forms and docs/hardware.md,
 bisection bandwidth by maximum flow."""
 
 import re
@@ -103,7 +103,7 @@ def test_leaf_spine(oversubscription, spines, bisection):
 
 
 def test_leaf_spine_capacity_limit():
-    # Two tiers of radix-64 switches hold 64^2/2 = 2,048 hosts (fact sheet 4.2).
+    # Two tiers of radix-64 switches hold 64^2/2 = 2,048 hosts (docs/hardware.md §4.2).
     assert kinds(leaf_spine(2048, figure="nominal"), NodeKind.NIC) == 2048
     with pytest.raises(InputError, match="do not fit two tiers of 64-port switches"):
         leaf_spine(2049, figure="nominal")
@@ -119,7 +119,7 @@ def cables(topo, lower, upper):
 @pytest.mark.parametrize(
     ("units", "leaves", "spines", "cores", "leaf_spine_cables", "spine_core_cables"),
     [
-        # [SPOD-B200] table, fact sheet 4.4; the one-unit row is [SPOD-H100]'s (8 leaf, 4 spine).
+        # [SPOD-B200] table, docs/hardware.md §4.4; the one-unit row is [SPOD-H100]'s (8 leaf, 4 spine).
         (1, 8, 4, 0, 256, 0),
         (2, 16, 8, 0, 512, 0),
         (4, 32, 16, 0, 1024, 0),

@@ -1,4 +1,5 @@
-"""The max-min fair-share kernel against SPEC hand cases, its slow twin and invariants."""
+"""The max-min fair-share kernel against docs/model.md's hand-computed cases, its slow twin and
+invariants."""
 
 import math
 import re
@@ -12,10 +13,10 @@ import flowsim
 from flowsim import FairShareProblem, InputError, Routes, max_min_rates
 from reference import max_min_reference
 
-G = 1e9  # SPEC hand cases are in units of 1e9 bytes and 1e9 B/s
+G = 1e9  # docs/model.md's hand-computed cases are in units of 1e9 bytes and 1e9 B/s
 
 
-# --- SPEC "Hand-computed cases" as instantaneous allocations --------------------------------
+# --- docs/model.md "Hand-computed cases" as instantaneous allocations ---------------------
 
 def test_spec_case1_one_flow_gets_the_link():
     assert max_min_rates([[0]], [1 * G]).tolist() == [1 * G]

@@ -1,6 +1,6 @@
-"""Hardware figures and server presets against the numbers of the fact sheet.
+"""Hardware figures and server presets against the numbers of docs/hardware.md.
 
-Every expected value below is written out from ``shared/reference/hardware.md`` (section in
+Every expected value below is written out from ``docs/hardware.md`` (section in
 the comment), not computed from the code under test.
 """
 
@@ -177,7 +177,7 @@ def test_pcie_server_has_no_nvlink():
 
 
 def test_dgx1_adjacency_is_exact():
-    # Fact sheet 2.1, NVLink link-count matrix from `nvidia-smi topo -m` on a DGX-1 (V100).
+    # docs/hardware.md §2.1, NVLink link-count matrix from `nvidia-smi topo -m` on a DGX-1 (V100).
     expected = [
         [0, 1, 1, 2, 2, 0, 0, 0],
         [1, 0, 2, 1, 0, 2, 0, 0],
@@ -236,7 +236,7 @@ def test_nics_and_sockets(name, rails, gpu_nic, frontend, cpus, nic_pcie_nominal
 
 @pytest.mark.parametrize("name", ["dgx1_v100", "dgx_h100", "dgx_b200", "gb200_nvl72", "pcie_server"])
 def test_gpu_and_its_nic_share_a_pcie_switch(name):
-    # PIX in `nvidia-smi topo -m` (fact sheet 2.1, 3.2): GPU -> switch -> NIC.
+    # PIX in `nvidia-smi topo -m` (docs/hardware.md §2.1, §3.2): GPU -> switch -> NIC.
     topo = preset(name, figure="nominal")
     gpus = topo.gpus()
     routes = route(topo, gpus, topo.node_nic[gpus])

@@ -617,7 +617,7 @@ def test_output_paths_are_checked_before_any_run(tmp_path):
 
 # --- rates mode ---------------------------------------------------------------------------------
 
-#: SPEC's parking lot (case 3): link A (1 GB/s) carries f1 and f2, link B (2 GB/s) f1 and f3.
+#: The parking lot of docs/model.md case 3: link A (1 GB/s) carries f1 and f2, link B (2 GB/s) f1 and f3.
 PARKING = """
 [topology]
 servers = [{name = "box"}]
@@ -721,7 +721,7 @@ def test_rates_parking_lot_by_hand_in_one_batch(tmp_path, solves):
     assert (outcome.n_ran, outcome.n_failed, outcome.backend, outcome.n_batches) == (3, 0, "cpu", 1)
     assert solves == [3]
     columns = read_results(outcome.output).columns
-    # B = 2: rates 0.5, 0.5, 1.5 (SPEC case 3). B = 3: f3 takes the rest of B, 2.5. B = 0.5:
+    # B = 2: rates 0.5, 0.5, 1.5 (docs/model.md case 3). B = 3: f3 takes the rest of B, 2.5. B = 0.5:
     # B saturates first at 0.25 each for f1 and f3, then f2 takes the rest of A, 0.75.
     G = 1e9
     expected = {
@@ -741,7 +741,7 @@ def test_rates_parking_lot_by_hand_in_one_batch(tmp_path, solves):
     for name, values in expected.items():
         np.testing.assert_allclose(columns[name], values, rtol=1e-15, err_msg=name)
     assert (columns["wall_s"] > 0).all()
-    # SPEC case 3 over time finishes at 2.0 too: here the drain at the first rates agrees.
+    # docs/model.md case 3 over time finishes at 2.0 too: here the drain at the first rates agrees.
     assert run_scenario(load_scenario(tmp_path / "parking.toml")).result.makespan_s == pytest.approx(2.0)
 
 

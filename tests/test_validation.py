@@ -1,6 +1,6 @@
 """Predicted peak busbw against NVIDIA's published nccl-tests figures (data/validation).
 
-Every row of ``data/validation/nccl_busbw.csv`` (fact sheet V1 and V5, each with its source)
+Every row of ``data/validation/nccl_busbw.csv`` (docs/hardware.md §V1 and §V5, each with its source)
 is either compared here or listed in ``NOT_COMPARED`` with the reason. Compared rows run the
 collective on a preset at a large message (8 GiB, where the model's busbw has saturated),
 with the presets' "effective" link rates and NCCL's Simple-protocol costs (NCCL's NVLS
@@ -77,7 +77,7 @@ COMPARED = {
 _PCIE_UPI = (
     "pcie_server joins its two sockets by Skylake UPI at NCCL's SKL_QPI_BW (10 GB/s), which "
     "caps any ring or all-to-all across sockets near 10 GB/s; the slide's figure is the PCIe "
-    "x16 rate, from a layout the fact sheet does not give"
+    "x16 rate, from a layout docs/hardware.md does not give"
 )
 _A2A_NVLINK = (
     "the model moves all-to-all at the full effective NVLink rate (busbw = per-GPU NVLink "
@@ -94,7 +94,7 @@ KNOWN_OFF = {
     "v5_ar_4x_rtx5090_nop2p": (
         "without P2P every copy is staged in host memory, so both GPUs of a PCIe switch send up "
         "its one x16 uplink (48 / 2 = 24 GB/s each); the measured RTX 5090 host (35 GB/s) has "
-        "another PCIe layout, which the fact sheet does not give"
+        "another PCIe layout, which docs/hardware.md does not give"
     ),
     "v1_a2a_nvlink3_a100": _A2A_NVLINK,
     "v1_a2a_nvlink4_h100": _A2A_NVLINK,

@@ -5,7 +5,7 @@ sends, with dependencies saying which message must have arrived before it can be
 :func:`flowsim.pipeline.run` routes and simulates it; :mod:`flowsim.collectives.report` reports times as
 nccl-tests does.
 
-Message sizes follow nccl-tests ([NT-PERF], fact sheet 6.1): ``size_bytes`` is the buffer
+Message sizes follow nccl-tests ([NT-PERF], docs/hardware.md §6.1): ``size_bytes`` is the buffer
 size ``S`` that nccl-tests prints. For all-reduce, broadcast and reduce it is each rank's
 buffer; for all-gather, reduce-scatter and all-to-all it is the *total* (``n`` chunks of
 ``S / n``).
@@ -21,13 +21,13 @@ Chain (broadcast, reduce)
     slices so that the hops overlap.
 Double binary tree (all-reduce)
     Two complementary binary trees, each carrying half of the data: reduce up each tree,
-    then broadcast down, slice by slice (NCCL >= 2.4, fact sheet 7.1). Across servers the
+    then broadcast down, slice by slice (NCCL >= 2.4, docs/hardware.md §7.1). Across servers the
     tree nodes are servers, each a chain of its ranks, as NCCL builds them.
 Hierarchical (all-reduce)
     Ring reduce-scatter inside each server, ring all-reduce among the ranks with the same
     local index across servers (one ring per rail), ring all-gather inside each server.
 NVLS (all-reduce)
-    NVLink SHARP on NVSwitch generation 3 and later (fact sheet 1.3): the switch reads every
+    NVLink SHARP on NVSwitch generation 3 and later (docs/hardware.md §1.3): the switch reads every
     rank's copy of chunk ``j`` and returns the sum to rank ``j`` (``multimem.ld_reduce``),
     which writes it once to the switch, and the switch multicasts it to every rank
     (``multimem.st``). Each rank moves ``S (1 + 1/n)`` each way instead of the ring's

@@ -2,7 +2,7 @@
 protocol's wire efficiency.
 
 :class:`CollectiveCosts` gives the time NCCL's own tuning model charges ([NCCL]
-``src/graph/tuning.cc``, fact sheet 7.2-7.3): a base latency once per collective (added to
+``src/graph/tuning.cc``, docs/hardware.md §7.2-7.3): a base latency once per collective (added to
 the messages that wait for nothing) and a per-step latency on every message, the
 intra-server one (NVLink or PCIe) or the inter-server one (network) depending on whether the
 message leaves its server. These are overheads on top of the route latency the topology
@@ -23,7 +23,7 @@ __all__ = ["NVLS_EFFICIENCY", "PROTOCOLS", "CollectiveCosts", "nccl_costs", "nvl
 #: NCCL protocols, in the order of NCCL's constant arrays.
 PROTOCOLS = ("ll", "ll128", "simple")
 
-_NCCL_SOURCE = "[NCCL] master 2.30.7 src/graph/tuning.cc baseLat/hwLat, fact sheet 7.3"
+_NCCL_SOURCE = "[NCCL] master 2.30.7 src/graph/tuning.cc baseLat/hwLat, docs/hardware.md §7.3"
 _US = 1e-6
 # baseLat (us) per algorithm, protocols LL / LL128 / Simple.
 _BASE_LATENCY_US = {"tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4)}
@@ -36,7 +36,7 @@ _STEP_LATENCY_US = {
     ("net", "tree"): (5.0, 8.5, 14.0),
     ("net", "ring"): (2.7, 4.0, 14.0),
 }
-# Payload fraction on the wire ([NCCL] device.h, fact sheet 7.1): LL lines carry 4 B of data
+# Payload fraction on the wire ([NCCL] device.h, docs/hardware.md §7.1): LL lines carry 4 B of data
 # per 8 B; LL128 lines 120 B per 128 B; Simple sends whole chunks.
 _WIRE_EFFICIENCY = (0.5, 120 / 128, 1.0)
 
@@ -96,7 +96,7 @@ def nccl_costs(algorithm: str = "ring", protocol: str = "simple", intra: str = "
     -------
     CollectiveCosts
         ``base_s = baseLat``, ``intra_step_s = hwLat[intra]``, ``inter_step_s = hwLat[NET]``
-        from NCCL master 2.30.7 (fact sheet 7.3); LL 50% and LL128 120/128 payload.
+        from NCCL master 2.30.7 (docs/hardware.md §7.3); LL 50% and LL128 120/128 payload.
 
     Examples
     --------
@@ -121,7 +121,7 @@ def nccl_costs(algorithm: str = "ring", protocol: str = "simple", intra: str = "
 
 
 #: NCCL's ``nvlsEfficiency`` by the NVLink generation of the GPUs: Hopper 0.85, Blackwell
-#: 0.74 ([NCCL] tuning.cc, fact sheet 1.3 and 7.3). Older generations have no NVLS.
+#: 0.74 ([NCCL] tuning.cc, docs/hardware.md §1.3 and §7.3). Older generations have no NVLS.
 NVLS_EFFICIENCY = {"nvlink4": 0.85, "nvlink5": 0.74}
 
 
@@ -129,7 +129,7 @@ def nvls_costs(nvlink: str) -> CollectiveCosts:
     """NCCL's NVLS costs for GPUs of NVLink generation ``nvlink``.
 
     NCCL's model charges NVLS one latency, ``hwLat[NVLINK][NVLS][Simple]`` = 25 us, with no
-    per-step term and ``baseLat`` 0 (fact sheet 7.1-7.3); it is the base here. Its bandwidth
+    per-step term and ``baseLat`` 0 (docs/hardware.md §7.1-7.3); it is the base here. Its bandwidth
     is the NVLink bandwidth times ``nvlsEfficiency``, here the wire efficiency.
 
     >>> c = nvls_costs("nvlink4")

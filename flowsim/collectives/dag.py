@@ -49,7 +49,7 @@ from flowsim.errors import InputError, whole_number
 from flowsim.workload import Workload
 
 #: NCCL's Simple-protocol slot: ``DEFAULT_BUFFSIZE`` (4 MiB) over ``NCCL_STEPS`` (8)
-#: ([NCCL] device.h, fact sheet 7.1).
+#: ([NCCL] device.h, docs/hardware.md §7.1).
 NCCL_SLOT_BYTES = (1 << 22) // 8
 
 #: Most slices the default slicing cuts a ring step's message into.

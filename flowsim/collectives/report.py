@@ -1,6 +1,6 @@
 """nccl-tests-style reporting: algbw, busbw and a sweep over message sizes.
 
-Definitions from nccl-tests ``doc/PERFORMANCE.md`` ([NT-PERF], fact sheet 6.1, SPEC
+Definitions from nccl-tests ``doc/PERFORMANCE.md`` ([NT-PERF], docs/hardware.md §6.1, docs/model.md
 "Collectives"): for a collective of ``S`` bytes taking ``t``, ``algbw = S / t`` and
 ``busbw = algbw x factor``, with factor ``2(n - 1)/n`` for all-reduce, ``(n - 1)/n`` for
 all-gather, reduce-scatter and all-to-all, and 1 for broadcast, reduce and send. ``S`` is the

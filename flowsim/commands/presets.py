@@ -1,7 +1,7 @@
 """``flowsim presets``: the server presets, link technologies and switch models flowsim knows.
 
-Every rate is per direction, with the source it comes from (keys of the project's hardware
-fact sheet, ``shared/reference/hardware.md``). ``--only`` picks one table.
+Every rate is per direction, with the source it comes from (keys of ``docs/hardware.md``).
+``--only`` picks one table.
 """
 
 from __future__ import annotations

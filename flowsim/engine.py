@@ -11,8 +11,6 @@ from flowsim.fairshare import DEFAULT_TIE_REL_TOL, FairShareProblem, check_flow_
 from flowsim.result import SimulationResult
 from flowsim.routes import Routes, count_routes
 from flowsim_kernels.dag import find_cycle_member
-from flowsim_kernels.progress import deferred_interrupt
-from flowsim_kernels.progress import finish as progress_done
 from flowsim_kernels.engine import (
     RECORD_LINKS,
     RECORD_LINKS_AND_FLOWS,
@@ -20,6 +18,8 @@ from flowsim_kernels.engine import (
     EngineInput,
     simulate_flows,
 )
+from flowsim_kernels.progress import deferred_interrupt
+from flowsim_kernels.progress import finish as progress_done
 
 #: Events within this relative distance of each other are handled as one instant (docs/model.md "Time").
 DEFAULT_TIME_REL_TOL = 1e-12

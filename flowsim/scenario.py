@@ -96,8 +96,8 @@ from flowsim.result import SimulationResult
 from flowsim.routes import Routes
 from flowsim.routing import METHODS, NoRouteError, Router
 from flowsim.tomlcheck import Where, join, show
-from flowsim.training import SCHEDULES, ParallelStep, TrainingStep, data_parallel_step, parallel_step
 from flowsim.topology import NodeKind, Topology, TopologyBuilder
+from flowsim.training import SCHEDULES, ParallelStep, TrainingStep, data_parallel_step, parallel_step
 from flowsim.workload import Workload
 
 __all__ = ["FLOW_COLUMNS", "Options", "Scenario", "ScenarioRun", "load_scenario", "parse_scenario",

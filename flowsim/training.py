@@ -50,9 +50,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from flowsim.collectives import CollectiveCosts
+from flowsim.collectives.placement import collective_workload
 from flowsim.errors import InputError, whole_number
 from flowsim.hardware import LinkTier
-from flowsim.collectives.placement import collective_workload
 from flowsim.pipeline import RunResult, run
 from flowsim.topology import NodeKind, Topology
 from flowsim.workload import Workload

@@ -297,7 +297,7 @@ def plot_history(
     ax = fig.add_subplot()
     for i, size in enumerate(np.unique(rows["size_bytes"][selected]).tolist()):
         these = np.flatnonzero(selected & (rows["size_bytes"] == size))
-        times = [datetime.datetime.fromtimestamp(when[c], datetime.timezone.utc) for c in rows["check_id"][these]]
+        times = [datetime.datetime.fromtimestamp(when[c], datetime.UTC) for c in rows["check_id"][these]]
         ax.plot(times, rows["ratio"][these], marker="o", color=f"C{i % 10}", label=_size_label(size))
     ax.axhline(1.0, color="0.5", linewidth=1)
     ax.axhline(1.0 - float(thresholds[-1]), color="C3", linestyle="--", linewidth=1, label="flag below")

@@ -32,8 +32,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from flowsim.errors import InputError
 from flowsim.collectives.report import bus_factor
+from flowsim.errors import InputError
 
 __all__ = ["BINARIES", "Measurement", "NcclTestLog", "RankInfo", "TestRow", "line_error", "parse_nccl_log"]
 

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from flowsim.collectives.builders import COLLECTIVES
-from flowsim.errors import InputError, whole_number
 from flowsim.collectives.placement import collective_time
+from flowsim.errors import InputError, whole_number
 from flowsim.routing import Router
 from flowsim.topology import Topology
 

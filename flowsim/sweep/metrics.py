@@ -9,10 +9,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from flowsim.collectives.report import busbw_Bps
 from flowsim.errors import InputError
 from flowsim.fairshare import SATURATED_REL_TOL
 from flowsim.hardware import LinkTier
-from flowsim.collectives.report import busbw_Bps
 from flowsim.routes import Routes
 from flowsim.scenario import ScenarioRun
 from flowsim.training import exposed_communication_s, step_time_s

@@ -100,8 +100,10 @@ class SimulationResult(FlowTimes):
         n = indptr.shape[0] - 1
         if not 0 <= i < n:  # a negative index would slice the wrong pieces, or none
             raise IndexError(f"{kind} {i} out of range: there are {n} ({kind}s 0..{n - 1})")
+        start, end, rate = self.segment_start_s, self.segment_end_s, self.segment_rate_Bps
+        assert start is not None and end is not None and rate is not None  # recorded with any indptr
         lo, hi = indptr[i], indptr[i + 1]
-        return self.segment_start_s[lo:hi], self.segment_end_s[lo:hi], self.segment_rate_Bps[lo:hi]
+        return start[lo:hi], end[lo:hi], rate[lo:hi]
 
     def summary(self) -> dict[str, int | float]:
         """Makespan, flow-completion-time percentiles and link figures as plain floats, and

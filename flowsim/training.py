@@ -527,7 +527,16 @@ def _column(values: Sequence[float], what: str) -> np.ndarray:
 def _chain_buckets(parts: list[tuple[int, float, float, Workload]]) -> Workload:
     """One workload of the buckets' all-reduces, each starting no earlier than its gradients
     are ready and only after the previous bucket's all-reduce has finished."""
-    names, src, dst, size, start, deps, delay, overhead, weight, cap = ([] for _ in range(10))
+    names: list[str] = []
+    src: list[str] = []
+    dst: list[str] = []
+    deps: list[list[int]] = []
+    size: list[np.ndarray] = []
+    start: list[np.ndarray] = []
+    delay: list[np.ndarray] = []
+    overhead: list[np.ndarray] = []
+    weight: list[np.ndarray] = []
+    cap: list[np.ndarray] = []
     tags: dict[str, list[str]] = {"phase": [], "bucket": []}
     previous_sinks: list[int] = []
     for k, at, _, w in parts:
@@ -565,7 +574,7 @@ def _checkpoint(topology: Topology, ranks: Sequence[str], bytes_per_rank: float,
     dst = [targets[i % len(targets)] for i in range(len(ranks))]
     return Workload.build(
         [f"checkpoint.{r}" for r in ranks], list(ranks), dst, [bytes_per_rank] * len(ranks),
-        start_s=start_s, tags={"phase": ["checkpoint"] * len(ranks), "bucket": [""] * len(ranks)},
+        start_s=[start_s] * len(ranks), tags={"phase": ["checkpoint"] * len(ranks), "bucket": [""] * len(ranks)},
     )
 
 
@@ -719,8 +728,8 @@ class _Flows:
                   "cap": np.inf}
         for column, value in values.items():
             self.columns[column].append(value)
-        for key, value in zip(_TAGS, tags):
-            self.tags[key].append(value)
+        for key, tag in zip(_TAGS, tags):
+            self.tags[key].append(tag)
         return len(self.names) - 1
 
     def advance(self, rank: str, point: _Point, seconds: float) -> _Point:

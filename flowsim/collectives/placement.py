@@ -221,6 +221,7 @@ def collective_time(
     if router is None:
         router = Router(topology)
     # "auto" simulates every protocol and keeps the fastest; NVLS has only Simple.
+    protocols: tuple[str, ...]
     if protocol != "auto":
         protocols = (protocol,)
     else:
@@ -237,6 +238,7 @@ def collective_time(
                 collective, plan.algorithm, plan.protocol, plan.model, plan.ranks, float(size_bytes),
                 outcome.makespan_s, plan.costs, outcome,
             )
+    assert best is not None  # at least one protocol was simulated
     return best
 
 

@@ -221,7 +221,10 @@ def _dependency_csr(depends_on, n_flows, flow_names):
             raise InputError("depends_on CSR arrays must hold integers (flow indices)")
         indptr = np.ascontiguousarray(depends_on[0], dtype=np.int64)
         indices = np.ascontiguousarray(depends_on[1], dtype=np.int64)
-        if indptr.shape != (n_flows + 1,) or indptr[0] != 0 or np.any(np.diff(indptr) < 0) or indptr[-1] != indices.size:
+        if (
+            indptr.shape != (n_flows + 1,) or indptr[0] != 0 or np.any(np.diff(indptr) < 0)
+            or indptr[-1] != indices.size
+        ):
             raise InputError("depends_on CSR pointers do not match the flows")
     else:
         if len(depends_on) != n_flows:

@@ -118,7 +118,9 @@ def image_file(path: str | os.PathLike, what: str, *, inputs: Iterable[str | os.
 
         texsystem = rcParams["pgf.texsystem"]
         if shutil.which(texsystem) is None:
-            raise InputError(f"{target}: matplotlib writes .pgf with {texsystem}, which is not on PATH; use .pdf or .svg")
+            raise InputError(
+                f"{target}: matplotlib writes .pgf with {texsystem}, which is not on PATH; use .pdf or .svg"
+            )
     return target
 
 

@@ -38,7 +38,7 @@ class FlowTimes:
         """Flow-completion-time percentiles (s), NaN when there are no flows."""
         if not self.n_flows:
             return {p: float("nan") for p in q}
-        return dict(zip(q, np.percentile(self.fct_s, q).tolist()))
+        return dict(zip(q, np.percentile(self.fct_s, q).tolist(), strict=True))
 
     def link_utilization(self, duration_s: float | None = None) -> np.ndarray:
         """Mean utilization of each link over ``duration_s`` (> 0; default: the makespan,

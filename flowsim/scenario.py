@@ -394,7 +394,7 @@ def read_flow_csv(path: str | os.PathLike, topology: Topology | None = None) -> 
             numeric[column] = _numbers(path, rows, column, columns[column])
     if topology is not None:
         for column in ("src", "dst"):
-            for (line, _), node in zip(rows, columns[column]):
+            for (line, _), node in zip(rows, columns[column], strict=True):
                 if node not in topology.node_index:
                     raise InputError(f"{path}: line {line}, column {column!r}: {node!r} is not a node of the topology")
     depends_on = None
@@ -414,7 +414,7 @@ def read_flow_csv(path: str | os.PathLike, topology: Topology | None = None) -> 
 def _numbers(path: Path, rows: list[tuple[int, list[str]]], column: str, cells: list[str]) -> np.ndarray:
     """Parse one numeric column; empty cells take the column's default."""
     out = np.empty(len(cells))
-    for i, ((line, _), cell) in enumerate(zip(rows, cells)):
+    for i, ((line, _), cell) in enumerate(zip(rows, cells, strict=True)):
         if not cell:
             if _FLOW_DEFAULTS[column] is None:
                 raise InputError(f"{path}: line {line}, column {column!r}: empty; expected a number")

@@ -416,7 +416,9 @@ def parse_nccl_log(path_or_text: str | os.PathLike, *, collective: str | None = 
     missing = sorted(set(range(len(ranks))) - set(ranks))
     if missing:
         last_rank = max(r.line for r in ranks.values())
-        raise line_error(source, last_rank, f"the rank lines up to here list {len(ranks)} ranks but not rank {missing[0]}")
+        raise line_error(
+            source, last_rank, f"the rank lines up to here list {len(ranks)} ranks but not rank {missing[0]}"
+        )
     if layout is None:
         raise InputError(
             f"{source}, line {last}: output ends before the '#  size  count  type ...' table header (truncated?)"

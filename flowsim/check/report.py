@@ -234,7 +234,7 @@ def check_log(
     predictions = sweep(
         topology, log.collective, predicted_sizes, dtype="int8", ranks=ranks, algorithm=algorithm, protocol=protocol
     )
-    time_us = {size: p.time_us for size, p in zip(predicted_sizes, predictions)}
+    time_us = {size: p.time_us for size, p in zip(predicted_sizes, predictions, strict=True)}
     checks = []
     for row in log.rows:
         predicted_time = time_us.get(row.size_bytes)

@@ -13,9 +13,8 @@ import math
 
 import pytest
 
-from flowsim.collectives import all_reduce, all_to_all
+from flowsim.collectives import all_reduce, all_to_all, collective_time
 from flowsim.fabrics import build_cluster
-from flowsim.collectives import collective_time
 from flowsim.pipeline import run
 
 FULL_NODES = 128

@@ -172,7 +172,7 @@ def make_baseline(run: Mapping, name: str, *, pytest_options: Mapping, note: str
         "format": BASELINE_FORMAT,
         "version": BASELINE_VERSION,
         "name": name,
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "note": note,
         "pytest_options": dict(pytest_options),
         "machine": run.get("machine_info", {}),

@@ -36,7 +36,7 @@ def find_version(package_dir: Path) -> str:
         return project["version"]
     init = package_dir / "__init__.py"
     for dist in importlib.metadata.distributions(name="flowsim"):
-        if Path(dist.locate_file("flowsim/__init__.py")).resolve() == init:
+        if Path(str(dist.locate_file("flowsim/__init__.py"))).resolve() == init:
             return dist.version
     return UNKNOWN
 

@@ -249,13 +249,18 @@ class BatchProblem:
         tie_rel_tol = check_tie_rel_tol(tie_rel_tol)
         cuda = resolve_backend(backend) == "cuda"
         rate = np.empty((self.n_instances, self.n_flows), dtype=np.float64)
+        # The kernels take one row for all instances where they share their values.
+        capacity, weight, cap = (
+            a[:1] if a.strides[0] == 0 else a for a in (self.capacity_Bps, self.weight, self.cap_Bps)
+        )
         args = (
             self.routes.flow_link_indptr,
             self.routes.flow_link_indices,
             self.link_flow_indptr,
             self.link_flow_indices,
-            # The kernels take one row for all instances where they share their values.
-            *(a[:1] if a.strides[0] == 0 else a for a in (self.capacity_Bps, self.weight, self.cap_Bps)),
+            capacity,
+            weight,
+            cap,
         )
         if cuda:
             from flowsim_kernels.cuda_maxmin import max_min_fair_batch_cuda

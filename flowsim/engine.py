@@ -11,8 +11,6 @@ from flowsim.fairshare import DEFAULT_TIE_REL_TOL, FairShareProblem, check_flow_
 from flowsim.result import SimulationResult
 from flowsim.routes import Routes, count_routes
 from flowsim_kernels.dag import find_cycle_member
-from flowsim_kernels.progress import deferred_interrupt
-from flowsim_kernels.progress import finish as progress_done
 from flowsim_kernels.engine import (
     RECORD_LINKS,
     RECORD_LINKS_AND_FLOWS,
@@ -20,6 +18,8 @@ from flowsim_kernels.engine import (
     EngineInput,
     simulate_flows,
 )
+from flowsim_kernels.progress import deferred_interrupt
+from flowsim_kernels.progress import finish as progress_done
 
 #: Events within this relative distance of each other are handled as one instant (docs/model.md "Time").
 DEFAULT_TIME_REL_TOL = 1e-12
@@ -221,7 +221,10 @@ def _dependency_csr(depends_on, n_flows, flow_names):
             raise InputError("depends_on CSR arrays must hold integers (flow indices)")
         indptr = np.ascontiguousarray(depends_on[0], dtype=np.int64)
         indices = np.ascontiguousarray(depends_on[1], dtype=np.int64)
-        if indptr.shape != (n_flows + 1,) or indptr[0] != 0 or np.any(np.diff(indptr) < 0) or indptr[-1] != indices.size:
+        if (
+            indptr.shape != (n_flows + 1,) or indptr[0] != 0 or np.any(np.diff(indptr) < 0)
+            or indptr[-1] != indices.size
+        ):
             raise InputError("depends_on CSR pointers do not match the flows")
     else:
         if len(depends_on) != n_flows:

@@ -30,7 +30,7 @@ def read_text_file(path, what: str) -> str:
 def relative_tolerance(name: str, value: object) -> float:
     """``value`` as a float; an :class:`InputError` naming ``name`` unless it is a real number
     (not a bool) in [0, 1)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= value < 1.0:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= float(value) < 1.0:
         raise InputError(f"{name} must be a number in [0, 1), got {value!r}")
     return float(value)
 
@@ -118,7 +118,9 @@ def image_file(path: str | os.PathLike, what: str, *, inputs: Iterable[str | os.
 
         texsystem = rcParams["pgf.texsystem"]
         if shutil.which(texsystem) is None:
-            raise InputError(f"{target}: matplotlib writes .pgf with {texsystem}, which is not on PATH; use .pdf or .svg")
+            raise InputError(
+                f"{target}: matplotlib writes .pgf with {texsystem}, which is not on PATH; use .pdf or .svg"
+            )
     return target
 
 

@@ -81,9 +81,7 @@ def _spread(n_lower: int, up_each: int, ports_each: int) -> int | None:
 
 def _add_switch_links(b: TopologyBuilder, lower: str, upper: str, n_cables: int, clos: _Clos) -> None:
     rate = n_cables * link_rate(clos.switch.technology, figure=clos.figure)
-    common = {"latency_s": clos.switch.hop_latency_s, "technology": clos.switch.technology}
-    b.add_link(lower, upper, rate, **common)
-    b.add_link(upper, lower, rate, **common)
+    b.add_cable(lower, upper, rate, latency_s=clos.switch.hop_latency_s, technology=clos.switch.technology)
 
 
 def _add_leaves(b: TopologyBuilder, leaves: Sequence[tuple[str, Sequence[_Endpoint]]], clos: _Clos) -> None:

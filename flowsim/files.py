@@ -14,7 +14,7 @@ from flowsim_kernels.progress import deferred_interrupt
 try:
     import fcntl
 except ImportError:  # Windows: no advisory locks through fcntl
-    fcntl = None
+    fcntl = None  # type: ignore[assignment]  # the module or None; `locked` checks which
 
 __all__ = ["locked", "replaced_atomically"]
 

@@ -92,10 +92,10 @@ def _utilization_panels(fig, trace: Trace, links: np.ndarray, names: list[str], 
     """One panel per link; returns the bottom one."""
     fig.set_size_inches(9, 1.2 + 0.9 * links.size)
     axes = fig.subplots(links.size, 1, sharex=True, squeeze=False)[:, 0]
-    for i, (ax, link, name) in enumerate(zip(axes, links.tolist(), names)):
+    for i, (ax, link, name) in enumerate(zip(axes, links.tolist(), names, strict=True)):
         start, end, rate = trace.link_segments(link)
         edges, values = [0.0], []
-        for s, e, u in zip(start.tolist(), end.tolist(), (rate / trace.link_capacity_Bps[link]).tolist()):
+        for s, e, u in zip(start.tolist(), end.tolist(), (rate / trace.link_capacity_Bps[link]).tolist(), strict=True):
             if s > edges[-1]:
                 values.append(0.0)
                 edges.append(s)

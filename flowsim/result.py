@@ -38,7 +38,7 @@ class FlowTimes:
         """Flow-completion-time percentiles (s), NaN when there are no flows."""
         if not self.n_flows:
             return {p: float("nan") for p in q}
-        return dict(zip(q, np.percentile(self.fct_s, q).tolist()))
+        return dict(zip(q, np.percentile(self.fct_s, q).tolist(), strict=True))
 
     def link_utilization(self, duration_s: float | None = None) -> np.ndarray:
         """Mean utilization of each link over ``duration_s`` (> 0; default: the makespan,
@@ -100,8 +100,10 @@ class SimulationResult(FlowTimes):
         n = indptr.shape[0] - 1
         if not 0 <= i < n:  # a negative index would slice the wrong pieces, or none
             raise IndexError(f"{kind} {i} out of range: there are {n} ({kind}s 0..{n - 1})")
+        start, end, rate = self.segment_start_s, self.segment_end_s, self.segment_rate_Bps
+        assert start is not None and end is not None and rate is not None  # recorded with any indptr
         lo, hi = indptr[i], indptr[i + 1]
-        return self.segment_start_s[lo:hi], self.segment_end_s[lo:hi], self.segment_rate_Bps[lo:hi]
+        return start[lo:hi], end[lo:hi], rate[lo:hi]
 
     def summary(self) -> dict[str, int | float]:
         """Makespan, flow-completion-time percentiles and link figures as plain floats, and

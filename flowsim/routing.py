@@ -203,7 +203,7 @@ class Router:
         fallback[nodes] = np.where(local >= 0, server_nodes[node_indptr[t.node_server[nodes]] + local], -1)
         ends = np.flatnonzero(endpoint & in_server)
         endpoint_indptr, server_endpoints = _group(t.node_server[ends], n_servers, ends)
-        tables = {
+        server_tables = {
             "node_local": node_local,
             "server_class": server_class,
             "server_p2p": t.server_p2p.astype(np.int64),
@@ -218,7 +218,7 @@ class Router:
             "link_end_sum": end_sum,
             "staging": staging,
         }
-        return tables, fallback
+        return server_tables, fallback
 
     def _class_tables(
         self, local_nodes: np.ndarray, links: np.ndarray, node_local: np.ndarray, m: int, k: int, endpoint: np.ndarray
@@ -556,8 +556,8 @@ def validate_routes(topology: Topology, routes: Routes, src: Nodes, dst: Nodes) 
     InputError
         Naming the first bad flow, the link that breaks it and the node it should leave.
     """
-    s = topology.node_ids(src)
-    d = topology.node_ids(dst)
+    s = topology.node_ids(_node_list(src, "src"))
+    d = topology.node_ids(_node_list(dst, "dst"))
     if routes.n_links != topology.n_links:
         raise InputError(f"routes are over {routes.n_links} links but the topology has {topology.n_links}")
     if s.size != routes.n_flows or d.size != routes.n_flows:

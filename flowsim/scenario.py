@@ -81,7 +81,9 @@ import os
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from enum import Enum
 from pathlib import Path
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -96,12 +98,14 @@ from flowsim.result import SimulationResult
 from flowsim.routes import Routes
 from flowsim.routing import METHODS, NoRouteError, Router
 from flowsim.tomlcheck import Where, join, show
-from flowsim.training import SCHEDULES, ParallelStep, TrainingStep, data_parallel_step, parallel_step
 from flowsim.topology import NodeKind, Topology, TopologyBuilder
+from flowsim.training import SCHEDULES, ParallelStep, TrainingStep, data_parallel_step, parallel_step
 from flowsim.workload import Workload
 
 __all__ = ["FLOW_COLUMNS", "Options", "Scenario", "ScenarioRun", "load_scenario", "parse_scenario",
            "rates_problem", "read_flow_csv", "route_scenario", "run_scenario"]
+
+E = TypeVar("E", bound=Enum)
 
 #: Flow-list CSV columns flowsim reads as numbers or dependencies; the first four are required.
 FLOW_COLUMNS = ("name", "src", "dst", "size_bytes", "start_s", "depends_on", "delay_s", "overhead_s",
@@ -256,7 +260,7 @@ def _cluster_topology(where: Where, table: Mapping) -> Topology:
     return _call_builder(where, build_cluster, params, {"system": system, "figure": figure}, "topology", keys)
 
 
-def _enum(where: Where, table: Mapping, key: str, prefix: str, enum) -> int:
+def _enum(where: Where, table: Mapping, key: str, prefix: str, enum: type[E]) -> E:
     names = [m.name.lower() for m in enum]
     return enum[where.choice(table, key, prefix, names).upper()]
 
@@ -266,12 +270,12 @@ def _explicit_topology(where: Where, table: Mapping) -> Topology:
     b = TopologyBuilder()
     servers: dict[str, int] = {}
     server_tables = where.tables(table["servers"], "topology.servers") if "servers" in table else []
-    for i, server in enumerate(server_tables):
+    for i, server_table in enumerate(server_tables):
         key = f"topology.servers[{i}]"
-        where.only(server, ("name", "p2p"), key)
-        name = where.string(server, "name", key)
+        where.only(server_table, ("name", "p2p"), key)
+        name = where.string(server_table, "name", key)
         try:
-            servers[name] = b.add_server(name, p2p=where.boolean(server, "p2p", key, True))
+            servers[name] = b.add_server(name, p2p=where.boolean(server_table, "p2p", key, True))
         except InputError as err:
             raise where.error(key, str(err)) from None
     nodes = where.tables(table.get("nodes"), "topology.nodes")
@@ -309,21 +313,21 @@ def _add_link(where: Where, b: TopologyBuilder, link: Mapping, key: str) -> None
     where.only(link, ("src", "dst", "capacity_Bps", "latency_s", "technology", "tier", "shared", "duplex", "name"), key)
     src, dst = where.string(link, "src", key), where.string(link, "dst", key)
     capacity = where.number(link, "capacity_Bps", key)
-    options = {
-        "latency_s": where.number(link, "latency_s", key, 0.0),
-        "technology": where.string(link, "technology", key),
-        "tier": _enum(where, link, "tier", key, LinkTier) if "tier" in link else None,
-    }
+    latency = where.number(link, "latency_s", key, 0.0)
+    technology = where.string(link, "technology", key)
+    tier = _enum(where, link, "tier", key, LinkTier) if "tier" in link else None
     shared = where.boolean(link, "shared", key, False)
     duplex = where.boolean(link, "duplex", key, False)
     if duplex and ("name" in link or shared):
         raise where.error(key, "a duplex link is two directed links with default names; drop 'name' and 'shared'")
     try:
         if duplex:
-            b.add_cable(src, dst, capacity, **options)
+            b.add_cable(src, dst, capacity, latency_s=latency, technology=technology, tier=tier)
         else:
             name = where.string(link, "name", key) if "name" in link else None
-            b.add_link(src, dst, capacity, shared=shared, name=name, **options)
+            b.add_link(
+                src, dst, capacity, latency_s=latency, technology=technology, tier=tier, shared=shared, name=name
+            )
     except InputError as err:
         raise where.error(key, str(err)) from None
 
@@ -390,7 +394,7 @@ def read_flow_csv(path: str | os.PathLike, topology: Topology | None = None) -> 
             numeric[column] = _numbers(path, rows, column, columns[column])
     if topology is not None:
         for column in ("src", "dst"):
-            for (line, _), node in zip(rows, columns[column]):
+            for (line, _), node in zip(rows, columns[column], strict=True):
                 if node not in topology.node_index:
                     raise InputError(f"{path}: line {line}, column {column!r}: {node!r} is not a node of the topology")
     depends_on = None
@@ -410,7 +414,7 @@ def read_flow_csv(path: str | os.PathLike, topology: Topology | None = None) -> 
 def _numbers(path: Path, rows: list[tuple[int, list[str]]], column: str, cells: list[str]) -> np.ndarray:
     """Parse one numeric column; empty cells take the column's default."""
     out = np.empty(len(cells))
-    for i, ((line, _), cell) in enumerate(zip(rows, cells)):
+    for i, ((line, _), cell) in enumerate(zip(rows, cells, strict=True)):
         if not cell:
             if _FLOW_DEFAULTS[column] is None:
                 raise InputError(f"{path}: line {line}, column {column!r}: empty; expected a number")
@@ -524,12 +528,13 @@ def _training(where: Where, topology: Topology, table: Mapping, key: str) -> Tra
         )
     where.only(table, (*_TRAINING_KEYS, "forward_s", *_PARALLEL_KEYS), key)
     layers = where.integer(table, "layers", key, 1)
-    columns = ("layer_backward_s", "layer_grad_bytes")
+    columns: tuple[str, ...] = ("layer_backward_s", "layer_grad_bytes")
     if parallel:
         columns = ("layer_forward_s", *columns)
-    per_layer = {column: _per_layer(where, table, key, column, layers) for column in columns}
+    # Keyword arguments of parallel_step or data_parallel_step, which check them.
+    per_layer: dict[str, Any] = {column: _per_layer(where, table, key, column, layers) for column in columns}
     ranks = _ranks(where, topology, table, key)
-    common = dict(
+    common: dict[str, Any] = dict(
         bucket_bytes=where.number(table, "bucket_bytes", key, 25 * 2**20),
         ranks=ranks,
         algorithm=where.string(table, "algorithm", key, "ring"),
@@ -789,12 +794,16 @@ def run_scenario(scenario: Scenario, progress: Callable[[str], None] | None = No
 def _without_link_segments(result: SimulationResult) -> SimulationResult:
     """``result`` with its flow rate segments only: the engine records flow rates together
     with link rates, and a scenario that asked for no link rates must not get them."""
-    lo = int(result.flow_segment_indptr[0])
+    indptr, start, end, rate = (
+        result.flow_segment_indptr, result.segment_start_s, result.segment_end_s, result.segment_rate_Bps
+    )
+    assert indptr is not None and start is not None and end is not None and rate is not None  # flows recorded
+    lo = int(indptr[0])
     return replace(
         result,
         link_segment_indptr=None,
-        segment_start_s=result.segment_start_s[lo:],
-        segment_end_s=result.segment_end_s[lo:],
-        segment_rate_Bps=result.segment_rate_Bps[lo:],
-        flow_segment_indptr=result.flow_segment_indptr - lo,
+        segment_start_s=start[lo:],
+        segment_end_s=end[lo:],
+        segment_rate_Bps=rate[lo:],
+        flow_segment_indptr=indptr - lo,
     )

@@ -354,11 +354,11 @@ class TopologyBuilder:
         if not -1 <= server < len(self._server_names):
             raise InputError(f"node {name!r}: unknown server id {server}")
         try:  # checked before anything is added, so that a refused node leaves no trace
-            kind = int(NodeKind(kind))
+            kind_id = int(NodeKind(kind))
         except ValueError:
             raise InputError(f"node {name!r}: unknown kind {kind!r}") from None
         self._node_index[name] = len(self._node_kind)
-        self._node_kind.append(kind)
+        self._node_kind.append(kind_id)
         self._node_server.append(int(server))
         self._node_nic.append(-1)
         return self._node_index[name]
@@ -413,7 +413,7 @@ class TopologyBuilder:
                 f"link {name!r}: capacity_Bps and latency_s must be numbers, got {capacity_Bps!r} and {latency_s!r}"
             ) from None
         try:
-            tier = int(LinkTier(tier))
+            tier_id = int(LinkTier(tier))
         except ValueError:
             raise InputError(f"link {name!r}: unknown tier {tier!r}") from None
         self._link_index[name] = len(self._link_src)
@@ -422,7 +422,7 @@ class TopologyBuilder:
         self._link_capacity.append(capacity)
         self._link_latency.append(latency)
         self._link_technology.append(technology)
-        self._link_tier.append(tier)
+        self._link_tier.append(tier_id)
         self._link_shared.append(bool(shared))
         return self._link_index[name]
 
@@ -437,8 +437,10 @@ class TopologyBuilder:
         tier: LinkTier | None = None,
     ) -> tuple[int, int]:
         """Add a full-duplex cable as two links, ``a->b`` and ``b->a``; returns their ids."""
-        common = {"latency_s": latency_s, "technology": technology, "tier": tier}
-        return self.add_link(a, b, capacity_Bps, **common), self.add_link(b, a, capacity_Bps, **common)
+        return (
+            self.add_link(a, b, capacity_Bps, latency_s=latency_s, technology=technology, tier=tier),
+            self.add_link(b, a, capacity_Bps, latency_s=latency_s, technology=technology, tier=tier),
+        )
 
     def add_topology(self, other: Topology, *, prefix: str, server_names: Iterable[str] | None = None) -> int:
         """Copy all of ``other`` in, node names prefixed; returns the first new node id.
@@ -487,17 +489,17 @@ class TopologyBuilder:
         """The checked, frozen :class:`Topology`."""
         return Topology(
             node_names=tuple(self._node_index),
-            node_kind=self._node_kind,
-            node_server=self._node_server,
-            node_nic=self._node_nic,
+            node_kind=np.array(self._node_kind, dtype=np.int64),
+            node_server=np.array(self._node_server, dtype=np.int64),
+            node_nic=np.array(self._node_nic, dtype=np.int64),
             server_names=tuple(self._server_names),
-            server_p2p=self._server_p2p,
+            server_p2p=np.array(self._server_p2p, dtype=np.bool_),
             link_names=tuple(self._link_index),
-            link_src=self._link_src,
-            link_dst=self._link_dst,
-            link_capacity_Bps=self._link_capacity,
-            link_latency_s=self._link_latency,
+            link_src=np.array(self._link_src, dtype=np.int64),
+            link_dst=np.array(self._link_dst, dtype=np.int64),
+            link_capacity_Bps=np.array(self._link_capacity, dtype=np.float64),
+            link_latency_s=np.array(self._link_latency, dtype=np.float64),
             link_technology=tuple(self._link_technology),
-            link_tier=self._link_tier,
-            link_shared=self._link_shared,
+            link_tier=np.array(self._link_tier, dtype=np.int64),
+            link_shared=np.array(self._link_shared, dtype=np.bool_),
         )

@@ -74,6 +74,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import h5py
 import numba
@@ -432,8 +433,10 @@ class Trace(FlowTimes):
             raise InputError(f"{self.path}: link rates were not recorded in this trace")
         if not 0 <= link < self.topology.n_links:
             raise IndexError(f"link {link} out of range: there are {self.topology.n_links}")
+        start, end, rate = self.link_segment_start_s, self.link_segment_end_s, self.link_segment_rate_Bps
+        assert start is not None and end is not None and rate is not None  # read with the indptr
         lo, hi = self.link_segment_indptr[link], self.link_segment_indptr[link + 1]
-        return self.link_segment_start_s[lo:hi], self.link_segment_end_s[lo:hi], self.link_segment_rate_Bps[lo:hi]
+        return start[lo:hi], end[lo:hi], rate[lo:hi]
 
     def route(self, flow: int) -> np.ndarray:
         """The link ids of one flow's route, in order."""
@@ -633,7 +636,7 @@ def _read_topology(path: Path, g: h5py.Group) -> Topology:
     try:
         return Topology(
             node_names=tuple(names["node"]), server_names=tuple(names["server"]), link_names=tuple(names["link"]),
-            **columns,
+            link_technology=tuple(columns.pop("link_technology")), **columns,
         )
     except InputError as err:
         raise _open_error(path, f"damaged topology in trace: {err}") from None
@@ -739,7 +742,7 @@ def _read_trace(path: Path, root: h5py.File, metadata: Mapping[str, object]) -> 
     return Trace(
         path=path,
         metadata=metadata,
-        scenario_text=metadata.get("scenario_text", ""),
+        scenario_text=cast(str, metadata.get("scenario_text", "")),  # a str: checked by _check_header
         topology=topology,
         names=_unique(path, flows, "name", per_flow),
         src=_ids(path, flows, "src", per_flow, topology.n_nodes, "nodes"),

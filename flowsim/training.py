@@ -50,9 +50,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from flowsim.collectives import CollectiveCosts
+from flowsim.collectives.placement import collective_workload
 from flowsim.errors import InputError, whole_number
 from flowsim.hardware import LinkTier
-from flowsim.collectives.placement import collective_workload
 from flowsim.pipeline import RunResult, run
 from flowsim.topology import NodeKind, Topology
 from flowsim.workload import Workload
@@ -350,7 +350,8 @@ def data_parallel_step(
         ranks = tuple(topology.node_names[g] for g in topology.gpus())
     workload = _chain_buckets(parts)
     if checkpoint_bytes_per_rank > 0:
-        workload = Workload.concat([workload, _checkpoint(topology, ranks, checkpoint_bytes_per_rank, checkpoint_start_s)])
+        checkpoint = _checkpoint(topology, ranks, checkpoint_bytes_per_rank, checkpoint_start_s)
+        workload = Workload.concat([workload, checkpoint])
     return TrainingStep(
         workload,
         float(forward_s + backward.sum()),
@@ -527,7 +528,16 @@ def _column(values: Sequence[float], what: str) -> np.ndarray:
 def _chain_buckets(parts: list[tuple[int, float, float, Workload]]) -> Workload:
     """One workload of the buckets' all-reduces, each starting no earlier than its gradients
     are ready and only after the previous bucket's all-reduce has finished."""
-    names, src, dst, size, start, deps, delay, overhead, weight, cap = ([] for _ in range(10))
+    names: list[str] = []
+    src: list[str] = []
+    dst: list[str] = []
+    deps: list[list[int]] = []
+    size: list[np.ndarray] = []
+    start: list[np.ndarray] = []
+    delay: list[np.ndarray] = []
+    overhead: list[np.ndarray] = []
+    weight: list[np.ndarray] = []
+    cap: list[np.ndarray] = []
     tags: dict[str, list[str]] = {"phase": [], "bucket": []}
     previous_sinks: list[int] = []
     for k, at, _, w in parts:
@@ -561,11 +571,13 @@ def _chain_buckets(parts: list[tuple[int, float, float, Workload]]) -> Workload:
 def _checkpoint(topology: Topology, ranks: Sequence[str], bytes_per_rank: float, start_s: float) -> Workload:
     targets = [topology.node_names[i] for i in topology.nodes_of_kind(NodeKind.STORAGE)]
     if not targets:
-        raise InputError("checkpoint writes need storage targets in the topology (build_cluster(..., storage_targets=N))")
+        raise InputError(
+            "checkpoint writes need storage targets in the topology (build_cluster(..., storage_targets=N))"
+        )
     dst = [targets[i % len(targets)] for i in range(len(ranks))]
     return Workload.build(
         [f"checkpoint.{r}" for r in ranks], list(ranks), dst, [bytes_per_rank] * len(ranks),
-        start_s=start_s, tags={"phase": ["checkpoint"] * len(ranks), "bucket": [""] * len(ranks)},
+        start_s=[start_s] * len(ranks), tags={"phase": ["checkpoint"] * len(ranks), "bucket": [""] * len(ranks)},
     )
 
 
@@ -719,8 +731,8 @@ class _Flows:
                   "cap": np.inf}
         for column, value in values.items():
             self.columns[column].append(value)
-        for key, value in zip(_TAGS, tags):
-            self.tags[key].append(value)
+        for key, tag in zip(_TAGS, tags, strict=True):
+            self.tags[key].append(tag)
         return len(self.names) - 1
 
     def advance(self, rank: str, point: _Point, seconds: float) -> _Point:
@@ -768,14 +780,14 @@ class _Flows:
                 deps[i] = list(point.deps) + deps[i]
                 start[offset + i] = max(start[offset + i], point.start_s)
         self.deps.extend(deps)
-        for key, value in zip(_TAGS, tags):
+        for key, value in zip(_TAGS, tags, strict=True):
             self.tags[key].extend([value] * len(template.names))
         return [offset + k for k in template.sinks]
 
     def zero_time_makespan_s(self) -> float:
         """When the last flow would finish if every flow took no time once ready."""
         end: list[float] = []
-        for start, deps, delay in zip(self.columns["start"], self.deps, self.columns["delay"]):
+        for start, deps, delay in zip(self.columns["start"], self.deps, self.columns["delay"], strict=True):
             end.append(max(start, max(end[d] for d in deps) + delay) if deps else start)
         return float(max(end, default=0.0))
 

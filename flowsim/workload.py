@@ -110,7 +110,7 @@ class Workload:
         offsets = np.cumsum([0] + [len(p) for p in parts])
         keys = sorted({k for p in parts for k in p.tags})
         depends_on: list[list[int]] = []
-        for p, off in zip(parts, offsets):
+        for p, off in zip(parts, offsets[:-1], strict=True):  # the last offset is the total
             for i in range(len(p)):
                 depends_on.append((p.dep_indices[p.dep_indptr[i] : p.dep_indptr[i + 1]] + off).tolist())
         return cls.build(

@@ -10,10 +10,9 @@ import numba
 import numpy as np
 import pytest
 
-from flowsim import InputError, Routes, max_min_rates
-from flowsim import batched
-from flowsim.fairshare import FairShareProblem
+from flowsim import InputError, Routes, batched, max_min_rates
 from flowsim.batched import BackendUnavailable, BatchProblem, available_backends, resolve_backend, solve_batch
+from flowsim.fairshare import FairShareProblem
 from instances import parking_lot_kernel_arguments, random_batch
 from reference import max_min_reference
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import flowsim.collectives.dag as collective_dag
+from flowsim.check import parse_nccl_log
 from flowsim.collectives import (
     COLLECTIVES,
     MAX_PIPELINE_SLICES,
@@ -22,6 +23,7 @@ from flowsim.collectives import (
     all_to_all,
     broadcast,
     build_collective,
+    collective_time,
     hierarchical_all_reduce,
     mesh_rings,
     nccl_costs,
@@ -31,11 +33,9 @@ from flowsim.collectives import (
     reduce_scatter,
     rotated_rings,
     send,
+    send_pair,
     tree_all_reduce,
 )
-from flowsim.check import parse_nccl_log
-from flowsim.errors import InputError
-from flowsim.fabrics import build_cluster
 from flowsim.collectives.report import (
     algbw_Bps,
     bus_factor,
@@ -46,7 +46,8 @@ from flowsim.collectives.report import (
     rows_to_json,
     sweep,
 )
-from flowsim.collectives import collective_time, send_pair
+from flowsim.errors import InputError
+from flowsim.fabrics import build_cluster
 from flowsim.pipeline import run
 from flowsim.presets import DGX1_NVLINK_COUNTS, preset
 from flowsim.routing import Router

@@ -23,10 +23,10 @@ import pytest
 import flowsim.sweep
 from flowsim import batched, max_min_rates
 from flowsim.batched import BackendUnavailable, BatchProblem, available_backends
+from flowsim.collectives.report import busbw_Bps
 from flowsim.commands import sweep as sweep_cli
 from flowsim.errors import InputError
 from flowsim.hardware import LinkTier
-from flowsim.collectives.report import busbw_Bps
 from flowsim.routing import Router
 from flowsim.scenario import load_scenario, run_scenario, scenario_from_document
 from flowsim.sweep import (

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from flowsim.fabrics import build_cluster
-from flowsim.collectives.report import busbw_Bps
 from flowsim.collectives import collective_time
+from flowsim.collectives.report import busbw_Bps
+from flowsim.fabrics import build_cluster
 from flowsim.presets import preset
 
 CSV = Path(__file__).resolve().parents[1] / "data" / "validation" / "nccl_busbw.csv"

@@ -1,6 +1,5 @@
 """flowsim.__version__: pyproject.toml is the one place the version is written."""
 
-import sys
 import tomllib
 from pathlib import Path
 

@@ -178,7 +178,9 @@ def _append_check(f, report: CheckReport) -> int:
             "measured_time_in_us": [r.measured_time_in_us for r in rows],
             "predicted_time_us": [nan(r.predicted_time_us) for r in rows],
             "predicted_busbw_GBps": [nan(r.predicted_busbw_GBps) for r in rows],
-            "ratio": [np.nan if r.ratio_out is None else min(r.ratio_out, r.ratio_in) for r in rows],
+            "ratio": [
+                np.nan if r.ratio_out is None or r.ratio_in is None else min(r.ratio_out, r.ratio_in) for r in rows
+            ],
             "flagged": [r.flagged for r in rows],
         },
     )
@@ -287,7 +289,7 @@ def plot_history(
         keep &= checks["system"] == system.replace("-", "_")
     if not keep.any():
         raise InputError(f"{history.path}: no check of {binary}{'' if system is None else ' on ' + system}")
-    when = dict(zip(checks["check_id"][keep].tolist(), checks["time_unix"][keep].tolist()))
+    when = dict(zip(checks["check_id"][keep].tolist(), checks["time_unix"][keep].tolist(), strict=True))
     thresholds = checks["threshold"][keep]
     rows = history.rows
     selected = np.isin(rows["check_id"], list(when)) & np.isfinite(rows["ratio"])
@@ -297,7 +299,8 @@ def plot_history(
     ax = fig.add_subplot()
     for i, size in enumerate(np.unique(rows["size_bytes"][selected]).tolist()):
         these = np.flatnonzero(selected & (rows["size_bytes"] == size))
-        times = [datetime.datetime.fromtimestamp(when[c], datetime.timezone.utc) for c in rows["check_id"][these]]
+        # An object array of datetimes, as matplotlib makes of a list (its stubs take arrays only).
+        times = np.array([datetime.datetime.fromtimestamp(when[c], datetime.UTC) for c in rows["check_id"][these]])
         ax.plot(times, rows["ratio"][these], marker="o", color=f"C{i % 10}", label=_size_label(size))
     ax.axhline(1.0, color="0.5", linewidth=1)
     ax.axhline(1.0 - float(thresholds[-1]), color="C3", linestyle="--", linewidth=1, label="flag below")

@@ -32,8 +32,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from flowsim.errors import InputError
 from flowsim.collectives.report import bus_factor
+from flowsim.errors import InputError
 
 __all__ = ["BINARIES", "Measurement", "NcclTestLog", "RankInfo", "TestRow", "line_error", "parse_nccl_log"]
 
@@ -365,8 +365,8 @@ def parse_nccl_log(path_or_text: str | os.PathLike, *, collective: str | None = 
                 raise line_error(source, number, "a second nccl-tests run starts here; give one run per check")
             if starting:
                 binary = starting.group(1).rsplit("/", 1)[-1]
-            elif _VERSION.match(stripped):
-                version = _VERSION.match(stripped).group(1)
+            elif version_match := _VERSION.match(stripped):
+                version = version_match.group(1)
             elif nthread:
                 header = (int(nthread.group(1)), int(nthread.group(2)), number)
             elif stripped.replace("#", "").strip().startswith("Rank"):
@@ -394,10 +394,10 @@ def parse_nccl_log(path_or_text: str | os.PathLike, *, collective: str | None = 
                 if header is None:
                     raise line_error(source, number, "table header before the '# nThread ... nGpus ...' line")
                 layout = _layout(stripped, source, number)
-            elif _AVG.match(stripped):
+            elif avg_match := _AVG.match(stripped):
                 if layout is None:
                     raise line_error(source, number, "'# Avg bus bandwidth' line before any table header")
-                avg = _measured(_AVG.match(stripped).group(1), source, number, "Avg bus bandwidth")
+                avg = _measured(avg_match.group(1), source, number, "Avg bus bandwidth")
             continue
         if layout is not None and avg is None and re.match(r"^\d+\s", stripped + " "):
             rows.append(_row(stripped, source, number, layout, in_place_first))
@@ -416,7 +416,9 @@ def parse_nccl_log(path_or_text: str | os.PathLike, *, collective: str | None = 
     missing = sorted(set(range(len(ranks))) - set(ranks))
     if missing:
         last_rank = max(r.line for r in ranks.values())
-        raise line_error(source, last_rank, f"the rank lines up to here list {len(ranks)} ranks but not rank {missing[0]}")
+        raise line_error(
+            source, last_rank, f"the rank lines up to here list {len(ranks)} ranks but not rank {missing[0]}"
+        )
     if layout is None:
         raise InputError(
             f"{source}, line {last}: output ends before the '#  size  count  type ...' table header (truncated?)"

@@ -18,10 +18,10 @@ from dataclasses import asdict, dataclass, field
 
 from flowsim.check.parse import NcclTestLog, RankInfo, line_error, parse_nccl_log
 from flowsim.collectives import resolve_algorithm
+from flowsim.collectives.placement import send_pair
+from flowsim.collectives.report import busbw_Bps, sweep
 from flowsim.errors import InputError, whole_number
 from flowsim.fabrics import build_cluster
-from flowsim.collectives.report import busbw_Bps, sweep
-from flowsim.collectives.placement import send_pair
 
 __all__ = ["CheckReport", "RowCheck", "check_log", "check_nccl_log"]
 
@@ -81,7 +81,7 @@ class CheckReport:
     figure: str
     fabric: str
     rows: tuple[RowCheck, ...]
-    checked_at: str = field(default_factory=lambda: datetime.datetime.now(datetime.timezone.utc).isoformat())
+    checked_at: str = field(default_factory=lambda: datetime.datetime.now(datetime.UTC).isoformat())
 
     @property
     def flagged(self) -> tuple[RowCheck, ...]:
@@ -234,7 +234,7 @@ def check_log(
     predictions = sweep(
         topology, log.collective, predicted_sizes, dtype="int8", ranks=ranks, algorithm=algorithm, protocol=protocol
     )
-    time_us = {size: p.time_us for size, p in zip(predicted_sizes, predictions)}
+    time_us = {size: p.time_us for size, p in zip(predicted_sizes, predictions, strict=True)}
     checks = []
     for row in log.rows:
         predicted_time = time_us.get(row.size_bytes)

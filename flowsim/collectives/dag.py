@@ -86,15 +86,16 @@ class _FlowDag:
         self.step: list[str] = []
         self.channel: list[str] = []
 
-    def _server(self, rank: str) -> Hashable:
+    def _server(self, servers: Mapping[str, Hashable], rank: str) -> Hashable:
         try:
-            return self.servers[rank]
+            return servers[rank]
         except KeyError:
             raise InputError(f"collective {self.name!r}: rank {rank!r} has no server in `servers`") from None
 
     def step_latency(self, src: str, dst: str) -> float:
         """The per-step latency of a message from ``src`` to ``dst``: inter- or intra-server."""
-        inter = self.servers is not None and self._server(src) != self._server(dst)
+        servers = self.servers
+        inter = servers is not None and self._server(servers, src) != self._server(servers, dst)
         return self.costs.inter_step_s if inter else self.costs.intra_step_s
 
     def add(
@@ -177,14 +178,14 @@ def _check_orders(
 ) -> list[tuple[str, ...]]:
     if orders is None:
         return [ranks] * channels
-    orders = [tuple(o) for o in orders]
-    if len(orders) != channels:
-        raise InputError(f"{what}: {len(orders)} ring orders for {channels} channels")
+    checked = [tuple(o) for o in orders]
+    if len(checked) != channels:
+        raise InputError(f"{what}: {len(checked)} ring orders for {channels} channels")
     members = set(ranks)
-    for c, order in enumerate(orders):
+    for c, order in enumerate(checked):
         if len(order) != len(ranks) or set(order) != members:
             raise InputError(f"{what}: ring order of channel {c} is not a permutation of the ranks")
-    return orders
+    return checked
 
 
 def _slices(slices: int | None, piece_bytes: float, what: str, most: int) -> int:
@@ -379,9 +380,9 @@ def _tree_all_reduce(
     n = len(units)
     for t, parent in enumerate(_double_binary_tree(n)):
         children: list[list[int]] = [[] for _ in range(n)]
-        for i, up in enumerate(parent):
-            if up >= 0:
-                children[up].append(i)
+        for i, above in enumerate(parent):
+            if above >= 0:
+                children[above].append(i)
         root = parent.index(-1)
         top_down = [root]
         for node in top_down:

@@ -150,7 +150,7 @@ def _nvls_switch(topology: Topology, ranks: Sequence[str], switch: str | None) -
 def rank_servers(topology: Topology, ranks: Sequence[str]) -> dict[str, str]:
     """Server name of each rank; a node outside every server is a server of its own."""
     servers = topology.node_server[topology.node_ids(ranks)].tolist()
-    return {r: topology.server_names[s] if s >= 0 else r for r, s in zip(ranks, servers)}
+    return {r: topology.server_names[s] if s >= 0 else r for r, s in zip(ranks, servers, strict=True)}
 
 
 def collective_time(
@@ -221,6 +221,7 @@ def collective_time(
     if router is None:
         router = Router(topology)
     # "auto" simulates every protocol and keeps the fastest; NVLS has only Simple.
+    protocols: tuple[str, ...]
     if protocol != "auto":
         protocols = (protocol,)
     else:
@@ -237,6 +238,7 @@ def collective_time(
                 collective, plan.algorithm, plan.protocol, plan.model, plan.ranks, float(size_bytes),
                 outcome.makespan_s, plan.costs, outcome,
             )
+    assert best is not None  # at least one protocol was simulated
     return best
 
 
@@ -315,7 +317,9 @@ def collective_workload(
     refused = [key for key, value in given.items() if value is not None and key not in entry.options]
     if refused:
         takes = ", ".join(sorted(entry.options)) or "no layout options"
-        raise InputError(f"bad parameters for {collective}: {entry.name} takes no {', '.join(refused)} (it takes {takes})")
+        raise InputError(
+            f"bad parameters for {collective}: {entry.name} takes no {', '.join(refused)} (it takes {takes})"
+        )
     if ranks is None:
         gpus = [topology.node_names[g] for g in topology.gpus()]
         ranks = send_pair(topology, gpus) if collective == "send" else gpus

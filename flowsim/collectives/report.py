@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from flowsim.collectives.builders import COLLECTIVES
-from flowsim.errors import InputError, whole_number
 from flowsim.collectives.placement import collective_time
+from flowsim.errors import InputError, whole_number
 from flowsim.routing import Router
 from flowsim.topology import Topology
 
@@ -225,14 +225,14 @@ def format_table(rows: Sequence[NcclRow], title: str = "") -> str:
         ("size", "count", "type", "redop", "root", "proto", "time", "algbw", "busbw"),
         ("(B)", "(elements)", "", "", "", "", "(us)", "(GB/s)", "(GB/s)"),
     ):
-        lines.append("#" + " ".join(f"{name:>{width}}" for name, width in zip(names, _WIDTHS)).rstrip())
+        lines.append("#" + " ".join(f"{name:>{width}}" for name, width in zip(names, _WIDTHS, strict=True)).rstrip())
     for r in rows:
         values = (r.size_bytes, r.count, r.dtype, r.redop, r.root, r.protocol)
         numbers = (r.time_us, r.algbw_GBps, r.busbw_GBps)
         lines.append(
-            " ".join(f"{v:>{w}}" for v, w in zip(values, (12, *_WIDTHS[1:6])))
+            " ".join(f"{v:>{w}}" for v, w in zip(values, (12, *_WIDTHS[1:6]), strict=True))
             + " "
-            + " ".join(f"{v:>{w}.2f}" for v, w in zip(numbers, _WIDTHS[6:]))
+            + " ".join(f"{v:>{w}.2f}" for v, w in zip(numbers, _WIDTHS[6:], strict=True))
         )
     if rows:
         average = sum(r.busbw_GBps for r in rows) / len(rows)

@@ -21,10 +21,10 @@ from pathlib import Path
 
 from flowsim.check import BINARIES, append_history, check_nccl_log, history_file, history_plot_file, plot_history
 from flowsim.collectives import PROTOCOLS
+from flowsim.collectives.report import parse_size
 from flowsim.errors import InputError
 from flowsim.fabrics import FABRICS
 from flowsim.hardware import FIGURES
-from flowsim.collectives.report import parse_size
 from flowsim.presets import preset_names
 
 __all__ = ["add_parser", "check_command"]

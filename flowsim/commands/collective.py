@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 
 from flowsim.collectives import ALGORITHMS, COLLECTIVES, MODELS, PROTOCOLS, STEP_MESSAGE_LIMIT, resolve_algorithm
+from flowsim.collectives.report import DTYPE_BYTES, format_table, message_sizes, rows_to_json, sweep
 from flowsim.fabrics import FABRICS, build_cluster
 from flowsim.hardware import FIGURES
-from flowsim.collectives.report import DTYPE_BYTES, format_table, message_sizes, rows_to_json, sweep
 from flowsim.presets import preset_names
 from flowsim.routing import METHODS
 

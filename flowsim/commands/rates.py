@@ -42,7 +42,7 @@ def rates_command(args: argparse.Namespace) -> int:
     backend = resolve_backend(args.backend)
     rates = problem.solve(backend)
     print(f"# {scenario.name}: {flows.size:,} flows over {t.n_links:,} links, all at once ({backend} backend)")
-    for scale, capacity, rate in zip(scales, problem.capacity_Bps, rates):
+    for scale, capacity, rate in zip(scales, problem.capacity_Bps, rates, strict=True):
         load = routes.per_link_sum(rate)
         saturated = np.flatnonzero(load >= capacity * (1 - SATURATED_REL_TOL))
         by_flows = np.bincount(routes.flow_link_indices, minlength=t.n_links)[saturated]

@@ -78,7 +78,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser = subparsers.add_parser("run", help="simulate a scenario file and write an HDF5 trace", description=__doc__)
     parser.add_argument("scenario", type=Path, help="a TOML scenario file")
     parser.add_argument(
-        "-o", "--output", type=Path, default=None, help="trace to write (default: the scenario file's name with .h5, here)"
+        "-o", "--output", type=Path, default=None,
+        help="trace to write (default: the scenario file's name with .h5, here)",
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress notes on stderr")
     parser.set_defaults(func=run_command)

@@ -112,7 +112,7 @@ def run_sweep(
     in this process (see the module docstring); ``wall_s`` then holds a share of each batch's
     solve time.
     """
-    inputs = (sweep.source, sweep.scenario_path, *sweep.files)
+    inputs: tuple[str | Path, ...] = (sweep.source, sweep.scenario_path, *sweep.files)
     output = output_file(output, "the results table", inputs=inputs)
     journal = output_file(journal_path(output), "the sweep journal", inputs=inputs)
     if sweep.solve == "rates":
@@ -159,6 +159,7 @@ def run_sweep(
             results = solver.records(todo)
         else:
             engine: Engine
+            assert workers is not None  # set above for solve = "time", the mode without a solver
             work = todo + retrace
             if dask is not None:
                 engine = resources.enter_context(dask_engine(dask, workers))

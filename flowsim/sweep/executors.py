@@ -71,29 +71,41 @@ def process_pool(runner: Runner, tasks: Iterator[RunTask], n_tasks: int, workers
     while True:
         lost: list[RunTask] = []  # in flight when the pool broke
         later: list[list[RunTask]] = []  # taken from ``batches`` after it broke
-        with _pool(workers) as pool:
-
-            def submit(batch: list[RunTask]) -> concurrent.futures.Future:
-                if not lost:
-                    try:
-                        return pool.submit(_execute_batch, runner, batch)
-                    except BrokenProcessPool:
-                        pass
-                later.append(batch)
-                return _done([])
-
-            def collect(future: concurrent.futures.Future, batch: list[RunTask]) -> list[RunRecord]:
-                try:
-                    return future.result()
-                except BrokenProcessPool:
-                    lost.extend(batch)
-                    return []
-
-            yield from _windowed(submit, _first_done, batches, 4 * workers, collect)
+        yield from _on_one_pool(runner, batches, workers, lost, later)
         if not lost:
             return
         yield from _one_at_a_time(runner, lost)
         batches = iter(later)
+
+
+def _on_one_pool(
+    runner: Runner,
+    batches: Iterator[list[RunTask]],
+    workers: int,
+    lost: list[RunTask],
+    later: list[list[RunTask]],
+) -> Iterator[list[RunRecord]]:
+    """Run ``batches`` on a new pool; if it breaks, the batches in flight are added to
+    ``lost`` and those taken after it broke to ``later``."""
+    with _pool(workers) as pool:
+
+        def submit(batch: list[RunTask]) -> concurrent.futures.Future:
+            if not lost:
+                try:
+                    return pool.submit(_execute_batch, runner, batch)
+                except BrokenProcessPool:
+                    pass
+            later.append(batch)
+            return _done([])
+
+        def collect(future: concurrent.futures.Future, batch: list[RunTask]) -> list[RunRecord]:
+            try:
+                return future.result()
+            except BrokenProcessPool:
+                lost.extend(batch)
+                return []
+
+        yield from _windowed(submit, _first_done, batches, 4 * workers, collect)
 
 
 def _one_at_a_time(runner: Runner, tasks: list[RunTask]) -> Iterator[list[RunRecord]]:

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from flowsim.collectives.report import busbw_Bps
 from flowsim.errors import InputError
 from flowsim.fairshare import SATURATED_REL_TOL
 from flowsim.hardware import LinkTier
-from flowsim.collectives.report import busbw_Bps
 from flowsim.routes import Routes
 from flowsim.scenario import ScenarioRun
 from flowsim.training import exposed_communication_s, step_time_s
@@ -41,7 +41,9 @@ def _tier_utilization(tier: LinkTier, reduce: Callable[[np.ndarray], float]) -> 
 def only_collective(document: Mapping) -> Mapping:
     """The ``[[workload.collective]]`` table of a workload made of just one collective."""
     workload = document.get("workload")
-    collectives = workload.get("collective") if isinstance(workload, dict) else None
+    if not isinstance(workload, dict):
+        workload = {}
+    collectives = workload.get("collective")
     if not isinstance(collectives, list) or len(collectives) != 1 or "flows" in workload:
         raise InputError("busbw_Bps needs a workload of exactly one [[workload.collective]] and no flow list")
     return collectives[0]

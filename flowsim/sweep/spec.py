@@ -446,14 +446,14 @@ def parse_sweep(text: str, *, source: str = "<string>", base_dir: str | os.PathL
     n_zip = len(next(iter(zipped.values()))) if zipped else 1
     n_runs = math.prod(len(values) for values in grid.values()) * n_zip * len(random_points)
     if n_runs > MAX_RUNS:
-        sizes = [*(f"{len(values):,} values of sweep.grid.{path}" for path, values in grid.items()),
+        factors = [*(f"{len(values):,} values of sweep.grid.{path}" for path, values in grid.items()),
                  *([f"{n_zip:,} of sweep.zip"] if zipped else []),
                  *([f"{len(random_points):,} samples"] if random_paths else [])]
-        raise where.error("sweep", f"{n_runs:,} runs ({' x '.join(sizes)}); a sweep may have at most {MAX_RUNS:,}: "
+        raise where.error("sweep", f"{n_runs:,} runs ({' x '.join(factors)}); a sweep may have at most {MAX_RUNS:,}: "
                                    "split it into several sweeps")
     new = {key: fields for path, key in keys.items() if (fields := _check_path(where, document, path, key))}
-    grid_points = [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
-    zip_points = [dict(zip(zipped, values)) for values in zip(*zipped.values())] or [{}]
+    grid_points = [dict(zip(grid, values, strict=True)) for values in itertools.product(*grid.values())]
+    zip_points = [dict(zip(zipped, values, strict=True)) for values in zip(*zipped.values(), strict=True)] or [{}]
     runs, files = _runs(document, solve, scenario_path.resolve().parent, grid_points, zip_points, random_points)
     sweep = Sweep(
         source=source,

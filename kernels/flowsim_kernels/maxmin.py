@@ -293,7 +293,9 @@ def progressive_fill(
             for s in range(start, start + link_slot_count[link]):
                 f = slot_flow[s]
                 if in_fill[f] and not frozen[f]:
-                    _freeze(f, level * weight[f], weight[f], flow_link_indptr, flow_link_indices, frozen, rate_Bps, state)
+                    _freeze(
+                        f, level * weight[f], weight[f], flow_link_indptr, flow_link_indices, frozen, rate_Bps, state
+                    )
                     n_left -= 1
 
         next_cap, n_left = _freeze_caps(

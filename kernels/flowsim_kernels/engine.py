@@ -7,8 +7,8 @@ residual capacity the other flows leave.
 
 from collections import namedtuple
 
-import numpy as np
 import numba
+import numpy as np
 from numba import njit
 
 from flowsim_kernels.csr import csr_transpose

@@ -201,7 +201,57 @@ def simulate_flows(
     :func:`progressive_fill`; 1.03 to 1.08 rounds per batch on average on a fat-tree at 50
     to 80% load) plus, per round, a few passes over the region's routes and one over the
     slots of each touched link.
+
+    The loop runs in these phases, each under a numbered comment header in the code, with
+    what each reads and writes:
+
+    0. Set-up, once: the per-flow rows (``weight``, ``cap_Bps``, ``rate``, ``new_rate``,
+       ``least``), the slot pool (``link_slot_*``, ``slot_*``, ``inc_slot``), dependents
+       and ``n_waiting``, ``route_latency``, the per-link rows of ``state``, the region's
+       and prediction's workspaces, the event heap with every flow free of dependencies,
+       the completion heap and the segment arrays.
+    1. Next instant: the earliest key of either heap; stops on a time that is not finite
+       (``overflow``) or on a held-back Ctrl-C seen by the poll (``numba.objmode``, every
+       ``poll_every`` units of work).
+    2. Take the events up to ``now + time_rel_tol * |now|``: writes ``ready_s``,
+       ``transfer_start_s``, ``finish_s``, ``phase``, ``settled_at`` and ``n_waiting``;
+       arriving flows take a slot per link (``grow_block`` may move blocks), finishing
+       ones give theirs up; lists ``arrivals`` and ``departures``; pushes and pops both
+       heaps.
+    3. Seed the region: touches the departures' links (``link_mark``, ``touched``) and
+       joins the arrivals (``in_region``, ``region``, their slots at rate 0 and level -1);
+       sets ``threshold`` and ``shifted`` from their rates and least levels.
+    4. Predict (incremental): spreads ``link_push`` and ``link_fills`` from link to link
+       through ``link_stack``, caches ``seed_fill`` and ``seed_overflow``, and joins the
+       flows predicted to move; reads the slots, ``link_sat_level``, ``link_load`` and
+       caps. Full mode joins every active flow instead.
+    5. Rounds until the check passes. (a) Fill: sums ``fixed_load`` and ``fixed_top`` of
+       newly touched links, the region's bounds (``region_weight``, ``least``,
+       ``region_least``, ``region_load``) and the residuals in ``state`` (inf for links the
+       region cannot fill, the rest listed in ``fill_links``), runs
+       :func:`progressive_fill` into ``new_rate`` (using ``frozen`` and the fill
+       workspaces), then ``new_load`` and ``new_sat_level``. (b) Check: reads the new and
+       old saturation levels, slots and rates; marks ``visit_stamp`` (new ``stamp``) and
+       lists the flows that must move in ``to_join`` (``pending``), with ``lowest_move``.
+       (c) Widen: settles region flows below ``lowest_move`` (``settled``,
+       ``settled_list``; their slots and the fixed sums take their new rates), joins the
+       listed flows (``rejoined`` if settled before), takes them out of the fixed sums and
+       re-sums the links where one was the top.
+    6. Commit: settled flows back into the region; when recording, the departures'
+       pieces (``split_*`` and ``piece_*`` in a coarse time window) and flows'; each
+       region flow's slots take its new rate, and a changed rate settles ``remaining`` and
+       ``settled_at`` and moves the flow's completion; each touched link takes
+       ``new_load`` and ``new_sat_level`` (recording the piece that ends) and its marks
+       (``link_mark``, ``link_push``, ``link_fills``, ``seed_*``) are cleared.
+
+    The phases stay in one function, not in inlined helpers over a NamedTuple of these
+    arrays: split that way (bit-identical results) the loop ran 1.15 to 2 times as long on
+    the fat-tree benchmarks (80% load: 5.6 s against 3.9 s; 50%: 1.6 s against 0.8 s), as
+    each phase, at each batch, reference-counts every array it takes from the workspace
+    (the compiled loop keeps 562 ``NRT_incref`` calls against 129), and its first call
+    compiled in about 34 s against 24 to 30 s.
     """
+    # --- 0. set-up: workspaces and queues, once per run ---------------------------------------
     n_flows = inp.flow_link_indptr.shape[0] - 1
     n_links = inp.capacity_Bps.shape[0]
     n_inc = inp.flow_link_indices.shape[0]
@@ -327,6 +377,7 @@ def simulate_flows(
     next_poll = poll_every
     overflow = -1
     while n_ev > 0 or n_fin > 0:
+        # --- 1. next instant: stop on overflow or Ctrl-C, report progress ---------------------
         now = _next_time(ev_keys, n_ev, fin_keys, n_fin)
         if not now < np.inf:
             # Times beyond float64's range (huge sizes or times, tiny rates) cannot be ordered.
@@ -341,6 +392,8 @@ def simulate_flows(
                 interrupted = poll(show_progress, n_finished, n_flows, now, n_events)
             if interrupted:
                 break
+
+        # --- 2. take the instant's events: flows take or leave their slots --------------------
         limit = now + time_rel_tol * abs(now)
         n_arr = 0
         n_dep = 0
@@ -413,7 +466,7 @@ def simulate_flows(
         if n_arr == 0 and n_dep == 0:
             continue
 
-        # --- choose the region to re-solve --------------------------------------------------
+        # --- 3. seed the region: touch the departures' links, join the arrivals ---------------
         n_updates += 1
         n_region = 0
         n_touched = 0
@@ -439,6 +492,7 @@ def simulate_flows(
             n_region, n_touched = _join(
                 f, in_region, region, n_region, fl_ptr, fl_idx, inc_slot, slot_val, link_mark, touched, n_touched
             )
+        # --- 4. predict the flows that move (incremental), or take all (full) -----------------
         if incremental:
             # Predict which flows move by following the change from saturated link to
             # saturated link, on the old levels: where one loses load, the flows at its top
@@ -525,10 +579,11 @@ def simulate_flows(
                         link_mark, touched, n_touched,
                     )
 
-        # --- solve, check, widen ---------------------------------------------------------------
+        # --- 5. fill, check and widen the region until the check passes -----------------------
         n_summed = 0  # touched[:n_summed] have their fixed load and top level summed
         n_settled = 0
         while True:
+            # --- 5a. fill: fixed sums, bounds, progressive fill, new loads --------------------
             for j in range(n_summed, n_touched):
                 link = touched[j]
                 fixed_load[link], fixed_top[link] = _fixed_sums(link, link_slot_start, link_slot_count, slot_val)
@@ -596,6 +651,7 @@ def simulate_flows(
                 saturated = new_load[link] >= capacity[link] * (1.0 - _CHECK_REL_TOL)
                 new_sat_level[link] = max(fixed_top[link], region_top[link]) if saturated else -1.0
 
+            # --- 5b. check: list the flows without a bottleneck, and their blockers -----------
             # Fixed flows that were bottlenecked on a link (at its top level) keep that
             # bottleneck unless the link lost its saturation or a flow now tops them there.
             stamp += 1
@@ -655,6 +711,8 @@ def simulate_flows(
                             n_join += 1
             if n_join == 0:
                 break
+
+            # --- 5c. widen: settle the flows below the lowest move, join the listed -----------
             # Re-solved flows below every level that must still move keep their new rates
             # (below a moving level the filling runs as it did): they are settled, treated
             # as fixed at their new rates and checked like the others until the commit.
@@ -704,7 +762,7 @@ def simulate_flows(
                 if fixed_top[link] == np.inf:
                     fixed_load[link], fixed_top[link] = _fixed_sums(link, link_slot_start, link_slot_count, slot_val)
 
-        # --- commit --------------------------------------------------------------------------
+        # --- 6. commit: rates, pieces, completions, link loads and marks ----------------------
         for i in range(n_settled):
             g = settled_list[i]
             if settled[g]:

@@ -44,17 +44,21 @@ Format
         ``name``: a prefix for the flow names (needed when two collectives would otherwise
         share names); ``start_s``: added to every flow's start time. The collective is laid
         out by :func:`flowsim.collectives.collective_workload`, as ``flowsim collective``
-        and training steps lay it out, with its options as keys: ``algorithm``,
-        ``protocol``, ``channels``, ``slices``, ``model``, and the overrides ``orders``
-        (one ring order per channel), ``servers`` (a table of rank = server name),
-        ``switch`` (NVLS: an NVSwitch node of the topology) and ``root`` (broadcast,
-        reduce). Left out, each is chosen from the topology as those commands choose it.
+        and training steps lay it out, with its options as keys: ``algorithm`` and
+        ``protocol`` (default ``"auto"``: what NCCL's tuner picks), ``nccl_env`` (a table of
+        NCCL_* = "value" the choice follows, as NCCL's environment), ``nccl_version``,
+        ``channels``, ``slices``, ``model``, and the overrides ``orders`` (one ring order per
+        channel), ``servers`` (a table of rank = server name), ``switch`` (NVLS: an NVSwitch
+        node of the topology) and ``root`` (broadcast, reduce). Left out, each is chosen from
+        the topology as those commands choose it.
     ``[workload.training]`` (see :mod:`flowsim.training`)
         One training step over the topology's GPUs (or ``ranks``): ``layers`` (count) and
         ``layer_backward_s`` / ``layer_grad_bytes`` (one number for every layer, or a list of
         ``layers`` numbers) are required; ``bucket_bytes`` (default 25 MiB), ``ranks``,
-        ``algorithm`` (gradient all-reduce algorithm, default ``"ring"``),
-        ``checkpoint_bytes_per_rank`` and ``checkpoint_start_s`` are optional. Alone, or with
+        ``algorithm`` (gradient all-reduce algorithm, default ``"auto"``: NCCL's choice),
+        ``protocol`` (default ``"auto"``), ``nccl_env`` (a table of NCCL_* = "value"),
+        ``nccl_version``, ``checkpoint_bytes_per_rank`` and ``checkpoint_start_s`` are
+        optional. Alone, or with
         ``forward_s``, it is a data-parallel step (:func:`flowsim.training.data_parallel_step`).
         With any of ``tp``, ``pp``, ``dp``, ``layer_forward_s`` (then required, per layer like
         ``layer_backward_s``), ``n_microbatches``, ``schedule`` (``"1f1b"`` or ``"gpipe"``),
@@ -87,6 +91,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from flowsim.collectives.constants import DEFAULT_NCCL_VERSION
 from flowsim.engine import DEFAULT_TIME_REL_TOL, MODES
 from flowsim.errors import InputError, read_text_file
 from flowsim.fabrics import build_cluster
@@ -446,6 +451,15 @@ def _check_servers(where: Where, servers: object, key: str) -> None:
         raise where.error(key, f"expected a table of rank = server name (strings), got {show(servers)}")
 
 
+def _check_nccl_env(where: Where, env: object, key: str) -> None:
+    """``nccl_env``: a table of NCCL_* variable = string value, as in NCCL's environment."""
+    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+        raise where.error(key, f"expected a table of NCCL_NAME = \"value\" (strings), got {show(env)}")
+    bad = [k for k in env if not k.startswith("NCCL_")]
+    if bad:
+        raise where.error(f"{key}.{bad[0]}", "is not an NCCL_ variable")
+
+
 def _renamed(workload: Workload, prefix: str, start_s: float) -> Workload:
     """``workload`` with every flow name prefixed by ``prefix.`` and ``start_s`` added to
     every start time."""
@@ -466,7 +480,8 @@ def _renamed(workload: Workload, prefix: str, start_s: float) -> Workload:
 
 # Keys of [[workload.collective]] besides op, size_bytes, ranks, name and start_s: the
 # options of flowsim.collectives.collective_workload that a TOML value can hold.
-_COLLECTIVE_OPTIONS = ("algorithm", "protocol", "channels", "slices", "model", "orders", "servers", "switch", "root")
+_COLLECTIVE_OPTIONS = ("algorithm", "protocol", "channels", "slices", "model", "orders", "servers", "switch", "root",
+                       "nccl_env", "nccl_version")
 
 
 def _collective(where: Where, topology: Topology, table: Mapping, key: str) -> Workload:
@@ -483,6 +498,8 @@ def _collective(where: Where, topology: Topology, table: Mapping, key: str) -> W
     options = {k: table[k] for k in _COLLECTIVE_OPTIONS if k in table}
     if "servers" in options:
         _check_servers(where, options["servers"], f"{key}.servers")
+    if "nccl_env" in options:
+        _check_nccl_env(where, options["nccl_env"], f"{key}.nccl_env")
     if "switch" in options:
         try:
             collectives.check_nvswitch(topology, where.string(table, "switch", key))
@@ -504,7 +521,7 @@ def _collective(where: Where, topology: Topology, table: Mapping, key: str) -> W
 
 # Keys of [workload.training] for any step.
 _TRAINING_KEYS = ("layers", "layer_backward_s", "layer_grad_bytes", "bucket_bytes", "ranks", "algorithm",
-                  "checkpoint_bytes_per_rank", "checkpoint_start_s")
+                  "protocol", "nccl_env", "nccl_version", "checkpoint_bytes_per_rank", "checkpoint_start_s")
 # Keys that make [workload.training] a tensor/pipeline/data parallel step (flowsim.training.parallel_step).
 _PARALLEL_KEYS = ("tp", "pp", "dp", "layer_forward_s", "n_microbatches", "schedule", "activation_bytes",
                   "tp_all_reduce_bytes", "tp_algorithm", "tp_across_servers", "slices")
@@ -518,6 +535,13 @@ def _per_layer(where: Where, table: Mapping, key: str, column: str, layers: int)
             raise where.error(join(key, column), f"expected {layers} values (one per layer), got {len(value)}")
         return [where.number({column: v}, column, key) for v in value]
     return [where.number(table, column, key)] * layers
+
+
+def _nccl_env(where: Where, table: Mapping, key: str) -> dict[str, str]:
+    if "nccl_env" not in table:
+        return {}
+    _check_nccl_env(where, table["nccl_env"], join(key, "nccl_env"))
+    return dict(table["nccl_env"])
 
 
 def _training(where: Where, topology: Topology, table: Mapping, key: str) -> TrainingStep | ParallelStep:
@@ -537,7 +561,10 @@ def _training(where: Where, topology: Topology, table: Mapping, key: str) -> Tra
     common: dict[str, Any] = dict(
         bucket_bytes=where.number(table, "bucket_bytes", key, 25 * 2**20),
         ranks=ranks,
-        algorithm=where.string(table, "algorithm", key, "ring"),
+        algorithm=where.string(table, "algorithm", key, "auto"),
+        protocol=where.string(table, "protocol", key, "auto"),
+        nccl_env=_nccl_env(where, table, key),
+        nccl_version=where.string(table, "nccl_version", key, DEFAULT_NCCL_VERSION),
         checkpoint_bytes_per_rank=where.number(table, "checkpoint_bytes_per_rank", key, 0.0),
         checkpoint_start_s=where.number(table, "checkpoint_start_s", key, 0.0),
     )
@@ -555,7 +582,7 @@ def _training(where: Where, topology: Topology, table: Mapping, key: str) -> Tra
             schedule=where.choice(table, "schedule", key, SCHEDULES, "1f1b"),
             activation_bytes=where.number(table, "activation_bytes", key, 0.0),
             tp_all_reduce_bytes=where.number(table, "tp_all_reduce_bytes", key, 0.0),
-            tp_algorithm=where.string(table, "tp_algorithm", key, "ring"),
+            tp_algorithm=where.string(table, "tp_algorithm", key, "auto"),
             tp_across_servers=where.boolean(table, "tp_across_servers", key, False),
         )
     try:

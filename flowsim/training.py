@@ -50,6 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from flowsim.collectives import CollectiveCosts
+from flowsim.collectives.constants import DEFAULT_NCCL_VERSION
 from flowsim.collectives.placement import collective_workload
 from flowsim.errors import InputError, whole_number
 from flowsim.hardware import LinkTier
@@ -292,9 +293,11 @@ def data_parallel_step(
     forward_s: float = 0.0,
     bucket_bytes: float = 25 * 2**20,
     ranks: Sequence[str] | None = None,
-    algorithm: str | None = None,
-    protocol: str = "simple",
+    algorithm: str | None = "auto",
+    protocol: str = "auto",
     costs: CollectiveCosts | None = None,
+    nccl_env: Mapping[str, str] | None = None,
+    nccl_version: str = DEFAULT_NCCL_VERSION,
     checkpoint_bytes_per_rank: float = 0.0,
     checkpoint_start_s: float = 0.0,
 ) -> TrainingStep:
@@ -310,7 +313,7 @@ def data_parallel_step(
         Forward compute before the backward pass starts (s).
     bucket_bytes : float
         Gradient bucket size (bytes, > 0; PyTorch DDP's default is 25 MiB).
-    ranks, algorithm, protocol, costs
+    ranks, algorithm, protocol, costs, nccl_env, nccl_version
         How each bucket is all-reduced, as :func:`flowsim.collectives.collective_workload`.
     checkpoint_bytes_per_rank : float
         Bytes each rank writes to storage (0: no checkpoint). Ranks write to the topology's
@@ -342,7 +345,8 @@ def data_parallel_step(
         if size == 0:
             continue
         plan = collective_workload(
-            topology, "all_reduce", size, ranks=ranks, algorithm=algorithm, protocol=protocol, costs=costs
+            topology, "all_reduce", size, ranks=ranks, algorithm=algorithm, protocol=protocol, costs=costs,
+            nccl_env=nccl_env, nccl_version=nccl_version,
         )
         parts.append((k, at, size, plan.workload))
         ranks = plan.ranks
@@ -376,10 +380,12 @@ def parallel_step(
     bucket_bytes: float = 25 * 2**20,
     ranks: Sequence[str] | None = None,
     tp_across_servers: bool = False,
-    algorithm: str | None = None,
-    tp_algorithm: str | None = None,
-    protocol: str = "simple",
+    algorithm: str | None = "auto",
+    tp_algorithm: str | None = "auto",
+    protocol: str = "auto",
     costs: CollectiveCosts | None = None,
+    nccl_env: Mapping[str, str] | None = None,
+    nccl_version: str = DEFAULT_NCCL_VERSION,
     slices: int | None = None,
     checkpoint_bytes_per_rank: float = 0.0,
     checkpoint_start_s: float = 0.0,
@@ -411,9 +417,10 @@ def parallel_step(
     bucket_bytes : float
         Gradient bucket size (bytes, > 0; PyTorch DDP's default is 25 MiB).
     algorithm, tp_algorithm : str, optional
-        All-reduce algorithm of the gradient buckets and of the TP all-reduces (default:
-        ring), as :func:`flowsim.collectives.collective_workload`.
-    protocol, costs, slices
+        All-reduce algorithm of the gradient buckets and of the TP all-reduces (default
+        ``"auto"``: what NCCL's tuner picks for each size), as
+        :func:`flowsim.collectives.collective_workload`.
+    protocol, costs, slices, nccl_env, nccl_version
         For every collective and send, as :func:`flowsim.collectives.collective_workload`.
         Fewer slices mean fewer flows (a faster simulation) and less pipelining inside each
         message.
@@ -456,7 +463,8 @@ def parallel_step(
 
     def plan(collective: str, group: tuple[str, ...], size: float, chosen: str | None) -> Workload:
         return collective_workload(
-            topology, collective, size, ranks=group, algorithm=chosen, protocol=protocol, costs=costs, slices=slices
+            topology, collective, size, ranks=group, algorithm=chosen, protocol=protocol, costs=costs, slices=slices,
+            nccl_env=nccl_env, nccl_version=nccl_version,
         ).workload
 
     builder = _PipelineBuilder(

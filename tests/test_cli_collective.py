@@ -19,7 +19,8 @@ def test_registers_collective_with_its_handler():
 
 def test_prints_one_row_per_size(capsys):
     assert (
-        flowsim(["collective", "all_reduce", "--system", "dgx-h100", "--nodes", "2", "-b", "8", "-e", "1M", "-f", "4"])
+        flowsim(["collective", "all_reduce", "--system", "dgx-h100", "--nodes", "2", "-b", "8", "-e", "1M", "-f", "4",
+                 "--algorithm", "ring", "--protocol", "simple"])
         == 0
     )
     lines = capsys.readouterr().out.splitlines()
@@ -27,8 +28,11 @@ def test_prints_one_row_per_size(capsys):
     rows = [line.split() for line in lines if not line.startswith("#")]
     assert [int(r[0]) for r in rows] == [8, 32, 128, 512, 2048, 8192, 32768, 131072, 524288]
     assert [int(r[1]) for r in rows] == [s // 4 for s in (8, 32, 128, 512, 2048, 8192, 32768, 131072, 524288)]
-    assert all(r[2:6] == ["float", "sum", "-1", "simple"] for r in rows)
-    busbw = [float(r[8]) for r in rows]
+    assert all(r[2:7] == ["float", "sum", "-1", "ring", "simple"] for r in rows)
+    # NCCL's channels: fewer for small sizes, up to the communicator's 16.
+    channels = [int(r[7]) for r in rows]
+    assert channels == sorted(channels) and channels[0] == 1 and channels[-1] == 16
+    busbw = [float(r[10]) for r in rows]
     assert busbw == sorted(busbw) and busbw[-1] > busbw[0]
     assert lines[-1].startswith("# Avg bus bandwidth")
 
@@ -48,7 +52,9 @@ def test_json_rows(capsys):
         "time_us",
         "algbw_GBps",
         "busbw_GBps",
+        "algorithm",
         "protocol",
+        "channels",
         "model",
     }
     row = out["rows"][-1]
@@ -78,7 +84,8 @@ def test_options_reach_the_model(capsys):
 
 
 def test_model_is_chosen_and_shown_in_the_title(capsys):
-    argv = ["collective", "all_reduce", "--system", "dgx_h100", "--nodes", "2", "-b", "1G", "-e", "1G"]
+    argv = ["collective", "all_reduce", "--system", "dgx_h100", "--nodes", "2", "-b", "1G", "-e", "1G", "--algorithm",
+            "ring"]
     assert flowsim([*argv, "--model", "stream"]) == 0
     title, *_, row, _ = capsys.readouterr().out.splitlines()
     assert title.startswith("# flowsim all_reduce (ring, stream): 2 x dgx_h100, 16 ranks")

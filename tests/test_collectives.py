@@ -419,13 +419,17 @@ def test_collective_time_on_dgx_h100_reaches_the_nvlink_rate():
 def test_small_messages_are_latency_bound_and_busbw_grows_with_size():
     topo = preset("dgx_h100", figure="effective")
     sizes = message_sizes("1K", "1G", 8)
-    rows = sweep(topo, "all_reduce", sizes)
+    rows = sweep(topo, "all_reduce", sizes, algorithm="ring", protocol="simple")
     busbw = [r.busbw_GBps for r in rows]
     assert all(a < b for a, b in itertools.pairwise(busbw))
     # Latency-bound: 1 KiB and 8 KiB take nearly the same time, NCCL's ring latency
-    # (8.4 us base + 14 steps x 3.4 us = 56 us).
-    assert rows[0].time_us == pytest.approx(8.4 + 14 * 3.4, rel=1e-3)
-    assert rows[1].time_us == pytest.approx(rows[0].time_us, rel=1e-2)
+    # (8.4 us base + 14 steps x 3.4 us = 56 us) and, at 1 KiB, 14 steps of 128 B on the one
+    # channel NCCL runs it on, at that channel's share of the bus bandwidth (12 search
+    # channels x 30 GB/s over the communicator's 24 channels = 15 GB/s).
+    assert rows[0].channels == 1
+    assert rows[0].time_us == pytest.approx(8.4 + 14 * 3.4 + 14 * 128 / 15e9 * 1e6, rel=1e-9)
+    # 8 KiB: 14 steps of 1 KiB on that one channel.
+    assert rows[1].time_us == pytest.approx(8.4 + 14 * 3.4 + 14 * 1024 / 15e9 * 1e6, rel=1e-9)
     assert 0.9 * 370.8 < busbw[-1] < 370.8  # approaches the effective NVLink rate (256 MiB)
 
 
@@ -584,7 +588,9 @@ def test_streamed_hierarchical_phases_chain_per_rank():
 @pytest.mark.parametrize("model", ["steps", "stream"])
 def test_large_messages_agree_across_models_on_two_dgx_h100(model):
     topology = build_cluster("dgx_h100", 2, figure="effective")
-    times = {m: collective_time(topology, "all_reduce", 2**30, model=m).time_s for m in ("steps", "stream")}
+    times = {
+        m: collective_time(topology, "all_reduce", 2**30, algorithm="ring", model=m).time_s for m in ("steps", "stream")
+    }
     assert times[model] == pytest.approx(times["steps"], rel=0.02)
 
 

@@ -33,18 +33,27 @@ from flowsim.collectives.builders import (
     build_collective,
     hierarchical_all_reduce,
     nvls_all_reduce,
+    nvls_tree_all_reduce,
     reduce,
     reduce_scatter,
     resolve_algorithm,
     send,
     tree_all_reduce,
 )
-from flowsim.collectives.costs import NVLS_EFFICIENCY, PROTOCOLS, CollectiveCosts, nccl_costs, nvls_costs
+from flowsim.collectives.costs import (
+    NVLS_EFFICIENCY,
+    PROTOCOLS,
+    CollectiveCosts,
+    nccl_costs,
+    nvls_costs,
+    nvls_tree_costs,
+)
 from flowsim.collectives.dag import (
     MAX_PIPELINE_SLICES,
     MAX_RING_SLICES,
     MODELS,
     NCCL_SLOT_BYTES,
+    NVLS_CHUNK_BYTES,
     STEP_MESSAGE_LIMIT,
 )
 from flowsim.collectives.placement import (
@@ -66,6 +75,7 @@ __all__ = [
     "MAX_RING_SLICES",
     "MODELS",
     "NCCL_SLOT_BYTES",
+    "NVLS_CHUNK_BYTES",
     "NVLS_EFFICIENCY",
     "PROTOCOLS",
     "STEP_MESSAGE_LIMIT",
@@ -87,6 +97,8 @@ __all__ = [
     "nccl_costs",
     "nvls_all_reduce",
     "nvls_costs",
+    "nvls_tree_all_reduce",
+    "nvls_tree_costs",
     "rank_servers",
     "reduce",
     "reduce_scatter",

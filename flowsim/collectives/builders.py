@@ -38,6 +38,7 @@ All-to-all, send
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -47,11 +48,13 @@ from flowsim.collectives.costs import CollectiveCosts, nvls_costs
 from flowsim.collectives.dag import (
     MAX_PIPELINE_SLICES,
     MAX_RING_SLICES,
+    NVLS_CHUNK_BYTES,
     Ranks,
     Servers,
     _chain,
     _check_orders,
     _check_ranks,
+    _double_binary_tree,
     _FlowDag,
     _group_by_server,
     _in_order,
@@ -454,9 +457,9 @@ def nvls_all_reduce(
         Default: :func:`nvls_costs` ``("nvlink4")`` (Hopper); give ``nvls_costs("nvlink5")``
         for Blackwell.
 
-    ``model`` as :func:`broadcast`. Other parameters as :func:`all_reduce`; the default
-    slicing is that of chains (:data:`MAX_PIPELINE_SLICES`), since the four messages of a
-    slice follow each other.
+    ``model`` as :func:`broadcast`. Other parameters as :func:`all_reduce`; by default
+    slices are NCCL's NVLS chunk (:data:`NVLS_CHUNK_BYTES`), at most
+    :data:`MAX_PIPELINE_SLICES`, since the four messages of a slice follow each other.
     """
     what = "nvls_all_reduce"
     if costs is None:
@@ -466,7 +469,7 @@ def nvls_all_reduce(
         raise InputError(f"{what}: switch must be the NVSwitch's node name, not a rank, got {switch!r}")
     n = len(ranks)
     chunk = size / n / channels
-    n_slices = _slices(slices, chunk, what, MAX_PIPELINE_SLICES)
+    n_slices = _slices(slices, chunk, what, MAX_PIPELINE_SLICES, NVLS_CHUNK_BYTES)
     piece = chunk / n_slices
     _steps_only(model, channels * n * n_slices * (2 * n + 2), what)
     dag = _FlowDag("all_reduce", costs, None)
@@ -482,6 +485,125 @@ def nvls_all_reduce(
                 store = _in_order(dag, last, "store", label, owner, switch, piece, [result], 2, c)
                 for i, r in enumerate(ranks):
                     _in_order(dag, last, f"multicast.r{i}", label, switch, r, piece, [store], 3, c)
+    return dag.workload("all_reduce")
+
+
+def nvls_tree_all_reduce(
+    ranks: Ranks,
+    size_bytes: float,
+    *,
+    servers: Mapping[str, Hashable],
+    switches: Mapping[Hashable, str],
+    channels: int = 1,
+    slices: int | None = None,
+    costs: CollectiveCosts | None = None,
+    model: str = "auto",
+    tree_cap_Bps: float = math.inf,
+) -> Workload:
+    """NVLSTree all-reduce (NCCL >= 2.18): NVLS inside each server, trees across servers.
+
+    Every server has the same number ``m`` of ranks; local rank ``j`` (in ``ranks`` order)
+    of each server owns chunk ``j`` (``S / m``). For every channel, chunk and slice: inside
+    each server every rank sends its copy to the server's switch (``reduce.r{i}``) and the
+    switch sends the sum to the owner (``result``); the owners of chunk ``j`` across servers
+    all-reduce it over NCCL's double binary tree of servers (each tree carries half: up to
+    the root, then down, ``up.t{t}`` and ``down.t{t}``); then each owner writes the total to
+    its switch (``store``), which multicasts it to the server's ranks (``multicast.r{i}``).
+    Each message waits for its own previous slice; the tree's hops between servers pay the
+    inter-server step latency on the first slice only (the later ones follow it through
+    NCCL's ``NCCL_STEPS`` slots).
+
+    Parameters
+    ----------
+    servers : mapping of str to hashable
+        Server of each rank (at least two servers).
+    switches : mapping of hashable to str
+        The NVSwitch node of each server.
+    costs : CollectiveCosts
+        ``base_s`` once (NVLS's latency inside the servers), ``inter_step_s`` per tree hop
+        between servers; ``wire_efficiency`` (``nvlsEfficiency``) applies to the switch
+        messages, the tree's messages go at full payload. Default :func:`nvls_costs`
+        ``("nvlink4")`` with no inter-server step latency.
+    tree_cap_Bps : float
+        Rate cap of each tree message (NCCL's per-channel NVLSTree bandwidth).
+
+    ``model`` as :func:`broadcast`; slices as :func:`nvls_all_reduce`.
+    """
+    what = "nvls_tree_all_reduce"
+    if costs is None:
+        costs = nvls_costs("nvlink4")
+    ranks, size, channels, costs = _prepare(what, ranks, size_bytes, channels, costs, "ring")
+    groups = _group_by_server(ranks, servers, what)
+    if len(groups) < 2:
+        raise InputError(f"{what}: the ranks are in one server; NVLSTree runs across servers (use nvls)")
+    per_server = len(groups[0])
+    if any(len(g) != per_server for g in groups):
+        raise InputError(f"{what}: every server needs the same number of ranks, got {sorted({len(g) for g in groups})}")
+    switch_of = []
+    for group in groups:
+        server = servers[group[0]]
+        if server not in switches:
+            raise InputError(f"{what}: server {server!r} has no switch in `switches`")
+        switch_of.append(switches[server])
+    if not math.isinf(tree_cap_Bps) and not tree_cap_Bps > 0:
+        raise InputError(f"{what}: tree_cap_Bps must be > 0, got {tree_cap_Bps!r}")
+    chunk = size / per_server / channels
+    n_slices = _slices(slices, chunk, what, MAX_PIPELINE_SLICES, NVLS_CHUNK_BYTES)
+    piece = chunk / n_slices
+    n_servers = len(groups)
+    _steps_only(model, channels * per_server * n_slices * n_servers * (2 * per_server + 6), what)
+    dag_servers = {**servers, **{switch_of[g]: servers[group[0]] for g, group in enumerate(groups)}}
+    dag = _FlowDag("all_reduce", costs, dag_servers)
+    index = {r: i for i, r in enumerate(ranks)}
+    trees = _double_binary_tree(n_servers)
+    for c in range(channels):
+        for j in range(per_server):
+            owners = [group[j] for group in groups]
+            last: dict[str, int] = {}
+            for k in range(n_slices):
+                label = f"ch{c}.chunk{j}.sl{k}"
+                # A tree hop's latency is paid once, by the first slice: later slices are
+                # already in flight in NCCL's NCCL_STEPS slots behind it.
+                hop = costs.inter_step_s if k == 0 else 0.0
+                results = []
+                for g, group in enumerate(groups):
+                    reduced = [
+                        _in_order(dag, last, f"reduce.r{index[r]}", label, r, switch_of[g], piece, [], 0, c)
+                        for r in group
+                    ]
+                    results.append(
+                        _in_order(dag, last, f"result.s{g}", label, switch_of[g], owners[g], piece, reduced, 1, c)
+                    )
+                totals: list[list[int]] = [[] for _ in groups]
+                for t, parent in enumerate(trees):
+                    children: list[list[int]] = [[] for _ in groups]
+                    for g, above in enumerate(parent):
+                        if above >= 0:
+                            children[above].append(g)
+                    root = parent.index(-1)
+                    order = [root]
+                    for g in order:
+                        order.extend(children[g])
+                    up: dict[int, int] = {}
+                    for g in reversed(order):
+                        inputs = [results[g]] + [up[child] for child in children[g]]
+                        if g == root:
+                            totals[g].extend(inputs)
+                            continue
+                        up[g] = _in_order(dag, last, f"up.t{t}.s{g}", label, owners[g], owners[parent[g]], piece / 2,
+                                          inputs, 2, c, wire_efficiency=1.0, cap_Bps=tree_cap_Bps, step_latency_s=hop)
+                    down: dict[int, list[int]] = {root: totals[root][:]}
+                    for g in order:
+                        for child in children[g]:
+                            message = _in_order(dag, last, f"down.t{t}.s{child}", label, owners[g], owners[child],
+                                                piece / 2, down[g], 3, c, wire_efficiency=1.0, cap_Bps=tree_cap_Bps,
+                                                step_latency_s=hop)
+                            down[child] = [message]
+                            totals[child].append(message)
+                for g, group in enumerate(groups):
+                    store = _in_order(dag, last, f"store.s{g}", label, owners[g], switch_of[g], piece, totals[g], 4, c)
+                    for r in group:
+                        _in_order(dag, last, f"multicast.r{index[r]}", label, switch_of[g], r, piece, [store], 5, c)
     return dag.workload("all_reduce")
 
 
@@ -532,6 +654,7 @@ ALGORITHM_TABLE: dict[tuple[str, str], Algorithm] = {
         Algorithm("all_reduce", "tree", tree_all_reduce, frozenset({"channels", "slices", "servers"})),
         Algorithm("all_reduce", "hierarchical", hierarchical_all_reduce, frozenset({"channels", "slices", "servers"})),
         Algorithm("all_reduce", "nvls", nvls_all_reduce, frozenset({"channels", "slices", "switch"})),
+        Algorithm("all_reduce", "nvls_tree", nvls_tree_all_reduce, frozenset({"channels", "slices", "servers"})),
         Algorithm("reduce_scatter", "ring", reduce_scatter, _RING),
         Algorithm("all_gather", "ring", all_gather, _RING),
         Algorithm("broadcast", "ring", broadcast, _CHAIN),

@@ -16,26 +16,21 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from flowsim.collectives.constants import (
+    DEFAULT_NCCL_VERSION,
+    NCCL_ALGORITHMS,
+    NCCL_PROTOCOLS,
+    NCCL_VERSIONS,
+    NcclConstants,
+)
 from flowsim.errors import InputError
 
-__all__ = ["NVLS_EFFICIENCY", "PROTOCOLS", "CollectiveCosts", "nccl_costs", "nvls_costs"]
+__all__ = ["NVLS_EFFICIENCY", "PROTOCOLS", "CollectiveCosts", "nccl_costs", "nvls_costs", "nvls_tree_costs"]
 
 #: NCCL protocols, in the order of NCCL's constant arrays.
-PROTOCOLS = ("ll", "ll128", "simple")
+PROTOCOLS = NCCL_PROTOCOLS
 
-_NCCL_SOURCE = "[NCCL] master 2.30.7 src/graph/tuning.cc baseLat/hwLat, docs/hardware.md §7.3"
 _US = 1e-6
-# baseLat (us) per algorithm, protocols LL / LL128 / Simple.
-_BASE_LATENCY_US = {"tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4)}
-# hwLat (us) per hardware and algorithm, protocols LL / LL128 / Simple.
-_STEP_LATENCY_US = {
-    ("nvlink", "tree"): (0.6, 1.25, 4.0),
-    ("nvlink", "ring"): (0.6, 1.9, 3.4),
-    ("pci", "tree"): (1.0, 1.9, 4.0),
-    ("pci", "ring"): (1.0, 2.5, 5.7),
-    ("net", "tree"): (5.0, 8.5, 14.0),
-    ("net", "ring"): (2.7, 4.0, 14.0),
-}
 # Payload fraction on the wire ([NCCL] device.h, docs/hardware.md §7.1): LL lines carry 4 B of data
 # per 8 B; LL128 lines 120 B per 128 B; Simple sends whole chunks.
 _WIRE_EFFICIENCY = (0.5, 120 / 128, 1.0)
@@ -80,7 +75,9 @@ class CollectiveCosts:
         return cls(0.0, 0.0, 0.0, 1.0, "none: bandwidth and route latency only")
 
 
-def nccl_costs(algorithm: str = "ring", protocol: str = "simple", intra: str = "nvlink") -> CollectiveCosts:
+def nccl_costs(
+    algorithm: str = "ring", protocol: str = "simple", intra: str = "nvlink", *, version: str = DEFAULT_NCCL_VERSION
+) -> CollectiveCosts:
     """NCCL's latency constants and the protocol's wire efficiency.
 
     Parameters
@@ -91,12 +88,15 @@ def nccl_costs(algorithm: str = "ring", protocol: str = "simple", intra: str = "
     protocol : {"ll", "ll128", "simple"}
     intra : {"nvlink", "pci"}
         Hardware between ranks of one server; between servers it is the network (``NET``).
+    version : str
+        NCCL version whose constants apply (a key of
+        :data:`flowsim.collectives.constants.NCCL_VERSIONS`; default the newest).
 
     Returns
     -------
     CollectiveCosts
         ``base_s = baseLat``, ``intra_step_s = hwLat[intra]``, ``inter_step_s = hwLat[NET]``
-        from NCCL master 2.30.7 (docs/hardware.md §7.3); LL 50% and LL128 120/128 payload.
+        of that version (docs/hardware.md §7.3); LL 50% and LL128 120/128 payload.
 
     Examples
     --------
@@ -104,20 +104,28 @@ def nccl_costs(algorithm: str = "ring", protocol: str = "simple", intra: str = "
     >>> round(c.base_s * 1e6, 1), round(c.intra_step_s * 1e6, 1), round(c.inter_step_s * 1e6, 1)
     (8.4, 3.4, 14.0)
     """
-    if algorithm not in _BASE_LATENCY_US:
+    if algorithm not in ("ring", "tree"):
         raise InputError(f"no NCCL latency constants for algorithm {algorithm!r}; valid ones: ring, tree")
+    constants = _constants(version)
     if protocol not in PROTOCOLS:
         raise InputError(f"unknown protocol {protocol!r}; valid ones: {', '.join(PROTOCOLS)}")
     if intra not in ("nvlink", "pci"):
         raise InputError(f"unknown intra-server hardware {intra!r}; valid ones: nvlink, pci")
-    p = PROTOCOLS.index(protocol)
+    p, a = PROTOCOLS.index(protocol), NCCL_ALGORITHMS.index(algorithm)
     return CollectiveCosts(
-        base_s=_BASE_LATENCY_US[algorithm][p] * _US,
-        intra_step_s=_STEP_LATENCY_US[(intra, algorithm)][p] * _US,
-        inter_step_s=_STEP_LATENCY_US[("net", algorithm)][p] * _US,
+        base_s=constants.base_latency_us[a][p] * _US,
+        intra_step_s=constants.hw_latency_us[intra][a][p] * _US,
+        inter_step_s=constants.hw_latency_us["net"][a][p] * _US,
         wire_efficiency=_WIRE_EFFICIENCY[p],
-        source=f"{_NCCL_SOURCE} ({algorithm}, {protocol}, {intra}/net); [NCCL] device.h protocol payload",
+        source=f"{constants.source} baseLat/hwLat ({algorithm}, {protocol}, {intra}/net); [NCCL] device.h protocol "
+        "payload",
     )
+
+
+def _constants(version: str) -> NcclConstants:
+    if version not in NCCL_VERSIONS:
+        raise InputError(f"no constants for NCCL {version!r}; flowsim has {', '.join(NCCL_VERSIONS)}")
+    return NCCL_VERSIONS[version]
 
 
 #: NCCL's ``nvlsEfficiency`` by the NVLink generation of the GPUs: Hopper 0.85, Blackwell
@@ -125,12 +133,13 @@ def nccl_costs(algorithm: str = "ring", protocol: str = "simple", intra: str = "
 NVLS_EFFICIENCY = {"nvlink4": 0.85, "nvlink5": 0.74}
 
 
-def nvls_costs(nvlink: str) -> CollectiveCosts:
+def nvls_costs(nvlink: str, *, version: str = DEFAULT_NCCL_VERSION) -> CollectiveCosts:
     """NCCL's NVLS costs for GPUs of NVLink generation ``nvlink``.
 
-    NCCL's model charges NVLS one latency, ``hwLat[NVLINK][NVLS][Simple]`` = 25 us, with no
-    per-step term and ``baseLat`` 0 (docs/hardware.md §7.1-7.3); it is the base here. Its bandwidth
-    is the NVLink bandwidth times ``nvlsEfficiency``, here the wire efficiency.
+    NCCL's model charges NVLS one latency, ``hwLat[NVLINK][NVLS][Simple]`` (25 us in NCCL
+    2.30.7, 23 us in 2.19.3), with no per-step term and ``baseLat`` 0 (docs/hardware.md
+    §7.1-7.3); it is the base here. Its bandwidth is the NVLink bandwidth times
+    ``nvlsEfficiency``, here the wire efficiency.
 
     >>> c = nvls_costs("nvlink4")
     >>> round(c.base_s * 1e6, 1), c.intra_step_s, c.wire_efficiency
@@ -140,10 +149,37 @@ def nvls_costs(nvlink: str) -> CollectiveCosts:
         raise InputError(
             f"NVLS needs NVSwitch generation 3 or later (GPUs on {', '.join(NVLS_EFFICIENCY)}), got {nvlink!r}"
         )
+    constants = _constants(version)
+    simple, nvls = PROTOCOLS.index("simple"), NCCL_ALGORITHMS.index("nvls")
     return CollectiveCosts(
-        base_s=25.0 * _US,
+        base_s=constants.hw_latency_us["nvlink"][nvls][simple] * _US,
         intra_step_s=0.0,
         inter_step_s=0.0,
         wire_efficiency=NVLS_EFFICIENCY[nvlink],
-        source=f"{_NCCL_SOURCE} (NVLS hwLat, Simple); nvlsEfficiency for {nvlink}",
+        source=f"{constants.source} (NVLS hwLat, Simple); nvlsEfficiency for {nvlink}",
+    )
+
+
+def nvls_tree_costs(nvlink: str, *, version: str = DEFAULT_NCCL_VERSION) -> CollectiveCosts:
+    """NCCL's NVLSTree costs for GPUs of NVLink generation ``nvlink``.
+
+    NCCL's model charges NVLSTree ``hwLat[NVLINK][NVLS_TREE][Simple]`` once (25 us in
+    2.30.7) and ``hwLat[NET][NVLS_TREE][Simple]`` per tree level up and down (20.9 us in
+    2.30.7, 14 us in 2.19.3; docs/hardware.md §7.1-7.3): the base here, and the per-step
+    latency of the tree's messages between servers. ``nvlsEfficiency`` is the wire
+    efficiency of the switch's messages.
+
+    >>> c = nvls_tree_costs("nvlink4")
+    >>> round(c.base_s * 1e6, 1), round(c.inter_step_s * 1e6, 1), c.wire_efficiency
+    (25.0, 20.9, 0.85)
+    """
+    nvls = nvls_costs(nvlink, version=version)
+    constants = _constants(version)
+    simple, tree = PROTOCOLS.index("simple"), NCCL_ALGORITHMS.index("nvls_tree")
+    return CollectiveCosts(
+        base_s=constants.hw_latency_us["nvlink"][tree][simple] * _US,
+        intra_step_s=0.0,
+        inter_step_s=constants.hw_latency_us["net"][tree][simple] * _US,
+        wire_efficiency=nvls.wire_efficiency,
+        source=f"{constants.source} (NVLSTree hwLat NVLink and NET, Simple); nvlsEfficiency for {nvlink}",
     )

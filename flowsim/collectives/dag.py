@@ -52,6 +52,10 @@ from flowsim.workload import Workload
 #: ([NCCL] device.h, docs/hardware.md §7.1).
 NCCL_SLOT_BYTES = (1 << 22) // 8
 
+#: NCCL's NVLS chunk: ``NCCL_NVLS_CHUNKSIZE`` (128 KiB by default, [NCCL]
+#: src/transport/nvls.cc); NVLS and NVLSTree pipeline their slices at this size.
+NVLS_CHUNK_BYTES = 128 * 1024
+
 #: Most slices the default slicing cuts a ring step's message into.
 MAX_RING_SLICES = 4
 
@@ -85,6 +89,7 @@ class _FlowDag:
         self.overhead: list[float] = []
         self.step: list[str] = []
         self.channel: list[str] = []
+        self.cap: list[float] = []
 
     def _server(self, servers: Mapping[str, Hashable], rank: str) -> Hashable:
         try:
@@ -108,16 +113,22 @@ class _FlowDag:
         step: int | str,
         channel: int,
         step_latency_s: float | None = None,
+        wire_efficiency: float | None = None,
+        cap_Bps: float = math.inf,
     ) -> int:
         """Add one message; returns its flow index. It pays ``step_latency_s`` (default: its
-        own hop's step latency), and the base latency if it waits for nothing."""
+        own hop's step latency), and the base latency if it waits for nothing; its bytes on
+        the wire are the payload over ``wire_efficiency`` (default the costs'), at a rate of
+        at most ``cap_Bps`` on the wire."""
         overhead = self.step_latency(src, dst) if step_latency_s is None else step_latency_s
         if not deps:
             overhead += self.costs.base_s
         self.labels.append(f"{self.name}.{label}")
         self.src.append(src)
         self.dst.append(dst)
-        self.size.append(payload_bytes / self.costs.wire_efficiency)
+        efficiency = self.costs.wire_efficiency if wire_efficiency is None else wire_efficiency
+        self.size.append(payload_bytes / efficiency)
+        self.cap.append(cap_Bps)
         self.deps.append(deps)
         self.overhead.append(overhead)
         self.step.append(str(step))
@@ -133,6 +144,7 @@ class _FlowDag:
             np.array(self.size, dtype=np.float64),
             depends_on=self.deps,
             overhead_s=np.array(self.overhead, dtype=np.float64),
+            cap_Bps=np.array(self.cap, dtype=np.float64),
             tags={
                 "collective": [collective] * n,
                 "model": [self.model] * n,
@@ -188,11 +200,12 @@ def _check_orders(
     return checked
 
 
-def _slices(slices: int | None, piece_bytes: float, what: str, most: int) -> int:
-    """The slice count asked for, or NCCL-slot sized pieces (at most ``most``)."""
+def _slices(slices: int | None, piece_bytes: float, what: str, most: int, slot_bytes: int = 0) -> int:
+    """The slice count asked for, or pieces of ``slot_bytes`` (default NCCL's Simple slot,
+    :data:`NCCL_SLOT_BYTES`), at most ``most``."""
     if slices is not None:
         return whole_number(f"{what}: slices", slices)
-    return int(min(most, max(1, math.ceil(piece_bytes / NCCL_SLOT_BYTES))))
+    return int(min(most, max(1, math.ceil(piece_bytes / (slot_bytes or NCCL_SLOT_BYTES)))))
 
 
 # --- ring, chain and tree building blocks ----------------------------------------------------
@@ -322,12 +335,17 @@ def _in_order(
     deps: list[int],
     step: int,
     channel: int,
+    wire_efficiency: float | None = None,
+    cap_Bps: float = math.inf,
+    step_latency_s: float | None = None,
 ) -> int:
     """Add message ``label.kind``, after ``deps`` and after the previous message of its kind
-    (``last[kind]``, then updated)."""
+    (``last[kind]``, then updated); ``wire_efficiency``, ``cap_Bps`` and ``step_latency_s``
+    as :meth:`_FlowDag.add`."""
     if kind in last:
         deps = [*deps, last[kind]]
-    last[kind] = dag.add(f"{label}.{kind}", src, dst, payload_bytes, deps, step, channel)
+    last[kind] = dag.add(f"{label}.{kind}", src, dst, payload_bytes, deps, step, channel,
+                         step_latency_s=step_latency_s, wire_efficiency=wire_efficiency, cap_Bps=cap_Bps)
     return last[kind]
 
 

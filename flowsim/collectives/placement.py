@@ -11,14 +11,17 @@ NVLS the NVSwitch. :func:`collective_time` runs that layout. ``flowsim collectiv
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from flowsim.collectives.builders import algorithm_of
-from flowsim.collectives.costs import PROTOCOLS, CollectiveCosts, nccl_costs, nvls_costs
-from flowsim.collectives.rings import mesh_rings, rotated_rings
+from flowsim.collectives.builders import ALGORITHM_TABLE, algorithm_of
+from flowsim.collectives.constants import DEFAULT_NCCL_VERSION
+from flowsim.collectives.costs import PROTOCOLS, CollectiveCosts, nccl_costs, nvls_costs, nvls_tree_costs
+from flowsim.collectives.rings import mesh_link_counts, mesh_rings, rank_servers, rotated_rings
+from flowsim.collectives.tuner import NcclChoice, NoNcclChoice, nccl_choice
 from flowsim.errors import InputError
 from flowsim.hardware import LinkTier
 from flowsim.pipeline import RunResult, run
@@ -29,6 +32,8 @@ from flowsim.workload import Workload
 __all__ = [
     "CollectivePlan",
     "CollectiveRun",
+    "P2P_LL_THRESHOLD",
+    "TUNED_COLLECTIVES",
     "check_nvswitch",
     "collective_time",
     "collective_workload",
@@ -45,6 +50,8 @@ class CollectiveRun:
     ----------
     collective, algorithm, protocol : str
         What ran; ``protocol`` is ``"custom"`` when explicit costs were given.
+    channels : int
+        Channels the collective ran on (0 for point-to-point messages, which have none).
     model : str
         ``"steps"`` or ``"stream"``: how the rings were laid out (see
         :mod:`flowsim.collectives`).
@@ -55,17 +62,22 @@ class CollectiveRun:
         From the start to the last message's arrival.
     costs : CollectiveCosts
     run : RunResult
+    nccl : NcclChoice or None
+        NCCL's choice behind it (:func:`~flowsim.collectives.tuner.nccl_choice`), where
+        NCCL's tuner chose (collectives other than all-to-all and send, with NCCL's costs).
     """
 
     collective: str
     algorithm: str
     protocol: str
+    channels: int
     model: str
     ranks: tuple[str, ...]
     size_bytes: float
     time_s: float
     costs: CollectiveCosts
     run: RunResult
+    nccl: NcclChoice | None = None
 
 
 def _intra_hardware(topology: Topology, ranks: Sequence[str]) -> str:
@@ -87,27 +99,13 @@ def _default_channels(topology: Topology, ranks: Sequence[str], servers: dict[st
     return max(1, max(len(n) for n in nics.values()))
 
 
-def _mesh_link_counts(topology: Topology, ranks: Sequence[str]) -> np.ndarray:
-    """Direct NVLinks between ranks, in units of the thinnest one (int64 matrix)."""
-    ids = topology.node_ids(ranks)
-    position = np.full(topology.n_nodes, -1, dtype=np.int64)
-    position[ids] = np.arange(ids.size)
-    a, b = position[topology.link_src], position[topology.link_dst]
-    direct = np.flatnonzero((a >= 0) & (b >= 0) & (topology.link_tier == LinkTier.SCALE_UP))
-    counts = np.zeros((ids.size, ids.size), dtype=np.int64)
-    if direct.size:
-        capacity = topology.link_capacity_Bps[direct]
-        counts[a[direct], b[direct]] = np.rint(capacity / capacity.min()).astype(np.int64)
-    return counts
-
-
 def _ring_orders(
     topology: Topology, ranks: Sequence[str], servers: dict[str, str], channels: int | None
 ) -> list[tuple[str, ...]]:
     """Ring order per channel: NVLink mesh rings inside one server whose GPUs link directly
     (the DGX-1), else :func:`~flowsim.collectives.rotated_rings`."""
     if len(set(servers.values())) == 1 and len(ranks) > 1:
-        counts = _mesh_link_counts(topology, ranks)
+        counts = mesh_link_counts(topology, ranks)
         rings = mesh_rings(ranks, counts) if counts.any() else []
         if rings:
             n = len(rings) if channels is None else channels
@@ -147,24 +145,20 @@ def _nvls_switch(topology: Topology, ranks: Sequence[str], switch: str | None) -
     return topology.node_names[switches.pop()], technologies.pop()
 
 
-def rank_servers(topology: Topology, ranks: Sequence[str]) -> dict[str, str]:
-    """Server name of each rank; a node outside every server is a server of its own."""
-    servers = topology.node_server[topology.node_ids(ranks)].tolist()
-    return {r: topology.server_names[s] if s >= 0 else r for r, s in zip(ranks, servers, strict=True)}
-
-
 def collective_time(
     topology: Topology,
     collective: str,
     size_bytes: float,
     *,
     ranks: Sequence[str] | None = None,
-    algorithm: str | None = None,
-    protocol: str = "simple",
+    algorithm: str | None = "auto",
+    protocol: str = "auto",
     channels: int | None = None,
     slices: int | None = None,
     costs: CollectiveCosts | None = None,
     model: str = "auto",
+    nccl_env: Mapping[str, str] | None = None,
+    nccl_version: str = DEFAULT_NCCL_VERSION,
     routing: str = "ecmp",
     seed: int = 0,
     gpudirect: bool = True,
@@ -184,19 +178,27 @@ def collective_time(
         GPU node names in ring order; default every GPU of ``topology`` in id order
         (for ``send``: the pair of them :func:`send_pair` picks).
     algorithm : str, optional
-        One of :data:`flowsim.collectives.ALGORITHMS` for the collective (default: the first).
-    protocol : {"simple", "ll", "ll128", "auto"}
-        NCCL protocol whose latencies and wire efficiency apply; ``"auto"`` simulates each
-        and keeps the fastest, as NCCL's tuner picks the one its model predicts fastest.
+        One of :data:`flowsim.collectives.ALGORITHMS` for the collective, or ``"auto"`` (the
+        default): the algorithm NCCL's tuner picks (:mod:`flowsim.collectives.tuner`) among
+        those flowsim builds. ``None`` is the collective's first algorithm.
+    protocol : {"auto", "simple", "ll", "ll128"}
+        NCCL protocol whose latencies and wire efficiency apply; ``"auto"`` (the default)
+        is the one NCCL's tuner picks (for all-to-all and send, NCCL's point-to-point rule:
+        LL up to 16 KiB per peer and channel, ``NCCL_P2P_LL_THRESHOLD``).
     channels : int, optional
-        Default 1 inside one server; across servers, one per rail (distinct NICs of a
-        server's ranks), with ring orders from :func:`~flowsim.collectives.rotated_rings`.
-        Inside one server whose GPUs have direct NVLinks (a mesh such as the DGX-1), rings
-        follow them: :func:`~flowsim.collectives.mesh_rings`, one channel per ring found.
+        Default: the channels NCCL runs the call on (its communicator's channels, fewer for
+        small sizes; :attr:`NcclChoice.n_channels`), each capped at its share of NCCL's
+        modelled bus bandwidth; with custom ``costs``, for all-to-all and send, and for the
+        hierarchical all-reduce, NCCL has no such count: then 1 inside one server, one per
+        rail across servers. Ring orders come from
+        :func:`~flowsim.collectives.rotated_rings`, or inside one server whose GPUs have
+        direct NVLinks (a mesh such as the DGX-1) from
+        :func:`~flowsim.collectives.mesh_rings`, one channel per ring found by default.
     slices : int, optional
         See :mod:`flowsim.collectives`.
     costs : CollectiveCosts, optional
-        Replace NCCL's constants (then ``protocol`` must stay ``"simple"``). By default
+        Replace NCCL's constants (then ``protocol`` must be ``"simple"`` or ``"auto"``, and
+        ``algorithm`` one of the collective's, not ``"auto"``). By default
         :func:`~flowsim.collectives.nccl_costs` with NVLink or PCIe as the intra-server
         hardware, whichever the ranks have.
     model : {"auto", "steps", "stream"}
@@ -205,6 +207,12 @@ def collective_time(
         :mod:`flowsim.collectives`). ``"auto"`` streams rings whose step DAG would exceed
         :data:`~flowsim.collectives.STEP_MESSAGE_LIMIT` messages, and refuses the other
         algorithms past that many (``"steps"`` builds them anyway).
+    nccl_env : mapping of str to str, optional
+        NCCL environment variables the choice follows (``NCCL_ALGO``, ``NCCL_PROTO``,
+        ``NCCL_NVLS_ENABLE``, ``NCCL_MIN_NCHANNELS``, ``NCCL_MAX_NCHANNELS``, ...:
+        :data:`~flowsim.collectives.tuner.NCCL_ENV_KEYS`).
+    nccl_version : str
+        NCCL version whose constants apply (:data:`~flowsim.collectives.constants.NCCL_VERSIONS`).
     routing, seed, gpudirect, router
         As :func:`flowsim.pipeline.run`.
     **layout
@@ -214,32 +222,18 @@ def collective_time(
     -------
     CollectiveRun
     """
-    if protocol not in (*PROTOCOLS, "auto"):
-        raise InputError(f"unknown protocol {protocol!r}; valid ones: {', '.join((*PROTOCOLS, 'auto'))}")
-    if costs is not None and protocol != "simple":
-        raise InputError(f"give either costs or protocol {protocol!r}, not both")
     if router is None:
         router = Router(topology)
-    # "auto" simulates every protocol and keeps the fastest; NVLS has only Simple.
-    protocols: tuple[str, ...]
-    if protocol != "auto":
-        protocols = (protocol,)
-    else:
-        protocols = ("simple",) if algorithm == "nvls" else PROTOCOLS
-    best: CollectiveRun | None = None
-    for candidate in protocols:
-        plan = collective_workload(
-            topology, collective, size_bytes, ranks=ranks, algorithm=algorithm, protocol=candidate,
-            channels=channels, slices=slices, costs=costs, model=model, **layout,
-        )
-        outcome = run(topology, plan.workload, routing=routing, seed=seed, gpudirect=gpudirect, router=router)
-        if best is None or outcome.makespan_s < best.time_s:
-            best = CollectiveRun(
-                collective, plan.algorithm, plan.protocol, plan.model, plan.ranks, float(size_bytes),
-                outcome.makespan_s, plan.costs, outcome,
-            )
-    assert best is not None  # at least one protocol was simulated
-    return best
+    plan = collective_workload(
+        topology, collective, size_bytes, ranks=ranks, algorithm=algorithm, protocol=protocol, channels=channels,
+        slices=slices, costs=costs, model=model, nccl_env=nccl_env, nccl_version=nccl_version, router=router,
+        **layout,
+    )
+    outcome = run(topology, plan.workload, routing=routing, seed=seed, gpudirect=gpudirect, router=router)
+    return CollectiveRun(
+        collective, plan.algorithm, plan.protocol, plan.channels, plan.model, plan.ranks, float(size_bytes),
+        outcome.makespan_s, plan.costs, outcome, plan.nccl,
+    )
 
 
 def send_pair(topology: Topology, ranks: Sequence[str]) -> list[str]:
@@ -260,14 +254,17 @@ def send_pair(topology: Topology, ranks: Sequence[str]) -> list[str]:
 @dataclass(frozen=True)
 class CollectivePlan:
     """A collective laid out on a topology: its flows and the choices behind them
-    (``model``: ``"steps"`` or ``"stream"``)."""
+    (``model``: ``"steps"`` or ``"stream"``; ``channels``: 0 for point-to-point messages;
+    ``nccl``: NCCL's choice where its tuner chose)."""
 
     algorithm: str
     protocol: str
+    channels: int
     model: str
     ranks: tuple[str, ...]
     costs: CollectiveCosts
     workload: Workload
+    nccl: NcclChoice | None = None
 
 
 def collective_workload(
@@ -276,22 +273,25 @@ def collective_workload(
     size_bytes: float,
     *,
     ranks: Sequence[str] | None = None,
-    algorithm: str | None = None,
-    protocol: str = "simple",
+    algorithm: str | None = "auto",
+    protocol: str = "auto",
     channels: int | None = None,
     slices: int | None = None,
     costs: CollectiveCosts | None = None,
     model: str = "auto",
+    nccl_env: Mapping[str, str] | None = None,
+    nccl_version: str = DEFAULT_NCCL_VERSION,
     orders: Sequence[Sequence[str]] | None = None,
     servers: Mapping[str, Hashable] | None = None,
     switch: str | None = None,
     root: int | None = None,
+    router: Router | None = None,
 ) -> CollectivePlan:
     """The flows of one collective on ``topology``, laid out as every caller lays it out.
 
-    Arguments as for :func:`collective_time`, except that ``protocol`` names one protocol
-    (not ``"auto"``), and these overrides of what the topology decides (each only for the
-    algorithms whose :attr:`~flowsim.collectives.Algorithm.options` name it):
+    Arguments as for :func:`collective_time`, and these overrides of what the topology
+    decides (each only for the algorithms whose
+    :attr:`~flowsim.collectives.Algorithm.options` name it):
 
     orders : sequence of sequence of str, optional
         One ring order per channel (a permutation of ``ranks`` each); ``channels`` defaults
@@ -307,11 +307,29 @@ def collective_workload(
     Use it to place a collective inside a larger workload (a training step's gradient
     buckets, a scenario file's ``[[workload.collective]]``).
     """
-    entry = algorithm_of(collective, algorithm)
-    if protocol not in PROTOCOLS:
-        raise InputError(f"unknown protocol {protocol!r}; valid ones: {', '.join(PROTOCOLS)}")
-    if costs is not None and protocol != "simple":
+    if protocol not in (*PROTOCOLS, "auto"):
+        raise InputError(f"unknown protocol {protocol!r}; valid ones: auto, {', '.join(PROTOCOLS)}")
+    if costs is not None and protocol not in ("simple", "auto"):
         raise InputError(f"give either costs or protocol {protocol!r}, not both")
+    if ranks is None:
+        gpus = [topology.node_names[g] for g in topology.gpus()]
+        ranks = send_pair(topology, gpus) if collective == "send" else gpus
+    ranks = tuple(ranks)
+    if len(ranks) < 2:
+        raise InputError(f"{collective} needs at least 2 ranks, got {len(ranks)}")
+    choice: NcclChoice | None = None
+    if costs is None and collective in TUNED_COLLECTIVES:
+        choice = _nccl(topology, collective, size_bytes, ranks, algorithm, protocol, model, nccl_env, nccl_version,
+                       router)
+    if choice is not None:
+        if algorithm == "auto":
+            algorithm = _FROM_NCCL[choice.algorithm]
+        protocol = choice.protocol
+    elif algorithm == "auto":
+        algorithm = None
+    entry = algorithm_of(collective, algorithm)
+    if protocol == "auto":
+        protocol = "simple" if costs is not None else _p2p_protocol(collective, size_bytes, len(ranks), channels)
     given = {"channels": channels, "slices": slices, "orders": orders, "servers": servers, "switch": switch,
              "root": root}
     refused = [key for key, value in given.items() if value is not None and key not in entry.options]
@@ -320,12 +338,13 @@ def collective_workload(
         raise InputError(
             f"bad parameters for {collective}: {entry.name} takes no {', '.join(refused)} (it takes {takes})"
         )
-    if ranks is None:
-        gpus = [topology.node_names[g] for g in topology.gpus()]
-        ranks = send_pair(topology, gpus) if collective == "send" else gpus
-    ranks = tuple(ranks)
-    if len(ranks) < 2:
-        raise InputError(f"{collective} needs at least 2 ranks, got {len(ranks)}")
+    # NCCL's channel count, and each channel's share of its bus bandwidth as a rate cap, for
+    # the algorithms NCCL's choice names (not the hierarchical all-reduce, nor NVLS, whose
+    # channels are copies pulling from one switch with no per-channel figure).
+    capped = choice is not None and entry.name in ("ring", "tree")
+    if capped and channels is None and orders is None:
+        assert choice is not None
+        channels = choice.n_channels
     topology_servers = rank_servers(topology, ranks)
     options: dict = {}
     if "servers" in entry.options:
@@ -335,8 +354,21 @@ def collective_workload(
     nvlink = ""
     if "switch" in entry.options:
         if len(set(topology_servers.values())) != 1:
-            raise InputError("NVLS is modelled inside one server; the ranks span several")
+            raise InputError("NVLS is modelled inside one server; the ranks span several (NVLSTree runs across)")
         options["switch"], nvlink = _nvls_switch(topology, ranks, switch)
+    if entry.name == "nvls_tree":
+        by_server: dict[str, list[str]] = {}
+        for rank in ranks:
+            by_server.setdefault(topology_servers[rank], []).append(rank)
+        switches = {server: _nvls_switch(topology, members, None) for server, members in by_server.items()}
+        options["switches"] = {server: found[0] for server, found in switches.items()}
+        nvlink = next(iter(switches.values()))[1]
+        if choice is not None:
+            # Each tree message's share of NCCL's NVLSTree bandwidth: one channel's algorithm
+            # bandwidth over the chunks (one per local rank) a channel's heads carry.
+            algbw = choice.bus_bandwidth_GBps * 1e9 * len(ranks) / (2 * (len(ranks) - 1))
+            options["tree_cap_Bps"] = algbw / choice.max_channels / len(next(iter(by_server.values())))
+    n_channels = 0
     if "channels" in entry.options:
         if orders is not None:
             options["orders"] = [tuple(o) for o in orders]
@@ -344,17 +376,74 @@ def collective_workload(
         elif entry.ring_ordered:
             options["orders"] = _ring_orders(topology, ranks, topology_servers, channels)
             n_channels = len(options["orders"])
+        elif entry.name in ("nvls", "nvls_tree") and choice is not None and channels is None:
+            n_channels = choice.n_channels
         else:
             n_channels = _default_channels(topology, ranks, topology_servers) if channels is None else channels
         options.update(channels=n_channels, slices=slices)
     if costs is not None:
         chosen = ("custom", costs)
-    elif entry.name == "nvls":
+    elif entry.name in ("nvls", "nvls_tree"):
         if protocol != "simple":
             raise InputError(f"NVLS runs NCCL's Simple protocol only, not {protocol!r}")
-        chosen = ("simple", nvls_costs(nvlink))
+        costs_of = nvls_costs if entry.name == "nvls" else nvls_tree_costs
+        chosen = ("simple", costs_of(nvlink, version=nccl_version))
     else:
         table = "tree" if entry.name == "tree" else "ring"
-        chosen = (protocol, nccl_costs(table, protocol, _intra_hardware(topology, ranks)))
+        chosen = (protocol, nccl_costs(table, protocol, _intra_hardware(topology, ranks), version=nccl_version))
     workload = entry.builder(ranks, size_bytes, costs=chosen[1], model=model, **options)
-    return CollectivePlan(entry.name, chosen[0], workload.tags["model"][0], ranks, chosen[1], workload)
+    if capped:
+        assert choice is not None
+        workload = _capped(workload, choice.channel_bandwidth_Bps / chosen[1].wire_efficiency)
+    return CollectivePlan(entry.name, chosen[0], n_channels, workload.tags["model"][0], ranks, chosen[1], workload,
+                          choice)
+
+
+#: Collectives whose algorithm and protocol NCCL's tuner chooses; all-to-all and send are
+#: point-to-point messages, which it does not.
+TUNED_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
+# flowsim's algorithms by the NCCL algorithm they build, and back (hierarchical has no NCCL
+# counterpart: its phases are rings, so NCCL's ring model picks its protocol).
+_FROM_NCCL = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvls_tree": "nvls_tree"}
+_TO_NCCL = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvls_tree": "nvls_tree", "hierarchical": "ring"}
+# NCCL_P2P_LL_THRESHOLD ([NCCL] src/enqueue.cc): point-to-point messages up to this many bytes
+# per channel use LL.
+P2P_LL_THRESHOLD = 16384
+
+
+def _nccl(topology: Topology, collective: str, size_bytes: float, ranks: tuple[str, ...], algorithm: str | None,
+          protocol: str, model: str, nccl_env: Mapping[str, str] | None, nccl_version: str,
+          router: Router | None) -> NcclChoice | None:
+    """NCCL's choice among the algorithms flowsim builds for ``collective`` (only ``algorithm``
+    when one is named; only rings for ``model="stream"``) and the protocols allowed (only
+    ``protocol`` when one is named). None when an algorithm is named that NCCL's model does
+    not run here (NVLS without NVSwitch generation 3, say): the builder then says why."""
+    env = dict(nccl_env or {})
+    if protocol != "auto":
+        env["NCCL_PROTO"] = protocol
+    if algorithm == "auto":
+        allowed = [name for name in _FROM_NCCL if (collective, _FROM_NCCL[name]) in ALGORITHM_TABLE]
+        if model == "stream":
+            allowed = ["ring"]
+    else:
+        name = algorithm_of(collective, algorithm).name
+        allowed = [_TO_NCCL[name]]
+        env.pop("NCCL_ALGO", None)
+    try:
+        return nccl_choice(topology, collective, size_bytes, ranks=ranks, nccl_env=env, version=nccl_version,
+                           allowed=allowed, router=router)
+    except NoNcclChoice:
+        if algorithm == "auto":
+            raise
+        return None
+
+
+def _p2p_protocol(collective: str, size_bytes: float, n_ranks: int, channels: int | None) -> str:
+    """NCCL's point-to-point protocol: LL up to :data:`P2P_LL_THRESHOLD` bytes per channel."""
+    per_peer = size_bytes / n_ranks if collective == "all_to_all" else size_bytes
+    return "ll" if per_peer <= P2P_LL_THRESHOLD * (channels or 1) else "simple"
+
+
+def _capped(workload: Workload, cap_Bps: float) -> Workload:
+    """``workload`` with every flow's rate capped at ``cap_Bps``."""
+    return dataclasses.replace(workload, cap_Bps=np.minimum(workload.cap_Bps, cap_Bps))

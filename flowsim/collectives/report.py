@@ -56,7 +56,7 @@ _SPLIT = frozenset({"all_gather", "reduce_scatter", "all_to_all"})
 _SUM_SHOWN = frozenset({"all_reduce", "reduce_scatter", "reduce", "send"})
 _ROOTED = frozenset({"broadcast", "reduce"})
 # Column widths of the table (the first one after nccl-tests' leading "#").
-_WIDTHS = (11, 12, 8, 6, 5, 6, 10, 8, 8)
+_WIDTHS = (11, 12, 8, 6, 5, 9, 6, 4, 10, 8, 8)
 _SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
@@ -131,7 +131,9 @@ class NcclRow:
     ``size_bytes`` is ``S`` after rounding; ``count`` the elements of one rank's part of it
     where the collective splits ``S`` over the ranks, else of ``S``; ``time_us`` the simulated
     time; ``algbw_GBps`` and ``busbw_GBps`` in GB/s (1e9 B/s), as nccl-tests prints them;
-    ``protocol`` the NCCL protocol whose costs applied; ``model`` how rings were laid out
+    ``algorithm``, ``protocol`` and ``channels`` what ran (as NCCL's
+    ``NCCL_DEBUG_SUBSYS=TUNING`` lines say it; ``protocol`` is ``"custom"`` with explicit
+    costs, ``channels`` 0 for point-to-point messages); ``model`` how rings were laid out
     (``"steps"`` or ``"stream"``, see :mod:`flowsim.collectives`).
     """
 
@@ -143,7 +145,9 @@ class NcclRow:
     time_us: float
     algbw_GBps: float
     busbw_GBps: float
+    algorithm: str
     protocol: str
+    channels: int
     model: str
 
 
@@ -181,7 +185,8 @@ def sweep(
         GPU node names; default every GPU (see :func:`flowsim.collectives.collective_time`).
     **options
         Passed to :func:`flowsim.collectives.collective_time` (``algorithm``, ``protocol``,
-        ``channels``, ``slices``, ``costs``, ``model``, ``routing``, ``seed``, ``gpudirect``).
+        ``channels``, ``slices``, ``costs``, ``model``, ``nccl_env``, ``nccl_version``,
+        ``routing``, ``seed``, ``gpudirect``).
 
     Returns
     -------
@@ -210,7 +215,9 @@ def sweep(
                 time_us=outcome.time_s * 1e6,
                 algbw_GBps=algbw_Bps(size, outcome.time_s) / 1e9,
                 busbw_GBps=busbw_Bps(collective, size, outcome.time_s, n_ranks) / 1e9,
+                algorithm=outcome.algorithm,
                 protocol=outcome.protocol,
+                channels=outcome.channels,
                 model=outcome.model,
             )
         )
@@ -219,20 +226,21 @@ def sweep(
 
 def format_table(rows: Sequence[NcclRow], title: str = "") -> str:
     """Rows as nccl-tests prints them (size, count, type, redop, root, time, algbw, busbw),
-    with ``title`` as a comment line above and the average busbw below."""
+    with what ran (algorithm, protocol, channels) before the time, ``title`` as a comment
+    line above and the average busbw below."""
     lines = [f"# {title}"] if title else []
     for names in (
-        ("size", "count", "type", "redop", "root", "proto", "time", "algbw", "busbw"),
-        ("(B)", "(elements)", "", "", "", "", "(us)", "(GB/s)", "(GB/s)"),
+        ("size", "count", "type", "redop", "root", "algo", "proto", "nch", "time", "algbw", "busbw"),
+        ("(B)", "(elements)", "", "", "", "", "", "", "(us)", "(GB/s)", "(GB/s)"),
     ):
         lines.append("#" + " ".join(f"{name:>{width}}" for name, width in zip(names, _WIDTHS, strict=True)).rstrip())
     for r in rows:
-        values = (r.size_bytes, r.count, r.dtype, r.redop, r.root, r.protocol)
+        values = (r.size_bytes, r.count, r.dtype, r.redop, r.root, r.algorithm, r.protocol, r.channels)
         numbers = (r.time_us, r.algbw_GBps, r.busbw_GBps)
         lines.append(
-            " ".join(f"{v:>{w}}" for v, w in zip(values, (12, *_WIDTHS[1:6]), strict=True))
+            " ".join(f"{v:>{w}}" for v, w in zip(values, (12, *_WIDTHS[1:8]), strict=True))
             + " "
-            + " ".join(f"{v:>{w}.2f}" for v, w in zip(numbers, _WIDTHS[6:], strict=True))
+            + " ".join(f"{v:>{w}.2f}" for v, w in zip(numbers, _WIDTHS[8:], strict=True))
         )
     if rows:
         average = sum(r.busbw_GBps for r in rows) / len(rows)

@@ -8,8 +8,10 @@ import numpy as np
 
 from flowsim.collectives.dag import Ranks, Servers, _check_ranks, _group_by_server
 from flowsim.errors import InputError, whole_number
+from flowsim.hardware import LinkTier
+from flowsim.topology import Topology
 
-__all__ = ["mesh_rings", "rotated_rings"]
+__all__ = ["mesh_link_counts", "mesh_rings", "rank_servers", "rotated_rings"]
 
 
 def rotated_rings(ranks: Ranks, channels: int, servers: Servers = None) -> list[tuple[str, ...]]:
@@ -107,3 +109,23 @@ def mesh_rings(
     choose(0)
     return [tuple(ranks[i] for i in cycles[c]) for c in best]
 
+
+
+def rank_servers(topology: Topology, ranks: Sequence[str]) -> dict[str, str]:
+    """Server name of each rank; a node outside every server is a server of its own."""
+    servers = topology.node_server[topology.node_ids(ranks)].tolist()
+    return {r: topology.server_names[s] if s >= 0 else r for r, s in zip(ranks, servers, strict=True)}
+
+
+def mesh_link_counts(topology: Topology, ranks: Sequence[str]) -> np.ndarray:
+    """Direct NVLinks between ranks, in units of the thinnest one (int64 matrix)."""
+    ids = topology.node_ids(ranks)
+    position = np.full(topology.n_nodes, -1, dtype=np.int64)
+    position[ids] = np.arange(ids.size)
+    a, b = position[topology.link_src], position[topology.link_dst]
+    direct = np.flatnonzero((a >= 0) & (b >= 0) & (topology.link_tier == LinkTier.SCALE_UP))
+    counts = np.zeros((ids.size, ids.size), dtype=np.int64)
+    if direct.size:
+        capacity = topology.link_capacity_Bps[direct]
+        counts[a[direct], b[direct]] = np.rint(capacity / capacity.min()).astype(np.int64)
+    return counts

@@ -2,16 +2,20 @@
 
     flowsim collective all_reduce --system dgx-h100 --nodes 4 -b 8 -e 8G -f 2 [--json]
 
-prints one row per message size (size, count, type, redop, root, protocol, time, algbw,
-busbw), as ``all_reduce_perf`` does, or the same rows as JSON.
+prints one row per message size (size, count, type, redop, root, then what ran: algorithm,
+protocol and channels, then time, algbw, busbw), as ``all_reduce_perf`` does, or the same
+rows as JSON. By default each size runs what NCCL's tuner would pick;
+``--nccl-env NCCL_ALGO=Ring`` (repeatable) steers it as NCCL's environment does.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from flowsim.collectives import ALGORITHMS, COLLECTIVES, MODELS, PROTOCOLS, STEP_MESSAGE_LIMIT, resolve_algorithm
+from flowsim.collectives import ALGORITHMS, COLLECTIVES, MODELS, PROTOCOLS, STEP_MESSAGE_LIMIT
+from flowsim.collectives.constants import DEFAULT_NCCL_VERSION, NCCL_VERSIONS
 from flowsim.collectives.report import DTYPE_BYTES, format_table, message_sizes, rows_to_json, sweep
+from flowsim.errors import InputError
 from flowsim.fabrics import FABRICS, build_cluster
 from flowsim.hardware import FIGURES
 from flowsim.presets import preset_names
@@ -42,16 +46,31 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("-d", "--datatype", default="float", choices=tuple(DTYPE_BYTES))
     parser.add_argument(
         "--algorithm",
-        choices=sorted({a for algs in ALGORITHMS.values() for a in algs}),
-        help="default: the collective's first (ring; p2p for all_to_all and send)",
+        default="auto",
+        choices=("auto", *sorted({a for algs in ALGORITHMS.values() for a in algs})),
+        help="default auto: what NCCL's tuner picks per size (p2p for all_to_all and send)",
     )
     parser.add_argument(
         "--protocol",
-        default="simple",
-        choices=(*PROTOCOLS, "auto"),
-        help="NCCL protocol costs; auto keeps the fastest of the three (default simple)",
+        default="auto",
+        choices=("auto", *PROTOCOLS),
+        help="NCCL protocol; default auto: what NCCL's tuner picks per size",
     )
-    parser.add_argument("--channels", type=int, help="default: 1 in a server, one per rail across servers")
+    parser.add_argument(
+        "--nccl-env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an NCCL environment variable the choice follows (NCCL_ALGO, NCCL_PROTO, NCCL_NVLS_ENABLE, "
+        "NCCL_MIN_NCHANNELS, NCCL_MAX_NCHANNELS, ...); repeatable",
+    )
+    parser.add_argument(
+        "--nccl-version",
+        default=DEFAULT_NCCL_VERSION,
+        choices=tuple(NCCL_VERSIONS),
+        help=f"NCCL version whose constants apply (default {DEFAULT_NCCL_VERSION})",
+    )
+    parser.add_argument("--channels", type=int, help="default: the channels NCCL runs each size on")
     parser.add_argument("--slices", type=int, help="pieces per message (default: NCCL slot sized)")
     parser.add_argument(
         "--model",
@@ -76,6 +95,7 @@ def run_collective(args: argparse.Namespace) -> int:
     :class:`~flowsim.errors.InputError` naming it before anything is printed.
     """
     system = args.system.replace("-", "_")
+    nccl_env = parse_nccl_env(args.nccl_env)
     topology = build_cluster(system, args.nodes, figure=args.figure, fabric=args.fabric)
     sizes = message_sizes(args.minbytes, args.maxbytes, args.stepfactor)
     rows = sweep(
@@ -88,11 +108,14 @@ def run_collective(args: argparse.Namespace) -> int:
         channels=args.channels,
         slices=args.slices,
         model=args.model,
+        nccl_env=nccl_env,
+        nccl_version=args.nccl_version,
         routing=args.routing,
         seed=args.seed,
     )
     n_ranks = 2 if args.collective == "send" else len(topology.gpus())
-    algorithm = resolve_algorithm(args.collective, args.algorithm)
+    ran = sorted({r.algorithm for r in rows})
+    algorithm = ran[0] if len(ran) == 1 else " and ".join(ran)
     if args.json:
         print(
             rows_to_json(
@@ -105,13 +128,31 @@ def run_collective(args: argparse.Namespace) -> int:
                 figure=args.figure,
                 fabric=args.fabric,
                 routing=args.routing,
+                nccl_env=nccl_env,
+                nccl_version=args.nccl_version,
             )
         )
     else:
         models = " and ".join(sorted({r.model for r in rows}))
+        env = "".join(f", {key}={value}" for key, value in nccl_env.items())
         title = (
             f"flowsim {args.collective} ({algorithm}, {models}): {args.nodes} x {system}, {n_ranks} ranks, "
-            f"{args.figure} link rates, {args.fabric} fabric, {args.routing} routing"
+            f"{args.figure} link rates, {args.fabric} fabric, {args.routing} routing, NCCL {args.nccl_version}{env}"
         )
         print(format_table(rows, title))
     return 0
+
+
+def parse_nccl_env(pairs: list[str]) -> dict[str, str]:
+    """``["NCCL_ALGO=Ring", ...]`` as a dict; a malformed pair or a repeated key is an
+    :class:`~flowsim.errors.InputError` naming it."""
+    env: dict[str, str] = {}
+    for pair in pairs:
+        key, equals, value = pair.partition("=")
+        key = key.strip()
+        if not equals or not key.startswith("NCCL_"):
+            raise InputError(f"--nccl-env {pair!r}: expected NCCL_NAME=VALUE")
+        if key in env:
+            raise InputError(f"--nccl-env {key} is given twice")
+        env[key] = value.strip()
+    return env

@@ -1,0 +1,752 @@
+"""NCCL's choice of algorithm, protocol, channels and threads, from NCCL's own cost model.
+
+NCCL picks, for each collective call, the (algorithm, protocol) pair its tuning model
+predicts fastest, then how many channels (one CTA each) and threads run it. flowsim makes
+the same choice from the same rules, on the system a topology describes, and then simulates
+that choice with flows (:mod:`flowsim.collectives.placement`), so contention and topology
+still come from the flows.
+
+The rules, each with its file in NCCL's sources (tag and constants per version in
+:data:`NCCL_VERSIONS`; docs/hardware.md §7 lists them):
+
+Topology search (``src/graph/search.cc`` ``ncclTopoCompute``)
+    For each pattern (ring, tree, NVLS) NCCL searches for as many channels as the links
+    hold at a per-channel speed taken from a fixed array (``speedArrayIntra`` /
+    ``speedArrayInter`` and their SM90 and SM100 variants): pass 1 walks the array down
+    from the fastest speed the paths allow until channels fit; rings and trees then
+    duplicate their channels when the speed is high (``ncclTopoDupChannels``); pass 2
+    raises the speed again while the channels still fit (both bandwidths for rings, the
+    inter-node one for NVLS, the intra-node one for trees). flowsim replays the passes on
+    the topology's own links instead of NCCL's path search: a channel at speed ``s`` loads
+    each link its ring (or its NVLS fan-in and fan-out) crosses by ``s``, with each link
+    counted at NCCL's bandwidth for it (``bwIntra`` per NVLink, PCIe and inter-socket links
+    as NCCL's ``topo.h`` rates, a NIC at its line rate), and channels are added while every
+    link holds them. The communicator then runs twice the smaller of the ring and tree
+    channel counts (``src/graph/connect.cc``), doubled again on Hopper and later across
+    servers when the ring's speed exceeds 45 GB/s and fewer than 16 channels remain.
+Cost model (``src/graph/tuning.cc`` ``ncclTopoTuneModel``, ``ncclTopoGetAlgoTime``)
+    Per collective, algorithm and protocol: a bus bandwidth (channels x speed, with the
+    protocol's caps ``llMaxBws``, ``perChMaxRingLL128Bws``, ``perChMaxTreeBws``, ... and the
+    NVLS efficiency), converted to an algorithm bandwidth, and a latency (``baseLat`` plus
+    ``hwLat`` per step, intra- and inter-node). Time = latency + bytes / bandwidth, with the
+    tree correction factors by size and the ring plateau factor.
+Channels and threads (``src/enqueue.cc`` ``topoGetAlgoInfo``)
+    For rings and trees, channels drop one at a time, and then threads halve, while
+    ``bytes < channels x threads x threshold`` (``NCCL_*_THREAD_THRESHOLD`` in
+    ``src/include/comm.h``; the ring LL threshold is multiplied by the rank count). NVLS
+    runs ``nvlsChannels`` channels (``src/transport/nvls.cc``).
+
+What flowsim takes from the choice: the algorithm, the protocol (its latencies and wire
+efficiency), the channel count, and each channel's share of the model's bus bandwidth as a
+rate cap on the channel's messages, so that a collective NCCL runs on few channels cannot
+use all the links.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from flowsim.collectives.constants import (
+    DEFAULT_NCCL_VERSION,
+    NCCL_ALGORITHMS,
+    NCCL_PROTOCOLS,
+    NCCL_VERSIONS,
+    NcclConstants,
+)
+from flowsim.collectives.rings import mesh_link_counts, mesh_rings, rank_servers, rotated_rings
+from flowsim.errors import InputError
+from flowsim.hardware import LinkTier, link_technology
+from flowsim.routing import Router
+from flowsim.topology import NodeKind, Topology
+
+__all__ = [
+    "NCCL_ENV_KEYS",
+    "NoNcclChoice",
+    "NcclChoice",
+    "NcclEnv",
+    "NcclGraph",
+    "NcclSystem",
+    "describe_system",
+    "nccl_choice",
+]
+
+# Names NCCL_ALGO and NCCL_PROTO accept ([NCCL] src/enqueue.cc ncclAlgoStr, ncclProtoStr).
+_ALGO_NAMES = {"tree": "tree", "ring": "ring", "collnetdirect": "collnet_direct", "collnetchain": "collnet_chain",
+               "nvls": "nvls", "nvlstree": "nvls_tree", "pat": "pat"}
+_PROTO_NAMES = {"ll": "ll", "ll128": "ll128", "simple": "simple"}
+# NCCL's function names, as NCCL_ALGO and NCCL_PROTO prefixes take them, for flowsim's collectives.
+_FUNCTION_NAMES = {"broadcast": "broadcast", "reduce": "reduce", "allgather": "all_gather",
+                   "reducescatter": "reduce_scatter", "allreduce": "all_reduce", "sendrecv": "send",
+                   "alltoall": "all_to_all"}
+_COMPCAPS = ("volta", "ampere", "hopper", "blackwell")
+
+
+# src/include/device.h and comm.h.
+_WARP = 32
+_MAX_NTHREADS = 640
+_SIMPLE_MAX_NTHREADS = 512
+_LL_MAX_NTHREADS = 512
+_LL128_MAX_NTHREADS = 640
+_THREAD_THRESHOLD = {"ll": 8, "ll128": 8, "simple": 64}
+_MAX_CHANNELS = 64
+_PCI_BW = 12.0  # src/graph/topo.h PCI_BW (Gen3 x16): below it rings get 256 Simple threads
+# Compute capability by the NVLink generation of a GPU's links ([NCCL] topo.h SMxx_NVLINK_BW).
+_NVLINK_SM = {"nvlink1": 60, "nvlink2": 70, "nvlink3": 80, "nvlink3_ga102": 86, "nvlink4": 90, "nvlink5": 100}
+_GENERATION_SM = {"volta": 70, "ampere": 80, "hopper": 90, "blackwell": 100}
+
+
+class NoNcclChoice(InputError):
+    """NCCL's model enables no algorithm and protocol for the call (as NCCL's ``No algorithm/
+    protocol available`` warning)."""
+
+
+@dataclass(frozen=True)
+class NcclSystem:
+    """What NCCL's tuner sees of a set of ranks on a topology.
+
+    Attributes
+    ----------
+    n_ranks, n_nodes : int
+        Ranks and servers (NCCL's nodes).
+    sm : int
+        The GPUs' lowest compute capability, times ten (60 ... 100): from their NVLink
+        generation, else ``gpu_generation``. :attr:`compcap` is the row of NCCL's tables.
+    intra : str
+        ``"nvlink"`` when every rank has an NVLink, else ``"pci"``.
+    nvswitch : bool
+        Every rank links to an NVSwitch (NVLS needs Hopper or later as well).
+    cpu_vendor : str
+        ``"intel"``, ``"amd"`` or ``"other"``, from the servers' inter-socket links; picks the
+        multi-node ``llMaxBws`` row.
+    """
+
+    n_ranks: int
+    n_nodes: int
+    sm: int
+    intra: str
+    nvswitch: bool
+    cpu_vendor: str
+
+    @property
+    def compcap(self) -> str:
+        """The row of NCCL's tables (``compCapIndex``)."""
+        return "blackwell" if self.sm >= 100 else "hopper" if self.sm >= 90 else "ampere" if self.sm >= 80 else "volta"
+
+    @property
+    def ppn(self) -> float:
+        """Ranks per node, as NCCL computes it (a float)."""
+        return self.n_ranks / self.n_nodes
+
+    @property
+    def compcap_index(self) -> int:
+        return _COMPCAPS.index(self.compcap)
+
+    @property
+    def node_index(self) -> int:
+        """0, 1 or 2: one node, two nodes, more (NCCL's ``index2``)."""
+        return self.n_nodes - 1 if self.n_nodes <= 2 else 2
+
+
+@dataclass(frozen=True)
+class NcclGraph:
+    """One pattern's search result: channels and per-channel speeds (GB/s)."""
+
+    n_channels: int
+    bw_intra: float
+    bw_inter: float
+
+
+@dataclass(frozen=True)
+class NcclChoice:
+    """What NCCL runs for one call, and what its model predicts.
+
+    Attributes
+    ----------
+    algorithm, protocol : str
+        NCCL's names (:data:`NCCL_ALGORITHMS`, ``"ll"``, ``"ll128"``, ``"simple"``).
+    n_channels : int
+        Channels (CTAs) the call runs on, after the shrink for small sizes.
+    max_channels : int
+        Channels the communicator has for this algorithm.
+    n_threads : int
+        Threads per channel.
+    model_time_us : float
+        NCCL's predicted time for the call.
+    bus_bandwidth_GBps : float
+        The model's bus bandwidth for this algorithm and protocol (before conversion to an
+        algorithm bandwidth): what ``max_channels`` channels move together.
+    table : mapping of (algorithm, protocol) to float
+        The model's time (us) for every enabled pair, as NCCL_DEBUG_SUBSYS=TUNING prints it.
+    system : NcclSystem
+    version : str
+    """
+
+    algorithm: str
+    protocol: str
+    n_channels: int
+    max_channels: int
+    n_threads: int
+    model_time_us: float
+    bus_bandwidth_GBps: float
+    table: Mapping[tuple[str, str], float] = field(repr=False)
+    system: NcclSystem = field(repr=False)
+    version: str = DEFAULT_NCCL_VERSION
+
+    @property
+    def channel_bandwidth_Bps(self) -> float:
+        """One channel's share of the model's bus bandwidth (B/s of payload)."""
+        return self.bus_bandwidth_GBps * 1e9 / self.max_channels
+
+
+# --- the system ----------------------------------------------------------------------------
+
+
+def _nccl_link_bw(topology: Topology, link: int) -> float:
+    """NCCL's bandwidth (GB/s) of one link: NCCL's model rate per link of its technology
+    (NVLink, PCIe, inter-socket: flowsim's "effective" figures are those) times the links it
+    stands for, and a NIC's line rate (NCCL's net speed)."""
+    technology = link_technology(topology.link_technology[link])
+    capacity = float(topology.link_capacity_Bps[link])
+    nominal, effective = technology.nominal.rate_Bps, technology.effective.rate_Bps
+    if technology.tier == LinkTier.SCALE_OUT:
+        return capacity / nominal * nominal / 1e9 if nominal > 0 else capacity / 1e9
+    for figure in (nominal, effective):
+        count = capacity / figure
+        if abs(count - round(count)) < 1e-6 * max(1.0, count):
+            return round(count) * effective / 1e9
+    return capacity / 1e9
+
+
+def _cpu_vendor(topology: Topology, servers: set[int]) -> str:
+    vendors = set()
+    for link, technology in enumerate(topology.link_technology):
+        src, dst = int(topology.link_src[link]), int(topology.link_dst[link])
+        if topology.node_server[src] not in servers:
+            continue
+        if topology.node_kind[src] == NodeKind.CPU and topology.node_kind[dst] == NodeKind.CPU:
+            vendors.add("amd" if technology.startswith("xgmi") else "intel" if technology[:3] in ("upi", "qpi")
+                        else "other")
+    if vendors == {"intel"}:
+        return "intel"
+    if "amd" in vendors:
+        return "amd"
+    return "other"
+
+
+def describe_system(
+    topology: Topology, ranks: Sequence[str], *, gpu_generation: str | None = None
+) -> NcclSystem:
+    """What NCCL's tuner sees of ``ranks`` on ``topology`` (see :class:`NcclSystem`).
+
+    ``gpu_generation`` (``"volta"``, ``"ampere"``, ``"hopper"``, ``"blackwell"``) overrides
+    the generation the GPUs' NVLinks say; GPUs on PCIe only count as Ampere unless it is
+    given.
+    """
+    servers = rank_servers(topology, ranks)
+    server_ids = {int(topology.node_server[topology.node_id(r)]) for r in ranks}
+    sms: set[int] = set()
+    nvswitch = True
+    intra = "nvlink"
+    for rank in ranks:
+        nvlinks = [int(link) for link in topology.links_from(rank) if topology.link_tier[link] == LinkTier.SCALE_UP]
+        if not nvlinks:
+            intra = "pci"
+            nvswitch = False
+            continue
+        sms.update(_NVLINK_SM[topology.link_technology[link]] for link in nvlinks
+                   if topology.link_technology[link] in _NVLINK_SM)
+        if not any(topology.node_kind[topology.link_dst[link]] == NodeKind.NVSWITCH for link in nvlinks):
+            nvswitch = False
+    if gpu_generation is not None:
+        if gpu_generation not in _GENERATION_SM:
+            raise InputError(f"unknown GPU generation {gpu_generation!r}; valid ones: {', '.join(_GENERATION_SM)}")
+        sm = _GENERATION_SM[gpu_generation]
+    elif sms:
+        sm = min(sms)
+    else:
+        # GPUs on PCIe only: the topology does not say their generation. Ampere's rows
+        # differ from the others here only in llMaxBws (39-282 GB/s), above any PCIe ring.
+        sm = _GENERATION_SM["ampere"]
+    return NcclSystem(len(ranks), len(set(servers.values())), sm, intra, nvswitch,
+                      _cpu_vendor(topology, server_ids))
+
+
+# --- the topology search -------------------------------------------------------------------
+
+
+class _Loads:
+    """Per-link load of one channel of a pattern, and the links' NCCL bandwidths."""
+
+    def __init__(self, topology: Topology, router: Router, pairs: list[tuple[str, str]], weights: list[float]):
+        routes = router.route([s for s, _ in pairs], [d for _, d in pairs], method="shortest")
+        load = np.zeros(topology.n_links)
+        for i, weight in enumerate(weights):
+            np.add.at(load, routes.flow_link_indices[routes.flow_link_indptr[i]:routes.flow_link_indptr[i + 1]],
+                      weight)
+        used = np.flatnonzero(load > 0)
+        self.load = load[used]
+        self.bw = np.array([_nccl_link_bw(topology, int(link)) for link in used])
+        self.inter = np.array([topology.link_tier[link] == LinkTier.SCALE_OUT for link in used], dtype=bool)
+
+    def channels(self, bw_intra: float, bw_inter: float, most: int) -> int:
+        """How many channels at these speeds every link holds (at most ``most``)."""
+        speed = np.where(self.inter, bw_inter, bw_intra) * self.load
+        fit = np.floor(self.bw / speed + 1e-9)
+        return int(min(most, fit.min())) if fit.size else most
+
+
+def _search(
+    loads: _Loads, speeds: tuple[float, ...], *, pattern: str, min_channels: int, max_channels: int,
+    max_bw: float, total_bw: float, compcap: str,
+) -> NcclGraph:
+    """ncclTopoCompute's two passes (see the module docstring) over the speed array."""
+    index = 0
+    while index < len(speeds) - 1 and (speeds[index] > max_bw or speeds[index] * min_channels > total_bw):
+        index += 1
+    best = NcclGraph(0, 0.0, 0.0)
+    # Pass 1: the fastest speed at which channels fit; keep going down while a slower speed
+    # is more than 0.49 of the best one, and keep a later result only when it moves more.
+    while True:
+        s = speeds[index]
+        n = loads.channels(s, s, max_channels)
+        if n >= min_channels and n * s > best.n_channels * best.bw_intra:
+            best = NcclGraph(n, s, s)
+        if best.n_channels and (best.n_channels == max_channels or best.n_channels * best.bw_inter >= total_bw):
+            break
+        if index < len(speeds) - 1 and (best.n_channels == 0 or speeds[index + 1] / best.bw_inter > .49):
+            index += 1
+            continue
+        break
+    if best.n_channels == 0:
+        return best
+    # ncclTopoDupChannels: rings and trees at high speed run twice the channels at half speed.
+    if pattern != "nvls" and best.bw_intra >= 25.0 and not (
+        compcap in ("hopper", "blackwell") and best.bw_intra < 50.0 and best.n_channels > 4
+    ):
+        dup = min(best.n_channels * 2, max_channels)
+        factor = math.ceil(dup / best.n_channels)
+        best = NcclGraph(dup, best.bw_intra / factor, best.bw_inter / factor)
+    # Pass 2: raise the speed while the same channels still fit.
+    index = next((i for i, s in enumerate(speeds) if s <= best.bw_inter), len(speeds) - 1)
+    while index > 0:
+        faster = speeds[index - 1]
+        if pattern == "ring":
+            trial = NcclGraph(best.n_channels, faster, faster)
+        elif pattern == "nvls":
+            if best.bw_inter >= best.bw_intra * 2:
+                break
+            trial = NcclGraph(best.n_channels, best.bw_intra, faster)
+        else:
+            if best.bw_intra >= best.bw_inter * 2:
+                break
+            trial = NcclGraph(best.n_channels, faster, best.bw_inter)
+        if loads.channels(trial.bw_intra, trial.bw_inter, max_channels) < best.n_channels:
+            break
+        best = trial
+        index -= 1
+    return best
+
+
+def _path_bw(loads_of: _Loads) -> float:
+    return float(loads_of.bw.min()) if loads_of.bw.size else 0.0
+
+
+def _graphs(topology: Topology, ranks: Sequence[str], system: NcclSystem, constants: NcclConstants,
+            router: Router) -> dict[str, NcclGraph]:
+    """The ring, tree and (where NVLS runs) NVLS graphs of ``ranks``."""
+    servers = rank_servers(topology, ranks)
+    inter = system.n_nodes > 1
+    speeds = (constants.speeds_inter if inter else constants.speeds_intra)[system.compcap]
+    groups: dict[str, list[str]] = {}
+    for rank in ranks:
+        groups.setdefault(servers[rank], []).append(rank)
+    local = min(len(g) for g in groups.values())
+    # A ring channel, averaged over one rotation per local rank (each enters and leaves
+    # every server through another rail).
+    # On a mesh of direct NVLinks (the DGX-1) rings follow the links, each channel one of
+    # the rings the mesh holds.
+    counts = mesh_link_counts(topology, ranks) if not inter and not system.nvswitch else None
+    orders = mesh_rings(ranks, counts) if counts is not None and counts.any() else []
+    if not orders:
+        orders = rotated_rings(ranks, max(1, local) if inter else 1, servers)
+    ring_pairs, ring_weights = [], []
+    for order in orders:
+        for i, src in enumerate(order):
+            ring_pairs.append((src, order[(i + 1) % len(order)]))
+            ring_weights.append(1.0 / len(orders))
+    ring_loads = _Loads(topology, router, ring_pairs, ring_weights)
+    gpu0 = ranks[0]
+    first_group = groups[servers[gpu0]]
+    if inter:
+        nic = int(topology.node_nic[topology.node_id(gpu0)])
+        if nic < 0:
+            raise InputError(f"rank {gpu0!r} has no NIC to leave its server through")
+        max_bw = min(_path_bw(_Loads(topology, router, [(g, topology.node_names[int(topology.node_nic[
+            topology.node_id(g)])])], [1.0])) for g in first_group)
+    elif len(first_group) > 1:
+        max_bw = max(_path_bw(_Loads(topology, router, [(gpu0, g)], [1.0])) for g in first_group[1:])
+    else:
+        max_bw = 0.0
+    own = [int(link) for link in topology.links_from(gpu0)]
+    nvlink_bw = sum(_nccl_link_bw(topology, link) for link in own if topology.link_tier[link] == LinkTier.SCALE_UP)
+    pci_bw = max((_nccl_link_bw(topology, link) for link in own if topology.link_tier[link] == LinkTier.HOST),
+                 default=0.0)
+    total_bw = max(nvlink_bw, pci_bw)
+    ndevs = len(first_group)
+    tree_total = total_bw * ndevs / (ndevs - 1) if ndevs > 1 else total_bw
+    ring = _search(ring_loads, speeds, pattern="ring", min_channels=1, max_channels=_MAX_CHANNELS // 2,
+                   max_bw=max_bw, total_bw=total_bw, compcap=system.compcap)
+    tree = _search(ring_loads, speeds, pattern="tree", min_channels=ring.n_channels,
+                   max_channels=ring.n_channels, max_bw=max_bw, total_bw=tree_total, compcap=system.compcap)
+    graphs = {"ring": ring, "tree": tree}
+    if system.nvswitch and system.compcap in ("hopper", "blackwell"):
+        switch_pairs, switch_weights = [], []
+        heads = min(32, len(first_group))
+        for rank in ranks:
+            links = topology.links_from(rank)
+            to_switch = [int(link) for link in links
+                         if topology.node_kind[topology.link_dst[link]] == NodeKind.NVSWITCH]
+            switch = topology.node_names[int(topology.link_dst[to_switch[0]])]
+            share = 1.0 + 1.0 / len(groups[servers[rank]])
+            switch_pairs += [(rank, switch), (switch, rank)]
+            switch_weights += [share, share]
+            if inter:
+                switch_pairs.append((rank, topology.node_names[int(topology.node_nic[topology.node_id(rank)])]))
+                switch_weights.append(1.0 / len(groups[servers[rank]]))
+        nvls_loads = _Loads(topology, router, switch_pairs, switch_weights)
+        graphs["nvls"] = _search(nvls_loads, speeds, pattern="nvls", min_channels=1 if inter else heads,
+                                 max_channels=heads, max_bw=max_bw, total_bw=tree_total, compcap=system.compcap)
+    return graphs
+
+
+# --- NCCL's environment --------------------------------------------------------------------
+
+#: NCCL environment variables the tuner follows; any other ``NCCL_*`` is accepted and ignored
+#: (it tunes transports flowsim does not model), and reported in :attr:`NcclEnv.ignored`.
+NCCL_ENV_KEYS = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS",
+                 "NCCL_MIN_NRINGS", "NCCL_MAX_NRINGS", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS", "NCCL_NTHREADS",
+                 "NCCL_PAT_ENABLE", "NCCL_COLLNET_ENABLE")
+
+
+def _parse_list(value: str, names: Mapping[str, str], key: str, collective: str) -> set[str]:
+    """NCCL's ``parseList`` ([NCCL] src/graph/tuning.cc) for one collective: the enabled names.
+
+    ``"ring,tree"`` enables those; ``"^ll"`` everything but; ``"allreduce:tree;broadcast:ring"``
+    per function, the first entry optionally without a prefix for every function.
+    """
+    enabled = set(names.values())
+    for position, entry in enumerate(value.split(";")):
+        prefix, colon, elements = entry.partition(":")
+        if not colon:
+            prefix, elements = "", entry
+            if position:
+                raise InputError(f"{key}={value!r}: every entry but the first needs a function prefix")
+        elif prefix.lower() not in _FUNCTION_NAMES:
+            raise InputError(f"{key}={value!r}: unknown function {prefix!r}; valid ones: {', '.join(_FUNCTION_NAMES)}")
+        if prefix and _FUNCTION_NAMES[prefix.lower()] != collective:
+            continue
+        negate = elements.startswith("^")
+        listed = set()
+        for element in elements.lstrip("^").split(","):
+            if element.lower() not in names:
+                raise InputError(f"{key}={value!r}: unknown name {element!r}; valid ones: {', '.join(names)}")
+            listed.add(names[element.lower()])
+        enabled = set(names.values()) - listed if negate else listed
+    return enabled
+
+
+@dataclass(frozen=True)
+class NcclEnv:
+    """NCCL environment variables as the tuner reads them."""
+
+    values: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for key, value in self.values.items():
+            if not isinstance(key, str) or not key.startswith("NCCL_"):
+                raise InputError(f"NCCL environment: {key!r} is not an NCCL_ variable")
+            if not isinstance(value, str):
+                raise InputError(f"NCCL environment: {key} must be a string, got {value!r}")
+
+    @property
+    def ignored(self) -> tuple[str, ...]:
+        """The variables given that flowsim does not model."""
+        return tuple(sorted(k for k in self.values if k not in NCCL_ENV_KEYS))
+
+    def integer(self, *keys: str) -> int | None:
+        for key in keys:
+            if key in self.values:
+                try:
+                    return int(self.values[key])
+                except ValueError:
+                    raise InputError(f"NCCL environment: {key}={self.values[key]!r} is not an integer") from None
+        return None
+
+    def algorithms(self, collective: str) -> set[str]:
+        value = self.values.get("NCCL_ALGO")
+        return set(NCCL_ALGORITHMS) if value is None else _parse_list(value, _ALGO_NAMES, "NCCL_ALGO", collective)
+
+    def protocols(self, collective: str) -> set[str]:
+        value = self.values.get("NCCL_PROTO")
+        return set(NCCL_PROTOCOLS) if value is None else _parse_list(value, _PROTO_NAMES, "NCCL_PROTO", collective)
+
+
+# --- the cost model ------------------------------------------------------------------------
+
+_NCCL_FUNCTIONS = ("broadcast", "reduce", "all_gather", "reduce_scatter", "all_reduce")
+
+
+def _model(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclConstants, collective: str,
+           env: NcclEnv) -> dict[tuple[str, str], tuple[float, float, float]]:
+    """(latency us, algorithm bandwidth GB/s) and the bus bandwidth, per enabled (algorithm,
+    protocol) of ``collective``: ncclTopoTuneModel's loop for one function."""
+    n, nodes, ppn = system.n_ranks, system.n_nodes, system.ppn
+    cc, i2 = system.compcap_index, system.node_index
+    i1 = cc if nodes == 1 else (1 if system.cpu_vendor == "amd" else 0)
+    ll_max = constants.ll_max_bw[i1][i2]
+    tree_max = constants.per_channel_max_tree_bw[cc][i2]
+    ring_ll128_max = constants.per_channel_max_ring_ll128_bw[cc][i2]
+    tree_ll128_max = constants.per_channel_max_tree_ll128_bw[cc][i2]
+    nvls_tree_max = constants.per_channel_max_nvls_tree_bw[cc][i2]
+    nsteps = 2 * (n - 1) if collective == "all_reduce" else n - 1 if collective in ("all_gather", "reduce_scatter") \
+        else n
+    algorithms = env.algorithms(collective)
+    protocols = env.protocols(collective)
+    nvls_enable = env.integer("NCCL_NVLS_ENABLE")
+    pat_enable = env.integer("NCCL_PAT_ENABLE")
+    out: dict[tuple[str, str], tuple[float, float, float]] = {}
+    for a, algorithm in enumerate(NCCL_ALGORITHMS):
+        if algorithm not in algorithms or algorithm not in graphs and algorithm not in ("nvls_tree", "pat"):
+            continue
+        if collective in ("broadcast", "reduce") and algorithm != "ring":
+            continue
+        if collective in ("all_gather", "reduce_scatter") and algorithm not in ("pat", "ring", "nvls"):
+            continue
+        if collective == "all_reduce" and algorithm == "pat":
+            continue
+        if algorithm in ("collnet_direct", "collnet_chain"):
+            continue  # CollNet needs a SHARP-capable fabric and NCCL_COLLNET_ENABLE; not modelled
+        if algorithm in ("nvls", "nvls_tree"):
+            if "nvls" not in graphs or nvls_enable == 0:
+                continue
+            if algorithm == "nvls_tree" and nodes == 1:
+                continue  # ncclTopoTuneModel: NVLSTree is disabled on one node
+            if algorithm == "nvls" and nodes > 1:
+                continue  # multi-node NVLS needs CollNet
+        if algorithm == "pat":
+            if pat_enable == 0 or nodes != n or collective == "all_reduce":
+                continue
+        graph = graphs["nvls" if algorithm in ("nvls", "nvls_tree") else "tree" if algorithm == "pat" else algorithm]
+        if graph.n_channels == 0:
+            continue
+        for p, protocol in enumerate(NCCL_PROTOCOLS):
+            if protocol not in protocols:
+                continue
+            if algorithm in ("nvls", "nvls_tree", "pat") and protocol != "simple":
+                continue
+            # LL128 only over NVLink inside servers, on SM70 and later (ncclTopoTuneModel).
+            if protocol == "ll128" and (system.sm < 70 or system.intra != "nvlink"):
+                continue
+            bw = graph.bw_intra if nodes <= 2 else graph.bw_inter
+            if algorithm in ("nvls", "nvls_tree"):
+                if graph.n_channels < 2:
+                    continue
+                intra_bw = graph.bw_intra * constants.nvls_efficiency[cc] * (graph.n_channels - 1) / graph.n_channels
+                intra_bw *= 2.0 if collective == "all_reduce" else (ppn - 1) / ppn
+                inter_bw = graph.bw_inter * (2 if nodes <= 2 and algorithm == "nvls_tree" else 1)
+                bw = min(intra_bw, inter_bw, nvls_tree_max if algorithm == "nvls_tree" else math.inf)
+            bus = graph.n_channels * bw
+            if algorithm == "ring" and protocol == "ll":
+                bus = min(ll_max, bus * .5)
+            if algorithm == "ring" and protocol == "ll128":
+                bus = min(bus * .92, graph.n_channels * ring_ll128_max)
+            if algorithm == "tree" and collective == "all_reduce":
+                bus = min(bus * .92, graph.n_channels * tree_max)
+            if algorithm == "tree" and protocol == "ll":
+                bus = min(bus / 3.8, ll_max)
+            if algorithm == "tree" and protocol == "ll128":
+                bus = min(bus * (7.0 / 9.0 if nodes == 1 else 120.0 / 128.0), graph.n_channels * tree_ll128_max)
+            if algorithm == "pat":
+                bus *= .75
+            if algorithm in ("ring", "nvls", "nvls_tree"):
+                algbw = bus * n / nsteps
+            elif collective in ("all_gather", "reduce_scatter"):
+                algbw = bus
+            else:
+                algbw = bus * .5
+            latency = constants.base_latency_us[a][p]
+            intra_hw = system.intra
+            intra_lat = constants.hw_latency_us[intra_hw][a][p]
+            inter_lat = constants.hw_latency_us["net"][0 if ppn == 1 else a][p]
+            if algorithm == "ring":
+                hw = intra_hw if nodes == 1 else "net"
+                lat = constants.hw_latency_us[hw][a][p]
+                if collective in ("broadcast", "reduce"):
+                    latency += lat
+                else:
+                    # x86 overhead per network post: 1 us Intel, 2 us AMD, thrice for Simple.
+                    overhead = 0.0
+                    if nodes > 1:
+                        overhead = 2.0 if system.cpu_vendor == "amd" else 1.0
+                        overhead *= 3 if protocol == "simple" else 1
+                    intra_lat = max(intra_lat, overhead)
+                    inter_steps = 0 if nodes == 1 else 2 * (nodes - 1) if collective == "all_reduce" else nodes - 1
+                    latency += (nsteps - inter_steps) * intra_lat + inter_steps * inter_lat
+            elif algorithm == "tree":
+                if collective == "all_reduce":
+                    latency += 2 * ((n // nodes - 1) * intra_lat + _log2i(nodes) * inter_lat)
+            elif algorithm == "nvls":
+                latency = intra_lat + (inter_lat if nodes > 1 else 0.0)
+            elif algorithm == "nvls_tree":
+                latency += intra_lat + 2 * _log2i(nodes) * inter_lat
+            elif algorithm == "pat":
+                latency += _log2i(nodes) * (inter_lat / 3.5) + n * 2.8
+            out[(algorithm, protocol)] = (latency, algbw, bus)
+    return out
+
+
+def _log2i(x: int) -> int:
+    return int(x).bit_length() - 1 if x > 0 else -1
+
+
+def _time_us(system: NcclSystem, constants: NcclConstants, collective: str, algorithm: str, protocol: str,
+             latency: float, algbw: float, n_bytes: int, n_channels: int) -> float:
+    """ncclTopoGetAlgoTime for one pipelined operation."""
+    log_size = _log2i(n_bytes >> 6)
+    if algorithm == "tree" and collective == "all_reduce" and 0 <= log_size < 23:
+        algbw *= constants.tree_correction[NCCL_PROTOCOLS.index(protocol)][log_size]
+    if (algorithm == "ring" and protocol == "simple" and system.n_nodes > 1 and collective == "all_reduce"
+            and n_bytes / (n_channels * system.n_ranks) >= 64):
+        latency *= 1.9 if system.sm < 80 else 1.4
+    return latency + n_bytes / (1000 * algbw)
+
+
+def nccl_choice(
+    topology: Topology,
+    collective: str,
+    size_bytes: float,
+    *,
+    ranks: Sequence[str] | None = None,
+    nccl_env: Mapping[str, str] | None = None,
+    version: str = DEFAULT_NCCL_VERSION,
+    gpu_generation: str | None = None,
+    allowed: Sequence[str] | None = None,
+    router: Router | None = None,
+) -> NcclChoice:
+    """What NCCL would run for ``collective`` of ``size_bytes`` (``S`` as nccl-tests counts
+    it) on ``ranks`` (default every GPU of ``topology``).
+
+    Parameters
+    ----------
+    nccl_env : mapping of str to str, optional
+        NCCL environment variables (``NCCL_ALGO``, ``NCCL_PROTO``, ``NCCL_NVLS_ENABLE``,
+        ``NCCL_MIN_NCHANNELS``, ``NCCL_MAX_NCHANNELS``, ``NCCL_NTHREADS``, ...; see
+        :data:`NCCL_ENV_KEYS`).
+    version : str
+        A key of :data:`NCCL_VERSIONS`.
+    gpu_generation : str, optional
+        For GPUs without NVLink: ``"volta"``, ``"ampere"``, ``"hopper"`` or ``"blackwell"``.
+    allowed : sequence of str, optional
+        NCCL algorithms the choice may take (default all that NCCL would consider); flowsim
+        passes the ones it can build.
+    router : Router, optional
+        A router of ``topology`` to reuse.
+
+    Returns
+    -------
+    NcclChoice
+    """
+    if version not in NCCL_VERSIONS:
+        raise InputError(f"no constants for NCCL {version!r}; flowsim has {', '.join(NCCL_VERSIONS)}")
+    if collective not in _NCCL_FUNCTIONS:
+        raise InputError(f"NCCL's tuner chooses for {', '.join(_NCCL_FUNCTIONS)}, not {collective!r}")
+    constants = NCCL_VERSIONS[version]
+    env = NcclEnv(dict(nccl_env or {}))
+    if ranks is None:
+        ranks = [topology.node_names[g] for g in topology.gpus()]
+    ranks = list(ranks)
+    if len(ranks) < 2:
+        raise InputError(f"{collective} needs at least 2 ranks, got {len(ranks)}")
+    router = router or Router(topology)
+    system = describe_system(topology, ranks, gpu_generation=gpu_generation)
+    graphs = _graphs(topology, ranks, system, constants, router)
+    model = _model(system, graphs, constants, collective, env)
+    if allowed is not None:
+        model = {key: value for key, value in model.items() if key[0] in allowed}
+    if not model:
+        raise NoNcclChoice(f"no NCCL algorithm and protocol left for {collective} on these ranks "
+                         f"(NCCL_ALGO={env.values.get('NCCL_ALGO', 'unset')}, "
+                         f"NCCL_PROTO={env.values.get('NCCL_PROTO', 'unset')})")
+    n_bytes = int(size_bytes)
+    comm_channels = _comm_channels(system, graphs, env)
+    table = {key: _time_us(system, constants, collective, key[0], key[1], lat, algbw, n_bytes, comm_channels)
+             for key, (lat, algbw, _) in model.items()}
+    algorithm, protocol = min(table, key=lambda key: (table[key], NCCL_ALGORITHMS.index(key[0]),
+                                                      NCCL_PROTOCOLS.index(key[1])))
+    max_threads = _max_threads(algorithm, protocol, graphs, env)
+    if algorithm in ("nvls", "nvls_tree"):
+        max_channels = constants.nvls_channels[system.compcap]
+        if algorithm == "nvls" and system.n_nodes > 1:
+            max_channels = min(max_channels, comm_channels)
+        n_channels, n_threads = max_channels, max_threads
+    else:
+        max_channels = comm_channels
+        n_channels, n_threads = _shrink(n_bytes, comm_channels, max_threads,
+                                        _threshold(algorithm, protocol, system.n_ranks))
+    return NcclChoice(algorithm, protocol, n_channels, max_channels, n_threads, table[(algorithm, protocol)],
+                      model[(algorithm, protocol)][2], table, system, constants.version)
+
+
+def _comm_channels(system: NcclSystem, graphs: Mapping[str, NcclGraph], env: NcclEnv) -> int:
+    """The communicator's channels: twice the ring/tree graphs' (src/graph/connect.cc), and the
+    user's NCCL_MIN/MAX_NCHANNELS."""
+    n = min(_MAX_CHANNELS, 2 * min(graphs["ring"].n_channels, graphs["tree"].n_channels))
+    if system.compcap in ("hopper", "blackwell") and system.n_nodes > 1 and graphs["ring"].bw_intra > 45.0 \
+            and n < 16:
+        n *= 2
+    most = env.integer("NCCL_MAX_NCHANNELS", "NCCL_MAX_NRINGS", "NCCL_MAX_CTAS")
+    least = env.integer("NCCL_MIN_NCHANNELS", "NCCL_MIN_NRINGS", "NCCL_MIN_CTAS")
+    if most is not None:
+        n = min(n, max(1, most))
+    if least is not None:
+        n = max(n, min(_MAX_CHANNELS, least))
+    return max(1, n)
+
+
+def _max_threads(algorithm: str, protocol: str, graphs: Mapping[str, NcclGraph], env: NcclEnv) -> int:
+    """comm->maxThreads (ncclTopoTuneModel), NCCL_NTHREADS included."""
+    if protocol == "ll128":
+        return _LL128_MAX_NTHREADS
+    if protocol == "ll":
+        default = _LL_MAX_NTHREADS
+    elif algorithm == "ring":
+        ring = graphs["ring"]
+        default = 256 if ring.bw_intra * ring.n_channels <= _PCI_BW else _SIMPLE_MAX_NTHREADS
+    elif algorithm == "tree":
+        default = _SIMPLE_MAX_NTHREADS
+    else:
+        return _MAX_NTHREADS
+    wanted = env.integer("NCCL_NTHREADS")
+    if wanted is None or wanted <= 0:
+        return default
+    most = _LL_MAX_NTHREADS if protocol == "ll" else _SIMPLE_MAX_NTHREADS
+    return most if wanted % _WARP else min(max(wanted, 2 * _WARP), most)
+
+
+def _threshold(algorithm: str, protocol: str, n_ranks: int) -> int:
+    threshold = _THREAD_THRESHOLD[protocol]
+    return threshold * n_ranks if algorithm == "ring" and protocol == "ll" else threshold
+
+
+def _shrink(n_bytes: int, n_channels: int, n_threads: int, threshold: int) -> tuple[int, int]:
+    """topoGetAlgoInfo: fewer channels, then fewer threads, while bytes < channels x threads x
+    threshold."""
+    while n_bytes < n_channels * n_threads * threshold and n_channels >= 2:
+        n_channels -= 1
+    while n_bytes < n_channels * n_threads * threshold and n_threads % 128 == 0:
+        n_threads //= 2
+    return n_channels, n_threads

@@ -444,8 +444,7 @@ def _made_up_ranks(
         for rank in range(nodes * gpus_per_node)
     )
     warnings.append(
-        f"no rank lines; assuming {nodes} host(s) x {gpus_per_node} GPU(s), ranks in host order "
-        f"(from the {how})"
+        f"no rank lines; assuming {nodes} host(s) x {gpus_per_node} GPU(s), ranks in host order (from the {how})"
     )
     return ranks, how
 
@@ -611,8 +610,7 @@ def _pick_binary(
         known = _STARTING_BINARY.fullmatch(starting)
         if known is None:
             raise InputError(
-                f"{source}: nccl-tests binary {starting!r} is not one flowsim checks; "
-                f"valid ones: {', '.join(BINARIES)}"
+                f"{source}: nccl-tests binary {starting!r} is not one flowsim checks; valid ones: {', '.join(BINARIES)}"
             )
         return known.group(1)
     named = set(_BINARY_NAME.findall(text))

@@ -21,6 +21,11 @@ __all__ = ["History", "append_history", "history_file", "history_plot_file", "pl
 
 #: ``format`` attribute of a history file.
 _HISTORY_FORMAT = "flowsim-nccl-check-history"
+#: ``version`` attribute this module writes. Version 2 added the columns of
+#: ``_ADDED_COLUMNS``; a version 1 history reads with their defaults there and takes new
+#: checks, the older checks' new columns filled with the defaults. A reader that knows only
+#: version 1 reads a version 2 history too: it ignores datasets it does not know.
+_HISTORY_VERSION = 2
 
 # HDF5 history: group -> dataset -> (dtype kind, value of a report / row check).
 _CHECK_COLUMNS = {
@@ -38,6 +43,8 @@ _CHECK_COLUMNS = {
     "fabric": "str",
     "n_flagged": "i8",
     "avg_busbw_GBps": "f8",
+    "n_fast": "i8",
+    "warnings": "str",
 }
 _ROW_COLUMNS = {
     "check_id": "i8",
@@ -50,7 +57,10 @@ _ROW_COLUMNS = {
     "predicted_busbw_GBps": "f8",
     "ratio": "f8",
     "flagged": "bool",
+    "fast": "bool",
 }
+# Columns added after version 1 -> their value for checks written before them.
+_ADDED_COLUMNS = {"n_fast": 0, "warnings": "", "fast": False}
 
 
 def _h5py():
@@ -65,9 +75,14 @@ def _dtype(kind: str):
 
 def _append(group, columns: dict, values: dict) -> None:
     n_new = len(values["check_id"])
+    n_old = group["check_id"].shape[0] if "check_id" in group else 0
     for name, kind in columns.items():
         if name not in group:
+            # A column newer than the history: the checks already there get its default.
             group.create_dataset(name, shape=(0,), maxshape=(None,), dtype=_dtype(kind), chunks=(256,))
+            if n_old:
+                group[name].resize((n_old,))
+                group[name][:] = np.full(n_old, _ADDED_COLUMNS[name], dtype=object if kind == "str" else kind)
         dataset = group[name]
         start = dataset.shape[0]
         dataset.resize((start + n_new,))
@@ -105,11 +120,15 @@ def append_history(report: CheckReport, path: str | os.PathLike) -> int:
 
     Layout: group ``checks`` holds one row per check (``check_id``, ``time_unix``,
     ``source``, ``binary``, ``system``, ``nodes``, ``ranks``, ``threshold``, ``algorithm``,
-    ``protocol``, ``figure``, ``fabric``, ``n_flagged``, ``avg_busbw_GBps``); group ``rows``
+    ``protocol``, ``figure``, ``fabric``, ``n_flagged``, ``avg_busbw_GBps`` (NaN where the
+    log lacks it), ``n_fast``, ``warnings`` (the report's, one per line)); group ``rows``
     one row per (check, size) (``check_id``, ``size_bytes``, measured busbw and time
     out-of-place and in-place, ``predicted_time_us``, ``predicted_busbw_GBps``, ``ratio`` =
-    the lower of the two measured / predicted ratios, ``flagged``; NaN where not predicted).
-    Every dataset is one-dimensional and resizable.
+    the lower of the two measured / predicted ratios, ``flagged`` (slower, faster or wrong),
+    ``fast`` (faster than predicted); NaN where not predicted). Every dataset is
+    one-dimensional and resizable. Attributes: ``format`` and ``version`` (2; ``n_fast``,
+    ``warnings`` and ``fast`` are new in it, and a version 1 history is appended to in place,
+    its earlier checks given 0, "" and False there).
 
     ``path`` must pass :func:`history_file`. The history is appended to a copy, renamed over
     it when complete (:func:`flowsim.files.replaced_atomically`): an error, a crash or Ctrl-C
@@ -137,7 +156,7 @@ def _append_check(f, report: CheckReport) -> int:
     """Append one check and its rows to the open history ``f``; returns its check id."""
     log = report.log
     f.attrs["format"] = _HISTORY_FORMAT
-    f.attrs["version"] = 1
+    f.attrs["version"] = _HISTORY_VERSION
     checks = f.require_group("checks")
     check_id = int(checks["check_id"][-1]) + 1 if "check_id" in checks and checks["check_id"].shape[0] else 0
     when = datetime.datetime.fromisoformat(report.checked_at).timestamp()
@@ -158,7 +177,9 @@ def _append_check(f, report: CheckReport) -> int:
             "figure": [report.figure],
             "fabric": [report.fabric],
             "n_flagged": [len(report.flagged)],
-            "avg_busbw_GBps": [log.avg_busbw_GBps],
+            "avg_busbw_GBps": [np.nan if log.avg_busbw_GBps is None else log.avg_busbw_GBps],
+            "n_fast": [len(report.fast)],
+            "warnings": ["\n".join(report.warnings)],
         },
     )
 
@@ -182,6 +203,7 @@ def _append_check(f, report: CheckReport) -> int:
                 np.nan if r.ratio_out is None or r.ratio_in is None else min(r.ratio_out, r.ratio_in) for r in rows
             ],
             "flagged": [r.flagged for r in rows],
+            "fast": [r.fast for r in rows],
         },
     )
     return check_id
@@ -213,11 +235,18 @@ def read_history(path: str | os.PathLike) -> History:
                 raise InputError(f"{path}: not a flowsim check history (no format attribute {_HISTORY_FORMAT!r})")
             tables = []
             for group, columns in (("checks", _CHECK_COLUMNS), ("rows", _ROW_COLUMNS)):
-                missing = [c for c in columns if c not in f[group]]
+                missing = [c for c in columns if c not in f[group] and c not in _ADDED_COLUMNS]
                 if missing:
                     raise InputError(f"{path}: group {group!r} lacks datasets {', '.join(missing)}")
+                n = f[group]["check_id"].shape[0]
                 tables.append(
-                    {c: f[group][c].asstr()[()] if kind == "str" else f[group][c][()] for c, kind in columns.items()}
+                    {
+                        c: (f[group][c].asstr()[()] if kind == "str" else f[group][c][()])
+                        if c in f[group]
+                        # A version 1 history: the column's default for every check.
+                        else np.full(n, _ADDED_COLUMNS[c], dtype=object if kind == "str" else kind)
+                        for c, kind in columns.items()
+                    }
                 )
     except OSError as err:
         raise InputError(f"{path}: cannot read the check history: {err}") from None
@@ -304,6 +333,7 @@ def plot_history(
         ax.plot(times, rows["ratio"][these], marker="o", color=f"C{i % 10}", label=_size_label(size))
     ax.axhline(1.0, color="0.5", linewidth=1)
     ax.axhline(1.0 - float(thresholds[-1]), color="C3", linestyle="--", linewidth=1, label="flag below")
+    ax.axhline(1.0 + float(thresholds[-1]), color="C1", linestyle="--", linewidth=1, label="flag above")
     ax.set_xlabel("check time (UTC)")
     ax.set_ylabel("measured / predicted busbw")
     ax.set_title(f"{binary}: {int(keep.sum())} check(s) from {Path(history.path).name}")

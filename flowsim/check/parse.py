@@ -4,7 +4,8 @@ The format read is the one nccl-tests prints (``src/common.cu`` and ``src/util.c
 NVIDIA/nccl-tests): optional ``# nccl-tests version`` and ``# Collective test starting:
 NAME`` lines (NAME may carry the binary's build suffix, ``all_reduce_perf_mpi``), the
 ``# nThread ... nGpus ...`` line, ``# Using devices`` and one
-``#  Rank R [Group G] Pid P on HOST device D [BUS] NAME`` line per rank, the column titles
+``#  Rank R [Group G] Pid P on HOST device D [BUS] NAME`` line per rank, ``NCCL version V``,
+the column titles
 (``out-of-place ... in-place``) and the header naming the columns, then one row per size::
 
     size count type redop root | time algbw busbw #wrong | time algbw busbw #wrong
@@ -18,7 +19,15 @@ per-iteration statistics add columns after each ``#wrong``, and columns after th
 ``#wrong`` (timestamps) are skipped. Lines of other programs (``NCCL INFO``, ``mpirun``)
 may be interleaved; the prefixes launchers put on every line are removed
 (``[1,0]<stdout>:`` of ``mpirun --tag-output``, ``[0]`` of MPICH's ``-prepend-rank``,
-``  0:`` of ``srun --label``), as is a UTF-8 byte-order mark. Sizes are nccl-tests' ``S``
+``  0:`` of ``srun --label``, ``node7: `` of pdsh, ``(pid=12, ...)`` of Ray, an ISO time
+stamp of ``kubectl logs --timestamps``, nested ones too), as is a UTF-8 byte-order mark.
+
+Output as people paste it is read too: comment lines whose ``#`` a Markdown renderer ate
+(``nThread 1 nGpus 8 ...``, ``Rank 0 Group 0 ...``), no ``# nThread`` line, no rank lines
+(then the ranks and hosts come from ``nodes`` and ``gpus_per_node``, or from the busbw / algbw
+ratio, which fixes the rank count of all-reduce, all-gather, reduce-scatter and all-to-all),
+and no closing ``# Avg bus bandwidth`` line (a table pasted in part: a warning, not an error).
+Sizes are nccl-tests' ``S``
 (the total over ranks for all-gather, reduce-scatter and all-to-all), busbw and algbw are
 in GB/s (1e9 B/s), times in microseconds.
 """
@@ -33,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flowsim.collectives.report import bus_factor
-from flowsim.errors import InputError
+from flowsim.errors import InputError, whole_number
 
 __all__ = ["BINARIES", "Measurement", "NcclTestLog", "RankInfo", "TestRow", "line_error", "parse_nccl_log"]
 
@@ -51,9 +60,23 @@ BINARIES = {
 _COLLECTIVE_BINARY = {collective: binary for binary, collective in BINARIES.items()}
 
 # What launchers put before every line: Open MPI's "mpirun --tag-output" ("[1,0]<stdout>:"),
-# MPICH's "-prepend-rank" ("[0] ") and Slurm's "srun --label" ("  0: ", the task number
-# right-aligned). The srun label is digits then a colon: a row starts with digits then a space.
-_TAG_PREFIX = re.compile(r"^(?:\[\d+,\d+\]<std(?:out|err)>:|\[\d+\] | *\d+: )")
+# MPICH's "-prepend-rank" ("[0] "), Slurm's "srun --label" ("  0: ", the task number
+# right-aligned), pdsh / clush ("node7: ", a host name then a colon and a space), Ray's
+# "(head, rank=0, pid=3808) " and kubectl's "--timestamps" (an ISO 8601 time then a space).
+# The srun label is digits then a colon: a row starts with digits then a space. A host name
+# starts with a letter, and NCCL's own "host:pid:tid [d] NCCL INFO" lines have no space after
+# the first colon, so neither is taken for a prefix.
+_TAG_PREFIX = re.compile(
+    r"^(?:\[\d+,\d+\]<std(?:out|err)>: ?|\[\d+\] | *\d+: |[A-Za-z][\w.-]*: |\([^()]*pid=\d+[^()]*\) ?"
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)? )"
+)
+# nccl-tests' comment lines as a Markdown renderer leaves them, their leading '#' taken for a
+# heading: restored before parsing.
+_HASHLESS = re.compile(
+    r"^(?:nThread\s+\d|Using devices$|Rank\s+\d+\s.*\bon\s|size\s+count\s|\(B\)\s|out-of-place\s"
+    r"|Avg bus bandwidth\s*:|Out of bounds values|nccl-tests version\s|Collective test starting:)"
+)
+_NCCL_VERSION = re.compile(r"^NCCL version\s+(\S+)")
 # A binary name not inside another word ("all_reduce_perf_dgx.txt" names all_reduce_perf).
 _BINARY_NAME = re.compile(r"(?<![A-Za-z0-9_])(" + "|".join(BINARIES) + r")(?![A-Za-z0-9])")
 
@@ -148,24 +171,36 @@ class NcclTestLog:
         ``_mpi``).
     version : str or None
         ``# nccl-tests version`` when printed.
-    n_threads, n_gpus : int
-        ``-t`` and ``-g`` of the run (GPUs per thread).
+    n_threads, n_gpus : int or None
+        ``-t`` and ``-g`` of the run (GPUs per thread); None without a ``# nThread`` line.
     ranks : tuple of RankInfo
-        In rank order.
+        In rank order: from the rank lines, else made up from the cluster's shape (hosts
+        ``node0``, ``node1``, ..., ranks filling each host's devices in turn, ``line`` 0 and
+        no device name); ``ranks_from`` says which.
     rows : tuple of TestRow
-    avg_busbw_GBps : float
-        The closing ``# Avg bus bandwidth`` figure.
+    avg_busbw_GBps : float or None
+        The closing ``# Avg bus bandwidth`` figure; None when the output lacks it (pasted in
+        part; ``warnings`` says so).
+    nccl_version : str or None
+        ``NCCL version`` when printed (``2.26.2+cuda12.8``).
+    ranks_from : {"rank lines", "arguments", "busbw ratio"}
+        Where the ranks and hosts come from.
+    warnings : tuple of str
+        One line each: what the output lacks, or where it disagrees with the arguments.
     """
 
     source: str
     collective: str
     binary: str
     version: str | None
-    n_threads: int
-    n_gpus: int
+    n_threads: int | None
+    n_gpus: int | None
     ranks: tuple[RankInfo, ...]
     rows: tuple[TestRow, ...]
-    avg_busbw_GBps: float
+    avg_busbw_GBps: float | None
+    nccl_version: str | None = None
+    ranks_from: str = "rank lines"
+    warnings: tuple[str, ...] = ()
 
     @property
     def n_ranks(self) -> int:
@@ -181,6 +216,12 @@ class NcclTestLog:
     def n_nodes(self) -> int:
         """Distinct hosts in the rank lines."""
         return len(self.hosts)
+
+    @property
+    def gpu_models(self) -> tuple[str, ...]:
+        """Device names in the rank lines (``NVIDIA H100 80GB HBM3``), in order of first
+        appearance; empty without rank lines."""
+        return tuple(dict.fromkeys(r.device_name for r in self.ranks if r.device_name))
 
 
 def line_error(source: str, line: int, message: str) -> InputError:
@@ -297,8 +338,22 @@ def _row(text: str, source: str, line: int, layout: _Layout, in_place_first: boo
     )
 
 
-def _infer_binary(rows: Sequence[TestRow], n_ranks: int) -> set[str]:
-    """Binaries consistent with the rows' redop, root and busbw / algbw ratio."""
+def _fits_bus_factor(ratio: float, collective: str, n_ranks: int | None) -> bool:
+    """Whether busbw / algbw = ``ratio`` fits ``collective`` on ``n_ranks`` ranks (within 5%),
+    or on some rank count when ``n_ranks`` is None."""
+    if n_ranks is not None:
+        factor = bus_factor(collective, n_ranks)
+        return abs(ratio - factor) <= 0.05 * factor
+    # 2(n-1)/n for all-reduce spans [1, 2); (n-1)/n for the split collectives [0.5, 1); 1 otherwise.
+    low, high = {"all_reduce": (1.0, 2.0), "all_gather": (0.5, 1.0), "reduce_scatter": (0.5, 1.0)}.get(
+        collective, (0.5, 1.0) if collective == "all_to_all" else (1.0, 1.0)
+    )
+    return 0.95 * low <= ratio <= 1.05 * high
+
+
+def _infer_binary(rows: Sequence[TestRow], n_ranks: int | None) -> set[str]:
+    """Binaries consistent with the rows' redop, root and busbw / algbw ratio (``n_ranks``
+    None: on some rank count)."""
     measured = [r.out_of_place for r in rows if r.out_of_place.algbw_GBps >= 1.0]
     ratio = measured[-1].busbw_GBps / measured[-1].algbw_GBps if measured else None
     candidates = set()
@@ -312,13 +367,95 @@ def _infer_binary(rows: Sequence[TestRow], n_ranks: int) -> set[str]:
             for r in rows
         ):
             continue
-        if ratio is not None and abs(ratio - bus_factor(collective, n_ranks)) > 0.05 * bus_factor(collective, n_ranks):
+        if ratio is not None and not _fits_bus_factor(ratio, collective, n_ranks):
             continue
         candidates.add(binary)
     return candidates
 
 
-def parse_nccl_log(path_or_text: str | os.PathLike, *, collective: str | None = None) -> NcclTestLog:
+def _strip_prefixes(raw: str) -> str:
+    """``raw`` without the launcher prefixes before it (nested ones too) and with the ``#``
+    a Markdown renderer ate put back."""
+    line = raw.rstrip()
+    for _ in range(4):
+        shorter = _TAG_PREFIX.sub("", line, count=1)
+        if shorter == line:
+            break
+        line = shorter
+    stripped = line.strip()
+    return "# " + stripped if _HASHLESS.match(stripped) else line
+
+
+def _ranks_from_busbw(rows: Sequence[TestRow], collective: str | None) -> int | None:
+    """The rank count the busbw / algbw ratio of the fastest row gives, for a collective whose
+    bus factor depends on it; None otherwise or where no whole count fits."""
+    if collective not in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all"):
+        return None
+    fastest = max((r.out_of_place for r in rows), key=lambda m: m.algbw_GBps)
+    if fastest.algbw_GBps < 1.0:
+        return None
+    ratio = fastest.busbw_GBps / fastest.algbw_GBps
+    # busbw = algbw x 2(n-1)/n for all-reduce, x (n-1)/n for the split collectives.
+    scale = 2.0 if collective == "all_reduce" else 1.0
+    if not 0 < ratio < scale:
+        return None
+    n = round(scale / (scale - ratio))
+    if n < 2 or abs(bus_factor(collective, n) - ratio) > 2e-3 * ratio:
+        return None
+    return n
+
+
+def _made_up_ranks(
+    source: str,
+    collective: str,
+    rows: Sequence[TestRow],
+    per_process: int | None,
+    nodes: int | None,
+    gpus_per_node: int | None,
+    warnings: list[str],
+) -> tuple[tuple[RankInfo, ...], str]:
+    """Ranks of output without rank lines, from the cluster's shape (``nodes`` x
+    ``gpus_per_node``), completed by the busbw ratio where one of the two is missing."""
+    from_busbw = _ranks_from_busbw(rows, collective)
+    how = "arguments"
+    if nodes is not None and gpus_per_node is not None:
+        if from_busbw is not None and from_busbw != nodes * gpus_per_node:
+            warnings.append(
+                f"the busbw / algbw ratio says {from_busbw} ranks, not {nodes} node(s) x "
+                f"{gpus_per_node} GPU(s); using the {nodes * gpus_per_node} given"
+            )
+    elif from_busbw is not None and nodes is not None and from_busbw % nodes == 0:
+        gpus_per_node, how = from_busbw // nodes, "busbw ratio"
+    elif from_busbw is not None and gpus_per_node is not None and from_busbw % gpus_per_node == 0:
+        nodes, how = from_busbw // gpus_per_node, "busbw ratio"
+    elif from_busbw is not None and nodes is None and gpus_per_node is None and from_busbw == per_process:
+        # One process drove every rank (nThread x nGpus of them): one host.
+        nodes, gpus_per_node, how = 1, from_busbw, "busbw ratio"
+    else:
+        known = "" if from_busbw is None else f" (the busbw / algbw ratio says {from_busbw} ranks)"
+        raise InputError(
+            f"{source}: no '#  Rank R ... on HOST device D' lines, so the ranks and hosts are unknown{known}; "
+            "give the cluster's shape: --nodes N --gpus-per-node G (nodes=, gpus_per_node=)"
+        )
+    nodes = whole_number("nodes", nodes)
+    gpus_per_node = whole_number("gpus_per_node", gpus_per_node)
+    ranks = tuple(
+        RankInfo(rank, f"node{rank // gpus_per_node}", rank % gpus_per_node, "", 0)
+        for rank in range(nodes * gpus_per_node)
+    )
+    warnings.append(
+        f"no rank lines; assuming {nodes} host(s) x {gpus_per_node} GPU(s), ranks in host order (from the {how})"
+    )
+    return ranks, how
+
+
+def parse_nccl_log(
+    path_or_text: str | os.PathLike,
+    *,
+    collective: str | None = None,
+    nodes: int | None = None,
+    gpus_per_node: int | None = None,
+) -> NcclTestLog:
     """Parse the output of one nccl-tests binary.
 
     Parameters
@@ -330,6 +467,10 @@ def parse_nccl_log(path_or_text: str | os.PathLike, *, collective: str | None = 
         ``"all_reduce_perf"``). By default the ``# Collective test starting`` line, else a
         binary name in the text (a command line), else the file name, else the only binary
         whose redop, root and busbw / algbw ratio fit the rows.
+    nodes, gpus_per_node : int, optional
+        The cluster's shape, for output without rank lines (ignored where the output has
+        them). Either one is enough where the busbw / algbw ratio gives the rank count;
+        neither where one process drove every rank (``nThread x nGpus`` of them).
 
     Returns
     -------
@@ -338,17 +479,16 @@ def parse_nccl_log(path_or_text: str | os.PathLike, *, collective: str | None = 
     Raises
     ------
     InputError
-        Naming the source and line: no ``# nThread`` header, missing, duplicate or
-        non-contiguous rank lines, a table header naming columns in an order it does not
-        know, a row with missing or non-numeric columns, a table without rows, no
-        ``# Avg bus bandwidth`` line (truncated output), a second test in the same text, or
-        a collective that cannot be told.
+        Naming the source and line: no table, malformed, duplicate or non-contiguous rank
+        lines, no rank lines and no way to tell the ranks, a table header naming columns in
+        an order it does not know, a row with missing or non-numeric columns, a table
+        without rows, a second test in the same text, or a collective that cannot be told.
     """
     text, source = _read(path_or_text)
     # A UTF-8 byte-order mark (from an editor) would hide the '#' that starts the first line.
     text = text.removeprefix("\ufeff")
-    lines = [_TAG_PREFIX.sub("", raw).rstrip() for raw in text.splitlines()]
-    binary = version = None
+    lines = [_strip_prefixes(raw) for raw in text.splitlines()]
+    binary = version = nccl_version = None
     header = None
     ranks: dict[int, RankInfo] = {}
     rows: list[TestRow] = []
@@ -391,52 +531,75 @@ def parse_nccl_log(path_or_text: str | os.PathLike, *, collective: str | None = 
             elif "out-of-place" in stripped and "in-place" in stripped:
                 in_place_first = stripped.index("in-place") < stripped.index("out-of-place")
             elif re.match(r"^#\s*size\s+count", stripped):
-                if header is None:
-                    raise line_error(source, number, "table header before the '# nThread ... nGpus ...' line")
+                if layout is not None:
+                    raise line_error(source, number, "a second nccl-tests run starts here; give one run per check")
                 layout = _layout(stripped, source, number)
             elif avg_match := _AVG.match(stripped):
                 if layout is None:
                     raise line_error(source, number, "'# Avg bus bandwidth' line before any table header")
                 avg = _measured(avg_match.group(1), source, number, "Avg bus bandwidth")
             continue
-        if layout is not None and avg is None and re.match(r"^\d+\s", stripped + " "):
+        if nccl_match := _NCCL_VERSION.match(stripped):
+            nccl_version = nccl_match.group(1)
+        elif layout is not None and avg is None and re.match(r"^\d+\s", stripped + " "):
             rows.append(_row(stripped, source, number, layout, in_place_first))
     last = len(lines)
-    if header is None:
+    if layout is None:
+        if header is None and not ranks:
+            raise InputError(
+                f"{source}: no '#  size  count  type ...' table header and no '# nThread' line: "
+                "is this nccl-tests output?"
+            )
         raise InputError(
-            f"{source}: no '# nThread N nGpus G minBytes ... maxBytes ...' line: is this nccl-tests output?"
+            f"{source}, line {last}: output ends before the '#  size  count  type ...' table header (truncated?)"
         )
-    if not ranks:
-        raise line_error(
-            source,
-            header[2],
-            "expected '# Using devices' and one '#  Rank R ... on HOST device D' line "
-            "per rank after this header; found none",
-        )
+    if not rows:
+        raise line_error(source, layout.line, "table header but no rows after it (truncated?)")
     missing = sorted(set(range(len(ranks))) - set(ranks))
     if missing:
         last_rank = max(r.line for r in ranks.values())
         raise line_error(
             source, last_rank, f"the rank lines up to here list {len(ranks)} ranks but not rank {missing[0]}"
         )
-    if layout is None:
-        raise InputError(
-            f"{source}, line {last}: output ends before the '#  size  count  type ...' table header (truncated?)"
-        )
-    if not rows:
-        raise line_error(source, layout.line, "table header but no rows after it (truncated?)")
+    warnings: list[str] = []
     if avg is None:
-        raise InputError(
-            f"{source}, line {last}: output ends after the row on line {rows[-1].line}; expected more "
-            "rows or '# Avg bus bandwidth : X' (truncated: the test did not finish)"
+        warnings.append(
+            f"no '# Avg bus bandwidth' line after the row on line {rows[-1].line}: the output is "
+            f"pasted in part or the test did not finish; the {len(rows)} rows present are checked"
         )
-    ordered = tuple(ranks[r] for r in range(len(ranks)))
-    binary = _pick_binary(collective, binary, text, source, rows, len(ordered))
-    return NcclTestLog(source, BINARIES[binary], binary, version, header[0], header[1], ordered, tuple(rows), avg)
+    n_ranks = len(ranks) if ranks else None
+    binary = _pick_binary(collective, binary, text, source, rows, n_ranks)
+    ranks_from = "rank lines"
+    if ranks:
+        ordered = tuple(ranks[r] for r in range(len(ranks)))
+    else:
+        per_process = None if header is None else header[0] * header[1]
+        ordered, ranks_from = _made_up_ranks(
+            source, BINARIES[binary], rows, per_process, nodes, gpus_per_node, warnings
+        )
+    return NcclTestLog(
+        source,
+        BINARIES[binary],
+        binary,
+        version,
+        None if header is None else header[0],
+        None if header is None else header[1],
+        ordered,
+        tuple(rows),
+        avg,
+        nccl_version,
+        ranks_from,
+        tuple(warnings),
+    )
 
 
 def _pick_binary(
-    collective: str | None, starting: str | None, text: str, source: str, rows: Sequence[TestRow], n_ranks: int
+    collective: str | None,
+    starting: str | None,
+    text: str,
+    source: str,
+    rows: Sequence[TestRow],
+    n_ranks: int | None,
 ) -> str:
     if collective is not None:
         binary = _COLLECTIVE_BINARY.get(collective, collective)
@@ -447,8 +610,7 @@ def _pick_binary(
         known = _STARTING_BINARY.fullmatch(starting)
         if known is None:
             raise InputError(
-                f"{source}: nccl-tests binary {starting!r} is not one flowsim checks; "
-                f"valid ones: {', '.join(BINARIES)}"
+                f"{source}: nccl-tests binary {starting!r} is not one flowsim checks; valid ones: {', '.join(BINARIES)}"
             )
         return known.group(1)
     named = set(_BINARY_NAME.findall(text))

@@ -7,31 +7,64 @@ is GPU ``n{i}.gpu{d}`` of the cluster, passed to flowsim in rank order. A
 next at once; it is predicted as one ``send`` between the pair the ring waits for
 (:func:`flowsim.pipeline.send_pair`: the first ring neighbours on different hosts, or ranks
 0 and 1 on one host), assuming the other pairs do not share its links.
+
+The check is two-sided. A row slower than predicted by more than the threshold (``SHORT``)
+says the cluster underperforms: a degraded link, a wrong NCCL setting. A row faster than
+predicted by more than the threshold (``FAST``) says the system description is probably
+wrong (an H100 log checked as ``dgx-a100``, more NICs than the preset has) or the model
+misses what NCCL did there (an algorithm it does not predict). Where the log's GPU model,
+rank count or hosts differ from the system given, the report says so, one line each.
+
+Measured against predicted is compared as times (``predicted time / measured time``, which
+equals measured busbw / predicted busbw for the same size and ranks): nccl-tests prints busbw
+with two decimals, 0.00 for the smallest sizes, while its times keep their precision.
 """
 
 from __future__ import annotations
 
 import datetime
+import inspect
 import json
+import math
 import os
+import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 from flowsim.check.parse import NcclTestLog, RankInfo, line_error, parse_nccl_log
 from flowsim.collectives import resolve_algorithm
-from flowsim.collectives.placement import send_pair
+from flowsim.collectives.placement import collective_time, send_pair
 from flowsim.collectives.report import busbw_Bps, sweep
 from flowsim.errors import InputError, whole_number
 from flowsim.fabrics import build_cluster
 
-__all__ = ["CheckReport", "RowCheck", "check_log", "check_nccl_log"]
+__all__ = ["SIZE_BANDS", "BandError", "CheckReport", "RowCheck", "check_log", "check_nccl_log"]
+
+_KiB, _MiB, _GiB = 1 << 10, 1 << 20, 1 << 30
+
+#: Message-size bands of the report's error summary: (label, lowest size, first size past it).
+#: Below 64 KiB NCCL is latency-bound, from 1 MiB bandwidth takes over, past 1 GiB the
+#: busbw has settled.
+SIZE_BANDS: tuple[tuple[str, int, float], ...] = (
+    ("< 64 KiB", 0, 64 * _KiB),
+    ("64 KiB - 1 MiB", 64 * _KiB, _MiB),
+    ("1 MiB - 64 MiB", _MiB, 64 * _MiB),
+    ("64 MiB - 1 GiB", 64 * _MiB, _GiB),
+    (">= 1 GiB", _GiB, math.inf),
+)
+
+# The GPU each preset is built with, as nccl-tests' rank lines name it ("NVIDIA H100 80GB
+# HBM3"); a preset missing here (pcie_server: any PCIe GPU) is not compared.
+_PRESET_GPU = {"dgx1_v100": "V100", "dgx_a100": "A100", "dgx_h100": "H100", "dgx_b200": "B200", "gb200_nvl72": "B200"}
 
 
 @dataclass(frozen=True)
 class RowCheck:
     """Measured against predicted for one size.
 
-    ``ratio_*`` is measured busbw over predicted busbw; ``short`` when either is below
-    ``1 - threshold``; ``wrong`` when nccl-tests counted wrong elements. Predicted fields
+    ``ratio_*`` is measured busbw over predicted busbw (predicted over measured time);
+    ``short`` when either is below ``1 - threshold``, ``fast`` when either is above
+    ``1 + threshold``; ``wrong`` when nccl-tests counted wrong elements. Predicted fields
     are None for rows not predicted (size 0 or below ``min_bytes``).
     """
 
@@ -46,11 +79,47 @@ class RowCheck:
     ratio_in: float | None
     short: bool
     wrong: bool
+    fast: bool = False
 
     @property
     def flagged(self) -> bool:
-        """Short of the prediction, or wrong elements counted."""
-        return self.short or self.wrong
+        """Short of the prediction, faster than it, or wrong elements counted."""
+        return self.short or self.fast or self.wrong
+
+    @property
+    def error_out(self) -> float | None:
+        """Error of the prediction against the out-of-place column: predicted busbw /
+        measured busbw - 1 (positive: the model is faster than the cluster)."""
+        return None if not self.ratio_out else 1.0 / self.ratio_out - 1.0
+
+
+@dataclass(frozen=True)
+class BandError:
+    """The prediction's error over one band of message sizes (:attr:`RowCheck.error_out`).
+
+    ``median_abs`` is the median of ``|error|``; ``worst`` the signed error of largest
+    magnitude, at ``worst_size``.
+    """
+
+    label: str
+    n_sizes: int
+    median_abs: float
+    worst: float
+    worst_size: int
+
+
+def error_by_band(rows: Sequence[RowCheck], bands: Sequence[tuple[str, int, float]] = SIZE_BANDS) -> list[BandError]:
+    """:class:`BandError` of each band (label, lowest size, first size past it) holding a
+    predicted row, in band order."""
+    summary = []
+    for label, low, high in bands:
+        errors = [(r.error_out, r.size_bytes) for r in rows if low <= r.size_bytes < high and r.error_out is not None]
+        if errors:
+            worst, worst_size = max(errors, key=lambda e: abs(e[0]))
+            summary.append(
+                BandError(label, len(errors), statistics.median(abs(e) for e, _ in errors), worst, worst_size)
+            )
+    return summary
 
 
 @dataclass(frozen=True)
@@ -70,6 +139,9 @@ class CheckReport:
     rows : tuple of RowCheck
     checked_at : str
         UTC time of the check, ISO 8601.
+    warnings : tuple of str
+        One line each: what the log lacks (:attr:`NcclTestLog.warnings`) and where it
+        disagrees with the system given (GPU model, rank count, hosts).
     """
 
     log: NcclTestLog
@@ -82,6 +154,7 @@ class CheckReport:
     fabric: str
     rows: tuple[RowCheck, ...]
     checked_at: str = field(default_factory=lambda: datetime.datetime.now(datetime.UTC).isoformat())
+    warnings: tuple[str, ...] = ()
 
     @property
     def flagged(self) -> tuple[RowCheck, ...]:
@@ -89,9 +162,23 @@ class CheckReport:
         return tuple(r for r in self.rows if r.flagged)
 
     @property
+    def short(self) -> tuple[RowCheck, ...]:
+        """Rows slower than predicted by more than the threshold."""
+        return tuple(r for r in self.rows if r.short)
+
+    @property
+    def fast(self) -> tuple[RowCheck, ...]:
+        """Rows faster than predicted by more than the threshold."""
+        return tuple(r for r in self.rows if r.fast)
+
+    @property
     def ok(self) -> bool:
         """No row flagged."""
         return not self.flagged
+
+    def error_by_band(self, bands: Sequence[tuple[str, int, float]] = SIZE_BANDS) -> list[BandError]:
+        """The prediction's error by message-size band (:func:`error_by_band`)."""
+        return error_by_band(self.rows, bands)
 
     def to_dict(self) -> dict:
         """JSON-ready summary: the check's settings, the log's description and every row."""
@@ -112,7 +199,11 @@ class CheckReport:
             "checked_at": self.checked_at,
             "avg_busbw_GBps": log.avg_busbw_GBps,
             "n_flagged": len(self.flagged),
-            "rows": [{**asdict(r), "flagged": r.flagged} for r in self.rows],
+            "n_short": len(self.short),
+            "n_fast": len(self.fast),
+            "warnings": list(self.warnings),
+            "error_by_band": [asdict(b) for b in self.error_by_band()],
+            "rows": [{**asdict(r), "flagged": r.flagged, "error_out": r.error_out} for r in self.rows],
         }
 
     def to_json(self) -> str:
@@ -120,24 +211,38 @@ class CheckReport:
         return json.dumps(self.to_dict(), indent=2)
 
     def format_text(self) -> str:
-        """A table: size, predicted busbw, measured busbw and ratio (out-of-place, in-place), flag."""
+        """A table: size, predicted busbw, measured busbw and ratio (out-of-place, in-place),
+        flag; then the error by size band and a closing summary. Warnings come first."""
         log = self.log
+        gpus = f" ({', '.join(log.gpu_models)})" if log.gpu_models else ""
         lines = [
-            f"# {log.source}: {log.binary}, {log.n_ranks} ranks on {log.n_nodes} node(s)",
+            f"# {log.source}: {log.binary}, {log.n_ranks} ranks on {log.n_nodes} node(s){gpus}",
+            *(f"# warning: {w}" for w in self.warnings),
             f"# predicted: {self.nodes} x {self.system}, {self.algorithm} algorithm, {self.protocol} protocol, "
             f"{self.figure} link rates, {self.fabric} fabric",
             # Not '.0%': a threshold of 0.005 would read "below 100%".
-            f"# flag: measured busbw below {100 * (1 - self.threshold):.12g}% of predicted, or #wrong > 0",
+            f"# flag: SHORT below {100 * (1 - self.threshold):.12g}% of predicted busbw (the cluster underperforms), "
+            f"FAST above {100 * (1 + self.threshold):.12g}% (the system description is probably wrong), "
+            "WRONG where #wrong > 0",
             "#       size   predicted    out-of-place       in-place",
             "#        (B)  busbw(GB/s)  busbw(GB/s) ratio  busbw(GB/s) ratio  flag",
         ]
         for r in self.rows:
             predicted = "-" if r.predicted_busbw_GBps is None else f"{r.predicted_busbw_GBps:.2f}"
             ratios = ["-" if x is None else f"{x:.2f}" for x in (r.ratio_out, r.ratio_in)]
-            flag = ",".join(name for name, on in (("SHORT", r.short), ("WRONG", r.wrong)) if on)
+            flag = ",".join(name for name, on in (("SHORT", r.short), ("FAST", r.fast), ("WRONG", r.wrong)) if on)
             lines.append(
                 f"{r.size_bytes:12d}  {predicted:>11}  {r.measured_busbw_out_GBps:11.2f} {ratios[0]:>5}  "
                 f"{r.measured_busbw_in_GBps:11.2f} {ratios[1]:>5}  {flag}".rstrip()
+            )
+        bands = self.error_by_band()
+        if bands:
+            lines.append("# error of the prediction by size (predicted / measured busbw - 1, out-of-place):")
+            width = max(len(b.label) for b in bands)
+            lines.extend(
+                f"#   {b.label:<{width}}  {b.n_sizes:3d} size{'s' if b.n_sizes != 1 else ' '}  "
+                f"median |error| {100 * b.median_abs:6.1f}%  worst {100 * b.worst:+7.1f}% at {b.worst_size} B"
+                for b in bands
             )
         lines.append(self._summary())
         return "\n".join(lines)
@@ -149,6 +254,16 @@ class CheckReport:
         n = sum(r.flagged for r in predicted)
         if n:
             summary = f"# {n} of {len(predicted)} predicted size{'s' if len(predicted) != 1 else ''} flagged"
+            sides = [
+                f"{k} {why}"
+                for k, why in (
+                    (sum(r.short for r in predicted), "slower than predicted (SHORT)"),
+                    (sum(r.fast for r in predicted), "faster than predicted (FAST: check --system and the model)"),
+                    (sum(r.wrong and not (r.short or r.fast) for r in predicted), "with wrong elements only"),
+                )
+                if k
+            ]
+            summary += ": " + ", ".join(sides)
         elif len(predicted) > 1:
             summary = f"# all {len(predicted)} predicted sizes OK"
         else:
@@ -189,6 +304,35 @@ def _rank_gpus(log: NcclTestLog, system: str, topology) -> list[str]:
     return list(gpus)
 
 
+def _default_algorithm(collective: str) -> str:
+    """The algorithm :func:`flowsim.collectives.collective_time` uses when given none (read
+    from its signature, so that a new default there shows in the report as it is)."""
+    default = inspect.signature(collective_time).parameters["algorithm"].default
+    return resolve_algorithm(collective) if default is None else str(default)
+
+
+def _mismatches(log: NcclTestLog, system: str, nodes: int | None, topology) -> list[str]:
+    """One line for each way the log differs from ``nodes`` servers of ``system``: GPU
+    model, hosts, rank count."""
+    lines = []
+    model = _PRESET_GPU.get(system)
+    others = [name for name in log.gpu_models if model is not None and model.lower() not in name.lower()]
+    if others:
+        lines.append(f"the log's GPUs are {', '.join(others)}, not the {model} of a {system} server: check --system")
+    if nodes is not None and nodes != log.n_nodes:
+        lines.append(
+            f"the log names {log.n_nodes} host(s) ({', '.join(log.hosts)}), not {nodes} (--nodes): "
+            f"predicting on the {log.n_nodes} it names"
+        )
+    per_server = len(topology.gpus()) // log.n_nodes
+    if log.n_ranks != per_server * log.n_nodes:
+        lines.append(
+            f"the log has {log.n_ranks} ranks on {log.n_nodes} host(s); {log.n_nodes} x {system} has "
+            f"{per_server * log.n_nodes} GPUs: predicting the {log.n_ranks} ranks it names"
+        )
+    return lines
+
+
 def check_log(
     log: NcclTestLog,
     *,
@@ -200,6 +344,7 @@ def check_log(
     figure: str = "effective",
     fabric: str = "rail_optimized",
     min_bytes: int = 1,
+    **options,
 ) -> CheckReport:
     """Predict each row of a parsed run and compare.
 
@@ -209,42 +354,48 @@ def check_log(
         From :func:`parse_nccl_log`.
     system, nodes, threshold, algorithm, protocol, figure, fabric, min_bytes
         As :func:`check_nccl_log`.
+    **options
+        Passed to :func:`flowsim.collectives.report.sweep` (and so to
+        :func:`flowsim.collectives.collective_time`).
 
     Returns
     -------
     CheckReport
     """
     system = system.replace("-", "_")
-    if nodes is None:
-        nodes = log.n_nodes
-    nodes = whole_number("nodes", nodes)
-    if nodes != log.n_nodes:
-        raise InputError(
-            f"{log.source}: the rank lines name {log.n_nodes} host(s) ({', '.join(log.hosts)}), not {nodes}"
-        )
+    if nodes is not None:
+        nodes = whole_number("nodes", nodes)
     if not 0 <= threshold < 1:
         raise InputError(f"threshold must be in [0, 1), got {threshold!r}")
     if log.n_ranks < 2:
         raise InputError(f"{log.source}: {log.n_ranks} rank; flowsim predicts collectives of 2 or more ranks")
-    algorithm = resolve_algorithm(log.collective, algorithm)
-    topology = build_cluster(system, nodes, figure=figure, fabric=fabric)
+    if algorithm is not None:
+        # Only an algorithm asked for is passed on: collective_time's own default applies otherwise.
+        options["algorithm"] = algorithm = resolve_algorithm(log.collective, algorithm)
+    else:
+        algorithm = _default_algorithm(log.collective)
+    topology = build_cluster(system, log.n_nodes, figure=figure, fabric=fabric)
+    warnings = (*log.warnings, *_mismatches(log, system, nodes, topology))
     gpus = _rank_gpus(log, system, topology)
     ranks = send_pair(topology, gpus) if log.collective == "send" else gpus
     predicted_sizes = sorted({r.size_bytes for r in log.rows if r.size_bytes >= max(min_bytes, 1)})
     predictions = sweep(
-        topology, log.collective, predicted_sizes, dtype="int8", ranks=ranks, algorithm=algorithm, protocol=protocol
+        topology, log.collective, predicted_sizes, dtype="int8", ranks=ranks, protocol=protocol, **options
     )
     time_us = {size: p.time_us for size, p in zip(predicted_sizes, predictions, strict=True)}
     checks = []
     for row in log.rows:
         predicted_time = time_us.get(row.size_bytes)
         predicted_busbw = ratio_out = ratio_in = None
-        short = False
+        short = fast = False
         if predicted_time is not None:
             predicted_busbw = busbw_Bps(log.collective, row.size_bytes, predicted_time * 1e-6, log.n_ranks) / 1e9
-            ratio_out = row.out_of_place.busbw_GBps / predicted_busbw
-            ratio_in = row.in_place.busbw_GBps / predicted_busbw
-            short = min(ratio_out, ratio_in) < 1.0 - threshold
+            ratio_out, ratio_in = (
+                predicted_time / m.time_us if m.time_us > 0 else None for m in (row.out_of_place, row.in_place)
+            )
+            ratios = [r for r in (ratio_out, ratio_in) if r is not None]
+            short = bool(ratios) and min(ratios) < 1.0 - threshold
+            fast = bool(ratios) and max(ratios) > 1.0 + threshold
         wrong = any(m.wrong for m in (row.out_of_place, row.in_place))
         checks.append(
             RowCheck(
@@ -259,9 +410,21 @@ def check_log(
                 ratio_in,
                 short,
                 wrong,
+                fast,
             )
         )
-    return CheckReport(log, system, nodes, float(threshold), algorithm, protocol, figure, fabric, tuple(checks))
+    return CheckReport(
+        log,
+        system,
+        log.n_nodes,
+        float(threshold),
+        algorithm,
+        protocol,
+        figure,
+        fabric,
+        tuple(checks),
+        warnings=tuple(warnings),
+    )
 
 
 def check_nccl_log(
@@ -269,6 +432,7 @@ def check_nccl_log(
     *,
     system: str,
     nodes: int | None = None,
+    gpus_per_node: int | None = None,
     threshold: float = 0.1,
     collective: str | None = None,
     algorithm: str | None = None,
@@ -276,8 +440,10 @@ def check_nccl_log(
     figure: str = "effective",
     fabric: str = "rail_optimized",
     min_bytes: int = 1,
+    **options,
 ) -> CheckReport:
-    """Parse nccl-tests output, predict every row with flowsim and flag shortfalls.
+    """Parse nccl-tests output, predict every row with flowsim and flag rows slower or faster
+    than predicted.
 
     Parameters
     ----------
@@ -286,15 +452,19 @@ def check_nccl_log(
     system : str
         Server preset (``"dgx-h100"`` or ``"dgx_h100"``).
     nodes : int, optional
-        Servers in the cluster; must equal the hosts named in the rank lines (default: that
-        count).
+        Servers in the cluster. With rank lines in the log, the hosts they name are
+        predicted, with a warning where ``nodes`` differs; without them, the cluster's shape
+        (with ``gpus_per_node``, see :func:`parse_nccl_log`).
+    gpus_per_node : int, optional
+        GPUs used per server, for a log without rank lines.
     threshold : float
-        Flag a row when measured busbw < predicted busbw x (1 - threshold), in either the
-        out-of-place or the in-place column.
+        Flag a row when measured busbw < predicted busbw x (1 - threshold) (``SHORT``) or
+        > predicted busbw x (1 + threshold) (``FAST``), in either the out-of-place or the
+        in-place column.
     collective : str, optional
         See :func:`parse_nccl_log`.
     algorithm : str, optional
-        flowsim algorithm (default: the collective's first, ring or p2p).
+        flowsim algorithm (default: :func:`flowsim.collectives.collective_time`'s).
     protocol : {"auto", "simple", "ll", "ll128"}
         NCCL protocol costs; ``"auto"`` keeps the fastest, as NCCL's tuner does.
     figure : {"effective", "nominal"}
@@ -304,6 +474,8 @@ def check_nccl_log(
     min_bytes : int
         Rows below this size are reported but not predicted (small sizes are latency-bound
         and take as long to simulate as large ones).
+    **options
+        Passed to :func:`flowsim.collectives.report.sweep`.
 
     Returns
     -------
@@ -316,7 +488,7 @@ def check_nccl_log(
     >>> report.ok  # doctest: +SKIP
     True
     """
-    log = parse_nccl_log(path_or_text, collective=collective)
+    log = parse_nccl_log(path_or_text, collective=collective, nodes=nodes, gpus_per_node=gpus_per_node)
     return check_log(
         log,
         system=system,
@@ -327,4 +499,5 @@ def check_nccl_log(
         figure=figure,
         fabric=fabric,
         min_bytes=min_bytes,
+        **options,
     )

@@ -1,12 +1,17 @@
 """``flowsim check``: nccl-tests output measured against flowsim's prediction for the cluster.
 
-    flowsim check NCCL_TESTS_OUTPUT --system dgx-h100 --nodes 4 [--threshold 0.1]
-                  [--history history.h5] [--plot trend.png] [--json]
+    flowsim check NCCL_TESTS_OUTPUT --system dgx-h100 [--nodes 4 --gpus-per-node 8]
+                  [--threshold 0.1] [--history history.h5] [--plot trend.png] [--json]
     flowsim check --history history.h5 --plot trend.png
 
 prints, per message size, the predicted busbw, the measured out-of-place and in-place busbw
 and their ratio to the prediction, and flags sizes whose measured busbw is below
-``1 - threshold`` of the prediction (or where nccl-tests counted wrong elements). With
+``1 - threshold`` of the prediction (SHORT: the cluster underperforms), above ``1 + threshold``
+(FAST: the system description is probably wrong), or where nccl-tests counted wrong elements
+(WRONG); then the prediction's error by size band. Warnings, one line each, say where the log's
+GPU model, ranks or hosts differ from the system given, or what the log lacks. Output is read
+as people paste it: launcher prefixes, interleaved lines of other programs, no rank lines (then
+``--nodes`` and ``--gpus-per-node`` give the cluster's shape). With
 ``--history`` the check is appended to an HDF5 history; ``--plot`` draws the history's
 measured / predicted ratio over time (needs matplotlib). Both paths are checked before the
 check runs, so that a bad one fails before anything is added to the history. Exit status:
@@ -66,6 +71,7 @@ def check_command(args: argparse.Namespace) -> int:
                 args.output,
                 system=args.system,
                 nodes=args.nodes,
+                gpus_per_node=args.gpus_per_node,
                 threshold=args.threshold,
                 collective=args.collective,
                 algorithm=args.algorithm,
@@ -93,7 +99,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     """Register ``check`` on ``subparsers``; its handler is :func:`check_command` (set as ``func``)."""
     parser = subparsers.add_parser(
         "check",
-        help="compare nccl-tests output with flowsim's prediction and flag shortfalls",
+        help="compare nccl-tests output with flowsim's prediction and flag rows slower or faster than it",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -101,14 +107,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--system", help=f"server preset ({', '.join(preset_names())}; '-' and '_' are the same)")
     parser.add_argument("--nodes", type=int, help="servers (default: the hosts named in the rank lines)")
     parser.add_argument(
-        "--threshold", type=_fraction, default=0.1, help="flag below (1 - threshold) x predicted busbw (default 0.1)"
+        "--gpus-per-node", type=int, help="GPUs used per server, for output without '#  Rank' lines (with --nodes)"
+    )
+    parser.add_argument(
+        "--threshold",
+        type=_fraction,
+        default=0.1,
+        help="flag below (1 - threshold) and above (1 + threshold) x predicted busbw (default 0.1)",
     )
     parser.add_argument(
         "--collective",
         choices=(*BINARIES, *BINARIES.values()),
         help="default: read from the output or file name; with --plot alone, the checks to draw",
     )
-    parser.add_argument("--algorithm", help="flowsim algorithm (default: the collective's first, ring or p2p)")
+    parser.add_argument("--algorithm", help="flowsim algorithm (default: flowsim's own choice for the collective)")
     parser.add_argument("--protocol", default="auto", choices=(*PROTOCOLS, "auto"), help="NCCL protocol costs")
     parser.add_argument("--figure", default="effective", choices=FIGURES, help="link rates (default effective)")
     parser.add_argument("--fabric", default="rail_optimized", choices=FABRICS, help="compute fabric between servers")

@@ -1,0 +1,187 @@
+"""flowsim's predictions against real nccl-tests logs, by message-size band.
+
+Run from the repository root::
+
+    python benchmarks/validate_nccl_logs.py [--plot DIR] [--markdown] [--log FILE ...]
+
+For every log listed in ``data/validation/nccl_tests/index.json`` (verbatim output of
+nccl-tests on real clusters; the directory's README.md cites each one's public source), the
+log is parsed and every row predicted through :func:`flowsim.check.check_log`, the path
+``flowsim check`` takes, on the index's preset (``dgx-a100`` or ``dgx-h100``, from its GPU),
+nodes and GPUs per node. The index's NCCL environment (``NCCL_ALGO`` ...) is passed on as
+``nccl_env`` where the prediction API takes that keyword, and left out where it does not (a
+keyword check, so a newer flowsim uses it without a change here). Printed per log: the error
+of the prediction (predicted / measured busbw - 1, out-of-place column), median and worst
+``|error|``, over sizes below 64 KiB, from 64 KiB to 1 MiB, and from 1 MiB; and the sizes
+``flowsim check`` flags at its default threshold.
+
+``--plot DIR`` writes one PNG per log (busbw against size: measured points, predicted line,
+log x axis); ``--markdown`` prints the table as Markdown, for the README.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import math
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from flowsim.check import CheckReport, check_log, parse_nccl_log
+from flowsim.check.report import error_by_band
+from flowsim.collectives import collective_time
+from flowsim.errors import InputError
+
+ROOT = Path(__file__).resolve().parents[1]
+LOGS = ROOT / "data" / "validation" / "nccl_tests"
+
+#: Bands of the validation table: latency-bound, in between, bandwidth-bound.
+BANDS: tuple[tuple[str, int, float], ...] = (
+    ("< 64 KiB", 0, 64 << 10),
+    ("64 KiB - 1 MiB", 64 << 10, 1 << 20),
+    (">= 1 MiB", 1 << 20, math.inf),
+)
+
+# The index's GPU -> flowsim preset.
+_PRESETS = {"A100": "dgx-a100", "H100": "dgx-h100"}
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One log of the index: its file, cluster and NCCL environment."""
+
+    file: str
+    system: str
+    nodes: int
+    gpus_per_node: int
+    env: dict[str, str]
+    healthy: bool
+
+
+def entries(directory: Path = LOGS) -> list[Entry]:
+    """The index's logs, in its order."""
+    listed = []
+    for item in json.loads((directory / "index.json").read_text()):
+        system = next((preset for gpu, preset in _PRESETS.items() if gpu in item["gpu"]), None)
+        if system is None:
+            raise InputError(f"{item['file']}: no flowsim preset for GPU {item['gpu']!r}")
+        listed.append(
+            Entry(item["file"], system, item["nodes"], item["gpus_per_node"], dict(item["env"]), item["healthy"])
+        )
+    return listed
+
+
+def prediction_options(env: dict[str, str]) -> dict:
+    """Keywords for the prediction: ``nccl_env`` where ``collective_time`` takes it."""
+    return {"nccl_env": env} if "nccl_env" in inspect.signature(collective_time).parameters else {}
+
+
+def check_entry(entry: Entry, directory: Path = LOGS, *, sizes: Sequence[int] | None = None) -> CheckReport:
+    """``flowsim check`` of one log with its index's cluster: every row predicted, or only
+    the rows of ``sizes``."""
+    log = parse_nccl_log(directory / entry.file, nodes=entry.nodes, gpus_per_node=entry.gpus_per_node)
+    if sizes is not None:
+        wanted = set(sizes)
+        log = _only_rows(log, wanted)
+    return check_log(log, system=entry.system, nodes=entry.nodes, **prediction_options(entry.env))
+
+
+def _only_rows(log, sizes: set[int]):
+    from dataclasses import replace
+
+    return replace(log, rows=tuple(r for r in log.rows if r.size_bytes in sizes))
+
+
+def _percent(x: float) -> str:
+    return f"{100 * x:+.0f}%"
+
+
+def band_cells(report: CheckReport) -> list[str]:
+    """Per band of :data:`BANDS`: ``median / worst`` |error|, or ``-`` without rows."""
+    found = {b.label: b for b in error_by_band(report.rows, BANDS)}
+    cells = []
+    for label, _, _ in BANDS:
+        band = found.get(label)
+        cells.append("-" if band is None else f"{100 * band.median_abs:.0f}% / {_percent(band.worst)} ({band.n_sizes})")
+    return cells
+
+
+def flagged_cell(report: CheckReport) -> str:
+    """Flagged sizes, grouped by side."""
+    parts = []
+    for name, rows in (("SHORT", report.short), ("FAST", report.fast)):
+        if rows:
+            sizes = [r.size_bytes for r in rows]
+            parts.append(f"{len(rows)} {name} ({_size(min(sizes))}-{_size(max(sizes))})")
+    return ", ".join(parts) or "none"
+
+
+def _size(size: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale:
+            return f"{size / scale:g} {unit}"
+    return f"{size} B"
+
+
+def plot(report: CheckReport, entry: Entry, directory: Path) -> Path:
+    """busbw against size: measured points (out-of-place), predicted line; log x axis."""
+    from matplotlib.figure import Figure
+
+    rows = [r for r in report.rows if r.predicted_busbw_GBps is not None]
+    fig = Figure(figsize=(6, 3.6), layout="constrained")
+    ax = fig.add_subplot()
+    sizes = [r.size_bytes for r in rows]
+    ax.plot(sizes, [r.predicted_busbw_GBps for r in rows], color="C0", label=f"flowsim ({report.algorithm})")
+    ax.plot(sizes, [r.measured_busbw_out_GBps for r in rows], "o", color="C3", markersize=4, label="measured")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("message size (B)")
+    ax.set_ylabel("busbw (GB/s)")
+    health = "" if entry.healthy else " (degraded cluster)"
+    ax.set_title(f"{entry.file.removesuffix('.txt')}{health}", fontsize=8)
+    ax.legend(fontsize="small", loc="upper left")
+    ax.grid(True, linewidth=0.3)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / (Path(entry.file).stem + ".png")
+    fig.savefig(path, dpi=80)
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--plot", type=Path, metavar="DIR", help="write one PNG per log here")
+    parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    parser.add_argument("--log", action="append", help="only these files of the index (repeatable)")
+    parser.add_argument("--directory", type=Path, default=LOGS, help=f"logs and index.json (default {LOGS})")
+    args = parser.parse_args(argv)
+    try:
+        selected = [e for e in entries(args.directory) if args.log is None or e.file in args.log]
+        header = ["log", "system", "healthy", *(f"{label}: median / worst (n)" for label, _, _ in BANDS), "flagged"]
+        table = []
+        for entry in selected:
+            report = check_entry(entry, args.directory)
+            system = f"{entry.nodes} x {entry.system}, {report.algorithm}"
+            table.append(
+                [entry.file, system, "yes" if entry.healthy else "no", *band_cells(report), flagged_cell(report)]
+            )
+            if args.plot is not None:
+                print(f"plot -> {plot(report, entry, args.plot)}", file=sys.stderr)
+    except InputError as err:
+        print(f"validate_nccl_logs: error: {err}", file=sys.stderr)
+        return 2
+    if args.markdown:
+        print("| " + " | ".join(header) + " |")
+        print("|" + "---|" * len(header))
+        for row in table:
+            print("| " + " | ".join(f"`{row[0]}`" if i == 0 else cell for i, cell in enumerate(row)) + " |")
+    else:
+        widths = [max(len(str(r[i])) for r in [header, *table]) for i in range(len(header))]
+        for row in [header, *table]:
+            print("  ".join(f"{cell:<{w}}" for cell, w in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

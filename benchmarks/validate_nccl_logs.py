@@ -75,8 +75,10 @@ def entries(directory: Path = LOGS) -> list[Entry]:
 
 
 def prediction_options(env: dict[str, str]) -> dict:
-    """Keywords for the prediction: ``nccl_env`` where ``collective_time`` takes it."""
-    return {"nccl_env": env} if "nccl_env" in inspect.signature(collective_time).parameters else {}
+    """Keywords for the prediction: the ``NCCL_*`` variables as ``nccl_env`` where
+    ``collective_time`` takes it (the others, ``CUDA_DEVICE_ORDER`` say, are not NCCL's)."""
+    nccl = {key: value for key, value in env.items() if key.startswith("NCCL_")}
+    return {"nccl_env": nccl} if "nccl_env" in inspect.signature(collective_time).parameters else {}
 
 
 def check_entry(entry: Entry, directory: Path = LOGS, *, sizes: Sequence[int] | None = None) -> CheckReport:

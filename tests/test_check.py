@@ -249,8 +249,9 @@ def test_degraded_sample_is_flagged_short():
     flagged = report.flagged
     assert [r.size_bytes for r in flagged] == [1 << 30, 2 << 30]
     assert all(r.short and not r.wrong and r.ratio_out < 0.6 for r in flagged)
-    # the same rows pass once the threshold allows a 55% shortfall
-    assert check_log(parse_nccl_log(DEGRADED), system="dgx-h100", threshold=0.55, min_bytes=1 << 30).ok
+    # the same rows pass once the threshold allows a 65% shortfall (NCCL's default on two
+    # DGX H100 at these sizes is NVLSTree, predicted near 490 GB/s; the log shows 184)
+    assert check_log(parse_nccl_log(DEGRADED), system="dgx-h100", threshold=0.65, min_bytes=1 << 30).ok
 
 
 def test_wrong_elements_are_flagged():

@@ -52,11 +52,16 @@ def test_scenario_ring_all_reduce_takes_what_flowsim_collective_says(two_dgx):
     # The case at a smaller size: before one placement, the scenario file ran one
     # channel with NVLink costs and took 7.8x the time `flowsim collective` printed.
     size = 16 * 2**20
-    scenario = parse_scenario(TWO_DGX + f'[[workload.collective]]\nop = "all_reduce"\nsize_bytes = {size}\n')
-    (row,) = sweep(two_dgx, "all_reduce", [size])
+    table = f'[[workload.collective]]\nop = "all_reduce"\nalgorithm = "ring"\nsize_bytes = {size}\n'
+    scenario = parse_scenario(TWO_DGX + table)
+    (row,) = sweep(two_dgx, "all_reduce", [size], algorithm="ring")
     assert run_scenario(scenario).result.makespan_s * 1e6 == pytest.approx(row.time_us, rel=1e-12)
-    # The channels NCCL runs it on.
-    assert row.channels > 1 and len(set(scenario.workload.tags["channel"])) == row.channels
+    # NCCL's 16 channels, laid out as one lane per rail (8 NICs per DGX H100 server).
+    assert row.channels == 16 and len(set(scenario.workload.tags["channel"])) == 8
+    # The default, NCCL's choice, is the same from both too.
+    default = parse_scenario(TWO_DGX + table.replace('algorithm = "ring"\n', ""))
+    (auto,) = sweep(two_dgx, "all_reduce", [size])
+    assert run_scenario(default).result.makespan_s * 1e6 == pytest.approx(auto.time_us, rel=1e-12)
 
 
 @pytest.mark.parametrize("protocol", ["ll", "ll128", "simple"])

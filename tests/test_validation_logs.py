@@ -29,10 +29,6 @@ GiB = 1 << 30
 # What the model misses today, per healthy log (busbw error at >= 1 GiB, docs in README.md
 # "Validation against real nccl-tests logs").
 KNOWN_MISSES = {
-    "gh_nccltests290_h100_1n8g_allreduce.txt": "NCCL runs NVLS (in-switch reduction) on one H100 node: measured "
-    "465-474 GB/s, flowsim's default ring predicts 366-370 (-21%); its 'nvls' algorithm is not chosen by default",
-    "gh_nccltests309_h100_2n8g_ib400_allreduce.txt": "NCCL runs NVLSTree on two H100 nodes, beyond the NICs' ring "
-    "limit (449-469 GB/s measured); flowsim's default ring predicts 382-384 (-15% to -18%) and has no NVLSTree",
     "liplus_a100_1n8g_sendrecv.txt": "sendrecv_perf on 8 A100 measures 195 GB/s; flowsim predicts one pair's send "
     "at the effective NVLink rate, 239 GB/s (+23%): NCCL's p2p channels do not reach the ring's rate",
 }

@@ -23,7 +23,6 @@ with two decimals, 0.00 for the smallest sizes, while its times keep their preci
 from __future__ import annotations
 
 import datetime
-import inspect
 import json
 import math
 import os
@@ -33,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 
 from flowsim.check.parse import NcclTestLog, RankInfo, line_error, parse_nccl_log
 from flowsim.collectives import resolve_algorithm
-from flowsim.collectives.placement import collective_time, send_pair
+from flowsim.collectives.placement import send_pair
 from flowsim.collectives.report import busbw_Bps, sweep
 from flowsim.errors import InputError, whole_number
 from flowsim.fabrics import build_cluster
@@ -304,11 +303,10 @@ def _rank_gpus(log: NcclTestLog, system: str, topology) -> list[str]:
     return list(gpus)
 
 
-def _default_algorithm(collective: str) -> str:
-    """The algorithm :func:`flowsim.collectives.collective_time` uses when given none (read
-    from its signature, so that a new default there shows in the report as it is)."""
-    default = inspect.signature(collective_time).parameters["algorithm"].default
-    return resolve_algorithm(collective) if default is None else str(default)
+def _what_ran(values: Sequence[str]) -> str:
+    """The one value every prediction shares, else them all joined by "/" in first-seen order
+    (``"tree/nvls_tree"`` where NCCL's choice changes with the size)."""
+    return "/".join(dict.fromkeys(values))
 
 
 def _mismatches(log: NcclTestLog, system: str, nodes: int | None, topology) -> list[str]:
@@ -371,9 +369,7 @@ def check_log(
         raise InputError(f"{log.source}: {log.n_ranks} rank; flowsim predicts collectives of 2 or more ranks")
     if algorithm is not None:
         # Only an algorithm asked for is passed on: collective_time's own default applies otherwise.
-        options["algorithm"] = algorithm = resolve_algorithm(log.collective, algorithm)
-    else:
-        algorithm = _default_algorithm(log.collective)
+        options["algorithm"] = resolve_algorithm(log.collective, algorithm) if algorithm != "auto" else algorithm
     topology = build_cluster(system, log.n_nodes, figure=figure, fabric=fabric)
     warnings = (*log.warnings, *_mismatches(log, system, nodes, topology))
     gpus = _rank_gpus(log, system, topology)
@@ -383,6 +379,8 @@ def check_log(
         topology, log.collective, predicted_sizes, dtype="int8", ranks=ranks, protocol=protocol, **options
     )
     time_us = {size: p.time_us for size, p in zip(predicted_sizes, predictions, strict=True)}
+    algorithm = _what_ran([p.algorithm for p in predictions]) or str(algorithm or "auto")
+    protocol = _what_ran([p.protocol for p in predictions]) or protocol
     checks = []
     for row in log.rows:
         predicted_time = time_us.get(row.size_bytes)

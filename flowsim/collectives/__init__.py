@@ -3,6 +3,7 @@ nccl-tests does.
 
 The package's rooms, in the order they depend on each other:
 
+- :mod:`~flowsim.collectives.constants`: NCCL's tuning constants, per NCCL version.
 - :mod:`~flowsim.collectives.costs`: NCCL's software costs (latencies, protocol wire
   efficiency) and protocols.
 - :mod:`~flowsim.collectives.dag`: the flow-DAG building blocks (messages, rings, chains,
@@ -12,6 +13,8 @@ The package's rooms, in the order they depend on each other:
   channels, a root, an NVSwitch).
 - :mod:`~flowsim.collectives.rings`: ring orders per channel (rotated per server, or found
   on a GPU mesh's direct links).
+- :mod:`~flowsim.collectives.tuner`: what NCCL would run (algorithm, protocol, channels),
+  from NCCL's topology search, cost model and channel shrink.
 - :mod:`~flowsim.collectives.placement`: one placement on a topology for every caller
   (``flowsim collective``, ``flowsim check``, scenario files, sweeps, training steps):
   ranks, channels, ring orders, costs and the NVLS switch chosen from the hardware.

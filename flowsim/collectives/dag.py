@@ -305,8 +305,8 @@ def _steps_only(model: str, n_messages: int, what: str) -> None:
     if model == "auto" and n_messages > STEP_MESSAGE_LIMIT:
         raise InputError(
             f"{what} over {n_messages:,} messages is more than the {STEP_MESSAGE_LIMIT:,} laid out by "
-            "default (it has no stream model); use fewer ranks, channels or slices, or model='steps' "
-            "(--model steps) to build it anyway"
+            "default (it has no stream model); use fewer ranks, channels or slices, a ring (algorithm='ring', "
+            "--algorithm ring, which streams), or model='steps' (--model steps) to build it anyway"
         )
 
 

@@ -12,6 +12,7 @@ NVLS the NVSwitch. :func:`collective_time` runs that layout. ``flowsim collectiv
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -20,6 +21,7 @@ import numpy as np
 from flowsim.collectives.builders import ALGORITHM_TABLE, algorithm_of
 from flowsim.collectives.constants import DEFAULT_NCCL_VERSION
 from flowsim.collectives.costs import PROTOCOLS, CollectiveCosts, nccl_costs, nvls_costs, nvls_tree_costs
+from flowsim.collectives.dag import MAX_PIPELINE_SLICES, NVLS_CHUNK_BYTES
 from flowsim.collectives.rings import mesh_link_counts, mesh_rings, rank_servers, rotated_rings
 from flowsim.collectives.tuner import NcclChoice, NoNcclChoice, nccl_choice
 from flowsim.errors import InputError
@@ -97,6 +99,15 @@ def _default_channels(topology: Topology, ranks: Sequence[str], servers: dict[st
     for rank in ranks:
         nics.setdefault(servers[rank], set()).add(int(topology.node_nic[topology.node_id(rank)]))
     return max(1, max(len(n) for n in nics.values()))
+
+
+def _distinct_rings(topology: Topology, ranks: Sequence[str], servers: dict[str, str]) -> int:
+    """How many different rings NCCL's channels follow: the rings of an NVLink mesh inside
+    one server, one per rail across servers, else one."""
+    if len(set(servers.values())) == 1:
+        counts = mesh_link_counts(topology, ranks)
+        return max(1, len(mesh_rings(ranks, counts))) if counts.any() else 1
+    return _default_channels(topology, ranks, servers)
 
 
 def _ring_orders(
@@ -339,13 +350,19 @@ def collective_workload(
             f"bad parameters for {collective}: {entry.name} takes no {', '.join(refused)} (it takes {takes})"
         )
     # NCCL's channel count, and each channel's share of its bus bandwidth as a rate cap, for
-    # the algorithms NCCL's choice names (not the hierarchical all-reduce, nor NVLS, whose
-    # channels are copies pulling from one switch with no per-channel figure).
-    capped = choice is not None and entry.name in ("ring", "tree")
-    if capped and channels is None and orders is None:
-        assert choice is not None
-        channels = choice.n_channels
+    # the rings and trees NCCL's choice names. NCCL's channels that run the same ring are
+    # identical copies (the search duplicates them, src/graph/search.cc): flowsim lays them
+    # out as one lane per distinct ring (one per rail across servers, one per mesh ring on an
+    # NVLink mesh, one inside an NVSwitch server) whose cap is the sum of its channels'.
     topology_servers = rank_servers(topology, ranks)
+    capped = choice is not None and entry.name in ("ring", "tree")
+    lane_channels = 1.0
+    reported = 0
+    if choice is not None and channels is None and orders is None:
+        reported = choice.n_channels
+        if capped:
+            channels = min(choice.n_channels, _distinct_rings(topology, ranks, topology_servers))
+            lane_channels = choice.n_channels / channels
     options: dict = {}
     if "servers" in entry.options:
         options["servers"] = topology_servers if servers is None else servers
@@ -364,10 +381,12 @@ def collective_workload(
         options["switches"] = {server: found[0] for server, found in switches.items()}
         nvlink = next(iter(switches.values()))[1]
         if choice is not None:
-            # Each tree message's share of NCCL's NVLSTree bandwidth: one channel's algorithm
-            # bandwidth over the chunks (one per local rank) a channel's heads carry.
+            # Each tree message's share of NCCL's NVLSTree bandwidth: the channels' algorithm
+            # bandwidth over the chunks (one per local rank) their heads carry.
             algbw = choice.bus_bandwidth_GBps * 1e9 * len(ranks) / (2 * (len(ranks) - 1))
-            options["tree_cap_Bps"] = algbw / choice.max_channels / len(next(iter(by_server.values())))
+            options["tree_cap_Bps"] = algbw * choice.n_channels / choice.max_channels / len(
+                next(iter(by_server.values()))
+            )
     n_channels = 0
     if "channels" in entry.options:
         if orders is not None:
@@ -377,7 +396,14 @@ def collective_workload(
             options["orders"] = _ring_orders(topology, ranks, topology_servers, channels)
             n_channels = len(options["orders"])
         elif entry.name in ("nvls", "nvls_tree") and choice is not None and channels is None:
-            n_channels = choice.n_channels
+            # NVLS channels pull from the one switch with no per-channel figure: one lane,
+            # whose slices are NCCL's NVLS chunk times the channels it stands for, so that it
+            # pipelines as deep as each of NCCL's channels does.
+            n_channels = 1
+            if slices is None:
+                owners = len(ranks) if entry.name == "nvls" else len(ranks) // len(set(topology_servers.values()))
+                slot = NVLS_CHUNK_BYTES * choice.n_channels
+                slices = int(min(MAX_PIPELINE_SLICES, max(1, math.ceil(float(size_bytes) / owners / slot))))
         else:
             n_channels = _default_channels(topology, ranks, topology_servers) if channels is None else channels
         options.update(channels=n_channels, slices=slices)
@@ -394,9 +420,9 @@ def collective_workload(
     workload = entry.builder(ranks, size_bytes, costs=chosen[1], model=model, **options)
     if capped:
         assert choice is not None
-        workload = _capped(workload, choice.channel_bandwidth_Bps / chosen[1].wire_efficiency)
-    return CollectivePlan(entry.name, chosen[0], n_channels, workload.tags["model"][0], ranks, chosen[1], workload,
-                          choice)
+        workload = _capped(workload, lane_channels * choice.channel_bandwidth_Bps / chosen[1].wire_efficiency)
+    return CollectivePlan(entry.name, chosen[0], reported or n_channels, workload.tags["model"][0], ranks, chosen[1],
+                          workload, choice)
 
 
 #: Collectives whose algorithm and protocol NCCL's tuner chooses; all-to-all and send are

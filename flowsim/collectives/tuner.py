@@ -287,7 +287,10 @@ class _Loads:
         for i, weight in enumerate(weights):
             np.add.at(load, routes.flow_link_indices[routes.flow_link_indptr[i]:routes.flow_link_indptr[i + 1]],
                       weight)
-        used = np.flatnonzero(load > 0)
+        # NCCL's search sees a server's links and its NICs' line rate, not the fabric beyond
+        # them: links between two switches outside the servers do not bound its channels.
+        in_server = (topology.node_server[topology.link_src] >= 0) | (topology.node_server[topology.link_dst] >= 0)
+        used = np.flatnonzero((load > 0) & in_server)
         self.load = load[used]
         self.bw = np.array([_nccl_link_bw(topology, int(link)) for link in used])
         self.inter = np.array([topology.link_tier[link] == LinkTier.SCALE_OUT for link in used], dtype=bool)

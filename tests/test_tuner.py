@@ -1,0 +1,187 @@
+"""NCCL's choice (flowsim.collectives.tuner) against hand-worked cases of NCCL's rules.
+
+Every expected number below is worked out here from NCCL's sources (docs/hardware.md §7):
+the search's speed arrays and passes (src/graph/search.cc), the cost model
+(src/graph/tuning.cc) and the channel shrink (src/enqueue.cc).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from flowsim.collectives.constants import NCCL_VERSIONS
+from flowsim.collectives.tuner import NcclEnv, _graphs, _shrink, describe_system, nccl_choice
+from flowsim.errors import InputError
+from flowsim.fabrics import build_cluster
+from flowsim.presets import preset
+from flowsim.routing import Router
+
+MiB, GiB = 1 << 20, 1 << 30
+
+
+@pytest.fixture(scope="module")
+def h100():
+    return preset("dgx_h100", figure="effective")
+
+
+@pytest.fixture(scope="module")
+def a100():
+    return preset("dgx_a100", figure="effective")
+
+
+@pytest.fixture(scope="module")
+def two_h100():
+    return build_cluster("dgx_h100", 2, figure="effective")
+
+
+def _graphs_of(topology):
+    ranks = [topology.node_names[g] for g in topology.gpus()]
+    system = describe_system(topology, ranks)
+    return system, _graphs(topology, ranks, system, NCCL_VERSIONS["2.30.7"], Router(topology))
+
+
+def test_the_system_is_read_off_the_topology(h100, a100, two_h100):
+    system, _ = _graphs_of(h100)
+    assert (system.n_ranks, system.n_nodes, system.sm, system.intra, system.nvswitch) == (8, 1, 90, "nvlink", True)
+    assert system.cpu_vendor == "intel"  # Sapphire Rapids UPI between the sockets
+    assert _graphs_of(a100)[0].cpu_vendor == "amd"  # EPYC: xGMI between the sockets
+    assert _graphs_of(two_h100)[0].n_nodes == 2
+
+
+def test_a100_rings_are_12_channels_at_20(a100):
+    # 12 NVLink 3 at NCCL's 20 GB/s: 240 GB/s per GPU. Pass 1 starts at 40 (240 / 40 = 6
+    # channels, 6 x 40 = 240: perfect). Duplication (40 >= 25, Ampere) gives 12 x 20; pass 2
+    # cannot raise 12 channels to 30 (12 x 30 > 240).
+    _, graphs = _graphs_of(a100)
+    assert (graphs["ring"].n_channels, graphs["ring"].bw_intra) == (12, 20.0)
+    assert (graphs["tree"].n_channels, graphs["tree"].bw_intra) == (12, 20.0)
+    assert "nvls" not in graphs  # NVSwitch generation 2: no NVLink SHARP
+
+
+def test_h100_rings_and_nvls_graphs(h100):
+    # 18 NVLink 4 at 20.6: 370.8 GB/s. Ring pass 1: 60 GB/s fits 6 channels (360); slower
+    # speeds while more than .49 of 60 (50, 40, 30) move no more than 360, so 6 x 60 stays;
+    # duplicated (Hopper at 60 >= 50) to 12 x 30.
+    _, graphs = _graphs_of(h100)
+    assert (graphs["ring"].n_channels, graphs["ring"].bw_intra) == (12, 30.0)
+    # NVLS: 8 heads; a GPU's link carries each channel once and its own head's twice, 9/8 of
+    # a channel's speed per channel: 8 x 50 x 9/8 = 450 > 370.8, 8 x 40 x 9/8 = 360 fits.
+    # Pass 2 raises the inter-node speed (no inter-node link here) to 60, below 2 x 40.
+    nvls = graphs["nvls"]
+    assert (nvls.n_channels, nvls.bw_intra, nvls.bw_inter) == (8, 40.0, 60.0)
+
+
+def test_two_h100_servers_run_a_channel_per_nic(two_h100):
+    # Across servers the speeds are the inter-node array (48 first, under the NIC's 50). A ring
+    # channel crosses one NIC each way per server and 7 of 8 GPUs' NVLinks: 8 channels fit
+    # (8 x 48 x 7/8 = 336 <= 370.8); no duplication (Hopper, 48 < 50 with more than 4).
+    _, graphs = _graphs_of(two_h100)
+    assert (graphs["ring"].n_channels, graphs["ring"].bw_intra) == (8, 48.0)
+    assert graphs["nvls"].n_channels == 8
+
+
+def test_nvls_bus_bandwidth_on_one_h100_node(h100):
+    # min(40 x 0.85 x 7/8 x 2, 60) = 59.5 per channel, 8 channels: 476 GB/s (nccl-tests shows
+    # 476-483 on an H100 node).
+    choice = nccl_choice(h100, "all_reduce", 8 * GiB)
+    assert (choice.algorithm, choice.protocol) == ("nvls", "simple")
+    assert choice.bus_bandwidth_GBps == pytest.approx(8 * 40 * 0.85 * 7 / 8 * 2)
+    assert (choice.n_channels, choice.max_channels) == (16, 16)  # NVLS_NCHANNELS_SM90
+
+
+def test_nvls_tree_bus_bandwidth_on_two_h100_nodes(two_h100):
+    # min(48 x 0.85 x 7/8 x 2, 2 x 48, perChMaxNVLSTreeBw[Hopper][2 nodes] = 57.7) x 8 = 461.6
+    # (nccl-tests shows 461-469 GB/s at 2-16 GiB on two H100 nodes).
+    choice = nccl_choice(two_h100, "all_reduce", 8 * GiB)
+    assert choice.algorithm == "nvls_tree"
+    assert choice.bus_bandwidth_GBps == pytest.approx(8 * 57.7)
+
+
+@pytest.mark.parametrize(
+    ("size", "algorithm", "protocol"),
+    [(4096, "ring", "ll"), (MiB, "ring", "ll"), (2 * MiB, "nvls", "simple"), (GiB, "nvls", "simple")],
+)
+def test_switch_points_on_one_h100_node(h100, size, algorithm, protocol):
+    # Ring LL: 6.6 + 14 x 0.6 = 15 us and min(llMaxBw 141, 360 x 0.5) x 8/14 = 80.6 GB/s;
+    # NVLS: 25 us and 476 x 8/14 = 272 GB/s. Equal near 1.1 MiB: ring/LL to 1 MiB, NVLS from 2.
+    choice = nccl_choice(h100, "all_reduce", size)
+    assert (choice.algorithm, choice.protocol) == (algorithm, protocol)
+
+
+def test_model_times_are_latency_plus_bytes_over_bandwidth(h100):
+    choice = nccl_choice(h100, "all_reduce", MiB)
+    assert choice.table[("ring", "ll")] == pytest.approx(15.0 + MiB / (1000 * 141 * 8 / 14))
+    assert choice.table[("nvls", "simple")] == pytest.approx(25.0 + MiB / (1000 * 476 * 8 / 14))
+    # Ring Simple on one node: 8.4 + 14 x 3.4 us, 12 x 30 = 360 GB/s bus.
+    assert choice.table[("ring", "simple")] == pytest.approx(8.4 + 14 * 3.4 + MiB / (1000 * 360 * 8 / 14))
+
+
+def test_channels_then_threads_shrink_for_small_sizes():
+    # bytes < channels x threads x threshold: channels drop to 1 first, then threads halve
+    # while they are a multiple of 128 (src/enqueue.cc topoGetAlgoInfo).
+    assert _shrink(8 << 20, 24, 512, 64) == (24, 512)
+    assert _shrink(64 << 10, 24, 512, 64) == (2, 512)  # 65536 = 2 x 512 x 64
+    assert _shrink(8192, 24, 512, 64) == (1, 128)
+    assert _shrink(64, 24, 512, 64) == (1, 64)  # 64 is not a multiple of 128: it stays
+
+
+def test_the_ring_ll_threshold_counts_the_ranks(h100):
+    # Ring LL's threshold is 8 x nRanks = 64 bytes per thread: at 64 KiB, 2 of 24 channels.
+    choice = nccl_choice(h100, "all_reduce", 64 << 10)
+    assert (choice.algorithm, choice.protocol, choice.n_channels, choice.max_channels) == ("ring", "ll", 2, 24)
+
+
+def test_nccl_environment_steers_the_choice(h100, two_h100):
+    assert nccl_choice(h100, "all_reduce", 8 * GiB, nccl_env={"NCCL_NVLS_ENABLE": "0"}).algorithm == "ring"
+    ring = nccl_choice(two_h100, "all_reduce", 8 * GiB, nccl_env={"NCCL_ALGO": "Ring"})
+    assert (ring.algorithm, ring.protocol) == ("ring", "simple")
+    only_ll = nccl_choice(h100, "all_reduce", 8 * GiB, nccl_env={"NCCL_PROTO": "LL", "NCCL_ALGO": "ring"})
+    assert only_ll.protocol == "ll"
+    few = nccl_choice(h100, "all_reduce", 8 * GiB, nccl_env={"NCCL_ALGO": "ring", "NCCL_MAX_NCHANNELS": "4"})
+    assert (few.n_channels, few.max_channels) == (4, 4)
+    ignored = NcclEnv({"NCCL_IB_HCA": "mlx5_0", "NCCL_ALGO": "ring"}).ignored
+    assert ignored == ("NCCL_IB_HCA",)
+
+
+@pytest.mark.parametrize(
+    ("value", "collective", "enabled"),
+    [
+        ("ring,tree", "all_reduce", {"ring", "tree"}),
+        ("^ring", "all_reduce", {"tree", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat"}),
+        ("allreduce:tree;broadcast:ring", "all_reduce", {"tree"}),
+        ("allreduce:tree;broadcast:ring", "broadcast", {"ring"}),
+        ("ring;allreduce:nvls", "all_gather", {"ring"}),
+        ("NVLSTree,Ring", "all_reduce", {"nvls_tree", "ring"}),
+    ],
+)
+def test_nccl_algo_follows_nccls_list_syntax(value, collective, enabled):
+    assert NcclEnv({"NCCL_ALGO": value}).algorithms(collective) == enabled
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"NCCL_ALGO": "ring,bogus"}, "unknown name 'bogus'"),
+        ({"NCCL_ALGO": "ring;tree"}, "every entry but the first needs a function prefix"),
+        ({"NCCL_ALGO": "allgatherv:ring"}, "unknown function 'allgatherv'"),
+        ({"CUDA_VISIBLE_DEVICES": "0"}, "'CUDA_VISIBLE_DEVICES' is not an NCCL_ variable"),
+        ({"NCCL_MAX_NCHANNELS": "many"}, "NCCL_MAX_NCHANNELS='many' is not an integer"),
+    ],
+)
+def test_bad_environment_names_the_variable(h100, env, message):
+    with pytest.raises(InputError, match=message):
+        nccl_choice(h100, "all_reduce", MiB, nccl_env=env)
+
+
+def test_versions_differ_where_their_constants_do(h100):
+    # NCCL 2.19.3: NVLS latency 23 us (hwLat), 25 in 2.30.7.
+    new = nccl_choice(h100, "all_reduce", 16 * MiB)
+    old = nccl_choice(h100, "all_reduce", 16 * MiB, version="2.19.3")
+    assert new.table[("nvls", "simple")] - old.table[("nvls", "simple")] == pytest.approx(2.0, rel=1e-6)
+    with pytest.raises(InputError, match="no constants for NCCL '2.1.0'"):
+        nccl_choice(h100, "all_reduce", MiB, version="2.1.0")
+
+
+def test_no_algorithm_left_is_one_clear_error(h100):
+    with pytest.raises(InputError, match="no NCCL algorithm and protocol left for all_reduce"):
+        nccl_choice(h100, "all_reduce", MiB, nccl_env={"NCCL_ALGO": "collnetdirect"})

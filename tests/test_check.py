@@ -765,3 +765,17 @@ def test_gpu_model_and_nccl_version_are_read():
     log = parse_nccl_log(text, collective="all_gather")
     assert log.nccl_version == "2.26.2+cuda12.8"
     assert len(log.gpu_models) == 1 and "H100" in log.gpu_models[0]
+
+
+def test_cli_nccl_env_steers_the_prediction(capsys):
+    from flowsim.cli import main as flowsim
+
+    argv = ["check", str(DEGRADED), "--system", "dgx-h100", "--min-bytes", "1G", "--json"]
+    assert flowsim(argv) == 1
+    default = json.loads(capsys.readouterr().out)
+    assert flowsim([*argv, "--nccl-env", "NCCL_ALGO=Ring"]) == 1
+    ring = json.loads(capsys.readouterr().out)
+    # NCCL's default at 1-2 GiB on two DGX H100 is NVLSTree; with NCCL_ALGO=Ring, a ring.
+    assert (default["algorithm"], ring["algorithm"]) == ("nvls_tree", "ring")
+    assert flowsim([*argv, "--nccl-env", "NCCL_ALGO"]) == 2
+    assert "--nccl-env 'NCCL_ALGO': expected NCCL_NAME=VALUE" in capsys.readouterr().err

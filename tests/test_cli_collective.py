@@ -96,9 +96,26 @@ def test_model_is_chosen_and_shown_in_the_title(capsys):
     assert float(row.split()[-1]) == pytest.approx(float(steps_row.split()[-1]), rel=0.02)
 
 
+def test_rows_say_what_nccl_runs_and_nccl_env_steers_it(capsys):
+    argv = ["collective", "all_reduce", "--system", "dgx_h100", "--nodes", "2", "-b", "4K", "-e", "1G", "-f", "262144"]
+    assert flowsim(argv) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if not line.startswith("#")]
+    # NCCL's tuner on two DGX H100: tree/LL at 4 KiB, NVLSTree at 1 GiB (docs/hardware.md §7).
+    assert [r[5:7] for r in rows] == [["tree", "ll"], ["nvls_tree", "simple"]]
+    assert flowsim([*argv, "--nccl-env", "NCCL_ALGO=Ring", "--nccl-env", "NCCL_PROTO=Simple"]) == 0
+    out = capsys.readouterr().out
+    assert "NCCL_ALGO=Ring, NCCL_PROTO=Simple" in out.splitlines()[0]
+    rows = [line.split() for line in out.splitlines() if not line.startswith("#")]
+    assert [r[5:8] for r in rows] == [["ring", "simple", "1"], ["ring", "simple", "16"]]
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
+        (["--system", "dgx_h100", "--nccl-env", "ALGO=Ring"], "--nccl-env 'ALGO=Ring': expected NCCL_NAME=VALUE"),
+        (["--system", "dgx_h100", "--nccl-env", "NCCL_ALGO=Ring", "--nccl-env", "NCCL_ALGO=Tree"],
+         "--nccl-env NCCL_ALGO is given twice"),
+        (["--system", "dgx_h100", "--nccl-env", "NCCL_ALGO=Rings"], "unknown name 'Rings'"),
         (["--system", "dgx_h999"], "unknown preset 'dgx_h999'"),
         (["--system", "dgx_h100", "--nodes", "0"], "n_nodes must be a positive integer"),
         (["--system", "dgx_h100", "-b", "1G", "-e", "1M"], "begin <= end"),

@@ -27,6 +27,7 @@ from pathlib import Path
 from flowsim.check import BINARIES, append_history, check_nccl_log, history_file, history_plot_file, plot_history
 from flowsim.collectives import PROTOCOLS
 from flowsim.collectives.report import parse_size
+from flowsim.commands.argtypes import add_nccl_arguments, parse_nccl_env
 from flowsim.errors import InputError
 from flowsim.fabrics import FABRICS
 from flowsim.hardware import FIGURES
@@ -79,6 +80,8 @@ def check_command(args: argparse.Namespace) -> int:
                 figure=args.figure,
                 fabric=args.fabric,
                 min_bytes=min_bytes,
+                nccl_env=parse_nccl_env(args.nccl_env),
+                nccl_version=args.nccl_version,
             )
             print(report.to_json() if args.json else report.format_text())
             if args.history is not None:
@@ -120,8 +123,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         choices=(*BINARIES, *BINARIES.values()),
         help="default: read from the output or file name; with --plot alone, the checks to draw",
     )
-    parser.add_argument("--algorithm", help="flowsim algorithm (default: flowsim's own choice for the collective)")
-    parser.add_argument("--protocol", default="auto", choices=(*PROTOCOLS, "auto"), help="NCCL protocol costs")
+    parser.add_argument("--algorithm", help="flowsim algorithm (default auto: what NCCL's tuner picks per size)")
+    parser.add_argument(
+        "--protocol", default="auto", choices=("auto", *PROTOCOLS), help="NCCL protocol (default auto: NCCL's choice)"
+    )
+    add_nccl_arguments(parser)
     parser.add_argument("--figure", default="effective", choices=FIGURES, help="link rates (default effective)")
     parser.add_argument("--fabric", default="rail_optimized", choices=FABRICS, help="compute fabric between servers")
     parser.add_argument("--min-bytes", default="1", help="predict only sizes from this one, e.g. 64M (default 1)")

@@ -13,9 +13,8 @@ from __future__ import annotations
 import argparse
 
 from flowsim.collectives import ALGORITHMS, COLLECTIVES, MODELS, PROTOCOLS, STEP_MESSAGE_LIMIT
-from flowsim.collectives.constants import DEFAULT_NCCL_VERSION, NCCL_VERSIONS
 from flowsim.collectives.report import DTYPE_BYTES, format_table, message_sizes, rows_to_json, sweep
-from flowsim.errors import InputError
+from flowsim.commands.argtypes import add_nccl_arguments, parse_nccl_env
 from flowsim.fabrics import FABRICS, build_cluster
 from flowsim.hardware import FIGURES
 from flowsim.presets import preset_names
@@ -56,20 +55,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         choices=("auto", *PROTOCOLS),
         help="NCCL protocol; default auto: what NCCL's tuner picks per size",
     )
-    parser.add_argument(
-        "--nccl-env",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="an NCCL environment variable the choice follows (NCCL_ALGO, NCCL_PROTO, NCCL_NVLS_ENABLE, "
-        "NCCL_MIN_NCHANNELS, NCCL_MAX_NCHANNELS, ...); repeatable",
-    )
-    parser.add_argument(
-        "--nccl-version",
-        default=DEFAULT_NCCL_VERSION,
-        choices=tuple(NCCL_VERSIONS),
-        help=f"NCCL version whose constants apply (default {DEFAULT_NCCL_VERSION})",
-    )
+    add_nccl_arguments(parser)
     parser.add_argument("--channels", type=int, help="default: the channels NCCL runs each size on")
     parser.add_argument("--slices", type=int, help="pieces per message (default: NCCL slot sized)")
     parser.add_argument(
@@ -142,17 +128,3 @@ def run_collective(args: argparse.Namespace) -> int:
         print(format_table(rows, title))
     return 0
 
-
-def parse_nccl_env(pairs: list[str]) -> dict[str, str]:
-    """``["NCCL_ALGO=Ring", ...]`` as a dict; a malformed pair or a repeated key is an
-    :class:`~flowsim.errors.InputError` naming it."""
-    env: dict[str, str] = {}
-    for pair in pairs:
-        key, equals, value = pair.partition("=")
-        key = key.strip()
-        if not equals or not key.startswith("NCCL_"):
-            raise InputError(f"--nccl-env {pair!r}: expected NCCL_NAME=VALUE")
-        if key in env:
-            raise InputError(f"--nccl-env {key} is given twice")
-        env[key] = value.strip()
-    return env

@@ -113,3 +113,26 @@ def test_bad_placement_names_what_is_wrong(two_dgx, options, message):
     collective = options.pop("collective")
     with pytest.raises(InputError, match=message):
         collective_workload(two_dgx, collective, 2**20, **options)
+
+
+@pytest.mark.parametrize("collective", ["all_gather", "reduce_scatter"])
+def test_nvls_halves_move_each_chunk_once_through_the_switch(collective):
+    # One DGX H100: every GPU's link to the switch carries S (all chunks: the multicast of
+    # an all-gather, the reads of a reduce-scatter) at 370.8 GB/s x nvlsEfficiency 0.85, after
+    # NVLS's 25 us; the pipeline of 64 slices adds about 1/64 of a chunk's transfer.
+    h100 = build_cluster("dgx_h100", 1, figure="effective")
+    size = 1 << 30
+    out = collective_time(h100, collective, size, algorithm="nvls")
+    assert (out.algorithm, out.protocol) == ("nvls", "simple")
+    assert out.time_s == pytest.approx(25e-6 + size / (370.8e9 * 0.85), rel=0.03)
+    # Each slice of each chunk: n messages into the switch and one out (reduce-scatter), or
+    # one in and n out (all-gather).
+    per_slice = 8 + 1
+    assert len(out.run.workload) % per_slice == 0
+
+
+def test_nccl_keeps_rings_for_all_gather_on_one_h100_node():
+    # NVLS all-gather's bus bandwidth in NCCL's model is 8 x 40 x 0.85 x 7/8 x 7/8 = 208 GB/s,
+    # the ring's 12 x 30 = 360: NCCL's tuner keeps the ring at 1 GiB.
+    h100 = build_cluster("dgx_h100", 1, figure="effective")
+    assert collective_workload(h100, "all_gather", 1 << 30).algorithm == "ring"

@@ -488,6 +488,83 @@ def nvls_all_reduce(
     return dag.workload("all_reduce")
 
 
+def _nvls_half(
+    what: str, collective: str, ranks: Ranks, size_bytes: float, switch: str, channels: int, slices: int | None,
+    costs: CollectiveCosts | None, model: str, reduce: bool,
+) -> Workload:
+    """One half of :func:`nvls_all_reduce` over chunks of ``S / n``: the reduction into each
+    owner (``reduce=True``: reduce-scatter) or the owner's store and the switch's multicast
+    (all-gather)."""
+    if costs is None:
+        costs = nvls_costs("nvlink4")
+    ranks, size, channels, costs = _prepare(what, ranks, size_bytes, channels, costs, "ring")
+    if not isinstance(switch, str) or switch in ranks:
+        raise InputError(f"{what}: switch must be the NVSwitch's node name, not a rank, got {switch!r}")
+    n = len(ranks)
+    chunk = size / n / channels
+    n_slices = _slices(slices, chunk, what, MAX_PIPELINE_SLICES, NVLS_CHUNK_BYTES)
+    piece = chunk / n_slices
+    _steps_only(model, channels * n * n_slices * (n + 1), what)
+    dag = _FlowDag(collective, costs, None)
+    for c in range(channels):
+        for j, owner in enumerate(ranks):
+            last: dict[str, int] = {}
+            for k in range(n_slices):
+                label = f"ch{c}.chunk{j}.sl{k}"
+                if reduce:
+                    reduced = [
+                        _in_order(dag, last, f"reduce.r{i}", label, r, switch, piece, [], 0, c)
+                        for i, r in enumerate(ranks)
+                    ]
+                    _in_order(dag, last, "result", label, switch, owner, piece, reduced, 1, c)
+                else:
+                    store = _in_order(dag, last, "store", label, owner, switch, piece, [], 0, c)
+                    for i, r in enumerate(ranks):
+                        _in_order(dag, last, f"multicast.r{i}", label, switch, r, piece, [store], 1, c)
+    return dag.workload(collective)
+
+
+def nvls_reduce_scatter(
+    ranks: Ranks,
+    size_bytes: float,
+    *,
+    switch: str,
+    channels: int = 1,
+    slices: int | None = None,
+    costs: CollectiveCosts | None = None,
+    model: str = "auto",
+) -> Workload:
+    """NVLS reduce-scatter through the NVSwitch node ``switch`` (one server).
+
+    ``S`` is the total (``n`` chunks of ``S / n``, as nccl-tests counts it). For every
+    chunk ``j``, channel and slice: each rank sends its copy to the switch (``reduce.r{i}``);
+    once all have, the switch sends the sum to rank ``j`` (``result``): the first half of
+    :func:`nvls_all_reduce`, whose parameters these are.
+    """
+    return _nvls_half("nvls_reduce_scatter", "reduce_scatter", ranks, size_bytes, switch, channels, slices, costs,
+                      model, reduce=True)
+
+
+def nvls_all_gather(
+    ranks: Ranks,
+    size_bytes: float,
+    *,
+    switch: str,
+    channels: int = 1,
+    slices: int | None = None,
+    costs: CollectiveCosts | None = None,
+    model: str = "auto",
+) -> Workload:
+    """NVLS all-gather through the NVSwitch node ``switch`` (one server).
+
+    ``S`` is the total (``n`` chunks of ``S / n``). For every chunk ``j``, channel and slice:
+    rank ``j`` writes its chunk to the switch once (``store``) and the switch multicasts it to
+    every rank (``multicast.r{i}``): the second half of :func:`nvls_all_reduce`, whose
+    parameters these are.
+    """
+    return _nvls_half("nvls_all_gather", "all_gather", ranks, size_bytes, switch, channels, slices, costs, model,
+                      reduce=False)
+
 def nvls_tree_all_reduce(
     ranks: Ranks,
     size_bytes: float,
@@ -656,7 +733,9 @@ ALGORITHM_TABLE: dict[tuple[str, str], Algorithm] = {
         Algorithm("all_reduce", "nvls", nvls_all_reduce, frozenset({"channels", "slices", "switch"})),
         Algorithm("all_reduce", "nvls_tree", nvls_tree_all_reduce, frozenset({"channels", "slices", "servers"})),
         Algorithm("reduce_scatter", "ring", reduce_scatter, _RING),
+        Algorithm("reduce_scatter", "nvls", nvls_reduce_scatter, frozenset({"channels", "slices", "switch"})),
         Algorithm("all_gather", "ring", all_gather, _RING),
+        Algorithm("all_gather", "nvls", nvls_all_gather, frozenset({"channels", "slices", "switch"})),
         Algorithm("broadcast", "ring", broadcast, _CHAIN),
         Algorithm("reduce", "ring", reduce, _CHAIN),
         Algorithm("all_to_all", "p2p", all_to_all, frozenset({"servers"})),

@@ -185,3 +185,24 @@ def test_versions_differ_where_their_constants_do(h100):
 def test_no_algorithm_left_is_one_clear_error(h100):
     with pytest.raises(InputError, match="no NCCL algorithm and protocol left for all_reduce"):
         nccl_choice(h100, "all_reduce", MiB, nccl_env={"NCCL_ALGO": "collnetdirect"})
+
+
+def test_the_search_runs_once_per_topology_and_ranks(monkeypatch):
+    import gc
+
+    import flowsim.collectives.tuner as tuner
+
+    calls = []
+    search = tuner._graphs
+    monkeypatch.setattr(tuner, "_graphs", lambda *args: calls.append(1) or search(*args))
+    topology = preset("dgx_h100", figure="effective")
+    for size in (MiB, GiB):
+        nccl_choice(topology, "all_reduce", size)
+    nccl_choice(topology, "all_gather", MiB)
+    assert len(calls) == 1
+    nccl_choice(topology, "all_reduce", MiB, ranks=["gpu0", "gpu1"])
+    assert len(calls) == 2
+    ident = id(topology)
+    del topology
+    gc.collect()
+    assert ident not in tuner._SEARCHES

@@ -44,7 +44,9 @@ use all the links.
 
 from __future__ import annotations
 
+import functools
 import math
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -674,9 +676,7 @@ def nccl_choice(
     ranks = list(ranks)
     if len(ranks) < 2:
         raise InputError(f"{collective} needs at least 2 ranks, got {len(ranks)}")
-    router = router or Router(topology)
-    system = describe_system(topology, ranks, gpu_generation=gpu_generation)
-    graphs = _graphs(topology, ranks, system, constants, router)
+    system, graphs = _search_once(topology, ranks, constants, gpu_generation, router)
     model = _model(system, graphs, constants, collective, env)
     if allowed is not None:
         model = {key: value for key, value in model.items() if key[0] in allowed}
@@ -702,6 +702,31 @@ def nccl_choice(
                                         _threshold(algorithm, protocol, system.n_ranks))
     return NcclChoice(algorithm, protocol, n_channels, max_channels, n_threads, table[(algorithm, protocol)],
                       model[(algorithm, protocol)][2], table, system, constants.version)
+
+
+# Search results per topology object: a topology is immutable, and its search depends only on
+# the ranks, the constants and the GPU generation, while a sweep over sizes (or a training
+# step's buckets) asks for the same ones again and again.
+_SEARCHES: dict[int, tuple[weakref.ref, dict[tuple, tuple[NcclSystem, dict[str, NcclGraph]]]]] = {}
+
+
+def _forget(ident: int, _: weakref.ref) -> None:
+    _SEARCHES.pop(ident, None)
+
+
+def _search_once(topology: Topology, ranks: Sequence[str], constants: NcclConstants, gpu_generation: str | None,
+                 router: Router | None) -> tuple[NcclSystem, dict[str, NcclGraph]]:
+    """:func:`describe_system` and :func:`_graphs`, computed once per topology and ranks."""
+    ident = id(topology)
+    entry = _SEARCHES.get(ident)
+    if entry is None or entry[0]() is not topology:
+        entry = (weakref.ref(topology, functools.partial(_forget, ident)), {})
+        _SEARCHES[ident] = entry
+    key = (tuple(ranks), constants.version, gpu_generation)
+    if key not in entry[1]:
+        system = describe_system(topology, ranks, gpu_generation=gpu_generation)
+        entry[1][key] = (system, _graphs(topology, ranks, system, constants, router or Router(topology)))
+    return entry[1][key]
 
 
 def _comm_channels(system: NcclSystem, graphs: Mapping[str, NcclGraph], env: NcclEnv) -> int:

@@ -461,40 +461,16 @@ def nvls_all_reduce(
     slices are NCCL's NVLS chunk (:data:`NVLS_CHUNK_BYTES`), at most
     :data:`MAX_PIPELINE_SLICES`, since the four messages of a slice follow each other.
     """
-    what = "nvls_all_reduce"
-    if costs is None:
-        costs = nvls_costs("nvlink4")
-    ranks, size, channels, costs = _prepare(what, ranks, size_bytes, channels, costs, "ring")
-    if not isinstance(switch, str) or switch in ranks:
-        raise InputError(f"{what}: switch must be the NVSwitch's node name, not a rank, got {switch!r}")
-    n = len(ranks)
-    chunk = size / n / channels
-    n_slices = _slices(slices, chunk, what, MAX_PIPELINE_SLICES, NVLS_CHUNK_BYTES)
-    piece = chunk / n_slices
-    _steps_only(model, channels * n * n_slices * (2 * n + 2), what)
-    dag = _FlowDag("all_reduce", costs, None)
-    for c in range(channels):
-        for j, owner in enumerate(ranks):
-            last: dict[str, int] = {}
-            for k in range(n_slices):
-                label = f"ch{c}.chunk{j}.sl{k}"
-                reduced = [
-                    _in_order(dag, last, f"reduce.r{i}", label, r, switch, piece, [], 0, c) for i, r in enumerate(ranks)
-                ]
-                result = _in_order(dag, last, "result", label, switch, owner, piece, reduced, 1, c)
-                store = _in_order(dag, last, "store", label, owner, switch, piece, [result], 2, c)
-                for i, r in enumerate(ranks):
-                    _in_order(dag, last, f"multicast.r{i}", label, switch, r, piece, [store], 3, c)
-    return dag.workload("all_reduce")
+    return _nvls("nvls_all_reduce", "all_reduce", ranks, size_bytes, switch, channels, slices, costs, model,
+                 reduce=True, gather=True)
 
-
-def _nvls_half(
+def _nvls(
     what: str, collective: str, ranks: Ranks, size_bytes: float, switch: str, channels: int, slices: int | None,
-    costs: CollectiveCosts | None, model: str, reduce: bool,
+    costs: CollectiveCosts | None, model: str, *, reduce: bool, gather: bool,
 ) -> Workload:
-    """One half of :func:`nvls_all_reduce` over chunks of ``S / n``: the reduction into each
-    owner (``reduce=True``: reduce-scatter) or the owner's store and the switch's multicast
-    (all-gather)."""
+    """NVLS through ``switch`` over chunks of ``S / n``: the reduction of each chunk into its
+    owner (``reduce``), then the owner's store and the switch's multicast (``gather``); both
+    are the all-reduce, one alone reduce-scatter or all-gather."""
     if costs is None:
         costs = nvls_costs("nvlink4")
     ranks, size, channels, costs = _prepare(what, ranks, size_bytes, channels, costs, "ring")
@@ -504,25 +480,26 @@ def _nvls_half(
     chunk = size / n / channels
     n_slices = _slices(slices, chunk, what, MAX_PIPELINE_SLICES, NVLS_CHUNK_BYTES)
     piece = chunk / n_slices
-    _steps_only(model, channels * n * n_slices * (n + 1), what)
+    _steps_only(model, channels * n * n_slices * (n + 1) * (reduce + gather), what)
     dag = _FlowDag(collective, costs, None)
+    gather_step = 2 if reduce else 0
     for c in range(channels):
         for j, owner in enumerate(ranks):
             last: dict[str, int] = {}
             for k in range(n_slices):
                 label = f"ch{c}.chunk{j}.sl{k}"
+                ready: list[int] = []
                 if reduce:
                     reduced = [
                         _in_order(dag, last, f"reduce.r{i}", label, r, switch, piece, [], 0, c)
                         for i, r in enumerate(ranks)
                     ]
-                    _in_order(dag, last, "result", label, switch, owner, piece, reduced, 1, c)
-                else:
-                    store = _in_order(dag, last, "store", label, owner, switch, piece, [], 0, c)
+                    ready = [_in_order(dag, last, "result", label, switch, owner, piece, reduced, 1, c)]
+                if gather:
+                    store = _in_order(dag, last, "store", label, owner, switch, piece, ready, gather_step, c)
                     for i, r in enumerate(ranks):
-                        _in_order(dag, last, f"multicast.r{i}", label, switch, r, piece, [store], 1, c)
+                        _in_order(dag, last, f"multicast.r{i}", label, switch, r, piece, [store], gather_step + 1, c)
     return dag.workload(collective)
-
 
 def nvls_reduce_scatter(
     ranks: Ranks,
@@ -541,8 +518,8 @@ def nvls_reduce_scatter(
     once all have, the switch sends the sum to rank ``j`` (``result``): the first half of
     :func:`nvls_all_reduce`, whose parameters these are.
     """
-    return _nvls_half("nvls_reduce_scatter", "reduce_scatter", ranks, size_bytes, switch, channels, slices, costs,
-                      model, reduce=True)
+    return _nvls("nvls_reduce_scatter", "reduce_scatter", ranks, size_bytes, switch, channels, slices, costs, model,
+                 reduce=True, gather=False)
 
 
 def nvls_all_gather(
@@ -562,8 +539,8 @@ def nvls_all_gather(
     every rank (``multicast.r{i}``): the second half of :func:`nvls_all_reduce`, whose
     parameters these are.
     """
-    return _nvls_half("nvls_all_gather", "all_gather", ranks, size_bytes, switch, channels, slices, costs, model,
-                      reduce=False)
+    return _nvls("nvls_all_gather", "all_gather", ranks, size_bytes, switch, channels, slices, costs, model,
+                 reduce=False, gather=True)
 
 def nvls_tree_all_reduce(
     ranks: Ranks,

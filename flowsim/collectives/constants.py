@@ -13,7 +13,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["DEFAULT_NCCL_VERSION", "NCCL_ALGORITHMS", "NCCL_PROTOCOLS", "NCCL_VERSIONS", "NcclConstants"]
+from flowsim.errors import InputError
+
+__all__ = [
+    "DEFAULT_NCCL_VERSION",
+    "NCCL_ALGORITHMS",
+    "NCCL_PROTOCOLS",
+    "NCCL_VERSIONS",
+    "NcclConstants",
+    "constants_of",
+]
 
 #: NCCL's algorithms, in the order of its constant arrays (``NCCL_ALGO_*``).
 NCCL_ALGORITHMS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
@@ -115,3 +124,11 @@ NCCL_VERSIONS: dict[str, NcclConstants] = {
 }
 #: The version :func:`nccl_choice` follows unless told otherwise: the newest flowsim has.
 DEFAULT_NCCL_VERSION = "2.30.7"
+
+
+def constants_of(version: str) -> NcclConstants:
+    """The constants of NCCL ``version``; an unknown one is an
+    :class:`~flowsim.errors.InputError` naming the versions flowsim has."""
+    if version not in NCCL_VERSIONS:
+        raise InputError(f"no constants for NCCL {version!r}; flowsim has {', '.join(NCCL_VERSIONS)}")
+    return NCCL_VERSIONS[version]

@@ -20,8 +20,7 @@ from flowsim.collectives.constants import (
     DEFAULT_NCCL_VERSION,
     NCCL_ALGORITHMS,
     NCCL_PROTOCOLS,
-    NCCL_VERSIONS,
-    NcclConstants,
+    constants_of,
 )
 from flowsim.errors import InputError
 
@@ -106,7 +105,7 @@ def nccl_costs(
     """
     if algorithm not in ("ring", "tree"):
         raise InputError(f"no NCCL latency constants for algorithm {algorithm!r}; valid ones: ring, tree")
-    constants = _constants(version)
+    constants = constants_of(version)
     if protocol not in PROTOCOLS:
         raise InputError(f"unknown protocol {protocol!r}; valid ones: {', '.join(PROTOCOLS)}")
     if intra not in ("nvlink", "pci"):
@@ -120,12 +119,6 @@ def nccl_costs(
         source=f"{constants.source} baseLat/hwLat ({algorithm}, {protocol}, {intra}/net); [NCCL] device.h protocol "
         "payload",
     )
-
-
-def _constants(version: str) -> NcclConstants:
-    if version not in NCCL_VERSIONS:
-        raise InputError(f"no constants for NCCL {version!r}; flowsim has {', '.join(NCCL_VERSIONS)}")
-    return NCCL_VERSIONS[version]
 
 
 #: NCCL's ``nvlsEfficiency`` by the NVLink generation of the GPUs: Hopper 0.85, Blackwell
@@ -149,7 +142,7 @@ def nvls_costs(nvlink: str, *, version: str = DEFAULT_NCCL_VERSION) -> Collectiv
         raise InputError(
             f"NVLS needs NVSwitch generation 3 or later (GPUs on {', '.join(NVLS_EFFICIENCY)}), got {nvlink!r}"
         )
-    constants = _constants(version)
+    constants = constants_of(version)
     simple, nvls = PROTOCOLS.index("simple"), NCCL_ALGORITHMS.index("nvls")
     return CollectiveCosts(
         base_s=constants.hw_latency_us["nvlink"][nvls][simple] * _US,
@@ -174,7 +167,7 @@ def nvls_tree_costs(nvlink: str, *, version: str = DEFAULT_NCCL_VERSION) -> Coll
     (25.0, 20.9, 0.85)
     """
     nvls = nvls_costs(nvlink, version=version)
-    constants = _constants(version)
+    constants = constants_of(version)
     simple, tree = PROTOCOLS.index("simple"), NCCL_ALGORITHMS.index("nvls_tree")
     return CollectiveCosts(
         base_s=constants.hw_latency_us["nvlink"][tree][simple] * _US,

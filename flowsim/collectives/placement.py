@@ -209,7 +209,7 @@ def collective_time(
         See :mod:`flowsim.collectives`.
     costs : CollectiveCosts, optional
         Replace NCCL's constants (then ``protocol`` must be ``"simple"`` or ``"auto"``, and
-        ``algorithm`` one of the collective's, not ``"auto"``). By default
+        NCCL's model does not choose: ``"auto"`` is the collective's first algorithm). By default
         :func:`~flowsim.collectives.nccl_costs` with NVLink or PCIe as the intra-server
         hardware, whichever the ranks have.
     model : {"auto", "steps", "stream"}
@@ -334,7 +334,7 @@ def collective_workload(
                        router)
     if choice is not None:
         if algorithm == "auto":
-            algorithm = _FROM_NCCL[choice.algorithm]
+            algorithm = choice.algorithm
         protocol = choice.protocol
     elif algorithm == "auto":
         algorithm = None
@@ -428,10 +428,9 @@ def collective_workload(
 #: Collectives whose algorithm and protocol NCCL's tuner chooses; all-to-all and send are
 #: point-to-point messages, which it does not.
 TUNED_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
-# flowsim's algorithms by the NCCL algorithm they build, and back (hierarchical has no NCCL
-# counterpart: its phases are rings, so NCCL's ring model picks its protocol).
-_FROM_NCCL = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvls_tree": "nvls_tree"}
-_TO_NCCL = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvls_tree": "nvls_tree", "hierarchical": "ring"}
+# NCCL's algorithms flowsim builds, under the same names (the hierarchical all-reduce has no
+# NCCL counterpart: its phases are rings, so NCCL's ring model picks its protocol).
+_NCCL_BUILT = ("ring", "tree", "nvls", "nvls_tree")
 # NCCL_P2P_LL_THRESHOLD ([NCCL] src/enqueue.cc): point-to-point messages up to this many bytes
 # per channel use LL.
 P2P_LL_THRESHOLD = 16384
@@ -448,12 +447,12 @@ def _nccl(topology: Topology, collective: str, size_bytes: float, ranks: tuple[s
     if protocol != "auto":
         env["NCCL_PROTO"] = protocol
     if algorithm == "auto":
-        allowed = [name for name in _FROM_NCCL if (collective, _FROM_NCCL[name]) in ALGORITHM_TABLE]
+        allowed = [name for name in _NCCL_BUILT if (collective, name) in ALGORITHM_TABLE]
         if model == "stream":
             allowed = ["ring"]
     else:
         name = algorithm_of(collective, algorithm).name
-        allowed = [_TO_NCCL[name]]
+        allowed = ["ring" if name == "hierarchical" else name]
         env.pop("NCCL_ALGO", None)
     try:
         return nccl_choice(topology, collective, size_bytes, ranks=ranks, nccl_env=env, version=nccl_version,

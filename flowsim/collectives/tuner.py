@@ -56,8 +56,8 @@ from flowsim.collectives.constants import (
     DEFAULT_NCCL_VERSION,
     NCCL_ALGORITHMS,
     NCCL_PROTOCOLS,
-    NCCL_VERSIONS,
     NcclConstants,
+    constants_of,
 )
 from flowsim.collectives.rings import mesh_link_counts, mesh_rings, rank_servers, rotated_rings
 from flowsim.errors import InputError
@@ -356,8 +356,14 @@ def _search(
     return best
 
 
-def _path_bw(loads_of: _Loads) -> float:
-    return float(loads_of.bw.min()) if loads_of.bw.size else 0.0
+def _path_bandwidths(topology: Topology, router: Router, pairs: list[tuple[str, str]]) -> list[float]:
+    """NCCL's bandwidth of each pair's path: its slowest link (``path->bw``)."""
+    routes = router.route([s for s, _ in pairs], [d for _, d in pairs], method="shortest")
+    return [
+        min(_nccl_link_bw(topology, int(link))
+            for link in routes.flow_link_indices[routes.flow_link_indptr[i]:routes.flow_link_indptr[i + 1]])
+        for i in range(len(pairs))
+    ]
 
 
 def _graphs(topology: Topology, ranks: Sequence[str], system: NcclSystem, constants: NcclConstants,
@@ -369,15 +375,13 @@ def _graphs(topology: Topology, ranks: Sequence[str], system: NcclSystem, consta
     groups: dict[str, list[str]] = {}
     for rank in ranks:
         groups.setdefault(servers[rank], []).append(rank)
-    local = min(len(g) for g in groups.values())
-    # A ring channel, averaged over one rotation per local rank (each enters and leaves
-    # every server through another rail).
-    # On a mesh of direct NVLinks (the DGX-1) rings follow the links, each channel one of
-    # the rings the mesh holds.
+    # A ring channel's load, averaged over the rings NCCL's channels follow: on a mesh of
+    # direct NVLinks (the DGX-1) the rings the mesh holds; across servers one rotation per
+    # local rank (each enters and leaves every server through another rail); else one ring.
     counts = mesh_link_counts(topology, ranks) if not inter and not system.nvswitch else None
     orders = mesh_rings(ranks, counts) if counts is not None and counts.any() else []
     if not orders:
-        orders = rotated_rings(ranks, max(1, local) if inter else 1, servers)
+        orders = rotated_rings(ranks, min(len(g) for g in groups.values()) if inter else 1, servers)
     ring_pairs, ring_weights = [], []
     for order in orders:
         for i, src in enumerate(order):
@@ -386,14 +390,17 @@ def _graphs(topology: Topology, ranks: Sequence[str], system: NcclSystem, consta
     ring_loads = _Loads(topology, router, ring_pairs, ring_weights)
     gpu0 = ranks[0]
     first_group = groups[servers[gpu0]]
+    # system->maxBw (src/graph/search.cc ncclTopoSearchInit): across servers the paths from
+    # the GPUs to their NICs (the slowest of them here; NCCL takes the fastest, the same on
+    # servers whose GPUs each have a NIC path alike), inside one the fastest to another GPU.
     if inter:
-        nic = int(topology.node_nic[topology.node_id(gpu0)])
-        if nic < 0:
-            raise InputError(f"rank {gpu0!r} has no NIC to leave its server through")
-        max_bw = min(_path_bw(_Loads(topology, router, [(g, topology.node_names[int(topology.node_nic[
-            topology.node_id(g)])])], [1.0])) for g in first_group)
+        nics = [int(topology.node_nic[topology.node_id(g)]) for g in first_group]
+        if min(nics) < 0:
+            raise InputError(f"rank {first_group[nics.index(min(nics))]!r} has no NIC to leave its server through")
+        max_bw = min(_path_bandwidths(topology, router, [(g, topology.node_names[nic]) for g, nic in
+                                                          zip(first_group, nics, strict=True)]))
     elif len(first_group) > 1:
-        max_bw = max(_path_bw(_Loads(topology, router, [(gpu0, g)], [1.0])) for g in first_group[1:])
+        max_bw = max(_path_bandwidths(topology, router, [(gpu0, g) for g in first_group[1:]]))
     else:
         max_bw = 0.0
     own = [int(link) for link in topology.links_from(gpu0)]
@@ -665,11 +672,9 @@ def nccl_choice(
     -------
     NcclChoice
     """
-    if version not in NCCL_VERSIONS:
-        raise InputError(f"no constants for NCCL {version!r}; flowsim has {', '.join(NCCL_VERSIONS)}")
+    constants = constants_of(version)
     if collective not in _NCCL_FUNCTIONS:
         raise InputError(f"NCCL's tuner chooses for {', '.join(_NCCL_FUNCTIONS)}, not {collective!r}")
-    constants = NCCL_VERSIONS[version]
     env = NcclEnv(dict(nccl_env or {}))
     if ranks is None:
         ranks = [topology.node_names[g] for g in topology.gpus()]
@@ -692,9 +697,9 @@ def nccl_choice(
                                                       NCCL_PROTOCOLS.index(key[1])))
     max_threads = _max_threads(algorithm, protocol, graphs, env)
     if algorithm in ("nvls", "nvls_tree"):
+        # NVLS runs nvlsChannels, no shrink (NVLS across servers, capped at the communicator's
+        # channels in NCCL, needs CollNet, which _model leaves out).
         max_channels = constants.nvls_channels[system.compcap]
-        if algorithm == "nvls" and system.n_nodes > 1:
-            max_channels = min(max_channels, comm_channels)
         n_channels, n_threads = max_channels, max_threads
     else:
         max_channels = comm_channels

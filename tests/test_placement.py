@@ -136,3 +136,16 @@ def test_nccl_keeps_rings_for_all_gather_on_one_h100_node():
     # the ring's 12 x 30 = 360: NCCL's tuner keeps the ring at 1 GiB.
     h100 = build_cluster("dgx_h100", 1, figure="effective")
     assert collective_workload(h100, "all_gather", 1 << 30).algorithm == "ring"
+
+
+def test_scenario_nccl_env_steers_the_choice_and_bad_keys_are_named(two_dgx):
+    from flowsim.errors import InputError
+
+    table = 'op = "all_reduce"\nsize_bytes = 1073741824\n'
+    assert set(_scenario_workload(table).tags["collective"]) == {"all_reduce"}
+    ring = _scenario_workload(table + 'nccl_env = {NCCL_ALGO = "Ring"}\n')
+    assert_same_workload(ring, collective_workload(two_dgx, "all_reduce", 1 << 30, algorithm="ring").workload)
+    with pytest.raises(InputError, match=r"workload\.collective\[0\]\.nccl_env\.ALGO: is not an NCCL_ variable"):
+        _scenario_workload(table + 'nccl_env = {ALGO = "Ring"}\n')
+    with pytest.raises(InputError, match=r"workload\.collective\[0\]\.nccl_env: expected a table"):
+        _scenario_workload(table + 'nccl_env = "NCCL_ALGO=Ring"\n')

@@ -29,6 +29,7 @@ from flowsim.collectives import (
     nccl_costs,
     nvls_all_reduce,
     nvls_costs,
+    nvls_tree_all_reduce,
     reduce,
     reduce_scatter,
     rotated_rings,
@@ -634,3 +635,34 @@ def test_auto_refuses_step_dags_past_the_limit_that_have_no_stream(monkeypatch, 
     with pytest.raises(InputError, match=f"over {n_messages:,} messages is more than the {n_messages - 1:,}"):
         build("auto")
     assert set(build("steps").tags["model"]) == {"steps"}
+
+
+def test_streaming_tree_forwards_lines_instead_of_chunks():
+    # LL and LL128 forward each line as it arrives: every hop of both trees streams at once.
+    # Each tree carries S/2 over 3 edges up and 3 down; g1's and g2's uplinks and downlinks
+    # carry 4 of the 12 hops each, so every hop gets B/4 and moves 2e9 bytes in 8 s = 2 S / B
+    # (store-and-forward, one slice: 12 s, test_tree_all_reduce_on_a_switch).
+    streaming = CollectiveCosts(0.0, 0.0, 0.0, 1.0, "test", streams=True)
+    out = run(star_topology(), tree_all_reduce(RANKS, 4 * G, costs=streaming))
+    assert out.makespan_s == pytest.approx(8.0)
+
+
+def test_streaming_chain_pays_the_hop_latencies_once():
+    # Broadcast over 3 hops of the ring, streamed: the last hop starts after 3 step latencies
+    # (0.5 s each, plus the 1 s base on the first) and all hops move S at B at once: 1 + 1.5 + 4.
+    costs = CollectiveCosts(1.0, 0.5, 0.5, 1.0, "test", streams=True)
+    out = run(ring_topology(), broadcast(RANKS, 4 * G, costs=costs))
+    assert out.makespan_s == pytest.approx(1.0 + 3 * 0.5 + 4.0)
+
+
+def test_nvls_tree_trees_do_not_wait_for_each_other():
+    # On two servers each server is the root of one tree; a root sends its tree's half down
+    # once its own tree's reduction is in, not after the other tree's down message arrives.
+    ranks = ["b0g0", "b0g1", "b1g0", "b1g1"]
+    servers = {r: r[:2] for r in ranks}
+    w = nvls_tree_all_reduce(ranks, 4 * G, servers=servers, switches={"b0": "sw0", "b1": "sw1"}, slices=1)
+    for f, name in enumerate(w.names):
+        if ".down." in name:
+            tree = name.split(".down.")[1].split(".")[0]
+            other = {"t0": "t1", "t1": "t0"}[tree]
+            assert not [d for d in w.dependencies(f) if f".down.{other}." in w.names[d]], name

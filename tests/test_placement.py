@@ -149,3 +149,16 @@ def test_scenario_nccl_env_steers_the_choice_and_bad_keys_are_named(two_dgx):
         _scenario_workload(table + 'nccl_env = {ALGO = "Ring"}\n')
     with pytest.raises(InputError, match=r"workload\.collective\[0\]\.nccl_env: expected a table"):
         _scenario_workload(table + 'nccl_env = "NCCL_ALGO=Ring"\n')
+
+
+def test_tree_lanes_move_at_nccls_tree_algorithm_bandwidth(two_dgx):
+    # NCCL's tree algorithm bandwidth is half its bus bandwidth (tuning.cc, ratio .5). Each of
+    # flowsim's 8 lanes (one per rail) stands for 16 / 8 channels and runs both trees, so a
+    # tree message moves at a quarter of its channels' share of the bus bandwidth, over the
+    # protocol's wire efficiency (LL128: 120/128).
+    plan = collective_workload(two_dgx, "all_reduce", 1 << 20, algorithm="tree", protocol="ll128")
+    choice = plan.nccl
+    lanes = 8
+    expected = choice.n_channels / lanes * choice.channel_bandwidth_Bps / 4 / (120 / 128)
+    data = plan.workload.size_bytes > 0
+    np.testing.assert_allclose(plan.workload.cap_Bps[data], expected)

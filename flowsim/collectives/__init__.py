@@ -45,6 +45,7 @@ from flowsim.collectives.builders import (
     send,
     tree_all_reduce,
 )
+from flowsim.collectives.chunks import NVLS_CHUNK_BYTES
 from flowsim.collectives.costs import (
     NVLS_EFFICIENCY,
     PROTOCOLS,
@@ -58,7 +59,6 @@ from flowsim.collectives.dag import (
     MAX_RING_SLICES,
     MODELS,
     NCCL_SLOT_BYTES,
-    NVLS_CHUNK_BYTES,
     STEP_MESSAGE_LIMIT,
 )
 from flowsim.collectives.placement import (

@@ -44,11 +44,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from flowsim.collectives.chunks import NVLS_CHUNK_BYTES
 from flowsim.collectives.costs import CollectiveCosts, nvls_costs
 from flowsim.collectives.dag import (
     MAX_PIPELINE_SLICES,
     MAX_RING_SLICES,
-    NVLS_CHUNK_BYTES,
     Ranks,
     Servers,
     _chain,
@@ -213,7 +213,7 @@ def _chain_collective(
     if isinstance(root, (bool, np.bool_)) or not isinstance(root, (int, np.integer)) or not 0 <= root < len(ranks):
         raise InputError(f"{what}: root must be a rank index in 0..{len(ranks) - 1}, got {root!r}")
     piece = size / channels
-    n_slices = _slices(slices, piece, what, MAX_PIPELINE_SLICES)
+    n_slices = 1 if costs.streams and slices is None else _slices(slices, piece, what, MAX_PIPELINE_SLICES)
     _steps_only(model, channels * n_slices * (len(ranks) - 1), what)
     dag = _FlowDag(what, costs, servers)
     for c, order in enumerate(_check_orders(orders, ranks, channels, what)):
@@ -361,7 +361,7 @@ def tree_all_reduce(
     what = "tree_all_reduce"
     ranks, size, channels, costs = _prepare(what, ranks, size_bytes, channels, costs, "tree")
     piece = size / 2 / channels
-    n_slices = _slices(slices, piece, what, MAX_PIPELINE_SLICES)
+    n_slices = 1 if costs.streams and slices is None else _slices(slices, piece, what, MAX_PIPELINE_SLICES)
     # Each tree spans the ranks (n - 1 edges), crossed up and down by every slice.
     _steps_only(model, channels * n_slices * 2 * 2 * (len(ranks) - 1), what)
     dag = _FlowDag("all_reduce", costs, servers)
@@ -639,14 +639,18 @@ def nvls_tree_all_reduce(
                     for g in order:
                         order.extend(children[g])
                     up: dict[int, int] = {}
+                    at_root: list[int] = []
                     for g in reversed(order):
                         inputs = [results[g]] + [up[child] for child in children[g]]
                         if g == root:
+                            at_root = inputs
                             totals[g].extend(inputs)
                             continue
                         up[g] = _in_order(dag, last, f"up.t{t}.s{g}", label, owners[g], owners[parent[g]], piece / 2,
                                           inputs, 2, c, wire_efficiency=1.0, cap_Bps=tree_cap_Bps, step_latency_s=hop)
-                    down: dict[int, list[int]] = {root: totals[root][:]}
+                    # The root sends this tree's half down once this tree's reduction is in:
+                    # the other tree's messages into the same server are no input of it.
+                    down: dict[int, list[int]] = {root: at_root}
                     for g in order:
                         for child in children[g]:
                             message = _in_order(dag, last, f"down.t{t}.s{child}", label, owners[g], owners[child],

@@ -7,8 +7,9 @@ the messages that wait for nothing) and a per-step latency on every message, the
 intra-server one (NVLink or PCIe) or the inter-server one (network) depending on whether the
 message leaves its server. These are overheads on top of the route latency the topology
 gives. The protocol's wire efficiency (LL carries 50% payload, LL128 120/128) inflates the
-bytes on the wire. Each slice pays the per-step latency, so slicing adds
-``(slices - 1)`` step latencies to the critical path.
+bytes on the wire. Each slice pays the per-step latency (one CTA per channel waits for,
+copies and posts its slices one after another), so slicing adds ``(slices - 1)`` step
+latencies to the critical path. LL and LL128 stream (:attr:`CollectiveCosts.streams`).
 """
 
 from __future__ import annotations
@@ -52,6 +53,11 @@ class CollectiveCosts:
         bytes is a flow of ``b / wire_efficiency`` bytes.
     source : str
         Where the numbers come from.
+    streams : bool
+        The protocol forwards data line by line (NCCL's LL and LL128 post every 16- or
+        128-byte line with its flag, [NCCL] src/device/prims_ll.h, prims_ll128.h): a tree or
+        chain hop starts forwarding one step latency after the hop feeding it starts, not
+        after it ends. False (Simple): a hop forwards a chunk once it has arrived.
     """
 
     base_s: float
@@ -59,6 +65,7 @@ class CollectiveCosts:
     inter_step_s: float
     wire_efficiency: float
     source: str
+    streams: bool = False
 
     def __post_init__(self) -> None:
         for what in ("base_s", "intra_step_s", "inter_step_s"):
@@ -116,6 +123,7 @@ def nccl_costs(
         intra_step_s=constants.hw_latency_us[intra][a][p] * _US,
         inter_step_s=constants.hw_latency_us["net"][a][p] * _US,
         wire_efficiency=_WIRE_EFFICIENCY[p],
+        streams=protocol != "simple",
         source=f"{constants.source} baseLat/hwLat ({algorithm}, {protocol}, {intra}/net); [NCCL] device.h protocol "
         "payload",
     )

@@ -7,8 +7,11 @@ Channels and slices
 each channel may use its own ring order, see :func:`rotated_rings` and :func:`mesh_rings`). ``slices`` cuts each
 channel's message of every step into pieces sent one after another, so that step ``s + 1``
 of slice ``k`` can start while step ``s`` of slice ``k + 1`` is still on its way: the
-pipelining of NCCL's ``NCCL_STEPS`` slots. By default a message is cut into NCCL's Simple
-slot size (:data:`NCCL_SLOT_BYTES`), at most :data:`MAX_RING_SLICES` pieces in a ring (where
+pipelining of NCCL's ``NCCL_STEPS`` slots. Placed by
+:func:`~flowsim.collectives.collective_workload` with NCCL's choice, a message is cut into
+the pieces one of NCCL's channels moves it in (:mod:`flowsim.collectives.chunks`: its chunks
+per loop and slices per chunk). Built directly, a message is cut into NCCL's Simple slot
+size (:data:`NCCL_SLOT_BYTES`). Either way at most :data:`MAX_RING_SLICES` pieces in a ring (where
 every link is busy at every step anyway, so slices add flows but little overlap) and
 :data:`MAX_PIPELINE_SLICES` in chains, trees and NVLS (where slicing is what keeps the hops
 busy: a chain of ``h`` hops cut into ``k`` slices takes ``(h + k - 1) / k`` times one hop's
@@ -44,17 +47,14 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 
 import numpy as np
 
+from flowsim.collectives.chunks import NCCL_BUFFER_BYTES, NCCL_STEPS
 from flowsim.collectives.costs import CollectiveCosts, nccl_costs
 from flowsim.errors import InputError, whole_number
 from flowsim.workload import Workload
 
 #: NCCL's Simple-protocol slot: ``DEFAULT_BUFFSIZE`` (4 MiB) over ``NCCL_STEPS`` (8)
 #: ([NCCL] device.h, docs/hardware.md §7.1).
-NCCL_SLOT_BYTES = (1 << 22) // 8
-
-#: NCCL's NVLS chunk: ``NCCL_NVLS_CHUNKSIZE`` (128 KiB by default, [NCCL]
-#: src/transport/nvls.cc); NVLS and NVLSTree pipeline their slices at this size.
-NVLS_CHUNK_BYTES = 128 * 1024
+NCCL_SLOT_BYTES = NCCL_BUFFER_BYTES["simple"] // NCCL_STEPS
 
 #: Most slices the default slicing cuts a ring step's message into.
 MAX_RING_SLICES = 4
@@ -312,7 +312,8 @@ def _steps_only(model: str, n_messages: int, what: str) -> None:
 
 def _chain(dag: _FlowDag, order: Sequence[str], piece_bytes: float, slices: int, channel: int) -> None:
     """Pipelined chain ``order[0] -> order[1] -> ...``: slice ``k`` of hop ``h`` after slice
-    ``k`` of hop ``h - 1`` and slice ``k - 1`` of hop ``h``."""
+    ``k`` of hop ``h - 1`` and slice ``k - 1`` of hop ``h``; with a streaming protocol every
+    hop is :func:`_streamed` after the start of the hop before it."""
     previous: list[int] = []
     for h in range(len(order) - 1):
         current: list[int] = []
@@ -320,7 +321,12 @@ def _chain(dag: _FlowDag, order: Sequence[str], piece_bytes: float, slices: int,
             deps = [previous[k]] if previous else []
             if k:
                 deps.append(current[k - 1])
-            current.append(dag.add(f"ch{channel}.hop{h}.sl{k}", order[h], order[h + 1], piece_bytes, deps, h, channel))
+            if dag.costs.streams:
+                current.append(_streamed(dag, {}, f"hop{h}.sl{k}", f"ch{channel}", order[h], order[h + 1], piece_bytes,
+                                         deps, h, channel))
+            else:
+                current.append(dag.add(f"ch{channel}.hop{h}.sl{k}", order[h], order[h + 1], piece_bytes, deps, h,
+                                       channel))
         previous = current
 
 
@@ -347,6 +353,30 @@ def _in_order(
     last[kind] = dag.add(f"{label}.{kind}", src, dst, payload_bytes, deps, step, channel,
                          step_latency_s=step_latency_s, wire_efficiency=wire_efficiency, cap_Bps=cap_Bps)
     return last[kind]
+
+
+def _streamed(
+    dag: _FlowDag,
+    last: dict[str, int],
+    kind: str,
+    label: str,
+    src: str,
+    dst: str,
+    payload_bytes: float,
+    deps: list[int],
+    step: int,
+    channel: int,
+    step_latency_s: float | None = None,
+) -> int:
+    """A hop of a streaming protocol (:attr:`CollectiveCosts.streams`): a zero-byte message
+    ``label.kind.start`` pays the hop's step latency after ``deps`` (the starts of the hops
+    feeding it), and the data ``label.kind`` leaves when it does. Returns the start, which
+    is what the next hops wait for; the collective ends when every hop's data has arrived.
+    ``step_latency_s`` as :meth:`_FlowDag.add`."""
+    start = _in_order(dag, last, f"{kind}.start", label, src, dst, 0.0, deps, step, channel,
+                      step_latency_s=step_latency_s)
+    _in_order(dag, last, kind, label, src, dst, payload_bytes, [start], step, channel, step_latency_s=0.0)
+    return start
 
 
 def _btree_parent(n: int, position: int) -> int:
@@ -391,8 +421,10 @@ def _tree_all_reduce(
     tree node: a chain of its ranks, rotated by the channel, whose first rank (the head)
     talks to the parent and child servers. Going up, slice ``k`` runs down the chain to the
     head, which sends it to the parent once it has the chain's and every child's slice ``k``;
-    going down, a head forwards slice ``k`` to its child servers and along its chain.
+    going down, a head forwards slice ``k`` to its child servers and along its chain. With a
+    streaming protocol every hop is :func:`_streamed` (give one slice).
     """
+    send = _streamed if dag.costs.streams else _in_order
     index = {r: i for i, r in enumerate(ranks)}
     units = [(r,) for r in ranks] if len(groups) == 1 else groups
     n = len(units)
@@ -419,15 +451,15 @@ def _tree_all_reduce(
                     for pos in range(len(chain) - 1, 0, -1):
                         src, dst = chain[pos], chain[pos - 1]
                         kind = f"chainup.r{index[src]}"
-                        arrived = [_in_order(dag, last, kind, label, src, dst, payload_bytes, arrived, 0, tag)]
+                        arrived = [send(dag, last, kind, label, src, dst, payload_bytes, arrived, 0, tag)]
                     inputs = arrived + [up[child][k] for child in children[node]]
                     if node == root:
                         reduced[k] = inputs
                         continue
                     head = chain[0]
                     kind = f"up.r{index[head]}"
-                    up[node][k] = _in_order(
-                        dag, last, kind, label, head, chains[parent[node]][0], payload_bytes, inputs, 0, tag
+                    up[node][k] = send(
+                        dag, last, kind, label, head, chains[parent[node]][0], payload_bytes, inputs, 0, tag,
                     )
             down = [[-1] * slices for _ in range(n)]
             for node in top_down:
@@ -437,16 +469,16 @@ def _tree_all_reduce(
                     ready = reduced[k] if node == root else [down[node][k]]
                     for child in children[node]:
                         kind = f"down.r{index[chains[child][0]]}"
-                        down[child][k] = _in_order(
-                            dag, last, kind, label, chain[0], chains[child][0], payload_bytes, ready, 1, tag
-                        )
+                        down[child][k] = send(
+                            dag, last, kind, label, chain[0], chains[child][0], payload_bytes, ready, 1, tag,
+                            )
                     arrived = ready
                     for pos in range(1, len(chain)):
                         kind = f"chaindown.r{index[chain[pos]]}"
                         arrived = [
-                            _in_order(
-                                dag, last, kind, label, chain[pos - 1], chain[pos], payload_bytes, arrived, 1, tag
-                            )
+                            send(
+                                dag, last, kind, label, chain[pos - 1], chain[pos], payload_bytes, arrived, 1, tag,
+                                    )
                         ]
 
 

@@ -12,16 +12,16 @@ NVLS the NVSwitch. :func:`collective_time` runs that layout. ``flowsim collectiv
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from flowsim.collectives.builders import ALGORITHM_TABLE, algorithm_of
+from flowsim.collectives.chunks import nccl_chunking, pipeline_pieces
 from flowsim.collectives.constants import DEFAULT_NCCL_VERSION
 from flowsim.collectives.costs import PROTOCOLS, CollectiveCosts, nccl_costs, nvls_costs, nvls_tree_costs
-from flowsim.collectives.dag import MAX_PIPELINE_SLICES, NVLS_CHUNK_BYTES
+from flowsim.collectives.dag import MAX_PIPELINE_SLICES, MAX_RING_SLICES
 from flowsim.collectives.rings import mesh_link_counts, mesh_rings, rank_servers, rotated_rings
 from flowsim.collectives.tuner import NcclChoice, NoNcclChoice, nccl_choice
 from flowsim.errors import InputError
@@ -396,16 +396,14 @@ def collective_workload(
             options["orders"] = _ring_orders(topology, ranks, topology_servers, channels)
             n_channels = len(options["orders"])
         elif entry.name in ("nvls", "nvls_tree") and choice is not None and channels is None:
-            # NVLS channels pull from the one switch with no per-channel figure: one lane,
-            # whose slices are NCCL's NVLS chunk times the channels it stands for, so that it
-            # pipelines as deep as each of NCCL's channels does.
+            # NVLS channels pull from the one switch with no per-channel figure: one lane.
             n_channels = 1
-            if slices is None:
-                owners = len(ranks) if entry.name == "nvls" else len(ranks) // len(set(topology_servers.values()))
-                slot = NVLS_CHUNK_BYTES * choice.n_channels
-                slices = int(min(MAX_PIPELINE_SLICES, max(1, math.ceil(float(size_bytes) / owners / slot))))
         else:
             n_channels = _default_channels(topology, ranks, topology_servers) if channels is None else channels
+        if slices is None and choice is not None and orders is None and model != "stream":
+            # Each lane stands for channels that work in step, so it is cut into the pieces
+            # one of NCCL's channels moves its share in: its chunks (and slices).
+            slices = _nccl_pieces(collective, entry.name, choice, size_bytes, ranks, topology_servers)
         options.update(channels=n_channels, slices=slices)
     if costs is not None:
         chosen = ("custom", costs)
@@ -420,7 +418,13 @@ def collective_workload(
     workload = entry.builder(ranks, size_bytes, costs=chosen[1], model=model, **options)
     if capped:
         assert choice is not None
-        workload = _capped(workload, lane_channels * choice.channel_bandwidth_Bps / chosen[1].wire_efficiency)
+        share = lane_channels * choice.channel_bandwidth_Bps
+        if entry.name == "tree":
+            # NCCL's tree moves a channel's data at half its bus bandwidth (the algorithm
+            # bandwidth, src/graph/tuning.cc: ratio .5), and each lane runs both of NCCL's
+            # trees side by side, each for half of the lane's channels.
+            share /= 4
+        workload = _capped(workload, share / chosen[1].wire_efficiency)
     return CollectivePlan(entry.name, chosen[0], reported or n_channels, workload.tags["model"][0], ranks, chosen[1],
                           workload, choice)
 
@@ -461,6 +465,22 @@ def _nccl(topology: Topology, collective: str, size_bytes: float, ranks: tuple[s
         if algorithm == "auto":
             raise
         return None
+
+
+def _nccl_pieces(collective: str, algorithm: str, choice: NcclChoice, size_bytes: float, ranks: tuple[str, ...],
+                 servers: Mapping[str, Hashable]) -> int:
+    """The pieces one NCCL channel's data goes in (:func:`~flowsim.collectives.chunks.pipeline_pieces`):
+    per step of a ring (one chunk per rank and loop), per tree or NVLS head."""
+    n_nodes = len(set(servers.values()))
+    heads = len(ranks) // n_nodes if algorithm in ("nvls", "nvls_tree") else 1
+    chunking = nccl_chunking(collective, algorithm, choice.protocol, int(size_bytes), n_channels=choice.n_channels,
+                             n_heads=heads, n_nodes=n_nodes, n_ranks=len(ranks))
+    channel_bytes = float(size_bytes) / choice.n_channels
+    if algorithm == "ring" and collective in ("all_reduce", "all_gather", "reduce_scatter"):
+        return pipeline_pieces(chunking, channel_bytes, len(ranks), MAX_RING_SLICES)
+    if chunking.streams:
+        return 1  # trees and chains of LL and LL128 forward lines, not chunks (CollectiveCosts.streams)
+    return pipeline_pieces(chunking, channel_bytes, heads, MAX_PIPELINE_SLICES)
 
 
 def _p2p_protocol(collective: str, size_bytes: float, n_ranks: int, channels: int | None) -> str:

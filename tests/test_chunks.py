@@ -1,0 +1,97 @@
+"""NCCL's chunk sizes (src/enqueue.cc calcCollChunking, 2.30.7), checked on cases worked out
+by hand from the rules in flowsim/collectives/chunks.py's docstring."""
+
+import pytest
+
+from flowsim.collectives.chunks import NCCL_BUFFER_BYTES, nccl_chunking, pipeline_pieces
+from flowsim.errors import InputError
+
+MiB = 1 << 20
+
+
+def test_buffers_are_nccls_defaults():
+    assert NCCL_BUFFER_BYTES == {"ll": 524288, "ll128": 4915200, "simple": 4194304}
+
+
+@pytest.mark.parametrize(
+    ("collective", "algorithm", "protocol", "chunk", "slices"),
+    [
+        # Simple ring all-reduce: 512 KiB slots x ALLREDUCE_CHUNKSTEPS 4, in 2 slices.
+        ("all_reduce", "ring", "simple", 2 * MiB, 2),
+        ("all_gather", "ring", "simple", 2 * MiB, 2),
+        # Broadcast: BROADCAST_CHUNKSTEPS 1.
+        ("broadcast", "ring", "simple", 512 * 1024, 1),
+        # LL: 64 KiB slots of 16-byte lines, half payload.
+        ("all_reduce", "ring", "ll", 32 * 1024, 1),
+        # LL128: 614,400-byte slots, 15 of 16 words payload.
+        ("all_reduce", "ring", "ll128", 576000, 1),
+        # Tree, Simple: one slot.
+        ("all_reduce", "tree", "simple", 512 * 1024, 1),
+    ],
+)
+def test_chunk_of_each_protocol(collective, algorithm, protocol, chunk, slices):
+    got = nccl_chunking(collective, algorithm, protocol, 1 << 34, n_channels=16, n_nodes=2, n_ranks=16)
+    assert (got.chunk_bytes, got.slices_per_chunk, got.streams) == (chunk, slices, protocol != "simple")
+
+
+@pytest.mark.parametrize(
+    ("n_bytes", "chunk"),
+    [
+        # 16 channels x 8 heads = 128 concurrent operations.
+        (4 * MiB, 32768),  # < 4 x 128 x 128K -> 64K; < 1 x 128 x 64K = 8 MiB -> 32K
+        (8 * MiB, 65536),  # < 64 MiB -> 64K; not < 8 MiB
+        (16 * MiB, 65536),
+        (64 * MiB, 131072),  # not < 64 MiB; < 16 x 128 x 128K but the chunk is not > 128K
+        (1 << 30, 131072),
+    ],
+)
+def test_nvls_tree_chunk_shrinks_below_its_thresholds(n_bytes, chunk):
+    got = nccl_chunking("all_reduce", "nvls_tree", "simple", n_bytes, n_channels=16, n_heads=8, n_nodes=2)
+    assert got.chunk_bytes == chunk
+
+
+def test_nvls_tree_chunk_is_64k_from_four_nodes():
+    got = nccl_chunking("all_reduce", "nvls_tree", "simple", 1 << 34, n_channels=16, n_heads=8, n_nodes=4)
+    assert got.chunk_bytes == 65536
+
+
+@pytest.mark.parametrize(
+    ("n_bytes", "chunk"),
+    [
+        (128 * MiB, 65536),  # < 64 x 128 x 128K = 1 GiB -> 64K; not < 8 x 128 x 64K = 64 MiB
+        (32 * MiB, 32768),  # < 64 MiB -> 32K; not < 2 x 128 x 32K = 8 MiB
+        (4 * MiB, 16384),  # < 8 MiB -> 16K
+        (2 << 30, 131072),
+    ],
+)
+def test_nvls_chunk_shrinks_below_its_thresholds(n_bytes, chunk):
+    got = nccl_chunking("all_reduce", "nvls", "simple", n_bytes, n_channels=16, n_heads=8)
+    assert got.chunk_bytes == chunk
+
+
+def test_ll128_tree_chunk_shrinks_for_mid_sizes():
+    # 2 nodes of 8: nstepsLL128 = 1 + 1 + 0.8 = 2.8. 2 MiB / (16 x chunk) stays under
+    # 2.8 x 64 / 8 = 22.4: 576000 -> 288000 -> 144000 -> 72000 (the last above 128K);
+    # then under 2.8 x 16 / 8 = 5.6: 72000 -> 36000 (1.8 < 5.6) -> 18000 (3.6 < 5.6).
+    got = nccl_chunking("all_reduce", "tree", "ll128", 2 * MiB, n_channels=16, n_nodes=2, n_ranks=16)
+    assert got.chunk_bytes == 18000
+
+
+def test_pipeline_pieces_count_loops_and_slices():
+    simple = nccl_chunking("all_reduce", "ring", "simple", 1 << 30, n_channels=1)
+    # 8 ranks x 2 MiB loops: 64 MiB per channel is 4 loops of 2 slices.
+    assert pipeline_pieces(simple, 64 * MiB, 8, 64) == 8
+    assert pipeline_pieces(simple, 64 * MiB, 8, 4) == 4
+    # Slices are at least 32 KiB (prims_simple.h: max(nelem / 2, sliceSize / 32)): a 24 KiB
+    # chunk goes in one, a 40 KiB chunk in two (32 KiB and 8 KiB).
+    assert pipeline_pieces(simple, 8 * 24 * 1024, 8, 64) == 1
+    assert pipeline_pieces(simple, 8 * 40 * 1024, 8, 64) == 2
+    tree = nccl_chunking("all_reduce", "tree", "simple", 1 << 30, n_channels=1)
+    assert pipeline_pieces(tree, 5 * 512 * 1024 + 1, 1, 64) == 6
+
+
+def test_bad_chunking_input_is_refused():
+    with pytest.raises(InputError, match="unknown protocol"):
+        nccl_chunking("all_reduce", "ring", "ll64", 1, n_channels=1)
+    with pytest.raises(InputError, match="channels and heads"):
+        nccl_chunking("all_reduce", "ring", "simple", 1, n_channels=0)

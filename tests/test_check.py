@@ -21,6 +21,7 @@ from flowsim.check import (
     plot_history,
     read_history,
 )
+from flowsim.check.report import LATENCY_TOLERANCE, time_bounds
 from flowsim.commands.check import add_parser
 from flowsim.errors import InputError
 
@@ -30,6 +31,7 @@ ALL_REDUCE_4 = DATA / "all_reduce_perf_dgx_h100_4node.txt"
 DEGRADED = DATA / "all_reduce_perf_dgx_h100_2node_degraded.txt"
 REDUCE_SCATTER = DATA / "reduce_scatter_perf_dgx_h100_2node.txt"
 ALLTOALL = DATA / "alltoall_perf_dgx_h100_1node.txt"
+VALIDATION = DATA.parent / "validation" / "nccl_tests"
 SENDRECV = DATA / "sendrecv_perf_dgx_h100_2node.txt"
 
 # Predictions only for the largest sizes keep each check to a few simulations.
@@ -779,3 +781,29 @@ def test_cli_nccl_env_steers_the_prediction(capsys):
     assert (default["algorithm"], ring["algorithm"]) == ("nvls_tree", "ring")
     assert flowsim([*argv, "--nccl-env", "NCCL_ALGO"]) == 2
     assert "--nccl-env 'NCCL_ALGO': expected NCCL_NAME=VALUE" in capsys.readouterr().err
+
+
+def test_time_bounds_hold_the_bandwidth_part_to_the_threshold_and_the_latency_to_a_factor():
+    # 100 us predicted, 30 of them latency: 70 us at a busbw within 10% (63.6-77.8 us) and
+    # 30 us of latency within 3x (10-90 us).
+    low, high = time_bounds(100.0, 30.0, 0.1, 2.0)
+    assert (low, high) == pytest.approx((70 / 1.1 + 10.0, 70 / 0.9 + 90.0))
+    # Without latency the bounds are the busbw threshold's, and a latency past the predicted
+    # time counts as all of it.
+    assert time_bounds(100.0, 0.0, 0.1, 2.0) == pytest.approx((100 / 1.1, 100 / 0.9))
+    assert time_bounds(100.0, 250.0, 0.1, 2.0) == pytest.approx((100 / 3, 300.0))
+
+
+def test_latency_bound_rows_are_held_to_nccls_latency_within_a_factor():
+    # A healthy 2-node H100 log: from 512 B to 128 KiB it measured 28-39 us where NCCL's tree/LL
+    # latency is 25.2 us and the flows add 1-7 us. Held to 10% as a whole, those rows are short;
+    # with the latency allowed 3x, only the 256 B row (94 us, a slow row of the run) is.
+    log = parse_nccl_log(VALIDATION / "gh_nccltests309_h100_2n8g_ib400_allreduce.txt")
+    strict = check_log(log, system="dgx-h100", latency_tolerance=0.0)
+    default = check_log(log, system="dgx-h100")
+    small = {512, 1024, 8192, 16384, 32768, 65536, 131072}
+    assert small <= {r.size_bytes for r in strict.short}
+    assert [r.size_bytes for r in default.flagged] == [256]
+    assert default.latency_tolerance == LATENCY_TOLERANCE == 2.0
+    with pytest.raises(InputError, match="latency_tolerance must be a number >= 0"):
+        check_log(log, system="dgx-h100", latency_tolerance=-1)

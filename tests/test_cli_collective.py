@@ -56,6 +56,7 @@ def test_json_rows(capsys):
         "protocol",
         "channels",
         "model",
+        "latency_us",
     }
     row = out["rows"][-1]
     assert row["busbw_GBps"] == pytest.approx(row["algbw_GBps"] * 7 / 8)

@@ -110,7 +110,7 @@ def test_flow_counts(build, expected):
     assert len(build()) == expected
 
 
-def test_ring_all_reduce_step_waits_for_the_chunk_it_forwards():
+def test_ring_all_reduce_step_waits_for_the_chunk_it_forwards_and_its_hop():
     w = all_reduce(RANKS, 4 * G, slices=1, costs=ZERO)
     assert len(w) == 2 * 3 * 4
     for f in range(len(w)):
@@ -119,11 +119,17 @@ def test_ring_all_reduce_step_waits_for_the_chunk_it_forwards():
         if step == 0:
             assert deps.size == 0
         else:
-            (d,) = deps
-            assert w.dst[d] == w.src[f]  # the chunk arrived at this rank ...
-            assert int(w.tags["step"][d]) == step - 1  # ... in the previous step
+            forwarded, previous = deps
+            assert w.dst[forwarded] == w.src[f]  # the chunk arrived at this rank ...
+            assert int(w.tags["step"][forwarded]) == step - 1  # ... in the previous step
+            # One connection per hop: the hop's previous message went first.
+            assert (w.src[previous], w.dst[previous]) == (w.src[f], w.dst[f])
+            assert int(w.tags["step"][previous]) == step - 1
     np.testing.assert_allclose(w.size_bytes, G)  # S / n
-    assert names(w, w.dependencies(w.names.index("all_reduce.ch0.step5.r2.sl0"))) == ["all_reduce.ch0.step4.r1.sl0"]
+    assert names(w, w.dependencies(w.names.index("all_reduce.ch0.step5.r2.sl0"))) == [
+        "all_reduce.ch0.step4.r1.sl0",
+        "all_reduce.ch0.step4.r2.sl0",
+    ]
 
 
 def test_every_rank_sends_2_n_minus_1_over_n_of_s_in_all_reduce():
@@ -210,8 +216,9 @@ def test_nvls_reduces_in_the_switch_then_multicasts():
 def test_hierarchical_phases_chain_per_rank():
     servers = {"a0": 0, "a1": 0, "b0": 1, "b1": 1}
     w = hierarchical_all_reduce(list(servers), 4 * G, servers=servers, slices=1, costs=ZERO)
-    # 2 servers x reduce-scatter (1 step x 2 ranks) + 2 rails x all-reduce (2 steps x 2) + all-gather
-    assert len(w) == 4 + 8 + 4
+    # 2 servers x reduce-scatter (1 step x 2 ranks) + 2 rails x all-reduce (2 steps x 2) + all-gather,
+    # and a zero-byte ".due" before each rail message that follows another on its hop
+    assert len(w) == 4 + 8 + 4 + 4
     rail = w.names.index("all_reduce.ar.rail0.ch0.step0.r0.sl0")  # a0 -> b0
     assert (w.src[rail], w.dst[rail]) == ("a0", "b0")
     assert names(w, w.dependencies(rail)) == ["all_reduce.rs.srv0.ch0.step0.r1.sl0"]  # a1 -> a0 arrived
@@ -222,11 +229,20 @@ def test_costs_charge_base_once_and_a_step_latency_per_message():
     costs = CollectiveCosts(base_s=5.0, intra_step_s=1.0, inter_step_s=3.0, wire_efficiency=0.5, source="test")
     servers = {"g0": 0, "g1": 0, "g2": 1, "g3": 1}
     w = all_reduce(RANKS, 4 * G, slices=1, costs=costs, servers=servers)
+    due = [f for f in range(len(w)) if w.names[f].endswith(".due")]
     for f in range(len(w)):
+        if f in due:
+            continue
         inter = servers[w.src[f]] != servers[w.dst[f]]
         first = w.tags["step"][f] == "0"
-        assert w.overhead_s[f] == (3.0 if inter else 1.0) + (5.0 if first else 0.0)
-    np.testing.assert_allclose(w.size_bytes, 2 * G)  # payload / wire efficiency
+        if inter and not first:
+            # Across servers the latency is paid by a zero-byte message at the sender that
+            # waits for the forwarded chunk; the message then follows its hop's previous one.
+            (paid,) = [d for d in w.dependencies(f) if d in due]
+            assert (w.overhead_s[f], w.overhead_s[paid], w.src[paid], w.dst[paid]) == (0.0, 3.0, w.src[f], w.src[f])
+        else:
+            assert w.overhead_s[f] == (3.0 if inter else 1.0) + (5.0 if first else 0.0)
+    np.testing.assert_allclose(w.size_bytes[[f for f in range(len(w)) if f not in due]], 2 * G)  # payload / efficiency
 
 
 def test_nccl_costs_are_the_fact_sheet_constants():
@@ -431,7 +447,12 @@ def test_small_messages_are_latency_bound_and_busbw_grows_with_size():
     assert rows[0].time_us == pytest.approx(8.4 + 14 * 3.4 + 14 * 128 / 15e9 * 1e6, rel=1e-9)
     # 8 KiB: 14 steps of 1 KiB on that one channel.
     assert rows[1].time_us == pytest.approx(8.4 + 14 * 3.4 + 14 * 1024 / 15e9 * 1e6, rel=1e-9)
-    assert 0.9 * 370.8 < busbw[-1] < 370.8  # approaches the effective NVLink rate (256 MiB)
+    # 256 MiB: NCCL's 24 channels each move 256 MiB / 24 / 8 = 1.3 MiB per step, one chunk in
+    # two slices (chunks.py); the one lane's slices are 16 MiB at the channels' 24 x 15 GB/s,
+    # and each pays the step latency after the one before it on its hop: 28 slice times.
+    time_us = 8.4 + 28 * (3.4 + 2**28 / 8 / 2 / 360e9 * 1e6)
+    assert rows[-1].time_us == pytest.approx(time_us, rel=1e-9)
+    assert 0.9 * 360 < busbw[-1] < 360  # approaches the channels' bus bandwidth
 
 
 def test_protocol_auto_keeps_the_fastest():
@@ -536,8 +557,10 @@ def test_stream_is_one_flow_per_hop_and_a_zero_byte_latency_chain_beside_it():
     assert w.size_bytes[data].tolist() == [3 * G] * 8
     assert w.size_bytes[[f for f in range(len(w)) if f not in data]].tolist() == [0.0] * 8
     assert w.dep_indices.size == 0  # every hop streams from the start
-    # Hops g0>g1 and g2>g3 are intra-server (0.25), g1>g2 and g3>g0 inter-server (2.0).
-    hop = {"r0": 0.25, "r1": 2.0, "r2": 0.25, "r3": 2.0}
+    # Hops g0>g1 and g2>g3 are intra-server: their 6 steps x 4 slices (0.5 GB in 512 KiB
+    # slots, at most 4) each pay 0.25 after the one before, as in the step DAG. g1>g2 and
+    # g3>g0 are inter-server, where the latencies overlap: one 2.0.
+    hop = {"r0": 6 * 4 * 0.25, "r1": 2.0, "r2": 6 * 4 * 0.25, "r3": 2.0}
     for f in data:
         assert w.overhead_s[f] == pytest.approx(0.5 + hop[w.names[f].split(".")[-1]])
     # Chain of the 6 hops ending at each hop: one lap (4.5) and the hop and the one before.
@@ -555,12 +578,16 @@ def test_stream_bandwidth_term_equals_the_step_dags(build):
 
 def test_stream_time_is_the_later_of_its_transfer_and_its_latency_chain():
     costs = CollectiveCosts(base_s=0.5, intra_step_s=0.25, inter_step_s=9.0, wire_efficiency=1.0, source="test")
-    # Bandwidth-bound: 6 GB at 1 GB/s after base and one step (the step DAG: 0.5 + 6 x 0.25 + 6).
+    # Bandwidth-bound: 6 GB at 1 GB/s after the base and the hop's 6 steps x 4 slices of
+    # 0.25 s, which the step DAG's messages pay one after another on the hop.
     out = run(ring_topology(), all_reduce(RANKS, 4 * G, costs=costs, model="stream"))
-    assert out.makespan_s == pytest.approx(0.5 + 0.25 + 6.0)
-    # Latency-bound: 6 steps of 0.25 s outlast 6 KB.
+    assert out.makespan_s == pytest.approx(0.5 + 24 * 0.25 + 6.0)
+    steps = run(ring_topology(), all_reduce(RANKS, 4 * G, costs=costs, slices=4, model="steps"))
+    assert steps.makespan_s == pytest.approx(out.makespan_s)
+    # Latency-bound: one slice per step; the hop's 6 steps of 0.25 s and 1 KB each, as in
+    # the step DAG.
     out = run(ring_topology(), all_reduce(RANKS, 4e3, costs=costs, model="stream"))
-    assert out.makespan_s == pytest.approx(0.5 + 6 * 0.25)
+    assert out.makespan_s == pytest.approx(0.5 + 6 * (0.25 + 1e-6))
 
 
 def test_auto_streams_above_the_message_limit(monkeypatch):

@@ -108,10 +108,6 @@ KNOWN_OFF = {
         "as for DGX A100: the model gives NIC x 32/24 x 31/32 where NCCL measures about one NIC's rate "
         "(NVIDIA/nccl-tests#267)"
     ),
-    "v1_ar_gb200_nvl72_ring": (
-        "predicted 714.7 GB/s (the effective NVLink 5 rate, 18 x NCCL's 40.1 = 721.8 GB/s, less "
-        "step latencies) against 680 on the NVL72 slide: +5.1%, just past the tolerance"
-    ),
     "v1_a2a_gb200_nvl72": _A2A_NVLINK,
     "v1_ar_nvlink5_b200_nvls": (
         "predicted 806 GB/s against 850 (-5.2%): without pipelining the model's NVLS bound is "

@@ -8,12 +8,20 @@ next at once; it is predicted as one ``send`` between the pair the ring waits fo
 (:func:`flowsim.pipeline.send_pair`: the first ring neighbours on different hosts, or ranks
 0 and 1 on one host), assuming the other pairs do not share its links.
 
-The check is two-sided. A row slower than predicted by more than the threshold (``SHORT``)
-says the cluster underperforms: a degraded link, a wrong NCCL setting. A row faster than
-predicted by more than the threshold (``FAST``) says the system description is probably
+The check is two-sided. A row slower than predicted beyond its bounds (``SHORT``) says the
+cluster underperforms: a degraded link, a wrong NCCL setting. A row faster than predicted
+beyond them (``FAST``) says the system description is probably
 wrong (an H100 log checked as ``dgx-a100``, more NICs than the preset has) or the model
 misses what NCCL did there (an algorithm it does not predict). Where the log's GPU model,
 rank count or hosts differ from the system given, the report says so, one line each.
+
+The bounds (:func:`time_bounds`) split the predicted time in two: its latency (NCCL's
+``baseLat`` and ``hwLat``, what does not grow with the size) and the rest (bandwidth and
+contention, from the flows). The rest is held to a busbw within ``threshold`` (10%); the
+latency to a factor ``1 + latency_tolerance`` (3x) either way, because NCCL's latency constants rank its
+algorithms rather than time them (on the calibration logs real floors are up to 2.1x them).
+So a latency-bound row is flagged only when it is far off, and a bandwidth-bound row as soon
+as it is 10% off.
 
 Measured against predicted is compared as times (``predicted time / measured time``, which
 equals measured busbw / predicted busbw for the same size and ranks): nccl-tests prints busbw
@@ -37,7 +45,16 @@ from flowsim.collectives.report import busbw_Bps, sweep
 from flowsim.errors import InputError, whole_number
 from flowsim.fabrics import build_cluster
 
-__all__ = ["SIZE_BANDS", "BandError", "CheckReport", "RowCheck", "check_log", "check_nccl_log"]
+__all__ = [
+    "LATENCY_TOLERANCE",
+    "SIZE_BANDS",
+    "BandError",
+    "CheckReport",
+    "RowCheck",
+    "check_log",
+    "check_nccl_log",
+    "time_bounds",
+]
 
 _KiB, _MiB, _GiB = 1 << 10, 1 << 20, 1 << 30
 
@@ -62,9 +79,11 @@ class RowCheck:
     """Measured against predicted for one size.
 
     ``ratio_*`` is measured busbw over predicted busbw (predicted over measured time);
-    ``short`` when either is below ``1 - threshold``, ``fast`` when either is above
-    ``1 + threshold``; ``wrong`` when nccl-tests counted wrong elements. Predicted fields
-    are None for rows not predicted (size 0 or below ``min_bytes``).
+    ``short`` when either measured time is above :func:`time_bounds`' upper bound, ``fast``
+    when either is below its lower one; ``wrong`` when nccl-tests counted wrong elements.
+    ``predicted_latency_us`` is the part of the predicted time that does not grow with the
+    size (NCCL's latency). Predicted fields are None for rows not predicted (size 0 or below
+    ``min_bytes``).
     """
 
     size_bytes: int
@@ -79,6 +98,7 @@ class RowCheck:
     short: bool
     wrong: bool
     fast: bool = False
+    predicted_latency_us: float | None = None
 
     @property
     def flagged(self) -> bool:
@@ -131,8 +151,8 @@ class CheckReport:
     system : str
         Preset name (``"dgx_h100"``).
     nodes : int
-    threshold : float
-        A row is short when measured busbw < predicted x (1 - threshold).
+    threshold, latency_tolerance : float
+        How far a row may be from the prediction before it is flagged (:func:`time_bounds`).
     algorithm, protocol, figure, fabric : str
         How the prediction was made (see :func:`flowsim.collectives.collective_time`).
     rows : tuple of RowCheck
@@ -154,6 +174,7 @@ class CheckReport:
     rows: tuple[RowCheck, ...]
     checked_at: str = field(default_factory=lambda: datetime.datetime.now(datetime.UTC).isoformat())
     warnings: tuple[str, ...] = ()
+    latency_tolerance: float = 0.0
 
     @property
     def flagged(self) -> tuple[RowCheck, ...]:
@@ -191,6 +212,7 @@ class CheckReport:
             "system": self.system,
             "nodes": self.nodes,
             "threshold": self.threshold,
+            "latency_tolerance": self.latency_tolerance,
             "algorithm": self.algorithm,
             "protocol": self.protocol,
             "figure": self.figure,
@@ -219,10 +241,12 @@ class CheckReport:
             *(f"# warning: {w}" for w in self.warnings),
             f"# predicted: {self.nodes} x {self.system}, {self.algorithm} algorithm, {self.protocol} protocol, "
             f"{self.figure} link rates, {self.fabric} fabric",
-            # Not '.0%': a threshold of 0.005 would read "below 100%".
+            # Not '.0%': a threshold of 0.005 would read "within 0%".
             f"# flag: SHORT below {100 * (1 - self.threshold):.12g}% of predicted busbw (the cluster underperforms), "
             f"FAST above {100 * (1 + self.threshold):.12g}% (the system description is probably wrong), "
-            "WRONG where #wrong > 0",
+            "WRONG where #wrong > 0;",
+            f"#       the predicted time's latency part (NCCL's constants) may be up to "
+            f"{1 + self.latency_tolerance:.12g}x longer or shorter",
             "#       size   predicted    out-of-place       in-place",
             "#        (B)  busbw(GB/s)  busbw(GB/s) ratio  busbw(GB/s) ratio  flag",
         ]
@@ -331,6 +355,34 @@ def _mismatches(log: NcclTestLog, system: str, nodes: int | None, topology) -> l
     return lines
 
 
+#: Default of ``latency_tolerance``: a row's latency (what of its predicted time does not grow
+#: with the size, NCCL's ``baseLat`` and ``hwLat``) may be up to 3 times NCCL's constants, or a
+#: third of them, before the row is flagged. NCCL's constants rank its algorithms; real
+#: latencies depend on the NCCL version, the launch mode and the hosts. On the calibration
+#: logs (data/validation/nccl_tests) the measured floors are 2.1x NCCL's LL ring latency on
+#: one A100 server driven by one process and 1.9x its LL128 ring latency on two H100 servers.
+LATENCY_TOLERANCE = 2.0
+
+
+def time_bounds(
+    predicted_us: float, latency_us: float, threshold: float, latency_tolerance: float
+) -> tuple[float, float]:
+    """The measured times (us) a row may take without a flag: the predicted time's
+    size-dependent part at a busbw between ``1 - threshold`` and ``1 + threshold`` times the
+    predicted one, and its latency part (at most the predicted time) between
+    ``1 / (1 + latency_tolerance)`` and ``1 + latency_tolerance`` times itself. Without
+    latency these are the plain busbw bounds.
+
+    >>> time_bounds(100.0, 20.0, 0.2, 2.0)   # 80 us of bandwidth, 20 us of latency
+    (73.33333333333334, 160.0)
+    """
+    latency = min(max(latency_us, 0.0), predicted_us)
+    rest = predicted_us - latency
+    return rest / (1 + threshold) + latency / (1 + latency_tolerance), rest / (1 - threshold) + (
+        1 + latency_tolerance
+    ) * latency
+
+
 def check_log(
     log: NcclTestLog,
     *,
@@ -342,6 +394,7 @@ def check_log(
     figure: str = "effective",
     fabric: str = "rail_optimized",
     min_bytes: int = 1,
+    latency_tolerance: float = LATENCY_TOLERANCE,
     **options,
 ) -> CheckReport:
     """Predict each row of a parsed run and compare.
@@ -350,7 +403,7 @@ def check_log(
     ----------
     log : NcclTestLog
         From :func:`parse_nccl_log`.
-    system, nodes, threshold, algorithm, protocol, figure, fabric, min_bytes
+    system, nodes, threshold, algorithm, protocol, figure, fabric, min_bytes, latency_tolerance
         As :func:`check_nccl_log`.
     **options
         Passed to :func:`flowsim.collectives.report.sweep` (and so to
@@ -365,6 +418,8 @@ def check_log(
         nodes = whole_number("nodes", nodes)
     if not 0 <= threshold < 1:
         raise InputError(f"threshold must be in [0, 1), got {threshold!r}")
+    if not (isinstance(latency_tolerance, (int, float)) and 0 <= latency_tolerance < math.inf):
+        raise InputError(f"latency_tolerance must be a number >= 0, got {latency_tolerance!r}")
     if log.n_ranks < 2:
         raise InputError(f"{log.source}: {log.n_ranks} rank; flowsim predicts collectives of 2 or more ranks")
     if algorithm is not None:
@@ -379,21 +434,24 @@ def check_log(
         topology, log.collective, predicted_sizes, dtype="int8", ranks=ranks, protocol=protocol, **options
     )
     time_us = {size: p.time_us for size, p in zip(predicted_sizes, predictions, strict=True)}
+    latency_us = {size: p.latency_us for size, p in zip(predicted_sizes, predictions, strict=True)}
     algorithm = _what_ran([p.algorithm for p in predictions]) or str(algorithm or "auto")
     protocol = _what_ran([p.protocol for p in predictions]) or protocol
     checks = []
     for row in log.rows:
         predicted_time = time_us.get(row.size_bytes)
-        predicted_busbw = ratio_out = ratio_in = None
+        predicted_busbw = ratio_out = ratio_in = latency = None
         short = fast = False
         if predicted_time is not None:
+            latency = latency_us[row.size_bytes]
             predicted_busbw = busbw_Bps(log.collective, row.size_bytes, predicted_time * 1e-6, log.n_ranks) / 1e9
             ratio_out, ratio_in = (
                 predicted_time / m.time_us if m.time_us > 0 else None for m in (row.out_of_place, row.in_place)
             )
-            ratios = [r for r in (ratio_out, ratio_in) if r is not None]
-            short = bool(ratios) and min(ratios) < 1.0 - threshold
-            fast = bool(ratios) and max(ratios) > 1.0 + threshold
+            low, high = time_bounds(predicted_time, latency, threshold, latency_tolerance)
+            measured = [m.time_us for m in (row.out_of_place, row.in_place) if m.time_us > 0]
+            short = bool(measured) and max(measured) > high
+            fast = bool(measured) and min(measured) < low
         wrong = any(m.wrong for m in (row.out_of_place, row.in_place))
         checks.append(
             RowCheck(
@@ -409,6 +467,7 @@ def check_log(
                 short,
                 wrong,
                 fast,
+                latency,
             )
         )
     return CheckReport(
@@ -422,6 +481,7 @@ def check_log(
         fabric,
         tuple(checks),
         warnings=tuple(warnings),
+        latency_tolerance=float(latency_tolerance),
     )
 
 
@@ -438,6 +498,7 @@ def check_nccl_log(
     figure: str = "effective",
     fabric: str = "rail_optimized",
     min_bytes: int = 1,
+    latency_tolerance: float = LATENCY_TOLERANCE,
     **options,
 ) -> CheckReport:
     """Parse nccl-tests output, predict every row with flowsim and flag rows slower or faster
@@ -455,10 +516,11 @@ def check_nccl_log(
         (with ``gpus_per_node``, see :func:`parse_nccl_log`).
     gpus_per_node : int, optional
         GPUs used per server, for a log without rank lines.
-    threshold : float
-        Flag a row when measured busbw < predicted busbw x (1 - threshold) (``SHORT``) or
-        > predicted busbw x (1 + threshold) (``FAST``), in either the out-of-place or the
-        in-place column.
+    threshold, latency_tolerance : float
+        Flag a row when its out-of-place or in-place time is outside :func:`time_bounds`:
+        slower (``SHORT``) or faster (``FAST``) than predicted by more than ``threshold`` of
+        the predicted time's size-dependent part and ``1 + latency_tolerance`` times its
+        latency (default :data:`LATENCY_TOLERANCE`).
     collective : str, optional
         See :func:`parse_nccl_log`.
     algorithm : str, optional
@@ -497,5 +559,6 @@ def check_nccl_log(
         figure=figure,
         fabric=fabric,
         min_bytes=min_bytes,
+        latency_tolerance=latency_tolerance,
         **options,
     )

@@ -114,7 +114,9 @@ def all_reduce(
     Workload
         Flow ``{"all_reduce"}.ch{c}.step{s}.r{i}.sl{k}`` is rank ``i``'s step ``s`` message on
         channel ``c``; it depends on the message it forwards (step ``s - 1`` of its ring
-        predecessor) and on its own previous slice. Streamed, flow ``all_reduce.ch{c}.stream.r{p}``
+        predecessor) and on the previous message of its hop (its own previous slice, or the
+        previous step's last slice). Across servers a zero-byte ``....due`` message between
+        the forwarded message and it pays the step latency. Streamed, flow ``all_reduce.ch{c}.stream.r{p}``
         is the hop from position ``p`` of channel ``c``'s ring order to the next, and
         ``all_reduce.ch{c}.stream.r{p}.chain`` its zero-byte latency chain. Tags:
         ``collective``, ``model``, ``step``, ``channel``.
@@ -125,7 +127,7 @@ def all_reduce(
     >>> len(w), float(w.size_bytes[0]), w.names[4]
     (24, 1000000.0, 'all_reduce.ch0.step1.r0.sl0')
     >>> [w.names[i] for i in w.dependencies(4)]
-    ['all_reduce.ch0.step0.r3.sl0']
+    ['all_reduce.ch0.step0.r3.sl0', 'all_reduce.ch0.step0.r0.sl0']
     """
     return _ring_collective(
         "all_reduce",
@@ -413,7 +415,7 @@ def hierarchical_all_reduce(
 
     def ring(order: tuple[str, ...], chunk: float, n_steps: int, n_slices: int, ready, phase: str):
         if model == "stream":
-            return _stream_ring(dag, [order] * channels, chunk, n_steps, ready, phase)
+            return _stream_ring(dag, [order] * channels, chunk, n_steps, ready, phase, n_slices)
         return _ring(dag, [order] * channels, chunk, n_steps, n_slices, ready, phase)
 
     done: dict[str, list[int]] = {}
@@ -564,8 +566,8 @@ def nvls_tree_all_reduce(
     the root, then down, ``up.t{t}`` and ``down.t{t}``); then each owner writes the total to
     its switch (``store``), which multicasts it to the server's ranks (``multicast.r{i}``).
     Each message waits for its own previous slice; the tree's hops between servers pay the
-    inter-server step latency on the first slice only (the later ones follow it through
-    NCCL's ``NCCL_STEPS`` slots).
+    inter-server step latency from when their inputs are in, in the shadow of the slices
+    before them (NCCL's proxy keeps ``NCCL_STEPS`` sends in flight).
 
     Parameters
     ----------
@@ -616,9 +618,6 @@ def nvls_tree_all_reduce(
             last: dict[str, int] = {}
             for k in range(n_slices):
                 label = f"ch{c}.chunk{j}.sl{k}"
-                # A tree hop's latency is paid once, by the first slice: later slices are
-                # already in flight in NCCL's NCCL_STEPS slots behind it.
-                hop = costs.inter_step_s if k == 0 else 0.0
                 results = []
                 for g, group in enumerate(groups):
                     reduced = [
@@ -647,15 +646,14 @@ def nvls_tree_all_reduce(
                             totals[g].extend(inputs)
                             continue
                         up[g] = _in_order(dag, last, f"up.t{t}.s{g}", label, owners[g], owners[parent[g]], piece / 2,
-                                          inputs, 2, c, wire_efficiency=1.0, cap_Bps=tree_cap_Bps, step_latency_s=hop)
+                                          inputs, 2, c, wire_efficiency=1.0, cap_Bps=tree_cap_Bps)
                     # The root sends this tree's half down once this tree's reduction is in:
                     # the other tree's messages into the same server are no input of it.
                     down: dict[int, list[int]] = {root: at_root}
                     for g in order:
                         for child in children[g]:
                             message = _in_order(dag, last, f"down.t{t}.s{child}", label, owners[g], owners[child],
-                                                piece / 2, down[g], 3, c, wire_efficiency=1.0, cap_Bps=tree_cap_Bps,
-                                                step_latency_s=hop)
+                                                piece / 2, down[g], 3, c, wire_efficiency=1.0, cap_Bps=tree_cap_Bps)
                             down[child] = [message]
                             totals[child].append(message)
                 for g, group in enumerate(groups):

@@ -97,11 +97,14 @@ class _FlowDag:
         except KeyError:
             raise InputError(f"collective {self.name!r}: rank {rank!r} has no server in `servers`") from None
 
+    def crosses_servers(self, src: str, dst: str) -> bool:
+        """Whether a message from ``src`` to ``dst`` leaves its server."""
+        servers = self.servers
+        return servers is not None and self._server(servers, src) != self._server(servers, dst)
+
     def step_latency(self, src: str, dst: str) -> float:
         """The per-step latency of a message from ``src`` to ``dst``: inter- or intra-server."""
-        servers = self.servers
-        inter = servers is not None and self._server(servers, src) != self._server(servers, dst)
-        return self.costs.inter_step_s if inter else self.costs.intra_step_s
+        return self.costs.inter_step_s if self.crosses_servers(src, dst) else self.costs.intra_step_s
 
     def add(
         self,
@@ -235,10 +238,23 @@ def _ring(
                 src, dst = order[p], order[(p + 1) % n]
                 for k in range(slices):
                     deps = [int(flow[s - 1, p - 1, k])] if s else list(ready.get(src, ()))
-                    if k:
-                        deps.append(int(flow[s, p, k - 1]))
                     label = f"{phase}ch{c}.step{s}.r{rank_index[src]}.sl{k}"
-                    flow[s, p, k] = dag.add(label, src, dst, piece, deps, s, c)
+                    # One connection per hop, a FIFO of slots: a message follows the hop's
+                    # previous one. Between GPUs of a server the sending CTA itself waits,
+                    # copies and posts each slice, so the step latency follows the previous
+                    # message; across servers the proxy keeps up to NCCL_STEPS sends in flight,
+                    # so the latency runs from when the data is ready, in the shadow of the
+                    # messages before it (a zero-byte message at the sender that waits for the
+                    # data: a software cost, it crosses no link).
+                    previous = int(flow[s, p, k - 1]) if k else int(flow[s - 1, p, slices - 1]) if s else -1
+                    if previous < 0:
+                        flow[s, p, k] = dag.add(label, src, dst, piece, deps, s, c)
+                    elif dag.crosses_servers(src, dst):
+                        latency = dag.step_latency(src, dst)
+                        due = dag.add(f"{label}.due", src, src, 0.0, deps, s, c, step_latency_s=latency)
+                        flow[s, p, k] = dag.add(label, src, dst, piece, [due, previous], s, c, step_latency_s=0.0)
+                    else:
+                        flow[s, p, k] = dag.add(label, src, dst, piece, [*deps, previous], s, c)
         for p in range(n):
             done[order[(p + 1) % n]].extend(flow[n_steps - 1, p].tolist())
     return done
@@ -251,13 +267,16 @@ def _stream_ring(
     n_steps: int,
     ready: Mapping[str, list[int]],
     phase: str,
+    slices: int = 1,
 ) -> dict[str, list[int]]:
     """The ring of :func:`_ring` as one flow per hop and channel (``model="stream"``);
     returns, per rank, the flows it receives.
 
-    Hop ``p`` (``order[p] -> order[p + 1]``) carries ``n_steps`` chunks after its own step
-    latency; beside it, a zero-byte flow pays the step latencies of the ``n_steps`` hops
-    ending at ``p``: the step DAG's longest chain of forwarded chunks.
+    Hop ``p`` (``order[p] -> order[p + 1]``) carries ``n_steps`` chunks after the step
+    latencies its messages would pay one after another in the step DAG (``n_steps x slices``
+    of them between GPUs of a server, where each follows the one before; one across
+    servers, where they overlap); beside it, a zero-byte flow pays the step latencies of the
+    ``n_steps`` hops ending at ``p``: the step DAG's longest chain of forwarded chunks.
     """
     done: dict[str, list[int]] = {r: [] for r in orders[0]}
     for c, order in enumerate(orders):
@@ -272,7 +291,9 @@ def _stream_ring(
             src, dst = order[p], order[(p + 1) % n]
             deps = list(ready.get(src, ()))
             label = f"{phase}ch{c}.stream.r{p}"
-            done[dst].append(dag.add(label, src, dst, n_steps * chunk_bytes, deps, steps, c))
+            serial = 1 if dag.crosses_servers(src, dst) else n_steps * slices
+            done[dst].append(dag.add(label, src, dst, n_steps * chunk_bytes, deps, steps, c,
+                                     step_latency_s=serial * float(hop[p])))
             done[dst].append(dag.add(f"{label}.chain", src, dst, 0.0, deps, steps, c, step_latency_s=float(chain[p])))
     return done
 
@@ -347,8 +368,14 @@ def _in_order(
 ) -> int:
     """Add message ``label.kind``, after ``deps`` and after the previous message of its kind
     (``last[kind]``, then updated); ``wire_efficiency``, ``cap_Bps`` and ``step_latency_s``
-    as :meth:`_FlowDag.add`."""
+    as :meth:`_FlowDag.add`. Across servers the step latency runs from when ``deps`` are
+    done, in the shadow of the previous message (see :func:`_ring`)."""
     if kind in last:
+        if dag.crosses_servers(src, dst):
+            if step_latency_s is None:
+                step_latency_s = dag.step_latency(src, dst)
+            due = dag.add(f"{label}.{kind}.due", src, src, 0.0, deps, step, channel, step_latency_s=step_latency_s)
+            deps, step_latency_s = [due], 0.0
         deps = [*deps, last[kind]]
     last[kind] = dag.add(f"{label}.{kind}", src, dst, payload_bytes, deps, step, channel,
                          step_latency_s=step_latency_s, wire_efficiency=wire_efficiency, cap_Bps=cap_Bps)
@@ -528,7 +555,7 @@ def _ring_collective(
     model = _model(model, channels * n_steps(n) * n * n_slices, what)
     dag = _FlowDag(what, costs, servers, model)
     if model == "stream":
-        _stream_ring(dag, orders, chunk, n_steps(n), {}, "")
+        _stream_ring(dag, orders, chunk, n_steps(n), {}, "", n_slices)
     else:
         _ring(dag, orders, chunk, n_steps(n), n_slices, {}, "")
     return dag.workload(what)

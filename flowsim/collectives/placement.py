@@ -81,6 +81,15 @@ class CollectiveRun:
     run: RunResult
     nccl: NcclChoice | None = None
 
+    @property
+    def latency_s(self) -> float:
+        """The part of :attr:`time_s` that does not grow with the size, as NCCL's model
+        puts it (:attr:`NcclChoice.model_latency_us`); for point-to-point messages and custom
+        costs, the base latency and one step latency the messages pay."""
+        if self.nccl is not None:
+            return self.nccl.model_latency_us * 1e-6
+        return self.costs.base_s + max(self.costs.intra_step_s, self.costs.inter_step_s)
+
 
 def _intra_hardware(topology: Topology, ranks: Sequence[str]) -> str:
     """``"nvlink"`` when every rank has an NVLink, else ``"pci"`` (NCCL's intra-node hwLat row)."""

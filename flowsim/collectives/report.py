@@ -134,7 +134,8 @@ class NcclRow:
     ``algorithm``, ``protocol`` and ``channels`` what ran (as NCCL's
     ``NCCL_DEBUG_SUBSYS=TUNING`` lines say it; ``protocol`` is ``"custom"`` with explicit
     costs, ``channels`` 0 for point-to-point messages); ``model`` how rings were laid out
-    (``"steps"`` or ``"stream"``, see :mod:`flowsim.collectives`).
+    (``"steps"`` or ``"stream"``, see :mod:`flowsim.collectives`); ``latency_us`` the part of
+    the time that does not grow with the size (:attr:`CollectiveRun.latency_s`).
     """
 
     size_bytes: int
@@ -149,6 +150,7 @@ class NcclRow:
     protocol: str
     channels: int
     model: str
+    latency_us: float = 0.0
 
 
 def _rounded(collective: str, size_bytes: int, element_bytes: int, n_ranks: int) -> tuple[int, int]:
@@ -219,6 +221,7 @@ def sweep(
                 protocol=outcome.protocol,
                 channels=outcome.channels,
                 model=outcome.model,
+                latency_us=outcome.latency_s * 1e6,
             )
         )
     return rows

@@ -185,6 +185,9 @@ class NcclChoice:
         The model's time (us) for every enabled pair, as NCCL_DEBUG_SUBSYS=TUNING prints it.
     system : NcclSystem
     version : str
+    model_latency_us : float
+        The latency term of ``model_time_us`` (``baseLat`` and ``hwLat`` per step, with the
+        ring's factor where NCCL applies it): what of the time does not depend on the size.
     """
 
     algorithm: str
@@ -197,6 +200,7 @@ class NcclChoice:
     table: Mapping[tuple[str, str], float] = field(repr=False)
     system: NcclSystem = field(repr=False)
     version: str = DEFAULT_NCCL_VERSION
+    model_latency_us: float = 0.0
 
     @property
     def channel_bandwidth_Bps(self) -> float:
@@ -705,8 +709,11 @@ def nccl_choice(
         max_channels = comm_channels
         n_channels, n_threads = _shrink(n_bytes, comm_channels, max_threads,
                                         _threshold(algorithm, protocol, system.n_ranks))
-    return NcclChoice(algorithm, protocol, n_channels, max_channels, n_threads, table[(algorithm, protocol)],
-                      model[(algorithm, protocol)][2], table, system, constants.version)
+    latency, algbw, bus = model[(algorithm, protocol)]
+    bandwidth_us = _time_us(system, constants, collective, algorithm, protocol, 0.0, algbw, n_bytes, comm_channels)
+    return NcclChoice(algorithm, protocol, n_channels, max_channels, n_threads, table[(algorithm, protocol)], bus,
+                      table, system, constants.version,
+                      model_latency_us=table[(algorithm, protocol)] - bandwidth_us)
 
 
 # Search results per topology object: a topology is immutable, and its search depends only on

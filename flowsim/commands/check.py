@@ -1,14 +1,18 @@
 """``flowsim check``: nccl-tests output measured against flowsim's prediction for the cluster.
 
     flowsim check NCCL_TESTS_OUTPUT --system dgx-h100 [--nodes 4 --gpus-per-node 8]
-                  [--threshold 0.1] [--history history.h5] [--plot trend.png] [--json]
+                  [--threshold 0.1] [--latency-tolerance 2] [--history history.h5] [--plot trend.png]
+                  [--json]
     flowsim check --history history.h5 --plot trend.png
 
 prints, per message size, the predicted busbw, the measured out-of-place and in-place busbw
 and their ratio to the prediction, and flags sizes whose measured busbw is below
 ``1 - threshold`` of the prediction (SHORT: the cluster underperforms), above ``1 + threshold``
 (FAST: the system description is probably wrong), or where nccl-tests counted wrong elements
-(WRONG); then the prediction's error by size band. Warnings, one line each, say where the log's
+(WRONG). The part of a predicted time that is NCCL's latency (its ``baseLat`` and ``hwLat``
+constants, which rank algorithms rather than time them) may be up to ``1 + latency-tolerance``
+times longer or shorter (default 3x), so latency-bound sizes are flagged only when far off;
+then the prediction's error by size band. Warnings, one line each, say where the log's
 GPU model, ranks or hosts differ from the system given, or what the log lacks. Output is read
 as people paste it: launcher prefixes, interleaved lines of other programs, no rank lines (then
 ``--nodes`` and ``--gpus-per-node`` give the cluster's shape). With
@@ -21,10 +25,12 @@ check runs, so that a bad one fails before anything is added to the history. Exi
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
 from flowsim.check import BINARIES, append_history, check_nccl_log, history_file, history_plot_file, plot_history
+from flowsim.check.report import LATENCY_TOLERANCE
 from flowsim.collectives import PROTOCOLS
 from flowsim.collectives.report import parse_size
 from flowsim.commands.argtypes import add_nccl_arguments, parse_nccl_env
@@ -46,6 +52,16 @@ def _fraction(text: str) -> float:
         raise argparse.ArgumentTypeError(f"invalid fraction value: {text!r}") from None
     if not 0 <= value < 1:
         raise argparse.ArgumentTypeError(f"threshold must be in [0, 1), got {text}")
+    return value
+
+
+def _tolerance(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
+    if not 0 <= value < math.inf:
+        raise argparse.ArgumentTypeError(f"latency tolerance must be a number >= 0, got {text}")
     return value
 
 
@@ -74,6 +90,7 @@ def check_command(args: argparse.Namespace) -> int:
                 nodes=args.nodes,
                 gpus_per_node=args.gpus_per_node,
                 threshold=args.threshold,
+                latency_tolerance=args.latency_tolerance,
                 collective=args.collective,
                 algorithm=args.algorithm,
                 protocol=args.protocol,
@@ -117,6 +134,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         type=_fraction,
         default=0.1,
         help="flag below (1 - threshold) and above (1 + threshold) x predicted busbw (default 0.1)",
+    )
+    parser.add_argument(
+        "--latency-tolerance",
+        type=_tolerance,
+        default=LATENCY_TOLERANCE,
+        help="the predicted latency (NCCL's constants) may be off by a factor 1 + this either way (default 2)",
     )
     parser.add_argument(
         "--collective",

@@ -1,7 +1,7 @@
 """NCCL's choice under each version flowsim has constants for, against NCCL's model worked by
 hand from that version's sources ([NCCL] tags v2.19.3-1, v2.26.2-1 and v2.30.7-1:
 src/graph/tuning.cc, search.cc, connect.cc, topo.h, src/transport/nvls.cc; docs/hardware.md
-§7.3).
+§7.3), and the version ``flowsim check`` takes from a log.
 
 The named case is the cluster of data/validation/nccl_tests/gh_nccltests309_h100_2n8g_ib400_
 allreduce.txt, which ran NCCL 2.26.2: two DGX H100 servers, 16 ranks, eight 400 Gb/s NICs each.
@@ -15,8 +15,13 @@ channel).
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
+from flowsim.check import check_nccl_log, parse_nccl_log
+from flowsim.check.report import nccl_version_of
 from flowsim.collectives.constants import NCCL_VERSIONS, constants_of, nccl_release, nearest_version
 from flowsim.collectives.tuner import (
     NcclEnv,
@@ -226,3 +231,64 @@ def test_unknown_version_is_one_clear_error(h100):
     with pytest.raises(InputError, match=r"no constants for NCCL '2.27.1'; flowsim has 2.30.7, 2.26.2, 2.19.3"):
         nccl_choice(h100, "all_reduce", MiB, version="2.27.1")
 
+
+# --- the version flowsim check takes -------------------------------------------------------
+
+DEGRADED = Path(__file__).resolve().parents[1] / "data" / "nccl_tests" / "all_reduce_perf_dgx_h100_2node_degraded.txt"
+
+
+def _with_version(version: str | None) -> str:
+    """The two-node all-reduce sample, printing ``NCCL version {version}`` after its rank lines."""
+    lines = DEGRADED.read_text().splitlines(keepends=True)
+    last_rank = max(i for i, line in enumerate(lines) if line.startswith("#  Rank"))
+    if version is not None:
+        lines.insert(last_rank + 1, f"NCCL version {version}\n")
+    return "".join(lines)
+
+
+@pytest.mark.parametrize(
+    ("printed", "given", "version", "words"),
+    [
+        ("2.26.2+cuda12.8", None, "2.26.2", "NCCL 2.26.2 (log)"),
+        ("2.27.1+cuda12.9", None, "2.26.2", "NCCL 2.27.1 (log) -> constants of 2.26.2"),
+        ("2.18.1", None, "2.19.3", "NCCL 2.18.1 (log) -> constants of 2.19.3, the oldest flowsim has"),
+        ("2.21.5+cuda12.4", None, "2.19.3", "NCCL 2.21.5 (log) -> constants of 2.19.3"),
+        (None, None, "2.30.7", "NCCL 2.30.7 (default: the log prints no NCCL version)"),
+        ("2.26.2+cuda12.8", "2.30.7", "2.30.7", "NCCL 2.30.7 (given)"),
+        ("mine", None, "2.30.7", "NCCL 'mine' (log: not a version) -> constants of 2.30.7"),
+    ],
+)
+def test_the_check_takes_the_logs_version(printed, given, version, words):
+    log = parse_nccl_log(_with_version(printed), collective="all_reduce")
+    assert nccl_version_of(log, given) == (version, words)
+
+
+def test_an_unknown_given_version_is_one_clear_error():
+    log = parse_nccl_log(_with_version(None), collective="all_reduce")
+    with pytest.raises(InputError, match="no constants for NCCL '2.27.1'"):
+        nccl_version_of(log, "2.27.1")
+
+
+def test_the_report_predicts_with_the_logs_version_and_says_so():
+    text = _with_version("2.26.2+cuda12.8")
+    report = check_nccl_log(text, system="dgx-h100", min_bytes=2 << 30)
+    assert report.nccl_version == "2.26.2" and json.loads(report.to_json())["nccl"] == "NCCL 2.26.2 (log)"
+    assert report.format_text().splitlines()[1].endswith("rail_optimized fabric, NCCL 2.26.2 (log)")
+    # NVLSTree under 2.26.2's model moves 500 GB/s of bus bandwidth on these 16 ranks, 461.6
+    # under 2.30.7's (tests above): the prediction follows the version.
+    given = check_nccl_log(text, system="dgx-h100", min_bytes=2 << 30, nccl_version="2.30.7")
+    assert given.nccl == "NCCL 2.30.7 (given)"
+    assert report.rows[-1].predicted_time_us != pytest.approx(given.rows[-1].predicted_time_us, rel=1e-3)
+
+
+def test_cli_nccl_version_overrides_the_log(tmp_path, capsys):
+    from flowsim.cli import main as flowsim
+
+    path = tmp_path / "all_reduce_perf.txt"
+    path.write_text(_with_version("2.27.1+cuda12.9"))
+    argv = ["check", str(path), "--system", "dgx-h100", "--min-bytes", "2G", "--json"]
+    flowsim(argv)
+    assert json.loads(capsys.readouterr().out)["nccl"] == "NCCL 2.27.1 (log) -> constants of 2.26.2"
+    flowsim([*argv, "--nccl-version", "2.19.3"])
+    data = json.loads(capsys.readouterr().out)
+    assert (data["nccl_version"], data["nccl"]) == ("2.19.3", "NCCL 2.19.3 (given)")

@@ -15,6 +15,11 @@ wrong (an H100 log checked as ``dgx-a100``, more NICs than the preset has) or th
 misses what NCCL did there (an algorithm it does not predict). Where the log's GPU model,
 rank count or hosts differ from the system given, the report says so, one line each.
 
+NCCL's choice follows the constants of the NCCL version the log prints (``NCCL version
+2.26.2+cuda12.8``) when flowsim has that version's, else of the newest older version it has
+(:func:`flowsim.collectives.constants.nearest_version`), else of the default version; a
+version given to the check overrides the log's. The report's header says which.
+
 Measured against predicted is compared as times (``predicted time / measured time``, which
 equals measured busbw / predicted busbw for the same size and ranks): nccl-tests prints busbw
 with two decimals, 0.00 for the smallest sizes, while its times keep their precision.
@@ -32,12 +37,13 @@ from dataclasses import asdict, dataclass, field
 
 from flowsim.check.parse import NcclTestLog, RankInfo, line_error, parse_nccl_log
 from flowsim.collectives import resolve_algorithm
+from flowsim.collectives.constants import DEFAULT_NCCL_VERSION, constants_of, nccl_release, nearest_version
 from flowsim.collectives.placement import send_pair
 from flowsim.collectives.report import busbw_Bps, sweep
 from flowsim.errors import InputError, whole_number
 from flowsim.fabrics import build_cluster
 
-__all__ = ["SIZE_BANDS", "BandError", "CheckReport", "RowCheck", "check_log", "check_nccl_log"]
+__all__ = ["SIZE_BANDS", "BandError", "CheckReport", "RowCheck", "check_log", "check_nccl_log", "nccl_version_of"]
 
 _KiB, _MiB, _GiB = 1 << 10, 1 << 20, 1 << 30
 
@@ -141,6 +147,12 @@ class CheckReport:
     warnings : tuple of str
         One line each: what the log lacks (:attr:`NcclTestLog.warnings`) and where it
         disagrees with the system given (GPU model, rank count, hosts).
+    nccl_version : str
+        The NCCL version whose constants the prediction used (a key of
+        :data:`~flowsim.collectives.constants.NCCL_VERSIONS`).
+    nccl : str
+        Where that version comes from: ``"NCCL 2.26.2 (log)"``, ``"NCCL 2.27.1 (log) ->
+        constants of 2.26.2"``, ``"NCCL 2.19.3 (given)"``, ...
     """
 
     log: NcclTestLog
@@ -154,6 +166,8 @@ class CheckReport:
     rows: tuple[RowCheck, ...]
     checked_at: str = field(default_factory=lambda: datetime.datetime.now(datetime.UTC).isoformat())
     warnings: tuple[str, ...] = ()
+    nccl_version: str = DEFAULT_NCCL_VERSION
+    nccl: str = f"NCCL {DEFAULT_NCCL_VERSION} (default)"
 
     @property
     def flagged(self) -> tuple[RowCheck, ...]:
@@ -195,6 +209,8 @@ class CheckReport:
             "protocol": self.protocol,
             "figure": self.figure,
             "fabric": self.fabric,
+            "nccl_version": self.nccl_version,
+            "nccl": self.nccl,
             "checked_at": self.checked_at,
             "avg_busbw_GBps": log.avg_busbw_GBps,
             "n_flagged": len(self.flagged),
@@ -218,7 +234,7 @@ class CheckReport:
             f"# {log.source}: {log.binary}, {log.n_ranks} ranks on {log.n_nodes} node(s){gpus}",
             *(f"# warning: {w}" for w in self.warnings),
             f"# predicted: {self.nodes} x {self.system}, {self.algorithm} algorithm, {self.protocol} protocol, "
-            f"{self.figure} link rates, {self.fabric} fabric",
+            f"{self.figure} link rates, {self.fabric} fabric, {self.nccl}",
             # Not '.0%': a threshold of 0.005 would read "below 100%".
             f"# flag: SHORT below {100 * (1 - self.threshold):.12g}% of predicted busbw (the cluster underperforms), "
             f"FAST above {100 * (1 + self.threshold):.12g}% (the system description is probably wrong), "
@@ -331,6 +347,35 @@ def _mismatches(log: NcclTestLog, system: str, nodes: int | None, topology) -> l
     return lines
 
 
+def nccl_version_of(log: NcclTestLog, given: str | None = None) -> tuple[str, str]:
+    """The NCCL version whose constants predict ``log``, and the report's words for it.
+
+    ``given`` (``--nccl-version``) wins; else the version the log prints, where flowsim has
+    its constants, else the newest older version flowsim has
+    (:func:`~flowsim.collectives.constants.nearest_version`); else the default.
+
+    Returns
+    -------
+    (str, str)
+        The version (a key of :data:`~flowsim.collectives.constants.NCCL_VERSIONS`) and the
+        words: ``"NCCL 2.26.2 (log)"``, ``"NCCL 2.27.1 (log) -> constants of 2.26.2"``,
+        ``"NCCL 2.19.3 (given)"``, ``"NCCL 2.30.7 (default: the log prints no NCCL version)"``.
+    """
+    if given is not None:
+        return constants_of(given).version, f"NCCL {given} (given)"
+    if log.nccl_version is None:
+        return DEFAULT_NCCL_VERSION, f"NCCL {DEFAULT_NCCL_VERSION} (default: the log prints no NCCL version)"
+    printed = log.nccl_version.split("+")[0]
+    release = nccl_release(printed)
+    if release is None:
+        return DEFAULT_NCCL_VERSION, f"NCCL {printed!r} (log: not a version) -> constants of {DEFAULT_NCCL_VERSION}"
+    nearest = constants_of(nearest_version(printed) or DEFAULT_NCCL_VERSION)
+    if nearest.release == release:
+        return nearest.version, f"NCCL {printed} (log)"
+    oldest = "" if nearest.release < release else ", the oldest flowsim has"
+    return nearest.version, f"NCCL {printed} (log) -> constants of {nearest.version}{oldest}"
+
+
 def check_log(
     log: NcclTestLog,
     *,
@@ -342,6 +387,7 @@ def check_log(
     figure: str = "effective",
     fabric: str = "rail_optimized",
     min_bytes: int = 1,
+    nccl_version: str | None = None,
     **options,
 ) -> CheckReport:
     """Predict each row of a parsed run and compare.
@@ -350,7 +396,7 @@ def check_log(
     ----------
     log : NcclTestLog
         From :func:`parse_nccl_log`.
-    system, nodes, threshold, algorithm, protocol, figure, fabric, min_bytes
+    system, nodes, threshold, algorithm, protocol, figure, fabric, min_bytes, nccl_version
         As :func:`check_nccl_log`.
     **options
         Passed to :func:`flowsim.collectives.report.sweep` (and so to
@@ -370,6 +416,8 @@ def check_log(
     if algorithm is not None:
         # Only an algorithm asked for is passed on: collective_time's own default applies otherwise.
         options["algorithm"] = resolve_algorithm(log.collective, algorithm) if algorithm != "auto" else algorithm
+    version, nccl = nccl_version_of(log, nccl_version)
+    options["nccl_version"] = version
     topology = build_cluster(system, log.n_nodes, figure=figure, fabric=fabric)
     warnings = (*log.warnings, *_mismatches(log, system, nodes, topology))
     gpus = _rank_gpus(log, system, topology)
@@ -422,6 +470,8 @@ def check_log(
         fabric,
         tuple(checks),
         warnings=tuple(warnings),
+        nccl_version=version,
+        nccl=nccl,
     )
 
 
@@ -438,6 +488,7 @@ def check_nccl_log(
     figure: str = "effective",
     fabric: str = "rail_optimized",
     min_bytes: int = 1,
+    nccl_version: str | None = None,
     **options,
 ) -> CheckReport:
     """Parse nccl-tests output, predict every row with flowsim and flag rows slower or faster
@@ -472,6 +523,10 @@ def check_nccl_log(
     min_bytes : int
         Rows below this size are reported but not predicted (small sizes are latency-bound
         and take as long to simulate as large ones).
+    nccl_version : str, optional
+        NCCL version whose constants apply (a key of
+        :data:`~flowsim.collectives.constants.NCCL_VERSIONS`); default: the version the log
+        prints, or the newest older one flowsim has (:func:`nccl_version_of`).
     **options
         Passed to :func:`flowsim.collectives.report.sweep`.
 
@@ -497,5 +552,6 @@ def check_nccl_log(
         figure=figure,
         fabric=fabric,
         min_bytes=min_bytes,
+        nccl_version=nccl_version,
         **options,
     )

@@ -7,7 +7,9 @@ that choice with flows (:mod:`flowsim.collectives.placement`), so contention and
 still come from the flows.
 
 The rules, each with its file in NCCL's sources (tag and constants per version in
-:data:`NCCL_VERSIONS`; docs/hardware.md §7 lists them):
+:data:`NCCL_VERSIONS`; docs/hardware.md §7 lists them). Where NCCL changed a rule between
+the versions flowsim has, the code switches on the version's release at that rule and names
+the tag where it changed (docs/hardware.md §7.3 tables them); the text below is 2.30.7's:
 
 Topology search (``src/graph/search.cc`` ``ncclTopoCompute``)
     For each pattern (ring, tree, NVLS) NCCL searches for as many channels as the links

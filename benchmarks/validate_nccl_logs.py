@@ -10,7 +10,10 @@ log is parsed and every row predicted through :func:`flowsim.check.check_log`, t
 ``flowsim check`` takes, on the index's preset (``dgx-a100`` or ``dgx-h100``, from its GPU),
 nodes and GPUs per node. The index's NCCL environment (``NCCL_ALGO`` ...) is passed on as
 ``nccl_env`` where the prediction API takes that keyword, and left out where it does not (a
-keyword check, so a newer flowsim uses it without a change here). Printed per log: the error
+keyword check, so a newer flowsim uses it without a change here). NCCL's choice follows the
+constants of the index's ``nccl_version`` (the version the log prints) as ``flowsim check``
+follows a log's: that version where flowsim has it, else the newest older one it has, else
+(``null``) the default; the table's ``nccl`` column says which. Printed per log: the error
 of the prediction (predicted / measured busbw - 1, out-of-place column), median and worst
 ``|error|``, over sizes below 64 KiB, from 64 KiB to 1 MiB, and from 1 MiB; and the sizes
 ``flowsim check`` flags at its default threshold.
@@ -27,7 +30,7 @@ import json
 import math
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from flowsim.check import CheckReport, check_log, parse_nccl_log
@@ -59,6 +62,7 @@ class Entry:
     gpus_per_node: int
     env: dict[str, str]
     healthy: bool
+    nccl_version: str | None = None
 
 
 def entries(directory: Path = LOGS) -> list[Entry]:
@@ -69,7 +73,8 @@ def entries(directory: Path = LOGS) -> list[Entry]:
         if system is None:
             raise InputError(f"{item['file']}: no flowsim preset for GPU {item['gpu']!r}")
         listed.append(
-            Entry(item["file"], system, item["nodes"], item["gpus_per_node"], dict(item["env"]), item["healthy"])
+            Entry(item["file"], system, item["nodes"], item["gpus_per_node"], dict(item["env"]), item["healthy"],
+                  item.get("nccl_version"))
         )
     return listed
 
@@ -85,6 +90,8 @@ def check_entry(entry: Entry, directory: Path = LOGS, *, sizes: Sequence[int] | 
     """``flowsim check`` of one log with its index's cluster: every row predicted, or only
     the rows of ``sizes``."""
     log = parse_nccl_log(directory / entry.file, nodes=entry.nodes, gpus_per_node=entry.gpus_per_node)
+    # The index's version, as check_log takes the one a log prints.
+    log = replace(log, nccl_version=entry.nccl_version)
     if sizes is not None:
         wanted = set(sizes)
         log = _only_rows(log, wanted)
@@ -92,13 +99,16 @@ def check_entry(entry: Entry, directory: Path = LOGS, *, sizes: Sequence[int] | 
 
 
 def _only_rows(log, sizes: set[int]):
-    from dataclasses import replace
-
     return replace(log, rows=tuple(r for r in log.rows if r.size_bytes in sizes))
 
 
 def _percent(x: float) -> str:
     return f"{100 * x:+.0f}%"
+
+
+def nccl_cell(report: CheckReport) -> str:
+    """The constants' version, and ``(log)`` where the log's (index's) version chose them."""
+    return f"{report.nccl_version}{' (log)' if '(log' in report.nccl else ''}"
 
 
 def band_cells(report: CheckReport) -> list[str]:
@@ -160,13 +170,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         selected = [e for e in entries(args.directory) if args.log is None or e.file in args.log]
-        header = ["log", "system", "healthy", *(f"{label}: median / worst (n)" for label, _, _ in BANDS), "flagged"]
+        header = ["log", "system", "nccl", "healthy", *(f"{label}: median / worst (n)" for label, _, _ in BANDS),
+                  "flagged"]
         table = []
         for entry in selected:
             report = check_entry(entry, args.directory)
             system = f"{entry.nodes} x {entry.system}, {report.algorithm}"
             table.append(
-                [entry.file, system, "yes" if entry.healthy else "no", *band_cells(report), flagged_cell(report)]
+                [entry.file, system, nccl_cell(report), "yes" if entry.healthy else "no", *band_cells(report),
+                 flagged_cell(report)]
             )
             if args.plot is not None:
                 print(f"plot -> {plot(report, entry, args.plot)}", file=sys.stderr)

@@ -119,8 +119,9 @@ def test_the_script_prints_the_table_and_plots(tmp_path, capsys):
     name = "oci_bmgpu48_a100_1n8g_allreduce.txt"
     assert validate.main(["--markdown", "--log", name, "--plot", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("| log | system | healthy | < 64 KiB: median / worst (n)")
+    assert out[0].startswith("| log | system | nccl | healthy | < 64 KiB: median / worst (n)")
     assert out[2].startswith(f"| `{name}` | 1 x dgx-a100, ")
+    assert "| 2.30.7 | yes |" in out[2]  # the index gives no version: the default
     assert (tmp_path / "oci_bmgpu48_a100_1n8g_allreduce.png").stat().st_size > 1000
 
 

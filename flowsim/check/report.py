@@ -23,6 +23,11 @@ algorithms rather than time them (on the calibration logs real floors are up to 
 So a latency-bound row is flagged only when it is far off, and a bandwidth-bound row as soon
 as it is 10% off.
 
+NCCL's choice follows the constants of the NCCL version the log prints (``NCCL version
+2.26.2+cuda12.8``) when flowsim has that version's, else of the newest older version it has
+(:func:`flowsim.collectives.constants.nearest_version`), else of the default version; a
+version given to the check overrides the log's. The report's header says which.
+
 Measured against predicted is compared as times (``predicted time / measured time``, which
 equals measured busbw / predicted busbw for the same size and ranks): nccl-tests prints busbw
 with two decimals, 0.00 for the smallest sizes, while its times keep their precision.
@@ -40,6 +45,7 @@ from dataclasses import asdict, dataclass, field
 
 from flowsim.check.parse import NcclTestLog, RankInfo, line_error, parse_nccl_log
 from flowsim.collectives import resolve_algorithm
+from flowsim.collectives.constants import DEFAULT_NCCL_VERSION, constants_of, nccl_release, nearest_version
 from flowsim.collectives.placement import send_pair
 from flowsim.collectives.report import busbw_Bps, sweep
 from flowsim.errors import InputError, whole_number
@@ -53,6 +59,7 @@ __all__ = [
     "RowCheck",
     "check_log",
     "check_nccl_log",
+    "nccl_version_of",
     "time_bounds",
 ]
 
@@ -161,6 +168,12 @@ class CheckReport:
     warnings : tuple of str
         One line each: what the log lacks (:attr:`NcclTestLog.warnings`) and where it
         disagrees with the system given (GPU model, rank count, hosts).
+    nccl_version : str
+        The NCCL version whose constants the prediction used (a key of
+        :data:`~flowsim.collectives.constants.NCCL_VERSIONS`).
+    nccl : str
+        Where that version comes from: ``"NCCL 2.26.2 (log)"``, ``"NCCL 2.27.1 (log) ->
+        constants of 2.26.2"``, ``"NCCL 2.19.3 (given)"``, ...
     """
 
     log: NcclTestLog
@@ -175,6 +188,8 @@ class CheckReport:
     checked_at: str = field(default_factory=lambda: datetime.datetime.now(datetime.UTC).isoformat())
     warnings: tuple[str, ...] = ()
     latency_tolerance: float = 0.0
+    nccl_version: str = DEFAULT_NCCL_VERSION
+    nccl: str = f"NCCL {DEFAULT_NCCL_VERSION} (default)"
 
     @property
     def flagged(self) -> tuple[RowCheck, ...]:
@@ -217,6 +232,8 @@ class CheckReport:
             "protocol": self.protocol,
             "figure": self.figure,
             "fabric": self.fabric,
+            "nccl_version": self.nccl_version,
+            "nccl": self.nccl,
             "checked_at": self.checked_at,
             "avg_busbw_GBps": log.avg_busbw_GBps,
             "n_flagged": len(self.flagged),
@@ -240,8 +257,8 @@ class CheckReport:
             f"# {log.source}: {log.binary}, {log.n_ranks} ranks on {log.n_nodes} node(s){gpus}",
             *(f"# warning: {w}" for w in self.warnings),
             f"# predicted: {self.nodes} x {self.system}, {self.algorithm} algorithm, {self.protocol} protocol, "
-            f"{self.figure} link rates, {self.fabric} fabric",
-            # Not '.0%': a threshold of 0.005 would read "within 0%".
+            f"{self.figure} link rates, {self.fabric} fabric, {self.nccl}",
+            # Not '.0%': a threshold of 0.005 would read "below 100%".
             f"# flag: SHORT below {100 * (1 - self.threshold):.12g}% of predicted busbw (the cluster underperforms), "
             f"FAST above {100 * (1 + self.threshold):.12g}% (the system description is probably wrong), "
             "WRONG where #wrong > 0;",
@@ -383,6 +400,35 @@ def time_bounds(
     ) * latency
 
 
+def nccl_version_of(log: NcclTestLog, given: str | None = None) -> tuple[str, str]:
+    """The NCCL version whose constants predict ``log``, and the report's words for it.
+
+    ``given`` (``--nccl-version``) wins; else the version the log prints, where flowsim has
+    its constants, else the newest older version flowsim has
+    (:func:`~flowsim.collectives.constants.nearest_version`); else the default.
+
+    Returns
+    -------
+    (str, str)
+        The version (a key of :data:`~flowsim.collectives.constants.NCCL_VERSIONS`) and the
+        words: ``"NCCL 2.26.2 (log)"``, ``"NCCL 2.27.1 (log) -> constants of 2.26.2"``,
+        ``"NCCL 2.19.3 (given)"``, ``"NCCL 2.30.7 (default: the log prints no NCCL version)"``.
+    """
+    if given is not None:
+        return constants_of(given).version, f"NCCL {given} (given)"
+    if log.nccl_version is None:
+        return DEFAULT_NCCL_VERSION, f"NCCL {DEFAULT_NCCL_VERSION} (default: the log prints no NCCL version)"
+    printed = log.nccl_version.split("+")[0]
+    release = nccl_release(printed)
+    if release is None:
+        return DEFAULT_NCCL_VERSION, f"NCCL {printed!r} (log: not a version) -> constants of {DEFAULT_NCCL_VERSION}"
+    nearest = constants_of(nearest_version(printed) or DEFAULT_NCCL_VERSION)
+    if nearest.release == release:
+        return nearest.version, f"NCCL {printed} (log)"
+    oldest = "" if nearest.release < release else ", the oldest flowsim has"
+    return nearest.version, f"NCCL {printed} (log) -> constants of {nearest.version}{oldest}"
+
+
 def check_log(
     log: NcclTestLog,
     *,
@@ -395,6 +441,7 @@ def check_log(
     fabric: str = "rail_optimized",
     min_bytes: int = 1,
     latency_tolerance: float = LATENCY_TOLERANCE,
+    nccl_version: str | None = None,
     **options,
 ) -> CheckReport:
     """Predict each row of a parsed run and compare.
@@ -403,7 +450,8 @@ def check_log(
     ----------
     log : NcclTestLog
         From :func:`parse_nccl_log`.
-    system, nodes, threshold, algorithm, protocol, figure, fabric, min_bytes, latency_tolerance
+    system, nodes, threshold, algorithm, protocol, figure, fabric, min_bytes, latency_tolerance,
+    nccl_version
         As :func:`check_nccl_log`.
     **options
         Passed to :func:`flowsim.collectives.report.sweep` (and so to
@@ -425,6 +473,8 @@ def check_log(
     if algorithm is not None:
         # Only an algorithm asked for is passed on: collective_time's own default applies otherwise.
         options["algorithm"] = resolve_algorithm(log.collective, algorithm) if algorithm != "auto" else algorithm
+    version, nccl = nccl_version_of(log, nccl_version)
+    options["nccl_version"] = version
     topology = build_cluster(system, log.n_nodes, figure=figure, fabric=fabric)
     warnings = (*log.warnings, *_mismatches(log, system, nodes, topology))
     gpus = _rank_gpus(log, system, topology)
@@ -482,6 +532,8 @@ def check_log(
         tuple(checks),
         warnings=tuple(warnings),
         latency_tolerance=float(latency_tolerance),
+        nccl_version=version,
+        nccl=nccl,
     )
 
 
@@ -499,6 +551,7 @@ def check_nccl_log(
     fabric: str = "rail_optimized",
     min_bytes: int = 1,
     latency_tolerance: float = LATENCY_TOLERANCE,
+    nccl_version: str | None = None,
     **options,
 ) -> CheckReport:
     """Parse nccl-tests output, predict every row with flowsim and flag rows slower or faster
@@ -534,6 +587,10 @@ def check_nccl_log(
     min_bytes : int
         Rows below this size are reported but not predicted (small sizes are latency-bound
         and take as long to simulate as large ones).
+    nccl_version : str, optional
+        NCCL version whose constants apply (a key of
+        :data:`~flowsim.collectives.constants.NCCL_VERSIONS`); default: the version the log
+        prints, or the newest older one flowsim has (:func:`nccl_version_of`).
     **options
         Passed to :func:`flowsim.collectives.report.sweep`.
 
@@ -560,5 +617,6 @@ def check_nccl_log(
         fabric=fabric,
         min_bytes=min_bytes,
         latency_tolerance=latency_tolerance,
+        nccl_version=nccl_version,
         **options,
     )

@@ -2,14 +2,17 @@
 
 Every number here is copied from NCCL's sources at the tag named in each entry's ``source``
 ([NCCL] ``src/graph/tuning.cc`` for the latencies, bandwidth caps and tree correction
-factors, ``src/graph/search.cc`` for the search's speed arrays, ``src/transport/nvls.cc``
-for the NVLS channel counts); docs/hardware.md §7.3 lists them and how the versions differ.
-:mod:`flowsim.collectives.tuner` makes NCCL's choice from them and
+factors, ``src/graph/search.cc`` for the search's speed arrays, ``src/graph/topo.h`` for
+the NVLink bandwidths, ``src/transport/nvls.cc`` for the NVLS channel counts);
+docs/hardware.md §7.3 lists them and how the versions differ. Where a version's *rules*
+differ (not only its numbers), :mod:`flowsim.collectives.tuner` switches on
+:attr:`NcclConstants.release`. The tuner makes NCCL's choice from them and
 :func:`flowsim.collectives.nccl_costs` charges their latencies.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -22,6 +25,8 @@ __all__ = [
     "NCCL_VERSIONS",
     "NcclConstants",
     "constants_of",
+    "nccl_release",
+    "nearest_version",
 ]
 
 #: NCCL's algorithms, in the order of its constant arrays (``NCCL_ALGO_*``).
@@ -37,7 +42,11 @@ class NcclConstants:
     Latencies in microseconds, bandwidths in GB/s. Per-algorithm rows follow
     :data:`NCCL_ALGORITHMS`, per-protocol entries :data:`NCCL_PROTOCOLS`; rows by GPU
     generation follow Volta, Ampere, Hopper, Blackwell, and their three entries one node,
-    two nodes, more nodes.
+    two nodes, more nodes. A version older than a GPU generation (2.19.3 and Blackwell)
+    repeats the row NCCL gives that generation (``compCapIndex`` stops at its newest row).
+    ``per_channel_max_nvls_tree_bw`` and ``nvls_efficiency`` are ``None`` for versions
+    before 2.28.3, whose NVLS model has neither. ``nvlink_bw`` is NCCL's bandwidth of one
+    NVLink by flowsim's NVLink generation name (``topo.h`` ``SMxx_NVLINK_BW``).
     """
 
     version: str
@@ -47,13 +56,19 @@ class NcclConstants:
     per_channel_max_ring_ll128_bw: tuple[tuple[float, float, float], ...]
     per_channel_max_tree_ll128_bw: tuple[tuple[float, float, float], ...]
     per_channel_max_tree_bw: tuple[tuple[float, float, float], ...]
-    per_channel_max_nvls_tree_bw: tuple[tuple[float, float, float], ...]
-    nvls_efficiency: tuple[float, float, float, float]
+    per_channel_max_nvls_tree_bw: tuple[tuple[float, float, float], ...] | None
+    nvls_efficiency: tuple[float, float, float, float] | None
     tree_correction: tuple[tuple[float, ...], ...]
     speeds_intra: Mapping[str, tuple[float, ...]]
     speeds_inter: Mapping[str, tuple[float, ...]]
     nvls_channels: Mapping[str, int]
+    nvlink_bw: Mapping[str, float]
     source: str
+
+    @property
+    def release(self) -> tuple[int, ...]:
+        """The version as numbers, ``(2, 26, 2)``: what the tuner's version switches compare."""
+        return tuple(int(part) for part in self.version.split("."))
 
 
 _TREE_CORRECTION = (
@@ -61,21 +76,35 @@ _TREE_CORRECTION = (
     (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0, 1.0),
     (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9),
 )
+# treeCorrectionFactor[NCCL_NUM_PROTOCOLS][23] of v2.19.3-1 and v2.26.2-1 (one entry shorter).
+_TREE_CORRECTION_23 = (
+    (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0),
+    (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0),
+    (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9),
+)
 # search.cc speed arrays: "volta" and "ampere" share the first pair.
+_SPEEDS_VOLTA_INTRA = (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0)
+_SPEEDS_VOLTA_INTER = (48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.4, 1.2,
+                       0.24, 0.12)
+_SPEEDS_SM90_INTRA = (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0)
+_SPEEDS_SM90_INTER = (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12)
 _SPEEDS_INTRA = {
-    "volta": (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0),
-    "hopper": (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0),
+    "volta": _SPEEDS_VOLTA_INTRA,
+    "ampere": _SPEEDS_VOLTA_INTRA,
+    "hopper": _SPEEDS_SM90_INTRA,
     "blackwell": (90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0),
 }
 _SPEEDS_INTER = {
-    "volta": (48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.4, 1.2, 0.24,
-              0.12),
-    "hopper": (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12),
+    "volta": _SPEEDS_VOLTA_INTER,
+    "ampere": _SPEEDS_VOLTA_INTER,
+    "hopper": _SPEEDS_SM90_INTER,
     "blackwell": (96.0, 86.0, 80.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4,
                   1.2, 0.24, 0.12),
 }
-_SPEEDS_INTRA["ampere"] = _SPEEDS_INTRA["volta"]
-_SPEEDS_INTER["ampere"] = _SPEEDS_INTER["volta"]
+# topo.h SMxx_NVLINK_BW by flowsim's NVLink generation (docs/hardware.md §1.1): SM60, SM70,
+# SM80, SM86, SM90, SM100.
+_NVLINK_BW = {"nvlink1": 18.0, "nvlink2": 20.0, "nvlink3": 20.0, "nvlink3_ga102": 12.0, "nvlink4": 20.6,
+              "nvlink5": 40.1}
 
 _MASTER = NcclConstants(
     version="2.30.7",
@@ -95,33 +124,67 @@ _MASTER = NcclConstants(
     speeds_intra=_SPEEDS_INTRA,
     speeds_inter=_SPEEDS_INTER,
     nvls_channels={"hopper": 16, "blackwell": 32},
-    source="[NCCL] master 2.30.7: src/graph/tuning.cc, src/graph/search.cc, src/transport/nvls.cc",
+    nvlink_bw=_NVLINK_BW,
+    source="[NCCL] master 2.30.7: src/graph/tuning.cc, src/graph/search.cc, src/graph/topo.h, src/transport/nvls.cc",
+)
+
+_V2_26_2 = NcclConstants(
+    version="2.26.2",
+    # PAT has no baseLat row in v2.26.2-1: its latency starts from a literal 8 us ("Base
+    # time" in ncclTopoTuneModel), kept here as master keeps it, in the PAT row.
+    base_latency_us=((6.8, 14.0, 8.4), (6.6, 14.0, 8.4), (0, 0, 0), (0, 0, 0), (0, 0, 0), (0, 0, 0), (8.0, 8.0, 8.0)),
+    # No hwLat row for PAT either (zero); PAT's latency reads the NET Tree row.
+    hw_latency_us={
+        "nvlink": ((.6, 1.25, 4.0), (.6, 1.9, 3.4), (0, 0, 3.7), (0, 0, 2.8), (0, 0, 25), (0, 0, 25), (0, 0, 0)),
+        "pci": ((1.0, 1.9, 4.0), (1.0, 2.5, 5.7), (0, 0, 3.7), (0, 0, 2.8), (0, 0, 0), (0, 0, 0), (0, 0, 0)),
+        "net": ((5.0, 8.5, 14), (2.7, 4.0, 14.0), (0, 0, 31), (0, 0, 30), (0, 0, 18), (0, 0, 14), (0, 0, 0)),
+    },
+    ll_max_bw=((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0), (282.0, 90.0, 70.0)),
+    # Blackwell rows are twice Hopper's in v2.26.2-1 (2*36.7, 2*29.0, 2*38.7, ...).
+    per_channel_max_ring_ll128_bw=((20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 36.7), (73.4, 73.4, 73.4)),
+    per_channel_max_tree_ll128_bw=((20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 29.0), (73.4, 73.4, 58.0)),
+    per_channel_max_tree_bw=((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (38.7, 41.4, 36.0), (77.4, 82.8, 72.0)),
+    per_channel_max_nvls_tree_bw=None,
+    nvls_efficiency=None,
+    tree_correction=_TREE_CORRECTION_23,
+    speeds_intra={**_SPEEDS_INTRA, "blackwell": (90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0)},
+    speeds_inter={**_SPEEDS_INTER, "blackwell": _SPEEDS_SM90_INTER},
+    nvls_channels={"hopper": 16, "blackwell": 32},
+    nvlink_bw={**_NVLINK_BW, "nvlink5": 40.0},
+    source="[NCCL] v2.26.2-1: src/graph/tuning.cc, src/graph/search.cc, src/graph/topo.h, src/transport/nvls.cc",
+)
+
+# v2.19.3-1 knows no Blackwell: its compCapIndex stops at Hopper, its search takes the SM90
+# speed arrays and topo.h SM90_NVLINK_BW for any compute capability from 90, so the Blackwell
+# entries repeat Hopper's.
+_V2_19_3 = NcclConstants(
+    version="2.19.3",
+    base_latency_us=((6.8, 14.0, 0), (6.6, 14.0, 8.4), (0, 0, 0), (0, 0, 0), (0, 0, 0), (0, 0, 0), (0, 0, 0)),
+    hw_latency_us={
+        "nvlink": ((.6, 1.25, 28), (.6, 1.9, 3.4), (0, 0, 3.7), (0, 0, 2.8), (0, 0, 23), (0, 0, 23), (0, 0, 0)),
+        "pci": ((1.0, 1.9, 28), (1.0, 2.5, 5.7), (0, 0, 3.7), (0, 0, 2.8), (0, 0, 0), (0, 0, 0), (0, 0, 0)),
+        "net": ((5.0, 8.5, 28), (2.7, 4.0, 14.0), (0, 0, 31), (0, 0, 30), (0, 0, 18), (0, 0, 14), (0, 0, 0)),
+    },
+    ll_max_bw=((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (87.7, 22.5, 19.0), (87.7, 22.5, 19.0)),
+    per_channel_max_ring_ll128_bw=((20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 36.7), (36.7, 36.7, 36.7)),
+    per_channel_max_tree_ll128_bw=((20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 29.0), (36.7, 36.7, 29.0)),
+    per_channel_max_tree_bw=((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (38.7, 41.4, 36.0), (38.7, 41.4, 36.0)),
+    per_channel_max_nvls_tree_bw=None,
+    nvls_efficiency=None,
+    tree_correction=_TREE_CORRECTION_23,
+    speeds_intra={
+        **_SPEEDS_INTRA,
+        "hopper": (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 6.0, 3.0),
+        "blackwell": (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 6.0, 3.0),
+    },
+    speeds_inter={**_SPEEDS_INTER, "blackwell": _SPEEDS_SM90_INTER},
+    nvls_channels={"hopper": 16, "blackwell": 16},
+    nvlink_bw={**_NVLINK_BW, "nvlink4": 20.0, "nvlink5": 20.0},
+    source="[NCCL] v2.19.3-1: src/graph/tuning.cc, src/graph/search.cc, src/graph/topo.h, src/transport/nvls.cc",
 )
 
 #: NCCL versions whose constants flowsim has (docs/hardware.md §7.3), newest first.
-NCCL_VERSIONS: dict[str, NcclConstants] = {
-    "2.30.7": _MASTER,
-    "2.19.3": NcclConstants(
-        version="2.19.3",
-        base_latency_us=((6.8, 14.0, 0), (6.6, 14.0, 8.4), (0, 0, 0), (0, 0, 0), (0, 0, 0), (0, 0, 0), (0, 0, 0)),
-        hw_latency_us={
-            "nvlink": ((.6, 1.25, 28), (.6, 1.9, 3.4), (0, 0, 3.7), (0, 0, 2.8), (0, 0, 23), (0, 0, 23), (0, 0, 0)),
-            "pci": ((1.0, 1.9, 28), (1.0, 2.5, 5.7), (0, 0, 3.7), (0, 0, 2.8), (0, 0, 0), (0, 0, 0), (0, 0, 0)),
-            "net": ((5.0, 8.5, 28), (2.7, 4.0, 14.0), (0, 0, 31), (0, 0, 30), (0, 0, 18), (0, 0, 14), (0, 0, 0)),
-        },
-        ll_max_bw=((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (87.7, 22.5, 19.0), (87.7, 22.5, 19.0)),
-        per_channel_max_ring_ll128_bw=_MASTER.per_channel_max_ring_ll128_bw,
-        per_channel_max_tree_ll128_bw=_MASTER.per_channel_max_tree_ll128_bw,
-        per_channel_max_tree_bw=_MASTER.per_channel_max_tree_bw,
-        per_channel_max_nvls_tree_bw=_MASTER.per_channel_max_nvls_tree_bw,
-        nvls_efficiency=_MASTER.nvls_efficiency,
-        tree_correction=_TREE_CORRECTION,
-        speeds_intra=_SPEEDS_INTRA,
-        speeds_inter=_SPEEDS_INTER,
-        nvls_channels={"hopper": 16, "blackwell": 16},
-        source="[NCCL] v2.19.3-1: src/graph/tuning.cc (docs/hardware.md §7.3)",
-    ),
-}
+NCCL_VERSIONS: dict[str, NcclConstants] = {c.version: c for c in (_MASTER, _V2_26_2, _V2_19_3)}
 #: The version :func:`nccl_choice` follows unless told otherwise: the newest flowsim has.
 DEFAULT_NCCL_VERSION = "2.30.7"
 
@@ -132,3 +195,27 @@ def constants_of(version: str) -> NcclConstants:
     if version not in NCCL_VERSIONS:
         raise InputError(f"no constants for NCCL {version!r}; flowsim has {', '.join(NCCL_VERSIONS)}")
     return NCCL_VERSIONS[version]
+
+
+def nccl_release(version: str) -> tuple[int, int, int] | None:
+    """``(2, 26, 2)`` for a version as NCCL prints it (``"2.26.2"``, ``"2.26.2+cuda12.8"``);
+    ``None`` where it does not start with ``MAJOR.MINOR.PATCH``."""
+    match = re.match(r"(\d+)\.(\d+)\.(\d+)(?![\d.])", version.strip())
+    return None if match is None else (int(match[1]), int(match[2]), int(match[3]))
+
+
+def nearest_version(version: str) -> str | None:
+    """The version of :data:`NCCL_VERSIONS` whose constants stand for NCCL ``version`` as a
+    log prints it (``"2.27.1+cuda12.8"``): the same release, else the newest older one flowsim
+    has, else (older than all) the oldest. ``None`` where ``version`` is not one
+    (:func:`nccl_release`).
+
+    >>> nearest_version("2.26.2+cuda12.8"), nearest_version("2.27.1"), nearest_version("2.18.1")
+    ('2.26.2', '2.26.2', '2.19.3')
+    """
+    wanted = nccl_release(version)
+    if wanted is None:
+        return None
+    by_release = sorted(NCCL_VERSIONS.values(), key=lambda c: c.release)
+    older = [c.version for c in by_release if c.release <= wanted]
+    return older[-1] if older else by_release[0].version

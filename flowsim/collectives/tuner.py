@@ -7,7 +7,9 @@ that choice with flows (:mod:`flowsim.collectives.placement`), so contention and
 still come from the flows.
 
 The rules, each with its file in NCCL's sources (tag and constants per version in
-:data:`NCCL_VERSIONS`; docs/hardware.md §7 lists them):
+:data:`NCCL_VERSIONS`; docs/hardware.md §7 lists them). Where NCCL changed a rule between
+the versions flowsim has, the code switches on the version's release at that rule and names
+the tag where it changed (docs/hardware.md §7.3 tables them); the text below is 2.30.7's:
 
 Topology search (``src/graph/search.cc`` ``ncclTopoCompute``)
     For each pattern (ring, tree, NVLS) NCCL searches for as many channels as the links
@@ -180,7 +182,9 @@ class NcclChoice:
         NCCL's predicted time for the call.
     bus_bandwidth_GBps : float
         The model's bus bandwidth for this algorithm and protocol (before conversion to an
-        algorithm bandwidth): what ``max_channels`` channels move together.
+        algorithm bandwidth): what ``max_channels`` channels move together. For NVLS before
+        NCCL 2.28.3, whose model converts with a flat 5/6, the algorithm bandwidth times
+        ``nsteps / n`` (nccl-tests' busbw), as the ring's conversion counts it.
     table : mapping of (algorithm, protocol) to float
         The model's time (us) for every enabled pair, as NCCL_DEBUG_SUBSYS=TUNING prints it.
     system : NcclSystem
@@ -211,19 +215,22 @@ class NcclChoice:
 # --- the system ----------------------------------------------------------------------------
 
 
-def _nccl_link_bw(topology: Topology, link: int) -> float:
+def _nccl_link_bw(topology: Topology, link: int, constants: NcclConstants) -> float:
     """NCCL's bandwidth (GB/s) of one link: NCCL's model rate per link of its technology
-    (NVLink, PCIe, inter-socket: flowsim's "effective" figures are those) times the links it
-    stands for, and a NIC's line rate (NCCL's net speed)."""
-    technology = link_technology(topology.link_technology[link])
+    (NVLink as the version's ``topo.h`` gives it; PCIe, inter-socket: flowsim's "effective"
+    figures are those) times the links it stands for, and a NIC's line rate (NCCL's net
+    speed)."""
+    name = topology.link_technology[link]
+    technology = link_technology(name)
     capacity = float(topology.link_capacity_Bps[link])
     nominal, effective = technology.nominal.rate_Bps, technology.effective.rate_Bps
     if technology.tier == LinkTier.SCALE_OUT:
         return capacity / nominal * nominal / 1e9 if nominal > 0 else capacity / 1e9
+    per_link = constants.nvlink_bw.get(name, effective / 1e9)
     for figure in (nominal, effective):
         count = capacity / figure
         if abs(count - round(count)) < 1e-6 * max(1.0, count):
-            return round(count) * effective / 1e9
+            return round(count) * per_link
     return capacity / 1e9
 
 
@@ -287,7 +294,8 @@ def describe_system(
 class _Loads:
     """Per-link load of one channel of a pattern, and the links' NCCL bandwidths."""
 
-    def __init__(self, topology: Topology, router: Router, pairs: list[tuple[str, str]], weights: list[float]):
+    def __init__(self, topology: Topology, router: Router, pairs: list[tuple[str, str]], weights: list[float],
+                 constants: NcclConstants):
         routes = router.route([s for s, _ in pairs], [d for _, d in pairs], method="shortest")
         load = np.zeros(topology.n_links)
         for i, weight in enumerate(weights):
@@ -298,7 +306,7 @@ class _Loads:
         in_server = (topology.node_server[topology.link_src] >= 0) | (topology.node_server[topology.link_dst] >= 0)
         used = np.flatnonzero((load > 0) & in_server)
         self.load = load[used]
-        self.bw = np.array([_nccl_link_bw(topology, int(link)) for link in used])
+        self.bw = np.array([_nccl_link_bw(topology, int(link), constants) for link in used])
         self.inter = np.array([topology.link_tier[link] == LinkTier.SCALE_OUT for link in used], dtype=bool)
 
     def channels(self, bw_intra: float, bw_inter: float, most: int) -> int:
@@ -360,11 +368,12 @@ def _search(
     return best
 
 
-def _path_bandwidths(topology: Topology, router: Router, pairs: list[tuple[str, str]]) -> list[float]:
+def _path_bandwidths(topology: Topology, router: Router, pairs: list[tuple[str, str]],
+                     constants: NcclConstants) -> list[float]:
     """NCCL's bandwidth of each pair's path: its slowest link (``path->bw``)."""
     routes = router.route([s for s, _ in pairs], [d for _, d in pairs], method="shortest")
     return [
-        min(_nccl_link_bw(topology, int(link))
+        min(_nccl_link_bw(topology, int(link), constants)
             for link in routes.flow_link_indices[routes.flow_link_indptr[i]:routes.flow_link_indptr[i + 1]])
         for i in range(len(pairs))
     ]
@@ -391,7 +400,7 @@ def _graphs(topology: Topology, ranks: Sequence[str], system: NcclSystem, consta
         for i, src in enumerate(order):
             ring_pairs.append((src, order[(i + 1) % len(order)]))
             ring_weights.append(1.0 / len(orders))
-    ring_loads = _Loads(topology, router, ring_pairs, ring_weights)
+    ring_loads = _Loads(topology, router, ring_pairs, ring_weights, constants)
     gpu0 = ranks[0]
     first_group = groups[servers[gpu0]]
     # system->maxBw (src/graph/search.cc ncclTopoSearchInit): across servers the paths from
@@ -402,14 +411,16 @@ def _graphs(topology: Topology, ranks: Sequence[str], system: NcclSystem, consta
         if min(nics) < 0:
             raise InputError(f"rank {first_group[nics.index(min(nics))]!r} has no NIC to leave its server through")
         max_bw = min(_path_bandwidths(topology, router, [(g, topology.node_names[nic]) for g, nic in
-                                                          zip(first_group, nics, strict=True)]))
+                                                          zip(first_group, nics, strict=True)], constants))
     elif len(first_group) > 1:
-        max_bw = max(_path_bandwidths(topology, router, [(gpu0, g) for g in first_group[1:]]))
+        max_bw = max(_path_bandwidths(topology, router, [(gpu0, g) for g in first_group[1:]], constants))
     else:
         max_bw = 0.0
     own = [int(link) for link in topology.links_from(gpu0)]
-    nvlink_bw = sum(_nccl_link_bw(topology, link) for link in own if topology.link_tier[link] == LinkTier.SCALE_UP)
-    pci_bw = max((_nccl_link_bw(topology, link) for link in own if topology.link_tier[link] == LinkTier.HOST),
+    nvlink_bw = sum(_nccl_link_bw(topology, link, constants) for link in own
+                    if topology.link_tier[link] == LinkTier.SCALE_UP)
+    pci_bw = max((_nccl_link_bw(topology, link, constants) for link in own
+                  if topology.link_tier[link] == LinkTier.HOST),
                  default=0.0)
     total_bw = max(nvlink_bw, pci_bw)
     ndevs = len(first_group)
@@ -433,7 +444,7 @@ def _graphs(topology: Topology, ranks: Sequence[str], system: NcclSystem, consta
             if inter:
                 switch_pairs.append((rank, topology.node_names[int(topology.node_nic[topology.node_id(rank)])]))
                 switch_weights.append(1.0 / len(groups[servers[rank]]))
-        nvls_loads = _Loads(topology, router, switch_pairs, switch_weights)
+        nvls_loads = _Loads(topology, router, switch_pairs, switch_weights, constants)
         graphs["nvls"] = _search(nvls_loads, speeds, pattern="nvls", min_channels=1 if inter else heads,
                                  max_channels=heads, max_bw=max_bw, total_bw=tree_total, compcap=system.compcap)
     return graphs
@@ -527,7 +538,6 @@ def _model(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclC
     tree_max = constants.per_channel_max_tree_bw[cc][i2]
     ring_ll128_max = constants.per_channel_max_ring_ll128_bw[cc][i2]
     tree_ll128_max = constants.per_channel_max_tree_ll128_bw[cc][i2]
-    nvls_tree_max = constants.per_channel_max_nvls_tree_bw[cc][i2]
     nsteps = 2 * (n - 1) if collective == "all_reduce" else n - 1 if collective in ("all_gather", "reduce_scatter") \
         else n
     algorithms = env.algorithms(collective)
@@ -554,7 +564,8 @@ def _model(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclC
             if algorithm == "nvls" and nodes > 1:
                 continue  # multi-node NVLS needs CollNet
         if algorithm == "pat":
-            if pat_enable == 0 or nodes != n or collective == "all_reduce":
+            # PAT arrived in 2.23.4 ([NCCL] v2.23.4-1 src/graph/tuning.cc NCCL_ALGO_PAT).
+            if not _since(constants, (2, 23, 4)) or pat_enable == 0 or nodes != n or collective == "all_reduce":
                 continue
         graph = graphs["nvls" if algorithm in ("nvls", "nvls_tree") else "tree" if algorithm == "pat" else algorithm]
         if graph.n_channels == 0:
@@ -564,22 +575,37 @@ def _model(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclC
                 continue
             if algorithm in ("nvls", "nvls_tree", "pat") and protocol != "simple":
                 continue
-            # LL128 only over NVLink inside servers, on SM70 and later (ncclTopoTuneModel).
-            if protocol == "ll128" and (system.sm < 70 or system.intra != "nvlink"):
+            if protocol == "ll128" and not _ll128_enabled(system, constants):
                 continue
             bw = graph.bw_intra if nodes <= 2 else graph.bw_inter
             if algorithm in ("nvls", "nvls_tree"):
-                if graph.n_channels < 2:
-                    continue
-                intra_bw = graph.bw_intra * constants.nvls_efficiency[cc] * (graph.n_channels - 1) / graph.n_channels
-                intra_bw *= 2.0 if collective == "all_reduce" else (ppn - 1) / ppn
-                inter_bw = graph.bw_inter * (2 if nodes <= 2 and algorithm == "nvls_tree" else 1)
-                bw = min(intra_bw, inter_bw, nvls_tree_max if algorithm == "nvls_tree" else math.inf)
+                if constants.nvls_efficiency is None or constants.per_channel_max_nvls_tree_bw is None:
+                    # Before 2.28.3 ([NCCL] v2.26.2-1 and v2.19.3-1 src/graph/tuning.cc): the
+                    # graph's speeds, NVLSTree's inter-node one halved beyond two nodes.
+                    bw = min(graph.bw_intra, graph.bw_inter if algorithm == "nvls" or nodes <= 2
+                             else graph.bw_inter / 2)
+                else:
+                    if graph.n_channels < 2:
+                        continue
+                    intra_bw = (graph.bw_intra * constants.nvls_efficiency[cc] * (graph.n_channels - 1)
+                                / graph.n_channels)
+                    intra_bw *= 2.0 if collective == "all_reduce" else (ppn - 1) / ppn
+                    inter_bw = graph.bw_inter * (2 if nodes <= 2 and algorithm == "nvls_tree" else 1)
+                    nvls_tree_max = constants.per_channel_max_nvls_tree_bw[cc][i2]
+                    bw = min(intra_bw, inter_bw, nvls_tree_max if algorithm == "nvls_tree" else math.inf)
             bus = graph.n_channels * bw
             if algorithm == "ring" and protocol == "ll":
-                bus = min(ll_max, bus * .5)
+                if _since(constants, (2, 21, 5)):
+                    bus = min(ll_max, bus * .5)
+                else:
+                    # [NCCL] v2.19.3-1 src/graph/tuning.cc: a quarter across nodes and for
+                    # all-reduce and reduce, else a third.
+                    share = 1 / 4 if nodes > 1 or collective in ("all_reduce", "reduce") else 1 / 3
+                    bus = min(ll_max, bus * share)
             if algorithm == "ring" and protocol == "ll128":
-                bus = min(bus * .92, graph.n_channels * ring_ll128_max)
+                # Before 2.23.4 ([NCCL] v2.19.3-1 src/graph/tuning.cc): 0.7 with one rank per node.
+                efficiency = .7 if ppn < 2 and not _since(constants, (2, 23, 4)) else .92
+                bus = min(bus * efficiency, graph.n_channels * ring_ll128_max)
             if algorithm == "tree" and collective == "all_reduce":
                 bus = min(bus * .92, graph.n_channels * tree_max)
             if algorithm == "tree" and protocol == "ll":
@@ -588,16 +614,30 @@ def _model(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclC
                 bus = min(bus * (7.0 / 9.0 if nodes == 1 else 120.0 / 128.0), graph.n_channels * tree_ll128_max)
             if algorithm == "pat":
                 bus *= .75
-            if algorithm in ("ring", "nvls", "nvls_tree"):
+            # Bus to algorithm bandwidth: none for all-gather and reduce-scatter but on rings
+            # since 2.23.4 ([NCCL] v2.23.4-1 src/graph/tuning.cc; v2.19.3-1 converts NVLS's
+            # too); NVLS x 5/6 before 2.28.3 ([NCCL] v2.26.2-1), as rings since (v2.28.3-1).
+            if algorithm == "ring":
                 algbw = bus * n / nsteps
-            elif collective in ("all_gather", "reduce_scatter"):
+            elif collective in ("all_gather", "reduce_scatter") and _since(constants, (2, 23, 4)):
                 algbw = bus
+            elif algorithm in ("nvls", "nvls_tree"):
+                if constants.nvls_efficiency is not None:
+                    algbw = bus * n / nsteps
+                else:
+                    algbw = bus * 5 / 6
+                    # What the model's algorithm bandwidth is in bus terms (nccl-tests' busbw,
+                    # as n / nsteps converts it since 2.28.3): what NcclChoice reports.
+                    bus = algbw * nsteps / n
             else:
                 algbw = bus * .5
             latency = constants.base_latency_us[a][p]
             intra_hw = system.intra
             intra_lat = constants.hw_latency_us[intra_hw][a][p]
-            inter_lat = constants.hw_latency_us["net"][0 if ppn == 1 else a][p]
+            # With one rank per node the NET Tree latency, since 2.23.4 ([NCCL] v2.23.4-1
+            # src/graph/tuning.cc); the algorithm's own before.
+            one_per_node = ppn == 1 and _since(constants, (2, 23, 4))
+            inter_lat = constants.hw_latency_us["net"][0 if one_per_node else a][p]
             if algorithm == "ring":
                 hw = intra_hw if nodes == 1 else "net"
                 lat = constants.hw_latency_us[hw][a][p]
@@ -611,6 +651,8 @@ def _model(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclC
                         overhead *= 3 if protocol == "simple" else 1
                     intra_lat = max(intra_lat, overhead)
                     inter_steps = 0 if nodes == 1 else 2 * (nodes - 1) if collective == "all_reduce" else nodes - 1
+                    if collective == "all_reduce" and nodes > 1 and not _since(constants, (2, 23, 4)):
+                        inter_steps = 2 * nodes  # [NCCL] v2.19.3-1 src/graph/tuning.cc nInterSteps
                     latency += (nsteps - inter_steps) * intra_lat + inter_steps * inter_lat
             elif algorithm == "tree":
                 if collective == "all_reduce":
@@ -625,6 +667,24 @@ def _model(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclC
     return out
 
 
+def _since(constants: NcclConstants, release: tuple[int, int, int]) -> bool:
+    """Whether ``constants`` are of NCCL ``release`` or later: the switch of a rule NCCL
+    changed at that release (each caller names the tag)."""
+    return constants.release >= release
+
+
+def _ll128_enabled(system: NcclSystem, constants: NcclConstants) -> bool:
+    """LL128's default: over NVLink inside servers only, and on tested compute capabilities:
+    SM70 and later since 2.27.3 ([NCCL] v2.30.7-1 src/graph/tuning.cc); before, only those
+    its switch lists: 70, 80, 90 ([NCCL] v2.19.3-1), and 100, 120 from 2.25.1 ([NCCL]
+    v2.26.2-1), so not SM86 (A40) nor SM60."""
+    if system.intra != "nvlink":
+        return False
+    if _since(constants, (2, 27, 3)):
+        return system.sm >= 70
+    return system.sm in ((70, 80, 90, 100, 120) if _since(constants, (2, 25, 1)) else (70, 80, 90))
+
+
 def _log2i(x: int) -> int:
     return int(x).bit_length() - 1 if x > 0 else -1
 
@@ -634,6 +694,11 @@ def _time_us(system: NcclSystem, constants: NcclConstants, collective: str, algo
     """ncclTopoGetAlgoTime for one pipelined operation."""
     log_size = _log2i(n_bytes >> 6)
     if algorithm == "tree" and collective == "all_reduce" and 0 <= log_size < 23:
+        algbw *= constants.tree_correction[NCCL_PROTOCOLS.index(protocol)][log_size]
+    # Since 2.29.2 NVLSTree all-reduce on Blackwell with x86 hosts takes the tree factors too
+    # ([NCCL] v2.29.2-1 src/graph/tuning.cc ncclTopoGetAlgoTime).
+    if (algorithm == "nvls_tree" and collective == "all_reduce" and 0 <= log_size < 24 and system.sm >= 100
+            and system.cpu_vendor in ("intel", "amd") and _since(constants, (2, 29, 2))):
         algbw *= constants.tree_correction[NCCL_PROTOCOLS.index(protocol)][log_size]
     if (algorithm == "ring" and protocol == "simple" and system.n_nodes > 1 and collective == "all_reduce"
             and n_bytes / (n_channels * system.n_ranks) >= 64):
@@ -694,7 +759,7 @@ def nccl_choice(
                          f"(NCCL_ALGO={env.values.get('NCCL_ALGO', 'unset')}, "
                          f"NCCL_PROTO={env.values.get('NCCL_PROTO', 'unset')})")
     n_bytes = int(size_bytes)
-    comm_channels = _comm_channels(system, graphs, env)
+    comm_channels = _comm_channels(system, graphs, constants, env)
     table = {key: _time_us(system, constants, collective, key[0], key[1], lat, algbw, n_bytes, comm_channels)
              for key, (lat, algbw, _) in model.items()}
     algorithm, protocol = min(table, key=lambda key: (table[key], NCCL_ALGORITHMS.index(key[0]),
@@ -741,12 +806,17 @@ def _search_once(topology: Topology, ranks: Sequence[str], constants: NcclConsta
     return entry[1][key]
 
 
-def _comm_channels(system: NcclSystem, graphs: Mapping[str, NcclGraph], env: NcclEnv) -> int:
+def _comm_channels(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclConstants,
+                   env: NcclEnv) -> int:
     """The communicator's channels: twice the ring/tree graphs' (src/graph/connect.cc), and the
     user's NCCL_MIN/MAX_NCHANNELS."""
     n = min(_MAX_CHANNELS, 2 * min(graphs["ring"].n_channels, graphs["tree"].n_channels))
-    if system.compcap in ("hopper", "blackwell") and system.n_nodes > 1 and graphs["ring"].bw_intra > 45.0 \
-            and n < 16:
+    # Doubled again across Hopper servers with fast rings: SM90 only and up to 64 channels in
+    # [NCCL] v2.19.3-1 src/graph/connect.cc, below 16 channels from v2.20.3-1, and from SM90
+    # on (Blackwell too) from v2.25.1-1.
+    hopper_on = system.sm >= 90 if _since(constants, (2, 25, 1)) else system.sm == 90
+    room = n < 16 if _since(constants, (2, 20, 3)) else 2 * n <= _MAX_CHANNELS
+    if hopper_on and system.n_nodes > 1 and graphs["ring"].bw_intra > 45.0 and room:
         n *= 2
     most = env.integer("NCCL_MAX_NCHANNELS", "NCCL_MAX_NRINGS", "NCCL_MAX_CTAS")
     least = env.integer("NCCL_MIN_NCHANNELS", "NCCL_MIN_NRINGS", "NCCL_MIN_CTAS")

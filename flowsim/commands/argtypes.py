@@ -37,8 +37,11 @@ def number_type(convert: Callable[[str], T], accept: Callable[[T], bool], expect
 positive_int = number_type(int, lambda value: value >= 1, "a positive integer")
 
 
-def add_nccl_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--nccl-env KEY=VALUE`` (repeatable) and ``--nccl-version``: what NCCL's choice follows."""
+def add_nccl_arguments(parser: argparse.ArgumentParser, *, version_from_log: bool = False) -> None:
+    """``--nccl-env KEY=VALUE`` (repeatable) and ``--nccl-version``: what NCCL's choice follows.
+
+    With ``version_from_log`` (``flowsim check``) ``--nccl-version`` defaults to ``None``: the
+    version the log prints decides (:func:`flowsim.check.report.nccl_version_of`)."""
     parser.add_argument(
         "--nccl-env",
         action="append",
@@ -47,11 +50,17 @@ def add_nccl_arguments(parser: argparse.ArgumentParser) -> None:
         help="an NCCL environment variable the choice follows (NCCL_ALGO, NCCL_PROTO, NCCL_NVLS_ENABLE, "
         "NCCL_MIN_NCHANNELS, NCCL_MAX_NCHANNELS, ...); repeatable",
     )
+    default = (
+        f"the version the log prints, else the newest older one flowsim has; {DEFAULT_NCCL_VERSION} where it "
+        "prints none"
+        if version_from_log
+        else DEFAULT_NCCL_VERSION
+    )
     parser.add_argument(
         "--nccl-version",
-        default=DEFAULT_NCCL_VERSION,
+        default=None if version_from_log else DEFAULT_NCCL_VERSION,
         choices=tuple(NCCL_VERSIONS),
-        help=f"NCCL version whose constants apply (default {DEFAULT_NCCL_VERSION})",
+        help=f"NCCL version whose constants apply (default {default})",
     )
 
 

@@ -150,7 +150,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument(
         "--protocol", default="auto", choices=("auto", *PROTOCOLS), help="NCCL protocol (default auto: NCCL's choice)"
     )
-    add_nccl_arguments(parser)
+    add_nccl_arguments(parser, version_from_log=True)
     parser.add_argument("--figure", default="effective", choices=FIGURES, help="link rates (default effective)")
     parser.add_argument("--fabric", default="rail_optimized", choices=FABRICS, help="compute fabric between servers")
     parser.add_argument("--min-bytes", default="1", help="predict only sizes from this one, e.g. 64M (default 1)")

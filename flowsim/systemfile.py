@@ -27,7 +27,8 @@ from flowsim.servers import CPU_KINDS, GPU_FABRICS, PcieSwitch, ServerSpec
 from flowsim.tomlcheck import Where, join, show
 
 __all__ = [
-    "NIC_KINDS", "SystemFile", "is_system_file", "load_system", "merge", "parse_system", "resolve_system",
+    "NIC_KINDS", "SystemFile", "format_system", "is_system_file", "load_system", "merge", "parse_system",
+    "resolve_system",
     "system_from_document",
 ]
 
@@ -37,6 +38,7 @@ NIC_KINDS = ("ib", "roce", "efa")
 _IB_SPEEDS = {100: "ib_edr", 200: "ib_hdr", 400: "ib_ndr", 800: "ib_xdr"}
 _ETH_SPEEDS = {10: "eth10g", 100: "eth100g", 200: "eth200g", 400: "eth400g", 800: "eth800g"}
 _PCIE_GENERATIONS = {3: "pcie3", 4: "pcie4", 5: "pcie5", 6: "pcie6"}
+_NVSWITCH_NAMES = ("nvswitch1", "nvswitch2", "nvswitch3", "nvswitch4")
 _CLUSTER = {"nodes": "n_nodes", "fabric": "fabric", "switch": "switch", "oversubscription": "oversubscription",
             "su_size": "su_size"}
 
@@ -290,3 +292,68 @@ def resolve_system(value: str) -> tuple[str | ServerSpec, str, dict]:
         return system.spec, system.name, dict(system.cluster)
     name = value.replace("-", "_")
     return name, name, {}
+
+
+def _toml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
+    return repr(value)
+
+
+def format_system(spec: ServerSpec, *, cluster: Mapping | None = None, description: str = "",
+                  comments: tuple[str, ...] = ()) -> str:
+    """A system file (TOML text) describing ``spec`` (and ``cluster``: build_cluster's
+    ``n_nodes``, ``fabric``, ``switch``, ``oversubscription``, ``su_size``), which
+    :func:`parse_system` reads back into the same server."""
+    lines = [f"# {line}" if line else "#" for line in comments]
+    lines.append(f"name = {_toml_value(spec.name)}")
+    if description:
+        lines.append(f"description = {_toml_value(description)}")
+    lines += ["", "[server]", f"gpu = {_toml_value(spec.gpu)}", f"gpus = {spec.n_gpus}",
+              f"gpu_fabric = {_toml_value(spec.gpu_fabric)}", f"p2p = {_toml_value(spec.p2p)}"]
+    if spec.gpu_fabric == "nvswitch":
+        switch = next(name for name in _NVSWITCH_NAMES if nvswitch_generation(name).nvlink == spec.nvlink)
+        lines.append(f"nvswitch = {_toml_value(switch)}")
+        if spec.nvlinks_per_gpu is not None:
+            lines.append(f"nvlinks_per_gpu = {spec.nvlinks_per_gpu}")
+    elif spec.gpu_fabric == "nvlink_mesh":
+        assert spec.nvlink_counts is not None
+        lines.append(f"nvlink = {_toml_value(spec.nvlink)}")
+        lines.append("nvlink_counts = [")
+        lines += [f"    {_toml_value(list(row))}," for row in spec.nvlink_counts]
+        lines.append("]")
+    switches = []
+    for j, s in enumerate(spec.switches):
+        table: dict[str, object] = {"gpus": list(s.gpus), "nics": list(s.nics)}
+        if s.socket is not None or spec.socket_of(j) != j * spec.sockets // len(spec.switches):
+            table["socket"] = spec.socket_of(j)
+        switches.append(table)
+    lines += ["", "[server.pcie]", f"generation = {spec.pcie.removeprefix('pcie')}", "switches = ["]
+    lines += [f"    {_toml_value(s)}," for s in switches]
+    lines += ["]", "", "[server.cpu]", f"kind = {_toml_value(spec.cpu)}", f"sockets = {spec.sockets}"]
+    if spec.intersocket is not None:
+        lines.append(f"interconnect = {_toml_value(spec.intersocket)}")
+    lines.append(f"memory = {_toml_value(spec.memory)}")
+    lines += ["", "[server.nics]", f"count = {spec.n_nics}"]
+    if spec.n_nics:
+        speeds = _IB_SPEEDS if spec.compute_nic.startswith("ib_") else _ETH_SPEEDS
+        speed = next(gbps for gbps, technology in speeds.items() if technology == spec.compute_nic)
+        kind = spec.nic_kind if spec.nic_kind != "ib" or spec.compute_nic.startswith("ib_") else "roce"
+        lines += [f"speed_gbps = {speed}", f"kind = {_toml_value(kind)}"]
+        rails = spec.rails()
+        serves = [[g for g, r in enumerate(rails) if r == n] for n in range(spec.n_nics)]
+        lines.append(f"serves = {_toml_value(serves)}")
+    lines += ["", "[server.frontend]", f"ports = {spec.frontend_ports}"]
+    if spec.frontend_ports:
+        speed = next(gbps for gbps, technology in _ETH_SPEEDS.items() if technology == spec.frontend_nic)
+        lines.append(f"speed_gbps = {speed}")
+    if cluster:
+        lines += ["", "[cluster]"]
+        lines += [f"{key} = {_toml_value(cluster[name])}" for key, name in _CLUSTER.items() if name in cluster]
+    return "\n".join(lines) + "\n"

@@ -5,9 +5,19 @@ The format is in ``docs/system-format.md``. A system file becomes a
 preset is, and the cluster keys :func:`flowsim.fabrics.build_cluster` takes. Errors raise
 :class:`~flowsim.errors.InputError` naming the file and the key.
 
-    >>> system = load_system("data/systems/l40s.toml")  # doctest: +SKIP
-    >>> system.spec.n_gpus, system.cluster["n_nodes"]  # doctest: +SKIP
-    (8, 4)
+    >>> system = parse_system('''
+    ... [server]
+    ... gpu = "L40S"
+    ... gpus = 8
+    ... gpu_fabric = "pcie"
+    ... pcie = { generation = 4, switches = [[0, 1, 2, 3], [4, 5, 6, 7]] }
+    ... cpu = { sockets = 2, interconnect = "upi_sapphire_rapids", memory = "ddr5_4800_8ch" }
+    ... nics = { count = 2, speed_gbps = 200, kind = "roce" }
+    ... [cluster]
+    ... nodes = 4
+    ... ''', name="l40s")
+    >>> system.spec.n_gpus, system.spec.compute_nic, system.spec.rails(), system.cluster
+    (8, 'eth200g', [0, 0, 0, 0, 1, 1, 1, 1], {'n_nodes': 4})
 """
 
 from __future__ import annotations

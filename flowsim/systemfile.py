@@ -38,8 +38,7 @@ from flowsim.tomlcheck import Where, join, show
 
 __all__ = [
     "NIC_KINDS", "SystemFile", "format_system", "is_system_file", "load_system", "merge", "parse_system",
-    "resolve_system",
-    "system_from_document",
+    "resolve_system", "shipped_system_names", "system_from_document",
 ]
 
 #: How compute NICs talk: InfiniBand, RDMA over Converged Ethernet, AWS Elastic Fabric Adapter.
@@ -293,14 +292,24 @@ def load_system(path: str | os.PathLike, overrides: Mapping | None = None) -> Sy
                         overrides=overrides)
 
 
+#: System files that ship with flowsim (cloud instances), by name.
+SHIPPED = Path(__file__).resolve().parent / "systems"
+
+
+def shipped_system_names() -> tuple[str, ...]:
+    """Names of the system files that ship with flowsim (``aws_p5``, ``gcp_a3_mega``, ...)."""
+    return tuple(sorted(path.stem for path in SHIPPED.glob("*.toml")))
+
+
 def resolve_system(value: str) -> tuple[str | ServerSpec, str, dict]:
-    """What a ``--system`` value names: a system file (``*.toml``) or a preset (``'-'`` and
-    ``'_'`` alike). Returns the system :func:`flowsim.fabrics.build_cluster` takes, its name,
-    and the file's cluster keys (empty for a preset)."""
-    if is_system_file(value):
-        system = load_system(value)
-        return system.spec, system.name, dict(system.cluster)
+    """What a ``--system`` value names: a system file (``*.toml``), a shipped one
+    (:func:`shipped_system_names`) or a preset, ``'-'`` and ``'_'`` alike in names. Returns the
+    system :func:`flowsim.fabrics.build_cluster` takes, its name, and the file's cluster keys
+    (empty for a preset)."""
     name = value.replace("-", "_")
+    if is_system_file(value) or name in shipped_system_names():
+        system = load_system(value if is_system_file(value) else SHIPPED / f"{name}.toml")
+        return system.spec, system.name, dict(system.cluster)
     return name, name, {}
 
 

@@ -20,7 +20,7 @@ from flowsim.presets import preset, preset_names, preset_spec
 from flowsim.scenario import load_scenario, parse_scenario
 from flowsim.servers import build_server
 from flowsim.sweep import load_sweep
-from flowsim.systemfile import format_system, load_system, parse_system
+from flowsim.systemfile import format_system, load_system, parse_system, resolve_system, shipped_system_names
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 L40S = DATA / "systems" / "l40s.toml"
@@ -196,3 +196,28 @@ def test_the_nic_sweep_varies_the_system_files_keys():
     assert len(sweep.runs) == 9
     # The runs' keys cover the system file's content, as they cover a flow list's.
     assert any(path.name == "l40s.toml" for path in sweep.files)
+
+
+@pytest.mark.parametrize(
+    ("name", "gpu", "nics", "nic_Bps"),
+    [
+        # Google Cloud "Networking and GPU machines": A3 Ultra and A4 8 x 400 Gb/s CX-7;
+        # A3 Mega 1,800 Gbps as 8 x 200 + 200; A3 High 1,000 Gbps as 4 x 200 + 200.
+        ("gcp-a3-ultra", "H200", 8, 50 * G),
+        ("gcp_a4", "B200", 8, 50 * G),
+        ("gcp-a3-mega", "H100", 8, 25 * G),
+        ("gcp_a3_high", "H100", 4, 25 * G),
+        # AWS: 32 EFA devices of 100 Gb/s, as 8 NICs of 400 Gb/s.
+        ("aws-p5", "H100", 8, 50 * G),
+    ],
+)
+def test_shipped_cloud_systems_resolve_with_dashes_or_underscores(name, gpu, nics, nic_Bps):
+    system, label, cluster = resolve_system(name)
+    assert (label, cluster, system.gpu, system.n_nics) == (name.replace("-", "_"), {}, gpu, nics)
+    t = build_cluster(system, 2, figure="nominal", fabric="rail_optimized")
+    assert t.link_capacity_Bps[t.link_id("n1.nic0->ib.su0.rail0")] == nic_Bps
+    assert len(t.gpus()) == 16
+
+
+def test_the_shipped_systems_are_listed_in_the_help():
+    assert shipped_system_names() == ("aws_p5", "gcp_a3_high", "gcp_a3_mega", "gcp_a3_ultra", "gcp_a4")

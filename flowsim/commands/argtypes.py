@@ -14,7 +14,7 @@ from flowsim.fabrics import FABRICS
 from flowsim.hardware import switch_names
 from flowsim.presets import preset_names
 from flowsim.servers import ServerSpec
-from flowsim.systemfile import resolve_system
+from flowsim.systemfile import resolve_system, shipped_system_names
 
 T = TypeVar("T")
 
@@ -82,8 +82,8 @@ def add_cluster_arguments(parser: argparse.ArgumentParser, *, required: bool) ->
     parser.add_argument(
         "--system",
         required=required,
-        help=f"server preset ({', '.join(preset_names())}; '-' and '_' are the same) or a system file "
-        "(FILE.toml, docs/system-format.md)",
+        help=f"server preset ({', '.join(preset_names())}), shipped system ({', '.join(shipped_system_names())}; "
+        "'-' and '_' are the same) or a system file (FILE.toml, docs/system-format.md)",
     )
     parser.add_argument(
         "--fabric",

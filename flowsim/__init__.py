@@ -18,6 +18,8 @@ from flowsim.result import SimulationResult
 from flowsim.routes import Routes
 from flowsim.routing import Router, route, split_route
 from flowsim.scenario import load_scenario, run_scenario
+from flowsim.servers import ServerSpec, build_server
+from flowsim.systemfile import load_system
 from flowsim.topology import NodeKind, Topology, TopologyBuilder
 from flowsim.trace import open_trace, write_trace
 from flowsim.training import data_parallel_step, parallel_layout, parallel_step, run_training_step
@@ -30,6 +32,7 @@ __all__ = [
     "NodeKind",
     "Router",
     "Routes",
+    "ServerSpec",
     "SimulationResult",
     "Topology",
     "TopologyBuilder",
@@ -37,6 +40,7 @@ __all__ = [
     "__version__",
     "available_backends",
     "build_cluster",
+    "build_server",
     "collective_time",
     "collective_workload",
     "data_parallel_step",
@@ -44,6 +48,7 @@ __all__ = [
     "leaf_spine",
     "link_rate",
     "load_scenario",
+    "load_system",
     "max_min_rates",
     "open_trace",
     "parallel_layout",

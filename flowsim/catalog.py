@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import re
 
+from flowsim.fabrics import build_cluster, default_switch, resolve_fabric
 from flowsim.formatting import format_rate, format_seconds
-from flowsim.hardware import link_technology, switch_model, switch_names, technology_names
+from flowsim.hardware import link_rate, link_technology, nvlink_generation, switch_model, switch_names, technology_names
 from flowsim.presets import compute_nics, frontend_nics, preset, preset_info, preset_names
+from flowsim.servers import build_server
+from flowsim.systemfile import SystemFile
 
-__all__ = ["SECTIONS", "describe_presets"]
+__all__ = ["SECTIONS", "describe_presets", "describe_system"]
 
 #: Tables :func:`describe_presets` prints (``flowsim presets --only`` picks one).
 SECTIONS = ("systems", "links", "switches")
@@ -70,3 +73,52 @@ def describe_presets(only: str | None = None) -> str:
     tables = {"systems": _systems, "links": _links, "switches": _switches}
     chosen = SECTIONS if only is None else (only,)
     return "\n\n".join("\n".join(tables[section]()) for section in chosen)
+
+
+def _rates(technology: str, count: float = 1) -> str:
+    nominal, effective = (count * link_rate(technology, figure=f) for f in ("nominal", "effective"))
+    return f"{format_rate(nominal)} nominal, {format_rate(effective)} effective"
+
+
+def describe_system(system: SystemFile) -> str:
+    """What a system file makes: its server's figures per GPU and its cluster (``flowsim
+    presets FILE.toml``); rates per direction."""
+    spec = system.spec
+    server = build_server(spec, figure="nominal")
+    lines = [f"{system.name} ({system.source}){': ' + system.description if system.description else ''}",
+             f"  server: {spec.n_gpus} x {spec.gpu}, {server.n_nodes} nodes, {server.n_links} links"]
+    if spec.gpu_fabric == "pcie":
+        lines.append(f"  GPU fabric: PCIe only, peer-to-peer {'on' if spec.p2p else 'off (staged in host memory)'}")
+    else:
+        assert spec.nvlink is not None
+        links = nvlink_generation(spec.nvlink).links_per_gpu if spec.nvlinks_per_gpu is None else spec.nvlinks_per_gpu
+        if spec.gpu_fabric == "nvlink_mesh":
+            assert spec.nvlink_counts is not None
+            links = max(sum(row) for row in spec.nvlink_counts)
+        kind = "NVSwitch" if spec.gpu_fabric == "nvswitch" else "NVLink mesh"
+        lines.append(f"  GPU fabric: {kind}, {links} x {spec.nvlink} per GPU: {_rates(spec.nvlink, links)}")
+    lines.append(f"  PCIe: {spec.pcie}, {len(spec.switches)} switch(es) or root port(s): {_rates(spec.pcie)} a link")
+    cpu = f"{spec.sockets} {spec.cpu} socket(s), memory {spec.memory} ({_rates(spec.memory)} each)"
+    if spec.intersocket is not None and spec.sockets > 1:
+        cpu += f", joined by {spec.intersocket} ({_rates(spec.intersocket)})"
+    lines.append(f"  CPU: {cpu}")
+    if spec.n_nics:
+        rails = spec.rails()
+        per_nic = max(rails.count(r) for r in set(rails))
+        lines.append(f"  compute NICs: {spec.n_nics} x {spec.compute_nic} ({spec.nic_kind}), up to {per_nic} GPU(s) "
+                     f"each: {_rates(spec.compute_nic, spec.n_nics)} per server")
+    else:
+        lines.append("  compute NICs: none (one server only)")
+    lines.append(f"  front-end ports: {spec.frontend_ports} x {spec.frontend_nic}" if spec.frontend_ports
+                 else "  front-end ports: none")
+    if system.cluster:
+        n_nodes = system.cluster.get("n_nodes", 1)
+        fabric = resolve_fabric(system.cluster.get("fabric", "auto"), n_nodes)
+        cluster = build_cluster(spec, figure="nominal", **system.cluster)
+        switch = system.cluster.get("switch") or (default_switch(spec.compute_nic).name if spec.n_nics else "-")
+        lines.append(f"  cluster: {n_nodes} server(s), {len(cluster.gpus())} GPUs, {fabric} compute fabric "
+                     f"({switch if fabric != 'none' else 'no switches'}, oversubscription "
+                     f"{system.cluster.get('oversubscription', 1.0):g}), {cluster.n_nodes} nodes, "
+                     f"{cluster.n_links} links")
+    return "\n".join(lines)
+

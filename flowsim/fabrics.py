@@ -25,19 +25,21 @@ bisection bandwidth of a fat-tree is ``hosts / 2 x rate / o``.
 
 from __future__ import annotations
 
+import dataclasses
 import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from flowsim.errors import InputError, whole_number
-from flowsim.hardware import SwitchModel, link_rate, switch_for, switch_model
-from flowsim.presets import compute_nics, frontend_nics, preset, preset_info
+from flowsim.hardware import SwitchModel, link_rate, switch_for, switch_model, switch_names
+from flowsim.presets import compute_nics, frontend_nics, preset_spec
+from flowsim.servers import ServerSpec, build_server
 from flowsim.topology import NodeKind, Topology, TopologyBuilder
 
-__all__ = ["FABRICS", "build_cluster", "fat_tree", "leaf_spine"]
+__all__ = ["FABRICS", "build_cluster", "default_switch", "fat_tree", "leaf_spine", "resolve_fabric"]
 
 #: Compute fabrics :func:`build_cluster` knows.
-FABRICS = ("rail_optimized", "fat_tree", "none")
+FABRICS = ("rail_optimized", "fat_tree", "none", "auto")
 
 
 @dataclass(frozen=True)
@@ -252,8 +254,35 @@ def leaf_spine(
     return b.build()
 
 
+def resolve_fabric(fabric: str, n_nodes: int) -> str:
+    """``fabric`` with ``"auto"`` made concrete: ``"none"`` for one server, else ``"rail_optimized"``."""
+    if fabric not in FABRICS:
+        raise InputError(f"unknown fabric {fabric!r}; valid ones: {', '.join(FABRICS)}")
+    if fabric == "auto":
+        return "none" if n_nodes == 1 else "rail_optimized"
+    return fabric
+
+
+def default_switch(technology: str) -> SwitchModel:
+    """The switch model a compute fabric of ``technology`` NICs gets by default: the one whose
+    ports run ``technology``, else the slowest of the same family (InfiniBand or Ethernet)
+    whose ports are at least as fast (a 200 GbE RoCE NIC on a 400 GbE switch port runs at
+    200 Gb/s)."""
+    try:
+        return switch_for(technology)
+    except InputError:
+        family = technology.split("_")[0] if technology.startswith("ib_") else "eth"
+        rate = link_rate(technology, figure="nominal")
+        faster = [switch_model(name) for name in switch_names()
+                  if switch_model(name).technology.startswith(family)
+                  and link_rate(switch_model(name).technology, figure="nominal") >= rate]
+        if not faster:
+            raise
+        return min(faster, key=lambda m: (link_rate(m.technology, figure="nominal"), m.name))
+
+
 def build_cluster(
-    system: str,
+    system: str | ServerSpec,
     n_nodes: int,
     *,
     figure: str,
@@ -270,22 +299,25 @@ def build_cluster(
 
     Parameters
     ----------
-    system : str
-        A preset of :mod:`flowsim.presets` (``"dgx_h100"``, ...).
+    system : str or ServerSpec
+        A preset of :mod:`flowsim.presets` (``"dgx_h100"``, ...), or a server description
+        (:class:`flowsim.servers.ServerSpec`, as a system file gives).
     n_nodes : int
         Number of servers; server ``i`` is named ``n{i}`` and its nodes ``n{i}.gpu0`` etc.
     figure : {"nominal", "effective"}
         Which rate every link gets.
-    fabric : {"rail_optimized", "fat_tree", "none"}
+    fabric : {"rail_optimized", "fat_tree", "none", "auto"}
         ``"rail_optimized"``: DGX SuperPOD scalable units of ``su_size`` servers; compute NIC
         ``r`` of every server in unit ``s`` goes to leaf ``ib.su{s}.rail{r}``, so same-rail
         traffic inside a unit is one switch hop ([SPOD-H100], [SPOD-B200]). Two tiers while
         they fit the radix, then units become pods under a core tier. ``"fat_tree"``: compute
         NICs fill leaves in order (``ib.leaf{i}``), half the radix each, with the same tiering
-        (pods of radix/2 leaves). ``"none"``: no compute fabric.
+        (pods of radix/2 leaves). ``"none"``: no compute fabric. ``"auto"``: none for one
+        server (its GPUs talk over its own NVLink and PCIe, never its compute NICs, so a
+        rack-scale system needs no fabric sized for its 72 NICs), rail-optimized for more.
     switch : str, optional
-        IB switch model (:func:`flowsim.hardware.switch_names`); default: the model whose ports
-        match the system's compute NICs (QM9700 for NDR). A cable between a NIC and a switch
+        Switch model (:func:`flowsim.hardware.switch_names`); default: the model whose ports
+        match the system's compute NICs (QM9700 for NDR; :func:`default_switch`). A cable between a NIC and a switch
         port of different speeds runs at the slower one.
     su_size : int, optional
         Servers per scalable unit, default half the switch radix (32 for a 64-port switch).
@@ -297,24 +329,32 @@ def build_cluster(
         half down, non-blocking) joins every server's front-end ports and the targets; it is
         built whenever servers have front-end ports or targets exist.
     **preset_options
-        Passed to the preset (e.g. ``p2p=False``).
+        Passed to the preset (e.g. ``p2p=False``); for a ServerSpec, only ``p2p``.
 
     Returns
     -------
     Topology
     """
     n_nodes = whole_number("n_nodes", n_nodes)
-    if fabric not in FABRICS:
-        raise InputError(f"unknown fabric {fabric!r}; valid ones: {', '.join(FABRICS)}")
+    fabric = resolve_fabric(fabric, n_nodes)
     storage_targets = whole_number("storage_targets", storage_targets, minimum=0)
-    info = preset_info(system)
-    server = preset(system, figure=figure, **preset_options)
+    if isinstance(system, ServerSpec):
+        unknown = set(preset_options) - {"p2p"}
+        if unknown:
+            raise InputError(f"unknown server option(s) {', '.join(sorted(unknown))}; a server description takes p2p")
+        spec = dataclasses.replace(system, **preset_options)
+    else:
+        spec = preset_spec(system, **preset_options)
+    system = spec.name
+    server = build_server(spec, figure=figure)
     rails = [server.node_names[n] for n in compute_nics(server)]
     frontend = [server.node_names[n] for n in frontend_nics(server)]
     # Every fabric is planned from the counts first: a cluster too large for its switches
     # is refused at once, not after building thousands of servers.
     if fabric != "none":
-        model = switch_model(switch) if switch is not None else switch_for(info.compute_nic)
+        if not rails:
+            raise InputError(f"{fabric} compute fabric of {n_nodes} {system} servers: the server has no compute NICs")
+        model = switch_model(switch) if switch is not None else default_switch(spec.compute_nic)
         size = model.radix // 2 if su_size is None else su_size
         if fabric == "rail_optimized":
             size = whole_number("su_size", size)
@@ -352,13 +392,13 @@ def build_cluster(
         for s in range(-(-n_nodes // size)):
             unit = range(s * size, min(n_nodes, (s + 1) * size))
             for r, rail in enumerate(rails):
-                leaves.append((f"ib.su{s}.rail{r}", [_Endpoint(f"n{i}.{rail}", info.compute_nic) for i in unit]))
+                leaves.append((f"ib.su{s}.rail{r}", [_Endpoint(f"n{i}.{rail}", spec.compute_nic) for i in unit]))
         _add_clos(b, leaves, compute, _ib_clos(model, figure, "ib."))
     elif fabric == "fat_tree":
-        nics = [_Endpoint(f"n{i}.{rail}", info.compute_nic) for i in range(n_nodes) for rail in rails]
+        nics = [_Endpoint(f"n{i}.{rail}", spec.compute_nic) for i in range(n_nodes) for rail in rails]
         _add_packed(b, nics, compute, _ib_clos(model, figure, "ib."))
     if n_ports:
-        ports = [_Endpoint(f"n{i}.{fe}", info.frontend_nic) for i in range(n_nodes) for fe in frontend]
+        ports = [_Endpoint(f"n{i}.{fe}", spec.frontend_nic) for i in range(n_nodes) for fe in frontend]
         for t in range(storage_targets):
             b.add_node(f"storage{t}", NodeKind.STORAGE)
             ports.append(_Endpoint(f"storage{t}", storage_technology))

@@ -32,6 +32,10 @@ microsoft/msccl-tools); PCIe, NIC and CPU layouts: 2.1 and 3.2 ([BASEPOD], [DGXH
 [DGXGB200-UG], NVIDIA/nccl#1505, NVIDIA/nccl#1264, NADDOD DGX blog); front-end ports: 3.2 and 5
 ([ENT-RA], [BASEPOD]).
 
+Each preset is a :class:`~flowsim.servers.ServerSpec` (``dgx_h100_spec()`` and so on, or
+:func:`preset_spec`) built by :func:`flowsim.servers.build_server`, the code that builds system
+files too.
+
 Modelling choices
 -----------------
 * The NVSwitch chips of one system are one ``nvswitch`` node, as in NCCL's topology graph:
@@ -59,8 +63,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from flowsim.errors import InputError
-from flowsim.hardware import LinkTier, link_rate, link_technology, nvlink_generation
-from flowsim.topology import NodeKind, Topology, TopologyBuilder
+from flowsim.servers import PcieSwitch, ServerSpec, build_server
+from flowsim.topology import NodeKind, Topology
 
 __all__ = [
     "DGX1_NVLINK_COUNTS",
@@ -77,6 +81,7 @@ __all__ = [
     "preset",
     "preset_info",
     "preset_names",
+    "preset_spec",
 ]
 
 #: NVLinks between GPU i and GPU j of a DGX-1 (V100), in CUDA device order: docs/hardware.md §2.1,
@@ -97,88 +102,27 @@ DGX1_NVLINK_COUNTS = np.array(
 DGX1_NVLINK_COUNTS.flags.writeable = False
 
 
-@dataclass(frozen=True)
-class _Host:
-    """PCIe, sockets and NICs of an x86 server."""
-
-    pcie: str
-    sockets: int
-    intersocket: str
-    memory: str
-    switches: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]
-    """Per PCIe switch: its GPUs and its compute NICs. Switches split evenly over sockets."""
-    frontend_ports: int
+def _switches(*groups: tuple[tuple[int, ...], tuple[int, ...]]) -> tuple[PcieSwitch, ...]:
+    return tuple(PcieSwitch(gpus, nics) for gpus, nics in groups)
 
 
-def _add_x86_host(b: TopologyBuilder, server: int, host: _Host, figure: str) -> None:
-    for what, technology in (("pcie", host.pcie), ("intersocket", host.intersocket), ("memory", host.memory)):
-        # An NVLink or network technology here would build, then fail to route.
-        if link_technology(technology).tier != LinkTier.HOST:
-            raise InputError(f"{what}={technology!r} is a {link_technology(technology).tier.name.lower()} "
-                             "technology; a server's PCIe, inter-socket link and memory take host ones")
-    pcie = link_rate(host.pcie, figure=figure)
-    for s in range(host.sockets):
-        b.add_node(f"cpu{s}", NodeKind.CPU, server=server)
-        b.add_node(f"mem{s}", NodeKind.HOST_MEMORY, server=server)
-        b.add_link(f"cpu{s}", f"mem{s}", link_rate(host.memory, figure=figure), technology=host.memory, shared=True)
-    for s in range(1, host.sockets):
-        b.add_cable(f"cpu{s - 1}", f"cpu{s}", link_rate(host.intersocket, figure=figure), technology=host.intersocket)
-    n_switches = len(host.switches)
-    for j, (gpus, nics) in enumerate(host.switches):
-        switch = f"pcie{j}"
-        b.add_node(switch, NodeKind.PCIE_SWITCH, server=server)
-        b.add_cable(switch, f"cpu{j * host.sockets // n_switches}", pcie, technology=host.pcie)
-        for g in gpus:
-            b.add_cable(f"gpu{g}", switch, pcie, technology=host.pcie)
-        for r in nics:
-            b.add_node(f"nic{r}", NodeKind.NIC, server=server)
-            b.add_cable(f"nic{r}", switch, pcie, technology=host.pcie)
-    _add_frontend(b, server, host, pcie)
+def _one_nic_per_gpu(n_gpus: int) -> tuple[PcieSwitch, ...]:
+    return tuple(PcieSwitch((g,), (g,)) for g in range(n_gpus))
 
 
-def _add_frontend(b: TopologyBuilder, server: int, host: _Host, pcie_Bps: float) -> None:
-    for j in range(host.frontend_ports):
-        socket = j % host.sockets
-        b.add_node(f"fe{j}", NodeKind.NIC, server=server)
-        b.add_cable(f"fe{j}", f"cpu{socket}", pcie_Bps, technology=host.pcie)
-    for s in range(host.sockets):
-        port = f"fe{s % host.frontend_ports}"
-        b.set_nic(f"cpu{s}", port)
-        b.set_nic(f"mem{s}", port)
-
-
-def _add_gpus(b: TopologyBuilder, server: int, n: int) -> None:
-    for g in range(n):
-        b.add_node(f"gpu{g}", NodeKind.GPU, server=server)
-
-
-def _add_nvswitch(b: TopologyBuilder, server: int, n_gpus: int, nvlink: str, figure: str) -> None:
-    b.add_node("nvswitch", NodeKind.NVSWITCH, server=server)
-    per_gpu = nvlink_generation(nvlink).per_gpu_Bps(figure)
-    for g in range(n_gpus):
-        b.add_cable(f"gpu{g}", "nvswitch", per_gpu, technology=nvlink)
-
-
-def _set_rails(b: TopologyBuilder, host: _Host) -> None:
-    for gpus, nics in host.switches:
-        for k, g in enumerate(gpus):
-            b.set_nic(f"gpu{g}", f"nic{nics[k * len(nics) // len(gpus)]}")
-
-
-def _nvswitch_server(
-    name: str, *, figure: str, p2p: bool, nvlink: str, host: _Host, n_gpus: int = 8
-) -> Topology:
-    b = TopologyBuilder()
-    server = b.add_server(name, p2p=p2p)
-    _add_gpus(b, server, n_gpus)
-    _add_nvswitch(b, server, n_gpus, nvlink, figure)
-    _add_x86_host(b, server, host, figure)
-    _set_rails(b, host)
-    return b.build()
-
-
-def _one_nic_per_gpu(n_gpus: int) -> tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]:
-    return tuple(((g,), (g,)) for g in range(n_gpus))
+def pcie_server_spec(
+    *,
+    p2p: bool = True,
+    pcie: str = "pcie4",
+    intersocket: str = "upi_skylake",
+    memory: str = "ddr4_3200_8ch",
+) -> ServerSpec:
+    """The :class:`~flowsim.servers.ServerSpec` of :func:`pcie_server`."""
+    return ServerSpec(
+        "pcie_server", "GPU", 8, "pcie", pcie, 2, intersocket, memory,
+        _switches(((0, 1), (0,)), ((2, 3), (1,)), ((4, 5), (2,)), ((6, 7), (3,))),
+        "ib_hdr", "eth100g", 1, p2p=p2p,
+    )
 
 
 def pcie_server(
@@ -199,20 +143,18 @@ def pcie_server(
     root complex -> host memory -> root complex -> switch -> GPU, as NCCL's SHM transport does
     on PCIe systems without peer-to-peer (docs/hardware.md §3.1, NVIDIA/nccl#1639).
     """
-    host = _Host(
-        pcie=pcie,
-        sockets=2,
-        intersocket=intersocket,
-        memory=memory,
-        switches=(((0, 1), (0,)), ((2, 3), (1,)), ((4, 5), (2,)), ((6, 7), (3,))),
-        frontend_ports=1,
+    spec = pcie_server_spec(p2p=p2p, pcie=pcie, intersocket=intersocket, memory=memory)
+    return build_server(spec, figure=figure)
+
+
+def dgx1_v100_spec(*, p2p: bool = True) -> ServerSpec:
+    """The :class:`~flowsim.servers.ServerSpec` of :func:`dgx1_v100`."""
+    return ServerSpec(
+        "dgx1_v100", "V100", 8, "nvlink_mesh", "pcie3", 2, "qpi_broadwell", "ddr4_2400_4ch",
+        _switches(((0, 1), (0,)), ((2, 3), (1,)), ((4, 5), (2,)), ((6, 7), (3,))),
+        "ib_edr", "eth10g", 2, nvlink="nvlink2", nvlink_counts=tuple(map(tuple, DGX1_NVLINK_COUNTS.tolist())),
+        p2p=p2p,
     )
-    b = TopologyBuilder()
-    server = b.add_server("pcie_server", p2p=p2p)
-    _add_gpus(b, server, 8)
-    _add_x86_host(b, server, host, figure)
-    _set_rails(b, host)
-    return b.build()
 
 
 def dgx1_v100(*, figure: str, p2p: bool = True) -> Topology:
@@ -224,23 +166,16 @@ def dgx1_v100(*, figure: str, p2p: bool = True) -> Topology:
     ports. Sources: docs/hardware.md §2.1 ([DGX1-WP], ``nvidia-smi topo -m``, NVIDIA/nccl#671,
     NADDOD DGX blog).
     """
-    host = _Host(
-        pcie="pcie3",
-        sockets=2,
-        intersocket="qpi_broadwell",
-        memory="ddr4_2400_4ch",
-        switches=(((0, 1), (0,)), ((2, 3), (1,)), ((4, 5), (2,)), ((6, 7), (3,))),
-        frontend_ports=2,
+    return build_server(dgx1_v100_spec(p2p=p2p), figure=figure)
+
+
+def dgx_a100_spec(*, p2p: bool = True) -> ServerSpec:
+    """The :class:`~flowsim.servers.ServerSpec` of :func:`dgx_a100`."""
+    return ServerSpec(
+        "dgx_a100", "A100", 8, "nvswitch", "pcie4", 2, "xgmi_amd", "ddr4_3200_8ch",
+        _switches(*(((2 * k, 2 * k + 1), (2 * k, 2 * k + 1)) for k in range(4))),
+        "ib_hdr", "eth200g", 2, nvlink="nvlink3", p2p=p2p,
     )
-    b = TopologyBuilder()
-    server = b.add_server("dgx1_v100", p2p=p2p)
-    _add_gpus(b, server, 8)
-    link = link_rate("nvlink2", figure=figure)
-    for i, j in zip(*np.nonzero(DGX1_NVLINK_COUNTS), strict=True):
-        b.add_link(f"gpu{i}", f"gpu{j}", DGX1_NVLINK_COUNTS[i, j] * link, technology="nvlink2")
-    _add_x86_host(b, server, host, figure)
-    _set_rails(b, host)
-    return b.build()
 
 
 def dgx_a100(*, figure: str, p2p: bool = True) -> Topology:
@@ -251,15 +186,15 @@ def dgx_a100(*, figure: str, p2p: bool = True) -> Topology:
     Sources: docs/hardware.md §1.2 and §3.2 ([A100-WP], NVIDIA/nccl#1505, NVIDIA/DCGM#149,
     NVIDIA/nccl#812).
     """
-    host = _Host(
-        pcie="pcie4",
-        sockets=2,
-        intersocket="xgmi_amd",
-        memory="ddr4_3200_8ch",
-        switches=tuple(((2 * k, 2 * k + 1), (2 * k, 2 * k + 1)) for k in range(4)),
-        frontend_ports=2,
+    return build_server(dgx_a100_spec(p2p=p2p), figure=figure)
+
+
+def dgx_h100_spec(*, p2p: bool = True) -> ServerSpec:
+    """The :class:`~flowsim.servers.ServerSpec` of :func:`dgx_h100`."""
+    return ServerSpec(
+        "dgx_h100", "H100", 8, "nvswitch", "pcie5", 2, "upi_sapphire_rapids", "ddr5_4800_8ch",
+        _one_nic_per_gpu(8), "ib_ndr", "eth200g", 2, nvlink="nvlink4", p2p=p2p,
     )
-    return _nvswitch_server("dgx_a100", figure=figure, p2p=p2p, nvlink="nvlink3", host=host)
 
 
 def dgx_h100(*, figure: str, p2p: bool = True) -> Topology:
@@ -269,15 +204,15 @@ def dgx_h100(*, figure: str, p2p: bool = True) -> Topology:
     docs/hardware.md §3.2 port map), PCIe Gen5, two Xeon Platinum 8480C over UPI, two 200 GbE
     front-end ports. Sources: [BASEPOD], [DGXH100-UG], [NVS3-BLOG], [ENT-RA], NVIDIA/nccl#1264.
     """
-    host = _Host(
-        pcie="pcie5",
-        sockets=2,
-        intersocket="upi_sapphire_rapids",
-        memory="ddr5_4800_8ch",
-        switches=_one_nic_per_gpu(8),
-        frontend_ports=2,
+    return build_server(dgx_h100_spec(p2p=p2p), figure=figure)
+
+
+def dgx_b200_spec(*, p2p: bool = True) -> ServerSpec:
+    """The :class:`~flowsim.servers.ServerSpec` of :func:`dgx_b200`."""
+    return ServerSpec(
+        "dgx_b200", "B200", 8, "nvswitch", "pcie5", 2, "upi_emerald_rapids", "ddr5_5600_8ch",
+        _one_nic_per_gpu(8), "ib_ndr", "eth200g", 2, nvlink="nvlink5", p2p=p2p,
     )
-    return _nvswitch_server("dgx_h100", figure=figure, p2p=p2p, nvlink="nvlink4", host=host)
 
 
 def dgx_b200(*, figure: str, p2p: bool = True) -> Topology:
@@ -287,15 +222,15 @@ def dgx_b200(*, figure: str, p2p: bool = True) -> Topology:
     Rapids) over UPI; two 200 GbE front-end ports. Sources: [BASEPOD], [NVL-PAGE], [ENT-RA],
     docs/hardware.md §1.2 and §3.2.
     """
-    host = _Host(
-        pcie="pcie5",
-        sockets=2,
-        intersocket="upi_emerald_rapids",
-        memory="ddr5_5600_8ch",
-        switches=_one_nic_per_gpu(8),
-        frontend_ports=2,
+    return build_server(dgx_b200_spec(p2p=p2p), figure=figure)
+
+
+def gb200_nvl72_spec(*, p2p: bool = True) -> ServerSpec:
+    """The :class:`~flowsim.servers.ServerSpec` of :func:`gb200_nvl72`."""
+    return ServerSpec(
+        "gb200_nvl72", "B200", 72, "nvswitch", "pcie5", 36, None, "lpddr5x_grace",
+        _one_nic_per_gpu(72), "ib_ndr", "eth400g", 36, nvlink="nvlink5", p2p=p2p, cpu="grace",
     )
-    return _nvswitch_server("dgx_b200", figure=figure, p2p=p2p, nvlink="nvlink5", host=host)
 
 
 def gb200_nvl72(*, figure: str, p2p: bool = True) -> Topology:
@@ -307,52 +242,35 @@ def gb200_nvl72(*, figure: str, p2p: bool = True) -> Topology:
     Each Grace has one BlueField-3 front-end port at 400 GbE (2 per tray) [uncertain speed].
     Sources: [DGXGB200-UG], [SPOD-GB200], [NVL-PAGE], [STAS] (C2C).
     """
-    b = TopologyBuilder()
-    server = b.add_server("gb200_nvl72", p2p=p2p)
-    n_gpus, n_grace = 72, 36
-    _add_gpus(b, server, n_gpus)
-    _add_nvswitch(b, server, n_gpus, "nvlink5", figure)
-    pcie = link_rate("pcie5", figure=figure)
-    c2c = link_rate("nvlink_c2c", figure=figure)
-    for c in range(n_grace):
-        b.add_node(f"cpu{c}", NodeKind.CPU, server=server)
-        b.add_node(f"mem{c}", NodeKind.HOST_MEMORY, server=server)
-        memory = link_rate("lpddr5x_grace", figure=figure)
-        b.add_link(f"cpu{c}", f"mem{c}", memory, technology="lpddr5x_grace", shared=True)
-        b.add_node(f"fe{c}", NodeKind.NIC, server=server)
-        b.add_cable(f"fe{c}", f"cpu{c}", pcie, technology="pcie5")
-        b.set_nic(f"cpu{c}", f"fe{c}")
-        b.set_nic(f"mem{c}", f"fe{c}")
-    for g in range(n_gpus):
-        grace = f"cpu{g // 2}"
-        b.add_cable(f"gpu{g}", grace, c2c, technology="nvlink_c2c")
-        b.add_node(f"pcie{g}", NodeKind.PCIE_SWITCH, server=server)
-        b.add_node(f"nic{g}", NodeKind.NIC, server=server)
-        for end in (f"gpu{g}", f"nic{g}", grace):
-            b.add_cable(f"pcie{g}", end, pcie, technology="pcie5")
-        b.set_nic(f"gpu{g}", f"nic{g}")
-    return b.build()
+    return build_server(gb200_nvl72_spec(p2p=p2p), figure=figure)
 
 
 @dataclass(frozen=True)
 class Preset:
-    """A server preset: its builder and the port technologies of its NICs."""
+    """A server preset: its documented builder and its description (same options, no figure)."""
 
     build: Callable[..., Topology]
-    compute_nic: str
-    """Technology of the compute (rail) NICs' network ports."""
-    frontend_nic: str
-    """Technology of the front-end (storage / in-band) Ethernet ports."""
+    spec: Callable[..., ServerSpec]
+
+    @property
+    def compute_nic(self) -> str:
+        """Technology of the compute (rail) NICs' network ports."""
+        return self.spec().compute_nic
+
+    @property
+    def frontend_nic(self) -> str:
+        """Technology of the front-end (storage / in-band) Ethernet ports."""
+        return self.spec().frontend_nic
 
 
-#: Preset name -> builder, compute NIC technology and front-end port technology.
+#: Preset name -> builder and server description.
 PRESETS: dict[str, Preset] = {
-    "pcie_server": Preset(pcie_server, "ib_hdr", "eth100g"),
-    "dgx1_v100": Preset(dgx1_v100, "ib_edr", "eth10g"),
-    "dgx_a100": Preset(dgx_a100, "ib_hdr", "eth200g"),
-    "dgx_h100": Preset(dgx_h100, "ib_ndr", "eth200g"),
-    "dgx_b200": Preset(dgx_b200, "ib_ndr", "eth200g"),
-    "gb200_nvl72": Preset(gb200_nvl72, "ib_ndr", "eth400g"),
+    "pcie_server": Preset(pcie_server, pcie_server_spec),
+    "dgx1_v100": Preset(dgx1_v100, dgx1_v100_spec),
+    "dgx_a100": Preset(dgx_a100, dgx_a100_spec),
+    "dgx_h100": Preset(dgx_h100, dgx_h100_spec),
+    "dgx_b200": Preset(dgx_b200, dgx_b200_spec),
+    "gb200_nvl72": Preset(gb200_nvl72, gb200_nvl72_spec),
 }
 
 
@@ -366,6 +284,11 @@ def preset_info(name: str) -> Preset:
     if name not in PRESETS:
         raise InputError(f"unknown preset {name!r}; valid ones: {', '.join(PRESETS)}")
     return PRESETS[name]
+
+
+def preset_spec(name: str, **options) -> ServerSpec:
+    """The :class:`~flowsim.servers.ServerSpec` of preset ``name`` with ``options`` (e.g. ``p2p=False``)."""
+    return preset_info(name).spec(**options)
 
 
 def preset(name: str, *, figure: str, **options) -> Topology:

@@ -19,6 +19,12 @@ Format
         required; ``fabric``, ``switch``, ``su_size``, ``oversubscription``,
         ``storage_targets``, ``storage_technology``, ``ethernet_switch`` and the preset's own
         parameters are optional.
+    ``cluster = "FILE.toml"``
+        The same, of the server a system file describes (relative to the scenario file,
+        format in docs/system-format.md): its ``[cluster]`` keys are the defaults (``n_nodes``
+        defaults to its ``nodes``, else 1), and a ``[topology.system]`` table of the file's own
+        keys (``server.nics.speed_gbps = 400``) is laid over the file, so that a sweep can vary
+        them (``"topology.system.server.nics.count"``).
     ``[[topology.nodes]]`` and ``[[topology.links]]`` (and optionally ``[[topology.servers]]``)
         Nodes and links given explicitly. A server: ``name``, ``p2p`` (default true). A
         node: ``name``, ``kind`` (a :class:`~flowsim.topology.NodeKind` name such as
@@ -102,6 +108,7 @@ from flowsim.presets import preset, preset_names
 from flowsim.result import SimulationResult
 from flowsim.routes import Routes
 from flowsim.routing import METHODS, NoRouteError, Router
+from flowsim.systemfile import is_system_file, load_system
 from flowsim.tomlcheck import Where, join, show
 from flowsim.topology import NodeKind, Topology, TopologyBuilder
 from flowsim.training import SCHEDULES, ParallelStep, TrainingStep, data_parallel_step, parallel_step
@@ -255,7 +262,25 @@ def _preset_topology(where: Where, table: Mapping) -> Topology:
     return _call_builder(where, preset, params, {"name": name, "figure": figure}, "topology", _PRESET_KEYS[name])
 
 
-def _cluster_topology(where: Where, table: Mapping) -> Topology:
+def _system_file_topology(where: Where, table: Mapping, base_dir: Path) -> Topology:
+    """A cluster of the server a system file describes (``cluster = "FILE.toml"``, relative to
+    the scenario), with ``system`` (a table of the file's keys) laid over the file."""
+    figure = where.choice(table, "figure", "topology", FIGURES)
+    overrides = where.table(table.get("system", {}), "topology.system")
+    try:
+        system = load_system(base_dir / table["cluster"], overrides=overrides)
+    except InputError as err:
+        raise where.error("topology.cluster", str(err)) from None
+    params = {k: v for k, v in table.items() if k not in ("cluster", "figure", "system")}
+    # The file's [cluster] keys are the defaults the scenario's own keys override.
+    keys = {name: _Key(key.types, system.cluster.get(name, 1 if name == "n_nodes" else key.default))
+            for name, key in _CLUSTER_KEYS.items()}
+    return _call_builder(where, build_cluster, params, {"system": system.spec, "figure": figure}, "topology", keys)
+
+
+def _cluster_topology(where: Where, table: Mapping, base_dir: Path) -> Topology:
+    if isinstance(table.get("cluster"), str) and is_system_file(table["cluster"]):
+        return _system_file_topology(where, table, base_dir)
     system = _system(where, table, "cluster")
     figure = where.choice(table, "figure", "topology", FIGURES)
     if "n_nodes" not in table:
@@ -337,7 +362,7 @@ def _add_link(where: Where, b: TopologyBuilder, link: Mapping, key: str) -> None
         raise where.error(key, str(err)) from None
 
 
-def _topology(where: Where, table: Mapping) -> Topology:
+def _topology(where: Where, table: Mapping, base_dir: Path) -> Topology:
     builders = [k for k in ("preset", "cluster") if k in table]
     if "nodes" in table or "links" in table:
         builders.append("nodes")
@@ -349,7 +374,7 @@ def _topology(where: Where, table: Mapping) -> Topology:
     if builders[0] == "preset":
         return _preset_topology(where, table)
     if builders[0] == "cluster":
-        return _cluster_topology(where, table)
+        return _cluster_topology(where, table, base_dir)
     return _explicit_topology(where, table)
 
 
@@ -700,7 +725,7 @@ def scenario_from_document(
     where.only(doc, _SECTIONS, "")
     info = where.table(doc.get("scenario", {}), "scenario")
     where.only(info, ("name", "description"), "scenario")
-    topology = _topology(where, where.table(_section(where, doc, "topology"), "topology"))
+    topology = _topology(where, where.table(_section(where, doc, "topology"), "topology"), Path(base_dir))
     workload, compute_s, files = _workload(
         where, where.table(_section(where, doc, "workload"), "workload"), topology, Path(base_dir)
     )

@@ -14,7 +14,8 @@ def test_registers_collective_with_its_handler():
     add_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["collective", "all_reduce", "--system", "dgx-h100"])
     assert args.func is run_collective
-    assert (args.nodes, args.minbytes, args.maxbytes, args.stepfactor) == (1, "32M", "32M", 2)
+    # No --nodes: the system file's [cluster] nodes, else one server (run_collective decides).
+    assert (args.nodes, args.minbytes, args.maxbytes, args.stepfactor) == (None, "32M", "32M", 2)
 
 
 def test_prints_one_row_per_size(capsys):

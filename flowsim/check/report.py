@@ -49,7 +49,8 @@ from flowsim.collectives.constants import DEFAULT_NCCL_VERSION, constants_of, nc
 from flowsim.collectives.placement import send_pair
 from flowsim.collectives.report import busbw_Bps, sweep
 from flowsim.errors import InputError, whole_number
-from flowsim.fabrics import build_cluster
+from flowsim.fabrics import build_cluster, resolve_fabric
+from flowsim.servers import ServerSpec
 
 __all__ = [
     "LATENCY_TOLERANCE",
@@ -350,11 +351,10 @@ def _what_ran(values: Sequence[str]) -> str:
     return "/".join(dict.fromkeys(values))
 
 
-def _mismatches(log: NcclTestLog, system: str, nodes: int | None, topology) -> list[str]:
-    """One line for each way the log differs from ``nodes`` servers of ``system``: GPU
-    model, hosts, rank count."""
+def _mismatches(log: NcclTestLog, system: str, model: str | None, nodes: int | None, topology) -> list[str]:
+    """One line for each way the log differs from ``nodes`` servers of ``system`` (GPU
+    ``model``): GPU model, hosts, rank count."""
     lines = []
-    model = _PRESET_GPU.get(system)
     others = [name for name in log.gpu_models if model is not None and model.lower() not in name.lower()]
     if others:
         lines.append(f"the log's GPUs are {', '.join(others)}, not the {model} of a {system} server: check --system")
@@ -432,7 +432,7 @@ def nccl_version_of(log: NcclTestLog, given: str | None = None) -> tuple[str, st
 def check_log(
     log: NcclTestLog,
     *,
-    system: str,
+    system: str | ServerSpec,
     nodes: int | None = None,
     threshold: float = 0.1,
     algorithm: str | None = None,
@@ -440,6 +440,8 @@ def check_log(
     figure: str = "effective",
     fabric: str = "rail_optimized",
     min_bytes: int = 1,
+    switch: str | None = None,
+    oversubscription: float = 1.0,
     latency_tolerance: float = LATENCY_TOLERANCE,
     nccl_version: str | None = None,
     **options,
@@ -450,8 +452,8 @@ def check_log(
     ----------
     log : NcclTestLog
         From :func:`parse_nccl_log`.
-    system, nodes, threshold, algorithm, protocol, figure, fabric, min_bytes, latency_tolerance,
-    nccl_version
+    system, nodes, threshold, algorithm, protocol, figure, fabric, min_bytes, switch, oversubscription,
+    latency_tolerance, nccl_version
         As :func:`check_nccl_log`.
     **options
         Passed to :func:`flowsim.collectives.report.sweep` (and so to
@@ -461,7 +463,12 @@ def check_log(
     -------
     CheckReport
     """
-    system = system.replace("-", "_")
+    server = system if isinstance(system, ServerSpec) else system.replace("-", "_")
+    model: str | None
+    if isinstance(server, ServerSpec):
+        system, model = server.name, server.gpu
+    else:
+        system, model = server, _PRESET_GPU.get(server)
     if nodes is not None:
         nodes = whole_number("nodes", nodes)
     if not 0 <= threshold < 1:
@@ -475,8 +482,10 @@ def check_log(
         options["algorithm"] = resolve_algorithm(log.collective, algorithm) if algorithm != "auto" else algorithm
     version, nccl = nccl_version_of(log, nccl_version)
     options["nccl_version"] = version
-    topology = build_cluster(system, log.n_nodes, figure=figure, fabric=fabric)
-    warnings = (*log.warnings, *_mismatches(log, system, nodes, topology))
+    fabric = resolve_fabric(fabric, log.n_nodes)
+    topology = build_cluster(server, log.n_nodes, figure=figure, fabric=fabric, switch=switch,
+                             oversubscription=oversubscription)
+    warnings = (*log.warnings, *_mismatches(log, system, model, nodes, topology))
     gpus = _rank_gpus(log, system, topology)
     ranks = send_pair(topology, gpus) if log.collective == "send" else gpus
     predicted_sizes = sorted({r.size_bytes for r in log.rows if r.size_bytes >= max(min_bytes, 1)})
@@ -540,7 +549,7 @@ def check_log(
 def check_nccl_log(
     path_or_text: str | os.PathLike,
     *,
-    system: str,
+    system: str | ServerSpec,
     nodes: int | None = None,
     gpus_per_node: int | None = None,
     threshold: float = 0.1,
@@ -550,6 +559,8 @@ def check_nccl_log(
     figure: str = "effective",
     fabric: str = "rail_optimized",
     min_bytes: int = 1,
+    switch: str | None = None,
+    oversubscription: float = 1.0,
     latency_tolerance: float = LATENCY_TOLERANCE,
     nccl_version: str | None = None,
     **options,
@@ -561,8 +572,9 @@ def check_nccl_log(
     ----------
     path_or_text : str or path-like
         A file, or the output itself (a ``str`` holding a newline).
-    system : str
-        Server preset (``"dgx-h100"`` or ``"dgx_h100"``).
+    system : str or ServerSpec
+        Server preset (``"dgx-h100"`` or ``"dgx_h100"``), or a server description (a system
+        file's, :mod:`flowsim.systemfile`).
     nodes : int, optional
         Servers in the cluster. With rank lines in the log, the hosts they name are
         predicted, with a warning where ``nodes`` differs; without them, the cluster's shape
@@ -584,6 +596,10 @@ def check_nccl_log(
         Link rates.
     fabric : str
         Compute fabric between servers (:data:`flowsim.fabrics.FABRICS`).
+    switch : str, optional
+        Switch model of the compute fabric (default: the one matching the NICs).
+    oversubscription : float
+        Leaf down/up port ratio of the compute fabric.
     min_bytes : int
         Rows below this size are reported but not predicted (small sizes are latency-bound
         and take as long to simulate as large ones).
@@ -616,6 +632,8 @@ def check_nccl_log(
         figure=figure,
         fabric=fabric,
         min_bytes=min_bytes,
+        switch=switch,
+        oversubscription=oversubscription,
         latency_tolerance=latency_tolerance,
         nccl_version=nccl_version,
         **options,

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import re
 
-from flowsim.commands import check, collective, inspect, plot, presets, rates, run, sweep
+from flowsim.commands import check, collective, inspect, plot, presets, rates, run, sweep, system
 
 __all__ = ["COMMANDS", "add_parsers"]
 
 #: Subcommand modules, in the order ``flowsim --help`` lists them.
-COMMANDS = (run, inspect, plot, presets, rates, sweep, collective, check)
+COMMANDS = (run, inspect, plot, presets, rates, sweep, collective, check, system)
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:

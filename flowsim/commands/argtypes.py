@@ -10,10 +10,16 @@ from typing import TypeVar
 
 from flowsim.collectives.constants import DEFAULT_NCCL_VERSION, NCCL_VERSIONS
 from flowsim.errors import InputError
+from flowsim.fabrics import FABRICS
+from flowsim.hardware import switch_names
+from flowsim.presets import preset_names
+from flowsim.servers import ServerSpec
+from flowsim.systemfile import resolve_system, shipped_system_names
 
 T = TypeVar("T")
 
-__all__ = ["add_nccl_arguments", "number_type", "parse_nccl_env", "positive_int"]
+__all__ = ["add_cluster_arguments", "add_nccl_arguments", "cluster_options", "number_type", "parse_nccl_env",
+           "positive_int"]
 
 
 def number_type(convert: Callable[[str], T], accept: Callable[[T], bool], expected: str) -> Callable[[str], T]:
@@ -77,3 +83,39 @@ def parse_nccl_env(pairs: list[str]) -> dict[str, str]:
             raise InputError(f"--nccl-env {key} is given twice")
         env[key] = value.strip()
     return env
+
+
+def add_cluster_arguments(parser: argparse.ArgumentParser, *, required: bool) -> None:
+    """``--system PRESET|FILE.toml``, ``--fabric``, ``--switch`` and ``--oversubscription``
+    (left out: the system file's ``[cluster]`` keys, else build_cluster's defaults)."""
+    parser.add_argument(
+        "--system",
+        required=required,
+        help=f"server preset ({', '.join(preset_names())}), shipped system ({', '.join(shipped_system_names())}; "
+        "'-' and '_' are the same) or a system file (FILE.toml, docs/system-format.md)",
+    )
+    parser.add_argument(
+        "--fabric",
+        choices=FABRICS,
+        help="compute fabric between servers (default: the system file's, else auto: none for one server, "
+        "rail_optimized for more)",
+    )
+    parser.add_argument("--switch", choices=switch_names(), help="switch model of the compute fabric "
+                        "(default: the system file's, else the one matching the NICs)")
+    parser.add_argument(
+        "--oversubscription",
+        type=number_type(float, lambda value: value >= 1, "a number >= 1"),
+        help="leaf down/up port ratio of the compute fabric (default: the system file's, else 1)",
+    )
+
+
+def cluster_options(args: argparse.Namespace) -> tuple[str | ServerSpec, str, dict]:
+    """The system, its name and the :func:`flowsim.fabrics.build_cluster` keywords that
+    ``--system``, ``--nodes`` (where the command has it), ``--fabric``, ``--switch`` and
+    ``--oversubscription`` give, over the system file's ``[cluster]`` table."""
+    system, name, cluster = resolve_system(args.system)
+    given = {"n_nodes": getattr(args, "nodes", None), "fabric": args.fabric, "switch": args.switch,
+             "oversubscription": args.oversubscription}
+    cluster.update({key: value for key, value in given.items() if value is not None})
+    cluster.setdefault("fabric", "auto")
+    return system, name, cluster

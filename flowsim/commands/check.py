@@ -1,6 +1,7 @@
 """``flowsim check``: nccl-tests output measured against flowsim's prediction for the cluster.
 
-    flowsim check NCCL_TESTS_OUTPUT --system dgx-h100 [--nodes 4 --gpus-per-node 8]
+    flowsim check NCCL_TESTS_OUTPUT --system dgx-h100|FILE.toml [--nodes 4 --gpus-per-node 8]
+                  [--fabric F --switch S --oversubscription O]
                   [--threshold 0.1] [--latency-tolerance 2] [--history history.h5] [--plot trend.png]
                   [--json]
     flowsim check --history history.h5 --plot trend.png
@@ -33,11 +34,9 @@ from flowsim.check import BINARIES, append_history, check_nccl_log, history_file
 from flowsim.check.report import LATENCY_TOLERANCE
 from flowsim.collectives import PROTOCOLS
 from flowsim.collectives.report import parse_size
-from flowsim.commands.argtypes import add_nccl_arguments, parse_nccl_env
+from flowsim.commands.argtypes import add_cluster_arguments, add_nccl_arguments, cluster_options, parse_nccl_env
 from flowsim.errors import InputError
-from flowsim.fabrics import FABRICS
 from flowsim.hardware import FIGURES
-from flowsim.presets import preset_names
 
 __all__ = ["add_parser", "check_command"]
 
@@ -84,9 +83,11 @@ def check_command(args: argparse.Namespace) -> int:
             history_plot_file(args.plot, inputs=[p for p in (args.output, args.history) if p is not None])
         status = 0
         if args.output is not None:
+            server, _, cluster = cluster_options(args)
+            cluster.pop("n_nodes", None)  # the servers are the hosts the log names (or --nodes)
             report = check_nccl_log(
                 args.output,
-                system=args.system,
+                system=server,
                 nodes=args.nodes,
                 gpus_per_node=args.gpus_per_node,
                 threshold=args.threshold,
@@ -95,8 +96,8 @@ def check_command(args: argparse.Namespace) -> int:
                 algorithm=args.algorithm,
                 protocol=args.protocol,
                 figure=args.figure,
-                fabric=args.fabric,
                 min_bytes=min_bytes,
+                **cluster,
                 nccl_env=parse_nccl_env(args.nccl_env),
                 nccl_version=args.nccl_version,
             )
@@ -124,7 +125,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("output", nargs="?", type=Path, help="output of one nccl-tests binary (a text file)")
-    parser.add_argument("--system", help=f"server preset ({', '.join(preset_names())}; '-' and '_' are the same)")
+    add_cluster_arguments(parser, required=False)
     parser.add_argument("--nodes", type=int, help="servers (default: the hosts named in the rank lines)")
     parser.add_argument(
         "--gpus-per-node", type=int, help="GPUs used per server, for output without '#  Rank' lines (with --nodes)"
@@ -152,7 +153,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     add_nccl_arguments(parser, version_from_log=True)
     parser.add_argument("--figure", default="effective", choices=FIGURES, help="link rates (default effective)")
-    parser.add_argument("--fabric", default="rail_optimized", choices=FABRICS, help="compute fabric between servers")
     parser.add_argument("--min-bytes", default="1", help="predict only sizes from this one, e.g. 64M (default 1)")
     parser.add_argument("--history", type=Path, help="HDF5 history to append this check to")
     parser.add_argument("--plot", type=Path, help="draw the history's measured / predicted ratio over time here")

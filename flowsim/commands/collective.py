@@ -1,11 +1,15 @@
 """``flowsim collective``: an nccl-tests-like sweep of one collective on a preset cluster.
 
     flowsim collective all_reduce --system dgx-h100 --nodes 4 -b 8 -e 8G -f 2 [--json]
+    flowsim collective all_reduce --system data/systems/l40s.toml -b 8 -e 8G   # a system file
 
 prints one row per message size (size, count, type, redop, root, then what ran: algorithm,
 protocol and channels, then time, algbw, busbw), as ``all_reduce_perf`` does, or the same
 rows as JSON. By default each size runs what NCCL's tuner would pick;
 ``--nccl-env NCCL_ALGO=Ring`` (repeatable) steers it as NCCL's environment does.
+``--fabric``, ``--switch`` and ``--oversubscription`` shape the compute fabric (a system
+file's ``[cluster]`` table gives defaults); by default one server gets none, as its GPUs never
+reach its compute NICs.
 """
 
 from __future__ import annotations
@@ -14,10 +18,9 @@ import argparse
 
 from flowsim.collectives import ALGORITHMS, COLLECTIVES, MODELS, PROTOCOLS, STEP_MESSAGE_LIMIT
 from flowsim.collectives.report import DTYPE_BYTES, format_table, message_sizes, rows_to_json, sweep
-from flowsim.commands.argtypes import add_nccl_arguments, parse_nccl_env
-from flowsim.fabrics import FABRICS, build_cluster
+from flowsim.commands.argtypes import add_cluster_arguments, add_nccl_arguments, cluster_options, parse_nccl_env
+from flowsim.fabrics import build_cluster, resolve_fabric
 from flowsim.hardware import FIGURES
-from flowsim.presets import preset_names
 from flowsim.routing import METHODS
 
 __all__ = ["add_parser", "run_collective"]
@@ -33,12 +36,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("collective", choices=COLLECTIVES)
-    parser.add_argument(
-        "--system",
-        required=True,
-        help=f"server preset ({', '.join(preset_names())}; '-' and '_' are the same)",
-    )
-    parser.add_argument("--nodes", type=int, default=1, help="number of servers (default 1)")
+    add_cluster_arguments(parser, required=True)
+    parser.add_argument("--nodes", type=int, help="number of servers (default: the system file's, else 1)")
     parser.add_argument("-b", "--minbytes", default="32M", help="smallest size, e.g. 8, 512K, 1G (default 32M)")
     parser.add_argument("-e", "--maxbytes", default="32M", help="largest size (default 32M)")
     parser.add_argument("-f", "--stepfactor", type=int, default=2, help="size multiplication factor (default 2)")
@@ -66,7 +65,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         f"{STEP_MESSAGE_LIMIT:,} messages (default auto)",
     )
     parser.add_argument("--figure", default="effective", choices=FIGURES, help="link rates (default effective)")
-    parser.add_argument("--fabric", default="rail_optimized", choices=FABRICS, help="compute fabric between servers")
     parser.add_argument("--routing", default="ecmp", choices=tuple(METHODS), help="path choice between servers")
     parser.add_argument("--seed", type=int, default=0, help="ECMP hash seed")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
@@ -80,9 +78,11 @@ def run_collective(args: argparse.Namespace) -> int:
     Bad input (an unknown preset, sizes, channels) raises
     :class:`~flowsim.errors.InputError` naming it before anything is printed.
     """
-    system = args.system.replace("-", "_")
+    server, system, cluster = cluster_options(args)
+    cluster.setdefault("n_nodes", 1)
     nccl_env = parse_nccl_env(args.nccl_env)
-    topology = build_cluster(system, args.nodes, figure=args.figure, fabric=args.fabric)
+    topology = build_cluster(server, figure=args.figure, **cluster)
+    nodes, fabric = cluster["n_nodes"], resolve_fabric(cluster["fabric"], cluster["n_nodes"])
     sizes = message_sizes(args.minbytes, args.maxbytes, args.stepfactor)
     rows = sweep(
         topology,
@@ -109,10 +109,10 @@ def run_collective(args: argparse.Namespace) -> int:
                 collective=args.collective,
                 algorithm=algorithm,
                 system=system,
-                nodes=args.nodes,
+                nodes=nodes,
                 ranks=n_ranks,
                 figure=args.figure,
-                fabric=args.fabric,
+                fabric=fabric,
                 routing=args.routing,
                 nccl_env=nccl_env,
                 nccl_version=args.nccl_version,
@@ -122,8 +122,8 @@ def run_collective(args: argparse.Namespace) -> int:
         models = " and ".join(sorted({r.model for r in rows}))
         env = "".join(f", {key}={value}" for key, value in nccl_env.items())
         title = (
-            f"flowsim {args.collective} ({algorithm}, {models}): {args.nodes} x {system}, {n_ranks} ranks, "
-            f"{args.figure} link rates, {args.fabric} fabric, {args.routing} routing, NCCL {args.nccl_version}{env}"
+            f"flowsim {args.collective} ({algorithm}, {models}): {nodes} x {system}, {n_ranks} ranks, "
+            f"{args.figure} link rates, {fabric} fabric, {args.routing} routing, NCCL {args.nccl_version}{env}"
         )
         print(format_table(rows, title))
     return 0

@@ -24,6 +24,7 @@ import numpy as np
 from flowsim.errors import InputError, read_text_file
 from flowsim.scenario import scenario_from_document
 from flowsim.sweep.metrics import SOLVES, only_collective
+from flowsim.systemfile import is_system_file
 from flowsim.tomlcheck import Where
 
 __all__ = ["DISTRIBUTIONS", "FILE_FIELDS", "MAX_RUNS", "RunSpec", "RunTask", "Sweep", "apply_params",
@@ -310,8 +311,9 @@ def _metrics(where: Where, metrics: object, solve: str) -> tuple[str, ...]:
 
 
 #: Scenario fields that name a file a run reads, relative to the scenario file (see
-#: :mod:`flowsim.scenario`): a run's key covers the content of each.
-FILE_FIELDS = ("workload.flows",)
+#: :mod:`flowsim.scenario`): a run's key covers the content of each (``topology.cluster``
+#: when it names a system file rather than a preset).
+FILE_FIELDS = ("workload.flows", "topology.cluster")
 
 
 def _field(document: Mapping, params: Mapping[str, Any], path: str) -> object:
@@ -346,7 +348,7 @@ def _runs(
         files: dict[str, str | None] = {}
         for field in FILE_FIELDS:
             name = _field(document, params, field)
-            if isinstance(name, str):
+            if isinstance(name, str) and (field != "topology.cluster" or is_system_file(name)):
                 path = base_dir / name
                 if path not in digests:
                     digests[path] = _digest(path)

@@ -1,0 +1,312 @@
+"""One server from its description: GPUs, their NVLink or PCIe fabric, host and NICs.
+
+A :class:`ServerSpec` says what a server's owner knows about it (GPU count and model, NVSwitch
+or NVLink mesh or PCIe only, the PCIe switches and which GPUs and NICs sit on each, CPU
+sockets, NICs and front-end ports); :func:`build_server` turns it into a
+:class:`~flowsim.topology.Topology`. Every preset of :mod:`flowsim.presets` is a
+``ServerSpec``, and so is every system file (:mod:`flowsim.systemfile`): both are built here,
+by the same code.
+
+Modelling choices (sources in docs/hardware.md and :mod:`flowsim.presets`):
+
+* The NVSwitch chips of one server are one ``nvswitch`` node: a GPU's link to it carries
+  all its NVLinks (``nvlinks_per_gpu``), as in NCCL's topology graph.
+* An NVLink mesh is one directed link per ordered GPU pair, of as many NVLinks as the pair
+  has (parallel NVLinks are one link of their summed rate).
+* A PCIe switch links at the PCIe rate to each of its GPUs and NICs and to its socket's root
+  complex; a GPU on a CPU root port is a switch of its own. Host memory of a socket is one
+  shared link; sockets are chained by their inter-socket link.
+* On a Grace host (``cpu = "grace"``) each GPU also reaches its Grace over NVLink-C2C, and
+  each Grace has its own front-end port; the Graces share no inter-socket link.
+
+Node names: ``gpu{i}``, ``nvswitch``, ``cpu{s}``, ``mem{s}``, ``pcie{j}``, ``nic{r}`` (compute
+NIC ``r``), ``fe{j}`` (front-end port).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from flowsim.errors import InputError, whole_number
+from flowsim.hardware import LinkTier, link_rate, link_technology, nvlink_generation
+from flowsim.topology import NodeKind, Topology, TopologyBuilder
+
+__all__ = ["CPU_KINDS", "GPU_FABRICS", "PcieSwitch", "ServerSpec", "build_server"]
+
+#: How a server's GPUs reach each other.
+GPU_FABRICS = ("nvswitch", "nvlink_mesh", "pcie")
+#: Host kinds: x86 sockets with PCIe root complexes, or Grace superchips (NVLink-C2C to GPUs).
+CPU_KINDS = ("x86", "grace")
+
+
+@dataclass(frozen=True)
+class PcieSwitch:
+    """One PCIe switch: the GPUs and compute NICs on it and the socket it hangs off."""
+
+    gpus: tuple[int, ...]
+    nics: tuple[int, ...] = ()
+    socket: int | None = None
+    """CPU socket; None spreads the switches evenly over the sockets in order."""
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """A server as its owner describes it.
+
+    Attributes
+    ----------
+    name : str
+        The server's name in the topology.
+    gpu : str
+        GPU model, as ``nvidia-smi`` names it in part (``"H100"``, ``"L40S"``).
+    n_gpus : int
+    gpu_fabric : {"nvswitch", "nvlink_mesh", "pcie"}
+    nvlink : str or None
+        NVLink generation (:func:`flowsim.hardware.nvlink_generation`) for NVSwitch and mesh.
+    nvlinks_per_gpu : int or None
+        NVLinks of a GPU into the NVSwitches; None: the generation's full count.
+    nvlink_counts : tuple of tuple of int, or None
+        NVLinks between GPU i and GPU j (a symmetric matrix, zero diagonal) of a mesh.
+    p2p : bool
+        GPUs copy peer-to-peer over PCIe; without, PCIe traffic is staged in host memory.
+    pcie : str
+        PCIe technology (``"pcie3"`` ... ``"pcie6"``).
+    cpu : {"x86", "grace"}
+    sockets : int
+    intersocket : str or None
+        Link technology between consecutive sockets (None on Grace hosts).
+    memory : str
+        Host-memory technology of one socket.
+    switches : tuple of PcieSwitch
+        Every GPU on exactly one switch; compute NICs numbered 0..n-1, each on one switch.
+    gpu_nics : tuple of int, or None
+        The compute NIC each GPU uses; None: a NIC on its own switch (spread evenly over the
+        switch's GPUs), else one on its socket, else any, in turn.
+    compute_nic, frontend_nic : str
+        Port technologies of the compute NICs and of the front-end ports.
+    frontend_ports : int
+        Front-end (storage / in-band) Ethernet ports, spread over the sockets in turn.
+    nic_kind : str
+        ``"ib"``, ``"roce"`` or ``"efa"``: how the compute NICs talk (reported only).
+    """
+
+    name: str
+    gpu: str
+    n_gpus: int
+    gpu_fabric: str
+    pcie: str
+    sockets: int
+    intersocket: str | None
+    memory: str
+    switches: tuple[PcieSwitch, ...]
+    compute_nic: str
+    frontend_nic: str
+    frontend_ports: int
+    nvlink: str | None = None
+    nvlinks_per_gpu: int | None = None
+    nvlink_counts: tuple[tuple[int, ...], ...] | None = None
+    p2p: bool = True
+    cpu: str = "x86"
+    gpu_nics: tuple[int, ...] | None = None
+    nic_kind: str = "ib"
+
+    @property
+    def n_nics(self) -> int:
+        """Compute NICs."""
+        return sum(len(s.nics) for s in self.switches)
+
+    def check(self) -> None:
+        """Raise :class:`~flowsim.errors.InputError` naming the first inconsistent field."""
+        n = whole_number("gpus", self.n_gpus)
+        whole_number("sockets", self.sockets)
+        whole_number("frontend ports", self.frontend_ports, minimum=0)
+        if self.gpu_fabric not in GPU_FABRICS:
+            raise InputError(f"unknown GPU fabric {self.gpu_fabric!r}; valid ones: {', '.join(GPU_FABRICS)}")
+        if self.cpu not in CPU_KINDS:
+            raise InputError(f"unknown CPU kind {self.cpu!r}; valid ones: {', '.join(CPU_KINDS)}")
+        if self.gpu_fabric != "pcie":
+            if self.nvlink is None:
+                raise InputError(f"a {self.gpu_fabric} server needs its NVLink generation")
+            generation = nvlink_generation(self.nvlink)
+            if self.nvlinks_per_gpu is not None:
+                whole_number("NVLinks per GPU", self.nvlinks_per_gpu)
+                if self.nvlinks_per_gpu > generation.links_per_gpu:
+                    raise InputError(f"{self.nvlinks_per_gpu} NVLinks per GPU: a {generation.gpu} has at most "
+                                     f"{generation.links_per_gpu} ({self.nvlink})")
+        if self.gpu_fabric == "nvlink_mesh":
+            self._check_mesh()
+        hosts = {"pcie": self.pcie, "memory": self.memory}
+        if self.intersocket is not None:
+            hosts["intersocket"] = self.intersocket
+        elif self.cpu == "x86" and self.sockets > 1:
+            raise InputError(f"{self.sockets} x86 sockets need their inter-socket link")
+        for what, technology in hosts.items():
+            # An NVLink or network technology here would build, then fail to route.
+            tier = link_technology(technology).tier
+            if tier != LinkTier.HOST:
+                raise InputError(f"{what}={technology!r} is a {tier.name.lower()} technology; a server's PCIe, "
+                                 "inter-socket link and memory take host ones")
+        for what, technology in (("compute NIC", self.compute_nic), ("front-end port", self.frontend_nic)):
+            if link_technology(technology).tier != LinkTier.SCALE_OUT:
+                raise InputError(f"{what} technology {technology!r} is not a network one")
+        self._check_switches(n)
+
+    def _check_mesh(self) -> None:
+        counts = self.nvlink_counts
+        n = self.n_gpus
+        if counts is None or len(counts) != n or any(len(row) != n for row in counts):
+            raise InputError(f"an NVLink mesh needs a {n} x {n} matrix of NVLink counts")
+        matrix = np.array(counts, dtype=np.int64)
+        if (matrix < 0).any() or np.diagonal(matrix).any() or (matrix != matrix.T).any():
+            raise InputError("NVLink counts must be >= 0, symmetric, with a zero diagonal")
+        assert self.nvlink is not None
+        most = nvlink_generation(self.nvlink).links_per_gpu
+        busiest = int(matrix.sum(axis=1).argmax())
+        if matrix[busiest].sum() > most:
+            raise InputError(f"GPU {busiest} has {int(matrix[busiest].sum())} NVLinks; a "
+                             f"{nvlink_generation(self.nvlink).gpu} has at most {most} ({self.nvlink})")
+
+    def _check_switches(self, n_gpus: int) -> None:
+        if not self.switches:
+            raise InputError("a server needs at least one PCIe switch (or root port) for its GPUs")
+        gpus = [g for s in self.switches for g in s.gpus]
+        if sorted(gpus) != list(range(n_gpus)):
+            raise InputError(f"the PCIe switches must hold each GPU 0..{n_gpus - 1} once, got {sorted(gpus)}")
+        nics = [r for s in self.switches for r in s.nics]
+        if sorted(nics) != list(range(len(nics))):
+            raise InputError(f"the PCIe switches must hold each NIC 0..{len(nics) - 1} once, got {sorted(nics)}")
+        for j, s in enumerate(self.switches):
+            if s.socket is not None and not 0 <= s.socket < self.sockets:
+                raise InputError(f"PCIe switch {j} is on socket {s.socket}; the server has {self.sockets}")
+        if self.gpu_nics is not None:
+            if len(self.gpu_nics) != n_gpus or not all(0 <= r < len(nics) for r in self.gpu_nics):
+                raise InputError(f"expected a NIC 0..{len(nics) - 1} for each of the {n_gpus} GPUs, "
+                                 f"got {list(self.gpu_nics)}")
+
+    def socket_of(self, j: int) -> int:
+        """Socket of PCIe switch ``j``."""
+        socket = self.switches[j].socket
+        return j * self.sockets // len(self.switches) if socket is None else socket
+
+    def rails(self) -> list[int]:
+        """The compute NIC of each GPU (-1 for none)."""
+        if self.gpu_nics is not None:
+            return list(self.gpu_nics)
+        out = [-1] * self.n_gpus
+        by_socket: dict[int, list[int]] = {}
+        for j, s in enumerate(self.switches):
+            by_socket.setdefault(self.socket_of(j), []).extend(s.nics)
+        every = [r for s in self.switches for r in s.nics]
+        for s in self.switches:
+            for k, g in enumerate(s.gpus):
+                if s.nics:
+                    out[g] = s.nics[k * len(s.nics) // len(s.gpus)]
+        for j, s in enumerate(self.switches):
+            # GPUs on a switch without a NIC: the NICs of their socket, else all, in turn.
+            for g in s.gpus:
+                if out[g] < 0 and every:
+                    near = by_socket.get(self.socket_of(j)) or every
+                    out[g] = near[g % len(near)]
+        return out
+
+
+def build_server(spec: ServerSpec, *, figure: str) -> Topology:
+    """The topology of one server described by ``spec``; ``figure`` picks every link's rate.
+
+    Raises
+    ------
+    InputError
+        Naming the first inconsistent field of ``spec`` (see :meth:`ServerSpec.check`).
+
+    Examples
+    --------
+    >>> spec = ServerSpec("box", "L40S", 2, "pcie", "pcie4", 1, None, "ddr4_3200_8ch",
+    ...                   (PcieSwitch((0, 1), (0,)),), "eth200g", "eth100g", 1)
+    >>> topology = build_server(spec, figure="nominal")
+    >>> len(topology.gpus()), topology.node_names[topology.node_nic[topology.node_id("gpu1")]]
+    (2, 'nic0')
+    """
+    spec.check()
+    b = TopologyBuilder()
+    server = b.add_server(spec.name, p2p=spec.p2p)
+    for g in range(spec.n_gpus):
+        b.add_node(f"gpu{g}", NodeKind.GPU, server=server)
+    if spec.gpu_fabric == "nvswitch":
+        assert spec.nvlink is not None
+        b.add_node("nvswitch", NodeKind.NVSWITCH, server=server)
+        links = nvlink_generation(spec.nvlink).links_per_gpu if spec.nvlinks_per_gpu is None else spec.nvlinks_per_gpu
+        per_gpu = links * link_rate(spec.nvlink, figure=figure)
+        for g in range(spec.n_gpus):
+            b.add_cable(f"gpu{g}", "nvswitch", per_gpu, technology=spec.nvlink)
+    elif spec.gpu_fabric == "nvlink_mesh":
+        assert spec.nvlink is not None and spec.nvlink_counts is not None
+        counts = np.array(spec.nvlink_counts, dtype=np.int64)
+        link = link_rate(spec.nvlink, figure=figure)
+        for i, j in zip(*np.nonzero(counts), strict=True):
+            b.add_link(f"gpu{i}", f"gpu{j}", counts[i, j] * link, technology=spec.nvlink)
+    if spec.cpu == "grace":
+        _add_grace_host(b, server, spec, figure)
+    else:
+        _add_x86_host(b, server, spec, figure)
+    for g, nic in enumerate(spec.rails()):
+        if nic >= 0:
+            b.set_nic(f"gpu{g}", f"nic{nic}")
+    return b.build()
+
+
+def _add_memory(b: TopologyBuilder, server: int, spec: ServerSpec, socket: int, figure: str) -> None:
+    b.add_node(f"cpu{socket}", NodeKind.CPU, server=server)
+    b.add_node(f"mem{socket}", NodeKind.HOST_MEMORY, server=server)
+    b.add_link(f"cpu{socket}", f"mem{socket}", link_rate(spec.memory, figure=figure), technology=spec.memory,
+               shared=True)
+
+
+def _add_x86_host(b: TopologyBuilder, server: int, spec: ServerSpec, figure: str) -> None:
+    pcie = link_rate(spec.pcie, figure=figure)
+    for s in range(spec.sockets):
+        _add_memory(b, server, spec, s, figure)
+    if spec.intersocket is not None:
+        for s in range(1, spec.sockets):
+            b.add_cable(f"cpu{s - 1}", f"cpu{s}", link_rate(spec.intersocket, figure=figure),
+                        technology=spec.intersocket)
+    for j, switch in enumerate(spec.switches):
+        b.add_node(f"pcie{j}", NodeKind.PCIE_SWITCH, server=server)
+        b.add_cable(f"pcie{j}", f"cpu{spec.socket_of(j)}", pcie, technology=spec.pcie)
+        for g in switch.gpus:
+            b.add_cable(f"gpu{g}", f"pcie{j}", pcie, technology=spec.pcie)
+        for r in switch.nics:
+            b.add_node(f"nic{r}", NodeKind.NIC, server=server)
+            b.add_cable(f"nic{r}", f"pcie{j}", pcie, technology=spec.pcie)
+    for j in range(spec.frontend_ports):
+        b.add_node(f"fe{j}", NodeKind.NIC, server=server)
+        b.add_cable(f"fe{j}", f"cpu{j % spec.sockets}", pcie, technology=spec.pcie)
+    _set_frontend(b, spec)
+
+
+def _set_frontend(b: TopologyBuilder, spec: ServerSpec) -> None:
+    if spec.frontend_ports:
+        for s in range(spec.sockets):
+            b.set_nic(f"cpu{s}", f"fe{s % spec.frontend_ports}")
+            b.set_nic(f"mem{s}", f"fe{s % spec.frontend_ports}")
+
+
+def _add_grace_host(b: TopologyBuilder, server: int, spec: ServerSpec, figure: str) -> None:
+    pcie = link_rate(spec.pcie, figure=figure)
+    c2c = link_rate("nvlink_c2c", figure=figure)
+    for s in range(spec.sockets):
+        _add_memory(b, server, spec, s, figure)
+        for j in range(s, spec.frontend_ports, spec.sockets):
+            b.add_node(f"fe{j}", NodeKind.NIC, server=server)
+            b.add_cable(f"fe{j}", f"cpu{s}", pcie, technology=spec.pcie)
+    _set_frontend(b, spec)
+    per_grace = -(-spec.n_gpus // spec.sockets)
+    for j, switch in enumerate(spec.switches):
+        for g in switch.gpus:
+            b.add_cable(f"gpu{g}", f"cpu{g // per_grace}", c2c, technology="nvlink_c2c")
+        b.add_node(f"pcie{j}", NodeKind.PCIE_SWITCH, server=server)
+        for r in switch.nics:
+            b.add_node(f"nic{r}", NodeKind.NIC, server=server)
+        for end in (*(f"gpu{g}" for g in switch.gpus), *(f"nic{r}" for r in switch.nics), f"cpu{spec.socket_of(j)}"):
+            b.add_cable(f"pcie{j}", end, pcie, technology=spec.pcie)

@@ -1,0 +1,378 @@
+"""System files: a server (and optionally its cluster) described in TOML, data only.
+
+The format is in ``docs/system-format.md``. A system file becomes a
+:class:`~flowsim.servers.ServerSpec`, built by :func:`flowsim.servers.build_server` as every
+preset is, and the cluster keys :func:`flowsim.fabrics.build_cluster` takes. Errors raise
+:class:`~flowsim.errors.InputError` naming the file and the key.
+
+    >>> system = parse_system('''
+    ... [server]
+    ... gpu = "L40S"
+    ... gpus = 8
+    ... gpu_fabric = "pcie"
+    ... pcie = { generation = 4, switches = [[0, 1, 2, 3], [4, 5, 6, 7]] }
+    ... cpu = { sockets = 2, interconnect = "upi_sapphire_rapids", memory = "ddr5_4800_8ch" }
+    ... nics = { count = 2, speed_gbps = 200, kind = "roce" }
+    ... [cluster]
+    ... nodes = 4
+    ... ''', name="l40s")
+    >>> system.spec.n_gpus, system.spec.compute_nic, system.spec.rails(), system.cluster
+    (8, 'eth200g', [0, 0, 0, 0, 1, 1, 1, 1], {'n_nodes': 4})
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from flowsim.errors import InputError, read_text_file
+from flowsim.fabrics import FABRICS
+from flowsim.hardware import nvswitch_generation
+from flowsim.servers import CPU_KINDS, GPU_FABRICS, PcieSwitch, ServerSpec
+from flowsim.tomlcheck import Where, join, show
+
+__all__ = [
+    "NIC_KINDS", "SystemFile", "format_system", "is_system_file", "load_system", "merge", "parse_system",
+    "resolve_system", "shipped_system_names", "system_from_document",
+]
+
+#: How compute NICs talk: InfiniBand, RDMA over Converged Ethernet, AWS Elastic Fabric Adapter.
+NIC_KINDS = ("ib", "roce", "efa")
+# Port speeds (Gb/s) with a link technology of each family (flowsim.hardware).
+_IB_SPEEDS = {100: "ib_edr", 200: "ib_hdr", 400: "ib_ndr", 800: "ib_xdr"}
+_ETH_SPEEDS = {10: "eth10g", 100: "eth100g", 200: "eth200g", 400: "eth400g", 800: "eth800g"}
+_PCIE_GENERATIONS = {3: "pcie3", 4: "pcie4", 5: "pcie5", 6: "pcie6"}
+_NVSWITCH_NAMES = ("nvswitch1", "nvswitch2", "nvswitch3", "nvswitch4")
+_CLUSTER = {"nodes": "n_nodes", "fabric": "fabric", "switch": "switch", "oversubscription": "oversubscription",
+            "su_size": "su_size"}
+
+
+@dataclass(frozen=True)
+class SystemFile:
+    """A parsed system file.
+
+    Attributes
+    ----------
+    name, description : str
+    spec : ServerSpec
+        The server.
+    cluster : dict
+        Keyword arguments of :func:`flowsim.fabrics.build_cluster` the ``[cluster]`` table
+        gives (``n_nodes``, ``fabric``, ``switch``, ``oversubscription``, ``su_size``).
+    source : str
+        The file, for messages.
+    """
+
+    name: str
+    description: str
+    spec: ServerSpec
+    cluster: dict = field(default_factory=dict)
+    source: str = "<string>"
+
+
+def is_system_file(name: str) -> bool:
+    """Whether a ``--system`` or ``cluster`` value names a system file rather than a preset."""
+    return name.endswith(".toml")
+
+
+def merge(base: Mapping, overrides: Mapping) -> dict:
+    """``base`` with ``overrides`` laid over it, table by table (a scenario's changes to a system file)."""
+    out = copy.deepcopy(dict(base))
+    for key, value in overrides.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _integers(where: Where, value: object, key: str, *, allow_empty: bool = False) -> tuple[int, ...]:
+    if (not isinstance(value, list) or (not value and not allow_empty)
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in value)):
+        raise where.error(key, f"expected an array of integers, got {show(value)}")
+    return tuple(value)
+
+
+def _integer(where: Where, table: Mapping, key: str, prefix: str, default: int | None = None, minimum: int = 1) -> int:
+    if key not in table and default is not None:
+        return default
+    return where.integer(table, key, prefix, minimum)
+
+
+def _speed(where: Where, table: Mapping, prefix: str, speeds: Mapping[int, str]) -> str:
+    value = table.get("speed_gbps")
+    if not isinstance(value, int) or isinstance(value, bool) or value not in speeds:
+        known = ", ".join(str(s) for s in speeds)
+        raise where.error(join(prefix, "speed_gbps"), f"expected one of {known} (Gb/s), got {show(value)}")
+    return speeds[value]
+
+
+def _gpu_fabric(where: Where, server: Mapping, n_gpus: int) -> dict:
+    fabric = where.choice(server, "gpu_fabric", "server", GPU_FABRICS)
+    options: dict = {}
+    if fabric == "nvswitch":
+        name = where.string(server, "nvswitch", "server")
+        try:
+            options["nvlink"] = nvswitch_generation(name).nvlink
+        except InputError as err:
+            raise where.error("server.nvswitch", str(err)) from None
+        if "nvlinks_per_gpu" in server:
+            options["nvlinks_per_gpu"] = where.integer(server, "nvlinks_per_gpu", "server", 1)
+    elif fabric == "nvlink_mesh":
+        options["nvlink"] = where.string(server, "nvlink", "server")
+        counts = server.get("nvlink_counts")
+        if not isinstance(counts, list) or len(counts) != n_gpus:
+            raise where.error("server.nvlink_counts", f"expected {n_gpus} rows of {n_gpus} NVLink counts, "
+                                                      f"got {show(counts)}")
+        rows = tuple(_integers(where, row, f"server.nvlink_counts[{i}]") for i, row in enumerate(counts))
+        options["nvlink_counts"] = rows
+    for key in ("nvswitch", "nvlinks_per_gpu", "nvlink", "nvlink_counts"):
+        wanted = {"nvswitch": ("nvswitch", "nvlinks_per_gpu"), "nvlink_mesh": ("nvlink", "nvlink_counts")}
+        if key in server and key not in wanted.get(fabric, ()):
+            raise where.error(join("server", key), f"not a key of gpu_fabric = {fabric!r}")
+    return {"gpu_fabric": fabric, **options}
+
+
+def _switches(where: Where, pcie: Mapping, n_gpus: int, sockets: int) -> list[dict[str, Any]]:
+    """The PCIe switches as tables of gpus, nics (None: placed by the NICs' ``serves``) and socket."""
+    if "switches" not in pcie:
+        return [{"gpus": (g,), "nics": None, "socket": None} for g in range(n_gpus)]
+    value = pcie["switches"]
+    if not isinstance(value, list) or not value:
+        raise where.error("server.pcie.switches", f"expected an array of GPU lists or tables, got {show(value)}")
+    out: list[dict[str, Any]] = []
+    for j, item in enumerate(value):
+        key = f"server.pcie.switches[{j}]"
+        if isinstance(item, list):
+            out.append({"gpus": _integers(where, item, key, allow_empty=True), "nics": None, "socket": None})
+            continue
+        table = where.table(item, key)
+        where.only(table, ("gpus", "nics", "socket"), key)
+        nics = _integers(where, table["nics"], f"{key}.nics", allow_empty=True) if "nics" in table else None
+        socket = where.integer(table, "socket", key, 0) if "socket" in table else None
+        if socket is not None and socket >= sockets:
+            raise where.error(f"{key}.socket", f"the server has {sockets} socket(s), 0..{sockets - 1}; got {socket}")
+        out.append({"gpus": _integers(where, table.get("gpus", []), f"{key}.gpus", allow_empty=True),
+                    "nics": nics, "socket": socket})
+    gpus = sorted(g for s in out for g in s["gpus"])
+    if gpus != list(range(n_gpus)):
+        raise where.error("server.pcie.switches", f"expected each GPU 0..{n_gpus - 1} on one switch, got {gpus}")
+    return out
+
+
+def _nics(
+    where: Where, server: Mapping, switches: list[dict[str, Any]], n_gpus: int
+) -> tuple[str, str, tuple[int, ...] | None]:
+    """Compute NIC technology, kind and the NIC each GPU uses; places NICs on ``switches``."""
+    nics = where.table(server.get("nics", {}), "server.nics")
+    where.only(nics, ("count", "speed_gbps", "kind", "serves"), "server.nics")
+    count = _integer(where, nics, "count", "server.nics", 0, minimum=0)
+    kind = where.choice(nics, "kind", "server.nics", NIC_KINDS, "ib")
+    technology = _speed(where, nics, "server.nics", _IB_SPEEDS if kind == "ib" else _ETH_SPEEDS) if count else "ib_ndr"
+    placed = [r for s in switches for r in (s["nics"] or ())]
+    if placed and sorted(placed) != list(range(count)):
+        raise where.error("server.pcie.switches", f"the switches' nics must name each NIC 0..{count - 1} once, "
+                                                  f"got {sorted(placed)}")
+    if "serves" in nics:
+        serves = nics["serves"]
+        if not isinstance(serves, list) or len(serves) != count:
+            raise where.error("server.nics.serves", f"expected {count} lists of GPUs, one per NIC, got {show(serves)}")
+        groups = [_integers(where, g, f"server.nics.serves[{r}]") for r, g in enumerate(serves)]
+    elif count and count <= n_gpus and n_gpus % count == 0:
+        per = n_gpus // count
+        groups = [tuple(range(r * per, (r + 1) * per)) for r in range(count)]
+    elif count:
+        raise where.error("server.nics", f"{count} NICs for {n_gpus} GPUs: flowsim gives each GPU one NIC, so "
+                                         "give 'serves' (or describe each GPU's NICs as one faster NIC)")
+    else:
+        groups = []
+    gpu_nics = [-1] * n_gpus
+    for r, group in enumerate(groups):
+        for g in group:
+            if not 0 <= g < n_gpus or gpu_nics[g] >= 0:
+                raise where.error(f"server.nics.serves[{r}]", f"GPU {g} is not a GPU 0..{n_gpus - 1} served once")
+            gpu_nics[g] = r
+    if not placed:
+        switch_of = {g: j for j, s in enumerate(switches) for g in s["gpus"]}
+        for s in switches:
+            s["nics"] = []
+        for r, group in enumerate(groups):
+            switches[switch_of[group[0]]]["nics"].append(r)
+    for s in switches:
+        s["nics"] = tuple(s["nics"] or ())
+    return technology, kind, tuple(gpu_nics) if groups and min(gpu_nics) >= 0 else None
+
+
+def _server(where: Where, server: Mapping, name: str) -> ServerSpec:
+    where.only(server, ("gpu", "gpus", "gpu_fabric", "p2p", "nvswitch", "nvlinks_per_gpu", "nvlink", "nvlink_counts",
+                        "pcie", "cpu", "nics", "frontend"), "server")
+    gpu = where.string(server, "gpu", "server")
+    n_gpus = where.integer(server, "gpus", "server", 1)
+    fabric = _gpu_fabric(where, server, n_gpus)
+    cpu = where.table(server.get("cpu", {}), "server.cpu")
+    where.only(cpu, ("kind", "sockets", "interconnect", "memory"), "server.cpu")
+    cpu_kind = where.choice(cpu, "kind", "server.cpu", CPU_KINDS, "x86")
+    sockets = where.integer(cpu, "sockets", "server.cpu", 1)
+    interconnect = where.string(cpu, "interconnect", "server.cpu") if "interconnect" in cpu or (
+        sockets > 1 and cpu_kind == "x86") else None
+    memory = where.string(cpu, "memory", "server.cpu")
+    pcie = where.table(server.get("pcie", {}), "server.pcie")
+    where.only(pcie, ("generation", "switches"), "server.pcie")
+    generation = pcie.get("generation")
+    if generation not in _PCIE_GENERATIONS or isinstance(generation, bool):
+        raise where.error("server.pcie.generation", f"expected one of {', '.join(map(str, _PCIE_GENERATIONS))}, "
+                                                    f"got {show(generation)}")
+    switches = _switches(where, pcie, n_gpus, sockets)
+    compute_nic, nic_kind, gpu_nics = _nics(where, server, switches, n_gpus)
+    frontend = where.table(server.get("frontend", {}), "server.frontend")
+    where.only(frontend, ("ports", "speed_gbps"), "server.frontend")
+    ports = _integer(where, frontend, "ports", "server.frontend", 0, minimum=0)
+    frontend_nic = _speed(where, frontend, "server.frontend", _ETH_SPEEDS) if ports else "eth100g"
+    spec = ServerSpec(
+        name, gpu, n_gpus, fabric["gpu_fabric"], _PCIE_GENERATIONS[generation], sockets, interconnect, memory,
+        tuple(PcieSwitch(s["gpus"], s["nics"], s["socket"]) for s in switches), compute_nic, frontend_nic, ports,
+        nvlink=fabric.get("nvlink"), nvlinks_per_gpu=fabric.get("nvlinks_per_gpu"),
+        nvlink_counts=fabric.get("nvlink_counts"), p2p=where.boolean(server, "p2p", "server", True), cpu=cpu_kind,
+        gpu_nics=gpu_nics, nic_kind=nic_kind,
+    )
+    try:
+        spec.check()
+    except InputError as err:
+        raise where.error("server", str(err)) from None
+    return spec
+
+
+def _cluster(where: Where, table: Mapping) -> dict:
+    where.only(table, tuple(_CLUSTER), "cluster")
+    out: dict = {}
+    if "nodes" in table:
+        out["n_nodes"] = where.integer(table, "nodes", "cluster", 1)
+    if "fabric" in table:
+        out["fabric"] = where.choice(table, "fabric", "cluster", FABRICS)
+    if "switch" in table:
+        out["switch"] = where.string(table, "switch", "cluster")
+    if "oversubscription" in table:
+        out["oversubscription"] = where.number(table, "oversubscription", "cluster")
+    if "su_size" in table:
+        out["su_size"] = where.integer(table, "su_size", "cluster", 1)
+    return out
+
+
+def system_from_document(doc: Mapping, *, source: str = "<string>", name: str = "system") -> SystemFile:
+    """A system file's parsed TOML document (a dict) checked and turned into a :class:`SystemFile`."""
+    where = Where(source)
+    where.only(doc, ("name", "description", "server", "cluster"), "")
+    name = where.string(doc, "name", "", name)
+    if "server" not in doc:
+        raise where.error("server", "missing; expected a [server] table")
+    spec = _server(where, where.table(doc["server"], "server"), name)
+    cluster = _cluster(where, where.table(doc.get("cluster", {}), "cluster"))
+    return SystemFile(name, where.string(doc, "description", "", ""), spec, cluster, source)
+
+
+def parse_system(text: str, *, source: str = "<string>", name: str = "system",
+                 overrides: Mapping | None = None) -> SystemFile:
+    """Parse a system file's TOML text, with ``overrides`` (a table of its keys) laid over it."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise InputError(f"{source}: not valid TOML: {err}") from None
+    return system_from_document(merge(doc, overrides or {}), source=source, name=name)
+
+
+def load_system(path: str | os.PathLike, overrides: Mapping | None = None) -> SystemFile:
+    """Load a system file (format: docs/system-format.md); its name defaults to the file's stem."""
+    path = Path(path)
+    return parse_system(read_text_file(path, "the system file"), source=str(path), name=path.stem,
+                        overrides=overrides)
+
+
+#: System files that ship with flowsim (cloud instances), by name.
+SHIPPED = Path(__file__).resolve().parent / "systems"
+
+
+def shipped_system_names() -> tuple[str, ...]:
+    """Names of the system files that ship with flowsim (``aws_p5``, ``gcp_a3_mega``, ...)."""
+    return tuple(sorted(path.stem for path in SHIPPED.glob("*.toml")))
+
+
+def resolve_system(value: str) -> tuple[str | ServerSpec, str, dict]:
+    """What a ``--system`` value names: a system file (``*.toml``), a shipped one
+    (:func:`shipped_system_names`) or a preset, ``'-'`` and ``'_'`` alike in names. Returns the
+    system :func:`flowsim.fabrics.build_cluster` takes, its name, and the file's cluster keys
+    (empty for a preset)."""
+    name = value.replace("-", "_")
+    if is_system_file(value) or name in shipped_system_names():
+        system = load_system(value if is_system_file(value) else SHIPPED / f"{name}.toml")
+        return system.spec, system.name, dict(system.cluster)
+    return name, name, {}
+
+
+def _toml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
+    return repr(value)
+
+
+def format_system(spec: ServerSpec, *, cluster: Mapping | None = None, description: str = "",
+                  comments: tuple[str, ...] = ()) -> str:
+    """A system file (TOML text) describing ``spec`` (and ``cluster``: build_cluster's
+    ``n_nodes``, ``fabric``, ``switch``, ``oversubscription``, ``su_size``), which
+    :func:`parse_system` reads back into the same server."""
+    lines = [f"# {line}" if line else "#" for line in comments]
+    lines.append(f"name = {_toml_value(spec.name)}")
+    if description:
+        lines.append(f"description = {_toml_value(description)}")
+    lines += ["", "[server]", f"gpu = {_toml_value(spec.gpu)}", f"gpus = {spec.n_gpus}",
+              f"gpu_fabric = {_toml_value(spec.gpu_fabric)}", f"p2p = {_toml_value(spec.p2p)}"]
+    if spec.gpu_fabric == "nvswitch":
+        switch = next(name for name in _NVSWITCH_NAMES if nvswitch_generation(name).nvlink == spec.nvlink)
+        lines.append(f"nvswitch = {_toml_value(switch)}")
+        if spec.nvlinks_per_gpu is not None:
+            lines.append(f"nvlinks_per_gpu = {spec.nvlinks_per_gpu}")
+    elif spec.gpu_fabric == "nvlink_mesh":
+        assert spec.nvlink_counts is not None
+        lines.append(f"nvlink = {_toml_value(spec.nvlink)}")
+        lines.append("nvlink_counts = [")
+        lines += [f"    {_toml_value(list(row))}," for row in spec.nvlink_counts]
+        lines.append("]")
+    switches = []
+    for j, s in enumerate(spec.switches):
+        table: dict[str, object] = {"gpus": list(s.gpus), "nics": list(s.nics)}
+        if s.socket is not None or spec.socket_of(j) != j * spec.sockets // len(spec.switches):
+            table["socket"] = spec.socket_of(j)
+        switches.append(table)
+    lines += ["", "[server.pcie]", f"generation = {spec.pcie.removeprefix('pcie')}", "switches = ["]
+    lines += [f"    {_toml_value(s)}," for s in switches]
+    lines += ["]", "", "[server.cpu]", f"kind = {_toml_value(spec.cpu)}", f"sockets = {spec.sockets}"]
+    if spec.intersocket is not None:
+        lines.append(f"interconnect = {_toml_value(spec.intersocket)}")
+    lines.append(f"memory = {_toml_value(spec.memory)}")
+    lines += ["", "[server.nics]", f"count = {spec.n_nics}"]
+    if spec.n_nics:
+        speeds = _IB_SPEEDS if spec.compute_nic.startswith("ib_") else _ETH_SPEEDS
+        speed = next(gbps for gbps, technology in speeds.items() if technology == spec.compute_nic)
+        kind = spec.nic_kind if spec.nic_kind != "ib" or spec.compute_nic.startswith("ib_") else "roce"
+        lines += [f"speed_gbps = {speed}", f"kind = {_toml_value(kind)}"]
+        rails = spec.rails()
+        serves = [[g for g, r in enumerate(rails) if r == n] for n in range(spec.n_nics)]
+        lines.append(f"serves = {_toml_value(serves)}")
+    lines += ["", "[server.frontend]", f"ports = {spec.frontend_ports}"]
+    if spec.frontend_ports:
+        speed = next(gbps for gbps, technology in _ETH_SPEEDS.items() if technology == spec.frontend_nic)
+        lines.append(f"speed_gbps = {speed}")
+    if cluster:
+        lines += ["", "[cluster]"]
+        lines += [f"{key} = {_toml_value(cluster[name])}" for key, name in _CLUSTER.items() if name in cluster]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,336 @@
+"""A server description from ``nvidia-smi topo -m``: ``flowsim system import``.
+
+The matrix says how each pair of devices (GPUs and NICs) is connected, and the affinity
+columns which CPU (NUMA node) each GPU hangs off; what it cannot say (the GPU model, the NIC
+speed and kind, the PCIe generation, the CPUs' link and memory) comes from options.
+
+Reading the matrix (the legend of ``nvidia-smi topo -m``; NCCL's path types,
+docs/hardware.md §3.1):
+
+* ``NV#``: ``#`` bonded NVLinks. Every GPU pair joined by the same count, more NVLinks in all
+  than one GPU has (18 per H100 against 7 x 18), is an NVSwitch server with ``#`` NVLinks
+  per GPU; anything else is a mesh of those counts.
+* ``PIX`` and ``PXB`` (one or several PCIe bridges, no host bridge): the same PCIe switch
+  (complex); devices so related, directly or through others, share one switch.
+* ``PHB``, ``NODE``: the same CPU, through its host bridge(s); ``SYS``: another socket.
+* Sockets: one per distinct ``NUMA Affinity`` (else ``CPU Affinity``) of the GPUs, in order
+  of appearance; ``--sockets`` folds NUMA nodes of one socket (EPYC in NPS2/NPS4) together.
+* NICs: a NIC that is the nearest NIC of some GPU is a compute NIC; each GPU uses its nearest
+  (ties: the first); compute NICs are numbered in order of the lowest GPU they serve, as
+  rails are. A NIC nearest to no GPU is a front-end port.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from flowsim.errors import InputError
+from flowsim.hardware import nvlink_generation, nvswitch_generation
+from flowsim.servers import PcieSwitch, ServerSpec
+
+__all__ = ["GPU_MODELS", "TopoMatrix", "import_system", "parse_topo_matrix"]
+
+#: GPU model (as nvidia-smi names it, in part) -> NVLink generation (None: PCIe only) and
+#: PCIe generation. NVLink generations: docs/hardware.md §1.1 (the GPU column of
+#: flowsim.hardware's NVLink table); PCIe generations are the GPUs' host interfaces
+#: (Volta Gen3, Ampere and Ada Gen4, Hopper and Blackwell Gen5) [guess where a product has
+#: variants]. Longer names are matched first ("RTX 5090" before "5090").
+GPU_MODELS: dict[str, tuple[str | None, int]] = {
+    "P100": ("nvlink1", 3),
+    "V100": ("nvlink2", 3),
+    "A100": ("nvlink3", 4),
+    "A800": ("nvlink3", 4),
+    "A40": ("nvlink3_ga102", 4),
+    "RTX A6000": ("nvlink3_ga102", 4),
+    "H100": ("nvlink4", 5),
+    "H800": ("nvlink4", 5),
+    "H200": ("nvlink4", 5),
+    "H20": ("nvlink4", 5),
+    "B200": ("nvlink5", 5),
+    "B300": ("nvlink5", 5),
+    "L40S": (None, 4),
+    "L40": (None, 4),
+    "L4": (None, 4),
+    "A10": (None, 4),
+    "RTX 4090": (None, 4),
+    "RTX 5090": (None, 5),
+    "T4": (None, 3),
+}
+# Host defaults by PCIe generation, where the options do not give them [guess: a typical
+# server of the GPU's time; the written file says so].
+_HOSTS = {3: ("upi_skylake", "ddr4_2400_4ch"), 4: ("upi_skylake", "ddr4_3200_8ch"),
+          5: ("upi_sapphire_rapids", "ddr5_4800_8ch"), 6: ("upi_emerald_rapids", "ddr5_5600_8ch")}
+_NIC_SPEEDS = {"ib": {100: "ib_edr", 200: "ib_hdr", 400: "ib_ndr", 800: "ib_xdr"},
+               "roce": {100: "eth100g", 200: "eth200g", 400: "eth400g", 800: "eth800g"}}
+_NIC_SPEEDS["efa"] = _NIC_SPEEDS["roce"]
+_ETH = {10: "eth10g", 100: "eth100g", 200: "eth200g", 400: "eth400g", 800: "eth800g"}
+# Nearness of a PCIe relation, best first (NCCL's path types).
+_PATH_RANK = {"PIX": 0, "PXB": 1, "PHB": 2, "NODE": 3, "SYS": 4}
+_NV = re.compile(r"NV(\d+)$")
+
+
+@dataclass(frozen=True)
+class TopoMatrix:
+    """What one ``nvidia-smi topo -m`` output says.
+
+    Attributes
+    ----------
+    devices : tuple of str
+        Column names (``GPU0``..., then NICs: ``NIC0`` or ``mlx5_0``).
+    relation : dict of (str, str) to str
+        The cell of each row and column both named (``"NV18"``, ``"PIX"``, ...).
+    affinity : dict of str to str
+        Each GPU's NUMA affinity, else CPU affinity (its socket's key); absent if neither.
+    nic_names : dict of str to str
+        The NIC legend (``NIC0`` -> ``mlx5_0``).
+    """
+
+    devices: tuple[str, ...]
+    relation: dict[tuple[str, str], str]
+    affinity: dict[str, str]
+    nic_names: dict[str, str]
+
+    @property
+    def gpus(self) -> list[str]:
+        return [d for d in self.devices if re.fullmatch(r"GPU\d+", d)]
+
+    @property
+    def nics(self) -> list[str]:
+        return [d for d in self.devices if not re.fullmatch(r"GPU\d+", d)]
+
+    def between(self, a: str, b: str) -> str | None:
+        """The relation of two devices, from either one's row."""
+        return self.relation.get((a, b)) or self.relation.get((b, a))
+
+
+def parse_topo_matrix(text: str, *, source: str = "<topo>") -> TopoMatrix:
+    """Read the output of ``nvidia-smi topo -m`` (tabs or spaces; legends optional).
+
+    Raises
+    ------
+    InputError
+        Naming ``source`` and the line when there is no GPU header or a row does not fit it.
+    """
+    lines = text.splitlines()
+    # The header starts with GPU0 (after a tab); GPU0's own row goes on with its "X".
+    header_at = next((i for i, line in enumerate(lines) if line.split()[:1] == ["GPU0"]
+                      and line.split()[1:2] != ["X"]), None)
+    if header_at is None:
+        raise InputError(f"{source}: no 'GPU0 GPU1 ...' header line: not the output of 'nvidia-smi topo -m'")
+    header = lines[header_at].split("CPU Affinity")[0].split()
+    has_cpu = "CPU Affinity" in lines[header_at]
+    has_numa = "NUMA Affinity" in lines[header_at]
+    devices = tuple(header)
+    if len(set(devices)) != len(devices):
+        raise InputError(f"{source}: line {header_at + 1}: a device is named twice in the header")
+    relation: dict[tuple[str, str], str] = {}
+    affinity: dict[str, str] = {}
+    nic_names: dict[str, str] = {}
+    for number, line in enumerate(lines[header_at + 1:], start=header_at + 2):
+        legend = re.fullmatch(r"\s*(NIC\d+):\s*(\S+)\s*", line)
+        if legend:
+            nic_names[legend.group(1)] = legend.group(2)
+            continue
+        cells = line.split()
+        if not cells or cells[0] not in devices:
+            continue
+        name, values = cells[0], cells[1:]
+        if len(values) < len(devices):
+            raise InputError(f"{source}: line {number}: {name} has {len(values)} cells for {len(devices)} devices")
+        for column, value in zip(devices, values, strict=False):
+            if value != "X" and not _NV.match(value) and value not in _PATH_RANK:
+                raise InputError(f"{source}: line {number}: {name} to {column} is {value!r}; expected X, NV#, "
+                                 "PIX, PXB, PHB, NODE or SYS")
+            relation[(name, column)] = value
+        extra = values[len(devices):]
+        if name.startswith("GPU") and extra and has_cpu:
+            affinity[name] = extra[1] if has_numa and len(extra) > 1 else extra[0]
+    gpus = [d for d in devices if re.fullmatch(r"GPU\d+", d)]
+    if not gpus:
+        raise InputError(f"{source}: the header names no GPU")
+    missing = [g for g in gpus if (g, g) not in relation]
+    if missing:
+        raise InputError(f"{source}: no row for {', '.join(missing)}")
+    return TopoMatrix(devices, relation, affinity, nic_names)
+
+
+def _gpu_model(gpu: str) -> tuple[str | None, int] | None:
+    for model in sorted(GPU_MODELS, key=len, reverse=True):
+        if model.lower() in gpu.lower():
+            return GPU_MODELS[model]
+    return None
+
+
+def _nvlinks(matrix: TopoMatrix, gpus: list[str]) -> list[list[int]]:
+    counts = [[0] * len(gpus) for _ in gpus]
+    for i, a in enumerate(gpus):
+        for j, b in enumerate(gpus):
+            match = _NV.match(matrix.between(a, b) or "") if i != j else None
+            counts[i][j] = int(match.group(1)) if match else 0
+    return counts
+
+
+def _groups(matrix: TopoMatrix) -> list[set[str]]:
+    """Devices that share a PCIe switch (PIX / PXB, transitively), GPUs' groups first."""
+    parent = {d: d for d in matrix.devices}
+
+    def root(d: str) -> str:
+        while parent[d] != d:
+            parent[d] = parent[parent[d]]
+            d = parent[d]
+        return d
+
+    for (a, b), value in matrix.relation.items():
+        if value in ("PIX", "PXB") and a in parent and b in parent:
+            parent[root(a)] = root(b)
+    groups: dict[str, set[str]] = {}
+    for d in matrix.devices:
+        groups.setdefault(root(d), set()).add(d)
+    return list(groups.values())
+
+
+def import_system(
+    matrix: TopoMatrix,
+    *,
+    name: str,
+    gpu: str,
+    nic_speed_gbps: int | None = None,
+    nic_kind: str = "ib",
+    pcie: int | None = None,
+    nvlink: str | None = None,
+    sockets: int | None = None,
+    intersocket: str | None = None,
+    memory: str | None = None,
+    frontend_speed_gbps: int = 100,
+    p2p: bool = True,
+) -> tuple[ServerSpec, list[str]]:
+    """The server ``matrix`` shows, and notes on what came from options or guesses.
+
+    Parameters
+    ----------
+    matrix : TopoMatrix
+        From :func:`parse_topo_matrix`.
+    name, gpu : str
+        The server's name and GPU model (:data:`GPU_MODELS` knows their NVLink and PCIe).
+    nic_speed_gbps : int, optional
+        Compute NIC port speed (Gb/s); needed when the matrix shows NICs.
+    nic_kind : {"ib", "roce", "efa"}
+    pcie : int, optional
+        PCIe generation; default the GPU's.
+    nvlink : str, optional
+        NVLink generation; default the GPU's.
+    sockets : int, optional
+        CPU sockets; default one per NUMA node the GPUs name.
+    intersocket, memory : str, optional
+        Host link technologies; default a typical host of the PCIe generation [guess].
+    frontend_speed_gbps : int
+        Speed of NICs nearest to no GPU (front-end ports).
+    p2p : bool
+        GPU peer-to-peer over PCIe (``nvidia-smi topo -p2p r`` says; the matrix does not).
+
+    Returns
+    -------
+    ServerSpec, list of str
+    """
+    notes: list[str] = []
+    known = _gpu_model(gpu)
+    gpus = sorted(matrix.gpus, key=lambda d: int(d[3:]))
+    n = len(gpus)
+    counts = _nvlinks(matrix, gpus)
+    if pcie is None:
+        if known is None:
+            raise InputError(f"unknown GPU model {gpu!r} (known: {', '.join(GPU_MODELS)}): give its PCIe generation")
+        pcie = known[1]
+        notes.append(f"PCIe Gen{pcie}: the {gpu}'s host interface")
+    if pcie not in _HOSTS:
+        raise InputError(f"PCIe generation {pcie!r}: expected one of {', '.join(map(str, _HOSTS))}")
+    fabric: dict = {"gpu_fabric": "pcie"}
+    linked = [c for row in counts for c in row if c]
+    if linked:
+        nvlink = nvlink or (known[0] if known else None)
+        if nvlink is None:
+            raise InputError(f"the matrix shows NVLinks but a {gpu} has none flowsim knows: give its NVLink generation")
+        most = nvlink_generation(nvlink).links_per_gpu
+        full = all(counts[i][j] for i in range(n) for j in range(n) if i != j)
+        if full and len(set(linked)) == 1 and linked[0] * (n - 1) > most:
+            fabric = {"gpu_fabric": "nvswitch", "nvlink": nvlink}
+            if linked[0] != most:
+                fabric["nvlinks_per_gpu"] = linked[0]
+            switch = [s for s in ("nvswitch1", "nvswitch2", "nvswitch3", "nvswitch4")
+                      if nvswitch_generation(s).nvlink == nvlink]
+            if not switch:
+                raise InputError(f"every GPU pair shows NV{linked[0]}, more than a GPU's {most} {nvlink} links, "
+                                 "but no NVSwitch generation runs {nvlink}")
+            notes.append(f"NVSwitch ({switch[0]}): every GPU pair is NV{linked[0]}")
+        else:
+            fabric = {"gpu_fabric": "nvlink_mesh", "nvlink": nvlink,
+                      "nvlink_counts": tuple(tuple(row) for row in counts)}
+            notes.append("NVLink mesh: the NV# counts of each GPU pair")
+    # Sockets: the GPUs' NUMA (or CPU) affinities in order of appearance.
+    keys = list(dict.fromkeys(matrix.affinity.get(g, "") for g in gpus))
+    numa_of = {g: keys.index(matrix.affinity.get(g, "")) for g in gpus}
+    n_numa = len(keys)
+    if sockets is None:
+        sockets = n_numa
+        notes.append(f"{sockets} socket(s): one per NUMA node the GPUs name" if matrix.affinity
+                     else "1 socket: the output has no affinity columns")
+    if not isinstance(sockets, int) or sockets < 1:
+        raise InputError(f"sockets must be a positive integer, got {sockets!r}")
+    socket_of = {g: numa_of[g] * sockets // n_numa for g in gpus}
+    host = _HOSTS[pcie]
+    if sockets > 1 and intersocket is None:
+        intersocket = host[0]
+        notes.append(f"inter-socket link {intersocket} [guess: give --intersocket]")
+    if memory is None:
+        memory = host[1]
+        notes.append(f"host memory {memory} per socket [guess: give --memory]")
+    # NICs: nearest NIC of each GPU.
+    nearest: dict[str, str] = {}
+    for g in gpus:
+        ranked = [(_PATH_RANK.get(matrix.between(g, nic) or "SYS", 4), k, nic) for k, nic in enumerate(matrix.nics)]
+        if ranked:
+            nearest[g] = min(ranked)[2]
+    compute = list(dict.fromkeys(nearest[g] for g in gpus if g in nearest))
+    frontend = [nic for nic in matrix.nics if nic not in compute]
+    if compute and nic_speed_gbps is None:
+        raise InputError(f"the matrix shows {len(compute)} compute NIC(s): give their speed (Gb/s)")
+    if compute:
+        if nic_kind not in _NIC_SPEEDS:
+            raise InputError(f"unknown NIC kind {nic_kind!r}; valid ones: {', '.join(_NIC_SPEEDS)}")
+        if nic_speed_gbps not in _NIC_SPEEDS[nic_kind]:
+            raise InputError(f"NIC speed {nic_speed_gbps!r} Gb/s: a {nic_kind} port runs at one of "
+                             f"{', '.join(map(str, _NIC_SPEEDS[nic_kind]))}")
+    if frontend and frontend_speed_gbps not in _ETH:
+        raise InputError(f"front-end speed {frontend_speed_gbps!r} Gb/s: expected one of {', '.join(map(str, _ETH))}")
+    rail = {nic: r for r, nic in enumerate(compute)}
+    # PCIe switches: groups holding GPUs (by lowest GPU), then groups of compute NICs alone.
+    switches = []
+    for group in sorted(_groups(matrix), key=lambda s: min((int(d[3:]) for d in s if d in gpus), default=n)):
+        members = sorted(int(d[3:]) for d in group if d in gpus)
+        nics = sorted(rail[d] for d in group if d in rail)
+        if not members and not nics:
+            continue
+        if members:
+            socket = socket_of[f"GPU{members[0]}"]
+        else:
+            nic = compute[nics[0]]
+            near = [g for g in gpus if nearest.get(g) == nic]
+            socket = socket_of[near[0]]
+        switches.append(PcieSwitch(tuple(members), tuple(nics), socket))
+    names = ", ".join(f"nic{rail[nic]} = {matrix.nic_names.get(nic, nic)}" for nic in compute)
+    if compute:
+        notes.append(f"compute NICs (each GPU's nearest): {names}")
+    if frontend:
+        notes.append(f"front-end ports (nearest to no GPU): {', '.join(matrix.nic_names.get(f, f) for f in frontend)}")
+    spec = ServerSpec(
+        name, gpu, n, fabric["gpu_fabric"], f"pcie{pcie}", sockets, intersocket if sockets > 1 else None, memory,
+        tuple(switches),
+        _NIC_SPEEDS[nic_kind][nic_speed_gbps] if compute and nic_speed_gbps is not None else "ib_ndr",
+        _ETH[frontend_speed_gbps] if frontend else "eth100g", len(frontend),
+        nvlink=fabric.get("nvlink"), nvlinks_per_gpu=fabric.get("nvlinks_per_gpu"),
+        nvlink_counts=fabric.get("nvlink_counts"), p2p=p2p,
+        gpu_nics=tuple(rail[nearest[g]] for g in gpus) if compute else None, nic_kind=nic_kind,
+    )
+    spec.check()
+    return spec, notes

@@ -1,0 +1,223 @@
+"""System files: a server and its cluster in TOML, built by the presets' builder, accepted by
+``collective``, ``check``, ``presets``, scenarios and sweeps.
+
+Expected figures are written out from docs/hardware.md (§3.1 PCIe, §4.1 and §5 ports), not
+computed by the code under test.
+"""
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from flowsim.cli import main as flowsim
+from flowsim.errors import InputError
+from flowsim.fabrics import build_cluster, default_switch
+from flowsim.presets import preset, preset_names, preset_spec
+from flowsim.scenario import load_scenario, parse_scenario
+from flowsim.servers import build_server
+from flowsim.sweep import load_sweep
+from flowsim.systemfile import format_system, load_system, parse_system, resolve_system, shipped_system_names
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+L40S = DATA / "systems" / "l40s.toml"
+G = 1e9
+
+
+def _same(a, b) -> bool:
+    for f in dataclasses.fields(a):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if not (np.array_equal(x, y) if isinstance(x, np.ndarray) else x == y):
+            return False
+    return True
+
+
+def test_the_l40s_cluster_is_a_short_file():
+    # The issue's example: about 20 lines, not 1,105 of nodes and links.
+    assert len(L40S.read_text().splitlines()) <= 20
+
+
+def test_the_l40s_file_builds_its_servers_pcie_tree_and_rails():
+    system = load_system(L40S)
+    assert (system.name, system.cluster) == ("l40s", {"n_nodes": 4, "fabric": "rail_optimized"})
+    t = build_server(system.spec, figure="effective")
+    assert len(t.gpus()) == 8
+    # Two switches of four GPUs and one NIC each; GPUs 0-3 leave through nic0, 4-7 through nic1.
+    nic_of = {g: t.node_names[t.node_nic[t.node_id(f"gpu{g}")]] for g in range(8)}
+    assert nic_of == {**{g: "nic0" for g in range(4)}, **{g: "nic1" for g in range(4, 8)}}
+    for g in range(8):
+        assert t.link_capacity_Bps[t.link_id(f"gpu{g}->pcie{g // 4}")] == 24 * G  # §3.1 Gen4, NCCL's 24 GB/s
+    assert t.link_capacity_Bps[t.link_id("nic1->pcie1")] == 24 * G
+    assert t.link_capacity_Bps[t.link_id("pcie1->cpu1")] == 24 * G
+    assert not any(t.link_technology[link].startswith("nvlink") for link in range(t.n_links))
+
+
+def test_a_200g_roce_cluster_gets_a_400g_ethernet_switch_and_runs_at_200g():
+    # No switch model has 200 GbE ports: the slowest faster Ethernet one, its ports at the NIC's rate.
+    assert default_switch("eth200g").name == "sn5400"
+    assert default_switch("ib_ndr").name == "qm9700"
+    system = load_system(L40S)
+    t = build_cluster(system.spec, figure="nominal", **system.cluster)
+    assert len(t.gpus()) == 32
+    assert t.link_capacity_Bps[t.link_id("n3.nic1->ib.su0.rail1")] == 25 * G  # 200 Gb/s
+    assert t.link_capacity_Bps[t.link_id("n0.nic0->ib.su0.rail0")] == 25 * G
+
+
+@pytest.mark.parametrize("name", preset_names())
+def test_every_preset_written_as_a_system_file_builds_the_same_topology(name):
+    text = format_system(preset_spec(name), description=f"the {name} preset")
+    spec = parse_system(text, source=f"{name}.toml", name=name).spec
+    for figure in ("nominal", "effective"):
+        assert _same(build_server(spec, figure=figure), preset(name, figure=figure))
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ('nics = { count = 2, speed_gbps = 300, kind = "roce" }',
+         "l40s.toml: server.nics.speed_gbps: expected one of 10, 100, 200, 400, 800 (Gb/s), got an integer 300"),
+        ('nics = { count = 2, speed_gbps = 200, kind = "opa" }',
+         "l40s.toml: server.nics.kind: expected one of 'ib', 'roce', 'efa', got 'opa'"),
+        ("pcie = { generation = 7 }", "l40s.toml: server.pcie.generation: expected one of 3, 4, 5, 6, got an integer 7"),
+        ("pcie = { generation = 4, switches = [[0, 1, 2], [4, 5, 6, 7]] }",
+         "l40s.toml: server.pcie.switches: expected each GPU 0..7 on one switch, got [0, 1, 2, 4, 5, 6, 7]"),
+        ("gpu_fabric = \"nvswitch\"", "l40s.toml: server.nvswitch: missing; expected a string"),
+        ("nics = { count = 3, speed_gbps = 200 }",
+         "l40s.toml: server.nics: 3 NICs for 8 GPUs: flowsim gives each GPU one NIC, so give 'serves'"),
+        ("cpu = { sockets = 2, memory = \"ddr5_4800_8ch\" }",
+         "l40s.toml: server.cpu.interconnect: missing; expected a string"),
+        ("cpu = { sockets = 2, interconnect = \"ib_ndr\", memory = \"ddr5_4800_8ch\" }",
+         "l40s.toml: server: intersocket='ib_ndr' is a scale_out technology"),
+        ("gpus = 8\ncolour = \"green\"", "l40s.toml: server.colour: unknown key"),
+    ],
+)
+def test_errors_name_the_file_and_the_key(tmp_path, change, message):
+    key = change.split(" = ")[0].split("\n")[0]
+    lines = [change if line.startswith(f"{key} = ") else line for line in L40S.read_text().splitlines()]
+    if not any(line == change for line in lines):
+        lines.insert(lines.index("[server]") + 1, change)
+    path = tmp_path / "l40s.toml"
+    path.write_text("\n".join(lines))
+    with pytest.raises(InputError, match=re.escape(message)):
+        load_system(path)
+
+
+def test_a_mesh_needs_a_symmetric_matrix(tmp_path):
+    text = format_system(preset_spec("dgx1_v100")).replace("[0, 1, 1, 2, 2, 0, 0, 0]", "[0, 1, 1, 2, 2, 1, 0, 0]")
+    with pytest.raises(InputError, match=re.escape("dgx1.toml: server: NVLink counts must be >= 0, symmetric")):
+        parse_system(text, source="dgx1.toml")
+
+
+def _rows(out: str) -> list[list[str]]:
+    return [line.split() for line in out.splitlines() if line and not line.startswith("#")]
+
+
+def test_collective_runs_on_the_l40s_file_with_its_four_servers(capsys):
+    assert flowsim(["collective", "all_reduce", "--system", str(L40S), "-b", "8", "-e", "64M", "-f", "8192"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# flowsim all_reduce (") and ": 4 x l40s, 32 ranks," in out
+    assert "rail_optimized fabric" in out
+    assert [int(r[0]) for r in _rows(out)] == [8, 65536]
+
+
+def test_one_gb200_nvl72_rack_needs_no_compute_fabric(capsys):
+    # Before: "rail_optimized compute fabric of 1 gb200_nvl72 servers: ... does not fit 64-port spines".
+    assert flowsim(["collective", "all_reduce", "--system", "gb200-nvl72", "-b", "1M", "-e", "1M"]) == 0
+    out = capsys.readouterr().out
+    assert "1 x gb200_nvl72, 72 ranks" in out and "none fabric" in out
+    # Two racks still need a fabric sized for their 144 NICs: the hint says which fits.
+    assert flowsim(["collective", "all_reduce", "--system", "gb200-nvl72", "--nodes", "2", "-b", "1M",
+                    "-e", "1M"]) == 2
+    assert "fabric 'fat_tree' fits" in capsys.readouterr().err
+
+
+def test_fabric_switch_and_oversubscription_reach_the_cluster(capsys):
+    args = ["collective", "all_reduce", "--system", "dgx-h100", "--nodes", "2", "-b", "1G", "-e", "1G",
+            "--algorithm", "ring", "--protocol", "simple"]
+    assert flowsim(args) == 0
+    full = float(_rows(capsys.readouterr().out)[0][-1])
+    # QM8700 ports run HDR (200 Gb/s, 24 GB/s effective, §4.1): the NDR NICs run at half rate.
+    assert flowsim([*args, "--switch", "qm8700"]) == 0
+    hdr = float(_rows(capsys.readouterr().out)[0][-1])
+    assert hdr == pytest.approx(full / 2, rel=0.05)
+    assert flowsim([*args, "--oversubscription", "3"]) == 2
+    assert "oversubscription 3.0 does not divide the 32 down ports" in capsys.readouterr().err
+
+
+def test_check_takes_a_system_file(tmp_path, capsys):
+    log = DATA / "nccl_tests" / "all_reduce_perf_dgx_h100_4node.txt"
+    text = format_system(dataclasses.replace(preset_spec("dgx_h100"), name="my_h100"))
+    path = tmp_path / "my_h100.toml"
+    path.write_text(text)
+    assert flowsim(["check", str(log), "--system", str(path), "--min-bytes", "8G", "--json"]) in (0, 1)
+    from_file = capsys.readouterr().out
+    assert flowsim(["check", str(log), "--system", "dgx-h100", "--min-bytes", "8G", "--json"]) in (0, 1)
+    from_preset = json.loads(capsys.readouterr().out)
+    from_file = json.loads(from_file)
+    assert from_file["rows"] == from_preset["rows"] and any(r["predicted_busbw_GBps"] for r in from_file["rows"])
+    assert from_file["system"] == "my_h100"
+
+
+def test_presets_shows_a_system_files_figures(capsys):
+    assert flowsim(["presets", str(L40S)]) == 0
+    out = capsys.readouterr().out
+    assert "server: 8 x L40S" in out
+    assert "GPU fabric: PCIe only, peer-to-peer on" in out
+    # 2 x 200 Gb/s = 50 GB/s nominal, 2 x 24 GB/s effective (§5 / [GTC24]).
+    assert "compute NICs: 2 x eth200g (roce), up to 4 GPU(s) each: 50.00 GB/s nominal, 48.00 GB/s effective" in out
+    assert "cluster: 4 server(s), 32 GPUs, rail_optimized compute fabric (sn5400" in out
+
+
+def test_a_scenario_takes_a_system_file_and_overrides_its_keys(tmp_path):
+    scenario = load_scenario(DATA / "scenarios" / "l40s_all_reduce.toml")
+    assert len(scenario.topology.gpus()) == 32
+    text = (DATA / "scenarios" / "l40s_all_reduce.toml").read_text().replace(
+        'figure = "effective"',
+        'figure = "effective"\nn_nodes = 2\nsystem = { server = { nics = { count = 1, speed_gbps = 400 } } }')
+    t = parse_scenario(text, source="s.toml", base_dir=DATA / "scenarios").topology
+    assert len(t.gpus()) == 16
+    assert t.link_capacity_Bps[t.link_id("n1.nic0->ib.su0.rail0")] == 48 * G  # 400 Gb/s RDMA, effective (§5)
+    assert "n1.nic1" not in t.node_names
+
+
+def test_a_scenario_names_a_bad_system_file_and_its_key(tmp_path):
+    (tmp_path / "box.toml").write_text(L40S.read_text().replace("speed_gbps = 200", "speed_gbps = 250"))
+    text = '[topology]\ncluster = "box.toml"\nfigure = "nominal"\n[[workload.collective]]\nop = "all_reduce"\n' \
+           "size_bytes = 1024\n"
+    with pytest.raises(InputError, match=re.escape("s.toml: topology.cluster: ") + ".*box.toml: server.nics.speed_gbps"):
+        parse_scenario(text, source="s.toml", base_dir=tmp_path)
+
+
+def test_the_nic_sweep_varies_the_system_files_keys():
+    sweep = load_sweep(DATA / "sweeps" / "l40s_nics.toml")
+    assert len(sweep.runs) == 9
+    # The runs' keys cover the system file's content, as they cover a flow list's.
+    assert any(path.name == "l40s.toml" for path in sweep.files)
+
+
+@pytest.mark.parametrize(
+    ("name", "gpu", "nics", "nic_Bps"),
+    [
+        # Google Cloud "Networking and GPU machines": A3 Ultra and A4 8 x 400 Gb/s CX-7;
+        # A3 Mega 1,800 Gbps as 8 x 200 + 200; A3 High 1,000 Gbps as 4 x 200 + 200.
+        ("gcp-a3-ultra", "H200", 8, 50 * G),
+        ("gcp_a4", "B200", 8, 50 * G),
+        ("gcp-a3-mega", "H100", 8, 25 * G),
+        ("gcp_a3_high", "H100", 4, 25 * G),
+        # AWS: 32 EFA devices of 100 Gb/s, as 8 NICs of 400 Gb/s.
+        ("aws-p5", "H100", 8, 50 * G),
+    ],
+)
+def test_shipped_cloud_systems_resolve_with_dashes_or_underscores(name, gpu, nics, nic_Bps):
+    system, label, cluster = resolve_system(name)
+    assert (label, cluster, system.gpu, system.n_nics) == (name.replace("-", "_"), {}, gpu, nics)
+    t = build_cluster(system, 2, figure="nominal", fabric="rail_optimized")
+    assert t.link_capacity_Bps[t.link_id("n1.nic0->ib.su0.rail0")] == nic_Bps
+    assert len(t.gpus()) == 16
+
+
+def test_the_shipped_systems_are_listed_in_the_help():
+    assert shipped_system_names() == ("aws_p5", "gcp_a3_high", "gcp_a3_mega", "gcp_a3_ultra", "gcp_a4")

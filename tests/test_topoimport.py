@@ -1,0 +1,128 @@
+"""``flowsim system import`` on real ``nvidia-smi topo -m`` outputs (data/topo/, sources in its
+README): an NVSwitch server, a DGX-1 NVLink mesh and a PCIe box."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+import flowsim
+from flowsim.cli import main as flowsim_main
+from flowsim.errors import InputError
+from flowsim.fabrics import build_cluster
+from flowsim.presets import DGX1_NVLINK_COUNTS
+from flowsim.systemfile import load_system, parse_system
+from flowsim.topoimport import import_system, parse_topo_matrix
+
+TOPO = Path(__file__).resolve().parents[1] / "data" / "topo"
+SIZE = 8 * 2**30
+
+
+def _matrix(name: str):
+    path = TOPO / name
+    return parse_topo_matrix(path.read_text(), source=str(path))
+
+
+def _ring_s(system) -> float:
+    return flowsim.collective_time(build_cluster(system, 1, figure="effective", fabric="none"), "all_reduce", SIZE,
+                                   algorithm="ring").time_s
+
+
+def test_reads_the_hgx_h100_matrix():
+    m = _matrix("hgx_h100.txt")
+    assert len(m.gpus) == 8 and len(m.nics) == 10
+    assert m.between("GPU3", "GPU6") == "NV18" and m.between("GPU3", "NIC5") == "PIX"
+    assert [m.affinity[f"GPU{g}"] for g in range(8)] == ["0"] * 4 + ["1"] * 4  # the NUMA Affinity column
+
+
+def test_an_imported_nvswitch_server_is_the_dgx_h100_preset():
+    spec, notes = import_system(_matrix("hgx_h100.txt"), name="hgx", gpu="NVIDIA H100 80GB HBM3", nic_speed_gbps=400)
+    assert (spec.gpu_fabric, spec.nvlink, spec.nvlinks_per_gpu, spec.sockets) == ("nvswitch", "nvlink4", None, 2)
+    # Each GPU PIX to its own NIC: one switch each; NIC3 and NIC4 are nearest to no GPU.
+    assert [(s.gpus, s.nics, s.socket) for s in spec.switches] == [((g,), (g,), g // 4) for g in range(8)]
+    assert (spec.compute_nic, spec.frontend_ports) == ("ib_ndr", 2)
+    assert any("NIC3, NIC4" in note for note in notes)
+    assert _ring_s(spec) == _ring_s("dgx_h100")
+
+
+def test_an_imported_dgx1_is_the_dgx1_v100_mesh():
+    spec, _ = import_system(_matrix("dgx1_v100.txt"), name="dgx1", gpu="Tesla V100-SXM2-16GB", nic_speed_gbps=100)
+    assert spec.gpu_fabric == "nvlink_mesh" and spec.nvlink == "nvlink2"
+    assert [list(row) for row in spec.nvlink_counts] == DGX1_NVLINK_COUNTS.tolist()  # docs/hardware.md §2.1
+    # GPU pairs behind one PLX switch with one NIC each; nic1 is mlx5_1 (GPU2/3), not the column order.
+    assert [(s.gpus, s.nics) for s in spec.switches] == [((0, 1), (0,)), ((2, 3), (1,)), ((4, 5), (2,)),
+                                                         ((6, 7), (3,))]
+    assert [s.socket for s in spec.switches] == [0, 0, 1, 1]  # CPU Affinity 0-19,40-59 / 20-39,60-79
+    assert _ring_s(spec) == _ring_s("dgx1_v100")
+
+
+OWNERS_4090 = """
+[server]
+gpu = "RTX 4090"
+gpus = 8
+gpu_fabric = "pcie"
+pcie = { generation = 4, switches = [[0, 1, 2, 3], [4, 5, 6, 7]] }
+cpu = { sockets = 2, interconnect = "upi_skylake", memory = "ddr4_3200_8ch" }
+nics = { count = 1, speed_gbps = 200, kind = "roce", serves = [[0, 1, 2, 3, 4, 5, 6, 7]] }
+"""
+
+
+def test_an_imported_pcie_box_is_what_its_owner_would_write():
+    m = _matrix("rtx4090_8x.txt")
+    assert m.nic_names == {"NIC0": "mlx5_bond_0"}
+    spec, _ = import_system(m, name="box", gpu="NVIDIA GeForce RTX 4090", nic_speed_gbps=200, nic_kind="roce",
+                            intersocket="upi_skylake", memory="ddr4_3200_8ch")
+    owners = parse_system(OWNERS_4090, name="box").spec
+    assert (spec.gpu_fabric, spec.pcie, spec.sockets, spec.n_nics) == ("pcie", "pcie4", 2, 1)
+    time_s = _ring_s(spec)
+    assert time_s == _ring_s(owners)
+    # One ring crosses the sockets once each way: NCCL's 10 GB/s Skylake UPI (docs/hardware.md §3.1)
+    # bounds its busbw, 2 (n-1)/n S / t.
+    busbw = 2 * 7 / 8 * SIZE / time_s
+    assert 9.5e9 < busbw <= 10e9
+
+
+def test_the_command_writes_a_system_file_that_loads(tmp_path, capsys):
+    out = tmp_path / "h100.toml"
+    assert flowsim_main(["system", "import", str(TOPO / "hgx_h100.txt"), "-o", str(out), "--gpu", "H100",
+                         "--nic-speed", "400", "--nodes", "2"]) == 0
+    assert "8 x H100 (nvswitch), 8 compute NIC(s), 2 socket(s)" in capsys.readouterr().out
+    system = load_system(out)
+    assert (system.name, system.cluster, system.spec.n_nics) == ("h100", {"n_nodes": 2}, 8)
+    text = out.read_text()
+    assert text.startswith("# Imported by 'flowsim system import' from ")
+    assert "[guess: give --intersocket]" in text
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ([], "the matrix shows 8 compute NIC(s): give their speed (Gb/s)"),
+        (["--nic-speed", "300"], "NIC speed 300 Gb/s: a ib port runs at one of 100, 200, 400, 800"),
+    ],
+)
+def test_the_command_asks_for_what_the_matrix_cannot_say(tmp_path, capsys, options, message):
+    out = tmp_path / "h100.toml"
+    assert flowsim_main(["system", "import", str(TOPO / "hgx_h100.txt"), "-o", str(out), "--gpu", "H100",
+                         *options]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_unknown_gpus_with_nvlinks_need_their_generation():
+    with pytest.raises(InputError, match="the matrix shows NVLinks but a Mystery GPU has none flowsim knows"):
+        import_system(_matrix("dgx1_v100.txt"), name="x", gpu="Mystery GPU", pcie=3, nic_speed_gbps=100)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("hello\n", "t.txt: no 'GPU0 GPU1 ...' header line"),
+        ("\tGPU0\tGPU1\nGPU0\t X \tNV4\nGPU1\tNV4\tQPI\n", "t.txt: line 3: GPU1 to GPU1 is 'QPI'; expected X, NV#"),
+        ("\tGPU0\tGPU1\nGPU0\t X \tNV4\n", "t.txt: no row for GPU1"),
+        ("\tGPU0\tGPU1\nGPU0\t X\n", "t.txt: line 2: GPU0 has 1 cells for 2 devices"),
+    ],
+)
+def test_bad_matrices_name_the_file_and_line(text, message):
+    with pytest.raises(InputError, match=re.escape(message)):
+        parse_topo_matrix(text, source="t.txt")

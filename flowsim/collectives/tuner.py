@@ -210,16 +210,23 @@ class NcclChoice:
 def _nccl_link_bw(topology: Topology, link: int) -> float:
     """NCCL's bandwidth (GB/s) of one link: NCCL's model rate per link of its technology
     (NVLink, PCIe, inter-socket: flowsim's "effective" figures are those) times the links it
-    stands for, and a NIC's line rate (NCCL's net speed)."""
+    stands for, and a NIC's line rate (NCCL's net speed). A technology's own NCCL figure
+    (``nccl_GBps``, e.g. ``SRP_QPI_BW`` for a UPI 2.0 link) replaces its effective one. Host
+    memory bounds nothing: NCCL's topology graph has no memory node, so a path staged through
+    it counts its PCIe and inter-socket links only (docs/hardware.md §3.3)."""
+    src, dst = int(topology.link_src[link]), int(topology.link_dst[link])
+    if NodeKind.HOST_MEMORY in (topology.node_kind[src], topology.node_kind[dst]):
+        return math.inf
     technology = link_technology(topology.link_technology[link])
     capacity = float(topology.link_capacity_Bps[link])
     nominal, effective = technology.nominal.rate_Bps, technology.effective.rate_Bps
     if technology.tier == LinkTier.SCALE_OUT:
         return capacity / nominal * nominal / 1e9 if nominal > 0 else capacity / 1e9
+    per_link = technology.nccl_GBps if technology.nccl_GBps is not None else effective / 1e9
     for figure in (nominal, effective):
         count = capacity / figure
         if abs(count - round(count)) < 1e-6 * max(1.0, count):
-            return round(count) * effective / 1e9
+            return round(count) * per_link
     return capacity / 1e9
 
 

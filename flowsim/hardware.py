@@ -58,6 +58,9 @@ class LinkTechnology:
     description: str
     nominal: Figure
     effective: Figure
+    nccl_GBps: float | None = None
+    """NCCL's model bandwidth for one such link (GB/s, ``topo.h``) where it is not the
+    effective figure: NCCL's topology search and tuner see this, the flows the effective rate."""
 
     def figure(self, figure: str) -> Figure:
         """The ``"nominal"`` or ``"effective"`` figure."""
@@ -189,6 +192,22 @@ def _host_technologies() -> list[LinkTechnology]:
     ):
         figure = Figure(_GBps(value), f"[NCCL] topo.h {constant}", only_nccl)
         techs.append(LinkTechnology(name, LinkTier.HOST, description, figure, figure))
+    # Modern inter-socket links at their line rate (docs/hardware.md §3.3): NCCL's topo.h keeps
+    # one constant per CPU generation for its search, which the flows do not use.
+    line_rate = "no measured figure; the line rate serves as both figures"
+    for name, description, value, constant, nccl, source in (
+        ("upi2_sapphire_rapids", "Intel UPI 2.0, Sapphire Rapids, 4 links x 16 GT/s", 4 * 16 * 2.0, "SRP_QPI_BW",
+         22.0, "docs/hardware.md §3.3 (UPI 2.0 16 GT/s, 2 B per transfer; 4 links on the Xeon Platinum 8480+)"),
+        ("upi2_emerald_rapids", "Intel UPI 2.0, Emerald Rapids, 4 links x 20 GT/s", 4 * 20 * 2.0, "ERP_QPI_BW",
+         40.0, "docs/hardware.md §3.3 (UPI 2.0 20 GT/s, 2 B per transfer, 4 links) [uncertain link count]"),
+        ("upi2_granite_rapids", "Intel UPI 2.0, Granite Rapids, 6 links x 24 GT/s", 6 * 24 * 2.0, "ERP_QPI_BW",
+         40.0, "docs/hardware.md §3.3 (UPI 2.0 24 GT/s, 2 B per transfer, 6 links) [uncertain link count]"),
+        ("xgmi_genoa", "AMD xGMI, EPYC 9004 (Genoa), 4 links x16 at 32 Gb/s", 4 * 16 * 32 / 8, "AMD_BW",
+         16.0, "docs/hardware.md §3.3 (Lenovo LP1852: four xGMI links, 512 GB/s both directions)"),
+    ):
+        figure = Figure(_GBps(value), source, line_rate)
+        techs.append(LinkTechnology(name, LinkTier.HOST, f"{description} (NCCL: {constant})", figure, figure,
+                                    nccl_GBps=nccl))
     c2c = Figure(
         _GBps(450.0),
         "[STAS] NVLink-C2C (450 GB/s per direction, 900 bidirectional) [uncertain for GB200]",
@@ -202,6 +221,7 @@ def _host_technologies() -> list[LinkTechnology]:
         ("ddr4_3200_8ch", "8 channels DDR4-3200 (EPYC Rome / Xeon Ice Lake socket)", 8, 3200),
         ("ddr5_4800_8ch", "8 channels DDR5-4800 (Xeon Sapphire Rapids socket)", 8, 4800),
         ("ddr5_5600_8ch", "8 channels DDR5-5600 (Xeon Emerald Rapids socket)", 8, 5600),
+        ("ddr5_4800_12ch", "12 channels DDR5-4800 (EPYC Genoa socket)", 12, 4800),
     ):
         figure = Figure(
             channels * mts * 1e6 * 8,

@@ -57,6 +57,7 @@ Node names inside a server: ``gpu{i}``, ``nvswitch``, ``cpu{s}``, ``mem{s}``, ``
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -78,6 +79,7 @@ __all__ = [
     "frontend_nics",
     "gb200_nvl72",
     "pcie_server",
+    "pcie_workstation",
     "preset",
     "preset_info",
     "preset_names",
@@ -155,6 +157,54 @@ def dgx1_v100_spec(*, p2p: bool = True) -> ServerSpec:
         "ib_edr", "eth10g", 2, nvlink="nvlink2", nvlink_counts=tuple(map(tuple, DGX1_NVLINK_COUNTS.tolist())),
         p2p=p2p,
     )
+
+
+def pcie_workstation_spec(
+    *,
+    n_gpus: int = 8,
+    gpus_per_switch: int = 1,
+    sockets: int = 2,
+    p2p: bool = False,
+    pcie: str = "pcie5",
+    intersocket: str = "upi2_sapphire_rapids",
+    memory: str = "ddr5_4800_8ch",
+) -> ServerSpec:
+    """The :class:`~flowsim.servers.ServerSpec` of :func:`pcie_workstation`."""
+    if n_gpus < 1 or sockets < 1 or gpus_per_switch < 1 or n_gpus % (sockets * gpus_per_switch):
+        raise InputError(f"pcie_workstation: n_gpus={n_gpus} does not split into {sockets} socket(s) of "
+                         f"switches of gpus_per_switch={gpus_per_switch}")
+    switches = _switches(*((tuple(range(j, j + gpus_per_switch)), ()) for j in range(0, n_gpus, gpus_per_switch)))
+    return ServerSpec(
+        "pcie_workstation", "GPU", n_gpus, "pcie", pcie, sockets, intersocket, memory, switches,
+        "eth100g", "eth100g", 1, p2p=p2p,
+    )
+
+
+def pcie_workstation(
+    *,
+    figure: str,
+    n_gpus: int = 8,
+    gpus_per_switch: int = 1,
+    sockets: int = 2,
+    p2p: bool = False,
+    pcie: str = "pcie5",
+    intersocket: str = "upi2_sapphire_rapids",
+    memory: str = "ddr5_4800_8ch",
+) -> Topology:
+    """PCIe GPUs without NVLink or compute NICs, spread evenly over the CPU sockets.
+
+    ``gpus_per_switch=1`` puts each GPU on its own x16 root port (the 8-GPU Sapphire Rapids
+    boxes of NVIDIA/nccl#1639 and #1530: four GPUs per socket, one root bus each); more shares
+    one x16 uplink per PCIe switch. One front-end Ethernet port on socket 0. GeForce GPUs have
+    no peer-to-peer (``p2p=False``, the default): NCCL's SHM transport stages every copy in
+    the receiving GPU's socket memory, which each hop crosses twice (write, then read), so a
+    ring of ``k`` GPUs per socket loads its memory with ``2k`` times the ring's rate
+    (docs/hardware.md §3.3). The defaults are the 8 x RTX 5090 host of NVIDIA/nccl#1639
+    (2 x Xeon 8480+, 16 DIMMs of DDR5-4800).
+    """
+    spec = pcie_workstation_spec(n_gpus=n_gpus, gpus_per_switch=gpus_per_switch, sockets=sockets, p2p=p2p,
+                                 pcie=pcie, intersocket=intersocket, memory=memory)
+    return build_server(spec, figure=figure)
 
 
 def dgx1_v100(*, figure: str, p2p: bool = True) -> Topology:
@@ -271,6 +321,10 @@ PRESETS: dict[str, Preset] = {
     "dgx_h100": Preset(dgx_h100, dgx_h100_spec),
     "dgx_b200": Preset(dgx_b200, dgx_b200_spec),
     "gb200_nvl72": Preset(gb200_nvl72, gb200_nvl72_spec),
+    # PCIe workstations (docs/hardware.md §3.3): no compute NICs; "eth100g" is their front-end port.
+    "rtx5090_8x": Preset(pcie_workstation, pcie_workstation_spec),
+    "rtx4090_8x": Preset(functools.partial(pcie_workstation, pcie="pcie4"),
+                         functools.partial(pcie_workstation_spec, pcie="pcie4")),
 }
 
 

@@ -6,9 +6,12 @@ Inside a server
     the CPU root complex (and the inter-socket link).
     Without peer-to-peer (``Topology.server_p2p``) GPU copies are staged in host memory:
     GPU -> switch -> root complex -> host memory -> root complex -> switch -> GPU, crossing
-    the memory link twice. GPU <-> NIC traffic goes peer-to-peer (GPUDirect RDMA) or, with
-    ``gpudirect=False``, is staged the same way. Host paths are breadth-first shortest paths
-    that pass only through PCIe switches and CPUs.
+    the memory link twice. The memory is the one nearest the receiving GPU, where NCCL's SHM
+    transport puts its buffer (``NCCL_SHM_LOCALITY``, receiver side by default; docs/hardware.md
+    §3.3), so a copy between sockets crosses the inter-socket link once, before the memory.
+    GPU <-> NIC traffic goes peer-to-peer (GPUDirect RDMA) or, with ``gpudirect=False``, is
+    staged the same way, through the memory nearest the source. Host paths are breadth-first
+    shortest paths that pass only through PCIe switches and CPUs.
     Two nodes of one server that neither NVLink nor host links join (the Grace CPUs of two
     GB200 superchips) have no route.
 Between servers
@@ -374,11 +377,13 @@ class Router:
         if a == b or t.node_server[a] < 0 or t.node_server[a] != t.node_server[b]:
             return False
         pair = {int(kind[a]), int(kind[b])}
-        staged = (pair == {NodeKind.GPU} and not t.server_p2p[t.node_server[a]]) or (
+        between_gpus = pair == {NodeKind.GPU}
+        staged = (between_gpus and not t.server_p2p[t.node_server[a]]) or (
             pair == {NodeKind.GPU, NodeKind.NIC} and not gpudirect
         )
         tables = self._tables
-        return staged and tables.staging[tables.server_class[t.node_server[a]], tables.node_local[a]] < 0
+        near = b if between_gpus else a
+        return staged and tables.staging[tables.server_class[t.node_server[a]], tables.node_local[near]] < 0
 
     def _raise_if_missing(self, missing: np.ndarray, s: np.ndarray, d: np.ndarray, why: str) -> None:
         found = np.flatnonzero(missing)

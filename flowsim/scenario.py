@@ -216,6 +216,16 @@ _CLUSTER_KEYS = {
     "ethernet_switch": _Key(_STR, "sn5600"),
 }
 _P2P = {"p2p": _Key(_BOOL, True)}
+#: flowsim.presets.pcie_workstation's parameters.
+_WORKSTATION = {
+    "n_gpus": _Key(_INT, 8),
+    "gpus_per_switch": _Key(_INT, 1),
+    "sockets": _Key(_INT, 2),
+    "p2p": _Key(_BOOL, False),
+    "pcie": _Key(_STR, "pcie5"),
+    "intersocket": _Key(_STR, "upi2_sapphire_rapids"),
+    "memory": _Key(_STR, "ddr5_4800_8ch"),
+}
 #: Keys of a ``preset = ...`` table besides ``preset`` and ``figure``, per preset: the
 #: parameters of its builder.
 _PRESET_KEYS = {
@@ -230,6 +240,8 @@ _PRESET_KEYS = {
     "dgx_h100": _P2P,
     "dgx_b200": _P2P,
     "gb200_nvl72": _P2P,
+    "rtx5090_8x": _WORKSTATION,
+    "rtx4090_8x": {**_WORKSTATION, "pcie": _Key(_STR, "pcie4")},
 }
 
 

@@ -265,7 +265,8 @@ def test_p2p_option_is_recorded():
 
 
 def test_presets_are_listed_and_unknown_ones_fail():
-    assert preset_names() == ("pcie_server", "dgx1_v100", "dgx_a100", "dgx_h100", "dgx_b200", "gb200_nvl72")
+    assert preset_names() == ("pcie_server", "dgx1_v100", "dgx_a100", "dgx_h100", "dgx_b200", "gb200_nvl72",
+                              "rtx5090_8x", "rtx4090_8x")
     with pytest.raises(InputError, match=re.escape("unknown preset 'dgx_h300'; valid ones: pcie_server, dgx1_v100")):
         preset("dgx_h300", figure="nominal")
     with pytest.raises(InputError, match="unknown figure 'best'"):

@@ -124,7 +124,8 @@ class TwinRouter:
             staged = not gpudirect
         if not staged:
             return self.host_path(s, d)
-        mem = self.staging_memory(s)
+        # GPU to GPU: staged in the receiver's memory (NCCL's SHM_LOCALITY default).
+        mem = self.staging_memory(d if ks == kd == NodeKind.GPU else s)
         first, second = self.host_path(s, mem), self.host_path(mem, d)
         return None if first is None or second is None else first + second
 

@@ -425,6 +425,14 @@ def collective_workload(
         table = "tree" if entry.name == "tree" else "ring"
         chosen = (protocol, nccl_costs(table, protocol, _intra_hardware(topology, ranks), version=nccl_version))
     workload = entry.builder(ranks, size_bytes, costs=chosen[1], model=model, **options)
+    if capped and entry.name == "ring" and chosen[0] == "simple" and choice is not None \
+            and choice.n_channels == choice.max_channels:
+        # A Simple ring's model bandwidth is what NCCL's topology search reserved per channel
+        # (its speed arrays, docs/hardware.md §7.4), not a throughput limit: on all of the
+        # communicator's channels it moves what the links give. LL, LL128 and trees keep the
+        # model's per-channel protocol limits (llMaxBw, perChMax*Bw), and a call on fewer
+        # channels its channels' share.
+        capped = False
     if capped:
         assert choice is not None
         share = lane_channels * choice.channel_bandwidth_Bps

@@ -219,14 +219,23 @@ def _nccl_link_bw(topology: Topology, link: int, constants: NcclConstants) -> fl
     """NCCL's bandwidth (GB/s) of one link: NCCL's model rate per link of its technology
     (NVLink as the version's ``topo.h`` gives it; PCIe, inter-socket: flowsim's "effective"
     figures are those) times the links it stands for, and a NIC's line rate (NCCL's net
-    speed)."""
+    speed). A technology's own NCCL figure (``nccl_GBps``, e.g. ``SRP_QPI_BW`` for a UPI 2.0
+    link) replaces its effective one. Host memory bounds nothing: NCCL's topology graph has
+    no memory node, so a path staged through it counts its PCIe and inter-socket links only
+    (docs/hardware.md §3.3)."""
+    src, dst = int(topology.link_src[link]), int(topology.link_dst[link])
+    if NodeKind.HOST_MEMORY in (topology.node_kind[src], topology.node_kind[dst]):
+        return math.inf
     name = topology.link_technology[link]
     technology = link_technology(name)
     capacity = float(topology.link_capacity_Bps[link])
     nominal, effective = technology.nominal.rate_Bps, technology.effective.rate_Bps
     if technology.tier == LinkTier.SCALE_OUT:
         return capacity / nominal * nominal / 1e9 if nominal > 0 else capacity / 1e9
-    per_link = constants.nvlink_bw.get(name, effective / 1e9)
+    if name in constants.nvlink_bw:
+        per_link = constants.nvlink_bw[name]
+    else:
+        per_link = technology.nccl_GBps if technology.nccl_GBps is not None else effective / 1e9
     for figure in (nominal, effective):
         count = capacity / figure
         if abs(count - round(count)) < 1e-6 * max(1.0, count):

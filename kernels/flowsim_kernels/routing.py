@@ -427,7 +427,9 @@ def server_paths(t, src, dst, gpudirect, write, pos, indices, lengths):
         n = _walk(nvl_parent, nvl_depth, end_sum, links, c, base, ls, ld, write, indices, start)
         if n < 0:
             if staged:
-                mem = staging[c, ls]
+                # GPU to GPU: the buffer is in the receiver's memory, as NCCL's SHM transport
+                # puts it (NCCL_SHM_LOCALITY, receiver side by default).
+                mem = staging[c, ld] if gpu_gpu else staging[c, ls]
                 if mem >= 0:
                     first = _walk(host_parent, host_depth, end_sum, links, c, base, ls, mem, write, indices, start)
                     if first >= 0:

@@ -73,7 +73,10 @@ Format
     false), ``mode`` (``"incremental"`` or ``"full"``, default ``"incremental"``),
     ``time_rel_tol`` (events this close in relative time are one instant, in [0, 1); default
     1e-12, exact; larger values coarsen time for crowded bursts, see
-    :func:`flowsim.engine.simulate`).
+    :func:`flowsim.engine.simulate`), ``fail`` (an array of node or link name patterns
+    whose links are removed) and ``degrade`` (a table of pattern = capacity factor in
+    (0, 1]); see :mod:`flowsim.failures`. The topology is changed before the workload is
+    laid out on it, so collectives and routes go around what failed.
 """
 
 from __future__ import annotations

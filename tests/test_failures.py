@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from flowsim import cli
 from flowsim.errors import InputError
 from flowsim.fabrics import build_cluster
 from flowsim.failures import apply_failures, select_links
@@ -337,3 +338,13 @@ metrics = ["makespan_s"]
     assert [s.topology.n_links for s in scenarios[::2]] == [intact, intact - 4, intact - 12]
     spine = scenarios[1].topology.link_id("ib.su0.rail0->ib.spine0")
     assert scenarios[1].topology.link_capacity_Bps[spine] == scenarios[0].topology.link_capacity_Bps[spine] / 2
+
+
+def test_the_cli_reports_a_bad_factor_in_one_line_and_writes_no_trace(tmp_path, capsys):
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(BASE + '\n[options]\ndegrade = {"ib.spine*" = 2}\n')
+    assert cli.main(["run", str(scenario), "-o", str(tmp_path / "t.h5"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err == (f'flowsim: error: {scenario}: options.degrade."ib.spine*": expected a capacity factor in (0, 1], '
+                   "got 2 (0 is a failure: use fail)\n")
+    assert not (tmp_path / "t.h5").exists()

@@ -10,6 +10,7 @@ from flowsim.collectives import collective_time, collective_workload
 from flowsim.engine import simulate
 from flowsim.errors import InputError
 from flowsim.fabrics import build_cluster, fat_tree, leaf_spine
+from flowsim.failures import apply_failures
 from flowsim.fairshare import FairShareProblem, max_min_rates
 from flowsim.hardware import link_rate
 from flowsim.pipeline import run
@@ -38,6 +39,7 @@ __all__ = [
     "TopologyBuilder",
     "Workload",
     "__version__",
+    "apply_failures",
     "available_backends",
     "build_cluster",
     "build_server",

@@ -118,6 +118,9 @@ class Router:
         self.topology = topology
         t = topology
         self._check_links()
+        self._linked = np.zeros(t.n_nodes, dtype=bool)
+        self._linked[t.link_src] = True
+        self._linked[t.link_dst] = True
         role = np.full(t.n_nodes, kernel.ROLE_OTHER, dtype=np.int64)
         role[t.node_kind == NodeKind.GPU] = kernel.ROLE_GPU
         role[t.node_kind == NodeKind.NIC] = kernel.ROLE_NIC
@@ -390,6 +393,9 @@ class Router:
         if found.size:
             i = int(found[0])
             names = self.topology.node_names
+            unlinked = [names[n] for n in (s[i], d[i]) if not self._linked[n]]
+            if unlinked:  # a failed node (flowsim.failures), say
+                why = f"{unlinked[0]!r} has no links"
             raise NoRouteError(f"no route from {names[s[i]]!r} to {names[d[i]]!r}: {why}", i)
 
     def _routes(self, s, d, rank, method, seed, gpudirect) -> Routes:
@@ -456,6 +462,21 @@ class Router:
         code, seed = _method(method), _seed(seed)
         s, d = self._pairs(src, dst)
         return self._routes(s, d, np.zeros(s.size, dtype=np.int64), code, seed, gpudirect)
+
+    def host_hops(self, src: str | int, dst: Nodes) -> np.ndarray:
+        """Hops from ``src`` to each of ``dst`` over host links, as host paths take them
+        (through PCIe switches and CPUs only); int64, -1 where none joins them or the two are
+        not in one server."""
+        s = int(self.topology.node_ids(_node_list(src, "src"))[0])
+        d = self.topology.node_ids(_node_list(dst, "dst"))
+        t = self._tables
+        server = int(self.topology.node_server[s])
+        hops = np.full(d.size, -1, dtype=np.int64)
+        if server < 0:
+            return hops
+        same = self.topology.node_server[d] == server
+        hops[same] = t.host_depth[t.server_class[server], t.node_local[s], t.node_local[d[same]]]
+        return hops
 
     def equal_cost_paths(self, src: Nodes, dst: Nodes, *, method: str = "ecmp", seed: int = 0) -> np.ndarray:
         """Number of equal-cost network paths of each pair (1 inside a server), int64."""

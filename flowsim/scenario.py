@@ -79,7 +79,10 @@ Format
     false), ``mode`` (``"incremental"`` or ``"full"``, default ``"incremental"``),
     ``time_rel_tol`` (events this close in relative time are one instant, in [0, 1); default
     1e-12, exact; larger values coarsen time for crowded bursts, see
-    :func:`flowsim.engine.simulate`).
+    :func:`flowsim.engine.simulate`), ``fail`` (an array of node or link name patterns
+    whose links are removed) and ``degrade`` (a table of pattern = capacity factor in
+    (0, 1]); see :mod:`flowsim.failures`. The topology is changed before the workload is
+    laid out on it, so collectives and routes go around what failed.
 """
 
 from __future__ import annotations
@@ -101,6 +104,7 @@ from flowsim.collectives.constants import DEFAULT_NCCL_VERSION
 from flowsim.engine import DEFAULT_TIME_REL_TOL, MODES
 from flowsim.errors import InputError, read_text_file
 from flowsim.fabrics import build_cluster
+from flowsim.failures import apply_failures, check_degrade_factor, describe_changes
 from flowsim.fairshare import FairShareProblem
 from flowsim.hardware import FIGURES, LinkTier
 from flowsim.pipeline import simulate_routed
@@ -140,6 +144,10 @@ class Options:
     record_flows: bool = False
     mode: str = "incremental"
     time_rel_tol: float = DEFAULT_TIME_REL_TOL
+    fail: tuple[str, ...] = ()
+    """Node or link name patterns taken out of the topology (:mod:`flowsim.failures`)."""
+    degrade: tuple[tuple[str, float], ...] = ()
+    """(pattern, capacity factor in (0, 1]) pairs slowing the links they select."""
 
 
 @dataclass(frozen=True)
@@ -161,6 +169,9 @@ class Scenario:
         ``max(compute_s, makespan)``.
     files : tuple of Path
         The files it read besides its own (the flow list), so that outputs stay off them.
+    failures : str
+        What ``options.fail`` and ``options.degrade`` changed in the topology
+        (:func:`flowsim.failures.describe_changes`); empty without them.
     """
 
     source: str
@@ -172,6 +183,7 @@ class Scenario:
     options: Options
     compute_s: float = 0.0
     files: tuple[Path, ...] = ()
+    failures: str = ""
 
 
 @dataclass(frozen=True)
@@ -681,7 +693,51 @@ def _options(where: Where, table: Mapping) -> Options:
         record_flows=where.boolean(table, "record_flows", "options", defaults.record_flows),
         mode=where.choice(table, "mode", "options", MODES, defaults.mode),
         time_rel_tol=_time_rel_tol(where, table, defaults.time_rel_tol),
+        fail=_fail(where, table),
+        degrade=_degrade(where, table),
     )
+
+
+def _fail(where: Where, table: Mapping) -> tuple[str, ...]:
+    patterns = table.get("fail", [])
+    if not isinstance(patterns, list):
+        raise where.error("options.fail", f"expected an array of node or link name patterns, got {show(patterns)}")
+    for i, pattern in enumerate(patterns):
+        if not isinstance(pattern, str) or not pattern:
+            raise where.error(f"options.fail[{i}]", f"expected a node or link name pattern, got {show(pattern)}")
+    return tuple(patterns)
+
+
+def _degrade(where: Where, table: Mapping) -> tuple[tuple[str, float], ...]:
+    out = []
+    for pattern, factor in _dotted(where.table(table.get("degrade", {}), "options.degrade"), "").items():
+        try:
+            out.append((pattern, check_degrade_factor(factor)))
+        except InputError as err:
+            raise where.error(f'options.degrade."{pattern}"', str(err)) from None
+    return tuple(out)
+
+
+def _dotted(table: Mapping, prefix: str) -> dict[str, object]:
+    """A table of patterns with nested tables flattened: unquoted, a pattern's dots make TOML
+    tables (``{ib.spine2 = 0.5}`` is ``{ib = {spine2 = 0.5}}``), and so does a sweep path
+    such as ``options.degrade.ib.spine2``; both mean the pattern ``"ib.spine2"``."""
+    out: dict[str, object] = {}
+    for key, value in table.items():
+        name = f"{prefix}.{key}" if prefix else key
+        if isinstance(value, dict):
+            out.update(_dotted(value, name))
+        else:
+            out[name] = value
+    return out
+
+
+def _failed(where: Where, topology: Topology, options: Options) -> Topology:
+    """``topology`` with the scenario's failures and degradations applied."""
+    try:
+        return apply_failures(topology, fail=options.fail, degrade=dict(options.degrade))
+    except InputError as err:
+        raise InputError(f"{where.source}: options.{err}") from None
 
 
 def _time_rel_tol(where: Where, table: Mapping, default: float) -> float:
@@ -738,6 +794,8 @@ def scenario_from_document(
     info = where.table(doc.get("scenario", {}), "scenario")
     where.only(info, ("name", "description"), "scenario")
     topology = _topology(where, where.table(_section(where, doc, "topology"), "topology"), Path(base_dir))
+    options = _options(where, where.table(doc.get("options", {}), "options"))
+    intact, topology = topology, _failed(where, topology, options)
     workload, compute_s, files = _workload(
         where, where.table(_section(where, doc, "workload"), "workload"), topology, Path(base_dir)
     )
@@ -748,9 +806,10 @@ def scenario_from_document(
         description=where.string(info, "description", "scenario", ""),
         topology=topology,
         workload=workload,
-        options=_options(where, where.table(doc.get("options", {}), "options")),
+        options=options,
         compute_s=compute_s,
         files=files,
+        failures=describe_changes(intact, topology),
     )
 
 

@@ -1,9 +1,10 @@
 """``flowsim run SCENARIO.toml -o TRACE.h5``: simulate a scenario file and write its trace.
 
 Progress notes (load, route, simulate, write, each with the elapsed time) go to stderr; the
-result line (flows, makespan, trace path) goes to stdout, and for a scenario with a training
-step a second line: the step time, its compute and the communication the compute left
-exposed.
+result line (flows, makespan, trace path) goes to stdout, then for a scenario with
+``fail`` or ``degrade`` options what they changed (links removed and slowed, nodes moved to
+another NIC), and for a scenario with a training step the step time, its compute and the
+communication the compute left exposed.
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ def run_command(args: argparse.Namespace) -> int:
     note("done")
     makespan = format_seconds(run.result.makespan_s)
     print(f"{scenario.name}: {run.result.n_flows:,} flows, makespan {makespan} -> {output}")
+    if scenario.failures:
+        print(f"failures: {scenario.failures}")
     if scenario.compute_s > 0:
         step_s = step_time_s(scenario.compute_s, run.result.makespan_s)
         exposed_s = exposed_communication_s(scenario.compute_s, run.result.makespan_s)

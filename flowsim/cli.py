@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from flowsim import __version__
 from flowsim.commands import add_parsers
 from flowsim.errors import InputError
+from flowsim_kernels.progress import note_compiles
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -24,6 +25,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_parsers(subparsers)
     args = parser.parse_args(argv)
+    note_compiles(None if getattr(args, "quiet", False) else sys.stderr)
     try:
         return args.func(args)
     except (InputError, ImportError) as err:

@@ -594,10 +594,10 @@ def _training(where: Where, topology: Topology, table: Mapping, key: str) -> Tra
 
 
 def _workload(
-    where: Where, table: Mapping, topology: Topology, base: Path
+    where: Where, table: Mapping, topology: Topology, base: Path, note: Callable[[str], None]
 ) -> tuple[Workload, float, tuple[Path, ...]]:
     """The scenario's workload, the compute time of its training step (0 if none) and the
-    files it read."""
+    files it read; ``note`` is told as each collective and the training step is built."""
     where.only(table, ("flows", "collective", "training"), "workload")
     parts = []
     compute_s = 0.0
@@ -610,8 +610,10 @@ def _workload(
         files = (flows,)
     if "collective" in table:
         for i, collective in enumerate(where.tables(table["collective"], "workload.collective")):
+            note(f"building workload.collective[{i}]")
             parts.append(_collective(where, topology, collective, f"workload.collective[{i}]"))
     if "training" in table:
+        note("building workload.training")
         step = _training(where, topology, where.table(table["training"], "workload.training"), "workload.training")
         parts.append(step.workload)
         compute_s = step.compute_s
@@ -660,7 +662,13 @@ def _section(where: Where, doc: Mapping, section: str) -> object:
     return doc[section]
 
 
-def parse_scenario(text: str, *, source: str = "<string>", base_dir: str | os.PathLike = ".") -> Scenario:
+def parse_scenario(
+    text: str,
+    *,
+    source: str = "<string>",
+    base_dir: str | os.PathLike = ".",
+    progress: Callable[[str], None] | None = None,
+) -> Scenario:
     """Check a scenario given as TOML text and build its topology and workload.
 
     Parameters
@@ -671,6 +679,8 @@ def parse_scenario(text: str, *, source: str = "<string>", base_dir: str | os.Pa
         Name used in error messages (the file name).
     base_dir : str or path-like
         Directory that relative flow-list paths start from.
+    progress : callable, optional
+        Called with a short note before each collective and training step is built.
 
     Returns
     -------
@@ -685,16 +695,22 @@ def parse_scenario(text: str, *, source: str = "<string>", base_dir: str | os.Pa
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise Where(source).error("", f"not valid TOML: {err}") from None
-    return scenario_from_document(doc, text=text, source=source, base_dir=base_dir)
+    return scenario_from_document(doc, text=text, source=source, base_dir=base_dir, progress=progress)
 
 
 def scenario_from_document(
-    doc: Mapping, *, text: str, source: str = "<string>", base_dir: str | os.PathLike = "."
+    doc: Mapping,
+    *,
+    text: str,
+    source: str = "<string>",
+    base_dir: str | os.PathLike = ".",
+    progress: Callable[[str], None] | None = None,
 ) -> Scenario:
     """Check a scenario given as a parsed TOML document (a dict) and build it.
 
     :func:`parse_scenario` after parsing; sweeps call it on documents they derived.
-    ``text`` is kept as the scenario's text (written into traces).
+    ``text`` is kept as the scenario's text (written into traces); ``progress``, if given, is
+    called with a short note before each collective and training step is built.
     """
     where = Where(source)
     where.only(doc, _SECTIONS, "")
@@ -702,7 +718,8 @@ def scenario_from_document(
     where.only(info, ("name", "description"), "scenario")
     topology = _topology(where, where.table(_section(where, doc, "topology"), "topology"))
     workload, compute_s, files = _workload(
-        where, where.table(_section(where, doc, "workload"), "workload"), topology, Path(base_dir)
+        where, where.table(_section(where, doc, "workload"), "workload"), topology, Path(base_dir),
+        progress or (lambda message: None),
     )
     return Scenario(
         source=source,
@@ -717,8 +734,9 @@ def scenario_from_document(
     )
 
 
-def load_scenario(path: str | os.PathLike) -> Scenario:
-    """Load a scenario file; flow lists are found relative to it.
+def load_scenario(path: str | os.PathLike, progress: Callable[[str], None] | None = None) -> Scenario:
+    """Load a scenario file; flow lists are found relative to it. ``progress``: as
+    :func:`scenario_from_document`.
 
     Raises
     ------
@@ -727,7 +745,7 @@ def load_scenario(path: str | os.PathLike) -> Scenario:
     """
     path = Path(path)
     text = read_text_file(path, "the scenario")
-    return parse_scenario(text, source=str(path), base_dir=path.parent)
+    return parse_scenario(text, source=str(path), base_dir=path.parent, progress=progress)
 
 
 def route_scenario(scenario: Scenario, flows: np.ndarray | None = None) -> Routes:
@@ -782,7 +800,9 @@ def rates_problem(scenario: Scenario) -> tuple[np.ndarray, FairShareProblem]:
     return flows, problem
 
 
-def run_scenario(scenario: Scenario, progress: Callable[[str], None] | None = None) -> ScenarioRun:
+def run_scenario(
+    scenario: Scenario, progress: Callable[[str], None] | None = None, *, live: bool | None = None
+) -> ScenarioRun:
     """Route a scenario's flows over its topology and simulate them.
 
     Parameters
@@ -790,6 +810,9 @@ def run_scenario(scenario: Scenario, progress: Callable[[str], None] | None = No
     scenario : Scenario
     progress : callable, optional
         Called with a short note before each stage (routing, simulating).
+    live : bool, optional
+        Whether the engine prints its progress line on stderr (see
+        :func:`flowsim.engine.simulate`); default: when ``progress`` is given.
 
     Returns
     -------
@@ -809,7 +832,7 @@ def run_scenario(scenario: Scenario, progress: Callable[[str], None] | None = No
     try:
         result = simulate_routed(
             t, w, routes, record_links=o.record_links, record_flows=o.record_flows, mode=o.mode,
-            time_rel_tol=o.time_rel_tol, progress=progress is not None,
+            time_rel_tol=o.time_rel_tol, progress=progress is not None if live is None else live,
         )
     except InputError as err:
         raise InputError(f"{scenario.source}: {err}") from None

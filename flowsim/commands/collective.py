@@ -3,18 +3,30 @@
     flowsim collective all_reduce --system dgx-h100 --nodes 4 -b 8 -e 8G -f 2 [--json]
 
 prints one row per message size (size, count, type, redop, root, then what ran: algorithm,
-protocol and channels, then time, algbw, busbw), as ``all_reduce_perf`` does, or the same
-rows as JSON. By default each size runs what NCCL's tuner would pick;
+protocol and channels, then time, algbw, busbw) as soon as that size has run, as
+``all_reduce_perf`` does, then the algorithms and models that ran and the average busbw; or
+the same rows as JSON at the end. On a terminal (or with ``--progress``) a note on stderr
+says which size is being built, routed and simulated. By default each size runs what NCCL's tuner would pick;
 ``--nccl-env NCCL_ALGO=Ring`` (repeatable) steers it as NCCL's environment does.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from flowsim.collectives import ALGORITHMS, COLLECTIVES, MODELS, PROTOCOLS, STEP_MESSAGE_LIMIT
-from flowsim.collectives.report import DTYPE_BYTES, format_table, message_sizes, rows_to_json, sweep
+from flowsim.collectives.report import (
+    DTYPE_BYTES,
+    iter_sweep,
+    message_sizes,
+    rows_to_json,
+    table_footer,
+    table_header,
+    table_row,
+)
 from flowsim.commands.argtypes import add_nccl_arguments, parse_nccl_env
+from flowsim.commands.progress import Notes, add_progress_argument, show_progress
 from flowsim.fabrics import FABRICS, build_cluster
 from flowsim.hardware import FIGURES
 from flowsim.presets import preset_names
@@ -70,6 +82,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--routing", default="ecmp", choices=tuple(METHODS), help="path choice between servers")
     parser.add_argument("--seed", type=int, default=0, help="ECMP hash seed")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
+    add_progress_argument(parser)
     parser.set_defaults(func=run_collective)
     return parser
 
@@ -77,14 +90,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 def run_collective(args: argparse.Namespace) -> int:
     """Handler of ``flowsim collective``: run the sweep ``args`` describe, print it; returns 0.
 
-    Bad input (an unknown preset, sizes, channels) raises
+    Table rows are printed as their sizes finish (JSON at the end), after the first size
+    ran: bad input (an unknown preset, sizes, channels) raises
     :class:`~flowsim.errors.InputError` naming it before anything is printed.
     """
     system = args.system.replace("-", "_")
     nccl_env = parse_nccl_env(args.nccl_env)
     topology = build_cluster(system, args.nodes, figure=args.figure, fabric=args.fabric)
     sizes = message_sizes(args.minbytes, args.maxbytes, args.stepfactor)
-    rows = sweep(
+    notes = Notes(sys.stderr, in_place=True) if show_progress(args) else None
+    pending = iter_sweep(
         topology,
         args.collective,
         sizes,
@@ -98,8 +113,27 @@ def run_collective(args: argparse.Namespace) -> int:
         nccl_version=args.nccl_version,
         routing=args.routing,
         seed=args.seed,
+        progress=notes,
     )
     n_ranks = 2 if args.collective == "send" else len(topology.gpus())
+    rows = [next(pending)]
+    if notes is not None:
+        notes.clear()
+    if not args.json:
+        env = "".join(f", {key}={value}" for key, value in nccl_env.items())
+        print(
+            table_header(
+                f"flowsim {args.collective}: {args.nodes} x {system}, {n_ranks} ranks, {args.figure} link rates, "
+                f"{args.fabric} fabric, {args.routing} routing, NCCL {args.nccl_version}{env}"
+            )
+        )
+        print(table_row(rows[0]), flush=True)
+    for row in pending:
+        if notes is not None:
+            notes.clear()
+        rows.append(row)
+        if not args.json:
+            print(table_row(row), flush=True)
     ran = sorted({r.algorithm for r in rows})
     algorithm = ran[0] if len(ran) == 1 else " and ".join(ran)
     if args.json:
@@ -120,11 +154,6 @@ def run_collective(args: argparse.Namespace) -> int:
         )
     else:
         models = " and ".join(sorted({r.model for r in rows}))
-        env = "".join(f", {key}={value}" for key, value in nccl_env.items())
-        title = (
-            f"flowsim {args.collective} ({algorithm}, {models}): {args.nodes} x {system}, {n_ranks} ranks, "
-            f"{args.figure} link rates, {args.fabric} fabric, {args.routing} routing, NCCL {args.nccl_version}{env}"
-        )
-        print(format_table(rows, title))
+        print(f"# Ran                  : {algorithm} ({models})")
+        print(table_footer(rows))
     return 0
-

@@ -25,9 +25,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_parsers(subparsers)
     args = parser.parse_args(argv)
-    note_compiles(None if getattr(args, "quiet", False) else sys.stderr)
     try:
-        return args.func(args)
+        with note_compiles(None if getattr(args, "quiet", False) else sys.stderr):
+            return args.func(args)
     except (InputError, ImportError) as err:
         print(f"flowsim: error: {err}", file=sys.stderr)
         return 2

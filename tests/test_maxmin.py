@@ -238,6 +238,8 @@ def test_lists_tuples_and_numpy_ids_give_the_csr_arrays(rng):
         np.testing.assert_array_equal(built.flow_link_indptr, indptr)
         np.testing.assert_array_equal(built.flow_link_indices, links)
         assert built.flow_link_indices.dtype == np.int64 and not built.flow_link_indices.flags.writeable
+    empty = Routes.from_lists([], n_links)
+    assert empty.flow_link_indptr.tolist() == [0] and empty.flow_link_indices.shape == (0,)
     names = [f"l{i}" for i in range(n_links)]
     mixed = [[names[x] if k % 2 else x for k, x in enumerate(r)] for r in as_lists]
     built = Routes.from_lists(mixed, n_links, {name: i for i, name in enumerate(names)})

@@ -544,7 +544,9 @@ def _nccl_env(where: Where, table: Mapping, key: str) -> dict[str, str]:
     return dict(table["nccl_env"])
 
 
-def _training(where: Where, topology: Topology, table: Mapping, key: str) -> TrainingStep | ParallelStep:
+def _training(
+    where: Where, topology: Topology, table: Mapping, key: str, note: Callable[[str], None]
+) -> TrainingStep | ParallelStep:
     parallel = any(k in table for k in _PARALLEL_KEYS)
     if parallel and "forward_s" in table:
         raise where.error(
@@ -587,7 +589,7 @@ def _training(where: Where, topology: Topology, table: Mapping, key: str) -> Tra
         )
     try:
         if parallel:
-            return parallel_step(topology, **per_layer, **common)
+            return parallel_step(topology, **per_layer, **common, progress=note)
         return data_parallel_step(topology, **per_layer, forward_s=where.number(table, "forward_s", key, 0.0), **common)
     except InputError as err:
         raise where.error(key, str(err)) from None
@@ -614,7 +616,10 @@ def _workload(
             parts.append(_collective(where, topology, collective, f"workload.collective[{i}]"))
     if "training" in table:
         note("building workload.training")
-        step = _training(where, topology, where.table(table["training"], "workload.training"), "workload.training")
+        step = _training(
+            where, topology, where.table(table["training"], "workload.training"), "workload.training",
+            lambda message: note(f"workload.training: {message}"),
+        )
         parts.append(step.workload)
         compute_s = step.compute_s
     if not parts:

@@ -10,6 +10,7 @@ import pytest
 
 from flowsim import engine
 from flowsim.cli import main as flowsim_command
+from flowsim.errors import InputError
 from flowsim_kernels import progress
 
 ROOT = Path(__file__).parents[1]
@@ -62,6 +63,21 @@ def test_run_notes_when_it_builds_a_training_step(tmp_path, capsys):
     assert flowsim_command(["run", str(scenario), "-o", str(tmp_path / "t.h5")]) == 0
     notes = [line.split("] ", 1)[1] for line in capsys.readouterr().err.splitlines()]
     assert notes[:2] == [f"loading {scenario}", "building workload.training"]
+
+
+def test_scenario_notes_the_stages_of_a_3d_step(monkeypatch):
+    # A 3D step's builder notes its own stages (tests/test_training.py), prefixed with the key.
+    from flowsim import scenario
+
+    def noting(topology, progress=None, **kwargs):
+        progress("laying out")
+        raise InputError("stop here")
+
+    monkeypatch.setattr(scenario, "parallel_step", noting)
+    notes = []
+    with pytest.raises(InputError, match="stop here"):
+        scenario.load_scenario(DGX.with_name("training_step_3d_dgx_h100.toml"), progress=notes.append)
+    assert notes == ["building workload.training", "workload.training: laying out"]
 
 
 _COMPILE = """

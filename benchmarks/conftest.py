@@ -14,7 +14,7 @@ def pytest_addoption(parser):
         default=1.0,
         help=(
             "multiply the flow counts of the engine, collective and sweep suites (CI's smoke run "
-            "uses a small scale); the max-min, batched, topology and trace suites keep their sizes"
+            "uses a small scale); the max-min, routes, batched, topology and trace suites keep their sizes"
         ),
     )
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from flowsim import __version__
 from flowsim.commands import add_parsers
 from flowsim.errors import InputError
+from flowsim_kernels.progress import note_compiles
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -25,7 +26,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_parsers(subparsers)
     args = parser.parse_args(argv)
     try:
-        return args.func(args)
+        with note_compiles(None if getattr(args, "quiet", False) else sys.stderr):
+            return args.func(args)
     except (InputError, ImportError) as err:
         print(f"flowsim: error: {err}", file=sys.stderr)
         return 2

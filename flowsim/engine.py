@@ -18,6 +18,7 @@ from flowsim_kernels.engine import (
     EngineInput,
     simulate_flows,
 )
+from flowsim_kernels.progress import begin as progress_begin
 from flowsim_kernels.progress import deferred_interrupt
 from flowsim_kernels.progress import finish as progress_done
 
@@ -95,7 +96,8 @@ def simulate(
         makes 27 and 75 times fewer updates and moves finish times by 0.2-0.3% on average,
         1.1-1.6% at most; 1e-3 by 0.03% on average, 0.15% at most.
     progress
-        Print how far the run has got on stderr, at most twice a second.
+        Print how far the run has got on stderr, at most twice a second, once it has run two
+        seconds.
 
     Returns
     -------
@@ -137,6 +139,8 @@ def simulate(
     ready = np.empty(n_flows)
     transfer_start = np.empty(n_flows)
     finish = np.empty(n_flows)
+    if progress:
+        progress_begin()
     try:
         with deferred_interrupt():
             overflow, n_events, n_updates, n_resolved, n_changed, seg_entity, seg_start, seg_end, seg_rate = (

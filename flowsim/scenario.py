@@ -593,7 +593,9 @@ def _nccl_env(where: Where, table: Mapping, key: str) -> dict[str, str]:
     return dict(table["nccl_env"])
 
 
-def _training(where: Where, topology: Topology, table: Mapping, key: str) -> TrainingStep | ParallelStep:
+def _training(
+    where: Where, topology: Topology, table: Mapping, key: str, note: Callable[[str], None]
+) -> TrainingStep | ParallelStep:
     parallel = any(k in table for k in _PARALLEL_KEYS)
     if parallel and "forward_s" in table:
         raise where.error(
@@ -636,17 +638,17 @@ def _training(where: Where, topology: Topology, table: Mapping, key: str) -> Tra
         )
     try:
         if parallel:
-            return parallel_step(topology, **per_layer, **common)
+            return parallel_step(topology, **per_layer, **common, progress=note)
         return data_parallel_step(topology, **per_layer, forward_s=where.number(table, "forward_s", key, 0.0), **common)
     except InputError as err:
         raise where.error(key, str(err)) from None
 
 
 def _workload(
-    where: Where, table: Mapping, topology: Topology, base: Path
+    where: Where, table: Mapping, topology: Topology, base: Path, note: Callable[[str], None]
 ) -> tuple[Workload, float, tuple[Path, ...]]:
     """The scenario's workload, the compute time of its training step (0 if none) and the
-    files it read."""
+    files it read; ``note`` is told as each collective and the training step is built."""
     where.only(table, ("flows", "collective", "training"), "workload")
     parts = []
     compute_s = 0.0
@@ -659,9 +661,14 @@ def _workload(
         files = (flows,)
     if "collective" in table:
         for i, collective in enumerate(where.tables(table["collective"], "workload.collective")):
+            note(f"building workload.collective[{i}]")
             parts.append(_collective(where, topology, collective, f"workload.collective[{i}]"))
     if "training" in table:
-        step = _training(where, topology, where.table(table["training"], "workload.training"), "workload.training")
+        note("building workload.training")
+        step = _training(
+            where, topology, where.table(table["training"], "workload.training"), "workload.training",
+            lambda message: note(f"workload.training: {message}"),
+        )
         parts.append(step.workload)
         compute_s = step.compute_s
     if not parts:
@@ -753,7 +760,13 @@ def _section(where: Where, doc: Mapping, section: str) -> object:
     return doc[section]
 
 
-def parse_scenario(text: str, *, source: str = "<string>", base_dir: str | os.PathLike = ".") -> Scenario:
+def parse_scenario(
+    text: str,
+    *,
+    source: str = "<string>",
+    base_dir: str | os.PathLike = ".",
+    progress: Callable[[str], None] | None = None,
+) -> Scenario:
     """Check a scenario given as TOML text and build its topology and workload.
 
     Parameters
@@ -764,6 +777,8 @@ def parse_scenario(text: str, *, source: str = "<string>", base_dir: str | os.Pa
         Name used in error messages (the file name).
     base_dir : str or path-like
         Directory that relative flow-list paths start from.
+    progress : callable, optional
+        Called with a short note before each collective and training step is built.
 
     Returns
     -------
@@ -778,16 +793,22 @@ def parse_scenario(text: str, *, source: str = "<string>", base_dir: str | os.Pa
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise Where(source).error("", f"not valid TOML: {err}") from None
-    return scenario_from_document(doc, text=text, source=source, base_dir=base_dir)
+    return scenario_from_document(doc, text=text, source=source, base_dir=base_dir, progress=progress)
 
 
 def scenario_from_document(
-    doc: Mapping, *, text: str, source: str = "<string>", base_dir: str | os.PathLike = "."
+    doc: Mapping,
+    *,
+    text: str,
+    source: str = "<string>",
+    base_dir: str | os.PathLike = ".",
+    progress: Callable[[str], None] | None = None,
 ) -> Scenario:
     """Check a scenario given as a parsed TOML document (a dict) and build it.
 
     :func:`parse_scenario` after parsing; sweeps call it on documents they derived.
-    ``text`` is kept as the scenario's text (written into traces).
+    ``text`` is kept as the scenario's text (written into traces); ``progress``, if given, is
+    called with a short note before each collective and training step is built.
     """
     where = Where(source)
     where.only(doc, _SECTIONS, "")
@@ -797,7 +818,8 @@ def scenario_from_document(
     options = _options(where, where.table(doc.get("options", {}), "options"))
     intact, topology = topology, _failed(where, topology, options)
     workload, compute_s, files = _workload(
-        where, where.table(_section(where, doc, "workload"), "workload"), topology, Path(base_dir)
+        where, where.table(_section(where, doc, "workload"), "workload"), topology, Path(base_dir),
+        progress or (lambda message: None),
     )
     return Scenario(
         source=source,
@@ -813,8 +835,9 @@ def scenario_from_document(
     )
 
 
-def load_scenario(path: str | os.PathLike) -> Scenario:
-    """Load a scenario file; flow lists are found relative to it.
+def load_scenario(path: str | os.PathLike, progress: Callable[[str], None] | None = None) -> Scenario:
+    """Load a scenario file; flow lists are found relative to it. ``progress``: as
+    :func:`scenario_from_document`.
 
     Raises
     ------
@@ -823,7 +846,7 @@ def load_scenario(path: str | os.PathLike) -> Scenario:
     """
     path = Path(path)
     text = read_text_file(path, "the scenario")
-    return parse_scenario(text, source=str(path), base_dir=path.parent)
+    return parse_scenario(text, source=str(path), base_dir=path.parent, progress=progress)
 
 
 def route_scenario(scenario: Scenario, flows: np.ndarray | None = None) -> Routes:
@@ -878,7 +901,9 @@ def rates_problem(scenario: Scenario) -> tuple[np.ndarray, FairShareProblem]:
     return flows, problem
 
 
-def run_scenario(scenario: Scenario, progress: Callable[[str], None] | None = None) -> ScenarioRun:
+def run_scenario(
+    scenario: Scenario, progress: Callable[[str], None] | None = None, *, live: bool | None = None
+) -> ScenarioRun:
     """Route a scenario's flows over its topology and simulate them.
 
     Parameters
@@ -886,6 +911,9 @@ def run_scenario(scenario: Scenario, progress: Callable[[str], None] | None = No
     scenario : Scenario
     progress : callable, optional
         Called with a short note before each stage (routing, simulating).
+    live : bool, optional
+        Whether the engine prints its progress line on stderr (see
+        :func:`flowsim.engine.simulate`); default: when ``progress`` is given.
 
     Returns
     -------
@@ -905,7 +933,7 @@ def run_scenario(scenario: Scenario, progress: Callable[[str], None] | None = No
     try:
         result = simulate_routed(
             t, w, routes, record_links=o.record_links, record_flows=o.record_flows, mode=o.mode,
-            time_rel_tol=o.time_rel_tol, progress=progress is not None,
+            time_rel_tol=o.time_rel_tol, progress=progress is not None if live is None else live,
         )
     except InputError as err:
         raise InputError(f"{scenario.source}: {err}") from None

@@ -389,6 +389,7 @@ def parallel_step(
     slices: int | None = None,
     checkpoint_bytes_per_rank: float = 0.0,
     checkpoint_start_s: float = 0.0,
+    progress: Callable[[str], None] | None = None,
 ) -> ParallelStep:
     """Lay out one tensor x pipeline x data parallel training step (see the module docstring).
 
@@ -426,6 +427,10 @@ def parallel_step(
         message.
     checkpoint_bytes_per_rank, checkpoint_start_s : float
         As :func:`data_parallel_step`.
+    progress : callable, optional
+        Called with a short note before each stage of the building (laying out the
+        schedule, timing its compute, checking the flows), which takes tens of seconds for
+        millions of flows.
 
     Returns
     -------
@@ -471,13 +476,17 @@ def parallel_step(
         layout, forward, backward, grads, n_microbatches, schedule, float(activation_bytes),
         float(tp_all_reduce_bytes), float(bucket_bytes), plan, algorithm, tp_algorithm,
     )
+    note = progress or (lambda message: None)
+    note(f"laying out {layout.pp} stages x {layout.dp} replicas x {n_microbatches} microbatches ({schedule})")
     builder.lay_out()
+    note(f"timing the compute through {len(builder.flows.names):,} flows")
     compute_s = builder.flows.zero_time_makespan_s()
     if checkpoint_bytes_per_rank > 0:
         checkpoint = _checkpoint(topology, layout.ranks, checkpoint_bytes_per_rank, checkpoint_start_s)
         builder.flows.place(_Template.of(checkpoint), "", {}, ("checkpoint", "", "", ""))
     busy = n_microbatches * (forward + backward).reshape(layout.pp, -1).sum(axis=1)
     bubble_s = max(compute_s - float(busy.max()), 0.0)
+    note(f"checking {len(builder.flows.names):,} flows and their dependencies")
     return ParallelStep(builder.flows.workload(), layout, schedule, int(n_microbatches), compute_s, busy, bubble_s)
 
 

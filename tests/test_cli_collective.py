@@ -1,12 +1,17 @@
 """``flowsim collective``: nccl-tests-like rows on the terminal and as JSON."""
 
 import argparse
+import io
 import json
+import re
+import sys
 
 import pytest
 
 from flowsim.cli import main as flowsim
+from flowsim.collectives import collective_time
 from flowsim.commands.collective import add_parser, run_collective
+from flowsim.errors import InputError
 
 
 def test_registers_collective_with_its_handler():
@@ -25,7 +30,8 @@ def test_prints_one_row_per_size(capsys):
         == 0
     )
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("# flowsim all_reduce (ring, steps): 2 x dgx_h100, 16 ranks")
+    assert lines[0].startswith("# flowsim all_reduce: 2 x dgx_h100, 16 ranks")
+    assert lines[-2] == "# Ran                  : ring (steps)"
     rows = [line.split() for line in lines if not line.startswith("#")]
     assert [int(r[0]) for r in rows] == [8, 32, 128, 512, 2048, 8192, 32768, 131072, 524288]
     assert [int(r[1]) for r in rows] == [s // 4 for s in (8, 32, 128, 512, 2048, 8192, 32768, 131072, 524288)]
@@ -85,15 +91,16 @@ def test_options_reach_the_model(capsys):
     assert row[1:5] == [str(2**26 // 2), "half", "none", "0"]
 
 
-def test_model_is_chosen_and_shown_in_the_title(capsys):
+def test_model_is_chosen_and_shown_below_the_rows(capsys):
     argv = ["collective", "all_reduce", "--system", "dgx_h100", "--nodes", "2", "-b", "1G", "-e", "1G", "--algorithm",
             "ring"]
     assert flowsim([*argv, "--model", "stream"]) == 0
-    title, *_, row, _ = capsys.readouterr().out.splitlines()
-    assert title.startswith("# flowsim all_reduce (ring, stream): 2 x dgx_h100, 16 ranks")
+    title, *_, row, ran, _ = capsys.readouterr().out.splitlines()
+    assert title.startswith("# flowsim all_reduce: 2 x dgx_h100, 16 ranks")
+    assert ran == "# Ran                  : ring (stream)"
     assert flowsim(argv) == 0
-    title, *_, steps_row, _ = capsys.readouterr().out.splitlines()
-    assert "(ring, steps)" in title
+    title, *_, steps_row, ran, _ = capsys.readouterr().out.splitlines()
+    assert ran == "# Ran                  : ring (steps)"
     # At 1 GiB the stream's bandwidth term dominates; it agrees with the step DAG.
     assert float(row.split()[-1]) == pytest.approx(float(steps_row.split()[-1]), rel=0.02)
 
@@ -131,3 +138,84 @@ def test_bad_input_is_reported_not_raised(capsys, argv, message):
     assert flowsim(["collective", "all_reduce", *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith("flowsim: error: ") and message in err
+
+
+def test_rows_are_printed_as_their_sizes_finish(capsys, monkeypatch):
+    # The third size fails: the first two rows are on stdout already (before, the table was
+    # printed whole at the end, so nothing was).
+    from flowsim.collectives import report
+
+    ran = []
+
+    def third_fails(*args, **kwargs):
+        ran.append(args[2])
+        if len(ran) == 3:
+            raise InputError("the third size fails")
+        return collective_time(*args, **kwargs)
+
+    monkeypatch.setattr(report, "collective_time", third_fails)
+    argv = ["collective", "all_reduce", "--system", "dgx_h100", "-b", "1K", "-e", "1M", "-f", "4"]
+    assert flowsim(argv) == 2
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert lines[0].startswith("# flowsim all_reduce: 1 x dgx_h100, 8 ranks") and len(lines) == 5
+    assert [int(line.split()[0]) for line in lines[3:]] == [1024, 4096]
+    assert err == "flowsim: error: the third size fails\n"
+
+
+def test_bad_options_print_nothing_on_stdout(capsys):
+    # Checked by the first size, which runs before the header is printed.
+    assert flowsim(["collective", "all_reduce", "--system", "dgx_h100", "--algorithm", "p2p"]) == 2
+    assert capsys.readouterr().out == ""
+
+
+ARGV = ["collective", "all_reduce", "--system", "dgx_h100", "-b", "1K", "-e", "4K", "-f", "4"]
+
+
+def test_progress_notes_only_when_asked_off_a_terminal(capsys):
+    assert flowsim(ARGV) == 0
+    quiet = capsys.readouterr()
+    assert quiet.err == ""
+    assert flowsim([*ARGV, "--progress"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == quiet.out
+    notes = [re.sub(r"\d[\d,]* flows$", "N flows", line.split("] ", 1)[1]) for line in captured.err.splitlines()]
+    assert notes == [
+        "1,024 B (1/2): building the flows",
+        "1,024 B (1/2): routing and simulating N flows",
+        "4,096 B (2/2): building the flows",
+        "4,096 B (2/2): routing and simulating N flows",
+    ]
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_notes_in_place_on_a_terminal(capsys, monkeypatch):
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert flowsim(ARGV) == 0
+    # Each note redrawn on one line, erased before each row goes out.
+    drawn = terminal.getvalue().split("\r\x1b[K")
+    assert drawn[0] == "" and drawn[-1] == ""
+    notes = [text.split("] ", 1)[1] for text in drawn[1:-1] if text]
+    assert notes[0] == "1,024 B (1/2): building the flows" and len(notes) == 4
+    assert "\n" not in terminal.getvalue()
+
+
+def test_an_error_starts_a_clean_line_after_a_note_in_place(capsys, monkeypatch):
+    from flowsim.collectives import report
+
+    def second_fails(*args, **kwargs):
+        if args[2] > 1024:
+            kwargs["progress"]("building the flows")
+            raise InputError("the second size fails")
+        return collective_time(*args, **kwargs)
+
+    monkeypatch.setattr(report, "collective_time", second_fails)
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert flowsim(ARGV) == 2
+    assert terminal.getvalue().endswith("4,096 B (2/2): building the flows\r\x1b[Kflowsim: error: the second size fails\n")

@@ -199,6 +199,53 @@ def test_bad_csr_names_the_flow():
         Routes.from_csr(np.array([0, 3]), np.array([0, 1]), n_links=2)
 
 
+@pytest.mark.parametrize(
+    "routes, message",
+    [
+        # array("q") takes bools as 0 and 1, and NumPy would take floats and digit strings
+        # as numbers: each must still be refused, and named with its flow.
+        ([[1], [0, 1], [0, False]], "flow 2: link ids must be integers or names, got False"),
+        ([(1,), (True, 0)], "flow 1: link ids must be integers or names, got True"),
+        ([[0], [1.0]], "flow 1: link ids must be integers or names, got 1.0"),
+        ([[0], [np.float64(1.0)]], "flow 1: link ids must be integers or names, got np.float64(1.0)"),
+        ([[0], [np.True_]], "flow 1: link ids must be integers or names, got np.True_"),
+        ([[0], ["1"]], "flow 1 routes over unknown link '1'"),
+        ([[0], [None]], "flow 1: link ids must be integers or names, got None"),
+        ([[0], [2**70]], f"flow 1 routes over unknown link {2**70} (links are 0..1)"),
+        ([[0, 1], [1, -1]], "flow 1 routes over unknown link -1 (links are 0..1)"),
+        # The first wrong link in flow order is the one named.
+        ([[0], [2], [True]], "flow 1 routes over unknown link 2"),
+        ([[False], [2]], "flow 0: link ids must be integers or names, got False"),
+    ],
+)
+def test_bad_links_in_lists_are_named_with_their_flow(routes, message):
+    with pytest.raises(InputError, match=re.escape(message)):
+        Routes.from_lists(routes, n_links=2)
+
+
+def test_lists_tuples_and_numpy_ids_give_the_csr_arrays(rng):
+    # Ragged random routes, links 0 and 1 (the values a bool would take) and the last link
+    # included, as lists, tuples and NumPy integers: the CSR arrays written out by hand.
+    n_links = 7
+    lengths = rng.integers(0, 5, size=200)
+    links = rng.integers(0, n_links, size=int(lengths.sum()))
+    links[:3] = [0, 1, n_links - 1]
+    indptr = np.concatenate([[0], np.cumsum(lengths)])
+    as_lists = [[int(x) for x in links[a:b]] for a, b in zip(indptr[:-1], indptr[1:])]
+    for routes in (as_lists, [tuple(r) for r in as_lists], [links[a:b] for a, b in zip(indptr[:-1], indptr[1:])],
+                   [[np.int32(x) for x in r] for r in as_lists]):
+        built = Routes.from_lists(routes, n_links)
+        np.testing.assert_array_equal(built.flow_link_indptr, indptr)
+        np.testing.assert_array_equal(built.flow_link_indices, links)
+        assert built.flow_link_indices.dtype == np.int64 and not built.flow_link_indices.flags.writeable
+    empty = Routes.from_lists([], n_links)
+    assert empty.flow_link_indptr.tolist() == [0] and empty.flow_link_indices.shape == (0,)
+    names = [f"l{i}" for i in range(n_links)]
+    mixed = [[names[x] if k % 2 else x for k, x in enumerate(r)] for r in as_lists]
+    built = Routes.from_lists(mixed, n_links, {name: i for i, name in enumerate(names)})
+    np.testing.assert_array_equal(built.flow_link_indices, links)
+
+
 def test_input_error_is_a_value_error():
     assert issubclass(flowsim.InputError, ValueError)
 

@@ -204,6 +204,17 @@ def test_two_stages_one_microbatch_by_hand():
     np.testing.assert_allclose(result.run.result.finish_s[sends], [2.0, 6.0])
 
 
+def test_parallel_step_notes_each_stage_of_its_building():
+    notes = []
+    step = parallel_step(
+        gpu_chain(2), pp=2, n_microbatches=2, layer_forward_s=[1.0, 1.0], layer_backward_s=[2.0, 2.0],
+        layer_grad_bytes=[0.0, 0.0], activation_bytes=1 * G, costs=FREE, progress=notes.append,
+    )
+    n = len(step.workload)
+    assert notes[0] == "laying out 2 stages x 1 replicas x 2 microbatches (1f1b)"
+    assert notes[1:] == [f"timing the compute through {n:,} flows", f"checking {n:,} flows and their dependencies"]
+
+
 def test_1f1b_two_stages_two_microbatches_by_hand():
     # s0: F0 [0,1], sends a0 [1,2], F1 [2,3], then posts a1 with the receive of g0's gradients.
     # s1: F0 [2,3], B0 [3,5], then posts g0 with the receive of a1: both cross at [5,6] (a

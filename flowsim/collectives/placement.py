@@ -12,7 +12,7 @@ NVLS the NVSwitch. :func:`collective_time` runs that layout. ``flowsim collectiv
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -183,6 +183,7 @@ def collective_time(
     seed: int = 0,
     gpudirect: bool = True,
     router: Router | None = None,
+    progress: Callable[[str], None] | None = None,
     **layout,
 ) -> CollectiveRun:
     """Simulate one collective over GPUs of ``topology``.
@@ -235,6 +236,10 @@ def collective_time(
         NCCL version whose constants apply (:data:`~flowsim.collectives.constants.NCCL_VERSIONS`).
     routing, seed, gpudirect, router
         As :func:`flowsim.pipeline.run`.
+    progress : callable, optional
+        Called with a short note before building the flows and before routing and simulating
+        them; given, the engine also prints its progress line (see
+        :func:`flowsim.engine.simulate`).
     **layout
         ``orders``, ``servers``, ``switch``, ``root``: see :func:`collective_workload`.
 
@@ -244,12 +249,19 @@ def collective_time(
     """
     if router is None:
         router = Router(topology)
+    if progress is not None:
+        progress("building the flows")
     plan = collective_workload(
         topology, collective, size_bytes, ranks=ranks, algorithm=algorithm, protocol=protocol, channels=channels,
         slices=slices, costs=costs, model=model, nccl_env=nccl_env, nccl_version=nccl_version, router=router,
         **layout,
     )
-    outcome = run(topology, plan.workload, routing=routing, seed=seed, gpudirect=gpudirect, router=router)
+    if progress is not None:
+        progress(f"routing and simulating {len(plan.workload):,} flows")
+    outcome = run(
+        topology, plan.workload, routing=routing, seed=seed, gpudirect=gpudirect, router=router,
+        progress=progress is not None,
+    )
     return CollectiveRun(
         collective, plan.algorithm, plan.protocol, plan.channels, plan.model, plan.ranks, float(size_bytes),
         outcome.makespan_s, plan.costs, outcome, plan.nccl,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 
 from flowsim.collectives.builders import COLLECTIVES
@@ -30,10 +30,14 @@ __all__ = [
     "bus_factor",
     "busbw_Bps",
     "format_table",
+    "iter_sweep",
     "message_sizes",
     "parse_size",
     "rows_to_json",
     "sweep",
+    "table_footer",
+    "table_header",
+    "table_row",
 ]
 
 #: Element size (bytes) of nccl-tests' ``-d`` data types.
@@ -188,11 +192,31 @@ def sweep(
     **options
         Passed to :func:`flowsim.collectives.collective_time` (``algorithm``, ``protocol``,
         ``channels``, ``slices``, ``costs``, ``model``, ``nccl_env``, ``nccl_version``,
-        ``routing``, ``seed``, ``gpudirect``).
+        ``routing``, ``seed``, ``gpudirect``, ``progress``).
 
     Returns
     -------
     list of NcclRow
+    """
+    return list(iter_sweep(topology, collective, sizes_bytes, dtype=dtype, ranks=ranks, **options))
+
+
+def iter_sweep(
+    topology: Topology,
+    collective: str,
+    sizes_bytes: Sequence[int],
+    *,
+    dtype: str = "float",
+    ranks: Sequence[str] | None = None,
+    progress: Callable[[str], None] | None = None,
+    **options,
+) -> Iterator[NcclRow]:
+    """:func:`sweep` one row at a time, each as soon as its size has run.
+
+    The data type, the collective and every size are checked before this returns; the
+    rest of the input when the first size runs. ``progress``, if given, is called with a
+    short note before each size's stages (see :func:`flowsim.collectives.collective_time`),
+    prefixed with the size and its place in the sweep.
     """
     if dtype not in DTYPE_BYTES:
         raise InputError(f"unknown data type {dtype!r}; valid ones: {', '.join(DTYPE_BYTES)}")
@@ -203,52 +227,83 @@ def sweep(
         n_ranks = 2 if collective == "send" else len(topology.gpus())
     else:
         n_ranks = len(ranks)
-    rows = []
-    for requested in sizes_bytes:
-        size, count = _rounded(collective, parse_size(requested), DTYPE_BYTES[dtype], n_ranks)
-        outcome = collective_time(topology, collective, size, ranks=ranks, router=router, **options)
-        rows.append(
-            NcclRow(
-                size_bytes=size,
-                count=count,
-                dtype=dtype,
-                redop="sum" if collective in _SUM_SHOWN else "none",
-                root=0 if collective in _ROOTED else -1,
-                time_us=outcome.time_s * 1e6,
-                algbw_GBps=algbw_Bps(size, outcome.time_s) / 1e9,
-                busbw_GBps=busbw_Bps(collective, size, outcome.time_s, n_ranks) / 1e9,
-                algorithm=outcome.algorithm,
-                protocol=outcome.protocol,
-                channels=outcome.channels,
-                model=outcome.model,
-                latency_us=outcome.latency_s * 1e6,
-            )
+    sizes = [_rounded(collective, parse_size(requested), DTYPE_BYTES[dtype], n_ranks) for requested in sizes_bytes]
+    return _rows(topology, collective, sizes, dtype, ranks, n_ranks, router, progress, options)
+
+
+def _rows(
+    topology: Topology,
+    collective: str,
+    sizes: Sequence[tuple[int, int]],
+    dtype: str,
+    ranks: Sequence[str] | None,
+    n_ranks: int,
+    router: Router,
+    progress: Callable[[str], None] | None,
+    options: dict,
+) -> Iterator[NcclRow]:
+    for i, (size, count) in enumerate(sizes):
+        note = None if progress is None else _prefixed(progress, f"{size:,} B ({i + 1}/{len(sizes)})")
+        outcome = collective_time(topology, collective, size, ranks=ranks, router=router, progress=note, **options)
+        yield NcclRow(
+            size_bytes=size,
+            count=count,
+            dtype=dtype,
+            redop="sum" if collective in _SUM_SHOWN else "none",
+            root=0 if collective in _ROOTED else -1,
+            time_us=outcome.time_s * 1e6,
+            algbw_GBps=algbw_Bps(size, outcome.time_s) / 1e9,
+            busbw_GBps=busbw_Bps(collective, size, outcome.time_s, n_ranks) / 1e9,
+            algorithm=outcome.algorithm,
+            protocol=outcome.protocol,
+            channels=outcome.channels,
+            model=outcome.model,
+            latency_us=outcome.latency_s * 1e6,
         )
-    return rows
+
+
+def _prefixed(progress: Callable[[str], None], prefix: str) -> Callable[[str], None]:
+    return lambda message: progress(f"{prefix}: {message}")
 
 
 def format_table(rows: Sequence[NcclRow], title: str = "") -> str:
     """Rows as nccl-tests prints them (size, count, type, redop, root, time, algbw, busbw),
     with what ran (algorithm, protocol, channels) before the time, ``title`` as a comment
-    line above and the average busbw below."""
+    line above and the average busbw below: :func:`table_header`, :func:`table_row` for
+    each row, then :func:`table_footer`."""
+    lines = [table_header(title), *(table_row(r) for r in rows)]
+    if rows:
+        lines.append(table_footer(rows))
+    return "\n".join(lines)
+
+
+def table_header(title: str = "") -> str:
+    """The lines of :func:`format_table` above its rows: ``title`` as a comment, the column
+    names and units."""
     lines = [f"# {title}"] if title else []
     for names in (
         ("size", "count", "type", "redop", "root", "algo", "proto", "nch", "time", "algbw", "busbw"),
         ("(B)", "(elements)", "", "", "", "", "", "", "(us)", "(GB/s)", "(GB/s)"),
     ):
         lines.append("#" + " ".join(f"{name:>{width}}" for name, width in zip(names, _WIDTHS, strict=True)).rstrip())
-    for r in rows:
-        values = (r.size_bytes, r.count, r.dtype, r.redop, r.root, r.algorithm, r.protocol, r.channels)
-        numbers = (r.time_us, r.algbw_GBps, r.busbw_GBps)
-        lines.append(
-            " ".join(f"{v:>{w}}" for v, w in zip(values, (12, *_WIDTHS[1:8]), strict=True))
-            + " "
-            + " ".join(f"{v:>{w}.2f}" for v, w in zip(numbers, _WIDTHS[8:], strict=True))
-        )
-    if rows:
-        average = sum(r.busbw_GBps for r in rows) / len(rows)
-        lines.append(f"# Avg bus bandwidth    : {average:.4g}")
     return "\n".join(lines)
+
+
+def table_row(r: NcclRow) -> str:
+    """One row of :func:`format_table`."""
+    values = (r.size_bytes, r.count, r.dtype, r.redop, r.root, r.algorithm, r.protocol, r.channels)
+    numbers = (r.time_us, r.algbw_GBps, r.busbw_GBps)
+    return (
+        " ".join(f"{v:>{w}}" for v, w in zip(values, (12, *_WIDTHS[1:8]), strict=True))
+        + " "
+        + " ".join(f"{v:>{w}.2f}" for v, w in zip(numbers, _WIDTHS[8:], strict=True))
+    )
+
+
+def table_footer(rows: Sequence[NcclRow]) -> str:
+    """The line of :func:`format_table` below its rows: the average busbw (rows non-empty)."""
+    average = sum(r.busbw_GBps for r in rows) / len(rows)
+    return f"# Avg bus bandwidth    : {average:.4g}"
 
 
 def rows_to_json(rows: Sequence[NcclRow], **metadata) -> str:

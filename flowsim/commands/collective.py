@@ -4,8 +4,10 @@
     flowsim collective all_reduce --system data/systems/l40s.toml -b 8 -e 8G   # a system file
 
 prints one row per message size (size, count, type, redop, root, then what ran: algorithm,
-protocol and channels, then time, algbw, busbw), as ``all_reduce_perf`` does, or the same
-rows as JSON. By default each size runs what NCCL's tuner would pick;
+protocol and channels, then time, algbw, busbw) as soon as that size has run, as
+``all_reduce_perf`` does, then the algorithms and models that ran and the average busbw; or
+the same rows as JSON at the end. On a terminal (or with ``--progress``) a note on stderr
+says which size is being built, routed and simulated. By default each size runs what NCCL's tuner would pick;
 ``--nccl-env NCCL_ALGO=Ring`` (repeatable) steers it as NCCL's environment does.
 ``--fabric``, ``--switch`` and ``--oversubscription`` shape the compute fabric (a system
 file's ``[cluster]`` table gives defaults); by default one server gets none, as its GPUs never
@@ -15,10 +17,22 @@ reach its compute NICs.
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Iterator
 
 from flowsim.collectives import ALGORITHMS, COLLECTIVES, MODELS, PROTOCOLS, STEP_MESSAGE_LIMIT
-from flowsim.collectives.report import DTYPE_BYTES, format_table, message_sizes, rows_to_json, sweep
+from flowsim.collectives.report import (
+    DTYPE_BYTES,
+    NcclRow,
+    iter_sweep,
+    message_sizes,
+    rows_to_json,
+    table_footer,
+    table_header,
+    table_row,
+)
 from flowsim.commands.argtypes import add_cluster_arguments, add_nccl_arguments, cluster_options, parse_nccl_env
+from flowsim.commands.progress import Notes, add_progress_argument, show_progress
 from flowsim.fabrics import build_cluster, resolve_fabric
 from flowsim.hardware import FIGURES
 from flowsim.routing import METHODS
@@ -68,6 +82,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--routing", default="ecmp", choices=tuple(METHODS), help="path choice between servers")
     parser.add_argument("--seed", type=int, default=0, help="ECMP hash seed")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
+    add_progress_argument(parser)
     parser.set_defaults(func=run_collective)
     return parser
 
@@ -75,7 +90,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 def run_collective(args: argparse.Namespace) -> int:
     """Handler of ``flowsim collective``: run the sweep ``args`` describe, print it; returns 0.
 
-    Bad input (an unknown preset, sizes, channels) raises
+    Table rows are printed as their sizes finish (JSON at the end), after the first size
+    ran: bad input (an unknown preset, sizes, channels) raises
     :class:`~flowsim.errors.InputError` naming it before anything is printed.
     """
     server, system, cluster = cluster_options(args)
@@ -84,7 +100,8 @@ def run_collective(args: argparse.Namespace) -> int:
     topology = build_cluster(server, figure=args.figure, **cluster)
     nodes, fabric = cluster["n_nodes"], resolve_fabric(cluster["fabric"], cluster["n_nodes"])
     sizes = message_sizes(args.minbytes, args.maxbytes, args.stepfactor)
-    rows = sweep(
+    notes = Notes(sys.stderr, in_place=True) if show_progress(args) else None
+    rows_run = iter_sweep(
         topology,
         args.collective,
         sizes,
@@ -98,8 +115,24 @@ def run_collective(args: argparse.Namespace) -> int:
         nccl_version=args.nccl_version,
         routing=args.routing,
         seed=args.seed,
+        progress=notes,
     )
+    pending = rows_run if notes is None else _erasing(notes, rows_run)
     n_ranks = 2 if args.collective == "send" else len(topology.gpus())
+    rows = [next(pending)]
+    if not args.json:
+        env = "".join(f", {key}={value}" for key, value in nccl_env.items())
+        print(
+            table_header(
+                f"flowsim {args.collective}: {nodes} x {system}, {n_ranks} ranks, {args.figure} link rates, "
+                f"{fabric} fabric, {args.routing} routing, NCCL {args.nccl_version}{env}"
+            )
+        )
+        print(table_row(rows[0]), flush=True)
+    for row in pending:
+        rows.append(row)
+        if not args.json:
+            print(table_row(row), flush=True)
     ran = sorted({r.algorithm for r in rows})
     algorithm = ran[0] if len(ran) == 1 else " and ".join(ran)
     if args.json:
@@ -120,11 +153,18 @@ def run_collective(args: argparse.Namespace) -> int:
         )
     else:
         models = " and ".join(sorted({r.model for r in rows}))
-        env = "".join(f", {key}={value}" for key, value in nccl_env.items())
-        title = (
-            f"flowsim {args.collective} ({algorithm}, {models}): {nodes} x {system}, {n_ranks} ranks, "
-            f"{args.figure} link rates, {fabric} fabric, {args.routing} routing, NCCL {args.nccl_version}{env}"
-        )
-        print(format_table(rows, title))
+        print(f"# Ran                  : {algorithm} ({models})")
+        print(table_footer(rows))
     return 0
 
+
+def _erasing(notes: Notes, rows: Iterator[NcclRow]) -> Iterator[NcclRow]:
+    """``rows``, each after the note drawn in place is erased, so that a row printed to the
+    same terminal starts a clean line; erased too when the sweep stops (an error, Ctrl-C),
+    before the command's last word."""
+    try:
+        for row in rows:
+            notes.clear()
+            yield row
+    finally:
+        notes.clear()

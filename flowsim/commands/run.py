@@ -1,9 +1,11 @@
 """``flowsim run SCENARIO.toml -o TRACE.h5``: simulate a scenario file and write its trace.
 
-Progress notes (load, route, simulate, write, each with the elapsed time) go to stderr; the
-result line (flows, makespan, trace path) goes to stdout, then for a scenario with
-``fail`` or ``degrade`` options what they changed (links removed and slowed, nodes moved to
-another NIC), and for a scenario with a training step the step time, its compute and the
+Progress notes (load, build, route, simulate, write, each with the elapsed time) go to
+stderr, and on a terminal (or with ``--progress``) the engine's progress line on runs longer
+than two seconds; the result line (flows, makespan, trace path) goes to stdout, then for a
+scenario with ``fail`` or ``degrade`` options what they changed (links removed and slowed,
+nodes moved to another NIC), and for a scenario with a training step the step time, its
+compute and the
 communication the compute left exposed.
 """
 
@@ -11,10 +13,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
-from typing import TextIO
 
+from flowsim.commands.progress import Notes, add_progress_argument, show_progress
 from flowsim.errors import InputError, output_file
 from flowsim.formatting import format_seconds
 from flowsim.scenario import load_scenario, run_scenario
@@ -22,17 +23,6 @@ from flowsim.trace import check_writable, write_trace
 from flowsim.training import exposed_communication_s, step_time_s
 
 __all__ = ["add_parser", "run_command"]
-
-
-class _Progress:
-    """Prints ``[elapsed] message`` lines to a stream."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self.stream = stream
-        self.start = time.perf_counter()
-
-    def __call__(self, message: str) -> None:
-        print(f"[{time.perf_counter() - self.start:7.2f} s] {message}", file=self.stream, flush=True)
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -44,21 +34,21 @@ def run_command(args: argparse.Namespace) -> int:
     :class:`~flowsim.errors.InputError` naming the file (and key, flow or tag) before the
     simulation runs.
     """
-    progress = None if args.quiet else _Progress(sys.stderr)
+    progress = None if args.quiet else Notes(sys.stderr)
     note = progress or (lambda message: None)
     output = output_file(
         args.output if args.output is not None else Path(args.scenario.stem + ".h5"), "the trace",
         inputs=[args.scenario],
     )
     note(f"loading {args.scenario}")
-    scenario = load_scenario(args.scenario)
+    scenario = load_scenario(args.scenario, progress=progress)
     # Checked again now that the scenario says which other files it reads (its flow list).
     output_file(output, "the trace", inputs=[args.scenario, *scenario.files])
     try:
         check_writable(scenario.topology, scenario.workload, scenario_text=scenario.text)
     except InputError as err:
         raise InputError(f"{scenario.source}: {err}") from None
-    run = run_scenario(scenario, progress=progress)
+    run = run_scenario(scenario, progress=progress, live=show_progress(args))
     note(f"writing {output}")
     write_trace(output, scenario.topology, scenario.workload, run.routes, run.result, scenario_text=scenario.text)
     note("done")
@@ -77,7 +67,7 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Register ``flowsim run SCENARIO [-o TRACE] [-q]``; its handler is :func:`run_command`."""
+    """Register ``flowsim run SCENARIO [-o TRACE] [-q] [--progress]``; its handler is :func:`run_command`."""
     parser = subparsers.add_parser("run", help="simulate a scenario file and write an HDF5 trace", description=__doc__)
     parser.add_argument("scenario", type=Path, help="a TOML scenario file")
     parser.add_argument(
@@ -85,5 +75,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="trace to write (default: the scenario file's name with .h5, here)",
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress notes on stderr")
+    add_progress_argument(parser)
     parser.set_defaults(func=run_command)
     return parser

@@ -1,7 +1,9 @@
-"""Progress lines and Ctrl-C for long compiled loops.
+"""Progress lines and Ctrl-C for long compiled loops, and the note that kernels compile.
 
 Plain Python. A compiled loop calls :func:`poll` from a ``numba.objmode`` block every so many
-iterations; it prints at most twice a second, so the check costs the loop next to nothing.
+iterations; it prints nothing for a run's first two seconds, then at most twice a second on
+a terminal (once every five seconds in a log), so the check costs the loop next to nothing.
+:func:`note_compiles` says once when a kernel compiles rather than loads from Numba's cache.
 
 Ctrl-C needs care around compiled code. CPython runs a signal's Python handler only between
 bytecodes, so a SIGINT arriving inside a kernel waits, and then fires inside whatever Python
@@ -24,35 +26,51 @@ import sys
 import threading
 import time
 
+from numba.core import event
+from numba.core.dispatcher import LiftedCode
+
 _INTERVAL_S = 0.5
+_LOG_INTERVAL_S = 5.0
+# No line for a run shorter than this: progress is for waits a person notices.
+_DELAY_S = 2.0
 _last_print = [0.0]
+_begun = [0.0]
 
 # The handler SIGINT had before deferral (None while none is active), and whether a SIGINT
 # arrived since.
 _deferred = {"previous": None, "pending": False}
 
 
+def begin():
+    """Start a run's progress: :func:`report` prints nothing for its first two seconds."""
+    _begun[0] = time.monotonic()
+
+
 def report(n_finished, n_flows, now_s, n_events):
-    """Print (at most every half second) how far a simulation has got."""
+    """Print how far a simulation has got, from two seconds after :func:`begin`: on a
+    terminal one line redrawn at most every half second, elsewhere (a log) a line every five
+    seconds."""
     clock = time.monotonic()
-    if clock - _last_print[0] < _INTERVAL_S:
+    tty = sys.stderr.isatty()
+    if clock - _last_print[0] < (_INTERVAL_S if tty else _LOG_INTERVAL_S) or clock - _begun[0] < _DELAY_S:
         return
     _last_print[0] = clock
     share = n_finished / n_flows if n_flows else 1.0
     print(
-        f"\r  {share:6.1%} of {n_flows:,} flows done at simulated t = {now_s:.6g} s "
-        f"({n_events:,} events)",
-        end="",
+        ("\r\x1b[K" if tty else "")  # ANSI: erase the line, whatever was drawn on it
+        + f"  {share:6.1%} of {n_flows:,} flows done at simulated t = {now_s:.6g} s ({n_events:,} events)",
+        end="" if tty else "\n",
         file=sys.stderr,
         flush=True,
     )
 
 
 def finish():
-    """End the progress line, if one was printed."""
-    if _last_print[0] > 0.0:
-        print(file=sys.stderr, flush=True)
-        _last_print[0] = 0.0
+    """Erase the progress line, if one was drawn on a terminal: what comes next (a stage
+    note, a table row on the same terminal) starts on a clean line."""
+    if _last_print[0] > 0.0 and sys.stderr.isatty():
+        print("\r\x1b[K", end="", file=sys.stderr, flush=True)
+    _last_print[0] = 0.0
 
 
 def poll(show, n_finished, n_flows, now_s, n_events):
@@ -61,6 +79,58 @@ def poll(show, n_finished, n_flows, now_s, n_events):
     if show:
         report(n_finished, n_flows, now_s, n_events)
     return _deferred["pending"]
+
+
+class _CompileNote(event.Listener):
+    """Says once, on the stream :func:`note_compiles` set for its block, that flowsim's
+    kernels compile."""
+
+    def __init__(self):
+        self.stream = None
+        self.said = False
+
+    def on_start(self, ev):
+        dispatcher = ev.data["dispatcher"]
+        # An objmode block (the progress poll) is lifted out of its kernel and compiled in
+        # object mode in every process, in milliseconds and never cached: not news.
+        if isinstance(dispatcher, LiftedCode):
+            return
+        module = getattr(dispatcher.py_func, "__module__", None) or ""
+        if self.stream is not None and not self.said and module.split(".")[0] == __name__.split(".")[0]:
+            self.said = True
+            print(
+                "flowsim: compiling the simulation kernels (the first run after an install or an update; "
+                "about a minute, cached for later runs)",
+                file=self.stream,
+                flush=True,
+            )
+
+    def on_end(self, ev):
+        pass
+
+
+_compile_note = _CompileNote()
+_registered = [False]
+
+
+@contextlib.contextmanager
+def note_compiles(stream):
+    """While the block runs, say once on ``stream`` (None: nowhere) when Numba starts
+    compiling a kernel.
+
+    The first run after an install or an update compiles the kernels for about a minute, and
+    the line says why nothing else moves. Numba raises its ``numba:compile`` event only where
+    its cache had no usable copy of the kernel, so with a warm cache nothing is said.
+    """
+    if not _registered[0]:
+        event.register("numba:compile", _compile_note)
+        _registered[0] = True
+    previous = _compile_note.stream
+    _compile_note.stream = stream
+    try:
+        yield
+    finally:
+        _compile_note.stream = previous
 
 
 def _hold(signum, frame):

@@ -219,3 +219,15 @@ def test_an_error_starts_a_clean_line_after_a_note_in_place(capsys, monkeypatch)
     monkeypatch.setattr(sys, "stderr", terminal)
     assert flowsim(ARGV) == 2
     assert terminal.getvalue().endswith("4,096 B (2/2): building the flows\r\x1b[Kflowsim: error: the second size fails\n")
+
+
+def test_nccl_variables_the_model_does_not_follow_are_named_once(capsys):
+    argv = ["collective", "all_reduce", "--system", "dgx_h100", "-b", "1M", "-e", "1M", "--nccl-env", "NCCL_ALGO=Ring"]
+    assert flowsim(argv) == 0
+    assert "does not change the model" not in capsys.readouterr().err
+    assert flowsim([*argv, "--nccl-env", "NCCL_IB_HCA=mlx5_0", "--nccl-env", "NCCL_SOCKET_IFNAME=eth0"]) == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if "change the model" in line]
+    assert notes == [
+        "flowsim: note: NCCL_IB_HCA, NCCL_SOCKET_IFNAME do not change the model (it follows NCCL_ALGO, NCCL_PROTO, "
+        "channel counts, NCCL_NVLS_ENABLE, NCCL_NTHREADS)"
+    ]

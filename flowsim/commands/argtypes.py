@@ -5,10 +5,12 @@ and ``flowsim check`` (``--nccl-env``, ``--nccl-version``)."""
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from typing import TypeVar
 
 from flowsim.collectives.constants import DEFAULT_NCCL_VERSION, NCCL_VERSIONS
+from flowsim.collectives.tuner import NCCL_ENV_KEYS, NcclEnv
 from flowsim.errors import InputError
 from flowsim.fabrics import FABRICS
 from flowsim.hardware import switch_names
@@ -72,7 +74,8 @@ def add_nccl_arguments(parser: argparse.ArgumentParser, *, version_from_log: boo
 
 def parse_nccl_env(pairs: list[str]) -> dict[str, str]:
     """``["NCCL_ALGO=Ring", ...]`` as a dict; a malformed pair or a repeated key is an
-    :class:`~flowsim.errors.InputError` naming it."""
+    :class:`~flowsim.errors.InputError` naming it. Variables the model does not follow
+    (``NCCL_IB_HCA``, ...) are kept, and named in one note on stderr."""
     env: dict[str, str] = {}
     for pair in pairs:
         key, equals, value = pair.partition("=")
@@ -82,6 +85,11 @@ def parse_nccl_env(pairs: list[str]) -> dict[str, str]:
         if key in env:
             raise InputError(f"--nccl-env {key} is given twice")
         env[key] = value.strip()
+    ignored = NcclEnv(env).ignored
+    if ignored:
+        print(f"flowsim: note: {', '.join(ignored)} {'does' if len(ignored) == 1 else 'do'} not change the model "
+              f"(it follows {', '.join(k for k in NCCL_ENV_KEYS if k.startswith(('NCCL_ALGO', 'NCCL_PROTO')))}, "
+              "channel counts, NCCL_NVLS_ENABLE, NCCL_NTHREADS)", file=sys.stderr)
     return env
 
 

@@ -93,7 +93,7 @@ KNOWN_OFF = {
     "v1_a2a_pcie5_2x4": _PCIE_A2A,
     "v1_a2a_pcie6_2x4": _PCIE_A2A,
     "v5_ar_8x_rtx5090_nop2p": (
-        "predicted 37.2 GB/s against 28 (+33%): host memory (8 x DDR5-4800 = 307.2 GB/s a socket, "
+        "predicted 38.4 GB/s against 28 (+37%): host memory (8 x DDR5-4800 = 307.2 GB/s a socket, "
         "crossed twice by each of its 4 GPUs' receives) allows 38.4, the UPI 2.0 line rate (128 GB/s) "
         "does not bind; the 4-GPU run on one socket reaches 35, so crossing sockets costs the "
         "measured host more than any sourced figure says (NCCL's own SRP_QPI_BW is 22)"

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from flowsim.errors import InputError, float_column, item_label, relative_tolerance
+from flowsim.errors import InputError, first_repeat, float_array, float_column, item_label, relative_tolerance
 from flowsim.routes import Routes, count_routes
 from flowsim_kernels.maxmin import max_min_fair
 
@@ -183,11 +183,11 @@ def max_min_rates(
 
 def check_capacities(capacity_Bps: Sequence[float] | np.ndarray, link_names: Sequence[str] | None = None) -> np.ndarray:
     """Capacities as a fresh read-only float64 array, each finite and > 0."""
-    capacity = np.array(capacity_Bps, dtype=np.float64, order="C")
+    capacity = float_array(capacity_Bps, "capacity_Bps")
     if capacity.ndim != 1:
         raise InputError(f"capacity_Bps must be one value per link, got shape {capacity.shape}")
-    if link_names is not None and len(link_names) != capacity.shape[0]:
-        raise InputError(f"{len(link_names)} link names for {capacity.shape[0]} capacities")
+    if link_names is not None:
+        check_link_names(link_names, capacity.shape[0])
     bad = np.flatnonzero(~(capacity > 0) | ~np.isfinite(capacity))
     if bad.size:
         i = int(bad[0])
@@ -195,6 +195,17 @@ def check_capacities(capacity_Bps: Sequence[float] | np.ndarray, link_names: Seq
         raise InputError(f"{name} has capacity {float(capacity[i])!r} B/s; capacities must be finite and > 0")
     capacity.flags.writeable = False
     return capacity
+
+
+def check_link_names(link_names: Sequence[str], n_links: int) -> None:
+    """An :class:`InputError` unless ``link_names`` names each of ``n_links`` links once (a
+    repeated name would route every flow naming it over its last link only)."""
+    if len(link_names) != n_links:
+        raise InputError(f"{len(link_names)} link names for {n_links} capacities")
+    repeat = first_repeat(link_names)
+    if repeat is not None:
+        i, j = repeat
+        raise InputError(f"link names {i} and {j} are both {link_names[j]!r}; each link needs its own name")
 
 
 def check_flow_names(flow_names: Sequence[str] | None, n_flows: int) -> None:

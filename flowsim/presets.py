@@ -58,7 +58,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from flowsim.errors import InputError
+from flowsim.errors import InputError, check_options, keyword_options
 from flowsim.hardware import LinkTier, link_rate, link_technology, nvlink_generation
 from flowsim.topology import NodeKind, Topology, TopologyBuilder
 
@@ -377,7 +377,10 @@ def preset(name: str, *, figure: str, **options) -> Topology:
     >>> len(topo.gpus()), float(topo.link_capacity_Bps[topo.link_id("gpu0->nvswitch")] / 1e9)
     (8, 450.0)
     """
-    return preset_info(name).build(figure=figure, **options)
+    build = preset_info(name).build
+    allowed, _ = keyword_options(build)
+    check_options(options, [key for key in allowed if key != "figure"], f"preset {name!r}")
+    return build(figure=figure, **options)
 
 
 def compute_nics(topology: Topology, server: int = 0) -> list[int]:

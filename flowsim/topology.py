@@ -27,7 +27,7 @@ from functools import cached_property
 
 import numpy as np
 
-from flowsim.errors import InputError, first_repeat
+from flowsim.errors import InputError, first_repeat, flag
 from flowsim.hardware import LinkTier, link_technology
 
 __all__ = ["NETWORK_SWITCH_KINDS", "LinkTier", "NodeKind", "Topology", "TopologyBuilder"]
@@ -343,8 +343,9 @@ class TopologyBuilder:
         """Add a server (a chassis or NVLink domain); returns its id."""
         if name in self._server_names:
             raise InputError(f"duplicate server name {name!r}")
+        p2p = flag(f"server {name!r}: p2p", p2p)
         self._server_names.append(name)
-        self._server_p2p.append(bool(p2p))
+        self._server_p2p.append(p2p)
         return len(self._server_names) - 1
 
     def add_node(self, name: str, kind: NodeKind, *, server: int = -1) -> int:

@@ -189,10 +189,10 @@ def test_no_links_only_caps():
             "instance 2: flow 1 has weight 1e-10: with rates up to 1e+295 B/s",
         ),
         (dict(weights=[[1.0, 1.0, 1.0], [1.0, 1.0]]), "weights must be numbers: setting an array element"),
-        (dict(weights=["a", "b", "c"]), "weights must be numbers: could not convert string to float: 'a'"),
+        (dict(weights=["a", "b", "c"]), "weights must be real numbers, got 'a' (str)"),
         (dict(caps_Bps=[[1.0, 1.0, 1.0], [1.0]]), "caps_Bps must be numbers: setting an array element"),
         (dict(capacity_Bps=[[1.0, 2.0], [3.0]]), "capacity_Bps must be numbers: setting an array element"),
-        (dict(capacity_Bps=[["1", "x"]]), "capacity_Bps must be numbers: could not convert string to float: 'x'"),
+        (dict(capacity_Bps=[["1", "x"]]), "capacity_Bps must be real numbers, got '1' (str)"),
         (dict(routes=[[0], [5]], flow_names=["a"]), "1 flow names for 2 flows"),
     ],
 )

@@ -19,6 +19,14 @@ SATURATED_REL_TOL = 1e-9
 # Largest fair level or weight sum accepted: float64 ends near 1.8e308, and the solver adds
 # and scales levels and weights (a few orders of magnitude of room).
 _LEVEL_LIMIT = 1e300
+#: Largest ratio of one flow's weight to another's that the solver and the engine take
+#: (docs/model.md "Supported range"): rates come out exact to 1e-9 within it, checked by
+#: tests/test_fuzz_invariants.py; beyond it the share left to the light flows is a
+#: difference of float64 numbers too close to keep their digits.
+MAX_WEIGHT_RATIO = 1e6
+#: Largest ratio between any two of the link capacities and finite rate caps (the same
+#: section and test).
+MAX_RATE_RATIO = 1e6
 
 
 @dataclass(frozen=True)
@@ -88,7 +96,7 @@ class FairShareProblem:
             raise InputError(
                 f"{item_label('flow', f, flow_names)} has an empty route and no rate cap, so no finite rate"
             )
-        check_level_range(capacity, weight, cap, flow_names)
+        check_level_range(capacity, weight, cap, flow_names, link_names)
         link_flow_indptr, link_flow_indices = routes.transpose()
         return cls(routes, link_flow_indptr, link_flow_indices, capacity, weight, cap)
 
@@ -105,6 +113,7 @@ class FairShareProblem:
         capacity = check_capacities(capacity_Bps)
         if capacity.shape[0] != self.n_links:
             raise InputError(f"expected {self.n_links} capacities, got {capacity.shape[0]}")
+        check_level_range(capacity, self.weight, self.cap_Bps, None)
         return FairShareProblem(
             self.routes, self.link_flow_indptr, self.link_flow_indices, capacity, self.weight, self.cap_Bps
         )
@@ -215,10 +224,16 @@ def check_flow_names(flow_names: Sequence[str] | None, n_flows: int) -> None:
 
 
 def check_level_range(
-    capacity_Bps: np.ndarray, weight: np.ndarray, cap_Bps: np.ndarray, flow_names: Sequence[str] | None
+    capacity_Bps: np.ndarray,
+    weight: np.ndarray,
+    cap_Bps: np.ndarray,
+    flow_names: Sequence[str] | None,
+    link_names: Sequence[str] | None = None,
 ) -> None:
-    """An :class:`InputError` unless fair levels (rate / weight) and weight sums stay well
-    inside float64's range, else the solver would return wrong rates without a sign.
+    """An :class:`InputError` unless weights and rates lie within :data:`MAX_WEIGHT_RATIO`
+    and :data:`MAX_RATE_RATIO` of each other (see :func:`check_ratios`) and fair levels
+    (rate / weight) and weight sums stay well inside float64's range, else the solver
+    would return wrong rates without a sign.
 
     The arrays are one instance's: capacities [n_links], weights and caps [n_flows] (a batch
     checks its instances one by one). A level is at most the largest capacity or finite cap
@@ -242,6 +257,46 @@ def check_level_range(
         raise InputError(
             f"the flows' weights add up to {total!r}, beyond float64's range; weights only count "
             f"relative to each other, so scale them nearer 1"
+        )
+    check_ratios(capacity_Bps, weight, cap_Bps, flow_names, link_names)
+
+
+def check_ratios(
+    capacity_Bps: np.ndarray,
+    weight: np.ndarray,
+    cap_Bps: np.ndarray,
+    flow_names: Sequence[str] | None,
+    link_names: Sequence[str] | None = None,
+) -> None:
+    """An :class:`InputError` naming the two flows (or links) furthest apart unless the
+    weights lie within :data:`MAX_WEIGHT_RATIO` of each other and the capacities and
+    finite caps within :data:`MAX_RATE_RATIO`; arrays as :func:`check_level_range`."""
+    heavy, light = int(np.argmax(weight)), int(np.argmin(weight))
+    if weight[heavy] > MAX_WEIGHT_RATIO * weight[light]:
+        raise InputError(
+            f"{item_label('flow', heavy, flow_names)} has weight {float(weight[heavy])!r} and "
+            f"{item_label('flow', light, flow_names)} {float(weight[light])!r}, "
+            f"{float(weight[heavy] / weight[light]):.3g} times less; flowsim takes weights at most "
+            f"{MAX_WEIGHT_RATIO:.0e} apart (docs/model.md \"Supported range\")"
+        )
+    capped = np.flatnonzero(np.isfinite(cap_Bps))
+    extremes = []  # (value, label) of the largest and smallest capacity and finite cap
+    if capacity_Bps.size:
+        for i in (int(np.argmax(capacity_Bps)), int(np.argmin(capacity_Bps))):
+            extremes.append((float(capacity_Bps[i]), f"{item_label('link', i, link_names)} has capacity"))
+    if capped.size:
+        caps = cap_Bps[capped]
+        for i in (int(capped[np.argmax(caps)]), int(capped[np.argmin(caps)])):
+            extremes.append((float(cap_Bps[i]), f"{item_label('flow', i, flow_names)} has rate cap"))
+    if not extremes:
+        return
+    top = max(extremes)
+    bottom = min(extremes)
+    if top[0] > MAX_RATE_RATIO * bottom[0]:
+        raise InputError(
+            f"{top[1]} {top[0]:.6g} B/s and {bottom[1]} {bottom[0]:.6g} B/s, {top[0] / bottom[0]:.3g} times less; "
+            f"flowsim takes capacities and caps at most {MAX_RATE_RATIO:.0e} apart (docs/model.md "
+            f"\"Supported range\")"
         )
 
 

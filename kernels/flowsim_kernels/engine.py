@@ -97,6 +97,10 @@ _FILL_SHARE = 0.3
 # Relative slack when checking that a partial re-solve left a max-min allocation.
 _CHECK_REL_TOL = 1e-9
 
+# Relative rounding error per flow of a link's load summed from its flows' rates: a few
+# units of float64's rounding (2**-53).
+_ROUNDING = 4.0 * 2.0**-53
+
 
 @njit(cache=True)
 def simulate_flows(
@@ -648,7 +652,11 @@ def simulate_flows(
             for j in range(n_touched):
                 link = touched[j]
                 new_load[link] = fixed_load[link] + region_load[link]
-                saturated = new_load[link] >= capacity[link] * (1.0 - _CHECK_REL_TOL)
+                # Spare capacity within the fill's tie tolerance and rounding counts as
+                # none; a looser slack (1e-9 of the capacity) let a light flow, whose share is
+                # a small part of its link, sit below its max-min rate by far more than 1e-9.
+                slack = 2.0 * tie_rel_tol + _ROUNDING * (link_slot_count[link] + 1)
+                saturated = new_load[link] >= capacity[link] * (1.0 - slack)
                 new_sat_level[link] = max(fixed_top[link], region_top[link]) if saturated else -1.0
 
             # --- 5b. check: list the flows without a bottleneck, and their blockers -----------

@@ -440,6 +440,26 @@ def test_ctrl_c_stops_the_engine_at_its_next_poll(monkeypatch):
     assert signal.getsignal(signal.SIGINT) is handler
 
 
+def test_ctrl_c_stops_the_engine_inside_its_first_instant(monkeypatch):
+    # Issue 30: a burst of flows all starting at 0 is one instant whose events the engine
+    # took without polling (a Ctrl-C waited 240 s at 3 million flows, with no progress line).
+    from flowsim_kernels import progress
+
+    polls = []
+
+    def interrupt(*args):
+        polls.append(args)
+        signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(progress, "report", interrupt)
+    monkeypatch.setattr(flowsim.engine, "_POLL_EVERY", 64)
+    n = 3000
+    with pytest.raises(KeyboardInterrupt):
+        simulate([[0]] * n, [1 * G], [1e3] * n, progress=True)
+    (n_finished, n_flows, now_s, n_events), = polls
+    assert (n_finished, n_flows, now_s) == (0, n, 0.0) and 64 <= n_events < 2 * 64
+
+
 def test_a_held_back_ctrl_c_reaches_the_handler_installed_before():
     from flowsim_kernels.progress import deferred_interrupt
 

@@ -21,8 +21,14 @@ from flowsim import InputError, max_min_rates, simulate, solve_batch
 from flowsim.fairshare import MAX_RATE_RATIO, MAX_WEIGHT_RATIO
 
 N_EXAMPLES = int(os.environ.get("FLOWSIM_FUZZ_EXAMPLES", "150"))
+# Seeded by the test's name unless FLOWSIM_FUZZ_RANDOM is set (long runs in chunks then take
+# pytest's --hypothesis-seed=N, a new one per chunk).
 FUZZ = settings(
-    max_examples=N_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True
+    max_examples=N_EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize="FLOWSIM_FUZZ_RANDOM" not in os.environ,
+    database=None,
 )
 REL = 1e-9
 # Exponents of the random weights and rates: the supported ratios, a hair inside, and

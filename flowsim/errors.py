@@ -45,6 +45,11 @@ def whole_number(name: str, value: object, minimum: int = 1) -> int:
     return int(value)
 
 
+def is_real(value: object) -> bool:
+    """Whether ``value`` is a real number (Python's or NumPy's), not a bool or a string."""
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
 def flag(name: str, value: object) -> bool:
     """``value`` as a bool; an :class:`InputError` naming ``name`` unless it is one (Python's
     or NumPy's): a string such as ``"no"`` or ``"false"`` is truthy, so it would mean yes."""

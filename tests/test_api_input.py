@@ -24,6 +24,14 @@ def step(cluster):
     return flowsim.data_parallel_step(cluster, layer_backward_s=[1e-3] * 2, layer_grad_bytes=[1e6] * 2)
 
 
+def one_cable(capacity_Bps):
+    b = flowsim.TopologyBuilder()
+    b.add_node("a", flowsim.NodeKind.GPU)
+    b.add_node("b", flowsim.NodeKind.GPU)
+    b.add_cable("a", "b", capacity_Bps, technology="nvlink4")
+    return b.build()
+
+
 CASES = {
     # Item 3: values NumPy or Python would have read as something else.
     "p2p as a string": (
@@ -34,6 +42,12 @@ CASES = {
     "capacity as a bool": (lambda c, s: max_min_rates([[0]], [True]), "capacity_Bps must be real numbers, got True (bool)"),
     "batched capacity as a bool": (
         lambda c, s: solve_batch([[0]], [[1.0], [True]]), "capacity_Bps must be real numbers, got True (bool)"
+    ),
+    "link capacity as a string": (
+        lambda c, s: one_cable("1e9"), "link 'a->b': capacity_Bps and latency_s must be numbers, got '1e9' and 0.0"
+    ),
+    "link capacity as a bool": (
+        lambda c, s: one_cable(True), "link 'a->b': capacity_Bps and latency_s must be numbers, got True and 0.0"
     ),
     "size as a string": (lambda c, s: simulate([[0]], [1.0], ["1"]), "size_bytes must be real numbers, got '1' (str)"),
     "fractional n_links": (lambda c, s: Routes.from_lists([[0]], 1.5), "n_links must be a non-negative integer, got 1.5"),

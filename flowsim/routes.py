@@ -112,16 +112,17 @@ class Routes:
 def _checked_csr(
     flow_link_indptr: object, flow_link_indices: object, n_links: int, flow_names: Sequence[str] | None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The CSR arrays as fresh read-only int64 arrays; an :class:`InputError` unless they
-    are 1-d integer arrays, the pointers start at 0, never decrease and end at the number
-    of link ids, and every link id is in ``[0, n_links)``."""
+    """The CSR arrays as read-only int64 arrays (copied unless they are already); an
+    :class:`InputError` unless they are 1-d integer arrays, the pointers start at 0, never
+    decrease and end at the number of link ids, and every link id is in ``[0, n_links)``."""
     arrays = []
     for name, values in (("flow_link_indptr", flow_link_indptr), ("flow_link_indices", flow_link_indices)):
         arr = np.asarray(values)
         if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
             raise InputError(f"{name} must be a 1-d integer array, got {arr.dtype} {arr.shape}")
-        arr = np.array(arr, dtype=np.int64, order="C")
-        arr.flags.writeable = False
+        if not (arr.dtype == np.int64 and arr.flags.c_contiguous and not arr.flags.writeable):
+            arr = np.array(arr, dtype=np.int64, order="C")  # a copy no caller can change
+            arr.flags.writeable = False
         arrays.append(arr)
     indptr, indices = arrays
     if indptr.shape[0] < 1 or indptr[0] != 0:

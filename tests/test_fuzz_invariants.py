@@ -126,9 +126,10 @@ def check_run(routes, capacity, weight, cap, size, start, result):
         assert math.isclose(delivered, size[f], rel_tol=1e-6), f"flow {f} delivered {delivered} of {size[f]}"
 
 
-# Issue 30's fuzz campaign: weights 1e11 apart loaded a link over capacity, 1e16 apart
-# divided by zero (solve_batch: SystemError), 5.7e13 apart left a flow unfinished; all are
-# now refused. Then cases this harness found: weights 1e8 apart where a light flow lost a tie
+# Instances of the kinds issue 30 reports (it gives the weight spreads, not the instances):
+# weights 1e11 apart loaded a link over capacity, 1e16 apart divided by zero (solve_batch:
+# SystemError), 5.7e13 apart left a flow unfinished; all are now refused. Then the cases this
+# harness found: weights 1e8 apart where a light flow lost a tie
 # to cancellation (no bottleneck; now refused), and within the range, a light flow on a link
 # loaded to 2e-10 of its capacity that the incremental engine took for saturated (1e-9
 # slack), so it kept a rate 6e-8 below the full re-solve's.

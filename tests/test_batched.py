@@ -336,3 +336,13 @@ def test_cpu_path_never_imports_the_cuda_target():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_an_instance_with_rates_too_far_apart_is_refused_naming_it():
+    # Issue 30: each instance is judged on its own extremes (docs/model.md "Supported range").
+    with pytest.raises(InputError, match=re.escape(
+        "instance 1: link 0 has capacity 1e+09 B/s and link 1 has capacity 100 B/s, 1e+07 times less"
+    )):
+        solve_batch([[0, 1], [0], [1]], [[1e9, 1e8], [1e9, 1e2], [1.0, 1.0]])
+    with pytest.raises(InputError, match=re.escape("instance 2: flow 0 has weight 10000000.0 and flow 1 1.0, 1e+07 times less")):
+        solve_batch([[0, 1], [0], [1]], [[1.0, 1.0]] * 3, [[1.0] * 3, [1e6, 1.0, 1.0], [1e7, 1.0, 1.0]])

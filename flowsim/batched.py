@@ -417,8 +417,10 @@ def _check_level_ranges(
 
     ``capacity`` is [n_instances, n_links], ``weight`` and ``cap`` [n_flows] (shared) or
     [n_instances, n_flows]. The check fails for some instance exactly when it fails for the
-    one with the highest ratio of largest capacity or finite cap to smallest weight, or the
-    one with the largest weight sum: only those two are checked unless one fails.
+    one with the highest ratio of largest capacity or finite cap to smallest weight, the one
+    with the largest weight sum, or those with the highest ratios of largest to smallest
+    weight and of largest to smallest capacity or finite cap: only those are checked unless
+    one fails.
     """
     n_instances = capacity.shape[0]
     if weight.shape[-1] == 0:
@@ -426,10 +428,14 @@ def _check_level_ranges(
     weight = np.broadcast_to(weight, (n_instances, weight.shape[-1]))
     cap = np.broadcast_to(cap, weight.shape)
     top = np.maximum(capacity.max(axis=1, initial=0.0), np.where(np.isfinite(cap), cap, 0.0).max(axis=1))
+    finite_cap = np.isfinite(cap)
+    bottom = np.minimum(capacity.min(axis=1, initial=np.inf), np.where(finite_cap, cap, np.inf).min(axis=1))
     with np.errstate(over="ignore"):  # an infinite ratio or sum is the worst, and reported
         ratio = top / weight.min(axis=1)
         total = weight.sum(axis=1)
-    worst = sorted({int(np.argmax(ratio)), int(np.argmax(total))})
+        weight_ratio = weight.max(axis=1) / weight.min(axis=1)
+        rate_ratio = top / bottom
+    worst = sorted({int(np.argmax(r)) for r in (ratio, total, weight_ratio, rate_ratio)})
     _check_extremes(
         lambda instance: check_level_range(*instance, flow_names),
         [(capacity[i], weight[i], cap[i]) for i in worst],

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from flowsim.errors import InputError, float_column, item_label, relative_tolerance
+from flowsim.errors import InputError, flag, float_column, item_label, relative_tolerance
 from flowsim.fairshare import DEFAULT_TIE_REL_TOL, FairShareProblem, check_flow_names
 from flowsim.result import SimulationResult
 from flowsim.routes import Routes, count_routes
@@ -103,6 +103,9 @@ def simulate(
     -------
     SimulationResult
     """
+    record_links = flag("record_links", record_links)
+    record_flows = flag("record_flows", record_flows)
+    progress = flag("progress", progress)
     if mode not in MODES:
         raise InputError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     time_rel_tol = relative_tolerance("time_rel_tol", time_rel_tol)
@@ -233,6 +236,12 @@ def _dependency_csr(depends_on, n_flows, flow_names):
     else:
         if len(depends_on) != n_flows:
             raise InputError(f"depends_on has {len(depends_on)} entries for {n_flows} flows")
+        for f, deps in enumerate(depends_on):
+            if isinstance(deps, (str, bytes)) or not isinstance(deps, (Sequence, np.ndarray)):
+                raise InputError(
+                    f"{item_label('flow', f, flow_names)} depends on {deps!r}; give a list of flow indices "
+                    "(empty for none)"
+                )
         indptr = np.zeros(n_flows + 1, dtype=np.int64)
         np.cumsum([len(d) for d in depends_on], out=indptr[1:])
         for f, deps in enumerate(depends_on):

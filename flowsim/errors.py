@@ -1,9 +1,10 @@
 """Exceptions raised for bad user input, and the input readers that raise them."""
 
+import inspect
 import numbers
 import os
 import shutil
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +43,43 @@ def whole_number(name: str, value: object, minimum: int = 1) -> int:
         kind = {0: "a non-negative integer", 1: "a positive integer"}.get(minimum, f"an integer >= {minimum}")
         raise InputError(f"{name} must be {kind}, got {value!r}")
     return int(value)
+
+
+def is_real(value: object) -> bool:
+    """Whether ``value`` is a real number (Python's or NumPy's), not a bool or a string."""
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
+def flag(name: str, value: object) -> bool:
+    """``value`` as a bool; an :class:`InputError` naming ``name`` unless it is one (Python's
+    or NumPy's): a string such as ``"no"`` or ``"false"`` is truthy, so it would mean yes."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise InputError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def check_options(options: Mapping[str, object], allowed: Iterable[str], what: str,
+                  required: Iterable[str] = ()) -> None:
+    """An :class:`InputError` naming the first key of ``options`` that is not in ``allowed``
+    (a misspelt option would otherwise be a ``TypeError`` deep inside, or ignored), or the
+    first of ``required`` missing; ``what`` says whose options they are."""
+    allowed = tuple(allowed)
+    for key in options:
+        if key not in allowed:
+            valid = ", ".join(sorted(allowed)) or "none"
+            raise InputError(f"{what}: unknown option {key!r}; valid ones: {valid}")
+    for key in required:
+        if key not in options:
+            raise InputError(f"{what}: option {key!r} is required")
+
+
+def keyword_options(fn: Callable[..., object], skip: int = 0) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(allowed, required)``: the parameters of ``fn`` a caller may pass by keyword, past
+    its first ``skip`` parameters, and those of them without a default."""
+    params = list(inspect.signature(fn).parameters.values())[skip:]
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    named = [p for p in params if p.kind in kinds]
+    return tuple(p.name for p in named), tuple(p.name for p in named if p.default is inspect.Parameter.empty)
 
 
 def item_label(kind: str, i: int, names: Sequence[str] | None) -> str:
@@ -126,12 +164,51 @@ def image_file(path: str | os.PathLike, what: str, *, inputs: Iterable[str | os.
 
 def float_array(values, what: str) -> np.ndarray:
     """``values`` as a fresh C-contiguous float64 array, of any shape; an
-    :class:`InputError` naming ``what`` if they are not numbers in a regular (not ragged)
-    array."""
+    :class:`InputError` naming ``what`` if they are not real numbers in a regular (not
+    ragged) array.
+
+    Strings (``"1e9"``), bools, complex numbers, mappings and sets are refused rather than
+    converted: NumPy would read ``"1e9"`` as a number and ``True`` as 1, so a mistake in a
+    caller's data would pass for a value.
+    """
+    if not isinstance(values, np.ndarray) or values.dtype.kind == "O":
+        bad = _first_non_real(values)
+        if bad is not None:
+            raise InputError(f"{what} must be real numbers, got {bad!r} ({type(bad).__name__})")
     try:
-        return np.array(values, dtype=np.float64, order="C")
-    except (TypeError, ValueError) as exc:
+        arr = np.asarray(values)
+    except ValueError as exc:  # ragged
         raise InputError(f"{what} must be numbers: {exc}") from None
+    if arr.dtype.kind not in "fiu":
+        raise InputError(f"{what} must be real numbers, got an array of {arr.dtype}")
+    return np.array(arr, dtype=np.float64, order="C")
+
+
+def _first_non_real(values: object) -> object | None:
+    """The first item of ``values`` (nested sequences walked) that is not a real number
+    (bools excluded); None when all are."""
+    stack = [values]
+    while stack:
+        item = stack.pop()
+        if type(item) is float or type(item) is int:
+            continue
+        if isinstance(item, (bool, np.bool_)):
+            return item
+        if isinstance(item, numbers.Real):
+            continue
+        if hasattr(item, "__array__") and not isinstance(item, np.ndarray):
+            item = np.asarray(item)  # a pandas column, an array of another library
+        if isinstance(item, np.ndarray):
+            if item.dtype.kind in "fiu":
+                continue
+            if item.dtype.kind != "O":
+                return item.flat[0] if item.size else item
+            if item.ndim == 0:
+                return item.item()
+        elif isinstance(item, (str, bytes)) or not isinstance(item, Sequence):
+            return item
+        stack.extend(reversed(list(item)))
+    return None
 
 
 def float_column(

@@ -60,8 +60,9 @@ class _Clos:
 
 
 def _uplinks(down: int, oversubscription: float) -> int:
-    if not oversubscription >= 1:
-        raise InputError(f"oversubscription must be >= 1, got {oversubscription!r}")
+    real = isinstance(oversubscription, numbers.Real) and not isinstance(oversubscription, bool)
+    if not real or not oversubscription >= 1:
+        raise InputError(f"oversubscription must be a number >= 1, got {oversubscription!r}")
     up = down / oversubscription
     if up < 1 or abs(up - round(up)) > 1e-9:
         raise InputError(

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from flowsim.errors import InputError, float_column, item_label, relative_tolerance
+from flowsim.errors import InputError, first_repeat, float_array, float_column, item_label, relative_tolerance
 from flowsim.routes import Routes, count_routes
 from flowsim_kernels.maxmin import max_min_fair
 
@@ -19,6 +19,14 @@ SATURATED_REL_TOL = 1e-9
 # Largest fair level or weight sum accepted: float64 ends near 1.8e308, and the solver adds
 # and scales levels and weights (a few orders of magnitude of room).
 _LEVEL_LIMIT = 1e300
+#: Largest ratio of one flow's weight to another's that the solver and the engine take
+#: (docs/model.md "Supported range"): rates come out exact to 1e-9 within it, checked by
+#: tests/test_fuzz_invariants.py; beyond it the share left to the light flows is a
+#: difference of float64 numbers too close to keep their digits.
+MAX_WEIGHT_RATIO = 1e6
+#: Largest ratio between any two of the link capacities and finite rate caps (the same
+#: section and test).
+MAX_RATE_RATIO = 1e6
 
 
 @dataclass(frozen=True)
@@ -88,7 +96,7 @@ class FairShareProblem:
             raise InputError(
                 f"{item_label('flow', f, flow_names)} has an empty route and no rate cap, so no finite rate"
             )
-        check_level_range(capacity, weight, cap, flow_names)
+        check_level_range(capacity, weight, cap, flow_names, link_names)
         link_flow_indptr, link_flow_indices = routes.transpose()
         return cls(routes, link_flow_indptr, link_flow_indices, capacity, weight, cap)
 
@@ -105,6 +113,7 @@ class FairShareProblem:
         capacity = check_capacities(capacity_Bps)
         if capacity.shape[0] != self.n_links:
             raise InputError(f"expected {self.n_links} capacities, got {capacity.shape[0]}")
+        check_level_range(capacity, self.weight, self.cap_Bps, None)
         return FairShareProblem(
             self.routes, self.link_flow_indptr, self.link_flow_indices, capacity, self.weight, self.cap_Bps
         )
@@ -183,11 +192,11 @@ def max_min_rates(
 
 def check_capacities(capacity_Bps: Sequence[float] | np.ndarray, link_names: Sequence[str] | None = None) -> np.ndarray:
     """Capacities as a fresh read-only float64 array, each finite and > 0."""
-    capacity = np.array(capacity_Bps, dtype=np.float64, order="C")
+    capacity = float_array(capacity_Bps, "capacity_Bps")
     if capacity.ndim != 1:
         raise InputError(f"capacity_Bps must be one value per link, got shape {capacity.shape}")
-    if link_names is not None and len(link_names) != capacity.shape[0]:
-        raise InputError(f"{len(link_names)} link names for {capacity.shape[0]} capacities")
+    if link_names is not None:
+        check_link_names(link_names, capacity.shape[0])
     bad = np.flatnonzero(~(capacity > 0) | ~np.isfinite(capacity))
     if bad.size:
         i = int(bad[0])
@@ -197,6 +206,17 @@ def check_capacities(capacity_Bps: Sequence[float] | np.ndarray, link_names: Seq
     return capacity
 
 
+def check_link_names(link_names: Sequence[str], n_links: int) -> None:
+    """An :class:`InputError` unless ``link_names`` names each of ``n_links`` links once (a
+    repeated name would route every flow naming it over its last link only)."""
+    if len(link_names) != n_links:
+        raise InputError(f"{len(link_names)} link names for {n_links} capacities")
+    repeat = first_repeat(link_names)
+    if repeat is not None:
+        i, j = repeat
+        raise InputError(f"link names {i} and {j} are both {link_names[j]!r}; each link needs its own name")
+
+
 def check_flow_names(flow_names: Sequence[str] | None, n_flows: int) -> None:
     """An :class:`InputError` unless ``flow_names`` is None or names each flow once."""
     if flow_names is not None and len(flow_names) != n_flows:
@@ -204,10 +224,16 @@ def check_flow_names(flow_names: Sequence[str] | None, n_flows: int) -> None:
 
 
 def check_level_range(
-    capacity_Bps: np.ndarray, weight: np.ndarray, cap_Bps: np.ndarray, flow_names: Sequence[str] | None
+    capacity_Bps: np.ndarray,
+    weight: np.ndarray,
+    cap_Bps: np.ndarray,
+    flow_names: Sequence[str] | None,
+    link_names: Sequence[str] | None = None,
 ) -> None:
-    """An :class:`InputError` unless fair levels (rate / weight) and weight sums stay well
-    inside float64's range, else the solver would return wrong rates without a sign.
+    """An :class:`InputError` unless weights and rates lie within :data:`MAX_WEIGHT_RATIO`
+    and :data:`MAX_RATE_RATIO` of each other (see :func:`check_ratios`) and fair levels
+    (rate / weight) and weight sums stay well inside float64's range, else the solver
+    would return wrong rates without a sign.
 
     The arrays are one instance's: capacities [n_links], weights and caps [n_flows] (a batch
     checks its instances one by one). A level is at most the largest capacity or finite cap
@@ -231,6 +257,46 @@ def check_level_range(
         raise InputError(
             f"the flows' weights add up to {total!r}, beyond float64's range; weights only count "
             f"relative to each other, so scale them nearer 1"
+        )
+    check_ratios(capacity_Bps, weight, cap_Bps, flow_names, link_names)
+
+
+def check_ratios(
+    capacity_Bps: np.ndarray,
+    weight: np.ndarray,
+    cap_Bps: np.ndarray,
+    flow_names: Sequence[str] | None,
+    link_names: Sequence[str] | None = None,
+) -> None:
+    """An :class:`InputError` naming the two flows (or links) furthest apart unless the
+    weights lie within :data:`MAX_WEIGHT_RATIO` of each other and the capacities and
+    finite caps within :data:`MAX_RATE_RATIO`; arrays as :func:`check_level_range`."""
+    heavy, light = int(np.argmax(weight)), int(np.argmin(weight))
+    if weight[heavy] > MAX_WEIGHT_RATIO * weight[light]:
+        raise InputError(
+            f"{item_label('flow', heavy, flow_names)} has weight {float(weight[heavy])!r} and "
+            f"{item_label('flow', light, flow_names)} {float(weight[light])!r}, "
+            f"{float(weight[heavy] / weight[light]):.3g} times less; flowsim takes weights at most "
+            f"{MAX_WEIGHT_RATIO:.0e} apart (docs/model.md \"Supported range\")"
+        )
+    capped = np.flatnonzero(np.isfinite(cap_Bps))
+    extremes = []  # (value, label) of the largest and smallest capacity and finite cap
+    if capacity_Bps.size:
+        for i in (int(np.argmax(capacity_Bps)), int(np.argmin(capacity_Bps))):
+            extremes.append((float(capacity_Bps[i]), f"{item_label('link', i, link_names)} has capacity"))
+    if capped.size:
+        caps = cap_Bps[capped]
+        for i in (int(capped[np.argmax(caps)]), int(capped[np.argmin(caps)])):
+            extremes.append((float(cap_Bps[i]), f"{item_label('flow', i, flow_names)} has rate cap"))
+    if not extremes:
+        return
+    top = max(extremes)
+    bottom = min(extremes)
+    if top[0] > MAX_RATE_RATIO * bottom[0]:
+        raise InputError(
+            f"{top[1]} {top[0]:.6g} B/s and {bottom[1]} {bottom[0]:.6g} B/s, {top[0] / bottom[0]:.3g} times less; "
+            f"flowsim takes capacities and caps at most {MAX_RATE_RATIO:.0e} apart (docs/model.md "
+            f"\"Supported range\")"
         )
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from flowsim.engine import simulate
-from flowsim.errors import InputError
+from flowsim.errors import InputError, check_options, keyword_options
 from flowsim.result import SimulationResult
 from flowsim.routes import Routes
 from flowsim.routing import Router
@@ -118,6 +118,8 @@ def run(
     clash = sorted(_PROVIDED & set(simulate_options))
     if clash:
         raise InputError(f"run() takes {', '.join(clash)} from the workload and topology; do not pass them")
+    simulate_allowed, _ = keyword_options(simulate, skip=3)
+    check_options(simulate_options, [key for key in simulate_allowed if key not in _PROVIDED], "run")
     if router is None:
         router = Router(topology)
     elif router.topology is not topology:

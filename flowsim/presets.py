@@ -63,7 +63,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from flowsim.errors import InputError
+from flowsim.errors import InputError, check_options, keyword_options
 from flowsim.servers import PcieSwitch, ServerSpec, build_server
 from flowsim.topology import NodeKind, Topology
 
@@ -342,7 +342,10 @@ def preset_info(name: str) -> Preset:
 
 def preset_spec(name: str, **options) -> ServerSpec:
     """The :class:`~flowsim.servers.ServerSpec` of preset ``name`` with ``options`` (e.g. ``p2p=False``)."""
-    return preset_info(name).spec(**options)
+    spec = preset_info(name).spec
+    allowed, _ = keyword_options(spec)
+    check_options(options, allowed, f"preset {name!r}")
+    return spec(**options)
 
 
 def preset(name: str, *, figure: str, **options) -> Topology:
@@ -354,7 +357,10 @@ def preset(name: str, *, figure: str, **options) -> Topology:
     >>> len(topo.gpus()), float(topo.link_capacity_Bps[topo.link_id("gpu0->nvswitch")] / 1e9)
     (8, 450.0)
     """
-    return preset_info(name).build(figure=figure, **options)
+    build = preset_info(name).build
+    allowed, _ = keyword_options(build)
+    check_options(options, [key for key in allowed if key != "figure"], f"preset {name!r}")
+    return build(figure=figure, **options)
 
 
 def compute_nics(topology: Topology, server: int = 0) -> list[int]:

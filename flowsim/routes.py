@@ -10,7 +10,7 @@ from operator import countOf
 
 import numpy as np
 
-from flowsim.errors import InputError, item_label
+from flowsim.errors import InputError, item_label, whole_number
 from flowsim_kernels.csr import csr_transpose
 from flowsim_kernels.progress import deferred_interrupt
 
@@ -31,6 +31,15 @@ class Routes:
     flow_link_indptr: np.ndarray
     flow_link_indices: np.ndarray
     n_links: int
+
+    def __post_init__(self) -> None:
+        # Built directly, unchecked arrays would reach the kernels, which index without
+        # bounds checks (a link id out of range crashed the interpreter).
+        n_links = whole_number("n_links", self.n_links, minimum=0)
+        indptr, indices = _checked_csr(self.flow_link_indptr, self.flow_link_indices, n_links, None)
+        object.__setattr__(self, "flow_link_indptr", indptr)
+        object.__setattr__(self, "flow_link_indices", indices)
+        object.__setattr__(self, "n_links", n_links)
 
     @property
     def n_flows(self) -> int:
@@ -75,13 +84,16 @@ class Routes:
         scalars and other sequences go link by link (about 500 ns per link).
         """
         count_routes(routes)
+        n_links = whole_number("n_links", n_links, minimum=0)
         plain = set(map(type, routes)) <= _PLAIN_ROUTE_TYPES
         if not plain:
             for f, route in enumerate(routes):
-                # A bare link (0, "nvl0") or None would fail len() or be read letter by letter.
-                if not hasattr(route, "__len__") or isinstance(route, (str, bytes)):
+                # A bare link (0, "nvl0") or None would fail len() or be read letter by letter; a
+                # set or a mapping has no order from source to destination.
+                if isinstance(route, (str, bytes)) or not isinstance(route, (Sequence, np.ndarray)):
                     raise InputError(
-                        f"{item_label('flow', f, flow_names)} has route {route!r}; a route is a sequence of links"
+                        f"{item_label('flow', f, flow_names)} has route {route!r}; a route is a sequence of links "
+                        "in order (a list or tuple)"
                     )
         lengths = np.fromiter(map(len, routes), dtype=np.int64, count=len(routes))
         indptr = np.zeros(len(routes) + 1, dtype=np.int64)
@@ -89,7 +101,7 @@ class Routes:
         indices = _plain_link_ids(routes, n_links) if plain else None
         if indices is None:
             indices = link_ids_one_by_one(routes, indptr, n_links, link_index, flow_names)
-        return cls._frozen(indptr, indices, n_links)
+        return cls(indptr, indices, n_links)
 
     @classmethod
     def from_csr(
@@ -100,41 +112,47 @@ class Routes:
         flow_names: Sequence[str] | None = None,
     ) -> Routes:
         """Build from CSR arrays, checking pointers and link ids."""
-        indptr = np.ascontiguousarray(flow_link_indptr)
-        indices = np.ascontiguousarray(flow_link_indices)
-        for name, arr in (("flow_link_indptr", indptr), ("flow_link_indices", indices)):
-            if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
-                raise InputError(f"{name} must be a 1-d integer array, got {arr.dtype} {arr.shape}")
-        indptr = indptr.astype(np.int64, copy=False)
-        indices = indices.astype(np.int64, copy=False)
-        if indptr.shape[0] < 1 or indptr[0] != 0:
-            raise InputError("flow_link_indptr must start at 0")
-        steps = np.diff(indptr)
-        if steps.size and steps.min() < 0:
-            f = int(np.argmax(steps < 0))
-            raise InputError(f"flow_link_indptr decreases at {item_label('flow', f, flow_names)}")
-        if indptr[-1] != indices.shape[0]:
-            raise InputError(
-                f"flow_link_indptr ends at {int(indptr[-1])} but flow_link_indices has "
-                f"{indices.shape[0]} entries"
-            )
-        bad = np.flatnonzero((indices < 0) | (indices >= n_links))
-        if bad.size:
-            k = int(bad[0])
-            f = int(np.searchsorted(indptr, k, side="right") - 1)
-            raise InputError(
-                f"{item_label('flow', f, flow_names)} routes over unknown link {int(indices[k])} "
-                f"(links are 0..{n_links - 1})"
-            )
-        return cls._frozen(indptr, indices, n_links)
+        n_links = whole_number("n_links", n_links, minimum=0)
+        indptr, indices = _checked_csr(flow_link_indptr, flow_link_indices, n_links, flow_names)
+        return cls(indptr, indices, n_links)
 
-    @classmethod
-    def _frozen(cls, indptr: np.ndarray, indices: np.ndarray, n_links: int) -> Routes:
-        indptr = np.array(indptr, dtype=np.int64, order="C")
-        indices = np.array(indices, dtype=np.int64, order="C")
-        indptr.flags.writeable = False
-        indices.flags.writeable = False
-        return cls(indptr, indices, int(n_links))
+
+
+def _checked_csr(
+    flow_link_indptr: object, flow_link_indices: object, n_links: int, flow_names: Sequence[str] | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The CSR arrays as read-only int64 arrays (copied unless they are already); an
+    :class:`InputError` unless they are 1-d integer arrays, the pointers start at 0, never
+    decrease and end at the number of link ids, and every link id is in ``[0, n_links)``."""
+    arrays = []
+    for name, values in (("flow_link_indptr", flow_link_indptr), ("flow_link_indices", flow_link_indices)):
+        arr = np.asarray(values)
+        if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
+            raise InputError(f"{name} must be a 1-d integer array, got {arr.dtype} {arr.shape}")
+        if not (arr.dtype == np.int64 and arr.flags.c_contiguous and not arr.flags.writeable):
+            arr = np.array(arr, dtype=np.int64, order="C")  # a copy no caller can change
+            arr.flags.writeable = False
+        arrays.append(arr)
+    indptr, indices = arrays
+    if indptr.shape[0] < 1 or indptr[0] != 0:
+        raise InputError("flow_link_indptr must start at 0")
+    steps = np.diff(indptr)
+    if steps.size and steps.min() < 0:
+        f = int(np.argmax(steps < 0))
+        raise InputError(f"flow_link_indptr decreases at {item_label('flow', f, flow_names)}")
+    if indptr[-1] != indices.shape[0]:
+        raise InputError(
+            f"flow_link_indptr ends at {int(indptr[-1])} but flow_link_indices has {indices.shape[0]} entries"
+        )
+    bad = np.flatnonzero((indices < 0) | (indices >= n_links))
+    if bad.size:
+        k = int(bad[0])
+        f = int(np.searchsorted(indptr, k, side="right") - 1)
+        raise InputError(
+            f"{item_label('flow', f, flow_names)} routes over unknown link {int(indices[k])} "
+            f"(links are 0..{n_links - 1})"
+        )
+    return indptr, indices
 
 
 def count_routes(routes: Routes | Sequence[Sequence[int | str]]) -> int:

@@ -532,8 +532,15 @@ def _method(method: str) -> int:
     return METHODS[method]
 
 
+# The routing kernels take the seed as an int64.
+_MAX_SEED = 2**63 - 1
+
+
 def _seed(seed: int) -> int:
-    return whole_number("seed", seed, minimum=0)
+    seed = whole_number("seed", seed, minimum=0)
+    if seed > _MAX_SEED:
+        raise InputError(f"seed must be at most 2**63 - 1 (an int64), got {seed!r}")
+    return seed
 
 
 def route(

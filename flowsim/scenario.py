@@ -115,7 +115,14 @@ from flowsim.routing import METHODS, NoRouteError, Router
 from flowsim.systemfile import is_system_file, load_system
 from flowsim.tomlcheck import Where, join, show
 from flowsim.topology import NodeKind, Topology, TopologyBuilder
-from flowsim.training import SCHEDULES, ParallelStep, TrainingStep, data_parallel_step, parallel_step
+from flowsim.training import (
+    SCHEDULES,
+    ParallelStep,
+    TrainingStep,
+    check_step_size,
+    data_parallel_step,
+    parallel_step,
+)
 from flowsim.workload import Workload
 
 __all__ = ["FLOW_COLUMNS", "Options", "Scenario", "ScenarioRun", "load_scenario", "parse_scenario",
@@ -603,6 +610,11 @@ def _training(
         )
     where.only(table, (*_TRAINING_KEYS, "forward_s", *_PARALLEL_KEYS), key)
     layers = where.integer(table, "layers", key, 1)
+    microbatches = where.integer(table, "n_microbatches", key, 1) if "n_microbatches" in table else 1
+    try:
+        check_step_size(layers, microbatches)
+    except InputError as err:
+        raise where.error(join(key, "layers"), str(err)) from None
     columns: tuple[str, ...] = ("layer_backward_s", "layer_grad_bytes")
     if parallel:
         columns = ("layer_forward_s", *columns)

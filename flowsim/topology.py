@@ -27,7 +27,7 @@ from functools import cached_property
 
 import numpy as np
 
-from flowsim.errors import InputError, first_repeat
+from flowsim.errors import InputError, first_repeat, flag, is_real
 from flowsim.hardware import LinkTier, link_technology
 
 __all__ = ["NETWORK_SWITCH_KINDS", "LinkTier", "NodeKind", "Topology", "TopologyBuilder"]
@@ -343,8 +343,9 @@ class TopologyBuilder:
         """Add a server (a chassis or NVLink domain); returns its id."""
         if name in self._server_names:
             raise InputError(f"duplicate server name {name!r}")
+        p2p = flag(f"server {name!r}: p2p", p2p)
         self._server_names.append(name)
-        self._server_p2p.append(bool(p2p))
+        self._server_p2p.append(p2p)
         return len(self._server_names) - 1
 
     def add_node(self, name: str, kind: NodeKind, *, server: int = -1) -> int:
@@ -405,13 +406,13 @@ class TopologyBuilder:
                 tier = link_technology(technology).tier
             except InputError as err:
                 raise InputError(f"link {name!r}: {err}; or give the link's tier") from None
-        # Converted before anything is added, so that a refused link leaves no trace.
-        try:
-            capacity, latency = float(capacity_Bps), float(latency_s)
-        except (TypeError, ValueError):
+        # Converted before anything is added, so that a refused link leaves no trace. Only
+        # numbers: float() would read "1e9" and True as numbers.
+        if not (is_real(capacity_Bps) and is_real(latency_s)):
             raise InputError(
                 f"link {name!r}: capacity_Bps and latency_s must be numbers, got {capacity_Bps!r} and {latency_s!r}"
-            ) from None
+            )
+        capacity, latency = float(capacity_Bps), float(latency_s)
         try:
             tier_id = int(LinkTier(tier))
         except ValueError:

@@ -325,6 +325,7 @@ def data_parallel_step(
     -------
     TrainingStep
     """
+    _check_layer_count(layer_backward_s, "layer_backward_s")
     backward = _column(layer_backward_s, "layer_backward_s")
     grads = _column(layer_grad_bytes, "layer_grad_bytes")
     if backward.shape != grads.shape or backward.size == 0:
@@ -443,6 +444,8 @@ def parallel_step(
         different lengths or not divisible by ``pp``, a negative time or size, an unknown
         schedule.
     """
+    n_microbatches = whole_number("n_microbatches", n_microbatches)
+    check_step_size(_check_layer_count(layer_forward_s, "layer_forward_s"), n_microbatches)
     layout = parallel_layout(topology, tp=tp, pp=pp, dp=dp, ranks=ranks, tp_across_servers=tp_across_servers)
     forward = _column(layer_forward_s, "layer_forward_s")
     backward = _column(layer_backward_s, "layer_backward_s")
@@ -457,7 +460,6 @@ def parallel_step(
             f"{forward.size} layers do not split evenly over pp = {layout.pp} stages; give a multiple of pp "
             "(one value per stage for per-stage times)"
         )
-    whole_number("n_microbatches", n_microbatches)
     if schedule not in SCHEDULES:
         raise InputError(f"unknown schedule {schedule!r}; valid ones: {', '.join(SCHEDULES)}")
     for value, what in ((activation_bytes, "activation_bytes"), (tp_all_reduce_bytes, "tp_all_reduce_bytes"),
@@ -504,6 +506,11 @@ def exposed_communication_s(compute_s: float, makespan_s: float) -> float:
 
 def run_training_step(topology: Topology, step: TrainingStep | ParallelStep, **run_options) -> TrainingStepResult:
     """Simulate ``step`` on ``topology`` (``run_options`` as :func:`flowsim.run`)."""
+    if not isinstance(step, (TrainingStep, ParallelStep)):
+        raise InputError(
+            f"step must be a TrainingStep or ParallelStep (from data_parallel_step or parallel_step), got "
+            f"{type(step).__name__}"
+        )
     outcome = run(topology, step.workload, **run_options)
     step_s = step_time_s(step.compute_s, outcome.result.makespan_s)
     carried = outcome.result.link_bytes
@@ -527,6 +534,37 @@ def _check_number(value: object, what: str, *, positive: bool = False) -> None:
         raise InputError(f"{what} must be a number, got {value!r}")
     if not np.isfinite(value) or value < 0 or (positive and value == 0):
         raise InputError(f"{what} must be finite and {'> 0' if positive else '>= 0'}, got {value!r}")
+
+
+#: Most layers a training step takes: far above any published model (GPT-3 175B has 96
+#: layers: Brown et al., "Language Models are Few-Shot Learners", 2020, Table 2.1), low
+#: enough that a typo fails at once rather than after gigabytes of layout.
+MAX_LAYERS = 10_000
+#: Most layer passes (layers times microbatches) a 3D-parallel step lays out: each pass has
+#: its own TP all-reduces and stage transfers, so this bounds the flows the way
+#: :data:`~flowsim.collectives.STEP_MESSAGE_LIMIT` bounds a collective's.
+MAX_LAYER_PASSES = 1_000_000
+
+
+def check_step_size(n_layers: int, n_microbatches: int = 1) -> None:
+    """An :class:`InputError` unless a step of ``n_layers`` layers and ``n_microbatches``
+    microbatches is within :data:`MAX_LAYERS` and :data:`MAX_LAYER_PASSES`; checked before
+    anything of the step is built."""
+    if n_layers > MAX_LAYERS:
+        raise InputError(f"{n_layers:,} layers is more than the {MAX_LAYERS:,} a training step takes")
+    if n_layers * n_microbatches > MAX_LAYER_PASSES:
+        raise InputError(
+            f"{n_layers:,} layers times {n_microbatches:,} microbatches is {n_layers * n_microbatches:,} layer "
+            f"passes, more than the {MAX_LAYER_PASSES:,} a training step lays out"
+        )
+
+
+def _check_layer_count(values: Sequence[float], what: str) -> int:
+    """The number of layers ``values`` gives, checked against :data:`MAX_LAYERS`."""
+    if not hasattr(values, "__len__") or isinstance(values, (str, bytes)):
+        raise InputError(f"{what} must be numbers, one per layer, got {values!r}")
+    check_step_size(len(values))
+    return len(values)
 
 
 def _column(values: Sequence[float], what: str) -> np.ndarray:

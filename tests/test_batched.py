@@ -176,23 +176,23 @@ def test_no_links_only_caps():
         (dict(weights=[[1.0, 1.0, 1.0], [1.0, 1e-300, 1.0]]), "instance 1: flow 1 has weight 1e-300"),
         # Only the second instance's capacities take flow 1's level out of range.
         (
-            dict(capacity_Bps=[[1.0, 2.0], [1e295, 1.0]], weights=[1.0, 1e-10, 1.0]),
-            "instance 1: flow 1 has weight 1e-10: with rates up to 1e+295 B/s",
+            dict(capacity_Bps=[[1.0, 2.0], [1e296, 1.0]], weights=[1.0, 1e-5, 1.0]),
+            "instance 1: flow 1 has weight 1e-05: with rates up to 1e+296 B/s",
         ),
         # Instance 0's capacities with instance 1's weights would be out of range, but each
         # instance is judged on its own: instance 2 has both.
         (
             dict(
-                capacity_Bps=[[1e295, 1e295], [1.0, 1.0], [1e295, 1.0]],
-                weights=[[1.0, 1.0, 1.0], [1.0, 1e-10, 1.0], [1.0, 1e-10, 1.0]],
+                capacity_Bps=[[1e296, 1e296], [1.0, 1.0], [1e296, 1.0]],
+                weights=[[1.0, 1.0, 1.0], [1.0, 1e-5, 1.0], [1.0, 1e-5, 1.0]],
             ),
-            "instance 2: flow 1 has weight 1e-10: with rates up to 1e+295 B/s",
+            "instance 2: flow 1 has weight 1e-05: with rates up to 1e+296 B/s",
         ),
         (dict(weights=[[1.0, 1.0, 1.0], [1.0, 1.0]]), "weights must be numbers: setting an array element"),
-        (dict(weights=["a", "b", "c"]), "weights must be numbers: could not convert string to float: 'a'"),
+        (dict(weights=["a", "b", "c"]), "weights must be real numbers, got 'a' (str)"),
         (dict(caps_Bps=[[1.0, 1.0, 1.0], [1.0]]), "caps_Bps must be numbers: setting an array element"),
         (dict(capacity_Bps=[[1.0, 2.0], [3.0]]), "capacity_Bps must be numbers: setting an array element"),
-        (dict(capacity_Bps=[["1", "x"]]), "capacity_Bps must be numbers: could not convert string to float: 'x'"),
+        (dict(capacity_Bps=[["1", "x"]]), "capacity_Bps must be real numbers, got '1' (str)"),
         (dict(routes=[[0], [5]], flow_names=["a"]), "1 flow names for 2 flows"),
     ],
 )
@@ -207,10 +207,10 @@ def test_bad_input_names_the_culprit(kwargs, message):
 def test_instances_are_judged_on_their_own_extremes():
     # Instance 0's large capacities (or cap) with instance 1's small weight would take a level
     # out of float64's range, but no instance has both.
-    routes, weights = [[0, 1], [0], [1]], [[1.0, 1.0, 1.0], [1.0, 1e-10, 1.0]]
+    routes, weights = [[0, 1], [0], [1]], [[1.0, 1.0, 1.0], [1.0, 1e-5, 1.0]]
     for capacity, caps, instance_0 in [
-        ([[1e295, 1e295], [1.0, 1.0]], None, [0.5e295] * 3),
-        ([[1.0, 1.0], [1.0, 1.0]], [[1e295, math.inf, math.inf], [math.inf] * 3], [0.5] * 3),
+        ([[1e296, 1e296], [1.0, 1.0]], None, [0.5e296] * 3),
+        ([[1e296, 1e296], [1.0, 1.0]], [[1e296, math.inf, math.inf], [math.inf] * 3], [0.5e296] * 3),
     ]:
         rates = solve_batch(routes, capacity, weights, caps)
         np.testing.assert_allclose(rates, [instance_0, [0.5, 0.5, 0.5]], rtol=1e-9)
@@ -336,3 +336,13 @@ def test_cpu_path_never_imports_the_cuda_target():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_an_instance_with_rates_too_far_apart_is_refused_naming_it():
+    # Issue 30: each instance is judged on its own extremes (docs/model.md "Supported range").
+    with pytest.raises(InputError, match=re.escape(
+        "instance 1: link 0 has capacity 1e+09 B/s and link 1 has capacity 100 B/s, 1e+07 times less"
+    )):
+        solve_batch([[0, 1], [0], [1]], [[1e9, 1e8], [1e9, 1e2], [1.0, 1.0]])
+    with pytest.raises(InputError, match=re.escape("instance 2: flow 0 has weight 10000000.0 and flow 1 1.0, 1e+07 times less")):
+        solve_batch([[0, 1], [0], [1]], [[1.0, 1.0]] * 3, [[1.0] * 3, [1e6, 1.0, 1.0], [1e7, 1.0, 1.0]])

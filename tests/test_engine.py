@@ -72,11 +72,14 @@ def test_spec_case7_weights(mode):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_a_light_flow_next_to_a_capped_heavy_one_moves(mode):
-    # Weights 1e6 and 1e-6 on one 1e9 B/s link, the heavy flow capped a hair above its share:
-    # the light flow gets about 1e-3 B/s and its 1e-3 bytes take 1 s. Given rate 0 by the
-    # solver, it finished at NaN (incremental) or only after the heavy flow, at 10 s (full).
-    r = simulate([[0], [0]], [1e9], [1e10, 1e-3], weights=[1e6, 1e-6], caps_Bps=[1e9, math.inf], mode=mode)
-    np.testing.assert_allclose(r.finish_s, [1e10 / (1e9 * 1e6 / (1e6 + 1e-6)), 1.0], rtol=1e-9)
+    # Weights 1e3 and 1e-3 on one 1e9 B/s link, the heavy flow capped just above its share:
+    # the light flow gets about 1e3 B/s, so its bytes take 1 s; then the heavy flow takes the
+    # link. Given rate 0 by the solver (with weights 1e12 apart, now refused), the light flow
+    # finished at NaN (incremental) or only after the heavy flow (full).
+    heavy = 1e9 * 1e3 / (1e3 + 1e-3)
+    r = simulate([[0], [0]], [1e9], [1e10, 1e3 * (1e9 / (1e3 + 1e-3)) / 1e6], weights=[1e3, 1e-3],
+                 caps_Bps=[1e9, math.inf], mode=mode)
+    np.testing.assert_allclose(r.finish_s, [1.0 + (1e10 - heavy) / 1e9, 1.0], rtol=1e-12)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -159,16 +162,17 @@ def test_matches_twin_on_random_scenarios(mode, seed):
 
 @pytest.mark.parametrize("seed", [29, 66, 70])
 def test_matches_twin_with_weights_and_capacities_far_apart(seed):
-    # Weights from 1e-4 to 1e4 and capacities from 0.01 to 1000: a running weight sum that
-    # loses digits to cancellation left links short of saturation, which the check then took
-    # for unsaturated (these seeds drifted from the twin by up to 6e-5).
+    # Weights from 1e-3 to 1e3 and capacities from 0.01 to 1000 (caps from 1e-3): a running
+    # weight sum that loses digits to cancellation left links short of saturation, which the
+    # check then took for unsaturated (with weights from 1e-4 to 1e4, beyond today's range,
+    # these seeds drifted from the twin by up to 6e-5).
     rng = np.random.default_rng(1000 + seed)
     n_flows, n_links = int(rng.integers(5, 60)), int(rng.integers(1, 10))
     routes = [
         rng.choice(n_links, size=rng.integers(1, min(4, n_links) + 1), replace=False).tolist()
         for _ in range(n_flows)
     ]
-    weight = (10.0 ** rng.uniform(-4, 4, n_flows)).tolist()
+    weight = (10.0 ** rng.uniform(-3, 3, n_flows)).tolist()
     cap = np.where(rng.random(n_flows) < 0.3, 10.0 ** rng.uniform(-3, 3, n_flows), np.inf).tolist()
     capacity = (10.0 ** rng.uniform(-2, 3, n_links)).tolist()
     size = (10.0 ** rng.uniform(-3, 1, n_flows)).tolist()
@@ -434,6 +438,26 @@ def test_ctrl_c_stops_the_engine_at_its_next_poll(monkeypatch):
         simulate([[0]] * n, [1 * G], [1e3] * n, start_s=np.arange(n) * 1e-3, progress=True)
     assert len(polls) == 1 and 0 < polls[0][0] < n
     assert signal.getsignal(signal.SIGINT) is handler
+
+
+def test_ctrl_c_stops_the_engine_inside_its_first_instant(monkeypatch):
+    # Issue 30: a burst of flows all starting at 0 is one instant whose events the engine
+    # took without polling (a Ctrl-C waited 240 s at 3 million flows, with no progress line).
+    from flowsim_kernels import progress
+
+    polls = []
+
+    def interrupt(*args):
+        polls.append(args)
+        signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(progress, "report", interrupt)
+    monkeypatch.setattr(flowsim.engine, "_POLL_EVERY", 64)
+    n = 3000
+    with pytest.raises(KeyboardInterrupt):
+        simulate([[0]] * n, [1 * G], [1e3] * n, progress=True)
+    (n_finished, n_flows, now_s, n_events), = polls
+    assert (n_finished, n_flows, now_s) == (0, n, 0.0) and 64 <= n_events < 2 * 64
 
 
 def test_a_held_back_ctrl_c_reaches_the_handler_installed_before():

@@ -228,7 +228,7 @@ def test_cluster_names_servers_and_nodes():
             "storage_targets must be a non-negative integer, got -1",
         ),
         (lambda: fat_tree(8, figure="nominal", oversubscription=3), "oversubscription 3 does not divide the 4 down"),
-        (lambda: fat_tree(8, figure="nominal", oversubscription=0.5), "oversubscription must be >= 1"),
+        (lambda: fat_tree(8, figure="nominal", oversubscription=0.5), "oversubscription must be a number >= 1"),
         (lambda: build_cluster("dgx_h100", 2, figure="nominal", fabric="torus"), "unknown fabric 'torus'; valid ones:"),
         (lambda: build_cluster("dgx_h200", 2, figure="nominal"), "unknown preset 'dgx_h200'; valid ones:"),
         (lambda: build_cluster("dgx_h100", 0, figure="nominal"), "n_nodes must be a positive integer, got 0"),

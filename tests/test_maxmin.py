@@ -55,29 +55,49 @@ def test_links_saturating_at_the_same_level_freeze_together():
 
 
 def test_weights_far_apart_keep_their_digits():
-    # Link 0 (capacity 1) carries a flow of weight 1e4, held to 1e-6 by link 1, and one of
-    # weight 1e-4, which gets the rest. Taking 1e4 back out of the running weight sum 1e4 +
-    # 1e-4 leaves 1e-4 to about 2e-8: the fill must sum the weight left afresh, or the
-    # second flow gets 7e-9 too little and link 0 is left short of saturation.
-    rates = max_min_rates([[0, 1], [0]], [1.0, 1e-6], weights=[1e4, 1e-4])
+    # Link 0 (capacity 1) carries a flow of weight 1e3, held to 1e-6 by link 1, and one of
+    # weight 1e-3, which gets the rest. Taking 1e3 back out of the running weight sum 1e3 +
+    # 1e-3 leaves 1e-3 to about 1e-10 relative: the fill must sum the weight left afresh, or
+    # the second flow gets too little and link 0 is left short of saturation.
+    rates = max_min_rates([[0, 1], [0]], [1.0, 1e-6], weights=[1e3, 1e-3])
     np.testing.assert_allclose(rates, [1e-6, 1.0 - 1e-6], rtol=1e-13)
 
 
-def test_a_cap_a_hair_above_the_link_level_leaves_the_light_flow_its_share():
-    # One link of 1e9 B/s, weights 1e6 and 1e-6: level 1e9 / (1e6 + 1e-6), a relative 1e-12
-    # below the heavy flow's cap level 1e9 / 1e6, so both fall in one round. Frozen at its
-    # cap first, the heavy flow took the whole link and left the light one at rate 0 (no
-    # bottleneck: it was not the top level of its link). The link's level binds both.
-    level = 1e9 / (1e6 + 1e-6)
-    rates = max_min_rates([[0], [0]], [1e9], weights=[1e6, 1e-6], caps_Bps=[1e9, math.inf])
-    np.testing.assert_allclose(rates, [level * 1e6, level * 1e-6], rtol=1e-13)
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        # Weights 1e6 and 1e-6 on one link, the heavy flow capped a relative 1e-12 above its
+        # share: the light flow's rate is a difference of numbers 1e12 apart.
+        (
+            dict(routes=[[0], [0]], capacity_Bps=[1e9], weights=[1e6, 1e-6], caps_Bps=[1e9, math.inf]),
+            "flow 0 has weight 1000000.0 and flow 1 1e-06, 1e+12 times less; flowsim takes weights at most "
+            '1e+06 apart (docs/model.md "Supported range")',
+        ),
+        (
+            dict(routes=[["a", "b"], ["b"]], capacity_Bps=[1e15, 1e8], link_names=["a", "b"]),
+            "link 'a' has capacity 1e+15 B/s and link 'b' has capacity 1e+08 B/s, 1e+07 times less; "
+            'flowsim takes capacities and caps at most 1e+06 apart (docs/model.md "Supported range")',
+        ),
+        (
+            dict(routes=[[0], [0]], capacity_Bps=[1e9], caps_Bps=[math.inf, 1e2], flow_names=["x", "y"]),
+            "link 0 has capacity 1e+09 B/s and flow 'y' has rate cap 100 B/s, 1e+07 times less",
+        ),
+    ],
+)
+def test_weights_or_rates_too_far_apart_for_float64_are_refused_naming_both(kwargs, message):
+    # Issue 30: weights 1e11 apart loaded links over capacity, 1e16 apart divided by zero.
+    with pytest.raises(InputError, match=re.escape(message)):
+        max_min_rates(**kwargs)
+    with pytest.raises(InputError, match=re.escape(message)):
+        flowsim.simulate(size_bytes=[1.0] * len(kwargs["routes"]), **kwargs)
 
 
-def test_a_light_flow_gets_what_a_near_tied_heavy_flow_leaves():
-    # Link 0 holds the heavy flow to level 1e9; link 1, at a level a relative 5e-13 above
-    # (one round), then has 1.5e3 B/s left for the light flow: level 1.5e9, not the round's.
-    rates = max_min_rates([[0, 1], [1]], [1e15, 1.0000000000015e15], weights=[1e6, 1e-6])
-    np.testing.assert_allclose(rates, [1e15, 1.5e3], rtol=1e-9)
+def test_weights_and_rates_at_the_supported_ratios_are_taken():
+    # A cap level a relative 1e-6 above the link's, weights 1e6 apart (the limit): the light
+    # flow gets the level times its weight.
+    level = 1e9 / (1e3 + 1e-3)
+    rates = max_min_rates([[0], [0]], [1e9], weights=[1e3, 1e-3], caps_Bps=[1e9 * 1.000001, 1.1e3])
+    np.testing.assert_allclose(rates, [level * 1e3, level * 1e-3], rtol=1e-13)
 
 
 @pytest.mark.parametrize("tol", [-1e-12, math.nan, math.inf, 1.0, True, "1e-12"])

@@ -512,6 +512,46 @@ def test_sigkill_then_resume_keeps_every_row_once(tmp_path):
         np.testing.assert_array_equal(columns[name], expected[name], err_msg=name)
 
 
+def pool_workers(pid: int) -> list[int]:
+    """The process-pool workers among the children of ``pid`` (Linux's /proc)."""
+    children = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        children += [int(c) for c in (task / "children").read_text().split()]
+    return [c for c in children if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes()]
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="lists a process's children through Linux's /proc")
+def test_sigkill_of_a_sweep_takes_its_pool_workers_with_it(tmp_path):
+    # Issue 30: reparented workers of a killed sweep ran on for minutes with their memory.
+    spec = write_spec(tmp_path, f'[sweep.zip]\n"workload.collective.0.size_bytes" = {KILL_SIZES}\n')
+    journal = journal_path(tmp_path / "out.h5")
+    command = [sys.executable, "-c", SWEEP_CLI, "sweep", str(spec), "-o", str(tmp_path / "out.h5"), "--workers", "2",
+               "-q"]
+    child = subprocess.Popen(command)
+    deadline = time.monotonic() + 300
+    while complete_lines(journal) < 2 and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    workers = pool_workers(child.pid)
+    assert len(workers) == 2 and child.poll() is None
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    deadline = time.monotonic() + 10
+    while any(alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = [w for w in workers if alive(w)]
+    for w in left:
+        os.kill(w, signal.SIGKILL)
+    assert not left, f"workers {left} outlived their sweep"
+
+
 def test_an_edited_flow_list_runs_its_runs_again(tmp_path):
     spec = parking_spec(tmp_path, '[sweep.grid]\n"topology.links.1.capacity_Bps" = [2e9, 4e9]\n', ["makespan_s"],
                         solve="time")

@@ -68,7 +68,7 @@ from flowsim.collectives.dag import (
     _stream_ring,
     _tree_all_reduce,
 )
-from flowsim.errors import InputError
+from flowsim.errors import InputError, check_options, keyword_options
 from flowsim.workload import Workload
 
 
@@ -756,4 +756,7 @@ def build_collective(
     """The workload of ``collective`` by name (:data:`COLLECTIVES`) and ``algorithm``
     (:data:`ALGORITHMS`; default: the first listed). ``send`` takes ``ranks = (src, dst)``;
     ``options`` go to the builder."""
-    return algorithm_of(collective, algorithm).builder(ranks, size_bytes, **options)
+    builder = algorithm_of(collective, algorithm).builder
+    allowed, required = keyword_options(builder, skip=2)
+    check_options(options, allowed, f"{collective} ({builder.__name__})", required)
+    return builder(ranks, size_bytes, **options)

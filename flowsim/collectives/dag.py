@@ -79,7 +79,7 @@ class _FlowDag:
     def __init__(self, name: str, costs: CollectiveCosts, servers: Servers, model: str = "steps") -> None:
         self.name = name
         self.costs = costs
-        self.servers = servers
+        self.servers = _check_servers(servers, name)
         self.model = model
         self.labels: list[str] = []
         self.src: list[str] = []
@@ -163,6 +163,8 @@ class _FlowDag:
 def _check_ranks(ranks: Ranks, what: str, minimum: int = 2) -> tuple[str, ...]:
     if isinstance(ranks, str):
         raise InputError(f"{what}: ranks must be a sequence of node names, got the string {ranks!r}")
+    if not isinstance(ranks, (Sequence, np.ndarray)):
+        raise InputError(f"{what}: ranks must be a sequence of node names, got {ranks!r}")
     ranks = tuple(ranks)
     for r in ranks:
         if not isinstance(r, str):
@@ -509,7 +511,18 @@ def _tree_all_reduce(
                         ]
 
 
+def _check_servers(servers: Servers, what: str) -> Servers:
+    """``servers`` unchanged; an :class:`InputError` unless it is None or a mapping of rank
+    name to server."""
+    if servers is not None and not isinstance(servers, Mapping):
+        raise InputError(
+            f"{what}: servers must map each rank name to its server (a dict), got {type(servers).__name__}"
+        )
+    return servers
+
+
 def _group_by_server(ranks: tuple[str, ...], servers: Servers, what: str) -> list[tuple[str, ...]]:
+    servers = _check_servers(servers, what)
     if servers is None:
         return [ranks]
     groups: dict[Hashable, list[str]] = {}

@@ -6,10 +6,15 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import ctypes
 import itertools
 import math
 import multiprocessing
+import os
 import signal
+import sys
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
@@ -135,7 +140,7 @@ def _first_done(futures: set) -> set:
 @contextlib.contextmanager
 def _pool(workers: int) -> Iterator[concurrent.futures.ProcessPoolExecutor]:
     pool = concurrent.futures.ProcessPoolExecutor(
-        workers, mp_context=multiprocessing.get_context("spawn"), initializer=_ignore_interrupts
+        workers, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker, initargs=(os.getpid(),)
     )
     try:
         yield pool
@@ -158,16 +163,44 @@ def _done(result: object) -> concurrent.futures.Future:
     return future
 
 
-def _ignore_interrupts() -> None:
-    """Pool workers leave Ctrl-C to the sweep, which stops them (see :func:`process_pool`).
+def _start_worker(parent: int) -> None:
+    """Set up a pool worker: it ignores Ctrl-C and dies with the sweep process ``parent``.
 
+    Pool workers leave Ctrl-C to the sweep, which stops them (see :func:`process_pool`).
     Ctrl-C in a terminal interrupts every process of its group. A worker interrupted while
     sending a result can die holding the result queue's lock, and the other workers, and the
     pool's shutdown with them, then wait for it forever. So a worker ignores SIGINT for good,
     rather than holding it back as :func:`flowsim_kernels.progress.deferred_interrupt` does
     around a kernel or a file write: the worker is not the one to act on it.
+
+    A sweep killed outright (``kill -9``, out of memory) cannot stop its workers, which
+    would run on, orphaned, with their memory. On Linux the kernel kills a worker when the
+    thread that started it ends (``PR_SET_PDEATHSIG``, prctl(2)); the sweep starts its pools
+    from the thread that runs it and waits for them there, so that is when the sweep dies.
+    Elsewhere, and should the sweep have died before the worker got this far, a watchdog
+    thread ends the worker once its parent is gone (it is given another one).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
+    threading.Thread(target=_exit_with, args=(parent,), name="flowsim-parent-watchdog", daemon=True).start()
+
+
+# prctl(2)'s option number, from <linux/prctl.h>.
+_PR_SET_PDEATHSIG = 1
+# How often the watchdog looks for its parent (s): a worker outlives a killed sweep by at
+# most this much where PR_SET_PDEATHSIG is missing, or a kernel call holds the GIL longer.
+_WATCH_EVERY_S = 0.5
+
+
+def _exit_with(parent: int) -> None:
+    """End this process once ``parent`` is no longer its parent."""
+    while os.getppid() == parent:
+        time.sleep(_WATCH_EVERY_S)
+    os._exit(1)
 
 
 @contextlib.contextmanager

@@ -97,6 +97,10 @@ _FILL_SHARE = 0.3
 # Relative slack when checking that a partial re-solve left a max-min allocation.
 _CHECK_REL_TOL = 1e-9
 
+# Relative rounding error per flow of a link's load summed from its flows' rates: a few
+# units of float64's rounding (2**-53).
+_ROUNDING = 4.0 * 2.0**-53
+
 
 @njit(cache=True)
 def simulate_flows(
@@ -132,8 +136,10 @@ def simulate_flows(
         Events within this relative distance of the earliest pending one are handled
         together.
     poll_every : int
-        After about this much work (events handled plus flow rates computed; at least one
-        per instant), call :func:`flowsim_kernels.progress.poll`: it reports
+        After about this much work (events handled plus flow rates computed), checked before
+        each instant, after each event taken and between the rounds of a re-solve (so also
+        inside an instant of millions of events), call
+        :func:`flowsim_kernels.progress.poll`: it reports
         progress and says whether :func:`flowsim_kernels.progress.deferred_interrupt` holds
         back a Ctrl-C, in which case the run stops there (the outputs are then partial) for
         the caller to deliver it; 0 for never.
@@ -217,10 +223,12 @@ def simulate_flows(
        ``transfer_start_s``, ``finish_s``, ``phase``, ``settled_at`` and ``n_waiting``;
        arriving flows take a slot per link (``grow_block`` may move blocks), finishing
        ones give theirs up; lists ``arrivals`` and ``departures``; pushes and pops both
-       heaps.
+       heaps; polls as in 1.
     3. Seed the region: touches the departures' links (``link_mark``, ``touched``) and
        joins the arrivals (``in_region``, ``region``, their slots at rate 0 and level -1);
-       sets ``threshold`` and ``shifted`` from their rates and least levels.
+       sets ``threshold`` and ``shifted`` from their rates and least levels, summing each
+       arrival link's slot weights once per batch (``slot_weight_sum``,
+       ``weight_summed_at``).
     4. Predict (incremental): spreads ``link_push`` and ``link_fills`` from link to link
        through ``link_stack``, caches ``seed_fill`` and ``seed_overflow``, and joins the
        flows predicted to move; reads the slots, ``link_sat_level``, ``link_load`` and
@@ -232,11 +240,12 @@ def simulate_flows(
        :func:`progressive_fill` into ``new_rate`` (using ``frozen`` and the fill
        workspaces), then ``new_load`` and ``new_sat_level``. (b) Check: reads the new and
        old saturation levels, slots and rates; marks ``visit_stamp`` (new ``stamp``) and
-       lists the flows that must move in ``to_join`` (``pending``), with ``lowest_move``.
-       (c) Widen: settles region flows below ``lowest_move`` (``settled``,
-       ``settled_list``; their slots and the fixed sums take their new rates), joins the
-       listed flows (``rejoined`` if settled before), takes them out of the fixed sums and
-       re-sums the links where one was the top.
+       lists the flows that must move in ``to_join`` (``pending``), with ``lowest_move``;
+       polls as in 1 before widening (a Ctrl-C skips the commit). (c) Widen: settles
+       region flows below ``lowest_move`` (``settled``, ``settled_list``; their slots and
+       the fixed sums take their new rates), joins the listed flows (``rejoined`` if
+       settled before), takes them out of the fixed sums and re-sums the links where one
+       was the top.
     6. Commit: settled flows back into the region; when recording, the departures'
        pieces (``split_*`` and ``piece_*`` in a coarse time window) and flows'; each
        region flow's slots take its new rate, and a changed rate settles ``remaining`` and
@@ -305,6 +314,10 @@ def simulate_flows(
     # least rates of the region's flows; load and top level if saturated after the re-solve.
     link_load = np.zeros(n_links, dtype=np.float64)
     link_since = np.zeros(n_links, dtype=np.float64)
+    # Per link: weight sum of its slots and the batch (n_updates) it was summed in, for the
+    # arrivals' least levels.
+    slot_weight_sum = np.zeros(n_links, dtype=np.float64)
+    weight_summed_at = np.full(n_links, -1, dtype=np.int64)
     state = np.zeros((n_links, _LINK_COLUMNS), dtype=np.float64)
     capacity = state[:, _L_CAPACITY]
     link_sat_level = state[:, _L_SAT_LEVEL]
@@ -375,6 +388,7 @@ def simulate_flows(
     n_changed = 0
     n_finished = 0
     next_poll = poll_every
+    interrupted = False
     overflow = -1
     while n_ev > 0 or n_fin > 0:
         # --- 1. next instant: stop on overflow or Ctrl-C, report progress ---------------------
@@ -411,6 +425,13 @@ def simulate_flows(
                 f = item // 2
                 kind = item - 2 * f
             n_events += 1
+            if poll_every > 0 and n_events + n_resolved >= next_poll:
+                # An instant can hold millions of events (a burst of flows): poll here too.
+                next_poll = n_events + n_resolved + poll_every
+                with numba.objmode(interrupted="boolean"):
+                    interrupted = poll(show_progress, n_finished, n_flows, now, n_events)
+                if interrupted:
+                    break
             now = max(now, t)
             if kind == _READY:
                 ready_s[f] = t
@@ -463,6 +484,8 @@ def simulate_flows(
                 n_waiting[g] -= 1
                 if n_waiting[g] == 0:
                     n_ev = heap_push(ev_keys, ev_items, n_ev, max(start_s[g], t + delay_s[g]), g * 2 + _READY)
+        if interrupted:
+            break
         if n_arr == 0 and n_dep == 0:
             continue
 
@@ -482,11 +505,16 @@ def simulate_flows(
             bound = cap_Bps[f] / weight[f]
             for k in range(fl_ptr[f], fl_ptr[f + 1]):
                 link = fl_idx[k]
-                start = link_slot_start[link]
-                w = 0.0
-                for s in range(start, start + link_slot_count[link]):
-                    w += slot_val[s, _S_WEIGHT]
-                bound = min(bound, capacity[link] / w)
+                if weight_summed_at[link] != n_updates:
+                    # Once per link and batch: summed per arrival, a burst of n flows took
+                    # time quadratic in n (minutes at a few million) before its first poll.
+                    weight_summed_at[link] = n_updates
+                    start = link_slot_start[link]
+                    w = 0.0
+                    for s in range(start, start + link_slot_count[link]):
+                        w += slot_val[s, _S_WEIGHT]
+                    slot_weight_sum[link] = w
+                bound = min(bound, capacity[link] / slot_weight_sum[link])
             threshold = min(threshold, bound)
             shifted += bound * weight[f]
             n_region, n_touched = _join(
@@ -648,7 +676,11 @@ def simulate_flows(
             for j in range(n_touched):
                 link = touched[j]
                 new_load[link] = fixed_load[link] + region_load[link]
-                saturated = new_load[link] >= capacity[link] * (1.0 - _CHECK_REL_TOL)
+                # Spare capacity within the fill's tie tolerance and rounding counts as
+                # none; a looser slack (1e-9 of the capacity) let a light flow, whose share is
+                # a small part of its link, sit below its max-min rate by far more than 1e-9.
+                slack = 2.0 * tie_rel_tol + _ROUNDING * (link_slot_count[link] + 1)
+                saturated = new_load[link] >= capacity[link] * (1.0 - slack)
                 new_sat_level[link] = max(fixed_top[link], region_top[link]) if saturated else -1.0
 
             # --- 5b. check: list the flows without a bottleneck, and their blockers -----------
@@ -711,6 +743,12 @@ def simulate_flows(
                             n_join += 1
             if n_join == 0:
                 break
+            if poll_every > 0 and n_events + n_resolved >= next_poll:
+                next_poll = n_events + n_resolved + poll_every
+                with numba.objmode(interrupted="boolean"):
+                    interrupted = poll(show_progress, n_finished, n_flows, now, n_events)
+                if interrupted:
+                    break
 
             # --- 5c. widen: settle the flows below the lowest move, join the listed -----------
             # Re-solved flows below every level that must still move keep their new rates
@@ -761,6 +799,9 @@ def simulate_flows(
                 link = touched[j]
                 if fixed_top[link] == np.inf:
                     fixed_load[link], fixed_top[link] = _fixed_sums(link, link_slot_start, link_slot_count, slot_val)
+
+        if interrupted:
+            break
 
         # --- 6. commit: rates, pieces, completions, link loads and marks ----------------------
         for i in range(n_settled):

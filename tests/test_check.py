@@ -16,6 +16,7 @@ from flowsim.check import (
     append_history,
     check_log,
     check_nccl_log,
+    history_file,
     history_plot_file,
     parse_nccl_log,
     plot_history,
@@ -779,3 +780,17 @@ def test_cli_nccl_env_steers_the_prediction(capsys):
     assert (default["algorithm"], ring["algorithm"]) == ("nvls_tree", "ring")
     assert flowsim([*argv, "--nccl-env", "NCCL_ALGO"]) == 2
     assert "--nccl-env 'NCCL_ALGO': expected NCCL_NAME=VALUE" in capsys.readouterr().err
+
+
+def test_a_fifo_as_log_or_history_is_refused_without_waiting(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match=r"fifo: cannot read nccl-tests output: it is a FIFO \(named pipe\), not a "
+                                         r"regular file"):
+        parse_nccl_log(fifo)
+    with pytest.raises(InputError, match=r"fifo: is a FIFO \(named pipe\), not a regular file: the check history "
+                                         r"must be a regular file \(left as it is\)"):
+        history_file(fifo)
+    with pytest.raises(InputError, match=r"fifo: is a FIFO \(named pipe\), not a check history file"):
+        read_history(fifo)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo"]

@@ -782,9 +782,8 @@ def test_cli_nccl_env_steers_the_prediction(capsys):
     assert "--nccl-env 'NCCL_ALGO': expected NCCL_NAME=VALUE" in capsys.readouterr().err
 
 
-def test_a_fifo_as_log_or_history_is_refused_without_waiting(tmp_path):
-    fifo = tmp_path / "fifo"
-    os.mkfifo(fifo)
+def test_a_fifo_as_log_or_history_is_refused_without_waiting(tmp_path, make_fifo):
+    fifo = make_fifo("fifo")
     with pytest.raises(InputError, match=r"fifo: cannot read nccl-tests output: it is a FIFO \(named pipe\), not a "
                                          r"regular file"):
         parse_nccl_log(fifo)

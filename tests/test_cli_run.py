@@ -488,9 +488,8 @@ def test_an_output_in_proc_says_why_it_cannot_be_written(capsys):
 
 
 @pytest.mark.parametrize("command", ["run", "rates"])
-def test_a_fifo_as_scenario_is_refused_without_waiting(tmp_path, command, capsys):
-    fifo = tmp_path / "s.toml"
-    os.mkfifo(fifo)
+def test_a_fifo_as_scenario_is_refused_without_waiting(make_fifo, command):
+    fifo = make_fifo("s.toml")
     done = subprocess.run([sys.executable, "-m", "flowsim", command, str(fifo)], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 2

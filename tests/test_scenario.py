@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
-import os
 import sys
 import types
 import typing
@@ -454,10 +453,10 @@ def test_flow_list_cells_python_would_misread_or_choke_on_are_one_line(tmp_path,
     assert str(err.value) == f"{tmp_path / 'flows.csv'}: {where}: {message}"
 
 
-def test_a_fifo_as_flow_list_is_refused_without_waiting(tmp_path):
+def test_a_fifo_as_flow_list_is_refused_without_waiting(tmp_path, make_fifo):
     path = _scenario(tmp_path, TWO_GPUS + '[workload]\nflows = "flows.csv"\n', "")
     (tmp_path / "flows.csv").unlink()
-    os.mkfifo(tmp_path / "flows.csv")
+    make_fifo("flows.csv")
     with pytest.raises(InputError, match=r"flows\.csv: cannot read the flow list: it is a FIFO \(named pipe\), not a "
                                          r"regular file"):
         load_scenario(path)

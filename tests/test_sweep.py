@@ -951,10 +951,9 @@ def test_cli_runs_the_example_rates_sweep(tmp_path, capsys):
 # --- outputs and inputs that are not regular files, strings a table cannot hold, locks ------
 
 
-def test_a_fifo_as_results_table_is_refused_and_left(tmp_path):
+def test_a_fifo_as_results_table_is_refused_and_left(tmp_path, make_fifo):
     sweep = load_sweep(write_spec(tmp_path, SIZES))
-    fifo = tmp_path / "out.h5"
-    os.mkfifo(fifo)
+    fifo = make_fifo("out.h5")
     before = sorted(p.name for p in tmp_path.iterdir())
     with pytest.raises(InputError, match=r"out\.h5: is a FIFO \(named pipe\), not a regular file: the results table "
                                          r"must be a regular file \(left as it is\)"):
@@ -993,9 +992,8 @@ def test_a_second_sweep_on_the_same_output_says_another_holds_it(tmp_path, capsy
     assert run_sweep(sweep, output, runner=fake_runner, workers=1).n_ran == 6
 
 
-def test_a_fifo_as_sweep_spec_or_base_scenario_is_refused_without_waiting(tmp_path):
-    fifo = tmp_path / "fifo.toml"
-    os.mkfifo(fifo)
+def test_a_fifo_as_sweep_spec_or_base_scenario_is_refused_without_waiting(tmp_path, make_fifo):
+    fifo = make_fifo("fifo.toml")
     with pytest.raises(InputError, match=r"fifo\.toml: cannot read the sweep spec: it is a FIFO \(named pipe\)"):
         load_sweep(fifo)
     spec = tmp_path / "sweep.toml"

@@ -27,7 +27,7 @@ def file_kind(mode: int) -> str:
     return next((kind for test, kind in kinds if test(mode)), "not a regular file")
 
 
-def open_regular(path: str | os.PathLike, what: str):
+def open_regular(path: str | os.PathLike, what: str) -> io.BufferedReader:
     """``path`` opened for reading in binary; an :class:`InputError` naming the file unless
     it is a regular file (a link to one is fine).
 

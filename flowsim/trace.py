@@ -20,8 +20,8 @@ string datasets carry a digest instead, see ``/``). A *CSR pair*
     ``numba_version``, ``numpy_version``, ``h5py_version`` of the writer (``flowsim_version`` is
     ``"unknown"`` from a copy neither installed nor run from its checkout); ``created_utc``
     (ISO 8601); ``scenario_text``: the scenario file the run came from, verbatim ("" if none);
-    ``metadata_sha256``: the SHA-256 (hex) of every other attribute in the file and of each
-    dataset's type and shape (see :func:`_metadata_digest`). Every string dataset has the
+    ``metadata_sha256``: the SHA-256 (hex) of every other attribute in the file and of how
+    each dataset is stored: type, shape, chunks, filters (see :func:`_metadata_digest`). Every string dataset has the
     attribute ``sha256``: the SHA-256 of its strings in UTF-8, each followed by a NUL.
     Fletcher-32 covers the datasets' stored chunks; these digests cover what it cannot reach
     (HDF5 keeps variable-length strings, attributes and types outside the chunks). Traces
@@ -180,15 +180,25 @@ def _canonical(value) -> str:
     return f"{type(value).__name__}:{value!r}"
 
 
+def _layout(dataset: h5py.Dataset) -> str:
+    """How HDF5 stores ``dataset``, as text: its datatype in HDF5's own encoding (a float's
+    exponent bias, say, which NumPy's dtype does not show), shape, chunk shape and filters
+    with their parameters (a shuffle's element size, say)."""
+    plist = dataset.id.get_create_plist()
+    filters = [plist.get_filter(i)[:3] for i in range(plist.get_nfilters())]
+    return f"{dataset.id.get_type().encode().hex()}\0{dataset.shape}\0{dataset.chunks}\0{filters}"
+
+
 def _metadata_digest(objects: list[tuple[str, h5py.HLObject]]) -> str:
     """SHA-256 (hex) of a file's metadata, given its ``objects`` (:func:`_objects`): each
-    object's path (sorted), a dataset's type and shape, then each attribute's name (sorted)
+    object's path (sorted), a dataset's :func:`_layout`, then each attribute's name (sorted)
     and :func:`_canonical` value, all but ``metadata_sha256`` itself. HDF5 keeps these in
-    object headers that it does not checksum: one flipped bit can turn float64 into float128."""
+    object headers that it does not checksum: one flipped bit can turn float64 into float128
+    or change a float's exponent bias, and every value read with it."""
     digest = hashlib.sha256()
     for name, item in sorted(objects, key=lambda named: named[0]):
         if isinstance(item, h5py.Dataset):
-            digest.update(f"{name}\0{item.dtype.str}\0{h5py.check_string_dtype(item.dtype)}\0{item.shape}\n".encode())
+            digest.update(f"{name}\0{_layout(item)}\n".encode())
         attrs = item.attrs
         for key in sorted(attrs):
             if name == "/" and key == "metadata_sha256":

@@ -4,27 +4,91 @@ Flows share directed links with weighted max-min fairness; see the README's "Mod
 section for the contract.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
 from flowsim._version import __version__
-from flowsim.batched import BackendUnavailable, available_backends, solve_batch
-from flowsim.collectives import collective_time, collective_workload
-from flowsim.engine import simulate
-from flowsim.errors import InputError
-from flowsim.fabrics import build_cluster, fat_tree, leaf_spine
-from flowsim.failures import apply_failures
-from flowsim.fairshare import FairShareProblem, max_min_rates
-from flowsim.hardware import link_rate
-from flowsim.pipeline import run
-from flowsim.presets import preset, preset_names
-from flowsim.result import SimulationResult
-from flowsim.routes import Routes
-from flowsim.routing import Router, route, split_route
-from flowsim.scenario import load_scenario, run_scenario
-from flowsim.servers import ServerSpec, build_server
-from flowsim.systemfile import load_system
-from flowsim.topology import NodeKind, Topology, TopologyBuilder
-from flowsim.trace import open_trace, write_trace
-from flowsim.training import data_parallel_step, parallel_layout, parallel_step, run_training_step
-from flowsim.workload import Workload
+
+# The module of each public name, imported on first use (PEP 562): ``import flowsim`` loads
+# neither NumPy nor Numba nor h5py, so that the ``flowsim`` command is inside its Ctrl-C
+# handling (flowsim.cli.main) before the slow imports start.
+_EXPORTS = {
+    "BackendUnavailable": "flowsim.batched",
+    "available_backends": "flowsim.batched",
+    "solve_batch": "flowsim.batched",
+    "collective_time": "flowsim.collectives",
+    "collective_workload": "flowsim.collectives",
+    "simulate": "flowsim.engine",
+    "InputError": "flowsim.errors",
+    "build_cluster": "flowsim.fabrics",
+    "fat_tree": "flowsim.fabrics",
+    "leaf_spine": "flowsim.fabrics",
+    "apply_failures": "flowsim.failures",
+    "FairShareProblem": "flowsim.fairshare",
+    "max_min_rates": "flowsim.fairshare",
+    "link_rate": "flowsim.hardware",
+    "run": "flowsim.pipeline",
+    "preset": "flowsim.presets",
+    "preset_names": "flowsim.presets",
+    "SimulationResult": "flowsim.result",
+    "Routes": "flowsim.routes",
+    "Router": "flowsim.routing",
+    "route": "flowsim.routing",
+    "split_route": "flowsim.routing",
+    "load_scenario": "flowsim.scenario",
+    "run_scenario": "flowsim.scenario",
+    "ServerSpec": "flowsim.servers",
+    "build_server": "flowsim.servers",
+    "load_system": "flowsim.systemfile",
+    "NodeKind": "flowsim.topology",
+    "Topology": "flowsim.topology",
+    "TopologyBuilder": "flowsim.topology",
+    "open_trace": "flowsim.trace",
+    "write_trace": "flowsim.trace",
+    "data_parallel_step": "flowsim.training",
+    "parallel_layout": "flowsim.training",
+    "parallel_step": "flowsim.training",
+    "run_training_step": "flowsim.training",
+    "Workload": "flowsim.workload",
+}
+
+if TYPE_CHECKING:
+    from flowsim.batched import BackendUnavailable, available_backends, solve_batch
+    from flowsim.collectives import collective_time, collective_workload
+    from flowsim.engine import simulate
+    from flowsim.errors import InputError
+    from flowsim.fabrics import build_cluster, fat_tree, leaf_spine
+    from flowsim.failures import apply_failures
+    from flowsim.fairshare import FairShareProblem, max_min_rates
+    from flowsim.hardware import link_rate
+    from flowsim.pipeline import run
+    from flowsim.presets import preset, preset_names
+    from flowsim.result import SimulationResult
+    from flowsim.routes import Routes
+    from flowsim.routing import Router, route, split_route
+    from flowsim.scenario import load_scenario, run_scenario
+    from flowsim.servers import ServerSpec, build_server
+    from flowsim.systemfile import load_system
+    from flowsim.topology import NodeKind, Topology, TopologyBuilder
+    from flowsim.trace import open_trace, write_trace
+    from flowsim.training import data_parallel_step, parallel_layout, parallel_step, run_training_step
+    from flowsim.workload import Workload
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'flowsim' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
+
 
 __all__ = [
     "BackendUnavailable",

@@ -12,14 +12,26 @@ import os
 import sys
 from collections.abc import Sequence
 
-from flowsim import __version__
-from flowsim.commands import add_parsers
-from flowsim.errors import InputError
-from flowsim_kernels.progress import note_compiles
+from flowsim._version import __version__
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``flowsim`` command; returns the exit status."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        # Outputs are written whole or not at all (a temporary file renamed into place), so
+        # an interrupted command leaves what the user had; no traceback for a Ctrl-C, also
+        # while the commands (NumPy, Numba, h5py) are still being imported.
+        print("flowsim: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    from flowsim.commands import add_parsers
+    from flowsim.errors import InputError
+    from flowsim_kernels.progress import note_compiles
+
     parser = argparse.ArgumentParser(prog="flowsim", description=__doc__)
     parser.add_argument("--version", action="version", version=f"flowsim {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -31,11 +43,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (InputError, ImportError) as err:
         print(f"flowsim: error: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        # Outputs are written whole or not at all (a temporary file renamed into place), so
-        # an interrupted command leaves what the user had; no traceback for a Ctrl-C.
-        print("flowsim: interrupted", file=sys.stderr)
-        return 130
     except BrokenPipeError:
         # The reader went away (``flowsim inspect trace.h5 | head``): not a failure. Point
         # stdout at /dev/null so that flushing it at exit does not raise again.

@@ -1,9 +1,13 @@
 """Exceptions raised for bad user input, and the input readers that raise them."""
 
+import errno
 import inspect
+import io
 import numbers
 import os
 import shutil
+import stat
+import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -14,18 +18,65 @@ class InputError(ValueError):
     """Input that flowsim cannot model; the message names the offending item."""
 
 
+def file_kind(mode: int) -> str:
+    """What a file of ``st_mode`` ``mode`` is, for messages: "a regular file", "a FIFO
+    (named pipe)", "a directory", ..."""
+    kinds = (
+        (stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+    )
+    return next((kind for test, kind in kinds if test(mode)), "not a regular file")
+
+
+def open_regular(path: str | os.PathLike, what: str) -> io.BufferedReader:
+    """``path`` opened for reading in binary; an :class:`InputError` naming the file unless
+    it is a regular file (a link to one is fine).
+
+    A FIFO, a device or a socket is refused saying which it is, without waiting: the file is
+    opened non-blocking (opening a FIFO otherwise waits for a writer) and judged by what was
+    opened, so it cannot change between the check and the read.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as err:
+        raise InputError(f"{path}: cannot read {what}: {err.strerror}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise InputError(f"{path}: cannot read {what}: it is {file_kind(mode)}, not a regular file")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def read_text_file(path, what: str) -> str:
-    """The UTF-8 text of ``path``; an :class:`InputError` naming the file if it cannot be read.
+    """The UTF-8 text of ``path``; an :class:`InputError` naming the file if it cannot be read
+    or is not a regular file (:func:`open_regular`).
 
     ``what`` says what the file was meant to be ("the scenario", "the sweep spec", ...). A
     leading byte order mark (Excel's "CSV UTF-8" and some Windows editors write one) is
     dropped, so that it does not become part of the first column name or TOML key.
     """
-    try:
-        with open(path, encoding="utf-8-sig") as handle:
+    with io.TextIOWrapper(open_regular(path, what), encoding="utf-8-sig") as handle:
+        try:
             return handle.read()
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"{path}: cannot read {what}: {err}") from None
+        except (OSError, UnicodeDecodeError) as err:
+            raise InputError(f"{path}: cannot read {what}: {err}") from None
+
+
+def unstorable_text(text: str) -> str | None:
+    """Why an HDF5 string (a trace's, a sweep table's) cannot hold ``text``, or None when it
+    can."""
+    if "\0" in text:
+        return f"it has a NUL character (at character {text.index(chr(0))}), where HDF5 strings end"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        return f"it has a lone surrogate (at character {err.start}), which UTF-8 cannot encode"
+    return None
 
 
 def relative_tolerance(name: str, value: object) -> float:
@@ -101,29 +152,71 @@ def first_repeat(values: Sequence[object]) -> tuple[int, int] | None:
     return None
 
 
-def output_file(path: str | os.PathLike, what: str, *, inputs: Iterable[str | os.PathLike] = ()) -> Path:
+#: Kinds of existing file an output is written through to rather than replaced: a stream
+#: such as /dev/null, a terminal or a named pipe another program reads.
+STREAM_KINDS = ("a character device", "a FIFO (named pipe)")
+
+
+def output_file(
+    path: str | os.PathLike, what: str, *, inputs: Iterable[str | os.PathLike] = (), streams: bool = True
+) -> Path:
     """``path`` as a :class:`~pathlib.Path` flowsim can write ``what`` to; an
     :class:`InputError` naming it otherwise.
 
     Checked before any work is done, so that a run does not fail only when it has finished:
-    the path names a file (not a directory), its directory exists and is writable, and it is
-    none of ``inputs`` (writing there would replace a file the run reads).
+    the path names a file (not a directory), its directory exists and takes new files (the
+    temporary file :func:`flowsim.files.replaced_atomically` renames into place), and it is
+    none of ``inputs`` (writing there would replace a file the run reads). An existing file
+    that is not a regular file is never replaced: with ``streams`` a character device or a
+    FIFO (:data:`STREAM_KINDS`, ``-o /dev/null``) is written through to; anything else, and
+    any of them without ``streams`` (an output that is read back, such as a history), is
+    refused saying what it is. A symbolic link is written where it points.
     """
     target = Path(path)
     try:
         if str(path) == "" or target.is_dir():
             raise InputError(f"{str(path)!r}: {what} must be a file name, not a directory")
-        parent = target.parent
+        if target.exists():
+            kind = file_kind(target.stat().st_mode)
+            if kind != "a regular file":
+                if streams and kind in STREAM_KINDS:
+                    return target
+                must = "a regular file" if not streams else "a regular file, a character device or a FIFO"
+                raise InputError(f"{target}: is {kind}, not a regular file: {what} must be {must} (left as it is)")
+        parent = Path(os.path.realpath(target)).parent if target.is_symlink() else target.parent
         if not parent.is_dir():
             raise InputError(f"{target}: the directory {str(parent)!r} does not exist")
         if not os.access(parent, os.W_OK | os.X_OK):
             raise InputError(f"{target}: the directory {str(parent)!r} is not writable")
+        _check_creatable(target, parent, what)
         for source in inputs:
             if _same_file(target, Path(source)):
                 raise InputError(f"{target}: {what} would replace the input file {source}")
     except OSError as err:  # a name too long, a loop of links, ...
         raise InputError(f"{target}: cannot write {what} there: {err.strerror}") from None
     return target
+
+
+def cannot_create_reason(err: OSError) -> str:
+    """Why a file could not be created in an existing directory, for messages: a file system
+    such as /proc answers "No such file or directory", which would send the user looking for
+    a missing directory."""
+    if err.errno == errno.ENOENT:
+        return "the file system there does not allow new files"
+    return err.strerror or str(err)
+
+
+def _check_creatable(target: Path, parent: Path, what: str) -> None:
+    """Create and remove a hidden file in ``parent``, as the write will: permissions are not
+    all (a read-only mount, /proc, /sys refuse files that ``os.access`` allows)."""
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".probe", dir=parent)
+    except OSError as err:
+        raise InputError(
+            f"{target}: cannot create {what} in the directory {str(parent)!r}: {cannot_create_reason(err)}"
+        ) from None
+    os.close(fd)
+    os.unlink(probe)
 
 
 def _same_file(a: Path, b: Path) -> bool:

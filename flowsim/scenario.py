@@ -433,7 +433,10 @@ def read_flow_csv(path: str | os.PathLike, topology: Topology | None = None) -> 
     path = Path(path)
     text = read_text_file(path, "the flow list")
     reader = csv.reader(io.StringIO(text, newline=""))
-    header = [h.strip() for h in next(reader, [])]
+    try:
+        header = [h.strip() for h in next(reader, [])]
+    except csv.Error as err:
+        raise InputError(f"{path}: line 1: {_csv_problem(err)}") from None
     missing = [c for c in _REQUIRED_FLOW_COLUMNS if c not in header]
     if missing:
         raise InputError(
@@ -442,12 +445,15 @@ def read_flow_csv(path: str | os.PathLike, topology: Topology | None = None) -> 
     if len(set(header)) != len(header) or "" in header:
         raise InputError(f"{path}: line 1: column names must be unique and non-empty, got {header}")
     rows: list[tuple[int, list[str]]] = []
-    for row in reader:
-        if not any(cell.strip() for cell in row):
-            continue
-        if len(row) != len(header):
-            raise InputError(f"{path}: line {reader.line_num}: {len(row)} cells for {len(header)} columns")
-        rows.append((reader.line_num, [cell.strip() for cell in row]))
+    try:
+        for row in reader:
+            if not any(cell.strip() for cell in row):
+                continue
+            if len(row) != len(header):
+                raise InputError(f"{path}: line {reader.line_num}: {len(row)} cells for {len(header)} columns")
+            rows.append((reader.line_num, [cell.strip() for cell in row]))
+    except csv.Error as err:
+        raise InputError(f"{path}: line {reader.line_num}: {_csv_problem(err)}") from None
     columns = {name: [row[j] for _, row in rows] for j, name in enumerate(header)}
     numeric = {}
     for column in _FLOW_DEFAULTS:
@@ -472,6 +478,13 @@ def read_flow_csv(path: str | os.PathLike, topology: Topology | None = None) -> 
         raise InputError(f"{path}: {err}") from None
 
 
+def _csv_problem(err: csv.Error) -> str:
+    """What Python's csv reader refused, for a message: its cell size limit by number."""
+    if "field larger than field limit" in str(err):
+        return f"a cell is longer than {csv.field_size_limit():,} characters, the most a flow list cell may hold"
+    return f"not valid CSV: {err}"
+
+
 def _numbers(path: Path, rows: list[tuple[int, list[str]]], column: str, cells: list[str]) -> np.ndarray:
     """Parse one numeric column; empty cells take the column's default."""
     out = np.empty(len(cells))
@@ -481,6 +494,12 @@ def _numbers(path: Path, rows: list[tuple[int, list[str]]], column: str, cells: 
                 raise InputError(f"{path}: line {line}, column {column!r}: empty; expected a number")
             out[i] = _FLOW_DEFAULTS[column]
             continue
+        # float() also takes '1_000' and digits of other scripts ('١٠'), which no spreadsheet
+        # writes and a reader of the file would not take for the number flowsim used.
+        if "_" in cell or not cell.isascii():
+            raise InputError(
+                f"{path}: line {line}, column {column!r}: expected a number in ASCII digits without '_', got {cell!r}"
+            )
         try:
             out[i] = float(cell)
         except ValueError:
@@ -667,7 +686,7 @@ def _workload(
     files: tuple[Path, ...] = ()
     if "flows" in table:
         flows = base / where.string(table, "flows", "workload")
-        if not flows.is_file():
+        if not flows.exists():  # one that is not a regular file is named by read_flow_csv
             raise where.error("workload.flows", f"no such flow list {str(flows)!r}")
         parts.append(read_flow_csv(flows, topology))
         files = (flows,)

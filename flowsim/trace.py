@@ -9,7 +9,9 @@ Schema version 1
 Units are bytes, seconds and bytes per second, as in the rest of flowsim. Strings are
 variable-length UTF-8 (``f["flows/name"].asstr()[:]`` in h5py). Ids are int64 row numbers
 into the table they name (a node id is a row of ``/topology/node_*``). Every dataset is
-one-dimensional, chunked and gzip-compressed (numeric ones byte-shuffled too). A *CSR pair*
+one-dimensional, chunked and gzip-compressed; numeric ones are byte-shuffled too and
+checksummed with HDF5's Fletcher-32 filter (which HDF5 refuses on variable-length strings;
+string datasets carry a digest instead, see ``/``). A *CSR pair*
 ``X_indptr`` (int64[n + 1]) / ``X_indices`` holds row ``i``'s entries in
 ``X_indices[X_indptr[i]:X_indptr[i + 1]]``, as in SciPy.
 
@@ -17,7 +19,13 @@ one-dimensional, chunked and gzip-compressed (numeric ones byte-shuffled too). A
     ``format = "flowsim-trace"``; ``schema_version = 1``; ``flowsim_version``,
     ``numba_version``, ``numpy_version``, ``h5py_version`` of the writer (``flowsim_version`` is
     ``"unknown"`` from a copy neither installed nor run from its checkout); ``created_utc``
-    (ISO 8601); ``scenario_text``: the scenario file the run came from, verbatim ("" if none).
+    (ISO 8601); ``scenario_text``: the scenario file the run came from, verbatim ("" if none);
+    ``metadata_sha256``: the SHA-256 (hex) of every other attribute in the file and of how
+    each dataset is stored: type, shape, chunks, filters (see :func:`_metadata_digest`). Every string dataset has the
+    attribute ``sha256``: the SHA-256 of its strings in UTF-8, each followed by a NUL.
+    Fletcher-32 covers the datasets' stored chunks; these digests cover what it cannot reach
+    (HDF5 keeps variable-length strings, attributes and types outside the chunks). Traces
+    written before flowsim stored checksums have none of them, and are read unchecked.
 ``/topology``
     Nodes: ``node_name`` (str), ``node_kind`` (int64, :class:`flowsim.topology.NodeKind`;
     the attribute ``node_kinds`` lists the names by value), ``node_server`` (int64 server id,
@@ -61,16 +69,25 @@ store (with a NUL character, or not encodable as UTF-8) are refused before it wr
 :func:`check_writable` finds them before a run. Large columns are written in chunks of
 :data:`WRITE_CHUNK` rows, so writing adds bounded memory on top of the arrays being written.
 :func:`open_trace` reports a file that is not HDF5, truncated, not a flowsim trace, of a
-newer schema version, or damaged (a column whose length, type, values or ids disagree with
+newer schema version, or damaged (a checksum that does not match; a column whose length,
+type, values or ids disagree with
 the schema or the counts it depends on: ``n_flows``, ``n_links``, the topology's nodes, a
 CSR pointer, a tag's categories; a summary attribute missing or not a number) as
-:class:`~flowsim.errors.InputError`, before any of it is used.
+:class:`~flowsim.errors.InputError`, before any of it is used. It refuses, before reading
+anything, a path that is not a regular file (a FIFO would block the read) and a file that
+would make HDF5 read other files: an external link, a dataset with external storage, a
+virtual dataset. :func:`write_trace` checks that the disk has room for the trace
+uncompressed before it writes (see :func:`trace_bytes`), and a disk that fills up anyway
+gives an :class:`OSError` (``ENOSPC``) naming the trace, the temporary file removed.
 """
 
 from __future__ import annotations
 
 import datetime
+import errno
+import hashlib
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,7 +98,7 @@ import numba
 import numpy as np
 
 import flowsim
-from flowsim.errors import InputError, first_repeat
+from flowsim.errors import InputError, file_kind, first_repeat, unstorable_text
 from flowsim.files import replaced_atomically
 from flowsim.hardware import LinkTier
 from flowsim.result import FlowTimes, SimulationResult
@@ -89,7 +106,9 @@ from flowsim.routes import Routes
 from flowsim.topology import NodeKind, Topology
 from flowsim.workload import Workload
 
-__all__ = ["FORMAT", "SCHEMA_VERSION", "WRITE_CHUNK", "Trace", "check_writable", "open_trace", "write_trace"]
+__all__ = [
+    "FORMAT", "SCHEMA_VERSION", "WRITE_CHUNK", "Trace", "check_writable", "open_trace", "trace_bytes", "write_trace",
+]
 
 #: Value of the root attribute ``format``.
 FORMAT = "flowsim-trace"
@@ -123,6 +142,7 @@ def _dataset(group: h5py.Group, name: str, n: int, dtype) -> h5py.Dataset:
         compression="gzip",
         compression_opts=4,
         shuffle=numeric,
+        fletcher32=numeric,  # HDF5 refuses the filter on variable-length strings
     )
 
 
@@ -135,8 +155,56 @@ def _write_array(group: h5py.Group, name: str, values: np.ndarray, dtype) -> Non
 
 def _write_strings(group: h5py.Group, name: str, values) -> None:
     ds = _dataset(group, name, len(values), _STR)
+    digest = hashlib.sha256()
     for lo in range(0, len(values), WRITE_CHUNK):
-        ds[lo : lo + WRITE_CHUNK] = np.array(values[lo : lo + WRITE_CHUNK], dtype=object)
+        chunk = values[lo : lo + WRITE_CHUNK]
+        ds[lo : lo + WRITE_CHUNK] = np.array(chunk, dtype=object)
+        _hash_strings(digest, chunk)
+    ds.attrs["sha256"] = digest.hexdigest()
+
+
+def _hash_strings(digest, values) -> None:
+    """Add ``values`` to ``digest`` as the ``sha256`` attribute of a string dataset holds
+    them: UTF-8, each followed by a NUL (which no stored string has)."""
+    if len(values):
+        digest.update(("\0".join(values) + "\0").encode("utf-8"))
+
+
+def _canonical(value) -> str:
+    """An attribute value as text that changes whenever the value does: exact for floats
+    (``repr`` round-trips), the same across NumPy versions (no array printing options)."""
+    if isinstance(value, np.ndarray):
+        return "[" + ",".join(_canonical(v) for v in value.tolist()) + "]"
+    if isinstance(value, np.generic):
+        value = value.item()
+    return f"{type(value).__name__}:{value!r}"
+
+
+def _layout(dataset: h5py.Dataset) -> str:
+    """How HDF5 stores ``dataset``, as text: its datatype in HDF5's own encoding (a float's
+    exponent bias, say, which NumPy's dtype does not show), shape, chunk shape and filters
+    with their parameters (a shuffle's element size, say)."""
+    plist = dataset.id.get_create_plist()
+    filters = [plist.get_filter(i)[:3] for i in range(plist.get_nfilters())]
+    return f"{dataset.id.get_type().encode().hex()}\0{dataset.shape}\0{dataset.chunks}\0{filters}"
+
+
+def _metadata_digest(objects: list[tuple[str, h5py.HLObject]]) -> str:
+    """SHA-256 (hex) of a file's metadata, given its ``objects`` (:func:`_objects`): each
+    object's path (sorted), a dataset's :func:`_layout`, then each attribute's name (sorted)
+    and :func:`_canonical` value, all but ``metadata_sha256`` itself. HDF5 keeps these in
+    object headers that it does not checksum: one flipped bit can turn float64 into float128
+    or change a float's exponent bias, and every value read with it."""
+    digest = hashlib.sha256()
+    for name, item in sorted(objects, key=lambda named: named[0]):
+        if isinstance(item, h5py.Dataset):
+            digest.update(f"{name}\0{_layout(item)}\n".encode())
+        attrs = item.attrs
+        for key in sorted(attrs):
+            if name == "/" and key == "metadata_sha256":
+                continue
+            digest.update(f"{name}\0{key}\0{_canonical(attrs[key])}\n".encode("utf-8", "surrogateescape"))
+    return digest.hexdigest()
 
 
 def _tag_group_name(key: str) -> str:
@@ -182,25 +250,14 @@ def _check_shapes(topology: Topology, workload: Workload, routes: Routes, result
         )
 
 
-def _unstorable(text: str) -> str | None:
-    """Why an HDF5 string cannot hold ``text``, or None when it can."""
-    if "\0" in text:
-        return f"it has a NUL character (at character {text.index(chr(0))}), where HDF5 strings end"
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as err:
-        return f"it has a lone surrogate (at character {err.start}), which UTF-8 cannot encode"
-    return None
-
-
 def _check_strings(values, subject) -> None:
     """Raise an :class:`InputError` naming ``subject(i)`` and the value for the first of
     ``values`` that a trace cannot store."""
     # One pass over the joined text: the row is looked for only when something is wrong.
-    if _unstorable("".join(values)) is None:
+    if unstorable_text("".join(values)) is None:
         return
     for i, value in enumerate(values):
-        why = _unstorable(value)
+        why = unstorable_text(value)
         if why is not None:
             raise InputError(f"{subject(i)} {value!r} cannot be stored in a trace: {why}")
 
@@ -223,7 +280,7 @@ def check_writable(topology: Topology, workload: Workload, *, scenario_text: str
     _check_strings(list(workload.tags), lambda i: "tag name")
     for key, values in workload.tags.items():
         _check_strings(values, lambda i, key=key: f"flow {workload.names[i]!r}: tag {key!r}: value")
-    why = _unstorable(scenario_text)
+    why = unstorable_text(scenario_text)
     if why is not None:
         raise InputError(f"the scenario text cannot be stored in a trace: {why}")
 
@@ -324,7 +381,9 @@ def write_trace(
         When the parts disagree on the flow or link count, a flow names an unknown node, or
         a string cannot be stored (see :func:`check_writable`); nothing is written then.
     OSError
-        When the directory is not writable; no file is left behind.
+        When the directory is not writable, or the disk has no room for the trace
+        (``ENOSPC``: checked before writing against :func:`trace_bytes`, and caught if the
+        disk fills up anyway); no file is left behind.
 
     Notes
     -----
@@ -334,26 +393,74 @@ def write_trace(
     _check_shapes(topology, workload, routes, result)
     check_writable(topology, workload, scenario_text=scenario_text)
     target = Path(path)
-    with replaced_atomically(target) as tmp_name:
-        with h5py.File(tmp_name, "w") as root:
-            root.attrs["format"] = FORMAT
-            root.attrs["schema_version"] = SCHEMA_VERSION
-            root.attrs["flowsim_version"] = flowsim.__version__
-            root.attrs["numba_version"] = numba.__version__
-            root.attrs["numpy_version"] = np.__version__
-            root.attrs["h5py_version"] = h5py.__version__
-            root.attrs["created_utc"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-            root.attrs["scenario_text"] = scenario_text
-            _write_topology(root, topology)
-            _write_flows(root, topology, workload, routes, result)
-            _write_links(root, result)
-            summary = root.create_group("summary")
-            summary.attrs.update(result.summary())
-            summary.attrs["n_links"] = topology.n_links
-            summary.attrs["n_rate_updates"] = result.n_rate_updates
-            summary.attrs["n_rates_resolved"] = result.n_rates_resolved
-            summary.attrs["n_rates_changed"] = result.n_rates_changed
+    needs_bytes = trace_bytes(topology, workload, routes, result, scenario_text)
+    with replaced_atomically(target, needs_bytes=needs_bytes) as tmp_name:
+        try:
+            _write_file(tmp_name, topology, workload, routes, result, scenario_text)
+        except (OSError, RuntimeError) as err:
+            # HDF5 reports a failed write as OSError or RuntimeError, the errno only in its text.
+            if getattr(err, "errno", None) == errno.ENOSPC or "errno = 28" in str(err) or "No space left" in str(err):
+                raise OSError(
+                    errno.ENOSPC, "the disk filled up while writing the trace; nothing was written", str(target)
+                ) from None
+            raise
     return target
+
+
+def _write_file(
+    tmp_name: str, topology: Topology, workload: Workload, routes: Routes, result: SimulationResult, scenario_text: str
+) -> None:
+    with h5py.File(tmp_name, "w") as root:
+        root.attrs["format"] = FORMAT
+        root.attrs["schema_version"] = SCHEMA_VERSION
+        root.attrs["flowsim_version"] = flowsim.__version__
+        root.attrs["numba_version"] = numba.__version__
+        root.attrs["numpy_version"] = np.__version__
+        root.attrs["h5py_version"] = h5py.__version__
+        root.attrs["created_utc"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+        root.attrs["scenario_text"] = scenario_text
+        _write_topology(root, topology)
+        _write_flows(root, topology, workload, routes, result)
+        _write_links(root, result)
+        summary = root.create_group("summary")
+        summary.attrs.update(result.summary())
+        summary.attrs["n_links"] = topology.n_links
+        summary.attrs["n_rate_updates"] = result.n_rate_updates
+        summary.attrs["n_rates_resolved"] = result.n_rates_resolved
+        summary.attrs["n_rates_changed"] = result.n_rates_changed
+        root.attrs["metadata_sha256"] = _metadata_digest(_objects(Path(tmp_name), root))
+
+
+#: Room for HDF5's own metadata in :func:`trace_bytes`: object headers, chunk indexes, the
+#: superblock. A trace of 12 flows, nearly all metadata, takes about 130 kB.
+_HDF5_OVERHEAD_BYTES = 1 << 18
+
+
+def trace_bytes(
+    topology: Topology, workload: Workload, routes: Routes, result: SimulationResult, scenario_text: str = ""
+) -> int:
+    """The most bytes :func:`write_trace` takes for a run: every column uncompressed, each
+    string with HDF5's overhead, plus room for HDF5's own metadata. Compression usually makes
+    the file much smaller; this is what the disk must have free before the write starts."""
+    arrays = (
+        topology.node_kind, topology.node_server, topology.node_nic, topology.server_p2p, topology.link_src,
+        topology.link_dst, topology.link_capacity_Bps, topology.link_latency_s, topology.link_tier,
+        topology.link_shared, workload.dep_indptr, workload.dep_indices, routes.flow_link_indptr,
+        routes.flow_link_indices, result.link_capacity_Bps, result.link_bytes,
+        *(getattr(workload, c) for c in _WORKLOAD_COLUMNS), *(getattr(result, c) for c in _RESULT_COLUMNS),
+        *(getattr(result, c) for c in _SEGMENT_COLUMNS if getattr(result, c) is not None),
+        *(i for i in (result.flow_segment_indptr, result.link_segment_indptr) if i is not None),
+    )
+    n_bytes = sum(np.asarray(a).nbytes for a in arrays) + 16 * len(workload)  # src and dst ids
+    strings = [
+        topology.node_names, topology.server_names, topology.link_names, topology.link_technology, workload.names,
+        *(list(set(values)) for values in workload.tags.values()),
+    ]
+    # A variable-length string: a 16-byte reference in the dataset, its bytes and a 16-byte
+    # header in HDF5's global heap.
+    n_bytes += sum(len("".join(values).encode("utf-8")) + 32 * len(values) for values in strings)
+    n_bytes += 8 * len(workload) * len(workload.tags) + len(scenario_text.encode("utf-8"))
+    return int(n_bytes * 1.01) + _HDF5_OVERHEAD_BYTES
 
 
 @dataclass(frozen=True, eq=False)
@@ -576,7 +683,18 @@ def _column(path: Path, group: h5py.Group, name: str, rows: tuple[int, str] | No
     stored = ds.id.get_storage_size()
     if ds.shape[0] * ds.dtype.itemsize > _MAX_EXPANSION * stored:
         raise _damaged(path, ds.name, f"has {ds.shape[0]} rows but stores only {stored} bytes")
-    return ds.asstr()[:] if is_str else ds[:]
+    try:
+        values = ds.asstr()[:] if is_str else ds[:]
+    except OSError as err:  # Fletcher-32 or inflate refused a stored chunk
+        raise _damaged(path, ds.name, f"cannot be read back: its stored data is damaged ({err})") from None
+    expected = ds.attrs.get("sha256")
+    if is_str and expected is not None:
+        digest = hashlib.sha256()
+        for lo in range(0, values.shape[0], WRITE_CHUNK):
+            _hash_strings(digest, values[lo : lo + WRITE_CHUNK].tolist())
+        if digest.hexdigest() != expected:
+            raise _damaged(path, ds.name, "does not match its checksum (attribute 'sha256'): its strings changed")
+    return values
 
 
 def _finite_at_least_zero(values: np.ndarray) -> np.ndarray:
@@ -761,6 +879,50 @@ def _read_trace(path: Path, root: h5py.File, metadata: Mapping[str, object]) -> 
     )
 
 
+def _objects(path: Path, group: h5py.Group) -> list[tuple[str, h5py.HLObject]]:
+    """Every group and dataset from ``group`` down, by path; an :class:`InputError` if
+    reading one would make HDF5 read another file: an external link, a dataset stored in
+    external files or a virtual dataset (a crafted trace could so show another local file's
+    bytes). Soft links are refused too: a trace has none, and they could loop. Links are
+    looked at without being followed."""
+    found: list[tuple[str, h5py.HLObject]] = [(group.name, group)]
+    for name in group:
+        link = group.get(name, getlink=True)
+        where = f"{group.name.rstrip('/')}/{name}"
+        if isinstance(link, h5py.ExternalLink):
+            raise _open_error(
+                path, f"refused: {where} is an external link to {link.filename!r}; a trace keeps all its data in itself"
+            )
+        if isinstance(link, h5py.SoftLink):
+            raise _open_error(path, f"refused: {where} is a soft link to {link.path!r}, which a trace never has")
+        item = group[name]
+        if isinstance(item, h5py.Group):
+            found += _objects(path, item)
+        elif isinstance(item, h5py.Dataset):
+            if item.external:
+                files = ", ".join(repr(entry[0]) for entry in item.external)
+                raise _open_error(path, f"refused: dataset {where} stores its data in other files ({files})")
+            if item.is_virtual:
+                raise _open_error(path, f"refused: dataset {where} is a virtual dataset, mapped from other files")
+            found.append((where, item))
+    return found
+
+
+def _check_metadata(path: Path, root: h5py.File, objects: list[tuple[str, h5py.HLObject]]) -> None:
+    """Raise an :class:`InputError` if the metadata do not match ``metadata_sha256``, or
+    the file has checksummed datasets but not that digest (it was lost to damage)."""
+    expected = root.attrs.get("metadata_sha256")
+    if expected is None:
+        sizes = root.get("flows/size_bytes")
+        if isinstance(sizes, h5py.Dataset) and sizes.fletcher32:
+            raise _damaged(path, "/", "lacks the attribute 'metadata_sha256' that its checksummed datasets come with")
+        return
+    if _metadata_digest(objects) != expected:
+        raise _damaged(
+            path, "/", "attributes or dataset types do not match their checksum (attribute 'metadata_sha256')"
+        )
+
+
 def open_trace(path: str | os.PathLike) -> Trace:
     """Read a trace written by :func:`write_trace` into memory.
 
@@ -775,20 +937,29 @@ def open_trace(path: str | os.PathLike) -> Trace:
     Raises
     ------
     InputError
-        Naming the file when it is missing, not HDF5, truncated or damaged (naming the
-        damaged dataset or attribute), not a flowsim trace, or written with a newer schema
-        version than this flowsim reads.
+        Naming the file when it is missing, not a regular file, not HDF5, truncated or
+        damaged (a checksum that does not match; naming the damaged dataset or attribute),
+        not a flowsim trace, written with a newer schema version than this flowsim reads, or
+        linked to other files (external links, external or virtual datasets: refused).
     """
     path = Path(path)
-    if not path.is_file():
-        raise _open_error(path, "no such trace file")
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        raise _open_error(path, "no such trace file") from None
+    if not stat.S_ISREG(mode):
+        raise _open_error(path, f"is {file_kind(mode)}, not a trace file")
     try:
         root = h5py.File(path, "r")
     except OSError as err:
         raise _open_error(path, f"not a readable HDF5 file (truncated or not HDF5): {err}") from None
     with root:
         try:
-            return _read_trace(path, root, _check_header(path, root))
+            objects = _objects(path, root)
+            trace = _read_trace(path, root, _check_header(path, root))
+            # Last, so that damage the schema checks see is named by them.
+            _check_metadata(path, root, objects)
+            return trace
         except InputError:
             raise
         # h5py reports a damaged object header or attribute message as RuntimeError.

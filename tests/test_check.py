@@ -16,6 +16,7 @@ from flowsim.check import (
     append_history,
     check_log,
     check_nccl_log,
+    history_file,
     history_plot_file,
     parse_nccl_log,
     plot_history,
@@ -807,3 +808,16 @@ def test_latency_bound_rows_are_held_to_nccls_latency_within_a_factor():
     assert default.latency_tolerance == LATENCY_TOLERANCE == 2.0
     with pytest.raises(InputError, match="latency_tolerance must be a number >= 0"):
         check_log(log, system="dgx-h100", latency_tolerance=-1)
+
+
+def test_a_fifo_as_log_or_history_is_refused_without_waiting(tmp_path, make_fifo):
+    fifo = make_fifo("fifo")
+    with pytest.raises(InputError, match=r"fifo: cannot read nccl-tests output: it is a FIFO \(named pipe\), not a "
+                                         r"regular file"):
+        parse_nccl_log(fifo)
+    with pytest.raises(InputError, match=r"fifo: is a FIFO \(named pipe\), not a regular file: the check history "
+                                         r"must be a regular file \(left as it is\)"):
+        history_file(fifo)
+    with pytest.raises(InputError, match=r"fifo: is a FIFO \(named pipe\), not a check history file"):
+        read_history(fifo)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo"]

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
+import socket
+import stat
 import subprocess
 import sys
+import tempfile
+import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -419,3 +425,93 @@ def test_inspect_a_topology_without_links(tmp_path, capsys):
     assert flowsim("inspect", path) == 0
     out = capsys.readouterr().out
     assert "topology: 1 nodes in 1 server, 0 links\n  nodes: 1 gpu\n  links: none\n" in out
+
+
+# --- outputs that are not regular files, inputs that are not regular files, Ctrl-C at start ---
+
+
+def _read_fifo(fifo: Path) -> tuple[threading.Thread, list[bytes]]:
+    """Read ``fifo`` to its end in a thread; what was read lands in the returned list."""
+    got: list[bytes] = []
+
+    def read():
+        with open(fifo, "rb") as pipe:
+            got.append(pipe.read())
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    return thread, got
+
+
+def test_run_writes_through_a_fifo_and_leaves_it_a_fifo(tmp_path):
+    fifo = tmp_path / "pipe.h5"
+    os.mkfifo(fifo)
+    thread, got = _read_fifo(fifo)
+    assert flowsim("run", DGX, "-o", fifo, "-q") == 0
+    thread.join(60)
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    copy = tmp_path / "copy.h5"
+    copy.write_bytes(got[0])
+    assert len(open_trace(copy).names) == 8 * 7  # all-to-all among 8 GPUs
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.h5", "pipe.h5"]
+    assert not list(Path(tempfile.gettempdir()).glob("flowsim-pipe.h5.*"))
+
+
+def test_run_refuses_a_socket_as_output_and_leaves_it(tmp_path):
+    path = tmp_path / "s.sock"
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(path))
+        with pytest.raises(InputError, match=r"s\.sock: is a socket, not a regular file: the trace must be a regular "
+                                             r"file, a character device or a FIFO \(left as it is\)"):
+            flowsim("run", DGX, "-o", path, "-q")
+        assert stat.S_ISSOCK(path.stat().st_mode)
+
+
+def test_run_through_a_symbolic_link_keeps_the_link(tmp_path):
+    (tmp_path / "real").mkdir()
+    link = tmp_path / "t.h5"
+    link.symlink_to(tmp_path / "real" / "t.h5")
+    assert flowsim("run", DGX, "-o", link, "-q") == 0
+    assert link.is_symlink()
+    assert len(open_trace(tmp_path / "real" / "t.h5").names) == 56
+    assert sorted(p.name for p in (tmp_path / "real").iterdir()) == ["t.h5"]
+
+
+@pytest.mark.skipif(not Path("/proc/version").is_file(), reason="needs Linux's /proc")
+def test_an_output_in_proc_says_why_it_cannot_be_written(capsys):
+    assert cli.main(["run", str(DGX), "-q", "-o", "/proc/version"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "No such file or directory" not in err
+    # Root may write in /proc as far as permissions go; the file system still refuses.
+    assert ("cannot create the trace in the directory '/proc': the file system there does not allow new files" in err
+            or "the directory '/proc' is not writable" in err)
+
+
+@pytest.mark.parametrize("command", ["run", "rates"])
+def test_a_fifo_as_scenario_is_refused_without_waiting(make_fifo, command):
+    fifo = make_fifo("s.toml")
+    done = subprocess.run([sys.executable, "-m", "flowsim", command, str(fifo)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.endswith(
+        f"flowsim: error: {fifo}: cannot read the scenario: it is a FIFO (named pipe), not a regular file\n")
+
+
+def test_ctrl_c_while_the_command_imports_prints_one_line(tmp_path):
+    # The console script runs `from flowsim.cli import main; sys.exit(main())`; SIGINT is sent
+    # the moment NumPy starts importing, as a Ctrl-C in the command's first second would.
+    script = textwrap.dedent("""
+        import os, signal, sys
+
+        class CtrlC:
+            def find_spec(self, name, path=None, target=None):
+                if name == "numpy":
+                    os.kill(os.getpid(), signal.SIGINT)
+                return None
+
+        sys.meta_path.insert(0, CtrlC())
+        from flowsim.cli import main
+        sys.exit(main(["presets"]))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stderr, done.stdout) == (130, "flowsim: interrupted\n", "")

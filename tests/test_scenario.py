@@ -432,3 +432,31 @@ def test_a_flow_without_a_route_is_named(tmp_path):
     scenario = load_scenario(_scenario(tmp_path, one_way + '[workload]\nflows = "flows.csv"\n', flows))
     with pytest.raises(InputError, match=r"s\.toml: routing: flow 'back': no route from 'b' to 'a'"):
         run_scenario(scenario)
+
+
+@pytest.mark.parametrize(("csv_text", "where", "message"), [
+    ("name,src,dst,size_bytes\nx,a,b,1_000\n", "line 2, column 'size_bytes'",
+     "expected a number in ASCII digits without '_', got '1_000'"),
+    ("name,src,dst,size_bytes\nx,a,b,\u0661\u0660\n", "line 2, column 'size_bytes'",
+     "expected a number in ASCII digits without '_', got '\u0661\u0660'"),
+    ("name,src,dst,size_bytes,start_s\nx,a,b,1,\uff11\n", "line 2, column 'start_s'",
+     "expected a number in ASCII digits without '_', got '\uff11'"),
+    ("name,src,dst,size_bytes,note\nx,a,b,1,short\ny,a,b,2," + "n" * 131_073 + "\n", "line 3",
+     "a cell is longer than 131,072 characters, the most a flow list cell may hold"),
+    ("name,src,dst,size_bytes" + "," + "c" * 131_073 + "\n", "line 1",
+     "a cell is longer than 131,072 characters, the most a flow list cell may hold"),
+], ids=["underscore", "arabic-indic digits", "fullwidth digit", "long cell", "long header"])
+def test_flow_list_cells_python_would_misread_or_choke_on_are_one_line(tmp_path, csv_text, where, message):
+    path = _scenario(tmp_path, TWO_GPUS + '[workload]\nflows = "flows.csv"\n', csv_text)
+    with pytest.raises(InputError) as err:
+        load_scenario(path)
+    assert str(err.value) == f"{tmp_path / 'flows.csv'}: {where}: {message}"
+
+
+def test_a_fifo_as_flow_list_is_refused_without_waiting(tmp_path, make_fifo):
+    path = _scenario(tmp_path, TWO_GPUS + '[workload]\nflows = "flows.csv"\n', "")
+    (tmp_path / "flows.csv").unlink()
+    make_fifo("flows.csv")
+    with pytest.raises(InputError, match=r"flows\.csv: cannot read the flow list: it is a FIFO \(named pipe\), not a "
+                                         r"regular file"):
+        load_scenario(path)

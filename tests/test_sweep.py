@@ -12,6 +12,7 @@ import math
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -26,6 +27,7 @@ from flowsim.batched import BackendUnavailable, BatchProblem, available_backends
 from flowsim.collectives.report import busbw_Bps
 from flowsim.commands import sweep as sweep_cli
 from flowsim.errors import InputError
+from flowsim.files import held_exclusively
 from flowsim.hardware import LinkTier
 from flowsim.routing import Router
 from flowsim.scenario import load_scenario, run_scenario, scenario_from_document
@@ -984,3 +986,57 @@ def test_cli_runs_the_example_rates_sweep(tmp_path, capsys):
     assert (np.diff(total[:, 0, 0]) > 0).all()
     with pytest.raises(InputError, match="workers: for sweeps with solve = 'time' only"):
         flowsim_sweep(example, "-o", tmp_path / "rates.h5", "--workers", "2")
+
+
+# --- outputs and inputs that are not regular files, strings a table cannot hold, locks ------
+
+
+def test_a_fifo_as_results_table_is_refused_and_left(tmp_path, make_fifo):
+    sweep = load_sweep(write_spec(tmp_path, SIZES))
+    fifo = make_fifo("out.h5")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(InputError, match=r"out\.h5: is a FIFO \(named pipe\), not a regular file: the results table "
+                                         r"must be a regular file \(left as it is\)"):
+        run_sweep(sweep, fifo, runner=refusing_runner, workers=1)
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no journal beside it
+
+
+@pytest.mark.parametrize(("axes", "key", "shown", "at"), [
+    ('[sweep.grid]\n"topology.figure" = ["nominal", "eff\\u0000ective"]\n', "sweep.grid.topology.figure",
+     "the value 'eff\\x00ective'", 3),
+    ('[sweep.zip]\n"workload.collective.0.name" = [["a", "b\\u0000"]]\n', "sweep.zip.workload.collective.0.name",
+     "the value 'b\\x00'", 1),
+    ('[sweep.grid]\n"options.x\\u0000" = [1]\n', "sweep.grid.options.x\x00", "the name 'options.x\\x00'", 9),
+    ('[sweep.random]\nsamples = 2\nseed = 1\n"topology.figure" = {choice = ["nominal", "x\\u0000"]}\n',
+     "sweep.random.topology.figure", "the value 'x\\x00'", 1),
+], ids=["grid", "zip", "name", "random choice"])
+def test_a_nul_in_a_sweep_string_is_refused_when_the_sweep_is_read(tmp_path, axes, key, shown, at):
+    spec = write_spec(tmp_path, axes)
+    with pytest.raises(InputError) as err:
+        load_sweep(spec)
+    assert str(err.value) == (f"{spec}: {key}: {shown} cannot be stored in the results table: it has a NUL "
+                              f"character (at character {at}), where HDF5 strings end")
+
+
+def test_a_second_sweep_on_the_same_output_says_another_holds_it(tmp_path, capsys):
+    spec = write_spec(tmp_path, SIZES)
+    sweep = load_sweep(spec)
+    output = tmp_path / "out.h5"
+    with held_exclusively(output, "sweep"):
+        with pytest.raises(InputError, match=rf"out\.h5: another sweep \(process {os.getpid()}\) holds it and is "
+                                             r"writing it; wait for that one to end, or give another output"):
+            run_sweep(sweep, output, runner=refusing_runner, workers=1)
+        assert not output.exists() and not journal_path(output).exists()
+    # Released: the same sweep now runs.
+    assert run_sweep(sweep, output, runner=fake_runner, workers=1).n_ran == 6
+
+
+def test_a_fifo_as_sweep_spec_or_base_scenario_is_refused_without_waiting(tmp_path, make_fifo):
+    fifo = make_fifo("fifo.toml")
+    with pytest.raises(InputError, match=r"fifo\.toml: cannot read the sweep spec: it is a FIFO \(named pipe\)"):
+        load_sweep(fifo)
+    spec = tmp_path / "sweep.toml"
+    spec.write_text('[sweep]\nscenario = "fifo.toml"\n[sweep.grid]\n"topology.figure" = ["nominal"]\n')
+    with pytest.raises(InputError, match=r"sweep\.scenario: .*fifo\.toml: cannot read the scenario: it is a FIFO"):
+        load_sweep(spec)

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -372,6 +376,7 @@ def test_tags_of_traces_written_without_their_name_attribute_are_read(trace_path
     with h5py.File(trace_path, "r+") as f:
         for tag in f["flows/tags"].values():
             del tag.attrs["name"]
+        _reseal(f)
     assert {k: v.tolist() for k, v in open_trace(trace_path).tags.items()} == {
         k: list(v) for k, v in run[1].tags.items()
     }
@@ -446,9 +451,23 @@ def test_float_counts_of_older_traces_are_read_as_integers(trace_path, run):
     with h5py.File(trace_path, "r+") as f:
         for name in ("n_flows", "n_events"):
             f["summary"].attrs[name] = float(f["summary"].attrs[name])
+        _reseal(f)
     summary = open_trace(trace_path).summary
     assert summary["n_flows"] == 12 and isinstance(summary["n_flows"], int)
     assert summary["n_events"] == run[3].n_events and isinstance(summary["n_events"], int)
+
+
+def _reseal(f):
+    """Update the checksums of trace ``f`` to its edited content, as a writer of that content
+    would have stored them: the schema checks, not the checksums, then judge the edit."""
+    def update(name, item):
+        if isinstance(item, h5py.Dataset) and "sha256" in item.attrs:
+            digest = hashlib.sha256()
+            if item.shape[0]:
+                digest.update(("\0".join(item.asstr()[:].tolist()) + "\0").encode())
+            item.attrs["sha256"] = digest.hexdigest()
+    f.visititems(update)
+    f.attrs["metadata_sha256"] = trace_module._metadata_digest(trace_module._objects(Path(f.filename), f))
 
 
 def _delete_attribute(group, name):
@@ -499,6 +518,7 @@ def _replace_with_group(name):
 def test_values_types_and_attributes_off_the_schema_are_reported(trace_path, damage, match):
     with h5py.File(trace_path, "r+") as f:
         damage(f)
+        _reseal(f)
     with pytest.raises(InputError, match=rf"run\.h5: damaged trace: {match}"):
         open_trace(trace_path)
 
@@ -521,3 +541,178 @@ def test_errors_h5py_raises_for_damaged_headers_are_input_errors(trace_path, mon
     monkeypatch.setattr(trace_module, "_check_header", damaged)
     with pytest.raises(InputError, match=r"run\.h5: damaged or incomplete flowsim trace: .*bad version number"):
         open_trace(trace_path)
+
+
+# --- checksums, files a trace must not reach, a full disk ----------------------------------
+
+
+def _same_content(a, b) -> bool:
+    """Do traces ``a`` and ``b`` hold the same names, values and attributes (paths aside)?"""
+    for name, value in vars(a).items():
+        other = getattr(b, name)
+        if name == "path":
+            continue
+        if isinstance(value, np.ndarray):
+            if value.dtype != other.dtype or not np.array_equal(value, other, equal_nan=value.dtype.kind == "f"):
+                return False
+        elif name == "tags":
+            if list(value) != list(other) or any(not np.array_equal(value[k], other[k]) for k in value):
+                return False
+        elif name == "topology":
+            if any(not np.array_equal(np.asarray(getattr(value, f)), np.asarray(getattr(other, f)))
+                   for f in ("node_names", "link_names", "link_technology", "link_capacity_Bps", "link_src")):
+                return False
+        elif value != other:
+            return False
+    return True
+
+
+def test_every_dataset_is_checksummed(trace_path):
+    with h5py.File(trace_path, "r") as f:
+        assert isinstance(f.attrs["metadata_sha256"], str)
+        datasets = []
+        f.visititems(lambda name, item: datasets.append(item) if isinstance(item, h5py.Dataset) else None)
+        for ds in datasets:
+            if h5py.check_string_dtype(ds.dtype) is not None:
+                assert len(ds.attrs["sha256"]) == 64, ds.name
+            else:
+                assert ds.fletcher32, ds.name
+
+
+def test_a_changed_flow_name_is_reported_as_damage(trace_path):
+    # Variable-length strings live in HDF5's global heap, which no HDF5 checksum covers.
+    data = bytearray(trace_path.read_bytes())
+    at = data.find("f11.é".encode())
+    assert at >= 0 and data.find("f11.é".encode(), at + 1) < 0
+    data[at + 2] ^= 0x04  # "f11.é" -> "f15.é": unique, so no schema check minds
+    trace_path.write_bytes(bytes(data))
+    with pytest.raises(InputError, match=r"run\.h5: damaged trace: /flows/name does not match its checksum"):
+        open_trace(trace_path)
+
+
+def test_a_changed_summary_attribute_is_reported_as_damage(trace_path):
+    makespan = open_trace(trace_path).summary["makespan_s"]
+    data = bytearray(trace_path.read_bytes())
+    packed = np.float64(makespan).tobytes()
+    at = data.find(packed)
+    assert at >= 0
+    data[at] ^= 0x01  # the last bit of the makespan
+    trace_path.write_bytes(bytes(data))
+    with pytest.raises(InputError, match=r"run\.h5: damaged trace: / attributes or dataset types do not match"):
+        open_trace(trace_path)
+
+
+def test_single_bit_flips_are_reported_or_change_nothing(trace_path):
+    """60 seeded single-bit flips over the whole file: each opens to the same content or is
+    refused as an InputError; none opens with changed names or values."""
+    original = open_trace(trace_path)
+    clean = trace_path.read_bytes()
+    rng = np.random.default_rng(31)
+    changed = []
+    for bit in rng.integers(0, 8 * len(clean), 60):
+        data = bytearray(clean)
+        data[bit // 8] ^= 1 << (bit % 8)
+        trace_path.write_bytes(bytes(data))
+        try:
+            trace = open_trace(trace_path)
+        except InputError:
+            continue
+        if not _same_content(trace, original):
+            changed.append(int(bit))
+    assert changed == []
+
+
+def test_an_unchecksummed_file_with_checksummed_datasets_is_damaged(trace_path):
+    with h5py.File(trace_path, "r+") as f:
+        del f.attrs["metadata_sha256"]
+    with pytest.raises(InputError, match=r"damaged trace: / lacks the attribute 'metadata_sha256'"):
+        open_trace(trace_path)
+
+
+@pytest.fixture
+def secret(tmp_path):
+    path = tmp_path / "secret.bin"
+    path.write_bytes(np.arange(12, dtype=np.float64).tobytes())
+    return path
+
+
+def _external_storage(f, secret):
+    del f["flows/size_bytes"]
+    f["flows"].create_dataset("size_bytes", shape=(12,), dtype=np.float64, external=[(str(secret), 0, 96)])
+
+
+def _external_link(f, secret):
+    other = secret.with_name("other.h5")
+    with h5py.File(other, "w") as g:
+        g["size_bytes"] = np.arange(12, dtype=np.float64)
+    del f["flows/size_bytes"]
+    f["flows/size_bytes"] = h5py.ExternalLink(str(other), "/size_bytes")
+
+
+def _virtual(f, secret):
+    other = secret.with_name("other.h5")
+    with h5py.File(other, "w") as g:
+        g["size_bytes"] = np.arange(12, dtype=np.float64)
+    layout = h5py.VirtualLayout(shape=(12,), dtype=np.float64)
+    layout[:] = h5py.VirtualSource(str(other), "size_bytes", shape=(12,))
+    del f["flows/size_bytes"]
+    f["flows"].create_virtual_dataset("size_bytes", layout)
+
+
+@pytest.mark.parametrize(("craft", "match"), [
+    pytest.param(_external_storage, r"dataset /flows/size_bytes stores its data in other files \('.*secret\.bin'\)",
+                 id="external storage"),
+    pytest.param(_external_link, r"/flows/size_bytes is an external link to '.*other\.h5'", id="external link"),
+    pytest.param(_virtual, r"dataset /flows/size_bytes is a virtual dataset", id="virtual dataset"),
+])
+def test_traces_that_read_other_files_are_refused(trace_path, secret, craft, match, capsys):
+    with h5py.File(trace_path, "r+") as f:
+        craft(f, secret)
+    with pytest.raises(InputError, match=rf"run\.h5: refused: {match}"):
+        open_trace(trace_path)
+    from flowsim import cli
+
+    assert cli.main(["inspect", str(trace_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "refused" in err
+
+
+def test_a_trace_is_not_written_where_the_disk_lacks_room(tmp_path, run, monkeypatch):
+    target = tmp_path / "run.h5"
+    target.write_bytes(b"the previous trace")
+    needs = trace_module.trace_bytes(*run, SCENARIO_TEXT)
+    # The fixed allowance for HDF5's metadata is 256 KiB; 12 flows' columns add a few kB.
+    assert 1 << 18 < needs < (1 << 18) + 100_000
+    # An upper bound: the trace written takes less.
+    assert write_trace(tmp_path / "bound.h5", *run, scenario_text=SCENARIO_TEXT).stat().st_size < needs
+    (tmp_path / "bound.h5").unlink()
+    real = shutil.disk_usage
+
+    def nearly_full(path):
+        return real(path)._replace(free=needs - 1)
+
+    monkeypatch.setattr(shutil, "disk_usage", nearly_full)
+    with pytest.raises(OSError, match=r"not enough free space: writing it needs up to .* free") as caught:
+        write_trace(target, *run, scenario_text=SCENARIO_TEXT)
+    assert caught.value.errno == errno.ENOSPC and caught.value.filename == str(target)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.h5"]
+    assert target.read_bytes() == b"the previous trace"
+
+
+def test_a_disk_that_fills_up_while_writing_gives_enospc_and_no_file(tmp_path, run, monkeypatch):
+    def full(*args):
+        # What h5py raises when HDF5's write(2) fails (its text, with the errno inside).
+        raise RuntimeError("Can't write data (file write failed: errno = 28, error message = 'No space left on device')")
+
+    monkeypatch.setattr(trace_module, "_write_links", full)
+    target = tmp_path / "run.h5"
+    with pytest.raises(OSError, match="the disk filled up while writing the trace; nothing was written") as caught:
+        write_trace(target, *run, scenario_text=SCENARIO_TEXT)
+    assert caught.value.errno == errno.ENOSPC and caught.value.filename == str(target)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_open_trace_names_a_fifo_without_waiting(make_fifo):
+    fifo = make_fifo("t.h5")
+    with pytest.raises(InputError, match=r"t\.h5: is a FIFO \(named pipe\), not a trace file"):
+        open_trace(fifo)

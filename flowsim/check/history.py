@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from flowsim.check.report import CheckReport
-from flowsim.errors import InputError, image_file, output_file
+from flowsim.errors import InputError, file_kind, image_file, output_file
 from flowsim.files import locked, replaced_atomically
 
 __all__ = ["History", "append_history", "history_file", "history_plot_file", "plot_history", "read_history"]
@@ -98,7 +98,7 @@ def history_file(path: str | os.PathLike, *, inputs: Sequence[str | os.PathLike]
     someone else. The path must also pass :func:`flowsim.errors.output_file` (``inputs``:
     files the run reads).
     """
-    target = output_file(path, "the check history", inputs=inputs)
+    target = output_file(path, "the check history", inputs=inputs, streams=False)
     if not target.exists() or target.stat().st_size == 0:
         return target
     try:
@@ -228,7 +228,8 @@ def read_history(path: str | os.PathLike) -> History:
     h5py = _h5py()
     path = Path(path)
     if not path.is_file():
-        raise InputError(f"{path}: no such check history file")
+        what = f"is {file_kind(path.stat().st_mode)}, not a" if path.exists() else "no such"
+        raise InputError(f"{path}: {what} check history file")
     try:
         with h5py.File(path, "r") as f:
             if f.attrs.get("format") != _HISTORY_FORMAT:

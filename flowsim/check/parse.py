@@ -34,6 +34,7 @@ in GB/s (1e9 B/s), times in microseconds.
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import re
@@ -42,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flowsim.collectives.report import bus_factor
-from flowsim.errors import InputError, whole_number
+from flowsim.errors import InputError, open_regular, whole_number
 
 __all__ = ["BINARIES", "Measurement", "NcclTestLog", "RankInfo", "TestRow", "line_error", "parse_nccl_log"]
 
@@ -233,10 +234,12 @@ def _read(path_or_text: str | os.PathLike) -> tuple[str, str]:
     if isinstance(path_or_text, str) and "\n" in path_or_text:
         return path_or_text, "<text>"
     path = Path(path_or_text)
-    try:
-        return path.read_text(errors="replace"), str(path)
-    except OSError as err:
-        raise InputError(f"{path}: cannot read nccl-tests output: {err.strerror}") from None
+    # Not a regular file (a FIFO would block the read): refused, saying what it is.
+    with io.TextIOWrapper(open_regular(path, "nccl-tests output"), errors="replace") as file:
+        try:
+            return file.read(), str(path)
+        except OSError as err:
+            raise InputError(f"{path}: cannot read nccl-tests output: {err.strerror}") from None
 
 
 def _number(text: str, kind: type, source: str, line: int, column: str):

@@ -12,6 +12,7 @@ from typing import TextIO
 
 from flowsim.batched import resolve_backend
 from flowsim.errors import InputError, output_file, whole_number
+from flowsim.files import held_exclusively
 from flowsim.sweep.executors import Engine, dask_engine, process_pool, serial
 from flowsim.sweep.journal import (
     JournalWriter,
@@ -96,7 +97,8 @@ def run_sweep(
     ------
     InputError
         Before any run, when ``output`` or its journal cannot be written or would replace an
-        input file (:func:`flowsim.errors.output_file`), ``traces`` is not a directory and
+        input file (:func:`flowsim.errors.output_file`), is not a regular file, is held by
+        another sweep (:func:`flowsim.files.held_exclusively`), ``traces`` is not a directory and
         cannot be made one, ``workers`` is not positive, or an argument does not apply to the
         sweep's ``solve`` mode.
     BackendUnavailable
@@ -113,8 +115,8 @@ def run_sweep(
     solve time.
     """
     inputs: tuple[str | Path, ...] = (sweep.source, sweep.scenario_path, *sweep.files)
-    output = output_file(output, "the results table", inputs=inputs)
-    journal = output_file(journal_path(output), "the sweep journal", inputs=inputs)
+    output = output_file(output, "the results table", inputs=inputs, streams=False)
+    journal = output_file(journal_path(output), "the sweep journal", inputs=inputs, streams=False)
     if sweep.solve == "rates":
         time_only = (("workers", workers), ("dask", dask), ("traces", traces))
         given = [name for name, value in time_only if value is not None]
@@ -137,6 +139,16 @@ def run_sweep(
             workers = os.cpu_count() or 1
         workers = whole_number("workers", workers)
     trace_dir = None if traces is None else _trace_directory(traces, output, journal)
+    # Two sweeps on one output would each run nearly every run and overwrite the other's table.
+    with held_exclusively(output, "sweep"):
+        return _run_held(sweep, output, journal, workers, dask, trace_dir, runner, progress, solver)
+
+
+def _run_held(
+    sweep: Sweep, output: Path, journal: Path, workers: int | None, dask: str | None, trace_dir: Path | None,
+    runner: Runner, progress: TextIO | None, solver: RatesSolver | None,
+) -> SweepOutcome:
+    """:func:`run_sweep` once every argument is checked and the output is held."""
     records = read_journal(journal)
     first: dict[str, RunSpec] = {}
     for run in sweep.runs:

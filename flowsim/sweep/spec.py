@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import io
 import itertools
 import json
 import math
@@ -21,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from flowsim.errors import InputError, read_text_file
+from flowsim.errors import InputError, open_regular, read_text_file, unstorable_text
 from flowsim.scenario import scenario_from_document
 from flowsim.sweep.metrics import SOLVES, only_collective
 from flowsim.systemfile import is_system_file
@@ -153,13 +154,32 @@ def _flatten(where: Where, table: Mapping, prefix: str, key: str, is_leaf: Calla
     out = {}
     for name, value in table.items():
         path = f"{prefix}.{name}" if prefix else name
+        _check_storable(where, f"{key}.{path}", name, "the name")
         if is_leaf(value):
+            _check_storable(where, f"{key}.{path}", value, "the value")
             out[path] = value
         elif isinstance(value, dict):
             out.update(_flatten(where, value, path, key, is_leaf, expected))
         else:
             raise where.error(f"{key}.{path}", f"expected {expected}, got {value!r}")
     return out
+
+
+def _check_storable(where: Where, key: str, value: object, what: str) -> None:
+    """Raise an :class:`InputError` naming ``key`` if a string in ``value`` (or in its arrays
+    and tables) cannot be stored in the results table, checked now rather than once every
+    run has finished (a NUL, which HDF5 strings cannot hold, escapes as \\u0000 in TOML)."""
+    if isinstance(value, str):
+        why = unstorable_text(value)
+        if why is not None:
+            raise where.error(key, f"{what} {value!r} cannot be stored in the results table: {why}")
+    elif isinstance(value, list):
+        for item in value:
+            _check_storable(where, key, item, what)
+    elif isinstance(value, dict):
+        for name, item in value.items():
+            _check_storable(where, key, name, what)
+            _check_storable(where, key, item, what)
 
 
 def _values(where: Where, axis: str, kind: str) -> dict[str, list]:
@@ -360,11 +380,12 @@ def _runs(
 
 
 def _digest(path: Path) -> str | None:
-    """SHA-256 of a file's bytes; None when it cannot be read (the run then says why)."""
+    """SHA-256 of a file's bytes; None when it cannot be read or is not a regular file (the
+    run then says why)."""
     try:
-        with open(path, "rb") as file:
+        with open_regular(path, "the file") as file:
             return hashlib.file_digest(file, "sha256").hexdigest()
-    except OSError:
+    except (OSError, InputError):  # not a regular file: never waits on a FIFO
         return None
 
 
@@ -419,8 +440,11 @@ def parse_sweep(text: str, *, source: str = "<string>", base_dir: str | os.PathL
         raise where.error("sweep.scenario", f"expected the base scenario's path (a string), got {got!r}")
     scenario_path = Path(base_dir) / table["scenario"]
     try:
-        scenario_text = scenario_path.read_text(encoding="utf-8")
+        with io.TextIOWrapper(open_regular(scenario_path, "the scenario"), encoding="utf-8") as file:
+            scenario_text = file.read()
         document = tomllib.loads(scenario_text)
+    except InputError as err:  # not a regular file (a FIFO would block the read), or unreadable
+        raise where.error("sweep.scenario", str(err)) from None
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
         raise where.error("sweep.scenario", f"cannot read the scenario {str(scenario_path)!r}: {err}") from None
 

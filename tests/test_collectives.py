@@ -245,7 +245,7 @@ def test_costs_charge_base_once_and_a_step_latency_per_message():
     np.testing.assert_allclose(w.size_bytes[[f for f in range(len(w)) if f not in due]], 2 * G)  # payload / efficiency
 
 
-def test_nccl_costs_are_the_fact_sheet_constants():
+def test_nccl_costs_are_the_constants_of_docs_hardware():
     c = nccl_costs("ring", "simple", "nvlink")
     assert (c.base_s, c.intra_step_s, c.inter_step_s, c.wire_efficiency) == pytest.approx((8.4e-6, 3.4e-6, 14e-6, 1.0))
     c = nccl_costs("tree", "ll", "pci")

@@ -159,7 +159,7 @@ def nvlink_out_Bps(topo):
         ("gb200_nvl72", 72, 900 * G, 721.8 * G),
     ],
 )
-def test_per_gpu_nvlink_bandwidth_matches_the_fact_sheet(name, n_gpus, nominal, effective):
+def test_per_gpu_nvlink_bandwidth_matches_docs_hardware(name, n_gpus, nominal, effective):
     for figure, expected in (("nominal", nominal), ("effective", effective)):
         topo = preset(name, figure=figure)
         out = nvlink_out_Bps(topo)

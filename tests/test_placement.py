@@ -162,3 +162,14 @@ def test_tree_lanes_move_at_nccls_tree_algorithm_bandwidth(two_dgx):
     expected = choice.n_channels / lanes * choice.channel_bandwidth_Bps / 4 / (120 / 128)
     data = plan.workload.size_bytes > 0
     np.testing.assert_allclose(plan.workload.cap_Bps[data], expected)
+
+
+def test_the_hierarchical_all_reduce_keeps_its_own_slices(two_dgx):
+    # It is no NCCL algorithm: NCCL's chunks (cut per channel, 32 of 512 KiB at 256 MiB over
+    # 16 channels) are not its rings' pieces; its phases slice as the builder does.
+    from flowsim.collectives import hierarchical_all_reduce, rank_servers
+
+    plan = collective_workload(two_dgx, "all_reduce", 256 << 20, algorithm="hierarchical")
+    built = hierarchical_all_reduce(plan.ranks, 256 << 20, servers=rank_servers(two_dgx, plan.ranks), channels=8,
+                                    costs=plan.costs)
+    assert plan.workload.names == built.names

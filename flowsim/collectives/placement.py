@@ -421,9 +421,10 @@ def collective_workload(
             n_channels = 1
         else:
             n_channels = _default_channels(topology, ranks, topology_servers) if channels is None else channels
-        if slices is None and choice is not None and orders is None and model != "stream":
+        if slices is None and choice is not None and orders is None and model != "stream" and entry.name in _NCCL_BUILT:
             # Each lane stands for channels that work in step, so it is cut into the pieces
-            # one of NCCL's channels moves its share in: its chunks (and slices).
+            # one of NCCL's channels moves its share in: its chunks (and slices). The
+            # hierarchical all-reduce is no NCCL algorithm: its rings keep their own slices.
             slices = _nccl_pieces(collective, entry.name, choice, size_bytes, ranks, topology_servers)
         options.update(channels=n_channels, slices=slices)
     if costs is not None:

@@ -59,7 +59,6 @@ from flowsim.collectives.dag import (
     _group_by_server,
     _in_order,
     _model,
-    _no_slices_in_a_stream,
     _prepare,
     _ring,
     _ring_collective,
@@ -106,8 +105,8 @@ def all_reduce(
     model : {"auto", "steps", "stream"}
         One message per step, or one flow per hop (see "Steps and streams" in
         :mod:`flowsim.collectives`); ``"auto"`` streams above :data:`STEP_MESSAGE_LIMIT`
-        messages. ``slices`` apply to the steps only (giving them with ``"stream"`` is an
-        error; ``"auto"`` counts them and drops them if it streams).
+        messages. Streamed, ``slices`` count the step latencies a hop's messages would pay
+        one after another (see :func:`~flowsim.collectives.dag._stream_ring`).
 
     Returns
     -------
@@ -399,7 +398,6 @@ def hierarchical_all_reduce(
             raise InputError(
                 f"{what}: servers hold different numbers of ranks ({len(g)} with {g[0]!r}, {ppn} with {groups[0][0]!r})"
             )
-    _no_slices_in_a_stream(model, slices, what)
     shard = size / ppn
     n_servers = len(groups)
     server_chunk = shard / channels

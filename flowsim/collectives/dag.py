@@ -242,16 +242,17 @@ def _ring(
                     deps = [int(flow[s - 1, p - 1, k])] if s else list(ready.get(src, ()))
                     label = f"{phase}ch{c}.step{s}.r{rank_index[src]}.sl{k}"
                     # One connection per hop, a FIFO of slots: a message follows the hop's
-                    # previous one. Between GPUs of a server the sending CTA itself waits,
-                    # copies and posts each slice, so the step latency follows the previous
-                    # message; across servers the proxy keeps up to NCCL_STEPS sends in flight,
-                    # so the latency runs from when the data is ready, in the shadow of the
-                    # messages before it (a zero-byte message at the sender that waits for the
-                    # data: a software cost, it crosses no link).
+                    # previous one. With Simple between GPUs of a server the sending CTA itself
+                    # waits, copies and posts each slice, so the step latency follows the
+                    # previous message. Across servers the proxy keeps up to NCCL_STEPS sends in
+                    # flight, and LL and LL128 post line by line: there the latency runs from
+                    # when the data is ready, in the shadow of the messages before it (a
+                    # zero-byte message at the sender that waits for the data: a software cost,
+                    # it crosses no link).
                     previous = int(flow[s, p, k - 1]) if k else int(flow[s - 1, p, slices - 1]) if s else -1
                     if previous < 0:
                         flow[s, p, k] = dag.add(label, src, dst, piece, deps, s, c)
-                    elif dag.crosses_servers(src, dst):
+                    elif dag.costs.streams or dag.crosses_servers(src, dst):
                         latency = dag.step_latency(src, dst)
                         due = dag.add(f"{label}.due", src, src, 0.0, deps, s, c, step_latency_s=latency)
                         flow[s, p, k] = dag.add(label, src, dst, piece, [due, previous], s, c, step_latency_s=0.0)
@@ -276,8 +277,8 @@ def _stream_ring(
 
     Hop ``p`` (``order[p] -> order[p + 1]``) carries ``n_steps`` chunks after the step
     latencies its messages would pay one after another in the step DAG (``n_steps x slices``
-    of them between GPUs of a server, where each follows the one before; one across
-    servers, where they overlap); beside it, a zero-byte flow pays the step latencies of the
+    of them with Simple between GPUs of a server, where each follows the one before; one
+    across servers and with LL or LL128, where they overlap); beside it, a zero-byte flow pays the step latencies of the
     ``n_steps`` hops ending at ``p``: the step DAG's longest chain of forwarded chunks.
     """
     done: dict[str, list[int]] = {r: [] for r in orders[0]}
@@ -293,7 +294,7 @@ def _stream_ring(
             src, dst = order[p], order[(p + 1) % n]
             deps = list(ready.get(src, ()))
             label = f"{phase}ch{c}.stream.r{p}"
-            serial = 1 if dag.crosses_servers(src, dst) else n_steps * slices
+            serial = 1 if dag.costs.streams or dag.crosses_servers(src, dst) else n_steps * slices
             done[dst].append(dag.add(label, src, dst, n_steps * chunk_bytes, deps, steps, c,
                                      step_latency_s=serial * float(hop[p])))
             done[dst].append(dag.add(f"{label}.chain", src, dst, 0.0, deps, steps, c, step_latency_s=float(chain[p])))
@@ -308,11 +309,6 @@ def _model(model: str, n_messages: int, what: str) -> str:
     if model == "auto":
         return "steps" if n_messages <= STEP_MESSAGE_LIMIT else "stream"
     return model
-
-
-def _no_slices_in_a_stream(model: str, slices: int | None, what: str) -> None:
-    if model == "stream" and slices is not None:
-        raise InputError(f"{what}: slices cut the messages of steps; a stream has none (give model='steps')")
 
 
 def _steps_only(model: str, n_messages: int, what: str) -> None:
@@ -563,7 +559,6 @@ def _ring_collective(
     n = len(ranks)
     chunk = size / n / channels
     orders = _check_orders(orders, ranks, channels, what)
-    _no_slices_in_a_stream(model, slices, what)
     n_slices = _slices(slices, chunk, what, MAX_RING_SLICES)
     model = _model(model, channels * n_steps(n) * n * n_slices, what)
     dag = _FlowDag(what, costs, servers, model)

@@ -421,7 +421,7 @@ def collective_workload(
             n_channels = 1
         else:
             n_channels = _default_channels(topology, ranks, topology_servers) if channels is None else channels
-        if slices is None and choice is not None and orders is None and model != "stream" and entry.name in _NCCL_BUILT:
+        if slices is None and choice is not None and orders is None and entry.name in _NCCL_BUILT:
             # Each lane stands for channels that work in step, so it is cut into the pieces
             # one of NCCL's channels moves its share in: its chunks (and slices). The
             # hierarchical all-reduce is no NCCL algorithm: its rings keep their own slices.

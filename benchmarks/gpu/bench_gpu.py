@@ -50,7 +50,7 @@ def random_batch(
     """Shared routes of 2 to 6 distinct links (``n_links >= 2``); capacities, weights and
     20% caps per instance, or with ``shared`` weights and caps drawn once for all instances.
 
-    With ``ties``, capacities are small integers and weights 1, so many links saturate at
+    With ``ties``, capacities are small integers (and caps 0.5-50) and weights 1, so many links saturate at
     exactly the same level.
     """
     max_hops = min(6, n_links)
@@ -72,7 +72,9 @@ def random_batch(
     else:
         capacity = rng.uniform(10e9, 400e9, (n_instances, n_links))
         weight = rng.choice([0.5, 1.0, 2.0, 3.0], shape)
-    cap = np.where(rng.random(shape) < 0.2, rng.uniform(0.5e9, 50e9, shape), np.inf)
+    # Caps on the capacities' scale: flowsim takes capacities and caps at most 1e6 apart.
+    low, high = (0.5, 50.0) if ties else (0.5e9, 50e9)
+    cap = np.where(rng.random(shape) < 0.2, rng.uniform(low, high, shape), np.inf)
     return BatchProblem.build(routes, capacity, weight, cap)
 
 

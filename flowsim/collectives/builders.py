@@ -66,6 +66,7 @@ from flowsim.collectives.dag import (
     _steps_only,
     _stream_ring,
     _tree_all_reduce,
+    _tree_shape,
 )
 from flowsim.errors import InputError, check_options, keyword_options
 from flowsim.workload import Workload
@@ -610,6 +611,7 @@ def nvls_tree_all_reduce(
     dag = _FlowDag("all_reduce", costs, dag_servers)
     index = {r: i for i, r in enumerate(ranks)}
     trees = _double_binary_tree(n_servers)
+    shapes = [_tree_shape(parent) for parent in trees]
     for c in range(channels):
         for j in range(per_server):
             owners = [group[j] for group in groups]
@@ -626,15 +628,8 @@ def nvls_tree_all_reduce(
                         _in_order(dag, last, f"result.s{g}", label, switch_of[g], owners[g], piece, reduced, 1, c)
                     )
                 totals: list[list[int]] = [[] for _ in groups]
-                for t, parent in enumerate(trees):
-                    children: list[list[int]] = [[] for _ in groups]
-                    for g, above in enumerate(parent):
-                        if above >= 0:
-                            children[above].append(g)
-                    root = parent.index(-1)
-                    order = [root]
-                    for g in order:
-                        order.extend(children[g])
+                for t, (parent, (children, order)) in enumerate(zip(trees, shapes, strict=True)):
+                    root = order[0]
                     up: dict[int, int] = {}
                     at_root: list[int] = []
                     for g in reversed(order):

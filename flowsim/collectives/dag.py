@@ -432,6 +432,19 @@ def _double_binary_tree(n: int) -> tuple[list[int], list[int]]:
     return tree0, tree1
 
 
+def _tree_shape(parent: Sequence[int]) -> tuple[list[list[int]], list[int]]:
+    """The children of every position of a tree given by its ``parent`` list (-1 at the
+    root), and the positions top-down, the root first."""
+    children: list[list[int]] = [[] for _ in parent]
+    for i, above in enumerate(parent):
+        if above >= 0:
+            children[above].append(i)
+    top_down = [list(parent).index(-1)]
+    for node in top_down:
+        top_down.extend(children[node])
+    return children, top_down
+
+
 def _tree_all_reduce(
     dag: _FlowDag,
     ranks: tuple[str, ...],
@@ -454,14 +467,8 @@ def _tree_all_reduce(
     units = [(r,) for r in ranks] if len(groups) == 1 else groups
     n = len(units)
     for t, parent in enumerate(_double_binary_tree(n)):
-        children: list[list[int]] = [[] for _ in range(n)]
-        for i, above in enumerate(parent):
-            if above >= 0:
-                children[above].append(i)
-        root = parent.index(-1)
-        top_down = [root]
-        for node in top_down:
-            top_down.extend(children[node])
+        children, top_down = _tree_shape(parent)
+        root = top_down[0]
         for c in range(channels):
             tag = t * channels + c
             chains = [u[c % len(u) :] + u[: c % len(u)] for u in units]

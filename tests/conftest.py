@@ -5,6 +5,30 @@ import numpy as np
 import pytest
 
 
+@pytest.fixture(scope="session")
+def h100():
+    """One DGX H100 at effective rates (topologies are immutable: shared by every test)."""
+    from flowsim.presets import preset
+
+    return preset("dgx_h100", figure="effective")
+
+
+@pytest.fixture(scope="session")
+def a100():
+    """One DGX A100 at effective rates."""
+    from flowsim.presets import preset
+
+    return preset("dgx_a100", figure="effective")
+
+
+@pytest.fixture(scope="session")
+def two_h100():
+    """Two DGX H100 on a rail-optimized fabric, effective rates."""
+    from flowsim.fabrics import build_cluster
+
+    return build_cluster("dgx_h100", 2, figure="effective")
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(20261130)

@@ -39,21 +39,6 @@ from flowsim.presets import preset
 MiB, GiB = 1 << 20, 1 << 30
 
 
-@pytest.fixture(scope="module")
-def h100():
-    return preset("dgx_h100", figure="effective")
-
-
-@pytest.fixture(scope="module")
-def a100():
-    return preset("dgx_a100", figure="effective")
-
-
-@pytest.fixture(scope="module")
-def two_h100():
-    return build_cluster("dgx_h100", 2, figure="effective")
-
-
 def _model_of(topology, collective, version, ranks=None):
     ranks = ranks or [topology.node_names[g] for g in topology.gpus()]
     constants = constants_of(version)

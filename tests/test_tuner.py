@@ -12,26 +12,10 @@ import pytest
 from flowsim.collectives.constants import NCCL_VERSIONS
 from flowsim.collectives.tuner import NcclEnv, _graphs, _shrink, describe_system, nccl_choice
 from flowsim.errors import InputError
-from flowsim.fabrics import build_cluster
 from flowsim.presets import preset
 from flowsim.routing import Router
 
 MiB, GiB = 1 << 20, 1 << 30
-
-
-@pytest.fixture(scope="module")
-def h100():
-    return preset("dgx_h100", figure="effective")
-
-
-@pytest.fixture(scope="module")
-def a100():
-    return preset("dgx_a100", figure="effective")
-
-
-@pytest.fixture(scope="module")
-def two_h100():
-    return build_cluster("dgx_h100", 2, figure="effective")
 
 
 def _graphs_of(topology):

@@ -419,9 +419,10 @@ def test_incremental_matches_full_on_a_fat_tree(load, equal_sizes):
 
 # --- Ctrl-C ------------------------------------------------------------------------------------
 
-def test_ctrl_c_stops_the_engine_at_its_next_poll(monkeypatch):
-    # A SIGINT while the compiled loop runs is held back; the loop sees it at its next poll
-    # (here raised from inside the first one), returns, and then it becomes KeyboardInterrupt.
+@pytest.fixture
+def interrupting_polls(monkeypatch):
+    """The engine polls every 64 units of work, and its first poll raises SIGINT; the list
+    holds each poll's report arguments."""
     from flowsim_kernels import progress
 
     polls = []
@@ -432,6 +433,13 @@ def test_ctrl_c_stops_the_engine_at_its_next_poll(monkeypatch):
 
     monkeypatch.setattr(progress, "report", interrupt)
     monkeypatch.setattr(flowsim.engine, "_POLL_EVERY", 64)
+    return polls
+
+
+def test_ctrl_c_stops_the_engine_at_its_next_poll(interrupting_polls):
+    # A SIGINT while the compiled loop runs is held back; the loop sees it at its next poll
+    # (here raised from inside the first one), returns, and then it becomes KeyboardInterrupt.
+    polls = interrupting_polls
     handler = signal.getsignal(signal.SIGINT)
     n = 3000  # an instant or two per flow: far past the first poll
     with pytest.raises(KeyboardInterrupt):
@@ -440,19 +448,10 @@ def test_ctrl_c_stops_the_engine_at_its_next_poll(monkeypatch):
     assert signal.getsignal(signal.SIGINT) is handler
 
 
-def test_ctrl_c_stops_the_engine_inside_its_first_instant(monkeypatch):
+def test_ctrl_c_stops_the_engine_inside_its_first_instant(interrupting_polls):
     # Issue 30: a burst of flows all starting at 0 is one instant whose events the engine
     # took without polling (a Ctrl-C waited 240 s at 3 million flows, with no progress line).
-    from flowsim_kernels import progress
-
-    polls = []
-
-    def interrupt(*args):
-        polls.append(args)
-        signal.raise_signal(signal.SIGINT)
-
-    monkeypatch.setattr(progress, "report", interrupt)
-    monkeypatch.setattr(flowsim.engine, "_POLL_EVERY", 64)
+    polls = interrupting_polls
     n = 3000
     with pytest.raises(KeyboardInterrupt):
         simulate([[0]] * n, [1 * G], [1e3] * n, progress=True)

@@ -160,7 +160,7 @@ def nccl_chunking(
                 chunk = floor
     elif algorithm == "nvls_tree":
         # nvlsTreeMaxChunkSize: 64 KiB from 4 nodes, else nvlsChunkSize (src/transport/nvls.cc).
-        chunk = min(NVLS_CHUNK_BYTES, 65536 if n_nodes >= 4 else NVLS_CHUNK_BYTES)
+        chunk = 65536 if n_nodes >= 4 else NVLS_CHUNK_BYTES
         for times, floor in ((32, 262144), (16, 131072), (4, 65536), (1, 32768)):
             if n_bytes < times * concurrent * chunk and chunk > floor:
                 chunk = floor

@@ -106,6 +106,41 @@ class _FlowDag:
         """The per-step latency of a message from ``src`` to ``dst``: inter- or intra-server."""
         return self.costs.inter_step_s if self.crosses_servers(src, dst) else self.costs.intra_step_s
 
+    def ring_latency_overlaps(self, src: str, dst: str) -> bool:
+        """Whether a ring hop's step latency runs in the shadow of the messages before it:
+        across servers (NCCL's proxy keeps ``NCCL_STEPS`` sends in flight) and with LL and
+        LL128 (posted line by line); with Simple inside a server the sending CTA waits,
+        copies and posts each slice, so it pays the latency after the hop's previous message."""
+        return self.costs.streams or self.crosses_servers(src, dst)
+
+    def after(
+        self,
+        label: str,
+        src: str,
+        dst: str,
+        payload_bytes: float,
+        deps: list[int],
+        previous: int,
+        step: int | str,
+        channel: int,
+        *,
+        overlaps: bool,
+        step_latency_s: float | None = None,
+        wire_efficiency: float | None = None,
+        cap_Bps: float = math.inf,
+    ) -> int:
+        """Add a message that follows ``previous`` on its connection and waits for ``deps``.
+        With ``overlaps`` its step latency runs from when ``deps`` are done, in the shadow of
+        ``previous``: a zero-byte message ``label.due`` at the sender (a software cost, it
+        crosses no link) pays it; else the message pays it once both are done.
+        ``step_latency_s``, ``wire_efficiency`` and ``cap_Bps`` as :meth:`add`."""
+        if overlaps:
+            latency = self.step_latency(src, dst) if step_latency_s is None else step_latency_s
+            deps = [self.add(f"{label}.due", src, src, 0.0, deps, step, channel, step_latency_s=latency)]
+            step_latency_s = 0.0
+        return self.add(label, src, dst, payload_bytes, [*deps, previous], step, channel, step_latency_s,
+                        wire_efficiency, cap_Bps)
+
     def add(
         self,
         label: str,
@@ -242,22 +277,13 @@ def _ring(
                     deps = [int(flow[s - 1, p - 1, k])] if s else list(ready.get(src, ()))
                     label = f"{phase}ch{c}.step{s}.r{rank_index[src]}.sl{k}"
                     # One connection per hop, a FIFO of slots: a message follows the hop's
-                    # previous one. With Simple between GPUs of a server the sending CTA itself
-                    # waits, copies and posts each slice, so the step latency follows the
-                    # previous message. Across servers the proxy keeps up to NCCL_STEPS sends in
-                    # flight, and LL and LL128 post line by line: there the latency runs from
-                    # when the data is ready, in the shadow of the messages before it (a
-                    # zero-byte message at the sender that waits for the data: a software cost,
-                    # it crosses no link).
+                    # previous one, paying its step latency as _FlowDag.ring_latency_overlaps says.
                     previous = int(flow[s, p, k - 1]) if k else int(flow[s - 1, p, slices - 1]) if s else -1
                     if previous < 0:
                         flow[s, p, k] = dag.add(label, src, dst, piece, deps, s, c)
-                    elif dag.costs.streams or dag.crosses_servers(src, dst):
-                        latency = dag.step_latency(src, dst)
-                        due = dag.add(f"{label}.due", src, src, 0.0, deps, s, c, step_latency_s=latency)
-                        flow[s, p, k] = dag.add(label, src, dst, piece, [due, previous], s, c, step_latency_s=0.0)
                     else:
-                        flow[s, p, k] = dag.add(label, src, dst, piece, [*deps, previous], s, c)
+                        flow[s, p, k] = dag.after(label, src, dst, piece, deps, previous, s, c,
+                                                  overlaps=dag.ring_latency_overlaps(src, dst))
         for p in range(n):
             done[order[(p + 1) % n]].extend(flow[n_steps - 1, p].tolist())
     return done
@@ -294,7 +320,7 @@ def _stream_ring(
             src, dst = order[p], order[(p + 1) % n]
             deps = list(ready.get(src, ()))
             label = f"{phase}ch{c}.stream.r{p}"
-            serial = 1 if dag.costs.streams or dag.crosses_servers(src, dst) else n_steps * slices
+            serial = 1 if dag.ring_latency_overlaps(src, dst) else n_steps * slices
             done[dst].append(dag.add(label, src, dst, n_steps * chunk_bytes, deps, steps, c,
                                      step_latency_s=serial * float(hop[p])))
             done[dst].append(dag.add(f"{label}.chain", src, dst, 0.0, deps, steps, c, step_latency_s=float(chain[p])))
@@ -369,14 +395,12 @@ def _in_order(
     as :meth:`_FlowDag.add`. Across servers the step latency runs from when ``deps`` are
     done, in the shadow of the previous message (see :func:`_ring`)."""
     if kind in last:
-        if dag.crosses_servers(src, dst):
-            if step_latency_s is None:
-                step_latency_s = dag.step_latency(src, dst)
-            due = dag.add(f"{label}.{kind}.due", src, src, 0.0, deps, step, channel, step_latency_s=step_latency_s)
-            deps, step_latency_s = [due], 0.0
-        deps = [*deps, last[kind]]
-    last[kind] = dag.add(f"{label}.{kind}", src, dst, payload_bytes, deps, step, channel,
-                         step_latency_s=step_latency_s, wire_efficiency=wire_efficiency, cap_Bps=cap_Bps)
+        last[kind] = dag.after(f"{label}.{kind}", src, dst, payload_bytes, deps, last[kind], step, channel,
+                               overlaps=dag.crosses_servers(src, dst), step_latency_s=step_latency_s,
+                               wire_efficiency=wire_efficiency, cap_Bps=cap_Bps)
+    else:
+        last[kind] = dag.add(f"{label}.{kind}", src, dst, payload_bytes, deps, step, channel, step_latency_s,
+                             wire_efficiency, cap_Bps)
     return last[kind]
 
 

@@ -492,17 +492,16 @@ def check_log(
     predictions = sweep(
         topology, log.collective, predicted_sizes, dtype="int8", ranks=ranks, protocol=protocol, **options
     )
-    time_us = {size: p.time_us for size, p in zip(predicted_sizes, predictions, strict=True)}
-    latency_us = {size: p.latency_us for size, p in zip(predicted_sizes, predictions, strict=True)}
+    predicted_rows = dict(zip(predicted_sizes, predictions, strict=True))
     algorithm = _what_ran([p.algorithm for p in predictions]) or str(algorithm or "auto")
     protocol = _what_ran([p.protocol for p in predictions]) or protocol
     checks = []
     for row in log.rows:
-        predicted_time = time_us.get(row.size_bytes)
-        predicted_busbw = ratio_out = ratio_in = latency = None
+        prediction = predicted_rows.get(row.size_bytes)
+        predicted_time = predicted_busbw = ratio_out = ratio_in = latency = None
         short = fast = False
-        if predicted_time is not None:
-            latency = latency_us[row.size_bytes]
+        if prediction is not None:
+            predicted_time, latency = prediction.time_us, prediction.latency_us
             predicted_busbw = busbw_Bps(log.collective, row.size_bytes, predicted_time * 1e-6, log.n_ranks) / 1e9
             ratio_out, ratio_in = (
                 predicted_time / m.time_us if m.time_us > 0 else None for m in (row.out_of_place, row.in_place)

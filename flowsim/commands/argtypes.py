@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from flowsim.collectives.constants import DEFAULT_NCCL_VERSION, NCCL_VERSIONS
-from flowsim.collectives.tuner import NCCL_ENV_KEYS, NcclEnv
+from flowsim.collectives.tuner import NcclEnv
 from flowsim.errors import InputError
 from flowsim.fabrics import FABRICS
 from flowsim.hardware import switch_names
@@ -88,8 +88,7 @@ def parse_nccl_env(pairs: list[str]) -> dict[str, str]:
     ignored = NcclEnv(env).ignored
     if ignored:
         print(f"flowsim: note: {', '.join(ignored)} {'does' if len(ignored) == 1 else 'do'} not change the model "
-              f"(it follows {', '.join(k for k in NCCL_ENV_KEYS if k.startswith(('NCCL_ALGO', 'NCCL_PROTO')))}, "
-              "channel counts, NCCL_NVLS_ENABLE, NCCL_NTHREADS)", file=sys.stderr)
+              "(it follows NCCL_ALGO, NCCL_PROTO, channel counts, NCCL_NVLS_ENABLE, NCCL_NTHREADS)", file=sys.stderr)
     return env
 
 

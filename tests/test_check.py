@@ -821,3 +821,33 @@ def test_a_fifo_as_log_or_history_is_refused_without_waiting(tmp_path, make_fifo
     with pytest.raises(InputError, match=r"fifo: is a FIFO \(named pipe\), not a check history file"):
         read_history(fifo)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo"]
+
+
+def test_the_nthread_line_gives_gpus_per_thread_aggregation_and_graphs():
+    lines = _lines(ALL_GATHER)
+    log = parse_nccl_log("\n".join(lines), collective="all_gather")
+    assert (log.n_threads, log.n_gpus) == (1, 8)
+    header = next(i for i, line in enumerate(lines) if "nThread" in line)
+    lines[header] = ("# nThread 2 nGpus 4 minBytes 1048576 maxBytes 1073741824 step: 2(factor) warmup iters: 5 "
+                     "iters: 20 agg iters: 4 validation: 1 graph: 10")
+    log = parse_nccl_log("\n".join(lines), collective="all_gather")
+    assert (log.n_threads, log.n_gpus, log.agg_iters, log.cuda_graph) == (2, 4, 4, 10)
+    # Older nccl-tests print neither field.
+    lines[header] = "# nThread 1 nGpus 8 minBytes 1048576 maxBytes 1073741824 step: 2(factor) warmup iters: 5 iters: 20"
+    log = parse_nccl_log("\n".join(lines), collective="all_gather")
+    assert (log.agg_iters, log.cuda_graph) == (None, None)
+
+
+def test_the_launch_floor_is_gpus_per_thread_times_the_host_launch_cost():
+    from flowsim.collectives.report import HOST_LAUNCH_US_PER_GPU, launch_floor_us
+
+    assert HOST_LAUNCH_US_PER_GPU == 4.2  # (33.7 - 16.88) / 4, NVIDIA/nccl-tests#123
+    assert launch_floor_us(8) == pytest.approx(33.6)
+    assert launch_floor_us(1) == pytest.approx(4.2)
+    # CUDA graphs and aggregated iterations launch otherwise: no floor.
+    assert launch_floor_us(8, cuda_graph=10) == 0.0
+    assert launch_floor_us(8, agg_iters=4) == 0.0
+    with pytest.raises(InputError, match="gpus_per_thread must be a positive integer, got 0"):
+        launch_floor_us(0)
+    with pytest.raises(InputError, match="cuda_graph must be a non-negative integer, got -1"):
+        launch_floor_us(1, cuda_graph=-1)

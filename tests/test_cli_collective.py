@@ -64,6 +64,7 @@ def test_json_rows(capsys):
         "channels",
         "model",
         "latency_us",
+        "launch_bound",
     }
     row = out["rows"][-1]
     assert row["busbw_GBps"] == pytest.approx(row["algbw_GBps"] * 7 / 8)
@@ -231,3 +232,21 @@ def test_nccl_variables_the_model_does_not_follow_are_named_once(capsys):
         "flowsim: note: NCCL_IB_HCA, NCCL_SOCKET_IFNAME do not change the model (it follows NCCL_ALGO, NCCL_PROTO, "
         "channel counts, NCCL_NVLS_ENABLE, NCCL_NTHREADS)"
     ]
+
+
+def test_a_thread_driving_several_gpus_bounds_small_sizes(capsys):
+    # nccl-tests -g 8: one thread launches 8 kernels per iteration, 8 x 4.2 us = 33.6 us at least
+    # (docs/hardware.md 6.2); 1 MiB on a DGX A100 (about 36 us simulated) is above it.
+    argv = ["collective", "all_reduce", "--system", "dgx-a100", "-b", "64", "-e", "1M", "-f", "16384"]
+    assert flowsim([*argv, "-g", "8"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = {int(r.split()[0]): float(r.split()[8]) for r in lines if not r.startswith("#")}
+    assert rows[64] == 33.6 and rows[1 << 20] > 33.6
+    assert "# Launch-bound         : 1 size(s) up to 64 B take the host's 33.6 us per iteration (8 GPU(s) per thread)" \
+        in lines
+    # One GPU per thread (the default) or CUDA graphs: NCCL's own latency shows.
+    for extra in ([], ["-g", "8", "-G", "10"]):
+        assert flowsim([*argv, *extra]) == 0
+        out = capsys.readouterr().out
+        assert "Launch-bound" not in out
+        assert float(next(r for r in out.splitlines() if r.split()[0] == "64").split()[8]) < 20

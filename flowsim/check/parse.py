@@ -98,6 +98,9 @@ _STARTING = re.compile(r"^#\s*Collective test starting:\s*(\S+)")
 _STARTING_BINARY = re.compile("(" + "|".join(BINARIES) + r")(?:_\S+)?")
 _VERSION = re.compile(r"^#\s*nccl-tests version\s+(\S+)")
 _NTHREAD = re.compile(r"^#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\s+minBytes\s+(\d+)\s+maxBytes\s+(\d+)")
+# Later fields of that line, where the nccl-tests version prints them: -a and -G.
+_AGG_ITERS = re.compile(r"\bagg iters:\s*(\d+)")
+_GRAPH = re.compile(r"\bgraph:\s*(\d+)")
 _RANK = re.compile(
     r"^#\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+(?P<group>\d+)\s+)?Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)"
     r"\s+device\s+(?P<device>\d+)\s+\[(?P<bus>[^\]]*)\]\s*(?P<name>.*)$"
@@ -174,6 +177,9 @@ class NcclTestLog:
         ``# nccl-tests version`` when printed.
     n_threads, n_gpus : int or None
         ``-t`` and ``-g`` of the run (GPUs per thread); None without a ``# nThread`` line.
+    agg_iters, cuda_graph : int or None
+        ``-a`` (collectives per iteration) and ``-G`` (CUDA graph launches, 0 when off) as the
+        ``# nThread`` line prints them; None where it does not (older nccl-tests, no line).
     ranks : tuple of RankInfo
         In rank order: from the rank lines, else made up from the cluster's shape (hosts
         ``node0``, ``node1``, ..., ranks filling each host's devices in turn, ``line`` 0 and
@@ -202,6 +208,8 @@ class NcclTestLog:
     nccl_version: str | None = None
     ranks_from: str = "rank lines"
     warnings: tuple[str, ...] = ()
+    agg_iters: int | None = None
+    cuda_graph: int | None = None
 
     @property
     def n_ranks(self) -> int:
@@ -493,6 +501,8 @@ def parse_nccl_log(
     lines = [_strip_prefixes(raw) for raw in text.splitlines()]
     binary = version = nccl_version = None
     header = None
+    agg_iters: int | None = None
+    cuda_graph: int | None = None
     ranks: dict[int, RankInfo] = {}
     rows: list[TestRow] = []
     layout = None
@@ -512,6 +522,9 @@ def parse_nccl_log(
                 version = version_match.group(1)
             elif nthread:
                 header = (int(nthread.group(1)), int(nthread.group(2)), number)
+                agg, graph = _AGG_ITERS.search(stripped), _GRAPH.search(stripped)
+                agg_iters = None if agg is None else int(agg.group(1))
+                cuda_graph = None if graph is None else int(graph.group(1))
             elif stripped.replace("#", "").strip().startswith("Rank"):
                 match = _RANK.match(stripped)
                 if match is None:
@@ -593,6 +606,8 @@ def parse_nccl_log(
         nccl_version,
         ranks_from,
         tuple(warnings),
+        agg_iters,
+        cuda_graph,
     )
 
 

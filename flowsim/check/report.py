@@ -47,7 +47,7 @@ from flowsim.check.parse import NcclTestLog, RankInfo, line_error, parse_nccl_lo
 from flowsim.collectives import resolve_algorithm
 from flowsim.collectives.constants import DEFAULT_NCCL_VERSION, constants_of, nccl_release, nearest_version
 from flowsim.collectives.placement import send_pair
-from flowsim.collectives.report import busbw_Bps, sweep
+from flowsim.collectives.report import busbw_Bps, launch_floor_us, sweep
 from flowsim.errors import InputError, whole_number
 from flowsim.fabrics import build_cluster, resolve_fabric
 from flowsim.servers import ServerSpec
@@ -90,7 +90,8 @@ class RowCheck:
     ``short`` when either measured time is above :func:`time_bounds`' upper bound, ``fast``
     when either is below its lower one; ``wrong`` when nccl-tests counted wrong elements.
     ``predicted_latency_us`` is the part of the predicted time that does not grow with the
-    size (NCCL's latency). Predicted fields are None for rows not predicted (size 0 or below
+    size (NCCL's latency, or the host's launch floor where ``launch_bound``: the floor set
+    the predicted time). Predicted fields are None for rows not predicted (size 0 or below
     ``min_bytes``).
     """
 
@@ -107,6 +108,7 @@ class RowCheck:
     wrong: bool
     fast: bool = False
     predicted_latency_us: float | None = None
+    launch_bound: bool = False
 
     @property
     def flagged(self) -> bool:
@@ -175,6 +177,9 @@ class CheckReport:
     nccl : str
         Where that version comes from: ``"NCCL 2.26.2 (log)"``, ``"NCCL 2.27.1 (log) ->
         constants of 2.26.2"``, ``"NCCL 2.19.3 (given)"``, ...
+    launch_floor_us : float
+        The least time of an iteration that the log's host launches set (nccl-tests' ``-g``,
+        ``-m``, ``-G``; :func:`flowsim.collectives.report.launch_floor_us`).
     """
 
     log: NcclTestLog
@@ -191,6 +196,7 @@ class CheckReport:
     latency_tolerance: float = 0.0
     nccl_version: str = DEFAULT_NCCL_VERSION
     nccl: str = f"NCCL {DEFAULT_NCCL_VERSION} (default)"
+    launch_floor_us: float = 0.0
 
     @property
     def flagged(self) -> tuple[RowCheck, ...]:
@@ -235,6 +241,7 @@ class CheckReport:
             "fabric": self.fabric,
             "nccl_version": self.nccl_version,
             "nccl": self.nccl,
+            "launch_floor_us": self.launch_floor_us,
             "checked_at": self.checked_at,
             "avg_busbw_GBps": log.avg_busbw_GBps,
             "n_flagged": len(self.flagged),
@@ -259,6 +266,7 @@ class CheckReport:
             *(f"# warning: {w}" for w in self.warnings),
             f"# predicted: {self.nodes} x {self.system}, {self.algorithm} algorithm, {self.protocol} protocol, "
             f"{self.figure} link rates, {self.fabric} fabric, {self.nccl}",
+            *self._launch_line(),
             # Not '.0%': a threshold of 0.005 would read "below 100%".
             f"# flag: SHORT below {100 * (1 - self.threshold):.12g}% of predicted busbw (the cluster underperforms), "
             f"FAST above {100 * (1 + self.threshold):.12g}% (the system description is probably wrong), "
@@ -287,6 +295,15 @@ class CheckReport:
             )
         lines.append(self._summary())
         return "\n".join(lines)
+
+    def _launch_line(self) -> list[str]:
+        """The host's launch floor, where the log's threads drive several GPUs each."""
+        gpus = self.log.n_gpus
+        if not self.launch_floor_us or gpus is None or gpus < 2:
+            return []
+        bound = sum(r.launch_bound for r in self.rows)
+        return [f"# host: one thread launches {gpus} GPUs' kernels per iteration (-g {gpus}): at least "
+                f"{self.launch_floor_us:.1f} us per iteration, the predicted time of {bound} size(s)"]
 
     def _summary(self) -> str:
         """The closing line: flagged sizes among those predicted, and why the others were not."""
@@ -489,8 +506,9 @@ def check_log(
     gpus = _rank_gpus(log, system, topology)
     ranks = send_pair(topology, gpus) if log.collective == "send" else gpus
     predicted_sizes = sorted({r.size_bytes for r in log.rows if r.size_bytes >= max(min_bytes, 1)})
+    launch = {"gpus_per_thread": log.n_gpus or 1, "agg_iters": log.agg_iters or 1, "cuda_graph": log.cuda_graph or 0}
     predictions = sweep(
-        topology, log.collective, predicted_sizes, dtype="int8", ranks=ranks, protocol=protocol, **options
+        topology, log.collective, predicted_sizes, dtype="int8", ranks=ranks, protocol=protocol, **launch, **options
     )
     predicted_rows = dict(zip(predicted_sizes, predictions, strict=True))
     algorithm = _what_ran([p.algorithm for p in predictions]) or str(algorithm or "auto")
@@ -526,6 +544,7 @@ def check_log(
                 wrong,
                 fast,
                 latency,
+                prediction is not None and prediction.launch_bound,
             )
         )
     return CheckReport(
@@ -542,6 +561,7 @@ def check_log(
         latency_tolerance=float(latency_tolerance),
         nccl_version=version,
         nccl=nccl,
+        launch_floor_us=launch_floor_us(**launch),
     )
 
 

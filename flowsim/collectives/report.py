@@ -8,6 +8,10 @@ per-rank buffer for all-reduce, broadcast, reduce and send, and the total over r
 all-gather, reduce-scatter and all-to-all. Sizes are written as nccl-tests takes them
 (``-b 8 -e 8G -f 2``, K/M/G/T = powers of 1024) and rounded down, as nccl-tests does, to
 whole elements (and, for the split collectives, to ``n`` equal parts).
+
+A row's time is also at least what the host needs to launch it (:func:`launch_floor_us`):
+nccl-tests issues its iterations back to back, one kernel launch per GPU a thread drives
+(``-g``), so a thread driving several GPUs paces small messages (docs/hardware.md §6.2).
 """
 
 from __future__ import annotations
@@ -25,12 +29,14 @@ from flowsim.topology import Topology
 
 __all__ = [
     "DTYPE_BYTES",
+    "HOST_LAUNCH_US_PER_GPU",
     "NcclRow",
     "algbw_Bps",
     "bus_factor",
     "busbw_Bps",
     "format_table",
     "iter_sweep",
+    "launch_floor_us",
     "message_sizes",
     "parse_size",
     "rows_to_json",
@@ -53,6 +59,11 @@ DTYPE_BYTES = {
     "double": 8,
     "bfloat16": 2,
 }
+
+#: Host time (us) a thread spends per GPU it drives to launch one iteration's collective:
+#: the slope of a one-thread ``all_reduce_perf -g N`` on a DGX A100, (33.7 - 16.88) / 4 us
+#: from N = 4 to 8 (NVIDIA/nccl-tests#123; docs/hardware.md §6.2).
+HOST_LAUNCH_US_PER_GPU = 4.2
 
 # Collectives whose S is split into n equal parts, one per rank.
 _SPLIT = frozenset({"all_gather", "reduce_scatter", "all_to_all"})
@@ -128,6 +139,25 @@ def message_sizes(begin: str | int, end: str | int, factor: int = 2) -> list[int
     return sizes
 
 
+def launch_floor_us(gpus_per_thread: int = 1, *, agg_iters: int = 1, cuda_graph: int = 0) -> float:
+    """The least time (us) of one nccl-tests iteration that the host sets: a thread launches
+    one kernel per GPU it drives (``-g``), iterations back to back (docs/hardware.md §6.2).
+
+    0 where the launches are not one per collective: with CUDA graphs (``-G``, ``cuda_graph
+    > 0``) or several collectives per iteration (``-a``, ``agg_iters > 1``), which NCCL may
+    merge into fewer launches.
+
+    >>> launch_floor_us(8)   # 8 x 4.2 us
+    33.6
+    """
+    gpus_per_thread = whole_number("gpus_per_thread", gpus_per_thread, minimum=1)
+    agg_iters = whole_number("agg_iters", agg_iters, minimum=1)
+    cuda_graph = whole_number("cuda_graph", cuda_graph, minimum=0)
+    if cuda_graph > 0 or agg_iters > 1:
+        return 0.0
+    return round(gpus_per_thread * HOST_LAUNCH_US_PER_GPU, 9)
+
+
 @dataclass(frozen=True)
 class NcclRow:
     """One row of an nccl-tests table.
@@ -139,7 +169,9 @@ class NcclRow:
     ``NCCL_DEBUG_SUBSYS=TUNING`` lines say it; ``protocol`` is ``"custom"`` with explicit
     costs, ``channels`` 0 for point-to-point messages); ``model`` how rings were laid out
     (``"steps"`` or ``"stream"``, see :mod:`flowsim.collectives`); ``latency_us`` the part of
-    the time that does not grow with the size (:attr:`CollectiveRun.latency_s`).
+    the time that does not grow with the size (:attr:`CollectiveRun.latency_s`);
+    ``launch_bound`` whether the host's launch floor (:func:`launch_floor_us`) set the time
+    rather than the simulated collective (then ``latency_us`` is the whole time).
     """
 
     size_bytes: int
@@ -155,6 +187,7 @@ class NcclRow:
     channels: int
     model: str
     latency_us: float = 0.0
+    launch_bound: bool = False
 
 
 def _rounded(collective: str, size_bytes: int, element_bytes: int, n_ranks: int) -> tuple[int, int]:
@@ -173,6 +206,9 @@ def sweep(
     *,
     dtype: str = "float",
     ranks: Sequence[str] | None = None,
+    gpus_per_thread: int = 1,
+    agg_iters: int = 1,
+    cuda_graph: int = 0,
     **options,
 ) -> list[NcclRow]:
     """Simulate ``collective`` at each size, as an nccl-tests run does.
@@ -189,6 +225,9 @@ def sweep(
         A key of :data:`DTYPE_BYTES`.
     ranks : sequence of str, optional
         GPU node names; default every GPU (see :func:`flowsim.collectives.collective_time`).
+    gpus_per_thread, agg_iters, cuda_graph : int
+        nccl-tests' ``-g``, ``-a`` and ``-G``: how the host launches each iteration, which
+        sets a least time per row (:func:`launch_floor_us`; default: one GPU per thread).
     **options
         Passed to :func:`flowsim.collectives.collective_time` (``algorithm``, ``protocol``,
         ``channels``, ``slices``, ``costs``, ``model``, ``nccl_env``, ``nccl_version``,
@@ -198,7 +237,8 @@ def sweep(
     -------
     list of NcclRow
     """
-    return list(iter_sweep(topology, collective, sizes_bytes, dtype=dtype, ranks=ranks, **options))
+    return list(iter_sweep(topology, collective, sizes_bytes, dtype=dtype, ranks=ranks,
+                           gpus_per_thread=gpus_per_thread, agg_iters=agg_iters, cuda_graph=cuda_graph, **options))
 
 
 def iter_sweep(
@@ -209,6 +249,9 @@ def iter_sweep(
     dtype: str = "float",
     ranks: Sequence[str] | None = None,
     progress: Callable[[str], None] | None = None,
+    gpus_per_thread: int = 1,
+    agg_iters: int = 1,
+    cuda_graph: int = 0,
     **options,
 ) -> Iterator[NcclRow]:
     """:func:`sweep` one row at a time, each as soon as its size has run.
@@ -228,7 +271,8 @@ def iter_sweep(
     else:
         n_ranks = len(ranks)
     sizes = [_rounded(collective, parse_size(requested), DTYPE_BYTES[dtype], n_ranks) for requested in sizes_bytes]
-    return _rows(topology, collective, sizes, dtype, ranks, n_ranks, router, progress, options)
+    floor_us = launch_floor_us(gpus_per_thread, agg_iters=agg_iters, cuda_graph=cuda_graph)
+    return _rows(topology, collective, sizes, dtype, ranks, n_ranks, router, progress, floor_us, options)
 
 
 def _rows(
@@ -240,25 +284,31 @@ def _rows(
     n_ranks: int,
     router: Router,
     progress: Callable[[str], None] | None,
+    floor_us: float,
     options: dict,
 ) -> Iterator[NcclRow]:
     for i, (size, count) in enumerate(sizes):
         note = None if progress is None else _prefixed(progress, f"{size:,} B ({i + 1}/{len(sizes)})")
         outcome = collective_time(topology, collective, size, ranks=ranks, router=router, progress=note, **options)
+        time_s, latency_s = outcome.time_s, outcome.latency_s
+        launch_bound = size > 0 and floor_us * 1e-6 > time_s
+        if launch_bound:
+            time_s = latency_s = floor_us * 1e-6
         yield NcclRow(
             size_bytes=size,
             count=count,
             dtype=dtype,
             redop="sum" if collective in _SUM_SHOWN else "none",
             root=0 if collective in _ROOTED else -1,
-            time_us=outcome.time_s * 1e6,
-            algbw_GBps=algbw_Bps(size, outcome.time_s) / 1e9,
-            busbw_GBps=busbw_Bps(collective, size, outcome.time_s, n_ranks) / 1e9,
+            time_us=time_s * 1e6,
+            algbw_GBps=algbw_Bps(size, time_s) / 1e9,
+            busbw_GBps=busbw_Bps(collective, size, time_s, n_ranks) / 1e9,
             algorithm=outcome.algorithm,
             protocol=outcome.protocol,
             channels=outcome.channels,
             model=outcome.model,
-            latency_us=outcome.latency_s * 1e6,
+            latency_us=latency_s * 1e6,
+            launch_bound=launch_bound,
         )
 
 

@@ -57,6 +57,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("-f", "--stepfactor", type=int, default=2, help="size multiplication factor (default 2)")
     parser.add_argument("-d", "--datatype", default="float", choices=tuple(DTYPE_BYTES))
     parser.add_argument(
+        "-g", "--ngpus", type=int, default=1,
+        help="GPUs each nccl-tests thread drives (default 1): one kernel launch per GPU per iteration, "
+             "which bounds small sizes (docs/hardware.md 6.2)",
+    )
+    parser.add_argument("-m", "--agg_iters", type=int, default=1, help="collectives per iteration (default 1)")
+    parser.add_argument("-G", "--cudagraph", type=int, default=0, help="CUDA graph launches (default 0: none)")
+    parser.add_argument(
         "--algorithm",
         default="auto",
         choices=("auto", *sorted({a for algs in ALGORITHMS.values() for a in algs})),
@@ -116,6 +123,9 @@ def run_collective(args: argparse.Namespace) -> int:
         routing=args.routing,
         seed=args.seed,
         progress=notes,
+        gpus_per_thread=args.ngpus,
+        agg_iters=args.agg_iters,
+        cuda_graph=args.cudagraph,
     )
     pending = rows_run if notes is None else _erasing(notes, rows_run)
     n_ranks = 2 if args.collective == "send" else len(topology.gpus())
@@ -149,11 +159,16 @@ def run_collective(args: argparse.Namespace) -> int:
                 routing=args.routing,
                 nccl_env=nccl_env,
                 nccl_version=args.nccl_version,
+                gpus_per_thread=args.ngpus,
             )
         )
     else:
         models = " and ".join(sorted({r.model for r in rows}))
         print(f"# Ran                  : {algorithm} ({models})")
+        bound = [r for r in rows if r.launch_bound]
+        if bound:
+            print(f"# Launch-bound         : {len(bound)} size(s) up to {bound[-1].size_bytes} B take the host's "
+                  f"{bound[0].time_us:.1f} us per iteration ({args.ngpus} GPU(s) per thread)")
         print(table_footer(rows))
     return 0
 

@@ -39,6 +39,8 @@ from flowsim.collectives.builders import (
     nvls_all_reduce,
     nvls_reduce_scatter,
     nvls_tree_all_reduce,
+    pat_all_gather,
+    pat_reduce_scatter,
     reduce,
     reduce_scatter,
     resolve_algorithm,
@@ -53,6 +55,7 @@ from flowsim.collectives.costs import (
     nccl_costs,
     nvls_costs,
     nvls_tree_costs,
+    pat_costs,
 )
 from flowsim.collectives.dag import (
     MAX_PIPELINE_SLICES,
@@ -106,6 +109,9 @@ __all__ = [
     "nvls_reduce_scatter",
     "nvls_tree_all_reduce",
     "nvls_tree_costs",
+    "pat_all_gather",
+    "pat_costs",
+    "pat_reduce_scatter",
     "rank_servers",
     "reduce",
     "reduce_scatter",

@@ -32,6 +32,11 @@ NVLS (all-reduce)
     which writes it once to the switch, and the switch multicasts it to every rank
     (``multimem.st``). Each rank moves ``S (1 + 1/n)`` each way instead of the ring's
     ``2 S (n - 1)/n``.
+PAT (all-gather, reduce-scatter)
+    NCCL's Parallel Aggregated Trees (2.23 and later, one rank per server by default): each
+    rank talks to the ranks ``2**d`` away; all-gather forwards, from the farthest dimension
+    down, its own chunk and all it has received (1, 2, 4, ... chunks), reduce-scatter the
+    reverse; ``log2(n)`` steps and ``n - 1`` chunks per rank, as a ring moves.
 All-to-all, send
     One message per (source, destination) pair, all sent at once.
 """
@@ -45,7 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from flowsim.collectives.chunks import NVLS_CHUNK_BYTES
-from flowsim.collectives.costs import CollectiveCosts, nvls_costs
+from flowsim.collectives.costs import CollectiveCosts, nvls_costs, pat_costs
 from flowsim.collectives.dag import (
     MAX_PIPELINE_SLICES,
     MAX_RING_SLICES,
@@ -54,11 +59,13 @@ from flowsim.collectives.dag import (
     _chain,
     _check_orders,
     _check_ranks,
+    _check_size,
     _double_binary_tree,
     _FlowDag,
     _group_by_server,
     _in_order,
     _model,
+    _pat,
     _prepare,
     _ring,
     _ring_collective,
@@ -68,7 +75,7 @@ from flowsim.collectives.dag import (
     _tree_all_reduce,
     _tree_shape,
 )
-from flowsim.errors import InputError, check_options, keyword_options
+from flowsim.errors import InputError, check_options, keyword_options, whole_number
 from flowsim.workload import Workload
 
 
@@ -195,6 +202,75 @@ def all_gather(
         costs=costs,
         model=model,
     )
+
+
+def _pat_collective(
+    what: str,
+    ranks: Ranks,
+    size_bytes: float,
+    gather: bool,
+    channels: int,
+    slices: int | None,
+    servers: Servers,
+    costs: CollectiveCosts | None,
+    model: str,
+) -> Workload:
+    ranks = _check_ranks(ranks, what)
+    size = _check_size(size_bytes, what)
+    channels = whole_number(f"{what}: channels", channels)
+    if costs is None:
+        costs = pat_costs(len(ranks), one_per_node=servers is not None and len(set(servers.values())) == len(ranks))
+    elif not isinstance(costs, CollectiveCosts):
+        raise InputError(f"{what}: costs must be a CollectiveCosts, got {type(costs).__name__}")
+    n = len(ranks)
+    item = size / n / channels
+    n_slices = _slices(slices, item, what, MAX_PIPELINE_SLICES)
+    _steps_only(model, channels * n_slices * n * (n - 1).bit_length(), what)
+    collective = "all_gather" if gather else "reduce_scatter"
+    dag = _FlowDag(collective, costs, servers)
+    for c in range(channels):
+        _pat(dag, ranks, item / n_slices, n_slices, c, gather)
+    return dag.workload(collective)
+
+
+def pat_all_gather(
+    ranks: Ranks,
+    size_bytes: float,
+    *,
+    channels: int = 1,
+    slices: int | None = None,
+    servers: Servers = None,
+    costs: CollectiveCosts | None = None,
+    model: str = "auto",
+) -> Workload:
+    """PAT all-gather ([NCCL] src/include/collectives.h ``PatAGAlgorithm``): ``S`` is the
+    gathered total. Each of ``slices`` pieces of a channel's chunks runs the whole schedule,
+    behind the previous piece on each connection. Default costs: :func:`pat_costs` (one rank
+    per server when ``servers`` says so); other parameters as :func:`all_reduce`.
+
+    Four ranks, ``S`` = 4 MB: rank ``r`` sends 1 MB to ``r - 2``, then 2 MB to ``r - 1``.
+
+    >>> w = pat_all_gather(["a", "b", "c", "d"], 4e6, slices=1, costs=CollectiveCosts.zero())
+    >>> [(w.src[i], w.dst[i], w.size_bytes[i]) for i in (0, 4)]
+    [('a', 'c', 1000000.0), ('a', 'd', 2000000.0)]
+    """
+    return _pat_collective("pat_all_gather", ranks, size_bytes, True, channels, slices, servers, costs, model)
+
+
+def pat_reduce_scatter(
+    ranks: Ranks,
+    size_bytes: float,
+    *,
+    channels: int = 1,
+    slices: int | None = None,
+    servers: Servers = None,
+    costs: CollectiveCosts | None = None,
+    model: str = "auto",
+) -> Workload:
+    """PAT reduce-scatter ([NCCL] src/include/collectives.h ``PatRSAlgorithm``): ``S`` is a
+    rank's input. Partial sums go to ``rank + 2**d`` from the nearest dimension up: four
+    ranks send 2 chunks to ``r + 1``, then 1 to ``r + 2``. Parameters as :func:`pat_all_gather`."""
+    return _pat_collective("pat_reduce_scatter", ranks, size_bytes, False, channels, slices, servers, costs, model)
 
 
 def _chain_collective(
@@ -706,8 +782,10 @@ ALGORITHM_TABLE: dict[tuple[str, str], Algorithm] = {
         Algorithm("all_reduce", "nvls_tree", nvls_tree_all_reduce, frozenset({"channels", "slices", "servers"})),
         Algorithm("reduce_scatter", "ring", reduce_scatter, _RING),
         Algorithm("reduce_scatter", "nvls", nvls_reduce_scatter, frozenset({"channels", "slices", "switch"})),
+        Algorithm("reduce_scatter", "pat", pat_reduce_scatter, frozenset({"channels", "slices", "servers"})),
         Algorithm("all_gather", "ring", all_gather, _RING),
         Algorithm("all_gather", "nvls", nvls_all_gather, frozenset({"channels", "slices", "switch"})),
+        Algorithm("all_gather", "pat", pat_all_gather, frozenset({"channels", "slices", "servers"})),
         Algorithm("broadcast", "ring", broadcast, _CHAIN),
         Algorithm("reduce", "ring", reduce, _CHAIN),
         Algorithm("all_to_all", "p2p", all_to_all, frozenset({"servers"})),

@@ -120,7 +120,7 @@ def nccl_chunking(
     ----------
     collective : str
         flowsim's name (``"all_reduce"`` ...).
-    algorithm : {"ring", "tree", "nvls", "nvls_tree"}
+    algorithm : {"ring", "tree", "nvls", "nvls_tree", "pat"}
     protocol : {"ll", "ll128", "simple"}
     n_bytes : int
         The call's bytes as NCCL counts them (each rank's buffer for all-reduce).
@@ -164,6 +164,12 @@ def nccl_chunking(
         for times, floor in ((32, 262144), (16, 131072), (4, 65536), (1, 32768)):
             if n_bytes < times * concurrent * chunk and chunk > floor:
                 chunk = floor
+    elif algorithm == "pat":
+        # All-gather halves while 32 x channels x chunk exceeds the bytes, reduce-scatter 16 x,
+        # down to 64 KiB (``n_bytes``: the gathered total, as ncclFuncMaxSendRecvCount).
+        times = 32 if collective == "all_gather" else 16
+        while chunk * n_channels * times > n_bytes and chunk > 65536:
+            chunk //= 2
     elif algorithm == "tree" and protocol == "ll128":
         ppn = n_ranks / n_nodes
         steps = 1 + _log2i(n_nodes) + 0.1 * ppn

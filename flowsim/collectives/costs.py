@@ -25,7 +25,16 @@ from flowsim.collectives.constants import (
 )
 from flowsim.errors import InputError
 
-__all__ = ["NVLS_EFFICIENCY", "PROTOCOLS", "CollectiveCosts", "nccl_costs", "nvls_costs", "nvls_tree_costs"]
+__all__ = [
+    "NVLS_EFFICIENCY",
+    "PAT_PER_RANK_US",
+    "PROTOCOLS",
+    "CollectiveCosts",
+    "nccl_costs",
+    "nvls_costs",
+    "nvls_tree_costs",
+    "pat_costs",
+]
 
 #: NCCL protocols, in the order of NCCL's constant arrays.
 PROTOCOLS = NCCL_PROTOCOLS
@@ -183,4 +192,34 @@ def nvls_tree_costs(nvlink: str, *, version: str = DEFAULT_NCCL_VERSION) -> Coll
         inter_step_s=constants.hw_latency_us["net"][tree][simple] * _US,
         wire_efficiency=nvls.wire_efficiency,
         source=f"{constants.source} (NVLSTree hwLat NVLink and NET, Simple); nvlsEfficiency for {nvlink}",
+    )
+
+
+#: PAT's linear latency term per rank ([NCCL] tuning.cc: ``nRanks * 2.8``, "still a linear part").
+PAT_PER_RANK_US = 2.8
+
+
+def pat_costs(n_ranks: int, *, one_per_node: bool = True, version: str = DEFAULT_NCCL_VERSION) -> CollectiveCosts:
+    """NCCL's PAT costs (all-gather and reduce-scatter, Simple) for ``n_ranks`` ranks.
+
+    NCCL's model charges PAT ``baseLat[PAT] + log2(nNodes) x interLat / 3.5 + nRanks x 2.8``
+    us ([NCCL] tuning.cc, since 2.23.4; docs/hardware.md §7.2), where ``interLat`` is the NET
+    Tree row with one rank per node (PAT's own NET row otherwise). Here the base is
+    ``baseLat[PAT] + nRanks x 2.8`` and each hop between servers (one per dimension)
+    ``interLat / 3.5``; the model has no term for hops inside a server.
+
+    >>> c = pat_costs(8)
+    >>> round(c.base_s * 1e6, 1), round(c.inter_step_s * 1e6, 1), c.intra_step_s
+    (30.4, 4.0, 0.0)
+    """
+    constants = constants_of(version)
+    simple, pat = PROTOCOLS.index("simple"), NCCL_ALGORITHMS.index("pat")
+    row = NCCL_ALGORITHMS.index("tree") if one_per_node else pat
+    return CollectiveCosts(
+        base_s=(constants.base_latency_us[pat][simple] + n_ranks * PAT_PER_RANK_US) * _US,
+        intra_step_s=0.0,
+        inter_step_s=constants.hw_latency_us["net"][row][simple] / 3.5 * _US,
+        wire_efficiency=1.0,
+        source=f"{constants.source} PAT latency (baseLat, NET {'Tree' if one_per_node else 'PAT'} hwLat / 3.5, "
+        f"{PAT_PER_RANK_US} us per rank)",
     )

@@ -289,6 +289,50 @@ def _ring(
     return done
 
 
+def _pat_items(n: int, dim: int) -> int:
+    """Data items a rank sends along dimension ``dim`` (to the rank ``2**dim`` away) in PAT on
+    ``n`` ranks: the offsets ``j 2**(dim + 1)`` with ``j 2**(dim + 1) + 2**dim < n``, the data
+    that still has a rank to reach through that hop."""
+    stride = 1 << (dim + 1)
+    return (n - (1 << dim) + stride - 1) // stride
+
+
+def _pat(dag: _FlowDag, ranks: tuple[str, ...], item_bytes: float, pieces: int, channel: int, gather: bool) -> None:
+    """PAT on one channel ([NCCL] src/include/collectives.h ``PatAGAlgorithm``,
+    ``PatRSAlgorithm``; src/device/prims_simple.h connects each rank to the ranks ``2**d``
+    away). All-gather (``gather``) sends to ``rank - 2**d`` from the farthest dimension down,
+    each rank forwarding its own item and all it has received; reduce-scatter sends partial
+    sums to ``rank + 2**d`` from the nearest dimension up. A message carries
+    :func:`_pat_items` items of ``item_bytes`` (``n - 1`` in all, as a ring) and waits for the
+    messages its rank received before it; each piece of the channel's data runs the whole
+    schedule, behind the previous piece on each connection."""
+    n = len(ranks)
+    dims = range((n - 1).bit_length())
+    order = list(reversed(dims)) if gather else list(dims)
+    previous: dict[tuple[int, int], int] = {}
+    for k in range(pieces):
+        received: list[list[int]] = [[] for _ in range(n)]
+        for d in order:
+            items = _pat_items(n, d)
+            sent = []
+            for r in range(n):
+                peer = (r - (1 << d)) % n if gather else (r + (1 << d)) % n
+                src, dst = ranks[r], ranks[peer]
+                # All-gather: a message of the rank's own item only waits for nothing.
+                deps = list(received[r]) if items > 1 or not gather else []
+                label = f"ch{channel}.pc{k}.dim{d}.r{r}"
+                last = previous.get((r, d))
+                if last is None:
+                    flow = dag.add(label, src, dst, items * item_bytes, deps, d, channel)
+                else:
+                    flow = dag.after(label, src, dst, items * item_bytes, deps, last, d, channel,
+                                     overlaps=dag.ring_latency_overlaps(src, dst))
+                previous[(r, d)] = flow
+                sent.append((peer, flow))
+            for peer, flow in sent:
+                received[peer].append(flow)
+
+
 def _stream_ring(
     dag: _FlowDag,
     orders: Sequence[tuple[str, ...]],

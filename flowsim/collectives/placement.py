@@ -20,7 +20,7 @@ import numpy as np
 from flowsim.collectives.builders import ALGORITHM_TABLE, algorithm_of
 from flowsim.collectives.chunks import nccl_chunking, pipeline_pieces
 from flowsim.collectives.constants import DEFAULT_NCCL_VERSION
-from flowsim.collectives.costs import PROTOCOLS, CollectiveCosts, nccl_costs, nvls_costs, nvls_tree_costs
+from flowsim.collectives.costs import PROTOCOLS, CollectiveCosts, nccl_costs, nvls_costs, nvls_tree_costs, pat_costs
 from flowsim.collectives.dag import MAX_PIPELINE_SLICES, MAX_RING_SLICES
 from flowsim.collectives.rings import mesh_link_counts, mesh_rings, rank_servers, rotated_rings
 from flowsim.collectives.tuner import NcclChoice, NoNcclChoice, nccl_choice
@@ -416,8 +416,9 @@ def collective_workload(
         elif entry.ring_ordered:
             options["orders"] = _ring_orders(topology, ranks, topology_servers, channels)
             n_channels = len(options["orders"])
-        elif entry.name in ("nvls", "nvls_tree") and choice is not None and channels is None:
-            # NVLS channels pull from the one switch with no per-channel figure: one lane.
+        elif entry.name in ("nvls", "nvls_tree", "pat") and choice is not None and channels is None:
+            # NVLS channels pull from the one switch with no per-channel figure, and PAT's
+            # channels run the same schedule side by side: one lane.
             n_channels = 1
         else:
             n_channels = _default_channels(topology, ranks, topology_servers) if channels is None else channels
@@ -434,6 +435,11 @@ def collective_workload(
             raise InputError(f"NVLS runs NCCL's Simple protocol only, not {protocol!r}")
         costs_of = nvls_costs if entry.name == "nvls" else nvls_tree_costs
         chosen = ("simple", costs_of(nvlink, version=nccl_version))
+    elif entry.name == "pat":
+        if protocol != "simple":
+            raise InputError(f"PAT runs NCCL's Simple protocol only, not {protocol!r}")
+        one_per_node = len(set(topology_servers.values())) == len(ranks)
+        chosen = ("simple", pat_costs(len(ranks), one_per_node=one_per_node, version=nccl_version))
     else:
         table = "tree" if entry.name == "tree" else "ring"
         chosen = (protocol, nccl_costs(table, protocol, _intra_hardware(topology, ranks), version=nccl_version))
@@ -464,7 +470,7 @@ def collective_workload(
 TUNED_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
 # NCCL's algorithms flowsim builds, under the same names (the hierarchical all-reduce has no
 # NCCL counterpart: its phases are rings, so NCCL's ring model picks its protocol).
-_NCCL_BUILT = ("ring", "tree", "nvls", "nvls_tree")
+_NCCL_BUILT = ("ring", "tree", "nvls", "nvls_tree", "pat")
 # NCCL_P2P_LL_THRESHOLD ([NCCL] src/enqueue.cc): point-to-point messages up to this many bytes
 # per channel use LL.
 P2P_LL_THRESHOLD = 16384
@@ -508,6 +514,9 @@ def _nccl_pieces(collective: str, algorithm: str, choice: NcclChoice, size_bytes
     channel_bytes = float(size_bytes) / choice.n_channels
     if algorithm == "ring" and collective in ("all_reduce", "all_gather", "reduce_scatter"):
         return pipeline_pieces(chunking, channel_bytes, len(ranks), MAX_RING_SLICES)
+    if algorithm == "pat":
+        # A PAT channel works through each rank's share chunk by chunk (collectives.h).
+        return pipeline_pieces(chunking, channel_bytes, len(ranks), MAX_PIPELINE_SLICES)
     if chunking.streams:
         return 1  # trees and chains of LL and LL128 forward lines, not chunks (CollectiveCosts.streams)
     return pipeline_pieces(chunking, channel_bytes, heads, MAX_PIPELINE_SLICES)

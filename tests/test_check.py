@@ -851,3 +851,23 @@ def test_the_launch_floor_is_gpus_per_thread_times_the_host_launch_cost():
         launch_floor_us(0)
     with pytest.raises(InputError, match="cuda_graph must be a non-negative integer, got -1"):
         launch_floor_us(1, cuda_graph=-1)
+
+
+def test_gb200_trays_are_hosts_of_one_rack():
+    # A GB200 NVL72 log runs one host per compute tray (4 GPUs each, devices 0-3): 8 hosts
+    # are 8 of the 18 trays of one rack, one NVLink domain, not 8 racks.
+    lines = _lines(ALL_REDUCE_4)
+    for i, line in enumerate(lines):
+        if line.startswith("#  Rank"):
+            rank = int(line.split()[2])
+            lines[i] = (f"#  Rank {rank:2d} Group  0 Pid  {41230 + rank} on   tray-{rank // 4:02d} device  {rank % 4} "
+                        "[0000:18:00] NVIDIA GB200")
+    log = parse_nccl_log("\n".join(lines), collective="all_reduce")
+    assert (log.n_ranks, log.n_nodes) == (32, 8)
+    report = check_log(log, system="gb200-nvl72", nodes=1, min_bytes=8 << 30)
+    assert report.nodes == 1 and report.warnings == ()
+    # One server: NCCL's NVLS on the rack's switches, no compute fabric.
+    assert report.algorithm == "nvls" and report.fabric == "none"
+    # A DGX H100 log keeps one host per server.
+    dgx = check_log(parse_nccl_log(ALL_REDUCE_4), system="dgx-h100", min_bytes=8 << 30)
+    assert dgx.nodes == 4

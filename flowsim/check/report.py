@@ -50,6 +50,7 @@ from flowsim.collectives.placement import send_pair
 from flowsim.collectives.report import busbw_Bps, launch_floor_us, sweep
 from flowsim.errors import InputError, whole_number
 from flowsim.fabrics import build_cluster, resolve_fabric
+from flowsim.presets import PRESETS
 from flowsim.servers import ServerSpec
 
 __all__ = [
@@ -80,6 +81,11 @@ SIZE_BANDS: tuple[tuple[str, int, float], ...] = (
 # The GPU each preset is built with, as nccl-tests' rank lines name it ("NVIDIA H100 80GB
 # HBM3"); a preset missing here (pcie_server: any PCIe GPU) is not compared.
 _PRESET_GPU = {"dgx1_v100": "V100", "dgx_a100": "A100", "dgx_h100": "H100", "dgx_b200": "B200", "gb200_nvl72": "B200"}
+
+# Rack-scale presets whose hosts are compute trays: one server (the NVLink domain) holds this
+# many of a log's hosts, each with its own GPUs (a GB200 NVL72 rack is 18 trays of 4 GPUs,
+# [DGXGB200-UG], each tray one host running its own ranks).
+_HOSTS_PER_SERVER = {"gb200_nvl72": 18}
 
 
 @dataclass(frozen=True)
@@ -335,16 +341,30 @@ class CheckReport:
         return summary
 
 
-def _rank_gpus(log: NcclTestLog, system: str, topology) -> list[str]:
-    """GPU node names of the ranks: host ``i`` (first-appearance order) is server ``n{i}``.
+def _host_layout(log: NcclTestLog, system: str, server_gpus: int) -> tuple[int, int]:
+    """(hosts per server, GPUs per host) of the log on ``system``: one host per server, but
+    on a rack-scale preset whose log's hosts each use at most a tray's GPUs, the trays of
+    one rack (:data:`_HOSTS_PER_SERVER`)."""
+    trays = _HOSTS_PER_SERVER.get(system, 1)
+    per_tray = server_gpus // trays
+    if trays > 1 and all(r.device < per_tray for r in log.ranks):
+        return trays, per_tray
+    return 1, server_gpus
+
+
+def _rank_gpus(log: NcclTestLog, system: str, topology, layout: tuple[int, int]) -> list[str]:
+    """GPU node names of the ranks: host ``i`` (first-appearance order) is server ``n{i}``
+    (on a rack-scale system tray ``i % trays`` of server ``n{i // trays}``, ``layout``).
 
     An :class:`InputError` names a device the server lacks, or two ranks on one GPU.
     """
+    hosts_per_server, per_host = layout
     host_index = {host: i for i, host in enumerate(log.hosts)}
     names = set(topology.node_names)
     gpus: dict[str, RankInfo] = {}
     for r in log.ranks:
-        gpu = f"n{host_index[r.host]}.gpu{r.device}"
+        server, tray = divmod(host_index[r.host], hosts_per_server)
+        gpu = f"n{server}.gpu{tray * per_host + r.device}"
         if gpu not in names:
             raise line_error(
                 log.source, r.line, f"rank {r.rank} uses device {r.device}, which a {system} server does not have"
@@ -368,23 +388,30 @@ def _what_ran(values: Sequence[str]) -> str:
     return "/".join(dict.fromkeys(values))
 
 
-def _mismatches(log: NcclTestLog, system: str, model: str | None, nodes: int | None, topology) -> list[str]:
+def _mismatches(log: NcclTestLog, system: str, model: str | None, nodes: int | None, topology,
+                n_servers: int, layout: tuple[int, int]) -> list[str]:
     """One line for each way the log differs from ``nodes`` servers of ``system`` (GPU
-    ``model``): GPU model, hosts, rank count."""
+    ``model``): GPU model, hosts, rank count (``n_servers``: the servers its hosts fill;
+    ``layout`` as :func:`_host_layout`)."""
     lines = []
     others = [name for name in log.gpu_models if model is not None and model.lower() not in name.lower()]
     if others:
         lines.append(f"the log's GPUs are {', '.join(others)}, not the {model} of a {system} server: check --system")
-    if nodes is not None and nodes != log.n_nodes:
+    if nodes is not None and nodes != n_servers:
+        hosts = f" in {n_servers} {system} server(s)" if n_servers != log.n_nodes else ""
         lines.append(
-            f"the log names {log.n_nodes} host(s) ({', '.join(log.hosts)}), not {nodes} (--nodes): "
-            f"predicting on the {log.n_nodes} it names"
+            f"the log names {log.n_nodes} host(s) ({', '.join(log.hosts)}){hosts}, not {nodes} (--nodes): "
+            f"predicting on the {n_servers} it names"
         )
-    per_server = len(topology.gpus()) // log.n_nodes
-    if log.n_ranks != per_server * log.n_nodes:
+    hosts_per_server, per_host = layout
+    if hosts_per_server > 1:
+        gpus, where = log.n_nodes * per_host, f"{log.n_nodes} tray(s) of a {system} have"
+    else:
+        gpus, where = len(topology.gpus()), f"{n_servers} x {system} has"
+    if log.n_ranks != gpus:
         lines.append(
-            f"the log has {log.n_ranks} ranks on {log.n_nodes} host(s); {log.n_nodes} x {system} has "
-            f"{per_server * log.n_nodes} GPUs: predicting the {log.n_ranks} ranks it names"
+            f"the log has {log.n_ranks} ranks on {log.n_nodes} host(s); {where} {gpus} GPUs: "
+            f"predicting the {log.n_ranks} ranks it names"
         )
     return lines
 
@@ -455,7 +482,7 @@ def check_log(
     algorithm: str | None = None,
     protocol: str = "auto",
     figure: str = "effective",
-    fabric: str = "rail_optimized",
+    fabric: str = "auto",
     min_bytes: int = 1,
     switch: str | None = None,
     oversubscription: float = 1.0,
@@ -499,11 +526,14 @@ def check_log(
         options["algorithm"] = resolve_algorithm(log.collective, algorithm) if algorithm != "auto" else algorithm
     version, nccl = nccl_version_of(log, nccl_version)
     options["nccl_version"] = version
-    fabric = resolve_fabric(fabric, log.n_nodes)
-    topology = build_cluster(server, log.n_nodes, figure=figure, fabric=fabric, switch=switch,
+    spec = server if isinstance(server, ServerSpec) else PRESETS[server].spec() if server in PRESETS else None
+    layout = (1, 0) if spec is None else _host_layout(log, system, spec.n_gpus)
+    n_servers = -(-log.n_nodes // layout[0])
+    fabric = resolve_fabric(fabric, n_servers)
+    topology = build_cluster(server, n_servers, figure=figure, fabric=fabric, switch=switch,
                              oversubscription=oversubscription)
-    warnings = (*log.warnings, *_mismatches(log, system, model, nodes, topology))
-    gpus = _rank_gpus(log, system, topology)
+    warnings = (*log.warnings, *_mismatches(log, system, model, nodes, topology, n_servers, layout))
+    gpus = _rank_gpus(log, system, topology, layout)
     ranks = send_pair(topology, gpus) if log.collective == "send" else gpus
     predicted_sizes = sorted({r.size_bytes for r in log.rows if r.size_bytes >= max(min_bytes, 1)})
     launch = {"gpus_per_thread": log.n_gpus or 1, "agg_iters": log.agg_iters or 1, "cuda_graph": log.cuda_graph or 0}
@@ -550,7 +580,7 @@ def check_log(
     return CheckReport(
         log,
         system,
-        log.n_nodes,
+        n_servers,
         float(threshold),
         algorithm,
         protocol,
@@ -576,7 +606,7 @@ def check_nccl_log(
     algorithm: str | None = None,
     protocol: str = "auto",
     figure: str = "effective",
-    fabric: str = "rail_optimized",
+    fabric: str = "auto",
     min_bytes: int = 1,
     switch: str | None = None,
     oversubscription: float = 1.0,
@@ -614,7 +644,9 @@ def check_nccl_log(
     figure : {"effective", "nominal"}
         Link rates.
     fabric : str
-        Compute fabric between servers (:data:`flowsim.fabrics.FABRICS`).
+        Compute fabric between servers (:data:`flowsim.fabrics.FABRICS`); ``"auto"``: none
+        for one server (a rack-scale system's NVLink domain needs none), rail-optimized for
+        more.
     switch : str, optional
         Switch model of the compute fabric (default: the one matching the NICs).
     oversubscription : float

@@ -420,8 +420,9 @@ def _mismatches(log: NcclTestLog, system: str, model: str | None, nodes: int | N
 #: with the size, NCCL's ``baseLat`` and ``hwLat``) may be up to 3 times NCCL's constants, or a
 #: third of them, before the row is flagged. NCCL's constants rank its algorithms; real
 #: latencies depend on the NCCL version, the launch mode and the hosts. On the calibration
-#: logs (data/validation/nccl_tests) the measured floors are 2.1x NCCL's LL ring latency on
-#: one A100 server driven by one process and 1.9x its LL128 ring latency on two H100 servers.
+#: logs (data/validation/nccl_tests) the measured floors were 2.1x NCCL's LL ring latency on
+#: one A100 server driven by one process (the host's launch floor, charged since, explains it:
+#: docs/hardware.md §6.2) and 1.9x its LL128 ring latency on two H100 servers.
 LATENCY_TOLERANCE = 2.0
 
 

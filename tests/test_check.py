@@ -729,14 +729,33 @@ def test_a_byte_order_mark_is_skipped(tmp_path):
 
 
 def test_two_ranks_naming_one_gpu_are_an_error():
-    # Each process seeing its GPU as device 0 (CUDA_VISIBLE_DEVICES per rank).
-    text = ALL_GATHER.read_text().replace("device  1 [", "device  0 [")
+    # Ranks 0 and 1 on the same device and the same PCI bus: one GPU.
+    text = ALL_GATHER.read_text().replace("device  1 [0000:2a:00]", "device  0 [0000:18:00]")
     with pytest.raises(
         InputError,
-        match=r"<text>, line 5: ranks 0 \(line 4\) and 1 \(line 5\) both name device 0 on host h100-07: two ranks "
-        r"on one GPU, or device numbers counted per process \(CUDA_VISIBLE_DEVICES set per rank\)",
+        match=r"<text>, line 5: ranks 0 \(line 4\) and 1 \(line 5\) both name device 0 on host h100-07 "
+        r"\(bus 0000:18:00\): two ranks on one GPU",
     ):
         check_nccl_log(text, system="dgx-h100", collective="all_gather", min_bytes=1 << 30)
+
+
+def test_ranks_that_each_see_their_gpu_as_device_0_are_placed_in_bus_order():
+    # srun --gpus-per-task=1 and the like: every process sees its GPU as device 0, and the
+    # rank lines differ only in the bus id. Reverse the rank order so that bus order matters.
+    lines = _lines(ALL_GATHER)
+    rank_lines = [i for i, line in enumerate(lines) if line.startswith("#  Rank")]
+    buses = [lines[i].split("[")[1].split("]")[0] for i in rank_lines]
+    for rank, i in enumerate(rank_lines):
+        lines[i] = f"#  Rank {rank:2d} Group  0 Pid  {52011 + rank} on    h100-07 device  0 [{buses[7 - rank]}] " \
+                   "NVIDIA H100 80GB HBM3"
+    report = check_nccl_log("\n".join(lines), system="dgx-h100", collective="all_gather", min_bytes=1 << 30)
+    assert report.warnings == (
+        "host h100-07: 8 ranks name device(s) 0 with different PCI bus ids (CUDA_VISIBLE_DEVICES set per rank): "
+        "taking the host's GPUs in bus order",
+    )
+    # The same prediction as the log with its devices numbered.
+    numbered = check_nccl_log(ALL_GATHER, system="dgx-h100", min_bytes=1 << 30)
+    assert [r.predicted_time_us for r in report.rows] == [r.predicted_time_us for r in numbered.rows]
 
 
 @pytest.mark.parametrize("threshold, shown", [(0.005, "99.5%"), (0.125, "87.5%"), (0.1, "90%"), (0.0, "100%")])

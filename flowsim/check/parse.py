@@ -119,13 +119,15 @@ _HEADER_EXPECTED = (
 
 @dataclass(frozen=True)
 class RankInfo:
-    """One ``#  Rank`` line: rank, host, CUDA device, and the line number it is on."""
+    """One ``#  Rank`` line: rank, host, CUDA device, the line number it is on, and the
+    device's PCI bus id as printed (``"0000:18:00"``, ``"0x18"``; empty where unknown)."""
 
     rank: int
     host: str
     device: int
     device_name: str
     line: int
+    bus: str = ""
 
 
 @dataclass(frozen=True)
@@ -542,7 +544,8 @@ def parse_nccl_log(
                         "nccl-tests built without MPI runs one independent test per process",
                     )
                 ranks[rank] = RankInfo(
-                    rank, match.group("host"), int(match.group("device")), match.group("name").strip(), number
+                    rank, match.group("host"), int(match.group("device")), match.group("name").strip(), number,
+                    match.group("bus").strip(),
                 )
             elif "out-of-place" in stripped and "in-place" in stripped:
                 in_place_first = stripped.index("in-place") < stripped.index("out-of-place")

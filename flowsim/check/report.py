@@ -39,6 +39,7 @@ import datetime
 import json
 import math
 import os
+import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -341,20 +342,56 @@ class CheckReport:
         return summary
 
 
-def _host_layout(log: NcclTestLog, system: str, server_gpus: int) -> tuple[int, int]:
+def _host_layout(log: NcclTestLog, system: str, server_gpus: int, devices: dict[int, int]) -> tuple[int, int]:
     """(hosts per server, GPUs per host) of the log on ``system``: one host per server, but
     on a rack-scale preset whose log's hosts each use at most a tray's GPUs, the trays of
     one rack (:data:`_HOSTS_PER_SERVER`)."""
     trays = _HOSTS_PER_SERVER.get(system, 1)
     per_tray = server_gpus // trays
-    if trays > 1 and all(r.device < per_tray for r in log.ranks):
+    if trays > 1 and all(d < per_tray for d in devices.values()):
         return trays, per_tray
     return 1, server_gpus
 
 
-def _rank_gpus(log: NcclTestLog, system: str, topology, layout: tuple[int, int]) -> list[str]:
+def _bus_key(bus: str) -> tuple:
+    """Sort key of a PCI bus id as nccl-tests prints it (``0000:18:00``, ``0x18``): its hex
+    fields in order, else the text."""
+    try:
+        return (0, *(int(part, 16) for part in re.split(r"[:.]", bus.lower().removeprefix("0x"))))
+    except ValueError:
+        return (1, bus)
+
+
+def _local_devices(log: NcclTestLog) -> tuple[dict[int, int], list[str]]:
+    """Each rank's GPU index on its host: its CUDA device, except on a host where ranks
+    repeat a device number with different PCI bus ids (each process seeing only its own GPU,
+    ``CUDA_VISIBLE_DEVICES`` set per rank), where the host's GPUs are taken in bus order;
+    with a warning line per such host."""
+    devices = {r.rank: r.device for r in log.ranks}
+    warnings = []
+    by_host: dict[str, list[RankInfo]] = {}
+    for r in log.ranks:
+        by_host.setdefault(r.host, []).append(r)
+    for host, ranks in by_host.items():
+        if len({r.device for r in ranks}) == len(ranks):
+            continue
+        buses = sorted({r.bus for r in ranks}, key=_bus_key)
+        if "" in buses or len(buses) != len(ranks):
+            continue  # the same GPU named twice: _rank_gpus says so
+        index = {bus: i for i, bus in enumerate(buses)}
+        devices.update({r.rank: index[r.bus] for r in ranks})
+        warnings.append(
+            f"host {host}: {len(ranks)} ranks name device(s) {', '.join(map(str, sorted({r.device for r in ranks})))} "
+            "with different PCI bus ids (CUDA_VISIBLE_DEVICES set per rank): taking the host's GPUs in bus order"
+        )
+    return devices, warnings
+
+
+def _rank_gpus(log: NcclTestLog, system: str, topology, layout: tuple[int, int],
+               devices: dict[int, int]) -> list[str]:
     """GPU node names of the ranks: host ``i`` (first-appearance order) is server ``n{i}``
-    (on a rack-scale system tray ``i % trays`` of server ``n{i // trays}``, ``layout``).
+    (on a rack-scale system tray ``i % trays`` of server ``n{i // trays}``, ``layout``), the
+    rank's GPU ``devices[rank]`` (:func:`_local_devices`).
 
     An :class:`InputError` names a device the server lacks, or two ranks on one GPU.
     """
@@ -364,7 +401,7 @@ def _rank_gpus(log: NcclTestLog, system: str, topology, layout: tuple[int, int])
     gpus: dict[str, RankInfo] = {}
     for r in log.ranks:
         server, tray = divmod(host_index[r.host], hosts_per_server)
-        gpu = f"n{server}.gpu{tray * per_host + r.device}"
+        gpu = f"n{server}.gpu{tray * per_host + devices[r.rank]}"
         if gpu not in names:
             raise line_error(
                 log.source, r.line, f"rank {r.rank} uses device {r.device}, which a {system} server does not have"
@@ -375,8 +412,8 @@ def _rank_gpus(log: NcclTestLog, system: str, topology, layout: tuple[int, int])
                 log.source,
                 r.line,
                 f"ranks {first.rank} (line {first.line}) and {r.rank} (line {r.line}) both name device {r.device} "
-                f"on host {r.host}: two ranks on one GPU, or device numbers counted per process "
-                "(CUDA_VISIBLE_DEVICES set per rank); flowsim needs each rank's own GPU",
+                f"on host {r.host} (bus {r.bus or 'not printed'}): two ranks on one GPU; flowsim needs each "
+                "rank's own GPU",
             )
         gpus[gpu] = r
     return list(gpus)
@@ -528,13 +565,14 @@ def check_log(
     version, nccl = nccl_version_of(log, nccl_version)
     options["nccl_version"] = version
     spec = server if isinstance(server, ServerSpec) else PRESETS[server].spec() if server in PRESETS else None
-    layout = (1, 0) if spec is None else _host_layout(log, system, spec.n_gpus)
+    devices, device_notes = _local_devices(log)
+    layout = (1, 0) if spec is None else _host_layout(log, system, spec.n_gpus, devices)
     n_servers = -(-log.n_nodes // layout[0])
     fabric = resolve_fabric(fabric, n_servers)
     topology = build_cluster(server, n_servers, figure=figure, fabric=fabric, switch=switch,
                              oversubscription=oversubscription)
-    warnings = (*log.warnings, *_mismatches(log, system, model, nodes, topology, n_servers, layout))
-    gpus = _rank_gpus(log, system, topology, layout)
+    warnings = (*log.warnings, *device_notes, *_mismatches(log, system, model, nodes, topology, n_servers, layout))
+    gpus = _rank_gpus(log, system, topology, layout, devices)
     ranks = send_pair(topology, gpus) if log.collective == "send" else gpus
     predicted_sizes = sorted({r.size_bytes for r in log.rows if r.size_bytes >= max(min_bytes, 1)})
     launch = {"gpus_per_thread": log.n_gpus or 1, "agg_iters": log.agg_iters or 1, "cuda_graph": log.cuda_graph or 0}

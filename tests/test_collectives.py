@@ -47,6 +47,7 @@ from flowsim.collectives.report import (
     rows_to_json,
     sweep,
 )
+from flowsim.collectives.rings import mesh_link_counts, mesh_server_rings, rank_servers
 from flowsim.errors import InputError
 from flowsim.fabrics import build_cluster
 from flowsim.pipeline import run
@@ -417,6 +418,31 @@ def test_dgx1_rings_follow_its_nvlinks():
     # Every message crosses one direct NVLink, never PCIe.
     assert set(np.diff(out.run.routes.flow_link_indptr)) == {1}
     assert {topo.link_technology[link] for link in out.run.routes.flow_link_indices} == {"nvlink2"}
+
+
+def test_dgx1_rings_across_servers_walk_the_mesh_and_leave_through_one_nic_each():
+    # Two DGX-1s: NCCL's inter-node rings enter at a NIC, walk the server's GPUs over NVLink and
+    # leave through a NIC; rotated rings in index order would step from GPU 3 to GPU 4 through
+    # the CPUs (QPI, 6 GB/s) and ran at 6 GB/s.
+    topo = build_cluster("dgx1_v100", 2, figure="effective")
+    ranks = [topo.node_names[g] for g in topo.gpus()]
+    rings = mesh_server_rings(topo, ranks, rank_servers(topo, ranks))
+    nvlinks = mesh_link_counts(topo, ranks[:8])
+    exits = set()
+    for ring in rings:
+        local = [int(r.split("gpu")[1]) for r in ring[:8]]
+        assert [int(r.split("gpu")[1]) for r in ring[8:]] == local  # both servers alike
+        assert all(nvlinks[a, b] > 0 for a, b in zip(local, local[1:]))  # NVLink hops only
+        # In and out through one NIC (GPUs 2k and 2k + 1 share NIC k).
+        assert local[0] // 2 == local[-1] // 2
+        exits.add(local[-1] // 2)
+    # Six mesh rings over 4 NICs: 4 rings, one per NIC.
+    assert len(rings) == 4 and exits == {0, 1, 2, 3}
+    # The ring all-reduce then runs at the 4 EDR NICs' rate: each ring's inter-server hop carries
+    # its 30 steps of S / 64 (4 rings, 16 ranks) at one NIC's rate, so busbw = 1.875 x 64 x NIC / 30.
+    nic = topo.link_capacity_Bps[topo.link_names.index("n0.nic0->ib.su0.rail0")]
+    out = collective_time(topo, "all_reduce", 1 << 30, algorithm="ring", protocol="simple")
+    assert busbw_Bps("all_reduce", 1 << 30, out.time_s, 16) == pytest.approx(4 * nic, rel=0.005)
 
 
 def test_run_passes_simulate_options():

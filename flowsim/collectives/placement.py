@@ -22,7 +22,7 @@ from flowsim.collectives.chunks import nccl_chunking, pipeline_pieces
 from flowsim.collectives.constants import DEFAULT_NCCL_VERSION
 from flowsim.collectives.costs import PROTOCOLS, CollectiveCosts, nccl_costs, nvls_costs, nvls_tree_costs, pat_costs
 from flowsim.collectives.dag import MAX_PIPELINE_SLICES, MAX_RING_SLICES
-from flowsim.collectives.rings import mesh_link_counts, mesh_rings, rank_servers, rotated_rings
+from flowsim.collectives.rings import mesh_link_counts, mesh_rings, mesh_server_rings, rank_servers, rotated_rings
 from flowsim.collectives.tuner import NcclChoice, NoNcclChoice, nccl_choice
 from flowsim.errors import InputError
 from flowsim.hardware import LinkTier
@@ -110,26 +110,38 @@ def _default_channels(topology: Topology, ranks: Sequence[str], servers: dict[st
     return max(1, max(len(n) for n in nics.values()))
 
 
+def _mesh_orders(topology: Topology, ranks: Sequence[str], servers: dict[str, str]) -> list[tuple[str, ...]]:
+    """The rings of an NVLink mesh: inside one server :func:`mesh_rings`, across servers
+    :func:`mesh_server_rings`; empty where the GPUs form no mesh."""
+    if len(ranks) < 2:
+        return []
+    if len(set(servers.values())) > 1:
+        return mesh_server_rings(topology, ranks, servers)
+    counts = mesh_link_counts(topology, ranks)
+    return mesh_rings(ranks, counts) if counts.any() else []
+
+
 def _distinct_rings(topology: Topology, ranks: Sequence[str], servers: dict[str, str]) -> int:
-    """How many different rings NCCL's channels follow: the rings of an NVLink mesh inside
-    one server, one per rail across servers, else one."""
+    """How many different rings NCCL's channels follow: the rings of an NVLink mesh, one per
+    rail across servers, else one."""
+    rings = _mesh_orders(topology, ranks, servers)
+    if rings:
+        return len(rings)
     if len(set(servers.values())) == 1:
-        counts = mesh_link_counts(topology, ranks)
-        return max(1, len(mesh_rings(ranks, counts))) if counts.any() else 1
+        return 1
     return _default_channels(topology, ranks, servers)
 
 
 def _ring_orders(
     topology: Topology, ranks: Sequence[str], servers: dict[str, str], channels: int | None
 ) -> list[tuple[str, ...]]:
-    """Ring order per channel: NVLink mesh rings inside one server whose GPUs link directly
-    (the DGX-1), else :func:`~flowsim.collectives.rotated_rings`."""
-    if len(set(servers.values())) == 1 and len(ranks) > 1:
-        counts = mesh_link_counts(topology, ranks)
-        rings = mesh_rings(ranks, counts) if counts.any() else []
-        if rings:
-            n = len(rings) if channels is None else channels
-            return [rings[c % len(rings)] for c in range(n)]
+    """Ring order per channel: NVLink mesh rings where the GPUs of a server link directly (the
+    DGX-1; across servers :func:`~flowsim.collectives.rings.mesh_server_rings`), else
+    :func:`~flowsim.collectives.rotated_rings`."""
+    rings = _mesh_orders(topology, ranks, servers)
+    if rings:
+        n = len(rings) if channels is None else channels
+        return [rings[c % len(rings)] for c in range(n)]
     n = _default_channels(topology, ranks, servers) if channels is None else channels
     return rotated_rings(ranks, n, servers)
 

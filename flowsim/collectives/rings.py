@@ -11,7 +11,7 @@ from flowsim.errors import InputError, whole_number
 from flowsim.hardware import LinkTier
 from flowsim.topology import Topology
 
-__all__ = ["mesh_link_counts", "mesh_rings", "rank_servers", "rotated_rings"]
+__all__ = ["mesh_link_counts", "mesh_rings", "mesh_server_rings", "rank_servers", "rotated_rings"]
 
 
 def rotated_rings(ranks: Ranks, channels: int, servers: Servers = None) -> list[tuple[str, ...]]:
@@ -109,6 +109,47 @@ def mesh_rings(
     choose(0)
     return [tuple(ranks[i] for i in cycles[c]) for c in best]
 
+
+
+def mesh_server_rings(topology: Topology, ranks: Ranks, servers: Servers) -> list[tuple[str, ...]]:
+    """Ring orders across servers whose GPUs form an NVLink mesh (DGX-1s): inside each server
+    a Hamiltonian path over the mesh's direct links, entering and leaving through one NIC.
+
+    NCCL's ring search across nodes starts a channel at a NIC, walks the server's GPUs over
+    NVLink and leaves through a NIC ([NCCL] src/graph/search.cc); on a mesh, the rotated
+    rings of :func:`rotated_rings` (local ranks in index order) would step between GPUs with
+    no NVLink between them, through the CPUs. Each of the first server's :func:`mesh_rings`
+    is cut where two GPUs that share a NIC follow each other (the least used NIC first), so
+    the path starts at one and ends at the other, and kept while its NIC has fewer rings than
+    the rings over the NICs allow each (the DGX-1's six mesh rings over 4 NICs: 4 rings, one
+    per NIC); every server takes the same local path.
+    Empty where the servers are not alike or their GPUs hold no mesh ring.
+    """
+    groups = _group_by_server(_check_ranks(ranks, "mesh_server_rings"), servers, "mesh_server_rings")
+    first = groups[0]
+    if len(first) < 2 or any(len(g) != len(first) for g in groups):
+        return []
+    counts = mesh_link_counts(topology, first)
+    cycles = mesh_rings(first, counts) if counts.any() else []
+    if not cycles:
+        return []
+    position = {rank: i for i, rank in enumerate(first)}
+    nics = topology.node_nic[topology.node_ids(first)].tolist()
+    # As many rings per NIC as every NIC can take (channel c leaves through NIC c mod nNets in
+    # NCCL's search), so that no NIC carries more rings than another.
+    per_nic = max(1, len(cycles) // len(set(nics)))
+    used: dict[int, int] = {}
+    orders = []
+    for cycle in cycles:
+        local = [position[r] for r in cycle]
+        cuts = [i for i in range(len(local)) if nics[local[i]] == nics[local[i - 1]]] or [0]
+        cut = min(cuts, key=lambda i: (used.get(nics[local[i]], 0), i))
+        if used.get(nics[local[cut]], 0) >= per_nic:
+            continue
+        used[nics[local[cut]]] = used.get(nics[local[cut]], 0) + 1
+        path = local[cut:] + local[:cut]
+        orders.append(tuple(g[i] for g in groups for i in path))
+    return orders
 
 
 def rank_servers(topology: Topology, ranks: Sequence[str]) -> dict[str, str]:

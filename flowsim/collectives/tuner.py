@@ -61,7 +61,7 @@ from flowsim.collectives.constants import (
     NcclConstants,
     constants_of,
 )
-from flowsim.collectives.rings import mesh_link_counts, mesh_rings, rank_servers, rotated_rings
+from flowsim.collectives.rings import mesh_link_counts, mesh_rings, mesh_server_rings, rank_servers, rotated_rings
 from flowsim.errors import InputError
 from flowsim.hardware import LinkTier, link_technology
 from flowsim.routing import Router
@@ -400,8 +400,12 @@ def _graphs(topology: Topology, ranks: Sequence[str], system: NcclSystem, consta
     # A ring channel's load, averaged over the rings NCCL's channels follow: on a mesh of
     # direct NVLinks (the DGX-1) the rings the mesh holds; across servers one rotation per
     # local rank (each enters and leaves every server through another rail); else one ring.
-    counts = mesh_link_counts(topology, ranks) if not inter and not system.nvswitch else None
-    orders = mesh_rings(ranks, counts) if counts is not None and counts.any() else []
+    orders = []
+    if not system.nvswitch and inter:
+        orders = mesh_server_rings(topology, ranks, servers)
+    elif not system.nvswitch:
+        counts = mesh_link_counts(topology, ranks)
+        orders = mesh_rings(ranks, counts) if counts.any() else []
     if not orders:
         orders = rotated_rings(ranks, min(len(g) for g in groups.values()) if inter else 1, servers)
     ring_pairs, ring_weights = [], []

@@ -8,13 +8,19 @@ import inspect
 import pytest
 
 import flowsim
+import flowsim.collectives
 
-PUBLIC_MODULES = {getattr(getattr(flowsim, name), "__module__", None) for name in flowsim.__all__} - {None}
+PUBLIC_MODULES = {
+    getattr(getattr(package, name), "__module__", None)
+    for package in (flowsim, flowsim.collectives)
+    for name in package.__all__
+} - {None}
 WITH_EXAMPLES = sorted(name for name in PUBLIC_MODULES if ">>>" in inspect.getsource(importlib.import_module(name)))
 
 
 def test_the_public_modules_have_examples():
-    assert {"flowsim.presets", "flowsim.routing", "flowsim.topology"} <= set(WITH_EXAMPLES)
+    assert {"flowsim.presets", "flowsim.routing", "flowsim.topology", "flowsim.collectives.builders",
+            "flowsim.collectives.costs"} <= set(WITH_EXAMPLES)
 
 
 @pytest.mark.parametrize("module", WITH_EXAMPLES)

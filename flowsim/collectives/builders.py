@@ -251,7 +251,7 @@ def pat_all_gather(
     Four ranks, ``S`` = 4 MB: rank ``r`` sends 1 MB to ``r - 2``, then 2 MB to ``r - 1``.
 
     >>> w = pat_all_gather(["a", "b", "c", "d"], 4e6, slices=1, costs=CollectiveCosts.zero())
-    >>> [(w.src[i], w.dst[i], w.size_bytes[i]) for i in (0, 4)]
+    >>> [(w.src[i], w.dst[i], float(w.size_bytes[i])) for i in (0, 4)]
     [('a', 'c', 1000000.0), ('a', 'd', 2000000.0)]
     """
     return _pat_collective("pat_all_gather", ranks, size_bytes, True, channels, slices, servers, costs, model)

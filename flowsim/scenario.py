@@ -795,6 +795,10 @@ def _job_step(
         raise where.error(kind, str(err)) from None
 
 
+def _prefixed(note: Callable[[str], None], prefix: str) -> Callable[[str], None]:
+    return lambda message: note(prefix + message)
+
+
 def _jobs(
     where: Where, value: object, topology: Topology, first_flow: int, note: Callable[[str], None]
 ) -> tuple[list[Workload], tuple[Job, ...]]:
@@ -824,9 +828,7 @@ def _jobs(
     lo = first_flow
     for (name, at, placement, kind), table, ranks in zip(heads, tables, placed, strict=True):
         note(f"building job {name} ({kind} on {len(ranks)} GPUs)")
-        step, compute_s = _job_step(
-            at, topology, table, kind, ranks, lambda message, name=name: note(f"job {name}: {message}")
-        )
+        step, compute_s = _job_step(at, topology, table, kind, ranks, _prefixed(note, f"job {name}: "))
         clash = next((tag for tag in _JOB_TAGS if tag in step.tags), None)
         if clash is not None:
             raise at.error(kind, f"its flows have a tag {clash!r}, which job flows are given")
@@ -983,7 +985,7 @@ def scenario_from_document(
     intact, topology = topology, _failed(where, topology, options)
     note = progress or (lambda message: None)
     parts: list[Workload] = []
-    compute_s, files = 0.0, ()
+    compute_s, files = 0.0, tuple[Path, ...]()
     if "workload" in doc or "job" not in doc:
         parts, compute_s, files = _workload(
             where, where.table(_section(where, doc, "workload"), "workload"), topology, Path(base_dir), note

@@ -119,7 +119,8 @@ from flowsim.topology import NodeKind, Topology
 from flowsim.workload import Workload
 
 __all__ = [
-    "FORMAT", "JOB_COLUMNS", "SCHEMA_VERSION", "WRITE_CHUNK", "Trace", "check_writable", "open_trace", "trace_bytes", "write_trace",
+    "FORMAT", "JOB_COLUMNS", "SCHEMA_VERSION", "WRITE_CHUNK", "Trace", "check_writable", "open_trace", "trace_bytes",
+    "write_trace",
 ]
 
 #: Value of the root attribute ``format``.

@@ -40,7 +40,7 @@ import json
 import math
 import os
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from flowsim.check.parse import NcclTestLog, RankInfo, line_error, parse_nccl_log
@@ -50,6 +50,7 @@ from flowsim.collectives.placement import send_pair
 from flowsim.collectives.report import busbw_Bps, sweep
 from flowsim.errors import InputError, whole_number
 from flowsim.fabrics import build_cluster, resolve_fabric
+from flowsim.failures import apply_failures, describe_changes
 from flowsim.servers import ServerSpec
 
 __all__ = [
@@ -175,6 +176,9 @@ class CheckReport:
     nccl : str
         Where that version comes from: ``"NCCL 2.26.2 (log)"``, ``"NCCL 2.27.1 (log) ->
         constants of 2.26.2"``, ``"NCCL 2.19.3 (given)"``, ...
+    failures : str
+        What ``fail`` and ``degrade`` changed in the predicted cluster
+        (:func:`flowsim.failures.describe_changes`); empty without them.
     """
 
     log: NcclTestLog
@@ -191,6 +195,7 @@ class CheckReport:
     latency_tolerance: float = 0.0
     nccl_version: str = DEFAULT_NCCL_VERSION
     nccl: str = f"NCCL {DEFAULT_NCCL_VERSION} (default)"
+    failures: str = ""
 
     @property
     def flagged(self) -> tuple[RowCheck, ...]:
@@ -235,6 +240,7 @@ class CheckReport:
             "fabric": self.fabric,
             "nccl_version": self.nccl_version,
             "nccl": self.nccl,
+            "failures": self.failures,
             "checked_at": self.checked_at,
             "avg_busbw_GBps": log.avg_busbw_GBps,
             "n_flagged": len(self.flagged),
@@ -258,7 +264,8 @@ class CheckReport:
             f"# {log.source}: {log.binary}, {log.n_ranks} ranks on {log.n_nodes} node(s){gpus}",
             *(f"# warning: {w}" for w in self.warnings),
             f"# predicted: {self.nodes} x {self.system}, {self.algorithm} algorithm, {self.protocol} protocol, "
-            f"{self.figure} link rates, {self.fabric} fabric, {self.nccl}",
+            f"{self.figure} link rates, {self.fabric} fabric, {self.nccl}"
+            + (f", failures: {self.failures}" if self.failures else ""),
             # Not '.0%': a threshold of 0.005 would read "below 100%".
             f"# flag: SHORT below {100 * (1 - self.threshold):.12g}% of predicted busbw (the cluster underperforms), "
             f"FAST above {100 * (1 + self.threshold):.12g}% (the system description is probably wrong), "
@@ -444,6 +451,8 @@ def check_log(
     oversubscription: float = 1.0,
     latency_tolerance: float = LATENCY_TOLERANCE,
     nccl_version: str | None = None,
+    fail: Sequence[str] = (),
+    degrade: Mapping[str, float] | None = None,
     **options,
 ) -> CheckReport:
     """Predict each row of a parsed run and compare.
@@ -453,7 +462,7 @@ def check_log(
     log : NcclTestLog
         From :func:`parse_nccl_log`.
     system, nodes, threshold, algorithm, protocol, figure, fabric, min_bytes, switch, oversubscription,
-    latency_tolerance, nccl_version
+    latency_tolerance, nccl_version, fail, degrade
         As :func:`check_nccl_log`.
     **options
         Passed to :func:`flowsim.collectives.report.sweep` (and so to
@@ -483,8 +492,9 @@ def check_log(
     version, nccl = nccl_version_of(log, nccl_version)
     options["nccl_version"] = version
     fabric = resolve_fabric(fabric, log.n_nodes)
-    topology = build_cluster(server, log.n_nodes, figure=figure, fabric=fabric, switch=switch,
-                             oversubscription=oversubscription)
+    intact = build_cluster(server, log.n_nodes, figure=figure, fabric=fabric, switch=switch,
+                           oversubscription=oversubscription)
+    topology = apply_failures(intact, fail=fail, degrade=degrade)
     warnings = (*log.warnings, *_mismatches(log, system, model, nodes, topology))
     gpus = _rank_gpus(log, system, topology)
     ranks = send_pair(topology, gpus) if log.collective == "send" else gpus
@@ -542,6 +552,7 @@ def check_log(
         latency_tolerance=float(latency_tolerance),
         nccl_version=version,
         nccl=nccl,
+        failures=describe_changes(intact, topology),
     )
 
 
@@ -562,6 +573,8 @@ def check_nccl_log(
     oversubscription: float = 1.0,
     latency_tolerance: float = LATENCY_TOLERANCE,
     nccl_version: str | None = None,
+    fail: Sequence[str] = (),
+    degrade: Mapping[str, float] | None = None,
     **options,
 ) -> CheckReport:
     """Parse nccl-tests output, predict every row with flowsim and flag rows slower or faster
@@ -606,6 +619,9 @@ def check_nccl_log(
         NCCL version whose constants apply (a key of
         :data:`~flowsim.collectives.constants.NCCL_VERSIONS`); default: the version the log
         prints, or the newest older one flowsim has (:func:`nccl_version_of`).
+    fail, degrade
+        What-ifs on the predicted cluster: node or link name patterns taken out, and pattern
+        -> capacity factor in (0, 1], as :func:`flowsim.failures.apply_failures`.
     **options
         Passed to :func:`flowsim.collectives.report.sweep`.
 
@@ -635,5 +651,7 @@ def check_nccl_log(
         oversubscription=oversubscription,
         latency_tolerance=latency_tolerance,
         nccl_version=nccl_version,
+        fail=fail,
+        degrade=degrade,
         **options,
     )

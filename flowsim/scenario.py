@@ -72,6 +72,17 @@ Format
         or ``slices``, it is a tensor/pipeline/data parallel step in Megatron's rank order
         (:func:`flowsim.training.parallel_step`, whose arguments these keys are).
     Parts are concatenated in that order: the flow list, the collectives, the training step.
+``[[job]]`` (optional; with them ``[workload]`` is optional too)
+    Jobs sharing the cluster (:mod:`flowsim.jobs`): ``name``; exactly one of
+    ``[job.training]`` (the keys of ``[workload.training]`` but ``ranks``),
+    ``[job.collective]`` (those of ``[[workload.collective]]`` but ``ranks``, ``name`` and
+    ``start_s``) or ``[job.storage]`` (``bytes_per_gpu``, ``direction = "write" | "read"``);
+    exactly one of ``ranks`` (GPU names), ``servers`` (server names) or ``placement``
+    (``"packed"``, ``"spread"`` or ``"random"``, with ``gpus`` and optionally
+    ``gpus_per_server`` and, for ``random``, ``seed``); ``start_s`` (default 0) and
+    ``iterations`` (default 1). Placements may not overlap. Job flows follow the
+    workload's, and :func:`flowsim.jobresults.job_results` runs each job alone for its
+    slowdown.
 ``[options]`` (optional)
     ``routing`` (``"ecmp"``, ``"dmodk"`` or ``"shortest"``; default ``"ecmp"``), ``seed``
     (ECMP hash seed, default 0), ``gpudirect`` (default true), ``record_links`` (per-link rate

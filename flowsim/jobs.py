@@ -76,7 +76,14 @@ class Placement:
     servers : tuple of str, optional
         Explicit server names: every GPU of each.
     policy : str, optional
-        One of :data:`POLICIES`, with ``gpus`` and optionally ``gpus_per_server`` and ``seed``.
+        One of :data:`POLICIES`.
+    gpus : int
+        With a policy: how many GPUs.
+    gpus_per_server : int, optional
+        With a policy: GPUs on each server chosen (default: a whole server, or ``gpus`` if
+        fewer).
+    seed : int
+        With ``random``: the seed of NumPy's ``default_rng``.
     """
 
     ranks: tuple[str, ...] | None = None
@@ -260,8 +267,8 @@ def place_jobs(topology: Topology, placements: Sequence[tuple[str, Placement]]) 
     return [tuple(topology.node_names[g] for g in placed[i]) for i in range(len(placements))]
 
 
-def storage_workload(topology: Topology, ranks: Sequence[str], bytes_per_rank: float, direction: str) -> Workload:
-    """Each rank writes ``bytes_per_rank`` to (``direction = "write"``) or reads them from
+def storage_workload(topology: Topology, ranks: Sequence[str], bytes_per_gpu: float, direction: str) -> Workload:
+    """Each rank writes ``bytes_per_gpu`` to (``direction = "write"``) or reads them from
     (``"read"``) the topology's storage targets, rank ``i`` to target ``i mod n``.
 
     Raises
@@ -272,12 +279,12 @@ def storage_workload(topology: Topology, ranks: Sequence[str], bytes_per_rank: f
     targets = [topology.node_names[i] for i in topology.nodes_of_kind(NodeKind.STORAGE)]
     if not targets:
         raise InputError("storage traffic needs storage targets in the topology (storage_targets = N in [topology])")
-    if isinstance(bytes_per_rank, bool) or not isinstance(bytes_per_rank, (int, float)) or not bytes_per_rank > 0:
-        raise InputError(f"bytes_per_gpu: expected a number > 0, got {bytes_per_rank!r}")
+    if isinstance(bytes_per_gpu, bool) or not isinstance(bytes_per_gpu, (int, float)) or not bytes_per_gpu > 0:
+        raise InputError(f"bytes_per_gpu: expected a number > 0, got {bytes_per_gpu!r}")
     store = [targets[i % len(targets)] for i in range(len(ranks))]
     src, dst = (list(ranks), store) if direction == "write" else (store, list(ranks))
     return Workload.build(
-        [f"{direction}.{r}" for r in ranks], src, dst, [float(bytes_per_rank)] * len(ranks),
+        [f"{direction}.{r}" for r in ranks], src, dst, [float(bytes_per_gpu)] * len(ranks),
         tags={"phase": [direction] * len(ranks)},
     )
 

@@ -361,3 +361,17 @@ def test_the_placement_sweep_varies_the_policy():
     sweep = parse_sweep((DATA / "sweeps" / "job_placement.toml").read_text(), base_dir=DATA / "sweeps")
     assert [r.params["job.0.placement"] for r in sweep.runs] == ["packed", "spread", "random"]
     assert "job.mp.slowdown" in sweep.metrics
+
+
+def test_a_collective_job_repeats_the_collective_a_scenario_lays_out():
+    # Each iteration of a repeated all-reduce alone takes what the same collective takes as a
+    # [[workload.collective]] (the same layout, flowsim.collectives.collective_workload), and
+    # with nothing else on the fabric shared and alone are the same.
+    cluster = '[topology]\ncluster = "dgx_h100"\nn_nodes = 2\nfigure = "effective"\n'
+    collective = 'op = "all_reduce", size_bytes = 67108864, nccl_env = {NCCL_ALGO = "Ring"}'
+    once = run_scenario(parse_scenario(cluster + f"[[workload.collective]]\n{collective.replace(', ', chr(10))}\n"))
+    _, report = _run(cluster + f'[[job]]\nname = "ar"\nservers = ["n0", "n1"]\niterations = 3\n'
+                     f"collective = {{{collective}}}\n")
+    (ar,) = report.jobs
+    assert ar.alone_iteration_s.tolist() == pytest.approx([once.result.makespan_s] * 3, rel=1e-12)
+    assert ar.iteration_s.tolist() == pytest.approx(ar.alone_iteration_s.tolist(), rel=1e-12)

@@ -29,6 +29,7 @@ _EXPORTS = {
     "FairShareProblem": "flowsim.fairshare",
     "max_min_rates": "flowsim.fairshare",
     "link_rate": "flowsim.hardware",
+    "job_results": "flowsim.jobresults",
     "run": "flowsim.pipeline",
     "preset": "flowsim.presets",
     "preset_names": "flowsim.presets",
@@ -63,6 +64,7 @@ if TYPE_CHECKING:
     from flowsim.failures import apply_failures
     from flowsim.fairshare import FairShareProblem, max_min_rates
     from flowsim.hardware import link_rate
+    from flowsim.jobresults import job_results
     from flowsim.pipeline import run
     from flowsim.presets import preset, preset_names
     from flowsim.result import SimulationResult
@@ -111,6 +113,7 @@ __all__ = [
     "collective_workload",
     "data_parallel_step",
     "fat_tree",
+    "job_results",
     "leaf_spine",
     "link_rate",
     "load_scenario",

@@ -72,6 +72,17 @@ Format
         or ``slices``, it is a tensor/pipeline/data parallel step in Megatron's rank order
         (:func:`flowsim.training.parallel_step`, whose arguments these keys are).
     Parts are concatenated in that order: the flow list, the collectives, the training step.
+``[[job]]`` (optional; with them ``[workload]`` is optional too)
+    Jobs sharing the cluster (:mod:`flowsim.jobs`): ``name``; exactly one of
+    ``[job.training]`` (the keys of ``[workload.training]`` but ``ranks``),
+    ``[job.collective]`` (those of ``[[workload.collective]]`` but ``ranks``, ``name`` and
+    ``start_s``) or ``[job.storage]`` (``bytes_per_gpu``, ``direction = "write" | "read"``);
+    exactly one of ``ranks`` (GPU names), ``servers`` (server names) or ``placement``
+    (``"packed"``, ``"spread"`` or ``"random"``, with ``gpus`` and optionally
+    ``gpus_per_server`` and, for ``random``, ``seed``); ``start_s`` (default 0) and
+    ``iterations`` (default 1). Placements may not overlap. Job flows follow the
+    workload's, and :func:`flowsim.jobresults.job_results` runs each job alone for its
+    slowdown.
 ``[options]`` (optional)
     ``routing`` (``"ecmp"``, ``"dmodk"`` or ``"shortest"``; default ``"ecmp"``), ``seed``
     (ECMP hash seed, default 0), ``gpudirect`` (default true), ``record_links`` (per-link rate
@@ -90,6 +101,7 @@ from __future__ import annotations
 import csv
 import importlib
 import io
+import math
 import os
 import tomllib
 from collections.abc import Callable, Mapping
@@ -107,6 +119,17 @@ from flowsim.fabrics import build_cluster
 from flowsim.failures import apply_failures, check_degrade_factor, describe_changes
 from flowsim.fairshare import FairShareProblem
 from flowsim.hardware import FIGURES, LinkTier
+from flowsim.jobs import (
+    JOB_KINDS,
+    POLICIES,
+    Job,
+    Placement,
+    PlacementError,
+    check_job_name,
+    place_jobs,
+    repeat_iterations,
+    storage_workload,
+)
 from flowsim.pipeline import simulate_routed
 from flowsim.presets import preset, preset_names
 from flowsim.result import SimulationResult
@@ -137,7 +160,7 @@ _REQUIRED_FLOW_COLUMNS = FLOW_COLUMNS[:4]
 #: Numeric columns and the value of an empty cell (None: the cell is required).
 _FLOW_DEFAULTS = {"size_bytes": None, "start_s": 0.0, "delay_s": 0.0, "overhead_s": 0.0, "weight": 1.0,
                   "cap_Bps": np.inf}
-_SECTIONS = ("scenario", "topology", "workload", "options")
+_SECTIONS = ("scenario", "topology", "workload", "options", "job")
 
 
 @dataclass(frozen=True)
@@ -179,6 +202,9 @@ class Scenario:
     failures : str
         What ``options.fail`` and ``options.degrade`` changed in the topology
         (:func:`flowsim.failures.describe_changes`); empty without them.
+    jobs : tuple of Job
+        The ``[[job]]`` tables, placed and laid out after the ``[workload]`` flows
+        (:mod:`flowsim.jobs`); empty without them.
     """
 
     source: str
@@ -191,6 +217,7 @@ class Scenario:
     compute_s: float = 0.0
     files: tuple[Path, ...] = ()
     failures: str = ""
+    jobs: tuple[Job, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -677,9 +704,10 @@ def _training(
 
 def _workload(
     where: Where, table: Mapping, topology: Topology, base: Path, note: Callable[[str], None]
-) -> tuple[Workload, float, tuple[Path, ...]]:
-    """The scenario's workload, the compute time of its training step (0 if none) and the
-    files it read; ``note`` is told as each collective and the training step is built."""
+) -> tuple[list[Workload], float, tuple[Path, ...]]:
+    """The parts of the scenario's workload, the compute time of its training step (0 if
+    none) and the files it read; ``note`` is told as each collective and the training step
+    is built."""
     where.only(table, ("flows", "collective", "training"), "workload")
     parts = []
     compute_s = 0.0
@@ -706,12 +734,130 @@ def _workload(
         raise where.error(
             "workload", "expected 'flows' (a CSV flow list), [[workload.collective]] tables or [workload.training]"
         )
-    if len(parts) == 1:
-        return parts[0], compute_s, files
+    return parts, compute_s, files
+
+
+# --- jobs -----------------------------------------------------------------------------------
+
+_JOB_KEYS = ("name", *JOB_KINDS, "placement", "gpus", "gpus_per_server", "seed", "ranks", "servers", "start_s",
+             "iterations")
+_POLICY_KEYS = ("gpus", "gpus_per_server", "seed")
+#: Tags every job flow carries, which the [workload] flows may not hold.
+_JOB_TAGS = ("job", "iteration")
+
+
+def _names(where: Where, table: Mapping, key: str, what: str) -> tuple[str, ...]:
+    value = table[key]
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise where.error(key, f"expected a non-empty array of {what}, got {show(value)}")
+    return tuple(value)
+
+
+def _placement(where: Where, table: Mapping) -> Placement:
+    given = [k for k in ("placement", "ranks", "servers") if k in table]
+    if len(given) != 1:
+        found = f"found {', '.join(given)}" if given else "found none"
+        raise where.error(
+            "", "expected exactly one of 'placement' (a policy: " + ", ".join(POLICIES)
+            + "), 'ranks' (GPU names) or 'servers' (server names); " + found
+        )
+    if "placement" not in table:
+        extra = next((k for k in _POLICY_KEYS if k in table), None)
+        if extra is not None:
+            raise where.error(extra, "is for a placement policy (placement = " + " | ".join(POLICIES) + ")")
+        if "ranks" in table:
+            return Placement(ranks=_names(where, table, "ranks", "GPU names"))
+        return Placement(servers=_names(where, table, "servers", "server names"))
+    policy = where.choice(table, "placement", "", POLICIES)
+    if "gpus" not in table:
+        raise where.error("gpus", f"missing; expected the number of GPUs placement = {policy!r} places")
+    if "seed" in table and policy != "random":
+        raise where.error("seed", "is for placement = 'random'")
+    return Placement(
+        policy=policy,
+        gpus=where.integer(table, "gpus", "", 1),
+        gpus_per_server=where.integer(table, "gpus_per_server", "", 1) if "gpus_per_server" in table else None,
+        seed=where.integer(table, "seed", "", 0) if "seed" in table else 0,
+    )
+
+
+def _job_step(
+    where: Where, topology: Topology, table: Mapping, kind: str, ranks: tuple[str, ...], note: Callable[[str], None]
+) -> tuple[Workload, float]:
+    """One iteration of a job of ``kind`` on ``ranks``, and its compute time."""
+    body = where.table(table[kind], kind)
+    taken = next((k for k in ("ranks", "name", "start_s") if k in body and kind != "storage"), None)
+    if taken == "ranks":
+        raise where.error(join(kind, "ranks"), "is set by the job's placement (ranks, servers or placement)")
+    if taken is not None:
+        raise where.error(join(kind, taken), f"is a key of the job itself, not of [job.{kind}]")
+    if kind == "training":
+        step = _training(where, topology, {**body, "ranks": list(ranks)}, kind, note)
+        return step.workload, step.compute_s
+    if kind == "collective":
+        return _collective(where, topology, {**body, "ranks": list(ranks)}, kind), 0.0
+    where.only(body, ("bytes_per_gpu", "direction"), kind)
+    if "bytes_per_gpu" not in body:
+        raise where.error(join(kind, "bytes_per_gpu"), "missing; expected the bytes each GPU writes or reads")
+    direction = where.choice(body, "direction", kind, ("write", "read"), "write")
     try:
-        return Workload.concat(parts), compute_s, files
+        return storage_workload(topology, ranks, body["bytes_per_gpu"], direction), 0.0
     except InputError as err:
-        raise where.error("workload", str(err)) from None
+        raise where.error(kind, str(err)) from None
+
+
+def _prefixed(note: Callable[[str], None], prefix: str) -> Callable[[str], None]:
+    return lambda message: note(prefix + message)
+
+
+def _jobs(
+    where: Where, value: object, topology: Topology, first_flow: int, note: Callable[[str], None]
+) -> tuple[list[Workload], tuple[Job, ...]]:
+    """The ``[[job]]`` tables placed and laid out, their flows numbered from ``first_flow``."""
+    tables = where.tables(value, "job")
+    heads: list[tuple[str, Where, Placement, str]] = []
+    for i, table in enumerate(tables):
+        name = where.string(table, "name", f"job[{i}]")
+        try:
+            check_job_name(name)
+        except InputError as err:
+            raise where.error(f"job[{i}].name", str(err)) from None
+        if any(name == other for other, _, _, _ in heads):
+            raise where.error(f"job[{i}].name", f"job {name!r} is defined twice")
+        at = Where(f"{where.source}: job[{i}] {name!r}")
+        at.only(table, _JOB_KEYS, "")
+        kinds = [k for k in JOB_KINDS if k in table]
+        if len(kinds) != 1:
+            found = f"found {', '.join(kinds)}" if kinds else "found none"
+            raise at.error("", f"expected exactly one of [job.training], [job.collective] or [job.storage]; {found}")
+        heads.append((name, at, _placement(at, table), kinds[0]))
+    try:
+        placed = place_jobs(topology, [(name, placement) for name, _, placement, _ in heads])
+    except PlacementError as err:
+        raise heads[err.job][1].error("", str(err)) from None
+    parts, jobs = [], []
+    lo = first_flow
+    for (name, at, placement, kind), table, ranks in zip(heads, tables, placed, strict=True):
+        note(f"building job {name} ({kind} on {len(ranks)} GPUs)")
+        step, compute_s = _job_step(at, topology, table, kind, ranks, _prefixed(note, f"job {name}: "))
+        clash = next((tag for tag in _JOB_TAGS if tag in step.tags), None)
+        if clash is not None:
+            raise at.error(kind, f"its flows have a tag {clash!r}, which job flows are given")
+        start_s = at.number(table, "start_s", "", 0.0)
+        if not 0 <= start_s < math.inf:
+            raise at.error("start_s", f"expected a number >= 0, got {show(table['start_s'])}")
+        iterations = at.integer(table, "iterations", "", 1) if "iterations" in table else 1
+        try:
+            workload, starts, ends = repeat_iterations(
+                step, name=name, ranks=ranks, iterations=iterations, start_s=start_s, compute_s=compute_s
+            )
+        except InputError as err:
+            raise at.error("", str(err)) from None
+        parts.append(workload)
+        jobs.append(Job(name, kind, ranks, placement.describe(), start_s, iterations, compute_s, lo,
+                        lo + len(workload), starts + lo, ends + lo))
+        lo += len(workload)
+    return parts, tuple(jobs)
 
 
 # --- options and the whole file -------------------------------------------------------------
@@ -848,10 +994,24 @@ def scenario_from_document(
     topology = _topology(where, where.table(_section(where, doc, "topology"), "topology"), Path(base_dir))
     options = _options(where, where.table(doc.get("options", {}), "options"))
     intact, topology = topology, _failed(where, topology, options)
-    workload, compute_s, files = _workload(
-        where, where.table(_section(where, doc, "workload"), "workload"), topology, Path(base_dir),
-        progress or (lambda message: None),
-    )
+    note = progress or (lambda message: None)
+    parts: list[Workload] = []
+    compute_s, files = 0.0, tuple[Path, ...]()
+    if "workload" in doc or "job" not in doc:
+        parts, compute_s, files = _workload(
+            where, where.table(_section(where, doc, "workload"), "workload"), topology, Path(base_dir), note
+        )
+    jobs: tuple[Job, ...] = ()
+    if "job" in doc:
+        clash = next((tag for part in parts for tag in _JOB_TAGS if tag in part.tags), None)
+        if clash is not None:
+            raise where.error("workload", f"its flows have a tag {clash!r}, which [[job]] tables give their flows")
+        job_parts, jobs = _jobs(where, doc["job"], topology, sum(map(len, parts)), note)
+        parts += job_parts
+    try:
+        workload = parts[0] if len(parts) == 1 else Workload.concat(parts)
+    except InputError as err:
+        raise where.error("workload" if "job" not in doc else "job", str(err)) from None
     return Scenario(
         source=source,
         text=text,
@@ -863,6 +1023,7 @@ def scenario_from_document(
         compute_s=compute_s,
         files=files,
         failures=describe_changes(intact, topology),
+        jobs=jobs,
     )
 
 

@@ -99,6 +99,21 @@ def _busiest(trace: Trace, top: int) -> list[str]:
     return lines
 
 
+def _jobs(trace: Trace) -> list[str]:
+    """One line per job of a trace with ``/jobs``: iterations alone and shared, slowdown."""
+    jobs = trace.jobs
+    if jobs is None:
+        return []
+    lines = [f"jobs: {len(jobs['name'])} (mean iteration alone -> shared, slowdown)"]
+    for i, name in enumerate(jobs["name"].tolist()):
+        lines.append(
+            f"  {name}: {jobs['kind'][i]} on {int(jobs['n_gpus'][i])} GPUs ({jobs['placement'][i]}), "
+            f"{int(jobs['iterations'][i])} iterations, {format_seconds(float(jobs['alone_mean_iteration_s'][i]))} -> "
+            f"{format_seconds(float(jobs['mean_iteration_s'][i]))}, slowdown {float(jobs['slowdown'][i]):.3f}"
+        )
+    return lines
+
+
 def describe(trace: Trace, top: int = 10) -> str:
     """The summary ``flowsim inspect`` prints, as text.
 
@@ -108,4 +123,6 @@ def describe(trace: Trace, top: int = 10) -> str:
     top : int
         How many of the busiest links to list.
     """
-    return "\n".join(_provenance(trace) + _topology(trace) + _flows(trace) + _timing(trace) + _busiest(trace, top))
+    return "\n".join(
+        _provenance(trace) + _topology(trace) + _flows(trace) + _timing(trace) + _jobs(trace) + _busiest(trace, top)
+    )

@@ -54,6 +54,18 @@ string datasets carry a digest instead, see ``/``). A *CSR pair*
     recorded (attribute ``segments_recorded``): ``segment_indptr`` (int64[n_links + 1]) and
     ``segment_start_s``, ``segment_end_s``, ``segment_rate_Bps``: each link's rate as
     consecutive constant pieces; pieces at rate 0 are omitted.
+``/jobs`` (only in traces of scenarios with ``[[job]]`` tables; attribute ``n_jobs``)
+    Per job (see :mod:`flowsim.jobresults`): ``name``, ``kind``, ``placement`` (str);
+    ``n_gpus``, ``iterations`` (int64); ``start_s``, ``compute_s``, ``mean_iteration_s``,
+    ``alone_mean_iteration_s`` (the job alone on the same GPUs and routes), ``slowdown``,
+    ``exposed_communication_s``, ``alone_exposed_communication_s`` (float64; the last two NaN
+    but for training jobs). Per iteration, a CSR pair by job: ``iteration_indptr``
+    (int64[n_jobs + 1]), ``iteration_s`` and ``alone_iteration_s`` (float64). Per contended
+    link and party (a job, or the flows outside jobs): ``contention_link`` (link id),
+    ``contention_job`` (job row, -1 for the flows outside jobs), ``contention_bytes``,
+    ``contention_busy_s`` and ``contention_overlap_s`` (the link's time with two or more
+    parties moving bytes on it; float64). Each flow's job is its tag ``job`` (and its
+    iteration the tag ``iteration``) in ``/flows/tags``.
 ``/summary`` (attributes only)
     Counts (int64): ``n_flows``, ``n_links``, ``n_events``, ``n_rate_updates``,
     ``n_rates_resolved``, ``n_rates_changed``. Figures (float64): ``makespan_s``,
@@ -107,7 +119,8 @@ from flowsim.topology import NodeKind, Topology
 from flowsim.workload import Workload
 
 __all__ = [
-    "FORMAT", "SCHEMA_VERSION", "WRITE_CHUNK", "Trace", "check_writable", "open_trace", "trace_bytes", "write_trace",
+    "FORMAT", "JOB_COLUMNS", "SCHEMA_VERSION", "WRITE_CHUNK", "Trace", "check_writable", "open_trace", "trace_bytes",
+    "write_trace",
 ]
 
 #: Value of the root attribute ``format``.
@@ -125,6 +138,17 @@ _RESULT_COLUMNS = ("ready_s", "transfer_start_s", "finish_s")
 #: them as integers).
 _SUMMARY_COUNTS = ("n_flows", "n_links", "n_events", "n_rate_updates", "n_rates_resolved", "n_rates_changed")
 #: Summary attributes every trace has (``n_rates_changed`` came later).
+#: ``/jobs`` columns by the table whose rows they are and their kind.
+JOB_COLUMNS = {
+    **{c: ("job", "strings") for c in ("name", "kind", "placement")},
+    **{c: ("job", "integers") for c in ("n_gpus", "iterations")},
+    **{c: ("job", "numbers") for c in ("start_s", "compute_s", "mean_iteration_s", "alone_mean_iteration_s",
+                                       "slowdown", "exposed_communication_s", "alone_exposed_communication_s")},
+    "iteration_indptr": ("indptr", "integers"),
+    **{c: ("iteration", "numbers") for c in ("iteration_s", "alone_iteration_s")},
+    **{c: ("contention", "integers") for c in ("contention_link", "contention_job")},
+    **{c: ("contention", "numbers") for c in ("contention_bytes", "contention_busy_s", "contention_overlap_s")},
+}
 _SUMMARY_REQUIRED = (
     "makespan_s", "n_flows", "n_links", "n_events", "n_rate_updates", "n_rates_resolved", "fct_p50_s", "fct_p90_s",
     "fct_p99_s", "fct_p99.9_s", "max_link_utilization", "total_link_bytes",
@@ -344,6 +368,34 @@ def _write_links(root: h5py.File, result: SimulationResult) -> None:
         _write_segments(g, result.link_segment_indptr, result)
 
 
+def _check_jobs(jobs: Mapping[str, np.ndarray], n_links: int) -> None:
+    """An :class:`InputError` unless ``jobs`` holds exactly :data:`JOB_COLUMNS`, each table's
+    columns of one length, the iteration pointer over the iteration rows."""
+    if set(jobs) != set(JOB_COLUMNS):
+        raise InputError(f"jobs: expected the columns {', '.join(JOB_COLUMNS)}, got {', '.join(jobs)}")
+    lengths: dict[str, int] = {}
+    for name, (table, _) in JOB_COLUMNS.items():
+        n = len(jobs[name]) - (1 if table == "indptr" else 0)
+        if lengths.setdefault("job" if table == "indptr" else table, n) != n:
+            raise InputError(f"jobs: column {name!r} has {len(jobs[name])} rows, unlike the rest of its table")
+    indptr = np.asarray(jobs["iteration_indptr"])
+    if indptr[0] != 0 or indptr[-1] != lengths["iteration"] or np.any(np.diff(indptr) < 0):
+        raise InputError("jobs: iteration_indptr is not an index pointer over the iteration rows")
+    links = np.asarray(jobs["contention_link"])
+    if np.any((links < 0) | (links >= n_links)):
+        raise InputError("jobs: contention_link holds an id that is not a link of the topology")
+
+
+def _write_jobs(root: h5py.File, jobs: Mapping[str, np.ndarray]) -> None:
+    g = root.create_group("jobs")
+    g.attrs["n_jobs"] = len(jobs["name"])
+    for name, (_, kind) in JOB_COLUMNS.items():
+        if kind == "strings":
+            _write_strings(g, name, [str(v) for v in jobs[name]])
+        else:
+            _write_array(g, name, np.asarray(jobs[name]), np.int64 if kind == "integers" else np.float64)
+
+
 def write_trace(
     path: str | os.PathLike,
     topology: Topology,
@@ -352,6 +404,7 @@ def write_trace(
     result: SimulationResult,
     *,
     scenario_text: str = "",
+    jobs: Mapping[str, np.ndarray] | None = None,
 ) -> Path:
     """Write one run to an HDF5 trace (schema :data:`SCHEMA_VERSION`), atomically.
 
@@ -369,6 +422,9 @@ def write_trace(
         What :func:`flowsim.simulate` returned for these flows and routes.
     scenario_text : str
         The scenario file the run came from, stored verbatim.
+    jobs : mapping of str to numpy.ndarray, optional
+        The ``/jobs`` columns (:data:`JOB_COLUMNS`), as
+        :meth:`flowsim.jobresults.JobsReport.table` gives them.
 
     Returns
     -------
@@ -392,11 +448,16 @@ def write_trace(
     """
     _check_shapes(topology, workload, routes, result)
     check_writable(topology, workload, scenario_text=scenario_text)
+    if jobs is not None:
+        _check_jobs(jobs, topology.n_links)
+        _check_strings([str(v) for name in ("name", "kind", "placement") for v in jobs[name]], lambda i: "job text")
     target = Path(path)
     needs_bytes = trace_bytes(topology, workload, routes, result, scenario_text)
+    if jobs is not None:
+        needs_bytes += sum(np.asarray(v).nbytes + 32 * len(v) for v in jobs.values())
     with replaced_atomically(target, needs_bytes=needs_bytes) as tmp_name:
         try:
-            _write_file(tmp_name, topology, workload, routes, result, scenario_text)
+            _write_file(tmp_name, topology, workload, routes, result, scenario_text, jobs)
         except (OSError, RuntimeError) as err:
             # HDF5 reports a failed write as OSError or RuntimeError, the errno only in its text.
             if getattr(err, "errno", None) == errno.ENOSPC or "errno = 28" in str(err) or "No space left" in str(err):
@@ -408,7 +469,8 @@ def write_trace(
 
 
 def _write_file(
-    tmp_name: str, topology: Topology, workload: Workload, routes: Routes, result: SimulationResult, scenario_text: str
+    tmp_name: str, topology: Topology, workload: Workload, routes: Routes, result: SimulationResult, scenario_text: str,
+    jobs: Mapping[str, np.ndarray] | None,
 ) -> None:
     with h5py.File(tmp_name, "w") as root:
         root.attrs["format"] = FORMAT
@@ -422,6 +484,8 @@ def _write_file(
         _write_topology(root, topology)
         _write_flows(root, topology, workload, routes, result)
         _write_links(root, result)
+        if jobs is not None:
+            _write_jobs(root, jobs)
         summary = root.create_group("summary")
         summary.attrs.update(result.summary())
         summary.attrs["n_links"] = topology.n_links
@@ -492,6 +556,9 @@ class Trace(FlowTimes):
     flow_segment_start_s, flow_segment_end_s, flow_segment_rate_Bps : float64 or None
     summary : dict of str to int or float
         The ``/summary`` attributes: counts (``n_*``) as int, the rest as float.
+    jobs : dict of str to numpy.ndarray or None
+        The ``/jobs`` columns (:data:`JOB_COLUMNS`; strings as object arrays), or None for a
+        trace without jobs (and every trace written before jobs existed).
     """
 
     path: Path
@@ -526,6 +593,7 @@ class Trace(FlowTimes):
     flow_segment_start_s: np.ndarray | None = None
     flow_segment_end_s: np.ndarray | None = None
     flow_segment_rate_Bps: np.ndarray | None = None
+    jobs: Mapping[str, np.ndarray] | None = None
 
     def busiest_links(self, n: int) -> np.ndarray:
         """Ids of the ``n`` links with the highest mean utilization, busiest first (int64);
@@ -845,6 +913,32 @@ def _summary(path: Path, group: h5py.Group, n_flows: int, n_links: int) -> dict[
     return summary
 
 
+def _jobs(path: Path, group: h5py.Group, n_links: int) -> dict[str, np.ndarray]:
+    """The ``/jobs`` columns, each checked for its kind and its table's length, the
+    iteration pointer and the link and job ids."""
+    n_jobs = _count(path, group, "n_jobs")
+    n_iterations = group["iteration_s"].shape[0] if isinstance(group.get("iteration_s"), h5py.Dataset) else 0
+    n_contention = group["contention_link"].shape[0] if isinstance(group.get("contention_link"), h5py.Dataset) else 0
+    rows = {"job": (n_jobs, f"n_jobs of {group.name}"), "iteration": (n_iterations, "iterations"),
+            "contention": (n_contention, "contention rows")}
+    columns: dict[str, np.ndarray] = {}
+    for name, (table, kind) in JOB_COLUMNS.items():
+        if table == "indptr":
+            columns[name] = _indptr(path, group, name, rows["job"], n_iterations)
+        elif name == "contention_link":
+            columns[name] = _ids(path, group, name, rows[table], n_links, "links")
+        else:
+            columns[name] = _column(path, group, name, rows[table], kind)
+    parties = columns["contention_job"]
+    bad = np.flatnonzero((parties < -1) | (parties >= n_jobs))
+    if bad.size:
+        i = int(bad[0])
+        raise _damaged(path, group["contention_job"].name, f"row {i} is {int(parties[i])}, not a job row or -1")
+    for name in ("name", "kind", "placement"):
+        columns[name] = columns[name].astype(object)
+    return columns
+
+
 def _read_trace(path: Path, root: h5py.File, metadata: Mapping[str, object]) -> Trace:
     """The trace in ``root``, every column checked against the schema and the counts it
     depends on, so that damage is reported here and not as a crash of whatever reads the
@@ -876,6 +970,7 @@ def _read_trace(path: Path, root: h5py.File, metadata: Mapping[str, object]) -> 
         summary=_summary(path, _group(path, root, "summary"), n_flows, n_links),
         **{f"link_segment_{k}": v for k, v in _segments(path, links, per_link).items()},
         **{f"flow_segment_{k}": v for k, v in _segments(path, flows, per_flow).items()},
+        jobs=_jobs(path, _group(path, root, "jobs"), n_links) if "jobs" in root else None,
     )
 
 

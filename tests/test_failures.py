@@ -4,6 +4,8 @@ effect on an all-reduce worked out by hand."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -348,3 +350,66 @@ def test_the_cli_reports_a_bad_factor_in_one_line_and_writes_no_trace(tmp_path, 
     assert err == (f'flowsim: error: {scenario}: options.degrade."ib.spine*": expected a capacity factor in (0, 1], '
                    "got 2 (0 is a failure: use fail)\n")
     assert not (tmp_path / "t.h5").exists()
+
+
+# --- --fail and --degrade on flowsim collective and flowsim check ----------------------------
+
+RING = ["--nccl-env", "NCCL_ALGO=Ring", "--nccl-env", "NCCL_PROTO=Simple"]
+
+
+def _collective_row(capsys, *options: str) -> tuple[str, list[str]]:
+    assert cli.main(["collective", "all_reduce", "--system", "dgx-h100", "--nodes", "2", "-b", "1G", "-e", "1G",
+                     "--model", "stream", *RING, *options]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    (row,) = [line.split() for line in lines if not line.startswith("#")]
+    return lines[0], row
+
+
+def test_collective_fail_and_degrade_options_give_the_hand_worked_ring_times(capsys):
+    # The streamed 1 GiB ring of test_failing_one_nic_doubles_a_ring_all_reduce_as_worked_out_by_hand:
+    # 8.4 + 14 + 0.45 us of latency plus 251,658,240 bytes per hop at 48 GB/s (every NIC up)
+    # = 5265.73 us, or at 24 GB/s = 10508.61 us. A NIC at half speed (24 GB/s): NCCL's search
+    # finds the same 8 channels at 24 GB/s as with its GPU moved to nic0, and the hops that
+    # cross it run at 24 GB/s.
+    title, healthy = _collective_row(capsys)
+    assert healthy[8] == "5265.73" and "failures" not in title
+    title, failed = _collective_row(capsys, "--fail", "n0.nic3")
+    assert failed[8] == "10508.61"
+    assert title.endswith("; failures: 4 links removed, 0 slowed, n0.gpu3 leaves through n0.nic0 (was n0.nic3)")
+    title, slowed = _collective_row(capsys, "--degrade", "n0.nic3=0.5")
+    assert slowed[8] == "10508.61" and title.endswith("; failures: 0 links removed, 4 slowed")
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--fail", "n0.nic9"], "flowsim: error: --fail[0]: pattern 'n0.nic9' matches no node or link name\n"),
+        (["--degrade", "n0.nic3=2"],
+         'flowsim: error: --degrade."n0.nic3": expected a capacity factor in (0, 1], got 2.0 (0 is a failure: use '
+         "fail)\n"),
+        (["--degrade", "n0.nic3"], "flowsim: error: --degrade 'n0.nic3': expected PATTERN=FACTOR\n"),
+        (["--degrade", "n0.nic3=half"], "flowsim: error: --degrade 'n0.nic3=half': the factor 'half' is not a number\n"),
+    ],
+)
+def test_bad_fail_and_degrade_options_are_one_line(capsys, options, message):
+    assert cli.main(["collective", "all_reduce", "--system", "dgx-h100", "--nodes", "2", *options]) == 2
+    assert capsys.readouterr().err == message
+
+
+def test_check_predicts_the_cluster_with_the_failures_given(capsys):
+    # The deliberately degraded 2 x DGX H100 log (about 185 GB/s busbw, half a healthy pair)
+    # against a ring/Simple prediction: with every NIC up the log is flagged; with n0.nic3
+    # down the latencies stay and every hop's bandwidth part doubles, 251,658,240 bytes at
+    # 24 instead of 48 GB/s: 5242.88 us more for the 1 GiB row, and the log matches.
+    log = "data/nccl_tests/all_reduce_perf_dgx_h100_2node_degraded.txt"
+    common = ["check", log, "--system", "dgx-h100", "--min-bytes", "1G", *RING, "--json"]
+    assert cli.main(common) == 1
+    healthy = json.loads(capsys.readouterr().out)
+    assert cli.main([*common, "--fail", "n0.nic3"]) == 0
+    failed = json.loads(capsys.readouterr().out)
+    row = {r["size_bytes"]: r for r in healthy["rows"]}[1 << 30]
+    broken = {r["size_bytes"]: r for r in failed["rows"]}[1 << 30]
+    assert broken["predicted_time_us"] - row["predicted_time_us"] == pytest.approx(5242.88, abs=0.005)
+    assert (healthy["failures"], failed["failures"]) == (
+        "", "4 links removed, 0 slowed, n0.gpu3 leaves through n0.nic0 (was n0.nic3)"
+    )

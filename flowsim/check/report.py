@@ -41,7 +41,7 @@ import math
 import os
 import re
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from flowsim.check.parse import NcclTestLog, RankInfo, line_error, parse_nccl_log
@@ -51,6 +51,7 @@ from flowsim.collectives.placement import send_pair
 from flowsim.collectives.report import busbw_Bps, launch_floor_us, sweep
 from flowsim.errors import InputError, whole_number
 from flowsim.fabrics import build_cluster, resolve_fabric
+from flowsim.failures import apply_failures, describe_changes
 from flowsim.presets import PRESETS
 from flowsim.servers import ServerSpec
 
@@ -187,6 +188,9 @@ class CheckReport:
     launch_floor_us : float
         The least time of an iteration that the log's host launches set (nccl-tests' ``-g``,
         ``-m``, ``-G``; :func:`flowsim.collectives.report.launch_floor_us`).
+    failures : str
+        What ``fail`` and ``degrade`` changed in the predicted cluster
+        (:func:`flowsim.failures.describe_changes`); empty without them.
     """
 
     log: NcclTestLog
@@ -204,6 +208,7 @@ class CheckReport:
     nccl_version: str = DEFAULT_NCCL_VERSION
     nccl: str = f"NCCL {DEFAULT_NCCL_VERSION} (default)"
     launch_floor_us: float = 0.0
+    failures: str = ""
 
     @property
     def flagged(self) -> tuple[RowCheck, ...]:
@@ -249,6 +254,7 @@ class CheckReport:
             "nccl_version": self.nccl_version,
             "nccl": self.nccl,
             "launch_floor_us": self.launch_floor_us,
+            "failures": self.failures,
             "checked_at": self.checked_at,
             "avg_busbw_GBps": log.avg_busbw_GBps,
             "n_flagged": len(self.flagged),
@@ -272,7 +278,8 @@ class CheckReport:
             f"# {log.source}: {log.binary}, {log.n_ranks} ranks on {log.n_nodes} node(s){gpus}",
             *(f"# warning: {w}" for w in self.warnings),
             f"# predicted: {self.nodes} x {self.system}, {self.algorithm} algorithm, {self.protocol} protocol, "
-            f"{self.figure} link rates, {self.fabric} fabric, {self.nccl}",
+            f"{self.figure} link rates, {self.fabric} fabric, {self.nccl}"
+            + (f", failures: {self.failures}" if self.failures else ""),
             *self._launch_line(),
             # Not '.0%': a threshold of 0.005 would read "below 100%".
             f"# flag: SHORT below {100 * (1 - self.threshold):.12g}% of predicted busbw (the cluster underperforms), "
@@ -526,6 +533,8 @@ def check_log(
     oversubscription: float = 1.0,
     latency_tolerance: float = LATENCY_TOLERANCE,
     nccl_version: str | None = None,
+    fail: Sequence[str] = (),
+    degrade: Mapping[str, float] | None = None,
     **options,
 ) -> CheckReport:
     """Predict each row of a parsed run and compare.
@@ -535,7 +544,7 @@ def check_log(
     log : NcclTestLog
         From :func:`parse_nccl_log`.
     system, nodes, threshold, algorithm, protocol, figure, fabric, min_bytes, switch, oversubscription,
-    latency_tolerance, nccl_version
+    latency_tolerance, nccl_version, fail, degrade
         As :func:`check_nccl_log`.
     **options
         Passed to :func:`flowsim.collectives.report.sweep` (and so to
@@ -569,8 +578,9 @@ def check_log(
     layout = (1, 0) if spec is None else _host_layout(log, system, spec.n_gpus, devices)
     n_servers = -(-log.n_nodes // layout[0])
     fabric = resolve_fabric(fabric, n_servers)
-    topology = build_cluster(server, n_servers, figure=figure, fabric=fabric, switch=switch,
-                             oversubscription=oversubscription)
+    intact = build_cluster(server, n_servers, figure=figure, fabric=fabric, switch=switch,
+                           oversubscription=oversubscription)
+    topology = apply_failures(intact, fail=fail, degrade=degrade)
     warnings = (*log.warnings, *device_notes, *_mismatches(log, system, model, nodes, topology, n_servers, layout))
     gpus = _rank_gpus(log, system, topology, layout, devices)
     ranks = send_pair(topology, gpus) if log.collective == "send" else gpus
@@ -631,6 +641,7 @@ def check_log(
         nccl_version=version,
         nccl=nccl,
         launch_floor_us=launch_floor_us(**launch),
+        failures=describe_changes(intact, topology),
     )
 
 
@@ -651,6 +662,8 @@ def check_nccl_log(
     oversubscription: float = 1.0,
     latency_tolerance: float = LATENCY_TOLERANCE,
     nccl_version: str | None = None,
+    fail: Sequence[str] = (),
+    degrade: Mapping[str, float] | None = None,
     **options,
 ) -> CheckReport:
     """Parse nccl-tests output, predict every row with flowsim and flag rows slower or faster
@@ -697,6 +710,9 @@ def check_nccl_log(
         NCCL version whose constants apply (a key of
         :data:`~flowsim.collectives.constants.NCCL_VERSIONS`); default: the version the log
         prints, or the newest older one flowsim has (:func:`nccl_version_of`).
+    fail, degrade
+        What-ifs on the predicted cluster: node or link name patterns taken out, and pattern
+        -> capacity factor in (0, 1], as :func:`flowsim.failures.apply_failures`.
     **options
         Passed to :func:`flowsim.collectives.report.sweep`.
 
@@ -726,5 +742,7 @@ def check_nccl_log(
         oversubscription=oversubscription,
         latency_tolerance=latency_tolerance,
         nccl_version=nccl_version,
+        fail=fail,
+        degrade=degrade,
         **options,
     )

@@ -13,15 +13,17 @@ from flowsim.collectives.constants import DEFAULT_NCCL_VERSION, NCCL_VERSIONS
 from flowsim.collectives.tuner import NcclEnv
 from flowsim.errors import InputError
 from flowsim.fabrics import FABRICS
+from flowsim.failures import apply_failures
 from flowsim.hardware import switch_names
 from flowsim.presets import preset_names
 from flowsim.servers import ServerSpec
 from flowsim.systemfile import resolve_system, shipped_system_names
+from flowsim.topology import Topology
 
 T = TypeVar("T")
 
-__all__ = ["add_cluster_arguments", "add_nccl_arguments", "cluster_options", "number_type", "parse_nccl_env",
-           "positive_int"]
+__all__ = ["add_cluster_arguments", "add_failure_arguments", "add_nccl_arguments", "cluster_options",
+           "failed_cluster", "number_type", "parse_degrade", "parse_nccl_env", "positive_int"]
 
 
 def number_type(convert: Callable[[str], T], accept: Callable[[T], bool], expected: str) -> Callable[[str], T]:
@@ -90,6 +92,50 @@ def parse_nccl_env(pairs: list[str]) -> dict[str, str]:
         print(f"flowsim: note: {', '.join(ignored)} {'does' if len(ignored) == 1 else 'do'} not change the model "
               "(it follows NCCL_ALGO, NCCL_PROTO, channel counts, NCCL_NVLS_ENABLE, NCCL_NTHREADS)", file=sys.stderr)
     return env
+
+
+def add_failure_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--fail PATTERN`` and ``--degrade PATTERN=FACTOR`` (each repeatable): what-ifs on the
+    cluster, as a scenario's ``fail`` and ``degrade`` options (:mod:`flowsim.failures`)."""
+    parser.add_argument(
+        "--fail", action="append", default=[], metavar="PATTERN",
+        help="take out the links of the nodes or links whose names match (n0.nic3, 'ib.spine*'); repeatable",
+    )
+    parser.add_argument(
+        "--degrade", action="append", default=[], metavar="PATTERN=FACTOR",
+        help="scale the capacity of the links a pattern selects by a factor in (0, 1] ('ib.spine*=0.5'); "
+        "repeatable",
+    )
+
+
+def parse_degrade(pairs: list[str]) -> dict[str, float]:
+    """``["ib.spine*=0.5", ...]`` as a dict of pattern -> factor; a malformed pair, a factor
+    that is not a number or a repeated pattern is an :class:`~flowsim.errors.InputError`
+    naming it (the factor's range is checked with the patterns, by
+    :func:`flowsim.failures.apply_failures`)."""
+    out: dict[str, float] = {}
+    for pair in pairs:
+        pattern, equals, text = pair.rpartition("=")
+        if not equals or not pattern:
+            raise InputError(f"--degrade {pair!r}: expected PATTERN=FACTOR")
+        try:
+            factor = float(text)
+        except ValueError:
+            raise InputError(f"--degrade {pair!r}: the factor {text!r} is not a number") from None
+        if pattern in out:
+            raise InputError(f"--degrade {pattern!r} is given twice")
+        out[pattern] = factor
+    return out
+
+
+def failed_cluster(topology: Topology, args: argparse.Namespace) -> Topology:
+    """``topology`` with ``--fail`` and ``--degrade`` applied; an :class:`~flowsim.errors.InputError`
+    naming the option and the pattern that matches nothing or has a bad factor."""
+    degrade = parse_degrade(args.degrade)
+    try:
+        return apply_failures(topology, fail=args.fail, degrade=degrade)
+    except InputError as err:
+        raise InputError(f"--{err}") from None
 
 
 def add_cluster_arguments(parser: argparse.ArgumentParser, *, required: bool) -> None:

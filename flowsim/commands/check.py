@@ -17,6 +17,9 @@ then the prediction's error by size band. Warnings, one line each, say where the
 GPU model, ranks or hosts differ from the system given, or what the log lacks. Output is read
 as people paste it: launcher prefixes, interleaved lines of other programs, no rank lines (then
 ``--nodes`` and ``--gpus-per-node`` give the cluster's shape). With
+``--fail PATTERN`` and ``--degrade PATTERN=FACTOR`` (repeatable) predict the cluster with
+links, NICs or switches taken out or slowed (:mod:`flowsim.failures`): does the log match a
+cluster with one NIC down? With
 ``--history`` the check is appended to an HDF5 history; ``--plot`` draws the history's
 measured / predicted ratio over time (needs matplotlib). Both paths are checked before the
 check runs, so that a bad one fails before anything is added to the history. Exit status:
@@ -34,7 +37,14 @@ from flowsim.check import BINARIES, append_history, check_nccl_log, history_file
 from flowsim.check.report import LATENCY_TOLERANCE
 from flowsim.collectives import PROTOCOLS
 from flowsim.collectives.report import parse_size
-from flowsim.commands.argtypes import add_cluster_arguments, add_nccl_arguments, cluster_options, parse_nccl_env
+from flowsim.commands.argtypes import (
+    add_cluster_arguments,
+    add_failure_arguments,
+    add_nccl_arguments,
+    cluster_options,
+    parse_degrade,
+    parse_nccl_env,
+)
 from flowsim.errors import InputError
 from flowsim.hardware import FIGURES
 
@@ -100,6 +110,8 @@ def check_command(args: argparse.Namespace) -> int:
                 **cluster,
                 nccl_env=parse_nccl_env(args.nccl_env),
                 nccl_version=args.nccl_version,
+                fail=args.fail,
+                degrade=parse_degrade(args.degrade),
             )
             print(report.to_json() if args.json else report.format_text())
             if args.history is not None:
@@ -152,6 +164,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "--protocol", default="auto", choices=("auto", *PROTOCOLS), help="NCCL protocol (default auto: NCCL's choice)"
     )
     add_nccl_arguments(parser, version_from_log=True)
+    add_failure_arguments(parser)
     parser.add_argument("--figure", default="effective", choices=FIGURES, help="link rates (default effective)")
     parser.add_argument("--min-bytes", default="1", help="predict only sizes from this one, e.g. 64M (default 1)")
     parser.add_argument("--history", type=Path, help="HDF5 history to append this check to")

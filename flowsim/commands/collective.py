@@ -11,7 +11,9 @@ says which size is being built, routed and simulated. By default each size runs 
 ``--nccl-env NCCL_ALGO=Ring`` (repeatable) steers it as NCCL's environment does.
 ``--fabric``, ``--switch`` and ``--oversubscription`` shape the compute fabric (a system
 file's ``[cluster]`` table gives defaults); by default one server gets none, as its GPUs never
-reach its compute NICs.
+reach its compute NICs. ``--fail PATTERN`` and ``--degrade PATTERN=FACTOR`` (repeatable) take
+links, NICs or switches out or slow them, as a scenario's ``fail`` and ``degrade`` options do
+(``--fail n0.nic3``, ``--degrade 'ib.spine*=0.5'``); the title line says what changed.
 """
 
 from __future__ import annotations
@@ -31,9 +33,17 @@ from flowsim.collectives.report import (
     table_header,
     table_row,
 )
-from flowsim.commands.argtypes import add_cluster_arguments, add_nccl_arguments, cluster_options, parse_nccl_env
+from flowsim.commands.argtypes import (
+    add_cluster_arguments,
+    add_failure_arguments,
+    add_nccl_arguments,
+    cluster_options,
+    failed_cluster,
+    parse_nccl_env,
+)
 from flowsim.commands.progress import Notes, add_progress_argument, show_progress
 from flowsim.fabrics import build_cluster, resolve_fabric
+from flowsim.failures import describe_changes
 from flowsim.hardware import FIGURES
 from flowsim.routing import METHODS
 
@@ -76,6 +86,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="NCCL protocol; default auto: what NCCL's tuner picks per size",
     )
     add_nccl_arguments(parser)
+    add_failure_arguments(parser)
     parser.add_argument("--channels", type=int, help="default: the channels NCCL runs each size on")
     parser.add_argument("--slices", type=int, help="pieces per message (default: NCCL slot sized)")
     parser.add_argument(
@@ -104,7 +115,9 @@ def run_collective(args: argparse.Namespace) -> int:
     server, system, cluster = cluster_options(args)
     cluster.setdefault("n_nodes", 1)
     nccl_env = parse_nccl_env(args.nccl_env)
-    topology = build_cluster(server, figure=args.figure, **cluster)
+    intact = build_cluster(server, figure=args.figure, **cluster)
+    topology = failed_cluster(intact, args)
+    failures = describe_changes(intact, topology)
     nodes, fabric = cluster["n_nodes"], resolve_fabric(cluster["fabric"], cluster["n_nodes"])
     sizes = message_sizes(args.minbytes, args.maxbytes, args.stepfactor)
     notes = Notes(sys.stderr, in_place=True) if show_progress(args) else None
@@ -136,6 +149,7 @@ def run_collective(args: argparse.Namespace) -> int:
             table_header(
                 f"flowsim {args.collective}: {nodes} x {system}, {n_ranks} ranks, {args.figure} link rates, "
                 f"{fabric} fabric, {args.routing} routing, NCCL {args.nccl_version}{env}"
+                + (f"; failures: {failures}" if failures else "")
             )
         )
         print(table_row(rows[0]), flush=True)
@@ -160,6 +174,7 @@ def run_collective(args: argparse.Namespace) -> int:
                 nccl_env=nccl_env,
                 nccl_version=args.nccl_version,
                 gpus_per_thread=args.ngpus,
+                failures=failures,
             )
         )
     else:

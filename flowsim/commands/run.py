@@ -6,7 +6,9 @@ than two seconds; the result line (flows, makespan, trace path) goes to stdout, 
 scenario with ``fail`` or ``degrade`` options what they changed (links removed and slowed,
 nodes moved to another NIC), and for a scenario with a training step the step time, its
 compute and the
-communication the compute left exposed.
+communication the compute left exposed; for a scenario with ``[[job]]`` tables, each job run
+once more alone on the same GPUs, and a table of each job's mean iteration time alone and
+shared, its slowdown, and the links where jobs contended.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from flowsim.commands.progress import Notes, add_progress_argument, show_progress
 from flowsim.errors import InputError, output_file
 from flowsim.formatting import format_seconds
+from flowsim.jobresults import job_results
 from flowsim.scenario import load_scenario, run_scenario
 from flowsim.trace import check_writable, write_trace
 from flowsim.training import exposed_communication_s, step_time_s
@@ -49,8 +52,10 @@ def run_command(args: argparse.Namespace) -> int:
     except InputError as err:
         raise InputError(f"{scenario.source}: {err}") from None
     run = run_scenario(scenario, progress=progress, live=show_progress(args))
+    jobs = job_results(run, progress=progress) if scenario.jobs else None
     note(f"writing {output}")
-    write_trace(output, scenario.topology, scenario.workload, run.routes, run.result, scenario_text=scenario.text)
+    write_trace(output, scenario.topology, scenario.workload, run.routes, run.result, scenario_text=scenario.text,
+                jobs=None if jobs is None else jobs.table())
     note("done")
     makespan = format_seconds(run.result.makespan_s)
     print(f"{scenario.name}: {run.result.n_flows:,} flows, makespan {makespan} -> {output}")
@@ -63,6 +68,8 @@ def run_command(args: argparse.Namespace) -> int:
             f"training step {format_seconds(step_s)}: compute {format_seconds(scenario.compute_s)}, "
             f"exposed communication {format_seconds(exposed_s)}"
         )
+    if jobs is not None:
+        print(jobs.format_text())
     return 0
 
 

@@ -11,7 +11,9 @@ Format
     ``scenario = "base.toml"`` (relative to the sweep file); ``solve``, ``"time"`` (the
     default: simulate each run over time) or ``"rates"`` (each run's instantaneous max-min
     allocation, see below); and ``metrics``, a non-empty array of names from :data:`METRICS`
-    (``solve = "time"``) or :data:`RATE_METRICS` (``solve = "rates"``).
+    (``solve = "time"``, where ``job.NAME.slowdown`` and the other figures of
+    :data:`flowsim.jobresults.JOB_METRICS` name a ``[[job]]``'s) or :data:`RATE_METRICS`
+    (``solve = "rates"``).
 ``[sweep.grid]``
     ``"path" = [v1, v2, ...]``: every combination of the listed values (a product).
 ``[sweep.zip]``

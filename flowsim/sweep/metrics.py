@@ -13,12 +13,13 @@ from flowsim.collectives.report import busbw_Bps
 from flowsim.errors import InputError
 from flowsim.fairshare import SATURATED_REL_TOL
 from flowsim.hardware import LinkTier
+from flowsim.jobresults import JOB_METRICS
 from flowsim.routes import Routes
 from flowsim.scenario import ScenarioRun
 from flowsim.training import exposed_communication_s, step_time_s
 
 __all__ = ["METRICS", "METRIC_FUNCTIONS", "RATE_METRICS", "RATE_METRIC_FUNCTIONS", "SOLVES", "Allocation",
-           "only_collective"]
+           "job_metric", "only_collective"]
 
 
 def _fct(q: float) -> Callable[[ScenarioRun, Mapping], float]:
@@ -131,5 +132,18 @@ RATE_METRIC_FUNCTIONS: dict[str, Callable[[Allocation], float]] = {
 #: the time to move every flow's bytes with no dependencies, whatever the rates); and
 #: ``n_flows`` (the flows with bytes to move).
 RATE_METRICS = tuple(RATE_METRIC_FUNCTIONS)
-#: Values of ``[sweep] solve`` and the metric names each allows.
+#: Values of ``[sweep] solve`` and the metric names each allows (with ``"time"``, the job
+#: metrics :func:`job_metric` reads too).
 SOLVES = {"time": METRICS, "rates": RATE_METRICS}
+
+
+def job_metric(name: str) -> tuple[str, str] | None:
+    """``(job, figure)`` of a job metric ``job.NAME.FIGURE`` (``FIGURE`` one of
+    :data:`flowsim.jobresults.JOB_METRICS`: ``slowdown``, ``iteration_s``,
+    ``alone_iteration_s``, ``exposed_communication_s``, ``alone_exposed_communication_s``),
+    or None for any other name."""
+    head, _, rest = name.partition(".")
+    job, _, figure = rest.rpartition(".")
+    if head != "job" or not job or figure not in JOB_METRICS:
+        return None
+    return job, figure

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from flowsim.errors import InputError
+from flowsim.jobresults import job_results
 from flowsim.scenario import run_scenario, scenario_from_document
-from flowsim.sweep.metrics import METRIC_FUNCTIONS
+from flowsim.sweep.metrics import METRIC_FUNCTIONS, job_metric
 from flowsim.sweep.spec import RunTask
 from flowsim.trace import write_trace
 
@@ -53,7 +54,8 @@ def simulate_run(task: RunTask) -> dict[str, float]:
     Returns
     -------
     dict
-        Metric name -> value, for each of ``task.metrics``.
+        Metric name -> value, for each of ``task.metrics``; a job metric
+        (``job.NAME.slowdown``, ...) runs each job once more alone (:func:`flowsim.jobresults.job_results`).
 
     Raises
     ------
@@ -63,10 +65,22 @@ def simulate_run(task: RunTask) -> dict[str, float]:
     """
     scenario = scenario_from_document(task.document, text=task.text, source=task.source, base_dir=task.base_dir)
     run = run_scenario(scenario)
-    metrics = {name: float(METRIC_FUNCTIONS[name](run, task.document)) for name in task.metrics}
+    jobs = job_results(run) if scenario.jobs else None
+    metrics = {}
+    for name in task.metrics:
+        parsed = job_metric(name)
+        if parsed is None:
+            metrics[name] = float(METRIC_FUNCTIONS[name](run, task.document))
+            continue
+        if jobs is None:
+            raise InputError(f"metric {name!r}: the scenario has no [[job]] tables")
+        try:
+            metrics[name] = jobs.job(parsed[0]).metric(parsed[1])
+        except KeyError as err:
+            raise InputError(f"metric {name!r}: {err.args[0]}") from None
     if task.trace_path is not None:
         write_trace(task.trace_path, scenario.topology, scenario.workload, run.routes, run.result,
-                    scenario_text=task.text)
+                    scenario_text=task.text, jobs=None if jobs is None else jobs.table())
     return metrics
 
 

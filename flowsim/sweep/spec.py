@@ -23,8 +23,9 @@ from typing import Any
 import numpy as np
 
 from flowsim.errors import InputError, open_regular, read_text_file, unstorable_text
+from flowsim.jobresults import JOB_METRICS
 from flowsim.scenario import scenario_from_document
-from flowsim.sweep.metrics import SOLVES, only_collective
+from flowsim.sweep.metrics import SOLVES, job_metric, only_collective
 from flowsim.systemfile import is_system_file
 from flowsim.tomlcheck import Where
 
@@ -321,10 +322,15 @@ def _metrics(where: Where, metrics: object, solve: str) -> tuple[str, ...]:
         raise where.error("sweep.metrics", f"expected a non-empty array of metric names, got {metrics!r}")
     valid = SOLVES[solve]
     for i, name in enumerate(metrics):
+        if solve == "time" and job_metric(name) is not None:
+            continue
         if name not in valid:
             other = next((mode for mode, names in SOLVES.items() if name in names), None)
             what = f"{name!r} is a metric of solve = {other!r}" if other else f"unknown metric {name!r}"
-            raise where.error(f"sweep.metrics[{i}]", f"{what}; valid ones with solve = {solve!r}: {', '.join(valid)}")
+            jobs = ", and job.NAME.FIGURE (FIGURE: " + ", ".join(JOB_METRICS) + ")" if solve == "time" else ""
+            raise where.error(
+                f"sweep.metrics[{i}]", f"{what}; valid ones with solve = {solve!r}: {', '.join(valid)}{jobs}"
+            )
     if len(set(metrics)) != len(metrics):
         raise where.error("sweep.metrics", f"a metric is listed twice: {metrics!r}")
     return tuple(metrics)
@@ -495,12 +501,25 @@ def parse_sweep(text: str, *, source: str = "<string>", base_dir: str | os.PathL
     )
     if new:
         _check_new_fields(where, sweep, new)
+    _check_job_metrics(where, metrics, sweep.task(runs[0]).document)
     if "busbw_Bps" in metrics:
         try:
             only_collective(sweep.task(runs[0]).document)
         except InputError as err:
             raise where.error(f"sweep.metrics[{metrics.index('busbw_Bps')}]", str(err)) from None
     return sweep
+
+
+def _check_job_metrics(where: Where, metrics: tuple[str, ...], document: Mapping) -> None:
+    """Job metrics name jobs of the first run's scenario (a sweep that varies the job mix
+    finds a job missing from a later run in that run's error)."""
+    jobs = document.get("job")
+    names = [j.get("name") for j in jobs if isinstance(j, dict)] if isinstance(jobs, list) else []
+    for i, metric in enumerate(metrics):
+        parsed = job_metric(metric)
+        if parsed is not None and parsed[0] not in names:
+            have = f"its jobs: {', '.join(map(str, names))}" if names else "it has no [[job]] tables"
+            raise where.error(f"sweep.metrics[{i}]", f"no job named {parsed[0]!r} in the scenario; {have}")
 
 
 def load_sweep(path: str | os.PathLike) -> Sweep:

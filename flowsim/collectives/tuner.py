@@ -126,6 +126,10 @@ class NcclSystem:
     cpu_vendor : str
         ``"intel"``, ``"amd"`` or ``"other"``, from the servers' inter-socket links; picks the
         multi-node ``llMaxBws`` row.
+    net_latency_us : float
+        What the network plugin reports as its latency (``graph->latencyInter``, the largest of
+        the ranks' servers' :attr:`~flowsim.topology.Topology.server_net_latency_s`): NCCL adds
+        it to every inter-server step, twice with Simple (its flush), [NCCL] tuning.cc.
     """
 
     n_ranks: int
@@ -134,6 +138,7 @@ class NcclSystem:
     intra: str
     nvswitch: bool
     cpu_vendor: str
+    net_latency_us: float = 0.0
 
     @property
     def compcap(self) -> str:
@@ -293,8 +298,9 @@ def describe_system(
         # GPUs on PCIe only: the topology does not say their generation. Ampere's rows
         # differ from the others here only in llMaxBws (39-282 GB/s), above any PCIe ring.
         sm = _GENERATION_SM["ampere"]
+    net_latency_us = max(float(topology.server_net_latency_s[s]) for s in server_ids) * 1e6
     return NcclSystem(len(ranks), len(set(servers.values())), sm, intra, nvswitch,
-                      _cpu_vendor(topology, server_ids))
+                      _cpu_vendor(topology, server_ids), net_latency_us)
 
 
 # --- the topology search -------------------------------------------------------------------
@@ -651,6 +657,8 @@ def _model(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclC
             # src/graph/tuning.cc); the algorithm's own before.
             one_per_node = ppn == 1 and _since(constants, (2, 23, 4))
             inter_lat = constants.hw_latency_us["net"][0 if one_per_node else a][p]
+            # The network plugin's own latency (0 for NCCL's IB transport), twice for Simple.
+            inter_lat += system.net_latency_us * (2 if protocol == "simple" else 1)
             if algorithm == "ring":
                 hw = intra_hw if nodes == 1 else "net"
                 lat = constants.hw_latency_us[hw][a][p]

@@ -107,6 +107,9 @@ def describe_system(system: SystemFile) -> str:
         per_nic = max(rails.count(r) for r in set(rails))
         lines.append(f"  compute NICs: {spec.n_nics} x {spec.compute_nic} ({spec.nic_kind}), up to {per_nic} GPU(s) "
                      f"each: {_rates(spec.compute_nic, spec.n_nics)} per server")
+        if spec.net_latency_us:
+            lines.append(f"  network latency its NCCL plugin reports: {spec.net_latency_us:g} us per inter-server "
+                         "step, twice with Simple (docs/hardware.md §5.1)")
     else:
         lines.append("  compute NICs: none (one server only)")
     lines.append(f"  front-end ports: {spec.frontend_ports} x {spec.frontend_nic}" if spec.frontend_ports

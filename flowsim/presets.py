@@ -208,21 +208,42 @@ def pcie_workstation(
     return build_server(spec, figure=figure)
 
 
-def rtx4090_workstation_spec(**options) -> ServerSpec:
+def rtx4090_workstation_spec(
+    *,
+    n_gpus: int = 8,
+    gpus_per_switch: int = 1,
+    sockets: int = 2,
+    p2p: bool = False,
+    pcie: str = "pcie4",
+    intersocket: str = "upi2_sapphire_rapids",
+    memory: str = "ddr5_4800_8ch",
+) -> ServerSpec:
     """The :class:`~flowsim.servers.ServerSpec` of :func:`rtx4090_workstation`."""
-    return pcie_workstation_spec(**{"pcie": "pcie4", "gpu": "RTX 4090", **options})
+    return pcie_workstation_spec(n_gpus=n_gpus, gpus_per_switch=gpus_per_switch, sockets=sockets, p2p=p2p,
+                                 pcie=pcie, intersocket=intersocket, memory=memory, gpu="RTX 4090")
 
 
-def rtx4090_workstation(*, figure: str, **options) -> Topology:
+def rtx4090_workstation(
+    *,
+    figure: str,
+    n_gpus: int = 8,
+    gpus_per_switch: int = 1,
+    sockets: int = 2,
+    p2p: bool = False,
+    pcie: str = "pcie4",
+    intersocket: str = "upi2_sapphire_rapids",
+    memory: str = "ddr5_4800_8ch",
+) -> Topology:
     """Eight RTX 4090 (PCIe Gen4 x16, no NVLink, no peer-to-peer) on two Sapphire Rapids sockets.
 
     The :func:`pcie_workstation` host with the GPUs' links at Gen4, the RTX 4090's host
-    interface: four GPUs per socket, each on its own root port (the bus ids of the 8 x RTX 4090
-    host of NVIDIA/nccl#1530, docs/hardware.md §3.3); GeForce GPUs copy through host memory.
-    ``options`` are :func:`pcie_workstation`'s. Sources: docs/hardware.md §3.1 and §3.3,
-    NVIDIA/nccl#1530, NVIDIA/nccl#1639.
+    interface: four GPUs per socket, each on its own root port (the bus ids of an 8 x RTX 4090
+    host); GeForce GPUs copy through host memory. The options are :func:`pcie_workstation`'s,
+    ``pcie`` defaulting to Gen4. Sources: docs/hardware.md §3.1 and §3.3, NVIDIA/nccl#1530, NVIDIA/nccl#1639.
     """
-    return build_server(rtx4090_workstation_spec(**options), figure=figure)
+    spec = rtx4090_workstation_spec(n_gpus=n_gpus, gpus_per_switch=gpus_per_switch, sockets=sockets, p2p=p2p,
+                                    pcie=pcie, intersocket=intersocket, memory=memory)
+    return build_server(spec, figure=figure)
 
 
 def dgx1_v100(*, figure: str, p2p: bool = True) -> Topology:

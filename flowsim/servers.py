@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from flowsim.errors import InputError, is_real, whole_number
-from flowsim.hardware import LinkTier, link_rate, link_technology, nvlink_generation
+from flowsim.hardware import LinkTier, gpu_compute_capability, link_rate, link_technology, nvlink_generation
 from flowsim.topology import NodeKind, Topology, TopologyBuilder
 
 __all__ = ["CPU_KINDS", "GPU_FABRICS", "PcieSwitch", "ServerSpec", "build_server"]
@@ -238,7 +238,8 @@ def build_server(spec: ServerSpec, *, figure: str) -> Topology:
     """
     spec.check()
     b = TopologyBuilder()
-    server = b.add_server(spec.name, p2p=spec.p2p, net_latency_s=spec.net_latency_us * 1e-6)
+    server = b.add_server(spec.name, p2p=spec.p2p, net_latency_s=spec.net_latency_us * 1e-6,
+                          gpu_sm=gpu_compute_capability(spec.gpu))
     for g in range(spec.n_gpus):
         b.add_node(f"gpu{g}", NodeKind.GPU, server=server)
     if spec.gpu_fabric == "nvswitch":

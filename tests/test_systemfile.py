@@ -268,3 +268,22 @@ def test_efa_systems_carry_the_latency_aws_ofi_nccl_reports(name, latency_s):
     system, _, _ = resolve_system(name)
     t = build_cluster(system, 2, figure="nominal", fabric="rail_optimized")
     assert t.server_net_latency_s.tolist() == [latency_s, latency_s]
+
+
+def test_rings_leave_a_server_through_its_nics_in_turn():
+    from flowsim.collectives.rings import nic_spread_offsets
+
+    # Two GPUs to a NIC (the p4d): rotations 0, 2, 4, 6 enter through NICs 0-3 and leave
+    # through NICs 3, 0, 1, 2; then 1, 3, 5, 7. One NIC per GPU: 0..7 as before.
+    assert nic_spread_offsets([0, 0, 1, 1, 2, 2, 3, 3]) == [0, 2, 4, 6, 1, 3, 5, 7]
+    assert nic_spread_offsets(list(range(8))) == list(range(8))
+
+
+def test_a_p4d_ring_all_reduce_fills_its_four_efa_nics(capsys):
+    # 4 EFA NICs of 100 Gb/s at NCCL's 12 GB/s each (eth100g effective, [NCCL] NET_BW): a ring
+    # all-reduce across servers reaches at most 4 x 12 = 48 GB/s busbw. With the rings rotated
+    # by one GPU, two of the first four left through NIC 0 and it gave half that (23.95).
+    assert flowsim(["collective", "all_reduce", "--system", "aws-p4d", "--nodes", "2", "-b", "1G", "-e", "1G",
+                    "--nccl-env", "NCCL_ALGO=Ring"]) == 0
+    busbw = float(_rows(capsys.readouterr().out)[0][-1])
+    assert 0.97 * 48 < busbw <= 48

@@ -209,3 +209,27 @@ def test_an_efa_plugins_latency_joins_every_network_step():
     ranks = [f"n{s}.gpu{g}" for s in range(2) for g in range(8)]
     assert describe_system(t, ranks).net_latency_us == pytest.approx(75.0)
     assert describe_system(t, ranks[:8]).net_latency_us == pytest.approx(75.0)
+
+
+@pytest.mark.parametrize(("name", "sm", "row"), [
+    # Compute capabilities ([CUDA-GPUS], docs/hardware.md §1.4): RTX 4090 8.9, RTX 5090 12.0;
+    # NCCL's rows: >= 100 Blackwell, >= 90 Hopper, >= 80 Ampere ([NCCL] tuning.cc compCapIndex).
+    ("rtx4090_8x", 89, "ampere"),
+    ("rtx5090_8x", 120, "blackwell"),
+    ("dgx_h100", 90, "hopper"),
+])
+def test_pcie_gpus_take_their_models_compute_capability(name, sm, row):
+    t = preset(name, figure="nominal")
+    system = describe_system(t, [t.node_names[g] for g in t.gpus()])
+    assert (system.sm, system.compcap) == (sm, row)
+
+
+def test_gpu_models_read_as_nvidia_smi_names_them():
+    from flowsim.hardware import gpu_compute_capability
+
+    assert gpu_compute_capability("NVIDIA GeForce RTX 5090") == 120
+    assert gpu_compute_capability("NVIDIA H100 80GB HBM3") == 90
+    assert gpu_compute_capability("L40S") == 89
+    assert gpu_compute_capability("A10G") == 86
+    assert gpu_compute_capability("Tesla V100-SXM2-32GB") == 70
+    assert gpu_compute_capability("GPU") == 0

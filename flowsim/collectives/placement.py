@@ -22,7 +22,14 @@ from flowsim.collectives.chunks import nccl_chunking, pipeline_pieces
 from flowsim.collectives.constants import DEFAULT_NCCL_VERSION
 from flowsim.collectives.costs import PROTOCOLS, CollectiveCosts, nccl_costs, nvls_costs, nvls_tree_costs, pat_costs
 from flowsim.collectives.dag import MAX_PIPELINE_SLICES, MAX_RING_SLICES
-from flowsim.collectives.rings import mesh_link_counts, mesh_rings, mesh_server_rings, rank_servers, rotated_rings
+from flowsim.collectives.rings import (
+    mesh_link_counts,
+    mesh_rings,
+    mesh_server_rings,
+    nic_spread_offsets,
+    rank_servers,
+    rotated_rings,
+)
 from flowsim.collectives.tuner import NcclChoice, NoNcclChoice, nccl_choice
 from flowsim.errors import InputError
 from flowsim.hardware import LinkTier
@@ -144,13 +151,16 @@ def _ring_orders(
 ) -> list[tuple[str, ...]]:
     """Ring order per channel: NVLink mesh rings where the GPUs of a server link directly (the
     DGX-1; across servers :func:`~flowsim.collectives.rings.mesh_server_rings`), else
-    :func:`~flowsim.collectives.rotated_rings`."""
+    :func:`~flowsim.collectives.rotated_rings`, rotated to leave each server through its NICs
+    in turn (:func:`~flowsim.collectives.rings.nic_spread_offsets`)."""
     rings = _mesh_orders(topology, ranks, servers)
     if rings:
         n = len(rings) if channels is None else channels
         return [rings[c % len(rings)] for c in range(n)]
     n = _default_channels(topology, ranks, servers) if channels is None else channels
-    return rotated_rings(ranks, n, servers)
+    first = [r for r in ranks if servers[r] == servers[ranks[0]]]
+    offsets = nic_spread_offsets(topology.node_nic[topology.node_ids(first)].tolist())
+    return rotated_rings(ranks, n, servers, offsets)
 
 
 def check_nvswitch(topology: Topology, switch: str) -> None:

@@ -117,8 +117,8 @@ class NcclSystem:
     n_ranks, n_nodes : int
         Ranks and servers (NCCL's nodes).
     sm : int
-        The GPUs' lowest compute capability, times ten (60 ... 100): from their NVLink
-        generation, else ``gpu_generation``. :attr:`compcap` is the row of NCCL's tables.
+        The GPUs' lowest compute capability, times ten (60 ... 120): ``gpu_generation``'s, else
+        their models', else their NVLink generation's. :attr:`compcap` is the row of NCCL's tables.
     intra : str
         ``"nvlink"`` when every rank has an NVLink, else ``"pci"``.
     nvswitch : bool
@@ -270,8 +270,9 @@ def describe_system(
     """What NCCL's tuner sees of ``ranks`` on ``topology`` (see :class:`NcclSystem`).
 
     ``gpu_generation`` (``"volta"``, ``"ampere"``, ``"hopper"``, ``"blackwell"``) overrides
-    the generation the GPUs' NVLinks say; GPUs on PCIe only count as Ampere unless it is
-    given.
+    the GPUs' compute capability, which is their model's where the topology knows it
+    (:attr:`~flowsim.topology.Topology.server_gpu_sm`), else their NVLinks' generation's; GPUs
+    of unknown models on PCIe only count as Ampere.
     """
     servers = rank_servers(topology, ranks)
     server_ids = {int(topology.node_server[topology.node_id(r)]) for r in ranks}
@@ -292,11 +293,16 @@ def describe_system(
         if gpu_generation not in _GENERATION_SM:
             raise InputError(f"unknown GPU generation {gpu_generation!r}; valid ones: {', '.join(_GENERATION_SM)}")
         sm = _GENERATION_SM[gpu_generation]
+    elif all(topology.server_gpu_sm[s] > 0 for s in server_ids):
+        # The GPU models' own compute capability, as NCCL reads it (cudaCompCap): an RTX 4090
+        # is 89 (Ampere's rows, compCapIndex of [NCCL] v2.30.7 src/graph/tuning.cc), an RTX
+        # 5090 120 (Blackwell's).
+        sm = min(int(topology.server_gpu_sm[s]) for s in server_ids)
     elif sms:
         sm = min(sms)
     else:
-        # GPUs on PCIe only: the topology does not say their generation. Ampere's rows
-        # differ from the others here only in llMaxBws (39-282 GB/s), above any PCIe ring.
+        # GPUs on PCIe only of an unknown model: Ampere's rows, which differ from the others
+        # here only in llMaxBws (39-282 GB/s), above any PCIe ring.
         sm = _GENERATION_SM["ampere"]
     net_latency_us = max(float(topology.server_net_latency_s[s]) for s in server_ids) * 1e6
     return NcclSystem(len(ranks), len(set(servers.values())), sm, intra, nvswitch,

@@ -339,7 +339,7 @@ class _Loads:
 
 def _search(
     loads: _Loads, speeds: tuple[float, ...], *, pattern: str, min_channels: int, max_channels: int,
-    max_bw: float, total_bw: float, compcap: str,
+    max_bw: float, total_bw: float, sm: int,
 ) -> NcclGraph:
     """ncclTopoCompute's two passes (see the module docstring) over the speed array."""
     index = 0
@@ -361,9 +361,10 @@ def _search(
         break
     if best.n_channels == 0:
         return best
-    # ncclTopoDupChannels: rings and trees at high speed run twice the channels at half speed.
+    # ncclTopoDupChannels: rings and trees at high speed run twice the channels at half speed;
+    # not above compute capability 8.0 (Ada and later too) below 50 GB/s on more than 4 channels.
     if pattern != "nvls" and best.bw_intra >= 25.0 and not (
-        compcap in ("hopper", "blackwell") and best.bw_intra < 50.0 and best.n_channels > 4
+        sm > 80 and best.bw_intra < 50.0 and best.n_channels > 4
     ):
         dup = min(best.n_channels * 2, max_channels)
         factor = math.ceil(dup / best.n_channels)
@@ -451,9 +452,9 @@ def _graphs(topology: Topology, ranks: Sequence[str], system: NcclSystem, consta
     ndevs = len(first_group)
     tree_total = total_bw * ndevs / (ndevs - 1) if ndevs > 1 else total_bw
     ring = _search(ring_loads, speeds, pattern="ring", min_channels=1, max_channels=_MAX_CHANNELS // 2,
-                   max_bw=max_bw, total_bw=total_bw, compcap=system.compcap)
+                   max_bw=max_bw, total_bw=total_bw, sm=system.sm)
     tree = _search(ring_loads, speeds, pattern="tree", min_channels=ring.n_channels,
-                   max_channels=ring.n_channels, max_bw=max_bw, total_bw=tree_total, compcap=system.compcap)
+                   max_channels=ring.n_channels, max_bw=max_bw, total_bw=tree_total, sm=system.sm)
     graphs = {"ring": ring, "tree": tree}
     if system.nvswitch and system.compcap in ("hopper", "blackwell"):
         switch_pairs, switch_weights = [], []
@@ -471,7 +472,7 @@ def _graphs(topology: Topology, ranks: Sequence[str], system: NcclSystem, consta
                 switch_weights.append(1.0 / len(groups[servers[rank]]))
         nvls_loads = _Loads(topology, router, switch_pairs, switch_weights, constants)
         graphs["nvls"] = _search(nvls_loads, speeds, pattern="nvls", min_channels=1 if inter else heads,
-                                 max_channels=heads, max_bw=max_bw, total_bw=tree_total, compcap=system.compcap)
+                                 max_channels=heads, max_bw=max_bw, total_bw=tree_total, sm=system.sm)
     return graphs
 
 

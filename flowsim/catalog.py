@@ -10,7 +10,7 @@ from flowsim.formatting import format_rate, format_seconds
 from flowsim.hardware import link_rate, link_technology, nvlink_generation, switch_model, switch_names, technology_names
 from flowsim.presets import compute_nics, frontend_nics, preset, preset_info, preset_names
 from flowsim.servers import build_server
-from flowsim.systemfile import SystemFile
+from flowsim.systemfile import SystemFile, find_system, shipped_system_names
 
 __all__ = ["SECTIONS", "describe_presets", "describe_system"]
 
@@ -43,6 +43,9 @@ def _systems() -> list[str]:
             f"    {summary}",
             f"    sources: {_doc_sources(doc)}",
         ]
+    lines += ["", "Shipped systems (flowsim/systems; --system NAME, 'flowsim presets NAME' for their figures):"]
+    for name in shipped_system_names():
+        lines.append(f"  {name}: {find_system(name).description}")
     return lines
 
 

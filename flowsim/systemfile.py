@@ -38,8 +38,8 @@ from flowsim.servers import CPU_KINDS, GPU_FABRICS, PcieSwitch, ServerSpec
 from flowsim.tomlcheck import Where, join, show
 
 __all__ = [
-    "NIC_KINDS", "SystemFile", "format_system", "is_system_file", "load_system", "merge", "parse_system",
-    "resolve_system", "shipped_system_names", "system_from_document",
+    "NIC_KINDS", "SystemFile", "find_system", "format_system", "is_shipped_system", "is_system_file", "load_system",
+    "merge", "parse_system", "resolve_system", "shipped_system_names", "system_from_document",
 ]
 
 #: How compute NICs talk: InfiniBand, RDMA over Converged Ethernet, AWS Elastic Fabric Adapter.
@@ -306,15 +306,27 @@ def shipped_system_names() -> tuple[str, ...]:
     return tuple(sorted(path.stem for path in SHIPPED.glob("*.toml")))
 
 
+def is_shipped_system(value: str) -> bool:
+    """Whether ``value`` names a system file that ships with flowsim (``'-'`` and ``'_'`` alike)."""
+    return not is_system_file(value) and value.replace("-", "_") in shipped_system_names()
+
+
+def find_system(value: str) -> SystemFile:
+    """A system file (``*.toml``) or, by name, one that ships with flowsim (``aws-p5``)."""
+    if is_shipped_system(value):
+        return load_system(SHIPPED / f"{value.replace('-', '_')}.toml")
+    return load_system(value)
+
+
 def resolve_system(value: str) -> tuple[str | ServerSpec, str, dict]:
     """What a ``--system`` value names: a system file (``*.toml``), a shipped one
     (:func:`shipped_system_names`) or a preset, ``'-'`` and ``'_'`` alike in names. Returns the
     system :func:`flowsim.fabrics.build_cluster` takes, its name, and the file's cluster keys
     (empty for a preset)."""
-    name = value.replace("-", "_")
-    if is_system_file(value) or name in shipped_system_names():
-        system = load_system(value if is_system_file(value) else SHIPPED / f"{name}.toml")
+    if is_system_file(value) or is_shipped_system(value):
+        system = find_system(value)
         return system.spec, system.name, dict(system.cluster)
+    name = value.replace("-", "_")
     return name, name, {}
 
 

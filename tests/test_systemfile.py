@@ -287,3 +287,13 @@ def test_a_p4d_ring_all_reduce_fills_its_four_efa_nics(capsys):
                     "--nccl-env", "NCCL_ALGO=Ring"]) == 0
     busbw = float(_rows(capsys.readouterr().out)[0][-1])
     assert 0.97 * 48 < busbw <= 48
+
+
+def test_presets_lists_and_describes_the_shipped_systems(capsys):
+    assert flowsim(["presets", "--only", "systems"]) == 0
+    assert "  aws_p6_b200: AWS p6-b200.48xlarge: 8 x B200, 8 x 400 Gb/s EFAv4" in capsys.readouterr().out
+    assert flowsim(["presets", "aws-p6-b200"]) == 0
+    out = capsys.readouterr().out
+    # 8 EFA NICs of 400 Gb/s, one per GPU: 8 x 50 = 400 GB/s nominal per server (48 effective each).
+    assert "compute NICs: 8 x eth400g (efa), up to 1 GPU(s) each: 400.00 GB/s nominal, 384.00 GB/s effective" in out
+    assert "network latency its NCCL plugin reports: 35 us per inter-server step" in out

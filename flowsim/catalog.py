@@ -10,7 +10,7 @@ from flowsim.formatting import format_rate, format_seconds
 from flowsim.hardware import link_rate, link_technology, nvlink_generation, switch_model, switch_names, technology_names
 from flowsim.presets import compute_nics, frontend_nics, preset, preset_info, preset_names
 from flowsim.servers import build_server
-from flowsim.systemfile import SystemFile
+from flowsim.systemfile import SystemFile, find_system, shipped_system_names
 
 __all__ = ["SECTIONS", "describe_presets", "describe_system"]
 
@@ -43,6 +43,9 @@ def _systems() -> list[str]:
             f"    {summary}",
             f"    sources: {_doc_sources(doc)}",
         ]
+    lines += ["", "Shipped systems (flowsim/systems; --system NAME, 'flowsim presets NAME' for their figures):"]
+    for name in shipped_system_names():
+        lines.append(f"  {name}: {find_system(name).description}")
     return lines
 
 
@@ -107,6 +110,9 @@ def describe_system(system: SystemFile) -> str:
         per_nic = max(rails.count(r) for r in set(rails))
         lines.append(f"  compute NICs: {spec.n_nics} x {spec.compute_nic} ({spec.nic_kind}), up to {per_nic} GPU(s) "
                      f"each: {_rates(spec.compute_nic, spec.n_nics)} per server")
+        if spec.net_latency_us:
+            lines.append(f"  network latency its NCCL plugin reports: {spec.net_latency_us:g} us per inter-server "
+                         "step, twice with Simple (docs/hardware.md §5.1)")
     else:
         lines.append("  compute NICs: none (one server only)")
     lines.append(f"  front-end ports: {spec.frontend_ports} x {spec.frontend_nic}" if spec.frontend_ports

@@ -406,3 +406,26 @@ def switch_for(technology: str) -> SwitchModel:
         f"no switch model with {technology!r} ports; models: "
         + ", ".join(f"{s.name} ({s.technology})" for s in _SWITCHES.values())
     )
+
+
+# Compute capability (major x 10 + minor, as NCCL's cudaCompCap) of GPU models, by the name
+# nvidia-smi gives them ([CUDA-GPUS], docs/hardware.md §1.4). Longer names first, so that
+# "RTX 4090" is not read as something shorter it contains.
+_GPU_SM = (
+    ("RTXPRO6000", 120), ("RTX5090", 120), ("RTX5080", 120), ("RTX4090", 89), ("RTX4080", 89),
+    ("RTX6000ADA", 89), ("RTX3090", 86), ("RTXA6000", 86), ("GB200", 100), ("GB300", 103),
+    ("B300", 103), ("B200", 100), ("B100", 100), ("GH200", 90), ("H200", 90), ("H100", 90), ("H800", 90),
+    ("H20", 90), ("L40S", 89), ("L40", 89), ("L4", 89), ("A100", 80), ("A800", 80), ("A30", 80), ("A40", 86),
+    ("A10G", 86), ("A10", 86), ("V100", 70), ("P100", 60),
+)
+
+
+def gpu_compute_capability(model: str) -> int:
+    """Compute capability x 10 of a GPU model (``"H100"``, ``"NVIDIA GeForce RTX 4090"``), as
+    NCCL reads it (its ``cudaCompCap``); 0 for a model not in docs/hardware.md §1.4.
+
+    >>> gpu_compute_capability("NVIDIA GeForce RTX 4090"), gpu_compute_capability("L40S"), gpu_compute_capability("GPU")
+    (89, 89, 0)
+    """
+    key = "".join(model.upper().replace("NVIDIA", "").replace("GEFORCE", "").split()).replace("-", "")
+    return next((sm for name, sm in _GPU_SM if name in key), 0)

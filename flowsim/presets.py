@@ -57,7 +57,6 @@ Node names inside a server: ``gpu{i}``, ``nvswitch``, ``cpu{s}``, ``mem{s}``, ``
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -80,6 +79,7 @@ __all__ = [
     "gb200_nvl72",
     "pcie_server",
     "pcie_workstation",
+    "rtx4090_workstation",
     "preset",
     "preset_info",
     "preset_names",
@@ -168,14 +168,15 @@ def pcie_workstation_spec(
     pcie: str = "pcie5",
     intersocket: str = "upi2_sapphire_rapids",
     memory: str = "ddr5_4800_8ch",
+    gpu: str = "RTX 5090",
 ) -> ServerSpec:
-    """The :class:`~flowsim.servers.ServerSpec` of :func:`pcie_workstation`."""
+    """The :class:`~flowsim.servers.ServerSpec` of :func:`pcie_workstation` (``gpu``: the GPU model)."""
     if n_gpus < 1 or sockets < 1 or gpus_per_switch < 1 or n_gpus % (sockets * gpus_per_switch):
         raise InputError(f"pcie_workstation: n_gpus={n_gpus} does not split into {sockets} socket(s) of "
                          f"switches of gpus_per_switch={gpus_per_switch}")
     switches = _switches(*((tuple(range(j, j + gpus_per_switch)), ()) for j in range(0, n_gpus, gpus_per_switch)))
     return ServerSpec(
-        "pcie_workstation", "GPU", n_gpus, "pcie", pcie, sockets, intersocket, memory, switches,
+        "pcie_workstation", gpu, n_gpus, "pcie", pcie, sockets, intersocket, memory, switches,
         "eth100g", "eth100g", 1, p2p=p2p,
     )
 
@@ -204,6 +205,44 @@ def pcie_workstation(
     """
     spec = pcie_workstation_spec(n_gpus=n_gpus, gpus_per_switch=gpus_per_switch, sockets=sockets, p2p=p2p,
                                  pcie=pcie, intersocket=intersocket, memory=memory)
+    return build_server(spec, figure=figure)
+
+
+def rtx4090_workstation_spec(
+    *,
+    n_gpus: int = 8,
+    gpus_per_switch: int = 1,
+    sockets: int = 2,
+    p2p: bool = False,
+    pcie: str = "pcie4",
+    intersocket: str = "upi2_sapphire_rapids",
+    memory: str = "ddr5_4800_8ch",
+) -> ServerSpec:
+    """The :class:`~flowsim.servers.ServerSpec` of :func:`rtx4090_workstation`."""
+    return pcie_workstation_spec(n_gpus=n_gpus, gpus_per_switch=gpus_per_switch, sockets=sockets, p2p=p2p,
+                                 pcie=pcie, intersocket=intersocket, memory=memory, gpu="RTX 4090")
+
+
+def rtx4090_workstation(
+    *,
+    figure: str,
+    n_gpus: int = 8,
+    gpus_per_switch: int = 1,
+    sockets: int = 2,
+    p2p: bool = False,
+    pcie: str = "pcie4",
+    intersocket: str = "upi2_sapphire_rapids",
+    memory: str = "ddr5_4800_8ch",
+) -> Topology:
+    """Eight RTX 4090 (PCIe Gen4 x16, no NVLink, no peer-to-peer) on two Sapphire Rapids sockets.
+
+    The :func:`pcie_workstation` host with the GPUs' links at Gen4, the RTX 4090's host
+    interface: four GPUs per socket, each on its own root port (the bus ids of an 8 x RTX 4090
+    host); GeForce GPUs copy through host memory. The options are :func:`pcie_workstation`'s,
+    ``pcie`` defaulting to Gen4. Sources: docs/hardware.md §3.1 and §3.3, NVIDIA/nccl#1530, NVIDIA/nccl#1639.
+    """
+    spec = rtx4090_workstation_spec(n_gpus=n_gpus, gpus_per_switch=gpus_per_switch, sockets=sockets, p2p=p2p,
+                                    pcie=pcie, intersocket=intersocket, memory=memory)
     return build_server(spec, figure=figure)
 
 
@@ -323,8 +362,7 @@ PRESETS: dict[str, Preset] = {
     "gb200_nvl72": Preset(gb200_nvl72, gb200_nvl72_spec),
     # PCIe workstations (docs/hardware.md §3.3): no compute NICs; "eth100g" is their front-end port.
     "rtx5090_8x": Preset(pcie_workstation, pcie_workstation_spec),
-    "rtx4090_8x": Preset(functools.partial(pcie_workstation, pcie="pcie4"),
-                         functools.partial(pcie_workstation_spec, pcie="pcie4")),
+    "rtx4090_8x": Preset(rtx4090_workstation, rtx4090_workstation_spec),
 }
 
 

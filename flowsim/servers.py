@@ -25,12 +25,13 @@ NIC ``r``), ``fe{j}`` (front-end port).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from flowsim.errors import InputError, whole_number
-from flowsim.hardware import LinkTier, link_rate, link_technology, nvlink_generation
+from flowsim.errors import InputError, is_real, whole_number
+from flowsim.hardware import LinkTier, gpu_compute_capability, link_rate, link_technology, nvlink_generation
 from flowsim.topology import NodeKind, Topology, TopologyBuilder
 
 __all__ = ["CPU_KINDS", "GPU_FABRICS", "PcieSwitch", "ServerSpec", "build_server"]
@@ -89,7 +90,11 @@ class ServerSpec:
     frontend_ports : int
         Front-end (storage / in-band) Ethernet ports, spread over the sockets in turn.
     nic_kind : str
-        ``"ib"``, ``"roce"`` or ``"efa"``: how the compute NICs talk (reported only).
+        ``"ib"``, ``"roce"`` or ``"efa"``: how the compute NICs talk (reported).
+    net_latency_us : float
+        Latency (us) the NICs' NCCL network plugin reports, which NCCL adds to each
+        inter-server step (docs/hardware.md §5.1): 0 for InfiniBand and RoCE (NCCL's IB
+        transport reports none); aws-ofi-nccl's figure of the instance for EFA.
     """
 
     name: str
@@ -111,6 +116,7 @@ class ServerSpec:
     cpu: str = "x86"
     gpu_nics: tuple[int, ...] | None = None
     nic_kind: str = "ib"
+    net_latency_us: float = 0.0
 
     @property
     def n_nics(self) -> int:
@@ -122,6 +128,8 @@ class ServerSpec:
         n = whole_number("gpus", self.n_gpus)
         whole_number("sockets", self.sockets)
         whole_number("frontend ports", self.frontend_ports, minimum=0)
+        if not (is_real(self.net_latency_us) and math.isfinite(self.net_latency_us) and self.net_latency_us >= 0):
+            raise InputError(f"network latency {self.net_latency_us!r} us must be a finite number >= 0")
         if self.gpu_fabric not in GPU_FABRICS:
             raise InputError(f"unknown GPU fabric {self.gpu_fabric!r}; valid ones: {', '.join(GPU_FABRICS)}")
         if self.cpu not in CPU_KINDS:
@@ -230,7 +238,8 @@ def build_server(spec: ServerSpec, *, figure: str) -> Topology:
     """
     spec.check()
     b = TopologyBuilder()
-    server = b.add_server(spec.name, p2p=spec.p2p)
+    server = b.add_server(spec.name, p2p=spec.p2p, net_latency_s=spec.net_latency_us * 1e-6,
+                          gpu_sm=gpu_compute_capability(spec.gpu))
     for g in range(spec.n_gpus):
         b.add_node(f"gpu{g}", NodeKind.GPU, server=server)
     if spec.gpu_fabric == "nvswitch":

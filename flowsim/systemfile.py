@@ -23,6 +23,7 @@ preset is, and the cluster keys :func:`flowsim.fabrics.build_cluster` takes. Err
 from __future__ import annotations
 
 import copy
+import math
 import os
 import tomllib
 from collections.abc import Mapping
@@ -37,8 +38,8 @@ from flowsim.servers import CPU_KINDS, GPU_FABRICS, PcieSwitch, ServerSpec
 from flowsim.tomlcheck import Where, join, show
 
 __all__ = [
-    "NIC_KINDS", "SystemFile", "format_system", "is_system_file", "load_system", "merge", "parse_system",
-    "resolve_system", "shipped_system_names", "system_from_document",
+    "NIC_KINDS", "SystemFile", "find_system", "format_system", "is_shipped_system", "is_system_file", "load_system",
+    "merge", "parse_system", "resolve_system", "shipped_system_names", "system_from_document",
 ]
 
 #: How compute NICs talk: InfiniBand, RDMA over Converged Ethernet, AWS Elastic Fabric Adapter.
@@ -167,10 +168,14 @@ def _switches(where: Where, pcie: Mapping, n_gpus: int, sockets: int) -> list[di
 
 def _nics(
     where: Where, server: Mapping, switches: list[dict[str, Any]], n_gpus: int
-) -> tuple[str, str, tuple[int, ...] | None]:
-    """Compute NIC technology, kind and the NIC each GPU uses; places NICs on ``switches``."""
+) -> tuple[str, str, tuple[int, ...] | None, float]:
+    """Compute NIC technology, kind, the NIC each GPU uses and the network latency (us) NCCL's
+    plugin reports; places NICs on ``switches``."""
     nics = where.table(server.get("nics", {}), "server.nics")
-    where.only(nics, ("count", "speed_gbps", "kind", "serves"), "server.nics")
+    where.only(nics, ("count", "speed_gbps", "kind", "serves", "net_latency_us"), "server.nics")
+    net_latency = where.number(nics, "net_latency_us", "server.nics", 0.0)
+    if not (math.isfinite(net_latency) and net_latency >= 0):
+        raise where.error("server.nics.net_latency_us", f"expected a number of microseconds >= 0, got {net_latency!r}")
     count = _integer(where, nics, "count", "server.nics", 0, minimum=0)
     kind = where.choice(nics, "kind", "server.nics", NIC_KINDS, "ib")
     technology = _speed(where, nics, "server.nics", _IB_SPEEDS if kind == "ib" else _ETH_SPEEDS) if count else "ib_ndr"
@@ -205,7 +210,7 @@ def _nics(
             switches[switch_of[group[0]]]["nics"].append(r)
     for s in switches:
         s["nics"] = tuple(s["nics"] or ())
-    return technology, kind, tuple(gpu_nics) if groups and min(gpu_nics) >= 0 else None
+    return technology, kind, tuple(gpu_nics) if groups and min(gpu_nics) >= 0 else None, net_latency
 
 
 def _server(where: Where, server: Mapping, name: str) -> ServerSpec:
@@ -228,7 +233,7 @@ def _server(where: Where, server: Mapping, name: str) -> ServerSpec:
         raise where.error("server.pcie.generation", f"expected one of {', '.join(map(str, _PCIE_GENERATIONS))}, "
                                                     f"got {show(generation)}")
     switches = _switches(where, pcie, n_gpus, sockets)
-    compute_nic, nic_kind, gpu_nics = _nics(where, server, switches, n_gpus)
+    compute_nic, nic_kind, gpu_nics, net_latency = _nics(where, server, switches, n_gpus)
     frontend = where.table(server.get("frontend", {}), "server.frontend")
     where.only(frontend, ("ports", "speed_gbps"), "server.frontend")
     ports = _integer(where, frontend, "ports", "server.frontend", 0, minimum=0)
@@ -238,7 +243,7 @@ def _server(where: Where, server: Mapping, name: str) -> ServerSpec:
         tuple(PcieSwitch(s["gpus"], s["nics"], s["socket"]) for s in switches), compute_nic, frontend_nic, ports,
         nvlink=fabric.get("nvlink"), nvlinks_per_gpu=fabric.get("nvlinks_per_gpu"),
         nvlink_counts=fabric.get("nvlink_counts"), p2p=where.boolean(server, "p2p", "server", True), cpu=cpu_kind,
-        gpu_nics=gpu_nics, nic_kind=nic_kind,
+        gpu_nics=gpu_nics, nic_kind=nic_kind, net_latency_us=net_latency,
     )
     try:
         spec.check()
@@ -301,15 +306,27 @@ def shipped_system_names() -> tuple[str, ...]:
     return tuple(sorted(path.stem for path in SHIPPED.glob("*.toml")))
 
 
+def is_shipped_system(value: str) -> bool:
+    """Whether ``value`` names a system file that ships with flowsim (``'-'`` and ``'_'`` alike)."""
+    return not is_system_file(value) and value.replace("-", "_") in shipped_system_names()
+
+
+def find_system(value: str) -> SystemFile:
+    """A system file (``*.toml``) or, by name, one that ships with flowsim (``aws-p5``)."""
+    if is_shipped_system(value):
+        return load_system(SHIPPED / f"{value.replace('-', '_')}.toml")
+    return load_system(value)
+
+
 def resolve_system(value: str) -> tuple[str | ServerSpec, str, dict]:
     """What a ``--system`` value names: a system file (``*.toml``), a shipped one
     (:func:`shipped_system_names`) or a preset, ``'-'`` and ``'_'`` alike in names. Returns the
     system :func:`flowsim.fabrics.build_cluster` takes, its name, and the file's cluster keys
     (empty for a preset)."""
-    name = value.replace("-", "_")
-    if is_system_file(value) or name in shipped_system_names():
-        system = load_system(value if is_system_file(value) else SHIPPED / f"{name}.toml")
+    if is_system_file(value) or is_shipped_system(value):
+        system = find_system(value)
         return system.spec, system.name, dict(system.cluster)
+    name = value.replace("-", "_")
     return name, name, {}
 
 
@@ -368,6 +385,8 @@ def format_system(spec: ServerSpec, *, cluster: Mapping | None = None, descripti
         rails = spec.rails()
         serves = [[g for g, r in enumerate(rails) if r == n] for n in range(spec.n_nics)]
         lines.append(f"serves = {_toml_value(serves)}")
+        if spec.net_latency_us:
+            lines.append(f"net_latency_us = {spec.net_latency_us!r}")
     lines += ["", "[server.frontend]", f"ports = {spec.frontend_ports}"]
     if spec.frontend_ports:
         speed = next(gbps for gbps, technology in _ETH_SPEEDS.items() if technology == spec.frontend_nic)

@@ -20,8 +20,9 @@ Modelling conventions
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 from functools import cached_property
 
@@ -77,6 +78,14 @@ class Topology:
     server_p2p : bool[n_servers]
         Whether GPUs of the server can copy peer-to-peer over PCIe; without it their PCIe
         traffic is staged through host memory.
+    server_net_latency_s : float64[n_servers], optional (empty: all 0)
+        Latency the server's network plugin reports to NCCL for its NICs (NCCL's
+        ``ncclNetProperties_t.latency``, docs/hardware.md §5.1), which NCCL's tuner adds to
+        every inter-server step; 0 (the default) for InfiniBand and RoCE, whose transport
+        reports none.
+    server_gpu_sm : int64[n_servers], optional (empty: all 0)
+        Compute capability x 10 of the server's GPUs, as NCCL reads it (89 for an RTX 4090);
+        0 where the GPU model is unknown (NCCL's tuner then goes by the GPUs' NVLinks).
     link_names : tuple of str
     link_src, link_dst : int64[n_links]
         Node ids at each end. For a shared link the direction is nominal.
@@ -109,11 +118,19 @@ class Topology:
     link_technology: tuple[str, ...]
     link_tier: np.ndarray
     link_shared: np.ndarray
+    server_net_latency_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    server_gpu_sm: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     def __post_init__(self) -> None:
+        if len(self.server_net_latency_s) == 0:
+            object.__setattr__(self, "server_net_latency_s", np.zeros(len(self.server_names)))
+        if len(self.server_gpu_sm) == 0:
+            object.__setattr__(self, "server_gpu_sm", np.zeros(len(self.server_names), dtype=np.int64))
         for name, dtype in (
             ("node_kind", np.int64), ("node_server", np.int64), ("node_nic", np.int64),
-            ("server_p2p", np.bool_), ("link_src", np.int64), ("link_dst", np.int64),
+            ("server_p2p", np.bool_), ("server_net_latency_s", np.float64), ("server_gpu_sm", np.int64),
+            ("link_src", np.int64),
+            ("link_dst", np.int64),
             ("link_capacity_Bps", np.float64), ("link_latency_s", np.float64),
             ("link_tier", np.int64), ("link_shared", np.bool_),
         ):
@@ -126,7 +143,7 @@ class Topology:
         n_nodes, n_links, n_servers = len(self.node_names), len(self.link_names), len(self.server_names)
         for what, arrays, n in (
             ("node", ("node_kind", "node_server", "node_nic"), n_nodes),
-            ("server", ("server_p2p",), n_servers),
+            ("server", ("server_p2p", "server_net_latency_s", "server_gpu_sm"), n_servers),
             (
                 "link",
                 ("link_src", "link_dst", "link_capacity_Bps", "link_latency_s", "link_technology",
@@ -191,6 +208,17 @@ class Topology:
             raise InputError(
                 f"link {self.link_names[i]!r} has latency {float(lat[i])!r} s; latencies must be finite and >= 0"
             )
+        net = self.server_net_latency_s
+        bad = np.flatnonzero(~(net >= 0) | ~np.isfinite(net))
+        if bad.size:
+            i = int(bad[0])
+            raise InputError(f"server {self.server_names[i]!r} has network latency {float(net[i])!r} s; "
+                             "it must be finite and >= 0")
+        bad = np.flatnonzero(self.server_gpu_sm < 0)
+        if bad.size:
+            i = int(bad[0])
+            raise InputError(f"server {self.server_names[i]!r} has compute capability {int(self.server_gpu_sm[i])}; "
+                             "it must be >= 0 (0: unknown)")
         bad = np.flatnonzero(~np.isin(self.link_tier, [int(t) for t in LinkTier]))
         if bad.size:
             i = int(bad[0])
@@ -326,6 +354,8 @@ class TopologyBuilder:
         self._node_nic: list[int] = []
         self._server_names: list[str] = []
         self._server_p2p: list[bool] = []
+        self._server_net_latency: list[float] = []
+        self._server_gpu_sm: list[int] = []
         self._link_index: dict[str, int] = {}
         self._link_src: list[int] = []
         self._link_dst: list[int] = []
@@ -339,13 +369,21 @@ class TopologyBuilder:
     def n_nodes(self) -> int:
         return len(self._node_kind)
 
-    def add_server(self, name: str, *, p2p: bool = True) -> int:
-        """Add a server (a chassis or NVLink domain); returns its id."""
+    def add_server(self, name: str, *, p2p: bool = True, net_latency_s: float = 0.0, gpu_sm: int = 0) -> int:
+        """Add a server (a chassis or NVLink domain); returns its id. ``net_latency_s``: what
+        its network plugin reports to NCCL (:attr:`Topology.server_net_latency_s`);
+        ``gpu_sm``: its GPUs' compute capability x 10, 0 unknown (:attr:`Topology.server_gpu_sm`)."""
         if name in self._server_names:
             raise InputError(f"duplicate server name {name!r}")
         p2p = flag(f"server {name!r}: p2p", p2p)
+        if not (isinstance(net_latency_s, (int, float)) and math.isfinite(net_latency_s) and net_latency_s >= 0):
+            raise InputError(f"server {name!r}: network latency {net_latency_s!r} s must be finite and >= 0")
         self._server_names.append(name)
         self._server_p2p.append(p2p)
+        if isinstance(gpu_sm, bool) or not isinstance(gpu_sm, (int, np.integer)) or gpu_sm < 0:
+            raise InputError(f"server {name!r}: compute capability {gpu_sm!r} must be an integer >= 0")
+        self._server_net_latency.append(float(net_latency_s))
+        self._server_gpu_sm.append(int(gpu_sm))
         return len(self._server_names) - 1
 
     def add_node(self, name: str, kind: NodeKind, *, server: int = -1) -> int:
@@ -457,7 +495,9 @@ class TopologyBuilder:
         if len(server_names) != other.n_servers:
             raise InputError(f"{len(server_names)} server names for {other.n_servers} servers")
         server_ids = np.array(
-            [self.add_server(name, p2p=p2p) for name, p2p in zip(server_names, other.server_p2p.tolist(), strict=True)]
+            [self.add_server(name, p2p=p2p, net_latency_s=net, gpu_sm=sm) for name, p2p, net, sm in zip(
+                server_names, other.server_p2p.tolist(), other.server_net_latency_s.tolist(),
+                other.server_gpu_sm.tolist(), strict=True)]
             + [-1],
             dtype=np.int64,
         )
@@ -495,6 +535,8 @@ class TopologyBuilder:
             node_nic=np.array(self._node_nic, dtype=np.int64),
             server_names=tuple(self._server_names),
             server_p2p=np.array(self._server_p2p, dtype=np.bool_),
+            server_net_latency_s=np.array(self._server_net_latency, dtype=np.float64),
+            server_gpu_sm=np.array(self._server_gpu_sm, dtype=np.int64),
             link_names=tuple(self._link_index),
             link_src=np.array(self._link_src, dtype=np.int64),
             link_dst=np.array(self._link_dst, dtype=np.int64),

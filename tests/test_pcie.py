@@ -52,16 +52,24 @@ def test_a_staged_ring_on_one_socket_is_bound_by_its_memory():
 
 
 def test_nccl_sees_its_own_upi_constant_and_no_memory():
-    # 8 GPUs over two Sapphire Rapids sockets: every ring crosses UPI, which NCCL counts at
-    # SRP_QPI_BW = 22 GB/s. PCIe-only GPUs search the pre-SM90 speeds 40, 30, 20, ...: one channel
-    # fits at 20, too slow to duplicate (< 25), so NCCL models 1 x 20 GB/s.
+    # 8 RTX 5090 (compute capability 12.0: NCCL's Blackwell speeds 90, 80, ..., 30, 24, 20, ...,
+    # [NCCL] search.cc sm100SpeedArrayIntra) over two Sapphire Rapids sockets: every ring crosses
+    # UPI, which NCCL counts at SRP_QPI_BW = 22 GB/s. One channel fits at 20, too slow to
+    # duplicate (< 25), so NCCL models 1 x 20 GB/s.
     choice = nccl_choice(preset("rtx5090_8x", figure="effective"), "all_reduce", 2**30)
     assert choice.bus_bandwidth_GBps == pytest.approx(20.0)
     # 4 GPUs on socket 0: only PCIe Gen5 (48) bounds the search; host memory, which NCCL's graph
-    # does not have, does not. One channel at 40, duplicated to 2 x 20 = 40.
+    # does not have, does not. One channel fits at 45 (45 GB/s), two at 24 (48 GB/s): NCCL keeps
+    # the most, 2 x 24 = 48, not duplicated (24 < 25).
     topology = preset("rtx5090_8x", figure="effective")
     choice = nccl_choice(topology, "all_reduce", 2**30, ranks=["gpu0", "gpu1", "gpu2", "gpu3"])
-    assert choice.bus_bandwidth_GBps == pytest.approx(40.0)
+    assert choice.bus_bandwidth_GBps == pytest.approx(48.0)
+    # The same host with RTX 4090 (8.9, Ampere's speeds 40, 30, 20, 18, 15, 12, ...) on Gen4
+    # (24): one channel at 20 (20 GB/s), two at 12 (24 GB/s, and 12 / 20 > 0.49 keeps the
+    # search going): 2 x 12 = 24, not duplicated.
+    topology = preset("rtx4090_8x", figure="effective")
+    choice = nccl_choice(topology, "all_reduce", 2**30, ranks=["gpu0", "gpu1", "gpu2", "gpu3"])
+    assert choice.bus_bandwidth_GBps == pytest.approx(24.0)
 
 
 def test_workstation_layout_errors_name_the_parameters():

@@ -92,6 +92,10 @@ def test_every_preset_written_as_a_system_file_builds_the_same_topology(name):
         ("cpu = { sockets = 2, interconnect = \"ib_ndr\", memory = \"ddr5_4800_8ch\" }",
          "l40s.toml: server: intersocket='ib_ndr' is a scale_out technology"),
         ("gpus = 8\ncolour = \"green\"", "l40s.toml: server.colour: unknown key"),
+        ('nics = { count = 2, speed_gbps = 200, kind = "efa", net_latency_us = -75 }',
+         "l40s.toml: server.nics.net_latency_us: expected a number of microseconds >= 0, got -75.0"),
+        ('nics = { count = 2, speed_gbps = 200, kind = "efa", net_latency_us = "75" }',
+         "l40s.toml: server.nics.net_latency_us: expected a number, got"),
     ],
 )
 def test_errors_name_the_file_and_the_key(tmp_path, change, message):
@@ -207,17 +211,89 @@ def test_the_nic_sweep_varies_the_system_files_keys():
         ("gcp_a4", "B200", 8, 50 * G),
         ("gcp-a3-mega", "H100", 8, 25 * G),
         ("gcp_a3_high", "H100", 4, 25 * G),
-        # AWS: 32 EFA devices of 100 Gb/s, as 8 NICs of 400 Gb/s.
+        # AWS: 32 EFA devices of 100 Gb/s, as 8 NICs of 400 Gb/s (p5, p5e); p4d and p4de 4 x
+        # 100 Gb/s; p6-b200 8 x 400 Gb/s EFAv4.
         ("aws-p5", "H100", 8, 50 * G),
+        ("aws-p5e", "H200", 8, 50 * G),
+        ("aws_p4d", "A100", 4, 12.5 * G),
+        ("aws-p4de", "A100", 4, 12.5 * G),
+        ("aws-p6-b200", "B200", 8, 50 * G),
+        # Azure: ND A100 v4 8 x 200 Gb/s HDR; ND H100 v5 and ND H200 v5 8 x 400 Gb/s NDR; ND
+        # GB200 v6 4 x 400 Gb/s per VM of 4 GPUs, 18 VMs to an NVL72 rack (flowsim's server).
+        ("azure-nd-a100-v4", "A100", 8, 25 * G),
+        ("azure_nd_h100_v5", "H100", 8, 50 * G),
+        ("azure-nd-h200-v5", "H200", 8, 50 * G),
+        ("azure-nd-gb200-v6", "B200", 72, 50 * G),
+        # OCI: BM.GPU4.8 16 x 100 Gb/s RoCE as 8 x 200; BM.GPU.H100.8 16 x 200 as 8 x 400.
+        ("oci-bm-gpu4-8", "A100", 8, 25 * G),
+        ("oci_bm_gpu_h100_8", "H100", 8, 50 * G),
     ],
 )
 def test_shipped_cloud_systems_resolve_with_dashes_or_underscores(name, gpu, nics, nic_Bps):
-    system, label, cluster = resolve_system(name)
-    assert (label, cluster, system.gpu, system.n_nics) == (name.replace("-", "_"), {}, gpu, nics)
-    t = build_cluster(system, 2, figure="nominal", fabric="rail_optimized")
-    assert t.link_capacity_Bps[t.link_id("n1.nic0->ib.su0.rail0")] == nic_Bps
-    assert len(t.gpus()) == 16
+    for spelling in (name, name.replace("-", "_"), name.replace("_", "-")):
+        system, label, cluster = resolve_system(spelling)
+        assert (label, cluster, system.gpu, system.n_nics) == (name.replace("-", "_"), {}, gpu, nics)
+    # A GB200 NVL72 rack has 72 rails, more than 64-port spines take: a fat-tree for all.
+    t = build_cluster(system, 2, figure="nominal", fabric="fat_tree")
+    out = [int(link) for link in t.links_from("n1.nic0") if t.node_server[t.link_dst[link]] < 0]
+    assert [t.link_capacity_Bps[link] for link in out] == [nic_Bps]
+    assert len(t.gpus()) == 2 * system.n_gpus
 
 
 def test_the_shipped_systems_are_listed_in_the_help():
-    assert shipped_system_names() == ("aws_p5", "gcp_a3_high", "gcp_a3_mega", "gcp_a3_ultra", "gcp_a4")
+    assert shipped_system_names() == (
+        "aws_p4d", "aws_p4de", "aws_p5", "aws_p5e", "aws_p6_b200", "azure_nd_a100_v4", "azure_nd_gb200_v6",
+        "azure_nd_h100_v5", "azure_nd_h200_v5", "gcp_a3_high", "gcp_a3_mega", "gcp_a3_ultra", "gcp_a4",
+        "oci_bm_gpu4_8", "oci_bm_gpu_h100_8",
+    )
+
+
+def test_a_p4d_server_leaves_through_four_100g_efa_nics_two_gpus_each():
+    # AWS p4d: 4 EFA devices of 100 Gb/s for 8 GPUs. A server's traffic to another leaves
+    # through at most 4 x 100 Gb/s = 400 Gb/s = 4 x 12.5 GB/s = 50 GB/s (nominal), so an
+    # inter-node ring all-reduce can carry no more than 50 GB/s per server; GPUs 2k and 2k+1
+    # share NIC k.
+    system, _, _ = resolve_system("aws-p4d")
+    t = build_cluster(system, 2, figure="nominal", fabric="rail_optimized")
+    out = [t.link_capacity_Bps[t.link_id(f"n0.nic{k}->ib.su0.rail{k}")] for k in range(4)]
+    assert sum(out) == 50e9
+    assert [t.node_names[t.node_nic[t.node_id(f"n0.gpu{g}")]] for g in range(8)] == [
+        "n0.nic0", "n0.nic0", "n0.nic1", "n0.nic1", "n0.nic2", "n0.nic2", "n0.nic3", "n0.nic3"]
+
+
+@pytest.mark.parametrize(("name", "latency_s"), [("aws-p4d", 75e-6), ("aws-p6-b200", 35e-6), ("azure-nd-h100-v5", 0.0)])
+def test_efa_systems_carry_the_latency_aws_ofi_nccl_reports(name, latency_s):
+    # aws-ofi-nccl src/platform-aws.cpp: p4d/p4de/p5/p5e report 75 us, p5en/p6-b200 35 us;
+    # NCCL's IB transport (InfiniBand and RoCE) reports 0.
+    system, _, _ = resolve_system(name)
+    t = build_cluster(system, 2, figure="nominal", fabric="rail_optimized")
+    assert t.server_net_latency_s.tolist() == [latency_s, latency_s]
+
+
+def test_rings_leave_a_server_through_its_nics_in_turn():
+    from flowsim.collectives.rings import nic_spread_offsets
+
+    # Two GPUs to a NIC (the p4d): rotations 0, 2, 4, 6 enter through NICs 0-3 and leave
+    # through NICs 3, 0, 1, 2; then 1, 3, 5, 7. One NIC per GPU: 0..7 as before.
+    assert nic_spread_offsets([0, 0, 1, 1, 2, 2, 3, 3]) == [0, 2, 4, 6, 1, 3, 5, 7]
+    assert nic_spread_offsets(list(range(8))) == list(range(8))
+
+
+def test_a_p4d_ring_all_reduce_fills_its_four_efa_nics(capsys):
+    # 4 EFA NICs of 100 Gb/s at NCCL's 12 GB/s each (eth100g effective, [NCCL] NET_BW): a ring
+    # all-reduce across servers reaches at most 4 x 12 = 48 GB/s busbw. With the rings rotated
+    # by one GPU, two of the first four left through NIC 0 and it gave half that (23.95).
+    assert flowsim(["collective", "all_reduce", "--system", "aws-p4d", "--nodes", "2", "-b", "1G", "-e", "1G",
+                    "--nccl-env", "NCCL_ALGO=Ring"]) == 0
+    busbw = float(_rows(capsys.readouterr().out)[0][-1])
+    assert 0.97 * 48 < busbw <= 48
+
+
+def test_presets_lists_and_describes_the_shipped_systems(capsys):
+    assert flowsim(["presets", "--only", "systems"]) == 0
+    assert "  aws_p6_b200: AWS p6-b200.48xlarge: 8 x B200, 8 x 400 Gb/s EFAv4" in capsys.readouterr().out
+    assert flowsim(["presets", "aws-p6-b200"]) == 0
+    out = capsys.readouterr().out
+    # 8 EFA NICs of 400 Gb/s, one per GPU: 8 x 50 = 400 GB/s nominal per server (48 effective each).
+    assert "compute NICs: 8 x eth400g (efa), up to 1 GPU(s) each: 400.00 GB/s nominal, 384.00 GB/s effective" in out
+    assert "network latency its NCCL plugin reports: 35 us per inter-server step" in out

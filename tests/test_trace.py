@@ -79,8 +79,8 @@ def test_round_trip_of_every_field(trace_path, run):
     assert t.metadata["numpy_version"] == np.__version__ and t.metadata["h5py_version"] == h5py.__version__
     for name in ("node_names", "server_names", "link_names", "link_technology"):
         assert getattr(t.topology, name) == getattr(topology, name)
-    for name in ("node_kind", "node_server", "node_nic", "server_p2p", "link_src", "link_dst",
-                 "link_capacity_Bps", "link_latency_s", "link_tier", "link_shared"):
+    for name in ("node_kind", "node_server", "node_nic", "server_p2p", "server_net_latency_s", "server_gpu_sm",
+                 "link_src", "link_dst", "link_capacity_Bps", "link_latency_s", "link_tier", "link_shared"):
         np.testing.assert_array_equal(getattr(t.topology, name), getattr(topology, name))
     assert t.names.tolist() == list(workload.names)
     assert [topology.node_names[i] for i in t.src] == list(workload.src)
@@ -716,3 +716,26 @@ def test_open_trace_names_a_fifo_without_waiting(make_fifo):
     fifo = make_fifo("t.h5")
     with pytest.raises(InputError, match=r"t\.h5: is a FIFO \(named pipe\), not a trace file"):
         open_trace(fifo)
+
+
+def test_a_servers_network_latency_and_gpu_model_survive_the_trace(tmp_path):
+    from flowsim.fabrics import build_cluster
+    from flowsim.systemfile import resolve_system
+    from flowsim.trace import _read_topology, _write_topology
+
+    # aws-p4d: aws-ofi-nccl's 75 us, A100 compute capability 8.0.
+    system, _, _ = resolve_system("aws-p4d")
+    topology = build_cluster(system, 2, figure="nominal", fabric="rail_optimized")
+    path = tmp_path / "t.h5"
+    with h5py.File(path, "w") as f:
+        _write_topology(f, topology)
+    with h5py.File(path, "r") as f:
+        read = _read_topology(path, f["topology"])
+        assert read.server_net_latency_s.tolist() == [75e-6, 75e-6]
+        assert read.server_gpu_sm.tolist() == [80, 80]
+    # Traces written before these columns have none: read as 0.
+    with h5py.File(path, "a") as f:
+        del f["topology/server_net_latency_s"], f["topology/server_gpu_sm"]
+    with h5py.File(path, "r") as f:
+        read = _read_topology(path, f["topology"])
+        assert read.server_net_latency_s.tolist() == [0.0, 0.0] and read.server_gpu_sm.tolist() == [0, 0]

@@ -191,3 +191,45 @@ def test_the_search_runs_once_per_topology_and_ranks(monkeypatch):
     del topology
     gc.collect()
     assert ident not in tuner._SEARCHES
+
+
+def test_an_efa_plugins_latency_joins_every_network_step():
+    # aws-ofi-nccl reports 75 us on p4d (src/platform-aws.cpp); NCCL adds it to hwLat[NET],
+    # twice for Simple (the flush): ring Simple 14.0 + 2 x 75 = 164 us, ring LL 2.7 + 75 =
+    # 77.7 us (hwLat[NET] of NCCL 2.30.7, docs/hardware.md §7.3). InfiniBand's is 0.
+    from flowsim.collectives import nccl_costs
+    from flowsim.fabrics import build_cluster
+    from flowsim.systemfile import resolve_system
+
+    assert nccl_costs("ring", "simple", net_latency_us=75.0).inter_step_s == pytest.approx(164e-6)
+    assert nccl_costs("ring", "ll", net_latency_us=75.0).inter_step_s == pytest.approx(77.7e-6)
+    assert nccl_costs("ring", "simple").inter_step_s == pytest.approx(14e-6)
+    system, _, _ = resolve_system("aws-p4d")
+    t = build_cluster(system, 2, figure="nominal", fabric="rail_optimized")
+    ranks = [f"n{s}.gpu{g}" for s in range(2) for g in range(8)]
+    assert describe_system(t, ranks).net_latency_us == pytest.approx(75.0)
+    assert describe_system(t, ranks[:8]).net_latency_us == pytest.approx(75.0)
+
+
+@pytest.mark.parametrize(("name", "sm", "row"), [
+    # Compute capabilities ([CUDA-GPUS], docs/hardware.md §1.4): RTX 4090 8.9, RTX 5090 12.0;
+    # NCCL's rows: >= 100 Blackwell, >= 90 Hopper, >= 80 Ampere ([NCCL] tuning.cc compCapIndex).
+    ("rtx4090_8x", 89, "ampere"),
+    ("rtx5090_8x", 120, "blackwell"),
+    ("dgx_h100", 90, "hopper"),
+])
+def test_pcie_gpus_take_their_models_compute_capability(name, sm, row):
+    t = preset(name, figure="nominal")
+    system = describe_system(t, [t.node_names[g] for g in t.gpus()])
+    assert (system.sm, system.compcap) == (sm, row)
+
+
+def test_gpu_models_read_as_nvidia_smi_names_them():
+    from flowsim.hardware import gpu_compute_capability
+
+    assert gpu_compute_capability("NVIDIA GeForce RTX 5090") == 120
+    assert gpu_compute_capability("NVIDIA H100 80GB HBM3") == 90
+    assert gpu_compute_capability("L40S") == 89
+    assert gpu_compute_capability("A10G") == 86
+    assert gpu_compute_capability("Tesla V100-SXM2-32GB") == 70
+    assert gpu_compute_capability("GPU") == 0

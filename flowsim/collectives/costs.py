@@ -91,7 +91,8 @@ class CollectiveCosts:
 
 
 def nccl_costs(
-    algorithm: str = "ring", protocol: str = "simple", intra: str = "nvlink", *, version: str = DEFAULT_NCCL_VERSION
+    algorithm: str = "ring", protocol: str = "simple", intra: str = "nvlink", *, version: str = DEFAULT_NCCL_VERSION,
+    net_latency_us: float = 0.0,
 ) -> CollectiveCosts:
     """NCCL's latency constants and the protocol's wire efficiency.
 
@@ -106,12 +107,16 @@ def nccl_costs(
     version : str
         NCCL version whose constants apply (a key of
         :data:`flowsim.collectives.constants.NCCL_VERSIONS`; default the newest).
+    net_latency_us : float
+        The latency the network plugin reports (:attr:`flowsim.collectives.NcclSystem.net_latency_us`),
+        which NCCL adds to the network's step latency, twice for Simple.
 
     Returns
     -------
     CollectiveCosts
         ``base_s = baseLat``, ``intra_step_s = hwLat[intra]``, ``inter_step_s = hwLat[NET]``
-        of that version (docs/hardware.md §7.3); LL 50% and LL128 120/128 payload.
+        (plus the plugin's latency) of that version (docs/hardware.md §7.3); LL 50% and LL128
+        120/128 payload.
 
     Examples
     --------
@@ -130,7 +135,7 @@ def nccl_costs(
     return CollectiveCosts(
         base_s=constants.base_latency_us[a][p] * _US,
         intra_step_s=constants.hw_latency_us[intra][a][p] * _US,
-        inter_step_s=constants.hw_latency_us["net"][a][p] * _US,
+        inter_step_s=(constants.hw_latency_us["net"][a][p] + _plugin_latency(net_latency_us, protocol)) * _US,
         wire_efficiency=_WIRE_EFFICIENCY[p],
         streams=protocol != "simple",
         source=f"{constants.source} baseLat/hwLat ({algorithm}, {protocol}, {intra}/net); [NCCL] device.h protocol "
@@ -170,13 +175,24 @@ def nvls_costs(nvlink: str, *, version: str = DEFAULT_NCCL_VERSION) -> Collectiv
     )
 
 
-def nvls_tree_costs(nvlink: str, *, version: str = DEFAULT_NCCL_VERSION) -> CollectiveCosts:
+def _plugin_latency(net_latency_us: float, protocol: str) -> float:
+    """The network plugin's latency as NCCL's tuner charges it per inter-server step: once,
+    and once more for Simple's flush ([NCCL] tuning.cc ``interLat += graphs[a]->latencyInter``)."""
+    if not (math.isfinite(net_latency_us) and net_latency_us >= 0):
+        raise InputError(f"network latency {net_latency_us!r} us must be finite and >= 0")
+    return net_latency_us * (2 if protocol == "simple" else 1)
+
+
+def nvls_tree_costs(
+    nvlink: str, *, version: str = DEFAULT_NCCL_VERSION, net_latency_us: float = 0.0
+) -> CollectiveCosts:
     """NCCL's NVLSTree costs for GPUs of NVLink generation ``nvlink``.
 
     NCCL's model charges NVLSTree ``hwLat[NVLINK][NVLS_TREE][Simple]`` once (25 us in
     2.30.7) and ``hwLat[NET][NVLS_TREE][Simple]`` per tree level up and down (20.9 us in
-    2.30.7, 14 us in 2.19.3; docs/hardware.md §7.1-7.3): the base here, and the per-step
-    latency of the tree's messages between servers. ``nvlsEfficiency`` is the wire
+    2.30.7, 14 us in 2.19.3; docs/hardware.md §7.1-7.3), plus twice the network plugin's
+    ``net_latency_us``: the base here, and the per-step latency of the tree's messages
+    between servers. ``nvlsEfficiency`` is the wire
     efficiency of the switch's messages.
 
     >>> c = nvls_tree_costs("nvlink4")
@@ -189,7 +205,7 @@ def nvls_tree_costs(nvlink: str, *, version: str = DEFAULT_NCCL_VERSION) -> Coll
     return CollectiveCosts(
         base_s=constants.hw_latency_us["nvlink"][tree][simple] * _US,
         intra_step_s=0.0,
-        inter_step_s=constants.hw_latency_us["net"][tree][simple] * _US,
+        inter_step_s=(constants.hw_latency_us["net"][tree][simple] + _plugin_latency(net_latency_us, "simple")) * _US,
         wire_efficiency=nvls.wire_efficiency,
         source=f"{constants.source} (NVLSTree hwLat NVLink and NET, Simple); nvlsEfficiency for {nvlink}",
     )
@@ -199,14 +215,17 @@ def nvls_tree_costs(nvlink: str, *, version: str = DEFAULT_NCCL_VERSION) -> Coll
 PAT_PER_RANK_US = 2.8
 
 
-def pat_costs(n_ranks: int, *, one_per_node: bool = True, version: str = DEFAULT_NCCL_VERSION) -> CollectiveCosts:
+def pat_costs(
+    n_ranks: int, *, one_per_node: bool = True, version: str = DEFAULT_NCCL_VERSION, net_latency_us: float = 0.0
+) -> CollectiveCosts:
     """NCCL's PAT costs (all-gather and reduce-scatter, Simple) for ``n_ranks`` ranks.
 
     NCCL's model charges PAT ``baseLat[PAT] + log2(nNodes) x interLat / 3.5 + nRanks x 2.8``
     us ([NCCL] tuning.cc, since 2.23.4; docs/hardware.md §7.2), where ``interLat`` is the NET
     Tree row with one rank per node (PAT's own NET row otherwise). Here the base is
     ``baseLat[PAT] + nRanks x 2.8`` and each hop between servers (one per dimension)
-    ``interLat / 3.5``; the model has no term for hops inside a server.
+    ``interLat / 3.5`` (``interLat`` with twice the network plugin's ``net_latency_us``, as
+    for every Simple protocol); the model has no term for hops inside a server.
 
     >>> c = pat_costs(8)
     >>> round(c.base_s * 1e6, 1), round(c.inter_step_s * 1e6, 1), c.intra_step_s
@@ -218,7 +237,8 @@ def pat_costs(n_ranks: int, *, one_per_node: bool = True, version: str = DEFAULT
     return CollectiveCosts(
         base_s=(constants.base_latency_us[pat][simple] + n_ranks * PAT_PER_RANK_US) * _US,
         intra_step_s=0.0,
-        inter_step_s=constants.hw_latency_us["net"][row][simple] / 3.5 * _US,
+        inter_step_s=(constants.hw_latency_us["net"][row][simple] + _plugin_latency(net_latency_us, "simple")) / 3.5
+        * _US,
         wire_efficiency=1.0,
         source=f"{constants.source} PAT latency (baseLat, NET {'Tree' if one_per_node else 'PAT'} hwLat / 3.5, "
         f"{PAT_PER_RANK_US} us per rank)",

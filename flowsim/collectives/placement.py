@@ -22,7 +22,14 @@ from flowsim.collectives.chunks import nccl_chunking, pipeline_pieces
 from flowsim.collectives.constants import DEFAULT_NCCL_VERSION
 from flowsim.collectives.costs import PROTOCOLS, CollectiveCosts, nccl_costs, nvls_costs, nvls_tree_costs, pat_costs
 from flowsim.collectives.dag import MAX_PIPELINE_SLICES, MAX_RING_SLICES
-from flowsim.collectives.rings import mesh_link_counts, mesh_rings, mesh_server_rings, rank_servers, rotated_rings
+from flowsim.collectives.rings import (
+    mesh_link_counts,
+    mesh_rings,
+    mesh_server_rings,
+    nic_spread_offsets,
+    rank_servers,
+    rotated_rings,
+)
 from flowsim.collectives.tuner import NcclChoice, NoNcclChoice, nccl_choice
 from flowsim.errors import InputError
 from flowsim.hardware import LinkTier
@@ -99,6 +106,13 @@ def _intra_hardware(topology: Topology, ranks: Sequence[str]) -> str:
     return "nvlink"
 
 
+def _net_latency_us(topology: Topology, ranks: Sequence[str]) -> float:
+    """The network plugin's latency (us) NCCL sees for ``ranks``: the largest of their
+    servers' (:attr:`~flowsim.topology.Topology.server_net_latency_s`)."""
+    servers = {int(topology.node_server[topology.node_id(rank)]) for rank in ranks}
+    return max(float(topology.server_net_latency_s[s]) for s in servers if s >= 0) * 1e6 if servers - {-1} else 0.0
+
+
 def _default_channels(topology: Topology, ranks: Sequence[str], servers: dict[str, str]) -> int:
     """1 inside one server; across servers, the most distinct exit NICs any server's ranks
     have (one channel per rail)."""
@@ -137,13 +151,16 @@ def _ring_orders(
 ) -> list[tuple[str, ...]]:
     """Ring order per channel: NVLink mesh rings where the GPUs of a server link directly (the
     DGX-1; across servers :func:`~flowsim.collectives.rings.mesh_server_rings`), else
-    :func:`~flowsim.collectives.rotated_rings`."""
+    :func:`~flowsim.collectives.rotated_rings`, rotated to leave each server through its NICs
+    in turn (:func:`~flowsim.collectives.rings.nic_spread_offsets`)."""
     rings = _mesh_orders(topology, ranks, servers)
     if rings:
         n = len(rings) if channels is None else channels
         return [rings[c % len(rings)] for c in range(n)]
     n = _default_channels(topology, ranks, servers) if channels is None else channels
-    return rotated_rings(ranks, n, servers)
+    first = [r for r in ranks if servers[r] == servers[ranks[0]]]
+    offsets = nic_spread_offsets(topology.node_nic[topology.node_ids(first)].tolist())
+    return rotated_rings(ranks, n, servers, offsets)
 
 
 def check_nvswitch(topology: Topology, switch: str) -> None:
@@ -445,16 +462,19 @@ def collective_workload(
     elif entry.name in ("nvls", "nvls_tree"):
         if protocol != "simple":
             raise InputError(f"NVLS runs NCCL's Simple protocol only, not {protocol!r}")
-        costs_of = nvls_costs if entry.name == "nvls" else nvls_tree_costs
-        chosen = ("simple", costs_of(nvlink, version=nccl_version))
+        net_latency = _net_latency_us(topology, ranks)
+        chosen = ("simple", nvls_costs(nvlink, version=nccl_version) if entry.name == "nvls"
+                  else nvls_tree_costs(nvlink, version=nccl_version, net_latency_us=net_latency))
     elif entry.name == "pat":
         if protocol != "simple":
             raise InputError(f"PAT runs NCCL's Simple protocol only, not {protocol!r}")
         one_per_node = len(set(topology_servers.values())) == len(ranks)
-        chosen = ("simple", pat_costs(len(ranks), one_per_node=one_per_node, version=nccl_version))
+        chosen = ("simple", pat_costs(len(ranks), one_per_node=one_per_node, version=nccl_version,
+                                      net_latency_us=_net_latency_us(topology, ranks)))
     else:
         table = "tree" if entry.name == "tree" else "ring"
-        chosen = (protocol, nccl_costs(table, protocol, _intra_hardware(topology, ranks), version=nccl_version))
+        chosen = (protocol, nccl_costs(table, protocol, _intra_hardware(topology, ranks), version=nccl_version,
+                                       net_latency_us=_net_latency_us(topology, ranks)))
     workload = entry.builder(ranks, size_bytes, costs=chosen[1], model=model, **options)
     if capped and entry.name == "ring" and chosen[0] == "simple" and choice is not None \
             and choice.n_channels == choice.max_channels:

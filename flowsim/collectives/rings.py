@@ -11,15 +11,19 @@ from flowsim.errors import InputError, whole_number
 from flowsim.hardware import LinkTier
 from flowsim.topology import Topology
 
-__all__ = ["mesh_link_counts", "mesh_rings", "mesh_server_rings", "rank_servers", "rotated_rings"]
+__all__ = ["mesh_link_counts", "mesh_rings", "mesh_server_rings", "nic_spread_offsets", "rank_servers", "rotated_rings"]
 
 
-def rotated_rings(ranks: Ranks, channels: int, servers: Servers = None) -> list[tuple[str, ...]]:
-    """One ring order per channel: channel ``c`` rotates each server's ranks by ``c``.
+def rotated_rings(
+    ranks: Ranks, channels: int, servers: Servers = None, offsets: Sequence[int] | None = None
+) -> list[tuple[str, ...]]:
+    """One ring order per channel: channel ``c`` rotates each server's ranks by ``offsets[c]``
+    (by ``c`` by default; ``offsets`` repeat when there are more channels).
 
-    Across servers, channel ``c`` then enters a server at its local rank ``c`` and leaves it
-    from local rank ``c - 1``: with one NIC per GPU, the channels spread the inter-server
-    hops over all rails, as NCCL's channels do.
+    Across servers, a channel rotated by ``k`` enters a server at its local rank ``k`` and
+    leaves it from local rank ``k - 1``: with one NIC per GPU, rotating by ``c`` spreads the
+    inter-server hops over all rails, as NCCL's channels do; :func:`nic_spread_offsets` gives
+    the rotations that do so where GPUs share NICs.
 
     Examples
     --------
@@ -29,7 +33,36 @@ def rotated_rings(ranks: Ranks, channels: int, servers: Servers = None) -> list[
     ranks = _check_ranks(ranks, "rotated_rings", minimum=1)
     channels = whole_number("rotated_rings: channels", channels)
     groups = _group_by_server(ranks, servers, "rotated_rings")
-    return [tuple(r for g in groups for r in g[c % len(g) :] + g[: c % len(g)]) for c in range(channels)]
+    steps = list(range(channels)) if offsets is None else [int(k) for k in offsets]
+    if not steps or any(k < 0 for k in steps):
+        raise InputError(f"rotated_rings: offsets must be a non-empty list of integers >= 0, got {offsets!r}")
+    rotations = [steps[c % len(steps)] for c in range(channels)]
+    return [tuple(r for g in groups for r in g[k % len(g) :] + g[: k % len(g)]) for k in rotations]
+
+
+def nic_spread_offsets(nics: Sequence[int]) -> list[int]:
+    """Rotations of one server's ranks (``nics[i]``: the NIC local rank ``i`` leaves through)
+    whose rings enter the server through its NICs in turn.
+
+    NCCL's search starts channel ``c`` on NIC ``c mod nNets`` ([NCCL] src/graph/search.cc
+    ``nets[(graph->nChannels + i) % netCount]``), so consecutive channels cross different
+    NICs. The rotations take the first rank of each NIC, in the NICs' order, then the second
+    of each, and so on: with one NIC per GPU that is 0, 1, 2, ...; with two GPUs to a NIC
+    (ranks 0-1 on NIC 0, 2-3 on NIC 1) 0, 2, 1, 3, whose rings enter and leave through
+    every NIC once in each round.
+
+    >>> nic_spread_offsets([0, 0, 1, 1])
+    [0, 2, 1, 3]
+    >>> nic_spread_offsets([5, 6, 7])
+    [0, 1, 2]
+    """
+    seen: dict[int, int] = {}
+    position = []
+    for nic in nics:
+        position.append(seen.get(nic, 0))
+        seen[nic] = position[-1] + 1
+    order = list(dict.fromkeys(nics))
+    return sorted(range(len(nics)), key=lambda i: (position[i], order.index(nics[i])))
 
 
 def mesh_rings(

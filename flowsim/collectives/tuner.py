@@ -117,8 +117,8 @@ class NcclSystem:
     n_ranks, n_nodes : int
         Ranks and servers (NCCL's nodes).
     sm : int
-        The GPUs' lowest compute capability, times ten (60 ... 100): from their NVLink
-        generation, else ``gpu_generation``. :attr:`compcap` is the row of NCCL's tables.
+        The GPUs' lowest compute capability, times ten (60 ... 120): ``gpu_generation``'s, else
+        their models', else their NVLink generation's. :attr:`compcap` is the row of NCCL's tables.
     intra : str
         ``"nvlink"`` when every rank has an NVLink, else ``"pci"``.
     nvswitch : bool
@@ -126,6 +126,10 @@ class NcclSystem:
     cpu_vendor : str
         ``"intel"``, ``"amd"`` or ``"other"``, from the servers' inter-socket links; picks the
         multi-node ``llMaxBws`` row.
+    net_latency_us : float
+        What the network plugin reports as its latency (``graph->latencyInter``, the largest of
+        the ranks' servers' :attr:`~flowsim.topology.Topology.server_net_latency_s`): NCCL adds
+        it to every inter-server step, twice with Simple (its flush), [NCCL] tuning.cc.
     """
 
     n_ranks: int
@@ -134,6 +138,7 @@ class NcclSystem:
     intra: str
     nvswitch: bool
     cpu_vendor: str
+    net_latency_us: float = 0.0
 
     @property
     def compcap(self) -> str:
@@ -265,8 +270,9 @@ def describe_system(
     """What NCCL's tuner sees of ``ranks`` on ``topology`` (see :class:`NcclSystem`).
 
     ``gpu_generation`` (``"volta"``, ``"ampere"``, ``"hopper"``, ``"blackwell"``) overrides
-    the generation the GPUs' NVLinks say; GPUs on PCIe only count as Ampere unless it is
-    given.
+    the GPUs' compute capability, which is their model's where the topology knows it
+    (:attr:`~flowsim.topology.Topology.server_gpu_sm`), else their NVLinks' generation's; GPUs
+    of unknown models on PCIe only count as Ampere.
     """
     servers = rank_servers(topology, ranks)
     server_ids = {int(topology.node_server[topology.node_id(r)]) for r in ranks}
@@ -287,14 +293,20 @@ def describe_system(
         if gpu_generation not in _GENERATION_SM:
             raise InputError(f"unknown GPU generation {gpu_generation!r}; valid ones: {', '.join(_GENERATION_SM)}")
         sm = _GENERATION_SM[gpu_generation]
+    elif all(topology.server_gpu_sm[s] > 0 for s in server_ids):
+        # The GPU models' own compute capability, as NCCL reads it (cudaCompCap): an RTX 4090
+        # is 89 (Ampere's rows, compCapIndex of [NCCL] v2.30.7 src/graph/tuning.cc), an RTX
+        # 5090 120 (Blackwell's).
+        sm = min(int(topology.server_gpu_sm[s]) for s in server_ids)
     elif sms:
         sm = min(sms)
     else:
-        # GPUs on PCIe only: the topology does not say their generation. Ampere's rows
-        # differ from the others here only in llMaxBws (39-282 GB/s), above any PCIe ring.
+        # GPUs on PCIe only of an unknown model: Ampere's rows, which differ from the others
+        # here only in llMaxBws (39-282 GB/s), above any PCIe ring.
         sm = _GENERATION_SM["ampere"]
+    net_latency_us = max(float(topology.server_net_latency_s[s]) for s in server_ids) * 1e6
     return NcclSystem(len(ranks), len(set(servers.values())), sm, intra, nvswitch,
-                      _cpu_vendor(topology, server_ids))
+                      _cpu_vendor(topology, server_ids), net_latency_us)
 
 
 # --- the topology search -------------------------------------------------------------------
@@ -327,7 +339,7 @@ class _Loads:
 
 def _search(
     loads: _Loads, speeds: tuple[float, ...], *, pattern: str, min_channels: int, max_channels: int,
-    max_bw: float, total_bw: float, compcap: str,
+    max_bw: float, total_bw: float, sm: int,
 ) -> NcclGraph:
     """ncclTopoCompute's two passes (see the module docstring) over the speed array."""
     index = 0
@@ -349,9 +361,10 @@ def _search(
         break
     if best.n_channels == 0:
         return best
-    # ncclTopoDupChannels: rings and trees at high speed run twice the channels at half speed.
+    # ncclTopoDupChannels: rings and trees at high speed run twice the channels at half speed;
+    # not above compute capability 8.0 (Ada and later too) below 50 GB/s on more than 4 channels.
     if pattern != "nvls" and best.bw_intra >= 25.0 and not (
-        compcap in ("hopper", "blackwell") and best.bw_intra < 50.0 and best.n_channels > 4
+        sm > 80 and best.bw_intra < 50.0 and best.n_channels > 4
     ):
         dup = min(best.n_channels * 2, max_channels)
         factor = math.ceil(dup / best.n_channels)
@@ -439,9 +452,9 @@ def _graphs(topology: Topology, ranks: Sequence[str], system: NcclSystem, consta
     ndevs = len(first_group)
     tree_total = total_bw * ndevs / (ndevs - 1) if ndevs > 1 else total_bw
     ring = _search(ring_loads, speeds, pattern="ring", min_channels=1, max_channels=_MAX_CHANNELS // 2,
-                   max_bw=max_bw, total_bw=total_bw, compcap=system.compcap)
+                   max_bw=max_bw, total_bw=total_bw, sm=system.sm)
     tree = _search(ring_loads, speeds, pattern="tree", min_channels=ring.n_channels,
-                   max_channels=ring.n_channels, max_bw=max_bw, total_bw=tree_total, compcap=system.compcap)
+                   max_channels=ring.n_channels, max_bw=max_bw, total_bw=tree_total, sm=system.sm)
     graphs = {"ring": ring, "tree": tree}
     if system.nvswitch and system.compcap in ("hopper", "blackwell"):
         switch_pairs, switch_weights = [], []
@@ -459,7 +472,7 @@ def _graphs(topology: Topology, ranks: Sequence[str], system: NcclSystem, consta
                 switch_weights.append(1.0 / len(groups[servers[rank]]))
         nvls_loads = _Loads(topology, router, switch_pairs, switch_weights, constants)
         graphs["nvls"] = _search(nvls_loads, speeds, pattern="nvls", min_channels=1 if inter else heads,
-                                 max_channels=heads, max_bw=max_bw, total_bw=tree_total, compcap=system.compcap)
+                                 max_channels=heads, max_bw=max_bw, total_bw=tree_total, sm=system.sm)
     return graphs
 
 
@@ -651,6 +664,8 @@ def _model(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclC
             # src/graph/tuning.cc); the algorithm's own before.
             one_per_node = ppn == 1 and _since(constants, (2, 23, 4))
             inter_lat = constants.hw_latency_us["net"][0 if one_per_node else a][p]
+            # The network plugin's own latency (0 for NCCL's IB transport), twice for Simple.
+            inter_lat += system.net_latency_us * (2 if protocol == "simple" else 1)
             if algorithm == "ring":
                 hw = intra_hw if nodes == 1 else "net"
                 lat = constants.hw_latency_us[hw][a][p]

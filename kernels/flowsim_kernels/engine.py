@@ -71,7 +71,8 @@ _L_REGION_WEIGHT = STATE_COLUMNS + 6
 _L_REGION_LEAST = STATE_COLUMNS + 7
 _L_NEW_LOAD = STATE_COLUMNS + 8
 _L_NEW_SAT_LEVEL = STATE_COLUMNS + 9
-_LINK_COLUMNS = STATE_COLUMNS + 10
+_L_REGION_SHARE = STATE_COLUMNS + 10
+_LINK_COLUMNS = STATE_COLUMNS + 11
 _F_WEIGHT = 0
 _F_CAP = 1
 _F_RATE = 2
@@ -311,7 +312,8 @@ def simulate_flows(
     # Per link: committed load and since when. In one row each: the fill's state, capacity,
     # largest level if saturated (else -1), and the re-solve's sums: load and top level of the
     # flows not being re-solved; load (upper bounds, then new rates), top level, weight and
-    # least rates of the region's flows; load and top level if saturated after the re-solve.
+    # least rates of the region's flows; load and top level if saturated after the re-solve;
+    # the residual per unit of the region's weight.
     link_load = np.zeros(n_links, dtype=np.float64)
     link_since = np.zeros(n_links, dtype=np.float64)
     # Per link: weight sum of its slots and the batch (n_updates) it was summed in, for the
@@ -329,6 +331,7 @@ def simulate_flows(
     region_least = state[:, _L_REGION_LEAST]
     new_load = state[:, _L_NEW_LOAD]
     new_sat_level = state[:, _L_NEW_SAT_LEVEL]
+    region_share = state[:, _L_REGION_SHARE]
     capacity[:] = inp.capacity_Bps
     link_sat_level[:] = -1.0
 
@@ -591,14 +594,34 @@ def simulate_flows(
                         h, slot_val[s, _S_RATE], cap_Bps, weight, fl_ptr, fl_idx, link_push, link_sat_level
                     ):
                         continue
-                    n_region, n_touched = _join(
-                        h, in_region, region, n_region, fl_ptr, fl_idx, inc_slot, slot_val,
-                        link_mark, touched, n_touched,
-                    )
-                    n_stack = _spread(
-                        h, link, moved, fl_ptr, fl_idx, link_push, link_sat_level, floor_level, link_stack, n_stack,
-                        link_fills, capacity, link_load, fill_spare,
-                    )
+                    in_region[h] = True
+                    region[n_region] = h
+                    n_region += 1
+                    # _join and _spread in one pass over the route.
+                    for k in range(fl_ptr[h], fl_ptr[h + 1]):
+                        other = fl_idx[k]
+                        slot = inc_slot[k]
+                        slot_val[slot, _S_RATE] = 0.0
+                        slot_val[slot, _S_LEVEL] = -1.0
+                        if not link_mark[other]:
+                            link_mark[other] = True
+                            touched[n_touched] = other
+                            n_touched += 1
+                        if other == link or link_push[other] | moved == link_push[other]:
+                            continue
+                        link_push[other] |= moved
+                        if link_sat_level[other] >= floor_level:
+                            link_stack[n_stack] = other
+                            n_stack += 1
+                        elif (
+                            moved & _GAINS
+                            and link_sat_level[other] < 0
+                            and not link_fills[other]
+                            and capacity[other] - link_load[other] < fill_spare
+                        ):
+                            link_fills[other] = True
+                            link_stack[n_stack] = other
+                            n_stack += 1
         else:
             for g in range(n_flows):
                 if phase[g] == _ACTIVE and not in_region[g]:
@@ -632,12 +655,16 @@ def simulate_flows(
                 g = region[i]
                 for k in range(fl_ptr[g], fl_ptr[g + 1]):
                     region_weight[fl_idx[k]] += weight[g]
+            # Each link's fair share, divided once per link rather than once per flow on it.
+            for j in range(n_touched):
+                link = touched[j]
+                if region_weight[link] > 0:
+                    region_share[link] = state[link, RESIDUAL] / region_weight[link]
             for i in range(n_region):
                 g = region[i]
                 share = cap_Bps[g] / weight[g]
                 for k in range(fl_ptr[g], fl_ptr[g + 1]):
-                    link = fl_idx[k]
-                    share = min(share, state[link, RESIDUAL] / region_weight[link])
+                    share = min(share, region_share[fl_idx[k]])
                 least[g] = max(share, 0.0) * weight[g]
                 for k in range(fl_ptr[g], fl_ptr[g + 1]):
                     region_least[fl_idx[k]] += least[g]
@@ -863,10 +890,11 @@ def simulate_flows(
             in_region[g] = False
             rejoined[g] = False
             r = new_rate[g]
+            level = r / weight[g]
             for k in range(fl_ptr[g], fl_ptr[g + 1]):
                 s = inc_slot[k]
                 slot_val[s, _S_RATE] = r
-                slot_val[s, _S_LEVEL] = r / weight[g]
+                slot_val[s, _S_LEVEL] = level
             if r == rate[g]:
                 continue
             n_changed += 1

@@ -139,7 +139,9 @@ class NcclRow:
     ``NCCL_DEBUG_SUBSYS=TUNING`` lines say it; ``protocol`` is ``"custom"`` with explicit
     costs, ``channels`` 0 for point-to-point messages); ``model`` how rings were laid out
     (``"steps"`` or ``"stream"``, see :mod:`flowsim.collectives`); ``latency_us`` the part of
-    the time that does not grow with the size (:attr:`CollectiveRun.latency_s`).
+    the time that does not grow with the size (:attr:`CollectiveRun.latency_s`); ``flows``
+    the flows laid out and ``flow_classes`` how many the engine solved
+    (:attr:`CollectiveRun.flow_classes`).
     """
 
     size_bytes: int
@@ -155,6 +157,8 @@ class NcclRow:
     channels: int
     model: str
     latency_us: float = 0.0
+    flows: int = 0
+    flow_classes: int = 0
 
 
 def _rounded(collective: str, size_bytes: int, element_bytes: int, n_ranks: int) -> tuple[int, int]:
@@ -259,6 +263,8 @@ def _rows(
             channels=outcome.channels,
             model=outcome.model,
             latency_us=outcome.latency_s * 1e6,
+            flows=len(outcome.run.workload),
+            flow_classes=outcome.flow_classes,
         )
 
 
@@ -304,6 +310,23 @@ def table_footer(rows: Sequence[NcclRow]) -> str:
     """The line of :func:`format_table` below its rows: the average busbw (rows non-empty)."""
     average = sum(r.busbw_GBps for r in rows) / len(rows)
     return f"# Avg bus bandwidth    : {average:.4g}"
+
+
+def solved_note(rows: Sequence[NcclRow]) -> str:
+    """A line saying what the engine solved over the sweep: at how many sizes the flow
+    classes (and how many at the largest of them), at how many the full DAG."""
+    by_classes = [r for r in rows if 0 < r.flow_classes < r.flows]
+    full = len(rows) - len(by_classes)
+    parts = []
+    if by_classes:
+        r = by_classes[-1]
+        parts.append(
+            f"flow classes at {len(by_classes)} of {len(rows)} sizes ({r.flow_classes:,} of {r.flows:,} flows at "
+            f"{r.size_bytes} B)"
+        )
+    if full:
+        parts.append(f"the full DAG at {full} of {len(rows)} sizes")
+    return f"{'# Solved over':<23}: " + "; ".join(parts)
 
 
 def rows_to_json(rows: Sequence[NcclRow], **metadata) -> str:

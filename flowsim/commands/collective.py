@@ -27,6 +27,7 @@ from flowsim.collectives.report import (
     iter_sweep,
     message_sizes,
     rows_to_json,
+    solved_note,
     table_footer,
     table_header,
     table_row,
@@ -154,6 +155,7 @@ def run_collective(args: argparse.Namespace) -> int:
     else:
         models = " and ".join(sorted({r.model for r in rows}))
         print(f"# Ran                  : {algorithm} ({models})")
+        print(solved_note(rows))
         print(table_footer(rows))
     return 0
 

@@ -15,10 +15,14 @@ _MUL2 = np.uint64(0x94D049BB133111EB)
 _S30 = np.uint64(30)
 _S27 = np.uint64(27)
 _S31 = np.uint64(31)
-# Seeds that keep the three kinds of neighbour (links, flows, dependencies) apart.
-_LINK_SEED = np.uint64(0x1)
-_FLOW_SEED = np.uint64(0x2)
-_DEP_SEED = np.uint64(0x3)
+# Offsets that keep an item's own class and its three kinds of neighbour (links, flows,
+# dependencies) apart: arbitrary odd 64-bit constants, far apart, so that small class
+# numbers plus one never equal small class numbers plus another (with small offsets, own
+# class 0 beside neighbour class 1 hashed as own class 1 beside neighbour class 0).
+_OWN_SEED = np.uint64(0x8F3A1C5B2D7E9461)
+_LINK_SEED = np.uint64(0x5BD1E995C6A4A793)
+_FLOW_SEED = np.uint64(0xC2B2AE3D27D4EB4F)
+_DEP_SEED = np.uint64(0x165667B19E3779F9)
 
 
 @njit(cache=True, inline="always")
@@ -145,22 +149,24 @@ def refine_classes(
             for k in range(link_flow_indptr[link], link_flow_indptr[link + 1]):
                 f = link_flow_indices[k]
                 if transfers[f]:
-                    h += _mix(np.uint64(flow_colour[f]) ^ _FLOW_SEED)
-            link_key[link] = _mix(_mix(np.uint64(link_colour[link])) + h)
+                    h += _mix(np.uint64(flow_colour[f]) + _FLOW_SEED)
+            link_key[link] = _mix(_mix(np.uint64(link_colour[link]) + _OWN_SEED) + h)
         new_lc = _dense(link_key, link_colour)
         for i in range(n_flows):
             f = order[i]
             h = np.uint64(0)
             if transfers[f]:
                 for k in range(flow_link_indptr[f], flow_link_indptr[f + 1]):
-                    h += _mix(np.uint64(link_colour[flow_link_indices[k]]) ^ _LINK_SEED)
+                    h += _mix(np.uint64(link_colour[flow_link_indices[k]]) + _LINK_SEED)
             d_sum = np.uint64(0)
             for k in range(dep_indptr[f], dep_indptr[f + 1]):
-                d_sum += _mix(flow_key[dep_indices[k]] ^ _DEP_SEED)
-            flow_key[f] = _mix(_mix(_mix(np.uint64(flow_colour[f])) + h) + d_sum)
+                d_sum += _mix(flow_key[dep_indices[k]] + _DEP_SEED)
+            flow_key[f] = _mix(_mix(_mix(np.uint64(flow_colour[f]) + _OWN_SEED) + h) + d_sum)
         new_fc = _dense(flow_key, flow_colour)
         if new_fc == n_fc and new_lc == n_lc:
             return n_fc, n_lc, n_rounds
+        if new_fc < n_fc or new_lc < n_lc:
+            break  # refinement never merges: hashes collided, give up
         n_fc = new_fc
         n_lc = new_lc
     return -1, n_lc, n_rounds

@@ -5,8 +5,12 @@ Full scale: a 1,024-GPU (128-node) all-to-all, about a million flows starting to
 steps per rank, about two million flows); and an 8,192-GPU (1,024-node) ring all-reduce as
 NCCL would run it, one ring per rail (8 channels), streamed (one flow per hop and channel,
 and its latency chain: 131,072 flows; its step DAG would be over a billion messages).
+An nccl-tests sweep (8 B to 8 GiB, factor 4) of all-reduce on 16 DGX H100, as
+``flowsim collective all_reduce --system dgx-h100 --nodes 16 -b 8 -e 8G -f 4`` runs it,
+solved by flow classes and over the full step DAG side by side, on ECMP (the default) and
+destination-mod-k routing (docs/model.md "Flow classes").
 ``--flows-scale`` shrinks the node count with the flow count. ``extra_info`` records flows,
-events and rate updates.
+events and rate updates (and the sweep's flows and classes solved).
 """
 
 import math
@@ -14,11 +18,13 @@ import math
 import pytest
 
 from flowsim.collectives import all_reduce, all_to_all, collective_time
+from flowsim.collectives.report import message_sizes, sweep
 from flowsim.fabrics import build_cluster
 from flowsim.pipeline import run
 
 FULL_NODES = 128
 FULL_STREAM_NODES = 1024
+FULL_SWEEP_NODES = 16
 
 
 def n_nodes(flows_scale):
@@ -72,3 +78,23 @@ def test_streamed_ring_all_reduce(benchmark, flows_scale):
     outcome = benchmark.pedantic(layout_route_simulate, rounds=1, iterations=1)
     record(benchmark, topology, outcome.run.result)
     benchmark.extra_info["time_s"] = outcome.time_s
+
+
+@pytest.mark.parametrize("routing", ["ecmp", "dmodk"])
+@pytest.mark.parametrize("classes", [False, True], ids=["full_dag", "classes"])
+def test_all_reduce_sweep(benchmark, flows_scale, routing, classes):
+    # The step DAG's flows grow with ranks x steps: the node count with the root of the scale.
+    nodes = max(2, round(FULL_SWEEP_NODES * math.sqrt(flows_scale)))
+    topology = build_cluster("dgx_h100", nodes, figure="effective")
+    sizes = message_sizes(8, "8G", 4)
+
+    def run_sweep():
+        return sweep(topology, "all_reduce", sizes, routing=routing, classes=classes)
+
+    rows = benchmark.pedantic(run_sweep, rounds=1, iterations=1)
+    benchmark.extra_info.update(
+        n_gpus=len(topology.gpus()),
+        n_flows=sum(r.flows for r in rows),
+        n_flows_solved=sum(r.flow_classes for r in rows),
+        busbw_GBps=[r.busbw_GBps for r in rows],
+    )

@@ -8,6 +8,7 @@ import numpy as np
 
 from flowsim.errors import InputError, flag, float_column, item_label, relative_tolerance
 from flowsim.fairshare import DEFAULT_TIE_REL_TOL, FairShareProblem, check_flow_names
+from flowsim.quotient import flow_classes
 from flowsim.result import SimulationResult
 from flowsim.routes import Routes, count_routes
 from flowsim_kernels.dag import find_cycle_member
@@ -56,6 +57,7 @@ def simulate(
     progress: bool = False,
     link_names: Sequence[str] | None = None,
     flow_names: Sequence[str] | None = None,
+    classes: bool = False,
 ) -> SimulationResult:
     """Simulate flows sharing links max-min fairly until every flow has finished.
 
@@ -98,12 +100,23 @@ def simulate(
     progress
         Print how far the run has got on stderr, at most twice a second, once it has run two
         seconds.
+    classes
+        Solve once per class of flows that share rates at every instant (the coarsest
+        equitable partition of flows and links, docs/model.md "Flow classes") and give every
+        flow its class's times and every link its class's rates: the same answer, to
+        rounding, in the time of the classes rather than the flows where the flows are
+        symmetric (a collective on a regular fabric). Where more than half the flows would
+        be classes of their own, it solves the full problem. The result's
+        ``n_flow_classes`` and ``n_link_classes`` say how many there were (every flow and
+        link, when the full problem was solved), and its engine counters count the events
+        of what was solved.
 
     Returns
     -------
     SimulationResult
     """
     record_links = flag("record_links", record_links)
+    classes = flag("classes", classes)
     record_flows = flag("record_flows", record_flows)
     progress = flag("progress", progress)
     if mode not in MODES:
@@ -139,16 +152,19 @@ def simulate(
         dep_indices,
     )
     record = RECORD_LINKS_AND_FLOWS if record_flows else RECORD_LINKS if record_links else RECORD_NONE
-    ready = np.empty(n_flows)
-    transfer_start = np.empty(n_flows)
-    finish = np.empty(n_flows)
+    grouped = flow_classes(inp, problem.link_flow_indptr, problem.link_flow_indices) if classes else None
+    solved = inp if grouped is None else grouped.quotient
+    n_solved = solved.size_bytes.shape[0]
+    ready = np.empty(n_solved)
+    transfer_start = np.empty(n_solved)
+    finish = np.empty(n_solved)
     if progress:
         progress_begin()
     try:
         with deferred_interrupt():
             overflow, n_events, n_updates, n_resolved, n_changed, seg_entity, seg_start, seg_end, seg_rate = (
                 simulate_flows(
-                    inp,
+                    solved,
                     mode == "incremental",
                     record,
                     DEFAULT_TIE_REL_TOL,
@@ -163,9 +179,11 @@ def simulate(
     finally:
         if progress:
             progress_done()
+    # A class's failure is its first flow's.
+    culprit = (lambda f: f) if grouped is None else (lambda f: int(grouped.representative[f]))
     if overflow >= 0:
         f, what = divmod(int(overflow), 3)
-        label = item_label("flow", f, flow_names)
+        label = item_label("flow", culprit(f), flow_names)
         raise InputError(
             f"{label}'s {_TIMES[what]} time is beyond float64's range (about 1.8e308 s): its size, "
             "start, delays or latencies are too large, or its rate too small"
@@ -174,16 +192,21 @@ def simulate(
     if stuck.size:
         # Every flow of a DAG finishes once its rate is positive, which max-min fairness gives
         # each transferring flow: this is a solver defect, not an input the user can fix.
-        f = int(stuck[0])
-        label = item_label("flow", f, flow_names)
+        label = item_label("flow", culprit(int(stuck[0])), flow_names)
         raise RuntimeError(f"{label} never finished ({stuck.size} flows in all): a flowsim defect, please report it")
+    if grouped is not None:
+        ready, transfer_start, finish = (t[grouped.flow_class] for t in (ready, transfer_start, finish))
     link_bytes = problem.routes.per_link_sum(size)
     segments = {}
     if record != RECORD_NONE:
-        order = np.argsort(seg_entity, kind="stable")
         n_entities = n_links + (n_flows if record_flows else 0)
-        indptr = np.zeros(n_entities + 1, dtype=np.int64)
-        np.cumsum(np.bincount(seg_entity, minlength=n_entities), out=indptr[1:])
+        if grouped is None:
+            order = np.argsort(seg_entity, kind="stable")
+            indptr = np.zeros(n_entities + 1, dtype=np.int64)
+            np.cumsum(np.bincount(seg_entity, minlength=n_entities), out=indptr[1:])
+        else:
+            n_quotient = grouped.n_link_classes + (grouped.n_flow_classes if record_flows else 0)
+            indptr, order = grouped.expand_segments(seg_entity, n_quotient, record_flows)
         segments = dict(
             link_segment_indptr=indptr[: n_links + 1],
             segment_start_s=seg_start[order],
@@ -192,6 +215,12 @@ def simulate(
         )
         if record_flows:
             segments["flow_segment_indptr"] = indptr[n_links:]
+    if classes:
+        # Too few flows alike to be worth it: every flow its own class, the full problem.
+        segments.update(
+            n_flow_classes=n_flows if grouped is None else grouped.n_flow_classes,
+            n_link_classes=n_links if grouped is None else grouped.n_link_classes,
+        )
     return SimulationResult(
         ready_s=ready,
         transfer_start_s=transfer_start,

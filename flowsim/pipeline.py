@@ -96,8 +96,8 @@ def run(
         A router of ``topology`` to reuse across calls (its tables are built once).
     **simulate_options
         Passed to :func:`~flowsim.engine.simulate` (``record_links``, ``record_flows``,
-        ``mode``, ``time_rel_tol``). Link latencies and capacities come from the topology, flow columns from
-        the workload.
+        ``mode``, ``time_rel_tol``, ``classes``). Link latencies and capacities come from the
+        topology, flow columns from the workload.
 
     Returns
     -------
@@ -132,7 +132,7 @@ def simulate_routed(topology: Topology, workload: Workload, routes: Routes, **si
     """Simulate ``workload`` over ``topology`` along ``routes`` (one per flow).
 
     Link capacities and latencies come from the topology, flow columns from the workload;
-    ``simulate_options`` (``record_links``, ``record_flows``, ``mode``, ``progress``) go to
+    ``simulate_options`` (``record_links``, ``record_flows``, ``mode``, ``progress``, ``classes``) go to
     :func:`~flowsim.engine.simulate`.
     """
     return simulate(

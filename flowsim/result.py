@@ -66,6 +66,9 @@ class SimulationResult(FlowTimes):
     ``n_rate_updates`` (re-solves), ``n_rates_resolved`` (flow rates computed over all
     re-solves) and ``n_rates_changed`` (those that differ from the flow's previous rate,
     arrivals included: what an exact engine cannot avoid computing).
+
+    Solved by classes (``simulate(..., classes=True)``): ``n_flow_classes`` and
+    ``n_link_classes`` (else None), and the engine counters count the classes' events.
     """
 
     ready_s: np.ndarray
@@ -83,6 +86,8 @@ class SimulationResult(FlowTimes):
     segment_end_s: np.ndarray | None = None
     segment_rate_Bps: np.ndarray | None = None
     flow_segment_indptr: np.ndarray | None = None
+    n_flow_classes: int | None = None
+    n_link_classes: int | None = None
 
     def link_segments(self, link: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(start_s, end_s, rate_Bps)`` of one link's constant-rate pieces."""

@@ -120,3 +120,41 @@ def simulate_reference(routes, capacity, size, latency=None, start=None, weight=
         )
         rates = dict(zip(active, solved))
     return ready, transfer, finish
+
+
+def equitable_classes_reference(flow_attributes, link_attributes, routes, depends_on, transfers):
+    """Coarsest equitable partition by textbook colour refinement, with exact multisets.
+
+    Flows start in classes of equal ``flow_attributes`` (hashable per flow), links of equal
+    ``link_attributes``. Every round, a link's new class is its class with the sorted
+    classes of the transferring flows on it, and a flow's new class is its class with the
+    sorted classes of its links (if it transfers) and of the flows it waits for; rounds
+    repeat until none splits a class. Returns ``(flow_class, link_class)`` numbered by first
+    appearance.
+    """
+    def renumber(keys):
+        ids = {}
+        return [ids.setdefault(k, len(ids)) for k in keys]
+
+    flow_class = renumber(flow_attributes)
+    link_class = renumber(link_attributes)
+    on_link = [[] for _ in link_attributes]
+    for f, route in enumerate(routes):
+        if transfers[f]:
+            for link in route:
+                on_link[link].append(f)
+    while True:
+        new_links = renumber(
+            (link_class[i], tuple(sorted(flow_class[f] for f in on_link[i]))) for i in range(len(link_attributes))
+        )
+        new_flows = renumber(
+            (
+                flow_class[f],
+                tuple(sorted(new_links[i] for i in routes[f])) if transfers[f] else (),
+                tuple(sorted(flow_class[d] for d in depends_on[f])),
+            )
+            for f in range(len(routes))
+        )
+        if len(set(new_flows)) == len(set(flow_class)) and len(set(new_links)) == len(set(link_class)):
+            return flow_class, link_class
+        flow_class, link_class = new_flows, new_links

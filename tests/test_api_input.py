@@ -107,7 +107,7 @@ CASES = {
     ),
     "unknown option to run_training_step": (
         lambda c, s: flowsim.run_training_step(c, s, bogus=1),
-        "run: unknown option 'bogus'; valid ones: mode, progress, record_flows, record_links, time_rel_tol",
+        "run: unknown option 'bogus'; valid ones: classes, mode, progress, record_flows, record_links, time_rel_tol",
     ),
     "oversubscription as a string": (
         lambda c, s: flowsim.build_cluster("dgx_h100", 2, figure="nominal", oversubscription="2"),

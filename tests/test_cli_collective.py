@@ -31,7 +31,9 @@ def test_prints_one_row_per_size(capsys):
     )
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("# flowsim all_reduce: 2 x dgx_h100, 16 ranks")
-    assert lines[-2] == "# Ran                  : ring (steps)"
+    assert lines[-3] == "# Ran                  : ring (steps)"
+    # A ring on 2 servers: every size solved by classes.
+    assert lines[-2].startswith("# Solved over          : flow classes at 9 of 9 sizes (")
     rows = [line.split() for line in lines if not line.startswith("#")]
     assert [int(r[0]) for r in rows] == [8, 32, 128, 512, 2048, 8192, 32768, 131072, 524288]
     assert [int(r[1]) for r in rows] == [s // 4 for s in (8, 32, 128, 512, 2048, 8192, 32768, 131072, 524288)]
@@ -65,6 +67,8 @@ def test_json_rows(capsys):
         "model",
         "latency_us",
         "launch_bound",
+        "flows",
+        "flow_classes",
     }
     row = out["rows"][-1]
     assert row["busbw_GBps"] == pytest.approx(row["algbw_GBps"] * 7 / 8)
@@ -96,11 +100,11 @@ def test_model_is_chosen_and_shown_below_the_rows(capsys):
     argv = ["collective", "all_reduce", "--system", "dgx_h100", "--nodes", "2", "-b", "1G", "-e", "1G", "--algorithm",
             "ring"]
     assert flowsim([*argv, "--model", "stream"]) == 0
-    title, *_, row, ran, _ = capsys.readouterr().out.splitlines()
+    title, *_, row, ran, _, _ = capsys.readouterr().out.splitlines()
     assert title.startswith("# flowsim all_reduce: 2 x dgx_h100, 16 ranks")
     assert ran == "# Ran                  : ring (stream)"
     assert flowsim(argv) == 0
-    title, *_, steps_row, ran, _ = capsys.readouterr().out.splitlines()
+    title, *_, steps_row, ran, _, _ = capsys.readouterr().out.splitlines()
     assert ran == "# Ran                  : ring (steps)"
     # At 1 GiB the stream's bandwidth term dominates; it agrees with the step DAG.
     assert float(row.split()[-1]) == pytest.approx(float(steps_row.split()[-1]), rel=0.02)

@@ -74,6 +74,10 @@ class CollectiveRun:
     nccl : NcclChoice or None
         NCCL's choice behind it (:func:`~flowsim.collectives.tuner.nccl_choice`), where
         NCCL's tuner chose (collectives other than all-to-all and send, with NCCL's costs).
+    flow_classes : int
+        How many flows were solved: the classes of flows that share rates at every instant
+        (docs/model.md "Flow classes"), or every flow of the workload where they were not
+        worth it or not asked for.
     """
 
     collective: str
@@ -87,6 +91,16 @@ class CollectiveRun:
     costs: CollectiveCosts
     run: RunResult
     nccl: NcclChoice | None = None
+    flow_classes: int = 0
+
+    @property
+    def solved_over(self) -> str:
+        """What the engine solved: ``"classes: 312 of 98,304 flows"``, or ``"full DAG:
+        98,304 flows"``."""
+        n_flows = len(self.run.workload)
+        if self.flow_classes and self.flow_classes < n_flows:
+            return f"classes: {self.flow_classes:,} of {n_flows:,} flows"
+        return f"full DAG: {n_flows:,} flows"
 
     @property
     def latency_s(self) -> float:
@@ -213,6 +227,7 @@ def collective_time(
     gpudirect: bool = True,
     router: Router | None = None,
     progress: Callable[[str], None] | None = None,
+    classes: bool = True,
     **layout,
 ) -> CollectiveRun:
     """Simulate one collective over GPUs of ``topology``.
@@ -269,6 +284,9 @@ def collective_time(
         Called with a short note before building the flows and before routing and simulating
         them; given, the engine also prints its progress line (see
         :func:`flowsim.engine.simulate`).
+    classes : bool
+        Solve once per class of flows that share rates at every instant (the same times, see
+        docs/model.md "Flow classes"); False solves every flow of the full DAG.
     **layout
         ``orders``, ``servers``, ``switch``, ``root``: see :func:`collective_workload`.
 
@@ -289,11 +307,12 @@ def collective_time(
         progress(f"routing and simulating {len(plan.workload):,} flows")
     outcome = run(
         topology, plan.workload, routing=routing, seed=seed, gpudirect=gpudirect, router=router,
-        progress=progress is not None,
+        progress=progress is not None, classes=classes,
     )
+    solved = outcome.result.n_flow_classes
     return CollectiveRun(
         collective, plan.algorithm, plan.protocol, plan.channels, plan.model, plan.ranks, float(size_bytes),
-        outcome.makespan_s, plan.costs, outcome, plan.nccl,
+        outcome.makespan_s, plan.costs, outcome, plan.nccl, len(plan.workload) if solved is None else solved,
     )
 
 

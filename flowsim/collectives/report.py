@@ -171,7 +171,9 @@ class NcclRow:
     (``"steps"`` or ``"stream"``, see :mod:`flowsim.collectives`); ``latency_us`` the part of
     the time that does not grow with the size (:attr:`CollectiveRun.latency_s`);
     ``launch_bound`` whether the host's launch floor (:func:`launch_floor_us`) set the time
-    rather than the simulated collective (then ``latency_us`` is the whole time).
+    rather than the simulated collective (then ``latency_us`` is the whole time); ``flows``
+    the flows laid out and ``flow_classes`` how many the engine solved
+    (:attr:`CollectiveRun.flow_classes`).
     """
 
     size_bytes: int
@@ -188,6 +190,8 @@ class NcclRow:
     model: str
     latency_us: float = 0.0
     launch_bound: bool = False
+    flows: int = 0
+    flow_classes: int = 0
 
 
 def _rounded(collective: str, size_bytes: int, element_bytes: int, n_ranks: int) -> tuple[int, int]:
@@ -309,6 +313,8 @@ def _rows(
             model=outcome.model,
             latency_us=latency_s * 1e6,
             launch_bound=launch_bound,
+            flows=len(outcome.run.workload),
+            flow_classes=outcome.flow_classes,
         )
 
 
@@ -354,6 +360,23 @@ def table_footer(rows: Sequence[NcclRow]) -> str:
     """The line of :func:`format_table` below its rows: the average busbw (rows non-empty)."""
     average = sum(r.busbw_GBps for r in rows) / len(rows)
     return f"# Avg bus bandwidth    : {average:.4g}"
+
+
+def solved_note(rows: Sequence[NcclRow]) -> str:
+    """A line saying what the engine solved over the sweep: at how many sizes the flow
+    classes (and how many at the largest of them), at how many the full DAG."""
+    by_classes = [r for r in rows if 0 < r.flow_classes < r.flows]
+    full = len(rows) - len(by_classes)
+    parts = []
+    if by_classes:
+        r = by_classes[-1]
+        parts.append(
+            f"flow classes at {len(by_classes)} of {len(rows)} sizes ({r.flow_classes:,} of {r.flows:,} flows at "
+            f"{r.size_bytes} B)"
+        )
+    if full:
+        parts.append(f"the full DAG at {full} of {len(rows)} sizes")
+    return f"{'# Solved over':<23}: " + "; ".join(parts)
 
 
 def rows_to_json(rows: Sequence[NcclRow], **metadata) -> str:

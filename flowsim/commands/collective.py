@@ -29,6 +29,7 @@ from flowsim.collectives.report import (
     iter_sweep,
     message_sizes,
     rows_to_json,
+    solved_note,
     table_footer,
     table_header,
     table_row,
@@ -184,6 +185,7 @@ def run_collective(args: argparse.Namespace) -> int:
         if bound:
             print(f"# Launch-bound         : {len(bound)} size(s) up to {bound[-1].size_bytes} B take the host's "
                   f"{bound[0].time_us:.1f} us per iteration ({args.ngpus} GPU(s) per thread)")
+        print(solved_note(rows))
         print(table_footer(rows))
     return 0
 

@@ -11,6 +11,15 @@
 ``timeline``
     One row per flow (the ``max_flows`` earliest ready): a thin line while it waits for
     its route latency, a thick one while it transfers, coloured by the tag ``by`` if given.
+``gantt``
+    A training step's activity per pipeline stage (a trace of a run with a training step):
+    one row per stage for its compute (forward and backward in two colours) and one per
+    kind of communication it had in flight (TP, PP, DP, EP, checkpoint), each bar the union
+    over the stage's ranks, so every flow and every block of compute counts.
+``tiers``
+    Utilization over time of each link tier group (NVLink, PCIe/host, InfiniBand,
+    Ethernet): the bytes its links carried in each time bin over what they all could have
+    carried, and, thinner, its busiest link's.
 
 Needs matplotlib (``pip install 'flowsim[plot]'``), imported only when a plot is drawn.
 """
@@ -29,7 +38,7 @@ from flowsim.trace import Trace
 __all__ = ["KINDS", "MAX_PANELS", "plot_trace"]
 
 #: Plot kinds ``--kind`` accepts.
-KINDS = ("utilization", "fct-cdf", "timeline")
+KINDS = ("utilization", "fct-cdf", "timeline", "gantt", "tiers")
 #: Most links a utilization plot draws one panel each; more are drawn as one heatmap.
 MAX_PANELS = 16
 #: Time bins of a utilization heatmap (about one per pixel column).
@@ -181,6 +190,113 @@ def _timeline(fig, trace: Trace, by: str | None, max_flows: int) -> None:
         ax.legend(fontsize="small", loc="best")
 
 
+#: Colours of the activities (flowsim.stepreport.ACTIVITIES), colour-blind safe (Okabe-Ito).
+_ACTIVITY_COLOURS = {
+    "forward": "#56B4E9", "backward": "#0072B2", "tp": "#E69F00", "pp": "#009E73", "dp": "#CC79A7",
+    "ep": "#D55E00", "checkpoint": "#999999", "other": "#F0E442",
+}
+_ACTIVITY_LABELS = {
+    "forward": "forward compute", "backward": "backward compute", "tp": "TP all-reduce", "pp": "PP send/receive",
+    "dp": "DP gradient all-reduce", "ep": "EP all-to-all", "checkpoint": "checkpoint write", "other": "other flows",
+}
+_ROW_LABELS = {"tp": "TP", "pp": "PP", "dp": "DP", "ep": "EP", "checkpoint": "ckpt", "other": "other"}
+
+
+def _training(trace: Trace):
+    if trace.training is None:
+        raise InputError(f"{trace.path}: no training step in this trace (written by 'flowsim run' of a scenario "
+                         "with [workload.training])")
+    return trace.training
+
+
+def _gantt(fig, trace: Trace) -> None:
+    from matplotlib.patches import Patch
+
+    from flowsim.formatting import format_seconds
+    from flowsim.stepreport import ACTIVITIES
+
+    b = _training(trace)
+    scale, unit = _time_unit(b.step_s)
+    stages = sorted(set(b.activity_stage.tolist())) or [0]
+    # Rows per stage: compute (forward and backward share it), then each kind present.
+    kinds = [k for k in range(2, len(ACTIVITIES)) if np.any(b.activity_kind == k)]
+    own = {s: [k for k in kinds if np.any((b.activity_kind == k) & (b.activity_stage == s))] for s in stages}
+    fig.set_size_inches(11, 1.8 + 0.32 * sum(1 + len(own[s]) for s in stages))
+    ax = fig.add_subplot()
+    labels: list[str] = []
+    ticks: list[float] = []
+    y = -1.6
+    for stage in stages:
+        y += 0.6
+        for kind in [None, *own[stage]]:
+            y += 1
+            ticks.append(y)
+            labels.append(f"stage {stage}  compute" if kind is None else _ROW_LABELS[ACTIVITIES[kind]])
+            for k in ((0, 1) if kind is None else (kind,)):
+                chosen = (b.activity_stage == stage) & (b.activity_kind == k)
+                if chosen.any():
+                    lo, hi = b.activity_start_s[chosen] / scale, b.activity_end_s[chosen] / scale
+                    ax.broken_barh(list(zip(lo.tolist(), (hi - lo).tolist(), strict=True)), (y - 0.4, 0.8),
+                                   color=_ACTIVITY_COLOURS[ACTIVITIES[k]], linewidth=0)
+    ax.set_yticks(ticks, labels, fontsize="small")
+    ax.invert_yaxis()
+    ax.set_xlim(0, b.step_s / scale)
+    ax.set_xlabel(f"time ({unit})")
+    shown = [0, 1, *kinds]
+    fig.legend(handles=[Patch(color=_ACTIVITY_COLOURS[ACTIVITIES[k]], label=_ACTIVITY_LABELS[ACTIVITIES[k]])
+                        for k in shown], fontsize="small", loc="outside lower center", ncols=min(len(shown), 4),
+               frameon=False)
+    layout = b.layout
+    shape = ", ".join(f"{k} {layout[k]}" for k in ("tp", "pp", "dp", "ep") if k in layout and layout[k] > 1)
+    fig.suptitle(
+        f"training step {format_seconds(b.step_s)}" + (f" ({shape}, {layout.get('n_microbatches', 1)} microbatches)"
+                                                       if shape else "")
+        + f": compute {format_seconds(b.compute_s)}, bubble {format_seconds(b.bubble_s)}, "
+        f"exposed communication {format_seconds(b.exposed_communication_s)}", fontsize="medium",
+    )
+
+
+def _tiers(fig, trace: Trace) -> None:
+    from flowsim.stepreport import TIER_LABELS, link_groups
+
+    if trace.link_segment_indptr is None:
+        raise InputError(f"{trace.path}: link rates were not recorded in this trace (options.record_links = false)")
+    names, group = link_groups(trace.topology)
+    span = trace.training.step_s if trace.training is not None else trace.makespan_s
+    scale, unit = _time_unit(span)
+    edges_s = np.linspace(0.0, span, _TIER_BINS + 1) if span > 0 else np.array([0.0, 1.0])
+    fig.set_size_inches(10, 1.4 + 1.5 * len(names))
+    axes = fig.subplots(len(names), 1, sharex=True, squeeze=False)[:, 0]
+    for i, (ax, name) in enumerate(zip(axes, names, strict=True)):
+        links = np.flatnonzero(group == i)
+        used = links[trace.link_bytes[links] > 0]
+        carried = np.zeros(edges_s.size - 1)
+        busiest, busiest_util = None, -1.0
+        for link in used.tolist():
+            util = _binned_utilization(trace, link, edges_s)
+            carried += util * trace.link_capacity_Bps[link]
+            if trace.link_bytes[link] / trace.link_capacity_Bps[link] > busiest_util:
+                busiest, busiest_util = link, trace.link_bytes[link] / trace.link_capacity_Bps[link]
+        total = carried / trace.link_capacity_Bps[links].sum() * 100
+        ax.stairs(total, edges_s / scale, fill=True, color=f"C{i}", alpha=0.8, label=f"all {links.size} links")
+        if busiest is not None:
+            ax.stairs(_binned_utilization(trace, busiest, edges_s) * 100, edges_s / scale, color="black",
+                      linewidth=0.8, label=f"busiest: {trace.topology.link_names[busiest]}")
+        ax.set_ylim(0, 105)
+        ax.set_yticks([0, 50, 100])
+        ax.set_ylabel("%")
+        ax.set_title(f"{TIER_LABELS[name]} ({links.size} links, {used.size} used)", loc="left", fontsize="small")
+        ax.legend(fontsize="x-small", loc="upper right")
+    axes[-1].set_xlabel(f"time ({unit})")
+    axes[-1].set_xlim(0, span / scale)
+    fig.suptitle("utilization per link tier (bytes carried per time bin over the tier's capacity)",
+                 fontsize="medium")
+
+
+#: Time bins of a tier utilization plot.
+_TIER_BINS = 400
+
+
 def plot_trace(
     trace: Trace,
     kind: str,
@@ -196,7 +312,7 @@ def plot_trace(
     Parameters
     ----------
     trace : Trace
-    kind : {"utilization", "fct-cdf", "timeline"}
+    kind : {"utilization", "fct-cdf", "timeline", "gantt", "tiers"}
     path : str or path-like
         Image file; its suffix names the format (``.png``, ``.svg``, ``.pdf``, ...).
     top : int
@@ -232,8 +348,12 @@ def plot_trace(
         _utilization(fig, trace, int(top))
     elif kind == "fct-cdf":
         _fct_cdf(fig, trace, by)
-    else:
+    elif kind == "timeline":
         _timeline(fig, trace, by, int(max_flows))
+    elif kind == "gantt":
+        _gantt(fig, trace)
+    else:
+        _tiers(fig, trace)
     # Written whole or not at all, as traces are. The temporary file's name has no image
     # suffix, so the format is named (image_file checked the target's suffix is one).
     with replaced_atomically(target) as tmp_name:

@@ -179,6 +179,8 @@ class Scenario:
     failures : str
         What ``options.fail`` and ``options.degrade`` changed in the topology
         (:func:`flowsim.failures.describe_changes`); empty without them.
+    training : TrainingStep or ParallelStep, optional
+        The ``[workload.training]`` step, whose flows end the workload.
     """
 
     source: str
@@ -191,6 +193,7 @@ class Scenario:
     compute_s: float = 0.0
     files: tuple[Path, ...] = ()
     failures: str = ""
+    training: TrainingStep | ParallelStep | None = None
 
 
 @dataclass(frozen=True)
@@ -677,12 +680,14 @@ def _training(
 
 def _workload(
     where: Where, table: Mapping, topology: Topology, base: Path, note: Callable[[str], None]
-) -> tuple[Workload, float, tuple[Path, ...]]:
-    """The scenario's workload, the compute time of its training step (0 if none) and the
-    files it read; ``note`` is told as each collective and the training step is built."""
+) -> tuple[Workload, float, tuple[Path, ...], TrainingStep | ParallelStep | None]:
+    """The scenario's workload, the compute time of its training step (0 if none), the
+    files it read and the training step; ``note`` is told as each collective and the
+    training step is built."""
     where.only(table, ("flows", "collective", "training"), "workload")
     parts = []
     compute_s = 0.0
+    step = None
     files: tuple[Path, ...] = ()
     if "flows" in table:
         flows = base / where.string(table, "flows", "workload")
@@ -707,9 +712,9 @@ def _workload(
             "workload", "expected 'flows' (a CSV flow list), [[workload.collective]] tables or [workload.training]"
         )
     if len(parts) == 1:
-        return parts[0], compute_s, files
+        return parts[0], compute_s, files, step
     try:
-        return Workload.concat(parts), compute_s, files
+        return Workload.concat(parts), compute_s, files, step
     except InputError as err:
         raise where.error("workload", str(err)) from None
 
@@ -848,7 +853,7 @@ def scenario_from_document(
     topology = _topology(where, where.table(_section(where, doc, "topology"), "topology"), Path(base_dir))
     options = _options(where, where.table(doc.get("options", {}), "options"))
     intact, topology = topology, _failed(where, topology, options)
-    workload, compute_s, files = _workload(
+    workload, compute_s, files, step = _workload(
         where, where.table(_section(where, doc, "workload"), "workload"), topology, Path(base_dir),
         progress or (lambda message: None),
     )
@@ -861,6 +866,7 @@ def scenario_from_document(
         workload=workload,
         options=options,
         compute_s=compute_s,
+        training=step,
         files=files,
         failures=describe_changes(intact, topology),
     )

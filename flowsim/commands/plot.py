@@ -1,4 +1,4 @@
-"""``flowsim plot TRACE.h5 --kind utilization|fct-cdf|timeline -o OUT.png``: plots of a trace.
+"""``flowsim plot TRACE.h5 --kind utilization|fct-cdf|timeline|gantt|tiers -o OUT.png``: plots of a trace.
 
 ``utilization``
     Utilization over time of the ``--top`` busiest links (all that carried traffic if there
@@ -11,6 +11,12 @@
 ``timeline``
     One row per flow (the ``--max-flows`` earliest ready): a thin line while it waits for
     its route latency, a thick one while it transfers, coloured by ``--by TAG`` if given.
+``gantt``
+    A training step's compute and each kind of communication (TP, PP, DP, EP, checkpoint)
+    per pipeline stage, over all the stage's ranks (a trace of a run with a training step).
+``tiers``
+    Utilization over time of each link tier group (NVLink, PCIe/host, InfiniBand, Ethernet)
+    and of its busiest link.
 
 Needs matplotlib (``pip install 'flowsim[plot]'``).
 """
@@ -39,7 +45,8 @@ def plot_command(args: argparse.Namespace) -> int:
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register ``flowsim plot TRACE --kind KIND -o OUT``; its handler is :func:`plot_command`."""
     parser = subparsers.add_parser(
-        "plot", help="plot link utilization, FCT distribution or a flow timeline (matplotlib)",
+        "plot", help="plot link utilization, FCT distribution, a flow timeline, a training step's Gantt chart or tier "
+        "utilization (matplotlib)",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("trace", type=Path, help="an HDF5 trace written by 'flowsim run'")

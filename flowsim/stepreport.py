@@ -356,8 +356,10 @@ def describe_step(breakdown: StepBreakdown, topology: Topology) -> list[str]:
         lines.append(
             f"  pipeline bubble {format_seconds(b.bubble_s)} ({b.bubble_s / b.compute_s:.1%} of the compute)"
         )
+    # The kinds the step has (its activity chart shows them) and any other on the path.
+    present = {ACTIVITIES[k] for k in set(b.activity_kind.tolist())}
     kinds = [f"{_KIND_LABELS[k]} {format_seconds(s)}" for k, s in b.critical_communication_s.items()
-             if s > 0 or k in ("tp", "pp", "dp")]
+             if s > 0 or k in present]
     parts = [f"compute {format_seconds(b.critical_compute_s)}", *kinds]
     if b.critical_wait_s > 0:
         parts.append(f"waiting {format_seconds(b.critical_wait_s)}")

@@ -79,7 +79,7 @@ def test_run_reports_a_training_step(tmp_path, capsys):
     assert flowsim("run", scenario, "-o", tmp_path / "t.h5", "-q") == 0
     captured = capsys.readouterr()
     assert captured.err == ""  # -q silences the engine's progress lines too
-    _, step = captured.out.splitlines()
+    _, step, critical, tiers, *tier_rows = captured.out.splitlines()
     loaded = load_scenario(scenario)
     makespan = run_scenario(loaded).result.makespan_s
     assert loaded.compute_s > 0
@@ -88,6 +88,15 @@ def test_run_reports_a_training_step(tmp_path, capsys):
         f"training step {inspect.format_seconds(step_s)}: compute {inspect.format_seconds(loaded.compute_s)}, "
         f"exposed communication {inspect.format_seconds(step_s - loaded.compute_s)}"
     )
+    # A data-parallel step: no bubble line; the critical path adds up to the step.
+    assert critical.startswith(f"  critical path {inspect.format_seconds(step_s)}: compute ")
+    # It names the kinds the step has, the checkpoint too though it was off the path.
+    assert ", DP " in critical and ", checkpoint 0.000 ns" in critical and "TP" not in critical
+    assert tiers.startswith("  link tiers")
+    # Two DGX H100 with storage: NVLink, PCIe/host, InfiniBand and Ethernet, each with its busiest links.
+    assert [row.split()[0] for row in tier_rows] == ["NVLink", "PCIe/host", "InfiniBand", "Ethernet"]
+    trace = open_trace(tmp_path / "t.h5")
+    assert trace.training is not None and trace.training.step_s == pytest.approx(step_s)
 
 
 def test_run_defaults_the_output_to_the_scenario_name(tmp_path, monkeypatch):

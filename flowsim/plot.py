@@ -4,7 +4,8 @@
     Utilization over time of the ``top`` busiest links (all that carried traffic if there
     are fewer), from the recorded link rate segments: one panel each, or one heatmap row
     each (mean utilization per time bin) beyond 16 links. Their mean utilization as bars
-    when the trace has no segments.
+    when the trace has no segments. With ``tier``, the busiest of that tier group only
+    (the busiest overall are often all NVLink or all PCIe).
 ``fct-cdf``
     Cumulative distribution of flow completion times (finish minus ready), one curve per
     value of the tag ``by`` if given.
@@ -66,10 +67,25 @@ def _groups(trace: Trace, by: str | None) -> list[tuple[str, np.ndarray]]:
     return [(str(v) or "(empty)", np.flatnonzero(values == v)) for v in dict.fromkeys(values.tolist())]
 
 
-def _utilization(fig, trace: Trace, top: int) -> None:
-    links = trace.busiest_links(top)
+def _busiest_of_tier(trace: Trace, top: int, tier: str) -> np.ndarray:
+    """The ``top`` busiest links of tier group ``tier`` (:func:`flowsim.stepreport.link_groups`)."""
+    from flowsim.stepreport import link_groups
+
+    names, group = link_groups(trace.topology)
+    if tier not in names:
+        raise InputError(f"{trace.path}: no link tier {tier!r} in this trace; tiers: {', '.join(names)}")
+    util = trace.link_utilization()
+    links = np.flatnonzero(group == names.index(tier))
+    order = links[np.argsort(-util[links], kind="stable")]
+    return order[util[order] > 0][:top].astype(np.int64)
+
+
+def _utilization(fig, trace: Trace, top: int, tier: str | None = None) -> None:
+    links = trace.busiest_links(top) if tier is None else _busiest_of_tier(trace, top, tier)
     names = [trace.topology.link_names[link] for link in links.tolist()]
-    shown = f"all {links.size} links that carried traffic" if links.size < top else f"the {links.size} busiest links"
+    which = "links" if tier is None else f"{tier} links"
+    shown = (f"all {links.size} {which} that carried traffic" if links.size < top
+             else f"the {links.size} busiest {which}")
     if trace.link_segment_indptr is None or not links.size:
         fig.set_size_inches(9, 1.2 + 0.9 * min(max(links.size, 1), MAX_PANELS))
         ax = fig.add_subplot()
@@ -305,6 +321,7 @@ def plot_trace(
     top: int = 8,
     by: str | None = None,
     max_flows: int = 200,
+    tier: str | None = None,
 ) -> Path:
     """Draw one plot of ``trace`` and save it (format from the file suffix, e.g. PNG),
     replacing ``path`` only once the image is complete.
@@ -322,6 +339,9 @@ def plot_trace(
         Tag whose values split the fct-cdf curves and colour the timeline.
     max_flows : int
         Flows in a timeline (the earliest ready; positive).
+    tier : str, optional
+        A utilization plot of one link tier group's busiest links only: ``"nvlink"``,
+        ``"host"``, ``"infiniband"``, ``"ethernet"`` (see :func:`flowsim.stepreport.link_groups`).
 
     Returns
     -------
@@ -345,7 +365,7 @@ def plot_trace(
     target = image_file(path, "the plot", inputs=[trace.path])
     fig = Figure(figsize=(9, 5), layout="constrained")
     if kind == "utilization":
-        _utilization(fig, trace, int(top))
+        _utilization(fig, trace, int(top), tier)
     elif kind == "fct-cdf":
         _fct_cdf(fig, trace, by)
     elif kind == "timeline":

@@ -248,3 +248,26 @@ def test_bad_expert_input():
     with pytest.raises(InputError, match=re.escape("ep_skew must lie in [1, ep = 2]")):
         parallel_step(chain(4), dp=4, ep=2, ep_skew=3.0, layer_forward_s=[1.0], layer_backward_s=[1.0],
                       layer_grad_bytes=[0.0])
+
+
+def test_inspect_and_utilization_plot_show_each_tier(tmp_path):
+    # One 1 GB flow from n0.gpu0 to n1.gpu0 crosses PCIe and InfiniBand, no NVLink or
+    # front-end Ethernet; the
+    # summary lists each tier's busiest links, and a utilization plot can keep to one tier.
+    from flowsim.summary import describe
+
+    topology = build_cluster("dgx_h100", 2, figure="effective")
+    workload = Workload.build(["f"], ["n0.gpu0"], ["n1.gpu0"], [1 * G])
+    outcome = run(topology, workload, record_links=True)
+    trace = open_trace(write_trace(tmp_path / "t.h5", topology, workload, outcome.routes, outcome.result))
+    lines = describe(trace).splitlines()
+    tiers = lines[lines.index("busiest links per tier (top 3):") + 1:]
+    assert [row.split()[0] for row in tiers] == ["NVLink", "PCIe/host", "InfiniBand", "Ethernet"]
+    assert tiers[0].endswith("none carried traffic") and tiers[3].endswith("none carried traffic")
+    assert "n0.nic0->ib.su0.rail0" in tiers[2]
+    pytest.importorskip("matplotlib")
+    from flowsim.plot import plot_trace
+
+    assert plot_trace(trace, "utilization", tmp_path / "ib.png", tier="infiniband").stat().st_size > 0
+    with pytest.raises(InputError, match="no link tier 'scale_out' in this trace; tiers: nvlink, host, infiniband, "):
+        plot_trace(trace, "utilization", tmp_path / "x.png", tier="scale_out")

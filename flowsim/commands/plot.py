@@ -4,7 +4,8 @@
     Utilization over time of the ``--top`` busiest links (all that carried traffic if there
     are fewer), from the recorded link rate segments: one panel each, or one heatmap row
     each (mean utilization per time bin) beyond 16 links. Their mean utilization as bars
-    when the trace has no segments.
+    when the trace has no segments. ``--tier infiniband`` (or ``nvlink``, ``host``,
+    ``ethernet``): the busiest links of that tier group only.
 ``fct-cdf``
     Cumulative distribution of flow completion times (finish minus ready), one curve per
     value of ``--by TAG`` if given.
@@ -37,7 +38,7 @@ __all__ = ["KINDS", "MAX_PANELS", "add_parser", "plot_command", "plot_trace"]
 def plot_command(args: argparse.Namespace) -> int:
     """Handler of ``flowsim plot``: :func:`plot_trace` of ``args.trace``; returns 0."""
     path = plot_trace(open_trace(args.trace), args.kind, args.output, top=args.top, by=args.by,
-                      max_flows=args.max_flows)
+                      max_flows=args.max_flows, tier=args.tier)
     print(f"{args.kind} plot -> {path}")
     return 0
 
@@ -57,6 +58,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help=f"links in a utilization plot (default 8; more than carried traffic: all; over {MAX_PANELS}: a heatmap)",
     )
     parser.add_argument("--by", default=None, help="tag to group flows by (fct-cdf, timeline)")
+    parser.add_argument(
+        "--tier", default=None, choices=("nvlink", "host", "infiniband", "ethernet", "scale_out"),
+        help="utilization: only the busiest links of this link tier group",
+    )
     parser.add_argument("--max-flows", type=positive_int, default=200, help="flows in a timeline (default 200)")
     parser.set_defaults(func=plot_command)
     return parser

@@ -29,6 +29,8 @@ _EXPORTS = {
     "FairShareProblem": "flowsim.fairshare",
     "max_min_rates": "flowsim.fairshare",
     "link_rate": "flowsim.hardware",
+    "model_preset": "flowsim.models",
+    "step_shape": "flowsim.models",
     "run": "flowsim.pipeline",
     "preset": "flowsim.presets",
     "preset_names": "flowsim.presets",
@@ -63,6 +65,7 @@ if TYPE_CHECKING:
     from flowsim.failures import apply_failures
     from flowsim.fairshare import FairShareProblem, max_min_rates
     from flowsim.hardware import link_rate
+    from flowsim.models import model_preset, step_shape
     from flowsim.pipeline import run
     from flowsim.presets import preset, preset_names
     from flowsim.result import SimulationResult
@@ -116,6 +119,7 @@ __all__ = [
     "load_scenario",
     "load_system",
     "max_min_rates",
+    "model_preset",
     "open_trace",
     "parallel_layout",
     "parallel_step",
@@ -128,5 +132,6 @@ __all__ = [
     "simulate",
     "solve_batch",
     "split_route",
+    "step_shape",
     "write_trace",
 ]

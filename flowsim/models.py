@@ -163,6 +163,18 @@ def step_shape(
     Returns
     -------
     StepShape
+
+    Examples
+    --------
+    Llama 3 70B on H100s at 40% of peak, tp = 8, one 8192-token sequence per microbatch: a
+    layer's forward is 2 * 8192 * 855,638,016 matrix FLOPs plus 4 * 8192^2 * 8192, 16.2
+    TFLOP, at 0.4 * 989 TFLOP/s on each of 8 GPUs 5.124 ms; a TP all-reduce carries
+    8192 * 8192 * 2 B = 128 MiB; a rank holds 855,638,016 / 8 * 2 B = 204 MiB of a layer's
+    gradients.
+
+    >>> shape = step_shape(model_preset("llama3_70b"), peak_flops=989e12, mfu=0.4, tp=8)
+    >>> round(shape.layer_forward_s[0] * 1e3, 3), shape.tp_all_reduce_bytes / 2**20, shape.layer_grad_bytes[1] / 2**20
+    (5.124, 128.0, 204.0)
     """
     tp, ep, micro_batch = whole_number("tp", tp), whole_number("ep", ep), whole_number("micro_batch", micro_batch)
     s = model.seq_len if seq_len is None else whole_number("seq_len", seq_len)

@@ -549,9 +549,11 @@ def parallel_step(
     _check_number(bucket_bytes, "bucket_bytes", positive=True)
 
     def plan(collective: str, group: tuple[str, ...], size: float, chosen: str | None) -> Workload:
+        # An all-to-all sends each message whole: it takes no slices.
+        sliced = {} if collective == "all_to_all" else {"slices": slices}
         return collective_workload(
-            topology, collective, size, ranks=group, algorithm=chosen, protocol=protocol, costs=costs, slices=slices,
-            nccl_env=nccl_env, nccl_version=nccl_version,
+            topology, collective, size, ranks=group, algorithm=chosen, protocol=protocol, costs=costs,
+            nccl_env=nccl_env, nccl_version=nccl_version, **sliced,
         ).workload
 
     builder = _PipelineBuilder(
@@ -614,10 +616,10 @@ def run_training_step(topology: Topology, step: TrainingStep | ParallelStep, **r
 
 def training_breakdown(
     topology: Topology, step: TrainingStep | ParallelStep, workload: Workload, result: SimulationResult, *,
-    top: int = 3,
+    top: int = 3, offset: int | None = None,
 ) -> StepBreakdown:
-    """:func:`flowsim.stepreport.step_breakdown` of a run of ``workload``, whose last flows
-    are ``step``'s (a scenario puts its flow list and collectives first).
+    """:func:`flowsim.stepreport.step_breakdown` of a run of ``workload``, in which ``step``'s
+    flows are rows ``offset`` on (a scenario puts its flow list and collectives first).
 
     Parameters
     ----------
@@ -629,9 +631,12 @@ def training_breakdown(
         The run's result.
     top : int
         Busiest links kept per tier group.
+    offset : int, optional
+        The row of ``step``'s first flow in ``workload``; default: its flows are the last.
     """
-    offset = len(workload) - len(step.workload)
-    mine = replace(result, finish_s=result.finish_s[offset:])
+    if offset is None:
+        offset = len(workload) - len(step.workload)
+    mine = replace(result, finish_s=result.finish_s[offset : offset + len(step.workload)])
     if isinstance(step, ParallelStep):
         layout = step.layout
         shape = {"tp": layout.tp, "pp": layout.pp, "dp": layout.dp, "ep": layout.ep,

@@ -271,3 +271,49 @@ def test_inspect_and_utilization_plot_show_each_tier(tmp_path):
     assert plot_trace(trace, "utilization", tmp_path / "ib.png", tier="infiniband").stat().st_size > 0
     with pytest.raises(InputError, match="no link tier 'scale_out' in this trace; tiers: nvlink, host, infiniband, "):
         plot_trace(trace, "utilization", tmp_path / "x.png", tier="scale_out")
+
+
+def test_tiny_mixture_of_experts_by_hand():
+    # The tiny model of test_tiny_model_flops_by_hand with 4 experts, each token to 2:
+    # matrices 64 + 2 * 128 = 320, 2 * 8 * 320 + 1024 = 6144 FLOPs per layer forward. On
+    # ep = 2, a rank holds 4 / 2 experts: 64 + 2 * 128 = 320 params, * 2 B = 640 B per layer
+    # (tp 1), plus the embedding 10 * 4 * 2 = 80 B on the first and last. A dispatch sends
+    # b s h * 2 B * top_k = 64 * 2 = 128 B.
+    model = ModelShape(2, 4, 16, 2, 2, 10, gated_mlp=False, experts=4, top_k=2, seq_len=8)
+    assert model.layer_forward_flops(1, 8) == 6144.0
+    shape = step_shape(model, peak_flops=1000.0, mfu=1.0, ep=2)
+    assert shape.layer_grad_bytes == (720.0, 720.0)
+    assert shape.ep_all_to_all_bytes == 128.0
+    with pytest.raises(InputError, match="ep = 3 does not divide the model's 4 experts"):
+        step_shape(model, peak_flops=1000.0, mfu=1.0, ep=3)
+
+
+def test_scenario_expert_keys():
+    text = """
+[topology]
+cluster = "dgx_h100"
+n_nodes = 1
+figure = "effective"
+[workload.training]
+tp = 2
+dp = 4
+ep = 2
+layers = 2
+layer_forward_s = 1e-3
+layer_backward_s = 2e-3
+layer_grad_bytes = 0
+ep_all_to_all_bytes = 1e6
+ep_skew = 1.5
+moe_layers = [true, false]
+slices = 1
+"""
+    step = parse_scenario(text).training
+    # Only layer 0 is MoE: 4 all-to-alls per microbatch, for each of 2 TP indices and 2 EP
+    # groups, each 2 * 1 flows: 32 flows. Skew 1.5 on 2 ranks: shares 0.75 and 0.25 of a
+    # rank's 1e6 dispatched bytes, so a flow to (or from) the first rank carries 0.75e6
+    # bytes, one to (or from) the second 0.25e6.
+    sizes = sorted(float(size) for size, phase in zip(step.workload.size_bytes, step.workload.tags["phase"],
+                                                      strict=True) if phase == "ep")
+    assert sizes == [0.25e6] * 16 + [0.75e6] * 16
+    with pytest.raises(InputError, match=r"workload\.training\.moe_layers: expected true, false or a list of 2"):
+        parse_scenario(text.replace("moe_layers = [true, false]", "moe_layers = [true]"))

@@ -252,8 +252,11 @@ def _gantt(fig, trace: Trace) -> None:
                 chosen = (b.activity_stage == stage) & (b.activity_kind == k)
                 if chosen.any():
                     lo, hi = b.activity_start_s[chosen] / scale, b.activity_end_s[chosen] / scale
+                    # Communication is drawn with an edge, so that a transfer shorter than a
+                    # pixel still shows; compute without, so that the waits between blocks do.
+                    colour = _ACTIVITY_COLOURS[ACTIVITIES[k]]
                     ax.broken_barh(list(zip(lo.tolist(), (hi - lo).tolist(), strict=True)), (y - 0.4, 0.8),
-                                   color=_ACTIVITY_COLOURS[ACTIVITIES[k]], linewidth=0)
+                                   facecolor=colour, edgecolor=colour, linewidth=0 if kind is None else 0.8)
     ax.set_yticks(ticks, labels, fontsize="small")
     ax.invert_yaxis()
     ax.set_xlim(0, b.step_s / scale)

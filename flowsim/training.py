@@ -31,6 +31,10 @@ Data parallelism (:func:`data_parallel_step`)
       DP group (ranks with the same TP index and stage) as they become ready, on a separate
       communication stream that the compute does not wait for (DDP's overlap); a bucket
       starts after the previous one has finished.
+    * with experts (``ep`` > 1), a mixture-of-experts layer's MLP block is framed by two
+      all-to-alls over the rank's expert group (``ep`` consecutive DP indices): dispatch and
+      combine forwards, their gradients backwards, sized by each expert rank's share of the
+      tokens (``ep_skew``).
     * the step ends when every rank has finished its compute and its gradient all-reduces.
 
     Where a rank's compute is followed by a flow that also waits for something else (a
@@ -40,6 +44,10 @@ Data parallelism (:func:`data_parallel_step`)
 
 Checkpoint writes, when asked for, go from every rank to the storage targets at
 ``checkpoint_start_s`` and share the links with everything else.
+
+:func:`run_training_step` simulates a step and breaks it down
+(:func:`training_breakdown`, :mod:`flowsim.stepreport`); :mod:`flowsim.models` derives the
+per-layer compute and message sizes from a model's shape.
 """
 
 from __future__ import annotations
@@ -278,7 +286,8 @@ class ParallelStep:
     ----------
     workload : Workload
         Tag ``phase``: ``"tp"`` (TP all-reduces), ``"pp"`` (activations and their gradients
-        between stages), ``"gradients"`` (DP bucket all-reduces), ``"compute"`` (markers,
+        between stages), ``"gradients"`` (DP bucket all-reduces), ``"ep"`` (expert
+        all-to-alls), ``"compute"`` (markers,
         including one ``end.{rank}`` per rank when it is done), ``"checkpoint"``; tags
         ``stage``, ``microbatch`` and ``bucket`` where they apply.
     layout : ParallelLayout
@@ -288,9 +297,6 @@ class ParallelStep:
         The step time if every flow took no time at all (no bandwidth limit, no latency, no
         software overhead): the longest path of compute through the step's dependencies,
         pipeline bubbles included.
-    compute_log : tuple
-        Every block of compute as laid out: ``(stage, 0 | 1 for forward | backward, the
-        moment it ends, seconds)``; :meth:`compute_intervals` times them after a run.
     stage_busy_s : numpy.ndarray
         float64[pp]: compute time of one rank of each stage,
         ``n_microbatches * sum(forward + backward of its layers)``.
@@ -298,6 +304,9 @@ class ParallelStep:
         ``compute_s - max(stage_busy_s)``: how long the busiest stage sits idle in the
         pipeline when communication is free. With equal stages of forward ``f`` and backward
         ``b`` per microbatch, 1F1B and GPipe both give ``(pp - 1)(f + b)``.
+    compute_log : tuple
+        Every block of compute as laid out: ``(stage, 0 | 1 for forward | backward, the
+        moment it ends, seconds)``; :meth:`compute_intervals` times them after a run.
     """
 
     workload: Workload

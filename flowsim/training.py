@@ -559,10 +559,9 @@ def parallel_step(
 
     def plan(collective: str, group: tuple[str, ...], size: float, chosen: str | None) -> Workload:
         # An all-to-all sends each message whole: it takes no slices.
-        sliced = {} if collective == "all_to_all" else {"slices": slices}
         return collective_workload(
             topology, collective, size, ranks=group, algorithm=chosen, protocol=protocol, costs=costs,
-            nccl_env=nccl_env, nccl_version=nccl_version, **sliced,
+            slices=None if collective == "all_to_all" else slices, nccl_env=nccl_env, nccl_version=nccl_version,
         ).workload
 
     builder = _PipelineBuilder(

@@ -307,7 +307,8 @@ def _tiers(fig, trace: Trace) -> None:
         ax.set_title(f"{TIER_LABELS[name]} ({links.size} links, {used.size} used)", loc="left", fontsize="small")
         ax.legend(fontsize="x-small", loc="upper right")
     axes[-1].set_xlabel(f"time ({unit})")
-    axes[-1].set_xlim(0, span / scale)
+    if span > 0:  # an empty trace has no time to show
+        axes[-1].set_xlim(0, span / scale)
     fig.suptitle("utilization per link tier (bytes carried per time bin over the tier's capacity)",
                  fontsize="medium")
 

@@ -30,6 +30,8 @@ _EXPORTS = {
     "max_min_rates": "flowsim.fairshare",
     "link_rate": "flowsim.hardware",
     "job_results": "flowsim.jobresults",
+    "model_preset": "flowsim.models",
+    "step_shape": "flowsim.models",
     "run": "flowsim.pipeline",
     "preset": "flowsim.presets",
     "preset_names": "flowsim.presets",
@@ -65,6 +67,7 @@ if TYPE_CHECKING:
     from flowsim.fairshare import FairShareProblem, max_min_rates
     from flowsim.hardware import link_rate
     from flowsim.jobresults import job_results
+    from flowsim.models import model_preset, step_shape
     from flowsim.pipeline import run
     from flowsim.presets import preset, preset_names
     from flowsim.result import SimulationResult
@@ -119,6 +122,7 @@ __all__ = [
     "load_scenario",
     "load_system",
     "max_min_rates",
+    "model_preset",
     "open_trace",
     "parallel_layout",
     "parallel_step",
@@ -131,5 +135,6 @@ __all__ = [
     "simulate",
     "solve_batch",
     "split_route",
+    "step_shape",
     "write_trace",
 ]

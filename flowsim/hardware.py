@@ -429,3 +429,24 @@ def gpu_compute_capability(model: str) -> int:
     """
     key = "".join(model.upper().replace("NVIDIA", "").replace("GEFORCE", "").split()).replace("-", "")
     return next((sm for name, sm in _GPU_SM if name in key), 0)
+
+
+#: Peak dense BF16 tensor-core throughput per GPU (FLOP/s), by the GPU model a
+#: :class:`~flowsim.servers.ServerSpec` names; sources in docs/hardware.md §9.1. NVIDIA's
+#: datasheets quote these with 2:4 sparsity, twice the dense figure given here.
+GPU_PEAK_BF16_FLOPS = {
+    "A100": 312e12,
+    "H100": 989e12,
+    "H200": 989e12,
+    "B200": 2.25e15,
+    "L40S": 362.05e12,
+}
+
+
+def gpu_peak_flops(gpu: str) -> float:
+    """Peak dense BF16 FLOP/s of GPU model ``gpu`` (a key of :data:`GPU_PEAK_BF16_FLOPS`)."""
+    if gpu not in GPU_PEAK_BF16_FLOPS:
+        raise InputError(
+            f"no peak BF16 FLOP/s for GPU {gpu!r}; known: {', '.join(GPU_PEAK_BF16_FLOPS)} (or give peak_flops)"
+        )
+    return GPU_PEAK_BF16_FLOPS[gpu]

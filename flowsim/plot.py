@@ -4,13 +4,23 @@
     Utilization over time of the ``top`` busiest links (all that carried traffic if there
     are fewer), from the recorded link rate segments: one panel each, or one heatmap row
     each (mean utilization per time bin) beyond 16 links. Their mean utilization as bars
-    when the trace has no segments.
+    when the trace has no segments. With ``tier``, the busiest of that tier group only
+    (the busiest overall are often all NVLink or all PCIe).
 ``fct-cdf``
     Cumulative distribution of flow completion times (finish minus ready), one curve per
     value of the tag ``by`` if given.
 ``timeline``
     One row per flow (the ``max_flows`` earliest ready): a thin line while it waits for
     its route latency, a thick one while it transfers, coloured by the tag ``by`` if given.
+``gantt``
+    A training step's activity per pipeline stage (a trace of a run with a training step):
+    one row per stage for its compute (forward and backward in two colours) and one per
+    kind of communication it had in flight (TP, PP, DP, EP, checkpoint), each bar the union
+    over the stage's ranks, so every flow and every block of compute counts.
+``tiers``
+    Utilization over time of each link tier group (NVLink, PCIe/host, InfiniBand,
+    Ethernet): the bytes its links carried in each time bin over what they all could have
+    carried, and, thinner, its busiest link's.
 
 Needs matplotlib (``pip install 'flowsim[plot]'``), imported only when a plot is drawn.
 """
@@ -29,7 +39,7 @@ from flowsim.trace import Trace
 __all__ = ["KINDS", "MAX_PANELS", "plot_trace"]
 
 #: Plot kinds ``--kind`` accepts.
-KINDS = ("utilization", "fct-cdf", "timeline")
+KINDS = ("utilization", "fct-cdf", "timeline", "gantt", "tiers")
 #: Most links a utilization plot draws one panel each; more are drawn as one heatmap.
 MAX_PANELS = 16
 #: Time bins of a utilization heatmap (about one per pixel column).
@@ -57,10 +67,25 @@ def _groups(trace: Trace, by: str | None) -> list[tuple[str, np.ndarray]]:
     return [(str(v) or "(empty)", np.flatnonzero(values == v)) for v in dict.fromkeys(values.tolist())]
 
 
-def _utilization(fig, trace: Trace, top: int) -> None:
-    links = trace.busiest_links(top)
+def _busiest_of_tier(trace: Trace, top: int, tier: str) -> np.ndarray:
+    """The ``top`` busiest links of tier group ``tier`` (:func:`flowsim.stepreport.link_groups`)."""
+    from flowsim.stepreport import link_groups
+
+    names, group = link_groups(trace.topology)
+    if tier not in names:
+        raise InputError(f"{trace.path}: no link tier {tier!r} in this trace; tiers: {', '.join(names)}")
+    util = trace.link_utilization()
+    links = np.flatnonzero(group == names.index(tier))
+    order = links[np.argsort(-util[links], kind="stable")]
+    return order[util[order] > 0][:top].astype(np.int64)
+
+
+def _utilization(fig, trace: Trace, top: int, tier: str | None = None) -> None:
+    links = trace.busiest_links(top) if tier is None else _busiest_of_tier(trace, top, tier)
     names = [trace.topology.link_names[link] for link in links.tolist()]
-    shown = f"all {links.size} links that carried traffic" if links.size < top else f"the {links.size} busiest links"
+    which = "links" if tier is None else f"{tier} links"
+    shown = (f"all {links.size} {which} that carried traffic" if links.size < top
+             else f"the {links.size} busiest {which}")
     if trace.link_segment_indptr is None or not links.size:
         fig.set_size_inches(9, 1.2 + 0.9 * min(max(links.size, 1), MAX_PANELS))
         ax = fig.add_subplot()
@@ -181,6 +206,117 @@ def _timeline(fig, trace: Trace, by: str | None, max_flows: int) -> None:
         ax.legend(fontsize="small", loc="best")
 
 
+#: Colours of the activities (flowsim.stepreport.ACTIVITIES), colour-blind safe (Okabe-Ito).
+_ACTIVITY_COLOURS = {
+    "forward": "#56B4E9", "backward": "#0072B2", "tp": "#E69F00", "pp": "#009E73", "dp": "#CC79A7",
+    "ep": "#D55E00", "checkpoint": "#999999", "other": "#F0E442",
+}
+_ACTIVITY_LABELS = {
+    "forward": "forward compute", "backward": "backward compute", "tp": "TP all-reduce", "pp": "PP send/receive",
+    "dp": "DP gradient all-reduce", "ep": "EP all-to-all", "checkpoint": "checkpoint write", "other": "other flows",
+}
+_ROW_LABELS = {"tp": "TP", "pp": "PP", "dp": "DP", "ep": "EP", "checkpoint": "ckpt", "other": "other"}
+
+
+def _training(trace: Trace):
+    if trace.training is None:
+        raise InputError(f"{trace.path}: no training step in this trace (written by 'flowsim run' of a scenario "
+                         "with [workload.training])")
+    return trace.training
+
+
+def _gantt(fig, trace: Trace) -> None:
+    from matplotlib.patches import Patch
+
+    from flowsim.formatting import format_seconds
+    from flowsim.stepreport import ACTIVITIES
+
+    b = _training(trace)
+    scale, unit = _time_unit(b.step_s)
+    stages = sorted(set(b.activity_stage.tolist())) or [0]
+    # Rows per stage: compute (forward and backward share it), then each kind present.
+    kinds = [k for k in range(2, len(ACTIVITIES)) if np.any(b.activity_kind == k)]
+    own = {s: [k for k in kinds if np.any((b.activity_kind == k) & (b.activity_stage == s))] for s in stages}
+    fig.set_size_inches(11, 1.8 + 0.32 * sum(1 + len(own[s]) for s in stages))
+    ax = fig.add_subplot()
+    labels: list[str] = []
+    ticks: list[float] = []
+    y = -1.6
+    for stage in stages:
+        y += 0.6
+        for kind in [None, *own[stage]]:
+            y += 1
+            ticks.append(y)
+            labels.append(f"stage {stage}  compute" if kind is None else _ROW_LABELS[ACTIVITIES[kind]])
+            for k in ((0, 1) if kind is None else (kind,)):
+                chosen = (b.activity_stage == stage) & (b.activity_kind == k)
+                if chosen.any():
+                    lo, hi = b.activity_start_s[chosen] / scale, b.activity_end_s[chosen] / scale
+                    # Communication is drawn with an edge, so that a transfer shorter than a
+                    # pixel still shows; compute without, so that the waits between blocks do.
+                    colour = _ACTIVITY_COLOURS[ACTIVITIES[k]]
+                    ax.broken_barh(list(zip(lo.tolist(), (hi - lo).tolist(), strict=True)), (y - 0.4, 0.8),
+                                   facecolor=colour, edgecolor=colour, linewidth=0 if kind is None else 0.8)
+    ax.set_yticks(ticks, labels, fontsize="small")
+    ax.invert_yaxis()
+    ax.set_xlim(0, b.step_s / scale)
+    ax.set_xlabel(f"time ({unit})")
+    shown = [0, 1, *kinds]
+    fig.legend(handles=[Patch(color=_ACTIVITY_COLOURS[ACTIVITIES[k]], label=_ACTIVITY_LABELS[ACTIVITIES[k]])
+                        for k in shown], fontsize="small", loc="outside lower center", ncols=min(len(shown), 4),
+               frameon=False)
+    layout = b.layout
+    shape = ", ".join(f"{k} {layout[k]}" for k in ("tp", "pp", "dp", "ep") if k in layout and layout[k] > 1)
+    fig.suptitle(
+        f"training step {format_seconds(b.step_s)}" + (f" ({shape}, {layout.get('n_microbatches', 1)} microbatches)"
+                                                       if shape else "")
+        + f": compute {format_seconds(b.compute_s)}, bubble {format_seconds(b.bubble_s)}, "
+        f"exposed communication {format_seconds(b.exposed_communication_s)}", fontsize="medium",
+    )
+
+
+def _tiers(fig, trace: Trace) -> None:
+    from flowsim.stepreport import TIER_LABELS, link_groups
+
+    if trace.link_segment_indptr is None:
+        raise InputError(f"{trace.path}: link rates were not recorded in this trace (options.record_links = false)")
+    names, group = link_groups(trace.topology)
+    span = trace.training.step_s if trace.training is not None else trace.makespan_s
+    scale, unit = _time_unit(span)
+    edges_s = np.linspace(0.0, span, _TIER_BINS + 1) if span > 0 else np.array([0.0, 1.0])
+    fig.set_size_inches(10, 1.4 + 1.5 * len(names))
+    axes = fig.subplots(len(names), 1, sharex=True, squeeze=False)[:, 0]
+    for i, (ax, name) in enumerate(zip(axes, names, strict=True)):
+        links = np.flatnonzero(group == i)
+        used = links[trace.link_bytes[links] > 0]
+        carried = np.zeros(edges_s.size - 1)
+        busiest, busiest_util = None, -1.0
+        for link in used.tolist():
+            util = _binned_utilization(trace, link, edges_s)
+            carried += util * trace.link_capacity_Bps[link]
+            if trace.link_bytes[link] / trace.link_capacity_Bps[link] > busiest_util:
+                busiest, busiest_util = link, trace.link_bytes[link] / trace.link_capacity_Bps[link]
+        total = carried / trace.link_capacity_Bps[links].sum() * 100
+        ax.stairs(total, edges_s / scale, fill=True, color=f"C{i}", alpha=0.8, label=f"all {links.size} links")
+        if busiest is not None:
+            ax.stairs(_binned_utilization(trace, busiest, edges_s) * 100, edges_s / scale, color="black",
+                      linewidth=0.8, label=f"busiest: {trace.topology.link_names[busiest]}")
+        ax.set_ylim(0, 105)
+        ax.set_yticks([0, 50, 100])
+        ax.set_ylabel("%")
+        ax.set_title(f"{TIER_LABELS[name]} ({links.size} links, {used.size} used)", loc="left", fontsize="small")
+        ax.legend(fontsize="x-small", loc="upper right")
+    axes[-1].set_xlabel(f"time ({unit})")
+    if span > 0:  # an empty trace has no time to show
+        axes[-1].set_xlim(0, span / scale)
+    fig.suptitle("utilization per link tier (bytes carried per time bin over the tier's capacity)",
+                 fontsize="medium")
+
+
+#: Time bins of a tier utilization plot.
+_TIER_BINS = 400
+
+
 def plot_trace(
     trace: Trace,
     kind: str,
@@ -189,6 +325,7 @@ def plot_trace(
     top: int = 8,
     by: str | None = None,
     max_flows: int = 200,
+    tier: str | None = None,
 ) -> Path:
     """Draw one plot of ``trace`` and save it (format from the file suffix, e.g. PNG),
     replacing ``path`` only once the image is complete.
@@ -196,7 +333,7 @@ def plot_trace(
     Parameters
     ----------
     trace : Trace
-    kind : {"utilization", "fct-cdf", "timeline"}
+    kind : {"utilization", "fct-cdf", "timeline", "gantt", "tiers"}
     path : str or path-like
         Image file; its suffix names the format (``.png``, ``.svg``, ``.pdf``, ...).
     top : int
@@ -206,6 +343,9 @@ def plot_trace(
         Tag whose values split the fct-cdf curves and colour the timeline.
     max_flows : int
         Flows in a timeline (the earliest ready; positive).
+    tier : str, optional
+        A utilization plot of one link tier group's busiest links only: ``"nvlink"``,
+        ``"host"``, ``"infiniband"``, ``"ethernet"`` (see :func:`flowsim.stepreport.link_groups`).
 
     Returns
     -------
@@ -229,11 +369,15 @@ def plot_trace(
     target = image_file(path, "the plot", inputs=[trace.path])
     fig = Figure(figsize=(9, 5), layout="constrained")
     if kind == "utilization":
-        _utilization(fig, trace, int(top))
+        _utilization(fig, trace, int(top), tier)
     elif kind == "fct-cdf":
         _fct_cdf(fig, trace, by)
-    else:
+    elif kind == "timeline":
         _timeline(fig, trace, by, int(max_flows))
+    elif kind == "gantt":
+        _gantt(fig, trace)
+    else:
+        _tiers(fig, trace)
     # Written whole or not at all, as traces are. The temporary file's name has no image
     # suffix, so the format is named (image_file checked the target's suffix is one).
     with replaced_atomically(target) as tmp_name:

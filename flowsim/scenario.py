@@ -118,7 +118,7 @@ from flowsim.errors import InputError, read_text_file
 from flowsim.fabrics import build_cluster
 from flowsim.failures import apply_failures, check_degrade_factor, describe_changes
 from flowsim.fairshare import FairShareProblem
-from flowsim.hardware import FIGURES, LinkTier
+from flowsim.hardware import FIGURES, LinkTier, gpu_peak_flops
 from flowsim.jobs import (
     JOB_KINDS,
     POLICIES,
@@ -130,8 +130,9 @@ from flowsim.jobs import (
     repeat_iterations,
     storage_workload,
 )
+from flowsim.models import ModelShape, model_preset, step_shape
 from flowsim.pipeline import simulate_routed
-from flowsim.presets import preset, preset_names
+from flowsim.presets import preset, preset_names, preset_spec
 from flowsim.result import SimulationResult
 from flowsim.routes import Routes
 from flowsim.routing import METHODS, NoRouteError, Router
@@ -205,6 +206,8 @@ class Scenario:
     jobs : tuple of Job
         The ``[[job]]`` tables, placed and laid out after the ``[workload]`` flows
         (:mod:`flowsim.jobs`); empty without them.
+    training : TrainingStep or ParallelStep, optional
+        The ``[workload.training]`` step, whose flows end the workload.
     """
 
     source: str
@@ -218,6 +221,7 @@ class Scenario:
     files: tuple[Path, ...] = ()
     failures: str = ""
     jobs: tuple[Job, ...] = ()
+    training: TrainingStep | ParallelStep | None = None
 
 
 @dataclass(frozen=True)
@@ -334,6 +338,17 @@ def _system_file_topology(where: Where, table: Mapping, base_dir: Path) -> Topol
     keys = {name: _Key(key.types, system.cluster.get(name, 1 if name == "n_nodes" else key.default))
             for name, key in _CLUSTER_KEYS.items()}
     return _call_builder(where, build_cluster, params, {"system": system.spec, "figure": figure}, "topology", keys)
+
+
+def _gpu_model(table: Mapping, base_dir: Path) -> str | None:
+    """The GPU model of an already checked ``[topology]`` table's servers, as its preset or
+    system file names it; None for explicit nodes and links."""
+    name = table.get("preset", table.get("cluster"))
+    if not isinstance(name, str):
+        return None
+    if is_system_file(name):
+        return load_system(base_dir / name, overrides=table.get("system", {})).spec.gpu
+    return preset_spec(name).gpu
 
 
 def _cluster_topology(where: Where, table: Mapping, base_dir: Path) -> Topology:
@@ -626,7 +641,71 @@ _TRAINING_KEYS = ("layers", "layer_backward_s", "layer_grad_bytes", "bucket_byte
                   "protocol", "nccl_env", "nccl_version", "checkpoint_bytes_per_rank", "checkpoint_start_s")
 # Keys that make [workload.training] a tensor/pipeline/data parallel step (flowsim.training.parallel_step).
 _PARALLEL_KEYS = ("tp", "pp", "dp", "layer_forward_s", "n_microbatches", "schedule", "activation_bytes",
-                  "tp_all_reduce_bytes", "tp_algorithm", "tp_across_servers", "slices")
+                  "tp_all_reduce_bytes", "tp_algorithm", "tp_across_servers", "slices", "ep", "ep_all_to_all_bytes",
+                  "ep_skew", "moe_layers", "model")
+# Keys that go with `model` (flowsim.models.step_shape), and those the model's shape sets.
+_MODEL_KEYS = ("micro_batch", "seq_len", "mfu", "gpu", "peak_flops", "dtype_bytes")
+_SHAPED_KEYS = ("layers", "layer_forward_s", "layer_backward_s", "layer_grad_bytes", "activation_bytes",
+                "tp_all_reduce_bytes", "ep_all_to_all_bytes")
+_MODEL_SHAPE_KEYS = ("layers", "hidden", "ffn", "heads", "kv_heads", "vocab", "gated_mlp", "experts", "top_k",
+                     "seq_len")
+
+
+def _model_shape(where: Where, table: Mapping, key: str) -> ModelShape:
+    """``model``: a preset name or a table of :class:`flowsim.models.ModelShape` fields."""
+    value = table["model"]
+    if isinstance(value, str):
+        try:
+            return model_preset(value)
+        except InputError as err:
+            raise where.error(join(key, "model"), str(err)) from None
+    shape = where.table(value, join(key, "model"))
+    where.only(shape, _MODEL_SHAPE_KEYS, join(key, "model"))
+    at = join(key, "model")
+    fields: dict[str, Any] = {
+        name: where.integer(shape, name, at, 1) for name in ("layers", "hidden", "ffn", "heads", "vocab")
+    }
+    fields["kv_heads"] = where.integer(shape, "kv_heads", at, 1) if "kv_heads" in shape else fields["heads"]
+    for name, default in (("experts", 1), ("top_k", 1), ("seq_len", 2048)):
+        fields[name] = where.integer(shape, name, at, 1) if name in shape else default
+    fields["gated_mlp"] = where.boolean(shape, "gated_mlp", at, True)
+    try:
+        return ModelShape(**fields)
+    except InputError as err:
+        raise where.error(at, str(err)) from None
+
+
+def _shaped(where: Where, table: Mapping, key: str, gpu: str | None) -> dict[str, Any]:
+    """The per-layer columns and message sizes a ``model`` gives (:func:`flowsim.models.step_shape`)."""
+    given = [k for k in _SHAPED_KEYS if k in table]
+    if given:
+        raise where.error(join(key, given[0]), "is set by model; give one or the other")
+    model = _model_shape(where, table, key)
+    if "peak_flops" in table:
+        peak = where.number(table, "peak_flops", key)
+    else:
+        name = where.string(table, "gpu", key, gpu or "")
+        if not name:
+            raise where.error(join(key, "gpu"), "missing; name the GPU model (or give peak_flops): the topology "
+                              "is no preset or system file that names it")
+        try:
+            peak = gpu_peak_flops(name)
+        except InputError as err:
+            raise where.error(join(key, "gpu"), str(err)) from None
+    if "mfu" not in table:
+        raise where.error(join(key, "mfu"), "missing; the fraction of the GPU's peak the compute reaches, in (0, 1]")
+    try:
+        shape = step_shape(
+            model, peak_flops=peak, mfu=where.number(table, "mfu", key),
+            tp=where.integer(table, "tp", key, 1) if "tp" in table else 1,
+            ep=where.integer(table, "ep", key, 1) if "ep" in table else 1,
+            micro_batch=where.integer(table, "micro_batch", key, 1) if "micro_batch" in table else 1,
+            seq_len=where.integer(table, "seq_len", key, 1) if "seq_len" in table else None,
+            dtype_bytes=where.number(table, "dtype_bytes", key, 2.0),
+        )
+    except InputError as err:
+        raise where.error(key, str(err)) from None
+    return {"layers": model.layers, **shape.as_arguments()}
 
 
 def _per_layer(where: Where, table: Mapping, key: str, column: str, layers: int) -> list[float]:
@@ -639,6 +718,18 @@ def _per_layer(where: Where, table: Mapping, key: str, column: str, layers: int)
     return [where.number(table, column, key)] * layers
 
 
+def _moe_layers(where: Where, table: Mapping, key: str, layers: int) -> list[bool] | None:
+    """``moe_layers``: one boolean, or a list of ``layers`` of them; None when not given."""
+    if "moe_layers" not in table:
+        return None
+    value = table["moe_layers"]
+    if isinstance(value, bool):
+        return [value] * layers
+    if not isinstance(value, list) or len(value) != layers or not all(isinstance(v, bool) for v in value):
+        raise where.error(join(key, "moe_layers"), f"expected true, false or a list of {layers} of them")
+    return list(value)
+
+
 def _nccl_env(where: Where, table: Mapping, key: str) -> dict[str, str]:
     if "nccl_env" not in table:
         return {}
@@ -647,15 +738,16 @@ def _nccl_env(where: Where, table: Mapping, key: str) -> dict[str, str]:
 
 
 def _training(
-    where: Where, topology: Topology, table: Mapping, key: str, note: Callable[[str], None]
+    where: Where, topology: Topology, table: Mapping, key: str, note: Callable[[str], None], gpu: str | None = None
 ) -> TrainingStep | ParallelStep:
     parallel = any(k in table for k in _PARALLEL_KEYS)
     if parallel and "forward_s" in table:
         raise where.error(
             join(key, "forward_s"), "is for a data-parallel step; with tp, pp or the other 3D keys give layer_forward_s"
         )
-    where.only(table, (*_TRAINING_KEYS, "forward_s", *_PARALLEL_KEYS), key)
-    layers = where.integer(table, "layers", key, 1)
+    where.only(table, (*_TRAINING_KEYS, "forward_s", *_PARALLEL_KEYS, *(_MODEL_KEYS if "model" in table else ())), key)
+    shaped = _shaped(where, table, key, gpu) if "model" in table else {}
+    layers = shaped["layers"] if shaped else where.integer(table, "layers", key, 1)
     microbatches = where.integer(table, "n_microbatches", key, 1) if "n_microbatches" in table else 1
     try:
         check_step_size(layers, microbatches)
@@ -665,7 +757,9 @@ def _training(
     if parallel:
         columns = ("layer_forward_s", *columns)
     # Keyword arguments of parallel_step or data_parallel_step, which check them.
-    per_layer: dict[str, Any] = {column: _per_layer(where, table, key, column, layers) for column in columns}
+    per_layer: dict[str, Any] = {
+        column: list(shaped[column]) if shaped else _per_layer(where, table, key, column, layers) for column in columns
+    }
     ranks = _ranks(where, topology, table, key)
     common: dict[str, Any] = dict(
         bucket_bytes=where.number(table, "bucket_bytes", key, 25 * 2**20),
@@ -689,10 +783,18 @@ def _training(
             n_microbatches=count("n_microbatches", 1),
             slices=count("slices", None),
             schedule=where.choice(table, "schedule", key, SCHEDULES, "1f1b"),
-            activation_bytes=where.number(table, "activation_bytes", key, 0.0),
-            tp_all_reduce_bytes=where.number(table, "tp_all_reduce_bytes", key, 0.0),
+            activation_bytes=shaped.get("activation_bytes", where.number(table, "activation_bytes", key, 0.0)),
+            tp_all_reduce_bytes=shaped.get(
+                "tp_all_reduce_bytes", where.number(table, "tp_all_reduce_bytes", key, 0.0)
+            ),
             tp_algorithm=where.string(table, "tp_algorithm", key, "auto"),
             tp_across_servers=where.boolean(table, "tp_across_servers", key, False),
+            ep=count("ep", 1),
+            ep_all_to_all_bytes=shaped.get(
+                "ep_all_to_all_bytes", where.number(table, "ep_all_to_all_bytes", key, 0.0)
+            ),
+            ep_skew=where.number(table, "ep_skew", key, 1.0),
+            moe_layers=_moe_layers(where, table, key, layers),
         )
     try:
         if parallel:
@@ -703,14 +805,15 @@ def _training(
 
 
 def _workload(
-    where: Where, table: Mapping, topology: Topology, base: Path, note: Callable[[str], None]
-) -> tuple[list[Workload], float, tuple[Path, ...]]:
+    where: Where, table: Mapping, topology: Topology, base: Path, note: Callable[[str], None], gpu: str | None = None
+) -> tuple[list[Workload], float, tuple[Path, ...], TrainingStep | ParallelStep | None]:
     """The parts of the scenario's workload, the compute time of its training step (0 if
-    none) and the files it read; ``note`` is told as each collective and the training step
-    is built."""
+    none), the files it read and the training step; ``note`` is told as each collective and
+    the training step is built."""
     where.only(table, ("flows", "collective", "training"), "workload")
     parts = []
     compute_s = 0.0
+    step = None
     files: tuple[Path, ...] = ()
     if "flows" in table:
         flows = base / where.string(table, "flows", "workload")
@@ -726,7 +829,7 @@ def _workload(
         note("building workload.training")
         step = _training(
             where, topology, where.table(table["training"], "workload.training"), "workload.training",
-            lambda message: note(f"workload.training: {message}"),
+            lambda message: note(f"workload.training: {message}"), gpu,
         )
         parts.append(step.workload)
         compute_s = step.compute_s
@@ -734,7 +837,7 @@ def _workload(
         raise where.error(
             "workload", "expected 'flows' (a CSV flow list), [[workload.collective]] tables or [workload.training]"
         )
-    return parts, compute_s, files
+    return parts, compute_s, files, step
 
 
 # --- jobs -----------------------------------------------------------------------------------
@@ -782,9 +885,11 @@ def _placement(where: Where, table: Mapping) -> Placement:
 
 
 def _job_step(
-    where: Where, topology: Topology, table: Mapping, kind: str, ranks: tuple[str, ...], note: Callable[[str], None]
+    where: Where, topology: Topology, table: Mapping, kind: str, ranks: tuple[str, ...], note: Callable[[str], None],
+    gpu: str | None,
 ) -> tuple[Workload, float]:
-    """One iteration of a job of ``kind`` on ``ranks``, and its compute time."""
+    """One iteration of a job of ``kind`` on ``ranks``, and its compute time (a model shape's
+    compute on ``gpu``, the topology's GPU model)."""
     body = where.table(table[kind], kind)
     taken = next((k for k in ("ranks", "name", "start_s") if k in body and kind != "storage"), None)
     if taken == "ranks":
@@ -792,7 +897,7 @@ def _job_step(
     if taken is not None:
         raise where.error(join(kind, taken), f"is a key of the job itself, not of [job.{kind}]")
     if kind == "training":
-        step = _training(where, topology, {**body, "ranks": list(ranks)}, kind, note)
+        step = _training(where, topology, {**body, "ranks": list(ranks)}, kind, note, gpu)
         return step.workload, step.compute_s
     if kind == "collective":
         return _collective(where, topology, {**body, "ranks": list(ranks)}, kind), 0.0
@@ -811,9 +916,10 @@ def _prefixed(note: Callable[[str], None], prefix: str) -> Callable[[str], None]
 
 
 def _jobs(
-    where: Where, value: object, topology: Topology, first_flow: int, note: Callable[[str], None]
+    where: Where, value: object, topology: Topology, first_flow: int, note: Callable[[str], None], gpu: str | None
 ) -> tuple[list[Workload], tuple[Job, ...]]:
-    """The ``[[job]]`` tables placed and laid out, their flows numbered from ``first_flow``."""
+    """The ``[[job]]`` tables placed and laid out, their flows numbered from ``first_flow``
+    (training jobs that give a model shape compute on ``gpu``)."""
     tables = where.tables(value, "job")
     heads: list[tuple[str, Where, Placement, str]] = []
     for i, table in enumerate(tables):
@@ -839,7 +945,7 @@ def _jobs(
     lo = first_flow
     for (name, at, placement, kind), table, ranks in zip(heads, tables, placed, strict=True):
         note(f"building job {name} ({kind} on {len(ranks)} GPUs)")
-        step, compute_s = _job_step(at, topology, table, kind, ranks, _prefixed(note, f"job {name}: "))
+        step, compute_s = _job_step(at, topology, table, kind, ranks, _prefixed(note, f"job {name}: "), gpu)
         clash = next((tag for tag in _JOB_TAGS if tag in step.tags), None)
         if clash is not None:
             raise at.error(kind, f"its flows have a tag {clash!r}, which job flows are given")
@@ -997,16 +1103,18 @@ def scenario_from_document(
     note = progress or (lambda message: None)
     parts: list[Workload] = []
     compute_s, files = 0.0, tuple[Path, ...]()
+    step: TrainingStep | ParallelStep | None = None
+    gpu = _gpu_model(where.table(_section(where, doc, "topology"), "topology"), Path(base_dir))
     if "workload" in doc or "job" not in doc:
-        parts, compute_s, files = _workload(
-            where, where.table(_section(where, doc, "workload"), "workload"), topology, Path(base_dir), note
+        parts, compute_s, files, step = _workload(
+            where, where.table(_section(where, doc, "workload"), "workload"), topology, Path(base_dir), note, gpu
         )
     jobs: tuple[Job, ...] = ()
     if "job" in doc:
         clash = next((tag for part in parts for tag in _JOB_TAGS if tag in part.tags), None)
         if clash is not None:
             raise where.error("workload", f"its flows have a tag {clash!r}, which [[job]] tables give their flows")
-        job_parts, jobs = _jobs(where, doc["job"], topology, sum(map(len, parts)), note)
+        job_parts, jobs = _jobs(where, doc["job"], topology, sum(map(len, parts)), note, gpu)
         parts += job_parts
     try:
         workload = parts[0] if len(parts) == 1 else Workload.concat(parts)
@@ -1021,6 +1129,7 @@ def scenario_from_document(
         workload=workload,
         options=options,
         compute_s=compute_s,
+        training=step,
         files=files,
         failures=describe_changes(intact, topology),
         jobs=jobs,

@@ -1,6 +1,8 @@
 """A readable summary of a trace (:func:`describe`, what ``flowsim inspect`` prints): the run's
-provenance, the topology, the flows, the makespan and flow completion times, and the busiest
-links by mean utilization over the makespan."""
+provenance, the topology, the flows, the makespan and flow completion times, the busiest
+links by mean utilization over the makespan, overall and in each link tier group (NVLink,
+PCIe/host, InfiniBand, Ethernet: the busiest links overall are often all of one tier), and a
+training step's breakdown when the trace holds one."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import numpy as np
 
 from flowsim.formatting import format_bytes, format_rate, format_seconds
 from flowsim.hardware import LinkTier
+from flowsim.stepreport import TIER_LABELS, describe_step, link_groups
 from flowsim.topology import NodeKind
 from flowsim.trace import Trace
 
@@ -114,6 +117,26 @@ def _jobs(trace: Trace) -> list[str]:
     return lines
 
 
+#: Busiest links listed per tier group.
+_PER_TIER = 3
+
+
+def _busiest_per_tier(trace: Trace) -> list[str]:
+    names, group = link_groups(trace.topology)
+    if len(names) < 2:  # the list above already is the one tier's
+        return []
+    util = trace.link_utilization()
+    lines = [f"busiest links per tier (top {_PER_TIER}):"]
+    width = max(len(TIER_LABELS[name]) for name in names)
+    for g, name in enumerate(names):
+        links = np.flatnonzero(group == g)
+        order = links[np.argsort(-util[links], kind="stable")]
+        shown = [f"{trace.topology.link_names[link]} {util[link]:.1%}" for link in order[:_PER_TIER].tolist()
+                 if util[link] > 0]
+        lines.append(f"  {TIER_LABELS[name]:<{width}}  {', '.join(shown) or 'none carried traffic'}")
+    return lines
+
+
 def describe(trace: Trace, top: int = 10) -> str:
     """The summary ``flowsim inspect`` prints, as text.
 
@@ -123,6 +146,8 @@ def describe(trace: Trace, top: int = 10) -> str:
     top : int
         How many of the busiest links to list.
     """
+    step = describe_step(trace.training, trace.topology) if trace.training is not None else []
     return "\n".join(
         _provenance(trace) + _topology(trace) + _flows(trace) + _timing(trace) + _jobs(trace) + _busiest(trace, top)
+        + _busiest_per_tier(trace) + step
     )

@@ -68,6 +68,18 @@ string datasets carry a digest instead, see ``/``). A *CSR pair*
     ``contention_busy_s`` and ``contention_overlap_s`` (the link's time with two or more
     parties moving bytes on it; float64). Each flow's job is its tag ``job`` (and its
     iteration the tag ``iteration``) in ``/flows/tags``.
+``/training`` (optional: runs with a training step; see :mod:`flowsim.stepreport`)
+    Attributes: ``step_s``, ``compute_s``, ``bubble_s``, ``critical_compute_s``,
+    ``critical_wait_s`` (float64); ``communication_kinds`` (str list) and
+    ``critical_communication_s`` (float64 per kind, the critical path's communication);
+    ``activities`` (str list, the activity names ``activity_kind`` indexes); ``tiers`` (str
+    list of tier groups); ``tp``, ``pp``, ``dp``, ``ep``, ``n_microbatches`` (int64).
+    Datasets: the activity chart ``activity_stage``, ``activity_kind`` (int64) and
+    ``activity_start_s``, ``activity_end_s`` (float64); per tier group ``tier_n_links``
+    (int64), ``tier_max_utilization``, ``tier_mean_utilization`` (float64); its busiest links
+    ``bottleneck_tier`` (int64, row of ``tiers``), ``bottleneck_link`` (int64 link id),
+    ``bottleneck_utilization`` (float64). Traces without a training step, and those written
+    before flowsim stored it, have no such group.
 ``/summary`` (attributes only)
     Counts (int64): ``n_flows``, ``n_links``, ``n_events``, ``n_rate_updates``,
     ``n_rates_resolved``, ``n_rates_changed``. Figures (float64): ``makespan_s``,
@@ -117,6 +129,7 @@ from flowsim.files import replaced_atomically
 from flowsim.hardware import LinkTier
 from flowsim.result import FlowTimes, SimulationResult
 from flowsim.routes import Routes
+from flowsim.stepreport import ACTIVITIES, COMMUNICATION_KINDS, StepBreakdown, TierUsage
 from flowsim.topology import NodeKind, Topology
 from flowsim.workload import Workload
 
@@ -409,6 +422,7 @@ def write_trace(
     *,
     scenario_text: str = "",
     jobs: Mapping[str, np.ndarray] | None = None,
+    training: StepBreakdown | None = None,
 ) -> Path:
     """Write one run to an HDF5 trace (schema :data:`SCHEMA_VERSION`), atomically.
 
@@ -429,6 +443,9 @@ def write_trace(
     jobs : mapping of str to numpy.ndarray, optional
         The ``/jobs`` columns (:data:`JOB_COLUMNS`), as
         :meth:`flowsim.jobresults.JobsReport.table` gives them.
+    training : StepBreakdown, optional
+        The run's training step broken down (:func:`flowsim.training.training_breakdown`),
+        stored in ``/training``.
 
     Returns
     -------
@@ -459,9 +476,11 @@ def write_trace(
     needs_bytes = trace_bytes(topology, workload, routes, result, scenario_text)
     if jobs is not None:
         needs_bytes += sum(np.asarray(v).nbytes + 32 * len(v) for v in jobs.values())
+    if training is not None:  # the activity chart; the rest is a few hundred bytes
+        needs_bytes += 32 * training.activity_start_s.shape[0] + 4096
     with replaced_atomically(target, needs_bytes=needs_bytes) as tmp_name:
         try:
-            _write_file(tmp_name, topology, workload, routes, result, scenario_text, jobs)
+            _write_file(tmp_name, topology, workload, routes, result, scenario_text, jobs, training)
         except (OSError, RuntimeError) as err:
             # HDF5 reports a failed write as OSError or RuntimeError, the errno only in its text.
             if getattr(err, "errno", None) == errno.ENOSPC or "errno = 28" in str(err) or "No space left" in str(err):
@@ -474,7 +493,7 @@ def write_trace(
 
 def _write_file(
     tmp_name: str, topology: Topology, workload: Workload, routes: Routes, result: SimulationResult, scenario_text: str,
-    jobs: Mapping[str, np.ndarray] | None,
+    jobs: Mapping[str, np.ndarray] | None, training: StepBreakdown | None,
 ) -> None:
     with h5py.File(tmp_name, "w") as root:
         root.attrs["format"] = FORMAT
@@ -496,7 +515,38 @@ def _write_file(
         summary.attrs["n_rate_updates"] = result.n_rate_updates
         summary.attrs["n_rates_resolved"] = result.n_rates_resolved
         summary.attrs["n_rates_changed"] = result.n_rates_changed
+        if training is not None:
+            _write_training(root, training)
         root.attrs["metadata_sha256"] = _metadata_digest(_objects(Path(tmp_name), root))
+
+
+#: Float attributes of ``/training``.
+_TRAINING_FIGURES = ("step_s", "compute_s", "bubble_s", "critical_compute_s", "critical_wait_s")
+#: Integer attributes of ``/training``: the step's layout.
+_TRAINING_LAYOUT = ("tp", "pp", "dp", "ep", "n_microbatches")
+
+
+def _write_training(root: h5py.File, b: StepBreakdown) -> None:
+    g = root.create_group("training")
+    for key in _TRAINING_FIGURES:
+        g.attrs[key] = float(getattr(b, key))
+    g.attrs["communication_kinds"] = list(COMMUNICATION_KINDS)
+    g.attrs["critical_communication_s"] = np.array([b.critical_communication_s[k] for k in COMMUNICATION_KINDS])
+    g.attrs["activities"] = list(ACTIVITIES)
+    g.attrs["tiers"] = [t.tier for t in b.tiers]
+    for key in _TRAINING_LAYOUT:
+        g.attrs[key] = int(b.layout.get(key, 1))
+    for name, values, dtype in (
+        ("activity_stage", b.activity_stage, np.int64), ("activity_kind", b.activity_kind, np.int64),
+        ("activity_start_s", b.activity_start_s, np.float64), ("activity_end_s", b.activity_end_s, np.float64),
+        ("tier_n_links", np.array([t.n_links for t in b.tiers]), np.int64),
+        ("tier_max_utilization", np.array([t.max_utilization for t in b.tiers]), np.float64),
+        ("tier_mean_utilization", np.array([t.mean_utilization for t in b.tiers]), np.float64),
+        ("bottleneck_tier", np.array([i for i, t in enumerate(b.tiers) for _ in t.top_links]), np.int64),
+        ("bottleneck_link", np.array([link for t in b.tiers for link in t.top_links]), np.int64),
+        ("bottleneck_utilization", np.array([u for t in b.tiers for u in t.top_utilization]), np.float64),
+    ):
+        _write_array(g, name, np.asarray(values, dtype=dtype), dtype)
 
 
 #: Room for HDF5's own metadata in :func:`trace_bytes`: object headers, chunk indexes, the
@@ -564,6 +614,8 @@ class Trace(FlowTimes):
     jobs : dict of str to numpy.ndarray or None
         The ``/jobs`` columns (:data:`JOB_COLUMNS`; strings as object arrays), or None for a
         trace without jobs (and every trace written before jobs existed).
+    training : StepBreakdown or None
+        The ``/training`` group: the run's training step broken down; None without one.
     """
 
     path: Path
@@ -599,6 +651,7 @@ class Trace(FlowTimes):
     flow_segment_end_s: np.ndarray | None = None
     flow_segment_rate_Bps: np.ndarray | None = None
     jobs: Mapping[str, np.ndarray] | None = None
+    training: StepBreakdown | None = None
 
     def busiest_links(self, n: int) -> np.ndarray:
         """Ids of the ``n`` links with the highest mean utilization, busiest first (int64);
@@ -948,6 +1001,75 @@ def _jobs(path: Path, group: h5py.Group, n_links: int) -> dict[str, np.ndarray]:
     return columns
 
 
+def _attribute(path: Path, group: h5py.Group, key: str, kind: type) -> object:
+    """Attribute ``key`` of ``group``, checked to be a ``kind`` (float: finite, >= 0; int:
+    >= 1; list: strings; numpy.ndarray: finite numbers >= 0)."""
+    value = group.attrs.get(key)
+    if isinstance(value, np.generic):
+        value = value.item()
+    if kind is list and isinstance(value, np.ndarray) and value.dtype.kind in "OU":
+        value = [str(v) for v in value.tolist()]
+    fits = {
+        float: isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value) and value >= 0,
+        int: isinstance(value, int) and not isinstance(value, bool) and value >= 1,
+        list: isinstance(value, list) and all(isinstance(v, str) for v in value),
+        np.ndarray: isinstance(value, np.ndarray) and value.dtype.kind == "f" and bool(np.all(np.isfinite(value)))
+        and bool(np.all(value >= 0)),
+    }[kind]
+    if not fits:
+        raise _damaged(path, group.name, f"attribute {key!r} is {value!r}, expected {kind.__name__}")
+    return float(value) if kind is float else value
+
+
+def _training(path: Path, g: h5py.HLObject, n_links: int) -> StepBreakdown:
+    """The ``/training`` group, checked: names match this flowsim's kinds and activities,
+    ids lie in range, columns agree in length."""
+    if not isinstance(g, h5py.Group):
+        raise _damaged(path, g.name, "is not a group")
+    kinds = _attribute(path, g, "communication_kinds", list)
+    critical = cast(np.ndarray, _attribute(path, g, "critical_communication_s", np.ndarray))
+    if kinds != list(COMMUNICATION_KINDS) or critical.shape != (len(COMMUNICATION_KINDS),):
+        raise _damaged(path, g.name, f"has communication kinds {kinds!r}, expected {list(COMMUNICATION_KINDS)!r}")
+    if _attribute(path, g, "activities", list) != list(ACTIVITIES):
+        raise _damaged(path, g.name, f"has activities other than {list(ACTIVITIES)!r}")
+    tiers = cast(list, _attribute(path, g, "tiers", list))
+    per_tier = (len(tiers), f"tiers of {g.name}")
+
+    def floats(name: str, rows: tuple[int, str] | None) -> np.ndarray:
+        values = _column(path, g, name, rows, "numbers").astype(np.float64)
+        bad = np.flatnonzero(~_finite_at_least_zero(values))
+        if bad.size:
+            row = int(bad[0])
+            raise _damaged(path, g[name].name, f"row {row} is {values[row]!r}, expected a finite number >= 0")
+        return values
+
+    start = floats("activity_start_s", None)
+    rows = (start.shape[0], f"rows of {g.name}/activity_start_s")
+    end = floats("activity_end_s", rows)
+    kind = _ids(path, g, "activity_kind", rows, len(ACTIVITIES), "activities")
+    stage = _ids(path, g, "activity_stage", rows, int(cast(int, _attribute(path, g, "pp", int))), "stages")
+    n_links_of = _column(path, g, "tier_n_links", per_tier, "integers")
+    top_tier = _ids(path, g, "bottleneck_tier", None, len(tiers), "tiers")
+    top_rows = (top_tier.shape[0], f"rows of {g.name}/bottleneck_tier")
+    top_link = _ids(path, g, "bottleneck_link", top_rows, n_links, "links")
+    top_util = floats("bottleneck_utilization", top_rows)
+    usage = tuple(
+        TierUsage(
+            name, int(n_links_of[i]), float(high), float(mean), tuple(top_link[top_tier == i].tolist()),
+            tuple(top_util[top_tier == i].tolist()),
+        )
+        for i, (name, high, mean) in enumerate(zip(
+            tiers, floats("tier_max_utilization", per_tier), floats("tier_mean_utilization", per_tier), strict=True
+        ))
+    )
+    figures = {key: cast(float, _attribute(path, g, key, float)) for key in _TRAINING_FIGURES}
+    return StepBreakdown(
+        critical_communication_s=dict(zip(COMMUNICATION_KINDS, critical.tolist(), strict=True)), tiers=usage,
+        activity_stage=stage, activity_kind=kind, activity_start_s=start, activity_end_s=end,
+        layout={key: int(cast(int, _attribute(path, g, key, int))) for key in _TRAINING_LAYOUT}, **figures,
+    )
+
+
 def _read_trace(path: Path, root: h5py.File, metadata: Mapping[str, object]) -> Trace:
     """The trace in ``root``, every column checked against the schema and the counts it
     depends on, so that damage is reported here and not as a crash of whatever reads the
@@ -980,6 +1102,7 @@ def _read_trace(path: Path, root: h5py.File, metadata: Mapping[str, object]) -> 
         **{f"link_segment_{k}": v for k, v in _segments(path, links, per_link).items()},
         **{f"flow_segment_{k}": v for k, v in _segments(path, flows, per_flow).items()},
         jobs=_jobs(path, _group(path, root, "jobs"), n_links) if "jobs" in root else None,
+        training=_training(path, root["training"], n_links) if "training" in root else None,
     )
 
 

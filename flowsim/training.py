@@ -31,6 +31,10 @@ Data parallelism (:func:`data_parallel_step`)
       DP group (ranks with the same TP index and stage) as they become ready, on a separate
       communication stream that the compute does not wait for (DDP's overlap); a bucket
       starts after the previous one has finished.
+    * with experts (``ep`` > 1), a mixture-of-experts layer's MLP block is framed by two
+      all-to-alls over the rank's expert group (``ep`` consecutive DP indices): dispatch and
+      combine forwards, their gradients backwards, sized by each expert rank's share of the
+      tokens (``ep_skew``).
     * the step ends when every rank has finished its compute and its gradient all-reduces.
 
     Where a rank's compute is followed by a flow that also waits for something else (a
@@ -40,12 +44,16 @@ Data parallelism (:func:`data_parallel_step`)
 
 Checkpoint writes, when asked for, go from every rank to the storage targets at
 ``checkpoint_start_s`` and share the links with everything else.
+
+:func:`run_training_step` simulates a step and breaks it down
+(:func:`training_breakdown`, :mod:`flowsim.stepreport`); :mod:`flowsim.models` derives the
+per-layer compute and message sizes from a model's shape.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -55,6 +63,8 @@ from flowsim.collectives.placement import collective_workload
 from flowsim.errors import InputError, whole_number
 from flowsim.hardware import LinkTier
 from flowsim.pipeline import RunResult, run
+from flowsim.result import SimulationResult
+from flowsim.stepreport import StepBreakdown, step_breakdown
 from flowsim.topology import NodeKind, Topology
 from flowsim.workload import Workload
 
@@ -70,6 +80,7 @@ __all__ = [
     "parallel_step",
     "run_training_step",
     "step_time_s",
+    "training_breakdown",
 ]
 
 #: Pipeline schedules :func:`parallel_step` lays out: Megatron's non-interleaved 1F1B
@@ -92,12 +103,22 @@ class TrainingStep:
         float64[n_buckets]: when each bucket's last gradient is ready, in all-reduce order.
     bucket_bytes : numpy.ndarray
         float64[n_buckets]: each bucket's size.
+    forward_s : float
+        When the forward pass ends and the backward pass begins.
     """
 
     workload: Workload
     compute_s: float
     bucket_ready_s: np.ndarray
     bucket_bytes: np.ndarray
+    forward_s: float = 0.0
+
+    def compute_intervals(self, result: SimulationResult) -> list[tuple[int, int, np.ndarray, np.ndarray]]:
+        """Forward (0) and backward (1) compute, as
+        :func:`flowsim.stepreport.step_breakdown` takes it: one interval each, on every rank."""
+        forward = (0, 0, np.array([0.0]), np.array([self.forward_s]))
+        backward = (0, 1, np.array([self.forward_s]), np.array([self.compute_s]))
+        return [part for part in (forward, backward) if part[3][0] > part[2][0]]
 
 
 @dataclass(frozen=True)
@@ -118,6 +139,9 @@ class TrainingStepResult:
     run : RunResult
     bubble_s : float
         The pipeline bubble of a :class:`ParallelStep` (0 for a data-parallel step).
+    breakdown : StepBreakdown or None
+        The step's critical path by kind of communication, its tiers and their busiest
+        links, and each stage's activity (:func:`flowsim.stepreport.step_breakdown`).
     """
 
     step_s: float
@@ -126,6 +150,7 @@ class TrainingStepResult:
     tier_utilization: dict[str, tuple[float, float]]
     run: RunResult
     bubble_s: float = 0.0
+    breakdown: StepBreakdown | None = None
 
 
 @dataclass(frozen=True)
@@ -141,12 +166,16 @@ class ParallelLayout:
         Tensor-parallel, pipeline-parallel and data-parallel sizes.
     ranks : tuple of str
         GPU node names, ``tp * pp * dp`` of them, in global rank order.
+    ep : int
+        Expert-parallel size: blocks of ``ep`` consecutive DP indices exchange tokens
+        (:meth:`ep_group`); it divides ``dp``.
     """
 
     tp: int
     pp: int
     dp: int
     ranks: tuple[str, ...]
+    ep: int = 1
 
     def rank(self, tp_index: int, stage: int, dp_index: int) -> str:
         """The rank with TP index ``tp_index``, pipeline stage ``stage`` and DP index ``dp_index``."""
@@ -159,6 +188,12 @@ class ParallelLayout:
     def dp_group(self, tp_index: int, stage: int) -> tuple[str, ...]:
         """The ``dp`` ranks that hold the same parameters and all-reduce their gradients."""
         return tuple(self.rank(tp_index, stage, d) for d in range(self.dp))
+
+    def ep_group(self, tp_index: int, stage: int, dp_index: int) -> tuple[str, ...]:
+        """The ``ep`` ranks that exchange tokens with rank ``(tp_index, stage, dp_index)`` in
+        an expert all-to-all: consecutive DP indices, Megatron's ``tp-cp-ep-dp-pp`` order."""
+        first = dp_index - dp_index % self.ep
+        return tuple(self.rank(tp_index, stage, d) for d in range(first, first + self.ep))
 
 
 def parallel_layout(
@@ -251,7 +286,8 @@ class ParallelStep:
     ----------
     workload : Workload
         Tag ``phase``: ``"tp"`` (TP all-reduces), ``"pp"`` (activations and their gradients
-        between stages), ``"gradients"`` (DP bucket all-reduces), ``"compute"`` (markers,
+        between stages), ``"gradients"`` (DP bucket all-reduces), ``"ep"`` (expert
+        all-to-alls), ``"compute"`` (markers,
         including one ``end.{rank}`` per rank when it is done), ``"checkpoint"``; tags
         ``stage``, ``microbatch`` and ``bucket`` where they apply.
     layout : ParallelLayout
@@ -268,6 +304,9 @@ class ParallelStep:
         ``compute_s - max(stage_busy_s)``: how long the busiest stage sits idle in the
         pipeline when communication is free. With equal stages of forward ``f`` and backward
         ``b`` per microbatch, 1F1B and GPipe both give ``(pp - 1)(f + b)``.
+    compute_log : tuple
+        Every block of compute as laid out: ``(stage, 0 | 1 for forward | backward, the
+        moment it ends, seconds)``; :meth:`compute_intervals` times them after a run.
     """
 
     workload: Workload
@@ -277,6 +316,23 @@ class ParallelStep:
     compute_s: float
     stage_busy_s: np.ndarray
     bubble_s: float
+    compute_log: tuple[tuple[int, int, _Point, float], ...] = ()
+
+    def compute_intervals(self, result: SimulationResult) -> list[tuple[int, int, np.ndarray, np.ndarray]]:
+        """Each stage's forward (0) and backward (1) compute blocks on all its ranks, timed by
+        ``result`` (a run of :attr:`workload`), as :func:`flowsim.stepreport.step_breakdown`
+        takes them."""
+        finish = result.finish_s
+        ends = np.empty(len(self.compute_log))
+        for i, (_, _, point, _) in enumerate(self.compute_log):
+            ends[i] = max(finish[d] for d in point.deps) + point.delay_s if point.deps else point.start_s
+        seconds = np.array([entry[3] for entry in self.compute_log])
+        keys = np.array([(entry[0], entry[1]) for entry in self.compute_log], dtype=np.int64).reshape(-1, 2)
+        parts = []
+        for stage, pass_kind in sorted({(int(a), int(b)) for a, b in keys.tolist()}):
+            chosen = (keys[:, 0] == stage) & (keys[:, 1] == pass_kind)
+            parts.append((stage, pass_kind, ends[chosen] - seconds[chosen], ends[chosen]))
+        return parts
 
     @property
     def bubble_fraction(self) -> float:
@@ -362,6 +418,7 @@ def data_parallel_step(
         float(forward_s + backward.sum()),
         np.array([at for _, at, _, _ in parts], dtype=np.float64),
         np.array([size for _, _, size, _ in parts], dtype=np.float64),
+        float(forward_s),
     )
 
 
@@ -391,6 +448,10 @@ def parallel_step(
     checkpoint_bytes_per_rank: float = 0.0,
     checkpoint_start_s: float = 0.0,
     progress: Callable[[str], None] | None = None,
+    ep: int = 1,
+    moe_layers: Sequence[bool] | None = None,
+    ep_all_to_all_bytes: float = 0.0,
+    ep_skew: float = 1.0,
 ) -> ParallelStep:
     """Lay out one tensor x pipeline x data parallel training step (see the module docstring).
 
@@ -432,6 +493,23 @@ def parallel_step(
         Called with a short note before each stage of the building (laying out the
         schedule, timing its compute, checking the flows), which takes tens of seconds for
         millions of flows.
+    ep : int
+        Expert-parallel size (>= 1, dividing ``dp``): each block of ``ep`` consecutive DP
+        indices (same TP index and stage) exchanges tokens (:meth:`ParallelLayout.ep_group`).
+    moe_layers : sequence of bool, optional
+        Per layer: whether its MLP is a mixture of experts (default: every layer when
+        ``ep_all_to_all_bytes > 0``). Such a layer's MLP block is framed by two all-to-alls
+        over the EP group, tag ``phase`` = ``"ep"``: the dispatch before the expert compute
+        and the combine after it in the forward pass, the combine's gradient and then the
+        dispatch's in the backward pass. Each is a blocking collective: a rank's compute
+        goes on once the whole all-to-all has arrived.
+    ep_all_to_all_bytes : float
+        Bytes one rank dispatches per MoE layer and microbatch, summed over the group's
+        ranks (itself included), and gets back in the combine (0: no expert all-to-alls).
+    ep_skew : float
+        How uneven the tokens are: the first rank of each EP group gets ``ep_skew`` times
+        the mean share of every rank's tokens, the others share the rest evenly; in
+        ``[1, ep]``, 1 for even routing.
 
     Returns
     -------
@@ -462,6 +540,17 @@ def parallel_step(
         )
     if schedule not in SCHEDULES:
         raise InputError(f"unknown schedule {schedule!r}; valid ones: {', '.join(SCHEDULES)}")
+    ep = whole_number("ep", ep)
+    if layout.dp % ep:
+        raise InputError(f"ep = {ep} does not divide dp = {layout.dp}; an expert group is ep consecutive DP indices")
+    layout = replace(layout, ep=int(ep))
+    _check_number(ep_all_to_all_bytes, "ep_all_to_all_bytes")
+    _check_number(ep_skew, "ep_skew")
+    if not 1 <= ep_skew <= ep:
+        raise InputError(
+            f"ep_skew must lie in [1, ep = {ep}] (the busiest rank's share over the mean), got {ep_skew!r}"
+        )
+    moe = _moe_layers(moe_layers, forward.size, ep_all_to_all_bytes > 0 and ep > 1)
     for value, what in ((activation_bytes, "activation_bytes"), (tp_all_reduce_bytes, "tp_all_reduce_bytes"),
                         (checkpoint_bytes_per_rank, "checkpoint_bytes_per_rank"),
                         (checkpoint_start_s, "checkpoint_start_s")):
@@ -469,14 +558,16 @@ def parallel_step(
     _check_number(bucket_bytes, "bucket_bytes", positive=True)
 
     def plan(collective: str, group: tuple[str, ...], size: float, chosen: str | None) -> Workload:
+        # An all-to-all sends each message whole: it takes no slices.
         return collective_workload(
-            topology, collective, size, ranks=group, algorithm=chosen, protocol=protocol, costs=costs, slices=slices,
-            nccl_env=nccl_env, nccl_version=nccl_version,
+            topology, collective, size, ranks=group, algorithm=chosen, protocol=protocol, costs=costs,
+            slices=None if collective == "all_to_all" else slices, nccl_env=nccl_env, nccl_version=nccl_version,
         ).workload
 
     builder = _PipelineBuilder(
         layout, forward, backward, grads, n_microbatches, schedule, float(activation_bytes),
         float(tp_all_reduce_bytes), float(bucket_bytes), plan, algorithm, tp_algorithm,
+        _Experts(moe, float(ep_all_to_all_bytes), float(ep_skew)),
     )
     note = progress or (lambda message: None)
     note(f"laying out {layout.pp} stages x {layout.dp} replicas x {n_microbatches} microbatches ({schedule})")
@@ -489,7 +580,10 @@ def parallel_step(
     busy = n_microbatches * (forward + backward).reshape(layout.pp, -1).sum(axis=1)
     bubble_s = max(compute_s - float(busy.max()), 0.0)
     note(f"checking {len(builder.flows.names):,} flows and their dependencies")
-    return ParallelStep(builder.flows.workload(), layout, schedule, int(n_microbatches), compute_s, busy, bubble_s)
+    return ParallelStep(
+        builder.flows.workload(), layout, schedule, int(n_microbatches), compute_s, busy, bubble_s,
+        tuple(builder.compute_log),
+    )
 
 
 def step_time_s(compute_s: float, makespan_s: float) -> float:
@@ -524,7 +618,86 @@ def run_training_step(topology: Topology, step: TrainingStep | ParallelStep, **r
             tiers[tier.name.lower()] = (float(utilization[on_tier].max()), mean)
     bubble_s = step.bubble_s if isinstance(step, ParallelStep) else 0.0
     exposed_s = exposed_communication_s(step.compute_s, outcome.result.makespan_s)
-    return TrainingStepResult(step_s, step.compute_s, exposed_s, tiers, outcome, bubble_s)
+    breakdown = training_breakdown(topology, step, step.workload, outcome.result)
+    return TrainingStepResult(step_s, step.compute_s, exposed_s, tiers, outcome, bubble_s, breakdown)
+
+
+def training_breakdown(
+    topology: Topology, step: TrainingStep | ParallelStep, workload: Workload, result: SimulationResult, *,
+    top: int = 3, offset: int | None = None,
+) -> StepBreakdown:
+    """:func:`flowsim.stepreport.step_breakdown` of a run of ``workload``, in which ``step``'s
+    flows are rows ``offset`` on (a scenario puts its flow list and collectives first, and its
+    jobs after). The step's time and critical path come from its own flows; the links'
+    utilization over the step counts every flow of the run.
+
+    Parameters
+    ----------
+    topology : Topology
+    step : TrainingStep or ParallelStep
+    workload : Workload
+        What ran: ``step.workload``, or other flows followed by it.
+    result : SimulationResult
+        The run's result.
+    top : int
+        Busiest links kept per tier group.
+    offset : int, optional
+        The row of ``step``'s first flow in ``workload``; default: its flows are the last.
+    """
+    if offset is None:
+        offset = len(workload) - len(step.workload)
+    rows = slice(offset, offset + len(step.workload))
+    mine = replace(
+        result, ready_s=result.ready_s[rows], transfer_start_s=result.transfer_start_s[rows],
+        finish_s=result.finish_s[rows], size_bytes=result.size_bytes[rows],
+    )
+    if isinstance(step, ParallelStep):
+        layout = step.layout
+        shape = {"tp": layout.tp, "pp": layout.pp, "dp": layout.dp, "ep": layout.ep,
+                 "n_microbatches": step.n_microbatches}
+        bubble_s = step.bubble_s
+    else:
+        phases = step.workload.tags.get("phase", ())
+        gpu = topology.node_kind == NodeKind.GPU
+        index = topology.node_index
+        # Gradient flows leave GPUs, and with NVLS a switch: the ranks are the GPUs among them.
+        ranks = {src for src, phase in zip(step.workload.src, phases, strict=False)
+                 if phase == "gradients" and gpu[index[src]]}
+        shape = {"tp": 1, "pp": 1, "dp": len(ranks), "ep": 1, "n_microbatches": 1}
+        bubble_s = 0.0
+    return step_breakdown(
+        topology, step.workload, mine, compute_s=step.compute_s, bubble_s=bubble_s,
+        compute_intervals=step.compute_intervals(mine), layout=shape, top=top,
+    )
+
+
+def _moe_layers(moe_layers: Sequence[bool] | None, n_layers: int, default: bool) -> np.ndarray:
+    """Per layer, whether its MLP is a mixture of experts (``default`` for every layer when
+    not given)."""
+    if moe_layers is None:
+        return np.full(n_layers, default)
+    if isinstance(moe_layers, (str, bytes)) or not hasattr(moe_layers, "__len__") or len(moe_layers) != n_layers:
+        raise InputError(f"moe_layers must be one true or false per layer ({n_layers}), got {moe_layers!r}")
+    if not all(isinstance(v, (bool, np.bool_)) for v in moe_layers):
+        raise InputError(f"moe_layers must be true or false per layer, got {moe_layers!r}")
+    return np.array(moe_layers, dtype=bool)
+
+
+@dataclass(frozen=True)
+class _Experts:
+    """The mixture-of-experts part of a step: which layers, bytes per dispatch, skew."""
+
+    layers: np.ndarray
+    bytes: float
+    skew: float
+
+    def shares(self, ep: int) -> np.ndarray:
+        """Each EP group position's share of a rank's tokens: the first ``skew / ep``, the
+        rest even."""
+        if ep == 1:
+            return np.ones(1)
+        rest = (1.0 - self.skew / ep) / (ep - 1)
+        return np.array([self.skew / ep] + [rest] * (ep - 1))
 
 
 def _check_number(value: object, what: str, *, positive: bool = False) -> None:
@@ -877,6 +1050,7 @@ class _PipelineBuilder:
         plan: Callable[[str, tuple[str, ...], float, str | None], Workload],
         algorithm: str | None,
         tp_algorithm: str | None,
+        experts: _Experts,
     ) -> None:
         self.layout = layout
         self.forward = forward
@@ -902,6 +1076,12 @@ class _PipelineBuilder:
         self.bucket_sinks: dict[tuple[int, int], list[int]] = {}
         self.posted: dict[tuple, _Point] = {}
         self.arrived: dict[tuple, list[int]] = {}
+        self.experts = experts
+        self.moe = experts.layers & (layout.ep > 1 and experts.bytes > 0)
+        self.ep_waiting: dict[tuple, set[int]] = {}
+        self.ep_done: set[tuple] = set()
+        # (stage, 0 | 1 for forward | backward, the moment the block ends, its seconds).
+        self.compute_log: list[tuple[int, int, _Point, float]] = []
 
     def template(self, collective: str, group: tuple[str, ...], size: float, algorithm: str | None) -> _Template:
         key = (collective, group, size, algorithm)
@@ -913,7 +1093,7 @@ class _PipelineBuilder:
         """Every rank's stream through the schedule, then one ``end.{rank}`` marker per rank."""
         layout = self.layout
         replicas = [(s, d) for s in range(layout.pp) for d in range(layout.dp)]
-        ops = {r: _stage_ops(self.schedule, r[0], layout.pp, self.m) for r in replicas}
+        ops = {r: self.expand(_stage_ops(self.schedule, r[0], layout.pp, self.m), r[0]) for r in replicas}
         next_op = dict.fromkeys(replicas, 0)
         waiting: set[tuple[int, int]] = set()
         while any(next_op[r] < len(ops[r]) for r in replicas):
@@ -928,8 +1108,15 @@ class _PipelineBuilder:
                         if not self.received(replica, what):
                             break
                         waiting.discard(replica)
+                    elif kind == "ep":
+                        if replica not in waiting:
+                            self.ep_arrive(replica, what)
+                            waiting.add(replica)
+                        if self.ep_key(replica, what) not in self.ep_done:
+                            break
+                        waiting.discard(replica)
                     else:
-                        self.compute(replica, kind, what)
+                        self.compute(replica, kind, *what)
                     next_op[replica] += 1
                     progressed = True
             if not progressed:
@@ -944,20 +1131,94 @@ class _PipelineBuilder:
 
     # --- compute -------------------------------------------------------------------------
 
-    def compute(self, replica: tuple[int, int], kind: str, microbatch: int) -> None:
-        """A forward or backward pass of ``microbatch`` over the replica's layers."""
-        stage, d = replica
+    def expand(self, ops: list[tuple], stage: int) -> list[tuple]:
+        """``ops`` with each pass cut at its expert all-to-alls: ``(kind, (microbatch,
+        blocks))`` runs ``blocks`` (``(layer, "attn" | "mlp")`` in order), ``("ep", (kind,
+        microbatch, layer, "dispatch" | "combine"))`` is one all-to-all over the EP group."""
         layers = range(stage * self.per_stage, (stage + 1) * self.per_stage)
+        out: list[tuple] = []
+        for op in ops:
+            if op[0] not in ("F", "B"):
+                out.append(op)
+                continue
+            kind, microbatch = op
+            blocks: list[tuple[int, str]] = []
+            for layer in layers if kind == "F" else reversed(layers):
+                order: tuple[str, ...] = ("attn", "dispatch", "mlp", "combine")
+                if kind == "B":
+                    order = order[::-1]
+                for block in order:
+                    if block in ("attn", "mlp"):
+                        blocks.append((layer, block))
+                    elif self.moe[layer]:
+                        if blocks:
+                            out.append((kind, (microbatch, tuple(blocks))))
+                            blocks = []
+                        out.append(("ep", (kind, microbatch, layer, block)))
+            if blocks:
+                out.append((kind, (microbatch, tuple(blocks))))
+        return out
+
+    def compute(
+        self, replica: tuple[int, int], kind: str, microbatch: int, blocks: tuple[tuple[int, str], ...]
+    ) -> None:
+        """The attention and MLP ``blocks`` of a forward or backward pass of ``microbatch``,
+        each half of its layer's time and followed by its TP all-reduce."""
+        stage, d = replica
         times = self.forward if kind == "F" else self.backward
-        for layer in layers if kind == "F" else reversed(layers):
-            for block in ("attn", "mlp") if kind == "F" else ("mlp", "attn"):
-                for t in range(self.layout.tp):
-                    rank = self.layout.rank(t, stage, d)
-                    self.at[rank] = self.flows.advance(rank, self.at[rank], times[layer] / 2)
-                if self.tp_bytes > 0:
-                    self.tp_all_reduce(replica, f"mb{microbatch}.{kind}.l{layer}.{block}", microbatch)
-            if kind == "B" and microbatch == self.m - 1 and self.layout.dp > 1 and layer in self.closing[stage]:
+        for layer, block in blocks:
+            for t in range(self.layout.tp):
+                rank = self.layout.rank(t, stage, d)
+                self.at[rank] = self.flows.advance(rank, self.at[rank], times[layer] / 2)
+                self.compute_log.append((stage, 0 if kind == "F" else 1, self.at[rank], times[layer] / 2))
+            if self.tp_bytes > 0:
+                self.tp_all_reduce(replica, f"mb{microbatch}.{kind}.l{layer}.{block}", microbatch)
+            # A layer's backward ends with its attention block: its gradients are ready.
+            if (kind == "B" and block == "attn" and microbatch == self.m - 1 and self.layout.dp > 1
+                    and layer in self.closing[stage]):
                 self.bucket_ready(replica, *self.closing[stage][layer])
+
+    # --- expert all-to-alls --------------------------------------------------------------
+
+    def ep_key(self, replica: tuple[int, int], what: tuple) -> tuple:
+        stage, d = replica
+        return (stage, d // self.layout.ep, *what)
+
+    def ep_arrive(self, replica: tuple[int, int], what: tuple) -> None:
+        """The replica reached an expert all-to-all; once its whole EP group has, it is laid
+        out, one per TP index, and every rank of the group goes on when it has arrived."""
+        key = self.ep_key(replica, what)
+        self.ep_waiting.setdefault(key, set()).add(replica[1])
+        if len(self.ep_waiting[key]) < self.layout.ep:
+            return
+        del self.ep_waiting[key]
+        stage, d = replica
+        kind, microbatch, layer, which = what
+        for t in range(self.layout.tp):
+            group = self.layout.ep_group(t, stage, d)
+            template = self.expert_template(group, which)
+            for rank in group:
+                self.at[rank] = self.flows.settle(rank, self.at[rank])
+            sinks = self.flows.place(
+                template, f"ep.s{stage}.g{d // self.layout.ep}.t{t}.mb{microbatch}.{kind}.l{layer}.{which}",
+                {r: self.at[r] for r in group}, ("ep", str(stage), str(microbatch), ""),
+            )
+            for rank in group:
+                self.at[rank] = self.flows.after(rank, self.at[rank], sinks, rank in template.senders)
+        self.ep_done.add(key)
+
+    def expert_template(self, group: tuple[str, ...], which: str) -> _Template:
+        """The all-to-all over ``group`` with every flow sized by the share of tokens of the
+        expert rank it goes to (dispatch) or comes from (combine)."""
+        key = ("ep", group, which)
+        if key not in self._templates:
+            workload = self.plan("all_to_all", group, self.experts.bytes, None)
+            position = {rank: i for i, rank in enumerate(group)}
+            expert = workload.dst if which == "dispatch" else workload.src
+            share = self.experts.shares(len(group))
+            scale = np.array([len(group) * share[position[r]] for r in expert])
+            self._templates[key] = _Template.of(replace(workload, size_bytes=workload.size_bytes * scale))
+        return self._templates[key]
 
     def tp_all_reduce(self, replica: tuple[int, int], label: str, microbatch: int) -> None:
         stage, d = replica

@@ -79,7 +79,7 @@ def test_run_reports_a_training_step(tmp_path, capsys):
     assert flowsim("run", scenario, "-o", tmp_path / "t.h5", "-q") == 0
     captured = capsys.readouterr()
     assert captured.err == ""  # -q silences the engine's progress lines too
-    _, step = captured.out.splitlines()
+    _, step, critical, tiers, *tier_rows = captured.out.splitlines()
     loaded = load_scenario(scenario)
     makespan = run_scenario(loaded).result.makespan_s
     assert loaded.compute_s > 0
@@ -88,6 +88,15 @@ def test_run_reports_a_training_step(tmp_path, capsys):
         f"training step {inspect.format_seconds(step_s)}: compute {inspect.format_seconds(loaded.compute_s)}, "
         f"exposed communication {inspect.format_seconds(step_s - loaded.compute_s)}"
     )
+    # A data-parallel step: no bubble line; the critical path adds up to the step.
+    assert critical.startswith(f"  critical path {inspect.format_seconds(step_s)}: compute ")
+    # It names the kinds the step has, the checkpoint too though it was off the path.
+    assert ", DP " in critical and ", checkpoint 0.000 ns" in critical and "TP" not in critical
+    assert tiers.startswith("  link tiers")
+    # Two DGX H100 with storage: NVLink, PCIe/host, InfiniBand and Ethernet, each with its busiest links.
+    assert [row.split()[0] for row in tier_rows] == ["NVLink", "PCIe/host", "InfiniBand", "Ethernet"]
+    trace = open_trace(tmp_path / "t.h5")
+    assert trace.training is not None and trace.training.step_s == pytest.approx(step_s)
 
 
 def test_run_defaults_the_output_to_the_scenario_name(tmp_path, monkeypatch):
@@ -190,8 +199,10 @@ def test_inspect_refuses_a_foreign_file(tmp_path):
 @pytest.mark.parametrize("kind", plot.KINDS)
 def test_plots_are_non_empty_pngs(traces, tmp_path, kind):
     pytest.importorskip("matplotlib")
-    trace = traces[next(p for p in EXAMPLES if p.stem == "storage_during_training")]
-    for extra in ((), ("--by", "job")) if kind != "utilization" else ((),):
+    # A Gantt chart needs a training step; the other kinds any flows.
+    example = "training_step_two_dgx_h100" if kind == "gantt" else "storage_during_training"
+    trace = traces[next(p for p in EXAMPLES if p.stem == example)]
+    for extra in ((), ("--by", "job")) if kind not in ("utilization", "gantt", "tiers") else ((),):
         out = tmp_path / f"{kind}{len(extra)}.png"
         assert flowsim("plot", trace, "--kind", kind, "-o", out, *extra) == 0
         data = out.read_bytes()
@@ -261,6 +272,11 @@ def test_plots_of_a_trace_without_flows(tmp_path, kind):
     scenario.write_text('[topology]\npreset = "dgx_h100"\nfigure = "nominal"\n[workload]\nflows = "f.csv"\n')
     (tmp_path / "f.csv").write_text("name,src,dst,size_bytes\n")
     assert flowsim("run", scenario, "-o", tmp_path / "t.h5", "-q") == 0
+    if kind == "gantt":  # a chart of a training step, which this trace has not
+        with pytest.raises(InputError, match="t.h5: no training step in this trace"):
+            flowsim("plot", tmp_path / "t.h5", "--kind", kind, "-o", tmp_path / "p.png")
+        assert not (tmp_path / "p.png").exists()
+        return
     assert flowsim("plot", tmp_path / "t.h5", "--kind", kind, "-o", tmp_path / "p.png") == 0
     assert (tmp_path / "p.png").read_bytes().startswith(PNG_MAGIC)
 

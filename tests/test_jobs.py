@@ -309,6 +309,38 @@ def test_run_prints_each_job_alone_shared_and_its_slowdown(tmp_path, capsys):
     assert open_trace(tmp_path / "t.h5").jobs is not None
 
 
+def test_a_training_step_beside_jobs_is_broken_down_on_its_own_flows(tmp_path, capsys):
+    # A data-parallel step on n0's 8 GPUs (NVLink only) and a storage job on n1 (its NICs and
+    # the Ethernet to storage): nothing is shared, so the step breaks down as it does alone,
+    # although the job's flows follow the step's in the workload.
+    step = """
+[topology]
+cluster = "dgx_h100"
+n_nodes = 2
+figure = "effective"
+storage_targets = 1
+
+[workload.training]
+ranks = [%s]
+layers = 2
+forward_s = 1e-3
+layer_backward_s = 1e-3
+layer_grad_bytes = 1e9
+bucket_bytes = 1e9
+""" % ", ".join(f'"n0.gpu{i}"' for i in range(8))
+    job = '\n[[job]]\nname = "ckpt"\nservers = ["n1"]\nstorage = {bytes_per_gpu = 1e9}\n'
+    (tmp_path / "alone.toml").write_text(step)
+    (tmp_path / "shared.toml").write_text(step + job)
+    for name in ("alone", "shared"):
+        assert cli.main(["run", str(tmp_path / f"{name}.toml"), "-o", str(tmp_path / f"{name}.h5"), "-q"]) == 0
+    out = capsys.readouterr().out
+    alone, shared = (open_trace(tmp_path / f"{name}.h5").training for name in ("alone", "shared"))
+    assert alone is not None and shared is not None
+    assert shared.step_s == alone.step_s and shared.critical_communication_s == alone.critical_communication_s
+    assert shared.critical_communication_s["dp"] > 0 and shared.layout["dp"] == 8
+    assert out.count("critical path") == 2 and "  ckpt " in out
+
+
 # --- sweeps ------------------------------------------------------------------------------
 
 

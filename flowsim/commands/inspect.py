@@ -1,7 +1,8 @@
 """``flowsim inspect TRACE.h5``: a readable summary of a trace.
 
 Prints the run's provenance, the topology, the flows, the makespan and flow completion times,
-and the busiest links by mean utilization over the makespan.
+the busiest links by mean utilization over the makespan, overall and per link tier group
+(NVLink, PCIe/host, InfiniBand, Ethernet), and a training step's breakdown.
 """
 
 from __future__ import annotations

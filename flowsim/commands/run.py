@@ -5,10 +5,12 @@ stderr, and on a terminal (or with ``--progress``) the engine's progress line on
 than two seconds; the result line (flows, makespan, trace path) goes to stdout, then for a
 scenario with ``fail`` or ``degrade`` options what they changed (links removed and slowed,
 nodes moved to another NIC), and for a scenario with a training step the step time, its
-compute and the
-communication the compute left exposed; for a scenario with ``[[job]]`` tables, each job run
-once more alone on the same GPUs, and a table of each job's mean iteration time alone and
-shared, its slowdown, and the links where jobs contended.
+compute and the communication the compute left exposed, the pipeline bubble, the critical
+path split into compute and each kind of communication (TP, PP, DP, EP, checkpoint), and per
+link tier (NVLink, PCIe/host, InfiniBand, Ethernet) its utilization and busiest links (the
+same breakdown goes into the trace, ``/training``); for a scenario with ``[[job]]`` tables,
+each job run once more alone on the same GPUs, and a table of each job's mean iteration time
+alone and shared, its slowdown, and the links where jobs contended.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from flowsim.errors import InputError, output_file
 from flowsim.formatting import format_seconds
 from flowsim.jobresults import job_results
 from flowsim.scenario import load_scenario, run_scenario
+from flowsim.stepreport import describe_step
 from flowsim.trace import check_writable, write_trace
-from flowsim.training import exposed_communication_s, step_time_s
+from flowsim.training import training_breakdown
 
 __all__ = ["add_parser", "run_command"]
 
@@ -53,21 +56,27 @@ def run_command(args: argparse.Namespace) -> int:
         raise InputError(f"{scenario.source}: {err}") from None
     run = run_scenario(scenario, progress=progress, live=show_progress(args))
     jobs = job_results(run, progress=progress) if scenario.jobs else None
+    breakdown = None
+    if scenario.training is not None:
+        note("breaking the training step down")
+        # The step's flows end the [workload] flows; the jobs' flows come after them.
+        end = scenario.jobs[0].lo if scenario.jobs else len(scenario.workload)
+        breakdown = training_breakdown(
+            scenario.topology, scenario.training, scenario.workload, run.result,
+            offset=end - len(scenario.training.workload),
+        )
     note(f"writing {output}")
-    write_trace(output, scenario.topology, scenario.workload, run.routes, run.result, scenario_text=scenario.text,
-                jobs=None if jobs is None else jobs.table())
+    write_trace(
+        output, scenario.topology, scenario.workload, run.routes, run.result, scenario_text=scenario.text,
+        jobs=None if jobs is None else jobs.table(), training=breakdown,
+    )
     note("done")
     makespan = format_seconds(run.result.makespan_s)
     print(f"{scenario.name}: {run.result.n_flows:,} flows, makespan {makespan} -> {output}")
     if scenario.failures:
         print(f"failures: {scenario.failures}")
-    if scenario.compute_s > 0:
-        step_s = step_time_s(scenario.compute_s, run.result.makespan_s)
-        exposed_s = exposed_communication_s(scenario.compute_s, run.result.makespan_s)
-        print(
-            f"training step {format_seconds(step_s)}: compute {format_seconds(scenario.compute_s)}, "
-            f"exposed communication {format_seconds(exposed_s)}"
-        )
+    if breakdown is not None:
+        print("\n".join(describe_step(breakdown, scenario.topology)))
     if jobs is not None:
         print(jobs.format_text())
     return 0

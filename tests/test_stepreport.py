@@ -1,0 +1,319 @@
+"""Training steps broken down (critical path by kind, bubble, activity chart, tiers), stored in
+traces, printed and plotted; model FLOPs; expert all-to-alls. Expected values by hand."""
+
+import re
+
+import numpy as np
+import pytest
+
+from flowsim import InputError, NodeKind, TopologyBuilder, build_cluster
+from flowsim.collectives import CollectiveCosts
+from flowsim.models import MODEL_PRESETS, ModelShape, step_shape
+from flowsim.pipeline import run
+from flowsim.scenario import parse_scenario
+from flowsim.stepreport import ACTIVITIES, critical_path, link_groups, merged_intervals
+from flowsim.trace import open_trace, write_trace
+from flowsim.training import parallel_step, run_training_step
+from flowsim.workload import Workload
+
+G = 1e9
+FREE = CollectiveCosts.zero()
+
+
+def chain(n, rate_Bps=1 * G):
+    """GPUs g0..g{n-1} of one server, each cabled to the next (zero latency)."""
+    b = TopologyBuilder()
+    server = b.add_server("s0")
+    for i in range(n):
+        b.add_node(f"g{i}", NodeKind.GPU, server=server)
+    for i in range(n - 1):
+        b.add_cable(f"g{i}", f"g{i + 1}", rate_Bps, technology="nvlink4")
+    return b.build()
+
+
+def mesh(n, rate_Bps=1 * G):
+    """GPUs g0..g{n-1} of one server, every pair cabled."""
+    b = TopologyBuilder()
+    server = b.add_server("s0")
+    for i in range(n):
+        b.add_node(f"g{i}", NodeKind.GPU, server=server)
+    for i in range(n):
+        for j in range(i + 1, n):
+            b.add_cable(f"g{i}", f"g{j}", rate_Bps, technology="nvlink4")
+    return b.build()
+
+
+def two_stages(**run_options):
+    # Stage 0 (g0) forward 1 s, activations 1 GB over 1 GB/s (1 s), stage 1 (g1) forward 1 s
+    # and backward 2 s, the gradients back (1 s), stage 0 backward 2 s: 8 s.
+    topology = chain(2)
+    step = parallel_step(
+        topology, pp=2, layer_forward_s=[1.0, 1.0], layer_backward_s=[2.0, 2.0], layer_grad_bytes=[0.0, 0.0],
+        activation_bytes=1 * G, costs=FREE,
+    )
+    return topology, step, run_training_step(topology, step, **run_options)
+
+
+def test_two_stage_step_breaks_down_by_hand():
+    _, step, result = two_stages()
+    b = result.breakdown
+    # Compute 6 s: the longest compute path; bubble (p - 1)(f + b) = 1 * 3 s, the fraction
+    # (p - 1) / (m + p - 1) = 1 / 2 of it.
+    assert (b.step_s, b.compute_s, b.bubble_s) == pytest.approx((8.0, 6.0, 3.0))
+    assert step.bubble_fraction == 0.5
+    # Critical path: F0 1 s, send 1 s, F1 + B1 3 s, gradient send 1 s, B0 2 s.
+    assert b.critical_compute_s == pytest.approx(6.0)
+    assert b.critical_communication_s["pp"] == pytest.approx(2.0)
+    assert sum(v for k, v in b.critical_communication_s.items() if k != "pp") == 0.0
+    # The parts add up to the step, and here the exposed time is all PP: 8 - 6 = 2 s.
+    assert b.critical_path_s == pytest.approx(b.step_s)
+    assert b.exposed_communication_s == pytest.approx(2.0)
+    chart = sorted(zip(b.activity_stage.tolist(), [ACTIVITIES[k] for k in b.activity_kind.tolist()],
+                       b.activity_start_s.tolist(), b.activity_end_s.tolist(), strict=True))
+    # Each stage's forward and backward halves (attention, MLP) touch, so they merge.
+    assert [row[:2] for row in chart] == [
+        (0, "backward"), (0, "forward"), (0, "pp"), (1, "backward"), (1, "forward"), (1, "pp"),
+    ]
+    assert [row[2:] for row in chart] == [
+        pytest.approx(span) for span in ((6.0, 8.0), (0.0, 1.0), (1.0, 2.0), (3.0, 5.0), (2.0, 3.0), (5.0, 6.0))
+    ]
+
+
+def test_critical_path_walks_dependencies_and_delays():
+    # a: 1 GB over g0->g1 at 1 GB/s (1 s, TP); b waits for a plus 0.5 s of compute and
+    # moves 2 GB (2 s, PP); c, a checkpoint write on g1->g2 from 0.2 s, is off the path.
+    topology = chain(3)
+    workload = Workload.build(
+        ["a", "b", "c"], ["g0", "g0", "g1"], ["g1", "g1", "g2"], [1 * G, 2 * G, 0.1 * G],
+        start_s=[0.0, 0.0, 0.2], depends_on=[[], ["a"], []], delay_s=[0.0, 0.5, 0.0],
+        tags={"phase": ["tp", "pp", "checkpoint"]},
+    )
+    result = run(topology, workload).result
+    compute, wait, communication = critical_path(workload, result)
+    # 1 s TP + 0.5 s compute + 2 s PP = 3.5 s, the last finish.
+    assert result.makespan_s == pytest.approx(3.5)
+    assert (compute, wait) == pytest.approx((0.5, 0.0))
+    assert communication == pytest.approx({"tp": 1.0, "pp": 2.0, "dp": 0.0, "ep": 0.0, "checkpoint": 0.0,
+                                           "other": 0.0})
+
+
+def test_a_checkpoint_start_is_waiting():
+    # One 1 GB checkpoint write from 2 s at 1 GB/s: 2 s waiting, then 1 s of checkpoint.
+    topology = chain(2)
+    workload = Workload.build(["w"], ["g0"], ["g1"], [1 * G], start_s=[2.0], tags={"phase": ["checkpoint"]})
+    compute, wait, communication = critical_path(workload, run(topology, workload).result)
+    assert (compute, wait, communication["checkpoint"]) == pytest.approx((0.0, 2.0, 1.0))
+
+
+def test_merged_intervals():
+    lo, hi = merged_intervals(np.array([3.0, 0.0, 0.5, 2.0]), np.array([4.0, 1.0, 2.0, 2.5]))
+    # [0, 1] and [0.5, 2] overlap, [2, 2.5] touches them: one interval [0, 2.5]; then [3, 4].
+    assert lo.tolist() == [0.0, 3.0] and hi.tolist() == [2.5, 4.0]
+
+
+def test_tier_groups_of_a_cluster():
+    topology = build_cluster("dgx_h100", 2, figure="effective", storage_targets=1)
+    names, group = link_groups(topology)
+    assert names == ("nvlink", "host", "infiniband", "ethernet")
+    nic_to_leaf = topology.link_names.index("n0.nic0->ib.su0.rail0")
+    assert names[group[nic_to_leaf]] == "infiniband"
+
+
+def test_breakdown_round_trips_through_the_trace(tmp_path):
+    topology, step, result = two_stages()
+    outcome = result.run
+    path = write_trace(tmp_path / "t.h5", topology, step.workload, outcome.routes, outcome.result,
+                       training=result.breakdown)
+    back = open_trace(path).training
+    b = result.breakdown
+    assert back is not None
+    assert (back.step_s, back.compute_s, back.bubble_s, back.critical_compute_s) == (
+        b.step_s, b.compute_s, b.bubble_s, b.critical_compute_s)
+    assert back.critical_communication_s == b.critical_communication_s
+    assert back.layout == {"tp": 1, "pp": 2, "dp": 1, "ep": 1, "n_microbatches": 1}
+    for column in ("activity_stage", "activity_kind", "activity_start_s", "activity_end_s"):
+        np.testing.assert_array_equal(getattr(back, column), getattr(b, column))
+    assert [(t.tier, t.top_links) for t in back.tiers] == [(t.tier, t.top_links) for t in b.tiers]
+    # A trace written without a step has no breakdown.
+    plain = write_trace(tmp_path / "p.h5", topology, step.workload, outcome.routes, outcome.result)
+    assert open_trace(plain).training is None
+
+
+def test_gantt_and_tiers_plots(tmp_path):
+    pytest.importorskip("matplotlib")
+    from flowsim.plot import plot_trace
+
+    topology, step, result = two_stages(record_links=True)
+    outcome = result.run
+    trace = open_trace(write_trace(tmp_path / "t.h5", topology, step.workload, outcome.routes, outcome.result,
+                                   training=result.breakdown))
+    for kind in ("gantt", "tiers"):
+        assert plot_trace(trace, kind, tmp_path / f"{kind}.png").stat().st_size > 0
+    plain = open_trace(write_trace(tmp_path / "p.h5", topology, step.workload, outcome.routes, outcome.result))
+    with pytest.raises(InputError, match="no training step in this trace"):
+        plot_trace(plain, "gantt", tmp_path / "x.png")
+
+
+# --- FLOPs from the model's shape ---------------------------------------------------------
+
+
+def test_tiny_model_flops_by_hand():
+    # h = 4, f = 16, 2 heads (no GQA), V = 10, plain MLP; b = 1, s = 8.
+    # Attention matrices 4 h^2 = 64, MLP 2 h f = 128: 2 * 8 tokens * 192 = 3072 FLOPs, plus
+    # 4 b s^2 h = 4 * 64 * 4 = 1024 for the scores: 4096. Narayanan et al. eq. 3's forward
+    # part, 24 b s h^2 (1 + s / 6h) = 24 * 8 * 16 * (4 / 3) = 4096. Logits 2 b s h V = 640.
+    model = ModelShape(2, 4, 16, 2, 2, 10, gated_mlp=False, seq_len=8)
+    assert model.layer_forward_flops(1, 8) == 4096.0
+    assert model.logits_forward_flops(1, 8) == 640.0
+    # At 1000 FLOP/s, MFU 0.5, tp 2: 1000 FLOP/s per layer. Gradients per rank and layer:
+    # 192 params / 2 * 2 B = 192 B, plus the embedding (first layer) and the output matrix
+    # (last), 10 * 4 / 2 * 2 = 40 B. Messages: b s h * 2 B = 64 B.
+    shape = step_shape(model, peak_flops=1000.0, mfu=0.5, tp=2, micro_batch=1)
+    assert shape.layer_forward_s == pytest.approx((4.096, 4.736))
+    assert shape.layer_backward_s == pytest.approx((8.192, 9.472))
+    assert shape.layer_grad_bytes == (232.0, 232.0)
+    assert (shape.activation_bytes, shape.tp_all_reduce_bytes, shape.ep_all_to_all_bytes) == (64.0, 64.0, 0.0)
+
+
+def test_llama3_8b_has_8_billion_parameters():
+    # Per layer: attention 2 * 4096^2 + 2 * 4096 * 1024 = 41,943,040; SwiGLU MLP
+    # 3 * 4096 * 14336 = 176,160,768. 32 layers: 6,979,321,856; embedding and output
+    # 2 * 128256 * 4096 = 1,050,673,152. Total 8,029,995,008 (norms aside): "8B".
+    m = MODEL_PRESETS["llama3_8b"]
+    assert m.layers * (m.attention_params + m.expert_params) + 2 * m.vocab * m.hidden == 8_029_995_008
+
+
+def test_bad_model_input():
+    with pytest.raises(InputError, match=re.escape("mfu must lie in (0, 1]")):
+        step_shape(MODEL_PRESETS["llama3_8b"], peak_flops=1e15, mfu=1.5)
+    with pytest.raises(InputError, match="kv_heads"):
+        ModelShape(2, 4, 16, 2, 3, 10)
+
+
+def test_scenario_takes_compute_from_the_model():
+    text = """
+[topology]
+cluster = "dgx_h100"
+n_nodes = 1
+figure = "effective"
+[workload.training]
+model = {layers = 2, hidden = 4, ffn = 16, heads = 2, vocab = 10, gated_mlp = false, seq_len = 8}
+mfu = 0.5
+tp = 2
+pp = 2
+dp = 2
+slices = 1
+"""
+    scenario = parse_scenario(text)
+    step = scenario.training
+    # The H100 of the dgx_h100 preset: 989e12 FLOP/s * 0.5 * tp 2 = 989e12 per layer's FLOPs.
+    # 1F1B, one microbatch, 2 stages of one layer: F0 + F1 + B1 + B0, 3 * (4096 + 4736) FLOPs.
+    assert step.compute_s == pytest.approx(3 * (4096 + 4736) / 989e12, rel=1e-9)
+    tp_sizes = {float(s) for s, p in zip(step.workload.size_bytes, step.workload.tags["phase"], strict=True)
+                if p == "tp"}
+    assert max(tp_sizes) <= 64.0
+    with pytest.raises(InputError, match=r"workload\.training\.layers: is set by model"):
+        parse_scenario(text.replace("mfu = 0.5", "mfu = 0.5\nlayers = 2"))
+    with pytest.raises(InputError, match=r"workload\.training\.model: unknown model 'llama9'"):
+        parse_scenario(re.sub(r"^model = .*$", 'model = "llama9"', text, flags=re.M))
+
+
+# --- experts ------------------------------------------------------------------------------
+
+
+def test_expert_all_to_alls_follow_the_skew():
+    # dp = ep = 4 ranks, 1 layer, 1 microbatch: forward dispatch and combine, backward combine
+    # and dispatch, 4 all-to-alls of 4 * 3 flows. 4 MB dispatched per rank; skew 2: rank 0
+    # of the group takes 2/4 of every rank's tokens, the other three 1/6 each. A flow to
+    # (dispatch) or from (combine) rank 0 carries 2 MB, any other 4/6 MB.
+    topology = mesh(4)
+    step = parallel_step(
+        topology, dp=4, ep=4, layer_forward_s=[1.0], layer_backward_s=[2.0], layer_grad_bytes=[0.0],
+        ep_all_to_all_bytes=4e6, ep_skew=2.0, costs=FREE,
+    )
+    w = step.workload
+    ep = [i for i, p in enumerate(w.tags["phase"]) if p == "ep"]
+    assert len(ep) == 48
+    for i in ep:
+        expert = w.dst[i] if "dispatch" in w.names[i] else w.src[i]
+        assert w.size_bytes[i] == pytest.approx(2e6 if expert == "g0" else 4e6 / 6)
+    result = run_training_step(topology, step)
+    assert result.breakdown.critical_communication_s["ep"] > 0
+    assert result.breakdown.critical_path_s == pytest.approx(result.step_s)
+
+
+def test_bad_expert_input():
+    with pytest.raises(InputError, match="ep = 3 does not divide dp = 4"):
+        parallel_step(chain(4), dp=4, ep=3, layer_forward_s=[1.0], layer_backward_s=[1.0], layer_grad_bytes=[0.0])
+    with pytest.raises(InputError, match=re.escape("ep_skew must lie in [1, ep = 2]")):
+        parallel_step(chain(4), dp=4, ep=2, ep_skew=3.0, layer_forward_s=[1.0], layer_backward_s=[1.0],
+                      layer_grad_bytes=[0.0])
+
+
+def test_inspect_and_utilization_plot_show_each_tier(tmp_path):
+    # One 1 GB flow from n0.gpu0 to n1.gpu0 crosses PCIe and InfiniBand, no NVLink or
+    # front-end Ethernet; the
+    # summary lists each tier's busiest links, and a utilization plot can keep to one tier.
+    from flowsim.summary import describe
+
+    topology = build_cluster("dgx_h100", 2, figure="effective")
+    workload = Workload.build(["f"], ["n0.gpu0"], ["n1.gpu0"], [1 * G])
+    outcome = run(topology, workload, record_links=True)
+    trace = open_trace(write_trace(tmp_path / "t.h5", topology, workload, outcome.routes, outcome.result))
+    lines = describe(trace).splitlines()
+    tiers = lines[lines.index("busiest links per tier (top 3):") + 1:]
+    assert [row.split()[0] for row in tiers] == ["NVLink", "PCIe/host", "InfiniBand", "Ethernet"]
+    assert tiers[0].endswith("none carried traffic") and tiers[3].endswith("none carried traffic")
+    assert "n0.nic0->ib.su0.rail0" in tiers[2]
+    pytest.importorskip("matplotlib")
+    from flowsim.plot import plot_trace
+
+    assert plot_trace(trace, "utilization", tmp_path / "ib.png", tier="infiniband").stat().st_size > 0
+    with pytest.raises(InputError, match="no link tier 'scale_out' in this trace; tiers: nvlink, host, infiniband, "):
+        plot_trace(trace, "utilization", tmp_path / "x.png", tier="scale_out")
+
+
+def test_tiny_mixture_of_experts_by_hand():
+    # The tiny model of test_tiny_model_flops_by_hand with 4 experts, each token to 2:
+    # matrices 64 + 2 * 128 = 320, 2 * 8 * 320 + 1024 = 6144 FLOPs per layer forward. On
+    # ep = 2, a rank holds 4 / 2 experts: 64 + 2 * 128 = 320 params, * 2 B = 640 B per layer
+    # (tp 1), plus the embedding 10 * 4 * 2 = 80 B on the first and last. A dispatch sends
+    # b s h * 2 B * top_k = 64 * 2 = 128 B.
+    model = ModelShape(2, 4, 16, 2, 2, 10, gated_mlp=False, experts=4, top_k=2, seq_len=8)
+    assert model.layer_forward_flops(1, 8) == 6144.0
+    shape = step_shape(model, peak_flops=1000.0, mfu=1.0, ep=2)
+    assert shape.layer_grad_bytes == (720.0, 720.0)
+    assert shape.ep_all_to_all_bytes == 128.0
+    with pytest.raises(InputError, match="ep = 3 does not divide the model's 4 experts"):
+        step_shape(model, peak_flops=1000.0, mfu=1.0, ep=3)
+
+
+def test_scenario_expert_keys():
+    text = """
+[topology]
+cluster = "dgx_h100"
+n_nodes = 1
+figure = "effective"
+[workload.training]
+tp = 2
+dp = 4
+ep = 2
+layers = 2
+layer_forward_s = 1e-3
+layer_backward_s = 2e-3
+layer_grad_bytes = 0
+ep_all_to_all_bytes = 1e6
+ep_skew = 1.5
+moe_layers = [true, false]
+slices = 1
+"""
+    step = parse_scenario(text).training
+    # Only layer 0 is MoE: 4 all-to-alls per microbatch, for each of 2 TP indices and 2 EP
+    # groups, each 2 * 1 flows: 32 flows. Skew 1.5 on 2 ranks: shares 0.75 and 0.25 of a
+    # rank's 1e6 dispatched bytes, so a flow to (or from) the first rank carries 0.75e6
+    # bytes, one to (or from) the second 0.25e6.
+    sizes = sorted(float(size) for size, phase in zip(step.workload.size_bytes, step.workload.tags["phase"],
+                                                      strict=True) if phase == "ep")
+    assert sizes == [0.25e6] * 16 + [0.75e6] * 16
+    with pytest.raises(InputError, match=r"workload\.training\.moe_layers: expected true, false or a list of 2"):
+        parse_scenario(text.replace("moe_layers = [true, false]", "moe_layers = [true]"))

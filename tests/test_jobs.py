@@ -321,13 +321,13 @@ figure = "effective"
 storage_targets = 1
 
 [workload.training]
-ranks = [%s]
+ranks = [{}]
 layers = 2
 forward_s = 1e-3
 layer_backward_s = 1e-3
 layer_grad_bytes = 1e9
 bucket_bytes = 1e9
-""" % ", ".join(f'"n0.gpu{i}"' for i in range(8))
+""".format(", ".join(f'"n0.gpu{i}"' for i in range(8)))
     job = '\n[[job]]\nname = "ckpt"\nservers = ["n1"]\nstorage = {bytes_per_gpu = 1e9}\n'
     (tmp_path / "alone.toml").write_text(step)
     (tmp_path / "shared.toml").write_text(step + job)

@@ -136,7 +136,7 @@ from flowsim.presets import preset, preset_names, preset_spec
 from flowsim.result import SimulationResult
 from flowsim.routes import Routes
 from flowsim.routing import METHODS, NoRouteError, Router
-from flowsim.systemfile import is_system_file, load_system
+from flowsim.systemfile import is_shipped_system, is_system_file, load_system, shipped_system_names, system_path
 from flowsim.tomlcheck import Where, join, show
 from flowsim.topology import NodeKind, Topology, TopologyBuilder
 from flowsim.training import (
@@ -324,13 +324,19 @@ def _preset_topology(where: Where, table: Mapping) -> Topology:
     return _call_builder(where, preset, params, {"name": name, "figure": figure}, "topology", _PRESET_KEYS[name])
 
 
+def _names_system(value: object) -> bool:
+    """Whether a ``cluster`` value names a system file or a shipped system (``"aws-p5"``)."""
+    return isinstance(value, str) and (is_system_file(value) or is_shipped_system(value))
+
+
 def _system_file_topology(where: Where, table: Mapping, base_dir: Path) -> Topology:
     """A cluster of the server a system file describes (``cluster = "FILE.toml"``, relative to
-    the scenario), with ``system`` (a table of the file's keys) laid over the file."""
+    the scenario, or the name of a shipped one), with ``system`` (a table of the file's keys)
+    laid over the file."""
     figure = where.choice(table, "figure", "topology", FIGURES)
     overrides = where.table(table.get("system", {}), "topology.system")
     try:
-        system = load_system(base_dir / table["cluster"], overrides=overrides)
+        system = load_system(system_path(table["cluster"], base_dir), overrides=overrides)
     except InputError as err:
         raise where.error("topology.cluster", str(err)) from None
     params = {k: v for k, v in table.items() if k not in ("cluster", "figure", "system")}
@@ -346,14 +352,20 @@ def _gpu_model(table: Mapping, base_dir: Path) -> str | None:
     name = table.get("preset", table.get("cluster"))
     if not isinstance(name, str):
         return None
-    if is_system_file(name):
-        return load_system(base_dir / name, overrides=table.get("system", {})).spec.gpu
+    if "cluster" in table and _names_system(name):
+        return load_system(system_path(name, base_dir), overrides=table.get("system", {})).spec.gpu
     return preset_spec(name).gpu
 
 
 def _cluster_topology(where: Where, table: Mapping, base_dir: Path) -> Topology:
-    if isinstance(table.get("cluster"), str) and is_system_file(table["cluster"]):
+    if _names_system(table.get("cluster")):
         return _system_file_topology(where, table, base_dir)
+    if isinstance(table.get("cluster"), str) and table["cluster"] not in preset_names():
+        raise where.error(
+            "topology.cluster",
+            f"expected a preset ({', '.join(preset_names())}), a shipped system "
+            f"({', '.join(shipped_system_names())}) or a system file (FILE.toml), got {show(table['cluster'])}",
+        )
     system = _system(where, table, "cluster")
     figure = where.choice(table, "figure", "topology", FIGURES)
     if "n_nodes" not in table:
@@ -1136,18 +1148,41 @@ def scenario_from_document(
     )
 
 
-def load_scenario(path: str | os.PathLike, progress: Callable[[str], None] | None = None) -> Scenario:
+def load_scenario(
+    path: str | os.PathLike, progress: Callable[[str], None] | None = None, *, system: str | None = None
+) -> Scenario:
     """Load a scenario file; flow lists are found relative to it. ``progress``: as
-    :func:`scenario_from_document`.
+    :func:`scenario_from_document`. ``system`` (a preset, a shipped system or a system file,
+    relative to the working directory) replaces the ``cluster`` of the scenario's
+    ``[topology]``, its other keys (``n_nodes``, ``fabric``, ``system`` overrides, ...) kept.
 
     Raises
     ------
     InputError
-        When the file cannot be read or its content is bad (see :func:`parse_scenario`).
+        When the file cannot be read or its content is bad (see :func:`parse_scenario`), or
+        ``system`` is given for a topology that is not a cluster.
     """
     path = Path(path)
     text = read_text_file(path, "the scenario")
-    return parse_scenario(text, source=str(path), base_dir=path.parent, progress=progress)
+    if system is None:
+        return parse_scenario(text, source=str(path), base_dir=path.parent, progress=progress)
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise Where(str(path)).error("", f"not valid TOML: {err}") from None
+    topology = doc.get("topology")
+    if not isinstance(topology, dict) or "cluster" not in topology:
+        raise InputError(
+            f"{path}: --system replaces a [topology] cluster, and this scenario's topology has none "
+            "(it names a preset, or nodes and links)"
+        )
+    if not (is_system_file(system) or is_shipped_system(system) or system.replace("-", "_") in preset_names()):
+        raise InputError(
+            f"--system {system!r}: expected a preset ({', '.join(preset_names())}), a shipped system "
+            f"({', '.join(shipped_system_names())}) or a system file (FILE.toml)"
+        )
+    topology["cluster"] = str(Path(system).resolve()) if is_system_file(system) else system.replace("-", "_")
+    return scenario_from_document(doc, text=text, source=str(path), base_dir=path.parent, progress=progress)
 
 
 def route_scenario(scenario: Scenario, flows: np.ndarray | None = None) -> Routes:

@@ -311,11 +311,17 @@ def is_shipped_system(value: str) -> bool:
     return not is_system_file(value) and value.replace("-", "_") in shipped_system_names()
 
 
+def system_path(value: str, base_dir: str | os.PathLike = ".") -> Path:
+    """The file a ``--system`` or ``cluster`` value names: a shipped system by its name
+    (``aws-p5``), else a system file, relative to ``base_dir``."""
+    if is_shipped_system(value):
+        return SHIPPED / f"{value.replace('-', '_')}.toml"
+    return Path(base_dir) / value
+
+
 def find_system(value: str) -> SystemFile:
     """A system file (``*.toml``) or, by name, one that ships with flowsim (``aws-p5``)."""
-    if is_shipped_system(value):
-        return load_system(SHIPPED / f"{value.replace('-', '_')}.toml")
-    return load_system(value)
+    return load_system(system_path(value))
 
 
 def resolve_system(value: str) -> tuple[str | ServerSpec, str, dict]:

@@ -297,3 +297,38 @@ def test_presets_lists_and_describes_the_shipped_systems(capsys):
     # 8 EFA NICs of 400 Gb/s, one per GPU: 8 x 50 = 400 GB/s nominal per server (48 effective each).
     assert "compute NICs: 8 x eth400g (efa), up to 1 GPU(s) each: 400.00 GB/s nominal, 384.00 GB/s effective" in out
     assert "network latency its NCCL plugin reports: 35 us per inter-server step" in out
+
+
+def test_a_scenario_names_a_shipped_system_as_cluster_with_dashes_or_underscores():
+    text = '[topology]\ncluster = "{}"\nn_nodes = 2\nfigure = "nominal"\n[[workload.collective]]\nop = "all_reduce"\n' \
+           "size_bytes = 1024\n"
+    dashed, underscored = (parse_scenario(text.format(name), source="s.toml").topology
+                           for name in ("gcp-a3-mega", "gcp_a3_mega"))
+    assert _same(dashed, underscored)
+    # 8 RoCE NICs of 200 Gb/s per server (the shipped file), at the nominal figure: 25 GB/s.
+    assert dashed.link_capacity_Bps[dashed.link_id("n1.nic7->ib.su0.rail7")] == 25 * G
+    with pytest.raises(InputError, match=r"^s.toml: topology.cluster: expected a preset \(.*\), a shipped system "
+                                         r"\(aws_p4d, .*\) or a system file \(FILE.toml\), got a string 'gcp-a9'$"):
+        parse_scenario(text.format("gcp-a9"), source="s.toml")
+
+
+def test_rates_runs_a_scenarios_flows_on_another_system(tmp_path, capsys):
+    # One flow from GPU 0 of one server to GPU 0 of the other leaves through one NIC: its rate
+    # is that NIC's line rate (nominal figures): 400 Gb/s (DGX H100), 200 Gb/s (GCP A3 Mega),
+    # 100 Gb/s (p4d's EFA) and 200 Gb/s (the L40S file's NICs).
+    (tmp_path / "one.csv").write_text("name,src,dst,size_bytes\nf,n0.gpu0,n1.gpu0,1e9\n")
+    scenario = tmp_path / "s.toml"
+    scenario.write_text('[topology]\ncluster = "dgx_h100"\nn_nodes = 2\nfigure = "nominal"\n[workload]\n'
+                        'flows = "one.csv"\n')
+    for system, rate in ((None, "50.00 GB/s"), ("gcp-a3-mega", "25.00 GB/s"), ("aws_p4d", "12.50 GB/s"),
+                         (str(L40S), "25.00 GB/s")):
+        assert flowsim(["rates", str(scenario), *(["--system", system] if system else [])]) == 0
+        out = capsys.readouterr().out
+        assert f"total {rate}, min flow {rate}" in out, (system, out)
+    assert flowsim(["rates", str(scenario), "--system", "nope"]) == 2
+    assert capsys.readouterr().err.startswith("flowsim: error: --system 'nope': expected a preset (")
+    preset_scenario = tmp_path / "p.toml"
+    preset_scenario.write_text('[topology]\npreset = "dgx_h100"\nfigure = "nominal"\n[[workload.collective]]\n'
+                               'op = "all_reduce"\nsize_bytes = 1024\n')
+    assert flowsim(["rates", str(preset_scenario), "--system", "aws-p5"]) == 2
+    assert "--system replaces a [topology] cluster" in capsys.readouterr().err

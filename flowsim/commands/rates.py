@@ -5,7 +5,9 @@ The instantaneous allocation if all the scenario's flows with bytes to move ran 
 the saturated links that bound it. ``--scale`` repeats it with every link capacity
 multiplied (one instance per factor, solved as a batch on ``--backend``: ``cpu`` uses every
 core; ``cuda`` needs ``pip install 'flowsim[cuda]'`` and an NVIDIA GPU; ``auto`` picks cuda
-where it can run).
+where it can run). ``--system`` runs the scenario's flows on another system: it replaces the
+``cluster`` of its ``[topology]`` (a preset, a shipped system such as ``aws-p5``, or a system
+file), keeping the node count and the fabric keys.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ __all__ = ["add_parser", "rates_command"]
 
 def rates_command(args: argparse.Namespace) -> int:
     """Handler of ``flowsim rates``: print throughput and bottlenecks per capacity scale."""
-    scenario = load_scenario(args.scenario)
+    scenario = load_scenario(args.scenario, system=args.system)
     t = scenario.topology
     flows, instant = rates_problem(scenario)
     if not flows.size:
@@ -41,7 +43,8 @@ def rates_command(args: argparse.Namespace) -> int:
     )
     backend = resolve_backend(args.backend)
     rates = problem.solve(backend)
-    print(f"# {scenario.name}: {flows.size:,} flows over {t.n_links:,} links, all at once ({backend} backend)")
+    on = f" on {args.system}" if args.system else ""
+    print(f"# {scenario.name}{on}: {flows.size:,} flows over {t.n_links:,} links, all at once ({backend} backend)")
     for scale, capacity, rate in zip(scales, problem.capacity_Bps, rates, strict=True):
         load = routes.per_link_sum(rate)
         saturated = np.flatnonzero(load >= capacity * (1 - SATURATED_REL_TOL))
@@ -68,6 +71,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("scenario", type=Path, help="a TOML scenario file")
     parser.add_argument(
         "--scale", type=_scale, nargs="+", default=[1.0], help="link capacity factors, one instance each"
+    )
+    parser.add_argument(
+        "--system",
+        help="run on this system instead of the scenario's cluster: a preset, a shipped system ('aws-p5') or "
+        "a system file (FILE.toml, docs/system-format.md)",
     )
     parser.add_argument("--backend", choices=BACKENDS, default="cpu", help="where to solve (default: cpu)")
     parser.add_argument(

@@ -289,6 +289,21 @@ def test_a_p4d_ring_all_reduce_fills_its_four_efa_nics(capsys):
     assert 0.97 * 48 < busbw <= 48
 
 
+def test_a_p4d_tree_heads_leave_through_all_four_nics():
+    from flowsim.collectives import collective_time
+
+    # NCCL's search starts tree channels on NIC c mod nNets as it does rings, so the heads of
+    # a p4d's 4 tree channels are GPUs 0, 2, 4, 6 (NICs 0-3), not 0-3 (NICs 0 and 1 only):
+    # each NIC carries a quarter of what crosses between the servers, S per direction.
+    system, _, _ = resolve_system("aws-p4d")
+    t = build_cluster(system, 2, figure="effective", fabric="rail_optimized")
+    run = collective_time(t, "all_reduce", 2**30, algorithm="tree", protocol="simple", channels=4).run
+    out = np.array([run.result.link_bytes[t.link_id(f"n0.nic{k}->ib.su0.rail{k}")] for k in range(4)])
+    assert out.tolist() == [2**30 / 4] * 4
+    across = {(s, d) for s, d in zip(run.workload.src, run.workload.dst, strict=True) if s[:2] != d[:2]}
+    assert {s for s, _ in across} == {f"n{i}.gpu{g}" for i in (0, 1) for g in (0, 2, 4, 6)}
+
+
 def test_presets_lists_and_describes_the_shipped_systems(capsys):
     assert flowsim(["presets", "--only", "systems"]) == 0
     assert "  aws_p6_b200: AWS p6-b200.48xlarge: 8 x B200, 8 x 400 Gb/s EFAv4" in capsys.readouterr().out

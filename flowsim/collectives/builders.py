@@ -421,6 +421,7 @@ def tree_all_reduce(
     channels: int = 1,
     slices: int | None = None,
     servers: Servers = None,
+    offsets: Sequence[int] | None = None,
     costs: CollectiveCosts | None = None,
     model: str = "auto",
 ) -> Workload:
@@ -428,8 +429,10 @@ def tree_all_reduce(
 
     The trees are NCCL's (``ncclGetDtree``). Across servers (``servers`` with more than one),
     as NCCL builds them: the tree nodes are the servers, each a chain of its ranks (in
-    ``ranks`` order, rotated by the channel so that channels use different GPUs and NICs)
-    whose first rank talks to the parent and child servers. Otherwise every rank is a tree
+    ``ranks`` order, rotated on channel ``c`` by ``offsets[c]``, by ``c`` without them, so
+    that channels use different GPUs and NICs: :func:`~flowsim.collectives.rings.nic_spread_offsets`
+    gives the rotations that do so where GPUs share NICs) whose first rank talks to the parent
+    and child servers. Otherwise every rank is a tree
     node, in ``ranks`` order. A node sends slice ``k`` up once slice ``k`` has arrived from
     all below it (the reduction); the root, having all of slice ``k``, sends it down, and
     each node forwards a slice down as it arrives. Default costs: :func:`nccl_costs`
@@ -443,7 +446,10 @@ def tree_all_reduce(
     # Each tree spans the ranks (n - 1 edges), crossed up and down by every slice.
     _steps_only(model, channels * n_slices * 2 * 2 * (len(ranks) - 1), what)
     dag = _FlowDag("all_reduce", costs, servers)
-    _tree_all_reduce(dag, ranks, _group_by_server(ranks, servers, what), piece / n_slices, channels, n_slices)
+    if offsets is not None and (not offsets or any(int(k) != k or k < 0 for k in offsets)):
+        raise InputError(f"{what}: offsets must be a non-empty list of integers >= 0, got {offsets!r}")
+    _tree_all_reduce(dag, ranks, _group_by_server(ranks, servers, what), piece / n_slices, channels, n_slices,
+                     None if offsets is None else [int(k) for k in offsets])
     return dag.workload("all_reduce")
 
 
@@ -753,7 +759,8 @@ class Algorithm:
         The builder's layout keywords besides ``costs`` and ``model``: ``channels`` and
         ``slices`` (independent copies and pipelining), ``orders`` (one ring order per
         channel), ``servers`` (rank to server, for per-step latencies and grouping),
-        ``root`` (broadcast and reduce), ``switch`` (NVLS: the NVSwitch node).
+        ``root`` (broadcast and reduce), ``switch`` (NVLS: the NVSwitch node), ``offsets``
+        (the tree: each channel's rotation of a server's chain).
     """
 
     collective: str
@@ -776,7 +783,7 @@ ALGORITHM_TABLE: dict[tuple[str, str], Algorithm] = {
     (a.collective, a.name): a
     for a in (
         Algorithm("all_reduce", "ring", all_reduce, _RING),
-        Algorithm("all_reduce", "tree", tree_all_reduce, frozenset({"channels", "slices", "servers"})),
+        Algorithm("all_reduce", "tree", tree_all_reduce, frozenset({"channels", "slices", "servers", "offsets"})),
         Algorithm("all_reduce", "hierarchical", hierarchical_all_reduce, frozenset({"channels", "slices", "servers"})),
         Algorithm("all_reduce", "nvls", nvls_all_reduce, frozenset({"channels", "slices", "switch"})),
         Algorithm("all_reduce", "nvls_tree", nvls_tree_all_reduce, frozenset({"channels", "slices", "servers"})),

@@ -520,11 +520,13 @@ def _tree_all_reduce(
     payload_bytes: float,
     channels: int,
     slices: int,
+    offsets: Sequence[int] | None = None,
 ) -> None:
     """Both trees of every channel, slice by slice, over tree nodes that are chains.
 
     With one group, every rank is a tree node. With several (servers), each server is a
-    tree node: a chain of its ranks, rotated by the channel, whose first rank (the head)
+    tree node: a chain of its ranks, rotated by ``offsets[c]`` on channel ``c`` (by ``c``
+    without offsets; they repeat when there are more channels), whose first rank (the head)
     talks to the parent and child servers. Going up, slice ``k`` runs down the chain to the
     head, which sends it to the parent once it has the chain's and every child's slice ``k``;
     going down, a head forwards slice ``k`` to its child servers and along its chain. With a
@@ -539,7 +541,8 @@ def _tree_all_reduce(
         root = top_down[0]
         for c in range(channels):
             tag = t * channels + c
-            chains = [u[c % len(u) :] + u[: c % len(u)] for u in units]
+            k = c if offsets is None else offsets[c % len(offsets)]
+            chains = [u[k % len(u) :] + u[: k % len(u)] for u in units]
             last: dict[str, int] = {}
             up = [[-1] * slices for _ in range(n)]
             reduced: list[list[int]] = [[] for _ in range(slices)]

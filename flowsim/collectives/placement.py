@@ -437,6 +437,12 @@ def collective_workload(
         options["servers"] = topology_servers if servers is None else servers
     if root is not None:
         options["root"] = root
+    if "offsets" in entry.options and len(set(topology_servers.values())) > 1 \
+            and not _mesh_orders(topology, ranks, topology_servers):
+        # NCCL's search starts channel c on NIC c mod nNets, trees as rings: each channel's
+        # chain has its head, which talks to the other servers, on the next NIC.
+        first = [r for r in ranks if topology_servers[r] == topology_servers[ranks[0]]]
+        options["offsets"] = nic_spread_offsets(topology.node_nic[topology.node_ids(first)].tolist())
     nvlink = ""
     if "switch" in entry.options:
         if len(set(topology_servers.values())) != 1:

@@ -258,9 +258,13 @@ class Topology:
         if isinstance(nodes, np.ndarray) and np.issubdtype(nodes.dtype, np.integer):
             ids = nodes.astype(np.int64, copy=False).ravel()
         else:
-            ids = np.array(
-                [self.node_id(n) if isinstance(n, str) else _int_id(n) for n in nodes], dtype=np.int64
-            )
+            nodes = nodes if isinstance(nodes, (list, tuple, np.ndarray)) else list(nodes)
+            try:  # known names, the usual case: in one pass
+                ids = np.fromiter(map(self.node_index.__getitem__, nodes), dtype=np.int64, count=len(nodes))
+            except (KeyError, TypeError):  # ids, or an unknown name: one by one, naming it
+                ids = np.array(
+                    [self.node_id(n) if isinstance(n, str) else _int_id(n) for n in nodes], dtype=np.int64
+                )
         bad = np.flatnonzero((ids < 0) | (ids >= self.n_nodes))
         if bad.size:
             raise InputError(f"unknown node id {int(ids[bad[0]])} (there are {self.n_nodes} nodes)")

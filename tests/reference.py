@@ -158,3 +158,34 @@ def equitable_classes_reference(flow_attributes, link_attributes, routes, depend
         if len(set(new_flows)) == len(set(flow_class)) and len(set(new_links)) == len(set(link_class)):
             return flow_class, link_class
         flow_class, link_class = new_flows, new_links
+
+
+def ring_steps_reference(dag, orders, chunk_bytes, n_steps, slices, ready, phase):
+    """The ring's step DAG message by message, through ``dag.add`` and ``dag.after``: the
+    twin of :func:`flowsim.collectives.dag._ring`, which lays a channel out at once.
+
+    On channel ``c``, step ``s``, slice ``k`` rank ``p`` sends to ``p + 1`` once it received
+    slice ``k`` of step ``s - 1`` from ``p - 1`` (``ready`` before step 0), behind the hop's
+    previous message (slice ``k - 1``, else the last slice of step ``s - 1``).
+    """
+    rank_index = {r: i for i, r in enumerate(orders[0])}
+    n = len(orders[0])
+    piece = chunk_bytes / slices
+    done = {r: [] for r in orders[0]}
+    for c, order in enumerate(orders):
+        flow = {}
+        for s in range(n_steps):
+            for p in range(n):
+                src, dst = order[p], order[(p + 1) % n]
+                for k in range(slices):
+                    deps = [flow[s - 1, (p - 1) % n, k]] if s else list(ready.get(src, ()))
+                    label = f"{phase}ch{c}.step{s}.r{rank_index[src]}.sl{k}"
+                    previous = flow[s, p, k - 1] if k else flow[s - 1, p, slices - 1] if s else None
+                    if previous is None:
+                        flow[s, p, k] = dag.add(label, src, dst, piece, deps, s, c)
+                    else:
+                        flow[s, p, k] = dag.after(label, src, dst, piece, deps, previous, s, c,
+                                                  overlaps=dag.ring_latency_overlaps(src, dst))
+        for p in range(n):
+            done[order[(p + 1) % n]].extend(flow[n_steps - 1, p, k] for k in range(slices))
+    return done

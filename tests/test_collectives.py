@@ -732,3 +732,26 @@ def test_ll_ring_steps_pay_their_latency_in_the_shadow_of_the_hop_before():
     # Simple: each slice pays it after the one before on the hop: 12 x (0.25 + 0.5).
     simple = CollectiveCosts(0.0, 0.25, 0.25, 1.0, "test")
     assert run(ring_topology(), all_reduce(RANKS, 4 * G, slices=2, costs=simple)).makespan_s == pytest.approx(9.0)
+
+
+@pytest.mark.parametrize("streams", [False, True])
+@pytest.mark.parametrize(("n_steps", "slices", "ready"), [(7, 1, {}), (14, 3, {}), (3, 2, {"a1": [0], "b0": [0, 1]})])
+def test_the_ring_laid_out_at_once_equals_its_twin_message_by_message(streams, n_steps, slices, ready):
+    from reference import ring_steps_reference
+
+    costs = CollectiveCosts(base_s=7e-6, intra_step_s=0.6e-6, inter_step_s=5e-6, wire_efficiency=0.9375,
+                            source="test", streams=streams)
+    servers = {"a0": 0, "a1": 0, "a2": 0, "b0": 1, "b1": 1}
+    orders = [("a0", "a1", "a2", "b0", "b1"), ("a2", "a0", "a1", "b1", "b0")]
+    dags = []
+    for build in (collective_dag._ring, ring_steps_reference):
+        dag = collective_dag._FlowDag("all_reduce", costs, servers)
+        for _ in range(2):  # messages already there (the ``ready`` ones) keep their numbers
+            dag.add("before", "a0", "a1", 1.0, [], 0, 0)
+        done = build(dag, orders, 3e6, n_steps, slices, ready, "rs.")
+        dags.append((dag, done))
+    (fast, fast_done), (slow, slow_done) = dags
+    assert fast_done == slow_done
+    for column in ("labels", "src", "dst", "size", "deps", "overhead", "step", "channel", "cap"):
+        assert getattr(fast, column) == getattr(slow, column), column
+    assert len(fast.labels) > len(orders) * n_steps * 5 * slices  # .due messages across servers

@@ -173,6 +173,23 @@ class _FlowDag:
         self.channel.append(str(channel))
         return len(self.labels) - 1
 
+    def extend(
+        self, labels: list[str], src: list[str], dst: list[str], size: list[float], deps: list[list[int]],
+        overhead: list[float], step: list[str], channel: str,
+    ) -> None:
+        """Append messages laid out in bulk, as :meth:`add` would one by one: ``labels`` in
+        full (the collective's name first), sizes on the wire, overheads with every latency
+        counted, no rate cap."""
+        self.labels += labels
+        self.src += src
+        self.dst += dst
+        self.size += size
+        self.deps += deps
+        self.overhead += overhead
+        self.step += step
+        self.channel += [channel] * len(labels)
+        self.cap += [math.inf] * len(labels)
+
     def workload(self, collective: str) -> Workload:
         n = len(self.labels)
         return Workload.build(
@@ -263,29 +280,79 @@ def _ring(
     """Ring steps on every channel; returns, per rank, the messages it receives last.
 
     ``ready[rank]``: messages that must have arrived before ``rank`` sends its first step.
+
+    On channel ``c``, step ``s``, slice ``k`` rank ``p`` of the order sends a piece to rank
+    ``p + 1`` once it has received slice ``k`` of step ``s - 1`` (``ready`` before step 0).
+    One connection per hop, a FIFO of slots: a message follows the hop's previous one (slice
+    ``k - 1``, or the last slice of step ``s - 1``), paying its step latency as
+    :meth:`_FlowDag.ring_latency_overlaps` says, in the shadow of the previous one through a
+    zero-byte ``.due`` message, or after it. Messages are numbered step by step, rank by
+    rank, slice by slice, each ``.due`` message just before its own; the index arithmetic
+    below lays out the channel's millions of messages at once.
     """
     rank_index = {r: i for i, r in enumerate(orders[0])}
     n = len(orders[0])
-    piece = chunk_bytes / slices
+    costs = dag.costs
+    payload = chunk_bytes / slices / costs.wire_efficiency
     done: dict[str, list[int]] = {r: [] for r in orders[0]}
     for c, order in enumerate(orders):
-        flow = np.full((n_steps, n, slices), -1, dtype=np.int64)
+        src = list(order)
+        dst = [order[(p + 1) % n] for p in range(n)]
+        crosses = np.array([dag.crosses_servers(a, b) for a, b in zip(src, dst, strict=True)], dtype=bool)
+        latency = np.where(crosses, costs.inter_step_s, costs.intra_step_s)
+        # Per (step, rank, slice) in the order messages are added: does a .due message come first?
+        due = np.broadcast_to((crosses | costs.streams)[None, :, None], (n_steps, n, slices)).copy()
+        due[0, :, 0] = False  # the first message of a hop follows nothing
+        first = len(dag.labels) + np.cumsum(1 + due, axis=None).reshape(due.shape) - 1 - due
+        message = first + due
+        previous = np.empty_like(message)
+        previous[:, :, 1:] = message[:, :, :-1]
+        previous[1:, :, 0] = message[:-1, :, -1]
+        received = np.roll(message, 1, axis=1)  # what rank p received from rank p - 1
+        prev_l, due_l, recv_l = previous.tolist(), due.tolist(), received.tolist()
+        labels: list[str] = []
+        deps: list[list[int]] = []
+        overhead: list[float] = []
+        sizes: list[float] = []
+        senders: list[str] = []
+        receivers: list[str] = []
+        steps: list[str] = []
         for s in range(n_steps):
+            step = str(s)
             for p in range(n):
-                src, dst = order[p], order[(p + 1) % n]
+                head = f"{dag.name}.{phase}ch{c}.step{s}.r{rank_index[src[p]]}.sl"
+                hop_latency = float(latency[p])
                 for k in range(slices):
-                    deps = [int(flow[s - 1, p - 1, k])] if s else list(ready.get(src, ()))
-                    label = f"{phase}ch{c}.step{s}.r{rank_index[src]}.sl{k}"
-                    # One connection per hop, a FIFO of slots: a message follows the hop's
-                    # previous one, paying its step latency as _FlowDag.ring_latency_overlaps says.
-                    previous = int(flow[s, p, k - 1]) if k else int(flow[s - 1, p, slices - 1]) if s else -1
-                    if previous < 0:
-                        flow[s, p, k] = dag.add(label, src, dst, piece, deps, s, c)
+                    before = [recv_l[s - 1][p][k]] if s else list(ready.get(src[p], ()))
+                    label = head + str(k)
+                    if s == 0 and k == 0:
+                        labels.append(label)
+                        deps.append(before)
+                        overhead.append(hop_latency if before else hop_latency + costs.base_s)
+                        sizes.append(payload)
+                        senders.append(src[p])
+                        receivers.append(dst[p])
+                        steps.append(step)
+                    elif due_l[s][p][k]:
+                        labels += (label + ".due", label)
+                        deps += (before, [len(dag.labels) + len(labels) - 2, prev_l[s][p][k]])
+                        overhead += (hop_latency if before else hop_latency + costs.base_s, 0.0)
+                        sizes += (0.0, payload)
+                        senders += (src[p], src[p])
+                        receivers += (src[p], dst[p])
+                        steps += (step, step)
                     else:
-                        flow[s, p, k] = dag.after(label, src, dst, piece, deps, previous, s, c,
-                                                  overlaps=dag.ring_latency_overlaps(src, dst))
+                        labels.append(label)
+                        deps.append([*before, prev_l[s][p][k]])
+                        overhead.append(hop_latency)
+                        sizes.append(payload)
+                        senders.append(src[p])
+                        receivers.append(dst[p])
+                        steps.append(step)
+        dag.extend(labels, senders, receivers, sizes, deps, overhead, steps, str(c))
+        last = message[n_steps - 1]
         for p in range(n):
-            done[order[(p + 1) % n]].extend(flow[n_steps - 1, p].tolist())
+            done[dst[p]].extend(last[p].tolist())
     return done
 
 

@@ -1,0 +1,44 @@
+"""Workload.build's dependencies: the one-pass path for integer indices against the checks
+flow by flow (its twin: the same lists given as NumPy integers take that path), and the
+errors naming the flow either way."""
+
+import numpy as np
+import pytest
+
+from flowsim.errors import InputError
+from flowsim.workload import Workload
+
+
+def _build(deps):
+    n = len(deps)
+    return Workload.build([f"f{i}" for i in range(n)], ["a"] * n, ["b"] * n, [1.0] * n, depends_on=deps)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_integer_dependencies_equal_those_checked_flow_by_flow(seed):
+    rng = np.random.default_rng(seed)
+    n = 400
+    deps = [sorted(set(rng.integers(0, i, size=rng.integers(0, 4)).tolist())) if i else [] for i in range(n)]
+    fast = _build(deps)
+    slow = _build([[np.int64(d) for d in row] for row in deps])  # not plain ints: flow by flow
+    assert np.array_equal(fast.dep_indptr, slow.dep_indptr) and np.array_equal(fast.dep_indices, slow.dep_indices)
+    assert fast.dep_indptr[-1] == sum(map(len, deps))
+    assert [fast.dependencies(i).tolist() for i in range(n)] == deps
+    assert not fast.dep_indices.flags.writeable and not fast.dep_indptr.flags.writeable
+
+
+@pytest.mark.parametrize(("deps", "message"), [
+    ([[], [2]], "flow 'f1' depends on unknown flow 2 (flows are 0..1)"),
+    ([[], [-1]], "flow 'f1' depends on unknown flow -1 (flows are 0..1)"),
+    ([[], [1]], "flow 'f1' depends on itself"),
+    ([[], [True]], "flow 'f1' depends on True; name a flow or give its index (an integer)"),
+    ([[], ["f9"]], "flow 'f1' depends on unknown flow 'f9'"),
+])
+def test_bad_dependencies_name_the_flow(deps, message):
+    with pytest.raises(InputError, match="^" + message.replace("(", r"\(").replace(")", r"\)") + "$"):
+        _build(deps)
+
+
+def test_names_and_indices_mix():
+    w = _build([[], ["f0"], [0, "f1"]])
+    assert w.dependencies(2).tolist() == [0, 1]

@@ -509,7 +509,7 @@ def read_flow_csv(path: str | os.PathLike, topology: Topology | None = None) -> 
     except csv.Error as err:
         raise InputError(f"{path}: line {reader.line_num}: {_csv_problem(err)}") from None
     columns = {name: [row[j] for _, row in rows] for j, name in enumerate(header)}
-    numeric = {}
+    numeric: dict[str, Any] = {}  # start_s, delay_s, ... by name
     for column in _FLOW_DEFAULTS:
         if column in columns:
             numeric[column] = _numbers(path, rows, column, columns[column])

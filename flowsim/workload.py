@@ -71,13 +71,16 @@ class Workload:
         *,
         start_s: Sequence[float] | np.ndarray | None = None,
         depends_on: Sequence[Sequence[int | str]] | None = None,
+        dependency_csr: tuple[np.ndarray, np.ndarray] | None = None,
         delay_s: Sequence[float] | np.ndarray | None = None,
         overhead_s: Sequence[float] | np.ndarray | None = None,
         weight: Sequence[float] | np.ndarray | None = None,
         cap_Bps: Sequence[float] | np.ndarray | None = None,
         tags: Mapping[str, Sequence[str]] | None = None,
     ) -> Workload:
-        """Check and freeze a workload. ``depends_on`` holds flow indices or names."""
+        """Check and freeze a workload. ``depends_on`` holds flow indices or names;
+        ``dependency_csr`` gives the same as a CSR pair ``(indptr, indices)`` of flow indices
+        (what builders laying out millions of messages at once have), instead."""
         names = _strings(names)
         n = len(names)
         index = dict(zip(names, range(n), strict=True))
@@ -98,7 +101,12 @@ class Workload:
         overhead = _column(overhead_s, n, 0.0, "overhead_s", names, lower=0.0)
         w = _column(weight, n, 1.0, "weight", names, lower=0.0, strict=True)
         cap = _column(cap_Bps, n, np.inf, "cap_Bps", names, lower=0.0, strict=True, allow_inf=True)
-        dep_indptr, dep_indices = _dependencies(depends_on, n, names, index)
+        if dependency_csr is None:
+            dep_indptr, dep_indices = _dependencies(depends_on, n, names, index)
+        elif depends_on is not None:
+            raise InputError("give the dependencies as depends_on or as dependency_csr, not both")
+        else:
+            dep_indptr, dep_indices = _csr_dependencies(dependency_csr, n, names)
         frozen_tags = {}
         for key, values in (tags or {}).items():
             values = _strings(values)
@@ -189,6 +197,31 @@ def _integer_dependencies(depends_on: Sequence[Sequence[int | str]], n: int) -> 
     owner = np.repeat(np.arange(n, dtype=np.int64), counts)
     if indices.size and (indices.min() < 0 or indices.max() >= n or bool(np.any(indices == owner))):
         return None
+    indptr.flags.writeable = False
+    indices.flags.writeable = False
+    return indptr, indices
+
+
+def _csr_dependencies(
+    csr: tuple[np.ndarray, np.ndarray], n: int, names: Sequence[str]
+) -> tuple[np.ndarray, np.ndarray]:
+    """``dependency_csr`` checked: an ``indptr`` of ``n + 1`` non-decreasing offsets from 0
+    to the length of ``indices``, each index another flow's."""
+    indptr = np.array(csr[0], dtype=np.int64)
+    indices = np.array(csr[1], dtype=np.int64)
+    if indptr.shape != (n + 1,) or indices.ndim != 1:
+        raise InputError(f"dependency_csr: indptr has shape {indptr.shape} for {n} flows (needs {n + 1},) "
+                         f"and indices shape {indices.shape} (needs one dimension)")
+    counts = np.diff(indptr)
+    if indptr[0] != 0 or indptr[-1] != indices.size or bool(np.any(counts < 0)):
+        raise InputError(f"dependency_csr: indptr must rise from 0 to {indices.size} (the length of indices)")
+    owner = np.repeat(np.arange(n, dtype=np.int64), counts)
+    bad = (indices < 0) | (indices >= n) | (indices == owner)
+    if bad.any():
+        at = int(np.argmax(bad))
+        i, j = int(owner[at]), int(indices[at])
+        what = "itself" if i == j else f"unknown flow {j} (flows are 0..{n - 1})"
+        raise InputError(f"flow {names[i]!r} depends on {what}")
     indptr.flags.writeable = False
     indices.flags.writeable = False
     return indptr, indices

@@ -735,7 +735,9 @@ def test_ll_ring_steps_pay_their_latency_in_the_shadow_of_the_hop_before():
 
 
 @pytest.mark.parametrize("streams", [False, True])
-@pytest.mark.parametrize(("n_steps", "slices", "ready"), [(7, 1, {}), (14, 3, {}), (3, 2, {"a1": [0], "b0": [0, 1]})])
+@pytest.mark.parametrize(
+    ("n_steps", "slices", "ready"), [(1, 2, {"a2": [1]}), (7, 1, {}), (14, 3, {}), (3, 2, {"a1": [0], "b0": [0, 1]})]
+)
 def test_the_ring_laid_out_at_once_equals_its_twin_message_by_message(streams, n_steps, slices, ready):
     from reference import ring_steps_reference
 
@@ -746,12 +748,15 @@ def test_the_ring_laid_out_at_once_equals_its_twin_message_by_message(streams, n
     dags = []
     for build in (collective_dag._ring, ring_steps_reference):
         dag = collective_dag._FlowDag("all_reduce", costs, servers)
-        for _ in range(2):  # messages already there (the ``ready`` ones) keep their numbers
-            dag.add("before", "a0", "a1", 1.0, [], 0, 0)
+        for i in range(2):  # messages already there (the ``ready`` ones) keep their numbers
+            dag.add(f"before{i}", "a0", "a1", 1.0, [], 0, 0)
         done = build(dag, orders, 3e6, n_steps, slices, ready, "rs.")
         dags.append((dag, done))
     (fast, fast_done), (slow, slow_done) = dags
     assert fast_done == slow_done
-    for column in ("labels", "src", "dst", "size", "deps", "overhead", "step", "channel", "cap"):
+    fast, slow = fast.workload("all_reduce"), slow.workload("all_reduce")
+    for column in ("names", "src", "dst", "tags"):
         assert getattr(fast, column) == getattr(slow, column), column
-    assert len(fast.labels) > len(orders) * n_steps * 5 * slices  # .due messages across servers
+    for column in ("size_bytes", "overhead_s", "cap_Bps", "dep_indptr", "dep_indices"):
+        np.testing.assert_array_equal(getattr(fast, column), getattr(slow, column), err_msg=column)
+    assert len(fast) > len(orders) * n_steps * 5 * slices  # .due messages across servers

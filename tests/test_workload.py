@@ -35,8 +35,43 @@ def test_integer_dependencies_equal_those_checked_flow_by_flow(seed):
     ([[], ["f9"]], "flow 'f1' depends on unknown flow 'f9'"),
 ])
 def test_bad_dependencies_name_the_flow(deps, message):
-    with pytest.raises(InputError, match="^" + message.replace("(", r"\(").replace(")", r"\)") + "$"):
+    pattern = "^" + message.replace("(", r"\(").replace(")", r"\)") + "$"
+    with pytest.raises(InputError, match=pattern):
         _build(deps)
+    if not any(isinstance(d, (bool, str)) for row in deps for d in row):  # CSR holds indices only
+        with pytest.raises(InputError, match=pattern):
+            _build_csr(deps)
+
+
+def _build_csr(deps):
+    n = len(deps)
+    indptr = np.cumsum([0] + [len(row) for row in deps])
+    indices = np.array([d for row in deps for d in row], dtype=np.int64)
+    return Workload.build([f"f{i}" for i in range(n)], ["a"] * n, ["b"] * n, [1.0] * n,
+                          dependency_csr=(indptr, indices))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_csr_dependencies_equal_the_lists(seed):
+    rng = np.random.default_rng(seed)
+    n = 300
+    deps = [sorted(set(rng.integers(0, i, size=rng.integers(0, 4)).tolist())) if i else [] for i in range(n)]
+    lists, csr = _build(deps), _build_csr(deps)
+    assert np.array_equal(lists.dep_indptr, csr.dep_indptr) and np.array_equal(lists.dep_indices, csr.dep_indices)
+    assert not csr.dep_indices.flags.writeable and not csr.dep_indptr.flags.writeable
+
+
+@pytest.mark.parametrize(("indptr", "indices", "message"), [
+    ([0, 0], [], r"dependency_csr: indptr has shape \(2,\) for 3 flows"),
+    ([0, 0, 1, 0], [0], "dependency_csr: indptr must rise from 0 to 1"),
+    ([0, 0, 2, 1], [0], "dependency_csr: indptr must rise from 0 to 1"),
+])
+def test_a_malformed_csr_is_refused(indptr, indices, message):
+    with pytest.raises(InputError, match=message):
+        Workload.build(["a", "b", "c"], ["x"] * 3, ["y"] * 3, [1.0] * 3,
+                       dependency_csr=(np.array(indptr), np.array(indices, dtype=np.int64)))
+    with pytest.raises(InputError, match="not both"):
+        Workload.build(["a"], ["x"], ["y"], [1.0], depends_on=[[]], dependency_csr=(np.zeros(2), np.zeros(0)))
 
 
 def test_names_and_indices_mix():

@@ -42,8 +42,10 @@ regardless.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -73,8 +75,30 @@ Ranks = Sequence[str]
 Servers = Mapping[str, Hashable] | None
 
 
+@dataclass(frozen=True)
+class _Block:
+    """Messages of a :class:`_FlowDag` frozen into columns, in the order they were added;
+    ``dep_counts[i]`` of ``dep_indices`` (flow indices) are message ``i``'s dependencies."""
+
+    labels: list[str]
+    src: list[str]
+    dst: list[str]
+    size: np.ndarray
+    overhead: np.ndarray
+    cap: np.ndarray
+    dep_counts: np.ndarray
+    dep_indices: np.ndarray
+    step: list[str]
+    channel: list[str]
+
+
 class _FlowDag:
-    """Collects the messages of one collective, then freezes them into a Workload."""
+    """Collects the messages of one collective, then freezes them into a Workload.
+
+    Messages come one by one (:meth:`add`, :meth:`after`, :meth:`extend`, kept in lists) or
+    a channel's millions at once as NumPy columns (:meth:`extend_block`); the lists become a
+    :class:`_Block` whenever a block follows them, so flow indices stay in the order added.
+    """
 
     def __init__(self, name: str, costs: CollectiveCosts, servers: Servers, model: str = "steps") -> None:
         self.name = name
@@ -90,6 +114,12 @@ class _FlowDag:
         self.step: list[str] = []
         self.channel: list[str] = []
         self.cap: list[float] = []
+        self.blocks: list[_Block] = []
+        self._in_blocks = 0
+        self._crosses: dict[tuple[str, str], bool] = {}
+
+    def __len__(self) -> int:
+        return self._in_blocks + len(self.labels)
 
     def _server(self, servers: Mapping[str, Hashable], rank: str) -> Hashable:
         try:
@@ -98,9 +128,14 @@ class _FlowDag:
             raise InputError(f"collective {self.name!r}: rank {rank!r} has no server in `servers`") from None
 
     def crosses_servers(self, src: str, dst: str) -> bool:
-        """Whether a message from ``src`` to ``dst`` leaves its server."""
-        servers = self.servers
-        return servers is not None and self._server(servers, src) != self._server(servers, dst)
+        """Whether a message from ``src`` to ``dst`` leaves its server (asked once per pair:
+        builders ask it for every message)."""
+        crosses = self._crosses.get((src, dst))
+        if crosses is None:
+            servers = self.servers
+            crosses = servers is not None and self._server(servers, src) != self._server(servers, dst)
+            self._crosses[src, dst] = crosses
+        return crosses
 
     def step_latency(self, src: str, dst: str) -> float:
         """The per-step latency of a message from ``src`` to ``dst``: inter- or intra-server."""
@@ -171,7 +206,7 @@ class _FlowDag:
         self.overhead.append(overhead)
         self.step.append(str(step))
         self.channel.append(str(channel))
-        return len(self.labels) - 1
+        return len(self) - 1
 
     def extend(
         self, labels: list[str], src: list[str], dst: list[str], size: list[float], deps: list[list[int]],
@@ -190,21 +225,54 @@ class _FlowDag:
         self.channel += [channel] * len(labels)
         self.cap += [math.inf] * len(labels)
 
+    def extend_block(self, block: _Block) -> None:
+        """Append messages laid out as columns (labels in full, sizes on the wire,
+        overheads with every latency counted), after those added so far."""
+        self._flush()
+        self.blocks.append(block)
+        self._in_blocks += len(block.labels)
+
+    def _flush(self) -> None:
+        """The messages added one by one so far, as a block."""
+        if not self.labels:
+            return
+        block = _Block(
+            self.labels, self.src, self.dst, np.array(self.size, dtype=np.float64),
+            np.array(self.overhead, dtype=np.float64), np.array(self.cap, dtype=np.float64),
+            np.fromiter(map(len, self.deps), dtype=np.int64, count=len(self.deps)),
+            np.fromiter(itertools.chain.from_iterable(self.deps), dtype=np.int64), self.step, self.channel,
+        )
+        self.labels, self.src, self.dst, self.size, self.deps = [], [], [], [], []
+        self.overhead, self.step, self.channel, self.cap = [], [], [], []
+        self.blocks.append(block)
+        self._in_blocks += len(block.labels)
+
     def workload(self, collective: str) -> Workload:
-        n = len(self.labels)
+        self._flush()
+        blocks = self.blocks
+
+        def joined(column: str) -> list[str]:
+            return list(itertools.chain.from_iterable(getattr(b, column) for b in blocks))
+
+        def stacked(column: str) -> np.ndarray:
+            return np.concatenate([getattr(b, column) for b in blocks]) if blocks else np.empty(0)
+
+        n = len(self)
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(stacked("dep_counts"), out=indptr[1:])
         return Workload.build(
-            self.labels,
-            self.src,
-            self.dst,
-            np.array(self.size, dtype=np.float64),
-            depends_on=self.deps,
-            overhead_s=np.array(self.overhead, dtype=np.float64),
-            cap_Bps=np.array(self.cap, dtype=np.float64),
+            joined("labels"),
+            joined("src"),
+            joined("dst"),
+            stacked("size"),
+            dependency_csr=(indptr, stacked("dep_indices").astype(np.int64)),
+            overhead_s=stacked("overhead"),
+            cap_Bps=stacked("cap"),
             tags={
                 "collective": [collective] * n,
                 "model": [self.model] * n,
-                "step": self.step,
-                "channel": self.channel,
+                "step": joined("step"),
+                "channel": joined("channel"),
             },
         )
 
@@ -303,57 +371,128 @@ def _ring(
         # Per (step, rank, slice) in the order messages are added: does a .due message come first?
         due = np.broadcast_to((crosses | costs.streams)[None, :, None], (n_steps, n, slices)).copy()
         due[0, :, 0] = False  # the first message of a hop follows nothing
-        first = len(dag.labels) + np.cumsum(1 + due, axis=None).reshape(due.shape) - 1 - due
+        first = len(dag) + np.cumsum(1 + due, axis=None).reshape(due.shape) - 1 - due
         message = first + due
         previous = np.empty_like(message)
         previous[:, :, 1:] = message[:, :, :-1]
         previous[1:, :, 0] = message[:-1, :, -1]
         received = np.roll(message, 1, axis=1)  # what rank p received from rank p - 1
-        prev_l, due_l, recv_l = previous.tolist(), due.tolist(), received.tolist()
-        labels: list[str] = []
-        deps: list[list[int]] = []
-        overhead: list[float] = []
-        sizes: list[float] = []
-        senders: list[str] = []
-        receivers: list[str] = []
-        steps: list[str] = []
-        for s in range(n_steps):
-            step = str(s)
-            for p in range(n):
-                head = f"{dag.name}.{phase}ch{c}.step{s}.r{rank_index[src[p]]}.sl"
-                hop_latency = float(latency[p])
-                for k in range(slices):
-                    before = [recv_l[s - 1][p][k]] if s else list(ready.get(src[p], ()))
-                    label = head + str(k)
-                    if s == 0 and k == 0:
-                        labels.append(label)
-                        deps.append(before)
-                        overhead.append(hop_latency if before else hop_latency + costs.base_s)
-                        sizes.append(payload)
-                        senders.append(src[p])
-                        receivers.append(dst[p])
-                        steps.append(step)
-                    elif due_l[s][p][k]:
-                        labels += (label + ".due", label)
-                        deps += (before, [len(dag.labels) + len(labels) - 2, prev_l[s][p][k]])
-                        overhead += (hop_latency if before else hop_latency + costs.base_s, 0.0)
-                        sizes += (0.0, payload)
-                        senders += (src[p], src[p])
-                        receivers += (src[p], dst[p])
-                        steps += (step, step)
-                    else:
-                        labels.append(label)
-                        deps.append([*before, prev_l[s][p][k]])
-                        overhead.append(hop_latency)
-                        sizes.append(payload)
-                        senders.append(src[p])
-                        receivers.append(dst[p])
-                        steps.append(step)
-        dag.extend(labels, senders, receivers, sizes, deps, overhead, steps, str(c))
+        heads = [
+            [f"{dag.name}.{phase}ch{c}.step{s}.r{rank_index[src[p]]}.sl" for p in range(n)] for s in range(n_steps)
+        ]
+        _ring_first_step(dag, c, src, dst, heads[0], latency, due[0], previous[0], ready, payload)
+        if n_steps > 1:
+            dag.extend_block(_ring_later_steps(
+                c, src, dst, heads[1:], latency, due[1:], received[:-1], previous[1:], payload, int(first[1, 0, 0])
+            ))
         last = message[n_steps - 1]
         for p in range(n):
             done[dst[p]].extend(last[p].tolist())
     return done
+
+
+def _ring_first_step(
+    dag: _FlowDag,
+    channel: int,
+    src: list[str],
+    dst: list[str],
+    heads: list[str],
+    latency: np.ndarray,
+    due: np.ndarray,
+    previous: np.ndarray,
+    ready: Mapping[str, list[int]],
+    payload: float,
+) -> None:
+    """Step 0 of one channel of :func:`_ring` (``due``, ``previous``: its ``[rank, slice]``
+    planes), message by message: each rank's first slice waits for its ``ready`` messages
+    (or pays the base latency), the later slices follow it on the hop."""
+    costs = dag.costs
+    labels: list[str] = []
+    deps: list[list[int]] = []
+    overhead: list[float] = []
+    sizes: list[float] = []
+    senders: list[str] = []
+    receivers: list[str] = []
+    for p, head in enumerate(heads):
+        before = list(ready.get(src[p], ()))
+        hop_latency = float(latency[p])
+        for k in range(due.shape[1]):
+            label = head + str(k)
+            if k == 0:
+                labels.append(label)
+                deps.append(before)
+                overhead.append(hop_latency if before else hop_latency + costs.base_s)
+                sizes.append(payload)
+                senders.append(src[p])
+                receivers.append(dst[p])
+            elif due[p, k]:
+                labels += (label + ".due", label)
+                deps += (before, [len(dag) + len(labels) - 2, int(previous[p, k])])
+                overhead += (hop_latency if before else hop_latency + costs.base_s, 0.0)
+                sizes += (0.0, payload)
+                senders += (src[p], src[p])
+                receivers += (src[p], dst[p])
+            else:
+                labels.append(label)
+                deps.append([*before, int(previous[p, k])])
+                overhead.append(hop_latency)
+                sizes.append(payload)
+                senders.append(src[p])
+                receivers.append(dst[p])
+    dag.extend(labels, senders, receivers, sizes, deps, overhead, ["0"] * len(labels), str(channel))
+
+
+def _ring_later_steps(
+    channel: int,
+    src: list[str],
+    dst: list[str],
+    heads: list[list[str]],
+    latency: np.ndarray,
+    due: np.ndarray,
+    received: np.ndarray,
+    previous: np.ndarray,
+    payload: float,
+    start: int,
+) -> _Block:
+    """Steps 1 onwards of one channel of :func:`_ring` as columns, their first message
+    numbered ``start``: ``due``, ``received`` (the message each piece waits for) and
+    ``previous`` (the one it follows on the hop) indexed ``[step - 1, rank, slice]``.
+
+    A piece with a ``.due`` message is two messages: the ``.due`` one (at the sender, zero
+    bytes, paying the hop's step latency once the received piece is in) and the piece
+    (waiting for it and the previous piece, paying nothing more); one without is the piece,
+    waiting for both and paying the step latency itself.
+    """
+    n_later, n, slices = due.shape
+    pieces = due.size
+    has_due = due.reshape(-1)
+    counts = 1 + has_due
+    piece = np.repeat(np.arange(pieces), counts)  # the piece each message belongs to
+    is_due = np.zeros(piece.size, dtype=bool)
+    is_due[(np.cumsum(counts) - counts)[has_due]] = True
+    rank = (piece // slices) % n
+    # Dependencies: [received] for a .due message; [its .due, previous] for the piece after
+    # one; [received, previous] for a piece alone.
+    index = start + np.arange(piece.size, dtype=np.int64)
+    after_due = has_due[piece] & ~is_due
+    pairs = np.stack([np.where(after_due, index - 1, received.reshape(-1)[piece]), previous.reshape(-1)[piece]], axis=1)
+    keep = np.stack([np.ones(piece.size, dtype=bool), ~is_due], axis=1)
+    names = np.array(src + dst, dtype=object)
+    labels = np.array([h + str(k) for row in heads for h in row for k in range(slices)], dtype=object)[piece]
+    labels[is_due] = [label + ".due" for label in labels[is_due].tolist()]
+    step_names = np.array([str(s) for s in range(1, n_later + 1)], dtype=object)
+    return _Block(
+        labels=labels.tolist(),
+        src=names[rank].tolist(),
+        dst=names[np.where(is_due, rank, n + rank)].tolist(),
+        size=np.where(is_due, 0.0, payload),
+        overhead=np.where(after_due, 0.0, latency[rank]),
+        cap=np.full(piece.size, math.inf),
+        dep_counts=np.where(is_due, 1, 2).astype(np.int64),
+        dep_indices=pairs[keep],
+        step=step_names[piece // (n * slices)].tolist(),
+        channel=[str(channel)] * piece.size,
+    )
 
 
 def _pat_items(n: int, dim: int) -> int:

@@ -196,14 +196,11 @@ def _kinds(workload: Workload) -> tuple[np.ndarray, np.ndarray]:
     ``start_s`` it waited for was compute."""
     phases = workload.tags.get("phase", ("",) * len(workload))
     lookup = {"": -1}
-    kind = np.empty(len(workload), dtype=np.int64)
-    computed = np.empty(len(workload), dtype=bool)
     for phase in set(phases):
         name = _KIND_OF_PHASE.get(phase, "other")
         lookup[phase] = COMMUNICATION_KINDS.index(name) if name else -1
-    for i, phase in enumerate(phases):
-        kind[i] = lookup[phase]
-        computed[i] = phase in _COMPUTE_STARTS
+    kind = np.fromiter(map(lookup.__getitem__, phases), dtype=np.int64, count=len(phases))
+    computed = np.fromiter(map(_COMPUTE_STARTS.__contains__, phases), dtype=bool, count=len(phases))
     return kind, computed
 
 
@@ -279,8 +276,9 @@ def _activity(
     forward | backward, starts, ends)``; communication comes from the flows' ``stage`` tags
     (stage 0 without one)."""
     kind, _ = _kinds(workload)
-    stages = np.array([int(s) if s else 0 for s in workload.tags.get("stage", ("",) * len(workload))],
-                      dtype=np.int64)
+    tags = workload.tags.get("stage", ("",) * len(workload))
+    stage_of = {s: int(s) if s else 0 for s in set(tags)}
+    stages = np.fromiter(map(stage_of.__getitem__, tags), dtype=np.int64, count=len(tags))
     pieces: list[tuple[int, int, np.ndarray, np.ndarray]] = list(compute)
     busy = result.finish_s > result.ready_s
     for k in range(len(COMMUNICATION_KINDS)):

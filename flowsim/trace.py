@@ -257,15 +257,14 @@ def _tag_group_name(key: str) -> str:
 
 
 def _write_tag(group: h5py.Group, key: str, values: tuple[str, ...]) -> None:
-    categories: dict[str, int] = {}
+    # Categories in the order they first appear.
+    categories = {value: code for code, value in enumerate(dict.fromkeys(values))}
     tag = group.create_group(_tag_group_name(key))
     tag.attrs["name"] = key
     codes = _dataset(tag, "codes", len(values), np.int64)
     for lo in range(0, len(values), WRITE_CHUNK):
         chunk = values[lo : lo + WRITE_CHUNK]
-        codes[lo : lo + len(chunk)] = np.fromiter(
-            (categories.setdefault(v, len(categories)) for v in chunk), dtype=np.int64, count=len(chunk)
-        )
+        codes[lo : lo + len(chunk)] = np.fromiter(map(categories.__getitem__, chunk), dtype=np.int64, count=len(chunk))
     _write_strings(tag, "categories", list(categories))
 
 
@@ -357,9 +356,10 @@ def _write_flows(
         for lo in range(0, len(names), WRITE_CHUNK):
             chunk = names[lo : lo + WRITE_CHUNK]
             try:
-                ds[lo : lo + len(chunk)] = np.fromiter((node_ids[v] for v in chunk), dtype=np.int64, count=len(chunk))
+                ids = np.fromiter(map(node_ids.__getitem__, chunk), dtype=np.int64, count=len(chunk))
             except KeyError as err:
                 raise InputError(f"flow {column} {err.args[0]!r} is not a node of the topology") from None
+            ds[lo : lo + len(chunk)] = ids
     for column in _WORKLOAD_COLUMNS:
         _write_array(g, column, getattr(workload, column), np.float64)
     for column in _RESULT_COLUMNS:

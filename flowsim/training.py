@@ -52,6 +52,7 @@ per-layer compute and message sizes from a model's shape.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -67,6 +68,7 @@ from flowsim.result import SimulationResult
 from flowsim.stepreport import StepBreakdown, step_breakdown
 from flowsim.topology import NodeKind, Topology
 from flowsim.workload import Workload
+from flowsim_kernels.dag import zero_time_finish
 
 __all__ = [
     "SCHEDULES",
@@ -322,12 +324,18 @@ class ParallelStep:
         """Each stage's forward (0) and backward (1) compute blocks on all its ranks, timed by
         ``result`` (a run of :attr:`workload`), as :func:`flowsim.stepreport.step_breakdown`
         takes them."""
-        finish = result.finish_s
-        ends = np.empty(len(self.compute_log))
-        for i, (_, _, point, _) in enumerate(self.compute_log):
-            ends[i] = max(finish[d] for d in point.deps) + point.delay_s if point.deps else point.start_s
-        seconds = np.array([entry[3] for entry in self.compute_log])
-        keys = np.array([(entry[0], entry[1]) for entry in self.compute_log], dtype=np.int64).reshape(-1, 2)
+        log = self.compute_log
+        points = [entry[2] for entry in log]
+        counts = np.fromiter((len(p.deps) for p in points), dtype=np.int64, count=len(points))
+        deps = np.fromiter(itertools.chain.from_iterable(p.deps for p in points), dtype=np.int64)
+        ends = np.array([p.start_s for p in points], dtype=np.float64)
+        waits = counts > 0
+        if deps.size:  # the last of its deps' finishes, plus its delay; its start without deps
+            delay = np.array([p.delay_s for p in points], dtype=np.float64)
+            last = np.maximum.reduceat(result.finish_s[deps], (np.cumsum(counts) - counts)[waits])
+            ends[waits] = last + delay[waits]
+        seconds = np.array([entry[3] for entry in log])
+        keys = np.array([(entry[0], entry[1]) for entry in log], dtype=np.int64).reshape(-1, 2)
         parts = []
         for stage, pass_kind in sorted({(int(a), int(b)) for a, b in keys.tolist()}):
             chosen = (keys[:, 0] == stage) & (keys[:, 1] == pass_kind)
@@ -572,17 +580,20 @@ def parallel_step(
     note = progress or (lambda message: None)
     note(f"laying out {layout.pp} stages x {layout.dp} replicas x {n_microbatches} microbatches ({schedule})")
     builder.lay_out()
-    note(f"timing the compute through {len(builder.flows.names):,} flows")
-    compute_s = builder.flows.zero_time_makespan_s()
+    n_step_flows = len(builder.flows.names)
     if checkpoint_bytes_per_rank > 0:
         checkpoint = _checkpoint(topology, layout.ranks, checkpoint_bytes_per_rank, checkpoint_start_s)
         builder.flows.place(_Template.of(checkpoint), "", {}, ("checkpoint", "", "", ""))
+    note(f"checking {len(builder.flows.names):,} flows and their dependencies")
+    workload = builder.flows.workload()
+    note(f"timing the compute through {n_step_flows:,} flows")
+    # The checkpoint's flows come after the step's and nothing of the step waits for them.
+    finish = zero_time_finish(workload.start_s, workload.delay_s, workload.dep_indptr, workload.dep_indices)
+    compute_s = float(finish[:n_step_flows].max(initial=0.0))
     busy = n_microbatches * (forward + backward).reshape(layout.pp, -1).sum(axis=1)
     bubble_s = max(compute_s - float(busy.max()), 0.0)
-    note(f"checking {len(builder.flows.names):,} flows and their dependencies")
     return ParallelStep(
-        builder.flows.workload(), layout, schedule, int(n_microbatches), compute_s, busy, bubble_s,
-        tuple(builder.compute_log),
+        workload, layout, schedule, int(n_microbatches), compute_s, busy, bubble_s, tuple(builder.compute_log),
     )
 
 
@@ -1011,13 +1022,6 @@ class _Flows:
         for key, value in zip(_TAGS, tags, strict=True):
             self.tags[key].extend([value] * len(template.names))
         return [offset + k for k in template.sinks]
-
-    def zero_time_makespan_s(self) -> float:
-        """When the last flow would finish if every flow took no time once ready."""
-        end: list[float] = []
-        for start, deps, delay in zip(self.columns["start"], self.deps, self.columns["delay"], strict=True):
-            end.append(max(start, max(end[d] for d in deps) + delay) if deps else start)
-        return float(max(end, default=0.0))
 
     def workload(self) -> Workload:
         c = self.columns

@@ -83,13 +83,12 @@ class Workload:
         (what builders laying out millions of messages at once have), instead."""
         names = _strings(names)
         n = len(names)
-        index = dict(zip(names, range(n), strict=True))
-        if len(index) != n:
-            index = {}
+        if len(set(names)) != n:
+            seen: dict[str, int] = {}
             for i, name in enumerate(names):
-                if name in index:
-                    raise InputError(f"flow name {name!r} is used twice (flows {index[name]} and {i})")
-                index[name] = i
+                if name in seen:
+                    raise InputError(f"flow name {name!r} is used twice (flows {seen[name]} and {i})")
+                seen[name] = i
         src = _strings(src)
         dst = _strings(dst)
         for what, col in (("src", src), ("dst", dst)):
@@ -102,7 +101,7 @@ class Workload:
         w = _column(weight, n, 1.0, "weight", names, lower=0.0, strict=True)
         cap = _column(cap_Bps, n, np.inf, "cap_Bps", names, lower=0.0, strict=True, allow_inf=True)
         if dependency_csr is None:
-            dep_indptr, dep_indices = _dependencies(depends_on, n, names, index)
+            dep_indptr, dep_indices = _dependencies(depends_on, n, names)
         elif depends_on is not None:
             raise InputError("give the dependencies as depends_on or as dependency_csr, not both")
         else:
@@ -231,7 +230,6 @@ def _dependencies(
     depends_on: Sequence[Sequence[int | str]] | None,
     n: int,
     names: Sequence[str],
-    index: Mapping[str, int],
 ) -> tuple[np.ndarray, np.ndarray]:
     indptr = np.zeros(n + 1, dtype=np.int64)
     if depends_on is None:
@@ -243,6 +241,7 @@ def _dependencies(
     if fast is not None:
         return fast
     # Names, or something wrong: flow by flow, naming the first bad entry.
+    index = dict(zip(names, range(n), strict=True))
     flat: list[int] = []
     for i, deps in enumerate(depends_on):
         for d in deps:

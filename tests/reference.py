@@ -189,3 +189,12 @@ def ring_steps_reference(dag, orders, chunk_bytes, n_steps, slices, ready, phase
         for p in range(n):
             done[order[(p + 1) % n]].extend(flow[n_steps - 1, p, k] for k in range(slices))
     return done
+
+
+def zero_time_finish_reference(start, delay, depends_on):
+    """Each flow's finish if flows took no time once ready, flow by flow: the twin of
+    :func:`flowsim_kernels.dag.zero_time_finish` (``depends_on``: lists of earlier flows)."""
+    end = []
+    for s, deps, d in zip(start, depends_on, delay):
+        end.append(max(s, max(end[k] for k in deps) + d) if deps else s)
+    return end

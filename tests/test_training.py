@@ -212,7 +212,7 @@ def test_parallel_step_notes_each_stage_of_its_building():
     )
     n = len(step.workload)
     assert notes[0] == "laying out 2 stages x 1 replicas x 2 microbatches (1f1b)"
-    assert notes[1:] == [f"timing the compute through {n:,} flows", f"checking {n:,} flows and their dependencies"]
+    assert notes[1:] == [f"checking {n:,} flows and their dependencies", f"timing the compute through {n:,} flows"]
 
 
 def test_1f1b_two_stages_two_microbatches_by_hand():

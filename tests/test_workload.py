@@ -77,3 +77,30 @@ def test_a_malformed_csr_is_refused(indptr, indices, message):
 def test_names_and_indices_mix():
     w = _build([[], ["f0"], [0, "f1"]])
     assert w.dependencies(2).tolist() == [0, 1]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_zero_time_finish_equals_its_twin(seed):
+    from flowsim_kernels.dag import zero_time_finish
+    from reference import zero_time_finish_reference
+
+    rng = np.random.default_rng(seed)
+    n = 500
+    deps = [sorted(set(rng.integers(0, i, size=rng.integers(0, 4)).tolist())) if i else [] for i in range(n)]
+    start = rng.choice([0.0, 1.0, 2.5], size=n)
+    delay = rng.exponential(0.3, size=n)
+    w = Workload.build([f"f{i}" for i in range(n)], ["a"] * n, ["b"] * n, [1.0] * n, start_s=start, delay_s=delay,
+                       depends_on=deps)
+    got = zero_time_finish(w.start_s, w.delay_s, w.dep_indptr, w.dep_indices)
+    assert got.tolist() == zero_time_finish_reference(start.tolist(), delay.tolist(), deps)
+    # A chain by hand: 0 starts at 1; 1 waits for it then 2 s; 2 starts at 5, after 1 (at 3) and 0.5 s.
+    chain = zero_time_finish(np.array([1.0, 0.0, 5.0]), np.array([0.0, 2.0, 0.5]), np.array([0, 0, 1, 2]),
+                             np.array([0, 1]))
+    assert chain.tolist() == [1.0, 3.0, 5.0]
+
+
+def test_zero_time_finish_refuses_a_later_dependency():
+    from flowsim_kernels.dag import zero_time_finish
+
+    with pytest.raises(ValueError, match="later flow"):
+        zero_time_finish(np.zeros(2), np.zeros(2), np.array([0, 1, 1]), np.array([1]))

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import flowsim.collectives.builders as builders_module
 import flowsim.collectives.dag as collective_dag
 from flowsim.check import parse_nccl_log
 from flowsim.collectives import (
@@ -716,6 +717,30 @@ def test_nvls_tree_trees_do_not_wait_for_each_other():
             tree = name.split(".down.")[1].split(".")[0]
             other = {"t0": "t1", "t1": "t0"}[tree]
             assert not [d for d in w.dependencies(f) if f".down.{other}." in w.names[d]], name
+
+
+@pytest.mark.parametrize("n_servers", [2, 3, 5])
+def test_nvls_tree_slices_copied_on_equal_those_laid_out_one_by_one(monkeypatch, n_servers):
+    # From the fourth slice of a chunk on, slices are copies of the one before (moved on);
+    # laying every slice out message by message (TILE_FROM_SLICE past the slices) is the twin.
+    ranks = [f"b{s}g{g}" for s in range(n_servers) for g in range(3)]
+    servers = {r: r.split("g")[0] for r in ranks}
+    switches = {f"b{s}": f"sw{s}" for s in range(n_servers)}
+    costs = CollectiveCosts(2e-6, 0.5e-6, 4e-6, 0.9, "test")
+    tiled = []
+    repeat_last = collective_dag._FlowDag.repeat_last
+    monkeypatch.setattr(collective_dag._FlowDag, "repeat_last",
+                        lambda dag, *a: tiled.append(repeat_last(dag, *a)) or tiled[-1])
+    options = {"servers": servers, "switches": switches, "channels": 2, "slices": 9, "costs": costs,
+               "tree_cap_Bps": 40e9}
+    copied = nvls_tree_all_reduce(ranks, 3 * G, **options)
+    assert tiled == [True] * 2 * 3  # every channel's every chunk
+    monkeypatch.setattr(builders_module, "TILE_FROM_SLICE", 10**9)
+    one_by_one = nvls_tree_all_reduce(ranks, 3 * G, **options)
+    for column in ("names", "src", "dst", "tags"):
+        assert getattr(copied, column) == getattr(one_by_one, column), column
+    for column in ("size_bytes", "overhead_s", "cap_Bps", "dep_indptr", "dep_indices"):
+        np.testing.assert_array_equal(getattr(copied, column), getattr(one_by_one, column), err_msg=column)
 
 
 def test_ll_ring_steps_pay_their_latency_in_the_shadow_of_the_hop_before():

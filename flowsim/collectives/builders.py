@@ -625,6 +625,12 @@ def nvls_all_gather(
     return _nvls("nvls_all_gather", "all_gather", ranks, size_bytes, switch, channels, slices, costs, model,
                  reduce=False, gather=True)
 
+#: Slices of a channel's chunk that :func:`nvls_tree_all_reduce` lays out message by message:
+#: the first has no predecessor, the second follows the first's different layout, so from
+#: the fourth on a slice is the one before moved on (checked), and the rest are copies.
+TILE_FROM_SLICE = 4
+
+
 def nvls_tree_all_reduce(
     ranks: Ranks,
     size_bytes: float,
@@ -698,7 +704,11 @@ def nvls_tree_all_reduce(
         for j in range(per_server):
             owners = [group[j] for group in groups]
             last: dict[str, int] = {}
+            unit = 0
             for k in range(n_slices):
+                if k == TILE_FROM_SLICE and dag.repeat_last(unit, n_slices - k, f"all_reduce.ch{c}.chunk{j}.sl", k - 1):
+                    break  # every later slice is the last one moved on
+                unit = len(dag)
                 label = f"ch{c}.chunk{j}.sl{k}"
                 results = []
                 for g, group in enumerate(groups):
@@ -735,6 +745,7 @@ def nvls_tree_all_reduce(
                     store = _in_order(dag, last, f"store.s{g}", label, owners[g], switch_of[g], piece, totals[g], 4, c)
                     for r in group:
                         _in_order(dag, last, f"multicast.r{index[r]}", label, switch_of[g], r, piece, [store], 5, c)
+                unit = len(dag) - unit
     return dag.workload("all_reduce")
 
 

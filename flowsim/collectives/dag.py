@@ -232,6 +232,53 @@ class _FlowDag:
         self.blocks.append(block)
         self._in_blocks += len(block.labels)
 
+    def repeat_last(self, unit: int, copies: int, head: str, number: int) -> bool:
+        """Append ``copies`` copies of the last ``unit`` messages, where these continue a
+        pattern: the ``unit`` messages before them are the same, moved ``unit`` on.
+
+        Every label of the last unit reads ``head + str(number) + rest`` (the previous unit's
+        ``head + str(number - 1) + rest``); copy ``i`` is numbered ``number + i``, its
+        dependencies into the last two units moved ``i x unit`` on, earlier ones kept. Both
+        units must have been added one by one (not in a block). Returns False, adding
+        nothing, when the last unit is not its predecessor moved on (the caller goes on
+        message by message).
+        """
+        end = len(self.labels)
+        if copies < 1 or end < 2 * unit:
+            return False
+        base = len(self) - unit
+        last, previous = slice(end - unit, end), slice(end - 2 * unit, end - unit)
+        own = head + str(number)
+        before = head + str(number - 1)
+        rests = []
+        for label, earlier in zip(self.labels[last], self.labels[previous], strict=True):
+            if not (label.startswith(own) and earlier.startswith(before)) or label[len(own):] != earlier[len(before):]:
+                return False
+            rests.append(label[len(own):])
+        for column in (self.src, self.dst, self.size, self.overhead, self.cap, self.step, self.channel):
+            if column[last] != column[previous]:
+                return False
+        for deps, earlier_deps in zip(self.deps[last], self.deps[previous], strict=True):
+            if deps != [d + unit if d >= base - 2 * unit else d for d in earlier_deps]:
+                return False
+        counts = np.fromiter(map(len, self.deps[last]), dtype=np.int64, count=unit)
+        flat = np.fromiter(itertools.chain.from_iterable(self.deps[last]), dtype=np.int64)
+        moves = (flat >= base - unit).astype(np.int64)
+        shift = np.repeat(np.arange(1, copies + 1, dtype=np.int64) * unit, flat.size)
+        self.extend_block(_Block(
+            labels=[head + str(number + i) + rest for i in range(1, copies + 1) for rest in rests],
+            src=self.src[last] * copies,
+            dst=self.dst[last] * copies,
+            size=np.tile(np.array(self.size[last], dtype=np.float64), copies),
+            overhead=np.tile(np.array(self.overhead[last], dtype=np.float64), copies),
+            cap=np.tile(np.array(self.cap[last], dtype=np.float64), copies),
+            dep_counts=np.tile(counts, copies),
+            dep_indices=np.tile(flat, copies) + shift * np.tile(moves, copies),
+            step=self.step[last] * copies,
+            channel=self.channel[last] * copies,
+        ))
+        return True
+
     def _flush(self) -> None:
         """The messages added one by one so far, as a block."""
         if not self.labels:

@@ -920,22 +920,29 @@ class _Template:
     src: tuple[str, ...]
     dst: tuple[str, ...]
     columns: dict[str, list[float]]
-    deps: tuple[tuple[int, ...], ...]
+    dep_indptr: np.ndarray
+    dep_indices: np.ndarray
     opens: tuple[int, ...]
     senders: frozenset[str]
     sinks: tuple[int, ...]
 
     @classmethod
     def of(cls, workload: Workload) -> _Template:
-        deps = tuple(tuple(workload.dependencies(i).tolist()) for i in range(len(workload)))
         src = workload.src
-        opens = tuple(i for i, own in enumerate(deps) if all(src[d] != src[i] for d in own))
+        sender = {name: i for i, name in enumerate(dict.fromkeys(src))}
+        sender_of = np.fromiter(map(sender.__getitem__, src), dtype=np.int64, count=len(src))
+        counts = np.diff(workload.dep_indptr)
+        owner = np.repeat(np.arange(len(workload), dtype=np.int64), counts)
+        # A flow opens its sender's part when it waits for nothing the same sender sends.
+        follows = np.zeros(len(workload), dtype=bool)
+        follows[owner[sender_of[workload.dep_indices] == sender_of[owner]]] = True
+        opens = tuple(np.flatnonzero(~follows).tolist())
         waited = np.zeros(len(workload), dtype=bool)
         waited[workload.dep_indices] = True
         columns = {name: getattr(workload, attr).tolist() for name, attr in _COLUMNS.items()}
         return cls(
-            workload.names, workload.src, workload.dst, columns, deps, opens, frozenset(src[i] for i in opens),
-            tuple(np.flatnonzero(~waited).tolist()),
+            workload.names, src, workload.dst, columns, workload.dep_indptr, workload.dep_indices, opens,
+            frozenset(src[i] for i in opens), tuple(np.flatnonzero(~waited).tolist()),
         )
 
 
@@ -946,13 +953,18 @@ _TAGS = ("phase", "stage", "microbatch", "bucket")
 
 
 class _Flows:
-    """The step's flows as they are laid out; every flow comes after those it waits for."""
+    """The step's flows as they are laid out; every flow comes after those it waits for.
+
+    Dependencies are kept as CSR pieces (counts and indices), one per copied collective and
+    one for the markers added one by one between them (``deps``, until the next copy)."""
 
     def __init__(self) -> None:
         self.names: list[str] = []
         self.src: list[str] = []
         self.dst: list[str] = []
         self.deps: list[list[int]] = []
+        self._dep_counts: list[np.ndarray] = []
+        self._dep_indices: list[np.ndarray] = []
         self.columns: dict[str, list[float]] = {name: [] for name in _COLUMNS}
         self.tags: dict[str, list[str]] = {key: [] for key in _TAGS}
         self._markers = 0
@@ -1005,28 +1017,47 @@ class _Flows:
         opening flows waiting for its moment in ``points`` (settled first); returns the
         copy's sinks."""
         points = {rank: self.settle(rank, p) for rank, p in points.items()}
+        self._flush_deps()
         offset = len(self.names)
         self.names.extend([f"{prefix}.{name}" for name in template.names] if prefix else template.names)
         self.src.extend(template.src)
         self.dst.extend(template.dst)
-        deps = [[offset + d for d in own] for own in template.deps]
         for name, values in template.columns.items():
             self.columns[name].extend(values)
         start = self.columns["start"]
+        counts = np.diff(template.dep_indptr)
+        at: list[int] = []  # where each opening flow's moment goes: before its own dependencies
+        joined: list[int] = []
         for i in template.opens:
             point = points.get(template.src[i])
             if point is not None:
-                deps[i] = list(point.deps) + deps[i]
+                counts[i] += len(point.deps)
+                at += [int(template.dep_indptr[i])] * len(point.deps)
+                joined += point.deps
                 start[offset + i] = max(start[offset + i], point.start_s)
-        self.deps.extend(deps)
+        self._dep_counts.append(counts)
+        self._dep_indices.append(np.insert(template.dep_indices + offset, at, joined) if at else
+                                 template.dep_indices + offset)
         for key, value in zip(_TAGS, tags, strict=True):
             self.tags[key].extend([value] * len(template.names))
         return [offset + k for k in template.sinks]
 
+    def _flush_deps(self) -> None:
+        """The markers' dependencies added since the last piece, as a piece."""
+        if self.deps:
+            self._dep_counts.append(np.fromiter(map(len, self.deps), dtype=np.int64, count=len(self.deps)))
+            self._dep_indices.append(np.fromiter(itertools.chain.from_iterable(self.deps), dtype=np.int64))
+            self.deps = []
+
     def workload(self) -> Workload:
+        self._flush_deps()
+        indptr = np.zeros(len(self.names) + 1, dtype=np.int64)
+        if self._dep_counts:
+            np.cumsum(np.concatenate(self._dep_counts), out=indptr[1:])
+        indices = np.concatenate(self._dep_indices) if self._dep_indices else np.empty(0, dtype=np.int64)
         c = self.columns
         return Workload.build(
-            self.names, self.src, self.dst, c["size"], start_s=c["start"], depends_on=self.deps,
+            self.names, self.src, self.dst, c["size"], start_s=c["start"], dependency_csr=(indptr, indices),
             delay_s=c["delay"], overhead_s=c["overhead"], weight=c["weight"], cap_Bps=c["cap"], tags=self.tags,
         )
 

@@ -436,3 +436,17 @@ def test_bad_3d_training_tables_name_the_key(training, message):
             f"layer_backward_s = 1e-3\nlayer_grad_bytes = 1e6\n{training}\n")
     with pytest.raises(InputError, match=re.escape(f"step.toml: {message}")):
         parse_scenario(text, source="step.toml")
+
+
+@pytest.mark.parametrize("algorithm", ["ring", "tree", "nvls_tree"])
+def test_a_collective_template_opens_where_its_sender_waits_for_nothing_of_its_own(algorithm):
+    # The opening flows, found at once over the CSR, against their definition flow by flow.
+    from flowsim.collectives import collective_workload
+    from flowsim.training import _Template
+
+    topology = build_cluster("dgx_h100", n_nodes=2, figure="effective")
+    w = collective_workload(topology, "all_reduce", 64 << 20, algorithm=algorithm).workload
+    template = _Template.of(w)
+    deps = [w.dependencies(i).tolist() for i in range(len(w))]
+    assert template.opens == tuple(i for i, own in enumerate(deps) if all(w.src[d] != w.src[i] for d in own))
+    assert 0 < len(template.opens) < len(w)

@@ -53,6 +53,7 @@ per-layer compute and message sizes from a model's shape.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -925,6 +926,7 @@ class _Template:
     opens: tuple[int, ...]
     senders: frozenset[str]
     sinks: tuple[int, ...]
+    opens_of: Mapping[str, np.ndarray]  # per sender, its opening flows
 
     @classmethod
     def of(cls, workload: Workload) -> _Template:
@@ -940,9 +942,13 @@ class _Template:
         waited = np.zeros(len(workload), dtype=bool)
         waited[workload.dep_indices] = True
         columns = {name: getattr(workload, attr).tolist() for name, attr in _COLUMNS.items()}
+        opens_of: dict[str, list[int]] = {}
+        for i in opens:
+            opens_of.setdefault(src[i], []).append(i)
         return cls(
             workload.names, src, workload.dst, columns, workload.dep_indptr, workload.dep_indices, opens,
-            frozenset(src[i] for i in opens), tuple(np.flatnonzero(~waited).tolist()),
+            frozenset(opens_of), tuple(np.flatnonzero(~waited).tolist()),
+            {rank: np.array(flows, dtype=np.int64) for rank, flows in opens_of.items()},
         )
 
 
@@ -978,10 +984,13 @@ class _Flows:
         self.src.append(rank)
         self.dst.append(rank)
         self.deps.append(list(point.deps))
-        values = {"size": 0.0, "start": point.start_s, "delay": point.delay_s, "overhead": 0.0, "weight": 1.0,
-                  "cap": np.inf}
-        for column, value in values.items():
-            self.columns[column].append(value)
+        columns = self.columns
+        columns["size"].append(0.0)
+        columns["start"].append(point.start_s)
+        columns["delay"].append(point.delay_s)
+        columns["overhead"].append(0.0)
+        columns["weight"].append(1.0)
+        columns["cap"].append(math.inf)
         for key, tag in zip(_TAGS, tags, strict=True):
             self.tags[key].append(tag)
         return len(self.names) - 1
@@ -1026,18 +1035,28 @@ class _Flows:
             self.columns[name].extend(values)
         start = self.columns["start"]
         counts = np.diff(template.dep_indptr)
-        at: list[int] = []  # where each opening flow's moment goes: before its own dependencies
-        joined: list[int] = []
-        for i in template.opens:
-            point = points.get(template.src[i])
-            if point is not None:
-                counts[i] += len(point.deps)
-                at += [int(template.dep_indptr[i])] * len(point.deps)
-                joined += point.deps
-                start[offset + i] = max(start[offset + i], point.start_s)
+        # Each opening flow's moment goes before its own dependencies: at its row's start, in
+        # the flows' order where rows without dependencies share a start.
+        at, flows, joined = [], [], []
+        for rank, point in points.items():
+            opening = template.opens_of.get(rank)
+            if opening is None:
+                continue
+            if point.deps:
+                counts[opening] += len(point.deps)
+                at.append(np.repeat(template.dep_indptr[opening], len(point.deps)))
+                flows.append(np.repeat(opening, len(point.deps)))
+                joined.append(np.tile(np.array(point.deps, dtype=np.int64), opening.size))
+            if point.start_s > 0:
+                for i in opening.tolist():
+                    start[offset + i] = max(start[offset + i], point.start_s)
+        moved = template.dep_indices + offset
         self._dep_counts.append(counts)
-        self._dep_indices.append(np.insert(template.dep_indices + offset, at, joined) if at else
-                                 template.dep_indices + offset)
+        if at:
+            where = np.concatenate(at)
+            order = np.lexsort((np.concatenate(flows), where))  # stable: a moment's deps keep their order
+            moved = np.insert(moved, where[order], np.concatenate(joined)[order])
+        self._dep_indices.append(moved)
         for key, value in zip(_TAGS, tags, strict=True):
             self.tags[key].extend([value] * len(template.names))
         return [offset + k for k in template.sinks]

@@ -198,3 +198,15 @@ def zero_time_finish_reference(start, delay, depends_on):
     for s, deps, d in zip(start, depends_on, delay):
         end.append(max(s, max(end[k] for k in deps) + d) if deps else s)
     return end
+
+
+def placed_dependencies_reference(template, offset, points):
+    """The dependencies of a collective copied into a training step at ``offset``, flow by
+    flow: each flow's own (moved on), its sender's moment first where it opens the sender's
+    part; the twin of ``flowsim.training._Flows.place``, which inserts them at once."""
+    deps = []
+    for i in range(len(template.names)):
+        own = [offset + int(d) for d in template.dep_indices[template.dep_indptr[i]:template.dep_indptr[i + 1]]]
+        point = points.get(template.src[i])
+        deps.append(list(point.deps) + own if point is not None and i in template.opens else own)
+    return deps

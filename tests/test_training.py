@@ -450,3 +450,25 @@ def test_a_collective_template_opens_where_its_sender_waits_for_nothing_of_its_o
     deps = [w.dependencies(i).tolist() for i in range(len(w))]
     assert template.opens == tuple(i for i, own in enumerate(deps) if all(w.src[d] != w.src[i] for d in own))
     assert 0 < len(template.opens) < len(w)
+
+
+@pytest.mark.parametrize("algorithm", ["ring", "nvls_tree"])
+def test_a_placed_collective_waits_for_its_senders_moments_as_its_twin_says(algorithm):
+    from flowsim.collectives import collective_workload
+    from flowsim.training import _Flows, _Point, _Template
+    from reference import placed_dependencies_reference
+
+    topology = build_cluster("dgx_h100", n_nodes=2, figure="effective")
+    w = collective_workload(topology, "all_reduce", 64 << 20, algorithm=algorithm).workload
+    template = _Template.of(w)
+    flows = _Flows()
+    senders = sorted(template.senders)
+    before = [flows.marker(rank, _Point(), ("compute", "", "", "")) for rank in senders]
+    # Senders in another order than the flows', each with two moments (one its own marker).
+    points = {rank: _Point((before[k], before[k - 1]), 0.0, 0.0) for k, rank in reversed(list(enumerate(senders)))}
+    offset = len(flows.names)
+    flows.place(template, "", points, ("tp", "", "", ""))
+    placed = flows.workload()
+    expected = placed_dependencies_reference(template, offset, points)
+    assert [placed.dependencies(offset + i).tolist() for i in range(len(w))] == expected
+    assert any(template.dep_indptr[i] == template.dep_indptr[i + 1] for i in template.opens)  # rows without own deps

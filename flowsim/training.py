@@ -926,7 +926,8 @@ class _Template:
     opens: tuple[int, ...]
     senders: frozenset[str]
     sinks: tuple[int, ...]
-    opens_of: Mapping[str, np.ndarray]  # per sender, its opening flows
+    open_senders: tuple[str, ...]  # the senders with opening flows
+    open_sender: np.ndarray  # per opening flow (in ``opens`` order), its sender's position there
 
     @classmethod
     def of(cls, workload: Workload) -> _Template:
@@ -942,13 +943,11 @@ class _Template:
         waited = np.zeros(len(workload), dtype=bool)
         waited[workload.dep_indices] = True
         columns = {name: getattr(workload, attr).tolist() for name, attr in _COLUMNS.items()}
-        opens_of: dict[str, list[int]] = {}
-        for i in opens:
-            opens_of.setdefault(src[i], []).append(i)
+        position = {rank: k for k, rank in enumerate(dict.fromkeys(src[i] for i in opens))}
         return cls(
             workload.names, src, workload.dst, columns, workload.dep_indptr, workload.dep_indices, opens,
-            frozenset(opens_of), tuple(np.flatnonzero(~waited).tolist()),
-            {rank: np.array(flows, dtype=np.int64) for rank, flows in opens_of.items()},
+            frozenset(position), tuple(np.flatnonzero(~waited).tolist()), tuple(position),
+            np.array([position[src[i]] for i in opens], dtype=np.int64),
         )
 
 
@@ -1035,27 +1034,26 @@ class _Flows:
             self.columns[name].extend(values)
         start = self.columns["start"]
         counts = np.diff(template.dep_indptr)
-        # Each opening flow's moment goes before its own dependencies: at its row's start, in
-        # the flows' order where rows without dependencies share a start.
-        at, flows, joined = [], [], []
-        for rank, point in points.items():
-            opening = template.opens_of.get(rank)
-            if opening is None:
-                continue
-            if point.deps:
-                counts[opening] += len(point.deps)
-                at.append(np.repeat(template.dep_indptr[opening], len(point.deps)))
-                flows.append(np.repeat(opening, len(point.deps)))
-                joined.append(np.tile(np.array(point.deps, dtype=np.int64), opening.size))
-            if point.start_s > 0:
-                for i in opening.tolist():
-                    start[offset + i] = max(start[offset + i], point.start_s)
         moved = template.dep_indices + offset
+        moments = [points.get(rank) for rank in template.open_senders]
+        n_deps = np.array([len(p.deps) if p is not None else 0 for p in moments], dtype=np.int64)
+        if n_deps.any():
+            # Each opening flow's moment goes before its own dependencies (flows in order, so
+            # the insertion points do not fall back): its sender's deps, one after another.
+            opens = np.array(template.opens, dtype=np.int64)
+            lens = n_deps[template.open_sender]
+            counts[opens] += lens
+            joined = np.array([d for p in moments if p is not None for d in p.deps], dtype=np.int64)
+            first = (np.cumsum(n_deps) - n_deps)[template.open_sender]
+            within = np.arange(int(lens.sum()), dtype=np.int64) - np.repeat(np.cumsum(lens) - lens, lens)
+            at = np.repeat(template.dep_indptr[opens], lens)
+            moved = np.insert(moved, at, joined[np.repeat(first, lens) + within])
+        for k, point in enumerate(moments):
+            if point is not None and point.start_s > 0:
+                for i in np.flatnonzero(template.open_sender == k).tolist():
+                    flow = offset + template.opens[i]
+                    start[flow] = max(start[flow], point.start_s)
         self._dep_counts.append(counts)
-        if at:
-            where = np.concatenate(at)
-            order = np.lexsort((np.concatenate(flows), where))  # stable: a moment's deps keep their order
-            moved = np.insert(moved, where[order], np.concatenate(joined)[order])
         self._dep_indices.append(moved)
         for key, value in zip(_TAGS, tags, strict=True):
             self.tags[key].extend([value] * len(template.names))
@@ -1074,7 +1072,8 @@ class _Flows:
         if self._dep_counts:
             np.cumsum(np.concatenate(self._dep_counts), out=indptr[1:])
         indices = np.concatenate(self._dep_indices) if self._dep_indices else np.empty(0, dtype=np.int64)
-        c = self.columns
+        n = len(self.names)
+        c = {name: np.fromiter(values, dtype=np.float64, count=n) for name, values in self.columns.items()}
         return Workload.build(
             self.names, self.src, self.dst, c["size"], start_s=c["start"], dependency_csr=(indptr, indices),
             delay_s=c["delay"], overhead_s=c["overhead"], weight=c["weight"], cap_Bps=c["cap"], tags=self.tags,

@@ -181,7 +181,16 @@ def ring_steps_reference(dag, orders, chunk_bytes, n_steps, slices, ready, phase
                     deps = [flow[s - 1, (p - 1) % n, k]] if s else list(ready.get(src, ()))
                     label = f"{phase}ch{c}.step{s}.r{rank_index[src]}.sl{k}"
                     previous = flow[s, p, k - 1] if k else flow[s - 1, p, slices - 1] if s else None
-                    if previous is None:
+                    sender = dag.proxy(src, dst) or src  # across servers, the rank on dst's rail
+                    if sender != src:  # a .due message at src, then the piece from the proxy
+                        if previous is None:
+                            flow[s, p, k] = dag.add(label, sender, dst, piece, deps, s, c)
+                        else:
+                            due = dag.add(label + ".due", src, src, 0.0, deps, s, c,
+                                          step_latency_s=dag.step_latency(src, dst))
+                            flow[s, p, k] = dag.add(label, sender, dst, piece, [due, previous], s, c,
+                                                    step_latency_s=0.0)
+                    elif previous is None:
                         flow[s, p, k] = dag.add(label, src, dst, piece, deps, s, c)
                     else:
                         flow[s, p, k] = dag.after(label, src, dst, piece, deps, previous, s, c,

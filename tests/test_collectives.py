@@ -759,11 +759,12 @@ def test_ll_ring_steps_pay_their_latency_in_the_shadow_of_the_hop_before():
     assert run(ring_topology(), all_reduce(RANKS, 4 * G, slices=2, costs=simple)).makespan_s == pytest.approx(9.0)
 
 
+@pytest.mark.parametrize("rails", [None, {"a0": 0, "a1": 1, "a2": 2, "b0": 0, "b1": 1}], ids=["own_nic", "rails"])
 @pytest.mark.parametrize("streams", [False, True])
 @pytest.mark.parametrize(
     ("n_steps", "slices", "ready"), [(1, 2, {"a2": [1]}), (7, 1, {}), (14, 3, {}), (3, 2, {"a1": [0], "b0": [0, 1]})]
 )
-def test_the_ring_laid_out_at_once_equals_its_twin_message_by_message(streams, n_steps, slices, ready):
+def test_the_ring_laid_out_at_once_equals_its_twin_message_by_message(streams, n_steps, slices, ready, rails):
     from reference import ring_steps_reference
 
     costs = CollectiveCosts(base_s=7e-6, intra_step_s=0.6e-6, inter_step_s=5e-6, wire_efficiency=0.9375,
@@ -772,7 +773,7 @@ def test_the_ring_laid_out_at_once_equals_its_twin_message_by_message(streams, n
     orders = [("a0", "a1", "a2", "b0", "b1"), ("a2", "a0", "a1", "b1", "b0")]
     dags = []
     for build in (collective_dag._ring, ring_steps_reference):
-        dag = collective_dag._FlowDag("all_reduce", costs, servers)
+        dag = collective_dag._FlowDag("all_reduce", costs, servers, rails=rails)
         for i in range(2):  # messages already there (the ``ready`` ones) keep their numbers
             dag.add(f"before{i}", "a0", "a1", 1.0, [], 0, 0)
         done = build(dag, orders, 3e6, n_steps, slices, ready, "rs.")
@@ -785,3 +786,10 @@ def test_the_ring_laid_out_at_once_equals_its_twin_message_by_message(streams, n
     for column in ("size_bytes", "overhead_s", "cap_Bps", "dep_indptr", "dep_indices"):
         np.testing.assert_array_equal(getattr(fast, column), getattr(slow, column), err_msg=column)
     assert len(fast) > len(orders) * n_steps * 5 * slices  # .due messages across servers
+    # Channel 0: a2 -> b0 leaves through a0 and b1 -> a0 through b0 when rails are given;
+    # channel 1: a1 -> b1 is on rail 1, b0 -> a2 direct (server b has no rail 2).
+    crossing = {(fast.src[i], fast.dst[i]) for i in range(len(fast)) if fast.src[i][0] != fast.dst[i][0]}
+    if rails:
+        assert crossing == {("a0", "b0"), ("b0", "a0"), ("a1", "b1"), ("b0", "a2")}
+    else:
+        assert crossing == {("a2", "b0"), ("b1", "a0"), ("a1", "b1"), ("b0", "a2")}

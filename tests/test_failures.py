@@ -205,9 +205,10 @@ def test_failing_one_nic_doubles_a_ring_all_reduce_as_worked_out_by_hand():
     #
     # Layout: NCCL runs 16 channels; flowsim lays them out as 8 lanes, one per rail, lane c
     # the ring that rotates each server's GPUs by c (n0.gpu c .. n0.gpu c-1, n1.gpu c ..
-    # n1.gpu c-1): it leaves n0 from GPU c-1 through NIC c-1 and enters n0 at GPU c through
-    # NIC c. A lane carries S/8; each of its hops carries 2(n-1) = 30 chunks of S/(8 x 16):
-    # 30 x 8 MiB = 251,658,240 bytes.
+    # n1.gpu c-1): it enters each server at GPU c through NIC c and leaves it on the same
+    # rail, as NCCL's rings do (NET c -> GPU c -> ... -> GPU c-1 -> NET c): the hop from
+    # GPU c-1 is sent from GPU c through NIC c. A lane carries S/8; each of its hops carries
+    # 2(n-1) = 30 chunks of S/(8 x 16): 30 x 8 MiB = 251,658,240 bytes.
     #
     # Every NIC up: NCCL's search fits 8 channels at 48 GB/s (one per NIC), a bus bandwidth
     # of 384 GB/s over 16 channels: 24 GB/s each, 48 GB/s for a lane of two channels. Each
@@ -215,9 +216,9 @@ def test_failing_one_nic_doubles_a_ring_all_reduce_as_worked_out_by_hand():
     # (336 < 370.8). Every hop runs at 48 GB/s.
     #
     # n0.nic3 failed: n0.gpu3 leaves through n0.nic0 (pcie3, cpu0, pcie0: the nearest NIC of
-    # the InfiniBand network, nic1 and nic2 as near, nic0 the lowest). n0.nic0 now sends
-    # lanes 1 (from gpu0) and 4 (from gpu3) and receives lanes 0 (to gpu0) and 3 (to gpu3);
-    # so does PCIe link pcie0 <-> nic0. NCCL's search (docs/hardware.md §7.4): at 48 GB/s
+    # the InfiniBand network, nic1 and nic2 as near, nic0 the lowest), so it is on rail 0.
+    # n0.nic0 now receives lanes 0 (to gpu0) and 3 (to gpu3, sent from n1's rail 0, n1.gpu0);
+    # lane 3 leaves n0 from gpu2 through nic2 (n0 has no GPU on rail 3 any more). NCCL's search (docs/hardware.md §7.4): at 48 GB/s
     # nic0 holds 48 / (48 x 2/8) = 4 channels, 4 x 48 = 192, which no slower speed beats down
     # to 24 (8 x 24 = 192) before the next (22) falls under .49 of 48; duplicated (Hopper,
     # not more than 4 channels) to 8 channels at 24; 8 at 30 do not fit nic0. Bus bandwidth
@@ -226,21 +227,21 @@ def test_failing_one_nic_doubles_a_ring_all_reduce_as_worked_out_by_hand():
     #
     # Latency, the same in both: the last hops to finish cross the network, after NCCL's
     # base latency for ring/Simple (8.4 us), one network step (hwLat NET ring/Simple 14 us,
-    # docs/hardware.md §7.3) and the route's three switch hops (NIC -> leaf -> spine -> leaf,
-    # 150 ns each: the hop leaves rail c-1 and enters rail c). The chains of 30 step
-    # latencies beside them (under 0.2 ms) finish earlier.
+    # docs/hardware.md §7.3) and the route's one switch hop (NIC -> rail leaf -> NIC, 150 ns:
+    # the hop stays on its rail). The chains of 30 step latencies beside them (under 0.2 ms)
+    # finish earlier.
     hop_bytes = 30 * GiB / (8 * 16)
-    latency = 8.4e-6 + 14e-6 + 3 * 150e-9
+    latency = 8.4e-6 + 14e-6 + 150e-9
     healthy = run_scenario(_scenario())
     broken = run_scenario(_scenario('fail = ["n0.nic3"]'))
     assert healthy.result.makespan_s == pytest.approx(latency + hop_bytes / 48e9, rel=1e-9)
     assert broken.result.makespan_s == pytest.approx(latency + hop_bytes / 24e9, rel=1e-9)
-    # The rerouted hops: lanes 1 and 4 leave n0 through nic0, and nothing touches nic3.
+    # The rerouted hops: lanes 0 and 3 reach n0 through nic0, and nothing touches nic3.
     t, w, routes = broken.scenario.topology, broken.scenario.workload, broken.routes
-    uplink = t.link_id("n0.nic0->ib.su0.rail0")
-    through = sorted(f"{w.src[f]}->{w.dst[f]}" for f in range(len(w)) if w.size_bytes[f] > 0
-                     and uplink in routes.route(f).tolist())
-    assert through == ["n0.gpu0->n1.gpu1", "n0.gpu3->n1.gpu4"]
+    downlink = t.link_id("ib.su0.rail0->n0.nic0")
+    through = sorted({f"{w.src[f]}->{w.dst[f]}" for f in range(len(w)) if w.size_bytes[f] > 0
+                      and downlink in routes.route(f).tolist()})
+    assert through == ["n1.gpu0->n0.gpu0", "n1.gpu0->n0.gpu3"]
     assert not any("nic3" in name for name in t.link_names if name.startswith("n0."))
     assert broken.scenario.failures == "4 links removed, 0 slowed, n0.gpu3 leaves through n0.nic0 (was n0.nic3)"
     assert healthy.scenario.failures == ""
@@ -367,17 +368,17 @@ def _collective_row(capsys, *options: str) -> tuple[str, list[str]]:
 
 def test_collective_fail_and_degrade_options_give_the_hand_worked_ring_times(capsys):
     # The streamed 1 GiB ring of test_failing_one_nic_doubles_a_ring_all_reduce_as_worked_out_by_hand:
-    # 8.4 + 14 + 0.45 us of latency plus 251,658,240 bytes per hop at 48 GB/s (every NIC up)
-    # = 5265.73 us, or at 24 GB/s = 10508.61 us. A NIC at half speed (24 GB/s): NCCL's search
+    # 8.4 + 14 + 0.15 us of latency plus 251,658,240 bytes per hop at 48 GB/s (every NIC up)
+    # = 5265.43 us, or at 24 GB/s = 10508.31 us. A NIC at half speed (24 GB/s): NCCL's search
     # finds the same 8 channels at 24 GB/s as with its GPU moved to nic0, and the hops that
     # cross it run at 24 GB/s.
     title, healthy = _collective_row(capsys)
-    assert healthy[8] == "5265.73" and "failures" not in title
+    assert healthy[8] == "5265.43" and "failures" not in title
     title, failed = _collective_row(capsys, "--fail", "n0.nic3")
-    assert failed[8] == "10508.61"
+    assert failed[8] == "10508.31"
     assert title.endswith("; failures: 4 links removed, 0 slowed, n0.gpu3 leaves through n0.nic0 (was n0.nic3)")
     title, slowed = _collective_row(capsys, "--degrade", "n0.nic3=0.5")
-    assert slowed[8] == "10508.61" and title.endswith("; failures: 0 links removed, 4 slowed")
+    assert slowed[8] == "10508.31" and title.endswith("; failures: 0 links removed, 4 slowed")
 
 
 @pytest.mark.parametrize(

@@ -54,6 +54,7 @@ from flowsim.collectives.costs import CollectiveCosts, nvls_costs, pat_costs
 from flowsim.collectives.dag import (
     MAX_PIPELINE_SLICES,
     MAX_RING_SLICES,
+    Rails,
     Ranks,
     Servers,
     _chain,
@@ -87,6 +88,7 @@ def all_reduce(
     slices: int | None = None,
     orders: Sequence[Ranks] | None = None,
     servers: Servers = None,
+    rails: Rails = None,
     costs: CollectiveCosts | None = None,
     model: str = "auto",
 ) -> Workload:
@@ -108,6 +110,11 @@ def all_reduce(
     servers : mapping of str to hashable, optional
         Server of each rank, to charge inter-server messages the network step latency
         (default: all ranks in one server).
+    rails : mapping of str to hashable, optional
+        Rail of each rank (its NIC, numbered alike on every server). A hop between servers
+        from a rank to one on another rail leaves through the sender's server's rank on the
+        receiver's rail, as NCCL's rings do (:meth:`~flowsim.collectives.dag._FlowDag.proxy`):
+        each piece is first handed to it (``....pxn``). Default: hops leave from their sender.
     costs : CollectiveCosts, optional
         Default: :func:`nccl_costs` ``("ring", "simple", "nvlink")``.
     model : {"auto", "steps", "stream"}
@@ -147,6 +154,7 @@ def all_reduce(
         servers=servers,
         costs=costs,
         model=model,
+        rails=rails,
     )
 
 
@@ -158,6 +166,7 @@ def reduce_scatter(
     slices: int | None = None,
     orders: Sequence[Ranks] | None = None,
     servers: Servers = None,
+    rails: Rails = None,
     costs: CollectiveCosts | None = None,
     model: str = "auto",
 ) -> Workload:
@@ -174,6 +183,7 @@ def reduce_scatter(
         servers=servers,
         costs=costs,
         model=model,
+        rails=rails,
     )
 
 
@@ -185,6 +195,7 @@ def all_gather(
     slices: int | None = None,
     orders: Sequence[Ranks] | None = None,
     servers: Servers = None,
+    rails: Rails = None,
     costs: CollectiveCosts | None = None,
     model: str = "auto",
 ) -> Workload:
@@ -201,6 +212,7 @@ def all_gather(
         servers=servers,
         costs=costs,
         model=model,
+        rails=rails,
     )
 
 
@@ -785,8 +797,8 @@ class Algorithm:
         return "orders" in self.options
 
 
-_RING = frozenset({"channels", "slices", "orders", "servers"})
-_CHAIN = _RING | {"root"}
+_RING = frozenset({"channels", "slices", "orders", "servers", "rails"})
+_CHAIN = frozenset({"channels", "slices", "orders", "servers", "root"})
 
 #: Every algorithm of every collective, keyed by (collective, algorithm); the first listed
 #: for a collective is its default.

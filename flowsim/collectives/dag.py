@@ -73,6 +73,8 @@ STEP_MESSAGE_LIMIT = 4_000_000
 
 Ranks = Sequence[str]
 Servers = Mapping[str, Hashable] | None
+#: Each rank's rail (the NIC it leaves its server through, numbered alike on every server).
+Rails = Mapping[str, Hashable] | None
 
 
 @dataclass(frozen=True)
@@ -100,11 +102,23 @@ class _FlowDag:
     :class:`_Block` whenever a block follows them, so flow indices stay in the order added.
     """
 
-    def __init__(self, name: str, costs: CollectiveCosts, servers: Servers, model: str = "steps") -> None:
+    def __init__(
+        self, name: str, costs: CollectiveCosts, servers: Servers, model: str = "steps", rails: Rails = None
+    ) -> None:
         self.name = name
         self.costs = costs
         self.servers = _check_servers(servers, name)
         self.model = model
+        self.rails = rails
+        self._on_rail: dict[tuple[Hashable, Hashable], str] = {}
+        if rails is not None:
+            if not isinstance(rails, Mapping):
+                raise InputError(
+                    f"{name}: rails must map each rank name to its rail (a dict), got {type(rails).__name__}"
+                )
+            if self.servers is not None:
+                for rank, rail in rails.items():
+                    self._on_rail.setdefault((self._server(self.servers, rank), rail), rank)
         self.labels: list[str] = []
         self.src: list[str] = []
         self.dst: list[str] = []
@@ -136,6 +150,26 @@ class _FlowDag:
             crosses = servers is not None and self._server(servers, src) != self._server(servers, dst)
             self._crosses[src, dst] = crosses
         return crosses
+
+    def proxy(self, src: str, dst: str) -> str | None:
+        """The rank a ring hop from ``src`` to ``dst`` leaves its server through, where that
+        is not ``src``: the rank of ``src``'s server on ``dst``'s rail. NCCL lays a ring out as
+        ``NET n -> GPU a -> ... -> GPU x -> NET n`` ([NCCL] src/graph/search.cc, crossNic 0
+        tried first), leaving through the NIC it came in by, on one rail; GPU x hands its data
+        to that NIC over PCIe or through the NIC's own GPU (PXN). flowsim sends the hop from
+        that GPU and does not charge the hand-over: it takes PCIe where GPU x shares the NIC's
+        switch, and NVLink has room for it beside a ring held to the NICs (the effective NVLink
+        rate, NCCL's ring constant, would bind it falsely). None inside a server, without
+        ``rails``, when ``src`` is on ``dst``'s rail or its server has no rank there."""
+        if self.rails is None or self.servers is None or not self.crosses_servers(src, dst):
+            return None
+        try:
+            rail = self.rails[dst]
+            if self.rails[src] == rail:
+                return None
+        except KeyError as err:
+            raise InputError(f"collective {self.name!r}: rank {err.args[0]!r} has no rail in `rails`") from None
+        return self._on_rail.get((self._server(self.servers, src), rail))
 
     def step_latency(self, src: str, dst: str) -> float:
         """The per-step latency of a message from ``src`` to ``dst``: inter- or intra-server."""
@@ -415,6 +449,8 @@ def _ring(
         dst = [order[(p + 1) % n] for p in range(n)]
         crosses = np.array([dag.crosses_servers(a, b) for a, b in zip(src, dst, strict=True)], dtype=bool)
         latency = np.where(crosses, costs.inter_step_s, costs.intra_step_s)
+        # A hop between servers leaves through the rank on the receiver's rail (NCCL's PXN).
+        senders = [q or a for q, a in zip((dag.proxy(a, b) for a, b in zip(src, dst, strict=True)), src, strict=True)]
         # Per (step, rank, slice) in the order messages are added: does a .due message come first?
         due = np.broadcast_to((crosses | costs.streams)[None, :, None], (n_steps, n, slices)).copy()
         due[0, :, 0] = False  # the first message of a hop follows nothing
@@ -427,10 +463,11 @@ def _ring(
         heads = [
             [f"{dag.name}.{phase}ch{c}.step{s}.r{rank_index[src[p]]}.sl" for p in range(n)] for s in range(n_steps)
         ]
-        _ring_first_step(dag, c, src, dst, heads[0], latency, due[0], previous[0], ready, payload)
+        _ring_first_step(dag, c, src, dst, senders, heads[0], latency, due[0], previous[0], ready, payload)
         if n_steps > 1:
             dag.extend_block(_ring_later_steps(
-                c, src, dst, heads[1:], latency, due[1:], received[:-1], previous[1:], payload, int(first[1, 0, 0])
+                c, src, dst, senders, heads[1:], latency, due[1:], received[:-1], previous[1:], payload,
+                int(first[1, 0, 0]),
             ))
         last = message[n_steps - 1]
         for p in range(n):
@@ -443,6 +480,7 @@ def _ring_first_step(
     channel: int,
     src: list[str],
     dst: list[str],
+    senders: list[str],
     heads: list[str],
     latency: np.ndarray,
     due: np.ndarray,
@@ -452,13 +490,14 @@ def _ring_first_step(
 ) -> None:
     """Step 0 of one channel of :func:`_ring` (``due``, ``previous``: its ``[rank, slice]``
     planes), message by message: each rank's first slice waits for its ``ready`` messages
-    (or pays the base latency), the later slices follow it on the hop."""
+    (or pays the base latency), the later slices follow it on the hop. ``senders[p]`` sends
+    hop ``p``'s pieces: ``src[p]``, or across servers the rank on the receiver's rail."""
     costs = dag.costs
     labels: list[str] = []
     deps: list[list[int]] = []
     overhead: list[float] = []
     sizes: list[float] = []
-    senders: list[str] = []
+    from_: list[str] = []
     receivers: list[str] = []
     for p, head in enumerate(heads):
         before = list(ready.get(src[p], ()))
@@ -470,29 +509,30 @@ def _ring_first_step(
                 deps.append(before)
                 overhead.append(hop_latency if before else hop_latency + costs.base_s)
                 sizes.append(payload)
-                senders.append(src[p])
+                from_.append(senders[p])
                 receivers.append(dst[p])
             elif due[p, k]:
                 labels += (label + ".due", label)
                 deps += (before, [len(dag) + len(labels) - 2, int(previous[p, k])])
                 overhead += (hop_latency if before else hop_latency + costs.base_s, 0.0)
                 sizes += (0.0, payload)
-                senders += (src[p], src[p])
+                from_ += (src[p], senders[p])
                 receivers += (src[p], dst[p])
             else:
                 labels.append(label)
                 deps.append([*before, int(previous[p, k])])
                 overhead.append(hop_latency)
                 sizes.append(payload)
-                senders.append(src[p])
+                from_.append(senders[p])
                 receivers.append(dst[p])
-    dag.extend(labels, senders, receivers, sizes, deps, overhead, ["0"] * len(labels), str(channel))
+    dag.extend(labels, from_, receivers, sizes, deps, overhead, ["0"] * len(labels), str(channel))
 
 
 def _ring_later_steps(
     channel: int,
     src: list[str],
     dst: list[str],
+    senders: list[str],
     heads: list[list[str]],
     latency: np.ndarray,
     due: np.ndarray,
@@ -503,7 +543,8 @@ def _ring_later_steps(
 ) -> _Block:
     """Steps 1 onwards of one channel of :func:`_ring` as columns, their first message
     numbered ``start``: ``due``, ``received`` (the message each piece waits for) and
-    ``previous`` (the one it follows on the hop) indexed ``[step - 1, rank, slice]``.
+    ``previous`` (the one it follows on the hop) indexed ``[step - 1, rank, slice]``;
+    ``senders`` as :func:`_ring_first_step`.
 
     A piece with a ``.due`` message is two messages: the ``.due`` one (at the sender, zero
     bytes, paying the hop's step latency once the received piece is in) and the piece
@@ -524,13 +565,13 @@ def _ring_later_steps(
     after_due = has_due[piece] & ~is_due
     pairs = np.stack([np.where(after_due, index - 1, received.reshape(-1)[piece]), previous.reshape(-1)[piece]], axis=1)
     keep = np.stack([np.ones(piece.size, dtype=bool), ~is_due], axis=1)
-    names = np.array(src + dst, dtype=object)
+    names = np.array(src + dst + senders, dtype=object)
     labels = np.array([h + str(k) for row in heads for h in row for k in range(slices)], dtype=object)[piece]
     labels[is_due] = [label + ".due" for label in labels[is_due].tolist()]
     step_names = np.array([str(s) for s in range(1, n_later + 1)], dtype=object)
     return _Block(
         labels=labels.tolist(),
-        src=names[rank].tolist(),
+        src=names[np.where(is_due, rank, 2 * n + rank)].tolist(),
         dst=names[np.where(is_due, rank, n + rank)].tolist(),
         size=np.where(is_due, 0.0, payload),
         overhead=np.where(after_due, 0.0, latency[rank]),
@@ -618,9 +659,11 @@ def _stream_ring(
             deps = list(ready.get(src, ()))
             label = f"{phase}ch{c}.stream.r{p}"
             serial = 1 if dag.ring_latency_overlaps(src, dst) else n_steps * slices
-            done[dst].append(dag.add(label, src, dst, n_steps * chunk_bytes, deps, steps, c,
+            sender = dag.proxy(src, dst) or src  # across servers, the rank on dst's rail (PXN)
+            done[dst].append(dag.add(label, sender, dst, n_steps * chunk_bytes, deps, steps, c,
                                      step_latency_s=serial * float(hop[p])))
-            done[dst].append(dag.add(f"{label}.chain", src, dst, 0.0, deps, steps, c, step_latency_s=float(chain[p])))
+            done[dst].append(dag.add(f"{label}.chain", sender, dst, 0.0, deps, steps, c,
+                                     step_latency_s=float(chain[p])))
     return done
 
 
@@ -885,6 +928,7 @@ def _ring_collective(
     servers: Servers,
     costs: CollectiveCosts | None,
     model: str,
+    rails: Rails = None,
 ) -> Workload:
     ranks, size, channels, costs = _prepare(what, ranks, size_bytes, channels, costs, "ring")
     n = len(ranks)
@@ -892,7 +936,7 @@ def _ring_collective(
     orders = _check_orders(orders, ranks, channels, what)
     n_slices = _slices(slices, chunk, what, MAX_RING_SLICES)
     model = _model(model, channels * n_steps(n) * n * n_slices, what)
-    dag = _FlowDag(what, costs, servers, model)
+    dag = _FlowDag(what, costs, servers, model, rails)
     if model == "stream":
         _stream_ring(dag, orders, chunk, n_steps(n), {}, "", n_slices)
     else:

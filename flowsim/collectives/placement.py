@@ -160,6 +160,23 @@ def _distinct_rings(topology: Topology, ranks: Sequence[str], servers: dict[str,
     return _default_channels(topology, ranks, servers)
 
 
+def _rails(topology: Topology, ranks: Sequence[str], servers: dict[str, str]) -> dict[str, int] | None:
+    """Each rank's rail: the place of the NIC it leaves through among its server's NICs (by
+    node id, failed ones included), the same for the same NIC of every server built alike;
+    None where a rank has no NIC."""
+    ids = topology.node_ids(ranks)
+    nics = topology.node_nic[ids]
+    if (nics < 0).any():
+        return None
+    server_ids = topology.node_server[ids]
+    is_nic = topology.node_kind == NodeKind.NIC
+    place = {
+        int(server): {int(nic): i for i, nic in enumerate(np.flatnonzero(is_nic & (topology.node_server == server)))}
+        for server in np.unique(server_ids)
+    }
+    return {rank: place[int(server)][int(nic)] for rank, server, nic in zip(ranks, server_ids, nics, strict=True)}
+
+
 def _ring_orders(
     topology: Topology, ranks: Sequence[str], servers: dict[str, str], channels: int | None
 ) -> list[tuple[str, ...]]:
@@ -443,6 +460,10 @@ def collective_workload(
         # chain has its head, which talks to the other servers, on the next NIC.
         first = [r for r in ranks if topology_servers[r] == topology_servers[ranks[0]]]
         options["offsets"] = nic_spread_offsets(topology.node_nic[topology.node_ids(first)].tolist())
+    if "rails" in entry.options and len(set(topology_servers.values())) > 1 \
+            and not _mesh_orders(topology, ranks, topology_servers):
+        # NCCL's rings leave a server through the NIC they came in by (src/graph/search.cc).
+        options["rails"] = _rails(topology, ranks, topology_servers)
     nvlink = ""
     if "switch" in entry.options:
         if len(set(topology_servers.values())) != 1:

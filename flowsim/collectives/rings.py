@@ -21,7 +21,8 @@ def rotated_rings(
     (by ``c`` by default; ``offsets`` repeat when there are more channels).
 
     Across servers, a channel rotated by ``k`` enters a server at its local rank ``k`` and
-    leaves it from local rank ``k - 1``: with one NIC per GPU, rotating by ``c`` spreads the
+    leaves it from local rank ``k - 1`` (which hands its hop to local rank ``k``'s NIC where
+    the builder is given ``rails``): with one NIC per GPU, rotating by ``c`` spreads the
     inter-server hops over all rails, as NCCL's channels do; :func:`nic_spread_offsets` gives
     the rotations that do so where GPUs share NICs.
 

@@ -113,8 +113,9 @@ def all_reduce(
     rails : mapping of str to hashable, optional
         Rail of each rank (its NIC, numbered alike on every server). A hop between servers
         from a rank to one on another rail leaves through the sender's server's rank on the
-        receiver's rail, as NCCL's rings do (:meth:`~flowsim.collectives.dag._FlowDag.proxy`):
-        each piece is first handed to it (``....pxn``). Default: hops leave from their sender.
+        receiver's rail, as NCCL's rings do (:meth:`~flowsim.collectives.dag._FlowDag.proxy`,
+        docs/hardware.md §7.4): that rank sends the hop's pieces. Default: hops leave from
+        their sender.
     costs : CollectiveCosts, optional
         Default: :func:`nccl_costs` ``("ring", "simple", "nvlink")``.
     model : {"auto", "steps", "stream"}
@@ -636,6 +637,7 @@ def nvls_all_gather(
     """
     return _nvls("nvls_all_gather", "all_gather", ranks, size_bytes, switch, channels, slices, costs, model,
                  reduce=False, gather=True)
+
 
 #: Slices of a channel's chunk that :func:`nvls_tree_all_reduce` lays out message by message:
 #: the first has no predecessor, the second follows the first's different layout, so from

@@ -155,7 +155,7 @@ class _FlowDag:
         """The rank a ring hop from ``src`` to ``dst`` leaves its server through, where that
         is not ``src``: the rank of ``src``'s server on ``dst``'s rail. NCCL lays a ring out as
         ``NET n -> GPU a -> ... -> GPU x -> NET n`` ([NCCL] src/graph/search.cc, crossNic 0
-        tried first), leaving through the NIC it came in by, on one rail; GPU x hands its data
+        tried first; docs/hardware.md §7.4), leaving through the NIC it came in by, on one rail; GPU x hands its data
         to that NIC over PCIe or through the NIC's own GPU (PXN). flowsim sends the hop from
         that GPU and does not charge the hand-over: it takes PCIe where GPU x shares the NIC's
         switch, and NVLink has room for it beside a ring held to the NICs (the effective NVLink
@@ -450,7 +450,7 @@ def _ring(
         crosses = np.array([dag.crosses_servers(a, b) for a, b in zip(src, dst, strict=True)], dtype=bool)
         latency = np.where(crosses, costs.inter_step_s, costs.intra_step_s)
         # A hop between servers leaves through the rank on the receiver's rail (NCCL's PXN).
-        senders = [q or a for q, a in zip((dag.proxy(a, b) for a, b in zip(src, dst, strict=True)), src, strict=True)]
+        senders = [dag.proxy(a, b) or a for a, b in zip(src, dst, strict=True)]
         # Per (step, rank, slice) in the order messages are added: does a .due message come first?
         due = np.broadcast_to((crosses | costs.streams)[None, :, None], (n_steps, n, slices)).copy()
         due[0, :, 0] = False  # the first message of a hop follows nothing

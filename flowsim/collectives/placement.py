@@ -462,7 +462,7 @@ def collective_workload(
         options["offsets"] = nic_spread_offsets(topology.node_nic[topology.node_ids(first)].tolist())
     if "rails" in entry.options and len(set(topology_servers.values())) > 1 \
             and not _mesh_orders(topology, ranks, topology_servers):
-        # NCCL's rings leave a server through the NIC they came in by (src/graph/search.cc).
+        # NCCL's rings leave a server through the NIC they came in by (docs/hardware.md §7.4).
         options["rails"] = _rails(topology, ranks, topology_servers)
     nvlink = ""
     if "switch" in entry.options:

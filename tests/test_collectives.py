@@ -793,3 +793,24 @@ def test_the_ring_laid_out_at_once_equals_its_twin_message_by_message(streams, n
         assert crossing == {("a0", "b0"), ("b0", "a0"), ("a1", "b1"), ("b0", "a2")}
     else:
         assert crossing == {("a2", "b0"), ("b1", "a0"), ("a1", "b1"), ("b0", "a2")}
+
+
+@pytest.mark.parametrize("streams", [False, True])
+def test_chains_across_servers_leave_through_the_receivers_rail(streams):
+    # Servers a and b, two rails. Broadcast from a0 along a0 a1 b0 b1: the hop a1 -> b0 goes to
+    # rail 0, so a0 sends it; reduce runs the chain backwards and b0 -> a1 goes to rail 1, so
+    # b1 sends it. Hops inside a server, and every dependency, stay as without rails.
+    costs = CollectiveCosts(base_s=0.0, intra_step_s=1e-6, inter_step_s=5e-6, wire_efficiency=1.0, source="test",
+                            streams=streams)
+    servers = {"a0": 0, "a1": 0, "b0": 1, "b1": 1}
+    rails = {"a0": 0, "a1": 1, "b0": 0, "b1": 1}
+    ranks = ("a0", "a1", "b0", "b1")
+    for build, sent in ((broadcast, {("a0", "a1"), ("a0", "b0"), ("b0", "b1")}),
+                        (reduce, {("b1", "b0"), ("b1", "a1"), ("a1", "a0")})):
+        plain = build(ranks, 4e6, slices=2, servers=servers, costs=costs)
+        railed = build(ranks, 4e6, slices=2, servers=servers, rails=rails, costs=costs)
+        moving = {(railed.src[f], railed.dst[f]) for f in range(len(railed)) if railed.size_bytes[f] > 0}
+        assert moving == sent
+        assert railed.names == plain.names and railed.dst == plain.dst
+        np.testing.assert_array_equal(railed.dep_indices, plain.dep_indices)
+        np.testing.assert_array_equal(railed.overhead_s, plain.overhead_s)

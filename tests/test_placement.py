@@ -188,3 +188,15 @@ def test_rings_across_servers_stay_on_their_rails_as_nccls_do():
         assert crossing == []
         times.append(outcome.time_s)
     assert times[0] == times[1]
+
+
+def test_broadcast_and_reduce_chains_across_servers_stay_on_their_rails():
+    # A chain is NCCL's ring opened at the root: its hops between servers stay on one rail,
+    # so under 4:1 spines none crosses a spine.
+    topology = build_cluster("dgx_h100", 16, figure="effective", oversubscription=4)
+    names = topology.link_names
+    for collective in ("broadcast", "reduce"):
+        outcome = collective_time(topology, collective, 1 << 24)
+        routes = outcome.run.routes
+        assert routes.n_flows > 127  # every hop of every lane, sliced
+        assert not any("spine" in names[i] for f in range(routes.n_flows) for i in routes.route(f).tolist())

@@ -297,6 +297,7 @@ def _chain_collective(
     slices: int | None,
     orders: Sequence[Ranks] | None,
     servers: Servers,
+    rails: Rails,
     costs: CollectiveCosts | None,
     model: str,
 ) -> Workload:
@@ -306,7 +307,7 @@ def _chain_collective(
     piece = size / channels
     n_slices = 1 if costs.streams and slices is None else _slices(slices, piece, what, MAX_PIPELINE_SLICES)
     _steps_only(model, channels * n_slices * (len(ranks) - 1), what)
-    dag = _FlowDag(what, costs, servers)
+    dag = _FlowDag(what, costs, servers, rails=rails)
     for c, order in enumerate(_check_orders(orders, ranks, channels, what)):
         at = order.index(ranks[root])
         chain = order[at:] + order[:at]
@@ -323,13 +324,16 @@ def broadcast(
     slices: int | None = None,
     orders: Sequence[Ranks] | None = None,
     servers: Servers = None,
+    rails: Rails = None,
     costs: CollectiveCosts | None = None,
     model: str = "auto",
 ) -> Workload:
     """Pipelined chain broadcast of ``S`` bytes from ``ranks[root]``.
 
     Each channel's ring order, rotated to start at the root, is the chain; slice ``k`` of
-    hop ``h`` waits for slice ``k`` of hop ``h - 1`` and slice ``k - 1`` of hop ``h``.
+    hop ``h`` waits for slice ``k`` of hop ``h - 1`` and slice ``k - 1`` of hop ``h``. With
+    ``rails``, a hop between servers leaves through the sender's server's rank on the
+    receiver's rail, as a ring's does (the chain is NCCL's ring, opened at the root).
     ``model`` is ``"auto"`` or ``"steps"`` (a chain has no stream form: see "Steps and
     streams" in :mod:`flowsim.collectives`). Other parameters as :func:`all_reduce`.
     """
@@ -343,6 +347,7 @@ def broadcast(
         slices=slices,
         orders=orders,
         servers=servers,
+        rails=rails,
         costs=costs,
         model=model,
     )
@@ -357,6 +362,7 @@ def reduce(
     slices: int | None = None,
     orders: Sequence[Ranks] | None = None,
     servers: Servers = None,
+    rails: Rails = None,
     costs: CollectiveCosts | None = None,
     model: str = "auto",
 ) -> Workload:
@@ -372,6 +378,7 @@ def reduce(
         slices=slices,
         orders=orders,
         servers=servers,
+        rails=rails,
         costs=costs,
         model=model,
     )
@@ -800,7 +807,7 @@ class Algorithm:
 
 
 _RING = frozenset({"channels", "slices", "orders", "servers", "rails"})
-_CHAIN = frozenset({"channels", "slices", "orders", "servers", "root"})
+_CHAIN = frozenset({"channels", "slices", "orders", "servers", "rails", "root"})
 
 #: Every algorithm of every collective, keyed by (collective, algorithm); the first listed
 #: for a collective is its default.

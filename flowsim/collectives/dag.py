@@ -698,19 +698,22 @@ def _steps_only(model: str, n_messages: int, what: str) -> None:
 def _chain(dag: _FlowDag, order: Sequence[str], piece_bytes: float, slices: int, channel: int) -> None:
     """Pipelined chain ``order[0] -> order[1] -> ...``: slice ``k`` of hop ``h`` after slice
     ``k`` of hop ``h - 1`` and slice ``k - 1`` of hop ``h``; with a streaming protocol every
-    hop is :func:`_streamed` after the start of the hop before it."""
+    hop is :func:`_streamed` after the start of the hop before it. A chain is a ring opened at
+    its root, so a hop between servers leaves through the rank on the receiver's rail, as a
+    ring's (:meth:`_FlowDag.proxy`)."""
     previous: list[int] = []
     for h in range(len(order) - 1):
         current: list[int] = []
+        sender = dag.proxy(order[h], order[h + 1]) or order[h]
         for k in range(slices):
             deps = [previous[k]] if previous else []
             if k:
                 deps.append(current[k - 1])
             if dag.costs.streams:
-                current.append(_streamed(dag, {}, f"hop{h}.sl{k}", f"ch{channel}", order[h], order[h + 1], piece_bytes,
+                current.append(_streamed(dag, {}, f"hop{h}.sl{k}", f"ch{channel}", sender, order[h + 1], piece_bytes,
                                          deps, h, channel))
             else:
-                current.append(dag.add(f"ch{channel}.hop{h}.sl{k}", order[h], order[h + 1], piece_bytes, deps, h,
+                current.append(dag.add(f"ch{channel}.hop{h}.sl{k}", sender, order[h + 1], piece_bytes, deps, h,
                                        channel))
         previous = current
 

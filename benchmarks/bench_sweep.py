@@ -1,6 +1,7 @@
-"""Sweep throughput, runs per second: serial, a local pool of 2 worker processes, and a Dask
-LocalCluster of 2 workers; and rates mode (``solve = "rates"``), batched on each backend
-that can run here.
+"""Sweep throughput, runs per second: serial, a local pool of 2 worker processes, a Dask
+LocalCluster of 2 workers, and batches on the CPU and GPU backends (``--backend``: runs built
+here, simulated together by :mod:`flowsim.timeline`); and rates mode (``solve = "rates"``),
+batched on each backend that can run here.
 
 Two small scenarios: ``one_dgx_all_reduce``, a 1 MiB all-reduce (ring, hierarchical or
 tree) on one DGX H100, a few hundred flows and about 2 ms a run; ``two_dgx_collectives``,
@@ -36,7 +37,8 @@ op = "all_reduce"
 size_bytes = 1048576
 """
 TWO_DGX = Path(__file__).parents[1] / "data" / "scenarios" / "collectives_two_dgx_h100.toml"
-ENGINES = {"serial": {"workers": 1}, "pool": {"workers": 2}, "dask": {"workers": 2, "dask": "local"}}
+ENGINES = {"serial": {"workers": 1}, "pool": {"workers": 2}, "dask": {"workers": 2, "dask": "local"},
+           "batch_cpu": {"backend": "cpu"}, "batch_cuda": {"backend": "cuda"}}
 
 
 def sweep_of(tmp_path, scenario, n_runs):
@@ -63,9 +65,11 @@ def sweep_of(tmp_path, scenario, n_runs):
 def test_runs_per_second(benchmark, tmp_path, flows_scale, scenario, engine):
     if engine == "dask":
         pytest.importorskip("distributed")
+    if engine == "batch_cuda" and "cuda" not in available_backends():
+        pytest.skip("no CUDA backend here: needs numba-cuda and a GPU")
     sweep = sweep_of(tmp_path, scenario, max(int(48 * flows_scale), 6))
     # Warm-up: compile (or load from the cache) the kernels here and for the workers.
-    run_sweep(sweep, tmp_path / "warm.h5", workers=1)
+    run_sweep(sweep, tmp_path / "warm.h5", **ENGINES[engine if engine.startswith("batch") else "serial"])
     outputs = (tmp_path / f"round{i}.h5" for i in itertools.count())
 
     def one_sweep():

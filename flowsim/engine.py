@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from flowsim.errors import InputError, flag, float_column, item_label, relative_tolerance
 from flowsim.fairshare import DEFAULT_TIE_REL_TOL, FairShareProblem, check_flow_names
-from flowsim.quotient import flow_classes
+from flowsim.quotient import FlowClasses, flow_classes
 from flowsim.result import SimulationResult
 from flowsim.routes import Routes, count_routes
 from flowsim_kernels.dag import find_cycle_member
@@ -122,38 +123,15 @@ def simulate(
     if mode not in MODES:
         raise InputError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     time_rel_tol = relative_tolerance("time_rel_tol", time_rel_tol)
-    n_flows = count_routes(routes)
-    check_flow_names(flow_names, n_flows)
-    size = _nonnegative(size_bytes, n_flows, None, "size_bytes", flow_names, "flow")
-    # A zero-byte flow never transfers (it finishes when its latency ends), so it needs no
-    # route or cap: a dependency join, for instance.
-    problem = FairShareProblem.build(
-        routes, capacity_Bps, weights, caps_Bps, link_names=link_names, flow_names=flow_names, idle=size == 0
+    prepared = prepare(
+        routes, capacity_Bps, size_bytes, latency_s=latency_s, start_s=start_s, weights=weights, caps_Bps=caps_Bps,
+        depends_on=depends_on, delay_s=delay_s, overhead_s=overhead_s, link_names=link_names,
+        flow_names=flow_names, classes=classes,
     )
-    n_links = problem.n_links
-    start = _nonnegative(start_s, n_flows, 0.0, "start_s", flow_names, "flow")
-    delay = _nonnegative(delay_s, n_flows, 0.0, "delay_s", flow_names, "flow")
-    overhead = _nonnegative(overhead_s, n_flows, 0.0, "overhead_s", flow_names, "flow")
-    latency = _nonnegative(latency_s, n_links, 0.0, "latency_s", link_names, "link")
-    dep_indptr, dep_indices = _dependency_csr(depends_on, n_flows, flow_names)
-
-    inp = EngineInput(
-        problem.routes.flow_link_indptr,
-        problem.routes.flow_link_indices,
-        problem.capacity_Bps,
-        latency,
-        size,
-        start,
-        problem.weight,
-        problem.cap_Bps,
-        delay,
-        overhead,
-        dep_indptr,
-        dep_indices,
-    )
+    problem, grouped, size = prepared.problem, prepared.grouped, prepared.inp.size_bytes
+    n_flows, n_links = size.shape[0], problem.n_links
     record = RECORD_LINKS_AND_FLOWS if record_flows else RECORD_LINKS if record_links else RECORD_NONE
-    grouped = flow_classes(inp, problem.link_flow_indptr, problem.link_flow_indices) if classes else None
-    solved = inp if grouped is None else grouped.quotient
+    solved = prepared.solved
     n_solved = solved.size_bytes.shape[0]
     ready = np.empty(n_solved)
     transfer_start = np.empty(n_solved)
@@ -180,7 +158,7 @@ def simulate(
         if progress:
             progress_done()
     # A class's failure is its first flow's.
-    culprit = (lambda f: f) if grouped is None else (lambda f: int(grouped.representative[f]))
+    culprit = prepared.culprit
     if overflow >= 0:
         f, what = divmod(int(overflow), 3)
         label = item_label("flow", culprit(f), flow_names)
@@ -194,8 +172,7 @@ def simulate(
         # each transferring flow: this is a solver defect, not an input the user can fix.
         label = item_label("flow", culprit(int(stuck[0])), flow_names)
         raise RuntimeError(f"{label} never finished ({stuck.size} flows in all): a flowsim defect, please report it")
-    if grouped is not None:
-        ready, transfer_start, finish = (t[grouped.flow_class] for t in (ready, transfer_start, finish))
+    ready, transfer_start, finish = (prepared.lift(t) for t in (ready, transfer_start, finish))
     link_bytes = problem.routes.per_link_sum(size)
     segments = {}
     if record != RECORD_NONE:
@@ -217,10 +194,7 @@ def simulate(
             segments["flow_segment_indptr"] = indptr[n_links:]
     if classes:
         # Too few flows alike to be worth it: every flow its own class, the full problem.
-        segments.update(
-            n_flow_classes=n_flows if grouped is None else grouped.n_flow_classes,
-            n_link_classes=n_links if grouped is None else grouped.n_link_classes,
-        )
+        segments.update(zip(("n_flow_classes", "n_link_classes"), prepared.class_counts, strict=True))
     return SimulationResult(
         ready_s=ready,
         transfer_start_s=transfer_start,
@@ -234,6 +208,92 @@ def simulate(
         n_rates_changed=int(n_changed),
         **segments,
     )
+
+
+@dataclass(frozen=True)
+class PreparedRun:
+    """A run checked and laid out for the kernels: ``problem`` (routes, capacities, weights
+    and caps checked), ``inp`` (every flow), ``grouped`` where it is solved by classes (else
+    None), the ``flow_names`` errors name flows by, and whether ``classes`` were asked for
+    (then, where ``grouped`` is None, every flow and link is its own class)."""
+
+    problem: FairShareProblem
+    inp: EngineInput
+    grouped: FlowClasses | None
+    flow_names: Sequence[str] | None = None
+    classes: bool = False
+
+    @property
+    def class_counts(self) -> tuple[int | None, int | None]:
+        """``(n_flow_classes, n_link_classes)`` as a result reports them: None without classes."""
+        if not self.classes:
+            return None, None
+        if self.grouped is None:
+            return self.inp.size_bytes.shape[0], self.problem.n_links
+        return self.grouped.n_flow_classes, self.grouped.n_link_classes
+
+    @property
+    def solved(self) -> EngineInput:
+        """What the kernel simulates: the classes' quotient, or every flow."""
+        return self.inp if self.grouped is None else self.grouped.quotient
+
+    def lift(self, times: np.ndarray) -> np.ndarray:
+        """Per-flow times from the solved problem's (each flow its class's)."""
+        return times if self.grouped is None else times[self.grouped.flow_class]
+
+    def culprit(self, solved_flow: int) -> int:
+        """The flow that stands for ``solved_flow`` in messages (a class's first flow)."""
+        return solved_flow if self.grouped is None else int(self.grouped.representative[solved_flow])
+
+
+def prepare(
+    routes: Routes | Sequence[Sequence[int | str]],
+    capacity_Bps: Sequence[float] | np.ndarray,
+    size_bytes: Sequence[float] | np.ndarray,
+    *,
+    latency_s: Sequence[float] | np.ndarray | None = None,
+    start_s: Sequence[float] | np.ndarray | None = None,
+    weights: Sequence[float] | np.ndarray | None = None,
+    caps_Bps: Sequence[float] | np.ndarray | None = None,
+    depends_on: Sequence[Sequence[int]] | tuple[np.ndarray, np.ndarray] | None = None,
+    delay_s: Sequence[float] | np.ndarray | None = None,
+    overhead_s: Sequence[float] | np.ndarray | None = None,
+    link_names: Sequence[str] | None = None,
+    flow_names: Sequence[str] | None = None,
+    classes: bool = False,
+) -> PreparedRun:
+    """Check one run's arguments (as :func:`simulate` takes them) and lay them out for the
+    kernels, grouped into flow classes with ``classes``; errors name the flow or link."""
+    classes = flag("classes", classes)
+    n_flows = count_routes(routes)
+    check_flow_names(flow_names, n_flows)
+    size = _nonnegative(size_bytes, n_flows, None, "size_bytes", flow_names, "flow")
+    # A zero-byte flow never transfers (it finishes when its latency ends), so it needs no
+    # route or cap: a dependency join, for instance.
+    problem = FairShareProblem.build(
+        routes, capacity_Bps, weights, caps_Bps, link_names=link_names, flow_names=flow_names, idle=size == 0
+    )
+    start = _nonnegative(start_s, n_flows, 0.0, "start_s", flow_names, "flow")
+    delay = _nonnegative(delay_s, n_flows, 0.0, "delay_s", flow_names, "flow")
+    overhead = _nonnegative(overhead_s, n_flows, 0.0, "overhead_s", flow_names, "flow")
+    latency = _nonnegative(latency_s, problem.n_links, 0.0, "latency_s", link_names, "link")
+    dep_indptr, dep_indices = _dependency_csr(depends_on, n_flows, flow_names)
+    inp = EngineInput(
+        problem.routes.flow_link_indptr,
+        problem.routes.flow_link_indices,
+        problem.capacity_Bps,
+        latency,
+        size,
+        start,
+        problem.weight,
+        problem.cap_Bps,
+        delay,
+        overhead,
+        dep_indptr,
+        dep_indices,
+    )
+    grouped = flow_classes(inp, problem.link_flow_indptr, problem.link_flow_indices) if classes else None
+    return PreparedRun(problem, inp, grouped, flow_names, classes)
 
 
 def _nonnegative(values, n, default, what, names, kind):

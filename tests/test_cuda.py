@@ -13,6 +13,7 @@ import importlib.util
 import math
 import os
 import re
+import types
 
 import numpy as np
 import pytest
@@ -269,36 +270,44 @@ def test_no_links_only_caps():
 
 # --- ahead-of-time compilation (no GPU) -----------------------------------------------------------
 
+KERNEL_MODULES = ("cuda_maxmin", "cuda_timeline")
+
+
 def cuda_kernels():
-    """Every CUDA kernel in flowsim_kernels.cuda_maxmin, by name."""
+    """Every CUDA kernel of flowsim_kernels' CUDA modules, by name, with its signature."""
+    import importlib
+
     from numba import cuda
 
-    from flowsim_kernels import cuda_maxmin
-
-    return {
-        name: obj
-        for name, obj in vars(cuda_maxmin).items()
-        if isinstance(obj, cuda.dispatcher.CUDADispatcher)
-    }
+    kernels = {}
+    for module_name in KERNEL_MODULES:
+        module = importlib.import_module(f"flowsim_kernels.{module_name}")
+        for name, obj in vars(module).items():
+            if isinstance(obj, cuda.dispatcher.CUDADispatcher) and name.endswith("_kernel"):
+                kernels[name] = (obj, module.KERNEL_SIGNATURES.get(name))
+    return kernels
 
 
 @needs_compiler
 def test_every_kernel_has_a_signature():
-    from flowsim_kernels.cuda_maxmin import KERNEL_SIGNATURES
-
-    assert set(cuda_kernels()) == set(KERNEL_SIGNATURES)
+    kernels = cuda_kernels()
+    assert {"max_min_fair_batch_kernel", "simulate_batch_kernel"} <= set(kernels)
+    assert all(signature is not None for _, signature in kernels.values())
 
 
 @needs_compiler
 @pytest.mark.parametrize("cc", [(9, 0)], ids=lambda cc: f"sm_{cc[0]}{cc[1]}")
-def test_every_kernel_compiles_to_ptx_and_assembles(cc):
+def test_every_kernel_compiles_to_ptx_and_assembles(cc, monkeypatch):
+    import numba.cuda.dispatcher
     from numba import cuda
 
-    from flowsim_kernels.cuda_maxmin import KERNEL_SIGNATURES
-
+    # A device function (simulate_batch_kernel calls one) compiles for the current GPU's
+    # compute capability; without a GPU, that is the one compiled for here.
+    device = types.SimpleNamespace(compute_capability=cc)
+    monkeypatch.setattr(numba.cuda.dispatcher, "get_current_device", lambda: device)
     arch = f"sm_{cc[0]}{cc[1]}"
-    for name, kernel in cuda_kernels().items():
-        ptx, _ = cuda.compile_ptx(kernel.py_func, KERNEL_SIGNATURES[name], cc=cc)
+    for name, (kernel, signature) in cuda_kernels().items():
+        ptx, _ = cuda.compile_ptx(kernel.py_func, signature, cc=cc)
         assert f".target {arch}" in ptx
         assert ".entry" in ptx and name in ptx
         # nvJitLink runs ptxas: the PTX must assemble to machine code for that chip.
@@ -317,3 +326,29 @@ def cubin_size(ptx, arch):
         return nvjitlink.get_linked_cubin_size(handle)
     finally:
         nvjitlink.destroy(handle)
+
+
+# --- time simulations, one instance per thread (GPU or simulator) ---------------------------------
+
+@needs_cuda
+def test_time_batch_matches_the_cpu_batch():
+    from flowsim.collectives import collective_workload
+    from flowsim.engine import prepare
+    from flowsim.fabrics import build_cluster
+    from flowsim.timeline import run_many, simulate_prepared
+    from test_engine import engine_kwargs, random_scenario
+
+    rng = np.random.default_rng(7)
+    scenarios = [random_scenario(rng, n_flows=int(rng.integers(1, 25)), n_links=int(rng.integers(3, 6)))
+                 for _ in range(4)]
+    prepared = [prepare(routes, capacity, size, **engine_kwargs(kw)) for routes, capacity, size, kw in scenarios]
+    for cpu, gpu in zip(simulate_prepared(prepared), simulate_prepared(prepared, backend="cuda"), strict=True):
+        for times in ("ready_s", "transfer_start_s", "finish_s"):
+            np.testing.assert_allclose(getattr(gpu, times), getattr(cpu, times), rtol=1e-12)
+        assert (gpu.n_events, gpu.n_rate_updates, gpu.n_rates_resolved) == (
+            cpu.n_events, cpu.n_rate_updates, cpu.n_rates_resolved)
+    topology = build_cluster("dgx_h100", 1, figure="effective")
+    runs = [(topology, collective_workload(topology, "all_reduce", size).workload) for size in (1 << 16, 1 << 22)]
+    for cpu, gpu in zip(run_many(runs), run_many(runs, backend="cuda"), strict=True):
+        assert gpu.result.n_flow_classes < len(gpu.workload)
+        np.testing.assert_allclose(gpu.result.finish_s, cpu.result.finish_s, rtol=1e-12)

@@ -925,8 +925,8 @@ def test_arguments_of_the_other_mode_are_errors(tmp_path):
         with pytest.raises(InputError, match=f"{named}: for sweeps with solve = 'time' only"):
             run_sweep(rates, tmp_path / "out.h5", **kwargs)
     time_ = load_sweep(parking_spec(tmp_path, axes, ["n_flows"], solve="time"))
-    with pytest.raises(InputError, match="a backend applies to sweeps with solve = 'rates'"):
-        run_sweep(time_, tmp_path / "out.h5", backend="cpu")
+    with pytest.raises(InputError, match="workers: for sweeps on the CPU engine's workers; with a backend"):
+        run_sweep(time_, tmp_path / "out.h5", backend="cpu", workers=2)
     with pytest.raises(InputError, match="backend must be one of 'cpu', 'cuda', 'auto'; got 'gpu'"):
         run_sweep(rates, tmp_path / "out.h5", backend="gpu")
     assert not journal_path(tmp_path / "out.h5").exists()
@@ -1040,3 +1040,47 @@ def test_a_fifo_as_sweep_spec_or_base_scenario_is_refused_without_waiting(tmp_pa
     spec.write_text('[sweep]\nscenario = "fifo.toml"\n[sweep.grid]\n"topology.figure" = ["nominal"]\n')
     with pytest.raises(InputError, match=r"sweep\.scenario: .*fifo\.toml: cannot read the scenario: it is a FIFO"):
         load_sweep(spec)
+
+
+# --- time sweeps on a backend ---------------------------------------------------------------------
+
+def time_on_backend_and_on_the_engine(sweep, tmp_path, backend):
+    """The tables of ``sweep`` on ``backend`` and on the CPU engine (one worker)."""
+    batched_run = run_sweep(sweep, tmp_path / "backend.h5", backend=backend)
+    engine_run = run_sweep(sweep, tmp_path / "engine.h5", workers=1)
+    assert (batched_run.n_failed, engine_run.n_failed) == (0, 0)
+    return batched_run, read_results(batched_run.output).columns, read_results(engine_run.output).columns
+
+
+def test_a_time_sweep_of_collectives_on_the_cpu_backend_equals_the_engine(tmp_path):
+    example = Path(__file__).parents[1] / "data" / "sweeps" / "two_dgx_collectives.toml"
+    sweep = load_sweep(example)
+    outcome, got, want = time_on_backend_and_on_the_engine(sweep, tmp_path, "cpu")
+    assert (outcome.backend, outcome.n_batches) == ("cpu", 1)
+    assert list(got["ran_on"]) == ["cpu"] * 12 and "ran_on" not in want
+    for metric in sweep.metrics:
+        if metric != "n_events":  # each engine counts its own
+            np.testing.assert_allclose(got[metric], want[metric], rtol=1e-9, err_msg=metric)
+
+
+def test_runs_too_large_for_a_batch_run_on_the_engine(tmp_path, monkeypatch):
+    monkeypatch.setattr(flowsim.sweep.timebatch, "MAX_BATCH_FLOWS", 3)
+    spec = parking_spec(tmp_path, '[sweep.grid]\n"workload.flows" = ["parking.csv", "other.csv"]\n',
+                        ["makespan_s", "n_events"], solve="time")
+    sweep = load_sweep(spec)
+    outcome, got, want = time_on_backend_and_on_the_engine(sweep, tmp_path, "cpu")
+    assert list(got["ran_on"]) == ["cpu", "engine"]  # 3 flows, then 5
+    np.testing.assert_allclose(got["makespan_s"], want["makespan_s"], rtol=1e-9)
+    assert got["n_events"][1] == want["n_events"][1]  # the same engine
+
+
+@pytest.mark.skipif("cuda" not in available_backends(),
+                    reason="no CUDA backend here: needs numba-cuda and a GPU, or NUMBA_ENABLE_CUDASIM=1")
+def test_time_on_cuda_equals_the_engine(tmp_path):
+    spec = parking_spec(tmp_path, '[sweep.grid]\n"workload.flows" = ["parking.csv", "weighted.csv"]\n'
+                                  '"topology.links.1.capacity_Bps" = [2e9, 0.5e9]\n', ["makespan_s", "fct_p50_s"],
+                        solve="time")
+    outcome, got, want = time_on_backend_and_on_the_engine(load_sweep(spec), tmp_path, "cuda")
+    assert (outcome.backend, outcome.n_batches) == ("cuda", 1) and list(got["ran_on"]) == ["cuda"] * 4
+    for metric in ("makespan_s", "fct_p50_s"):
+        np.testing.assert_allclose(got[metric], want[metric], rtol=1e-9, err_msg=metric)

@@ -3,7 +3,9 @@
 # the CUDA tests on the real device, the rates sweep and `flowsim rates` on the cuda
 # backend, then the GPU-against-CPU throughput table for blocks of up to 256, 512 and 1024
 # threads (the launcher's default is the 1024 column), and once more with weights and caps
-# shared by all instances, as in a sweep over capacities. Logs go to DIR (default gpu-logs/).
+# shared by all instances, as in a sweep over capacities; then the time sweep of collectives
+# on the cuda backend and 10,000 collectives' time simulations, GPU against all CPU cores.
+# Logs go to DIR (default gpu-logs/).
 #
 #   bash benchmarks/gpu/check_gpu.sh [DIR]
 #
@@ -32,11 +34,14 @@ python3 -c "import sys, numba, numpy; print(sys.version.split()[0], 'numba', num
 python3 -c "import importlib.metadata as m; print('numba-cuda', m.version('numba-cuda'))"
 
 step tests python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py tests/test_batched.py \
-    tests/test_sweep.py -k "not sweep or rates_on_cuda or example_rates_sweep"
+    tests/test_sweep.py tests/test_timeline.py -k "not sweep or rates_on_cuda or example_rates_sweep or time_on_cuda"
 step sweep python3 -m flowsim.cli sweep data/sweeps/rail_cluster_rates.toml \
     -o "$logs/rail_cluster_rates.h5" --backend cuda
 step rates python3 -m flowsim.cli rates data/scenarios/rail_optimized_cluster.toml \
     --backend cuda --scale 0.5 1 2 4
 step bench python3 benchmarks/gpu/bench_gpu.py --threads 256 512 1024
 step bench-shared python3 benchmarks/gpu/bench_gpu.py --shared
+step time-sweep python3 -m flowsim.cli sweep data/sweeps/two_dgx_collectives.toml \
+    -o "$logs/two_dgx_collectives.h5" --backend cuda
+step bench-time python3 benchmarks/gpu/bench_time_gpu.py --runs 10000
 exit $status

@@ -13,8 +13,10 @@ A sweep with ``solve = "rates"`` solves each run's all-at-once max-min allocatio
 simulating it: runs are built in this process and those sharing routes are solved as one
 batch on ``--backend`` (``cpu``, the default, uses every core; ``cuda`` needs
 ``pip install 'flowsim[cuda]'`` and an NVIDIA GPU; ``auto`` picks cuda where it can run).
-``--workers``, ``--dask`` and ``--traces`` are for ``solve = "time"`` sweeps only, and
-``--backend`` for ``solve = "rates"`` ones.
+A ``solve = "time"`` sweep given ``--backend`` is built in this process too, and its runs
+of up to ``flowsim.sweep.MAX_BATCH_FLOWS`` flow classes are simulated in batches there, one
+run per core or GPU thread (the table's ``ran_on`` column says where each went). ``--workers``,
+``--dask`` and ``--traces`` are for time sweeps without ``--backend``.
 """
 
 from __future__ import annotations
@@ -81,7 +83,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--traces", type=Path, default=None, help="write each run's full trace here (KEY.h5)")
     parser.add_argument(
         "--backend", choices=BACKENDS, default=None,
-        help="where a solve = 'rates' sweep solves its batches (default: cpu)",
+        help="where a solve = 'rates' sweep solves its batches (default: cpu), or a solve = 'time' sweep "
+             "simulates its runs in batches (default: the CPU engine's workers)",
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar on stderr")
     parser.set_defaults(func=sweep_command)

@@ -65,10 +65,24 @@ run's ``wall_s`` is its own build and metric time plus an equal share of its bat
 check-and-solve time. Its key is salted with the mode, so the two modes never share journal
 records.
 
+Time sweeps on a backend
+------------------------
+With ``solve = "time"`` and a ``backend`` (``cpu``, ``cuda`` or ``auto``; ``flowsim sweep
+--backend``), runs are built in this process and grouped into flow classes
+(docs/model.md "Flow classes"), and every run of at most :data:`MAX_BATCH_FLOWS` classes
+is simulated in a batch by :func:`flowsim.timeline.simulate_prepared`: one run per core or
+per GPU thread, the same times as the CPU engine to rounding. A batch holds up to
+:data:`BATCH_FLOWS` classes, runs of one ``time_rel_tol``. Larger runs, and every run of
+a sweep that asks for a job metric, run on the CPU engine in this process. The results
+table's ``ran_on`` column says where each run went (``cpu``, ``cuda`` or ``engine``);
+``n_events`` counts the events of the engine that ran it. Workers, Dask and traces are for
+the CPU engine's sweeps, not these.
+
 Modules
 -------
 :mod:`~flowsim.sweep.spec` (the spec and its runs), :mod:`~flowsim.sweep.metrics`,
 :mod:`~flowsim.sweep.runs` (one run), :mod:`~flowsim.sweep.rates` (rates mode),
+:mod:`~flowsim.sweep.timebatch` (time sweeps on a backend),
 :mod:`~flowsim.sweep.journal` (journal and results table), :mod:`~flowsim.sweep.executors`
 (serial, process pool, Dask), :mod:`~flowsim.sweep.progress` and
 :mod:`~flowsim.sweep.driver` (:func:`run_sweep`); the names below are the package's.
@@ -98,13 +112,16 @@ from flowsim.sweep.spec import (
     load_sweep,
     parse_sweep,
 )
+from flowsim.sweep.timebatch import BATCH_FLOWS, MAX_BATCH_FLOWS
 
 __all__ = [
+    "BATCH_FLOWS",
     "BATCH_RUNS",
     "BATCH_VALUES",
     "DISTRIBUTIONS",
     "FILE_FIELDS",
     "FORMAT",
+    "MAX_BATCH_FLOWS",
     "METRICS",
     "RATE_METRICS",
     "SOLVES",

@@ -24,6 +24,7 @@ from flowsim.sweep.progress import ProgressBar
 from flowsim.sweep.rates import RatesSolver
 from flowsim.sweep.runs import Runner, RunRecord, simulate_run
 from flowsim.sweep.spec import RunSpec, Sweep, trace_file
+from flowsim.sweep.timebatch import TimeSolver
 
 __all__ = ["SweepOutcome", "run_sweep"]
 
@@ -85,9 +86,10 @@ def run_sweep(
     progress : text stream, optional
         Where to draw the progress bar (``sys.stderr``); None draws nothing.
     backend : {"cpu", "cuda", "auto"}, optional
-        Rates mode only: where the batches are solved (default ``"cpu"``, every core);
-        ``"auto"`` is ``"cuda"`` where it can run. Time mode simulates on CPU workers and
-        takes none.
+        Where the batches are solved (rates mode: default ``"cpu"``, every core) or
+        simulated (time mode: given, runs go in batches to the backend, see "Time sweeps on
+        a backend" in :mod:`flowsim.sweep`; not given, to the CPU engine's workers);
+        ``"auto"`` is ``"cuda"`` where it can run.
 
     Returns
     -------
@@ -117,24 +119,25 @@ def run_sweep(
     inputs: tuple[str | Path, ...] = (sweep.source, sweep.scenario_path, *sweep.files)
     output = output_file(output, "the results table", inputs=inputs, streams=False)
     journal = output_file(journal_path(output), "the sweep journal", inputs=inputs, streams=False)
-    if sweep.solve == "rates":
+    solver: RatesSolver | TimeSolver | None = None
+    if sweep.solve == "rates" or backend is not None:
         time_only = (("workers", workers), ("dask", dask), ("traces", traces))
         given = [name for name, value in time_only if value is not None]
         if runner is not simulate_run:
             given.append("runner")
-        if given:
+        if given and sweep.solve == "rates":
             raise InputError(
                 f"{sweep.source}: {', '.join(given)}: for sweeps with solve = 'time' only; with solve = 'rates' "
                 f"the runs are built in this process and each batch is solved on the backend"
             )
-        solver: RatesSolver | None = RatesSolver(sweep, resolve_backend("cpu" if backend is None else backend))
-    else:
-        solver = None
-        if backend is not None:
+        if given:
             raise InputError(
-                f"{sweep.source}: a backend applies to sweeps with solve = 'rates'; this sweep simulates "
-                f"over time (solve = 'time') on CPU workers (workers, dask)"
+                f"{sweep.source}: {', '.join(given)}: for sweeps on the CPU engine's workers; with a backend "
+                f"the runs are built in this process and simulated in batches on it"
             )
+        resolved = resolve_backend("cpu" if backend is None else backend)
+        solver = RatesSolver(sweep, resolved) if sweep.solve == "rates" else TimeSolver(sweep, resolved)
+    else:
         if workers is None:
             workers = os.cpu_count() or 1
         workers = whole_number("workers", workers)
@@ -146,7 +149,7 @@ def run_sweep(
 
 def _run_held(
     sweep: Sweep, output: Path, journal: Path, workers: int | None, dask: str | None, trace_dir: Path | None,
-    runner: Runner, progress: TextIO | None, solver: RatesSolver | None,
+    runner: Runner, progress: TextIO | None, solver: RatesSolver | TimeSolver | None,
 ) -> SweepOutcome:
     """:func:`run_sweep` once every argument is checked and the output is held."""
     records = read_journal(journal)
@@ -171,7 +174,7 @@ def _run_held(
             results = solver.records(todo)
         else:
             engine: Engine
-            assert workers is not None  # set above for solve = "time", the mode without a solver
+            assert workers is not None  # set above for the CPU engine's workers, the only case without a solver
             work = todo + retrace
             if dask is not None:
                 engine = resources.enter_context(dask_engine(dask, workers))

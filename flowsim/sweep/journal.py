@@ -54,7 +54,8 @@ def read_journal(path: str | os.PathLike) -> dict[str, RunRecord]:
             continue
         try:
             row = json.loads(line)
-            record = RunRecord(row["key"], row["params"], row["status"], row["error"], row["metrics"], row["wall_s"])
+            record = RunRecord(row["key"], row["params"], row["status"], row["error"], row["metrics"], row["wall_s"],
+                               str(row.get("ran_on", "")))
         except (ValueError, KeyError, TypeError) as err:
             raise InputError(f"{path}: line {number}: not a sweep journal record ({err})") from None
         records[record.key] = record
@@ -120,6 +121,8 @@ def _table(sweep: Sweep, records: Mapping[str, RunRecord]) -> dict[str, np.ndarr
     columns["status"] = np.array([records[run.key].status for run in rows], dtype=object)
     columns["error"] = np.array([records[run.key].error for run in rows], dtype=object)
     columns["wall_s"] = np.array([records[run.key].wall_s for run in rows], dtype=np.float64)
+    if any(records[run.key].ran_on for run in rows):
+        columns["ran_on"] = np.array([records[run.key].ran_on for run in rows], dtype=object)
     return columns
 
 
@@ -143,7 +146,8 @@ def write_results(path: str | os.PathLike, sweep: Sweep, records: Mapping[str, R
     Layout: group ``/runs`` holds one dataset per column, one row per finished run in
     index order: ``index`` (int64), ``key``, one per parameter path (bool, int64, float64
     or UTF-8 text; arrays and tables as JSON text), one per metric (float64, NaN for a
-    failed run), ``status``, ``error`` (UTF-8) and ``wall_s`` (float64). Its ``columns``
+    failed run), ``status``, ``error`` (UTF-8) and ``wall_s`` (float64), and for a time sweep
+    on a backend ``ran_on`` (UTF-8: ``cpu`` or ``cuda``, a batch; ``engine``, the CPU engine). Its ``columns``
     attribute lists them in order. File attributes: ``format``, ``flowsim_version``,
     ``created_utc``, ``sweep_source``, ``sweep_text``, ``scenario_text``, ``n_runs`` (in the
     spec), ``parameters`` and ``metrics`` (JSON arrays). The file is written whole or not at

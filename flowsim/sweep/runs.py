@@ -26,7 +26,9 @@ Runner = Callable[["RunTask"], Mapping[str, float]]
 class RunRecord:
     """Outcome of one run: ``status`` is ``"ok"`` or ``"error"`` (with ``error`` its text;
     metrics are then NaN); ``wall_s`` is the seconds the run took in its worker (with
-    ``solve = "rates"``: its build and metric time plus its share of its batch's solve)."""
+    ``solve = "rates"`` or a time sweep on a backend: its build and metric time plus its
+    share of its batch's solve); ``ran_on`` is where a time sweep on a backend simulated it
+    (``"cpu"`` or ``"cuda"``: in a batch; ``"engine"``: on the CPU engine), else empty."""
 
     key: str
     params: dict[str, Any]
@@ -34,14 +36,15 @@ class RunRecord:
     error: str
     metrics: dict[str, float]
     wall_s: float
+    ran_on: str = ""
 
     def to_json(self) -> str:
         """One journal line (without the newline)."""
-        return json.dumps(
-            {"key": self.key, "params": self.params, "status": self.status, "error": self.error,
-             "metrics": self.metrics, "wall_s": self.wall_s},
-            ensure_ascii=False, default=str,
-        )
+        row = {"key": self.key, "params": self.params, "status": self.status, "error": self.error,
+               "metrics": self.metrics, "wall_s": self.wall_s}
+        if self.ran_on:
+            row["ran_on"] = self.ran_on
+        return json.dumps(row, ensure_ascii=False, default=str)
 
 
 def simulate_run(task: RunTask) -> dict[str, float]:

@@ -1,0 +1,122 @@
+"""Time sweeps of collectives on an NVIDIA GPU against all CPU cores, once their answers agree.
+
+Run from the repository root, with flowsim installed (``pip install -e '.[cuda]'``) or with
+``PYTHONPATH=.:kernels``::
+
+    python benchmarks/gpu/bench_time_gpu.py                 # 10,000 runs, GPU and CPU
+    python benchmarks/gpu/bench_time_gpu.py --cpu-only      # the CPU batch alone, no GPU needed
+    NUMBA_ENABLE_CUDASIM=1 python benchmarks/gpu/bench_time_gpu.py --smoke   # tiny, on the simulator
+
+The runs are collectives on DGX H100 clusters (sizes x node counts x collectives, NCCL's
+choice of algorithm for each), laid out, routed and grouped into flow classes once
+(:func:`flowsim.engine.prepare`); the distinct runs are repeated to ``--runs`` in the batch
+(the batch's time is simulation alone: laying out, routing and grouping are timed apart).
+The batch is then simulated by :func:`flowsim.timeline.simulate_prepared` on the CPU (one run
+per core) and on the GPU (one run per thread), every run's finish times checked against the
+CPU's (relative 1e-9), and runs per second printed, end to end (host-device copies
+included), beside the CPU engine's (:func:`flowsim.simulate`, one run after another on one
+core) for the distinct runs. Exit status: 0 on success, 1 if GPU and CPU disagree, 2 if the
+CUDA backend cannot run here (without ``--cpu-only``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numba
+import numpy as np
+
+from flowsim.batched import BackendUnavailable, resolve_backend
+from flowsim.collectives import collective_workload
+from flowsim.engine import prepare
+from flowsim.fabrics import build_cluster
+from flowsim.pipeline import _route_pairs, simulate_routed
+from flowsim.routing import Router
+from flowsim.timeline import simulate_prepared
+
+RTOL = 1e-9
+NODES = (1, 2, 4, 8)
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
+EXPONENTS = range(3, 34, 2)  # 8 B to 8 GiB, every factor of 4
+SMOKE = ((1,), ("all_reduce",), (10, 20))
+
+
+def distinct_runs(nodes, collectives, exponents):
+    """The prepared runs and the (topology, workload) pairs they came from."""
+    runs, pairs = [], []
+    for n in nodes:
+        topology = build_cluster("dgx_h100", n, figure="effective")
+        router = Router(topology)
+        for collective in collectives:
+            for e in exponents:
+                workload = collective_workload(topology, collective, 1 << e, router=router).workload
+                routes = _route_pairs(router, workload, "ecmp", 0, True)
+                runs.append(prepare(
+                    routes, topology.link_capacity_Bps, workload.size_bytes, latency_s=topology.link_latency_s,
+                    start_s=workload.start_s, weights=workload.weight, caps_Bps=workload.cap_Bps,
+                    depends_on=(workload.dep_indptr, workload.dep_indices), delay_s=workload.delay_s,
+                    overhead_s=workload.overhead_s, classes=True,
+                ))
+                pairs.append((topology, workload, routes))
+    return runs, pairs
+
+
+def timed(function):
+    start = time.perf_counter()
+    out = function()
+    return out, time.perf_counter() - start
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=10_000, help="runs in the batch (default 10,000)")
+    parser.add_argument("--cpu-only", action="store_true", help="time the CPU batch alone")
+    parser.add_argument("--smoke", action="store_true", help="a few tiny runs (for the CUDA simulator)")
+    args = parser.parse_args(argv)
+    use_cuda = not args.cpu_only
+    if use_cuda:
+        try:
+            resolve_backend("cuda")
+        except BackendUnavailable as err:
+            print(f"{err}\n(run with --cpu-only to time the CPU batch alone)", file=sys.stderr)
+            return 2
+    print(f"numba {numba.__version__}, numpy {np.__version__}, {os.cpu_count()} CPU cores, "
+          f"{numba.get_num_threads()} Numba threads")
+    axes = SMOKE if args.smoke else (NODES, COLLECTIVES, EXPONENTS)
+    (runs, pairs), build_s = timed(lambda: distinct_runs(*axes))
+    solved = [r.solved.size_bytes.shape[0] for r in runs]
+    n_runs = 4 if args.smoke else args.runs
+    batch = [runs[i % len(runs)] for i in range(n_runs)]
+    print(f"{len(runs)} distinct runs laid out, routed and grouped in {build_s:.1f} s: {min(solved)}-"
+          f"{max(solved)} flow classes (median {int(np.median(solved))}); the batch repeats them to {n_runs:,}")
+
+    simulate_prepared(batch[:2])  # compiles the CPU kernels, the batch's and the engine's
+    simulate_routed(*pairs[0], classes=True)
+    engine_s = 0.0
+    for topology, workload, routes in pairs:
+        engine_s += timed(lambda t=topology, w=workload, r=routes: simulate_routed(t, w, r, classes=True))[1]
+    cpu, cpu_s = timed(lambda: simulate_prepared(batch))
+    rows = [("CPU engine, one run after another", len(runs), engine_s),
+            (f"CPU batch, {numba.get_num_threads()} threads", n_runs, cpu_s)]
+    if use_cuda:
+        simulate_prepared(batch[:2], backend="cuda")  # compiles the GPU kernel
+        gpu, gpu_s = timed(lambda: simulate_prepared(batch, backend="cuda"))
+        worst = max(float(np.max(np.abs(g.finish_s / c.finish_s - 1), initial=0.0)) for g, c in zip(gpu, cpu))
+        print(f"GPU against CPU batch: largest relative difference of a finish time {worst:.2e}")
+        if not worst <= RTOL:
+            return 1
+        rows.append(("GPU batch, one run per thread", n_runs, gpu_s))
+    print()
+    print(f"{'':36s} {'runs':>8s} {'seconds':>9s} {'runs/s':>10s}")
+    for what, n, seconds in rows:
+        print(f"{what:36s} {n:8,d} {seconds:9.3f} {n / seconds:10,.0f}")
+    if use_cuda:
+        print(f"GPU / CPU batch: {cpu_s / gpu_s:.1f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

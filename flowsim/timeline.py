@@ -1,0 +1,204 @@
+"""Many time simulations at once, on every CPU core or on an NVIDIA GPU.
+
+A what-if sweep simulates many small, independent runs: a collective at each size, node count
+and algorithm, grouped into flow classes (docs/model.md "Flow classes"), is tens to thousands
+of flows. :func:`simulate_prepared` takes such runs, checked and laid out by
+:func:`flowsim.engine.prepare`, and simulates all of them in one batch: ``backend="cpu"`` runs
+one run per core (:func:`flowsim_kernels.timeline.simulate_batch`), ``backend="cuda"`` one run
+per GPU thread (:mod:`flowsim_kernels.cuda_timeline`, from ``pip install 'flowsim[cuda]'``).
+Both run the same function, :func:`flowsim_kernels.timeline.simulate_instance`: the event loop
+of docs/model.md "Time" with every transferring flow's rate re-solved at each instant, so the
+times equal :func:`flowsim.simulate`'s to rounding. :func:`run_many` routes and prepares
+(topology, workload) pairs and returns what :func:`flowsim.run` returns for each.
+
+What a batch does not give: rate segments (``record_links``, ``record_flows``) and the
+progress line. Each run costs about the square of its (solved) flow count, so the batch suits
+many small runs; a large one is better given to :func:`flowsim.simulate`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from flowsim.batched import resolve_backend
+from flowsim.engine import DEFAULT_TIME_REL_TOL, PreparedRun, prepare
+from flowsim.errors import InputError, item_label, relative_tolerance
+from flowsim.fairshare import DEFAULT_TIE_REL_TOL
+from flowsim.pipeline import RunResult, _route_pairs
+from flowsim.result import SimulationResult
+from flowsim.routing import Router
+from flowsim.topology import Topology
+from flowsim.workload import Workload
+from flowsim_kernels.timeline import simulate_batch
+
+__all__ = ["run_many", "simulate_prepared"]
+
+
+class _Packed:
+    """The solved problems of a batch as flat arrays with per-run offsets (see
+    :func:`flowsim_kernels.timeline.simulate_batch`)."""
+
+    def __init__(self, runs: Sequence[PreparedRun]) -> None:
+        solved = [run.solved for run in runs]
+        n_flows = [s.size_bytes.shape[0] for s in solved]
+        n_links = [s.capacity_Bps.shape[0] for s in solved]
+        self.flow_offsets = _offsets(n_flows)
+        self.link_offsets = _offsets(n_links)
+        self.incidence_offsets = _offsets([s.flow_link_indices.shape[0] for s in solved])
+        dependents = [_dependents(s.dep_indptr, s.dep_indices) for s in solved]
+        self.dependent_offsets = _offsets([d[1].shape[0] for d in dependents])
+        self.flow_link_indptr = np.concatenate([s.flow_link_indptr for s in solved]).astype(np.int64)
+        self.flow_link_indices = np.concatenate([s.flow_link_indices for s in solved]).astype(np.int64)
+        self.dependents_indptr = np.concatenate([d[0] for d in dependents])
+        self.dependents_indices = np.concatenate([d[1] for d in dependents])
+        self.dep_count = np.concatenate([np.diff(s.dep_indptr) for s in solved]).astype(np.int64)
+        # Per link, then per flow, in the kernels' order.
+        self.columns = [
+            np.concatenate([getattr(s, name) for s in solved]).astype(np.float64)
+            for name in ("capacity_Bps", "latency_s", "size_bytes", "start_s", "weight", "cap_Bps", "delay_s",
+                         "overhead_s")
+        ]
+
+    def arguments(self) -> list[np.ndarray]:
+        """The batch's inputs in the kernels' order."""
+        return [
+            self.flow_offsets, self.link_offsets, self.incidence_offsets, self.dependent_offsets,
+            self.flow_link_indptr, self.flow_link_indices, *self.columns, self.dep_count,
+            self.dependents_indptr, self.dependents_indices,
+        ]
+
+
+def _offsets(counts: Sequence[int]) -> np.ndarray:
+    out = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=out[1:])
+    return out
+
+
+def _dependents(dep_indptr: np.ndarray, dep_indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The transpose of a dependency CSR: each flow's waiters, one entry per listing."""
+    n = dep_indptr.shape[0] - 1
+    waiter = np.repeat(np.arange(n, dtype=np.int64), np.diff(dep_indptr))
+    order = np.argsort(dep_indices, kind="stable")
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(dep_indices, minlength=n), out=indptr[1:])
+    return indptr, waiter[order]
+
+
+def simulate_prepared(
+    runs: Sequence[PreparedRun],
+    *,
+    backend: str = "cpu",
+    time_rel_tol: float = DEFAULT_TIME_REL_TOL,
+) -> list[SimulationResult]:
+    """Simulate every run of ``runs`` in one batch.
+
+    Parameters
+    ----------
+    runs : sequence of PreparedRun
+        From :func:`flowsim.engine.prepare` (with ``classes=True``, each run's classes are
+        simulated and every flow gets its class's times).
+    backend : {"cpu", "cuda", "auto"}
+        ``"cpu"``: one run per core at a time; ``"cuda"``: one run per GPU thread;
+        ``"auto"``: ``"cuda"`` where it can run (:func:`flowsim.batched.available_backends`).
+    time_rel_tol : float
+        As :func:`flowsim.simulate`.
+
+    Returns
+    -------
+    list of SimulationResult
+        In ``runs`` order, without rate segments; the engine counters count what this
+        engine did (one re-solve of every transferring flow per instant).
+
+    Raises
+    ------
+    InputError
+        ``backend`` or ``time_rel_tol`` is bad, or a run's times go beyond float64's range
+        (the message names the run and flow).
+    BackendUnavailable
+        ``backend="cuda"`` without numba-cuda or a GPU.
+    """
+    time_rel_tol = relative_tolerance("time_rel_tol", time_rel_tol)
+    cuda = resolve_backend(backend) == "cuda"
+    if not runs:
+        return []
+    packed = _Packed(runs)
+    n_solved = int(packed.flow_offsets[-1])
+    ready, transfer_start, finish = (np.empty(n_solved) for _ in range(3))
+    counts = np.zeros((len(runs), 4), dtype=np.int64)
+    arguments = [*packed.arguments(), ready, transfer_start, finish, counts, DEFAULT_TIE_REL_TOL, time_rel_tol]
+    if cuda:
+        from flowsim_kernels.cuda_timeline import simulate_batch_cuda
+
+        simulate_batch_cuda(*arguments)
+    else:
+        simulate_batch(*arguments)
+    results = []
+    for i, run in enumerate(runs):
+        part = slice(int(packed.flow_offsets[i]), int(packed.flow_offsets[i + 1]))
+        stuck = np.flatnonzero(~np.isfinite(finish[part]))
+        if stuck.size:
+            label = item_label("flow", run.culprit(int(stuck[0])), run.flow_names)
+            raise InputError(
+                f"run {i}: {label}'s times are beyond float64's range (about 1.8e308 s): its size, start, delays "
+                "or latencies are too large, or its rate too small"
+            )
+        problem, size = run.problem, run.inp.size_bytes
+        n_flow_classes, n_link_classes = run.class_counts
+        results.append(SimulationResult(
+            ready_s=run.lift(ready[part]),
+            transfer_start_s=run.lift(transfer_start[part]),
+            finish_s=run.lift(finish[part]),
+            size_bytes=size,
+            link_capacity_Bps=problem.capacity_Bps,
+            link_bytes=problem.routes.per_link_sum(size),
+            n_events=int(counts[i, 1]),
+            n_rate_updates=int(counts[i, 0]),
+            n_rates_resolved=int(counts[i, 2]),
+            n_rates_changed=int(counts[i, 3]),
+            n_flow_classes=n_flow_classes,
+            n_link_classes=n_link_classes,
+        ))
+    return results
+
+
+def run_many(
+    runs: Sequence[tuple[Topology, Workload]],
+    *,
+    routing: str = "ecmp",
+    seed: int = 0,
+    gpudirect: bool = True,
+    classes: bool = True,
+    backend: str = "cpu",
+    time_rel_tol: float = DEFAULT_TIME_REL_TOL,
+) -> list[RunResult]:
+    """Route and simulate many (topology, workload) pairs in one batch: for each, what
+    :func:`flowsim.run` returns (without rate segments).
+
+    ``routing``, ``seed`` and ``gpudirect`` as :func:`flowsim.run`; ``classes`` as
+    :func:`flowsim.simulate` (on by default: a batch's runs are meant to be small);
+    ``backend`` and ``time_rel_tol`` as :func:`simulate_prepared`. A bad run raises an
+    :class:`InputError` naming it (``run 3: ...``) before anything is simulated.
+    """
+    routers: dict[int, Router] = {}
+    prepared, routed = [], []
+    for i, (topology, workload) in enumerate(runs):
+        if id(topology) not in routers:
+            routers[id(topology)] = Router(topology)
+        router = routers[id(topology)]
+        try:
+            routes = _route_pairs(router, workload, routing, seed, gpudirect)
+            prepared.append(prepare(
+                routes, topology.link_capacity_Bps, workload.size_bytes, latency_s=topology.link_latency_s,
+                start_s=workload.start_s, weights=workload.weight, caps_Bps=workload.cap_Bps,
+                depends_on=(workload.dep_indptr, workload.dep_indices), delay_s=workload.delay_s,
+                overhead_s=workload.overhead_s, link_names=topology.link_names, flow_names=workload.names,
+                classes=classes,
+            ))
+        except InputError as err:
+            raise InputError(f"run {i}: {err}") from None
+        routed.append(routes)
+    results = simulate_prepared(prepared, backend=backend, time_rel_tol=time_rel_tol)
+    return [RunResult(topology, workload, routes, result)
+            for (topology, workload), routes, result in zip(runs, routed, results, strict=True)]

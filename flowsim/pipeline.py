@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from flowsim.engine import simulate
+from flowsim.engine import PreparedRun, prepare, simulate
 from flowsim.errors import InputError, check_options, keyword_options
 from flowsim.result import SimulationResult
 from flowsim.routes import Routes
@@ -135,10 +135,20 @@ def simulate_routed(topology: Topology, workload: Workload, routes: Routes, **si
     ``simulate_options`` (``record_links``, ``record_flows``, ``mode``, ``progress``, ``classes``) go to
     :func:`~flowsim.engine.simulate`.
     """
-    return simulate(
-        routes,
-        topology.link_capacity_Bps,
-        workload.size_bytes,
+    return simulate(routes, topology.link_capacity_Bps, workload.size_bytes, **_columns(topology, workload),
+                    **simulate_options)
+
+
+def prepare_routed(topology: Topology, workload: Workload, routes: Routes, *, classes: bool = False) -> PreparedRun:
+    """``workload`` over ``topology`` along ``routes``, checked and laid out for the kernels
+    as :func:`simulate_routed` would simulate it (:func:`flowsim.engine.prepare`)."""
+    return prepare(routes, topology.link_capacity_Bps, workload.size_bytes, **_columns(topology, workload),
+                   classes=classes)
+
+
+def _columns(topology: Topology, workload: Workload) -> dict:
+    """The engine's keyword arguments that come from the topology and the workload."""
+    return dict(
         latency_s=topology.link_latency_s,
         start_s=workload.start_s,
         weights=workload.weight,
@@ -148,5 +158,4 @@ def simulate_routed(topology: Topology, workload: Workload, routes: Routes, **si
         overhead_s=workload.overhead_s,
         link_names=topology.link_names,
         flow_names=workload.names,
-        **simulate_options,
     )

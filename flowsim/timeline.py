@@ -23,10 +23,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from flowsim.batched import resolve_backend
-from flowsim.engine import DEFAULT_TIME_REL_TOL, PreparedRun, prepare
+from flowsim.engine import DEFAULT_TIME_REL_TOL, PreparedRun
 from flowsim.errors import InputError, item_label, relative_tolerance
 from flowsim.fairshare import DEFAULT_TIE_REL_TOL
-from flowsim.pipeline import RunResult, _route_pairs
+from flowsim.pipeline import RunResult, _route_pairs, prepare_routed
 from flowsim.result import SimulationResult
 from flowsim.routing import Router
 from flowsim.topology import Topology
@@ -189,13 +189,7 @@ def run_many(
         router = routers[id(topology)]
         try:
             routes = _route_pairs(router, workload, routing, seed, gpudirect)
-            prepared.append(prepare(
-                routes, topology.link_capacity_Bps, workload.size_bytes, latency_s=topology.link_latency_s,
-                start_s=workload.start_s, weights=workload.weight, caps_Bps=workload.cap_Bps,
-                depends_on=(workload.dep_indptr, workload.dep_indices), delay_s=workload.delay_s,
-                overhead_s=workload.overhead_s, link_names=topology.link_names, flow_names=workload.names,
-                classes=classes,
-            ))
+            prepared.append(prepare_routed(topology, workload, routes, classes=classes))
         except InputError as err:
             raise InputError(f"run {i}: {err}") from None
         routed.append(routes)

@@ -9,7 +9,7 @@ Run from the repository root, with flowsim installed (``pip install -e '.[cuda]'
 
 The runs are collectives on DGX H100 clusters (sizes x node counts x collectives, NCCL's
 choice of algorithm for each), laid out, routed and grouped into flow classes once
-(:func:`flowsim.engine.prepare`); the distinct runs are repeated to ``--runs`` in the batch
+(:func:`flowsim.pipeline.prepare_routed`); the distinct runs are repeated to ``--runs`` in the batch
 (the batch's time is simulation alone: laying out, routing and grouping are timed apart).
 The batch is then simulated by :func:`flowsim.timeline.simulate_prepared` on the CPU (one run
 per core) and on the GPU (one run per thread), every run's finish times checked against the
@@ -31,9 +31,8 @@ import numpy as np
 
 from flowsim.batched import BackendUnavailable, resolve_backend
 from flowsim.collectives import collective_workload
-from flowsim.engine import prepare
 from flowsim.fabrics import build_cluster
-from flowsim.pipeline import _route_pairs, simulate_routed
+from flowsim.pipeline import _route_pairs, prepare_routed, simulate_routed
 from flowsim.routing import Router
 from flowsim.timeline import simulate_prepared
 
@@ -54,12 +53,7 @@ def distinct_runs(nodes, collectives, exponents):
             for e in exponents:
                 workload = collective_workload(topology, collective, 1 << e, router=router).workload
                 routes = _route_pairs(router, workload, "ecmp", 0, True)
-                runs.append(prepare(
-                    routes, topology.link_capacity_Bps, workload.size_bytes, latency_s=topology.link_latency_s,
-                    start_s=workload.start_s, weights=workload.weight, caps_Bps=workload.cap_Bps,
-                    depends_on=(workload.dep_indptr, workload.dep_indices), delay_s=workload.delay_s,
-                    overhead_s=workload.overhead_s, classes=True,
-                ))
+                runs.append(prepare_routed(topology, workload, routes, classes=True))
                 pairs.append((topology, workload, routes))
     return runs, pairs
 

@@ -14,8 +14,9 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from flowsim.engine import PreparedRun, prepare
+from flowsim.engine import PreparedRun
 from flowsim.errors import InputError
+from flowsim.pipeline import prepare_routed
 from flowsim.routes import Routes
 from flowsim.scenario import Scenario, ScenarioRun, route_scenario, scenario_from_document
 from flowsim.sweep.metrics import METRIC_FUNCTIONS, job_metric
@@ -94,13 +95,7 @@ class TimeSolver:
         topology, workload = scenario.topology, scenario.workload
         routes = route_scenario(scenario)
         try:
-            prepared = prepare(
-                routes, topology.link_capacity_Bps, workload.size_bytes, latency_s=topology.link_latency_s,
-                start_s=workload.start_s, weights=workload.weight, caps_Bps=workload.cap_Bps,
-                depends_on=(workload.dep_indptr, workload.dep_indices), delay_s=workload.delay_s,
-                overhead_s=workload.overhead_s, link_names=topology.link_names, flow_names=workload.names,
-                classes=True,
-            )
+            prepared = prepare_routed(topology, workload, routes, classes=True)
         except InputError as err:
             raise InputError(f"{scenario.source}: {err}") from None
         built = _TimeRun(run, task, scenario, routes, prepared, time.perf_counter() - start)

@@ -33,6 +33,7 @@ _EXPORTS = {
     "model_preset": "flowsim.models",
     "step_shape": "flowsim.models",
     "run": "flowsim.pipeline",
+    "run_many": "flowsim.timeline",
     "preset": "flowsim.presets",
     "preset_names": "flowsim.presets",
     "SimulationResult": "flowsim.result",
@@ -76,6 +77,7 @@ if TYPE_CHECKING:
     from flowsim.scenario import load_scenario, run_scenario
     from flowsim.servers import ServerSpec, build_server
     from flowsim.systemfile import load_system
+    from flowsim.timeline import run_many
     from flowsim.topology import NodeKind, Topology, TopologyBuilder
     from flowsim.trace import open_trace, write_trace
     from flowsim.training import data_parallel_step, parallel_layout, parallel_step, run_training_step
@@ -130,6 +132,7 @@ __all__ = [
     "preset_names",
     "route",
     "run",
+    "run_many",
     "run_scenario",
     "run_training_step",
     "simulate",

@@ -11,8 +11,10 @@ of docs/model.md "Time" with every transferring flow's rate re-solved at each in
 times equal :func:`flowsim.simulate`'s to rounding. :func:`run_many` routes and prepares
 (topology, workload) pairs and returns what :func:`flowsim.run` returns for each.
 
-What a batch does not give: rate segments (``record_links``, ``record_flows``) and the
-progress line. Each run costs about the square of its (solved) flow count, so the batch suits
+What a batch does not give: rate segments (``record_links``, ``record_flows``), the
+progress line, and coarse time: its instants are :func:`flowsim.simulate`'s at the default
+``time_rel_tol`` (docs/model.md "Time"), whose coarser windows, which keep each event's own
+time, the batch does not follow. Each run costs about the square of its (solved) flow count, so the batch suits
 many small runs; a large one is better given to :func:`flowsim.simulate`.
 """
 
@@ -24,7 +26,7 @@ import numpy as np
 
 from flowsim.batched import resolve_backend
 from flowsim.engine import DEFAULT_TIME_REL_TOL, PreparedRun
-from flowsim.errors import InputError, item_label, relative_tolerance
+from flowsim.errors import InputError, item_label
 from flowsim.fairshare import DEFAULT_TIE_REL_TOL
 from flowsim.pipeline import RunResult, _route_pairs, prepare_routed
 from flowsim.result import SimulationResult
@@ -90,7 +92,6 @@ def simulate_prepared(
     runs: Sequence[PreparedRun],
     *,
     backend: str = "cpu",
-    time_rel_tol: float = DEFAULT_TIME_REL_TOL,
 ) -> list[SimulationResult]:
     """Simulate every run of ``runs`` in one batch.
 
@@ -102,8 +103,6 @@ def simulate_prepared(
     backend : {"cpu", "cuda", "auto"}
         ``"cpu"``: one run per core at a time; ``"cuda"``: one run per GPU thread;
         ``"auto"``: ``"cuda"`` where it can run (:func:`flowsim.batched.available_backends`).
-    time_rel_tol : float
-        As :func:`flowsim.simulate`.
 
     Returns
     -------
@@ -114,12 +113,11 @@ def simulate_prepared(
     Raises
     ------
     InputError
-        ``backend`` or ``time_rel_tol`` is bad, or a run's times go beyond float64's range
+        ``backend`` is bad, or a run's times go beyond float64's range
         (the message names the run and flow).
     BackendUnavailable
         ``backend="cuda"`` without numba-cuda or a GPU.
     """
-    time_rel_tol = relative_tolerance("time_rel_tol", time_rel_tol)
     cuda = resolve_backend(backend) == "cuda"
     if not runs:
         return []
@@ -127,7 +125,8 @@ def simulate_prepared(
     n_solved = int(packed.flow_offsets[-1])
     ready, transfer_start, finish = (np.empty(n_solved) for _ in range(3))
     counts = np.zeros((len(runs), 4), dtype=np.int64)
-    arguments = [*packed.arguments(), ready, transfer_start, finish, counts, DEFAULT_TIE_REL_TOL, time_rel_tol]
+    arguments = [*packed.arguments(), ready, transfer_start, finish, counts, DEFAULT_TIE_REL_TOL,
+                 DEFAULT_TIME_REL_TOL]
     if cuda:
         from flowsim_kernels.cuda_timeline import simulate_batch_cuda
 
@@ -171,14 +170,13 @@ def run_many(
     gpudirect: bool = True,
     classes: bool = True,
     backend: str = "cpu",
-    time_rel_tol: float = DEFAULT_TIME_REL_TOL,
 ) -> list[RunResult]:
     """Route and simulate many (topology, workload) pairs in one batch: for each, what
     :func:`flowsim.run` returns (without rate segments).
 
     ``routing``, ``seed`` and ``gpudirect`` as :func:`flowsim.run`; ``classes`` as
     :func:`flowsim.simulate` (on by default: a batch's runs are meant to be small);
-    ``backend`` and ``time_rel_tol`` as :func:`simulate_prepared`. A bad run raises an
+    ``backend`` as :func:`simulate_prepared`. A bad run raises an
     :class:`InputError` naming it (``run 3: ...``) before anything is simulated.
 
     Examples
@@ -204,6 +202,6 @@ def run_many(
         except InputError as err:
             raise InputError(f"run {i}: {err}") from None
         routed.append(routes)
-    results = simulate_prepared(prepared, backend=backend, time_rel_tol=time_rel_tol)
+    results = simulate_prepared(prepared, backend=backend)
     return [RunResult(topology, workload, routes, result)
             for (topology, workload), routes, result in zip(runs, routed, results, strict=True)]

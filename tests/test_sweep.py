@@ -1084,3 +1084,12 @@ def test_time_on_cuda_equals_the_engine(tmp_path):
     assert (outcome.backend, outcome.n_batches) == ("cuda", 1) and list(got["ran_on"]) == ["cuda"] * 4
     for metric in ("makespan_s", "fct_p50_s"):
         np.testing.assert_allclose(got[metric], want[metric], rtol=1e-9, err_msg=metric)
+
+
+def test_runs_with_coarse_time_run_on_the_engine(tmp_path):
+    # The batch keeps the default's exact instants; a coarser time_rel_tol is the engine's.
+    spec = parking_spec(tmp_path, '[sweep.grid]\n"options.time_rel_tol" = [1e-12, 0.5]\n', ["makespan_s"],
+                        solve="time")
+    outcome, got, want = time_on_backend_and_on_the_engine(load_sweep(spec), tmp_path, "cpu")
+    assert list(got["ran_on"]) == ["cpu", "engine"]
+    np.testing.assert_allclose(got["makespan_s"], want["makespan_s"], rtol=1e-9)

@@ -72,8 +72,9 @@ With ``solve = "time"`` and a ``backend`` (``cpu``, ``cuda`` or ``auto``; ``flow
 (docs/model.md "Flow classes"), and every run of at most :data:`MAX_BATCH_FLOWS` classes
 is simulated in a batch by :func:`flowsim.timeline.simulate_prepared`: one run per core or
 per GPU thread, the same times as the CPU engine to rounding. A batch holds up to
-:data:`BATCH_FLOWS` classes, runs of one ``time_rel_tol``. Larger runs, and every run of
-a sweep that asks for a job metric, run on the CPU engine in this process. The results
+:data:`BATCH_FLOWS` classes. Larger runs, runs with a coarse ``time_rel_tol`` (the batch
+keeps the default's exact instants) and every run of a sweep that asks for a job metric run
+on the CPU engine in this process. The results
 table's ``ran_on`` column says where each run went (``cpu``, ``cuda`` or ``engine``);
 ``n_events`` counts the events of the engine that ran it. Workers, Dask and traces are for
 the CPU engine's sweeps, not these.

@@ -3,7 +3,8 @@ simulated in batches by :func:`flowsim.timeline.simulate_prepared`, one run per 
 GPU thread (see :mod:`flowsim.sweep`, "Time sweeps on a backend").
 
 A run joins a batch when its flows, grouped into flow classes, are at most
-:data:`MAX_BATCH_FLOWS` and it asks for no job metric; any other runs on the CPU engine here,
+:data:`MAX_BATCH_FLOWS`, it keeps the default ``time_rel_tol`` and it asks for no job metric;
+any other runs on the CPU engine here,
 as the workers would run it. The results table's ``ran_on`` column says which: the backend's
 name (``cpu`` or ``cuda``) or ``engine``.
 """
@@ -14,7 +15,7 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from flowsim.engine import PreparedRun
+from flowsim.engine import DEFAULT_TIME_REL_TOL, PreparedRun
 from flowsim.errors import InputError
 from flowsim.pipeline import prepare_routed
 from flowsim.routes import Routes
@@ -81,8 +82,6 @@ class TimeSolver:
             if built is None:
                 yield [_on_engine(task)]
                 continue
-            if self.waiting and self.waiting[0].scenario.options.time_rel_tol != built.scenario.options.time_rel_tol:
-                yield self._simulate()  # a batch runs at one time_rel_tol
             self.waiting.append(built)
             if sum(w.n_flows for w in self.waiting) >= BATCH_FLOWS:
                 yield self._simulate()
@@ -90,7 +89,9 @@ class TimeSolver:
             yield self._simulate()
 
     def _build(self, run: RunSpec, task: RunTask, start: float) -> _TimeRun | None:
-        """``run`` built and prepared by classes, or None when it is too large for a batch."""
+        """``run`` built and prepared by classes, or None when it is not for a batch: too
+        large, or asking for coarse time (``options.time_rel_tol``, which the batch does not
+        follow)."""
         scenario = scenario_from_document(task.document, text=task.text, source=task.source, base_dir=task.base_dir)
         topology, workload = scenario.topology, scenario.workload
         routes = route_scenario(scenario)
@@ -99,15 +100,15 @@ class TimeSolver:
         except InputError as err:
             raise InputError(f"{scenario.source}: {err}") from None
         built = _TimeRun(run, task, scenario, routes, prepared, time.perf_counter() - start)
-        return built if built.n_flows <= MAX_BATCH_FLOWS else None
+        fits = built.n_flows <= MAX_BATCH_FLOWS and scenario.options.time_rel_tol == DEFAULT_TIME_REL_TOL
+        return built if fits else None
 
     def _simulate(self) -> list[RunRecord]:
         batch, self.waiting = self.waiting, []
         self.n_batches += 1
         start = time.perf_counter()
         try:
-            results = simulate_prepared([w.prepared for w in batch], backend=self.backend,
-                                        time_rel_tol=batch[0].scenario.options.time_rel_tol)
+            results = simulate_prepared([w.prepared for w in batch], backend=self.backend)
         except Exception as err:  # noqa: BLE001 - recorded in each run's row
             share = (time.perf_counter() - start) / len(batch)
             return [failed_record(w.run.key, w.run.params, self.sweep.metrics, err, w.build_s + share) for w in batch]

@@ -130,6 +130,16 @@ def launchable(threads: list[int]) -> list[int]:
     return [n for n in threads if n <= kernel.max_threads_per_block]
 
 
+def cuda_usable() -> bool:
+    """Whether the CUDA backend runs here; if not, says why on stderr."""
+    try:
+        resolve_backend("cuda")
+    except BackendUnavailable as err:
+        print(f"{err}\n(run with --cpu-only to time the CPU path alone)", file=sys.stderr)
+        return False
+    return True
+
+
 def describe_machine(use_cuda: bool) -> None:
     print(f"numba {numba.__version__}, numpy {np.__version__}, {numba.get_num_threads()} CPU threads")
     if use_cuda:
@@ -160,12 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     use_cuda = not args.cpu_only
-    if use_cuda:
-        try:
-            resolve_backend("cuda")
-        except BackendUnavailable as err:
-            print(f"{err}\n(run with --cpu-only to time the CPU path alone)", file=sys.stderr)
-            return 2
+    if use_cuda and not cuda_usable():
+        return 2
     describe_machine(use_cuda)
     rng = np.random.default_rng(args.seed)
 

@@ -22,14 +22,13 @@ CUDA backend cannot run here (without ``--cpu-only``).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 
 import numba
 import numpy as np
+from bench_gpu import cuda_usable, describe_machine  # beside this file
 
-from flowsim.batched import BackendUnavailable, resolve_backend
 from flowsim.collectives import collective_workload
 from flowsim.fabrics import build_cluster
 from flowsim.pipeline import _route_pairs, prepare_routed, simulate_routed
@@ -71,14 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="a few tiny runs (for the CUDA simulator)")
     args = parser.parse_args(argv)
     use_cuda = not args.cpu_only
-    if use_cuda:
-        try:
-            resolve_backend("cuda")
-        except BackendUnavailable as err:
-            print(f"{err}\n(run with --cpu-only to time the CPU batch alone)", file=sys.stderr)
-            return 2
-    print(f"numba {numba.__version__}, numpy {np.__version__}, {os.cpu_count()} CPU cores, "
-          f"{numba.get_num_threads()} Numba threads")
+    if use_cuda and not cuda_usable():
+        return 2
+    describe_machine(use_cuda)
     axes = SMOKE if args.smoke else (NODES, COLLECTIVES, EXPONENTS)
     (runs, pairs), build_s = timed(lambda: distinct_runs(*axes))
     solved = [r.solved.size_bytes.shape[0] for r in runs]

@@ -1093,3 +1093,14 @@ def test_runs_with_coarse_time_run_on_the_engine(tmp_path):
     outcome, got, want = time_on_backend_and_on_the_engine(load_sweep(spec), tmp_path, "cpu")
     assert list(got["ran_on"]) == ["cpu", "engine"]
     np.testing.assert_allclose(got["makespan_s"], want["makespan_s"], rtol=1e-9)
+
+
+def test_a_batch_is_simulated_early_when_its_runs_hold_many_flows(tmp_path, monkeypatch):
+    # Each waiting run keeps every flow until its metrics are taken; past WAITING_FLOWS the
+    # batch goes at once. The parking lot's 3 flows against a limit of 3: one batch per run.
+    monkeypatch.setattr(flowsim.sweep.timebatch, "WAITING_FLOWS", 3)
+    spec = parking_spec(tmp_path, '[sweep.grid]\n"topology.links.1.capacity_Bps" = [1e9, 2e9, 4e9]\n',
+                        ["makespan_s"], solve="time")
+    outcome, got, want = time_on_backend_and_on_the_engine(load_sweep(spec), tmp_path, "cpu")
+    assert outcome.n_batches == 3 and list(got["ran_on"]) == ["cpu"] * 3
+    np.testing.assert_allclose(got["makespan_s"], want["makespan_s"], rtol=1e-9)

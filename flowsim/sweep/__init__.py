@@ -72,12 +72,13 @@ With ``solve = "time"`` and a ``backend`` (``cpu``, ``cuda`` or ``auto``; ``flow
 (docs/model.md "Flow classes"), and every run of at most :data:`MAX_BATCH_FLOWS` classes
 is simulated in a batch by :func:`flowsim.timeline.simulate_prepared`: one run per core or
 per GPU thread, the same times as the CPU engine to rounding. A batch holds up to
-:data:`BATCH_FLOWS` classes. Larger runs, runs with a coarse ``time_rel_tol`` (the batch
-keeps the default's exact instants) and every run of a sweep that asks for a job metric run
-on the CPU engine in this process. The results
-table's ``ran_on`` column says where each run went (``cpu``, ``cuda`` or ``engine``);
-``n_events`` counts the events of the engine that ran it. Workers, Dask and traces are for
-the CPU engine's sweeps, not these.
+:data:`BATCH_FLOWS` classes, and is simulated early once its runs hold
+:data:`WAITING_FLOWS` flows before grouping (each keeps its flows until its metrics are
+taken). Larger runs, runs with a coarse ``time_rel_tol`` (the batch keeps the default's
+exact instants) and every run of a sweep that asks for a job metric run on the CPU engine
+in this process. The results table's ``ran_on`` column says where each run went (``cpu``,
+``cuda`` or ``engine``); ``n_events`` counts the events of the engine that ran it.
+Workers, Dask and traces are for the CPU engine's sweeps, not these.
 
 Modules
 -------
@@ -113,7 +114,7 @@ from flowsim.sweep.spec import (
     load_sweep,
     parse_sweep,
 )
-from flowsim.sweep.timebatch import BATCH_FLOWS, MAX_BATCH_FLOWS
+from flowsim.sweep.timebatch import BATCH_FLOWS, MAX_BATCH_FLOWS, WAITING_FLOWS
 
 __all__ = [
     "BATCH_FLOWS",
@@ -133,6 +134,7 @@ __all__ = [
     "Sweep",
     "SweepOutcome",
     "SweepTable",
+    "WAITING_FLOWS",
     "apply_params",
     "canonical_json",
     "execute",

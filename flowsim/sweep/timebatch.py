@@ -25,7 +25,7 @@ from flowsim.sweep.runs import RunRecord, execute, failed_record, simulate_run
 from flowsim.sweep.spec import RunSpec, RunTask, Sweep
 from flowsim.timeline import simulate_prepared
 
-__all__ = ["BATCH_FLOWS", "MAX_BATCH_FLOWS", "TimeSolver"]
+__all__ = ["BATCH_FLOWS", "MAX_BATCH_FLOWS", "WAITING_FLOWS", "TimeSolver"]
 
 #: Most flows (after grouping into classes) of a run that a batch takes. A run holds one core
 #: or GPU thread for its whole event loop, and every instant re-solves all the flows in flight
@@ -36,6 +36,11 @@ MAX_BATCH_FLOWS = 16384
 
 #: Flows (after grouping) that the runs of one batch hold together at most.
 BATCH_FLOWS = 1 << 20
+
+#: Flows (before grouping) that the runs waiting for a batch hold together at most: each keeps
+#: its scenario and every flow's columns until its metrics are taken, some hundreds of bytes a
+#: flow, so 2**22 flows are on the order of a GiB.
+WAITING_FLOWS = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -52,7 +57,13 @@ class _TimeRun:
 
     @property
     def n_flows(self) -> int:
+        """Flows the batch simulates: the run's classes."""
         return int(self.prepared.solved.size_bytes.shape[0])
+
+    @property
+    def n_held(self) -> int:
+        """Flows the run holds while it waits."""
+        return int(self.prepared.inp.size_bytes.shape[0])
 
 
 class TimeSolver:
@@ -83,7 +94,8 @@ class TimeSolver:
                 yield [_on_engine(task)]
                 continue
             self.waiting.append(built)
-            if sum(w.n_flows for w in self.waiting) >= BATCH_FLOWS:
+            if (sum(w.n_flows for w in self.waiting) >= BATCH_FLOWS
+                    or sum(w.n_held for w in self.waiting) >= WAITING_FLOWS):
                 yield self._simulate()
         if self.waiting:
             yield self._simulate()

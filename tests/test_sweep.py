@@ -925,8 +925,8 @@ def test_arguments_of_the_other_mode_are_errors(tmp_path):
         with pytest.raises(InputError, match=f"{named}: for sweeps with solve = 'time' only"):
             run_sweep(rates, tmp_path / "out.h5", **kwargs)
     time_ = load_sweep(parking_spec(tmp_path, axes, ["n_flows"], solve="time"))
-    with pytest.raises(InputError, match="workers: for sweeps on the CPU engine's workers; with a backend"):
-        run_sweep(time_, tmp_path / "out.h5", backend="cpu", workers=2)
+    with pytest.raises(InputError, match="dask, traces: for sweeps on the CPU engine's workers; with a backend"):
+        run_sweep(time_, tmp_path / "out.h5", backend="cpu", dask="local", traces=tmp_path)
     with pytest.raises(InputError, match="backend must be one of 'cpu', 'cuda', 'auto'; got 'gpu'"):
         run_sweep(rates, tmp_path / "out.h5", backend="gpu")
     assert not journal_path(tmp_path / "out.h5").exists()
@@ -1044,18 +1044,20 @@ def test_a_fifo_as_sweep_spec_or_base_scenario_is_refused_without_waiting(tmp_pa
 
 # --- time sweeps on a backend ---------------------------------------------------------------------
 
-def time_on_backend_and_on_the_engine(sweep, tmp_path, backend):
-    """The tables of ``sweep`` on ``backend`` and on the CPU engine (one worker)."""
-    batched_run = run_sweep(sweep, tmp_path / "backend.h5", backend=backend)
+def time_on_backend_and_on_the_engine(sweep, tmp_path, backend, workers=1):
+    """The tables of ``sweep`` on ``backend`` (built on ``workers``) and on the CPU engine
+    (one worker)."""
+    batched_run = run_sweep(sweep, tmp_path / "backend.h5", backend=backend, workers=workers)
     engine_run = run_sweep(sweep, tmp_path / "engine.h5", workers=1)
     assert (batched_run.n_failed, engine_run.n_failed) == (0, 0)
     return batched_run, read_results(batched_run.output).columns, read_results(engine_run.output).columns
 
 
-def test_a_time_sweep_of_collectives_on_the_cpu_backend_equals_the_engine(tmp_path):
+@pytest.mark.parametrize("workers", [1, 2], ids=lambda w: f"workers={w}")
+def test_a_time_sweep_of_collectives_on_the_cpu_backend_equals_the_engine(tmp_path, workers):
     example = Path(__file__).parents[1] / "data" / "sweeps" / "two_dgx_collectives.toml"
     sweep = load_sweep(example)
-    outcome, got, want = time_on_backend_and_on_the_engine(sweep, tmp_path, "cpu")
+    outcome, got, want = time_on_backend_and_on_the_engine(sweep, tmp_path, "cpu", workers)
     assert (outcome.backend, outcome.n_batches) == ("cpu", 1)
     assert list(got["ran_on"]) == ["cpu"] * 12 and "ran_on" not in want
     for metric in sweep.metrics:
@@ -1103,4 +1105,25 @@ def test_a_batch_is_simulated_early_when_its_runs_hold_many_flows(tmp_path, monk
                         ["makespan_s"], solve="time")
     outcome, got, want = time_on_backend_and_on_the_engine(load_sweep(spec), tmp_path, "cpu")
     assert outcome.n_batches == 3 and list(got["ran_on"]) == ["cpu"] * 3
+    np.testing.assert_allclose(got["makespan_s"], want["makespan_s"], rtol=1e-9)
+
+
+def test_runs_lost_with_a_building_worker_run_on_the_engines_pool(tmp_path, monkeypatch):
+    # A pool whose workers die at once: every run goes to the CPU engine's pool, which
+    # finds the run that kills its worker (here none does) and records each run.
+    import concurrent.futures
+    import contextlib
+    from concurrent.futures.process import BrokenProcessPool
+
+    class DeadPool:
+        def submit(self, *args):
+            future = concurrent.futures.Future()
+            future.set_exception(BrokenProcessPool("a worker died"))
+            return future
+
+    monkeypatch.setattr(flowsim.sweep.timebatch, "_pool", lambda workers: contextlib.nullcontext(DeadPool()))
+    spec = parking_spec(tmp_path, '[sweep.grid]\n"topology.links.1.capacity_Bps" = [1e9, 2e9, 4e9]\n',
+                        ["makespan_s"], solve="time")
+    outcome, got, want = time_on_backend_and_on_the_engine(load_sweep(spec), tmp_path, "cpu", workers=2)
+    assert outcome.n_batches == 0 and list(got["ran_on"]) == ["engine"] * 3
     np.testing.assert_allclose(got["makespan_s"], want["makespan_s"], rtol=1e-9)

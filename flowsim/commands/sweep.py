@@ -13,10 +13,11 @@ A sweep with ``solve = "rates"`` solves each run's all-at-once max-min allocatio
 simulating it: runs are built in this process and those sharing routes are solved as one
 batch on ``--backend`` (``cpu``, the default, uses every core; ``cuda`` needs
 ``pip install 'flowsim[cuda]'`` and an NVIDIA GPU; ``auto`` picks cuda where it can run).
-A ``solve = "time"`` sweep given ``--backend`` is built in this process too, and its runs
-of up to ``flowsim.sweep.MAX_BATCH_FLOWS`` flow classes are simulated in batches there, one
-run per core or GPU thread (the table's ``ran_on`` column says where each went). ``--workers``,
-``--dask`` and ``--traces`` are for time sweeps without ``--backend``.
+A ``solve = "time"`` sweep given ``--backend`` is built on the ``--workers``, and its runs
+of up to ``flowsim.sweep.MAX_BATCH_FLOWS`` flow classes are simulated in batches in this
+process, one run per core or GPU thread (the table's ``ran_on`` column says where each
+went). ``--workers`` is for time sweeps, ``--dask`` and ``--traces`` for those without
+``--backend``.
 """
 
 from __future__ import annotations

@@ -68,7 +68,8 @@ records.
 Time sweeps on a backend
 ------------------------
 With ``solve = "time"`` and a ``backend`` (``cpu``, ``cuda`` or ``auto``; ``flowsim sweep
---backend``), runs are built in this process and grouped into flow classes
+--backend``), runs are built on the local workers (or in this process with one) and grouped
+into flow classes
 (docs/model.md "Flow classes"), and every run of at most :data:`MAX_BATCH_FLOWS` classes
 is simulated in a batch by :func:`flowsim.timeline.simulate_prepared`: one run per core or
 per GPU thread, the same times as the CPU engine to rounding. A batch holds up to
@@ -76,9 +77,9 @@ per GPU thread, the same times as the CPU engine to rounding. A batch holds up t
 :data:`WAITING_FLOWS` flows before grouping (each keeps its flows until its metrics are
 taken). Larger runs, runs with a coarse ``time_rel_tol`` (the batch keeps the default's
 exact instants) and every run of a sweep that asks for a job metric run on the CPU engine
-in this process. The results table's ``ran_on`` column says where each run went (``cpu``,
+on the worker that built them. The results table's ``ran_on`` column says where each run went (``cpu``,
 ``cuda`` or ``engine``); ``n_events`` counts the events of the engine that ran it.
-Workers, Dask and traces are for the CPU engine's sweeps, not these.
+Dask and traces are for the CPU engine's sweeps, not these.
 
 Modules
 -------

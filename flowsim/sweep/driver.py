@@ -72,7 +72,8 @@ def run_sweep(
     workers : int, optional
         Local worker processes (default: :func:`os.cpu_count`); 1 runs serially in this
         process. With ``dask="local"``, the LocalCluster's worker count. Time mode only, as
-        are ``dask``, ``traces`` and ``runner``.
+        are ``dask``, ``traces`` and ``runner``; with a ``backend``, the processes that build
+        the runs (and run those that go to the CPU engine).
     dask : str, optional
         ``"local"`` to start a :class:`distributed.LocalCluster` (processes, one thread
         each), or a scheduler address (``"tcp://host:8786"``) to use an existing cluster.
@@ -121,11 +122,14 @@ def run_sweep(
     journal = output_file(journal_path(output), "the sweep journal", inputs=inputs, streams=False)
     solver: RatesSolver | TimeSolver | None = None
     if sweep.solve == "rates" or backend is not None:
-        time_only = (("workers", workers), ("dask", dask), ("traces", traces))
+        rates = sweep.solve == "rates"
+        # A rates sweep builds in this process; a time sweep on a backend builds on workers.
+        time_only: list[tuple[str, object]] = [("workers", workers)] if rates else []
+        time_only += [("dask", dask), ("traces", traces)]
         given = [name for name, value in time_only if value is not None]
         if runner is not simulate_run:
             given.append("runner")
-        if given and sweep.solve == "rates":
+        if given and rates:
             raise InputError(
                 f"{sweep.source}: {', '.join(given)}: for sweeps with solve = 'time' only; with solve = 'rates' "
                 f"the runs are built in this process and each batch is solved on the backend"
@@ -133,10 +137,15 @@ def run_sweep(
         if given:
             raise InputError(
                 f"{sweep.source}: {', '.join(given)}: for sweeps on the CPU engine's workers; with a backend "
-                f"the runs are built in this process and simulated in batches on it"
+                f"the runs are built on local workers and simulated in batches on it"
             )
         resolved = resolve_backend("cpu" if backend is None else backend)
-        solver = RatesSolver(sweep, resolved) if sweep.solve == "rates" else TimeSolver(sweep, resolved)
+        if rates:
+            solver = RatesSolver(sweep, resolved)
+        else:
+            builders = whole_number("workers", (os.cpu_count() or 1) if workers is None else workers)
+            solver = TimeSolver(sweep, resolved, builders)
+            workers = None
     else:
         if workers is None:
             workers = os.cpu_count() or 1

@@ -1,18 +1,21 @@
-"""Time mode on a backend (``solve = "time"`` with ``backend``): runs built in this process and
-simulated in batches by :func:`flowsim.timeline.simulate_prepared`, one run per CPU core or
-GPU thread (see :mod:`flowsim.sweep`, "Time sweeps on a backend").
+"""Time mode on a backend (``solve = "time"`` with ``backend``): runs built on the sweep's
+workers (or in this process) and simulated here in batches by
+:func:`flowsim.timeline.simulate_prepared`, one run per CPU core or GPU thread (see
+:mod:`flowsim.sweep`, "Time sweeps on a backend").
 
 A run joins a batch when its flows, grouped into flow classes, are at most
 :data:`MAX_BATCH_FLOWS`, it keeps the default ``time_rel_tol`` and it asks for no job metric;
-any other runs on the CPU engine here,
-as the workers would run it. The results table's ``ran_on`` column says which: the backend's
-name (``cpu`` or ``cuda``) or ``engine``.
+any other runs on the CPU engine where it was built, as the workers would run it. The
+results table's ``ran_on`` column says which: the backend's name (``cpu`` or ``cuda``) or
+``engine``.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator, Sequence
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
 from flowsim.engine import DEFAULT_TIME_REL_TOL, PreparedRun
@@ -20,6 +23,7 @@ from flowsim.errors import InputError
 from flowsim.pipeline import prepare_routed
 from flowsim.routes import Routes
 from flowsim.scenario import Scenario, ScenarioRun, route_scenario, scenario_from_document
+from flowsim.sweep.executors import _batches, _done, _first_done, _pool, _windowed, process_pool
 from flowsim.sweep.metrics import METRIC_FUNCTIONS, job_metric
 from flowsim.sweep.runs import RunRecord, execute, failed_record, simulate_run
 from flowsim.sweep.spec import RunSpec, RunTask, Sweep
@@ -48,7 +52,6 @@ class _TimeRun:
     """A run built, routed and prepared, waiting for its batch; ``build_s`` is the seconds
     that took."""
 
-    run: RunSpec
     task: RunTask
     scenario: Scenario
     routes: Routes
@@ -67,53 +70,34 @@ class _TimeRun:
 
 
 class TimeSolver:
-    """Builds time-mode runs one by one and simulates those that fit in batches on ``backend``
-    (``"cpu"`` or ``"cuda"``, resolved); ``n_batches`` counts the batches simulated."""
+    """Builds time-mode runs (on ``workers`` processes, or here with 1) and simulates those
+    that fit in batches on ``backend`` (``"cpu"`` or ``"cuda"``, resolved) in this process;
+    ``n_batches`` counts the batches simulated."""
 
-    def __init__(self, sweep: Sweep, backend: str) -> None:
-        self.sweep, self.backend = sweep, backend
+    def __init__(self, sweep: Sweep, backend: str, workers: int = 1) -> None:
+        self.sweep, self.backend, self.workers = sweep, backend, workers
         self.waiting: list[_TimeRun] = []
         self.n_batches = 0
         self._job_metrics = any(job_metric(name) is not None for name in sweep.metrics)
 
-    def records(self, runs: Iterable[RunSpec]) -> Iterator[list[RunRecord]]:
-        """Yield a failed build's or an engine run's record at once, and a batch's records
-        when it is simulated."""
-        for run in runs:
-            task = self.sweep.task(run)
-            if self._job_metrics:
-                yield [_on_engine(task)]
+    def records(self, runs: Sequence[RunSpec]) -> Iterator[list[RunRecord]]:
+        """Yield a failed build's or an engine run's record as it comes, and a batch's
+        records when it is simulated."""
+        tasks = (self.sweep.task(run) for run in runs)
+        if self.workers > 1 and len(runs) > 1:
+            built: Iterator[_TimeRun | RunRecord] = _built_on_pool(tasks, len(runs), self.workers, self._job_metrics)
+        else:
+            built = (_build_or_run(task, self._job_metrics) for task in tasks)
+        for item in built:
+            if isinstance(item, RunRecord):
+                yield [item]
                 continue
-            start = time.perf_counter()
-            try:
-                built = self._build(run, task, start)
-            except Exception as err:  # noqa: BLE001 - recorded in the run's row
-                yield [failed_record(run.key, run.params, self.sweep.metrics, err, time.perf_counter() - start)]
-                continue
-            if built is None:
-                yield [_on_engine(task)]
-                continue
-            self.waiting.append(built)
+            self.waiting.append(item)
             if (sum(w.n_flows for w in self.waiting) >= BATCH_FLOWS
                     or sum(w.n_held for w in self.waiting) >= WAITING_FLOWS):
                 yield self._simulate()
         if self.waiting:
             yield self._simulate()
-
-    def _build(self, run: RunSpec, task: RunTask, start: float) -> _TimeRun | None:
-        """``run`` built and prepared by classes, or None when it is not for a batch: too
-        large, or asking for coarse time (``options.time_rel_tol``, which the batch does not
-        follow)."""
-        scenario = scenario_from_document(task.document, text=task.text, source=task.source, base_dir=task.base_dir)
-        topology, workload = scenario.topology, scenario.workload
-        routes = route_scenario(scenario)
-        try:
-            prepared = prepare_routed(topology, workload, routes, classes=True)
-        except InputError as err:
-            raise InputError(f"{scenario.source}: {err}") from None
-        built = _TimeRun(run, task, scenario, routes, prepared, time.perf_counter() - start)
-        fits = built.n_flows <= MAX_BATCH_FLOWS and scenario.options.time_rel_tol == DEFAULT_TIME_REL_TOL
-        return built if fits else None
 
     def _simulate(self) -> list[RunRecord]:
         batch, self.waiting = self.waiting, []
@@ -123,25 +107,88 @@ class TimeSolver:
             results = simulate_prepared([w.prepared for w in batch], backend=self.backend)
         except Exception as err:  # noqa: BLE001 - recorded in each run's row
             share = (time.perf_counter() - start) / len(batch)
-            return [failed_record(w.run.key, w.run.params, self.sweep.metrics, err, w.build_s + share) for w in batch]
+            return [failed_record(w.task.key, w.task.params, self.sweep.metrics, err, w.build_s + share)
+                    for w in batch]
         share = (time.perf_counter() - start) / len(batch)
         records = []
         for built, result in zip(batch, results, strict=True):
             begin = time.perf_counter()
+            task = built.task
             outcome = ScenarioRun(built.scenario, built.routes, result)
             try:
-                metrics = {name: float(METRIC_FUNCTIONS[name](outcome, built.task.document))
-                           for name in self.sweep.metrics}
+                metrics = {name: float(METRIC_FUNCTIONS[name](outcome, task.document)) for name in self.sweep.metrics}
             except Exception as err:  # noqa: BLE001 - recorded in the run's row
-                records.append(failed_record(built.run.key, built.run.params, self.sweep.metrics, err,
+                records.append(failed_record(task.key, task.params, self.sweep.metrics, err,
                                              built.build_s + share + time.perf_counter() - begin))
                 continue
-            records.append(RunRecord(built.run.key, built.run.params, "ok", "", metrics,
+            records.append(RunRecord(task.key, task.params, "ok", "", metrics,
                                      built.build_s + share + time.perf_counter() - begin, self.backend))
         return records
 
 
+def _build_or_run(task: RunTask, job_metrics: bool) -> _TimeRun | RunRecord:
+    """``task`` built and prepared by classes for a batch; or, when it is not for one (a job
+    metric, too many classes, coarse time), its record from the CPU engine; or its failed
+    record."""
+    if job_metrics:
+        return _on_engine(task)
+    start = time.perf_counter()
+    try:
+        scenario = scenario_from_document(task.document, text=task.text, source=task.source, base_dir=task.base_dir)
+        routes = route_scenario(scenario)
+        try:
+            prepared = prepare_routed(scenario.topology, scenario.workload, routes, classes=True)
+        except InputError as err:
+            raise InputError(f"{scenario.source}: {err}") from None
+    except Exception as err:  # noqa: BLE001 - recorded in the run's row
+        return failed_record(task.key, task.params, task.metrics, err, time.perf_counter() - start)
+    built = _TimeRun(task, scenario, routes, prepared, time.perf_counter() - start)
+    if built.n_flows > MAX_BATCH_FLOWS or scenario.options.time_rel_tol != DEFAULT_TIME_REL_TOL:
+        return _on_engine(task)
+    return built
+
+
+def _build_batch(tasks: list[RunTask], job_metrics: bool) -> list[_TimeRun | RunRecord]:
+    """:func:`_build_or_run` each task: one pool task for several runs."""
+    return [_build_or_run(task, job_metrics) for task in tasks]
+
+
+def _built_on_pool(tasks: Iterator[RunTask], n_tasks: int, workers: int,
+                   job_metrics: bool) -> Iterator[_TimeRun | RunRecord]:
+    """The runs built on a pool of ``workers`` processes, as they come. Runs lost with a
+    worker that died (killed, or out of memory), and those not yet built then, run on the CPU
+    engine's pool instead, which finds the run that kills its worker and records it failed."""
+    batches = _batches(tasks, n_tasks, workers)
+    lost: list[RunTask] = []
+    with _pool(workers) as pool:
+
+        def submit(batch: list[RunTask]) -> concurrent.futures.Future:
+            if not lost:
+                try:
+                    return pool.submit(_build_batch, batch, job_metrics)
+                except BrokenProcessPool:
+                    pass
+            lost.extend(batch)
+            return _done([])
+
+        def collect(future: concurrent.futures.Future, batch: list[RunTask]) -> list:
+            try:
+                return future.result()
+            except BrokenProcessPool:
+                lost.extend(batch)
+                return []
+
+        for items in _windowed(submit, _first_done, batches, 4 * workers, collect):
+            yield from items
+    if lost:
+        for records in process_pool(simulate_run, iter(lost), len(lost), workers):
+            yield from (_ran_on_engine(record) for record in records)
+
+
 def _on_engine(task: RunTask) -> RunRecord:
     """``task`` run on the CPU engine, as a worker runs it."""
-    record = execute(simulate_run, task)
+    return _ran_on_engine(execute(simulate_run, task))
+
+
+def _ran_on_engine(record: RunRecord) -> RunRecord:
     return RunRecord(record.key, record.params, record.status, record.error, record.metrics, record.wall_s, "engine")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from flowsim.collectives.constants import NCCL_VERSIONS
-from flowsim.collectives.tuner import NcclEnv, _graphs, _shrink, describe_system, nccl_choice
+from flowsim.collectives.tuner import NcclEnv, NcclSystem, _graphs, _shrink, describe_system, nccl_choice, nvls_tuning
 from flowsim.errors import InputError
 from flowsim.presets import preset
 from flowsim.routing import Router
@@ -233,3 +233,60 @@ def test_gpu_models_read_as_nvidia_smi_names_them():
     assert gpu_compute_capability("A10G") == 86
     assert gpu_compute_capability("Tesla V100-SXM2-32GB") == 70
     assert gpu_compute_capability("GPU") == 0
+
+
+# --- NVLS channels and chunks (src/transport/nvls.cc ncclNvlsTuning) -----------------------------
+
+KiB = 1024
+
+
+def blackwell(nodes, ppn=8, net=50.0, near=True, sm=100):
+    return NcclSystem(ppn * nodes, nodes, sm, "nvlink", True, "intel", 0.0, net if nodes > 1 else 0.0, near)
+
+
+@pytest.mark.parametrize(
+    ("system", "version", "expected"),
+    [
+        # Hopper: NVLS_NCHANNELS_SM90, the 128 KiB chunk; NVLSTree's largest 64 KiB from 4 nodes.
+        (blackwell(1, sm=90), "2.30.7", (16, 128 * KiB, 128 * KiB)),
+        (blackwell(4, sm=90), "2.30.7", (16, 128 * KiB, 64 * KiB)),
+        # Blackwell in one NVLink domain: NVLS_NCHANNELS_SM100_NVL from 2.27.3, SM100's 32 before.
+        (blackwell(1), "2.30.7", (24, 128 * KiB, 128 * KiB)),
+        (blackwell(1), "2.26.2", (32, 128 * KiB, 128 * KiB)),
+        # Across servers, ncclNvlsTreeSm100Tuning (2.30.3 on). 2 nodes, NICs >= 48 GB/s, 8 per
+        # node under PCIe switches, NICs < 96: 32 channels, tree chunk 64 KiB.
+        (blackwell(2), "2.30.7", (32, 128 * KiB, 64 * KiB)),
+        # ... with the NIC path through a CPU: the 128 KiB that case sets.
+        (blackwell(2, near=False), "2.30.7", (32, 128 * KiB, 128 * KiB)),
+        # ... 4 per node: 256 KiB chunks.
+        (blackwell(2, ppn=4), "2.30.7", (32, 256 * KiB, 256 * KiB)),
+        # 4 nodes, NICs >= 48: 24 channels, tree chunk 64 KiB under PCIe switches, else 128.
+        (blackwell(4), "2.30.7", (24, 128 * KiB, 64 * KiB)),
+        (blackwell(4, near=False), "2.30.7", (24, 128 * KiB, 128 * KiB)),
+        # NICs >= 96 GB/s, 8 per node: 24 channels of 256 KiB; 16 per node: 32, tree 128 KiB.
+        (blackwell(4, net=100.0), "2.30.7", (24, 256 * KiB, 256 * KiB)),
+        (blackwell(4, ppn=16, net=100.0), "2.30.7", (32, 128 * KiB, 128 * KiB)),
+        # Slower NICs: nothing set, the defaults (64 KiB from 4 nodes).
+        (blackwell(4, net=25.0), "2.30.7", (32, 128 * KiB, 64 * KiB)),
+        (blackwell(2, net=25.0), "2.30.7", (32, 128 * KiB, 128 * KiB)),
+        # Before 2.30.3 no SM100 tuning across servers.
+        (blackwell(2), "2.26.2", (32, 128 * KiB, 128 * KiB)),
+    ],
+)
+def test_nvls_channels_and_chunks_as_nvls_cc_sets_them(system, version, expected):
+    tuning = nvls_tuning(system, NCCL_VERSIONS[version])
+    assert (tuning.n_channels, tuning.chunk_bytes, tuning.tree_max_chunk_bytes) == expected
+
+
+def test_one_blackwell_server_and_one_nvl72_rack_run_nvls_on_24_channels():
+    from flowsim.fabrics import build_cluster
+
+    for system, fabric in (("dgx_b200", "auto"), ("gb200_nvl72", "none")):
+        topology = build_cluster(system, 1, figure="effective", fabric=fabric)
+        choice = nccl_choice(topology, "all_reduce", 1 << 30)
+        assert (choice.algorithm, choice.n_channels) == ("nvls", 24)
+    two = build_cluster("dgx_b200", 4, figure="effective")
+    choice = nccl_choice(two, "all_reduce", 1 << 30)
+    # 400 Gb/s NICs behind the GPUs' PCIe switches: NCCL's minNetBw is the Gen5 path's 48 GB/s.
+    assert (choice.algorithm, choice.n_channels, choice.system.net_GBps, choice.system.nic_near) == (
+        "nvls_tree", 24, 48.0, True)

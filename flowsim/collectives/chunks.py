@@ -113,6 +113,8 @@ def nccl_chunking(
     n_heads: int = 1,
     n_nodes: int = 1,
     n_ranks: int = 1,
+    nvls_chunk_bytes: int = NVLS_CHUNK_BYTES,
+    nvls_tree_max_chunk_bytes: int | None = None,
 ) -> NcclChunking:
     """NCCL's chunk for one call ([NCCL] src/enqueue.cc ``calcCollChunking``, 2.30.7).
 
@@ -130,6 +132,9 @@ def nccl_chunking(
         NVLS and NVLSTree: the NVLS heads (ranks of one server).
     n_nodes, n_ranks : int
         Servers and ranks of the communicator (the LL128 tree's rule).
+    nvls_chunk_bytes, nvls_tree_max_chunk_bytes : int
+        ``nvlsChunkSize`` and ``nvlsTreeMaxChunkSize`` (:func:`flowsim.collectives.tuner.nvls_tuning`);
+        default 128 KiB, and 64 KiB from 4 nodes, else the chunk.
 
     Examples
     --------
@@ -153,14 +158,15 @@ def nccl_chunking(
     elif protocol == "ll128":
         chunk = chunk // 16 * 15
     concurrent = n_channels * n_heads
+    if nvls_tree_max_chunk_bytes is None:
+        nvls_tree_max_chunk_bytes = 65536 if n_nodes >= 4 else nvls_chunk_bytes
     if algorithm == "nvls":
-        chunk = min(chunk, NVLS_CHUNK_BYTES)
+        chunk = min(chunk, nvls_chunk_bytes)
         for times, floor in ((64, 65536), (8, 32768), (2, 16384)):
             if n_bytes < times * concurrent * chunk and chunk > floor:
                 chunk = floor
     elif algorithm == "nvls_tree":
-        # nvlsTreeMaxChunkSize: 64 KiB from 4 nodes, else nvlsChunkSize (src/transport/nvls.cc).
-        chunk = 65536 if n_nodes >= 4 else NVLS_CHUNK_BYTES
+        chunk = min(nvls_chunk_bytes, nvls_tree_max_chunk_bytes)
         for times, floor in ((32, 262144), (16, 131072), (4, 65536), (1, 32768)):
             if n_bytes < times * concurrent * chunk and chunk > floor:
                 chunk = floor

@@ -587,8 +587,10 @@ def _nccl_pieces(collective: str, algorithm: str, choice: NcclChoice, size_bytes
     per step of a ring (one chunk per rank and loop), per tree or NVLS head."""
     n_nodes = len(set(servers.values()))
     heads = len(ranks) // n_nodes if algorithm in ("nvls", "nvls_tree") else 1
+    tuned = {} if choice.nvls is None else {"nvls_chunk_bytes": choice.nvls.chunk_bytes,
+                                            "nvls_tree_max_chunk_bytes": choice.nvls.tree_max_chunk_bytes}
     chunking = nccl_chunking(collective, algorithm, choice.protocol, int(size_bytes), n_channels=choice.n_channels,
-                             n_heads=heads, n_nodes=n_nodes, n_ranks=len(ranks))
+                             n_heads=heads, n_nodes=n_nodes, n_ranks=len(ranks), **tuned)
     channel_bytes = float(size_bytes) / choice.n_channels
     if algorithm == "ring" and collective in ("all_reduce", "all_gather", "reduce_scatter"):
         return pipeline_pieces(chunking, channel_bytes, len(ranks), MAX_RING_SLICES)

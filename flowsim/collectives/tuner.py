@@ -46,6 +46,7 @@ use all the links.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import weakref
@@ -54,6 +55,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from flowsim.collectives.chunks import NVLS_CHUNK_BYTES
 from flowsim.collectives.constants import (
     DEFAULT_NCCL_VERSION,
     NCCL_ALGORITHMS,
@@ -74,8 +76,10 @@ __all__ = [
     "NcclEnv",
     "NcclGraph",
     "NcclSystem",
+    "NvlsTuning",
     "describe_system",
     "nccl_choice",
+    "nvls_tuning",
 ]
 
 # Names NCCL_ALGO and NCCL_PROTO accept ([NCCL] src/enqueue.cc ncclAlgoStr, ncclProtoStr).
@@ -130,6 +134,11 @@ class NcclSystem:
         What the network plugin reports as its latency (``graph->latencyInter``, the largest of
         the ranks' servers' :attr:`~flowsim.topology.Topology.server_net_latency_s`): NCCL adds
         it to every inter-server step, twice with Simple (its flush), [NCCL] tuning.cc.
+    net_GBps : float
+        ``comm->minNetBw`` ([NCCL] src/graph/topo.cc ``ncclTopoGetMinNetBw``): the slowest
+        path from a GPU of the first server to its NIC (GB/s); 0 on one server.
+    nic_near : bool
+        Those paths stay under PCIe switches (``PATH_PXB`` or nearer, no CPU on the way).
     """
 
     n_ranks: int
@@ -139,6 +148,8 @@ class NcclSystem:
     nvswitch: bool
     cpu_vendor: str
     net_latency_us: float = 0.0
+    net_GBps: float = 0.0
+    nic_near: bool = True
 
     @property
     def compcap(self) -> str:
@@ -210,6 +221,7 @@ class NcclChoice:
     system: NcclSystem = field(repr=False)
     version: str = DEFAULT_NCCL_VERSION
     model_latency_us: float = 0.0
+    nvls: NvlsTuning | None = None
 
     @property
     def channel_bandwidth_Bps(self) -> float:
@@ -734,6 +746,59 @@ def _time_us(system: NcclSystem, constants: NcclConstants, collective: str, algo
     return latency + n_bytes / (1000 * algbw)
 
 
+@dataclass(frozen=True)
+class NvlsTuning:
+    """``ncclNvlsTuning`` ([NCCL] src/transport/nvls.cc): the channels NVLS and NVLSTree run on,
+    NVLS's chunk (``nvlsChunkSize``) and NVLSTree's largest (``nvlsTreeMaxChunkSize``), bytes."""
+
+    n_channels: int
+    chunk_bytes: int
+    tree_max_chunk_bytes: int
+
+
+def nvls_tuning(system: NcclSystem, constants: NcclConstants) -> NvlsTuning:
+    """What ``ncclNvlsTuning`` of ``constants``' version sets for ``system``.
+
+    16 channels on Hopper and 32 on Blackwell; from 2.27.3, 24 on Blackwell inside one NVLink
+    domain (``NVLS_NCHANNELS_SM100_NVL``, one server or one multi-node NVLink clique). From
+    2.30.3, Blackwell across servers takes ``ncclNvlsTreeSm100Tuning``'s choice by node
+    count, ranks per node, the slowest GPU-NIC path (``minNetBw``) and whether that path stays
+    under PCIe switches. The chunk is 128 KiB (``NCCL_NVLS_CHUNKSIZE``) unless that tuning
+    says otherwise; NVLSTree's largest is 64 KiB from 4 nodes, else the chunk.
+    """
+    channels = constants.nvls_channels.get(system.compcap, 16)
+    blackwell = system.sm >= 100
+    if blackwell and system.n_nodes == 1 and _since(constants, (2, 27, 3)):
+        channels = 24
+    chunk = tree_max = 0
+    if blackwell and system.n_nodes > 1 and _since(constants, (2, 30, 3)):
+        channels, chunk, tree_max = _sm100_nvls_tree(system, channels)
+    chunk = chunk or NVLS_CHUNK_BYTES
+    tree_max = tree_max or (65536 if system.n_nodes >= 4 else chunk)
+    return NvlsTuning(channels, chunk, tree_max)
+
+
+def _sm100_nvls_tree(system: NcclSystem, channels: int) -> tuple[int, int, int]:
+    """``ncclNvlsTreeSm100Tuning`` ([NCCL] v2.30.7-1 src/transport/nvls.cc): channels, chunk
+    and NVLSTree's largest chunk (0: left to the defaults)."""
+    ppn, net = system.ppn, system.net_GBps
+    chunk, tree_max = 128 * 1024, 0
+    if system.n_nodes == 2 and net >= 48.0:
+        channels, tree_max = 32, 128 * 1024
+        if ppn <= 4:
+            chunk = tree_max = 256 * 1024
+        elif ppn >= 16 or (ppn <= 8 and system.nic_near and net < 96.0):
+            tree_max = 64 * 1024
+    elif net >= 96.0:
+        if ppn <= 8:
+            channels, chunk, tree_max = 24, 256 * 1024, 256 * 1024
+        else:
+            channels, tree_max = 32, 128 * 1024 if ppn < 32 else 64 * 1024
+    elif net >= 48.0:
+        channels, tree_max = 24, 64 * 1024 if system.nic_near else 128 * 1024
+    return channels, chunk, tree_max
+
+
 def nccl_choice(
     topology: Topology,
     collective: str,
@@ -793,10 +858,12 @@ def nccl_choice(
     algorithm, protocol = min(table, key=lambda key: (table[key], NCCL_ALGORITHMS.index(key[0]),
                                                       NCCL_PROTOCOLS.index(key[1])))
     max_threads = _max_threads(algorithm, protocol, graphs, env)
+    nvls = None
     if algorithm in ("nvls", "nvls_tree"):
         # NVLS runs nvlsChannels, no shrink (NVLS across servers, capped at the communicator's
         # channels in NCCL, needs CollNet, which _model leaves out).
-        max_channels = constants.nvls_channels[system.compcap]
+        nvls = nvls_tuning(system, constants)
+        max_channels = nvls.n_channels
         n_channels, n_threads = max_channels, max_threads
     else:
         max_channels = comm_channels
@@ -806,7 +873,7 @@ def nccl_choice(
     bandwidth_us = _time_us(system, constants, collective, algorithm, protocol, 0.0, algbw, n_bytes, comm_channels)
     return NcclChoice(algorithm, protocol, n_channels, max_channels, n_threads, table[(algorithm, protocol)], bus,
                       table, system, constants.version,
-                      model_latency_us=table[(algorithm, protocol)] - bandwidth_us)
+                      model_latency_us=table[(algorithm, protocol)] - bandwidth_us, nvls=nvls)
 
 
 # Search results per topology object: a topology is immutable, and its search depends only on
@@ -829,9 +896,31 @@ def _search_once(topology: Topology, ranks: Sequence[str], constants: NcclConsta
         _SEARCHES[ident] = entry
     key = (tuple(ranks), constants.version, gpu_generation)
     if key not in entry[1]:
+        router = router or Router(topology)
         system = describe_system(topology, ranks, gpu_generation=gpu_generation)
-        entry[1][key] = (system, _graphs(topology, ranks, system, constants, router or Router(topology)))
+        graphs = _graphs(topology, ranks, system, constants, router)
+        if system.n_nodes > 1:
+            system = dataclasses.replace(system, **_net_paths(topology, ranks, constants, router))
+        entry[1][key] = (system, graphs)
     return entry[1][key]
+
+
+def _net_paths(topology: Topology, ranks: Sequence[str], constants: NcclConstants, router: Router) -> dict:
+    """``net_GBps`` and ``nic_near`` of :class:`NcclSystem`: the paths from the first server's
+    GPUs to their NICs."""
+    servers = rank_servers(topology, ranks)
+    first = [r for r in ranks if servers[r] == servers[ranks[0]]]
+    nics = [topology.node_names[int(topology.node_nic[topology.node_id(g)])] for g in first
+            if topology.node_nic[topology.node_id(g)] >= 0]
+    if len(nics) < len(first):
+        return {}  # _graphs names the rank without a NIC
+    pairs = list(zip(first, nics, strict=True))
+    routes = router.route([g for g, _ in pairs], [n for _, n in pairs], method="shortest")
+    near = all(
+        topology.node_kind[int(topology.link_dst[link])] not in (NodeKind.CPU, NodeKind.HOST_MEMORY)
+        for link in routes.flow_link_indices.tolist()
+    )
+    return {"net_GBps": min(_path_bandwidths(topology, router, pairs, constants)), "nic_near": near}
 
 
 def _comm_channels(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclConstants,

@@ -234,7 +234,7 @@ def test_nccl_variables_the_model_does_not_follow_are_named_once(capsys):
     notes = [line for line in capsys.readouterr().err.splitlines() if "change the model" in line]
     assert notes == [
         "flowsim: note: NCCL_IB_HCA, NCCL_SOCKET_IFNAME do not change the model (it follows NCCL_ALGO, NCCL_PROTO, "
-        "channel counts, NCCL_NVLS_ENABLE, NCCL_NTHREADS)"
+        "channel counts, NCCL_NVLS_ENABLE, NCCL_NVLS_NCHANNELS, NCCL_NTHREADS)"
     ]
 
 

@@ -290,3 +290,21 @@ def test_one_blackwell_server_and_one_nvl72_rack_run_nvls_on_24_channels():
     # 400 Gb/s NICs behind the GPUs' PCIe switches: NCCL's minNetBw is the Gen5 path's 48 GB/s.
     assert (choice.algorithm, choice.n_channels, choice.system.net_GBps, choice.system.nic_near) == (
         "nvls_tree", 24, 48.0, True)
+
+
+def test_nvls_channels_follow_nccl_nvls_nchannels_within_the_cta_bounds():
+    # src/init.cc: NCCL_NVLS_NCHANNELS sets nvlsCTAs (a positive number from 2.27.3; 0 counted
+    # before), then nvls.cc bounds it by NCCL_MIN_CTAS and NCCL_MAX_CTAS.
+    system, latest, older = blackwell(1), NCCL_VERSIONS["2.30.7"], NCCL_VERSIONS["2.26.2"]
+    for env, version, channels in (({"NCCL_NVLS_NCHANNELS": "8"}, latest, 8),
+                                   ({"NCCL_NVLS_NCHANNELS": "0"}, latest, 24),
+                                   ({"NCCL_NVLS_NCHANNELS": "0"}, older, 1),
+                                   ({"NCCL_NVLS_NCHANNELS": "8", "NCCL_MIN_CTAS": "12"}, latest, 12),
+                                   ({"NCCL_MAX_CTAS": "16"}, latest, 16),
+                                   ({"NCCL_MAX_CTAS": "-1"}, latest, 24)):
+        assert nvls_tuning(system, version, NcclEnv(env)).n_channels == channels, env
+    from flowsim.fabrics import build_cluster
+
+    topology = build_cluster("dgx_h100", 1, figure="effective")
+    choice = nccl_choice(topology, "all_reduce", 1 << 30, nccl_env={"NCCL_NVLS_NCHANNELS": "8"})
+    assert (choice.algorithm, choice.n_channels) == ("nvls", 8)

@@ -494,7 +494,7 @@ def _graphs(topology: Topology, ranks: Sequence[str], system: NcclSystem, consta
 #: (it tunes transports flowsim does not model), and reported in :attr:`NcclEnv.ignored`.
 NCCL_ENV_KEYS = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS",
                  "NCCL_MIN_NRINGS", "NCCL_MAX_NRINGS", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS", "NCCL_NTHREADS",
-                 "NCCL_PAT_ENABLE", "NCCL_COLLNET_ENABLE")
+                 "NCCL_PAT_ENABLE", "NCCL_COLLNET_ENABLE", "NCCL_NVLS_NCHANNELS")
 
 
 def _parse_list(value: str, names: Mapping[str, str], key: str, collective: str) -> set[str]:
@@ -756,8 +756,8 @@ class NvlsTuning:
     tree_max_chunk_bytes: int
 
 
-def nvls_tuning(system: NcclSystem, constants: NcclConstants) -> NvlsTuning:
-    """What ``ncclNvlsTuning`` of ``constants``' version sets for ``system``.
+def nvls_tuning(system: NcclSystem, constants: NcclConstants, env: NcclEnv | None = None) -> NvlsTuning:
+    """What ``ncclNvlsTuning`` of ``constants``' version sets for ``system`` under ``env``.
 
     16 channels on Hopper and 32 on Blackwell; from 2.27.3, 24 on Blackwell inside one NVLink
     domain (``NVLS_NCHANNELS_SM100_NVL``, one server or one multi-node NVLink clique). From
@@ -765,6 +765,9 @@ def nvls_tuning(system: NcclSystem, constants: NcclConstants) -> NvlsTuning:
     count, ranks per node, the slowest GPU-NIC path (``minNetBw``) and whether that path stays
     under PCIe switches. The chunk is 128 KiB (``NCCL_NVLS_CHUNKSIZE``) unless that tuning
     says otherwise; NVLSTree's largest is 64 KiB from 4 nodes, else the chunk.
+    ``NCCL_NVLS_NCHANNELS`` replaces the channels (a positive number; from 0 before 2.27.3),
+    and ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS`` bound them ([NCCL] src/init.cc ``nvlsCTAs``,
+    ``minCTAs``, ``maxCTAs``).
     """
     channels = constants.nvls_channels.get(system.compcap, 16)
     blackwell = system.sm >= 100
@@ -775,6 +778,14 @@ def nvls_tuning(system: NcclSystem, constants: NcclConstants) -> NvlsTuning:
         channels, chunk, tree_max = _sm100_nvls_tree(system, channels)
     chunk = chunk or NVLS_CHUNK_BYTES
     tree_max = tree_max or (65536 if system.n_nodes >= 4 else chunk)
+    if env is not None:
+        given = env.integer("NCCL_NVLS_NCHANNELS")
+        if given is not None and (given > 0 or given == 0 and not _since(constants, (2, 27, 3))):
+            channels = given
+        least, most = env.integer("NCCL_MIN_CTAS"), env.integer("NCCL_MAX_CTAS")
+        least = least if least is not None and least > 0 else 1
+        most = most if most is not None and most > 0 else _MAX_CHANNELS
+        channels = max(least, min(most, channels))
     return NvlsTuning(channels, chunk, tree_max)
 
 
@@ -862,7 +873,7 @@ def nccl_choice(
     if algorithm in ("nvls", "nvls_tree"):
         # NVLS runs nvlsChannels, no shrink (NVLS across servers, capped at the communicator's
         # channels in NCCL, needs CollNet, which _model leaves out).
-        nvls = nvls_tuning(system, constants)
+        nvls = nvls_tuning(system, constants, env)
         max_channels = nvls.n_channels
         n_channels, n_threads = max_channels, max_threads
     else:

@@ -90,7 +90,8 @@ def parse_nccl_env(pairs: list[str]) -> dict[str, str]:
     ignored = NcclEnv(env).ignored
     if ignored:
         print(f"flowsim: note: {', '.join(ignored)} {'does' if len(ignored) == 1 else 'do'} not change the model "
-              "(it follows NCCL_ALGO, NCCL_PROTO, channel counts, NCCL_NVLS_ENABLE, NCCL_NTHREADS)", file=sys.stderr)
+              "(it follows NCCL_ALGO, NCCL_PROTO, channel counts, NCCL_NVLS_ENABLE, NCCL_NVLS_NCHANNELS, "
+              "NCCL_NTHREADS)", file=sys.stderr)
     return env
 
 

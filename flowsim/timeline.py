@@ -14,8 +14,9 @@ times equal :func:`flowsim.simulate`'s to rounding. :func:`run_many` routes and 
 What a batch does not give: rate segments (``record_links``, ``record_flows``), the
 progress line, and coarse time: its instants are :func:`flowsim.simulate`'s at the default
 ``time_rel_tol`` (docs/model.md "Time"), whose coarser windows, which keep each event's own
-time, the batch does not follow. Each run costs about the square of its (solved) flow count, so the batch suits
-many small runs; a large one is better given to :func:`flowsim.simulate`.
+time, the batch does not follow. Each instant re-solves every flow in flight, with no
+incremental re-solve, so the batch suits many small runs; a large one, or one with many
+flows at once, is better given to :func:`flowsim.simulate`.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from flowsim.result import SimulationResult
 from flowsim.routing import Router
 from flowsim.topology import Topology
 from flowsim.workload import Workload
+from flowsim_kernels.csr import csr_transpose
 from flowsim_kernels.timeline import simulate_batch
 
 __all__ = ["run_many", "simulate_prepared"]
@@ -49,7 +51,8 @@ class _Packed:
         self.flow_offsets = _offsets(n_flows)
         self.link_offsets = _offsets(n_links)
         self.incidence_offsets = _offsets([s.flow_link_indices.shape[0] for s in solved])
-        dependents = [_dependents(s.dep_indptr, s.dep_indices) for s in solved]
+        # Each flow's waiters, one entry per listing: the dependencies transposed.
+        dependents = [csr_transpose(s.dep_indptr, s.dep_indices, s.size_bytes.shape[0]) for s in solved]
         self.dependent_offsets = _offsets([d[1].shape[0] for d in dependents])
         self.flow_link_indptr = np.concatenate([s.flow_link_indptr for s in solved]).astype(np.int64)
         self.flow_link_indices = np.concatenate([s.flow_link_indices for s in solved]).astype(np.int64)
@@ -76,16 +79,6 @@ def _offsets(counts: Sequence[int]) -> np.ndarray:
     out = np.zeros(len(counts) + 1, dtype=np.int64)
     np.cumsum(counts, out=out[1:])
     return out
-
-
-def _dependents(dep_indptr: np.ndarray, dep_indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The transpose of a dependency CSR: each flow's waiters, one entry per listing."""
-    n = dep_indptr.shape[0] - 1
-    waiter = np.repeat(np.arange(n, dtype=np.int64), np.diff(dep_indptr))
-    order = np.argsort(dep_indices, kind="stable")
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(dep_indices, minlength=n), out=indptr[1:])
-    return indptr, waiter[order]
 
 
 def simulate_prepared(

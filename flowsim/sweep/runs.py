@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from flowsim.errors import InputError
-from flowsim.jobresults import job_results
-from flowsim.scenario import run_scenario, scenario_from_document
+from flowsim.jobresults import JobsReport, job_results
+from flowsim.scenario import ScenarioRun, run_scenario, scenario_from_document
 from flowsim.sweep.metrics import METRIC_FUNCTIONS, job_metric
 from flowsim.sweep.spec import RunTask
 from flowsim.trace import write_trace
 
-__all__ = ["RunRecord", "Runner", "execute", "failed_record", "simulate_run"]
+__all__ = ["RunRecord", "Runner", "execute", "failed_record", "measure", "simulate_run"]
 
 
 #: A runner: one :class:`RunTask` in, metric name -> value out (see :func:`simulate_run`).
@@ -69,6 +69,22 @@ def simulate_run(task: RunTask) -> dict[str, float]:
     scenario = scenario_from_document(task.document, text=task.text, source=task.source, base_dir=task.base_dir)
     run = run_scenario(scenario)
     jobs = job_results(run) if scenario.jobs else None
+    metrics = measure(task, run, jobs)
+    if task.trace_path is not None:
+        write_trace(task.trace_path, scenario.topology, scenario.workload, run.routes, run.result,
+                    scenario_text=task.text, jobs=None if jobs is None else jobs.table())
+    return metrics
+
+
+def measure(task: RunTask, run: ScenarioRun, jobs: JobsReport | None = None) -> dict[str, float]:
+    """``task``'s metrics of a simulated ``run`` (and of its ``jobs``, for job metrics).
+
+    Raises
+    ------
+    InputError
+        A metric does not apply: a job metric without ``[[job]]`` tables or naming no job,
+        ``busbw_Bps`` of a workload that is not one collective.
+    """
     metrics = {}
     for name in task.metrics:
         parsed = job_metric(name)
@@ -81,9 +97,6 @@ def simulate_run(task: RunTask) -> dict[str, float]:
             metrics[name] = jobs.job(parsed[0]).metric(parsed[1])
         except KeyError as err:
             raise InputError(f"metric {name!r}: {err.args[0]}") from None
-    if task.trace_path is not None:
-        write_trace(task.trace_path, scenario.topology, scenario.workload, run.routes, run.result,
-                    scenario_text=task.text, jobs=None if jobs is None else jobs.table())
     return metrics
 
 

@@ -13,6 +13,7 @@ results table's ``ran_on`` column says which: the backend's name (``cpu`` or ``c
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures.process import BrokenProcessPool
@@ -24,8 +25,8 @@ from flowsim.pipeline import prepare_routed
 from flowsim.routes import Routes
 from flowsim.scenario import Scenario, ScenarioRun, route_scenario, scenario_from_document
 from flowsim.sweep.executors import _batches, _done, _first_done, _pool, _windowed, process_pool
-from flowsim.sweep.metrics import METRIC_FUNCTIONS, job_metric
-from flowsim.sweep.runs import RunRecord, execute, failed_record, simulate_run
+from flowsim.sweep.metrics import job_metric
+from flowsim.sweep.runs import RunRecord, execute, failed_record, measure, simulate_run
 from flowsim.sweep.spec import RunSpec, RunTask, Sweep
 from flowsim.timeline import simulate_prepared
 
@@ -88,14 +89,16 @@ class TimeSolver:
             built: Iterator[_TimeRun | RunRecord] = _built_on_pool(tasks, len(runs), self.workers, self._job_metrics)
         else:
             built = (_build_or_run(task, self._job_metrics) for task in tasks)
+        flows = held = 0  # of the waiting runs
         for item in built:
             if isinstance(item, RunRecord):
                 yield [item]
                 continue
             self.waiting.append(item)
-            if (sum(w.n_flows for w in self.waiting) >= BATCH_FLOWS
-                    or sum(w.n_held for w in self.waiting) >= WAITING_FLOWS):
+            flows, held = flows + item.n_flows, held + item.n_held
+            if flows >= BATCH_FLOWS or held >= WAITING_FLOWS:
                 yield self._simulate()
+                flows = held = 0
         if self.waiting:
             yield self._simulate()
 
@@ -116,7 +119,7 @@ class TimeSolver:
             task = built.task
             outcome = ScenarioRun(built.scenario, built.routes, result)
             try:
-                metrics = {name: float(METRIC_FUNCTIONS[name](outcome, task.document)) for name in self.sweep.metrics}
+                metrics = measure(task, outcome)
             except Exception as err:  # noqa: BLE001 - recorded in the run's row
                 records.append(failed_record(task.key, task.params, self.sweep.metrics, err,
                                              built.build_s + share + time.perf_counter() - begin))
@@ -135,6 +138,8 @@ def _build_or_run(task: RunTask, job_metrics: bool) -> _TimeRun | RunRecord:
     start = time.perf_counter()
     try:
         scenario = scenario_from_document(task.document, text=task.text, source=task.source, base_dir=task.base_dir)
+        if scenario.options.time_rel_tol != DEFAULT_TIME_REL_TOL:
+            return _on_engine(task)
         routes = route_scenario(scenario)
         try:
             prepared = prepare_routed(scenario.topology, scenario.workload, routes, classes=True)
@@ -143,9 +148,7 @@ def _build_or_run(task: RunTask, job_metrics: bool) -> _TimeRun | RunRecord:
     except Exception as err:  # noqa: BLE001 - recorded in the run's row
         return failed_record(task.key, task.params, task.metrics, err, time.perf_counter() - start)
     built = _TimeRun(task, scenario, routes, prepared, time.perf_counter() - start)
-    if built.n_flows > MAX_BATCH_FLOWS or scenario.options.time_rel_tol != DEFAULT_TIME_REL_TOL:
-        return _on_engine(task)
-    return built
+    return _on_engine(task) if built.n_flows > MAX_BATCH_FLOWS else built
 
 
 def _build_batch(tasks: list[RunTask], job_metrics: bool) -> list[_TimeRun | RunRecord]:
@@ -191,4 +194,4 @@ def _on_engine(task: RunTask) -> RunRecord:
 
 
 def _ran_on_engine(record: RunRecord) -> RunRecord:
-    return RunRecord(record.key, record.params, record.status, record.error, record.metrics, record.wall_s, "engine")
+    return dataclasses.replace(record, ran_on="engine")

@@ -172,8 +172,6 @@ def simulate(
         # each transferring flow: this is a solver defect, not an input the user can fix.
         label = item_label("flow", culprit(int(stuck[0])), flow_names)
         raise RuntimeError(f"{label} never finished ({stuck.size} flows in all): a flowsim defect, please report it")
-    ready, transfer_start, finish = (prepared.lift(t) for t in (ready, transfer_start, finish))
-    link_bytes = problem.routes.per_link_sum(size)
     segments = {}
     if record != RECORD_NONE:
         n_entities = n_links + (n_flows if record_flows else 0)
@@ -192,22 +190,7 @@ def simulate(
         )
         if record_flows:
             segments["flow_segment_indptr"] = indptr[n_links:]
-    if classes:
-        # Too few flows alike to be worth it: every flow its own class, the full problem.
-        segments.update(zip(("n_flow_classes", "n_link_classes"), prepared.class_counts, strict=True))
-    return SimulationResult(
-        ready_s=ready,
-        transfer_start_s=transfer_start,
-        finish_s=finish,
-        size_bytes=size,
-        link_capacity_Bps=problem.capacity_Bps,
-        link_bytes=link_bytes,
-        n_events=int(n_events),
-        n_rate_updates=int(n_updates),
-        n_rates_resolved=int(n_resolved),
-        n_rates_changed=int(n_changed),
-        **segments,
-    )
+    return prepared.result(ready, transfer_start, finish, (n_events, n_updates, n_resolved, n_changed), **segments)
 
 
 @dataclass(frozen=True)
@@ -244,6 +227,29 @@ class PreparedRun:
     def culprit(self, solved_flow: int) -> int:
         """The flow that stands for ``solved_flow`` in messages (a class's first flow)."""
         return solved_flow if self.grouped is None else int(self.grouped.representative[solved_flow])
+
+    def result(self, ready: np.ndarray, transfer_start: np.ndarray, finish: np.ndarray,
+               counters: tuple[int, int, int, int], **segments) -> SimulationResult:
+        """The result of the solved problem's times (lifted to every flow), the engine
+        ``counters`` (events, rate updates, rates resolved, rates changed) and ``segments``
+        (already per link and flow)."""
+        size = self.inp.size_bytes
+        n_flow_classes, n_link_classes = self.class_counts
+        return SimulationResult(
+            ready_s=self.lift(ready),
+            transfer_start_s=self.lift(transfer_start),
+            finish_s=self.lift(finish),
+            size_bytes=size,
+            link_capacity_Bps=self.problem.capacity_Bps,
+            link_bytes=self.problem.routes.per_link_sum(size),
+            n_events=int(counters[0]),
+            n_rate_updates=int(counters[1]),
+            n_rates_resolved=int(counters[2]),
+            n_rates_changed=int(counters[3]),
+            n_flow_classes=n_flow_classes,
+            n_link_classes=n_link_classes,
+            **segments,
+        )
 
 
 def prepare(

@@ -136,22 +136,7 @@ def simulate_prepared(
                 f"run {i}: {label}'s times are beyond float64's range (about 1.8e308 s): its size, start, delays "
                 "or latencies are too large, or its rate too small"
             )
-        problem, size = run.problem, run.inp.size_bytes
-        n_flow_classes, n_link_classes = run.class_counts
-        results.append(SimulationResult(
-            ready_s=run.lift(ready[part]),
-            transfer_start_s=run.lift(transfer_start[part]),
-            finish_s=run.lift(finish[part]),
-            size_bytes=size,
-            link_capacity_Bps=problem.capacity_Bps,
-            link_bytes=problem.routes.per_link_sum(size),
-            n_events=int(counts[i, 1]),
-            n_rate_updates=int(counts[i, 0]),
-            n_rates_resolved=int(counts[i, 2]),
-            n_rates_changed=int(counts[i, 3]),
-            n_flow_classes=n_flow_classes,
-            n_link_classes=n_link_classes,
-        ))
+        results.append(run.result(ready[part], transfer_start[part], finish[part], tuple(counts[i, [1, 0, 2, 3]])))
     return results
 
 

@@ -66,6 +66,7 @@ from flowsim.collectives.constants import (
 from flowsim.collectives.rings import mesh_link_counts, mesh_rings, mesh_server_rings, rank_servers, rotated_rings
 from flowsim.errors import InputError
 from flowsim.hardware import LinkTier, link_technology
+from flowsim.routes import Routes
 from flowsim.routing import Router
 from flowsim.topology import NodeKind, Topology
 
@@ -406,10 +407,14 @@ def _path_bandwidths(topology: Topology, router: Router, pairs: list[tuple[str, 
                      constants: NcclConstants) -> list[float]:
     """NCCL's bandwidth of each pair's path: its slowest link (``path->bw``)."""
     routes = router.route([s for s, _ in pairs], [d for _, d in pairs], method="shortest")
+    return _route_bandwidths(topology, routes, constants)
+
+
+def _route_bandwidths(topology: Topology, routes: Routes, constants: NcclConstants) -> list[float]:
+    """NCCL's bandwidth of each route: its slowest link."""
     return [
-        min(_nccl_link_bw(topology, int(link), constants)
-            for link in routes.flow_link_indices[routes.flow_link_indptr[i]:routes.flow_link_indptr[i + 1]])
-        for i in range(len(pairs))
+        min(_nccl_link_bw(topology, int(link), constants) for link in routes.route(i).tolist())
+        for i in range(routes.n_flows)
     ]
 
 
@@ -445,11 +450,7 @@ def _graphs(topology: Topology, ranks: Sequence[str], system: NcclSystem, consta
     # the GPUs to their NICs (the slowest of them here; NCCL takes the fastest, the same on
     # servers whose GPUs each have a NIC path alike), inside one the fastest to another GPU.
     if inter:
-        nics = [int(topology.node_nic[topology.node_id(g)]) for g in first_group]
-        if min(nics) < 0:
-            raise InputError(f"rank {first_group[nics.index(min(nics))]!r} has no NIC to leave its server through")
-        max_bw = min(_path_bandwidths(topology, router, [(g, topology.node_names[nic]) for g, nic in
-                                                          zip(first_group, nics, strict=True)], constants))
+        max_bw = _nic_paths(topology, router, first_group, constants)[0]
     elif len(first_group) > 1:
         max_bw = max(_path_bandwidths(topology, router, [(gpu0, g) for g in first_group[1:]], constants))
     else:
@@ -911,27 +912,27 @@ def _search_once(topology: Topology, ranks: Sequence[str], constants: NcclConsta
         system = describe_system(topology, ranks, gpu_generation=gpu_generation)
         graphs = _graphs(topology, ranks, system, constants, router)
         if system.n_nodes > 1:
-            system = dataclasses.replace(system, **_net_paths(topology, ranks, constants, router))
+            servers = rank_servers(topology, ranks)
+            first = [r for r in ranks if servers[r] == servers[ranks[0]]]
+            net_GBps, nic_near = _nic_paths(topology, router, first, constants)
+            system = dataclasses.replace(system, net_GBps=net_GBps, nic_near=nic_near)
         entry[1][key] = (system, graphs)
     return entry[1][key]
 
 
-def _net_paths(topology: Topology, ranks: Sequence[str], constants: NcclConstants, router: Router) -> dict:
-    """``net_GBps`` and ``nic_near`` of :class:`NcclSystem`: the paths from the first server's
-    GPUs to their NICs."""
-    servers = rank_servers(topology, ranks)
-    first = [r for r in ranks if servers[r] == servers[ranks[0]]]
-    nics = [topology.node_names[int(topology.node_nic[topology.node_id(g)])] for g in first
-            if topology.node_nic[topology.node_id(g)] >= 0]
-    if len(nics) < len(first):
-        return {}  # _graphs names the rank without a NIC
-    pairs = list(zip(first, nics, strict=True))
-    routes = router.route([g for g, _ in pairs], [n for _, n in pairs], method="shortest")
-    near = all(
-        topology.node_kind[int(topology.link_dst[link])] not in (NodeKind.CPU, NodeKind.HOST_MEMORY)
-        for link in routes.flow_link_indices.tolist()
-    )
-    return {"net_GBps": min(_path_bandwidths(topology, router, pairs, constants)), "nic_near": near}
+def _nic_paths(topology: Topology, router: Router, gpus: Sequence[str],
+               constants: NcclConstants) -> tuple[float, bool]:
+    """The paths from ``gpus`` (one server's) to their NICs: the slowest one's NCCL bandwidth
+    (GB/s; ``minNetBw``, [NCCL] src/graph/topo.cc ``ncclTopoGetMinNetBw``) and whether all stay
+    under PCIe switches (``PATH_PXB`` or nearer: no CPU on the way)."""
+    nics = [int(topology.node_nic[topology.node_id(g)]) for g in gpus]
+    if min(nics) < 0:
+        raise InputError(f"rank {gpus[nics.index(min(nics))]!r} has no NIC to leave its server through")
+    routes = router.route(list(gpus), [topology.node_names[nic] for nic in nics], method="shortest")
+    slowest = min(_route_bandwidths(topology, routes, constants))
+    near = all(topology.node_kind[int(topology.link_dst[link])] not in (NodeKind.CPU, NodeKind.HOST_MEMORY)
+               for link in routes.flow_link_indices.tolist())
+    return slowest, near
 
 
 def _comm_channels(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclConstants,

@@ -559,6 +559,25 @@ def test_a_missing_rank_line_is_named():
         parse_nccl_log("\n".join(lines), collective="all_gather")
 
 
+def test_a_paste_that_starts_in_the_middle_of_the_rank_lines_takes_the_shape_from_the_arguments():
+    # Ranks 5-7 only: the list was cut at its top, as sources paste it (coreweave/nccl-tests#43
+    # shows only rank 71 of 72). The shape comes from the arguments, the GPU from the lines.
+    lines = [line for line in _lines(ALL_GATHER) if not line.startswith(("#  Rank  0 ", "#  Rank  1 ",
+                                                                          "#  Rank  2 ", "#  Rank  3 ",
+                                                                          "#  Rank  4 "))]
+    text = "\n".join(line for line in lines if "nThread" not in line)
+    with pytest.raises(InputError, match=r"rank lines for ranks 5-7 only \(pasted in part\), so the ranks and hosts "
+                                         r"are unknown \(the busbw / algbw ratio says 8 ranks\); give the cluster's shape"):
+        parse_nccl_log(text, collective="all_gather")
+    log = parse_nccl_log(text, collective="all_gather", nodes=1, gpus_per_node=8)
+    assert (log.n_ranks, log.hosts, log.ranks_from) == (8, ("node0",), "arguments")
+    assert log.gpu_models == ("NVIDIA H100 80GB HBM3",)
+    assert any(w.startswith("rank lines for ranks 5-7 only (pasted in part); assuming 1 host(s) x 8 GPU(s)")
+               for w in log.warnings)
+    with pytest.raises(InputError, match=r"line \d+: rank 7 is listed, but 1 node\(s\) x 4 GPU\(s\) make 4 ranks"):
+        parse_nccl_log(text, collective="all_gather", nodes=1, gpus_per_node=4)
+
+
 def test_cli_min_bytes_that_is_not_a_size_names_the_option(capsys):
     assert flowsim_check([str(SENDRECV), "--system", "dgx-h100", "--min-bytes", "abc"]) == 2
     assert "error: --min-bytes: size 'abc' is not an integer" in capsys.readouterr().err

@@ -38,7 +38,7 @@ import io
 import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -426,9 +426,16 @@ def _made_up_ranks(
     nodes: int | None,
     gpus_per_node: int | None,
     warnings: list[str],
+    listed: Mapping[int, RankInfo],
 ) -> tuple[tuple[RankInfo, ...], str]:
-    """Ranks of output without rank lines, from the cluster's shape (``nodes`` x
+    """Ranks of output without rank lines, or with the last ones only (``listed``: a paste
+    that starts in the middle of the list), from the cluster's shape (``nodes`` x
     ``gpus_per_node``), completed by the busbw ratio where one of the two is missing."""
+    if listed:
+        first, last = min(listed), max(listed)
+        which = f"rank lines for ranks {first}-{last} only (pasted in part)"
+    else:
+        which = "no rank lines"
     from_busbw = _ranks_from_busbw(rows, collective)
     how = "arguments"
     if nodes is not None and gpus_per_node is not None:
@@ -446,18 +453,27 @@ def _made_up_ranks(
         nodes, gpus_per_node, how = 1, from_busbw, "busbw ratio"
     else:
         known = "" if from_busbw is None else f" (the busbw / algbw ratio says {from_busbw} ranks)"
+        listing = "no '#  Rank R ... on HOST device D' lines" if not listed else which
         raise InputError(
-            f"{source}: no '#  Rank R ... on HOST device D' lines, so the ranks and hosts are unknown{known}; "
+            f"{source}: {listing}, so the ranks and hosts are unknown{known}; "
             "give the cluster's shape: --nodes N --gpus-per-node G (nodes=, gpus_per_node=)"
         )
     nodes = whole_number("nodes", nodes)
     gpus_per_node = whole_number("gpus_per_node", gpus_per_node)
+    if listed and max(listed) >= nodes * gpus_per_node:
+        raise InputError(
+            f"{source}, line {listed[max(listed)].line}: rank {max(listed)} is listed, but {nodes} node(s) x "
+            f"{gpus_per_node} GPU(s) make {nodes * gpus_per_node} ranks"
+        )
+    # The listed ranks' GPU stands for every rank's when they name one.
+    names = {info.device_name for info in listed.values()}
+    name = names.pop() if len(names) == 1 else ""
     ranks = tuple(
-        RankInfo(rank, f"node{rank // gpus_per_node}", rank % gpus_per_node, "", 0)
+        RankInfo(rank, f"node{rank // gpus_per_node}", rank % gpus_per_node, name, 0)
         for rank in range(nodes * gpus_per_node)
     )
     warnings.append(
-        f"no rank lines; assuming {nodes} host(s) x {gpus_per_node} GPU(s), ranks in host order (from the {how})"
+        f"{which}; assuming {nodes} host(s) x {gpus_per_node} GPU(s), ranks in host order (from the {how})"
     )
     return ranks, how
 
@@ -574,8 +590,10 @@ def parse_nccl_log(
         )
     if not rows:
         raise line_error(source, layout.line, "table header but no rows after it (truncated?)")
+    # A paste that starts in the middle of the rank lines lists a run of them up to the last.
+    tail = bool(ranks) and min(ranks) > 0 and len(ranks) == max(ranks) - min(ranks) + 1
     missing = sorted(set(range(len(ranks))) - set(ranks))
-    if missing:
+    if missing and not tail:
         last_rank = max(r.line for r in ranks.values())
         raise line_error(
             source, last_rank, f"the rank lines up to here list {len(ranks)} ranks but not rank {missing[0]}"
@@ -586,15 +604,15 @@ def parse_nccl_log(
             f"no '# Avg bus bandwidth' line after the row on line {rows[-1].line}: the output is "
             f"pasted in part or the test did not finish; the {len(rows)} rows present are checked"
         )
-    n_ranks = len(ranks) if ranks else None
+    n_ranks = len(ranks) if ranks and not tail else None
     binary = _pick_binary(collective, binary, text, source, rows, n_ranks)
     ranks_from = "rank lines"
-    if ranks:
+    if ranks and not tail:
         ordered = tuple(ranks[r] for r in range(len(ranks)))
     else:
         per_process = None if header is None else header[0] * header[1]
         ordered, ranks_from = _made_up_ranks(
-            source, BINARIES[binary], rows, per_process, nodes, gpus_per_node, warnings
+            source, BINARIES[binary], rows, per_process, nodes, gpus_per_node, warnings, ranks
         )
     return NcclTestLog(
         source,

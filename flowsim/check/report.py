@@ -88,6 +88,9 @@ _PRESET_GPU = {"dgx1_v100": "V100", "dgx_a100": "A100", "dgx_h100": "H100", "dgx
 # many of a log's hosts, each with its own GPUs (a GB200 NVL72 rack is 18 trays of 4 GPUs,
 # [DGXGB200-UG], each tray one host running its own ranks).
 _HOSTS_PER_SERVER = {"gb200_nvl72": 18}
+#: The name the NVIDIA driver prints for a GPU it has no product name for (early GB200
+#: drivers, coreweave/nccl-tests#43): it says nothing about the model.
+UNNAMED_GPU = "NVIDIA Graphics Device"
 
 
 @dataclass(frozen=True)
@@ -438,10 +441,12 @@ def _mismatches(log: NcclTestLog, system: str, model: str | None, nodes: int | N
     ``model``): GPU model, hosts, rank count (``n_servers``: the servers its hosts fill;
     ``layout`` as :func:`_host_layout`)."""
     lines = []
-    others = [name for name in log.gpu_models if model is not None and model.lower() not in name.lower()]
+    others = [name for name in log.gpu_models
+              if model is not None and model.lower() not in name.lower() and name != UNNAMED_GPU]
     if others:
         lines.append(f"the log's GPUs are {', '.join(others)}, not the {model} of a {system} server: check --system")
-    if nodes is not None and nodes != n_servers:
+    # Without rank lines the hosts are the --nodes given (made up from them): nothing to compare.
+    if nodes is not None and nodes != n_servers and log.ranks_from == "rank lines":
         hosts = f" in {n_servers} {system} server(s)" if n_servers != log.n_nodes else ""
         lines.append(
             f"the log names {log.n_nodes} host(s) ({', '.join(log.hosts)}){hosts}, not {nodes} (--nodes): "

@@ -7,7 +7,7 @@ Run from the repository root::
 For every log listed in ``data/validation/nccl_tests/index.json`` (verbatim output of
 nccl-tests on real clusters; the directory's README.md cites each one's public source), the
 log is parsed and every row predicted through :func:`flowsim.check.check_log`, the path
-``flowsim check`` takes, on the index's preset (``dgx-a100`` or ``dgx-h100``, from its GPU),
+``flowsim check`` takes, on the index's preset (``dgx-a100``, ``dgx-h100`` or ``gb200-nvl72``, from its GPU),
 nodes and GPUs per node. The index's NCCL environment (``NCCL_ALGO`` ...) is passed on as
 ``nccl_env`` where the prediction API takes that keyword, and left out where it does not (a
 keyword check, so a newer flowsim uses it without a change here). NCCL's choice follows the
@@ -49,7 +49,7 @@ BANDS: tuple[tuple[str, int, float], ...] = (
 )
 
 # The index's GPU -> flowsim preset.
-_PRESETS = {"A100": "dgx-a100", "H100": "dgx-h100"}
+_PRESETS = {"A100": "dgx-a100", "H100": "dgx-h100", "GB200": "gb200-nvl72"}
 
 
 @dataclass(frozen=True)
@@ -175,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         table = []
         for entry in selected:
             report = check_entry(entry, args.directory)
-            system = f"{entry.nodes} x {entry.system}, {report.algorithm}"
+            system = f"{report.nodes} x {entry.system}, {report.algorithm}"  # servers (an NVL72 rack is one)
             table.append(
                 [entry.file, system, nccl_cell(report), "yes" if entry.healthy else "no", *band_cells(report),
                  flagged_cell(report)]

@@ -11,6 +11,7 @@ from flowsim.collectives import ALGORITHM_TABLE, collective_time, collective_wor
 from flowsim.collectives.report import sweep
 from flowsim.errors import InputError
 from flowsim.fabrics import build_cluster
+from flowsim.presets import preset
 from flowsim.scenario import parse_scenario, run_scenario
 from flowsim.training import data_parallel_step
 from flowsim.workload import Workload
@@ -152,16 +153,33 @@ def test_scenario_nccl_env_steers_the_choice_and_bad_keys_are_named(two_dgx):
 
 
 def test_tree_lanes_move_at_nccls_tree_algorithm_bandwidth(two_dgx):
-    # NCCL's tree algorithm bandwidth is half its bus bandwidth (tuning.cc, ratio .5). Each of
-    # flowsim's 8 lanes (one per rail) stands for 16 / 8 channels and runs both trees, so a
-    # tree message moves at a quarter of its channels' share of the bus bandwidth, over the
-    # protocol's wire efficiency (LL128: 120/128).
-    plan = collective_workload(two_dgx, "all_reduce", 1 << 20, algorithm="tree", protocol="ll128")
-    choice = plan.nccl
+    # NCCL's tree algorithm bandwidth is half its bus bandwidth (tuning.cc, ratio .5), times
+    # its treeCorrectionFactor for the size: LL128 at 1 MiB, entry log2(2^20 / 64) = 14 of the
+    # LL128 row, 0.6. Each of flowsim's 8 lanes (one per rail) stands for 16 / 8 channels and
+    # runs both trees, so a tree message moves at a quarter of its channels' share of the bus
+    # bandwidth, over the protocol's wire efficiency (LL128: 120/128). At 8 GiB (entry 27, past
+    # the table) no factor applies.
     lanes = 8
-    expected = choice.n_channels / lanes * choice.channel_bandwidth_Bps / 4 / (120 / 128)
+    for size, factor in ((1 << 20, 0.6), (8 << 30, 1.0)):
+        plan = collective_workload(two_dgx, "all_reduce", size, algorithm="tree", protocol="ll128")
+        choice = plan.nccl
+        expected = choice.n_channels / lanes * choice.channel_bandwidth_Bps / 4 * factor / (120 / 128)
+        data = plan.workload.size_bytes > 0
+        np.testing.assert_allclose(plan.workload.cap_Bps[data], expected)
+
+
+def test_nvls_messages_are_held_to_the_measured_nvlink5_ceiling():
+    # NVLink5 NVLS reaches at most 850 GB/s of all-reduce busbw (docs/hardware.md 1.3). Each
+    # rank's NVLS messages move its n chunks n at a time, so a message held to c gives
+    # busbw 2(n-1)c: on the 72 GPUs of a GB200 NVL72 each message is held to 850 / 142 GB/s
+    # of payload, over nvlsEfficiency 0.74 on the wire. Hopper has no ceiling: uncapped.
+    rack = preset("gb200_nvl72", figure="effective")
+    plan = collective_workload(rack, "all_reduce", 1 << 30)
+    assert plan.algorithm == "nvls"
     data = plan.workload.size_bytes > 0
-    np.testing.assert_allclose(plan.workload.cap_Bps[data], expected)
+    np.testing.assert_allclose(plan.workload.cap_Bps[data], 850e9 / 142 / 0.74)
+    h100 = build_cluster("dgx_h100", 1, figure="effective")
+    assert np.isinf(collective_workload(h100, "all_reduce", 1 << 30).workload.cap_Bps).all()
 
 
 def test_the_hierarchical_all_reduce_keeps_its_own_slices(two_dgx):

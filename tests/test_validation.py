@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from flowsim.collectives import collective_time
+from flowsim.collectives import NVLS_BUSBW_CEILING_GBPS, collective_time
 from flowsim.collectives.report import busbw_Bps
 from flowsim.fabrics import build_cluster
 from flowsim.presets import preset
@@ -117,16 +117,17 @@ KNOWN_OFF = {
     ),
     "v1_a2a_gb200_nvl72": _A2A_NVLINK,
     "v1_ar_nvlink5_b200_nvls": (
-        "predicted 806 GB/s against 850 (-5.2%): without pipelining the model's NVLS bound is "
-        "2(n-1)/n x NVLink x n/(n+1) x nvlsEfficiency 0.74 = 831 (-2.2%), and the 64-slice cap "
-        "on the pipeline costs about 3% more in fill and drain"
-    ),
-    "v1_ar_gb200_nvl72_nvls": (
-        "predicted 972 GB/s against 850 (+14%): the model's NVLS busbw grows with the rank count "
-        "as 2(n-1)/(n+1) (1.88 x per-GPU bandwidth at 32 ranks, 1.56 at 8), while the slides show "
-        "850 for both 8 B200 and 32 GB200; what caps NVLS at rack scale is not in the model"
+        "predicted 794 GB/s against 850 (-6.6%): without pipelining the model's NVLS bound is "
+        "2(n-1)/n x NVLink x n/(n+1) x nvlsEfficiency 0.74 = 831 (-2.2%); the 64-slice cap on the "
+        "pipeline costs about 3% more in fill and drain (806 GB/s), and the NVLS ceiling, which holds "
+        "every message to 850 / 2(n-1) GB/s so that pipeline stages wait on one another, 1.5% more"
     ),
 }
+
+#: Rows whose figure is one of the model's constants: passing checks the rest of the model
+#: (how near the pipeline comes to the ceiling), not the figure. Held out from it: the whole
+#: GB200 NVL72 rack log in data/validation/nccl_tests/ (tests/test_validation_logs.py).
+SOURCES_OF_CONSTANTS = {"v1_ar_gb200_nvl72_nvls": ("nvlink5", NVLS_BUSBW_CEILING_GBPS)}
 
 NOT_COMPARED = {
     "v1_ar_dgx_h100_4nodes_sharp": "NVLSTree / IB SHARP across servers is not modelled",
@@ -170,6 +171,12 @@ def test_every_published_row_is_compared_or_excused():
     assert set(COMPARED).isdisjoint(NOT_COMPARED)
     assert set(COMPARED) | set(NOT_COMPARED) == set(ROWS)
     assert set(KNOWN_OFF) <= set(COMPARED)
+
+
+def test_the_constants_taken_from_rows_are_their_figures():
+    for row_id, (key, table) in SOURCES_OF_CONSTANTS.items():
+        assert row_id in COMPARED and row_id not in KNOWN_OFF
+        assert table[key] == float(ROWS[row_id]["busbw_GBps"])
 
 
 def test_every_row_has_a_source_and_a_positive_figure():

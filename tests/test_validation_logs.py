@@ -1,7 +1,7 @@
 """flowsim against real nccl-tests logs (data/validation/nccl_tests/): every log parses, every
 row is predicted, and the large-message rows of the healthy logs are close to the model.
 
-Predicting every row of the six logs takes about 8 s on one core, so the whole logs are
+Predicting every row of the seven logs takes about 8 s on one core, so the whole logs are
 predicted here, through ``benchmarks/validate_nccl_logs.py`` (the path ``flowsim check``
 takes). Logs the model misses today are strict xfails whose reason says why, so that a change
 that fixes (or breaks) them shows.
@@ -69,8 +69,9 @@ def test_every_log_parses_with_what_it_says(name):
         assert len(log.gpu_models) == 1 and gpu in log.gpu_models[0]
         assert all(host.startswith(("node", "bm-h100-", "inst-")) for host in log.hosts)
     else:
-        # Logs pasted without their rank lines: the index's shape, and a warning saying so.
-        assert any("no rank lines" in w for w in log.warnings)
+        # Logs pasted without their rank lines, or with the last of them only: the index's
+        # shape, and a warning saying so.
+        assert any("no rank lines" in w or "(pasted in part)" in w for w in log.warnings)
 
 
 def test_the_rank_lines_hosts_and_versions_are_read():
@@ -100,9 +101,19 @@ def test_healthy_large_messages_are_within_15_percent(reports, name):
     assert all(abs(r.error_out) <= 0.15 for r in large), [(r.size_bytes, round(r.error_out, 3)) for r in large]
 
 
+# Large rows of healthy logs that the run itself sets apart, not the model.
+RUN_SPREAD = {
+    # In-place 724 GB/s against out-of-place 681 at 1 GiB (6% apart in one run): the in-place
+    # half is above 110% of the prediction (649), the out-of-place within 5%.
+    "coreweave_gb200_nvl72_allreduce.txt": [GiB],
+}
+
+
 @pytest.mark.parametrize("name", HEALTHY)
 def test_healthy_large_messages_are_not_flagged(reports, name):
-    assert not [r.size_bytes for r in reports[name].rows if r.size_bytes >= GiB and r.flagged]
+    spread = RUN_SPREAD.get(name, [])
+    assert not [r.size_bytes for r in reports[name].rows if r.size_bytes >= GiB and r.flagged
+                and r.size_bytes not in spread]
 
 
 @pytest.mark.parametrize("name", DEGRADED)
@@ -146,6 +157,7 @@ FLAGGED_HEALTHY_ROWS = {
     # printed); the model keeps NCCL 2.30.7's LL bandwidth.
     "oci_bmgpu48_a100_1n8g_allreduce.txt": [1 << 20, 2 << 20],
     "liplus_a100_1n8g_sendrecv.txt": [128 << 20, 256 << 20, 512 << 20, 1 << 30],  # KNOWN_MISSES
+    **RUN_SPREAD,
 }
 
 
@@ -171,3 +183,12 @@ def test_a_thread_driving_eight_gpus_sets_the_small_sizes_of_the_a100_log(report
     two_nodes = reports["gh_nccltests309_h100_2n8g_ib400_allreduce.txt"]
     assert two_nodes.launch_floor_us == pytest.approx(4.2)
     assert not any(r.launch_bound for r in two_nodes.rows)
+
+
+def test_the_rack_log_is_one_nvl72_of_unnamed_gpus(reports):
+    # 18 trays of 4 GPUs fill one GB200 NVL72 (one NVLink domain, NVLS inside it); the driver's
+    # "NVIDIA Graphics Device" names no model, so it is no GPU mismatch.
+    report = reports["coreweave_gb200_nvl72_allreduce.txt"]
+    assert (report.nodes, report.system, report.algorithm) == (1, "gb200_nvl72", "nvls")
+    assert report.log.gpu_models == ("NVIDIA Graphics Device",)
+    assert not [w for w in report.warnings if "the log's GPUs are" in w or "(--nodes)" in w]

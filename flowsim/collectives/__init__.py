@@ -49,6 +49,7 @@ from flowsim.collectives.builders import (
 )
 from flowsim.collectives.chunks import NVLS_CHUNK_BYTES
 from flowsim.collectives.costs import (
+    NVLS_BUSBW_CEILING_GBPS,
     NVLS_EFFICIENCY,
     PROTOCOLS,
     CollectiveCosts,
@@ -83,6 +84,7 @@ __all__ = [
     "MAX_RING_SLICES",
     "MODELS",
     "NCCL_SLOT_BYTES",
+    "NVLS_BUSBW_CEILING_GBPS",
     "NVLS_CHUNK_BYTES",
     "NVLS_EFFICIENCY",
     "PROTOCOLS",

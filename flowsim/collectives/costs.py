@@ -26,6 +26,7 @@ from flowsim.collectives.constants import (
 from flowsim.errors import InputError
 
 __all__ = [
+    "NVLS_BUSBW_CEILING_GBPS",
     "NVLS_EFFICIENCY",
     "PAT_PER_RANK_US",
     "PROTOCOLS",
@@ -146,6 +147,15 @@ def nccl_costs(
 #: NCCL's ``nvlsEfficiency`` by the NVLink generation of the GPUs: Hopper 0.85, Blackwell
 #: 0.74 ([NCCL] tuning.cc, docs/hardware.md §1.3 and §7.3). Older generations have no NVLS.
 NVLS_EFFICIENCY = {"nvlink4": 0.85, "nvlink5": 0.74}
+
+#: The all-reduce bus bandwidth (GB/s) NVLS reaches at most per GPU, by NVLink generation,
+#: where measurements show one below what the links give (docs/hardware.md §1.3). On NVLink5
+#: it is flat from 8 to 72 GPUs: 850 on 8 B200 and on 32 GPUs of a GB200 NVL72 ([GTC25]),
+#: 834.57 on a whole rack (coreweave/nccl-tests#43), while NVLS's traffic would let the links
+#: carry 2(n-1)/(n+1) of their rate (1006 on 72 GPUs); NCCL's model, too, gives NVLS a bus
+#: bandwidth that does not grow with the ranks. What sets it (the switch's reduction and
+#: multicast rate, say) has no published figure; the ceiling is the measurement's.
+NVLS_BUSBW_CEILING_GBPS = {"nvlink5": 850.0}
 
 
 def nvls_costs(nvlink: str, *, version: str = DEFAULT_NCCL_VERSION) -> CollectiveCosts:

@@ -19,8 +19,16 @@ import numpy as np
 
 from flowsim.collectives.builders import ALGORITHM_TABLE, algorithm_of
 from flowsim.collectives.chunks import nccl_chunking, pipeline_pieces
-from flowsim.collectives.constants import DEFAULT_NCCL_VERSION
-from flowsim.collectives.costs import PROTOCOLS, CollectiveCosts, nccl_costs, nvls_costs, nvls_tree_costs, pat_costs
+from flowsim.collectives.constants import DEFAULT_NCCL_VERSION, constants_of
+from flowsim.collectives.costs import (
+    NVLS_BUSBW_CEILING_GBPS,
+    PROTOCOLS,
+    CollectiveCosts,
+    nccl_costs,
+    nvls_costs,
+    nvls_tree_costs,
+    pat_costs,
+)
 from flowsim.collectives.dag import MAX_PIPELINE_SLICES, MAX_RING_SLICES
 from flowsim.collectives.rings import (
     mesh_link_counts,
@@ -30,7 +38,7 @@ from flowsim.collectives.rings import (
     rank_servers,
     rotated_rings,
 )
-from flowsim.collectives.tuner import NcclChoice, NoNcclChoice, nccl_choice
+from flowsim.collectives.tuner import NcclChoice, NoNcclChoice, nccl_choice, tree_correction
 from flowsim.errors import InputError
 from flowsim.hardware import LinkTier
 from flowsim.pipeline import RunResult, run
@@ -538,7 +546,14 @@ def collective_workload(
             # bandwidth, src/graph/tuning.cc: ratio .5), and each lane runs both of NCCL's
             # trees side by side, each for half of the lane's channels.
             share /= 4
+            if collective == "all_reduce":
+                share *= tree_correction(constants_of(choice.version), protocol, size_bytes)
         workload = _capped(workload, share / chosen[1].wire_efficiency)
+    elif entry.name == "nvls" and nvlink in NVLS_BUSBW_CEILING_GBPS:
+        # Every NVLS message of a rank moves one of its n chunks, n at a time, so an
+        # all-reduce whose messages go at c has bus bandwidth 2(n-1)c: the ceiling's c.
+        ceiling = NVLS_BUSBW_CEILING_GBPS[nvlink] * 1e9 / (2 * (len(ranks) - 1))
+        workload = _capped(workload, ceiling / chosen[1].wire_efficiency)
     return CollectivePlan(entry.name, chosen[0], reported or n_channels, workload.tags["model"][0], ranks, chosen[1],
                           workload, choice)
 

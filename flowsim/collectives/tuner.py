@@ -730,12 +730,21 @@ def _log2i(x: int) -> int:
     return int(x).bit_length() - 1 if x > 0 else -1
 
 
+def tree_correction(constants: NcclConstants, protocol: str, size_bytes: float) -> float:
+    """NCCL's ``treeCorrectionFactor`` for a tree all-reduce of ``size_bytes`` with
+    ``protocol``: the share of the tree's model bandwidth it reaches at that size (1 outside
+    the table; [NCCL] src/graph/tuning.cc ``ncclTopoGetAlgoTime``, docs/hardware.md §7.2)."""
+    log_size = _log2i(int(size_bytes) >> 6)
+    row = constants.tree_correction[NCCL_PROTOCOLS.index(protocol)]
+    return row[log_size] if 0 <= log_size < 23 else 1.0
+
+
 def _time_us(system: NcclSystem, constants: NcclConstants, collective: str, algorithm: str, protocol: str,
              latency: float, algbw: float, n_bytes: int, n_channels: int) -> float:
     """ncclTopoGetAlgoTime for one pipelined operation."""
     log_size = _log2i(n_bytes >> 6)
-    if algorithm == "tree" and collective == "all_reduce" and 0 <= log_size < 23:
-        algbw *= constants.tree_correction[NCCL_PROTOCOLS.index(protocol)][log_size]
+    if algorithm == "tree" and collective == "all_reduce":
+        algbw *= tree_correction(constants, protocol, n_bytes)
     # Since 2.29.2 NVLSTree all-reduce on Blackwell with x86 hosts takes the tree factors too
     # ([NCCL] v2.29.2-1 src/graph/tuning.cc ncclTopoGetAlgoTime).
     if (algorithm == "nvls_tree" and collective == "all_reduce" and 0 <= log_size < 24 and system.sm >= 100

@@ -22,6 +22,7 @@ from flowsim.check import (
     plot_history,
     read_history,
 )
+from flowsim.check.parse import nccl_version_from_code
 from flowsim.check.report import LATENCY_TOLERANCE, time_bounds
 from flowsim.commands.check import add_parser
 from flowsim.errors import InputError
@@ -806,6 +807,21 @@ def test_gpu_model_and_nccl_version_are_read():
     log = parse_nccl_log(text, collective="all_gather")
     assert log.nccl_version == "2.26.2+cuda12.8"
     assert len(log.gpu_models) == 1 and "H100" in log.gpu_models[0]
+
+
+def test_the_nccl_version_comes_from_nccls_info_line_or_the_library_code_nccl_tests_prints():
+    # nccl-tests 2.13 and later print NCCL_VERSION_CODE: X * 10000 + Y * 100 + Z (22703 is
+    # 2.27.3), X * 1000 + Y * 100 + Z up to 2.8 (2708 is 2.7.8; src/nccl.h.in).
+    assert parse_nccl_log(ALL_REDUCE_4).nccl_version == "2.27.3"
+    assert (nccl_version_from_code(22703), nccl_version_from_code(23004)) == ("2.27.3", "2.30.4")
+    assert nccl_version_from_code(2708) == "2.7.8"
+    # NCCL_DEBUG=INFO prints NCCL's own line, which says the build too; it wins.
+    info = ALL_REDUCE_4.read_text().replace(
+        "# Using devices", "dgx-a01:41230:41230 [0] NCCL INFO NCCL version 2.27.5+cuda12.9\n# Using devices", 1)
+    assert parse_nccl_log(info).nccl_version == "2.27.5+cuda12.9"
+    # Without either the version is unknown.
+    bare = "\n".join(line for line in _lines(ALL_GATHER) if "nccl-library" not in line)
+    assert parse_nccl_log(bare, collective="all_gather").nccl_version is None
 
 
 def test_cli_nccl_env_steers_the_prediction(capsys):

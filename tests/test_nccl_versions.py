@@ -223,8 +223,10 @@ DEGRADED = Path(__file__).resolve().parents[1] / "data" / "nccl_tests" / "all_re
 
 
 def _with_version(version: str | None) -> str:
-    """The two-node all-reduce sample, printing ``NCCL version {version}`` after its rank lines."""
-    lines = DEGRADED.read_text().splitlines(keepends=True)
+    """The two-node all-reduce sample, printing ``NCCL version {version}`` after its rank lines,
+    and without the library version of its nccl-tests header (``nccl-library=22703``)."""
+    lines = [line.split(" nccl-headers=")[0] + "\n" if line.startswith("# nccl-tests version") else line
+             for line in DEGRADED.read_text().splitlines(keepends=True)]
     last_rank = max(i for i, line in enumerate(lines) if line.startswith("#  Rank"))
     if version is not None:
         lines.insert(last_rank + 1, f"NCCL version {version}\n")

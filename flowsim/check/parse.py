@@ -77,9 +77,21 @@ _HASHLESS = re.compile(
     r"^(?:nThread\s+\d|Using devices$|Rank\s+\d+\s.*\bon\s|size\s+count\s|\(B\)\s|out-of-place\s"
     r"|Avg bus bandwidth\s*:|Out of bounds values|nccl-tests version\s|Collective test starting:)"
 )
-_NCCL_VERSION = re.compile(r"^NCCL version\s+(\S+)")
+# NCCL's own version line: alone (NCCL_DEBUG=VERSION) or in an INFO line ("host:12:34 [0] NCCL
+# INFO NCCL version 2.18.3+cuda12.2").
+_NCCL_VERSION = re.compile(r"^(?:\S+ \[\d+\] NCCL INFO )?NCCL version\s+(\S+)")
+# nccl-tests 2.13 and later print the library's NCCL_VERSION_CODE ("nccl-library=22703").
+_LIBRARY_CODE = re.compile(r"\bnccl-library=(\d+)\b")
 # A binary name not inside another word ("all_reduce_perf_dgx.txt" names all_reduce_perf).
 _BINARY_NAME = re.compile(r"(?<![A-Za-z0-9_])(" + "|".join(BINARIES) + r")(?![A-Za-z0-9])")
+
+
+def nccl_version_from_code(code: int) -> str:
+    """``"2.27.3"`` from NCCL_VERSION_CODE 22703: ``X * 10000 + Y * 100 + Z``, or ``X * 1000 +
+    Y * 100 + Z`` up to 2.8 (``NCCL_VERSION`` in [NCCL] src/nccl.h.in)."""
+    if code >= 10000:
+        return f"{code // 10000}.{code // 100 % 100}.{code % 100}"
+    return f"{code // 1000}.{code // 100 % 10}.{code % 100}"
 
 
 def _file_name_alternative(binary: str) -> str:
@@ -191,7 +203,9 @@ class NcclTestLog:
         The closing ``# Avg bus bandwidth`` figure; None when the output lacks it (pasted in
         part; ``warnings`` says so).
     nccl_version : str or None
-        ``NCCL version`` when printed (``2.26.2+cuda12.8``).
+        NCCL's ``NCCL version`` line when printed (``2.26.2+cuda12.8``, alone or in an INFO
+        line), else the library version nccl-tests prints as ``nccl-library=22703``
+        (``2.27.3``).
     ranks_from : {"rank lines", "arguments", "busbw ratio"}
         Where the ranks and hosts come from.
     warnings : tuple of str
@@ -538,6 +552,8 @@ def parse_nccl_log(
                 binary = starting.group(1).rsplit("/", 1)[-1]
             elif version_match := _VERSION.match(stripped):
                 version = version_match.group(1)
+                if (library := _LIBRARY_CODE.search(stripped)) and nccl_version is None:
+                    nccl_version = nccl_version_from_code(int(library.group(1)))
             elif nthread:
                 header = (int(nthread.group(1)), int(nthread.group(2)), number)
                 agg, graph = _AGG_ITERS.search(stripped), _GRAPH.search(stripped)

@@ -34,6 +34,11 @@ Between servers
         ``(d // s) % n`` where ``n`` is the choice count at this hop and ``s`` the product of
         the counts at earlier hops; on a fat-tree this is destination-mod-k routing, which is
         contention-free for shift permutations.
+To and from network switches
+    A pair that ends at a switch (an in-network reduction's messages, IB SHARP) goes from a
+    node of a server to the NIC it leaves through, over that NIC's cable to its switch, and
+    on over one more cable where the switch is not that one; between two switches over their
+    cable; back the same way.
 Fluid split
     :meth:`Router.split` spreads each pair over up to ``max_paths`` distinct equal-cost
     network paths, each part a flow with an equal share of the bytes.
@@ -461,7 +466,74 @@ class Router:
         """
         code, seed = _method(method), _seed(seed)
         s, d = self._pairs(src, dst)
-        return self._routes(s, d, np.zeros(s.size, dtype=np.int64), code, seed, gpudirect)
+        kind = self.topology.node_kind
+        at_switch = np.isin(kind[s], NETWORK_SWITCH_KINDS) | np.isin(kind[d], NETWORK_SWITCH_KINDS)
+        if not at_switch.any():
+            return self._routes(s, d, np.zeros(s.size, dtype=np.int64), code, seed, gpudirect)
+        return self._routes_with_switches(s, d, at_switch, code, seed, gpudirect)
+
+    def _routes_with_switches(self, s, d, at_switch, method, seed, gpudirect) -> Routes:
+        """Routes where some pairs end at a network switch (an in-network reduction's
+        messages, :func:`flowsim.collectives.nvls_sharp_all_reduce`): from a node of a server
+        to its NIC inside the server, then the NIC's cable to its switch and, where the other
+        end is not that switch, one cable on; between two switches, their cable. Other pairs
+        route as usual."""
+        t = self.topology
+        plain = np.flatnonzero(~at_switch)
+        routed = self._routes(s[plain], d[plain], np.zeros(plain.size, dtype=np.int64), method, seed, gpudirect)
+        links: list[np.ndarray] = [np.empty(0, dtype=np.int64)] * s.size
+        for k, i in enumerate(plain.tolist()):
+            links[i] = routed.route(k)
+        switch_kinds = set(NETWORK_SWITCH_KINDS)
+        for i in np.flatnonzero(at_switch).tolist():
+            a, b = int(s[i]), int(d[i])
+            try:
+                if a == b:
+                    continue  # a marker at a switch: an empty route, as for every node
+                if t.node_kind[a] in switch_kinds and t.node_kind[b] in switch_kinds:
+                    links[i] = np.array([t.link_between(a, b)], dtype=np.int64)
+                elif t.node_kind[b] in switch_kinds:
+                    links[i] = self._to_switch(a, b, gpudirect)
+                else:
+                    links[i] = self._from_switch(a, b, gpudirect)
+            except InputError as err:
+                raise NoRouteError(f"no route from {t.node_names[a]!r} to {t.node_names[b]!r}: {err}", i) from None
+        lengths = np.fromiter(map(len, links), dtype=np.int64, count=len(links))
+        indptr = np.zeros(s.size + 1, dtype=np.int64)
+        np.cumsum(lengths, out=indptr[1:])
+        indices = np.concatenate(links) if links else np.empty(0, dtype=np.int64)
+        routes = Routes.from_csr(indptr, indices, t.n_links)
+        validate_routes(t, routes, s, d)
+        return routes
+
+    def _nic_and_switch(self, node: int) -> tuple[int, int]:
+        """The NIC ``node`` leaves its server through and the link from it to its switch."""
+        t = self.topology
+        nic = node if t.node_kind[node] == NodeKind.NIC else int(t.node_nic[node])
+        if nic < 0:
+            raise InputError(f"{t.node_names[node]!r} leaves its server through no NIC")
+        up = [int(link) for link in t.links_from(nic) if t.node_kind[t.link_dst[link]] in NETWORK_SWITCH_KINDS
+              or (t.link_shared[link] and t.node_kind[t.link_src[link]] in NETWORK_SWITCH_KINDS)]
+        if not up:
+            raise InputError(f"NIC {t.node_names[nic]!r} has no cable to a switch")
+        return nic, up[0]
+
+    def _to_switch(self, node: int, switch: int, gpudirect: bool) -> np.ndarray:
+        t = self.topology
+        nic, up = self._nic_and_switch(node)
+        inside = self.route([node], [nic], gpudirect=gpudirect).route(0) if nic != node else np.empty(0, np.int64)
+        leaf = int(t.link_dst[up]) if t.link_src[up] == nic else int(t.link_src[up])
+        onward = [] if leaf == switch else [t.link_between(leaf, switch)]
+        return np.array([*inside.tolist(), up, *onward], dtype=np.int64)
+
+    def _from_switch(self, switch: int, node: int, gpudirect: bool) -> np.ndarray:
+        t = self.topology
+        nic, up = self._nic_and_switch(node)
+        leaf = int(t.link_dst[up]) if t.link_src[up] == nic else int(t.link_src[up])
+        down = up if t.link_shared[up] else t.link_between(leaf, nic)
+        before = [] if leaf == switch else [t.link_between(switch, leaf)]
+        inside = self.route([nic], [node], gpudirect=gpudirect).route(0) if nic != node else np.empty(0, np.int64)
+        return np.array([*before, down, *inside.tolist()], dtype=np.int64)
 
     def host_hops(self, src: str | int, dst: Nodes) -> np.ndarray:
         """Hops from ``src`` to each of ``dst`` over host links, as host paths take them

@@ -30,6 +30,7 @@ from flowsim.collectives import (
     nccl_costs,
     nvls_all_reduce,
     nvls_costs,
+    nvls_sharp_all_reduce,
     nvls_tree_all_reduce,
     reduce,
     reduce_scatter,
@@ -504,8 +505,11 @@ def test_nvls_needs_nvswitch_gen3_and_the_simple_protocol():
     h100 = preset("dgx_h100", figure="effective")
     with pytest.raises(InputError, match="Simple protocol only"):
         collective_time(h100, "all_reduce", 2**20, algorithm="nvls", protocol="ll")
-    with pytest.raises(InputError, match="inside one server"):
-        collective_time(build_cluster("dgx_h100", 2, figure="effective"), "all_reduce", 2**20, algorithm="nvls")
+    two = build_cluster("dgx_h100", 2, figure="effective")
+    with pytest.raises(InputError, match=r"NVLS runs across servers only with CollNet \(NCCL_COLLNET_ENABLE=1"):
+        collective_time(two, "all_reduce", 2**20, algorithm="nvls")
+    collnet = collective_time(two, "all_reduce", 2**20, algorithm="nvls", nccl_env={"NCCL_COLLNET_ENABLE": "1"})
+    assert collnet.algorithm == "nvls_sharp"
     assert collective_time(h100, "all_reduce", 2**20, algorithm="nvls", protocol="auto").protocol == "simple"
 
 
@@ -741,6 +745,53 @@ def test_nvls_tree_slices_copied_on_equal_those_laid_out_one_by_one(monkeypatch,
         assert getattr(copied, column) == getattr(one_by_one, column), column
     for column in ("size_bytes", "overhead_s", "cap_Bps", "dep_indptr", "dep_indices"):
         np.testing.assert_array_equal(getattr(copied, column), getattr(one_by_one, column), err_msg=column)
+
+
+def test_nvls_sharp_all_reduce_on_two_dgx_h100_by_hand():
+    # One slice per chunk, no software costs. Chunk j (S/8) is owned by each server's GPU j:
+    # every GPU sends its 8 chunks to its switch (S over its 370.8 GB/s NVLink), the switch
+    # sends each owner its sum (S/8), the owner sends it through its rail's NIC to the rail's
+    # leaf (S/8 at 48 GB/s), the leaf reduces the two servers' and sends the total back (S/8
+    # at 48), the owner stores it in its switch (S/8) and the switch multicasts it to the
+    # server's 8 GPUs (S over each one's NVLink). Route latencies are microseconds.
+    topology = build_cluster("dgx_h100", 2, figure="effective")
+    ranks = [topology.node_names[g] for g in topology.gpus()]
+    servers = rank_servers(topology, ranks)
+    size = 8e9
+    w = nvls_sharp_all_reduce(
+        ranks, size, servers=servers, switches={s: f"{s}.nvswitch" for s in set(servers.values())},
+        sharp=[{s: (f"ib.su0.rail{j}",) for s in set(servers.values())} for j in range(8)],
+        slices=1, costs=CollectiveCosts.zero(),
+    )
+    # Per chunk and server: 8 reduces, the result, up, down, the store and 8 multicasts.
+    assert len(w) == 8 * 2 * (8 + 1 + 1 + 1 + 1 + 8)
+    assert {w.dst[f] for f in range(len(w)) if w.names[f].endswith(".up.s1")} == {f"ib.su0.rail{j}" for j in range(8)}
+    expected = size * (2.25 / 370.8e9 + 0.25 / 48e9)
+    assert run(topology, w).makespan_s == pytest.approx(expected, rel=1e-4)
+
+
+def test_nvls_sharp_trees_of_two_tiers_reduce_at_each_leaf_first():
+    # Servers b0, b1 under leaf L0 and b2 under L1, both under spine S: each leaf sends the
+    # sum of its servers' up once, the spine returns the total down each leaf, each leaf to
+    # its servers' owners.
+    ranks = [f"b{s}g{g}" for s in range(3) for g in range(2)]
+    servers = {r: r.split("g")[0] for r in ranks}
+    paths = {"b0": ("L0", "S"), "b1": ("L0", "S"), "b2": ("L1", "S")}
+    w = nvls_sharp_all_reduce(ranks, 6 * G, servers=servers, switches={f"b{s}": f"sw{s}" for s in range(3)},
+                              sharp=[paths, paths], slices=1)
+    by_name = {name.removeprefix("all_reduce.ch0.chunk0.sl0."): f for f, name in enumerate(w.names)
+               if ".chunk0." in name and not name.endswith(".due")}
+    assert (w.src[by_name["up.L0"]], w.dst[by_name["up.L0"]]) == ("L0", "S")
+    assert set(w.dependencies(by_name["up.L0"])) >= {by_name["up.s0"], by_name["up.s1"]}
+    assert by_name["up.s2"] in w.dependencies(by_name["up.L1"])
+    assert set(w.dependencies(by_name["down.L1"])) >= {by_name["up.L0"], by_name["up.L1"]}
+    assert by_name["down.L1"] in w.dependencies(by_name["down.s2"])
+    with pytest.raises(InputError, match=r"sharp\[1\]: server 'b2' climbs to 'T', not the root 'S'"):
+        nvls_sharp_all_reduce(ranks, G, servers=servers, switches={f"b{s}": f"sw{s}" for s in range(3)},
+                              sharp=[paths, {**paths, "b2": ("L1", "T")}])
+    with pytest.raises(InputError, match=r"sharp\[0\] gives server 'b1' no path"):
+        nvls_sharp_all_reduce(ranks, G, servers=servers, switches={f"b{s}": f"sw{s}" for s in range(3)},
+                              sharp=[{"b0": ("L0",), "b2": ("L0",)}, paths])
 
 
 def test_ll_ring_steps_pay_their_latency_in_the_shadow_of_the_hop_before():

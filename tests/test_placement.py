@@ -13,6 +13,7 @@ from flowsim.errors import InputError
 from flowsim.fabrics import build_cluster
 from flowsim.presets import preset
 from flowsim.scenario import parse_scenario, run_scenario
+from flowsim.topology import NodeKind
 from flowsim.training import data_parallel_step
 from flowsim.workload import Workload
 
@@ -104,7 +105,7 @@ def test_explicit_orders_set_the_channels(two_dgx):
     [
         ({"collective": "all_to_all", "slices": 2}, r"bad parameters for all_to_all: p2p takes no slices"),
         ({"collective": "all_reduce", "algorithm": "ring", "root": 1}, "bad parameters for all_reduce: ring takes no root"),
-        ({"collective": "all_reduce", "algorithm": "nvls"}, "NVLS is modelled inside one server"),
+        ({"collective": "all_reduce", "algorithm": "nvls"}, r"NVLS runs across servers only with CollNet \(NCCL_COLLNET_ENABLE=1"),
         ({"collective": "all_reduce", "ranks": ["n0.gpu0", "nope"]}, "unknown node 'nope'"),
         ({"collective": "all_reduce", "algorithm": "nvls", "ranks": ["n0.gpu0", "n0.gpu1"], "switch": "n0.gpu2"},
          "'n0.gpu2' is a gpu node, not an NVSwitch"),
@@ -218,3 +219,23 @@ def test_broadcast_and_reduce_chains_across_servers_stay_on_their_rails():
         routes = outcome.run.routes
         assert routes.n_flows > 127  # every hop of every lane, sliced
         assert not any("spine" in names[i] for f in range(routes.n_flows) for i in routes.route(f).tolist())
+
+
+def test_nvls_across_servers_with_collnet_reduces_in_the_fabric_leaf_then_spine():
+    # NCCL_COLLNET_ENABLE=1 on InfiniBand: NVLS inside the servers, IB SHARP between them. Four
+    # DGX H100 in two scalable units of two: each rail's two leaves reduce their servers' chunk
+    # and send one sum up to a spine cabled to both, which returns it down each leaf.
+    topology = build_cluster("dgx_h100", 4, figure="effective", su_size=2)
+    plan = collective_workload(topology, "all_reduce", 64 << 20, nccl_env={"NCCL_COLLNET_ENABLE": "1"})
+    assert (plan.algorithm, plan.protocol, plan.nccl.algorithm) == ("nvls_sharp", "simple", "nvls")
+    w = plan.workload
+    first = [f for f, name in enumerate(w.names) if ".chunk3.sl0.up." in name and not name.endswith(".due")]
+    ends = {w.names[f].split(".up.")[1]: (w.src[f], w.dst[f]) for f in first}
+    assert ends["s0"] == ("n0.gpu3", "ib.su0.rail3") and ends["s3"] == ("n3.gpu3", "ib.su1.rail3")
+    spine = ends["ib.su0.rail3"][1]
+    assert ends["ib.su1.rail3"] == ("ib.su1.rail3", spine) and topology.node_kind[topology.node_id(spine)] == \
+        NodeKind.IB_SPINE
+    outcome = collective_time(topology, "all_reduce", 64 << 20, nccl_env={"NCCL_COLLNET_ENABLE": "1"})
+    assert outcome.algorithm == "nvls_sharp" and outcome.time_s > 0
+    # Without CollNet NCCL keeps NVLS inside servers (NVLSTree across them).
+    assert collective_workload(topology, "all_reduce", 64 << 20).algorithm == "nvls_tree"

@@ -387,3 +387,28 @@ def test_a_copy_that_must_be_staged_without_host_memory_says_so():
         "memory is reachable over host links"
     )):
         route(b.build(), ["g0"], ["g1"])
+
+
+def test_routes_to_and_from_network_switches():
+    # An in-network reduction's messages end at switches: a GPU reaches its rail's leaf as it
+    # leaves its server (GPU -> PCIe switch -> NIC -> leaf), a leaf the spine over their
+    # cable, and back down the same way; a marker at a switch has an empty route.
+    topology = build_cluster("dgx_h100", 4, figure="effective", su_size=2)
+    router = Router(topology)
+    spine = next(topology.node_names[int(topology.link_dst[link])] for link in topology.links_from("ib.su0.rail0")
+                 if topology.node_kind[topology.link_dst[link]] == NodeKind.IB_SPINE)
+    src = ["n0.gpu0", "ib.su0.rail0", spine, "ib.su1.rail0", "ib.su0.rail0", "n0.gpu0"]
+    dst = ["ib.su0.rail0", spine, "ib.su1.rail0", "n3.gpu0", "ib.su0.rail0", "n1.gpu0"]
+    routes = router.route(src, dst)
+    names = [[topology.link_names[link] for link in routes.route(f)] for f in range(routes.n_flows)]
+    assert names[0] == ["n0.gpu0->n0.pcie0", "n0.pcie0->n0.nic0", "n0.nic0->ib.su0.rail0"]
+    assert names[1] == [f"ib.su0.rail0->{spine}"] and names[2] == [f"{spine}->ib.su1.rail0"]
+    assert names[3] == ["ib.su1.rail0->n3.nic0", "n3.nic0->n3.pcie0", "n3.pcie0->n3.gpu0"]
+    assert names[4] == []
+    # Pairs of servers route as they did: the same GPU-to-GPU route as without switch pairs.
+    assert names[5] == [topology.link_names[link] for link in router.route("n0.gpu0", "n1.gpu0").route(0)]
+    with pytest.raises(InputError, match=r"no route from 'n0.nvswitch' to 'ib.su0.rail0': 'n0.nvswitch' leaves "
+                                         r"its server through no NIC"):
+        router.route("n0.nvswitch", "ib.su0.rail0")
+    with pytest.raises(InputError, match=r"no route from 'ib.su0.rail0' to 'ib.su1.rail0': 0 links"):
+        router.route("ib.su0.rail0", "ib.su1.rail0")

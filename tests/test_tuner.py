@@ -308,3 +308,25 @@ def test_nvls_channels_follow_nccl_nvls_nchannels_within_the_cta_bounds():
     topology = build_cluster("dgx_h100", 1, figure="effective")
     choice = nccl_choice(topology, "all_reduce", 1 << 30, nccl_env={"NCCL_NVLS_NCHANNELS": "8"})
     assert (choice.algorithm, choice.n_channels) == ("nvls", 8)
+
+
+def test_collnet_enables_nvls_across_infiniband_servers_only():
+    # NCCL runs NVLS across servers only with CollNet (NCCL_COLLNET_ENABLE=1 and IB SHARP);
+    # then on 4 DGX H100 its model takes NVLS at 8 GiB: bus bandwidth 16 channels x min(the
+    # NVLink side, the NIC's 48 GB/s per channel inter speed) = 384, on at most the
+    # communicator's channels. All-gather keeps the ring (no CollNet all-gather assumed), and an
+    # EFA fabric (aws-p5) has no SHARP.
+    from flowsim.fabrics import build_cluster
+    from flowsim.systemfile import resolve_system
+
+    four = build_cluster("dgx_h100", 4, figure="effective")
+    collnet = {"NCCL_COLLNET_ENABLE": "1"}
+    assert nccl_choice(four, "all_reduce", 8 * GiB).algorithm == "ring"
+    choice = nccl_choice(four, "all_reduce", 8 * GiB, nccl_env=collnet)
+    assert (choice.algorithm, choice.n_channels, choice.system.sharp) == ("nvls", 16, True)
+    assert choice.bus_bandwidth_GBps == pytest.approx(384.0)
+    assert nccl_choice(four, "all_gather", 8 * GiB, nccl_env=collnet).algorithm == "ring"
+    system, _, _ = resolve_system("aws-p5")
+    efa = build_cluster(system, 2, figure="effective")
+    assert not describe_system(efa, [efa.node_names[g] for g in efa.gpus()]).sharp
+    assert nccl_choice(efa, "all_reduce", 8 * GiB, nccl_env=collnet).algorithm != "nvls"

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from flowsim.collectives.chunks import NVLS_CHUNK_BYTES
-from flowsim.collectives.costs import CollectiveCosts, nvls_costs, pat_costs
+from flowsim.collectives.costs import CollectiveCosts, nvls_costs, nvls_sharp_costs, pat_costs
 from flowsim.collectives.dag import (
     MAX_PIPELINE_SLICES,
     MAX_RING_SLICES,
@@ -770,6 +770,160 @@ def nvls_tree_all_reduce(
     return dag.workload("all_reduce")
 
 
+def nvls_sharp_all_reduce(
+    ranks: Ranks,
+    size_bytes: float,
+    *,
+    servers: Mapping[str, Hashable],
+    switches: Mapping[Hashable, str],
+    sharp: Sequence[Mapping[Hashable, Sequence[str]]],
+    channels: int = 1,
+    slices: int | None = None,
+    costs: CollectiveCosts | None = None,
+    model: str = "auto",
+    nvls_cap_Bps: float = math.inf,
+) -> Workload:
+    """NVLS all-reduce across servers with the network reducing between them (IB SHARP,
+    NCCL's NVLS with CollNet): NVLS inside each server, the fabric's switches across.
+
+    Every server has the same number ``m`` of ranks; local rank ``j`` (in ``ranks`` order)
+    of each server owns chunk ``j`` (``S / m``). For every channel, chunk and slice: inside
+    each server every rank sends its copy to the server's switch (``reduce.r{i}``) and the
+    switch sends the sum to the owner (``result``); each owner sends it into the network
+    (``up``, to the first switch of its path in ``sharp[j]``), every switch of the
+    aggregation tree sends the sum of its inputs on to the next (``up.{switch}``) once they
+    are in, and the root returns the total down the same tree (``down.{switch}``, then
+    ``down`` to each owner); each owner writes it to its server's switch (``store``), which
+    multicasts it to the server's ranks (``multicast.r{i}``). Each message waits for its own
+    previous slice. The message into the network pays NCCL's one network latency
+    (``costs.inter_step_s``); the rest of the round trip none.
+
+    Parameters
+    ----------
+    servers : mapping of str to hashable
+        Server of each rank (at least two servers).
+    switches : mapping of hashable to str
+        The NVSwitch node of each server.
+    sharp : sequence of mappings of hashable to sequence of str
+        Per chunk ``j`` (one per local rank): for each server, the network switches its
+        owner's message climbs, from the first (the owner's leaf) to the root, which every
+        server's path ends at; the paths of two servers that meet share the rest.
+    costs : CollectiveCosts
+        Default :func:`nvls_sharp_costs` ``("nvlink4")``.
+    nvls_cap_Bps : float
+        Rate cap of each message between a rank and its server's switch (the NVLS ceiling).
+
+    ``model`` as :func:`broadcast`; slices as :func:`nvls_all_reduce`.
+    """
+    what = "nvls_sharp_all_reduce"
+    if not math.isinf(nvls_cap_Bps) and not nvls_cap_Bps > 0:
+        raise InputError(f"{what}: nvls_cap_Bps must be > 0, got {nvls_cap_Bps!r}")
+    cap = nvls_cap_Bps
+    if costs is None:
+        costs = nvls_sharp_costs("nvlink4")
+    ranks, size, channels, costs = _prepare(what, ranks, size_bytes, channels, costs, "ring")
+    groups = _group_by_server(ranks, servers, what)
+    if len(groups) < 2:
+        raise InputError(f"{what}: the ranks are in one server; the network reduces across servers (use nvls)")
+    per_server = len(groups[0])
+    if any(len(g) != per_server for g in groups):
+        raise InputError(f"{what}: every server needs the same number of ranks, got {sorted({len(g) for g in groups})}")
+    keys = [servers[group[0]] for group in groups]
+    for key in keys:
+        if key not in switches:
+            raise InputError(f"{what}: server {key!r} has no switch in `switches`")
+    switch_of = [switches[key] for key in keys]
+    trees = _sharp_trees(sharp, keys, per_server, what)
+    chunk = size / per_server / channels
+    n_slices = _slices(slices, chunk, what, MAX_PIPELINE_SLICES, NVLS_CHUNK_BYTES)
+    piece = chunk / n_slices
+    n_servers = len(groups)
+    _steps_only(model, channels * per_server * n_slices * n_servers * (2 * per_server + 8), what)
+    # Each network switch is its own place: every message to or from it leaves a server.
+    fabric = {name for paths, _ in trees for path in paths for name in path}
+    dag_servers = {**servers, **{switch_of[g]: keys[g] for g in range(n_servers)}, **{s: s for s in fabric}}
+    dag = _FlowDag("all_reduce", costs, dag_servers)
+    index = {r: i for i, r in enumerate(ranks)}
+    for c in range(channels):
+        for j in range(per_server):
+            owners = [group[j] for group in groups]
+            paths, order = trees[j]
+            last: dict[str, int] = {}
+            unit = 0
+            for k in range(n_slices):
+                if k == TILE_FROM_SLICE and dag.repeat_last(unit, n_slices - k, f"all_reduce.ch{c}.chunk{j}.sl", k - 1):
+                    break  # every later slice is the last one moved on
+                unit = len(dag)
+                label = f"ch{c}.chunk{j}.sl{k}"
+                inputs: dict[str, list[int]] = {name: [] for name in order}
+                for g, group in enumerate(groups):
+                    reduced = [
+                        _in_order(dag, last, f"reduce.r{index[r]}", label, r, switch_of[g], piece, [], 0, c,
+                                  cap_Bps=cap)
+                        for r in group
+                    ]
+                    result = _in_order(dag, last, f"result.s{g}", label, switch_of[g], owners[g], piece, reduced, 1, c,
+                                       cap_Bps=cap)
+                    inputs[paths[g][0]].append(
+                        _in_order(dag, last, f"up.s{g}", label, owners[g], paths[g][0], piece, [result], 2, c,
+                                  wire_efficiency=1.0)
+                    )
+                parent = {path[i]: path[i + 1] for path in paths for i in range(len(path) - 1)}
+                for name in order[:-1]:  # leaves first, the root last
+                    inputs[parent[name]].append(
+                        _in_order(dag, last, f"up.{name}", label, name, parent[name], piece, inputs[name], 2, c,
+                                  wire_efficiency=1.0, step_latency_s=0.0)
+                    )
+                total = {order[-1]: inputs[order[-1]]}
+                for name in reversed(order[:-1]):  # the root's children first
+                    total[name] = [_in_order(dag, last, f"down.{name}", label, parent[name], name, piece,
+                                             total[parent[name]], 3, c, wire_efficiency=1.0, step_latency_s=0.0)]
+                for g, group in enumerate(groups):
+                    back = _in_order(dag, last, f"down.s{g}", label, paths[g][0], owners[g], piece, total[paths[g][0]],
+                                     3, c, wire_efficiency=1.0, step_latency_s=0.0)
+                    store = _in_order(dag, last, f"store.s{g}", label, owners[g], switch_of[g], piece, [back], 4, c,
+                                      cap_Bps=cap)
+                    for r in group:
+                        _in_order(dag, last, f"multicast.r{index[r]}", label, switch_of[g], r, piece, [store], 5, c,
+                                  cap_Bps=cap)
+                unit = len(dag) - unit
+    return dag.workload("all_reduce")
+
+
+def _sharp_trees(
+    sharp: Sequence[Mapping[Hashable, Sequence[str]]], keys: Sequence[Hashable], per_server: int, what: str
+) -> list[tuple[list[tuple[str, ...]], list[str]]]:
+    """Per chunk: each server's path of network switches, and the tree's switches with every
+    one after those that send into it (the root last); an :class:`InputError` naming the
+    chunk and server where a path is missing, empty, ends at another root, or leaves a
+    switch by two ways."""
+    if not isinstance(sharp, Sequence) or len(sharp) != per_server:
+        raise InputError(f"{what}: sharp needs one aggregation tree per local rank ({per_server})")
+    trees = []
+    for j, tree in enumerate(sharp):
+        paths = []
+        for key in keys:
+            path = tuple(tree.get(key, ())) if isinstance(tree, Mapping) else ()
+            if not path or not all(isinstance(name, str) for name in path):
+                raise InputError(f"{what}: sharp[{j}] gives server {key!r} no path of switch names")
+            paths.append(path)
+        root = paths[0][-1]
+        parent: dict[str, str] = {}
+        for key, path in zip(keys, paths, strict=True):
+            if path[-1] != root:
+                raise InputError(f"{what}: sharp[{j}]: server {key!r} climbs to {path[-1]!r}, not the root {root!r}")
+            for below, above in zip(path, path[1:], strict=False):
+                if parent.setdefault(below, above) != above:
+                    raise InputError(f"{what}: sharp[{j}]: switch {below!r} sends on to both "
+                                     f"{parent[below]!r} and {above!r}")
+        depth = {name: len(path) - i for path in paths for i, name in enumerate(path)}
+        if parent.keys() & {root}:
+            raise InputError(f"{what}: sharp[{j}]: the root {root!r} sends on to {parent[root]!r}")
+        order = sorted(depth, key=lambda name: (-depth[name], name))
+        trees.append((paths, order))
+    return trees
+
+
 def _send(ranks: Ranks, size_bytes: float, **options) -> Workload:
     """:func:`send` with ``ranks = (src, dst)``, as the table calls every builder."""
     ranks = _check_ranks(ranks, "send")
@@ -819,6 +973,7 @@ ALGORITHM_TABLE: dict[tuple[str, str], Algorithm] = {
         Algorithm("all_reduce", "hierarchical", hierarchical_all_reduce, frozenset({"channels", "slices", "servers"})),
         Algorithm("all_reduce", "nvls", nvls_all_reduce, frozenset({"channels", "slices", "switch"})),
         Algorithm("all_reduce", "nvls_tree", nvls_tree_all_reduce, frozenset({"channels", "slices", "servers"})),
+        Algorithm("all_reduce", "nvls_sharp", nvls_sharp_all_reduce, frozenset({"channels", "slices", "servers"})),
         Algorithm("reduce_scatter", "ring", reduce_scatter, _RING),
         Algorithm("reduce_scatter", "nvls", nvls_reduce_scatter, frozenset({"channels", "slices", "switch"})),
         Algorithm("reduce_scatter", "pat", pat_reduce_scatter, frozenset({"channels", "slices", "servers"})),

@@ -33,6 +33,7 @@ __all__ = [
     "CollectiveCosts",
     "nccl_costs",
     "nvls_costs",
+    "nvls_sharp_costs",
     "nvls_tree_costs",
     "pat_costs",
 ]
@@ -154,7 +155,8 @@ NVLS_EFFICIENCY = {"nvlink4": 0.85, "nvlink5": 0.74}
 #: 834.57 on a whole rack (coreweave/nccl-tests#43), while NVLS's traffic would let the links
 #: carry 2(n-1)/(n+1) of their rate (1006 on 72 GPUs); NCCL's model, too, gives NVLS a bus
 #: bandwidth that does not grow with the ranks. What sets it (the switch's reduction and
-#: multicast rate, say) has no published figure; the ceiling is the measurement's.
+#: multicast rate, say) has no published figure; the ceiling is the measurement's. NVLink4
+#: has none: on 8 H100 the links bind first (476 against 480 measured).
 NVLS_BUSBW_CEILING_GBPS = {"nvlink5": 850.0}
 
 
@@ -218,6 +220,35 @@ def nvls_tree_costs(
         inter_step_s=(constants.hw_latency_us["net"][tree][simple] + _plugin_latency(net_latency_us, "simple")) * _US,
         wire_efficiency=nvls.wire_efficiency,
         source=f"{constants.source} (NVLSTree hwLat NVLink and NET, Simple); nvlsEfficiency for {nvlink}",
+    )
+
+
+def nvls_sharp_costs(
+    nvlink: str, *, version: str = DEFAULT_NCCL_VERSION, net_latency_us: float = 0.0
+) -> CollectiveCosts:
+    """NCCL's costs for NVLS across servers through the network's in-switch reduction (IB
+    SHARP, NCCL's CollNet), for GPUs of NVLink generation ``nvlink``.
+
+    NCCL's model charges it ``hwLat[NVLINK][NVLS][Simple]`` once inside the servers (25 us in
+    2.30.7) and ``hwLat[NET][NVLS][Simple]`` once across them (18 us), plus twice the network
+    plugin's ``net_latency_us`` ([NCCL] tuning.cc: NVLS latency ``intraLat + interLat`` when
+    ``nNodes > 1``; docs/hardware.md §7.2-7.3): the base here, and the step latency of the
+    message into the network. ``nvlsEfficiency`` is the wire efficiency of the switch's
+    messages.
+
+    >>> c = nvls_sharp_costs("nvlink4")
+    >>> round(c.base_s * 1e6, 1), round(c.inter_step_s * 1e6, 1), c.wire_efficiency
+    (25.0, 18.0, 0.85)
+    """
+    nvls = nvls_costs(nvlink, version=version)
+    constants = constants_of(version)
+    simple, index = PROTOCOLS.index("simple"), NCCL_ALGORITHMS.index("nvls")
+    return CollectiveCosts(
+        base_s=nvls.base_s,
+        intra_step_s=0.0,
+        inter_step_s=(constants.hw_latency_us["net"][index][simple] + _plugin_latency(net_latency_us, "simple")) * _US,
+        wire_efficiency=nvls.wire_efficiency,
+        source=f"{constants.source} (NVLS hwLat NVLink and NET, Simple); nvlsEfficiency for {nvlink}",
     )
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from flowsim.collectives.builders import ALGORITHM_TABLE, algorithm_of
-from flowsim.collectives.chunks import nccl_chunking, pipeline_pieces
+from flowsim.collectives.chunks import NVLS_CHUNK_BYTES, nccl_chunking, pipeline_pieces
 from flowsim.collectives.constants import DEFAULT_NCCL_VERSION, constants_of
 from flowsim.collectives.costs import (
     NVLS_BUSBW_CEILING_GBPS,
@@ -26,6 +26,7 @@ from flowsim.collectives.costs import (
     CollectiveCosts,
     nccl_costs,
     nvls_costs,
+    nvls_sharp_costs,
     nvls_tree_costs,
     pat_costs,
 )
@@ -38,7 +39,7 @@ from flowsim.collectives.rings import (
     rank_servers,
     rotated_rings,
 )
-from flowsim.collectives.tuner import NcclChoice, NoNcclChoice, nccl_choice, tree_correction
+from flowsim.collectives.tuner import NcclChoice, NoNcclChoice, nccl_choice, sharp_leaf, tree_correction
 from flowsim.errors import InputError
 from flowsim.hardware import LinkTier
 from flowsim.pipeline import RunResult, run
@@ -433,6 +434,9 @@ def collective_workload(
     elif algorithm == "auto":
         algorithm = None
     entry = algorithm_of(collective, algorithm)
+    if entry.name == "nvls" and choice is not None and choice.algorithm == "nvls" and choice.system.n_nodes > 1:
+        # NCCL's NVLS across servers (with CollNet only) is NVLS inside them and IB SHARP between.
+        entry = algorithm_of(collective, "nvls_sharp")
     if protocol == "auto":
         protocol = "simple" if costs is not None else _p2p_protocol(collective, size_bytes, len(ranks), channels)
     given = {"channels": channels, "slices": slices, "orders": orders, "servers": servers, "switch": switch,
@@ -475,16 +479,19 @@ def collective_workload(
     nvlink = ""
     if "switch" in entry.options:
         if len(set(topology_servers.values())) != 1:
-            raise InputError("NVLS is modelled inside one server; the ranks span several (NVLSTree runs across)")
+            raise InputError("NVLS runs across servers only with CollNet (NCCL_COLLNET_ENABLE=1 on an InfiniBand "
+                             "fabric with SHARP; algorithm nvls_sharp); NVLSTree runs across them without")
         options["switch"], nvlink = _nvls_switch(topology, ranks, switch)
-    if entry.name == "nvls_tree":
+    if entry.name in ("nvls_tree", "nvls_sharp"):
         by_server: dict[str, list[str]] = {}
         for rank in ranks:
             by_server.setdefault(topology_servers[rank], []).append(rank)
         switches = {server: _nvls_switch(topology, members, None) for server, members in by_server.items()}
         options["switches"] = {server: found[0] for server, found in switches.items()}
         nvlink = next(iter(switches.values()))[1]
-        if choice is not None:
+        if entry.name == "nvls_sharp":
+            options["sharp"] = _sharp_trees(topology, by_server)
+        elif choice is not None:
             # Each tree message's share of NCCL's NVLSTree bandwidth: the channels' algorithm
             # bandwidth over the chunks (one per local rank) their heads carry.
             algbw = choice.bus_bandwidth_GBps * 1e9 * len(ranks) / (2 * (len(ranks) - 1))
@@ -499,7 +506,7 @@ def collective_workload(
         elif entry.ring_ordered:
             options["orders"] = _ring_orders(topology, ranks, topology_servers, channels)
             n_channels = len(options["orders"])
-        elif entry.name in ("nvls", "nvls_tree", "pat") and choice is not None and channels is None:
+        elif entry.name in ("nvls", "nvls_tree", "nvls_sharp", "pat") and choice is not None and channels is None:
             # NVLS channels pull from the one switch with no per-channel figure, and PAT's
             # channels run the same schedule side by side: one lane.
             n_channels = 1
@@ -513,12 +520,16 @@ def collective_workload(
         options.update(channels=n_channels, slices=slices)
     if costs is not None:
         chosen = ("custom", costs)
-    elif entry.name in ("nvls", "nvls_tree"):
+    elif entry.name in ("nvls", "nvls_tree", "nvls_sharp"):
         if protocol != "simple":
             raise InputError(f"NVLS runs NCCL's Simple protocol only, not {protocol!r}")
         net_latency = _net_latency_us(topology, ranks)
-        chosen = ("simple", nvls_costs(nvlink, version=nccl_version) if entry.name == "nvls"
-                  else nvls_tree_costs(nvlink, version=nccl_version, net_latency_us=net_latency))
+        if entry.name == "nvls":
+            chosen = ("simple", nvls_costs(nvlink, version=nccl_version))
+        elif entry.name == "nvls_tree":
+            chosen = ("simple", nvls_tree_costs(nvlink, version=nccl_version, net_latency_us=net_latency))
+        else:
+            chosen = ("simple", nvls_sharp_costs(nvlink, version=nccl_version, net_latency_us=net_latency))
     elif entry.name == "pat":
         if protocol != "simple":
             raise InputError(f"PAT runs NCCL's Simple protocol only, not {protocol!r}")
@@ -529,6 +540,8 @@ def collective_workload(
         table = "tree" if entry.name == "tree" else "ring"
         chosen = (protocol, nccl_costs(table, protocol, _intra_hardware(topology, ranks), version=nccl_version,
                                        net_latency_us=_net_latency_us(topology, ranks)))
+    if entry.name == "nvls_sharp" and nvlink in NVLS_BUSBW_CEILING_GBPS:
+        options["nvls_cap_Bps"] = _nvls_ceiling_Bps(nvlink, ranks, topology_servers) / chosen[1].wire_efficiency
     workload = entry.builder(ranks, size_bytes, costs=chosen[1], model=model, **options)
     if capped and entry.name == "ring" and chosen[0] == "simple" and choice is not None \
             and choice.n_channels == choice.max_channels:
@@ -550,10 +563,7 @@ def collective_workload(
                 share *= tree_correction(constants_of(choice.version), protocol, size_bytes)
         workload = _capped(workload, share / chosen[1].wire_efficiency)
     elif entry.name == "nvls" and nvlink in NVLS_BUSBW_CEILING_GBPS:
-        # Every NVLS message of a rank moves one of its n chunks, n at a time, so an
-        # all-reduce whose messages go at c has bus bandwidth 2(n-1)c: the ceiling's c.
-        ceiling = NVLS_BUSBW_CEILING_GBPS[nvlink] * 1e9 / (2 * (len(ranks) - 1))
-        workload = _capped(workload, ceiling / chosen[1].wire_efficiency)
+        workload = _capped(workload, _nvls_ceiling_Bps(nvlink, ranks, topology_servers) / chosen[1].wire_efficiency)
     return CollectivePlan(entry.name, chosen[0], reported or n_channels, workload.tags["model"][0], ranks, chosen[1],
                           workload, choice)
 
@@ -563,7 +573,7 @@ def collective_workload(
 TUNED_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
 # NCCL's algorithms flowsim builds, under the same names (the hierarchical all-reduce has no
 # NCCL counterpart: its phases are rings, so NCCL's ring model picks its protocol).
-_NCCL_BUILT = ("ring", "tree", "nvls", "nvls_tree", "pat")
+_NCCL_BUILT = ("ring", "tree", "nvls", "nvls_tree", "nvls_sharp", "pat")
 # NCCL_P2P_LL_THRESHOLD ([NCCL] src/enqueue.cc): point-to-point messages up to this many bytes
 # per channel use LL.
 P2P_LL_THRESHOLD = 16384
@@ -585,7 +595,7 @@ def _nccl(topology: Topology, collective: str, size_bytes: float, ranks: tuple[s
             allowed = ["ring"]
     else:
         name = algorithm_of(collective, algorithm).name
-        allowed = ["ring" if name == "hierarchical" else name]
+        allowed = ["ring" if name == "hierarchical" else "nvls" if name == "nvls_sharp" else name]
         env.pop("NCCL_ALGO", None)
     try:
         return nccl_choice(topology, collective, size_bytes, ranks=ranks, nccl_env=env, version=nccl_version,
@@ -601,9 +611,16 @@ def _nccl_pieces(collective: str, algorithm: str, choice: NcclChoice, size_bytes
     """The pieces one NCCL channel's data goes in (:func:`~flowsim.collectives.chunks.pipeline_pieces`):
     per step of a ring (one chunk per rank and loop), per tree or NVLS head."""
     n_nodes = len(set(servers.values()))
-    heads = len(ranks) // n_nodes if algorithm in ("nvls", "nvls_tree") else 1
+    heads = len(ranks) // n_nodes if algorithm in ("nvls", "nvls_tree", "nvls_sharp") else 1
     tuned = {} if choice.nvls is None else {"nvls_chunk_bytes": choice.nvls.chunk_bytes,
                                             "nvls_tree_max_chunk_bytes": choice.nvls.tree_max_chunk_bytes}
+    if algorithm == "nvls_sharp":
+        # NVLS across servers: chunks of at most 32 KiB where the model's NVLS all-reduce moves
+        # under 150 GB/s ([NCCL] src/enqueue.cc calcCollChunking).
+        algbw = choice.bus_bandwidth_GBps * len(ranks) / (2 * (len(ranks) - 1))
+        if algbw < 150:
+            tuned["nvls_chunk_bytes"] = min(tuned.get("nvls_chunk_bytes", NVLS_CHUNK_BYTES), 32768)
+        algorithm = "nvls"
     chunking = nccl_chunking(collective, algorithm, choice.protocol, int(size_bytes), n_channels=choice.n_channels,
                              n_heads=heads, n_nodes=n_nodes, n_ranks=len(ranks), **tuned)
     channel_bytes = float(size_bytes) / choice.n_channels
@@ -621,6 +638,47 @@ def _p2p_protocol(collective: str, size_bytes: float, n_ranks: int, channels: in
     """NCCL's point-to-point protocol: LL up to :data:`P2P_LL_THRESHOLD` bytes per channel."""
     per_peer = size_bytes / n_ranks if collective == "all_to_all" else size_bytes
     return "ll" if per_peer <= P2P_LL_THRESHOLD * (channels or 1) else "simple"
+
+
+def _nvls_ceiling_Bps(nvlink: str, ranks: Sequence[str], servers: Mapping[str, Hashable]) -> float:
+    """The payload rate that holds an NVLS all-reduce of ``ranks`` to its measured ceiling
+    (:data:`~flowsim.collectives.costs.NVLS_BUSBW_CEILING_GBPS`): every NVLS message of a rank
+    moves one of its server's ``m`` chunks, ``m`` at a time, so with messages at ``c`` the
+    ``n`` ranks' bus bandwidth is ``2(n-1)/n x m c``."""
+    n, m = len(ranks), len(ranks) // len(set(servers.values()))
+    return NVLS_BUSBW_CEILING_GBPS[nvlink] * 1e9 * n / (2 * (n - 1) * m)
+
+
+def _sharp_trees(topology: Topology, by_server: Mapping[str, Sequence[str]]) -> list[dict[str, tuple[str, ...]]]:
+    """Per local rank ``j``: each server's path up the network's reduction tree for chunk
+    ``j``, from the InfiniBand leaf of its rank ``j``'s NIC to the lowest switch above every
+    server's: that leaf where one holds them all (a rail of a scalable unit), else a spine
+    cabled to each of their leaves. An :class:`InputError` where a rank has no InfiniBand
+    NIC or no spine joins the leaves (SHARP over three switch tiers is not modelled)."""
+    groups = list(by_server.items())
+    trees: list[dict[str, tuple[str, ...]]] = []
+    for j in range(len(groups[0][1])):
+        leaves = {}
+        for server, members in groups:
+            leaf = sharp_leaf(topology, members[j])
+            if leaf is None:
+                raise InputError(f"IB SHARP needs every rank on an InfiniBand NIC; {members[j]!r} has none")
+            leaves[server] = leaf
+        distinct = sorted(set(leaves.values()))
+        if len(distinct) == 1:
+            trees.append({server: (leaf,) for server, leaf in leaves.items()})  # the leaf is the root
+            continue
+        above = [
+            {topology.node_names[int(topology.link_dst[link])] for link in topology.links_from(leaf)
+             if topology.node_kind[topology.link_dst[link]] == NodeKind.IB_SPINE}
+            for leaf in distinct
+        ]
+        common = sorted(set.intersection(*above))
+        if not common:
+            raise InputError(f"IB SHARP: no spine joins the leaves {', '.join(distinct)} of local rank {j}; "
+                             "reduction trees over three switch tiers are not modelled")
+        trees.append({server: (leaf, common[0]) for server, leaf in leaves.items()})
+    return trees
 
 
 def _capped(workload: Workload, cap_Bps: float) -> Workload:

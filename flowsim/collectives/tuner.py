@@ -140,6 +140,11 @@ class NcclSystem:
         path from a GPU of the first server to its NIC (GB/s); 0 on one server.
     nic_near : bool
         Those paths stay under PCIe switches (``PATH_PXB`` or nearer, no CPU on the way).
+    sharp : bool
+        The ranks span servers and every rank leaves its server through a NIC cabled to an
+        InfiniBand switch that reduces in the network (SHARP v2 on HDR, v3 on NDR, v4 on XDR,
+        docs/hardware.md §4.2): what NCCL's CollNet needs of the fabric, with
+        ``NCCL_COLLNET_ENABLE=1`` and the SHARP plugin.
     """
 
     n_ranks: int
@@ -151,6 +156,7 @@ class NcclSystem:
     net_latency_us: float = 0.0
     net_GBps: float = 0.0
     nic_near: bool = True
+    sharp: bool = False
 
     @property
     def compcap(self) -> str:
@@ -318,8 +324,26 @@ def describe_system(
         # here only in llMaxBws (39-282 GB/s), above any PCIe ring.
         sm = _GENERATION_SM["ampere"]
     net_latency_us = max(float(topology.server_net_latency_s[s]) for s in server_ids) * 1e6
+    sharp = len(server_ids) > 1 and all(sharp_leaf(topology, rank) is not None for rank in ranks)
     return NcclSystem(len(ranks), len(set(servers.values())), sm, intra, nvswitch,
-                      _cpu_vendor(topology, server_ids), net_latency_us)
+                      _cpu_vendor(topology, server_ids), net_latency_us, sharp=sharp)
+
+
+#: InfiniBand generations whose switches reduce in the network (docs/hardware.md §4.2).
+SHARP_TECHNOLOGIES = ("ib_hdr", "ib_ndr", "ib_xdr")
+
+
+def sharp_leaf(topology: Topology, rank: str) -> str | None:
+    """The leaf switch ``rank``'s NIC is cabled to over an InfiniBand generation that reduces
+    in the network (:data:`SHARP_TECHNOLOGIES`), where it leaves its server through one; None
+    otherwise (no NIC, an older InfiniBand, or Ethernet: RoCE, EFA)."""
+    nic = int(topology.node_nic[topology.node_id(rank)])
+    if nic < 0:
+        return None
+    leaves = [int(topology.link_dst[link]) for link in topology.links_from(topology.node_names[nic])
+              if topology.node_kind[topology.link_dst[link]] == NodeKind.IB_LEAF
+              and topology.link_technology[link] in SHARP_TECHNOLOGIES]
+    return topology.node_names[leaves[0]] if leaves else None
 
 
 # --- the topology search -------------------------------------------------------------------
@@ -583,6 +607,7 @@ def _model(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclC
     protocols = env.protocols(collective)
     nvls_enable = env.integer("NCCL_NVLS_ENABLE")
     pat_enable = env.integer("NCCL_PAT_ENABLE")
+    collnet = env.integer("NCCL_COLLNET_ENABLE")
     out: dict[tuple[str, str], tuple[float, float, float]] = {}
     for a, algorithm in enumerate(NCCL_ALGORITHMS):
         if algorithm not in algorithms or algorithm not in graphs and algorithm not in ("nvls_tree", "pat"):
@@ -594,14 +619,16 @@ def _model(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclC
         if collective == "all_reduce" and algorithm == "pat":
             continue
         if algorithm in ("collnet_direct", "collnet_chain"):
-            continue  # CollNet needs a SHARP-capable fabric and NCCL_COLLNET_ENABLE; not modelled
+            continue  # CollNet Direct and Chain (SHARP without NVLS) are not built; NVLS with CollNet is
         if algorithm in ("nvls", "nvls_tree"):
             if "nvls" not in graphs or nvls_enable == 0:
                 continue
             if algorithm == "nvls_tree" and nodes == 1:
                 continue  # ncclTopoTuneModel: NVLSTree is disabled on one node
-            if algorithm == "nvls" and nodes > 1:
-                continue  # multi-node NVLS needs CollNet
+            if algorithm == "nvls" and nodes > 1 and not (collnet == 1 and system.sharp and collective == "all_reduce"):
+                # Multi-node NVLS needs CollNet: NCCL_COLLNET_ENABLE=1 on a SHARP fabric; all-gather
+                # and reduce-scatter need a plugin that has them besides, which flowsim does not assume.
+                continue
         if algorithm == "pat":
             # PAT arrived in 2.23.4 ([NCCL] v2.23.4-1 src/graph/tuning.cc NCCL_ALGO_PAT).
             if not _since(constants, (2, 23, 4)) or pat_enable == 0 or nodes != n or collective == "all_reduce":
@@ -881,10 +908,12 @@ def nccl_choice(
     max_threads = _max_threads(algorithm, protocol, graphs, env)
     nvls = None
     if algorithm in ("nvls", "nvls_tree"):
-        # NVLS runs nvlsChannels, no shrink (NVLS across servers, capped at the communicator's
-        # channels in NCCL, needs CollNet, which _model leaves out).
+        # NVLS runs nvlsChannels, no shrink; NVLS across servers (with CollNet) at most the
+        # communicator's channels ([NCCL] src/enqueue.cc topoGetAlgoInfo).
         nvls = nvls_tuning(system, constants, env)
         max_channels = nvls.n_channels
+        if algorithm == "nvls" and system.n_nodes > 1:
+            max_channels = min(max_channels, comm_channels)
         n_channels, n_threads = max_channels, max_threads
     else:
         max_channels = comm_channels

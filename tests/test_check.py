@@ -824,6 +824,28 @@ def test_the_nccl_version_comes_from_nccls_info_line_or_the_library_code_nccl_te
     assert parse_nccl_log(bare, collective="all_gather").nccl_version is None
 
 
+def test_the_nccl_environment_the_info_lines_print_steers_the_prediction():
+    # With NCCL_DEBUG=INFO NCCL prints each variable the environment sets (tuning.cc: "NCCL_ALGO
+    # set by environment to Ring"; param.cc integers with a full stop). The check predicts
+    # with them, under what it is given, and says which it took.
+    info = [
+        "node005:4321:4321 [0] NCCL INFO NCCL_ALGO set by environment to Ring",
+        "node005:4321:4321 [0] NCCL INFO NCCL_IB_QPS_PER_CONNECTION set by environment to 2.",
+        "node007:4322:4322 [8] NCCL INFO NCCL_ALGO set by environment to Ring",
+    ]
+    text = DEGRADED.read_text().replace("# Using devices", "\n".join([*info, "# Using devices"]), 1)
+    log = parse_nccl_log(text)
+    assert log.nccl_env == (("NCCL_ALGO", "Ring"), ("NCCL_IB_QPS_PER_CONNECTION", "2")) and log.warnings == ()
+    report = check_log(log, system="dgx-h100", min_bytes=1 << 30)
+    assert report.algorithm == "ring" and report.nccl.endswith(", NCCL_ALGO=Ring (log)")
+    given = check_log(log, system="dgx-h100", min_bytes=1 << 30, nccl_env={"NCCL_ALGO": "NVLSTree"})
+    assert given.algorithm == "nvls_tree" and "(log)," not in given.nccl
+    clash = parse_nccl_log(text.replace("[8] NCCL INFO NCCL_ALGO set by environment to Ring",
+                                        "[8] NCCL INFO NCCL_ALGO set by environment to Tree"))
+    assert clash.nccl_env[0] == ("NCCL_ALGO", "Ring")
+    assert any("NCCL_ALGO set to two values by NCCL's INFO lines; using the first, Ring" in w for w in clash.warnings)
+
+
 def test_cli_nccl_env_steers_the_prediction(capsys):
     from flowsim.cli import main as flowsim
 

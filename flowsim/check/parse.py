@@ -80,6 +80,9 @@ _HASHLESS = re.compile(
 # NCCL's own version line: alone (NCCL_DEBUG=VERSION) or in an INFO line ("host:12:34 [0] NCCL
 # INFO NCCL version 2.18.3+cuda12.2").
 _NCCL_VERSION = re.compile(r"^(?:\S+ \[\d+\] NCCL INFO )?NCCL version\s+(\S+)")
+# NCCL's INFO line for a variable the environment sets ([NCCL] src/misc/param.cc prints
+# integers with a full stop after them, src/graph/tuning.cc NCCL_ALGO and NCCL_PROTO without).
+_ENV_SET = re.compile(r"\bNCCL INFO (NCCL_[A-Z0-9_]+) set by environment to (\S+?)\.?$")
 # nccl-tests 2.13 and later print the library's NCCL_VERSION_CODE ("nccl-library=22703").
 _LIBRARY_CODE = re.compile(r"\bnccl-library=(\d+)\b")
 # A binary name not inside another word ("all_reduce_perf_dgx.txt" names all_reduce_perf).
@@ -210,6 +213,9 @@ class NcclTestLog:
         Where the ranks and hosts come from.
     warnings : tuple of str
         One line each: what the output lacks, or where it disagrees with the arguments.
+    nccl_env : tuple of (str, str)
+        The ``NCCL_*`` variables NCCL's INFO lines say the environment set (``NCCL INFO
+        NCCL_ALGO set by environment to Ring``, with ``NCCL_DEBUG=INFO``), in order.
     """
 
     source: str
@@ -226,6 +232,7 @@ class NcclTestLog:
     warnings: tuple[str, ...] = ()
     agg_iters: int | None = None
     cuda_graph: int | None = None
+    nccl_env: tuple[tuple[str, str], ...] = ()
 
     @property
     def n_ranks(self) -> int:
@@ -536,6 +543,8 @@ def parse_nccl_log(
     agg_iters: int | None = None
     cuda_graph: int | None = None
     ranks: dict[int, RankInfo] = {}
+    env: dict[str, str] = {}
+    env_clash: dict[str, int] = {}
     rows: list[TestRow] = []
     layout = None
     in_place_first = False
@@ -592,6 +601,10 @@ def parse_nccl_log(
             continue
         if nccl_match := _NCCL_VERSION.match(stripped):
             nccl_version = nccl_match.group(1)
+        elif env_match := _ENV_SET.search(stripped):
+            key, value = env_match.groups()
+            if env.setdefault(key, value) != value and key not in env_clash:
+                env_clash[key] = number
         elif layout is not None and avg is None and re.match(r"^\d+\s", stripped + " "):
             rows.append(_row(stripped, source, number, layout, in_place_first))
     last = len(lines)
@@ -614,7 +627,10 @@ def parse_nccl_log(
         raise line_error(
             source, last_rank, f"the rank lines up to here list {len(ranks)} ranks but not rank {missing[0]}"
         )
-    warnings: list[str] = []
+    warnings: list[str] = [
+        f"line {line}: {key} set to two values by NCCL's INFO lines; using the first, {env[key]}"
+        for key, line in env_clash.items()
+    ]
     if avg is None:
         warnings.append(
             f"no '# Avg bus bandwidth' line after the row on line {rows[-1].line}: the output is "
@@ -645,6 +661,7 @@ def parse_nccl_log(
         tuple(warnings),
         agg_iters,
         cuda_graph,
+        tuple(env.items()),
     )
 
 

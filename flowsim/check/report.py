@@ -49,6 +49,7 @@ from flowsim.collectives import resolve_algorithm
 from flowsim.collectives.constants import DEFAULT_NCCL_VERSION, constants_of, nccl_release, nearest_version
 from flowsim.collectives.placement import send_pair
 from flowsim.collectives.report import busbw_Bps, launch_floor_us, sweep
+from flowsim.collectives.tuner import NCCL_ENV_KEYS
 from flowsim.errors import InputError, whole_number
 from flowsim.fabrics import build_cluster, resolve_fabric
 from flowsim.failures import apply_failures, describe_changes
@@ -578,6 +579,13 @@ def check_log(
         options["algorithm"] = resolve_algorithm(log.collective, algorithm) if algorithm != "auto" else algorithm
     version, nccl = nccl_version_of(log, nccl_version)
     options["nccl_version"] = version
+    if log.nccl_env:
+        # What the log's INFO lines say the environment set, under what the caller gives.
+        given = dict(options.get("nccl_env") or {})
+        options["nccl_env"] = {**dict(log.nccl_env), **given}
+        taken = [f"{key}={value}" for key, value in log.nccl_env if key in NCCL_ENV_KEYS and key not in given]
+        if taken:
+            nccl = f"{nccl}, {' '.join(taken)} (log)"
     spec = server if isinstance(server, ServerSpec) else PRESETS[server].spec() if server in PRESETS else None
     devices, device_notes = _local_devices(log)
     layout = (1, 0) if spec is None else _host_layout(log, system, spec.n_gpus, devices)

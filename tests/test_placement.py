@@ -181,6 +181,18 @@ def test_nvls_messages_are_held_to_the_measured_nvlink5_ceiling():
     np.testing.assert_allclose(plan.workload.cap_Bps[data], 850e9 / 142 / 0.74)
     h100 = build_cluster("dgx_h100", 1, figure="effective")
     assert np.isinf(collective_workload(h100, "all_reduce", 1 << 30).workload.cap_Bps).all()
+    # NVLSTree's NVLS half too: on 2 DGX B200 (n = 16 ranks, m = 8 a server) each message
+    # between a rank and its switch is held to 850 x 16 / (2 x 15 x 8) GB/s of payload, the
+    # tree's messages to NCCL's NVLSTree bandwidth instead.
+    two = build_cluster("dgx_b200", 2, figure="effective")
+    plan = collective_workload(two, "all_reduce", 1 << 30)
+    assert plan.algorithm == "nvls_tree"
+    w = plan.workload
+    nvls = np.array([any(f".{kind}" in name for kind in ("reduce.r", "result.s", "store.s", "multicast.r"))
+                     and not name.endswith(".due") for name in w.names])
+    np.testing.assert_allclose(w.cap_Bps[nvls], 850e9 * 16 / (2 * 15 * 8) / 0.74)
+    tree = np.array([(".up.t" in name or ".down.t" in name) and not name.endswith(".due") for name in w.names])
+    assert tree.any() and not np.isclose(w.cap_Bps[tree], 850e9 * 16 / (2 * 15 * 8) / 0.74).any()
 
 
 def test_the_hierarchical_all_reduce_keeps_its_own_slices(two_dgx):

@@ -663,6 +663,7 @@ def nvls_tree_all_reduce(
     costs: CollectiveCosts | None = None,
     model: str = "auto",
     tree_cap_Bps: float = math.inf,
+    nvls_cap_Bps: float = math.inf,
 ) -> Workload:
     """NVLSTree all-reduce (NCCL >= 2.18): NVLS inside each server, trees across servers.
 
@@ -690,6 +691,8 @@ def nvls_tree_all_reduce(
         ``("nvlink4")`` with no inter-server step latency.
     tree_cap_Bps : float
         Rate cap of each tree message (NCCL's per-channel NVLSTree bandwidth).
+    nvls_cap_Bps : float
+        Rate cap of each message between a rank and its server's switch (the NVLS ceiling).
 
     ``model`` as :func:`broadcast`; slices as :func:`nvls_all_reduce`.
     """
@@ -709,8 +712,9 @@ def nvls_tree_all_reduce(
         if server not in switches:
             raise InputError(f"{what}: server {server!r} has no switch in `switches`")
         switch_of.append(switches[server])
-    if not math.isinf(tree_cap_Bps) and not tree_cap_Bps > 0:
-        raise InputError(f"{what}: tree_cap_Bps must be > 0, got {tree_cap_Bps!r}")
+    for name, value in (("tree_cap_Bps", tree_cap_Bps), ("nvls_cap_Bps", nvls_cap_Bps)):
+        if not math.isinf(value) and not value > 0:
+            raise InputError(f"{what}: {name} must be > 0, got {value!r}")
     chunk = size / per_server / channels
     n_slices = _slices(slices, chunk, what, MAX_PIPELINE_SLICES, NVLS_CHUNK_BYTES)
     piece = chunk / n_slices
@@ -734,11 +738,13 @@ def nvls_tree_all_reduce(
                 results = []
                 for g, group in enumerate(groups):
                     reduced = [
-                        _in_order(dag, last, f"reduce.r{index[r]}", label, r, switch_of[g], piece, [], 0, c)
+                        _in_order(dag, last, f"reduce.r{index[r]}", label, r, switch_of[g], piece, [], 0, c,
+                                  cap_Bps=nvls_cap_Bps)
                         for r in group
                     ]
                     results.append(
-                        _in_order(dag, last, f"result.s{g}", label, switch_of[g], owners[g], piece, reduced, 1, c)
+                        _in_order(dag, last, f"result.s{g}", label, switch_of[g], owners[g], piece, reduced, 1, c,
+                                  cap_Bps=nvls_cap_Bps)
                     )
                 totals: list[list[int]] = [[] for _ in groups]
                 for t, (parent, (children, order)) in enumerate(zip(trees, shapes, strict=True)):
@@ -763,9 +769,11 @@ def nvls_tree_all_reduce(
                             down[child] = [message]
                             totals[child].append(message)
                 for g, group in enumerate(groups):
-                    store = _in_order(dag, last, f"store.s{g}", label, owners[g], switch_of[g], piece, totals[g], 4, c)
+                    store = _in_order(dag, last, f"store.s{g}", label, owners[g], switch_of[g], piece, totals[g], 4, c,
+                                      cap_Bps=nvls_cap_Bps)
                     for r in group:
-                        _in_order(dag, last, f"multicast.r{index[r]}", label, switch_of[g], r, piece, [store], 5, c)
+                        _in_order(dag, last, f"multicast.r{index[r]}", label, switch_of[g], r, piece, [store], 5, c,
+                                  cap_Bps=nvls_cap_Bps)
                 unit = len(dag) - unit
     return dag.workload("all_reduce")
 

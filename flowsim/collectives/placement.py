@@ -540,7 +540,7 @@ def collective_workload(
         table = "tree" if entry.name == "tree" else "ring"
         chosen = (protocol, nccl_costs(table, protocol, _intra_hardware(topology, ranks), version=nccl_version,
                                        net_latency_us=_net_latency_us(topology, ranks)))
-    if entry.name == "nvls_sharp" and nvlink in NVLS_BUSBW_CEILING_GBPS:
+    if entry.name in ("nvls_tree", "nvls_sharp") and nvlink in NVLS_BUSBW_CEILING_GBPS:
         options["nvls_cap_Bps"] = _nvls_ceiling_Bps(nvlink, ranks, topology_servers) / chosen[1].wire_efficiency
     workload = entry.builder(ranks, size_bytes, costs=chosen[1], model=model, **options)
     if capped and entry.name == "ring" and chosen[0] == "simple" and choice is not None \

@@ -251,3 +251,10 @@ def test_nvls_across_servers_with_collnet_reduces_in_the_fabric_leaf_then_spine(
     assert outcome.algorithm == "nvls_sharp" and outcome.time_s > 0
     # Without CollNet NCCL keeps NVLS inside servers (NVLSTree across them).
     assert collective_workload(topology, "all_reduce", 64 << 20).algorithm == "nvls_tree"
+    # An EFA fabric reduces nothing: asked for by name, the builder says so.
+    from flowsim.systemfile import resolve_system
+
+    efa = build_cluster(resolve_system("aws-p5")[0], 2, figure="effective")
+    with pytest.raises(InputError, match=r"IB SHARP needs every rank's NIC on an HDR, NDR or XDR InfiniBand leaf; "
+                                         r"'n0.gpu0' leaves its server through none"):
+        collective_workload(efa, "all_reduce", 64 << 20, algorithm="nvls_sharp")

@@ -662,7 +662,8 @@ def _sharp_trees(topology: Topology, by_server: Mapping[str, Sequence[str]]) -> 
         for server, members in groups:
             leaf = sharp_leaf(topology, members[j])
             if leaf is None:
-                raise InputError(f"IB SHARP needs every rank on an InfiniBand NIC; {members[j]!r} has none")
+                raise InputError(f"IB SHARP needs every rank's NIC on an HDR, NDR or XDR InfiniBand leaf; "
+                                 f"{members[j]!r} leaves its server through none (EFA and RoCE reduce nothing)")
             leaves[server] = leaf
         distinct = sorted(set(leaves.values()))
         if len(distinct) == 1:

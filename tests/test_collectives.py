@@ -723,10 +723,12 @@ def test_nvls_tree_trees_do_not_wait_for_each_other():
             assert not [d for d in w.dependencies(f) if f".down.{other}." in w.names[d]], name
 
 
+@pytest.mark.parametrize("builder", ["nvls_tree", "nvls_sharp"])
 @pytest.mark.parametrize("n_servers", [2, 3, 5])
-def test_nvls_tree_slices_copied_on_equal_those_laid_out_one_by_one(monkeypatch, n_servers):
+def test_nvls_across_servers_slices_copied_on_equal_those_laid_out_one_by_one(monkeypatch, n_servers, builder):
     # From the fourth slice of a chunk on, slices are copies of the one before (moved on);
     # laying every slice out message by message (TILE_FROM_SLICE past the slices) is the twin.
+    # IB SHARP's trees: the first two servers under leaf L0, the rest under L1, both under S.
     ranks = [f"b{s}g{g}" for s in range(n_servers) for g in range(3)]
     servers = {r: r.split("g")[0] for r in ranks}
     switches = {f"b{s}": f"sw{s}" for s in range(n_servers)}
@@ -736,11 +738,16 @@ def test_nvls_tree_slices_copied_on_equal_those_laid_out_one_by_one(monkeypatch,
     monkeypatch.setattr(collective_dag._FlowDag, "repeat_last",
                         lambda dag, *a: tiled.append(repeat_last(dag, *a)) or tiled[-1])
     options = {"servers": servers, "switches": switches, "channels": 2, "slices": 9, "costs": costs,
-               "tree_cap_Bps": 40e9}
-    copied = nvls_tree_all_reduce(ranks, 3 * G, **options)
+               "nvls_cap_Bps": 30e9}
+    if builder == "nvls_tree":
+        build, options["tree_cap_Bps"] = nvls_tree_all_reduce, 40e9
+    else:
+        paths = {f"b{s}": ("L0" if s < 2 else "L1", "S") for s in range(n_servers)}
+        build, options["sharp"] = nvls_sharp_all_reduce, [paths] * 3
+    copied = build(ranks, 3 * G, **options)
     assert tiled == [True] * 2 * 3  # every channel's every chunk
     monkeypatch.setattr(builders_module, "TILE_FROM_SLICE", 10**9)
-    one_by_one = nvls_tree_all_reduce(ranks, 3 * G, **options)
+    one_by_one = build(ranks, 3 * G, **options)
     for column in ("names", "src", "dst", "tags"):
         assert getattr(copied, column) == getattr(one_by_one, column), column
     for column in ("size_bytes", "overhead_s", "cap_Bps", "dep_indptr", "dep_indices"):

@@ -44,7 +44,7 @@ All-to-all, send
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -646,6 +646,61 @@ def nvls_all_gather(
                  reduce=False, gather=True)
 
 
+def _switch_groups(
+    what: str, ranks: tuple[str, ...], servers: Mapping[str, Hashable], switches: Mapping[Hashable, str], across: str
+) -> tuple[list[tuple[str, ...]], list[Hashable], list[str]]:
+    """The ranks by server (at least two, with as many ranks each), each server's key and
+    its NVSwitch in ``switches``; an :class:`InputError` saying what is missing."""
+    groups = _group_by_server(ranks, servers, what)
+    if len(groups) < 2:
+        raise InputError(f"{what}: the ranks are in one server; {across} (use nvls)")
+    if len({len(g) for g in groups}) > 1:
+        raise InputError(f"{what}: every server needs the same number of ranks, got {sorted({len(g) for g in groups})}")
+    keys = [servers[group[0]] for group in groups]
+    for key in keys:
+        if key not in switches:
+            raise InputError(f"{what}: server {key!r} has no switch in `switches`")
+    return groups, keys, [switches[key] for key in keys]
+
+
+def _reduce_into(dag: _FlowDag, last: dict[str, int], label: str, group: Sequence[str], index: Mapping[str, int],
+                 switch: str, g: int, owner: str, piece: float, c: int, cap_Bps: float) -> int:
+    """NVLS's reduction of one chunk inside server ``g``: every rank's copy into ``switch``
+    (``reduce.r{i}``), then the sum to ``owner`` (``result.s{g}``), which it returns."""
+    reduced = [_in_order(dag, last, f"reduce.r{index[r]}", label, r, switch, piece, [], 0, c, cap_Bps=cap_Bps)
+               for r in group]
+    return _in_order(dag, last, f"result.s{g}", label, switch, owner, piece, reduced, 1, c, cap_Bps=cap_Bps)
+
+
+def _multicast(dag: _FlowDag, last: dict[str, int], label: str, group: Sequence[str], index: Mapping[str, int],
+               switch: str, g: int, owner: str, piece: float, deps: list[int], c: int, cap_Bps: float) -> None:
+    """NVLS's broadcast of one chunk inside server ``g`` once ``deps`` are in: ``owner``
+    writes it to ``switch`` (``store.s{g}``), which multicasts it to every rank
+    (``multicast.r{i}``)."""
+    store = _in_order(dag, last, f"store.s{g}", label, owner, switch, piece, deps, 4, c, cap_Bps=cap_Bps)
+    for r in group:
+        _in_order(dag, last, f"multicast.r{index[r]}", label, switch, r, piece, [store], 5, c, cap_Bps=cap_Bps)
+
+
+def _chunk_slices(
+    dag: _FlowDag, channels: int, per_server: int, n_slices: int
+) -> Iterator[tuple[int, int, str, dict[str, int]]]:
+    """``(channel, chunk, label, last)`` for every slice of every chunk of every channel that
+    the caller lays out message by message (``last`` as :func:`_in_order`'s, one per chunk);
+    from :data:`TILE_FROM_SLICE` on, once a slice is the one before it moved on, the rest of
+    the chunk's slices are copies of it (:meth:`_FlowDag.repeat_last`)."""
+    for c in range(channels):
+        for j in range(per_server):
+            last: dict[str, int] = {}
+            unit = 0
+            for k in range(n_slices):
+                if k == TILE_FROM_SLICE and dag.repeat_last(unit, n_slices - k, f"all_reduce.ch{c}.chunk{j}.sl", k - 1):
+                    break  # every later slice is the last one moved on
+                start = len(dag)
+                yield c, j, f"ch{c}.chunk{j}.sl{k}", last
+                unit = len(dag) - start
+
+
 #: Slices of a channel's chunk that :func:`nvls_tree_all_reduce` lays out message by message:
 #: the first has no predecessor, the second follows the first's different layout, so from
 #: the fourth on a slice is the one before moved on (checked), and the rest are copies.
@@ -700,18 +755,8 @@ def nvls_tree_all_reduce(
     if costs is None:
         costs = nvls_costs("nvlink4")
     ranks, size, channels, costs = _prepare(what, ranks, size_bytes, channels, costs, "ring")
-    groups = _group_by_server(ranks, servers, what)
-    if len(groups) < 2:
-        raise InputError(f"{what}: the ranks are in one server; NVLSTree runs across servers (use nvls)")
+    groups, _, switch_of = _switch_groups(what, ranks, servers, switches, "NVLSTree runs across servers")
     per_server = len(groups[0])
-    if any(len(g) != per_server for g in groups):
-        raise InputError(f"{what}: every server needs the same number of ranks, got {sorted({len(g) for g in groups})}")
-    switch_of = []
-    for group in groups:
-        server = servers[group[0]]
-        if server not in switches:
-            raise InputError(f"{what}: server {server!r} has no switch in `switches`")
-        switch_of.append(switches[server])
     for name, value in (("tree_cap_Bps", tree_cap_Bps), ("nvls_cap_Bps", nvls_cap_Bps)):
         if not math.isinf(value) and not value > 0:
             raise InputError(f"{what}: {name} must be > 0, got {value!r}")
@@ -725,56 +770,37 @@ def nvls_tree_all_reduce(
     index = {r: i for i, r in enumerate(ranks)}
     trees = _double_binary_tree(n_servers)
     shapes = [_tree_shape(parent) for parent in trees]
-    for c in range(channels):
-        for j in range(per_server):
-            owners = [group[j] for group in groups]
-            last: dict[str, int] = {}
-            unit = 0
-            for k in range(n_slices):
-                if k == TILE_FROM_SLICE and dag.repeat_last(unit, n_slices - k, f"all_reduce.ch{c}.chunk{j}.sl", k - 1):
-                    break  # every later slice is the last one moved on
-                unit = len(dag)
-                label = f"ch{c}.chunk{j}.sl{k}"
-                results = []
-                for g, group in enumerate(groups):
-                    reduced = [
-                        _in_order(dag, last, f"reduce.r{index[r]}", label, r, switch_of[g], piece, [], 0, c,
-                                  cap_Bps=nvls_cap_Bps)
-                        for r in group
-                    ]
-                    results.append(
-                        _in_order(dag, last, f"result.s{g}", label, switch_of[g], owners[g], piece, reduced, 1, c,
-                                  cap_Bps=nvls_cap_Bps)
-                    )
-                totals: list[list[int]] = [[] for _ in groups]
-                for t, (parent, (children, order)) in enumerate(zip(trees, shapes, strict=True)):
-                    root = order[0]
-                    up: dict[int, int] = {}
-                    at_root: list[int] = []
-                    for g in reversed(order):
-                        inputs = [results[g]] + [up[child] for child in children[g]]
-                        if g == root:
-                            at_root = inputs
-                            totals[g].extend(inputs)
-                            continue
-                        up[g] = _in_order(dag, last, f"up.t{t}.s{g}", label, owners[g], owners[parent[g]], piece / 2,
-                                          inputs, 2, c, wire_efficiency=1.0, cap_Bps=tree_cap_Bps)
-                    # The root sends this tree's half down once this tree's reduction is in:
-                    # the other tree's messages into the same server are no input of it.
-                    down: dict[int, list[int]] = {root: at_root}
-                    for g in order:
-                        for child in children[g]:
-                            message = _in_order(dag, last, f"down.t{t}.s{child}", label, owners[g], owners[child],
-                                                piece / 2, down[g], 3, c, wire_efficiency=1.0, cap_Bps=tree_cap_Bps)
-                            down[child] = [message]
-                            totals[child].append(message)
-                for g, group in enumerate(groups):
-                    store = _in_order(dag, last, f"store.s{g}", label, owners[g], switch_of[g], piece, totals[g], 4, c,
-                                      cap_Bps=nvls_cap_Bps)
-                    for r in group:
-                        _in_order(dag, last, f"multicast.r{index[r]}", label, switch_of[g], r, piece, [store], 5, c,
-                                  cap_Bps=nvls_cap_Bps)
-                unit = len(dag) - unit
+    for c, j, label, last in _chunk_slices(dag, channels, per_server, n_slices):
+        owners = [group[j] for group in groups]
+        results = [
+            _reduce_into(dag, last, label, group, index, switch_of[g], g, owners[g], piece, c, nvls_cap_Bps)
+            for g, group in enumerate(groups)
+        ]
+        totals: list[list[int]] = [[] for _ in groups]
+        for t, (parent, (children, order)) in enumerate(zip(trees, shapes, strict=True)):
+            root = order[0]
+            up: dict[int, int] = {}
+            at_root: list[int] = []
+            for g in reversed(order):
+                inputs = [results[g]] + [up[child] for child in children[g]]
+                if g == root:
+                    at_root = inputs
+                    totals[g].extend(inputs)
+                    continue
+                up[g] = _in_order(dag, last, f"up.t{t}.s{g}", label, owners[g], owners[parent[g]], piece / 2,
+                                  inputs, 2, c, wire_efficiency=1.0, cap_Bps=tree_cap_Bps)
+            # The root sends this tree's half down once this tree's reduction is in:
+            # the other tree's messages into the same server are no input of it.
+            down: dict[int, list[int]] = {root: at_root}
+            for g in order:
+                for child in children[g]:
+                    message = _in_order(dag, last, f"down.t{t}.s{child}", label, owners[g], owners[child],
+                                        piece / 2, down[g], 3, c, wire_efficiency=1.0, cap_Bps=tree_cap_Bps)
+                    down[child] = [message]
+                    totals[child].append(message)
+        for g, group in enumerate(groups):
+            _multicast(dag, last, label, group, index, switch_of[g], g, owners[g], piece, totals[g], c,
+                       nvls_cap_Bps)
     return dag.workload("all_reduce")
 
 
@@ -808,10 +834,8 @@ def nvls_sharp_all_reduce(
 
     Parameters
     ----------
-    servers : mapping of str to hashable
-        Server of each rank (at least two servers).
-    switches : mapping of hashable to str
-        The NVSwitch node of each server.
+    servers, switches
+        As :func:`nvls_tree_all_reduce`.
     sharp : sequence of mappings of hashable to sequence of str
         Per chunk ``j`` (one per local rank): for each server, the network switches its
         owner's message climbs, from the first (the owner's leaf) to the root, which every
@@ -830,17 +854,8 @@ def nvls_sharp_all_reduce(
     if costs is None:
         costs = nvls_sharp_costs("nvlink4")
     ranks, size, channels, costs = _prepare(what, ranks, size_bytes, channels, costs, "ring")
-    groups = _group_by_server(ranks, servers, what)
-    if len(groups) < 2:
-        raise InputError(f"{what}: the ranks are in one server; the network reduces across servers (use nvls)")
+    groups, keys, switch_of = _switch_groups(what, ranks, servers, switches, "the network reduces across servers")
     per_server = len(groups[0])
-    if any(len(g) != per_server for g in groups):
-        raise InputError(f"{what}: every server needs the same number of ranks, got {sorted({len(g) for g in groups})}")
-    keys = [servers[group[0]] for group in groups]
-    for key in keys:
-        if key not in switches:
-            raise InputError(f"{what}: server {key!r} has no switch in `switches`")
-    switch_of = [switches[key] for key in keys]
     trees = _sharp_trees(sharp, keys, per_server, what)
     chunk = size / per_server / channels
     n_slices = _slices(slices, chunk, what, MAX_PIPELINE_SLICES, NVLS_CHUNK_BYTES)
@@ -852,49 +867,30 @@ def nvls_sharp_all_reduce(
     dag_servers = {**servers, **{switch_of[g]: keys[g] for g in range(n_servers)}, **{s: s for s in fabric}}
     dag = _FlowDag("all_reduce", costs, dag_servers)
     index = {r: i for i, r in enumerate(ranks)}
-    for c in range(channels):
-        for j in range(per_server):
-            owners = [group[j] for group in groups]
-            paths, order = trees[j]
-            last: dict[str, int] = {}
-            unit = 0
-            for k in range(n_slices):
-                if k == TILE_FROM_SLICE and dag.repeat_last(unit, n_slices - k, f"all_reduce.ch{c}.chunk{j}.sl", k - 1):
-                    break  # every later slice is the last one moved on
-                unit = len(dag)
-                label = f"ch{c}.chunk{j}.sl{k}"
-                inputs: dict[str, list[int]] = {name: [] for name in order}
-                for g, group in enumerate(groups):
-                    reduced = [
-                        _in_order(dag, last, f"reduce.r{index[r]}", label, r, switch_of[g], piece, [], 0, c,
-                                  cap_Bps=cap)
-                        for r in group
-                    ]
-                    result = _in_order(dag, last, f"result.s{g}", label, switch_of[g], owners[g], piece, reduced, 1, c,
-                                       cap_Bps=cap)
-                    inputs[paths[g][0]].append(
-                        _in_order(dag, last, f"up.s{g}", label, owners[g], paths[g][0], piece, [result], 2, c,
-                                  wire_efficiency=1.0)
-                    )
-                parent = {path[i]: path[i + 1] for path in paths for i in range(len(path) - 1)}
-                for name in order[:-1]:  # leaves first, the root last
-                    inputs[parent[name]].append(
-                        _in_order(dag, last, f"up.{name}", label, name, parent[name], piece, inputs[name], 2, c,
-                                  wire_efficiency=1.0, step_latency_s=0.0)
-                    )
-                total = {order[-1]: inputs[order[-1]]}
-                for name in reversed(order[:-1]):  # the root's children first
-                    total[name] = [_in_order(dag, last, f"down.{name}", label, parent[name], name, piece,
-                                             total[parent[name]], 3, c, wire_efficiency=1.0, step_latency_s=0.0)]
-                for g, group in enumerate(groups):
-                    back = _in_order(dag, last, f"down.s{g}", label, paths[g][0], owners[g], piece, total[paths[g][0]],
-                                     3, c, wire_efficiency=1.0, step_latency_s=0.0)
-                    store = _in_order(dag, last, f"store.s{g}", label, owners[g], switch_of[g], piece, [back], 4, c,
-                                      cap_Bps=cap)
-                    for r in group:
-                        _in_order(dag, last, f"multicast.r{index[r]}", label, switch_of[g], r, piece, [store], 5, c,
-                                  cap_Bps=cap)
-                unit = len(dag) - unit
+    for c, j, label, last in _chunk_slices(dag, channels, per_server, n_slices):
+        owners = [group[j] for group in groups]
+        paths, order = trees[j]
+        inputs: dict[str, list[int]] = {name: [] for name in order}
+        for g, group in enumerate(groups):
+            result = _reduce_into(dag, last, label, group, index, switch_of[g], g, owners[g], piece, c, cap)
+            inputs[paths[g][0]].append(
+                _in_order(dag, last, f"up.s{g}", label, owners[g], paths[g][0], piece, [result], 2, c,
+                          wire_efficiency=1.0)
+            )
+        parent = {path[i]: path[i + 1] for path in paths for i in range(len(path) - 1)}
+        for name in order[:-1]:  # leaves first, the root last
+            inputs[parent[name]].append(
+                _in_order(dag, last, f"up.{name}", label, name, parent[name], piece, inputs[name], 2, c,
+                          wire_efficiency=1.0, step_latency_s=0.0)
+            )
+        total = {order[-1]: inputs[order[-1]]}
+        for name in reversed(order[:-1]):  # the root's children first
+            total[name] = [_in_order(dag, last, f"down.{name}", label, parent[name], name, piece,
+                                     total[parent[name]], 3, c, wire_efficiency=1.0, step_latency_s=0.0)]
+        for g, group in enumerate(groups):
+            back = _in_order(dag, last, f"down.s{g}", label, paths[g][0], owners[g], piece, total[paths[g][0]],
+                             3, c, wire_efficiency=1.0, step_latency_s=0.0)
+            _multicast(dag, last, label, group, index, switch_of[g], g, owners[g], piece, [back], c, cap)
     return dag.workload("all_reduce")
 
 

@@ -211,16 +211,7 @@ def nvls_tree_costs(
     >>> round(c.base_s * 1e6, 1), round(c.inter_step_s * 1e6, 1), c.wire_efficiency
     (25.0, 20.9, 0.85)
     """
-    nvls = nvls_costs(nvlink, version=version)
-    constants = constants_of(version)
-    simple, tree = PROTOCOLS.index("simple"), NCCL_ALGORITHMS.index("nvls_tree")
-    return CollectiveCosts(
-        base_s=constants.hw_latency_us["nvlink"][tree][simple] * _US,
-        intra_step_s=0.0,
-        inter_step_s=(constants.hw_latency_us["net"][tree][simple] + _plugin_latency(net_latency_us, "simple")) * _US,
-        wire_efficiency=nvls.wire_efficiency,
-        source=f"{constants.source} (NVLSTree hwLat NVLink and NET, Simple); nvlsEfficiency for {nvlink}",
-    )
+    return _nvls_across(nvlink, "nvls_tree", "NVLSTree", version, net_latency_us)
 
 
 def nvls_sharp_costs(
@@ -240,15 +231,21 @@ def nvls_sharp_costs(
     >>> round(c.base_s * 1e6, 1), round(c.inter_step_s * 1e6, 1), c.wire_efficiency
     (25.0, 18.0, 0.85)
     """
+    return _nvls_across(nvlink, "nvls", "NVLS", version, net_latency_us)
+
+
+def _nvls_across(nvlink: str, algorithm: str, name: str, version: str, net_latency_us: float) -> CollectiveCosts:
+    """NVLS's costs across servers: ``hwLat[NVLINK][algorithm][Simple]`` once as the base,
+    ``hwLat[NET][algorithm][Simple]`` plus twice the plugin's latency per network step."""
     nvls = nvls_costs(nvlink, version=version)
     constants = constants_of(version)
-    simple, index = PROTOCOLS.index("simple"), NCCL_ALGORITHMS.index("nvls")
+    simple, index = PROTOCOLS.index("simple"), NCCL_ALGORITHMS.index(algorithm)
     return CollectiveCosts(
-        base_s=nvls.base_s,
+        base_s=constants.hw_latency_us["nvlink"][index][simple] * _US,
         intra_step_s=0.0,
         inter_step_s=(constants.hw_latency_us["net"][index][simple] + _plugin_latency(net_latency_us, "simple")) * _US,
         wire_efficiency=nvls.wire_efficiency,
-        source=f"{constants.source} (NVLS hwLat NVLink and NET, Simple); nvlsEfficiency for {nvlink}",
+        source=f"{constants.source} ({name} hwLat NVLink and NET, Simple); nvlsEfficiency for {nvlink}",
     )
 
 

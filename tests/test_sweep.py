@@ -1121,7 +1121,10 @@ def test_runs_lost_with_a_building_worker_run_on_the_engines_pool(tmp_path, monk
             future.set_exception(BrokenProcessPool("a worker died"))
             return future
 
-    monkeypatch.setattr(flowsim.sweep.timebatch, "_pool", lambda workers: contextlib.nullcontext(DeadPool()))
+    # The first pool (the building one) is dead; the engine's pools after it are real.
+    real_pool = flowsim.sweep.executors._pool
+    pools = iter([contextlib.nullcontext(DeadPool())])
+    monkeypatch.setattr(flowsim.sweep.executors, "_pool", lambda workers: next(pools, None) or real_pool(workers))
     spec = parking_spec(tmp_path, '[sweep.grid]\n"topology.links.1.capacity_Bps" = [1e9, 2e9, 4e9]\n',
                         ["makespan_s"], solve="time")
     outcome, got, want = time_on_backend_and_on_the_engine(load_sweep(spec), tmp_path, "cpu", workers=2)

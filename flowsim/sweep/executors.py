@@ -7,6 +7,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import ctypes
+import functools
 import itertools
 import math
 import multiprocessing
@@ -76,7 +77,7 @@ def process_pool(runner: Runner, tasks: Iterator[RunTask], n_tasks: int, workers
     while True:
         lost: list[RunTask] = []  # in flight when the pool broke
         later: list[list[RunTask]] = []  # taken from ``batches`` after it broke
-        yield from _on_one_pool(runner, batches, workers, lost, later)
+        yield from _on_one_pool(functools.partial(_execute_batch, runner), batches, workers, lost, later)
         if not lost:
             return
         yield from _one_at_a_time(runner, lost)
@@ -84,26 +85,27 @@ def process_pool(runner: Runner, tasks: Iterator[RunTask], n_tasks: int, workers
 
 
 def _on_one_pool(
-    runner: Runner,
+    work: Callable[[list[RunTask]], list],
     batches: Iterator[list[RunTask]],
     workers: int,
     lost: list[RunTask],
     later: list[list[RunTask]],
-) -> Iterator[list[RunRecord]]:
-    """Run ``batches`` on a new pool; if it breaks, the batches in flight are added to
+) -> Iterator[list]:
+    """``work(batch)`` (a function the workers can unpickle) for each of ``batches`` on a new
+    pool, results as they come; if the pool breaks, the batches in flight are added to
     ``lost`` and those taken after it broke to ``later``."""
     with _pool(workers) as pool:
 
         def submit(batch: list[RunTask]) -> concurrent.futures.Future:
             if not lost:
                 try:
-                    return pool.submit(_execute_batch, runner, batch)
+                    return pool.submit(work, batch)
                 except BrokenProcessPool:
                     pass
             later.append(batch)
             return _done([])
 
-        def collect(future: concurrent.futures.Future, batch: list[RunTask]) -> list[RunRecord]:
+        def collect(future: concurrent.futures.Future, batch: list[RunTask]) -> list:
             try:
                 return future.result()
             except BrokenProcessPool:

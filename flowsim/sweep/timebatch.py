@@ -12,11 +12,10 @@ results table's ``ran_on`` column says which: the backend's name (``cpu`` or ``c
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
+import functools
 import time
 from collections.abc import Iterator, Sequence
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
 from flowsim.engine import DEFAULT_TIME_REL_TOL, PreparedRun
@@ -24,7 +23,7 @@ from flowsim.errors import InputError
 from flowsim.pipeline import prepare_routed
 from flowsim.routes import Routes
 from flowsim.scenario import Scenario, ScenarioRun, route_scenario, scenario_from_document
-from flowsim.sweep.executors import _batches, _done, _first_done, _pool, _windowed, process_pool
+from flowsim.sweep.executors import _batches, _on_one_pool, process_pool
 from flowsim.sweep.metrics import job_metric
 from flowsim.sweep.runs import RunRecord, execute, failed_record, measure, simulate_run
 from flowsim.sweep.spec import RunSpec, RunTask, Sweep
@@ -161,28 +160,12 @@ def _built_on_pool(tasks: Iterator[RunTask], n_tasks: int, workers: int,
     """The runs built on a pool of ``workers`` processes, as they come. Runs lost with a
     worker that died (killed, or out of memory), and those not yet built then, run on the CPU
     engine's pool instead, which finds the run that kills its worker and records it failed."""
-    batches = _batches(tasks, n_tasks, workers)
     lost: list[RunTask] = []
-    with _pool(workers) as pool:
-
-        def submit(batch: list[RunTask]) -> concurrent.futures.Future:
-            if not lost:
-                try:
-                    return pool.submit(_build_batch, batch, job_metrics)
-                except BrokenProcessPool:
-                    pass
-            lost.extend(batch)
-            return _done([])
-
-        def collect(future: concurrent.futures.Future, batch: list[RunTask]) -> list:
-            try:
-                return future.result()
-            except BrokenProcessPool:
-                lost.extend(batch)
-                return []
-
-        for items in _windowed(submit, _first_done, batches, 4 * workers, collect):
-            yield from items
+    later: list[list[RunTask]] = []
+    build = functools.partial(_build_batch, job_metrics=job_metrics)
+    for items in _on_one_pool(build, _batches(tasks, n_tasks, workers), workers, lost, later):
+        yield from items
+    lost.extend(task for batch in later for task in batch)
     if lost:
         for records in process_pool(simulate_run, iter(lost), len(lost), workers):
             yield from (_ran_on_engine(record) for record in records)

@@ -39,7 +39,7 @@ from flowsim.collectives.rings import (
     rank_servers,
     rotated_rings,
 )
-from flowsim.collectives.tuner import NcclChoice, NoNcclChoice, nccl_choice, sharp_leaf, tree_correction
+from flowsim.collectives.tuner import NcclChoice, NoNcclChoice, nccl_choice, sharp_leaves, tree_correction
 from flowsim.errors import InputError
 from flowsim.hardware import LinkTier
 from flowsim.pipeline import RunResult, run
@@ -656,15 +656,15 @@ def _sharp_trees(topology: Topology, by_server: Mapping[str, Sequence[str]]) -> 
     cabled to each of their leaves. An :class:`InputError` where a rank has no InfiniBand
     NIC or no spine joins the leaves (SHARP over three switch tiers is not modelled)."""
     groups = list(by_server.items())
+    leaf_of = sharp_leaves(topology, [rank for _, members in groups for rank in members])
     trees: list[dict[str, tuple[str, ...]]] = []
     for j in range(len(groups[0][1])):
         leaves = {}
         for server, members in groups:
-            leaf = sharp_leaf(topology, members[j])
-            if leaf is None:
+            if members[j] not in leaf_of:
                 raise InputError(f"IB SHARP needs every rank's NIC on an HDR, NDR or XDR InfiniBand leaf; "
                                  f"{members[j]!r} leaves its server through none (EFA and RoCE reduce nothing)")
-            leaves[server] = leaf
+            leaves[server] = leaf_of[members[j]]
         distinct = sorted(set(leaves.values()))
         if len(distinct) == 1:
             trees.append({server: (leaf,) for server, leaf in leaves.items()})  # the leaf is the root

@@ -324,7 +324,7 @@ def describe_system(
         # here only in llMaxBws (39-282 GB/s), above any PCIe ring.
         sm = _GENERATION_SM["ampere"]
     net_latency_us = max(float(topology.server_net_latency_s[s]) for s in server_ids) * 1e6
-    sharp = len(server_ids) > 1 and all(sharp_leaf(topology, rank) is not None for rank in ranks)
+    sharp = len(server_ids) > 1 and len(sharp_leaves(topology, ranks)) == len(ranks)
     return NcclSystem(len(ranks), len(set(servers.values())), sm, intra, nvswitch,
                       _cpu_vendor(topology, server_ids), net_latency_us, sharp=sharp)
 
@@ -333,17 +333,19 @@ def describe_system(
 SHARP_TECHNOLOGIES = ("ib_hdr", "ib_ndr", "ib_xdr")
 
 
-def sharp_leaf(topology: Topology, rank: str) -> str | None:
-    """The leaf switch ``rank``'s NIC is cabled to over an InfiniBand generation that reduces
-    in the network (:data:`SHARP_TECHNOLOGIES`), where it leaves its server through one; None
-    otherwise (no NIC, an older InfiniBand, or Ethernet: RoCE, EFA)."""
-    nic = int(topology.node_nic[topology.node_id(rank)])
-    if nic < 0:
-        return None
-    leaves = [int(topology.link_dst[link]) for link in topology.links_from(topology.node_names[nic])
-              if topology.node_kind[topology.link_dst[link]] == NodeKind.IB_LEAF
-              and topology.link_technology[link] in SHARP_TECHNOLOGIES]
-    return topology.node_names[leaves[0]] if leaves else None
+def sharp_leaves(topology: Topology, ranks: Sequence[str]) -> dict[str, str]:
+    """The leaf switch each of ``ranks`` reaches through the NIC it leaves its server by, over
+    an InfiniBand generation that reduces in the network (:data:`SHARP_TECHNOLOGIES`); ranks
+    without one (no NIC, an older InfiniBand, or Ethernet: RoCE, EFA) are left out. One pass
+    over the links for all the ranks."""
+    kind = topology.node_kind
+    cables = np.flatnonzero((kind[topology.link_src] == NodeKind.NIC) & (kind[topology.link_dst] == NodeKind.IB_LEAF)
+                            & np.isin(np.asarray(topology.link_technology), SHARP_TECHNOLOGIES))
+    leaf_of: dict[int, int] = {}
+    for link in cables.tolist():  # the first cable of a NIC, by link id
+        leaf_of.setdefault(int(topology.link_src[link]), int(topology.link_dst[link]))
+    nics = topology.node_nic[topology.node_ids(list(ranks))].tolist()
+    return {rank: topology.node_names[leaf_of[nic]] for rank, nic in zip(ranks, nics, strict=True) if nic in leaf_of}
 
 
 # --- the topology search -------------------------------------------------------------------

@@ -320,13 +320,18 @@ def float_column(
     *,
     scalar: bool = False,
 ) -> np.ndarray:
-    """``values`` as a fresh C-contiguous float64 array of one value per ``kind`` (``n``).
+    """``values`` as a fresh C-contiguous float64 array of one value per ``kind`` (``n``),
+    or ``values`` itself where it is one already and frozen: read-only and owning its data
+    (a :class:`~flowsim.workload.Workload`'s columns), so that no copy can differ from it.
 
     ``None`` gives ``default`` for every item; with ``scalar=True`` one number is repeated
     too. Only the type and shape are checked: callers judge the values. Errors name ``what``.
     """
     if values is None:
         return np.full(n, default, dtype=np.float64)
+    if (isinstance(values, np.ndarray) and values.dtype == np.float64 and values.shape == (n,)
+            and values.flags.c_contiguous and not values.flags.writeable and values.base is None):
+        return values
     arr = float_array(values, what)
     if scalar and arr.ndim == 0:
         arr = np.full(n, float(arr))

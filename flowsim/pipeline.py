@@ -61,11 +61,20 @@ def _route_pairs(router: Router, workload: Workload, routing: str, seed: int, gp
         pairs // topology.n_nodes, pairs % topology.n_nodes, method=routing, seed=seed, gpudirect=gpudirect
     )
     inverse = inverse.ravel()
+    del src, dst, pairs
     hops = unique.hop_counts()[inverse]
     indptr = np.zeros(len(workload) + 1, dtype=np.int64)
     np.cumsum(hops, out=indptr[1:])
-    offset_in_route = np.arange(indptr[-1], dtype=np.int64) - np.repeat(indptr[:-1], hops)
-    indices = unique.flow_link_indices[np.repeat(unique.flow_link_indptr[inverse], hops) + offset_in_route]
+    # Link k of a flow's route is link k of its pair's: each incidence's place in the pairs'
+    # routes, built in place (a million-flow collective has millions of incidences).
+    gather = np.repeat(unique.flow_link_indptr[inverse] - indptr[:-1], hops)
+    del inverse, hops
+    gather += np.arange(indptr[-1], dtype=np.int64)
+    indices = unique.flow_link_indices[gather]
+    del gather
+    # Frozen, the arrays are the routes' own (Routes.from_csr copies writeable ones).
+    indptr.flags.writeable = False
+    indices.flags.writeable = False
     return Routes.from_csr(indptr, indices, topology.n_links, flow_names=workload.names)
 
 

@@ -12,7 +12,7 @@ from flowsim.collectives import collective_time
 from flowsim.fabrics import build_cluster
 from flowsim.failures import apply_failures
 from flowsim.routing import Router
-from flowsim_kernels.classes import is_equitable, refine_classes
+from flowsim_kernels.classes import fold_keys, is_equitable, refine_classes
 from reference import equitable_classes_reference, max_min_reference
 
 # --- a flow listed n times on a link counts n times in its load ------------------------------
@@ -104,6 +104,25 @@ def test_refinement_matches_its_slow_twin_on_random_dags(seed):
     flow_class, link_class, equitable = _refine(flow_key, link_key, routes, deps, transfers)
     assert equitable
     assert (flow_class, link_class) == equitable_classes_reference(flow_key, link_key, routes, deps, transfers)
+
+
+def test_folded_keys_are_equal_for_equal_rows_and_differ_for_rows_that_differ():
+    rng = np.random.default_rng(3)
+    table = rng.choice([0.0, 1.0, 2.5, np.inf], size=(2_000, 3))
+    keys = np.zeros(table.shape[0], dtype=np.uint64)
+    for column in table.T:
+        fold_keys(keys, np.ascontiguousarray(column).view(np.uint64))
+    rows = [tuple(row) for row in table.tolist()]
+    by_row = {}
+    for row, key in zip(rows, keys.tolist(), strict=True):
+        assert by_row.setdefault(row, key) == key  # equal rows, equal keys
+    assert len(set(by_row.values())) == len(by_row) == 64  # 4**3 distinct rows, as many keys
+    # The order of the columns counts: (a, b) and (b, a) hash apart.
+    swapped = np.zeros(table.shape[0], dtype=np.uint64)
+    for column in table.T[::-1]:
+        fold_keys(swapped, np.ascontiguousarray(column).view(np.uint64))
+    asymmetric = table[:, 0] != table[:, 2]
+    assert np.all(swapped[asymmetric] != keys[asymmetric])
 
 
 # --- simulations by classes equal the full problem -------------------------------------------

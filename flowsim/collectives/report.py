@@ -298,7 +298,7 @@ def _rows(
         launch_bound = size > 0 and floor_us * 1e-6 > time_s
         if launch_bound:
             time_s = latency_s = floor_us * 1e-6
-        yield NcclRow(
+        row = NcclRow(
             size_bytes=size,
             count=count,
             dtype=dtype,
@@ -316,6 +316,10 @@ def _rows(
             flows=len(outcome.run.workload),
             flow_classes=outcome.flow_classes,
         )
+        # The run (its flows, routes and results) goes before the next size is built, not
+        # after: held while the next one runs, two sizes' flows would be in memory at once.
+        del outcome
+        yield row
 
 
 def _prefixed(progress: Callable[[str], None], prefix: str) -> Callable[[str], None]:

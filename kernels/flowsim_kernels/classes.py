@@ -248,15 +248,12 @@ def route_latency(flow_link_indptr, flow_link_indices, latency_s, overhead_s):
 
 
 @njit(cache=True)
-def row_keys(bits):
-    """A hash of each row of ``bits`` (uint64[n, m]: the float64 attributes' bit patterns)."""
-    keys = np.empty(bits.shape[0], dtype=np.uint64)
-    for i in range(bits.shape[0]):
-        h = np.uint64(0)
-        for j in range(bits.shape[1]):
-            h = _mix(h ^ bits[i, j])
-        keys[i] = h
-    return keys
+def fold_keys(keys, bits):
+    """Fold one more column into row hashes, in place: ``keys[i] = mix(keys[i] ^ bits[i])``
+    (``bits``: uint64[n], a float64 column's bit patterns). Folding the columns of a table
+    one after another from zeros hashes its rows without the table being stacked."""
+    for i in range(keys.shape[0]):
+        keys[i] = _mix(keys[i] ^ bits[i])
 
 
 @njit(cache=True)

@@ -346,8 +346,9 @@ class _FlowDag:
             return values
 
         def stacked(column: str, dtype: type) -> np.ndarray:
-            values = np.concatenate([getattr(b, column) for b in blocks]).astype(dtype, copy=False) if blocks \
-                else np.empty(0, dtype=dtype)
+            values: np.ndarray = np.empty(0, dtype=dtype)
+            if blocks:
+                values = np.concatenate([getattr(b, column) for b in blocks]).astype(dtype, copy=False)
             for b in blocks:
                 setattr(b, column, np.empty(0, dtype=dtype))
             values.flags.writeable = False  # frozen: the workload takes it without a copy

@@ -330,3 +330,50 @@ def test_collnet_enables_nvls_across_infiniband_servers_only():
     efa = build_cluster(system, 2, figure="effective")
     assert not describe_system(efa, [efa.node_names[g] for g in efa.gpus()]).sharp
     assert nccl_choice(efa, "all_reduce", 8 * GiB, nccl_env=collnet).algorithm != "nvls"
+
+
+def _nics_on_cpu(gpu: str, near: int) -> object:
+    """Two servers of 8 ``gpu`` on NVSwitch with 8 NICs, the first ``near`` GPUs sharing a
+    PCIe switch with their NIC and the other NICs alone on a CPU root port."""
+    from flowsim.fabrics import build_cluster
+    from flowsim.systemfile import parse_system
+
+    switches = [f"{{ gpus = [{g}], nics = [{g}] }}" if g < near else f"[{g}]" for g in range(8)]
+    switches += [f"{{ gpus = [], nics = [{n}] }}" for n in range(near, 8)]
+    text = f"""
+[server]
+gpu = "{gpu}"
+gpus = 8
+gpu_fabric = "nvswitch"
+nvswitch = "{'nvswitch3' if gpu == 'H100' else 'nvswitch2'}"
+pcie = {{ generation = {5 if gpu == 'H100' else 4}, switches = [{', '.join(switches)}] }}
+cpu = {{ sockets = 2, interconnect = "upi_sapphire_rapids", memory = "ddr5_4800_8ch" }}
+nics = {{ count = 8, speed_gbps = 400 }}
+"""
+    spec = parse_system(text, source="nics_on_cpu.toml", name="nics_on_cpu").spec
+    return build_cluster(spec, 2, figure="effective")
+
+
+def test_ll128_crosses_servers_only_where_nccl_allows_it_by_the_gpus_paths_to_their_nics():
+    # [NCCL] tuning.cc: LL128 needs the graph's typeInter at most PATH_PXB, or PATH_PXN from
+    # SM90 on (a peer GPU over NVLink that reaches a NIC under a PCIe switch).
+    cases = (("A100", 8, True), ("A100", 4, False), ("A100", 0, False),
+             ("H100", 8, True), ("H100", 4, True), ("H100", 0, False))
+    for gpu, near, ll128 in cases:
+        topology = _nics_on_cpu(gpu, near)
+        choice = nccl_choice(topology, "all_reduce", 4 << 20, nccl_env={"NCCL_ALGO": "Ring"})
+        system = choice.system
+        assert (system.nic_near, system.nic_pxn) == (near == 8, near > 0), (gpu, near)
+        # 4 MiB is LL128's on a ring wherever it is enabled.
+        assert (choice.protocol == "ll128") == ll128, (gpu, near, choice.protocol)
+    # One server has no path between servers to judge: LL128 stays on over NVLink.
+    one = nccl_choice(preset("dgx_a100", figure="effective"), "all_reduce", 4 << 20, nccl_env={"NCCL_ALGO": "Ring"})
+    assert one.protocol == "ll128"
+    # NCCL_PROTO naming the collective enables what it lists as given, LL128 without its
+    # default rule ("^LL" leaves LL128 set, as parseList does); an entry for another
+    # function leaves the rule in place.
+    far = _nics_on_cpu("A100", 0)
+    for proto, ll128 in (("LL128", True), ("^LL", True), ("allreduce:LL128,Simple", True),
+                         ("broadcast:LL128", False)):
+        choice = nccl_choice(far, "all_reduce", 4 << 20, nccl_env={"NCCL_ALGO": "Ring", "NCCL_PROTO": proto})
+        assert (choice.protocol == "ll128") == ll128, (proto, choice.protocol)

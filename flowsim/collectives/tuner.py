@@ -140,6 +140,9 @@ class NcclSystem:
         path from a GPU of the first server to its NIC (GB/s); 0 on one server.
     nic_near : bool
         Those paths stay under PCIe switches (``PATH_PXB`` or nearer, no CPU on the way).
+    nic_pxn : bool
+        Some GPU of that server has such a path: the others can reach a NIC through it over
+        NVLink (NCCL's PXN, ``PATH_PXN``) rather than through the CPU.
     sharp : bool
         The ranks span servers and every rank leaves its server through a NIC cabled to an
         InfiniBand switch that reduces in the network (SHARP v2 on HDR, v3 on NDR, v4 on XDR,
@@ -156,6 +159,7 @@ class NcclSystem:
     net_latency_us: float = 0.0
     net_GBps: float = 0.0
     nic_near: bool = True
+    nic_pxn: bool = True
     sharp: bool = False
 
     @property
@@ -586,6 +590,19 @@ class NcclEnv:
         value = self.values.get("NCCL_PROTO")
         return set(NCCL_PROTOCOLS) if value is None else _parse_list(value, _PROTO_NAMES, "NCCL_PROTO", collective)
 
+    def protocols_set(self, collective: str) -> bool:
+        """Whether ``NCCL_PROTO`` has an entry for ``collective`` (one without a prefix, or
+        its function's): then NCCL enables what it lists as given, LL128 included, without
+        LL128's default rule (``protoEnable`` 1, not 2, [NCCL] src/graph/tuning.cc)."""
+        value = self.values.get("NCCL_PROTO")
+        if value is None:
+            return False
+        for entry in value.split(";"):
+            prefix, colon, _ = entry.partition(":")
+            if not colon or _FUNCTION_NAMES.get(prefix.lower()) == collective:
+                return True
+        return False
+
 
 # --- the cost model ------------------------------------------------------------------------
 
@@ -607,6 +624,7 @@ def _model(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclC
         else n
     algorithms = env.algorithms(collective)
     protocols = env.protocols(collective)
+    ll128_by_default = not env.protocols_set(collective)
     nvls_enable = env.integer("NCCL_NVLS_ENABLE")
     pat_enable = env.integer("NCCL_PAT_ENABLE")
     collnet = env.integer("NCCL_COLLNET_ENABLE")
@@ -643,7 +661,7 @@ def _model(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclC
                 continue
             if algorithm in ("nvls", "nvls_tree", "pat") and protocol != "simple":
                 continue
-            if protocol == "ll128" and not _ll128_enabled(system, constants):
+            if protocol == "ll128" and ll128_by_default and not _ll128_enabled(system, constants):
                 continue
             bw = graph.bw_intra if nodes <= 2 else graph.bw_inter
             if algorithm in ("nvls", "nvls_tree"):
@@ -747,8 +765,14 @@ def _ll128_enabled(system: NcclSystem, constants: NcclConstants) -> bool:
     """LL128's default: over NVLink inside servers only, and on tested compute capabilities:
     SM70 and later since 2.27.3 ([NCCL] v2.30.7-1 src/graph/tuning.cc); before, only those
     its switch lists: 70, 80, 90 ([NCCL] v2.19.3-1), and 100, 120 from 2.25.1 ([NCCL]
-    v2.26.2-1), so not SM86 (A40) nor SM60."""
+    v2.26.2-1), so not SM86 (A40) nor SM60. Across servers, only where the GPUs reach their
+    NICs under PCIe switches (the graph's ``typeInter`` at most ``PATH_PXB``), or from SM90
+    on through a peer GPU that does (``PATH_PXN``): the same rule in every version flowsim
+    has ([NCCL] v2.19.3-1, v2.26.2-1 and v2.30.7-1 src/graph/tuning.cc); a NIC behind the
+    CPU for every GPU (``PATH_PHB`` or farther) turns LL128 off."""
     if system.intra != "nvlink":
+        return False
+    if system.n_nodes > 1 and not (system.nic_near or (system.sm >= 90 and system.nic_pxn)):
         return False
     if _since(constants, (2, 27, 3)):
         return system.sm >= 70
@@ -954,25 +978,25 @@ def _search_once(topology: Topology, ranks: Sequence[str], constants: NcclConsta
         if system.n_nodes > 1:
             servers = rank_servers(topology, ranks)
             first = [r for r in ranks if servers[r] == servers[ranks[0]]]
-            net_GBps, nic_near = _nic_paths(topology, router, first, constants)
-            system = dataclasses.replace(system, net_GBps=net_GBps, nic_near=nic_near)
+            net_GBps, nic_near, nic_pxn = _nic_paths(topology, router, first, constants)
+            system = dataclasses.replace(system, net_GBps=net_GBps, nic_near=nic_near, nic_pxn=nic_pxn)
         entry[1][key] = (system, graphs)
     return entry[1][key]
 
 
 def _nic_paths(topology: Topology, router: Router, gpus: Sequence[str],
-               constants: NcclConstants) -> tuple[float, bool]:
+               constants: NcclConstants) -> tuple[float, bool, bool]:
     """The paths from ``gpus`` (one server's) to their NICs: the slowest one's NCCL bandwidth
-    (GB/s; ``minNetBw``, [NCCL] src/graph/topo.cc ``ncclTopoGetMinNetBw``) and whether all stay
-    under PCIe switches (``PATH_PXB`` or nearer: no CPU on the way)."""
+    (GB/s; ``minNetBw``, [NCCL] src/graph/topo.cc ``ncclTopoGetMinNetBw``), whether all stay
+    under PCIe switches (``PATH_PXB`` or nearer: no CPU on the way) and whether one does."""
     nics = [int(topology.node_nic[topology.node_id(g)]) for g in gpus]
     if min(nics) < 0:
         raise InputError(f"rank {gpus[nics.index(min(nics))]!r} has no NIC to leave its server through")
     routes = router.route(list(gpus), [topology.node_names[nic] for nic in nics], method="shortest")
     slowest = min(_route_bandwidths(topology, routes, constants))
-    near = all(topology.node_kind[int(topology.link_dst[link])] not in (NodeKind.CPU, NodeKind.HOST_MEMORY)
-               for link in routes.flow_link_indices.tolist())
-    return slowest, near
+    off_cpu = [all(topology.node_kind[int(topology.link_dst[link])] not in (NodeKind.CPU, NodeKind.HOST_MEMORY)
+                   for link in routes.route(f).tolist()) for f in range(routes.n_flows)]
+    return slowest, all(off_cpu), any(off_cpu)
 
 
 def _comm_channels(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclConstants,

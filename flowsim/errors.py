@@ -311,6 +311,13 @@ def _first_non_real(values: object) -> object | None:
     return None
 
 
+def is_frozen(values: object, dtype: type) -> bool:
+    """Whether ``values`` is a C-contiguous ``dtype`` array that owns its data and is
+    read-only: one nobody can change, so that checked inputs may keep it rather than a copy."""
+    return (isinstance(values, np.ndarray) and values.dtype == dtype and values.flags.c_contiguous
+            and not values.flags.writeable and values.base is None)
+
+
 def float_column(
     values: Sequence[float] | np.ndarray | None,
     n: int,
@@ -329,8 +336,7 @@ def float_column(
     """
     if values is None:
         return np.full(n, default, dtype=np.float64)
-    if (isinstance(values, np.ndarray) and values.dtype == np.float64 and values.shape == (n,)
-            and values.flags.c_contiguous and not values.flags.writeable and values.base is None):
+    if is_frozen(values, np.float64) and values.shape == (n,):
         return values
     arr = float_array(values, what)
     if scalar and arr.ndim == 0:

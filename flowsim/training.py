@@ -1074,6 +1074,9 @@ class _Flows:
         indices = np.concatenate(self._dep_indices) if self._dep_indices else np.empty(0, dtype=np.int64)
         n = len(self.names)
         c = {name: np.fromiter(values, dtype=np.float64, count=n) for name, values in self.columns.items()}
+        # Frozen, the fresh arrays become the workload's own (Workload.build copies writeable ones).
+        for array in (indptr, indices, *c.values()):
+            array.flags.writeable = False
         return Workload.build(
             self.names, self.src, self.dst, c["size"], start_s=c["start"], dependency_csr=(indptr, indices),
             delay_s=c["delay"], overhead_s=c["overhead"], weight=c["weight"], cap_Bps=c["cap"], tags=self.tags,

@@ -14,7 +14,7 @@ from typing import cast
 
 import numpy as np
 
-from flowsim.errors import InputError, float_column
+from flowsim.errors import InputError, float_column, is_frozen
 
 
 @dataclass(frozen=True)
@@ -206,8 +206,7 @@ def _csr_dependencies(
 ) -> tuple[np.ndarray, np.ndarray]:
     """``dependency_csr`` checked: an ``indptr`` of ``n + 1`` non-decreasing offsets from 0
     to the length of ``indices``, each index another flow's."""
-    indptr = np.array(csr[0], dtype=np.int64)
-    indices = np.array(csr[1], dtype=np.int64)
+    indptr, indices = (a if is_frozen(a, np.int64) else np.array(a, dtype=np.int64) for a in csr)
     if indptr.shape != (n + 1,) or indices.ndim != 1:
         raise InputError(f"dependency_csr: indptr has shape {indptr.shape} for {n} flows (needs {n + 1},) "
                          f"and indices shape {indices.shape} (needs one dimension)")

@@ -356,6 +356,7 @@ class _FlowDag:
 
         indptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(stacked("dep_counts", np.int64), out=indptr[1:])
+        indptr.flags.writeable = False
         return Workload.build(
             joined("labels"),
             joined("src"),

@@ -336,7 +336,7 @@ def float_column(
     """
     if values is None:
         return np.full(n, default, dtype=np.float64)
-    if is_frozen(values, np.float64) and values.shape == (n,):
+    if isinstance(values, np.ndarray) and is_frozen(values, np.float64) and values.shape == (n,):
         return values
     arr = float_array(values, what)
     if scalar and arr.ndim == 0:

@@ -944,10 +944,28 @@ class _Template:
         waited[workload.dep_indices] = True
         columns = {name: getattr(workload, attr).tolist() for name, attr in _COLUMNS.items()}
         position = {rank: k for k, rank in enumerate(dict.fromkeys(src[i] for i in opens))}
+        names, dst = workload.names, workload.dst
+        dep_indptr, dep_indices = workload.dep_indptr, workload.dep_indices
+        sinks = np.flatnonzero(~waited)
+        if sinks.size > 1:
+            # One zero-byte flow marks the end: every rank that goes on after the collective
+            # (and the next gradient bucket) waits for it, not for each of its sinks (an
+            # NVLS all-reduce on 8 GPUs ends in 64 messages, which 8 ranks would each list).
+            # It ends when the last sink does, so every time stays the same.
+            end = f"{names[0].split('.')[0]}.done"
+            taken = set(names)
+            while end in taken:
+                end += "_"
+            receiver = dst[int(sinks[0])]
+            names, src, dst = (*names, end), (*src, receiver), (*dst, receiver)
+            for name, value in _END_COLUMNS.items():
+                columns[name].append(value)
+            dep_indices = np.concatenate([dep_indices, sinks])
+            dep_indptr = np.append(dep_indptr, dep_indices.size)
+            sinks = np.array([len(names) - 1])
         return cls(
-            workload.names, src, workload.dst, columns, workload.dep_indptr, workload.dep_indices, opens,
-            frozenset(position), tuple(np.flatnonzero(~waited).tolist()), tuple(position),
-            np.array([position[src[i]] for i in opens], dtype=np.int64),
+            names, src, dst, columns, dep_indptr, dep_indices, opens, frozenset(position), tuple(sinks.tolist()),
+            tuple(position), np.array([position[src[i]] for i in opens], dtype=np.int64),
         )
 
 
@@ -955,6 +973,8 @@ class _Template:
 _COLUMNS = {"size": "size_bytes", "start": "start_s", "delay": "delay_s", "overhead": "overhead_s",
             "weight": "weight", "cap": "cap_Bps"}
 _TAGS = ("phase", "stage", "microbatch", "bucket")
+# The columns of a collective's end marker (:meth:`_Template.of`): a zero-byte flow at once.
+_END_COLUMNS = {"size": 0.0, "start": 0.0, "delay": 0.0, "overhead": 0.0, "weight": 1.0, "cap": math.inf}
 
 
 class _Flows:

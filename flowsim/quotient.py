@@ -145,6 +145,8 @@ def flow_classes(
 
 def _firsts(cls: np.ndarray, n: int) -> np.ndarray:
     """The first index of each class of ``cls`` (classes numbered by first appearance)."""
+    if cls.size == 0:
+        return np.empty(0, dtype=np.int64)  # no flows: no classes
     first = np.flatnonzero(np.r_[True, np.diff(np.maximum.accumulate(cls)) > 0])
     assert first.shape[0] == n
     return first

@@ -90,10 +90,12 @@ Format
     false), ``mode`` (``"incremental"`` or ``"full"``, default ``"incremental"``),
     ``time_rel_tol`` (events this close in relative time are one instant, in [0, 1); default
     1e-12, exact; larger values coarsen time for crowded bursts, see
-    :func:`flowsim.engine.simulate`), ``fail`` (an array of node or link name patterns
-    whose links are removed) and ``degrade`` (a table of pattern = capacity factor in
-    (0, 1]); see :mod:`flowsim.failures`. The topology is changed before the workload is
-    laid out on it, so collectives and routes go around what failed.
+    :func:`flowsim.engine.simulate`), ``classes`` (solve once per class of flows that share
+    rates at every instant, the same times; default true, false solves every flow), ``fail``
+    (an array of node or link name patterns whose links are removed) and ``degrade`` (a
+    table of pattern = capacity factor in (0, 1]); see :mod:`flowsim.failures`. The topology
+    is changed before the workload is laid out on it, so collectives and routes go around
+    what failed.
 """
 
 from __future__ import annotations
@@ -175,6 +177,8 @@ class Options:
     record_flows: bool = False
     mode: str = "incremental"
     time_rel_tol: float = DEFAULT_TIME_REL_TOL
+    classes: bool = True
+    """Solve once per class of flows that share rates at every instant (the same times)."""
     fail: tuple[str, ...] = ()
     """Node or link name patterns taken out of the topology (:mod:`flowsim.failures`)."""
     degrade: tuple[tuple[str, float], ...] = ()
@@ -995,6 +999,7 @@ def _options(where: Where, table: Mapping) -> Options:
         record_flows=where.boolean(table, "record_flows", "options", defaults.record_flows),
         mode=where.choice(table, "mode", "options", MODES, defaults.mode),
         time_rel_tol=_time_rel_tol(where, table, defaults.time_rel_tol),
+        classes=where.boolean(table, "classes", "options", defaults.classes),
         fail=_fail(where, table),
         degrade=_degrade(where, table),
     )
@@ -1269,7 +1274,7 @@ def run_scenario(
     try:
         result = simulate_routed(
             t, w, routes, record_links=o.record_links, record_flows=o.record_flows, mode=o.mode,
-            time_rel_tol=o.time_rel_tol, progress=progress is not None if live is None else live,
+            time_rel_tol=o.time_rel_tol, progress=progress is not None if live is None else live, classes=o.classes,
         )
     except InputError as err:
         raise InputError(f"{scenario.source}: {err}") from None

@@ -106,6 +106,12 @@ def test_refinement_matches_its_slow_twin_on_random_dags(seed):
     assert (flow_class, link_class) == equitable_classes_reference(flow_key, link_key, routes, deps, transfers)
 
 
+def test_no_flows_solve_by_classes_as_no_classes():
+    result = flowsim.simulate([], [1e9, 2e9], [], classes=True)
+    assert (result.n_flows, result.n_flow_classes, result.makespan_s) == (0, 0, 0.0)
+    np.testing.assert_array_equal(result.link_bytes, [0.0, 0.0])
+
+
 def test_folded_keys_are_equal_for_equal_rows_and_differ_for_rows_that_differ():
     rng = np.random.default_rng(3)
     table = rng.choice([0.0, 1.0, 2.5, np.inf], size=(2_000, 3))

@@ -129,6 +129,24 @@ def test_options_defaults_and_values(tmp_path):
     ).options
     assert (options.routing, options.seed, options.record_flows, options.mode) == ("dmodk", 3, True, "full")
     assert options.time_rel_tol == 1e-12
+    assert options.classes is True and load_scenario(_scenario(tmp_path, base + "[options]\nclasses = false\n")).options.classes is False
+
+
+def test_classes_option_solves_symmetric_flows_once_with_the_same_times(tmp_path):
+    # Four equal flows, two on each of two equal links: by classes, one flow and one link;
+    # each flow gets half of 1 GB/s, so 1 GB takes 2 s either way.
+    text = ('[topology]\nservers = [{name = "box"}]\n'
+            'nodes = [' + ", ".join(f'{{name = "{n}", kind = "gpu", server = "box"}}' for n in "abcd") + ']\n'
+            'links = [{src = "a", dst = "b", capacity_Bps = 1e9, technology = "nvlink4"}, '
+            '{src = "c", dst = "d", capacity_Bps = 1e9, technology = "nvlink4"}]\n'
+            '[workload]\nflows = "flows.csv"\n')
+    flows = "name,src,dst,size_bytes\nw,a,b,1e9\nx,a,b,1e9\ny,c,d,1e9\nz,c,d,1e9\n"
+    by_classes = run_scenario(load_scenario(_scenario(tmp_path, text, flows))).result
+    every_flow = run_scenario(load_scenario(_scenario(tmp_path, text + "[options]\nclasses = false\n", flows))).result
+    assert (by_classes.n_flow_classes, by_classes.n_link_classes) == (1, 1)
+    assert every_flow.n_flow_classes is None
+    np.testing.assert_array_equal(by_classes.finish_s, every_flow.finish_s)
+    np.testing.assert_allclose(by_classes.finish_s, [2.0] * 4, rtol=1e-12)
 
 
 def test_time_rel_tol_option_reaches_the_engine(tmp_path):
@@ -216,6 +234,7 @@ BAD_SCENARIOS = [
     (TWO_GPUS + '[workload]\nflows = "flows.csv"\n[options]\nrecord_links = 1\n', "options.record_links",
      "true or false"),
     (TWO_GPUS + '[workload]\nflows = "flows.csv"\n[options]\nthreads = 4\n', "options.threads", "unknown key"),
+    (TWO_GPUS + '[workload]\nflows = "flows.csv"\n[options]\nclasses = "yes"\n', "options.classes", "true or false"),
     (TWO_GPUS + '[workload]\nflows = "flows.csv"\n[options]\ntime_rel_tol = 1.5\n', "options.time_rel_tol",
      "in [0, 1), got"),
     (TWO_GPUS + '[workload]\nflows = "flows.csv"\n[options]\ntime_rel_tol = "fine"\n', "options.time_rel_tol",

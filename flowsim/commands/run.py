@@ -2,7 +2,8 @@
 
 Progress notes (load, build, route, simulate, write, each with the elapsed time) go to
 stderr, and on a terminal (or with ``--progress``) the engine's progress line on runs longer
-than two seconds; the result line (flows, makespan, trace path) goes to stdout, then for a
+than two seconds; the result line (flows, and the flow classes they were solved as where
+fewer, makespan, trace path) goes to stdout, then for a
 scenario with ``fail`` or ``degrade`` options what they changed (links removed and slowed,
 nodes moved to another NIC), and for a scenario with a training step the step time, its
 compute and the communication the compute left exposed, the pipeline bubble, the critical
@@ -72,7 +73,11 @@ def run_command(args: argparse.Namespace) -> int:
     )
     note("done")
     makespan = format_seconds(run.result.makespan_s)
-    print(f"{scenario.name}: {run.result.n_flows:,} flows, makespan {makespan} -> {output}")
+    classes = run.result.n_flow_classes
+    solved = ""
+    if classes is not None and classes < run.result.n_flows:
+        solved = f" (solved as {classes:,} flow class{'es' if classes > 1 else ''})"
+    print(f"{scenario.name}: {run.result.n_flows:,} flows{solved}, makespan {makespan} -> {output}")
     if scenario.failures:
         print(f"failures: {scenario.failures}")
     if breakdown is not None:

@@ -285,8 +285,9 @@ def _contention(run: ScenarioRun) -> tuple[LinkContention, ...]:
 
 
 def job_results(run: ScenarioRun, progress: Callable[[str], None] | None = None) -> JobsReport:
-    """Each job of ``run``'s scenario shared (from ``run``) and alone (simulated here), and
-    the contended links (see the module docstring).
+    """Each job of ``run``'s scenario shared (from ``run``) and alone (simulated here, with
+    the scenario's options: by flow classes unless ``classes = false``), and the contended
+    links (see the module docstring).
 
     Parameters
     ----------
@@ -305,7 +306,7 @@ def job_results(run: ScenarioRun, progress: Callable[[str], None] | None = None)
         note(f"simulating job {job.name} alone ({job.hi - job.lo:,} flows)")
         alone = simulate_routed(
             scenario.topology, _slice(scenario.workload, job.lo, job.hi), _routes_slice(run.routes, job.lo, job.hi),
-            record_links=False, mode=o.mode, time_rel_tol=o.time_rel_tol,
+            record_links=False, mode=o.mode, time_rel_tol=o.time_rel_tol, classes=o.classes,
         )
         results.append(JobResult(
             job,

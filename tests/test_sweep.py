@@ -1097,6 +1097,16 @@ def test_runs_with_coarse_time_run_on_the_engine(tmp_path):
     np.testing.assert_allclose(got["makespan_s"], want["makespan_s"], rtol=1e-9)
 
 
+def test_runs_with_classes_off_run_on_the_engine(tmp_path):
+    # A batch solves flow classes; a run that asks for every flow solved is the engine's.
+    spec = parking_spec(tmp_path, '[sweep.grid]\n"options.classes" = [true, false]\n', ["makespan_s"],
+                        solve="time")
+    outcome, got, want = time_on_backend_and_on_the_engine(load_sweep(spec), tmp_path, "cpu")
+    assert list(got["ran_on"]) == ["cpu", "engine"]
+    np.testing.assert_allclose(got["makespan_s"], want["makespan_s"], rtol=1e-9)
+    np.testing.assert_allclose(got["makespan_s"][0], got["makespan_s"][1], rtol=1e-12)
+
+
 def test_a_batch_is_simulated_early_when_its_runs_hold_many_flows(tmp_path, monkeypatch):
     # Each waiting run keeps every flow until its metrics are taken; past WAITING_FLOWS the
     # batch goes at once. The parking lot's 3 flows against a limit of 3: one batch per run.

@@ -130,14 +130,14 @@ class TimeSolver:
 
 def _build_or_run(task: RunTask, job_metrics: bool) -> _TimeRun | RunRecord:
     """``task`` built and prepared by classes for a batch; or, when it is not for one (a job
-    metric, too many classes, coarse time), its record from the CPU engine; or its failed
-    record."""
+    metric, too many classes, coarse time, ``classes = false``), its record from the CPU
+    engine; or its failed record."""
     if job_metrics:
         return _on_engine(task)
     start = time.perf_counter()
     try:
         scenario = scenario_from_document(task.document, text=task.text, source=task.source, base_dir=task.base_dir)
-        if scenario.options.time_rel_tol != DEFAULT_TIME_REL_TOL:
+        if scenario.options.time_rel_tol != DEFAULT_TIME_REL_TOL or not scenario.options.classes:
             return _on_engine(task)
         routes = route_scenario(scenario)
         try:

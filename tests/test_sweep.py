@@ -1088,23 +1088,15 @@ def test_time_on_cuda_equals_the_engine(tmp_path):
         np.testing.assert_allclose(got[metric], want[metric], rtol=1e-9, err_msg=metric)
 
 
-def test_runs_with_coarse_time_run_on_the_engine(tmp_path):
-    # The batch keeps the default's exact instants; a coarser time_rel_tol is the engine's.
-    spec = parking_spec(tmp_path, '[sweep.grid]\n"options.time_rel_tol" = [1e-12, 0.5]\n', ["makespan_s"],
-                        solve="time")
+@pytest.mark.parametrize("grid", ['"options.time_rel_tol" = [1e-12, 0.5]', '"options.classes" = [true, false]'],
+                         ids=["coarse_time", "classes_off"])
+def test_runs_a_batch_does_not_take_run_on_the_engine(tmp_path, grid):
+    # The batch keeps the default's exact instants and solves flow classes: a coarser
+    # time_rel_tol, or a run that asks for every flow solved, is the engine's.
+    spec = parking_spec(tmp_path, f"[sweep.grid]\n{grid}\n", ["makespan_s"], solve="time")
     outcome, got, want = time_on_backend_and_on_the_engine(load_sweep(spec), tmp_path, "cpu")
     assert list(got["ran_on"]) == ["cpu", "engine"]
     np.testing.assert_allclose(got["makespan_s"], want["makespan_s"], rtol=1e-9)
-
-
-def test_runs_with_classes_off_run_on_the_engine(tmp_path):
-    # A batch solves flow classes; a run that asks for every flow solved is the engine's.
-    spec = parking_spec(tmp_path, '[sweep.grid]\n"options.classes" = [true, false]\n', ["makespan_s"],
-                        solve="time")
-    outcome, got, want = time_on_backend_and_on_the_engine(load_sweep(spec), tmp_path, "cpu")
-    assert list(got["ran_on"]) == ["cpu", "engine"]
-    np.testing.assert_allclose(got["makespan_s"], want["makespan_s"], rtol=1e-9)
-    np.testing.assert_allclose(got["makespan_s"][0], got["makespan_s"][1], rtol=1e-12)
 
 
 def test_a_batch_is_simulated_early_when_its_runs_hold_many_flows(tmp_path, monkeypatch):

@@ -10,6 +10,7 @@ import stat
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import TypeGuard
 
 import numpy as np
 
@@ -311,7 +312,7 @@ def _first_non_real(values: object) -> object | None:
     return None
 
 
-def is_frozen(values: object, dtype: type) -> bool:
+def is_frozen(values: object, dtype: type) -> TypeGuard[np.ndarray]:
     """Whether ``values`` is a C-contiguous ``dtype`` array that owns its data and is
     read-only: one nobody can change, so that checked inputs may keep it rather than a copy."""
     return (isinstance(values, np.ndarray) and values.dtype == dtype and values.flags.c_contiguous
@@ -336,7 +337,7 @@ def float_column(
     """
     if values is None:
         return np.full(n, default, dtype=np.float64)
-    if isinstance(values, np.ndarray) and is_frozen(values, np.float64) and values.shape == (n,):
+    if is_frozen(values, np.float64) and values.shape == (n,):
         return values
     arr = float_array(values, what)
     if scalar and arr.ndim == 0:

@@ -10,7 +10,7 @@ from operator import countOf
 
 import numpy as np
 
-from flowsim.errors import InputError, item_label, whole_number
+from flowsim.errors import InputError, is_frozen, item_label, whole_number
 from flowsim_kernels.csr import csr_transpose
 from flowsim_kernels.progress import deferred_interrupt
 
@@ -121,15 +121,16 @@ class Routes:
 def _checked_csr(
     flow_link_indptr: object, flow_link_indices: object, n_links: int, flow_names: Sequence[str] | None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The CSR arrays as read-only int64 arrays (copied unless they are already); an
-    :class:`InputError` unless they are 1-d integer arrays, the pointers start at 0, never
-    decrease and end at the number of link ids, and every link id is in ``[0, n_links)``."""
+    """The CSR arrays as read-only int64 arrays (copied unless they are already frozen,
+    :func:`~flowsim.errors.is_frozen`); an :class:`InputError` unless they are 1-d integer
+    arrays, the pointers start at 0, never decrease and end at the number of link ids, and
+    every link id is in ``[0, n_links)``."""
     arrays = []
     for name, values in (("flow_link_indptr", flow_link_indptr), ("flow_link_indices", flow_link_indices)):
         arr = np.asarray(values)
         if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
             raise InputError(f"{name} must be a 1-d integer array, got {arr.dtype} {arr.shape}")
-        if not (arr.dtype == np.int64 and arr.flags.c_contiguous and not arr.flags.writeable):
+        if not is_frozen(arr, np.int64):
             arr = np.array(arr, dtype=np.int64, order="C")  # a copy no caller can change
             arr.flags.writeable = False
         arrays.append(arr)

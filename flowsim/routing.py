@@ -506,8 +506,9 @@ class Router:
         validate_routes(t, routes, s, d)
         return routes
 
-    def _nic_and_switch(self, node: int) -> tuple[int, int]:
-        """The NIC ``node`` leaves its server through and the link from it to its switch."""
+    def _nic_and_switch(self, node: int) -> tuple[int, int, int]:
+        """The NIC ``node`` leaves its server through, the link from it to its switch (a
+        cable, or the NIC's own direction of a shared one) and that switch."""
         t = self.topology
         nic = node if t.node_kind[node] == NodeKind.NIC else int(t.node_nic[node])
         if nic < 0:
@@ -516,20 +517,19 @@ class Router:
               or (t.link_shared[link] and t.node_kind[t.link_src[link]] in NETWORK_SWITCH_KINDS)]
         if not up:
             raise InputError(f"NIC {t.node_names[nic]!r} has no cable to a switch")
-        return nic, up[0]
+        leaf = int(t.link_dst[up[0]]) if t.link_src[up[0]] == nic else int(t.link_src[up[0]])
+        return nic, up[0], leaf
 
     def _to_switch(self, node: int, switch: int, gpudirect: bool) -> np.ndarray:
         t = self.topology
-        nic, up = self._nic_and_switch(node)
+        nic, up, leaf = self._nic_and_switch(node)
         inside = self.route([node], [nic], gpudirect=gpudirect).route(0) if nic != node else np.empty(0, np.int64)
-        leaf = int(t.link_dst[up]) if t.link_src[up] == nic else int(t.link_src[up])
         onward = [] if leaf == switch else [t.link_between(leaf, switch)]
         return np.array([*inside.tolist(), up, *onward], dtype=np.int64)
 
     def _from_switch(self, switch: int, node: int, gpudirect: bool) -> np.ndarray:
         t = self.topology
-        nic, up = self._nic_and_switch(node)
-        leaf = int(t.link_dst[up]) if t.link_src[up] == nic else int(t.link_src[up])
+        nic, up, leaf = self._nic_and_switch(node)
         down = up if t.link_shared[up] else t.link_between(leaf, nic)
         before = [] if leaf == switch else [t.link_between(switch, leaf)]
         inside = self.route([nic], [node], gpudirect=gpudirect).route(0) if nic != node else np.empty(0, np.int64)

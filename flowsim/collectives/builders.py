@@ -663,6 +663,14 @@ def _switch_groups(
     return groups, keys, [switches[key] for key in keys]
 
 
+def _check_caps(what: str, **caps: float) -> None:
+    """An :class:`InputError` naming the first of ``caps`` (rates, B/s) that is not > 0 (inf
+    for none)."""
+    for name, value in caps.items():
+        if not math.isinf(value) and not value > 0:
+            raise InputError(f"{what}: {name} must be > 0, got {value!r}")
+
+
 def _reduce_into(dag: _FlowDag, last: dict[str, int], label: str, group: Sequence[str], index: Mapping[str, int],
                  switch: str, g: int, owner: str, piece: float, c: int, cap_Bps: float) -> int:
     """NVLS's reduction of one chunk inside server ``g``: every rank's copy into ``switch``
@@ -757,9 +765,7 @@ def nvls_tree_all_reduce(
     ranks, size, channels, costs = _prepare(what, ranks, size_bytes, channels, costs, "ring")
     groups, _, switch_of = _switch_groups(what, ranks, servers, switches, "NVLSTree runs across servers")
     per_server = len(groups[0])
-    for name, value in (("tree_cap_Bps", tree_cap_Bps), ("nvls_cap_Bps", nvls_cap_Bps)):
-        if not math.isinf(value) and not value > 0:
-            raise InputError(f"{what}: {name} must be > 0, got {value!r}")
+    _check_caps(what, tree_cap_Bps=tree_cap_Bps, nvls_cap_Bps=nvls_cap_Bps)
     chunk = size / per_server / channels
     n_slices = _slices(slices, chunk, what, MAX_PIPELINE_SLICES, NVLS_CHUNK_BYTES)
     piece = chunk / n_slices
@@ -848,8 +854,7 @@ def nvls_sharp_all_reduce(
     ``model`` as :func:`broadcast`; slices as :func:`nvls_all_reduce`.
     """
     what = "nvls_sharp_all_reduce"
-    if not math.isinf(nvls_cap_Bps) and not nvls_cap_Bps > 0:
-        raise InputError(f"{what}: nvls_cap_Bps must be > 0, got {nvls_cap_Bps!r}")
+    _check_caps(what, nvls_cap_Bps=nvls_cap_Bps)
     cap = nvls_cap_Bps
     if costs is None:
         costs = nvls_sharp_costs("nvlink4")

@@ -490,7 +490,7 @@ def collective_workload(
         options["switches"] = {server: found[0] for server, found in switches.items()}
         nvlink = next(iter(switches.values()))[1]
         if entry.name == "nvls_sharp":
-            options["sharp"] = _sharp_trees(topology, by_server)
+            options["sharp"] = _sharp_paths(topology, by_server)
         elif choice is not None:
             # Each tree message's share of NCCL's NVLSTree bandwidth: the channels' algorithm
             # bandwidth over the chunks (one per local rank) their heads carry.
@@ -649,7 +649,7 @@ def _nvls_ceiling_Bps(nvlink: str, ranks: Sequence[str], servers: Mapping[str, H
     return NVLS_BUSBW_CEILING_GBPS[nvlink] * 1e9 * n / (2 * (n - 1) * m)
 
 
-def _sharp_trees(topology: Topology, by_server: Mapping[str, Sequence[str]]) -> list[dict[str, tuple[str, ...]]]:
+def _sharp_paths(topology: Topology, by_server: Mapping[str, Sequence[str]]) -> list[dict[str, tuple[str, ...]]]:
     """Per local rank ``j``: each server's path up the network's reduction tree for chunk
     ``j``, from the InfiniBand leaf of its rank ``j``'s NIC to the lowest switch above every
     server's: that leaf where one holds them all (a rail of a scalable unit), else a spine

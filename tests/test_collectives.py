@@ -362,6 +362,19 @@ def test_all_to_all_on_a_switch_takes_n_minus_1_over_n_s_over_b():
     assert busbw_Bps("all_to_all", 4 * G, out.makespan_s, 4) == pytest.approx(G)
 
 
+def test_messages_inside_a_server_take_the_intra_wire_efficiency():
+    # Two servers of two ranks; S = 4 GB, so each message carries 1 GB of payload. Inside a
+    # server at efficiency 0.5 that is 2 GB on the wire; between servers the full 1.0 keeps 1 GB.
+    costs = CollectiveCosts(0.0, 0.0, 0.0, 1.0, "test", intra_wire_efficiency=0.5)
+    servers = {"g0": "a", "g1": "a", "g2": "b", "g3": "b"}
+    w = all_to_all(RANKS, 4 * G, servers=servers, costs=costs)
+    sizes = {(s, d): b for s, d, b in zip(w.src, w.dst, w.size_bytes, strict=True)}
+    assert sizes[("g0", "g1")] == sizes[("g3", "g2")] == 2 * G
+    assert sizes[("g0", "g2")] == sizes[("g3", "g1")] == 1 * G
+    with pytest.raises(InputError, match="intra_wire_efficiency is 1.5"):
+        CollectiveCosts(0.0, 0.0, 0.0, 1.0, "test", intra_wire_efficiency=1.5)
+
+
 def test_tree_all_reduce_on_a_switch():
     # Up: 1->2 and 3->2 share g2's downlink (S/2 each at B/2: 4 s), then 2->0 (2 s).
     # Tree 1 mirrors it on other links at the same time. Down: 0->2 (2 s), then 2->1 and

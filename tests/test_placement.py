@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from flowsim.collectives import ALGORITHM_TABLE, collective_time, collective_workload
+from flowsim.collectives import ALGORITHM_TABLE, P2P_NVLINK_EFFICIENCY, collective_time, collective_workload
 from flowsim.collectives.report import sweep
 from flowsim.errors import InputError
 from flowsim.fabrics import build_cluster
@@ -258,3 +258,32 @@ def test_nvls_across_servers_with_collnet_reduces_in_the_fabric_leaf_then_spine(
     with pytest.raises(InputError, match=r"IB SHARP needs every rank's NIC on an HDR, NDR or XDR InfiniBand leaf; "
                                          r"'n0.gpu0' leaves its server through none"):
         collective_workload(efa, "all_reduce", 64 << 20, algorithm="nvls_sharp")
+
+
+def test_point_to_point_over_nvlink_moves_the_measured_share_of_the_link(two_dgx):
+    # all_to_all of S over 16 ranks: S / 16 a message. Simple messages inside a server carry
+    # it over NVLink at P2P_NVLINK_EFFICIENCY, those between servers over the NICs in full;
+    # LL messages (small sizes) carry LL's 8 B lines whichever way they go.
+    size = 2**30
+    w = collective_workload(two_dgx, "all_to_all", size).workload
+    inside = np.array([s.split(".")[0] == d.split(".")[0] for s, d in zip(w.src, w.dst, strict=True)])
+    assert inside.sum() == 2 * 8 * 7 and (~inside).sum() == 2 * 8 * 8
+    np.testing.assert_allclose(w.size_bytes[inside], size / 16 / P2P_NVLINK_EFFICIENCY, rtol=1e-15)
+    np.testing.assert_array_equal(w.size_bytes[~inside], size / 16)
+    small = collective_workload(two_dgx, "all_to_all", 16 * 1024).workload
+    np.testing.assert_array_equal(small.size_bytes, 1024 / 0.5)
+
+
+def test_a_send_inside_a_dgx_h100_by_hand():
+    # gpu0 -> nvswitch -> gpu1, each a cable of 18 NVLink4 links; the send pays NCCL's ring
+    # Simple base latency and one NVLink step (8.4 + 3.4 us, NCCL 2.30.7), the route's link
+    # latencies, and moves S / 0.86 bytes at the cable's rate.
+    topology = preset("dgx_h100", figure="effective")
+    size = 2**30
+    up, down = topology.link_between("gpu0", "nvswitch"), topology.link_between("nvswitch", "gpu1")
+    rate = topology.link_capacity_Bps[up]
+    assert topology.link_capacity_Bps[down] == rate
+    latency = topology.link_latency_s[up] + topology.link_latency_s[down]
+    expected = 8.4e-6 + 3.4e-6 + latency + size / P2P_NVLINK_EFFICIENCY / rate
+    outcome = collective_time(topology, "send", size, ranks=["gpu0", "gpu1"])
+    assert outcome.time_s == pytest.approx(expected, rel=1e-9)

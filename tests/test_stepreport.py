@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from flowsim import InputError, NodeKind, TopologyBuilder, build_cluster
-from flowsim.collectives import CollectiveCosts
+from flowsim.collectives import P2P_NVLINK_EFFICIENCY, CollectiveCosts
 from flowsim.models import MODEL_PRESETS, ModelShape, step_shape
 from flowsim.pipeline import run
 from flowsim.scenario import parse_scenario
@@ -313,10 +313,11 @@ slices = 1
     # Only layer 0 is MoE: 4 all-to-alls per microbatch, for each of 2 TP indices and 2 EP
     # groups, each 2 * 1 flows: 32 flows. Skew 1.5 on 2 ranks: shares 0.75 and 0.25 of a
     # rank's 1e6 dispatched bytes, so a flow to (or from) the first rank carries 0.75e6
-    # bytes, one to (or from) the second 0.25e6.
-    # (Each all-to-all also ends in one zero-byte ".done" flow.)
+    # bytes, one to (or from) the second 0.25e6: over NVLink, that payload over
+    # P2P_NVLINK_EFFICIENCY on the wire. (Each all-to-all also ends in one zero-byte ".done" flow.)
     sizes = sorted(float(size) for size, phase in zip(step.workload.size_bytes, step.workload.tags["phase"],
                                                       strict=True) if phase == "ep" and size > 0)
-    assert sizes == [0.25e6] * 16 + [0.75e6] * 16
+    wire = [0.25e6 / P2P_NVLINK_EFFICIENCY] * 16 + [0.75e6 / P2P_NVLINK_EFFICIENCY] * 16
+    assert sizes == pytest.approx(wire, rel=1e-15)
     with pytest.raises(InputError, match=r"workload\.training\.moe_layers: expected true, false or a list of 2"):
         parse_scenario(text.replace("moe_layers = [true, false]", "moe_layers = [true]"))

@@ -28,10 +28,7 @@ GiB = 1 << 30
 
 # What the model misses today, per healthy log (busbw error at >= 1 GiB, docs in README.md
 # "Validation against real nccl-tests logs").
-KNOWN_MISSES = {
-    "liplus_a100_1n8g_sendrecv.txt": "sendrecv_perf on 8 A100 measures 195 GB/s; flowsim predicts one pair's send "
-    "at the effective NVLink rate, 239 GB/s (+23%): NCCL's p2p channels do not reach the ring's rate",
-}
+KNOWN_MISSES: dict[str, str] = {}
 
 
 def _healthy(name):
@@ -156,7 +153,9 @@ FLAGGED_HEALTHY_ROWS = {
     # LL at 1-2 MiB: 2.1-2.0x NCCL's LL time on this A100 server (an old NCCL, version not
     # printed); the model keeps NCCL 2.30.7's LL bandwidth.
     "oci_bmgpu48_a100_1n8g_allreduce.txt": [1 << 20, 2 << 20],
-    "liplus_a100_1n8g_sendrecv.txt": [128 << 20, 256 << 20, 512 << 20, 1 << 30],  # KNOWN_MISSES
+    # 1211 us for 128 MiB where 256 MiB took 1423: the run's first size, not yet at its rate
+    # (its marginal rate to 256 MiB is 633 GB/s); the larger sizes are within 6%.
+    "liplus_a100_1n8g_sendrecv.txt": [128 << 20],
     **RUN_SPREAD,
 }
 

@@ -52,6 +52,7 @@ from flowsim.collectives.chunks import NVLS_CHUNK_BYTES
 from flowsim.collectives.costs import (
     NVLS_BUSBW_CEILING_GBPS,
     NVLS_EFFICIENCY,
+    P2P_NVLINK_EFFICIENCY,
     PROTOCOLS,
     CollectiveCosts,
     nccl_costs,
@@ -89,6 +90,7 @@ __all__ = [
     "NVLS_BUSBW_CEILING_GBPS",
     "NVLS_CHUNK_BYTES",
     "NVLS_EFFICIENCY",
+    "P2P_NVLINK_EFFICIENCY",
     "PROTOCOLS",
     "STEP_MESSAGE_LIMIT",
     "Algorithm",

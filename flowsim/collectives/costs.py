@@ -28,6 +28,7 @@ from flowsim.errors import InputError
 __all__ = [
     "NVLS_BUSBW_CEILING_GBPS",
     "NVLS_EFFICIENCY",
+    "P2P_NVLINK_EFFICIENCY",
     "PAT_PER_RANK_US",
     "PROTOCOLS",
     "CollectiveCosts",
@@ -64,6 +65,9 @@ class CollectiveCosts:
         bytes is a flow of ``b / wire_efficiency`` bytes.
     source : str
         Where the numbers come from.
+    intra_wire_efficiency : float or None
+        Where set, the payload fraction of messages between ranks of one server, in (0, 1],
+        instead of ``wire_efficiency`` (which then applies to messages between servers).
     streams : bool
         The protocol forwards data line by line (NCCL's LL and LL128 post every 16- or
         128-byte line with its flag, [NCCL] src/device/prims_ll.h, prims_ll128.h): a tree or
@@ -77,14 +81,17 @@ class CollectiveCosts:
     wire_efficiency: float
     source: str
     streams: bool = False
+    intra_wire_efficiency: float | None = None
 
     def __post_init__(self) -> None:
         for what in ("base_s", "intra_step_s", "inter_step_s"):
             value = getattr(self, what)
             if not (math.isfinite(value) and value >= 0):
                 raise InputError(f"collective cost {what} is {value!r}; it must be finite and >= 0")
-        if not 0 < self.wire_efficiency <= 1:
-            raise InputError(f"wire_efficiency is {self.wire_efficiency!r}; it must be in (0, 1]")
+        for what in ("wire_efficiency", "intra_wire_efficiency"):
+            value = getattr(self, what)
+            if value is not None and not 0 < value <= 1:
+                raise InputError(f"{what} is {value!r}; it must be in (0, 1]")
 
     @classmethod
     def zero(cls) -> CollectiveCosts:
@@ -158,6 +165,24 @@ NVLS_EFFICIENCY = {"nvlink4": 0.85, "nvlink5": 0.74}
 #: multicast rate, say) has no published figure; the ceiling is the measurement's. NVLink4
 #: has none: on 8 H100 the links bind first (476 against 480 measured).
 NVLS_BUSBW_CEILING_GBPS = {"nvlink5": 850.0}
+
+
+#: Payload fraction of NCCL's point-to-point messages (send/recv, and the all-to-all made of
+#: them) between GPUs of one server over NVLink, Simple protocol, of the rate the links give
+#: NCCL's rings. Measured, not derived: on NVSwitch servers all-to-all busbw is 86-94% of
+#: ring all-reduce busbw on the same links (320 against 370 GB/s on 8 H100, 210 against 232
+#: on 8 A100, 640 against 700 on 8 B200, 640 against 680 on 32 GPUs of a GB200 NVL72,
+#: [GTC25]), and sendrecv_perf between 8 A100 reaches 195 GB/s where all-reduce reaches 232
+#: (docs/hardware.md §1.1 and V1). The mechanism is NCCL's, its size is not sourced: the
+#: point-to-point kernel splits each channel's warps between its sends and receives, "each
+#: warp sending or receiving to a different peer" (NCCL 2.8 release notes, NVIDIA/nccl#401),
+#: and "Send/Recv operations are mostly optimized for alltoall ..., so individual send/recv
+#: might not achieve peak bandwidth" (sjeaugey, NVIDIA/nccl#464). Calibrated on one figure,
+#: 8 H100's 320 against the model's 370.6 (320 / 370.6 = 0.863); the other figures are held
+#: out (docs/model.md gives their errors).
+#: Messages between servers keep the full rate: across servers an RDMA NIC, not the SMs,
+#: moves the data, and at scale all-to-all reaches one NIC's rate, as the model gives.
+P2P_NVLINK_EFFICIENCY = 0.86
 
 
 def nvls_costs(nvlink: str, *, version: str = DEFAULT_NCCL_VERSION) -> CollectiveCosts:

@@ -226,7 +226,8 @@ class _FlowDag:
     ) -> int:
         """Add one message; returns its flow index. It pays ``step_latency_s`` (default: its
         own hop's step latency), and the base latency if it waits for nothing; its bytes on
-        the wire are the payload over ``wire_efficiency`` (default the costs'), at a rate of
+        the wire are the payload over ``wire_efficiency`` (default the costs', their
+        ``intra_wire_efficiency`` where set and the message stays in its server), at a rate of
         at most ``cap_Bps`` on the wire."""
         overhead = self.step_latency(src, dst) if step_latency_s is None else step_latency_s
         if not deps:
@@ -234,7 +235,11 @@ class _FlowDag:
         self.labels.append(f"{self.name}.{label}")
         self.src.append(src)
         self.dst.append(dst)
-        efficiency = self.costs.wire_efficiency if wire_efficiency is None else wire_efficiency
+        efficiency = wire_efficiency
+        if efficiency is None:
+            efficiency = self.costs.wire_efficiency
+            if self.costs.intra_wire_efficiency is not None and not self.crosses_servers(src, dst):
+                efficiency = self.costs.intra_wire_efficiency
         self.size.append(payload_bytes / efficiency)
         self.cap.append(cap_Bps)
         self.deps.append(deps)

@@ -22,6 +22,7 @@ from flowsim.collectives.chunks import NVLS_CHUNK_BYTES, nccl_chunking, pipeline
 from flowsim.collectives.constants import DEFAULT_NCCL_VERSION, constants_of
 from flowsim.collectives.costs import (
     NVLS_BUSBW_CEILING_GBPS,
+    P2P_NVLINK_EFFICIENCY,
     PROTOCOLS,
     CollectiveCosts,
     nccl_costs,
@@ -538,8 +539,13 @@ def collective_workload(
                                       net_latency_us=_net_latency_us(topology, ranks)))
     else:
         table = "tree" if entry.name == "tree" else "ring"
-        chosen = (protocol, nccl_costs(table, protocol, _intra_hardware(topology, ranks), version=nccl_version,
+        intra = _intra_hardware(topology, ranks)
+        chosen = (protocol, nccl_costs(table, protocol, intra, version=nccl_version,
                                        net_latency_us=_net_latency_us(topology, ranks)))
+        if entry.name == "p2p" and protocol == "simple" and intra == "nvlink":
+            # NCCL's point-to-point messages over NVLink move less than its rings do on the
+            # same links (measured, P2P_NVLINK_EFFICIENCY); across servers the NIC moves them.
+            chosen = (protocol, dataclasses.replace(chosen[1], intra_wire_efficiency=P2P_NVLINK_EFFICIENCY))
     if entry.name in ("nvls_tree", "nvls_sharp") and nvlink in NVLS_BUSBW_CEILING_GBPS:
         options["nvls_cap_Bps"] = _nvls_ceiling_Bps(nvlink, ranks, topology_servers) / chosen[1].wire_efficiency
     workload = entry.builder(ranks, size_bytes, costs=chosen[1], model=model, **options)

@@ -279,3 +279,23 @@ def test_cli_nccl_version_overrides_the_log(tmp_path, capsys):
     flowsim([*argv, "--nccl-version", "2.19.3"])
     data = json.loads(capsys.readouterr().out)
     assert (data["nccl_version"], data["nccl"]) == ("2.19.3", "NCCL 2.19.3 (given)")
+
+
+def test_cli_takes_any_nccl_version_as_a_log_would(capsys):
+    # 2.21.5 has no constants of its own: the CLI takes 2.19.3's, as for a log printing it,
+    # and says so; 2.10.3 is older than every version flowsim has: the oldest.
+    from flowsim.cli import main as flowsim
+
+    argv = ["collective", "all_reduce", "--system", "dgx-h100", "-b", "1M", "-e", "1M", "--json"]
+    flowsim([*argv, "--nccl-version", "2.21.5"])
+    out = capsys.readouterr()
+    assert json.loads(out.out)["nccl_version"] == "2.19.3"
+    assert out.err.count("no constants of NCCL 2.21.5; it takes those of 2.19.3, the newest older") == 1
+    flowsim([*argv, "--nccl-version", "2.10.3"])
+    assert "takes those of 2.19.3, the oldest it has" in capsys.readouterr().err
+    flowsim([*argv, "--nccl-version", "2.26.2"])
+    out = capsys.readouterr()
+    assert json.loads(out.out)["nccl_version"] == "2.26.2" and "note" not in out.err
+    with pytest.raises(SystemExit):
+        flowsim([*argv, "--nccl-version", "v2"])
+    assert "expected an NCCL version MAJOR.MINOR.PATCH" in capsys.readouterr().err

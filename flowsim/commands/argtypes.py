@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import TypeVar
 
-from flowsim.collectives.constants import DEFAULT_NCCL_VERSION, NCCL_VERSIONS
+from flowsim.collectives.constants import DEFAULT_NCCL_VERSION, NCCL_VERSIONS, nccl_release, nearest_version
 from flowsim.collectives.tuner import NcclEnv
 from flowsim.errors import InputError
 from flowsim.fabrics import FABRICS
@@ -69,9 +69,27 @@ def add_nccl_arguments(parser: argparse.ArgumentParser, *, version_from_log: boo
     parser.add_argument(
         "--nccl-version",
         default=None if version_from_log else DEFAULT_NCCL_VERSION,
-        choices=tuple(NCCL_VERSIONS),
-        help=f"NCCL version whose constants apply (default {default})",
+        type=_nccl_version,
+        metavar="VERSION",
+        help=f"NCCL version whose constants and rules apply: {', '.join(NCCL_VERSIONS)}, or any other "
+        f"MAJOR.MINOR.PATCH, which takes the newest older of these (default {default})",
     )
+
+
+def _nccl_version(text: str) -> str:
+    """An argparse ``type``: the version of :data:`NCCL_VERSIONS` that stands for NCCL
+    ``text`` (:func:`~flowsim.collectives.constants.nearest_version`: the same release, else
+    the newest older one). Where that is another release, one note on stderr says which."""
+    version, wanted = nearest_version(text), nccl_release(text)
+    if version is None or wanted is None:
+        raise argparse.ArgumentTypeError(f"expected an NCCL version MAJOR.MINOR.PATCH (flowsim has "
+                                         f"{', '.join(NCCL_VERSIONS)}), got {text!r}")
+    taken = NCCL_VERSIONS[version].release
+    if taken != wanted:
+        which = "the newest older version it has" if taken < wanted else "the oldest it has"
+        print(f"# note: flowsim has no constants of NCCL {text.strip()}; it takes those of {version}, {which}",
+              file=sys.stderr)
+    return version
 
 
 def parse_nccl_env(pairs: list[str]) -> dict[str, str]:

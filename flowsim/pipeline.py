@@ -19,6 +19,8 @@ from flowsim.routes import Routes
 from flowsim.routing import Router
 from flowsim.topology import Topology
 from flowsim.workload import Workload
+from flowsim_kernels.csr import csr_gather_rows
+from flowsim_kernels.progress import deferred_interrupt
 
 __all__ = ["RunResult", "run", "simulate_routed"]
 
@@ -65,13 +67,12 @@ def _route_pairs(router: Router, workload: Workload, routing: str, seed: int, gp
     hops = unique.hop_counts()[inverse]
     indptr = np.zeros(len(workload) + 1, dtype=np.int64)
     np.cumsum(hops, out=indptr[1:])
-    # Link k of a flow's route is link k of its pair's: each incidence's place in the pairs'
-    # routes, built in place (a million-flow collective has millions of incidences).
-    gather = np.repeat(unique.flow_link_indptr[inverse] - indptr[:-1], hops)
-    del inverse, hops
-    gather += np.arange(indptr[-1], dtype=np.int64)
-    indices = unique.flow_link_indices[gather]
-    del gather
+    del hops
+    # A flow's route is its pair's, copied straight in (a million-flow collective has
+    # millions of incidences: no index array of their size on the way).
+    with deferred_interrupt():  # a kernel that returns arrays: see flowsim_kernels.progress
+        indices = csr_gather_rows(unique.flow_link_indptr, unique.flow_link_indices, inverse, indptr)
+    del inverse
     # Frozen, the arrays are the routes' own (Routes.from_csr copies writeable ones).
     indptr.flags.writeable = False
     indices.flags.writeable = False

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from flowsim_kernels.classes import (
+    first_of_each,
     fold_keys,
     is_equitable,
     quotient_dependencies,
@@ -96,7 +97,7 @@ def flow_classes(
     :data:`MOST_CLASS_SHARE` of the flows.
 
     Flows start in one class per distinct (size, start, weight, cap, delay, overhead plus
-    route latency, transfers or not), links per distinct capacity; colour refinement
+    route latency; whether it transfers follows from its size), links per distinct capacity; colour refinement
     (:func:`flowsim_kernels.classes.refine_classes`) splits them until every flow of a
     class crosses as many links of each link class, every link of a class carries as many
     flows of each flow class, and every flow of a class waits for as many flows of each
@@ -110,10 +111,10 @@ def flow_classes(
     n_links = inp.capacity_Bps.shape[0]
     transfers = inp.size_bytes > 0
     latency = route_latency(inp.flow_link_indptr, inp.flow_link_indices, inp.latency_s, inp.overhead_s)
-    # The flows' attributes column by column: stacked, they would take 7 x 8 bytes a flow at
-    # once (65 MB for the 1.2 million flows of a 16-server ring), twice over in the check.
-    attributes = (inp.size_bytes, inp.start_s, inp.weight, inp.cap_Bps, inp.delay_s, latency,
-                  transfers.astype(np.float64))
+    # The flows' attributes column by column: stacked, they would take 6 x 8 bytes a flow at
+    # once (56 MB for the 1.2 million flows of a 16-server ring), twice over in the check.
+    # Whether a flow transfers is its size's being > 0: the size keeps such flows apart.
+    attributes = (inp.size_bytes, inp.start_s, inp.weight, inp.cap_Bps, inp.delay_s, latency)
     flow_keys = np.zeros(n_flows, dtype=np.uint64)
     for column in attributes:
         fold_keys(flow_keys, column.view(np.uint64))
@@ -128,8 +129,9 @@ def flow_classes(
     )
     if n_fc < 0:
         return None
-    representative = _firsts(flow_class, n_fc)
-    first_link = _firsts(link_class, n_lc)
+    representative, seen_flows = first_of_each(flow_class, n_fc)
+    first_link, seen_links = first_of_each(link_class, n_lc)
+    assert (seen_flows, seen_links) == (n_fc, n_lc)  # classes are numbered by first appearance
     exact = (
         all(np.array_equal(column, column[representative][flow_class]) for column in attributes)
         and np.array_equal(inp.capacity_Bps, inp.capacity_Bps[first_link][link_class])
@@ -141,15 +143,6 @@ def flow_classes(
     if not exact:
         return None
     return _quotient(inp, flow_class, link_class, representative, first_link, latency, transfers, int(n_rounds))
-
-
-def _firsts(cls: np.ndarray, n: int) -> np.ndarray:
-    """The first index of each class of ``cls`` (classes numbered by first appearance)."""
-    if cls.size == 0:
-        return np.empty(0, dtype=np.int64)  # no flows: no classes
-    first = np.flatnonzero(np.r_[True, np.diff(np.maximum.accumulate(cls)) > 0])
-    assert first.shape[0] == n
-    return first
 
 
 def _quotient(

@@ -11,7 +11,7 @@ from operator import countOf
 import numpy as np
 
 from flowsim.errors import InputError, is_frozen, item_label, whole_number
-from flowsim_kernels.csr import csr_transpose
+from flowsim_kernels.csr import csr_row_value_sums, csr_transpose
 from flowsim_kernels.progress import deferred_interrupt
 
 # Routes whose links :func:`_plain_link_ids` reads in one go.
@@ -59,9 +59,9 @@ class Routes:
     def per_link_sum(self, per_flow: np.ndarray) -> np.ndarray:
         """Each link's sum of a per-flow quantity over the flows crossing it: rates give link
         loads (B/s), sizes give bytes carried (float64[n_links])."""
-        return np.bincount(
-            self.flow_link_indices, weights=np.repeat(per_flow, self.hop_counts()), minlength=self.n_links
-        )
+        with deferred_interrupt():  # a kernel that returns arrays: see flowsim_kernels.progress
+            return csr_row_value_sums(self.flow_link_indptr, self.flow_link_indices,
+                                      np.ascontiguousarray(per_flow, dtype=np.float64), self.n_links)
 
     def transpose(self) -> tuple[np.ndarray, np.ndarray]:
         """``(link_flow_indptr, link_flow_indices)``: the flows crossing each link."""

@@ -12,7 +12,7 @@ from flowsim.collectives import collective_time
 from flowsim.fabrics import build_cluster
 from flowsim.failures import apply_failures
 from flowsim.routing import Router
-from flowsim_kernels.classes import fold_keys, is_equitable, refine_classes
+from flowsim_kernels.classes import _dense, fold_keys, is_equitable, refine_classes
 from reference import equitable_classes_reference, max_min_reference
 
 # --- a flow listed n times on a link counts n times in its load ------------------------------
@@ -104,6 +104,42 @@ def test_refinement_matches_its_slow_twin_on_random_dags(seed):
     flow_class, link_class, equitable = _refine(flow_key, link_key, routes, deps, transfers)
     assert equitable
     assert (flow_class, link_class) == equitable_classes_reference(flow_key, link_key, routes, deps, transfers)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_refinement_is_the_same_whichever_order_flows_are_listed_in(seed):
+    # The same random DAG, its flows listed in a random order: dependencies now point
+    # forward as well as back, so the refinement sorts the flows first. Each flow keeps its
+    # class (numbered by first appearance, so compared as partitions).
+    rng = np.random.default_rng(100 + seed)
+    n_flows, n_links = 40, 8
+    routes = [sorted(rng.choice(n_links, size=rng.integers(0, 3), replace=False).tolist()) for _ in range(n_flows)]
+    deps = [sorted(set(rng.integers(0, f, size=rng.integers(0, 3)).tolist())) if f else [] for f in range(n_flows)]
+    flow_key = rng.integers(0, 2, size=n_flows).tolist()
+    link_key = rng.integers(0, 2, size=n_links).tolist()
+    transfers = [bool(r) for r in routes]
+    listed = rng.permutation(n_flows)  # position -> original flow
+    at = np.argsort(listed)  # original flow -> position
+    assert any(at[d] > at[f] for f in range(n_flows) for d in deps[f])
+    moved = _refine([flow_key[f] for f in listed], link_key, [routes[f] for f in listed],
+                    [sorted(int(at[d]) for d in deps[f]) for f in listed], [transfers[f] for f in listed])
+    kept = _refine(flow_key, link_key, routes, deps, transfers)
+    assert moved[2] and kept[2] and moved[1] == kept[1]
+    pairs = {(kept[0][f], moved[0][int(at[f])]) for f in range(n_flows)}
+    assert len(pairs) == len(set(kept[0])) == len(set(moved[0]))  # the same partition
+
+
+@pytest.mark.parametrize("n_distinct", [1, 31, 32, 33, 5000])
+def test_dense_numbers_keys_by_first_appearance_as_a_dict_would(n_distinct):
+    # Around and far past the first table's room (64 slots, half full at 32 keys).
+    rng = np.random.default_rng(n_distinct)
+    pool = rng.integers(0, 2**63, size=n_distinct, dtype=np.uint64)
+    keys = pool[rng.integers(0, n_distinct, size=20_000)]
+    ids = np.empty(keys.size, dtype=np.int64)
+    first: dict[int, int] = {}
+    expected = [first.setdefault(int(k), len(first)) for k in keys]
+    assert _dense(keys, ids) == len(first)
+    assert ids.tolist() == expected
 
 
 def test_no_flows_solve_by_classes_as_no_classes():

@@ -1,6 +1,6 @@
 import numpy as np
 
-from flowsim_kernels.csr import csr_transpose
+from flowsim_kernels.csr import csr_row_value_sums, csr_transpose
 
 
 def transpose_reference(indptr, indices, n_cols):
@@ -27,3 +27,19 @@ def test_transpose_matches_twin(rng):
     want = transpose_reference(indptr, indices, 50)
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_row_value_sums_hand_case():
+    # rows: 0 -> {1, 2}, 1 -> {}, 2 -> {0, 2, 2}; values 1, 10, 100
+    sums = csr_row_value_sums(np.array([0, 2, 2, 5]), np.array([1, 2, 0, 2, 2]), np.array([1.0, 10.0, 100.0]), 4)
+    assert sums.tolist() == [100.0, 1.0, 201.0, 0.0]
+
+
+def test_row_value_sums_equal_bincount_to_the_bit(rng):
+    # The twin the kernel replaced: each entry's row value, summed per column in entry order.
+    lengths = rng.integers(0, 7, 300)
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    indices = rng.integers(0, 50, indptr[-1]).astype(np.int64)
+    values = rng.random(300) * 10.0 ** rng.integers(-6, 9, 300)
+    want = np.bincount(indices, weights=np.repeat(values, lengths), minlength=50)
+    np.testing.assert_array_equal(csr_row_value_sums(indptr, indices, values, 50), want)

@@ -36,11 +36,12 @@ def _mix(x):
 @njit(cache=True)
 def _dense(keys, ids):
     """Number the distinct values of ``keys`` 0, 1, ... in order of first appearance into
-    ``ids``; return how many there are. An open-addressing hash table, O(n)."""
+    ``ids``; return how many there are. An open-addressing hash table kept at most half
+    full, grown (doubled and refilled) as distinct values come: its memory follows the
+    distinct values (the classes, usually few), not the keys (millions of flows). O(n)
+    amortised."""
     n = keys.shape[0]
-    size = 1
-    while size < 2 * n + 2:
-        size *= 2
+    size = 64
     mask = np.uint64(size - 1)
     slot_key = np.empty(size, dtype=np.uint64)
     slot_id = np.full(size, -1, dtype=np.int64)
@@ -51,11 +52,37 @@ def _dense(keys, ids):
         while slot_id[h] >= 0 and slot_key[h] != key:
             h = (h + np.uint64(1)) & mask
         if slot_id[h] < 0:
+            if 2 * (n_groups + 1) > size:
+                size *= 2
+                mask = np.uint64(size - 1)
+                old_key, old_id = slot_key, slot_id
+                slot_key = np.empty(size, dtype=np.uint64)
+                slot_id = np.full(size, -1, dtype=np.int64)
+                for k in range(old_id.shape[0]):
+                    if old_id[k] >= 0:
+                        g = _mix(old_key[k]) & mask
+                        while slot_id[g] >= 0:
+                            g = (g + np.uint64(1)) & mask
+                        slot_key[g] = old_key[k]
+                        slot_id[g] = old_id[k]
+                h = _mix(key) & mask
+                while slot_id[h] >= 0:
+                    h = (h + np.uint64(1)) & mask
             slot_key[h] = key
             slot_id[h] = n_groups
             n_groups += 1
         ids[j] = slot_id[h]
     return n_groups
+
+
+@njit(cache=True)
+def _waits_for_earlier(dep_indptr, dep_indices):
+    """Whether every flow depends only on flows listed before it."""
+    for f in range(dep_indptr.shape[0] - 1):
+        for k in range(dep_indptr[f], dep_indptr[f + 1]):
+            if dep_indices[k] >= f:
+                return False
+    return True
 
 
 @njit(cache=True)
@@ -138,7 +165,10 @@ def refine_classes(
     """
     n_flows = flow_colour.shape[0]
     n_links = link_colour.shape[0]
-    order = topological_order(dep_indptr, dep_indices)
+    # Builders list a flow after the flows it waits for; then their order is topological
+    # as it stands, and the sort (five arrays of the flows' size) is not needed.
+    forward = _waits_for_earlier(dep_indptr, dep_indices)
+    order = np.empty(0, dtype=np.int64) if forward else topological_order(dep_indptr, dep_indices)
     n_fc = _dense(flow_key, flow_colour)
     n_lc = _dense(link_key, link_colour)
     n_rounds = 0
@@ -153,7 +183,7 @@ def refine_classes(
             link_key[link] = _mix(_mix(np.uint64(link_colour[link]) + _OWN_SEED) + h)
         new_lc = _dense(link_key, link_colour)
         for i in range(n_flows):
-            f = order[i]
+            f = i if forward else order[i]
             h = np.uint64(0)
             if transfers[f]:
                 for k in range(flow_link_indptr[f], flow_link_indptr[f + 1]):
@@ -322,3 +352,17 @@ def quotient_dependencies(dep_indptr, dep_indices, flow_class, representative):
                 indices[at] = d
                 at += 1
     return indptr, indices
+
+
+@njit(cache=True)
+def first_of_each(classes, n_classes):
+    """The first index of each class of ``classes`` (int64[n]), which are numbered 0, 1, ...
+    by first appearance (as :func:`refine_classes` numbers them), and how many classes
+    appeared: int64[n_classes], int."""
+    first = np.empty(n_classes, dtype=np.int64)
+    seen = 0
+    for i in range(classes.shape[0]):
+        if classes[i] == seen and seen < n_classes:
+            first[seen] = i
+            seen += 1
+    return first, seen

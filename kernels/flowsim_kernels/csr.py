@@ -41,3 +41,43 @@ def csr_transpose(indptr, indices, n_cols):
             t_indices[fill[c]] = r
             fill[c] += 1
     return t_indptr, t_indices
+
+
+@njit(cache=True)
+def csr_row_value_sums(indptr, indices, per_row, n_cols):
+    """Each column's sum of ``per_row[r]`` over the entries ``(r, c)`` of a CSR pattern.
+
+    Adds in entry order, as ``np.bincount(indices, weights=np.repeat(per_row, counts))``
+    does, so the sums are the same to the bit, without the per-entry array that needs.
+
+    Parameters
+    ----------
+    indptr, indices : int64[n_rows + 1], int64[nnz]
+        The pattern; not mutated. Each index in ``[0, n_cols)``.
+    per_row : float64[n_rows]
+    n_cols : int
+
+    Returns
+    -------
+    float64[n_cols]
+    """
+    out = np.zeros(n_cols)
+    for r in range(indptr.shape[0] - 1):
+        value = per_row[r]
+        for k in range(indptr[r], indptr[r + 1]):
+            out[indices[k]] += value
+    return out
+
+
+@njit(cache=True)
+def csr_gather_rows(indptr, indices, rows, out_indptr):
+    """The entries of rows ``rows`` of a CSR pattern, one after another: ``out_indptr``
+    (int64[len(rows) + 1], the rows' lengths summed, given) points into the returned
+    int64[out_indptr[-1]]. Row ``rows[i]`` of the pattern becomes row ``i``."""
+    out = np.empty(out_indptr[-1], dtype=np.int64)
+    for i in range(rows.shape[0]):
+        r = rows[i]
+        start = out_indptr[i]
+        for k in range(indptr[r], indptr[r + 1]):
+            out[start + k - indptr[r]] = indices[k]
+    return out

@@ -198,13 +198,16 @@ class PreparedRun:
     """A run checked and laid out for the kernels: ``problem`` (routes, capacities, weights
     and caps checked), ``inp`` (every flow), ``grouped`` where it is solved by classes (else
     None), the ``flow_names`` errors name flows by, and whether ``classes`` were asked for
-    (then, where ``grouped`` is None, every flow and link is its own class)."""
+    (then, where ``grouped`` is None, every flow and link is its own class). Results show
+    links ``0 .. shown_links - 1`` only, where ``shown_links`` is set (links after the
+    topology's: shared budgets, :mod:`flowsim.budgets`)."""
 
     problem: FairShareProblem
     inp: EngineInput
     grouped: FlowClasses | None
     flow_names: Sequence[str] | None = None
     classes: bool = False
+    shown_links: int | None = None
 
     @property
     def class_counts(self) -> tuple[int | None, int | None]:
@@ -235,7 +238,7 @@ class PreparedRun:
         (already per link and flow)."""
         size = self.inp.size_bytes
         n_flow_classes, n_link_classes = self.class_counts
-        return SimulationResult(
+        result = SimulationResult(
             ready_s=self.lift(ready),
             transfer_start_s=self.lift(transfer_start),
             finish_s=self.lift(finish),
@@ -250,6 +253,7 @@ class PreparedRun:
             n_link_classes=n_link_classes,
             **segments,
         )
+        return result if self.shown_links is None else result.first_links(self.shown_links)
 
 
 def prepare(

@@ -8,10 +8,11 @@ topology by :mod:`flowsim.collectives.placement`, which runs them through here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from flowsim.budgets import budget_links
 from flowsim.engine import PreparedRun, prepare, simulate
 from flowsim.errors import InputError, check_options, keyword_options
 from flowsim.result import SimulationResult
@@ -143,22 +144,26 @@ def simulate_routed(topology: Topology, workload: Workload, routes: Routes, **si
 
     Link capacities and latencies come from the topology, flow columns from the workload;
     ``simulate_options`` (``record_links``, ``record_flows``, ``mode``, ``progress``, ``classes``) go to
-    :func:`~flowsim.engine.simulate`.
+    :func:`~flowsim.engine.simulate`. Flows that share a budget (:mod:`flowsim.budgets`)
+    cross one more link each, left out of the result.
     """
-    return simulate(routes, topology.link_capacity_Bps, workload.size_bytes, **_columns(topology, workload),
-                    **simulate_options)
+    routes, capacity, columns = _engine_arguments(topology, workload, routes)
+    result = simulate(routes, capacity, workload.size_bytes, **columns, **simulate_options)
+    return result if routes.n_links == topology.n_links else result.first_links(topology.n_links)
 
 
 def prepare_routed(topology: Topology, workload: Workload, routes: Routes, *, classes: bool = False) -> PreparedRun:
     """``workload`` over ``topology`` along ``routes``, checked and laid out for the kernels
     as :func:`simulate_routed` would simulate it (:func:`flowsim.engine.prepare`)."""
-    return prepare(routes, topology.link_capacity_Bps, workload.size_bytes, **_columns(topology, workload),
-                   classes=classes)
+    routes, capacity, columns = _engine_arguments(topology, workload, routes)
+    prepared = prepare(routes, capacity, workload.size_bytes, **columns, classes=classes)
+    return prepared if routes.n_links == topology.n_links else replace(prepared, shown_links=topology.n_links)
 
 
-def _columns(topology: Topology, workload: Workload) -> dict:
-    """The engine's keyword arguments that come from the topology and the workload."""
-    return dict(
+def _engine_arguments(topology: Topology, workload: Workload, routes: Routes) -> tuple[Routes, np.ndarray, dict]:
+    """The engine's routes, link capacities and keyword arguments for ``workload``: the
+    topology's links, then one per budget its flows share (:func:`flowsim.budgets.budget_links`)."""
+    columns = dict(
         latency_s=topology.link_latency_s,
         start_s=workload.start_s,
         weights=workload.weight,
@@ -169,3 +174,9 @@ def _columns(topology: Topology, workload: Workload) -> dict:
         link_names=topology.link_names,
         flow_names=workload.names,
     )
+    budgets = budget_links(workload, topology.n_links)
+    if budgets is None:
+        return routes, topology.link_capacity_Bps, columns
+    columns["latency_s"] = np.concatenate([topology.link_latency_s, np.zeros(budgets.capacity_Bps.size)])
+    columns["link_names"] = (*topology.link_names, *budgets.names)
+    return budgets.routes(routes), np.concatenate([topology.link_capacity_Bps, budgets.capacity_Bps]), columns

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -88,6 +88,28 @@ class SimulationResult(FlowTimes):
     flow_segment_indptr: np.ndarray | None = None
     n_flow_classes: int | None = None
     n_link_classes: int | None = None
+
+    def first_links(self, n_links: int) -> SimulationResult:
+        """This result with links ``n_links`` onward left out (with their rate segments):
+        the links a simulation adds after the topology's (:mod:`flowsim.budgets`)."""
+        if self.link_segment_indptr is None:
+            return replace(self, link_capacity_Bps=self.link_capacity_Bps[:n_links],
+                           link_bytes=self.link_bytes[:n_links])
+        indptr = self.link_segment_indptr
+        cut_from, cut_to = int(indptr[n_links]), int(indptr[-1])  # the added links' pieces
+        assert self.segment_start_s is not None and self.segment_end_s is not None
+        assert self.segment_rate_Bps is not None
+
+        def kept(pieces: np.ndarray) -> np.ndarray:
+            return np.concatenate([pieces[:cut_from], pieces[cut_to:]])
+
+        flow_indptr = None if self.flow_segment_indptr is None else self.flow_segment_indptr - (cut_to - cut_from)
+        return replace(
+            self, link_capacity_Bps=self.link_capacity_Bps[:n_links], link_bytes=self.link_bytes[:n_links],
+            link_segment_indptr=indptr[: n_links + 1], segment_start_s=kept(self.segment_start_s),
+            segment_end_s=kept(self.segment_end_s), segment_rate_Bps=kept(self.segment_rate_Bps),
+            flow_segment_indptr=flow_indptr,
+        )
 
     def link_segments(self, link: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(start_s, end_s, rate_Bps)`` of one link's constant-rate pieces."""

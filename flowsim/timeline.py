@@ -166,7 +166,7 @@ def run_many(
     >>> topology = build_cluster("dgx_h100", 1, figure="effective")
     >>> runs = [(topology, collective_workload(topology, "all_reduce", size).workload) for size in (2**20, 2**30)]
     >>> [(round(r.makespan_s * 1e6, 1), r.result.n_flow_classes) for r in run_many(runs)]
-    [(28.0, 27), (3969.9, 256)]
+    [(28.0, 27), (4054.4, 256)]
     """
     routers: dict[int, Router] = {}
     prepared, routed = [], []

@@ -59,6 +59,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from flowsim.budgets import SHARED_CAP_TAG
 from flowsim.collectives import CollectiveCosts
 from flowsim.collectives.constants import DEFAULT_NCCL_VERSION
 from flowsim.collectives.placement import collective_workload
@@ -778,7 +779,7 @@ def _chain_buckets(parts: list[tuple[int, float, float, Workload]]) -> Workload:
     overhead: list[np.ndarray] = []
     weight: list[np.ndarray] = []
     cap: list[np.ndarray] = []
-    tags: dict[str, list[str]] = {"phase": [], "bucket": []}
+    tags: dict[str, list[str]] = {"phase": [], "bucket": [], SHARED_CAP_TAG: []}
     previous_sinks: list[int] = []
     for k, at, _, w in parts:
         offset = len(names)
@@ -799,9 +800,12 @@ def _chain_buckets(parts: list[tuple[int, float, float, Workload]]) -> Workload:
         cap.append(w.cap_Bps)
         tags["phase"] += ["gradients"] * len(w)
         tags["bucket"] += [str(k)] * len(w)
+        tags[SHARED_CAP_TAG] += w.tags.get(SHARED_CAP_TAG, ("",) * len(w))
     def cat(columns: list[np.ndarray]) -> np.ndarray:
         return np.concatenate(columns) if columns else np.empty(0)
 
+    if not any(tags[SHARED_CAP_TAG]):
+        del tags[SHARED_CAP_TAG]
     return Workload.build(
         names, src, dst, cat(size), start_s=cat(start), depends_on=deps, delay_s=cat(delay),
         overhead_s=cat(overhead), weight=cat(weight), cap_Bps=cat(cap), tags=tags,
@@ -928,6 +932,7 @@ class _Template:
     sinks: tuple[int, ...]
     open_senders: tuple[str, ...]  # the senders with opening flows
     open_sender: np.ndarray  # per opening flow (in ``opens`` order), its sender's position there
+    shared: tuple[str, ...]  # each flow's shared budget (flowsim.budgets), "" for none
 
     @classmethod
     def of(cls, workload: Workload) -> _Template:
@@ -946,6 +951,7 @@ class _Template:
         position = {rank: k for k, rank in enumerate(dict.fromkeys(src[i] for i in opens))}
         names, dst = workload.names, workload.dst
         dep_indptr, dep_indices = workload.dep_indptr, workload.dep_indices
+        shared = workload.tags.get(SHARED_CAP_TAG, ("",) * len(workload))
         sinks = np.flatnonzero(~waited)
         if sinks.size > 1:
             # One zero-byte flow marks the end: every rank that goes on after the collective
@@ -957,7 +963,7 @@ class _Template:
             while end in taken:
                 end += "_"
             receiver = dst[int(sinks[0])]
-            names, src, dst = (*names, end), (*src, receiver), (*dst, receiver)
+            names, src, dst, shared = (*names, end), (*src, receiver), (*dst, receiver), (*shared, "")
             for name, value in _END_COLUMNS.items():
                 columns[name].append(value)
             dep_indices = np.concatenate([dep_indices, sinks])
@@ -965,7 +971,7 @@ class _Template:
             sinks = np.array([len(names) - 1])
         return cls(
             names, src, dst, columns, dep_indptr, dep_indices, opens, frozenset(position), tuple(sinks.tolist()),
-            tuple(position), np.array([position[src[i]] for i in opens], dtype=np.int64),
+            tuple(position), np.array([position[src[i]] for i in opens], dtype=np.int64), tuple(shared),
         )
 
 
@@ -992,6 +998,7 @@ class _Flows:
         self._dep_indices: list[np.ndarray] = []
         self.columns: dict[str, list[float]] = {name: [] for name in _COLUMNS}
         self.tags: dict[str, list[str]] = {key: [] for key in _TAGS}
+        self.shared: list[str] = []  # each flow's shared budget, a tag where any flow has one
         self._markers = 0
 
     def marker(self, rank: str, point: _Point, tags: tuple[str, ...], name: str | None = None) -> int:
@@ -1012,6 +1019,7 @@ class _Flows:
         columns["cap"].append(math.inf)
         for key, tag in zip(_TAGS, tags, strict=True):
             self.tags[key].append(tag)
+        self.shared.append("")
         return len(self.names) - 1
 
     def advance(self, rank: str, point: _Point, seconds: float) -> _Point:
@@ -1077,6 +1085,7 @@ class _Flows:
         self._dep_indices.append(moved)
         for key, value in zip(_TAGS, tags, strict=True):
             self.tags[key].extend([value] * len(template.names))
+        self.shared.extend(template.shared)
         return [offset + k for k in template.sinks]
 
     def _flush_deps(self) -> None:
@@ -1097,9 +1106,10 @@ class _Flows:
         # Frozen, the fresh arrays become the workload's own (Workload.build copies writeable ones).
         for array in (indptr, indices, *c.values()):
             array.flags.writeable = False
+        tags = {**self.tags, SHARED_CAP_TAG: self.shared} if any(self.shared) else self.tags
         return Workload.build(
             self.names, self.src, self.dst, c["size"], start_s=c["start"], dependency_csr=(indptr, indices),
-            delay_s=c["delay"], overhead_s=c["overhead"], weight=c["weight"], cap_Bps=c["cap"], tags=self.tags,
+            delay_s=c["delay"], overhead_s=c["overhead"], weight=c["weight"], cap_Bps=c["cap"], tags=tags,
         )
 
 

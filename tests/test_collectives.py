@@ -750,8 +750,7 @@ def test_nvls_across_servers_slices_copied_on_equal_those_laid_out_one_by_one(mo
     repeat_last = collective_dag._FlowDag.repeat_last
     monkeypatch.setattr(collective_dag._FlowDag, "repeat_last",
                         lambda dag, *a: tiled.append(repeat_last(dag, *a)) or tiled[-1])
-    options = {"servers": servers, "switches": switches, "channels": 2, "slices": 9, "costs": costs,
-               "nvls_cap_Bps": 30e9}
+    options = {"servers": servers, "switches": switches, "channels": 2, "slices": 9, "costs": costs}
     if builder == "nvls_tree":
         build, options["tree_cap_Bps"] = nvls_tree_all_reduce, 40e9
     else:

@@ -169,30 +169,37 @@ def test_tree_lanes_move_at_nccls_tree_algorithm_bandwidth(two_dgx):
         np.testing.assert_allclose(plan.workload.cap_Bps[data], expected)
 
 
-def test_nvls_messages_are_held_to_the_measured_nvlink5_ceiling():
-    # NVLink5 NVLS reaches at most 850 GB/s of all-reduce busbw (docs/hardware.md 1.3). Each
-    # rank's NVLS messages move its n chunks n at a time, so a message held to c gives
-    # busbw 2(n-1)c: on the 72 GPUs of a GB200 NVL72 each message is held to 850 / 142 GB/s
-    # of payload, over nvlsEfficiency 0.74 on the wire. Hopper has no ceiling: uncapped.
+def test_nvls_messages_of_a_server_share_its_budget_each_way():
+    # An NVLS all-reduce's busbw stays at its generation's measured ceiling C (docs/hardware.md
+    # 1.3). A server's m chunks each take m reduce messages and one store into its switch, and
+    # one result and m multicasts out of it: (m + 1) S each way, which at busbw C over n ranks
+    # is (m + 1) C n / (2(n - 1)) of payload, over nvlsEfficiency on the wire.
     rack = preset("gb200_nvl72", figure="effective")
     plan = collective_workload(rack, "all_reduce", 1 << 30)
     assert plan.algorithm == "nvls"
-    data = plan.workload.size_bytes > 0
-    np.testing.assert_allclose(plan.workload.cap_Bps[data], 850e9 / 142 / 0.74)
-    h100 = build_cluster("dgx_h100", 1, figure="effective")
-    assert np.isinf(collective_workload(h100, "all_reduce", 1 << 30).workload.cap_Bps).all()
-    # NVLSTree's NVLS half too: on 2 DGX B200 (n = 16 ranks, m = 8 a server) each message
-    # between a rank and its switch is held to 850 x 16 / (2 x 15 x 8) GB/s of payload, the
-    # tree's messages to NCCL's NVLSTree bandwidth instead.
-    two = build_cluster("dgx_b200", 2, figure="effective")
+    w = plan.workload
+    data = w.size_bytes > 0
+    budget = 73 * 850e9 * 72 / 142 / 0.74
+    tags = np.array(w.tags["shared_cap"])
+    into = np.array([d == "nvswitch" for d in w.dst]) & data
+    out_of = np.array([s == "nvswitch" for s in w.src]) & data
+    assert into.sum() == out_of.sum() and (into | out_of)[data].all()
+    assert set(tags[into]) == {f"nvls nvswitch in={budget!r}"} and set(tags[out_of]) == {f"nvls nvswitch out={budget!r}"}
+    assert set(tags[~data]) <= {""} and np.isinf(w.cap_Bps).all()  # no message is capped on its own
+    # NVLSTree on 2 DGX H100 (n = 16, m = 8): each server's switch its own two budgets of
+    # 9 x 480 x 16 / 30 GB/s over 0.85; the tree's messages between servers none.
+    two = build_cluster("dgx_h100", 2, figure="effective")
     plan = collective_workload(two, "all_reduce", 1 << 30)
     assert plan.algorithm == "nvls_tree"
     w = plan.workload
-    nvls = np.array([any(f".{kind}" in name for kind in ("reduce.r", "result.s", "store.s", "multicast.r"))
-                     and not name.endswith(".due") for name in w.names])
-    np.testing.assert_allclose(w.cap_Bps[nvls], 850e9 * 16 / (2 * 15 * 8) / 0.74)
-    tree = np.array([(".up.t" in name or ".down.t" in name) and not name.endswith(".due") for name in w.names])
-    assert tree.any() and not np.isclose(w.cap_Bps[tree], 850e9 * 16 / (2 * 15 * 8) / 0.74).any()
+    budget = 9 * 480e9 * 16 / 30 / 0.85
+    assert set(w.tags["shared_cap"]) == {""} | {f"nvls n{k}.nvswitch {way}={budget!r}" for k in (0, 1)
+                                               for way in ("in", "out")}
+    tree = [(".up.t" in name or ".down.t" in name) and size > 0 for name, size in zip(w.names, w.size_bytes)]
+    assert any(tree) and {t for t, yes in zip(w.tags["shared_cap"], tree) if yes} == {""}
+    # Rings and all-gathers have none.
+    ring = collective_workload(two, "all_reduce", 1 << 30, algorithm="ring").workload
+    assert "shared_cap" not in ring.tags
 
 
 def test_the_hierarchical_all_reduce_keeps_its_own_slices(two_dgx):

@@ -478,3 +478,41 @@ def test_a_placed_collective_waits_for_its_senders_moments_as_its_twin_says(algo
     assert len(template.names) == len(w) + 1 and template.names[-1].endswith(".done")
     assert [placed.dependencies(offset + i).tolist() for i in range(len(template.names))] == expected
     assert any(template.dep_indptr[i] == template.dep_indptr[i + 1] for i in template.opens)  # rows without own deps
+
+
+def test_a_tp_all_reduce_in_a_step_takes_what_it_takes_alone_nvls_budget_included():
+    # One layer, tp = 8 on each of 2 DGX H100 (dp = 2): its forward is two halves of 0.5 ms,
+    # each followed by a 256 MiB TP all-reduce over NVLS, alone on the server's switch. The
+    # step copies the collective in with its shared NVLS budgets (flowsim.budgets): the
+    # forward's second all-reduce ends at 1 ms plus twice what flowsim's collective alone takes.
+    from flowsim.collectives import collective_time
+
+    two = build_cluster("dgx_h100", 2, figure="effective")
+    size = 256 * 2**20
+    step = parallel_step(two, tp=8, layer_forward_s=[1e-3], layer_backward_s=[2e-3], layer_grad_bytes=[0.0],
+                         tp_all_reduce_bytes=size)
+    result = run_training_step(two, step)
+    tags = step.workload.tags
+    first = np.array([n.startswith("tp.s0.d0.") for n in step.workload.names]) & (np.array(tags["phase"]) == "tp")
+    first &= np.array(tags["microbatch"]) == "0"
+    assert {t.split("=")[0] for t in np.array(tags["shared_cap"])[first] if t} == {"nvls n0.nvswitch in",
+                                                                                  "nvls n0.nvswitch out"}
+    group = [f"n0.gpu{i}" for i in range(8)]
+    alone = collective_time(two, "all_reduce", size, ranks=group)
+    assert alone.algorithm == "nvls"
+    # The forward's all-reduces of d0 (the backward's follow its 2 ms of compute).
+    forward = first & (result.run.result.finish_s < 2e-3 + 2 * alone.time_s)
+    assert result.run.result.finish_s[forward].max() == pytest.approx(1e-3 + 2 * alone.time_s, rel=1e-9)
+
+
+def test_gradient_buckets_keep_their_nvls_budget():
+    # One layer's 1 GiB bucket all-reduced over NVLS on one DGX H100, after 1 ms of backward:
+    # the step ends when the collective alone would, 1 ms later, its budgets included.
+    from flowsim.collectives import collective_time
+
+    one = build_cluster("dgx_h100", 1, figure="effective")
+    step = data_parallel_step(one, layer_backward_s=[1e-3], layer_grad_bytes=[2.0**30], bucket_bytes=2.0**30)
+    assert any(step.workload.tags["shared_cap"])
+    alone = collective_time(one, "all_reduce", 2**30)
+    assert alone.algorithm == "nvls"
+    assert run_training_step(one, step).step_s == pytest.approx(1e-3 + alone.time_s, rel=1e-9)

@@ -26,17 +26,9 @@ _spec.loader.exec_module(validate)
 ENTRIES = {e.file: e for e in validate.entries()}
 GiB = 1 << 30
 
-# What the model misses today, per healthy log (busbw error at >= 1 GiB, docs in README.md
-# "Validation against real nccl-tests logs").
-KNOWN_MISSES: dict[str, str] = {}
-
-
-def _healthy(name):
-    marks = [pytest.mark.xfail(strict=True, reason=KNOWN_MISSES[name])] if name in KNOWN_MISSES else []
-    return pytest.param(name, marks=marks, id=name.removesuffix(".txt"))
-
-
-HEALTHY = [_healthy(name) for name, entry in ENTRIES.items() if entry.healthy]
+# Every healthy log is within 15% at >= 1 GiB (README.md "Validation against real
+# nccl-tests logs"); a log the model misses there would be a strict xfail saying why.
+HEALTHY = [pytest.param(name, id=name.removesuffix(".txt")) for name, entry in ENTRIES.items() if entry.healthy]
 DEGRADED = [name for name, entry in ENTRIES.items() if not entry.healthy]
 
 
@@ -98,19 +90,9 @@ def test_healthy_large_messages_are_within_15_percent(reports, name):
     assert all(abs(r.error_out) <= 0.15 for r in large), [(r.size_bytes, round(r.error_out, 3)) for r in large]
 
 
-# Large rows of healthy logs that the run itself sets apart, not the model.
-RUN_SPREAD = {
-    # In-place 724 GB/s against out-of-place 681 at 1 GiB (6% apart in one run): the in-place
-    # half is above 110% of the prediction (649), the out-of-place within 5%.
-    "coreweave_gb200_nvl72_allreduce.txt": [GiB],
-}
-
-
 @pytest.mark.parametrize("name", HEALTHY)
 def test_healthy_large_messages_are_not_flagged(reports, name):
-    spread = RUN_SPREAD.get(name, [])
-    assert not [r.size_bytes for r in reports[name].rows if r.size_bytes >= GiB and r.flagged
-                and r.size_bytes not in spread]
+    assert not [r.size_bytes for r in reports[name].rows if r.size_bytes >= GiB and r.flagged]
 
 
 @pytest.mark.parametrize("name", DEGRADED)
@@ -156,7 +138,10 @@ FLAGGED_HEALTHY_ROWS = {
     # 1211 us for 128 MiB where 256 MiB took 1423: the run's first size, not yet at its rate
     # (its marginal rate to 256 MiB is 633 GB/s); the larger sizes are within 6%.
     "liplus_a100_1n8g_sendrecv.txt": [128 << 20],
-    **RUN_SPREAD,
+    # 586 GB/s where 1 GiB reaches 681 and 2 GiB 758: on 72 ranks (7.3 MB a rank) the rack's
+    # busbw still climbs steeply; flowsim's NVLS pipeline gives 697 (+19%). While every NVLS
+    # message was capped on its own, 644 (+10%), and the larger sizes 3-6% lower than now.
+    "coreweave_gb200_nvl72_allreduce.txt": [512 << 20],
 }
 
 

@@ -672,22 +672,21 @@ def _check_caps(what: str, **caps: float) -> None:
 
 
 def _reduce_into(dag: _FlowDag, last: dict[str, int], label: str, group: Sequence[str], index: Mapping[str, int],
-                 switch: str, g: int, owner: str, piece: float, c: int, cap_Bps: float) -> int:
+                 switch: str, g: int, owner: str, piece: float, c: int) -> int:
     """NVLS's reduction of one chunk inside server ``g``: every rank's copy into ``switch``
     (``reduce.r{i}``), then the sum to ``owner`` (``result.s{g}``), which it returns."""
-    reduced = [_in_order(dag, last, f"reduce.r{index[r]}", label, r, switch, piece, [], 0, c, cap_Bps=cap_Bps)
-               for r in group]
-    return _in_order(dag, last, f"result.s{g}", label, switch, owner, piece, reduced, 1, c, cap_Bps=cap_Bps)
+    reduced = [_in_order(dag, last, f"reduce.r{index[r]}", label, r, switch, piece, [], 0, c) for r in group]
+    return _in_order(dag, last, f"result.s{g}", label, switch, owner, piece, reduced, 1, c)
 
 
 def _multicast(dag: _FlowDag, last: dict[str, int], label: str, group: Sequence[str], index: Mapping[str, int],
-               switch: str, g: int, owner: str, piece: float, deps: list[int], c: int, cap_Bps: float) -> None:
+               switch: str, g: int, owner: str, piece: float, deps: list[int], c: int) -> None:
     """NVLS's broadcast of one chunk inside server ``g`` once ``deps`` are in: ``owner``
     writes it to ``switch`` (``store.s{g}``), which multicasts it to every rank
     (``multicast.r{i}``)."""
-    store = _in_order(dag, last, f"store.s{g}", label, owner, switch, piece, deps, 4, c, cap_Bps=cap_Bps)
+    store = _in_order(dag, last, f"store.s{g}", label, owner, switch, piece, deps, 4, c)
     for r in group:
-        _in_order(dag, last, f"multicast.r{index[r]}", label, switch, r, piece, [store], 5, c, cap_Bps=cap_Bps)
+        _in_order(dag, last, f"multicast.r{index[r]}", label, switch, r, piece, [store], 5, c)
 
 
 def _chunk_slices(
@@ -726,7 +725,6 @@ def nvls_tree_all_reduce(
     costs: CollectiveCosts | None = None,
     model: str = "auto",
     tree_cap_Bps: float = math.inf,
-    nvls_cap_Bps: float = math.inf,
 ) -> Workload:
     """NVLSTree all-reduce (NCCL >= 2.18): NVLS inside each server, trees across servers.
 
@@ -754,8 +752,6 @@ def nvls_tree_all_reduce(
         ``("nvlink4")`` with no inter-server step latency.
     tree_cap_Bps : float
         Rate cap of each tree message (NCCL's per-channel NVLSTree bandwidth).
-    nvls_cap_Bps : float
-        Rate cap of each message between a rank and its server's switch (the NVLS ceiling).
 
     ``model`` as :func:`broadcast`; slices as :func:`nvls_all_reduce`.
     """
@@ -765,7 +761,7 @@ def nvls_tree_all_reduce(
     ranks, size, channels, costs = _prepare(what, ranks, size_bytes, channels, costs, "ring")
     groups, _, switch_of = _switch_groups(what, ranks, servers, switches, "NVLSTree runs across servers")
     per_server = len(groups[0])
-    _check_caps(what, tree_cap_Bps=tree_cap_Bps, nvls_cap_Bps=nvls_cap_Bps)
+    _check_caps(what, tree_cap_Bps=tree_cap_Bps)
     chunk = size / per_server / channels
     n_slices = _slices(slices, chunk, what, MAX_PIPELINE_SLICES, NVLS_CHUNK_BYTES)
     piece = chunk / n_slices
@@ -779,7 +775,7 @@ def nvls_tree_all_reduce(
     for c, j, label, last in _chunk_slices(dag, channels, per_server, n_slices):
         owners = [group[j] for group in groups]
         results = [
-            _reduce_into(dag, last, label, group, index, switch_of[g], g, owners[g], piece, c, nvls_cap_Bps)
+            _reduce_into(dag, last, label, group, index, switch_of[g], g, owners[g], piece, c)
             for g, group in enumerate(groups)
         ]
         totals: list[list[int]] = [[] for _ in groups]
@@ -805,8 +801,7 @@ def nvls_tree_all_reduce(
                     down[child] = [message]
                     totals[child].append(message)
         for g, group in enumerate(groups):
-            _multicast(dag, last, label, group, index, switch_of[g], g, owners[g], piece, totals[g], c,
-                       nvls_cap_Bps)
+            _multicast(dag, last, label, group, index, switch_of[g], g, owners[g], piece, totals[g], c)
     return dag.workload("all_reduce")
 
 
@@ -821,7 +816,6 @@ def nvls_sharp_all_reduce(
     slices: int | None = None,
     costs: CollectiveCosts | None = None,
     model: str = "auto",
-    nvls_cap_Bps: float = math.inf,
 ) -> Workload:
     """NVLS all-reduce across servers with the network reducing between them (IB SHARP,
     NCCL's NVLS with CollNet): NVLS inside each server, the fabric's switches across.
@@ -848,14 +842,10 @@ def nvls_sharp_all_reduce(
         server's path ends at; the paths of two servers that meet share the rest.
     costs : CollectiveCosts
         Default :func:`nvls_sharp_costs` ``("nvlink4")``.
-    nvls_cap_Bps : float
-        Rate cap of each message between a rank and its server's switch (the NVLS ceiling).
 
     ``model`` as :func:`broadcast`; slices as :func:`nvls_all_reduce`.
     """
     what = "nvls_sharp_all_reduce"
-    _check_caps(what, nvls_cap_Bps=nvls_cap_Bps)
-    cap = nvls_cap_Bps
     if costs is None:
         costs = nvls_sharp_costs("nvlink4")
     ranks, size, channels, costs = _prepare(what, ranks, size_bytes, channels, costs, "ring")
@@ -877,7 +867,7 @@ def nvls_sharp_all_reduce(
         paths, order = trees[j]
         inputs: dict[str, list[int]] = {name: [] for name in order}
         for g, group in enumerate(groups):
-            result = _reduce_into(dag, last, label, group, index, switch_of[g], g, owners[g], piece, c, cap)
+            result = _reduce_into(dag, last, label, group, index, switch_of[g], g, owners[g], piece, c)
             inputs[paths[g][0]].append(
                 _in_order(dag, last, f"up.s{g}", label, owners[g], paths[g][0], piece, [result], 2, c,
                           wire_efficiency=1.0)
@@ -895,7 +885,7 @@ def nvls_sharp_all_reduce(
         for g, group in enumerate(groups):
             back = _in_order(dag, last, f"down.s{g}", label, paths[g][0], owners[g], piece, total[paths[g][0]],
                              3, c, wire_efficiency=1.0, step_latency_s=0.0)
-            _multicast(dag, last, label, group, index, switch_of[g], g, owners[g], piece, [back], c, cap)
+            _multicast(dag, last, label, group, index, switch_of[g], g, owners[g], piece, [back], c)
     return dag.workload("all_reduce")
 
 

@@ -156,15 +156,19 @@ def nccl_costs(
 #: 0.74 ([NCCL] tuning.cc, docs/hardware.md §1.3 and §7.3). Older generations have no NVLS.
 NVLS_EFFICIENCY = {"nvlink4": 0.85, "nvlink5": 0.74}
 
-#: The all-reduce bus bandwidth (GB/s) NVLS reaches at most per GPU, by NVLink generation,
-#: where measurements show one below what the links give (docs/hardware.md §1.3). On NVLink5
-#: it is flat from 8 to 72 GPUs: 850 on 8 B200 and on 32 GPUs of a GB200 NVL72 ([GTC25]),
-#: 834.57 on a whole rack (coreweave/nccl-tests#43), while NVLS's traffic would let the links
-#: carry 2(n-1)/(n+1) of their rate (1006 on 72 GPUs); NCCL's model, too, gives NVLS a bus
-#: bandwidth that does not grow with the ranks. What sets it (the switch's reduction and
-#: multicast rate, say) has no published figure; the ceiling is the measurement's. NVLink4
-#: has none: on 8 H100 the links bind first (476 against 480 measured).
-NVLS_BUSBW_CEILING_GBPS = {"nvlink5": 850.0}
+#: The all-reduce bus bandwidth (GB/s) an NVLS-based all-reduce (NVLS, NVLSTree, NVLS with
+#: IB SHARP) reaches at most, by NVLink generation (docs/hardware.md §1.3). Measured, it does
+#: not grow with the ranks: on NVLink5 850 on 8 B200 and on 32 GPUs of a GB200 NVL72
+#: ([GTC25]) and 834.57 on a whole rack (coreweave/nccl-tests#43), where NVLS's link traffic
+#: would let the links carry 2(n-1)/(n+1) of their rate (1006 GB/s on 72 GPUs); on NVLink4
+#: 480 on 8 H100 ([GTC24], [GTC25]; "On 8 GPUs, you should reach a peak busBw of
+#: ~480GB/s", sjeaugey, NVIDIA/nccl-tests#212), 480 again on 32 H100 with IB SHARP ([GTC25])
+#: and 440.58-468.46 on 16 H100 with NVLSTree (coreweave/nccl-tests#92, nccl-tests#309).
+#: NCCL's model, too, gives NVLS a bus bandwidth that does not grow with the ranks. What
+#: sets it has no published figure; flowsim holds each server's NVLS messages of an
+#: all-reduce to a shared budget that gives this bus bandwidth
+#: (:func:`flowsim.collectives.placement.with_nvls_budget`, docs/model.md).
+NVLS_BUSBW_CEILING_GBPS = {"nvlink4": 480.0, "nvlink5": 850.0}
 
 
 #: Payload fraction of NCCL's point-to-point messages (send/recv, and the all-to-all made of

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from flowsim.budgets import SHARED_CAP_TAG, budget_tag
 from flowsim.collectives.builders import ALGORITHM_TABLE, algorithm_of
 from flowsim.collectives.chunks import NVLS_CHUNK_BYTES, nccl_chunking, pipeline_pieces
 from flowsim.collectives.constants import DEFAULT_NCCL_VERSION, constants_of
@@ -546,8 +547,6 @@ def collective_workload(
             # NCCL's point-to-point messages over NVLink move less than its rings do on the
             # same links (measured, P2P_NVLINK_EFFICIENCY); across servers the NIC moves them.
             chosen = (protocol, dataclasses.replace(chosen[1], intra_wire_efficiency=P2P_NVLINK_EFFICIENCY))
-    if entry.name in ("nvls_tree", "nvls_sharp") and nvlink in NVLS_BUSBW_CEILING_GBPS:
-        options["nvls_cap_Bps"] = _nvls_ceiling_Bps(nvlink, ranks, topology_servers) / chosen[1].wire_efficiency
     workload = entry.builder(ranks, size_bytes, costs=chosen[1], model=model, **options)
     if capped and entry.name == "ring" and chosen[0] == "simple" and choice is not None \
             and choice.n_channels == choice.max_channels:
@@ -568,8 +567,10 @@ def collective_workload(
             if collective == "all_reduce":
                 share *= tree_correction(constants_of(choice.version), protocol, size_bytes)
         workload = _capped(workload, share / chosen[1].wire_efficiency)
-    elif entry.name == "nvls" and nvlink in NVLS_BUSBW_CEILING_GBPS:
-        workload = _capped(workload, _nvls_ceiling_Bps(nvlink, ranks, topology_servers) / chosen[1].wire_efficiency)
+    if collective == "all_reduce" and entry.name in ("nvls", "nvls_tree", "nvls_sharp") \
+            and nvlink in NVLS_BUSBW_CEILING_GBPS:
+        workload = with_nvls_budget(topology, workload, _nvls_budget_Bps(nvlink, ranks, topology_servers)
+                                    / chosen[1].wire_efficiency)
     return CollectivePlan(entry.name, chosen[0], reported or n_channels, workload.tags["model"][0], ranks, chosen[1],
                           workload, choice)
 
@@ -646,13 +647,15 @@ def _p2p_protocol(collective: str, size_bytes: float, n_ranks: int, channels: in
     return "ll" if per_peer <= P2P_LL_THRESHOLD * (channels or 1) else "simple"
 
 
-def _nvls_ceiling_Bps(nvlink: str, ranks: Sequence[str], servers: Mapping[str, Hashable]) -> float:
-    """The payload rate that holds an NVLS all-reduce of ``ranks`` to its measured ceiling
-    (:data:`~flowsim.collectives.costs.NVLS_BUSBW_CEILING_GBPS`): every NVLS message of a rank
-    moves one of its server's ``m`` chunks, ``m`` at a time, so with messages at ``c`` the
-    ``n`` ranks' bus bandwidth is ``2(n-1)/n x m c``."""
+def _nvls_budget_Bps(nvlink: str, ranks: Sequence[str], servers: Mapping[str, Hashable]) -> float:
+    """The payload rate a server's NVLS messages into (or out of) its switch share in an
+    all-reduce of ``ranks`` (:data:`~flowsim.collectives.costs.NVLS_BUSBW_CEILING_GBPS`,
+    docs/model.md "NVLS's shared budget"): the server reduces each of its ``m`` chunks of
+    ``S / m`` from ``m`` copies and stores the sum once (``m + 1`` messages in), then gets
+    it back and multicasts it (``m + 1`` out), so ``(m + 1) S`` each way; at the ceiling's
+    bus bandwidth ``C`` the ``n`` ranks move ``S`` in ``2(n-1) S / (n C)``."""
     n, m = len(ranks), len(ranks) // len(set(servers.values()))
-    return NVLS_BUSBW_CEILING_GBPS[nvlink] * 1e9 * n / (2 * (n - 1) * m)
+    return (m + 1) * NVLS_BUSBW_CEILING_GBPS[nvlink] * 1e9 * n / (2 * (n - 1))
 
 
 def _sharp_paths(topology: Topology, by_server: Mapping[str, Sequence[str]]) -> list[dict[str, tuple[str, ...]]]:
@@ -686,6 +689,20 @@ def _sharp_paths(topology: Topology, by_server: Mapping[str, Sequence[str]]) -> 
                              "reduction trees over three switch tiers are not modelled")
         trees.append({server: (leaf, common[0]) for server, leaf in leaves.items()})
     return trees
+
+
+def with_nvls_budget(topology: Topology, workload: Workload, capacity_Bps: float) -> Workload:
+    """``workload`` with each NVSwitch's NVLS messages on two shared budgets of
+    ``capacity_Bps`` (on the wire): those into the switch (``nvls SWITCH in``) and those out
+    of it (``nvls SWITCH out``), :mod:`flowsim.budgets`' ``shared_cap`` tag."""
+    switches = [topology.node_names[i] for i in topology.nodes_of_kind(NodeKind.NVSWITCH).tolist()]
+    into = {name: budget_tag(f"nvls {name} in", capacity_Bps) for name in switches}
+    out_of = {name: budget_tag(f"nvls {name} out", capacity_Bps) for name in switches}
+    tags = tuple(
+        "" if size <= 0 else into.get(dst) or out_of.get(src, "")
+        for src, dst, size in zip(workload.src, workload.dst, workload.size_bytes.tolist(), strict=True)
+    )
+    return dataclasses.replace(workload, tags={**workload.tags, SHARED_CAP_TAG: tags})
 
 
 def _capped(workload: Workload, cap_Bps: float) -> Workload:

@@ -99,3 +99,18 @@ def test_budget_tags_refuse_what_they_could_not_read_back():
     with pytest.raises(InputError, match="capacity must be finite and > 0"):
         budget_tag("a", 0.0)
     assert budget_links(_two_flows(["", ""]), 10) is None
+
+
+def test_a_flow_lists_shared_cap_column_puts_its_flows_on_one_budget(tmp_path):
+    # Two 1 GB reads on disjoint NVLinks of a DGX H100 share a 4 GB/s budget: 2 GB/s each,
+    # 0.5 s (the links' few microseconds of latency aside); without it, microseconds.
+    from flowsim.scenario import parse_scenario, run_scenario
+
+    (tmp_path / "flows.csv").write_text(
+        "name,src,dst,size_bytes,shared_cap\nread0,gpu0,gpu1,1e9,disk=4e9\nread1,gpu2,gpu3,1e9,disk=4e9\n")
+    text = '[topology]\npreset = "dgx_h100"\nfigure = "nominal"\n[workload]\nflows = "flows.csv"\n'
+    result = run_scenario(parse_scenario(text, base_dir=tmp_path)).result
+    assert result.finish_s.tolist() == pytest.approx([0.5, 0.5], rel=1e-4)
+    (tmp_path / "flows.csv").write_text("name,src,dst,size_bytes,shared_cap\nread0,gpu0,gpu1,1e9,disk\n")
+    with pytest.raises(InputError, match="flow 'read0' has shared_cap 'disk'; expected GROUP=CAPACITY"):
+        run_scenario(parse_scenario(text, base_dir=tmp_path))

@@ -109,11 +109,6 @@ KNOWN_OFF = {
         "as for DGX A100: the model gives NIC x 32/24 x 31/32 where NCCL measures about one NIC's rate "
         "(NVIDIA/nccl-tests#267)"
     ),
-    "v1_ar_nvlink5_b200_nvls": (
-        "predicted 806 GB/s against 850 (-5.2%): the links give NVLS 2(n-1)/n x NVLink x n/(n+1) x "
-        "nvlsEfficiency 0.74 = 831 on 8 GPUs (-2.2%), below the ceiling, and the 64-slice cap on the "
-        "pipeline costs about 3% more in fill and drain; the shared NVLS budget does not bind here"
-    ),
     "v1_ar_dgx_h100_4nodes_sharp": (
         "predicted 455 GB/s against 480 (-5.3%): each server's NVLS messages share the budget that "
         "holds an NVLS all-reduce to NVLink4's 480 at most (flowsim.budgets, docs/model.md), and the "

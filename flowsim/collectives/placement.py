@@ -575,6 +575,13 @@ def collective_workload(
                           workload, choice)
 
 
+#: Messages a one-server NVLS call may be laid out in where NCCL's chunks would give more
+#: slices than :data:`~flowsim.collectives.dag.MAX_PIPELINE_SLICES`: on 64 slices the four
+#: stages of a chunk (reduce, result, store, multicast) fill and drain the pipeline for about
+#: 3/64 of a large call, where NCCL runs thousands of 128 KiB chunks. On 8 GPUs (144
+#: messages a slice) this allows 277 slices, under 1%; a 72-GPU rack keeps 64.
+NVLS_MESSAGE_BUDGET = 40_000
+
 #: Collectives whose algorithm and protocol NCCL's tuner chooses; all-to-all and send are
 #: point-to-point messages, which it does not.
 TUNED_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
@@ -638,7 +645,11 @@ def _nccl_pieces(collective: str, algorithm: str, choice: NcclChoice, size_bytes
         return pipeline_pieces(chunking, channel_bytes, len(ranks), MAX_PIPELINE_SLICES)
     if chunking.streams:
         return 1  # trees and chains of LL and LL128 forward lines, not chunks (CollectiveCosts.streams)
-    return pipeline_pieces(chunking, channel_bytes, heads, MAX_PIPELINE_SLICES)
+    most = MAX_PIPELINE_SLICES
+    if algorithm == "nvls" and n_nodes == 1:
+        # One slice is every rank's 2 x (heads + 1) messages for each of its heads' chunks.
+        most = max(most, NVLS_MESSAGE_BUDGET // (heads * 2 * (heads + 1)))
+    return pipeline_pieces(chunking, channel_bytes, heads, most)
 
 
 def _p2p_protocol(collective: str, size_bytes: float, n_ranks: int, channels: int | None) -> str:

@@ -114,3 +114,25 @@ def test_a_flow_lists_shared_cap_column_puts_its_flows_on_one_budget(tmp_path):
     (tmp_path / "flows.csv").write_text("name,src,dst,size_bytes,shared_cap\nread0,gpu0,gpu1,1e9,disk\n")
     with pytest.raises(InputError, match="flow 'read0' has shared_cap 'disk'; expected GROUP=CAPACITY"):
         run_scenario(parse_scenario(text, base_dir=tmp_path))
+
+
+def test_a_time_sweep_of_nvls_all_reduces_on_the_cpu_batch_equals_the_engine(tmp_path):
+    # One and two DGX H100, NVLS and NVLSTree at two sizes: the batch prepares runs with
+    # their budgets as the engine simulates them, and both leave the budgets out of the links.
+    from flowsim.sweep import load_sweep, read_results, run_sweep
+
+    (tmp_path / "nvls.toml").write_text(
+        '[topology]\ncluster = "dgx_h100"\nn_nodes = 1\nfigure = "effective"\n'
+        '[[workload.collective]]\nop = "all_reduce"\nsize_bytes = 67108864\n')
+    (tmp_path / "sweep.toml").write_text(
+        '[sweep]\nscenario = "nvls.toml"\nmetrics = ["makespan_s", "max_link_utilization", '
+        '"utilization_mean_scale_up"]\n[sweep.grid]\n"topology.n_nodes" = [1, 2]\n'
+        '"workload.collective.0.size_bytes" = [67108864, 1073741824]\n')
+    sweep = load_sweep(tmp_path / "sweep.toml")
+    batched = run_sweep(sweep, tmp_path / "batch.h5", backend="cpu", workers=1)
+    engine = run_sweep(sweep, tmp_path / "engine.h5", workers=1)
+    assert (batched.n_failed, engine.n_failed) == (0, 0)
+    got, want = read_results(batched.output).columns, read_results(engine.output).columns
+    assert list(got["ran_on"]) == ["cpu"] * 4
+    for metric in sweep.metrics:
+        np.testing.assert_allclose(got[metric], want[metric], rtol=1e-9, err_msg=metric)

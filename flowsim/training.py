@@ -779,7 +779,8 @@ def _chain_buckets(parts: list[tuple[int, float, float, Workload]]) -> Workload:
     overhead: list[np.ndarray] = []
     weight: list[np.ndarray] = []
     cap: list[np.ndarray] = []
-    tags: dict[str, list[str]] = {"phase": [], "bucket": [], SHARED_CAP_TAG: []}
+    tags: dict[str, list[str]] = {"phase": [], "bucket": []}
+    shared: list[str] = []  # each flow's shared budget, a tag where any flow has one
     previous_sinks: list[int] = []
     for k, at, _, w in parts:
         offset = len(names)
@@ -800,15 +801,14 @@ def _chain_buckets(parts: list[tuple[int, float, float, Workload]]) -> Workload:
         cap.append(w.cap_Bps)
         tags["phase"] += ["gradients"] * len(w)
         tags["bucket"] += [str(k)] * len(w)
-        tags[SHARED_CAP_TAG] += w.tags.get(SHARED_CAP_TAG, ("",) * len(w))
+        shared += w.tags.get(SHARED_CAP_TAG, ("",) * len(w))
     def cat(columns: list[np.ndarray]) -> np.ndarray:
         return np.concatenate(columns) if columns else np.empty(0)
 
-    if not any(tags[SHARED_CAP_TAG]):
-        del tags[SHARED_CAP_TAG]
     return Workload.build(
         names, src, dst, cat(size), start_s=cat(start), depends_on=deps, delay_s=cat(delay),
-        overhead_s=cat(overhead), weight=cat(weight), cap_Bps=cat(cap), tags=tags,
+        overhead_s=cat(overhead), weight=cat(weight), cap_Bps=cat(cap),
+        tags={**tags, SHARED_CAP_TAG: shared} if any(shared) else tags,
     )
 
 

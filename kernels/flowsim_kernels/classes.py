@@ -33,6 +33,16 @@ def _mix(x):
     return z ^ (z >> _S31)
 
 
+@njit(cache=True, inline="always")
+def _slot(slot_key, slot_id, mask, key):
+    """The slot of ``key`` in an open-addressing table (linear probing): where it is, or the
+    empty slot where it goes."""
+    h = _mix(key) & mask
+    while slot_id[h] >= 0 and slot_key[h] != key:
+        h = (h + np.uint64(1)) & mask
+    return h
+
+
 @njit(cache=True)
 def _dense(keys, ids):
     """Number the distinct values of ``keys`` 0, 1, ... in order of first appearance into
@@ -48,9 +58,7 @@ def _dense(keys, ids):
     n_groups = 0
     for j in range(n):
         key = keys[j]
-        h = _mix(key) & mask
-        while slot_id[h] >= 0 and slot_key[h] != key:
-            h = (h + np.uint64(1)) & mask
+        h = _slot(slot_key, slot_id, mask, key)
         if slot_id[h] < 0:
             if 2 * (n_groups + 1) > size:
                 size *= 2
@@ -60,14 +68,10 @@ def _dense(keys, ids):
                 slot_id = np.full(size, -1, dtype=np.int64)
                 for k in range(old_id.shape[0]):
                     if old_id[k] >= 0:
-                        g = _mix(old_key[k]) & mask
-                        while slot_id[g] >= 0:
-                            g = (g + np.uint64(1)) & mask
+                        g = _slot(slot_key, slot_id, mask, old_key[k])
                         slot_key[g] = old_key[k]
                         slot_id[g] = old_id[k]
-                h = _mix(key) & mask
-                while slot_id[h] >= 0:
-                    h = (h + np.uint64(1)) & mask
+                h = _slot(slot_key, slot_id, mask, key)
             slot_key[h] = key
             slot_id[h] = n_groups
             n_groups += 1

@@ -153,7 +153,7 @@ def plot(report: CheckReport, entry: Entry, directory: Path) -> Path:
     ax.set_ylabel("busbw (GB/s)")
     health = "" if entry.healthy else " (degraded cluster)"
     ax.set_title(f"{entry.file.removesuffix('.txt')}{health}", fontsize=8)
-    ax.legend(fontsize="small", loc="upper left")
+    ax.legend(fontsize="small", loc="best")
     ax.grid(True, linewidth=0.3)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / (Path(entry.file).stem + ".png")

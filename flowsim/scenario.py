@@ -1235,7 +1235,7 @@ def rates_problem(scenario: Scenario) -> tuple[np.ndarray, FairShareProblem]:
     try:
         problem = FairShareProblem.build(
             routes, t.link_capacity_Bps, w.weight[flows], w.cap_Bps[flows],
-            link_names=t.link_names, flow_names=[w.names[f] for f in flows],
+            link_names=t.link_names, flow_names=[w.names[f] for f in flows.tolist()],
         )
     except InputError as err:
         raise InputError(f"{scenario.source}: {err}") from None

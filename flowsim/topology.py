@@ -30,6 +30,7 @@ import numpy as np
 
 from flowsim.errors import InputError, first_repeat, flag, is_real
 from flowsim.hardware import LinkTier, link_technology
+from flowsim.strings import CodedStrings
 
 __all__ = ["NETWORK_SWITCH_KINDS", "LinkTier", "NodeKind", "Topology", "TopologyBuilder"]
 
@@ -257,6 +258,8 @@ class Topology:
         """Node ids (int64) of node names or ids, checked."""
         if isinstance(nodes, np.ndarray) and np.issubdtype(nodes.dtype, np.integer):
             ids = nodes.astype(np.int64, copy=False).ravel()
+        elif isinstance(nodes, CodedStrings):  # each distinct name looked up once
+            return self.node_ids(list(nodes.categories))[nodes.codes]
         else:
             nodes = nodes if isinstance(nodes, (list, tuple, np.ndarray)) else list(nodes)
             try:  # known names, the usual case: in one pass

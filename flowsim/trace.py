@@ -115,7 +115,7 @@ import errno
 import hashlib
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -257,7 +257,7 @@ def _tag_group_name(key: str) -> str:
     return key.replace("%", "%25").replace("/", "%2F")
 
 
-def _write_tag(group: h5py.Group, key: str, values: tuple[str, ...]) -> None:
+def _write_tag(group: h5py.Group, key: str, values: Sequence[str]) -> None:
     # Categories in the order they first appear.
     categories = {value: code for code, value in enumerate(dict.fromkeys(values))}
     tag = group.create_group(_tag_group_name(key))

@@ -936,7 +936,7 @@ class _Template:
 
     @classmethod
     def of(cls, workload: Workload) -> _Template:
-        src = workload.src
+        src = tuple(workload.src)
         sender = {name: i for i, name in enumerate(dict.fromkeys(src))}
         sender_of = np.fromiter(map(sender.__getitem__, src), dtype=np.int64, count=len(src))
         counts = np.diff(workload.dep_indptr)
@@ -949,9 +949,9 @@ class _Template:
         waited[workload.dep_indices] = True
         columns = {name: getattr(workload, attr).tolist() for name, attr in _COLUMNS.items()}
         position = {rank: k for k, rank in enumerate(dict.fromkeys(src[i] for i in opens))}
-        names, dst = workload.names, workload.dst
+        names, dst = tuple(workload.names), tuple(workload.dst)
         dep_indptr, dep_indices = workload.dep_indptr, workload.dep_indices
-        shared = workload.tags.get(SHARED_CAP_TAG, ("",) * len(workload))
+        shared = tuple(workload.tags.get(SHARED_CAP_TAG, ("",) * len(workload)))
         sinks = np.flatnonzero(~waited)
         if sinks.size > 1:
             # One zero-byte flow marks the end: every rank that goes on after the collective

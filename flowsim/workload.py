@@ -15,6 +15,7 @@ from typing import cast
 import numpy as np
 
 from flowsim.errors import InputError, float_column, is_frozen
+from flowsim.strings import StringColumn, first_duplicate
 
 
 @dataclass(frozen=True)
@@ -23,9 +24,11 @@ class Workload:
 
     Attributes
     ----------
-    names : tuple[str, ...]
-        Unique flow ids, used in errors and traces (e.g. ``"ar.step3.r7"``).
-    src, dst : tuple[str, ...]
+    names : sequence of str
+        Unique flow ids, used in errors and traces (e.g. ``"ar.step3.r7"``): a tuple, or for
+        the millions of flows builders lay out a compact column that reads as one
+        (:mod:`flowsim.strings`); so are ``src``, ``dst`` and the tags.
+    src, dst : sequence of str
         Source and destination node names; the same node for a local copy.
     size_bytes : float64[n]
         Bytes to move, >= 0.
@@ -41,13 +44,13 @@ class Workload:
         Max-min weight, > 0.
     cap_Bps : float64[n]
         Rate cap, > 0, inf for none.
-    tags : Mapping[str, tuple[str, ...]]
+    tags : Mapping[str, sequence of str]
         Free-form string columns (``collective``, ``step``, ...), one value per flow.
     """
 
-    names: tuple[str, ...]
-    src: tuple[str, ...]
-    dst: tuple[str, ...]
+    names: Sequence[str]
+    src: Sequence[str]
+    dst: Sequence[str]
     size_bytes: np.ndarray
     start_s: np.ndarray
     dep_indptr: np.ndarray
@@ -56,7 +59,7 @@ class Workload:
     overhead_s: np.ndarray
     weight: np.ndarray
     cap_Bps: np.ndarray
-    tags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    tags: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.names)
@@ -83,12 +86,9 @@ class Workload:
         (what builders laying out millions of messages at once have), instead."""
         names = _strings(names)
         n = len(names)
-        if len(set(names)) != n:
-            seen: dict[str, int] = {}
-            for i, name in enumerate(names):
-                if name in seen:
-                    raise InputError(f"flow name {name!r} is used twice (flows {seen[name]} and {i})")
-                seen[name] = i
+        twice = first_duplicate(names) if isinstance(names, StringColumn) or len(set(names)) != n else None
+        if twice is not None:
+            raise InputError(f"flow name {names[twice[1]]!r} is used twice (flows {twice[0]} and {twice[1]})")
         src = _strings(src)
         dst = _strings(dst)
         for what, col in (("src", src), ("dst", dst)):
@@ -142,8 +142,11 @@ class Workload:
         return self.dep_indices[self.dep_indptr[flow] : self.dep_indptr[flow + 1]]
 
 
-def _strings(values: Sequence[object]) -> tuple[str, ...]:
-    """``values`` as a tuple of str (each through ``str`` unless all are str already)."""
+def _strings(values: Sequence[object]) -> Sequence[str]:
+    """``values`` as a tuple of str (each through ``str`` unless all are str already), or
+    as they are where they are a compact column of strings (:mod:`flowsim.strings`)."""
+    if isinstance(values, StringColumn):
+        return values
     values = tuple(values)
     if set(map(type, values)) <= {str}:
         return cast(tuple[str, ...], values)

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,6 +52,7 @@ import numpy as np
 from flowsim.collectives.chunks import NCCL_BUFFER_BYTES, NCCL_STEPS
 from flowsim.collectives.costs import CollectiveCosts, nccl_costs
 from flowsim.errors import InputError, whole_number
+from flowsim.strings import CodedStrings, PackedStrings, StringColumn
 from flowsim.workload import Workload
 
 #: NCCL's Simple-protocol slot: ``DEFAULT_BUFFSIZE`` (4 MiB) over ``NCCL_STEPS`` (8)
@@ -344,11 +345,8 @@ class _FlowDag:
 
         # Each column of every block goes as soon as it is joined: a ring of a million
         # messages would otherwise hold its columns twice (about 200 MB on 16 servers).
-        def joined(column: str) -> tuple[str, ...]:
-            values = tuple(itertools.chain.from_iterable(getattr(b, column) for b in blocks))
-            for b in blocks:
-                setattr(b, column, ())
-            return values
+        def joined(column: str, packed: type[PackedStrings] | type[CodedStrings]) -> StringColumn:
+            return packed.from_chunks(_emptied(blocks, column))
 
         def stacked(column: str, dtype: type) -> np.ndarray:
             values: np.ndarray = np.empty(0, dtype=dtype)
@@ -363,20 +361,28 @@ class _FlowDag:
         np.cumsum(stacked("dep_counts", np.int64), out=indptr[1:])
         indptr.flags.writeable = False
         return Workload.build(
-            joined("labels"),
-            joined("src"),
-            joined("dst"),
+            joined("labels", PackedStrings),
+            joined("src", CodedStrings),
+            joined("dst", CodedStrings),
             stacked("size", np.float64),
             dependency_csr=(indptr, stacked("dep_indices", np.int64)),
             overhead_s=stacked("overhead", np.float64),
             cap_Bps=stacked("cap", np.float64),
             tags={
-                "collective": (collective,) * n,
-                "model": (self.model,) * n,
-                "step": joined("step"),
-                "channel": joined("channel"),
+                "collective": CodedStrings.constant(collective, n),
+                "model": CodedStrings.constant(self.model, n),
+                "step": joined("step", CodedStrings),
+                "channel": joined("channel", CodedStrings),
             },
         )
+
+
+def _emptied(blocks: list[_Block], column: str) -> Iterator[list[str]]:
+    """``column`` of every block in order, each block's list let go once read."""
+    for b in blocks:
+        values = getattr(b, column)
+        setattr(b, column, ())
+        yield values
 
 
 # --- argument checks -----------------------------------------------------------------------

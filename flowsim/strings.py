@@ -1,0 +1,252 @@
+"""Compact columns of strings, for workloads of millions of flows.
+
+A tuple of a million flow names holds a million Python strings: about 80 bytes each for
+names of 30 characters, plus the tuple's pointer. The step DAG of a collective on 16 servers
+has 1.2 million such names, a 3D training step 3.3 million, and their tags repeat a few
+values each. Two read-only sequences keep them in a fraction of that:
+
+- :class:`PackedStrings`: every string's UTF-8 bytes in one buffer, with offsets (flow
+  names, all distinct): the characters and 8 bytes a string.
+- :class:`CodedStrings`: each distinct value once, and a small integer code per row (tags,
+  endpoints): 4 bytes a row, none for a column of one value.
+
+Both behave as the tuples they replace: indexing gives a ``str``, slicing a tuple of them,
+iteration every value in order, ``==`` compares with any sequence of strings element by
+element.
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+from collections.abc import Iterable, Iterator, Sequence
+from typing import overload
+
+import numpy as np
+
+__all__ = ["CodedStrings", "PackedStrings", "StringColumn", "first_duplicate"]
+
+#: Rows decoded at a time when a column is iterated.
+_CHUNK = 65_536
+
+
+class StringColumn(Sequence[str]):
+    """A read-only sequence of strings stored compactly; subclasses give :meth:`_take`."""
+
+    __slots__ = ()
+
+    def _take(self, lo: int, hi: int) -> list[str]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[str, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> str | tuple[str, ...]:
+        n = len(self)
+        if isinstance(index, slice):
+            lo, hi, step = index.indices(n)
+            if step == 1:
+                return tuple(self._take(lo, hi)) if hi > lo else ()
+            return tuple(self[i] for i in range(lo, hi, step))
+        i = operator.index(index)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"row {index} of {n}")
+        return self._take(i, i + 1)[0]
+
+    def __iter__(self) -> Iterator[str]:
+        n = len(self)
+        # Chunk by chunk, each a list the C-level chain walks: no Python frame per row.
+        return itertools.chain.from_iterable(self._take(lo, min(n, lo + _CHUNK)) for lo in range(0, n, _CHUNK))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]  # compares by value, like a list
+
+    def __repr__(self) -> str:
+        shown = ", ".join(repr(s) for s in self[:3])
+        return f"{type(self).__name__}([{shown}{', ...' if len(self) > 3 else ''}], n={len(self)})"
+
+
+class PackedStrings(StringColumn):
+    """Strings as one UTF-8 buffer and offsets into it.
+
+    Parameters
+    ----------
+    data : bytes
+        Every string's UTF-8 encoding, one after another.
+    offsets : int64[n + 1]
+        String ``i`` is ``data[offsets[i]:offsets[i + 1]]``.
+    """
+
+    __slots__ = ("_ascii", "_data", "_offsets")
+
+    def __init__(self, data: bytes, offsets: np.ndarray) -> None:
+        offsets = np.asarray(offsets, dtype=np.int64)
+        if offsets.ndim != 1 or offsets.size < 1 or offsets[0] != 0 or offsets[-1] != len(data) or (
+            offsets.size > 1 and bool(np.any(np.diff(offsets) < 0))
+        ):
+            raise ValueError("offsets must rise from 0 to the data's length")
+        offsets.flags.writeable = False
+        self._data = bytes(data)
+        self._offsets = offsets
+        self._ascii = self._data.isascii()  # then byte offsets are character offsets
+
+    @classmethod
+    def from_strings(cls, values: Iterable[str]) -> PackedStrings:
+        """Pack ``values`` (each a ``str``), reading them chunk by chunk."""
+        return cls.from_chunks(_chunks(values))
+
+    @classmethod
+    def from_chunks(cls, chunks: Iterable[Sequence[str]]) -> PackedStrings:
+        """Pack the strings of ``chunks`` (sequences of ``str``), one after another."""
+        parts: list[bytes] = []
+        lengths: list[np.ndarray] = []
+        for chunk in chunks:
+            text = "".join(chunk)
+            if text.isascii():  # a character a byte: one encoding for the chunk
+                lengths.append(np.fromiter(map(len, chunk), dtype=np.int64, count=len(chunk)))
+                parts.append(text.encode("ascii"))
+                continue
+            encoded = [s.encode("utf-8", "surrogatepass") for s in chunk]
+            lengths.append(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)))
+            parts.append(b"".join(encoded))
+        offsets = np.zeros(1 + sum(a.size for a in lengths), dtype=np.int64)
+        if lengths:
+            np.cumsum(np.concatenate(lengths), out=offsets[1:])
+        return cls(b"".join(parts), offsets)
+
+    def __len__(self) -> int:
+        return self._offsets.size - 1
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the column holds (buffer and offsets)."""
+        return len(self._data) + self._offsets.nbytes
+
+    def _take(self, lo: int, hi: int) -> list[str]:
+        offsets = self._offsets[lo : hi + 1].tolist()
+        data = self._data
+        if self._ascii:
+            base = offsets[0]
+            text = data[base : offsets[-1]].decode("ascii")
+            return [text[a - base : b - base] for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
+        return [data[a:b].decode("utf-8", "surrogatepass") for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
+
+
+class CodedStrings(StringColumn):
+    """Strings as their distinct values and one code per row.
+
+    Parameters
+    ----------
+    categories : sequence of str
+        The distinct values.
+    codes : integer array of shape (n,)
+        Row ``i`` is ``categories[codes[i]]``.
+    """
+
+    __slots__ = ("_categories", "_codes", "_lookup")
+
+    def __init__(self, categories: Sequence[str], codes: np.ndarray) -> None:
+        codes = np.asarray(codes)
+        if codes.ndim != 1 or not np.issubdtype(codes.dtype, np.integer):
+            raise ValueError("codes must be a 1-D integer array")
+        if codes.size and (int(codes.min()) < 0 or int(codes.max()) >= len(categories)):
+            raise ValueError(f"codes must lie in 0 .. {len(categories) - 1}")
+        if codes.flags.writeable:
+            codes = codes.copy()
+            codes.flags.writeable = False
+        self._categories = tuple(categories)
+        self._codes = codes
+        self._lookup = np.array(self._categories + ("",), dtype=object)[:-1]  # 1-D even for one tuple
+
+    @classmethod
+    def from_strings(cls, values: Iterable[str]) -> CodedStrings:
+        """Code ``values``: categories in the order they first appear."""
+        return cls.from_chunks(_chunks(values))
+
+    @classmethod
+    def from_chunks(cls, chunks: Iterable[Sequence[str]]) -> CodedStrings:
+        """Code the strings of ``chunks`` (sequences of ``str``), one after another."""
+        index: dict[str, int] = {}
+        parts = [np.empty(0, dtype=np.int64)]
+        for chunk in chunks:
+            for value in dict.fromkeys(chunk):  # a chunk's distinct values, in order
+                index.setdefault(value, len(index))
+            parts.append(np.fromiter(map(index.__getitem__, chunk), dtype=np.int64, count=len(chunk)))
+        codes = np.concatenate(parts)
+        dtype = np.int8 if len(index) <= 127 else np.int16 if len(index) <= 32767 else np.int32
+        return cls(tuple(index), codes.astype(dtype))
+
+    @classmethod
+    def constant(cls, value: str, n: int) -> CodedStrings:
+        """``n`` rows of ``value``, in no memory per row."""
+        return cls((value,), np.broadcast_to(np.zeros(1, dtype=np.int8), (n,)))
+
+    @property
+    def categories(self) -> tuple[str, ...]:
+        return self._categories
+
+    @property
+    def codes(self) -> np.ndarray:
+        """Read-only codes, one per row."""
+        return self._codes
+
+    def __len__(self) -> int:
+        return self._codes.size
+
+    def _take(self, lo: int, hi: int) -> list[str]:
+        return self._lookup[self._codes[lo:hi]].tolist()
+
+
+def _chunks(values: Iterable[str]) -> Iterator[Sequence[str]]:
+    """``values`` in pieces of at most :data:`_CHUNK`: slices of a sequence, else batches."""
+    if isinstance(values, Sequence):
+        for lo in range(0, len(values), _CHUNK):
+            yield values[lo : lo + _CHUNK]
+        return
+    iterator = iter(values)
+    while chunk := list(itertools.islice(iterator, _CHUNK)):
+        yield chunk
+
+
+def first_duplicate(values: Sequence[str]) -> tuple[int, int] | None:
+    """The first row that repeats an earlier one, as ``(earlier, row)``, or None.
+
+    Rows are compared by hash first, chunk by chunk, so a compact column is never held as
+    Python strings all at once; only rows whose hashes meet are compared as strings.
+    """
+    n = len(values)
+    if isinstance(values, CodedStrings):
+        codes = np.asarray(values.codes)
+        uniques, firsts = np.unique(codes, return_index=True)
+        if uniques.size == n:
+            return None
+        repeats = np.ones(n, dtype=bool)
+        repeats[firsts] = False
+        row = int(np.argmax(repeats))
+        return int(firsts[np.searchsorted(uniques, codes[row])]), row
+    hashes = np.empty(n, dtype=np.int64)
+    lo = 0
+    for chunk in _chunks(values):
+        hashes[lo : lo + len(chunk)] = np.fromiter(map(hash, chunk), dtype=np.int64, count=len(chunk))
+        lo += len(chunk)
+    ordered = np.sort(hashes)
+    met = np.unique(ordered[1:][ordered[1:] == ordered[:-1]])
+    if met.size == 0:
+        return None
+    suspects = np.flatnonzero(np.isin(hashes, met))
+    seen: dict[str, int] = {}
+    for i in suspects.tolist():
+        value = values[i]
+        if value in seen:
+            return seen[value], i
+        seen[value] = i
+    return None

@@ -1,0 +1,102 @@
+"""Compact string columns (flowsim.strings): they read exactly as the tuples they replace."""
+
+import pickle
+
+import numpy as np
+import pytest
+
+from flowsim.collectives import collective_workload
+from flowsim.errors import InputError
+from flowsim.fabrics import build_cluster
+from flowsim.strings import CodedStrings, PackedStrings, first_duplicate
+from flowsim.workload import Workload
+
+
+def _first_duplicate_twin(values):
+    """Slow twin: the first row equal to an earlier one, by a scan with a dict."""
+    seen = {}
+    for i, value in enumerate(values):
+        if value in seen:
+            return seen[value], i
+        seen[value] = i
+    return None
+
+
+def test_packed_strings_read_as_their_tuple():
+    values = ("a", "bé", "ccc", "")
+    packed = PackedStrings.from_strings(values)
+    assert len(packed) == 4
+    assert packed[0] == "a" and packed[1] == "bé" and packed[-1] == "" and packed[-2] == "ccc"
+    assert packed[1:3] == ("bé", "ccc") and isinstance(packed[1:3], tuple)
+    assert packed[::2] == ("a", "ccc") and packed[3:1] == ()
+    assert list(packed) == list(values)
+    assert packed == values and packed == list(values) and values == packed
+    assert packed != ("a", "bé", "ccc") and packed != ("a", "bé", "ccc", "d")
+    assert packed.nbytes == 7 + 8 * 5  # "a", "bé" (3 bytes of UTF-8), "ccc", "": 7 bytes; 5 offsets
+    with pytest.raises(IndexError):
+        packed[4]
+    with pytest.raises(IndexError):
+        packed[-5]
+
+
+def test_packed_strings_across_chunks():
+    values = [f"flow{i}" for i in range(150_001)]  # more than two chunks of 65,536
+    packed = PackedStrings.from_strings(iter(values))  # from an iterator, batched
+    assert len(packed) == len(values)
+    assert list(packed) == values
+    assert packed[65_535:65_538] == ("flow65535", "flow65536", "flow65537")
+    assert packed[150_000] == "flow150000"
+
+
+def test_coded_strings_read_as_their_tuple():
+    values = ("x", "y", "x", "z", "y")
+    coded = CodedStrings.from_strings(values)
+    assert coded.categories == ("x", "y", "z")  # in the order they first appear
+    assert coded.codes.tolist() == [0, 1, 0, 2, 1]
+    assert not coded.codes.flags.writeable
+    assert coded == values and list(coded) == list(values)
+    assert coded[3] == "z" and coded[-1] == "y" and coded[1:4] == ("y", "x", "z")
+    constant = CodedStrings.constant("all_reduce", 1_000_000)
+    assert constant.codes.strides == (0,)  # no memory per row
+    assert constant[999_999] == "all_reduce" and constant[10:12] == ("all_reduce", "all_reduce")
+    with pytest.raises(ValueError, match="codes must lie in 0 .. 1"):
+        CodedStrings(("a", "b"), np.array([0, 2]))
+
+
+def test_columns_pickle():
+    packed = PackedStrings.from_strings(["a", "bé"])
+    coded = CodedStrings.from_strings(["a", "b", "a"])
+    assert pickle.loads(pickle.dumps(packed)) == ("a", "bé")
+    assert pickle.loads(pickle.dumps(coded)) == ("a", "b", "a")
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_first_duplicate_against_twin(seed):
+    rng = np.random.default_rng(seed)
+    values = [f"n{v}" for v in rng.integers(0, 400, size=300)]  # some repeat
+    distinct = [f"n{v}" for v in rng.permutation(300)]
+    for column in (values, distinct):
+        expected = _first_duplicate_twin(column)
+        assert first_duplicate(tuple(column)) == expected
+        assert first_duplicate(PackedStrings.from_strings(column)) == expected
+        assert first_duplicate(CodedStrings.from_strings(column)) == expected
+    assert _first_duplicate_twin(distinct) is None
+
+
+def test_workload_names_a_duplicate_in_packed_names():
+    names = PackedStrings.from_strings(["a", "b", "c", "b"])
+    with pytest.raises(InputError, match=r"flow name 'b' is used twice \(flows 1 and 3\)"):
+        Workload.build(names, ["g0"] * 4, ["g1"] * 4, [1.0] * 4)
+
+
+def test_collective_workload_is_compact_and_reads_as_before():
+    topology = build_cluster("dgx_h100", 2, figure="effective")
+    workload = collective_workload(topology, "all_reduce", 64 << 20, algorithm="ring", protocol="simple").workload
+    assert isinstance(workload.names, PackedStrings)
+    assert isinstance(workload.src, CodedStrings) and isinstance(workload.tags["step"], CodedStrings)
+    assert workload.names[0] == "all_reduce.ch0.step0.r0.sl0"
+    assert len(set(workload.names)) == len(workload)
+    assert workload.tags["collective"] == ("all_reduce",) * len(workload)
+    # Endpoint ids: looked up once per distinct name, the same as name by name.
+    ids = topology.node_ids(workload.src)
+    assert ids.tolist() == [topology.node_index[name] for name in tuple(workload.src)]

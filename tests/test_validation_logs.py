@@ -130,8 +130,6 @@ def test_the_nccl_environment_goes_to_the_prediction_only_where_the_api_takes_it
 # Rows of healthy logs that `flowsim check` flags at its defaults, and why (README.md,
 # "Validation against real nccl-tests logs"). Everything else of every healthy log passes.
 FLAGGED_HEALTHY_ROWS = {
-    # 94 us where 128 B and 512 B took 26 and 32 us: one slow row of the run, not the model.
-    "gh_nccltests309_h100_2n8g_ib400_allreduce.txt": [256],
     # LL at 1-2 MiB: 2.1-2.0x NCCL's LL time on this A100 server (an old NCCL, version not
     # printed); the model keeps NCCL 2.30.7's LL bandwidth.
     "oci_bmgpu48_a100_1n8g_allreduce.txt": [1 << 20, 2 << 20],

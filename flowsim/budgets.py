@@ -21,6 +21,7 @@ import numpy as np
 
 from flowsim.errors import InputError
 from flowsim.routes import Routes
+from flowsim.strings import coded
 from flowsim.workload import Workload
 
 __all__ = ["SHARED_CAP_TAG", "BudgetLinks", "budget_links", "budget_tag"]
@@ -68,15 +69,17 @@ def budget_links(workload: Workload, n_links: int) -> BudgetLinks | None:
     """The budgets ``workload``'s flows draw on, as links ``n_links``, ``n_links + 1``, ...;
     None where no flow draws on one. A malformed tag is an :class:`InputError` naming the
     flow."""
-    tags = workload.tags.get(SHARED_CAP_TAG)
-    if tags is None or not any(tags):
+    column = workload.tags.get(SHARED_CAP_TAG)
+    if column is None:
         return None
     # Each distinct tag parsed once (a training step tags millions of flows with a few).
-    distinct = {tag: i for i, tag in enumerate(dict.fromkeys(tags))}
+    tags, codes = coded(column)
+    if not any(tags):
+        return None
     index: dict[str, int] = {}
     capacity: list[float] = []
-    link_of_tag = np.full(len(distinct), -1, dtype=np.int64)
-    for tag, i in distinct.items():
+    link_of_tag = np.full(len(tags), -1, dtype=np.int64)
+    for i, tag in enumerate(tags):
         if not tag:
             continue
         group, equals, value = tag.rpartition("=")
@@ -85,7 +88,8 @@ def budget_links(workload: Workload, n_links: int) -> BudgetLinks | None:
         except ValueError:
             cap = math.nan
         if not equals or not group or not (math.isfinite(cap) and cap > 0):
-            raise InputError(f"flow {workload.names[tags.index(tag)]!r} has {SHARED_CAP_TAG} {tag!r}; expected "
+            flow = workload.names[int(np.argmax(codes == i))]
+            raise InputError(f"flow {flow!r} has {SHARED_CAP_TAG} {tag!r}; expected "
                              "GROUP=CAPACITY (bytes per second, finite and > 0)")
         k = index.setdefault(group, len(index))
         if k == len(capacity):
@@ -93,5 +97,5 @@ def budget_links(workload: Workload, n_links: int) -> BudgetLinks | None:
         else:
             capacity[k] = min(capacity[k], cap)
         link_of_tag[i] = n_links + k
-    link_of_flow = link_of_tag[np.fromiter(map(distinct.__getitem__, tags), dtype=np.int64, count=len(tags))]
+    link_of_flow = link_of_tag[codes]
     return BudgetLinks(link_of_flow, np.array(capacity, dtype=np.float64), tuple(f"budget {g}" for g in index))

@@ -37,6 +37,7 @@ import numpy as np
 from flowsim.formatting import format_seconds
 from flowsim.hardware import LinkTier
 from flowsim.result import SimulationResult
+from flowsim.strings import CodedStrings, coded
 from flowsim.topology import Topology
 from flowsim.workload import Workload
 
@@ -194,14 +195,11 @@ def _tier_usage(topology: Topology, result: SimulationResult, step_s: float, top
 def _kinds(workload: Workload) -> tuple[np.ndarray, np.ndarray]:
     """Per flow: its :data:`COMMUNICATION_KINDS` index (-1 for compute markers), and whether a
     ``start_s`` it waited for was compute."""
-    phases = workload.tags.get("phase", ("",) * len(workload))
-    lookup = {"": -1}
-    for phase in set(phases):
-        name = _KIND_OF_PHASE.get(phase, "other")
-        lookup[phase] = COMMUNICATION_KINDS.index(name) if name else -1
-    kind = np.fromiter(map(lookup.__getitem__, phases), dtype=np.int64, count=len(phases))
-    computed = np.fromiter(map(_COMPUTE_STARTS.__contains__, phases), dtype=bool, count=len(phases))
-    return kind, computed
+    phases, codes = coded(workload.tags.get("phase", CodedStrings.constant("", len(workload))))
+    kinds = [_KIND_OF_PHASE.get(phase, "other") for phase in phases]
+    kind_of = np.array([COMMUNICATION_KINDS.index(k) if k else -1 for k in kinds], dtype=np.int64)
+    computed = np.array([phase in _COMPUTE_STARTS for phase in phases], dtype=bool)
+    return kind_of[codes], computed[codes]
 
 
 def critical_path(
@@ -276,9 +274,8 @@ def _activity(
     forward | backward, starts, ends)``; communication comes from the flows' ``stage`` tags
     (stage 0 without one)."""
     kind, _ = _kinds(workload)
-    tags = workload.tags.get("stage", ("",) * len(workload))
-    stage_of = {s: int(s) if s else 0 for s in set(tags)}
-    stages = np.fromiter(map(stage_of.__getitem__, tags), dtype=np.int64, count=len(tags))
+    names, codes = coded(workload.tags.get("stage", CodedStrings.constant("", len(workload))))
+    stages = np.array([int(s) if s else 0 for s in names], dtype=np.int64)[codes]
     pieces: list[tuple[int, int, np.ndarray, np.ndarray]] = list(compute)
     busy = result.finish_s > result.ready_s
     for k in range(len(COMMUNICATION_KINDS)):

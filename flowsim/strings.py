@@ -24,7 +24,7 @@ from typing import overload
 
 import numpy as np
 
-__all__ = ["CodedStrings", "PackedStrings", "StringColumn", "first_duplicate"]
+__all__ = ["CodedStrings", "PackedStrings", "StringColumn", "coded", "first_duplicate"]
 
 #: Rows decoded at a time when a column is iterated.
 _CHUNK = 65_536
@@ -215,6 +215,15 @@ def _chunks(values: Iterable[str]) -> Iterator[Sequence[str]]:
     iterator = iter(values)
     while chunk := list(itertools.islice(iterator, _CHUNK)):
         yield chunk
+
+
+def coded(values: Sequence[str]) -> tuple[tuple[str, ...], np.ndarray]:
+    """``values`` as their distinct values and a code per row (``values[i] ==
+    categories[codes[i]]``): a :class:`CodedStrings`' own, else coded in the order values first
+    appear. Work per distinct value (a tag's few among millions of flows) then takes NumPy
+    indexing instead of a dict lookup per row."""
+    column = values if isinstance(values, CodedStrings) else CodedStrings.from_strings(values)
+    return column.categories, column.codes
 
 
 def first_duplicate(values: Sequence[str]) -> tuple[int, int] | None:

@@ -131,6 +131,7 @@ from flowsim.hardware import LinkTier
 from flowsim.result import FlowTimes, SimulationResult
 from flowsim.routes import Routes
 from flowsim.stepreport import ACTIVITIES, COMMUNICATION_KINDS, StepBreakdown, TierUsage
+from flowsim.strings import coded
 from flowsim.topology import NodeKind, Topology
 from flowsim.workload import Workload
 
@@ -258,14 +259,11 @@ def _tag_group_name(key: str) -> str:
 
 
 def _write_tag(group: h5py.Group, key: str, values: Sequence[str]) -> None:
-    # Categories in the order they first appear.
-    categories = {value: code for code, value in enumerate(dict.fromkeys(values))}
+    # Categories in the order they first appear (flowsim.strings.coded).
+    categories, codes = coded(values)
     tag = group.create_group(_tag_group_name(key))
     tag.attrs["name"] = key
-    codes = _dataset(tag, "codes", len(values), np.int64)
-    for lo in range(0, len(values), WRITE_CHUNK):
-        chunk = values[lo : lo + WRITE_CHUNK]
-        codes[lo : lo + len(chunk)] = np.fromiter(map(categories.__getitem__, chunk), dtype=np.int64, count=len(chunk))
+    _write_array(tag, "codes", codes, np.int64)
     _write_strings(tag, "categories", list(categories))
 
 
@@ -318,7 +316,12 @@ def check_writable(topology: Topology, workload: Workload, *, scenario_text: str
     _check_strings(workload.names, lambda i: "flow name")
     _check_strings(list(workload.tags), lambda i: "tag name")
     for key, values in workload.tags.items():
-        _check_strings(values, lambda i, key=key: f"flow {workload.names[i]!r}: tag {key!r}: value")
+        # Each distinct value once; a bad one names the first flow that has it.
+        categories, codes = coded(values)
+        _check_strings(
+            categories,
+            lambda i, key=key, codes=codes: f"flow {workload.names[int(np.argmax(codes == i))]!r}: tag {key!r}: value",
+        )
     why = unstorable_text(scenario_text)
     if why is not None:
         raise InputError(f"the scenario text cannot be stored in a trace: {why}")
@@ -352,15 +355,12 @@ def _write_flows(
     _write_strings(g, "name", workload.names)
     node_ids = topology.node_index
     for column in ("src", "dst"):
-        names = getattr(workload, column)
-        ds = _dataset(g, column, len(names), np.int64)
-        for lo in range(0, len(names), WRITE_CHUNK):
-            chunk = names[lo : lo + WRITE_CHUNK]
-            try:
-                ids = np.fromiter(map(node_ids.__getitem__, chunk), dtype=np.int64, count=len(chunk))
-            except KeyError as err:
-                raise InputError(f"flow {column} {err.args[0]!r} is not a node of the topology") from None
-            ds[lo : lo + len(chunk)] = ids
+        nodes, codes = coded(getattr(workload, column))  # each distinct node looked up once
+        try:
+            ids = np.fromiter(map(node_ids.__getitem__, nodes), dtype=np.int64, count=len(nodes))
+        except KeyError as err:
+            raise InputError(f"flow {column} {err.args[0]!r} is not a node of the topology") from None
+        _write_array(g, column, ids[codes], np.int64)
     for column in _WORKLOAD_COLUMNS:
         _write_array(g, column, getattr(workload, column), np.float64)
     for column in _RESULT_COLUMNS:
@@ -574,7 +574,7 @@ def trace_bytes(
     n_bytes = sum(np.asarray(a).nbytes for a in arrays) + 16 * len(workload)  # src and dst ids
     strings = [
         topology.node_names, topology.server_names, topology.link_names, topology.link_technology, workload.names,
-        *(list(set(values)) for values in workload.tags.values()),
+        *(coded(values)[0] for values in workload.tags.values()),
     ]
     # A variable-length string: a 16-byte reference in the dataset, its bytes and a 16-byte
     # header in HDF5's global heap.

@@ -56,6 +56,7 @@ import contextlib
 import gc
 import itertools
 import math
+from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -70,6 +71,7 @@ from flowsim.hardware import LinkTier
 from flowsim.pipeline import RunResult, run
 from flowsim.result import SimulationResult
 from flowsim.stepreport import StepBreakdown, step_breakdown
+from flowsim.strings import CodedStrings
 from flowsim.topology import NodeKind, Topology
 from flowsim.workload import Workload
 from flowsim_kernels.dag import zero_time_finish
@@ -1000,6 +1002,42 @@ _TAGS = ("phase", "stage", "microbatch", "bucket")
 _END_COLUMNS = {"size": 0.0, "start": 0.0, "delay": 0.0, "overhead": 0.0, "weight": 1.0, "cap": math.inf}
 
 
+class _Codes:
+    """A column of strings coded as it grows (millions of flows, a few values each): each
+    distinct value numbered when first seen, one code per row; :meth:`column` freezes it into
+    a :class:`~flowsim.strings.CodedStrings`."""
+
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {}
+        self.codes = array("i")
+
+    def _code(self, value: str) -> int:
+        code = self.index.get(value)
+        if code is None:
+            code = self.index[value] = len(self.index)
+        return code
+
+    def codes_of(self, values: Sequence[str]) -> array:
+        return array("i", map(self._code, values))
+
+    def append(self, value: str) -> None:
+        self.codes.append(self._code(value))
+
+    def repeat(self, value: str, n: int) -> None:
+        self.codes.extend(array("i", (self._code(value),)) * n)
+
+    def extend_codes(self, codes: array) -> None:
+        self.codes.extend(codes)
+
+    def values(self) -> tuple[str, ...]:
+        """The distinct values, in the order first seen."""
+        return tuple(self.index)
+
+    def column(self) -> CodedStrings:
+        return CodedStrings(tuple(self.index), np.frombuffer(self.codes, dtype=np.int32) if self.codes else
+                            np.zeros(0, dtype=np.int32))
+
+
 class _Flows:
     """The step's flows as they are laid out; every flow comes after those it waits for.
 
@@ -1008,15 +1046,16 @@ class _Flows:
 
     def __init__(self) -> None:
         self.names: list[str] = []
-        self.src: list[str] = []
-        self.dst: list[str] = []
+        self.src, self.dst = _Codes(), _Codes()
         self.deps: list[list[int]] = []
         self._dep_counts: list[np.ndarray] = []
         self._dep_indices: list[np.ndarray] = []
         self.columns: dict[str, list[float]] = {name: [] for name in _COLUMNS}
-        self.tags: dict[str, list[str]] = {key: [] for key in _TAGS}
-        self.shared: list[str] = []  # each flow's shared budget, a tag where any flow has one
+        self.tags = {key: _Codes() for key in _TAGS}
+        self.shared = _Codes()  # each flow's shared budget, a tag where any flow has one
         self._markers = 0
+        # Per template placed (by id, the template kept alive beside): its columns' codes.
+        self._template_codes: dict[int, tuple[_Template, array, array, array]] = {}
 
     def marker(self, rank: str, point: _Point, tags: tuple[str, ...], name: str | None = None) -> int:
         """A zero-byte flow from ``rank`` to itself, over the moment ``point``."""
@@ -1073,8 +1112,13 @@ class _Flows:
         self._flush_deps()
         offset = len(self.names)
         self.names.extend(map(f"{prefix}.".__add__, template.names) if prefix else template.names)
-        self.src.extend(template.src)
-        self.dst.extend(template.dst)
+        known = self._template_codes.get(id(template))
+        if known is None:
+            known = (template, self.src.codes_of(template.src), self.dst.codes_of(template.dst),
+                     self.shared.codes_of(template.shared))
+            self._template_codes[id(template)] = known
+        self.src.extend_codes(known[1])
+        self.dst.extend_codes(known[2])
         for name, values in template.columns.items():
             self.columns[name].extend(values)
         start = self.columns["start"]
@@ -1101,8 +1145,8 @@ class _Flows:
         self._dep_counts.append(counts)
         self._dep_indices.append(moved)
         for key, value in zip(_TAGS, tags, strict=True):
-            self.tags[key].extend([value] * len(template.names))
-        self.shared.extend(template.shared)
+            self.tags[key].repeat(value, len(template.names))
+        self.shared.extend_codes(known[3])
         return [offset + k for k in template.sinks]
 
     def _flush_deps(self) -> None:
@@ -1121,12 +1165,15 @@ class _Flows:
         n = len(self.names)
         c = {name: np.fromiter(values, dtype=np.float64, count=n) for name, values in self.columns.items()}
         # Frozen, the fresh arrays become the workload's own (Workload.build copies writeable ones).
-        for array in (indptr, indices, *c.values()):
-            array.flags.writeable = False
-        tags = {**self.tags, SHARED_CAP_TAG: self.shared} if any(self.shared) else self.tags
+        for frozen in (indptr, indices, *c.values()):
+            frozen.flags.writeable = False
+        tags = {key: codes.column() for key, codes in self.tags.items()}
+        if any(self.shared.values()):
+            tags[SHARED_CAP_TAG] = self.shared.column()
         return Workload.build(
-            self.names, self.src, self.dst, c["size"], start_s=c["start"], dependency_csr=(indptr, indices),
-            delay_s=c["delay"], overhead_s=c["overhead"], weight=c["weight"], cap_Bps=c["cap"], tags=tags,
+            self.names, self.src.column(), self.dst.column(), c["size"], start_s=c["start"],
+            dependency_csr=(indptr, indices), delay_s=c["delay"], overhead_s=c["overhead"], weight=c["weight"],
+            cap_Bps=c["cap"], tags=tags,
         )
 
 

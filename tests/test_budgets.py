@@ -12,6 +12,7 @@ from flowsim.errors import InputError
 from flowsim.pipeline import run
 from flowsim.routes import Routes
 from flowsim.routing import Router
+from flowsim.strings import CodedStrings
 from flowsim.timeline import run_many
 from flowsim.topology import NodeKind, TopologyBuilder
 from flowsim.workload import Workload
@@ -87,9 +88,18 @@ def test_runs_prepared_for_a_batch_leave_budgets_out_too():
 
 
 @pytest.mark.parametrize("tag", ["pool", "pool=", "=4e9", "pool=-1", "pool=inf", "pool=nan", "pool=fast"])
-def test_a_malformed_budget_names_its_flow(tag):
+@pytest.mark.parametrize("column", [list, CodedStrings.from_strings], ids=["tuple", "coded"])
+def test_a_malformed_budget_names_its_flow(tag, column):
     with pytest.raises(InputError, match=f"flow 'b' has shared_cap '{tag}'; expected GROUP=CAPACITY"):
-        budget_links(_two_flows(["", tag]), 10)
+        budget_links(_two_flows(column(["", tag])), 10)
+
+
+def test_budgets_of_a_coded_column_are_those_of_its_values():
+    budget = budget_tag("pool", 4 * G)
+    plain = budget_links(_two_flows(["", budget]), 10)
+    coded = budget_links(_two_flows(CodedStrings.from_strings(["", budget])), 10)
+    assert plain.link_of_flow.tolist() == coded.link_of_flow.tolist() == [-1, 10]
+    assert plain.capacity_Bps.tolist() == coded.capacity_Bps.tolist() == [4 * G]
 
 
 def test_budget_tags_refuse_what_they_could_not_read_back():

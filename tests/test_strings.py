@@ -8,7 +8,7 @@ import pytest
 from flowsim.collectives import collective_workload
 from flowsim.errors import InputError
 from flowsim.fabrics import build_cluster
-from flowsim.strings import CodedStrings, PackedStrings, first_duplicate
+from flowsim.strings import CodedStrings, PackedStrings, coded, first_duplicate
 from flowsim.workload import Workload
 
 
@@ -100,3 +100,11 @@ def test_collective_workload_is_compact_and_reads_as_before():
     # Endpoint ids: looked up once per distinct name, the same as name by name.
     ids = topology.node_ids(workload.src)
     assert ids.tolist() == [topology.node_index[name] for name in tuple(workload.src)]
+
+
+def test_coded_gives_distinct_values_and_codes():
+    categories, codes = coded(("b", "a", "b", "c"))
+    assert categories == ("b", "a", "c") and codes.tolist() == [0, 1, 0, 2]
+    column = CodedStrings(("x", "y"), np.array([1, 1, 0]))
+    categories, codes = coded(column)  # a coded column's own
+    assert categories == ("x", "y") and codes is column.codes

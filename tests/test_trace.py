@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import hashlib
 import os
@@ -22,6 +23,7 @@ from flowsim.engine import simulate
 from flowsim.errors import InputError
 from flowsim.presets import preset
 from flowsim.routing import route
+from flowsim.strings import CodedStrings, PackedStrings
 from flowsim.trace import FORMAT, SCHEMA_VERSION, open_trace, write_trace
 from flowsim.workload import Workload
 
@@ -739,3 +741,36 @@ def test_a_servers_network_latency_and_gpu_model_survive_the_trace(tmp_path):
     with h5py.File(path, "r") as f:
         read = _read_topology(path, f["topology"])
         assert read.server_net_latency_s.tolist() == [0.0, 0.0] and read.server_gpu_sm.tolist() == [0, 0]
+
+
+def test_compact_columns_write_the_same_trace(tmp_path, run):
+    # A workload whose names are packed and whose endpoints and tags are coded
+    # (flowsim.strings, as collectives and training steps build them) stores what the same
+    # workload as tuples stores, dataset for dataset.
+    topology, workload, routes, result = run
+    compact = dataclasses.replace(
+        workload,
+        names=PackedStrings.from_strings(workload.names),
+        src=CodedStrings.from_strings(workload.src),
+        dst=CodedStrings.from_strings(workload.dst),
+        tags={key: CodedStrings.from_strings(values) for key, values in workload.tags.items()},
+    )
+    plain = write_trace(tmp_path / "plain.h5", topology, workload, routes, result)
+    coded = write_trace(tmp_path / "coded.h5", topology, compact, routes, result)
+    with h5py.File(plain) as a, h5py.File(coded) as b:
+        datasets: list[str] = []
+        a.visititems(lambda name, item: datasets.append(name) if isinstance(item, h5py.Dataset) else None)
+        assert "flows/tags/collective/codes" in datasets
+        for name in datasets:
+            assert a[name].dtype == b[name].dtype
+            assert a[name][...].tolist() == b[name][...].tolist(), name
+
+
+def test_a_coded_tag_that_cannot_be_stored_names_its_first_flow(tmp_path, run):
+    topology, workload, routes, result = run
+    values = ["ok"] * len(workload)
+    values[5] = values[9] = "bad\0"
+    bad = dataclasses.replace(workload, tags={"step": CodedStrings.from_strings(values)})
+    with pytest.raises(InputError, match=r"flow 'f5\.é': tag 'step': value 'bad\\x00' cannot be stored"):
+        write_trace(tmp_path / "bad.h5", topology, bad, routes, result)
+    assert not (tmp_path / "bad.h5").exists()

@@ -943,7 +943,7 @@ class _Template:
     names: tuple[str, ...]
     src: tuple[str, ...]
     dst: tuple[str, ...]
-    columns: dict[str, list[float]]
+    columns: dict[str, array]  # float64 ("d") arrays, copied in with one memcpy per placement
     dep_indptr: np.ndarray
     dep_indices: np.ndarray
     opens: tuple[int, ...]
@@ -966,7 +966,8 @@ class _Template:
         opens = tuple(np.flatnonzero(~follows).tolist())
         waited = np.zeros(len(workload), dtype=bool)
         waited[workload.dep_indices] = True
-        columns = {name: getattr(workload, attr).tolist() for name, attr in _COLUMNS.items()}
+        columns = {name: array("d", np.asarray(getattr(workload, attr), dtype=np.float64).tobytes())
+                   for name, attr in _COLUMNS.items()}
         position = {rank: k for k, rank in enumerate(dict.fromkeys(src[i] for i in opens))}
         names, dst = tuple(workload.names), tuple(workload.dst)
         dep_indptr, dep_indices = workload.dep_indptr, workload.dep_indices
@@ -1050,7 +1051,7 @@ class _Flows:
         self.deps: list[list[int]] = []
         self._dep_counts: list[np.ndarray] = []
         self._dep_indices: list[np.ndarray] = []
-        self.columns: dict[str, list[float]] = {name: [] for name in _COLUMNS}
+        self.columns = {name: array("d") for name in _COLUMNS}
         self.tags = {key: _Codes() for key in _TAGS}
         self.shared = _Codes()  # each flow's shared budget, a tag where any flow has one
         self._markers = 0
@@ -1162,8 +1163,7 @@ class _Flows:
         if self._dep_counts:
             np.cumsum(np.concatenate(self._dep_counts), out=indptr[1:])
         indices = np.concatenate(self._dep_indices) if self._dep_indices else np.empty(0, dtype=np.int64)
-        n = len(self.names)
-        c = {name: np.fromiter(values, dtype=np.float64, count=n) for name, values in self.columns.items()}
+        c = {name: np.frombuffer(values, dtype=np.float64).copy() for name, values in self.columns.items()}
         # Frozen, the fresh arrays become the workload's own (Workload.build copies writeable ones).
         for frozen in (indptr, indices, *c.values()):
             frozen.flags.writeable = False

@@ -11,8 +11,8 @@ values each. Two read-only sequences keep them in a fraction of that:
   endpoints): 4 bytes a row, none for a column of one value.
 
 Both behave as the tuples they replace: indexing gives a ``str``, slicing a tuple of them,
-iteration every value in order, ``==`` compares with any sequence of strings element by
-element.
+iteration every value in order, ``+`` with a tuple a tuple, ``==`` compares with any
+sequence of strings element by element.
 """
 
 from __future__ import annotations
@@ -69,6 +69,16 @@ class StringColumn(Sequence[str]):
         return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
 
     __hash__ = None  # type: ignore[assignment]  # compares by value, like a list
+
+    def __add__(self, other: object) -> tuple[str, ...]:
+        if not isinstance(other, (tuple, StringColumn)):
+            return NotImplemented
+        return (*self, *other)
+
+    def __radd__(self, other: object) -> tuple[str, ...]:
+        if not isinstance(other, tuple):
+            return NotImplemented
+        return (*other, *self)
 
     def __repr__(self) -> str:
         shown = ", ".join(repr(s) for s in self[:3])

@@ -32,6 +32,10 @@ def test_packed_strings_read_as_their_tuple():
     assert list(packed) == list(values)
     assert packed == values and packed == list(values) and values == packed
     assert packed != ("a", "bé", "ccc") and packed != ("a", "bé", "ccc", "d")
+    assert packed + ("d",) == (*values, "d") and ("z",) + packed == ("z", *values)
+    assert packed + CodedStrings.from_strings(["e"]) == (*values, "e")
+    with pytest.raises(TypeError):
+        packed + ["d"]
     assert packed.nbytes == 7 + 8 * 5  # "a", "bé" (3 bytes of UTF-8), "ccc", "": 7 bytes; 5 offsets
     with pytest.raises(IndexError):
         packed[4]

@@ -20,8 +20,6 @@ from flowsim.routes import Routes
 from flowsim.routing import Router
 from flowsim.topology import Topology
 from flowsim.workload import Workload
-from flowsim_kernels.csr import csr_gather_rows
-from flowsim_kernels.progress import deferred_interrupt
 
 __all__ = ["RunResult", "run", "simulate_routed"]
 
@@ -55,29 +53,10 @@ class RunResult:
 
 
 def _route_pairs(router: Router, workload: Workload, routing: str, seed: int, gpudirect: bool) -> Routes:
-    """Routes of every flow, computing each distinct (source, destination) pair once."""
-    topology = router.topology
-    src = topology.node_ids(workload.src)
-    dst = topology.node_ids(workload.dst)
-    pairs, inverse = np.unique(src * topology.n_nodes + dst, return_inverse=True)
-    unique = router.route(
-        pairs // topology.n_nodes, pairs % topology.n_nodes, method=routing, seed=seed, gpudirect=gpudirect
-    )
-    inverse = inverse.ravel()
-    del src, dst, pairs
-    hops = unique.hop_counts()[inverse]
-    indptr = np.zeros(len(workload) + 1, dtype=np.int64)
-    np.cumsum(hops, out=indptr[1:])
-    del hops
-    # A flow's route is its pair's, copied straight in (a million-flow collective has
-    # millions of incidences: no index array of their size on the way).
-    with deferred_interrupt():  # a kernel that returns arrays: see flowsim_kernels.progress
-        indices = csr_gather_rows(unique.flow_link_indptr, unique.flow_link_indices, inverse, indptr)
-    del inverse
-    # Frozen, the arrays are the routes' own (Routes.from_csr copies writeable ones).
-    indptr.flags.writeable = False
-    indices.flags.writeable = False
-    return Routes.from_csr(indptr, indices, topology.n_links, flow_names=workload.names)
+    """Routes of every flow (:meth:`Router.route` computes each distinct pair once)."""
+    routes = router.route(workload.src, workload.dst, method=routing, seed=seed, gpudirect=gpudirect)
+    return Routes.from_csr(routes.flow_link_indptr, routes.flow_link_indices, routes.n_links,
+                           flow_names=workload.names)
 
 
 def run(

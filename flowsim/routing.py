@@ -62,6 +62,8 @@ from flowsim.hardware import LinkTier
 from flowsim.routes import Routes
 from flowsim.topology import NETWORK_SWITCH_KINDS, NodeKind, Topology
 from flowsim_kernels import routing as kernel
+from flowsim_kernels.csr import csr_gather_rows
+from flowsim_kernels.progress import deferred_interrupt
 
 __all__ = ["METHODS", "NoRouteError", "Router", "SplitRoutes", "route", "split_route", "validate_routes"]
 
@@ -466,11 +468,32 @@ class Router:
         """
         code, seed = _method(method), _seed(seed)
         s, d = self._pairs(src, dst)
+        # A route depends on its pair alone: each distinct pair is routed once and copied to
+        # the flows that share it (a training step's 3.3 million flows have a few thousand).
+        pairs, first, inverse = np.unique(s * self.topology.n_nodes + d, return_index=True, return_inverse=True)
+        if pairs.size == s.size:
+            return self._distinct(s, d, code, seed, gpudirect)
+        try:
+            distinct = self._distinct(s[first], d[first], code, seed, gpudirect)
+        except NoRouteError as err:
+            raise NoRouteError(str(err), int(first[err.pair])) from None
+        inverse = inverse.ravel()
+        indptr = np.zeros(s.size + 1, dtype=np.int64)
+        np.cumsum(distinct.hop_counts()[inverse], out=indptr[1:])
+        with deferred_interrupt():  # a kernel that returns arrays: see flowsim_kernels.progress
+            indices = csr_gather_rows(distinct.flow_link_indptr, distinct.flow_link_indices, inverse, indptr)
+        # Frozen, the arrays are the routes' own (Routes.from_csr copies writeable ones).
+        indptr.flags.writeable = False
+        indices.flags.writeable = False
+        return Routes.from_csr(indptr, indices, self.topology.n_links)
+
+    def _distinct(self, s: np.ndarray, d: np.ndarray, method: int, seed: int, gpudirect: bool) -> Routes:
+        """Routes of the pairs (``s[i]``, ``d[i]``), checked."""
         kind = self.topology.node_kind
         at_switch = np.isin(kind[s], NETWORK_SWITCH_KINDS) | np.isin(kind[d], NETWORK_SWITCH_KINDS)
         if not at_switch.any():
-            return self._routes(s, d, np.zeros(s.size, dtype=np.int64), code, seed, gpudirect)
-        return self._routes_with_switches(s, d, at_switch, code, seed, gpudirect)
+            return self._routes(s, d, np.zeros(s.size, dtype=np.int64), method, seed, gpudirect)
+        return self._routes_with_switches(s, d, at_switch, method, seed, gpudirect)
 
     def _routes_with_switches(self, s, d, at_switch, method, seed, gpudirect) -> Routes:
         """Routes where some pairs end at a network switch (an in-network reduction's

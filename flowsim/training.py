@@ -1035,8 +1035,11 @@ class _Codes:
         return tuple(self.index)
 
     def column(self) -> CodedStrings:
-        return CodedStrings(tuple(self.index), np.frombuffer(self.codes, dtype=np.int32) if self.codes else
-                            np.zeros(0, dtype=np.int32))
+        """The column so far, frozen; the codes here start over."""
+        codes = np.frombuffer(self.codes, dtype=np.int32).copy()
+        self.codes = array("i")
+        codes.flags.writeable = False  # the column's own, not copied again
+        return CodedStrings(tuple(self.index), codes)
 
 
 class _Flows:
@@ -1158,12 +1161,17 @@ class _Flows:
             self.deps = []
 
     def workload(self) -> Workload:
+        # Each column let go as soon as it is copied: millions of flows, held twice otherwise.
         self._flush_deps()
         indptr = np.zeros(len(self.names) + 1, dtype=np.int64)
         if self._dep_counts:
             np.cumsum(np.concatenate(self._dep_counts), out=indptr[1:])
         indices = np.concatenate(self._dep_indices) if self._dep_indices else np.empty(0, dtype=np.int64)
-        c = {name: np.frombuffer(values, dtype=np.float64).copy() for name, values in self.columns.items()}
+        self._dep_counts, self._dep_indices = [], []
+        c = {}
+        for name in _COLUMNS:
+            c[name] = np.frombuffer(self.columns[name], dtype=np.float64).copy()
+            self.columns[name] = array("d")
         # Frozen, the fresh arrays become the workload's own (Workload.build copies writeable ones).
         for frozen in (indptr, indices, *c.values()):
             frozen.flags.writeable = False

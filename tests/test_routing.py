@@ -10,9 +10,10 @@ import pytest
 from flowsim import max_min_rates
 from flowsim.errors import InputError
 from flowsim.fabrics import build_cluster, fat_tree
+from flowsim.failures import apply_failures
 from flowsim.presets import preset
 from flowsim.routes import Routes
-from flowsim.routing import Router, route, split_route, validate_routes
+from flowsim.routing import NoRouteError, Router, route, split_route, validate_routes
 from flowsim.topology import NodeKind, TopologyBuilder
 
 G = 1e9
@@ -412,3 +413,30 @@ def test_routes_to_and_from_network_switches():
         router.route("n0.nvswitch", "ib.su0.rail0")
     with pytest.raises(InputError, match=r"no route from 'ib.su0.rail0' to 'ib.su1.rail0': 0 links"):
         router.route("ib.su0.rail0", "ib.su1.rail0")
+
+
+@pytest.mark.parametrize("method", ["ecmp", "dmodk", "shortest"])
+def test_repeated_pairs_route_as_each_pair_alone(method):
+    # Router.route routes each distinct pair once and copies it to every flow of the pair:
+    # the same routes as routing the flows one by one (the twin).
+    topo = build_cluster("dgx_h100", 4, figure="effective", fabric="fat_tree")
+    rng = np.random.default_rng(3)
+    gpus = [topo.node_names[g] for g in topo.gpus()]
+    src = [gpus[i] for i in rng.integers(0, len(gpus), 400)]
+    dst = [gpus[i] for i in rng.integers(0, len(gpus), 400)]
+    router = Router(topo)
+    routes = router.route(src, dst, method=method, seed=5)
+    assert routes.n_flows == 400 and len(set(zip(src, dst))) < 400
+    for i in range(400):
+        alone = router.route([src[i]], [dst[i]], method=method, seed=5)
+        assert routes.route(i).tolist() == alone.route(0).tolist()
+
+
+def test_a_pair_without_a_route_is_named_by_its_first_flow():
+    # No network left between the servers: flows 3 and 4 share a pair that cannot be routed.
+    topo = apply_failures(build_cluster("dgx_h100", 2, figure="effective"), fail=["ib.*", "eth.*"])
+    src = ["n0.gpu0", "n0.gpu1", "n0.gpu0", "n0.gpu2", "n0.gpu2"]
+    dst = ["n0.gpu1", "n0.gpu2", "n0.gpu1", "n1.gpu0", "n1.gpu0"]
+    with pytest.raises(NoRouteError, match="no route from 'n0.gpu2' to 'n1.gpu0'") as err:
+        Router(topo).route(src, dst)
+    assert err.value.pair == 3

@@ -473,12 +473,14 @@ class Router:
         pairs, first, inverse = np.unique(s * self.topology.n_nodes + d, return_index=True, return_inverse=True)
         if pairs.size == s.size:
             return self._distinct(s, d, code, seed, gpudirect)
+        n_flows, s, d = s.size, s[first], d[first]  # the flows' own let go: a million flows' worth
         try:
-            distinct = self._distinct(s[first], d[first], code, seed, gpudirect)
+            distinct = self._distinct(s, d, code, seed, gpudirect)
         except NoRouteError as err:
             raise NoRouteError(str(err), int(first[err.pair])) from None
+        del pairs, first, s, d
         inverse = inverse.ravel()
-        indptr = np.zeros(s.size + 1, dtype=np.int64)
+        indptr = np.zeros(n_flows + 1, dtype=np.int64)
         np.cumsum(distinct.hop_counts()[inverse], out=indptr[1:])
         with deferred_interrupt():  # a kernel that returns arrays: see flowsim_kernels.progress
             indices = csr_gather_rows(distinct.flow_link_indptr, distinct.flow_link_indices, inverse, indptr)

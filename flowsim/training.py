@@ -1022,7 +1022,10 @@ class _Codes:
         return array("i", map(self._code, values))
 
     def append(self, value: str) -> None:
-        self.codes.append(self._code(value))
+        code = self.index.get(value)
+        if code is None:
+            code = self.index[value] = len(self.index)
+        self.codes.append(code)
 
     def repeat(self, value: str, n: int) -> None:
         self.codes.extend(array("i", (self._code(value),)) * n)
@@ -1060,6 +1063,7 @@ class _Flows:
         self._markers = 0
         # Per template placed (by id, the template kept alive beside): its columns' codes.
         self._template_codes: dict[int, tuple[_Template, array, array, array]] = {}
+        self._marker_codes: dict[tuple[str, ...], tuple[int, ...]] = {}  # per marker tag set, its codes
 
     def marker(self, rank: str, point: _Point, tags: tuple[str, ...], name: str | None = None) -> int:
         """A zero-byte flow from ``rank`` to itself, over the moment ``point``."""
@@ -1077,8 +1081,13 @@ class _Flows:
         columns["overhead"].append(0.0)
         columns["weight"].append(1.0)
         columns["cap"].append(math.inf)
-        for key, tag in zip(_TAGS, tags, strict=True):
-            self.tags[key].append(tag)
+        # 164,000 markers in a 70B step, nearly all with one set of tags: its codes once.
+        codes = self._marker_codes.get(tags)
+        if codes is None:
+            codes = self._marker_codes[tags] = tuple(self.tags[key].codes_of((tag,))[0]
+                                                     for key, tag in zip(_TAGS, tags, strict=True))
+        for key, code in zip(_TAGS, codes, strict=True):
+            self.tags[key].codes.append(code)
         self.shared.append("")
         return len(self.names) - 1
 

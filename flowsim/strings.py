@@ -8,7 +8,7 @@ values each. Two read-only sequences keep them in a fraction of that:
 - :class:`PackedStrings`: every string's UTF-8 bytes in one buffer, with offsets (flow
   names, all distinct): the characters and 8 bytes a string.
 - :class:`CodedStrings`: each distinct value once, and a small integer code per row (tags,
-  endpoints): 4 bytes a row, none for a column of one value.
+  endpoints): 1 to 4 bytes a row, none for a column of one value.
 
 Both behave as the tuples they replace: indexing gives a ``str``, slicing a tuple of them,
 iteration every value in order, ``+`` with a tuple a tuple, ``==`` compares with any

@@ -136,6 +136,9 @@ class PackedStrings(StringColumn):
     def __len__(self) -> int:
         return self._offsets.size - 1
 
+    def __reduce__(self) -> tuple:
+        return (PackedStrings, (self._data, self._offsets))  # checked and frozen again on load
+
     @property
     def nbytes(self) -> int:
         """Bytes the column holds (buffer and offsets)."""
@@ -211,6 +214,9 @@ class CodedStrings(StringColumn):
 
     def __len__(self) -> int:
         return self._codes.size
+
+    def __reduce__(self) -> tuple:
+        return (CodedStrings, (self._categories, self._codes))  # checked and frozen again on load
 
     def _take(self, lo: int, hi: int) -> list[str]:
         return self._lookup[self._codes[lo:hi]].tolist()

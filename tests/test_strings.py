@@ -71,7 +71,9 @@ def test_columns_pickle():
     packed = PackedStrings.from_strings(["a", "bé"])
     coded = CodedStrings.from_strings(["a", "b", "a"])
     assert pickle.loads(pickle.dumps(packed)) == ("a", "bé")
-    assert pickle.loads(pickle.dumps(coded)) == ("a", "b", "a")
+    loaded = pickle.loads(pickle.dumps(coded))
+    assert loaded == ("a", "b", "a") and not loaded.codes.flags.writeable  # read-only after a round trip too
+    assert pickle.loads(pickle.dumps(CodedStrings.constant("x", 3))) == ("x", "x", "x")
 
 
 @pytest.mark.parametrize("seed", range(5))

@@ -24,7 +24,7 @@ from typing import overload
 
 import numpy as np
 
-__all__ = ["CodedStrings", "PackedStrings", "StringColumn", "coded", "first_duplicate"]
+__all__ = ["CodedStrings", "PackedStrings", "StringColumn", "chunks", "coded", "first_duplicate"]
 
 #: Rows decoded at a time when a column is iterated.
 _CHUNK = 65_536
@@ -112,14 +112,14 @@ class PackedStrings(StringColumn):
     @classmethod
     def from_strings(cls, values: Iterable[str]) -> PackedStrings:
         """Pack ``values`` (each a ``str``), reading them chunk by chunk."""
-        return cls.from_chunks(_chunks(values))
+        return cls.from_chunks(chunks(values))
 
     @classmethod
-    def from_chunks(cls, chunks: Iterable[Sequence[str]]) -> PackedStrings:
-        """Pack the strings of ``chunks`` (sequences of ``str``), one after another."""
+    def from_chunks(cls, pieces: Iterable[Sequence[str]]) -> PackedStrings:
+        """Pack the strings of ``pieces`` (sequences of ``str``), one after another."""
         parts: list[bytes] = []
         lengths: list[np.ndarray] = []
-        for chunk in chunks:
+        for chunk in pieces:
             text = "".join(chunk)
             if text.isascii():  # a character a byte: one encoding for the chunk
                 lengths.append(np.fromiter(map(len, chunk), dtype=np.int64, count=len(chunk)))
@@ -183,14 +183,14 @@ class CodedStrings(StringColumn):
     @classmethod
     def from_strings(cls, values: Iterable[str]) -> CodedStrings:
         """Code ``values``: categories in the order they first appear."""
-        return cls.from_chunks(_chunks(values))
+        return cls.from_chunks(chunks(values))
 
     @classmethod
-    def from_chunks(cls, chunks: Iterable[Sequence[str]]) -> CodedStrings:
-        """Code the strings of ``chunks`` (sequences of ``str``), one after another."""
+    def from_chunks(cls, pieces: Iterable[Sequence[str]]) -> CodedStrings:
+        """Code the strings of ``pieces`` (sequences of ``str``), one after another."""
         index: dict[str, int] = {}
         parts = [np.empty(0, dtype=np.int64)]
-        for chunk in chunks:
+        for chunk in pieces:
             for value in dict.fromkeys(chunk):  # a chunk's distinct values, in order
                 index.setdefault(value, len(index))
             parts.append(np.fromiter(map(index.__getitem__, chunk), dtype=np.int64, count=len(chunk)))
@@ -222,14 +222,15 @@ class CodedStrings(StringColumn):
         return self._lookup[self._codes[lo:hi]].tolist()
 
 
-def _chunks(values: Iterable[str]) -> Iterator[Sequence[str]]:
-    """``values`` in pieces of at most :data:`_CHUNK`: slices of a sequence, else batches."""
+def chunks(values: Iterable[str], size: int = _CHUNK) -> Iterator[Sequence[str]]:
+    """``values`` in pieces of at most ``size``: slices of a sequence, else batches (work on
+    millions of strings a piece at a time, never all of them as one string or list)."""
     if isinstance(values, Sequence):
-        for lo in range(0, len(values), _CHUNK):
-            yield values[lo : lo + _CHUNK]
+        for lo in range(0, len(values), size):
+            yield values[lo : lo + size]
         return
     iterator = iter(values)
-    while chunk := list(itertools.islice(iterator, _CHUNK)):
+    while chunk := list(itertools.islice(iterator, size)):
         yield chunk
 
 
@@ -260,7 +261,7 @@ def first_duplicate(values: Sequence[str]) -> tuple[int, int] | None:
         return int(firsts[np.searchsorted(uniques, codes[row])]), row
     hashes = np.empty(n, dtype=np.int64)
     lo = 0
-    for chunk in _chunks(values):
+    for chunk in chunks(values):
         hashes[lo : lo + len(chunk)] = np.fromiter(map(hash, chunk), dtype=np.int64, count=len(chunk))
         lo += len(chunk)
     ordered = np.sort(hashes)

@@ -115,7 +115,7 @@ import errno
 import hashlib
 import os
 import stat
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -131,7 +131,7 @@ from flowsim.hardware import LinkTier
 from flowsim.result import FlowTimes, SimulationResult
 from flowsim.routes import Routes
 from flowsim.stepreport import ACTIVITIES, COMMUNICATION_KINDS, StepBreakdown, TierUsage
-from flowsim.strings import coded
+from flowsim.strings import chunks, coded
 from flowsim.topology import NodeKind, Topology
 from flowsim.workload import Workload
 
@@ -287,19 +287,13 @@ def _check_shapes(topology: Topology, workload: Workload, routes: Routes, result
         )
 
 
-def _chunks(values: Sequence[str]) -> Iterator[Sequence[str]]:
-    """``values`` in slices of :data:`WRITE_CHUNK`."""
-    for lo in range(0, len(values), WRITE_CHUNK):
-        yield values[lo : lo + WRITE_CHUNK]
-
-
 def _check_strings(values, subject) -> None:
     """Raise an :class:`InputError` naming ``subject(i)`` and the value for the first of
     ``values`` that a trace cannot store."""
     # One pass over each chunk's joined text (a chunk: millions of flow names would otherwise
     # be joined into one string of hundreds of MB); the row is looked for only when something
     # is wrong.
-    if all(unstorable_text("".join(chunk)) is None for chunk in _chunks(values)):
+    if all(unstorable_text("".join(chunk)) is None for chunk in chunks(values, WRITE_CHUNK)):
         return
     for i, value in enumerate(values):
         why = unstorable_text(value)
@@ -587,7 +581,9 @@ def trace_bytes(
     # A variable-length string: a 16-byte reference in the dataset, its bytes and a 16-byte
     # header in HDF5's global heap. Counted chunk by chunk (see _check_strings).
     n_bytes += sum(
-        len("".join(chunk).encode("utf-8")) + 32 * len(chunk) for values in strings for chunk in _chunks(values)
+        len("".join(chunk).encode("utf-8")) + 32 * len(chunk)
+        for values in strings
+        for chunk in chunks(values, WRITE_CHUNK)
     )
     n_bytes += 8 * len(workload) * len(workload.tags) + len(scenario_text.encode("utf-8"))
     return int(n_bytes * 1.01) + _HDF5_OVERHEAD_BYTES

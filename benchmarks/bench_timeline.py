@@ -15,7 +15,7 @@ import pytest
 from flowsim.collectives import collective_workload
 from flowsim.engine import simulate
 from flowsim.fabrics import build_cluster
-from flowsim.pipeline import _route_pairs, prepare_routed
+from flowsim.pipeline import prepare_routed
 from flowsim.routes import Routes
 from flowsim.routing import Router
 from flowsim.timeline import simulate_prepared
@@ -34,7 +34,7 @@ def prepared_runs(request):
         for collective in ("all_reduce", "all_gather", "reduce_scatter"):
             for e in exponents:
                 workload = collective_workload(topology, collective, 1 << e, router=router).workload
-                routes = _route_pairs(router, workload, "ecmp", 0, True)
+                routes = router.route(workload.src, workload.dst)
                 runs.append(prepare_routed(topology, workload, routes, classes=True))
     return runs
 

@@ -52,13 +52,6 @@ class RunResult:
         return self.result.makespan_s
 
 
-def _route_pairs(router: Router, workload: Workload, routing: str, seed: int, gpudirect: bool) -> Routes:
-    """Routes of every flow (:meth:`Router.route` computes each distinct pair once)."""
-    routes = router.route(workload.src, workload.dst, method=routing, seed=seed, gpudirect=gpudirect)
-    return Routes.from_csr(routes.flow_link_indptr, routes.flow_link_indices, routes.n_links,
-                           flow_names=workload.names)
-
-
 def run(
     topology: Topology,
     workload: Workload,
@@ -114,7 +107,8 @@ def run(
         router = Router(topology)
     elif router.topology is not topology:
         raise InputError("router was built for another topology")
-    routes = _route_pairs(router, workload, routing, seed, gpudirect)
+    # Each distinct (source, destination) pair routed once (Router.route), checked there.
+    routes = router.route(workload.src, workload.dst, method=routing, seed=seed, gpudirect=gpudirect)
     return RunResult(topology, workload, routes, simulate_routed(topology, workload, routes, **simulate_options))
 
 

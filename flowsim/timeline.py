@@ -29,7 +29,7 @@ from flowsim.batched import resolve_backend
 from flowsim.engine import DEFAULT_TIME_REL_TOL, PreparedRun
 from flowsim.errors import InputError, item_label
 from flowsim.fairshare import DEFAULT_TIE_REL_TOL
-from flowsim.pipeline import RunResult, _route_pairs, prepare_routed
+from flowsim.pipeline import RunResult, prepare_routed
 from flowsim.result import SimulationResult
 from flowsim.routing import Router
 from flowsim.topology import Topology
@@ -175,7 +175,7 @@ def run_many(
             routers[id(topology)] = Router(topology)
         router = routers[id(topology)]
         try:
-            routes = _route_pairs(router, workload, routing, seed, gpudirect)
+            routes = router.route(workload.src, workload.dst, method=routing, seed=seed, gpudirect=gpudirect)
             prepared.append(prepare_routed(topology, workload, routes, classes=classes))
         except InputError as err:
             raise InputError(f"run {i}: {err}") from None

@@ -31,7 +31,7 @@ from bench_gpu import cuda_usable, describe_machine  # beside this file
 
 from flowsim.collectives import collective_workload
 from flowsim.fabrics import build_cluster
-from flowsim.pipeline import _route_pairs, prepare_routed, simulate_routed
+from flowsim.pipeline import prepare_routed, simulate_routed
 from flowsim.routing import Router
 from flowsim.timeline import simulate_prepared
 
@@ -51,7 +51,7 @@ def distinct_runs(nodes, collectives, exponents):
         for collective in collectives:
             for e in exponents:
                 workload = collective_workload(topology, collective, 1 << e, router=router).workload
-                routes = _route_pairs(router, workload, "ecmp", 0, True)
+                routes = router.route(workload.src, workload.dst)
                 runs.append(prepare_routed(topology, workload, routes, classes=True))
                 pairs.append((topology, workload, routes))
     return runs, pairs

@@ -194,9 +194,17 @@ class CodedStrings(StringColumn):
             for value in dict.fromkeys(chunk):  # a chunk's distinct values, in order
                 index.setdefault(value, len(index))
             parts.append(np.fromiter(map(index.__getitem__, chunk), dtype=np.int64, count=len(chunk)))
-        codes = np.concatenate(parts)
-        dtype = np.int8 if len(index) <= 127 else np.int16 if len(index) <= 32767 else np.int32
-        return cls(tuple(index), codes.astype(dtype))
+        return cls(tuple(index), _narrow(np.concatenate(parts), len(index)))
+
+    @classmethod
+    def in_order_of_appearance(cls, categories: Sequence[str], codes: np.ndarray) -> CodedStrings:
+        """Rows ``categories[codes[i]]``, coded as :meth:`from_strings` codes them: the
+        categories that appear, in the order they first do; the work is NumPy's, per row."""
+        used, first = np.unique(codes, return_index=True)
+        order = used[np.argsort(first)]
+        number = _narrow(np.zeros(len(categories), dtype=np.int64), order.size)
+        number[order] = np.arange(order.size)
+        return cls(tuple(categories[c] for c in order.tolist()), number[codes])
 
     @classmethod
     def constant(cls, value: str, n: int) -> CodedStrings:
@@ -220,6 +228,12 @@ class CodedStrings(StringColumn):
 
     def _take(self, lo: int, hi: int) -> list[str]:
         return self._lookup[self._codes[lo:hi]].tolist()
+
+
+def _narrow(codes: np.ndarray, n_categories: int) -> np.ndarray:
+    """``codes`` in the narrowest integer type that holds codes of ``n_categories``."""
+    dtype = np.int8 if n_categories <= 127 else np.int16 if n_categories <= 32767 else np.int32
+    return codes.astype(dtype)
 
 
 def chunks(values: Iterable[str], size: int = _CHUNK) -> Iterator[Sequence[str]]:

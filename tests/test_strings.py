@@ -114,3 +114,16 @@ def test_coded_gives_distinct_values_and_codes():
     column = CodedStrings(("x", "y"), np.array([1, 1, 0]))
     categories, codes = coded(column)  # a coded column's own
     assert categories == ("x", "y") and codes is column.codes
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_in_order_of_appearance_codes_as_from_strings(seed):
+    # Rows given as codes into any list of categories (some unused) come out coded as
+    # from_strings codes the same rows (the twin): categories that appear, in that order.
+    rng = np.random.default_rng(seed)
+    categories = [f"c{k}" for k in range(200)]
+    codes = rng.integers(40, 180, size=500)
+    column = CodedStrings.in_order_of_appearance(categories, codes)
+    twin = CodedStrings.from_strings([categories[c] for c in codes])
+    assert column.categories == twin.categories
+    assert column.codes.tolist() == twin.codes.tolist() and column.codes.dtype == twin.codes.dtype

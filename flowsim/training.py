@@ -1022,10 +1022,7 @@ class _Codes:
         return array("i", map(self._code, values))
 
     def append(self, value: str) -> None:
-        code = self.index.get(value)
-        if code is None:
-            code = self.index[value] = len(self.index)
-        self.codes.append(code)
+        self.codes.append(self._code(value))
 
     def repeat(self, value: str, n: int) -> None:
         self.codes.extend(array("i", (self._code(value),)) * n)

@@ -254,3 +254,27 @@ def test_a_thread_driving_several_gpus_bounds_small_sizes(capsys):
         out = capsys.readouterr().out
         assert "Launch-bound" not in out
         assert float(next(r for r in out.splitlines() if r.split()[0] == "64").split()[8]) < 20
+
+
+@pytest.mark.parametrize(
+    ("spelling", "name"),
+    [("all_reduce", "all_reduce"), ("allreduce", "all_reduce"), ("All-Reduce", "all_reduce"),
+     ("alltoall_perf", "all_to_all"), ("reducescatter", "reduce_scatter"), ("sendrecv", "send"),
+     ("sendrecv_perf", "send")],
+)
+def test_collectives_are_taken_as_nccl_and_nccl_tests_spell_them(spelling, name):
+    parser = argparse.ArgumentParser(prog="flowsim")
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    assert parser.parse_args(["collective", spelling, "--system", "dgx-h100"]).collective == name
+
+
+def test_an_unknown_collective_is_one_line_naming_the_valid_ones(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        flowsim(["collective", "allred", "--system", "dgx-h100"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == (
+        "flowsim collective: error: argument collective: unknown collective 'allred'; valid ones: "
+        "all_reduce, reduce_scatter, all_gather, broadcast, reduce, all_to_all, send"
+    )
+    assert "Traceback" not in err

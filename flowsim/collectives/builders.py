@@ -994,6 +994,24 @@ for _collective, _name in ALGORITHM_TABLE:
 #: Collective names, as nccl-tests' binaries call them (``all_reduce_perf`` ...).
 COLLECTIVES = tuple(ALGORITHMS)
 
+# Other spellings people use for them: NCCL's own (``ncclAllReduce``, ``NCCL_ALGO``'s
+# ``allreduce:``), nccl-tests' binaries (``alltoall_perf``, ``sendrecv_perf``, whose busiest
+# pair :func:`flowsim.collectives.send_pair` finds) and hyphens; keyed without '-' and '_'.
+_SPELLINGS = {name.replace("_", ""): name for name in COLLECTIVES} | {"sendrecv": "send"}
+
+
+def collective_name(text: str) -> str:
+    """The collective ``text`` names, spelled as :data:`COLLECTIVES` spells it; case, '-'
+    and '_' do not matter, nor a trailing ``_perf``. Errors name the valid collectives.
+
+    >>> collective_name("all-reduce"), collective_name("alltoall_perf"), collective_name("SendRecv")
+    ('all_reduce', 'all_to_all', 'send')
+    """
+    key = text.strip().lower().removesuffix("_perf").replace("-", "").replace("_", "")
+    if key not in _SPELLINGS:
+        raise InputError(f"unknown collective {text!r}; valid ones: {', '.join(COLLECTIVES)}")
+    return _SPELLINGS[key]
+
 
 def algorithm_of(collective: str, algorithm: str | None = None) -> Algorithm:
     """The table entry of ``collective`` and ``algorithm`` (default: the collective's first)."""

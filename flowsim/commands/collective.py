@@ -22,7 +22,7 @@ import argparse
 import sys
 from collections.abc import Iterator
 
-from flowsim.collectives import ALGORITHMS, COLLECTIVES, MODELS, PROTOCOLS, STEP_MESSAGE_LIMIT
+from flowsim.collectives import ALGORITHMS, COLLECTIVES, MODELS, PROTOCOLS, STEP_MESSAGE_LIMIT, collective_name
 from flowsim.collectives.report import (
     DTYPE_BYTES,
     NcclRow,
@@ -44,6 +44,7 @@ from flowsim.commands.argtypes import (
 )
 from flowsim.commands.progress import Notes, add_progress_argument, show_progress
 from flowsim.fabrics import build_cluster, resolve_fabric
+from flowsim.errors import InputError
 from flowsim.failures import describe_changes
 from flowsim.hardware import FIGURES
 from flowsim.routing import METHODS
@@ -60,7 +61,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("collective", choices=COLLECTIVES)
+    parser.add_argument(
+        "collective",
+        type=_collective,
+        help=f"one of {', '.join(COLLECTIVES)}; also as NCCL and nccl-tests spell them (allreduce, alltoall_perf, sendrecv ...)",
+    )
     add_cluster_arguments(parser, required=True)
     parser.add_argument("--nodes", type=int, help="number of servers (default: the system file's, else 1)")
     parser.add_argument("-b", "--minbytes", default="32M", help="smallest size, e.g. 8, 512K, 1G (default 32M)")
@@ -104,6 +109,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     add_progress_argument(parser)
     parser.set_defaults(func=run_collective)
     return parser
+
+
+def _collective(text: str) -> str:
+    try:
+        return collective_name(text)
+    except InputError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def run_collective(args: argparse.Namespace) -> int:

@@ -964,3 +964,35 @@ def test_gb200_trays_are_hosts_of_one_rack():
     # A DGX H100 log keeps one host per server.
     dgx = check_log(parse_nccl_log(ALL_REDUCE_4), system="dgx-h100", min_bytes=8 << 30)
     assert dgx.nodes == 4
+
+
+@pytest.mark.parametrize(
+    ("preamble", "name", "binary"),
+    [
+        ("run_nccl_tests.sh -t all_gather -b 1K -e 8G host0 host1\n", "out.txt", "all_gather_perf"),
+        ("mpirun -np 2 ./alltoall -b 8\n", "out.txt", "alltoall_perf"),
+        ("", "b200_allgather_2node.log", "all_gather_perf"),
+        ("", "h100-all-to-all.txt", "alltoall_perf"),
+    ],
+)
+def test_rows_that_fit_several_binaries_take_the_one_the_text_or_file_name_spells(tmp_path, preamble, name, binary):
+    # all_gather_perf and alltoall_perf share the bus factor (n-1)/n: a wrapper's command line
+    # or the file name, spelled without "_perf", says which ran.
+    path = tmp_path / name
+    path.write_text(preamble + ALL_GATHER.read_text())
+    assert parse_nccl_log(path).binary == binary
+
+
+@pytest.mark.parametrize(
+    ("preamble", "name"),
+    [
+        ("compared all_gather with alltoall\n", "out.txt"),  # both spelled: still ambiguous
+        ("", "all_reduce.txt"),  # spells a binary the rows do not fit
+        ("-t gather_all\n", "gatherall.txt"),
+    ],
+)
+def test_a_spelling_that_does_not_settle_the_binary_leaves_the_error(tmp_path, preamble, name):
+    path = tmp_path / name
+    path.write_text(preamble + ALL_GATHER.read_text())
+    with pytest.raises(InputError, match=r"cannot tell which .*\(fits all_gather_perf, alltoall_perf\)"):
+        parse_nccl_log(path)

@@ -108,6 +108,31 @@ def _file_name_alternative(binary: str) -> str:
 _FILE_BINARY_NAME = re.compile(
     r"(?<![A-Za-z0-9])(" + "|".join(map(_file_name_alternative, BINARIES)) + r")(?![A-Za-z0-9])"
 )
+# A collective as people spell it without "_perf": its words joined by '_', '-' or nothing
+# ("alltoall" for alltoall_perf). In text (a wrapper's "-t all_gather") not inside a longer
+# word or name ("reduce" in "all_reduce" names no reduce); in a file name, between any
+# characters but letters and digits ("b200_allgather_2node.txt"; "all_gather_perfx" is a
+# binary's name glued to a word, which names nothing).
+def _spelled(binary: str, before: str, after: str) -> re.Pattern:
+    words = binary.removesuffix("_perf").replace("alltoall", "all_to_all").replace("sendrecv", "send_recv")
+    return re.compile(f"(?<![{before}])" + "[_-]?".join(words.split("_")) + f"(?!{after})", re.IGNORECASE)
+
+
+_SPELLED_IN_TEXT = {b: _spelled(b, "A-Za-z0-9_-", "[A-Za-z0-9]|[_-][A-Za-z]") for b in BINARIES}
+_SPELLED_IN_NAME = {b: _spelled(b, "A-Za-z0-9", "[A-Za-z0-9]|[_-]perf[A-Za-z0-9]") for b in BINARIES}
+
+
+def _spelled_binaries(text: str, patterns: Mapping[str, re.Pattern]) -> set[str]:
+    """The binaries ``text`` spells, but for one spelled only inside another's spelling
+    ("reduce" inside "all_reduce")."""
+    found = [(b, m.start(), m.end()) for b, pattern in patterns.items() for m in pattern.finditer(text)]
+
+    def inside_longer(b: str, start: int, end: int) -> bool:
+        return any(c != b and lo <= start and end <= hi and hi - lo > end - start for c, lo, hi in found)
+
+    return {b for b, start, end in found if not inside_longer(b, start, end)}
+
+
 _STARTING = re.compile(r"^#\s*Collective test starting:\s*(\S+)")
 # The test name is the binary's, with any suffix it was built with (NAME_SUFFIX=_mpi).
 _STARTING_BINARY = re.compile("(" + "|".join(BINARIES) + r")(?:_\S+)?")
@@ -692,6 +717,12 @@ def _pick_binary(
     if len(named) == 1:
         return named.pop()
     fitting = _infer_binary(rows, n_ranks)
+    if len(fitting) > 1:
+        # Rows that fit several binaries (all-gather and all-to-all have one bus factor): the
+        # one the text or file name spells, as a wrapper script's "-t all_gather" does.
+        name = Path(source).name if source != "<text>" else ""
+        spelled = fitting & (_spelled_binaries(text, _SPELLED_IN_TEXT) | _spelled_binaries(name, _SPELLED_IN_NAME))
+        fitting = spelled if len(spelled) == 1 else fitting
     if len(fitting) == 1:
         return fitting.pop()
     choices = ", ".join(sorted(fitting)) or "none of them"

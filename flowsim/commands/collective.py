@@ -43,8 +43,8 @@ from flowsim.commands.argtypes import (
     parse_nccl_env,
 )
 from flowsim.commands.progress import Notes, add_progress_argument, show_progress
-from flowsim.fabrics import build_cluster, resolve_fabric
 from flowsim.errors import InputError
+from flowsim.fabrics import build_cluster, resolve_fabric
 from flowsim.failures import describe_changes
 from flowsim.hardware import FIGURES
 from flowsim.routing import METHODS
@@ -64,7 +64,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument(
         "collective",
         type=_collective,
-        help=f"one of {', '.join(COLLECTIVES)}; also as NCCL and nccl-tests spell them (allreduce, alltoall_perf, sendrecv ...)",
+        help=f"one of {', '.join(COLLECTIVES)}; also as NCCL and nccl-tests spell them "
+        "(allreduce, alltoall_perf, sendrecv ...)",
     )
     add_cluster_arguments(parser, required=True)
     parser.add_argument("--nodes", type=int, help="number of servers (default: the system file's, else 1)")

@@ -7,8 +7,9 @@ Run from the repository root::
 For every log listed in ``data/validation/nccl_tests/index.json`` (verbatim output of
 nccl-tests on real clusters; the directory's README.md cites each one's public source), the
 log is parsed and every row predicted through :func:`flowsim.check.check_log`, the path
-``flowsim check`` takes, on the index's preset (``dgx-a100``, ``dgx-h100`` or ``gb200-nvl72``, from its GPU),
-nodes and GPUs per node. The index's NCCL environment (``NCCL_ALGO`` ...) is passed on as
+``flowsim check`` takes, on the index's ``system`` where it names one (a cloud system such as
+``gcp-a3-mega``), else the preset of its GPU (``dgx-a100``, ``dgx-h100`` or ``gb200-nvl72``),
+with the index's nodes and GPUs per node. The index's NCCL environment (``NCCL_ALGO`` ...) is passed on as
 ``nccl_env`` where the prediction API takes that keyword, and left out where it does not (a
 keyword check, so a newer flowsim uses it without a change here). NCCL's choice follows the
 constants of the index's ``nccl_version`` (the version the log prints) as ``flowsim check``
@@ -37,6 +38,7 @@ from flowsim.check import CheckReport, check_log, parse_nccl_log
 from flowsim.check.report import error_by_band
 from flowsim.collectives import collective_time
 from flowsim.errors import InputError
+from flowsim.systemfile import resolve_system
 
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = ROOT / "data" / "validation" / "nccl_tests"
@@ -69,7 +71,8 @@ def entries(directory: Path = LOGS) -> list[Entry]:
     """The index's logs, in its order."""
     listed = []
     for item in json.loads((directory / "index.json").read_text()):
-        system = next((preset for gpu, preset in _PRESETS.items() if gpu in item["gpu"]), None)
+        # A cloud system where the index names one, else the DGX of the log's GPU.
+        system = item.get("system") or next((preset for gpu, preset in _PRESETS.items() if gpu in item["gpu"]), None)
         if system is None:
             raise InputError(f"{item['file']}: no flowsim preset for GPU {item['gpu']!r}")
         listed.append(
@@ -95,7 +98,8 @@ def check_entry(entry: Entry, directory: Path = LOGS, *, sizes: Sequence[int] | 
     if sizes is not None:
         wanted = set(sizes)
         log = _only_rows(log, wanted)
-    return check_log(log, system=entry.system, nodes=entry.nodes, **prediction_options(entry.env))
+    system = resolve_system(entry.system)[0]  # a shipped cloud system's spec, or the preset's name
+    return check_log(log, system=system, nodes=entry.nodes, **prediction_options(entry.env))
 
 
 def _only_rows(log, sizes: set[int]):

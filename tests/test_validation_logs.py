@@ -1,7 +1,7 @@
 """flowsim against real nccl-tests logs (data/validation/nccl_tests/): every log parses, every
 row is predicted, and the large-message rows of the healthy logs are close to the model.
 
-Predicting every row of the seven logs takes about 8 s on one core, so the whole logs are
+Predicting every row of the twelve logs takes about 12 s on one core, so the whole logs are
 predicted here, through ``benchmarks/validate_nccl_logs.py`` (the path ``flowsim check``
 takes). Logs the model misses today are strict xfails whose reason says why, so that a change
 that fixes (or breaks) them shows.
@@ -28,7 +28,14 @@ GiB = 1 << 30
 
 # Every healthy log is within 15% at >= 1 GiB (README.md "Validation against real
 # nccl-tests logs"); a log the model misses there would be a strict xfail saying why.
-HEALTHY = [pytest.param(name, id=name.removesuffix(".txt")) for name, entry in ENTRIES.items() if entry.healthy]
+# GPUDirect-TCPXO (GCP A3 Mega) is not RDMA, and flowsim models its NICs as RoCE: 1 GiB, the
+# last size before the run reaches its rate, is +17% (README.md).
+TCPXO = "gcp_a3mega_h100_2n8g_allreduce.txt"
+_TCPXO_MISS = pytest.mark.xfail(strict=True, reason="GPUDirect-TCPXO's 1 GiB row: +17%, flagged SHORT")
+HEALTHY = [
+    pytest.param(name, id=name.removesuffix(".txt"), marks=[_TCPXO_MISS] if name == TCPXO else [])
+    for name, entry in ENTRIES.items() if entry.healthy
+]
 DEGRADED = [name for name, entry in ENTRIES.items() if not entry.healthy]
 
 
@@ -56,7 +63,7 @@ def test_every_log_parses_with_what_it_says(name):
     if log.ranks_from == "rank lines":
         gpu = "A100" if entry.system == "dgx-a100" else "H100"
         assert len(log.gpu_models) == 1 and gpu in log.gpu_models[0]
-        assert all(host.startswith(("node", "bm-h100-", "inst-")) for host in log.hosts)
+        assert all(host.startswith(("node", "bm-h100-", "inst-", "gpu-dp-", "cnode3-", "ztan-mig-")) for host in log.hosts)
     else:
         # Logs pasted without their rank lines, or with the last of them only: the index's
         # shape, and a warning saying so.
@@ -79,6 +86,9 @@ def test_every_row_is_predicted_finite_and_positive(reports, name):
     log = parse_nccl_log(validate.LOGS / name, nodes=entry.nodes, gpus_per_node=entry.gpus_per_node)
     assert len(report.rows) == len(log.rows)
     for row in report.rows:
+        if row.size_bytes == 0:  # all-gather's 8-64 B on 8 ranks: no element per rank, nothing to predict
+            assert row.predicted_time_us is None
+            continue
         assert row.predicted_time_us is not None and math.isfinite(row.predicted_time_us)
         assert row.predicted_time_us > 0 and row.predicted_busbw_GBps > 0
 
@@ -140,6 +150,9 @@ FLAGGED_HEALTHY_ROWS = {
     # busbw still climbs steeply; flowsim's NVLS pipeline gives 697 (+19%). While every NVLS
     # message was capped on its own, 644 (+10%), and the larger sizes 3-6% lower than now.
     "coreweave_gb200_nvl72_allreduce.txt": [512 << 20],
+    # GCP A3 Mega's GPUDirect-TCPXO: 123 us at 8 B (an RDMA fabric's 2 nodes take about 25) and
+    # 3-5x the RDMA prediction up to 64 MiB; flowsim takes its NICs for RoCE (README.md).
+    TCPXO: [1 << k for k in range(3, 31)],
 }
 
 

@@ -996,3 +996,11 @@ def test_a_spelling_that_does_not_settle_the_binary_leaves_the_error(tmp_path, p
     path.write_text(preamble + ALL_GATHER.read_text())
     with pytest.raises(InputError, match=r"cannot tell which .*\(fits all_gather_perf, alltoall_perf\)"):
         parse_nccl_log(path)
+
+
+@pytest.mark.parametrize("spelling", ["all_gather_perf", "all_gather", "allgather", "All-Gather"])
+def test_the_collective_option_takes_any_spelling(tmp_path, capsys, spelling):
+    path = tmp_path / "out.txt"  # rows that fit all_gather_perf and alltoall_perf alike
+    path.write_text(ALL_GATHER.read_text())
+    assert flowsim_check([str(path), "--system", "dgx-h100", "--collective", spelling, "--min-bytes", "1G"]) == 0
+    assert ": all_gather_perf, 8 ranks on 1 node(s)" in capsys.readouterr().out.splitlines()[0]

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import TypeVar
 
+from flowsim.collectives.builders import collective_name
 from flowsim.collectives.constants import DEFAULT_NCCL_VERSION, NCCL_VERSIONS, nccl_release, nearest_version
 from flowsim.collectives.tuner import NcclEnv
 from flowsim.errors import InputError
@@ -23,7 +24,7 @@ from flowsim.topology import Topology
 T = TypeVar("T")
 
 __all__ = ["add_cluster_arguments", "add_failure_arguments", "add_nccl_arguments", "cluster_options",
-           "failed_cluster", "number_type", "parse_degrade", "parse_nccl_env", "positive_int"]
+           "collective_arg", "failed_cluster", "number_type", "parse_degrade", "parse_nccl_env", "positive_int"]
 
 
 def number_type(convert: Callable[[str], T], accept: Callable[[T], bool], expected: str) -> Callable[[str], T]:
@@ -45,6 +46,15 @@ def number_type(convert: Callable[[str], T], accept: Callable[[T], bool], expect
 
 #: An argparse ``type``: a positive integer.
 positive_int = number_type(int, lambda value: value >= 1, "a positive integer")
+
+
+def collective_arg(text: str) -> str:
+    """An argparse ``type``: a collective as flowsim, NCCL or nccl-tests spell it
+    (:func:`flowsim.collectives.collective_name`), in flowsim's spelling."""
+    try:
+        return collective_name(text)
+    except InputError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def add_nccl_arguments(parser: argparse.ArgumentParser, *, version_from_log: bool = False) -> None:

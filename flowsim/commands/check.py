@@ -42,6 +42,7 @@ from flowsim.commands.argtypes import (
     add_failure_arguments,
     add_nccl_arguments,
     cluster_options,
+    collective_arg,
     parse_degrade,
     parse_nccl_env,
 )
@@ -156,8 +157,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     parser.add_argument(
         "--collective",
-        choices=(*BINARIES, *BINARIES.values()),
-        help="default: read from the output or file name; with --plot alone, the checks to draw",
+        type=collective_arg,
+        help="the nccl-tests binary or its collective (all_gather_perf, allgather, all_gather ...); "
+        "default: read from the output or file name; with --plot alone, the checks to draw",
     )
     parser.add_argument("--algorithm", help="flowsim algorithm (default auto: what NCCL's tuner picks per size)")
     parser.add_argument(

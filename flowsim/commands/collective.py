@@ -22,7 +22,7 @@ import argparse
 import sys
 from collections.abc import Iterator
 
-from flowsim.collectives import ALGORITHMS, COLLECTIVES, MODELS, PROTOCOLS, STEP_MESSAGE_LIMIT, collective_name
+from flowsim.collectives import ALGORITHMS, COLLECTIVES, MODELS, PROTOCOLS, STEP_MESSAGE_LIMIT
 from flowsim.collectives.report import (
     DTYPE_BYTES,
     NcclRow,
@@ -39,11 +39,11 @@ from flowsim.commands.argtypes import (
     add_failure_arguments,
     add_nccl_arguments,
     cluster_options,
+    collective_arg,
     failed_cluster,
     parse_nccl_env,
 )
 from flowsim.commands.progress import Notes, add_progress_argument, show_progress
-from flowsim.errors import InputError
 from flowsim.fabrics import build_cluster, resolve_fabric
 from flowsim.failures import describe_changes
 from flowsim.hardware import FIGURES
@@ -63,7 +63,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     parser.add_argument(
         "collective",
-        type=_collective,
+        type=collective_arg,
         help=f"one of {', '.join(COLLECTIVES)}; also as NCCL and nccl-tests spell them "
         "(allreduce, alltoall_perf, sendrecv ...)",
     )
@@ -110,13 +110,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     add_progress_argument(parser)
     parser.set_defaults(func=run_collective)
     return parser
-
-
-def _collective(text: str) -> str:
-    try:
-        return collective_name(text)
-    except InputError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def run_collective(args: argparse.Namespace) -> int:

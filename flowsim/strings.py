@@ -202,6 +202,14 @@ class CodedStrings(StringColumn):
         return cls(tuple(index), _narrow(np.concatenate(parts), len(index)))
 
     @classmethod
+    def narrowed(cls, categories: Sequence[str], codes: np.ndarray) -> CodedStrings:
+        """Rows ``categories[codes[i]]``, the codes copied once into the narrowest integer
+        type that holds them (a byte a row for up to 127 values)."""
+        narrow = _narrow(np.asarray(codes), len(categories))
+        narrow.flags.writeable = False  # a fresh copy: the column's own
+        return cls(categories, narrow)
+
+    @classmethod
     def in_order_of_appearance(cls, categories: Sequence[str], codes: np.ndarray) -> CodedStrings:
         """Rows ``categories[codes[i]]``, coded as :meth:`from_strings` codes them: the
         categories that appear, in the order they first do; the work is NumPy's, per row."""

@@ -156,3 +156,10 @@ def test_ring_labels_match_the_labels_built_one_by_one(seed, monkeypatch):
     chunks = list(_ring_labels(heads, slices, has_due))
     assert len(chunks) == 8
     assert [label for chunk in chunks for label in chunk] == expected
+
+
+def test_narrowed_codes_take_the_smallest_type_and_read_the_same():
+    few = CodedStrings.narrowed(("a", "b"), np.array([1, 0, 1], dtype=np.int32))
+    assert few == ("b", "a", "b") and few._codes.dtype == np.int8 and not few._codes.flags.writeable
+    many = CodedStrings.narrowed(tuple(map(str, range(300))), np.arange(300, dtype=np.int64))
+    assert many._codes.dtype == np.int16 and many == tuple(map(str, range(300)))

@@ -272,14 +272,14 @@ def _nccl_link_bw(topology: Topology, link: int, constants: NcclConstants) -> fl
 
 
 def _cpu_vendor(topology: Topology, servers: set[int]) -> str:
+    src, dst = topology.link_src, topology.link_dst
+    between_cpus = (topology.node_kind[src] == NodeKind.CPU) & (topology.node_kind[dst] == NodeKind.CPU)
+    ours = between_cpus & np.isin(topology.node_server[src], list(servers))
     vendors = set()
-    for link, technology in enumerate(topology.link_technology):
-        src, dst = int(topology.link_src[link]), int(topology.link_dst[link])
-        if topology.node_server[src] not in servers:
-            continue
-        if topology.node_kind[src] == NodeKind.CPU and topology.node_kind[dst] == NodeKind.CPU:
-            vendors.add("amd" if technology.startswith("xgmi") else "intel" if technology[:3] in ("upi", "qpi")
-                        else "other")
+    for link in np.flatnonzero(ours).tolist():
+        technology = topology.link_technology[link]
+        vendors.add("amd" if technology.startswith("xgmi") else "intel" if technology[:3] in ("upi", "qpi")
+                    else "other")
     if vendors == {"intel"}:
         return "intel"
     if "amd" in vendors:

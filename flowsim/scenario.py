@@ -624,7 +624,14 @@ def _collective(where: Where, topology: Topology, table: Mapping, key: str) -> W
         raise where.error(
             key, f"collectives need the module flowsim.collectives, which cannot be imported ({err})"
         ) from None
-    op = where.choice(table, "op", key, collectives.COLLECTIVES)
+    # Spelled as flowsim, NCCL or nccl-tests spell it ("all_reduce", "allreduce", "alltoall_perf").
+    op = where.string(table, "op", key)
+    try:
+        op = collectives.collective_name(op)
+    except InputError:
+        raise where.error(
+            f"{key}.op", f"expected one of {', '.join(map(repr, collectives.COLLECTIVES))}, got {op!r}"
+        ) from None
     size = where.number(table, "size_bytes", key)
     where.only(table, ("op", "size_bytes", "ranks", "name", "start_s", *_COLLECTIVE_OPTIONS), key)
     ranks = _ranks(where, topology, table, key)

@@ -306,12 +306,19 @@ def test_collective_without_the_module_says_so(tmp_path, monkeypatch):
 @pytest.fixture
 def fake_collectives(monkeypatch):
     """A stand-in flowsim.collectives with the contract the scenario relies on: COLLECTIVES,
-    check_nvswitch(topology, name) and collective_workload(topology, collective, size_bytes,
+    collective_name(text), check_nvswitch(topology, name) and collective_workload(topology, collective, size_bytes,
     *, ranks, **options) returning a plan with a ``workload``; it records its calls."""
     module = types.ModuleType("flowsim.collectives")
     module.COLLECTIVES = ("all_to_all", "send")
     module.calls = []
     module.check_nvswitch = check_nvswitch
+
+    def collective_name(text):
+        if text not in module.COLLECTIVES:
+            raise InputError(f"unknown collective {text!r}")
+        return text
+
+    module.collective_name = collective_name
 
     def collective_workload(topology, collective, size_bytes, *, ranks=None, **options):
         module.calls.append((collective, ranks, size_bytes, options))
@@ -479,3 +486,10 @@ def test_a_fifo_as_flow_list_is_refused_without_waiting(tmp_path, make_fifo):
     with pytest.raises(InputError, match=r"flows\.csv: cannot read the flow list: it is a FIFO \(named pipe\), not a "
                                          r"regular file"):
         load_scenario(path)
+
+
+@pytest.mark.parametrize("spelling", ["all_to_all", "alltoall", "AllToAll", "alltoall_perf", "all-to-all"])
+def test_collective_op_takes_nccl_and_nccl_tests_spellings(tmp_path, spelling):
+    text = COLLECTIVE.replace('op = "all_to_all"', f'op = "{spelling}"')
+    workload = load_scenario(_scenario(tmp_path, text)).workload
+    assert set(workload.tags["collective"]) == {"all_to_all"}

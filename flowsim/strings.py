@@ -116,15 +116,10 @@ class PackedStrings(StringColumn):
 
     @classmethod
     def from_chunks(cls, pieces: Iterable[Sequence[str]]) -> PackedStrings:
-        """Pack the strings of ``pieces`` (sequences of ``str``), one after another; a piece
-        that is a :class:`PackedStrings` already joins as its bytes, without decoding."""
+        """Pack the strings of ``pieces`` (sequences of ``str``), one after another."""
         parts: list[bytes] = []
         lengths: list[np.ndarray] = []
         for chunk in pieces:
-            if isinstance(chunk, PackedStrings):
-                lengths.append(np.diff(chunk._offsets))
-                parts.append(chunk._data)
-                continue
             text = "".join(chunk)
             if text.isascii():  # a character a byte: one encoding for the chunk
                 lengths.append(np.fromiter(map(len, chunk), dtype=np.int64, count=len(chunk)))

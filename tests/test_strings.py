@@ -129,35 +129,6 @@ def test_in_order_of_appearance_codes_as_from_strings(seed):
     assert column.codes.tolist() == twin.codes.tolist() and column.codes.dtype == twin.codes.dtype
 
 
-def test_packed_pieces_join_as_their_strings():
-    # A piece packed already joins as its bytes; mixed with plain lists, the same column.
-    pieces = [["a", "bé"], PackedStrings.from_strings(["c", "", "d€"]), ["e"], PackedStrings.from_strings([])]
-    joined = PackedStrings.from_chunks(pieces)
-    assert joined == ("a", "bé", "c", "", "d€", "e")
-    assert joined == PackedStrings.from_strings(["a", "bé", "c", "", "d€", "e"])
-
-
-@pytest.mark.parametrize("seed", [0, 1])
-def test_ring_labels_match_the_labels_built_one_by_one(seed, monkeypatch):
-    from flowsim.collectives import dag
-    from flowsim.collectives.dag import _ring_labels
-
-    monkeypatch.setattr(dag, "_LABEL_CHUNK", 7)  # chunks of 2 heads (6 pieces), the last one short
-
-    rng = np.random.default_rng(seed)
-    heads = [[f"x.ch0.step{s}.r{p}.sl" for p in range(5)] for s in range(1, 4)]
-    slices = 3
-    has_due = rng.random(3 * 5 * slices) < 0.5
-    expected = []
-    for q, (head, k) in enumerate((h, k) for row in heads for h in row for k in range(slices)):
-        if has_due[q]:
-            expected.append(f"{head}{k}.due")
-        expected.append(f"{head}{k}")
-    chunks = list(_ring_labels(heads, slices, has_due))
-    assert len(chunks) == 8
-    assert [label for chunk in chunks for label in chunk] == expected
-
-
 def test_narrowed_codes_take_the_smallest_type_and_read_the_same():
     few = CodedStrings.narrowed(("a", "b"), np.array([1, 0, 1], dtype=np.int32))
     assert few == ("b", "a", "b") and few._codes.dtype == np.int8 and not few._codes.flags.writeable

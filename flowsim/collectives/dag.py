@@ -72,9 +72,6 @@ MODELS = ("auto", "steps", "stream")
 #: a few GB of memory; the 1,024-GPU one-channel ring all-reduce (2.1 million) stays in it.
 STEP_MESSAGE_LIMIT = 4_000_000
 
-# Ring messages whose labels are built and packed at a time (:func:`_ring_labels`).
-_LABEL_CHUNK = 16_384
-
 Ranks = Sequence[str]
 Servers = Mapping[str, Hashable] | None
 #: Each rank's rail (the NIC it leaves its server through, numbered alike on every server).
@@ -87,7 +84,7 @@ class _Block:
     ``dep_counts[i]`` of ``dep_indices`` (flow indices) are message ``i``'s dependencies.
     :meth:`_FlowDag.workload` empties each column once it has joined them."""
 
-    labels: Sequence[str]  # a list, or packed as built (PackedStrings)
+    labels: list[str]
     src: list[str]
     dst: list[str]
     size: np.ndarray
@@ -380,7 +377,7 @@ class _FlowDag:
         )
 
 
-def _emptied(blocks: list[_Block], column: str) -> Iterator[Sequence[str]]:
+def _emptied(blocks: list[_Block], column: str) -> Iterator[list[str]]:
     """``column`` of every block in order, each block's list let go once read."""
     for b in blocks:
         values = getattr(b, column)
@@ -596,9 +593,11 @@ def _ring_later_steps(
     pairs = np.stack([np.where(after_due, index - 1, received.reshape(-1)[piece]), previous.reshape(-1)[piece]], axis=1)
     keep = np.stack([np.ones(piece.size, dtype=bool), ~is_due], axis=1)
     names = np.array(src + dst + senders, dtype=object)
+    labels = np.array([h + str(k) for row in heads for h in row for k in range(slices)], dtype=object)[piece]
+    labels[is_due] = [label + ".due" for label in labels[is_due].tolist()]
     step_names = np.array([str(s) for s in range(1, n_later + 1)], dtype=object)
     return _Block(
-        labels=PackedStrings.from_chunks(_ring_labels(heads, slices, has_due)),
+        labels=labels.tolist(),
         src=names[np.where(is_due, rank, 2 * n + rank)].tolist(),
         dst=names[np.where(is_due, rank, n + rank)].tolist(),
         size=np.where(is_due, 0.0, payload),
@@ -609,26 +608,6 @@ def _ring_later_steps(
         step=step_names[piece // (n * slices)].tolist(),
         channel=[str(channel)] * piece.size,
     )
-
-
-def _ring_labels(heads: list[list[str]], slices: int, has_due: np.ndarray) -> Iterator[list[str]]:
-    """The labels of :func:`_ring_later_steps`' messages in order, a few thousand pieces at
-    a time: slice ``k`` of hop head ``h`` is ``h + str(k)``, its ``.due`` message (where
-    ``has_due``, per piece) ``h + str(k) + ".due"`` just before it. Packed chunk by chunk, a
-    channel's million labels never live as strings all at once (about 90 MB on 16 servers,
-    and the allocator's arenas they leave behind)."""
-    rows = [h for row in heads for h in row]
-    per_chunk = max(1, _LABEL_CHUNK // slices)
-    due = has_due.reshape(len(rows), slices).tolist()
-    for lo in range(0, len(rows), per_chunk):
-        chunk: list[str] = []
-        for head, row_due in zip(rows[lo : lo + per_chunk], due[lo : lo + per_chunk], strict=True):
-            for k, with_due in enumerate(row_due):
-                label = head + str(k)
-                if with_due:
-                    chunk.append(label + ".due")
-                chunk.append(label)
-        yield chunk
 
 
 def _pat_items(n: int, dim: int) -> int:

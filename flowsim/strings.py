@@ -194,7 +194,7 @@ class CodedStrings(StringColumn):
             for value in dict.fromkeys(chunk):  # a chunk's distinct values, in order
                 index.setdefault(value, len(index))
             parts.append(np.fromiter(map(index.__getitem__, chunk), dtype=np.int64, count=len(chunk)))
-        return cls(tuple(index), _narrow(np.concatenate(parts), len(index)))
+        return cls.narrowed(tuple(index), np.concatenate(parts))
 
     @classmethod
     def narrowed(cls, categories: Sequence[str], codes: np.ndarray) -> CodedStrings:
@@ -212,7 +212,9 @@ class CodedStrings(StringColumn):
         order = used[np.argsort(first)]
         number = _narrow(np.zeros(len(categories), dtype=np.int64), order.size)
         number[order] = np.arange(order.size)
-        return cls(tuple(categories[c] for c in order.tolist()), number[codes])
+        renumbered = number[codes]
+        renumbered.flags.writeable = False  # a fresh array: the column's own, not copied again
+        return cls(tuple(categories[c] for c in order.tolist()), renumbered)
 
     @classmethod
     def constant(cls, value: str, n: int) -> CodedStrings:

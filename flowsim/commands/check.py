@@ -120,7 +120,7 @@ def check_command(args: argparse.Namespace) -> int:
                 print(f"check {check_id} appended to {args.history}", file=sys.stderr)
             status = 0 if report.ok else 1
         if args.plot is not None:
-            binary = None if args.collective is None else _COLLECTIVE_BINARY.get(args.collective, args.collective)
+            binary = None if args.collective is None else _COLLECTIVE_BINARY[args.collective]  # collective_arg's name
             path = plot_history(args.history, args.plot, binary=binary)
             print(f"history plot -> {path}", file=sys.stderr)
     except (InputError, ImportError) as err:

@@ -5,6 +5,7 @@ import dataclasses
 import json
 import multiprocessing
 import os
+import re
 from pathlib import Path
 
 import h5py
@@ -612,6 +613,16 @@ def test_launcher_prefixes_are_removed(prefix):
     prefixed = parse_nccl_log("\n".join(prefix(i) + line for i, line in enumerate(_lines(SENDRECV))))
     assert (prefixed.binary, prefixed.ranks, prefixed.rows) == (plain.binary, plain.ranks, plain.rows)
 
+
+
+def test_tabs_between_words_read_as_spaces():
+    """A log pasted through a tool that turned runs of spaces into tabs: its comment lines
+    (the closing '# Avg bus bandwidth' among them) read as the original."""
+    plain = parse_nccl_log(SENDRECV)
+    tabbed = parse_nccl_log("\n".join(re.sub(" +", "\t", line) for line in _lines(SENDRECV)))
+    assert plain.avg_busbw_GBps is not None
+    assert (tabbed.binary, tabbed.ranks, tabbed.rows, tabbed.avg_busbw_GBps, tabbed.warnings) == (
+        plain.binary, plain.ranks, plain.rows, plain.avg_busbw_GBps, plain.warnings)
 
 def _relaid(header, row, path=SENDRECV):
     """The sample at ``path`` with its column header replaced by ``header`` and each row by

@@ -74,8 +74,8 @@ _TAG_PREFIX = re.compile(
 # nccl-tests' comment lines as a Markdown renderer leaves them, their leading '#' taken for a
 # heading: restored before parsing.
 _HASHLESS = re.compile(
-    r"^(?:nThread\s+\d|Using devices$|Rank\s+\d+\s.*\bon\s|size\s+count\s|\(B\)\s|out-of-place\s"
-    r"|Avg bus bandwidth\s*:|Out of bounds values|nccl-tests version\s|Collective test starting:)"
+    r"^(?:nThread\s+\d|Using\s+devices$|Rank\s+\d+\s.*\bon\s|size\s+count\s|\(B\)\s|out-of-place\s"
+    r"|Avg\s+bus\s+bandwidth\s*:|Out\s+of\s+bounds\s+values|nccl-tests\s+version\s|Collective\s+test\s+starting:)"
 )
 # NCCL's own version line: alone (NCCL_DEBUG=VERSION) or in an INFO line ("host:12:34 [0] NCCL
 # INFO NCCL version 2.18.3+cuda12.2").
@@ -133,19 +133,19 @@ def _spelled_binaries(text: str, patterns: Mapping[str, re.Pattern]) -> set[str]
     return {b for b, start, end in found if not inside_longer(b, start, end)}
 
 
-_STARTING = re.compile(r"^#\s*Collective test starting:\s*(\S+)")
+_STARTING = re.compile(r"^#\s*Collective\s+test\s+starting:\s*(\S+)")
 # The test name is the binary's, with any suffix it was built with (NAME_SUFFIX=_mpi).
 _STARTING_BINARY = re.compile("(" + "|".join(BINARIES) + r")(?:_\S+)?")
-_VERSION = re.compile(r"^#\s*nccl-tests version\s+(\S+)")
+_VERSION = re.compile(r"^#\s*nccl-tests\s+version\s+(\S+)")
 _NTHREAD = re.compile(r"^#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\s+minBytes\s+(\d+)\s+maxBytes\s+(\d+)")
 # Later fields of that line, where the nccl-tests version prints them: -a and -G.
-_AGG_ITERS = re.compile(r"\bagg iters:\s*(\d+)")
+_AGG_ITERS = re.compile(r"\bagg\s+iters:\s*(\d+)")
 _GRAPH = re.compile(r"\bgraph:\s*(\d+)")
 _RANK = re.compile(
     r"^#\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+(?P<group>\d+)\s+)?Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)"
     r"\s+device\s+(?P<device>\d+)\s+\[(?P<bus>[^\]]*)\]\s*(?P<name>.*)$"
 )
-_AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)")
+_AVG = re.compile(r"^#\s*Avg\s+bus\s+bandwidth\s*:\s*(\S+)")
 # The four columns of each half of a row, as the table header names them.
 _HALF = ("time", "algbw", "busbw", "#wrong")
 # Older nccl-tests title '#wrong' "error"; '-C 1' (CPU time) titles 'time' "cputime".
@@ -609,9 +609,10 @@ def parse_nccl_log(
                         f"rank {rank} is listed twice (also line {ranks[rank].line}); "
                         "nccl-tests built without MPI runs one independent test per process",
                     )
+                # The GPU's name with its words one space apart (a paste may have turned them to tabs).
+                name = " ".join(match.group("name").split())
                 ranks[rank] = RankInfo(
-                    rank, match.group("host"), int(match.group("device")), match.group("name").strip(), number,
-                    match.group("bus").strip(),
+                    rank, match.group("host"), int(match.group("device")), name, number, match.group("bus").strip()
                 )
             elif "out-of-place" in stripped and "in-place" in stripped:
                 in_place_first = stripped.index("in-place") < stripped.index("out-of-place")

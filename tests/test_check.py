@@ -616,13 +616,18 @@ def test_launcher_prefixes_are_removed(prefix):
 
 
 def test_tabs_between_words_read_as_spaces():
-    """A log pasted through a tool that turned runs of spaces into tabs: its comment lines
-    (the closing '# Avg bus bandwidth' among them) read as the original."""
-    plain = parse_nccl_log(SENDRECV)
-    tabbed = parse_nccl_log("\n".join(re.sub(" +", "\t", line) for line in _lines(SENDRECV)))
-    assert plain.avg_busbw_GBps is not None
-    assert (tabbed.binary, tabbed.ranks, tabbed.rows, tabbed.avg_busbw_GBps, tabbed.warnings) == (
-        plain.binary, plain.ranks, plain.rows, plain.avg_busbw_GBps, plain.warnings)
+    """A log pasted through a tool that turned runs of spaces into tabs reads as the original:
+    its comment lines (the closing '# Avg bus bandwidth' among them), the GPUs' names, NCCL's
+    version line and the INFO lines of the environment it was set."""
+    text = SENDRECV.read_text().replace(
+        "# Using devices",
+        "node005:4321:4321 [0] NCCL INFO NCCL version 2.27.5+cuda12.9\n"
+        "node005:4321:4321 [0] NCCL INFO NCCL_ALGO set by environment to Ring\n# Using devices", 1)
+    plain = parse_nccl_log(text)
+    tabbed = parse_nccl_log("\n".join(re.sub(" +", "\t", line) for line in text.splitlines()))
+    assert plain.avg_busbw_GBps is not None and plain.nccl_version == "2.27.5+cuda12.9"
+    assert plain.nccl_env == (("NCCL_ALGO", "Ring"),)
+    assert tabbed == plain
 
 def _relaid(header, row, path=SENDRECV):
     """The sample at ``path`` with its column header replaced by ``header`` and each row by

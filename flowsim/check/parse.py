@@ -79,10 +79,10 @@ _HASHLESS = re.compile(
 )
 # NCCL's own version line: alone (NCCL_DEBUG=VERSION) or in an INFO line ("host:12:34 [0] NCCL
 # INFO NCCL version 2.18.3+cuda12.2").
-_NCCL_VERSION = re.compile(r"^(?:\S+ \[\d+\] NCCL INFO )?NCCL version\s+(\S+)")
+_NCCL_VERSION = re.compile(r"^(?:\S+\s+\[\d+\]\s+NCCL\s+INFO\s+)?NCCL\s+version\s+(\S+)")
 # NCCL's INFO line for a variable the environment sets ([NCCL] src/misc/param.cc prints
 # integers with a full stop after them, src/graph/tuning.cc NCCL_ALGO and NCCL_PROTO without).
-_ENV_SET = re.compile(r"\bNCCL INFO (NCCL_[A-Z0-9_]+) set by environment to (\S+?)\.?$")
+_ENV_SET = re.compile(r"\bNCCL\s+INFO\s+(NCCL_[A-Z0-9_]+)\s+set\s+by\s+environment\s+to\s+(\S+?)\.?$")
 # nccl-tests 2.13 and later print the library's NCCL_VERSION_CODE ("nccl-library=22703").
 _LIBRARY_CODE = re.compile(r"\bnccl-library=(\d+)\b")
 # A binary name not inside another word ("all_reduce_perf_dgx.txt" names all_reduce_perf).

@@ -614,11 +614,10 @@ def test_launcher_prefixes_are_removed(prefix):
     assert (prefixed.binary, prefixed.ranks, prefixed.rows) == (plain.binary, plain.ranks, plain.rows)
 
 
-
 def test_tabs_between_words_read_as_spaces():
     """A log pasted through a tool that turned runs of spaces into tabs reads as the original:
     its comment lines (the closing '# Avg bus bandwidth' among them), the GPUs' names, NCCL's
-    version line and the INFO lines of the environment it was set."""
+    version line and its INFO lines saying what the environment set."""
     text = SENDRECV.read_text().replace(
         "# Using devices",
         "node005:4321:4321 [0] NCCL INFO NCCL version 2.27.5+cuda12.9\n"
@@ -628,6 +627,7 @@ def test_tabs_between_words_read_as_spaces():
     assert plain.avg_busbw_GBps is not None and plain.nccl_version == "2.27.5+cuda12.9"
     assert plain.nccl_env == (("NCCL_ALGO", "Ring"),)
     assert tabbed == plain
+
 
 def _relaid(header, row, path=SENDRECV):
     """The sample at ``path`` with its column header replaced by ``header`` and each row by

@@ -11,8 +11,10 @@ file so trends over days show; :func:`plot_history` draws them. :func:`history_f
 :func:`history_plot_file` check those two outputs, so that a command can refuse a bad path
 before it runs the check.
 
-Modules: :mod:`~flowsim.check.parse` (nccl-tests output), :mod:`~flowsim.check.report` (the
-check and its report) and :mod:`~flowsim.check.history` (the HDF5 history and its plot).
+Modules: :mod:`~flowsim.check.log` (what a parsed run holds), :mod:`~flowsim.check.parse`
+(nccl-tests' text output), :mod:`~flowsim.check.nccl_json` (its JSON output, ``-J``),
+:mod:`~flowsim.check.report` (the check and its report) and :mod:`~flowsim.check.history`
+(the HDF5 history and its plot).
 """
 
 from __future__ import annotations

@@ -30,6 +30,9 @@ and no closing ``# Avg bus bandwidth`` line (a table pasted in part: a warning, 
 Sizes are nccl-tests' ``S``
 (the total over ranks for all-gather, reduce-scatter and all-to-all), busbw and algbw are
 in GB/s (1e9 B/s), times in microseconds.
+
+The JSON file nccl-tests' ``-J`` option writes is read by :mod:`~flowsim.check.nccl_json`
+into the same :class:`~flowsim.check.log.NcclTestLog`.
 """
 
 from __future__ import annotations
@@ -42,6 +45,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from flowsim.check.log import (
+    Measurement,
+    NcclTestLog,
+    RankInfo,
+    TestRow,
+    line_error,
+    nccl_version_from_code,
+)
+from flowsim.check.nccl_json import JsonRun, is_json_output, read_json_run
 from flowsim.collectives.report import bus_factor
 from flowsim.errors import InputError, open_regular, whole_number
 
@@ -87,14 +99,6 @@ _ENV_SET = re.compile(r"\bNCCL\s+INFO\s+(NCCL_[A-Z0-9_]+)\s+set\s+by\s+environme
 _LIBRARY_CODE = re.compile(r"\bnccl-library=(\d+)\b")
 # A binary name not inside another word ("all_reduce_perf_dgx.txt" names all_reduce_perf).
 _BINARY_NAME = re.compile(r"(?<![A-Za-z0-9_])(" + "|".join(BINARIES) + r")(?![A-Za-z0-9])")
-
-
-def nccl_version_from_code(code: int) -> str:
-    """``"2.27.3"`` from NCCL_VERSION_CODE 22703: ``X * 10000 + Y * 100 + Z``, or ``X * 1000 +
-    Y * 100 + Z`` up to 2.8 (``NCCL_VERSION`` in [NCCL] src/nccl.h.in)."""
-    if code >= 10000:
-        return f"{code // 10000}.{code // 100 % 100}.{code % 100}"
-    return f"{code // 1000}.{code // 100 % 10}.{code % 100}"
 
 
 def _file_name_alternative(binary: str) -> str:
@@ -157,137 +161,10 @@ _HEADER_EXPECTED = (
 )
 
 
-@dataclass(frozen=True)
-class RankInfo:
-    """One ``#  Rank`` line: rank, host, CUDA device, the line number it is on, and the
-    device's PCI bus id as printed (``"0000:18:00"``, ``"0x18"``; empty where unknown)."""
-
-    rank: int
-    host: str
-    device: int
-    device_name: str
-    line: int
-    bus: str = ""
-
-
-@dataclass(frozen=True)
-class Measurement:
-    """One half of a row (out-of-place or in-place).
-
-    ``wrong`` is the ``#wrong`` column, None where nccl-tests printed ``N/A``.
-    """
-
-    time_us: float
-    algbw_GBps: float
-    busbw_GBps: float
-    wrong: int | None
-
-
-@dataclass(frozen=True)
-class TestRow:
-    """One size of an nccl-tests table, with the line number it is on.
-
-    ``redop`` and ``root`` are None where the table has no such column (older nccl-tests
-    print them only for the tests that use them, or not at all); ``root`` is -1 where
-    nccl-tests printed it for a test without a root.
-    """
-
-    size_bytes: int
-    count: int
-    dtype: str
-    redop: str | None
-    root: int | None
-    out_of_place: Measurement
-    in_place: Measurement
-    line: int
-
-
-@dataclass(frozen=True)
-class NcclTestLog:
-    """A parsed nccl-tests run.
-
-    Attributes
-    ----------
-    source : str
-        File path, or ``"<text>"``.
-    collective : str
-        flowsim collective name (a value of :data:`BINARIES`).
-    binary : str
-        nccl-tests binary (a key of :data:`BINARIES`, without a build suffix such as
-        ``_mpi``).
-    version : str or None
-        ``# nccl-tests version`` when printed.
-    n_threads, n_gpus : int or None
-        ``-t`` and ``-g`` of the run (GPUs per thread); None without a ``# nThread`` line.
-    agg_iters, cuda_graph : int or None
-        ``-a`` (collectives per iteration) and ``-G`` (CUDA graph launches, 0 when off) as the
-        ``# nThread`` line prints them; None where it does not (older nccl-tests, no line).
-    ranks : tuple of RankInfo
-        In rank order: from the rank lines, else made up from the cluster's shape (hosts
-        ``node0``, ``node1``, ..., ranks filling each host's devices in turn, ``line`` 0 and
-        no device name); ``ranks_from`` says which.
-    rows : tuple of TestRow
-    avg_busbw_GBps : float or None
-        The closing ``# Avg bus bandwidth`` figure; None when the output lacks it (pasted in
-        part; ``warnings`` says so).
-    nccl_version : str or None
-        NCCL's ``NCCL version`` line when printed (``2.26.2+cuda12.8``, alone or in an INFO
-        line), else the library version nccl-tests prints as ``nccl-library=22703``
-        (``2.27.3``).
-    ranks_from : {"rank lines", "arguments", "busbw ratio"}
-        Where the ranks and hosts come from.
-    warnings : tuple of str
-        One line each: what the output lacks, or where it disagrees with the arguments.
-    nccl_env : tuple of (str, str)
-        The ``NCCL_*`` variables NCCL's INFO lines say the environment set (``NCCL INFO
-        NCCL_ALGO set by environment to Ring``, with ``NCCL_DEBUG=INFO``), in order.
-    """
-
-    source: str
-    collective: str
-    binary: str
-    version: str | None
-    n_threads: int | None
-    n_gpus: int | None
-    ranks: tuple[RankInfo, ...]
-    rows: tuple[TestRow, ...]
-    avg_busbw_GBps: float | None
-    nccl_version: str | None = None
-    ranks_from: str = "rank lines"
-    warnings: tuple[str, ...] = ()
-    agg_iters: int | None = None
-    cuda_graph: int | None = None
-    nccl_env: tuple[tuple[str, str], ...] = ()
-
-    @property
-    def n_ranks(self) -> int:
-        """Ranks listed in the rank lines."""
-        return len(self.ranks)
-
-    @property
-    def hosts(self) -> tuple[str, ...]:
-        """Host names in order of first appearance in the rank lines."""
-        return tuple(dict.fromkeys(r.host for r in self.ranks))
-
-    @property
-    def n_nodes(self) -> int:
-        """Distinct hosts in the rank lines."""
-        return len(self.hosts)
-
-    @property
-    def gpu_models(self) -> tuple[str, ...]:
-        """Device names in the rank lines (``NVIDIA H100 80GB HBM3``), in order of first
-        appearance; empty without rank lines."""
-        return tuple(dict.fromkeys(r.device_name for r in self.ranks if r.device_name))
-
-
-def line_error(source: str, line: int, message: str) -> InputError:
-    return InputError(f"{source}, line {line}: {message}")
-
-
 def _read(path_or_text: str | os.PathLike) -> tuple[str, str]:
-    """(text, source name): a path (Path, or a str without a newline) is read."""
-    if isinstance(path_or_text, str) and "\n" in path_or_text:
+    """(text, source name): a path (Path, or a str that holds no newline and is not a JSON
+    object, as nccl-tests writes on one line) is read."""
+    if isinstance(path_or_text, str) and ("\n" in path_or_text or is_json_output(path_or_text)):
         return path_or_text, "<text>"
     path = Path(path_or_text)
     # Not a regular file (a FIFO would block the read): refused, saying what it is.
@@ -531,12 +408,13 @@ def parse_nccl_log(
     nodes: int | None = None,
     gpus_per_node: int | None = None,
 ) -> NcclTestLog:
-    """Parse the output of one nccl-tests binary.
+    """Parse the output of one nccl-tests binary: what it prints, or the JSON file its ``-J``
+    option writes (:mod:`~flowsim.check.nccl_json`).
 
     Parameters
     ----------
     path_or_text : str or path-like
-        A file, or the output itself (a ``str`` holding a newline).
+        A file, or the output itself (a ``str`` holding a newline, or a JSON object).
     collective : str, optional
         flowsim collective name or nccl-tests binary (``"all_reduce"`` or
         ``"all_reduce_perf"``). By default the ``# Collective test starting`` line, else a
@@ -562,6 +440,8 @@ def parse_nccl_log(
     text, source = _read(path_or_text)
     # A UTF-8 byte-order mark (from an editor) would hide the '#' that starts the first line.
     text = text.removeprefix("\ufeff")
+    if is_json_output(text):
+        return _from_json(read_json_run(text, source), source, collective)
     lines = [_strip_prefixes(raw) for raw in text.splitlines()]
     binary = version = nccl_version = None
     header = None
@@ -688,6 +568,30 @@ def parse_nccl_log(
         agg_iters,
         cuda_graph,
         tuple(env.items()),
+    )
+
+
+def _from_json(run: JsonRun, source: str, collective: str | None) -> NcclTestLog:
+    """The log a JSON file holds; its binary is the one ``args[0]`` names where it names one
+    flowsim checks, else told as for text output (command line, file name, rows)."""
+    program = run.program if _STARTING_BINARY.fullmatch(run.program) else None
+    binary = _pick_binary(collective, program, run.command, source, run.rows, len(run.ranks))
+    return NcclTestLog(
+        source,
+        BINARIES[binary],
+        binary,
+        None,
+        run.n_threads,
+        run.n_gpus,
+        run.ranks,
+        run.rows,
+        run.avg_busbw_GBps,
+        run.nccl_version,
+        "rank lines",
+        run.warnings,
+        run.agg_iters,
+        run.cuda_graph,
+        run.nccl_env,
     )
 
 

@@ -46,7 +46,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
-from flowsim.check.parse import NcclTestLog, RankInfo, line_error, parse_nccl_log
+from flowsim.check.log import placed_error, where
+from flowsim.check.parse import NcclTestLog, RankInfo, parse_nccl_log
 from flowsim.collectives import resolve_algorithm
 from flowsim.collectives.constants import DEFAULT_NCCL_VERSION, constants_of, nccl_release, nearest_version
 from flowsim.collectives.placement import send_pair
@@ -416,15 +417,16 @@ def _rank_gpus(log: NcclTestLog, system: str, topology, layout: tuple[int, int],
         server, tray = divmod(host_index[r.host], hosts_per_server)
         gpu = f"n{server}.gpu{tray * per_host + devices[r.rank]}"
         if gpu not in names:
-            raise line_error(
-                log.source, r.line, f"rank {r.rank} uses device {r.device}, which a {system} server does not have"
+            raise placed_error(
+                log.source, r, f"rank {r.rank} uses device {r.device}, which a {system} server does not have"
             )
         if gpu in gpus:
             first = gpus[gpu]
-            raise line_error(
+            raise placed_error(
                 log.source,
-                r.line,
-                f"ranks {first.rank} (line {first.line}) and {r.rank} (line {r.line}) both name device {r.device} "
+                r,
+                f"ranks {first.rank} ({where(first.line, first.key)}) and {r.rank} ({where(r.line, r.key)}) "
+                f"both name device {r.device} "
                 f"on host {r.host} (bus {r.bus or 'not printed'}): two ranks on one GPU; flowsim needs each "
                 "rank's own GPU",
             )

@@ -16,7 +16,8 @@ times longer or shorter (default 3x), so latency-bound sizes are flagged only wh
 then the prediction's error by size band. Warnings, one line each, say where the log's
 GPU model, ranks or hosts differ from the system given, or what the log lacks. Output is read
 as people paste it: launcher prefixes, interleaved lines of other programs, no rank lines (then
-``--nodes`` and ``--gpus-per-node`` give the cluster's shape). With
+``--nodes`` and ``--gpus-per-node`` give the cluster's shape); so is the JSON file
+nccl-tests' ``-J FILE`` writes. With
 ``--fail PATTERN`` and ``--degrade PATTERN=FACTOR`` (repeatable) predict the cluster with
 links, NICs or switches taken out or slowed (:mod:`flowsim.failures`): does the log match a
 cluster with one NIC down? With
@@ -137,7 +138,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("output", nargs="?", type=Path, help="output of one nccl-tests binary (a text file)")
+    parser.add_argument("output", nargs="?", type=Path, help="output of one nccl-tests binary (its text, or the JSON file -J writes)")
     add_cluster_arguments(parser, required=False)
     parser.add_argument("--nodes", type=int, help="servers (default: the hosts named in the rank lines)")
     parser.add_argument(

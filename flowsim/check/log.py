@@ -1,0 +1,179 @@
+"""What a parsed nccl-tests run holds: its ranks, the rows of its table, and where each was
+read (a line of text output, or a key of the JSON file ``-J`` writes).
+
+:mod:`~flowsim.check.parse` fills these from text output, :mod:`~flowsim.check.nccl_json`
+from JSON output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from flowsim.errors import InputError
+
+__all__ = [
+    "Measurement",
+    "NcclTestLog",
+    "RankInfo",
+    "TestRow",
+    "line_error",
+    "nccl_version_from_code",
+    "placed_error",
+    "where",
+]
+
+
+def nccl_version_from_code(code: int) -> str:
+    """``"2.27.3"`` from NCCL_VERSION_CODE 22703: ``X * 10000 + Y * 100 + Z``, or ``X * 1000 +
+    Y * 100 + Z`` up to 2.8 (``NCCL_VERSION`` in [NCCL] src/nccl.h.in)."""
+    if code >= 10000:
+        return f"{code // 10000}.{code // 100 % 100}.{code % 100}"
+    return f"{code // 1000}.{code // 100 % 10}.{code % 100}"
+
+
+@dataclass(frozen=True)
+class RankInfo:
+    """One rank: rank, host, CUDA device, the line of its ``#  Rank`` line (0 in JSON output
+    and for ranks made up from the cluster's shape), the device's PCI bus id as printed
+    (``"0000:18:00"``, ``"0x18"``; empty where unknown), and in JSON output the key it was
+    read from (``"config.devices[1]"``)."""
+
+    rank: int
+    host: str
+    device: int
+    device_name: str
+    line: int
+    bus: str = ""
+    key: str = ""
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One half of a row (out-of-place or in-place).
+
+    ``wrong`` is the ``#wrong`` column, None where nccl-tests printed ``N/A``.
+    """
+
+    time_us: float
+    algbw_GBps: float
+    busbw_GBps: float
+    wrong: int | None
+
+
+@dataclass(frozen=True)
+class TestRow:
+    """One size of an nccl-tests table, with the line it is on (text output) or the key it
+    was read from (``"results[3]"``, JSON output; ``line`` 0).
+
+    ``redop`` and ``root`` are None where the table has no such column (older nccl-tests
+    print them only for the tests that use them, or not at all); ``root`` is -1 where
+    nccl-tests printed it for a test without a root.
+    """
+
+    size_bytes: int
+    count: int
+    dtype: str
+    redop: str | None
+    root: int | None
+    out_of_place: Measurement
+    in_place: Measurement
+    line: int
+    key: str = ""
+
+
+@dataclass(frozen=True)
+class NcclTestLog:
+    """A parsed nccl-tests run.
+
+    Attributes
+    ----------
+    source : str
+        File path, or ``"<text>"``.
+    collective : str
+        flowsim collective name (a value of :data:`flowsim.check.parse.BINARIES`).
+    binary : str
+        nccl-tests binary (a key of :data:`flowsim.check.parse.BINARIES`, without a build
+        suffix such as ``_mpi``).
+    version : str or None
+        ``# nccl-tests version`` when printed (JSON output does not say).
+    n_threads, n_gpus : int or None
+        ``-t`` and ``-g`` of the run (GPUs per thread); None without a ``# nThread`` line.
+    agg_iters, cuda_graph : int or None
+        ``-a`` (collectives per iteration) and ``-G`` (CUDA graph launches, 0 when off) as the
+        ``# nThread`` line (or JSON's ``config``) gives them; None where it does not (older
+        nccl-tests, no line).
+    ranks : tuple of RankInfo
+        In rank order: from the rank lines (JSON's ``config.devices``), else made up from the cluster's shape (hosts
+        ``node0``, ``node1``, ..., ranks filling each host's devices in turn, ``line`` 0 and
+        no device name); ``ranks_from`` says which.
+    rows : tuple of TestRow
+    avg_busbw_GBps : float or None
+        The closing ``# Avg bus bandwidth`` figure (JSON's ``average_bus_bandwidth``); None
+        when the output lacks it (pasted in part, a run cut short; ``warnings`` says so).
+    nccl_version : str or None
+        NCCL's ``NCCL version`` line when printed (``2.26.2+cuda12.8``, alone or in an INFO
+        line), else the library version nccl-tests prints as ``nccl-library=22703`` or JSON's
+        ``nccl_version`` holds (``2.27.3``).
+    ranks_from : {"rank lines", "arguments", "busbw ratio"}
+        Where the ranks and hosts come from.
+    warnings : tuple of str
+        One line each: what the output lacks, or where it disagrees with the arguments.
+    nccl_env : tuple of (str, str)
+        The ``NCCL_*`` variables NCCL's INFO lines say the environment set (``NCCL INFO
+        NCCL_ALGO set by environment to Ring``, with ``NCCL_DEBUG=INFO``), or JSON's ``env``
+        list holds, in order.
+    """
+
+    source: str
+    collective: str
+    binary: str
+    version: str | None
+    n_threads: int | None
+    n_gpus: int | None
+    ranks: tuple[RankInfo, ...]
+    rows: tuple[TestRow, ...]
+    avg_busbw_GBps: float | None
+    nccl_version: str | None = None
+    ranks_from: str = "rank lines"
+    warnings: tuple[str, ...] = ()
+    agg_iters: int | None = None
+    cuda_graph: int | None = None
+    nccl_env: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def n_ranks(self) -> int:
+        """Ranks listed in the rank lines."""
+        return len(self.ranks)
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """Host names in order of first appearance in the rank lines."""
+        return tuple(dict.fromkeys(r.host for r in self.ranks))
+
+    @property
+    def n_nodes(self) -> int:
+        """Distinct hosts in the rank lines."""
+        return len(self.hosts)
+
+    @property
+    def gpu_models(self) -> tuple[str, ...]:
+        """Device names in the rank lines (``NVIDIA H100 80GB HBM3``), in order of first
+        appearance; empty without rank lines."""
+        return tuple(dict.fromkeys(r.device_name for r in self.ranks if r.device_name))
+
+
+def line_error(source: str, line: int, message: str) -> InputError:
+    return InputError(f"{source}, line {line}: {message}")
+
+
+def where(line: int, key: str = "") -> str:
+    """Where a rank or row was read: ``"line 12"`` in text output, its key
+    (``"config.devices[1]"``) in JSON output, empty where neither is known (ranks made up
+    from the cluster's shape have line 0)."""
+    return key or (f"line {line}" if line > 0 else "")
+
+
+def placed_error(source: str, item: RankInfo | TestRow, message: str) -> InputError:
+    """An error naming the source and where in it ``item`` was read (:func:`where`)."""
+    at = where(item.line, item.key)
+    return InputError(f"{source}, {at}: {message}" if at else f"{source}: {message}")

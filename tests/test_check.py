@@ -595,23 +595,32 @@ def test_a_test_name_with_a_build_suffix_names_its_binary():
             parse_nccl_log(text.replace("starting: sendrecv_perf", f"starting: {name}"))
 
 
-@pytest.mark.parametrize(
-    "prefix",
-    [
-        lambda i: "[1,0]<stdout>:",  # mpirun --tag-output
-        lambda i: "[0] ",  # MPICH -prepend-rank
-        lambda i: "  0: ",  # srun --label, task number right-aligned
-        lambda i: f"{i % 12}: ",  # srun --label of a few tasks
-        lambda i: "[1,0]<stdout>: ",  # Open MPI 5 (prterun) leaves a space
-        lambda i: "dgx-b11.cluster: ",  # pdsh / clush: the host name
-        lambda i: "(head, rank=0, pid=3808) [1,0]<stdout>:",  # Ray around mpirun: nested
-        lambda i: "2025-03-04T10:12:13.123456789Z ",  # kubectl logs --timestamps
-    ],
-)
+LAUNCHER_PREFIXES = [
+    lambda i: "[1,0]<stdout>:",  # mpirun --tag-output
+    lambda i: "[0] ",  # MPICH -prepend-rank
+    lambda i: "  0: ",  # srun --label, task number right-aligned
+    lambda i: f"{i % 12}: ",  # srun --label of a few tasks
+    lambda i: "[1,0]<stdout>: ",  # Open MPI 5 (prterun) leaves a space
+    lambda i: "dgx-b11.cluster: ",  # pdsh / clush: the host name
+    lambda i: "(head, rank=0, pid=3808) [1,0]<stdout>:",  # Ray around mpirun: nested
+    lambda i: "2025-03-04T10:12:13.123456789Z ",  # kubectl logs --timestamps
+]
+
+
+@pytest.mark.parametrize("prefix", LAUNCHER_PREFIXES)
 def test_launcher_prefixes_are_removed(prefix):
     plain = parse_nccl_log(SENDRECV)
     prefixed = parse_nccl_log("\n".join(prefix(i) + line for i, line in enumerate(_lines(SENDRECV))))
     assert (prefixed.binary, prefixed.ranks, prefixed.rows) == (plain.binary, plain.ranks, plain.rows)
+
+
+@pytest.mark.parametrize("prefix", LAUNCHER_PREFIXES)
+def test_launcher_prefixes_are_removed_where_a_paste_made_spaces_tabs(prefix):
+    plain = parse_nccl_log(SENDRECV)
+    lines = (re.sub(" +", "\t", prefix(i) + line) for i, line in enumerate(_lines(SENDRECV)))
+    tabbed = parse_nccl_log("\n".join(lines))
+    assert (tabbed.binary, tabbed.ranks, tabbed.rows, tabbed.avg_busbw_GBps, tabbed.warnings) == (
+        plain.binary, plain.ranks, plain.rows, plain.avg_busbw_GBps, plain.warnings)
 
 
 def test_tabs_between_words_read_as_spaces():

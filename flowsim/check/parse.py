@@ -78,10 +78,11 @@ _COLLECTIVE_BINARY = {collective: binary for binary, collective in BINARIES.item
 # "(head, rank=0, pid=3808) " and kubectl's "--timestamps" (an ISO 8601 time then a space).
 # The srun label is digits then a colon: a row starts with digits then a space. A host name
 # starts with a letter, and NCCL's own "host:pid:tid [d] NCCL INFO" lines have no space after
-# the first colon, so neither is taken for a prefix.
+# the first colon, so neither is taken for a prefix. Spaces may be tabs (a paste that turned
+# runs of spaces into tabs).
 _TAG_PREFIX = re.compile(
-    r"^(?:\[\d+,\d+\]<std(?:out|err)>: ?|\[\d+\] | *\d+: |[A-Za-z][\w.-]*: |\([^()]*pid=\d+[^()]*\) ?"
-    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)? )"
+    r"^(?:\[\d+,\d+\]<std(?:out|err)>:\s?|\[\d+\]\s|\s*\d+:\s|[A-Za-z][\w.-]*:\s|\([^()]*pid=\d+[^()]*\)\s?"
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\s)"
 )
 # nccl-tests' comment lines as a Markdown renderer leaves them, their leading '#' taken for a
 # heading: restored before parsing.

@@ -138,7 +138,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("output", nargs="?", type=Path, help="output of one nccl-tests binary (its text, or the JSON file -J writes)")
+    parser.add_argument(
+        "output", nargs="?", type=Path, help="output of one nccl-tests binary (its text, or the JSON file -J writes)"
+    )
     add_cluster_arguments(parser, required=False)
     parser.add_argument("--nodes", type=int, help="servers (default: the hosts named in the rank lines)")
     parser.add_argument(

@@ -117,6 +117,9 @@ def describe_system(system: SystemFile) -> str:
         lines.append("  compute NICs: none (one server only)")
     lines.append(f"  front-end ports: {spec.frontend_ports} x {spec.frontend_nic}" if spec.frontend_ports
                  else "  front-end ports: none")
+    if spec.nccl_env:
+        lines.append("  NCCL environment its software sets (under --nccl-env): "
+                     + " ".join(f"{key}={value}" for key, value in spec.nccl_env))
     if system.cluster:
         n_nodes = system.cluster.get("n_nodes", 1)
         fabric = resolve_fabric(system.cluster.get("fabric", "auto"), n_nodes)

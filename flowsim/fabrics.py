@@ -404,7 +404,7 @@ def build_cluster(
             b.add_node(f"storage{t}", NodeKind.STORAGE)
             ports.append(_Endpoint(f"storage{t}", storage_technology))
         _add_packed(b, ports, ethernet, _Clos("eth.", ethernet_model, figure, (NodeKind.ETH_SWITCH,) * 3))
-    return b.build()
+    return b.build(nccl_env=spec.nccl_env)
 
 
 def _plan_packed(n_endpoints: int, oversubscription: float, switch: SwitchModel) -> _Tiers:

@@ -32,7 +32,7 @@ import numpy as np
 
 from flowsim.errors import InputError, is_real, whole_number
 from flowsim.hardware import LinkTier, gpu_compute_capability, link_rate, link_technology, nvlink_generation
-from flowsim.topology import NodeKind, Topology, TopologyBuilder
+from flowsim.topology import NodeKind, Topology, TopologyBuilder, checked_nccl_env
 
 __all__ = ["CPU_KINDS", "GPU_FABRICS", "PcieSwitch", "ServerSpec", "build_server"]
 
@@ -95,6 +95,10 @@ class ServerSpec:
         Latency (us) the NICs' NCCL network plugin reports, which NCCL adds to each
         inter-server step (docs/hardware.md §5.1): 0 for InfiniBand and RoCE (NCCL's IB
         transport reports none); aws-ofi-nccl's figure of the instance for EFA.
+    nccl_env : tuple of (str, str)
+        The NCCL environment the platform's software stack sets (a cloud image's NCCL
+        profile): what NCCL's tuner follows on it unless told otherwise
+        (:attr:`flowsim.topology.Topology.nccl_env`).
     """
 
     name: str
@@ -117,6 +121,7 @@ class ServerSpec:
     gpu_nics: tuple[int, ...] | None = None
     nic_kind: str = "ib"
     net_latency_us: float = 0.0
+    nccl_env: tuple[tuple[str, str], ...] = ()
 
     @property
     def n_nics(self) -> int:
@@ -130,6 +135,7 @@ class ServerSpec:
         whole_number("frontend ports", self.frontend_ports, minimum=0)
         if not (is_real(self.net_latency_us) and math.isfinite(self.net_latency_us) and self.net_latency_us >= 0):
             raise InputError(f"network latency {self.net_latency_us!r} us must be a finite number >= 0")
+        checked_nccl_env(self.nccl_env, "NCCL environment")
         if self.gpu_fabric not in GPU_FABRICS:
             raise InputError(f"unknown GPU fabric {self.gpu_fabric!r}; valid ones: {', '.join(GPU_FABRICS)}")
         if self.cpu not in CPU_KINDS:
@@ -262,7 +268,7 @@ def build_server(spec: ServerSpec, *, figure: str) -> Topology:
     for g, nic in enumerate(spec.rails()):
         if nic >= 0:
             b.set_nic(f"gpu{g}", f"nic{nic}")
-    return b.build()
+    return b.build(nccl_env=spec.nccl_env)
 
 
 def _add_memory(b: TopologyBuilder, server: int, spec: ServerSpec, socket: int, figure: str) -> None:

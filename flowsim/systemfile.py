@@ -23,6 +23,7 @@ preset is, and the cluster keys :func:`flowsim.fabrics.build_cluster` takes. Err
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import os
 import tomllib
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from flowsim.collectives.tuner import NcclEnv
 from flowsim.errors import InputError, read_text_file
 from flowsim.fabrics import FABRICS
 from flowsim.hardware import nvswitch_generation
@@ -268,14 +270,35 @@ def _cluster(where: Where, table: Mapping) -> dict:
     return out
 
 
+def _nccl_env(where: Where, doc: Mapping) -> tuple[tuple[str, str], ...]:
+    """``[nccl] env``: the NCCL environment the system's software sets, a table of
+    ``NCCL_NAME = "value"``, each value read as NCCL's tuner would read it."""
+    nccl = where.table(doc.get("nccl", {}), "nccl")
+    where.only(nccl, ("env",), "nccl")
+    env = where.table(nccl.get("env", {}), "nccl.env")
+    for key, value in env.items():
+        if not key.startswith("NCCL_"):
+            raise where.error(f"nccl.env.{key}", "is not an NCCL_ variable")
+        if not isinstance(value, str):
+            raise where.error(f"nccl.env.{key}", f"expected a string, as in NCCL's environment, got {show(value)}")
+        try:
+            NcclEnv({key: value}).check()
+        except InputError as err:
+            raise where.error(f"nccl.env.{key}", str(err)) from None
+    return tuple(env.items())
+
+
 def system_from_document(doc: Mapping, *, source: str = "<string>", name: str = "system") -> SystemFile:
     """A system file's parsed TOML document (a dict) checked and turned into a :class:`SystemFile`."""
     where = Where(source)
-    where.only(doc, ("name", "description", "server", "cluster"), "")
+    where.only(doc, ("name", "description", "server", "cluster", "nccl"), "")
     name = where.string(doc, "name", "", name)
     if "server" not in doc:
         raise where.error("server", "missing; expected a [server] table")
     spec = _server(where, where.table(doc["server"], "server"), name)
+    env = _nccl_env(where, doc)
+    if env:
+        spec = dataclasses.replace(spec, nccl_env=env)
     cluster = _cluster(where, where.table(doc.get("cluster", {}), "cluster"))
     return SystemFile(name, where.string(doc, "description", "", ""), spec, cluster, source)
 
@@ -400,4 +423,6 @@ def format_system(spec: ServerSpec, *, cluster: Mapping | None = None, descripti
     if cluster:
         lines += ["", "[cluster]"]
         lines += [f"{key} = {_toml_value(cluster[name])}" for key, name in _CLUSTER.items() if name in cluster]
+    if spec.nccl_env:
+        lines += ["", "[nccl.env]"] + [f"{key} = {_toml_value(value)}" for key, value in spec.nccl_env]
     return "\n".join(lines) + "\n"

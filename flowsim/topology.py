@@ -21,7 +21,7 @@ Modelling conventions
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from functools import cached_property
@@ -54,6 +54,23 @@ class NodeKind(IntEnum):
 
 #: Kinds of the switches of InfiniBand and Ethernet networks.
 NETWORK_SWITCH_KINDS = (NodeKind.IB_LEAF, NodeKind.IB_SPINE, NodeKind.IB_CORE, NodeKind.ETH_SWITCH)
+
+
+def checked_nccl_env(pairs, what: str) -> tuple[tuple[str, str], ...]:
+    """``pairs`` (a mapping or (name, value) pairs) as a tuple of (``NCCL_*`` name, string
+    value); an :class:`~flowsim.errors.InputError` naming ``what`` and the variable otherwise."""
+    items = pairs.items() if isinstance(pairs, Mapping) else pairs
+    checked = []
+    for item in items:
+        if not (isinstance(item, tuple | list) and len(item) == 2):
+            raise InputError(f"{what}: expected (NCCL_NAME, value) pairs, got {item!r}")
+        key, value = item
+        if not isinstance(key, str) or not key.startswith("NCCL_"):
+            raise InputError(f"{what}: {key!r} is not an NCCL_ variable")
+        if not isinstance(value, str):
+            raise InputError(f"{what}: {key} must be a string, got {value!r}")
+        checked.append((key, value))
+    return tuple(checked)
 
 
 def _read_only(values, dtype) -> np.ndarray:
@@ -100,6 +117,11 @@ class Topology:
         :class:`~flowsim.hardware.LinkTier` values.
     link_shared : bool[n_links]
         True for a shared medium that routes may cross in either direction.
+    nccl_env : tuple of (str, str), optional (empty: none)
+        The NCCL environment the cluster's software stack sets (a cloud image's profile, a
+        system file's ``[nccl] env``): NCCL's tuner follows it where the caller's own
+        environment does not name the variable. Traces do not keep it (what it steered is
+        in the workload's tags: the algorithm, protocol and channels that ran).
 
     Construction checks every array (lengths, ids, capacities, latencies, unique names) and
     raises :class:`~flowsim.errors.InputError` naming the offending node or link.
@@ -121,6 +143,7 @@ class Topology:
     link_shared: np.ndarray
     server_net_latency_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
     server_gpu_sm: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    nccl_env: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.server_net_latency_s) == 0:
@@ -138,6 +161,7 @@ class Topology:
             object.__setattr__(self, name, _read_only(getattr(self, name), dtype))
         for name in ("node_names", "server_names", "link_names", "link_technology"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
+        object.__setattr__(self, "nccl_env", checked_nccl_env(self.nccl_env, "topology nccl_env"))
         self._check()
 
     def _check(self) -> None:
@@ -533,9 +557,10 @@ class TopologyBuilder:
         self._link_shared.extend(other.link_shared.tolist())
         return base_node
 
-    def build(self) -> Topology:
-        """The checked, frozen :class:`Topology`."""
+    def build(self, *, nccl_env: Mapping[str, str] | Sequence[tuple[str, str]] = ()) -> Topology:
+        """The checked, frozen :class:`Topology`; ``nccl_env``: :attr:`Topology.nccl_env`."""
         return Topology(
+            nccl_env=checked_nccl_env(nccl_env, "nccl_env"),
             node_names=tuple(self._node_index),
             node_kind=np.array(self._node_kind, dtype=np.int64),
             node_server=np.array(self._node_server, dtype=np.int64),

@@ -118,7 +118,7 @@ import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import h5py
 import numba
@@ -881,7 +881,7 @@ def _read_topology(path: Path, g: h5py.Group) -> Topology:
     kinds, tiers, capacities, unique names) by :class:`Topology`."""
     names = {table: _column(path, g, f"{table}_name", None, "strings") for table in ("node", "server", "link")}
     rows = {table: (values.shape[0], f"{table}s in {g.name}/{table}_name") for table, values in names.items()}
-    columns = {
+    columns: dict[str, Any] = {
         column: _column(path, g, column, rows[table], kind) for column, (table, kind) in _TOPOLOGY_COLUMNS.items()
     }
     # Traces written before these columns have none: 0, the default.

@@ -347,3 +347,40 @@ def test_rates_runs_a_scenarios_flows_on_another_system(tmp_path, capsys):
                                'op = "all_reduce"\nsize_bytes = 1024\n')
     assert flowsim(["rates", str(preset_scenario), "--system", "aws-p5"]) == 2
     assert "--system replaces a [topology] cluster" in capsys.readouterr().err
+
+
+def test_a_system_files_nccl_environment_runs_under_the_callers(tmp_path, capsys):
+    # Two DGX H100 whose software sets NCCL_ALGO=Ring: NCCL's tuner runs the ring there (it
+    # takes NVLSTree at 1 GiB without), and --nccl-env wins where both name the variable.
+    spec = dataclasses.replace(preset_spec("dgx_h100"), nccl_env=(("NCCL_ALGO", "Ring"),))
+    path = tmp_path / "h100_ring.toml"
+    path.write_text(format_system(spec, cluster={"n_nodes": 2}))
+    assert load_system(path).spec.nccl_env == (("NCCL_ALGO", "Ring"),)
+    assert build_cluster(load_system(path).spec, 2, figure="effective").nccl_env == (("NCCL_ALGO", "Ring"),)
+    command = ["collective", "all_reduce", "--system", str(path), "-b", "1G", "-e", "1G"]
+    assert flowsim(command) == 0
+    out = capsys.readouterr().out
+    assert "NCCL 2.30.7, NCCL_ALGO=Ring (system)" in out and _rows(out)[0][5] == "ring"
+    assert flowsim([*command, "--nccl-env", "NCCL_ALGO=NVLSTree"]) == 0
+    out = capsys.readouterr().out
+    assert "(system)" not in out and _rows(out)[0][5] == "nvls_tree"
+    assert flowsim(["presets", str(path)]) == 0
+    assert "NCCL environment its software sets (under --nccl-env): NCCL_ALGO=Ring" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "table, message",
+    [
+        ('[nccl.env]\nALGO = "Ring"', "l40s.toml: nccl.env.ALGO: is not an NCCL_ variable"),
+        ('[nccl.env]\nNCCL_ALGO = "Rings"', "l40s.toml: nccl.env.NCCL_ALGO: NCCL_ALGO='Rings': unknown name 'Rings'"),
+        ('[nccl.env]\nNCCL_MIN_NCHANNELS = "four"', "l40s.toml: nccl.env.NCCL_MIN_NCHANNELS: NCCL environment: "
+                                                    "NCCL_MIN_NCHANNELS='four' is not an integer"),
+        ("[nccl.env]\nNCCL_MIN_NCHANNELS = 4", "l40s.toml: nccl.env.NCCL_MIN_NCHANNELS: expected a string"),
+        ("[nccl]\nenvironment = {}", "l40s.toml: nccl.environment: unknown key"),
+    ],
+)
+def test_a_bad_nccl_environment_is_named_by_its_key(tmp_path, table, message):
+    path = tmp_path / "l40s.toml"
+    path.write_text(L40S.read_text() + "\n" + table + "\n")
+    with pytest.raises(InputError, match=re.escape(message)):
+        load_system(path)

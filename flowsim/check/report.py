@@ -598,6 +598,12 @@ def check_log(
     intact = build_cluster(server, n_servers, figure=figure, fabric=fabric, switch=switch,
                            oversubscription=oversubscription)
     topology = apply_failures(intact, fail=fail, degrade=degrade)
+    # The system's own NCCL environment (a cloud image's profile) runs under the log's and the
+    # caller's (collective_workload merges it); the header says what of it was taken.
+    over = dict(options.get("nccl_env") or {})
+    system_env = [f"{key}={value}" for key, value in intact.nccl_env if key in NCCL_ENV_KEYS and key not in over]
+    if system_env:
+        nccl = f"{nccl}, {' '.join(system_env)} (system)"
     warnings = (*log.warnings, *device_notes, *_mismatches(log, system, model, nodes, topology, n_servers, layout))
     gpus = _rank_gpus(log, system, topology, layout, devices)
     ranks = send_pair(topology, gpus) if log.collective == "send" else gpus

@@ -601,7 +601,8 @@ def _nccl(topology: Topology, collective: str, size_bytes: float, ranks: tuple[s
     when one is named; only rings for ``model="stream"``) and the protocols allowed (only
     ``protocol`` when one is named). None when an algorithm is named that NCCL's model does
     not run here (NVLS without NVSwitch generation 3, say): the builder then says why."""
-    env = dict(nccl_env or {})
+    # The cluster's own environment (a cloud image's NCCL profile) under the caller's.
+    env = {**dict(topology.nccl_env), **dict(nccl_env or {})}
     if protocol != "auto":
         env["NCCL_PROTO"] = protocol
     if algorithm == "auto":

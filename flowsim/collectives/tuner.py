@@ -573,6 +573,17 @@ class NcclEnv:
         """The variables given that flowsim does not model."""
         return tuple(sorted(k for k in self.values if k not in NCCL_ENV_KEYS))
 
+    def check(self) -> None:
+        """Read every variable the tuner follows as it would (each collective's algorithms
+        and protocols, the integers), so that a bad value is refused before any collective
+        runs; an :class:`~flowsim.errors.InputError` names it."""
+        for collective in _NCCL_FUNCTIONS:
+            self.algorithms(collective)
+            self.protocols(collective)
+        for key in NCCL_ENV_KEYS:
+            if key not in ("NCCL_ALGO", "NCCL_PROTO"):
+                self.integer(key)
+
     def integer(self, *keys: str) -> int | None:
         for key in keys:
             if key in self.values:

@@ -34,6 +34,7 @@ from flowsim.collectives.report import (
     table_header,
     table_row,
 )
+from flowsim.collectives.tuner import NCCL_ENV_KEYS
 from flowsim.commands.argtypes import (
     add_cluster_arguments,
     add_failure_arguments,
@@ -150,8 +151,12 @@ def run_collective(args: argparse.Namespace) -> int:
     pending = rows_run if notes is None else _erasing(notes, rows_run)
     n_ranks = 2 if args.collective == "send" else len(topology.gpus())
     rows = [next(pending)]
+    # The system's own NCCL environment (a system file's [nccl] env) runs under --nccl-env.
+    system_env = {key: value for key, value in topology.nccl_env if key in NCCL_ENV_KEYS and key not in nccl_env}
     if not args.json:
         env = "".join(f", {key}={value}" for key, value in nccl_env.items())
+        if system_env:
+            env += ", " + " ".join(f"{key}={value}" for key, value in system_env.items()) + " (system)"
         print(
             table_header(
                 f"flowsim {args.collective}: {nodes} x {system}, {n_ranks} ranks, {args.figure} link rates, "
@@ -179,6 +184,7 @@ def run_collective(args: argparse.Namespace) -> int:
                 fabric=fabric,
                 routing=args.routing,
                 nccl_env=nccl_env,
+                system_nccl_env=system_env,
                 nccl_version=args.nccl_version,
                 gpus_per_thread=args.ngpus,
                 failures=failures,

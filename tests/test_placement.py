@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 from flowsim.collectives import ALGORITHM_TABLE, P2P_NVLINK_EFFICIENCY, collective_time, collective_workload
+from flowsim.collectives.constants import constants_of
 from flowsim.collectives.report import sweep
+from flowsim.collectives.tuner import tree_correction
 from flowsim.errors import InputError
 from flowsim.fabrics import build_cluster
 from flowsim.presets import preset
@@ -167,6 +169,30 @@ def test_tree_lanes_move_at_nccls_tree_algorithm_bandwidth(two_dgx):
         expected = choice.n_channels / lanes * choice.channel_bandwidth_Bps / 4 * factor / (120 / 128)
         data = plan.workload.size_bytes > 0
         np.testing.assert_allclose(plan.workload.cap_Bps[data], expected)
+
+
+def test_a_simple_tree_takes_nccls_model_time_not_its_slices_one_hop_after_another(two_dgx):
+    # A Simple tree forwards whole slices: through 2 servers of 8 GPUs a slice crosses 7 chain
+    # hops and 1 between servers up, then 1 and 7 down (d = 16), so at the cap (the model's
+    # bandwidth with treeCorrectionFactor, which NCCL measured where chunks do not fill the
+    # pipeline) k slices would take (k + 15) slice times where the model counts k. The cap is
+    # raised by (k + 15) / k: 16 for the one slice of 1 MiB. Before, that slice took 295 us
+    # where NCCL's model says 105.
+    from flowsim.collectives.dag import tree_hops
+
+    assert tree_hops(2, 8) == 16
+    assert tree_hops(8, 1) == 6  # NCCL's binary tree over 8 ranks (ncclGetBtree): 0 -> 4 -> 2 -> 1
+    lanes = 8
+    for size in (1 << 20, 4 << 20, 64 << 20):
+        plan = collective_workload(two_dgx, "all_reduce", size, algorithm="tree", protocol="simple")
+        choice = plan.nccl
+        data = plan.workload.size_bytes > 0
+        slices = len({name.split(".sl")[1].split(".")[0] for name in plan.workload.names if ".sl" in name})
+        share = choice.n_channels / lanes * choice.channel_bandwidth_Bps / 4
+        expected = share * tree_correction(constants_of(choice.version), "simple", size) * (slices + 15) / slices
+        np.testing.assert_allclose(plan.workload.cap_Bps[data], expected / plan.costs.wire_efficiency)
+        time_us = collective_time(two_dgx, "all_reduce", size, algorithm="tree", protocol="simple").time_s * 1e6
+        assert time_us == pytest.approx(choice.model_time_us, rel=0.06)
 
 
 def test_nvls_messages_of_a_server_share_its_budget_each_way():

@@ -384,3 +384,17 @@ def test_a_bad_nccl_environment_is_named_by_its_key(tmp_path, table, message):
     path.write_text(L40S.read_text() + "\n" + table + "\n")
     with pytest.raises(InputError, match=re.escape(message)):
         load_system(path)
+
+
+def test_gcp_a3_mega_runs_under_googles_nccl_profile(capsys):
+    # Google's GPUDirect-TCPXO profile on A3 Mega (the shipped file's [nccl.env]): rings and
+    # trees, Simple, NVLS off. NCCL's tuner takes the tree there at 1 GiB (NVLSTree without).
+    system, _, _ = resolve_system("gcp-a3-mega")
+    profile = {"NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "Simple", "NCCL_NVLS_ENABLE": "0", "NCCL_MIN_NCHANNELS": "4"}
+    assert dict(system.nccl_env) == profile
+    assert flowsim(["collective", "all_reduce", "--system", "gcp-a3-mega", "--nodes", "2", "-b", "1G", "-e", "1G"]) == 0
+    out = capsys.readouterr().out
+    assert "NCCL 2.30.7, NCCL_ALGO=Ring,Tree NCCL_PROTO=Simple NCCL_NVLS_ENABLE=0 NCCL_MIN_NCHANNELS=4 (system)" in out
+    assert _rows(out)[0][5:7] == ["tree", "simple"]
+    # Google's TCPX setup on A3 High: rings, Simple.
+    assert dict(resolve_system("gcp-a3-high")[0].nccl_env) == {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple"}

@@ -10,7 +10,16 @@ from __future__ import annotations
 import pytest
 
 from flowsim.collectives.constants import NCCL_VERSIONS
-from flowsim.collectives.tuner import NcclEnv, NcclSystem, _graphs, _shrink, describe_system, nccl_choice, nvls_tuning
+from flowsim.collectives.tuner import (
+    NcclEnv,
+    NcclGraph,
+    NcclSystem,
+    _graphs,
+    _shrink,
+    describe_system,
+    nccl_choice,
+    nvls_tuning,
+)
 from flowsim.errors import InputError
 from flowsim.presets import preset
 from flowsim.routing import Router
@@ -377,3 +386,29 @@ def test_ll128_crosses_servers_only_where_nccl_allows_it_by_the_gpus_paths_to_th
                          ("broadcast:LL128", False)):
         choice = nccl_choice(far, "all_reduce", 4 << 20, nccl_env={"NCCL_ALGO": "Ring", "NCCL_PROTO": proto})
         assert (choice.protocol == "ll128") == ll128, (proto, choice.protocol)
+
+
+def test_a_nic_slower_than_its_pcie_path_sets_the_speeds_and_holds_whole_channels():
+    # AWS p4d: four 100 Gb/s EFA NICs, each behind a PCIe Gen4 switch with two A100s. NCCL's
+    # path from a GPU to the network ends at the NET node behind the NIC's 12.5 GB/s line
+    # rate (src/graph/topo.cc ncclTopoAddNet), not at the 24 GB/s PCIe link, so the inter-node
+    # speeds start at 12 (Ampere's speedArrayInter: 48, 30, 28, 24, 20, 18, 15, 12, ...). A
+    # NIC holds floor(12.5 / 12) = 1 channel at 12: 4 channels, 48 GB/s. At 10 GB/s the four
+    # NICs' 50 GB/s would hold 5 channels if pooled, but each NIC still holds 1 (40): the
+    # ring keeps 4 x 12. The tree's intra speed then rises to twice its inter one, 24.
+    from flowsim.fabrics import build_cluster
+    from flowsim.systemfile import resolve_system
+
+    system, _, _ = resolve_system("aws-p4d")
+    two = build_cluster(system, 2, figure="effective")
+    ranks = [two.node_names[g] for g in two.gpus()]
+    described = describe_system(two, ranks)
+    graphs = _graphs(two, ranks, described, NCCL_VERSIONS["2.30.7"], Router(two))
+    assert graphs["ring"] == NcclGraph(4, 12.0, 12.0)
+    assert graphs["tree"] == NcclGraph(4, 24.0, 12.0)
+    choice = nccl_choice(two, "all_reduce", GiB)
+    assert choice.system.net_GBps == 12.5
+    # Two servers: NCCL's model takes bwIntra for both. Ring: 4 x 12 x 16/30 = 25.6 GB/s of
+    # algorithm bandwidth; tree: min(4 x 24 x 0.92, 4 x 23.6) x 0.5 = 44.16. The tree wins.
+    assert (choice.algorithm, choice.protocol) == ("tree", "simple")
+    assert choice.bus_bandwidth_GBps == pytest.approx(4 * 24 * 0.92)

@@ -826,6 +826,19 @@ def _double_binary_tree(n: int) -> tuple[list[int], list[int]]:
     return tree0, tree1
 
 
+def tree_hops(n_units: int, chain: int) -> int:
+    """Hops one slice of a tree all-reduce crosses one after another (the pipeline's depth in
+    :func:`_tree_all_reduce`): up the longest chain of ``chain`` ranks and the deeper of the
+    two trees over ``n_units`` tree nodes to the root, then down again."""
+    height = 0
+    for parent in _double_binary_tree(n_units):
+        depth = [0] * n_units
+        for node in _tree_shape(parent)[1][1:]:
+            depth[node] = depth[parent[node]] + 1
+        height = max(height, max(depth))
+    return 2 * (height + chain - 1)
+
+
 def _tree_shape(parent: Sequence[int]) -> tuple[list[list[int]], list[int]]:
     """The children of every position of a tree given by its ``parent`` list (-1 at the
     root), and the positions top-down, the root first."""

@@ -32,7 +32,7 @@ from flowsim.collectives.costs import (
     nvls_tree_costs,
     pat_costs,
 )
-from flowsim.collectives.dag import MAX_PIPELINE_SLICES, MAX_RING_SLICES
+from flowsim.collectives.dag import MAX_PIPELINE_SLICES, MAX_RING_SLICES, tree_hops
 from flowsim.collectives.rings import (
     mesh_link_counts,
     mesh_rings,
@@ -457,6 +457,7 @@ def collective_workload(
     # NVLink mesh, one inside an NVSwitch server) whose cap is the sum of its channels'.
     topology_servers = rank_servers(topology, ranks)
     capped = choice is not None and entry.name in ("ring", "tree")
+    fill = 1.0
     lane_channels = 1.0
     reported = 0
     if choice is not None and channels is None and orders is None:
@@ -520,6 +521,9 @@ def collective_workload(
             # one of NCCL's channels moves its share in: its chunks (and slices). The
             # hierarchical all-reduce is no NCCL algorithm: its rings keep their own slices.
             slices = _nccl_pieces(collective, entry.name, choice, size_bytes, ranks, topology_servers)
+            if capped and entry.name == "tree" and choice.protocol == "simple":
+                # Simple forwards whole slices; LL and LL128 stream their lines through every hop.
+                fill = _tree_fill(slices, ranks, topology_servers)
         options.update(channels=n_channels, slices=slices)
     if costs is not None:
         chosen = ("custom", costs)
@@ -564,7 +568,7 @@ def collective_workload(
             # NCCL's tree moves a channel's data at half its bus bandwidth (the algorithm
             # bandwidth, src/graph/tuning.cc: ratio .5), and each lane runs both of NCCL's
             # trees side by side, each for half of the lane's channels.
-            share /= 4
+            share /= 4 / fill
             if collective == "all_reduce":
                 share *= tree_correction(constants_of(choice.version), protocol, size_bytes)
         workload = _capped(workload, share / chosen[1].wire_efficiency)
@@ -652,6 +656,25 @@ def _nccl_pieces(collective: str, algorithm: str, choice: NcclChoice, size_bytes
         # One slice is every rank's 2 x (heads + 1) messages for each of its heads' chunks.
         most = max(most, NVLS_MESSAGE_BUDGET // (heads * 2 * (heads + 1)))
     return pipeline_pieces(chunking, channel_bytes, heads, most)
+
+
+def _tree_fill(slices: int, ranks: tuple[str, ...], servers: Mapping[str, Hashable]) -> float:
+    """How much faster a capped tree's slices must move for the step DAG to take the time of
+    NCCL's model.
+
+    The cap is the model's bandwidth, with NCCL's ``treeCorrectionFactor``, which NCCL
+    measured for the sizes whose chunks do not fill a tree's pipeline ("trees are not
+    perfectly sticking to the model for medium sizes", [NCCL] src/graph/tuning.cc): the
+    model's time already counts the pipeline's fill and drain. In the step DAG a slice
+    crosses ``d`` hops one after another (:func:`~flowsim.collectives.dag.tree_hops`), so at
+    the cap its ``slices`` take ``slices + d - 1`` slice times where the model takes
+    ``slices``; the ratio returned takes that back. It is 16 for one slice through 2 servers
+    of 8 GPUs (d = 16) and 79/64 for 64 slices."""
+    by_server: dict[Hashable, int] = {}
+    for rank in ranks:
+        by_server[servers[rank]] = by_server.get(servers[rank], 0) + 1
+    units, chain = (len(ranks), 1) if len(by_server) == 1 else (len(by_server), max(by_server.values()))
+    return (slices + tree_hops(units, chain) - 1) / slices
 
 
 def _p2p_protocol(collective: str, size_bytes: float, n_ranks: int, channels: int | None) -> str:

@@ -259,8 +259,10 @@ def _nccl_link_bw(topology: Topology, link: int, constants: NcclConstants) -> fl
     capacity = float(topology.link_capacity_Bps[link])
     nominal, effective = technology.nominal.rate_Bps, technology.effective.rate_Bps
     if technology.tier == LinkTier.SCALE_OUT:
-        return capacity / nominal * nominal / 1e9 if nominal > 0 else capacity / 1e9
-    if name in constants.nvlink_bw:
+        # NCCL's net speed is the port's line rate (props.speed, in Mb/s), whichever figure
+        # the topology's links were built with.
+        per_link = nominal / 1e9
+    elif name in constants.nvlink_bw:
         per_link = constants.nvlink_bw[name]
     else:
         per_link = technology.nccl_GBps if technology.nccl_GBps is not None else effective / 1e9
@@ -374,9 +376,16 @@ class _Loads:
         self.inter = np.array([topology.link_tier[link] == LinkTier.SCALE_OUT for link in used], dtype=bool)
 
     def channels(self, bw_intra: float, bw_inter: float, most: int) -> int:
-        """How many channels at these speeds every link holds (at most ``most``)."""
-        speed = np.where(self.inter, bw_inter, bw_intra) * self.load
-        fit = np.floor(self.bw / speed + 1e-9)
+        """How many channels at these speeds every link holds (at most ``most``).
+
+        A channel leaves a server through one NIC and takes its whole speed from that NIC's
+        line rate (NCCL's search subtracts it from the ``LINK_NET`` link, [NCCL]
+        src/graph/search.cc ``ncclTopoFollowPath``), so a NIC holds a whole number of
+        channels: four 12.5 GB/s NICs hold 4 channels at 10 GB/s, not 5. Links inside the
+        server are averaged over the rings that cross them."""
+        speed = np.where(self.inter, bw_inter, bw_intra)
+        per_link = np.where(self.inter, np.floor(self.bw / speed + 1e-9), self.bw / speed)
+        fit = np.floor(per_link / self.load + 1e-9)
         return int(min(most, fit.min())) if fit.size else most
 
 
@@ -999,12 +1008,20 @@ def _nic_paths(topology: Topology, router: Router, gpus: Sequence[str],
                constants: NcclConstants) -> tuple[float, bool, bool]:
     """The paths from ``gpus`` (one server's) to their NICs: the slowest one's NCCL bandwidth
     (GB/s; ``minNetBw``, [NCCL] src/graph/topo.cc ``ncclTopoGetMinNetBw``), whether all stay
-    under PCIe switches (``PATH_PXB`` or nearer: no CPU on the way) and whether one does."""
+    under PCIe switches (``PATH_PXB`` or nearer: no CPU on the way) and whether one does.
+
+    A path ends at NCCL's NET node, behind the NIC's link at its line rate (``ncclTopoAddNet``
+    connects NIC and NET with ``LINK_NET`` at the port's speed, [NCCL] src/graph/topo.cc,
+    2.23.4): a 100 Gb/s NIC behind a PCIe Gen4 x16 link is a 12.5 GB/s path, not 24."""
     nics = [int(topology.node_nic[topology.node_id(g)]) for g in gpus]
     if min(nics) < 0:
         raise InputError(f"rank {gpus[nics.index(min(nics))]!r} has no NIC to leave its server through")
     routes = router.route(list(gpus), [topology.node_names[nic] for nic in nics], method="shortest")
-    slowest = min(_route_bandwidths(topology, routes, constants))
+    line_rates = {nic: max((_nccl_link_bw(topology, int(link), constants) for link in topology.links_from(nic)
+                            if topology.link_tier[link] == LinkTier.SCALE_OUT), default=math.inf)
+                  for nic in set(nics)}
+    slowest = min(min(path, line_rates[nic])
+                  for path, nic in zip(_route_bandwidths(topology, routes, constants), nics, strict=True))
     off_cpu = [all(topology.node_kind[int(topology.link_dst[link])] not in (NodeKind.CPU, NodeKind.HOST_MEMORY)
                    for link in routes.route(f).tolist()) for f in range(routes.n_flows)]
     return slowest, all(off_cpu), any(off_cpu)

@@ -195,6 +195,24 @@ def test_a_simple_tree_takes_nccls_model_time_not_its_slices_one_hop_after_anoth
         assert time_us == pytest.approx(choice.model_time_us, rel=0.06)
 
 
+def test_nvls_tree_on_two_servers_takes_more_slices_by_the_message_budget():
+    # NCCL moves 8 GiB on 2 DGX H100 in 512 chunks of 128 KiB a head (16 channels, 8 heads);
+    # the DAG cuts a head's share into NVLS_MESSAGE_BUDGET // (2 x 8 x 18 + 4 x 8 x 1) = 125
+    # slices, 320 messages each, where it took 64; from 4 servers on the budget gives fewer
+    # than 64, and 64 stay.
+    import re
+
+    from flowsim.collectives.placement import NVLS_MESSAGE_BUDGET
+
+    def slices(topology):
+        names = collective_workload(topology, "all_reduce", 8 << 30, algorithm="nvls_tree").workload.names
+        return len({re.search(r"\.sl(\d+)\.", name).group(1) for name in names})
+
+    assert NVLS_MESSAGE_BUDGET // 320 == 125
+    assert slices(build_cluster("dgx_h100", 2, figure="effective")) == 125
+    assert slices(build_cluster("dgx_h100", 4, figure="effective")) == 64
+
+
 def test_nvls_messages_of_a_server_share_its_budget_each_way():
     # An NVLS all-reduce's busbw stays at its generation's measured ceiling C (docs/hardware.md
     # 1.3). A server's m chunks each take m reduce messages and one store into its switch, and

@@ -580,11 +580,12 @@ def collective_workload(
                           workload, choice)
 
 
-#: Messages a one-server NVLS call may be laid out in where NCCL's chunks would give more
-#: slices than :data:`~flowsim.collectives.dag.MAX_PIPELINE_SLICES`: on 64 slices the four
-#: stages of a chunk (reduce, result, store, multicast) fill and drain the pipeline for about
-#: 3/64 of a large call, where NCCL runs thousands of 128 KiB chunks. On 8 GPUs (144
-#: messages a slice) this allows 277 slices, under 1%; a 72-GPU rack keeps 64.
+#: Messages an NVLS or NVLSTree call may be laid out in where NCCL's chunks would give more
+#: slices than :data:`~flowsim.collectives.dag.MAX_PIPELINE_SLICES`: on 64 slices the stages
+#: of a chunk (reduce, result, store, multicast, and NVLSTree's hops between servers) fill and
+#: drain the pipeline for several percent of a large call, where NCCL runs hundreds to
+#: thousands of 128 KiB chunks. One server of 8 GPUs (144 messages a slice) gets 277 slices,
+#: two (320) 125; a 72-GPU rack and 4 or more servers keep 64.
 NVLS_MESSAGE_BUDGET = 40_000
 
 #: Collectives whose algorithm and protocol NCCL's tuner chooses; all-to-all and send are
@@ -655,6 +656,9 @@ def _nccl_pieces(collective: str, algorithm: str, choice: NcclChoice, size_bytes
     if algorithm == "nvls" and n_nodes == 1:
         # One slice is every rank's 2 x (heads + 1) messages for each of its heads' chunks.
         most = max(most, NVLS_MESSAGE_BUDGET // (heads * 2 * (heads + 1)))
+    elif algorithm == "nvls_tree":
+        # Each server's NVLS messages, and each head's up and down in both trees between servers.
+        most = max(most, NVLS_MESSAGE_BUDGET // (n_nodes * heads * 2 * (heads + 1) + 4 * heads * (n_nodes - 1)))
     return pipeline_pieces(chunking, channel_bytes, heads, most)
 
 

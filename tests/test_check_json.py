@@ -135,3 +135,9 @@ def test_a_device_the_system_lacks_is_named_by_its_key():
     document["config"]["devices"][7].update(device=6, device_hex=document["config"]["devices"][6]["device_hex"])
     with pytest.raises(InputError, match=r"ranks 6 \(config\.devices\[6\]\) and 7 \(config\.devices\[7\]\) both"):
         check_nccl_log(_written(document), system="dgx-h100", min_bytes=8 << 30)
+
+
+def test_text_output_after_a_json_log_line_is_read_as_text():
+    # A launcher that logs in JSON puts its own line before nccl-tests' text output.
+    text = '{"level": "info", "msg": "job started"}\n' + TEXT.read_text()
+    assert [_unplaced(r) for r in parse_nccl_log(text).rows] == [_unplaced(r) for r in parse_nccl_log(TEXT).rows]

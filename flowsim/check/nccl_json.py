@@ -68,10 +68,14 @@ class JsonRun:
     warnings: tuple[str, ...]
 
 
+# A line of nccl-tests' text output: a comment line ('# nThread', '#  Rank', the table header).
+_TEXT_LINE = re.compile(r"^\s*#", re.MULTILINE)
+
+
 def is_json_output(text: str) -> bool:
-    """Whether ``text`` is a JSON document rather than nccl-tests' text output (which never
-    starts with a brace)."""
-    return text.lstrip().startswith("{")
+    """Whether ``text`` is a JSON document rather than nccl-tests' text output: it starts with
+    a brace and has no comment line (a text log may follow a launcher's JSON log line)."""
+    return text.lstrip().startswith("{") and _TEXT_LINE.search(text) is None
 
 
 def _join(path: str, key: str) -> str:

@@ -21,7 +21,7 @@ Modelling conventions
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 from functools import cached_property
@@ -557,10 +557,10 @@ class TopologyBuilder:
         self._link_shared.extend(other.link_shared.tolist())
         return base_node
 
-    def build(self, *, nccl_env: Mapping[str, str] | Sequence[tuple[str, str]] = ()) -> Topology:
+    def build(self, *, nccl_env: tuple[tuple[str, str], ...] = ()) -> Topology:
         """The checked, frozen :class:`Topology`; ``nccl_env``: :attr:`Topology.nccl_env`."""
         return Topology(
-            nccl_env=checked_nccl_env(nccl_env, "nccl_env"),
+            nccl_env=nccl_env,
             node_names=tuple(self._node_index),
             node_kind=np.array(self._node_kind, dtype=np.int64),
             node_server=np.array(self._node_server, dtype=np.int64),

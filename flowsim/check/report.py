@@ -52,7 +52,7 @@ from flowsim.collectives import resolve_algorithm
 from flowsim.collectives.constants import DEFAULT_NCCL_VERSION, constants_of, nccl_release, nearest_version
 from flowsim.collectives.placement import send_pair
 from flowsim.collectives.report import busbw_Bps, launch_floor_us, sweep
-from flowsim.collectives.tuner import NCCL_ENV_KEYS
+from flowsim.collectives.tuner import NCCL_ENV_KEYS, system_env_taken
 from flowsim.errors import InputError, whole_number
 from flowsim.fabrics import build_cluster, resolve_fabric
 from flowsim.failures import apply_failures, describe_changes
@@ -600,10 +600,9 @@ def check_log(
     topology = apply_failures(intact, fail=fail, degrade=degrade)
     # The system's own NCCL environment (a cloud image's profile) runs under the log's and the
     # caller's (collective_workload merges it); the header says what of it was taken.
-    over = dict(options.get("nccl_env") or {})
-    system_env = [f"{key}={value}" for key, value in intact.nccl_env if key in NCCL_ENV_KEYS and key not in over]
+    system_env = system_env_taken(intact, options.get("nccl_env") or {})
     if system_env:
-        nccl = f"{nccl}, {' '.join(system_env)} (system)"
+        nccl = f"{nccl}, {' '.join(f'{key}={value}' for key, value in system_env.items())} (system)"
     warnings = (*log.warnings, *device_notes, *_mismatches(log, system, model, nodes, topology, n_servers, layout))
     gpus = _rank_gpus(log, system, topology, layout, devices)
     ranks = send_pair(topology, gpus) if log.collective == "send" else gpus

@@ -12,6 +12,7 @@ NVLS the NVSwitch. :func:`collective_time` runs that layout. ``flowsim collectiv
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -674,9 +675,7 @@ def _tree_fill(slices: int, ranks: tuple[str, ...], servers: Mapping[str, Hashab
     the cap its ``slices`` take ``slices + d - 1`` slice times where the model takes
     ``slices``; the ratio returned takes that back. It is 16 for one slice through 2 servers
     of 8 GPUs (d = 16) and 79/64 for 64 slices."""
-    by_server: dict[Hashable, int] = {}
-    for rank in ranks:
-        by_server[servers[rank]] = by_server.get(servers[rank], 0) + 1
+    by_server = Counter(servers[rank] for rank in ranks)
     units, chain = (len(ranks), 1) if len(by_server) == 1 else (len(by_server), max(by_server.values()))
     return (slices + tree_hops(units, chain) - 1) / slices
 

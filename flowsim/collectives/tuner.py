@@ -624,6 +624,13 @@ class NcclEnv:
         return False
 
 
+def system_env_taken(topology: Topology, given: Mapping[str, str]) -> dict[str, str]:
+    """The variables of the topology's own NCCL environment (:attr:`~flowsim.topology.Topology.nccl_env`, a
+    system file's ``[nccl.env]``) that the tuner follows and ``given`` (the caller's, which
+    wins) does not name: what of it a call takes, for a report to say."""
+    return {key: value for key, value in topology.nccl_env if key in NCCL_ENV_KEYS and key not in given}
+
+
 # --- the cost model ------------------------------------------------------------------------
 
 _NCCL_FUNCTIONS = ("broadcast", "reduce", "all_gather", "reduce_scatter", "all_reduce")

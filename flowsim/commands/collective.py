@@ -34,7 +34,7 @@ from flowsim.collectives.report import (
     table_header,
     table_row,
 )
-from flowsim.collectives.tuner import NCCL_ENV_KEYS
+from flowsim.collectives.tuner import system_env_taken
 from flowsim.commands.argtypes import (
     add_cluster_arguments,
     add_failure_arguments,
@@ -152,7 +152,7 @@ def run_collective(args: argparse.Namespace) -> int:
     n_ranks = 2 if args.collective == "send" else len(topology.gpus())
     rows = [next(pending)]
     # The system's own NCCL environment (a system file's [nccl] env) runs under --nccl-env.
-    system_env = {key: value for key, value in topology.nccl_env if key in NCCL_ENV_KEYS and key not in nccl_env}
+    system_env = system_env_taken(topology, nccl_env)
     if not args.json:
         env = "".join(f", {key}={value}" for key, value in nccl_env.items())
         if system_env:

@@ -1,7 +1,9 @@
 """The shipped cloud systems against the published nccl-tests measurements the README's cloud
 table cites ("Cloud instances against published measurements"): NCCL's own choice of
 algorithm at the measurement's largest size, within 10% (issue 26's bound), as
-``flowsim collective all_reduce --system SYSTEM --nodes N -b SIZE -e SIZE`` predicts it.
+``flowsim collective COLLECTIVE --system SYSTEM --nodes N -b SIZE -e SIZE`` predicts it
+(all-reduce unless a row says otherwise; GB200 NVL72 racks on a fat-tree, which their 72
+rails need).
 
 The measured figures are the publications' (each row names its source); a row the model
 misses by more is a strict xfail whose reason says why. Rows of older software (the NCCL
@@ -25,11 +27,22 @@ _A3_MEGA = pytest.mark.xfail(
 )
 
 
-def _row(system, nodes, size, measured, source, marks=()):
-    return pytest.param(system, nodes, size, measured, source, id=f"{system}-{nodes}n", marks=marks)
+_GB200_A2A_3_RACKS = pytest.mark.xfail(
+    strict=True,
+    reason="all-to-all across servers: the model gives the NICs' full rate to the remote share "
+    "(N/(N-1) x a NIC's rate on N NVLink domains); measured runs fall below that as N grows: -3% on "
+    "2 racks, +10% on 3 (this row), +29% against NVIDIA's 48 GB/s on 4 DGX H100 (README)",
+)
+_OCI_B300 = "oracle-quickstart/oci-gpu-quickstarts nvidia/B300/README-B300.md @6a0abdc7 (NCCL 2.28.9)"
+_OCI_GB200 = "oracle-quickstart/oci-gpu-quickstarts nvidia/GB200/README-GB200.md @6a0abdc7 (NCCL 2.27.3, 16 trays a rack)"
 
 
-# (system, servers, size, measured busbw GB/s, source)
+def _row(system, nodes, size, measured, source, marks=(), collective="all_reduce"):
+    return pytest.param(collective, system, nodes, size, measured, source,
+                        id=f"{system}-{nodes}n-{collective}", marks=marks)
+
+
+# (collective, system, servers, size, measured busbw GB/s, source)
 MEASURED = [
     _row("aws-p4d", 1, GiB, 230.77, "NVIDIA/nccl#527"),
     _row("aws-p4d", 2, GiB, 76.21, "AWS DLAMI Developer Guide, 'Using EFA on the DLAMI' (NCCL 2.23.4)"),
@@ -43,15 +56,25 @@ MEASURED = [
     _row("dgx-b200", 2, 8 * GiB, 690.07, "coreweave/nccl-tests#92 (CoreWeave's B200 nodes)"),
     _row("dgx-h100", 2, 8 * GiB, 440.58, "coreweave/nccl-tests#92 (CoreWeave's H100 nodes)"),
     _row("gcp-a3-mega", 2, 8 * GiB, 338.82, "lessizzmore/create-a3mega-ztan-fork", marks=_A3_MEGA),
+    _row("oci-bm-gpu-b300-8", 1, 8 * GiB, 834.84, _OCI_B300),
+    _row("oci-bm-gpu-b300-8", 2, 8 * GiB, 766.54, _OCI_B300),
+    _row("oci-bm-gpu-b300-8", 1, 8 * GiB, 675.55, _OCI_B300, collective="all_to_all"),
+    _row("oci-bm-gpu-b300-8", 2, 8 * GiB, 180.98, _OCI_B300, collective="all_to_all"),
+    _row("gb200-nvl72", 2, 8 * GiB, 799.79, _OCI_GB200),
+    _row("gb200-nvl72", 3, 8 * GiB, 748.93, _OCI_GB200),
+    _row("gb200-nvl72", 2, 8 * GiB, 89.70, _OCI_GB200, collective="all_to_all"),
+    _row("gb200-nvl72", 3, 8 * GiB, 62.49, _OCI_GB200, collective="all_to_all", marks=_GB200_A2A_3_RACKS),
 ]
 
 
-@pytest.mark.parametrize("system, nodes, size, measured, source", MEASURED)
-def test_a_cloud_system_is_within_10_percent_of_its_published_measurement(system, nodes, size, measured, source):
+@pytest.mark.parametrize("collective, system, nodes, size, measured, source", MEASURED)
+def test_a_cloud_system_is_within_10_percent_of_its_published_measurement(collective, system, nodes, size, measured,
+                                                                          source):
     spec, _, cluster = resolve_system(system)
     cluster.pop("n_nodes", None)
-    topology = build_cluster(spec, nodes, figure="effective", fabric="auto" if nodes == 1 else "rail_optimized",
-                             **cluster)
-    predicted = busbw_Bps("all_reduce", size, collective_time(topology, "all_reduce", size).time_s,
+    fabric = "auto" if nodes == 1 else "fat_tree" if system == "gb200-nvl72" else "rail_optimized"
+    topology = build_cluster(spec, nodes, figure="effective", fabric=fabric, **cluster)
+    predicted = busbw_Bps(collective, size, collective_time(topology, collective, size).time_s,
                           len(topology.gpus())) / 1e9
-    assert abs(predicted / measured - 1) <= TOLERANCE, (system, nodes, round(predicted, 2), measured, source)
+    assert abs(predicted / measured - 1) <= TOLERANCE, (collective, system, nodes, round(predicted, 2), measured,
+                                                        source)

@@ -224,9 +224,11 @@ def test_the_nic_sweep_varies_the_system_files_keys():
         ("azure_nd_h100_v5", "H100", 8, 50 * G),
         ("azure-nd-h200-v5", "H200", 8, 50 * G),
         ("azure-nd-gb200-v6", "B200", 72, 50 * G),
-        # OCI: BM.GPU4.8 16 x 100 Gb/s RoCE as 8 x 200; BM.GPU.H100.8 16 x 200 as 8 x 400.
+        # OCI: BM.GPU4.8 16 x 100 Gb/s RoCE as 8 x 200; BM.GPU.H100.8 16 x 200 as 8 x 400;
+        # BM.GPU.B300.8 "8 x 2 x 400 Gb/s" as 8 x 800.
         ("oci-bm-gpu4-8", "A100", 8, 25 * G),
         ("oci_bm_gpu_h100_8", "H100", 8, 50 * G),
+        ("oci-bm-gpu-b300-8", "B300", 8, 100 * G),
     ],
 )
 def test_shipped_cloud_systems_resolve_with_dashes_or_underscores(name, gpu, nics, nic_Bps):
@@ -244,7 +246,7 @@ def test_the_shipped_systems_are_listed_in_the_help():
     assert shipped_system_names() == (
         "aws_p4d", "aws_p4de", "aws_p5", "aws_p5e", "aws_p6_b200", "azure_nd_a100_v4", "azure_nd_gb200_v6",
         "azure_nd_h100_v5", "azure_nd_h200_v5", "gcp_a3_high", "gcp_a3_mega", "gcp_a3_ultra", "gcp_a4",
-        "oci_bm_gpu4_8", "oci_bm_gpu_h100_8",
+        "oci_bm_gpu4_8", "oci_bm_gpu_b300_8", "oci_bm_gpu_h100_8",
     )
 
 

@@ -1,5 +1,5 @@
 """NCCL's choice under each version flowsim has constants for, against NCCL's model worked by
-hand from that version's sources ([NCCL] tags v2.19.3-1, v2.26.2-1 and v2.30.7-1:
+hand from that version's sources ([NCCL] tags v2.19.3-1, v2.26.2-1, v2.28.9-1 and v2.30.7-1:
 src/graph/tuning.cc, search.cc, connect.cc, topo.h, src/transport/nvls.cc; docs/hardware.md
 §7.3), and the version ``flowsim check`` takes from a log.
 
@@ -35,6 +35,7 @@ from flowsim.collectives.tuner import (
 from flowsim.errors import InputError
 from flowsim.fabrics import build_cluster
 from flowsim.presets import preset
+from flowsim.systemfile import resolve_system
 
 MiB, GiB = 1 << 20, 1 << 30
 
@@ -104,6 +105,47 @@ def test_communicator_channels_double_by_each_versions_rule(two_h100):
         assert choice.max_channels == channels, version
 
 
+def test_rings_ran_on_nvls_channels_from_2_22_3_to_2_27(h100):
+    # v2.26.2-1 src/graph/connect.cc: after NCCL_MAX_NCHANNELS, "if (comm->nChannels <
+    # comm->nvlsChannels)" the channels are copied up to NVLS's (16 on Hopper; NCCL_MAX_CTAS
+    # bounds those, NCCL_MAX_NCHANNELS does not), and rings run on them; v2.28.3-1 dropped it.
+    # Without NVLS (NCCL_NVLS_ENABLE=0: nvlsChannels 0) nothing is raised.
+    capped = {"NCCL_ALGO": "ring", "NCCL_MAX_NCHANNELS": "8"}
+    for version, env, channels in (("2.26.2", capped, 16), ("2.28.9", capped, 8), ("2.30.7", capped, 8),
+                                   ("2.26.2", {**capped, "NCCL_NVLS_ENABLE": "0"}, 8),
+                                   ("2.26.2", {**capped, "NCCL_MAX_CTAS": "12"}, 12)):
+        choice = nccl_choice(h100, "all_reduce", 8 * GiB, nccl_env=env, version=version)
+        assert choice.max_channels == channels, (version, env)
+
+
+@pytest.fixture(scope="module")
+def two_b300():
+    spec, _, cluster = resolve_system("oci-bm-gpu-b300-8")
+    return build_cluster(spec, 2, figure="effective", fabric="rail_optimized")
+
+
+def test_nvls_search_keeps_more_channels_at_a_lower_speed(two_b300):
+    # ncclTopoCompareGraphs: for NVLS "the more the better", more channels win at any speed.
+    # A B300's 18 NVLinks give NCCL 18 x 40.1 = 721.8 GB/s; an NVLS channel loads them by
+    # 9/8 of its speed. The search starts at 96 (the GPU's PCIe Gen6 path to its 800 Gb/s
+    # NIC): 96 x 9/8 = 108, 6 channels fit. 2.28.9's sm100 inter speeds go on to 48: 54, 13
+    # fit, 8 heads: 8 channels at 48 replace 6 at 96 (384 < 576 GB/s); pass 2 then raises
+    # the inter-node speed to 96. 2.30.7's array has 86 (7 fit) and 80 (90 each: 8 fit).
+    for version, graph in (("2.28.9", (8, 48.0, 96.0)), ("2.30.7", (8, 80.0, 96.0))):
+        nvls = _model_of(two_b300, "all_reduce", version)[0]["nvls"]
+        assert (nvls.n_channels, nvls.bw_intra, nvls.bw_inter) == graph, version
+
+
+def test_two_b300_servers_ran_rings_under_2_28_9(two_b300):
+    # 2.28.9's model: NVLSTree 8 channels x min(48 x 0.74 x 7/8 x 2 = 62.16, 2 x 96, 96) =
+    # 497.3 GB/s, rings 16 x 48 = 768: the ring wins, as OCI's run with NCCL 2.28.9 shows
+    # (766.54 GB/s at 8 GiB, the ring's bound of eight 800 Gb/s NICs; README cloud table).
+    _, model = _model_of(two_b300, "all_reduce", "2.28.9")
+    assert model[("nvls_tree", "simple")][2] == pytest.approx(8 * 48 * 0.74 * 7 / 8 * 2)
+    assert model[("ring", "simple")][2] == pytest.approx(768.0)
+    assert nccl_choice(two_b300, "all_reduce", 8 * GiB, version="2.28.9").algorithm == "ring"
+
+
 def test_nvls_on_one_h100_node_before_2_28_3(h100):
     # NVLS graph 8 x 40 intra, 60 inter (tests/test_tuner.py; in 2.19.3 too: 18 NVLinks at
     # SM90_NVLINK_BW 20.0 = 360 hold 8 x 40 x 9/8 = 360 exactly). v2.26.2-1 and v2.19.3-1:
@@ -149,11 +191,12 @@ def test_pat_exists_from_2_23_4(two_h100):
 @pytest.mark.parametrize(
     ("sm", "enabled"),
     [
-        # v2.19.3-1 lists 70, 80, 90; v2.26.2-1 adds 100 and 120; v2.30.7-1 takes SM70 and on.
-        (86, {"2.19.3": False, "2.26.2": False, "2.30.7": True}),
-        (100, {"2.19.3": False, "2.26.2": True, "2.30.7": True}),
-        (90, {"2.19.3": True, "2.26.2": True, "2.30.7": True}),
-        (60, {"2.19.3": False, "2.26.2": False, "2.30.7": False}),
+        # v2.19.3-1 lists 70, 80, 90; v2.26.2-1 adds 100 and 120; v2.28.9-1 and v2.30.7-1 take
+        # SM70 and on (from v2.27.3-1).
+        (86, {"2.19.3": False, "2.26.2": False, "2.28.9": True, "2.30.7": True}),
+        (100, {"2.19.3": False, "2.26.2": True, "2.28.9": True, "2.30.7": True}),
+        (90, {"2.19.3": True, "2.26.2": True, "2.28.9": True, "2.30.7": True}),
+        (60, {"2.19.3": False, "2.26.2": False, "2.28.9": False, "2.30.7": False}),
     ],
 )
 def test_ll128_default_follows_each_versions_list(sm, enabled):
@@ -199,13 +242,31 @@ def test_2_26_2_constants_are_its_sources():
     assert c.speeds_intra["blackwell"] == (90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0)
     assert c.speeds_inter["blackwell"][0] == 48.0
     assert c.nvls_channels == {"hopper": 16, "blackwell": 32}
-    assert list(NCCL_VERSIONS) == ["2.30.7", "2.26.2", "2.19.3"]
+    assert list(NCCL_VERSIONS) == ["2.30.7", "2.28.9", "2.26.2", "2.19.3"]
+
+
+def test_2_28_9_constants_are_its_sources():
+    # Spot checks against v2.28.9-1 src/graph/tuning.cc and search.cc: the new NVLS model
+    # (nvlsEfficiency, perChMaxNVLSTreeBws with 43.8 beyond two Blackwell nodes, 80.0 from
+    # v2.30.3-1), Blackwell ring LL128 {2*36.7, 34.6, 2*36.7} (40s from v2.29.7-1), 23 tree
+    # factors (24 from v2.29.2-1), sm100 speeds without 45 intra (v2.29.2-1) or 86 and 80
+    # inter (v2.30.3-1, v2.29.7-1).
+    c = constants_of("2.28.9")
+    assert c.nvls_efficiency == (0.0, 0.0, 0.85, 0.74)
+    assert c.per_channel_max_nvls_tree_bw[3] == (0.0, 96.0, 43.8)
+    assert c.per_channel_max_ring_ll128_bw[3] == (73.4, 34.6, 73.4)
+    assert {len(row) for row in c.tree_correction} == {23}
+    assert c.speeds_intra["blackwell"] == (90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0)
+    assert c.speeds_inter["blackwell"][:4] == (96.0, 48.0, 45.1, 42.0)
+    assert c.hw_latency_us["net"][5] == (0, 0, 20.9) and c.nvlink_bw["nvlink5"] == 40.1
 
 
 @pytest.mark.parametrize(
     ("printed", "nearest"),
     [("2.26.2+cuda12.8", "2.26.2"), ("2.27.1", "2.26.2"), ("2.31.0", "2.30.7"), ("2.19.3", "2.19.3"),
-     ("2.20.5+cuda12.2", "2.19.3"), ("2.18.1", "2.19.3"), ("2.26", None), ("unknown", None)],
+     ("2.20.5+cuda12.2", "2.19.3"), ("2.18.1", "2.19.3"), ("2.26", None), ("unknown", None),
+     # A series takes its own constants, older releases of it too; 2.29 the newest older.
+     ("2.28.3", "2.28.9"), ("2.28.9+cuda13.1", "2.28.9"), ("2.29.2", "2.28.9"), ("2.30.3", "2.30.7")],
 )
 def test_nearest_version(printed, nearest):
     assert nearest_version(printed) == nearest
@@ -213,7 +274,7 @@ def test_nearest_version(printed, nearest):
 
 
 def test_unknown_version_is_one_clear_error(h100):
-    with pytest.raises(InputError, match=r"no constants for NCCL '2.27.1'; flowsim has 2.30.7, 2.26.2, 2.19.3"):
+    with pytest.raises(InputError, match=r"no constants for NCCL '2.27.1'; flowsim has 2.30.7, 2.28.9, 2.26.2, 2.19.3"):
         nccl_choice(h100, "all_reduce", MiB, version="2.27.1")
 
 
@@ -240,6 +301,7 @@ def _with_version(version: str | None) -> str:
         ("2.27.1+cuda12.9", None, "2.26.2", "NCCL 2.27.1 (log) -> constants of 2.26.2"),
         ("2.18.1", None, "2.19.3", "NCCL 2.18.1 (log) -> constants of 2.19.3, the oldest flowsim has"),
         ("2.21.5+cuda12.4", None, "2.19.3", "NCCL 2.21.5 (log) -> constants of 2.19.3"),
+        ("2.28.3+cuda12.9", None, "2.28.9", "NCCL 2.28.3 (log) -> constants of 2.28.9"),
         (None, None, "2.30.7", "NCCL 2.30.7 (default: the log prints no NCCL version)"),
         ("2.26.2+cuda12.8", "2.30.7", "2.30.7", "NCCL 2.30.7 (given)"),
         ("mine", None, "2.30.7", "NCCL 'mine' (log: not a version) -> constants of 2.30.7"),

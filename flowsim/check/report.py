@@ -26,7 +26,7 @@ So a latency-bound row is flagged only when it is far off, and a bandwidth-bound
 as it is 10% off.
 
 NCCL's choice follows the constants of the NCCL version the log prints (``NCCL version
-2.26.2+cuda12.8``) when flowsim has that version's, else of the newest older version it has
+2.26.2+cuda12.8``) when flowsim has that version's, else of its series' or the newest older version it has
 (:func:`flowsim.collectives.constants.nearest_version`), else of the default version; a
 version given to the check overrides the log's. The report's header says which.
 
@@ -49,7 +49,13 @@ from dataclasses import asdict, dataclass, field
 from flowsim.check.log import placed_error, where
 from flowsim.check.parse import NcclTestLog, RankInfo, parse_nccl_log
 from flowsim.collectives import resolve_algorithm
-from flowsim.collectives.constants import DEFAULT_NCCL_VERSION, constants_of, nccl_release, nearest_version
+from flowsim.collectives.constants import (
+    DEFAULT_NCCL_VERSION,
+    NCCL_VERSIONS,
+    constants_of,
+    nccl_release,
+    nearest_version,
+)
 from flowsim.collectives.placement import send_pair
 from flowsim.collectives.report import busbw_Bps, launch_floor_us, sweep
 from flowsim.collectives.tuner import NCCL_ENV_KEYS, system_env_taken
@@ -503,7 +509,7 @@ def nccl_version_of(log: NcclTestLog, given: str | None = None) -> tuple[str, st
     """The NCCL version whose constants predict ``log``, and the report's words for it.
 
     ``given`` (``--nccl-version``) wins; else the version the log prints, where flowsim has
-    its constants, else the newest older version flowsim has
+    its constants, else the one of its series, else the newest older version flowsim has
     (:func:`~flowsim.collectives.constants.nearest_version`); else the default.
 
     Returns
@@ -524,7 +530,7 @@ def nccl_version_of(log: NcclTestLog, given: str | None = None) -> tuple[str, st
     nearest = constants_of(nearest_version(printed) or DEFAULT_NCCL_VERSION)
     if nearest.release == release:
         return nearest.version, f"NCCL {printed} (log)"
-    oldest = "" if nearest.release < release else ", the oldest flowsim has"
+    oldest = ", the oldest flowsim has" if release < min(c.release for c in NCCL_VERSIONS.values()) else ""
     return nearest.version, f"NCCL {printed} (log) -> constants of {nearest.version}{oldest}"
 
 
@@ -734,7 +740,7 @@ def check_nccl_log(
     nccl_version : str, optional
         NCCL version whose constants apply (a key of
         :data:`~flowsim.collectives.constants.NCCL_VERSIONS`); default: the version the log
-        prints, or the newest older one flowsim has (:func:`nccl_version_of`).
+        prints, or the one of its series, or the newest older one flowsim has (:func:`nccl_version_of`).
     fail, degrade
         What-ifs on the predicted cluster: node or link name patterns taken out, and pattern
         -> capacity factor in (0, 1], as :func:`flowsim.failures.apply_failures`.

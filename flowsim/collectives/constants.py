@@ -154,6 +154,44 @@ _V2_26_2 = NcclConstants(
     source="[NCCL] v2.26.2-1: src/graph/tuning.cc, src/graph/search.cc, src/graph/topo.h, src/transport/nvls.cc",
 )
 
+# v2.28.9-1 (the newest 2.28 release): every value read from that tag's sources. The
+# comments name what differs from _MASTER (2.30.7); everything else equals it.
+_V2_28_9 = NcclConstants(
+    version="2.28.9",
+    # baseLatencies, PAT row included ({8.0, 8.0, 8.0}), as 2.30.7.
+    base_latency_us=((6.8, 14.0, 8.4), (6.6, 14.0, 8.4), (0, 0, 0), (0, 0, 0), (0, 0, 0), (0, 0, 0), (8.0, 8.0, 8.0)),
+    # hwLatencies as 2.30.7 (NET NVLSTree Simple 20.9, PAT rows 4.0 / 4.0 / 14).
+    hw_latency_us={
+        "nvlink": ((.6, 1.25, 4.0), (.6, 1.9, 3.4), (0, 0, 3.7), (0, 0, 2.8), (0, 0, 25), (0, 0, 25), (0, 0, 4.0)),
+        "pci": ((1.0, 1.9, 4.0), (1.0, 2.5, 5.7), (0, 0, 3.7), (0, 0, 2.8), (0, 0, 0), (0, 0, 0), (0, 0, 4.0)),
+        "net": ((5.0, 8.5, 14), (2.7, 4.0, 14.0), (0, 0, 31), (0, 0, 30), (0, 0, 18), (0, 0, 20.9), (0, 0, 14)),
+    },
+    ll_max_bw=((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0), (282.0, 90.0, 70.0)),
+    # Blackwell {2*36.7, 34.6, 2*36.7} in v2.28.9-1 src/graph/tuning.cc perChMaxRingLL128Bws
+    # (2.30.7: {40.0, 40.0, 40.0}; 34.5/34.6/34.5 in 2.29.2-2.29.3, 40s from v2.29.7-1).
+    per_channel_max_ring_ll128_bw=((20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 36.7), (73.4, 34.6, 73.4)),
+    per_channel_max_tree_ll128_bw=((20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 29.0), (55.6, 31.67, 20.0)),
+    per_channel_max_tree_bw=((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (38.7, 41.4, 36.0), (70.0, 42.8, 24.0)),
+    # Blackwell beyond two nodes 43.8 in v2.28.9-1 src/graph/tuning.cc perChMaxNVLSTreeBws
+    # (2.30.7: 80.0, from v2.30.3-1; 43.1 in v2.28.3-1 and v2.28.7-1).
+    per_channel_max_nvls_tree_bw=((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (0.0, 57.7, 45.5), (0.0, 96.0, 43.8)),
+    nvls_efficiency=(0.0, 0.0, 0.85, 0.74),
+    # treeCorrectionFactor[NCCL_NUM_PROTOCOLS][23] in v2.28.9-1 src/graph/tuning.cc (2.30.7
+    # has 24 columns, from v2.29.2-1, for its NVLSTree correction).
+    tree_correction=_TREE_CORRECTION_23,
+    # v2.28.9-1 src/graph/search.cc: sm100SpeedArrayIntra has no 45.0 (added in v2.29.2-1),
+    # sm100SpeedArrayInter neither 86.0 (v2.30.3-1) nor 80.0 (v2.29.7-1).
+    speeds_intra={**_SPEEDS_INTRA, "blackwell": (90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0)},
+    speeds_inter={**_SPEEDS_INTER, "blackwell": (96.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0,
+                                                 6.0, 3.0, 2.4, 1.2, 0.24, 0.12)},
+    # NVLS_NCHANNELS_SM90 16, NVLS_NCHANNELS_SM100 32 (NVLS_NCHANNELS_SM100_NVL 24 in one
+    # NVLink domain: the tuner's 2.27.3 switch), as 2.30.7; 2.28.9 has no ncclNvlsTreeSm100Tuning.
+    nvls_channels={"hopper": 16, "blackwell": 32},
+    # topo.h SM60..SM100_NVLINK_BW as 2.30.7 (SM90 20.6, SM100 40.1).
+    nvlink_bw=_NVLINK_BW,
+    source="[NCCL] v2.28.9-1: src/graph/tuning.cc, src/graph/search.cc, src/graph/topo.h, src/transport/nvls.cc",
+)
+
 # v2.19.3-1 knows no Blackwell: its compCapIndex stops at Hopper, its search takes the SM90
 # speed arrays and topo.h SM90_NVLINK_BW for any compute capability from 90, so the Blackwell
 # entries repeat Hopper's.
@@ -184,7 +222,7 @@ _V2_19_3 = NcclConstants(
 )
 
 #: NCCL versions whose constants flowsim has (docs/hardware.md §7.3), newest first.
-NCCL_VERSIONS: dict[str, NcclConstants] = {c.version: c for c in (_MASTER, _V2_26_2, _V2_19_3)}
+NCCL_VERSIONS: dict[str, NcclConstants] = {c.version: c for c in (_MASTER, _V2_28_9, _V2_26_2, _V2_19_3)}
 #: The version :func:`nccl_choice` follows unless told otherwise: the newest flowsim has.
 DEFAULT_NCCL_VERSION = "2.30.7"
 
@@ -206,16 +244,22 @@ def nccl_release(version: str) -> tuple[int, int, int] | None:
 
 def nearest_version(version: str) -> str | None:
     """The version of :data:`NCCL_VERSIONS` whose constants stand for NCCL ``version`` as a
-    log prints it (``"2.27.1+cuda12.8"``): the same release, else the newest older one flowsim
-    has, else (older than all) the oldest. ``None`` where ``version`` is not one
-    (:func:`nccl_release`).
+    log prints it (``"2.27.1+cuda12.8"``): the same release, else one of the same series
+    (2.28.3 takes 2.28.9's: a series changes its rules at its first release), else the newest
+    older one flowsim has, else (older than all) the oldest. ``None`` where ``version`` is not
+    one (:func:`nccl_release`).
 
-    >>> nearest_version("2.26.2+cuda12.8"), nearest_version("2.27.1"), nearest_version("2.18.1")
-    ('2.26.2', '2.26.2', '2.19.3')
+    >>> nearest_version("2.26.2+cuda12.8"), nearest_version("2.27.1"), nearest_version("2.28.3")
+    ('2.26.2', '2.26.2', '2.28.9')
+    >>> nearest_version("2.29.2"), nearest_version("2.18.1")
+    ('2.28.9', '2.19.3')
     """
     wanted = nccl_release(version)
     if wanted is None:
         return None
     by_release = sorted(NCCL_VERSIONS.values(), key=lambda c: c.release)
+    series = [c.version for c in by_release if c.release[:2] == wanted[:2]]
+    if series:
+        return next((v for v in series if nccl_release(v) == wanted), series[-1])
     older = [c.version for c in by_release if c.release <= wanted]
     return older[-1] if older else by_release[0].version

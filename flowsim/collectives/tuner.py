@@ -403,7 +403,10 @@ def _search(
     while True:
         s = speeds[index]
         n = loads.channels(s, s, max_channels)
-        if n >= min_channels and n * s > best.n_channels * best.bw_intra:
+        # ncclTopoCompareGraphs ([NCCL] src/graph/search.cc): more channels at any speed for
+        # NVLS ("NVLS channels correspond to GPUs pulling from NVLS. So the more the better").
+        if n >= min_channels and (n * s > best.n_channels * best.bw_intra
+                                  or pattern == "nvls" and n > best.n_channels):
             best = NcclGraph(n, s, s)
         if best.n_channels and (best.n_channels == max_channels or best.n_channels * best.bw_inter >= total_bw):
             break
@@ -1052,6 +1055,12 @@ def _comm_channels(system: NcclSystem, graphs: Mapping[str, NcclGraph], constant
         n = min(n, max(1, most))
     if least is not None:
         n = max(n, min(_MAX_CHANNELS, least))
+    if "nvls" in graphs and env.integer("NCCL_NVLS_ENABLE") != 0 and system.ppn > 2 \
+            and _since(constants, (2, 22, 3)) and not _since(constants, (2, 28, 3)):
+        # From 2.22.3 to 2.27.7 rings and trees ran on at least NVLS's channels where NVLS is
+        # supported ([NCCL] v2.26.2-1 src/graph/connect.cc ncclTopoPostset: "if (comm->nChannels
+        # < comm->nvlsChannels)" copyChannels; src/transport/nvls.cc ncclNvlsInit); 2.28.3 dropped it.
+        n = max(n, nvls_tuning(system, constants, env).n_channels)
     return max(1, n)
 
 

@@ -71,8 +71,8 @@ def add_nccl_arguments(parser: argparse.ArgumentParser, *, version_from_log: boo
         "NCCL_MIN_NCHANNELS, NCCL_MAX_NCHANNELS, ...); repeatable",
     )
     default = (
-        f"the version the log prints, else the newest older one flowsim has; {DEFAULT_NCCL_VERSION} where it "
-        "prints none"
+        f"the version the log prints, else the one of its series or the newest older one flowsim has; "
+        f"{DEFAULT_NCCL_VERSION} where it prints none"
         if version_from_log
         else DEFAULT_NCCL_VERSION
     )
@@ -82,21 +82,23 @@ def add_nccl_arguments(parser: argparse.ArgumentParser, *, version_from_log: boo
         type=_nccl_version,
         metavar="VERSION",
         help=f"NCCL version whose constants and rules apply: {', '.join(NCCL_VERSIONS)}, or any other "
-        f"MAJOR.MINOR.PATCH, which takes the newest older of these (default {default})",
+        f"MAJOR.MINOR.PATCH, which takes the one of its series, else the newest older of these (default {default})",
     )
 
 
 def _nccl_version(text: str) -> str:
     """An argparse ``type``: the version of :data:`NCCL_VERSIONS` that stands for NCCL
     ``text`` (:func:`~flowsim.collectives.constants.nearest_version`: the same release, else
-    the newest older one). Where that is another release, one note on stderr says which."""
+    one of its series, else the newest older one). Where that is another release, one note on
+    stderr says which."""
     version, wanted = nearest_version(text), nccl_release(text)
     if version is None or wanted is None:
         raise argparse.ArgumentTypeError(f"expected an NCCL version MAJOR.MINOR.PATCH (flowsim has "
                                          f"{', '.join(NCCL_VERSIONS)}), got {text!r}")
     taken = NCCL_VERSIONS[version].release
     if taken != wanted:
-        which = "the newest older version it has" if taken < wanted else "the oldest it has"
+        which = ("the one of its series" if taken[:2] == wanted[:2] else
+                 "the newest older version it has" if taken < wanted else "the oldest it has")
         print(f"# note: flowsim has no constants of NCCL {text.strip()}; it takes those of {version}, {which}",
               file=sys.stderr)
     return version

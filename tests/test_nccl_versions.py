@@ -1,5 +1,5 @@
 """NCCL's choice under each version flowsim has constants for, against NCCL's model worked by
-hand from that version's sources ([NCCL] tags v2.19.3-1, v2.26.2-1, v2.28.9-1 and v2.30.7-1:
+hand from that version's sources ([NCCL] tags v2.19.3-1, v2.26.2-1, v2.27.7-1, v2.28.9-1 and v2.30.7-1:
 src/graph/tuning.cc, search.cc, connect.cc, topo.h, src/transport/nvls.cc; docs/hardware.md
 §7.3), and the version ``flowsim check`` takes from a log.
 
@@ -167,6 +167,9 @@ def test_nvls_all_gather_bandwidth_is_not_converted_since_2_23_4(h100):
     assert tables["2.30.7"][("nvls", "simple")] == pytest.approx(25 + GiB / (1000 * 208.25))
     assert tables["2.26.2"][("nvls", "simple")] == pytest.approx(25 + GiB / (1000 * 320))
     assert tables["2.19.3"][("nvls", "simple")] == pytest.approx(23 + GiB / (1000 * 320 * 5 / 6))
+    # v2.27.3-1 to v2.27.7-1: all-gather and reduce-scatter take min(bwIntra x (ppn-1)/ppn,
+    # bwInter x 0.9) = min(40 x 7/8, 60 x 0.9) = 35, 8 x 35 = 280 unconverted.
+    assert tables["2.27.7"][("nvls", "simple")] == pytest.approx(25 + GiB / (1000 * 280))
 
 
 def test_ring_ll_bandwidth_of_2_19_3(a100):
@@ -191,12 +194,11 @@ def test_pat_exists_from_2_23_4(two_h100):
 @pytest.mark.parametrize(
     ("sm", "enabled"),
     [
-        # v2.19.3-1 lists 70, 80, 90; v2.26.2-1 adds 100 and 120; v2.28.9-1 and v2.30.7-1 take
-        # SM70 and on (from v2.27.3-1).
-        (86, {"2.19.3": False, "2.26.2": False, "2.28.9": True, "2.30.7": True}),
-        (100, {"2.19.3": False, "2.26.2": True, "2.28.9": True, "2.30.7": True}),
-        (90, {"2.19.3": True, "2.26.2": True, "2.28.9": True, "2.30.7": True}),
-        (60, {"2.19.3": False, "2.26.2": False, "2.28.9": False, "2.30.7": False}),
+        # v2.19.3-1 lists 70, 80, 90; v2.26.2-1 adds 100 and 120; from v2.27.3-1 SM70 and on.
+        (86, {"2.19.3": False, "2.26.2": False, "2.27.7": True, "2.28.9": True, "2.30.7": True}),
+        (100, {"2.19.3": False, "2.26.2": True, "2.27.7": True, "2.28.9": True, "2.30.7": True}),
+        (90, {"2.19.3": True, "2.26.2": True, "2.27.7": True, "2.28.9": True, "2.30.7": True}),
+        (60, {"2.19.3": False, "2.26.2": False, "2.27.7": False, "2.28.9": False, "2.30.7": False}),
     ],
 )
 def test_ll128_default_follows_each_versions_list(sm, enabled):
@@ -242,7 +244,19 @@ def test_2_26_2_constants_are_its_sources():
     assert c.speeds_intra["blackwell"] == (90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0)
     assert c.speeds_inter["blackwell"][0] == 48.0
     assert c.nvls_channels == {"hopper": 16, "blackwell": 32}
-    assert list(NCCL_VERSIONS) == ["2.30.7", "2.28.9", "2.26.2", "2.19.3"]
+    assert list(NCCL_VERSIONS) == ["2.30.7", "2.28.9", "2.27.7", "2.26.2", "2.19.3"]
+
+
+def test_2_27_7_constants_are_its_sources():
+    # Spot checks against v2.27.7-1: tuning.cc's arrays are 2.26.2's (no nvlsEfficiency, NET
+    # NVLSTree 14, Blackwell rows twice Hopper's), search.cc's sm100 arrays and topo.h's
+    # SM100_NVLINK_BW 40.1 are 2.28.9's.
+    c, older, newer = constants_of("2.27.7"), constants_of("2.26.2"), constants_of("2.28.9")
+    assert c.nvls_efficiency is None and c.per_channel_max_nvls_tree_bw is None
+    assert (c.hw_latency_us, c.per_channel_max_tree_bw, c.per_channel_max_ring_ll128_bw) == (
+        older.hw_latency_us, older.per_channel_max_tree_bw, older.per_channel_max_ring_ll128_bw)
+    assert (c.speeds_intra, c.speeds_inter, c.nvlink_bw) == (newer.speeds_intra, newer.speeds_inter, newer.nvlink_bw)
+    assert c.speeds_inter["blackwell"][:2] == (96.0, 48.0) and c.nvlink_bw["nvlink5"] == 40.1
 
 
 def test_2_28_9_constants_are_its_sources():
@@ -263,7 +277,7 @@ def test_2_28_9_constants_are_its_sources():
 
 @pytest.mark.parametrize(
     ("printed", "nearest"),
-    [("2.26.2+cuda12.8", "2.26.2"), ("2.27.1", "2.26.2"), ("2.31.0", "2.30.7"), ("2.19.3", "2.19.3"),
+    [("2.26.2+cuda12.8", "2.26.2"), ("2.27.1", "2.27.7"), ("2.31.0", "2.30.7"), ("2.19.3", "2.19.3"),
      ("2.20.5+cuda12.2", "2.19.3"), ("2.18.1", "2.19.3"), ("2.26", None), ("unknown", None),
      # A series takes its own constants, older releases of it too; 2.29 the newest older.
      ("2.28.3", "2.28.9"), ("2.28.9+cuda13.1", "2.28.9"), ("2.29.2", "2.28.9"), ("2.30.3", "2.30.7")],
@@ -274,7 +288,7 @@ def test_nearest_version(printed, nearest):
 
 
 def test_unknown_version_is_one_clear_error(h100):
-    with pytest.raises(InputError, match=r"no constants for NCCL '2.27.1'; flowsim has 2.30.7, 2.28.9, 2.26.2, 2.19.3"):
+    with pytest.raises(InputError, match=r"no constants for NCCL '2.27.1'; flowsim has 2.30.7, 2.28.9, 2.27.7, 2.26.2, 2.19.3"):
         nccl_choice(h100, "all_reduce", MiB, version="2.27.1")
 
 
@@ -298,7 +312,8 @@ def _with_version(version: str | None) -> str:
     ("printed", "given", "version", "words"),
     [
         ("2.26.2+cuda12.8", None, "2.26.2", "NCCL 2.26.2 (log)"),
-        ("2.27.1+cuda12.9", None, "2.26.2", "NCCL 2.27.1 (log) -> constants of 2.26.2"),
+        ("2.27.1+cuda12.9", None, "2.27.7", "NCCL 2.27.1 (log) -> constants of 2.27.7"),
+        ("2.29.2", None, "2.28.9", "NCCL 2.29.2 (log) -> constants of 2.28.9"),
         ("2.18.1", None, "2.19.3", "NCCL 2.18.1 (log) -> constants of 2.19.3, the oldest flowsim has"),
         ("2.21.5+cuda12.4", None, "2.19.3", "NCCL 2.21.5 (log) -> constants of 2.19.3"),
         ("2.28.3+cuda12.9", None, "2.28.9", "NCCL 2.28.3 (log) -> constants of 2.28.9"),
@@ -338,7 +353,7 @@ def test_cli_nccl_version_overrides_the_log(tmp_path, capsys):
     path.write_text(_with_version("2.27.1+cuda12.9"))
     argv = ["check", str(path), "--system", "dgx-h100", "--min-bytes", "2G", "--json"]
     flowsim(argv)
-    assert json.loads(capsys.readouterr().out)["nccl"] == "NCCL 2.27.1 (log) -> constants of 2.26.2"
+    assert json.loads(capsys.readouterr().out)["nccl"] == "NCCL 2.27.1 (log) -> constants of 2.27.7"
     flowsim([*argv, "--nccl-version", "2.19.3"])
     data = json.loads(capsys.readouterr().out)
     assert (data["nccl_version"], data["nccl"]) == ("2.19.3", "NCCL 2.19.3 (given)")

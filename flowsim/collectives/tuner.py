@@ -700,6 +700,10 @@ def _model(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclC
                     # graph's speeds, NVLSTree's inter-node one halved beyond two nodes.
                     bw = min(graph.bw_intra, graph.bw_inter if algorithm == "nvls" or nodes <= 2
                              else graph.bw_inter / 2)
+                    if algorithm == "nvls" and collective != "all_reduce" and _since(constants, (2, 27, 3)):
+                        # All-gather and reduce-scatter from v2.27.3-1 ([NCCL] v2.27.7-1
+                        # src/graph/tuning.cc): the local share of the intra-node speed.
+                        bw = min(graph.bw_intra * (ppn - 1) / ppn, graph.bw_inter * 0.9)
                 else:
                     if graph.n_channels < 2:
                         continue

@@ -9,6 +9,9 @@ values each. Two read-only sequences keep them in a fraction of that:
   names, all distinct): the characters and 8 bytes a string.
 - :class:`CodedStrings`: each distinct value once, and a small integer code per row (tags,
   endpoints): 1 to 4 bytes a row, none for a column of one value.
+- :class:`JoinedStrings`: each row two coded parts joined (the flows of a collective copied
+  into a training step thousands of times: the copy's prefix, and the flow's own name), so
+  that no row's string exists until it is read: 8 bytes a row.
 
 Both behave as the tuples they replace: indexing gives a ``str``, slicing a tuple of them,
 iteration every value in order, ``+`` with a tuple a tuple, ``==`` compares with any
@@ -24,7 +27,7 @@ from typing import overload
 
 import numpy as np
 
-__all__ = ["CodedStrings", "PackedStrings", "StringColumn", "chunks", "coded", "first_duplicate"]
+__all__ = ["CodedStrings", "JoinedStrings", "PackedStrings", "StringColumn", "chunks", "coded", "first_duplicate"]
 
 #: Rows decoded at a time when a column is iterated.
 _CHUNK = 65_536
@@ -240,6 +243,84 @@ class CodedStrings(StringColumn):
         return self._lookup[self._codes[lo:hi]].tolist()
 
 
+class JoinedStrings(StringColumn):
+    """Strings as two coded parts: row ``i`` is ``heads[head_codes[i]] + tails[tail_codes[i]]``.
+
+    Parameters
+    ----------
+    heads, tails : sequence of str
+        The parts; they need not be distinct.
+    head_codes, tail_codes : integer arrays of shape (n,)
+        Each row's head and tail.
+    """
+
+    __slots__ = ("_head_codes", "_heads", "_tail_codes", "_tails")
+
+    def __init__(
+        self, heads: Sequence[str], head_codes: np.ndarray, tails: Sequence[str], tail_codes: np.ndarray
+    ) -> None:
+        self._heads, self._head_codes = _lookup(heads, head_codes, "head_codes")
+        self._tails, self._tail_codes = _lookup(tails, tail_codes, "tail_codes")
+        if self._head_codes.shape != self._tail_codes.shape:
+            raise ValueError(f"{self._head_codes.size} head codes for {self._tail_codes.size} tail codes")
+
+    @property
+    def parts(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The heads and the tails: every character of every row is in them (and, if some
+        part is in no row, a few more)."""
+        return tuple(self._heads.tolist()), tuple(self._tails.tolist())
+
+    def __len__(self) -> int:
+        return self._head_codes.size
+
+    def distinct_codes(self) -> np.ndarray | None:
+        """One int64 per row, equal for two rows exactly when their strings are; None when
+        some head is a proper prefix of another (a row's string might then be cut into a head
+        and a tail in two ways: ``"a." + "b.c"`` and ``"a.b." + "c"``).
+
+        Notes
+        -----
+        Heads sorted, a head that is a proper prefix of another is also one of the next
+        distinct head (every string between the two starts with it), so one pass over the
+        sorted heads decides it; rows are then equal exactly when their heads and their
+        tails are.
+        """
+        heads, tails = self.parts
+        ordered = sorted(set(heads))
+        if any(b.startswith(a) for a, b in itertools.pairwise(ordered)):
+            return None
+        head = _distinct(heads)[self._head_codes]
+        return head * len(tails) + _distinct(tails)[self._tail_codes]
+
+    def __reduce__(self) -> tuple:
+        heads, tails = self.parts
+        return (JoinedStrings, (heads, self._head_codes, tails, self._tail_codes))  # checked again on load
+
+    def _take(self, lo: int, hi: int) -> list[str]:
+        heads = self._heads[self._head_codes[lo:hi]].tolist()
+        return list(map(operator.add, heads, self._tails[self._tail_codes[lo:hi]].tolist()))
+
+
+def _lookup(values: Sequence[str], codes: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """``values`` as an object array to index with ``codes``, and ``codes`` read-only, checked
+    to be 1-D integers within ``values``."""
+    codes = np.asarray(codes)
+    if codes.ndim != 1 or not np.issubdtype(codes.dtype, np.integer):
+        raise ValueError(f"{what} must be a 1-D integer array")
+    if codes.size and (int(codes.min()) < 0 or int(codes.max()) >= len(values)):
+        raise ValueError(f"{what} must lie in 0 .. {len(values) - 1}")
+    if codes.flags.writeable:
+        codes = codes.copy()
+        codes.flags.writeable = False
+    return np.array((*values, ""), dtype=object)[:-1], codes  # 1-D even for one tuple
+
+
+def _distinct(values: Sequence[str]) -> np.ndarray:
+    """int64 codes of ``values``, one per distinct value."""
+    index: dict[str, int] = {}
+    return np.fromiter((index.setdefault(v, len(index)) for v in values), dtype=np.int64, count=len(values))
+
+
 def _narrow(codes: np.ndarray, n_categories: int) -> np.ndarray:
     """``codes`` in the narrowest integer type that holds codes of ``n_categories``."""
     dtype = np.int8 if n_categories <= 127 else np.int16 if n_categories <= 32767 else np.int32
@@ -256,6 +337,17 @@ def chunks(values: Iterable[str], size: int = _CHUNK) -> Iterator[Sequence[str]]
     iterator = iter(values)
     while chunk := list(itertools.islice(iterator, size)):
         yield chunk
+
+
+def _first_repeated_code(codes: np.ndarray) -> tuple[int, int] | None:
+    """:func:`first_duplicate` of rows that are equal exactly when their ``codes`` are."""
+    uniques, firsts = np.unique(codes, return_index=True)
+    if uniques.size == codes.size:
+        return None
+    repeats = np.ones(codes.size, dtype=bool)
+    repeats[firsts] = False
+    row = int(np.argmax(repeats))
+    return int(firsts[np.searchsorted(uniques, codes[row])]), row
 
 
 def coded(values: Sequence[str]) -> tuple[tuple[str, ...], np.ndarray]:
@@ -275,14 +367,11 @@ def first_duplicate(values: Sequence[str]) -> tuple[int, int] | None:
     """
     n = len(values)
     if isinstance(values, CodedStrings):
-        codes = np.asarray(values.codes)
-        uniques, firsts = np.unique(codes, return_index=True)
-        if uniques.size == n:
-            return None
-        repeats = np.ones(n, dtype=bool)
-        repeats[firsts] = False
-        row = int(np.argmax(repeats))
-        return int(firsts[np.searchsorted(uniques, codes[row])]), row
+        return _first_repeated_code(np.asarray(values.codes))
+    if isinstance(values, JoinedStrings):
+        codes = values.distinct_codes()
+        if codes is not None:
+            return _first_repeated_code(codes)
     hashes = np.empty(n, dtype=np.int64)
     lo = 0
     for chunk in chunks(values):

@@ -212,7 +212,7 @@ def zero_time_finish_reference(start, delay, depends_on):
 def placed_dependencies_reference(template, offset, points):
     """The dependencies of a collective copied into a training step at ``offset``, flow by
     flow: each flow's own (moved on), its sender's moment first where it opens the sender's
-    part; the twin of ``flowsim.training._Flows.place``, which inserts them at once."""
+    part; the twin of ``flowsim.training._Flows.workload``, which builds every copy's at once."""
     deps = []
     for i in range(len(template.names)):
         own = [offset + int(d) for d in template.dep_indices[template.dep_indptr[i]:template.dep_indptr[i + 1]]]

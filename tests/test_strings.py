@@ -8,7 +8,7 @@ import pytest
 from flowsim.collectives import collective_workload
 from flowsim.errors import InputError
 from flowsim.fabrics import build_cluster
-from flowsim.strings import CodedStrings, PackedStrings, coded, first_duplicate
+from flowsim.strings import CodedStrings, JoinedStrings, PackedStrings, coded, first_duplicate
 from flowsim.workload import Workload
 
 
@@ -74,6 +74,34 @@ def test_columns_pickle():
     loaded = pickle.loads(pickle.dumps(coded))
     assert loaded == ("a", "b", "a") and not loaded.codes.flags.writeable  # read-only after a round trip too
     assert pickle.loads(pickle.dumps(CodedStrings.constant("x", 3))) == ("x", "x", "x")
+
+
+def test_joined_strings_read_as_their_tuple():
+    joined = JoinedStrings(("tp.", "pp.", "x"), np.array([0, 0, 1, 2]), ("a", "b.c", ""), np.array([0, 1, 0, 2]))
+    values = ("tp.a", "tp.b.c", "pp.a", "x")
+    assert len(joined) == 4 and joined == values and joined[1:3] == values[1:3] and joined[-1] == "x"
+    assert pickle.loads(pickle.dumps(joined)) == values
+    assert set(joined.parts[0]) | set(joined.parts[1]) >= {"tp.", "pp.", "x", "a", "b.c"}
+    with pytest.raises(ValueError, match="head_codes must lie in 0 .. 2"):
+        JoinedStrings(("a", "b", "c"), np.array([3]), ("",), np.array([0]))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_first_duplicate_of_joined_strings_against_twin(seed):
+    # Heads that are no prefix of one another are decided by codes; "a." + "b.c" and
+    # "a.b." + "c" (a head a prefix of another) by the strings; heads and tails repeated.
+    rng = np.random.default_rng(seed)
+    for heads, tails in ((("s0.", "s1.", "s10.", "s1."), ("a", "b", "c.d", "a")), (("a.", "a.b.", ""), ("b.c", "c", "a.b.c"))):
+        n = 40
+        head_codes, tail_codes = rng.integers(0, len(heads), size=n), rng.integers(0, len(tails), size=n)
+        joined = JoinedStrings(heads, head_codes, tails, tail_codes)
+        values = [heads[h] + tails[t] for h, t in zip(head_codes, tail_codes, strict=True)]
+        assert first_duplicate(joined) == _first_duplicate_twin(values)
+        firsts = list(dict.fromkeys(zip(head_codes.tolist(), tail_codes.tolist(), strict=True)))  # distinct pairs
+        distinct = JoinedStrings(heads, np.array([h for h, _ in firsts]), tails, np.array([t for _, t in firsts]))
+        assert first_duplicate(distinct) == _first_duplicate_twin(list(distinct))
+    assert first_duplicate(JoinedStrings(("a.", "a.b."), np.array([0, 1]), ("b.c", "c"), np.array([0, 1]))) == (0, 1)
+    assert JoinedStrings(("a.", "a.b."), np.array([0]), ("b",), np.array([0])).distinct_codes() is None
 
 
 @pytest.mark.parametrize("seed", range(5))

@@ -470,7 +470,7 @@ def test_a_placed_collective_waits_for_its_senders_moments_as_its_twin_says(algo
     before = [flows.marker(rank, _Point(), ("compute", "", "", "")) for rank in senders]
     # Senders in another order than the flows', each with two moments (one its own marker).
     points = {rank: _Point((before[k], before[k - 1]), 0.0, 0.0) for k, rank in reversed(list(enumerate(senders)))}
-    offset = len(flows.names)
+    offset = len(flows)
     flows.place(template, "", points, ("tp", "", "", ""))
     placed = flows.workload()
     expected = placed_dependencies_reference(template, offset, points)

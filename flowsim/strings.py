@@ -27,7 +27,9 @@ from typing import overload
 
 import numpy as np
 
-__all__ = ["CodedStrings", "JoinedStrings", "PackedStrings", "StringColumn", "chunks", "coded", "first_duplicate"]
+__all__ = [
+    "CodedStrings", "JoinedStrings", "PackedStrings", "StringColumn", "chunks", "coded", "first_duplicate", "utf8_size",
+]
 
 #: Rows decoded at a time when a column is iterated.
 _CHUNK = 65_536
@@ -273,6 +275,12 @@ class JoinedStrings(StringColumn):
     def __len__(self) -> int:
         return self._head_codes.size
 
+    def utf8_size(self) -> int:
+        """Bytes of every row's UTF-8 encoding."""
+        heads, tails = (np.fromiter((len(v.encode("utf-8")) for v in part), dtype=np.int64,
+                                    count=len(part)) for part in self.parts)
+        return int(heads[self._head_codes].sum() + tails[self._tail_codes].sum())
+
     def distinct_codes(self) -> np.ndarray | None:
         """One int64 per row, equal for two rows exactly when their strings are; None when
         some head is a proper prefix of another (a row's string might then be cut into a head
@@ -337,6 +345,14 @@ def chunks(values: Iterable[str], size: int = _CHUNK) -> Iterator[Sequence[str]]
     iterator = iter(values)
     while chunk := list(itertools.islice(iterator, size)):
         yield chunk
+
+
+def utf8_size(values: Sequence[str]) -> int:
+    """Bytes of every value's UTF-8 encoding: a :class:`JoinedStrings`' from its parts' and
+    codes, else chunk by chunk (never all of the strings as one)."""
+    if isinstance(values, JoinedStrings):
+        return values.utf8_size()
+    return sum(len("".join(chunk).encode("utf-8")) for chunk in chunks(values))
 
 
 def _first_repeated_code(codes: np.ndarray) -> tuple[int, int] | None:

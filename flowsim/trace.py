@@ -131,7 +131,7 @@ from flowsim.hardware import LinkTier
 from flowsim.result import FlowTimes, SimulationResult
 from flowsim.routes import Routes
 from flowsim.stepreport import ACTIVITIES, COMMUNICATION_KINDS, StepBreakdown, TierUsage
-from flowsim.strings import chunks, coded
+from flowsim.strings import JoinedStrings, chunks, coded, utf8_size
 from flowsim.topology import NodeKind, Topology
 from flowsim.workload import Workload
 
@@ -291,9 +291,10 @@ def _check_strings(values, subject) -> None:
     """Raise an :class:`InputError` naming ``subject(i)`` and the value for the first of
     ``values`` that a trace cannot store."""
     # One pass over each chunk's joined text (a chunk: millions of flow names would otherwise
-    # be joined into one string of hundreds of MB); the row is looked for only when something
-    # is wrong.
-    if all(unstorable_text("".join(chunk)) is None for chunk in chunks(values, WRITE_CHUNK)):
+    # be joined into one string of hundreds of MB), or over a JoinedStrings' parts, which
+    # hold every character of its rows; the row is looked for only when something is wrong.
+    pieces = values.parts if isinstance(values, JoinedStrings) else chunks(values, WRITE_CHUNK)
+    if all(unstorable_text("".join(piece)) is None for piece in pieces):
         return
     for i, value in enumerate(values):
         why = unstorable_text(value)
@@ -579,12 +580,8 @@ def trace_bytes(
         *(coded(values)[0] for values in workload.tags.values()),
     ]
     # A variable-length string: a 16-byte reference in the dataset, its bytes and a 16-byte
-    # header in HDF5's global heap. Counted chunk by chunk (see _check_strings).
-    n_bytes += sum(
-        len("".join(chunk).encode("utf-8")) + 32 * len(chunk)
-        for values in strings
-        for chunk in chunks(values, WRITE_CHUNK)
-    )
+    # header in HDF5's global heap.
+    n_bytes += sum(utf8_size(values) + 32 * len(values) for values in strings)
     n_bytes += 8 * len(workload) * len(workload.tags) + len(scenario_text.encode("utf-8"))
     return int(n_bytes * 1.01) + _HDF5_OVERHEAD_BYTES
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from flowsim.errors import InputError
 
@@ -128,28 +128,17 @@ _MASTER = NcclConstants(
     source="[NCCL] master 2.30.7: src/graph/tuning.cc, src/graph/search.cc, src/graph/topo.h, src/transport/nvls.cc",
 )
 
-# v2.28.9-1 (the newest 2.28 release): every value read from that tag's sources. The
-# comments name what differs from _MASTER (2.30.7); everything else equals it.
-_V2_28_9 = NcclConstants(
+# v2.28.9-1 (the newest 2.28 release): every value read from that tag's sources; what is
+# not named here equals master's (2.30.7).
+_V2_28_9 = replace(
+    _MASTER,
     version="2.28.9",
-    # baseLatencies, PAT row included ({8.0, 8.0, 8.0}), as 2.30.7.
-    base_latency_us=((6.8, 14.0, 8.4), (6.6, 14.0, 8.4), (0, 0, 0), (0, 0, 0), (0, 0, 0), (0, 0, 0), (8.0, 8.0, 8.0)),
-    # hwLatencies as 2.30.7 (NET NVLSTree Simple 20.9, PAT rows 4.0 / 4.0 / 14).
-    hw_latency_us={
-        "nvlink": ((.6, 1.25, 4.0), (.6, 1.9, 3.4), (0, 0, 3.7), (0, 0, 2.8), (0, 0, 25), (0, 0, 25), (0, 0, 4.0)),
-        "pci": ((1.0, 1.9, 4.0), (1.0, 2.5, 5.7), (0, 0, 3.7), (0, 0, 2.8), (0, 0, 0), (0, 0, 0), (0, 0, 4.0)),
-        "net": ((5.0, 8.5, 14), (2.7, 4.0, 14.0), (0, 0, 31), (0, 0, 30), (0, 0, 18), (0, 0, 20.9), (0, 0, 14)),
-    },
-    ll_max_bw=((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0), (282.0, 90.0, 70.0)),
     # Blackwell {2*36.7, 34.6, 2*36.7} in v2.28.9-1 src/graph/tuning.cc perChMaxRingLL128Bws
     # (2.30.7: {40.0, 40.0, 40.0}; 34.5/34.6/34.5 in 2.29.2-2.29.3, 40s from v2.29.7-1).
     per_channel_max_ring_ll128_bw=((20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 36.7), (73.4, 34.6, 73.4)),
-    per_channel_max_tree_ll128_bw=((20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 29.0), (55.6, 31.67, 20.0)),
-    per_channel_max_tree_bw=((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (38.7, 41.4, 36.0), (70.0, 42.8, 24.0)),
     # Blackwell beyond two nodes 43.8 in v2.28.9-1 src/graph/tuning.cc perChMaxNVLSTreeBws
     # (2.30.7: 80.0, from v2.30.3-1; 43.1 in v2.28.3-1 and v2.28.7-1).
     per_channel_max_nvls_tree_bw=((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (0.0, 57.7, 45.5), (0.0, 96.0, 43.8)),
-    nvls_efficiency=(0.0, 0.0, 0.85, 0.74),
     # treeCorrectionFactor[NCCL_NUM_PROTOCOLS][23] in v2.28.9-1 src/graph/tuning.cc (2.30.7
     # has 24 columns, from v2.29.2-1, for its NVLSTree correction).
     tree_correction=_TREE_CORRECTION_23,
@@ -158,60 +147,7 @@ _V2_28_9 = NcclConstants(
     speeds_intra={**_SPEEDS_INTRA, "blackwell": (90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0)},
     speeds_inter={**_SPEEDS_INTER, "blackwell": (96.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0,
                                                  6.0, 3.0, 2.4, 1.2, 0.24, 0.12)},
-    # NVLS_NCHANNELS_SM90 16, NVLS_NCHANNELS_SM100 32 (NVLS_NCHANNELS_SM100_NVL 24 in one
-    # NVLink domain: the tuner's 2.27.3 switch), as 2.30.7; 2.28.9 has no ncclNvlsTreeSm100Tuning.
-    nvls_channels={"hopper": 16, "blackwell": 32},
-    # topo.h SM60..SM100_NVLINK_BW as 2.30.7 (SM90 20.6, SM100 40.1).
-    nvlink_bw=_NVLINK_BW,
     source="[NCCL] v2.28.9-1: src/graph/tuning.cc, src/graph/search.cc, src/graph/topo.h, src/transport/nvls.cc",
-)
-
-# v2.27.7-1 (the newest 2.27 release): every value read from that tag's sources
-# (src/graph/tuning.cc, search.cc, topo.h, src/transport/nvls.cc). Its tuning.cc arrays are
-# v2.26.2-1's, byte for byte (no tuning.cc constant changed between the two tags); its
-# search.cc speed arrays and topo.h NVLink bandwidths are v2.28.9-1's. The comments name
-# what differs from _V2_28_9 or _V2_26_2 and the tag where it changed.
-_V2_27_7 = NcclConstants(
-    version="2.27.7",
-    # As 2.26.2: PAT has no baseLat row in v2.27.7-1 either; its latency starts from a literal
-    # 8 us ("Base time" in ncclTopoTuneModel), kept in the PAT row as 2.26.2's set keeps it
-    # (the {8.0, 8.0, 8.0} row itself arrived in v2.28.3-1).
-    base_latency_us=((6.8, 14.0, 8.4), (6.6, 14.0, 8.4), (0, 0, 0), (0, 0, 0), (0, 0, 0), (0, 0, 0), (8.0, 8.0, 8.0)),
-    # As 2.26.2: no hwLat row for PAT (zero; PAT rows 4.0 / 4.0 / 14 from v2.28.3-1), and NET
-    # NVLSTree Simple 14 (2.28.9: 20.9, from v2.28.9-1; v2.28.3-1 and v2.28.7-1 still 14).
-    hw_latency_us={
-        "nvlink": ((.6, 1.25, 4.0), (.6, 1.9, 3.4), (0, 0, 3.7), (0, 0, 2.8), (0, 0, 25), (0, 0, 25), (0, 0, 0)),
-        "pci": ((1.0, 1.9, 4.0), (1.0, 2.5, 5.7), (0, 0, 3.7), (0, 0, 2.8), (0, 0, 0), (0, 0, 0), (0, 0, 0)),
-        "net": ((5.0, 8.5, 14), (2.7, 4.0, 14.0), (0, 0, 31), (0, 0, 30), (0, 0, 18), (0, 0, 14), (0, 0, 0)),
-    },
-    ll_max_bw=((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0), (282.0, 90.0, 70.0)),
-    # As 2.26.2: Blackwell {2*36.7, 2*36.7, 2*36.7} in v2.27.7-1 src/graph/tuning.cc
-    # perChMaxRingLL128Bws (2.28.9: {2*36.7, 34.6, 2*36.7}; the 34.6 arrived in v2.28.7-1).
-    per_channel_max_ring_ll128_bw=((20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 36.7), (73.4, 73.4, 73.4)),
-    # As 2.26.2: Blackwell {2*36.7, 2*36.7, 2*29.0} (2.28.9: {55.6, 31.67, 20.0}, from v2.28.3-1).
-    per_channel_max_tree_ll128_bw=((20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 29.0), (73.4, 73.4, 58.0)),
-    # As 2.26.2: Blackwell {2*38.7, 2*41.4, 2*36.0} (2.28.9: {70.0, 42.8, 24.0}, from v2.28.3-1).
-    per_channel_max_tree_bw=((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (38.7, 41.4, 36.0), (77.4, 82.8, 72.0)),
-    # As 2.26.2: v2.27.7-1 has neither perChMaxNVLSTreeBws nor nvlsEfficiency (both from
-    # v2.28.3-1): the pre-2.28.3 NVLS model (min of the graph's speeds, x 5/6).
-    per_channel_max_nvls_tree_bw=None,
-    nvls_efficiency=None,
-    # treeCorrectionFactor[NCCL_NUM_PROTOCOLS][23], as 2.26.2 and 2.28.9.
-    tree_correction=_TREE_CORRECTION_23,
-    # v2.27.7-1 src/graph/search.cc, as 2.28.9. Differs from 2.26.2: sm100SpeedArrayIntra
-    # gained its trailing 18.0 in v2.27.3-1; sm100SpeedArrayInter was SM90's in 2.26.2, became
-    # its own in v2.27.3-1 with a leading 47.9 ({47.9, 45.0, 42.0, ...}), 48.0 / 45.1 in
-    # v2.27.5-1, and gained the leading 96.0 in v2.27.6-1.
-    speeds_intra={**_SPEEDS_INTRA, "blackwell": (90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0)},
-    speeds_inter={**_SPEEDS_INTER, "blackwell": (96.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0,
-                                                 6.0, 3.0, 2.4, 1.2, 0.24, 0.12)},
-    # NVLS_NCHANNELS_SM90 16, NVLS_NCHANNELS_SM100 32, as 2.26.2 and 2.28.9;
-    # NVLS_NCHANNELS_SM100_NVL 24 in one NVLink domain from v2.27.3-1 (the tuner's 2.27.3 switch).
-    nvls_channels={"hopper": 16, "blackwell": 32},
-    # topo.h as 2.28.9. Differs from 2.26.2: SM100_NVLINK_BW 40.1 from v2.27.5-1 (40.0 before,
-    # v2.27.3-1 included).
-    nvlink_bw=_NVLINK_BW,
-    source="[NCCL] v2.27.7-1: src/graph/tuning.cc, src/graph/search.cc, src/graph/topo.h, src/transport/nvls.cc",
 )
 
 _V2_26_2 = NcclConstants(
@@ -238,6 +174,23 @@ _V2_26_2 = NcclConstants(
     nvls_channels={"hopper": 16, "blackwell": 32},
     nvlink_bw={**_NVLINK_BW, "nvlink5": 40.0},
     source="[NCCL] v2.26.2-1: src/graph/tuning.cc, src/graph/search.cc, src/graph/topo.h, src/transport/nvls.cc",
+)
+
+# v2.27.7-1 (the newest 2.27 release), every value read from that tag's sources: its
+# tuning.cc arrays are v2.26.2-1's, byte for byte (PAT without baseLat and hwLat rows, NET
+# NVLSTree 14, Blackwell caps twice Hopper's, 23 tree factors, no nvlsEfficiency or
+# perChMaxNVLSTreeBws: the NVLS model before v2.28.3-1); its search.cc speed arrays and
+# topo.h NVLink bandwidths are v2.28.9-1's: the sm100 intra array's trailing 18.0 from
+# v2.27.3-1, the sm100 inter array its own from v2.27.3-1 (47.9, 45.0, ...), 48.0 / 45.1 from
+# v2.27.5-1, a leading 96.0 from v2.27.6-1, SM100_NVLINK_BW 40.1 from v2.27.5-1. Its NVLS
+# channels are 2.26.2's (24 in one Blackwell NVLink domain: the tuner's 2.27.3 switch).
+_V2_27_7 = replace(
+    _V2_26_2,
+    version="2.27.7",
+    speeds_intra=_V2_28_9.speeds_intra,
+    speeds_inter=_V2_28_9.speeds_inter,
+    nvlink_bw=_V2_28_9.nvlink_bw,
+    source="[NCCL] v2.27.7-1: src/graph/tuning.cc, src/graph/search.cc, src/graph/topo.h, src/transport/nvls.cc",
 )
 
 # v2.19.3-1 knows no Blackwell: its compCapIndex stops at Hopper, its search takes the SM90

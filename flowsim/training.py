@@ -947,7 +947,7 @@ class _Template:
     names: tuple[str, ...]
     src: tuple[str, ...]
     dst: tuple[str, ...]
-    columns: dict[str, array]  # float64 ("d") arrays, copied in with one memcpy per placement
+    columns: dict[str, array]  # float64 ("d") arrays, read once per template when the step is built
     dep_indptr: np.ndarray
     dep_indices: np.ndarray
     opens: tuple[int, ...]

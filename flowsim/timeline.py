@@ -4,10 +4,12 @@ A what-if sweep simulates many small, independent runs: a collective at each siz
 and algorithm, grouped into flow classes (docs/model.md "Flow classes"), is tens to thousands
 of flows. :func:`simulate_prepared` takes such runs, checked and laid out by
 :func:`flowsim.engine.prepare`, and simulates all of them in one batch: ``backend="cpu"`` runs
-one run per core (:func:`flowsim_kernels.timeline.simulate_batch`), ``backend="cuda"`` one run
-per GPU thread (:mod:`flowsim_kernels.cuda_timeline`, from ``pip install 'flowsim[cuda]'``).
-Both run the same function, :func:`flowsim_kernels.timeline.simulate_instance`: the event loop
-of docs/model.md "Time" with every transferring flow's rate re-solved at each instant, so the
+one run per core (:func:`flowsim_kernels.timeline.simulate_batch`), ``backend="cuda"`` runs of
+under 32 flows one per GPU thread and the others one per block of 64 threads
+(:mod:`flowsim_kernels.cuda_timeline`, from ``pip install 'flowsim[cuda]'``). All run
+:func:`flowsim_kernels.timeline.simulate_instance`'s schedule (a block shares out its loops
+over the flows in flight): the event loop of docs/model.md "Time" with every transferring
+flow's rate re-solved at each instant, so the
 times equal :func:`flowsim.simulate`'s to rounding. :func:`run_many` routes and prepares
 (topology, workload) pairs and returns what :func:`flowsim.run` returns for each.
 
@@ -94,7 +96,7 @@ def simulate_prepared(
         From :func:`flowsim.engine.prepare` (with ``classes=True``, each run's classes are
         simulated and every flow gets its class's times).
     backend : {"cpu", "cuda", "auto"}
-        ``"cpu"``: one run per core at a time; ``"cuda"``: one run per GPU thread;
+        ``"cpu"``: one run per core at a time; ``"cuda"``: one run per GPU thread or block;
         ``"auto"``: ``"cuda"`` where it can run (:func:`flowsim.batched.available_backends`).
 
     Returns

@@ -291,7 +291,7 @@ def cuda_kernels():
 @needs_compiler
 def test_every_kernel_has_a_signature():
     kernels = cuda_kernels()
-    assert {"max_min_fair_batch_kernel", "simulate_batch_kernel"} <= set(kernels)
+    assert {"max_min_fair_batch_kernel", "simulate_batch_kernel", "simulate_blocks_kernel"} <= set(kernels)
     assert all(signature is not None for _, signature in kernels.values())
 
 
@@ -328,19 +328,29 @@ def cubin_size(ptx, arch):
         nvjitlink.destroy(handle)
 
 
-# --- time simulations, one instance per thread (GPU or simulator) ---------------------------------
+# --- time simulations (GPU or simulator) ----------------------------------------------------------
+
+#: (threads per run, runs with fewer flows one per thread): every run on a thread; the
+#: simulator's blocks of 2 threads (it runs a block's threads as Python threads); the GPU's
+#: own blocks, with and without small runs on threads.
+TIME_LAYOUTS = [(1, 0), (2, 8)] if SIMULATOR else [(1, 0), (32, 32), (64, 32), (256, 0)]
+
 
 @needs_cuda
-def test_time_batch_matches_the_cpu_batch():
+@pytest.mark.parametrize(("threads", "small"), TIME_LAYOUTS, ids=lambda v: str(v))
+def test_time_batch_matches_the_cpu_batch(threads, small, monkeypatch):
     from flowsim.collectives import collective_workload
     from flowsim.engine import prepare
     from flowsim.fabrics import build_cluster
     from flowsim.timeline import run_many, simulate_prepared
+    from flowsim_kernels import cuda_timeline
     from test_engine import engine_kwargs, random_scenario
 
+    monkeypatch.setattr(cuda_timeline, "THREADS_PER_RUN", threads)
+    monkeypatch.setattr(cuda_timeline, "SMALL_RUN_FLOWS", small)
     rng = np.random.default_rng(7)
-    scenarios = [random_scenario(rng, n_flows=int(rng.integers(1, 25)), n_links=int(rng.integers(3, 6)))
-                 for _ in range(4)]
+    # Runs with more flows than a block has threads, and fewer; dependencies, caps, zero bytes.
+    scenarios = [random_scenario(rng, n_flows=n, n_links=int(rng.integers(3, 6))) for n in (1, 5, 12, 24)]
     prepared = [prepare(routes, capacity, size, **engine_kwargs(kw)) for routes, capacity, size, kw in scenarios]
     for cpu, gpu in zip(simulate_prepared(prepared), simulate_prepared(prepared, backend="cuda"), strict=True):
         for times in ("ready_s", "transfer_start_s", "finish_s"):
@@ -352,3 +362,14 @@ def test_time_batch_matches_the_cpu_batch():
     for cpu, gpu in zip(run_many(runs), run_many(runs, backend="cuda"), strict=True):
         assert gpu.result.n_flow_classes < len(gpu.workload)
         np.testing.assert_allclose(gpu.result.finish_s, cpu.result.finish_s, rtol=1e-12)
+
+
+@needs_cuda
+def test_threads_per_run_must_be_one_or_a_power_of_two(monkeypatch):
+    from flowsim.engine import prepare
+    from flowsim.timeline import simulate_prepared
+    from flowsim_kernels import cuda_timeline
+
+    monkeypatch.setattr(cuda_timeline, "THREADS_PER_RUN", 48)
+    with pytest.raises(ValueError, match="THREADS_PER_RUN must be 1 or a power of two from 2 to 256, not 48"):
+        simulate_prepared([prepare([[0]], [1.0], [1.0])], backend="cuda")

@@ -6,6 +6,7 @@ with ``PYTHONPATH=.:kernels`` where nothing can be installed::
     python benchmarks/gpu/bench_gpu.py                  # GPU and CPU, the full table
     python benchmarks/gpu/bench_gpu.py --threads 256 512 1024   # a GPU column per block size
     python benchmarks/gpu/bench_gpu.py --shared         # instances share weights and caps
+    python benchmarks/gpu/bench_gpu.py --resident       # also with the inputs left on the GPU
     python benchmarks/gpu/bench_gpu.py --cpu-only       # the CPU column alone, no GPU needed
     NUMBA_ENABLE_CUDASIM=1 python benchmarks/gpu/bench_gpu.py --smoke   # tiny, on the simulator
 
@@ -13,7 +14,9 @@ First the GPU's rates are checked against the CPU's on seeded random batches (re
 then each size's batch is timed end to end (host-device copies included) and a table of
 instances per second is printed, with a GPU column for each largest block size asked for
 (``--threads``; the launcher's default when none is). A block size the compiled kernel cannot
-launch (too many registers a thread) is reported and left out. Exit status: 0 on success, 1
+launch (too many registers a thread) is reported and left out. With ``--resident``, two more
+columns time the kernel on inputs already on the GPU, as a sweep that kept its instances there
+between solves would: with the rates copied back, and the kernel alone. Exit status: 0 on success, 1
 if the GPU and CPU disagree, 2 if the CUDA backend cannot run here (without ``--cpu-only``).
 """
 
@@ -130,6 +133,39 @@ def launchable(threads: list[int]) -> list[int]:
     return [n for n in threads if n <= kernel.max_threads_per_block]
 
 
+def resident_rates(problem: BatchProblem, repeats: int) -> tuple[float, float, np.ndarray]:
+    """Instances per second of the launcher's kernel, block size and work arrays on inputs
+    copied to the GPU beforehand: with the rates copied back to the host, and the kernel
+    alone; and the rates."""
+    from numba import cuda
+
+    from flowsim_kernels import cuda_maxmin
+
+    routes = problem.routes
+    n_instances, n_flows, n_links = problem.n_instances, problem.n_flows, problem.n_links
+    inputs = [cuda.to_device(np.ascontiguousarray(a)) for a in (
+        routes.flow_link_indptr, routes.flow_link_indices, problem.link_flow_indptr, problem.link_flow_indices,
+        np.broadcast_to(problem.capacity_Bps, (n_instances, n_links)),
+        np.broadcast_to(problem.weight, (n_instances, n_flows)),
+        np.broadcast_to(problem.cap_Bps, (n_instances, n_flows)))]
+    by_link, by_flow = (n_instances, n_links), (n_instances, n_flows)
+    work = [cuda.device_array(by_link, np.float64), cuda.device_array(by_link, np.bool_),
+            cuda.device_array(by_link, np.int32), cuda.device_array(by_link, np.float64),
+            cuda.device_array(by_link, np.int32),
+            cuda.device_array((n_instances, problem.link_flow_indices.shape[0]), np.int32),
+            cuda.device_array(by_flow, np.int32), cuda.device_array(by_flow, np.float64)]
+    rate = cuda.device_array(by_flow, np.float64)
+    threads = cuda_maxmin.threads_per_block(n_flows, n_links)
+
+    def kernel() -> None:
+        cuda_maxmin.max_min_fair_batch_kernel[n_instances, threads](*inputs, *work, rate)
+        cuda.synchronize()
+
+    host = np.empty(by_flow)
+    with_copy = best_time(lambda: (kernel(), rate.copy_to_host(host)), repeats)
+    return n_instances / with_copy, n_instances / best_time(kernel, repeats), host
+
+
 def cuda_usable() -> bool:
     """Whether the CUDA backend runs here; if not, says why on stderr."""
     try:
@@ -159,6 +195,11 @@ def main(argv: list[str] | None = None) -> int:
         "--shared",
         action="store_true",
         help="time batches whose instances share weights and caps (a sweep over capacities)",
+    )
+    parser.add_argument(
+        "--resident",
+        action="store_true",
+        help="also time the kernel on inputs left on the GPU (with the rates copied back, and alone)",
     )
     parser.add_argument(
         "--threads",
@@ -224,11 +265,18 @@ def main(argv: list[str] | None = None) -> int:
                 row.append(f"{gpu_instances / gpu_s:,.0f}")
                 best_rate = max(best_rate, gpu_instances / gpu_s)
             row.append(f"{best_rate / cpu_rate:.1f}x")
+            if args.resident:
+                with_copy, alone, rates = resident_rates(problem, args.repeats)
+                if not agree(rates[:cpu_instances], cpu_rates, f"resident batch, {n_flows} flows"):
+                    return 1
+                row += [f"{with_copy:,.0f}", f"{with_copy / cpu_rate:.1f}x", f"{alone:,.0f}", f"{alone / cpu_rate:.1f}x"]
         rows.append(row)
 
     header = ["flows", "links", "incidences", "CPU batch", "CPU inst/s"]
     if use_cuda:
         header += ["GPU batch", *(f"GPU<={n} inst/s" for n in threads), "best GPU/CPU"]
+        if args.resident:
+            header += ["resident inst/s", "/CPU", "kernel alone inst/s", "/CPU"]
     widths = [max(len(h), *(len(r[j]) for r in rows)) for j, h in enumerate(header)]
     print()
     print("  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True)))

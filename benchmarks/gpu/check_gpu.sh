@@ -4,10 +4,17 @@
 # backend, then the GPU-against-CPU throughput table for blocks of up to 256, 512 and 1024
 # threads (the launcher's default is the 1024 column), and once more with weights and caps
 # shared by all instances, as in a sweep over capacities; then the time sweep of collectives
-# on the cuda backend and 10,000 collectives' time simulations, GPU against all CPU cores.
-# Logs go to DIR (default gpu-logs/).
+# on the cuda backend and 10,000 collectives' time simulations, GPU against all CPU cores
+# (a run per thread, and the default of runs under 32 classes per thread, the others per block
+# of 64 threads). Logs go to DIR (default gpu-logs/).
 #
 #   bash benchmarks/gpu/check_gpu.sh [DIR]
+#   FLOWSIM_WHEELS=.whl bash benchmarks/gpu/check_gpu.sh [DIR]
+#
+# FLOWSIM_WHEELS names a folder of wheels installed first into a temporary folder ahead of the
+# machine's packages, for a machine that cannot reach a package index: numba-cuda 0.30 fails
+# to import under numpy 2.5 (np.row_stack is gone), so an image with numpy 2.5 needs
+# numpy<2.5 and numba-cuda there (2026-12-04's H200: numpy-2.4.6 and numba_cuda-0.30.4 wheels).
 #
 # Runs from the repository root without installing flowsim (PYTHONPATH=.:kernels), with a
 # fresh Numba cache, so compile times are those of a first run. Exit status: the first
@@ -15,6 +22,11 @@
 set -uo pipefail
 logs=${1:-gpu-logs}
 mkdir -p "$logs"
+if [[ -n "${FLOWSIM_WHEELS:-}" ]]; then
+    site=$(mktemp -d)
+    python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" "$FLOWSIM_WHEELS"/*.whl || exit 3
+    export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+fi
 export PYTHONPATH="$PWD:$PWD/kernels${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 export NUMBA_CACHE_DIR="$(mktemp -d)"
 status=0
@@ -39,9 +51,9 @@ step sweep python3 -m flowsim.cli sweep data/sweeps/rail_cluster_rates.toml \
     -o "$logs/rail_cluster_rates.h5" --backend cuda
 step rates python3 -m flowsim.cli rates data/scenarios/rail_optimized_cluster.toml \
     --backend cuda --scale 0.5 1 2 4
-step bench python3 benchmarks/gpu/bench_gpu.py --threads 256 512 1024
+step bench python3 benchmarks/gpu/bench_gpu.py --threads 256 512 1024 --resident
 step bench-shared python3 benchmarks/gpu/bench_gpu.py --shared
 step time-sweep python3 -m flowsim.cli sweep data/sweeps/two_dgx_collectives.toml \
     -o "$logs/two_dgx_collectives.h5" --backend cuda
-step bench-time python3 benchmarks/gpu/bench_time_gpu.py --runs 10000
+step bench-time python3 benchmarks/gpu/bench_time_gpu.py --runs 10000 --threads-per-run 1 64
 exit $status

@@ -15,7 +15,7 @@ batch on ``--backend`` (``cpu``, the default, uses every core; ``cuda`` needs
 ``pip install 'flowsim[cuda]'`` and an NVIDIA GPU; ``auto`` picks cuda where it can run).
 A ``solve = "time"`` sweep given ``--backend`` is built on the ``--workers``, and its runs
 of up to ``flowsim.sweep.MAX_BATCH_FLOWS`` flow classes are simulated in batches in this
-process, one run per core or GPU thread (the table's ``ran_on`` column says where each
+process, one run per core or per GPU thread or block (the table's ``ran_on`` column says where each
 went). ``--workers`` is for time sweeps, ``--dask`` and ``--traces`` for those without
 ``--backend``.
 """

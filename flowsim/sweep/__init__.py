@@ -71,9 +71,9 @@ With ``solve = "time"`` and a ``backend`` (``cpu``, ``cuda`` or ``auto``; ``flow
 --backend``), runs are built on the local workers (or in this process with one) and grouped
 into flow classes
 (docs/model.md "Flow classes"), and every run of at most :data:`MAX_BATCH_FLOWS` classes
-is simulated in a batch by :func:`flowsim.timeline.simulate_prepared`: one run per core or
-per GPU thread, the same times as the CPU engine to rounding. A batch holds up to
-:data:`BATCH_FLOWS` classes, and is simulated early once its runs hold
+is simulated in a batch by :func:`flowsim.timeline.simulate_prepared`: one run per core or,
+on a GPU, per thread (under 32 classes) or thread block, the same times as the CPU engine
+to rounding. A batch holds up to :data:`BATCH_FLOWS` classes, and is simulated early once its runs hold
 :data:`WAITING_FLOWS` flows before grouping (each keeps its flows until its metrics are
 taken). Larger runs, runs with a coarse ``time_rel_tol`` (the batch keeps the default's
 exact instants) and every run of a sweep that asks for a job metric run on the CPU engine

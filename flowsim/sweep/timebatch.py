@@ -1,6 +1,6 @@
 """Time mode on a backend (``solve = "time"`` with ``backend``): runs built on the sweep's
 workers (or in this process) and simulated here in batches by
-:func:`flowsim.timeline.simulate_prepared`, one run per CPU core or GPU thread (see
+:func:`flowsim.timeline.simulate_prepared`, one run per CPU core, GPU thread or GPU block (see
 :mod:`flowsim.sweep`, "Time sweeps on a backend").
 
 A run joins a batch when its flows, grouped into flow classes, are at most
@@ -31,8 +31,8 @@ from flowsim.timeline import simulate_prepared
 
 __all__ = ["BATCH_FLOWS", "MAX_BATCH_FLOWS", "WAITING_FLOWS", "TimeSolver"]
 
-#: Most flows (after grouping into classes) of a run that a batch takes. A run holds one core
-#: or GPU thread for its whole event loop, and every instant re-solves all the flows in flight
+#: Most flows (after grouping into classes) of a run that a batch takes. A run holds one core,
+#: GPU thread or GPU block for its whole event loop, and every instant re-solves all the flows in flight
 #: there, so a run of many flows at once (a burst) is the incremental CPU engine's; this keeps
 #: the largest out. On one core of a 2-core Xeon VM a 16-node DGX H100 all-reduce at 8 GiB (9,057
 #: classes) took 22 ms in a batch, the CPU engine's kernel 10 ms; at 1 GiB (5,417) 52 and 8 ms.

@@ -1,11 +1,12 @@
-"""Many independent time simulations at once: one instance per CPU core or GPU thread.
+"""Many independent time simulations at once: one instance per CPU core, GPU thread or GPU block.
 
 :func:`simulate_instance` runs the event loop of docs/model.md "Time" for one instance, re-solving
 every transferring flow's max-min rate (textbook progressive filling over the links in use) at
 each instant. It is written once, in the subset of Python that
 both Numba targets compile: :func:`simulate_batch` runs it on every CPU core (``prange`` over
 instances), and :mod:`flowsim_kernels.cuda_timeline` compiles the same function as a CUDA device
-function, one instance per GPU thread.
+function, one small instance per GPU thread, and runs a block-wide form of it on the larger
+ones, one per thread block.
 
 Notes
 -----

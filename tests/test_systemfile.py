@@ -229,6 +229,9 @@ def test_the_nic_sweep_varies_the_system_files_keys():
         ("oci-bm-gpu4-8", "A100", 8, 25 * G),
         ("oci_bm_gpu_h100_8", "H100", 8, 50 * G),
         ("oci-bm-gpu-b300-8", "B300", 8, 100 * G),
+        # NVIDIA: DGX H200 8 x 400 Gb/s NDR; DGX B300 8 x 800 Gb/s XDR.
+        ("dgx-h200", "H200", 8, 50 * G),
+        ("dgx_b300", "B300", 8, 100 * G),
     ],
 )
 def test_shipped_cloud_systems_resolve_with_dashes_or_underscores(name, gpu, nics, nic_Bps):
@@ -242,10 +245,22 @@ def test_shipped_cloud_systems_resolve_with_dashes_or_underscores(name, gpu, nic
     assert len(t.gpus()) == 2 * system.n_gpus
 
 
+def test_the_dgx_h200_is_the_dgx_h100_preset_with_h200_gpus():
+    # NVIDIA's DGX BasePOD reference architecture gives the DGX H200 and DGX H100 one list of
+    # specifications: the same NVSwitches, PCIe, CPUs and eight 400 Gb/s NICs, one per GPU.
+    system, _, _ = resolve_system("dgx-h200")
+    h100 = preset_spec("dgx_h100")
+    assert (system.gpu, h100.gpu) == ("H200", "H100")
+    mine, its = build_server(system, figure="effective"), build_server(h100, figure="effective")
+    assert mine.link_names == its.link_names and mine.node_names == its.node_names
+    np.testing.assert_array_equal(mine.link_capacity_Bps, its.link_capacity_Bps)
+    np.testing.assert_array_equal(mine.node_nic, its.node_nic)
+
+
 def test_the_shipped_systems_are_listed_in_the_help():
     assert shipped_system_names() == (
         "aws_p4d", "aws_p4de", "aws_p5", "aws_p5e", "aws_p6_b200", "azure_nd_a100_v4", "azure_nd_gb200_v6",
-        "azure_nd_h100_v5", "azure_nd_h200_v5", "gcp_a3_high", "gcp_a3_mega", "gcp_a3_ultra", "gcp_a4",
+        "azure_nd_h100_v5", "azure_nd_h200_v5", "dgx_b300", "dgx_h200", "gcp_a3_high", "gcp_a3_mega", "gcp_a3_ultra", "gcp_a4",
         "oci_bm_gpu4_8", "oci_bm_gpu_b300_8", "oci_bm_gpu_h100_8",
     )
 

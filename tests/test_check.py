@@ -24,7 +24,7 @@ from flowsim.check import (
     read_history,
 )
 from flowsim.check.parse import nccl_version_from_code
-from flowsim.check.report import LATENCY_TOLERANCE, time_bounds
+from flowsim.check.report import LATENCY_TOLERANCE, default_system, time_bounds
 from flowsim.commands.check import add_parser
 from flowsim.errors import InputError
 
@@ -521,6 +521,49 @@ def test_cli_exit_status_output_and_history(tmp_path, capsys):
     )
     assert flowsim_check(["--plot", str(tmp_path / "p.png")]) == 2
     assert "--history" in capsys.readouterr().err
+
+
+def _log_of(*gpus):
+    """A parsed log whose rank lines name ``gpus``, one rank each on one host."""
+    rank_lines = "\n".join(f"#  Rank {r} Group  0 Pid {100 + r} on host device {r} [0000:{r:02x}:00] {gpu}"
+                           for r, gpu in enumerate(gpus))
+    return parse_nccl_log(f"# Using devices\n{rank_lines}\n" + "\n".join(
+        line for line in _lines(SENDRECV) if "Rank" not in line and "Using devices" not in line))
+
+
+@pytest.mark.parametrize(("gpu", "system"), [
+    ("NVIDIA H100 80GB HBM3", "dgx-h100"), ("NVIDIA H200", "dgx-h200"), ("NVIDIA A100-SXM4-40GB", "dgx-a100"),
+    ("NVIDIA A100-SXM4-80GB", "dgx-a100"), ("NVIDIA B200", "dgx-b200"), ("NVIDIA B300 SXM6 AC", "dgx-b300"),
+    ("NVIDIA GB200", "gb200-nvl72"), ("Tesla V100-SXM2-32GB", "dgx1-v100"),
+])
+def test_a_log_without_system_is_checked_on_nvidias_server_of_its_gpu(gpu, system):
+    assert default_system(_log_of(gpu, gpu)) == system
+
+
+@pytest.mark.parametrize(("gpus", "why"), [
+    (("NVIDIA H100 PCIe",), "the log's GPU NVIDIA H100 PCIe is in no server flowsim ships"),
+    (("NVIDIA H200 NVL",), "the log's GPU NVIDIA H200 NVL is in no server flowsim ships"),
+    (("NVIDIA GH200 480GB",), "the log's GPU NVIDIA GH200 480GB is in no server flowsim ships"),
+    (("NVIDIA GB300",), "the log's GPU NVIDIA GB300 is in no server flowsim ships"),
+    (("NVIDIA A100 80GB PCIe",), "the log's GPU NVIDIA A100 80GB PCIe is in no server flowsim ships"),
+    (("NVIDIA H100 80GB HBM3", "NVIDIA H200"), "the log's GPUs (NVIDIA H100 80GB HBM3, NVIDIA H200) are of "
+                                                "different servers"),
+    (("NVIDIA Graphics Device",), "whose rank lines name no GPU"),
+])
+def test_a_log_without_system_whose_gpu_has_no_server_asks_for_one(gpus, why):
+    with pytest.raises(InputError, match=re.escape(why)):
+        default_system(_log_of(*gpus))
+
+
+def test_cli_without_system_checks_on_the_gpus_server_and_says_so(capsys):
+    argv = [str(SENDRECV), "--min-bytes", "1G", "--json"]
+    assert flowsim_check([*argv, "--system", "dgx-h100"]) == 0
+    given = capsys.readouterr()
+    assert flowsim_check(argv) == 0
+    taken = capsys.readouterr()
+    assert {**json.loads(taken.out), "checked_at": ""} == {**json.loads(given.out), "checked_at": ""}
+    assert taken.err == ("flowsim check: no --system: checking on dgx-h100, NVIDIA's server of the log's "
+                         "NVIDIA H100 80GB HBM3 (--system names another)\n")
 
 
 def test_cli_refuses_bad_output_paths_before_checking(tmp_path, capsys):

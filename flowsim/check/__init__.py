@@ -35,7 +35,7 @@ from flowsim.check.parse import (
     TestRow,
     parse_nccl_log,
 )
-from flowsim.check.report import CheckReport, RowCheck, check_log, check_nccl_log
+from flowsim.check.report import CheckReport, RowCheck, check_log, check_nccl_log, default_system
 
 __all__ = [
     "BINARIES",
@@ -49,6 +49,7 @@ __all__ = [
     "append_history",
     "check_log",
     "check_nccl_log",
+    "default_system",
     "history_file",
     "history_plot_file",
     "parse_nccl_log",

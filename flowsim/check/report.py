@@ -73,6 +73,7 @@ __all__ = [
     "RowCheck",
     "check_log",
     "check_nccl_log",
+    "default_system",
     "nccl_version_of",
     "time_bounds",
 ]
@@ -101,6 +102,41 @@ _HOSTS_PER_SERVER = {"gb200_nvl72": 18}
 #: The name the NVIDIA driver prints for a GPU it has no product name for (early GB200
 #: drivers, coreweave/nccl-tests#43): it says nothing about the model.
 UNNAMED_GPU = "NVIDIA Graphics Device"
+
+
+#: The system :func:`default_system` takes for a log's GPUs: NVIDIA's own server of each SXM
+#: GPU, found by a piece of the device name nccl-tests' rank lines print (``NVIDIA H100 80GB
+#: HBM3``), the first piece that matches. PCIe and NVL cards (``NVIDIA H100 PCIe``, ``NVIDIA
+#: H200 NVL``), the GH200 and the GB300 are in no server flowsim ships: they have none.
+DEFAULT_SYSTEMS: tuple[tuple[str, str | None], ...] = (
+    ("PCIe", None), ("NVL", None), ("GH200", None), ("GB300", None),
+    ("GB200", "gb200-nvl72"), ("B300", "dgx-b300"), ("B200", "dgx-b200"), ("H200", "dgx-h200"),
+    ("H100", "dgx-h100"), ("A100-SXM", "dgx-a100"), ("V100-SXM2", "dgx1-v100"),
+)
+
+
+def default_system(log: NcclTestLog) -> str:
+    """The system to check ``log`` on when none is given: NVIDIA's server of the GPU its rank
+    lines name (:data:`DEFAULT_SYSTEMS`).
+
+    Raises
+    ------
+    InputError
+        The log names no GPU (no rank lines, or only the driver's unnamed device), its GPUs
+        are of no server flowsim ships, or of two different ones.
+    """
+    named = [name for name in log.gpu_models if name != UNNAMED_GPU]
+    if not named:
+        raise InputError("--system is required to check an nccl-tests output whose rank lines name no GPU")
+    systems = {}
+    for name in named:
+        system = next((s for piece, s in DEFAULT_SYSTEMS if piece.lower() in name.lower()), None)
+        if system is None:
+            raise InputError(f"--system is required: the log's GPU {name} is in no server flowsim ships")
+        systems[system] = name
+    if len(systems) > 1:
+        raise InputError(f"--system is required: the log's GPUs ({', '.join(named)}) are of different servers")
+    return next(iter(systems))
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """``flowsim check``: nccl-tests output measured against flowsim's prediction for the cluster.
 
-    flowsim check NCCL_TESTS_OUTPUT --system dgx-h100|FILE.toml [--nodes 4 --gpus-per-node 8]
+    flowsim check NCCL_TESTS_OUTPUT [--system dgx-h100|FILE.toml] [--nodes 4 --gpus-per-node 8]
                   [--fabric F --switch S --oversubscription O]
                   [--threshold 0.1] [--latency-tolerance 2] [--history history.h5] [--plot trend.png]
                   [--json]
@@ -10,7 +10,9 @@ prints, per message size, the predicted busbw, the measured out-of-place and in-
 and their ratio to the prediction, and flags sizes whose measured busbw is below
 ``1 - threshold`` of the prediction (SHORT: the cluster underperforms), above ``1 + threshold``
 (FAST: the system description is probably wrong), or where nccl-tests counted wrong elements
-(WRONG). The part of a predicted time that is NCCL's latency (its ``baseLat`` and ``hwLat``
+(WRONG). Without ``--system``, the log is checked on NVIDIA's server of the GPU its rank
+lines name (``dgx-h100`` for an ``NVIDIA H100 80GB HBM3``, :data:`flowsim.check.report.DEFAULT_SYSTEMS`),
+with a note on stderr. The part of a predicted time that is NCCL's latency (its ``baseLat`` and ``hwLat``
 constants, which rank algorithms rather than time them) may be up to ``1 + latency-tolerance``
 times longer or shorter (default 3x), so latency-bound sizes are flagged only when far off;
 then the prediction's error by size band. Warnings, one line each, say where the log's
@@ -34,7 +36,16 @@ import math
 import sys
 from pathlib import Path
 
-from flowsim.check import BINARIES, append_history, check_nccl_log, history_file, history_plot_file, plot_history
+from flowsim.check import (
+    BINARIES,
+    append_history,
+    check_nccl_log,
+    default_system,
+    history_file,
+    history_plot_file,
+    parse_nccl_log,
+    plot_history,
+)
 from flowsim.check.report import LATENCY_TOLERANCE
 from flowsim.collectives import PROTOCOLS
 from flowsim.collectives.report import parse_size
@@ -84,7 +95,11 @@ def check_command(args: argparse.Namespace) -> int:
         if args.plot is not None and args.history is None:
             raise InputError("--plot draws the history: give --history FILE too")
         if args.output is not None and args.system is None:
-            raise InputError("--system is required to check an nccl-tests output")
+            log = parse_nccl_log(args.output, collective=args.collective, nodes=args.nodes,
+                                 gpus_per_node=args.gpus_per_node)
+            args.system = default_system(log)
+            print(f"flowsim check: no --system: checking on {args.system}, NVIDIA's server of the log's "
+                  f"{log.gpu_models[0]} (--system names another)", file=sys.stderr)
         try:
             min_bytes = parse_size(args.min_bytes)
         except InputError as err:

@@ -36,6 +36,7 @@ from flowsim.collectives.tuner import NcclEnv
 from flowsim.errors import InputError, read_text_file
 from flowsim.fabrics import FABRICS
 from flowsim.hardware import nvswitch_generation
+from flowsim.presets import preset_names
 from flowsim.servers import CPU_KINDS, GPU_FABRICS, PcieSwitch, ServerSpec
 from flowsim.tomlcheck import Where, join, show
 
@@ -351,11 +352,22 @@ def resolve_system(value: str) -> tuple[str | ServerSpec, str, dict]:
     """What a ``--system`` value names: a system file (``*.toml``), a shipped one
     (:func:`shipped_system_names`) or a preset, ``'-'`` and ``'_'`` alike in names. Returns the
     system :func:`flowsim.fabrics.build_cluster` takes, its name, and the file's cluster keys
-    (empty for a preset)."""
+    (empty for a preset).
+
+    Raises
+    ------
+    InputError
+        ``value`` is none of the three; the message lists the presets and shipped systems.
+    """
     if is_system_file(value) or is_shipped_system(value):
         system = find_system(value)
         return system.spec, system.name, dict(system.cluster)
     name = value.replace("-", "_")
+    if name not in preset_names():
+        raise InputError(
+            f"unknown system {value!r}: expected a preset ({', '.join(preset_names())}), a shipped system "
+            f"({', '.join(shipped_system_names())}) or a system file (FILE.toml)"
+        )
     return name, name, {}
 
 

@@ -130,7 +130,7 @@ def test_rows_say_what_nccl_runs_and_nccl_env_steers_it(capsys):
         (["--system", "dgx_h100", "--nccl-env", "NCCL_ALGO=Ring", "--nccl-env", "NCCL_ALGO=Tree"],
          "--nccl-env NCCL_ALGO is given twice"),
         (["--system", "dgx_h100", "--nccl-env", "NCCL_ALGO=Rings"], "unknown name 'Rings'"),
-        (["--system", "dgx_h999"], "unknown preset 'dgx_h999'"),
+        (["--system", "dgx_h999"], "unknown system 'dgx_h999': expected a preset (pcie_server, dgx1_v100"),
         (["--system", "dgx_h100", "--nodes", "0"], "n_nodes must be a positive integer"),
         (["--system", "dgx_h100", "-b", "1G", "-e", "1M"], "begin <= end"),
         (["--system", "dgx_h100", "-b", "1Q"], "size '1Q'"),

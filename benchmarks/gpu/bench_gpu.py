@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import importlib.metadata
 import os
 import sys
@@ -104,16 +105,21 @@ def best_time(solve, repeats: int) -> float:
 
 
 @contextlib.contextmanager
-def largest_block(threads: int) -> Iterator[None]:
-    """Let the CUDA launcher use blocks of up to ``threads`` threads inside the ``with``."""
-    from flowsim_kernels import cuda_maxmin
-
-    default = cuda_maxmin.MAX_THREADS_PER_BLOCK
-    cuda_maxmin.MAX_THREADS_PER_BLOCK = threads
+def launcher_setting(module_name: str, name: str, value: int) -> Iterator[None]:
+    """Set ``flowsim_kernels.<module_name>.<name>`` (a CUDA launcher's setting) to ``value``
+    inside the ``with``."""
+    module = importlib.import_module(f"flowsim_kernels.{module_name}")
+    default = getattr(module, name)
+    setattr(module, name, value)
     try:
         yield
     finally:
-        cuda_maxmin.MAX_THREADS_PER_BLOCK = default
+        setattr(module, name, default)
+
+
+def largest_block(threads: int) -> contextlib.AbstractContextManager[None]:
+    """Let the CUDA launcher use blocks of up to ``threads`` threads inside the ``with``."""
+    return launcher_setting("cuda_maxmin", "MAX_THREADS_PER_BLOCK", threads)
 
 
 def launchable(threads: list[int]) -> list[int]:

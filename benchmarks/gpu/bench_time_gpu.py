@@ -24,14 +24,12 @@ CUDA backend cannot run here (without ``--cpu-only``).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 import time
-from collections.abc import Iterator
 
 import numba
 import numpy as np
-from bench_gpu import cuda_usable, describe_machine  # beside this file
+from bench_gpu import cuda_usable, describe_machine, launcher_setting  # beside this file
 
 from flowsim.collectives import collective_workload
 from flowsim.fabrics import build_cluster
@@ -59,19 +57,6 @@ def distinct_runs(nodes, collectives, exponents):
                 runs.append(prepare_routed(topology, workload, routes, classes=True))
                 pairs.append((topology, workload, routes))
     return runs, pairs
-
-
-@contextlib.contextmanager
-def threads_per_run(threads: int) -> Iterator[None]:
-    """Let the CUDA launcher give each run ``threads`` threads inside the ``with``."""
-    from flowsim_kernels import cuda_timeline
-
-    default = cuda_timeline.THREADS_PER_RUN
-    cuda_timeline.THREADS_PER_RUN = threads
-    try:
-        yield
-    finally:
-        cuda_timeline.THREADS_PER_RUN = default
 
 
 def timed(function, repeats: int = 1):
@@ -118,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         from flowsim_kernels import cuda_timeline
 
         for threads in args.threads_per_run or [cuda_timeline.THREADS_PER_RUN]:
-            with threads_per_run(threads):
+            with launcher_setting("cuda_timeline", "THREADS_PER_RUN", threads):
                 simulate_prepared(batch[:2], backend="cuda")  # compiles the GPU kernel
                 gpu, gpu_s = timed(lambda: simulate_prepared(batch, backend="cuda"), args.repeats)
             worst = max(float(np.max(np.abs(g.finish_s / c.finish_s - 1), initial=0.0)) for g, c in zip(gpu, cpu))

@@ -46,7 +46,7 @@ from flowsim.check import (
     parse_nccl_log,
     plot_history,
 )
-from flowsim.check.report import LATENCY_TOLERANCE
+from flowsim.check.report import LATENCY_TOLERANCE, UNNAMED_GPU
 from flowsim.collectives import PROTOCOLS
 from flowsim.collectives.report import parse_size
 from flowsim.commands.argtypes import (
@@ -98,8 +98,9 @@ def check_command(args: argparse.Namespace) -> int:
             log = parse_nccl_log(args.output, collective=args.collective, nodes=args.nodes,
                                  gpus_per_node=args.gpus_per_node)
             args.system = default_system(log)
+            gpu = next(name for name in log.gpu_models if name != UNNAMED_GPU)
             print(f"flowsim check: no --system: checking on {args.system}, NVIDIA's server of the log's "
-                  f"{log.gpu_models[0]} (--system names another)", file=sys.stderr)
+                  f"{gpu} (--system names another)", file=sys.stderr)
         try:
             min_bytes = parse_size(args.min_bytes)
         except InputError as err:

@@ -162,6 +162,21 @@ def _nvlink_generations() -> dict[str, NVLinkGeneration]:
 
 _NVLINK = _nvlink_generations()
 
+#: GPUs sold with fewer NVLinks than their generation has, by a piece of their name: the H800
+#: with 8 NVLink 4 links (200 GB/s per direction) and the A800 with 8 NVLink 3 links (400 GB/s
+#: bidirectional, the H800's note there: [uncertain]), docs/hardware.md §1.1.
+_CUT_DOWN_NVLINKS = (("H800", 8), ("A800", 8))
+
+
+def gpu_nvlinks(gpu: str) -> int | None:
+    """NVLinks of a GPU model sold with fewer than its generation has (``8`` for an
+    ``NVIDIA H800``), else None.
+
+    >>> gpu_nvlinks("NVIDIA H800"), gpu_nvlinks("H100")
+    (8, None)
+    """
+    return next((links for piece, links in _CUT_DOWN_NVLINKS if piece.lower() in gpu.lower()), None)
+
 
 def _host_technologies() -> list[LinkTechnology]:
     pcie = [

@@ -35,7 +35,7 @@ from typing import Any
 from flowsim.collectives.tuner import NcclEnv
 from flowsim.errors import InputError, read_text_file
 from flowsim.fabrics import FABRICS
-from flowsim.hardware import nvswitch_generation
+from flowsim.hardware import gpu_nvlinks, nvswitch_generation
 from flowsim.presets import preset_names
 from flowsim.servers import CPU_KINDS, GPU_FABRICS, PcieSwitch, ServerSpec
 from flowsim.tomlcheck import Where, join, show
@@ -116,7 +116,7 @@ def _speed(where: Where, table: Mapping, prefix: str, speeds: Mapping[int, str])
     return speeds[value]
 
 
-def _gpu_fabric(where: Where, server: Mapping, n_gpus: int) -> dict:
+def _gpu_fabric(where: Where, server: Mapping, gpu: str, n_gpus: int) -> dict:
     fabric = where.choice(server, "gpu_fabric", "server", GPU_FABRICS)
     options: dict = {}
     if fabric == "nvswitch":
@@ -127,6 +127,8 @@ def _gpu_fabric(where: Where, server: Mapping, n_gpus: int) -> dict:
             raise where.error("server.nvswitch", str(err)) from None
         if "nvlinks_per_gpu" in server:
             options["nvlinks_per_gpu"] = where.integer(server, "nvlinks_per_gpu", "server", 1)
+        elif gpu_nvlinks(gpu) is not None:  # an H800's 8 NVLinks, not NVLink 4's 18
+            options["nvlinks_per_gpu"] = gpu_nvlinks(gpu)
     elif fabric == "nvlink_mesh":
         options["nvlink"] = where.string(server, "nvlink", "server")
         counts = server.get("nvlink_counts")
@@ -221,7 +223,7 @@ def _server(where: Where, server: Mapping, name: str) -> ServerSpec:
                         "pcie", "cpu", "nics", "frontend"), "server")
     gpu = where.string(server, "gpu", "server")
     n_gpus = where.integer(server, "gpus", "server", 1)
-    fabric = _gpu_fabric(where, server, n_gpus)
+    fabric = _gpu_fabric(where, server, gpu, n_gpus)
     cpu = where.table(server.get("cpu", {}), "server.cpu")
     where.only(cpu, ("kind", "sockets", "interconnect", "memory"), "server.cpu")
     cpu_kind = where.choice(cpu, "kind", "server.cpu", CPU_KINDS, "x86")

@@ -62,7 +62,9 @@ class Where:
         return value
 
     def integer(self, table: Mapping, key: str, prefix: str, minimum: int) -> int:
-        value = table.get(key)
+        if key not in table:
+            raise self.error(join(prefix, key), f"missing; expected an integer >= {minimum}")
+        value = table[key]
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             raise self.error(join(prefix, key), f"expected an integer >= {minimum}, got {show(value)}")
         return value

@@ -38,8 +38,9 @@ from pathlib import Path
 
 from flowsim.check import (
     BINARIES,
+    NcclTestLog,
     append_history,
-    check_nccl_log,
+    check_log,
     default_system,
     history_file,
     history_plot_file,
@@ -87,6 +88,11 @@ def _tolerance(text: str) -> float:
     return value
 
 
+def _parse(args: argparse.Namespace) -> NcclTestLog:
+    """The nccl-tests output ``args`` name, parsed with their collective and cluster shape."""
+    return parse_nccl_log(args.output, collective=args.collective, nodes=args.nodes, gpus_per_node=args.gpus_per_node)
+
+
 def check_command(args: argparse.Namespace) -> int:
     """Handler of ``flowsim check``; returns 0 (all sizes OK), 1 (some flagged) or 2 (bad input)."""
     try:
@@ -94,9 +100,9 @@ def check_command(args: argparse.Namespace) -> int:
             raise InputError("give an nccl-tests output file, or --history with --plot")
         if args.plot is not None and args.history is None:
             raise InputError("--plot draws the history: give --history FILE too")
+        log = None  # parsed here only when the log must name the system, else below
         if args.output is not None and args.system is None:
-            log = parse_nccl_log(args.output, collective=args.collective, nodes=args.nodes,
-                                 gpus_per_node=args.gpus_per_node)
+            log = _parse(args)
             args.system = default_system(log)
             gpu = next(name for name in log.gpu_models if name != UNNAMED_GPU)
             print(f"flowsim check: no --system: checking on {args.system}, NVIDIA's server of the log's "
@@ -113,14 +119,12 @@ def check_command(args: argparse.Namespace) -> int:
         if args.output is not None:
             server, _, cluster = cluster_options(args)
             cluster.pop("n_nodes", None)  # the servers are the hosts the log names (or --nodes)
-            report = check_nccl_log(
-                args.output,
+            report = check_log(
+                _parse(args) if log is None else log,
                 system=server,
                 nodes=args.nodes,
-                gpus_per_node=args.gpus_per_node,
                 threshold=args.threshold,
                 latency_tolerance=args.latency_tolerance,
-                collective=args.collective,
                 algorithm=args.algorithm,
                 protocol=args.protocol,
                 figure=args.figure,

@@ -20,10 +20,15 @@ not in docs/hardware.md at all: those figures are DDR channel arithmetic, marked
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import TypeVar
 
 from flowsim.errors import InputError
+
+_T = TypeVar("_T")
+_D = TypeVar("_D")
 
 #: The two figures every link technology has.
 FIGURES = ("nominal", "effective")
@@ -175,7 +180,7 @@ def gpu_nvlinks(gpu: str) -> int | None:
     >>> gpu_nvlinks("NVIDIA H800"), gpu_nvlinks("H100")
     (8, None)
     """
-    return next((links for piece, links in _CUT_DOWN_NVLINKS if piece.lower() in gpu.lower()), None)
+    return gpu_model_value(gpu, _CUT_DOWN_NVLINKS, None)
 
 
 def _host_technologies() -> list[LinkTechnology]:
@@ -435,6 +440,24 @@ _GPU_SM = (
 )
 
 
+def _model_key(name: str) -> str:
+    """A GPU name as :func:`gpu_model_value` compares it: upper case, without "NVIDIA",
+    "GeForce", spaces and dashes (``"NVIDIA GeForce RTX 4090"`` -> ``"RTX4090"``)."""
+    return "".join(name.upper().replace("NVIDIA", "").replace("GEFORCE", "").split()).replace("-", "")
+
+
+def gpu_model_value(name: str, table: Iterable[tuple[str, _T]], default: _D) -> _T | _D:
+    """The value of the first ``(piece, value)`` of ``table`` whose piece GPU ``name`` holds,
+    both read by :func:`_model_key` (list a longer piece before a shorter one it holds);
+    ``default`` where none does.
+
+    >>> gpu_model_value("NVIDIA A100-SXM4-40GB", [("A100 SXM", "sxm"), ("A100", "any")], None)
+    'sxm'
+    """
+    key = _model_key(name)
+    return next((value for piece, value in table if _model_key(piece) in key), default)
+
+
 def gpu_compute_capability(model: str) -> int:
     """Compute capability x 10 of a GPU model (``"H100"``, ``"NVIDIA GeForce RTX 4090"``), as
     NCCL reads it (its ``cudaCompCap``); 0 for a model not in docs/hardware.md §1.4.
@@ -442,8 +465,7 @@ def gpu_compute_capability(model: str) -> int:
     >>> gpu_compute_capability("NVIDIA GeForce RTX 4090"), gpu_compute_capability("L40S"), gpu_compute_capability("GPU")
     (89, 89, 0)
     """
-    key = "".join(model.upper().replace("NVIDIA", "").replace("GEFORCE", "").split()).replace("-", "")
-    return next((sm for name, sm in _GPU_SM if name in key), 0)
+    return gpu_model_value(model, _GPU_SM, 0)
 
 
 #: Peak dense BF16 tensor-core throughput per GPU (FLOP/s), by the GPU model a

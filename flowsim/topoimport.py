@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 
 from flowsim.errors import InputError
-from flowsim.hardware import nvlink_generation, nvswitch_generation
+from flowsim.hardware import gpu_model_value, nvlink_generation, nvswitch_generation
 from flowsim.servers import PcieSwitch, ServerSpec
 
 __all__ = ["GPU_MODELS", "TopoMatrix", "import_system", "parse_topo_matrix"]
@@ -156,10 +156,7 @@ def parse_topo_matrix(text: str, *, source: str = "<topo>") -> TopoMatrix:
 
 
 def _gpu_model(gpu: str) -> tuple[str | None, int] | None:
-    for model in sorted(GPU_MODELS, key=len, reverse=True):
-        if model.lower() in gpu.lower():
-            return GPU_MODELS[model]
-    return None
+    return gpu_model_value(gpu, sorted(GPU_MODELS.items(), key=lambda item: len(item[0]), reverse=True), None)
 
 
 def _nvlinks(matrix: TopoMatrix, gpus: list[str]) -> list[list[int]]:

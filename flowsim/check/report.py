@@ -62,6 +62,7 @@ from flowsim.collectives.tuner import NCCL_ENV_KEYS, system_env_taken
 from flowsim.errors import InputError, whole_number
 from flowsim.fabrics import build_cluster, resolve_fabric
 from flowsim.failures import apply_failures, describe_changes
+from flowsim.hardware import gpu_model_value
 from flowsim.presets import PRESETS
 from flowsim.servers import ServerSpec
 
@@ -106,8 +107,9 @@ UNNAMED_GPU = "NVIDIA Graphics Device"
 
 #: The system :func:`default_system` takes for a log's GPUs: NVIDIA's own server of each SXM
 #: GPU, found by a piece of the device name nccl-tests' rank lines print (``NVIDIA H100 80GB
-#: HBM3``), the first piece that matches. PCIe and NVL cards (``NVIDIA H100 PCIe``, ``NVIDIA
-#: H200 NVL``), the GH200 and the GB300 are in no server flowsim ships: they have none.
+#: HBM3``), the first piece that matches (:func:`flowsim.hardware.gpu_model_value`). PCIe and
+#: NVL cards (``NVIDIA H100 PCIe``, ``NVIDIA H200 NVL``), the GH200 and the GB300 are in no
+#: server flowsim ships: they have none.
 DEFAULT_SYSTEMS: tuple[tuple[str, str | None], ...] = (
     ("PCIe", None), ("NVL", None), ("GH200", None), ("GB300", None),
     ("GB200", "gb200-nvl72"), ("B300", "dgx-b300"), ("B200", "dgx-b200"), ("H200", "dgx-h200"),
@@ -130,7 +132,7 @@ def default_system(log: NcclTestLog) -> str:
         raise InputError("--system is required to check an nccl-tests output whose rank lines name no GPU")
     systems = {}
     for name in named:
-        system = next((s for piece, s in DEFAULT_SYSTEMS if piece.lower() in name.lower()), None)
+        system = gpu_model_value(name, DEFAULT_SYSTEMS, None)
         if system is None:
             raise InputError(f"--system is required: the log's GPU {name} is in no server flowsim ships")
         systems[system] = name

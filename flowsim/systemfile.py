@@ -127,8 +127,8 @@ def _gpu_fabric(where: Where, server: Mapping, gpu: str, n_gpus: int) -> dict:
             raise where.error("server.nvswitch", str(err)) from None
         if "nvlinks_per_gpu" in server:
             options["nvlinks_per_gpu"] = where.integer(server, "nvlinks_per_gpu", "server", 1)
-        elif gpu_nvlinks(gpu) is not None:  # an H800's 8 NVLinks, not NVLink 4's 18
-            options["nvlinks_per_gpu"] = gpu_nvlinks(gpu)
+        elif (links := gpu_nvlinks(gpu)) is not None:  # an H800's 8 NVLinks, not NVLink 4's 18
+            options["nvlinks_per_gpu"] = links
     elif fabric == "nvlink_mesh":
         options["nvlink"] = where.string(server, "nvlink", "server")
         counts = server.get("nvlink_counts")

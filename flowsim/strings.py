@@ -297,8 +297,8 @@ class JoinedStrings(StringColumn):
         ordered = sorted(set(heads))
         if any(b.startswith(a) for a, b in itertools.pairwise(ordered)):
             return None
-        head = _distinct(heads)[self._head_codes]
-        return head * len(tails) + _distinct(tails)[self._tail_codes]
+        head = coded(heads)[1].astype(np.int64)[self._head_codes]
+        return head * len(tails) + coded(tails)[1].astype(np.int64)[self._tail_codes]
 
     def __reduce__(self) -> tuple:
         heads, tails = self.parts
@@ -321,12 +321,6 @@ def _lookup(values: Sequence[str], codes: np.ndarray, what: str) -> tuple[np.nda
         codes = codes.copy()
         codes.flags.writeable = False
     return np.array((*values, ""), dtype=object)[:-1], codes  # 1-D even for one tuple
-
-
-def _distinct(values: Sequence[str]) -> np.ndarray:
-    """int64 codes of ``values``, one per distinct value."""
-    index: dict[str, int] = {}
-    return np.fromiter((index.setdefault(v, len(index)) for v in values), dtype=np.int64, count=len(values))
 
 
 def _narrow(codes: np.ndarray, n_categories: int) -> np.ndarray:

@@ -763,6 +763,8 @@ def test_rates_parking_lot_by_hand_in_one_batch(tmp_path, solves):
     assert (outcome.n_ran, outcome.n_failed, outcome.backend, outcome.n_batches) == (3, 0, "cpu", 1)
     assert solves == [3]
     columns = read_results(outcome.output).columns
+    # Each run's wall_s holds its share of the batch's solve, and its own build besides.
+    assert 0 < outcome.batch_s < columns["wall_s"].sum()
     # B = 2: rates 0.5, 0.5, 1.5 (docs/model.md case 3). B = 3: f3 takes the rest of B, 2.5. B = 0.5:
     # B saturates first at 0.25 each for f1 and f3, then f2 takes the rest of A, 0.75.
     G = 1e9
@@ -978,7 +980,8 @@ def test_cli_runs_the_example_rates_sweep(tmp_path, capsys):
     example = Path(__file__).parents[1] / "data" / "sweeps" / "rail_cluster_rates.toml"
     assert flowsim_sweep(example, "-o", tmp_path / "rates.h5", "--backend", "auto", "-q") == 0
     backend = "cuda" if "cuda" in available_backends() else "cpu"
-    assert f"12 runs (12 ran in 2 batches on {backend}) -> " in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert re.search(rf"^12 runs \(12 ran in 2 batches on {backend}, \d+\.\d\d s\) -> ", out, re.M), out
     columns = read_results(tmp_path / "rates.h5").columns
     assert (columns["status"] == "ok").all()
     # Faster switch ports raise the total while GPUDirect keeps NIC traffic off host memory.
@@ -1059,6 +1062,7 @@ def test_a_time_sweep_of_collectives_on_the_cpu_backend_equals_the_engine(tmp_pa
     sweep = load_sweep(example)
     outcome, got, want = time_on_backend_and_on_the_engine(sweep, tmp_path, "cpu", workers)
     assert (outcome.backend, outcome.n_batches) == ("cpu", 1)
+    assert 0 < outcome.batch_s < got["wall_s"].sum()
     assert list(got["ran_on"]) == ["cpu"] * 12 and "ran_on" not in want
     for metric in sweep.metrics:
         if metric != "n_events":  # each engine counts its own
@@ -1132,3 +1136,4 @@ def test_runs_lost_with_a_building_worker_run_on_the_engines_pool(tmp_path, monk
     outcome, got, want = time_on_backend_and_on_the_engine(load_sweep(spec), tmp_path, "cpu", workers=2)
     assert outcome.n_batches == 0 and list(got["ran_on"]) == ["engine"] * 3
     np.testing.assert_allclose(got["makespan_s"], want["makespan_s"], rtol=1e-9)
+

@@ -56,7 +56,8 @@ def sweep_command(args: argparse.Namespace) -> int:
         print(f"interrupted; finished runs are in {args.output}; rerun the command to resume", file=sys.stderr)
         return 130
     plural = "batch" if outcome.n_batches == 1 else "batches"
-    batches = f" in {outcome.n_batches} {plural} on {outcome.backend}" if outcome.n_batches else ""
+    batches = (f" in {outcome.n_batches} {plural} on {outcome.backend}, {outcome.batch_s:.2f} s"
+               if outcome.n_batches else "")
     skipped = f", {outcome.n_skipped} already done" if outcome.n_skipped else ""
     retraced = f", {outcome.n_retraced} of them ran again for their traces" if outcome.n_retraced else ""
     failed = f", {outcome.n_failed} failed" if outcome.n_failed else ""

@@ -34,8 +34,9 @@ class SweepOutcome:
     """What :func:`run_sweep` did: ``n_runs`` in the spec (``n_unique`` distinct keys),
     ``n_skipped`` found in the journal, ``n_ran`` now; ``n_failed`` rows with status
     ``"error"`` in the results (old and new). With ``solve = "rates"``, ``backend`` is where
-    the batches ran (``"cpu"`` or ``"cuda"``) and ``n_batches`` how many were solved now;
-    with ``solve = "time"`` they are None and 0. ``n_retraced`` of the skipped runs ran again
+    the batches ran (``"cpu"`` or ``"cuda"``), ``n_batches`` how many were solved now and
+    ``batch_s`` the seconds that took; likewise for a time sweep on a backend. On the CPU
+    engine's workers they are None, 0 and 0.0. ``n_retraced`` of the skipped runs ran again
     to write the trace asked for; ``untraced`` says, for each of those that failed, which run
     and why (its row keeps the journal's result)."""
 
@@ -50,6 +51,7 @@ class SweepOutcome:
     n_batches: int = 0
     n_retraced: int = 0
     untraced: tuple[str, ...] = ()
+    batch_s: float = 0.0
 
 def run_sweep(
     sweep: Sweep,
@@ -213,7 +215,7 @@ def _run_held(
     n_failed = sum(records[run.key].status != "ok" for run in sweep.runs)
     return SweepOutcome(output, journal, len(sweep.runs), len(unique), len(unique) - len(todo), len(todo), n_failed,
                         None if solver is None else solver.backend, 0 if solver is None else solver.n_batches,
-                        len(retrace), tuple(untraced))
+                        len(retrace), tuple(untraced), 0.0 if solver is None else solver.batch_s)
 
 
 def _trace_directory(traces: str | os.PathLike, output: Path, journal: Path) -> Path:

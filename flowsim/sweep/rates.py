@@ -127,7 +127,8 @@ class RatesSolver:
 
     A batch is solved when it holds :data:`BATCH_RUNS` runs, the largest one whenever the
     waiting runs pass :data:`BATCH_VALUES` values, and the rest once every run is built.
-    ``n_batches`` counts the batches solved.
+    ``n_batches`` counts the batches solved and ``batch_s`` the seconds spent solving them
+    (copies to and from the backend included).
     """
 
     def __init__(self, sweep: Sweep, backend: str) -> None:
@@ -135,6 +136,7 @@ class RatesSolver:
         self.waiting: dict[tuple[int, bytes, bytes], _Batch] = {}
         self.n_values = 0
         self.n_batches = 0
+        self.batch_s = 0.0
 
     def records(self, runs: Iterable[RunSpec]) -> Iterator[list[RunRecord]]:
         """Yield a failed build's record at once, and a batch's records when it is solved."""
@@ -165,4 +167,8 @@ class RatesSolver:
         batch = self.waiting.pop(key)
         self.n_values -= batch.n_values
         self.n_batches += 1
-        return _solve_batch(batch, self.sweep.metrics, self.backend)
+        start = time.perf_counter()
+        try:
+            return _solve_batch(batch, self.sweep.metrics, self.backend)
+        finally:
+            self.batch_s += time.perf_counter() - start

@@ -72,12 +72,14 @@ class _TimeRun:
 class TimeSolver:
     """Builds time-mode runs (on ``workers`` processes, or here with 1) and simulates those
     that fit in batches on ``backend`` (``"cpu"`` or ``"cuda"``, resolved) in this process;
-    ``n_batches`` counts the batches simulated."""
+    ``n_batches`` counts the batches simulated and ``batch_s`` the seconds spent simulating
+    them (copies to and from the backend included, building and metrics not)."""
 
     def __init__(self, sweep: Sweep, backend: str, workers: int = 1) -> None:
         self.sweep, self.backend, self.workers = sweep, backend, workers
         self.waiting: list[_TimeRun] = []
         self.n_batches = 0
+        self.batch_s = 0.0
         self._job_metrics = any(job_metric(name) is not None for name in sweep.metrics)
 
     def records(self, runs: Sequence[RunSpec]) -> Iterator[list[RunRecord]]:
@@ -108,9 +110,11 @@ class TimeSolver:
         try:
             results = simulate_prepared([w.prepared for w in batch], backend=self.backend)
         except Exception as err:  # noqa: BLE001 - recorded in each run's row
+            self.batch_s += time.perf_counter() - start
             share = (time.perf_counter() - start) / len(batch)
             return [failed_record(w.task.key, w.task.params, self.sweep.metrics, err, w.build_s + share)
                     for w in batch]
+        self.batch_s += time.perf_counter() - start
         share = (time.perf_counter() - start) / len(batch)
         records = []
         for built, result in zip(batch, results, strict=True):

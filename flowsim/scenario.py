@@ -602,7 +602,7 @@ def _renamed(workload: Workload, prefix: str, start_s: float) -> Workload:
         workload.dst,
         workload.size_bytes,
         start_s=workload.start_s + start_s,
-        depends_on=[workload.dependencies(i).tolist() for i in range(len(workload))],
+        dependency_csr=(workload.dep_indptr, workload.dep_indices),
         delay_s=workload.delay_s,
         overhead_s=workload.overhead_s,
         weight=workload.weight,

@@ -126,17 +126,19 @@ class Workload:
         missing from a part are filled with empty strings."""
         offsets = np.cumsum([0] + [len(p) for p in parts])
         keys = sorted({k for p in parts for k in p.tags})
-        depends_on: list[list[int]] = []
-        for p, off in zip(parts, offsets[:-1], strict=True):  # the last offset is the total
-            for i in range(len(p)):
-                depends_on.append((p.dep_indices[p.dep_indptr[i] : p.dep_indptr[i + 1]] + off).tolist())
+        # Each part's dependency CSR, its indices moved past the parts before it.
+        edge_offsets = np.cumsum([0] + [p.dep_indices.size for p in parts])
+        indptr = np.concatenate([np.zeros(1, np.int64)]
+                                + [p.dep_indptr[1:] + e for p, e in zip(parts, edge_offsets[:-1], strict=True)])
+        indices = np.concatenate([np.empty(0, np.int64)]
+                                 + [p.dep_indices + off for p, off in zip(parts, offsets[:-1], strict=True)])
         return cls.build(
             [n for p in parts for n in p.names],
             [s for p in parts for s in p.src],
             [d for p in parts for d in p.dst],
             _cat(parts, "size_bytes"),
             start_s=_cat(parts, "start_s"),
-            depends_on=depends_on,
+            dependency_csr=(indptr, indices),
             delay_s=_cat(parts, "delay_s"),
             overhead_s=_cat(parts, "overhead_s"),
             weight=_cat(parts, "weight"),

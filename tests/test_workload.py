@@ -104,3 +104,17 @@ def test_zero_time_finish_refuses_a_later_dependency():
 
     with pytest.raises(ValueError, match="later flow"):
         zero_time_finish(np.zeros(2), np.zeros(2), np.array([0, 1, 1]), np.array([1]))
+
+
+def test_concat_moves_each_parts_dependencies_past_the_parts_before_it():
+    first = Workload.build(["a", "b"], ["x", "x"], ["y", "y"], [1.0, 2.0], depends_on=[[], [0]],
+                           tags={"job": ["j", "j"]})
+    second = Workload.build(["c", "d", "e"], ["y", "y", "y"], ["x", "x", "x"], [3.0, 4.0, 5.0],
+                            depends_on=[[], [0], [0, 1]])
+    both = Workload.concat([first, second])
+    assert list(both.names) == ["a", "b", "c", "d", "e"]
+    # By hand: b waits for a; d for c (2); e for c and d (2, 3).
+    assert [both.dependencies(i).tolist() for i in range(5)] == [[], [0], [], [2], [2, 3]]
+    assert list(both.tags["job"]) == ["j", "j", "", "", ""]
+    assert both.size_bytes.tolist() == [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert len(Workload.concat([])) == 0

@@ -372,8 +372,19 @@ class _Loads:
         in_server = (topology.node_server[topology.link_src] >= 0) | (topology.node_server[topology.link_dst] >= 0)
         used = np.flatnonzero((load > 0) & in_server)
         self.load = load[used]
-        self.bw = np.array([_nccl_link_bw(topology, int(link), constants) for link in used])
-        self.inter = np.array([topology.link_tier[link] == LinkTier.SCALE_OUT for link in used], dtype=bool)
+        # A link's NCCL bandwidth turns on its technology, capacity and ends' kinds alone:
+        # worked out once for each such kind of link (a server's links are a few kinds).
+        kinds = topology.node_kind
+        by_kind: dict[tuple[str, float, int, int], float] = {}
+        bw = []
+        for link in used.tolist():
+            key = (topology.link_technology[link], float(topology.link_capacity_Bps[link]),
+                   int(kinds[topology.link_src[link]]), int(kinds[topology.link_dst[link]]))
+            if key not in by_kind:
+                by_kind[key] = _nccl_link_bw(topology, link, constants)
+            bw.append(by_kind[key])
+        self.bw = np.array(bw, dtype=np.float64)
+        self.inter = topology.link_tier[used] == int(LinkTier.SCALE_OUT)
 
     def channels(self, bw_intra: float, bw_inter: float, most: int) -> int:
         """How many channels at these speeds every link holds (at most ``most``).

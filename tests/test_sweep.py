@@ -1137,3 +1137,12 @@ def test_runs_lost_with_a_building_worker_run_on_the_engines_pool(tmp_path, monk
     assert outcome.n_batches == 0 and list(got["ran_on"]) == ["engine"] * 3
     np.testing.assert_allclose(got["makespan_s"], want["makespan_s"], rtol=1e-9)
 
+
+def test_the_ten_thousand_run_example_expands_to_distinct_runs():
+    # data/sweeps/collectives_10k.toml, the GPU time sweep of benchmarks/gpu/bench_sweep_gpu.py:
+    # 8 node counts x 5 collectives x 2 link figures x 125 sizes, none the same run twice.
+    sweep = load_sweep(Path(__file__).parents[1] / "data" / "sweeps" / "collectives_10k.toml")
+    assert len(sweep.runs) == len({run.key for run in sweep.runs}) == 8 * 5 * 2 * 125
+    sizes = sorted({run.params["workload.collective.0.size_bytes"] for run in sweep.runs})
+    assert (sizes[0], sizes[-1]) == (8, 16 << 30)
+    assert np.allclose(np.diff(np.log2(sizes)), 0.25, atol=0.2)  # four to each factor of two

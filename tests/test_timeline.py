@@ -1,6 +1,8 @@
 """The batched time engine (flowsim.timeline, flowsim_kernels.timeline) against a hand case,
 the slow twin, the CPU engine and the CPU engine's flow classes."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -91,3 +93,27 @@ def test_times_beyond_float64_are_named():
     prepared = prepare([[0]], [1e-300], [1e300], flow_names=["huge"])
     with pytest.raises(InputError, match=r"^run 0: flow 'huge'.*beyond float64"):
         simulate_prepared([prepared])
+
+
+def _makespans_with_jitter(collective: str, n_nodes: int, size: int, figure: str, seeds=(1, 2, 3, 4)):
+    """The CPU batch's makespan of ``collective`` as built, then with every link capacity
+    scaled by its own random factor within 1 +- 1e-13, once per seed."""
+    base = build_cluster("dgx_h100", n_nodes, figure=figure)
+    workload = collective_workload(base, collective, size).workload
+    topologies = [base] + [
+        dataclasses.replace(base, link_capacity_Bps=base.link_capacity_Bps
+                            * (1 + 1e-13 * np.random.default_rng(seed).uniform(-1, 1, base.n_links)))
+        for seed in seeds]
+    return np.array([got.makespan_s for got in run_many([(t, workload) for t in topologies])])
+
+
+def test_a_pipelined_reduce_across_servers_turns_on_rounding_where_an_all_reduce_does_not():
+    # docs/model.md "Time", schedules that turn on rounding: a 1e-13 jitter of the link
+    # capacities leaves the all-reduce where it was (to rounding) and moves the reduce's
+    # makespan by a few tenths of a percent; the GPU's block engine, summing in another order, lands
+    # on another of its schedules.
+    steady = _makespans_with_jitter("all_reduce", 2, 1 << 32, "nominal")
+    np.testing.assert_allclose(steady, steady[0], rtol=1e-12)
+    moved = _makespans_with_jitter("reduce", 2, 1 << 32, "nominal")
+    spread = (moved.max() - moved.min()) / moved[0]
+    assert 1e-4 < spread < 0.05, spread

@@ -110,12 +110,14 @@ class TimeSolver:
         try:
             results = simulate_prepared([w.prepared for w in batch], backend=self.backend)
         except Exception as err:  # noqa: BLE001 - recorded in each run's row
-            self.batch_s += time.perf_counter() - start
-            share = (time.perf_counter() - start) / len(batch)
+            elapsed = time.perf_counter() - start
+            self.batch_s += elapsed
+            share = elapsed / len(batch)
             return [failed_record(w.task.key, w.task.params, self.sweep.metrics, err, w.build_s + share)
                     for w in batch]
-        self.batch_s += time.perf_counter() - start
-        share = (time.perf_counter() - start) / len(batch)
+        elapsed = time.perf_counter() - start
+        self.batch_s += elapsed
+        share = elapsed / len(batch)
         records = []
         for built, result in zip(batch, results, strict=True):
             begin = time.perf_counter()

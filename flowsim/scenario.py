@@ -593,24 +593,6 @@ def _check_nccl_env(where: Where, env: object, key: str) -> None:
         raise where.error(f"{key}.{bad[0]}", "is not an NCCL_ variable")
 
 
-def _renamed(workload: Workload, prefix: str, start_s: float) -> Workload:
-    """``workload`` with every flow name prefixed by ``prefix.`` and ``start_s`` added to
-    every start time."""
-    return Workload.build(
-        [f"{prefix}.{name}" for name in workload.names],
-        workload.src,
-        workload.dst,
-        workload.size_bytes,
-        start_s=workload.start_s + start_s,
-        dependency_csr=(workload.dep_indptr, workload.dep_indices),
-        delay_s=workload.delay_s,
-        overhead_s=workload.overhead_s,
-        weight=workload.weight,
-        cap_Bps=workload.cap_Bps,
-        tags=workload.tags,
-    )
-
-
 # Keys of [[workload.collective]] besides op, size_bytes, ranks, name and start_s: the
 # options of flowsim.collectives.collective_workload that a TOML value can hold.
 _COLLECTIVE_OPTIONS = ("algorithm", "protocol", "channels", "slices", "model", "orders", "servers", "switch", "root",
@@ -653,7 +635,7 @@ def _collective(where: Where, topology: Topology, table: Mapping, key: str) -> W
     start = where.number(table, "start_s", key, 0.0)
     if name or start:
         try:
-            workload = _renamed(workload, name or op, start)
+            workload = workload.renamed(f"{name or op}.", start)
         except InputError as err:
             raise where.error(key, str(err)) from None
     return workload

@@ -28,7 +28,8 @@ from typing import overload
 import numpy as np
 
 __all__ = [
-    "CodedStrings", "JoinedStrings", "PackedStrings", "StringColumn", "chunks", "coded", "first_duplicate", "utf8_size",
+    "CodedStrings", "JoinedStrings", "PackedStrings", "StringColumn", "chunks", "coded", "first_duplicate", "prefixed",
+    "utf8_size",
 ]
 
 #: Rows decoded at a time when a column is iterated.
@@ -149,6 +150,20 @@ class PackedStrings(StringColumn):
         """Bytes the column holds (buffer and offsets)."""
         return len(self._data) + self._offsets.nbytes
 
+    def prefixed(self, prefix: str) -> PackedStrings:
+        """Every row with ``prefix`` put before it, built on the buffer in NumPy (no row
+        becomes a Python string)."""
+        head = np.frombuffer(prefix.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+        n = len(self)
+        offsets = self._offsets + head.size * np.arange(n + 1, dtype=np.int64)
+        out = np.empty(int(offsets[-1]), dtype=np.uint8)
+        own = np.ones(out.size, dtype=bool)  # the bytes that are the rows' own
+        for k in range(head.size):  # the prefix's k-th byte, in every row
+            out[offsets[:-1] + k] = head[k]
+            own[offsets[:-1] + k] = False
+        out[own] = np.frombuffer(self._data, dtype=np.uint8)
+        return PackedStrings(out.tobytes(), offsets)
+
     def _take(self, lo: int, hi: int) -> list[str]:
         offsets = self._offsets[lo : hi + 1].tolist()
         data = self._data
@@ -241,6 +256,10 @@ class CodedStrings(StringColumn):
     def __reduce__(self) -> tuple:
         return (CodedStrings, (self._categories, self._codes))  # checked and frozen again on load
 
+    def prefixed(self, prefix: str) -> CodedStrings:
+        """Every row with ``prefix`` put before it: the categories prefixed, the codes kept."""
+        return CodedStrings(tuple(prefix + c for c in self._categories), self._codes)
+
     def _take(self, lo: int, hi: int) -> list[str]:
         return self._lookup[self._codes[lo:hi]].tolist()
 
@@ -304,6 +323,11 @@ class JoinedStrings(StringColumn):
         heads, tails = self.parts
         return (JoinedStrings, (heads, self._head_codes, tails, self._tail_codes))  # checked again on load
 
+    def prefixed(self, prefix: str) -> JoinedStrings:
+        """Every row with ``prefix`` put before it: the heads prefixed, the codes kept."""
+        heads, tails = self.parts
+        return JoinedStrings(tuple(prefix + h for h in heads), self._head_codes, tails, self._tail_codes)
+
     def _take(self, lo: int, hi: int) -> list[str]:
         heads = self._heads[self._head_codes[lo:hi]].tolist()
         return list(map(operator.add, heads, self._tails[self._tail_codes[lo:hi]].tolist()))
@@ -339,6 +363,14 @@ def chunks(values: Iterable[str], size: int = _CHUNK) -> Iterator[Sequence[str]]
     iterator = iter(values)
     while chunk := list(itertools.islice(iterator, size)):
         yield chunk
+
+
+def prefixed(values: Sequence[str], prefix: str) -> Sequence[str]:
+    """``values`` with ``prefix`` put before each: a compact column stays one of its kind
+    (:meth:`PackedStrings.prefixed` and the others), anything else becomes a tuple."""
+    if isinstance(values, (PackedStrings, CodedStrings, JoinedStrings)):
+        return values.prefixed(prefix)
+    return tuple(prefix + value for value in values)
 
 
 def utf8_size(values: Sequence[str]) -> int:

@@ -7,6 +7,7 @@ workloads; :func:`flowsim.run` routes and simulates them.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -15,7 +16,7 @@ from typing import cast
 import numpy as np
 
 from flowsim.errors import InputError, float_column, is_frozen
-from flowsim.strings import StringColumn, first_duplicate
+from flowsim.strings import StringColumn, first_duplicate, prefixed
 
 #: Most names :meth:`Workload.build` checks for repeats with a set.
 _SET_CHECK_MAX = 65_536
@@ -145,6 +146,15 @@ class Workload:
             cap_Bps=_cat(parts, "cap_Bps"),
             tags={k: [v for p in parts for v in p.tags.get(k, ("",) * len(p))] for k in keys},
         )
+
+    def renamed(self, prefix: str, start_s: float = 0.0) -> Workload:
+        """This workload with ``prefix`` put before every flow name and ``start_s`` added to
+        every start time, the rest as it is. A common prefix keeps the
+        names distinct, so they are not checked again: millions of a collective's names are
+        prefixed in their compact column (:func:`flowsim.strings.prefixed`)."""
+        names = prefixed(self.names, prefix)
+        start = _column(self.start_s + start_s, len(self), 0.0, "start_s", names, lower=0.0)
+        return dataclasses.replace(self, names=names, start_s=start)
 
     def dependencies(self, flow: int) -> np.ndarray:
         return self.dep_indices[self.dep_indptr[flow] : self.dep_indptr[flow + 1]]

@@ -8,7 +8,7 @@ import pytest
 from flowsim.collectives import collective_workload
 from flowsim.errors import InputError
 from flowsim.fabrics import build_cluster
-from flowsim.strings import CodedStrings, JoinedStrings, PackedStrings, coded, first_duplicate
+from flowsim.strings import CodedStrings, JoinedStrings, PackedStrings, coded, first_duplicate, prefixed
 from flowsim.workload import Workload
 
 
@@ -162,3 +162,18 @@ def test_narrowed_codes_take_the_smallest_type_and_read_the_same():
     assert few == ("b", "a", "b") and few._codes.dtype == np.int8 and not few._codes.flags.writeable
     many = CodedStrings.narrowed(tuple(map(str, range(300))), np.arange(300, dtype=np.int64))
     assert many._codes.dtype == np.int16 and many == tuple(map(str, range(300)))
+
+
+@pytest.mark.parametrize("prefix", ["grad.", "", "é/"])
+def test_a_prefixed_column_keeps_its_kind_and_reads_as_the_prefixed_tuple(prefix):
+    values = ("a", "bé", "", "ccc", "a2")
+    columns = [PackedStrings.from_strings(values), CodedStrings.from_strings(values),
+               JoinedStrings(["a", "b", ""], np.array([0, 1, 2, 2, 0]), ["", "é", "ccc", "2"], np.array([0, 1, 0, 2, 3])),
+               values]
+    assert all(tuple(column) == values for column in columns)
+    for column in columns:
+        got = prefixed(column, prefix)
+        assert type(got) is type(column)
+        assert tuple(got) == tuple(prefix + value for value in values)  # by the slow way, string by string
+    many = PackedStrings.from_strings(f"r{i}" for i in range(70_000))
+    assert prefixed(many, prefix)[69_999] == f"{prefix}r69999" and len(prefixed(many, prefix)) == 70_000

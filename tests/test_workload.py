@@ -118,3 +118,16 @@ def test_concat_moves_each_parts_dependencies_past_the_parts_before_it():
     assert list(both.tags["job"]) == ["j", "j", "", "", ""]
     assert both.size_bytes.tolist() == [1.0, 2.0, 3.0, 4.0, 5.0]
     assert len(Workload.concat([])) == 0
+
+
+def test_renamed_prefixes_every_name_and_delays_every_start():
+    original = Workload.build(["a", "b"], ["x", "x"], ["y", "y"], [1.0, 2.0], start_s=[0.0, 1.5],
+                              depends_on=[[], [0]], tags={"job": ["j", "k"]})
+    moved = original.renamed("grad.", 0.25)
+    assert list(moved.names) == ["grad.a", "grad.b"]
+    assert moved.start_s.tolist() == [0.25, 1.75] and not moved.start_s.flags.writeable
+    assert [moved.dependencies(i).tolist() for i in range(2)] == [[], [0]]
+    assert list(moved.tags["job"]) == ["j", "k"] and list(moved.src) == ["x", "x"]
+    assert original.start_s.tolist() == [0.0, 1.5] and list(original.names) == ["a", "b"]
+    with pytest.raises(InputError, match=r"flow 'late\.a' has start_s -1\.0; it must be >= 0"):
+        original.renamed("late.", -1.0)

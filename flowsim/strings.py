@@ -158,9 +158,11 @@ class PackedStrings(StringColumn):
         offsets = self._offsets + head.size * np.arange(n + 1, dtype=np.int64)
         out = np.empty(int(offsets[-1]), dtype=np.uint8)
         own = np.ones(out.size, dtype=bool)  # the bytes that are the rows' own
+        starts = offsets[:-1]
         for k in range(head.size):  # the prefix's k-th byte, in every row
-            out[offsets[:-1] + k] = head[k]
-            own[offsets[:-1] + k] = False
+            at = starts + k
+            out[at] = head[k]
+            own[at] = False
         out[own] = np.frombuffer(self._data, dtype=np.uint8)
         return PackedStrings(out.tobytes(), offsets)
 

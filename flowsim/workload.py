@@ -7,10 +7,9 @@ workloads; :func:`flowsim.run` routes and simulates them.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import cast
 
 import numpy as np
@@ -154,7 +153,7 @@ class Workload:
         prefixed in their compact column (:func:`flowsim.strings.prefixed`)."""
         names = prefixed(self.names, prefix)
         start = _column(self.start_s + start_s, len(self), 0.0, "start_s", names, lower=0.0)
-        return dataclasses.replace(self, names=names, start_s=start)
+        return replace(self, names=names, start_s=start)
 
     def dependencies(self, flow: int) -> np.ndarray:
         return self.dep_indices[self.dep_indptr[flow] : self.dep_indptr[flow + 1]]

@@ -1080,6 +1080,22 @@ def test_runs_too_large_for_a_batch_run_on_the_engine(tmp_path, monkeypatch):
     assert got["n_events"][1] == want["n_events"][1]  # the same engine
 
 
+def test_a_batch_that_fails_fails_each_of_its_runs_with_its_share_of_the_time(tmp_path, monkeypatch):
+    def broken(runs, *, backend):
+        time.sleep(0.01)
+        raise RuntimeError("out of device memory")
+
+    monkeypatch.setattr(flowsim.sweep.timebatch, "simulate_prepared", broken)
+    spec = parking_spec(tmp_path, '[sweep.grid]\n"workload.flows" = ["parking.csv", "other.csv"]\n',
+                        ["makespan_s"], solve="time")
+    outcome = run_sweep(load_sweep(spec), tmp_path / "out.h5", backend="cpu", workers=1)
+    assert (outcome.n_failed, outcome.n_batches) == (2, 1) and outcome.batch_s >= 0.01
+    columns = read_results(outcome.output).columns
+    assert list(columns["status"]) == ["error", "error"]
+    assert all("out of device memory" in error for error in columns["error"])
+    assert (columns["wall_s"] >= outcome.batch_s / 2).all()
+
+
 @pytest.mark.skipif("cuda" not in available_backends(),
                     reason="no CUDA backend here: needs numba-cuda and a GPU, or NUMBA_ENABLE_CUDASIM=1")
 def test_time_on_cuda_equals_the_engine(tmp_path):

@@ -107,17 +107,17 @@ class TimeSolver:
         batch, self.waiting = self.waiting, []
         self.n_batches += 1
         start = time.perf_counter()
+        failure: Exception | None = None
         try:
             results = simulate_prepared([w.prepared for w in batch], backend=self.backend)
         except Exception as err:  # noqa: BLE001 - recorded in each run's row
-            elapsed = time.perf_counter() - start
-            self.batch_s += elapsed
-            share = elapsed / len(batch)
-            return [failed_record(w.task.key, w.task.params, self.sweep.metrics, err, w.build_s + share)
-                    for w in batch]
+            failure = err
         elapsed = time.perf_counter() - start
         self.batch_s += elapsed
         share = elapsed / len(batch)
+        if failure is not None:
+            return [failed_record(w.task.key, w.task.params, self.sweep.metrics, failure, w.build_s + share)
+                    for w in batch]
         records = []
         for built, result in zip(batch, results, strict=True):
             begin = time.perf_counter()

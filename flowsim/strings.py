@@ -29,7 +29,7 @@ import numpy as np
 
 __all__ = [
     "CodedStrings", "JoinedStrings", "PackedStrings", "StringColumn", "chunks", "coded", "first_duplicate", "prefixed",
-    "utf8_size",
+    "utf8_chunks", "utf8_size",
 ]
 
 #: Rows decoded at a time when a column is iterated.
@@ -43,6 +43,12 @@ class StringColumn(Sequence[str]):
 
     def _take(self, lo: int, hi: int) -> list[str]:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def _utf8_chunks(self, size: int) -> Iterator[list[bytes]]:
+        """The rows UTF-8 encoded, ``size`` at a time (:func:`utf8_chunks`)."""
+        n = len(self)
+        for lo in range(0, n, size):
+            yield [value.encode("utf-8") for value in self._take(lo, min(n, lo + size))]
 
     @overload
     def __getitem__(self, index: int) -> str: ...
@@ -166,6 +172,15 @@ class PackedStrings(StringColumn):
         out[own] = np.frombuffer(self._data, dtype=np.uint8)
         return PackedStrings(out.tobytes(), offsets)
 
+    def _utf8_chunks(self, size: int) -> Iterator[list[bytes]]:
+        if not self._ascii:  # the buffer may hold surrogates (surrogatepass): encode strictly
+            yield from super()._utf8_chunks(size)
+            return
+        data, n = self._data, len(self)
+        for lo in range(0, n, size):
+            offsets = self._offsets[lo : min(n, lo + size) + 1].tolist()
+            yield [data[a:b] for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
+
     def _take(self, lo: int, hi: int) -> list[str]:
         offsets = self._offsets[lo : hi + 1].tolist()
         data = self._data
@@ -265,6 +280,11 @@ class CodedStrings(StringColumn):
     def _take(self, lo: int, hi: int) -> list[str]:
         return self._lookup[self._codes[lo:hi]].tolist()
 
+    def _utf8_chunks(self, size: int) -> Iterator[list[bytes]]:
+        encoded = _encoded(self._categories)  # each category once
+        for lo in range(0, len(self), size):
+            yield encoded[self._codes[lo : lo + size]].tolist()
+
 
 class JoinedStrings(StringColumn):
     """Strings as two coded parts: row ``i`` is ``heads[head_codes[i]] + tails[tail_codes[i]]``.
@@ -334,6 +354,17 @@ class JoinedStrings(StringColumn):
         heads = self._heads[self._head_codes[lo:hi]].tolist()
         return list(map(operator.add, heads, self._tails[self._tail_codes[lo:hi]].tolist()))
 
+    def _utf8_chunks(self, size: int) -> Iterator[list[bytes]]:
+        heads, tails = (_encoded(part) for part in self.parts)  # each part once
+        for lo in range(0, len(self), size):
+            yield list(map(operator.add, heads[self._head_codes[lo : lo + size]].tolist(),
+                           tails[self._tail_codes[lo : lo + size]].tolist()))
+
+
+def _encoded(values: Iterable[str]) -> np.ndarray:
+    """``values`` as a 1-D object array of their UTF-8 encodings, to index with codes."""
+    return np.array([*(value.encode("utf-8") for value in values), b""], dtype=object)[:-1]
+
 
 def _lookup(values: Sequence[str], codes: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
     """``values`` as an object array to index with ``codes``, and ``codes`` read-only, checked
@@ -373,6 +404,19 @@ def prefixed(values: Sequence[str], prefix: str) -> Sequence[str]:
     if isinstance(values, (PackedStrings, CodedStrings, JoinedStrings)):
         return values.prefixed(prefix)
     return tuple(prefix + value for value in values)
+
+
+def utf8_chunks(values: Sequence[str], size: int = _CHUNK) -> Iterator[list[bytes]]:
+    """``values`` UTF-8 encoded, in lists of at most ``size``: a compact column encodes each
+    of its distinct parts once (a :class:`JoinedStrings` its heads and tails, a
+    :class:`CodedStrings` its categories) and a :class:`PackedStrings` slices its buffer,
+    so no row is decoded to be encoded again. A lone surrogate raises
+    :class:`UnicodeEncodeError`, as writing the ``str`` would."""
+    if isinstance(values, StringColumn):
+        yield from values._utf8_chunks(size)
+        return
+    for chunk in chunks(values, size):
+        yield [value.encode("utf-8") for value in chunk]
 
 
 def utf8_size(values: Sequence[str]) -> int:

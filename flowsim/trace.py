@@ -125,13 +125,14 @@ import numba
 import numpy as np
 
 import flowsim
+from flowsim.deflate import ColumnWriter
 from flowsim.errors import InputError, file_kind, first_repeat, unstorable_text
 from flowsim.files import replaced_atomically
 from flowsim.hardware import LinkTier
 from flowsim.result import FlowTimes, SimulationResult
 from flowsim.routes import Routes
 from flowsim.stepreport import ACTIVITIES, COMMUNICATION_KINDS, StepBreakdown, TierUsage
-from flowsim.strings import JoinedStrings, chunks, coded, utf8_size
+from flowsim.strings import JoinedStrings, chunks, coded, utf8_chunks, utf8_size
 from flowsim.topology import NodeKind, Topology
 from flowsim.workload import Workload
 
@@ -187,20 +188,24 @@ def _dataset(group: h5py.Group, name: str, n: int, dtype) -> h5py.Dataset:
     )
 
 
-def _write_array(group: h5py.Group, name: str, values: np.ndarray, dtype) -> None:
+def _write_array(columns: ColumnWriter, group: h5py.Group, name: str, values: np.ndarray, dtype) -> None:
+    """Create dataset ``name`` for ``values`` and queue them on ``columns``, which compresses
+    them while the trace goes on and writes them by :meth:`ColumnWriter.finish`."""
     values = np.asarray(values)
-    ds = _dataset(group, name, values.shape[0], dtype)
-    for lo in range(0, values.shape[0], WRITE_CHUNK):
-        ds[lo : lo + WRITE_CHUNK] = values[lo : lo + WRITE_CHUNK]
+    columns.put(_dataset(group, name, values.shape[0], dtype), values)
 
 
-def _write_strings(group: h5py.Group, name: str, values) -> None:
+def _write_strings(columns: ColumnWriter, group: h5py.Group, name: str, values) -> None:
     ds = _dataset(group, name, len(values), _STR)
     digest = hashlib.sha256()
-    for lo in range(0, len(values), WRITE_CHUNK):
-        chunk = values[lo : lo + WRITE_CHUNK]
-        ds[lo : lo + WRITE_CHUNK] = np.array(chunk, dtype=object)
-        _hash_strings(digest, chunk)
+    lo = 0
+    # Written as UTF-8 bytes, which h5py stores as they are: a compact column encodes each
+    # of its parts once, not each of its rows (3.3 million flow names in a training step).
+    for chunk in utf8_chunks(values, WRITE_CHUNK):
+        ds[lo : lo + len(chunk)] = np.array(chunk, dtype=object)
+        digest.update(b"\0".join(chunk) + b"\0")  # as _hash_strings hashes the decoded strings
+        lo += len(chunk)
+        columns.poll()  # numeric columns compressed meanwhile
     ds.attrs["sha256"] = digest.hexdigest()
 
 
@@ -258,20 +263,20 @@ def _tag_group_name(key: str) -> str:
     return key.replace("%", "%25").replace("/", "%2F")
 
 
-def _write_tag(group: h5py.Group, key: str, values: Sequence[str]) -> None:
+def _write_tag(columns: ColumnWriter, group: h5py.Group, key: str, values: Sequence[str]) -> None:
     # Categories in the order they first appear (flowsim.strings.coded).
     categories, codes = coded(values)
     tag = group.create_group(_tag_group_name(key))
     tag.attrs["name"] = key
-    _write_array(tag, "codes", codes, np.int64)
-    _write_strings(tag, "categories", list(categories))
+    _write_array(columns, tag, "codes", codes, np.int64)
+    _write_strings(columns, tag, "categories", list(categories))
 
 
-def _write_segments(group: h5py.Group, indptr: np.ndarray, result: SimulationResult) -> None:
+def _write_segments(columns: ColumnWriter, group: h5py.Group, indptr: np.ndarray, result: SimulationResult) -> None:
     lo, hi = int(indptr[0]), int(indptr[-1])
-    _write_array(group, "segment_indptr", indptr - lo, np.int64)
+    _write_array(columns, group, "segment_indptr", indptr - lo, np.int64)
     for column in _SEGMENT_COLUMNS:
-        _write_array(group, column, getattr(result, column)[lo:hi], np.float64)
+        _write_array(columns, group, column, getattr(result, column)[lo:hi], np.float64)
 
 
 def _check_shapes(topology: Topology, workload: Workload, routes: Routes, result: SimulationResult) -> None:
@@ -330,32 +335,43 @@ def check_writable(topology: Topology, workload: Workload, *, scenario_text: str
         raise InputError(f"the scenario text cannot be stored in a trace: {why}")
 
 
-def _write_topology(root: h5py.File, topology: Topology) -> None:
+def _write_topology(columns: ColumnWriter, root: h5py.File, topology: Topology) -> None:
     g = root.create_group("topology")
     g.attrs["node_kinds"] = [k.name for k in NodeKind]
     g.attrs["link_tiers"] = [t.name for t in LinkTier]
-    _write_strings(g, "node_name", topology.node_names)
+    _write_strings(columns, g, "node_name", topology.node_names)
     for name in ("node_kind", "node_server", "node_nic"):
-        _write_array(g, name, getattr(topology, name), np.int64)
-    _write_strings(g, "server_name", topology.server_names)
-    _write_array(g, "server_p2p", topology.server_p2p, np.bool_)
-    _write_array(g, "server_net_latency_s", topology.server_net_latency_s, np.float64)
-    _write_array(g, "server_gpu_sm", topology.server_gpu_sm, np.int64)
-    _write_strings(g, "link_name", topology.link_names)
+        _write_array(columns, g, name, getattr(topology, name), np.int64)
+    _write_strings(columns, g, "server_name", topology.server_names)
+    _write_array(columns, g, "server_p2p", topology.server_p2p, np.bool_)
+    _write_array(columns, g, "server_net_latency_s", topology.server_net_latency_s, np.float64)
+    _write_array(columns, g, "server_gpu_sm", topology.server_gpu_sm, np.int64)
+    _write_strings(columns, g, "link_name", topology.link_names)
     for name, dtype in (
         ("link_src", np.int64), ("link_dst", np.int64), ("link_capacity_Bps", np.float64),
         ("link_latency_s", np.float64), ("link_tier", np.int64), ("link_shared", np.bool_),
     ):
-        _write_array(g, name, getattr(topology, name), dtype)
-    _write_strings(g, "link_technology", topology.link_technology)
+        _write_array(columns, g, name, getattr(topology, name), dtype)
+    _write_strings(columns, g, "link_technology", topology.link_technology)
 
 
 def _write_flows(
-    root: h5py.File, topology: Topology, workload: Workload, routes: Routes, result: SimulationResult
+    columns: ColumnWriter, root: h5py.File, topology: Topology, workload: Workload, routes: Routes,
+    result: SimulationResult,
 ) -> None:
     g = root.create_group("flows")
     g.attrs["n_flows"] = len(workload)
-    _write_strings(g, "name", workload.names)
+    # The columns the flows hold are compressed while their names are written; the node
+    # ids, made for the trace, after (queued, a column is held until it is written).
+    for column in _WORKLOAD_COLUMNS:
+        _write_array(columns, g, column, getattr(workload, column), np.float64)
+    for column in _RESULT_COLUMNS:
+        _write_array(columns, g, column, getattr(result, column), np.float64)
+    _write_array(columns, g, "dep_indptr", workload.dep_indptr, np.int64)
+    _write_array(columns, g, "dep_indices", workload.dep_indices, np.int64)
+    _write_array(columns, g, "link_indptr", routes.flow_link_indptr, np.int64)
+    _write_array(columns, g, "link_indices", routes.flow_link_indices, np.int64)
+    _write_strings(columns, g, "name", workload.names)
     node_ids = topology.node_index
     for column in ("src", "dst"):
         nodes, codes = coded(getattr(workload, column))  # each distinct node looked up once
@@ -363,30 +379,23 @@ def _write_flows(
             ids = np.fromiter(map(node_ids.__getitem__, nodes), dtype=np.int64, count=len(nodes))
         except KeyError as err:
             raise InputError(f"flow {column} {err.args[0]!r} is not a node of the topology") from None
-        _write_array(g, column, ids[codes], np.int64)
-    for column in _WORKLOAD_COLUMNS:
-        _write_array(g, column, getattr(workload, column), np.float64)
-    for column in _RESULT_COLUMNS:
-        _write_array(g, column, getattr(result, column), np.float64)
-    _write_array(g, "dep_indptr", workload.dep_indptr, np.int64)
-    _write_array(g, "dep_indices", workload.dep_indices, np.int64)
-    _write_array(g, "link_indptr", routes.flow_link_indptr, np.int64)
-    _write_array(g, "link_indices", routes.flow_link_indices, np.int64)
+        _write_array(columns, g, column, ids[codes], np.int64)
+        columns.finish()  # one such column held at a time
     tags = g.create_group("tags")
     for key, values in workload.tags.items():
-        _write_tag(tags, key, values)
+        _write_tag(columns, tags, key, values)
     if result.flow_segment_indptr is not None:
-        _write_segments(g, result.flow_segment_indptr, result)
+        _write_segments(columns, g, result.flow_segment_indptr, result)
 
 
-def _write_links(root: h5py.File, result: SimulationResult) -> None:
+def _write_links(columns: ColumnWriter, root: h5py.File, result: SimulationResult) -> None:
     g = root.create_group("links")
     g.attrs["n_links"] = result.link_bytes.shape[0]
     g.attrs["segments_recorded"] = result.link_segment_indptr is not None
-    _write_array(g, "capacity_Bps", result.link_capacity_Bps, np.float64)
-    _write_array(g, "bytes", result.link_bytes, np.float64)
+    _write_array(columns, g, "capacity_Bps", result.link_capacity_Bps, np.float64)
+    _write_array(columns, g, "bytes", result.link_bytes, np.float64)
     if result.link_segment_indptr is not None:
-        _write_segments(g, result.link_segment_indptr, result)
+        _write_segments(columns, g, result.link_segment_indptr, result)
 
 
 def _check_jobs(jobs: Mapping[str, np.ndarray], n_links: int) -> None:
@@ -407,14 +416,14 @@ def _check_jobs(jobs: Mapping[str, np.ndarray], n_links: int) -> None:
         raise InputError("jobs: contention_link holds an id that is not a link of the topology")
 
 
-def _write_jobs(root: h5py.File, jobs: Mapping[str, np.ndarray]) -> None:
+def _write_jobs(columns: ColumnWriter, root: h5py.File, jobs: Mapping[str, np.ndarray]) -> None:
     g = root.create_group("jobs")
     g.attrs["n_jobs"] = len(jobs["name"])
     for name, (_, kind) in JOB_COLUMNS.items():
         if kind == "strings":
-            _write_strings(g, name, [str(v) for v in jobs[name]])
+            _write_strings(columns, g, name, [str(v) for v in jobs[name]])
         else:
-            _write_array(g, name, np.asarray(jobs[name]), np.int64 if kind == "integers" else np.float64)
+            _write_array(columns, g, name, np.asarray(jobs[name]), np.int64 if kind == "integers" else np.float64)
 
 
 def write_trace(
@@ -499,7 +508,7 @@ def _write_file(
     tmp_name: str, topology: Topology, workload: Workload, routes: Routes, result: SimulationResult, scenario_text: str,
     jobs: Mapping[str, np.ndarray] | None, training: StepBreakdown | None,
 ) -> None:
-    with h5py.File(tmp_name, "w") as root:
+    with h5py.File(tmp_name, "w") as root, ColumnWriter() as columns:
         root.attrs["format"] = FORMAT
         root.attrs["schema_version"] = SCHEMA_VERSION
         root.attrs["flowsim_version"] = flowsim.__version__
@@ -508,11 +517,11 @@ def _write_file(
         root.attrs["h5py_version"] = h5py.__version__
         root.attrs["created_utc"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
         root.attrs["scenario_text"] = scenario_text
-        _write_topology(root, topology)
-        _write_flows(root, topology, workload, routes, result)
-        _write_links(root, result)
+        _write_topology(columns, root, topology)
+        _write_flows(columns, root, topology, workload, routes, result)
+        _write_links(columns, root, result)
         if jobs is not None:
-            _write_jobs(root, jobs)
+            _write_jobs(columns, root, jobs)
         summary = root.create_group("summary")
         summary.attrs.update(result.summary())
         summary.attrs["n_links"] = topology.n_links
@@ -520,7 +529,8 @@ def _write_file(
         summary.attrs["n_rates_resolved"] = result.n_rates_resolved
         summary.attrs["n_rates_changed"] = result.n_rates_changed
         if training is not None:
-            _write_training(root, training)
+            _write_training(columns, root, training)
+        columns.finish()
         root.attrs["metadata_sha256"] = _metadata_digest(_objects(Path(tmp_name), root))
 
 
@@ -530,7 +540,7 @@ _TRAINING_FIGURES = ("step_s", "compute_s", "bubble_s", "critical_compute_s", "c
 _TRAINING_LAYOUT = ("tp", "pp", "dp", "ep", "n_microbatches")
 
 
-def _write_training(root: h5py.File, b: StepBreakdown) -> None:
+def _write_training(columns: ColumnWriter, root: h5py.File, b: StepBreakdown) -> None:
     g = root.create_group("training")
     for key in _TRAINING_FIGURES:
         g.attrs[key] = float(getattr(b, key))
@@ -550,7 +560,7 @@ def _write_training(root: h5py.File, b: StepBreakdown) -> None:
         ("bottleneck_link", np.array([link for t in b.tiers for link in t.top_links]), np.int64),
         ("bottleneck_utilization", np.array([u for t in b.tiers for u in t.top_utilization]), np.float64),
     ):
-        _write_array(g, name, np.asarray(values, dtype=dtype), dtype)
+        _write_array(columns, g, name, np.asarray(values, dtype=dtype), dtype)
 
 
 #: Room for HDF5's own metadata in :func:`trace_bytes`: object headers, chunk indexes, the

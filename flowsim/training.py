@@ -1062,6 +1062,7 @@ class _Flows:
         # Per marker: row, src, dst, tag set, head and tail of its name, moment.
         self._markers: list[tuple[int, int, int, int, int, int, _Point]] = []
         self._unnamed = 0
+        self._compute_codes: dict[str, tuple[int, int, int]] = {}  # per rank: its unnamed markers' src, dst, head
 
     def __len__(self) -> int:
         return self.n
@@ -1075,16 +1076,23 @@ class _Flows:
 
     def marker(self, rank: str, point: _Point, tags: tuple[str, ...], name: str | None = None) -> int:
         """A zero-byte flow from ``rank`` to itself, over the moment ``point``."""
+        row = self.n
         if name is None:
-            head, tail = f"compute.{rank}.", str(self._unnamed)
+            codes = self._compute_codes.get(rank)
+            if codes is None:  # the rank's first: its codes looked up once, in the order of the others
+                self.shared.code("")
+                codes = self._compute_codes[rank] = (
+                    self.src.code(rank), self.dst.code(rank), self._heads.code(f"compute.{rank}.")
+                )
+            src, dst, head = codes
+            tail = self._tails.code(str(self._unnamed))
             self._unnamed += 1
         else:
-            head, dot, tail = name.rpartition(".")
-            head += dot
-        row = self.n
-        self.shared.code("")
-        self._markers.append((row, self.src.code(rank), self.dst.code(rank), self._tag_set(tags),
-                              self._heads.code(head), self._tails.code(tail), point))
+            head_text, dot, tail_text = name.rpartition(".")
+            self.shared.code("")
+            src, dst = self.src.code(rank), self.dst.code(rank)
+            head, tail = self._heads.code(head_text + dot), self._tails.code(tail_text)
+        self._markers.append((row, src, dst, self._tag_set(tags), head, tail, point))
         self.n = row + 1
         return row
 

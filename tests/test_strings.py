@@ -8,7 +8,7 @@ import pytest
 from flowsim.collectives import collective_workload
 from flowsim.errors import InputError
 from flowsim.fabrics import build_cluster
-from flowsim.strings import CodedStrings, JoinedStrings, PackedStrings, coded, first_duplicate, prefixed
+from flowsim.strings import CodedStrings, JoinedStrings, PackedStrings, coded, first_duplicate, prefixed, utf8_chunks
 from flowsim.workload import Workload
 
 
@@ -177,3 +177,32 @@ def test_a_prefixed_column_keeps_its_kind_and_reads_as_the_prefixed_tuple(prefix
         assert tuple(got) == tuple(prefix + value for value in values)  # by the slow way, string by string
     many = PackedStrings.from_strings(f"r{i}" for i in range(70_000))
     assert prefixed(many, prefix)[69_999] == f"{prefix}r69999" and len(prefixed(many, prefix)) == 70_000
+
+
+_VALUES = ("a.b", "bé.", "", "ccc", "a.b", "日本.x", "bé.")
+
+
+@pytest.mark.parametrize("column", [
+    pytest.param(_VALUES, id="tuple"),
+    pytest.param(PackedStrings.from_strings(_VALUES), id="packed"),
+    pytest.param(PackedStrings.from_strings([v for v in _VALUES if v.isascii()]), id="packed-ascii"),
+    pytest.param(CodedStrings.from_strings(_VALUES), id="coded"),
+    pytest.param(JoinedStrings(("a.", "bé.", ""), np.array([0, 1, 2, 2, 0, 2, 1]),
+                               ("b", "", "", "ccc", "日本.x"), np.array([0, 1, 2, 3, 0, 4, 2])), id="joined"),
+])
+@pytest.mark.parametrize("size", [1, 3, 100])
+def test_utf8_chunks_are_each_row_encoded_in_order(column, size):
+    chunks = list(utf8_chunks(column, size))
+    assert all(0 < len(chunk) <= size for chunk in chunks)
+    assert [b for chunk in chunks for b in chunk] == [value.encode("utf-8") for value in column]
+    assert all(type(b) is bytes for chunk in chunks for b in chunk)
+
+
+def test_utf8_chunks_refuse_a_lone_surrogate_as_encoding_does():
+    packed = PackedStrings.from_strings(["ok", "bad\ud800"])  # packed with surrogatepass
+    assert packed[1] == "bad\ud800"
+    with pytest.raises(UnicodeEncodeError):
+        list(utf8_chunks(packed, 8))
+    with pytest.raises(UnicodeEncodeError):
+        list(utf8_chunks(JoinedStrings(("\udc80",), np.array([0]), ("x",), np.array([0])), 8))
+    assert list(utf8_chunks((), 8)) == [] and list(utf8_chunks(PackedStrings.from_strings([]), 8)) == []

@@ -721,6 +721,7 @@ def test_open_trace_names_a_fifo_without_waiting(make_fifo):
 
 
 def test_a_servers_network_latency_and_gpu_model_survive_the_trace(tmp_path):
+    from flowsim.deflate import ColumnWriter
     from flowsim.fabrics import build_cluster
     from flowsim.systemfile import resolve_system
     from flowsim.trace import _read_topology, _write_topology
@@ -729,8 +730,9 @@ def test_a_servers_network_latency_and_gpu_model_survive_the_trace(tmp_path):
     system, _, _ = resolve_system("aws-p4d")
     topology = build_cluster(system, 2, figure="nominal", fabric="rail_optimized")
     path = tmp_path / "t.h5"
-    with h5py.File(path, "w") as f:
-        _write_topology(f, topology)
+    with h5py.File(path, "w") as f, ColumnWriter() as columns:
+        _write_topology(columns, f, topology)
+        columns.finish()
     with h5py.File(path, "r") as f:
         read = _read_topology(path, f["topology"])
         assert read.server_net_latency_s.tolist() == [75e-6, 75e-6]

@@ -219,3 +219,28 @@ def placed_dependencies_reference(template, offset, points):
         point = points.get(template.src[i])
         deps.append(list(point.deps) + own if point is not None and i in template.opens else own)
     return deps
+
+
+def fletcher32_reference(data: bytes) -> int:
+    """Slow twin: HDF5's H5_checksum_fletcher32 statement by statement, in 32-bit unsigned
+    arithmetic (every sum taken modulo 2**32, as C's uint32_t does)."""
+    mask = 0xFFFFFFFF
+    sum1 = sum2 = 0
+    i, words = 0, len(data) // 2
+    while words:
+        block = min(words, 360)
+        words -= block
+        for _ in range(block):
+            sum1 = (sum1 + ((data[i] << 8) | data[i + 1])) & mask
+            sum2 = (sum2 + sum1) & mask
+            i += 2
+        sum1 = ((sum1 & 0xFFFF) + (sum1 >> 16)) & mask
+        sum2 = ((sum2 & 0xFFFF) + (sum2 >> 16)) & mask
+    if len(data) % 2:
+        sum1 = (sum1 + (data[i] << 8)) & mask
+        sum2 = (sum2 + sum1) & mask
+        sum1 = ((sum1 & 0xFFFF) + (sum1 >> 16)) & mask
+        sum2 = ((sum2 & 0xFFFF) + (sum2 >> 16)) & mask
+    sum1 = ((sum1 & 0xFFFF) + (sum1 >> 16)) & mask
+    sum2 = ((sum2 & 0xFFFF) + (sum2 >> 16)) & mask
+    return ((sum2 << 16) | sum1) & mask

@@ -20,6 +20,7 @@ from flowsim.check import (
     history_file,
     history_plot_file,
     parse_nccl_log,
+    parse_nccl_logs,
     plot_history,
     read_history,
 )
@@ -228,6 +229,52 @@ def test_without_rank_lines_the_ranks_come_from_the_arguments_or_the_busbw_ratio
 def test_older_rank_lines_without_group_are_read():
     text = ALL_GATHER.read_text().replace(" Group  0", "")
     assert parse_nccl_log(text, collective="all_gather").n_ranks == 8
+
+
+def test_runs_one_after_another_are_read_run_by_run(tmp_path):
+    # A script's log: the all-to-all's run (with its version and "starting" lines), then an
+    # all-reduce's as an older nccl-tests prints it (the run starts at its nThread line).
+    first = ALLTOALL.read_text() + "# Collective test concluded: alltoall_perf\n#\n\n"
+    second = "".join(ALL_REDUCE_4.read_text().splitlines(keepends=True)[2:])
+    assert second.startswith("# nThread")
+    logs = parse_nccl_logs(first + second)
+    assert [log.binary for log in logs] == ["alltoall_perf", "all_reduce_perf"]
+    assert logs[0].rows == parse_nccl_log(ALLTOALL).rows
+    alone = parse_nccl_log(second)
+    assert [r.size_bytes for r in logs[1].rows] == [r.size_bytes for r in alone.rows]
+    assert logs[1].n_ranks == alone.n_ranks == 32 and logs[1].hosts == alone.hosts
+    # Line numbers are the whole text's.
+    assert logs[1].rows[0].line == len(first.splitlines()) + alone.rows[0].line
+    bad = second.replace(" 65.49 ", " 6x.49 ", 1)  # the 1 MiB row's out-of-place time
+    assert bad != second
+    with pytest.raises(InputError, match=rf"line {len(first.splitlines()) + _first_row_line(bad)}: "):
+        parse_nccl_logs(first + bad)
+    path = tmp_path / "every_binary.log"
+    path.write_text(first + second)
+    assert [log.source for log in parse_nccl_logs(path)] == [str(path)] * 2
+    # One run: a list of one; JSON (-J) holds one run.
+    assert len(parse_nccl_logs(ALLTOALL)) == 1
+    assert len(parse_nccl_logs(DATA / "all_reduce_perf_dgx_h100_4node.json")) == 1
+
+
+def _first_row_line(text):
+    return next(k for k, line in enumerate(text.splitlines(), start=1) if re.match(r"^\s*\d+\s", line))
+
+
+def test_check_reports_each_run_of_a_file(tmp_path, capsys):
+    path = tmp_path / "two.log"
+    path.write_text(ALLTOALL.read_text() + SENDRECV.read_text())
+    history = tmp_path / "history.h5"
+    status = flowsim_check([str(path), "--system", "dgx-h100", "--min-bytes", "256M", "--history", str(history)])
+    out = capsys.readouterr().out
+    assert "# run 1 of 2: alltoall_perf" in out and "# run 2 of 2: sendrecv_perf" in out
+    assert out.index("# run 1 of 2") < out.index("# run 2 of 2")
+    reports = [check_log(log, system="dgx-h100", min_bytes=256 << 20) for log in parse_nccl_logs(path)]
+    assert status == (0 if all(r.ok for r in reports) else 1)
+    assert flowsim.check.read_history(history).n_checks == 2
+    assert flowsim_check([str(path), "--system", "dgx-h100", "--min-bytes", "256M", "--json"]) == status
+    listed = json.loads(capsys.readouterr().out)
+    assert [r["binary"] for r in listed] == ["alltoall_perf", "sendrecv_perf"]
 
 
 def test_not_nccl_tests_output_and_two_runs(tmp_path):

@@ -34,6 +34,7 @@ from flowsim.check.parse import (
     RankInfo,
     TestRow,
     parse_nccl_log,
+    parse_nccl_logs,
 )
 from flowsim.check.report import CheckReport, RowCheck, check_log, check_nccl_log, default_system
 
@@ -53,6 +54,7 @@ __all__ = [
     "history_file",
     "history_plot_file",
     "parse_nccl_log",
+    "parse_nccl_logs",
     "plot_history",
     "read_history",
 ]

@@ -57,7 +57,9 @@ from flowsim.check.nccl_json import JsonRun, is_json_output, read_json_run
 from flowsim.collectives.report import bus_factor
 from flowsim.errors import InputError, open_regular, whole_number
 
-__all__ = ["BINARIES", "Measurement", "NcclTestLog", "RankInfo", "TestRow", "line_error", "parse_nccl_log"]
+__all__ = [
+    "BINARIES", "Measurement", "NcclTestLog", "RankInfo", "TestRow", "line_error", "parse_nccl_log", "parse_nccl_logs",
+]
 
 
 #: nccl-tests binary -> flowsim collective.
@@ -310,6 +312,9 @@ def _infer_binary(rows: Sequence[TestRow], n_ranks: int | None) -> set[str]:
     return candidates
 
 
+_SECOND_RUN = "a second nccl-tests run starts here; parse_nccl_logs reads one run after another"
+
+
 def _strip_prefixes(raw: str) -> str:
     """``raw`` without the launcher prefixes before it (nested ones too) and with the ``#``
     a Markdown renderer ate put back."""
@@ -443,6 +448,55 @@ def parse_nccl_log(
     text = text.removeprefix("\ufeff")
     if is_json_output(text):
         return _from_json(read_json_run(text, source), source, collective)
+    return _parse_text(text, source, collective, nodes, gpus_per_node)
+
+
+def parse_nccl_logs(
+    path_or_text: str | os.PathLike,
+    *,
+    collective: str | None = None,
+    nodes: int | None = None,
+    gpus_per_node: int | None = None,
+) -> list[NcclTestLog]:
+    """Parse output that may hold several nccl-tests runs one after another, as scripts that
+    run every binary in turn log them: one :class:`NcclTestLog` per run, in order.
+
+    A run starts at its first ``# nccl-tests version``, ``# Collective test starting`` or
+    ``# nThread`` line after the table of the run before; lines between two runs' tables
+    belong to the first. Each run is parsed as :func:`parse_nccl_log` parses a whole text
+    (its collective from its own ``# Collective test starting`` line), and an error names
+    the line of the whole text. A JSON file (``-J``) holds one run. Parameters as
+    :func:`parse_nccl_log`, ``collective`` applying to every run.
+    """
+    text, source = _read(path_or_text)
+    text = text.removeprefix("\ufeff")
+    if is_json_output(text):
+        return [_from_json(read_json_run(text, source), source, collective)]
+    return [_parse_text(run, source, collective, nodes, gpus_per_node) for run in _run_texts(text)]
+
+
+def _run_texts(text: str) -> list[str]:
+    """Each run's part of ``text`` (see :func:`parse_nccl_logs`), after as many empty lines
+    as come before it, so that its line numbers are those of the whole text."""
+    raw = text.splitlines()
+    starts = [0]
+    table = False  # the current run's table header has been seen
+    for number, line in enumerate(raw):
+        stripped = _strip_prefixes(line).strip()
+        if _VERSION.match(stripped) or _STARTING.match(stripped) or _NTHREAD.match(stripped):
+            if table:
+                starts.append(number)
+                table = False
+        elif re.match(r"^#\s*size\s+count", stripped):
+            table = True
+    ends = [*starts[1:], len(raw)]
+    return ["\n" * start + "\n".join(raw[start:end]) + "\n" for start, end in zip(starts, ends, strict=True)]
+
+
+def _parse_text(
+    text: str, source: str, collective: str | None, nodes: int | None, gpus_per_node: int | None
+) -> NcclTestLog:
+    """:func:`parse_nccl_log` of the text of one run, read from ``source``."""
     lines = [_strip_prefixes(raw) for raw in text.splitlines()]
     binary = version = nccl_version = None
     header = None
@@ -462,7 +516,7 @@ def parse_nccl_log(
         if stripped.startswith("#"):
             starting, nthread = _STARTING.match(stripped), _NTHREAD.match(stripped)
             if (starting or nthread) and (layout is not None or (nthread and header is not None)):
-                raise line_error(source, number, "a second nccl-tests run starts here; give one run per check")
+                raise line_error(source, number, _SECOND_RUN)
             if starting:
                 binary = starting.group(1).rsplit("/", 1)[-1]
             elif version_match := _VERSION.match(stripped):
@@ -499,7 +553,7 @@ def parse_nccl_log(
                 in_place_first = stripped.index("in-place") < stripped.index("out-of-place")
             elif re.match(r"^#\s*size\s+count", stripped):
                 if layout is not None:
-                    raise line_error(source, number, "a second nccl-tests run starts here; give one run per check")
+                    raise line_error(source, number, _SECOND_RUN)
                 layout = _layout(stripped, source, number)
             elif avg_match := _AVG.match(stripped):
                 if layout is None:

@@ -19,7 +19,9 @@ then the prediction's error by size band. Warnings, one line each, say where the
 GPU model, ranks or hosts differ from the system given, or what the log lacks. Output is read
 as people paste it: launcher prefixes, interleaved lines of other programs, no rank lines (then
 ``--nodes`` and ``--gpus-per-node`` give the cluster's shape); so is the JSON file
-nccl-tests' ``-J FILE`` writes. With
+nccl-tests' ``-J FILE`` writes. A file holding several runs one after another (a script that
+runs each binary in turn) is checked run by run, each report headed ``# run K of N``
+(``--json``: an array of reports), and the exit status is 1 if any run has a flagged size. With
 ``--fail PATTERN`` and ``--degrade PATTERN=FACTOR`` (repeatable) predict the cluster with
 links, NICs or switches taken out or slowed (:mod:`flowsim.failures`): does the log match a
 cluster with one NIC down? With
@@ -32,6 +34,7 @@ check runs, so that a bad one fails before anything is added to the history. Exi
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 from pathlib import Path
@@ -44,7 +47,7 @@ from flowsim.check import (
     default_system,
     history_file,
     history_plot_file,
-    parse_nccl_log,
+    parse_nccl_logs,
     plot_history,
 )
 from flowsim.check.report import LATENCY_TOLERANCE, UNNAMED_GPU
@@ -88,9 +91,10 @@ def _tolerance(text: str) -> float:
     return value
 
 
-def _parse(args: argparse.Namespace) -> NcclTestLog:
-    """The nccl-tests output ``args`` name, parsed with their collective and cluster shape."""
-    return parse_nccl_log(args.output, collective=args.collective, nodes=args.nodes, gpus_per_node=args.gpus_per_node)
+def _parse(args: argparse.Namespace) -> list[NcclTestLog]:
+    """Each nccl-tests run in the output ``args`` name, parsed with their collective and
+    cluster shape."""
+    return parse_nccl_logs(args.output, collective=args.collective, nodes=args.nodes, gpus_per_node=args.gpus_per_node)
 
 
 def check_command(args: argparse.Namespace) -> int:
@@ -100,11 +104,11 @@ def check_command(args: argparse.Namespace) -> int:
             raise InputError("give an nccl-tests output file, or --history with --plot")
         if args.plot is not None and args.history is None:
             raise InputError("--plot draws the history: give --history FILE too")
-        log = None  # parsed here only when the log must name the system, else below
+        logs = None  # parsed here only when the log must name the system, else below
         if args.output is not None and args.system is None:
-            log = _parse(args)
-            args.system = default_system(log)
-            gpu = next(name for name in log.gpu_models if name != UNNAMED_GPU)
+            logs = _parse(args)
+            args.system = default_system(logs[0])
+            gpu = next(name for name in logs[0].gpu_models if name != UNNAMED_GPU)
             print(f"flowsim check: no --system: checking on {args.system}, NVIDIA's server of the log's "
                   f"{gpu} (--system names another)", file=sys.stderr)
         try:
@@ -119,27 +123,42 @@ def check_command(args: argparse.Namespace) -> int:
         if args.output is not None:
             server, _, cluster = cluster_options(args)
             cluster.pop("n_nodes", None)  # the servers are the hosts the log names (or --nodes)
-            report = check_log(
-                _parse(args) if log is None else log,
-                system=server,
-                nodes=args.nodes,
-                threshold=args.threshold,
-                latency_tolerance=args.latency_tolerance,
-                algorithm=args.algorithm,
-                protocol=args.protocol,
-                figure=args.figure,
-                min_bytes=min_bytes,
-                **cluster,
-                nccl_env=parse_nccl_env(args.nccl_env),
-                nccl_version=args.nccl_version,
-                fail=args.fail,
-                degrade=parse_degrade(args.degrade),
-            )
-            print(report.to_json() if args.json else report.format_text())
+            logs = _parse(args) if logs is None else logs
+            # Every run is checked before anything is printed or recorded, so that bad input
+            # in a later run leaves the history as it was.
+            reports = [
+                check_log(
+                    log,
+                    system=server,
+                    nodes=args.nodes,
+                    threshold=args.threshold,
+                    latency_tolerance=args.latency_tolerance,
+                    algorithm=args.algorithm,
+                    protocol=args.protocol,
+                    figure=args.figure,
+                    min_bytes=min_bytes,
+                    **cluster,
+                    nccl_env=parse_nccl_env(args.nccl_env),
+                    nccl_version=args.nccl_version,
+                    fail=args.fail,
+                    degrade=parse_degrade(args.degrade),
+                )
+                for log in logs
+            ]
+            if args.json:  # one run's report as an object, several as an array
+                print(reports[0].to_json() if len(reports) == 1
+                      else json.dumps([report.to_dict() for report in reports], indent=2))
+            else:
+                print("\n\n".join(
+                    report.format_text() if len(reports) == 1
+                    else f"# run {k} of {len(reports)}: {report.log.binary}\n{report.format_text()}"
+                    for k, report in enumerate(reports, start=1)
+                ))
             if args.history is not None:
-                check_id = append_history(report, args.history)
-                print(f"check {check_id} appended to {args.history}", file=sys.stderr)
-            status = 0 if report.ok else 1
+                for report in reports:
+                    check_id = append_history(report, args.history)
+                    print(f"check {check_id} appended to {args.history}", file=sys.stderr)
+            status = 0 if all(report.ok for report in reports) else 1
         if args.plot is not None:
             binary = None if args.collective is None else _COLLECTIVE_BINARY[args.collective]  # collective_arg's name
             path = plot_history(args.history, args.plot, binary=binary)
@@ -159,7 +178,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "output", nargs="?", type=Path, help="output of one nccl-tests binary (its text, or the JSON file -J writes)"
+        "output", nargs="?", type=Path,
+        help="nccl-tests output: its text (one binary's run, or several one after another) or the JSON file -J writes"
     )
     add_cluster_arguments(parser, required=False)
     parser.add_argument("--nodes", type=int, help="servers (default: the hosts named in the rank lines)")

@@ -277,6 +277,21 @@ def test_check_reports_each_run_of_a_file(tmp_path, capsys):
     assert [r["binary"] for r in listed] == ["alltoall_perf", "sendrecv_perf"]
 
 
+def test_check_takes_several_files_one_after_another(tmp_path, capsys):
+    status = flowsim_check([str(ALLTOALL), str(SENDRECV), "--system", "dgx-h100", "--min-bytes", "256M"])
+    out = capsys.readouterr().out
+    assert f"# run 1 of 2: alltoall_perf\n# {ALLTOALL}:" in out and f"# run 2 of 2: sendrecv_perf\n# {SENDRECV}:" in out
+    assert status == flowsim_check([str(ALLTOALL), "--system", "dgx-h100", "--min-bytes", "256M"]) | flowsim_check(
+        [str(SENDRECV), "--system", "dgx-h100", "--min-bytes", "256M"])
+    # A bad file among them: one error line naming it, nothing printed before.
+    capsys.readouterr()
+    bad = tmp_path / "bad.txt"
+    bad.write_text("hello\n")
+    assert flowsim_check([str(ALLTOALL), str(bad), "--system", "dgx-h100"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith(f"flowsim check: error: {bad}: no '#  size  count  type")
+
+
 def test_not_nccl_tests_output_and_two_runs(tmp_path):
     with pytest.raises(InputError, match="no '#  size  count  type ...' table header and no '# nThread' line"):
         parse_nccl_log("hello\nworld\n")

@@ -1,6 +1,6 @@
 """``flowsim check``: nccl-tests output measured against flowsim's prediction for the cluster.
 
-    flowsim check NCCL_TESTS_OUTPUT [--system dgx-h100|FILE.toml] [--nodes 4 --gpus-per-node 8]
+    flowsim check NCCL_TESTS_OUTPUT [...] [--system dgx-h100|FILE.toml] [--nodes 4 --gpus-per-node 8]
                   [--fabric F --switch S --oversubscription O]
                   [--threshold 0.1] [--latency-tolerance 2] [--history history.h5] [--plot trend.png]
                   [--json]
@@ -21,7 +21,8 @@ as people paste it: launcher prefixes, interleaved lines of other programs, no r
 ``--nodes`` and ``--gpus-per-node`` give the cluster's shape); so is the JSON file
 nccl-tests' ``-J FILE`` writes. A file holding several runs one after another (a script that
 runs each binary in turn) is checked run by run, each report headed ``# run K of N``
-(``--json``: an array of reports), and the exit status is 1 if any run has a flagged size. With
+(``--json``: an array of reports), and the exit status is 1 if any run has a flagged size;
+so are several files, one after another (a pairwise sweep's logs: ``flowsim check logs/*.log``). With
 ``--fail PATTERN`` and ``--degrade PATTERN=FACTOR`` (repeatable) predict the cluster with
 links, NICs or switches taken out or slowed (:mod:`flowsim.failures`): does the log match a
 cluster with one NIC down? With
@@ -92,20 +93,24 @@ def _tolerance(text: str) -> float:
 
 
 def _parse(args: argparse.Namespace) -> list[NcclTestLog]:
-    """Each nccl-tests run in the output ``args`` name, parsed with their collective and
-    cluster shape."""
-    return parse_nccl_logs(args.output, collective=args.collective, nodes=args.nodes, gpus_per_node=args.gpus_per_node)
+    """Each nccl-tests run in the outputs ``args`` name, file by file, parsed with their
+    collective and cluster shape."""
+    return [
+        log
+        for path in args.output
+        for log in parse_nccl_logs(path, collective=args.collective, nodes=args.nodes, gpus_per_node=args.gpus_per_node)
+    ]
 
 
 def check_command(args: argparse.Namespace) -> int:
     """Handler of ``flowsim check``; returns 0 (all sizes OK), 1 (some flagged) or 2 (bad input)."""
     try:
-        if args.output is None and args.plot is None:
+        if not args.output and args.plot is None:
             raise InputError("give an nccl-tests output file, or --history with --plot")
         if args.plot is not None and args.history is None:
             raise InputError("--plot draws the history: give --history FILE too")
         logs = None  # parsed here only when the log must name the system, else below
-        if args.output is not None and args.system is None:
+        if args.output and args.system is None:
             logs = _parse(args)
             args.system = default_system(logs[0])
             gpu = next(name for name in logs[0].gpu_models if name != UNNAMED_GPU)
@@ -115,12 +120,12 @@ def check_command(args: argparse.Namespace) -> int:
             min_bytes = parse_size(args.min_bytes)
         except InputError as err:
             raise InputError(f"--min-bytes: {err}") from None
-        if args.output is not None and args.history is not None:
-            history_file(args.history, inputs=[args.output])
+        if args.output and args.history is not None:
+            history_file(args.history, inputs=args.output)
         if args.plot is not None:
-            history_plot_file(args.plot, inputs=[p for p in (args.output, args.history) if p is not None])
+            history_plot_file(args.plot, inputs=[*args.output, *([] if args.history is None else [args.history])])
         status = 0
-        if args.output is not None:
+        if args.output:
             server, _, cluster = cluster_options(args)
             cluster.pop("n_nodes", None)  # the servers are the hosts the log names (or --nodes)
             logs = _parse(args) if logs is None else logs
@@ -178,8 +183,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "output", nargs="?", type=Path,
-        help="nccl-tests output: its text (one binary's run, or several one after another) or the JSON file -J writes"
+        "output", nargs="*", type=Path, metavar="OUTPUT",
+        help="nccl-tests output files: text (one binary's run, or several one after another) or the JSON file -J "
+        "writes; several files are checked one after another"
     )
     add_cluster_arguments(parser, required=False)
     parser.add_argument("--nodes", type=int, help="servers (default: the hosts named in the rank lines)")

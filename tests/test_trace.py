@@ -701,28 +701,20 @@ def test_a_trace_is_not_written_where_the_disk_lacks_room(tmp_path, run, monkeyp
     assert target.read_bytes() == b"the previous trace"
 
 
-def test_a_chunk_write_that_fills_the_disk_gives_enospc_and_no_file(tmp_path, run, monkeypatch):
-    # Numeric columns go to HDF5 chunk by chunk from flowsim.deflate's writer; a failed chunk
-    # write stops the workers and reads as any other full disk.
+@pytest.mark.parametrize("where", ["_write_links", "ColumnWriter._write_first"])
+def test_a_disk_that_fills_up_while_writing_gives_enospc_and_no_file(tmp_path, run, monkeypatch, where):
+    # A group written by h5py, or a numeric column's chunk from flowsim.deflate's writer
+    # (its failure stops the workers): either reads as a full disk.
     from flowsim.deflate import ColumnWriter
 
-    def full(self):
-        raise RuntimeError("Can't write data (file write failed: errno = 28, error message = 'No space left on device')")
-
-    monkeypatch.setattr(ColumnWriter, "_write_first", full)
-    target = tmp_path / "run.h5"
-    with pytest.raises(OSError, match="the disk filled up while writing the trace; nothing was written") as caught:
-        write_trace(target, *run, scenario_text=SCENARIO_TEXT)
-    assert caught.value.errno == errno.ENOSPC and caught.value.filename == str(target)
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_a_disk_that_fills_up_while_writing_gives_enospc_and_no_file(tmp_path, run, monkeypatch):
     def full(*args):
         # What h5py raises when HDF5's write(2) fails (its text, with the errno inside).
         raise RuntimeError("Can't write data (file write failed: errno = 28, error message = 'No space left on device')")
 
-    monkeypatch.setattr(trace_module, "_write_links", full)
+    if where == "_write_links":
+        monkeypatch.setattr(trace_module, "_write_links", full)
+    else:
+        monkeypatch.setattr(ColumnWriter, "_write_first", full)
     target = tmp_path / "run.h5"
     with pytest.raises(OSError, match="the disk filled up while writing the trace; nothing was written") as caught:
         write_trace(target, *run, scenario_text=SCENARIO_TEXT)

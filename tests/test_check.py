@@ -257,6 +257,46 @@ def test_runs_one_after_another_are_read_run_by_run(tmp_path):
     assert len(parse_nccl_logs(DATA / "all_reduce_perf_dgx_h100_4node.json")) == 1
 
 
+# A run that failed before its results, as nccl-tests prints it (its header, then the error of
+# the first failed call), then the next binary's run.
+FAILED_RUN = """# nccl-tests version 2.17.6 nccl-headers=22807 nccl-library=22807
+# Collective test starting: alltoall_perf
+# nThread 1 nGpus 1 minBytes 33554432 maxBytes 17179869184 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1
+#
+node1: Test NCCL failure common.cu:1279 'remote process exited or there was a network error / '
+ .. node1 pid 4011: Test failure common.cu:1159
+"""
+
+
+def test_a_run_that_failed_is_said_and_the_others_are_read(tmp_path, capsys):
+    text = FAILED_RUN + SENDRECV.read_text()
+    with pytest.raises(InputError, match=r"<text>, line 5: the run failed before printing results: "
+                       r"Test NCCL failure common.cu:1279 'remote process exited or there was a network error / '"):
+        parse_nccl_logs(text)
+    with pytest.raises(InputError, match="line 5: the run failed before printing results"):
+        parse_nccl_log(FAILED_RUN)
+    unread = []
+    logs = parse_nccl_logs(text, errors=unread)
+    assert [log.binary for log in logs] == ["sendrecv_perf"] and len(unread) == 1
+    assert logs[0].rows[0].line == len(FAILED_RUN.splitlines()) + parse_nccl_log(SENDRECV).rows[0].line
+    # flowsim check: the readable runs checked and printed, one error line for the other, status 2.
+    path = tmp_path / "pair.log"
+    path.write_text(text)
+    assert flowsim_check([str(path), "--system", "dgx-h100", "--min-bytes", "1G"]) == 2
+    captured = capsys.readouterr()
+    assert f"# {path}: sendrecv_perf" in captured.out
+    assert captured.err == (f"flowsim check: error: {path}, line 5: the run failed before printing results: Test NCCL "
+                            "failure common.cu:1279 'remote process exited or there was a network error / ' "
+                            "(not checked)\n")
+    # Nothing readable: the first run's error alone.
+    lone = tmp_path / "failed.log"
+    lone.write_text(FAILED_RUN + FAILED_RUN)
+    assert flowsim_check([str(lone), "--system", "dgx-h100"]) == 2
+    assert capsys.readouterr().err == (f"flowsim check: error: {lone}, line 5: the run failed before printing "
+                                       "results: Test NCCL failure common.cu:1279 'remote process exited or there "
+                                       "was a network error / '\n")
+
+
 def _first_row_line(text):
     return next(k for k, line in enumerate(text.splitlines(), start=1) if re.match(r"^\s*\d+\s", line))
 
@@ -283,13 +323,20 @@ def test_check_takes_several_files_one_after_another(tmp_path, capsys):
     assert f"# run 1 of 2: alltoall_perf\n# {ALLTOALL}:" in out and f"# run 2 of 2: sendrecv_perf\n# {SENDRECV}:" in out
     assert status == flowsim_check([str(ALLTOALL), "--system", "dgx-h100", "--min-bytes", "256M"]) | flowsim_check(
         [str(SENDRECV), "--system", "dgx-h100", "--min-bytes", "256M"])
-    # A bad file among them: one error line naming it, nothing printed before.
+    # A file that is not nccl-tests output among them: one error line naming it, the others
+    # checked, status 2.
     capsys.readouterr()
     bad = tmp_path / "bad.txt"
     bad.write_text("hello\n")
     assert flowsim_check([str(ALLTOALL), str(bad), "--system", "dgx-h100"]) == 2
     captured = capsys.readouterr()
-    assert captured.out == "" and captured.err.startswith(f"flowsim check: error: {bad}: no '#  size  count  type")
+    assert f"# {ALLTOALL}: alltoall_perf" in captured.out
+    assert captured.err == (f"flowsim check: error: {bad}: no '#  size  count  type ...' table header and no "
+                            "'# nThread' line: is this nccl-tests output? (not checked)\n")
+    # None readable: the first error alone, nothing printed.
+    assert flowsim_check([str(bad), str(bad), "--system", "dgx-h100"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
 
 
 def test_not_nccl_tests_output_and_two_runs(tmp_path):

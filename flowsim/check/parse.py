@@ -145,6 +145,9 @@ _STARTING = re.compile(r"^#\s*Collective\s+test\s+starting:\s*(\S+)")
 _STARTING_BINARY = re.compile("(" + "|".join(BINARIES) + r")(?:_\S+)?")
 _VERSION = re.compile(r"^#\s*nccl-tests\s+version\s+(\S+)")
 _NTHREAD = re.compile(r"^#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\s+minBytes\s+(\d+)\s+maxBytes\s+(\d+)")
+# What nccl-tests prints when a call fails, and stops (src/common.h NCCLCHECK, CUDACHECK):
+# " Test NCCL failure common.cu:1279 'remote process exited or there was a network error'".
+_TEST_FAILURE = re.compile(r"Test (?:NCCL|CUDA) failure.*")
 # Later fields of that line, where the nccl-tests version prints them: -a and -G.
 _AGG_ITERS = re.compile(r"\bagg\s+iters:\s*(\d+)")
 _GRAPH = re.compile(r"\bgraph:\s*(\d+)")
@@ -457,6 +460,7 @@ def parse_nccl_logs(
     collective: str | None = None,
     nodes: int | None = None,
     gpus_per_node: int | None = None,
+    errors: list[InputError] | None = None,
 ) -> list[NcclTestLog]:
     """Parse output that may hold several nccl-tests runs one after another, as scripts that
     run every binary in turn log them: one :class:`NcclTestLog` per run, in order.
@@ -466,13 +470,23 @@ def parse_nccl_logs(
     belong to the first. Each run is parsed as :func:`parse_nccl_log` parses a whole text
     (its collective from its own ``# Collective test starting`` line), and an error names
     the line of the whole text. A JSON file (``-J``) holds one run. Parameters as
-    :func:`parse_nccl_log`, ``collective`` applying to every run.
+    :func:`parse_nccl_log`, ``collective`` applying to every run; given a list ``errors``,
+    a run that cannot be read (one that failed or was cut off before its results, say) adds
+    its :class:`InputError` there and is left out, where it would raise.
     """
     text, source = _read(path_or_text)
     text = text.removeprefix("\ufeff")
     if is_json_output(text):
         return [_from_json(read_json_run(text, source), source, collective)]
-    return [_parse_text(run, source, collective, nodes, gpus_per_node) for run in _run_texts(text)]
+    logs = []
+    for run in _run_texts(text):
+        try:
+            logs.append(_parse_text(run, source, collective, nodes, gpus_per_node))
+        except InputError as err:
+            if errors is None:
+                raise
+            errors.append(err)
+    return logs
 
 
 def _run_texts(text: str) -> list[str]:
@@ -480,15 +494,20 @@ def _run_texts(text: str) -> list[str]:
     as come before it, so that its line numbers are those of the whole text."""
     raw = text.splitlines()
     starts = [0]
-    table = False  # the current run's table header has been seen
+    # The latest kind of a run's opening lines seen in the current run (version 0, starting 1,
+    # nThread 2; 3 once its table header is seen): a line of a kind not later than it opens the
+    # next run, so a run that failed before its table ends where the next one starts.
+    seen = -1
     for number, line in enumerate(raw):
         stripped = _strip_prefixes(line).strip()
-        if _VERSION.match(stripped) or _STARTING.match(stripped) or _NTHREAD.match(stripped):
-            if table:
-                starts.append(number)
-                table = False
-        elif re.match(r"^#\s*size\s+count", stripped):
-            table = True
+        kind = 0 if _VERSION.match(stripped) else 1 if _STARTING.match(stripped) else 2 if _NTHREAD.match(
+            stripped) else 3 if re.match(r"^#\s*size\s+count", stripped) else None
+        if kind is None:
+            continue
+        if kind < 3 and kind <= seen:
+            starts.append(number)
+            seen = -1
+        seen = max(seen, kind)
     ends = [*starts[1:], len(raw)]
     return ["\n" * start + "\n".join(raw[start:end]) + "\n" for start, end in zip(starts, ends, strict=True)]
 
@@ -509,6 +528,7 @@ def _parse_text(
     layout = None
     in_place_first = False
     avg = None
+    failure: tuple[int, str] | None = None  # the first of nccl-tests' failure lines: line, text
     for number, line in enumerate(lines, start=1):
         stripped = line.strip()
         if not stripped:
@@ -560,6 +580,8 @@ def _parse_text(
                     raise line_error(source, number, "'# Avg bus bandwidth' line before any table header")
                 avg = _measured(avg_match.group(1), source, number, "Avg bus bandwidth")
             continue
+        if failure is None and (failed := _TEST_FAILURE.search(stripped)):
+            failure = (number, failed.group(0).strip())
         if nccl_match := _NCCL_VERSION.match(stripped):
             nccl_version = nccl_match.group(1)
         elif env_match := _ENV_SET.search(stripped):
@@ -569,6 +591,8 @@ def _parse_text(
         elif layout is not None and avg is None and re.match(r"^\d+\s", stripped + " "):
             rows.append(_row(stripped, source, number, layout, in_place_first))
     last = len(lines)
+    if failure is not None and not rows:
+        raise line_error(source, failure[0], f"the run failed before printing results: {failure[1]}")
     if layout is None:
         if header is None and not ranks:
             raise InputError(

@@ -21,7 +21,9 @@ as people paste it: launcher prefixes, interleaved lines of other programs, no r
 ``--nodes`` and ``--gpus-per-node`` give the cluster's shape); so is the JSON file
 nccl-tests' ``-J FILE`` writes. A file holding several runs one after another (a script that
 runs each binary in turn) is checked run by run, each report headed ``# run K of N``
-(``--json``: an array of reports), and the exit status is 1 if any run has a flagged size;
+(``--json``: an array of reports), and the exit status is 1 if any run has a flagged size
+(2 if a run cannot be read, one that failed or was cut off before its results: an error line
+each, the other runs checked);
 so are several files, one after another (a pairwise sweep's logs: ``flowsim check logs/*.log``). With
 ``--fail PATTERN`` and ``--degrade PATTERN=FACTOR`` (repeatable) predict the cluster with
 links, NICs or switches taken out or slowed (:mod:`flowsim.failures`): does the log match a
@@ -92,14 +94,20 @@ def _tolerance(text: str) -> float:
     return value
 
 
-def _parse(args: argparse.Namespace) -> list[NcclTestLog]:
+def _parse(args: argparse.Namespace, unread: list[InputError]) -> list[NcclTestLog]:
     """Each nccl-tests run in the outputs ``args`` name, file by file, parsed with their
-    collective and cluster shape."""
-    return [
+    collective and cluster shape; runs that cannot be read go to ``unread``, unless none
+    can be (then the first one's error is raised)."""
+    logs = [
         log
         for path in args.output
-        for log in parse_nccl_logs(path, collective=args.collective, nodes=args.nodes, gpus_per_node=args.gpus_per_node)
+        for log in parse_nccl_logs(
+            path, collective=args.collective, nodes=args.nodes, gpus_per_node=args.gpus_per_node, errors=unread
+        )
     ]
+    if not logs:
+        raise unread[0]
+    return logs
 
 
 def check_command(args: argparse.Namespace) -> int:
@@ -110,8 +118,9 @@ def check_command(args: argparse.Namespace) -> int:
         if args.plot is not None and args.history is None:
             raise InputError("--plot draws the history: give --history FILE too")
         logs = None  # parsed here only when the log must name the system, else below
+        unread: list[InputError] = []  # runs that cannot be read: said, and the others checked
         if args.output and args.system is None:
-            logs = _parse(args)
+            logs = _parse(args, unread)
             args.system = default_system(logs[0])
             gpu = next(name for name in logs[0].gpu_models if name != UNNAMED_GPU)
             print(f"flowsim check: no --system: checking on {args.system}, NVIDIA's server of the log's "
@@ -128,7 +137,7 @@ def check_command(args: argparse.Namespace) -> int:
         if args.output:
             server, _, cluster = cluster_options(args)
             cluster.pop("n_nodes", None)  # the servers are the hosts the log names (or --nodes)
-            logs = _parse(args) if logs is None else logs
+            logs = _parse(args, unread) if logs is None else logs
             # Every run is checked before anything is printed or recorded, so that bad input
             # in a later run leaves the history as it was.
             reports = [
@@ -164,6 +173,9 @@ def check_command(args: argparse.Namespace) -> int:
                     check_id = append_history(report, args.history)
                     print(f"check {check_id} appended to {args.history}", file=sys.stderr)
             status = 0 if all(report.ok for report in reports) else 1
+            for problem in unread:
+                print(f"flowsim check: error: {problem} (not checked)", file=sys.stderr)
+            status = 2 if unread else status
         if args.plot is not None:
             binary = None if args.collective is None else _COLLECTIVE_BINARY[args.collective]  # collective_arg's name
             path = plot_history(args.history, args.plot, binary=binary)

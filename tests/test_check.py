@@ -285,6 +285,7 @@ def test_a_run_that_failed_is_said_and_the_others_are_read(tmp_path, capsys):
     assert flowsim_check([str(path), "--system", "dgx-h100", "--min-bytes", "1G"]) == 2
     captured = capsys.readouterr()
     assert f"# {path}: sendrecv_perf" in captured.out
+    assert captured.out.rstrip().endswith("with sizes flagged; 1 not checked (the errors on stderr)")
     assert captured.err == (f"flowsim check: error: {path}, line 5: the run failed before printing results: Test NCCL "
                             "failure common.cu:1279 'remote process exited or there was a network error / ' "
                             "(not checked)\n")
@@ -311,6 +312,9 @@ def test_check_reports_each_run_of_a_file(tmp_path, capsys):
     assert out.index("# run 1 of 2") < out.index("# run 2 of 2")
     reports = [check_log(log, system="dgx-h100", min_bytes=256 << 20) for log in parse_nccl_logs(path)]
     assert status == (0 if all(r.ok for r in reports) else 1)
+    n_flagged = sum(not r.ok for r in reports)
+    assert out.rstrip().endswith(f"# 2 run(s) checked: {2 - n_flagged} with every size OK, {n_flagged} with sizes "
+                                 "flagged")
     assert flowsim.check.read_history(history).n_checks == 2
     assert flowsim_check([str(path), "--system", "dgx-h100", "--min-bytes", "256M", "--json"]) == status
     listed = json.loads(capsys.readouterr().out)

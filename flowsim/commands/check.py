@@ -44,6 +44,7 @@ from pathlib import Path
 
 from flowsim.check import (
     BINARIES,
+    CheckReport,
     NcclTestLog,
     append_history,
     check_log,
@@ -110,6 +111,15 @@ def _parse(args: argparse.Namespace, unread: list[InputError]) -> list[NcclTestL
     return logs
 
 
+def _summary(reports: list[CheckReport], n_unread: int, n_files: int) -> str:
+    """The closing line of a check of several runs: how many were OK, flagged, not read."""
+    flagged = sum(not report.ok for report in reports)
+    files = f" in {n_files} files" if n_files > 1 else ""
+    unread = f"; {n_unread} not checked (the errors on stderr)" if n_unread else ""
+    return (f"\n# {len(reports)} run(s) checked{files}: {len(reports) - flagged} with every size OK, "
+            f"{flagged} with sizes flagged{unread}")
+
+
 def check_command(args: argparse.Namespace) -> int:
     """Handler of ``flowsim check``; returns 0 (all sizes OK), 1 (some flagged) or 2 (bad input)."""
     try:
@@ -168,6 +178,8 @@ def check_command(args: argparse.Namespace) -> int:
                     else f"# run {k} of {len(reports)}: {report.log.binary}\n{report.format_text()}"
                     for k, report in enumerate(reports, start=1)
                 ))
+                if len(reports) + len(unread) > 1:
+                    print(_summary(reports, len(unread), len(args.output)))
             if args.history is not None:
                 for report in reports:
                     check_id = append_history(report, args.history)

@@ -321,6 +321,23 @@ def test_check_reports_each_run_of_a_file(tmp_path, capsys):
     assert [r["binary"] for r in listed] == ["alltoall_perf", "sendrecv_perf"]
 
 
+def test_brief_prints_a_line_per_run(capsys):
+    argv = [str(ALLTOALL), str(SENDRECV), "--system", "dgx-h100", "--min-bytes", "256M"]
+    status = flowsim_check([*argv, "--brief"])
+    lines = capsys.readouterr().out.splitlines()
+    reports = [check_log(parse_nccl_log(path), system="dgx-h100", min_bytes=256 << 20) for path in (ALLTOALL, SENDRECV)]
+    assert status == (0 if all(r.ok for r in reports) else 1)
+    assert lines[:2] == [r.format_brief() for r in reports] and lines[2] == "" and lines[3].startswith("# 2 run(s)")
+    for line, report in zip(lines, reports, strict=False):
+        ratios = [r.ratio_out for r in report.rows if r.ratio_out is not None]
+        log = report.log
+        assert line.startswith(f"{log.source}: {log.binary}, {log.n_ranks} ranks on {log.n_nodes} node(s): ")
+        assert line.endswith(", in the full report") == bool(report.warnings)
+        assert f"measured / predicted {min(ratios):.2f}-{max(ratios):.2f}" in line
+    with pytest.raises(SystemExit):  # --brief or --json, not both
+        flowsim_check([*argv, "--brief", "--json"])
+
+
 def test_check_takes_several_files_one_after_another(tmp_path, capsys):
     status = flowsim_check([str(ALLTOALL), str(SENDRECV), "--system", "dgx-h100", "--min-bytes", "256M"])
     out = capsys.readouterr().out

@@ -361,6 +361,17 @@ class CheckReport:
         lines.append(self._summary())
         return "\n".join(lines)
 
+    def format_brief(self) -> str:
+        """One line: the log, its closing summary (:meth:`format_text`'s last line), and the
+        range of measured / predicted busbw (out-of-place) over the predicted sizes."""
+        log = self.log
+        ratios = [r.ratio_out for r in self.rows if r.ratio_out is not None]
+        spread = f"; measured / predicted {min(ratios):.2f}-{max(ratios):.2f}" if ratios else ""
+        n = len(self.warnings)
+        warned = f"; {n} warning{'s' if n > 1 else ''}, in the full report" if n else ""
+        return (f"{log.source}: {log.binary}, {log.n_ranks} ranks on {log.n_nodes} node(s): "
+                f"{self._summary().removeprefix('# ')}{spread}{warned}")
+
     def _launch_line(self) -> list[str]:
         """The host's launch floor, where the log's threads drive several GPUs each."""
         gpus = self.log.n_gpus

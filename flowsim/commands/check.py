@@ -21,6 +21,7 @@ as people paste it: launcher prefixes, interleaved lines of other programs, no r
 ``--nodes`` and ``--gpus-per-node`` give the cluster's shape); so is the JSON file
 nccl-tests' ``-J FILE`` writes. A file holding several runs one after another (a script that
 runs each binary in turn) is checked run by run, each report headed ``# run K of N``
+(``--brief``: a line per run)
 (``--json``: an array of reports), and the exit status is 1 if any run has a flagged size
 (2 if a run cannot be read, one that failed or was cut off before its results: an error line
 each, the other runs checked);
@@ -172,6 +173,10 @@ def check_command(args: argparse.Namespace) -> int:
             if args.json:  # one run's report as an object, several as an array
                 print(reports[0].to_json() if len(reports) == 1
                       else json.dumps([report.to_dict() for report in reports], indent=2))
+            elif args.brief:
+                print("\n".join(report.format_brief() for report in reports))
+                if len(reports) + len(unread) > 1:
+                    print(_summary(reports, len(unread), len(args.output)))
             else:
                 print("\n\n".join(
                     report.format_text() if len(reports) == 1
@@ -244,6 +249,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--min-bytes", default="1", help="predict only sizes from this one, e.g. 64M (default 1)")
     parser.add_argument("--history", type=Path, help="HDF5 history to append this check to")
     parser.add_argument("--plot", type=Path, help="draw the history's measured / predicted ratio over time here")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print the report as JSON")
+    output.add_argument(
+        "--brief", action="store_true",
+        help="one line per run: the log, its flagged sizes and the range of measured / predicted busbw",
+    )
     parser.set_defaults(func=check_command)
     return parser

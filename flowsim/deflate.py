@@ -9,8 +9,8 @@ for as long again. :class:`ColumnWriter` runs the pipeline of the trace's numeri
 chunk to HDF5 as it is (``H5Dwrite_chunk``). The caller goes on meanwhile: the trace writes
 its flow names while the columns are compressed.
 
-A chunk is what HDF5's own filters make of it (HDF5 1.14, ``src/H5Zshuffle.c``,
-``src/H5Zdeflate.c``, ``src/H5Zfletcher32.c``):
+A chunk is what HDF5's own filters make of it ([HDF5] ``src/H5Zshuffle.c``,
+``src/H5Zdeflate.c``, ``src/H5Zfletcher32.c``; docs/hardware.md, Sources):
 
 - **shuffle**: the chunk, padded to its full length with the fill value 0, byte ``b`` of
   every element, for ``b`` = 0 to the element size - 1, one after another;

@@ -145,7 +145,8 @@ _STARTING = re.compile(r"^#\s*Collective\s+test\s+starting:\s*(\S+)")
 _STARTING_BINARY = re.compile("(" + "|".join(BINARIES) + r")(?:_\S+)?")
 _VERSION = re.compile(r"^#\s*nccl-tests\s+version\s+(\S+)")
 _NTHREAD = re.compile(r"^#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\s+minBytes\s+(\d+)\s+maxBytes\s+(\d+)")
-# What nccl-tests prints when a call fails, and stops (src/common.h NCCLCHECK, CUDACHECK):
+# What nccl-tests prints when a call fails, and stops ([NT-PERF] src/common.h NCCLCHECK and
+# CUDACHECK, docs/hardware.md):
 # " Test NCCL failure common.cu:1279 'remote process exited or there was a network error'".
 _TEST_FAILURE = re.compile(r"Test (?:NCCL|CUDA) failure.*")
 # Later fields of that line, where the nccl-tests version prints them: -a and -G.

@@ -20,13 +20,13 @@ def fletcher32(data):
 
     Notes
     -----
-    HDF5 1.14 ``src/H5checksum.c`` ``H5_checksum_fletcher32``: the data as big-endian 16-bit
-    words (an odd last byte as a word's high byte), ``sum1`` their sum and ``sum2`` the sum
-    of the running ``sum1``, both from 0 (not 0xffff), each folded to 16 bits plus carry
-    (``(s & 0xffff) + (s >> 16)``) after every 360 words and after the odd byte, then once
-    more at the end; the result is ``sum2 << 16 | sum1``. HDF5 sums in 32 bits; ``sum2``
-    can wrap there in the worst case of a block (words near 0xffff throughout), so it is
-    wrapped here too. One pass: O(n).
+    [HDF5] ``src/H5checksum.c`` ``H5_checksum_fletcher32`` (docs/hardware.md, Sources): the
+    data as big-endian 16-bit words (an odd last byte as a word's high byte), ``sum1`` their
+    sum and ``sum2`` the sum of the running ``sum1``, both from 0 (not 0xffff), each folded
+    to 16 bits plus carry (``(s & 0xffff) + (s >> 16)``) after every 360 words and after the
+    odd byte, then once more at the end; the result is ``sum2 << 16 | sum1``. HDF5 sums in
+    32 bits; ``sum2`` can wrap there in the worst case of a block (words near 0xffff
+    throughout), so it is wrapped here too. One pass: O(n).
     """
     n_words = data.shape[0] // 2
     sum1 = np.int64(0)

@@ -172,12 +172,13 @@ def _read(path_or_text: str | os.PathLike) -> tuple[str, str]:
     """(text, source name): a path (Path, or a str that holds no newline and is not a JSON
     object, as nccl-tests writes on one line) is read."""
     if isinstance(path_or_text, str) and ("\n" in path_or_text or is_json_output(path_or_text)):
-        return path_or_text, "<text>"
+        return path_or_text.removeprefix("\ufeff"), "<text>"
     path = Path(path_or_text)
     # Not a regular file (a FIFO would block the read): refused, saying what it is.
     with io.TextIOWrapper(open_regular(path, "nccl-tests output"), errors="replace") as file:
         try:
-            return file.read(), str(path)
+            # A UTF-8 byte-order mark (from an editor) would hide the '#' that starts a line.
+            return file.read().removeprefix("\ufeff"), str(path)
         except OSError as err:
             raise InputError(f"{path}: cannot read nccl-tests output: {err.strerror}") from None
 
@@ -317,6 +318,9 @@ def _infer_binary(rows: Sequence[TestRow], n_ranks: int | None) -> set[str]:
 
 
 _SECOND_RUN = "a second nccl-tests run starts here; parse_nccl_logs reads one run after another"
+_TABLE_HEADER = re.compile(r"^#\s*size\s+count")
+# A run's opening lines in the order nccl-tests prints them, then its table header.
+_RUN_LINES = (_VERSION, _STARTING, _NTHREAD, _TABLE_HEADER)
 
 
 def _strip_prefixes(raw: str) -> str:
@@ -448,8 +452,6 @@ def parse_nccl_log(
         without rows, a second test in the same text, or a collective that cannot be told.
     """
     text, source = _read(path_or_text)
-    # A UTF-8 byte-order mark (from an editor) would hide the '#' that starts the first line.
-    text = text.removeprefix("\ufeff")
     if is_json_output(text):
         return _from_json(read_json_run(text, source), source, collective)
     return _parse_text(text, source, collective, nodes, gpus_per_node)
@@ -476,7 +478,6 @@ def parse_nccl_logs(
     its :class:`InputError` there and is left out, where it would raise.
     """
     text, source = _read(path_or_text)
-    text = text.removeprefix("\ufeff")
     if is_json_output(text):
         return [_from_json(read_json_run(text, source), source, collective)]
     logs = []
@@ -501,8 +502,7 @@ def _run_texts(text: str) -> list[str]:
     seen = -1
     for number, line in enumerate(raw):
         stripped = _strip_prefixes(line).strip()
-        kind = 0 if _VERSION.match(stripped) else 1 if _STARTING.match(stripped) else 2 if _NTHREAD.match(
-            stripped) else 3 if re.match(r"^#\s*size\s+count", stripped) else None
+        kind = next((k for k, pattern in enumerate(_RUN_LINES) if pattern.match(stripped)), None)
         if kind is None:
             continue
         if kind < 3 and kind <= seen:
@@ -572,7 +572,7 @@ def _parse_text(
                 )
             elif "out-of-place" in stripped and "in-place" in stripped:
                 in_place_first = stripped.index("in-place") < stripped.index("out-of-place")
-            elif re.match(r"^#\s*size\s+count", stripped):
+            elif _TABLE_HEADER.match(stripped):
                 if layout is not None:
                     raise line_error(source, number, _SECOND_RUN)
                 layout = _layout(stripped, source, number)

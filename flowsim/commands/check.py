@@ -20,19 +20,18 @@ GPU model, ranks or hosts differ from the system given, or what the log lacks. O
 as people paste it: launcher prefixes, interleaved lines of other programs, no rank lines (then
 ``--nodes`` and ``--gpus-per-node`` give the cluster's shape); so is the JSON file
 nccl-tests' ``-J FILE`` writes. A file holding several runs one after another (a script that
-runs each binary in turn) is checked run by run, each report headed ``# run K of N``
-(``--brief``: a line per run)
-(``--json``: an array of reports), and the exit status is 1 if any run has a flagged size
-(2 if a run cannot be read, one that failed or was cut off before its results: an error line
-each, the other runs checked);
-so are several files, one after another (a pairwise sweep's logs: ``flowsim check logs/*.log``). With
-``--fail PATTERN`` and ``--degrade PATTERN=FACTOR`` (repeatable) predict the cluster with
-links, NICs or switches taken out or slowed (:mod:`flowsim.failures`): does the log match a
+runs each binary in turn) is checked run by run, and so are several files (a pairwise
+sweep's logs: ``flowsim check logs/*.log``): each report headed ``# run K of N`` (``--brief``:
+a line per run; ``--json``: an array of reports), then a line counting the runs OK, flagged
+and not checked. A run that cannot be read (one that failed or was cut off before its
+results) gets an error line and the other runs are checked. With ``--fail PATTERN`` and
+``--degrade PATTERN=FACTOR`` (repeatable) predict the cluster with links, NICs or switches
+taken out or slowed (:mod:`flowsim.failures`): does the log match a
 cluster with one NIC down? With
 ``--history`` the check is appended to an HDF5 history; ``--plot`` draws the history's
 measured / predicted ratio over time (needs matplotlib). Both paths are checked before the
 check runs, so that a bad one fails before anything is added to the history. Exit status:
-0 when no size is flagged, 1 when some are, 2 on bad input.
+0 when no size is flagged, 1 when some are, 2 on bad input or a run that cannot be read.
 """
 
 from __future__ import annotations
@@ -149,36 +148,20 @@ def check_command(args: argparse.Namespace) -> int:
             server, _, cluster = cluster_options(args)
             cluster.pop("n_nodes", None)  # the servers are the hosts the log names (or --nodes)
             logs = _parse(args, unread) if logs is None else logs
+            options = dict(
+                system=server, nodes=args.nodes, threshold=args.threshold, latency_tolerance=args.latency_tolerance,
+                algorithm=args.algorithm, protocol=args.protocol, figure=args.figure, min_bytes=min_bytes, **cluster,
+                nccl_env=parse_nccl_env(args.nccl_env), nccl_version=args.nccl_version, fail=args.fail,
+                degrade=parse_degrade(args.degrade),
+            )
             # Every run is checked before anything is printed or recorded, so that bad input
             # in a later run leaves the history as it was.
-            reports = [
-                check_log(
-                    log,
-                    system=server,
-                    nodes=args.nodes,
-                    threshold=args.threshold,
-                    latency_tolerance=args.latency_tolerance,
-                    algorithm=args.algorithm,
-                    protocol=args.protocol,
-                    figure=args.figure,
-                    min_bytes=min_bytes,
-                    **cluster,
-                    nccl_env=parse_nccl_env(args.nccl_env),
-                    nccl_version=args.nccl_version,
-                    fail=args.fail,
-                    degrade=parse_degrade(args.degrade),
-                )
-                for log in logs
-            ]
+            reports = [check_log(log, **options) for log in logs]
             if args.json:  # one run's report as an object, several as an array
                 print(reports[0].to_json() if len(reports) == 1
                       else json.dumps([report.to_dict() for report in reports], indent=2))
-            elif args.brief:
-                print("\n".join(report.format_brief() for report in reports))
-                if len(reports) + len(unread) > 1:
-                    print(_summary(reports, len(unread), len(args.output)))
             else:
-                print("\n\n".join(
+                print("\n".join(report.format_brief() for report in reports) if args.brief else "\n\n".join(
                     report.format_text() if len(reports) == 1
                     else f"# run {k} of {len(reports)}: {report.log.binary}\n{report.format_text()}"
                     for k, report in enumerate(reports, start=1)

@@ -148,9 +148,9 @@ class Workload:
 
     def renamed(self, prefix: str, start_s: float = 0.0) -> Workload:
         """This workload with ``prefix`` put before every flow name and ``start_s`` added to
-        every start time, the rest as it is. A common prefix keeps the
-        names distinct, so they are not checked again: millions of a collective's names are
-        prefixed in their compact column (:func:`flowsim.strings.prefixed`)."""
+        every start time, the rest as it is. A common prefix keeps the names distinct, so they
+        are not checked again: millions of a collective's names are prefixed in their compact
+        column (:func:`flowsim.strings.prefixed`)."""
         names = prefixed(self.names, prefix)
         start = _column(self.start_s + start_s, len(self), 0.0, "start_s", names, lower=0.0)
         return replace(self, names=names, start_s=start)

@@ -195,10 +195,11 @@ def test_pat_exists_from_2_23_4(two_h100):
     ("sm", "enabled"),
     [
         # v2.19.3-1 lists 70, 80, 90; v2.26.2-1 adds 100 and 120; from v2.27.3-1 SM70 and on.
-        (86, {"2.19.3": False, "2.26.2": False, "2.27.7": True, "2.28.9": True, "2.30.7": True}),
-        (100, {"2.19.3": False, "2.26.2": True, "2.27.7": True, "2.28.9": True, "2.30.7": True}),
-        (90, {"2.19.3": True, "2.26.2": True, "2.27.7": True, "2.28.9": True, "2.30.7": True}),
-        (60, {"2.19.3": False, "2.26.2": False, "2.27.7": False, "2.28.9": False, "2.30.7": False}),
+        (86, {"2.19.3": False, "2.26.2": False, "2.27.7": True, "2.28.9": True, "2.29.7": True, "2.30.7": True}),
+        (100, {"2.19.3": False, "2.26.2": True, "2.27.7": True, "2.28.9": True, "2.29.7": True, "2.30.7": True}),
+        (90, {"2.19.3": True, "2.26.2": True, "2.27.7": True, "2.28.9": True, "2.29.7": True, "2.30.7": True}),
+        (60, {"2.19.3": False, "2.26.2": False, "2.27.7": False, "2.28.9": False, "2.29.7": False,
+               "2.30.7": False}),
     ],
 )
 def test_ll128_default_follows_each_versions_list(sm, enabled):
@@ -244,7 +245,7 @@ def test_2_26_2_constants_are_its_sources():
     assert c.speeds_intra["blackwell"] == (90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0)
     assert c.speeds_inter["blackwell"][0] == 48.0
     assert c.nvls_channels == {"hopper": 16, "blackwell": 32}
-    assert list(NCCL_VERSIONS) == ["2.30.7", "2.28.9", "2.27.7", "2.26.2", "2.19.3"]
+    assert list(NCCL_VERSIONS) == ["2.30.7", "2.29.7", "2.28.9", "2.27.7", "2.26.2", "2.19.3"]
 
 
 def test_2_27_7_constants_are_its_sources():
@@ -275,12 +276,27 @@ def test_2_28_9_constants_are_its_sources():
     assert c.hw_latency_us["net"][5] == (0, 0, 20.9) and c.nvlink_bw["nvlink5"] == 40.1
 
 
+def test_2_29_7_constants_are_its_sources():
+    # Spot checks against v2.29.7-1 src/graph/tuning.cc and search.cc: Blackwell ring LL128
+    # {40.0, 40.0, 40.0} and 24 tree factors as 2.30.7, perChMaxNVLSTreeBws 43.8 beyond two
+    # Blackwell nodes as 2.28.9 (80.0 from v2.30.3-1), sm100SpeedArrayInter with 80.0 but
+    # without 86.0, sm100SpeedArrayIntra with 45.0.
+    c = constants_of("2.29.7")
+    assert c.per_channel_max_ring_ll128_bw[3] == (40.0, 40.0, 40.0)
+    assert c.per_channel_max_tree_ll128_bw[3] == (55.6, 31.67, 20.0)
+    assert c.per_channel_max_nvls_tree_bw[3] == (0.0, 96.0, 43.8)
+    assert {len(row) for row in c.tree_correction} == {24}
+    assert c.speeds_inter["blackwell"][:4] == (96.0, 80.0, 48.0, 45.1)
+    assert c.speeds_intra["blackwell"][4:7] == (50.0, 45.0, 40.0)
+    assert c.hw_latency_us["net"][5] == (0, 0, 20.9) and c.nvls_efficiency == (0.0, 0.0, 0.85, 0.74)
+
+
 @pytest.mark.parametrize(
     ("printed", "nearest"),
     [("2.26.2+cuda12.8", "2.26.2"), ("2.27.1", "2.27.7"), ("2.31.0", "2.30.7"), ("2.19.3", "2.19.3"),
      ("2.20.5+cuda12.2", "2.19.3"), ("2.18.1", "2.19.3"), ("2.26", None), ("unknown", None),
-     # A series takes its own constants, older releases of it too; 2.29 the newest older.
-     ("2.28.3", "2.28.9"), ("2.28.9+cuda13.1", "2.28.9"), ("2.29.2", "2.28.9"), ("2.30.3", "2.30.7")],
+      # A series takes its own constants, older releases of it too.
+     ("2.28.3", "2.28.9"), ("2.28.9+cuda13.1", "2.28.9"), ("2.29.2", "2.29.7"), ("2.30.3", "2.30.7")],
 )
 def test_nearest_version(printed, nearest):
     assert nearest_version(printed) == nearest
@@ -288,7 +304,7 @@ def test_nearest_version(printed, nearest):
 
 
 def test_unknown_version_is_one_clear_error(h100):
-    with pytest.raises(InputError, match=r"no constants for NCCL '2.27.1'; flowsim has 2.30.7, 2.28.9, 2.27.7, 2.26.2, 2.19.3"):
+    with pytest.raises(InputError, match=r"no constants for NCCL '2.27.1'; flowsim has 2.30.7, 2.29.7, 2.28.9, 2.27.7, 2.26.2, 2.19.3"):
         nccl_choice(h100, "all_reduce", MiB, version="2.27.1")
 
 
@@ -313,7 +329,7 @@ def _with_version(version: str | None) -> str:
     [
         ("2.26.2+cuda12.8", None, "2.26.2", "NCCL 2.26.2 (log)"),
         ("2.27.1+cuda12.9", None, "2.27.7", "NCCL 2.27.1 (log) -> constants of 2.27.7"),
-        ("2.29.2", None, "2.28.9", "NCCL 2.29.2 (log) -> constants of 2.28.9"),
+        ("2.29.2", None, "2.29.7", "NCCL 2.29.2 (log) -> constants of 2.29.7"),
         ("2.18.1", None, "2.19.3", "NCCL 2.18.1 (log) -> constants of 2.19.3, the oldest flowsim has"),
         ("2.21.5+cuda12.4", None, "2.19.3", "NCCL 2.21.5 (log) -> constants of 2.19.3"),
         ("2.28.3+cuda12.9", None, "2.28.9", "NCCL 2.28.3 (log) -> constants of 2.28.9"),

@@ -150,6 +150,22 @@ _V2_28_9 = replace(
     source="[NCCL] v2.28.9-1: src/graph/tuning.cc, src/graph/search.cc, src/graph/topo.h, src/transport/nvls.cc",
 )
 
+# v2.29.7-1 (the newest 2.29 release): every value read from that tag's sources; what is
+# not named here equals master's (2.30.7): its tuning.cc arrays, treeCorrectionFactor[..][24],
+# baseLat and hwLat rows and nvlsEfficiency, its search.cc arrays but one, its topo.h NVLink
+# bandwidths and its nvls.cc channel counts.
+_V2_29_7 = replace(
+    _MASTER,
+    version="2.29.7",
+    # Blackwell beyond two nodes 43.8 in v2.29.7-1 src/graph/tuning.cc perChMaxNVLSTreeBws
+    # (80.0 from v2.30.3-1).
+    per_channel_max_nvls_tree_bw=_V2_28_9.per_channel_max_nvls_tree_bw,
+    # v2.29.7-1 src/graph/search.cc sm100SpeedArrayInter: 80.0 but no 86.0 (v2.30.3-1).
+    speeds_inter={**_SPEEDS_INTER, "blackwell": (96.0, 80.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0,
+                                                 12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12)},
+    source="[NCCL] v2.29.7-1: src/graph/tuning.cc, src/graph/search.cc, src/graph/topo.h, src/transport/nvls.cc",
+)
+
 _V2_26_2 = NcclConstants(
     version="2.26.2",
     # PAT has no baseLat row in v2.26.2-1: its latency starts from a literal 8 us ("Base
@@ -223,8 +239,8 @@ _V2_19_3 = NcclConstants(
 )
 
 #: NCCL versions whose constants flowsim has (docs/hardware.md §7.3), newest first.
-NCCL_VERSIONS: dict[str, NcclConstants] = {c.version: c for c in (_MASTER, _V2_28_9, _V2_27_7, _V2_26_2,
-                                                                   _V2_19_3)}
+NCCL_VERSIONS: dict[str, NcclConstants] = {c.version: c for c in (_MASTER, _V2_29_7, _V2_28_9, _V2_27_7,
+                                                                   _V2_26_2, _V2_19_3)}
 #: The version :func:`nccl_choice` follows unless told otherwise: the newest flowsim has.
 DEFAULT_NCCL_VERSION = "2.30.7"
 
@@ -254,7 +270,7 @@ def nearest_version(version: str) -> str | None:
     >>> nearest_version("2.26.2+cuda12.8"), nearest_version("2.27.1"), nearest_version("2.28.3")
     ('2.26.2', '2.27.7', '2.28.9')
     >>> nearest_version("2.29.2"), nearest_version("2.18.1")
-    ('2.28.9', '2.19.3')
+    ('2.29.7', '2.19.3')
     """
     wanted = nccl_release(version)
     if wanted is None:

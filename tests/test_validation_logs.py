@@ -36,6 +36,17 @@ TCPXO = "gcp_a3mega_h100_2n8g_allreduce.txt"
 # point-to-point share of NVLink, calibrated on NVIDIA's 320 GB/s all-to-all of 8 H100
 # (P2P_NVLINK_EFFICIENCY), gives 319: -13%, flagged FAST (README.md).
 SENDRECV_H100 = "xxrjun_h100_1n8g_sendrecv.txt"
+# One H100 per host on 10 hosts (NCCL 2.29.2): NCCL gives each network peer 2 channels, which
+# flowsim holds to NCCL's own 14 GB/s a channel (P2P_PER_CHANNEL_NET_GBPS); this cluster's
+# channels moved 12.5 GB/s (24.9 for the pair), and its 2-host sendrecv on 4 channels 43.8
+# where all-reduce reaches 48.9: its point-to-point runs about 10% below the model throughout,
+# and the 2-channel rows, +12% to +15%, are flagged SHORT.
+SENDRECV_10N1G = "xxrjun_h100_10n1g_sendrecv.txt"
+_SHORT = {
+    SENDRECV_10N1G: pytest.mark.xfail(
+        strict=True, reason="10 hosts x 1 H100 sendrecv: 12.5 GB/s a channel where NCCL's figure, which flowsim "
+        "takes, is 14; flagged SHORT"),
+}
 _FAST = {
     TCPXO: pytest.mark.xfail(
         strict=True, reason="GPUDirect-TCPXO's tree at 4-8 GiB: 9% above NCCL's model of it, flagged FAST"),
@@ -45,7 +56,7 @@ _FAST = {
 }
 HEALTHY = [pytest.param(name, id=name.removesuffix(".txt")) for name, entry in ENTRIES.items() if entry.healthy]
 HEALTHY_UNFLAGGED = [
-    pytest.param(name, id=name.removesuffix(".txt"), marks=[_FAST[name]] if name in _FAST else [])
+    pytest.param(name, id=name.removesuffix(".txt"), marks=[{**_FAST, **_SHORT}[name]] if name in {**_FAST, **_SHORT} else [])
     for name, entry in ENTRIES.items() if entry.healthy
 ]
 DEGRADED = [name for name, entry in ENTRIES.items() if not entry.healthy]
@@ -175,6 +186,8 @@ FLAGGED_HEALTHY_ROWS = {
     # at 8 B, where an RDMA fabric's 2 nodes take about 25), which flowsim does not model; and
     # from 4 GiB 9% above NCCL's model of the tree, which flowsim holds a tree to (README.md).
     TCPXO: [1 << k for k in range(22, 28)] + [4 << 30, 8 << 30],
+    # 24.9-25.0 GB/s on 2 channels a peer, 28 at NCCL's 14 GB/s a channel (see SENDRECV_10N1G).
+    SENDRECV_10N1G: [1 << k for k in range(27, 35)],
 }
 
 

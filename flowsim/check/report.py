@@ -663,6 +663,9 @@ def check_log(
     ranks = send_pair(topology, gpus) if log.collective == "send" else gpus
     predicted_sizes = sorted({r.size_bytes for r in log.rows if r.size_bytes >= max(min_bytes, 1)})
     launch = {"gpus_per_thread": log.n_gpus or 1, "agg_iters": log.agg_iters or 1, "cuda_graph": log.cuda_graph or 0}
+    if log.collective == "send":
+        # NCCL's channels for the pair's send follow the communicator of all the log's ranks.
+        options["communicator"] = gpus
     predictions = sweep(
         topology, log.collective, predicted_sizes, dtype="int8", ranks=ranks, protocol=protocol, **launch, **options
     )

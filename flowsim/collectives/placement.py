@@ -42,7 +42,15 @@ from flowsim.collectives.rings import (
     rank_servers,
     rotated_rings,
 )
-from flowsim.collectives.tuner import NcclChoice, NoNcclChoice, nccl_choice, sharp_leaves, tree_correction
+from flowsim.collectives.tuner import (
+    P2P_PER_CHANNEL_NET_GBPS,
+    NcclChoice,
+    NoNcclChoice,
+    nccl_choice,
+    p2p_channels,
+    sharp_leaves,
+    tree_correction,
+)
 from flowsim.errors import InputError
 from flowsim.hardware import LinkTier
 from flowsim.pipeline import RunResult, run
@@ -318,7 +326,8 @@ def collective_time(
         Solve once per class of flows that share rates at every instant (the same times, see
         docs/model.md "Flow classes"); False solves every flow of the full DAG.
     **layout
-        ``orders``, ``servers``, ``switch``, ``root``: see :func:`collective_workload`.
+        ``orders``, ``servers``, ``switch``, ``root``, ``communicator``: see
+        :func:`collective_workload`.
 
     Returns
     -------
@@ -396,6 +405,7 @@ def collective_workload(
     switch: str | None = None,
     root: int | None = None,
     router: Router | None = None,
+    communicator: Sequence[str] | None = None,
 ) -> CollectivePlan:
     """The flows of one collective on ``topology``, laid out as every caller lays it out.
 
@@ -413,6 +423,11 @@ def collective_workload(
         NVLS: the NVSwitch node; default the one every rank links to.
     root : int, optional
         Broadcast and reduce: the root's position in ``ranks`` (default 0).
+    communicator : sequence of str, optional
+        Send and all-to-all: the ranks of the NCCL communicator the messages go in, whose
+        size sets NCCL's channels for a peer (:func:`~flowsim.collectives.tuner.p2p_channels`);
+        default ``ranks``, or for a send between the pair :func:`send_pair` picks every GPU
+        of ``topology`` (nccl-tests' ``sendrecv_perf``).
 
     Use it to place a collective inside a larger workload (a training step's gradient
     buckets, a scenario file's ``[[workload.collective]]``).
@@ -424,6 +439,8 @@ def collective_workload(
     if ranks is None:
         gpus = [topology.node_names[g] for g in topology.gpus()]
         ranks = send_pair(topology, gpus) if collective == "send" else gpus
+        if collective == "send" and communicator is None:
+            communicator = gpus
     ranks = tuple(ranks)
     if len(ranks) < 2:
         raise InputError(f"{collective} needs at least 2 ranks, got {len(ranks)}")
@@ -441,8 +458,17 @@ def collective_workload(
     if entry.name == "nvls" and choice is not None and choice.algorithm == "nvls" and choice.system.n_nodes > 1:
         # NCCL's NVLS across servers (with CollNet only) is NVLS inside them and IB SHARP between.
         entry = algorithm_of(collective, "nvls_sharp")
+    p2p_sends = 0
+    if entry.name == "p2p" and costs is None:
+        # NCCL's channels for a send to one peer (every peer's share of an all-to-all), in
+        # the communicator of all the ranks (an nccl-tests sendrecv's, not its busiest pair's).
+        env = {**dict(topology.nccl_env), **dict(nccl_env or {})}
+        p2p = p2p_channels(topology, tuple(communicator) if communicator is not None else ranks, nccl_env=env,
+                           version=nccl_version, router=router)
+        p2p_sends = p2p.for_send(size_bytes / len(ranks) if collective == "all_to_all" else size_bytes)
     if protocol == "auto":
-        protocol = "simple" if costs is not None else _p2p_protocol(collective, size_bytes, len(ranks), channels)
+        protocol = "simple" if costs is not None else _p2p_protocol(collective, size_bytes, len(ranks),
+                                                                     channels or p2p_sends or None)
     given = {"channels": channels, "slices": slices, "orders": orders, "servers": servers, "switch": switch,
              "root": root}
     refused = [key for key, value in given.items() if value is not None and key not in entry.options]
@@ -517,6 +543,10 @@ def collective_workload(
             n_channels = 1
         else:
             n_channels = _default_channels(topology, ranks, topology_servers) if channels is None else channels
+            if entry.name == "p2p" and p2p_sends and channels is None \
+                    and len({topology_servers[rank] for rank in ranks}) > 1:
+                # A send across servers: one flow per NCCL channel, each held to its rate below.
+                n_channels = p2p_sends
         if slices is None and choice is not None and orders is None and entry.name in _NCCL_BUILT:
             # Each lane stands for channels that work in step, so it is cut into the pieces
             # one of NCCL's channels moves its share in: its chunks (and slices). The
@@ -573,6 +603,15 @@ def collective_workload(
             if collective == "all_reduce":
                 share *= tree_correction(constants_of(choice.version), protocol, size_bytes)
         workload = _capped(workload, share / chosen[1].wire_efficiency)
+    if p2p_sends:
+        # Each of NCCL's channels to a peer across the network moves at most
+        # P2P_PER_CHANNEL_NET_GBPS (docs/model.md "Point-to-point channels").
+        per_peer_Bps = p2p_sends * P2P_PER_CHANNEL_NET_GBPS * 1e9 / chosen[1].wire_efficiency
+        # A send's channels run side by side, one flow each; an all-to-all's flow is a peer's.
+        per_flow_Bps = per_peer_Bps / n_channels if collective == "send" else per_peer_Bps
+        workload = _capped_across_servers(topology, workload, per_flow_Bps)
+        if collective == "send":
+            reported = p2p_sends
     if collective == "all_reduce" and entry.name in ("nvls", "nvls_tree", "nvls_sharp") \
             and nvlink in NVLS_BUSBW_CEILING_GBPS:
         workload = with_nvls_budget(topology, workload, _nvls_budget_Bps(nvlink, ranks, topology_servers)
@@ -748,6 +787,19 @@ def with_nvls_budget(topology: Topology, workload: Workload, capacity_Bps: float
     tag = np.where(workload.size_bytes <= 0, 0, np.where(into_dst > 0, into_dst, out_of_src))
     column = CodedStrings.in_order_of_appearance(tags, tag)
     return dataclasses.replace(workload, tags={**workload.tags, SHARED_CAP_TAG: column})
+
+
+def _capped_across_servers(topology: Topology, workload: Workload, cap_Bps: float) -> Workload:
+    """``workload`` with the rate of every flow between nodes of different servers of
+    ``topology`` capped at ``cap_Bps`` (flows from or to a node outside every server left)."""
+    def server_of(column: Sequence[str]) -> np.ndarray:
+        names, codes = coded(column)
+        return topology.node_server[topology.node_ids(list(names))][codes]
+
+    src, dst = server_of(workload.src), server_of(workload.dst)
+    across = (src >= 0) & (dst >= 0) & (src != dst)
+    return dataclasses.replace(workload, cap_Bps=np.where(across, np.minimum(workload.cap_Bps, cap_Bps),
+                                                          workload.cap_Bps))
 
 
 def _capped(workload: Workload, cap_Bps: float) -> Workload:

@@ -37,11 +37,17 @@ Channels and threads (``src/enqueue.cc`` ``topoGetAlgoInfo``)
     ``bytes < channels x threads x threshold`` (``NCCL_*_THREAD_THRESHOLD`` in
     ``src/include/comm.h``; the ring LL threshold is multiplied by the rank count). NVLS
     runs ``nvlsChannels`` channels (``src/transport/nvls.cc``).
+Point-to-point channels (``src/graph/paths.cc``, ``src/enqueue.cc``; :func:`p2p_channels`)
+    Sends and all-to-all are no tuned collective: each peer gets a few of the
+    communicator's channels, by what the pair's path asks (NVLinks, or the NIC's bandwidth
+    at ``NCCL_P2P_PER_CHANNEL_NET_BW`` a channel) and how many peers share them, and a send
+    takes more of them as its size grows.
 
 What flowsim takes from the choice: the algorithm, the protocol (its latencies and wire
 efficiency), the channel count, and each channel's share of the model's bus bandwidth as a
 rate cap on the channel's messages, so that a collective NCCL runs on few channels cannot
-use all the links.
+use all the links; for a send across servers, its channels, each held to
+:data:`P2P_PER_CHANNEL_NET_GBPS`.
 """
 
 from __future__ import annotations
@@ -78,9 +84,12 @@ __all__ = [
     "NcclGraph",
     "NcclSystem",
     "NvlsTuning",
+    "P2P_PER_CHANNEL_NET_GBPS",
+    "P2pChannels",
     "describe_system",
     "nccl_choice",
     "nvls_tuning",
+    "p2p_channels",
 ]
 
 # Names NCCL_ALGO and NCCL_PROTO accept ([NCCL] src/enqueue.cc ncclAlgoStr, ncclProtoStr).
@@ -548,7 +557,8 @@ def _graphs(topology: Topology, ranks: Sequence[str], system: NcclSystem, consta
 #: (it tunes transports flowsim does not model), and reported in :attr:`NcclEnv.ignored`.
 NCCL_ENV_KEYS = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS",
                  "NCCL_MIN_NRINGS", "NCCL_MAX_NRINGS", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS", "NCCL_NTHREADS",
-                 "NCCL_PAT_ENABLE", "NCCL_COLLNET_ENABLE", "NCCL_NVLS_NCHANNELS")
+                 "NCCL_PAT_ENABLE", "NCCL_COLLNET_ENABLE", "NCCL_NVLS_NCHANNELS", "NCCL_NCHANNELS_PER_NET_PEER",
+                 "NCCL_MIN_P2P_NCHANNELS", "NCCL_MAX_P2P_NCHANNELS", "NCCL_P2P_PER_CHANNEL_NET_BW")
 
 
 def _parse_list(value: str, names: Mapping[str, str], key: str, collective: str) -> set[str]:
@@ -1112,3 +1122,187 @@ def _shrink(n_bytes: int, n_channels: int, n_threads: int, threshold: int) -> tu
     while n_bytes < n_channels * n_threads * threshold and n_threads % 128 == 0:
         n_threads //= 2
     return n_channels, n_threads
+
+
+# --- point-to-point channels ---------------------------------------------------------------
+
+#: What one point-to-point channel to a peer across the network moves, GB/s of payload:
+#: ``NCCL_P2P_PER_CHANNEL_NET_BW``'s default ([NCCL] v2.29.2-1 src/graph/paths.cc
+#: ``ncclTopoGetNchannels``), by which NCCL from 2.29.2 gives a network peer as many channels
+#: as fill the GPU's NICs. flowsim holds each such channel to it, in every version
+#: (docs/model.md "Point-to-point channels").
+P2P_PER_CHANNEL_NET_GBPS = 14.0
+# NCCL_MAX_DEV_WORK_P2P_PER_BATCH ([NCCL] src/include/device.h): the peers one channel
+# serves in a batch.
+_P2P_PER_BATCH = 8
+# NCCL_P2P_NET_CHUNKSIZE, NCCL_P2P_NVL_CHUNKSIZE, NCCL_P2P_PCI_CHUNKSIZE ([NCCL] src/init.cc).
+_P2P_CHUNK_BYTES = {"net": 1 << 17, "nvlink": 1 << 19, "pci": 1 << 17}
+
+
+def _pow2_up(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class P2pChannels:
+    """NCCL's point-to-point channels in one communicator.
+
+    Attributes
+    ----------
+    per_peer : int
+        ``p2pnChannelsPerPeer``: the most channels a send to one peer runs on.
+    total : int
+        ``p2pnChannels``: the channels every rank's sends and receives share.
+    n_ranks, n_nodes : int
+        The communicator's ranks and servers.
+    chunk_bytes : int
+        ``p2pChunkSize``: 128 KiB across servers (256 KiB on Blackwell with Grace hosts from
+        2.29.2), 512 KiB inside an NVLink server, 128 KiB over PCIe.
+    version : str
+        The NCCL version whose rules these are.
+    """
+
+    per_peer: int
+    total: int
+    n_ranks: int
+    n_nodes: int
+    chunk_bytes: int
+    version: str = DEFAULT_NCCL_VERSION
+
+    def for_send(self, n_bytes: float) -> int:
+        """The channels one send of ``n_bytes`` to a peer runs on ([NCCL] src/enqueue.cc
+        ``scheduleP2pTasksToPlan``, ``addP2pToPlan``): from as many as let every rank's peers
+        have a channel each (``per_peer`` halved while ``per_peer x n_ranks`` exceeds
+        ``total``), doubling up to ``per_peer`` while a channel's part exceeds the largest
+        (a chunk across servers, 32 chunks inside one). Before 2.22.3 the parts are at
+        least an eighth of a chunk and, inside one server, the most a send takes is ``per_peer``
+        halved while ``per_peer x n_ranks`` exceeds ``4 x total`` (v2.19.3-1 enqueue.cc
+        ``calcP2pChunkSize``)."""
+        n_bytes = int(n_bytes)
+        if n_bytes <= 0:
+            return 1
+        most = least = self.per_peer
+        old = not _since(constants_of(self.version), (2, 22, 3))
+        if not old or self.n_nodes == 1:
+            while least * self.n_ranks > self.total and least > 1:
+                least //= 2
+        if old and self.n_nodes == 1:
+            while most * self.n_ranks > 4 * self.total and most > 1:
+                most //= 2
+        step = self.chunk_bytes
+        smallest = step // 2 if self.n_nodes > 1 and not old else step // 8
+        largest = step if self.n_nodes > 1 else 32 * step
+        n = least if old else min(least, _ceil_div(n_bytes, smallest))
+        part = max(smallest, _ceil_div(n_bytes, n))
+        while part > largest and n <= most // 2:
+            n *= 2
+            part = _ceil_div(n_bytes, n)
+        if old:
+            # Chunks of the part rounded up to the smallest, one channel each.
+            return min(n, _ceil_div(n_bytes, _ceil_div(part, smallest) * smallest))
+        return n
+
+
+def p2p_channels(
+    topology: Topology,
+    ranks: Sequence[str],
+    *,
+    nccl_env: Mapping[str, str] | None = None,
+    version: str = DEFAULT_NCCL_VERSION,
+    router: Router | None = None,
+) -> P2pChannels:
+    """NCCL's point-to-point channels in a communicator of ``ranks`` on ``topology``.
+
+    The communicator's channels (:func:`nccl_choice`'s, within ``NCCL_MIN_P2P_NCHANNELS`` and
+    ``NCCL_MAX_P2P_NCHANNELS``) rounded up to a power of two are the point-to-point ones
+    ([NCCL] src/graph/paths.cc ``ncclTopoComputeP2pChannels``). Each peer gets the fewest
+    channels any pair of ranks asks for, rounded up to a power of two (``ncclTopoGetNchannels``):
+
+    - a peer in the same server over NVLink twice its NVLinks (the path's bandwidth over one
+      NVLink's, topo.h; through another GPU too from 2.30.7), else 2;
+    - a peer across the network ``NCCL_NCHANNELS_PER_NET_PEER`` where set, else: from 2.29.2
+      one per :data:`P2P_PER_CHANNEL_NET_GBPS` of the GPU's NIC path
+      (``NCCL_P2P_PER_CHANNEL_NET_BW``), at least one per NIC; from 2.20.3 two, halved while
+      two per rank exceed four per point-to-point channel, at least one per NIC; before, 2.
+
+    From 2.29.2, across servers, the per-peer channels then halve while a batch of 8 peers
+    each (``NCCL_MAX_DEV_WORK_P2P_PER_BATCH``) exceeds the point-to-point channels, unless
+    ``NCCL_NCHANNELS_PER_NET_PEER`` is set; otherwise (and before) at most the point-to-point
+    channels. The servers are taken to be alike: the pairs looked at are those of the first
+    server with two ranks. flowsim's servers reach the network through one NIC per GPU (a
+    system file's NICs per GPU are one, of their summed speed), so a GPU's NIC count is one.
+    """
+    constants = constants_of(version)
+    env = NcclEnv(dict(nccl_env or {}))
+    ranks = list(ranks)
+    system, graphs = _search_once(topology, ranks, constants, None, router)
+    raw = _comm_channels(system, graphs, constants, env)
+    most, least = env.integer("NCCL_MAX_P2P_NCHANNELS"), env.integer("NCCL_MIN_P2P_NCHANNELS")
+    if most is not None:
+        raw = min(raw, max(1, most))
+    if least is not None:
+        raw = max(raw, least)
+    total = min(_pow2_up(raw), _MAX_CHANNELS)
+    new_rule = _since(constants, (2, 29, 2))
+    asked = [] if new_rule else [raw]
+    servers = rank_servers(topology, ranks)
+    by_server: dict[str, list[str]] = {}
+    for rank in ranks:
+        by_server.setdefault(servers[rank], []).append(rank)
+    members = next((m for m in by_server.values() if len(m) > 1), None)
+    if members is not None:
+        asked.append(_local_p2p_channels(topology, members, constants, router or Router(topology)))
+    per_net = env.integer("NCCL_NCHANNELS_PER_NET_PEER")
+    if per_net is not None and per_net <= 0:
+        per_net = None  # NCCL keeps its default for a value below 1 (src/init.cc)
+    if system.n_nodes > 1:
+        if per_net is not None:
+            asked.append(per_net)
+        elif new_rule:
+            per_channel = env.integer("NCCL_P2P_PER_CHANNEL_NET_BW") or int(P2P_PER_CHANNEL_NET_GBPS)
+            asked.append(max(1, _ceil_div(int(system.net_GBps), max(1, per_channel))))
+        elif _since(constants, (2, 20, 3)):
+            two = 2
+            while two * system.n_ranks > 4 * raw and two > 1:
+                two //= 2
+            asked.append(max(1, two))
+        else:
+            asked.append(2)
+    per_peer = _pow2_up(min(asked)) if asked else 1
+    if new_rule and system.n_nodes > 1 and per_net is None:
+        while per_peer * _ceil_div(system.n_ranks, _P2P_PER_BATCH) > total and per_peer > 1:
+            per_peer //= 2
+    else:
+        per_peer = min(per_peer, total)
+    if system.n_nodes > 1:
+        # Twice as large on Blackwell with Arm hosts (GB200's Grace, reached over NVLink-C2C)
+        # from 2.29.2 ([NCCL] v2.29.2-1 src/init.cc: "GBx platforms only have 4 GPUs per host").
+        grace = any(topology.link_technology[link] == "nvlink_c2c" for link in topology.links_from(ranks[0]))
+        chunk = _P2P_CHUNK_BYTES["net"] * (2 if grace and system.sm >= 100 and new_rule else 1)
+    else:
+        chunk = _P2P_CHUNK_BYTES["nvlink" if system.intra == "nvlink" else "pci"]
+    return P2pChannels(per_peer, total, system.n_ranks, system.n_nodes, chunk, constants.version)
+
+
+def _local_p2p_channels(topology: Topology, members: Sequence[str], constants: NcclConstants, router: Router) -> int:
+    """The fewest channels a pair of ``members`` (one server's ranks) asks for
+    (``ncclTopoGetNchannels``): over NVLink twice the path's bandwidth in NVLinks, else 2."""
+    pairs = [(a, b) for a in members for b in members if a != b]
+    routes = router.route([a for a, _ in pairs], [b for _, b in pairs], method="shortest")
+    bandwidths = _route_bandwidths(topology, routes, constants)
+    through_gpus = _since(constants, (2, 30, 7))
+    fewest = math.inf
+    for f, bandwidth in enumerate(bandwidths):
+        links = routes.route(f).tolist()
+        nvlink = all(topology.link_tier[link] == LinkTier.SCALE_UP for link in links)
+        via = [int(topology.link_dst[link]) for link in links[:-1]]
+        if nvlink and (through_gpus or all(topology.node_kind[node] != NodeKind.GPU for node in via)):
+            one = constants.nvlink_bw.get(topology.link_technology[links[0]], bandwidth)
+            fewest = min(fewest, 2 * max(1, int(bandwidth / one)))
+        else:
+            fewest = min(fewest, 2)
+    return int(fewest)

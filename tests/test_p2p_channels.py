@@ -1,0 +1,107 @@
+"""NCCL's point-to-point channels (flowsim.collectives.tuner.p2p_channels) against cases
+worked by hand from NCCL's sources: [NCCL] src/graph/paths.cc ``ncclTopoGetNchannels`` and
+``ncclTopoComputeP2pChannels`` (v2.19.3-1, v2.28.9-1, v2.29.2-1 and master), src/enqueue.cc
+``scheduleP2pTasksToPlan`` and ``addP2pToPlan`` (``calcP2pChunkSize`` in v2.19.3-1).
+
+The communicator's channel count is pinned with NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS so
+that each case depends on the point-to-point rules only. A DGX H100 GPU reaches its NIC at
+NCCL's 48 GB/s (PCIe Gen5 x16, below the NDR port's 50) and another GPU of its server over
+18 NVLinks of 20.6 GB/s (36 channels asked, 2 per NVLink).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from flowsim.collectives import collective_time, collective_workload
+from flowsim.collectives.tuner import P2P_PER_CHANNEL_NET_GBPS, P2pChannels, p2p_channels
+from flowsim.fabrics import build_cluster
+
+KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+
+
+def _pinned(channels: int, **more: str) -> dict[str, str]:
+    return {"NCCL_MIN_NCHANNELS": str(channels), "NCCL_MAX_NCHANNELS": str(channels), **more}
+
+
+@pytest.fixture(scope="module")
+def ten_h100():
+    return build_cluster("dgx_h100", 10, figure="effective")
+
+
+def _gpu0s(nodes: int) -> list[str]:
+    return [f"n{n}.gpu0" for n in range(nodes)]
+
+
+def _all(nodes: int) -> list[str]:
+    return [f"n{n}.gpu{g}" for n in range(nodes) for g in range(8)]
+
+
+def test_80_ranks_leave_one_channel_a_network_peer(ten_h100):
+    # 2.29.2 on: a network peer asks max(1 NIC, ceil(48 / 14)) = 4, a local one 36; 4 per
+    # peer, halved while 4 x ceil(80 / 8) = 40, then 20, exceed the 16 channels: 1.
+    p2p = p2p_channels(ten_h100, _all(10), nccl_env=_pinned(16), version="2.30.7")
+    assert (p2p.per_peer, p2p.total, p2p.chunk_bytes) == (1, 16, 128 * KiB)
+    assert p2p.for_send(16 * GiB) == 1
+    # NCCL_NCHANNELS_PER_NET_PEER replaces the 4 and stops the halving: min(16, 4).
+    given = p2p_channels(ten_h100, _all(10), nccl_env=_pinned(16, NCCL_NCHANNELS_PER_NET_PEER="4"))
+    assert given.per_peer == 4
+
+
+def test_one_gpu_per_host_by_version(ten_h100):
+    ranks = _gpu0s(10)
+    # 2.29.2 on: 4 x ceil(10 / 8) = 8 > 4 channels, 2 x 2 = 4 fits: 2.
+    assert p2p_channels(ten_h100, ranks, nccl_env=_pinned(4), version="2.29.7").per_peer == 2
+    # 2.20.3-2.28: two, halved while 2 x 10 > 4 x 4: 1; at least the 1 NIC: 1.
+    assert p2p_channels(ten_h100, ranks, nccl_env=_pinned(4), version="2.28.9").per_peer == 1
+    # 2.19.3: NCCL_NCHANNELS_PER_NET_PEER's default, 2.
+    assert p2p_channels(ten_h100, ranks, nccl_env=_pinned(4), version="2.19.3").per_peer == 2
+    # NCCL_P2P_PER_CHANNEL_NET_BW=7 asks ceil(48 / 7) = 7, 8 as a power of two; on 2 ranks
+    # and 16 channels 8 x 1 fits.
+    pair = p2p_channels(ten_h100, _gpu0s(2), nccl_env=_pinned(16, NCCL_P2P_PER_CHANNEL_NET_BW="7"))
+    assert pair.per_peer == 8
+
+
+def test_a_send_across_servers_starts_on_fewer_channels():
+    # 2 ranks, 4 channels, 4 a peer: a send starts from 2 (4 x 2 ranks > 4), takes
+    # min(2, ceil(bytes / 64 KiB)) and doubles while a part exceeds the 128 KiB chunk.
+    p2p = P2pChannels(per_peer=4, total=4, n_ranks=2, n_nodes=2, chunk_bytes=128 * KiB)
+    assert [p2p.for_send(b) for b in (0, 40 * KiB, 100 * KiB, 1 * MiB, GiB)] == [1, 1, 2, 4, 4]
+
+
+def test_a_send_inside_one_h100_server_doubles_its_channels_with_its_size():
+    # One DGX H100: 36 asked, 64 as a power of two, at most the 32 channels. A send starts on
+    # 4 (32 x 8 ranks > 32 until 4) and doubles while a part exceeds 32 x 512 KiB = 16 MiB:
+    # the 4, 4, 8 and 16 channels of the measured 32-256 MiB sendrecv rows (README.md).
+    h100 = build_cluster("dgx_h100", 1, figure="effective", fabric="none")
+    p2p = p2p_channels(h100, _all(1), nccl_env=_pinned(32))
+    assert (p2p.per_peer, p2p.total, p2p.chunk_bytes) == (32, 32, 512 * KiB)
+    assert [p2p.for_send(s) for s in (32 * MiB, 64 * MiB, 128 * MiB, 256 * MiB, GiB)] == [4, 4, 8, 16, 32]
+
+
+def test_2_19_3_chunks_a_send_as_calc_p2p_chunk_size():
+    # v2.19.3-1, one server: the most halves while 32 x 8 > 4 x 32, to 16; the least to 4.
+    # Parts of at least 512 KiB / 8, at most 32 chunks: 1 GiB on 4, 8, then 16 channels
+    # (64 MiB parts, 16 chunks); 1 MiB: one part of 256 KiB on each of 4 channels.
+    p2p = P2pChannels(per_peer=32, total=32, n_ranks=8, n_nodes=1, chunk_bytes=512 * KiB, version="2.19.3")
+    assert [p2p.for_send(s) for s in (MiB, 64 * MiB, GiB)] == [4, 4, 16]
+
+
+def test_sendrecv_across_ten_servers_moves_a_channels_rate(ten_h100):
+    # nccl-tests' sendrecv on all 80 GPUs: the pair that crosses the network sends on 1
+    # channel, at NCCL's 14 GB/s a channel.
+    run = collective_time(ten_h100, "send", 4 * GiB, communicator=_all(10))
+    assert run.channels == 1
+    assert 4 * GiB / run.time_s == pytest.approx(P2P_PER_CHANNEL_NET_GBPS * 1e9, rel=0.01)
+    # The same pair alone in its communicator gets 4 channels, and the NIC's rate.
+    pair = collective_time(ten_h100, "send", 4 * GiB, ranks=["n0.gpu7", "n1.gpu7"])
+    assert pair.channels == 4 and 4 * GiB / pair.time_s > 45e9
+
+
+def test_an_all_to_all_holds_only_its_pairs_across_servers(ten_h100):
+    # 2.28.9 on 2 ranks of 2 servers: two a peer (2 x 2 <= 4 x 4): 28 GB/s for the pair.
+    plan = collective_workload(ten_h100, "all_to_all", GiB, ranks=_gpu0s(2), nccl_version="2.28.9")
+    assert set(plan.workload.cap_Bps.tolist()) == {2 * P2P_PER_CHANNEL_NET_GBPS * 1e9 / plan.costs.wire_efficiency}
+    # Inside one server nothing is held.
+    inside = collective_workload(ten_h100, "all_to_all", GiB, ranks=["n0.gpu0", "n0.gpu1"])
+    assert set(inside.workload.cap_Bps.tolist()) == {float("inf")}

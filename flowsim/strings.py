@@ -128,10 +128,15 @@ class PackedStrings(StringColumn):
 
     @classmethod
     def from_chunks(cls, pieces: Iterable[Sequence[str]]) -> PackedStrings:
-        """Pack the strings of ``pieces`` (sequences of ``str``), one after another."""
+        """Pack the strings of ``pieces`` (sequences of ``str``, or packed columns, whose
+        bytes are taken as they are), one after another."""
         parts: list[bytes] = []
         lengths: list[np.ndarray] = []
         for chunk in pieces:
+            if isinstance(chunk, PackedStrings):
+                parts.append(chunk._data)
+                lengths.append(np.diff(chunk._offsets))
+                continue
             text = "".join(chunk)
             if text.isascii():  # a character a byte: one encoding for the chunk
                 lengths.append(np.fromiter(map(len, chunk), dtype=np.int64, count=len(chunk)))
@@ -224,10 +229,19 @@ class CodedStrings(StringColumn):
 
     @classmethod
     def from_chunks(cls, pieces: Iterable[Sequence[str]]) -> CodedStrings:
-        """Code the strings of ``pieces`` (sequences of ``str``), one after another."""
+        """Code the strings of ``pieces`` (sequences of ``str``, or coded columns, recoded
+        per category), one after another."""
         index: dict[str, int] = {}
         parts = [np.empty(0, dtype=np.int64)]
         for chunk in pieces:
+            if isinstance(chunk, CodedStrings):
+                # Categories in the order their rows first appear, as the rows would give them.
+                used, first = np.unique(chunk.codes, return_index=True)
+                for code in used[np.argsort(first)].tolist():
+                    index.setdefault(chunk.categories[code], len(index))
+                recode = np.array([index.get(value, -1) for value in chunk.categories], dtype=np.int64)
+                parts.append(recode[chunk.codes])
+                continue
             for value in dict.fromkeys(chunk):  # a chunk's distinct values, in order
                 index.setdefault(value, len(index))
             parts.append(np.fromiter(map(index.__getitem__, chunk), dtype=np.int64, count=len(chunk)))

@@ -52,6 +52,19 @@ def test_packed_strings_across_chunks():
     assert packed[150_000] == "flow150000"
 
 
+def test_packed_and_coded_columns_join_with_lists_as_their_strings_would():
+    # Chunks that are compact columns are taken as they are, between lists of strings.
+    packed = PackedStrings.from_chunks([["a", "bé"], PackedStrings.from_strings(["", "cd", "é"]), ["f"]])
+    assert tuple(packed) == ("a", "bé", "", "cd", "é", "f")
+    # A coded chunk's categories join in the order its rows first show them; a category with
+    # no row and a repeated one (a lookup table of endpoints) do not disturb the codes.
+    chunk = CodedStrings(("u", "x", "y", "x"), np.array([2, 3, 1, 2]))
+    joined = CodedStrings.from_chunks([["x", "z"], chunk, CodedStrings.constant("z", 2), []])
+    assert tuple(joined) == ("x", "z", "y", "x", "x", "y", "z", "z")
+    assert joined.categories == ("x", "z", "y")
+    assert joined == CodedStrings.from_strings(tuple(joined))
+
+
 def test_coded_strings_read_as_their_tuple():
     values = ("x", "y", "x", "z", "y")
     coded = CodedStrings.from_strings(values)

@@ -59,6 +59,9 @@ from flowsim.workload import Workload
 #: ([NCCL] device.h, docs/hardware.md §7.1).
 NCCL_SLOT_BYTES = NCCL_BUFFER_BYTES["simple"] // NCCL_STEPS
 
+# Ring labels made and packed at a time (flowsim.strings' chunk).
+_LABEL_CHUNK = 65_536
+
 #: Most slices the default slicing cuts a ring step's message into.
 MAX_RING_SLICES = 4
 
@@ -82,18 +85,19 @@ Rails = Mapping[str, Hashable] | None
 class _Block:
     """Messages of a :class:`_FlowDag` frozen into columns, in the order they were added;
     ``dep_counts[i]`` of ``dep_indices`` (flow indices) are message ``i``'s dependencies.
+    String columns are lists or compact columns (:mod:`flowsim.strings`).
     :meth:`_FlowDag.workload` empties each column once it has joined them."""
 
-    labels: list[str]
-    src: list[str]
-    dst: list[str]
+    labels: Sequence[str]
+    src: Sequence[str]
+    dst: Sequence[str]
     size: np.ndarray
     overhead: np.ndarray
     cap: np.ndarray
     dep_counts: np.ndarray
     dep_indices: np.ndarray
-    step: list[str]
-    channel: list[str]
+    step: Sequence[str]
+    channel: Sequence[str]
 
 
 class _FlowDag:
@@ -377,8 +381,8 @@ class _FlowDag:
         )
 
 
-def _emptied(blocks: list[_Block], column: str) -> Iterator[list[str]]:
-    """``column`` of every block in order, each block's list let go once read."""
+def _emptied(blocks: list[_Block], column: str) -> Iterator[Sequence[str]]:
+    """``column`` of every block in order, each block's column let go once read."""
     for b in blocks:
         values = getattr(b, column)
         setattr(b, column, ())
@@ -592,21 +596,29 @@ def _ring_later_steps(
     after_due = has_due[piece] & ~is_due
     pairs = np.stack([np.where(after_due, index - 1, received.reshape(-1)[piece]), previous.reshape(-1)[piece]], axis=1)
     keep = np.stack([np.ones(piece.size, dtype=bool), ~is_due], axis=1)
-    names = np.array(src + dst + senders, dtype=object)
-    labels = np.array([h + str(k) for row in heads for h in row for k in range(slices)], dtype=object)[piece]
-    labels[is_due] = [label + ".due" for label in labels[is_due].tolist()]
-    step_names = np.array([str(s) for s in range(1, n_later + 1)], dtype=object)
+    names = src + dst + senders
+    # Labels and endpoints as compact columns (a channel's million labels as Python strings
+    # would be the build's largest allocation): the labels are made and packed a chunk at a
+    # time, the endpoints, steps and channel coded.
+    step_head = [h for row in heads for h in row]  # per (step, rank)
+
+    def labels() -> Iterator[list[str]]:
+        for lo in range(0, piece.size, _LABEL_CHUNK):
+            pieces, dues = piece[lo : lo + _LABEL_CHUNK].tolist(), is_due[lo : lo + _LABEL_CHUNK].tolist()
+            yield [step_head[q // slices] + str(q % slices) + (".due" if d else "")
+                   for q, d in zip(pieces, dues, strict=True)]
+
     return _Block(
-        labels=labels.tolist(),
-        src=names[np.where(is_due, rank, 2 * n + rank)].tolist(),
-        dst=names[np.where(is_due, rank, n + rank)].tolist(),
+        labels=PackedStrings.from_chunks(labels()),
+        src=CodedStrings.narrowed(names, np.where(is_due, rank, 2 * n + rank)),
+        dst=CodedStrings.narrowed(names, np.where(is_due, rank, n + rank)),
         size=np.where(is_due, 0.0, payload),
         overhead=np.where(after_due, 0.0, latency[rank]),
         cap=np.full(piece.size, math.inf),
         dep_counts=np.where(is_due, 1, 2).astype(np.int64),
         dep_indices=pairs[keep],
-        step=step_names[piece // (n * slices)].tolist(),
-        channel=[str(channel)] * piece.size,
+        step=CodedStrings.narrowed([str(s) for s in range(1, n_later + 1)], piece // (n * slices)),
+        channel=CodedStrings.constant(str(channel), piece.size),
     )
 
 

@@ -291,9 +291,12 @@ def collective_time(
     channels : int, optional
         Default: the channels NCCL runs the call on (its communicator's channels, fewer for
         small sizes; :attr:`NcclChoice.n_channels`), each capped at its share of NCCL's
-        modelled bus bandwidth; with custom ``costs``, for all-to-all and send, and for the
-        hierarchical all-reduce, NCCL has no such count: then 1 inside one server, one per
-        rail across servers. Ring orders come from
+        modelled bus bandwidth. A send between servers runs on NCCL's point-to-point
+        channels for its size (:func:`~flowsim.collectives.tuner.p2p_channels`), each held
+        to :data:`~flowsim.collectives.tuner.P2P_PER_CHANNEL_NET_GBPS`; an all-to-all's pair
+        between servers to their sum. With custom ``costs``, for a send inside a server and
+        for the hierarchical all-reduce: 1 inside one server, one per rail across servers.
+        Ring orders come from
         :func:`~flowsim.collectives.rotated_rings`, or inside one server whose GPUs have
         direct NVLinks (a mesh such as the DGX-1) from
         :func:`~flowsim.collectives.mesh_rings`, one channel per ring found by default.

@@ -81,7 +81,9 @@ class CollectiveRun:
     collective, algorithm, protocol : str
         What ran; ``protocol`` is ``"custom"`` when explicit costs were given.
     channels : int
-        Channels the collective ran on (0 for point-to-point messages, which have none).
+        Channels the collective ran on: for a send, NCCL's point-to-point channels for it
+        (:func:`~flowsim.collectives.tuner.p2p_channels`); 0 for an all-to-all, whose peers
+        share the communicator's.
     model : str
         ``"steps"`` or ``"stream"``: how the rings were laid out (see
         :mod:`flowsim.collectives`).
@@ -376,8 +378,8 @@ def send_pair(topology: Topology, ranks: Sequence[str]) -> list[str]:
 @dataclass(frozen=True)
 class CollectivePlan:
     """A collective laid out on a topology: its flows and the choices behind them
-    (``model``: ``"steps"`` or ``"stream"``; ``channels``: 0 for point-to-point messages;
-    ``nccl``: NCCL's choice where its tuner chose)."""
+    (``model``: ``"steps"`` or ``"stream"``; ``channels``: a send's NCCL channels, 0 for an
+    all-to-all; ``nccl``: NCCL's choice where its tuner chose)."""
 
     algorithm: str
     protocol: str

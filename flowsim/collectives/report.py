@@ -167,8 +167,9 @@ class NcclRow:
     time; ``algbw_GBps`` and ``busbw_GBps`` in GB/s (1e9 B/s), as nccl-tests prints them;
     ``algorithm``, ``protocol`` and ``channels`` what ran (as NCCL's
     ``NCCL_DEBUG_SUBSYS=TUNING`` lines say it; ``protocol`` is ``"custom"`` with explicit
-    costs, ``channels`` 0 for point-to-point messages); ``model`` how rings were laid out
-    (``"steps"`` or ``"stream"``, see :mod:`flowsim.collectives`); ``latency_us`` the part of
+    costs, ``channels`` a send's point-to-point channels, 0 for an all-to-all); ``model``
+    how rings were laid out (``"steps"`` or ``"stream"``, see :mod:`flowsim.collectives`);
+    ``latency_us`` the part of
     the time that does not grow with the size (:attr:`CollectiveRun.latency_s`);
     ``launch_bound`` whether the host's launch floor (:func:`launch_floor_us`) set the time
     rather than the simulated collective (then ``latency_us`` is the whole time); ``flows``

@@ -574,12 +574,13 @@ def parallel_step(
 
     router = Router(topology)  # one for every group's NCCL search, not one each
 
-    def plan(collective: str, group: tuple[str, ...], size: float, chosen: str | None) -> Workload:
+    def plan(collective: str, group: tuple[str, ...], size: float, chosen: str | None,
+             communicator: tuple[str, ...] | None = None) -> Workload:
         # An all-to-all sends each message whole: it takes no slices.
         return collective_workload(
             topology, collective, size, ranks=group, algorithm=chosen, protocol=protocol, costs=costs,
             slices=None if collective == "all_to_all" else slices, nccl_env=nccl_env, nccl_version=nccl_version,
-            router=router,
+            router=router, communicator=communicator,
         ).workload
 
     builder = _PipelineBuilder(
@@ -1276,7 +1277,7 @@ class _PipelineBuilder:
         activation_bytes: float,
         tp_all_reduce_bytes: float,
         bucket_bytes: float,
-        plan: Callable[[str, tuple[str, ...], float, str | None], Workload],
+        plan: Callable[..., Workload],
         algorithm: str | None,
         tp_algorithm: str | None,
         experts: _Experts,
@@ -1312,10 +1313,13 @@ class _PipelineBuilder:
         # (stage, 0 | 1 for forward | backward, the moment the block ends, its seconds).
         self.compute_log: list[tuple[int, int, _Point, float]] = []
 
-    def template(self, collective: str, group: tuple[str, ...], size: float, algorithm: str | None) -> _Template:
-        key = (collective, group, size, algorithm)
+    def template(self, collective: str, group: tuple[str, ...], size: float, algorithm: str | None,
+                 communicator: tuple[str, ...] | None = None) -> _Template:
+        """The flows of one call, laid out once per distinct call; ``communicator``: the NCCL
+        communicator a send goes in (default its pair)."""
+        key = (collective, group, size, algorithm, communicator)
         if key not in self._templates:
-            self._templates[key] = _Template.of(self.plan(collective, group, size, algorithm))
+            self._templates[key] = _Template.of(self.plan(collective, group, size, algorithm, communicator))
         return self._templates[key]
 
     def lay_out(self) -> None:
@@ -1506,7 +1510,11 @@ class _PipelineBuilder:
                 both = self.flows.join(rank, self.at[rank], peer.deps, peer.start_s)
                 kind, microbatch, boundary = transfer
                 sender_stage = boundary if kind == "act" else boundary + 1
-                template = self.template("send", (src, dst), self.activation_bytes, None)
+                # In the pipeline group's communicator (its stages' ranks): Megatron-LM's
+                # megatron/core/pipeline_parallel/p2p_communication.py sends with
+                # group=get_pipeline_model_parallel_group().
+                pipeline = tuple(self.layout.rank(t, s, d) for s in range(self.layout.pp))
+                template = self.template("send", (src, dst), self.activation_bytes, None, pipeline)
                 self.arrived[key] = self.flows.place(
                     template, f"pp.{kind}.mb{microbatch}.s{boundary}to{boundary + 1}.d{d}.t{t}", {src: both},
                     ("pp", str(sender_stage), str(microbatch), ""),

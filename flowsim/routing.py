@@ -60,6 +60,7 @@ from scipy.sparse.csgraph import connected_components
 from flowsim.errors import InputError, whole_number
 from flowsim.hardware import LinkTier
 from flowsim.routes import Routes
+from flowsim.strings import CodedStrings
 from flowsim.topology import NETWORK_SWITCH_KINDS, NodeKind, Topology
 from flowsim_kernels import routing as kernel
 from flowsim_kernels.csr import csr_gather_rows
@@ -472,9 +473,19 @@ class Router:
             Flow ``i`` is pair ``i``; checked contiguous from source to destination.
         """
         code, seed = _method(method), _seed(seed)
-        s, d = self._pairs(src, dst)
         # A route depends on its pair alone: each distinct pair is routed once and copied to
         # the flows that share it (a training step's 3.3 million flows have a few thousand).
+        coded = _coded_pairs(self.topology, src, dst)
+        if coded is not None:
+            # Endpoints given as coded columns (a workload's): the distinct pairs come from
+            # the codes in a table, with no per-flow node ids and no sort.
+            s, d, inverse = coded
+            try:
+                distinct = self._distinct(s, d, code, seed, gpudirect)
+            except NoRouteError as err:
+                raise NoRouteError(str(err), int(np.argmax(inverse == err.pair))) from None
+            return self._copied(distinct, inverse)
+        s, d = self._pairs(src, dst)
         # Pairs that hardly repeat (an all-to-all's, random hosts') skip the sort: a sample
         # of them says which.
         keys = s * self.topology.n_nodes + d
@@ -483,13 +494,17 @@ class Router:
             return self._distinct(s, d, code, seed, gpudirect)
         pairs, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
         del keys
-        n_flows, s, d = s.size, s[first], d[first]  # the flows' own let go: a million flows' worth
+        s, d = s[first], d[first]  # the flows' own let go: a million flows' worth
         try:
             distinct = self._distinct(s, d, code, seed, gpudirect)
         except NoRouteError as err:
             raise NoRouteError(str(err), int(first[err.pair])) from None
         del pairs, first, s, d
-        inverse = inverse.ravel()
+        return self._copied(distinct, inverse.ravel())
+
+    def _copied(self, distinct: Routes, inverse: np.ndarray) -> Routes:
+        """Flow ``i``'s route: ``distinct``'s route ``inverse[i]``."""
+        n_flows = inverse.size
         indptr = np.zeros(n_flows + 1, dtype=np.int64)
         np.cumsum(distinct.hop_counts()[inverse], out=indptr[1:])
         with deferred_interrupt():  # a kernel that returns arrays: see flowsim_kernels.progress
@@ -621,6 +636,35 @@ class Router:
         pair.flags.writeable = False
         share.flags.writeable = False
         return SplitRoutes(routes, pair, share)
+
+
+#: Most (source, destination) category pairs routed through a table of their codes (4 bytes
+#: each): 2,000 distinct sources by 2,000 destinations.
+_PAIR_TABLE_LIMIT = 4_000_000
+
+
+def _coded_pairs(topology: Topology, src: Nodes, dst: Nodes) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """For endpoints given as coded columns (:class:`~flowsim.strings.CodedStrings`, as a
+    workload holds them): the source and destination node ids of the distinct pairs that
+    occur, and each flow's pair (int64); None for other input, or where a table of every
+    category pair would be too large (:data:`_PAIR_TABLE_LIMIT`)."""
+    if not (isinstance(src, CodedStrings) and isinstance(dst, CodedStrings)):
+        return None
+    n_src, n_dst = len(src.categories), len(dst.categories)
+    if len(src) != len(dst):
+        raise InputError(f"{len(src)} sources but {len(dst)} destinations")
+    if n_src * n_dst > _PAIR_TABLE_LIMIT:
+        return None
+    src_ids = topology.node_ids(list(src.categories))
+    dst_ids = topology.node_ids(list(dst.categories))
+    flat = src.codes.astype(np.int32) * np.int32(n_dst) + dst.codes.astype(np.int32)
+    present = np.zeros(n_src * n_dst, dtype=bool)
+    present[flat] = True
+    keys = np.flatnonzero(present)
+    number = np.empty(n_src * n_dst, dtype=np.int64)
+    number[keys] = np.arange(keys.size, dtype=np.int64)
+    inverse = number[flat]
+    return src_ids[keys // n_dst], dst_ids[keys % n_dst], inverse
 
 
 def _node_list(nodes: Nodes, what: str) -> Iterable[str | int] | np.ndarray:

@@ -14,6 +14,7 @@ from flowsim.failures import apply_failures
 from flowsim.presets import preset
 from flowsim.routes import Routes
 from flowsim.routing import NoRouteError, Router, route, split_route, validate_routes
+from flowsim.strings import CodedStrings
 from flowsim.topology import NodeKind, TopologyBuilder
 
 G = 1e9
@@ -413,6 +414,34 @@ def test_routes_to_and_from_network_switches():
         router.route("n0.nvswitch", "ib.su0.rail0")
     with pytest.raises(InputError, match=r"no route from 'ib.su0.rail0' to 'ib.su1.rail0': 0 links"):
         router.route("ib.su0.rail0", "ib.su1.rail0")
+
+
+@pytest.mark.parametrize("method", ["ecmp", "dmodk", "shortest"])
+def test_coded_endpoints_route_as_their_names(method):
+    # Endpoints as coded columns (a workload's) take the pair table, not the sort: the same
+    # routes, flow by flow, as the names; categories repeated, unused or self-pairs included.
+    topo = build_cluster("dgx_h100", 4, figure="effective", fabric="fat_tree")
+    rng = np.random.default_rng(4)
+    gpus = [topo.node_names[g] for g in topo.gpus()]
+    categories = (*gpus, gpus[0], "n3.nic0")  # a repeated category and one no flow uses
+    src = CodedStrings(categories, rng.integers(0, len(gpus) + 1, 600))
+    dst = CodedStrings(categories, rng.integers(0, len(gpus) + 1, 600))
+    router = Router(topo)
+    coded = router.route(src, dst, method=method, seed=7)
+    named = router.route(list(src), list(dst), method=method, seed=7)
+    assert coded.flow_link_indptr.tolist() == named.flow_link_indptr.tolist()
+    assert coded.flow_link_indices.tolist() == named.flow_link_indices.tolist()
+
+
+def test_a_coded_pair_without_a_route_is_named_by_its_first_flow():
+    topo = apply_failures(build_cluster("dgx_h100", 2, figure="effective"), fail=["ib.*", "eth.*"])
+    src = CodedStrings.from_strings(["n0.gpu0", "n0.gpu1", "n0.gpu0", "n0.gpu2", "n0.gpu2"])
+    dst = CodedStrings.from_strings(["n0.gpu1", "n0.gpu2", "n0.gpu1", "n1.gpu0", "n1.gpu0"])
+    with pytest.raises(NoRouteError, match="no route from 'n0.gpu2' to 'n1.gpu0'") as err:
+        Router(topo).route(src, dst)
+    assert err.value.pair == 3
+    with pytest.raises(InputError, match="unknown node 'n9.gpu0'"):
+        Router(topo).route(CodedStrings.from_strings(["n9.gpu0"]), CodedStrings.from_strings(["n0.gpu0"]))
 
 
 @pytest.mark.parametrize("method", ["ecmp", "dmodk", "shortest"])

@@ -58,6 +58,7 @@ import math
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -1009,24 +1010,31 @@ def nccl_choice(
 
 # Search results per topology object: a topology is immutable, and its search depends only on
 # the ranks, the constants and the GPU generation, while a sweep over sizes (or a training
-# step's buckets) asks for the same ones again and again.
-_SEARCHES: dict[int, tuple[weakref.ref, dict[tuple, tuple[NcclSystem, dict[str, NcclGraph]]]]] = {}
+# step's buckets) asks for the same ones again and again. The point-to-point channels a
+# server's pairs ask for (:func:`_local_p2p_channels`) are kept here too.
+_SEARCHES: dict[int, tuple[weakref.ref, dict[tuple, Any]]] = {}
 
 
 def _forget(ident: int, _: weakref.ref) -> None:
     _SEARCHES.pop(ident, None)
 
 
-def _search_once(topology: Topology, ranks: Sequence[str], constants: NcclConstants, gpu_generation: str | None,
-                 router: Router | None) -> tuple[NcclSystem, dict[str, NcclGraph]]:
-    """:func:`describe_system` and :func:`_graphs`, computed once per topology and ranks."""
+def _searched(topology: Topology) -> dict[tuple, Any]:
+    """The results kept for ``topology``, dropped with it."""
     ident = id(topology)
     entry = _SEARCHES.get(ident)
     if entry is None or entry[0]() is not topology:
         entry = (weakref.ref(topology, functools.partial(_forget, ident)), {})
         _SEARCHES[ident] = entry
+    return entry[1]
+
+
+def _search_once(topology: Topology, ranks: Sequence[str], constants: NcclConstants, gpu_generation: str | None,
+                 router: Router | None) -> tuple[NcclSystem, dict[str, NcclGraph]]:
+    """:func:`describe_system` and :func:`_graphs`, computed once per topology and ranks."""
+    searched = _searched(topology)
     key = (tuple(ranks), constants.version, gpu_generation)
-    if key not in entry[1]:
+    if key not in searched:
         router = router or Router(topology)
         system = describe_system(topology, ranks, gpu_generation=gpu_generation)
         graphs = _graphs(topology, ranks, system, constants, router)
@@ -1035,8 +1043,8 @@ def _search_once(topology: Topology, ranks: Sequence[str], constants: NcclConsta
             first = [r for r in ranks if servers[r] == servers[ranks[0]]]
             net_GBps, nic_near, nic_pxn = _nic_paths(topology, router, first, constants)
             system = dataclasses.replace(system, net_GBps=net_GBps, nic_near=nic_near, nic_pxn=nic_pxn)
-        entry[1][key] = (system, graphs)
-    return entry[1][key]
+        searched[key] = (system, graphs)
+    return searched[key]
 
 
 def _nic_paths(topology: Topology, router: Router, gpus: Sequence[str],
@@ -1255,7 +1263,11 @@ def p2p_channels(
         by_server.setdefault(servers[rank], []).append(rank)
     members = next((m for m in by_server.values() if len(m) > 1), None)
     if members is not None:
-        asked.append(_local_p2p_channels(topology, members, constants, router or Router(topology)))
+        searched = _searched(topology)
+        key = ("p2p", tuple(members), constants.version)
+        if key not in searched:
+            searched[key] = _local_p2p_channels(topology, members, constants, router or Router(topology))
+        asked.append(searched[key])
     per_net = env.integer("NCCL_NCHANNELS_PER_NET_PEER")
     if per_net is not None and per_net <= 0:
         per_net = None  # NCCL keeps its default for a value below 1 (src/init.cc)

@@ -1510,9 +1510,8 @@ class _PipelineBuilder:
                 both = self.flows.join(rank, self.at[rank], peer.deps, peer.start_s)
                 kind, microbatch, boundary = transfer
                 sender_stage = boundary if kind == "act" else boundary + 1
-                # In the pipeline group's communicator (its stages' ranks): Megatron-LM's
-                # megatron/core/pipeline_parallel/p2p_communication.py sends with
-                # group=get_pipeline_model_parallel_group().
+                # In the pipeline group's communicator (its stages' ranks), as Megatron-LM
+                # sends ([MEGATRON] in docs/hardware.md).
                 pipeline = tuple(self.layout.rank(t, s, d) for s in range(self.layout.pp))
                 template = self.template("send", (src, dst), self.activation_bytes, None, pipeline)
                 self.arrived[key] = self.flows.place(

@@ -1202,3 +1202,28 @@ def test_the_collective_option_takes_any_spelling(tmp_path, capsys, spelling):
     path.write_text(ALL_GATHER.read_text())
     assert flowsim_check([str(path), "--system", "dgx-h100", "--collective", spelling, "--min-bytes", "1G"]) == 0
     assert ": all_gather_perf, 8 ranks on 1 node(s)" in capsys.readouterr().out.splitlines()[0]
+
+
+def test_cli_without_system_checks_each_file_on_its_own_gpus_server(capsys):
+    a100 = VALIDATION / "oci_bmgpu48_a100_1n8g_allreduce.txt"
+    argv = ["--min-bytes", "1G", "--json"]
+    alone = []
+    for path, system in ((SENDRECV, "dgx-h100"), (a100, "dgx-a100")):
+        flowsim_check([str(path), "--system", system, *argv])
+        alone.append({**json.loads(capsys.readouterr().out), "checked_at": ""})
+    flowsim_check([str(SENDRECV), str(a100), *argv])
+    taken = capsys.readouterr()
+    assert [{**report, "checked_at": ""} for report in json.loads(taken.out)] == alone
+    assert taken.err == ("flowsim check: no --system: checking each run on NVIDIA's server of its GPU: dgx-h100 "
+                         "for run 1 (NVIDIA H100 80GB HBM3), dgx-a100 for run 2 (NVIDIA A100-SXM4-40GB) "
+                         "(--system names another)\n")
+
+
+def test_cli_without_system_names_the_file_whose_gpu_has_no_server(tmp_path, capsys):
+    unnamed = tmp_path / "unnamed.txt"
+    unnamed.write_text(SENDRECV.read_text().replace("NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe"))
+    assert flowsim_check([str(SENDRECV), str(unnamed)]) == 2
+    taken = capsys.readouterr()
+    assert taken.out == ""
+    assert taken.err == (f"flowsim check: error: {unnamed}: --system is required: the log's GPU NVIDIA H100 PCIe "
+                         "is in no server flowsim ships\n")

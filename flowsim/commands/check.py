@@ -10,9 +10,10 @@ prints, per message size, the predicted busbw, the measured out-of-place and in-
 and their ratio to the prediction, and flags sizes whose measured busbw is below
 ``1 - threshold`` of the prediction (SHORT: the cluster underperforms), above ``1 + threshold``
 (FAST: the system description is probably wrong), or where nccl-tests counted wrong elements
-(WRONG). Without ``--system``, the log is checked on NVIDIA's server of the GPU its rank
-lines name (``dgx-h100`` for an ``NVIDIA H100 80GB HBM3``, :data:`flowsim.check.report.DEFAULT_SYSTEMS`),
-with a note on stderr. The part of a predicted time that is NCCL's latency (its ``baseLat`` and ``hwLat``
+(WRONG). Without ``--system``, each run is checked on NVIDIA's server of the GPU its rank
+lines name (``dgx-h100`` for an ``NVIDIA H100 80GB HBM3``,
+:data:`flowsim.check.report.DEFAULT_SYSTEMS`), with a note on stderr saying which runs went on
+which server. The part of a predicted time that is NCCL's latency (its ``baseLat`` and ``hwLat``
 constants, which rank algorithms rather than time them) may be up to ``1 + latency-tolerance``
 times longer or shorter (default 3x), so latency-bound sizes are flagged only when far off;
 then the prediction's error by size band. Warnings, one line each, say where the log's
@@ -120,6 +121,38 @@ def _summary(reports: list[CheckReport], n_unread: int, n_files: int) -> str:
             f"{flagged} with sizes flagged{unread}")
 
 
+def _default_systems(logs: list[NcclTestLog]) -> list[str]:
+    """Each run's system when ``--system`` is not given: NVIDIA's server of the GPU its rank
+    lines name (:func:`flowsim.check.report.default_system`), said in one line on stderr."""
+    systems = []
+    for log in logs:
+        try:
+            systems.append(default_system(log))
+        except InputError as err:
+            raise InputError(f"{log.source}: {err}" if len(logs) > 1 else str(err)) from None
+    runs: dict[str, list[int]] = {}  # system: the runs checked on it, from 1
+    gpus: dict[str, str] = {}  # system: the GPU its first run names
+    for k, (log, name) in enumerate(zip(logs, systems, strict=True), start=1):
+        runs.setdefault(name, []).append(k)
+        gpus.setdefault(name, next(gpu for gpu in log.gpu_models if gpu != UNNAMED_GPU))
+    if len(runs) == 1:
+        where = f"on {systems[0]}, NVIDIA's server of the log's {gpus[systems[0]]}"
+    else:
+        where = "each run on NVIDIA's server of its GPU: " + ", ".join(
+            f"{name} for run{'s' if len(ks) > 1 else ''} {', '.join(map(str, ks))} ({gpus[name]})"
+            for name, ks in runs.items())
+    print(f"flowsim check: no --system: checking {where} (--system names another)", file=sys.stderr)
+    return systems
+
+
+def _cluster(args: argparse.Namespace, system: str | None) -> dict:
+    """:func:`check_log`'s ``system`` and fabric keywords for ``system`` (a preset or system
+    file) with the command's ``--fabric``, ``--switch`` and ``--oversubscription``."""
+    server, _, cluster = cluster_options(argparse.Namespace(**{**vars(args), "system": system}))
+    cluster.pop("n_nodes", None)  # the servers are the hosts the log names (or --nodes)
+    return {"system": server, **cluster}
+
+
 def check_command(args: argparse.Namespace) -> int:
     """Handler of ``flowsim check``; returns 0 (all sizes OK), 1 (some flagged) or 2 (bad input)."""
     try:
@@ -127,14 +160,12 @@ def check_command(args: argparse.Namespace) -> int:
             raise InputError("give an nccl-tests output file, or --history with --plot")
         if args.plot is not None and args.history is None:
             raise InputError("--plot draws the history: give --history FILE too")
-        logs = None  # parsed here only when the log must name the system, else below
+        logs = None  # parsed here only when the logs must name the systems, else below
         unread: list[InputError] = []  # runs that cannot be read: said, and the others checked
+        run_systems = None  # without --system, each run's: NVIDIA's server of its GPU
         if args.output and args.system is None:
             logs = _parse(args, unread)
-            args.system = default_system(logs[0])
-            gpu = next(name for name in logs[0].gpu_models if name != UNNAMED_GPU)
-            print(f"flowsim check: no --system: checking on {args.system}, NVIDIA's server of the log's "
-                  f"{gpu} (--system names another)", file=sys.stderr)
+            run_systems = _default_systems(logs)
         try:
             min_bytes = parse_size(args.min_bytes)
         except InputError as err:
@@ -145,18 +176,19 @@ def check_command(args: argparse.Namespace) -> int:
             history_plot_file(args.plot, inputs=[*args.output, *([] if args.history is None else [args.history])])
         status = 0
         if args.output:
-            server, _, cluster = cluster_options(args)
-            cluster.pop("n_nodes", None)  # the servers are the hosts the log names (or --nodes)
             logs = _parse(args, unread) if logs is None else logs
+            if run_systems is None:
+                run_systems = [args.system] * len(logs)
+            clusters = {name: _cluster(args, name) for name in dict.fromkeys(run_systems)}
             options = dict(
-                system=server, nodes=args.nodes, threshold=args.threshold, latency_tolerance=args.latency_tolerance,
-                algorithm=args.algorithm, protocol=args.protocol, figure=args.figure, min_bytes=min_bytes, **cluster,
+                nodes=args.nodes, threshold=args.threshold, latency_tolerance=args.latency_tolerance,
+                algorithm=args.algorithm, protocol=args.protocol, figure=args.figure, min_bytes=min_bytes,
                 nccl_env=parse_nccl_env(args.nccl_env), nccl_version=args.nccl_version, fail=args.fail,
                 degrade=parse_degrade(args.degrade),
             )
             # Every run is checked before anything is printed or recorded, so that bad input
             # in a later run leaves the history as it was.
-            reports = [check_log(log, **options) for log in logs]
+            reports = [check_log(log, **clusters[name], **options) for log, name in zip(logs, run_systems, strict=True)]
             if args.json:  # one run's report as an object, several as an array
                 print(reports[0].to_json() if len(reports) == 1
                       else json.dumps([report.to_dict() for report in reports], indent=2))

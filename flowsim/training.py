@@ -75,6 +75,7 @@ from flowsim.stepreport import StepBreakdown, step_breakdown
 from flowsim.strings import CodedStrings, JoinedStrings
 from flowsim.topology import NodeKind, Topology
 from flowsim.workload import Workload
+from flowsim_kernels.csr import concatenated_ranges
 from flowsim_kernels.dag import zero_time_finish
 
 __all__ = [
@@ -332,21 +333,26 @@ class ParallelStep:
         ``result`` (a run of :attr:`workload`), as :func:`flowsim.stepreport.step_breakdown`
         takes them."""
         log = self.compute_log
+        n = len(log)
+        if n == 0:
+            return []
         points = [entry[2] for entry in log]
-        counts = np.fromiter((len(p.deps) for p in points), dtype=np.int64, count=len(points))
+        counts = np.fromiter((len(p.deps) for p in points), dtype=np.int64, count=n)
         deps = np.fromiter(itertools.chain.from_iterable(p.deps for p in points), dtype=np.int64)
-        ends = np.array([p.start_s for p in points], dtype=np.float64)
+        ends = np.fromiter((p.start_s for p in points), dtype=np.float64, count=n)
         waits = counts > 0
         if deps.size:  # the last of its deps' finishes, plus its delay; its start without deps
-            delay = np.array([p.delay_s for p in points], dtype=np.float64)
+            delay = np.fromiter((p.delay_s for p in points), dtype=np.float64, count=n)
             last = np.maximum.reduceat(result.finish_s[deps], (np.cumsum(counts) - counts)[waits])
             ends[waits] = last + delay[waits]
-        seconds = np.array([entry[3] for entry in log])
-        keys = np.array([(entry[0], entry[1]) for entry in log], dtype=np.int64).reshape(-1, 2)
+        seconds = np.fromiter((entry[3] for entry in log), dtype=np.float64, count=n)
+        # Blocks grouped by (stage, pass), each group in log order.
+        keys = np.fromiter((2 * entry[0] + entry[1] for entry in log), dtype=np.int64, count=n)
+        order = np.argsort(keys, kind="stable")
+        distinct, firsts = np.unique(keys[order], return_index=True)
         parts = []
-        for stage, pass_kind in sorted({(int(a), int(b)) for a, b in keys.tolist()}):
-            chosen = (keys[:, 0] == stage) & (keys[:, 1] == pass_kind)
-            parts.append((stage, pass_kind, ends[chosen] - seconds[chosen], ends[chosen]))
+        for key, chosen in zip(distinct.tolist(), np.split(order, firsts[1:]), strict=True):
+            parts.append((key // 2, key % 2, ends[chosen] - seconds[chosen], ends[chosen]))
         return parts
 
     @property
@@ -1254,7 +1260,7 @@ def _starts(lengths: np.ndarray) -> np.ndarray:
 def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """``starts[i], starts[i] + 1, ..., starts[i] + lengths[i] - 1`` for each ``i``, one
     after another."""
-    return np.repeat(starts - _starts(lengths), lengths) + np.arange(int(lengths.sum()), dtype=np.int64)
+    return concatenated_ranges(np.asarray(starts, dtype=np.int64), np.asarray(lengths, dtype=np.int64))
 
 
 class _PipelineBuilder:

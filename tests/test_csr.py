@@ -1,6 +1,6 @@
 import numpy as np
 
-from flowsim_kernels.csr import csr_row_value_sums, csr_transpose
+from flowsim_kernels.csr import concatenated_ranges, csr_row_value_sums, csr_transpose
 
 
 def transpose_reference(indptr, indices, n_cols):
@@ -43,3 +43,19 @@ def test_row_value_sums_equal_bincount_to_the_bit(rng):
     values = rng.random(300) * 10.0 ** rng.integers(-6, 9, 300)
     want = np.bincount(indices, weights=np.repeat(values, lengths), minlength=50)
     np.testing.assert_array_equal(csr_row_value_sums(indptr, indices, values, 50), want)
+
+
+def test_concatenated_ranges_hand_case():
+    got = concatenated_ranges(np.array([5, 0, 9, 2], dtype=np.int64), np.array([3, 0, 1, 2], dtype=np.int64))
+    assert got.tolist() == [5, 6, 7, 9, 2, 3]
+    assert concatenated_ranges(np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)).tolist() == []
+
+
+def test_concatenated_ranges_match_repeat_and_arange(rng):
+    # The twin the kernel replaced: each piece's start less the pieces before it, repeated
+    # over the piece, plus the running position.
+    lengths = rng.integers(0, 9, 500).astype(np.int64)
+    starts = rng.integers(-1000, 10**9, 500).astype(np.int64)
+    before = np.cumsum(lengths) - lengths
+    want = np.repeat(starts - before, lengths) + np.arange(int(lengths.sum()), dtype=np.int64)
+    np.testing.assert_array_equal(concatenated_ranges(starts, lengths), want)

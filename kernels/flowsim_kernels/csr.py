@@ -81,3 +81,27 @@ def csr_gather_rows(indptr, indices, rows, out_indptr):
         for k in range(indptr[r], indptr[r + 1]):
             out[start + k - indptr[r]] = indices[k]
     return out
+
+
+@njit(cache=True)
+def concatenated_ranges(starts, lengths):
+    """``starts[i], starts[i] + 1, ..., starts[i] + lengths[i] - 1`` for each ``i``, one
+    after another (int64[lengths.sum()]): the rows of pieces ``i`` laid end to end, in one
+    pass where ``np.repeat`` and ``np.arange`` take three.
+
+    Parameters
+    ----------
+    starts, lengths : int64[n]
+        Each piece's first value and its length (>= 0); not mutated.
+    """
+    total = 0
+    for i in range(lengths.shape[0]):
+        total += lengths[i]
+    out = np.empty(total, dtype=np.int64)
+    k = 0
+    for i in range(starts.shape[0]):
+        first = starts[i]
+        for j in range(lengths[i]):
+            out[k] = first + j
+            k += 1
+    return out

@@ -132,23 +132,29 @@ class PackedStrings(StringColumn):
         bytes are taken as they are), one after another."""
         parts: list[bytes] = []
         lengths: list[np.ndarray] = []
-        for chunk in pieces:
-            if isinstance(chunk, PackedStrings):
-                parts.append(chunk._data)
-                lengths.append(np.diff(chunk._offsets))
+        for piece in pieces:
+            if isinstance(piece, PackedStrings):
+                parts.append(piece._data)
+                lengths.append(np.diff(piece._offsets))
                 continue
-            text = "".join(chunk)
-            if text.isascii():  # a character a byte: one encoding for the chunk
-                lengths.append(np.fromiter(map(len, chunk), dtype=np.int64, count=len(chunk)))
-                parts.append(text.encode("ascii"))
-                continue
-            encoded = [s.encode("utf-8", "surrogatepass") for s in chunk]
-            lengths.append(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)))
-            parts.append(b"".join(encoded))
+            for chunk in chunks(piece) if isinstance(piece, StringColumn) else (piece,):
+                cls._pack(chunk, parts, lengths)
         offsets = np.zeros(1 + sum(a.size for a in lengths), dtype=np.int64)
         if lengths:
             np.cumsum(np.concatenate(lengths), out=offsets[1:])
         return cls(b"".join(parts), offsets)
+
+    @staticmethod
+    def _pack(chunk: Sequence[str], parts: list[bytes], lengths: list[np.ndarray]) -> None:
+        """Append ``chunk``'s UTF-8 bytes to ``parts`` and each row's byte count to ``lengths``."""
+        text = "".join(chunk)
+        if text.isascii():  # a character a byte: one encoding for the chunk
+            lengths.append(np.fromiter(map(len, chunk), dtype=np.int64, count=len(chunk)))
+            parts.append(text.encode("ascii"))
+            return
+        encoded = [s.encode("utf-8", "surrogatepass") for s in chunk]
+        lengths.append(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)))
+        parts.append(b"".join(encoded))
 
     def __len__(self) -> int:
         return self._offsets.size - 1
@@ -320,6 +326,33 @@ class JoinedStrings(StringColumn):
         self._tails, self._tail_codes = _lookup(tails, tail_codes, "tail_codes")
         if self._head_codes.shape != self._tail_codes.shape:
             raise ValueError(f"{self._head_codes.size} head codes for {self._tail_codes.size} tail codes")
+
+    @classmethod
+    def from_chunks(cls, pieces: Iterable[Sequence[str]]) -> JoinedStrings:
+        """The rows of ``pieces``, one after another: a joined piece's rows keep their heads
+        and tails, any other row is a head with the empty tail. Equal parts are kept once,
+        in the order they first come, and the codes renumbered (the parts of a ring's
+        million labels, a few thousand, are looked up once a piece, not once a row)."""
+        parts: tuple[dict[str, int], dict[str, int]] = ({}, {})
+        codes: tuple[list[np.ndarray], list[np.ndarray]] = ([], [])
+        for piece in pieces:
+            if isinstance(piece, JoinedStrings):
+                given = zip(piece.parts, (piece._head_codes, piece._tail_codes), strict=True)
+            else:
+                rows = list(piece)
+                given = zip((rows, ("",)), (np.arange(len(rows)), np.zeros(len(rows), dtype=np.int64)),
+                            strict=True)
+            for index, out, (values, piece_codes) in zip(parts, codes, given, strict=True):
+                number = np.fromiter((index.setdefault(v, len(index)) for v in values), dtype=np.int64,
+                                     count=len(values))
+                out.append(number[piece_codes])
+        heads, tails = (tuple(index) for index in parts)
+        head_codes, tail_codes = (
+            _narrow(np.concatenate(out) if out else np.empty(0, dtype=np.int64), len(index))
+            for out, index in zip(codes, parts, strict=True)
+        )
+        head_codes.flags.writeable = tail_codes.flags.writeable = False  # fresh: the column's own
+        return cls(heads, head_codes, tails, tail_codes)
 
     @property
     def parts(self) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -1,6 +1,7 @@
 """Compact string columns (flowsim.strings): they read exactly as the tuples they replace."""
 
 import pickle
+import re
 
 import numpy as np
 import pytest
@@ -139,7 +140,14 @@ def test_workload_names_a_duplicate_in_packed_names():
 def test_collective_workload_is_compact_and_reads_as_before():
     topology = build_cluster("dgx_h100", 2, figure="effective")
     workload = collective_workload(topology, "all_reduce", 64 << 20, algorithm="ring", protocol="simple").workload
-    assert isinstance(workload.names, PackedStrings)
+    # A ring's labels: one head per channel and step, one tail per hop, slice and .due.
+    assert isinstance(workload.names, JoinedStrings)
+    heads, tails = workload.names.parts
+    steps = {name.split(".")[2] for name in workload.names}
+    channels = {name.split(".")[1] for name in workload.names}
+    assert len(heads) == len(steps) * len(channels) and len(tails) <= 2 * 16 * 4
+    assert workload.names.distinct_codes() is not None  # heads split where no head is another's start
+    assert all(re.fullmatch(r"all_reduce\.ch\d+\.step\d+\.r\d+\.sl\d+(\.due)?", name) for name in workload.names)
     assert isinstance(workload.src, CodedStrings) and isinstance(workload.tags["step"], CodedStrings)
     assert workload.names[0] == "all_reduce.ch0.step0.r0.sl0"
     assert len(set(workload.names)) == len(workload)
@@ -219,3 +227,28 @@ def test_utf8_chunks_refuse_a_lone_surrogate_as_encoding_does():
     with pytest.raises(UnicodeEncodeError):
         list(utf8_chunks(JoinedStrings(("\udc80",), np.array([0]), ("x",), np.array([0])), 8))
     assert list(utf8_chunks((), 8)) == [] and list(utf8_chunks(PackedStrings.from_strings([]), 8)) == []
+
+
+def test_joined_from_chunks_keeps_parts_once_and_reads_as_the_rows():
+    first = JoinedStrings(("a.", "b."), np.array([0, 1, 0]), ("x", "y"), np.array([0, 0, 1]))
+    second = JoinedStrings(("b.", "c."), np.array([1, 0]), ("y", "z"), np.array([1, 0]))
+    column = JoinedStrings.from_chunks([first, ["plain", "a.x"], second])
+    assert tuple(column) == ("a.x", "b.x", "a.y", "plain", "a.x", "c.z", "b.y")
+    assert column.parts == (("a.", "b.", "plain", "a.x", "c."), ("x", "y", "", "z"))
+    assert column._head_codes.dtype == np.int8 and not column._head_codes.flags.writeable
+    assert tuple(JoinedStrings.from_chunks([])) == ()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_joined_from_chunks_equal_the_rows_end_to_end(seed):
+    # The twin: every piece's rows as Python strings, one list after another.
+    rng = np.random.default_rng(seed)
+    pieces = []
+    for _ in range(5):
+        heads = [f"h{k}." for k in rng.integers(0, 30, size=6)]
+        tails = [f"t{k}" for k in rng.integers(0, 30, size=4)]
+        n = int(rng.integers(0, 50))
+        pieces.append(JoinedStrings(heads, rng.integers(0, 6, size=n), tails, rng.integers(0, 4, size=n)))
+    twin = [row for piece in pieces for row in piece]
+    assert list(JoinedStrings.from_chunks(pieces)) == twin
+    assert list(PackedStrings.from_chunks(pieces)) == twin  # a compact piece packed chunk by chunk

@@ -52,15 +52,12 @@ import numpy as np
 from flowsim.collectives.chunks import NCCL_BUFFER_BYTES, NCCL_STEPS
 from flowsim.collectives.costs import CollectiveCosts, nccl_costs
 from flowsim.errors import InputError, whole_number
-from flowsim.strings import CodedStrings, PackedStrings, StringColumn
+from flowsim.strings import CodedStrings, JoinedStrings, PackedStrings, StringColumn
 from flowsim.workload import Workload
 
 #: NCCL's Simple-protocol slot: ``DEFAULT_BUFFSIZE`` (4 MiB) over ``NCCL_STEPS`` (8)
 #: ([NCCL] device.h, docs/hardware.md §7.1).
 NCCL_SLOT_BYTES = NCCL_BUFFER_BYTES["simple"] // NCCL_STEPS
-
-# Ring labels made and packed at a time (flowsim.strings' chunk).
-_LABEL_CHUNK = 65_536
 
 #: Most slices the default slicing cuts a ring step's message into.
 MAX_RING_SLICES = 4
@@ -352,6 +349,10 @@ class _FlowDag:
         def joined(column: str, packed: type[PackedStrings] | type[CodedStrings]) -> StringColumn:
             return packed.from_chunks(_emptied(blocks, column))
 
+        # A ring's labels stay joined, a few thousand heads and tails coded per message;
+        # others are packed.
+        joined_labels = bool(blocks) and all(isinstance(b.labels, JoinedStrings) for b in blocks)
+
         def stacked(column: str, dtype: type) -> np.ndarray:
             values: np.ndarray = np.empty(0, dtype=dtype)
             if blocks:
@@ -365,7 +366,7 @@ class _FlowDag:
         np.cumsum(stacked("dep_counts", np.int64), out=indptr[1:])
         indptr.flags.writeable = False
         return Workload.build(
-            joined("labels", PackedStrings),
+            JoinedStrings.from_chunks(_emptied(blocks, "labels")) if joined_labels else joined("labels", PackedStrings),
             joined("src", CodedStrings),
             joined("dst", CodedStrings),
             stacked("size", np.float64),
@@ -491,13 +492,15 @@ def _ring(
         previous[:, :, 1:] = message[:, :, :-1]
         previous[1:, :, 0] = message[:-1, :, -1]
         received = np.roll(message, 1, axis=1)  # what rank p received from rank p - 1
-        heads = [
-            [f"{dag.name}.{phase}ch{c}.step{s}.r{rank_index[src[p]]}.sl" for p in range(n)] for s in range(n_steps)
-        ]
-        _ring_first_step(dag, c, src, dst, senders, heads[0], latency, due[0], previous[0], ready, payload)
+        # A label is its step's head and its hop's and slice's tail (flowsim.strings.JoinedStrings).
+        heads = [f"{dag.name}.{phase}ch{c}.step{s}." for s in range(n_steps)]
+        hops = [f"r{rank_index[src[p]]}.sl" for p in range(n)]
+        dag.extend_block(_ring_first_step(
+            dag, c, src, dst, senders, heads[0], hops, latency, due[0], previous[0], ready, payload
+        ))
         if n_steps > 1:
             dag.extend_block(_ring_later_steps(
-                c, src, dst, senders, heads[1:], latency, due[1:], received[:-1], previous[1:], payload,
+                c, src, dst, senders, heads[1:], hops, latency, due[1:], received[:-1], previous[1:], payload,
                 int(first[1, 0, 0]),
             ))
         last = message[n_steps - 1]
@@ -512,29 +515,31 @@ def _ring_first_step(
     src: list[str],
     dst: list[str],
     senders: list[str],
-    heads: list[str],
+    head: str,
+    hops: list[str],
     latency: np.ndarray,
     due: np.ndarray,
     previous: np.ndarray,
     ready: Mapping[str, list[int]],
     payload: float,
-) -> None:
+) -> _Block:
     """Step 0 of one channel of :func:`_ring` (``due``, ``previous``: its ``[rank, slice]``
     planes), message by message: each rank's first slice waits for its ``ready`` messages
     (or pays the base latency), the later slices follow it on the hop. ``senders[p]`` sends
-    hop ``p``'s pieces: ``src[p]``, or across servers the rank on the receiver's rail."""
+    hop ``p``'s pieces: ``src[p]``, or across servers the rank on the receiver's rail. A
+    label is ``head`` and its tail, ``hops[p]`` followed by the slice (and ``.due``)."""
     costs = dag.costs
-    labels: list[str] = []
+    labels: list[str] = []  # the tails
     deps: list[list[int]] = []
     overhead: list[float] = []
     sizes: list[float] = []
     from_: list[str] = []
     receivers: list[str] = []
-    for p, head in enumerate(heads):
+    for p, hop in enumerate(hops):
         before = list(ready.get(src[p], ()))
         hop_latency = float(latency[p])
         for k in range(due.shape[1]):
-            label = head + str(k)
+            label = hop + str(k)
             if k == 0:
                 labels.append(label)
                 deps.append(before)
@@ -556,7 +561,19 @@ def _ring_first_step(
                 sizes.append(payload)
                 from_.append(senders[p])
                 receivers.append(dst[p])
-    dag.extend(labels, from_, receivers, sizes, deps, overhead, ["0"] * len(labels), str(channel))
+    n = len(labels)
+    return _Block(
+        labels=JoinedStrings((head,), np.zeros(n, dtype=np.int8), labels, np.arange(n)),
+        src=from_,
+        dst=receivers,
+        size=np.array(sizes, dtype=np.float64),
+        overhead=np.array(overhead, dtype=np.float64),
+        cap=np.full(n, math.inf),
+        dep_counts=np.fromiter(map(len, deps), dtype=np.int64, count=n),
+        dep_indices=np.fromiter(itertools.chain.from_iterable(deps), dtype=np.int64),
+        step=CodedStrings.constant("0", n),
+        channel=CodedStrings.constant(str(channel), n),
+    )
 
 
 def _ring_later_steps(
@@ -564,7 +581,8 @@ def _ring_later_steps(
     src: list[str],
     dst: list[str],
     senders: list[str],
-    heads: list[list[str]],
+    heads: list[str],
+    hops: list[str],
     latency: np.ndarray,
     due: np.ndarray,
     received: np.ndarray,
@@ -598,18 +616,11 @@ def _ring_later_steps(
     keep = np.stack([np.ones(piece.size, dtype=bool), ~is_due], axis=1)
     names = src + dst + senders
     # Labels and endpoints as compact columns (a channel's million labels as Python strings
-    # would be the build's largest allocation): the labels are made and packed a chunk at a
-    # time, the endpoints, steps and channel coded.
-    step_head = [h for row in heads for h in row]  # per (step, rank)
-
-    def labels() -> Iterator[list[str]]:
-        for lo in range(0, piece.size, _LABEL_CHUNK):
-            pieces, dues = piece[lo : lo + _LABEL_CHUNK].tolist(), is_due[lo : lo + _LABEL_CHUNK].tolist()
-            yield [step_head[q // slices] + str(q % slices) + (".due" if d else "")
-                   for q, d in zip(pieces, dues, strict=True)]
-
+    # would be the build's largest allocation): a label is its step's head and its hop's,
+    # slice's and .due's tail, the endpoints, steps and channel coded.
+    tails = [hop + str(k) + due_tail for hop in hops for k in range(slices) for due_tail in ("", ".due")]
     return _Block(
-        labels=PackedStrings.from_chunks(labels()),
+        labels=JoinedStrings(heads, piece // (n * slices), tails, 2 * (piece % (n * slices)) + is_due),
         src=CodedStrings.narrowed(names, np.where(is_due, rank, 2 * n + rank)),
         dst=CodedStrings.narrowed(names, np.where(is_due, rank, n + rank)),
         size=np.where(is_due, 0.0, payload),

@@ -131,3 +131,48 @@ def test_renamed_prefixes_every_name_and_delays_every_start():
     assert original.start_s.tolist() == [0.0, 1.5] and list(original.names) == ["a", "b"]
     with pytest.raises(InputError, match=r"flow 'late\.a' has start_s -1\.0; it must be >= 0"):
         original.renamed("late.", -1.0)
+
+
+def _on_a_cycle(deps, f):
+    """Whether flow ``f`` can reach itself along "waits for" links (a depth-first twin)."""
+    seen, stack = set(), list(deps[f])
+    while stack:
+        g = stack.pop()
+        if g == f:
+            return True
+        if g not in seen:
+            seen.add(g)
+            stack.extend(deps[g])
+    return False
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_find_cycle_member_equals_its_twin(seed):
+    from flowsim_kernels.dag import find_cycle_member
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 30))
+    # Half the graphs wait only for earlier flows (the one-pass case); the rest anywhere.
+    later = seed % 2 == 1
+    deps = [sorted({int(d) for d in rng.integers(0, n if later else max(f, 1), size=rng.integers(0, 3))}
+                   if later or f > 0 else set()) for f in range(n)]
+    indptr = np.concatenate([[0], np.cumsum([len(d) for d in deps])]).astype(np.int64)
+    indices = np.array([d for ds in deps for d in ds], dtype=np.int64)
+    member = find_cycle_member(indptr, indices)
+    if any(_on_a_cycle(deps, f) for f in range(n)):
+        assert member >= 0 and _on_a_cycle(deps, member)
+    else:
+        assert member == -1
+
+
+@pytest.mark.parametrize(("deps", "cyclic"), [
+    ([[], [0], [0, 1]], False),  # in order
+    ([[2], [], [1]], False),  # a DAG out of order
+    ([[], [1]], True),  # waits for itself
+    ([[], [2], [1]], True),  # a cycle after an acyclic start
+])
+def test_find_cycle_member_hand_cases(deps, cyclic):
+    from flowsim_kernels.dag import find_cycle_member
+    indptr = np.concatenate([[0], np.cumsum([len(d) for d in deps])]).astype(np.int64)
+    indices = np.array([d for ds in deps for d in ds], dtype=np.int64)
+    member = find_cycle_member(indptr, indices)
+    assert (member >= 0) == cyclic and (not cyclic or _on_a_cycle(deps, member))

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from flowsim.errors import InputError, flag, float_column, item_label, relative_tolerance
-from flowsim.fairshare import DEFAULT_TIE_REL_TOL, FairShareProblem, check_flow_names
+from flowsim.fairshare import DEFAULT_TIE_REL_TOL, check_flow_names, checked_flows
 from flowsim.quotient import FlowClasses, flow_classes
 from flowsim.result import SimulationResult
 from flowsim.routes import Routes, count_routes
@@ -128,8 +128,8 @@ def simulate(
         depends_on=depends_on, delay_s=delay_s, overhead_s=overhead_s, link_names=link_names,
         flow_names=flow_names, classes=classes,
     )
-    problem, grouped, size = prepared.problem, prepared.grouped, prepared.inp.size_bytes
-    n_flows, n_links = size.shape[0], problem.n_links
+    grouped, size = prepared.grouped, prepared.inp.size_bytes
+    n_flows, n_links = size.shape[0], prepared.routes.n_links
     record = RECORD_LINKS_AND_FLOWS if record_flows else RECORD_LINKS if record_links else RECORD_NONE
     solved = prepared.solved
     n_solved = solved.size_bytes.shape[0]
@@ -195,14 +195,14 @@ def simulate(
 
 @dataclass(frozen=True)
 class PreparedRun:
-    """A run checked and laid out for the kernels: ``problem`` (routes, capacities, weights
-    and caps checked), ``inp`` (every flow), ``grouped`` where it is solved by classes (else
+    """A run checked and laid out for the kernels: ``routes`` (checked; capacities, weights
+    and caps checked in ``inp``), ``inp`` (every flow), ``grouped`` where it is solved by classes (else
     None), the ``flow_names`` errors name flows by, and whether ``classes`` were asked for
     (then, where ``grouped`` is None, every flow and link is its own class). Results show
     links ``0 .. shown_links - 1`` only, where ``shown_links`` is set (links after the
     topology's: shared budgets, :mod:`flowsim.budgets`)."""
 
-    problem: FairShareProblem
+    routes: Routes
     inp: EngineInput
     grouped: FlowClasses | None
     flow_names: Sequence[str] | None = None
@@ -215,7 +215,7 @@ class PreparedRun:
         if not self.classes:
             return None, None
         if self.grouped is None:
-            return self.inp.size_bytes.shape[0], self.problem.n_links
+            return self.inp.size_bytes.shape[0], self.routes.n_links
         return self.grouped.n_flow_classes, self.grouped.n_link_classes
 
     @property
@@ -243,8 +243,8 @@ class PreparedRun:
             transfer_start_s=self.lift(transfer_start),
             finish_s=self.lift(finish),
             size_bytes=size,
-            link_capacity_Bps=self.problem.capacity_Bps,
-            link_bytes=self.problem.routes.per_link_sum(size),
+            link_capacity_Bps=self.inp.capacity_Bps,
+            link_bytes=self.routes.per_link_sum(size),
             n_events=int(counters[0]),
             n_rate_updates=int(counters[1]),
             n_rates_resolved=int(counters[2]),
@@ -280,30 +280,32 @@ def prepare(
     size = _nonnegative(size_bytes, n_flows, None, "size_bytes", flow_names, "flow")
     # A zero-byte flow never transfers (it finishes when its latency ends), so it needs no
     # route or cap: a dependency join, for instance.
-    problem = FairShareProblem.build(
+    routes, capacity, weight, cap = checked_flows(
         routes, capacity_Bps, weights, caps_Bps, link_names=link_names, flow_names=flow_names, idle=size == 0
     )
     start = _nonnegative(start_s, n_flows, 0.0, "start_s", flow_names, "flow")
     delay = _nonnegative(delay_s, n_flows, 0.0, "delay_s", flow_names, "flow")
     overhead = _nonnegative(overhead_s, n_flows, 0.0, "overhead_s", flow_names, "flow")
-    latency = _nonnegative(latency_s, problem.n_links, 0.0, "latency_s", link_names, "link")
+    latency = _nonnegative(latency_s, routes.n_links, 0.0, "latency_s", link_names, "link")
     dep_indptr, dep_indices = _dependency_csr(depends_on, n_flows, flow_names)
     inp = EngineInput(
-        problem.routes.flow_link_indptr,
-        problem.routes.flow_link_indices,
-        problem.capacity_Bps,
+        routes.flow_link_indptr,
+        routes.flow_link_indices,
+        capacity,
         latency,
         size,
         start,
-        problem.weight,
-        problem.cap_Bps,
+        weight,
+        cap,
         delay,
         overhead,
         dep_indptr,
         dep_indices,
     )
-    grouped = flow_classes(inp, problem.link_flow_indptr, problem.link_flow_indices) if classes else None
-    return PreparedRun(problem, inp, grouped, flow_names, classes)
+    # The flows crossing each link, for the classes only, let go once they are found (the
+    # event kernel keeps its own per-link slots).
+    grouped = flow_classes(inp, *routes.transpose()) if classes else None
+    return PreparedRun(routes, inp, grouped, flow_names, classes)
 
 
 def _nonnegative(values, n, default, what, names, kind):

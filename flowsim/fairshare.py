@@ -56,47 +56,11 @@ class FairShareProblem:
         flow_names: Sequence[str] | None = None,
         idle: np.ndarray | None = None,
     ) -> FairShareProblem:
-        """Check routes, capacities, weights and caps (see :func:`max_min_rates`).
-
-        ``idle`` (bool[n_flows]) marks flows that never take a rate, such as a simulation's
-        zero-byte flows: they need no route or cap. Any other flow with an empty route needs
-        a finite cap.
-        """
-        capacity = check_capacities(capacity_Bps, link_names)
-        check_flow_names(flow_names, count_routes(routes))
-        if not isinstance(routes, Routes):
-            index = {name: i for i, name in enumerate(link_names)} if link_names is not None else None
-            routes = Routes.from_lists(routes, capacity.shape[0], index, flow_names)
-        elif routes.n_links != capacity.shape[0]:
-            raise InputError(
-                f"routes are over {routes.n_links} links but capacity_Bps has {capacity.shape[0]}"
-            )
-        n_flows = routes.n_flows
-        weight = _flow_array(weights, n_flows, 1.0, "weights", flow_names)
-        bad = np.flatnonzero(~(weight > 0) | ~np.isfinite(weight))
-        if bad.size:
-            f = int(bad[0])
-            raise InputError(
-                f"{item_label('flow', f, flow_names)} has weight {float(weight[f])!r}; weights must be finite and > 0"
-            )
-        cap = _flow_array(caps_Bps, n_flows, np.inf, "caps_Bps", flow_names)
-        bad = np.flatnonzero(~(cap > 0))
-        if bad.size:
-            f = int(bad[0])
-            raise InputError(
-                f"{item_label('flow', f, flow_names)} has rate cap {float(cap[f])!r} B/s; caps must be > 0 "
-                "(inf for none)"
-            )
-        unbounded = (routes.hop_counts() == 0) & np.isinf(cap)
-        if idle is not None:
-            unbounded &= ~np.asarray(idle, dtype=bool)
-        unlimited = np.flatnonzero(unbounded)
-        if unlimited.size:
-            f = int(unlimited[0])
-            raise InputError(
-                f"{item_label('flow', f, flow_names)} has an empty route and no rate cap, so no finite rate"
-            )
-        check_level_range(capacity, weight, cap, flow_names, link_names)
+        """Check routes, capacities, weights and caps (see :func:`max_min_rates` and
+        :func:`checked_flows`, which takes the same arguments) and transpose the routes."""
+        routes, capacity, weight, cap = checked_flows(
+            routes, capacity_Bps, weights, caps_Bps, link_names=link_names, flow_names=flow_names, idle=idle
+        )
         link_flow_indptr, link_flow_indices = routes.transpose()
         return cls(routes, link_flow_indptr, link_flow_indices, capacity, weight, cap)
 
@@ -137,6 +101,63 @@ class FairShareProblem:
         )
         return rate
 
+
+
+def checked_flows(
+    routes: Routes | Sequence[Sequence[int | str]],
+    capacity_Bps: Sequence[float] | np.ndarray,
+    weights: Sequence[float] | np.ndarray | None = None,
+    caps_Bps: Sequence[float] | np.ndarray | None = None,
+    *,
+    link_names: Sequence[str] | None = None,
+    flow_names: Sequence[str] | None = None,
+    idle: np.ndarray | None = None,
+) -> tuple[Routes, np.ndarray, np.ndarray, np.ndarray]:
+    """Routes, capacities, weights and caps checked (see :func:`max_min_rates`), as
+    ``(routes, capacity_Bps, weight, cap_Bps)`` arrays, without the transpose of the routes
+    that :meth:`FairShareProblem.build` adds (an event simulation needs none: its kernel
+    builds what it uses).
+
+    ``idle`` (bool[n_flows]) marks flows that never take a rate, such as a simulation's
+    zero-byte flows: they need no route or cap. Any other flow with an empty route needs
+    a finite cap.
+    """
+    capacity = check_capacities(capacity_Bps, link_names)
+    check_flow_names(flow_names, count_routes(routes))
+    if not isinstance(routes, Routes):
+        index = {name: i for i, name in enumerate(link_names)} if link_names is not None else None
+        routes = Routes.from_lists(routes, capacity.shape[0], index, flow_names)
+    elif routes.n_links != capacity.shape[0]:
+        raise InputError(
+            f"routes are over {routes.n_links} links but capacity_Bps has {capacity.shape[0]}"
+        )
+    n_flows = routes.n_flows
+    weight = _flow_array(weights, n_flows, 1.0, "weights", flow_names)
+    bad = np.flatnonzero(~(weight > 0) | ~np.isfinite(weight))
+    if bad.size:
+        f = int(bad[0])
+        raise InputError(
+            f"{item_label('flow', f, flow_names)} has weight {float(weight[f])!r}; weights must be finite and > 0"
+        )
+    cap = _flow_array(caps_Bps, n_flows, np.inf, "caps_Bps", flow_names)
+    bad = np.flatnonzero(~(cap > 0))
+    if bad.size:
+        f = int(bad[0])
+        raise InputError(
+            f"{item_label('flow', f, flow_names)} has rate cap {float(cap[f])!r} B/s; caps must be > 0 "
+            "(inf for none)"
+        )
+    unbounded = (routes.hop_counts() == 0) & np.isinf(cap)
+    if idle is not None:
+        unbounded &= ~np.asarray(idle, dtype=bool)
+    unlimited = np.flatnonzero(unbounded)
+    if unlimited.size:
+        f = int(unlimited[0])
+        raise InputError(
+            f"{item_label('flow', f, flow_names)} has an empty route and no rate cap, so no finite rate"
+        )
+    check_level_range(capacity, weight, cap, flow_names, link_names)
+    return routes, capacity, weight, cap
 
 def check_tie_rel_tol(tie_rel_tol: object) -> float:
     """``tie_rel_tol`` as a float; an :class:`InputError` unless it is a number in [0, 1).

@@ -339,7 +339,7 @@ class JoinedStrings(StringColumn):
             if isinstance(piece, JoinedStrings):
                 given = zip(piece.parts, (piece._head_codes, piece._tail_codes), strict=True)
             else:
-                rows = list(piece)
+                rows = tuple(piece)
                 given = zip((rows, ("",)), (np.arange(len(rows)), np.zeros(len(rows), dtype=np.int64)),
                             strict=True)
             for index, out, (values, piece_codes) in zip(parts, codes, given, strict=True):

@@ -23,6 +23,7 @@ from flowsim.errors import InputError
 from flowsim.routes import Routes
 from flowsim.strings import coded
 from flowsim.workload import Workload
+from flowsim_kernels.csr import csr_append_entries
 
 __all__ = ["SHARED_CAP_TAG", "BudgetLinks", "budget_links", "budget_tag"]
 
@@ -52,14 +53,7 @@ class BudgetLinks:
 
     def routes(self, routes: Routes) -> Routes:
         """``routes`` with each flow's budget link after its own links."""
-        has = self.link_of_flow >= 0
-        hops = np.diff(routes.flow_link_indptr)
-        indptr = np.zeros(hops.size + 1, dtype=np.int64)
-        np.cumsum(hops + has, out=indptr[1:])
-        indices = np.empty(int(indptr[-1]), dtype=np.int64)
-        before: np.ndarray = np.cumsum(has) - has  # budget links of the flows before each flow
-        indices[np.arange(routes.flow_link_indices.size) + np.repeat(before, hops)] = routes.flow_link_indices
-        indices[indptr[1:][has] - 1] = self.link_of_flow[has]
+        indptr, indices = csr_append_entries(routes.flow_link_indptr, routes.flow_link_indices, self.link_of_flow)
         indptr.flags.writeable = False
         indices.flags.writeable = False
         return Routes.from_csr(indptr, indices, routes.n_links + self.capacity_Bps.size)

@@ -1,6 +1,6 @@
 import numpy as np
 
-from flowsim_kernels.csr import concatenated_ranges, csr_row_value_sums, csr_transpose
+from flowsim_kernels.csr import concatenated_ranges, csr_append_entries, csr_row_value_sums, csr_transpose
 
 
 def transpose_reference(indptr, indices, n_cols):
@@ -59,3 +59,29 @@ def test_concatenated_ranges_match_repeat_and_arange(rng):
     before = np.cumsum(lengths) - lengths
     want = np.repeat(starts - before, lengths) + np.arange(int(lengths.sum()), dtype=np.int64)
     np.testing.assert_array_equal(concatenated_ranges(starts, lengths), want)
+
+
+def test_append_entries_hand_case():
+    # rows: 0 -> {3}, 1 -> {}, 2 -> {0, 1}; append 7 to row 0, nothing to row 1, 5 to row 2
+    indptr, indices = csr_append_entries(np.array([0, 1, 1, 3]), np.array([3, 0, 1]), np.array([7, -1, 5]))
+    assert indptr.tolist() == [0, 2, 2, 5]
+    assert indices.tolist() == [3, 7, 0, 1, 5]
+
+
+def test_append_entries_match_the_numpy_layout(rng):
+    # The twin the kernel replaced (flowsim.budgets until 2026-12-04): each row's entries
+    # moved on by the appended entries before it, then each appended entry at its row's end.
+    lengths = rng.integers(0, 6, 400)
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    indices = rng.integers(0, 50, indptr[-1]).astype(np.int64)
+    extra = np.where(rng.random(400) < 0.5, rng.integers(50, 60, 400), -1).astype(np.int64)
+    has = extra >= 0
+    want_indptr = np.zeros(401, dtype=np.int64)
+    np.cumsum(lengths + has, out=want_indptr[1:])
+    want = np.empty(int(want_indptr[-1]), dtype=np.int64)
+    before = np.cumsum(has) - has
+    want[np.arange(indices.size) + np.repeat(before, lengths)] = indices
+    want[want_indptr[1:][has] - 1] = extra[has]
+    got_indptr, got = csr_append_entries(indptr, indices, extra)
+    np.testing.assert_array_equal(got_indptr, want_indptr)
+    np.testing.assert_array_equal(got, want)

@@ -105,3 +105,36 @@ def concatenated_ranges(starts, lengths):
             out[k] = first + j
             k += 1
     return out
+
+
+@njit(cache=True)
+def csr_append_entries(indptr, indices, extra):
+    """Each row of a CSR pattern followed by ``extra[r]`` where that is >= 0.
+
+    Parameters
+    ----------
+    indptr, indices : int64[n_rows + 1], int64[nnz]
+        The pattern; not mutated.
+    extra : int64[n_rows]
+        The entry to append to each row, or -1 for none.
+
+    Returns
+    -------
+    out_indptr : int64[n_rows + 1]
+    out_indices : int64[nnz + (extra >= 0).sum()]
+        In one pass each, with no per-entry scratch array.
+    """
+    n_rows = indptr.shape[0] - 1
+    out_indptr = np.empty(n_rows + 1, dtype=np.int64)
+    out_indptr[0] = 0
+    for r in range(n_rows):
+        out_indptr[r + 1] = out_indptr[r] + indptr[r + 1] - indptr[r] + (1 if extra[r] >= 0 else 0)
+    out_indices = np.empty(out_indptr[n_rows], dtype=np.int64)
+    for r in range(n_rows):
+        k = out_indptr[r]
+        for j in range(indptr[r], indptr[r + 1]):
+            out_indices[k] = indices[j]
+            k += 1
+        if extra[r] >= 0:
+            out_indices[k] = extra[r]
+    return out_indptr, out_indices

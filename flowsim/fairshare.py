@@ -102,7 +102,6 @@ class FairShareProblem:
         return rate
 
 
-
 def checked_flows(
     routes: Routes | Sequence[Sequence[int | str]],
     capacity_Bps: Sequence[float] | np.ndarray,
@@ -158,6 +157,7 @@ def checked_flows(
         )
     check_level_range(capacity, weight, cap, flow_names, link_names)
     return routes, capacity, weight, cap
+
 
 def check_tie_rel_tol(tie_rel_tol: object) -> float:
     """``tie_rel_tol`` as a float; an :class:`InputError` unless it is a number in [0, 1).

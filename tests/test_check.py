@@ -1226,4 +1226,5 @@ def test_cli_without_system_names_the_file_whose_gpu_has_no_server(tmp_path, cap
     taken = capsys.readouterr()
     assert taken.out == ""
     assert taken.err == (f"flowsim check: error: {unnamed}: --system is required: the log's GPU NVIDIA H100 PCIe "
-                         "is in no server flowsim ships\n")
+                         "is in no server flowsim ships; name a preset or shipped system ('flowsim presets') or a "
+                         "system file (docs/system-format.md)\n")

@@ -134,7 +134,8 @@ def default_system(log: NcclTestLog) -> str:
     for name in named:
         system = gpu_model_value(name, DEFAULT_SYSTEMS, None)
         if system is None:
-            raise InputError(f"--system is required: the log's GPU {name} is in no server flowsim ships")
+            raise InputError(f"--system is required: the log's GPU {name} is in no server flowsim ships; name a "
+                             "preset or shipped system ('flowsim presets') or a system file (docs/system-format.md)")
         systems[system] = name
     if len(systems) > 1:
         raise InputError(f"--system is required: the log's GPUs ({', '.join(named)}) are of different servers")

@@ -96,6 +96,19 @@ class _Block:
     step: Sequence[str]
     channel: Sequence[str]
 
+    @classmethod
+    def of_messages(
+        cls, labels: Sequence[str], src: Sequence[str], dst: Sequence[str], size: Sequence[float],
+        overhead: Sequence[float], cap: Sequence[float], deps: Sequence[Sequence[int]], step: Sequence[str],
+        channel: Sequence[str],
+    ) -> _Block:
+        """The block of messages given one item each (``deps``: each one's dependencies)."""
+        return cls(
+            labels, src, dst, np.array(size, dtype=np.float64), np.array(overhead, dtype=np.float64),
+            np.array(cap, dtype=np.float64), np.fromiter(map(len, deps), dtype=np.int64, count=len(deps)),
+            np.fromiter(itertools.chain.from_iterable(deps), dtype=np.int64), step, channel,
+        )
+
 
 class _FlowDag:
     """Collects the messages of one collective, then freezes them into a Workload.
@@ -325,11 +338,8 @@ class _FlowDag:
         """The messages added one by one so far, as a block."""
         if not self.labels:
             return
-        block = _Block(
-            self.labels, self.src, self.dst, np.array(self.size, dtype=np.float64),
-            np.array(self.overhead, dtype=np.float64), np.array(self.cap, dtype=np.float64),
-            np.fromiter(map(len, self.deps), dtype=np.int64, count=len(self.deps)),
-            np.fromiter(itertools.chain.from_iterable(self.deps), dtype=np.int64), self.step, self.channel,
+        block = _Block.of_messages(
+            self.labels, self.src, self.dst, self.size, self.overhead, self.cap, self.deps, self.step, self.channel
         )
         self.labels, self.src, self.dst, self.size, self.deps = [], [], [], [], []
         self.overhead, self.step, self.channel, self.cap = [], [], [], []
@@ -562,17 +572,9 @@ def _ring_first_step(
                 from_.append(senders[p])
                 receivers.append(dst[p])
     n = len(labels)
-    return _Block(
-        labels=JoinedStrings((head,), np.zeros(n, dtype=np.int8), labels, np.arange(n)),
-        src=from_,
-        dst=receivers,
-        size=np.array(sizes, dtype=np.float64),
-        overhead=np.array(overhead, dtype=np.float64),
-        cap=np.full(n, math.inf),
-        dep_counts=np.fromiter(map(len, deps), dtype=np.int64, count=n),
-        dep_indices=np.fromiter(itertools.chain.from_iterable(deps), dtype=np.int64),
-        step=CodedStrings.constant("0", n),
-        channel=CodedStrings.constant(str(channel), n),
+    return _Block.of_messages(
+        JoinedStrings((head,), np.zeros(n, dtype=np.int8), labels, np.arange(n)), from_, receivers, sizes,
+        overhead, [math.inf] * n, deps, CodedStrings.constant("0", n), CodedStrings.constant(str(channel), n),
     )
 
 

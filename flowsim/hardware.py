@@ -468,6 +468,23 @@ def gpu_compute_capability(model: str) -> int:
     return gpu_model_value(model, _GPU_SM, 0)
 
 
+#: The SM clock (GHz) of the SXM data-center GPU of a compute capability, at its boost:
+#: A100 1.41 (A100 whitepaper; 19.5 FP32 TFLOPS = 108 SMs x 64 lanes x 2 x 1.41 GHz), H100 and
+#: H200 1.98 (67 FP32 TFLOPS = 132 SMs x 128 lanes x 2 x 1.98 GHz, their datasheets); sources
+#: in docs/hardware.md §1.5. Other compute capabilities have no sourced figure here.
+_SXM_SM_CLOCK_GHZ = {80: 1.41, 90: 1.98}
+
+
+def gpu_sm_clock_GHz(sm: int) -> float | None:
+    """The boost SM clock (GHz) of the SXM GPU of compute capability ``sm`` (x 10), ``None``
+    where docs/hardware.md §1.5 gives none.
+
+    >>> gpu_sm_clock_GHz(90), gpu_sm_clock_GHz(80), gpu_sm_clock_GHz(100)
+    (1.98, 1.41, None)
+    """
+    return _SXM_SM_CLOCK_GHZ.get(sm)
+
+
 #: Peak dense BF16 tensor-core throughput per GPU (FLOP/s), by the GPU model a
 #: :class:`~flowsim.servers.ServerSpec` names; sources in docs/hardware.md §9.1. NVIDIA's
 #: datasheets quote these with 2:4 sparsity, twice the dense figure given here.

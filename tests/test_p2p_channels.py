@@ -11,10 +11,19 @@ NCCL's 48 GB/s (PCIe Gen5 x16, below the NDR port's 50) and another GPU of its s
 
 from __future__ import annotations
 
+import statistics
+from pathlib import Path
+
 import pytest
 
+from flowsim.check import parse_nccl_log
 from flowsim.collectives import collective_time, collective_workload
-from flowsim.collectives.tuner import P2P_PER_CHANNEL_NET_GBPS, P2pChannels, p2p_channels
+from flowsim.collectives.tuner import (
+    P2P_NVLINK_BYTES_PER_CYCLE,
+    P2P_PER_CHANNEL_NET_GBPS,
+    P2pChannels,
+    p2p_channels,
+)
 from flowsim.fabrics import build_cluster
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
@@ -102,6 +111,52 @@ def test_an_all_to_all_holds_only_its_pairs_across_servers(ten_h100):
     # 2.28.9 on 2 ranks of 2 servers: two a peer (2 x 2 <= 4 x 4): 28 GB/s for the pair.
     plan = collective_workload(ten_h100, "all_to_all", GiB, ranks=_gpu0s(2), nccl_version="2.28.9")
     assert set(plan.workload.cap_Bps.tolist()) == {2 * P2P_PER_CHANNEL_NET_GBPS * 1e9 / plan.costs.wire_efficiency}
-    # Inside one server nothing is held.
-    inside = collective_workload(ten_h100, "all_to_all", GiB, ranks=["n0.gpu0", "n0.gpu1"])
-    assert set(inside.workload.cap_Bps.tolist()) == {float("inf")}
+    # Inside one server a pair is held to its channels at the NVLink channel rate: 32 of 32
+    # (512 MiB a peer, parts of at most 16 MiB), each 10.26 bytes a cycle at 1.98 GHz.
+    inside = collective_workload(ten_h100, "all_to_all", GiB, ranks=["n0.gpu0", "n0.gpu1"], nccl_env=_pinned(32))
+    assert inside.workload.cap_Bps.tolist() == pytest.approx(
+        [32 * 10.26 * 1.98e9 / inside.costs.intra_wire_efficiency] * len(inside.workload.cap_Bps))
+
+
+# --- a channel's rate inside an NVLink server -------------------------------------------------
+
+VALIDATION = Path(__file__).resolve().parents[1] / "data" / "validation" / "nccl_tests"
+
+
+def test_the_nvlink_channel_rate_is_the_h100_logs_median_over_the_sm_clock():
+    # The calibration, redone from the verbatim log: 8 H100 (NCCL 2.29.2) send 32, 64 and
+    # 128 MiB on 4, 4 and 8 channels (worked by hand in the test above); each row's bytes
+    # over channels x time is a channel's rate, and their median over 1.98 GHz the constant.
+    log = parse_nccl_log(VALIDATION / "xxrjun_h100_1n8g_sendrecv.txt")
+    times = {row.size_bytes: row.out_of_place.time_us * 1e-6 for row in log.rows}
+    rates = [size / (channels * times[size]) for size, channels in ((32 * MiB, 4), (64 * MiB, 4), (128 * MiB, 8))]
+    assert statistics.median(rates) / 1.98e9 == pytest.approx(P2P_NVLINK_BYTES_PER_CYCLE, rel=1e-3)
+
+
+def test_a_send_inside_an_a100_server_is_held_by_its_channels_held_out():
+    # Held out of the calibration: 8 A100 (li-plus/playground) send 128 MiB to the next GPU in
+    # 1211.2 us (110.81 GB/s), on 8 channels (parts of at most 16 MiB) at 1.41 GHz: 8 x 10.26
+    # x 1.41 = 115.7 GB/s, +4%. Held by NVLink alone (flowsim before) it was 202 GB/s, +83%.
+    a100 = build_cluster("dgx_a100", 1, figure="effective", fabric="none")
+    run = collective_time(a100, "send", 128 * MiB)
+    assert run.channels == 8
+    assert 128 * MiB / run.time_s == pytest.approx(110.81e9, rel=0.06)
+
+
+def test_an_h100_send_ramps_with_its_channels_then_meets_nvlink():
+    # 8 H100: 4 channels at 32 MiB (4 x 20.3 = 81 GB/s, measured 79.5), 8 at 128 MiB (162,
+    # measured 162.5); at 1 GiB 32 channels would move 650 GB/s and NVLink binds, as before.
+    h100 = build_cluster("dgx_h100", 1, figure="effective", fabric="none")
+    small, mid, large = (collective_time(h100, "send", size) for size in (32 * MiB, 128 * MiB, GiB))
+    assert 32 * MiB / small.time_s == pytest.approx(4 * 10.26 * 1.98e9, rel=0.03)
+    assert 128 * MiB / mid.time_s == pytest.approx(8 * 10.26 * 1.98e9, rel=0.03)
+    assert GiB / large.time_s < 0.6 * 32 * 10.26 * 1.98e9
+
+
+def test_inside_a_server_of_unknown_clock_only_the_links_hold_a_channel():
+    # No sourced SM clock for Blackwell (docs/hardware.md §1.5): a B200 send is not capped.
+    b200 = build_cluster("dgx_b200", 1, figure="effective", fabric="none")
+    plan = collective_workload(b200, "send", 32 * MiB)
+    assert set(plan.workload.cap_Bps.tolist()) == {float("inf")}
+    assert P2pChannels(per_peer=4, total=32, n_ranks=8, n_nodes=1, chunk_bytes=512 * KiB, sm=100) \
+        .nvlink_channel_GBps is None

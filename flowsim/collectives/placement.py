@@ -46,6 +46,7 @@ from flowsim.collectives.tuner import (
     P2P_PER_CHANNEL_NET_GBPS,
     NcclChoice,
     NoNcclChoice,
+    P2pChannels,
     nccl_choice,
     p2p_channels,
     sharp_leaves,
@@ -464,6 +465,7 @@ def collective_workload(
         # NCCL's NVLS across servers (with CollNet only) is NVLS inside them and IB SHARP between.
         entry = algorithm_of(collective, "nvls_sharp")
     p2p_sends = 0
+    p2p: P2pChannels | None = None
     if entry.name == "p2p" and costs is None:
         # NCCL's channels for a send to one peer (every peer's share of an all-to-all), in
         # the communicator of all the ranks (an nccl-tests sendrecv's, not its busiest pair's).
@@ -609,12 +611,18 @@ def collective_workload(
                 share *= tree_correction(constants_of(choice.version), protocol, size_bytes)
         workload = _capped(workload, share / chosen[1].wire_efficiency)
     if p2p_sends:
-        # Each of NCCL's channels to a peer across the network moves at most
-        # P2P_PER_CHANNEL_NET_GBPS (docs/model.md "Point-to-point channels").
-        per_peer_Bps = p2p_sends * P2P_PER_CHANNEL_NET_GBPS * 1e9 / chosen[1].wire_efficiency
-        # A send's channels run side by side, one flow each; an all-to-all's flow is a peer's.
-        per_flow_Bps = per_peer_Bps / n_channels if collective == "send" else per_peer_Bps
-        workload = _capped_across_servers(topology, workload, per_flow_Bps)
+        assert p2p is not None
+        # Each of NCCL's channels to a peer moves at most P2P_PER_CHANNEL_NET_GBPS across the
+        # network and, over NVLink, what its CTA copies at the GPU's clock (docs/model.md
+        # "Point-to-point channels"). A send's channels run side by side, one flow each, an
+        # all-to-all's flow is a peer's.
+        # Caps on flows, which carry a message's bytes over its wire efficiency.
+        scale = p2p_sends * 1e9 / (n_channels if collective == "send" else 1)
+        costs_used = chosen[1]
+        inside = p2p.nvlink_channel_GBps if _intra_hardware(topology, ranks) == "nvlink" else None
+        inside_efficiency = costs_used.intra_wire_efficiency or costs_used.wire_efficiency
+        workload = _capped_by_servers(topology, workload, P2P_PER_CHANNEL_NET_GBPS * scale / costs_used.wire_efficiency,
+                                      None if inside is None else inside * scale / inside_efficiency)
         if collective == "send":
             reported = p2p_sends
     if collective == "all_reduce" and entry.name in ("nvls", "nvls_tree", "nvls_sharp") \
@@ -794,17 +802,22 @@ def with_nvls_budget(topology: Topology, workload: Workload, capacity_Bps: float
     return dataclasses.replace(workload, tags={**workload.tags, SHARED_CAP_TAG: column})
 
 
-def _capped_across_servers(topology: Topology, workload: Workload, cap_Bps: float) -> Workload:
+def _capped_by_servers(topology: Topology, workload: Workload, across_Bps: float | None,
+                       inside_Bps: float | None) -> Workload:
     """``workload`` with the rate of every flow between nodes of different servers of
-    ``topology`` capped at ``cap_Bps`` (flows from or to a node outside every server left)."""
+    ``topology`` capped at ``across_Bps`` and of every flow between two nodes of one server
+    at ``inside_Bps`` (``None``: not capped; flows from or to a node outside every server left)."""
     def server_of(column: Sequence[str]) -> np.ndarray:
         names, codes = coded(column)
         return topology.node_server[topology.node_ids(list(names))][codes]
 
     src, dst = server_of(workload.src), server_of(workload.dst)
-    across = (src >= 0) & (dst >= 0) & (src != dst)
-    return dataclasses.replace(workload, cap_Bps=np.where(across, np.minimum(workload.cap_Bps, cap_Bps),
-                                                          workload.cap_Bps))
+    known = (src >= 0) & (dst >= 0)
+    cap = workload.cap_Bps
+    for where, cap_Bps in ((known & (src != dst), across_Bps), (known & (src == dst), inside_Bps)):
+        if cap_Bps is not None:
+            cap = np.where(where, np.minimum(cap, cap_Bps), cap)
+    return dataclasses.replace(workload, cap_Bps=cap)
 
 
 def _capped(workload: Workload, cap_Bps: float) -> Workload:

@@ -46,8 +46,8 @@ Point-to-point channels (``src/graph/paths.cc``, ``src/enqueue.cc``; :func:`p2p_
 What flowsim takes from the choice: the algorithm, the protocol (its latencies and wire
 efficiency), the channel count, and each channel's share of the model's bus bandwidth as a
 rate cap on the channel's messages, so that a collective NCCL runs on few channels cannot
-use all the links; for a send across servers, its channels, each held to
-:data:`P2P_PER_CHANNEL_NET_GBPS`.
+use all the links; for a send, its channels, each held to :data:`P2P_PER_CHANNEL_NET_GBPS`
+across servers and to :data:`P2P_NVLINK_BYTES_PER_CYCLE` at the SM clock over NVLink.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ from flowsim.collectives.constants import (
 )
 from flowsim.collectives.rings import mesh_link_counts, mesh_rings, mesh_server_rings, rank_servers, rotated_rings
 from flowsim.errors import InputError
-from flowsim.hardware import LinkTier, link_technology
+from flowsim.hardware import LinkTier, gpu_sm_clock_GHz, link_technology
 from flowsim.routes import Routes
 from flowsim.routing import Router
 from flowsim.topology import NodeKind, Topology
@@ -85,6 +85,7 @@ __all__ = [
     "NcclGraph",
     "NcclSystem",
     "NvlsTuning",
+    "P2P_NVLINK_BYTES_PER_CYCLE",
     "P2P_PER_CHANNEL_NET_GBPS",
     "P2pChannels",
     "describe_system",
@@ -1140,6 +1141,13 @@ def _shrink(n_bytes: int, n_channels: int, n_threads: int, threshold: int) -> tu
 #: as fill the GPU's NICs. flowsim holds each such channel to it, in every version
 #: (docs/model.md "Point-to-point channels").
 P2P_PER_CHANNEL_NET_GBPS = 14.0
+#: Payload bytes one point-to-point channel moves to a peer inside an NVLink server per cycle
+#: of its GPU's SM clock (:func:`~flowsim.hardware.gpu_sm_clock_GHz`), the channel sending
+#: and receiving as in nccl-tests' sendrecv. Measured, not from NCCL: 8 H100 (NCCL 2.29.2,
+#: data/validation/nccl_tests/xxrjun_h100_1n8g_sendrecv.txt) move 19.9, 20.5 and 20.3 GB/s a
+#: channel at 32, 64 and 128 MiB on 4, 4 and 8 channels; the median, 20.32 GB/s, over
+#: 1.98 GHz. Held out: 8 A100 at 1.41 GHz (docs/model.md "Point-to-point channels").
+P2P_NVLINK_BYTES_PER_CYCLE = 10.26
 # NCCL_MAX_DEV_WORK_P2P_PER_BATCH ([NCCL] src/include/device.h): the peers one channel
 # serves in a batch.
 _P2P_PER_BATCH = 8
@@ -1172,6 +1180,8 @@ class P2pChannels:
         2.29.2), 512 KiB inside an NVLink server, 128 KiB over PCIe.
     version : str
         The NCCL version whose rules these are.
+    sm : int
+        The GPUs' compute capability x 10 (:attr:`NcclSystem.sm`); 0 unknown.
     """
 
     per_peer: int
@@ -1180,6 +1190,15 @@ class P2pChannels:
     n_nodes: int
     chunk_bytes: int
     version: str = DEFAULT_NCCL_VERSION
+    sm: int = 0
+
+    @property
+    def nvlink_channel_GBps(self) -> float | None:
+        """What one channel to a peer in the same server moves over NVLink (GB/s of payload):
+        :data:`P2P_NVLINK_BYTES_PER_CYCLE` at the GPU's SM clock; ``None`` where the clock is
+        not known (docs/hardware.md §1.5), and then only the links hold a channel."""
+        clock = gpu_sm_clock_GHz(self.sm)
+        return None if clock is None else P2P_NVLINK_BYTES_PER_CYCLE * clock
 
     def for_send(self, n_bytes: float) -> int:
         """The channels one send of ``n_bytes`` to a peer runs on ([NCCL] src/enqueue.cc
@@ -1297,7 +1316,7 @@ def p2p_channels(
         chunk = _P2P_CHUNK_BYTES["net"] * (2 if grace and system.sm >= 100 and new_rule else 1)
     else:
         chunk = _P2P_CHUNK_BYTES["nvlink" if system.intra == "nvlink" else "pci"]
-    return P2pChannels(per_peer, total, system.n_ranks, system.n_nodes, chunk, constants.version)
+    return P2pChannels(per_peer, total, system.n_ranks, system.n_nodes, chunk, constants.version, system.sm)
 
 
 def _local_p2p_channels(topology: Topology, members: Sequence[str], constants: NcclConstants, router: Router) -> int:

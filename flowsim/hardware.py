@@ -470,16 +470,17 @@ def gpu_compute_capability(model: str) -> int:
 
 #: The SM clock (GHz) of the SXM data-center GPU of a compute capability, at its boost:
 #: A100 1.41 (A100 whitepaper; 19.5 FP32 TFLOPS = 108 SMs x 64 lanes x 2 x 1.41 GHz), H100 and
-#: H200 1.98 (67 FP32 TFLOPS = 132 SMs x 128 lanes x 2 x 1.98 GHz, their datasheets); sources
-#: in docs/hardware.md §1.5. Other compute capabilities have no sourced figure here.
-_SXM_SM_CLOCK_GHZ = {80: 1.41, 90: 1.98}
+#: H200 1.98 (67 FP32 TFLOPS = 132 SMs x 128 lanes x 2 x 1.98 GHz, their datasheets), B200
+#: 1.98 (a third-party specification table, uncertain); sources in docs/hardware.md §1.5.
+#: Other compute capabilities have no figure here.
+_SXM_SM_CLOCK_GHZ = {80: 1.41, 90: 1.98, 100: 1.98}
 
 
 def gpu_sm_clock_GHz(sm: int) -> float | None:
     """The boost SM clock (GHz) of the SXM GPU of compute capability ``sm`` (x 10), ``None``
     where docs/hardware.md §1.5 gives none.
 
-    >>> gpu_sm_clock_GHz(90), gpu_sm_clock_GHz(80), gpu_sm_clock_GHz(100)
+    >>> gpu_sm_clock_GHz(90), gpu_sm_clock_GHz(80), gpu_sm_clock_GHz(120)
     (1.98, 1.41, None)
     """
     return _SXM_SM_CLOCK_GHZ.get(sm)

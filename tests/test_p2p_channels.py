@@ -143,6 +143,18 @@ def test_a_send_inside_an_a100_server_is_held_by_its_channels_held_out():
     assert 128 * MiB / run.time_s == pytest.approx(110.81e9, rel=0.06)
 
 
+def test_a_send_among_four_h100_is_held_by_its_channels_held_out():
+    # Held out: 4 of the calibration node's GPUs (xxrjun_h100_1n4g_sendrecv.txt). A 4-rank
+    # communicator gives a peer 8 of the 32 channels (32 x 4 > 32, 16 x 4 > 32, 8 x 4 fits),
+    # so 32 and 128 MiB go on 8 channels: 162 GB/s where the log shows 149.1 and 162.8.
+    h100 = build_cluster("dgx_h100", 1, figure="effective", fabric="none")
+    four = [f"n0.gpu{g}" for g in range(4)]
+    for size, measured in ((32 * MiB, 149.11e9), (128 * MiB, 162.84e9)):
+        run = collective_time(h100, "send", size, ranks=four[:2], communicator=four)
+        assert run.channels == 8
+        assert size / run.time_s == pytest.approx(measured, rel=0.05)
+
+
 def test_an_h100_send_ramps_with_its_channels_then_meets_nvlink():
     # 8 H100: 4 channels at 32 MiB (4 x 20.3 = 81 GB/s, measured 79.5), 8 at 128 MiB (162,
     # measured 162.5); at 1 GiB 32 channels would move 650 GB/s and NVLink binds, as before.

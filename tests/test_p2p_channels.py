@@ -175,3 +175,19 @@ def test_inside_a_server_of_unknown_clock_only_the_links_hold_a_channel():
     run = collective_time(b200, "send", 32 * MiB)
     assert run.channels == 4
     assert 32 * MiB / run.time_s == pytest.approx(4 * 10.26 * 1.98e9, rel=0.03)
+
+
+def test_a_pair_inside_a_server_of_a_multi_server_communicator_gets_the_network_channels():
+    # In a communicator spanning servers, NCCL's per-peer channels and chunk are the
+    # network's for every peer: 4 a peer (ceil(48 / 14) = 4, 4 x ceil(4 / 8) fits), parts of
+    # at most one 128 KiB chunk, so a 16 MiB share to the peer in the same server runs on 4
+    # channels, 4 x 10.26 x 1.98 = 81 GB/s, far below its NVLink share.
+    two = build_cluster("dgx_h100", 2, figure="effective")
+    ranks = ["n0.gpu0", "n0.gpu1", "n1.gpu0", "n1.gpu1"]
+    p2p = p2p_channels(two, ranks)
+    assert (p2p.per_peer, p2p.chunk_bytes, p2p.for_send(16 * MiB)) == (4, 128 * KiB, 4)
+    plan = collective_workload(two, "all_to_all", 64 * MiB, ranks=ranks)
+    src, dst = plan.workload.src, plan.workload.dst
+    inside = [i for i in range(len(src)) if src[i].split(".")[0] == dst[i].split(".")[0] and src[i] != dst[i]]
+    assert inside and all(plan.workload.cap_Bps[i] == pytest.approx(4 * 10.26 * 1.98e9 / plan.costs.intra_wire_efficiency)
+                          for i in inside)

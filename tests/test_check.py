@@ -1228,3 +1228,20 @@ def test_cli_without_system_names_the_file_whose_gpu_has_no_server(tmp_path, cap
     assert taken.err == (f"flowsim check: error: {unnamed}: --system is required: the log's GPU NVIDIA H100 PCIe "
                          "is in no server flowsim ships; name a preset or shipped system ('flowsim presets') or a "
                          "system file (docs/system-format.md)\n")
+
+
+def test_each_row_says_what_the_model_ran():
+    # 4 of a DGX H100's GPUs send 32 MiB-128 MiB on 8 channels and 256 MiB on 16 (NCCL's
+    # point-to-point rule, worked by hand in tests/test_p2p_channels.py), as NCCL's TUNING
+    # lines would say; JSON rows carry the same.
+    log = Path(__file__).resolve().parents[1] / "data" / "validation" / "nccl_tests" / "xxrjun_h100_1n4g_sendrecv.txt"
+    report = check_nccl_log(log, system="dgx-h100", min_bytes=33554432)
+    assert [(r.algorithm, r.protocol, r.channels) for r in report.rows[:4]] == [("p2p", "simple", 8)] * 3 + [
+        ("p2p", "simple", 16)]
+    row = next(line for line in report.format_text().splitlines() if line.split()[0] == str(32 << 20))
+    assert row.split()[1:4] == ["p2p", "simple", "8"]
+    assert json.loads(report.to_json())["rows"][3]["channels"] == 16
+    # A row not predicted says so in each column.
+    skipped = check_nccl_log(log, system="dgx-h100", min_bytes=64 << 20)
+    first = next(line for line in skipped.format_text().splitlines() if line.split()[0] == str(32 << 20))
+    assert first.split()[1:5] == ["-", "-", "-", "-"]

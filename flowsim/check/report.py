@@ -151,7 +151,9 @@ class RowCheck:
     when either is below its lower one; ``wrong`` when nccl-tests counted wrong elements.
     ``predicted_latency_us`` is the part of the predicted time that does not grow with the
     size (NCCL's latency, or the host's launch floor where ``launch_bound``: the floor set
-    the predicted time). Predicted fields are None for rows not predicted (size 0 or below
+    the predicted time). ``algorithm``, ``protocol`` and ``channels`` are what the prediction
+    ran for the size (as :func:`flowsim.collectives.report.sweep` gives them; channels 0 for an
+    all-to-all). Predicted fields are None for rows not predicted (size 0 or below
     ``min_bytes``).
     """
 
@@ -169,6 +171,9 @@ class RowCheck:
     fast: bool = False
     predicted_latency_us: float | None = None
     launch_bound: bool = False
+    algorithm: str | None = None
+    protocol: str | None = None
+    channels: int | None = None
 
     @property
     def flagged(self) -> bool:
@@ -322,8 +327,9 @@ class CheckReport:
         return json.dumps(self.to_dict(), indent=2)
 
     def format_text(self) -> str:
-        """A table: size, predicted busbw, measured busbw and ratio (out-of-place, in-place),
-        flag; then the error by size band and a closing summary. Warnings come first."""
+        """A table: size, what the prediction ran (algorithm, protocol, channels), predicted
+        busbw, measured busbw and ratio (out-of-place, in-place), flag; then the error by size
+        band and a closing summary. Warnings come first."""
         log = self.log
         gpus = f" ({', '.join(log.gpu_models)})" if log.gpu_models else ""
         lines = [
@@ -339,16 +345,18 @@ class CheckReport:
             "WRONG where #wrong > 0;",
             f"#       the predicted time's latency part (NCCL's constants) may be up to "
             f"{1 + self.latency_tolerance:.12g}x longer or shorter; SHORT and FAST need both runs of a size",
-            "#       size   predicted    out-of-place       in-place",
-            "#        (B)  busbw(GB/s)  busbw(GB/s) ratio  busbw(GB/s) ratio  flag",
+            "#       size  what the model ran      predicted    out-of-place       in-place",
+            "#        (B)       algo  proto  nch  busbw(GB/s)  busbw(GB/s) ratio  busbw(GB/s) ratio  flag",
         ]
         for r in self.rows:
             predicted = "-" if r.predicted_busbw_GBps is None else f"{r.predicted_busbw_GBps:.2f}"
             ratios = ["-" if x is None else f"{x:.2f}" for x in (r.ratio_out, r.ratio_in)]
             flag = ",".join(name for name, on in (("SHORT", r.short), ("FAST", r.fast), ("WRONG", r.wrong)) if on)
+            ran = [("-" if x is None else str(x)) for x in (r.algorithm, r.protocol, r.channels)]
             lines.append(
-                f"{r.size_bytes:12d}  {predicted:>11}  {r.measured_busbw_out_GBps:11.2f} {ratios[0]:>5}  "
-                f"{r.measured_busbw_in_GBps:11.2f} {ratios[1]:>5}  {flag}".rstrip()
+                f"{r.size_bytes:12d}  {ran[0]:>9} {ran[1]:>6} {ran[2]:>4}  {predicted:>11}  "
+                f"{r.measured_busbw_out_GBps:11.2f} {ratios[0]:>5}  {r.measured_busbw_in_GBps:11.2f} {ratios[1]:>5}  "
+                f"{flag}".rstrip()
             )
         bands = self.error_by_band()
         if bands:
@@ -708,6 +716,8 @@ def check_log(
                 fast,
                 latency,
                 prediction is not None and prediction.launch_bound,
+                *((prediction.algorithm, prediction.protocol, prediction.channels) if prediction is not None
+                  else (None, None, None)),
             )
         )
     return CheckReport(

@@ -615,14 +615,13 @@ def collective_workload(
         # Each of NCCL's channels to a peer moves at most P2P_PER_CHANNEL_NET_GBPS across the
         # network and, over NVLink, what its CTA copies at the GPU's clock (docs/model.md
         # "Point-to-point channels"). A send's channels run side by side, one flow each, an
-        # all-to-all's flow is a peer's.
-        # Caps on flows, which carry a message's bytes over its wire efficiency.
+        # all-to-all's flow is a peer's; a flow carries its payload over its wire efficiency.
         scale = p2p_sends * 1e9 / (n_channels if collective == "send" else 1)
-        costs_used = chosen[1]
+        used = chosen[1]
         inside = p2p.nvlink_channel_GBps if _intra_hardware(topology, ranks) == "nvlink" else None
-        inside_efficiency = costs_used.intra_wire_efficiency or costs_used.wire_efficiency
-        workload = _capped_by_servers(topology, workload, P2P_PER_CHANNEL_NET_GBPS * scale / costs_used.wire_efficiency,
-                                      None if inside is None else inside * scale / inside_efficiency)
+        workload = _capped_by_servers(
+            topology, workload, P2P_PER_CHANNEL_NET_GBPS * scale / used.wire_efficiency,
+            None if inside is None else inside * scale / (used.intra_wire_efficiency or used.wire_efficiency))
         if collective == "send":
             reported = p2p_sends
     if collective == "all_reduce" and entry.name in ("nvls", "nvls_tree", "nvls_sharp") \

@@ -120,8 +120,9 @@ def test_flowsim_check_reads_a_json_file(tmp_path, capsys):
     assert f"# {JSON}: all_reduce_perf, 32 ranks on 4 node(s) (NVIDIA H100 80GB HBM3)" in out
     rows = [line.split() for line in out.splitlines() if line.strip()[:1].isdigit()]
     assert len(rows) == 14
-    # The predicted sizes show the file's measured busbw (out-of-place and in-place).
-    assert [(r[0], r[2], r[4]) for r in rows[-2:]] == [("4294967296", "369.02", "370.49"),
+    # The predicted sizes show what ran (algorithm, protocol, channels), then the prediction,
+    # then the file's measured busbw (out-of-place and in-place).
+    assert [(r[0], r[5], r[7]) for r in rows[-2:]] == [("4294967296", "369.02", "370.49"),
                                                       ("8589934592", "369.51", "368.03")]
 
 

@@ -152,8 +152,8 @@ class RowCheck:
     ``predicted_latency_us`` is the part of the predicted time that does not grow with the
     size (NCCL's latency, or the host's launch floor where ``launch_bound``: the floor set
     the predicted time). ``algorithm``, ``protocol`` and ``channels`` are what the prediction
-    ran for the size (as :func:`flowsim.collectives.report.sweep` gives them; channels 0 for an
-    all-to-all). Predicted fields are None for rows not predicted (size 0 or below
+    ran for the size (as :func:`flowsim.collectives.report.sweep` gives them; an all-to-all's
+    channels are each peer's). Predicted fields are None for rows not predicted (size 0 or below
     ``min_bytes``).
     """
 

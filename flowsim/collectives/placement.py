@@ -83,8 +83,8 @@ class CollectiveRun:
         What ran; ``protocol`` is ``"custom"`` when explicit costs were given.
     channels : int
         Channels the collective ran on: for a send, NCCL's point-to-point channels for it
-        (:func:`~flowsim.collectives.tuner.p2p_channels`); 0 for an all-to-all, whose peers
-        share the communicator's.
+        (:func:`~flowsim.collectives.tuner.p2p_channels`); for an all-to-all, those each
+        peer's share runs on (the peers' channels are the communicator's).
     model : str
         ``"steps"`` or ``"stream"``: how the rings were laid out (see
         :mod:`flowsim.collectives`).
@@ -622,8 +622,7 @@ def collective_workload(
         workload = _capped_by_servers(
             topology, workload, P2P_PER_CHANNEL_NET_GBPS * scale / used.wire_efficiency,
             None if inside is None else inside * scale / (used.intra_wire_efficiency or used.wire_efficiency))
-        if collective == "send":
-            reported = p2p_sends
+        reported = p2p_sends
     if collective == "all_reduce" and entry.name in ("nvls", "nvls_tree", "nvls_sharp") \
             and nvlink in NVLS_BUSBW_CEILING_GBPS:
         workload = with_nvls_budget(topology, workload, _nvls_budget_Bps(nvlink, ranks, topology_servers)

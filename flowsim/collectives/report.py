@@ -167,7 +167,7 @@ class NcclRow:
     time; ``algbw_GBps`` and ``busbw_GBps`` in GB/s (1e9 B/s), as nccl-tests prints them;
     ``algorithm``, ``protocol`` and ``channels`` what ran (as NCCL's
     ``NCCL_DEBUG_SUBSYS=TUNING`` lines say it; ``protocol`` is ``"custom"`` with explicit
-    costs, ``channels`` a send's point-to-point channels, 0 for an all-to-all); ``model``
+    costs, ``channels`` a send's point-to-point channels, an all-to-all's per peer); ``model``
     how rings were laid out (``"steps"`` or ``"stream"``, see :mod:`flowsim.collectives`);
     ``latency_us`` the part of
     the time that does not grow with the size (:attr:`CollectiveRun.latency_s`);

@@ -191,3 +191,10 @@ def test_a_pair_inside_a_server_of_a_multi_server_communicator_gets_the_network_
     inside = [i for i in range(len(src)) if src[i].split(".")[0] == dst[i].split(".")[0] and src[i] != dst[i]]
     assert inside and all(plan.workload.cap_Bps[i] == pytest.approx(4 * 10.26 * 1.98e9 / plan.costs.intra_wire_efficiency)
                           for i in inside)
+
+
+def test_nccl_reads_its_peer_over_nvlink_on_ampere_only():
+    # [NCCL] v2.29.7-1 src/graph/paths.cc: "Enable P2P Read for Ampere/NVLink only" (both GPUs 8.0).
+    reads = [P2pChannels(per_peer=4, total=32, n_ranks=8, n_nodes=1, chunk_bytes=512 * KiB, sm=sm).reads
+             for sm in (70, 80, 86, 90, 100)]
+    assert reads == [False, True, False, False, False]

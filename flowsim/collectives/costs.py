@@ -185,7 +185,9 @@ NVLS_BUSBW_CEILING_GBPS = {"nvlink4": 480.0, "nvlink5": 850.0}
 #: 8 H100's 320 against the model's 370.6 (320 / 370.6 = 0.863); the other figures are held
 #: out (docs/model.md gives their errors).
 #: Messages between servers keep the full rate: across servers an RDMA NIC, not the SMs,
-#: moves the data, and at scale all-to-all reaches one NIC's rate, as the model gives.
+#: moves the data, and at scale all-to-all reaches one NIC's rate, as the model gives. A send
+#: takes it where NCCL reads its peer's buffer (Ampere), not where NCCL writes it (Hopper and
+#: later: 8 H100's sendrecv moves what rings move, docs/model.md "Point-to-point over NVLink").
 P2P_NVLINK_EFFICIENCY = 0.86
 
 

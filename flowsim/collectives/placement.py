@@ -586,9 +586,12 @@ def collective_workload(
         intra = _intra_hardware(topology, ranks)
         chosen = (protocol, nccl_costs(table, protocol, intra, version=nccl_version,
                                        net_latency_us=_net_latency_us(topology, ranks)))
-        if entry.name == "p2p" and protocol == "simple" and intra == "nvlink":
-            # NCCL's point-to-point messages over NVLink move less than its rings do on the
-            # same links (measured, P2P_NVLINK_EFFICIENCY); across servers the NIC moves them.
+        if entry.name == "p2p" and protocol == "simple" and intra == "nvlink" \
+                and (collective == "all_to_all" or (p2p is not None and p2p.reads)):
+            # An all-to-all's messages over NVLink, and a send where NCCL reads its peer's
+            # buffer (Ampere), move less than rings do on the same links (measured,
+            # P2P_NVLINK_EFFICIENCY); a send NCCL writes moves what a ring moves. Across
+            # servers the NIC moves them.
             chosen = (protocol, dataclasses.replace(chosen[1], intra_wire_efficiency=P2P_NVLINK_EFFICIENCY))
     workload = entry.builder(ranks, size_bytes, costs=chosen[1], model=model, **options)
     if capped and entry.name == "ring" and chosen[0] == "simple" and choice is not None \

@@ -1193,6 +1193,13 @@ class P2pChannels:
     sm: int = 0
 
     @property
+    def reads(self) -> bool:
+        """Over NVLink NCCL reads the peer's buffer rather than writing it: on Ampere
+        (compute capability 8.0) only ([NCCL] v2.29.7-1 src/graph/paths.cc ``ncclTopoCheckP2p``,
+        "Enable P2P Read for Ampere/NVLink only")."""
+        return self.sm == 80
+
+    @property
     def nvlink_channel_GBps(self) -> float | None:
         """What one channel to a peer in the same server moves over NVLink (GB/s of payload):
         :data:`P2P_NVLINK_BYTES_PER_CYCLE` at the GPU's SM clock; ``None`` where the clock is

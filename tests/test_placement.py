@@ -329,14 +329,17 @@ def test_a_send_inside_a_dgx_h100_by_hand():
     # gpu0 -> nvswitch -> gpu1, each a cable of 18 NVLink4 links; the send pays NCCL's ring
     # Simple base latency and one NVLink step (8.4 + 3.4 us, NCCL 2.30.7), the route's link
     # latencies, and moves S bytes at the cable's rate: NCCL writes the peer's buffer on
-    # Hopper, and such a send moves what a ring moves (its 32 channels, 650 GB/s, do not bind).
+    # Hopper, and such a send moves what a ring moves (its 32 channels, 685 GB/s, do not bind).
+    # The receiver then copies the last 512 KiB chunk out of its buffer at a channel's rate
+    # (10.81 bytes a cycle at 1.98 GHz).
     topology = preset("dgx_h100", figure="effective")
     size = 2**30
     up, down = topology.link_between("gpu0", "nvswitch"), topology.link_between("nvswitch", "gpu1")
     rate = topology.link_capacity_Bps[up]
     assert topology.link_capacity_Bps[down] == rate
     latency = topology.link_latency_s[up] + topology.link_latency_s[down]
-    expected = 8.4e-6 + 3.4e-6 + latency + size / rate
+    chunk = 512 * 1024
+    expected = 8.4e-6 + 3.4e-6 + chunk / (10.81 * 1.98e9) + latency + size / rate
     outcome = collective_time(topology, "send", size, ranks=["gpu0", "gpu1"])
     assert outcome.time_s == pytest.approx(expected, rel=1e-9)
     # On Ampere NCCL reads the peer's buffer, and the send moves S / 0.86 bytes.
@@ -345,5 +348,5 @@ def test_a_send_inside_a_dgx_h100_by_hand():
     rate = a100.link_capacity_Bps[up]
     assert a100.link_capacity_Bps[down] == rate
     latency = a100.link_latency_s[up] + a100.link_latency_s[down]
-    expected = 8.4e-6 + 3.4e-6 + latency + size / P2P_NVLINK_EFFICIENCY / rate
+    expected = 8.4e-6 + 3.4e-6 + chunk / (10.81 * 1.41e9) + latency + size / P2P_NVLINK_EFFICIENCY / rate
     assert collective_time(a100, "send", size, ranks=["gpu0", "gpu1"]).time_s == pytest.approx(expected, rel=1e-9)

@@ -622,9 +622,20 @@ def collective_workload(
         scale = p2p_sends * 1e9 / (n_channels if collective == "send" else 1)
         used = chosen[1]
         inside = p2p.nvlink_channel_GBps if _intra_hardware(topology, ranks) == "nvlink" else None
-        workload = _capped_by_servers(
-            topology, workload, P2P_PER_CHANNEL_NET_GBPS * scale / used.wire_efficiency,
-            None if inside is None else inside * scale / (used.intra_wire_efficiency or used.wire_efficiency))
+        across_flows, inside_flows = _server_pairs(topology, workload)
+        net_cap = P2P_PER_CHANNEL_NET_GBPS * scale / used.wire_efficiency
+        cap = np.where(across_flows, np.minimum(workload.cap_Bps, net_cap), workload.cap_Bps)
+        overhead = workload.overhead_s
+        if inside is not None:
+            nvlink_cap = inside * scale / (used.intra_wire_efficiency or used.wire_efficiency)
+            cap = np.where(inside_flows, np.minimum(cap, nvlink_cap), cap)
+            if chosen[0] == "simple":
+                # Simple moves a channel's part through the receiver's buffer a chunk at a time:
+                # the receiver copies a chunk out once it is in, so the last chunk's copy
+                # follows the transfer (docs/model.md "Point-to-point channels").
+                part = (size_bytes / len(ranks) if collective == "all_to_all" else size_bytes) / p2p_sends
+                overhead = np.where(inside_flows, overhead + min(p2p.chunk_bytes, part) / (inside * 1e9), overhead)
+        workload = dataclasses.replace(workload, cap_Bps=cap, overhead_s=overhead)
         reported = p2p_sends
     if collective == "all_reduce" and entry.name in ("nvls", "nvls_tree", "nvls_sharp") \
             and nvlink in NVLS_BUSBW_CEILING_GBPS:
@@ -803,22 +814,16 @@ def with_nvls_budget(topology: Topology, workload: Workload, capacity_Bps: float
     return dataclasses.replace(workload, tags={**workload.tags, SHARED_CAP_TAG: column})
 
 
-def _capped_by_servers(topology: Topology, workload: Workload, across_Bps: float | None,
-                       inside_Bps: float | None) -> Workload:
-    """``workload`` with the rate of every flow between nodes of different servers of
-    ``topology`` capped at ``across_Bps`` and of every flow between two nodes of one server
-    at ``inside_Bps`` (``None``: not capped; flows from or to a node outside every server left)."""
+def _server_pairs(topology: Topology, workload: Workload) -> tuple[np.ndarray, np.ndarray]:
+    """Masks of ``workload``'s flows between nodes of different servers of ``topology``, and
+    between two nodes of one server (a flow from or to a node outside every server in neither)."""
     def server_of(column: Sequence[str]) -> np.ndarray:
         names, codes = coded(column)
         return topology.node_server[topology.node_ids(list(names))][codes]
 
     src, dst = server_of(workload.src), server_of(workload.dst)
     known = (src >= 0) & (dst >= 0)
-    cap = workload.cap_Bps
-    for where, cap_Bps in ((known & (src != dst), across_Bps), (known & (src == dst), inside_Bps)):
-        if cap_Bps is not None:
-            cap = np.where(where, np.minimum(cap, cap_Bps), cap)
-    return dataclasses.replace(workload, cap_Bps=cap)
+    return known & (src != dst), known & (src == dst)
 
 
 def _capped(workload: Workload, cap_Bps: float) -> Workload:

@@ -1144,10 +1144,12 @@ P2P_PER_CHANNEL_NET_GBPS = 14.0
 #: Payload bytes one point-to-point channel moves to a peer inside an NVLink server per cycle
 #: of its GPU's SM clock (:func:`~flowsim.hardware.gpu_sm_clock_GHz`), the channel sending
 #: and receiving as in nccl-tests' sendrecv. Measured, not from NCCL: 8 H100 (NCCL 2.29.2,
-#: data/validation/nccl_tests/xxrjun_h100_1n8g_sendrecv.txt) move 19.9, 20.5 and 20.3 GB/s a
-#: channel at 32, 64 and 128 MiB on 4, 4 and 8 channels; the median, 20.32 GB/s, over
-#: 1.98 GHz. Held out: 8 A100 at 1.41 GHz (docs/model.md "Point-to-point channels").
-P2P_NVLINK_BYTES_PER_CYCLE = 10.26
+#: data/validation/nccl_tests/xxrjun_h100_1n8g_sendrecv.txt) send 32, 64 and 128 MiB on 4,
+#: 4 and 8 channels in 422, 820 and 826 us; a row's part a channel plus the one 512 KiB chunk
+#: that is copied out after it, over its time less the model's 11.8 us latency, is 21.7, 21.4
+#: and 21.3 GB/s; the median, 21.40 GB/s, over 1.98 GHz. Held out: 8 A100 at 1.41 GHz, 4 of
+#: the H100, and all-to-all on both (docs/model.md "Point-to-point channels").
+P2P_NVLINK_BYTES_PER_CYCLE = 10.81
 # NCCL_MAX_DEV_WORK_P2P_PER_BATCH ([NCCL] src/include/device.h): the peers one channel
 # serves in a batch.
 _P2P_PER_BATCH = 8

@@ -189,6 +189,10 @@ def test_an_h100_send_ramps_with_its_channels_then_meets_nvlink():
     assert collective_time(h100, "send", MiB).time_s == pytest.approx(_send_time(MiB, 4, H100_CHANNEL_Bps), rel=1e-3)
     tiny = collective_workload(h100, "send", 8 * KiB)
     assert tiny.protocol == "ll" and tiny.workload.overhead_s.max() == pytest.approx(7.2e-6)
+    # Laid out in 4 slices, the send pays the copy once, on its last slice (an NVLink step of
+    # 3.4 us on each slice after the first).
+    sliced = collective_workload(h100, "send", 32 * MiB, slices=4).workload.overhead_s
+    assert sliced.tolist() == pytest.approx([LATENCY_S, 3.4e-6, 3.4e-6, 3.4e-6 + CHUNK / H100_CHANNEL_Bps])
 
 
 def test_inside_a_server_of_unknown_clock_only_the_links_hold_a_channel():

@@ -632,9 +632,13 @@ def collective_workload(
             if chosen[0] == "simple":
                 # Simple moves a channel's part through the receiver's buffer a chunk at a time:
                 # the receiver copies a chunk out once it is in, so the last chunk's copy
-                # follows the transfer (docs/model.md "Point-to-point channels").
+                # follows the transfer (docs/model.md "Point-to-point channels"); the last
+                # message of each pair's chain (none waits for it) pays it.
                 part = (size_bytes / len(ranks) if collective == "all_to_all" else size_bytes) / p2p_sends
-                overhead = np.where(inside_flows, overhead + min(p2p.chunk_bytes, part) / (inside * 1e9), overhead)
+                last = np.ones(len(overhead), dtype=bool)
+                last[workload.dep_indices] = False
+                overhead = np.where(inside_flows & last, overhead + min(p2p.chunk_bytes, part) / (inside * 1e9),
+                                    overhead)
         workload = dataclasses.replace(workload, cap_Bps=cap, overhead_s=overhead)
         reported = p2p_sends
     if collective == "all_reduce" and entry.name in ("nvls", "nvls_tree", "nvls_sharp") \

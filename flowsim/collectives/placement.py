@@ -466,13 +466,14 @@ def collective_workload(
         entry = algorithm_of(collective, "nvls_sharp")
     p2p_sends = 0
     p2p: P2pChannels | None = None
+    peer_bytes = size_bytes / len(ranks) if collective == "all_to_all" else size_bytes  # what a send to one peer moves
     if entry.name == "p2p" and costs is None:
         # NCCL's channels for a send to one peer (every peer's share of an all-to-all), in
         # the communicator of all the ranks (an nccl-tests sendrecv's, not its busiest pair's).
         env = {**dict(topology.nccl_env), **dict(nccl_env or {})}
         p2p = p2p_channels(topology, tuple(communicator) if communicator is not None else ranks, nccl_env=env,
                            version=nccl_version, router=router)
-        p2p_sends = p2p.for_send(size_bytes / len(ranks) if collective == "all_to_all" else size_bytes)
+        p2p_sends = p2p.for_send(peer_bytes)
     if protocol == "auto":
         protocol = "simple" if costs is not None else _p2p_protocol(collective, size_bytes, len(ranks),
                                                                      channels or p2p_sends or None)
@@ -634,7 +635,7 @@ def collective_workload(
                 # the receiver copies a chunk out once it is in, so the last chunk's copy
                 # follows the transfer (docs/model.md "Point-to-point channels"); the last
                 # message of each pair's chain (none waits for it) pays it.
-                part = (size_bytes / len(ranks) if collective == "all_to_all" else size_bytes) / p2p_sends
+                part = peer_bytes / p2p_sends
                 last = np.ones(len(overhead), dtype=bool)
                 last[workload.dep_indices] = False
                 overhead = np.where(inside_flows & last, overhead + min(p2p.chunk_bytes, part) / (inside * 1e9),

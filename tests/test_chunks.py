@@ -95,3 +95,34 @@ def test_bad_chunking_input_is_refused():
         nccl_chunking("all_reduce", "ring", "ll64", 1, n_channels=1)
     with pytest.raises(InputError, match="channels and heads"):
         nccl_chunking("all_reduce", "ring", "simple", 1, n_channels=0)
+
+
+@pytest.mark.parametrize(
+    ("protocol", "buffer", "chunk", "min_slice"),
+    [
+        # NCCL_BUFFSIZE=1 MiB: 128 KiB slots x 4 chunk steps; slices of 2 slots / 32.
+        ("simple", MiB, 512 * 1024, 8 * 1024),
+        # NCCL_BUFFSIZE=8 MiB (GCP's A3 Mega profile): 1 MiB slots, 4 MiB chunks.
+        ("simple", 8 * MiB, 4 * MiB, 64 * 1024),
+        # NCCL_LL_BUFFSIZE=256 KiB: 32 KiB slots, half payload.
+        ("ll", 256 * 1024, 16 * 1024, 1024),
+        # NCCL_LL128_BUFFSIZE=1 MiB: 128 KiB slots, 15 of 16 words payload.
+        ("ll128", MiB, 122880, 4 * 1024),
+    ],
+)
+def test_a_buffer_from_the_environment_sets_slots_chunks_and_slices(protocol, buffer, chunk, min_slice):
+    got = nccl_chunking("all_reduce", "ring", protocol, 1 << 34, n_channels=16, n_nodes=2, n_ranks=16,
+                        buffer_bytes=buffer)
+    assert (got.chunk_bytes, got.min_slice_bytes) == (chunk, min_slice)
+
+
+def test_nvls_chunk_is_capped_by_a_small_simple_buffer():
+    # calcCollChunking starts NVLS from the Simple slot: a 512 KiB buffer's 64 KiB slot is under
+    # nvlsChunkSize (128 KiB), and 1 GiB on 16 x 8 is not under 64 x 128 x 64 KiB.
+    got = nccl_chunking("all_reduce", "nvls", "simple", 1 << 30, n_channels=16, n_heads=8, buffer_bytes=512 * 1024)
+    assert got.chunk_bytes == 65536
+
+
+def test_a_buffer_without_a_line_per_slot_is_refused():
+    with pytest.raises(InputError, match="under 1024"):
+        nccl_chunking("all_reduce", "ring", "simple", 1, n_channels=1, buffer_bytes=512)

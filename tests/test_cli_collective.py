@@ -234,8 +234,11 @@ def test_nccl_variables_the_model_does_not_follow_are_named_once(capsys):
     notes = [line for line in capsys.readouterr().err.splitlines() if "change the model" in line]
     assert notes == [
         "flowsim: note: NCCL_IB_HCA, NCCL_SOCKET_IFNAME do not change the model (it follows NCCL_ALGO, NCCL_PROTO, "
-        "channel counts, NCCL_NVLS_ENABLE, NCCL_NVLS_NCHANNELS, NCCL_NTHREADS)"
+        "channel counts, NCCL_NVLS_ENABLE, NCCL_NVLS_NCHANNELS, NCCL_NTHREADS, buffer and chunk sizes)"
     ]
+    # Buffer and chunk sizes are followed (docs/hardware.md §7.4), so not named.
+    assert flowsim([*argv, "--nccl-env", "NCCL_BUFFSIZE=1048576", "--nccl-env", "NCCL_P2P_NVL_CHUNKSIZE=262144"]) == 0
+    assert "change the model" not in capsys.readouterr().err
 
 
 def test_a_thread_driving_several_gpus_bounds_small_sizes(capsys):

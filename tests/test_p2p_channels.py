@@ -230,3 +230,32 @@ def test_nccl_reads_its_peer_over_nvlink_on_ampere_only():
     reads = [P2pChannels(per_peer=4, total=32, n_ranks=8, n_nodes=1, chunk_bytes=512 * KiB, sm=sm).reads
              for sm in (70, 80, 86, 90, 100)]
     assert reads == [False, True, False, False, False]
+
+
+def test_the_chunk_follows_nccl_p2p_chunksize_and_the_simple_buffer():
+    # src/init.cc computeBuffSizes: NCCL_P2P_NVL_CHUNKSIZE inside one NVLink server,
+    # NCCL_P2P_NET_CHUNKSIZE across servers, then at most NCCL_BUFFSIZE / NCCL_STEPS.
+    one = build_cluster("dgx_h100", 1, figure="effective", fabric="none")
+    two = build_cluster("dgx_h100", 2, figure="effective")
+    cases = [
+        (one, {"NCCL_P2P_NVL_CHUNKSIZE": str(256 * KiB)}, 256 * KiB),
+        (one, {"NCCL_P2P_NET_CHUNKSIZE": str(256 * KiB)}, 512 * KiB),  # not the net one
+        (one, {"NCCL_BUFFSIZE": str(MiB)}, 128 * KiB),  # 512 KiB x 8 slots > 1 MiB
+        (two, {"NCCL_P2P_NET_CHUNKSIZE": str(512 * KiB)}, 512 * KiB),
+        (two, {"NCCL_P2P_NET_CHUNKSIZE": str(MiB)}, 512 * KiB),  # 8 x 1 MiB > 4 MiB
+    ]
+    for topology, env, chunk in cases:
+        ranks = _all(1) if topology is one else _all(2)
+        assert p2p_channels(topology, ranks, nccl_env=env).chunk_bytes == chunk, env
+
+
+def test_a_smaller_nvlink_chunk_shortens_the_copy_after_a_send():
+    # The last chunk's copy follows the transfer (docs/model.md "Point-to-point channels"):
+    # 512 KiB at 21.4 GB/s is 24.5 us, 128 KiB a quarter of it; the rest of the send is alike.
+    h100 = build_cluster("dgx_h100", 1, figure="effective", fabric="none")
+    pair = ["n0.gpu0", "n0.gpu1"]
+    default = collective_time(h100, "send", 64 * MiB, ranks=pair).time_s
+    small = collective_time(h100, "send", 64 * MiB, ranks=pair,
+                            nccl_env={"NCCL_P2P_NVL_CHUNKSIZE": str(128 * KiB)}).time_s
+    rate = P2P_NVLINK_BYTES_PER_CYCLE * 1.98e9
+    assert default - small == pytest.approx((512 - 128) * KiB / rate, rel=1e-6)

@@ -439,13 +439,19 @@ def test_a_bad_nccl_environment_is_named_by_its_key(tmp_path, table, message):
 
 def test_gcp_a3_mega_runs_under_googles_nccl_profile(capsys):
     # Google's GPUDirect-TCPXO profile on A3 Mega (the shipped file's [nccl.env]): rings and
-    # trees, Simple, NVLS off. NCCL's tuner takes the tree there at 1 GiB (NVLSTree without).
+    # trees, Simple, NVLS off, 8 MiB buffers, larger point-to-point chunks. NCCL's tuner takes
+    # the tree there at 1 GiB (NVLSTree without).
     system, _, _ = resolve_system("gcp-a3-mega")
-    profile = {"NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "Simple", "NCCL_NVLS_ENABLE": "0", "NCCL_MIN_NCHANNELS": "4"}
+    chunks = {"NCCL_P2P_NET_CHUNKSIZE": "524288", "NCCL_P2P_PCI_CHUNKSIZE": "524288",
+              "NCCL_P2P_NVL_CHUNKSIZE": "1048576"}
+    profile = {"NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "Simple", "NCCL_NVLS_ENABLE": "0", "NCCL_MIN_NCHANNELS": "4",
+               "NCCL_BUFFSIZE": "8388608", **chunks}
     assert dict(system.nccl_env) == profile
     assert flowsim(["collective", "all_reduce", "--system", "gcp-a3-mega", "--nodes", "2", "-b", "1G", "-e", "1G"]) == 0
     out = capsys.readouterr().out
-    assert "NCCL 2.30.7, NCCL_ALGO=Ring,Tree NCCL_PROTO=Simple NCCL_NVLS_ENABLE=0 NCCL_MIN_NCHANNELS=4 (system)" in out
+    assert ("NCCL 2.30.7, NCCL_ALGO=Ring,Tree NCCL_PROTO=Simple NCCL_NVLS_ENABLE=0 NCCL_MIN_NCHANNELS=4 "
+            "NCCL_BUFFSIZE=8388608 NCCL_P2P_NET_CHUNKSIZE=524288 NCCL_P2P_PCI_CHUNKSIZE=524288 "
+            "NCCL_P2P_NVL_CHUNKSIZE=1048576 (system)") in out
     assert _rows(out)[0][5:7] == ["tree", "simple"]
-    # Google's TCPX setup on A3 High: rings, Simple.
-    assert dict(resolve_system("gcp-a3-high")[0].nccl_env) == {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple"}
+    # Google's TCPX setup on A3 High: rings, Simple, the same chunks.
+    assert dict(resolve_system("gcp-a3-high")[0].nccl_env) == {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple", **chunks}

@@ -412,3 +412,48 @@ def test_a_nic_slower_than_its_pcie_path_sets_the_speeds_and_holds_whole_channel
     # algorithm bandwidth; tree: min(4 x 24 x 0.92, 4 x 23.6) x 0.5 = 44.16. The tree wins.
     assert (choice.algorithm, choice.protocol) == ("tree", "simple")
     assert choice.bus_bandwidth_GBps == pytest.approx(4 * 24 * 0.92)
+
+
+def test_nvls_chunks_follow_the_environment_from_the_versions_that_read_it():
+    # NCCL_NVLS_CHUNKSIZE (nvls.cc from v2.26.2-1) replaces the chunk, and NVLSTree's largest
+    # follows it below 4 nodes; NCCL_NVLSTREE_MAX_CHUNKSIZE from v2.30.3-1 (-2: unset).
+    KiB = 1024
+    env = NcclEnv({"NCCL_NVLS_CHUNKSIZE": str(64 * KiB)})
+    for version, expected in (("2.30.7", (64 * KiB, 64 * KiB)), ("2.26.2", (64 * KiB, 64 * KiB)),
+                              ("2.19.3", (128 * KiB, 128 * KiB))):
+        tuning = nvls_tuning(blackwell(2, net=25.0), NCCL_VERSIONS[version], env)
+        assert (tuning.chunk_bytes, tuning.tree_max_chunk_bytes) == expected, version
+    both = NcclEnv({"NCCL_NVLS_CHUNKSIZE": str(64 * KiB), "NCCL_NVLSTREE_MAX_CHUNKSIZE": str(32 * KiB)})
+    assert nvls_tuning(blackwell(2, net=25.0), NCCL_VERSIONS["2.30.7"], both).tree_max_chunk_bytes == 32 * KiB
+    assert nvls_tuning(blackwell(2, net=25.0), NCCL_VERSIONS["2.29.7"], both).tree_max_chunk_bytes == 64 * KiB
+    unset = NcclEnv({"NCCL_NVLSTREE_MAX_CHUNKSIZE": "-2"})
+    unset.check()
+    assert nvls_tuning(blackwell(4, net=25.0), NCCL_VERSIONS["2.30.7"], unset).tree_max_chunk_bytes == 64 * KiB
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"NCCL_BUFFSIZE": "512"}, "NCCL_BUFFSIZE=512 is under 1024 bytes"),
+        ({"NCCL_LL_BUFFSIZE": "0"}, "NCCL_LL_BUFFSIZE=0 is under 1024 bytes"),
+        ({"NCCL_LL128_BUFFSIZE": "4M"}, "NCCL_LL128_BUFFSIZE='4M' is not an integer"),
+        ({"NCCL_P2P_NVL_CHUNKSIZE": "64"}, "NCCL_P2P_NVL_CHUNKSIZE=64 is under 128 bytes"),
+        ({"NCCL_NVLS_CHUNKSIZE": "-1"}, "NCCL_NVLS_CHUNKSIZE=-1 is under 128 bytes"),
+    ],
+)
+def test_bad_buffer_and_chunk_sizes_are_refused_naming_the_variable(env, message):
+    with pytest.raises(InputError, match=message):
+        NcclEnv(env).check()
+
+
+def test_buffers_default_to_nccls_and_take_the_environment():
+    from flowsim.collectives.chunks import NCCL_BUFFER_BYTES
+
+    assert NcclEnv({}).buffers() == NCCL_BUFFER_BYTES
+    assert NcclEnv({"NCCL_BUFFSIZE": "-2"}).buffers() == NCCL_BUFFER_BYTES  # NCCL's "unset"
+    assert NcclEnv({"NCCL_BUFFSIZE": str(8 << 20)}).buffers()["simple"] == 8 << 20
+    from flowsim.fabrics import build_cluster
+
+    topology = build_cluster("dgx_h100", 1, figure="effective")
+    choice = nccl_choice(topology, "all_reduce", 1 << 20, nccl_env={"NCCL_LL_BUFFSIZE": str(1 << 20)})
+    assert choice.buffers["ll"] == 1 << 20

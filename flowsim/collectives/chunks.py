@@ -12,6 +12,8 @@ Buffers (``src/init.cc``, ``src/include/device.h``)
     ``NCCL_LL_MAX_NTHREADS`` (512) x ``NCCL_STEPS`` x 16-byte lines (512 KiB), half of it
     payload. LL128: ``NCCL_LL128_ELEMS_PER_THREAD`` (120) x ``NCCL_LL128_MAX_NTHREADS``
     (640) x ``NCCL_STEPS`` x 8 bytes (4.9 MB), 15 of every 16 words payload.
+    ``NCCL_BUFFSIZE``, ``NCCL_LL_BUFFSIZE`` and ``NCCL_LL128_BUFFSIZE`` replace them
+    (``computeBuffSizes``), and every slot, chunk and slice below scales with them.
 Chunk (``src/enqueue.cc`` ``calcCollChunking``)
     ``stepSize x chunkSteps`` of payload, where ``chunkSteps`` is the collective's
     ``*_CHUNKSTEPS`` (``src/include/collectives.h``: 4 for ring all-reduce, all-gather and
@@ -44,6 +46,7 @@ from dataclasses import dataclass
 from flowsim.errors import InputError
 
 __all__ = [
+    "MIN_BUFFER_BYTES",
     "NCCL_BUFFER_BYTES",
     "NCCL_STEPS",
     "NVLS_CHUNK_BYTES",
@@ -62,6 +65,10 @@ NCCL_BUFFER_BYTES = {
     "ll128": 120 * 640 * NCCL_STEPS * 8,
     "simple": 1 << 22,
 }
+
+#: The smallest buffer flowsim takes: ``NCCL_STEPS`` slots of one LL128 line (128 bytes), so
+#: that every protocol's slot holds payload.
+MIN_BUFFER_BYTES = NCCL_STEPS * 128
 
 #: ``nvlsChunkSize``: ``NCCL_NVLS_CHUNKSIZE``'s default ([NCCL] src/transport/nvls.cc).
 NVLS_CHUNK_BYTES = 128 * 1024
@@ -115,6 +122,7 @@ def nccl_chunking(
     n_ranks: int = 1,
     nvls_chunk_bytes: int = NVLS_CHUNK_BYTES,
     nvls_tree_max_chunk_bytes: int | None = None,
+    buffer_bytes: int | None = None,
 ) -> NcclChunking:
     """NCCL's chunk for one call ([NCCL] src/enqueue.cc ``calcCollChunking``, 2.30.7).
 
@@ -135,6 +143,9 @@ def nccl_chunking(
     nvls_chunk_bytes, nvls_tree_max_chunk_bytes : int
         ``nvlsChunkSize`` and ``nvlsTreeMaxChunkSize`` (:func:`flowsim.collectives.tuner.nvls_tuning`);
         default 128 KiB, and 64 KiB from 4 nodes, else the chunk.
+    buffer_bytes : int, optional
+        The protocol's per-connection buffer (``comm->buffSizes``: ``NCCL_BUFFSIZE``,
+        ``NCCL_LL_BUFFSIZE``, ``NCCL_LL128_BUFFSIZE``); default :data:`NCCL_BUFFER_BYTES`.
 
     Examples
     --------
@@ -148,7 +159,12 @@ def nccl_chunking(
         raise InputError(f"unknown protocol {protocol!r}; valid ones: {', '.join(NCCL_BUFFER_BYTES)}")
     if n_channels < 1 or n_heads < 1:
         raise InputError(f"chunking needs channels and heads >= 1, got {n_channels} and {n_heads}")
-    step = NCCL_BUFFER_BYTES[protocol] // NCCL_STEPS
+    if buffer_bytes is None:
+        buffer_bytes = NCCL_BUFFER_BYTES[protocol]
+    if buffer_bytes < MIN_BUFFER_BYTES:
+        raise InputError(f"a {protocol} buffer of {buffer_bytes} bytes is under {MIN_BUFFER_BYTES}: "
+                         f"{NCCL_STEPS} slots of one 128-byte line")
+    step = buffer_bytes // NCCL_STEPS
     chunk_steps, slice_steps = 1, 1
     if protocol == "simple" and algorithm == "ring":
         chunk_steps, slice_steps = _RING_SIMPLE_STEPS.get(collective, (1, 1))

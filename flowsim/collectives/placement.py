@@ -713,7 +713,8 @@ def _nccl_pieces(collective: str, algorithm: str, choice: NcclChoice, size_bytes
             tuned["nvls_chunk_bytes"] = min(tuned.get("nvls_chunk_bytes", NVLS_CHUNK_BYTES), 32768)
         algorithm = "nvls"
     chunking = nccl_chunking(collective, algorithm, choice.protocol, int(size_bytes), n_channels=choice.n_channels,
-                             n_heads=heads, n_nodes=n_nodes, n_ranks=len(ranks), **tuned)
+                             n_heads=heads, n_nodes=n_nodes, n_ranks=len(ranks),
+                             buffer_bytes=choice.buffers[choice.protocol], **tuned)
     channel_bytes = float(size_bytes) / choice.n_channels
     if algorithm == "ring" and collective in ("all_reduce", "all_gather", "reduce_scatter"):
         return pipeline_pieces(chunking, channel_bytes, len(ranks), MAX_RING_SLICES)

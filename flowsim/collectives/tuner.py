@@ -62,7 +62,7 @@ from typing import Any
 
 import numpy as np
 
-from flowsim.collectives.chunks import NVLS_CHUNK_BYTES
+from flowsim.collectives.chunks import MIN_BUFFER_BYTES, NCCL_BUFFER_BYTES, NCCL_STEPS, NVLS_CHUNK_BYTES
 from flowsim.collectives.constants import (
     DEFAULT_NCCL_VERSION,
     NCCL_ALGORITHMS,
@@ -227,6 +227,9 @@ class NcclChoice:
         The model's time (us) for every enabled pair, as NCCL_DEBUG_SUBSYS=TUNING prints it.
     system : NcclSystem
     version : str
+    buffers : mapping of str to int
+        Each protocol's per-connection buffer in bytes (:meth:`NcclEnv.buffers`), which sets
+        its slots and chunks (:func:`~flowsim.collectives.chunks.nccl_chunking`).
     model_latency_us : float
         The latency term of ``model_time_us`` (``baseLat`` and ``hwLat`` per step, with the
         ring's factor where NCCL applies it): what of the time does not depend on the size.
@@ -244,6 +247,7 @@ class NcclChoice:
     version: str = DEFAULT_NCCL_VERSION
     model_latency_us: float = 0.0
     nvls: NvlsTuning | None = None
+    buffers: Mapping[str, int] = field(default_factory=lambda: dict(NCCL_BUFFER_BYTES), repr=False)
 
     @property
     def channel_bandwidth_Bps(self) -> float:
@@ -560,7 +564,15 @@ def _graphs(topology: Topology, ranks: Sequence[str], system: NcclSystem, consta
 NCCL_ENV_KEYS = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS",
                  "NCCL_MIN_NRINGS", "NCCL_MAX_NRINGS", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS", "NCCL_NTHREADS",
                  "NCCL_PAT_ENABLE", "NCCL_COLLNET_ENABLE", "NCCL_NVLS_NCHANNELS", "NCCL_NCHANNELS_PER_NET_PEER",
-                 "NCCL_MIN_P2P_NCHANNELS", "NCCL_MAX_P2P_NCHANNELS", "NCCL_P2P_PER_CHANNEL_NET_BW")
+                 "NCCL_MIN_P2P_NCHANNELS", "NCCL_MAX_P2P_NCHANNELS", "NCCL_P2P_PER_CHANNEL_NET_BW",
+                 "NCCL_BUFFSIZE", "NCCL_LL_BUFFSIZE", "NCCL_LL128_BUFFSIZE", "NCCL_P2P_NET_CHUNKSIZE",
+                 "NCCL_P2P_NVL_CHUNKSIZE", "NCCL_P2P_PCI_CHUNKSIZE", "NCCL_NVLS_CHUNKSIZE",
+                 "NCCL_NVLSTREE_MAX_CHUNKSIZE")
+# Each protocol's buffer variable ([NCCL] src/init.cc computeBuffSizes).
+_BUFFER_KEYS = {"ll": "NCCL_LL_BUFFSIZE", "ll128": "NCCL_LL128_BUFFSIZE", "simple": "NCCL_BUFFSIZE"}
+# Byte counts NCCL takes from the environment for chunks, each at least one 128-byte line.
+_CHUNK_KEYS = ("NCCL_P2P_NET_CHUNKSIZE", "NCCL_P2P_NVL_CHUNKSIZE", "NCCL_P2P_PCI_CHUNKSIZE", "NCCL_NVLS_CHUNKSIZE",
+               "NCCL_NVLSTREE_MAX_CHUNKSIZE")
 
 
 def _parse_list(value: str, names: Mapping[str, str], key: str, collective: str) -> set[str]:
@@ -618,6 +630,37 @@ class NcclEnv:
         for key in NCCL_ENV_KEYS:
             if key not in ("NCCL_ALGO", "NCCL_PROTO"):
                 self.integer(key)
+        self.buffers()
+        for key in _CHUNK_KEYS:
+            if not (key == "NCCL_NVLSTREE_MAX_CHUNKSIZE" and self.integer(key) == -2):
+                self.chunk(key, 0)
+
+    def buffers(self) -> dict[str, int]:
+        """Each protocol's per-connection buffer in bytes: ``NCCL_LL_BUFFSIZE``,
+        ``NCCL_LL128_BUFFSIZE`` and ``NCCL_BUFFSIZE`` where given, else NCCL's defaults
+        (:data:`~flowsim.collectives.chunks.NCCL_BUFFER_BYTES`; [NCCL] src/init.cc
+        ``computeBuffSizes``, where -2 means unset). A buffer under
+        :data:`~flowsim.collectives.chunks.MIN_BUFFER_BYTES` is refused."""
+        out = dict(NCCL_BUFFER_BYTES)
+        for protocol, key in _BUFFER_KEYS.items():
+            value = self.integer(key)
+            if value is None or value == -2:
+                continue
+            if value < MIN_BUFFER_BYTES:
+                raise InputError(f"NCCL environment: {key}={value} is under {MIN_BUFFER_BYTES} bytes "
+                                 f"({NCCL_STEPS} slots of one 128-byte line)")
+            out[protocol] = value
+        return out
+
+    def chunk(self, key: str, default: int) -> int:
+        """A chunk size in bytes from ``key`` (``NCCL_P2P_NVL_CHUNKSIZE`` ...), else ``default``;
+        under 128 bytes (one line) is refused."""
+        value = self.integer(key)
+        if value is None:
+            return default
+        if value < 128:
+            raise InputError(f"NCCL environment: {key}={value} is under 128 bytes (one line)")
+        return value
 
     def integer(self, *keys: str) -> int | None:
         for key in keys:
@@ -885,7 +928,8 @@ def nvls_tuning(system: NcclSystem, constants: NcclConstants, env: NcclEnv | Non
     count, ranks per node, the slowest GPU-NIC path (``minNetBw``) and whether that path stays
     under PCIe switches. The chunk is 128 KiB (``NCCL_NVLS_CHUNKSIZE``) unless that tuning
     says otherwise; NVLSTree's largest is 64 KiB from 4 nodes, else the chunk.
-    ``NCCL_NVLS_NCHANNELS`` replaces the channels (a positive number; from 0 before 2.27.3),
+    ``NCCL_NVLS_CHUNKSIZE`` (from 2.26.2) and ``NCCL_NVLSTREE_MAX_CHUNKSIZE`` (from 2.30.3)
+    replace the two. ``NCCL_NVLS_NCHANNELS`` replaces the channels (a positive number; from 0 before 2.27.3),
     and ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS`` bound them ([NCCL] src/init.cc ``nvlsCTAs``,
     ``minCTAs``, ``maxCTAs``).
     """
@@ -896,6 +940,14 @@ def nvls_tuning(system: NcclSystem, constants: NcclConstants, env: NcclEnv | Non
     chunk = tree_max = 0
     if blackwell and system.n_nodes > 1 and _since(constants, (2, 30, 3)):
         channels, chunk, tree_max = _sm100_nvls_tree(system, channels)
+    if env is not None and _since(constants, (2, 26, 2)):
+        # NCCL_NVLS_CHUNKSIZE replaces the chunk (in the sources from v2.26.2-1, not v2.19.3-1)
+        # and NCCL_NVLSTREE_MAX_CHUNKSIZE NVLSTree's largest (from v2.30.3-1; -2 is unset),
+        # both over the SM100 tuning ([NCCL] v2.30.7-1 src/transport/nvls.cc ncclNvlsTuning).
+        chunk = env.chunk("NCCL_NVLS_CHUNKSIZE", chunk)
+        given_max = env.integer("NCCL_NVLSTREE_MAX_CHUNKSIZE")
+        if _since(constants, (2, 30, 3)) and given_max is not None and given_max != -2:
+            tree_max = env.chunk("NCCL_NVLSTREE_MAX_CHUNKSIZE", 0)
     chunk = chunk or NVLS_CHUNK_BYTES
     tree_max = tree_max or (65536 if system.n_nodes >= 4 else chunk)
     if env is not None:
@@ -1006,7 +1058,7 @@ def nccl_choice(
     bandwidth_us = _time_us(system, constants, collective, algorithm, protocol, 0.0, algbw, n_bytes, comm_channels)
     return NcclChoice(algorithm, protocol, n_channels, max_channels, n_threads, table[(algorithm, protocol)], bus,
                       table, system, constants.version,
-                      model_latency_us=table[(algorithm, protocol)] - bandwidth_us, nvls=nvls)
+                      model_latency_us=table[(algorithm, protocol)] - bandwidth_us, nvls=nvls, buffers=env.buffers())
 
 
 # Search results per topology object: a topology is immutable, and its search depends only on
@@ -1155,6 +1207,7 @@ P2P_NVLINK_BYTES_PER_CYCLE = 10.81
 _P2P_PER_BATCH = 8
 # NCCL_P2P_NET_CHUNKSIZE, NCCL_P2P_NVL_CHUNKSIZE, NCCL_P2P_PCI_CHUNKSIZE ([NCCL] src/init.cc).
 _P2P_CHUNK_BYTES = {"net": 1 << 17, "nvlink": 1 << 19, "pci": 1 << 17}
+_P2P_CHUNK_KEYS = {"net": "NCCL_P2P_NET_CHUNKSIZE", "nvlink": "NCCL_P2P_NVL_CHUNKSIZE", "pci": "NCCL_P2P_PCI_CHUNKSIZE"}
 
 
 def _pow2_up(n: int) -> int:
@@ -1179,7 +1232,9 @@ class P2pChannels:
         The communicator's ranks and servers.
     chunk_bytes : int
         ``p2pChunkSize``: 128 KiB across servers (256 KiB on Blackwell with Grace hosts from
-        2.29.2), 512 KiB inside an NVLink server, 128 KiB over PCIe.
+        2.29.2), 512 KiB inside an NVLink server, 128 KiB over PCIe (``NCCL_P2P_NET_CHUNKSIZE``,
+        ``NCCL_P2P_NVL_CHUNKSIZE``, ``NCCL_P2P_PCI_CHUNKSIZE``), at most a slot of the Simple
+        buffer (``NCCL_BUFFSIZE`` / 8).
     version : str
         The NCCL version whose rules these are.
     sm : int
@@ -1322,9 +1377,14 @@ def p2p_channels(
         # Twice as large on Blackwell with Arm hosts (GB200's Grace, reached over NVLink-C2C)
         # from 2.29.2 ([NCCL] v2.29.2-1 src/init.cc: "GBx platforms only have 4 GPUs per host").
         grace = any(topology.link_technology[link] == "nvlink_c2c" for link in topology.links_from(ranks[0]))
-        chunk = _P2P_CHUNK_BYTES["net"] * (2 if grace and system.sm >= 100 and new_rule else 1)
+        chunk = env.chunk(_P2P_CHUNK_KEYS["net"], _P2P_CHUNK_BYTES["net"])
+        chunk *= 2 if grace and system.sm >= 100 and new_rule else 1
     else:
-        chunk = _P2P_CHUNK_BYTES["nvlink" if system.intra == "nvlink" else "pci"]
+        kind = "nvlink" if system.intra == "nvlink" else "pci"
+        chunk = env.chunk(_P2P_CHUNK_KEYS[kind], _P2P_CHUNK_BYTES[kind])
+    # At most a slot of the Simple buffer ([NCCL] src/init.cc computeBuffSizes, every version
+    # flowsim has: "Make sure P2P chunksize is not larger than coll chunksize").
+    chunk = min(chunk, env.buffers()["simple"] // NCCL_STEPS)
     return P2pChannels(per_peer, total, system.n_ranks, system.n_nodes, chunk, constants.version, system.sm)
 
 

@@ -121,7 +121,7 @@ def parse_nccl_env(pairs: list[str]) -> dict[str, str]:
     if ignored:
         print(f"flowsim: note: {', '.join(ignored)} {'does' if len(ignored) == 1 else 'do'} not change the model "
               "(it follows NCCL_ALGO, NCCL_PROTO, channel counts, NCCL_NVLS_ENABLE, NCCL_NVLS_NCHANNELS, "
-              "NCCL_NTHREADS)", file=sys.stderr)
+              "NCCL_NTHREADS, buffer and chunk sizes)", file=sys.stderr)
     return env
 
 

@@ -1021,6 +1021,7 @@ def nccl_choice(
     if collective not in _NCCL_FUNCTIONS:
         raise InputError(f"NCCL's tuner chooses for {', '.join(_NCCL_FUNCTIONS)}, not {collective!r}")
     env = NcclEnv(dict(nccl_env or {}))
+    env.check()
     if ranks is None:
         ranks = [topology.node_names[g] for g in topology.gpus()]
     ranks = list(ranks)

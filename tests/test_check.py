@@ -728,10 +728,55 @@ def test_cli_threshold_that_is_not_a_number(capsys):
     assert "argument --threshold: invalid fraction value: 'abc'" in capsys.readouterr().err
 
 
-def test_a_missing_rank_line_is_named():
+def test_a_missing_rank_line_is_named_and_the_shape_can_stand_in():
+    # A hole in the rank lines (a paste, a launcher or a filter left some out): the ranks come
+    # from the cluster's shape, as without rank lines, and the missing ones are named.
     lines = [line for line in _lines(ALL_GATHER) if not line.startswith("#  Rank  3 ")]
-    with pytest.raises(InputError, match=r"line 10: the rank lines up to here list 7 ranks but not rank 3"):
-        parse_nccl_log("\n".join(lines), collective="all_gather")
+    text = "\n".join(line for line in lines if "nThread" not in line)
+    with pytest.raises(InputError, match=r"rank lines for 7 ranks only \(none for rank 3\), so the ranks and hosts are "
+                                         r"unknown \(the busbw / algbw ratio says 8 ranks\)"):
+        parse_nccl_log(text, collective="all_gather")
+    log = parse_nccl_log(text, collective="all_gather", nodes=1)
+    assert (log.n_ranks, log.ranks_from) == (8, "busbw ratio")
+    assert any(w.startswith("rank lines for 7 ranks only (none for rank 3); assuming 1 host(s) x 8 GPU(s)")
+               for w in log.warnings)
+
+
+def test_rank_lines_of_each_hosts_last_rank_and_a_row_cut_by_info_lines():
+    # The shape of a real 2-host H200 paste (a Go parser's test sample in a public repository,
+    # its numbers replaced): only ranks 7 and 15 listed, NCCL INFO lines inside the table and
+    # a row's tail left on its own line. The rows around it are read; the tail is named.
+    text = "\n".join([
+        "# nGpus(perProc) 1 minBytes 1 maxBytes 1073741824 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 "
+        "validation: 1 graph: 0",
+        "#",
+        "# Using devices",
+        "#  Rank  7 Group  0 Pid 1001 on hostA device  7 [0xd7] NVIDIA H200",
+        "#  Rank 15 Group  0 Pid 2001 on hostB device  7 [0xd7] NVIDIA H200",
+        "NCCL version 2.27.7+cuda12.4",
+        "#",
+        "#                                                              out-of-place                       in-place",
+        "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw "
+        "#wrong",
+        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)",
+        "hostB:11:12 [7] NCCL INFO Connected all trees",
+        "    500.0    0.00    0.00      0    130.0    0.00    0.00      0",
+        "     1048576        524288  bfloat16     sum      -1    100.0   10.49   19.66      0    100.0   10.49   19.66"
+        "      0",
+        "  1073741824     536870912  bfloat16     sum      -1   5000.0  214.75  402.65      0   5000.0  214.75  402.65"
+        "      0",
+        "# Out of bounds values : 0 OK",
+        "# Avg bus bandwidth    : 211.2",
+    ])
+    log = parse_nccl_log(text, collective="all_reduce", nodes=2)
+    assert (log.n_ranks, len(log.rows), log.gpu_models) == (16, 2, ("NVIDIA H200",))
+    assert "line 12: times and bandwidths without a size (a row that other output cut in two); skipped" in log.warnings
+    assert any(w.startswith("rank lines for 2 ranks only (none for ranks 0-6, 8-14); assuming 2 host(s) x 8 GPU(s)")
+               for w in log.warnings)
+    # With 4 GPUs a host, rank 7 would be device 3 of host 2: a listed rank that does not sit
+    # where the shape puts it is named.
+    moved = parse_nccl_log(text, collective="all_reduce", nodes=4, gpus_per_node=4)
+    assert any(w.startswith("line 4: rank 7 is device 7 on hostA, not device 3 of host 2 of 4") for w in moved.warnings)
 
 
 def test_a_paste_that_starts_in_the_middle_of_the_rank_lines_takes_the_shape_from_the_arguments():

@@ -156,6 +156,9 @@ _RANK = re.compile(
     r"^#\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+(?P<group>\d+)\s+)?Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)"
     r"\s+device\s+(?P<device>\d+)\s+\[(?P<bus>[^\]]*)\]\s*(?P<name>.*)$"
 )
+# A row's tail without its size, count, type, ...: a time with a decimal point, then
+# bandwidths and #wrong (a row that other output, NCCL's INFO lines, cut in two).
+_FRAGMENT = re.compile(r"^\d+\.\d+(\s+(\d+\.\d+|\d+|N/A)){3,}\s*$")
 _AVG = re.compile(r"^#\s*Avg\s+bus\s+bandwidth\s*:\s*(\S+)")
 # The four columns of each half of a row, as the table header names them.
 _HALF = ("time", "algbw", "busbw", "#wrong")
@@ -355,6 +358,18 @@ def _ranks_from_busbw(rows: Sequence[TestRow], collective: str | None) -> int | 
     return n
 
 
+def _ranges(numbers: Sequence[int], most: int = 4) -> str:
+    """``[0, 1, 2, 5, 8, 9]`` as ``"0-2, 5, 8-9"``, the first ``most`` runs and "..." after."""
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    text = [f"{a}-{b}" if b > a else str(a) for a, b in runs[:most]]
+    return ", ".join(text) + (", ..." if len(runs) > most else "")
+
+
 def _made_up_ranks(
     source: str,
     collective: str,
@@ -365,12 +380,19 @@ def _made_up_ranks(
     warnings: list[str],
     listed: Mapping[int, RankInfo],
 ) -> tuple[tuple[RankInfo, ...], str]:
-    """Ranks of output without rank lines, or with the last ones only (``listed``: a paste
-    that starts in the middle of the list), from the cluster's shape (``nodes`` x
-    ``gpus_per_node``), completed by the busbw ratio where one of the two is missing."""
+    """Ranks of output without rank lines, or with some of them only (``listed``: a paste
+    that starts in the middle of the list, or the lines a launcher or a filter left), from
+    the cluster's shape (``nodes`` x ``gpus_per_node``), completed by the busbw ratio where
+    one of the two is missing. Listed ranks that do not sit as that shape puts them (host
+    by host, devices in order) are named in a warning."""
     if listed:
         first, last = min(listed), max(listed)
-        which = f"rank lines for ranks {first}-{last} only (pasted in part)"
+        if len(listed) == last - first + 1:
+            which = f"rank lines for ranks {first}-{last} only (pasted in part)"
+        else:
+            absent = sorted(set(range(last)) - set(listed))
+            which = (f"rank lines for {len(listed)} ranks only (none for rank{'s' if len(absent) > 1 else ''} "
+                     f"{_ranges(absent)})")
     else:
         which = "no rank lines"
     from_busbw = _ranks_from_busbw(rows, collective)
@@ -402,6 +424,20 @@ def _made_up_ranks(
             f"{source}, line {listed[max(listed)].line}: rank {max(listed)} is listed, but {nodes} node(s) x "
             f"{gpus_per_node} GPU(s) make {nodes * gpus_per_node} ranks"
         )
+    # Host by host: a listed rank's device is its place on its host, and ranks a host apart
+    # are on different hosts (NCCL's own order, nccl-tests' rank lines).
+    hosts: dict[int, str] = {}
+    for rank in sorted(listed):
+        info = listed[rank]
+        node = rank // gpus_per_node
+        known = hosts.setdefault(node, info.host)
+        if info.device != rank % gpus_per_node or known != info.host or list(hosts.values()).count(info.host) > 1:
+            warnings.append(
+                f"line {info.line}: rank {rank} is device {info.device} on {info.host}, not device "
+                f"{rank % gpus_per_node} of host {node + 1} of {nodes} as the shape assumes: the hosts' ranks may "
+                "not be in order"
+            )
+            break
     # The listed ranks' GPU stands for every rank's when they name one.
     names = {info.device_name for info in listed.values()}
     name = names.pop() if len(names) == 1 else ""
@@ -525,6 +561,7 @@ def _parse_text(
     ranks: dict[int, RankInfo] = {}
     env: dict[str, str] = {}
     env_clash: dict[str, int] = {}
+    fragments: list[int] = []
     rows: list[TestRow] = []
     layout = None
     in_place_first = False
@@ -591,6 +628,8 @@ def _parse_text(
                 env_clash[key] = number
         elif layout is not None and avg is None and re.match(r"^\d+\s", stripped + " "):
             rows.append(_row(stripped, source, number, layout, in_place_first))
+        elif layout is not None and avg is None and _FRAGMENT.match(stripped):
+            fragments.append(number)
     last = len(lines)
     if failure is not None and not rows:
         raise line_error(source, failure[0], f"the run failed before printing results: {failure[1]}")
@@ -605,27 +644,29 @@ def _parse_text(
         )
     if not rows:
         raise line_error(source, layout.line, "table header but no rows after it (truncated?)")
-    # A paste that starts in the middle of the rank lines lists a run of them up to the last.
-    tail = bool(ranks) and min(ranks) > 0 and len(ranks) == max(ranks) - min(ranks) + 1
-    missing = sorted(set(range(len(ranks))) - set(ranks))
-    if missing and not tail:
-        last_rank = max(r.line for r in ranks.values())
-        raise line_error(
-            source, last_rank, f"the rank lines up to here list {len(ranks)} ranks but not rank {missing[0]}"
-        )
+    # A paste that starts in the middle of the rank lines lists a run of them up to the last;
+    # a launcher or a filter may leave some ranks' lines only (each host's last, say). Either
+    # way the ranks come from the cluster's shape, as without rank lines.
+    partial = bool(ranks) and sorted(ranks) != list(range(len(ranks)))
     warnings: list[str] = [
         f"line {line}: {key} set to two values by NCCL's INFO lines; using the first, {env[key]}"
         for key, line in env_clash.items()
     ]
+    if fragments:
+        where = ", ".join(str(n) for n in fragments[:5]) + (", ..." if len(fragments) > 5 else "")
+        warnings.append(
+            f"line{'s' if len(fragments) > 1 else ''} {where}: times and bandwidths without a size "
+            "(a row that other output cut in two); skipped"
+        )
     if avg is None:
         warnings.append(
             f"no '# Avg bus bandwidth' line after the row on line {rows[-1].line}: the output is "
             f"pasted in part or the test did not finish; the {len(rows)} rows present are checked"
         )
-    n_ranks = len(ranks) if ranks and not tail else None
+    n_ranks = len(ranks) if ranks and not partial else None
     binary = _pick_binary(collective, binary, text, source, rows, n_ranks)
     ranks_from = "rank lines"
-    if ranks and not tail:
+    if ranks and not partial:
         ordered = tuple(ranks[r] for r in range(len(ranks)))
     else:
         per_process = None if header is None else header[0] * header[1]

@@ -34,6 +34,7 @@ _GB200_A2A_3_RACKS = pytest.mark.xfail(
     "2 racks, +10% on 3 (this row), +29% against NVIDIA's 48 GB/s on 4 DGX H100 (README)",
 )
 _OCI_B300 = "oracle-quickstart/oci-gpu-quickstarts nvidia/B300/README-B300.md @6a0abdc7 (NCCL 2.28.9)"
+_OCI_A100 = "oracle-japan/ocitutorials content/hpc/benchmark/run-nccltests-ubuntu/index.md @40114268 (NCCL 2.26.5)"
 _OCI_GB200 = "oracle-quickstart/oci-gpu-quickstarts nvidia/GB200/README-GB200.md @6a0abdc7 (NCCL 2.27.3, 16 trays a rack)"
 
 
@@ -56,6 +57,8 @@ MEASURED = [
     _row("dgx-b200", 2, 8 * GiB, 690.07, "coreweave/nccl-tests#92 (CoreWeave's B200 nodes)"),
     _row("dgx-h100", 2, 8 * GiB, 440.58, "coreweave/nccl-tests#92 (CoreWeave's H100 nodes)"),
     _row("gcp-a3-mega", 2, 8 * GiB, 338.82, "lessizzmore/create-a3mega-ztan-fork", marks=_A3_MEGA),
+    _row("oci-bm-gpu4-8", 1, 10 * GiB, 232.20, _OCI_A100),
+    _row("oci-bm-gpu4-8", 2, 10 * GiB, 191.76, _OCI_A100),
     _row("oci-bm-gpu-b300-8", 1, 8 * GiB, 834.84, _OCI_B300),
     _row("oci-bm-gpu-b300-8", 2, 8 * GiB, 766.54, _OCI_B300),
     _row("oci-bm-gpu-b300-8", 1, 8 * GiB, 675.55, _OCI_B300, collective="all_to_all"),

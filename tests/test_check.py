@@ -1290,3 +1290,46 @@ def test_each_row_says_what_the_model_ran():
     skipped = check_nccl_log(log, system="dgx-h100", min_bytes=64 << 20)
     first = next(line for line in skipped.format_text().splitlines() if line.split()[0] == str(32 << 20))
     assert first.split()[1:5] == ["-", "-", "-", "-"]
+
+
+def test_a_run_that_failed_midway_is_checked_up_to_its_failure():
+    # nccl-tests writes the failure onto the row it was printing (NVIDIA/nccl-tests#355 shows
+    # "  2097152  32768  float  none  -1 node0: Test CUDA failure common.cu:389 ..."): the rows
+    # before it are checked, the failure is named, and a failure at the first size is the
+    # failed run it is.
+    lines = _lines(ALL_GATHER)
+    third = next(i for i, line in enumerate(lines) if line.lstrip().startswith("4194304"))
+    cut = lines[:third] + [
+        "     4194304        131072     float    none      -1 node0: Test CUDA failure common.cu:389 "
+        "'an illegal memory access was encountered'",
+        " .. node0 pid 62767: Test failure common.cu:519",
+    ]
+    log = parse_nccl_log("\n".join(cut), collective="all_gather")
+    assert [row.size_bytes for row in log.rows] == [1 << 20, 2 << 20]
+    assert (f"line {third + 1}: the run failed after the row on line {third}: Test CUDA failure common.cu:389 "
+            "'an illegal memory access was encountered'; the 2 rows before it are checked") in log.warnings
+    first = next(i for i, line in enumerate(lines) if line.lstrip().startswith("1048576"))
+    with pytest.raises(InputError, match=rf"line {first + 1}: the run failed before printing results: Test CUDA "
+                                         "failure common.cu:389"):
+        parse_nccl_log("\n".join(lines[:first] + [cut[third]]), collective="all_gather")
+
+
+def test_open_mpi_notices_and_elided_rank_lines_inside_a_paste():
+    # Open MPI counts the notices it did not repeat on lines of their own, unprefixed, so they
+    # fall inside the table ("8 more processes have sent help message help-mtl-ofi.txt / OFI
+    # call fail"): skipped. A "..." where the paste left rank lines out makes the listed ones
+    # a part, as a list cut at its top does.
+    lines = _lines(ALL_GATHER)
+    first = next(i for i, line in enumerate(lines) if line.lstrip().startswith("1048576"))
+    noisy = lines[:first] + ["8 more processes have sent help message help-mtl-ofi.txt / OFI call fail"] + \
+        lines[first:first + 2] + ["1 more process has sent help message help-mtl-ofi.txt / OFI call fail"] + \
+        lines[first + 2:]
+    assert len(parse_nccl_log("\n".join(noisy), collective="all_gather").rows) == len(parse_nccl_log(ALL_GATHER).rows)
+    rank5 = next(i for i, line in enumerate(lines) if line.startswith("#  Rank  5 "))
+    elided = [line for i, line in enumerate(lines) if not (rank5 <= i < rank5 + 3)]
+    elided.insert(rank5, "...")
+    text = "\n".join(line for line in elided if "nThread" not in line)
+    with pytest.raises(InputError, match=r"rank lines for ranks 0-4 only \(pasted in part\), so the ranks and hosts "
+                                         r"are unknown \(the busbw / algbw ratio says 8 ranks\)"):
+        parse_nccl_log(text, collective="all_gather")
+    assert parse_nccl_log(text, collective="all_gather", nodes=1).n_ranks == 8

@@ -159,6 +159,11 @@ _RANK = re.compile(
 # A row's tail without its size, count, type, ...: a time with a decimal point, then
 # bandwidths and #wrong (a row that other output, NCCL's INFO lines, cut in two).
 _FRAGMENT = re.compile(r"^\d+\.\d+(\s+(\d+\.\d+|\d+|N/A)){3,}\s*$")
+# Open MPI's count of notices it did not repeat ("8 more processes have sent help message
+# help-mtl-ofi.txt / OFI call fail"), printed without a prefix, so inside the table.
+_MPI_HELP = re.compile(r"^\d+ more process(?:es)? ha(?:s|ve) sent help message")
+# A line of dots where a paste left lines out ("...", "#  ...", "…").
+_ELISION = re.compile(r"^#?\s*(?:\.{3,}|\u2026)\s*$")
 _AVG = re.compile(r"^#\s*Avg\s+bus\s+bandwidth\s*:\s*(\S+)")
 # The four columns of each half of a row, as the table header names them.
 _HALF = ("time", "algbw", "busbw", "#wrong")
@@ -567,9 +572,14 @@ def _parse_text(
     in_place_first = False
     avg = None
     failure: tuple[int, str] | None = None  # the first of nccl-tests' failure lines: line, text
+    elided = False
     for number, line in enumerate(lines, start=1):
         stripped = line.strip()
         if not stripped:
+            continue
+        if _ELISION.match(stripped):
+            if ranks and layout is None:
+                elided = True  # "..." where the rank lines were cut
             continue
         if stripped.startswith("#"):
             starting, nthread = _STARTING.match(stripped), _NTHREAD.match(stripped)
@@ -618,8 +628,11 @@ def _parse_text(
                     raise line_error(source, number, "'# Avg bus bandwidth' line before any table header")
                 avg = _measured(avg_match.group(1), source, number, "Avg bus bandwidth")
             continue
-        if failure is None and (failed := _TEST_FAILURE.search(stripped)):
+        failed = _TEST_FAILURE.search(stripped)
+        if failure is None and failed:
             failure = (number, failed.group(0).strip())
+        if failed or _MPI_HELP.match(stripped):
+            continue  # a failure written onto a row's start; Open MPI's count of repeated notices
         if nccl_match := _NCCL_VERSION.match(stripped):
             nccl_version = nccl_match.group(1)
         elif env_match := _ENV_SET.search(stripped):
@@ -647,7 +660,7 @@ def _parse_text(
     # A paste that starts in the middle of the rank lines lists a run of them up to the last;
     # a launcher or a filter may leave some ranks' lines only (each host's last, say). Either
     # way the ranks come from the cluster's shape, as without rank lines.
-    partial = bool(ranks) and sorted(ranks) != list(range(len(ranks)))
+    partial = bool(ranks) and (elided or sorted(ranks) != list(range(len(ranks))))
     warnings: list[str] = [
         f"line {line}: {key} set to two values by NCCL's INFO lines; using the first, {env[key]}"
         for key, line in env_clash.items()
@@ -658,7 +671,10 @@ def _parse_text(
             f"line{'s' if len(fragments) > 1 else ''} {where}: times and bandwidths without a size "
             "(a row that other output cut in two); skipped"
         )
-    if avg is None:
+    if failure is not None:
+        warnings.append(f"line {failure[0]}: the run failed after the row on line {rows[-1].line}: {failure[1]}; "
+                        f"the {len(rows)} rows before it are checked")
+    elif avg is None:
         warnings.append(
             f"no '# Avg bus bandwidth' line after the row on line {rows[-1].line}: the output is "
             f"pasted in part or the test did not finish; the {len(rows)} rows present are checked"

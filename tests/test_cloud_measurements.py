@@ -50,6 +50,8 @@ MEASURED = [
     _row("aws-p4de", 2, 2 * GiB, 78.33, "aws-samples/awsome-distributed-training micro-benchmarks/nccl-tests @88c2e71b"),
     _row("aws-p5", 2, 8 * GiB, 479.28, "aws-samples/awsome-distributed-training micro-benchmarks/nccl-tests @88c2e71b"),
     _row("azure-nd-a100-v4", 1, 8 * GiB, 231.58, "Azure/AI-benchmarking-guide ND_A100_v4_results.md"),
+    _row("azure-nd-a100-v4", 2, 8 * GiB, 187.67, "blog post 'Running GPU Enabled HPC Applications on Azure Machine "
+         "Learning Platform' (2 x Standard_ND96asr_v4)"),
     _row("azure-nd-h200-v5", 1, 8 * GiB, 479.98, "Azure/AI-benchmarking-guide ND_H200_v5_results.md"),
     _row("azure-nd-h100-v5", 2, 8 * GiB, 482.0, "JingchaoZhang.github.io, 'NCCL AllReduce Scaling'"),
     _row("gcp-a4", 2, 8 * GiB, 683.52, "dstackai/dstack examples/clusters/a4/README.md @30a0dd56"),

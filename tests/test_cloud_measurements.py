@@ -58,6 +58,7 @@ MEASURED = [
     _row("azure-nd-gb200-v6", 1, 8 * GiB, 834.57, "coreweave/nccl-tests#43 (a CoreWeave GB200 NVL72 rack)"),
     _row("dgx-b200", 2, 8 * GiB, 690.07, "coreweave/nccl-tests#92 (CoreWeave's B200 nodes)"),
     _row("dgx-h100", 2, 8 * GiB, 440.58, "coreweave/nccl-tests#92 (CoreWeave's H100 nodes)"),
+    _row("dgx-h200", 2, 8 * GiB, 484.39, "argonne-lcf/oci-howto 4_jobscript.md @166a3009 (OCI's H200 nodes, NCCL 2.27.5)"),
     _row("gcp-a3-mega", 2, 8 * GiB, 338.82, "lessizzmore/create-a3mega-ztan-fork", marks=_A3_MEGA),
     _row("oci-bm-gpu4-8", 1, 10 * GiB, 232.20, _OCI_A100),
     _row("oci-bm-gpu4-8", 2, 10 * GiB, 191.76, _OCI_A100),

@@ -564,6 +564,7 @@ def collective_workload(
                 # Simple forwards whole slices; LL and LL128 stream their lines through every hop.
                 fill = _tree_fill(slices, ranks, topology_servers)
         options.update(channels=n_channels, slices=slices)
+    intra = _intra_hardware(topology, ranks)
     if costs is not None:
         chosen = ("custom", costs)
     elif entry.name in ("nvls", "nvls_tree", "nvls_sharp"):
@@ -584,7 +585,6 @@ def collective_workload(
                                       net_latency_us=_net_latency_us(topology, ranks)))
     else:
         table = "tree" if entry.name == "tree" else "ring"
-        intra = _intra_hardware(topology, ranks)
         chosen = (protocol, nccl_costs(table, protocol, intra, version=nccl_version,
                                        net_latency_us=_net_latency_us(topology, ranks)))
         if entry.name == "p2p" and protocol == "simple" and intra == "nvlink" \
@@ -622,7 +622,7 @@ def collective_workload(
         # all-to-all's flow is a peer's; a flow carries its payload over its wire efficiency.
         scale = p2p_sends * 1e9 / (n_channels if collective == "send" else 1)
         used = chosen[1]
-        inside = p2p.nvlink_channel_GBps if _intra_hardware(topology, ranks) == "nvlink" else None
+        inside = p2p.nvlink_channel_GBps if intra == "nvlink" else None
         across_flows, inside_flows = _server_pairs(topology, workload)
         net_cap = P2P_PER_CHANNEL_NET_GBPS * scale / used.wire_efficiency
         cap = np.where(across_flows, np.minimum(workload.cap_Bps, net_cap), workload.cap_Bps)

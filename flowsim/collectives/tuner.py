@@ -570,9 +570,12 @@ NCCL_ENV_KEYS = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE", "NCCL_MIN_NCHANN
                  "NCCL_NVLSTREE_MAX_CHUNKSIZE")
 # Each protocol's buffer variable ([NCCL] src/init.cc computeBuffSizes).
 _BUFFER_KEYS = {"ll": "NCCL_LL_BUFFSIZE", "ll128": "NCCL_LL128_BUFFSIZE", "simple": "NCCL_BUFFSIZE"}
+# The point-to-point chunk's variable by path ([NCCL] src/init.cc computeBuffSizes).
+_P2P_CHUNK_KEYS = {"net": "NCCL_P2P_NET_CHUNKSIZE", "nvlink": "NCCL_P2P_NVL_CHUNKSIZE", "pci": "NCCL_P2P_PCI_CHUNKSIZE"}
 # Byte counts NCCL takes from the environment for chunks, each at least one 128-byte line.
-_CHUNK_KEYS = ("NCCL_P2P_NET_CHUNKSIZE", "NCCL_P2P_NVL_CHUNKSIZE", "NCCL_P2P_PCI_CHUNKSIZE", "NCCL_NVLS_CHUNKSIZE",
-               "NCCL_NVLSTREE_MAX_CHUNKSIZE")
+_CHUNK_KEYS = (*_P2P_CHUNK_KEYS.values(), "NCCL_NVLS_CHUNKSIZE", "NCCL_NVLSTREE_MAX_CHUNKSIZE")
+# Chunk variables whose NCCL default is -2, "unset" ([NCCL] v2.30.7-1 src/transport/nvls.cc).
+_UNSET_BY_MINUS_TWO = ("NCCL_NVLSTREE_MAX_CHUNKSIZE",)
 
 
 def _parse_list(value: str, names: Mapping[str, str], key: str, collective: str) -> set[str]:
@@ -632,8 +635,7 @@ class NcclEnv:
                 self.integer(key)
         self.buffers()
         for key in _CHUNK_KEYS:
-            if not (key == "NCCL_NVLSTREE_MAX_CHUNKSIZE" and self.integer(key) == -2):
-                self.chunk(key, 0)
+            self.chunk(key, 0)
 
     def buffers(self) -> dict[str, int]:
         """Each protocol's per-connection buffer in bytes: ``NCCL_LL_BUFFSIZE``,
@@ -653,10 +655,10 @@ class NcclEnv:
         return out
 
     def chunk(self, key: str, default: int) -> int:
-        """A chunk size in bytes from ``key`` (``NCCL_P2P_NVL_CHUNKSIZE`` ...), else ``default``;
-        under 128 bytes (one line) is refused."""
+        """A chunk size in bytes from ``key`` (``NCCL_P2P_NVL_CHUNKSIZE`` ...), else ``default``
+        (also for -2 where that is NCCL's "unset"); under 128 bytes (one line) is refused."""
         value = self.integer(key)
-        if value is None:
+        if value is None or (value == -2 and key in _UNSET_BY_MINUS_TWO):
             return default
         if value < 128:
             raise InputError(f"NCCL environment: {key}={value} is under 128 bytes (one line)")
@@ -945,9 +947,8 @@ def nvls_tuning(system: NcclSystem, constants: NcclConstants, env: NcclEnv | Non
         # and NCCL_NVLSTREE_MAX_CHUNKSIZE NVLSTree's largest (from v2.30.3-1; -2 is unset),
         # both over the SM100 tuning ([NCCL] v2.30.7-1 src/transport/nvls.cc ncclNvlsTuning).
         chunk = env.chunk("NCCL_NVLS_CHUNKSIZE", chunk)
-        given_max = env.integer("NCCL_NVLSTREE_MAX_CHUNKSIZE")
-        if _since(constants, (2, 30, 3)) and given_max is not None and given_max != -2:
-            tree_max = env.chunk("NCCL_NVLSTREE_MAX_CHUNKSIZE", 0)
+        if _since(constants, (2, 30, 3)):
+            tree_max = env.chunk("NCCL_NVLSTREE_MAX_CHUNKSIZE", tree_max)
     chunk = chunk or NVLS_CHUNK_BYTES
     tree_max = tree_max or (65536 if system.n_nodes >= 4 else chunk)
     if env is not None:
@@ -1208,7 +1209,6 @@ P2P_NVLINK_BYTES_PER_CYCLE = 10.81
 _P2P_PER_BATCH = 8
 # NCCL_P2P_NET_CHUNKSIZE, NCCL_P2P_NVL_CHUNKSIZE, NCCL_P2P_PCI_CHUNKSIZE ([NCCL] src/init.cc).
 _P2P_CHUNK_BYTES = {"net": 1 << 17, "nvlink": 1 << 19, "pci": 1 << 17}
-_P2P_CHUNK_KEYS = {"net": "NCCL_P2P_NET_CHUNKSIZE", "nvlink": "NCCL_P2P_NVL_CHUNKSIZE", "pci": "NCCL_P2P_PCI_CHUNKSIZE"}
 
 
 def _pow2_up(n: int) -> int:

@@ -678,7 +678,11 @@ def test_a_log_without_system_is_checked_on_nvidias_server_of_its_gpu(gpu, syste
     (("NVIDIA A100 80GB PCIe",), "the log's GPU NVIDIA A100 80GB PCIe is in no server flowsim ships"),
     (("NVIDIA H100 80GB HBM3", "NVIDIA H200"), "the log's GPUs (NVIDIA H100 80GB HBM3, NVIDIA H200) are of "
                                                 "different servers"),
-    (("NVIDIA Graphics Device",), "whose rank lines name no GPU"),
+    (("NVIDIA Graphics Device",), "whose rank lines name no GPU model (they print 'NVIDIA Graphics Device', the "
+                                  "driver's name for a GPU it has no product name for)"),
+    (("NVIDIA GeForce RTX 4090",), "the log's GPU NVIDIA GeForce RTX 4090 is a workstation GPU, not NVIDIA's server: "
+                                   "--system rtx4090-8x if the box is 8 of them on PCIe"),
+    (("NVIDIA GeForce RTX 5090",), "--system rtx5090-8x if the box is 8 of them on PCIe"),
 ])
 def test_a_log_without_system_whose_gpu_has_no_server_asks_for_one(gpus, why):
     with pytest.raises(InputError, match=re.escape(why)):
@@ -822,6 +826,10 @@ LAUNCHER_PREFIXES = [
     lambda i: "dgx-b11.cluster: ",  # pdsh / clush: the host name
     lambda i: "(head, rank=0, pid=3808) [1,0]<stdout>:",  # Ray around mpirun: nested
     lambda i: "2025-03-04T10:12:13.123456789Z ",  # kubectl logs --timestamps
+    lambda i: "> ",  # a quoted reply on GitHub (Markdown's quote marker)
+    lambda i: "> > ",  # a quote of a quote
+    lambda i: "    [1,0]<stdout>:",  # mpirun's tag in a block indented inside a Markdown list
+    lambda i: ">     ",  # an indented block quoted
 ]
 
 
@@ -1333,3 +1341,65 @@ def test_open_mpi_notices_and_elided_rank_lines_inside_a_paste():
                                          r"are unknown \(the busbw / algbw ratio says 8 ranks\)"):
         parse_nccl_log(text, collective="all_gather")
     assert parse_nccl_log(text, collective="all_gather", nodes=1).n_ranks == 8
+
+
+PASTED = DATA / "pasted"
+
+
+def test_runs_announced_by_a_script_take_the_binary_named_before_them():
+    """A script that prints each command before running it (wohlbier/nccl-tests' README, an
+    nccl-tests from before '# Collective test starting'): the line naming a binary sits
+    after the previous run's '# Avg bus bandwidth' and goes with the run it announces."""
+    runs = parse_nccl_logs(PASTED / "dgx2_v100_five_binaries.txt")
+    assert [r.binary for r in runs] == [
+        "all_gather_perf", "all_reduce_perf", "broadcast_perf", "reduce_perf", "reduce_scatter_perf"]
+    # The busbw each table's last row prints (8 GiB on 12 V100 of a DGX-2), in file order.
+    assert [r.rows[-1].out_of_place.busbw_GBps for r in runs] == [73.75, 123.56, 122.15, 122.73, 64.16]
+    assert all(len(r.rows) == 31 and len(r.ranks) == 12 for r in runs)
+
+
+def test_an_indented_block_behind_launcher_tags_is_read_and_its_elisions_skipped():
+    log = parse_nccl_log(PASTED / "eks_g5_efa_2node_tagged_list.txt", collective="all_reduce", nodes=2, gpus_per_node=1)
+    assert [r.size_bytes for r in log.rows] == [262144, 524288, 1048576, 2097152, 4194304]
+    assert (log.rows[0].out_of_place.busbw_GBps, log.rows[-1].in_place.busbw_GBps) == (1.34, 2.51)
+    assert log.nccl_version == "2.12.7+cuda11.4" and log.avg_busbw_GBps == 1.15327
+
+
+def test_a_count_that_holds_the_whole_size_rules_out_the_split_collectives():
+    """2 ranks, busbw = algbw: a sendrecv, an all-reduce or (by the ratio alone) a
+    reduce-scatter; the count (size / 4 for floats) is a whole buffer's, which all-gather,
+    reduce-scatter and all-to-all do not print. The two left stay a question."""
+    path = PASTED / "v100_pcie_2node_markdown_list.txt"
+    with pytest.raises(InputError, match=r"cannot tell which nccl-tests binary wrote this output "
+                                         r"\(fits all_reduce_perf, sendrecv_perf\)"):
+        parse_nccl_log(path)
+    log = parse_nccl_log(path, collective="all_reduce")
+    assert (len(log.rows), [r.host for r in log.ranks]) == (25, ["sw53", "sw54"])
+
+
+@pytest.mark.parametrize(("edit", "where"), [
+    (lambda text: "# rccl-tests version 2.17.9-develop:2596ca5f71 rccl-headers=22803 rccl-library=22707\n" + text,
+     "line 1"),
+    (lambda text: text.replace("# Out of bounds", "# Errors with asterisks indicate errors that have exceeded the "
+                                                  "maximum threshold.\n# Out of bounds"), "line 2[0-9]"),
+    (lambda text: text.replace("NVIDIA H100 80GB HBM3", "AMD Instinct MI300X"), "line 6: rank 0 is an AMD Instinct MI300X"),
+])
+def test_rccl_tests_output_is_refused_in_one_line(edit, where):
+    with pytest.raises(InputError, match=where + r".*rccl-tests output \(AMD GPUs and RCCL\): flowsim models NCCL on "
+                                               r"NVIDIA GPUs; not checked"):
+        parse_nccl_log(edit(SENDRECV.read_text()))
+
+
+def test_a_rank_count_the_printed_bandwidths_cannot_pin_down_is_not_called_a_mismatch():
+    """busbw / algbw of a 128-rank all-to-all, 47.30 / 47.67 as printed to 0.01 GB/s, fits
+    any count from 126 to 132 (OCI's GB300 run on 2 racks prints exactly these): the 128
+    given stand, with no warning; one outside is named with the whole range."""
+    text = SENDRECV.read_text().replace("sendrecv_perf", "alltoall_perf")
+    rows = [line for line in text.splitlines() if re.match(r"\s+\d", line)]
+    body = text.replace("\n".join(rows), "  8589934592      16777216     float    none      -1   180191   47.67   47.30"
+                                         "      0   179150   47.95   47.57    N/A")
+    body = "\n".join(line for line in body.splitlines() if "Rank" not in line)
+    fits = parse_nccl_log(body, nodes=32, gpus_per_node=4)
+    assert not any("ratio says" in w for w in fits.warnings)
+    off = parse_nccl_log(body, nodes=30, gpus_per_node=4)
+    assert any("the busbw / algbw ratio says 126 to 132 ranks, not 30 node(s) x 4 GPU(s)" in w for w in off.warnings)

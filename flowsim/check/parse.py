@@ -20,13 +20,18 @@ per-iteration statistics add columns after each ``#wrong``, and columns after th
 may be interleaved; the prefixes launchers put on every line are removed
 (``[1,0]<stdout>:`` of ``mpirun --tag-output``, ``[0]`` of MPICH's ``-prepend-rank``,
 ``  0:`` of ``srun --label``, ``node7: `` of pdsh, ``(pid=12, ...)`` of Ray, an ISO time
-stamp of ``kubectl logs --timestamps``, nested ones too), as is a UTF-8 byte-order mark.
+stamp of ``kubectl logs --timestamps``, nested ones too, and behind a Markdown quote marker
+``>`` or a list's indentation), as is a UTF-8 byte-order mark. rccl-tests output (AMD's fork,
+for RCCL) is refused with one line.
 
 Output as people paste it is read too: comment lines whose ``#`` a Markdown renderer ate
 (``nThread 1 nGpus 8 ...``, ``Rank 0 Group 0 ...``), no ``# nThread`` line, no rank lines
 (then the ranks and hosts come from ``nodes`` and ``gpus_per_node``, or from the busbw / algbw
 ratio, which fixes the rank count of all-reduce, all-gather, reduce-scatter and all-to-all),
 and no closing ``# Avg bus bandwidth`` line (a table pasted in part: a warning, not an error).
+A file of several runs is cut into runs at their opening lines; where a script named each
+binary before running it (``Running: ./build/all_reduce_perf ...``), the lines between two
+runs go with the run after them.
 Sizes are nccl-tests' ``S``
 (the total over ranks for all-gather, reduce-scatter and all-to-all), busbw and algbw are
 in GB/s (1e9 B/s), times in microseconds.
@@ -54,7 +59,7 @@ from flowsim.check.log import (
     nccl_version_from_code,
 )
 from flowsim.check.nccl_json import JsonRun, is_json_output, read_json_run
-from flowsim.collectives.report import bus_factor
+from flowsim.collectives.report import DTYPE_BYTES, bus_factor
 from flowsim.errors import InputError, open_regular, whole_number
 
 __all__ = [
@@ -77,13 +82,15 @@ _COLLECTIVE_BINARY = {collective: binary for binary, collective in BINARIES.item
 # What launchers put before every line: Open MPI's "mpirun --tag-output" ("[1,0]<stdout>:"),
 # MPICH's "-prepend-rank" ("[0] "), Slurm's "srun --label" ("  0: ", the task number
 # right-aligned), pdsh / clush ("node7: ", a host name then a colon and a space), Ray's
-# "(head, rank=0, pid=3808) " and kubectl's "--timestamps" (an ISO 8601 time then a space).
+# "(head, rank=0, pid=3808) " and kubectl's "--timestamps" (an ISO 8601 time then a space);
+# and what pasting adds: Markdown's quote marker (">", a quoted reply on GitHub) and the
+# indentation of a block inside a list, before any of them.
 # The srun label is digits then a colon: a row starts with digits then a space. A host name
 # starts with a letter, and NCCL's own "host:pid:tid [d] NCCL INFO" lines have no space after
 # the first colon, so neither is taken for a prefix. Spaces may be tabs (a paste that turned
 # runs of spaces into tabs).
 _TAG_PREFIX = re.compile(
-    r"^(?:\[\d+,\d+\]<std(?:out|err)>:\s?|\[\d+\]\s|\s*\d+:\s|[A-Za-z][\w.-]*:\s|\([^()]*pid=\d+[^()]*\)\s?"
+    r"^\s*(?:\[\d+,\d+\]<std(?:out|err)>:\s?|\[\d+\]\s|\d+:\s|[A-Za-z][\w.-]*:\s|\([^()]*pid=\d+[^()]*\)\s?|>"
     r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\s)"
 )
 # nccl-tests' comment lines as a Markdown renderer leaves them, their leading '#' taken for a
@@ -164,6 +171,10 @@ _FRAGMENT = re.compile(r"^\d+\.\d+(\s+(\d+\.\d+|\d+|N/A)){3,}\s*$")
 _MPI_HELP = re.compile(r"^\d+ more process(?:es)? ha(?:s|ve) sent help message")
 # A line of dots where a paste left lines out ("...", "#  ...", "…").
 _ELISION = re.compile(r"^#?\s*(?:\.{3,}|\u2026)\s*$")
+# rccl-tests, AMD's fork of nccl-tests for RCCL: its version line, and a line nccl-tests
+# never printed (rccl-tests src/common.cu) that stands in where a paste lost the first.
+_RCCL = re.compile(r"^#\s*(?:rccl-tests\s+version\b|Errors\s+with\s+asterisks\s+indicate\s+errors\b)")
+_NOT_NCCL = "rccl-tests output (AMD GPUs and RCCL): flowsim models NCCL on NVIDIA GPUs; not checked"
 _AVG = re.compile(r"^#\s*Avg\s+bus\s+bandwidth\s*:\s*(\S+)")
 # The four columns of each half of a row, as the table header names them.
 _HALF = ("time", "algbw", "busbw", "#wrong")
@@ -308,8 +319,15 @@ def _infer_binary(rows: Sequence[TestRow], n_ranks: int | None) -> set[str]:
     None: on some rank count)."""
     measured = [r.out_of_place for r in rows if r.out_of_place.algbw_GBps >= 1.0]
     ratio = measured[-1].busbw_GBps / measured[-1].algbw_GBps if measured else None
+    # All-gather, reduce-scatter and all-to-all print a rank's part of the size as the count
+    # (nccl-tests' *GetCollByteCount), so a row whose count holds all of it is none of them.
+    whole_count = any(
+        r.size_bytes > 0 and r.dtype in DTYPE_BYTES and r.count * DTYPE_BYTES[r.dtype] == r.size_bytes for r in rows
+    )
     candidates = set()
     for binary, collective in BINARIES.items():
+        if whole_count and collective in ("all_gather", "reduce_scatter", "all_to_all"):
+            continue
         reducing = collective in ("all_reduce", "reduce_scatter", "reduce", "send")
         rooted = collective in ("broadcast", "reduce")
         # A column the table lacks (None) tells nothing.
@@ -344,23 +362,27 @@ def _strip_prefixes(raw: str) -> str:
     return "# " + stripped if _HASHLESS.match(stripped) else line
 
 
-def _ranks_from_busbw(rows: Sequence[TestRow], collective: str | None) -> int | None:
-    """The rank count the busbw / algbw ratio of the fastest row gives, for a collective whose
-    bus factor depends on it; None otherwise or where no whole count fits."""
+def _ranks_from_busbw(rows: Sequence[TestRow], collective: str | None) -> tuple[int, int] | None:
+    """The least and most rank counts whose bus factor turns the fastest row's algbw into its
+    busbw, both as printed (to 0.01 GB/s, nccl-tests' ``%7.2f``: each within 0.005 of the
+    value measured), for a collective whose bus factor depends on the rank count; None
+    otherwise, or where no count, or any count from some on, fits."""
     if collective not in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all"):
         return None
     fastest = max((r.out_of_place for r in rows), key=lambda m: m.algbw_GBps)
     if fastest.algbw_GBps < 1.0:
         return None
-    ratio = fastest.busbw_GBps / fastest.algbw_GBps
-    # busbw = algbw x 2(n-1)/n for all-reduce, x (n-1)/n for the split collectives.
+    half = 0.005
+    low = (fastest.busbw_GBps - half) / (fastest.algbw_GBps + half)
+    high = (fastest.busbw_GBps + half) / (fastest.algbw_GBps - half)
+    # busbw = algbw x 2(n-1)/n for all-reduce, x (n-1)/n for the split collectives: the
+    # ratio r grows with n, n = scale / (scale - r).
     scale = 2.0 if collective == "all_reduce" else 1.0
-    if not 0 < ratio < scale:
+    if high >= scale:
         return None
-    n = round(scale / (scale - ratio))
-    if n < 2 or abs(bus_factor(collective, n) - ratio) > 2e-3 * ratio:
-        return None
-    return n
+    least = max(2, math.ceil(scale / (scale - max(low, 0.0)) - 1e-9))
+    most = math.floor(scale / (scale - high) + 1e-9)
+    return (least, most) if least <= most else None
 
 
 def _ranges(numbers: Sequence[int], most: int = 4) -> str:
@@ -373,6 +395,12 @@ def _ranges(numbers: Sequence[int], most: int = 4) -> str:
             runs.append([n, n])
     text = [f"{a}-{b}" if b > a else str(a) for a, b in runs[:most]]
     return ", ".join(text) + (", ..." if len(runs) > most else "")
+
+
+def _counted(fitting: tuple[int, int]) -> str:
+    """``"16"``, or ``"125 to 133"`` where the printed figures fit several rank counts."""
+    least, most = fitting
+    return str(least) if least == most else f"{least} to {most}"
 
 
 def _made_up_ranks(
@@ -392,7 +420,9 @@ def _made_up_ranks(
     by host, devices in order) are named in a warning."""
     if listed:
         first, last = min(listed), max(listed)
-        if len(listed) == last - first + 1:
+        if first == last:
+            which = f"a rank line for rank {first} only (pasted in part)"
+        elif len(listed) == last - first + 1:
             which = f"rank lines for ranks {first}-{last} only (pasted in part)"
         else:
             absent = sorted(set(range(last)) - set(listed))
@@ -400,12 +430,14 @@ def _made_up_ranks(
                      f"{_ranges(absent)})")
     else:
         which = "no rank lines"
-    from_busbw = _ranks_from_busbw(rows, collective)
+    fitting = _ranks_from_busbw(rows, collective)
+    # The rank count the ratio gives, where it gives one count alone.
+    from_busbw = fitting[0] if fitting is not None and fitting[0] == fitting[1] else None
     how = "arguments"
     if nodes is not None and gpus_per_node is not None:
-        if from_busbw is not None and from_busbw != nodes * gpus_per_node:
+        if fitting is not None and not fitting[0] <= nodes * gpus_per_node <= fitting[1]:
             warnings.append(
-                f"the busbw / algbw ratio says {from_busbw} ranks, not {nodes} node(s) x "
+                f"the busbw / algbw ratio says {_counted(fitting)} ranks, not {nodes} node(s) x "
                 f"{gpus_per_node} GPU(s); using the {nodes * gpus_per_node} given"
             )
     elif from_busbw is not None and nodes is not None and from_busbw % nodes == 0:
@@ -416,7 +448,7 @@ def _made_up_ranks(
         # One process drove every rank (nThread x nGpus of them): one host.
         nodes, gpus_per_node, how = 1, from_busbw, "busbw ratio"
     else:
-        known = "" if from_busbw is None else f" (the busbw / algbw ratio says {from_busbw} ranks)"
+        known = "" if fitting is None else f" (the busbw / algbw ratio says {_counted(fitting)} ranks)"
         listing = "no '#  Rank R ... on HOST device D' lines" if not listed else which
         raise InputError(
             f"{source}: {listing}, so the ranks and hosts are unknown{known}; "
@@ -550,8 +582,25 @@ def _run_texts(text: str) -> list[str]:
             starts.append(number)
             seen = -1
         seen = max(seen, kind)
+    _start_after_averages(raw, starts)
     ends = [*starts[1:], len(raw)]
     return ["\n" * start + "\n".join(raw[start:end]) + "\n" for start, end in zip(starts, ends, strict=True)]
+
+
+def _start_after_averages(raw: Sequence[str], starts: list[int]) -> None:
+    """Move each run's start (``starts``, from the second) back to just after the previous
+    run's ``# Avg bus bandwidth`` line, where the output names its binaries before their
+    runs (a script's "Running: ./build/all_reduce_perf ..." line): the lines between two runs
+    then go with the run they announce, so that each run is told by its own binary's name."""
+    stripped = [_strip_prefixes(line).strip() for line in raw]
+    header = next((n for n in range(starts[1] if len(starts) > 1 else len(raw)) if _TABLE_HEADER.match(stripped[n])),
+                  None)
+    if header is None or not _BINARY_NAME.search("\n".join(stripped[: header])):
+        return
+    for k in range(1, len(starts)):
+        averages = [n for n in range(starts[k - 1], starts[k]) if _AVG.match(stripped[n])]
+        if averages and _BINARY_NAME.search("\n".join(stripped[averages[-1] + 1: starts[k]])):
+            starts[k] = averages[-1] + 1
 
 
 def _parse_text(
@@ -585,6 +634,8 @@ def _parse_text(
             starting, nthread = _STARTING.match(stripped), _NTHREAD.match(stripped)
             if (starting or nthread) and (layout is not None or (nthread and header is not None)):
                 raise line_error(source, number, _SECOND_RUN)
+            if _RCCL.match(stripped):
+                raise line_error(source, number, _NOT_NCCL)
             if starting:
                 binary = starting.group(1).rsplit("/", 1)[-1]
             elif version_match := _VERSION.match(stripped):
@@ -614,6 +665,8 @@ def _parse_text(
                     )
                 # The GPU's name with its words one space apart (a paste may have turned them to tabs).
                 name = " ".join(match.group("name").split())
+                if name.startswith("AMD"):
+                    raise line_error(source, number, f"rank {rank} is an {name}: {_NOT_NCCL}")
                 ranks[rank] = RankInfo(
                     rank, match.group("host"), int(match.group("device")), name, number, match.group("bus").strip()
                 )

@@ -117,6 +117,11 @@ DEFAULT_SYSTEMS: tuple[tuple[str, str | None], ...] = (
 )
 
 
+#: Presets of PCIe workstations that a log's GPU may be in, which :func:`default_system`
+#: names without taking them (how many GPUs a box holds and how they hang off PCIe vary).
+_WORKSTATIONS: tuple[tuple[str, str], ...] = (("RTX 5090", "rtx5090-8x"), ("RTX 4090", "rtx4090-8x"))
+
+
 def default_system(log: NcclTestLog) -> str:
     """The system to check ``log`` on when none is given: NVIDIA's server of the GPU its rank
     lines name (:data:`DEFAULT_SYSTEMS`).
@@ -129,13 +134,20 @@ def default_system(log: NcclTestLog) -> str:
     """
     named = [name for name in log.gpu_models if name != UNNAMED_GPU]
     if not named:
-        raise InputError("--system is required to check an nccl-tests output whose rank lines name no GPU")
+        said = (f" (they print {UNNAMED_GPU!r}, the driver's name for a GPU it has no product name for)"
+                if UNNAMED_GPU in log.gpu_models else "")
+        raise InputError(f"--system is required to check an nccl-tests output whose rank lines name no GPU model{said}")
     systems = {}
     for name in named:
         system = gpu_model_value(name, DEFAULT_SYSTEMS, None)
         if system is None:
-            raise InputError(f"--system is required: the log's GPU {name} is in no server flowsim ships; name a "
-                             "preset or shipped system ('flowsim presets') or a system file (docs/system-format.md)")
+            workstation = gpu_model_value(name, _WORKSTATIONS, None)
+            which = (f"a workstation GPU, not NVIDIA's server: --system {workstation} if the box is 8 of them "
+                     "on PCIe as that preset is ('flowsim presets'), else a system file (docs/system-format.md)"
+                     if workstation is not None else
+                     "in no server flowsim ships; name a preset or shipped system ('flowsim presets') or a "
+                     "system file (docs/system-format.md)")
+            raise InputError(f"--system is required: the log's GPU {name} is {which}")
         systems[system] = name
     if len(systems) > 1:
         raise InputError(f"--system is required: the log's GPUs ({', '.join(named)}) are of different servers")

@@ -318,7 +318,7 @@ def gb200_nvl72_spec(*, p2p: bool = True) -> ServerSpec:
     """The :class:`~flowsim.servers.ServerSpec` of :func:`gb200_nvl72`."""
     return ServerSpec(
         "gb200_nvl72", "B200", 72, "nvswitch", "pcie5", 36, None, "lpddr5x_grace",
-        _one_nic_per_gpu(72), "ib_ndr", "eth400g", 36, nvlink="nvlink5", p2p=p2p, cpu="grace",
+        _one_nic_per_gpu(72), "ib_ndr", "eth400g", 36, nvlink="nvlink5", p2p=p2p, cpu="grace", hosts=18,
     )
 
 

@@ -99,6 +99,10 @@ class ServerSpec:
         The NCCL environment the platform's software stack sets (a cloud image's NCCL
         profile): what NCCL's tuner follows on it unless told otherwise
         (:attr:`flowsim.topology.Topology.nccl_env`).
+    hosts : int
+        Hosts the server's GPUs are split over, each running its own processes: 1, or for a
+        rack-scale NVLink domain its compute trays (a GB200 NVL72 rack: 18 of 4 GPUs), which
+        ``flowsim check`` matches with the hosts a log names.
     """
 
     name: str
@@ -122,6 +126,7 @@ class ServerSpec:
     nic_kind: str = "ib"
     net_latency_us: float = 0.0
     nccl_env: tuple[tuple[str, str], ...] = ()
+    hosts: int = 1
 
     @property
     def n_nics(self) -> int:
@@ -133,6 +138,8 @@ class ServerSpec:
         n = whole_number("gpus", self.n_gpus)
         whole_number("sockets", self.sockets)
         whole_number("frontend ports", self.frontend_ports, minimum=0)
+        if whole_number("hosts", self.hosts) > n or n % self.hosts:
+            raise InputError(f"{self.hosts} hosts cannot split {n} GPUs evenly")
         if not (is_real(self.net_latency_us) and math.isfinite(self.net_latency_us) and self.net_latency_us >= 0):
             raise InputError(f"network latency {self.net_latency_us!r} us must be a finite number >= 0")
         checked_nccl_env(self.nccl_env, "NCCL environment")

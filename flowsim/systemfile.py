@@ -220,7 +220,7 @@ def _nics(
 
 def _server(where: Where, server: Mapping, name: str) -> ServerSpec:
     where.only(server, ("gpu", "gpus", "gpu_fabric", "p2p", "nvswitch", "nvlinks_per_gpu", "nvlink", "nvlink_counts",
-                        "pcie", "cpu", "nics", "frontend"), "server")
+                        "pcie", "cpu", "nics", "frontend", "hosts"), "server")
     gpu = where.string(server, "gpu", "server")
     n_gpus = where.integer(server, "gpus", "server", 1)
     fabric = _gpu_fabric(where, server, gpu, n_gpus)
@@ -249,6 +249,7 @@ def _server(where: Where, server: Mapping, name: str) -> ServerSpec:
         nvlink=fabric.get("nvlink"), nvlinks_per_gpu=fabric.get("nvlinks_per_gpu"),
         nvlink_counts=fabric.get("nvlink_counts"), p2p=where.boolean(server, "p2p", "server", True), cpu=cpu_kind,
         gpu_nics=gpu_nics, nic_kind=nic_kind, net_latency_us=net_latency,
+        hosts=_integer(where, server, "hosts", "server", 1),
     )
     try:
         spec.check()
@@ -396,6 +397,8 @@ def format_system(spec: ServerSpec, *, cluster: Mapping | None = None, descripti
         lines.append(f"description = {_toml_value(description)}")
     lines += ["", "[server]", f"gpu = {_toml_value(spec.gpu)}", f"gpus = {spec.n_gpus}",
               f"gpu_fabric = {_toml_value(spec.gpu_fabric)}", f"p2p = {_toml_value(spec.p2p)}"]
+    if spec.hosts > 1:
+        lines.append(f"hosts = {spec.hosts}")
     if spec.gpu_fabric == "nvswitch":
         switch = next(name for name in _NVSWITCH_NAMES if nvswitch_generation(name).nvlink == spec.nvlink)
         lines.append(f"nvswitch = {_toml_value(switch)}")

@@ -24,7 +24,8 @@ from flowsim.check import (
     plot_history,
     read_history,
 )
-from flowsim.check.parse import nccl_version_from_code
+from flowsim.check.log import RankInfo
+from flowsim.check.parse import _shape_of_listed, nccl_version_from_code
 from flowsim.check.report import LATENCY_TOLERANCE, default_system, time_bounds
 from flowsim.commands.check import add_parser
 from flowsim.errors import InputError
@@ -737,13 +738,18 @@ def test_a_missing_rank_line_is_named_and_the_shape_can_stand_in():
     # from the cluster's shape, as without rank lines, and the missing ones are named.
     lines = [line for line in _lines(ALL_GATHER) if not line.startswith("#  Rank  3 ")]
     text = "\n".join(line for line in lines if "nThread" not in line)
-    with pytest.raises(InputError, match=r"rank lines for 7 ranks only \(none for rank 3\), so the ranks and hosts are "
-                                         r"unknown \(the busbw / algbw ratio says 8 ranks\)"):
-        parse_nccl_log(text, collective="all_gather")
+    # The 7 lines on one host, devices 0-7 but 3, and the ratio's 8 ranks fit one shape alone.
+    alone = parse_nccl_log(text, collective="all_gather")
+    assert (alone.n_ranks, alone.ranks_from) == (8, "listed ranks' hosts and devices and the busbw ratio")
     log = parse_nccl_log(text, collective="all_gather", nodes=1)
     assert (log.n_ranks, log.ranks_from) == (8, "busbw ratio")
     assert any(w.startswith("rank lines for 7 ranks only (none for rank 3); assuming 1 host(s) x 8 GPU(s)")
                for w in log.warnings)
+    # Without a busbw ratio (a sendrecv's is 1 whatever the ranks) nothing fixes the count.
+    holed = "\n".join(line for line in _lines(SENDRECV) if not line.startswith("#  Rank  0 ") and "nThread" not in line)
+    with pytest.raises(InputError, match=r"a rank line for rank 1 only \(pasted in part\), so the ranks and hosts are "
+                                         r"unknown; give the cluster's shape"):
+        parse_nccl_log(holed)
 
 
 def test_rank_lines_of_each_hosts_last_rank_and_a_row_cut_by_info_lines():
@@ -790,9 +796,8 @@ def test_a_paste_that_starts_in_the_middle_of_the_rank_lines_takes_the_shape_fro
                                                                           "#  Rank  2 ", "#  Rank  3 ",
                                                                           "#  Rank  4 "))]
     text = "\n".join(line for line in lines if "nThread" not in line)
-    with pytest.raises(InputError, match=r"rank lines for ranks 5-7 only \(pasted in part\), so the ranks and hosts "
-                                         r"are unknown \(the busbw / algbw ratio says 8 ranks\); give the cluster's shape"):
-        parse_nccl_log(text, collective="all_gather")
+    # Ranks 5-7 on one host as devices 5-7 and the ratio's 8 ranks: one host of 8.
+    assert parse_nccl_log(text, collective="all_gather").hosts == ("node0",)
     log = parse_nccl_log(text, collective="all_gather", nodes=1, gpus_per_node=8)
     assert (log.n_ranks, log.hosts, log.ranks_from) == (8, ("node0",), "arguments")
     assert log.gpu_models == ("NVIDIA H100 80GB HBM3",)
@@ -1215,6 +1220,30 @@ def test_gb200_trays_are_hosts_of_one_rack():
     # A DGX H100 log keeps one host per server.
     dgx = check_log(parse_nccl_log(ALL_REDUCE_4), system="dgx-h100", min_bytes=8 << 30)
     assert dgx.nodes == 4
+    # 20 trays need 2 racks, and take 10 of each: NVLSTree, which needs as many ranks in every
+    # rack, runs (filling the first rack left 2 trays in the second, which it refuses).
+    trays = "\n".join(f"#  Rank {r:2d} Group  0 Pid  {100 + r} on   tray-{r // 4:02d} device  {r % 4} "
+                      "[0000:18:00] NVIDIA GB200" for r in range(80))
+    body = [line for line in lines if not line.startswith("#  Rank")]
+    racks = check_log(parse_nccl_log("\n".join([*body[:5], trays, *body[5:]]), collective="all_reduce"),
+                      system="gb200-nvl72", fabric="fat_tree", min_bytes=8 << 30)
+    assert (racks.nodes, racks.algorithm) == (2, "nvls_tree")
+
+
+@pytest.mark.parametrize(("listed", "shape"), [
+    # OCI's 2-host GB300 run: ranks 0, 1 on one host, 6, 7 on the other, devices 0-3.
+    ({0: ("a", 0), 1: ("a", 1), 6: ("b", 2), 7: ("b", 3)}, (2, 4)),
+    # Each end of 128 ranks kept; 127 to 133 ranks fit the ratio, and 128 and 132 both fit
+    # 4 GPUs a host: the one that ends at the last rank listed.
+    ({0: ("x", 0), 1: ("x", 1), 126: ("y", 2), 127: ("y", 3)}, (32, 4)),
+    # Every rank on device 0 (CUDA_VISIBLE_DEVICES set per rank), ranks 0 and 1 on one host:
+    # no shape puts them both on device 0 of one host.
+    ({0: ("x", 0), 1: ("x", 0)}, None),
+])
+def test_the_rank_lines_a_paste_kept_fix_the_hosts_where_one_shape_fits(listed, shape):
+    ranks = {r: RankInfo(r, host, device, "NVIDIA GB300", r + 1) for r, (host, device) in listed.items()}
+    fitting = (127, 133) if max(listed) > 100 else (8, 8)
+    assert _shape_of_listed(ranks, fitting) == shape
 
 
 @pytest.mark.parametrize(
@@ -1337,9 +1366,8 @@ def test_open_mpi_notices_and_elided_rank_lines_inside_a_paste():
     elided = [line for i, line in enumerate(lines) if not (rank5 <= i < rank5 + 3)]
     elided.insert(rank5, "...")
     text = "\n".join(line for line in elided if "nThread" not in line)
-    with pytest.raises(InputError, match=r"rank lines for ranks 0-4 only \(pasted in part\), so the ranks and hosts "
-                                         r"are unknown \(the busbw / algbw ratio says 8 ranks\)"):
-        parse_nccl_log(text, collective="all_gather")
+    assert any(w.startswith("rank lines for ranks 0-4 only (pasted in part); assuming 1 host(s) x 8 GPU(s)")
+               for w in parse_nccl_log(text, collective="all_gather").warnings)
     assert parse_nccl_log(text, collective="all_gather", nodes=1).n_ranks == 8
 
 

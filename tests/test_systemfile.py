@@ -97,6 +97,8 @@ def test_every_preset_written_as_a_system_file_builds_the_same_topology(name):
          "l40s.toml: server.nics.net_latency_us: expected a number of microseconds >= 0, got -75.0"),
         ('nics = { count = 2, speed_gbps = 200, kind = "efa", net_latency_us = "75" }',
          "l40s.toml: server.nics.net_latency_us: expected a number, got"),
+        ("hosts = 3", "l40s.toml: server: 3 hosts cannot split 8 GPUs evenly"),
+        ("hosts = 0", "l40s.toml: server.hosts: expected an integer >= 1, got an integer 0"),
     ],
 )
 def test_errors_name_the_file_and_the_key(tmp_path, change, message):
@@ -262,7 +264,7 @@ def test_the_shipped_systems_are_listed_in_the_help():
     assert shipped_system_names() == (
         "aws_p4d", "aws_p4de", "aws_p5", "aws_p5e", "aws_p6_b200", "azure_nd_a100_v4", "azure_nd_gb200_v6",
         "azure_nd_h100_v5", "azure_nd_h200_v5", "dgx_b300", "dgx_h200", "gcp_a3_high", "gcp_a3_mega", "gcp_a3_ultra", "gcp_a4",
-        "oci_bm_gpu4_8", "oci_bm_gpu_b300_8", "oci_bm_gpu_h100_8",
+        "oci_bm_gpu4_8", "oci_bm_gpu_b300_8", "oci_bm_gpu_gb300_4", "oci_bm_gpu_h100_8",
     )
 
 

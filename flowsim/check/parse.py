@@ -27,7 +27,8 @@ for RCCL) is refused with one line.
 Output as people paste it is read too: comment lines whose ``#`` a Markdown renderer ate
 (``nThread 1 nGpus 8 ...``, ``Rank 0 Group 0 ...``), no ``# nThread`` line, no rank lines
 (then the ranks and hosts come from ``nodes`` and ``gpus_per_node``, or from the busbw / algbw
-ratio, which fixes the rank count of all-reduce, all-gather, reduce-scatter and all-to-all),
+ratio, which fixes the rank count of all-reduce, all-gather, reduce-scatter and all-to-all,
+with the hosts and devices of the rank lines a paste kept where they allow one shape),
 and no closing ``# Avg bus bandwidth`` line (a table pasted in part: a warning, not an error).
 A file of several runs is cut into runs at their opening lines; where a script named each
 binary before running it (``Running: ./build/all_reduce_perf ...``), the lines between two
@@ -403,6 +404,29 @@ def _counted(fitting: tuple[int, int]) -> str:
     return str(least) if least == most else f"{least} to {most}"
 
 
+def _shape_of_listed(listed: Mapping[int, RankInfo], fitting: tuple[int, int] | None) -> tuple[int, int] | None:
+    """(nodes, GPUs per node) where one shape fits both the rank counts the busbw ratio
+    allows (``fitting``) and the rank lines a paste kept (``listed``): ranks a host apart on
+    different hosts, each rank's device its place on its host. Where several do, the one
+    whose last rank is the last listed: OCI's published runs keep each end of the list
+    ("Rank 0, 1, ..., 126, 127")."""
+    if not listed or fitting is None:
+        return None
+    least_gpus = max(info.device for info in listed.values()) + 1
+    shapes = set()
+    for n in range(max(fitting[0], max(listed) + 1), fitting[1] + 1):
+        for g in range(least_gpus, n + 1):
+            if n % g or any((rank - info.device) % g for rank, info in listed.items()):
+                continue
+            host_of = {rank // g: info.host for rank, info in listed.items()}
+            if len(host_of) == len(set(host_of.values())) and all(
+                    host_of[rank // g] == info.host for rank, info in listed.items()):
+                shapes.add((n // g, g))
+    if len(shapes) > 1:
+        shapes = {(nodes, g) for nodes, g in shapes if nodes * g == max(listed) + 1}
+    return shapes.pop() if len(shapes) == 1 else None
+
+
 def _made_up_ranks(
     source: str,
     collective: str,
@@ -447,6 +471,9 @@ def _made_up_ranks(
     elif from_busbw is not None and nodes is None and gpus_per_node is None and from_busbw == per_process:
         # One process drove every rank (nThread x nGpus of them): one host.
         nodes, gpus_per_node, how = 1, from_busbw, "busbw ratio"
+    elif nodes is None and gpus_per_node is None and (shape := _shape_of_listed(listed, fitting)) is not None:
+        nodes, gpus_per_node = shape
+        how = "listed ranks' hosts and devices and the busbw ratio"
     else:
         known = "" if fitting is None else f" (the busbw / algbw ratio says {_counted(fitting)} ranks)"
         listing = "no '#  Rank R ... on HOST device D' lines" if not listed else which

@@ -96,10 +96,6 @@ SIZE_BANDS: tuple[tuple[str, int, float], ...] = (
 # HBM3"); a preset missing here (pcie_server: any PCIe GPU) is not compared.
 _PRESET_GPU = {"dgx1_v100": "V100", "dgx_a100": "A100", "dgx_h100": "H100", "dgx_b200": "B200", "gb200_nvl72": "B200"}
 
-# Rack-scale presets whose hosts are compute trays: one server (the NVLink domain) holds this
-# many of a log's hosts, each with its own GPUs (a GB200 NVL72 rack is 18 trays of 4 GPUs,
-# [DGXGB200-UG], each tray one host running its own ranks).
-_HOSTS_PER_SERVER = {"gb200_nvl72": 18}
 #: The name the NVIDIA driver prints for a GPU it has no product name for (early GB200
 #: drivers, coreweave/nccl-tests#43): it says nothing about the model.
 UNNAMED_GPU = "NVIDIA Graphics Device"
@@ -432,15 +428,16 @@ class CheckReport:
         return summary
 
 
-def _host_layout(log: NcclTestLog, system: str, server_gpus: int, devices: dict[int, int]) -> tuple[int, int]:
-    """(hosts per server, GPUs per host) of the log on ``system``: one host per server, but
-    on a rack-scale preset whose log's hosts each use at most a tray's GPUs, the trays of
-    one rack (:data:`_HOSTS_PER_SERVER`)."""
-    trays = _HOSTS_PER_SERVER.get(system, 1)
-    per_tray = server_gpus // trays
+def _host_layout(spec: ServerSpec, devices: dict[int, int]) -> tuple[int, int]:
+    """(hosts per server, GPUs per host) of the log on ``spec``: one host per server, but on
+    a rack-scale system whose hosts are compute trays (:attr:`ServerSpec.hosts`: a GB200
+    NVL72 rack is 18 trays of 4 GPUs, [DGXGB200-UG], each tray one host running its own
+    ranks) and whose log's hosts each use at most a tray's GPUs, the trays of one rack."""
+    trays = spec.hosts
+    per_tray = spec.n_gpus // trays
     if trays > 1 and all(d < per_tray for d in devices.values()):
         return trays, per_tray
-    return 1, server_gpus
+    return 1, spec.n_gpus
 
 
 def _bus_key(bus: str) -> tuple:
@@ -479,18 +476,22 @@ def _local_devices(log: NcclTestLog) -> tuple[dict[int, int], list[str]]:
 
 def _rank_gpus(log: NcclTestLog, system: str, topology, layout: tuple[int, int],
                devices: dict[int, int]) -> list[str]:
-    """GPU node names of the ranks: host ``i`` (first-appearance order) is server ``n{i}``
-    (on a rack-scale system tray ``i % trays`` of server ``n{i // trays}``, ``layout``), the
-    rank's GPU ``devices[rank]`` (:func:`_local_devices`).
+    """GPU node names of the ranks: host ``i`` (first-appearance order) is server ``n{i}``,
+    the rank's GPU ``devices[rank]`` (:func:`_local_devices`). On a rack-scale system
+    (``layout``) the hosts are trays, spread evenly over the fewest racks that hold them
+    (32 hosts in 2 racks of 18 trays: 16 in each, as OCI's 2-rack runs use them, and as
+    NVLSTree, which needs the same ranks in every rack, can run), in order.
 
     An :class:`InputError` names a device the server lacks, or two ranks on one GPU.
     """
     hosts_per_server, per_host = layout
     host_index = {host: i for i, host in enumerate(log.hosts)}
+    racks = -(-len(host_index) // hosts_per_server)
+    per_rack = -(-len(host_index) // racks)
     names = set(topology.node_names)
     gpus: dict[str, RankInfo] = {}
     for r in log.ranks:
-        server, tray = divmod(host_index[r.host], hosts_per_server)
+        server, tray = divmod(host_index[r.host], per_rack)
         gpu = f"n{server}.gpu{tray * per_host + devices[r.rank]}"
         if gpu not in names:
             raise placed_error(
@@ -668,7 +669,7 @@ def check_log(
             nccl = f"{nccl}, {' '.join(taken)} (log)"
     spec = server if isinstance(server, ServerSpec) else PRESETS[server].spec() if server in PRESETS else None
     devices, device_notes = _local_devices(log)
-    layout = (1, 0) if spec is None else _host_layout(log, system, spec.n_gpus, devices)
+    layout = (1, 0) if spec is None else _host_layout(spec, devices)
     n_servers = -(-log.n_nodes // layout[0])
     fabric = resolve_fabric(fabric, n_servers)
     intact = build_cluster(server, n_servers, figure=figure, fabric=fabric, switch=switch,

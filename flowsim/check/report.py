@@ -104,8 +104,8 @@ UNNAMED_GPU = "NVIDIA Graphics Device"
 #: The system :func:`default_system` takes for a log's GPUs: NVIDIA's own server of each SXM
 #: GPU, found by a piece of the device name nccl-tests' rank lines print (``NVIDIA H100 80GB
 #: HBM3``), the first piece that matches (:func:`flowsim.hardware.gpu_model_value`). PCIe and
-#: NVL cards (``NVIDIA H100 PCIe``, ``NVIDIA H200 NVL``), the GH200 and the GB300 are in no
-#: server flowsim ships: they have none.
+#: NVL cards (``NVIDIA H100 PCIe``, ``NVIDIA H200 NVL``), the GH200 and the GB300 have no
+#: NVIDIA server flowsim ships: they have none (:data:`_SUGGESTED` names what may fit).
 DEFAULT_SYSTEMS: tuple[tuple[str, str | None], ...] = (
     ("PCIe", None), ("NVL", None), ("GH200", None), ("GB300", None),
     ("GB200", "gb200-nvl72"), ("B300", "dgx-b300"), ("B200", "dgx-b200"), ("H200", "dgx-h200"),
@@ -113,9 +113,17 @@ DEFAULT_SYSTEMS: tuple[tuple[str, str | None], ...] = (
 )
 
 
-#: Presets of PCIe workstations that a log's GPU may be in, which :func:`default_system`
-#: names without taking them (how many GPUs a box holds and how they hang off PCIe vary).
-_WORKSTATIONS: tuple[tuple[str, str], ...] = (("RTX 5090", "rtx5090-8x"), ("RTX 4090", "rtx4090-8x"))
+#: Systems a log's GPU may be in, which :func:`default_system` names without taking them:
+#: PCIe workstations (how many GPUs a box holds and how they hang off PCIe vary) and OCI's
+#: GB300 racks (one cloud's NICs).
+_SUGGESTED: tuple[tuple[str, str], ...] = (
+    ("RTX 5090", "a workstation GPU, not NVIDIA's server: --system rtx5090-8x if the box is 8 of them on PCIe "
+                 "as that preset is"),
+    ("RTX 4090", "a workstation GPU, not NVIDIA's server: --system rtx4090-8x if the box is 8 of them on PCIe "
+                 "as that preset is"),
+    ("GB300", "in no NVIDIA server flowsim ships: --system oci-bm-gpu-gb300-4 if its racks are OCI's "
+              "(800 Gb/s of RoCE a GPU)"),
+)
 
 
 def default_system(log: NcclTestLog) -> str:
@@ -137,10 +145,9 @@ def default_system(log: NcclTestLog) -> str:
     for name in named:
         system = gpu_model_value(name, DEFAULT_SYSTEMS, None)
         if system is None:
-            workstation = gpu_model_value(name, _WORKSTATIONS, None)
-            which = (f"a workstation GPU, not NVIDIA's server: --system {workstation} if the box is 8 of them "
-                     "on PCIe as that preset is ('flowsim presets'), else a system file (docs/system-format.md)"
-                     if workstation is not None else
+            suggested = gpu_model_value(name, _SUGGESTED, None)
+            which = (f"{suggested} ('flowsim presets'), else a system file (docs/system-format.md)"
+                     if suggested is not None else
                      "in no server flowsim ships; name a preset or shipped system ('flowsim presets') or a "
                      "system file (docs/system-format.md)")
             raise InputError(f"--system is required: the log's GPU {name} is {which}")

@@ -240,7 +240,9 @@ def test_the_nic_sweep_varies_the_system_files_keys():
 def test_shipped_cloud_systems_resolve_with_dashes_or_underscores(name, gpu, nics, nic_Bps):
     for spelling in (name, name.replace("-", "_"), name.replace("_", "-")):
         system, label, cluster = resolve_system(spelling)
-        assert (label, cluster, system.gpu, system.n_nics) == (name.replace("-", "_"), {}, gpu, nics)
+        # Rack-scale systems (72 rails a rack) name the fat-tree they need.
+        fabric = {"fabric": "fat_tree"} if system.hosts > 1 else {}
+        assert (label, cluster, system.gpu, system.n_nics) == (name.replace("-", "_"), fabric, gpu, nics)
     # A GB200 NVL72 rack has 72 rails, more than 64-port spines take: a fat-tree for all.
     t = build_cluster(system, 2, figure="nominal", fabric="fat_tree")
     out = [int(link) for link in t.links_from("n1.nic0") if t.node_server[t.link_dst[link]] < 0]

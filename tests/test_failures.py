@@ -213,7 +213,9 @@ def test_failing_one_nic_doubles_a_ring_all_reduce_as_worked_out_by_hand():
     # Every NIC up: NCCL's search fits 8 channels at 48 GB/s (one per NIC), a bus bandwidth
     # of 384 GB/s over 16 channels: 24 GB/s each, 48 GB/s for a lane of two channels. Each
     # NIC link carries one lane each way (48 = its capacity); a GPU's NVLink carries 7 lanes
-    # (336 < 370.8). Every hop runs at 48 GB/s.
+    # (336 < 370.8). A Hopper ring channel moves at most 22.8 GB/s across servers
+    # (HOPPER_RING_NET_CHANNEL_GBPS, docs/model.md "Ring channels across servers"): the hops
+    # between servers run at 2 x 22.8 = 45.6 GB/s, under the NICs' 48.
     #
     # n0.nic3 failed: n0.gpu3 leaves through n0.nic0 (pcie3, cpu0, pcie0: the nearest NIC of
     # the InfiniBand network, nic1 and nic2 as near, nic0 the lowest), so it is on rail 0.
@@ -223,7 +225,7 @@ def test_failing_one_nic_doubles_a_ring_all_reduce_as_worked_out_by_hand():
     # to 24 (8 x 24 = 192) before the next (22) falls under .49 of 48; duplicated (Hopper,
     # not more than 4 channels) to 8 channels at 24; 8 at 30 do not fit nic0. Bus bandwidth
     # 8 x 24 = 192 GB/s: 12 per channel, 24 GB/s per lane. The flows agree: nic0's 48 GB/s
-    # shared by two lanes is 24 each. Every hop runs at 24 GB/s.
+    # shared by two lanes is 24 each (under the channels' 45.6). Every hop runs at 24 GB/s.
     #
     # Latency, the same in both: the last hops to finish cross the network, after NCCL's
     # base latency for ring/Simple (8.4 us), one network step (hwLat NET ring/Simple 14 us,
@@ -234,8 +236,12 @@ def test_failing_one_nic_doubles_a_ring_all_reduce_as_worked_out_by_hand():
     latency = 8.4e-6 + 14e-6 + 150e-9
     healthy = run_scenario(_scenario())
     broken = run_scenario(_scenario('fail = ["n0.nic3"]'))
-    assert healthy.result.makespan_s == pytest.approx(latency + hop_bytes / 48e9, rel=1e-9)
-    assert broken.result.makespan_s == pytest.approx(latency + hop_bytes / 24e9, rel=1e-9)
+    assert healthy.result.makespan_s == pytest.approx(latency + hop_bytes / 45.6e9, rel=1e-9)
+    # Lane 3 leaves n0 through nic2 and crosses a spine to n1's rail 3 (a 450 ns route where
+    # the others take 150 ns); it shares nic2 at 24 GB/s but gets a little more while the
+    # other lanes' hops, held to 45.6 GB/s, still start or end around it, so it ends within
+    # the extra 300 ns of the hops into nic0.
+    assert latency + hop_bytes / 24e9 - 1e-12 <= broken.result.makespan_s <= latency + hop_bytes / 24e9 + 300e-9
     # The rerouted hops: lanes 0 and 3 reach n0 through nic0, and nothing touches nic3.
     t, w, routes = broken.scenario.topology, broken.scenario.workload, broken.routes
     downlink = t.link_id("ib.su0.rail0->n0.nic0")
@@ -368,14 +374,15 @@ def _collective_row(capsys, *options: str) -> tuple[str, list[str]]:
 
 def test_collective_fail_and_degrade_options_give_the_hand_worked_ring_times(capsys):
     # The streamed 1 GiB ring of test_failing_one_nic_doubles_a_ring_all_reduce_as_worked_out_by_hand:
-    # 8.4 + 14 + 0.15 us of latency plus 251,658,240 bytes per hop at 48 GB/s (every NIC up)
-    # = 5265.43 us, or at 24 GB/s = 10508.31 us. A NIC at half speed (24 GB/s): NCCL's search
-    # finds the same 8 channels at 24 GB/s as with its GPU moved to nic0, and the hops that
-    # cross it run at 24 GB/s.
+    # 8.4 + 14 + 0.15 us of latency plus 251,658,240 bytes per hop at 45.6 GB/s (every NIC
+    # up, two Hopper ring channels across servers) = 5541.37 us, or at 24 GB/s = 10508.31
+    # us, and 0.03 us more with n0.nic3 down, where the last hop crosses a spine (that test).
+    # A NIC at half speed (24 GB/s): NCCL's search finds the same 8 channels at 24 GB/s as
+    # with its GPU moved to nic0, and the hops that cross it run at 24 GB/s.
     title, healthy = _collective_row(capsys)
-    assert healthy[8] == "5265.43" and "failures" not in title
+    assert healthy[8] == "5541.37" and "failures" not in title
     title, failed = _collective_row(capsys, "--fail", "n0.nic3")
-    assert failed[8] == "10508.31"
+    assert failed[8] == "10508.34"
     assert title.endswith("; failures: 4 links removed, 0 slowed, n0.gpu3 leaves through n0.nic0 (was n0.nic3)")
     title, slowed = _collective_row(capsys, "--degrade", "n0.nic3=0.5")
     assert slowed[8] == "10508.31" and title.endswith("; failures: 0 links removed, 4 slowed")
@@ -400,8 +407,9 @@ def test_bad_fail_and_degrade_options_are_one_line(capsys, options, message):
 def test_check_predicts_the_cluster_with_the_failures_given(capsys):
     # The deliberately degraded 2 x DGX H100 log (about 185 GB/s busbw, half a healthy pair)
     # against a ring/Simple prediction: with every NIC up the log is flagged; with n0.nic3
-    # down the latencies stay and every hop's bandwidth part doubles, 251,658,240 bytes at
-    # 24 instead of 48 GB/s: 5242.88 us more for the 1 GiB row, and the log matches.
+    # down the latencies stay and each hop's 251,658,240 bytes go at 24 instead of 45.6 GB/s
+    # (two Hopper ring channels across servers): 4966.94 us more for the 1 GiB row, and the
+    # log matches.
     log = "data/nccl_tests/all_reduce_perf_dgx_h100_2node_degraded.txt"
     common = ["check", log, "--system", "dgx-h100", "--min-bytes", "1G", *RING, "--json"]
     assert cli.main(common) == 1
@@ -410,7 +418,8 @@ def test_check_predicts_the_cluster_with_the_failures_given(capsys):
     failed = json.loads(capsys.readouterr().out)
     row = {r["size_bytes"]: r for r in healthy["rows"]}[1 << 30]
     broken = {r["size_bytes"]: r for r in failed["rows"]}[1 << 30]
-    assert broken["predicted_time_us"] - row["predicted_time_us"] == pytest.approx(5242.88, abs=0.005)
+    assert broken["predicted_time_us"] - row["predicted_time_us"] == pytest.approx(
+        251_658_240 / 24e3 - 251_658_240 / 45.6e3, abs=0.005)
     assert (healthy["failures"], failed["failures"]) == (
         "", "4 links removed, 0 slowed, n0.gpu3 leaves through n0.nic0 (was n0.nic3)"
     )

@@ -60,6 +60,16 @@ from flowsim.strings import CodedStrings, coded
 from flowsim.topology import NodeKind, Topology
 from flowsim.workload import Workload
 
+#: GPU generations (compute capability // 10) whose ring channels across servers are held to
+#: :data:`HOPPER_RING_NET_CHANNEL_GBPS`: Hopper, where it was measured.
+HOPPER_RING_NET_CHANNEL_SM = (9,)
+#: Most a Simple ring channel of a Hopper GPU moves over its hop between servers, in GB/s.
+#: Calibrated on the run NVIDIA's maintainer called good in nccl-tests#309 (4 servers of 8
+#: H100, 365.84 GB/s: NCCL's default 16 channels, two a NIC of 400 Gb/s, 16 x 22.8 = 365),
+#: where 24 channels (NCCL_MIN_CTAS=24) reach the NICs; held out on other runs in
+#: docs/model.md "Ring channels across servers".
+HOPPER_RING_NET_CHANNEL_GBPS = 22.8
+
 __all__ = [
     "CollectivePlan",
     "CollectiveRun",
@@ -614,6 +624,15 @@ def collective_workload(
             if collective == "all_reduce":
                 share *= tree_correction(constants_of(choice.version), protocol, size_bytes)
         workload = _capped(workload, share / chosen[1].wire_efficiency)
+    if entry.name == "ring" and chosen[0] == "simple" and choice is not None \
+            and choice.system.sm // 10 in HOPPER_RING_NET_CHANNEL_SM:
+        # A Hopper ring channel's hop between servers moves at most HOPPER_RING_NET_CHANNEL_GBPS
+        # (calibrated, docs/model.md "Ring channels across servers"); a lane carries its channels.
+        across, _ = _server_pairs(topology, workload)
+        if across.any():
+            net_cap = HOPPER_RING_NET_CHANNEL_GBPS * 1e9 * lane_channels / chosen[1].wire_efficiency
+            workload = dataclasses.replace(
+                workload, cap_Bps=np.where(across, np.minimum(workload.cap_Bps, net_cap), workload.cap_Bps))
     if p2p_sends:
         assert p2p is not None
         # Each of NCCL's channels to a peer moves at most P2P_PER_CHANNEL_NET_GBPS across the

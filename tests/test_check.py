@@ -1231,19 +1231,22 @@ def test_gb200_trays_are_hosts_of_one_rack():
     assert (racks.nodes, racks.algorithm) == (2, "nvls_tree")
 
 
-@pytest.mark.parametrize(("listed", "shape"), [
+@pytest.mark.parametrize(("listed", "fitting", "shape"), [
     # OCI's 2-host GB300 run: ranks 0, 1 on one host, 6, 7 on the other, devices 0-3.
-    ({0: ("a", 0), 1: ("a", 1), 6: ("b", 2), 7: ("b", 3)}, (2, 4)),
+    ({0: ("a", 0), 1: ("a", 1), 6: ("b", 2), 7: ("b", 3)}, (8, 8), (2, 4)),
     # Each end of 128 ranks kept; 127 to 133 ranks fit the ratio, and 128 and 132 both fit
     # 4 GPUs a host: the one that ends at the last rank listed.
-    ({0: ("x", 0), 1: ("x", 1), 126: ("y", 2), 127: ("y", 3)}, (32, 4)),
+    ({0: ("x", 0), 1: ("x", 1), 126: ("y", 2), 127: ("y", 3)}, (127, 133), (32, 4)),
     # Every rank on device 0 (CUDA_VISIBLE_DEVICES set per rank), ranks 0 and 1 on one host:
     # no shape puts them both on device 0 of one host.
-    ({0: ("x", 0), 1: ("x", 0)}, None),
+    ({0: ("x", 0), 1: ("x", 0)}, (8, 8), None),
+    # 8,192 ranks, whose printed figures fit hundreds of counts: tried by divisors, at once.
+    ({0: ("h0", 0), 8191: ("h1023", 7)}, (8000, 8400), (1024, 8)),
+    # Printed figures that fit thousands of counts fix nothing.
+    ({0: ("h0", 0), 8191: ("h1023", 7)}, (2, 50000), None),
 ])
-def test_the_rank_lines_a_paste_kept_fix_the_hosts_where_one_shape_fits(listed, shape):
+def test_the_rank_lines_a_paste_kept_fix_the_hosts_where_one_shape_fits(listed, fitting, shape):
     ranks = {r: RankInfo(r, host, device, "NVIDIA GB300", r + 1) for r, (host, device) in listed.items()}
-    fitting = (127, 133) if max(listed) > 100 else (8, 8)
     assert _shape_of_listed(ranks, fitting) == shape
 
 

@@ -404,19 +404,32 @@ def _counted(fitting: tuple[int, int]) -> str:
     return str(least) if least == most else f"{least} to {most}"
 
 
+#: Most rank counts :func:`_shape_of_listed` tries (printed figures of thousands of ranks fit
+#: a wide range of counts, and then no shape is fixed anyway).
+_MOST_COUNTS = 4096
+
+
+def _divisors(n: int) -> list[int]:
+    """The divisors of ``n`` >= 1, in no particular order."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return small + [n // d for d in small if d * d != n]
+
+
 def _shape_of_listed(listed: Mapping[int, RankInfo], fitting: tuple[int, int] | None) -> tuple[int, int] | None:
     """(nodes, GPUs per node) where one shape fits both the rank counts the busbw ratio
     allows (``fitting``) and the rank lines a paste kept (``listed``): ranks a host apart on
     different hosts, each rank's device its place on its host. Where several do, the one
     whose last rank is the last listed: OCI's published runs keep each end of the list
     ("Rank 0, 1, ..., 126, 127")."""
-    if not listed or fitting is None:
+    if not listed or fitting is None or fitting[1] - fitting[0] > _MOST_COUNTS:
         return None
     least_gpus = max(info.device for info in listed.values()) + 1
+    # A host's GPU count divides every listed rank's distance from its device number.
+    spread = math.gcd(*(rank - info.device for rank, info in listed.items()))
     shapes = set()
     for n in range(max(fitting[0], max(listed) + 1), fitting[1] + 1):
-        for g in range(least_gpus, n + 1):
-            if n % g or any((rank - info.device) % g for rank, info in listed.items()):
+        for g in _divisors(n):
+            if g < least_gpus or (spread and spread % g):
                 continue
             host_of = {rank // g: info.host for rank, info in listed.items()}
             if len(host_of) == len(set(host_of.values())) and all(

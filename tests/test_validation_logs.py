@@ -171,9 +171,6 @@ def test_the_nccl_environment_goes_to_the_prediction_only_where_the_api_takes_it
 # Rows of healthy logs that `flowsim check` flags at its defaults, and why (README.md,
 # "Validation against real nccl-tests logs"). Everything else of every healthy log passes.
 FLAGGED_HEALTHY_ROWS = {
-    # LL at 1-2 MiB: 2.1-2.0x NCCL's LL time on this A100 server (an old NCCL, version not
-    # printed); the model keeps NCCL 2.30.7's LL bandwidth.
-    "oci_bmgpu48_a100_1n8g_allreduce.txt": [1 << 20, 2 << 20],
     # 8 H100's sendrecv: 32-128 MiB on 4, 4 and 8 channels are the calibration of
     # P2P_NVLINK_BYTES_PER_CYCLE (within 2%); the 8 A100's 128 MiB on 8 channels, held out,
     # within 4%; the H100 node's 4-GPU run, held out, within 3% at 32-128 MiB. Nothing of

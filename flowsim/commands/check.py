@@ -15,7 +15,9 @@ lines name (``dgx-h100`` for an ``NVIDIA H100 80GB HBM3``,
 :data:`flowsim.check.report.DEFAULT_SYSTEMS`), with a note on stderr saying which runs went on
 which server. The part of a predicted time that is NCCL's latency (its ``baseLat`` and ``hwLat``
 constants, which rank algorithms rather than time them) may be up to ``1 + latency-tolerance``
-times longer or shorter (default 3x), so latency-bound sizes are flagged only when far off;
+times longer or shorter (default 3x), so latency-bound sizes are flagged only when far off (a
+run whose threads each drive several GPUs, -g N, one launch round longer still: CUDA's launch
+overheads of single-process runs);
 then the prediction's error by size band. Warnings, one line each, say where the log's
 GPU model, ranks or hosts differ from the system given, or what the log lacks. Output is read
 as people paste it: launcher prefixes, interleaved lines of other programs, no rank lines (then

@@ -415,6 +415,19 @@ def _divisors(n: int) -> list[int]:
     return small + [n // d for d in small if d * d != n]
 
 
+def _misplaced(listed: Mapping[int, RankInfo], gpus_per_node: int) -> RankInfo | None:
+    """The first listed rank (in rank order) that does not sit where ``gpus_per_node`` GPUs a
+    host put it, host by host as NCCL and nccl-tests' rank lines number them: its device is
+    its place on its host, and ranks a host apart are on different hosts. None where all do."""
+    hosts: dict[int, str] = {}
+    for rank in sorted(listed):
+        info = listed[rank]
+        known = hosts.setdefault(rank // gpus_per_node, info.host)
+        if info.device != rank % gpus_per_node or known != info.host or list(hosts.values()).count(info.host) > 1:
+            return info
+    return None
+
+
 def _shape_of_listed(listed: Mapping[int, RankInfo], fitting: tuple[int, int] | None) -> tuple[int, int] | None:
     """(nodes, GPUs per node) where one shape fits both the rank counts the busbw ratio
     allows (``fitting``) and the rank lines a paste kept (``listed``): ranks a host apart on
@@ -423,17 +436,13 @@ def _shape_of_listed(listed: Mapping[int, RankInfo], fitting: tuple[int, int] | 
     ("Rank 0, 1, ..., 126, 127")."""
     if not listed or fitting is None or fitting[1] - fitting[0] > _MOST_COUNTS:
         return None
-    least_gpus = max(info.device for info in listed.values()) + 1
-    # A host's GPU count divides every listed rank's distance from its device number.
+    # A host's GPU count divides every listed rank's distance from its device number: a
+    # quick test before the whole one.
     spread = math.gcd(*(rank - info.device for rank, info in listed.items()))
     shapes = set()
     for n in range(max(fitting[0], max(listed) + 1), fitting[1] + 1):
         for g in _divisors(n):
-            if g < least_gpus or (spread and spread % g):
-                continue
-            host_of = {rank // g: info.host for rank, info in listed.items()}
-            if len(host_of) == len(set(host_of.values())) and all(
-                    host_of[rank // g] == info.host for rank, info in listed.items()):
+            if not (spread and spread % g) and _misplaced(listed, g) is None:
                 shapes.add((n // g, g))
     if len(shapes) > 1:
         shapes = {(nodes, g) for nodes, g in shapes if nodes * g == max(listed) + 1}
@@ -501,20 +510,14 @@ def _made_up_ranks(
             f"{source}, line {listed[max(listed)].line}: rank {max(listed)} is listed, but {nodes} node(s) x "
             f"{gpus_per_node} GPU(s) make {nodes * gpus_per_node} ranks"
         )
-    # Host by host: a listed rank's device is its place on its host, and ranks a host apart
-    # are on different hosts (NCCL's own order, nccl-tests' rank lines).
-    hosts: dict[int, str] = {}
-    for rank in sorted(listed):
-        info = listed[rank]
-        node = rank // gpus_per_node
-        known = hosts.setdefault(node, info.host)
-        if info.device != rank % gpus_per_node or known != info.host or list(hosts.values()).count(info.host) > 1:
-            warnings.append(
-                f"line {info.line}: rank {rank} is device {info.device} on {info.host}, not device "
-                f"{rank % gpus_per_node} of host {node + 1} of {nodes} as the shape assumes: the hosts' ranks may "
-                "not be in order"
-            )
-            break
+    misplaced = _misplaced(listed, gpus_per_node)
+    if misplaced is not None:
+        rank = misplaced.rank
+        warnings.append(
+            f"line {misplaced.line}: rank {rank} is device {misplaced.device} on {misplaced.host}, not device "
+            f"{rank % gpus_per_node} of host {rank // gpus_per_node + 1} of {nodes} as the shape assumes: the "
+            "hosts' ranks may not be in order"
+        )
     # The listed ranks' GPU stands for every rank's when they name one.
     names = {info.device_name for info in listed.values()}
     name = names.pop() if len(names) == 1 else ""
@@ -583,10 +586,12 @@ def parse_nccl_logs(
 
     A run starts at its first ``# nccl-tests version``, ``# Collective test starting`` or
     ``# nThread`` line after the table of the run before; lines between two runs' tables
-    belong to the first. Each run is parsed as :func:`parse_nccl_log` parses a whole text
-    (its collective from its own ``# Collective test starting`` line), and an error names
-    the line of the whole text. A JSON file (``-J``) holds one run. Parameters as
-    :func:`parse_nccl_log`, ``collective`` applying to every run; given a list ``errors``,
+    belong to the first, but for output that names each binary before its run (a script's
+    ``Running: ./build/all_reduce_perf ...``), where they go with the second. Each run is
+    parsed as :func:`parse_nccl_log` parses a whole text (its collective from its own
+    ``# Collective test starting`` line), and an error names the line of the whole text.
+    A JSON file (``-J``) holds one run. Parameters as :func:`parse_nccl_log`,
+    ``collective`` applying to every run; given a list ``errors``,
     a run that cannot be read (one that failed or was cut off before its results, say) adds
     its :class:`InputError` there and is left out, where it would raise.
     """
@@ -608,33 +613,33 @@ def _run_texts(text: str) -> list[str]:
     """Each run's part of ``text`` (see :func:`parse_nccl_logs`), after as many empty lines
     as come before it, so that its line numbers are those of the whole text."""
     raw = text.splitlines()
+    stripped = [_strip_prefixes(line).strip() for line in raw]
     starts = [0]
     # The latest kind of a run's opening lines seen in the current run (version 0, starting 1,
     # nThread 2; 3 once its table header is seen): a line of a kind not later than it opens the
     # next run, so a run that failed before its table ends where the next one starts.
     seen = -1
-    for number, line in enumerate(raw):
-        stripped = _strip_prefixes(line).strip()
-        kind = next((k for k, pattern in enumerate(_RUN_LINES) if pattern.match(stripped)), None)
+    for number, line in enumerate(stripped):
+        kind = next((k for k, pattern in enumerate(_RUN_LINES) if pattern.match(line)), None)
         if kind is None:
             continue
         if kind < 3 and kind <= seen:
             starts.append(number)
             seen = -1
         seen = max(seen, kind)
-    _start_after_averages(raw, starts)
+    _start_after_averages(stripped, starts)
     ends = [*starts[1:], len(raw)]
     return ["\n" * start + "\n".join(raw[start:end]) + "\n" for start, end in zip(starts, ends, strict=True)]
 
 
-def _start_after_averages(raw: Sequence[str], starts: list[int]) -> None:
+def _start_after_averages(stripped: Sequence[str], starts: list[int]) -> None:
     """Move each run's start (``starts``, from the second) back to just after the previous
     run's ``# Avg bus bandwidth`` line, where the output names its binaries before their
     runs (a script's "Running: ./build/all_reduce_perf ..." line): the lines between two runs
-    then go with the run they announce, so that each run is told by its own binary's name."""
-    stripped = [_strip_prefixes(line).strip() for line in raw]
-    header = next((n for n in range(starts[1] if len(starts) > 1 else len(raw)) if _TABLE_HEADER.match(stripped[n])),
-                  None)
+    then go with the run they announce, so that each run is told by its own binary's name.
+    ``stripped``: the text's lines without their launcher prefixes."""
+    header = next((n for n in range(starts[1] if len(starts) > 1 else len(stripped))
+                   if _TABLE_HEADER.match(stripped[n])), None)
     if header is None or not _BINARY_NAME.search("\n".join(stripped[: header])):
         return
     for k in range(1, len(starts)):

@@ -483,20 +483,19 @@ def _local_devices(log: NcclTestLog) -> tuple[dict[int, int], list[str]]:
     return devices, warnings
 
 
-def _rank_gpus(log: NcclTestLog, system: str, topology, layout: tuple[int, int],
+def _rank_gpus(log: NcclTestLog, system: str, topology, layout: tuple[int, int], n_servers: int,
                devices: dict[int, int]) -> list[str]:
     """GPU node names of the ranks: host ``i`` (first-appearance order) is server ``n{i}``,
     the rank's GPU ``devices[rank]`` (:func:`_local_devices`). On a rack-scale system
-    (``layout``) the hosts are trays, spread evenly over the fewest racks that hold them
-    (32 hosts in 2 racks of 18 trays: 16 in each, as OCI's 2-rack runs use them, and as
-    NVLSTree, which needs the same ranks in every rack, can run), in order.
+    (``layout``) the hosts are trays, spread evenly over the ``n_servers`` racks that hold
+    them, the fewest (32 hosts in 2 racks of 18 trays: 16 in each, as OCI's 2-rack runs use
+    them, and as NVLSTree, which needs the same ranks in every rack, can run), in order.
 
     An :class:`InputError` names a device the server lacks, or two ranks on one GPU.
     """
-    hosts_per_server, per_host = layout
+    per_host = layout[1]
     host_index = {host: i for i, host in enumerate(log.hosts)}
-    racks = -(-len(host_index) // hosts_per_server)
-    per_rack = -(-len(host_index) // racks)
+    per_rack = -(-len(host_index) // n_servers)
     names = set(topology.node_names)
     gpus: dict[str, RankInfo] = {}
     for r in log.ranks:
@@ -690,7 +689,7 @@ def check_log(
     if system_env:
         nccl = f"{nccl}, {' '.join(f'{key}={value}' for key, value in system_env.items())} (system)"
     warnings = (*log.warnings, *device_notes, *_mismatches(log, system, model, nodes, topology, n_servers, layout))
-    gpus = _rank_gpus(log, system, topology, layout, devices)
+    gpus = _rank_gpus(log, system, topology, layout, n_servers, devices)
     ranks = send_pair(topology, gpus) if log.collective == "send" else gpus
     predicted_sizes = sorted({r.size_bytes for r in log.rows if r.size_bytes >= max(min_bytes, 1)})
     launch = {"gpus_per_thread": log.n_gpus or 1, "agg_iters": log.agg_iters or 1, "cuda_graph": log.cuda_graph or 0}

@@ -1447,6 +1447,10 @@ def test_a_thread_driving_several_gpus_may_take_one_launch_round_longer_before_a
     rows = {r.size_bytes: r for r in report.rows}
     assert not rows[1 << 20].short and not rows[2 << 20].short
     assert "a row may take that much longer before it is flagged SHORT" in report.format_text()
+    # From 1 MiB the model's times are all longer than the round; below, the round sets 14 of them.
+    assert "at least 33.6 us per iteration, less than every size's predicted time;" in report.format_text()
+    whole = check_nccl_log(path, system="dgx-a100").format_text()
+    assert "at least 33.6 us per iteration, the predicted time of 14 sizes;" in whole
     one_each = "\n".join(line.replace("nGpus 8", "nGpus 1") for line in path.read_text().splitlines())
     split = check_log(parse_nccl_log(one_each, nodes=1, gpus_per_node=8), system="dgx-a100", min_bytes=1 << 20)
     assert [r.size_bytes for r in split.rows if r.short] == [1 << 20, 2 << 20]

@@ -402,8 +402,10 @@ class CheckReport:
         if not self.launch_floor_us or gpus is None or gpus < 2:
             return []
         bound = sum(r.launch_bound for r in self.rows)
+        sets = (f"the predicted time of {bound} size{'s' if bound != 1 else ''}" if bound
+                else "less than every size's predicted time")
         return [f"# host: one thread launches {gpus} GPUs' kernels per iteration (-g {gpus}): at least "
-                f"{self.launch_floor_us:.1f} us per iteration, the predicted time of {bound} size(s); a row may "
+                f"{self.launch_floor_us:.1f} us per iteration, {sets}; a row may "
                 f"take that much longer before it is flagged SHORT (single-process runs carry CUDA's launch "
                 "overheads, nccl-tests#333)"]
 

@@ -23,35 +23,34 @@ from flowsim.systemfile import resolve_system
 GiB = 1 << 30
 TOLERANCE = 0.10
 
-_A3_MEGA = pytest.mark.xfail(
-    strict=True,
-    reason="Google's TCPXO profile runs the tree (rings and trees, Simple, NVLS off); NCCL's model of it "
+
+def _miss(reason):
+    """A row the model misses by more than :data:`TOLERANCE`: a strict xfail saying why."""
+    return pytest.mark.xfail(strict=True, reason=reason)
+
+
+_A3_MEGA = _miss(
+    "Google's TCPXO profile runs the tree (rings and trees, Simple, NVLS off); NCCL's model of it "
     "gives 310 GB/s and flowsim holds a tree to that (294.7), where the run reached 338.82 (-13%)",
 )
-
-
-_GB200_A2A_3_RACKS = pytest.mark.xfail(
-    strict=True,
-    reason="all-to-all across servers: the model gives the NICs' full rate to the remote share "
+_GB200_A2A_3_RACKS = _miss(
+    "all-to-all across servers: the model gives the NICs' full rate to the remote share "
     "(N/(N-1) x a NIC's rate on N NVLink domains); measured runs fall below that as N grows: -3% on "
     "2 racks, +10% on 3 (this row), +29% against NVIDIA's 48 GB/s on 4 DGX H100 (README)",
 )
-_A3_ULTRA_RINGS = pytest.mark.xfail(
-    strict=True,
-    reason="a ring across 2 A3 Ultra VMs at 40.7 GB/s a NIC (325.7 busbw; two runs, SkyPilot's and Google's own "
+_A3_ULTRA_RINGS = _miss(
+    "a ring across 2 A3 Ultra VMs at 40.7 GB/s a NIC (325.7 busbw; two runs, SkyPilot's and Google's own "
     "test pods, within 0.1%) where the model's 16 Hopper ring channels give 45.6 (364.4, +12%): the rate of "
     "nccl-tests#309's 4 and 8 InfiniBand servers with NCCL's defaults, 81% of the NICs, below the 91% the "
     "model is calibrated to (docs/model.md 'Ring channels across servers')",
 )
-_A3_HIGH_TCPX = pytest.mark.xfail(
-    strict=True,
-    reason="GPUDirect-TCPX on 2 A3 High VMs moves 66 GB/s busbw in an all-reduce ring (SkyPilot's table) and 50-71 "
+_A3_HIGH_TCPX = _miss(
+    "GPUDirect-TCPX on 2 A3 High VMs moves 66 GB/s busbw in an all-reduce ring (SkyPilot's table) and 50-71 "
     "in all-gathers (dstack's and Google's GKE test plan), where the model's 4 NICs of 200 Gb/s give 96: TCPX is "
     "TCP, not RDMA, and the system file takes the NICs at their line rate (its figures are guesses, saying so)",
 )
-_P5_A2A = pytest.mark.xfail(
-    strict=True,
-    reason="all-to-all across 2 p5 hosts at 79.25 GB/s busbw where the model gives the NICs' full rate to the "
+_P5_A2A = _miss(
+    "all-to-all across 2 p5 hosts at 79.25 GB/s busbw where the model gives the NICs' full rate to the "
     "remote share (89.3, +13%); the same runs on 4 and 8 hosts: 54.07 and 49.63 against 61.7 and 53.8",
 )
 _SKYPILOT_GCP = "skypilot-org/skypilot examples/gcp_gpu_direct_tcpx/README.md (2 x a3-ultragpu-8g on GKE, NCCL 2.26.6)"
@@ -120,9 +119,8 @@ def test_a_cloud_system_is_within_10_percent_of_its_published_measurement(collec
 
 
 OCI_GB300 = Path(__file__).resolve().parents[1] / "data" / "validation" / "oci_gb300"
-_OCI_GB300_A2A_2_RACKS = pytest.mark.xfail(
-    strict=True,
-    reason="all-to-all on 32 hosts in 2 racks at 47.3 GB/s busbw, 0.30 of the model's 155.3: OCI's GB200 racks "
+_OCI_GB300_A2A_2_RACKS = _miss(
+    "all-to-all on 32 hosts in 2 racks at 47.3 GB/s busbw, 0.30 of the model's 155.3: OCI's GB200 racks "
     "moved 89.7 on the same shape with NICs of half the rate (this file's GB200 rows); a network below its NICs' "
     "rate, which flowsim check flags SHORT",
 )

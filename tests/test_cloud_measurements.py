@@ -58,6 +58,7 @@ _OCI_B300 = "oracle-quickstart/oci-gpu-quickstarts nvidia/B300/README-B300.md @6
 _OCI_A100 = "oracle-japan/ocitutorials content/hpc/benchmark/run-nccltests-ubuntu/index.md @40114268 (NCCL 2.26.5)"
 _P5_CSV = ("crazyguitar/aws-gpu-communication-benchmark @fd167f97 (p5.48xlarge on SageMaker HyperPod, the CSV of its "
            "nccl-tests runs; AWS's NCCL tuner plugin, NCCL_BUFFSIZE=8388608)")
+_DSTACK_GCP = "dstackai/dstack mkdocs/docs/examples/clusters/gcp.md @511c318c"
 _OCI_GB200 = "oracle-quickstart/oci-gpu-quickstarts nvidia/GB200/README-GB200.md @6a0abdc7 (NCCL 2.27.3, 16 trays a rack)"
 
 
@@ -101,6 +102,12 @@ MEASURED = [
     _row("aws-p5", 2, 2 * GiB, 79.25, _P5_CSV + " data/nccl_alltoall.csv", collective="all_to_all", marks=_P5_A2A),
     _row("gcp-a3-high", 2, 2 * GiB, 65.72, "skypilot-org/skypilot examples/gcp_gpu_direct_tcpx/README.md @088eebc2 "
          "(2 x a3-highgpu-8g, the README's table)", marks=_A3_HIGH_TCPX),
+    # Raw logs, also in data/validation/nccl_tests/ (tests/test_validation_logs.py checks every row).
+    _row("oci-bm-gpu-h100-8", 2, 16 * GiB, 471.22, "oracle-quickstart/oci-hpc documentation/Troubleshooting.md "
+         "@b5285a68 (NCCL 2.23.4)"),
+    _row("gcp-a3-mega", 2, 8 * GiB, 188.54, _DSTACK_GCP + " tab 'A3 Mega'", collective="all_gather"),
+    _row("gcp-a3-high", 2, 8 * GiB, 50.17, _DSTACK_GCP + " tab 'A3 High/Edge'", collective="all_gather",
+         marks=_A3_HIGH_TCPX),
 ]
 
 
@@ -146,27 +153,3 @@ def test_ocis_gb300_runs_are_within_10_percent_as_flowsim_check_reads_them(name,
     assert row.measured_busbw_out_GBps == measured
     assert abs(row.predicted_busbw_GBps / measured - 1) <= TOLERANCE, (name, round(row.predicted_busbw_GBps, 2))
 
-
-CLOUD_RUNS = Path(__file__).resolve().parents[1] / "data" / "validation" / "cloud_runs"
-
-
-_TWO_HOSTS_ALL_GATHER = {"nodes": 2, "gpus_per_node": 8, "collective": "all_gather"}
-
-
-@pytest.mark.parametrize("name, system, options, size, measured", [
-    pytest.param("oci_bm_gpu_h100_8_allreduce_2nodes", "oci-bm-gpu-h100-8", {}, 16 * GiB, 471.22, id="oci-h100-2n"),
-    pytest.param("gcp_a3mega_allgather_2nodes", "gcp-a3-mega", _TWO_HOSTS_ALL_GATHER, 8 * GiB, 188.54,
-                 id="gcp-a3-mega-2n-all_gather"),
-    pytest.param("gcp_a3high_allgather_2nodes", "gcp-a3-high", _TWO_HOSTS_ALL_GATHER, 8 * GiB, 50.17,
-                 marks=_A3_HIGH_TCPX, id="gcp-a3-high-2n-all_gather"),
-])
-def test_published_cloud_runs_are_within_10_percent_as_flowsim_check_reads_them(name, system, options, size, measured):
-    """Runs published after the systems were written (data/validation/cloud_runs, held out),
-    checked as a user would, at their largest size: OCI's two H100 hosts (NCCL 2.23.4), and
-    dstack's all-gathers on two A3 Mega and two A3 High VMs (no rank lines, so the shape is
-    given)."""
-    spec, _, _ = resolve_system(system)
-    report = check_nccl_log(CLOUD_RUNS / f"{name}.txt", system=spec, min_bytes=size, **options)
-    row = next(r for r in report.rows if r.size_bytes == size)
-    assert row.measured_busbw_out_GBps == measured
-    assert abs(row.predicted_busbw_GBps / measured - 1) <= TOLERANCE, (name, round(row.predicted_busbw_GBps, 2))

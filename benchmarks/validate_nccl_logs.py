@@ -19,6 +19,9 @@ of the prediction (predicted / measured busbw - 1, out-of-place column), median 
 ``|error|``, over sizes below 64 KiB, from 64 KiB to 1 MiB, and from 1 MiB; and the sizes
 ``flowsim check`` flags at its default threshold.
 
+A last row pools every row of the healthy logs shown (where there are two or more): the error
+a user meets on a log of theirs, and how many of those rows ``flowsim check`` flags.
+
 ``--plot DIR`` writes one PNG per log (busbw against size: measured points, predicted line,
 log x axis); ``--markdown`` prints the table as Markdown, for the README.
 """
@@ -35,7 +38,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from flowsim.check import CheckReport, check_log, parse_nccl_log
-from flowsim.check.report import error_by_band
+from flowsim.check.report import RowCheck, error_by_band
 from flowsim.collectives import collective_time
 from flowsim.errors import InputError
 from flowsim.systemfile import resolve_system
@@ -115,9 +118,9 @@ def nccl_cell(report: CheckReport) -> str:
     return f"{report.nccl_version}{' (log)' if '(log' in report.nccl else ''}"
 
 
-def band_cells(report: CheckReport) -> list[str]:
-    """Per band of :data:`BANDS`: ``median / worst`` |error|, or ``-`` without rows."""
-    found = {b.label: b for b in error_by_band(report.rows, BANDS)}
+def band_cells(rows: Sequence[RowCheck]) -> list[str]:
+    """Per band of :data:`BANDS`: ``median / worst`` |error| of ``rows``, or ``-`` without any."""
+    found = {b.label: b for b in error_by_band(rows, BANDS)}
     cells = []
     for label, _, _ in BANDS:
         band = found.get(label)
@@ -177,15 +180,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         header = ["log", "system", "nccl", "healthy", *(f"{label}: median / worst (n)" for label, _, _ in BANDS),
                   "flagged"]
         table = []
+        healthy: list[CheckReport] = []
         for entry in selected:
             report = check_entry(entry, args.directory)
             system = f"{report.nodes} x {entry.system}, {report.algorithm}"  # servers (an NVL72 rack is one)
             table.append(
-                [entry.file, system, nccl_cell(report), "yes" if entry.healthy else "no", *band_cells(report),
+                [entry.file, system, nccl_cell(report), "yes" if entry.healthy else "no", *band_cells(report.rows),
                  flagged_cell(report)]
             )
+            if entry.healthy:
+                healthy.append(report)
             if args.plot is not None:
                 print(f"plot -> {plot(report, entry, args.plot)}", file=sys.stderr)
+        if len(healthy) > 1:
+            # Every row of every healthy log in one pool: what a user meets on a log of theirs.
+            pooled = [row for report in healthy for row in report.rows]
+            flagged = sum(row.flagged for row in pooled)
+            table.append([f"{len(healthy)} healthy logs, rows pooled", "", "", "", *band_cells(pooled),
+                          f"{flagged} of {len(pooled)} rows"])
     except InputError as err:
         print(f"validate_nccl_logs: error: {err}", file=sys.stderr)
         return 2
@@ -193,7 +205,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("| " + " | ".join(header) + " |")
         print("|" + "---|" * len(header))
         for row in table:
-            print("| " + " | ".join(f"`{row[0]}`" if i == 0 else cell for i, cell in enumerate(row)) + " |")
+            print("| " + " | ".join(f"`{cell}`" if i == 0 and cell.endswith(".txt") else cell
+                                      for i, cell in enumerate(row)) + " |")
     else:
         widths = [max(len(str(r[i])) for r in [header, *table]) for i in range(len(header))]
         for row in [header, *table]:

@@ -10,6 +10,7 @@ that fixes (or breaks) them shows.
 import importlib.util
 import json
 import math
+import statistics
 import sys
 from pathlib import Path
 
@@ -163,6 +164,17 @@ def test_the_script_prints_the_table_and_plots(tmp_path, capsys):
     assert out[2].startswith(f"| `{name}` | 1 x dgx-a100, ")
     assert "| 2.30.7 | yes |" in out[2]  # the index gives no version: the default
     assert (tmp_path / "oci_bmgpu48_a100_1n8g_allreduce.png").stat().st_size > 1000
+
+
+def test_the_table_ends_with_the_healthy_logs_rows_pooled(reports, capsys):
+    names = ["oci_bmgpu48_a100_1n8g_allreduce.txt", "liplus_a100_1n8g_sendrecv.txt", DEGRADED[0]]
+    assert validate.main(["--markdown", *(f"--log={n}" for n in names)]) == 0
+    last = capsys.readouterr().out.splitlines()[-1].split(" | ")
+    rows = [r for n in names[:2] for r in reports[n].rows]  # the degraded log's rows stay out
+    big = [r.error_out for r in rows if r.size_bytes >= 1 << 20]
+    median, worst = statistics.median(abs(e) for e in big), max(big, key=abs)
+    assert last[0] == "| 2 healthy logs, rows pooled" and last[-1] == f"0 of {len(rows)} rows |"
+    assert last[6] == f"{100 * median:.0f}% / {validate._percent(worst)} ({len(big)})"
 
 
 def test_the_nccl_environment_goes_to_the_prediction_only_where_the_api_takes_it(monkeypatch):

@@ -1316,9 +1316,8 @@ class _PipelineBuilder:
         self.flows = _Flows()
         self.at = {rank: _Point() for rank in layout.ranks}
         self._templates: dict[tuple, _Template] = {}
-        # Per replica (stage, DP index): its TP group, and the template of its TP all-reduce.
+        # Per replica (stage, DP index): its TP group.
         self.tp_groups = {(s, d): layout.tp_group(s, d) for s in range(layout.pp) for d in range(layout.dp)}
-        self.tp_templates: dict[tuple[int, int], _Template] = {}
         # Per stage: the global layer that closes each non-empty bucket -> (bucket index, bytes).
         self.closing: list[dict[int, tuple[int, float]]] = []
         for s in range(layout.pp):
@@ -1482,10 +1481,7 @@ class _PipelineBuilder:
     def tp_all_reduce(self, replica: tuple[int, int], label: str, microbatch: int) -> None:
         stage, d = replica
         group = self.tp_groups[replica]
-        template = self.tp_templates.get(replica)
-        if template is None:
-            template = self.tp_templates[replica] = self.template("all_reduce", group, self.tp_bytes,
-                                                                  self.tp_algorithm)
+        template = self.template("all_reduce", group, self.tp_bytes, self.tp_algorithm)
         at, settle = self.at, self.flows.settle
         points = {}
         for rank in group:

@@ -419,11 +419,13 @@ def _misplaced(listed: Mapping[int, RankInfo], gpus_per_node: int) -> RankInfo |
     """The first listed rank (in rank order) that does not sit where ``gpus_per_node`` GPUs a
     host put it, host by host as NCCL and nccl-tests' rank lines number them: its device is
     its place on its host, and ranks a host apart are on different hosts. None where all do."""
-    hosts: dict[int, str] = {}
+    host_of: dict[int, str] = {}  # per host number, its name
+    number_of: dict[str, int] = {}  # per name, its host number
     for rank in sorted(listed):
         info = listed[rank]
-        known = hosts.setdefault(rank // gpus_per_node, info.host)
-        if info.device != rank % gpus_per_node or known != info.host or list(hosts.values()).count(info.host) > 1:
+        node = rank // gpus_per_node
+        if (info.device != rank % gpus_per_node or host_of.setdefault(node, info.host) != info.host
+                or number_of.setdefault(info.host, node) != node):
             return info
     return None
 

@@ -383,6 +383,30 @@ def test_tree_all_reduce_on_a_switch():
     assert out.makespan_s == pytest.approx(12.0)
 
 
+def test_tree_split_cap_holds_every_rank_but_the_root_on_a_switch():
+    # NCCL's Simple tree splits a channel's thread block between reducing up and broadcasting
+    # down, except at the root (runTreeSplit): at split_cap_Bps = B / 4 the same tree takes
+    # up 1->2, 3->2 at B/4 (8 s), 2->0 at B/4 (8 s), down 0->2 from the root at B (2 s), then
+    # 2->1, 2->3 at B/4 (8 s): 26 s. Tree 1 runs on other links at the same time.
+    w = tree_all_reduce(RANKS, 4 * G, slices=1, costs=ZERO, split_cap_Bps=G / 4)
+    out = run(star_topology(), w)
+    assert out.makespan_s == pytest.approx(26.0)
+
+
+def test_tree_split_cap_spares_the_root_and_the_hops_between_servers():
+    servers = {"a0": 0, "a1": 0, "b0": 1, "b1": 1}
+    w = tree_all_reduce(list(servers), 4 * G, servers=servers, slices=1, costs=ZERO, split_cap_Bps=5.0)
+    capped = {(w.src[f], w.dst[f]) for f, name in enumerate(w.names) if name.startswith("all_reduce.tree0.")
+              and w.cap_Bps[f] == 5.0}
+    # Tree 0's root head is a0: its own hop down its chain and both hops between servers
+    # keep their rate; every other rank's hop inside its server is held.
+    assert capped == {("a1", "a0"), ("b1", "b0"), ("b0", "b1")}
+    assert np.isinf(w.cap_Bps[[f for f, name in enumerate(w.names) if name.startswith("all_reduce.tree0.")
+                               and (w.src[f], w.dst[f]) not in capped]]).all()
+    with pytest.raises(InputError, match="split_cap_Bps must be > 0"):
+        tree_all_reduce(list(servers), 4 * G, servers=servers, split_cap_Bps=0.0)
+
+
 def test_nvls_all_reduce_on_a_switch():
     # Unsliced: every rank's 4 chunk copies go up together (4 s), the sums come down to their
     # owners (1 s), go back up (1 s) and are multicast, 4 chunks into each rank (4 s).

@@ -171,28 +171,63 @@ def test_tree_lanes_move_at_nccls_tree_algorithm_bandwidth(two_dgx):
         np.testing.assert_allclose(plan.workload.cap_Bps[data], expected)
 
 
-def test_a_simple_tree_takes_nccls_model_time_not_its_slices_one_hop_after_another(two_dgx):
+def test_a_simple_tree_takes_nccls_model_time_where_its_chunks_fill_the_pipeline(two_dgx):
     # A Simple tree forwards whole slices: through 2 servers of 8 GPUs a slice crosses 7 chain
     # hops and 1 between servers up, then 1 and 7 down (d = 16), so at the cap (the model's
-    # bandwidth with treeCorrectionFactor, which NCCL measured where chunks do not fill the
-    # pipeline) k slices would take (k + 15) slice times where the model counts k. The cap is
-    # raised by (k + 15) / k: 16 for the one slice of 1 MiB. Before, that slice took 295 us
-    # where NCCL's model says 105.
+    # bandwidth with treeCorrectionFactor) k slices would take (k + 15) slice times where the
+    # model counts k. The cap is raised by (k + 15) / k: 16 for the one slice of 1 MiB, 79/64
+    # for the 64 slices of 1 GiB. The hops between servers and the root's keep that cap.
     from flowsim.collectives.dag import tree_hops
 
     assert tree_hops(2, 8) == 16
     assert tree_hops(8, 1) == 6  # NCCL's binary tree over 8 ranks (ncclGetBtree): 0 -> 4 -> 2 -> 1
     lanes = 8
-    for size in (1 << 20, 4 << 20, 64 << 20):
+    for size in (1 << 20, 4 << 20, 1 << 30):
         plan = collective_workload(two_dgx, "all_reduce", size, algorithm="tree", protocol="simple")
-        choice = plan.nccl
-        data = plan.workload.size_bytes > 0
-        slices = len({name.split(".sl")[1].split(".")[0] for name in plan.workload.names if ".sl" in name})
+        choice, w = plan.nccl, plan.workload
+        slices = len({name.split(".sl")[1].split(".")[0] for name in w.names if ".sl" in name})
         share = choice.n_channels / lanes * choice.channel_bandwidth_Bps / 4
         expected = share * tree_correction(constants_of(choice.version), "simple", size) * (slices + 15) / slices
-        np.testing.assert_allclose(plan.workload.cap_Bps[data], expected / plan.costs.wire_efficiency)
-        time_us = collective_time(two_dgx, "all_reduce", size, algorithm="tree", protocol="simple").time_s * 1e6
-        assert time_us == pytest.approx(choice.model_time_us, rel=0.06)
+        kept = (w.size_bytes > 0) & np.array([".up." in n or ".down." in n or (".chaindown." in n and s == head)
+                                              for n, s, head in zip(w.names, w.src, _root_heads(w), strict=True)])
+        np.testing.assert_allclose(w.cap_Bps[kept], expected / plan.costs.wire_efficiency)
+    # From 1 GiB NCCL's chunks fill the pipeline (2,048 a channel): the time is the model's.
+    time_us = collective_time(two_dgx, "all_reduce", 1 << 30, algorithm="tree", protocol="simple").time_s * 1e6
+    assert time_us == pytest.approx(plan.nccl.model_time_us, rel=0.06)
+
+
+def _root_heads(w: Workload) -> list[str]:
+    """For each message of a tree all-reduce on two DGX H100, the rank that heads its tree's
+    root server on its lane: the sender of the tree's ``.down.`` message on that lane."""
+    heads = {n.split(".sl")[0]: s for n, s in zip(w.names, w.src, strict=True) if ".down." in n}
+    return [heads.get(n.split(".sl")[0], "") for n in w.names]
+
+
+def test_a_simple_tree_in_one_chunk_crosses_each_chain_at_half_a_block(two_dgx):
+    # Below a chunk a channel (256 KiB at 4 MiB on 16 channels, NCCL's chunk 512 KiB) its
+    # data crosses the tree hop after hop, and every rank but the root splits its thread
+    # block between up and down (runTreeSplit): each hop inside a server other than the
+    # root's moves at most half a block, P2P_NVLINK_BYTES_PER_CYCLE at H100's 1.98 GHz, 21.4
+    # GB/s a channel, two channels a lane, one on each tree. The slice's longest path crosses
+    # the child server's chain up (7 hops) and down (7 hops) so held: 14 x 256 KiB / 21.4
+    # GB/s = 171.5 us, beyond NCCL's model (129 us).
+    from flowsim.collectives.tuner import half_block_nvlink_GBps
+
+    size = 4 << 20
+    plan = collective_workload(two_dgx, "all_reduce", size, algorithm="tree", protocol="simple")
+    w = plan.workload
+    held = half_block_nvlink_GBps(90) * 1e9
+    assert held == pytest.approx(21.4e9, rel=1e-3)
+    chain = (w.size_bytes > 0) & np.array([".chain" in n for n in w.names])
+    root_hop = np.array([".chaindown." in n and s == head for n, s, head in zip(w.names, w.src, _root_heads(w),
+                                                                                 strict=True)])
+    np.testing.assert_allclose(w.cap_Bps[chain & ~root_hop], held)
+    assert (w.cap_Bps[chain & root_hop] > held).all()
+    bound_us = 14 * (size / 2 / 8) / held * 1e6
+    assert bound_us == pytest.approx(171.5, abs=0.1)
+    time_us = collective_time(two_dgx, "all_reduce", size, algorithm="tree", protocol="simple").time_s * 1e6
+    assert bound_us < time_us < 2 * bound_us
+    assert plan.nccl.model_time_us < bound_us
 
 
 def test_nvls_tree_on_two_servers_takes_more_slices_by_the_message_budget():

@@ -442,6 +442,7 @@ def tree_all_reduce(
     slices: int | None = None,
     servers: Servers = None,
     offsets: Sequence[int] | None = None,
+    split_cap_Bps: float = math.inf,
     costs: CollectiveCosts | None = None,
     model: str = "auto",
 ) -> Workload:
@@ -455,11 +456,16 @@ def tree_all_reduce(
     and child servers. Otherwise every rank is a tree
     node, in ``ranks`` order. A node sends slice ``k`` up once slice ``k`` has arrived from
     all below it (the reduction); the root, having all of slice ``k``, sends it down, and
-    each node forwards a slice down as it arrives. Default costs: :func:`nccl_costs`
+    each node forwards a slice down as it arrives. ``split_cap_Bps`` caps, on the wire, each
+    message a rank sends to another rank of its server, except those a tree's root sends:
+    NCCL splits every other rank's thread block of a channel in two, one part reducing up
+    while the other broadcasts down ([NCCL] src/device/all_reduce.h ``runTreeSplit``), and
+    the root's works whole (default: no cap). Default costs: :func:`nccl_costs`
     ``("tree", "simple", "nvlink")``; ``model`` as :func:`broadcast`; other parameters as
     :func:`all_reduce`.
     """
     what = "tree_all_reduce"
+    _check_caps(what, split_cap_Bps=split_cap_Bps)
     ranks, size, channels, costs = _prepare(what, ranks, size_bytes, channels, costs, "tree")
     piece = size / 2 / channels
     n_slices = 1 if costs.streams and slices is None else _slices(slices, piece, what, MAX_PIPELINE_SLICES)
@@ -469,7 +475,7 @@ def tree_all_reduce(
     if offsets is not None and (not offsets or any(int(k) != k or k < 0 for k in offsets)):
         raise InputError(f"{what}: offsets must be a non-empty list of integers >= 0, got {offsets!r}")
     _tree_all_reduce(dag, ranks, _group_by_server(ranks, servers, what), piece / n_slices, channels, n_slices,
-                     None if offsets is None else [int(k) for k in offsets])
+                     None if offsets is None else [int(k) for k in offsets], split_cap_Bps)
     return dag.workload("all_reduce")
 
 

@@ -811,15 +811,17 @@ def _streamed(
     step: int,
     channel: int,
     step_latency_s: float | None = None,
+    cap_Bps: float = math.inf,
 ) -> int:
     """A hop of a streaming protocol (:attr:`CollectiveCosts.streams`): a zero-byte message
     ``label.kind.start`` pays the hop's step latency after ``deps`` (the starts of the hops
-    feeding it), and the data ``label.kind`` leaves when it does. Returns the start, which
-    is what the next hops wait for; the collective ends when every hop's data has arrived.
-    ``step_latency_s`` as :meth:`_FlowDag.add`."""
+    feeding it), and the data ``label.kind`` leaves when it does, at most at ``cap_Bps``.
+    Returns the start, which is what the next hops wait for; the collective ends when every
+    hop's data has arrived. ``step_latency_s`` as :meth:`_FlowDag.add`."""
     start = _in_order(dag, last, f"{kind}.start", label, src, dst, 0.0, deps, step, channel,
                       step_latency_s=step_latency_s)
-    _in_order(dag, last, kind, label, src, dst, payload_bytes, [start], step, channel, step_latency_s=0.0)
+    _in_order(dag, last, kind, label, src, dst, payload_bytes, [start], step, channel, step_latency_s=0.0,
+              cap_Bps=cap_Bps)
     return start
 
 
@@ -885,6 +887,7 @@ def _tree_all_reduce(
     channels: int,
     slices: int,
     offsets: Sequence[int] | None = None,
+    split_cap_Bps: float = math.inf,
 ) -> None:
     """Both trees of every channel, slice by slice, over tree nodes that are chains.
 
@@ -895,9 +898,21 @@ def _tree_all_reduce(
     head, which sends it to the parent once it has the chain's and every child's slice ``k``;
     going down, a head forwards slice ``k`` to its child servers and along its chain. With a
     streaming protocol every hop is :func:`_streamed` (give one slice).
+
+    ``split_cap_Bps`` caps each message a rank other than a tree's root head sends to a rank
+    of its own server: NCCL splits such a rank's thread block between reducing up and
+    broadcasting down (``runTreeSplit``), the root's works whole.
     """
-    send = _streamed if dag.costs.streams else _in_order
+    stream = dag.costs.streams
     index = {r: i for i, r in enumerate(ranks)}
+
+    def send(last: dict[str, int], kind: str, label: str, src: str, dst: str, deps: list[int], step: int,
+             tag: int, root_head: str) -> int:
+        cap = math.inf if src == root_head or dag.crosses_servers(src, dst) else split_cap_Bps
+        if stream:
+            return _streamed(dag, last, kind, label, src, dst, payload_bytes, deps, step, tag, cap_Bps=cap)
+        return _in_order(dag, last, kind, label, src, dst, payload_bytes, deps, step, tag, cap_Bps=cap)
+
     units = [(r,) for r in ranks] if len(groups) == 1 else groups
     n = len(units)
     for t, parent in enumerate(_double_binary_tree(n)):
@@ -907,6 +922,7 @@ def _tree_all_reduce(
             tag = t * channels + c
             k = c if offsets is None else offsets[c % len(offsets)]
             chains = [u[k % len(u) :] + u[: k % len(u)] for u in units]
+            head = chains[root][0]
             last: dict[str, int] = {}
             up = [[-1] * slices for _ in range(n)]
             reduced: list[list[int]] = [[] for _ in range(slices)]
@@ -918,16 +934,13 @@ def _tree_all_reduce(
                     for pos in range(len(chain) - 1, 0, -1):
                         src, dst = chain[pos], chain[pos - 1]
                         kind = f"chainup.r{index[src]}"
-                        arrived = [send(dag, last, kind, label, src, dst, payload_bytes, arrived, 0, tag)]
+                        arrived = [send(last, kind, label, src, dst, arrived, 0, tag, head)]
                     inputs = arrived + [up[child][k] for child in children[node]]
                     if node == root:
                         reduced[k] = inputs
                         continue
-                    head = chain[0]
-                    kind = f"up.r{index[head]}"
-                    up[node][k] = send(
-                        dag, last, kind, label, head, chains[parent[node]][0], payload_bytes, inputs, 0, tag,
-                    )
+                    kind = f"up.r{index[chain[0]]}"
+                    up[node][k] = send(last, kind, label, chain[0], chains[parent[node]][0], inputs, 0, tag, head)
             down = [[-1] * slices for _ in range(n)]
             for node in top_down:
                 chain = chains[node]
@@ -936,17 +949,11 @@ def _tree_all_reduce(
                     ready = reduced[k] if node == root else [down[node][k]]
                     for child in children[node]:
                         kind = f"down.r{index[chains[child][0]]}"
-                        down[child][k] = send(
-                            dag, last, kind, label, chain[0], chains[child][0], payload_bytes, ready, 1, tag,
-                            )
+                        down[child][k] = send(last, kind, label, chain[0], chains[child][0], ready, 1, tag, head)
                     arrived = ready
                     for pos in range(1, len(chain)):
                         kind = f"chaindown.r{index[chain[pos]]}"
-                        arrived = [
-                            send(
-                                dag, last, kind, label, chain[pos - 1], chain[pos], payload_bytes, arrived, 1, tag,
-                                    )
-                        ]
+                        arrived = [send(last, kind, label, chain[pos - 1], chain[pos], arrived, 1, tag, head)]
 
 
 def _check_servers(servers: Servers, what: str) -> Servers:

@@ -12,6 +12,7 @@ NVLS the NVSwitch. :func:`collective_time` runs that layout. ``flowsim collectiv
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections import Counter
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ from flowsim.collectives.tuner import (
     NcclChoice,
     NoNcclChoice,
     P2pChannels,
+    half_block_nvlink_GBps,
     nccl_choice,
     p2p_channels,
     sharp_leaves,
@@ -503,6 +505,7 @@ def collective_workload(
     topology_servers = rank_servers(topology, ranks)
     capped = choice is not None and entry.name in ("ring", "tree")
     fill = 1.0
+    split_fill = 1.0
     lane_channels = 1.0
     reported = 0
     if choice is not None and channels is None and orders is None:
@@ -573,6 +576,12 @@ def collective_workload(
             if capped and entry.name == "tree" and choice.protocol == "simple":
                 # Simple forwards whole slices; LL and LL128 stream their lines through every hop.
                 fill = _tree_fill(slices, ranks, topology_servers)
+                # Slices stand for NCCL's chunks, up to MAX_PIPELINE_SLICES of them: a hop held
+                # to its own rate (the split block below) moves NCCL's chunks through the
+                # pipeline, so its cap takes back only what the fewer, larger slices add.
+                chunks = _nccl_pieces(collective, entry.name, choice, size_bytes, ranks, topology_servers,
+                                      most=None)
+                split_fill = fill / _tree_fill(chunks, ranks, topology_servers)
         options.update(channels=n_channels, slices=slices)
     intra = _intra_hardware(topology, ranks)
     if costs is not None:
@@ -604,6 +613,13 @@ def collective_workload(
             # P2P_NVLINK_EFFICIENCY); a send NCCL writes moves what a ring moves. Across
             # servers the NIC moves them.
             chosen = (protocol, dataclasses.replace(chosen[1], intra_wire_efficiency=P2P_NVLINK_EFFICIENCY))
+    if entry.name == "tree" and chosen[0] == "simple" and intra == "nvlink" and choice is not None:
+        # Each direction of a Simple tree channel's hop inside a server moves what half of
+        # its thread block copies (docs/model.md "Tree channels inside a server"); a lane
+        # carries lane_channels of NCCL's channels, half of them on each of its two trees.
+        half_block = half_block_nvlink_GBps(choice.system.sm)
+        if half_block is not None:
+            options["split_cap_Bps"] = half_block * 1e9 * lane_channels / 2 * split_fill / chosen[1].wire_efficiency
     workload = entry.builder(ranks, size_bytes, costs=chosen[1], model=model, **options)
     if capped and entry.name == "ring" and chosen[0] == "simple" and choice is not None \
             and choice.n_channels == choice.max_channels:
@@ -717,9 +733,10 @@ def _nccl(topology: Topology, collective: str, size_bytes: float, ranks: tuple[s
 
 
 def _nccl_pieces(collective: str, algorithm: str, choice: NcclChoice, size_bytes: float, ranks: tuple[str, ...],
-                 servers: Mapping[str, Hashable]) -> int:
+                 servers: Mapping[str, Hashable], most: int | None = MAX_PIPELINE_SLICES) -> int:
     """The pieces one NCCL channel's data goes in (:func:`~flowsim.collectives.chunks.pipeline_pieces`):
-    per step of a ring (one chunk per rank and loop), per tree or NVLS head."""
+    per step of a ring (one chunk per rank and loop), per tree or NVLS head; trees, chains and
+    PAT at most ``most`` (None: as many as NCCL's chunks)."""
     n_nodes = len(set(servers.values()))
     heads = len(ranks) // n_nodes if algorithm in ("nvls", "nvls_tree", "nvls_sharp") else 1
     tuned = {} if choice.nvls is None else {"nvls_chunk_bytes": choice.nvls.chunk_bytes,
@@ -737,12 +754,12 @@ def _nccl_pieces(collective: str, algorithm: str, choice: NcclChoice, size_bytes
     channel_bytes = float(size_bytes) / choice.n_channels
     if algorithm == "ring" and collective in ("all_reduce", "all_gather", "reduce_scatter"):
         return pipeline_pieces(chunking, channel_bytes, len(ranks), MAX_RING_SLICES)
+    most = sys.maxsize if most is None else most
     if algorithm == "pat":
         # A PAT channel works through each rank's share chunk by chunk (collectives.h).
-        return pipeline_pieces(chunking, channel_bytes, len(ranks), MAX_PIPELINE_SLICES)
+        return pipeline_pieces(chunking, channel_bytes, len(ranks), most)
     if chunking.streams:
         return 1  # trees and chains of LL and LL128 forward lines, not chunks (CollectiveCosts.streams)
-    most = MAX_PIPELINE_SLICES
     if algorithm == "nvls" and n_nodes == 1:
         # One slice is every rank's 2 x (heads + 1) messages for each of its heads' chunks.
         most = max(most, NVLS_MESSAGE_BUDGET // (heads * 2 * (heads + 1)))

@@ -89,6 +89,7 @@ __all__ = [
     "P2P_PER_CHANNEL_NET_GBPS",
     "P2pChannels",
     "describe_system",
+    "half_block_nvlink_GBps",
     "nccl_choice",
     "nvls_tuning",
     "p2p_channels",
@@ -1260,10 +1261,9 @@ class P2pChannels:
     @property
     def nvlink_channel_GBps(self) -> float | None:
         """What one channel to a peer in the same server moves over NVLink (GB/s of payload):
-        :data:`P2P_NVLINK_BYTES_PER_CYCLE` at the GPU's SM clock; ``None`` where the clock is
-        not known (docs/hardware.md §1.5), and then only the links hold a channel."""
-        clock = gpu_sm_clock_GHz(self.sm)
-        return None if clock is None else P2P_NVLINK_BYTES_PER_CYCLE * clock
+        :func:`half_block_nvlink_GBps`; ``None`` where the clock is not known (docs/hardware.md
+        §1.5), and then only the links hold a channel."""
+        return half_block_nvlink_GBps(self.sm)
 
     def for_send(self, n_bytes: float) -> int:
         """The channels one send of ``n_bytes`` to a peer runs on ([NCCL] src/enqueue.cc
@@ -1297,6 +1297,17 @@ class P2pChannels:
             # Chunks of the part rounded up to the smallest, one channel each.
             return min(n, _ceil_div(n_bytes, _ceil_div(part, smallest) * smallest))
         return n
+
+
+def half_block_nvlink_GBps(sm: int) -> float | None:
+    """What half of a channel's thread block moves to a GPU of its server over NVLink, GB/s
+    of payload: :data:`P2P_NVLINK_BYTES_PER_CYCLE` at the SM clock of compute capability
+    ``sm`` (x 10), None where the clock is not known. A point-to-point channel splits its
+    block between its send and its receive ([NCCL] v2.30.7-1 src/device/sendrecv.h), a Simple
+    tree's between reducing up and broadcasting down (src/device/all_reduce.h
+    ``runTreeSplit``); docs/model.md "Point-to-point channels" and "Tree channels"."""
+    clock = gpu_sm_clock_GHz(sm)
+    return None if clock is None else P2P_NVLINK_BYTES_PER_CYCLE * clock
 
 
 def p2p_channels(

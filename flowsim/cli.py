@@ -48,6 +48,13 @@ def _main(argv: Sequence[str] | None) -> int:
         # stdout at /dev/null so that flushing it at exit does not raise again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except MemoryError as err:
+        # An allocation the checks before the run could not foresee (numpy's says how much it
+        # asked for): one line, no traceback; outputs are written whole or not at all.
+        detail = f" ({err})" if str(err) else ""
+        print(f"flowsim: error: out of memory{detail}; make the run smaller (fewer nodes, ranks, sizes, "
+              "channels or flows)", file=sys.stderr)
+        return 1
     except OSError as err:
         # The system refused a read or write the checks before the run could not foresee
         # (a full disk, a file system that refuses the name): say which file, no traceback.

@@ -140,6 +140,16 @@ def test_command_line_reports_system_errors_and_ctrl_c_without_traceback(monkeyp
     assert cli.main(["run", str(DGX)]) == 130
     assert capsys.readouterr().err == "flowsim: interrupted\n"
 
+    def out_of_memory(args):
+        raise MemoryError("Unable to allocate 2.00 GiB for an array with shape (268386304,) and data type int64")
+
+    monkeypatch.setattr(run, "run_command", out_of_memory)
+    assert cli.main(["run", str(DGX)]) == 1
+    assert capsys.readouterr().err == (
+        "flowsim: error: out of memory (Unable to allocate 2.00 GiB for an array with shape (268386304,) and data "
+        "type int64); make the run smaller (fewer nodes, ranks, sizes, channels or flows)\n"
+    )
+
 
 def test_run_output_paths_the_system_refuses_are_input_errors(tmp_path):
     # A name over the file system's limit made Path.is_dir() raise: exit 1 with the system's

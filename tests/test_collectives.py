@@ -407,6 +407,23 @@ def test_tree_split_cap_spares_the_root_and_the_hops_between_servers():
         tree_all_reduce(list(servers), 4 * G, servers=servers, split_cap_Bps=0.0)
 
 
+def test_a_step_dag_larger_than_memory_is_refused_before_it_is_built(monkeypatch):
+    # 8 ranks, one channel, 4 slices: 14 steps x 8 ranks x 4 slices = 448 messages at 150
+    # bytes, 67,200 bytes; a machine of 50,000 bytes refuses them before any is laid out.
+    monkeypatch.setattr(collective_dag, "physical_memory_bytes", lambda: 50_000)
+    ranks = [f"g{i}" for i in range(8)]
+    with pytest.raises(InputError, match=r"all_reduce laid out as steps is 448 messages, about 67.20 kB at 150 bytes a "
+                                         r"message, more than this machine's 50.00 kB of memory; .*--model stream"):
+        all_reduce(ranks, 8 * G, slices=4, model="steps")
+    with pytest.raises(InputError, match=r"tree_all_reduce laid out as steps is .* --algorithm ring"):
+        tree_all_reduce(ranks, 8 * G, slices=64, model="steps")
+    # model="auto" streams a ring past STEP_MESSAGE_LIMIT instead, and what fits is built.
+    monkeypatch.setattr(collective_dag, "physical_memory_bytes", lambda: 70_000)
+    assert len(all_reduce(ranks, 8 * G, slices=4, model="steps")) >= 448
+    monkeypatch.setattr(collective_dag, "physical_memory_bytes", lambda: None)  # the system does not say
+    assert len(all_reduce(ranks, 8 * G, slices=4, model="steps")) >= 448
+
+
 def test_nvls_all_reduce_on_a_switch():
     # Unsliced: every rank's 4 chunk copies go up together (4 s), the sums come down to their
     # owners (1 s), go back up (1 s) and are multicast, 4 chunks into each rank (4 s).

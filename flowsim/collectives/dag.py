@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -52,6 +53,7 @@ import numpy as np
 from flowsim.collectives.chunks import NCCL_BUFFER_BYTES, NCCL_STEPS
 from flowsim.collectives.costs import CollectiveCosts, nccl_costs
 from flowsim.errors import InputError, whole_number
+from flowsim.formatting import format_bytes
 from flowsim.strings import CodedStrings, JoinedStrings, PackedStrings, StringColumn
 from flowsim.workload import Workload
 
@@ -71,6 +73,11 @@ MODELS = ("auto", "steps", "stream")
 #: Most messages ``model="auto"`` lays out as a step DAG: about a minute of simulation and
 #: a few GB of memory; the 1,024-GPU one-channel ring all-reduce (2.1 million) stays in it.
 STEP_MESSAGE_LIMIT = 4_000_000
+#: Memory one message of a step DAG takes at a run's peak, laid out, routed and solved:
+#: ring all-reduces of 2.1 and 8.4 million messages (32 and 64 DGX H100, 1 GiB, LL128 on 16
+#: channels) peaked at 549 and 1,518 MB, 154 bytes a message apart (2-core AMD EPYC VM,
+#: 2026-12-05). A step DAG that would take more than the machine's memory is refused.
+STEP_MESSAGE_BYTES = 150
 
 Ranks = Sequence[str]
 Servers = Mapping[str, Hashable] | None
@@ -721,12 +728,37 @@ def _stream_ring(
 
 def _model(model: str, n_messages: int, what: str) -> str:
     """``"steps"`` or ``"stream"``: ``model``, or for ``"auto"`` the step DAG up to
-    :data:`STEP_MESSAGE_LIMIT` messages."""
+    :data:`STEP_MESSAGE_LIMIT` messages; a step DAG must fit in memory (:func:`_fits_memory`)."""
     if model not in MODELS:
         raise InputError(f"{what}: unknown model {model!r}; valid ones: {', '.join(MODELS)}")
     if model == "auto":
         return "steps" if n_messages <= STEP_MESSAGE_LIMIT else "stream"
+    if model == "steps":
+        _fits_memory(n_messages, what, "or the stream model (model='stream', --model stream)")
     return model
+
+
+def physical_memory_bytes() -> int | None:
+    """This machine's memory (``sysconf``), None where the system does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _fits_memory(n_messages: int, what: str, instead: str) -> None:
+    """An :class:`InputError` where a step DAG of ``n_messages`` would take more than the
+    machine's memory at :data:`STEP_MESSAGE_BYTES` a message (numpy would fail, or the
+    system's out-of-memory killer end the run without a word); ``instead`` says what else
+    to run."""
+    memory = physical_memory_bytes()
+    needed = n_messages * STEP_MESSAGE_BYTES
+    if memory is not None and needed > memory:
+        raise InputError(
+            f"{what} laid out as steps is {n_messages:,} messages, about {format_bytes(needed)} at "
+            f"{STEP_MESSAGE_BYTES} bytes a message, more than this machine's {format_bytes(memory)} of memory; "
+            f"use fewer ranks, channels or slices, {instead}"
+        )
 
 
 def _steps_only(model: str, n_messages: int, what: str) -> None:
@@ -745,6 +777,8 @@ def _steps_only(model: str, n_messages: int, what: str) -> None:
             "default (it has no stream model); use fewer ranks, channels or slices, a ring (algorithm='ring', "
             "--algorithm ring, which streams), or model='steps' (--model steps) to build it anyway"
         )
+    if model == "steps":
+        _fits_memory(n_messages, what, "or a ring (algorithm='ring', --algorithm ring, which streams)")
 
 
 def _chain(dag: _FlowDag, order: Sequence[str], piece_bytes: float, slices: int, channel: int) -> None:

@@ -763,7 +763,8 @@ def _fits_memory(n_messages: int, what: str, instead: str) -> None:
 
 def _steps_only(model: str, n_messages: int, what: str) -> None:
     """Check ``model`` for an algorithm without a stream form: ``"auto"`` refuses more than
-    :data:`STEP_MESSAGE_LIMIT` messages, ``"steps"`` takes any number."""
+    :data:`STEP_MESSAGE_LIMIT` messages, ``"steps"`` any number that fits in memory
+    (:func:`_fits_memory`)."""
     if model not in MODELS:
         raise InputError(f"{what}: unknown model {model!r}; valid ones: {', '.join(MODELS)}")
     if model == "stream":

@@ -111,8 +111,11 @@ def describe_system(system: SystemFile) -> str:
         lines.append(f"  compute NICs: {spec.n_nics} x {spec.compute_nic} ({spec.nic_kind}), up to {per_nic} GPU(s) "
                      f"each: {_rates(spec.compute_nic, spec.n_nics)} per server")
         if spec.net_latency_us:
-            lines.append(f"  network latency its NCCL plugin reports: {spec.net_latency_us:g} us per inter-server "
-                         "step, twice with Simple (docs/hardware.md §5.1)")
+            lines.append(f"  network latency its NCCL plugin reports: {spec.net_latency_us:g} us, which NCCL's tuner "
+                         "adds to each inter-server step, twice with Simple (docs/hardware.md §5.1)")
+        if spec.step_latency_us is not None:
+            lines.append(f"  latency a step between servers pays on the wire: {spec.step_latency_us:g} us on top of "
+                         "NCCL's figure, twice with Simple (docs/model.md \"Latency the network plugin reports\")")
     else:
         lines.append("  compute NICs: none (one server only)")
     lines.append(f"  front-end ports: {spec.frontend_ports} x {spec.frontend_nic}" if spec.frontend_ports

@@ -95,6 +95,11 @@ class ServerSpec:
         Latency (us) the NICs' NCCL network plugin reports, which NCCL adds to each
         inter-server step (docs/hardware.md §5.1): 0 for InfiniBand and RoCE (NCCL's IB
         transport reports none); aws-ofi-nccl's figure of the instance for EFA.
+    step_latency_us : float or None
+        Latency (us) each step between servers pays on the wire on top of NCCL's own figure,
+        where it differs from ``net_latency_us`` (None: the same): aws-ofi-nccl's figure is
+        chosen to steer NCCL's choice, not measured (docs/model.md "Latency the network plugin
+        reports").
     nccl_env : tuple of (str, str)
         The NCCL environment the platform's software stack sets (a cloud image's NCCL
         profile): what NCCL's tuner follows on it unless told otherwise
@@ -127,6 +132,7 @@ class ServerSpec:
     net_latency_us: float = 0.0
     nccl_env: tuple[tuple[str, str], ...] = ()
     hosts: int = 1
+    step_latency_us: float | None = None
 
     @property
     def n_nics(self) -> int:
@@ -142,6 +148,9 @@ class ServerSpec:
             raise InputError(f"{self.hosts} hosts cannot split {n} GPUs evenly")
         if not (is_real(self.net_latency_us) and math.isfinite(self.net_latency_us) and self.net_latency_us >= 0):
             raise InputError(f"network latency {self.net_latency_us!r} us must be a finite number >= 0")
+        step = self.step_latency_us
+        if step is not None and not (is_real(step) and math.isfinite(step) and step >= 0):
+            raise InputError(f"step latency {step!r} us must be a finite number >= 0")
         checked_nccl_env(self.nccl_env, "NCCL environment")
         if self.gpu_fabric not in GPU_FABRICS:
             raise InputError(f"unknown GPU fabric {self.gpu_fabric!r}; valid ones: {', '.join(GPU_FABRICS)}")
@@ -252,7 +261,8 @@ def build_server(spec: ServerSpec, *, figure: str) -> Topology:
     spec.check()
     b = TopologyBuilder()
     server = b.add_server(spec.name, p2p=spec.p2p, net_latency_s=spec.net_latency_us * 1e-6,
-                          gpu_sm=gpu_compute_capability(spec.gpu))
+                          gpu_sm=gpu_compute_capability(spec.gpu),
+                          step_latency_s=None if spec.step_latency_us is None else spec.step_latency_us * 1e-6)
     for g in range(spec.n_gpus):
         b.add_node(f"gpu{g}", NodeKind.GPU, server=server)
     if spec.gpu_fabric == "nvswitch":

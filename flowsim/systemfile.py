@@ -173,14 +173,20 @@ def _switches(where: Where, pcie: Mapping, n_gpus: int, sockets: int) -> list[di
 
 def _nics(
     where: Where, server: Mapping, switches: list[dict[str, Any]], n_gpus: int
-) -> tuple[str, str, tuple[int, ...] | None, float]:
-    """Compute NIC technology, kind, the NIC each GPU uses and the network latency (us) NCCL's
-    plugin reports; places NICs on ``switches``."""
+) -> tuple[str, str, tuple[int, ...] | None, float, float | None]:
+    """Compute NIC technology, kind, the NIC each GPU uses, the network latency (us) NCCL's
+    plugin reports and the step latency (us, None: the same); places NICs on ``switches``."""
     nics = where.table(server.get("nics", {}), "server.nics")
-    where.only(nics, ("count", "speed_gbps", "kind", "serves", "net_latency_us"), "server.nics")
+    where.only(nics, ("count", "speed_gbps", "kind", "serves", "net_latency_us", "step_latency_us"), "server.nics")
     net_latency = where.number(nics, "net_latency_us", "server.nics", 0.0)
     if not (math.isfinite(net_latency) and net_latency >= 0):
         raise where.error("server.nics.net_latency_us", f"expected a number of microseconds >= 0, got {net_latency!r}")
+    step_latency = None
+    if "step_latency_us" in nics:
+        step_latency = where.number(nics, "step_latency_us", "server.nics", 0.0)
+        if not (math.isfinite(step_latency) and step_latency >= 0):
+            raise where.error("server.nics.step_latency_us",
+                              f"expected a number of microseconds >= 0, got {step_latency!r}")
     count = _integer(where, nics, "count", "server.nics", 0, minimum=0)
     kind = where.choice(nics, "kind", "server.nics", NIC_KINDS, "ib")
     technology = _speed(where, nics, "server.nics", _IB_SPEEDS if kind == "ib" else _ETH_SPEEDS) if count else "ib_ndr"
@@ -215,7 +221,7 @@ def _nics(
             switches[switch_of[group[0]]]["nics"].append(r)
     for s in switches:
         s["nics"] = tuple(s["nics"] or ())
-    return technology, kind, tuple(gpu_nics) if groups and min(gpu_nics) >= 0 else None, net_latency
+    return technology, kind, tuple(gpu_nics) if groups and min(gpu_nics) >= 0 else None, net_latency, step_latency
 
 
 def _server(where: Where, server: Mapping, name: str) -> ServerSpec:
@@ -238,7 +244,7 @@ def _server(where: Where, server: Mapping, name: str) -> ServerSpec:
         raise where.error("server.pcie.generation", f"expected one of {', '.join(map(str, _PCIE_GENERATIONS))}, "
                                                     f"got {show(generation)}")
     switches = _switches(where, pcie, n_gpus, sockets)
-    compute_nic, nic_kind, gpu_nics, net_latency = _nics(where, server, switches, n_gpus)
+    compute_nic, nic_kind, gpu_nics, net_latency, step_latency = _nics(where, server, switches, n_gpus)
     frontend = where.table(server.get("frontend", {}), "server.frontend")
     where.only(frontend, ("ports", "speed_gbps"), "server.frontend")
     ports = _integer(where, frontend, "ports", "server.frontend", 0, minimum=0)
@@ -248,7 +254,7 @@ def _server(where: Where, server: Mapping, name: str) -> ServerSpec:
         tuple(PcieSwitch(s["gpus"], s["nics"], s["socket"]) for s in switches), compute_nic, frontend_nic, ports,
         nvlink=fabric.get("nvlink"), nvlinks_per_gpu=fabric.get("nvlinks_per_gpu"),
         nvlink_counts=fabric.get("nvlink_counts"), p2p=where.boolean(server, "p2p", "server", True), cpu=cpu_kind,
-        gpu_nics=gpu_nics, nic_kind=nic_kind, net_latency_us=net_latency,
+        gpu_nics=gpu_nics, nic_kind=nic_kind, net_latency_us=net_latency, step_latency_us=step_latency,
         hosts=_integer(where, server, "hosts", "server", 1),
     )
     try:
@@ -433,6 +439,8 @@ def format_system(spec: ServerSpec, *, cluster: Mapping | None = None, descripti
         lines.append(f"serves = {_toml_value(serves)}")
         if spec.net_latency_us:
             lines.append(f"net_latency_us = {spec.net_latency_us!r}")
+        if spec.step_latency_us is not None:
+            lines.append(f"step_latency_us = {spec.step_latency_us!r}")
     lines += ["", "[server.frontend]", f"ports = {spec.frontend_ports}"]
     if spec.frontend_ports:
         speed = next(gbps for gbps, technology in _ETH_SPEEDS.items() if technology == spec.frontend_nic)

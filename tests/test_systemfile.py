@@ -97,6 +97,10 @@ def test_every_preset_written_as_a_system_file_builds_the_same_topology(name):
          "l40s.toml: server.nics.net_latency_us: expected a number of microseconds >= 0, got -75.0"),
         ('nics = { count = 2, speed_gbps = 200, kind = "efa", net_latency_us = "75" }',
          "l40s.toml: server.nics.net_latency_us: expected a number, got"),
+        ('nics = { count = 2, speed_gbps = 200, kind = "efa", net_latency_us = 75, step_latency_us = -1 }',
+         "l40s.toml: server.nics.step_latency_us: expected a number of microseconds >= 0, got -1.0"),
+        ('nics = { count = 2, speed_gbps = 200, kind = "efa", step_latency_us = inf }',
+         "l40s.toml: server.nics.step_latency_us: expected a number of microseconds >= 0, got inf"),
         ("hosts = 3", "l40s.toml: server: 3 hosts cannot split 8 GPUs evenly"),
         ("hosts = 0", "l40s.toml: server.hosts: expected an integer >= 1, got an integer 0"),
     ],
@@ -369,7 +373,8 @@ def test_presets_lists_and_describes_the_shipped_systems(capsys):
     out = capsys.readouterr().out
     # 8 EFA NICs of 400 Gb/s, one per GPU: 8 x 50 = 400 GB/s nominal per server (48 effective each).
     assert "compute NICs: 8 x eth400g (efa), up to 1 GPU(s) each: 400.00 GB/s nominal, 384.00 GB/s effective" in out
-    assert "network latency its NCCL plugin reports: 35 us per inter-server step" in out
+    assert "network latency its NCCL plugin reports: 35 us, which NCCL's tuner adds to each inter-server step" in out
+    assert "latency a step between servers pays on the wire: 23 us on top of NCCL's figure" in out
 
 
 def test_a_scenario_names_a_shipped_system_as_cluster_with_dashes_or_underscores():

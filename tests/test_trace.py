@@ -82,7 +82,7 @@ def test_round_trip_of_every_field(trace_path, run):
     for name in ("node_names", "server_names", "link_names", "link_technology"):
         assert getattr(t.topology, name) == getattr(topology, name)
     for name in ("node_kind", "node_server", "node_nic", "server_p2p", "server_net_latency_s", "server_gpu_sm",
-                 "link_src", "link_dst", "link_capacity_Bps", "link_latency_s", "link_tier", "link_shared"):
+                 "server_step_latency_s", "link_src", "link_dst", "link_capacity_Bps", "link_latency_s", "link_tier", "link_shared"):
         np.testing.assert_array_equal(getattr(t.topology, name), getattr(topology, name))
     assert t.names.tolist() == list(workload.names)
     assert [topology.node_names[i] for i in t.src] == list(workload.src)
@@ -728,7 +728,7 @@ def test_open_trace_names_a_fifo_without_waiting(make_fifo):
         open_trace(fifo)
 
 
-def test_a_servers_network_latency_and_gpu_model_survive_the_trace(tmp_path):
+def test_a_servers_latencies_and_gpu_model_survive_the_trace(tmp_path):
     from flowsim.deflate import ColumnWriter
     from flowsim.fabrics import build_cluster
     from flowsim.systemfile import resolve_system
@@ -744,13 +744,20 @@ def test_a_servers_network_latency_and_gpu_model_survive_the_trace(tmp_path):
     with h5py.File(path, "r") as f:
         read = _read_topology(path, f["topology"])
         assert read.server_net_latency_s.tolist() == [75e-6, 75e-6]
+        assert read.server_step_latency_s.tolist() == [23e-6, 23e-6]
         assert read.server_gpu_sm.tolist() == [80, 80]
-    # Traces written before these columns have none: read as 0.
+    # Traces written before the step latency read it as the network latency, and those
+    # written before all three as 0.
+    with h5py.File(path, "a") as f:
+        del f["topology/server_step_latency_s"]
+    with h5py.File(path, "r") as f:
+        assert _read_topology(path, f["topology"]).server_step_latency_s.tolist() == [75e-6, 75e-6]
     with h5py.File(path, "a") as f:
         del f["topology/server_net_latency_s"], f["topology/server_gpu_sm"]
     with h5py.File(path, "r") as f:
         read = _read_topology(path, f["topology"])
         assert read.server_net_latency_s.tolist() == [0.0, 0.0] and read.server_gpu_sm.tolist() == [0, 0]
+        assert read.server_step_latency_s.tolist() == [0.0, 0.0]
 
 
 def test_compact_columns_write_the_same_trace(tmp_path, run):

@@ -225,6 +225,28 @@ def test_an_efa_plugins_latency_joins_every_network_step():
     assert describe_system(t, ranks[:8]).net_latency_us == pytest.approx(75.0)
 
 
+def test_an_efa_step_pays_its_own_latency_while_the_tuner_takes_the_reported_one():
+    # The shipped AWS files: aws-ofi-nccl reports 75 us (NCCL's tuner adds it), a step between
+    # servers pays 23 us on the wire (step_latency_us). A 2-host p5 all-reduce of 1 KiB runs
+    # NCCL's LL tree: its messages between servers pay hwLat[NET][tree][LL] 5.0 + 23 us, and
+    # NCCL's model charges 5.0 + 75 for the choice.
+    from flowsim.collectives import collective_workload
+    from flowsim.fabrics import build_cluster
+    from flowsim.systemfile import resolve_system
+
+    system, _, _ = resolve_system("aws-p5")
+    t = build_cluster(system, 2, figure="effective", fabric="rail_optimized")
+    assert t.server_net_latency_s.tolist() == [75e-6, 75e-6]
+    assert t.server_step_latency_s.tolist() == [23e-6, 23e-6]
+    plan = collective_workload(t, "all_reduce", 1024)
+    assert (plan.algorithm, plan.protocol) == ("tree", "ll")
+    assert plan.nccl.system.net_latency_us == pytest.approx(75.0)
+    assert plan.costs.inter_step_s == pytest.approx(28e-6)
+    # Without step_latency_us a server's steps pay what its plugin reports (the DGX presets: 0).
+    dgx = build_cluster("dgx_h100", 2, figure="effective")
+    assert dgx.server_step_latency_s.tolist() == dgx.server_net_latency_s.tolist() == [0.0, 0.0]
+
+
 @pytest.mark.parametrize(("name", "sm", "row"), [
     # Compute capabilities ([CUDA-GPUS], docs/hardware.md §1.4): RTX 4090 8.9, RTX 5090 12.0;
     # NCCL's rows: >= 100 Blackwell, >= 90 Hopper, >= 80 Ampere ([NCCL] tuning.cc compCapIndex).

@@ -157,10 +157,12 @@ def _intra_hardware(topology: Topology, ranks: Sequence[str]) -> str:
 
 
 def _net_latency_us(topology: Topology, ranks: Sequence[str]) -> float:
-    """The network plugin's latency (us) NCCL sees for ``ranks``: the largest of their
-    servers' (:attr:`~flowsim.topology.Topology.server_net_latency_s`)."""
+    """The latency (us) each step between ``ranks``' servers pays on top of NCCL's own figure:
+    the largest of their servers' :attr:`~flowsim.topology.Topology.server_step_latency_s`
+    (what the network plugin reports to NCCL, unless the system says otherwise; NCCL's
+    tuner takes the reported one, :attr:`~flowsim.collectives.tuner.NcclSystem.net_latency_us`)."""
     servers = {int(topology.node_server[topology.node_id(rank)]) for rank in ranks}
-    return max(float(topology.server_net_latency_s[s]) for s in servers if s >= 0) * 1e6 if servers - {-1} else 0.0
+    return max(float(topology.server_step_latency_s[s]) for s in servers if s >= 0) * 1e6 if servers - {-1} else 0.0
 
 
 def _default_channels(topology: Topology, ranks: Sequence[str], servers: dict[str, str]) -> int:

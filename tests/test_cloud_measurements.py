@@ -51,12 +51,12 @@ _A3_HIGH_TCPX = _miss(
 )
 _P5_A2A = _miss(
     "all-to-all across 2 p5 hosts at 79.25 GB/s busbw where the model gives the NICs' full rate to the "
-    "remote share (89.3, +13%); the same runs on 4 and 8 hosts: 54.07 and 49.63 against 61.7 and 53.8",
+    "remote share (89.7, +13%); the same runs on 4 and 8 hosts: 54.07 and 49.63 against 61.9 and 53.9",
 )
 _P5_RING_8_HOSTS = _miss(
     "the p5 all-gather on 8 hosts moves 293.71 GB/s busbw, 73% of its NICs, where 2 and 4 hosts moved 82-83% "
-    "(+7-8%, within bounds); the model keeps a Hopper ring channel at 22.8 GB/s across servers however many "
-    "hosts it crosses (354.3, +21%)",
+    "(+9-10%, within bounds); the model keeps a Hopper ring channel at 22.8 GB/s across servers however many "
+    "hosts it crosses (360.5, +23%)",
 )
 _SKYPILOT_GCP = "skypilot-org/skypilot examples/gcp_gpu_direct_tcpx/README.md (2 x a3-ultragpu-8g on GKE, NCCL 2.26.6)"
 _OCI_B300 = "oracle-quickstart/oci-gpu-quickstarts nvidia/B300/README-B300.md @6a0abdc7 (NCCL 2.28.9)"

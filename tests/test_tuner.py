@@ -442,8 +442,9 @@ def test_a_nic_slower_than_its_pcie_path_sets_the_speeds_and_holds_whole_channel
 
 
 def test_nvls_chunks_follow_the_environment_from_the_versions_that_read_it():
-    # NCCL_NVLS_CHUNKSIZE (nvls.cc from v2.26.2-1) replaces the chunk, and NVLSTree's largest
-    # follows it below 4 nodes; NCCL_NVLSTREE_MAX_CHUNKSIZE from v2.30.3-1 (-2: unset).
+    # NCCL_NVLS_CHUNKSIZE (src/transport/nvls.cc from v2.21.5-1) replaces the chunk, and
+    # NVLSTree's largest follows it below 4 nodes; NCCL_NVLSTREE_MAX_CHUNKSIZE (src/enqueue.cc
+    # from v2.20.3-1, nvls.cc from v2.30.3-1; -2: unset). flowsim's 2.19.3 tables have neither.
     KiB = 1024
     env = NcclEnv({"NCCL_NVLS_CHUNKSIZE": str(64 * KiB)})
     for version, expected in (("2.30.7", (64 * KiB, 64 * KiB)), ("2.26.2", (64 * KiB, 64 * KiB)),
@@ -452,7 +453,9 @@ def test_nvls_chunks_follow_the_environment_from_the_versions_that_read_it():
         assert (tuning.chunk_bytes, tuning.tree_max_chunk_bytes) == expected, version
     both = NcclEnv({"NCCL_NVLS_CHUNKSIZE": str(64 * KiB), "NCCL_NVLSTREE_MAX_CHUNKSIZE": str(32 * KiB)})
     assert nvls_tuning(blackwell(2, net=25.0), NCCL_VERSIONS["2.30.7"], both).tree_max_chunk_bytes == 32 * KiB
-    assert nvls_tuning(blackwell(2, net=25.0), NCCL_VERSIONS["2.29.7"], both).tree_max_chunk_bytes == 64 * KiB
+    for version in ("2.29.7", "2.26.2"):  # [NCCL] src/enqueue.cc NCCL_PARAM(NvlsTreeMaxChunkSize, ...)
+        assert nvls_tuning(blackwell(2, net=25.0), NCCL_VERSIONS[version], both).tree_max_chunk_bytes == 32 * KiB
+    assert nvls_tuning(blackwell(2, net=25.0), NCCL_VERSIONS["2.19.3"], both).tree_max_chunk_bytes == 128 * KiB
     unset = NcclEnv({"NCCL_NVLSTREE_MAX_CHUNKSIZE": "-2"})
     unset.check()
     assert nvls_tuning(blackwell(4, net=25.0), NCCL_VERSIONS["2.30.7"], unset).tree_max_chunk_bytes == 64 * KiB

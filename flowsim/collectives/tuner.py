@@ -931,7 +931,7 @@ def nvls_tuning(system: NcclSystem, constants: NcclConstants, env: NcclEnv | Non
     count, ranks per node, the slowest GPU-NIC path (``minNetBw``) and whether that path stays
     under PCIe switches. The chunk is 128 KiB (``NCCL_NVLS_CHUNKSIZE``) unless that tuning
     says otherwise; NVLSTree's largest is 64 KiB from 4 nodes, else the chunk.
-    ``NCCL_NVLS_CHUNKSIZE`` (from 2.26.2) and ``NCCL_NVLSTREE_MAX_CHUNKSIZE`` (from 2.30.3)
+    ``NCCL_NVLS_CHUNKSIZE`` (from 2.21.5) and ``NCCL_NVLSTREE_MAX_CHUNKSIZE`` (from 2.20.3)
     replace the two. ``NCCL_NVLS_NCHANNELS`` replaces the channels (a positive number; from 0 before 2.27.3),
     and ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS`` bound them ([NCCL] src/init.cc ``nvlsCTAs``,
     ``minCTAs``, ``maxCTAs``).
@@ -943,12 +943,15 @@ def nvls_tuning(system: NcclSystem, constants: NcclConstants, env: NcclEnv | Non
     chunk = tree_max = 0
     if blackwell and system.n_nodes > 1 and _since(constants, (2, 30, 3)):
         channels, chunk, tree_max = _sm100_nvls_tree(system, channels)
-    if env is not None and _since(constants, (2, 26, 2)):
-        # NCCL_NVLS_CHUNKSIZE replaces the chunk (in the sources from v2.26.2-1, not v2.19.3-1)
-        # and NCCL_NVLSTREE_MAX_CHUNKSIZE NVLSTree's largest (from v2.30.3-1; -2 is unset),
-        # both over the SM100 tuning ([NCCL] v2.30.7-1 src/transport/nvls.cc ncclNvlsTuning).
-        chunk = env.chunk("NCCL_NVLS_CHUNKSIZE", chunk)
-        if _since(constants, (2, 30, 3)):
+    if env is not None:
+        # NCCL_NVLS_CHUNKSIZE replaces the chunk (src/transport/nvls.cc from v2.21.5-1) and
+        # NCCL_NVLSTREE_MAX_CHUNKSIZE NVLSTree's largest (src/enqueue.cc from v2.20.3-1, the
+        # SM100 tuning's nvls.cc ncclNvlsTuning from v2.30.3-1; -2 is unset), both over the
+        # SM100 tuning ([NCCL] v2.30.7-1 src/transport/nvls.cc). flowsim's 2.19.3 tables
+        # predate both.
+        if _since(constants, (2, 21, 5)):
+            chunk = env.chunk("NCCL_NVLS_CHUNKSIZE", chunk)
+        if _since(constants, (2, 20, 3)):
             tree_max = env.chunk("NCCL_NVLSTREE_MAX_CHUNKSIZE", tree_max)
     chunk = chunk or NVLS_CHUNK_BYTES
     tree_max = tree_max or (65536 if system.n_nodes >= 4 else chunk)

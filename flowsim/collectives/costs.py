@@ -117,8 +117,11 @@ def nccl_costs(
         NCCL version whose constants apply (a key of
         :data:`flowsim.collectives.constants.NCCL_VERSIONS`; default the newest).
     net_latency_us : float
-        The latency the network plugin reports (:attr:`flowsim.collectives.NcclSystem.net_latency_us`),
-        which NCCL adds to the network's step latency, twice for Simple.
+        The network plugin's latency, which NCCL's model adds to the network's step latency,
+        twice for Simple: the reported figure (:attr:`flowsim.collectives.NcclSystem.net_latency_us`)
+        where it is what a step pays, and the collective placement passes the servers' own
+        (:attr:`flowsim.topology.Topology.server_step_latency_s`, docs/model.md "Latency the
+        network plugin reports").
 
     Returns
     -------

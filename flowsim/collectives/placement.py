@@ -156,7 +156,7 @@ def _intra_hardware(topology: Topology, ranks: Sequence[str]) -> str:
     return "nvlink"
 
 
-def _net_latency_us(topology: Topology, ranks: Sequence[str]) -> float:
+def _step_latency_us(topology: Topology, ranks: Sequence[str]) -> float:
     """The latency (us) each step between ``ranks``' servers pays on top of NCCL's own figure:
     the largest of their servers' :attr:`~flowsim.topology.Topology.server_step_latency_s`
     (what the network plugin reports to NCCL, unless the system says otherwise; NCCL's
@@ -586,28 +586,28 @@ def collective_workload(
                 split_fill = fill / _tree_fill(chunks, ranks, topology_servers)
         options.update(channels=n_channels, slices=slices)
     intra = _intra_hardware(topology, ranks)
+    step_latency = _step_latency_us(topology, ranks)
     if costs is not None:
         chosen = ("custom", costs)
     elif entry.name in ("nvls", "nvls_tree", "nvls_sharp"):
         if protocol != "simple":
             raise InputError(f"NVLS runs NCCL's Simple protocol only, not {protocol!r}")
-        net_latency = _net_latency_us(topology, ranks)
         if entry.name == "nvls":
             chosen = ("simple", nvls_costs(nvlink, version=nccl_version))
         elif entry.name == "nvls_tree":
-            chosen = ("simple", nvls_tree_costs(nvlink, version=nccl_version, net_latency_us=net_latency))
+            chosen = ("simple", nvls_tree_costs(nvlink, version=nccl_version, net_latency_us=step_latency))
         else:
-            chosen = ("simple", nvls_sharp_costs(nvlink, version=nccl_version, net_latency_us=net_latency))
+            chosen = ("simple", nvls_sharp_costs(nvlink, version=nccl_version, net_latency_us=step_latency))
     elif entry.name == "pat":
         if protocol != "simple":
             raise InputError(f"PAT runs NCCL's Simple protocol only, not {protocol!r}")
         one_per_node = len(set(topology_servers.values())) == len(ranks)
         chosen = ("simple", pat_costs(len(ranks), one_per_node=one_per_node, version=nccl_version,
-                                      net_latency_us=_net_latency_us(topology, ranks)))
+                                      net_latency_us=step_latency))
     else:
         table = "tree" if entry.name == "tree" else "ring"
         chosen = (protocol, nccl_costs(table, protocol, intra, version=nccl_version,
-                                       net_latency_us=_net_latency_us(topology, ranks)))
+                                       net_latency_us=step_latency))
         if entry.name == "p2p" and protocol == "simple" and intra == "nvlink" \
                 and (collective == "all_to_all" or (p2p is not None and p2p.reads)):
             # An all-to-all's messages over NVLink, and a send where NCCL reads its peer's

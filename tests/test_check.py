@@ -361,6 +361,39 @@ def test_check_takes_several_files_one_after_another(tmp_path, capsys):
     assert captured.out == "" and captured.err.count("\n") == 1
 
 
+def test_a_page_of_runs_each_cut_to_its_table_is_read_run_by_run():
+    # A how-to page: a whole run, a sentence, a run pasted from its rank lines on, another
+    # from its caption on (no rank lines: the shape comes from the arguments).
+    lines = ALL_GATHER.read_text().splitlines(keepends=True)
+    using = lines.index("# Using devices\n")
+    caption = next(n for n, line in enumerate(lines) if "out-of-place" in line)
+    prose = "\nOn the next server, the output should look as below.\n\n"
+    text = "".join(lines) + prose + "".join(lines[using:]) + prose + "".join(lines[caption:])
+    logs = parse_nccl_logs(text, collective="all_gather", nodes=1, gpus_per_node=8)
+    whole = parse_nccl_log(ALL_GATHER)
+    assert len(logs) == 3
+    assert [[(r.size_bytes, r.out_of_place) for r in log.rows] for log in logs] == \
+        [[(r.size_bytes, r.out_of_place) for r in whole.rows]] * 3
+    assert [log.ranks_from for log in logs][:2] == ["rank lines"] * 2 and logs[2].ranks_from != "rank lines"
+    assert logs[1].hosts == whole.hosts and logs[1].n_ranks == logs[2].n_ranks == 8
+    # Each run's lines are the whole text's: the second run's first row follows the prose.
+    second_start = len(lines) + prose.count("\n")
+    assert logs[1].rows[0].line == second_start + (whole.rows[0].line - using)
+    assert logs[0].rows[-1].line == whole.rows[-1].line
+
+
+def test_a_header_without_hashes_and_prose_after_a_table():
+    # Output shown through a tool that drops '#' (dstack's docs: 'wrong' for '#wrong'), and a
+    # sentence after the table that starts with a number: not a row.
+    text = ALL_GATHER.read_text().replace("#wrong", "wrong").replace("# Avg bus bandwidth    : 232.948 \n", "")
+    text += "356 GB/s bus bandwidth at 8 GiB, at parity with the run before on the other fabric.\n"
+    log = parse_nccl_log(text, collective="all_gather")
+    assert [r.size_bytes for r in log.rows] == [r.size_bytes for r in parse_nccl_log(ALL_GATHER).rows]
+    # A row cut after its size is still a truncated row.
+    with pytest.raises(InputError, match=r"got 1 \(truncated row\?\): '2'"):
+        parse_nccl_log(text + "2\n", collective="all_gather")
+
+
 def test_not_nccl_tests_output_and_two_runs(tmp_path):
     with pytest.raises(InputError, match="no '#  size  count  type ...' table header and no '# nThread' line"):
         parse_nccl_log("hello\nworld\n")

@@ -177,13 +177,17 @@ _ELISION = re.compile(r"^#?\s*(?:\.{3,}|\u2026)\s*$")
 _RCCL = re.compile(r"^#\s*(?:rccl-tests\s+version\b|Errors\s+with\s+asterisks\s+indicate\s+errors\b)")
 _NOT_NCCL = "rccl-tests output (AMD GPUs and RCCL): flowsim models NCCL on NVIDIA GPUs; not checked"
 _AVG = re.compile(r"^#\s*Avg\s+bus\s+bandwidth\s*:\s*(\S+)")
+_USING_DEVICES = re.compile(r"^#\s*Using\s+devices\s*$")
+# A row: its size, then a number, its count (or nothing, where the row was cut after its
+# size); a line of prose that starts with a number ("356 GB/s at 8 GiB") is not one.
+_ROW_START = re.compile(r"^\d+(?:\s+[-+]?\d|\s*$)")
 # The four columns of each half of a row, as the table header names them.
 _HALF = ("time", "algbw", "busbw", "#wrong")
 # Older nccl-tests title '#wrong' "error"; '-C 1' (CPU time) titles 'time' "cputime".
-_HEADER_SYNONYMS = {"error": "#wrong", "cputime": "time"}
+_HEADER_SYNONYMS = {"error": "#wrong", "wrong": "#wrong", "cputime": "time"}
 _HEADER_EXPECTED = (
     "'#  size  count  type  [redop]  [root]', then 'time  algbw  busbw  #wrong' for each of the two halves "
-    "('error' for '#wrong' and 'cputime' for 'time' are read too; further columns after each '#wrong' "
+    "('error' or 'wrong' for '#wrong' and 'cputime' for 'time' are read too; further columns after each '#wrong' "
     "are skipped)"
 )
 
@@ -628,10 +632,34 @@ def _run_texts(text: str) -> list[str]:
         if kind < 3 and kind <= seen:
             starts.append(number)
             seen = -1
+        elif kind == 3 and seen == 3:
+            # A second table header: a run pasted from its rank lines or its header on (a page
+            # that shows several runs, each cut to its table).
+            starts.append(_preamble_start(stripped, number, starts[-1]))
+            seen = -1
         seen = max(seen, kind)
     _start_after_averages(stripped, starts)
     ends = [*starts[1:], len(raw)]
     return ["\n" * start + "\n".join(raw[start:end]) + "\n" for start, end in zip(starts, ends, strict=True)]
+
+
+def _preamble_start(stripped: Sequence[str], header: int, floor: int) -> int:
+    """Where the run whose table header is on line ``header`` (0-based) starts, given that the
+    run before it starts on ``floor``: at the lines just before the header that nccl-tests
+    prints before its table (rank lines, '# Using devices', the out-of-place / in-place
+    caption, bare '#' lines, a paste's elisions and empty lines), after anything else (the
+    previous run's rows and averages, prose between the two). ``stripped``: the text's lines
+    without their launcher prefixes."""
+    start = header
+    while start - 1 > floor and (
+        not stripped[start - 1].lstrip("#").strip()
+        or _RANK.match(stripped[start - 1])
+        or _USING_DEVICES.match(stripped[start - 1])
+        or _ELISION.match(stripped[start - 1])
+        or ("out-of-place" in stripped[start - 1] and "in-place" in stripped[start - 1])
+    ):
+        start -= 1
+    return start
 
 
 def _start_after_averages(stripped: Sequence[str], starts: list[int]) -> None:
@@ -739,7 +767,7 @@ def _parse_text(
             key, value = env_match.groups()
             if env.setdefault(key, value) != value and key not in env_clash:
                 env_clash[key] = number
-        elif layout is not None and avg is None and re.match(r"^\d+\s", stripped + " "):
+        elif layout is not None and avg is None and _ROW_START.match(stripped):
             rows.append(_row(stripped, source, number, layout, in_place_first))
         elif layout is not None and avg is None and _FRAGMENT.match(stripped):
             fragments.append(number)

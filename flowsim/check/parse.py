@@ -457,6 +457,7 @@ def _shape_of_listed(listed: Mapping[int, RankInfo], fitting: tuple[int, int] | 
 
 def _made_up_ranks(
     source: str,
+    header_line: int,
     collective: str,
     rows: Sequence[TestRow],
     per_process: int | None,
@@ -505,9 +506,10 @@ def _made_up_ranks(
     else:
         known = "" if fitting is None else f" (the busbw / algbw ratio says {_counted(fitting)} ranks)"
         listing = "no '#  Rank R ... on HOST device D' lines" if not listed else which
-        raise InputError(
-            f"{source}: {listing}, so the ranks and hosts are unknown{known}; "
-            "give the cluster's shape: --nodes N --gpus-per-node G (nodes=, gpus_per_node=)"
+        raise line_error(
+            source, header_line,
+            f"{listing}, so the ranks and hosts of this table are unknown{known}; "
+            "give the cluster's shape: --nodes N --gpus-per-node G (nodes=, gpus_per_node=)",
         )
     nodes = whole_number("nodes", nodes)
     gpus_per_node = whole_number("gpus_per_node", gpus_per_node)
@@ -815,7 +817,7 @@ def _parse_text(
     else:
         per_process = None if header is None else header[0] * header[1]
         ordered, ranks_from = _made_up_ranks(
-            source, BINARIES[binary], rows, per_process, nodes, gpus_per_node, warnings, ranks
+            source, layout.line, BINARIES[binary], rows, per_process, nodes, gpus_per_node, warnings, ranks
         )
     return NcclTestLog(
         source,

@@ -74,7 +74,7 @@ def entries(directory: Path = LOGS) -> list[Entry]:
     """The index's logs, in its order."""
     listed = []
     for item in json.loads((directory / "index.json").read_text()):
-        # A cloud system where the index names one, else the DGX of the log's GPU.
+        # A cloud system or a system file where the index names one, else the DGX of the log's GPU.
         system = item.get("system") or next((preset for gpu, preset in _PRESETS.items() if gpu in item["gpu"]), None)
         if system is None:
             raise InputError(f"{item['file']}: no flowsim preset for GPU {item['gpu']!r}")
@@ -101,7 +101,9 @@ def check_entry(entry: Entry, directory: Path = LOGS, *, sizes: Sequence[int] | 
     if sizes is not None:
         wanted = set(sizes)
         log = _only_rows(log, wanted)
-    system = resolve_system(entry.system)[0]  # a shipped cloud system's spec, or the preset's name
+    # A shipped cloud system's spec, a system file of the repository's (its path from the
+    # repository's root), or the preset's name.
+    system = resolve_system(str(ROOT / entry.system) if entry.system.endswith(".toml") else entry.system)[0]
     return check_log(log, system=system, nodes=entry.nodes, **prediction_options(entry.env))
 
 

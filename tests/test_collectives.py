@@ -55,6 +55,7 @@ from flowsim.fabrics import build_cluster
 from flowsim.pipeline import run
 from flowsim.presets import DGX1_NVLINK_COUNTS, preset
 from flowsim.routing import Router
+from flowsim.systemfile import parse_system
 from flowsim.topology import NodeKind, TopologyBuilder
 from flowsim.workload import Workload
 
@@ -499,6 +500,39 @@ def test_dgx1_rings_across_servers_walk_the_mesh_and_leave_through_one_nic_each(
     nic = topo.link_capacity_Bps[topo.link_names.index("n0.nic0->ib.su0.rail0")]
     out = collective_time(topo, "all_reduce", 1 << 30, algorithm="ring", protocol="simple")
     assert busbw_Bps("all_reduce", 1 << 30, out.time_s, 16) == pytest.approx(4 * nic, rel=0.005)
+
+
+GH200_QUAD = """
+[server]
+gpu = "GH200"
+gpus = 4
+gpu_fabric = "nvlink_mesh"
+nvlink = "nvlink4"
+nvlink_counts = [[0, 6, 6, 6], [6, 0, 6, 6], [6, 6, 0, 6], [6, 6, 6, 0]]
+pcie = { generation = 5 }
+cpu = { sockets = 4, kind = "grace", memory = "lpddr5x_grace" }
+nics = { count = 4, speed_gbps = 200, kind = "roce" }
+"""
+
+
+def test_mesh_rings_across_servers_with_a_nic_a_gpu_enter_at_every_nic():
+    # A GH200 quad node (an HPE Cray EX blade's: 4 GPUs linked all to all, a NIC each): no two
+    # GPUs share a NIC, so each mesh ring enters (and, by PXN, leaves) at every GPU in turn.
+    # Every ring entered at GPU 0 until 2026-12-05: one NIC carried every channel, and the ring
+    # all-reduce ran at a quarter of the NICs' rate.
+    topo = build_cluster(parse_system(GH200_QUAD).spec, 2, figure="effective")
+    ranks = [topo.node_names[g] for g in topo.gpus()]
+    rings = mesh_server_rings(topo, ranks, rank_servers(topo, ranks))
+    entries = [int(ring[0].split("gpu")[1]) for ring in rings]
+    # K4's two Hamiltonian cycles (one each way), each entered at each of its 4 GPUs.
+    assert len(rings) == 8 and sorted(entries) == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert len(set(rings)) == 8
+    for ring in rings:
+        assert [r.split(".")[1] for r in ring[4:]] == [r.split(".")[1] for r in ring[:4]]
+    # Two rings a NIC, each crossing twice per 14 steps of S / 64: busbw = 1.75 x 64 x NIC / 28.
+    nic = topo.link_capacity_Bps[topo.link_names.index("n0.nic0->ib.su0.rail0")]
+    out = collective_time(topo, "all_reduce", 1 << 30, algorithm="ring", protocol="simple")
+    assert busbw_Bps("all_reduce", 1 << 30, out.time_s, 8) == pytest.approx(4 * nic, rel=0.01)
 
 
 def test_run_passes_simulate_options():

@@ -1,7 +1,7 @@
 """flowsim against real nccl-tests logs (data/validation/nccl_tests/): every log parses, every
 row is predicted, and the large-message rows of the healthy logs are close to the model.
 
-Predicting every row of the thirty-eight logs takes about 20 s on one core, so the whole logs are
+Predicting every row of the forty logs takes about 20 s on one core, so the whole logs are
 predicted here, through ``benchmarks/validate_nccl_logs.py`` (the path ``flowsim check``
 takes). Logs the model misses today are strict xfails whose reason says why, so that a change
 that fixes (or breaks) them shows.
@@ -101,9 +101,9 @@ def test_every_log_parses_with_what_it_says(name):
     assert log.n_ranks == entry.nodes * entry.gpus_per_node and log.n_nodes == entry.nodes
     assert log.rows and all(r.out_of_place.time_us > 0 for r in log.rows)
     if log.ranks_from == "rank lines":
-        gpu = "A100" if entry.system == "dgx-a100" else "H100"
+        gpu = "A100" if entry.system == "dgx-a100" else "GH200" if "gh200" in entry.system else "H100"
         assert len(log.gpu_models) == 1 and gpu in log.gpu_models[0]
-        assert all(host.startswith(("node", "bm-h100-", "inst-", "gpu-dp-", "cnode3-", "ztan-mig-", "h100-ord01-"))
+        assert all(host.startswith(("node", "bm-h100-", "inst-", "gpu-dp-", "cnode3-", "ztan-mig-", "h100-ord01-", "nid"))
                    for host in log.hosts)
     else:
         # Logs pasted without their rank lines, or with the last of them only: the index's
@@ -134,16 +134,22 @@ def test_every_row_is_predicted_finite_and_positive(reports, name):
         assert row.predicted_time_us > 0 and row.predicted_busbw_GBps > 0
 
 
+def _large(rows):
+    """Rows from 1 GiB; the two largest sizes of a log that stops below 1 GiB (CSCS's, at 128 MiB)."""
+    large = [r for r in rows if r.size_bytes >= GiB]
+    return large or sorted(rows, key=lambda r: r.size_bytes)[-2:]
+
+
 @pytest.mark.parametrize("name", HEALTHY)
 def test_healthy_large_messages_are_within_15_percent(reports, name):
-    large = [r for r in reports[name].rows if r.size_bytes >= GiB]
+    large = _large(reports[name].rows)
     assert large
     assert all(abs(r.error_out) <= 0.15 for r in large), [(r.size_bytes, round(r.error_out, 3)) for r in large]
 
 
 @pytest.mark.parametrize("name", HEALTHY_UNFLAGGED)
 def test_healthy_large_messages_are_not_flagged(reports, name):
-    assert not [r.size_bytes for r in reports[name].rows if r.size_bytes >= GiB and r.flagged]
+    assert not [r.size_bytes for r in _large(reports[name].rows) if r.flagged]
 
 
 @pytest.mark.parametrize("name", DEGRADED)
@@ -227,6 +233,12 @@ FLAGGED_HEALTHY_ROWS = {
     # thread block (15.2 GB/s, from H100's point-to-point rate at A100's clock) and is 1.73x
     # slower than this run there (flagged FAST). README.md.
     "aws_p4de_a100_2n8g_allreduce.txt": [8 << 20],
+    # CSCS's Alps GH200 nodes over Slingshot (aws-ofi-nccl on libfabric's CXI, which reports no
+    # latency to NCCL): the steps between nodes take longer than NCCL's constants say, and no
+    # source gives by how much. 8 ranks' LL at 256 KiB-1 MiB 2.3-3.6x slower than the model;
+    # 2 ranks' Simple ring at 1-8 MiB 1.5-5x (340 us at 1 MiB); both within 5% at 64-128 MiB.
+    "cscs_alps_gh200_2n4g_allreduce.txt": [1 << 18, 1 << 19, 1 << 20],
+    "cscs_alps_gh200_2n1g_allreduce.txt": [1 << 20, 1 << 21, 1 << 22, 1 << 23],
 }
 
 

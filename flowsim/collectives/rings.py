@@ -156,7 +156,9 @@ def mesh_server_rings(topology: Topology, ranks: Ranks, servers: Servers) -> lis
     is cut where two GPUs that share a NIC follow each other (the least used NIC first), so
     the path starts at one and ends at the other, and kept while its NIC has fewer rings than
     the rings over the NICs allow each (the DGX-1's six mesh rings over 4 NICs: 4 rings, one
-    per NIC); every server takes the same local path.
+    per NIC); every server takes the same local path. Where every GPU has a NIC of its own
+    (a GH200 quad node) each mesh ring is cut before each of its GPUs in turn, so that the
+    rings enter (and, through PXN, leave) at every NIC alike.
     Empty where the servers are not alike or their GPUs hold no mesh ring.
     """
     groups = _group_by_server(_check_ranks(ranks, "mesh_server_rings"), servers, "mesh_server_rings")
@@ -169,6 +171,12 @@ def mesh_server_rings(topology: Topology, ranks: Ranks, servers: Servers) -> lis
         return []
     position = {rank: i for i, rank in enumerate(first)}
     nics = topology.node_nic[topology.node_ids(first)].tolist()
+    if len(set(nics)) == len(nics):
+        # A NIC a GPU (a GH200 quad node): a ring enters through one GPU's NIC and leaves
+        # through the same (by PXN, over NVLink to that GPU); NCCL's channels start at each
+        # NIC in turn, so every GPU of every mesh ring is an entry, each NIC taking as many.
+        return [tuple(g[i] for g in groups for i in local[cut:] + local[:cut])
+                for local in ([position[r] for r in cycle] for cycle in cycles) for cut in range(len(local))]
     # As many rings per NIC as every NIC can take (channel c leaves through NIC c mod nNets in
     # NCCL's search), so that no NIC carries more rings than another.
     per_nic = max(1, len(cycles) // len(set(nics)))

@@ -16,8 +16,9 @@ docs/hardware.md §3.1):
 * Sockets: one per distinct ``NUMA Affinity`` (else ``CPU Affinity``) of the GPUs, in order
   of appearance; ``--sockets`` folds NUMA nodes of one socket (EPYC in NPS2/NPS4) together.
 * NICs: a NIC that is the nearest NIC of some GPU is a compute NIC; each GPU uses its nearest
-  (ties: the first); compute NICs are numbered in order of the lowest GPU they serve, as
-  rails are. A NIC nearest to no GPU is a front-end port.
+  (ties: the one fewest GPUs before it took, then the first); compute NICs are numbered in
+  order of the lowest GPU they serve, as rails are. A NIC nearest to no GPU is a front-end
+  port.
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ GPU_MODELS: dict[str, tuple[str | None, int]] = {
     "A800": ("nvlink3", 4),
     "A40": ("nvlink3_ga102", 4),
     "RTX A6000": ("nvlink3_ga102", 4),
+    "GH200": ("nvlink4", 5),
+    "GB200": ("nvlink5", 6),
+    "GB300": ("nvlink5", 6),
     "H100": ("nvlink4", 5),
     "H800": ("nvlink4", 5),
     "H200": ("nvlink4", 5),
@@ -57,6 +61,9 @@ GPU_MODELS: dict[str, tuple[str | None, int]] = {
     "RTX 5090": (None, 5),
     "T4": (None, 3),
 }
+# Superchips whose GPUs sit beside Grace CPUs (NVLink-C2C; the matrix's NUMA nodes are the
+# Graces): their hosts are Grace's, not an x86 server's.
+_GRACE_GPUS = ("GH200", "GB200", "GB300")
 # Host defaults by PCIe generation, where the options do not give them [guess: a typical
 # server of the GPU's time; the written file says so].
 _HOSTS = {3: ("upi_skylake", "ddr4_2400_4ch"), 4: ("upi_skylake", "ddr4_3200_8ch"),
@@ -275,19 +282,30 @@ def import_system(
     if not isinstance(sockets, int) or sockets < 1:
         raise InputError(f"sockets must be a positive integer, got {sockets!r}")
     socket_of = {g: numa_of[g] * sockets // n_numa for g in gpus}
+    grace = any(model in gpu.upper() for model in _GRACE_GPUS)
     host = _HOSTS[pcie]
-    if sockets > 1 and intersocket is None:
+    if grace:
+        if intersocket is not None:
+            raise InputError(f"--intersocket does not apply: a {gpu} server's CPUs are Graces, "
+                             "without an x86 inter-socket link")
+        memory = memory or "lpddr5x_grace"
+        notes.append(f"Grace CPUs, each socket a {gpu} superchip's; host memory {memory}")
+    if sockets > 1 and intersocket is None and not grace:
         intersocket = host[0]
         notes.append(f"inter-socket link {intersocket} [guess: give --intersocket]")
     if memory is None:
         memory = host[1]
         notes.append(f"host memory {memory} per socket [guess: give --memory]")
-    # NICs: nearest NIC of each GPU.
+    # NICs: nearest NIC of each GPU; among equally near ones, the one fewest GPUs before it took
+    # (the first of those), as NCCL spreads its channels over NICs at the same distance.
     nearest: dict[str, str] = {}
+    taken: dict[str, int] = {}
     for g in gpus:
         ranked = [(_PATH_RANK.get(matrix.between(g, nic) or "SYS", 4), k, nic) for k, nic in enumerate(matrix.nics)]
         if ranked:
-            nearest[g] = min(ranked)[2]
+            best = min(rank for rank, _, _ in ranked)
+            nearest[g] = min((taken.get(nic, 0), k, nic) for rank, k, nic in ranked if rank == best)[2]
+            taken[nearest[g]] = taken.get(nearest[g], 0) + 1
     compute = list(dict.fromkeys(nearest[g] for g in gpus if g in nearest))
     frontend = [nic for nic in matrix.nics if nic not in compute]
     if compute and nic_speed_gbps is None:
@@ -328,6 +346,7 @@ def import_system(
         nvlink=fabric.get("nvlink"), nvlinks_per_gpu=fabric.get("nvlinks_per_gpu"),
         nvlink_counts=fabric.get("nvlink_counts"), p2p=p2p,
         gpu_nics=tuple(rail[nearest[g]] for g in gpus) if compute else None, nic_kind=nic_kind,
+        cpu="grace" if grace else "x86",
     )
     spec.check()
     return spec, notes

@@ -82,6 +82,42 @@ def test_an_imported_pcie_box_is_what_its_owner_would_write():
     assert 9.5e9 < busbw <= 10e9
 
 
+# A GH200 quad node as its matrix would show it where every NIC is as far from every GPU (each
+# on another Grace's PCIe, SYS): a made-up matrix, no real output of one was found.
+GH200_QUAD_MATRIX = """\
+\tGPU0\tGPU1\tGPU2\tGPU3\tNIC0\tNIC1\tNIC2\tNIC3\tCPU Affinity\tNUMA Affinity
+GPU0\t X \tNV6\tNV6\tNV6\tSYS\tSYS\tSYS\tSYS\t0-71\t0
+GPU1\tNV6\t X \tNV6\tNV6\tSYS\tSYS\tSYS\tSYS\t72-143\t1
+GPU2\tNV6\tNV6\t X \tNV6\tSYS\tSYS\tSYS\tSYS\t144-215\t2
+GPU3\tNV6\tNV6\tNV6\t X \tSYS\tSYS\tSYS\tSYS\t216-287\t3
+NIC0\tSYS\tSYS\tSYS\tSYS\t X \tSYS\tSYS\tSYS
+NIC1\tSYS\tSYS\tSYS\tSYS\tSYS\t X \tSYS\tSYS
+NIC2\tSYS\tSYS\tSYS\tSYS\tSYS\tSYS\t X \tSYS
+NIC3\tSYS\tSYS\tSYS\tSYS\tSYS\tSYS\tSYS\t X
+
+NIC Legend:
+
+  NIC0: cxi0
+  NIC1: cxi1
+  NIC2: cxi2
+  NIC3: cxi3
+"""
+
+
+def test_a_grace_superchip_gets_grace_hosts_and_equally_near_nics_are_shared_out():
+    spec, notes = import_system(parse_topo_matrix(GH200_QUAD_MATRIX), name="quad", gpu="GH200",
+                                nic_speed_gbps=200, nic_kind="roce")
+    # Grace hosts, one a NUMA node, no inter-socket link; every NIC serves one GPU, where the
+    # first NIC took all four GPUs (and the other three were front-end ports) until 2026-12-05.
+    assert (spec.cpu, spec.sockets, spec.intersocket, spec.memory) == ("grace", 4, None, "lpddr5x_grace")
+    assert (spec.n_nics, spec.gpu_nics, spec.frontend_ports) == (4, (0, 1, 2, 3), 0)
+    assert spec.nvlink_counts == ((0, 6, 6, 6), (6, 0, 6, 6), (6, 6, 0, 6), (6, 6, 6, 0))
+    assert any("Grace CPUs" in note for note in notes)
+    with pytest.raises(InputError, match="--intersocket does not apply: a GH200 server's CPUs are Graces"):
+        import_system(parse_topo_matrix(GH200_QUAD_MATRIX), name="quad", gpu="GH200", nic_speed_gbps=200,
+                      nic_kind="roce", intersocket="upi_skylake")
+
+
 def test_the_command_writes_a_system_file_that_loads(tmp_path, capsys):
     out = tmp_path / "h100.toml"
     assert flowsim_main(["system", "import", str(TOPO / "hgx_h100.txt"), "-o", str(out), "--gpu", "H100",

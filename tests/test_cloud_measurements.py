@@ -68,8 +68,13 @@ _OCI_GB200 = "oracle-quickstart/oci-gpu-quickstarts nvidia/GB200/README-GB200.md
 
 
 def _row(system, nodes, size, measured, source, marks=(), collective="all_reduce"):
+    name = Path(system).stem if system.endswith(".toml") else system
     return pytest.param(collective, system, nodes, size, measured, source,
-                        id=f"{system}-{nodes}n-{collective}", marks=marks)
+                        id=f"{name}-{nodes}n-{collective}", marks=marks)
+
+
+# System files of the repository's (data/systems/), for machines no shipped system describes.
+SYSTEM_FILES = Path(__file__).resolve().parents[1] / "data" / "systems"
 
 
 # (collective, system, servers, size, measured busbw GB/s, source)
@@ -117,6 +122,9 @@ MEASURED = [
     _row("gcp-a3-mega", 2, 8 * GiB, 188.54, _DSTACK_GCP + " tab 'A3 Mega'", collective="all_gather"),
     _row("gcp-a3-high", 2, 8 * GiB, 50.17, _DSTACK_GCP + " tab 'A3 High/Edge'", collective="all_gather",
          marks=_A3_HIGH_TCPX),
+    # CSCS's Alps GH200 nodes, at the run's largest size (128 MiB).
+    _row(str(SYSTEM_FILES / "alps_gh200.toml"), 2, 128 << 20, 122.57,
+         "eth-cscs/cscs-docs docs/software/communication/nccl.md @80abed13"),
 ]
 
 

@@ -74,7 +74,10 @@ def mesh_rings(
     Finds as many directed Hamiltonian cycles as it can such that at most
     ``link_count[i][j]`` of them use the link from rank ``i`` to rank ``j``: NCCL's ring
     search on NVLink meshes, where every ring is a channel and a double NVLink carries two.
-    On the DGX-1 (V100) adjacency this finds six rings, one per NVLink of each GPU.
+    On the DGX-1 (V100) adjacency this finds six rings, one per NVLink of each GPU. Where
+    those counts leave links no ring can take (a full mesh of 4 GPUs: 2 of its 6 directed
+    cycles fit), the cycles are sought on half links (twice the counts), as NCCL's search
+    shares a pair's bandwidth between channels: all 6, each pair carrying 2.
 
     Parameters
     ----------
@@ -97,7 +100,31 @@ def mesh_rings(
     if counts.shape != (n, n) or not np.issubdtype(counts.dtype, np.integer) or (counts < 0).any():
         raise InputError(f"mesh_rings: link_count must be a non-negative integer matrix of shape ({n}, {n})")
     budget = whole_number("mesh_rings: max_search_steps", max_search_steps)
-    remaining = counts.astype(np.int64).copy()
+    counts = counts.astype(np.int64)
+    best = _most_cycles(counts, budget)
+    if best and len(best) < _degree(counts):
+        # The links' units leave links no ring can take: a full mesh of 4 GPUs (a GH200 quad
+        # node) holds 2 of its 6 directed Hamiltonian cycles link-disjoint, 8 of its 12
+        # directed links. NCCL's search shares a pair's links between channels as their
+        # bandwidth allows; on half units (twice the count) the 6 cycles each take half of
+        # every link, and every NVLink carries rings.
+        halves = _most_cycles(2 * counts, budget)
+        if len(halves) > 2 * len(best):
+            best = halves
+    return [tuple(ranks[i] for i in cycle) for cycle in best]
+
+
+def _degree(counts: np.ndarray) -> int:
+    """The most link-disjoint Hamiltonian cycles ``counts`` could hold: a GPU's fewest links
+    out or in."""
+    return int(min(counts.sum(axis=1).min(), counts.sum(axis=0).min()))
+
+
+def _most_cycles(counts: np.ndarray, budget: int) -> list[tuple[int, ...]]:
+    """As many directed Hamiltonian cycles (from node 0) as fit in ``counts`` links (each
+    cycle takes one of every link it crosses), searched exactly within ``budget`` steps."""
+    n = counts.shape[0]
+    remaining = counts.copy()
     cycles: list[tuple[int, ...]] = []
     path, seen = [0], [True] + [False] * (n - 1)
 
@@ -116,7 +143,7 @@ def mesh_rings(
 
     extend()
     hops = [[(c[i], c[(i + 1) % n]) for i in range(n)] for c in cycles]
-    target = int(min(remaining.sum(axis=1).min(), remaining.sum(axis=0).min()))
+    target = _degree(remaining)
     best: list[int] = []
     chosen: list[int] = []
     steps = 0
@@ -141,7 +168,7 @@ def mesh_rings(
         return False
 
     choose(0)
-    return [tuple(ranks[i] for i in cycles[c]) for c in best]
+    return [cycles[c] for c in best]
 
 
 

@@ -707,7 +707,8 @@ def test_a_log_without_system_is_checked_on_nvidias_server_of_its_gpu(gpu, syste
 @pytest.mark.parametrize(("gpus", "why"), [
     (("NVIDIA H100 PCIe",), "the log's GPU NVIDIA H100 PCIe is in no server flowsim ships"),
     (("NVIDIA H200 NVL",), "the log's GPU NVIDIA H200 NVL is in no server flowsim ships"),
-    (("NVIDIA GH200 480GB",), "the log's GPU NVIDIA GH200 480GB is in no server flowsim ships"),
+    (("NVIDIA GH200 480GB",), "the log's GPU NVIDIA GH200 480GB is in no server flowsim ships: --system "
+                              "data/systems/alps_gh200.toml (in the repository) if its nodes are quad nodes"),
     (("NVIDIA GB300",), "the log's GPU NVIDIA GB300 is in no NVIDIA server flowsim ships: --system "
                         "oci-bm-gpu-gb300-4 if its racks are OCI's"),
     (("NVIDIA A100 80GB PCIe",), "the log's GPU NVIDIA A100 80GB PCIe is in no server flowsim ships"),

@@ -114,15 +114,17 @@ DEFAULT_SYSTEMS: tuple[tuple[str, str | None], ...] = (
 
 
 #: Systems a log's GPU may be in, which :func:`default_system` names without taking them:
-#: PCIe workstations (how many GPUs a box holds and how they hang off PCIe vary) and OCI's
-#: GB300 racks (one cloud's NICs).
+#: PCIe workstations (how many GPUs a box holds and how they hang off PCIe vary), OCI's GB300
+#: racks (one cloud's NICs) and the repository's GH200 quad node (one centre's machine).
 _SUGGESTED: tuple[tuple[str, str], ...] = (
     ("RTX 5090", "a workstation GPU, not NVIDIA's server: --system rtx5090-8x if the box is 8 of them on PCIe "
-                 "as that preset is"),
+                 "as that preset is ('flowsim presets')"),
     ("RTX 4090", "a workstation GPU, not NVIDIA's server: --system rtx4090-8x if the box is 8 of them on PCIe "
-                 "as that preset is"),
+                 "as that preset is ('flowsim presets')"),
     ("GB300", "in no NVIDIA server flowsim ships: --system oci-bm-gpu-gb300-4 if its racks are OCI's "
-              "(800 Gb/s of RoCE a GPU)"),
+              "(800 Gb/s of RoCE a GPU; 'flowsim presets')"),
+    ("GH200", "in no server flowsim ships: --system data/systems/alps_gh200.toml (in the repository) if its "
+              "nodes are quad nodes like those of CSCS's Alps (4 GPUs linked all to all, a 200 Gb/s NIC each)"),
 )
 
 
@@ -146,7 +148,7 @@ def default_system(log: NcclTestLog) -> str:
         system = gpu_model_value(name, DEFAULT_SYSTEMS, None)
         if system is None:
             suggested = gpu_model_value(name, _SUGGESTED, None)
-            which = (f"{suggested} ('flowsim presets'), else a system file (docs/system-format.md)"
+            which = (f"{suggested}, else a system file (docs/system-format.md)"
                      if suggested is not None else
                      "in no server flowsim ships; name a preset or shipped system ('flowsim presets') or a "
                      "system file (docs/system-format.md)")

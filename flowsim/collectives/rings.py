@@ -101,14 +101,15 @@ def mesh_rings(
         raise InputError(f"mesh_rings: link_count must be a non-negative integer matrix of shape ({n}, {n})")
     budget = whole_number("mesh_rings: max_search_steps", max_search_steps)
     counts = counts.astype(np.int64)
-    best = _most_cycles(counts, budget)
+    cycles = _hamiltonian_cycles(counts)
+    best = _most_cycles(cycles, counts, budget)
     if best and len(best) < _degree(counts):
         # The links' units leave links no ring can take: a full mesh of 4 GPUs (a GH200 quad
         # node) holds 2 of its 6 directed Hamiltonian cycles link-disjoint, 8 of its 12
         # directed links. NCCL's search shares a pair's links between channels as their
         # bandwidth allows; on half units (twice the count) the 6 cycles each take half of
         # every link, and every NVLink carries rings.
-        halves = _most_cycles(2 * counts, budget)
+        halves = _most_cycles(cycles, 2 * counts, budget)
         if len(halves) > 2 * len(best):
             best = halves
     return [tuple(ranks[i] for i in cycle) for cycle in best]
@@ -120,21 +121,19 @@ def _degree(counts: np.ndarray) -> int:
     return int(min(counts.sum(axis=1).min(), counts.sum(axis=0).min()))
 
 
-def _most_cycles(counts: np.ndarray, budget: int) -> list[tuple[int, ...]]:
-    """As many directed Hamiltonian cycles (from node 0) as fit in ``counts`` links (each
-    cycle takes one of every link it crosses), searched exactly within ``budget`` steps."""
+def _hamiltonian_cycles(counts: np.ndarray) -> list[tuple[int, ...]]:
+    """Every directed Hamiltonian cycle from node 0 over the links of ``counts`` (> 0)."""
     n = counts.shape[0]
-    remaining = counts.copy()
     cycles: list[tuple[int, ...]] = []
     path, seen = [0], [True] + [False] * (n - 1)
 
     def extend() -> None:
         if len(path) == n:
-            if remaining[path[-1], 0] > 0:
+            if counts[path[-1], 0] > 0:
                 cycles.append(tuple(path))
             return
         for j in range(n):
-            if not seen[j] and remaining[path[-1], j] > 0:
+            if not seen[j] and counts[path[-1], j] > 0:
                 seen[j] = True
                 path.append(j)
                 extend()
@@ -142,6 +141,14 @@ def _most_cycles(counts: np.ndarray, budget: int) -> list[tuple[int, ...]]:
                 seen[j] = False
 
     extend()
+    return cycles
+
+
+def _most_cycles(cycles: list[tuple[int, ...]], counts: np.ndarray, budget: int) -> list[tuple[int, ...]]:
+    """As many of ``cycles`` (a cycle may repeat) as fit in ``counts`` links, each taking one
+    of every link it crosses, searched exactly within ``budget`` steps."""
+    n = counts.shape[0]
+    remaining = counts.copy()
     hops = [[(c[i], c[(i + 1) % n]) for i in range(n)] for c in cycles]
     target = _degree(remaining)
     best: list[int] = []
@@ -169,7 +176,6 @@ def _most_cycles(counts: np.ndarray, budget: int) -> list[tuple[int, ...]]:
 
     choose(0)
     return [cycles[c] for c in best]
-
 
 
 def mesh_server_rings(topology: Topology, ranks: Ranks, servers: Servers) -> list[tuple[str, ...]]:

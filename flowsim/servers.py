@@ -146,11 +146,12 @@ class ServerSpec:
         whole_number("frontend ports", self.frontend_ports, minimum=0)
         if whole_number("hosts", self.hosts) > n or n % self.hosts:
             raise InputError(f"{self.hosts} hosts cannot split {n} GPUs evenly")
-        if not (is_real(self.net_latency_us) and math.isfinite(self.net_latency_us) and self.net_latency_us >= 0):
-            raise InputError(f"network latency {self.net_latency_us!r} us must be a finite number >= 0")
-        step = self.step_latency_us
-        if step is not None and not (is_real(step) and math.isfinite(step) and step >= 0):
-            raise InputError(f"step latency {step!r} us must be a finite number >= 0")
+        latencies = [("network latency", self.net_latency_us)]
+        if self.step_latency_us is not None:  # None: the network latency
+            latencies.append(("step latency", self.step_latency_us))
+        for what, value in latencies:
+            if not (is_real(value) and math.isfinite(value) and value >= 0):
+                raise InputError(f"{what} {value!r} us must be a finite number >= 0")
         checked_nccl_env(self.nccl_env, "NCCL environment")
         if self.gpu_fabric not in GPU_FABRICS:
             raise InputError(f"unknown GPU fabric {self.gpu_fabric!r}; valid ones: {', '.join(GPU_FABRICS)}")

@@ -178,15 +178,15 @@ def _nics(
     plugin reports and the step latency (us, None: the same); places NICs on ``switches``."""
     nics = where.table(server.get("nics", {}), "server.nics")
     where.only(nics, ("count", "speed_gbps", "kind", "serves", "net_latency_us", "step_latency_us"), "server.nics")
-    net_latency = where.number(nics, "net_latency_us", "server.nics", 0.0)
-    if not (math.isfinite(net_latency) and net_latency >= 0):
-        raise where.error("server.nics.net_latency_us", f"expected a number of microseconds >= 0, got {net_latency!r}")
-    step_latency = None
-    if "step_latency_us" in nics:
-        step_latency = where.number(nics, "step_latency_us", "server.nics", 0.0)
-        if not (math.isfinite(step_latency) and step_latency >= 0):
-            raise where.error("server.nics.step_latency_us",
-                              f"expected a number of microseconds >= 0, got {step_latency!r}")
+
+    def microseconds(key: str) -> float:
+        value = where.number(nics, key, "server.nics", 0.0)
+        if not (math.isfinite(value) and value >= 0):
+            raise where.error(f"server.nics.{key}", f"expected a number of microseconds >= 0, got {value!r}")
+        return value
+
+    net_latency = microseconds("net_latency_us")
+    step_latency = microseconds("step_latency_us") if "step_latency_us" in nics else None
     count = _integer(where, nics, "count", "server.nics", 0, minimum=0)
     kind = where.choice(nics, "kind", "server.nics", NIC_KINDS, "ib")
     technology = _speed(where, nics, "server.nics", _IB_SPEEDS if kind == "ib" else _ETH_SPEEDS) if count else "ib_ndr"

@@ -178,6 +178,13 @@ _RCCL = re.compile(r"^#\s*(?:rccl-tests\s+version\b|Errors\s+with\s+asterisks\s+
 _NOT_NCCL = "rccl-tests output (AMD GPUs and RCCL): flowsim models NCCL on NVIDIA GPUs; not checked"
 _AVG = re.compile(r"^#\s*Avg\s+bus\s+bandwidth\s*:\s*(\S+)")
 _USING_DEVICES = re.compile(r"^#\s*Using\s+devices\s*$")
+
+
+def _is_caption(stripped: str) -> bool:
+    """Whether ``stripped`` is the line naming the table's halves ("out-of-place  in-place")."""
+    return "out-of-place" in stripped and "in-place" in stripped
+
+
 # A row: its size, then a number, its count (or nothing, where the row was cut after its
 # size); a line of prose that starts with a number ("356 GB/s at 8 GiB") is not one.
 _ROW_START = re.compile(r"^\d+(?:\s+[-+]?\d|\s*$)")
@@ -658,7 +665,7 @@ def _preamble_start(stripped: Sequence[str], header: int, floor: int) -> int:
         or _RANK.match(stripped[start - 1])
         or _USING_DEVICES.match(stripped[start - 1])
         or _ELISION.match(stripped[start - 1])
-        or ("out-of-place" in stripped[start - 1] and "in-place" in stripped[start - 1])
+        or _is_caption(stripped[start - 1])
     ):
         start -= 1
     return start
@@ -747,7 +754,7 @@ def _parse_text(
                 ranks[rank] = RankInfo(
                     rank, match.group("host"), int(match.group("device")), name, number, match.group("bus").strip()
                 )
-            elif "out-of-place" in stripped and "in-place" in stripped:
+            elif _is_caption(stripped):
                 in_place_first = stripped.index("in-place") < stripped.index("out-of-place")
             elif _TABLE_HEADER.match(stripped):
                 if layout is not None:

@@ -7,6 +7,7 @@ import numbers
 import os
 import shutil
 import stat
+import sys
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -66,6 +67,27 @@ def read_text_file(path, what: str) -> str:
             return handle.read()
         except (OSError, UnicodeDecodeError) as err:
             raise InputError(f"{path}: cannot read {what}: {err}") from None
+
+
+#: The file name that stands for standard input on the command line, as Unix tools take it.
+STDIN = "-"
+
+
+def read_stdin(what: str) -> str:
+    """Standard input read to its end as text: ``what`` piped in (``nvidia-smi topo -m |
+    flowsim system import - ...``). Bytes that are not UTF-8 are replaced (a pasted log keeps
+    its lines) and a leading byte order mark is dropped; an :class:`InputError` where there
+    is no standard input to read."""
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:
+        raise InputError(f"'{STDIN}' names standard input, and this process has none to read {what} from")
+    try:
+        if sys.stdin.isatty():  # typed or pasted: say how to end it
+            print(f"flowsim: reading {what} from the terminal: paste it, then press Ctrl-D", file=sys.stderr)
+        data = stream.read()
+    except (OSError, ValueError) as err:
+        raise InputError(f"cannot read {what} from standard input: {err}") from None
+    return data.decode("utf-8", errors="replace").removeprefix("\ufeff")
 
 
 def unstorable_text(text: str) -> str | None:

@@ -2,10 +2,12 @@
 
 import argparse
 import dataclasses
+import io
 import json
 import multiprocessing
 import os
 import re
+import sys
 from pathlib import Path
 
 import h5py
@@ -685,6 +687,38 @@ def test_cli_exit_status_output_and_history(tmp_path, capsys):
     )
     assert flowsim_check(["--plot", str(tmp_path / "p.png")]) == 2
     assert "--history" in capsys.readouterr().err
+
+
+def _stdin(monkeypatch, data: bytes) -> None:
+    """Standard input holding ``data``, as a pipe would give it."""
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+
+
+def test_cli_reads_the_output_from_standard_input(monkeypatch, capsys):
+    argv = ["--system", "dgx-h100", "--min-bytes", "1G", "--json"]
+    assert flowsim_check([str(DEGRADED), *argv]) == 1
+    from_file = json.loads(capsys.readouterr().out)
+    # Piped in with a launcher's prefix on every line and bytes that are not UTF-8 in a line of prose.
+    piped = b"".join(b"[1,0]<stdout>:" + line for line in DEGRADED.read_bytes().splitlines(keepends=True))
+    _stdin(monkeypatch, b"\xff\xfe not UTF-8\n" + piped)
+    assert flowsim_check(["-", *argv]) == 1
+    from_stdin = json.loads(capsys.readouterr().out)
+    assert (from_file["source"], from_stdin["source"]) == (str(DEGRADED), "<stdin>")
+    assert from_stdin["n_short"] == from_file["n_short"] == 2
+    assert {**from_stdin, "source": "", "checked_at": ""} == {**from_file, "source": "", "checked_at": ""}
+
+
+@pytest.mark.parametrize(("argv", "data", "message"), [
+    (["-", "-"], b"", "standard input ('-') is read once: name it once"),
+    (["-"], b"", "<stdin>: no '#  size  count  type ...' table header and no '# nThread' line"),
+    (["-"], b"all good\n", "<stdin>: no '#  size  count  type ...' table header"),
+    ([], b"", "give an nccl-tests output file ('-' reads it from standard input), or --history with --plot"),
+])
+def test_cli_standard_input_that_cannot_be_checked_says_why_in_one_line(monkeypatch, capsys, argv, data, message):
+    _stdin(monkeypatch, data)
+    assert flowsim_check([*argv, "--system", "dgx-h100"]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err and captured.err.count("\n") == 1 and captured.out == ""
 
 
 def _log_of(*gpus):

@@ -1,7 +1,9 @@
 """``flowsim system import`` on real ``nvidia-smi topo -m`` outputs (data/topo/, sources in its
 README): an NVSwitch server, a DGX-1 NVLink mesh and a PCIe box."""
 
+import io
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -128,6 +130,18 @@ def test_the_command_writes_a_system_file_that_loads(tmp_path, capsys):
     text = out.read_text()
     assert text.startswith("# Imported by 'flowsim system import' from ")
     assert "[guess: give --intersocket]" in text
+
+
+def test_the_command_reads_the_matrix_from_standard_input(tmp_path, capsys, monkeypatch):
+    argv = ["-o", str(tmp_path / "h100.toml"), "--gpu", "H100", "--nic-speed", "400"]
+    assert flowsim_main(["system", "import", str(TOPO / "hgx_h100.txt"), *argv]) == 0
+    from_file = (tmp_path / "h100.toml").read_text()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO((TOPO / "hgx_h100.txt").read_bytes())))
+    assert flowsim_main(["system", "import", "-", *argv]) == 0
+    assert "8 x H100 (nvswitch), 8 compute NIC(s)" in capsys.readouterr().out
+    from_stdin = (tmp_path / "h100.toml").read_text()
+    assert from_stdin.startswith("# Imported by 'flowsim system import' from <stdin>:\n")
+    assert from_stdin.split("\n", 1)[1] == from_file.split("\n", 1)[1]
 
 
 @pytest.mark.parametrize(

@@ -199,9 +199,12 @@ _HEADER_EXPECTED = (
 )
 
 
-def _read(path_or_text: str | os.PathLike) -> tuple[str, str]:
+def _read(path_or_text: str | os.PathLike, source: str | None = None) -> tuple[str, str]:
     """(text, source name): a path (Path, or a str that holds no newline and is not a JSON
-    object, as nccl-tests writes on one line) is read."""
+    object, as nccl-tests writes on one line) is read; with ``source``, ``path_or_text`` is
+    the text, named so."""
+    if source is not None:
+        return str(path_or_text).removeprefix("\ufeff"), source
     if isinstance(path_or_text, str) and ("\n" in path_or_text or is_json_output(path_or_text)):
         return path_or_text.removeprefix("\ufeff"), "<text>"
     path = Path(path_or_text)
@@ -552,6 +555,7 @@ def parse_nccl_log(
     collective: str | None = None,
     nodes: int | None = None,
     gpus_per_node: int | None = None,
+    source: str | None = None,
 ) -> NcclTestLog:
     """Parse the output of one nccl-tests binary: what it prints, or the JSON file its ``-J``
     option writes (:mod:`~flowsim.check.nccl_json`).
@@ -569,6 +573,9 @@ def parse_nccl_log(
         The cluster's shape, for output without rank lines (ignored where the output has
         them). Either one is enough where the busbw / algbw ratio gives the rank count;
         neither where one process drove every rank (``nThread x nGpus`` of them).
+    source : str, optional
+        Where set, ``path_or_text`` is the output itself, whatever it holds, and errors name
+        it ``source`` (``"<stdin>"``, say) instead of a file or ``"<text>"``.
 
     Returns
     -------
@@ -582,7 +589,7 @@ def parse_nccl_log(
         an order it does not know, a row with missing or non-numeric columns, a table
         without rows, a second test in the same text, or a collective that cannot be told.
     """
-    text, source = _read(path_or_text)
+    text, source = _read(path_or_text, source)
     if is_json_output(text):
         return _from_json(read_json_run(text, source), source, collective)
     return _parse_text(text, source, collective, nodes, gpus_per_node)
@@ -595,6 +602,7 @@ def parse_nccl_logs(
     nodes: int | None = None,
     gpus_per_node: int | None = None,
     errors: list[InputError] | None = None,
+    source: str | None = None,
 ) -> list[NcclTestLog]:
     """Parse output that may hold several nccl-tests runs one after another, as scripts that
     run every binary in turn log them: one :class:`NcclTestLog` per run, in order.
@@ -605,12 +613,12 @@ def parse_nccl_logs(
     ``Running: ./build/all_reduce_perf ...``), where they go with the second. Each run is
     parsed as :func:`parse_nccl_log` parses a whole text (its collective from its own
     ``# Collective test starting`` line), and an error names the line of the whole text.
-    A JSON file (``-J``) holds one run. Parameters as :func:`parse_nccl_log`,
+    A JSON file (``-J``) holds one run. Parameters (``source`` included) as :func:`parse_nccl_log`,
     ``collective`` applying to every run; given a list ``errors``,
     a run that cannot be read (one that failed or was cut off before its results, say) adds
     its :class:`InputError` there and is left out, where it would raise.
     """
-    text, source = _read(path_or_text)
+    text, source = _read(path_or_text, source)
     if is_json_output(text):
         return [_from_json(read_json_run(text, source), source, collective)]
     logs = []

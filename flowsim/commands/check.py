@@ -20,7 +20,8 @@ run whose threads each drive several GPUs, -g N, one launch round longer still: 
 overheads of single-process runs);
 then the prediction's error by size band. Warnings, one line each, say where the log's
 GPU model, ranks or hosts differ from the system given, or what the log lacks. Output is read
-as people paste it: launcher prefixes, interleaved lines of other programs, no rank lines (then
+as people paste it (``-`` reads standard input: ``srun ... all_reduce_perf ... | flowsim check -``):
+launcher prefixes, interleaved lines of other programs, no rank lines (then
 ``--nodes`` and ``--gpus-per-node`` give the cluster's shape); so is the JSON file
 nccl-tests' ``-J FILE`` writes. A file holding several runs one after another (a script that
 runs each binary in turn) is checked run by run, and so are several files (a pairwise
@@ -69,7 +70,7 @@ from flowsim.commands.argtypes import (
     parse_degrade,
     parse_nccl_env,
 )
-from flowsim.errors import InputError
+from flowsim.errors import STDIN, InputError, read_stdin
 from flowsim.hardware import FIGURES
 
 __all__ = ["add_parser", "check_command"]
@@ -102,12 +103,12 @@ def _parse(args: argparse.Namespace, unread: list[InputError]) -> list[NcclTestL
     """Each nccl-tests run in the outputs ``args`` name, file by file, parsed with their
     collective and cluster shape; runs that cannot be read go to ``unread``, unless none
     can be (then the first one's error is raised)."""
+    options = dict(collective=args.collective, nodes=args.nodes, gpus_per_node=args.gpus_per_node, errors=unread)
     logs = [
         log
         for path in args.output
-        for log in parse_nccl_logs(
-            path, collective=args.collective, nodes=args.nodes, gpus_per_node=args.gpus_per_node, errors=unread
-        )
+        for log in (parse_nccl_logs(read_stdin("nccl-tests output"), source="<stdin>", **options)
+                    if str(path) == STDIN else parse_nccl_logs(path, **options))
     ]
     if not logs:
         raise unread[0]
@@ -159,7 +160,10 @@ def check_command(args: argparse.Namespace) -> int:
     """Handler of ``flowsim check``; returns 0 (all sizes OK), 1 (some flagged) or 2 (bad input)."""
     try:
         if not args.output and args.plot is None:
-            raise InputError("give an nccl-tests output file, or --history with --plot")
+            raise InputError(f"give an nccl-tests output file ('{STDIN}' reads it from standard input), or --history "
+                             "with --plot")
+        if [str(path) for path in args.output].count(STDIN) > 1:
+            raise InputError(f"standard input ('{STDIN}') is read once: name it once")
         if args.plot is not None and args.history is None:
             raise InputError("--plot draws the history: give --history FILE too")
         logs = None  # parsed here only when the logs must name the systems, else below
@@ -172,10 +176,11 @@ def check_command(args: argparse.Namespace) -> int:
             min_bytes = parse_size(args.min_bytes)
         except InputError as err:
             raise InputError(f"--min-bytes: {err}") from None
+        files = [path for path in args.output if str(path) != STDIN]  # the inputs an output must not replace
         if args.output and args.history is not None:
-            history_file(args.history, inputs=args.output)
+            history_file(args.history, inputs=files)
         if args.plot is not None:
-            history_plot_file(args.plot, inputs=[*args.output, *([] if args.history is None else [args.history])])
+            history_plot_file(args.plot, inputs=[*files, *([] if args.history is None else [args.history])])
         status = 0
         if args.output:
             logs = _parse(args, unread) if logs is None else logs
@@ -231,7 +236,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument(
         "output", nargs="*", type=Path, metavar="OUTPUT",
         help="nccl-tests output files: text (one binary's run, or several one after another) or the JSON file -J "
-        "writes; several files are checked one after another"
+        "writes; several files are checked one after another; '-' reads standard input (a pasted or piped log)"
     )
     add_cluster_arguments(parser, required=False)
     parser.add_argument("--nodes", type=int, help="servers (default: the hosts named in the rank lines)")

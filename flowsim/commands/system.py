@@ -5,7 +5,8 @@
                           [--intersocket upi_sapphire_rapids] [--memory ddr5_4800_8ch]
                           [--frontend-speed 100] [--no-p2p] [--name NAME] [--nodes N]
 
-reads the matrix (NVLink counts, PCIe relations, NUMA affinity, NIC legend) and writes a
+reads the matrix (from standard input where TOPO.txt is '-': ``nvidia-smi topo -m | flowsim
+system import - -o system.toml ...``; NVLink counts, PCIe relations, NUMA affinity, NIC legend) and writes a
 system file (docs/system-format.md) whose comments say what came from the matrix and what
 from options or guesses. Options give what the matrix cannot say: the GPU model, the NICs'
 speed and kind, and where the defaults are guesses, the PCIe generation and the host's links.
@@ -18,7 +19,7 @@ import argparse
 from pathlib import Path
 
 from flowsim.commands.argtypes import positive_int
-from flowsim.errors import read_text_file
+from flowsim.errors import STDIN, read_stdin, read_text_file
 from flowsim.files import replaced_atomically
 from flowsim.systemfile import NIC_KINDS, format_system, parse_system
 from flowsim.topoimport import import_system, parse_topo_matrix
@@ -28,8 +29,12 @@ __all__ = ["add_parser", "import_command"]
 
 def import_command(args: argparse.Namespace) -> int:
     """Handler of ``flowsim system import``: write the system file; returns 0."""
-    source = str(args.topology)
-    matrix = parse_topo_matrix(read_text_file(args.topology, "the nvidia-smi topo -m output"), source=source)
+    what = "the nvidia-smi topo -m output"
+    if str(args.topology) == STDIN:
+        source, text = "<stdin>", read_stdin(what)
+    else:
+        source, text = str(args.topology), read_text_file(args.topology, what)
+    matrix = parse_topo_matrix(text, source=source)
     name = args.name or args.output.stem
     spec, notes = import_system(
         matrix, name=name, gpu=args.gpu, nic_speed_gbps=args.nic_speed, nic_kind=args.nic_kind, pcie=args.pcie,
@@ -54,7 +59,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     imp = actions.add_parser("import", help="a system file from the output of nvidia-smi topo -m",
                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    imp.add_argument("topology", type=Path, help="a text file holding the output of nvidia-smi topo -m")
+    imp.add_argument("topology", type=Path, help="a text file holding the output of nvidia-smi topo -m ('-' reads "
+                     "it from standard input: nvidia-smi topo -m | flowsim system import - ...)")
     imp.add_argument("-o", "--output", type=Path, required=True, help="the system file to write (FILE.toml)")
     imp.add_argument("--gpu", required=True, help="GPU model, e.g. H100, A100, V100, L40S, 'RTX 4090'")
     imp.add_argument("--nic-speed", type=positive_int, help="compute NIC port speed in Gb/s (100, 200, 400, 800)")

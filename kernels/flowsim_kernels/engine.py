@@ -278,8 +278,9 @@ def simulate_flows(
     rate = flow_val[:, _F_RATE]
     new_rate = flow_val[:, _F_NEW_RATE]
     least = flow_val[:, _F_LEAST]
-    weight[:] = inp.weight
-    cap_Bps[:] = inp.cap_Bps
+    for f in range(n_flows):
+        weight[f] = inp.weight[f]
+        cap_Bps[f] = inp.cap_Bps[f]
 
     # Per link, a block of slots (see flowsim_kernels.slots) holding the flows transferring
     # over it, with each one's rate, level and weight side by side so that link scans read
@@ -295,7 +296,9 @@ def simulate_flows(
     inc_slot = np.empty(n_inc, dtype=np.int64)
 
     dependents_ptr, dependents = csr_transpose(inp.dep_indptr, inp.dep_indices, n_flows)
-    n_waiting = np.diff(inp.dep_indptr)
+    n_waiting = np.empty(n_flows, dtype=np.int64)
+    for f in range(n_flows):
+        n_waiting[f] = inp.dep_indptr[f + 1] - inp.dep_indptr[f]
 
     route_latency = inp.overhead_s.copy()
     for f in range(n_flows):
@@ -332,7 +335,8 @@ def simulate_flows(
     new_load = state[:, _L_NEW_LOAD]
     new_sat_level = state[:, _L_NEW_SAT_LEVEL]
     region_share = state[:, _L_REGION_SHARE]
-    capacity[:] = inp.capacity_Bps
+    for link in range(n_links):
+        capacity[link] = inp.capacity_Bps[link]
     link_sat_level[:] = -1.0
 
     # Workspaces of the re-solve.
@@ -1071,8 +1075,10 @@ def _reserve(entity, data, n):
         size *= 2
     new_entity = np.empty(size, dtype=np.int64)
     new_data = np.empty((size, 3), dtype=np.float64)
-    new_entity[: entity.shape[0]] = entity
-    new_data[: entity.shape[0]] = data
+    for i in range(entity.shape[0]):
+        new_entity[i] = entity[i]
+        for j in range(3):
+            new_data[i, j] = data[i, j]
     return new_entity, new_data
 
 

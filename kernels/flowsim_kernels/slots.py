@@ -60,9 +60,12 @@ def _repack(start, count, cap, total, slot_flow, slot_inc, slot_val, inc_slot):
     capacities (each lands at or after its packed place, past every block still packed).
     """
     n_links = start.shape[0]
-    new_cap = np.minimum(total, np.maximum(BLOCK, 2 * count))
+    new_cap = np.empty(n_links, dtype=np.int64)
+    for link in range(n_links):
+        new_cap[link] = min(total[link], max(BLOCK, 2 * count[link]))
     if new_cap.sum() > slot_flow.shape[0] - slot_flow.shape[0] // 4:
-        new_cap[:] = total
+        for link in range(n_links):
+            new_cap[link] = total[link]
     order = np.argsort(start, kind="mergesort")
     packed = 0
     for i in range(n_links):

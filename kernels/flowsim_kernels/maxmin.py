@@ -84,10 +84,13 @@ def max_min_fair(
     frozen = np.zeros(n_flows, dtype=np.bool_)
     work_keys = np.empty(3 * n_busy + 2 * n_flows, dtype=np.float64)
     work_items = np.empty(3 * n_busy + 2 * n_flows, dtype=np.int64)
+    link_flow_count = np.empty(n_links, dtype=np.int64)
+    for link in range(n_links):
+        link_flow_count[link] = link_flow_indptr[link + 1] - link_flow_indptr[link]
     return progressive_fill(
         flows, busy, in_fill, frozen,
         flow_link_indptr, flow_link_indices,
-        link_flow_indptr[:-1], np.diff(link_flow_indptr), link_flow_indices,
+        link_flow_indptr[:-1], link_flow_count, link_flow_indices,
         weight, cap_Bps, tie_rel_tol, state, work_keys, work_items, rate_Bps,
     )
 

@@ -371,11 +371,19 @@ def preset_names() -> tuple[str, ...]:
     return tuple(PRESETS)
 
 
+def system_name(value: str) -> str:
+    """A preset's or shipped system's name as flowsim keys it, from the name as people write
+    it: '-' and '_' alike, case ignored (``DGX-H100`` and ``aws-p5`` are dgx_h100 and aws_p5)."""
+    return value.replace("-", "_").lower()
+
+
 def preset_info(name: str) -> Preset:
-    """Builder and NIC technologies of one preset; unknown names list the valid ones."""
-    if name not in PRESETS:
+    """Builder and NIC technologies of one preset (named as :func:`system_name` reads it);
+    unknown names list the valid ones."""
+    key = system_name(name) if isinstance(name, str) else name
+    if key not in PRESETS:
         raise InputError(f"unknown preset {name!r}; valid ones: {', '.join(PRESETS)}")
-    return PRESETS[name]
+    return PRESETS[key]
 
 
 def preset_spec(name: str, **options) -> ServerSpec:

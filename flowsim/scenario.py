@@ -134,11 +134,18 @@ from flowsim.jobs import (
 )
 from flowsim.models import ModelShape, model_preset, step_shape
 from flowsim.pipeline import simulate_routed
-from flowsim.presets import preset, preset_names, preset_spec
+from flowsim.presets import preset, preset_names, preset_spec, system_name
 from flowsim.result import SimulationResult
 from flowsim.routes import Routes
 from flowsim.routing import METHODS, NoRouteError, Router
-from flowsim.systemfile import is_shipped_system, is_system_file, load_system, shipped_system_names, system_path
+from flowsim.systemfile import (
+    did_you_mean,
+    is_shipped_system,
+    is_system_file,
+    load_system,
+    shipped_system_names,
+    system_path,
+)
 from flowsim.tomlcheck import Where, join, show
 from flowsim.topology import NodeKind, Topology, TopologyBuilder
 from flowsim.training import (
@@ -318,6 +325,10 @@ def _call_builder(
 
 
 def _system(where: Where, table: Mapping, key: str) -> str:
+    """The preset ``table[key]`` names (as :func:`~flowsim.presets.system_name` reads it)."""
+    value = table.get(key)
+    if isinstance(value, str) and system_name(value) in preset_names():
+        return system_name(value)
     return where.choice(table, key, "topology", preset_names())
 
 
@@ -364,11 +375,12 @@ def _gpu_model(table: Mapping, base_dir: Path) -> str | None:
 def _cluster_topology(where: Where, table: Mapping, base_dir: Path) -> Topology:
     if _names_system(table.get("cluster")):
         return _system_file_topology(where, table, base_dir)
-    if isinstance(table.get("cluster"), str) and table["cluster"] not in preset_names():
+    if isinstance(table.get("cluster"), str) and system_name(table["cluster"]) not in preset_names():
         raise where.error(
             "topology.cluster",
             f"expected a preset ({', '.join(preset_names())}), a shipped system "
-            f"({', '.join(shipped_system_names())}) or a system file (FILE.toml), got {show(table['cluster'])}",
+            f"({', '.join(shipped_system_names())}) or a system file (FILE.toml), got {show(table['cluster'])}"
+            f"{did_you_mean(table['cluster'])}",
         )
     system = _system(where, table, "cluster")
     figure = where.choice(table, "figure", "topology", FIGURES)
@@ -1170,12 +1182,12 @@ def load_scenario(
             f"{path}: --system replaces a [topology] cluster, and this scenario's topology has none "
             "(it names a preset, or nodes and links)"
         )
-    if not (is_system_file(system) or is_shipped_system(system) or system.replace("-", "_") in preset_names()):
+    if not (is_system_file(system) or is_shipped_system(system) or system_name(system) in preset_names()):
         raise InputError(
-            f"--system {system!r}: expected a preset ({', '.join(preset_names())}), a shipped system "
-            f"({', '.join(shipped_system_names())}) or a system file (FILE.toml)"
+            f"--system {system!r}{did_you_mean(system)}: expected a preset ({', '.join(preset_names())}), "
+            f"a shipped system ({', '.join(shipped_system_names())}) or a system file (FILE.toml)"
         )
-    topology["cluster"] = str(Path(system).resolve()) if is_system_file(system) else system.replace("-", "_")
+    topology["cluster"] = str(Path(system).resolve()) if is_system_file(system) else system_name(system)
     return scenario_from_document(doc, text=text, source=str(path), base_dir=path.parent, progress=progress)
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import difflib
 import math
 import os
 import tomllib
@@ -36,7 +37,7 @@ from flowsim.collectives.tuner import NcclEnv
 from flowsim.errors import InputError, read_text_file
 from flowsim.fabrics import FABRICS
 from flowsim.hardware import gpu_nvlinks, nvswitch_generation
-from flowsim.presets import preset_names
+from flowsim.presets import preset_names, system_name
 from flowsim.servers import CPU_KINDS, GPU_FABRICS, PcieSwitch, ServerSpec
 from flowsim.tomlcheck import Where, join, show
 
@@ -340,15 +341,16 @@ def shipped_system_names() -> tuple[str, ...]:
 
 
 def is_shipped_system(value: str) -> bool:
-    """Whether ``value`` names a system file that ships with flowsim (``'-'`` and ``'_'`` alike)."""
-    return not is_system_file(value) and value.replace("-", "_") in shipped_system_names()
+    """Whether ``value`` names a system file that ships with flowsim (as :func:`~flowsim.presets.system_name`
+    reads it: ``'-'`` and ``'_'`` alike, case ignored)."""
+    return not is_system_file(value) and system_name(value) in shipped_system_names()
 
 
 def system_path(value: str, base_dir: str | os.PathLike = ".") -> Path:
     """The file a ``--system`` or ``cluster`` value names: a shipped system by its name
     (``aws-p5``), else a system file, relative to ``base_dir``."""
     if is_shipped_system(value):
-        return SHIPPED / f"{value.replace('-', '_')}.toml"
+        return SHIPPED / f"{system_name(value)}.toml"
     return Path(base_dir) / value
 
 
@@ -357,9 +359,23 @@ def find_system(value: str) -> SystemFile:
     return load_system(system_path(value))
 
 
+def did_you_mean(value: str) -> str:
+    """`` (did you mean ...?)`` naming the presets and shipped systems ``value`` is part of
+    (``h100``: dgx_h100, azure_nd_h100_v5, oci_bm_gpu_h100_8) or a slip of (``dgx_h1000``),
+    else ``""``: for messages refusing an unknown system name."""
+    name = system_name(value)
+    names = (*preset_names(), *shipped_system_names())
+    close = [n for n in names if name and name in n] or difflib.get_close_matches(name, names, n=3, cutoff=0.8)
+    if not close:
+        return ""
+    listed = close[0] if len(close) == 1 else f"{', '.join(close[:-1])} or {close[-1]}"
+    return f" (did you mean {listed}?)"
+
+
 def resolve_system(value: str) -> tuple[str | ServerSpec, str, dict]:
     """What a ``--system`` value names: a system file (``*.toml``), a shipped one
-    (:func:`shipped_system_names`) or a preset, ``'-'`` and ``'_'`` alike in names. Returns the
+    (:func:`shipped_system_names`) or a preset, named as :func:`~flowsim.presets.system_name` reads
+    names (``'-'`` and ``'_'`` alike, case ignored). Returns the
     system :func:`flowsim.fabrics.build_cluster` takes, its name, and the file's cluster keys
     (empty for a preset).
 
@@ -371,11 +387,11 @@ def resolve_system(value: str) -> tuple[str | ServerSpec, str, dict]:
     if is_system_file(value) or is_shipped_system(value):
         system = find_system(value)
         return system.spec, system.name, dict(system.cluster)
-    name = value.replace("-", "_")
+    name = system_name(value)
     if name not in preset_names():
         raise InputError(
-            f"unknown system {value!r}: expected a preset ({', '.join(preset_names())}), a shipped system "
-            f"({', '.join(shipped_system_names())}) or a system file (FILE.toml)"
+            f"unknown system {value!r}{did_you_mean(value)}: expected a preset ({', '.join(preset_names())}), "
+            f"a shipped system ({', '.join(shipped_system_names())}) or a system file (FILE.toml)"
         )
     return name, name, {}
 

@@ -245,7 +245,7 @@ def test_the_nic_sweep_varies_the_system_files_keys():
     ],
 )
 def test_shipped_cloud_systems_resolve_with_dashes_or_underscores(name, gpu, nics, nic_Bps):
-    for spelling in (name, name.replace("-", "_"), name.replace("_", "-")):
+    for spelling in (name, name.replace("-", "_"), name.replace("_", "-"), name.upper()):
         system, label, cluster = resolve_system(spelling)
         # Rack-scale systems (72 rails a rack) name the fat-tree they need.
         fabric = {"fabric": "fat_tree"} if system.hosts > 1 else {}
@@ -380,14 +380,37 @@ def test_presets_lists_and_describes_the_shipped_systems(capsys):
 def test_a_scenario_names_a_shipped_system_as_cluster_with_dashes_or_underscores():
     text = '[topology]\ncluster = "{}"\nn_nodes = 2\nfigure = "nominal"\n[[workload.collective]]\nop = "all_reduce"\n' \
            "size_bytes = 1024\n"
-    dashed, underscored = (parse_scenario(text.format(name), source="s.toml").topology
-                           for name in ("gcp-a3-mega", "gcp_a3_mega"))
-    assert _same(dashed, underscored)
+    dashed, underscored, capitals = (parse_scenario(text.format(name), source="s.toml").topology
+                                     for name in ("gcp-a3-mega", "gcp_a3_mega", "GCP-A3-Mega"))
+    assert _same(dashed, underscored) and _same(dashed, capitals)
     # 8 RoCE NICs of 200 Gb/s per server (the shipped file), at the nominal figure: 25 GB/s.
     assert dashed.link_capacity_Bps[dashed.link_id("n1.nic7->ib.su0.rail7")] == 25 * G
     with pytest.raises(InputError, match=r"^s.toml: topology.cluster: expected a preset \(.*\), a shipped system "
-                                         r"\(aws_p4d, .*\) or a system file \(FILE.toml\), got a string 'gcp-a9'$"):
+                                         r"\(aws_p4d, .*\) or a system file \(FILE.toml\), got a string 'gcp-a9' "
+                                         r"\(did you mean gcp_a4\?\)$"):
         parse_scenario(text.format("gcp-a9"), source="s.toml")
+
+
+def test_a_scenario_names_a_preset_as_people_write_it():
+    # As on the command line: '-' and '_' alike and case ignored, for `cluster` and `preset` alike.
+    text = '[topology]\n{} = "{}"\n{}figure = "nominal"\n[[workload.collective]]\nop = "all_reduce"\nsize_bytes = 1024\n'
+    for key, extra in (("cluster", "n_nodes = 2\n"), ("preset", "")):
+        reference = parse_scenario(text.format(key, "dgx_h100", extra), source="s.toml").topology
+        for spelling in ("dgx-h100", "DGX-H100", "Dgx_H100"):
+            assert _same(parse_scenario(text.format(key, spelling, extra), source="s.toml").topology, reference)
+
+
+@pytest.mark.parametrize(("value", "suggestion"), [
+    ("h100", " (did you mean dgx_h100, azure_nd_h100_v5 or oci_bm_gpu_h100_8?)"),
+    ("P5", " (did you mean aws_p5 or aws_p5e?)"),
+    ("a3-ultra", " (did you mean gcp_a3_ultra?)"),
+    ("dgx-h1000", " (did you mean dgx_h100, dgx_h200 or dgx_a100?)"),
+    ("xyz", ""),
+])
+def test_an_unknown_system_name_says_which_names_it_may_mean(value, suggestion):
+    with pytest.raises(InputError) as err:
+        resolve_system(value)
+    assert str(err.value).startswith(f"unknown system {value!r}{suggestion}: expected a preset (pcie_server, ")
 
 
 def test_rates_runs_a_scenarios_flows_on_another_system(tmp_path, capsys):

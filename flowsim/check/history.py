@@ -16,6 +16,7 @@ import numpy as np
 from flowsim.check.report import CheckReport
 from flowsim.errors import InputError, file_kind, image_file, output_file
 from flowsim.files import locked, replaced_atomically
+from flowsim.presets import system_name
 
 __all__ = ["History", "append_history", "history_file", "history_plot_file", "plot_history", "read_history"]
 
@@ -289,7 +290,8 @@ def plot_history(
     output : path
         Image file (format from the suffix: ``.png``, ``.svg``, ``.pdf``).
     binary, system : str, optional
-        Keep checks of this nccl-tests binary / preset only; by default the binary of the
+        Keep checks of this nccl-tests binary / system (a preset's or system's name, as
+        :func:`~flowsim.presets.system_name` reads names) only; by default the binary of the
         latest check.
     sizes : sequence of int, optional
         Message sizes to draw (default: every predicted size).
@@ -316,7 +318,7 @@ def plot_history(
     binary = checks["binary"][-1] if binary is None else binary
     keep = checks["binary"] == binary
     if system is not None:
-        keep &= checks["system"] == system.replace("-", "_")
+        keep &= np.array([system_name(str(name)) == system_name(system) for name in checks["system"]], dtype=bool)
     if not keep.any():
         raise InputError(f"{history.path}: no check of {binary}{'' if system is None else ' on ' + system}")
     when = dict(zip(checks["check_id"][keep].tolist(), checks["time_unix"][keep].tolist(), strict=True))

@@ -63,7 +63,7 @@ from flowsim.errors import InputError, whole_number
 from flowsim.fabrics import build_cluster, resolve_fabric
 from flowsim.failures import apply_failures, describe_changes
 from flowsim.hardware import gpu_model_value
-from flowsim.presets import PRESETS
+from flowsim.presets import PRESETS, system_name
 from flowsim.servers import ServerSpec
 
 __all__ = [
@@ -653,7 +653,7 @@ def check_log(
     -------
     CheckReport
     """
-    server = system if isinstance(system, ServerSpec) else system.replace("-", "_")
+    server = system if isinstance(system, ServerSpec) else system_name(system)
     model: str | None
     if isinstance(server, ServerSpec):
         system, model = server.name, server.gpu

@@ -176,7 +176,7 @@ def add_cluster_arguments(parser: argparse.ArgumentParser, *, required: bool) ->
         "--system",
         required=required,
         help=f"server preset ({', '.join(preset_names())}), shipped system ({', '.join(shipped_system_names())}; "
-        "'-' and '_' are the same) or a system file (FILE.toml, docs/system-format.md)",
+        "'-' and '_' are the same, case ignored) or a system file (FILE.toml, docs/system-format.md)",
     )
     parser.add_argument(
         "--fabric",

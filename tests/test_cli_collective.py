@@ -23,6 +23,18 @@ def test_registers_collective_with_its_handler():
     assert (args.nodes, args.minbytes, args.maxbytes, args.stepfactor) == (None, "32M", "32M", 2)
 
 
+@pytest.mark.parametrize(("given", "algorithm", "protocol"), [
+    (["--algorithm", "Ring", "--protocol", "LL128"], "ring", "ll128"),  # NCCL_ALGO / NCCL_PROTO spellings
+    (["--algorithm", "NVLSTree", "--protocol", "Simple"], "nvls_tree", "simple"),
+    (["--algorithm", "nvls-tree"], "nvls_tree", "auto"),
+])
+def test_algorithm_and_protocol_as_nccl_spells_them(given, algorithm, protocol):
+    parser = argparse.ArgumentParser(prog="flowsim")
+    add_parser(parser.add_subparsers())
+    args = parser.parse_args(["collective", "all_reduce", "--system", "dgx-h100", *given])
+    assert (args.algorithm, args.protocol) == (algorithm, protocol)
+
+
 def test_prints_one_row_per_size(capsys):
     assert (
         flowsim(["collective", "all_reduce", "--system", "dgx-h100", "--nodes", "2", "-b", "8", "-e", "1M", "-f", "4",

@@ -57,6 +57,24 @@ def collective_arg(text: str) -> str:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+#: NCCL's names of algorithms whose flowsim name differs by more than case and '_'
+#: (``NCCL_ALGO=NVLSTree``, and the same spelling in NCCL's TUNING lines).
+_NCCL_ALGORITHM_NAMES = {"nvlstree": "nvls_tree"}
+
+
+def algorithm_arg(text: str) -> str:
+    """An argparse ``type``: an algorithm as flowsim or NCCL spell it (``Ring``, ``NVLSTree``,
+    ``nvls-tree``), in flowsim's spelling; argparse's ``choices`` or the collective then
+    check it."""
+    key = text.strip().lower().replace("-", "_")
+    return _NCCL_ALGORITHM_NAMES.get(key, key)
+
+
+def protocol_arg(text: str) -> str:
+    """An argparse ``type``: a protocol as flowsim or NCCL spell it (``LL128``, ``Simple``)."""
+    return text.strip().lower()
+
+
 def add_nccl_arguments(parser: argparse.ArgumentParser, *, version_from_log: bool = False) -> None:
     """``--nccl-env KEY=VALUE`` (repeatable) and ``--nccl-version``: what NCCL's choice follows.
 

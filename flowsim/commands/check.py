@@ -65,10 +65,12 @@ from flowsim.commands.argtypes import (
     add_cluster_arguments,
     add_failure_arguments,
     add_nccl_arguments,
+    algorithm_arg,
     cluster_options,
     collective_arg,
     parse_degrade,
     parse_nccl_env,
+    protocol_arg,
 )
 from flowsim.errors import STDIN, InputError, read_stdin
 from flowsim.hardware import FIGURES
@@ -261,9 +263,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="the nccl-tests binary or its collective (all_gather_perf, allgather, all_gather ...); "
         "default: read from the output or file name; with --plot alone, the checks to draw",
     )
-    parser.add_argument("--algorithm", help="flowsim algorithm (default auto: what NCCL's tuner picks per size)")
     parser.add_argument(
-        "--protocol", default="auto", choices=("auto", *PROTOCOLS), help="NCCL protocol (default auto: NCCL's choice)"
+        "--algorithm", type=algorithm_arg,
+        help="flowsim algorithm, or NCCL's name (Ring, NVLSTree); default auto: what NCCL's tuner picks per size",
+    )
+    parser.add_argument(
+        "--protocol", default="auto", type=protocol_arg, choices=("auto", *PROTOCOLS),
+        help="NCCL protocol (LL128 or ll128 ...; default auto: NCCL's choice)",
     )
     add_nccl_arguments(parser, version_from_log=True)
     add_failure_arguments(parser)

@@ -39,10 +39,12 @@ from flowsim.commands.argtypes import (
     add_cluster_arguments,
     add_failure_arguments,
     add_nccl_arguments,
+    algorithm_arg,
     cluster_options,
     collective_arg,
     failed_cluster,
     parse_nccl_env,
+    protocol_arg,
 )
 from flowsim.commands.progress import Notes, add_progress_argument, show_progress
 from flowsim.fabrics import build_cluster, resolve_fabric
@@ -84,14 +86,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument(
         "--algorithm",
         default="auto",
+        type=algorithm_arg,
         choices=("auto", *sorted({a for algs in ALGORITHMS.values() for a in algs})),
-        help="default auto: what NCCL's tuner picks per size (p2p for all_to_all and send)",
+        help="flowsim's name or NCCL's (Ring, NVLSTree); default auto: what NCCL's tuner picks per size (p2p for "
+        "all_to_all and send)",
     )
     parser.add_argument(
         "--protocol",
         default="auto",
+        type=protocol_arg,
         choices=("auto", *PROTOCOLS),
-        help="NCCL protocol; default auto: what NCCL's tuner picks per size",
+        help="NCCL protocol (LL128 or ll128 ...); default auto: what NCCL's tuner picks per size",
     )
     add_nccl_arguments(parser)
     add_failure_arguments(parser)

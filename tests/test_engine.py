@@ -42,6 +42,17 @@ def test_spec_case3_parking_lot(mode):
 
 
 @pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("n", [7120, 20_000])
+def test_thousands_of_flows_filling_one_link_exactly(mode, n):
+    # n flows of 1 kB on one link of 2.9e12 B/s: each at 2.9e12 / n, all done at
+    # 1e3 n / 2.9e12 s. The fill leaves out links its flows cannot fill; a link they fill
+    # exactly, its flows' bounds summed short by rounding (1.3e-9 of the capacity at 7,120
+    # flows), was left out, and every flow stayed at rate 0 ("never finished").
+    r = simulate([[0]] * n, [2.9e12], np.full(n, 1e3), mode=mode, classes=False)
+    np.testing.assert_allclose(r.finish_s, 1e3 * n / 2.9e12, rtol=1e-12)
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_spec_case4_staggered(mode):
     r = simulate([[0], [0]], [1 * G], [1 * G, 1 * G], start_s=[0.0, 0.5], mode=mode)
     np.testing.assert_allclose(r.finish_s, [1.5, 2.0], rtol=1e-15)

@@ -108,10 +108,12 @@ MODEL_PRESETS = {
 
 
 def model_preset(name: str) -> ModelShape:
-    """The shape of a preset of :data:`MODEL_PRESETS`."""
-    if name not in MODEL_PRESETS:
+    """The shape of a preset of :data:`MODEL_PRESETS`, named as people write it ('-' and '_'
+    alike, case ignored: ``Llama3-8B`` is llama3_8b)."""
+    key = name.strip().lower().replace("-", "_") if isinstance(name, str) else name
+    if key not in MODEL_PRESETS:
         raise InputError(f"unknown model {name!r}; presets: {', '.join(MODEL_PRESETS)}")
-    return MODEL_PRESETS[name]
+    return MODEL_PRESETS[key]
 
 
 @dataclass(frozen=True)

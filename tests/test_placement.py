@@ -111,12 +111,27 @@ def test_explicit_orders_set_the_channels(two_dgx):
         ({"collective": "all_reduce", "ranks": ["n0.gpu0", "nope"]}, "unknown node 'nope'"),
         ({"collective": "all_reduce", "algorithm": "nvls", "ranks": ["n0.gpu0", "n0.gpu1"], "switch": "n0.gpu2"},
          "'n0.gpu2' is a gpu node, not an NVSwitch"),
+        # Before NCCL's tuner sees them (a NaN size raised ValueError there, an infinite one OverflowError).
+        ({"collective": "all_reduce", "size_bytes": float("nan")}, r"all_reduce: size_bytes is nan; it must be finite"),
+        ({"collective": "all_gather", "size_bytes": float("inf")}, r"all_gather: size_bytes is inf; it must be finite"),
+        ({"collective": "all_reduce", "size_bytes": -1.0}, r"all_reduce: size_bytes is -1.0; it must be finite"),
     ],
 )
 def test_bad_placement_names_what_is_wrong(two_dgx, options, message):
     collective = options.pop("collective")
+    size = options.pop("size_bytes", 2**20)
     with pytest.raises(InputError, match=message):
-        collective_workload(two_dgx, collective, 2**20, **options)
+        collective_workload(two_dgx, collective, size, **options)
+
+
+def test_algorithms_and_protocols_as_nccl_spells_them(two_dgx):
+    # NCCL_ALGO=Ring / NVLSTree and NCCL_PROTO=LL128 / Simple name what flowsim's names do.
+    for (algorithm, protocol), (ours, proto) in {("Ring", "LL128"): ("ring", "ll128"),
+                                                 ("NVLSTree", "Simple"): ("nvls_tree", "simple")}.items():
+        plan = collective_workload(two_dgx, "all_reduce", 2**20, algorithm=algorithm, protocol=protocol)
+        same = collective_workload(two_dgx, "all_reduce", 2**20, algorithm=ours, protocol=proto)
+        assert (plan.algorithm, plan.protocol) == (same.algorithm, same.protocol) == (ours, proto)
+        assert len(plan.workload) == len(same.workload)
 
 
 @pytest.mark.parametrize("collective", ["all_gather", "reduce_scatter"])

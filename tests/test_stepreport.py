@@ -8,7 +8,7 @@ import pytest
 
 from flowsim import InputError, NodeKind, TopologyBuilder, build_cluster
 from flowsim.collectives import P2P_NVLINK_EFFICIENCY, CollectiveCosts
-from flowsim.models import MODEL_PRESETS, ModelShape, step_shape
+from flowsim.models import MODEL_PRESETS, ModelShape, model_preset, step_shape
 from flowsim.pipeline import run
 from flowsim.scenario import parse_scenario
 from flowsim.stepreport import ACTIVITIES, critical_path, link_groups, merged_intervals
@@ -181,6 +181,14 @@ def test_llama3_8b_has_8_billion_parameters():
     # 2 * 128256 * 4096 = 1,050,673,152. Total 8,029,995,008 (norms aside): "8B".
     m = MODEL_PRESETS["llama3_8b"]
     assert m.layers * (m.attention_params + m.expert_params) + 2 * m.vocab * m.hidden == 8_029_995_008
+
+
+def test_model_presets_as_people_write_them():
+    # '-' and '_' alike, case ignored, as system names are.
+    assert model_preset("Llama3-8B") is model_preset("llama3_8b") is MODEL_PRESETS["llama3_8b"]
+    assert model_preset("mixtral-8x7b") is MODEL_PRESETS["mixtral_8x7b"]
+    with pytest.raises(InputError, match="unknown model 'llama3-9b'; presets: llama3_8b, "):
+        model_preset("llama3-9b")
 
 
 def test_bad_model_input():

@@ -60,7 +60,6 @@ from flowsim.collectives.dag import (
     _chain,
     _check_orders,
     _check_ranks,
-    _check_size,
     _double_binary_tree,
     _FlowDag,
     _group_by_server,
@@ -75,6 +74,7 @@ from flowsim.collectives.dag import (
     _stream_ring,
     _tree_all_reduce,
     _tree_shape,
+    check_size,
 )
 from flowsim.errors import InputError, check_options, keyword_options, whole_number
 from flowsim.workload import Workload
@@ -229,7 +229,7 @@ def _pat_collective(
     model: str,
 ) -> Workload:
     ranks = _check_ranks(ranks, what)
-    size = _check_size(size_bytes, what)
+    size = check_size(size_bytes, what)
     channels = whole_number(f"{what}: channels", channels)
     if costs is None:
         costs = pat_costs(len(ranks), one_per_node=servers is not None and len(set(servers.values())) == len(ranks))
@@ -1017,6 +1017,22 @@ def collective_name(text: str) -> str:
     if key not in _SPELLINGS:
         raise InputError(f"unknown collective {text!r}; valid ones: {', '.join(COLLECTIVES)}")
     return _SPELLINGS[key]
+
+
+#: NCCL's names of algorithms whose flowsim name differs by more than case and '-' for '_'
+#: (``NCCL_ALGO=NVLSTree``, and the same spelling in NCCL's TUNING lines).
+_NCCL_ALGORITHM_NAMES = {"nvlstree": "nvls_tree"}
+
+
+def algorithm_name(text: str) -> str:
+    """An algorithm as flowsim or NCCL spell it (``Ring``, ``NVLSTree``, ``nvls-tree``), in
+    flowsim's spelling; whether the collective has it is checked where it is used.
+
+    >>> algorithm_name("Ring"), algorithm_name("NVLSTree"), algorithm_name("nvls-sharp")
+    ('ring', 'nvls_tree', 'nvls_sharp')
+    """
+    key = text.strip().lower().replace("-", "_")
+    return _NCCL_ALGORITHM_NAMES.get(key, key)
 
 
 def algorithm_of(collective: str, algorithm: str | None = None) -> Algorithm:

@@ -430,7 +430,8 @@ def _check_ranks(ranks: Ranks, what: str, minimum: int = 2) -> tuple[str, ...]:
     return ranks
 
 
-def _check_size(size_bytes: float, what: str) -> float:
+def check_size(size_bytes: float, what: str) -> float:
+    """``size_bytes`` as a float, refused (naming ``what``) unless a finite number >= 0."""
     try:
         size = float(size_bytes)
     except (TypeError, ValueError):
@@ -1017,7 +1018,7 @@ def _prepare(
     what: str, ranks: Ranks, size_bytes: float, channels: int, costs: CollectiveCosts | None, algorithm: str
 ) -> tuple[tuple[str, ...], float, int, CollectiveCosts]:
     ranks = _check_ranks(ranks, what)
-    size = _check_size(size_bytes, what)
+    size = check_size(size_bytes, what)
     channels = whole_number(f"{what}: channels", channels)
     if costs is None:
         costs = nccl_costs(algorithm)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from flowsim.budgets import SHARED_CAP_TAG, budget_tag
-from flowsim.collectives.builders import ALGORITHM_TABLE, algorithm_of
+from flowsim.collectives.builders import ALGORITHM_TABLE, algorithm_name, algorithm_of
 from flowsim.collectives.chunks import NVLS_CHUNK_BYTES, nccl_chunking, pipeline_pieces
 from flowsim.collectives.constants import DEFAULT_NCCL_VERSION, constants_of
 from flowsim.collectives.costs import (
@@ -34,7 +34,7 @@ from flowsim.collectives.costs import (
     nvls_tree_costs,
     pat_costs,
 )
-from flowsim.collectives.dag import MAX_PIPELINE_SLICES, MAX_RING_SLICES, tree_hops
+from flowsim.collectives.dag import MAX_PIPELINE_SLICES, MAX_RING_SLICES, check_size, tree_hops
 from flowsim.collectives.rings import (
     mesh_link_counts,
     mesh_rings,
@@ -452,6 +452,10 @@ def collective_workload(
     Use it to place a collective inside a larger workload (a training step's gradient
     buckets, a scenario file's ``[[workload.collective]]``).
     """
+    size_bytes = check_size(size_bytes, collective)  # before NCCL's tuner does arithmetic with it
+    # Names as NCCL spells them too (NCCL_ALGO=Ring, NCCL_PROTO=LL128), as the command line takes them.
+    algorithm = algorithm_name(algorithm) if isinstance(algorithm, str) else algorithm
+    protocol = protocol.strip().lower() if isinstance(protocol, str) else protocol
     if protocol not in (*PROTOCOLS, "auto"):
         raise InputError(f"unknown protocol {protocol!r}; valid ones: auto, {', '.join(PROTOCOLS)}")
     if costs is not None and protocol not in ("simple", "auto"):

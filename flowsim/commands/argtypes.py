@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import TypeVar
 
-from flowsim.collectives.builders import collective_name
+from flowsim.collectives.builders import algorithm_name, collective_name
 from flowsim.collectives.constants import DEFAULT_NCCL_VERSION, NCCL_VERSIONS, nccl_release, nearest_version
 from flowsim.collectives.tuner import NcclEnv
 from flowsim.errors import InputError
@@ -57,17 +57,11 @@ def collective_arg(text: str) -> str:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-#: NCCL's names of algorithms whose flowsim name differs by more than case and '_'
-#: (``NCCL_ALGO=NVLSTree``, and the same spelling in NCCL's TUNING lines).
-_NCCL_ALGORITHM_NAMES = {"nvlstree": "nvls_tree"}
-
-
 def algorithm_arg(text: str) -> str:
     """An argparse ``type``: an algorithm as flowsim or NCCL spell it (``Ring``, ``NVLSTree``,
-    ``nvls-tree``), in flowsim's spelling; argparse's ``choices`` or the collective then
-    check it."""
-    key = text.strip().lower().replace("-", "_")
-    return _NCCL_ALGORITHM_NAMES.get(key, key)
+    ``nvls-tree``; :func:`flowsim.collectives.builders.algorithm_name`), in flowsim's
+    spelling; argparse's ``choices`` or the collective then check it."""
+    return algorithm_name(text)
 
 
 def protocol_arg(text: str) -> str:

@@ -149,6 +149,9 @@ def test_rows_say_what_nccl_runs_and_nccl_env_steers_it(capsys):
         (["--system", "dgx_h100", "--channels", "0"], "channels must be a positive integer"),
         (["--system", "dgx_h100", "--algorithm", "p2p"], "no algorithm 'p2p' for all_reduce"),
         (["--system", "dgx_h100", "--algorithm", "tree", "--model", "stream"], "has no stream model"),
+        (["--system", "dgx_h100", "-g", "16"], "-g 16: a nccl-tests thread drives GPUs of its own host, and each "
+                                               "dgx_h100 host has 8"),
+        (["--system", "gb200-nvl72", "-g", "8"], "each gb200_nvl72 host has 4"),  # a compute tray
     ],
 )
 def test_bad_input_is_reported_not_raised(capsys, argv, message):

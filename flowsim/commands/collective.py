@@ -47,10 +47,13 @@ from flowsim.commands.argtypes import (
     protocol_arg,
 )
 from flowsim.commands.progress import Notes, add_progress_argument, show_progress
+from flowsim.errors import InputError
 from flowsim.fabrics import build_cluster, resolve_fabric
 from flowsim.failures import describe_changes
 from flowsim.hardware import FIGURES
+from flowsim.presets import preset_spec
 from flowsim.routing import METHODS
+from flowsim.servers import ServerSpec
 
 __all__ = ["add_parser", "run_collective"]
 
@@ -132,6 +135,11 @@ def run_collective(args: argparse.Namespace) -> int:
     topology = failed_cluster(intact, args)
     failures = describe_changes(intact, topology)
     nodes, fabric = cluster["n_nodes"], resolve_fabric(cluster["fabric"], cluster["n_nodes"])
+    spec = server if isinstance(server, ServerSpec) else preset_spec(server)
+    per_host = spec.n_gpus // spec.hosts  # a GB200 NVL72 rack's 18 trays hold 4 each
+    if args.ngpus > per_host:
+        raise InputError(f"-g {args.ngpus}: a nccl-tests thread drives GPUs of its own host, and each {system} host "
+                         f"has {per_host}")
     sizes = message_sizes(args.minbytes, args.maxbytes, args.stepfactor)
     notes = Notes(sys.stderr, in_place=True) if show_progress(args) else None
     rows_run = iter_sweep(

@@ -20,6 +20,10 @@ class InputError(ValueError):
     """Input that flowsim cannot model; the message names the offending item."""
 
 
+#: The file name that stands for standard input on the command line, as Unix tools take it.
+STDIN = "-"
+
+
 def file_kind(mode: int) -> str:
     """What a file of ``st_mode`` ``mode`` is, for messages: "a regular file", "a FIFO
     (named pipe)", "a directory", ..."""
@@ -30,13 +34,15 @@ def file_kind(mode: int) -> str:
     return next((kind for test, kind in kinds if test(mode)), "not a regular file")
 
 
-def open_regular(path: str | os.PathLike, what: str) -> io.BufferedReader:
+def open_regular(path: str | os.PathLike, what: str, *, piped: bool = False) -> io.BufferedReader:
     """``path`` opened for reading in binary; an :class:`InputError` naming the file unless
     it is a regular file (a link to one is fine).
 
     A FIFO, a device or a socket is refused saying which it is, without waiting: the file is
     opened non-blocking (opening a FIFO otherwise waits for a writer) and judged by what was
-    opened, so it cannot change between the check and the read.
+    opened, so it cannot change between the check and the read. With ``piped`` (a command
+    that reads ``what`` from standard input as :data:`STDIN`) the message says so: a process
+    substitution such as ``<(ssh host cat log)`` is a FIFO.
     """
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
@@ -45,7 +51,8 @@ def open_regular(path: str | os.PathLike, what: str) -> io.BufferedReader:
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise InputError(f"{path}: cannot read {what}: it is {file_kind(mode)}, not a regular file")
+            pipe = f"; pipe it in and name it '{STDIN}' instead" if piped else ""
+            raise InputError(f"{path}: cannot read {what}: it is {file_kind(mode)}, not a regular file{pipe}")
         if hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
@@ -54,23 +61,20 @@ def open_regular(path: str | os.PathLike, what: str) -> io.BufferedReader:
         raise
 
 
-def read_text_file(path, what: str) -> str:
+def read_text_file(path, what: str, *, piped: bool = False) -> str:
     """The UTF-8 text of ``path``; an :class:`InputError` naming the file if it cannot be read
     or is not a regular file (:func:`open_regular`).
 
     ``what`` says what the file was meant to be ("the scenario", "the sweep spec", ...). A
     leading byte order mark (Excel's "CSV UTF-8" and some Windows editors write one) is
-    dropped, so that it does not become part of the first column name or TOML key.
+    dropped, so that it does not become part of the first column name or TOML key. ``piped``
+    as :func:`open_regular`.
     """
-    with io.TextIOWrapper(open_regular(path, what), encoding="utf-8-sig") as handle:
+    with io.TextIOWrapper(open_regular(path, what, piped=piped), encoding="utf-8-sig") as handle:
         try:
             return handle.read()
         except (OSError, UnicodeDecodeError) as err:
             raise InputError(f"{path}: cannot read {what}: {err}") from None
-
-
-#: The file name that stands for standard input on the command line, as Unix tools take it.
-STDIN = "-"
 
 
 def read_stdin(what: str) -> str:

@@ -1232,8 +1232,9 @@ def test_a_row_is_flagged_only_when_both_its_runs_are_off():
 
 def test_a_fifo_as_log_or_history_is_refused_without_waiting(tmp_path, make_fifo):
     fifo = make_fifo("fifo")
+    # A process substitution (<(ssh host cat log)) is one: standard input takes what it would have held.
     with pytest.raises(InputError, match=r"fifo: cannot read nccl-tests output: it is a FIFO \(named pipe\), not a "
-                                         r"regular file"):
+                                         r"regular file; pipe it in and name it '-' instead$"):
         parse_nccl_log(fifo)
     with pytest.raises(InputError, match=r"fifo: is a FIFO \(named pipe\), not a regular file: the check history "
                                          r"must be a regular file \(left as it is\)"):

@@ -209,7 +209,7 @@ def _read(path_or_text: str | os.PathLike, source: str | None = None) -> tuple[s
         return path_or_text.removeprefix("\ufeff"), "<text>"
     path = Path(path_or_text)
     # Not a regular file (a FIFO would block the read): refused, saying what it is.
-    with io.TextIOWrapper(open_regular(path, "nccl-tests output"), errors="replace") as file:
+    with io.TextIOWrapper(open_regular(path, "nccl-tests output", piped=True), errors="replace") as file:
         try:
             # A UTF-8 byte-order mark (from an editor) would hide the '#' that starts a line.
             return file.read().removeprefix("\ufeff"), str(path)

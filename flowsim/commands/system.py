@@ -33,7 +33,7 @@ def import_command(args: argparse.Namespace) -> int:
     if str(args.topology) == STDIN:
         source, text = "<stdin>", read_stdin(what)
     else:
-        source, text = str(args.topology), read_text_file(args.topology, what)
+        source, text = str(args.topology), read_text_file(args.topology, what, piped=True)
     matrix = parse_topo_matrix(text, source=source)
     name = args.name or args.output.stem
     spec, notes = import_system(

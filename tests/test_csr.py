@@ -1,6 +1,12 @@
 import numpy as np
 
-from flowsim_kernels.csr import concatenated_ranges, csr_append_entries, csr_row_value_sums, csr_transpose
+from flowsim_kernels.csr import (
+    concatenated_ranges,
+    csr_append_entries,
+    csr_row_lengths,
+    csr_row_value_sums,
+    csr_transpose,
+)
 
 
 def transpose_reference(indptr, indices, n_cols):
@@ -43,6 +49,13 @@ def test_row_value_sums_equal_bincount_to_the_bit(rng):
     values = rng.random(300) * 10.0 ** rng.integers(-6, 9, 300)
     want = np.bincount(indices, weights=np.repeat(values, lengths), minlength=50)
     np.testing.assert_array_equal(csr_row_value_sums(indptr, indices, values, 50), want)
+
+
+def test_row_lengths_hand_case_and_twin(rng):
+    assert csr_row_lengths(np.array([0, 2, 2, 5], dtype=np.int64)).tolist() == [2, 0, 3]
+    assert csr_row_lengths(np.array([0], dtype=np.int64)).tolist() == []
+    indptr = np.concatenate([[0], np.cumsum(rng.integers(0, 9, 200))]).astype(np.int64)
+    np.testing.assert_array_equal(csr_row_lengths(indptr), np.diff(indptr))
 
 
 def test_concatenated_ranges_hand_case():

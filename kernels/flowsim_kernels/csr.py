@@ -84,6 +84,17 @@ def csr_gather_rows(indptr, indices, rows, out_indptr):
 
 
 @njit(cache=True)
+def csr_row_lengths(indptr):
+    """Entries per row (int64[n_rows]), ``np.diff(indptr)`` without the shape checks whose
+    error formatting Numba would compile with it (seconds of a first run)."""
+    n = indptr.shape[0] - 1
+    lengths = np.empty(n, dtype=np.int64)
+    for r in range(n):
+        lengths[r] = indptr[r + 1] - indptr[r]
+    return lengths
+
+
+@njit(cache=True)
 def concatenated_ranges(starts, lengths):
     """``starts[i], starts[i] + 1, ..., starts[i] + lengths[i] - 1`` for each ``i``, one
     after another (int64[lengths.sum()]): the rows of pieces ``i`` laid end to end, in one

@@ -11,7 +11,7 @@ import numba
 import numpy as np
 from numba import njit
 
-from flowsim_kernels.csr import csr_transpose
+from flowsim_kernels.csr import csr_row_lengths, csr_transpose
 from flowsim_kernels.heap import heap_pop, heap_push, iheap_remove, iheap_set
 from flowsim_kernels.maxmin import RESIDUAL, STATE_COLUMNS, progressive_fill
 from flowsim_kernels.progress import poll
@@ -296,9 +296,7 @@ def simulate_flows(
     inc_slot = np.empty(n_inc, dtype=np.int64)
 
     dependents_ptr, dependents = csr_transpose(inp.dep_indptr, inp.dep_indices, n_flows)
-    n_waiting = np.empty(n_flows, dtype=np.int64)
-    for f in range(n_flows):
-        n_waiting[f] = inp.dep_indptr[f + 1] - inp.dep_indptr[f]
+    n_waiting = csr_row_lengths(inp.dep_indptr)
 
     route_latency = inp.overhead_s.copy()
     for f in range(n_flows):

@@ -3,6 +3,7 @@
 import numpy as np
 from numba import njit
 
+from flowsim_kernels.csr import csr_row_lengths
 from flowsim_kernels.heap import heap_pop, heap_push, heap_replace_top
 
 # Columns of the per-link fill state, side by side so that freezing a flow touches one
@@ -84,13 +85,10 @@ def max_min_fair(
     frozen = np.zeros(n_flows, dtype=np.bool_)
     work_keys = np.empty(3 * n_busy + 2 * n_flows, dtype=np.float64)
     work_items = np.empty(3 * n_busy + 2 * n_flows, dtype=np.int64)
-    link_flow_count = np.empty(n_links, dtype=np.int64)
-    for link in range(n_links):
-        link_flow_count[link] = link_flow_indptr[link + 1] - link_flow_indptr[link]
     return progressive_fill(
         flows, busy, in_fill, frozen,
         flow_link_indptr, flow_link_indices,
-        link_flow_indptr[:-1], link_flow_count, link_flow_indices,
+        link_flow_indptr[:-1], csr_row_lengths(link_flow_indptr), link_flow_indices,
         weight, cap_Bps, tie_rel_tol, state, work_keys, work_items, rate_Bps,
     )
 

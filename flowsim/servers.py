@@ -139,6 +139,11 @@ class ServerSpec:
         """Compute NICs."""
         return sum(len(s.nics) for s in self.switches)
 
+    @property
+    def gpus_per_host(self) -> int:
+        """GPUs of one host (:attr:`hosts`): the server's, or a compute tray's (4 of a GB200 NVL72 rack)."""
+        return self.n_gpus // self.hosts
+
     def check(self) -> None:
         """Raise :class:`~flowsim.errors.InputError` naming the first inconsistent field."""
         n = whole_number("gpus", self.n_gpus)

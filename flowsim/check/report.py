@@ -446,8 +446,7 @@ def _host_layout(spec: ServerSpec, devices: dict[int, int]) -> tuple[int, int]:
     a rack-scale system whose hosts are compute trays (:attr:`ServerSpec.hosts`: a GB200
     NVL72 rack is 18 trays of 4 GPUs, [DGXGB200-UG], each tray one host running its own
     ranks) and whose log's hosts each use at most a tray's GPUs, the trays of one rack."""
-    trays = spec.hosts
-    per_tray = spec.n_gpus // trays
+    trays, per_tray = spec.hosts, spec.gpus_per_host
     if trays > 1 and all(d < per_tray for d in devices.values()):
         return trays, per_tray
     return 1, spec.n_gpus

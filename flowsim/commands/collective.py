@@ -135,8 +135,7 @@ def run_collective(args: argparse.Namespace) -> int:
     topology = failed_cluster(intact, args)
     failures = describe_changes(intact, topology)
     nodes, fabric = cluster["n_nodes"], resolve_fabric(cluster["fabric"], cluster["n_nodes"])
-    spec = server if isinstance(server, ServerSpec) else preset_spec(server)
-    per_host = spec.n_gpus // spec.hosts  # a GB200 NVL72 rack's 18 trays hold 4 each
+    per_host = (server if isinstance(server, ServerSpec) else preset_spec(server)).gpus_per_host
     if args.ngpus > per_host:
         raise InputError(f"-g {args.ngpus}: a nccl-tests thread drives GPUs of its own host, and each {system} host "
                          f"has {per_host}")

@@ -1035,6 +1035,16 @@ def algorithm_name(text: str) -> str:
     return _NCCL_ALGORITHM_NAMES.get(key, key)
 
 
+def protocol_name(text: str) -> str:
+    """A protocol as flowsim or NCCL spell it (``LL128``, ``Simple``), in flowsim's spelling;
+    whether it is one is checked where it is used.
+
+    >>> protocol_name("LL128"), protocol_name(" Simple")
+    ('ll128', 'simple')
+    """
+    return text.strip().lower()
+
+
 def algorithm_of(collective: str, algorithm: str | None = None) -> Algorithm:
     """The table entry of ``collective`` and ``algorithm`` (default: the collective's first)."""
     return ALGORITHM_TABLE[(collective, resolve_algorithm(collective, algorithm))]

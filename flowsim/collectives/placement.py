@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from flowsim.budgets import SHARED_CAP_TAG, budget_tag
-from flowsim.collectives.builders import ALGORITHM_TABLE, algorithm_name, algorithm_of
+from flowsim.collectives.builders import ALGORITHM_TABLE, algorithm_name, algorithm_of, protocol_name
 from flowsim.collectives.chunks import NVLS_CHUNK_BYTES, nccl_chunking, pipeline_pieces
 from flowsim.collectives.constants import DEFAULT_NCCL_VERSION, constants_of
 from flowsim.collectives.costs import (
@@ -455,7 +455,7 @@ def collective_workload(
     size_bytes = check_size(size_bytes, collective)  # before NCCL's tuner does arithmetic with it
     # Names as NCCL spells them too (NCCL_ALGO=Ring, NCCL_PROTO=LL128), as the command line takes them.
     algorithm = algorithm_name(algorithm) if isinstance(algorithm, str) else algorithm
-    protocol = protocol.strip().lower() if isinstance(protocol, str) else protocol
+    protocol = protocol_name(protocol) if isinstance(protocol, str) else protocol
     if protocol not in (*PROTOCOLS, "auto"):
         raise InputError(f"unknown protocol {protocol!r}; valid ones: auto, {', '.join(PROTOCOLS)}")
     if costs is not None and protocol not in ("simple", "auto"):

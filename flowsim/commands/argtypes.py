@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import TypeVar
 
-from flowsim.collectives.builders import algorithm_name, collective_name
+from flowsim.collectives.builders import collective_name
 from flowsim.collectives.constants import DEFAULT_NCCL_VERSION, NCCL_VERSIONS, nccl_release, nearest_version
 from flowsim.collectives.tuner import NcclEnv
 from flowsim.errors import InputError
@@ -55,18 +55,6 @@ def collective_arg(text: str) -> str:
         return collective_name(text)
     except InputError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
-
-
-def algorithm_arg(text: str) -> str:
-    """An argparse ``type``: an algorithm as flowsim or NCCL spell it (``Ring``, ``NVLSTree``,
-    ``nvls-tree``; :func:`flowsim.collectives.builders.algorithm_name`), in flowsim's
-    spelling; argparse's ``choices`` or the collective then check it."""
-    return algorithm_name(text)
-
-
-def protocol_arg(text: str) -> str:
-    """An argparse ``type``: a protocol as flowsim or NCCL spell it (``LL128``, ``Simple``)."""
-    return text.strip().lower()
 
 
 def add_nccl_arguments(parser: argparse.ArgumentParser, *, version_from_log: bool = False) -> None:

@@ -60,17 +60,16 @@ from flowsim.check import (
 )
 from flowsim.check.report import LATENCY_TOLERANCE, UNNAMED_GPU
 from flowsim.collectives import PROTOCOLS
+from flowsim.collectives.builders import algorithm_name, protocol_name
 from flowsim.collectives.report import parse_size
 from flowsim.commands.argtypes import (
     add_cluster_arguments,
     add_failure_arguments,
     add_nccl_arguments,
-    algorithm_arg,
     cluster_options,
     collective_arg,
     parse_degrade,
     parse_nccl_env,
-    protocol_arg,
 )
 from flowsim.errors import STDIN, InputError, read_stdin
 from flowsim.hardware import FIGURES
@@ -264,11 +263,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "default: read from the output or file name; with --plot alone, the checks to draw",
     )
     parser.add_argument(
-        "--algorithm", type=algorithm_arg,
+        "--algorithm", type=algorithm_name,
         help="flowsim algorithm, or NCCL's name (Ring, NVLSTree); default auto: what NCCL's tuner picks per size",
     )
     parser.add_argument(
-        "--protocol", default="auto", type=protocol_arg, choices=("auto", *PROTOCOLS),
+        "--protocol", default="auto", type=protocol_name, choices=("auto", *PROTOCOLS),
         help="NCCL protocol (LL128 or ll128 ...; default auto: NCCL's choice)",
     )
     add_nccl_arguments(parser, version_from_log=True)

@@ -23,6 +23,7 @@ import sys
 from collections.abc import Iterator
 
 from flowsim.collectives import ALGORITHMS, COLLECTIVES, MODELS, PROTOCOLS, STEP_MESSAGE_LIMIT
+from flowsim.collectives.builders import algorithm_name, protocol_name
 from flowsim.collectives.report import (
     DTYPE_BYTES,
     NcclRow,
@@ -39,12 +40,10 @@ from flowsim.commands.argtypes import (
     add_cluster_arguments,
     add_failure_arguments,
     add_nccl_arguments,
-    algorithm_arg,
     cluster_options,
     collective_arg,
     failed_cluster,
     parse_nccl_env,
-    protocol_arg,
 )
 from flowsim.commands.progress import Notes, add_progress_argument, show_progress
 from flowsim.errors import InputError
@@ -89,7 +88,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument(
         "--algorithm",
         default="auto",
-        type=algorithm_arg,
+        type=algorithm_name,
         choices=("auto", *sorted({a for algs in ALGORITHMS.values() for a in algs})),
         help="flowsim's name or NCCL's (Ring, NVLSTree); default auto: what NCCL's tuner picks per size (p2p for "
         "all_to_all and send)",
@@ -97,7 +96,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument(
         "--protocol",
         default="auto",
-        type=protocol_arg,
+        type=protocol_name,
         choices=("auto", *PROTOCOLS),
         help="NCCL protocol (LL128 or ll128 ...); default auto: what NCCL's tuner picks per size",
     )

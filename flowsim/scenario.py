@@ -143,8 +143,8 @@ from flowsim.systemfile import (
     is_shipped_system,
     is_system_file,
     load_system,
-    shipped_system_names,
     system_path,
+    systems_expected,
 )
 from flowsim.tomlcheck import Where, join, show
 from flowsim.topology import NodeKind, Topology, TopologyBuilder
@@ -378,9 +378,7 @@ def _cluster_topology(where: Where, table: Mapping, base_dir: Path) -> Topology:
     if isinstance(table.get("cluster"), str) and system_name(table["cluster"]) not in preset_names():
         raise where.error(
             "topology.cluster",
-            f"expected a preset ({', '.join(preset_names())}), a shipped system "
-            f"({', '.join(shipped_system_names())}) or a system file (FILE.toml), got {show(table['cluster'])}"
-            f"{did_you_mean(table['cluster'])}",
+            f"expected {systems_expected()}, got {show(table['cluster'])}{did_you_mean(table['cluster'])}",
         )
     system = _system(where, table, "cluster")
     figure = where.choice(table, "figure", "topology", FIGURES)
@@ -1184,8 +1182,7 @@ def load_scenario(
         )
     if not (is_system_file(system) or is_shipped_system(system) or system_name(system) in preset_names()):
         raise InputError(
-            f"--system {system!r}{did_you_mean(system)}: expected a preset ({', '.join(preset_names())}), "
-            f"a shipped system ({', '.join(shipped_system_names())}) or a system file (FILE.toml)"
+            f"--system {system!r}{did_you_mean(system)}: expected {systems_expected()}"
         )
     topology["cluster"] = str(Path(system).resolve()) if is_system_file(system) else system_name(system)
     return scenario_from_document(doc, text=text, source=str(path), base_dir=path.parent, progress=progress)

@@ -359,6 +359,13 @@ def find_system(value: str) -> SystemFile:
     return load_system(system_path(value))
 
 
+def systems_expected() -> str:
+    """What a system name may be, for messages refusing one: the presets, the shipped
+    systems and a system file."""
+    return (f"a preset ({', '.join(preset_names())}), a shipped system ({', '.join(shipped_system_names())}) "
+            "or a system file (FILE.toml)")
+
+
 def did_you_mean(value: str) -> str:
     """`` (did you mean ...?)`` naming the presets and shipped systems ``value`` is part of
     (``h100``: dgx_h100, azure_nd_h100_v5, oci_bm_gpu_h100_8) or a slip of (``dgx_h1000``),
@@ -390,8 +397,7 @@ def resolve_system(value: str) -> tuple[str | ServerSpec, str, dict]:
     name = system_name(value)
     if name not in preset_names():
         raise InputError(
-            f"unknown system {value!r}{did_you_mean(value)}: expected a preset ({', '.join(preset_names())}), "
-            f"a shipped system ({', '.join(shipped_system_names())}) or a system file (FILE.toml)"
+            f"unknown system {value!r}{did_you_mean(value)}: expected {systems_expected()}"
         )
     return name, name, {}
 

@@ -318,7 +318,8 @@ def plot_history(
     binary = checks["binary"][-1] if binary is None else binary
     keep = checks["binary"] == binary
     if system is not None:
-        keep &= np.array([system_name(str(name)) == system_name(system) for name in checks["system"]], dtype=bool)
+        wanted = system_name(system)
+        keep &= np.array([system_name(str(name)) == wanted for name in checks["system"]], dtype=bool)
     if not keep.any():
         raise InputError(f"{history.path}: no check of {binary}{'' if system is None else ' on ' + system}")
     when = dict(zip(checks["check_id"][keep].tolist(), checks["time_unix"][keep].tolist(), strict=True))

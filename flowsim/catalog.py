@@ -124,9 +124,10 @@ def describe_system(system: SystemFile) -> str:
         lines.append("  NCCL environment its software sets (under --nccl-env): "
                      + " ".join(f"{key}={value}" for key, value in spec.nccl_env))
     if system.cluster:
-        n_nodes = system.cluster.get("n_nodes", 1)
-        fabric = resolve_fabric(system.cluster.get("fabric", "auto"), n_nodes)
-        cluster = build_cluster(spec, figure="nominal", **system.cluster)
+        layout = {"n_nodes": 1, **system.cluster}
+        n_nodes = layout["n_nodes"]
+        fabric = resolve_fabric(layout.get("fabric", "auto"), n_nodes)
+        cluster = build_cluster(spec, figure="nominal", **layout)
         switch = system.cluster.get("switch") or (default_switch(spec.compute_nic).name if spec.n_nics else "-")
         lines.append(f"  cluster: {n_nodes} server(s), {len(cluster.gpus())} GPUs, {fabric} compute fabric "
                      f"({switch if fabric != 'none' else 'no switches'}, oversubscription "

@@ -20,7 +20,8 @@ from flowsim.presets import preset, preset_names, preset_spec
 from flowsim.scenario import load_scenario, parse_scenario
 from flowsim.servers import build_server
 from flowsim.sweep import load_sweep
-from flowsim.systemfile import format_system, load_system, parse_system, resolve_system, shipped_system_names
+from flowsim.systemfile import (find_system, format_system, load_system, parse_system, resolve_system,
+                                shipped_system_names)
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 L40S = DATA / "systems" / "l40s.toml"
@@ -375,6 +376,17 @@ def test_presets_lists_and_describes_the_shipped_systems(capsys):
     assert "compute NICs: 8 x eth400g (efa), up to 1 GPU(s) each: 400.00 GB/s nominal, 384.00 GB/s effective" in out
     assert "network latency its NCCL plugin reports: 35 us, which NCCL's tuner adds to each inter-server step" in out
     assert "latency a step between servers pays on the wire: 23 us on top of NCCL's figure" in out
+
+
+@pytest.mark.parametrize("name", shipped_system_names())
+def test_presets_describes_every_shipped_system(name, capsys):
+    # Rack-scale systems' [cluster] tables give a fabric and no node count (one rack): that
+    # described the cluster with a Python error.
+    assert flowsim(["presets", name]) == 0
+    out = capsys.readouterr().out
+    cluster = find_system(name).cluster
+    if cluster:
+        assert f"  cluster: {cluster.get('n_nodes', 1)} server(s), " in out
 
 
 def test_a_scenario_names_a_shipped_system_as_cluster_with_dashes_or_underscores():

@@ -188,6 +188,24 @@ class ServerSpec:
             if link_technology(technology).tier != LinkTier.SCALE_OUT:
                 raise InputError(f"{what} technology {technology!r} is not a network one")
         self._check_switches(n)
+        if self.cpu == "grace" and self.sockets > 1 and self.gpu_fabric != "nvswitch":
+            self._check_grace_paths()
+
+    def _check_grace_paths(self) -> None:
+        # Graces share no inter-socket link, and no route passes through a GPU: two GPUs need an
+        # NVLink between them or a Grace both reach (by NVLink-C2C or their PCIe switches).
+        n = self.n_gpus
+        per_grace = -(-n // self.sockets)
+        graces = [{g // per_grace} for g in range(n)]
+        for j, switch in enumerate(self.switches):
+            for g in switch.gpus:
+                graces[g].add(self.socket_of(j))
+        counts = self.nvlink_counts if self.gpu_fabric == "nvlink_mesh" else None
+        for a in range(n):
+            for b in range(a + 1, n):
+                if not graces[a] & graces[b] and not (counts is not None and counts[a][b]):
+                    raise InputError(f"GPUs {a} and {b} are on different Graces, which share no inter-socket "
+                                     "link, and no NVLink joins them: give them NVLinks or one Grace")
 
     def _check_mesh(self) -> None:
         counts = self.nvlink_counts
@@ -195,8 +213,11 @@ class ServerSpec:
         if counts is None or len(counts) != n or any(len(row) != n for row in counts):
             raise InputError(f"an NVLink mesh needs a {n} x {n} matrix of NVLink counts")
         matrix = np.array(counts, dtype=np.int64)
-        if (matrix < 0).any() or np.diagonal(matrix).any() or (matrix != matrix.T).any():
-            raise InputError("NVLink counts must be >= 0, symmetric, with a zero diagonal")
+        wrong = np.argwhere((matrix < 0) | (matrix != matrix.T) | np.eye(n, dtype=bool) & (matrix != 0))
+        if wrong.size:
+            i, j = (int(v) for v in wrong[0])
+            raise InputError(f"NVLink counts must be >= 0, symmetric, with a zero diagonal: GPU {i} to GPU {j} has "
+                             f"{int(matrix[i, j])}" + (f", GPU {j} to GPU {i} {int(matrix[j, i])}" if i != j else ""))
         assert self.nvlink is not None
         most = nvlink_generation(self.nvlink).links_per_gpu
         busiest = int(matrix.sum(axis=1).argmax())

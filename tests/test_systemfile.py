@@ -119,8 +119,41 @@ def test_errors_name_the_file_and_the_key(tmp_path, change, message):
 
 def test_a_mesh_needs_a_symmetric_matrix(tmp_path):
     text = format_system(preset_spec("dgx1_v100")).replace("[0, 1, 1, 2, 2, 0, 0, 0]", "[0, 1, 1, 2, 2, 1, 0, 0]")
-    with pytest.raises(InputError, match=re.escape("dgx1.toml: server: NVLink counts must be >= 0, symmetric")):
+    with pytest.raises(InputError, match=re.escape("dgx1.toml: server: NVLink counts must be >= 0, symmetric, with a "
+                                                  "zero diagonal: GPU 0 to GPU 5 has 1, GPU 5 to GPU 0 0")):
         parse_system(text, source="dgx1.toml")
+
+
+_GRACE_CHAIN = """[server]
+gpu = "GH200"
+gpus = 4
+gpu_fabric = "nvlink_mesh"
+nvlink = "nvlink4"
+nvlink_counts = [[0, 6, 0, 0], [6, 0, 6, 0], [0, 6, 0, 6], [0, 0, 6, 0]]
+pcie = { generation = 5 }
+cpu = { sockets = 4, kind = "grace", memory = "lpddr5x_grace" }
+nics = { count = 4, speed_gbps = 200, kind = "roce" }
+"""
+
+
+def test_gpus_on_graces_no_link_joins_are_refused_where_the_file_is_read():
+    # Each GH200 here is its own Grace, Graces share no inter-socket link and routes do not pass
+    # through GPUs, so GPUs 0 and 2 (NVLinks 0-1-2 only) could talk over nothing: a collective
+    # then failed to route. With every pair linked (CSCS's quad node) the file is read.
+    with pytest.raises(InputError, match=re.escape("g.toml: server: GPUs 0 and 2 are on different Graces, which share "
+                                                  "no inter-socket link, and no NVLink joins them")):
+        parse_system(_GRACE_CHAIN, source="g.toml")
+    full = _GRACE_CHAIN.replace("[[0, 6, 0, 0], [6, 0, 6, 0], [0, 6, 0, 6], [0, 0, 6, 0]]",
+                                "[[0, 6, 6, 6], [6, 0, 6, 6], [6, 6, 0, 6], [6, 6, 6, 0]]")
+    assert parse_system(full, source="g.toml").spec.n_gpus == 4
+    # Two GH200 on one Grace each, PCIe only, joined through a PCIe switch under one Grace: read.
+    pcie = ('[server]\ngpu = "GH200"\ngpus = 2\ngpu_fabric = "pcie"\n'
+            'pcie = { generation = 5, switches = [{ gpus = [0, 1], socket = 0 }] }\n'
+            'cpu = { sockets = 2, kind = "grace", memory = "lpddr5x_grace" }\n')
+    assert parse_system(pcie, source="p.toml").spec.n_gpus == 2
+    with pytest.raises(InputError, match="GPUs 0 and 1 are on different Graces"):
+        parse_system(pcie.replace("switches = [{ gpus = [0, 1], socket = 0 }]", "switches = [[0], [1]]"),
+                     source="p.toml")
 
 
 def _rows(out: str) -> list[list[str]]:

@@ -38,6 +38,10 @@ __all__ = ["CPU_KINDS", "GPU_FABRICS", "PcieSwitch", "ServerSpec", "build_server
 
 #: How a server's GPUs reach each other.
 GPU_FABRICS = ("nvswitch", "nvlink_mesh", "pcie")
+
+#: The most GPUs, CPU sockets and front-end ports a server may have: an NVLink domain reaches
+#: 576 GPUs (docs/hardware.md §1.3), and a larger count is a typo that would take without end to build.
+MAX_SERVER_PARTS = 576
 #: Host kinds: x86 sockets with PCIe root complexes, or Grace superchips (NVLink-C2C to GPUs).
 CPU_KINDS = ("x86", "grace")
 
@@ -149,6 +153,10 @@ class ServerSpec:
         n = whole_number("gpus", self.n_gpus)
         whole_number("sockets", self.sockets)
         whole_number("frontend ports", self.frontend_ports, minimum=0)
+        for what, count in (("GPUs", n), ("sockets", self.sockets), ("front-end ports", self.frontend_ports)):
+            if count > MAX_SERVER_PARTS:
+                raise InputError(f"{count} {what}: a server has at most {MAX_SERVER_PARTS} (an NVLink domain's "
+                                 "most GPUs, docs/hardware.md §1.3)")
         if whole_number("hosts", self.hosts) > n or n % self.hosts:
             raise InputError(f"{self.hosts} hosts cannot split {n} GPUs evenly")
         latencies = [("network latency", self.net_latency_us)]
@@ -212,14 +220,21 @@ class ServerSpec:
         n = self.n_gpus
         if counts is None or len(counts) != n or any(len(row) != n for row in counts):
             raise InputError(f"an NVLink mesh needs a {n} x {n} matrix of NVLink counts")
-        matrix = np.array(counts, dtype=np.int64)
-        wrong = np.argwhere((matrix < 0) | (matrix != matrix.T) | np.eye(n, dtype=bool) & (matrix != 0))
-        if wrong.size:
-            i, j = (int(v) for v in wrong[0])
-            raise InputError(f"NVLink counts must be >= 0, symmetric, with a zero diagonal: GPU {i} to GPU {j} has "
-                             f"{int(matrix[i, j])}" + (f", GPU {j} to GPU {i} {int(matrix[j, i])}" if i != j else ""))
         assert self.nvlink is not None
         most = nvlink_generation(self.nvlink).links_per_gpu
+        for i, row in enumerate(counts):
+            for j, count in enumerate(row):
+                if count < 0:
+                    raise InputError(f"NVLink counts must be >= 0: GPU {i} to GPU {j} has {count}")
+                if count > most:  # before int64 takes it: a count may be any integer
+                    raise InputError(f"GPU {i} to GPU {j}: {count} NVLinks; a {nvlink_generation(self.nvlink).gpu} "
+                                     f"has at most {most} ({self.nvlink})")
+        matrix = np.array(counts, dtype=np.int64)
+        wrong = np.argwhere((matrix != matrix.T) | np.eye(n, dtype=bool) & (matrix != 0))
+        if wrong.size:
+            i, j = (int(v) for v in wrong[0])
+            raise InputError(f"NVLink counts must be symmetric, with a zero diagonal: GPU {i} to GPU {j} has "
+                             f"{int(matrix[i, j])}" + (f", GPU {j} to GPU {i} {int(matrix[j, i])}" if i != j else ""))
         busiest = int(matrix.sum(axis=1).argmax())
         if matrix[busiest].sum() > most:
             raise InputError(f"GPU {busiest} has {int(matrix[busiest].sum())} NVLinks; a "

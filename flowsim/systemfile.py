@@ -38,7 +38,7 @@ from flowsim.errors import InputError, read_text_file
 from flowsim.fabrics import FABRICS
 from flowsim.hardware import gpu_nvlinks, nvswitch_generation
 from flowsim.presets import preset_names, system_name
-from flowsim.servers import CPU_KINDS, GPU_FABRICS, PcieSwitch, ServerSpec
+from flowsim.servers import CPU_KINDS, GPU_FABRICS, MAX_SERVER_PARTS, PcieSwitch, ServerSpec
 from flowsim.tomlcheck import Where, join, show
 
 __all__ = [
@@ -230,6 +230,9 @@ def _server(where: Where, server: Mapping, name: str) -> ServerSpec:
                         "pcie", "cpu", "nics", "frontend", "hosts"), "server")
     gpu = where.string(server, "gpu", "server")
     n_gpus = where.integer(server, "gpus", "server", 1)
+    if n_gpus > MAX_SERVER_PARTS:  # before the switches take it as a range
+        raise where.error("server.gpus", f"expected at most {MAX_SERVER_PARTS} (an NVLink domain's most GPUs, "
+                                         f"docs/hardware.md §1.3), got {n_gpus}")
     fabric = _gpu_fabric(where, server, gpu, n_gpus)
     cpu = where.table(server.get("cpu", {}), "server.cpu")
     where.only(cpu, ("kind", "sockets", "interconnect", "memory"), "server.cpu")
@@ -241,7 +244,7 @@ def _server(where: Where, server: Mapping, name: str) -> ServerSpec:
     pcie = where.table(server.get("pcie", {}), "server.pcie")
     where.only(pcie, ("generation", "switches"), "server.pcie")
     generation = pcie.get("generation")
-    if generation not in _PCIE_GENERATIONS or isinstance(generation, bool):
+    if not isinstance(generation, int) or isinstance(generation, bool) or generation not in _PCIE_GENERATIONS:
         raise where.error("server.pcie.generation", f"expected one of {', '.join(map(str, _PCIE_GENERATIONS))}, "
                                                     f"got {show(generation)}")
     switches = _switches(where, pcie, n_gpus, sockets)

@@ -20,8 +20,14 @@ from flowsim.presets import preset, preset_names, preset_spec
 from flowsim.scenario import load_scenario, parse_scenario
 from flowsim.servers import build_server
 from flowsim.sweep import load_sweep
-from flowsim.systemfile import (find_system, format_system, load_system, parse_system, resolve_system,
-                                shipped_system_names)
+from flowsim.systemfile import (
+    find_system,
+    format_system,
+    load_system,
+    parse_system,
+    resolve_system,
+    shipped_system_names,
+)
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 L40S = DATA / "systems" / "l40s.toml"
@@ -104,6 +110,13 @@ def test_every_preset_written_as_a_system_file_builds_the_same_topology(name):
          "l40s.toml: server.nics.step_latency_us: expected a number of microseconds >= 0, got inf"),
         ("hosts = 3", "l40s.toml: server: 3 hosts cannot split 8 GPUs evenly"),
         ("hosts = 0", "l40s.toml: server.hosts: expected an integer >= 1, got an integer 0"),
+        # A list where a number goes was a Python error (a list cannot be looked up); counts past
+        # any server's built one node each, without end.
+        ("pcie = { generation = [4, 5] }", "l40s.toml: server.pcie.generation: expected one of 3, 4, 5, 6, got an array"),
+        ('cpu = { sockets = 100000000000000000000, interconnect = "upi_sapphire_rapids", memory = "ddr5_4800_8ch" }',
+         "l40s.toml: server: 100000000000000000000 sockets: a server has at most 576"),
+        ("frontend = { ports = 1000000, speed_gbps = 100 }", "l40s.toml: server: 1000000 front-end ports: a server has at"),
+        ("gpus = 100000000000000000000", "l40s.toml: server.gpus: expected at most 576 (an NVLink domain's most GPUs"),
     ],
 )
 def test_errors_name_the_file_and_the_key(tmp_path, change, message):
@@ -119,9 +132,19 @@ def test_errors_name_the_file_and_the_key(tmp_path, change, message):
 
 def test_a_mesh_needs_a_symmetric_matrix(tmp_path):
     text = format_system(preset_spec("dgx1_v100")).replace("[0, 1, 1, 2, 2, 0, 0, 0]", "[0, 1, 1, 2, 2, 1, 0, 0]")
-    with pytest.raises(InputError, match=re.escape("dgx1.toml: server: NVLink counts must be >= 0, symmetric, with a "
-                                                  "zero diagonal: GPU 0 to GPU 5 has 1, GPU 5 to GPU 0 0")):
+    with pytest.raises(InputError, match=re.escape("dgx1.toml: server: NVLink counts must be symmetric, with a zero "
+                                                  "diagonal: GPU 0 to GPU 5 has 1, GPU 5 to GPU 0 0")):
         parse_system(text, source="dgx1.toml")
+
+
+def test_nvlink_counts_out_of_any_range_are_refused_by_pair():
+    # 10**20 overflowed NumPy's int64 with a Python error before the per-GPU limit was checked.
+    spec = preset_spec("dgx1_v100")
+    for count, message in ((10**20, "GPU 0 to GPU 1: 100000000000000000000 NVLinks; a V100 has at most 6 (nvlink2)"),
+                           (-1, "NVLink counts must be >= 0: GPU 0 to GPU 1 has -1")):
+        text = format_system(spec).replace("[0, 1, 1, 2, 2, 0, 0, 0]", f"[0, {count}, 1, 2, 2, 0, 0, 0]")
+        with pytest.raises(InputError, match=re.escape(f"dgx1.toml: server: {message}")):
+            parse_system(text, source="dgx1.toml")
 
 
 _GRACE_CHAIN = """[server]

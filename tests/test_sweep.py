@@ -440,11 +440,42 @@ def test_a_failing_run_is_recorded_and_the_cli_says_so(tmp_path, capsys):
     spec = write_spec(tmp_path, '[sweep.grid]\n"workload.collective.0.algorithm" = ["ring", "bogus", "tree"]\n',
                       ["makespan_s", "busbw_Bps"])
     assert flowsim_sweep(spec, "-o", tmp_path / "out.h5", "--workers", "1") == 1
-    assert "3 runs (3 ran, 1 failed)" in capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert "3 runs (3 ran, 1 failed)" in out
+    # Which run failed and why, without opening the table: the run, its parameters, its error.
+    failed = [line for line in err.splitlines() if line.startswith("failed: ")]
+    assert len(failed) == 1 and failed[0].startswith('failed: run 1 (workload.collective.0.algorithm = "bogus"): ')
+    assert "bogus" in failed[0].split("): ", 1)[1]
     columns = read_results(tmp_path / "out.h5").columns
     assert columns["status"].tolist() == ["ok", "error", "ok"]
     assert "bogus" in columns["error"][1] and str(tmp_path / "base.toml") in columns["error"][1]
     assert np.isnan(columns["makespan_s"][1]) and (columns["makespan_s"][[0, 2]] > 0).all()
+
+
+def test_inspect_summarises_a_results_table(tmp_path, capsys):
+    # 'flowsim inspect' on a sweep's table said "not a flowsim trace"; it now shows the runs.
+    spec = write_spec(tmp_path, '[sweep.grid]\n"workload.collective.0.algorithm" = ["ring", "bogus", "tree"]\n')
+    assert flowsim_sweep(spec, "-o", tmp_path / "out.h5", "--workers", "1", "-q") == 1
+    capsys.readouterr()
+    from flowsim.cli import main
+
+    assert main(["inspect", str(tmp_path / "out.h5"), "--top", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1:4] == ["runs: 3 (2 ok, 1 failed)", "parameters: workload.collective.0.algorithm",
+                          "metrics: makespan_s, n_events"]
+    assert lines[4].split() == ["index", "workload.collective.0.algorithm", "makespan_s", "n_events", "status"]
+    assert lines[5].split()[:2] == ["0", "ring"] and lines[5].split()[4] == "ok"
+    assert lines[6].split() == ["1", "bogus", "nan", "nan", "error"]
+    assert lines[7].startswith("... 1 more rows: flowsim.sweep.read_results(")
+    assert lines[8].startswith("error of run 1: ") and "bogus" in lines[8] and len(lines) == 9
+
+
+def test_the_cli_names_three_failed_runs_and_counts_the_rest(tmp_path, capsys):
+    spec = write_spec(tmp_path, '[sweep.grid]\n"workload.collective.0.algorithm" = ["a", "b", "c", "d", "e"]\n')
+    assert flowsim_sweep(spec, "-o", tmp_path / "out.h5", "--workers", "1", "-q") == 1
+    failed = [line for line in capsys.readouterr().err.splitlines() if line.startswith("failed: ")]
+    assert [line.split(" (")[0] for line in failed[:3]] == ["failed: run 0", "failed: run 1", "failed: run 2"]
+    assert failed[3:] == ["failed: 2 more runs (the table's 'error' column says why)"]
 
 
 def test_busbw_needs_one_collective(tmp_path):

@@ -2,7 +2,9 @@
 
 Prints the run's provenance, the topology, the flows, the makespan and flow completion times,
 the busiest links by mean utilization over the makespan, overall and per link tier group
-(NVLink, PCIe/host, InfiniBand, Ethernet), and a training step's breakdown.
+(NVLink, PCIe/host, InfiniBand, Ethernet), and a training step's breakdown. Given a sweep's
+results table (``flowsim sweep -o RESULTS.h5``) instead, prints its runs, their first
+``--top`` rows and the first errors.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 from flowsim.commands.argtypes import positive_int
 from flowsim.formatting import format_bytes, format_rate, format_seconds
 from flowsim.summary import describe
+from flowsim.sweep.journal import is_results_file, read_results
 from flowsim.trace import open_trace
 
 # describe and the format_* functions are flowsim.summary's and flowsim.formatting's, also
@@ -21,7 +24,11 @@ __all__ = ["add_parser", "describe", "format_bytes", "format_rate", "format_seco
 
 
 def inspect_command(args: argparse.Namespace) -> int:
-    """Handler of ``flowsim inspect``: print :func:`describe` of ``args.trace``."""
+    """Handler of ``flowsim inspect``: print :func:`describe` of ``args.trace``, or of a sweep's
+    results table :meth:`~flowsim.sweep.journal.SweepTable.describe` (``--top`` rows)."""
+    if is_results_file(args.trace):
+        print(read_results(args.trace).describe(args.top, path=args.trace))
+        return 0
     print(describe(open_trace(args.trace), args.top))
     return 0
 
@@ -31,7 +38,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser = subparsers.add_parser(
         "inspect", help="summarize a trace: topology, flows, makespan, busiest links", description=__doc__
     )
-    parser.add_argument("trace", type=Path, help="an HDF5 trace written by 'flowsim run'")
-    parser.add_argument("--top", type=positive_int, default=10, help="busiest links to list (default 10)")
+    parser.add_argument("trace", type=Path, help="an HDF5 trace written by 'flowsim run', or a sweep's results table")
+    parser.add_argument("--top", type=positive_int, default=10,
+                        help="busiest links to list, or a sweep table's rows (default 10)")
     parser.set_defaults(func=inspect_command)
     return parser

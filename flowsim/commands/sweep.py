@@ -6,7 +6,8 @@ scheduler). Each finished run is journalled in ``RESULTS.h5.journal``; rerunning
 command skips the runs already there, so a killed sweep resumes; with ``--traces DIR``, those
 whose trace is not in DIR run again to write it (their rows stay as journalled). The
 progress bar goes to stderr, the summary line to stdout. The exit status is 1 when any run
-failed (its error text is in the table) or a trace could not be written (named on stderr),
+failed (the first three are named on stderr with their parameters and error; every error is
+in the table) or a trace could not be written (named on stderr),
 130 after Ctrl-C (the table then holds the runs finished so far).
 
 A sweep with ``solve = "rates"`` solves each run's all-at-once max-min allocation instead of
@@ -30,6 +31,9 @@ from flowsim.batched import BACKENDS
 from flowsim.sweep import load_sweep, run_sweep
 
 __all__ = ["add_parser", "sweep_command"]
+
+#: Failed runs named on stderr, with their parameters and error; the table holds them all.
+_FAILURES_SHOWN = 3
 
 
 def sweep_command(args: argparse.Namespace) -> int:
@@ -63,6 +67,11 @@ def sweep_command(args: argparse.Namespace) -> int:
     failed = f", {outcome.n_failed} failed" if outcome.n_failed else ""
     for reason in outcome.untraced:
         print(f"trace not written: {reason}", file=sys.stderr)
+    for failure in outcome.failures[:_FAILURES_SHOWN]:
+        print(f"failed: {failure}", file=sys.stderr)
+    if outcome.n_failed > _FAILURES_SHOWN:
+        print(f"failed: {outcome.n_failed - _FAILURES_SHOWN} more runs (the table's 'error' column says why)",
+              file=sys.stderr)
     print(f"{outcome.n_runs} runs ({outcome.n_ran} ran{batches}{skipped}{retraced}{failed}) -> {outcome.output}")
     return 1 if outcome.n_failed or outcome.untraced else 0
 

@@ -4,6 +4,7 @@ batches, or an executor), journalling each result as it arrives, and the results
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -38,7 +39,8 @@ class SweepOutcome:
     ``batch_s`` the seconds that took; likewise for a time sweep on a backend. On the CPU
     engine's workers they are None, 0 and 0.0. ``n_retraced`` of the skipped runs ran again
     to write the trace asked for; ``untraced`` says, for each of those that failed, which run
-    and why (its row keeps the journal's result)."""
+    and why (its row keeps the journal's result). ``failures`` says, for each run in the
+    results whose status is ``"error"``, in run order, which run, its parameters and why."""
 
     output: Path
     journal: Path
@@ -52,6 +54,7 @@ class SweepOutcome:
     n_retraced: int = 0
     untraced: tuple[str, ...] = ()
     batch_s: float = 0.0
+    failures: tuple[str, ...] = ()
 
 def run_sweep(
     sweep: Sweep,
@@ -212,10 +215,17 @@ def _run_held(
             # batch reaching it and reaching ``records``.
             records = read_journal(journal)
             write_results(output, sweep, records)
-    n_failed = sum(records[run.key].status != "ok" for run in sweep.runs)
-    return SweepOutcome(output, journal, len(sweep.runs), len(unique), len(unique) - len(todo), len(todo), n_failed,
-                        None if solver is None else solver.backend, 0 if solver is None else solver.n_batches,
-                        len(retrace), tuple(untraced), 0.0 if solver is None else solver.batch_s)
+    failures = tuple(_failure(run, records[run.key]) for run in sweep.runs if records[run.key].status != "ok")
+    return SweepOutcome(output, journal, len(sweep.runs), len(unique), len(unique) - len(todo), len(todo),
+                        len(failures), None if solver is None else solver.backend,
+                        0 if solver is None else solver.n_batches, len(retrace), tuple(untraced),
+                        0.0 if solver is None else solver.batch_s, failures)
+
+
+def _failure(run: RunSpec, record: RunRecord) -> str:
+    """``run 3 (topology.n_nodes = 4, ...): why`` for a failed run."""
+    params = ", ".join(f"{path} = {json.dumps(value, default=str)}" for path, value in run.params.items())
+    return f"run {run.index} ({params}): {record.error}"
 
 
 def _trace_directory(traces: str | os.PathLike, output: Path, journal: Path) -> Path:

@@ -22,7 +22,8 @@ from flowsim.files import replaced_atomically
 from flowsim.sweep.runs import RunRecord
 from flowsim.sweep.spec import Sweep, canonical_json
 
-__all__ = ["FORMAT", "JournalWriter", "SweepTable", "journal_path", "read_journal", "read_results", "write_results"]
+__all__ = ["FORMAT", "JournalWriter", "SweepTable", "is_results_file", "journal_path", "read_journal", "read_results",
+           "write_results"]
 
 
 #: ``format`` attribute of a results file.
@@ -192,6 +193,51 @@ class SweepTable:
         import pandas as pd
 
         return pd.DataFrame(self.columns)
+
+    def describe(self, rows: int = 10, *, path: str | os.PathLike = "RESULTS.h5") -> str:
+        """A readable summary for ``flowsim inspect``: provenance, runs and failures, the first
+        ``rows`` rows (parameters, metrics, status) and the first errors."""
+        params = json.loads(self.attrs.get("parameters", "[]"))
+        metrics = json.loads(self.attrs.get("metrics", "[]"))
+        status = self.columns["status"]
+        failed = np.flatnonzero(status != "ok")
+        lines = [
+            f"sweep {self.attrs.get('sweep_source', '?')}: flowsim {self.attrs.get('flowsim_version', '?')}, "
+            f"written {self.attrs.get('created_utc', '?')}",
+            f"runs: {len(self)} ({len(self) - failed.size} ok, {failed.size} failed)",
+            f"parameters: {', '.join(params)}",
+            f"metrics: {', '.join(metrics)}",
+        ]
+        names = ["index", *params, *metrics, "status"]
+        shown = min(rows, len(self))
+        cells = [[_cell(self.columns[name][i]) for name in names] for i in range(shown)]
+        widths = [max(len(name), *(len(row[k]) for row in cells)) for k, name in enumerate(names)]
+        lines.append("  ".join(name.rjust(width) for name, width in zip(names, widths, strict=True)))
+        lines += ["  ".join(cell.rjust(width) for cell, width in zip(row, widths, strict=True)) for row in cells]
+        if shown < len(self):
+            lines.append(f"... {len(self) - shown} more rows: flowsim.sweep.read_results({str(path)!r}).to_pandas() "
+                         "reads the whole table")
+        for i in failed[:3]:
+            lines.append(f"error of run {int(self.columns['index'][i])}: {self.columns['error'][i]}")
+        if failed.size > 3:
+            lines.append(f"... {failed.size - 3} more errors in the 'error' column")
+        return "\n".join(lines)
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, (float, np.floating)):
+        return f"{float(value):.6g}"
+    return str(value)
+
+
+def is_results_file(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is an HDF5 file whose root says it is a sweep results table (False for
+    anything else, unreadable files included)."""
+    try:
+        with h5py.File(path, "r") as root:
+            return root.attrs.get("format") == FORMAT
+    except (OSError, ValueError):
+        return False
 
 
 def read_results(path: str | os.PathLike) -> SweepTable:

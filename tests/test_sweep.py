@@ -452,6 +452,18 @@ def test_a_failing_run_is_recorded_and_the_cli_says_so(tmp_path, capsys):
     assert np.isnan(columns["makespan_s"][1]) and (columns["makespan_s"][[0, 2]] > 0).all()
 
 
+def test_integers_past_int64_are_kept_as_text(tmp_path):
+    # A grid value of 10**20 stopped the table's writing with a Python error (int64 cannot
+    # hold it), after the runs; 2**53 + 1 among floats would have been rounded.
+    spec = write_spec(tmp_path, '[sweep.grid]\n"workload.collective.0.size_bytes" = [1, 100000000000000000000]\n'
+                                '"options.seed" = [0.5, 9007199254740993]\n')
+    outcome = run_sweep(load_sweep(spec), tmp_path / "out.h5", runner=fake_runner, workers=1)
+    columns = read_results(outcome.output).columns
+    assert columns["workload.collective.0.size_bytes"].tolist() == ["1", "1"] + ["100000000000000000000"] * 2
+    assert columns["options.seed"].tolist() == ["0.5", "9007199254740993"] * 2
+    assert columns["status"].tolist() == ["ok"] * 4
+
+
 def test_inspect_summarises_a_results_table(tmp_path, capsys):
     # 'flowsim inspect' on a sweep's table said "not a flowsim trace"; it now shows the runs.
     spec = write_spec(tmp_path, '[sweep.grid]\n"workload.collective.0.algorithm" = ["ring", "bogus", "tree"]\n')

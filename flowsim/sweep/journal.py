@@ -97,12 +97,14 @@ class JournalWriter:
 
 
 def _column(values: list) -> np.ndarray:
-    """Values of one parameter as a typed column; mixed or structured values as JSON text."""
+    """Values of one parameter as a typed column; mixed or structured values, and integers
+    int64 (or, among floats, float64) cannot hold exactly, as JSON text."""
     if all(isinstance(v, bool) for v in values):
         return np.array(values, dtype=np.bool_)
-    if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+    if all(isinstance(v, int) and not isinstance(v, bool) and -2**63 <= v < 2**63 for v in values):
         return np.array(values, dtype=np.int64)
-    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+    if all(isinstance(v, float) or isinstance(v, int) and not isinstance(v, bool) and abs(v) <= 2**53
+           for v in values):
         return np.array(values, dtype=np.float64)
     return np.array([v if isinstance(v, str) else canonical_json(v) for v in values], dtype=object)
 

@@ -114,6 +114,8 @@ class TrainingStep:
         float64[n_buckets]: when each bucket's last gradient is ready, in all-reduce order.
     bucket_bytes : numpy.ndarray
         float64[n_buckets]: each bucket's size.
+    ranks : tuple of str
+        The GPUs of the data-parallel group.
     forward_s : float
         When the forward pass ends and the backward pass begins.
     """
@@ -122,6 +124,7 @@ class TrainingStep:
     compute_s: float
     bucket_ready_s: np.ndarray
     bucket_bytes: np.ndarray
+    ranks: tuple[str, ...]
     forward_s: float = 0.0
 
     def compute_intervals(self, result: SimulationResult) -> list[tuple[int, int, np.ndarray, np.ndarray]]:
@@ -440,6 +443,7 @@ def data_parallel_step(
         float(forward_s + backward.sum()),
         np.array([at for _, at, _, _ in parts], dtype=np.float64),
         np.array([size for _, _, size, _ in parts], dtype=np.float64),
+        tuple(ranks),
         float(forward_s),
     )
 
@@ -687,13 +691,9 @@ def training_breakdown(
                  "n_microbatches": step.n_microbatches}
         bubble_s = step.bubble_s
     else:
-        phases = step.workload.tags.get("phase", ())
-        gpu = topology.node_kind == NodeKind.GPU
-        index = topology.node_index
-        # Gradient flows leave GPUs, and with NVLS a switch: the ranks are the GPUs among them.
-        ranks = {src for src, phase in zip(step.workload.src, phases, strict=False)
-                 if phase == "gradients" and gpu[index[src]]}
-        shape = {"tp": 1, "pp": 1, "dp": len(ranks), "ep": 1, "n_microbatches": 1}
+        # The group's own count: a step without gradient bytes has no gradient flows to count
+        # ranks from, and 0 made its trace unreadable.
+        shape = {"tp": 1, "pp": 1, "dp": len(step.ranks), "ep": 1, "n_microbatches": 1}
         bubble_s = 0.0
     return step_breakdown(
         topology, step.workload, mine, compute_s=step.compute_s, bubble_s=bubble_s,

@@ -409,6 +409,21 @@ def test_3d_step_from_a_scenario_matches_the_api():
     np.testing.assert_allclose(from_file.finish_s, direct.run.result.finish_s, rtol=1e-12)
 
 
+def test_a_step_without_gradient_bytes_writes_a_trace_that_reads_back(tmp_path):
+    # Its ranks were counted from its gradient flows, of which it has none: the trace said
+    # dp = 0, and 'flowsim inspect' refused it as damaged.
+    from flowsim.cli import main
+    from flowsim.trace import open_trace
+
+    scenario = tmp_path / "s.toml"
+    scenario.write_text('[topology]\ncluster = "dgx_h100"\nn_nodes = 2\nfigure = "effective"\nstorage_targets = 2\n'
+                        "[workload.training]\nlayers = 2\nlayer_backward_s = 1e-3\nlayer_grad_bytes = 0\n"
+                        "checkpoint_bytes_per_rank = 1e6\n")
+    assert main(["run", str(scenario), "-o", str(tmp_path / "t.h5"), "-q"]) == 0
+    assert open_trace(tmp_path / "t.h5").training.layout["dp"] == 16
+    assert main(["inspect", str(tmp_path / "t.h5")]) == 0
+
+
 def test_3d_example_scenario_runs_cut_down():
     path = SCENARIOS / "training_step_3d_dgx_h100.toml"
     doc = tomllib.loads(path.read_text())

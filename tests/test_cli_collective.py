@@ -143,10 +143,8 @@ def test_rows_say_what_nccl_runs_and_nccl_env_steers_it(capsys):
          "--nccl-env NCCL_ALGO is given twice"),
         (["--system", "dgx_h100", "--nccl-env", "NCCL_ALGO=Rings"], "unknown name 'Rings'"),
         (["--system", "dgx_h999"], "unknown system 'dgx_h999': expected a preset (pcie_server, dgx1_v100"),
-        (["--system", "dgx_h100", "--nodes", "0"], "n_nodes must be a positive integer"),
         (["--system", "dgx_h100", "-b", "1G", "-e", "1M"], "begin <= end"),
         (["--system", "dgx_h100", "-b", "1Q"], "size '1Q'"),
-        (["--system", "dgx_h100", "--channels", "0"], "channels must be a positive integer"),
         (["--system", "dgx_h100", "--algorithm", "p2p"], "no algorithm 'p2p' for all_reduce"),
         (["--system", "dgx_h100", "--algorithm", "tree", "--model", "stream"], "has no stream model"),
         (["--system", "dgx_h100", "-g", "16"], "-g 16: a nccl-tests thread drives GPUs of its own host, and each "
@@ -158,6 +156,22 @@ def test_bad_input_is_reported_not_raised(capsys, argv, message):
     assert flowsim(["collective", "all_reduce", *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith("flowsim: error: ") and message in err
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "expected"),
+    [("--nodes", "0", "a positive integer"), ("--channels", "0", "a positive integer"),
+     ("-g", "0", "a positive integer"), ("-m", "0", "a positive integer"), ("--slices", "-2", "a positive integer"),
+     ("-G", "-1", "a non-negative integer"), ("--seed", "-1", "a non-negative integer")],
+)
+def test_counts_out_of_range_are_refused_naming_the_option(capsys, option, value, expected):
+    # As argparse reports a bad value: the option, not a name inside flowsim ('gpus_per_thread').
+    with pytest.raises(SystemExit) as exit_:
+        flowsim(["collective", "all_reduce", "--system", "dgx_h100", option, value])
+    assert exit_.value.code == 2
+    name = {"-g": "-g/--ngpus", "-m": "-m/--agg_iters", "-G": "-G/--cudagraph"}.get(option, option)
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"flowsim collective: error: argument {name}: expected {expected}, got '{value}'")
 
 
 def test_rows_are_printed_as_their_sizes_finish(capsys, monkeypatch):

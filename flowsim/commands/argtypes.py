@@ -24,7 +24,8 @@ from flowsim.topology import Topology
 T = TypeVar("T")
 
 __all__ = ["add_cluster_arguments", "add_failure_arguments", "add_nccl_arguments", "cluster_options",
-           "collective_arg", "failed_cluster", "number_type", "parse_degrade", "parse_nccl_env", "positive_int"]
+           "collective_arg", "failed_cluster", "non_negative_int", "number_type", "parse_degrade", "parse_nccl_env",
+           "positive_int"]
 
 
 def number_type(convert: Callable[[str], T], accept: Callable[[T], bool], expected: str) -> Callable[[str], T]:
@@ -46,6 +47,9 @@ def number_type(convert: Callable[[str], T], accept: Callable[[T], bool], expect
 
 #: An argparse ``type``: a positive integer.
 positive_int = number_type(int, lambda value: value >= 1, "a positive integer")
+
+#: An argparse ``type``: an integer >= 0.
+non_negative_int = number_type(int, lambda value: value >= 0, "a non-negative integer")
 
 
 def collective_arg(text: str) -> str:

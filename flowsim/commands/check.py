@@ -70,6 +70,7 @@ from flowsim.commands.argtypes import (
     collective_arg,
     parse_degrade,
     parse_nccl_env,
+    positive_int,
 )
 from flowsim.errors import STDIN, InputError, read_stdin
 from flowsim.hardware import FIGURES
@@ -240,9 +241,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "writes; several files are checked one after another; '-' reads standard input (a pasted or piped log)"
     )
     add_cluster_arguments(parser, required=False)
-    parser.add_argument("--nodes", type=int, help="servers (default: the hosts named in the rank lines)")
+    parser.add_argument("--nodes", type=positive_int, help="servers (default: the hosts named in the rank lines)")
     parser.add_argument(
-        "--gpus-per-node", type=int, help="GPUs used per server, for output without '#  Rank' lines (with --nodes)"
+        "--gpus-per-node", type=positive_int,
+        help="GPUs used per server, for output without '#  Rank' lines (with --nodes)",
     )
     parser.add_argument(
         "--threshold",

@@ -43,7 +43,9 @@ from flowsim.commands.argtypes import (
     cluster_options,
     collective_arg,
     failed_cluster,
+    non_negative_int,
     parse_nccl_env,
+    positive_int,
 )
 from flowsim.commands.progress import Notes, add_progress_argument, show_progress
 from flowsim.errors import InputError
@@ -73,18 +75,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "(allreduce, alltoall_perf, sendrecv ...)",
     )
     add_cluster_arguments(parser, required=True)
-    parser.add_argument("--nodes", type=int, help="number of servers (default: the system file's, else 1)")
+    parser.add_argument("--nodes", type=positive_int, help="number of servers (default: the system file's, else 1)")
     parser.add_argument("-b", "--minbytes", default="32M", help="smallest size, e.g. 8, 512K, 1G (default 32M)")
     parser.add_argument("-e", "--maxbytes", default="32M", help="largest size (default 32M)")
     parser.add_argument("-f", "--stepfactor", type=int, default=2, help="size multiplication factor (default 2)")
     parser.add_argument("-d", "--datatype", default="float", choices=tuple(DTYPE_BYTES))
     parser.add_argument(
-        "-g", "--ngpus", type=int, default=1,
+        "-g", "--ngpus", type=positive_int, default=1,
         help="GPUs each nccl-tests thread drives (default 1): one kernel launch per GPU per iteration, "
              "which bounds small sizes (docs/hardware.md 6.2)",
     )
-    parser.add_argument("-m", "--agg_iters", type=int, default=1, help="collectives per iteration (default 1)")
-    parser.add_argument("-G", "--cudagraph", type=int, default=0, help="CUDA graph launches (default 0: none)")
+    parser.add_argument("-m", "--agg_iters", type=positive_int, default=1, help="collectives per iteration (default 1)")
+    parser.add_argument("-G", "--cudagraph", type=non_negative_int, default=0,
+                        help="CUDA graph launches (default 0: none)")
     parser.add_argument(
         "--algorithm",
         default="auto",
@@ -102,8 +105,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     add_nccl_arguments(parser)
     add_failure_arguments(parser)
-    parser.add_argument("--channels", type=int, help="default: the channels NCCL runs each size on")
-    parser.add_argument("--slices", type=int, help="pieces per message (default: NCCL slot sized)")
+    parser.add_argument("--channels", type=positive_int, help="default: the channels NCCL runs each size on")
+    parser.add_argument("--slices", type=positive_int, help="pieces per message (default: NCCL slot sized)")
     parser.add_argument(
         "--model",
         default="auto",
@@ -113,7 +116,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     parser.add_argument("--figure", default="effective", choices=FIGURES, help="link rates (default effective)")
     parser.add_argument("--routing", default="ecmp", choices=tuple(METHODS), help="path choice between servers")
-    parser.add_argument("--seed", type=int, default=0, help="ECMP hash seed")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="ECMP hash seed")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     add_progress_argument(parser)
     parser.set_defaults(func=run_collective)

@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 
 from flowsim.batched import BACKENDS
+from flowsim.commands.argtypes import positive_int
 from flowsim.sweep import load_sweep, run_sweep
 
 __all__ = ["add_parser", "sweep_command"]
@@ -85,7 +86,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("sweep", type=Path, help="a TOML sweep spec")
     parser.add_argument("-o", "--output", type=Path, required=True, help="HDF5 results table to write")
     parser.add_argument(
-        "--workers", type=int, default=None, help="worker processes (default: every core; 1 runs serially)"
+        "--workers", type=positive_int, default=None, help="worker processes (default: every core; 1 runs serially)"
     )
     parser.add_argument(
         "--dask", metavar="ADDRESS", default=None,

@@ -138,6 +138,8 @@ def _binned_utilization(trace: Trace, link: int, edges_s: np.ndarray) -> np.ndar
     """Mean utilization of ``link`` in each bin between ``edges_s``: the bytes it carried in
     the bin (exactly, from its rate segments) over what it could have carried."""
     start, end, rate = trace.link_segments(link)
+    if start.size == 0:  # bytes too few for any rate segment to be recorded (1e-300 B, say)
+        return np.zeros(edges_s.size - 1)
     # Bytes carried so far is piecewise linear with knots at every segment's start and end;
     # it stays flat across the gaps between segments (rate 0 is not recorded).
     knots_s = np.column_stack([start, end]).ravel()

@@ -14,6 +14,7 @@ import textwrap
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from flowsim import __version__ as flowsim_version
@@ -287,6 +288,23 @@ def test_plots_of_a_trace_without_flows(tmp_path, kind):
             flowsim("plot", tmp_path / "t.h5", "--kind", kind, "-o", tmp_path / "p.png")
         assert not (tmp_path / "p.png").exists()
         return
+    assert flowsim("plot", tmp_path / "t.h5", "--kind", kind, "-o", tmp_path / "p.png") == 0
+    assert (tmp_path / "p.png").read_bytes().startswith(PNG_MAGIC)
+
+
+@pytest.mark.parametrize("kind", ["utilization", "tiers"])
+def test_plots_of_links_whose_bytes_left_no_rate_segment(tmp_path, kind):
+    # 1e-300 B a flow: the links count bytes, but each transfer takes no time, so no rate
+    # segment is recorded; the tier plot's per-bin bytes interpolated over no points (a
+    # Python error).
+    pytest.importorskip("matplotlib")
+    scenario = tmp_path / "tiny.toml"
+    scenario.write_text('[topology]\ncluster = "dgx_h100"\nn_nodes = 2\nfigure = "effective"\n'
+                        '[[workload.collective]]\nop = "all_reduce"\nsize_bytes = 1e-300\n')
+    assert flowsim("run", scenario, "-o", tmp_path / "t.h5", "-q") == 0
+    trace = open_trace(tmp_path / "t.h5")
+    carrying = np.flatnonzero(trace.link_bytes > 0)
+    assert carrying.size and all(trace.link_segments(link)[0].size == 0 for link in carrying.tolist())
     assert flowsim("plot", tmp_path / "t.h5", "--kind", kind, "-o", tmp_path / "p.png") == 0
     assert (tmp_path / "p.png").read_bytes().startswith(PNG_MAGIC)
 

@@ -42,6 +42,7 @@ GPU_FABRICS = ("nvswitch", "nvlink_mesh", "pcie")
 #: The most GPUs, CPU sockets and front-end ports a server may have: an NVLink domain reaches
 #: 576 GPUs (docs/hardware.md §1.3), and a larger count is a typo that would take without end to build.
 MAX_SERVER_PARTS = 576
+
 #: Host kinds: x86 sockets with PCIe root complexes, or Grace superchips (NVLink-C2C to GPUs).
 CPU_KINDS = ("x86", "grace")
 

@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+import h5py
 import numpy as np
 import pytest
 
@@ -41,6 +42,7 @@ from flowsim.sweep import (
     read_journal,
     read_results,
     run_sweep,
+    write_results,
 )
 from flowsim.trace import open_trace
 
@@ -473,13 +475,37 @@ def test_inspect_summarises_a_results_table(tmp_path, capsys):
 
     assert main(["inspect", str(tmp_path / "out.h5"), "--top", "2"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1:4] == ["runs: 3 (2 ok, 1 failed)", "parameters: workload.collective.0.algorithm",
+    assert lines[1:4] == ["runs: 3 of 3 finished (2 ok, 1 failed)", "parameters: workload.collective.0.algorithm",
                           "metrics: makespan_s, n_events"]
     assert lines[4].split() == ["index", "workload.collective.0.algorithm", "makespan_s", "n_events", "status"]
     assert lines[5].split()[:2] == ["0", "ring"] and lines[5].split()[4] == "ok"
     assert lines[6].split() == ["1", "bogus", "nan", "nan", "error"]
     assert lines[7].startswith("... 1 more rows: flowsim.sweep.read_results(")
     assert lines[8].startswith("error of run 1: ") and "bogus" in lines[8] and len(lines) == 9
+
+
+def test_inspect_summarises_a_table_of_no_finished_runs(tmp_path, capsys):
+    # A sweep interrupted before its first run finished writes a table of no rows.
+    sweep = load_sweep(write_spec(tmp_path, SIZES))
+    write_results(tmp_path / "out.h5", sweep, {})
+    from flowsim.cli import main
+
+    assert main(["inspect", str(tmp_path / "out.h5")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == "runs: 0 of 6 finished (0 ok, 0 failed)" and len(lines) == 5
+
+
+def test_a_damaged_results_table_is_named_in_one_line(tmp_path):
+    sweep = load_sweep(write_spec(tmp_path, SIZES))
+    path = write_results(tmp_path / "out.h5", sweep, {})
+    with h5py.File(path, "a") as root:
+        del root["runs"]["status"]
+    with pytest.raises(InputError, match=r"out\.h5: damaged sweep results table: .*'status'"):
+        read_results(path)
+    with h5py.File(path, "a") as root:
+        root["runs"].attrs["columns"] = json.dumps(["index", "key", "error"])
+    with pytest.raises(InputError, match=r"out\.h5: damaged sweep results table: no 'status' column"):
+        read_results(path)
 
 
 def test_the_cli_names_three_failed_runs_and_counts_the_rest(tmp_path, capsys):

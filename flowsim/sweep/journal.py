@@ -206,14 +206,15 @@ class SweepTable:
         lines = [
             f"sweep {self.attrs.get('sweep_source', '?')}: flowsim {self.attrs.get('flowsim_version', '?')}, "
             f"written {self.attrs.get('created_utc', '?')}",
-            f"runs: {len(self)} ({len(self) - failed.size} ok, {failed.size} failed)",
+            f"runs: {len(self)} of {self.attrs.get('n_runs', len(self))} finished ({len(self) - failed.size} ok, "
+            f"{failed.size} failed)",
             f"parameters: {', '.join(params)}",
             f"metrics: {', '.join(metrics)}",
         ]
         names = ["index", *params, *metrics, "status"]
         shown = min(rows, len(self))
         cells = [[_cell(self.columns[name][i]) for name in names] for i in range(shown)]
-        widths = [max(len(name), *(len(row[k]) for row in cells)) for k, name in enumerate(names)]
+        widths = [max([len(name), *(len(row[k]) for row in cells)]) for k, name in enumerate(names)]
         lines.append("  ".join(name.rjust(width) for name, width in zip(names, widths, strict=True)))
         lines += ["  ".join(cell.rjust(width) for cell, width in zip(row, widths, strict=True)) for row in cells]
         if shown < len(self):
@@ -248,7 +249,7 @@ def read_results(path: str | os.PathLike) -> SweepTable:
     Raises
     ------
     InputError
-        When the file cannot be opened or is not a sweep results file.
+        When the file cannot be opened, is not a sweep results file or lacks a part of one.
     """
     path = Path(path)
     try:
@@ -258,10 +259,16 @@ def read_results(path: str | os.PathLike) -> SweepTable:
     with root:
         if root.attrs.get("format") != FORMAT:
             raise InputError(f"{path}: not a flowsim sweep results file (format {root.attrs.get('format')!r})")
-        group = root["runs"]
-        columns = {}
-        for name in json.loads(group.attrs["columns"]):
-            dataset = group[name]
-            columns[name] = dataset.asstr()[()] if h5py.check_string_dtype(dataset.dtype) else dataset[()]
+        try:
+            group = root["runs"]
+            columns = {}
+            for name in json.loads(group.attrs["columns"]):
+                dataset = group[name]
+                columns[name] = dataset.asstr()[()] if h5py.check_string_dtype(dataset.dtype) else dataset[()]
+        except (KeyError, ValueError, TypeError, OSError) as err:  # a group, column or list missing or unreadable
+            raise InputError(f"{path}: damaged sweep results table: {err}") from None
+        missing = [name for name in ("index", "key", "status", "error") if name not in columns]
+        if missing:
+            raise InputError(f"{path}: damaged sweep results table: no {missing[0]!r} column")
         attrs = {k: v.item() if isinstance(v, np.generic) else v for k, v in root.attrs.items()}
     return SweepTable(columns, attrs)

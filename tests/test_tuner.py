@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import pytest
 
+from flowsim.collectives import collective_time
 from flowsim.collectives.constants import NCCL_VERSIONS
+from flowsim.collectives.report import busbw_Bps
 from flowsim.collectives.tuner import (
     NcclEnv,
     NcclGraph,
@@ -21,8 +23,10 @@ from flowsim.collectives.tuner import (
     nvls_tuning,
 )
 from flowsim.errors import InputError
-from flowsim.presets import preset
+from flowsim.hardware import link_rate
+from flowsim.presets import pcie_workstation_spec, preset
 from flowsim.routing import Router
+from flowsim.servers import build_server
 
 MiB, GiB = 1 << 20, 1 << 30
 
@@ -245,6 +249,28 @@ def test_an_efa_step_pays_its_own_latency_while_the_tuner_takes_the_reported_one
     # Without step_latency_us a server's steps pay what its plugin reports (the DGX presets: 0).
     dgx = build_cluster("dgx_h100", 2, figure="effective")
     assert dgx.server_step_latency_s.tolist() == dgx.server_net_latency_s.tolist() == [0.0, 0.0]
+
+
+def test_no_channel_at_the_slowest_speed_runs_nccls_one_channel_fallback():
+    # 8 RTX 5090 without peer-to-peer, four to a PCIe Gen5 switch: each staged hop crosses its
+    # switch's uplink up (the write to host memory) and down (the read), so four hops share
+    # each uplink and no ring channel fits Blackwell's slowest intra-server speed (18 GB/s).
+    # NCCL then runs one channel in rank order at a placeholder 0.1 GB/s ([NCCL] v2.30.7-1
+    # src/graph/search.cc, "falling back to simple order"); flowsim found no algorithm and
+    # refused the call.
+    t = build_server(pcie_workstation_spec(gpus_per_switch=4), figure="effective")
+    _, graphs = _graphs_of(t)
+    assert graphs["ring"] == graphs["tree"] == NcclGraph(1, 0.1, 0.1, fallback=True)
+    choice = nccl_choice(t, "all_reduce", GiB)
+    assert (choice.algorithm, choice.protocol, choice.n_channels, choice.fallback) == ("ring", "simple", 2, True)
+    # The placeholder is what NCCL's model divides by, not a cap: the ring moves a quarter of
+    # an uplink's rate (four hops each way), busbw = x16 Gen5 / 4.
+    run = collective_time(t, "all_reduce", GiB)
+    assert busbw_Bps("all_reduce", GiB, run.time_s, 8) == pytest.approx(link_rate("pcie5", figure="effective") / 4,
+                                                                         rel=0.01)
+    # Nor does it cap LL, whose channel flowsim holds to the model's bandwidth elsewhere: 64 KiB
+    # took 2.3 ms held to 0.1 GB/s, where its steps' latency is tens of microseconds.
+    assert collective_time(t, "all_reduce", 64 * 1024, protocol="ll").time_s < 100e-6
 
 
 @pytest.mark.parametrize(("name", "sm", "row"), [

@@ -509,7 +509,9 @@ def collective_workload(
     # out as one lane per distinct ring (one per rail across servers, one per mesh ring on an
     # NVLink mesh, one inside an NVSwitch server) whose cap is the sum of its channels'.
     topology_servers = rank_servers(topology, ranks)
-    capped = choice is not None and entry.name in ("ring", "tree")
+    # A fallback graph's speed is NCCL's placeholder (tuner.FALLBACK_GBPS): its one channel
+    # moves what the links give.
+    capped = choice is not None and entry.name in ("ring", "tree") and not choice.fallback
     fill = 1.0
     split_fill = 1.0
     lane_channels = 1.0

@@ -196,11 +196,22 @@ class NcclSystem:
 
 @dataclass(frozen=True)
 class NcclGraph:
-    """One pattern's search result: channels and per-channel speeds (GB/s)."""
+    """One pattern's search result: channels and per-channel speeds (GB/s); ``fallback`` where
+    no channel fit even the slowest speed of the search's array, and NCCL runs one channel in
+    rank order at a placeholder 0.1 GB/s (:data:`FALLBACK_GBPS`)."""
 
     n_channels: int
     bw_intra: float
     bw_inter: float
+    fallback: bool = False
+
+
+#: The speed NCCL gives a pattern its search found no channel for, with one channel in rank
+#: order ("Could not find a path for pattern %d, falling back to simple order", [NCCL]
+#: v2.30.7-1 src/graph/search.cc ncclTopoCompute): a placeholder its tuner's model divides by,
+#: not a rate the channel moves at. A PCIe box without peer-to-peer whose GPUs share switch
+#: uplinks comes to it on Blackwell, whose slowest intra-server search speed is 18 GB/s.
+FALLBACK_GBPS = 0.1
 
 
 @dataclass(frozen=True)
@@ -234,6 +245,9 @@ class NcclChoice:
     model_latency_us : float
         The latency term of ``model_time_us`` (``baseLat`` and ``hwLat`` per step, with the
         ring's factor where NCCL applies it): what of the time does not depend on the size.
+    fallback : bool
+        The algorithm's graph is NCCL's fallback (:class:`NcclGraph`): its model bandwidth is
+        a placeholder the choice follows, not a limit on what the channel moves.
     """
 
     algorithm: str
@@ -249,6 +263,7 @@ class NcclChoice:
     model_latency_us: float = 0.0
     nvls: NvlsTuning | None = None
     buffers: Mapping[str, int] = field(default_factory=lambda: dict(NCCL_BUFFER_BYTES), repr=False)
+    fallback: bool = False
 
     @property
     def channel_bandwidth_Bps(self) -> float:
@@ -442,7 +457,8 @@ def _search(
             continue
         break
     if best.n_channels == 0:
-        return best
+        # NVLS has no fallback: NCCL leaves it without channels, so it is not run.
+        return best if pattern == "nvls" else NcclGraph(1, FALLBACK_GBPS, FALLBACK_GBPS, fallback=True)
     # ncclTopoDupChannels: rings and trees at high speed run twice the channels at half speed;
     # not above compute capability 8.0 (Ada and later too) below 50 GB/s on more than 4 channels.
     if pattern != "nvls" and best.bw_intra >= 25.0 and not (
@@ -708,6 +724,11 @@ def system_env_taken(topology: Topology, given: Mapping[str, str]) -> dict[str, 
 _NCCL_FUNCTIONS = ("broadcast", "reduce", "all_gather", "reduce_scatter", "all_reduce")
 
 
+def _graph_of(algorithm: str) -> str:
+    """The search pattern an algorithm runs on: NVLS's for NVLS and NVLSTree, the tree's for PAT."""
+    return "nvls" if algorithm in ("nvls", "nvls_tree") else "tree" if algorithm == "pat" else algorithm
+
+
 def _model(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclConstants, collective: str,
            env: NcclEnv) -> dict[tuple[str, str], tuple[float, float, float]]:
     """(latency us, algorithm bandwidth GB/s) and the bus bandwidth, per enabled (algorithm,
@@ -752,7 +773,7 @@ def _model(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclC
             # PAT arrived in 2.23.4 ([NCCL] v2.23.4-1 src/graph/tuning.cc NCCL_ALGO_PAT).
             if not _since(constants, (2, 23, 4)) or pat_enable == 0 or nodes != n or collective == "all_reduce":
                 continue
-        graph = graphs["nvls" if algorithm in ("nvls", "nvls_tree") else "tree" if algorithm == "pat" else algorithm]
+        graph = graphs[_graph_of(algorithm)]
         if graph.n_channels == 0:
             continue
         for p, protocol in enumerate(NCCL_PROTOCOLS):
@@ -1064,7 +1085,8 @@ def nccl_choice(
     bandwidth_us = _time_us(system, constants, collective, algorithm, protocol, 0.0, algbw, n_bytes, comm_channels)
     return NcclChoice(algorithm, protocol, n_channels, max_channels, n_threads, table[(algorithm, protocol)], bus,
                       table, system, constants.version,
-                      model_latency_us=table[(algorithm, protocol)] - bandwidth_us, nvls=nvls, buffers=env.buffers())
+                      model_latency_us=table[(algorithm, protocol)] - bandwidth_us, nvls=nvls, buffers=env.buffers(),
+                      fallback=graphs[_graph_of(algorithm)].fallback)
 
 
 # Search results per topology object: a topology is immutable, and its search depends only on

@@ -166,6 +166,10 @@ def _utilization_heatmap(fig, trace: Trace, links: np.ndarray, names: list[str],
     return ax
 
 
+#: The largest value a log axis is drawn to.
+_LOG_AXIS_MAX = 1e200
+
+
 def _fct_cdf(fig, trace: Trace, by: str | None) -> None:
     ax = fig.add_subplot()
     fct = trace.fct_s
@@ -174,7 +178,9 @@ def _fct_cdf(fig, trace: Trace, by: str | None) -> None:
         if flows.size:
             ax.ecdf(fct[flows] / scale, label=f"{label} ({flows.size})")
     positive = fct[fct > 0]
-    if positive.size and positive.max() > 100 * positive.min():
+    # A log axis where FCTs span decades, but not to the top of float64 (a flow of 1e300 B
+    # takes 1e288 s), where matplotlib's log ticks overflow.
+    if positive.size and positive.max() > 100 * positive.min() and positive.max() / scale < _LOG_AXIS_MAX:
         ax.set_xscale("log")
     ax.set_xlabel(f"flow completion time ({unit})")
     ax.set_ylabel("fraction of flows")

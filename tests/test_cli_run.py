@@ -273,6 +273,7 @@ def test_formatting_helpers():
     assert inspect.format_seconds(999_999.0) == "999999.000 s"
     assert inspect.format_seconds(1e300) == "1.000e+300 s"
     assert inspect.format_bytes(1.5e9) == "1.50 GB" and inspect.format_bytes(12) == "12 B"
+    assert inspect.format_bytes(1e300) == "1.00e+300 B"  # was 290 digits of TB
     assert inspect.format_rate(4.5e11) == "450.00 GB/s"
 
 
@@ -306,6 +307,18 @@ def test_plots_of_links_whose_bytes_left_no_rate_segment(tmp_path, kind):
     carrying = np.flatnonzero(trace.link_bytes > 0)
     assert carrying.size and all(trace.link_segments(link)[0].size == 0 for link in carrying.tolist())
     assert flowsim("plot", tmp_path / "t.h5", "--kind", kind, "-o", tmp_path / "p.png") == 0
+    assert (tmp_path / "p.png").read_bytes().startswith(PNG_MAGIC)
+
+
+def test_fct_cdf_of_flows_from_microseconds_to_1e288_seconds(tmp_path):
+    # A flow of 1e300 B beside one of 1 B: matplotlib's log ticks overflowed past float64.
+    pytest.importorskip("matplotlib")
+    scenario = tmp_path / "huge.toml"
+    scenario.write_text('[topology]\npreset = "dgx_h100"\nfigure = "nominal"\n[workload]\nflows = "f.csv"\n')
+    (tmp_path / "f.csv").write_text("name,src,dst,size_bytes\na,gpu0,gpu1,1e300\nb,gpu2,gpu3,1\n")
+    assert flowsim("run", scenario, "-o", tmp_path / "t.h5", "-q") == 0
+    assert open_trace(tmp_path / "t.h5").fct_s.max() > 1e280
+    assert flowsim("plot", tmp_path / "t.h5", "--kind", "fct-cdf", "-o", tmp_path / "p.png") == 0
     assert (tmp_path / "p.png").read_bytes().startswith(PNG_MAGIC)
 
 

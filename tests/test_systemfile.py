@@ -147,28 +147,18 @@ def test_nvlink_counts_out_of_any_range_are_refused_by_pair():
             parse_system(text, source="dgx1.toml")
 
 
-_GRACE_CHAIN = """[server]
-gpu = "GH200"
-gpus = 4
-gpu_fabric = "nvlink_mesh"
-nvlink = "nvlink4"
-nvlink_counts = [[0, 6, 0, 0], [6, 0, 6, 0], [0, 6, 0, 6], [0, 0, 6, 0]]
-pcie = { generation = 5 }
-cpu = { sockets = 4, kind = "grace", memory = "lpddr5x_grace" }
-nics = { count = 4, speed_gbps = 200, kind = "roce" }
-"""
-
-
 def test_gpus_on_graces_no_link_joins_are_refused_where_the_file_is_read():
     # Each GH200 here is its own Grace, Graces share no inter-socket link and routes do not pass
     # through GPUs, so GPUs 0 and 2 (NVLinks 0-1-2 only) could talk over nothing: a collective
     # then failed to route. With every pair linked (CSCS's quad node) the file is read.
+    quad = (DATA / "systems" / "alps_gh200.toml").read_text()
+    chain = quad.replace("[[0, 6, 6, 6], [6, 0, 6, 6], [6, 6, 0, 6], [6, 6, 6, 0]]",
+                         "[[0, 6, 0, 0], [6, 0, 6, 0], [0, 6, 0, 6], [0, 0, 6, 0]]")
+    assert chain != quad
     with pytest.raises(InputError, match=re.escape("g.toml: server: GPUs 0 and 2 are on different Graces, which share "
                                                   "no inter-socket link, and no NVLink joins them")):
-        parse_system(_GRACE_CHAIN, source="g.toml")
-    full = _GRACE_CHAIN.replace("[[0, 6, 0, 0], [6, 0, 6, 0], [0, 6, 0, 6], [0, 0, 6, 0]]",
-                                "[[0, 6, 6, 6], [6, 0, 6, 6], [6, 6, 0, 6], [6, 6, 6, 0]]")
-    assert parse_system(full, source="g.toml").spec.n_gpus == 4
+        parse_system(chain, source="g.toml")
+    assert parse_system(quad, source="g.toml").spec.n_gpus == 4
     # Two GH200 on one Grace each, PCIe only, joined through a PCIe switch under one Grace: read.
     pcie = ('[server]\ngpu = "GH200"\ngpus = 2\ngpu_fabric = "pcie"\n'
             'pcie = { generation = 5, switches = [{ gpus = [0, 1], socket = 0 }] }\n'

@@ -190,8 +190,12 @@ def test_an_h100_send_ramps_with_its_channels_then_meets_nvlink():
     tiny = collective_workload(h100, "send", 8 * KiB)
     assert tiny.protocol == "ll" and tiny.workload.overhead_s.max() == pytest.approx(7.2e-6)
     # Laid out in 4 slices, the send pays the copy once, on its last slice (an NVLink step of
-    # 3.4 us on each slice after the first).
-    sliced = collective_workload(h100, "send", 32 * MiB, slices=4).workload.overhead_s
+    # 3.4 us on each slice after the first). The plan holds every rank's send to the next, as
+    # sendrecv_perf runs them; the pair it times comes first.
+    plan = collective_workload(h100, "send", 32 * MiB, slices=4)
+    assert len(plan.workload) == 8 * 4 and plan.ranks == ("n0.gpu0", "n0.gpu1")
+    assert (list(plan.workload.src[:4]), list(plan.workload.dst[:4])) == ([plan.ranks[0]] * 4, [plan.ranks[1]] * 4)
+    sliced = plan.workload.overhead_s[:4]
     assert sliced.tolist() == pytest.approx([LATENCY_S, 3.4e-6, 3.4e-6, 3.4e-6 + CHUNK / H100_CHANNEL_Bps])
 
 
@@ -204,7 +208,8 @@ def test_inside_a_server_of_unknown_clock_only_the_links_hold_a_channel():
     b200 = build_cluster("dgx_b200", 1, figure="effective", fabric="none")
     plan = collective_workload(b200, "send", 32 * MiB)
     assert plan.channels == 4
-    assert plan.workload.cap_Bps.tolist() == pytest.approx([4 * H100_CHANNEL_Bps])
+    # Each of the 8 ranks' sends to the next alike (sendrecv_perf's), the plan's pair first.
+    assert plan.workload.cap_Bps.tolist() == pytest.approx([4 * H100_CHANNEL_Bps] * 8)
 
 
 def test_a_pair_inside_a_server_of_a_multi_server_communicator_gets_the_network_channels():

@@ -51,6 +51,22 @@ def test_a_staged_ring_on_one_socket_is_bound_by_its_memory():
     assert rates == pytest.approx([38.4e9] * 4)
 
 
+@pytest.mark.parametrize(("gpus_per_switch", "expected"), [
+    # Four GPUs a socket on their own root ports: the 8 copies staged in a socket's memory
+    # (4 writes, 4 reads) share its 307.2 GB/s, 38.4 GB/s each, below the 48 of an x16 link.
+    (1, 307.2e9 / 8),
+    # Four to a switch: each copy crosses the switch's x16 uplink up (write) and down (read),
+    # four each way.
+    (4, link_rate("pcie5", figure="effective") / 4),
+])
+def test_sendrecv_shares_the_host_with_every_ranks_send(gpus_per_switch, expected):
+    # nccl-tests' sendrecv_perf sends from every rank to the next at once; flowsim ran its one
+    # slowest pair alone and gave it the whole x16 link, 48 GB/s.
+    topology = pcie_workstation(figure="effective", gpus_per_switch=gpus_per_switch)
+    run = flowsim.collectives.collective_time(topology, "send", 2**30)
+    assert 2**30 / run.time_s == pytest.approx(expected, rel=0.01)
+
+
 def test_nccl_sees_its_own_upi_constant_and_no_memory():
     # 8 RTX 5090 (compute capability 12.0: NCCL's Blackwell speeds 90, 80, ..., 30, 24, 20, ...,
     # [NCCL] search.cc sm100SpeedArrayIntra) over two Sapphire Rapids sockets: every ring crosses

@@ -2,7 +2,8 @@
 
 :func:`collective_workload` turns (collective, size, options) into flows on a topology's
 GPUs, choosing what the caller left open as NCCL would on that hardware: the ranks (every
-GPU, or for ``send`` the pair :func:`send_pair` picks), the channel count and each channel's
+GPU, or for ``send`` every GPU sending to the next, timed by the pair :func:`send_pair` picks),
+the channel count and each channel's
 ring order, NCCL's software costs for the protocol and the intra-server hardware, and for
 NVLS the NVSwitch. :func:`collective_time` runs that layout. ``flowsim collective``,
 ``flowsim check``, scenario files (and so sweeps) and training steps all go through
@@ -12,6 +13,7 @@ NVLS the NVSwitch. :func:`collective_time` runs that layout. ``flowsim collectiv
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 from collections import Counter
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -379,8 +381,9 @@ def send_pair(topology: Topology, ranks: Sequence[str]) -> list[str]:
     """The two ranks whose ``send`` an nccl-tests ``sendrecv_perf`` run waits for.
 
     That run shifts data around the ring of ``ranks``, every rank sending to the next at
-    once; the first ring neighbours on different servers cross the network and bound it
-    (assuming the other pairs do not share its links), else the first two ranks.
+    once; the first ring neighbours on different servers cross the network and bound it, else
+    the first two ranks. :func:`collective_workload` lays out the other pairs' sends beside
+    it, which share its links where a PCIe uplink, staged host memory or a NIC carries several.
     """
     server = rank_servers(topology, ranks)
     for i in range(len(ranks)):
@@ -446,8 +449,9 @@ def collective_workload(
     communicator : sequence of str, optional
         Send and all-to-all: the ranks of the NCCL communicator the messages go in, whose
         size sets NCCL's channels for a peer (:func:`~flowsim.collectives.tuner.p2p_channels`);
-        default ``ranks``, or for a send between the pair :func:`send_pair` picks every GPU
-        of ``topology`` (nccl-tests' ``sendrecv_perf``).
+        default ``ranks``, or for a send without ``ranks`` every GPU of ``topology``: as in
+        nccl-tests' ``sendrecv_perf``, each sends to the next at once, the plan's ``ranks`` being
+        the pair :func:`send_pair` picks, and its workload holds every pair's send.
 
     Use it to place a collective inside a larger workload (a training step's gradient
     buckets, a scenario file's ``[[workload.collective]]``).
@@ -460,11 +464,18 @@ def collective_workload(
         raise InputError(f"unknown protocol {protocol!r}; valid ones: auto, {', '.join(PROTOCOLS)}")
     if costs is not None and protocol not in ("simple", "auto"):
         raise InputError(f"give either costs or protocol {protocol!r}, not both")
+    # nccl-tests' sendrecv_perf (a send without ranks): every rank sends to the next at once.
+    ring_of_sends: tuple[str, ...] = ()
+    same_send = functools.partial(collective_workload, topology, "send", size_bytes, algorithm=algorithm,
+                                  protocol=protocol, channels=channels, slices=slices, costs=costs, model=model,
+                                  nccl_env=nccl_env, nccl_version=nccl_version, router=router)
     if ranks is None:
         gpus = [topology.node_names[g] for g in topology.gpus()]
         ranks = send_pair(topology, gpus) if collective == "send" else gpus
-        if collective == "send" and communicator is None:
-            communicator = gpus
+        if collective == "send":
+            ring_of_sends = tuple(gpus)
+            if communicator is None:
+                communicator = gpus
     ranks = tuple(ranks)
     if len(ranks) < 2:
         raise InputError(f"{collective} needs at least 2 ranks, got {len(ranks)}")
@@ -689,6 +700,17 @@ def collective_workload(
             and nvlink in NVLS_BUSBW_CEILING_GBPS:
         workload = with_nvls_budget(topology, workload, _nvls_budget_Bps(nvlink, ranks, topology_servers)
                                     / chosen[1].wire_efficiency)
+    if ring_of_sends:
+        # The pair the run waits for shares links with the other ranks' sends where a PCIe
+        # switch's uplink, host memory a copy is staged through, or a NIC carries several: all
+        # of them run beside it, each laid out as NCCL lays out its own.
+        others = []
+        for i, src in enumerate(ring_of_sends):
+            dst = ring_of_sends[(i + 1) % len(ring_of_sends)]
+            if (src, dst) != ranks:
+                other = same_send(ranks=(src, dst), communicator=communicator)
+                others.append(other.workload.renamed(f"{src}->{dst}."))
+        workload = Workload.concat([workload, *others])
     return CollectivePlan(entry.name, chosen[0], reported or n_channels, workload.tags["model"][0], ranks, chosen[1],
                           workload, choice)
 

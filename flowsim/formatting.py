@@ -17,8 +17,9 @@ def format_seconds(seconds: float) -> str:
 
 
 def format_bytes(n_bytes: float) -> str:
-    """Decimal units: ``1.5e9`` -> ``"1.50 GB"``; ``"1.00e+300 B"`` from a million TB on."""
-    if abs(n_bytes) >= 1e18:  # 1e300 B would print 300 digits of TB
+    """Decimal units: ``1.5e9`` -> ``"1.50 GB"``; ``"1.00e+300 B"`` from a million TB on, and
+    ``"3.00e-07 B"`` for amounts that would round to 0 B."""
+    if abs(n_bytes) >= 1e18 or 0 < abs(n_bytes) < 0.5:  # 1e300 B would print 300 digits of TB, 1e-300 "0 B"
         return f"{n_bytes:.2e} B"
     for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if abs(n_bytes) >= scale:

@@ -54,6 +54,23 @@ def test_bad_options_are_named(capsys, option, value, expected):
     assert f"argument {option}: expected {expected}, got '{value}'" in capsys.readouterr().err
 
 
+def test_a_scale_out_of_range_is_named(capsys):
+    # The capacities' overflow said "link ... has capacity inf B/s", and 1e-300 on a scenario
+    # whose flows have rate caps named a link by its index; neither named the option.
+    assert main(["rates", str(SCENARIO), "--scale", "1", "1e300"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("flowsim: error: --scale 1e+300: link 'gpu0->nvswitch' would have 3.708e+11 x 1e+300 B/s, "
+                   "past float64's range\n")
+    capped = SCENARIO.parent / "collective_dgx_h100.toml"  # NCCL's channel caps on its flows
+    assert main(["rates", str(capped), "--scale", "1e-300"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("flowsim: error: --scale 1e-300: flow '") and "and link 'n0." in err
+    assert len(err.splitlines()) == 1
+    # Without caps the tiny capacities are solved, and shown as they are, not as 0 B/s.
+    assert main(["rates", str(SCENARIO), "--scale", "1e-300"]) == 0
+    assert "capacity x1e-300: total 2.97e-288 B/s" in capsys.readouterr().out
+
+
 def test_top_zero_lists_no_links(capsys):
     assert main(["rates", str(SCENARIO), "--top", "0"]) == 0
     out = capsys.readouterr().out.splitlines()

@@ -19,7 +19,8 @@ import numpy as np
 
 from flowsim.batched import BACKENDS, BatchProblem, resolve_backend
 from flowsim.commands.argtypes import number_type
-from flowsim.fairshare import SATURATED_REL_TOL
+from flowsim.errors import InputError
+from flowsim.fairshare import SATURATED_REL_TOL, check_ratios
 from flowsim.formatting import format_rate
 from flowsim.scenario import load_scenario, rates_problem
 
@@ -37,9 +38,23 @@ def rates_command(args: argparse.Namespace) -> int:
         return 0
     routes = instant.routes
     scales = np.array(args.scale, dtype=np.float64)
+    names = [scenario.workload.names[f] for f in flows]
+    for scale in scales:
+        # Checked per factor, so that the error names it: 1e300 sends capacities past float64,
+        # 1e-300 puts them 1e300 below the flows' caps.
+        with np.errstate(over="ignore"):  # reported below
+            scaled = scale * t.link_capacity_Bps
+        if not np.isfinite(scaled).all():
+            link = int(np.argmin(np.isfinite(scaled)))
+            raise InputError(f"--scale {scale:g}: link {t.link_names[link]!r} would have "
+                             f"{t.link_capacity_Bps[link]:.6g} x {scale:g} B/s, past float64's range")
+        try:
+            check_ratios(scaled, instant.weight, instant.cap_Bps, names, t.link_names)
+        except InputError as err:
+            raise InputError(f"--scale {scale:g}: {err}") from None
     problem = BatchProblem.build(
         routes, scales[:, None] * t.link_capacity_Bps[None, :], instant.weight, instant.cap_Bps,
-        link_names=t.link_names, flow_names=[scenario.workload.names[f] for f in flows],
+        link_names=t.link_names, flow_names=names,
     )
     backend = resolve_backend(args.backend)
     rates = problem.solve(backend)

@@ -4,9 +4,10 @@
 GPUs, choosing what the caller left open as NCCL would on that hardware: the ranks (every
 GPU, or for ``send`` every GPU sending to the next, timed by the pair :func:`send_pair`
 picks), the channel count and each channel's ring order, NCCL's software costs for the
-protocol and the intra-server hardware, and for NVLS the NVSwitch. :func:`collective_time` runs that layout. ``flowsim collective``,
-``flowsim check``, scenario files (and so sweeps) and training steps all go through
-:func:`collective_workload`, so one question has one answer.
+protocol and the intra-server hardware, and for NVLS the NVSwitch. :func:`collective_time`
+runs that layout. ``flowsim collective``, ``flowsim check``, scenario files (and so sweeps)
+and training steps all go through :func:`collective_workload`, so one question has one
+answer.
 """
 
 from __future__ import annotations

@@ -144,6 +144,11 @@ class ServerSpec:
         """Compute NICs."""
         return sum(len(s.nics) for s in self.switches)
 
+    def grace_of(self, gpu: int) -> int:
+        """On a Grace host, the socket (Grace) GPU ``gpu`` reaches over NVLink-C2C: the GPUs
+        split evenly over the sockets in order."""
+        return gpu // -(-self.n_gpus // self.sockets)
+
     @property
     def gpus_per_host(self) -> int:
         """GPUs of one host (:attr:`hosts`): the server's, or a compute tray's (4 of a GB200 NVL72 rack)."""
@@ -204,8 +209,7 @@ class ServerSpec:
         # Graces share no inter-socket link, and no route passes through a GPU: two GPUs need an
         # NVLink between them or a Grace both reach (by NVLink-C2C or their PCIe switches).
         n = self.n_gpus
-        per_grace = -(-n // self.sockets)
-        graces = [{g // per_grace} for g in range(n)]
+        graces = [{self.grace_of(g)} for g in range(n)]
         for j, switch in enumerate(self.switches):
             for g in switch.gpus:
                 graces[g].add(self.socket_of(j))
@@ -376,10 +380,9 @@ def _add_grace_host(b: TopologyBuilder, server: int, spec: ServerSpec, figure: s
             b.add_node(f"fe{j}", NodeKind.NIC, server=server)
             b.add_cable(f"fe{j}", f"cpu{s}", pcie, technology=spec.pcie)
     _set_frontend(b, spec)
-    per_grace = -(-spec.n_gpus // spec.sockets)
     for j, switch in enumerate(spec.switches):
         for g in switch.gpus:
-            b.add_cable(f"gpu{g}", f"cpu{g // per_grace}", c2c, technology="nvlink_c2c")
+            b.add_cable(f"gpu{g}", f"cpu{spec.grace_of(g)}", c2c, technology="nvlink_c2c")
         b.add_node(f"pcie{j}", NodeKind.PCIE_SWITCH, server=server)
         for r in switch.nics:
             b.add_node(f"nic{r}", NodeKind.NIC, server=server)

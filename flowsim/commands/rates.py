@@ -39,11 +39,11 @@ def rates_command(args: argparse.Namespace) -> int:
     routes = instant.routes
     scales = np.array(args.scale, dtype=np.float64)
     names = [scenario.workload.names[f] for f in flows]
-    for scale in scales:
+    with np.errstate(over="ignore"):  # reported below
+        capacities = scales[:, None] * t.link_capacity_Bps[None, :]
+    for scale, scaled in zip(scales, capacities, strict=True):
         # Checked per factor, so that the error names it: 1e300 sends capacities past float64,
         # 1e-300 puts them 1e300 below the flows' caps.
-        with np.errstate(over="ignore"):  # reported below
-            scaled = scale * t.link_capacity_Bps
         if not np.isfinite(scaled).all():
             link = int(np.argmin(np.isfinite(scaled)))
             raise InputError(f"--scale {scale:g}: link {t.link_names[link]!r} would have "
@@ -53,8 +53,7 @@ def rates_command(args: argparse.Namespace) -> int:
         except InputError as err:
             raise InputError(f"--scale {scale:g}: {err}") from None
     problem = BatchProblem.build(
-        routes, scales[:, None] * t.link_capacity_Bps[None, :], instant.weight, instant.cap_Bps,
-        link_names=t.link_names, flow_names=names,
+        routes, capacities, instant.weight, instant.cap_Bps, link_names=t.link_names, flow_names=names,
     )
     backend = resolve_backend(args.backend)
     rates = problem.solve(backend)

@@ -30,11 +30,9 @@ from pathlib import Path
 from flowsim.batched import BACKENDS
 from flowsim.commands.argtypes import positive_int
 from flowsim.sweep import load_sweep, run_sweep
+from flowsim.sweep.journal import ERRORS_SHOWN
 
 __all__ = ["add_parser", "sweep_command"]
-
-#: Failed runs named on stderr, with their parameters and error; the table holds them all.
-_FAILURES_SHOWN = 3
 
 
 def sweep_command(args: argparse.Namespace) -> int:
@@ -68,10 +66,10 @@ def sweep_command(args: argparse.Namespace) -> int:
     failed = f", {outcome.n_failed} failed" if outcome.n_failed else ""
     for reason in outcome.untraced:
         print(f"trace not written: {reason}", file=sys.stderr)
-    for failure in outcome.failures[:_FAILURES_SHOWN]:
+    for failure in outcome.failures[:ERRORS_SHOWN]:
         print(f"failed: {failure}", file=sys.stderr)
-    if outcome.n_failed > _FAILURES_SHOWN:
-        print(f"failed: {outcome.n_failed - _FAILURES_SHOWN} more runs (the table's 'error' column says why)",
+    if outcome.n_failed > ERRORS_SHOWN:
+        print(f"failed: {outcome.n_failed - ERRORS_SHOWN} more runs (the table's 'error' column says why)",
               file=sys.stderr)
     print(f"{outcome.n_runs} runs ({outcome.n_ran} ran{batches}{skipped}{retraced}{failed}) -> {outcome.output}")
     return 1 if outcome.n_failed or outcome.untraced else 0

@@ -22,12 +22,16 @@ from flowsim.files import replaced_atomically
 from flowsim.sweep.runs import RunRecord
 from flowsim.sweep.spec import Sweep, canonical_json
 
-__all__ = ["FORMAT", "JournalWriter", "SweepTable", "is_results_file", "journal_path", "read_journal", "read_results",
-           "write_results"]
+__all__ = ["ERRORS_SHOWN", "FORMAT", "JournalWriter", "SweepTable", "is_results_file", "journal_path", "read_journal",
+           "read_results", "write_results"]
 
 
 #: ``format`` attribute of a results file.
 FORMAT = "flowsim-sweep-results"
+
+#: Failed runs whose error a summary spells out (``flowsim sweep``, ``flowsim inspect``); the
+#: table's ``error`` column holds them all.
+ERRORS_SHOWN = 3
 
 def journal_path(output: str | os.PathLike) -> Path:
     """The journal next to a results file: ``results.h5`` -> ``results.h5.journal``."""
@@ -220,10 +224,10 @@ class SweepTable:
         if shown < len(self):
             lines.append(f"... {len(self) - shown} more rows: flowsim.sweep.read_results({str(path)!r}).to_pandas() "
                          "reads the whole table")
-        for i in failed[:3]:
+        for i in failed[:ERRORS_SHOWN]:
             lines.append(f"error of run {int(self.columns['index'][i])}: {self.columns['error'][i]}")
-        if failed.size > 3:
-            lines.append(f"... {failed.size - 3} more errors in the 'error' column")
+        if failed.size > ERRORS_SHOWN:
+            lines.append(f"... {failed.size - ERRORS_SHOWN} more errors in the 'error' column")
         return "\n".join(lines)
 
 

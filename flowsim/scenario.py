@@ -55,8 +55,8 @@ Format
         NCCL_* = "value" the choice follows, as NCCL's environment), ``nccl_version``,
         ``channels``, ``slices``, ``model``, and the overrides ``orders`` (one ring order per
         channel), ``servers`` (a table of rank = server name), ``switch`` (NVLS: an NVSwitch
-        node of the topology) and ``root`` (broadcast, reduce). Left out, each is chosen from
-        the topology as those commands choose it.
+        node of the topology) and ``root`` (broadcast, reduce, gather, scatter). Left out,
+        each is chosen from the topology as those commands choose it.
     ``[workload.training]`` (see :mod:`flowsim.training`)
         One training step over the topology's GPUs (or ``ranks``): ``layers`` (count) and
         ``layer_backward_s`` / ``layer_grad_bytes`` (one number for every layer, or a list of

@@ -121,8 +121,8 @@ def test_collective_from_text_file_name_or_columns():
     assert parse_nccl_log(text, collective="alltoall_perf").collective == "all_to_all"
     unnamed = "\n".join(line for line in DEGRADED.read_text().splitlines() if "Collective test" not in line)
     assert parse_nccl_log(unnamed).binary == "all_reduce_perf"  # only all_reduce: sum and 2(n-1)/n
-    with pytest.raises(InputError, match="unknown collective 'gather'"):
-        parse_nccl_log(text, collective="gather")
+    with pytest.raises(InputError, match="unknown collective 'hypercube'"):
+        parse_nccl_log(text, collective="hypercube")
 
 
 def _lines(path):
@@ -888,7 +888,7 @@ def test_a_test_name_with_a_build_suffix_names_its_binary():
     text = SENDRECV.read_text()
     for name in ("sendrecv_perf_mpi", "sendrecv_perf_custom_build"):
         assert parse_nccl_log(text.replace("starting: sendrecv_perf", f"starting: {name}")).binary == "sendrecv_perf"
-    for name in ("gather_perf_mpi", "xsendrecv_perf", "sendrecv_perfx"):
+    for name in ("hypercube_perf_mpi", "xsendrecv_perf", "sendrecv_perfx"):
         with pytest.raises(InputError, match=f"nccl-tests binary '{name}' is not one flowsim checks"):
             parse_nccl_log(text.replace("starting: sendrecv_perf", f"starting: {name}"))
 
@@ -1013,8 +1013,11 @@ def test_columns_are_read_where_the_header_names_them(header, row, redop, root):
 def test_a_table_without_redop_and_root_columns_leaves_the_binary_to_the_busbw_ratio():
     header = "#  size  count  type  time  algbw  busbw  #wrong  time  algbw  busbw  #wrong"
     text = _relaid(header, lambda t: t[:3] + t[5:], ALL_GATHER)
-    # (n-1)/n fits three binaries once redop "none" is not printed to rule out reduce_scatter.
-    with pytest.raises(InputError, match="fits all_gather_perf, alltoall_perf, reduce_scatter_perf"):
+    # (n-1)/n fits five binaries once redop "none" is not printed to rule out reduce_scatter,
+    # nor root -1 to rule out gather and scatter.
+    with pytest.raises(
+        InputError, match="fits all_gather_perf, alltoall_perf, gather_perf, reduce_scatter_perf, scatter_perf"
+    ):
         parse_nccl_log(text)
     assert parse_nccl_log(text, collective="all_gather").rows[0].redop is None
 
@@ -1525,3 +1528,65 @@ def test_a_thread_driving_several_gpus_may_take_one_launch_round_longer_before_a
     one_each = "\n".join(line.replace("nGpus 8", "nGpus 1") for line in path.read_text().splitlines())
     split = check_log(parse_nccl_log(one_each, nodes=1, gpus_per_node=8), system="dgx-a100", min_bytes=1 << 20)
     assert [r.size_bytes for r in split.rows if r.short] == [1 << 20, 2 << 20]
+
+
+def _rooted_log(binary: str | None, root: int = 0) -> str:
+    """A constructed ``gather_perf`` / ``scatter_perf`` output (layout of nccl-tests
+    src/util.cu; not a measurement): 8 H100 of one host, ``root``, float, the count a rank's
+    part (``*GetCollByteCount``), busbw = algbw x 7/8 (``*GetBw``). ``binary`` None leaves out
+    the line that names it."""
+    lines = ["# nccl-tests version 2.17.8 nccl-headers=22902 nccl-library=22902"]
+    if binary is not None:
+        lines.append(f"# Collective test starting: {binary}")
+    lines += [
+        "# nThread 1 nGpus 1 minBytes 1048576 maxBytes 536870912 step: 8(factor) warmup iters: 5 iters: 20 "
+        "agg iters: 1 validation: 1 graph: 0",
+        "#",
+        "# Using devices",
+        *(f"#  Rank  {r} Group  0 Pid {100 + r} on box-1 device  {r} [0000:{r}b:00] NVIDIA H100 80GB HBM3"
+          for r in range(8)),
+        "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong",
+        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)",
+    ]
+    for size, time_us in ((1 << 20, 40.0), (8 << 20, 80.0), (64 << 20, 320.0), (512 << 20, 2000.0)):
+        algbw = size / time_us / 1e3
+        half = f"  {time_us:7.2f}  {algbw:6.2f}  {algbw * 7 / 8:6.2f}       0"
+        lines.append(f"{size:12d}  {size // 32:12d}     float    none  {root:6d}{half}{half}")
+    lines += ["# Out of bounds values : 0 OK", "# Avg bus bandwidth    : 150.0", "#"]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("binary", ["gather_perf", "scatter_perf"])
+def test_gather_and_scatter_outputs_are_read_and_checked(tmp_path, capsys, binary):
+    log = parse_nccl_log(_rooted_log(binary))
+    assert (log.binary, log.collective, log.n_ranks) == (binary, binary.removesuffix("_perf"), 8)
+    assert [r.root for r in log.rows] == [0] * 4 and log.rows[-1].out_of_place.busbw_GBps == pytest.approx(234.88)
+    path = tmp_path / "out.txt"
+    path.write_text(_rooted_log(binary))
+    assert flowsim_check([str(path), "--system", "dgx-h100", "--json"]) in (0, 1)
+    checked = json.loads(capsys.readouterr().out)
+    assert checked["binary"] == binary and [r["algorithm"] for r in checked["rows"]] == ["p2p"] * 4
+
+
+def test_gather_and_scatter_rows_look_alike_and_are_told_apart_by_name():
+    # Rooted, no reduction, (n-1)/n: only the name tells a gather from a scatter.
+    text = _rooted_log(None)
+    with pytest.raises(InputError, match=r"fits gather_perf, scatter_perf\); give the collective explicitly"):
+        parse_nccl_log(text)
+    assert parse_nccl_log(text, source="node1_scatter_perf.txt").binary == "scatter_perf"
+    assert parse_nccl_log(text, collective="gather").binary == "gather_perf"
+
+
+def test_a_rooted_log_is_predicted_with_its_root(monkeypatch):
+    seen = []
+    real_sweep = flowsim.check.report.sweep
+
+    def sweep(*args, **options):
+        seen.append(options.get("root"))
+        return real_sweep(*args, **options)
+
+    monkeypatch.setattr(flowsim.check.report, "sweep", sweep)
+    report = check_nccl_log(_rooted_log("gather_perf", root=6), system="dgx-h100")
+    assert seen == [6] and report.log.rows[0].root == 6
+    check_nccl_log(_rooted_log("scatter_perf"), system="dgx-h100")
+    assert seen == [6, None]  # root 0: collective_time's own default

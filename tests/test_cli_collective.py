@@ -288,11 +288,23 @@ def test_a_thread_driving_several_gpus_bounds_small_sizes(capsys):
         assert float(next(r for r in out.splitlines() if r.split()[0] == "64").split()[8]) < 20
 
 
+def test_a_root_is_taken_by_the_collectives_that_have_one(capsys):
+    argv = ["--system", "dgx-h100", "-b", "8M", "-e", "8M", "--json"]
+    assert flowsim(["collective", "gather", *argv, "-r", "5"]) == 0
+    row = json.loads(capsys.readouterr().out)["rows"][0]
+    assert (row["root"], row["redop"], row["count"], row["algorithm"]) == (5, "none", 8 * 2**20 // 4 // 8, "p2p")
+    assert flowsim(["collective", "all_to_all", *argv, "--root", "5"]) == 2
+    assert capsys.readouterr().err == (
+        "flowsim: error: --root: all_to_all has no root; broadcast, gather, reduce and scatter have one\n")
+    assert flowsim(["collective", "scatter", *argv, "-r", "8"]) == 2
+    assert capsys.readouterr().err == "flowsim: error: scatter: root must be a rank index in 0..7, got 8\n"
+
+
 @pytest.mark.parametrize(
     ("spelling", "name"),
     [("all_reduce", "all_reduce"), ("allreduce", "all_reduce"), ("All-Reduce", "all_reduce"),
      ("alltoall_perf", "all_to_all"), ("reducescatter", "reduce_scatter"), ("sendrecv", "send"),
-     ("sendrecv_perf", "send")],
+     ("sendrecv_perf", "send"), ("gather_perf", "gather"), ("Scatter", "scatter")],
 )
 def test_collectives_are_taken_as_nccl_and_nccl_tests_spell_them(spelling, name):
     parser = argparse.ArgumentParser(prog="flowsim")
@@ -307,6 +319,6 @@ def test_an_unknown_collective_is_one_line_naming_the_valid_ones(capsys):
     err = capsys.readouterr().err
     assert err.splitlines()[-1] == (
         "flowsim collective: error: argument collective: unknown collective 'allred'; valid ones: "
-        "all_reduce, reduce_scatter, all_gather, broadcast, reduce, all_to_all, send"
+        "all_reduce, reduce_scatter, all_gather, broadcast, reduce, all_to_all, gather, scatter, send"
     )
     assert "Traceback" not in err

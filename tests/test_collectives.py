@@ -25,6 +25,7 @@ from flowsim.collectives import (
     broadcast,
     build_collective,
     collective_time,
+    gather,
     hierarchical_all_reduce,
     mesh_rings,
     nccl_costs,
@@ -35,6 +36,7 @@ from flowsim.collectives import (
     reduce,
     reduce_scatter,
     rotated_rings,
+    scatter,
     send,
     send_pair,
     tree_all_reduce,
@@ -104,11 +106,14 @@ def names(workload, flows):
         (lambda: broadcast(RANKS, G, channels=2, slices=3), 3 * 2 * 3),
         (lambda: reduce(RANKS, G, channels=2, slices=3), 3 * 2 * 3),
         (lambda: all_to_all(RANKS, G), 4 * 3),
+        (lambda: gather(RANKS, G), 3),
+        (lambda: scatter(RANKS, G, root=3), 3),
         (lambda: send("g0", "g1", G, channels=2, slices=3), 2 * 3),
         (lambda: tree_all_reduce(RANKS, G, channels=2, slices=3), 2 * 2 * 3 * 2 * 3),
         (lambda: nvls_all_reduce(RANKS, G, switch="sw", channels=2, slices=3), 2 * 4 * 3 * (4 + 1 + 1 + 4)),
     ],
-    ids=["all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all", "send", "tree", "nvls"],
+    ids=["all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all", "gather", "scatter", "send",
+         "tree", "nvls"],
 )
 def test_flow_counts(build, expected):
     assert len(build()) == expected
@@ -169,6 +174,30 @@ def test_all_to_all_sends_s_over_n_to_every_other_rank():
     assert {(s, d) for s, d in zip(w.src, w.dst)} == {(a, b) for a in RANKS for b in RANKS if a != b}
     np.testing.assert_allclose(w.size_bytes, G)
     assert w.dep_indices.size == 0
+
+
+def test_gather_and_scatter_move_s_over_n_between_the_root_and_every_other_rank():
+    g = gather(RANKS, 4 * G, root=2, costs=ZERO)
+    assert sorted(zip(g.src, g.dst)) == [("g0", "g2"), ("g1", "g2"), ("g3", "g2")]
+    assert g.names[0] == "gather.r0.to.r2"
+    s = scatter(RANKS, 4 * G, root=2, costs=ZERO)
+    assert sorted(zip(s.src, s.dst)) == [("g2", "g0"), ("g2", "g1"), ("g2", "g3")]
+    for w in (g, s):
+        np.testing.assert_allclose(w.size_bytes, G)
+        assert w.dep_indices.size == 0
+    with pytest.raises(InputError, match=r"gather: root must be a rank index in 0..3, got 4"):
+        gather(RANKS, G, root=4)
+    with pytest.raises(InputError, match=r"scatter: root must be a rank index in 0..3, got True"):
+        scatter(RANKS, G, root=True)
+
+
+@pytest.mark.parametrize("collective", [gather, scatter])
+def test_gather_and_scatter_on_a_switch_wait_for_the_roots_link(collective):
+    # Three messages of 1 GB share the root's one link of 1 GB/s: 3 s; nccl-tests' busbw is
+    # S / t x (n - 1) / n = 4/3 x 3/4 GB/s, the link.
+    out = run(star_topology(), collective(RANKS, 4 * G, root=1, costs=ZERO))
+    assert out.makespan_s == pytest.approx(3.0)
+    assert busbw_Bps(collective.__name__, 4 * G, out.makespan_s, 4) == pytest.approx(G)
 
 
 def test_tree_all_reduce_reduces_up_then_broadcasts_down():
@@ -327,7 +356,7 @@ def test_mesh_rings_without_a_hamiltonian_cycle():
         (lambda: send("g0", "g0", G), "rank 'g0' appears twice"),
         (lambda: hierarchical_all_reduce(["a", "b", "c"], G, servers={"a": 0, "b": 0, "c": 1}), "different numbers"),
         (lambda: build_collective("all_reduce", RANKS, G, algorithm="collnet"), "no algorithm 'collnet'"),
-        (lambda: build_collective("gather", RANKS, G), "unknown collective 'gather'"),
+        (lambda: build_collective("hypercube", RANKS, G), "unknown collective 'hypercube'"),
         (lambda: nccl_costs("ring", "ll256"), "unknown protocol 'll256'"),
         (lambda: nvls_costs("nvlink3"), "NVSwitch generation 3 or later"),
         (lambda: nvls_all_reduce(RANKS, G, switch="g0"), "switch must be the NVSwitch's node name"),
@@ -635,10 +664,11 @@ def test_every_collective_runs_on_a_two_server_cluster(collective):
 def test_bus_factors_follow_nccl_tests():
     assert bus_factor("all_reduce", 4) == 1.5
     assert bus_factor("all_gather", 4) == bus_factor("reduce_scatter", 4) == bus_factor("all_to_all", 4) == 0.75
+    assert bus_factor("gather", 4) == bus_factor("scatter", 4) == 0.75  # nccl-tests src/gather.cu, scatter.cu
     assert bus_factor("broadcast", 4) == bus_factor("reduce", 4) == bus_factor("send", 2) == 1.0
     assert algbw_Bps(0, 0.0) == 0.0
     with pytest.raises(InputError, match="unknown collective"):
-        bus_factor("gather", 4)
+        bus_factor("hypercube", 4)
 
 
 def test_sizes_parse_as_nccl_tests_does():
@@ -787,10 +817,11 @@ def test_bad_model_is_named(call, message):
         (lambda model: broadcast(RANKS, G, channels=2, slices=3, model=model), 2 * 3 * 3),
         (lambda model: reduce(RANKS, G, channels=2, slices=3, model=model), 2 * 3 * 3),
         (lambda model: all_to_all(RANKS, G, model=model), 4 * 3),
+        (lambda model: gather(RANKS, G, model=model), 3),
         (lambda model: nvls_all_reduce(RANKS, G, switch="sw", channels=2, slices=3, model=model), 2 * 4 * 3 * 10),
         (lambda model: send("g0", "g1", G, channels=2, slices=3, model=model), 2 * 3),
     ],
-    ids=["tree", "broadcast", "reduce", "all_to_all", "nvls", "send"],
+    ids=["tree", "broadcast", "reduce", "all_to_all", "gather", "nvls", "send"],
 )
 def test_auto_refuses_step_dags_past_the_limit_that_have_no_stream(monkeypatch, build, n_messages):
     assert len(build("auto")) == n_messages  # the count auto checks is the count built

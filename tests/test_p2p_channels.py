@@ -118,6 +118,27 @@ def test_an_all_to_all_holds_only_its_pairs_across_servers(ten_h100):
         [32 * 10.81 * 1.98e9 / inside.costs.intra_wire_efficiency] * len(inside.workload.cap_Bps))
 
 
+def test_a_gathers_and_a_scatters_channels_take_their_whole_block(ten_h100):
+    # A gather's ranks only send and its root only receives (a scatter's the other way), so
+    # each channel's work takes its whole block, twice the half an all-to-all's pair gets
+    # ([NCCL] src/device/sendrecv.h): 8 ranks of one server, 8 GiB, 1 GiB a peer on all 32
+    # channels (parts of at most 32 chunks of 512 KiB = 16 MiB), 2 x 10.81 bytes a cycle at 1.98 GHz.
+    ranks = [f"n0.gpu{g}" for g in range(8)]
+    for collective in ("gather", "scatter"):
+        plan = collective_workload(ten_h100, collective, 8 * GiB, ranks=ranks, nccl_env=_pinned(32), root=3)
+        assert plan.channels == 32 and len(plan.workload) == 7
+        assert plan.workload.cap_Bps.tolist() == pytest.approx(
+            [32 * 2 * 10.81 * 1.98e9 / plan.costs.intra_wire_efficiency] * 7)
+        assert {plan.workload.dst[0] if collective == "gather" else plan.workload.src[0]} == {"n0.gpu3"}
+    pair = collective_workload(ten_h100, "all_to_all", 8 * GiB, ranks=ranks, nccl_env=_pinned(32))
+    assert pair.workload.cap_Bps[0] == pytest.approx(32 * 10.81 * 1.98e9 / pair.costs.intra_wire_efficiency)
+    # Those caps hold no flow at 8 GiB: the root's NVLinks carry 7 S / 8, as every rank's do
+    # in an all-to-all, at the same payload fraction, so the three bus bandwidths agree.
+    times = {c: collective_time(ten_h100, c, 8 * GiB, ranks=ranks).time_s for c in ("gather", "scatter", "all_to_all")}
+    assert times["gather"] == pytest.approx(times["all_to_all"], rel=2e-3)
+    assert times["scatter"] == pytest.approx(times["all_to_all"], rel=2e-3)
+
+
 # --- a channel's rate inside an NVLink server -------------------------------------------------
 
 VALIDATION = Path(__file__).resolve().parents[1] / "data" / "validation" / "nccl_tests"

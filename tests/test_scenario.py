@@ -441,6 +441,16 @@ def test_real_collective_refuses_an_option_its_algorithm_does_not_take(tmp_path)
         load_scenario(_scenario(tmp_path, text))
 
 
+def test_real_gather_takes_its_root_as_nccl_tests_spells_it(tmp_path):
+    text = ('[topology]\npreset = "dgx_h100"\nfigure = "effective"\n'
+            '[[workload.collective]]\nop = "gather_perf"\nsize_bytes = 8e6\nroot = {}\n')
+    w = load_scenario(_scenario(tmp_path, text.format(3))).workload
+    assert set(w.dst) == {"gpu3"} and len(w) == 7 and w.size_bytes.min() >= 1e6
+    with pytest.raises(InputError, match=r"s\.toml: workload\.collective\[0\]: gather: root must be a rank index "
+                                         r"in 0\.\.7, got 8"):
+        load_scenario(_scenario(tmp_path, text.format(8)))
+
+
 def test_real_nvls_collective_checks_its_switch(tmp_path):
     pytest.importorskip("flowsim.collectives")
     text = ('[topology]\npreset = "dgx_h100"\nfigure = "effective"\n'

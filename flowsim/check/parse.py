@@ -60,7 +60,7 @@ from flowsim.check.log import (
     nccl_version_from_code,
 )
 from flowsim.check.nccl_json import JsonRun, is_json_output, read_json_run
-from flowsim.collectives.report import DTYPE_BYTES, bus_factor
+from flowsim.collectives.report import DTYPE_BYTES, ROOTED, SPLIT, SUM_SHOWN, bus_factor
 from flowsim.errors import InputError, open_regular, whole_number
 
 __all__ = [
@@ -77,6 +77,8 @@ BINARIES = {
     "sendrecv_perf": "send",
     "broadcast_perf": "broadcast",
     "reduce_perf": "reduce",
+    "gather_perf": "gather",
+    "scatter_perf": "scatter",
 }
 _COLLECTIVE_BINARY = {collective: binary for binary, collective in BINARIES.items()}
 
@@ -323,9 +325,7 @@ def _fits_bus_factor(ratio: float, collective: str, n_ranks: int | None) -> bool
         factor = bus_factor(collective, n_ranks)
         return abs(ratio - factor) <= 0.05 * factor
     # 2(n-1)/n for all-reduce spans [1, 2); (n-1)/n for the split collectives [0.5, 1); 1 otherwise.
-    low, high = {"all_reduce": (1.0, 2.0), "all_gather": (0.5, 1.0), "reduce_scatter": (0.5, 1.0)}.get(
-        collective, (0.5, 1.0) if collective == "all_to_all" else (1.0, 1.0)
-    )
+    low, high = (1.0, 2.0) if collective == "all_reduce" else (0.5, 1.0) if collective in SPLIT else (1.0, 1.0)
     return 0.95 * low <= ratio <= 1.05 * high
 
 
@@ -334,17 +334,18 @@ def _infer_binary(rows: Sequence[TestRow], n_ranks: int | None) -> set[str]:
     None: on some rank count)."""
     measured = [r.out_of_place for r in rows if r.out_of_place.algbw_GBps >= 1.0]
     ratio = measured[-1].busbw_GBps / measured[-1].algbw_GBps if measured else None
-    # All-gather, reduce-scatter and all-to-all print a rank's part of the size as the count
-    # (nccl-tests' *GetCollByteCount), so a row whose count holds all of it is none of them.
+    # All-gather, reduce-scatter, all-to-all, gather and scatter print a rank's part of the
+    # size as the count (nccl-tests' *GetCollByteCount), so a row whose count holds all of it
+    # is none of them.
     whole_count = any(
         r.size_bytes > 0 and r.dtype in DTYPE_BYTES and r.count * DTYPE_BYTES[r.dtype] == r.size_bytes for r in rows
     )
     candidates = set()
     for binary, collective in BINARIES.items():
-        if whole_count and collective in ("all_gather", "reduce_scatter", "all_to_all"):
+        if whole_count and collective in SPLIT:
             continue
-        reducing = collective in ("all_reduce", "reduce_scatter", "reduce", "send")
-        rooted = collective in ("broadcast", "reduce")
+        reducing = collective in SUM_SHOWN
+        rooted = collective in ROOTED
         # A column the table lacks (None) tells nothing.
         if any(
             (r.redop is not None and (r.redop != "none") != reducing)
@@ -382,7 +383,7 @@ def _ranks_from_busbw(rows: Sequence[TestRow], collective: str | None) -> tuple[
     busbw, both as printed (to 0.01 GB/s, nccl-tests' ``%7.2f``: each within 0.005 of the
     value measured), for a collective whose bus factor depends on the rank count; None
     otherwise, or where no count, or any count from some on, fits."""
-    if collective not in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all"):
+    if collective != "all_reduce" and collective not in SPLIT:
         return None
     fastest = max((r.out_of_place for r in rows), key=lambda m: m.algbw_GBps)
     if fastest.algbw_GBps < 1.0:

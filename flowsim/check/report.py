@@ -57,7 +57,7 @@ from flowsim.collectives.constants import (
     nearest_version,
 )
 from flowsim.collectives.placement import send_pair
-from flowsim.collectives.report import busbw_Bps, launch_floor_us, sweep
+from flowsim.collectives.report import ROOTED, busbw_Bps, launch_floor_us, sweep
 from flowsim.collectives.tuner import NCCL_ENV_KEYS, system_env_taken
 from flowsim.errors import InputError, whole_number
 from flowsim.fabrics import build_cluster, resolve_fabric
@@ -699,6 +699,11 @@ def check_log(
     if log.collective == "send":
         # NCCL's channels for the pair's send follow the communicator of all the log's ranks.
         options["communicator"] = gpus
+    roots = {r.root for r in log.rows if r.root is not None and r.root >= 0}
+    if log.collective in ROOTED and len(roots) == 1 and roots != {0}:
+        # The root the run was given (nccl-tests' -r); with every root in turn (-r -1), the
+        # prediction keeps root 0 for each.
+        (options["root"],) = roots
     predictions = sweep(
         topology, log.collective, predicted_sizes, dtype="int8", ranks=ranks, protocol=protocol, **launch, **options
     )

@@ -302,8 +302,7 @@ def _chain_collective(
     model: str,
 ) -> Workload:
     ranks, size, channels, costs = _prepare(what, ranks, size_bytes, channels, costs, "ring")
-    if isinstance(root, (bool, np.bool_)) or not isinstance(root, (int, np.integer)) or not 0 <= root < len(ranks):
-        raise InputError(f"{what}: root must be a rank index in 0..{len(ranks) - 1}, got {root!r}")
+    _check_root(root, ranks, what)
     piece = size / channels
     n_slices = 1 if costs.streams and slices is None else _slices(slices, piece, what, MAX_PIPELINE_SLICES)
     _steps_only(model, channels * n_slices * (len(ranks) - 1), what)
@@ -313,6 +312,11 @@ def _chain_collective(
         chain = order[at:] + order[:at]
         _chain(dag, chain[::-1] if towards_root else chain, piece / n_slices, n_slices, c)
     return dag.workload(what)
+
+
+def _check_root(root: int, ranks: Ranks, what: str) -> None:
+    if isinstance(root, (bool, np.bool_)) or not isinstance(root, (int, np.integer)) or not 0 <= root < len(ranks):
+        raise InputError(f"{what}: root must be a rank index in 0..{len(ranks) - 1}, got {root!r}")
 
 
 def broadcast(
@@ -408,6 +412,67 @@ def all_to_all(
             if i != j:
                 dag.add(f"r{i}.to.r{j}", src, dst, size / n, [], 0, 0)
     return dag.workload("all_to_all")
+
+
+def gather(
+    ranks: Ranks,
+    size_bytes: float,
+    *,
+    root: int = 0,
+    servers: Servers = None,
+    costs: CollectiveCosts | None = None,
+    model: str = "auto",
+) -> Workload:
+    """Gather: every other rank sends ``S / n`` bytes to ``ranks[root]``, all at once.
+
+    ``S`` is what the root ends up holding, as nccl-tests' ``gather_perf`` counts it. NCCL
+    runs it as grouped point-to-point sends to the root (``ncclGather`` since NCCL 2.28,
+    and nccl-tests' own ``ncclSend``/``ncclRecv`` group before: [NCCL] v2.30.7-1
+    ``src/enqueue.cc``; nccl-tests ``src/gather.cu``). ``n - 1`` flows
+    ``gather.r{i}.to.r{root}`` without dependencies, each paying the base latency and one
+    step latency; the root's own part is a local copy, left out. Other parameters as
+    :func:`all_to_all` and :func:`broadcast`.
+    """
+    return _rooted_p2p("gather", ranks, size_bytes, root, True, servers, costs, model)
+
+
+def scatter(
+    ranks: Ranks,
+    size_bytes: float,
+    *,
+    root: int = 0,
+    servers: Servers = None,
+    costs: CollectiveCosts | None = None,
+    model: str = "auto",
+) -> Workload:
+    """Scatter: ``ranks[root]`` sends ``S / n`` bytes to every other rank, all at once
+    (``scatter.r{root}.to.r{j}``): :func:`gather` reversed, as nccl-tests' ``scatter_perf``
+    counts it (``S`` is the root's whole buffer)."""
+    return _rooted_p2p("scatter", ranks, size_bytes, root, False, servers, costs, model)
+
+
+def _rooted_p2p(
+    what: str,
+    ranks: Ranks,
+    size_bytes: float,
+    root: int,
+    towards_root: bool,
+    servers: Servers,
+    costs: CollectiveCosts | None,
+    model: str,
+) -> Workload:
+    ranks, size, _, costs = _prepare(what, ranks, size_bytes, 1, costs, "ring")
+    _check_root(root, ranks, what)
+    n = len(ranks)
+    _steps_only(model, n - 1, what)
+    dag = _FlowDag(what, costs, servers)
+    for i, rank in enumerate(ranks):
+        if i != root:
+            if towards_root:
+                dag.add(f"r{i}.to.r{root}", rank, ranks[root], size / n, [], 0, 0)
+            else:
+                dag.add(f"r{root}.to.r{i}", ranks[root], rank, size / n, [], 0, 0)
+    return dag.workload(what)
 
 
 def send(
@@ -988,9 +1053,16 @@ ALGORITHM_TABLE: dict[tuple[str, str], Algorithm] = {
         Algorithm("broadcast", "ring", broadcast, _CHAIN),
         Algorithm("reduce", "ring", reduce, _CHAIN),
         Algorithm("all_to_all", "p2p", all_to_all, frozenset({"servers"})),
+        Algorithm("gather", "p2p", gather, frozenset({"servers", "root"})),
+        Algorithm("scatter", "p2p", scatter, frozenset({"servers", "root"})),
         Algorithm("send", "p2p", _send, frozenset({"channels", "slices", "servers"})),
     )
 }
+
+#: Collectives NCCL runs as grouped point-to-point sends of ``S / n`` bytes, one per peer
+#: ([NCCL] v2.30.7-1 ``src/enqueue.cc``): an all-to-all's, a gather's into its root and a
+#: scatter's out of it.
+PEER_SPLIT = frozenset({"all_to_all", "gather", "scatter"})
 
 #: Algorithms :func:`build_collective` knows, per collective (the default first).
 ALGORITHMS: dict[str, tuple[str, ...]] = {}

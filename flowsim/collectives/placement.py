@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from flowsim.budgets import SHARED_CAP_TAG, budget_tag
-from flowsim.collectives.builders import ALGORITHM_TABLE, algorithm_name, algorithm_of, protocol_name
+from flowsim.collectives.builders import ALGORITHM_TABLE, PEER_SPLIT, algorithm_name, algorithm_of, protocol_name
 from flowsim.collectives.chunks import NVLS_CHUNK_BYTES, nccl_chunking, pipeline_pieces
 from flowsim.collectives.constants import DEFAULT_NCCL_VERSION, constants_of
 from flowsim.collectives.costs import (
@@ -445,7 +445,7 @@ def collective_workload(
     switch : str, optional
         NVLS: the NVSwitch node; default the one every rank links to.
     root : int, optional
-        Broadcast and reduce: the root's position in ``ranks`` (default 0).
+        Broadcast, reduce, gather and scatter: the root's position in ``ranks`` (default 0).
     communicator : sequence of str, optional
         Send and all-to-all: the ranks of the NCCL communicator the messages go in, whose
         size sets NCCL's channels for a peer (:func:`~flowsim.collectives.tuner.p2p_channels`);
@@ -495,7 +495,7 @@ def collective_workload(
         entry = algorithm_of(collective, "nvls_sharp")
     p2p_sends = 0
     p2p: P2pChannels | None = None
-    peer_bytes = size_bytes / len(ranks) if collective == "all_to_all" else size_bytes  # what a send to one peer moves
+    peer_bytes = size_bytes / len(ranks) if collective in PEER_SPLIT else size_bytes  # what a send to one peer moves
     if entry.name == "p2p" and costs is None:
         # NCCL's channels for a send to one peer (every peer's share of an all-to-all), in
         # the communicator of all the ranks (an nccl-tests sendrecv's, not its busiest pair's).
@@ -626,11 +626,13 @@ def collective_workload(
         chosen = (protocol, nccl_costs(table, protocol, intra, version=nccl_version,
                                        net_latency_us=step_latency))
         if entry.name == "p2p" and protocol == "simple" and intra == "nvlink" \
-                and (collective == "all_to_all" or (p2p is not None and p2p.reads)):
+                and (collective in PEER_SPLIT or (p2p is not None and p2p.reads)):
             # An all-to-all's messages over NVLink, and a send where NCCL reads its peer's
             # buffer (Ampere), move less than rings do on the same links (measured,
-            # P2P_NVLINK_EFFICIENCY); a send NCCL writes moves what a ring moves. Across
-            # servers the NIC moves them.
+            # P2P_NVLINK_EFFICIENCY); a send NCCL writes moves what a ring moves. A gather's
+            # and a scatter's grouped sends to several peers are taken to move what an
+            # all-to-all's do (no measurement of them was found). Across servers the NIC
+            # moves them.
             chosen = (protocol, dataclasses.replace(chosen[1], intra_wire_efficiency=P2P_NVLINK_EFFICIENCY))
     if entry.name == "tree" and chosen[0] == "simple" and intra == "nvlink" and choice is not None:
         # Each direction of a Simple tree channel's hop inside a server moves what half of
@@ -677,6 +679,12 @@ def collective_workload(
         scale = p2p_sends * 1e9 / (n_channels if collective == "send" else 1)
         used = chosen[1]
         inside = p2p.nvlink_channel_GBps if intra == "nvlink" else None
+        if inside is not None and collective in _ONE_SIDED:
+            # A channel's work that only sends, or only receives, takes the whole block
+            # ([NCCL] v2.30.7-1 src/device/sendrecv.h: "Sends without recvs use more warps",
+            # and a receive without a send likewise): a gather's senders and its root, a
+            # scatter's root and its receivers.
+            inside *= 2
         across_flows, inside_flows = _server_pairs(topology, workload)
         net_cap = P2P_PER_CHANNEL_NET_GBPS * scale / used.wire_efficiency
         cap = np.where(across_flows, np.minimum(workload.cap_Bps, net_cap), workload.cap_Bps)
@@ -725,6 +733,8 @@ NVLS_MESSAGE_BUDGET = 40_000
 
 #: Collectives whose algorithm and protocol NCCL's tuner chooses; all-to-all and send are
 #: point-to-point messages, which it does not.
+# Collectives whose ranks each only send or only receive.
+_ONE_SIDED = frozenset({"gather", "scatter"})
 TUNED_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
 # NCCL's algorithms flowsim builds, under the same names (the hierarchical all-reduce has no
 # NCCL counterpart: its phases are rings, so NCCL's ring model picks its protocol).
@@ -818,7 +828,7 @@ def _tree_fill(slices: int, ranks: tuple[str, ...], servers: Mapping[str, Hashab
 
 def _p2p_protocol(collective: str, size_bytes: float, n_ranks: int, channels: int | None) -> str:
     """NCCL's point-to-point protocol: LL up to :data:`P2P_LL_THRESHOLD` bytes per channel."""
-    per_peer = size_bytes / n_ranks if collective == "all_to_all" else size_bytes
+    per_peer = size_bytes / n_ranks if collective in PEER_SPLIT else size_bytes
     return "ll" if per_peer <= P2P_LL_THRESHOLD * (channels or 1) else "simple"
 
 

@@ -30,6 +30,9 @@ from flowsim.topology import Topology
 __all__ = [
     "DTYPE_BYTES",
     "HOST_LAUNCH_US_PER_GPU",
+    "ROOTED",
+    "SPLIT",
+    "SUM_SHOWN",
     "NcclRow",
     "algbw_Bps",
     "bus_factor",
@@ -65,11 +68,12 @@ DTYPE_BYTES = {
 #: from N = 4 to 8 (NVIDIA/nccl-tests#123; docs/hardware.md §6.2).
 HOST_LAUNCH_US_PER_GPU = 4.2
 
-# Collectives whose S is split into n equal parts, one per rank.
-_SPLIT = frozenset({"all_gather", "reduce_scatter", "all_to_all"})
-# Collectives whose rows show the redop "sum" (sendrecv_perf prints it too, reducing nothing).
-_SUM_SHOWN = frozenset({"all_reduce", "reduce_scatter", "reduce", "send"})
-_ROOTED = frozenset({"broadcast", "reduce"})
+#: Collectives whose S is split into n equal parts, one per rank (nccl-tests' count is a part's).
+SPLIT = frozenset({"all_gather", "reduce_scatter", "all_to_all", "gather", "scatter"})
+#: Collectives whose rows show the redop "sum" (sendrecv_perf prints it too, reducing nothing).
+SUM_SHOWN = frozenset({"all_reduce", "reduce_scatter", "reduce", "send"})
+#: Collectives with a root (nccl-tests prints it; the others print -1).
+ROOTED = frozenset({"broadcast", "reduce", "gather", "scatter"})
 # Column widths of the table (the first one after nccl-tests' leading "#").
 _WIDTHS = (11, 12, 8, 6, 5, 9, 6, 4, 10, 8, 8)
 _SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -86,7 +90,7 @@ def bus_factor(collective: str, n_ranks: int) -> float:
     n_ranks = whole_number("n_ranks", n_ranks)
     if collective == "all_reduce":
         return 2 * (n_ranks - 1) / n_ranks
-    if collective in _SPLIT:
+    if collective in SPLIT:
         return (n_ranks - 1) / n_ranks
     return 1.0
 
@@ -199,7 +203,7 @@ def _rounded(collective: str, size_bytes: int, element_bytes: int, n_ranks: int)
     """(S, count) as nccl-tests prints them: S rounded down to whole elements, split in ``n``
     equal parts where the collective splits it, and the count of elements of one part (each
     rank's chunk, or each peer's for all-to-all: nccl-tests prints its ``paramcount``)."""
-    unit = element_bytes * (n_ranks if collective in _SPLIT else 1)
+    unit = element_bytes * (n_ranks if collective in SPLIT else 1)
     size = size_bytes // unit
     return size * unit, size
 
@@ -303,8 +307,8 @@ def _rows(
             size_bytes=size,
             count=count,
             dtype=dtype,
-            redop="sum" if collective in _SUM_SHOWN else "none",
-            root=0 if collective in _ROOTED else -1,
+            redop="sum" if collective in SUM_SHOWN else "none",
+            root=options.get("root", 0) if collective in ROOTED else -1,
             time_us=time_s * 1e6,
             algbw_GBps=algbw_Bps(size, time_s) / 1e9,
             busbw_GBps=busbw_Bps(collective, size, time_s, n_ranks) / 1e9,

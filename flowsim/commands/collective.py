@@ -26,6 +26,7 @@ from flowsim.collectives import ALGORITHMS, COLLECTIVES, MODELS, PROTOCOLS, STEP
 from flowsim.collectives.builders import algorithm_name, protocol_name
 from flowsim.collectives.report import (
     DTYPE_BYTES,
+    ROOTED,
     NcclRow,
     iter_sweep,
     message_sizes,
@@ -94,7 +95,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         type=algorithm_name,
         choices=("auto", *sorted({a for algs in ALGORITHMS.values() for a in algs})),
         help="flowsim's name or NCCL's (Ring, NVLSTree); default auto: what NCCL's tuner picks per size (p2p for "
-        "all_to_all and send)",
+        "all_to_all, gather, scatter and send)",
     )
     parser.add_argument(
         "--protocol",
@@ -105,6 +106,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     add_nccl_arguments(parser)
     add_failure_arguments(parser)
+    parser.add_argument(
+        "-r", "--root", type=non_negative_int,
+        help=f"the root's rank of {', '.join(sorted(ROOTED))} (default 0, as nccl-tests' -r)",
+    )
     parser.add_argument("--channels", type=positive_int, help="default: the channels NCCL runs each size on")
     parser.add_argument("--slices", type=positive_int, help="pieces per message (default: NCCL slot sized)")
     parser.add_argument(
@@ -141,6 +146,9 @@ def run_collective(args: argparse.Namespace) -> int:
     if args.ngpus > per_host:
         raise InputError(f"-g {args.ngpus}: a nccl-tests thread drives GPUs of its own host, and each {system} host "
                          f"has {per_host}")
+    if args.root is not None and args.collective not in ROOTED:
+        rooted = sorted(ROOTED)
+        raise InputError(f"--root: {args.collective} has no root; {', '.join(rooted[:-1])} and {rooted[-1]} have one")
     sizes = message_sizes(args.minbytes, args.maxbytes, args.stepfactor)
     notes = Notes(sys.stderr, in_place=True) if show_progress(args) else None
     rows_run = iter_sweep(
@@ -152,6 +160,7 @@ def run_collective(args: argparse.Namespace) -> int:
         protocol=args.protocol,
         channels=args.channels,
         slices=args.slices,
+        **({} if args.root is None else {"root": args.root}),
         model=args.model,
         nccl_env=nccl_env,
         nccl_version=args.nccl_version,

@@ -1530,9 +1530,10 @@ def test_a_thread_driving_several_gpus_may_take_one_launch_round_longer_before_a
     assert [r.size_bytes for r in split.rows if r.short] == [1 << 20, 2 << 20]
 
 
-def _rooted_log(binary: str | None, root: int = 0) -> str:
+def _rooted_log(binary: str | None, *roots: int) -> str:
     """A constructed ``gather_perf`` / ``scatter_perf`` output (layout of nccl-tests
-    src/util.cu; not a measurement): 8 H100 of one host, ``root``, float, the count a rank's
+    src/util.cu; not a measurement): 8 H100 of one host, a block of rows for each of
+    ``roots`` (default 0; several as ``-r -1`` runs them), float, the count a rank's
     part (``*GetCollByteCount``), busbw = algbw x 7/8 (``*GetBw``). ``binary`` None leaves out
     the line that names it."""
     lines = ["# nccl-tests version 2.17.8 nccl-headers=22902 nccl-library=22902"]
@@ -1548,10 +1549,11 @@ def _rooted_log(binary: str | None, root: int = 0) -> str:
         "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong",
         "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)",
     ]
-    for size, time_us in ((1 << 20, 40.0), (8 << 20, 80.0), (64 << 20, 320.0), (512 << 20, 2000.0)):
-        algbw = size / time_us / 1e3
-        half = f"  {time_us:7.2f}  {algbw:6.2f}  {algbw * 7 / 8:6.2f}       0"
-        lines.append(f"{size:12d}  {size // 32:12d}     float    none  {root:6d}{half}{half}")
+    for root in roots or (0,):
+        for size, time_us in ((1 << 20, 40.0), (8 << 20, 80.0), (64 << 20, 320.0), (512 << 20, 2000.0)):
+            algbw = size / time_us / 1e3
+            half = f"  {time_us:7.2f}  {algbw:6.2f}  {algbw * 7 / 8:6.2f}       0"
+            lines.append(f"{size:12d}  {size // 32:12d}     float    none  {root:6d}{half}{half}")
     lines += ["# Out of bounds values : 0 OK", "# Avg bus bandwidth    : 150.0", "#"]
     return "\n".join(lines) + "\n"
 
@@ -1586,7 +1588,21 @@ def test_a_rooted_log_is_predicted_with_its_root(monkeypatch):
         return real_sweep(*args, **options)
 
     monkeypatch.setattr(flowsim.check.report, "sweep", sweep)
-    report = check_nccl_log(_rooted_log("gather_perf", root=6), system="dgx-h100")
+    report = check_nccl_log(_rooted_log("gather_perf", 6), system="dgx-h100")
     assert seen == [6] and report.log.rows[0].root == 6
     check_nccl_log(_rooted_log("scatter_perf"), system="dgx-h100")
     assert seen == [6, None]  # root 0: collective_time's own default
+
+
+def test_a_log_of_every_root_in_turn_is_checked_block_by_block(capsys):
+    # nccl-tests -r -1 runs the sweep once per root: a block of sizes each.
+    report = check_nccl_log(_rooted_log("scatter_perf", 0, 1, 2), system="dgx-h100")
+    assert [r.root for r in report.rows] == [0] * 4 + [1] * 4 + [2] * 4
+    assert report.rows[4].predicted_busbw_GBps == report.rows[0].predicted_busbw_GBps
+    assert ("rows for 3 roots in turn (nccl-tests -r -1), each block under its '# root' line; every block is "
+            "predicted with root 0") in report.warnings
+    lines = report.format_text().splitlines()
+    assert [line for line in lines if line.startswith("# root")] == ["# root 0", "# root 1", "# root 2"]
+    assert lines[lines.index("# root 1") + 1].split()[0] == "1048576"
+    assert report.to_dict()["rows"][5]["root"] == 1
+    assert "# root" not in check_nccl_log(_rooted_log("scatter_perf", 3), system="dgx-h100").format_text()

@@ -171,7 +171,8 @@ class RowCheck:
     the predicted time). ``algorithm``, ``protocol`` and ``channels`` are what the prediction
     ran for the size (as :func:`flowsim.collectives.report.sweep` gives them; an all-to-all's
     channels are each peer's). Predicted fields are None for rows not predicted (size 0 or below
-    ``min_bytes``).
+    ``min_bytes``). ``root`` is the row's, as printed (-1 for a collective without one; None
+    where the table has no root column).
     """
 
     size_bytes: int
@@ -191,6 +192,7 @@ class RowCheck:
     algorithm: str | None = None
     protocol: str | None = None
     channels: int | None = None
+    root: int | None = None
 
     @property
     def flagged(self) -> bool:
@@ -365,7 +367,10 @@ class CheckReport:
             "#       size  what the model ran      predicted    out-of-place       in-place",
             "#        (B)       algo  proto  nch  busbw(GB/s)  busbw(GB/s) ratio  busbw(GB/s) ratio  flag",
         ]
-        for r in self.rows:
+        several_roots = len({r.root for r in self.rows if r.root is not None and r.root >= 0}) > 1
+        for i, r in enumerate(self.rows):
+            if several_roots and (i == 0 or r.root != self.rows[i - 1].root):
+                lines.append(f"# root {r.root}")
             predicted = "-" if r.predicted_busbw_GBps is None else f"{r.predicted_busbw_GBps:.2f}"
             ratios = ["-" if x is None else f"{x:.2f}" for x in (r.ratio_out, r.ratio_in)]
             flag = ",".join(name for name, on in (("SHORT", r.short), ("FAST", r.fast), ("WRONG", r.wrong)) if on)
@@ -701,9 +706,11 @@ def check_log(
         options["communicator"] = gpus
     roots = {r.root for r in log.rows if r.root is not None and r.root >= 0}
     if log.collective in ROOTED and len(roots) == 1 and roots != {0}:
-        # The root the run was given (nccl-tests' -r); with every root in turn (-r -1), the
-        # prediction keeps root 0 for each.
+        # The root the run was given (nccl-tests' -r).
         (options["root"],) = roots
+    elif log.collective in ROOTED and len(roots) > 1:
+        warnings += (f"rows for {len(roots)} roots in turn (nccl-tests -r -1), each block under its '# root' line; "
+                     "every block is predicted with root 0",)
     predictions = sweep(
         topology, log.collective, predicted_sizes, dtype="int8", ranks=ranks, protocol=protocol, **launch, **options
     )
@@ -751,8 +758,10 @@ def check_log(
                 fast,
                 latency,
                 prediction is not None and prediction.launch_bound,
-                *((prediction.algorithm, prediction.protocol, prediction.channels) if prediction is not None
-                  else (None, None, None)),
+                algorithm=None if prediction is None else prediction.algorithm,
+                protocol=None if prediction is None else prediction.protocol,
+                channels=None if prediction is None else prediction.channels,
+                root=row.root,
             )
         )
     return CheckReport(

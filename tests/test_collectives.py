@@ -684,13 +684,18 @@ def test_sizes_parse_as_nccl_tests_does():
 
 def test_sweep_rows_round_split_collectives_to_equal_parts():
     topo = preset("dgx_h100", figure="effective")
-    rows = sweep(topo, "all_gather", [8, 100, 4096], dtype="float")
-    assert [r.size_bytes for r in rows] == [0, 96, 4096]  # multiples of 8 ranks x 4 B
-    assert [r.count for r in rows] == [0, 3, 128]  # each rank's part, as nccl-tests prints it
+    rows = sweep(topo, "all_gather", [8, 100, 1000, 4096], dtype="float")
+    # nccl-tests 2.13.12 on: each rank's part (count / 8) trimmed to 16 bytes, 4 floats:
+    # 1000 B is 250 floats, 31 a rank, 28 once trimmed, 896 B in all; 100 B leaves none.
+    assert [r.size_bytes for r in rows] == [0, 0, 896, 4096]
+    assert [r.count for r in rows] == [0, 0, 28, 128]  # each rank's part, as nccl-tests prints it
     assert rows[0].algbw_GBps == 0.0 and rows[0].redop == "none" and rows[0].root == -1
     table = format_table(rows, "title")
     assert table.splitlines()[0] == "# title" and "4096" in table and "Avg bus bandwidth" in table
-    assert '"size_bytes": 96' in rows_to_json(rows, system="dgx_h100")
+    assert '"size_bytes": 896' in rows_to_json(rows, system="dgx_h100")
+    # Doubles trim to 2: 125 a part of 15, 14 kept. Collectives that do not split keep whole elements.
+    assert [(r.size_bytes, r.count) for r in sweep(topo, "reduce_scatter", [1000], dtype="double")] == [(896, 14)]
+    assert [(r.size_bytes, r.count) for r in sweep(topo, "all_reduce", [1001], dtype="double")] == [(1000, 125)]
 
 
 @pytest.mark.parametrize(

@@ -201,11 +201,16 @@ class NcclRow:
 
 def _rounded(collective: str, size_bytes: int, element_bytes: int, n_ranks: int) -> tuple[int, int]:
     """(S, count) as nccl-tests prints them: S rounded down to whole elements, split in ``n``
-    equal parts where the collective splits it, and the count of elements of one part (each
-    rank's chunk, or each peer's for all-to-all: nccl-tests prints its ``paramcount``)."""
-    unit = element_bytes * (n_ranks if collective in SPLIT else 1)
-    size = size_bytes // unit
-    return size * unit, size
+    equal parts where the collective splits it, each part trimmed to a multiple of 16 bytes
+    (nccl-tests 2.13.12 and later, "so that ... non-pow2 ranks have buffer addresses aligned":
+    ``(count/nranks) & ~(16/eltSize - 1)`` in each ``*GetCollByteCount``), and the count of
+    elements of one part (each rank's chunk, or each peer's for all-to-all: nccl-tests prints
+    its ``paramcount``)."""
+    elements = size_bytes // element_bytes
+    if collective not in SPLIT:
+        return elements * element_bytes, elements
+    part = (elements // n_ranks) & ~(16 // element_bytes - 1)
+    return part * n_ranks * element_bytes, part
 
 
 def sweep(

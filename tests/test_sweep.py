@@ -431,6 +431,18 @@ def test_real_runs_match_the_scenario_and_nccl(tmp_path):
         assert trace.makespan_s == result.makespan_s
 
 
+def test_busbw_takes_the_collective_as_the_scenario_spells_it(tmp_path):
+    # A scenario takes "allreduce" and "alltoall_perf" (NCCL's and nccl-tests' spellings);
+    # the metric failed every run on them ("unknown collective").
+    for spelled, name in (("allreduce", "all_reduce"), ("alltoall_perf", "all_to_all")):
+        base = BASE.replace('op = "all_reduce"', f'op = "{spelled}"')
+        spec = write_spec(tmp_path, '[sweep.grid]\n"options.seed" = [0]\n', ["makespan_s", "busbw_Bps"], base=base)
+        outcome = run_sweep(load_sweep(spec), tmp_path / f"{spelled}.h5", workers=1)
+        assert outcome.n_failed == 0
+        columns = read_results(outcome.output).columns
+        assert columns["busbw_Bps"][0] == busbw_Bps(name, 1048576, columns["makespan_s"][0], 8) > 0
+
+
 def flowsim_sweep(*argv: str | Path) -> int:
     parser = argparse.ArgumentParser(prog="flowsim")
     sweep_cli.add_parser(parser.add_subparsers(dest="command", required=True))

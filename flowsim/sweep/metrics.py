@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from flowsim.collectives.builders import collective_name
 from flowsim.collectives.report import busbw_Bps
 from flowsim.errors import InputError
 from flowsim.fairshare import SATURATED_REL_TOL
@@ -53,7 +54,7 @@ def only_collective(document: Mapping) -> Mapping:
 def _busbw(run: ScenarioRun, document: Mapping) -> float:
     """nccl-tests bus bandwidth of the workload's only collective."""
     collective = only_collective(document)
-    op = collective["op"]
+    op = collective_name(collective["op"])  # as the scenario took it: "alltoall_perf", "allreduce" ...
     if "ranks" in collective:
         n_ranks = len(collective["ranks"])
     else:

@@ -121,8 +121,8 @@ def test_collective_from_text_file_name_or_columns():
     assert parse_nccl_log(text, collective="alltoall_perf").collective == "all_to_all"
     unnamed = "\n".join(line for line in DEGRADED.read_text().splitlines() if "Collective test" not in line)
     assert parse_nccl_log(unnamed).binary == "all_reduce_perf"  # only all_reduce: sum and 2(n-1)/n
-    with pytest.raises(InputError, match="unknown collective 'hypercube'"):
-        parse_nccl_log(text, collective="hypercube")
+    with pytest.raises(InputError, match="unknown collective 'alltoallv'"):
+        parse_nccl_log(text, collective="alltoallv")
 
 
 def _lines(path):
@@ -888,7 +888,7 @@ def test_a_test_name_with_a_build_suffix_names_its_binary():
     text = SENDRECV.read_text()
     for name in ("sendrecv_perf_mpi", "sendrecv_perf_custom_build"):
         assert parse_nccl_log(text.replace("starting: sendrecv_perf", f"starting: {name}")).binary == "sendrecv_perf"
-    for name in ("hypercube_perf_mpi", "xsendrecv_perf", "sendrecv_perfx"):
+    for name in ("alltoallv_perf_mpi", "xsendrecv_perf", "sendrecv_perfx"):
         with pytest.raises(InputError, match=f"nccl-tests binary '{name}' is not one flowsim checks"):
             parse_nccl_log(text.replace("starting: sendrecv_perf", f"starting: {name}"))
 
@@ -1535,7 +1535,9 @@ def _rooted_log(binary: str | None, *roots: int) -> str:
     src/util.cu; not a measurement): 8 H100 of one host, a block of rows for each of
     ``roots`` (default 0; several as ``-r -1`` runs them), float, the count a rank's
     part (``*GetCollByteCount``), busbw = algbw x 7/8 (``*GetBw``). ``binary`` None leaves out
-    the line that names it."""
+    the line that names it. A ``hypercube_perf`` run has no root (-1) and prints algbw =
+    busbw = 7/8 of the size over the time (src/hypercube.cu)."""
+    cube = binary is not None and binary.startswith("hypercube")
     lines = ["# nccl-tests version 2.17.8 nccl-headers=22902 nccl-library=22902"]
     if binary is not None:
         lines.append(f"# Collective test starting: {binary}")
@@ -1549,10 +1551,10 @@ def _rooted_log(binary: str | None, *roots: int) -> str:
         "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong",
         "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)",
     ]
-    for root in roots or (0,):
+    for root in roots or (-1 if cube else 0,):
         for size, time_us in ((1 << 20, 40.0), (8 << 20, 80.0), (64 << 20, 320.0), (512 << 20, 2000.0)):
-            algbw = size / time_us / 1e3
-            half = f"  {time_us:7.2f}  {algbw:6.2f}  {algbw * 7 / 8:6.2f}       0"
+            algbw = size / time_us / 1e3 * (7 / 8 if cube else 1)
+            half = f"  {time_us:7.2f}  {algbw:6.2f}  {algbw * (1 if cube else 7 / 8):6.2f}       0"
             lines.append(f"{size:12d}  {size // 32:12d}     float    none  {root:6d}{half}{half}")
     lines += ["# Out of bounds values : 0 OK", "# Avg bus bandwidth    : 150.0", "#"]
     return "\n".join(lines) + "\n"
@@ -1606,3 +1608,17 @@ def test_a_log_of_every_root_in_turn_is_checked_block_by_block(capsys):
     assert lines[lines.index("# root 1") + 1].split()[0] == "1048576"
     assert report.to_dict()["rows"][5]["root"] == 1
     assert "# root" not in check_nccl_log(_rooted_log("scatter_perf", 3), system="dgx-h100").format_text()
+
+
+def test_a_hypercube_output_is_read_by_its_name_or_its_rows(tmp_path, capsys):
+    text = _rooted_log("hypercube_perf")
+    log = parse_nccl_log(text)
+    assert (log.binary, log.collective, log.rows[-1].root) == ("hypercube_perf", "hypercube", -1)
+    # No root, nothing reduced, busbw = algbw with a count of a rank's part: no other binary.
+    unnamed = "\n".join(line for line in text.splitlines() if "Collective test" not in line)
+    assert parse_nccl_log(unnamed).binary == "hypercube_perf"
+    path = tmp_path / "out.txt"
+    path.write_text(text)
+    assert flowsim_check([str(path), "--system", "dgx-h100", "--json"]) in (0, 1)
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert [r["algorithm"] for r in rows] == ["p2p"] * 4 and rows[-1]["root"] == -1

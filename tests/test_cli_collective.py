@@ -304,7 +304,8 @@ def test_a_root_is_taken_by_the_collectives_that_have_one(capsys):
     ("spelling", "name"),
     [("all_reduce", "all_reduce"), ("allreduce", "all_reduce"), ("All-Reduce", "all_reduce"),
      ("alltoall_perf", "all_to_all"), ("reducescatter", "reduce_scatter"), ("sendrecv", "send"),
-     ("sendrecv_perf", "send"), ("gather_perf", "gather"), ("Scatter", "scatter")],
+     ("sendrecv_perf", "send"), ("gather_perf", "gather"), ("Scatter", "scatter"),
+     ("hypercube_perf", "hypercube")],
 )
 def test_collectives_are_taken_as_nccl_and_nccl_tests_spell_them(spelling, name):
     parser = argparse.ArgumentParser(prog="flowsim")
@@ -319,6 +320,6 @@ def test_an_unknown_collective_is_one_line_naming_the_valid_ones(capsys):
     err = capsys.readouterr().err
     assert err.splitlines()[-1] == (
         "flowsim collective: error: argument collective: unknown collective 'allred'; valid ones: "
-        "all_reduce, reduce_scatter, all_gather, broadcast, reduce, all_to_all, gather, scatter, send"
+        "all_reduce, reduce_scatter, all_gather, broadcast, reduce, all_to_all, gather, scatter, hypercube, send"
     )
     assert "Traceback" not in err

@@ -27,6 +27,7 @@ from flowsim.collectives import (
     collective_time,
     gather,
     hierarchical_all_reduce,
+    hypercube,
     mesh_rings,
     nccl_costs,
     nvls_all_reduce,
@@ -43,6 +44,7 @@ from flowsim.collectives import (
 )
 from flowsim.collectives.report import (
     algbw_Bps,
+    algbw_factor,
     bus_factor,
     busbw_Bps,
     format_table,
@@ -198,6 +200,29 @@ def test_gather_and_scatter_on_a_switch_wait_for_the_roots_link(collective):
     out = run(star_topology(), collective(RANKS, 4 * G, root=1, costs=ZERO))
     assert out.makespan_s == pytest.approx(3.0)
     assert busbw_Bps(collective.__name__, 4 * G, out.makespan_s, 4) == pytest.approx(G)
+
+
+def test_hypercube_doubles_what_each_pair_swaps_round_by_round():
+    w = hypercube(RANKS, 4 * G, costs=ZERO)
+    pairs = [(w.src[f], w.dst[f], w.size_bytes[f]) for f in range(len(w))]
+    # Round 0 swaps S / 4 with position XOR 1, round 1 S / 2 with position XOR 2 (nccl-tests src/hypercube.cu).
+    assert pairs == [("g0", "g1", G), ("g1", "g0", G), ("g2", "g3", G), ("g3", "g2", G),
+                     ("g0", "g2", 2 * G), ("g1", "g3", 2 * G), ("g2", "g0", 2 * G), ("g3", "g1", 2 * G)]
+    assert w.names[4] == "hypercube.k1.r0.to.r2.send.ch0.hop0.sl0"
+    # g0 -> g2 starts once g0's and g2's round-0 calls have both ended: both ways of each pair.
+    assert sorted(w.dependencies(4).tolist()) == [0, 1, 2, 3]
+    assert all(w.dependencies(f).size == 0 for f in range(4))
+    with pytest.raises(InputError, match="hypercube pairs rank r with r XOR 2\\^k, so it needs a power-of-two number "
+                                         "of ranks, got 3"):
+        hypercube(RANKS[:3], G)
+
+
+def test_hypercube_on_a_switch_takes_a_round_per_doubling():
+    # 1 GB each way over each GPU's 1 GB/s link (1 s), then 2 GB (2 s); nccl-tests prints
+    # algbw = busbw = S (n - 1) / n / t = 3 GB / 3 s.
+    out = run(star_topology(), hypercube(RANKS, 4 * G, costs=ZERO))
+    assert out.makespan_s == pytest.approx(3.0)
+    assert busbw_Bps("hypercube", 4 * G, out.makespan_s, 4) == pytest.approx(G)
 
 
 def test_tree_all_reduce_reduces_up_then_broadcasts_down():
@@ -356,7 +381,7 @@ def test_mesh_rings_without_a_hamiltonian_cycle():
         (lambda: send("g0", "g0", G), "rank 'g0' appears twice"),
         (lambda: hierarchical_all_reduce(["a", "b", "c"], G, servers={"a": 0, "b": 0, "c": 1}), "different numbers"),
         (lambda: build_collective("all_reduce", RANKS, G, algorithm="collnet"), "no algorithm 'collnet'"),
-        (lambda: build_collective("hypercube", RANKS, G), "unknown collective 'hypercube'"),
+        (lambda: build_collective("alltoallv", RANKS, G), "unknown collective 'alltoallv'"),
         (lambda: nccl_costs("ring", "ll256"), "unknown protocol 'll256'"),
         (lambda: nvls_costs("nvlink3"), "NVSwitch generation 3 or later"),
         (lambda: nvls_all_reduce(RANKS, G, switch="g0"), "switch must be the NVSwitch's node name"),
@@ -665,10 +690,13 @@ def test_bus_factors_follow_nccl_tests():
     assert bus_factor("all_reduce", 4) == 1.5
     assert bus_factor("all_gather", 4) == bus_factor("reduce_scatter", 4) == bus_factor("all_to_all", 4) == 0.75
     assert bus_factor("gather", 4) == bus_factor("scatter", 4) == 0.75  # nccl-tests src/gather.cu, scatter.cu
+    # hypercube_perf prints busbw = algbw = what a rank receives over the time (src/hypercube.cu).
+    assert bus_factor("hypercube", 4) == 1.0 and algbw_factor("hypercube", 4) == 0.75
+    assert algbw_factor("all_gather", 4) == 1.0
     assert bus_factor("broadcast", 4) == bus_factor("reduce", 4) == bus_factor("send", 2) == 1.0
     assert algbw_Bps(0, 0.0) == 0.0
     with pytest.raises(InputError, match="unknown collective"):
-        bus_factor("hypercube", 4)
+        bus_factor("alltoallv", 4)
 
 
 def test_sizes_parse_as_nccl_tests_does():

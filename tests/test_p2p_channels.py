@@ -139,6 +139,25 @@ def test_a_gathers_and_a_scatters_channels_take_their_whole_block(ten_h100):
     assert times["scatter"] == pytest.approx(times["all_to_all"], rel=2e-3)
 
 
+def test_a_hypercubes_rounds_are_the_sendrecvs_of_their_sizes_one_after_another(ten_h100):
+    # 8 ranks: rounds of S / 8, S / 4, S / 2 a rank, each an NCCL call whose pairs share no
+    # NVLink, so each takes what one pair's send of that size takes, with its own channels
+    # and protocol (LL up to 16 KiB a peer and channel).
+    ranks = [f"n0.gpu{g}" for g in range(8)]
+    protocols = []
+    for size in (64 * KiB, 32 * MiB, 8 * GiB):
+        plan = collective_workload(ten_h100, "hypercube", size, ranks=ranks)
+        rounds = [collective_workload(ten_h100, "send", size / 8 * 2**k, ranks=ranks[:2], communicator=ranks)
+                  for k in range(3)]
+        protocols.append([r.protocol for r in rounds])
+        assert (plan.protocol, plan.channels) == (rounds[-1].protocol, rounds[-1].channels)
+        expected = sum(collective_time(ten_h100, "send", size / 8 * 2**k, ranks=ranks[:2], communicator=ranks).time_s
+                       for k in range(3))
+        assert collective_time(ten_h100, "hypercube", size, ranks=ranks).time_s == pytest.approx(expected, rel=1e-6)
+    # 64 KiB: 8 and 16 KiB a peer on LL, then 32 KiB on one channel, Simple.
+    assert protocols == [["ll", "ll", "simple"], ["simple"] * 3, ["simple"] * 3]
+
+
 # --- a channel's rate inside an NVLink server -------------------------------------------------
 
 VALIDATION = Path(__file__).resolve().parents[1] / "data" / "validation" / "nccl_tests"

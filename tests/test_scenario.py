@@ -451,6 +451,16 @@ def test_real_gather_takes_its_root_as_nccl_tests_spells_it(tmp_path):
         load_scenario(_scenario(tmp_path, text.format(8)))
 
 
+def test_real_hypercube_needs_a_power_of_two_ranks(tmp_path):
+    text = ('[topology]\npreset = "dgx_h100"\nfigure = "effective"\n'
+            '[[workload.collective]]\nop = "hypercube_perf"\nsize_bytes = 8e6\nranks = {}\n')
+    four = load_scenario(_scenario(tmp_path, text.format('["gpu0", "gpu1", "gpu2", "gpu3"]'))).workload
+    assert len(four) == 4 * 2 and set(four.size_bytes) == {2e6, 4e6}  # S / 4, then S / 2
+    with pytest.raises(InputError, match=r"s\.toml: workload\.collective\[0\]: hypercube pairs rank r with r XOR "
+                                         r"2\^k, so it needs a power-of-two number of ranks, got 3"):
+        load_scenario(_scenario(tmp_path, text.format('["gpu0", "gpu1", "gpu2"]')))
+
+
 def test_real_nvls_collective_checks_its_switch(tmp_path):
     pytest.importorskip("flowsim.collectives")
     text = ('[topology]\npreset = "dgx_h100"\nfigure = "effective"\n'

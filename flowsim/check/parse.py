@@ -79,6 +79,7 @@ BINARIES = {
     "reduce_perf": "reduce",
     "gather_perf": "gather",
     "scatter_perf": "scatter",
+    "hypercube_perf": "hypercube",
 }
 _COLLECTIVE_BINARY = {collective: binary for binary, collective in BINARIES.items()}
 
@@ -325,7 +326,8 @@ def _fits_bus_factor(ratio: float, collective: str, n_ranks: int | None) -> bool
         factor = bus_factor(collective, n_ranks)
         return abs(ratio - factor) <= 0.05 * factor
     # 2(n-1)/n for all-reduce spans [1, 2); (n-1)/n for the split collectives [0.5, 1); 1 otherwise.
-    low, high = (1.0, 2.0) if collective == "all_reduce" else (0.5, 1.0) if collective in SPLIT else (1.0, 1.0)
+    low, high = {"all_reduce": (1.0, 2.0), "hypercube": (1.0, 1.0)}.get(
+        collective, (0.5, 1.0) if collective in SPLIT else (1.0, 1.0))
     return 0.95 * low <= ratio <= 1.05 * high
 
 
@@ -383,7 +385,7 @@ def _ranks_from_busbw(rows: Sequence[TestRow], collective: str | None) -> tuple[
     busbw, both as printed (to 0.01 GB/s, nccl-tests' ``%7.2f``: each within 0.005 of the
     value measured), for a collective whose bus factor depends on the rank count; None
     otherwise, or where no count, or any count from some on, fits."""
-    if collective != "all_reduce" and collective not in SPLIT:
+    if collective != "all_reduce" and (collective not in SPLIT or collective == "hypercube"):
         return None
     fastest = max((r.out_of_place for r in rows), key=lambda m: m.algbw_GBps)
     if fastest.algbw_GBps < 1.0:

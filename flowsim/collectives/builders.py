@@ -43,6 +43,7 @@ All-to-all, send
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -473,6 +474,84 @@ def _rooted_p2p(
             else:
                 dag.add(f"r{root}.to.r{i}", ranks[root], rank, size / n, [], 0, 0)
     return dag.workload(what)
+
+
+def hypercube(
+    ranks: Ranks,
+    size_bytes: float,
+    *,
+    servers: Servers = None,
+    costs: CollectiveCosts | None = None,
+    model: str = "auto",
+) -> Workload:
+    """nccl-tests' ``hypercube_perf``: an all-gather by recursive doubling of sends.
+
+    ``S`` is what every rank ends up holding, ``S / n`` of it its own. In round ``k`` each rank
+    swaps the ``2^k`` parts it holds with its partner (position XOR ``2^k``): a grouped send
+    and receive of ``2^k S / n`` bytes, one NCCL call per round (nccl-tests
+    ``src/hypercube.cu``), so ``n`` must be a power of two. Each send is :func:`send` on one
+    channel, ``hypercube.k{k}.r{i}.to.r{j}.`` before its names; see
+    :func:`hypercube_workload` for how rounds follow each other. Other parameters as
+    :func:`all_to_all`.
+    """
+    ranks, size, _, costs = _prepare("hypercube", ranks, size_bytes, 1, costs, "ring")
+    rounds = hypercube_rounds(ranks, size)
+    _steps_only(model, len(ranks) * len(rounds), "hypercube")
+    return hypercube_workload(
+        [[send(src, dst, part, servers=servers, costs=costs, model=model) for src, dst, part in sends]
+         for sends in rounds]
+    )
+
+
+def hypercube_rounds(ranks: Ranks, size_bytes: float) -> list[list[tuple[str, str, float]]]:
+    """The sends of each round of :func:`hypercube`: ``(src, dst, bytes)`` for every rank
+    in ``ranks`` order. An :class:`InputError` where the rank count is not a power of two."""
+    n = len(ranks)
+    if n < 2 or n & (n - 1):
+        raise InputError(f"hypercube pairs rank r with r XOR 2^k, so it needs a power-of-two number of ranks, got {n}")
+    return [
+        [(ranks[i], ranks[i ^ (1 << k)], size_bytes / n * (1 << k)) for i in range(n)]
+        for k in range(n.bit_length() - 1)
+    ]
+
+
+def hypercube_workload(rounds: Sequence[Sequence[Workload]]) -> Workload:
+    """One workload of :func:`hypercube`'s sends, ``rounds[k][i]`` rank ``i``'s send of
+    round ``k`` (to position ``i XOR 2^k``), named ``hypercube.k{k}.r{i}.to.r{j}.`` before
+    their own names. A rank's round ``k`` is an NCCL call that starts once its call of
+    round ``k - 1`` has ended, both its send and its receive; a send moves once both ends
+    have started, so the first messages of rank ``i``'s send in round ``k`` wait for the last
+    ones of the round ``k - 1`` sends into and out of ``i`` and its partner. Each round's
+    first messages keep the launch (base) latency their sends gave them."""
+    parts = [
+        w.renamed(f"hypercube.k{k}.r{i}.to.r{i ^ (1 << k)}.")
+        for k, sends in enumerate(rounds)
+        for i, w in enumerate(sends)
+    ]
+    n = len(rounds[0])
+    offsets = np.cumsum([0] + [len(w) for w in parts])
+    # Per part: its flows no other flow of it waits for (its last messages), as indices in the whole.
+    tails = []
+    for w, offset in zip(parts, offsets[:-1], strict=True):
+        waited = np.zeros(len(w), dtype=bool)
+        waited[w.dep_indices] = True
+        tails.append(np.flatnonzero(~waited) + offset)
+    whole = Workload.concat(parts)
+    depends_on: list[np.ndarray] = []
+    for index, (w, offset) in enumerate(zip(parts, offsets[:-1], strict=True)):
+        k, i = divmod(index, n)
+        before = []
+        if k:
+            previous = 1 << (k - 1)
+            for rank in (i, i ^ (1 << k)):
+                before += [tails[(k - 1) * n + rank], tails[(k - 1) * n + (rank ^ previous)]]
+        for f in range(len(w)):
+            own = whole.dependencies(offset + f)
+            depends_on.append(np.concatenate([own, *before]) if own.size == 0 and before else own)
+    indptr = np.zeros(len(whole) + 1, dtype=np.int64)
+    indptr[1:] = np.cumsum([d.size for d in depends_on])
+    indices = np.concatenate(depends_on).astype(np.int64) if depends_on else np.empty(0, np.int64)
+    return dataclasses.replace(whole, dep_indptr=indptr, dep_indices=indices)
 
 
 def send(
@@ -1055,6 +1134,7 @@ ALGORITHM_TABLE: dict[tuple[str, str], Algorithm] = {
         Algorithm("all_to_all", "p2p", all_to_all, frozenset({"servers"})),
         Algorithm("gather", "p2p", gather, frozenset({"servers", "root"})),
         Algorithm("scatter", "p2p", scatter, frozenset({"servers", "root"})),
+        Algorithm("hypercube", "p2p", hypercube, frozenset({"servers"})),
         Algorithm("send", "p2p", _send, frozenset({"channels", "slices", "servers"})),
     )
 }

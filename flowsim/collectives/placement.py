@@ -22,7 +22,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from flowsim.budgets import SHARED_CAP_TAG, budget_tag
-from flowsim.collectives.builders import ALGORITHM_TABLE, PEER_SPLIT, algorithm_name, algorithm_of, protocol_name
+from flowsim.collectives.builders import (
+    ALGORITHM_TABLE,
+    PEER_SPLIT,
+    algorithm_name,
+    algorithm_of,
+    hypercube_rounds,
+    hypercube_workload,
+    protocol_name,
+)
 from flowsim.collectives.chunks import NVLS_CHUNK_BYTES, nccl_chunking, pipeline_pieces
 from flowsim.collectives.constants import DEFAULT_NCCL_VERSION, constants_of
 from flowsim.collectives.costs import (
@@ -466,7 +474,7 @@ def collective_workload(
         raise InputError(f"give either costs or protocol {protocol!r}, not both")
     # nccl-tests' sendrecv_perf (a send without ranks): every rank sends to the next at once.
     ring_of_sends: tuple[str, ...] = ()
-    same_send = functools.partial(collective_workload, topology, "send", size_bytes, algorithm=algorithm,
+    same_send = functools.partial(collective_workload, topology, "send", algorithm=algorithm,
                                   protocol=protocol, channels=channels, slices=slices, costs=costs, model=model,
                                   nccl_env=nccl_env, nccl_version=nccl_version, router=router)
     if ranks is None:
@@ -514,6 +522,14 @@ def collective_workload(
         raise InputError(
             f"bad parameters for {collective}: {entry.name} takes no {', '.join(refused)} (it takes {takes})"
         )
+    if collective == "hypercube" and costs is None:
+        # Each round is an NCCL call of its own, its sends laid out as NCCL lays out a send
+        # (channels, protocol and caps for its size) in the communicator of all the ranks.
+        sends = [[same_send(part, ranks=(src, dst), communicator=communicator or ranks, servers=servers)
+                  for src, dst, part in round_] for round_ in hypercube_rounds(ranks, size_bytes)]
+        final = sends[-1][0]  # the largest round's send, for the row's protocol and channels
+        cube = hypercube_workload([[plan.workload for plan in round_] for round_ in sends])
+        return CollectivePlan("p2p", final.protocol, final.channels, cube.tags["model"][0], ranks, final.costs, cube)
     # NCCL's channel count, and each channel's share of its bus bandwidth as a rate cap, for
     # the rings and trees NCCL's choice names. NCCL's channels that run the same ring are
     # identical copies (the search duplicates them, src/graph/search.cc): flowsim lays them
@@ -716,7 +732,7 @@ def collective_workload(
         for i, src in enumerate(ring_of_sends):
             dst = ring_of_sends[(i + 1) % len(ring_of_sends)]
             if (src, dst) != ranks:
-                other = same_send(ranks=(src, dst), communicator=communicator)
+                other = same_send(size_bytes, ranks=(src, dst), communicator=communicator)
                 others.append(other.workload.renamed(f"{src}->{dst}."))
         workload = Workload.concat([workload, *others])
     return CollectivePlan(entry.name, chosen[0], reported or n_channels, workload.tags["model"][0], ranks, chosen[1],

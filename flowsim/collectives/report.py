@@ -35,6 +35,7 @@ __all__ = [
     "SUM_SHOWN",
     "NcclRow",
     "algbw_Bps",
+    "algbw_factor",
     "bus_factor",
     "busbw_Bps",
     "format_table",
@@ -69,7 +70,7 @@ DTYPE_BYTES = {
 HOST_LAUNCH_US_PER_GPU = 4.2
 
 #: Collectives whose S is split into n equal parts, one per rank (nccl-tests' count is a part's).
-SPLIT = frozenset({"all_gather", "reduce_scatter", "all_to_all", "gather", "scatter"})
+SPLIT = frozenset({"all_gather", "reduce_scatter", "all_to_all", "gather", "scatter", "hypercube"})
 #: Collectives whose rows show the redop "sum" (sendrecv_perf prints it too, reducing nothing).
 SUM_SHOWN = frozenset({"all_reduce", "reduce_scatter", "reduce", "send"})
 #: Collectives with a root (nccl-tests prints it; the others print -1).
@@ -80,7 +81,8 @@ _SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
 def bus_factor(collective: str, n_ranks: int) -> float:
-    """busbw / algbw of ``collective`` on ``n_ranks`` ranks (nccl-tests' ``*GetBw``).
+    """busbw / algbw of ``collective`` on ``n_ranks`` ranks, both as nccl-tests prints them
+    (its ``*GetBw``).
 
     >>> bus_factor("all_reduce", 8)
     1.75
@@ -90,7 +92,17 @@ def bus_factor(collective: str, n_ranks: int) -> float:
     n_ranks = whole_number("n_ranks", n_ranks)
     if collective == "all_reduce":
         return 2 * (n_ranks - 1) / n_ranks
-    if collective in SPLIT:
+    if collective in SPLIT and collective != "hypercube":
+        return (n_ranks - 1) / n_ranks
+    return 1.0
+
+
+def algbw_factor(collective: str, n_ranks: int) -> float:
+    """The algbw nccl-tests prints over ``S / t``: ``(n - 1) / n`` for ``hypercube_perf``,
+    which counts the bytes a rank receives (``count x (nranks - 1)``, src/hypercube.cu), 1
+    for the others."""
+    if collective == "hypercube":
+        n_ranks = whole_number("n_ranks", n_ranks)
         return (n_ranks - 1) / n_ranks
     return 1.0
 
@@ -105,8 +117,8 @@ def algbw_Bps(size_bytes: float, time_s: float) -> float:
 
 
 def busbw_Bps(collective: str, size_bytes: float, time_s: float, n_ranks: int) -> float:
-    """``algbw x bus_factor`` (B/s)."""
-    return algbw_Bps(size_bytes, time_s) * bus_factor(collective, n_ranks)
+    """nccl-tests' busbw (B/s): ``S / t x algbw_factor x bus_factor``."""
+    return algbw_Bps(size_bytes, time_s) * algbw_factor(collective, n_ranks) * bus_factor(collective, n_ranks)
 
 
 def parse_size(text: str | int) -> int:
@@ -315,7 +327,7 @@ def _rows(
             redop="sum" if collective in SUM_SHOWN else "none",
             root=options.get("root", 0) if collective in ROOTED else -1,
             time_us=time_s * 1e6,
-            algbw_GBps=algbw_Bps(size, time_s) / 1e9,
+            algbw_GBps=algbw_Bps(size, time_s) * algbw_factor(collective, n_ranks) / 1e9,
             busbw_GBps=busbw_Bps(collective, size, time_s, n_ranks) / 1e9,
             algorithm=outcome.algorithm,
             protocol=outcome.protocol,

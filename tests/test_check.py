@@ -1622,3 +1622,7 @@ def test_a_hypercube_output_is_read_by_its_name_or_its_rows(tmp_path, capsys):
     assert flowsim_check([str(path), "--system", "dgx-h100", "--json"]) in (0, 1)
     rows = json.loads(capsys.readouterr().out)["rows"]
     assert [r["algorithm"] for r in rows] == ["p2p"] * 4 and rows[-1]["root"] == -1
+    assert not any("one NCCL group" in w for w in check_nccl_log(text, system="dgx-h100").warnings)
+    grouped = check_nccl_log(text.replace("nGpus 1", "nGpus 8"), system="dgx-h100", nodes=1)  # -g 8
+    assert ("nccl-tests ran this hypercube's rounds inside one NCCL group (-g or -m above 1), so NCCL issued them "
+            "together; the prediction runs them one after another") in grouped.warnings

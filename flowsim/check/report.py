@@ -711,6 +711,11 @@ def check_log(
     elif log.collective in ROOTED and len(roots) > 1:
         warnings += (f"rows for {len(roots)} roots in turn (nccl-tests -r -1), each block under its '# root' line; "
                      "every block is predicted with root 0",)
+    if log.collective == "hypercube" and (launch["gpus_per_thread"] > 1 or launch["agg_iters"] > 1):
+        # nccl-tests wraps a thread's GPUs (-g) and aggregated iterations (-m) in one NCCL group,
+        # which merges the rounds' own groups into one call (src/common.cu, src/hypercube.cu).
+        warnings += ("nccl-tests ran this hypercube's rounds inside one NCCL group (-g or -m above 1), so NCCL "
+                     "issued them together; the prediction runs them one after another",)
     predictions = sweep(
         topology, log.collective, predicted_sizes, dtype="int8", ranks=ranks, protocol=protocol, **launch, **options
     )

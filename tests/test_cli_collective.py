@@ -297,7 +297,7 @@ def test_a_root_is_taken_by_the_collectives_that_have_one(capsys):
     assert capsys.readouterr().err == (
         "flowsim: error: --root: all_to_all has no root; broadcast, gather, reduce and scatter have one\n")
     assert flowsim(["collective", "scatter", *argv, "-r", "8"]) == 2
-    assert capsys.readouterr().err == "flowsim: error: scatter: root must be a rank index in 0..7, got 8\n"
+    assert capsys.readouterr().err == "flowsim: error: --root 8: the 8 ranks are 0 to 7\n"
 
 
 @pytest.mark.parametrize(

@@ -149,6 +149,9 @@ def run_collective(args: argparse.Namespace) -> int:
     if args.root is not None and args.collective not in ROOTED:
         rooted = sorted(ROOTED)
         raise InputError(f"--root: {args.collective} has no root; {', '.join(rooted[:-1])} and {rooted[-1]} have one")
+    n_gpus = len(topology.gpus())
+    if args.root is not None and args.root >= n_gpus:
+        raise InputError(f"--root {args.root}: the {n_gpus} ranks are 0 to {n_gpus - 1}")
     sizes = message_sizes(args.minbytes, args.maxbytes, args.stepfactor)
     notes = Notes(sys.stderr, in_place=True) if show_progress(args) else None
     rows_run = iter_sweep(
@@ -172,7 +175,7 @@ def run_collective(args: argparse.Namespace) -> int:
         cuda_graph=args.cudagraph,
     )
     pending = rows_run if notes is None else _erasing(notes, rows_run)
-    n_ranks = 2 if args.collective == "send" else len(topology.gpus())
+    n_ranks = 2 if args.collective == "send" else n_gpus
     rows = [next(pending)]
     # The system's own NCCL environment (a system file's [nccl] env) runs under --nccl-env.
     system_env = system_env_taken(topology, nccl_env)

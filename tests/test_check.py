@@ -1626,3 +1626,23 @@ def test_a_hypercube_output_is_read_by_its_name_or_its_rows(tmp_path, capsys):
     grouped = check_nccl_log(text.replace("nGpus 1", "nGpus 8"), system="dgx-h100", nodes=1)  # -g 8
     assert ("nccl-tests ran this hypercube's rounds inside one NCCL group (-g or -m above 1), so NCCL issued them "
             "together; the prediction runs them one after another") in grouped.warnings
+
+
+def test_sizes_an_older_nccl_tests_printed_are_predicted_as_they_are(monkeypatch):
+    # Before 2.13.12 nccl-tests did not trim a rank's part to 16 bytes: 100 B of floats on 8
+    # ranks ran as 3 floats a rank, 96 B, which trimmed would be no bytes at all.
+    lines = _lines(ALL_GATHER)
+    first = next(i for i, line in enumerate(lines) if line.strip() and not line.startswith("#"))
+    half = "    10.00    0.01    0.01       0"
+    lines[first] = f"{96:12d}  {3:12d}     float    none      -1{half}{half}"
+    predicted = []
+    real_sweep = flowsim.check.report.sweep
+
+    def sweep(*args, **options):
+        rows = real_sweep(*args, **options)
+        predicted.extend(r.size_bytes for r in rows)
+        return rows
+
+    monkeypatch.setattr(flowsim.check.report, "sweep", sweep)
+    report = check_nccl_log("\n".join(lines), system="dgx-h100", collective="all_gather")
+    assert predicted == [r.size_bytes for r in report.rows] and predicted[0] == 96

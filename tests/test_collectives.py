@@ -724,6 +724,8 @@ def test_sweep_rows_round_split_collectives_to_equal_parts():
     # Doubles trim to 2: 125 a part of 15, 14 kept. Collectives that do not split keep whole elements.
     assert [(r.size_bytes, r.count) for r in sweep(topo, "reduce_scatter", [1000], dtype="double")] == [(896, 14)]
     assert [(r.size_bytes, r.count) for r in sweep(topo, "all_reduce", [1001], dtype="double")] == [(1000, 125)]
+    # Untrimmed, as an older nccl-tests printed them: 31 floats a rank.
+    assert [(r.size_bytes, r.count) for r in sweep(topo, "all_gather", [1000], aligned=False)] == [(992, 31)]
 
 
 @pytest.mark.parametrize(

@@ -716,8 +716,11 @@ def check_log(
         # which merges the rounds' own groups into one call (src/common.cu, src/hypercube.cu).
         warnings += ("nccl-tests ran this hypercube's rounds inside one NCCL group (-g or -m above 1), so NCCL "
                      "issued them together; the prediction runs them one after another",)
+    # The sizes the log printed, as they are (aligned=False: an nccl-tests before 2.13.12 did
+    # not trim a rank's part to 16 bytes).
     predictions = sweep(
-        topology, log.collective, predicted_sizes, dtype="int8", ranks=ranks, protocol=protocol, **launch, **options
+        topology, log.collective, predicted_sizes, dtype="int8", ranks=ranks, protocol=protocol, aligned=False,
+        **launch, **options,
     )
     predicted_rows = dict(zip(predicted_sizes, predictions, strict=True))
     # A thread that drives several GPUs (-g N > 1) adds CUDA's launch overheads to each

@@ -211,17 +211,19 @@ class NcclRow:
     flow_classes: int = 0
 
 
-def _rounded(collective: str, size_bytes: int, element_bytes: int, n_ranks: int) -> tuple[int, int]:
+def _rounded(collective: str, size_bytes: int, element_bytes: int, n_ranks: int, aligned: bool) -> tuple[int, int]:
     """(S, count) as nccl-tests prints them: S rounded down to whole elements, split in ``n``
     equal parts where the collective splits it, each part trimmed to a multiple of 16 bytes
-    (nccl-tests 2.13.12 and later, "so that ... non-pow2 ranks have buffer addresses aligned":
-    ``(count/nranks) & ~(16/eltSize - 1)`` in each ``*GetCollByteCount``), and the count of
-    elements of one part (each rank's chunk, or each peer's for all-to-all: nccl-tests prints
-    its ``paramcount``)."""
+    where ``aligned`` (nccl-tests 2.13.12 and later, "so that ... non-pow2 ranks have buffer
+    addresses aligned": ``(count/nranks) & ~(16/eltSize - 1)`` in each ``*GetCollByteCount``),
+    and the count of elements of one part (each rank's chunk, or each peer's for all-to-all:
+    nccl-tests prints its ``paramcount``)."""
     elements = size_bytes // element_bytes
     if collective not in SPLIT:
         return elements * element_bytes, elements
-    part = (elements // n_ranks) & ~(16 // element_bytes - 1)
+    part = elements // n_ranks
+    if aligned:
+        part &= ~(16 // element_bytes - 1)
     return part * n_ranks * element_bytes, part
 
 
@@ -235,6 +237,7 @@ def sweep(
     gpus_per_thread: int = 1,
     agg_iters: int = 1,
     cuda_graph: int = 0,
+    aligned: bool = True,
     **options,
 ) -> list[NcclRow]:
     """Simulate ``collective`` at each size, as an nccl-tests run does.
@@ -246,7 +249,8 @@ def sweep(
         One of :data:`flowsim.collectives.COLLECTIVES`.
     sizes_bytes : sequence of int
         ``S`` per row, e.g. from :func:`message_sizes`; each is rounded down to whole
-        elements of ``dtype``.
+        elements of ``dtype`` (and, for a collective that splits ``S`` over the ranks, to
+        equal parts of whole elements, each a multiple of 16 bytes where ``aligned``).
     dtype : str
         A key of :data:`DTYPE_BYTES`.
     ranks : sequence of str, optional
@@ -254,6 +258,9 @@ def sweep(
     gpus_per_thread, agg_iters, cuda_graph : int
         nccl-tests' ``-g``, ``-a`` and ``-G``: how the host launches each iteration, which
         sets a least time per row (:func:`launch_floor_us`; default: one GPU per thread).
+    aligned : bool
+        Trim each rank's part to 16 bytes as nccl-tests 2.13.12 and later do (default);
+        False keeps the sizes of a log an older nccl-tests printed, whose parts are not.
     **options
         Passed to :func:`flowsim.collectives.collective_time` (``algorithm``, ``protocol``,
         ``channels``, ``slices``, ``costs``, ``model``, ``nccl_env``, ``nccl_version``,
@@ -264,7 +271,8 @@ def sweep(
     list of NcclRow
     """
     return list(iter_sweep(topology, collective, sizes_bytes, dtype=dtype, ranks=ranks,
-                           gpus_per_thread=gpus_per_thread, agg_iters=agg_iters, cuda_graph=cuda_graph, **options))
+                           gpus_per_thread=gpus_per_thread, agg_iters=agg_iters, cuda_graph=cuda_graph,
+                           aligned=aligned, **options))
 
 
 def iter_sweep(
@@ -278,6 +286,7 @@ def iter_sweep(
     gpus_per_thread: int = 1,
     agg_iters: int = 1,
     cuda_graph: int = 0,
+    aligned: bool = True,
     **options,
 ) -> Iterator[NcclRow]:
     """:func:`sweep` one row at a time, each as soon as its size has run.
@@ -296,7 +305,8 @@ def iter_sweep(
         n_ranks = 2 if collective == "send" else len(topology.gpus())
     else:
         n_ranks = len(ranks)
-    sizes = [_rounded(collective, parse_size(requested), DTYPE_BYTES[dtype], n_ranks) for requested in sizes_bytes]
+    sizes = [_rounded(collective, parse_size(requested), DTYPE_BYTES[dtype], n_ranks, aligned)
+             for requested in sizes_bytes]
     floor_us = launch_floor_us(gpus_per_thread, agg_iters=agg_iters, cuda_graph=cuda_graph)
     return _rows(topology, collective, sizes, dtype, ranks, n_ranks, router, progress, floor_us, options)
 

@@ -1646,3 +1646,12 @@ def test_sizes_an_older_nccl_tests_printed_are_predicted_as_they_are(monkeypatch
     monkeypatch.setattr(flowsim.check.report, "sweep", sweep)
     report = check_nccl_log("\n".join(lines), system="dgx-h100", collective="all_gather")
     assert predicted == [r.size_bytes for r in report.rows] and predicted[0] == 96
+
+
+@pytest.mark.parametrize(("option", "message"), [
+    (["--fail", "n9.*"], "--fail[0]: pattern 'n9.*' matches no node or link name"),
+    (["--degrade", "x=0.5"], '--degrade."x": pattern \'x\' matches no node or link name'),
+])
+def test_cli_names_a_bad_failure_as_its_option(capsys, option, message):
+    assert flowsim_check([str(SENDRECV), "--system", "dgx-h100", "--min-bytes", "1G", *option]) == 2
+    assert capsys.readouterr().err == f"flowsim check: error: {message}\n"

@@ -47,6 +47,7 @@ from flowsim.collectives.report import (
     algbw_factor,
     bus_factor,
     busbw_Bps,
+    empty_call_runs,
     format_table,
     message_sizes,
     parse_size,
@@ -726,6 +727,21 @@ def test_sweep_rows_round_split_collectives_to_equal_parts():
     assert [(r.size_bytes, r.count) for r in sweep(topo, "all_reduce", [1001], dtype="double")] == [(1000, 125)]
     # Untrimmed, as an older nccl-tests printed them: 31 floats a rank.
     assert [(r.size_bytes, r.count) for r in sweep(topo, "all_gather", [1000], aligned=False)] == [(992, 31)]
+
+
+def test_rows_of_no_bytes_take_no_time_where_nothing_runs():
+    # The sources the rule cites: NCCL discards an empty collective from 2.22.3, an
+    # all-to-all from 2.28; nccl-tests' gather and scatter skip the call; sends still run.
+    assert not empty_call_runs("all_gather", "2.22.3") and empty_call_runs("all_gather", "2.19.3")
+    assert empty_call_runs("all_to_all", "2.27.7") and not empty_call_runs("all_to_all", "2.28.9")
+    assert not empty_call_runs("gather", "2.19.3") and empty_call_runs("send") and empty_call_runs("hypercube")
+    topo = preset("dgx_h100", figure="effective")
+    # 64 B of floats on 8 ranks is 2 floats a rank, trimmed to none.
+    (now,) = sweep(topo, "all_gather", [64])
+    (old,) = sweep(topo, "all_gather", [64], nccl_version="2.19.3")
+    assert now.size_bytes == old.size_bytes == 0 and now.time_us == now.latency_us == 0.0
+    assert old.time_us > 5  # a launch and NCCL's latency
+    assert sweep(topo, "send", [0])[0].time_us > 5
 
 
 @pytest.mark.parametrize(

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 
 from flowsim.collectives.builders import COLLECTIVES
+from flowsim.collectives.constants import DEFAULT_NCCL_VERSION, nccl_release
 from flowsim.collectives.placement import collective_time
 from flowsim.errors import InputError, whole_number
 from flowsim.routing import Router
@@ -38,6 +39,7 @@ __all__ = [
     "algbw_factor",
     "bus_factor",
     "busbw_Bps",
+    "empty_call_runs",
     "format_table",
     "iter_sweep",
     "launch_floor_us",
@@ -211,6 +213,25 @@ class NcclRow:
     flow_classes: int = 0
 
 
+def empty_call_runs(collective: str, nccl_version: str = DEFAULT_NCCL_VERSION) -> bool:
+    """Whether an nccl-tests row of 0 bytes still runs an NCCL call, and so takes its latency.
+
+    nccl-tests' gather and scatter return before calling NCCL (``if (count == 0) return
+    testSuccess;``, src/gather.cu, src/scatter.cu). NCCL discards an empty collective from
+    2.22.3 on ([NCCL] v2.22.3-1 src/enqueue.cc ``if (info->count == 0) return ncclSuccess;``);
+    an all-to-all is one from 2.28 (``ncclAlltoAll``; nccl-tests groups sends and receives
+    before). A send of 0 bytes still runs: its proxy takes one step of 0 bytes (v2.30.7-1
+    src/enqueue.cc), so sendrecv, hypercube and an older all-to-all do.
+    """
+    if collective in ("gather", "scatter"):
+        return False
+    if collective in ("send", "hypercube"):
+        return True
+    release = nccl_release(nccl_version) or nccl_release(DEFAULT_NCCL_VERSION)
+    assert release is not None
+    return release < ((2, 28, 0) if collective == "all_to_all" else (2, 22, 3))
+
+
 def _rounded(collective: str, size_bytes: int, element_bytes: int, n_ranks: int, aligned: bool) -> tuple[int, int]:
     """(S, count) as nccl-tests prints them: S rounded down to whole elements, split in ``n``
     equal parts where the collective splits it, each part trimmed to a multiple of 16 bytes
@@ -327,6 +348,9 @@ def _rows(
         note = None if progress is None else _prefixed(progress, f"{size:,} B ({i + 1}/{len(sizes)})")
         outcome = collective_time(topology, collective, size, ranks=ranks, router=router, progress=note, **options)
         time_s, latency_s = outcome.time_s, outcome.latency_s
+        if size == 0 and not empty_call_runs(collective, options.get("nccl_version", DEFAULT_NCCL_VERSION)):
+            # Nothing runs (nccl-tests' own timing, a fraction of a microsecond, is not modelled).
+            time_s = latency_s = 0.0
         launch_bound = size > 0 and floor_us * 1e-6 > time_s
         if launch_bound:
             time_s = latency_s = floor_us * 1e-6

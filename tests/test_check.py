@@ -29,6 +29,7 @@ from flowsim.check import (
 from flowsim.check.log import RankInfo
 from flowsim.check.parse import _shape_of_listed, nccl_version_from_code
 from flowsim.check.report import LATENCY_TOLERANCE, default_system, time_bounds
+from flowsim.collectives import all_to_all_v_bytes
 from flowsim.commands.check import add_parser
 from flowsim.errors import InputError
 
@@ -121,8 +122,8 @@ def test_collective_from_text_file_name_or_columns():
     assert parse_nccl_log(text, collective="alltoall_perf").collective == "all_to_all"
     unnamed = "\n".join(line for line in DEGRADED.read_text().splitlines() if "Collective test" not in line)
     assert parse_nccl_log(unnamed).binary == "all_reduce_perf"  # only all_reduce: sum and 2(n-1)/n
-    with pytest.raises(InputError, match="unknown collective 'alltoallv'"):
-        parse_nccl_log(text, collective="alltoallv")
+    with pytest.raises(InputError, match="unknown collective 'custom'"):
+        parse_nccl_log(text, collective="custom")
 
 
 def _lines(path):
@@ -888,7 +889,7 @@ def test_a_test_name_with_a_build_suffix_names_its_binary():
     text = SENDRECV.read_text()
     for name in ("sendrecv_perf_mpi", "sendrecv_perf_custom_build"):
         assert parse_nccl_log(text.replace("starting: sendrecv_perf", f"starting: {name}")).binary == "sendrecv_perf"
-    for name in ("alltoallv_perf_mpi", "xsendrecv_perf", "sendrecv_perfx"):
+    for name in ("custom_perf_mpi", "xsendrecv_perf", "sendrecv_perfx"):
         with pytest.raises(InputError, match=f"nccl-tests binary '{name}' is not one flowsim checks"):
             parse_nccl_log(text.replace("starting: sendrecv_perf", f"starting: {name}"))
 
@@ -1655,3 +1656,32 @@ def test_sizes_an_older_nccl_tests_printed_are_predicted_as_they_are(monkeypatch
 def test_cli_names_a_bad_failure_as_its_option(capsys, option, message):
     assert flowsim_check([str(SENDRECV), "--system", "dgx-h100", "--min-bytes", "1G", *option]) == 2
     assert capsys.readouterr().err == f"flowsim check: error: {message}\n"
+
+
+def _alltoallv_log(count_of=lambda part: part) -> str:
+    """A constructed ``alltoallv_perf`` output (not a measurement): 8 H100, floats, spread 1,
+    each row's size what a rank sends (the parts of nccl-tests src/alltoallv.cu summed),
+    its count the even part, busbw = algbw x 7/8."""
+    lines = _rooted_log("alltoallv_perf").splitlines()
+    first = next(i for i, line in enumerate(lines) if line.strip() and not line.startswith("#"))
+    rows = []
+    for total, time_us in ((1 << 20, 40.0), (8 << 20, 80.0), (64 << 20, 320.0), (512 << 20, 2000.0)):
+        size = int(all_to_all_v_bytes(8, total)[0].sum())
+        algbw = size / time_us / 1e3
+        half = f"  {time_us:7.2f}  {algbw:6.2f}  {algbw * 7 / 8:6.2f}       0"
+        rows.append(f"{size:12d}  {count_of(total // 32):12d}     float    none      -1{half}{half}")
+    return "\n".join(lines[:first] + rows + lines[first + 4:]) + "\n"
+
+
+def test_an_alltoallv_output_is_checked_on_its_generated_pattern():
+    report = check_nccl_log(_alltoallv_log(), system="dgx-h100")
+    assert report.log.binary == "alltoallv_perf" and [r.algorithm for r in report.rows] == ["p2p"] * 4
+    spread = ("the log does not say alltoallv_perf's spread (NCCL_TESTS_ALLTOALLV_SPREAD): taken as nccl-tests' "
+              "default, 1 (--nccl-env NCCL_TESTS_ALLTOALLV_SPREAD=X where the run set another)")
+    assert spread in report.warnings
+    given = check_nccl_log(_alltoallv_log(), system="dgx-h100", nccl_env={"NCCL_TESTS_ALLTOALLV_SPREAD": "0.5"})
+    assert spread not in given.warnings
+    assert given.rows[-1].predicted_busbw_GBps != report.rows[-1].predicted_busbw_GBps
+    with pytest.raises(InputError, match=r"an alltoallv_perf run of a traffic matrix file "
+                                         r"\(NCCL_TESTS_ALLTOALLV_MATRIX_FILE; its rows print count 0\)"):
+        check_nccl_log(_alltoallv_log(lambda part: 0), system="dgx-h100")

@@ -305,7 +305,7 @@ def test_a_root_is_taken_by_the_collectives_that_have_one(capsys):
     [("all_reduce", "all_reduce"), ("allreduce", "all_reduce"), ("All-Reduce", "all_reduce"),
      ("alltoall_perf", "all_to_all"), ("reducescatter", "reduce_scatter"), ("sendrecv", "send"),
      ("sendrecv_perf", "send"), ("gather_perf", "gather"), ("Scatter", "scatter"),
-     ("hypercube_perf", "hypercube")],
+     ("hypercube_perf", "hypercube"), ("alltoallv_perf", "all_to_all_v"), ("all-to-all-v", "all_to_all_v")],
 )
 def test_collectives_are_taken_as_nccl_and_nccl_tests_spell_them(spelling, name):
     parser = argparse.ArgumentParser(prog="flowsim")
@@ -320,6 +320,16 @@ def test_an_unknown_collective_is_one_line_naming_the_valid_ones(capsys):
     err = capsys.readouterr().err
     assert err.splitlines()[-1] == (
         "flowsim collective: error: argument collective: unknown collective 'allred'; valid ones: "
-        "all_reduce, reduce_scatter, all_gather, broadcast, reduce, all_to_all, gather, scatter, hypercube, send"
+        "all_reduce, reduce_scatter, all_gather, broadcast, reduce, all_to_all, gather, scatter, hypercube, "
+        "all_to_all_v, send"
     )
     assert "Traceback" not in err
+
+
+def test_alltoallvs_spread_is_taken_from_nccl_env_without_a_note(capsys):
+    argv = ["collective", "alltoallv", "--system", "dgx-h100", "-b", "1M", "-e", "1M", "--json"]
+    assert flowsim([*argv, "--nccl-env", "NCCL_TESTS_ALLTOALLV_SPREAD=0"]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and json.loads(out)["rows"][0]["size_bytes"] == 2**20  # spread 0: S / 8 to each rank, itself too
+    assert flowsim([*argv, "--nccl-env", "NCCL_TESTS_ALLTOALLV_SPREAD=x"]) == 2
+    assert capsys.readouterr().err == "flowsim: error: NCCL_TESTS_ALLTOALLV_SPREAD='x' is not a number\n"

@@ -22,6 +22,8 @@ from flowsim.collectives import (
     all_gather,
     all_reduce,
     all_to_all,
+    all_to_all_v,
+    all_to_all_v_bytes,
     broadcast,
     build_collective,
     collective_time,
@@ -226,6 +228,28 @@ def test_hypercube_on_a_switch_takes_a_round_per_doubling():
     assert busbw_Bps("hypercube", 4 * G, out.makespan_s, 4) == pytest.approx(G)
 
 
+def test_alltoallv_sends_by_distance_as_nccl_tests_generates_it():
+    # nccl-tests src/alltoallv.cu, spread 1: d S / (n (n - 1) / 2) to the rank d ahead,
+    # truncated to 16 bytes: 6000 B on 4 ranks is 1000, 2000 and 3000 B, trimmed to 992, 2000, 2992.
+    assert all_to_all_v_bytes(4, 6000)[1].tolist() == [2992, 0, 992, 2000]
+    # Spread 0: S / n to every rank, itself included.
+    assert all_to_all_v_bytes(4, 6400, 0.0)[2].tolist() == [1600] * 4
+    assert all_to_all_v_bytes(4, 6000, 0.5)[0].tolist() == [736, 1248, 1744, 2240]  # halfway, each trimmed
+    with pytest.raises(InputError, match=r"NCCL_TESTS_ALLTOALLV_SPREAD must be a number in \[0, 1\], got 1.5"):
+        all_to_all_v_bytes(4, 6000, 1.5)
+    w = all_to_all_v(RANKS, 6 * G, costs=ZERO)
+    sizes = {(a, b): size for a, b, size in zip(w.src, w.dst, w.size_bytes, strict=True)}
+    assert len(w) == 12 and sizes[("g0", "g1")] == G and sizes[("g0", "g3")] == 3 * G and sizes[("g3", "g0")] == G
+
+
+def test_alltoallv_on_a_switch_keeps_each_link_busy_to_the_end():
+    # Every link carries 1, 2 and 3 GB (one of each distance) at 1 GB/s: a third each until
+    # the 1 GB messages end (3 s), a half each until the 2 GB ones do (5 s), then the last
+    # GB alone: 6 s, the 6 GB a rank sends over its link.
+    out = run(star_topology(), all_to_all_v(RANKS, 6 * G, costs=ZERO))
+    assert out.makespan_s == pytest.approx(6.0)
+
+
 def test_tree_all_reduce_reduces_up_then_broadcasts_down():
     w = tree_all_reduce(RANKS, 4 * G, slices=1, costs=ZERO)
     # NCCL's trees on 4 ranks: tree 0 is 0 <- 2 <- {1, 3}; tree 1 (mirrored) 3 <- 1 <- {0, 2}.
@@ -382,7 +406,7 @@ def test_mesh_rings_without_a_hamiltonian_cycle():
         (lambda: send("g0", "g0", G), "rank 'g0' appears twice"),
         (lambda: hierarchical_all_reduce(["a", "b", "c"], G, servers={"a": 0, "b": 0, "c": 1}), "different numbers"),
         (lambda: build_collective("all_reduce", RANKS, G, algorithm="collnet"), "no algorithm 'collnet'"),
-        (lambda: build_collective("alltoallv", RANKS, G), "unknown collective 'alltoallv'"),
+        (lambda: build_collective("custom", RANKS, G), "unknown collective 'custom'"),
         (lambda: nccl_costs("ring", "ll256"), "unknown protocol 'll256'"),
         (lambda: nvls_costs("nvlink3"), "NVSwitch generation 3 or later"),
         (lambda: nvls_all_reduce(RANKS, G, switch="g0"), "switch must be the NVSwitch's node name"),
@@ -697,7 +721,7 @@ def test_bus_factors_follow_nccl_tests():
     assert bus_factor("broadcast", 4) == bus_factor("reduce", 4) == bus_factor("send", 2) == 1.0
     assert algbw_Bps(0, 0.0) == 0.0
     with pytest.raises(InputError, match="unknown collective"):
-        bus_factor("alltoallv", 4)
+        bus_factor("custom", 4)
 
 
 def test_sizes_parse_as_nccl_tests_does():
@@ -727,6 +751,17 @@ def test_sweep_rows_round_split_collectives_to_equal_parts():
     assert [(r.size_bytes, r.count) for r in sweep(topo, "all_reduce", [1001], dtype="double")] == [(1000, 125)]
     # Untrimmed, as an older nccl-tests printed them: 31 floats a rank.
     assert [(r.size_bytes, r.count) for r in sweep(topo, "all_gather", [1000], aligned=False)] == [(992, 31)]
+
+
+def test_alltoallv_rows_print_what_a_rank_sends():
+    topo = preset("dgx_h100", figure="effective")
+    (row,) = sweep(topo, "all_to_all_v", [8 * 2**20])
+    # nccl-tests prints max(sendBytes, recvBytes), the parts summed after their trim, and the
+    # count of the even part (8 MiB / 8 ranks in floats); busbw on the printed size.
+    assert (row.size_bytes, row.count) == (int(all_to_all_v_bytes(8, 8 * 2**20)[0].sum()), 262144)
+    assert row.size_bytes == 8388560
+    assert row.busbw_GBps == pytest.approx(row.size_bytes / (row.time_us * 1e3) * 7 / 8)
+    assert sweep(topo, "all_to_all_v", [8])[0].time_us == 0.0  # nothing sent, nothing run
 
 
 def test_rows_of_no_bytes_take_no_time_where_nothing_runs():

@@ -24,6 +24,7 @@ from flowsim.collectives.tuner import (
     P2pChannels,
     p2p_channels,
 )
+from flowsim.errors import InputError
 from flowsim.fabrics import build_cluster
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
@@ -156,6 +157,32 @@ def test_a_hypercubes_rounds_are_the_sendrecvs_of_their_sizes_one_after_another(
         assert collective_time(ten_h100, "hypercube", size, ranks=ranks).time_s == pytest.approx(expected, rel=1e-6)
     # 64 KiB: 8 and 16 KiB a peer on LL, then 32 KiB on one channel, Simple.
     assert protocols == [["ll", "ll", "simple"], ["simple"] * 3, ["simple"] * 3]
+
+
+def test_an_alltoallvs_sends_each_take_the_channels_of_their_size(ten_h100):
+    # 8 ranks, 2 GiB: the rank d ahead gets d x 2 GiB / 28, from 73 MiB (d = 1, on 8 channels
+    # of at most 16 MiB parts) to 512 MiB (d = 7, on 32); NCCL sizes each send's channels by
+    # its own bytes, and the row reports the largest send's.
+    ranks = [f"n0.gpu{g}" for g in range(8)]
+    p2p = p2p_channels(ten_h100, ranks)
+    plan = collective_workload(ten_h100, "all_to_all_v", 2 * GiB, ranks=ranks)
+    w = plan.workload
+    position = {rank: i for i, rank in enumerate(ranks)}
+    distance = [(position[b] - position[a]) % 8 for a, b in zip(w.src, w.dst, strict=True)]
+    payload = [(d * 2 * GiB / 28) // 16 * 16 for d in distance]
+    channels = [p2p.for_send(b) for b in payload]
+    assert (min(channels), max(channels), plan.channels) == (8, 32, 32)
+    assert w.cap_Bps.tolist() == pytest.approx([c * H100_CHANNEL_Bps / plan.costs.intra_wire_efficiency
+                                                for c in channels])
+    # What nccl-tests' spread sets, through the environment as nccl-tests reads it.
+    even = collective_workload(ten_h100, "all_to_all_v", 2 * GiB, ranks=ranks,
+                               nccl_env={"NCCL_TESTS_ALLTOALLV_SPREAD": "0"}).workload
+    assert even.size_bytes * plan.costs.intra_wire_efficiency == pytest.approx([256 * MiB] * 56)
+    with pytest.raises(InputError, match="NCCL_TESTS_ALLTOALLV_SPREAD='2': expected a number in \\[0, 1\\]"):
+        collective_workload(ten_h100, "all_to_all_v", MiB, ranks=ranks, nccl_env={"NCCL_TESTS_ALLTOALLV_SPREAD": "2"})
+    with pytest.raises(InputError, match="NCCL_TESTS_ALLTOALLV_MATRIX_FILE: an alltoallv of a traffic matrix file"):
+        collective_workload(ten_h100, "all_to_all_v", MiB, ranks=ranks,
+                            nccl_env={"NCCL_TESTS_ALLTOALLV_MATRIX_FILE": "t.txt"})
 
 
 # --- a channel's rate inside an NVLink server -------------------------------------------------

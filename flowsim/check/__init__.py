@@ -4,8 +4,8 @@ A cluster whose nccl-tests bus bandwidth falls well below what its fabric allows
 something broken (a degraded link, a wrong NCCL setting). :func:`check_nccl_log` parses the
 output of one nccl-tests binary (``all_reduce_perf``, ``all_gather_perf``,
 ``reduce_scatter_perf``, ``alltoall_perf``, ``sendrecv_perf``; also ``broadcast_perf``,
-``reduce_perf``, ``gather_perf``, ``scatter_perf`` and ``hypercube_perf``), predicts every row with
-:func:`flowsim.collectives.report.sweep` on a preset cluster
+``reduce_perf``, ``gather_perf``, ``scatter_perf``, ``hypercube_perf`` and
+``alltoallv_perf``), predicts every row with :func:`flowsim.collectives.report.sweep` on a preset cluster
 (:func:`flowsim.fabrics.build_cluster`) and flags rows whose measured busbw falls short of
 the prediction by more than a threshold. :func:`append_history` keeps each check in an HDF5
 file so trends over days show; :func:`plot_history` draws them. :func:`history_file` and

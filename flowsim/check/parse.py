@@ -80,6 +80,7 @@ BINARIES = {
     "gather_perf": "gather",
     "scatter_perf": "scatter",
     "hypercube_perf": "hypercube",
+    "alltoallv_perf": "all_to_all_v",
 }
 _COLLECTIVE_BINARY = {collective: binary for binary, collective in BINARIES.items()}
 
@@ -132,7 +133,8 @@ _FILE_BINARY_NAME = re.compile(
 # characters but letters and digits ("b200_allgather_2node.txt"; "all_gather_perfx" is a
 # binary's name glued to a word, which names nothing).
 def _spelled(binary: str, before: str, after: str) -> re.Pattern:
-    words = binary.removesuffix("_perf").replace("alltoall", "all_to_all").replace("sendrecv", "send_recv")
+    words = binary.removesuffix("_perf").replace("alltoallv", "all_to_all_v").replace("alltoall", "all_to_all")
+    words = words.replace("sendrecv", "send_recv")
     return re.compile(f"(?<![{before}])" + "[_-]?".join(words.split("_")) + f"(?!{after})", re.IGNORECASE)
 
 
@@ -345,6 +347,10 @@ def _infer_binary(rows: Sequence[TestRow], n_ranks: int | None) -> set[str]:
     candidates = set()
     for binary, collective in BINARIES.items():
         if whole_count and collective in SPLIT:
+            continue
+        if binary == "alltoallv_perf":
+            # Only ever named: it came with nccl-tests 2.19.0, whose header names every run's
+            # binary, and its rows look like an all-to-all's.
             continue
         reducing = collective in SUM_SHOWN
         rooted = collective in ROOTED

@@ -49,6 +49,7 @@ from dataclasses import asdict, dataclass, field
 from flowsim.check.log import placed_error, where
 from flowsim.check.parse import NcclTestLog, RankInfo, parse_nccl_log
 from flowsim.collectives import resolve_algorithm
+from flowsim.collectives.builders import ALLTOALLV_MATRIX_FILE, ALLTOALLV_SPREAD
 from flowsim.collectives.constants import (
     DEFAULT_NCCL_VERSION,
     NCCL_VERSIONS,
@@ -704,6 +705,14 @@ def check_log(
     if log.collective == "send":
         # NCCL's channels for the pair's send follow the communicator of all the log's ranks.
         options["communicator"] = gpus
+    if log.collective == "all_to_all_v":
+        if any(r.count == 0 and r.size_bytes > 0 for r in log.rows):
+            # nccl-tests prints a count of 0 where the sizes come from a matrix file (src/alltoallv.cu).
+            raise InputError(f"{log.source}: an alltoallv_perf run of a traffic matrix file ({ALLTOALLV_MATRIX_FILE}; "
+                             "its rows print count 0): the per-peer sizes are in the file, which flowsim does not have")
+        if ALLTOALLV_SPREAD not in dict(options.get("nccl_env") or {}) | dict(intact.nccl_env):
+            warnings += (f"the log does not say alltoallv_perf's spread ({ALLTOALLV_SPREAD}): taken as nccl-tests' "
+                         f"default, 1 (--nccl-env {ALLTOALLV_SPREAD}=X where the run set another)",)
     roots = {r.root for r in log.rows if r.root is not None and r.root >= 0}
     if log.collective in ROOTED and len(roots) == 1 and roots != {0}:
         # The root the run was given (nccl-tests' -r).

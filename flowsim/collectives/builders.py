@@ -415,6 +415,60 @@ def all_to_all(
     return dag.workload("all_to_all")
 
 
+#: nccl-tests' variable for how uneven ``alltoallv_perf``'s generated pattern is, 0 (even)
+#: to 1 (its default: by distance alone), and the one that names a traffic matrix file instead.
+ALLTOALLV_SPREAD = "NCCL_TESTS_ALLTOALLV_SPREAD"
+ALLTOALLV_MATRIX_FILE = "NCCL_TESTS_ALLTOALLV_MATRIX_FILE"
+
+
+def all_to_all_v_bytes(n_ranks: int, size_bytes: float, spread: float = 1.0) -> np.ndarray:
+    """Bytes rank ``i`` sends rank ``j`` (row ``i``, column ``j``) in nccl-tests'
+    ``alltoallv_perf`` of ``S`` = ``size_bytes`` over ``n`` ranks, its generated pattern
+    (nccl-tests src/alltoallv.cu ``AlltoAllvGetPeerBytesDistanceWeighted``): at distance
+    ``d = (j - i) mod n``, ``(1 - spread) S / n + spread d S / (n (n - 1) / 2)``, truncated to
+    whole bytes and then to a multiple of 16. Every rank sends (and receives) about ``S``.
+
+    >>> all_to_all_v_bytes(4, 6000)[0].tolist()
+    [0, 992, 2000, 2992]
+    """
+    if not 0.0 <= spread <= 1.0:
+        raise InputError(f"{ALLTOALLV_SPREAD} must be a number in [0, 1], got {spread!r}")
+    distance = (np.arange(n_ranks)[None, :] - np.arange(n_ranks)[:, None]) % n_ranks
+    pairs = n_ranks * (n_ranks - 1) / 2
+    exact = (1.0 - spread) * size_bytes / n_ranks + spread * distance * size_bytes / pairs
+    return (np.floor(exact).astype(np.int64) // 16) * 16
+
+
+def all_to_all_v(
+    ranks: Ranks,
+    size_bytes: float,
+    *,
+    spread: float = 1.0,
+    servers: Servers = None,
+    costs: CollectiveCosts | None = None,
+    model: str = "auto",
+) -> Workload:
+    """nccl-tests' ``alltoallv_perf``: an all-to-all whose messages differ by peer, all at once.
+
+    ``S`` is what each rank sends in all, split by :func:`all_to_all_v_bytes` (``spread``:
+    nccl-tests' :data:`ALLTOALLV_SPREAD`); NCCL runs it as one group of sends and receives.
+    ``n (n - 1)`` flows ``all_to_all_v.r{i}.to.r{j}`` without dependencies, each paying the
+    base latency and one step latency. nccl-tests leaves out a send of 0 bytes (a small
+    ``S``'s nearest peers): its flow of 0 bytes takes only the latency the others take too.
+    Other parameters as :func:`all_to_all`.
+    """
+    ranks, size, _, costs = _prepare("all_to_all_v", ranks, size_bytes, 1, costs, "ring")
+    n = len(ranks)
+    sent = all_to_all_v_bytes(n, size, spread)
+    _steps_only(model, n * (n - 1), "all_to_all_v")
+    dag = _FlowDag("all_to_all_v", costs, servers)
+    for i, src in enumerate(ranks):
+        for j, dst in enumerate(ranks):
+            if i != j:
+                dag.add(f"r{i}.to.r{j}", src, dst, float(sent[i, j]), [], 0, 0)
+    return dag.workload("all_to_all_v")
+
+
 def gather(
     ranks: Ranks,
     size_bytes: float,
@@ -1135,6 +1189,7 @@ ALGORITHM_TABLE: dict[tuple[str, str], Algorithm] = {
         Algorithm("gather", "p2p", gather, frozenset({"servers", "root"})),
         Algorithm("scatter", "p2p", scatter, frozenset({"servers", "root"})),
         Algorithm("hypercube", "p2p", hypercube, frozenset({"servers"})),
+        Algorithm("all_to_all_v", "p2p", all_to_all_v, frozenset({"servers"})),
         Algorithm("send", "p2p", _send, frozenset({"channels", "slices", "servers"})),
     )
 }
@@ -1142,7 +1197,7 @@ ALGORITHM_TABLE: dict[tuple[str, str], Algorithm] = {
 #: Collectives NCCL runs as grouped point-to-point sends of ``S / n`` bytes, one per peer
 #: ([NCCL] v2.30.7-1 ``src/enqueue.cc``): an all-to-all's, a gather's into its root and a
 #: scatter's out of it.
-PEER_SPLIT = frozenset({"all_to_all", "gather", "scatter"})
+PEER_SPLIT = frozenset({"all_to_all", "gather", "scatter", "all_to_all_v"})
 
 #: Algorithms :func:`build_collective` knows, per collective (the default first).
 ALGORITHMS: dict[str, tuple[str, ...]] = {}

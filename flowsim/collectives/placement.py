@@ -24,9 +24,12 @@ import numpy as np
 from flowsim.budgets import SHARED_CAP_TAG, budget_tag
 from flowsim.collectives.builders import (
     ALGORITHM_TABLE,
+    ALLTOALLV_MATRIX_FILE,
+    ALLTOALLV_SPREAD,
     PEER_SPLIT,
     algorithm_name,
     algorithm_of,
+    all_to_all_v_bytes,
     hypercube_rounds,
     hypercube_workload,
     protocol_name,
@@ -504,6 +507,10 @@ def collective_workload(
     p2p_sends = 0
     p2p: P2pChannels | None = None
     peer_bytes = size_bytes / len(ranks) if collective in PEER_SPLIT else size_bytes  # what a send to one peer moves
+    sent: np.ndarray | None = None  # an alltoallv's bytes from rank i to rank j
+    if collective == "all_to_all_v":
+        sent = all_to_all_v_bytes(len(ranks), size_bytes, alltoallv_spread(topology, nccl_env))
+        peer_bytes = float(sent.max())  # the largest message: its protocol and channels are the row's
     if entry.name == "p2p" and costs is None:
         # NCCL's channels for a send to one peer (every peer's share of an all-to-all), in
         # the communicator of all the ranks (an nccl-tests sendrecv's, not its busiest pair's).
@@ -512,8 +519,7 @@ def collective_workload(
                            version=nccl_version, router=router)
         p2p_sends = p2p.for_send(peer_bytes)
     if protocol == "auto":
-        protocol = "simple" if costs is not None else _p2p_protocol(collective, size_bytes, len(ranks),
-                                                                     channels or p2p_sends or None)
+        protocol = "simple" if costs is not None else _p2p_protocol(peer_bytes, channels or p2p_sends or None)
     given = {"channels": channels, "slices": slices, "orders": orders, "servers": servers, "switch": switch,
              "root": root}
     refused = [key for key, value in given.items() if value is not None and key not in entry.options]
@@ -525,10 +531,10 @@ def collective_workload(
     if collective == "hypercube" and costs is None:
         # Each round is an NCCL call of its own, its sends laid out as NCCL lays out a send
         # (channels, protocol and caps for its size) in the communicator of all the ranks.
-        sends = [[same_send(part, ranks=(src, dst), communicator=communicator or ranks, servers=servers)
-                  for src, dst, part in round_] for round_ in hypercube_rounds(ranks, size_bytes)]
-        final = sends[-1][0]  # the largest round's send, for the row's protocol and channels
-        cube = hypercube_workload([[plan.workload for plan in round_] for round_ in sends])
+        round_plans = [[same_send(part, ranks=(src, dst), communicator=communicator or ranks, servers=servers)
+                        for src, dst, part in round_] for round_ in hypercube_rounds(ranks, size_bytes)]
+        final = round_plans[-1][0]  # the largest round's send, for the row's protocol and channels
+        cube = hypercube_workload([[plan.workload for plan in round_] for round_ in round_plans])
         return CollectivePlan("p2p", final.protocol, final.channels, cube.tags["model"][0], ranks, final.costs, cube)
     # NCCL's channel count, and each channel's share of its bus bandwidth as a rate cap, for
     # the rings and trees NCCL's choice names. NCCL's channels that run the same ring are
@@ -549,6 +555,8 @@ def collective_workload(
             channels = min(choice.n_channels, _distinct_rings(topology, ranks, topology_servers))
             lane_channels = choice.n_channels / channels
     options: dict = {}
+    if sent is not None:
+        options["spread"] = alltoallv_spread(topology, nccl_env)
     if "servers" in entry.options:
         options["servers"] = topology_servers if servers is None else servers
     if root is not None:
@@ -692,7 +700,17 @@ def collective_workload(
         # network and, over NVLink, what its CTA copies at the GPU's clock (docs/model.md
         # "Point-to-point channels"). A send's channels run side by side, one flow each, an
         # all-to-all's flow is a peer's; a flow carries its payload over its wire efficiency.
-        scale = p2p_sends * 1e9 / (n_channels if collective == "send" else 1)
+        sends: int | np.ndarray = p2p_sends
+        part: float | np.ndarray = peer_bytes / p2p_sends
+        if sent is not None:
+            # Each of an alltoallv's sends on the channels its own size gives.
+            position = {rank: i for i, rank in enumerate(ranks)}
+            pairs = zip(workload.src, workload.dst, strict=True)
+            payload = np.array([sent[position[a], position[b]] for a, b in pairs], dtype=np.float64)
+            channels_of = {b: p2p.for_send(b) for b in np.unique(payload).tolist()}
+            sends = np.array([channels_of[b] for b in payload.tolist()], dtype=np.float64)
+            part = payload / sends
+        scale = sends * 1e9 / (n_channels if collective == "send" else 1)
         used = chosen[1]
         inside = p2p.nvlink_channel_GBps if intra == "nvlink" else None
         if inside is not None and collective in _ONE_SIDED:
@@ -702,8 +720,8 @@ def collective_workload(
             # scatter's root and its receivers.
             inside *= 2
         across_flows, inside_flows = _server_pairs(topology, workload)
-        net_cap = P2P_PER_CHANNEL_NET_GBPS * scale / used.wire_efficiency
-        cap = np.where(across_flows, np.minimum(workload.cap_Bps, net_cap), workload.cap_Bps)
+        channels_net_cap = P2P_PER_CHANNEL_NET_GBPS * scale / used.wire_efficiency
+        cap = np.where(across_flows, np.minimum(workload.cap_Bps, channels_net_cap), workload.cap_Bps)
         overhead = workload.overhead_s
         if inside is not None:
             nvlink_cap = inside * scale / (used.intra_wire_efficiency or used.wire_efficiency)
@@ -713,10 +731,9 @@ def collective_workload(
                 # the receiver copies a chunk out once it is in, so the last chunk's copy
                 # follows the transfer (docs/model.md "Point-to-point channels"); the last
                 # message of each pair's chain (none waits for it) pays it.
-                part = peer_bytes / p2p_sends
                 last = np.ones(len(overhead), dtype=bool)
                 last[workload.dep_indices] = False
-                overhead = np.where(inside_flows & last, overhead + min(p2p.chunk_bytes, part) / (inside * 1e9),
+                overhead = np.where(inside_flows & last, overhead + np.minimum(p2p.chunk_bytes, part) / (inside * 1e9),
                                     overhead)
         workload = dataclasses.replace(workload, cap_Bps=cap, overhead_s=overhead)
         reported = p2p_sends
@@ -842,10 +859,28 @@ def _tree_fill(slices: int, ranks: tuple[str, ...], servers: Mapping[str, Hashab
     return (slices + tree_hops(units, chain) - 1) / slices
 
 
-def _p2p_protocol(collective: str, size_bytes: float, n_ranks: int, channels: int | None) -> str:
-    """NCCL's point-to-point protocol: LL up to :data:`P2P_LL_THRESHOLD` bytes per channel."""
-    per_peer = size_bytes / n_ranks if collective in PEER_SPLIT else size_bytes
-    return "ll" if per_peer <= P2P_LL_THRESHOLD * (channels or 1) else "simple"
+def alltoallv_spread(topology: Topology, nccl_env: Mapping[str, str] | None) -> float:
+    """nccl-tests' :data:`~flowsim.collectives.builders.ALLTOALLV_SPREAD` for an alltoallv
+    on ``topology`` under ``nccl_env`` (over the system's own environment); 1, nccl-tests'
+    default, where neither sets it. A traffic matrix file is refused: its sizes are not known."""
+    env = {**dict(topology.nccl_env), **dict(nccl_env or {})}
+    if ALLTOALLV_MATRIX_FILE in env:
+        raise InputError(f"{ALLTOALLV_MATRIX_FILE}: an alltoallv of a traffic matrix file is not modelled (its "
+                         f"per-peer sizes are in the file); the generated pattern is ({ALLTOALLV_SPREAD})")
+    text = env.get(ALLTOALLV_SPREAD, "1")
+    try:
+        spread = float(text)
+    except ValueError:
+        raise InputError(f"{ALLTOALLV_SPREAD}={text!r} is not a number") from None
+    if not 0.0 <= spread <= 1.0:
+        raise InputError(f"{ALLTOALLV_SPREAD}={text!r}: expected a number in [0, 1]")
+    return spread
+
+
+def _p2p_protocol(peer_bytes: float, channels: int | None) -> str:
+    """NCCL's point-to-point protocol for a send of ``peer_bytes``: LL up to
+    :data:`P2P_LL_THRESHOLD` bytes per channel."""
+    return "ll" if peer_bytes <= P2P_LL_THRESHOLD * (channels or 1) else "simple"
 
 
 def _nvls_budget_Bps(nvlink: str, ranks: Sequence[str], servers: Mapping[str, Hashable]) -> float:

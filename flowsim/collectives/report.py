@@ -21,9 +21,9 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 
-from flowsim.collectives.builders import COLLECTIVES
+from flowsim.collectives.builders import COLLECTIVES, all_to_all_v_bytes
 from flowsim.collectives.constants import DEFAULT_NCCL_VERSION, nccl_release
-from flowsim.collectives.placement import collective_time
+from flowsim.collectives.placement import alltoallv_spread, collective_time
 from flowsim.errors import InputError, whole_number
 from flowsim.routing import Router
 from flowsim.topology import Topology
@@ -72,7 +72,7 @@ DTYPE_BYTES = {
 HOST_LAUNCH_US_PER_GPU = 4.2
 
 #: Collectives whose S is split into n equal parts, one per rank (nccl-tests' count is a part's).
-SPLIT = frozenset({"all_gather", "reduce_scatter", "all_to_all", "gather", "scatter", "hypercube"})
+SPLIT = frozenset({"all_gather", "reduce_scatter", "all_to_all", "gather", "scatter", "hypercube", "all_to_all_v"})
 #: Collectives whose rows show the redop "sum" (sendrecv_perf prints it too, reducing nothing).
 SUM_SHOWN = frozenset({"all_reduce", "reduce_scatter", "reduce", "send"})
 #: Collectives with a root (nccl-tests prints it; the others print -1).
@@ -217,13 +217,14 @@ def empty_call_runs(collective: str, nccl_version: str = DEFAULT_NCCL_VERSION) -
     """Whether an nccl-tests row of 0 bytes still runs an NCCL call, and so takes its latency.
 
     nccl-tests' gather and scatter return before calling NCCL (``if (count == 0) return
-    testSuccess;``, src/gather.cu, src/scatter.cu). NCCL discards an empty collective from
+    testSuccess;``, src/gather.cu, src/scatter.cu), and its alltoallv sends nothing (``if
+    (send_count > 0)``, src/alltoallv.cu). NCCL discards an empty collective from
     2.22.3 on ([NCCL] v2.22.3-1 src/enqueue.cc ``if (info->count == 0) return ncclSuccess;``);
     an all-to-all is one from 2.28 (``ncclAlltoAll``; nccl-tests groups sends and receives
     before). A send of 0 bytes still runs: its proxy takes one step of 0 bytes (v2.30.7-1
     src/enqueue.cc), so sendrecv, hypercube and an older all-to-all do.
     """
-    if collective in ("gather", "scatter"):
+    if collective in ("gather", "scatter", "all_to_all_v"):
         return False
     if collective in ("send", "hypercube"):
         return True
@@ -344,10 +345,15 @@ def _rows(
     floor_us: float,
     options: dict,
 ) -> Iterator[NcclRow]:
+    spread = alltoallv_spread(topology, options.get("nccl_env")) if collective == "all_to_all_v" else None
     for i, (size, count) in enumerate(sizes):
         note = None if progress is None else _prefixed(progress, f"{size:,} B ({i + 1}/{len(sizes)})")
         outcome = collective_time(topology, collective, size, ranks=ranks, router=router, progress=note, **options)
         time_s, latency_s = outcome.time_s, outcome.latency_s
+        if spread is not None:
+            # alltoallv_perf prints what a rank sends, its parts each trimmed to 16 bytes
+            # (nccl-tests src/alltoallv.cu: max(sendBytes, recvBytes)), and counts its bandwidth on it.
+            size = int(all_to_all_v_bytes(n_ranks, size, spread)[0].sum())
         if size == 0 and not empty_call_runs(collective, options.get("nccl_version", DEFAULT_NCCL_VERSION)):
             # Nothing runs (nccl-tests' own timing, a fraction of a microsecond, is not modelled).
             time_s = latency_s = 0.0

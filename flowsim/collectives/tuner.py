@@ -637,8 +637,10 @@ class NcclEnv:
 
     @property
     def ignored(self) -> tuple[str, ...]:
-        """The variables given that flowsim does not model."""
-        return tuple(sorted(k for k in self.values if k not in NCCL_ENV_KEYS))
+        """The variables given that flowsim does not model. nccl-tests' own (``NCCL_TESTS_*``)
+        are not NCCL's: they are read where they apply (alltoallv's pattern,
+        :func:`flowsim.collectives.placement.alltoallv_spread`)."""
+        return tuple(sorted(k for k in self.values if k not in NCCL_ENV_KEYS and not k.startswith("NCCL_TESTS_")))
 
     def check(self) -> None:
         """Read every variable the tuner follows as it would (each collective's algorithms

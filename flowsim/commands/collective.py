@@ -95,7 +95,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         type=algorithm_name,
         choices=("auto", *sorted({a for algs in ALGORITHMS.values() for a in algs})),
         help="flowsim's name or NCCL's (Ring, NVLSTree); default auto: what NCCL's tuner picks per size (p2p for "
-        "all_to_all, gather, scatter, hypercube and send)",
+        "all_to_all, gather, scatter, hypercube, all_to_all_v and send)",
     )
     parser.add_argument(
         "--protocol",

@@ -866,7 +866,7 @@ def alltoallv_spread(topology: Topology, nccl_env: Mapping[str, str] | None) -> 
     env = {**dict(topology.nccl_env), **dict(nccl_env or {})}
     if ALLTOALLV_MATRIX_FILE in env:
         raise InputError(f"{ALLTOALLV_MATRIX_FILE}: an alltoallv of a traffic matrix file is not modelled (its "
-                         f"per-peer sizes are in the file); the generated pattern is ({ALLTOALLV_SPREAD})")
+                         f"per-peer sizes are in the file); flowsim runs the generated pattern ({ALLTOALLV_SPREAD})")
     text = env.get(ALLTOALLV_SPREAD, "1")
     try:
         spread = float(text)

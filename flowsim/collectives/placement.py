@@ -458,9 +458,10 @@ def collective_workload(
     root : int, optional
         Broadcast, reduce, gather and scatter: the root's position in ``ranks`` (default 0).
     communicator : sequence of str, optional
-        Send and all-to-all: the ranks of the NCCL communicator the messages go in, whose
-        size sets NCCL's channels for a peer (:func:`~flowsim.collectives.tuner.p2p_channels`);
-        default ``ranks``, or for a send without ``ranks`` every GPU of ``topology``: as in
+        Point-to-point collectives (send, all-to-all, hypercube ...): the ranks of the NCCL
+        communicator the messages go in, whose size sets NCCL's channels for a peer
+        (:func:`~flowsim.collectives.tuner.p2p_channels`); default ``ranks``, or for a send
+        without ``ranks`` every GPU of ``topology``: as in
         nccl-tests' ``sendrecv_perf``, each sends to the next at once, the plan's ``ranks`` being
         the pair :func:`send_pair` picks, and its workload holds every pair's send.
 
@@ -508,8 +509,10 @@ def collective_workload(
     p2p: P2pChannels | None = None
     peer_bytes = size_bytes / len(ranks) if collective in PEER_SPLIT else size_bytes  # what a send to one peer moves
     sent: np.ndarray | None = None  # an alltoallv's bytes from rank i to rank j
+    spread = 1.0
     if collective == "all_to_all_v":
-        sent = all_to_all_v_bytes(len(ranks), size_bytes, alltoallv_spread(topology, nccl_env))
+        spread = alltoallv_spread(topology, nccl_env)
+        sent = all_to_all_v_bytes(len(ranks), size_bytes, spread)
         peer_bytes = float(sent.max())  # the largest message: its protocol and channels are the row's
     if entry.name == "p2p" and costs is None:
         # NCCL's channels for a send to one peer (every peer's share of an all-to-all), in
@@ -556,7 +559,7 @@ def collective_workload(
             lane_channels = choice.n_channels / channels
     options: dict = {}
     if sent is not None:
-        options["spread"] = alltoallv_spread(topology, nccl_env)
+        options["spread"] = spread
     if "servers" in entry.options:
         options["servers"] = topology_servers if servers is None else servers
     if root is not None:
@@ -653,10 +656,10 @@ def collective_workload(
                 and (collective in PEER_SPLIT or (p2p is not None and p2p.reads)):
             # An all-to-all's messages over NVLink, and a send where NCCL reads its peer's
             # buffer (Ampere), move less than rings do on the same links (measured,
-            # P2P_NVLINK_EFFICIENCY); a send NCCL writes moves what a ring moves. A gather's
-            # and a scatter's grouped sends to several peers are taken to move what an
-            # all-to-all's do (no measurement of them was found). Across servers the NIC
-            # moves them.
+            # P2P_NVLINK_EFFICIENCY); a send NCCL writes moves what a ring moves. A gather's,
+            # a scatter's and an alltoallv's grouped sends to several peers are taken to move
+            # what an all-to-all's do (no measurement of them was found). Across servers the
+            # NIC moves them.
             chosen = (protocol, dataclasses.replace(chosen[1], intra_wire_efficiency=P2P_NVLINK_EFFICIENCY))
     if entry.name == "tree" and chosen[0] == "simple" and intra == "nvlink" and choice is not None:
         # Each direction of a Simple tree channel's hop inside a server moves what half of
@@ -764,11 +767,11 @@ def collective_workload(
 #: two (320) 125; a 72-GPU rack and 4 or more servers keep 64.
 NVLS_MESSAGE_BUDGET = 40_000
 
-#: Collectives whose algorithm and protocol NCCL's tuner chooses; all-to-all and send are
-#: point-to-point messages, which it does not.
+#: Collectives whose algorithm and protocol NCCL's tuner chooses; the others (all-to-all,
+#: gather, scatter, hypercube, alltoallv and send) are point-to-point messages, which it does not.
+TUNED_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
 # Collectives whose ranks each only send or only receive.
 _ONE_SIDED = frozenset({"gather", "scatter"})
-TUNED_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
 # NCCL's algorithms flowsim builds, under the same names (the hierarchical all-reduce has no
 # NCCL counterpart: its phases are rings, so NCCL's ring model picks its protocol).
 _NCCL_BUILT = ("ring", "tree", "nvls", "nvls_tree", "nvls_sharp", "pat")

@@ -1597,13 +1597,20 @@ def test_a_rooted_log_is_predicted_with_its_root(monkeypatch):
     assert seen == [6, None]  # root 0: collective_time's own default
 
 
-def test_a_log_of_every_root_in_turn_is_checked_block_by_block(capsys):
-    # nccl-tests -r -1 runs the sweep once per root: a block of sizes each.
+def test_a_log_of_every_root_in_turn_is_checked_block_by_block(monkeypatch):
+    # nccl-tests -r -1 runs the sweep once per root: a block of sizes each, each predicted with
+    # its root. A sweep that takes root r's time (r + 1) times shows which block got which.
+    real_sweep = flowsim.check.report.sweep
+
+    def sweep(*args, **options):
+        root = options.get("root", 0)
+        return [dataclasses.replace(r, time_us=r.time_us * (root + 1)) for r in real_sweep(*args, **options)]
+
+    monkeypatch.setattr(flowsim.check.report, "sweep", sweep)
     report = check_nccl_log(_rooted_log("scatter_perf", 0, 1, 2), system="dgx-h100")
     assert [r.root for r in report.rows] == [0] * 4 + [1] * 4 + [2] * 4
-    assert report.rows[4].predicted_busbw_GBps == report.rows[0].predicted_busbw_GBps
-    assert ("rows for 3 roots in turn (nccl-tests -r -1), each block under its '# root' line; every block is "
-            "predicted with root 0") in report.warnings
+    times = [r.predicted_time_us for r in report.rows]
+    assert times[4:8] == pytest.approx([2 * t for t in times[:4]]) and times[8:] == pytest.approx([3 * t for t in times[:4]])
     lines = report.format_text().splitlines()
     assert [line for line in lines if line.startswith("# root")] == ["# root 0", "# root 1", "# root 2"]
     assert lines[lines.index("# root 1") + 1].split()[0] == "1048576"

@@ -47,7 +47,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from flowsim.check.log import placed_error, where
-from flowsim.check.parse import NcclTestLog, RankInfo, parse_nccl_log
+from flowsim.check.parse import NcclTestLog, RankInfo, TestRow, parse_nccl_log
 from flowsim.collectives import resolve_algorithm
 from flowsim.collectives.builders import ALLTOALLV_MATRIX_FILE, ALLTOALLV_SPREAD
 from flowsim.collectives.constants import (
@@ -622,6 +622,12 @@ def nccl_version_of(log: NcclTestLog, given: str | None = None) -> tuple[str, st
     return nearest.version, f"NCCL {printed} (log) -> constants of {nearest.version}{oldest}"
 
 
+def _root_of(row: TestRow, collective: str) -> int:
+    """The root a row is predicted with: the one it printed, for a collective that has one (0,
+    collective_time's default, where it printed none)."""
+    return row.root if collective in ROOTED and row.root is not None and row.root > 0 else 0
+
+
 def check_log(
     log: NcclTestLog,
     *,
@@ -700,7 +706,6 @@ def check_log(
     warnings = (*log.warnings, *device_notes, *_mismatches(log, system, model, nodes, topology, n_servers, layout))
     gpus = _rank_gpus(log, system, topology, layout, n_servers, devices)
     ranks = send_pair(topology, gpus) if log.collective == "send" else gpus
-    predicted_sizes = sorted({r.size_bytes for r in log.rows if r.size_bytes >= max(min_bytes, 1)})
     launch = {"gpus_per_thread": log.n_gpus or 1, "agg_iters": log.agg_iters or 1, "cuda_graph": log.cuda_graph or 0}
     if log.collective == "send":
         # NCCL's channels for the pair's send follow the communicator of all the log's ranks.
@@ -713,25 +718,25 @@ def check_log(
         if ALLTOALLV_SPREAD not in dict(options.get("nccl_env") or {}) | dict(intact.nccl_env):
             warnings += (f"the log does not say alltoallv_perf's spread ({ALLTOALLV_SPREAD}): taken as nccl-tests' "
                          f"default, 1 (--nccl-env {ALLTOALLV_SPREAD}=X where the run set another)",)
-    roots = {r.root for r in log.rows if r.root is not None and r.root >= 0}
-    if log.collective in ROOTED and len(roots) == 1 and roots != {0}:
-        # The root the run was given (nccl-tests' -r).
-        (options["root"],) = roots
-    elif log.collective in ROOTED and len(roots) > 1:
-        warnings += (f"rows for {len(roots)} roots in turn (nccl-tests -r -1), each block under its '# root' line; "
-                     "every block is predicted with root 0",)
     if log.collective == "hypercube" and (launch["gpus_per_thread"] > 1 or launch["agg_iters"] > 1):
         # nccl-tests wraps a thread's GPUs (-g) and aggregated iterations (-m) in one NCCL group,
         # which merges the rounds' own groups into one call (src/common.cu, src/hypercube.cu).
         warnings += ("nccl-tests ran this hypercube's rounds inside one NCCL group (-g or -m above 1), so NCCL "
                      "issued them together; the prediction runs them one after another",)
-    # The sizes the log printed, as they are (aligned=False: an nccl-tests before 2.13.12 did
-    # not trim a rank's part to 16 bytes).
-    predictions = sweep(
-        topology, log.collective, predicted_sizes, dtype="int8", ranks=ranks, protocol=protocol, aligned=False,
-        **launch, **options,
-    )
-    predicted_rows = dict(zip(predicted_sizes, predictions, strict=True))
+    # Each size the log printed, as it is (aligned=False: an nccl-tests before 2.13.12 did not
+    # trim a rank's part to 16 bytes), with the root its row printed (nccl-tests' -r; -r -1
+    # runs every root in turn, a block of sizes each).
+    sizes_by_root: dict[int, set[int]] = {}
+    for row in log.rows:
+        if row.size_bytes >= max(min_bytes, 1):
+            sizes_by_root.setdefault(_root_of(row, log.collective), set()).add(row.size_bytes)
+    predicted_rows = {}
+    for root, sizes in sorted(sizes_by_root.items()):
+        asked = sorted(sizes)
+        rows_run = sweep(topology, log.collective, asked, dtype="int8", ranks=ranks, protocol=protocol,
+                         aligned=False, **launch, **options, **({"root": root} if root else {}))
+        predicted_rows.update({(root, size): row for size, row in zip(asked, rows_run, strict=True)})
+    predictions = list(predicted_rows.values())
     # A thread that drives several GPUs (-g N > 1) adds CUDA's launch overheads to each
     # iteration (NVIDIA's AddyLaddy in nccl-tests#333: higher latency "due to the CUDA latency
     # overheads of single process jobs"): a row may take one launch round longer before it
@@ -741,7 +746,7 @@ def check_log(
     protocol = _what_ran([p.protocol for p in predictions]) or protocol
     checks = []
     for row in log.rows:
-        prediction = predicted_rows.get(row.size_bytes)
+        prediction = predicted_rows.get((_root_of(row, log.collective), row.size_bytes))
         predicted_time = predicted_busbw = ratio_out = ratio_in = latency = None
         short = fast = False
         if prediction is not None:

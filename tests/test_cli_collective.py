@@ -298,6 +298,15 @@ def test_a_root_is_taken_by_the_collectives_that_have_one(capsys):
         "flowsim: error: --root: all_to_all has no root; broadcast, gather, reduce and scatter have one\n")
     assert flowsim(["collective", "scatter", *argv, "-r", "8"]) == 2
     assert capsys.readouterr().err == "flowsim: error: --root 8: the 8 ranks are 0 to 7\n"
+    # -1: every root in turn, a block of sizes each, as nccl-tests' -r -1.
+    assert flowsim(["collective", "scatter", "--system", "dgx-h100", "-b", "1M", "-e", "8M", "-f", "8", "-r", "-1",
+                    "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert [(r["root"], r["size_bytes"]) for r in rows] == [(root, size) for root in range(8) for size in (2**20, 2**23)]
+    with pytest.raises(SystemExit):
+        flowsim(["collective", "scatter", *argv, "-r", "-2"])
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "flowsim collective: error: argument -r/--root: expected a rank number, or -1 for every root in turn, got '-2'")
 
 
 @pytest.mark.parametrize(

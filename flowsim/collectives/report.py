@@ -365,7 +365,7 @@ def _rows(
             count=count,
             dtype=dtype,
             redop="sum" if collective in SUM_SHOWN else "none",
-            root=options.get("root", 0) if collective in ROOTED else -1,
+            root=(options.get("root") or 0) if collective in ROOTED else -1,
             time_us=time_s * 1e6,
             algbw_GBps=algbw_Bps(size, time_s) * algbw_factor(collective, n_ranks) / 1e9,
             busbw_GBps=busbw_Bps(collective, size, time_s, n_ranks) / 1e9,

@@ -19,8 +19,9 @@ links, NICs or switches out or slow them, as a scenario's ``fail`` and ``degrade
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from flowsim.collectives import ALGORITHMS, COLLECTIVES, MODELS, PROTOCOLS, STEP_MESSAGE_LIMIT
 from flowsim.collectives.builders import algorithm_name, protocol_name
@@ -45,6 +46,7 @@ from flowsim.commands.argtypes import (
     collective_arg,
     failed_cluster,
     non_negative_int,
+    number_type,
     parse_nccl_env,
     positive_int,
 )
@@ -58,6 +60,9 @@ from flowsim.routing import METHODS
 from flowsim.servers import ServerSpec
 
 __all__ = ["add_parser", "run_collective"]
+
+
+_root_rank = number_type(int, lambda value: value >= -1, "a rank number, or -1 for every root in turn")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -107,8 +112,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     add_nccl_arguments(parser)
     add_failure_arguments(parser)
     parser.add_argument(
-        "-r", "--root", type=non_negative_int,
-        help=f"the root's rank of {', '.join(sorted(ROOTED))} (default 0, as nccl-tests' -r)",
+        "-r", "--root", type=_root_rank,
+        help=f"the root's rank of {', '.join(sorted(ROOTED))} (default 0), or -1 for every root in turn, a "
+        "block of rows each, as nccl-tests' -r",
     )
     parser.add_argument("--channels", type=positive_int, help="default: the channels NCCL runs each size on")
     parser.add_argument("--slices", type=positive_int, help="pieces per message (default: NCCL slot sized)")
@@ -152,28 +158,33 @@ def run_collective(args: argparse.Namespace) -> int:
     n_gpus = len(topology.gpus())
     if args.root is not None and args.root >= n_gpus:
         raise InputError(f"--root {args.root}: the {n_gpus} ranks are 0 to {n_gpus - 1}")
+    roots: Sequence[int | None] = [None] if args.root is None else range(n_gpus) if args.root == -1 else [args.root]
     sizes = message_sizes(args.minbytes, args.maxbytes, args.stepfactor)
     notes = Notes(sys.stderr, in_place=True) if show_progress(args) else None
-    rows_run = iter_sweep(
-        topology,
-        args.collective,
-        sizes,
-        dtype=args.datatype,
-        algorithm=args.algorithm,
-        protocol=args.protocol,
-        channels=args.channels,
-        slices=args.slices,
-        **({} if args.root is None else {"root": args.root}),
-        model=args.model,
-        nccl_env=nccl_env,
-        nccl_version=args.nccl_version,
-        routing=args.routing,
-        seed=args.seed,
-        progress=notes,
-        gpus_per_thread=args.ngpus,
-        agg_iters=args.agg_iters,
-        cuda_graph=args.cudagraph,
-    )
+    sweeps = [
+        iter_sweep(
+            topology,
+            args.collective,
+            sizes,
+            dtype=args.datatype,
+            algorithm=args.algorithm,
+            protocol=args.protocol,
+            channels=args.channels,
+            slices=args.slices,
+            root=root,
+            model=args.model,
+            nccl_env=nccl_env,
+            nccl_version=args.nccl_version,
+            routing=args.routing,
+            seed=args.seed,
+            progress=notes,
+            gpus_per_thread=args.ngpus,
+            agg_iters=args.agg_iters,
+            cuda_graph=args.cudagraph,
+        )
+        for root in roots
+    ]
+    rows_run = itertools.chain.from_iterable(sweeps)
     pending = rows_run if notes is None else _erasing(notes, rows_run)
     n_ranks = 2 if args.collective == "send" else n_gpus
     rows = [next(pending)]

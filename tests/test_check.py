@@ -1692,3 +1692,19 @@ def test_an_alltoallv_output_is_checked_on_its_generated_pattern():
     with pytest.raises(InputError, match=r"an alltoallv_perf run of a traffic matrix file "
                                          r"\(NCCL_TESTS_ALLTOALLV_MATRIX_FILE; its rows print count 0\)"):
         check_nccl_log(_alltoallv_log(lambda part: 0), system="dgx-h100")
+
+
+def test_a_json_alltoallv_takes_its_spread_from_the_environment_it_records(tmp_path):
+    # nccl-tests -J records the environment: its NCCL_TESTS_ALLTOALLV_SPREAD is the run's.
+    document = json.loads((DATA / "all_reduce_perf_dgx_h100_4node.json").read_text())
+    document["args"][0] = document["args"][0].replace("all_reduce_perf", "alltoallv_perf")
+    document["env"] = [*document.get("env", []), "NCCL_TESTS_ALLTOALLV_SPREAD=0"]
+    for result in document["results"]:
+        result["redop"], result["count"] = "none", result["size"] // 4 // 32
+        for half in ("out_of_place", "in_place"):
+            result[half]["bus_bw"] = result[half]["alg_bw"] * 31 / 32
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(document))
+    report = check_nccl_log(path, system="dgx-h100")
+    assert report.log.binary == "alltoallv_perf" and dict(report.log.nccl_env)["NCCL_TESTS_ALLTOALLV_SPREAD"] == "0"
+    assert not any("spread" in w for w in report.warnings)

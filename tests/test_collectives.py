@@ -777,6 +777,11 @@ def test_rows_of_no_bytes_take_no_time_where_nothing_runs():
     assert now.size_bytes == old.size_bytes == 0 and now.time_us == now.latency_us == 0.0
     assert old.time_us > 5  # a launch and NCCL's latency
     assert sweep(topo, "send", [0])[0].time_us > 5
+    # A call that runs launches its kernels: one thread driving 8 GPUs takes 8 x 4.2 us; one
+    # that does not run launches nothing.
+    (launched,) = sweep(topo, "all_gather", [64], nccl_version="2.19.3", gpus_per_thread=8)
+    assert launched.launch_bound and launched.time_us == pytest.approx(8 * 4.2)
+    assert sweep(topo, "all_gather", [64], gpus_per_thread=8)[0].time_us == 0.0
 
 
 @pytest.mark.parametrize(

@@ -354,10 +354,11 @@ def _rows(
             # alltoallv_perf prints what a rank sends, its parts each trimmed to 16 bytes
             # (nccl-tests src/alltoallv.cu: max(sendBytes, recvBytes)), and counts its bandwidth on it.
             size = int(all_to_all_v_bytes(n_ranks, size, spread)[0].sum())
-        if size == 0 and not empty_call_runs(collective, options.get("nccl_version", DEFAULT_NCCL_VERSION)):
+        runs = size > 0 or empty_call_runs(collective, options.get("nccl_version", DEFAULT_NCCL_VERSION))
+        if not runs:
             # Nothing runs (nccl-tests' own timing, 0.24-1.65 us in the repository's logs, is not modelled).
             time_s = latency_s = 0.0
-        launch_bound = size > 0 and floor_us * 1e-6 > time_s
+        launch_bound = runs and floor_us * 1e-6 > time_s
         if launch_bound:
             time_s = latency_s = floor_us * 1e-6
         row = NcclRow(

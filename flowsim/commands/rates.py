@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from flowsim.batched import BACKENDS, BatchProblem, resolve_backend
-from flowsim.commands.argtypes import number_type
+from flowsim.commands.argtypes import non_negative_int, number_type
 from flowsim.errors import InputError
 from flowsim.fairshare import SATURATED_REL_TOL, check_ratios
 from flowsim.formatting import format_rate
@@ -74,7 +74,6 @@ def rates_command(args: argparse.Namespace) -> int:
 
 # argparse ``type``s of the options.
 _scale = number_type(float, lambda value: value > 0 and np.isfinite(value), "a positive finite number")
-_non_negative_int = number_type(int, lambda value: value >= 0, "a non-negative integer")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -93,7 +92,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     parser.add_argument("--backend", choices=BACKENDS, default="cpu", help="where to solve (default: cpu)")
     parser.add_argument(
-        "--top", type=_non_negative_int, default=5, help="saturated links to list per instance (default 5; 0: none)"
+        "--top", type=non_negative_int, default=5, help="saturated links to list per instance (default 5; 0: none)"
     )
     parser.set_defaults(func=rates_command)
     return parser

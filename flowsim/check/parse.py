@@ -328,9 +328,17 @@ def _fits_bus_factor(ratio: float, collective: str, n_ranks: int | None) -> bool
         factor = bus_factor(collective, n_ranks)
         return abs(ratio - factor) <= 0.05 * factor
     # 2(n-1)/n for all-reduce spans [1, 2); (n-1)/n for the split collectives [0.5, 1); 1 otherwise.
-    low, high = {"all_reduce": (1.0, 2.0), "hypercube": (1.0, 1.0)}.get(
-        collective, (0.5, 1.0) if collective in SPLIT else (1.0, 1.0))
+    low = bus_factor(collective, 2)
+    high = _bus_factor_limit(collective) or low
     return 0.95 * low <= ratio <= 1.05 * high
+
+
+def _bus_factor_limit(collective: str) -> float | None:
+    """The value nccl-tests' bus factor of ``collective`` tends to as the ranks grow, where it
+    grows with them (``k (n - 1) / n``: twice its value on 2 ranks); None where the rank count
+    does not change it."""
+    two = bus_factor(collective, 2)
+    return 2 * two if bus_factor(collective, 3) != two else None
 
 
 def _infer_binary(rows: Sequence[TestRow], n_ranks: int | None) -> set[str]:
@@ -391,7 +399,8 @@ def _ranks_from_busbw(rows: Sequence[TestRow], collective: str | None) -> tuple[
     busbw, both as printed (to 0.01 GB/s, nccl-tests' ``%7.2f``: each within 0.005 of the
     value measured), for a collective whose bus factor depends on the rank count; None
     otherwise, or where no count, or any count from some on, fits."""
-    if collective != "all_reduce" and (collective not in SPLIT or collective == "hypercube"):
+    scale = None if collective is None else _bus_factor_limit(collective)
+    if scale is None:
         return None
     fastest = max((r.out_of_place for r in rows), key=lambda m: m.algbw_GBps)
     if fastest.algbw_GBps < 1.0:
@@ -400,8 +409,7 @@ def _ranks_from_busbw(rows: Sequence[TestRow], collective: str | None) -> tuple[
     low = (fastest.busbw_GBps - half) / (fastest.algbw_GBps + half)
     high = (fastest.busbw_GBps + half) / (fastest.algbw_GBps - half)
     # busbw = algbw x 2(n-1)/n for all-reduce, x (n-1)/n for the split collectives: the
-    # ratio r grows with n, n = scale / (scale - r).
-    scale = 2.0 if collective == "all_reduce" else 1.0
+    # ratio r grows with n towards scale, n = scale / (scale - r).
     if high >= scale:
         return None
     least = max(2, math.ceil(scale / (scale - max(low, 0.0)) - 1e-9))

@@ -1196,7 +1196,7 @@ ALGORITHM_TABLE: dict[tuple[str, str], Algorithm] = {
 
 #: Collectives NCCL runs as grouped point-to-point sends of ``S / n`` bytes, one per peer
 #: ([NCCL] v2.30.7-1 ``src/enqueue.cc``): an all-to-all's, a gather's into its root and a
-#: scatter's out of it.
+#: scatter's out of it, and an alltoallv's, ``S / n`` on average (:func:`all_to_all_v_bytes`).
 PEER_SPLIT = frozenset({"all_to_all", "gather", "scatter", "all_to_all_v"})
 
 #: Algorithms :func:`build_collective` knows, per collective (the default first).

@@ -173,6 +173,14 @@ def test_help_texts_are_plain_text(command, capsys):
     assert "``" not in text and ":func:" not in text
 
 
+def test_check_help_names_every_binary_it_reads(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["check", "--help"])
+    text = " ".join(capsys.readouterr().out.replace("-\n", "-").split())
+    for binary in ("all_reduce_perf", "sendrecv_perf", "hypercube_perf", "alltoallv_perf", "gather_perf"):
+        assert binary in text
+
+
 def test_pcie_server_all_to_all_is_slower_than_dgx_h100(traces):
     by_name = {p.stem: open_trace(t).makespan_s for p, t in traces.items()}
     assert by_name["pcie_server_all_to_all"] > 10 * by_name["dgx_h100_all_to_all"]

@@ -244,7 +244,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument(
         "output", nargs="*", type=Path, metavar="OUTPUT",
         help="nccl-tests output files: text (one binary's run, or several one after another) or the JSON file -J "
-        "writes; several files are checked one after another; '-' reads standard input (a pasted or piped log)"
+        "writes; several files are checked one after another; '-' reads standard input (a pasted or piped log). "
+        f"Every nccl-tests binary is read: {', '.join(BINARIES)}"
     )
     add_cluster_arguments(parser, required=False)
     parser.add_argument("--nodes", type=positive_int, help="servers (default: the hosts named in the rank lines)")

@@ -114,6 +114,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from flowsim.collectives.builders import check_algorithm, check_protocol
 from flowsim.collectives.constants import DEFAULT_NCCL_VERSION
 from flowsim.engine import DEFAULT_TIME_REL_TOL, MODES
 from flowsim.errors import InputError, read_text_file
@@ -603,6 +604,14 @@ def _check_nccl_env(where: Where, env: object, key: str) -> None:
         raise where.error(f"{key}.{bad[0]}", "is not an NCCL_ variable")
 
 
+def _checked(where: Where, key: str, check: Callable[..., str], *args: object) -> str:
+    """What ``check(*args)`` gives (a name in flowsim's spelling); its error named by ``key``."""
+    try:
+        return check(*args)
+    except InputError as err:
+        raise where.error(key, str(err)) from None
+
+
 # Keys of [[workload.collective]] besides op, size_bytes, ranks, name and start_s: the
 # options of flowsim.collectives.collective_workload that a TOML value can hold.
 _COLLECTIVE_OPTIONS = ("algorithm", "protocol", "channels", "slices", "model", "orders", "servers", "switch", "root",
@@ -628,6 +637,14 @@ def _collective(where: Where, topology: Topology, table: Mapping, key: str) -> W
     where.only(table, ("op", "size_bytes", "ranks", "name", "start_s", *_COLLECTIVE_OPTIONS), key)
     ranks = _ranks(where, topology, table, key)
     options = {k: table[k] for k in _COLLECTIVE_OPTIONS if k in table}
+    if "algorithm" in options:
+        options["algorithm"] = _checked(
+            where, f"{key}.algorithm", collectives.check_algorithm, op, where.string(table, "algorithm", key)
+        )
+    if "protocol" in options:
+        options["protocol"] = _checked(
+            where, f"{key}.protocol", collectives.check_protocol, where.string(table, "protocol", key)
+        )
     if "servers" in options:
         _check_servers(where, options["servers"], f"{key}.servers")
     if "nccl_env" in options:
@@ -779,8 +796,10 @@ def _training(
     common: dict[str, Any] = dict(
         bucket_bytes=where.number(table, "bucket_bytes", key, 25 * 2**20),
         ranks=ranks,
-        algorithm=where.string(table, "algorithm", key, "auto"),
-        protocol=where.string(table, "protocol", key, "auto"),
+        algorithm=_checked(
+            where, join(key, "algorithm"), check_algorithm, "all_reduce", where.string(table, "algorithm", key, "auto")
+        ),
+        protocol=_checked(where, join(key, "protocol"), check_protocol, where.string(table, "protocol", key, "auto")),
         nccl_env=_nccl_env(where, table, key),
         nccl_version=where.string(table, "nccl_version", key, DEFAULT_NCCL_VERSION),
         checkpoint_bytes_per_rank=where.number(table, "checkpoint_bytes_per_rank", key, 0.0),
@@ -802,7 +821,10 @@ def _training(
             tp_all_reduce_bytes=shaped.get(
                 "tp_all_reduce_bytes", where.number(table, "tp_all_reduce_bytes", key, 0.0)
             ),
-            tp_algorithm=where.string(table, "tp_algorithm", key, "auto"),
+            tp_algorithm=_checked(
+                where, join(key, "tp_algorithm"), check_algorithm, "all_reduce",
+                where.string(table, "tp_algorithm", key, "auto"),
+            ),
             tp_across_servers=where.boolean(table, "tp_across_servers", key, False),
             ep=count("ep", 1),
             ep_all_to_all_bytes=shaped.get(

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from flowsim import scenario as scenario_module
+from flowsim.collectives.builders import check_algorithm, check_protocol
 from flowsim.collectives.placement import check_nvswitch
 from flowsim.errors import InputError
 from flowsim.fabrics import build_cluster
@@ -306,12 +307,15 @@ def test_collective_without_the_module_says_so(tmp_path, monkeypatch):
 @pytest.fixture
 def fake_collectives(monkeypatch):
     """A stand-in flowsim.collectives with the contract the scenario relies on: COLLECTIVES,
-    collective_name(text), check_nvswitch(topology, name) and collective_workload(topology, collective, size_bytes,
+    collective_name(text), check_nvswitch(topology, name), check_algorithm(collective, name),
+    check_protocol(name) and collective_workload(topology, collective, size_bytes,
     *, ranks, **options) returning a plan with a ``workload``; it records its calls."""
     module = types.ModuleType("flowsim.collectives")
     module.COLLECTIVES = ("all_to_all", "send")
     module.calls = []
     module.check_nvswitch = check_nvswitch
+    module.check_algorithm = check_algorithm
+    module.check_protocol = check_protocol
 
     def collective_name(text):
         if text not in module.COLLECTIVES:
@@ -377,6 +381,11 @@ def test_collective_name_start_ranks_and_options(tmp_path, fake_collectives):
         ('op = "all_to_all"\nsize_bytes = 1\nservers = {a = 1, b = 2}\n', r"\.servers", "expected a table"),
         ('op = "all_to_all"\nsize_bytes = 1\nswitch = "bogus"\n', r"\.switch", "'bogus' is not a node of the topology"),
         ('op = "all_to_all"\nsize_bytes = 1\nswitch = "a"\n', r"\.switch", "'a' is a gpu node, not an NVSwitch"),
+        ('op = "all_to_all"\nsize_bytes = 1\nalgorithm = "ring"\n', r"\.algorithm",
+         "no algorithm 'ring' for all_to_all; valid ones: auto, p2p"),
+        ('op = "all_to_all"\nsize_bytes = 1\nalgorithm = 3\n', r"\.algorithm", "expected a string, got an integer 3"),
+        ('op = "all_to_all"\nsize_bytes = 1\nprotocol = "LL64"\n', r"\.protocol",
+         "unknown protocol 'LL64'; valid ones: auto, ll, ll128, simple"),
     ],
 )
 def test_bad_collective_names_the_table(tmp_path, fake_collectives, table, key, message):

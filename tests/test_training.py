@@ -124,6 +124,10 @@ def test_training_step_from_a_scenario_file_matches_the_api():
         ("layers = 0\nlayer_backward_s = 1e-3\nlayer_grad_bytes = 1e6", "workload.training.layers: expected an integer >= 1"),
         ("layers = 1\nlayer_backward_s = 1e-3\nlayer_grad_bytes = 1e6\ncolour = 1", "workload.training.colour: unknown key"),
         ("layers = 1\nlayer_backward_s = 1e-3", "workload.training.layer_grad_bytes: missing"),
+        ("layers = 1\nlayer_backward_s = 1e-3\nlayer_grad_bytes = 1e6\nalgorithm = 'p2p'",
+         "workload.training.algorithm: no algorithm 'p2p' for all_reduce; valid ones: auto, ring, tree,"),
+        ("layers = 1\nlayer_backward_s = 1e-3\nlayer_grad_bytes = 1e6\nprotocol = 'LL64'",
+         "workload.training.protocol: unknown protocol 'LL64'; valid ones: auto, ll, ll128, simple"),
     ],
 )
 def test_bad_training_tables_name_the_key(training, message):
@@ -448,6 +452,8 @@ def test_3d_example_scenario_runs_cut_down():
         ("tp = 2\nlayer_forward_s = 1e-3\ntp_across_servers = 1",
          "workload.training.tp_across_servers: expected true or false"),
         ("pp = 2\nlayer_forward_s = 1e-3\nmicrobatches = 4", "workload.training.microbatches: unknown key"),
+        ("tp = 2\nlayer_forward_s = 1e-3\ntp_algorithm = 'ringg'",
+         "workload.training.tp_algorithm: no algorithm 'ringg' for all_reduce; valid ones: auto, ring,"),
     ],
 )
 def test_bad_3d_training_tables_name_the_key(training, message):

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from flowsim.collectives.chunks import NVLS_CHUNK_BYTES
-from flowsim.collectives.costs import CollectiveCosts, nvls_costs, nvls_sharp_costs, pat_costs
+from flowsim.collectives.costs import PROTOCOLS, CollectiveCosts, nvls_costs, nvls_sharp_costs, pat_costs
 from flowsim.collectives.dag import (
     MAX_PIPELINE_SLICES,
     MAX_RING_SLICES,
@@ -1250,6 +1250,37 @@ def protocol_name(text: str) -> str:
     ('ll128', 'simple')
     """
     return text.strip().lower()
+
+
+def check_algorithm(collective: str, algorithm: object) -> str:
+    """``algorithm`` for ``collective`` as flowsim or NCCL spell it, or ``"auto"`` (NCCL's
+    choice), in flowsim's spelling; an error names the valid ones, ``auto`` among them.
+
+    >>> check_algorithm("all_reduce", "NVLSTree"), check_algorithm("all_gather", "auto")
+    ('nvls_tree', 'auto')
+    """
+    name = algorithm_name(algorithm) if isinstance(algorithm, str) else algorithm
+    if name == "auto":
+        return name
+    valid = ALGORITHMS.get(collective)
+    if valid is None:
+        raise InputError(f"unknown collective {collective!r}; valid ones: {', '.join(COLLECTIVES)}")
+    if name not in valid:
+        raise InputError(f"no algorithm {algorithm!r} for {collective}; valid ones: auto, {', '.join(valid)}")
+    return str(name)
+
+
+def check_protocol(protocol: object) -> str:
+    """``protocol`` as flowsim or NCCL spell it (``LL128``, ``Simple``), or ``"auto"`` (NCCL's
+    choice), in flowsim's spelling; an error names the valid ones.
+
+    >>> check_protocol("LL128"), check_protocol("auto")
+    ('ll128', 'auto')
+    """
+    name = protocol_name(protocol) if isinstance(protocol, str) else protocol
+    if name not in (*PROTOCOLS, "auto"):
+        raise InputError(f"unknown protocol {protocol!r}; valid ones: auto, {', '.join(PROTOCOLS)}")
+    return str(name)
 
 
 def algorithm_of(collective: str, algorithm: str | None = None) -> Algorithm:

@@ -27,19 +27,18 @@ from flowsim.collectives.builders import (
     ALLTOALLV_MATRIX_FILE,
     ALLTOALLV_SPREAD,
     PEER_SPLIT,
-    algorithm_name,
     algorithm_of,
     all_to_all_v_bytes,
+    check_algorithm,
+    check_protocol,
     hypercube_rounds,
     hypercube_workload,
-    protocol_name,
 )
 from flowsim.collectives.chunks import NVLS_CHUNK_BYTES, nccl_chunking, pipeline_pieces
 from flowsim.collectives.constants import DEFAULT_NCCL_VERSION, constants_of
 from flowsim.collectives.costs import (
     NVLS_BUSBW_CEILING_GBPS,
     P2P_NVLINK_EFFICIENCY,
-    PROTOCOLS,
     CollectiveCosts,
     nccl_costs,
     nvls_costs,
@@ -470,10 +469,9 @@ def collective_workload(
     """
     size_bytes = check_size(size_bytes, collective)  # before NCCL's tuner does arithmetic with it
     # Names as NCCL spells them too (NCCL_ALGO=Ring, NCCL_PROTO=LL128), as the command line takes them.
-    algorithm = algorithm_name(algorithm) if isinstance(algorithm, str) else algorithm
-    protocol = protocol_name(protocol) if isinstance(protocol, str) else protocol
-    if protocol not in (*PROTOCOLS, "auto"):
-        raise InputError(f"unknown protocol {protocol!r}; valid ones: auto, {', '.join(PROTOCOLS)}")
+    if algorithm is not None:
+        algorithm = check_algorithm(collective, algorithm)
+    protocol = check_protocol(protocol)
     if costs is not None and protocol not in ("simple", "auto"):
         raise InputError(f"give either costs or protocol {protocol!r}, not both")
     # nccl-tests' sendrecv_perf (a send without ranks): every rank sends to the next at once.

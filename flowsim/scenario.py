@@ -116,6 +116,7 @@ import numpy as np
 
 from flowsim.collectives.builders import check_algorithm, check_protocol
 from flowsim.collectives.constants import DEFAULT_NCCL_VERSION
+from flowsim.collectives.tuner import DATA_TYPES, REDOPS
 from flowsim.engine import DEFAULT_TIME_REL_TOL, MODES
 from flowsim.errors import InputError, read_text_file
 from flowsim.fabrics import build_cluster
@@ -615,7 +616,7 @@ def _checked(where: Where, key: str, check: Callable[..., str], *args: object) -
 # Keys of [[workload.collective]] besides op, size_bytes, ranks, name and start_s: the
 # options of flowsim.collectives.collective_workload that a TOML value can hold.
 _COLLECTIVE_OPTIONS = ("algorithm", "protocol", "channels", "slices", "model", "orders", "servers", "switch", "root",
-                       "nccl_env", "nccl_version")
+                       "nccl_env", "nccl_version", "dtype", "redop")
 
 
 def _collective(where: Where, topology: Topology, table: Mapping, key: str) -> Workload:
@@ -645,6 +646,10 @@ def _collective(where: Where, topology: Topology, table: Mapping, key: str) -> W
         options["protocol"] = _checked(
             where, f"{key}.protocol", collectives.check_protocol, where.string(table, "protocol", key)
         )
+    if "dtype" in options:
+        where.choice(table, "dtype", key, DATA_TYPES)
+    if "redop" in options:
+        where.choice(table, "redop", key, REDOPS)
     if "servers" in options:
         _check_servers(where, options["servers"], f"{key}.servers")
     if "nccl_env" in options:

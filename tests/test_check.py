@@ -1708,3 +1708,55 @@ def test_a_json_alltoallv_takes_its_spread_from_the_environment_it_records(tmp_p
     report = check_nccl_log(path, system="dgx-h100")
     assert report.log.binary == "alltoallv_perf" and dict(report.log.nccl_env)["NCCL_TESTS_ALLTOALLV_SPREAD"] == "0"
     assert not any("spread" in w for w in report.warnings)
+
+
+def _typed_log(*blocks: tuple[str, str]) -> str:
+    """A constructed ``all_reduce_perf`` output (layout of nccl-tests src/util.cu; not a
+    measurement): 8 H100 of one host, a block of two sizes for each (type, redop) of
+    ``blocks``, as ``-d all -o all`` prints them, busbw = algbw x 14/8."""
+    lines = [
+        "# nccl-tests version 2.17.8 nccl-headers=22902 nccl-library=22902",
+        "# Collective test starting: all_reduce_perf",
+        "# nThread 1 nGpus 1 minBytes 67108864 maxBytes 134217728 step: 2(factor) warmup iters: 5 iters: 20 "
+        "agg iters: 1 validation: 1 graph: 0",
+        "#",
+        "# Using devices",
+        *(f"#  Rank  {r} Group  0 Pid {100 + r} on box-1 device  {r} [0000:{r}b:00] NVIDIA H100 80GB HBM3"
+          for r in range(8)),
+        "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong",
+        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)",
+    ]
+    element = {"int8": 1, "float": 4, "bfloat16": 2, "char": 1}
+    for dtype, redop in blocks:
+        for size, time_us in ((64 << 20, 300.0), (128 << 20, 550.0)):
+            algbw = size / time_us / 1e3
+            half = f"  {time_us:7.2f}  {algbw:6.2f}  {algbw * 14 / 8:6.2f}       0"
+            lines.append(f"{size:12d}  {size // element[dtype]:12d}  {dtype:>8}  {redop:>6}      -1{half}{half}")
+    lines += ["# Out of bounds values : 0 OK", "# Avg bus bandwidth    : 300.0", "#"]
+    return "\n".join(lines) + "\n"
+
+
+def test_each_row_is_predicted_with_its_type_and_reduction():
+    # NCCL's NVLS reduces a float sum, not int8 nor an average (src/include/device.h): on one
+    # DGX H100 the same sizes run NVLS in the float sum's block and a ring in the others.
+    report = check_nccl_log(_typed_log(("float", "sum"), ("int8", "sum"), ("bfloat16", "avg"), ("char", "max")),
+                            system="dgx-h100")
+    assert [(r.dtype, r.redop, r.algorithm) for r in report.rows[::2]] == [
+        ("float", "sum", "nvls"), ("int8", "sum", "ring"), ("bfloat16", "avg", "ring"), ("char", "max", "ring")]
+    float_sum, int8_sum = report.rows[1].predicted_time_us, report.rows[3].predicted_time_us
+    assert int8_sum > 1.2 * float_sum
+    lines = report.format_text().splitlines()
+    assert [line for line in lines if line.startswith("# ") and len(line.split()) <= 3] == [
+        "# float sum", "# int8 sum", "# bfloat16 avg", "# char max"]
+    assert report.to_dict()["rows"][4]["dtype"] == "bfloat16"
+    assert not any("not one nccl-tests prints" in w for w in report.warnings)
+    # One block alone prints no block line.
+    assert "# float sum" not in check_nccl_log(_typed_log(("float", "sum")), system="dgx-h100").format_text()
+
+
+def test_a_type_nccl_tests_does_not_print_is_predicted_as_float_with_a_warning():
+    report = check_nccl_log(_typed_log(("float", "sum")).replace("   float     sum", "  float8  median"),
+                            system="dgx-h100")
+    assert [w for w in report.warnings if "not one nccl-tests prints" in w] == [
+        "data type or reduction 'float8', 'median' is not one nccl-tests prints: predicted as float and sum"]
+    assert report.rows[0].algorithm == "nvls"

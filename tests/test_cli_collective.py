@@ -20,7 +20,58 @@ def test_registers_collective_with_its_handler():
     args = parser.parse_args(["collective", "all_reduce", "--system", "dgx-h100"])
     assert args.func is run_collective
     # No --nodes: the system file's [cluster] nodes, else one server (run_collective decides).
-    assert (args.nodes, args.minbytes, args.maxbytes, args.stepfactor) == (None, "32M", "32M", 2)
+    # No -f: a factor of 2, or 1 where -i is given (run_collective decides).
+    assert (args.nodes, args.minbytes, args.maxbytes, args.stepfactor, args.stepbytes) == (None, "32M", "32M", None,
+                                                                                          None)
+    assert (args.datatype, args.op) == ("float", "sum")
+
+
+def _rows(out):
+    return [line.split() for line in out.splitlines() if not line.startswith("#")]
+
+
+def test_an_nccl_tests_command_line_runs_as_it_is(capsys):
+    # all_reduce_perf's options, timing ones included (-n -w -c -t -z -a), with a fixed increment (-i).
+    argv = ["collective", "all_reduce", "--system", "dgx-h100", "-b", "1M", "-e", "4M", "-i", "1M", "-t", "1", "-g", "1",
+            "-n", "20", "-w", "5", "-c", "1", "-z", "0", "-a", "1", "-N", "1"]
+    assert flowsim(argv) == 0
+    rows = _rows(capsys.readouterr().out)
+    assert [int(r[0]) for r in rows] == [1 << 20, 2 << 20, 3 << 20, 4 << 20]
+    # -f 2 with -i: the factor, as nccl-tests (a factor above 1 wins).
+    assert flowsim([*argv, "-f", "2"]) == 0
+    assert [int(r[0]) for r in _rows(capsys.readouterr().out)] == [1 << 20, 2 << 20, 4 << 20]
+
+
+def test_the_type_and_reduction_decide_whether_nvls_runs(capsys):
+    # One DGX H100 at 64 MiB: NVLS for a float sum; NCCL's NVLS has no int8 and no average.
+    base = ["collective", "all_reduce", "--system", "dgx-h100", "-b", "64M", "-e", "64M"]
+    ran = {}
+    for extra in ([], ["-d", "int8"], ["-o", "avg"], ["-d", "half", "-o", "max"], ["-d", "bfloat16", "-o", "prod"]):
+        assert flowsim([*base, *extra]) == 0
+        (row,) = _rows(capsys.readouterr().out)
+        ran[row[2], row[3]] = row[5]
+    assert ran == {("float", "sum"): "nvls", ("int8", "sum"): "ring", ("float", "avg"): "ring",
+                   ("half", "max"): "nvls", ("bfloat16", "prod"): "ring"}
+    assert flowsim([*base, "-d", "int8", "--algorithm", "nvls"]) == 2
+    assert "NCCL runs no nvls all_reduce here: the NVSwitch has no reduction for sum on int8" in capsys.readouterr().err
+
+
+def test_every_type_and_reduction_in_turn_as_nccl_tests(capsys):
+    # -d all -o all: a block of sizes per type, and per reduction where the binary loops over them
+    # (all_reduce_perf does, all_gather_perf does not); FP8 on Hopper from NCCL 2.24.
+    assert flowsim(["collective", "all_reduce", "--system", "dgx-h100", "-b", "1K", "-e", "2K", "-d", "all", "-o",
+                    "all"]) == 0
+    rows = _rows(capsys.readouterr().out)
+    assert len(rows) == 12 * 6 * 2
+    assert [(r[0], r[2], r[3]) for r in rows[:4]] == [("1024", "int8", "sum"), ("2048", "int8", "sum"),
+                                                      ("1024", "int8", "prod"), ("2048", "int8", "prod")]
+    assert rows[-1][2:4] == ["f8e5m2", "mulsum"]
+    assert flowsim(["collective", "all_gather", "--system", "dgx-h100", "-b", "1K", "-e", "1K", "-d", "all", "-o",
+                    "all", "--nccl-version", "2.19.3"]) == 0
+    rows = _rows(capsys.readouterr().out)
+    assert [r[2] for r in rows] == ["int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double",
+                                    "bfloat16"]
+    assert {r[3] for r in rows} == {"none"}
 
 
 @pytest.mark.parametrize(("given", "algorithm", "protocol"), [

@@ -731,8 +731,13 @@ def test_sizes_parse_as_nccl_tests_does():
     for bad in ("8X", "-1", "1.5G"):
         with pytest.raises(InputError, match="size"):
             parse_size(bad)
+    # A factor of 1: nccl-tests' fixed increment (-i, default 1 MiB) instead.
+    assert message_sizes(8, 64, 1, 24) == [8, 32, 56]
+    assert message_sizes("1M", "3M", 1) == [1 << 20, 2 << 20, 3 << 20]
     with pytest.raises(InputError, match="factor"):
-        message_sizes(8, 64, 1)
+        message_sizes(8, 64, 0)
+    with pytest.raises(InputError, match="increment, which must be at least 1, got 0"):
+        message_sizes(8, 64, 1, 0)
 
 
 def test_sweep_rows_round_split_collectives_to_equal_parts():

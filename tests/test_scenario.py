@@ -386,6 +386,8 @@ def test_collective_name_start_ranks_and_options(tmp_path, fake_collectives):
         ('op = "all_to_all"\nsize_bytes = 1\nalgorithm = 3\n', r"\.algorithm", "expected a string, got an integer 3"),
         ('op = "all_to_all"\nsize_bytes = 1\nprotocol = "LL64"\n', r"\.protocol",
          "unknown protocol 'LL64'; valid ones: auto, ll, ll128, simple"),
+        ('op = "all_to_all"\nsize_bytes = 1\ndtype = "fp16"\n', r"\.dtype", "expected one of 'int8', 'uint8'"),
+        ('op = "all_to_all"\nsize_bytes = 1\nredop = "mean"\n', r"\.redop", "expected one of 'sum', 'prod'"),
     ],
 )
 def test_bad_collective_names_the_table(tmp_path, fake_collectives, table, key, message):
@@ -406,6 +408,17 @@ def test_real_collectives_build_a_hierarchical_all_reduce(tmp_path):
     w = load_scenario(_scenario(tmp_path, text)).workload
     assert set(w.tags["collective"]) == {"all_reduce"}
     assert {s.split(".")[0] for s in w.src} == {"n0", "n1"}
+
+
+def test_a_collectives_type_and_reduction_decide_whether_nvls_runs(tmp_path):
+    # One DGX H100, 64 MiB: NCCL's NVLS (its flows share the NVSwitch's budget, a shared_cap
+    # tag) for a float sum; a ring for int8, which the NVSwitch does not reduce.
+    pytest.importorskip("flowsim.collectives")
+    text = ('[topology]\ncluster = "dgx_h100"\nn_nodes = 1\nfigure = "effective"\n'
+            '[[workload.collective]]\nop = "all_reduce"\nsize_bytes = 6.7e7\n')
+    assert "shared_cap" in load_scenario(_scenario(tmp_path, text)).workload.tags
+    typed = load_scenario(_scenario(tmp_path, text + 'dtype = "int8"\nredop = "sum"\n')).workload
+    assert "shared_cap" not in typed.tags and set(typed.tags["collective"]) == {"all_reduce"}
 
 
 def test_parse_scenario_from_text_names_the_source():

@@ -19,10 +19,13 @@ from flowsim.collectives.tuner import (
     _graphs,
     _shrink,
     describe_system,
+    device_redop,
     nccl_choice,
+    nvls_refusal,
     nvls_tuning,
 )
 from flowsim.errors import InputError
+from flowsim.fabrics import build_cluster
 from flowsim.hardware import link_rate
 from flowsim.presets import pcie_workstation_spec, preset
 from flowsim.routing import Router
@@ -498,3 +501,61 @@ def test_buffers_default_to_nccls_and_take_the_environment():
     topology = build_cluster("dgx_h100", 1, figure="effective")
     choice = nccl_choice(topology, "all_reduce", 1 << 20, nccl_env={"NCCL_LL_BUFFSIZE": str(1 << 20)})
     assert choice.buffers["ll"] == 1 << 20
+
+
+# NCCL's device operation per nccl-tests reduction and type (src/enqueue.cc hostToDevRedOp), and
+# the types NVLS reduces per operation (src/include/device.h ncclNvlsSupported), written out
+# here from the sources rather than from the code's tables.
+_NVLS_CASES = [
+    # (redop, dtype, device op, NVLS for an all-reduce)
+    ("sum", "float", "sum", True),
+    ("sum", "double", "sum", True),
+    ("sum", "bfloat16", "sum", True),
+    ("sum", "int32", "sum", True),
+    ("sum", "int8", "sum", False),
+    ("sum", "uint8", "sum", False),
+    ("sum", "f8e4m3", "sum", False),
+    ("max", "half", "minmax", True),
+    ("min", "uint64", "minmax", True),
+    ("max", "float", "minmax", False),
+    ("min", "double", "minmax", False),
+    ("prod", "bfloat16", "prod", False),
+    ("prod", "int32", "prod", False),
+    ("avg", "float", "pre_mul_sum", False),
+    ("avg", "bfloat16", "pre_mul_sum", False),
+    ("avg", "int32", "sum_post_div", False),
+    ("mulsum", "half", "pre_mul_sum", False),
+]
+
+
+@pytest.mark.parametrize(("redop", "dtype", "op", "nvls"), _NVLS_CASES)
+def test_nvls_reduces_what_the_nvswitch_has(h100, redop, dtype, op, nvls):
+    assert device_redop(redop, dtype) == op
+    assert (nvls_refusal("all_reduce", dtype, redop) is None) == nvls
+    # One DGX H100 at 1 GiB: NVLS where the NVSwitch reduces (464 GB/s busbw), else NCCL's ring.
+    choice = nccl_choice(h100, "all_reduce", GiB, dtype=dtype, redop=redop)
+    assert choice.algorithm == ("nvls" if nvls else "ring")
+
+
+def test_all_gather_reduces_nothing_and_takes_nvls_from_2_22_3():
+    # Before v2.22.3-1 NCCL asked ncclNvlsSupported of an all-gather too, with ncclSum.
+    assert nvls_refusal("all_gather", "int8", "prod") is None
+    assert nvls_refusal("all_gather", "int8", "sum", version="2.19.3") is not None
+    assert nvls_refusal("all_gather", "float", "prod", version="2.19.3") is None  # its sum, not -o's
+    # A reduce-scatter reduces: -o counts.
+    assert nvls_refusal("reduce_scatter", "float", "avg") is not None
+
+
+def test_pat_reduce_scatter_takes_no_average():
+    topology = build_cluster("dgx_h100", 8, figure="effective")
+    ranks = [topology.node_names[g] for g in topology.gpus()][::8]
+    assert nccl_choice(topology, "reduce_scatter", MiB, ranks=ranks).algorithm == "pat"
+    assert nccl_choice(topology, "reduce_scatter", MiB, ranks=ranks, redop="avg").algorithm != "pat"
+    assert nccl_choice(topology, "reduce_scatter", MiB, ranks=ranks, redop="max").algorithm == "pat"
+
+
+def test_an_unknown_type_or_reduction_is_named(h100):
+    with pytest.raises(InputError, match="unknown data type 'fp16'; valid ones: int8, uint8"):
+        nccl_choice(h100, "all_reduce", MiB, dtype="fp16")
+    with pytest.raises(InputError, match="unknown reduction 'mean'; valid ones: sum, prod, max, min, avg, mulsum"):
+        nccl_choice(h100, "all_reduce", MiB, redop="mean")

@@ -58,8 +58,8 @@ from flowsim.collectives.constants import (
     nearest_version,
 )
 from flowsim.collectives.placement import send_pair
-from flowsim.collectives.report import ROOTED, busbw_Bps, launch_floor_us, sweep
-from flowsim.collectives.tuner import NCCL_ENV_KEYS, system_env_taken
+from flowsim.collectives.report import DTYPE_BYTES, ROOTED, busbw_Bps, launch_floor_us, sweep
+from flowsim.collectives.tuner import NCCL_ENV_KEYS, REDOPS, system_env_taken
 from flowsim.errors import InputError, whole_number
 from flowsim.fabrics import build_cluster, resolve_fabric
 from flowsim.failures import apply_failures, describe_changes
@@ -173,7 +173,8 @@ class RowCheck:
     ran for the size (as :func:`flowsim.collectives.report.sweep` gives them; an all-to-all's
     channels are each peer's). Predicted fields are None for rows not predicted (size 0 or below
     ``min_bytes``). ``root`` is the row's, as printed (-1 for a collective without one; None
-    where the table has no root column).
+    where the table has no root column); ``dtype`` and ``redop`` too (``redop`` None where the
+    table has no redop column).
     """
 
     size_bytes: int
@@ -194,6 +195,8 @@ class RowCheck:
     protocol: str | None = None
     channels: int | None = None
     root: int | None = None
+    dtype: str | None = None
+    redop: str | None = None
 
     @property
     def flagged(self) -> bool:
@@ -369,8 +372,13 @@ class CheckReport:
             "#        (B)       algo  proto  nch  busbw(GB/s)  busbw(GB/s) ratio  busbw(GB/s) ratio  flag",
         ]
         several_roots = len({r.root for r in self.rows if r.root is not None and r.root >= 0}) > 1
+        # A run of every type or reduction (nccl-tests' -d all, -o all) prints a block of sizes each.
+        several_ops = len({(r.dtype, r.redop) for r in self.rows}) > 1
         for i, r in enumerate(self.rows):
-            if several_roots and (i == 0 or r.root != self.rows[i - 1].root):
+            previous = self.rows[i - 1] if i else None
+            if several_ops and (previous is None or (r.dtype, r.redop) != (previous.dtype, previous.redop)):
+                lines.append(f"# {r.dtype}" + (f" {r.redop}" if r.redop not in (None, "none") else ""))
+            if several_roots and (previous is None or r.root != previous.root):
                 lines.append(f"# root {r.root}")
             predicted = "-" if r.predicted_busbw_GBps is None else f"{r.predicted_busbw_GBps:.2f}"
             ratios = ["-" if x is None else f"{x:.2f}" for x in (r.ratio_out, r.ratio_in)]
@@ -622,6 +630,18 @@ def nccl_version_of(log: NcclTestLog, given: str | None = None) -> tuple[str, st
     return nearest.version, f"NCCL {printed} (log) -> constants of {nearest.version}{oldest}"
 
 
+# Older nccl-tests print NCCL's first names of two types (ncclChar, ncclInt).
+_OLD_TYPE_NAMES = {"char": "int8", "int": "int32"}
+
+
+def _reduction_of(row: TestRow) -> tuple[str | None, str | None]:
+    """The data type and reduction a row is predicted with, as nccl-tests' -d and -o name them:
+    what it printed (a sum where it printed none); None for a name nccl-tests does not print."""
+    dtype = _OLD_TYPE_NAMES.get(row.dtype, row.dtype)
+    redop = "sum" if row.redop in (None, "none") else row.redop
+    return (dtype if dtype in DTYPE_BYTES else None), (redop if redop in REDOPS else None)
+
+
 def _root_of(row: TestRow, collective: str) -> int:
     """The root a row is predicted with: the one it printed, for a collective that has one (0,
     collective_time's default, where it printed none)."""
@@ -726,16 +746,30 @@ def check_log(
     # Each size the log printed, as it is (aligned=False: an nccl-tests before 2.13.12 did not
     # trim a rank's part to 16 bytes), with the root its row printed (nccl-tests' -r; -r -1
     # runs every root in turn, a block of sizes each).
-    sizes_by_root: dict[int, set[int]] = {}
+    # Rows of every type or reduction (-d all, -o all) are predicted with their own: NCCL
+    # takes NVLS and PAT only for the reductions they have. A name nccl-tests does not print
+    # is predicted as its default, float and sum, with a warning.
+    sizes_by_run: dict[tuple[int, str, str], set[int]] = {}
+    unknown = sorted({f"{name!r}" for row in log.rows for name, known in zip((row.dtype, row.redop),
+                      _reduction_of(row), strict=True) if known is None})
+    if unknown:
+        warnings += (f"data type or reduction {', '.join(unknown)} is not one nccl-tests prints: predicted as "
+                     "float and sum",)
+
+    def run_of(row: TestRow) -> tuple[int, str, str]:
+        dtype, redop = _reduction_of(row)
+        return _root_of(row, log.collective), dtype or "float", redop or "sum"
+
     for row in log.rows:
         if row.size_bytes >= max(min_bytes, 1):
-            sizes_by_root.setdefault(_root_of(row, log.collective), set()).add(row.size_bytes)
+            sizes_by_run.setdefault(run_of(row), set()).add(row.size_bytes)
     predicted_rows = {}
-    for root, sizes in sorted(sizes_by_root.items()):
+    for (root, dtype, redop), sizes in sorted(sizes_by_run.items()):
         asked = sorted(sizes)
-        rows_run = sweep(topology, log.collective, asked, dtype="int8", ranks=ranks, protocol=protocol,
-                         aligned=False, **launch, **options, **({"root": root} if root else {}))
-        predicted_rows.update({(root, size): row for size, row in zip(asked, rows_run, strict=True)})
+        # Each size as it is: a log's sizes are whole elements of its type.
+        rows_run = sweep(topology, log.collective, asked, dtype=dtype, redop=redop, ranks=ranks,
+                         protocol=protocol, aligned=False, **launch, **options, **({"root": root} if root else {}))
+        predicted_rows.update({(root, dtype, redop, size): row for size, row in zip(asked, rows_run, strict=True)})
     predictions = list(predicted_rows.values())
     # A thread that drives several GPUs (-g N > 1) adds CUDA's launch overheads to each
     # iteration (NVIDIA's AddyLaddy in nccl-tests#333: higher latency "due to the CUDA latency
@@ -746,7 +780,7 @@ def check_log(
     protocol = _what_ran([p.protocol for p in predictions]) or protocol
     checks = []
     for row in log.rows:
-        prediction = predicted_rows.get((_root_of(row, log.collective), row.size_bytes))
+        prediction = predicted_rows.get((*run_of(row), row.size_bytes))
         predicted_time = predicted_busbw = ratio_out = ratio_in = latency = None
         short = fast = False
         if prediction is not None:
@@ -784,6 +818,8 @@ def check_log(
                 protocol=None if prediction is None else prediction.protocol,
                 channels=None if prediction is None else prediction.channels,
                 root=row.root,
+                dtype=row.dtype,
+                redop=row.redop,
             )
         )
     return CheckReport(

@@ -60,8 +60,10 @@ from flowsim.collectives.tuner import (
     NcclChoice,
     NoNcclChoice,
     P2pChannels,
+    device_redop,
     half_block_nvlink_GBps,
     nccl_choice,
+    nvls_refusal,
     p2p_channels,
     sharp_leaves,
     tree_correction,
@@ -295,6 +297,8 @@ def collective_time(
     router: Router | None = None,
     progress: Callable[[str], None] | None = None,
     classes: bool = True,
+    dtype: str = "float",
+    redop: str = "sum",
     **layout,
 ) -> CollectiveRun:
     """Simulate one collective over GPUs of ``topology``.
@@ -357,6 +361,10 @@ def collective_time(
     classes : bool
         Solve once per class of flows that share rates at every instant (the same times, see
         docs/model.md "Flow classes"); False solves every flow of the full DAG.
+    dtype, redop : str
+        The data type and reduction, as nccl-tests' ``-d`` and ``-o`` name them (default
+        ``"float"`` and ``"sum"``, nccl-tests' own): NCCL takes NVLS, NVLSTree and PAT only for
+        the reductions they have (:func:`~flowsim.collectives.tuner.nvls_refusal`).
     **layout
         ``orders``, ``servers``, ``switch``, ``root``, ``communicator``: see
         :func:`collective_workload`.
@@ -372,7 +380,7 @@ def collective_time(
     plan = collective_workload(
         topology, collective, size_bytes, ranks=ranks, algorithm=algorithm, protocol=protocol, channels=channels,
         slices=slices, costs=costs, model=model, nccl_env=nccl_env, nccl_version=nccl_version, router=router,
-        **layout,
+        dtype=dtype, redop=redop, **layout,
     )
     if progress is not None:
         progress(f"routing and simulating {len(plan.workload):,} flows")
@@ -439,6 +447,8 @@ def collective_workload(
     root: int | None = None,
     router: Router | None = None,
     communicator: Sequence[str] | None = None,
+    dtype: str = "float",
+    redop: str = "sum",
 ) -> CollectivePlan:
     """The flows of one collective on ``topology``, laid out as every caller lays it out.
 
@@ -463,6 +473,8 @@ def collective_workload(
         without ``ranks`` every GPU of ``topology``: as in
         nccl-tests' ``sendrecv_perf``, each sends to the next at once, the plan's ``ranks`` being
         the pair :func:`send_pair` picks, and its workload holds every pair's send.
+    dtype, redop : str
+        See :func:`collective_time`.
 
     Use it to place a collective inside a larger workload (a training step's gradient
     buckets, a scenario file's ``[[workload.collective]]``).
@@ -472,6 +484,7 @@ def collective_workload(
     if algorithm is not None:
         algorithm = check_algorithm(collective, algorithm)
     protocol = check_protocol(protocol)
+    device_redop(redop, dtype)  # both known, whether or not NCCL's tuner looks at them
     if costs is not None and protocol not in ("simple", "auto"):
         raise InputError(f"give either costs or protocol {protocol!r}, not both")
     # nccl-tests' sendrecv_perf (a send without ranks): every rank sends to the next at once.
@@ -492,7 +505,7 @@ def collective_workload(
     choice: NcclChoice | None = None
     if costs is None and collective in TUNED_COLLECTIVES:
         choice = _nccl(topology, collective, size_bytes, ranks, algorithm, protocol, model, nccl_env, nccl_version,
-                       router)
+                       dtype, redop, router)
     if choice is not None:
         if algorithm == "auto":
             algorithm = choice.algorithm
@@ -779,12 +792,17 @@ P2P_LL_THRESHOLD = 16384
 
 
 def _nccl(topology: Topology, collective: str, size_bytes: float, ranks: tuple[str, ...], algorithm: str | None,
-          protocol: str, model: str, nccl_env: Mapping[str, str] | None, nccl_version: str,
+          protocol: str, model: str, nccl_env: Mapping[str, str] | None, nccl_version: str, dtype: str, redop: str,
           router: Router | None) -> NcclChoice | None:
     """NCCL's choice among the algorithms flowsim builds for ``collective`` (only ``algorithm``
     when one is named; only rings for ``model="stream"``) and the protocols allowed (only
     ``protocol`` when one is named). None when an algorithm is named that NCCL's model does
-    not run here (NVLS without NVSwitch generation 3, say): the builder then says why."""
+    not run here (NVLS without NVSwitch generation 3, say): the builder then says why; an
+    NVLS algorithm named for a reduction the NVSwitch does not have is an error."""
+    if algorithm in ("nvls", "nvls_tree", "nvls_sharp"):
+        refused = nvls_refusal(collective, dtype, redop, nccl_version)
+        if refused is not None:
+            raise InputError(f"NCCL runs no {algorithm} {collective} here: {refused}")
     # The cluster's own environment (a cloud image's NCCL profile) under the caller's.
     env = {**dict(topology.nccl_env), **dict(nccl_env or {})}
     if protocol != "auto":
@@ -799,7 +817,7 @@ def _nccl(topology: Topology, collective: str, size_bytes: float, ranks: tuple[s
         env.pop("NCCL_ALGO", None)
     try:
         return nccl_choice(topology, collective, size_bytes, ranks=ranks, nccl_env=env, version=nccl_version,
-                           allowed=allowed, router=router)
+                           allowed=allowed, router=router, dtype=dtype, redop=redop)
     except NoNcclChoice:
         if algorithm == "auto":
             raise

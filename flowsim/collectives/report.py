@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from flowsim.collectives.builders import COLLECTIVES, all_to_all_v_bytes
 from flowsim.collectives.constants import DEFAULT_NCCL_VERSION, nccl_release
 from flowsim.collectives.placement import alltoallv_spread, collective_time
+from flowsim.collectives.tuner import REDOPS
 from flowsim.errors import InputError, whole_number
 from flowsim.routing import Router
 from flowsim.topology import Topology
@@ -64,6 +65,8 @@ DTYPE_BYTES = {
     "float": 4,
     "double": 8,
     "bfloat16": 2,
+    "f8e4m3": 1,
+    "f8e5m2": 1,
 }
 
 #: Host time (us) a thread spends per GPU it drives to launch one iteration's collective:
@@ -73,7 +76,7 @@ HOST_LAUNCH_US_PER_GPU = 4.2
 
 #: Collectives whose S is split into n equal parts, one per rank (nccl-tests' count is a part's).
 SPLIT = frozenset({"all_gather", "reduce_scatter", "all_to_all", "gather", "scatter", "hypercube", "all_to_all_v"})
-#: Collectives whose rows show the redop "sum" (sendrecv_perf prints it too, reducing nothing).
+#: Collectives whose rows show the redop (sendrecv_perf prints it too, reducing nothing).
 SUM_SHOWN = frozenset({"all_reduce", "reduce_scatter", "reduce", "send"})
 #: Collectives with a root (nccl-tests prints it; the others print -1).
 ROOTED = frozenset({"broadcast", "reduce", "gather", "scatter"})
@@ -141,19 +144,31 @@ def parse_size(text: str | int) -> int:
     return value
 
 
-def message_sizes(begin: str | int, end: str | int, factor: int = 2) -> list[int]:
-    """nccl-tests' ``-b begin -e end -f factor``: ``begin, begin x factor, ...`` up to ``end``.
+#: nccl-tests' increment between sizes where no factor above 1 is given (its ``-i``).
+STEP_BYTES = 1 << 20
+
+
+def message_sizes(begin: str | int, end: str | int, factor: int = 2, step: str | int = STEP_BYTES) -> list[int]:
+    """nccl-tests' ``-b begin -e end -f factor -i step``: ``begin, begin x factor, ...`` up to
+    ``end``, or with a factor of 1 ``begin, begin + step, ...`` (src/common.cu: the factor
+    where it is above 1, else the increment).
 
     >>> message_sizes("1K", "8K")
     [1024, 2048, 4096, 8192]
+    >>> message_sizes("1M", "4M", 1, "1M")
+    [1048576, 2097152, 3145728, 4194304]
     """
     lo, hi = parse_size(begin), parse_size(end)
-    factor = whole_number("factor", factor, minimum=2)
+    factor = whole_number("factor", factor, minimum=1)
+    increment = parse_size(step)
     if lo < 1 or hi < lo:
         raise InputError(f"sizes must satisfy 1 <= begin <= end, got begin {lo} and end {hi}")
+    if factor == 1 and increment < 1:
+        raise InputError(f"with a factor of 1 the sizes grow by the increment, which must be at least 1, "
+                         f"got {increment}")
     sizes = [lo]
-    while sizes[-1] * factor <= hi:
-        sizes.append(sizes[-1] * factor)
+    while (sizes[-1] * factor if factor > 1 else sizes[-1] + increment) <= hi:
+        sizes.append(sizes[-1] * factor if factor > 1 else sizes[-1] + increment)
     return sizes
 
 
@@ -255,6 +270,7 @@ def sweep(
     sizes_bytes: Sequence[int],
     *,
     dtype: str = "float",
+    redop: str = "sum",
     ranks: Sequence[str] | None = None,
     gpus_per_thread: int = 1,
     agg_iters: int = 1,
@@ -275,6 +291,10 @@ def sweep(
         equal parts of whole elements, each a multiple of 16 bytes where ``aligned``).
     dtype : str
         A key of :data:`DTYPE_BYTES`.
+    redop : str
+        nccl-tests' reduction (``-o``; :data:`flowsim.collectives.tuner.REDOPS`), shown in
+        the rows of the collectives that print one. With ``dtype`` it decides whether NCCL
+        may take NVLS, NVLSTree or PAT (:func:`flowsim.collectives.tuner.nvls_refusal`).
     ranks : sequence of str, optional
         GPU node names; default every GPU (see :func:`flowsim.collectives.collective_time`).
     gpus_per_thread, agg_iters, cuda_graph : int
@@ -292,7 +312,7 @@ def sweep(
     -------
     list of NcclRow
     """
-    return list(iter_sweep(topology, collective, sizes_bytes, dtype=dtype, ranks=ranks,
+    return list(iter_sweep(topology, collective, sizes_bytes, dtype=dtype, redop=redop, ranks=ranks,
                            gpus_per_thread=gpus_per_thread, agg_iters=agg_iters, cuda_graph=cuda_graph,
                            aligned=aligned, **options))
 
@@ -303,6 +323,7 @@ def iter_sweep(
     sizes_bytes: Sequence[int],
     *,
     dtype: str = "float",
+    redop: str = "sum",
     ranks: Sequence[str] | None = None,
     progress: Callable[[str], None] | None = None,
     gpus_per_thread: int = 1,
@@ -320,6 +341,8 @@ def iter_sweep(
     """
     if dtype not in DTYPE_BYTES:
         raise InputError(f"unknown data type {dtype!r}; valid ones: {', '.join(DTYPE_BYTES)}")
+    if redop not in REDOPS:
+        raise InputError(f"unknown reduction {redop!r}; valid ones: {', '.join(REDOPS)}")
     if collective not in COLLECTIVES:
         raise InputError(f"unknown collective {collective!r}; valid ones: {', '.join(COLLECTIVES)}")
     router = options.pop("router", None) or Router(topology)
@@ -330,7 +353,7 @@ def iter_sweep(
     sizes = [_rounded(collective, parse_size(requested), DTYPE_BYTES[dtype], n_ranks, aligned)
              for requested in sizes_bytes]
     floor_us = launch_floor_us(gpus_per_thread, agg_iters=agg_iters, cuda_graph=cuda_graph)
-    return _rows(topology, collective, sizes, dtype, ranks, n_ranks, router, progress, floor_us, options)
+    return _rows(topology, collective, sizes, dtype, redop, ranks, n_ranks, router, progress, floor_us, options)
 
 
 def _rows(
@@ -338,6 +361,7 @@ def _rows(
     collective: str,
     sizes: Sequence[tuple[int, int]],
     dtype: str,
+    redop: str,
     ranks: Sequence[str] | None,
     n_ranks: int,
     router: Router,
@@ -348,7 +372,8 @@ def _rows(
     spread = alltoallv_spread(topology, options.get("nccl_env")) if collective == "all_to_all_v" else None
     for i, (size, count) in enumerate(sizes):
         note = None if progress is None else _prefixed(progress, f"{size:,} B ({i + 1}/{len(sizes)})")
-        outcome = collective_time(topology, collective, size, ranks=ranks, router=router, progress=note, **options)
+        outcome = collective_time(topology, collective, size, ranks=ranks, router=router, progress=note, dtype=dtype,
+                                  redop=redop, **options)
         time_s, latency_s = outcome.time_s, outcome.latency_s
         if spread is not None:
             # alltoallv_perf prints what a rank sends, its parts each trimmed to 16 bytes
@@ -365,7 +390,7 @@ def _rows(
             size_bytes=size,
             count=count,
             dtype=dtype,
-            redop="sum" if collective in SUM_SHOWN else "none",
+            redop=redop if collective in SUM_SHOWN else "none",
             root=(options.get("root") or 0) if collective in ROOTED else -1,
             time_us=time_s * 1e6,
             algbw_GBps=algbw_Bps(size, time_s) * algbw_factor(collective, n_ranks) / 1e9,

@@ -37,6 +37,13 @@ Channels and threads (``src/enqueue.cc`` ``topoGetAlgoInfo``)
     ``bytes < channels x threads x threshold`` (``NCCL_*_THREAD_THRESHOLD`` in
     ``src/include/comm.h``; the ring LL threshold is multiplied by the rank count). NVLS
     runs ``nvlsChannels`` channels (``src/transport/nvls.cc``).
+Reduction and data type (``src/include/device.h`` ``ncclNvlsSupported``, ``src/enqueue.cc``
+``hostToDevRedOp`` and ``updateCollCostTable``; :func:`nvls_refusal`)
+    NVLS and NVLSTree reduce in the NVSwitch, which has sum and min/max on 32- and 64-bit
+    integers, half and bfloat16, and sum alone on float and double: no 8-bit type, no
+    product, and no average on floating types (NCCL runs it as a sum of pre-multiplied
+    inputs). All-gather reduces nothing and takes NVLS whatever its type from v2.22.3-1.
+    PAT has no reduce-scatter that averages or pre-multiplies.
 Point-to-point channels (``src/graph/paths.cc``, ``src/enqueue.cc``; :func:`p2p_channels`)
     Sends and all-to-all are no tuned collective: each peer gets a few of the
     communicator's channels, by what the pair's path asks (NVLinks, or the NIC's bandwidth
@@ -78,7 +85,9 @@ from flowsim.routing import Router
 from flowsim.topology import NodeKind, Topology
 
 __all__ = [
+    "DATA_TYPES",
     "NCCL_ENV_KEYS",
+    "REDOPS",
     "NoNcclChoice",
     "NcclChoice",
     "NcclEnv",
@@ -90,7 +99,9 @@ __all__ = [
     "P2pChannels",
     "describe_system",
     "half_block_nvlink_GBps",
+    "device_redop",
     "nccl_choice",
+    "nvls_refusal",
     "nvls_tuning",
     "p2p_channels",
 ]
@@ -574,6 +585,77 @@ def _graphs(topology: Topology, ranks: Sequence[str], system: NcclSystem, consta
     return graphs
 
 
+# --- reduction operations and data types ------------------------------------------------
+
+#: nccl-tests' data types (its ``-d`` names; ``f8e4m3`` and ``f8e5m2`` where NCCL has FP8).
+DATA_TYPES = ("int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16",
+              "f8e4m3", "f8e5m2")
+#: nccl-tests' reduction operations (its ``-o`` names): ``ncclSum``, ``ncclProd``, ``ncclMax``,
+#: ``ncclMin``, ``ncclAvg``, and an op of ``ncclRedOpCreatePreMulSum`` (``mulsum``).
+REDOPS = ("sum", "prod", "max", "min", "avg", "mulsum")
+_INTEGER_TYPES = frozenset({"int8", "uint8", "int32", "uint32", "int64", "uint64"})
+# The types NVLS reduces, by device operation ([NCCL] src/include/device.h ncclNvlsSupported,
+# the same from v2.19.3-1 to v2.30.7-1).
+_NVLS_TYPES = {
+    "sum": frozenset({"int32", "uint32", "int64", "uint64", "half", "bfloat16", "float", "double"}),
+    "minmax": frozenset({"int32", "uint32", "int64", "uint64", "half", "bfloat16"}),
+}
+# Collectives that reduce: the others pass ncclSum to NCCL whatever nccl-tests' -o says.
+_REDUCING = frozenset({"all_reduce", "reduce_scatter", "reduce"})
+
+
+def _check_op(dtype: str, redop: str) -> None:
+    if dtype not in DATA_TYPES:
+        raise InputError(f"unknown data type {dtype!r}; valid ones: {', '.join(DATA_TYPES)}")
+    if redop not in REDOPS:
+        raise InputError(f"unknown reduction {redop!r}; valid ones: {', '.join(REDOPS)}")
+
+
+def device_redop(redop: str, dtype: str) -> str:
+    """The operation NCCL's kernels run for nccl-tests' ``redop`` on ``dtype`` ([NCCL]
+    v2.30.7-1 src/enqueue.cc ``hostToDevRedOp``): ``"sum"``, ``"prod"``, ``"minmax"`` (max and
+    min), ``"sum_post_div"`` (an average of integers) or ``"pre_mul_sum"`` (an average of
+    floating types, each input multiplied by 1/n first, and ``mulsum``).
+
+    >>> device_redop("avg", "int32"), device_redop("avg", "bfloat16"), device_redop("max", "half")
+    ('sum_post_div', 'pre_mul_sum', 'minmax')
+    """
+    _check_op(dtype, redop)
+    if redop in ("max", "min"):
+        return "minmax"
+    if redop == "avg":
+        return "sum_post_div" if dtype in _INTEGER_TYPES else "pre_mul_sum"
+    return "pre_mul_sum" if redop == "mulsum" else redop
+
+
+def nvls_refusal(collective: str, dtype: str = "float", redop: str = "sum",
+                 version: str = DEFAULT_NCCL_VERSION) -> str | None:
+    """Why NCCL runs no NVLS or NVLSTree for ``collective`` of ``dtype`` reduced by ``redop``
+    (nccl-tests' ``-d`` and ``-o`` names), or None where the reduction allows them.
+
+    NCCL takes NVLS only where the NVSwitch has the reduction ([NCCL] src/enqueue.cc
+    ``ncclPrepareTasks``: ``ncclNvlsSupported``, src/include/device.h); all-gather, which
+    reduces nothing, from v2.22.3-1 whatever its type (before, as a sum of its type). A
+    collective that reduces nothing passes NCCL a sum, whatever ``redop`` says.
+
+    >>> nvls_refusal("all_reduce", "bfloat16", "max") is None
+    True
+    >>> nvls_refusal("all_reduce", "float", "avg")
+    "the NVSwitch has no reduction for avg on float (NCCL runs it as 'pre_mul_sum')"
+    """
+    return _nvls_refusal(collective, dtype, redop, constants_of(version))
+
+
+def _nvls_refusal(collective: str, dtype: str, redop: str, constants: NcclConstants) -> str | None:
+    op = device_redop(redop if collective in _REDUCING else "sum", dtype)
+    if collective == "all_gather" and _since(constants, (2, 22, 3)):
+        return None
+    if dtype in _NVLS_TYPES.get(op, ()):
+        return None
+    named = f"{redop} on {dtype}" if collective in _REDUCING else f"the sum NCCL passes on {dtype}"
+    return f"the NVSwitch has no reduction for {named} (NCCL runs it as {op!r})"
+
+
 # --- NCCL's environment --------------------------------------------------------------------
 
 #: NCCL environment variables the tuner follows; any other ``NCCL_*`` is accepted and ignored
@@ -732,9 +814,15 @@ def _graph_of(algorithm: str) -> str:
 
 
 def _model(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclConstants, collective: str,
-           env: NcclEnv) -> dict[tuple[str, str], tuple[float, float, float]]:
+           env: NcclEnv, dtype: str = "float",
+           redop: str = "sum") -> dict[tuple[str, str], tuple[float, float, float]]:
     """(latency us, algorithm bandwidth GB/s) and the bus bandwidth, per enabled (algorithm,
-    protocol) of ``collective``: ncclTopoTuneModel's loop for one function."""
+    protocol) of ``collective`` on ``dtype`` reduced by ``redop``: ncclTopoTuneModel's loop for
+    one function, less what the reduction rules out (updateCollCostTable)."""
+    nvls_refused = _nvls_refusal(collective, dtype, redop, constants) is not None
+    # PAT's reduce-scatter does not scale ([NCCL] v2.23.4-1 to v2.30.7-1 src/enqueue.cc
+    # updateCollCostTable, "Tree reduceScatter doesn't support scaling yet").
+    pat_refused = collective == "reduce_scatter" and device_redop(redop, dtype) in ("pre_mul_sum", "sum_post_div")
     n, nodes, ppn = system.n_ranks, system.n_nodes, system.ppn
     cc, i2 = system.compcap_index, system.node_index
     i1 = cc if nodes == 1 else (1 if system.cpu_vendor == "amd" else 0)
@@ -763,7 +851,7 @@ def _model(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclC
         if algorithm in ("collnet_direct", "collnet_chain"):
             continue  # CollNet Direct and Chain (SHARP without NVLS) are not built; NVLS with CollNet is
         if algorithm in ("nvls", "nvls_tree"):
-            if "nvls" not in graphs or nvls_enable == 0:
+            if "nvls" not in graphs or nvls_enable == 0 or nvls_refused:
                 continue
             if algorithm == "nvls_tree" and nodes == 1:
                 continue  # ncclTopoTuneModel: NVLSTree is disabled on one node
@@ -773,7 +861,8 @@ def _model(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclC
                 continue
         if algorithm == "pat":
             # PAT arrived in 2.23.4 ([NCCL] v2.23.4-1 src/graph/tuning.cc NCCL_ALGO_PAT).
-            if not _since(constants, (2, 23, 4)) or pat_enable == 0 or nodes != n or collective == "all_reduce":
+            if not _since(constants, (2, 23, 4)) or pat_enable == 0 or nodes != n or collective == "all_reduce" \
+                    or pat_refused:
                 continue
         graph = graphs[_graph_of(algorithm)]
         if graph.n_channels == 0:
@@ -1021,9 +1110,11 @@ def nccl_choice(
     gpu_generation: str | None = None,
     allowed: Sequence[str] | None = None,
     router: Router | None = None,
+    dtype: str = "float",
+    redop: str = "sum",
 ) -> NcclChoice:
     """What NCCL would run for ``collective`` of ``size_bytes`` (``S`` as nccl-tests counts
-    it) on ``ranks`` (default every GPU of ``topology``).
+    it) on ``ranks`` (default every GPU of ``topology``), of ``dtype`` reduced by ``redop``.
 
     Parameters
     ----------
@@ -1040,12 +1131,16 @@ def nccl_choice(
         passes the ones it can build.
     router : Router, optional
         A router of ``topology`` to reuse.
+    dtype, redop : str
+        nccl-tests' data type (:data:`DATA_TYPES`) and reduction (:data:`REDOPS`): NVLS and
+        PAT run only the reductions they have (:func:`nvls_refusal`).
 
     Returns
     -------
     NcclChoice
     """
     constants = constants_of(version)
+    _check_op(dtype, redop)
     if collective not in _NCCL_FUNCTIONS:
         raise InputError(f"NCCL's tuner chooses for {', '.join(_NCCL_FUNCTIONS)}, not {collective!r}")
     env = NcclEnv(dict(nccl_env or {}))
@@ -1056,7 +1151,7 @@ def nccl_choice(
     if len(ranks) < 2:
         raise InputError(f"{collective} needs at least 2 ranks, got {len(ranks)}")
     system, graphs = _search_once(topology, ranks, constants, gpu_generation, router)
-    model = _model(system, graphs, constants, collective, env)
+    model = _model(system, graphs, constants, collective, env, dtype, redop)
     if allowed is not None:
         model = {key: value for key, value in model.items() if key[0] in allowed}
     if not model:

@@ -25,9 +25,11 @@ from collections.abc import Iterator, Sequence
 
 from flowsim.collectives import ALGORITHMS, COLLECTIVES, MODELS, PROTOCOLS, STEP_MESSAGE_LIMIT
 from flowsim.collectives.builders import algorithm_name, protocol_name
+from flowsim.collectives.constants import nccl_release
 from flowsim.collectives.report import (
     DTYPE_BYTES,
     ROOTED,
+    STEP_BYTES,
     NcclRow,
     iter_sweep,
     message_sizes,
@@ -37,7 +39,7 @@ from flowsim.collectives.report import (
     table_header,
     table_row,
 )
-from flowsim.collectives.tuner import system_env_taken
+from flowsim.collectives.tuner import REDOPS, describe_system, system_env_taken
 from flowsim.commands.argtypes import (
     add_cluster_arguments,
     add_failure_arguments,
@@ -64,6 +66,31 @@ __all__ = ["add_parser", "run_collective"]
 
 _root_rank = number_type(int, lambda value: value >= -1, "a rank number, or -1 for every root in turn")
 
+# nccl-tests' options that shape its timing loop and data checks, not the collective NCCL
+# runs (src/common.cu, 2.19.6): taken and left alone.
+_TIMING_OPTIONS = (
+    ("-t", "nthreads", "threads per process (each drives -g GPUs)"),
+    ("-n", "iters", "timed iterations"),
+    ("-w", "warmup_iters", "warm-up iterations"),
+    ("-N", "run_cycles", "times the whole sweep runs"),
+    ("-p", "parallel_init", "initialise the threads' communicators in parallel"),
+    ("-c", "check", "iterations whose results are checked"),
+    ("-z", "blocking", "barriers between iterations"),
+    ("-y", "stream_null", "run on the default stream"),
+    ("-T", "timeout", "seconds before a hung run is stopped"),
+    ("-C", "report_cputime", "report the host's time instead of the GPU's"),
+    ("-S", "report_timestamps", "print a timestamp per size"),
+    ("-a", "average", "which rank's time is reported"),
+    ("-M", "memory", "report GPU memory use"),
+    ("-I", "per_iter_timing", "time each iteration"),
+    ("-K", "per_iter_skip", "iterations left out of those figures"),
+)
+# The collectives whose nccl-tests binary runs each reduction of -o all (src/*.cu RunTest);
+# the others take one block.
+_OP_LOOPS = frozenset({"all_reduce", "reduce", "reduce_scatter", "send"})
+# FP8 types in nccl-tests' -d all: from NCCL 2.24.0, on Hopper and later (src/common.cu).
+_FP8 = ("f8e4m3", "f8e5m2")
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register ``collective`` on ``subparsers``; its handler is :func:`run_collective`
@@ -84,8 +111,23 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--nodes", type=positive_int, help="number of servers (default: the system file's, else 1)")
     parser.add_argument("-b", "--minbytes", default="32M", help="smallest size, e.g. 8, 512K, 1G (default 32M)")
     parser.add_argument("-e", "--maxbytes", default="32M", help="largest size (default 32M)")
-    parser.add_argument("-f", "--stepfactor", type=int, default=2, help="size multiplication factor (default 2)")
-    parser.add_argument("-d", "--datatype", default="float", choices=tuple(DTYPE_BYTES))
+    parser.add_argument(
+        "-f", "--stepfactor", type=positive_int,
+        help="size multiplication factor (default 2, or 1 where -i is given); 1: sizes grow by -i",
+    )
+    parser.add_argument(
+        "-i", "--stepbytes",
+        help=f"size increment where the factor is 1, as nccl-tests' -i (default {STEP_BYTES >> 20}M)",
+    )
+    parser.add_argument(
+        "-d", "--datatype", default="float", choices=(*DTYPE_BYTES, "all"),
+        help="data type (default float); all: each in turn, a block of rows each, as nccl-tests' -d all",
+    )
+    parser.add_argument(
+        "-o", "--op", default="sum", choices=(*REDOPS, "all"),
+        help="reduction (default sum): NCCL's NVLS reduces only sums and min/max of some types "
+        "(docs/model.md); all: each in turn, for the collectives that reduce",
+    )
     parser.add_argument(
         "-g", "--ngpus", type=positive_int, default=1,
         help="GPUs each nccl-tests thread drives (default 1): one kernel launch per GPU per iteration, "
@@ -130,6 +172,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--seed", type=non_negative_int, default=0, help="ECMP hash seed")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     add_progress_argument(parser)
+    timing = parser.add_argument_group(
+        "nccl-tests' timing options", "taken so that an nccl-tests command line runs as it is; they shape how "
+        "nccl-tests times and checks its runs, not what NCCL runs, so they change no row",
+    )
+    for short, long, what in _TIMING_OPTIONS:
+        timing.add_argument(short, f"--{long}", metavar="N", help=what)
     parser.set_defaults(func=run_collective)
     return parser
 
@@ -159,14 +207,25 @@ def run_collective(args: argparse.Namespace) -> int:
     if args.root is not None and args.root >= n_gpus:
         raise InputError(f"--root {args.root}: the {n_gpus} ranks are 0 to {n_gpus - 1}")
     roots: Sequence[int | None] = [None] if args.root is None else range(n_gpus) if args.root == -1 else [args.root]
-    sizes = message_sizes(args.minbytes, args.maxbytes, args.stepfactor)
+    factor = args.stepfactor if args.stepfactor is not None else 1 if args.stepbytes is not None else 2
+    sizes = message_sizes(args.minbytes, args.maxbytes, factor, args.stepbytes or STEP_BYTES)
+    dtypes: Sequence[str] = [args.datatype]
+    if args.datatype == "all":
+        gpus = [topology.node_names[g] for g in topology.gpus()]
+        fp8 = (nccl_release(args.nccl_version) or (0, 0, 0)) >= (2, 24, 0) and describe_system(topology, gpus).sm >= 90
+        dtypes = [name for name in DTYPE_BYTES if fp8 or name not in _FP8]
+    ops: Sequence[str] = [args.op]
+    if args.op == "all":
+        ops = REDOPS if args.collective in _OP_LOOPS else ["sum"]
     notes = Notes(sys.stderr, in_place=True) if show_progress(args) else None
+    # In nccl-tests' order: each type, each reduction, each root, a block of sizes each.
     sweeps = [
         iter_sweep(
             topology,
             args.collective,
             sizes,
-            dtype=args.datatype,
+            dtype=dtype,
+            redop=redop,
             algorithm=args.algorithm,
             protocol=args.protocol,
             channels=args.channels,
@@ -182,7 +241,7 @@ def run_collective(args: argparse.Namespace) -> int:
             agg_iters=args.agg_iters,
             cuda_graph=args.cudagraph,
         )
-        for root in roots
+        for dtype, redop, root in itertools.product(dtypes, ops, roots)
     ]
     rows_run = itertools.chain.from_iterable(sweeps)
     pending = rows_run if notes is None else _erasing(notes, rows_run)

@@ -213,14 +213,16 @@ def test_bad_input_is_reported_not_raised(capsys, argv, message):
     ("option", "value", "expected"),
     [("--nodes", "0", "a positive integer"), ("--channels", "0", "a positive integer"),
      ("-g", "0", "a positive integer"), ("-m", "0", "a positive integer"), ("--slices", "-2", "a positive integer"),
-     ("-G", "-1", "a non-negative integer"), ("--seed", "-1", "a non-negative integer")],
+     ("-G", "-1", "a non-negative integer"), ("--seed", "-1", "a non-negative integer"),
+     ("-n", "abc", "a non-negative integer"), ("-f", "0", "a positive integer")],
 )
 def test_counts_out_of_range_are_refused_naming_the_option(capsys, option, value, expected):
     # As argparse reports a bad value: the option, not a name inside flowsim ('gpus_per_thread').
     with pytest.raises(SystemExit) as exit_:
         flowsim(["collective", "all_reduce", "--system", "dgx_h100", option, value])
     assert exit_.value.code == 2
-    name = {"-g": "-g/--ngpus", "-m": "-m/--agg_iters", "-G": "-G/--cudagraph"}.get(option, option)
+    name = {"-g": "-g/--ngpus", "-m": "-m/--agg_iters", "-G": "-G/--cudagraph", "-n": "-n/--iters",
+            "-f": "-f/--stepfactor"}.get(option, option)
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"flowsim collective: error: argument {name}: expected {expected}, got '{value}'")
 

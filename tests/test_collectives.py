@@ -738,6 +738,9 @@ def test_sizes_parse_as_nccl_tests_does():
         message_sizes(8, 64, 0)
     with pytest.raises(InputError, match="increment, which must be at least 1, got 0"):
         message_sizes(8, 64, 1, 0)
+    # -i 1 up to 8 GiB: billions of sizes, refused before any is listed.
+    with pytest.raises(InputError, match=r"sizes 8 to 8589934592 by 1 bytes are 8,589,934,585 sizes, over 100,000"):
+        message_sizes(8, "8G", 1, 1)
 
 
 def test_sweep_rows_round_split_collectives_to_equal_parts():

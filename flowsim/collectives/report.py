@@ -146,6 +146,9 @@ def parse_size(text: str | int) -> int:
 
 #: nccl-tests' increment between sizes where no factor above 1 is given (its ``-i``).
 STEP_BYTES = 1 << 20
+#: The most sizes a sweep takes: a fixed increment of a few bytes up to gigabytes (``-i 1``)
+#: would list billions, each one simulation.
+MAX_SIZES = 100_000
 
 
 def message_sizes(begin: str | int, end: str | int, factor: int = 2, step: str | int = STEP_BYTES) -> list[int]:
@@ -166,6 +169,9 @@ def message_sizes(begin: str | int, end: str | int, factor: int = 2, step: str |
     if factor == 1 and increment < 1:
         raise InputError(f"with a factor of 1 the sizes grow by the increment, which must be at least 1, "
                          f"got {increment}")
+    if factor == 1 and (hi - lo) // increment >= MAX_SIZES:
+        raise InputError(f"sizes {lo} to {hi} by {increment} bytes are {(hi - lo) // increment + 1:,} sizes, over "
+                         f"{MAX_SIZES:,}: give a larger increment (-i) or a factor (-f 2)")
     sizes = [lo]
     while (sizes[-1] * factor if factor > 1 else sizes[-1] + increment) <= hi:
         sizes.append(sizes[-1] * factor if factor > 1 else sizes[-1] + increment)

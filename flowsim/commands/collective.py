@@ -177,7 +177,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "nccl-tests times and checks its runs, not what NCCL runs, so they change no row",
     )
     for short, long, what in _TIMING_OPTIONS:
-        timing.add_argument(short, f"--{long}", metavar="N", help=what)
+        timing.add_argument(short, f"--{long}", metavar="N", type=non_negative_int, help=what)
     parser.set_defaults(func=run_collective)
     return parser
 

@@ -1531,6 +1531,21 @@ def test_a_thread_driving_several_gpus_may_take_one_launch_round_longer_before_a
     assert [r.size_bytes for r in split.rows if r.short] == [1 << 20, 2 << 20]
 
 
+def _box_preamble(min_bytes: int, max_bytes: int, factor: int) -> list[str]:
+    """The lines of a constructed nccl-tests output (src/util.cu's layout) from ``# nThread``
+    to the table's header: one thread, 8 H100 of host ``box-1``."""
+    return [
+        f"# nThread 1 nGpus 1 minBytes {min_bytes} maxBytes {max_bytes} step: {factor}(factor) warmup iters: 5 "
+        "iters: 20 agg iters: 1 validation: 1 graph: 0",
+        "#",
+        "# Using devices",
+        *(f"#  Rank  {r} Group  0 Pid {100 + r} on box-1 device  {r} [0000:{r}b:00] NVIDIA H100 80GB HBM3"
+          for r in range(8)),
+        "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong",
+        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)",
+    ]
+
+
 def _rooted_log(binary: str | None, *roots: int) -> str:
     """A constructed ``gather_perf`` / ``scatter_perf`` output (layout of nccl-tests
     src/util.cu; not a measurement): 8 H100 of one host, a block of rows for each of
@@ -1542,16 +1557,7 @@ def _rooted_log(binary: str | None, *roots: int) -> str:
     lines = ["# nccl-tests version 2.17.8 nccl-headers=22902 nccl-library=22902"]
     if binary is not None:
         lines.append(f"# Collective test starting: {binary}")
-    lines += [
-        "# nThread 1 nGpus 1 minBytes 1048576 maxBytes 536870912 step: 8(factor) warmup iters: 5 iters: 20 "
-        "agg iters: 1 validation: 1 graph: 0",
-        "#",
-        "# Using devices",
-        *(f"#  Rank  {r} Group  0 Pid {100 + r} on box-1 device  {r} [0000:{r}b:00] NVIDIA H100 80GB HBM3"
-          for r in range(8)),
-        "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong",
-        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)",
-    ]
+    lines += _box_preamble(1 << 20, 512 << 20, 8)
     for root in roots or (-1 if cube else 0,):
         for size, time_us in ((1 << 20, 40.0), (8 << 20, 80.0), (64 << 20, 320.0), (512 << 20, 2000.0)):
             algbw = size / time_us / 1e3 * (7 / 8 if cube else 1)
@@ -1717,14 +1723,7 @@ def _typed_log(*blocks: tuple[str, str]) -> str:
     lines = [
         "# nccl-tests version 2.17.8 nccl-headers=22902 nccl-library=22902",
         "# Collective test starting: all_reduce_perf",
-        "# nThread 1 nGpus 1 minBytes 67108864 maxBytes 134217728 step: 2(factor) warmup iters: 5 iters: 20 "
-        "agg iters: 1 validation: 1 graph: 0",
-        "#",
-        "# Using devices",
-        *(f"#  Rank  {r} Group  0 Pid {100 + r} on box-1 device  {r} [0000:{r}b:00] NVIDIA H100 80GB HBM3"
-          for r in range(8)),
-        "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong",
-        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)",
+        *_box_preamble(64 << 20, 128 << 20, 2),
     ]
     element = {"int8": 1, "float": 4, "bfloat16": 2, "char": 1}
     for dtype, redop in blocks:

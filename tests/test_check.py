@@ -1759,3 +1759,50 @@ def test_a_type_nccl_tests_does_not_print_is_predicted_as_float_with_a_warning()
     assert [w for w in report.warnings if "not one nccl-tests prints" in w] == [
         "data type or reduction 'float8', 'median' is not one nccl-tests prints: predicted as float and sum"]
     assert report.rows[0].algorithm == "nvls"
+
+
+def _with_info(text: str, *info: str, version: str | None = "2.30.7+cuda12.9") -> str:
+    """``text`` with NCCL INFO lines (and NCCL's version line) before its table, as a run with
+    NCCL_DEBUG=INFO prints them ([NCCL] src/init.cc, src/transport/net.cc)."""
+    head, table = text.split("#       size", 1)
+    lines = ([f"NCCL version {version}"] if version else []) + [f"box-1:100:110 [0] NCCL INFO {line}" for line in info]
+    return head + "\n".join(lines) + "\n#       size" + table
+
+
+def test_nccl_info_lines_say_where_the_run_differs_from_the_prediction():
+    ok = _typed_log(("float", "sum"))
+    # 2.20 on: "collnet channels" in the line; before, not (both read).
+    log = parse_nccl_log(_with_info(ok, "32 coll channels, 32 collnet channels, 16 nvls channels, 32 p2p channels, "
+                                        "32 p2p channels per peer"))
+    assert log.nccl_channels == ((32, 16),)
+    assert parse_nccl_log(_with_info(ok, "16 coll channels, 0 nvls channels, 16 p2p channels, 16 p2p channels per "
+                                         "peer")).nccl_channels == ((16, 0),)
+    # One DGX H100 under NCCL 2.30.7: the replay of its search gives 24 ring channels and 16 NVLS ones.
+    report = check_nccl_log(_with_info(ok, "8 coll channels, 8 collnet channels, 0 nvls channels, 8 p2p channels, "
+                                           "2 p2p channels per peer"), system="dgx-h100")
+    (note,) = [w for w in report.warnings if "coll and" in w]
+    assert note.startswith("NCCL's INFO lines print 8 coll and 0 nvls channels; flowsim's replay of NCCL 2.30.7's "
+                           "search gives 24 and 16")
+    same = "24 coll channels, 24 collnet channels, 16 nvls channels, 32 p2p channels, 32 p2p channels per peer"
+    assert not [w for w in check_nccl_log(_with_info(ok, same), system="dgx-h100").warnings if "coll and" in w]
+    # A version of a series whose rules flowsim does not have, or none printed (nor the library
+    # code nccl-tests prints): not compared.
+    unversioned = ok.replace("# nccl-tests version 2.17.8 nccl-headers=22902 nccl-library=22902\n", "")
+    for text, version in ((ok, "2.21.5+cuda12.4"), (unversioned, None)):
+        other = _with_info(text, "8 coll channels, 0 nvls channels, 8 p2p channels, 2 p2p channels per peer",
+                           version=version)
+        assert not [w for w in check_nccl_log(other, system="dgx-h100").warnings if "coll and" in w]
+
+
+@pytest.mark.parametrize(("network", "gdr", "expected"), [
+    ("IB", "/GDRDMA", None),
+    ("IB", "", "2 of the 2 NET/IB connections in NCCL's INFO lines run without GPUDirect RDMA"),
+    ("AWS Libfabric", "", "2 of the 2 NET/AWS Libfabric connections"),
+    ("Socket", "", "2 network connections in NCCL's INFO lines run over TCP sockets (NET/Socket)"),
+    ("GPUDirectTCPX", "", None),  # Google's TCPX plugin moves GPU memory without RDMA by design
+])
+def test_network_connections_without_rdma_are_named(network, gdr, expected):
+    sends = [f"Channel 0{c}/0 : 7[7] -> 8[0] [send] via NET/{network}/{c}{gdr}" for c in range(2)]
+    log = _with_info(_typed_log(("float", "sum")), *sends, "Channel 00/0 : 8[0] -> 7[7] [receive] via NET/IB/0")
+    notes = [w for w in check_nccl_log(log, system="dgx-h100").warnings if "NET/" in w]
+    assert notes == [] if expected is None else len(notes) == 1 and notes[0].startswith(expected)

@@ -122,6 +122,14 @@ class NcclTestLog:
         The ``NCCL_*`` variables NCCL's INFO lines say the environment set (``NCCL INFO
         NCCL_ALGO set by environment to Ring``, with ``NCCL_DEBUG=INFO``), or JSON's ``env``
         list holds, in order.
+    nccl_channels : tuple of (int, int)
+        Each distinct (coll, nvls) channel count NCCL's INFO lines print for a communicator
+        (``NCCL INFO 16 coll channels, 16 collnet channels, 16 nvls channels, ...``), sorted;
+        empty without them.
+    net_sends : tuple of (str, int, int)
+        Per network NCCL's INFO lines name (``IB``, ``Socket``, ``AWS Libfabric``), the
+        connections they list with and without GPUDirect RDMA (``[send] via NET/IB/0/GDRDMA``
+        and ``[send] via NET/IB/0``), in order of first appearance.
     """
 
     source: str
@@ -139,6 +147,8 @@ class NcclTestLog:
     agg_iters: int | None = None
     cuda_graph: int | None = None
     nccl_env: tuple[tuple[str, str], ...] = ()
+    nccl_channels: tuple[tuple[int, int], ...] = ()
+    net_sends: tuple[tuple[str, int, int], ...] = ()
 
     @property
     def n_ranks(self) -> int:

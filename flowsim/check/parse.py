@@ -110,6 +110,15 @@ _NCCL_VERSION = re.compile(r"^(?:\S+\s+\[\d+\]\s+NCCL\s+INFO\s+)?NCCL\s+version\
 # NCCL's INFO line for a variable the environment sets ([NCCL] src/misc/param.cc prints
 # integers with a full stop after them, src/graph/tuning.cc NCCL_ALGO and NCCL_PROTO without).
 _ENV_SET = re.compile(r"\bNCCL\s+INFO\s+(NCCL_[A-Z0-9_]+)\s+set\s+by\s+environment\s+to\s+(\S+?)\.?$")
+# NCCL's INFO line with the communicator's channels once its tuning model is set ([NCCL]
+# src/init.cc; "%d collnet channels" from v2.20, absent before).
+_CHANNELS = re.compile(
+    r"\bNCCL\s+INFO\s+(\d+)\s+coll\s+channels,(?:\s+\d+\s+collnet\s+channels,)?\s+(\d+)\s+nvls\s+channels,"
+)
+# NCCL's INFO line for each network connection a rank sets up, "/GDRDMA" where GPUDirect RDMA
+# carries it ([NCCL] src/transport/net.cc: "Channel 00/0 : 7[7] -> 8[0] [send] via
+# NET/IB/0/GDRDMA"; the network's name may hold spaces, "NET/AWS Libfabric/0").
+_NET_SEND = re.compile(r"\bNCCL\s+INFO\s+Channel\s+\d+/\d+\s*:.*\[send\]\s+via\s+NET/(.+?)/\d+(?:\(\d+\))?(/GDRDMA)?")
 # nccl-tests 2.13 and later print the library's NCCL_VERSION_CODE ("nccl-library=22703").
 _LIBRARY_CODE = re.compile(r"\bnccl-library=(\d+)\b")
 # A binary name not inside another word ("all_reduce_perf_dgx.txt" names all_reduce_perf).
@@ -724,6 +733,8 @@ def _parse_text(
     ranks: dict[int, RankInfo] = {}
     env: dict[str, str] = {}
     env_clash: dict[str, int] = {}
+    channels: set[tuple[int, int]] = set()  # (coll, nvls) channels of NCCL's INFO lines
+    net_sends: dict[str, list[int]] = {}  # per network, connections with and without GPUDirect RDMA
     fragments: list[int] = []
     rows: list[TestRow] = []
     layout = None
@@ -801,6 +812,10 @@ def _parse_text(
             key, value = env_match.groups()
             if env.setdefault(key, value) != value and key not in env_clash:
                 env_clash[key] = number
+        elif channels_match := _CHANNELS.search(stripped):
+            channels.add((int(channels_match.group(1)), int(channels_match.group(2))))
+        elif net_match := _NET_SEND.search(stripped):
+            net_sends.setdefault(net_match.group(1), [0, 0])[net_match.group(2) is None] += 1
         elif layout is not None and avg is None and _ROW_START.match(stripped):
             rows.append(_row(stripped, source, number, layout, in_place_first))
         elif layout is not None and avg is None and _FRAGMENT.match(stripped):
@@ -867,6 +882,8 @@ def _parse_text(
         agg_iters,
         cuda_graph,
         tuple(env.items()),
+        tuple(sorted(channels)),
+        tuple((name, with_gdr, without) for name, (with_gdr, without) in net_sends.items()),
     )
 
 

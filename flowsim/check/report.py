@@ -59,7 +59,7 @@ from flowsim.collectives.constants import (
 )
 from flowsim.collectives.placement import send_pair
 from flowsim.collectives.report import DTYPE_BYTES, ROOTED, busbw_Bps, launch_floor_us, sweep
-from flowsim.collectives.tuner import NCCL_ENV_KEYS, REDOPS, system_env_taken
+from flowsim.collectives.tuner import NCCL_ENV_KEYS, REDOPS, communicator_channels, system_env_taken
 from flowsim.errors import InputError, whole_number
 from flowsim.fabrics import build_cluster, resolve_fabric
 from flowsim.failures import apply_failures, describe_changes
@@ -572,6 +572,54 @@ def _mismatches(log: NcclTestLog, system: str, model: str | None, nodes: int | N
     return lines
 
 
+def _info_notes(log: NcclTestLog, topology, gpus: list[str], options: dict) -> list[str]:
+    """One line for each way NCCL's INFO lines in the log say the run differed from the
+    prediction's: the communicator's channels, network connections without GPUDirect RDMA."""
+    lines = []
+    if len(log.nccl_channels) > 1:
+        counts = "; ".join(f"{coll} coll and {nvls} nvls" for coll, nvls in log.nccl_channels)
+        lines.append(f"NCCL's INFO lines print several communicators' channels ({counts}): not compared with the "
+                     "model's")
+    elif log.nccl_channels and _same_series(log.nccl_version, options.get("nccl_version", DEFAULT_NCCL_VERSION)):
+        # Only where the run's NCCL is of a series whose rules flowsim has: the search's
+        # rules changed between them (docs/hardware.md §7.3), and an unknown version may be any.
+        ran = log.nccl_channels[0]
+        version = options.get("nccl_version", DEFAULT_NCCL_VERSION)
+        env = {**dict(topology.nccl_env), **dict(options.get("nccl_env") or {})}
+        model = communicator_channels(topology, gpus, nccl_env=env, version=version)
+        if ran != model:
+            lines.append(
+                f"NCCL's INFO lines print {ran[0]} coll and {ran[1]} nvls channels; flowsim's replay of NCCL "
+                f"{version}'s search gives {model[0]} and {model[1]}: the servers that ran may differ from the system "
+                "described (NICs, NVLinks), the run may have set NCCL_MIN_NCHANNELS or NCCL_MAX_NCHANNELS, or the "
+                "replay may miss this system"
+            )
+    for network, with_gdr, without in log.net_sends:
+        if network == "Socket":
+            lines.append(
+                f"{with_gdr + without} network connections in NCCL's INFO lines run over TCP sockets (NET/Socket): "
+                "NCCL found no RDMA network (InfiniBand, RoCE, EFA), where the prediction takes the system's NICs"
+            )
+        elif without and network in _RDMA_NETWORKS:
+            lines.append(
+                f"{without} of the {with_gdr + without} NET/{network} connections in NCCL's INFO lines run without "
+                "GPUDirect RDMA (no '/GDRDMA'): NCCL stages them through host memory, as where nvidia-peermem is not "
+                "loaded, where the prediction takes GPUDirect RDMA"
+            )
+    return lines
+
+
+def _same_series(printed: str | None, version: str) -> bool:
+    """Whether NCCL ``printed`` by a log is of ``version``'s series (2.26.5 and 2.26.2)."""
+    release, taken = nccl_release(printed or ""), nccl_release(version)
+    return release is not None and taken is not None and release[:2] == taken[:2]
+
+
+# Networks whose connections NCCL runs with GPUDirect RDMA where the GPU and NIC allow it:
+# its own InfiniBand / RoCE transport and AWS's EFA plugin (aws-ofi-nccl).
+_RDMA_NETWORKS = frozenset({"IB", "AWS Libfabric", "Libfabric"})
+
+
 #: Default of ``latency_tolerance``: a row's latency (what of its predicted time does not grow
 #: with the size, NCCL's ``baseLat`` and ``hwLat``) may be up to 3 times NCCL's constants, or a
 #: third of them, before the row is flagged. NCCL's constants rank its algorithms; real
@@ -725,6 +773,7 @@ def check_log(
         nccl = f"{nccl}, {' '.join(f'{key}={value}' for key, value in system_env.items())} (system)"
     warnings = (*log.warnings, *device_notes, *_mismatches(log, system, model, nodes, topology, n_servers, layout))
     gpus = _rank_gpus(log, system, topology, layout, n_servers, devices)
+    warnings += tuple(_info_notes(log, topology, gpus, options))
     ranks = send_pair(topology, gpus) if log.collective == "send" else gpus
     launch = {"gpus_per_thread": log.n_gpus or 1, "agg_iters": log.agg_iters or 1, "cuda_graph": log.cuda_graph or 0}
     if log.collective == "send":

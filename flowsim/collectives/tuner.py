@@ -97,6 +97,7 @@ __all__ = [
     "P2P_NVLINK_BYTES_PER_CYCLE",
     "P2P_PER_CHANNEL_NET_GBPS",
     "P2pChannels",
+    "communicator_channels",
     "describe_system",
     "half_block_nvlink_GBps",
     "device_redop",
@@ -1184,6 +1185,26 @@ def nccl_choice(
                       table, system, constants.version,
                       model_latency_us=table[(algorithm, protocol)] - bandwidth_us, nvls=nvls, buffers=env.buffers(),
                       fallback=graphs[_graph_of(algorithm)].fallback)
+
+
+def communicator_channels(
+    topology: Topology,
+    ranks: Sequence[str] | None = None,
+    *,
+    nccl_env: Mapping[str, str] | None = None,
+    version: str = DEFAULT_NCCL_VERSION,
+    router: Router | None = None,
+) -> tuple[int, int]:
+    """The communicator's ring and tree channels and its NVLS channels (0 where NCCL runs no
+    NVLS), as NCCL's INFO line prints them once it has set its tuning model: ``16 coll
+    channels, 16 collnet channels, 16 nvls channels, ...`` ([NCCL] src/init.cc)."""
+    constants = constants_of(version)
+    env = NcclEnv(dict(nccl_env or {}))
+    env.check()
+    ranks = [topology.node_names[g] for g in topology.gpus()] if ranks is None else list(ranks)
+    system, graphs = _search_once(topology, ranks, constants, None, router)
+    nvls = "nvls" in graphs and env.integer("NCCL_NVLS_ENABLE") != 0 and graphs["nvls"].n_channels > 0
+    return _comm_channels(system, graphs, constants, env), nvls_tuning(system, constants, env).n_channels if nvls else 0
 
 
 # Search results per topology object: a topology is immutable, and its search depends only on

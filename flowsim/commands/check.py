@@ -19,7 +19,10 @@ times longer or shorter (default 3x), so latency-bound sizes are flagged only wh
 run whose threads each drive several GPUs, -g N, one launch round longer still: CUDA's launch
 overheads of single-process runs);
 then the prediction's error by size band. Warnings, one line each, say where the log's
-GPU model, ranks or hosts differ from the system given, or what the log lacks. Output is read
+GPU model, ranks or hosts differ from the system given, or what the log lacks; with
+NCCL_DEBUG=INFO lines, where NCCL's communicator had other channels than the model's, and
+network connections without GPUDirect RDMA or over TCP sockets. Each row is predicted with
+the data type and reduction it printed (NCCL's NVLS reduces only some). Output is read
 as people paste it (``-`` reads standard input: ``srun ... all_reduce_perf ... | flowsim check -``):
 launcher prefixes, interleaved lines of other programs, no rank lines (then
 ``--nodes`` and ``--gpus-per-node`` give the cluster's shape); so is the JSON file

@@ -1806,3 +1806,47 @@ def test_network_connections_without_rdma_are_named(network, gdr, expected):
     log = _with_info(_typed_log(("float", "sum")), *sends, "Channel 00/0 : 8[0] -> 7[7] [receive] via NET/IB/0")
     notes = [w for w in check_nccl_log(log, system="dgx-h100").warnings if "NET/" in w]
     assert notes == [] if expected is None else len(notes) == 1 and notes[0].startswith(expected)
+
+
+def test_nccl_tuning_lines_set_each_sizes_algorithm_and_protocol():
+    # NCCL_DEBUG_SUBSYS=TUNING: rank 0's line per call. One DGX H100 ran a ring at 64 and 128
+    # MiB (NCCL_ALGO=Ring, say) where the model's replay of NCCL's tuner takes NVLS.
+    lines = [f"AllReduce: {size} Bytes -> Algo RING proto SIMPLE channel{{Lo..Hi}}={{0..23}}"
+             for size in (64 << 20, 128 << 20) for _ in range(3)]
+    report = check_nccl_log(_with_info(_typed_log(("float", "sum")), *lines), system="dgx-h100")
+    assert [(r.nccl_ran, r.algorithm, r.protocol) for r in report.rows] == [("ring/simple", "ring", "simple")] * 2
+    (note,) = [w for w in report.warnings if "TUNING" in w]
+    assert note == ("NCCL's TUNING lines say what it ran at 2 size(s): each is predicted with NCCL's algorithm and "
+                    "protocol; flowsim's replay of NCCL's tuner agrees at 0 of 2 (67108864 B: NCCL ring/simple, replay "
+                    "nvls/simple; 134217728 B: NCCL ring/simple, replay nvls/simple)")
+    assert report.to_dict()["rows"][0]["nccl_ran"] == "ring/simple"
+    # Before 2.26 NCCL printed numbers (Algo 4 is NVLS, proto 2 Simple) and the model's time.
+    numbered = [f"{size} Bytes -> Algo 4 proto 2 time 301.25" for size in (64 << 20, 128 << 20)]
+    report = check_nccl_log(_with_info(_typed_log(("float", "sum")), *numbered), system="dgx-h100")
+    assert [r.nccl_ran for r in report.rows] == ["nvls/simple"] * 2
+    assert any("agrees at 2 of 2" in w for w in report.warnings)
+    # An algorithm asked for wins over the log's.
+    report = check_nccl_log(_with_info(_typed_log(("float", "sum")), *lines), system="dgx-h100", algorithm="nvls")
+    assert [r.algorithm for r in report.rows] == ["nvls"] * 2 and not any("TUNING" in w for w in report.warnings)
+
+
+def test_nccl_tuning_lines_of_a_split_collective_count_a_ranks_part_from_2_26():
+    # From v2.26.2-1 an all-gather's line prints count x type size: S / 8 on 8 ranks.
+    text = _typed_log(("float", "sum")).replace("all_reduce_perf", "all_gather_perf").replace("   sum  ", "  none  ")
+    lines = [f"AllGather: {size // 8} Bytes -> Algo RING proto LL128 channel{{Lo..Hi}}={{0..15}}"
+             for size in (64 << 20, 128 << 20)]
+    log = parse_nccl_log(_with_info(text, *lines, "AllReduce: 67108864 Bytes -> Algo NVLS proto SIMPLE "
+                                                  "channel{Lo..Hi}={0..15}"))
+    assert log.collective == "all_gather"
+    report = check_log(log, system="dgx-h100")
+    assert [(r.nccl_ran, r.protocol) for r in report.rows] == [("ring/ll128", "ll128")] * 2
+
+
+def test_collnet_without_nvls_in_tuning_lines_is_predicted_with_the_models_choice():
+    lines = [f"AllReduce: {size} Bytes -> Algo COLLNET_DIRECT proto SIMPLE channel{{Lo..Hi}}={{0..7}}"
+             for size in (64 << 20, 128 << 20)]
+    report = check_nccl_log(_with_info(_typed_log(("float", "sum")), *lines), system="dgx-h100")
+    assert [r.algorithm for r in report.rows] == ["nvls"] * 2
+    assert [w for w in report.warnings if "CollNet" in w] == [
+        "NCCL ran CollNet without NVLS at 2 size(s): 67108864, 134217728 B, which flowsim does not build: predicted "
+        "with the model's choice there"]

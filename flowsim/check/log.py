@@ -13,6 +13,7 @@ from flowsim.errors import InputError
 
 __all__ = [
     "Measurement",
+    "NcclCall",
     "NcclTestLog",
     "RankInfo",
     "TestRow",
@@ -82,6 +83,26 @@ class TestRow:
 
 
 @dataclass(frozen=True)
+class NcclCall:
+    """What one of NCCL's TUNING lines says rank 0 ran for a call (``NCCL_DEBUG=INFO
+    NCCL_DEBUG_SUBSYS=TUNING``, [NCCL] src/enqueue.cc).
+
+    ``function`` is NCCL's name (``AllReduce``; empty where the line has none, before
+    v2.23.4-1), ``algorithm`` and ``protocol`` as printed (``RING`` and ``LL128`` from
+    v2.26.2-1, NCCL's numbers before: ``1`` and ``1``), ``channels`` the call's (None where
+    not printed). ``per_rank``: ``n_bytes`` is the call's count times its type's size (from
+    v2.26.2-1: a rank's part for all-gather and reduce-scatter), else the bytes it moves in all.
+    """
+
+    function: str
+    n_bytes: int
+    algorithm: str
+    protocol: str
+    channels: int | None
+    per_rank: bool
+
+
+@dataclass(frozen=True)
 class NcclTestLog:
     """A parsed nccl-tests run.
 
@@ -130,6 +151,8 @@ class NcclTestLog:
         Per network NCCL's INFO lines name (``IB``, ``Socket``, ``AWS Libfabric``), the
         connections they list with and without GPUDirect RDMA (``[send] via NET/IB/0/GDRDMA``
         and ``[send] via NET/IB/0``), in order of first appearance.
+    nccl_calls : tuple of NcclCall
+        What NCCL's TUNING lines say it ran, in order.
     """
 
     source: str
@@ -149,6 +172,7 @@ class NcclTestLog:
     nccl_env: tuple[tuple[str, str], ...] = ()
     nccl_channels: tuple[tuple[int, int], ...] = ()
     net_sends: tuple[tuple[str, int, int], ...] = ()
+    nccl_calls: tuple[NcclCall, ...] = ()
 
     @property
     def n_ranks(self) -> int:

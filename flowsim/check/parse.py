@@ -53,6 +53,7 @@ from pathlib import Path
 
 from flowsim.check.log import (
     Measurement,
+    NcclCall,
     NcclTestLog,
     RankInfo,
     TestRow,
@@ -114,6 +115,17 @@ _ENV_SET = re.compile(r"\bNCCL\s+INFO\s+(NCCL_[A-Z0-9_]+)\s+set\s+by\s+environme
 # src/init.cc; "%d collnet channels" from v2.20, absent before).
 _CHANNELS = re.compile(
     r"\bNCCL\s+INFO\s+(\d+)\s+coll\s+channels,(?:\s+\d+\s+collnet\s+channels,)?\s+(\d+)\s+nvls\s+channels,"
+)
+# NCCL's INFO line for each call's choice with NCCL_DEBUG_SUBSYS=TUNING, rank 0's ([NCCL]
+# src/enqueue.cc): from v2.26.2-1 by name, with the call's channels and its count times the
+# type's size ("AllGather: 1048576 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..15}");
+# from v2.20.3-1 by number, with the model's time ("[AllReduce: ]262144 Bytes -> Algo 0 proto 1
+# time 54.707825"), the bytes the call moves in all.
+_TUNING_NAMED = re.compile(
+    r"\bNCCL\s+INFO\s+(\w+):\s+(\d+)\s+Bytes\s+->\s+Algo\s+(\w+)\s+proto\s+(\w+)\s+channel\{Lo\.\.Hi\}=\{(\d+)\.\.(\d+)\}"
+)
+_TUNING_NUMBERED = re.compile(
+    r"\bNCCL\s+INFO\s+(?:(\w+):\s+)?(\d+)\s+Bytes\s+->\s+Algo\s+(\d+)\s+proto\s+(\d+)\s+time\s+[-+.\deE]+\s*$"
 )
 # NCCL's INFO line for each network connection a rank sets up, "/GDRDMA" where GPUDirect RDMA
 # carries it ([NCCL] src/transport/net.cc: "Channel 00/0 : 7[7] -> 8[0] [send] via
@@ -735,6 +747,7 @@ def _parse_text(
     env_clash: dict[str, int] = {}
     channels: set[tuple[int, int]] = set()  # (coll, nvls) channels of NCCL's INFO lines
     net_sends: dict[str, list[int]] = {}  # per network, connections with and without GPUDirect RDMA
+    choices: list[NcclCall] = []  # NCCL's TUNING lines
     fragments: list[int] = []
     rows: list[TestRow] = []
     layout = None
@@ -814,6 +827,12 @@ def _parse_text(
                 env_clash[key] = number
         elif channels_match := _CHANNELS.search(stripped):
             channels.add((int(channels_match.group(1)), int(channels_match.group(2))))
+        elif tuning := _TUNING_NAMED.search(stripped):
+            function, n_bytes, algorithm, protocol, lo, hi = tuning.groups()
+            choices.append(NcclCall(function, int(n_bytes), algorithm, protocol, int(hi) - int(lo) + 1, True))
+        elif tuning := _TUNING_NUMBERED.search(stripped):
+            function, n_bytes, algorithm, protocol = tuning.groups()
+            choices.append(NcclCall(function or "", int(n_bytes), algorithm, protocol, None, False))
         elif net_match := _NET_SEND.search(stripped):
             net_sends.setdefault(net_match.group(1), [0, 0])[net_match.group(2) is None] += 1
         elif layout is not None and avg is None and _ROW_START.match(stripped):
@@ -884,6 +903,7 @@ def _parse_text(
         tuple(env.items()),
         tuple(sorted(channels)),
         tuple((name, with_gdr, without) for name, (with_gdr, without) in net_sends.items()),
+        tuple(choices),
     )
 
 

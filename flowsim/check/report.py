@@ -43,8 +43,9 @@ import math
 import os
 import re
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from flowsim.check.log import placed_error, where
 from flowsim.check.parse import NcclTestLog, RankInfo, TestRow, parse_nccl_log
@@ -52,6 +53,8 @@ from flowsim.collectives import resolve_algorithm
 from flowsim.collectives.builders import ALLTOALLV_MATRIX_FILE, ALLTOALLV_SPREAD
 from flowsim.collectives.constants import (
     DEFAULT_NCCL_VERSION,
+    NCCL_ALGORITHMS,
+    NCCL_PROTOCOLS,
     NCCL_VERSIONS,
     constants_of,
     nccl_release,
@@ -59,7 +62,7 @@ from flowsim.collectives.constants import (
 )
 from flowsim.collectives.placement import send_pair
 from flowsim.collectives.report import DTYPE_BYTES, ROOTED, busbw_Bps, launch_floor_us, sweep
-from flowsim.collectives.tuner import NCCL_ENV_KEYS, REDOPS, communicator_channels, system_env_taken
+from flowsim.collectives.tuner import NCCL_ENV_KEYS, REDOPS, communicator_channels, nccl_choice, system_env_taken
 from flowsim.errors import InputError, whole_number
 from flowsim.fabrics import build_cluster, resolve_fabric
 from flowsim.failures import apply_failures, describe_changes
@@ -174,7 +177,8 @@ class RowCheck:
     channels are each peer's). Predicted fields are None for rows not predicted (size 0 or below
     ``min_bytes``). ``root`` is the row's, as printed (-1 for a collective without one; None
     where the table has no root column); ``dtype`` and ``redop`` too (``redop`` None where the
-    table has no redop column).
+    table has no redop column). ``nccl_ran`` is what NCCL's TUNING lines say it ran for the
+    size (``"ring/ll"``, flowsim's names), None without them.
     """
 
     size_bytes: int
@@ -197,6 +201,7 @@ class RowCheck:
     root: int | None = None
     dtype: str | None = None
     redop: str | None = None
+    nccl_ran: str | None = None
 
     @property
     def flagged(self) -> bool:
@@ -572,6 +577,37 @@ def _mismatches(log: NcclTestLog, system: str, model: str | None, nodes: int | N
     return lines
 
 
+# NCCL's names of the collectives its tuner chooses for ([NCCL] src/collectives.cc
+# ncclFuncToString), and of its algorithms (ncclAlgoToString) in flowsim's spelling.
+_NCCL_FUNCTION_NAMES = {"all_reduce": "AllReduce", "all_gather": "AllGather", "reduce_scatter": "ReduceScatter",
+                        "broadcast": "Broadcast", "reduce": "Reduce"}
+_NCCL_ALGORITHM_NAMES = {name.upper(): name for name in NCCL_ALGORITHMS}
+
+
+def _nccl_ran(log: NcclTestLog) -> tuple[dict[int, tuple[str, str]], list[int]]:
+    """What NCCL's TUNING lines say it ran at each of the log's sizes, ``{S: (algorithm,
+    protocol)}`` in flowsim's names, and the sizes whose lines disagree among themselves."""
+    function = _NCCL_FUNCTION_NAMES.get(log.collective)
+    seen: dict[int, set[tuple[str, str]]] = {}
+    for call in log.nccl_calls:
+        if function is None or call.function not in ("", function):
+            continue
+        if call.per_rank:
+            algorithm = _NCCL_ALGORITHM_NAMES.get(call.algorithm.upper())
+            protocol = call.protocol.lower() if call.protocol.lower() in NCCL_PROTOCOLS else None
+        else:
+            index_a, index_p = int(call.algorithm), int(call.protocol)
+            algorithm = NCCL_ALGORITHMS[index_a] if index_a < len(NCCL_ALGORITHMS) else None
+            protocol = NCCL_PROTOCOLS[index_p] if index_p < len(NCCL_PROTOCOLS) else None
+        if algorithm is None or protocol is None:
+            continue
+        # From v2.26.2-1 an all-gather's or reduce-scatter's line counts a rank's part.
+        split = call.per_rank and log.collective in ("all_gather", "reduce_scatter")
+        seen.setdefault(call.n_bytes * log.n_ranks if split else call.n_bytes, set()).add((algorithm, protocol))
+    ran = {size: next(iter(choices)) for size, choices in seen.items() if len(choices) == 1}
+    return ran, sorted(size for size, choices in seen.items() if len(choices) > 1)
+
+
 def _info_notes(log: NcclTestLog, topology, gpus: list[str], options: dict) -> list[str]:
     """One line for each way NCCL's INFO lines in the log say the run differed from the
     prediction's: the communicator's channels, network connections without GPUDirect RDMA."""
@@ -613,6 +649,39 @@ def _same_series(printed: str | None, version: str) -> bool:
     """Whether NCCL ``printed`` by a log is of ``version``'s series (2.26.5 and 2.26.2)."""
     release, taken = nccl_release(printed or ""), nccl_release(version)
     return release is not None and taken is not None and release[:2] == taken[:2]
+
+
+# NCCL's algorithms flowsim lays out as NCCL's TUNING lines name them (CollNet without NVLS
+# is not built; NVLS across servers is NVLS with CollNet, flowsim's nvls_sharp).
+_FOLLOWED = frozenset({"ring", "tree", "nvls", "nvls_tree", "pat"})
+
+
+def _sizes_text(sizes: Iterable[int]) -> str:
+    """``"3 size(s): 65536, 131072, 262144 B"``, the first six of them."""
+    ordered = sorted(set(sizes))
+    shown = ", ".join(str(size) for size in ordered[:6])
+    return f"{len(ordered)} size(s): {shown}{', ...' if len(ordered) > 6 else ''} B"
+
+
+def _replay_note(topology, log: NcclTestLog, ranks: Sequence[str], follow: Mapping[int, tuple[str, str]],
+                 options: Mapping) -> str:
+    """Where flowsim's replay of NCCL's tuner (the model's own choice) agrees with what NCCL's
+    TUNING lines say it ran."""
+    env = {**dict(topology.nccl_env), **dict(options.get("nccl_env") or {})}
+    differ = []
+    for size, choice in sorted(follow.items()):
+        try:
+            replay = nccl_choice(topology, log.collective, size, ranks=ranks, nccl_env=env,
+                                 version=options.get("nccl_version", DEFAULT_NCCL_VERSION))
+        except InputError:
+            continue
+        replayed = (replay.algorithm, replay.protocol)
+        if replayed != choice:
+            differ.append(f"{size} B: NCCL {'/'.join(choice)}, replay {'/'.join(replayed)}")
+    agreed = f"agrees at {len(follow) - len(differ)} of {len(follow)}"
+    return (f"NCCL's TUNING lines say what it ran at {len(follow)} size(s): each is predicted with NCCL's algorithm "
+            f"and protocol; flowsim's replay of NCCL's tuner {agreed}"
+            + (f" ({'; '.join(differ[:4])}{'; ...' if len(differ) > 4 else ''})" if differ else ""))
 
 
 # Networks whose connections NCCL runs with GPUDirect RDMA where the GPU and NIC allow it:
@@ -798,27 +867,59 @@ def check_log(
     # Rows of every type or reduction (-d all, -o all) are predicted with their own: NCCL
     # takes NVLS and PAT only for the reductions they have. A name nccl-tests does not print
     # is predicted as its default, float and sum, with a warning.
-    sizes_by_run: dict[tuple[int, str, str], set[int]] = {}
+    sizes_by_run: dict[tuple[int, str, str, str, str], set[int]] = {}
     unknown = sorted({f"{name!r}" for row in log.rows for name, known in zip((row.dtype, row.redop),
                       _reduction_of(row), strict=True) if known is None})
     if unknown:
         warnings += (f"data type or reduction {', '.join(unknown)} is not one nccl-tests prints: predicted as "
                      "float and sum",)
 
-    def run_of(row: TestRow) -> tuple[int, str, str]:
+    # Where NCCL's TUNING lines say what it ran (NCCL_DEBUG_SUBSYS=TUNING), each size runs
+    # that algorithm and protocol, unless the caller named one: the check then measures the
+    # links under NCCL's own choice, and a note says where the model's replay of NCCL's tuner
+    # chose otherwise.
+    ran, mixed = _nccl_ran(log)
+    follow = {size: choice for size, choice in ran.items()
+              if "algorithm" not in options and protocol == "auto" and choice[0] in _FOLLOWED}
+    if mixed:
+        warnings += (f"NCCL's TUNING lines name more than one algorithm or protocol at {_sizes_text(mixed)}: "
+                     "predicted with the model's choice there",)
+
+    def run_of(row: TestRow) -> tuple[int, str, str, str, str]:
         dtype, redop = _reduction_of(row)
-        return _root_of(row, log.collective), dtype or "float", redop or "sum"
+        algorithm_ran, protocol_ran = follow.get(row.size_bytes, ("", ""))
+        return _root_of(row, log.collective), dtype or "float", redop or "sum", algorithm_ran, protocol_ran
 
     for row in log.rows:
         if row.size_bytes >= max(min_bytes, 1):
             sizes_by_run.setdefault(run_of(row), set()).add(row.size_bytes)
     predicted_rows = {}
-    for (root, dtype, redop), sizes in sorted(sizes_by_run.items()):
-        asked = sorted(sizes)
+    refused: dict[tuple[str, str], list[int]] = {}  # (NCCL's choice, why flowsim cannot build it): sizes
+    for (root, dtype, redop, algorithm_ran, protocol_ran), run_sizes in sorted(sizes_by_run.items()):
+        asked = sorted(run_sizes)
+        steer: dict[str, Any] = {"algorithm": algorithm_ran, "protocol": protocol_ran} if algorithm_ran \
+            else {"protocol": protocol}
+        common: dict[str, Any] = {"dtype": dtype, "redop": redop, "ranks": ranks, "aligned": False, **launch,
+                                  **options, **({"root": root} if root else {})}
         # Each size as it is: a log's sizes are whole elements of its type.
-        rows_run = sweep(topology, log.collective, asked, dtype=dtype, redop=redop, ranks=ranks,
-                         protocol=protocol, aligned=False, **launch, **options, **({"root": root} if root else {}))
-        predicted_rows.update({(root, dtype, redop, size): row for size, row in zip(asked, rows_run, strict=True)})
+        try:
+            rows_run = sweep(topology, log.collective, asked, **steer, **common)
+        except InputError as err:
+            if not algorithm_ran:
+                raise
+            refused.setdefault((f"{algorithm_ran}/{protocol_ran}", str(err)), []).extend(asked)
+            rows_run = sweep(topology, log.collective, asked, protocol=protocol, **common)
+        predicted_rows.update({(root, dtype, redop, algorithm_ran, protocol_ran, size): row
+                               for size, row in zip(asked, rows_run, strict=True)})
+    for (choice, why), refused_sizes in refused.items():
+        warnings += (f"NCCL ran {choice} at {_sizes_text(refused_sizes)}, which flowsim cannot lay out here ({why}): "
+                     "predicted with the model's choice there",)
+    unfollowed = sorted(size for size, choice in ran.items() if size not in follow and choice[0] not in _FOLLOWED)
+    if unfollowed and "algorithm" not in options and protocol == "auto":
+        warnings += (f"NCCL ran CollNet without NVLS at {_sizes_text(unfollowed)}, which flowsim does not build: "
+                     "predicted with the model's choice there",)
+    if follow:
+        warnings += (_replay_note(topology, log, ranks, follow, options),)
     predictions = list(predicted_rows.values())
     # A thread that drives several GPUs (-g N > 1) adds CUDA's launch overheads to each
     # iteration (NVIDIA's AddyLaddy in nccl-tests#333: higher latency "due to the CUDA latency
@@ -830,6 +931,7 @@ def check_log(
     checks = []
     for row in log.rows:
         prediction = predicted_rows.get((*run_of(row), row.size_bytes))
+        nccl_ran = ran.get(row.size_bytes)
         predicted_time = predicted_busbw = ratio_out = ratio_in = latency = None
         short = fast = False
         if prediction is not None:
@@ -869,6 +971,7 @@ def check_log(
                 root=row.root,
                 dtype=row.dtype,
                 redop=row.redop,
+                nccl_ran=None if nccl_ran is None else "/".join(nccl_ran),
             )
         )
     return CheckReport(

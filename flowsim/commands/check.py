@@ -22,7 +22,9 @@ then the prediction's error by size band. Warnings, one line each, say where the
 GPU model, ranks or hosts differ from the system given, or what the log lacks; with
 NCCL_DEBUG=INFO lines, where NCCL's communicator had other channels than the model's, and
 network connections without GPUDirect RDMA or over TCP sockets. Each row is predicted with
-the data type and reduction it printed (NCCL's NVLS reduces only some). Output is read
+the data type and reduction it printed (NCCL's NVLS reduces only some), and, where NCCL's
+TUNING lines (NCCL_DEBUG_SUBSYS=TUNING) say what it ran, with NCCL's algorithm and protocol
+(a warning says where flowsim's replay of NCCL's tuner chose otherwise). Output is read
 as people paste it (``-`` reads standard input: ``srun ... all_reduce_perf ... | flowsim check -``):
 launcher prefixes, interleaved lines of other programs, no rank lines (then
 ``--nodes`` and ``--gpus-per-node`` give the cluster's shape); so is the JSON file

@@ -1850,3 +1850,18 @@ def test_collnet_without_nvls_in_tuning_lines_is_predicted_with_the_models_choic
     assert [w for w in report.warnings if "CollNet" in w] == [
         "NCCL ran CollNet without NVLS at 2 size(s): 67108864, 134217728 B, which flowsim does not build: predicted "
         "with the model's choice there"]
+
+
+def test_nccl_comm_lines_give_the_shape_of_a_log_without_rank_lines():
+    # From 2.21 each rank's INFO line has the cluster's shape ([NCCL] src/init.cc).
+    bare = "\n".join(line for line in _typed_log(("float", "sum")).splitlines() if "Rank  " not in line) + "\n"
+    comm = [f"comm 0x55{r}0 rank {r} nRanks 8 nNodes 1 localRanks 8 localRank {r} MNNVL 0" for r in range(8)]
+    log = parse_nccl_log(_with_info(bare, *comm))
+    assert (log.n_nodes, log.n_ranks, log.ranks_from) == (1, 8, "NCCL INFO comm lines")
+    assert any(w.endswith("(from the NCCL INFO comm lines)") for w in log.warnings)
+    # The caller's shape wins; nodes of different sizes give none.
+    assert parse_nccl_log(_with_info(bare, *comm), nodes=2, gpus_per_node=4).n_nodes == 2
+    uneven = ["comm 0x1 rank 0 nRanks 6 nNodes 2 localRanks 4 localRank 0", "comm 0x2 rank 5 nRanks 6 nNodes 2 "
+              "localRanks 2 localRank 1"]
+    with pytest.raises(InputError, match="give the cluster's shape"):
+        parse_nccl_log(_with_info(bare, *uneven))

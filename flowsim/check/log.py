@@ -135,7 +135,7 @@ class NcclTestLog:
         NCCL's ``NCCL version`` line when printed (``2.26.2+cuda12.8``, alone or in an INFO
         line), else the library version nccl-tests prints as ``nccl-library=22703`` or JSON's
         ``nccl_version`` holds (``2.27.3``).
-    ranks_from : {"rank lines", "arguments", "busbw ratio"}
+    ranks_from : {"rank lines", "arguments", "NCCL INFO comm lines", "busbw ratio", ...}
         Where the ranks and hosts come from.
     warnings : tuple of str
         One line each: what the output lacks, or where it disagrees with the arguments.

@@ -116,6 +116,11 @@ _ENV_SET = re.compile(r"\bNCCL\s+INFO\s+(NCCL_[A-Z0-9_]+)\s+set\s+by\s+environme
 _CHANNELS = re.compile(
     r"\bNCCL\s+INFO\s+(\d+)\s+coll\s+channels,(?:\s+\d+\s+collnet\s+channels,)?\s+(\d+)\s+nvls\s+channels,"
 )
+# NCCL's INFO line for each rank's communicator, from v2.21.5-1 with the cluster's shape
+# ([NCCL] src/init.cc: "comm 0x5639e9f0e8c0 rank 0 nRanks 24 nNodes 3 localRanks 8 localRank 0").
+_COMM_SHAPE = re.compile(
+    r"\bNCCL\s+INFO\s+comm\s+\S+\s+rank\s+\d+\s+nRanks\s+(\d+)\s+nNodes\s+(\d+)\s+localRanks\s+(\d+)\b"
+)
 # NCCL's INFO line for each call's choice with NCCL_DEBUG_SUBSYS=TUNING, rank 0's ([NCCL]
 # src/enqueue.cc): from v2.26.2-1 by name, with the call's channels and its count times the
 # type's size ("AllGather: 1048576 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..15}");
@@ -513,12 +518,13 @@ def _made_up_ranks(
     gpus_per_node: int | None,
     warnings: list[str],
     listed: Mapping[int, RankInfo],
+    given: str = "arguments",
 ) -> tuple[tuple[RankInfo, ...], str]:
     """Ranks of output without rank lines, or with some of them only (``listed``: a paste
     that starts in the middle of the list, or the lines a launcher or a filter left), from
-    the cluster's shape (``nodes`` x ``gpus_per_node``), completed by the busbw ratio where
-    one of the two is missing. Listed ranks that do not sit as that shape puts them (host
-    by host, devices in order) are named in a warning."""
+    the cluster's shape (``nodes`` x ``gpus_per_node``, from ``given``), completed by the
+    busbw ratio where one of the two is missing. Listed ranks that do not sit as that shape
+    puts them (host by host, devices in order) are named in a warning."""
     if listed:
         first, last = min(listed), max(listed)
         if first == last:
@@ -534,7 +540,7 @@ def _made_up_ranks(
     fitting = _ranks_from_busbw(rows, collective)
     # The rank count the ratio gives, where it gives one count alone.
     from_busbw = fitting[0] if fitting is not None and fitting[0] == fitting[1] else None
-    how = "arguments"
+    how = given
     if nodes is not None and gpus_per_node is not None:
         if fitting is not None and not fitting[0] <= nodes * gpus_per_node <= fitting[1]:
             warnings.append(
@@ -748,6 +754,7 @@ def _parse_text(
     channels: set[tuple[int, int]] = set()  # (coll, nvls) channels of NCCL's INFO lines
     net_sends: dict[str, list[int]] = {}  # per network, connections with and without GPUDirect RDMA
     choices: list[NcclCall] = []  # NCCL's TUNING lines
+    shapes: set[tuple[int, int, int]] = set()  # (ranks, nodes, ranks of the node) of NCCL's comm lines
     fragments: list[int] = []
     rows: list[TestRow] = []
     layout = None
@@ -827,6 +834,8 @@ def _parse_text(
                 env_clash[key] = number
         elif channels_match := _CHANNELS.search(stripped):
             channels.add((int(channels_match.group(1)), int(channels_match.group(2))))
+        elif shape_match := _COMM_SHAPE.search(stripped):
+            shapes.add((int(shape_match.group(1)), int(shape_match.group(2)), int(shape_match.group(3))))
         elif tuning := _TUNING_NAMED.search(stripped):
             function, n_bytes, algorithm, protocol, lo, hi = tuning.groups()
             choices.append(NcclCall(function, int(n_bytes), algorithm, protocol, int(hi) - int(lo) + 1, True))
@@ -882,8 +891,14 @@ def _parse_text(
         ordered = tuple(ranks[r] for r in range(len(ranks)))
     else:
         per_process = None if header is None else header[0] * header[1]
+        given = "arguments"
+        if nodes is None and gpus_per_node is None and len(shapes) == 1:
+            # NCCL's comm lines give the shape where every node has the same ranks.
+            n_ranks_info, nodes_info, local = next(iter(shapes))
+            if nodes_info * local == n_ranks_info:
+                nodes, gpus_per_node, given = nodes_info, local, "NCCL INFO comm lines"
         ordered, ranks_from = _made_up_ranks(
-            source, layout.line, BINARIES[binary], rows, per_process, nodes, gpus_per_node, warnings, ranks
+            source, layout.line, BINARIES[binary], rows, per_process, nodes, gpus_per_node, warnings, ranks, given
         )
     return NcclTestLog(
         source,

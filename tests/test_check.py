@@ -546,7 +546,23 @@ def test_a_version_1_history_still_loads_and_takes_new_checks(tmp_path, sendrecv
     assert all(len(column) == 2 for column in both.checks.values())
     assert all(len(column) == 22 for column in both.rows.values())
     with h5py.File(path) as f:
-        assert f.attrs["version"] == 2
+        assert f.attrs["version"] == 3
+
+
+def test_a_version_2_history_takes_each_rows_root_type_and_reduction(tmp_path, sendrecv_report):
+    path = tmp_path / "history.h5"
+    append_history(sendrecv_report, path)
+    with h5py.File(path, "r+") as f:  # what a version 2 writer left
+        for name in ("rows/root", "rows/dtype", "rows/redop"):
+            del f[name]
+        f.attrs["version"] = 2
+    assert read_history(path).rows["dtype"].tolist() == [""] * 11
+    # A run of two types: its blocks told apart in the history.
+    typed = check_nccl_log(_typed_log(("float", "sum"), ("int8", "sum")), system="dgx-h100")
+    assert append_history(typed, path) == 1
+    rows = read_history(path).rows
+    assert rows["dtype"].tolist() == [""] * 11 + ["float", "float", "int8", "int8"]
+    assert rows["redop"][11:].tolist() == ["sum"] * 4 and rows["root"].tolist() == [-1] * 15
 
 
 def test_history_refuses_other_files_and_leaves_them_as_they_are(tmp_path, sendrecv_report):

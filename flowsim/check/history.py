@@ -22,11 +22,11 @@ __all__ = ["History", "append_history", "history_file", "history_plot_file", "pl
 
 #: ``format`` attribute of a history file.
 _HISTORY_FORMAT = "flowsim-nccl-check-history"
-#: ``version`` attribute this module writes. Version 2 added the columns of
-#: ``_ADDED_COLUMNS``; a version 1 history reads with their defaults there and takes new
+#: ``version`` attribute this module writes. Versions 2 and 3 added the columns of
+#: ``_ADDED_COLUMNS``; an older history reads with their defaults there and takes new
 #: checks, the older checks' new columns filled with the defaults. A reader that knows only
-#: version 1 reads a version 2 history too: it ignores datasets it does not know.
-_HISTORY_VERSION = 2
+#: an older version reads a newer history too: it ignores datasets it does not know.
+_HISTORY_VERSION = 3
 
 # HDF5 history: group -> dataset -> (dtype kind, value of a report / row check).
 _CHECK_COLUMNS = {
@@ -59,9 +59,13 @@ _ROW_COLUMNS = {
     "ratio": "f8",
     "flagged": "bool",
     "fast": "bool",
+    "root": "i8",
+    "dtype": "str",
+    "redop": "str",
 }
-# Columns added after version 1 -> their value for checks written before them.
-_ADDED_COLUMNS = {"n_fast": 0, "warnings": "", "fast": False}
+# Columns added after version 1 (n_fast, warnings, fast) and 2 (root, dtype, redop) -> their
+# value for checks written before them.
+_ADDED_COLUMNS = {"n_fast": 0, "warnings": "", "fast": False, "root": -1, "dtype": "", "redop": ""}
 
 
 def _h5py():
@@ -126,10 +130,12 @@ def append_history(report: CheckReport, path: str | os.PathLike) -> int:
     one row per (check, size) (``check_id``, ``size_bytes``, measured busbw and time
     out-of-place and in-place, ``predicted_time_us``, ``predicted_busbw_GBps``, ``ratio`` =
     the lower of the two measured / predicted ratios, ``flagged`` (slower, faster or wrong),
-    ``fast`` (faster than predicted); NaN where not predicted). Every dataset is
-    one-dimensional and resizable. Attributes: ``format`` and ``version`` (2; ``n_fast``,
-    ``warnings`` and ``fast`` are new in it, and a version 1 history is appended to in place,
-    its earlier checks given 0, "" and False there).
+    ``fast`` (faster than predicted); NaN where not predicted; ``root``, ``dtype`` and
+    ``redop`` as the row printed them, -1 and "" where it printed none: the blocks of a run of
+    every root, type or reduction). Every dataset is one-dimensional and resizable.
+    Attributes: ``format`` and ``version`` (3; ``n_fast``, ``warnings`` and ``fast`` are new
+    in 2, ``root``, ``dtype`` and ``redop`` in 3, and an older history is appended to in
+    place, its earlier checks given 0, "", False, -1, "" and "" there).
 
     ``path`` must pass :func:`history_file`. The history is appended to a copy, renamed over
     it when complete (:func:`flowsim.files.replaced_atomically`): an error, a crash or Ctrl-C
@@ -205,6 +211,9 @@ def _append_check(f, report: CheckReport) -> int:
             ],
             "flagged": [r.flagged for r in rows],
             "fast": [r.fast for r in rows],
+            "root": [-1 if r.root is None else r.root for r in rows],
+            "dtype": [r.dtype or "" for r in rows],
+            "redop": [r.redop or "" for r in rows],
         },
     )
     return check_id

@@ -62,7 +62,14 @@ from flowsim.collectives.constants import (
 )
 from flowsim.collectives.placement import send_pair
 from flowsim.collectives.report import DTYPE_BYTES, ROOTED, busbw_Bps, launch_floor_us, sweep
-from flowsim.collectives.tuner import NCCL_ENV_KEYS, REDOPS, communicator_channels, nccl_choice, system_env_taken
+from flowsim.collectives.tuner import (
+    NCCL_ENV_KEYS,
+    REDOPS,
+    communicator_channels,
+    merged_env,
+    nccl_choice,
+    system_env_taken,
+)
 from flowsim.errors import InputError, whole_number
 from flowsim.fabrics import build_cluster, resolve_fabric
 from flowsim.failures import apply_failures, describe_changes
@@ -621,8 +628,8 @@ def _info_notes(log: NcclTestLog, topology, gpus: list[str], options: dict) -> l
         # rules changed between them (docs/hardware.md §7.3), and an unknown version may be any.
         ran = log.nccl_channels[0]
         version = options.get("nccl_version", DEFAULT_NCCL_VERSION)
-        env = {**dict(topology.nccl_env), **dict(options.get("nccl_env") or {})}
-        model = communicator_channels(topology, gpus, nccl_env=env, version=version)
+        model = communicator_channels(topology, gpus, nccl_env=merged_env(topology, options.get("nccl_env")),
+                                      version=version)
         if ran != model:
             lines.append(
                 f"NCCL's INFO lines print {ran[0]} coll and {ran[1]} nvls channels; flowsim's replay of NCCL "
@@ -667,7 +674,7 @@ def _replay_note(topology, log: NcclTestLog, ranks: Sequence[str], follow: Mappi
                  options: Mapping) -> str:
     """Where flowsim's replay of NCCL's tuner (the model's own choice) agrees with what NCCL's
     TUNING lines say it ran."""
-    env = {**dict(topology.nccl_env), **dict(options.get("nccl_env") or {})}
+    env = merged_env(topology, options.get("nccl_env"))
     differ = []
     for size, choice in sorted(follow.items()):
         try:
@@ -853,7 +860,7 @@ def check_log(
             # nccl-tests prints a count of 0 where the sizes come from a matrix file (src/alltoallv.cu).
             raise InputError(f"{log.source}: an alltoallv_perf run of a traffic matrix file ({ALLTOALLV_MATRIX_FILE}; "
                              "its rows print count 0): the per-peer sizes are in the file, which flowsim does not have")
-        if ALLTOALLV_SPREAD not in dict(options.get("nccl_env") or {}) | dict(intact.nccl_env):
+        if ALLTOALLV_SPREAD not in merged_env(intact, options.get("nccl_env")):
             warnings += (f"the log does not say alltoallv_perf's spread ({ALLTOALLV_SPREAD}): taken as nccl-tests' "
                          f"default, 1 (--nccl-env {ALLTOALLV_SPREAD}=X where the run set another)",)
     if log.collective == "hypercube" and (launch["gpus_per_thread"] > 1 or launch["agg_iters"] > 1):
@@ -879,8 +886,8 @@ def check_log(
     # links under NCCL's own choice, and a note says where the model's replay of NCCL's tuner
     # chose otherwise.
     ran, mixed = _nccl_ran(log)
-    follow = {size: choice for size, choice in ran.items()
-              if "algorithm" not in options and protocol == "auto" and choice[0] in _FOLLOWED}
+    steered = "algorithm" in options or protocol != "auto"
+    follow = {} if steered else {size: choice for size, choice in ran.items() if choice[0] in _FOLLOWED}
     if mixed:
         warnings += (f"NCCL's TUNING lines name more than one algorithm or protocol at {_sizes_text(mixed)}: "
                      "predicted with the model's choice there",)
@@ -914,8 +921,8 @@ def check_log(
     for (choice, why), refused_sizes in refused.items():
         warnings += (f"NCCL ran {choice} at {_sizes_text(refused_sizes)}, which flowsim cannot lay out here ({why}): "
                      "predicted with the model's choice there",)
-    unfollowed = sorted(size for size, choice in ran.items() if size not in follow and choice[0] not in _FOLLOWED)
-    if unfollowed and "algorithm" not in options and protocol == "auto":
+    unfollowed = sorted(size for size, (algorithm_ran, _) in ran.items() if algorithm_ran not in _FOLLOWED)
+    if unfollowed and not steered:
         warnings += (f"NCCL ran CollNet without NVLS at {_sizes_text(unfollowed)}, which flowsim does not build: "
                      "predicted with the model's choice there",)
     if follow:

@@ -60,8 +60,9 @@ from flowsim.collectives.tuner import (
     NcclChoice,
     NoNcclChoice,
     P2pChannels,
-    device_redop,
+    check_reduction,
     half_block_nvlink_GBps,
+    merged_env,
     nccl_choice,
     nvls_refusal,
     p2p_channels,
@@ -484,7 +485,7 @@ def collective_workload(
     if algorithm is not None:
         algorithm = check_algorithm(collective, algorithm)
     protocol = check_protocol(protocol)
-    device_redop(redop, dtype)  # both known, whether or not NCCL's tuner looks at them
+    check_reduction(dtype, redop)  # whether or not NCCL's tuner looks at them
     if costs is not None and protocol not in ("simple", "auto"):
         raise InputError(f"give either costs or protocol {protocol!r}, not both")
     # nccl-tests' sendrecv_perf (a send without ranks): every rank sends to the next at once.
@@ -528,7 +529,7 @@ def collective_workload(
     if entry.name == "p2p" and costs is None:
         # NCCL's channels for a send to one peer (every peer's share of an all-to-all), in
         # the communicator of all the ranks (an nccl-tests sendrecv's, not its busiest pair's).
-        env = {**dict(topology.nccl_env), **dict(nccl_env or {})}
+        env = merged_env(topology, nccl_env)
         p2p = p2p_channels(topology, tuple(communicator) if communicator is not None else ranks, nccl_env=env,
                            version=nccl_version, router=router)
         p2p_sends = p2p.for_send(peer_bytes)
@@ -804,7 +805,7 @@ def _nccl(topology: Topology, collective: str, size_bytes: float, ranks: tuple[s
         if refused is not None:
             raise InputError(f"NCCL runs no {algorithm} {collective} here: {refused}")
     # The cluster's own environment (a cloud image's NCCL profile) under the caller's.
-    env = {**dict(topology.nccl_env), **dict(nccl_env or {})}
+    env = merged_env(topology, nccl_env)
     if protocol != "auto":
         env["NCCL_PROTO"] = protocol
     if algorithm == "auto":
@@ -882,7 +883,7 @@ def alltoallv_spread(topology: Topology, nccl_env: Mapping[str, str] | None) -> 
     """nccl-tests' :data:`~flowsim.collectives.builders.ALLTOALLV_SPREAD` for an alltoallv
     on ``topology`` under ``nccl_env`` (over the system's own environment); 1, nccl-tests'
     default, where neither sets it. A traffic matrix file is refused: its sizes are not known."""
-    env = {**dict(topology.nccl_env), **dict(nccl_env or {})}
+    env = merged_env(topology, nccl_env)
     if ALLTOALLV_MATRIX_FILE in env:
         raise InputError(f"{ALLTOALLV_MATRIX_FILE}: an alltoallv of a traffic matrix file is not modelled (its "
                          f"per-peer sizes are in the file); flowsim runs the generated pattern ({ALLTOALLV_SPREAD})")

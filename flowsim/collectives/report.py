@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from flowsim.collectives.builders import COLLECTIVES, all_to_all_v_bytes
 from flowsim.collectives.constants import DEFAULT_NCCL_VERSION, nccl_release
 from flowsim.collectives.placement import alltoallv_spread, collective_time
-from flowsim.collectives.tuner import REDOPS
+from flowsim.collectives.tuner import DTYPE_BYTES, check_reduction
 from flowsim.errors import InputError, whole_number
 from flowsim.routing import Router
 from flowsim.topology import Topology
@@ -52,22 +52,6 @@ __all__ = [
     "table_header",
     "table_row",
 ]
-
-#: Element size (bytes) of nccl-tests' ``-d`` data types.
-DTYPE_BYTES = {
-    "int8": 1,
-    "uint8": 1,
-    "int32": 4,
-    "uint32": 4,
-    "int64": 8,
-    "uint64": 8,
-    "half": 2,
-    "float": 4,
-    "double": 8,
-    "bfloat16": 2,
-    "f8e4m3": 1,
-    "f8e5m2": 1,
-}
 
 #: Host time (us) a thread spends per GPU it drives to launch one iteration's collective:
 #: the slope of a one-thread ``all_reduce_perf -g N`` on a DGX A100, (33.7 - 16.88) / 4 us
@@ -345,10 +329,7 @@ def iter_sweep(
     short note before each size's stages (see :func:`flowsim.collectives.collective_time`),
     prefixed with the size and its place in the sweep.
     """
-    if dtype not in DTYPE_BYTES:
-        raise InputError(f"unknown data type {dtype!r}; valid ones: {', '.join(DTYPE_BYTES)}")
-    if redop not in REDOPS:
-        raise InputError(f"unknown reduction {redop!r}; valid ones: {', '.join(REDOPS)}")
+    check_reduction(dtype, redop)
     if collective not in COLLECTIVES:
         raise InputError(f"unknown collective {collective!r}; valid ones: {', '.join(COLLECTIVES)}")
     router = options.pop("router", None) or Router(topology)

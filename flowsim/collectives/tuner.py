@@ -86,6 +86,7 @@ from flowsim.topology import NodeKind, Topology
 
 __all__ = [
     "DATA_TYPES",
+    "DTYPE_BYTES",
     "NCCL_ENV_KEYS",
     "REDOPS",
     "NoNcclChoice",
@@ -97,10 +98,12 @@ __all__ = [
     "P2P_NVLINK_BYTES_PER_CYCLE",
     "P2P_PER_CHANNEL_NET_GBPS",
     "P2pChannels",
+    "check_reduction",
     "communicator_channels",
     "describe_system",
     "half_block_nvlink_GBps",
     "device_redop",
+    "merged_env",
     "nccl_choice",
     "nvls_refusal",
     "nvls_tuning",
@@ -588,9 +591,24 @@ def _graphs(topology: Topology, ranks: Sequence[str], system: NcclSystem, consta
 
 # --- reduction operations and data types ------------------------------------------------
 
-#: nccl-tests' data types (its ``-d`` names; ``f8e4m3`` and ``f8e5m2`` where NCCL has FP8).
-DATA_TYPES = ("int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16",
-              "f8e4m3", "f8e5m2")
+#: Element size (bytes) of nccl-tests' data types (its ``-d`` names; ``f8e4m3`` and ``f8e5m2``
+#: where NCCL has FP8).
+DTYPE_BYTES = {
+    "int8": 1,
+    "uint8": 1,
+    "int32": 4,
+    "uint32": 4,
+    "int64": 8,
+    "uint64": 8,
+    "half": 2,
+    "float": 4,
+    "double": 8,
+    "bfloat16": 2,
+    "f8e4m3": 1,
+    "f8e5m2": 1,
+}
+#: nccl-tests' data types, in its order.
+DATA_TYPES = tuple(DTYPE_BYTES)
 #: nccl-tests' reduction operations (its ``-o`` names): ``ncclSum``, ``ncclProd``, ``ncclMax``,
 #: ``ncclMin``, ``ncclAvg``, and an op of ``ncclRedOpCreatePreMulSum`` (``mulsum``).
 REDOPS = ("sum", "prod", "max", "min", "avg", "mulsum")
@@ -605,7 +623,9 @@ _NVLS_TYPES = {
 _REDUCING = frozenset({"all_reduce", "reduce_scatter", "reduce"})
 
 
-def _check_op(dtype: str, redop: str) -> None:
+def check_reduction(dtype: str, redop: str) -> None:
+    """An :class:`~flowsim.errors.InputError` naming the valid ones unless ``dtype`` is one of
+    :data:`DATA_TYPES` and ``redop`` one of :data:`REDOPS`."""
     if dtype not in DATA_TYPES:
         raise InputError(f"unknown data type {dtype!r}; valid ones: {', '.join(DATA_TYPES)}")
     if redop not in REDOPS:
@@ -621,7 +641,7 @@ def device_redop(redop: str, dtype: str) -> str:
     >>> device_redop("avg", "int32"), device_redop("avg", "bfloat16"), device_redop("max", "half")
     ('sum_post_div', 'pre_mul_sum', 'minmax')
     """
-    _check_op(dtype, redop)
+    check_reduction(dtype, redop)
     if redop in ("max", "min"):
         return "minmax"
     if redop == "avg":
@@ -795,6 +815,13 @@ class NcclEnv:
             if not colon or _FUNCTION_NAMES.get(prefix.lower()) == collective:
                 return True
         return False
+
+
+def merged_env(topology: Topology, given: Mapping[str, str] | None) -> dict[str, str]:
+    """The NCCL environment a call on ``topology`` runs under: the topology's own
+    (:attr:`~flowsim.topology.Topology.nccl_env`, a system file's ``[nccl.env]``) under
+    ``given``, the caller's, which wins."""
+    return {**dict(topology.nccl_env), **dict(given or {})}
 
 
 def system_env_taken(topology: Topology, given: Mapping[str, str]) -> dict[str, str]:
@@ -1141,7 +1168,7 @@ def nccl_choice(
     NcclChoice
     """
     constants = constants_of(version)
-    _check_op(dtype, redop)
+    check_reduction(dtype, redop)
     if collective not in _NCCL_FUNCTIONS:
         raise InputError(f"NCCL's tuner chooses for {', '.join(_NCCL_FUNCTIONS)}, not {collective!r}")
     env = NcclEnv(dict(nccl_env or {}))

@@ -30,6 +30,7 @@ from flowsim.collectives.report import (
     DTYPE_BYTES,
     ROOTED,
     STEP_BYTES,
+    SUM_SHOWN,
     NcclRow,
     iter_sweep,
     message_sizes,
@@ -85,9 +86,6 @@ _TIMING_OPTIONS = (
     ("-I", "per_iter_timing", "time each iteration"),
     ("-K", "per_iter_skip", "iterations left out of those figures"),
 )
-# The collectives whose nccl-tests binary runs each reduction of -o all (src/*.cu RunTest);
-# the others take one block.
-_OP_LOOPS = frozenset({"all_reduce", "reduce", "reduce_scatter", "send"})
 # FP8 types in nccl-tests' -d all: from NCCL 2.24.0, on Hopper and later (src/common.cu).
 _FP8 = ("f8e4m3", "f8e5m2")
 
@@ -216,7 +214,8 @@ def run_collective(args: argparse.Namespace) -> int:
         dtypes = [name for name in DTYPE_BYTES if fp8 or name not in _FP8]
     ops: Sequence[str] = [args.op]
     if args.op == "all":
-        ops = REDOPS if args.collective in _OP_LOOPS else ["sum"]
+        # The binaries that print a reduction run each of -o all (src/*.cu RunTest); the others one block.
+        ops = REDOPS if args.collective in SUM_SHOWN else ["sum"]
     notes = Notes(sys.stderr, in_place=True) if show_progress(args) else None
     # In nccl-tests' order: each type, each reduction, each root, a block of sizes each.
     sweeps = [

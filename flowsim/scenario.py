@@ -85,7 +85,10 @@ Format
     slowdown.
 ``[options]`` (optional)
     ``routing`` (``"ecmp"``, ``"dmodk"`` or ``"shortest"``; default ``"ecmp"``), ``seed``
-    (ECMP hash seed, default 0), ``gpudirect`` (default true), ``record_links`` (per-link rate
+    (ECMP hash seed, default 0), ``gpudirect`` (GPU-NIC traffic peer-to-peer, or staged
+    through host memory when false; NCCL's choice for the scenario's collectives follows it;
+    default true, or where a system file's ``[nccl.env]`` names ``NCCL_NET_GDR_LEVEL`` or
+    ``NCCL_NET_GDR_C2C``, what NCCL decides for the cluster's GPUs), ``record_links`` (per-link rate
     segments in the trace, default true), ``record_flows`` (per-flow rate segments, default
     false), ``mode`` (``"incremental"`` or ``"full"``, default ``"incremental"``),
     ``time_rel_tol`` (events this close in relative time are one instant, in [0, 1); default
@@ -116,7 +119,7 @@ import numpy as np
 
 from flowsim.collectives.builders import check_algorithm, check_protocol
 from flowsim.collectives.constants import DEFAULT_NCCL_VERSION
-from flowsim.collectives.tuner import DATA_TYPES, REDOPS
+from flowsim.collectives.tuner import DATA_TYPES, GDR_ENV_KEYS, REDOPS, gpudirect_rdma
 from flowsim.engine import DEFAULT_TIME_REL_TOL, MODES
 from flowsim.errors import InputError, read_text_file
 from flowsim.fabrics import build_cluster
@@ -603,6 +606,10 @@ def _check_nccl_env(where: Where, env: object, key: str) -> None:
     bad = [k for k in env if not k.startswith("NCCL_")]
     if bad:
         raise where.error(f"{key}.{bad[0]}", "is not an NCCL_ variable")
+    routed = [k for k in env if k in GDR_ENV_KEYS]
+    if routed:
+        raise where.error(f"{key}.{routed[0]}", "decides GPUDirect RDMA per collective, where a scenario's flows are "
+                          "routed one way for all: set options.gpudirect instead")
 
 
 def _checked(where: Where, key: str, check: Callable[..., str], *args: object) -> str:
@@ -619,7 +626,7 @@ _COLLECTIVE_OPTIONS = ("algorithm", "protocol", "channels", "slices", "model", "
                        "nccl_env", "nccl_version", "dtype", "redop")
 
 
-def _collective(where: Where, topology: Topology, table: Mapping, key: str) -> Workload:
+def _collective(where: Where, topology: Topology, table: Mapping, key: str, gpudirect: bool) -> Workload:
     try:
         collectives = importlib.import_module("flowsim.collectives")
     except ImportError as err:
@@ -660,7 +667,8 @@ def _collective(where: Where, topology: Topology, table: Mapping, key: str) -> W
         except InputError as err:
             raise where.error(f"{key}.switch", str(err)) from None
     try:
-        workload = collectives.collective_workload(topology, op, size, ranks=ranks, **options).workload
+        workload = collectives.collective_workload(topology, op, size, ranks=ranks, gpudirect=gpudirect,
+                                                   **options).workload
     except InputError as err:
         raise where.error(key, str(err)) from None
     name = where.string(table, "name", key, "")
@@ -775,7 +783,8 @@ def _nccl_env(where: Where, table: Mapping, key: str) -> dict[str, str]:
 
 
 def _training(
-    where: Where, topology: Topology, table: Mapping, key: str, note: Callable[[str], None], gpu: str | None = None
+    where: Where, topology: Topology, table: Mapping, key: str, note: Callable[[str], None], gpu: str | None,
+    gpudirect: bool,
 ) -> TrainingStep | ParallelStep:
     parallel = any(k in table for k in _PARALLEL_KEYS)
     if parallel and "forward_s" in table:
@@ -809,6 +818,7 @@ def _training(
         nccl_version=where.string(table, "nccl_version", key, DEFAULT_NCCL_VERSION),
         checkpoint_bytes_per_rank=where.number(table, "checkpoint_bytes_per_rank", key, 0.0),
         checkpoint_start_s=where.number(table, "checkpoint_start_s", key, 0.0),
+        gpudirect=gpudirect,
     )
     if parallel:
 
@@ -847,7 +857,8 @@ def _training(
 
 
 def _workload(
-    where: Where, table: Mapping, topology: Topology, base: Path, note: Callable[[str], None], gpu: str | None = None
+    where: Where, table: Mapping, topology: Topology, base: Path, note: Callable[[str], None], gpu: str | None,
+    gpudirect: bool,
 ) -> tuple[list[Workload], float, tuple[Path, ...], TrainingStep | ParallelStep | None]:
     """The parts of the scenario's workload, the compute time of its training step (0 if
     none), the files it read and the training step; ``note`` is told as each collective and
@@ -866,12 +877,12 @@ def _workload(
     if "collective" in table:
         for i, collective in enumerate(where.tables(table["collective"], "workload.collective")):
             note(f"building workload.collective[{i}]")
-            parts.append(_collective(where, topology, collective, f"workload.collective[{i}]"))
+            parts.append(_collective(where, topology, collective, f"workload.collective[{i}]", gpudirect))
     if "training" in table:
         note("building workload.training")
         step = _training(
             where, topology, where.table(table["training"], "workload.training"), "workload.training",
-            lambda message: note(f"workload.training: {message}"), gpu,
+            lambda message: note(f"workload.training: {message}"), gpu, gpudirect,
         )
         parts.append(step.workload)
         compute_s = step.compute_s
@@ -928,7 +939,7 @@ def _placement(where: Where, table: Mapping) -> Placement:
 
 def _job_step(
     where: Where, topology: Topology, table: Mapping, kind: str, ranks: tuple[str, ...], note: Callable[[str], None],
-    gpu: str | None,
+    gpu: str | None, gpudirect: bool,
 ) -> tuple[Workload, float]:
     """One iteration of a job of ``kind`` on ``ranks``, and its compute time (a model shape's
     compute on ``gpu``, the topology's GPU model)."""
@@ -939,10 +950,10 @@ def _job_step(
     if taken is not None:
         raise where.error(join(kind, taken), f"is a key of the job itself, not of [job.{kind}]")
     if kind == "training":
-        step = _training(where, topology, {**body, "ranks": list(ranks)}, kind, note, gpu)
+        step = _training(where, topology, {**body, "ranks": list(ranks)}, kind, note, gpu, gpudirect)
         return step.workload, step.compute_s
     if kind == "collective":
-        return _collective(where, topology, {**body, "ranks": list(ranks)}, kind), 0.0
+        return _collective(where, topology, {**body, "ranks": list(ranks)}, kind, gpudirect), 0.0
     where.only(body, ("bytes_per_gpu", "direction"), kind)
     if "bytes_per_gpu" not in body:
         raise where.error(join(kind, "bytes_per_gpu"), "missing; expected the bytes each GPU writes or reads")
@@ -958,7 +969,8 @@ def _prefixed(note: Callable[[str], None], prefix: str) -> Callable[[str], None]
 
 
 def _jobs(
-    where: Where, value: object, topology: Topology, first_flow: int, note: Callable[[str], None], gpu: str | None
+    where: Where, value: object, topology: Topology, first_flow: int, note: Callable[[str], None], gpu: str | None,
+    gpudirect: bool,
 ) -> tuple[list[Workload], tuple[Job, ...]]:
     """The ``[[job]]`` tables placed and laid out, their flows numbered from ``first_flow``
     (training jobs that give a model shape compute on ``gpu``)."""
@@ -987,7 +999,8 @@ def _jobs(
     lo = first_flow
     for (name, at, placement, kind), table, ranks in zip(heads, tables, placed, strict=True):
         note(f"building job {name} ({kind} on {len(ranks)} GPUs)")
-        step, compute_s = _job_step(at, topology, table, kind, ranks, _prefixed(note, f"job {name}: "), gpu)
+        step, compute_s = _job_step(at, topology, table, kind, ranks, _prefixed(note, f"job {name}: "), gpu,
+                                    gpudirect)
         clash = next((tag for tag in _JOB_TAGS if tag in step.tags), None)
         if clash is not None:
             raise at.error(kind, f"its flows have a tag {clash!r}, which job flows are given")
@@ -1141,7 +1154,12 @@ def scenario_from_document(
     info = where.table(doc.get("scenario", {}), "scenario")
     where.only(info, ("name", "description"), "scenario")
     topology = _topology(where, where.table(_section(where, doc, "topology"), "topology"), Path(base_dir))
-    options = _options(where, where.table(doc.get("options", {}), "options"))
+    option_table = where.table(doc.get("options", {}), "options")
+    options = _options(where, option_table)
+    if "gpudirect" not in option_table and any(key in dict(topology.nccl_env) for key in GDR_ENV_KEYS):
+        # A system file's [nccl.env] says it (NCCL_NET_GDR_LEVEL = "LOC" where the driver
+        # cannot give NICs GPU memory): NCCL's rule for the cluster's GPUs sets the routes.
+        options = replace(options, gpudirect=gpudirect_rdma(topology, nccl_env=dict(topology.nccl_env)))
     intact, topology = topology, _failed(where, topology, options)
     note = progress or (lambda message: None)
     parts: list[Workload] = []
@@ -1150,14 +1168,15 @@ def scenario_from_document(
     gpu = _gpu_model(where.table(_section(where, doc, "topology"), "topology"), Path(base_dir))
     if "workload" in doc or "job" not in doc:
         parts, compute_s, files, step = _workload(
-            where, where.table(_section(where, doc, "workload"), "workload"), topology, Path(base_dir), note, gpu
+            where, where.table(_section(where, doc, "workload"), "workload"), topology, Path(base_dir), note, gpu,
+            options.gpudirect,
         )
     jobs: tuple[Job, ...] = ()
     if "job" in doc:
         clash = next((tag for part in parts for tag in _JOB_TAGS if tag in part.tags), None)
         if clash is not None:
             raise where.error("workload", f"its flows have a tag {clash!r}, which [[job]] tables give their flows")
-        job_parts, jobs = _jobs(where, doc["job"], topology, sum(map(len, parts)), note, gpu)
+        job_parts, jobs = _jobs(where, doc["job"], topology, sum(map(len, parts)), note, gpu, options.gpudirect)
         parts += job_parts
     try:
         workload = parts[0] if len(parts) == 1 else Workload.concat(parts)

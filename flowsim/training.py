@@ -67,6 +67,7 @@ from flowsim.budgets import SHARED_CAP_TAG
 from flowsim.collectives import CollectiveCosts
 from flowsim.collectives.constants import DEFAULT_NCCL_VERSION
 from flowsim.collectives.placement import collective_workload
+from flowsim.collectives.tuner import check_routed_env
 from flowsim.errors import InputError, whole_number
 from flowsim.hardware import LinkTier
 from flowsim.pipeline import RunResult, run
@@ -381,6 +382,7 @@ def data_parallel_step(
     nccl_version: str = DEFAULT_NCCL_VERSION,
     checkpoint_bytes_per_rank: float = 0.0,
     checkpoint_start_s: float = 0.0,
+    gpudirect: bool = True,
 ) -> TrainingStep:
     """Lay out one data-parallel step over ``ranks`` (default: every GPU of ``topology``).
 
@@ -401,6 +403,13 @@ def data_parallel_step(
         storage targets in turn.
     checkpoint_start_s : float
         When the checkpoint writes start (s).
+    gpudirect : bool
+        Whether the step's network traffic moves with GPUDirect RDMA, as its flows are to be
+        routed (:func:`run_training_step`'s ``gpudirect``, default True): NCCL's choices follow
+        it. ``NCCL_NET_GDR_LEVEL`` and ``NCCL_NET_GDR_C2C`` in ``nccl_env`` are refused: a
+        step's flows are routed one way for all of them. What NCCL would decide for a cluster
+        (a system file's ``[nccl.env]`` included) is
+        ``flowsim.collectives.tuner.gpudirect_rdma(topology, nccl_env=dict(topology.nccl_env))``.
 
     Returns
     -------
@@ -417,6 +426,7 @@ def data_parallel_step(
                         (checkpoint_start_s, "checkpoint_start_s")):
         _check_number(value, what)
     _check_number(bucket_bytes, "bucket_bytes", positive=True)
+    check_routed_env(nccl_env, "gpudirect")
     if isinstance(ranks, str):
         raise InputError(f"ranks must be a sequence of GPU names, got the string {ranks!r}")
 
@@ -428,7 +438,7 @@ def data_parallel_step(
             continue
         plan = collective_workload(
             topology, "all_reduce", size, ranks=ranks, algorithm=algorithm, protocol=protocol, costs=costs,
-            nccl_env=nccl_env, nccl_version=nccl_version,
+            nccl_env=nccl_env, nccl_version=nccl_version, gpudirect=gpudirect,
         )
         parts.append((k, at, size, plan.workload))
         ranks = plan.ranks
@@ -478,6 +488,7 @@ def parallel_step(
     moe_layers: Sequence[bool] | None = None,
     ep_all_to_all_bytes: float = 0.0,
     ep_skew: float = 1.0,
+    gpudirect: bool = True,
 ) -> ParallelStep:
     """Lay out one tensor x pipeline x data parallel training step (see the module docstring).
 
@@ -536,6 +547,8 @@ def parallel_step(
         How uneven the tokens are: the first rank of each EP group gets ``ep_skew`` times
         the mean share of every rank's tokens, the others share the rest evenly; in
         ``[1, ep]``, 1 for even routing.
+    gpudirect : bool
+        As :func:`data_parallel_step`'s.
 
     Returns
     -------
@@ -582,6 +595,7 @@ def parallel_step(
                         (checkpoint_start_s, "checkpoint_start_s")):
         _check_number(value, what)
     _check_number(bucket_bytes, "bucket_bytes", positive=True)
+    check_routed_env(nccl_env, "gpudirect")
 
     router = Router(topology)  # one for every group's NCCL search, not one each
 
@@ -591,7 +605,7 @@ def parallel_step(
         return collective_workload(
             topology, collective, size, ranks=group, algorithm=chosen, protocol=protocol, costs=costs,
             slices=None if collective == "all_to_all" else slices, nccl_env=nccl_env, nccl_version=nccl_version,
-            router=router, communicator=communicator,
+            router=router, communicator=communicator, gpudirect=gpudirect,
         ).workload
 
     builder = _PipelineBuilder(

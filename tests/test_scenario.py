@@ -309,7 +309,8 @@ def fake_collectives(monkeypatch):
     """A stand-in flowsim.collectives with the contract the scenario relies on: COLLECTIVES,
     collective_name(text), check_nvswitch(topology, name), check_algorithm(collective, name),
     check_protocol(name) and collective_workload(topology, collective, size_bytes,
-    *, ranks, **options) returning a plan with a ``workload``; it records its calls."""
+    *, ranks, gpudirect, **options) returning a plan with a ``workload``; it records its calls
+    (and the scenario's ``gpudirect`` apart)."""
     module = types.ModuleType("flowsim.collectives")
     module.COLLECTIVES = ("all_to_all", "send")
     module.calls = []
@@ -324,8 +325,11 @@ def fake_collectives(monkeypatch):
 
     module.collective_name = collective_name
 
-    def collective_workload(topology, collective, size_bytes, *, ranks=None, **options):
+    module.gpudirect = []
+
+    def collective_workload(topology, collective, size_bytes, *, ranks=None, gpudirect=None, **options):
         module.calls.append((collective, ranks, size_bytes, options))
+        module.gpudirect.append(gpudirect)
         refused = sorted(set(options) - {"algorithm", "channels", "servers"})
         if refused:
             raise InputError(f"bad parameters for {collective}: it takes no {', '.join(refused)}")
@@ -348,6 +352,7 @@ def test_collective_dispatches_by_name_after_the_flow_list(tmp_path, fake_collec
     text = COLLECTIVE.replace("[workload]\n", '[workload]\nflows = "flows.csv"\n')
     w = load_scenario(_scenario(tmp_path, text)).workload
     assert fake_collectives.calls == [("all_to_all", None, 1e6, {})]
+    assert fake_collectives.gpudirect == [True]  # the scenario's options.gpudirect, for NCCL's choice
     assert w.names == ("x", "y", "all_to_all.a.b", "all_to_all.b.a")
     np.testing.assert_array_equal(w.size_bytes, [1e9, 5e8, 1e6, 1e6])
     assert w.tags["collective"] == ("", "", "all_to_all", "all_to_all")

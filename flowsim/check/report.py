@@ -66,6 +66,7 @@ from flowsim.collectives.tuner import (
     NCCL_ENV_KEYS,
     REDOPS,
     communicator_channels,
+    gpudirect_rdma,
     merged_env,
     nccl_choice,
     system_env_taken,
@@ -615,9 +616,10 @@ def _nccl_ran(log: NcclTestLog) -> tuple[dict[int, tuple[str, str]], list[int]]:
     return ran, sorted(size for size, choices in seen.items() if len(choices) > 1)
 
 
-def _info_notes(log: NcclTestLog, topology, gpus: list[str], options: dict) -> list[str]:
+def _info_notes(log: NcclTestLog, topology, gpus: list[str], options: dict, staged: bool) -> list[str]:
     """One line for each way NCCL's INFO lines in the log say the run differed from the
-    prediction's: the communicator's channels, network connections without GPUDirect RDMA."""
+    prediction's: the communicator's channels, network connections without GPUDirect RDMA
+    (unless the prediction, ``staged``, goes through host memory too)."""
     lines = []
     if len(log.nccl_channels) > 1:
         counts = "; ".join(f"{coll} coll and {nvls} nvls" for coll, nvls in log.nccl_channels)
@@ -643,13 +645,19 @@ def _info_notes(log: NcclTestLog, topology, gpus: list[str], options: dict) -> l
                 f"{with_gdr + without} network connections in NCCL's INFO lines run over TCP sockets (NET/Socket): "
                 "NCCL found no RDMA network (InfiniBand, RoCE, EFA), where the prediction takes the system's NICs"
             )
-        elif without and network in _RDMA_NETWORKS:
+        elif without and network in _RDMA_NETWORKS and not staged:
             lines.append(
                 f"{without} of the {with_gdr + without} NET/{network} connections in NCCL's INFO lines run without "
                 "GPUDirect RDMA (no '/GDRDMA'): NCCL stages them through host memory, as where nvidia-peermem is not "
                 "loaded, where the prediction takes GPUDirect RDMA"
             )
     return lines
+
+
+def _staged(log: NcclTestLog) -> bool:
+    """Whether NCCL's INFO lines list RDMA connections, none with GPUDirect RDMA."""
+    rdma = [(with_gdr, without) for network, with_gdr, without in log.net_sends if network in _RDMA_NETWORKS]
+    return bool(rdma) and all(with_gdr == 0 for with_gdr, _ in rdma)
 
 
 def _same_series(printed: str | None, version: str) -> bool:
@@ -849,7 +857,11 @@ def check_log(
         nccl = f"{nccl}, {' '.join(f'{key}={value}' for key, value in system_env.items())} (system)"
     warnings = (*log.warnings, *device_notes, *_mismatches(log, system, model, nodes, topology, n_servers, layout))
     gpus = _rank_gpus(log, system, topology, layout, n_servers, devices)
-    warnings += tuple(_info_notes(log, topology, gpus, options))
+    # Whether the prediction stages network traffic through host memory (the caller's
+    # gpudirect, else NCCL's rule under the environment: NCCL_NET_GDR_LEVEL=LOC, say).
+    staged = options["gpudirect"] is False if "gpudirect" in options else not gpudirect_rdma(
+        topology, gpus, nccl_env=merged_env(topology, options.get("nccl_env")), version=version)
+    warnings += tuple(_info_notes(log, topology, gpus, options, staged))
     ranks = send_pair(topology, gpus) if log.collective == "send" else gpus
     launch = {"gpus_per_thread": log.n_gpus or 1, "agg_iters": log.agg_iters or 1, "cuda_graph": log.cuda_graph or 0}
     if log.collective == "send":
@@ -927,6 +939,17 @@ def check_log(
                      "predicted with the model's choice there",)
     if follow:
         warnings += (_replay_note(topology, log, ranks, follow, options),)
+    if _staged(log) and not staged and predicted_rows:
+        # What the cluster moves as it ran, staged: the largest size, the first block's settings.
+        (root, dtype, redop, algorithm_ran, protocol_ran, size) = max(predicted_rows, key=lambda key: key[-1])
+        steer = {"algorithm": algorithm_ran, "protocol": protocol_ran} if algorithm_ran else {"protocol": protocol}
+        (as_staged,) = sweep(topology, log.collective, [size], **steer, dtype=dtype, redop=redop, ranks=ranks,
+                             aligned=False, **launch, **{**options, "gpudirect": False},
+                             **({"root": root} if root else {}))
+        moved = max((r.out_of_place.busbw_GBps for r in log.rows if r.size_bytes == size), default=0.0)
+        warnings += (f"staged through host memory as the INFO lines say, the model gives {as_staged.busbw_GBps:.2f} "
+                     f"GB/s busbw at {size} B, where the log measured {moved:.2f} (--nccl-env "
+                     "NCCL_NET_GDR_LEVEL=LOC predicts every row so)",)
     predictions = list(predicted_rows.values())
     # A thread that drives several GPUs (-g N > 1) adds CUDA's launch overheads to each
     # iteration (NVIDIA's AddyLaddy in nccl-tests#333: higher latency "due to the CUDA latency

@@ -61,6 +61,7 @@ from flowsim.collectives.tuner import (
     NoNcclChoice,
     P2pChannels,
     check_reduction,
+    gpudirect_rdma,
     half_block_nvlink_GBps,
     merged_env,
     nccl_choice,
@@ -129,6 +130,8 @@ class CollectiveRun:
         How many flows were solved: the classes of flows that share rates at every instant
         (docs/model.md "Flow classes"), or every flow of the workload where they were not
         worth it or not asked for.
+    gpudirect : bool
+        Whether its network traffic moved with GPUDirect RDMA, or staged through host memory.
     """
 
     collective: str
@@ -143,6 +146,7 @@ class CollectiveRun:
     run: RunResult
     nccl: NcclChoice | None = None
     flow_classes: int = 0
+    gpudirect: bool = True
 
     @property
     def solved_over(self) -> str:
@@ -230,8 +234,23 @@ def _rails(topology: Topology, ranks: Sequence[str], servers: dict[str, str]) ->
     return {rank: place[int(server)][int(nic)] for rank, server, nic in zip(ranks, server_ids, nics, strict=True)}
 
 
+def _nic_offsets(topology: Topology, first: Sequence[str], gpudirect: bool) -> list[int]:
+    """:func:`~flowsim.collectives.rings.nic_spread_offsets` of one server's ranks ``first``;
+    without ``gpudirect``, spread over the PCIe uplinks their NICs sit behind (the switch a
+    NIC links to, or its CPU)."""
+    nics = topology.node_nic[topology.node_ids(first)].tolist()
+    if gpudirect:
+        return nic_spread_offsets(nics)
+    uplinks = []
+    for nic in nics:
+        near = [int(topology.link_dst[link]) for link in topology.links_from(nic)
+                if topology.node_kind[topology.link_dst[link]] in (NodeKind.PCIE_SWITCH, NodeKind.CPU)]
+        uplinks.append(near[0] if near else nic)
+    return nic_spread_offsets(nics, uplinks)
+
+
 def _ring_orders(
-    topology: Topology, ranks: Sequence[str], servers: dict[str, str], channels: int | None
+    topology: Topology, ranks: Sequence[str], servers: dict[str, str], channels: int | None, gpudirect: bool
 ) -> list[tuple[str, ...]]:
     """Ring order per channel: NVLink mesh rings where the GPUs of a server link directly (the
     DGX-1; across servers :func:`~flowsim.collectives.rings.mesh_server_rings`), else
@@ -243,8 +262,7 @@ def _ring_orders(
         return [rings[c % len(rings)] for c in range(n)]
     n = _default_channels(topology, ranks, servers) if channels is None else channels
     first = [r for r in ranks if servers[r] == servers[ranks[0]]]
-    offsets = nic_spread_offsets(topology.node_nic[topology.node_ids(first)].tolist())
-    return rotated_rings(ranks, n, servers, offsets)
+    return rotated_rings(ranks, n, servers, _nic_offsets(topology, first, gpudirect))
 
 
 def check_nvswitch(topology: Topology, switch: str) -> None:
@@ -294,7 +312,7 @@ def collective_time(
     nccl_version: str = DEFAULT_NCCL_VERSION,
     routing: str = "ecmp",
     seed: int = 0,
-    gpudirect: bool = True,
+    gpudirect: bool | None = None,
     router: Router | None = None,
     progress: Callable[[str], None] | None = None,
     classes: bool = True,
@@ -353,8 +371,13 @@ def collective_time(
         :data:`~flowsim.collectives.tuner.NCCL_ENV_KEYS`).
     nccl_version : str
         NCCL version whose constants apply (:data:`~flowsim.collectives.constants.NCCL_VERSIONS`).
-    routing, seed, gpudirect, router
+    routing, seed, router
         As :func:`flowsim.pipeline.run`.
+    gpudirect : bool, optional
+        Whether network traffic moves with GPUDirect RDMA (the NIC reading and writing GPU
+        memory) or is staged through host memory, for NCCL's choice and for the flows' routes;
+        default what NCCL decides (:func:`~flowsim.collectives.tuner.gpudirect_rdma`: each
+        GPU's path to its NIC against ``NCCL_NET_GDR_LEVEL``).
     progress : callable, optional
         Called with a short note before building the flows and before routing and simulating
         them; given, the engine also prints its progress line (see
@@ -381,18 +404,19 @@ def collective_time(
     plan = collective_workload(
         topology, collective, size_bytes, ranks=ranks, algorithm=algorithm, protocol=protocol, channels=channels,
         slices=slices, costs=costs, model=model, nccl_env=nccl_env, nccl_version=nccl_version, router=router,
-        dtype=dtype, redop=redop, **layout,
+        dtype=dtype, redop=redop, gpudirect=gpudirect, **layout,
     )
     if progress is not None:
         progress(f"routing and simulating {len(plan.workload):,} flows")
     outcome = run(
-        topology, plan.workload, routing=routing, seed=seed, gpudirect=gpudirect, router=router,
+        topology, plan.workload, routing=routing, seed=seed, gpudirect=plan.gpudirect, router=router,
         progress=progress is not None, classes=classes,
     )
     solved = outcome.result.n_flow_classes
     return CollectiveRun(
         collective, plan.algorithm, plan.protocol, plan.channels, plan.model, plan.ranks, float(size_bytes),
         outcome.makespan_s, plan.costs, outcome, plan.nccl, len(plan.workload) if solved is None else solved,
+        plan.gpudirect,
     )
 
 
@@ -416,7 +440,9 @@ def send_pair(topology: Topology, ranks: Sequence[str]) -> list[str]:
 class CollectivePlan:
     """A collective laid out on a topology: its flows and the choices behind them
     (``model``: ``"steps"`` or ``"stream"``; ``channels``: a send's NCCL channels, 0 for an
-    all-to-all; ``nccl``: NCCL's choice where its tuner chose)."""
+    all-to-all; ``nccl``: NCCL's choice where its tuner chose; ``gpudirect``: whether its
+    network traffic moves with GPUDirect RDMA or is staged through host memory, as its flows
+    are to be routed)."""
 
     algorithm: str
     protocol: str
@@ -426,6 +452,7 @@ class CollectivePlan:
     costs: CollectiveCosts
     workload: Workload
     nccl: NcclChoice | None = None
+    gpudirect: bool = True
 
 
 def collective_workload(
@@ -450,6 +477,7 @@ def collective_workload(
     communicator: Sequence[str] | None = None,
     dtype: str = "float",
     redop: str = "sum",
+    gpudirect: bool | None = None,
 ) -> CollectivePlan:
     """The flows of one collective on ``topology``, laid out as every caller lays it out.
 
@@ -474,7 +502,7 @@ def collective_workload(
         without ``ranks`` every GPU of ``topology``: as in
         nccl-tests' ``sendrecv_perf``, each sends to the next at once, the plan's ``ranks`` being
         the pair :func:`send_pair` picks, and its workload holds every pair's send.
-    dtype, redop : str
+    dtype, redop, gpudirect
         See :func:`collective_time`.
 
     Use it to place a collective inside a larger workload (a training step's gradient
@@ -490,9 +518,6 @@ def collective_workload(
         raise InputError(f"give either costs or protocol {protocol!r}, not both")
     # nccl-tests' sendrecv_perf (a send without ranks): every rank sends to the next at once.
     ring_of_sends: tuple[str, ...] = ()
-    same_send = functools.partial(collective_workload, topology, "send", algorithm=algorithm,
-                                  protocol=protocol, channels=channels, slices=slices, costs=costs, model=model,
-                                  nccl_env=nccl_env, nccl_version=nccl_version, router=router)
     if ranks is None:
         gpus = [topology.node_names[g] for g in topology.gpus()]
         ranks = send_pair(topology, gpus) if collective == "send" else gpus
@@ -503,10 +528,16 @@ def collective_workload(
     ranks = tuple(ranks)
     if len(ranks) < 2:
         raise InputError(f"{collective} needs at least 2 ranks, got {len(ranks)}")
+    if gpudirect is None:
+        gpudirect = gpudirect_rdma(topology, communicator if communicator is not None else ranks,
+                                   nccl_env=merged_env(topology, nccl_env), version=nccl_version, router=router)
+    same_send = functools.partial(collective_workload, topology, "send", algorithm=algorithm,
+                                  protocol=protocol, channels=channels, slices=slices, costs=costs, model=model,
+                                  nccl_env=nccl_env, nccl_version=nccl_version, router=router, gpudirect=gpudirect)
     choice: NcclChoice | None = None
     if costs is None and collective in TUNED_COLLECTIVES:
         choice = _nccl(topology, collective, size_bytes, ranks, algorithm, protocol, model, nccl_env, nccl_version,
-                       dtype, redop, router)
+                       dtype, redop, router, gpudirect)
     if choice is not None:
         if algorithm == "auto":
             algorithm = choice.algorithm
@@ -531,7 +562,7 @@ def collective_workload(
         # the communicator of all the ranks (an nccl-tests sendrecv's, not its busiest pair's).
         env = merged_env(topology, nccl_env)
         p2p = p2p_channels(topology, tuple(communicator) if communicator is not None else ranks, nccl_env=env,
-                           version=nccl_version, router=router)
+                           version=nccl_version, router=router, gpudirect=gpudirect)
         p2p_sends = p2p.for_send(peer_bytes)
     if protocol == "auto":
         protocol = "simple" if costs is not None else _p2p_protocol(peer_bytes, channels or p2p_sends or None)
@@ -550,7 +581,8 @@ def collective_workload(
                         for src, dst, part in round_] for round_ in hypercube_rounds(ranks, size_bytes)]
         final = round_plans[-1][0]  # the largest round's send, for the row's protocol and channels
         cube = hypercube_workload([[plan.workload for plan in round_] for round_ in round_plans])
-        return CollectivePlan("p2p", final.protocol, final.channels, cube.tags["model"][0], ranks, final.costs, cube)
+        return CollectivePlan("p2p", final.protocol, final.channels, cube.tags["model"][0], ranks, final.costs, cube,
+                              gpudirect=gpudirect)
     # NCCL's channel count, and each channel's share of its bus bandwidth as a rate cap, for
     # the rings and trees NCCL's choice names. NCCL's channels that run the same ring are
     # identical copies (the search duplicates them, src/graph/search.cc): flowsim lays them
@@ -581,7 +613,7 @@ def collective_workload(
         # NCCL's search starts channel c on NIC c mod nNets, trees as rings: each channel's
         # chain has its head, which talks to the other servers, on the next NIC.
         first = [r for r in ranks if topology_servers[r] == topology_servers[ranks[0]]]
-        options["offsets"] = nic_spread_offsets(topology.node_nic[topology.node_ids(first)].tolist())
+        options["offsets"] = _nic_offsets(topology, first, gpudirect)
     if "rails" in entry.options and len(set(topology_servers.values())) > 1 \
             and not _mesh_orders(topology, ranks, topology_servers):
         # NCCL's rings leave a server through the NIC they came in by (docs/hardware.md §7.4).
@@ -614,7 +646,7 @@ def collective_workload(
             options["orders"] = [tuple(o) for o in orders]
             n_channels = len(options["orders"]) if channels is None else channels
         elif entry.ring_ordered:
-            options["orders"] = _ring_orders(topology, ranks, topology_servers, channels)
+            options["orders"] = _ring_orders(topology, ranks, topology_servers, channels, gpudirect)
             n_channels = len(options["orders"])
         elif entry.name in ("nvls", "nvls_tree", "nvls_sharp", "pat") and choice is not None and channels is None:
             # NVLS channels pull from the one switch with no per-channel figure, and PAT's
@@ -768,7 +800,7 @@ def collective_workload(
                 others.append(other.workload.renamed(f"{src}->{dst}."))
         workload = Workload.concat([workload, *others])
     return CollectivePlan(entry.name, chosen[0], reported or n_channels, workload.tags["model"][0], ranks, chosen[1],
-                          workload, choice)
+                          workload, choice, gpudirect)
 
 
 #: Messages an NVLS or NVLSTree call may be laid out in where NCCL's chunks would give more
@@ -794,7 +826,7 @@ P2P_LL_THRESHOLD = 16384
 
 def _nccl(topology: Topology, collective: str, size_bytes: float, ranks: tuple[str, ...], algorithm: str | None,
           protocol: str, model: str, nccl_env: Mapping[str, str] | None, nccl_version: str, dtype: str, redop: str,
-          router: Router | None) -> NcclChoice | None:
+          router: Router | None, gpudirect: bool) -> NcclChoice | None:
     """NCCL's choice among the algorithms flowsim builds for ``collective`` (only ``algorithm``
     when one is named; only rings for ``model="stream"``) and the protocols allowed (only
     ``protocol`` when one is named). None when an algorithm is named that NCCL's model does
@@ -818,7 +850,7 @@ def _nccl(topology: Topology, collective: str, size_bytes: float, ranks: tuple[s
         env.pop("NCCL_ALGO", None)
     try:
         return nccl_choice(topology, collective, size_bytes, ranks=ranks, nccl_env=env, version=nccl_version,
-                           allowed=allowed, router=router, dtype=dtype, redop=redop)
+                           allowed=allowed, router=router, dtype=dtype, redop=redop, gpudirect=gpudirect)
     except NoNcclChoice:
         if algorithm == "auto":
             raise

@@ -41,9 +41,16 @@ def rotated_rings(
     return [tuple(r for g in groups for r in g[k % len(g) :] + g[: k % len(g)]) for k in rotations]
 
 
-def nic_spread_offsets(nics: Sequence[int]) -> list[int]:
+def nic_spread_offsets(nics: Sequence[int], uplinks: Sequence[int] | None = None) -> list[int]:
     """Rotations of one server's ranks (``nics[i]``: the NIC local rank ``i`` leaves through)
     whose rings enter the server through its NICs in turn.
+
+    ``uplinks[i]``, where given, names the PCIe uplink NIC ``nics[i]`` sits behind: the NICs
+    are then taken one per uplink in turn (the first NIC behind each, then the second...).
+    Staged through host memory, a channel's traffic in and out of the server crosses its
+    NIC's uplink twice, and NCCL's search passes over a NIC whose uplink is full for the next
+    one ([NCCL] src/graph/search.cc ``ncclTopoSearchRecNet``), so its channels spread over
+    the uplinks first.
 
     NCCL's search starts channel ``c`` on NIC ``c mod nNets`` ([NCCL] src/graph/search.cc
     ``nets[(graph->nChannels + i) % netCount]``), so consecutive channels cross different
@@ -63,6 +70,11 @@ def nic_spread_offsets(nics: Sequence[int]) -> list[int]:
         position.append(seen.get(nic, 0))
         seen[nic] = position[-1] + 1
     order = list(dict.fromkeys(nics))
+    if uplinks is not None:
+        behind = {nic: uplinks[nics.index(nic)] for nic in order}
+        groups = list(dict.fromkeys(behind[nic] for nic in order))
+        place = {nic: [n for n in order if behind[n] == behind[nic]].index(nic) for nic in order}
+        order.sort(key=lambda nic: (place[nic], groups.index(behind[nic])))
     return sorted(range(len(nics)), key=lambda i: (position[i], order.index(nics[i])))
 
 

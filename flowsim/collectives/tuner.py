@@ -62,6 +62,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import re
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -97,8 +98,11 @@ __all__ = [
     "NvlsTuning",
     "P2P_NVLINK_BYTES_PER_CYCLE",
     "P2P_PER_CHANNEL_NET_GBPS",
+    "PATH_TYPES",
     "P2pChannels",
+    "GDR_ENV_KEYS",
     "check_reduction",
+    "check_routed_env",
     "communicator_channels",
     "describe_system",
     "half_block_nvlink_GBps",
@@ -108,6 +112,8 @@ __all__ = [
     "nvls_refusal",
     "nvls_tuning",
     "p2p_channels",
+    "gpudirect_rdma",
+    "nic_path_types",
 ]
 
 # Names NCCL_ALGO and NCCL_PROTO accept ([NCCL] src/enqueue.cc ncclAlgoStr, ncclProtoStr).
@@ -170,6 +176,9 @@ class NcclSystem:
     nic_pxn : bool
         Some GPU of that server has such a path: the others can reach a NIC through it over
         NVLink (NCCL's PXN, ``PATH_PXN``) rather than through the CPU.
+    gpudirect : bool
+        The GPUs' network traffic moves with GPUDirect RDMA (:func:`gpudirect_rdma`); False
+        where it is staged through host memory, which NCCL's paths then cross.
     sharp : bool
         The ranks span servers and every rank leaves its server through a NIC cabled to an
         InfiniBand switch that reduces in the network (SHARP v2 on HDR, v3 on NDR, v4 on XDR,
@@ -188,6 +197,7 @@ class NcclSystem:
     nic_near: bool = True
     nic_pxn: bool = True
     sharp: bool = False
+    gpudirect: bool = True
 
     @property
     def compcap(self) -> str:
@@ -407,8 +417,8 @@ class _Loads:
     """Per-link load of one channel of a pattern, and the links' NCCL bandwidths."""
 
     def __init__(self, topology: Topology, router: Router, pairs: list[tuple[str, str]], weights: list[float],
-                 constants: NcclConstants):
-        routes = router.route([s for s, _ in pairs], [d for _, d in pairs], method="shortest")
+                 constants: NcclConstants, gpudirect: bool = True):
+        routes = router.route([s for s, _ in pairs], [d for _, d in pairs], method="shortest", gpudirect=gpudirect)
         load = np.zeros(topology.n_links)
         for i, weight in enumerate(weights):
             np.add.at(load, routes.flow_link_indices[routes.flow_link_indptr[i]:routes.flow_link_indptr[i + 1]],
@@ -519,8 +529,11 @@ def _route_bandwidths(topology: Topology, routes: Routes, constants: NcclConstan
 
 
 def _graphs(topology: Topology, ranks: Sequence[str], system: NcclSystem, constants: NcclConstants,
-            router: Router) -> dict[str, NcclGraph]:
-    """The ring, tree and (where NVLS runs) NVLS graphs of ``ranks``."""
+            router: Router, gpudirect: bool = True) -> dict[str, NcclGraph]:
+    """The ring, tree and (where NVLS runs) NVLS graphs of ``ranks``; without ``gpudirect``
+    the paths between GPUs and NICs go through host memory, as NCCL's do without GPUDirect
+    RDMA ([NCCL] src/graph/paths.cc ``ncclTopoComputePaths``: ``addInterStep`` through the
+    GPU's CPU)."""
     servers = rank_servers(topology, ranks)
     inter = system.n_nodes > 1
     speeds = (constants.speeds_inter if inter else constants.speeds_intra)[system.compcap]
@@ -543,14 +556,14 @@ def _graphs(topology: Topology, ranks: Sequence[str], system: NcclSystem, consta
         for i, src in enumerate(order):
             ring_pairs.append((src, order[(i + 1) % len(order)]))
             ring_weights.append(1.0 / len(orders))
-    ring_loads = _Loads(topology, router, ring_pairs, ring_weights, constants)
+    ring_loads = _Loads(topology, router, ring_pairs, ring_weights, constants, gpudirect)
     gpu0 = ranks[0]
     first_group = groups[servers[gpu0]]
     # system->maxBw (src/graph/search.cc ncclTopoSearchInit): across servers the paths from
     # the GPUs to their NICs (the slowest of them here; NCCL takes the fastest, the same on
     # servers whose GPUs each have a NIC path alike), inside one the fastest to another GPU.
     if inter:
-        max_bw = _nic_paths(topology, router, first_group, constants)[0]
+        max_bw = _nic_paths(topology, router, first_group, constants, gpudirect)[0]
     elif len(first_group) > 1:
         max_bw = max(_path_bandwidths(topology, router, [(gpu0, g) for g in first_group[1:]], constants))
     else:
@@ -583,7 +596,7 @@ def _graphs(topology: Topology, ranks: Sequence[str], system: NcclSystem, consta
             if inter:
                 switch_pairs.append((rank, topology.node_names[int(topology.node_nic[topology.node_id(rank)])]))
                 switch_weights.append(1.0 / len(groups[servers[rank]]))
-        nvls_loads = _Loads(topology, router, switch_pairs, switch_weights, constants)
+        nvls_loads = _Loads(topology, router, switch_pairs, switch_weights, constants, gpudirect)
         graphs["nvls"] = _search(nvls_loads, speeds, pattern="nvls", min_channels=1 if inter else heads,
                                  max_channels=heads, max_bw=max_bw, total_bw=tree_total, sm=system.sm)
     return graphs
@@ -687,7 +700,7 @@ NCCL_ENV_KEYS = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE", "NCCL_MIN_NCHANN
                  "NCCL_MIN_P2P_NCHANNELS", "NCCL_MAX_P2P_NCHANNELS", "NCCL_P2P_PER_CHANNEL_NET_BW",
                  "NCCL_BUFFSIZE", "NCCL_LL_BUFFSIZE", "NCCL_LL128_BUFFSIZE", "NCCL_P2P_NET_CHUNKSIZE",
                  "NCCL_P2P_NVL_CHUNKSIZE", "NCCL_P2P_PCI_CHUNKSIZE", "NCCL_NVLS_CHUNKSIZE",
-                 "NCCL_NVLSTREE_MAX_CHUNKSIZE")
+                 "NCCL_NVLSTREE_MAX_CHUNKSIZE", "NCCL_NET_GDR_LEVEL", "NCCL_NET_GDR_C2C")
 # Each protocol's buffer variable ([NCCL] src/init.cc computeBuffSizes).
 _BUFFER_KEYS = {"ll": "NCCL_LL_BUFFSIZE", "ll128": "NCCL_LL128_BUFFSIZE", "simple": "NCCL_BUFFSIZE"}
 # The point-to-point chunk's variable by path ([NCCL] src/init.cc computeBuffSizes).
@@ -696,6 +709,12 @@ _P2P_CHUNK_KEYS = {"net": "NCCL_P2P_NET_CHUNKSIZE", "nvlink": "NCCL_P2P_NVL_CHUN
 _CHUNK_KEYS = (*_P2P_CHUNK_KEYS.values(), "NCCL_NVLS_CHUNKSIZE", "NCCL_NVLSTREE_MAX_CHUNKSIZE")
 # Chunk variables whose NCCL default is -2, "unset" ([NCCL] v2.30.7-1 src/transport/nvls.cc).
 _UNSET_BY_MINUS_TWO = ("NCCL_NVLSTREE_MAX_CHUNKSIZE",)
+#: NCCL's path types, nearest first ([NCCL] v2.30.7-1 src/graph/topo.cc ``topoPathTypeStr``):
+#: the names ``NCCL_NET_GDR_LEVEL`` takes.
+PATH_TYPES = ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS")
+# NCCL_NET_GDR_LEVEL given as a number, the older numbering ([NCCL] src/graph/paths.cc
+# levelsOldToNew; a number above 5 counts as 5).
+_OLD_PATH_LEVELS = ("LOC", "PIX", "PXB", "PHB", "SYS", "SYS")
 
 
 def _parse_list(value: str, names: Mapping[str, str], key: str, collective: str) -> set[str]:
@@ -753,8 +772,9 @@ class NcclEnv:
             self.algorithms(collective)
             self.protocols(collective)
         for key in NCCL_ENV_KEYS:
-            if key not in ("NCCL_ALGO", "NCCL_PROTO"):
+            if key not in ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NET_GDR_LEVEL"):
                 self.integer(key)
+        self.gdr_level()
         self.buffers()
         for key in _CHUNK_KEYS:
             self.chunk(key, 0)
@@ -785,6 +805,22 @@ class NcclEnv:
         if value < 128:
             raise InputError(f"NCCL environment: {key}={value} is under 128 bytes (one line)")
         return value
+
+    def gdr_level(self) -> str | None:
+        """``NCCL_NET_GDR_LEVEL`` as a path type of :data:`PATH_TYPES`: its name, or a number in
+        NCCL's older numbering (0 ``LOC`` ... 4 ``SYS``; [NCCL] src/graph/paths.cc
+        ``ncclGetLevel``); None where unset. NCCL ignores a value that is neither; flowsim
+        refuses it."""
+        value = self.values.get("NCCL_NET_GDR_LEVEL")
+        if value is None:
+            return None
+        if value in PATH_TYPES:
+            return value
+        number = re.match(r"[0-9]+", value)
+        if number is None:
+            raise InputError(f"NCCL environment: NCCL_NET_GDR_LEVEL={value!r} is none of NCCL's path types "
+                             f"({', '.join(PATH_TYPES)}) nor a number")
+        return _OLD_PATH_LEVELS[min(int(number.group()), len(_OLD_PATH_LEVELS) - 1)]
 
     def integer(self, *keys: str) -> int | None:
         for key in keys:
@@ -1127,6 +1163,116 @@ def _sm100_nvls_tree(system: NcclSystem, channels: int) -> tuple[int, int, int]:
     return channels, chunk, tree_max
 
 
+def nic_path_types(topology: Topology, ranks: Sequence[str], router: Router | None = None) -> dict[str, str]:
+    """NCCL's type (:data:`PATH_TYPES`) of the path from each of ``ranks`` to the NIC it
+    leaves its server by, taken peer-to-peer: ``PIX`` through one PCIe switch, ``PXB``
+    through several, ``P2C`` from a GPU on NVLink-C2C through its CPU's PCIe, ``PHB``
+    through one CPU, ``SYS`` across CPUs ([NCCL] src/graph/paths.cc ``ncclTopoComputePaths``).
+    Ranks without a NIC are left out."""
+    with_nic = [r for r in ranks if topology.node_nic[topology.node_id(r)] >= 0]
+    if not with_nic:
+        return {}
+    router = router or Router(topology)
+    nics = [topology.node_names[int(topology.node_nic[topology.node_id(r)])] for r in with_nic]
+    routes = router.route(with_nic, nics, method="shortest")
+    types = {}
+    for i, rank in enumerate(with_nic):
+        links = routes.route(i).tolist()
+        passed = [int(topology.node_kind[topology.link_dst[link]]) for link in links[:-1]]
+        cpus = passed.count(NodeKind.CPU)
+        if cpus > 1:
+            types[rank] = "SYS"
+        elif cpus == 1:
+            types[rank] = "P2C" if topology.link_technology[links[0]] == "nvlink_c2c" else "PHB"
+        else:
+            types[rank] = "PXB" if passed.count(NodeKind.PCIE_SWITCH) > 1 else "PIX"
+    return types
+
+
+def _relayed(topology: Topology, types: dict[str, str], router: Router | None) -> dict[str, str]:
+    """``types`` with a GPU whose NIC is behind a CPU (``PHB``, ``SYS``) given the type of a
+    GPU of its server that reaches that NIC under PCIe switches, where NVLink joins the two:
+    NCCL's PXN path, whose GPUDirect RDMA turns on the relaying GPU's distance ([NCCL]
+    src/graph/paths.cc ``ncclTopoComputePaths``, ``ncclTopoCheckGdr``)."""
+    far = [rank for rank, kind in types.items() if kind in ("PHB", "SYS")]
+    if not far:
+        return types
+    nvlinked = {int(g) for g in topology.gpus()
+                if np.any(topology.link_tier[topology.links_from(int(g))] == LinkTier.SCALE_UP)}
+    servers = {int(topology.node_server[topology.node_id(rank)]) for rank in far}
+    peers = [topology.node_names[g] for g in nvlinked if int(topology.node_server[g]) in servers]
+    near = {peer: kind for peer, kind in nic_path_types(topology, peers, router).items() if kind in ("PIX", "PXB")}
+    out = dict(types)
+    for rank in far:
+        node = topology.node_id(rank)
+        if node not in nvlinked:
+            continue
+        relays = [kind for peer, kind in near.items()
+                  if topology.node_nic[topology.node_id(peer)] == topology.node_nic[node]
+                  and topology.node_server[topology.node_id(peer)] == topology.node_server[node]]
+        if relays:
+            out[rank] = relays[0]
+    return out
+
+
+def gpudirect_rdma(
+    topology: Topology,
+    ranks: Sequence[str] | None = None,
+    *,
+    nccl_env: Mapping[str, str] | None = None,
+    version: str = DEFAULT_NCCL_VERSION,
+    router: Router | None = None,
+) -> bool:
+    """Whether NCCL moves the network traffic of ``ranks`` (default every GPU) with GPUDirect
+    RDMA, its NIC reading and writing GPU memory, rather than staging it through host memory.
+
+    NCCL's ``ncclTopoCheckGdr`` ([NCCL] src/graph/paths.cc) allows it where the GPU's path to
+    the NIC (:func:`nic_path_types`; for a GPU that reaches it through a peer over NVLink,
+    NCCL's PXN, the peer's) is no farther than ``NCCL_NET_GDR_LEVEL``, by default ``PXB``:
+    under PCIe switches, not through a CPU. A GPU on NVLink-C2C whose NIC hangs off
+    its CPU (a Grace Hopper or Grace Blackwell) counts as near with ``NCCL_NET_GDR_C2C=1``:
+    the default from v2.27.3-1 (a ``P2C`` path; from v2.29.2-1 the default level is
+    ``P2C``), off by default in v2.26 (where such a path is ``PHB``), unknown before. flowsim
+    routes one server's network traffic one way: staged when any rank's path is too far.
+    ``NCCL_NET_GDR_LEVEL=LOC`` turns it off for every path, as where the GPU driver cannot
+    give the NIC GPU memory (no ``nvidia-peermem`` or DMA-BUF): then NCCL's INFO lines show
+    ``via NET/IB/0`` without ``/GDRDMA``. Ranks in one server, whose traffic does not leave
+    it, are True.
+    """
+    constants = constants_of(version)
+    env = NcclEnv(dict(nccl_env or {}))
+    ranks = [topology.node_names[g] for g in topology.gpus()] if ranks is None else list(ranks)
+    if len(set(rank_servers(topology, ranks).values())) < 2:
+        return True
+    c2c_param = _since(constants, (2, 26, 2))
+    c2c = env.integer("NCCL_NET_GDR_C2C")
+    if c2c is None:
+        c2c = 1 if _since(constants, (2, 27, 3)) else 0
+    level = env.gdr_level() or ("P2C" if c2c and _since(constants, (2, 29, 2)) else "PXB")
+    for distance in _relayed(topology, nic_path_types(topology, ranks, router), router).values():
+        if distance == "P2C" and not _since(constants, (2, 29, 2)):
+            # Before 2.29.2 a C2C GPU's path to its CPU's NIC counts as C2C where the
+            # parameter allows it (2.26: a PHB path from such a GPU; 2.27: a P2C one).
+            distance = "C2C" if c2c_param and c2c else "PHB" if not _since(constants, (2, 27, 3)) else distance
+        if PATH_TYPES.index(distance) > PATH_TYPES.index(level):
+            return False
+    return True
+
+
+#: The NCCL variables that decide GPUDirect RDMA (:func:`gpudirect_rdma`).
+GDR_ENV_KEYS = ("NCCL_NET_GDR_LEVEL", "NCCL_NET_GDR_C2C")
+
+
+def check_routed_env(nccl_env: Mapping[str, str] | None, instead: str) -> None:
+    """Refuse :data:`GDR_ENV_KEYS` in ``nccl_env`` where one route table serves every
+    collective (a training step's, a scenario's): GPUDirect RDMA is then the routes' own
+    option, which ``instead`` names."""
+    given = [key for key in GDR_ENV_KEYS if key in (nccl_env or {})]
+    if given:
+        raise InputError(f"NCCL environment: {given[0]} decides GPUDirect RDMA per collective, where these flows "
+                         f"are routed one way for all: set {instead} instead")
+
+
 def nccl_choice(
     topology: Topology,
     collective: str,
@@ -1140,6 +1286,7 @@ def nccl_choice(
     router: Router | None = None,
     dtype: str = "float",
     redop: str = "sum",
+    gpudirect: bool = True,
 ) -> NcclChoice:
     """What NCCL would run for ``collective`` of ``size_bytes`` (``S`` as nccl-tests counts
     it) on ``ranks`` (default every GPU of ``topology``), of ``dtype`` reduced by ``redop``.
@@ -1162,6 +1309,10 @@ def nccl_choice(
     dtype, redop : str
         nccl-tests' data type (:data:`DATA_TYPES`) and reduction (:data:`REDOPS`): NVLS and
         PAT run only the reductions they have (:func:`nvls_refusal`).
+    gpudirect : bool
+        Whether the ranks' network traffic moves with GPUDirect RDMA (as
+        :func:`gpudirect_rdma` decides), or is staged through host memory: NCCL's search
+        then sees the paths through the CPU, and LL128 stays inside servers.
 
     Returns
     -------
@@ -1178,7 +1329,7 @@ def nccl_choice(
     ranks = list(ranks)
     if len(ranks) < 2:
         raise InputError(f"{collective} needs at least 2 ranks, got {len(ranks)}")
-    system, graphs = _search_once(topology, ranks, constants, gpu_generation, router)
+    system, graphs = _search_once(topology, ranks, constants, gpu_generation, router, gpudirect)
     model = _model(system, graphs, constants, collective, env, dtype, redop)
     if allowed is not None:
         model = {key: value for key, value in model.items() if key[0] in allowed}
@@ -1221,15 +1372,17 @@ def communicator_channels(
     nccl_env: Mapping[str, str] | None = None,
     version: str = DEFAULT_NCCL_VERSION,
     router: Router | None = None,
+    gpudirect: bool = True,
 ) -> tuple[int, int]:
     """The communicator's ring and tree channels and its NVLS channels (0 where NCCL runs no
     NVLS), as NCCL's INFO line prints them once it has set its tuning model: ``16 coll
-    channels, 16 collnet channels, 16 nvls channels, ...`` ([NCCL] src/init.cc)."""
+    channels, 16 collnet channels, 16 nvls channels, ...`` ([NCCL] src/init.cc); ``gpudirect``
+    as :func:`nccl_choice`'s."""
     constants = constants_of(version)
     env = NcclEnv(dict(nccl_env or {}))
     env.check()
     ranks = [topology.node_names[g] for g in topology.gpus()] if ranks is None else list(ranks)
-    system, graphs = _search_once(topology, ranks, constants, None, router)
+    system, graphs = _search_once(topology, ranks, constants, None, router, gpudirect)
     nvls = "nvls" in graphs and env.integer("NCCL_NVLS_ENABLE") != 0 and graphs["nvls"].n_channels > 0
     return _comm_channels(system, graphs, constants, env), nvls_tuning(system, constants, env).n_channels if nvls else 0
 
@@ -1256,36 +1409,42 @@ def _searched(topology: Topology) -> dict[tuple, Any]:
 
 
 def _search_once(topology: Topology, ranks: Sequence[str], constants: NcclConstants, gpu_generation: str | None,
-                 router: Router | None) -> tuple[NcclSystem, dict[str, NcclGraph]]:
-    """:func:`describe_system` and :func:`_graphs`, computed once per topology and ranks."""
+                 router: Router | None, gpudirect: bool = True) -> tuple[NcclSystem, dict[str, NcclGraph]]:
+    """:func:`describe_system` and :func:`_graphs`, computed once per topology, ranks and
+    GPUDirect RDMA."""
     searched = _searched(topology)
-    key = (tuple(ranks), constants.version, gpu_generation)
+    key = (tuple(ranks), constants.version, gpu_generation, gpudirect)
     if key not in searched:
         router = router or Router(topology)
         system = describe_system(topology, ranks, gpu_generation=gpu_generation)
-        graphs = _graphs(topology, ranks, system, constants, router)
+        graphs = _graphs(topology, ranks, system, constants, router, gpudirect)
         if system.n_nodes > 1:
             servers = rank_servers(topology, ranks)
             first = [r for r in ranks if servers[r] == servers[ranks[0]]]
-            net_GBps, nic_near, nic_pxn = _nic_paths(topology, router, first, constants)
-            system = dataclasses.replace(system, net_GBps=net_GBps, nic_near=nic_near, nic_pxn=nic_pxn)
+            net_GBps, nic_near, nic_pxn = _nic_paths(topology, router, first, constants, gpudirect)
+            system = dataclasses.replace(system, net_GBps=net_GBps, nic_near=nic_near, nic_pxn=nic_pxn,
+                                         gpudirect=gpudirect)
         searched[key] = (system, graphs)
     return searched[key]
 
 
 def _nic_paths(topology: Topology, router: Router, gpus: Sequence[str],
-               constants: NcclConstants) -> tuple[float, bool, bool]:
+               constants: NcclConstants, gpudirect: bool = True) -> tuple[float, bool, bool]:
     """The paths from ``gpus`` (one server's) to their NICs: the slowest one's NCCL bandwidth
     (GB/s; ``minNetBw``, [NCCL] src/graph/topo.cc ``ncclTopoGetMinNetBw``), whether all stay
     under PCIe switches (``PATH_PXB`` or nearer: no CPU on the way) and whether one does.
 
     A path ends at NCCL's NET node, behind the NIC's link at its line rate (``ncclTopoAddNet``
     connects NIC and NET with ``LINK_NET`` at the port's speed, [NCCL] src/graph/topo.cc,
-    2.23.4): a 100 Gb/s NIC behind a PCIe Gen4 x16 link is a 12.5 GB/s path, not 24."""
+    2.23.4): a 100 Gb/s NIC behind a PCIe Gen4 x16 link is a 12.5 GB/s path, not 24.
+    Without ``gpudirect`` the paths go through the GPU's CPU and host memory (``PATH_PHB``),
+    and no GPU offers its NIC to the others (PXN needs GPUDirect RDMA on the GPU that
+    relays, [NCCL] src/graph/paths.cc)."""
     nics = [int(topology.node_nic[topology.node_id(g)]) for g in gpus]
     if min(nics) < 0:
         raise InputError(f"rank {gpus[nics.index(min(nics))]!r} has no NIC to leave its server through")
-    routes = router.route(list(gpus), [topology.node_names[nic] for nic in nics], method="shortest")
+    routes = router.route(list(gpus), [topology.node_names[nic] for nic in nics], method="shortest",
+                          gpudirect=gpudirect)
     line_rates = {nic: max((_nccl_link_bw(topology, int(link), constants) for link in topology.links_from(nic)
                             if topology.link_tier[link] == LinkTier.SCALE_OUT), default=math.inf)
                   for nic in set(nics)}
@@ -1487,6 +1646,7 @@ def p2p_channels(
     nccl_env: Mapping[str, str] | None = None,
     version: str = DEFAULT_NCCL_VERSION,
     router: Router | None = None,
+    gpudirect: bool = True,
 ) -> P2pChannels:
     """NCCL's point-to-point channels in a communicator of ``ranks`` on ``topology``.
 
@@ -1508,11 +1668,12 @@ def p2p_channels(
     channels. The servers are taken to be alike: the pairs looked at are those of the first
     server with two ranks. flowsim's servers reach the network through one NIC per GPU (a
     system file's NICs per GPU are one, of their summed speed), so a GPU's NIC count is one.
+    ``gpudirect`` as :func:`nccl_choice`'s.
     """
     constants = constants_of(version)
     env = NcclEnv(dict(nccl_env or {}))
     ranks = list(ranks)
-    system, graphs = _search_once(topology, ranks, constants, None, router)
+    system, graphs = _search_once(topology, ranks, constants, None, router, gpudirect)
     raw = _comm_channels(system, graphs, constants, env)
     most, least = env.integer("NCCL_MAX_P2P_NCHANNELS"), env.integer("NCCL_MIN_P2P_NCHANNELS")
     if most is not None:

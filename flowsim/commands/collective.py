@@ -40,7 +40,7 @@ from flowsim.collectives.report import (
     table_header,
     table_row,
 )
-from flowsim.collectives.tuner import REDOPS, describe_system, system_env_taken
+from flowsim.collectives.tuner import REDOPS, describe_system, gpudirect_rdma, merged_env, system_env_taken
 from flowsim.commands.argtypes import (
     add_cluster_arguments,
     add_failure_arguments,
@@ -266,6 +266,8 @@ def run_collective(args: argparse.Namespace) -> int:
             print(table_row(row), flush=True)
     ran = sorted({r.algorithm for r in rows})
     algorithm = ran[0] if len(ran) == 1 else " and ".join(ran)
+    # As every row's collective decided it (the same ranks and environment for each).
+    gpudirect = gpudirect_rdma(topology, nccl_env=merged_env(topology, nccl_env), version=args.nccl_version)
     if args.json:
         print(
             rows_to_json(
@@ -283,11 +285,15 @@ def run_collective(args: argparse.Namespace) -> int:
                 nccl_version=args.nccl_version,
                 gpus_per_thread=args.ngpus,
                 failures=failures,
+                gpudirect=gpudirect,
             )
         )
     else:
         models = " and ".join(sorted({r.model for r in rows}))
         print(f"# Ran                  : {algorithm} ({models})")
+        if not gpudirect:
+            print("# GPUDirect RDMA       : off, network traffic staged through host memory (a GPU's path to its NIC "
+                  "is farther than NCCL_NET_GDR_LEVEL allows)")
         bound = [r for r in rows if r.launch_bound]
         if bound:
             print(f"# Launch-bound         : {len(bound)} size(s) up to {bound[-1].size_bytes} B take the host's "

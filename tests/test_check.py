@@ -1824,6 +1824,25 @@ def test_network_connections_without_rdma_are_named(network, gdr, expected):
     assert notes == [] if expected is None else len(notes) == 1 and notes[0].startswith(expected)
 
 
+@pytest.mark.parametrize(("lines", "system", "counted", "expected"), [
+    # NCCL 2.19's SHM line, and 2.30.7's without the connection index: through host memory
+    # on an NVLink server.
+    (["Channel 00/0 : 0[0] -> 1[1] via SHM/direct/direct", "Channel 01 : 1[1] -> 2[2] via SHM/direct",
+      "Channel 00/0 : 2[2] -> 3[3] via P2P/CUMEM/read"], "dgx-h100", (("SHM", 2), ("P2P", 1)),
+     "2 of the 3 connections inside servers in NCCL's INFO lines go through host memory (via SHM), where the "
+     "prediction moves them over NVLink"),
+    (["Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read", "Channel 00/1 : 1[1] -> 2[2] via P2P/IPC"], "dgx-h100",
+     (("P2P", 2),), None),
+    # PCIe GPUs: NCCL's default P2P level (PXB) takes pairs across a CPU through host memory.
+    (["Channel 00/0 : 0[0] -> 1[1] via SHM/direct/direct"], "rtx4090_8x", (("SHM", 1),), None),
+])
+def test_connections_inside_servers_through_host_memory_are_named(lines, system, counted, expected):
+    log = _with_info(_typed_log(("float", "sum")), *lines)
+    assert parse_nccl_log(log).local_links == counted
+    notes = [w for w in check_nccl_log(log, system=system).warnings if "via SHM" in w]
+    assert notes == [] if expected is None else len(notes) == 1 and notes[0].startswith(expected)
+
+
 def test_nccl_tuning_lines_set_each_sizes_algorithm_and_protocol():
     # NCCL_DEBUG_SUBSYS=TUNING: rank 0's line per call. One DGX H100 ran a ring at 64 and 128
     # MiB (NCCL_ALGO=Ring, say) where the model's replay of NCCL's tuner takes NVLS.

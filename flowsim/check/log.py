@@ -153,6 +153,11 @@ class NcclTestLog:
         and ``[send] via NET/IB/0``), in order of first appearance.
     nccl_calls : tuple of NcclCall
         What NCCL's TUNING lines say it ran, in order.
+    local_links : tuple of (str, int)
+        Per transport NCCL's INFO lines name for connections inside a server (``P2P``: peer
+        to peer over NVLink or PCIe, ``Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read``;
+        ``SHM``: through host memory, ``via SHM/direct/direct``), how many they list, in
+        order of first appearance.
     """
 
     source: str
@@ -173,6 +178,7 @@ class NcclTestLog:
     nccl_channels: tuple[tuple[int, int], ...] = ()
     net_sends: tuple[tuple[str, int, int], ...] = ()
     nccl_calls: tuple[NcclCall, ...] = ()
+    local_links: tuple[tuple[str, int], ...] = ()
 
     @property
     def n_ranks(self) -> int:

@@ -136,6 +136,13 @@ _TUNING_NUMBERED = re.compile(
 # carries it ([NCCL] src/transport/net.cc: "Channel 00/0 : 7[7] -> 8[0] [send] via
 # NET/IB/0/GDRDMA"; the network's name may hold spaces, "NET/AWS Libfabric/0").
 _NET_SEND = re.compile(r"\bNCCL\s+INFO\s+Channel\s+\d+/\d+\s*:.*\[send\]\s+via\s+NET/(.+?)/\d+(?:\(\d+\))?(/GDRDMA)?")
+# NCCL's INFO line for each connection inside a server: "via P2P/CUMEM/read" (and P2P/IPC,
+# P2P/direct pointer, P2P/indirect), or "via SHM/direct/direct" through host memory
+# ([NCCL] src/transport/p2p.cc, src/transport/shm.cc; "Channel 00 : ..." without the
+# connection index in SHM's line of 2.30.7).
+_LOCAL_LINK = re.compile(
+    r"\bNCCL\s+INFO\s+Channel\s+\d+(?:/\d+)?\s*:\s*\d+\[\d+\]\s*->\s*\d+\[\d+\]\s+via\s+(P2P|SHM)/"
+)
 # nccl-tests 2.13 and later print the library's NCCL_VERSION_CODE ("nccl-library=22703").
 _LIBRARY_CODE = re.compile(r"\bnccl-library=(\d+)\b")
 # A binary name not inside another word ("all_reduce_perf_dgx.txt" names all_reduce_perf).
@@ -753,6 +760,7 @@ def _parse_text(
     env_clash: dict[str, int] = {}
     channels: set[tuple[int, int]] = set()  # (coll, nvls) channels of NCCL's INFO lines
     net_sends: dict[str, list[int]] = {}  # per network, connections with and without GPUDirect RDMA
+    local_links: dict[str, int] = {}  # per transport, connections inside a server
     choices: list[NcclCall] = []  # NCCL's TUNING lines
     shapes: set[tuple[int, int, int]] = set()  # (ranks, nodes, ranks of the node) of NCCL's comm lines
     fragments: list[int] = []
@@ -844,6 +852,8 @@ def _parse_text(
             choices.append(NcclCall(function or "", int(n_bytes), algorithm, protocol, None, False))
         elif net_match := _NET_SEND.search(stripped):
             net_sends.setdefault(net_match.group(1), [0, 0])[net_match.group(2) is None] += 1
+        elif local_match := _LOCAL_LINK.search(stripped):
+            local_links[local_match.group(1)] = local_links.get(local_match.group(1), 0) + 1
         elif layout is not None and avg is None and _ROW_START.match(stripped):
             rows.append(_row(stripped, source, number, layout, in_place_first))
         elif layout is not None and avg is None and _FRAGMENT.match(stripped):
@@ -919,6 +929,7 @@ def _parse_text(
         tuple(sorted(channels)),
         tuple((name, with_gdr, without) for name, (with_gdr, without) in net_sends.items()),
         tuple(choices),
+        tuple(local_links.items()),
     )
 
 

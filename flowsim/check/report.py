@@ -66,6 +66,7 @@ from flowsim.collectives.tuner import (
     NCCL_ENV_KEYS,
     REDOPS,
     communicator_channels,
+    describe_system,
     gpudirect_rdma,
     merged_env,
     nccl_choice,
@@ -651,6 +652,14 @@ def _info_notes(log: NcclTestLog, topology, gpus: list[str], options: dict, stag
                 "GPUDirect RDMA (no '/GDRDMA'): NCCL stages them through host memory, as where nvidia-peermem is not "
                 "loaded, where the prediction takes GPUDirect RDMA"
             )
+    through_memory = dict(log.local_links).get("SHM", 0)
+    if through_memory and describe_system(topology, gpus).intra == "nvlink":
+        total = sum(count for _, count in log.local_links)
+        lines.append(
+            f"{through_memory} of the {total} connections inside servers in NCCL's INFO lines go through host memory "
+            "(via SHM), where the prediction moves them over NVLink: NCCL's peer-to-peer transport was off for them "
+            "(NCCL_P2P_DISABLE or NCCL_P2P_LEVEL set, or peer access refused: a VM, a container without IPC, ACS)"
+        )
     return lines
 
 

@@ -255,13 +255,52 @@ def leaf_spine(
     return b.build()
 
 
-def resolve_fabric(fabric: str, n_nodes: int) -> str:
-    """``fabric`` with ``"auto"`` made concrete: ``"none"`` for one server, else ``"rail_optimized"``."""
+def resolve_fabric(
+    fabric: str,
+    n_nodes: int,
+    system: str | ServerSpec | None = None,
+    *,
+    switch: str | None = None,
+    su_size: int | None = None,
+    oversubscription: float = 1.0,
+) -> str:
+    """``fabric`` with ``"auto"`` made concrete: ``"none"`` for one server; for more,
+    ``"rail_optimized"``, unless ``system`` is given and its rail leaves do not fit the
+    switches (``switch``, ``su_size`` and ``oversubscription`` as :func:`build_cluster`'s)
+    where a ``"fat_tree"`` does: a rack-scale system's 72 rails a rack, say."""
     if fabric not in FABRICS:
         raise InputError(f"unknown fabric {fabric!r}; valid ones: {', '.join(FABRICS)}")
-    if fabric == "auto":
-        return "none" if n_nodes == 1 else "rail_optimized"
-    return fabric
+    if fabric != "auto":
+        return fabric
+    if n_nodes == 1:
+        return "none"
+    if system is not None:
+        spec = system if isinstance(system, ServerSpec) else preset_spec(system)
+        if spec.n_nics:
+            try:
+                _plan_compute(spec, "rail_optimized", n_nodes, switch, su_size, oversubscription, spec.n_nics)
+            except InputError:
+                try:
+                    _plan_compute(spec, "fat_tree", n_nodes, switch, su_size, oversubscription, spec.n_nics)
+                    return "fat_tree"
+                except InputError:
+                    pass
+    return "rail_optimized"
+
+
+def _plan_compute(spec: ServerSpec, fabric: str, n_nodes: int, switch: str | None, su_size: int | None,
+                  oversubscription: float, n_rails: int) -> tuple[_Tiers, int, SwitchModel]:
+    """The compute fabric's plan (tiers), the scalable unit's size and the switch model of
+    ``n_nodes`` servers of ``spec`` with ``n_rails`` compute NICs each; raises
+    :class:`~flowsim.errors.InputError` where the switches cannot hold them."""
+    model = switch_model(switch) if switch is not None else default_switch(spec.compute_nic)
+    size = model.radix // 2 if su_size is None else su_size
+    if fabric == "rail_optimized":
+        size = whole_number("su_size", size)
+        n_leaves = -(-n_nodes // size) * n_rails
+        return _plan_clos(n_leaves, down=size, oversubscription=oversubscription, switch=model,
+                          pod_size=n_rails), size, model
+    return _plan_packed(n_nodes * n_rails, oversubscription, model), size, model
 
 
 def default_switch(technology: str) -> SwitchModel:
@@ -315,7 +354,9 @@ def build_cluster(
         NICs fill leaves in order (``ib.leaf{i}``), half the radix each, with the same tiering
         (pods of radix/2 leaves). ``"none"``: no compute fabric. ``"auto"``: none for one
         server (its GPUs talk over its own NVLink and PCIe, never its compute NICs, so a
-        rack-scale system needs no fabric sized for its 72 NICs), rail-optimized for more.
+        rack-scale system needs no fabric sized for its 72 NICs), rail-optimized for more, or a
+        fat-tree where the rail leaves do not fit the switches and a fat-tree does (72 rails a
+        GB200 NVL72 rack; :func:`resolve_fabric`).
     switch : str, optional
         Switch model (:func:`flowsim.hardware.switch_names`); default: the model whose ports
         match the system's compute NICs (QM9700 for NDR; :func:`default_switch`). A cable between a NIC and a switch
@@ -337,7 +378,6 @@ def build_cluster(
     Topology
     """
     n_nodes = whole_number("n_nodes", n_nodes)
-    fabric = resolve_fabric(fabric, n_nodes)
     storage_targets = whole_number("storage_targets", storage_targets, minimum=0)
     if isinstance(system, ServerSpec):
         unknown = set(preset_options) - {"p2p"}
@@ -346,6 +386,7 @@ def build_cluster(
         spec = dataclasses.replace(system, **preset_options)
     else:
         spec = preset_spec(system, **preset_options)
+    fabric = resolve_fabric(fabric, n_nodes, spec, switch=switch, su_size=su_size, oversubscription=oversubscription)
     system = spec.name
     server = build_server(spec, figure=figure)
     rails = [server.node_names[n] for n in compute_nics(server)]
@@ -356,17 +397,8 @@ def build_cluster(
         if not rails:
             raise InputError(f"{fabric} compute fabric of {n_nodes} {system} servers: the server has no compute NICs")
         model = switch_model(switch) if switch is not None else default_switch(spec.compute_nic)
-        size = model.radix // 2 if su_size is None else su_size
-        if fabric == "rail_optimized":
-            size = whole_number("su_size", size)
         try:
-            if fabric == "rail_optimized":
-                n_leaves = -(-n_nodes // size) * len(rails)
-                compute = _plan_clos(
-                    n_leaves, down=size, oversubscription=oversubscription, switch=model, pod_size=len(rails)
-                )
-            else:
-                compute = _plan_packed(n_nodes * len(rails), oversubscription, model)
+            compute, size, _ = _plan_compute(spec, fabric, n_nodes, switch, su_size, oversubscription, len(rails))
         except InputError as err:
             hint = ""
             if fabric == "rail_optimized":

@@ -9,7 +9,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import maximum_flow
 
 from flowsim.errors import InputError
-from flowsim.fabrics import build_cluster, fat_tree, leaf_spine
+from flowsim.fabrics import build_cluster, fat_tree, leaf_spine, resolve_fabric
 from flowsim.hardware import LinkTier
 from flowsim.routing import route
 from flowsim.topology import NodeKind, TopologyBuilder
@@ -269,3 +269,16 @@ def test_a_rack_scale_system_on_rails_is_pointed_to_the_fabric_that_fits():
     with pytest.raises(InputError, match=re.escape(message)):
         build_cluster("gb200_nvl72", 1, figure="effective")
     assert build_cluster("gb200_nvl72", 2, figure="effective", fabric="fat_tree").n_servers == 2
+
+
+def test_auto_fabric_takes_a_fat_tree_where_rail_leaves_do_not_fit():
+    # Two GB200 NVL72 racks: 72 rails a rack are 144 rail leaves, more than a pod of 64-port
+    # spines holds (the error rail_optimized gives), where 144 NICs fill 5 leaves of a fat-tree.
+    assert resolve_fabric("auto", 2, "gb200_nvl72") == "fat_tree"
+    assert resolve_fabric("auto", 2, "dgx_h100") == "rail_optimized"
+    assert resolve_fabric("auto", 1, "gb200_nvl72") == "none"
+    assert resolve_fabric("auto", 2) == "rail_optimized"  # no system: the fit is not tried
+    with pytest.raises(InputError, match="does not fit 64-port spines.*fabric 'fat_tree' fits"):
+        build_cluster("gb200_nvl72", 2, figure="nominal", fabric="rail_optimized")
+    racks = build_cluster("gb200_nvl72", 2, figure="nominal", fabric="auto")
+    assert any(name.startswith("ib.leaf") for name in racks.node_names)

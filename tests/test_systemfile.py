@@ -186,9 +186,13 @@ def test_one_gb200_nvl72_rack_needs_no_compute_fabric(capsys):
     assert flowsim(["collective", "all_reduce", "--system", "gb200-nvl72", "-b", "1M", "-e", "1M"]) == 0
     out = capsys.readouterr().out
     assert "1 x gb200_nvl72, 72 ranks" in out and "none fabric" in out
-    # Two racks still need a fabric sized for their 144 NICs: the hint says which fits.
+    # Two racks need a fabric sized for their 144 NICs: a fat-tree, where rail leaves do not
+    # fit 64-port spines; asked for by name, the rail-optimized one says which fits.
     assert flowsim(["collective", "all_reduce", "--system", "gb200-nvl72", "--nodes", "2", "-b", "1M",
-                    "-e", "1M"]) == 2
+                    "-e", "1M"]) == 0
+    assert "2 x gb200_nvl72, 144 ranks, effective link rates, fat_tree fabric" in capsys.readouterr().out
+    assert flowsim(["collective", "all_reduce", "--system", "gb200-nvl72", "--nodes", "2", "-b", "1M",
+                    "-e", "1M", "--fabric", "rail_optimized"]) == 2
     assert "fabric 'fat_tree' fits" in capsys.readouterr().err
 
 

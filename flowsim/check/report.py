@@ -855,7 +855,7 @@ def check_log(
     devices, device_notes = _local_devices(log)
     layout = (1, 0) if spec is None else _host_layout(spec, devices)
     n_servers = -(-log.n_nodes // layout[0])
-    fabric = resolve_fabric(fabric, n_servers)
+    fabric = resolve_fabric(fabric, n_servers, server, switch=switch, oversubscription=oversubscription)
     intact = build_cluster(server, n_servers, figure=figure, fabric=fabric, switch=switch,
                            oversubscription=oversubscription)
     topology = apply_failures(intact, fail=fail, degrade=degrade)

@@ -193,7 +193,9 @@ def run_collective(args: argparse.Namespace) -> int:
     intact = build_cluster(server, figure=args.figure, **cluster)
     topology = failed_cluster(intact, args)
     failures = describe_changes(intact, topology)
-    nodes, fabric = cluster["n_nodes"], resolve_fabric(cluster["fabric"], cluster["n_nodes"])
+    nodes = cluster["n_nodes"]
+    fabric = resolve_fabric(cluster["fabric"], nodes, server, switch=cluster.get("switch"),
+                            su_size=cluster.get("su_size"), oversubscription=cluster.get("oversubscription", 1.0))
     per_host = (server if isinstance(server, ServerSpec) else preset_spec(server)).gpus_per_host
     if args.ngpus > per_host:
         raise InputError(f"-g {args.ngpus}: a nccl-tests thread drives GPUs of its own host, and each {system} host "

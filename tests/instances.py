@@ -69,3 +69,23 @@ def fat_tree_traffic(k, n_flows, load, seed):
     n_hosts = topology.nodes_of_kind(NodeKind.NIC).size
     arrivals_per_s = load * topology.link_capacity_Bps.max() * n_hosts / MEAN_SIZE_BYTES
     return topology, routes, size, np.cumsum(rng.exponential(1.0 / arrivals_per_s, n_flows))
+
+
+def two_host_h100_log(info=(), busbw="150.00", time_us="13421.8"):
+    """A constructed ``all_reduce_perf`` output of 16 H100 on two hosts (nccl-tests' layout,
+    ``src/util.cu``; not a measurement): one 1 GiB row at ``busbw`` (algbw = busbw x 8/15)
+    and ``time_us``, with ``info`` lines (NCCL's INFO texts, as a run with NCCL_DEBUG=INFO
+    prints them) before the table."""
+    lines = ["# nccl-tests version 2.17.8 nccl-headers=22902 nccl-library=22902",
+             "# nThread 1 nGpus 1 minBytes 1073741824 maxBytes 1073741824 step: 2(factor) warmup iters: 5 "
+             "iters: 20 agg iters: 1 validation: 1 graph: 0", "#", "# Using devices"]
+    lines += [f"#  Rank {r:2d} Group  0 Pid {100 + r:6d} on     box-{r // 8} device  {r % 8} [0000:{r:02x}:00] "
+              "NVIDIA H100 80GB HBM3" for r in range(16)]
+    lines += [f"box-0:100:110 [0] NCCL INFO {line}" for line in info]
+    algbw = f"{float(busbw) * 8 / 15:.2f}"
+    lines += ["#", "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   "
+              "algbw   busbw #wrong", "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)"
+              "            (us)  (GB/s)  (GB/s)",
+              f"  1073741824     268435456     float     sum      -1  {time_us:>7}  {algbw:>6}  {busbw:>6}      0  "
+              f"{time_us:>7}  {algbw:>6}  {busbw:>6}      0"]
+    return "\n".join(lines) + "\n"

@@ -26,12 +26,14 @@ from flowsim.check import (
     plot_history,
     read_history,
 )
+from flowsim.check.history import _history_lines
 from flowsim.check.log import RankInfo
 from flowsim.check.parse import _shape_of_listed, nccl_version_from_code
 from flowsim.check.report import LATENCY_TOLERANCE, default_system, time_bounds
 from flowsim.collectives import all_to_all_v_bytes
 from flowsim.commands.check import add_parser
 from flowsim.errors import InputError
+from instances import two_host_h100_log
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "nccl_tests"
 ALL_GATHER = DATA / "all_gather_perf_dgx_h100_1node.txt"
@@ -647,6 +649,22 @@ def test_plot_history(tmp_path):
     assert out.stat().st_size > 0
     with pytest.raises(InputError, match="no check of alltoall_perf"):
         plot_history(path, tmp_path / "none.png", binary="alltoall_perf")
+
+
+def test_plot_history_draws_a_line_per_size_and_block(tmp_path):
+    # A -d all -o all run prints a block of sizes per type and reduction: each block of a
+    # size is its own line, labelled with the block; a run of one block, by size alone.
+    path = tmp_path / "history.h5"
+    append_history(check_nccl_log(_typed_log(("float", "sum"), ("int8", "sum")), system="dgx-h100"), path)
+    history = read_history(path)
+    selected = np.isfinite(history.rows["ratio"])
+    lines = _history_lines(history.rows, selected)
+    assert [label for label, _ in lines] == ["64M float sum", "64M int8 sum", "128M float sum", "128M int8 sum"]
+    assert all(len(rows) == 1 for _, rows in lines)
+    single = tmp_path / "single.h5"
+    append_history(check_nccl_log(_typed_log(("float", "sum")), system="dgx-h100"), single)
+    plain = read_history(single)
+    assert [label for label, _ in _history_lines(plain.rows, np.isfinite(plain.rows["ratio"]))] == ["64M", "128M"]
 
 
 def test_plot_path_is_checked_before_the_history_is_read(tmp_path):
@@ -1841,6 +1859,22 @@ def test_connections_inside_servers_through_host_memory_are_named(lines, system,
     assert parse_nccl_log(log).local_links == counted
     notes = [w for w in check_nccl_log(log, system=system).warnings if "via SHM" in w]
     assert notes == [] if expected is None else len(notes) == 1 and notes[0].startswith(expected)
+
+
+@pytest.mark.parametrize(("devices", "expected"), [
+    # NCCL_IB_HCA=mlx5_0,mlx5_3 on two DGX H100: 2 of their 8 compute NICs.
+    ("[0]mlx5_0:1/IB [1]mlx5_3:1/IB", "NCCL's INFO lines list 2 network device(s) for a rank's IB transport"),
+    # All 8 and two storage ports, as NCCL lists them without NCCL_IB_HCA.
+    (" ".join(f"[{d}]mlx5_{d}:1/IB" for d in range(10)), None),
+])
+def test_fewer_network_devices_than_the_systems_nics_are_named(devices, expected):
+    log = two_host_h100_log([f"NET/IB : Using {devices} [RO]; OOB eth0:10.0.0.1<0>"])
+    assert parse_nccl_log(log).net_devices == (len(devices.split()),)
+    notes = [w for w in check_nccl_log(log, system="dgx-h100").warnings if "network device" in w]
+    assert notes == [] if expected is None else len(notes) == 1 and notes[0].startswith(expected)
+    # One host: no network between its GPUs, nothing to say.
+    one = _with_info(_typed_log(("float", "sum")), f"NET/IB : Using {devices} [RO]; OOB eth0:10.0.0.1<0>")
+    assert not [w for w in check_nccl_log(one, system="dgx-h100").warnings if "network device" in w]
 
 
 def test_nccl_tuning_lines_set_each_sizes_algorithm_and_protocol():

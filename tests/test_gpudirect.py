@@ -18,6 +18,7 @@ from flowsim.fabrics import build_cluster
 from flowsim.failures import apply_failures
 from flowsim.scenario import parse_scenario, run_scenario
 from flowsim.training import data_parallel_step
+from instances import two_host_h100_log
 
 GiB = 1 << 30
 
@@ -117,22 +118,13 @@ def test_check_flags_a_run_without_gdrdma_and_says_what_staging_gives():
     # (a constructed log: nccl-tests' layout, NCCL's INFO format of src/transport/net.cc),
     # at 150 GB/s busbw: the system can move more, so the rows are flagged, and the warning
     # says what the cluster moves staged through host memory, as it ran.
-    header = ["# nccl-tests version 2.17.8 nccl-headers=22902 nccl-library=22902",
-              "# nThread 1 nGpus 1 minBytes 1073741824 maxBytes 1073741824 step: 2(factor) warmup iters: 5 "
-              "iters: 20 agg iters: 1 validation: 1 graph: 0", "#", "# Using devices"]
-    header += [f"#  Rank {r:2d} Group  0 Pid {100 + r:6d} on     box-{r // 8} device  {r % 8} [0000:{r:02x}:00] "
-               "NVIDIA H100 80GB HBM3" for r in range(16)]
-    info = [f"box-0:100:110 [0] NCCL INFO Channel {c:02d}/0 : 7[7] -> 8[0] [send] via NET/IB/{c}" for c in range(2)]
-    table = ["#", "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   "
-             "algbw   busbw #wrong", "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)"
-             "            (us)  (GB/s)  (GB/s)",
-             "  1073741824     268435456     float     sum      -1  13421.8   80.00  150.00      0  13421.8   80.00  "
-             "150.00      0"]
-    log = "\n".join(header + info + table) + "\n"
+    log = two_host_h100_log([f"Channel {c:02d}/0 : 7[7] -> 8[0] [send] via NET/IB/{c}" for c in range(2)])
     report = check_nccl_log(log, system="dgx-h100", nccl_env={"NCCL_ALGO": "Ring"})
     assert report.rows[0].short
     staged = check_nccl_log(log, system="dgx-h100", nccl_env={"NCCL_ALGO": "Ring", "NCCL_NET_GDR_LEVEL": "LOC"})
     assert not staged.rows[0].short and not [w for w in staged.warnings if "GDRDMA" in w]
+    assert staged.nccl.endswith(", network traffic staged through host memory (no GPUDirect RDMA)")
+    assert "staged" not in report.nccl
     (cause,) = [w for w in report.warnings if "no '/GDRDMA'" in w]
     assert cause.endswith("where the prediction takes GPUDirect RDMA")
     (note,) = [w for w in report.warnings if w.startswith("staged through host memory")]

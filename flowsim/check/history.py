@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import datetime
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -291,7 +291,8 @@ def plot_history(
     system: str | None = None,
     sizes: Sequence[int] | None = None,
 ) -> Path:
-    """Plot measured / predicted busbw over time, one line per message size, and save it.
+    """Plot measured / predicted busbw over time, one line per message size (and per block of
+    an ``-r -1``, ``-d all`` or ``-o all`` run: its root, type and reduction), and save it.
 
     Parameters
     ----------
@@ -339,11 +340,10 @@ def plot_history(
         selected &= np.isin(rows["size_bytes"], list(sizes))
     fig = Figure(figsize=(9, 5), layout="constrained")
     ax = fig.add_subplot()
-    for i, size in enumerate(np.unique(rows["size_bytes"][selected]).tolist()):
-        these = np.flatnonzero(selected & (rows["size_bytes"] == size))
+    for i, (label, these) in enumerate(_history_lines(rows, selected)):
         # An object array of datetimes, as matplotlib makes of a list (its stubs take arrays only).
         times = np.array([datetime.datetime.fromtimestamp(when[c], datetime.UTC) for c in rows["check_id"][these]])
-        ax.plot(times, rows["ratio"][these], marker="o", color=f"C{i % 10}", label=_size_label(size))
+        ax.plot(times, rows["ratio"][these], marker="o", color=f"C{i % 10}", label=label)
     ax.axhline(1.0, color="0.5", linewidth=1)
     ax.axhline(1.0 - float(thresholds[-1]), color="C3", linestyle="--", linewidth=1, label="flag below")
     ax.axhline(1.0 + float(thresholds[-1]), color="C1", linestyle="--", linewidth=1, label="flag above")
@@ -354,6 +354,24 @@ def plot_history(
     fig.autofmt_xdate()
     fig.savefig(output, dpi=120)
     return output
+
+
+def _history_lines(rows: Mapping[str, np.ndarray], selected: np.ndarray) -> list[tuple[str, np.ndarray]]:
+    """The trend plot's lines: one per message size and block of rows (the root, data type
+    and reduction of an ``-r -1``, ``-d all`` or ``-o all`` run, which print a block of sizes
+    each), with its label (the size, and the block's where the rows hold several) and its
+    rows, in order of size and block."""
+    columns = [rows[name][selected].tolist() for name in ("size_bytes", "root", "dtype", "redop")]
+    keys = sorted({(int(size), int(root), str(dtype), str(redop)) for size, root, dtype, redop in zip(*columns,
+                                                                                                     strict=True)})
+    several = len({key[1:] for key in keys}) > 1
+    lines = []
+    for size, root, dtype, redop in keys:
+        these = np.flatnonzero(selected & (rows["size_bytes"] == size) & (rows["root"] == root)
+                               & (rows["dtype"] == dtype) & (rows["redop"] == redop))
+        block = " ".join(part for part in (dtype, redop, f"root {root}" if root >= 0 else "") if part)
+        lines.append((f"{_size_label(size)} {block}" if several and block else _size_label(size), these))
+    return lines
 
 
 def _size_label(size: int) -> str:

@@ -158,6 +158,10 @@ class NcclTestLog:
         to peer over NVLink or PCIe, ``Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read``;
         ``SHM``: through host memory, ``via SHM/direct/direct``), how many they list, in
         order of first appearance.
+    net_devices : tuple of int
+        The distinct counts of network devices NCCL's INFO lines say a rank's IB transport
+        uses (``NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ...``, after ``NCCL_IB_HCA``),
+        sorted; empty without them.
     """
 
     source: str
@@ -179,6 +183,7 @@ class NcclTestLog:
     net_sends: tuple[tuple[str, int, int], ...] = ()
     nccl_calls: tuple[NcclCall, ...] = ()
     local_links: tuple[tuple[str, int], ...] = ()
+    net_devices: tuple[int, ...] = ()
 
     @property
     def n_ranks(self) -> int:

@@ -143,6 +143,9 @@ _NET_SEND = re.compile(r"\bNCCL\s+INFO\s+Channel\s+\d+/\d+\s*:.*\[send\]\s+via\s
 _LOCAL_LINK = re.compile(
     r"\bNCCL\s+INFO\s+Channel\s+\d+(?:/\d+)?\s*:\s*\d+\[\d+\]\s*->\s*\d+\[\d+\]\s+via\s+(P2P|SHM)/"
 )
+# NCCL's INFO line listing the devices its IB transport uses, each " [i]name:port[...]/IB"
+# or "/RoCE" ([NCCL] src/transport/net_ib/init.cc, src/transport/net_ib.cc in 2.19).
+_IB_USING = re.compile(r"\bNCCL\s+INFO\s+NET/IB\s*:\s*Using((?:\s+\[\d+\][^\s;\[]+)+)")
 # nccl-tests 2.13 and later print the library's NCCL_VERSION_CODE ("nccl-library=22703").
 _LIBRARY_CODE = re.compile(r"\bnccl-library=(\d+)\b")
 # A binary name not inside another word ("all_reduce_perf_dgx.txt" names all_reduce_perf).
@@ -761,6 +764,7 @@ def _parse_text(
     channels: set[tuple[int, int]] = set()  # (coll, nvls) channels of NCCL's INFO lines
     net_sends: dict[str, list[int]] = {}  # per network, connections with and without GPUDirect RDMA
     local_links: dict[str, int] = {}  # per transport, connections inside a server
+    net_devices: set[int] = set()  # devices a rank's IB transport lists
     choices: list[NcclCall] = []  # NCCL's TUNING lines
     shapes: set[tuple[int, int, int]] = set()  # (ranks, nodes, ranks of the node) of NCCL's comm lines
     fragments: list[int] = []
@@ -854,6 +858,8 @@ def _parse_text(
             net_sends.setdefault(net_match.group(1), [0, 0])[net_match.group(2) is None] += 1
         elif local_match := _LOCAL_LINK.search(stripped):
             local_links[local_match.group(1)] = local_links.get(local_match.group(1), 0) + 1
+        elif using := _IB_USING.search(stripped):
+            net_devices.add(using.group(1).count("["))
         elif layout is not None and avg is None and _ROW_START.match(stripped):
             rows.append(_row(stripped, source, number, layout, in_place_first))
         elif layout is not None and avg is None and _FRAGMENT.match(stripped):
@@ -930,6 +936,7 @@ def _parse_text(
         tuple((name, with_gdr, without) for name, (with_gdr, without) in net_sends.items()),
         tuple(choices),
         tuple(local_links.items()),
+        tuple(sorted(net_devices)),
     )
 
 

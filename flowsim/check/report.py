@@ -652,6 +652,17 @@ def _info_notes(log: NcclTestLog, topology, gpus: list[str], options: dict, stag
                 "GPUDirect RDMA (no '/GDRDMA'): NCCL stages them through host memory, as where nvidia-peermem is not "
                 "loaded, where the prediction takes GPUDirect RDMA"
             )
+    if log.net_devices and len({rank.host for rank in log.ranks}) > 1:
+        # The compute NICs the first host's GPUs leave by, as the system describes them.
+        first = log.ranks[0].host
+        nics = {int(topology.node_nic[topology.node_id(gpu)]) for rank, gpu in zip(log.ranks, gpus, strict=True)
+                if rank.host == first}
+        if log.net_devices[0] < len(nics - {-1}):
+            lines.append(
+                f"NCCL's INFO lines list {log.net_devices[0]} network device(s) for a rank's IB transport (NET/IB : "
+                f"Using ...) where each host of the system has {len(nics - {-1})} compute NICs: the run had fewer NICs "
+                "than the prediction (NCCL_IB_HCA, a port down); --fail takes NICs out of the prediction"
+            )
     through_memory = dict(log.local_links).get("SHM", 0)
     if through_memory and describe_system(topology, gpus).intra == "nvlink":
         total = sum(count for _, count in log.local_links)
@@ -870,6 +881,8 @@ def check_log(
     # gpudirect, else NCCL's rule under the environment: NCCL_NET_GDR_LEVEL=LOC, say).
     staged = options["gpudirect"] is False if "gpudirect" in options else not gpudirect_rdma(
         topology, gpus, nccl_env=merged_env(topology, options.get("nccl_env")), version=version)
+    if staged:
+        nccl = f"{nccl}, network traffic staged through host memory (no GPUDirect RDMA)"
     warnings += tuple(_info_notes(log, topology, gpus, options, staged))
     ranks = send_pair(topology, gpus) if log.collective == "send" else gpus
     launch = {"gpus_per_thread": log.n_gpus or 1, "agg_iters": log.agg_iters or 1, "cuda_graph": log.cuda_graph or 0}

@@ -17,6 +17,7 @@ from flowsim.errors import InputError
 from flowsim.fabrics import build_cluster
 from flowsim.failures import apply_failures
 from flowsim.scenario import parse_scenario, run_scenario
+from flowsim.topoimport import import_system, parse_topo_matrix
 from flowsim.training import data_parallel_step
 from instances import two_host_h100_log
 
@@ -188,3 +189,19 @@ def test_a_system_files_gdr_level_stages_collectives_and_scenarios(tmp_path, cap
                'size_bytes = 1048576\n'
     assert parse_scenario(scenario, source="s.toml").options.gpudirect is False
     assert parse_scenario(scenario + "[options]\ngpudirect = true\n", source="s.toml").options.gpudirect is True
+
+
+def test_gpudirect_where_some_gpus_reach_the_nic_under_a_switch():
+    # 8 RTX 4090 with one NIC under GPUs 0-3's switch (data/topo/rtx4090_8x.txt): GPUs 4-7
+    # reach it across the sockets (SYS). NCCL decides per GPU; its rings leave a server
+    # through the GPUs near the NIC, which have GPUDirect RDMA, and flowsim keeps it.
+    matrix = parse_topo_matrix((Path(__file__).parents[1] / "data" / "topo" / "rtx4090_8x.txt").read_text())
+    spec, _ = import_system(matrix, name="box", gpu="NVIDIA GeForce RTX 4090", nic_speed_gbps=200, nic_kind="roce")
+    boxes = build_cluster(spec, 2, figure="effective")
+    types = nic_path_types(boxes, [boxes.node_names[g] for g in boxes.gpus()])
+    assert [types[f"n0.gpu{g}"] for g in range(8)] == ["PIX"] * 4 + ["SYS"] * 4
+    assert gpudirect_rdma(boxes)
+    assert gpudirect_rdma(boxes, nccl_env={"NCCL_NET_GDR_LEVEL": "PIX"})
+    assert not gpudirect_rdma(boxes, nccl_env={"NCCL_NET_GDR_LEVEL": "LOC"})
+    # Only the far GPUs in the communicator: staged.
+    assert not gpudirect_rdma(boxes, [f"n{s}.gpu{g}" for s in range(2) for g in range(4, 8)])

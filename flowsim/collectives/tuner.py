@@ -1232,8 +1232,10 @@ def gpudirect_rdma(
     under PCIe switches, not through a CPU. A GPU on NVLink-C2C whose NIC hangs off
     its CPU (a Grace Hopper or Grace Blackwell) counts as near with ``NCCL_NET_GDR_C2C=1``:
     the default from v2.27.3-1 (a ``P2C`` path; from v2.29.2-1 the default level is
-    ``P2C``), off by default in v2.26 (where such a path is ``PHB``), unknown before. flowsim
-    routes one server's network traffic one way: staged when any rank's path is too far.
+    ``P2C``), off by default in v2.26 (where such a path is ``PHB``), unknown before. NCCL
+    decides per GPU, flowsim for all the ranks at once: staged where no rank's path is near
+    enough. Where some are, NCCL's rings and trees enter and leave a server through the GPUs
+    near its NICs, with GPUDirect RDMA.
     ``NCCL_NET_GDR_LEVEL=LOC`` turns it off for every path, as where the GPU driver cannot
     give the NIC GPU memory (no ``nvidia-peermem`` or DMA-BUF): then NCCL's INFO lines show
     ``via NET/IB/0`` without ``/GDRDMA``. Ranks in one server, whose traffic does not leave
@@ -1249,14 +1251,15 @@ def gpudirect_rdma(
     if c2c is None:
         c2c = 1 if _since(constants, (2, 27, 3)) else 0
     level = env.gdr_level() or ("P2C" if c2c and _since(constants, (2, 29, 2)) else "PXB")
-    for distance in _relayed(topology, nic_path_types(topology, ranks, router), router).values():
+    distances = _relayed(topology, nic_path_types(topology, ranks, router), router).values()
+    for distance in distances:
         if distance == "P2C" and not _since(constants, (2, 29, 2)):
             # Before 2.29.2 a C2C GPU's path to its CPU's NIC counts as C2C where the
             # parameter allows it (2.26: a PHB path from such a GPU; 2.27: a P2C one).
             distance = "C2C" if c2c_param and c2c else "PHB" if not _since(constants, (2, 27, 3)) else distance
-        if PATH_TYPES.index(distance) > PATH_TYPES.index(level):
-            return False
-    return True
+        if PATH_TYPES.index(distance) <= PATH_TYPES.index(level):
+            return True
+    return not distances
 
 
 #: The NCCL variables that decide GPUDirect RDMA (:func:`gpudirect_rdma`).

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import re
 
+from flowsim.collectives.tuner import gdr_path, nic_path_types
 from flowsim.fabrics import build_cluster, default_switch, resolve_fabric
-from flowsim.formatting import format_rate, format_seconds
+from flowsim.formatting import format_rate, format_runs, format_seconds
 from flowsim.hardware import link_rate, link_technology, nvlink_generation, switch_model, switch_names, technology_names
 from flowsim.presets import compute_nics, frontend_nics, preset, preset_info, preset_names
 from flowsim.servers import build_server
@@ -83,6 +84,23 @@ def _rates(technology: str, count: float = 1) -> str:
     return f"{format_rate(nominal)} nominal, {format_rate(effective)} effective"
 
 
+def _gdr_line(server, nccl_env: dict[str, str]) -> str:
+    """Each GPU's path to its NIC (NCCL's path types) and whether NCCL's default rule, under
+    the system's own environment, moves network traffic with GPUDirect RDMA over it."""
+    gpus = [server.node_names[g] for g in server.gpus()]
+    types = nic_path_types(server, gpus)
+    by_type: dict[str, list[int]] = {}
+    for i, gpu in enumerate(gpus):
+        if gpu in types:
+            by_type.setdefault(types[gpu], []).append(i)
+    parts = []
+    for kind, ids in by_type.items():
+        near = gdr_path(kind, nccl_env=nccl_env)
+        parts.append(f"{kind} from GPU{'s' if len(ids) > 1 else ''} {format_runs(ids)} "
+                     f"({'GPUDirect RDMA' if near else 'staged through host memory'})")
+    return ("  GPU-NIC paths, as NCCL's NCCL_NET_GDR_LEVEL (default PXB) takes them: " + "; ".join(parts))
+
+
 def describe_system(system: SystemFile) -> str:
     """What a system file makes: its server's figures per GPU and its cluster (``flowsim
     presets FILE.toml``); rates per direction."""
@@ -110,6 +128,7 @@ def describe_system(system: SystemFile) -> str:
         per_nic = max(rails.count(r) for r in set(rails))
         lines.append(f"  compute NICs: {spec.n_nics} x {spec.compute_nic} ({spec.nic_kind}), up to {per_nic} GPU(s) "
                      f"each: {_rates(spec.compute_nic, spec.n_nics)} per server")
+        lines.append(_gdr_line(server, dict(spec.nccl_env)))
         if spec.net_latency_us:
             lines.append(f"  network latency its NCCL plugin reports: {spec.net_latency_us:g} us, which NCCL's tuner "
                          "adds to each inter-server step, twice with Simple (docs/hardware.md §5.1)")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-__all__ = ["format_bytes", "format_rate", "format_seconds"]
+from collections.abc import Sequence
+
+__all__ = ["format_bytes", "format_rate", "format_runs", "format_seconds"]
 
 
 def format_seconds(seconds: float) -> str:
@@ -30,3 +32,17 @@ def format_bytes(n_bytes: float) -> str:
 def format_rate(rate_Bps: float) -> str:
     """Bytes per second in decimal units: ``4.5e11`` -> ``"450.00 GB/s"``."""
     return f"{format_bytes(rate_Bps)}/s"
+
+
+def format_runs(numbers: Sequence[int], most: int | None = None) -> str:
+    """``[0, 1, 2, 5, 8, 9]`` as ``"0-2, 5, 8-9"``; with ``most``, the first ``most`` runs and
+    ``", ..."`` after."""
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    shown = runs if most is None else runs[:most]
+    text = [f"{a}-{b}" if b > a else str(a) for a, b in shown]
+    return ", ".join(text) + (", ..." if len(shown) < len(runs) else "")

@@ -22,6 +22,7 @@ from flowsim import cli
 from flowsim import plot as plotting
 from flowsim.commands import inspect, plot, presets, run
 from flowsim.errors import InputError
+from flowsim.formatting import format_runs
 from flowsim.presets import preset_names
 from flowsim.scenario import load_scenario, run_scenario
 from flowsim.trace import open_trace, write_trace
@@ -283,6 +284,8 @@ def test_formatting_helpers():
     assert inspect.format_bytes(1.5e9) == "1.50 GB" and inspect.format_bytes(12) == "12 B"
     assert inspect.format_bytes(1e300) == "1.00e+300 B"  # was 290 digits of TB
     assert inspect.format_rate(4.5e11) == "450.00 GB/s"
+    assert format_runs([0, 1, 2, 5, 8, 9]) == "0-2, 5, 8-9" and format_runs([3]) == "3" and format_runs([]) == ""
+    assert format_runs([0, 1, 2, 5, 8, 9, 11], 2) == "0-2, 5, ..." and format_runs([0, 2], 2) == "0, 2"
 
 
 @pytest.mark.parametrize("kind", plot.KINDS)

@@ -12,7 +12,7 @@ from flowsim.check import check_nccl_log
 from flowsim.collectives import collective_time, tuner
 from flowsim.collectives.report import busbw_Bps
 from flowsim.collectives.rings import nic_spread_offsets
-from flowsim.collectives.tuner import NcclEnv, gpudirect_rdma, nccl_choice, nic_path_types
+from flowsim.collectives.tuner import NcclEnv, gdr_path, gpudirect_rdma, nccl_choice, nic_path_types
 from flowsim.errors import InputError
 from flowsim.fabrics import build_cluster
 from flowsim.failures import apply_failures
@@ -188,6 +188,10 @@ def test_a_system_files_gdr_level_stages_collectives_and_scenarios(tmp_path, cap
     scenario = f'[topology]\ncluster = "{path}"\nn_nodes = 2\nfigure = "effective"\n[[workload.collective]]\nop = "all_reduce"\n' \
                'size_bytes = 1048576\n'
     assert parse_scenario(scenario, source="s.toml").options.gpudirect is False
+    # flowsim presets FILE says what each GPU's path to its NIC gives under the system's own environment.
+    assert cli.main(["presets", str(path)]) == 0
+    assert ("  GPU-NIC paths, as NCCL's NCCL_NET_GDR_LEVEL (default PXB) takes them: PIX from GPUs 0-7 (staged "
+            "through host memory)") in capsys.readouterr().out.splitlines()
     assert parse_scenario(scenario + "[options]\ngpudirect = true\n", source="s.toml").options.gpudirect is True
 
 
@@ -200,6 +204,7 @@ def test_gpudirect_where_some_gpus_reach_the_nic_under_a_switch():
     boxes = build_cluster(spec, 2, figure="effective")
     types = nic_path_types(boxes, [boxes.node_names[g] for g in boxes.gpus()])
     assert [types[f"n0.gpu{g}"] for g in range(8)] == ["PIX"] * 4 + ["SYS"] * 4
+    assert [gdr_path(kind) for kind in ("PIX", "PXB", "P2C", "PHB", "SYS")] == [True, True, True, False, False]
     assert gpudirect_rdma(boxes)
     assert gpudirect_rdma(boxes, nccl_env={"NCCL_NET_GDR_LEVEL": "PIX"})
     assert not gpudirect_rdma(boxes, nccl_env={"NCCL_NET_GDR_LEVEL": "LOC"})

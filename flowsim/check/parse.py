@@ -63,6 +63,7 @@ from flowsim.check.log import (
 from flowsim.check.nccl_json import JsonRun, is_json_output, read_json_run
 from flowsim.collectives.report import DTYPE_BYTES, ROOTED, SPLIT, SUM_SHOWN, bus_factor
 from flowsim.errors import InputError, open_regular, whole_number
+from flowsim.formatting import format_runs
 
 __all__ = [
     "BINARIES", "Measurement", "NcclTestLog", "RankInfo", "TestRow", "line_error", "parse_nccl_log", "parse_nccl_logs",
@@ -453,18 +454,6 @@ def _ranks_from_busbw(rows: Sequence[TestRow], collective: str | None) -> tuple[
     return (least, most) if least <= most else None
 
 
-def _ranges(numbers: Sequence[int], most: int = 4) -> str:
-    """``[0, 1, 2, 5, 8, 9]`` as ``"0-2, 5, 8-9"``, the first ``most`` runs and "..." after."""
-    runs: list[list[int]] = []
-    for n in numbers:
-        if runs and n == runs[-1][1] + 1:
-            runs[-1][1] = n
-        else:
-            runs.append([n, n])
-    text = [f"{a}-{b}" if b > a else str(a) for a, b in runs[:most]]
-    return ", ".join(text) + (", ..." if len(runs) > most else "")
-
-
 def _counted(fitting: tuple[int, int]) -> str:
     """``"16"``, or ``"125 to 133"`` where the printed figures fit several rank counts."""
     least, most = fitting
@@ -544,7 +533,7 @@ def _made_up_ranks(
         else:
             absent = sorted(set(range(last)) - set(listed))
             which = (f"rank lines for {len(listed)} ranks only (none for rank{'s' if len(absent) > 1 else ''} "
-                     f"{_ranges(absent)})")
+                     f"{format_runs(absent, 4)})")
     else:
         which = "no rank lines"
     fitting = _ranks_from_busbw(rows, collective)

@@ -112,6 +112,7 @@ __all__ = [
     "nvls_refusal",
     "nvls_tuning",
     "p2p_channels",
+    "gdr_path",
     "gpudirect_rdma",
     "nic_path_types",
 ]
@@ -1241,25 +1242,32 @@ def gpudirect_rdma(
     ``via NET/IB/0`` without ``/GDRDMA``. Ranks in one server, whose traffic does not leave
     it, are True.
     """
-    constants = constants_of(version)
-    env = NcclEnv(dict(nccl_env or {}))
     ranks = [topology.node_names[g] for g in topology.gpus()] if ranks is None else list(ranks)
     if len(set(rank_servers(topology, ranks).values())) < 2:
         return True
-    c2c_param = _since(constants, (2, 26, 2))
+    distances = _relayed(topology, nic_path_types(topology, ranks, router), router).values()
+    return not distances or any(gdr_path(d, nccl_env=nccl_env, version=version) for d in distances)
+
+
+def gdr_path(distance: str, *, nccl_env: Mapping[str, str] | None = None,
+             version: str = DEFAULT_NCCL_VERSION) -> bool:
+    """Whether NCCL takes GPUDirect RDMA over a GPU-NIC path of type ``distance`` (of
+    :func:`nic_path_types`) under ``nccl_env`` (``NCCL_NET_GDR_LEVEL``, ``NCCL_NET_GDR_C2C``),
+    by ``version``'s rule (:func:`gpudirect_rdma`)."""
+    constants = constants_of(version)
+    env = NcclEnv(dict(nccl_env or {}))
     c2c = env.integer("NCCL_NET_GDR_C2C")
     if c2c is None:
         c2c = 1 if _since(constants, (2, 27, 3)) else 0
     level = env.gdr_level() or ("P2C" if c2c and _since(constants, (2, 29, 2)) else "PXB")
-    distances = _relayed(topology, nic_path_types(topology, ranks, router), router).values()
-    for distance in distances:
-        if distance == "P2C" and not _since(constants, (2, 29, 2)):
-            # Before 2.29.2 a C2C GPU's path to its CPU's NIC counts as C2C where the
-            # parameter allows it (2.26: a PHB path from such a GPU; 2.27: a P2C one).
-            distance = "C2C" if c2c_param and c2c else "PHB" if not _since(constants, (2, 27, 3)) else distance
-        if PATH_TYPES.index(distance) <= PATH_TYPES.index(level):
-            return True
-    return not distances
+    if distance == "P2C" and not _since(constants, (2, 29, 2)):
+        # Before 2.29.2 a C2C GPU's path to its CPU's NIC counts as C2C where the parameter
+        # allows it (2.26: a PHB path from such a GPU; 2.27: a P2C one).
+        if c2c and _since(constants, (2, 26, 2)):
+            distance = "C2C"
+        elif not _since(constants, (2, 27, 3)):
+            distance = "PHB"
+    return PATH_TYPES.index(distance) <= PATH_TYPES.index(level)
 
 
 #: The NCCL variables that decide GPUDirect RDMA (:func:`gpudirect_rdma`).

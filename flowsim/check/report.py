@@ -674,7 +674,7 @@ def _info_notes(log: NcclTestLog, topology, gpus: list[str], options: dict, stag
     return lines
 
 
-def _staged(log: NcclTestLog) -> bool:
+def _ran_without_gdr(log: NcclTestLog) -> bool:
     """Whether NCCL's INFO lines list RDMA connections, none with GPUDirect RDMA."""
     rdma = [(with_gdr, without) for network, with_gdr, without in log.net_sends if network in _RDMA_NETWORKS]
     return bool(rdma) and all(with_gdr == 0 for with_gdr, _ in rdma)
@@ -961,7 +961,7 @@ def check_log(
                      "predicted with the model's choice there",)
     if follow:
         warnings += (_replay_note(topology, log, ranks, follow, options),)
-    if _staged(log) and not staged and predicted_rows:
+    if _ran_without_gdr(log) and not staged and predicted_rows:
         # What the cluster moves as it ran, staged: the largest size, the first block's settings.
         (root, dtype, redop, algorithm_ran, protocol_ran, size) = max(predicted_rows, key=lambda key: key[-1])
         steer = {"algorithm": algorithm_ran, "protocol": protocol_ran} if algorithm_ran else {"protocol": protocol}

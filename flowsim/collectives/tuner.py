@@ -1233,7 +1233,8 @@ def gpudirect_rdma(
     under PCIe switches, not through a CPU. A GPU on NVLink-C2C whose NIC hangs off
     its CPU (a Grace Hopper or Grace Blackwell) counts as near with ``NCCL_NET_GDR_C2C=1``:
     the default from v2.27.3-1 (a ``P2C`` path; from v2.29.2-1 the default level is
-    ``P2C``), off by default in v2.26 (where such a path is ``PHB``), unknown before. NCCL
+    ``P2C``), off by default in v2.26 (where such a path is ``PHB``); before v2.26 NCCL has
+    no such variable and the path counts as ``PHB`` (:func:`gdr_path`). NCCL
     decides per GPU, flowsim for all the ranks at once: staged where no rank's path is near
     enough. Where some are, NCCL's rings and trees enter and leave a server through the GPUs
     near its NICs, with GPUDirect RDMA.

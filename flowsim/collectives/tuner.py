@@ -418,12 +418,24 @@ class _Loads:
     """Per-link load of one channel of a pattern, and the links' NCCL bandwidths."""
 
     def __init__(self, topology: Topology, router: Router, pairs: list[tuple[str, str]], weights: list[float],
-                 constants: NcclConstants, gpudirect: bool = True):
+                 constants: NcclConstants, gpudirect: bool = True, intel: bool = False):
         routes = router.route([s for s, _ in pairs], [d for _, d in pairs], method="shortest", gpudirect=gpudirect)
         load = np.zeros(topology.n_links)
+        kinds = topology.node_kind
         for i, weight in enumerate(weights):
-            np.add.at(load, routes.flow_link_indices[routes.flow_link_indptr[i]:routes.flow_link_indptr[i + 1]],
-                      weight)
+            links = routes.flow_link_indices[routes.flow_link_indptr[i]:routes.flow_link_indptr[i + 1]]
+            if intel and kinds[topology.node_id(pairs[i][0])] == NodeKind.GPU:
+                # A GPU's path through one Intel CPU's root complex (PATH_PHB) takes 6/5 of
+                # its speed on each PCIe link ([NCCL] src/graph/search.cc followPath,
+                # INTEL_P2P_OVERHEAD in src/graph/topo.h: Intel CPUs turn GPU P2P traffic into
+                # 64-byte TLPs).
+                cpus = {int(topology.link_dst[link]) for link in links.tolist()
+                        if kinds[topology.link_dst[link]] == NodeKind.CPU}
+                if len(cpus) == 1:
+                    pcie = np.array([topology.link_technology[link].startswith("pcie") for link in links.tolist()])
+                    np.add.at(load, links, np.where(pcie, weight * 6 / 5, weight))
+                    continue
+            np.add.at(load, links, weight)
         # NCCL's search sees a server's links and its NICs' line rate, not the fabric beyond
         # them: links between two switches outside the servers do not bound its channels.
         in_server = (topology.node_server[topology.link_src] >= 0) | (topology.node_server[topology.link_dst] >= 0)
@@ -557,7 +569,8 @@ def _graphs(topology: Topology, ranks: Sequence[str], system: NcclSystem, consta
         for i, src in enumerate(order):
             ring_pairs.append((src, order[(i + 1) % len(order)]))
             ring_weights.append(1.0 / len(orders))
-    ring_loads = _Loads(topology, router, ring_pairs, ring_weights, constants, gpudirect)
+    intel = system.cpu_vendor == "intel"
+    ring_loads = _Loads(topology, router, ring_pairs, ring_weights, constants, gpudirect, intel)
     gpu0 = ranks[0]
     first_group = groups[servers[gpu0]]
     # system->maxBw (src/graph/search.cc ncclTopoSearchInit): across servers the paths from
@@ -597,7 +610,7 @@ def _graphs(topology: Topology, ranks: Sequence[str], system: NcclSystem, consta
             if inter:
                 switch_pairs.append((rank, topology.node_names[int(topology.node_nic[topology.node_id(rank)])]))
                 switch_weights.append(1.0 / len(groups[servers[rank]]))
-        nvls_loads = _Loads(topology, router, switch_pairs, switch_weights, constants, gpudirect)
+        nvls_loads = _Loads(topology, router, switch_pairs, switch_weights, constants, gpudirect, intel)
         graphs["nvls"] = _search(nvls_loads, speeds, pattern="nvls", min_channels=1 if inter else heads,
                                  max_channels=heads, max_bw=max_bw, total_bw=tree_total, sm=system.sm)
     return graphs

@@ -98,8 +98,9 @@ def test_nccl_sees_its_own_upi_constant_and_no_memory():
 
 def test_intel_root_complexes_cost_nccls_search_what_nccl_printed_on_an_rtx_4090_box():
     # nccl-tests#307 (data/topo/rtx4090_8x.txt, the box's own topology): 8 RTX 4090 without
-    # peer-to-peer, four behind each socket's PCIe Gen4 switch, and NCCL 2.18's INFO line
-    # "Pattern 4, crossNic 0, nChannels 1, bw 5.000000/5.000000, type SYS/PIX". Each of a
+    # peer-to-peer, four behind each socket's PCIe Gen4 switch (NCCL's topology dump in the
+    # issue: "CPU/0-1 (1/1/2)", x86 / Intel / Skylake, and "SYS[10.0]", SKL_QPI_BW), and its
+    # INFO line "Pattern 4, crossNic 0, nChannels 1, bw 5.000000/5.000000, type SYS/PIX". Each of a
     # switch's four GPUs sends up its uplink (24 GB/s) at 6/5 of the speed: 24 / 4.8 = 5.
     # Without the 6/5 the search would give 6. Held out: the rule is NCCL's source's, the line
     # was read after.

@@ -420,22 +420,25 @@ class _Loads:
     def __init__(self, topology: Topology, router: Router, pairs: list[tuple[str, str]], weights: list[float],
                  constants: NcclConstants, gpudirect: bool = True, intel: bool = False):
         routes = router.route([s for s, _ in pairs], [d for _, d in pairs], method="shortest", gpudirect=gpudirect)
-        load = np.zeros(topology.n_links)
+        indices = routes.flow_link_indices
+        flow_of = np.repeat(np.arange(routes.n_flows), np.diff(routes.flow_link_indptr))
+        per_link = np.asarray(weights, dtype=np.float64)[flow_of]
         kinds = topology.node_kind
-        for i, weight in enumerate(weights):
-            links = routes.flow_link_indices[routes.flow_link_indptr[i]:routes.flow_link_indptr[i + 1]]
-            if intel and kinds[topology.node_id(pairs[i][0])] == NodeKind.GPU:
-                # A GPU's path through one Intel CPU's root complex (PATH_PHB) takes 6/5 of
-                # its speed on each PCIe link ([NCCL] src/graph/search.cc followPath,
-                # INTEL_P2P_OVERHEAD in src/graph/topo.h: Intel CPUs turn GPU P2P traffic into
-                # 64-byte TLPs).
-                cpus = {int(topology.link_dst[link]) for link in links.tolist()
-                        if kinds[topology.link_dst[link]] == NodeKind.CPU}
-                if len(cpus) == 1:
-                    pcie = np.array([topology.link_technology[link].startswith("pcie") for link in links.tolist()])
-                    np.add.at(load, links, np.where(pcie, weight * 6 / 5, weight))
-                    continue
-            np.add.at(load, links, weight)
+        if intel:
+            # A GPU's path through one Intel CPU's root complex (PATH_PHB) takes 6/5 of its
+            # speed on each PCIe link ([NCCL] src/graph/search.cc followPath,
+            # INTEL_P2P_OVERHEAD in src/graph/topo.h: Intel CPUs turn GPU P2P traffic into
+            # 64-byte TLPs). A path staged through host memory passes its CPU twice.
+            ends = topology.link_dst[indices]
+            at_cpu = kinds[ends] == NodeKind.CPU
+            visits = np.unique(np.stack([flow_of[at_cpu], ends[at_cpu]]), axis=1)
+            one_cpu = np.bincount(visits[0], minlength=routes.n_flows) == 1
+            from_gpu = kinds[[topology.node_id(src) for src, _ in pairs]] == NodeKind.GPU
+            used_links = np.unique(indices)
+            pcie = np.zeros(topology.n_links, dtype=bool)
+            pcie[used_links] = [topology.link_technology[link].startswith("pcie") for link in used_links.tolist()]
+            per_link = np.where((one_cpu & from_gpu)[flow_of] & pcie[indices], per_link * 6 / 5, per_link)
+        load = np.bincount(indices, weights=per_link, minlength=topology.n_links)
         # NCCL's search sees a server's links and its NICs' line rate, not the fabric beyond
         # them: links between two switches outside the servers do not bound its channels.
         in_server = (topology.node_server[topology.link_src] >= 0) | (topology.node_server[topology.link_dst] >= 0)

@@ -210,3 +210,15 @@ def test_gpudirect_where_some_gpus_reach_the_nic_under_a_switch():
     assert not gpudirect_rdma(boxes, nccl_env={"NCCL_NET_GDR_LEVEL": "LOC"})
     # Only the far GPUs in the communicator: staged.
     assert not gpudirect_rdma(boxes, [f"n{s}.gpu{g}" for s in range(2) for g in range(4, 8)])
+
+
+def test_the_staged_figure_takes_the_models_choice_where_nccls_cannot_be_laid_out():
+    # NCCL's TUNING line names an algorithm flowsim does not lay out for the row (PAT has no
+    # all-reduce): the row and the staged figure both fall back to the model's choice.
+    log = two_host_h100_log([f"Channel {c:02d}/0 : 7[7] -> 8[0] [send] via NET/IB/{c}" for c in range(2)]
+                            + ["AllReduce: 1073741824 Bytes -> Algo PAT proto SIMPLE channel{Lo..Hi}={0..15}"])
+    report = check_nccl_log(log, system="dgx-h100")
+    assert [w for w in report.warnings if w.startswith("NCCL ran pat/simple at 1 size(s)")]
+    (note,) = [w for w in report.warnings if w.startswith("staged through host memory")]
+    staged = check_nccl_log(log, system="dgx-h100", nccl_env={"NCCL_NET_GDR_LEVEL": "LOC"})
+    assert f"the model gives {staged.rows[0].predicted_busbw_GBps:.2f} GB/s busbw" in note

@@ -655,12 +655,12 @@ def _info_notes(log: NcclTestLog, topology, gpus: list[str], options: dict, stag
     if log.net_devices and len({rank.host for rank in log.ranks}) > 1:
         # The compute NICs the first host's GPUs leave by, as the system describes them.
         first = log.ranks[0].host
-        nics = {int(topology.node_nic[topology.node_id(gpu)]) for rank, gpu in zip(log.ranks, gpus, strict=True)
-                if rank.host == first}
-        if log.net_devices[0] < len(nics - {-1}):
+        host_nics = len({int(topology.node_nic[topology.node_id(gpu)])
+                         for rank, gpu in zip(log.ranks, gpus, strict=True) if rank.host == first} - {-1})
+        if log.net_devices[0] < host_nics:
             lines.append(
                 f"NCCL's INFO lines list {log.net_devices[0]} network device(s) for a rank's IB transport (NET/IB : "
-                f"Using ...) where each host of the system has {len(nics - {-1})} compute NICs: the run had fewer NICs "
+                f"Using ...) where each host of the system has {host_nics} compute NICs: the run had fewer NICs "
                 "than the prediction (NCCL_IB_HCA, a port down); --fail takes NICs out of the prediction"
             )
     through_memory = dict(log.local_links).get("SHM", 0)
@@ -934,24 +934,31 @@ def check_log(
     for row in log.rows:
         if row.size_bytes >= max(min_bytes, 1):
             sizes_by_run.setdefault(run_of(row), set()).add(row.size_bytes)
+    def predict(run: tuple[int, str, str, str, str], sizes: list[int], **extra: Any) -> tuple[list, str | None]:
+        """The rows of ``sizes`` (each as it is: a log's sizes are whole elements of its type)
+        of one block of the log, with NCCL's algorithm and protocol where its TUNING lines
+        say them, and why not (None where nothing was refused) where flowsim cannot lay
+        those out: the model's choice then."""
+        root, dtype, redop, algorithm_ran, protocol_ran = run
+        common: dict[str, Any] = {"dtype": dtype, "redop": redop, "ranks": ranks, "aligned": False, **launch,
+                                  **options, **extra, **({"root": root} if root else {})}
+        refusal = None
+        if algorithm_ran:
+            try:
+                return sweep(topology, log.collective, sizes, algorithm=algorithm_ran, protocol=protocol_ran,
+                             **common), None
+            except InputError as err:
+                refusal = str(err)
+        return sweep(topology, log.collective, sizes, protocol=protocol, **common), refusal
+
     predicted_rows = {}
     refused: dict[tuple[str, str], list[int]] = {}  # (NCCL's choice, why flowsim cannot build it): sizes
-    for (root, dtype, redop, algorithm_ran, protocol_ran), run_sizes in sorted(sizes_by_run.items()):
+    for run, run_sizes in sorted(sizes_by_run.items()):
         asked = sorted(run_sizes)
-        steer: dict[str, Any] = {"algorithm": algorithm_ran, "protocol": protocol_ran} if algorithm_ran \
-            else {"protocol": protocol}
-        common: dict[str, Any] = {"dtype": dtype, "redop": redop, "ranks": ranks, "aligned": False, **launch,
-                                  **options, **({"root": root} if root else {})}
-        # Each size as it is: a log's sizes are whole elements of its type.
-        try:
-            rows_run = sweep(topology, log.collective, asked, **steer, **common)
-        except InputError as err:
-            if not algorithm_ran:
-                raise
-            refused.setdefault((f"{algorithm_ran}/{protocol_ran}", str(err)), []).extend(asked)
-            rows_run = sweep(topology, log.collective, asked, protocol=protocol, **common)
-        predicted_rows.update({(root, dtype, redop, algorithm_ran, protocol_ran, size): row
-                               for size, row in zip(asked, rows_run, strict=True)})
+        rows_run, refusal = predict(run, asked)
+        if refusal is not None:
+            refused.setdefault((f"{run[3]}/{run[4]}", refusal), []).extend(asked)
+        predicted_rows.update({(*run, size): row for size, row in zip(asked, rows_run, strict=True)})
     for (choice, why), refused_sizes in refused.items():
         warnings += (f"NCCL ran {choice} at {_sizes_text(refused_sizes)}, which flowsim cannot lay out here ({why}): "
                      "predicted with the model's choice there",)
@@ -963,11 +970,8 @@ def check_log(
         warnings += (_replay_note(topology, log, ranks, follow, options),)
     if _ran_without_gdr(log) and not staged and predicted_rows:
         # What the cluster moves as it ran, staged: the largest size, the first block's settings.
-        (root, dtype, redop, algorithm_ran, protocol_ran, size) = max(predicted_rows, key=lambda key: key[-1])
-        steer = {"algorithm": algorithm_ran, "protocol": protocol_ran} if algorithm_ran else {"protocol": protocol}
-        (as_staged,) = sweep(topology, log.collective, [size], **steer, dtype=dtype, redop=redop, ranks=ranks,
-                             aligned=False, **launch, **{**options, "gpudirect": False},
-                             **({"root": root} if root else {}))
+        root, dtype, redop, algorithm_ran, protocol_ran, size = max(predicted_rows, key=lambda key: key[-1])
+        (as_staged,), _ = predict((root, dtype, redop, algorithm_ran, protocol_ran), [size], gpudirect=False)
         moved = max((r.out_of_place.busbw_GBps for r in log.rows if r.size_bytes == size), default=0.0)
         warnings += (f"staged through host memory as the INFO lines say, the model gives {as_staged.busbw_GBps:.2f} "
                      f"GB/s busbw at {size} B, where the log measured {moved:.2f} (--nccl-env "

@@ -278,29 +278,39 @@ def resolve_fabric(
         spec = system if isinstance(system, ServerSpec) else preset_spec(system)
         if spec.n_nics:
             try:
-                _plan_compute(spec, "rail_optimized", n_nodes, switch, su_size, oversubscription, spec.n_nics)
+                model = _compute_switch(spec, switch)
             except InputError:
-                try:
-                    _plan_compute(spec, "fat_tree", n_nodes, switch, su_size, oversubscription, spec.n_nics)
-                    return "fat_tree"
-                except InputError:
-                    pass
+                return "rail_optimized"  # building it names the switch that is not known
+            size = whole_number("su_size", model.radix // 2 if su_size is None else su_size)
+            if (not _fits(model, "rail_optimized", n_nodes, size, oversubscription, spec.n_nics)
+                    and _fits(model, "fat_tree", n_nodes, size, oversubscription, spec.n_nics)):
+                return "fat_tree"
     return "rail_optimized"
 
 
-def _plan_compute(spec: ServerSpec, fabric: str, n_nodes: int, switch: str | None, su_size: int | None,
-                  oversubscription: float, n_rails: int) -> tuple[_Tiers, int, SwitchModel]:
-    """The compute fabric's plan (tiers), the scalable unit's size and the switch model of
-    ``n_nodes`` servers of ``spec`` with ``n_rails`` compute NICs each; raises
+def _compute_switch(spec: ServerSpec, switch: str | None) -> SwitchModel:
+    """The compute fabric's switch model: ``switch``, else :func:`default_switch`'s."""
+    return switch_model(switch) if switch is not None else default_switch(spec.compute_nic)
+
+
+def _plan_compute(model: SwitchModel, fabric: str, n_nodes: int, size: int, oversubscription: float,
+                  n_rails: int) -> _Tiers:
+    """The tiers of a ``fabric`` of ``model`` switches for ``n_nodes`` servers of ``n_rails``
+    compute NICs each (``size`` servers a scalable unit); raises
     :class:`~flowsim.errors.InputError` where the switches cannot hold them."""
-    model = switch_model(switch) if switch is not None else default_switch(spec.compute_nic)
-    size = model.radix // 2 if su_size is None else su_size
     if fabric == "rail_optimized":
-        size = whole_number("su_size", size)
-        n_leaves = -(-n_nodes // size) * n_rails
-        return _plan_clos(n_leaves, down=size, oversubscription=oversubscription, switch=model,
-                          pod_size=n_rails), size, model
-    return _plan_packed(n_nodes * n_rails, oversubscription, model), size, model
+        return _plan_clos(-(-n_nodes // size) * n_rails, down=size, oversubscription=oversubscription, switch=model,
+                          pod_size=n_rails)
+    return _plan_packed(n_nodes * n_rails, oversubscription, model)
+
+
+def _fits(model: SwitchModel, fabric: str, n_nodes: int, size: int, oversubscription: float, n_rails: int) -> bool:
+    """Whether :func:`_plan_compute` finds a plan."""
+    try:
+        _plan_compute(model, fabric, n_nodes, size, oversubscription, n_rails)
+    except InputError:
+        return False
+    return True
 
 
 def default_switch(technology: str) -> SwitchModel:
@@ -396,19 +406,18 @@ def build_cluster(
     if fabric != "none":
         if not rails:
             raise InputError(f"{fabric} compute fabric of {n_nodes} {system} servers: the server has no compute NICs")
-        model = switch_model(switch) if switch is not None else default_switch(spec.compute_nic)
+        model = _compute_switch(spec, switch)
+        size = model.radix // 2 if su_size is None else su_size
+        if fabric == "rail_optimized":
+            size = whole_number("su_size", size)
         try:
-            compute, size, _ = _plan_compute(spec, fabric, n_nodes, switch, su_size, oversubscription, len(rails))
+            compute = _plan_compute(model, fabric, n_nodes, size, oversubscription, len(rails))
         except InputError as err:
             hint = ""
-            if fabric == "rail_optimized":
-                # A rail leaf per compute NIC of a server: a rack-scale system (72 NICs per
-                # GB200 NVL72 rack) has more rails than a pod of leaves fits under its spines.
-                try:
-                    _plan_packed(n_nodes * len(rails), oversubscription, model)
-                    hint = f"; {system} has {len(rails)} compute NICs per server, one rail each: fabric 'fat_tree' fits"
-                except InputError:
-                    pass
+            # A rail leaf per compute NIC of a server: a rack-scale system (72 NICs per GB200
+            # NVL72 rack) has more rails than a pod of leaves fits under its spines.
+            if fabric == "rail_optimized" and _fits(model, "fat_tree", n_nodes, size, oversubscription, len(rails)):
+                hint = f"; {system} has {len(rails)} compute NICs per server, one rail each: fabric 'fat_tree' fits"
             raise InputError(f"{fabric} compute fabric of {n_nodes} {system} servers: {err}{hint}") from None
     n_ports = n_nodes * len(frontend) + storage_targets
     if n_ports:

@@ -71,9 +71,14 @@ def nic_spread_offsets(nics: Sequence[int], uplinks: Sequence[int] | None = None
         seen[nic] = position[-1] + 1
     order = list(dict.fromkeys(nics))
     if uplinks is not None:
-        behind = {nic: uplinks[nics.index(nic)] for nic in order}
-        groups = list(dict.fromkeys(behind[nic] for nic in order))
-        place = {nic: [n for n in order if behind[n] == behind[nic]].index(nic) for nic in order}
+        # Each NIC's place behind its uplink, as position counts a rank's behind its NIC.
+        behind = dict(zip(nics, uplinks, strict=True))
+        taken: dict[int, int] = {}
+        place = {}
+        for nic in order:
+            place[nic] = taken.get(behind[nic], 0)
+            taken[behind[nic]] = place[nic] + 1
+        groups = list(taken)
         order.sort(key=lambda nic: (place[nic], groups.index(behind[nic])))
     return sorted(range(len(nics)), key=lambda i: (position[i], order.index(nics[i])))
 

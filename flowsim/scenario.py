@@ -119,7 +119,7 @@ import numpy as np
 
 from flowsim.collectives.builders import check_algorithm, check_protocol
 from flowsim.collectives.constants import DEFAULT_NCCL_VERSION
-from flowsim.collectives.tuner import DATA_TYPES, GDR_ENV_KEYS, REDOPS, gpudirect_rdma
+from flowsim.collectives.tuner import DATA_TYPES, REDOPS, gdr_env_key, gpudirect_rdma
 from flowsim.engine import DEFAULT_TIME_REL_TOL, MODES
 from flowsim.errors import InputError, read_text_file
 from flowsim.fabrics import build_cluster
@@ -606,9 +606,9 @@ def _check_nccl_env(where: Where, env: object, key: str) -> None:
     bad = [k for k in env if not k.startswith("NCCL_")]
     if bad:
         raise where.error(f"{key}.{bad[0]}", "is not an NCCL_ variable")
-    routed = [k for k in env if k in GDR_ENV_KEYS]
-    if routed:
-        raise where.error(f"{key}.{routed[0]}", "decides GPUDirect RDMA per collective, where a scenario's flows are "
+    routed = gdr_env_key(env)
+    if routed is not None:
+        raise where.error(f"{key}.{routed}", "decides GPUDirect RDMA per collective, where a scenario's flows are "
                           "routed one way for all: set options.gpudirect instead")
 
 
@@ -1156,7 +1156,7 @@ def scenario_from_document(
     topology = _topology(where, where.table(_section(where, doc, "topology"), "topology"), Path(base_dir))
     option_table = where.table(doc.get("options", {}), "options")
     options = _options(where, option_table)
-    if "gpudirect" not in option_table and any(key in dict(topology.nccl_env) for key in GDR_ENV_KEYS):
+    if "gpudirect" not in option_table and gdr_env_key(dict(topology.nccl_env)) is not None:
         # A system file's [nccl.env] says it (NCCL_NET_GDR_LEVEL = "LOC" where the driver
         # cannot give NICs GPU memory): NCCL's rule for the cluster's GPUs sets the routes.
         options = replace(options, gpudirect=gpudirect_rdma(topology, nccl_env=dict(topology.nccl_env)))

@@ -112,6 +112,7 @@ __all__ = [
     "nvls_refusal",
     "nvls_tuning",
     "p2p_channels",
+    "gdr_env_key",
     "gdr_path",
     "gpudirect_rdma",
     "nic_path_types",
@@ -1291,13 +1292,18 @@ def gdr_path(distance: str, *, nccl_env: Mapping[str, str] | None = None,
 GDR_ENV_KEYS = ("NCCL_NET_GDR_LEVEL", "NCCL_NET_GDR_C2C")
 
 
+def gdr_env_key(nccl_env: Mapping[str, str] | None) -> str | None:
+    """The first of :data:`GDR_ENV_KEYS` that ``nccl_env`` sets, None where it sets neither."""
+    return next((key for key in GDR_ENV_KEYS if key in (nccl_env or {})), None)
+
+
 def check_routed_env(nccl_env: Mapping[str, str] | None, instead: str) -> None:
     """Refuse :data:`GDR_ENV_KEYS` in ``nccl_env`` where one route table serves every
     collective (a training step's, a scenario's): GPUDirect RDMA is then the routes' own
     option, which ``instead`` names."""
-    given = [key for key in GDR_ENV_KEYS if key in (nccl_env or {})]
-    if given:
-        raise InputError(f"NCCL environment: {given[0]} decides GPUDirect RDMA per collective, where these flows "
+    key = gdr_env_key(nccl_env)
+    if key is not None:
+        raise InputError(f"NCCL environment: {key} decides GPUDirect RDMA per collective, where these flows "
                          f"are routed one way for all: set {instead} instead")
 
 

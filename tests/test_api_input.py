@@ -103,7 +103,7 @@ CASES = {
     ),
     "unknown option to a collective": (
         lambda c, s: build_collective("all_reduce", RANKS, 1e6, chanels=2),
-        "all_reduce (all_reduce): unknown option 'chanels'; valid ones: channels,",
+        "all_reduce (all_reduce): unknown option 'chanels'; valid ones: cap_Bps, channels,",
     ),
     "unknown option to run_training_step": (
         lambda c, s: flowsim.run_training_step(c, s, bogus=1),

@@ -5,6 +5,7 @@ Hand-computed cases use 1e9 bytes and 1e9 B/s, zero link latency and no software
 """
 
 import itertools
+import math
 from pathlib import Path
 
 import numpy as np
@@ -858,6 +859,61 @@ def test_stream_time_is_the_later_of_its_transfer_and_its_latency_chain():
     # the step DAG.
     out = run(ring_topology(), all_reduce(RANKS, 4e3, costs=costs, model="stream"))
     assert out.makespan_s == pytest.approx(0.5 + 6 * (0.25 + 1e-6))
+
+
+def test_streamed_chain_moves_each_hops_first_slice_at_the_caps():
+    # LL-like costs (latencies overlap), every message held to 0.5 GB/s, between servers to
+    # 0.25 GB/s. Steps of 1 GB per hop in 2 slices of 0.5 GB: 1 s a slice inside a server
+    # and 2 s between servers, on top of the hops' step latencies 0.25 and 2.0.
+    streaming = CollectiveCosts(base_s=0.5, intra_step_s=0.25, inter_step_s=2.0, wire_efficiency=1.0, source="test",
+                                streams=True)
+    w = all_reduce(RANKS, 4 * G, slices=2, model="stream", servers=TWO_SERVERS, costs=streaming,
+                   cap_Bps=0.5 * G, net_cap_Bps=0.25 * G)
+    chains = {w.names[f]: w.overhead_s[f] for f in range(len(w)) if w.names[f].endswith(".chain")}
+    # A lap is 1.25 + 4.0 + 1.25 + 4.0 = 10.5; the 6 hops ending at r0 are a lap, r3 and r0,
+    # then r0's second slice of the last step (1 s); at r1 a lap, r0 and r1, then 2 s.
+    assert chains["all_reduce.ch0.stream.r0.chain"] == pytest.approx(0.5 + 10.5 + 4.0 + 1.25 + 1.0)
+    assert chains["all_reduce.ch0.stream.r1.chain"] == pytest.approx(0.5 + 10.5 + 1.25 + 4.0 + 2.0)
+    caps = {w.names[f]: w.cap_Bps[f] for f in range(len(w))}
+    assert caps["all_reduce.ch0.stream.r0"] == 0.5 * G and caps["all_reduce.ch0.stream.r1"] == 0.25 * G
+
+
+def test_streamed_ring_equals_the_step_dag_where_its_latency_chain_binds():
+    # Steps of 0.1 GB, one slice each, capped at 0.5 GB/s (the links give 1): each step takes
+    # its latency 0.25 s and its transfer 0.2 s, one after another along the chain of
+    # forwarded chunks, so 6 steps take 2.7 s, where the hop alone is busy 6 x 0.2 = 1.2 s.
+    streaming = CollectiveCosts(base_s=0.0, intra_step_s=0.25, inter_step_s=0.25, wire_efficiency=1.0, source="test",
+                                streams=True)
+    times = {
+        model: run(ring_topology(), all_reduce(RANKS, 4e8, slices=1, costs=streaming, model=model,
+                                               cap_Bps=0.5 * G)).makespan_s
+        for model in ("steps", "stream")
+    }
+    assert times["steps"] == pytest.approx(2.7)
+    assert times["stream"] == pytest.approx(2.7)
+
+
+def test_ring_caps_hold_every_message_and_those_between_servers():
+    w = all_reduce(RANKS, 4 * G, slices=1, servers=TWO_SERVERS, costs=COSTS, cap_Bps=3 * G, net_cap_Bps=G)
+    crossing = {("g1", "g2"), ("g3", "g0")}
+    expected = [G if (a, b) in crossing else 3 * G for a, b in zip(w.src, w.dst, strict=True)]
+    assert w.cap_Bps.tolist() == expected
+    with pytest.raises(InputError, match=r"^all_gather: net_cap_Bps must be > 0, got -inf$"):
+        all_gather(RANKS, G, net_cap_Bps=-math.inf)
+
+
+@pytest.mark.parametrize("protocol", ["ll", "ll128"])
+@pytest.mark.parametrize("size", [1 << 20, 16 << 20])
+def test_streamed_ll_rings_agree_with_the_step_dag_on_two_dgx_h100(protocol, size):
+    # NCCL's per-channel LL and LL128 limits bind these rings, and their chunks take one slice
+    # a step: the step DAG pays each step's latency and transfer in turn, as the stream's
+    # chain now does (it was 8-33% faster, charging latencies only).
+    topology = build_cluster("dgx_h100", 2, figure="effective")
+    times = {
+        m: collective_time(topology, "all_reduce", size, algorithm="ring", protocol=protocol, model=m).time_s
+        for m in ("steps", "stream")
+    }
+    assert times["stream"] == pytest.approx(times["steps"], rel=0.02)
 
 
 def test_auto_streams_above_the_message_limit(monkeypatch):

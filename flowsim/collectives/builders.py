@@ -59,6 +59,7 @@ from flowsim.collectives.dag import (
     Ranks,
     Servers,
     _chain,
+    _check_caps,
     _check_orders,
     _check_ranks,
     _double_binary_tree,
@@ -92,6 +93,8 @@ def all_reduce(
     rails: Rails = None,
     costs: CollectiveCosts | None = None,
     model: str = "auto",
+    cap_Bps: float = math.inf,
+    net_cap_Bps: float = math.inf,
 ) -> Workload:
     """Ring all-reduce: ``2(n - 1)`` steps of ``S / n`` bytes per rank and channel.
 
@@ -124,6 +127,11 @@ def all_reduce(
         :mod:`flowsim.collectives`); ``"auto"`` streams above :data:`STEP_MESSAGE_LIMIT`
         messages. Streamed, ``slices`` count the step latencies a hop's messages would pay
         one after another (see :func:`~flowsim.collectives.dag._stream_ring`).
+    cap_Bps, net_cap_Bps : float
+        Every message's rate on the wire at most ``cap_Bps`` (B/s, > 0; inf for none), and a
+        message between servers at most ``net_cap_Bps`` too: a lane's share of NCCL's model
+        bandwidth, where that is a throughput limit. Streamed, the latency chain moves each
+        hop's first slice at these rates.
 
     Returns
     -------
@@ -157,6 +165,8 @@ def all_reduce(
         costs=costs,
         model=model,
         rails=rails,
+        cap_Bps=cap_Bps,
+        net_cap_Bps=net_cap_Bps,
     )
 
 
@@ -171,6 +181,8 @@ def reduce_scatter(
     rails: Rails = None,
     costs: CollectiveCosts | None = None,
     model: str = "auto",
+    cap_Bps: float = math.inf,
+    net_cap_Bps: float = math.inf,
 ) -> Workload:
     """Ring reduce-scatter: ``n - 1`` steps of ``S / n`` bytes (``S``: the total input of a
     rank, as nccl-tests counts it). Parameters as :func:`all_reduce`."""
@@ -186,6 +198,8 @@ def reduce_scatter(
         costs=costs,
         model=model,
         rails=rails,
+        cap_Bps=cap_Bps,
+        net_cap_Bps=net_cap_Bps,
     )
 
 
@@ -200,6 +214,8 @@ def all_gather(
     rails: Rails = None,
     costs: CollectiveCosts | None = None,
     model: str = "auto",
+    cap_Bps: float = math.inf,
+    net_cap_Bps: float = math.inf,
 ) -> Workload:
     """Ring all-gather: ``n - 1`` steps of ``S / n`` bytes (``S``: the gathered total, as
     nccl-tests counts it). Parameters as :func:`all_reduce`."""
@@ -215,6 +231,8 @@ def all_gather(
         costs=costs,
         model=model,
         rails=rails,
+        cap_Bps=cap_Bps,
+        net_cap_Bps=net_cap_Bps,
     )
 
 
@@ -867,14 +885,6 @@ def _switch_groups(
     return groups, keys, [switches[key] for key in keys]
 
 
-def _check_caps(what: str, **caps: float) -> None:
-    """An :class:`InputError` naming the first of ``caps`` (rates, B/s) that is not > 0 (inf
-    for none)."""
-    for name, value in caps.items():
-        if not math.isinf(value) and not value > 0:
-            raise InputError(f"{what}: {name} must be > 0, got {value!r}")
-
-
 def _reduce_into(dag: _FlowDag, last: dict[str, int], label: str, group: Sequence[str], index: Mapping[str, int],
                  switch: str, g: int, owner: str, piece: float, c: int) -> int:
     """NVLS's reduction of one chunk inside server ``g``: every rank's copy into ``switch``
@@ -1149,7 +1159,8 @@ class Algorithm:
         ``slices`` (independent copies and pipelining), ``orders`` (one ring order per
         channel), ``servers`` (rank to server, for per-step latencies and grouping),
         ``root`` (broadcast and reduce), ``switch`` (NVLS: the NVSwitch node), ``offsets``
-        (the tree: each channel's rotation of a server's chain).
+        (the tree: each channel's rotation of a server's chain), ``caps`` (rings:
+        ``cap_Bps`` and ``net_cap_Bps``, each message's rate limit).
     """
 
     collective: str
@@ -1163,7 +1174,7 @@ class Algorithm:
         return "orders" in self.options
 
 
-_RING = frozenset({"channels", "slices", "orders", "servers", "rails"})
+_RING = frozenset({"channels", "slices", "orders", "servers", "rails", "caps"})
 _CHAIN = frozenset({"channels", "slices", "orders", "servers", "rails", "root"})
 
 #: Every algorithm of every collective, keyed by (collective, algorithm); the first listed

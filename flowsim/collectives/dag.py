@@ -27,11 +27,15 @@ bytes), all hops at once: the ring's steady state, where every hop streams slice
 as its share of the links allows, so that the slowest hop sets the time as it does in the
 step DAG. What the stream drops is the step structure: a hop's rate does not wait on the
 hop before it. Latency is kept as in the step DAG, where a hop starts sending after one
-step latency but its last chunk arrives no sooner than the chain of ``steps`` step latencies
-it crossed: each hop's flow pays the base and its own step latency, and a zero-byte flow
-beside it pays the base and the whole chain, so the hop is done at the later of the two
-(route latencies: the engine adds each flow's own; the chain's other switch hops, 0.1-0.5
-us each against NCCL's 3.4-14 us per step, are not charged). ``model="auto"`` (the
+step latency but its last chunk arrives no sooner than the chain of forwarded chunks it
+closes: each hop's flow pays the base and its own step latency, and a zero-byte flow
+beside it pays the base and the whole chain, so the hop is done at the later of the two.
+The chain pays, for each of its ``steps`` hops, the step latency and the transfer of the
+hop's first slice at the messages' cap (a lane's share of NCCL's model bandwidth), where
+there is one: a step of one slice takes both, one after the other. Where the links alone
+set a hop's rate, the chain charges the latency alone. Route latencies: the engine adds
+each flow's own; the chain's other switch hops, 0.1-0.5 us each against NCCL's 3.4-14 us
+per step, are not charged. ``model="auto"`` (the
 default) keeps the step DAG up to :data:`STEP_MESSAGE_LIMIT` messages and streams above it.
 The workload's ``model`` tag says which layout was built. Algorithms without a stream form
 (trees, chains, NVLS, all-to-all) take ``model="auto"`` or ``"steps"``: above the limit,
@@ -42,6 +46,7 @@ regardless.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import os
@@ -54,7 +59,7 @@ from flowsim.collectives.chunks import NCCL_BUFFER_BYTES, NCCL_STEPS
 from flowsim.collectives.costs import CollectiveCosts, nccl_costs
 from flowsim.errors import InputError, whole_number
 from flowsim.formatting import format_bytes
-from flowsim.strings import CodedStrings, JoinedStrings, PackedStrings, StringColumn
+from flowsim.strings import CodedStrings, JoinedStrings, PackedStrings, StringColumn, coded
 from flowsim.workload import Workload
 
 #: NCCL's Simple-protocol slot: ``DEFAULT_BUFFSIZE`` (4 MiB) over ``NCCL_STEPS`` (8)
@@ -198,6 +203,27 @@ class _FlowDag:
         """The per-step latency of a message from ``src`` to ``dst``: inter- or intra-server."""
         return self.costs.inter_step_s if self.crosses_servers(src, dst) else self.costs.intra_step_s
 
+    def wire_efficiency(self, src: str, dst: str) -> float:
+        """The payload fraction of a message's bytes on the wire from ``src`` to ``dst``: the
+        costs' ``intra_wire_efficiency`` inside a server where set, else their ``wire_efficiency``."""
+        if self.costs.intra_wire_efficiency is not None and not self.crosses_servers(src, dst):
+            return self.costs.intra_wire_efficiency
+        return self.costs.wire_efficiency
+
+    def across(self, workload: Workload) -> np.ndarray:
+        """Which of ``workload``'s flows (messages of this collective) go from one server to
+        another, worked out once per distinct endpoint."""
+        if self.servers is None:
+            return np.zeros(len(workload), dtype=bool)
+        src_names, src_codes = coded(workload.src)
+        dst_names, dst_codes = coded(workload.dst)
+        server_ids: dict[Hashable, int] = {}
+        src_servers = np.array([server_ids.setdefault(self._server(self.servers, r), len(server_ids))
+                                for r in src_names], dtype=np.int64)
+        dst_servers = np.array([server_ids.setdefault(self._server(self.servers, r), len(server_ids))
+                                for r in dst_names], dtype=np.int64)
+        return src_servers[src_codes] != dst_servers[dst_codes]
+
     def ring_latency_overlaps(self, src: str, dst: str) -> bool:
         """Whether a ring hop's step latency runs in the shadow of the messages before it:
         across servers (NCCL's proxy keeps ``NCCL_STEPS`` sends in flight) and with LL and
@@ -257,11 +283,7 @@ class _FlowDag:
         self.labels.append(f"{self.name}.{label}")
         self.src.append(src)
         self.dst.append(dst)
-        efficiency = wire_efficiency
-        if efficiency is None:
-            efficiency = self.costs.wire_efficiency
-            if self.costs.intra_wire_efficiency is not None and not self.crosses_servers(src, dst):
-                efficiency = self.costs.intra_wire_efficiency
+        efficiency = self.wire_efficiency(src, dst) if wire_efficiency is None else wire_efficiency
         self.size.append(payload_bytes / efficiency)
         self.cap.append(cap_Bps)
         self.deps.append(deps)
@@ -439,6 +461,14 @@ def check_size(size_bytes: float, what: str) -> float:
     if not (math.isfinite(size) and size >= 0):
         raise InputError(f"{what}: size_bytes is {size_bytes!r}; it must be finite and >= 0")
     return size
+
+
+def _check_caps(what: str, **caps: float) -> None:
+    """An :class:`InputError` naming the first of ``caps`` (rates, B/s) that is not > 0 (inf
+    for none)."""
+    for name, value in caps.items():
+        if not value > 0:
+            raise InputError(f"{what}: {name} must be > 0, got {value!r}")
 
 
 def _check_orders(
@@ -695,6 +725,8 @@ def _stream_ring(
     ready: Mapping[str, list[int]],
     phase: str,
     slices: int = 1,
+    cap_Bps: float = math.inf,
+    net_cap_Bps: float = math.inf,
 ) -> dict[str, list[int]]:
     """The ring of :func:`_ring` as one flow per hop and channel (``model="stream"``);
     returns, per rank, the flows it receives.
@@ -702,26 +734,36 @@ def _stream_ring(
     Hop ``p`` (``order[p] -> order[p + 1]``) carries ``n_steps`` chunks after the step
     latencies its messages would pay one after another in the step DAG (``n_steps x slices``
     of them with Simple between GPUs of a server, where each follows the one before; one
-    across servers and with LL or LL128, where they overlap); beside it, a zero-byte flow pays the step latencies of the
-    ``n_steps`` hops ending at ``p``: the step DAG's longest chain of forwarded chunks.
+    across servers and with LL or LL128, where they overlap). Beside it, a zero-byte flow
+    takes what the step DAG's longest chain of forwarded chunks takes: over each of the
+    ``n_steps`` hops ending at ``p``, the hop's step latency and its first slice's transfer,
+    then the last step's other slices on hop ``p``. A slice's transfer is charged at the
+    messages' cap (``cap_Bps``, and ``net_cap_Bps`` between servers) where one is set; where
+    the links alone set a hop's rate, which the layout does not know, the chain charges its
+    latency only.
     """
     done: dict[str, list[int]] = {r: [] for r in orders[0]}
     for c, order in enumerate(orders):
         n = len(order)
-        hop = np.array([dag.step_latency(order[p], order[(p + 1) % n]) for p in range(n)])
+        pairs = [(order[p], order[(p + 1) % n]) for p in range(n)]
+        crosses = np.array([dag.crosses_servers(a, b) for a, b in pairs], dtype=bool)
+        latency = np.array([dag.step_latency(a, b) for a, b in pairs])
+        wire = np.array([chunk_bytes / slices / dag.wire_efficiency(a, b) for a, b in pairs])
+        slice_s = wire / np.where(crosses, min(cap_Bps, net_cap_Bps), cap_Bps)  # 0 where uncapped
+        hop = latency + slice_s
         laps, rest = divmod(n_steps, n)
         # The chain ending at hop p: `laps` whole turns, then hops p - rest + 1 .. p.
         around = np.concatenate([np.zeros(1), np.cumsum(np.concatenate([hop, hop]))])
         chain = laps * hop.sum() + around[n + 1 : 2 * n + 1] - around[n + 1 - rest : 2 * n + 1 - rest]
+        chain += (slices - 1) * slice_s
         steps = f"0-{n_steps - 1}"
-        for p in range(n):
-            src, dst = order[p], order[(p + 1) % n]
+        for p, (src, dst) in enumerate(pairs):
             deps = list(ready.get(src, ()))
             label = f"{phase}ch{c}.stream.r{p}"
             serial = 1 if dag.ring_latency_overlaps(src, dst) else n_steps * slices
             sender = dag.proxy(src, dst) or src  # across servers, the rank on dst's rail (PXN)
             done[dst].append(dag.add(label, sender, dst, n_steps * chunk_bytes, deps, steps, c,
-                                     step_latency_s=serial * float(hop[p])))
+                                     step_latency_s=serial * float(latency[p])))
             done[dst].append(dag.add(f"{label}.chain", sender, dst, 0.0, deps, steps, c,
                                      step_latency_s=float(chain[p])))
     return done
@@ -1040,8 +1082,11 @@ def _ring_collective(
     costs: CollectiveCosts | None,
     model: str,
     rails: Rails = None,
+    cap_Bps: float = math.inf,
+    net_cap_Bps: float = math.inf,
 ) -> Workload:
     ranks, size, channels, costs = _prepare(what, ranks, size_bytes, channels, costs, "ring")
+    _check_caps(what, cap_Bps=cap_Bps, net_cap_Bps=net_cap_Bps)
     n = len(ranks)
     chunk = size / n / channels
     orders = _check_orders(orders, ranks, channels, what)
@@ -1049,7 +1094,13 @@ def _ring_collective(
     model = _model(model, channels * n_steps(n) * n * n_slices, what)
     dag = _FlowDag(what, costs, servers, model, rails)
     if model == "stream":
-        _stream_ring(dag, orders, chunk, n_steps(n), {}, "", n_slices)
+        _stream_ring(dag, orders, chunk, n_steps(n), {}, "", n_slices, cap_Bps, net_cap_Bps)
     else:
         _ring(dag, orders, chunk, n_steps(n), n_slices, {}, "")
-    return dag.workload(what)
+    workload = dag.workload(what)
+    if cap_Bps == math.inf and net_cap_Bps == math.inf:
+        return workload
+    cap = np.minimum(workload.cap_Bps, cap_Bps)
+    if net_cap_Bps < math.inf:
+        cap = np.where(dag.across(workload), np.minimum(cap, net_cap_Bps), cap)
+    return dataclasses.replace(workload, cap_Bps=cap)

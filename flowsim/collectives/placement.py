@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import sys
 from collections import Counter
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -570,7 +571,7 @@ def collective_workload(
              "root": root}
     refused = [key for key, value in given.items() if value is not None and key not in entry.options]
     if refused:
-        takes = ", ".join(sorted(entry.options)) or "no layout options"
+        takes = ", ".join(sorted(entry.options & given.keys())) or "no layout options"
         raise InputError(
             f"bad parameters for {collective}: {entry.name} takes no {', '.join(refused)} (it takes {takes})"
         )
@@ -712,7 +713,6 @@ def collective_workload(
         half_block = half_block_nvlink_GBps(choice.system.sm)
         if half_block is not None:
             options["split_cap_Bps"] = half_block * 1e9 * lane_channels / 2 * split_fill / chosen[1].wire_efficiency
-    workload = entry.builder(ranks, size_bytes, costs=chosen[1], model=model, **options)
     if capped and entry.name == "ring" and chosen[0] == "simple" and choice is not None \
             and choice.n_channels == choice.max_channels:
         # A Simple ring's model bandwidth is what NCCL's topology search reserved per channel
@@ -721,6 +721,7 @@ def collective_workload(
         # model's per-channel protocol limits (llMaxBw, perChMax*Bw), and a call on fewer
         # channels its channels' share.
         capped = False
+    lane_cap = math.inf
     if capped:
         assert choice is not None
         share = lane_channels * choice.channel_bandwidth_Bps
@@ -731,14 +732,22 @@ def collective_workload(
             share /= 4 / fill
             if collective == "all_reduce":
                 share *= tree_correction(constants_of(choice.version), protocol, size_bytes)
-        workload = _capped(workload, share / chosen[1].wire_efficiency)
+        lane_cap = share / chosen[1].wire_efficiency
+    net_cap = math.inf
     if entry.name == "ring" and chosen[0] == "simple" and choice is not None \
             and choice.system.sm // 10 in HOPPER_RING_NET_CHANNEL_SM:
         # A Hopper ring channel's hop between servers moves at most HOPPER_RING_NET_CHANNEL_GBPS
         # (calibrated, docs/model.md "Ring channels across servers"); a lane carries its channels.
-        across, _ = _server_pairs(topology, workload)
-        if across.any():
-            net_cap = HOPPER_RING_NET_CHANNEL_GBPS * 1e9 * lane_channels / chosen[1].wire_efficiency
+        net_cap = HOPPER_RING_NET_CHANNEL_GBPS * 1e9 * lane_channels / chosen[1].wire_efficiency
+    if "caps" in entry.options:
+        # The rings cap their own messages: a streamed ring's latency chain moves at the caps.
+        options.update(cap_Bps=lane_cap, net_cap_Bps=net_cap)
+    workload = entry.builder(ranks, size_bytes, costs=chosen[1], model=model, **options)
+    if "caps" not in entry.options:
+        if lane_cap < math.inf:
+            workload = _capped(workload, lane_cap)
+        if net_cap < math.inf:
+            across, _ = _server_pairs(topology, workload)
             workload = dataclasses.replace(
                 workload, cap_Bps=np.where(across, np.minimum(workload.cap_Bps, net_cap), workload.cap_Bps))
     if p2p_sends:

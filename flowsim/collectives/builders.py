@@ -980,12 +980,15 @@ def nvls_tree_all_reduce(
     n_slices = _slices(slices, chunk, what, MAX_PIPELINE_SLICES, NVLS_CHUNK_BYTES)
     piece = chunk / n_slices
     n_servers = len(groups)
-    _steps_only(model, channels * per_server * n_slices * n_servers * (2 * per_server + 6), what)
+    model = _model(model, channels * per_server * n_slices * n_servers * (2 * per_server + 6), what)
     dag_servers = {**servers, **{switch_of[g]: servers[group[0]] for g, group in enumerate(groups)}}
-    dag = _FlowDag("all_reduce", costs, dag_servers)
+    dag = _FlowDag("all_reduce", costs, dag_servers, model)
     index = {r: i for i, r in enumerate(ranks)}
     trees = _double_binary_tree(n_servers)
     shapes = [_tree_shape(parent) for parent in trees]
+    if model == "stream":
+        _stream_nvls_tree(dag, groups, switch_of, index, trees, shapes, chunk, n_slices, channels, tree_cap_Bps)
+        return dag.workload("all_reduce")
     for c, j, label, last in _chunk_slices(dag, channels, per_server, n_slices):
         owners = [group[j] for group in groups]
         results = [
@@ -1017,6 +1020,74 @@ def nvls_tree_all_reduce(
         for g, group in enumerate(groups):
             _multicast(dag, last, label, group, index, switch_of[g], g, owners[g], piece, totals[g], c)
     return dag.workload("all_reduce")
+
+
+def _stream_nvls_tree(
+    dag: _FlowDag,
+    groups: list[tuple[str, ...]],
+    switch_of: list[str],
+    index: Mapping[str, int],
+    trees: Sequence[Sequence[int]],
+    shapes: Sequence[tuple[list[list[int]], list[int]]],
+    chunk: float,
+    n_slices: int,
+    channels: int,
+    tree_cap_Bps: float,
+) -> None:
+    """:func:`nvls_tree_all_reduce` streamed (``model="stream"``): every message of a chunk's
+    step DAG once, carrying all of its ``n_slices`` slices, and none waiting for another.
+    A message starts moving bytes when the chunk's first slice reaches it in the step DAG
+    (its overhead: the base latency, the step latencies on the way and, up and down the
+    trees, each hop's half slice at ``tree_cap_Bps``, none where that is inf), then moves
+    them all at its rate: a pipeline filled once, then streamed, as NCCL's model adds its
+    latency to its bandwidth term. The NVLS messages inside the servers pay their latencies
+    on the way, not their slices' transfer, whose rate the layout does not know. The last
+    slice drains too: a zero-byte ``ch{c}.chunk{j}.drain`` at server 0's owner waits for
+    the chunk's reductions into every switch, then pays the way of one slice from there up
+    the deeper tree, down it and out of the switch again."""
+    piece = chunk / n_slices
+    inter = dag.costs.inter_step_s
+    hop_s = inter + piece / 2 / tree_cap_Bps  # a tree hop's latency and half slice, at the cap
+    n_servers = len(groups)
+    owners0 = [group[0] for group in groups]
+    into = dag.step_latency(owners0[0], switch_of[0])  # a message into the switch (and out of it)
+    result_in = 2 * into  # the first slice's sum at its owner: into the switch and out
+    # When the first slice leaves each server up tree t, and when it arrives down at it.
+    up_at: list[list[float]] = []
+    down_at: list[list[float]] = []
+    for parent, (children, top_down) in zip(trees, shapes, strict=True):
+        leave = [0.0] * n_servers
+        for g in reversed(top_down):
+            leave[g] = max([result_in] + [leave[child] + hop_s for child in children[g]])
+        arrive = [0.0] * n_servers
+        for g in top_down:
+            arrive[g] = leave[g] if parent[g] < 0 else arrive[parent[g]] + hop_s
+        up_at.append(leave)
+        down_at.append(arrive)
+    depth = max(max(arrive) - result_in for arrive in down_at)  # up to a root and down again
+    drain_s = into + depth + 2 * into
+    for c in range(channels):
+        for j in range(len(groups[0])):
+            label = f"ch{c}.chunk{j}"
+            owners = [group[j] for group in groups]
+            reductions = []
+            for g, group in enumerate(groups):
+                switch, owner = switch_of[g], owners[g]
+                for r in group:
+                    reductions.append(dag.add(f"{label}.reduce.r{index[r]}", r, switch, chunk, [], 0, c))
+                dag.add(f"{label}.result.s{g}", switch, owner, chunk, [], 1, c, step_latency_s=result_in)
+                for t, parent in enumerate(trees):
+                    if parent[g] >= 0:
+                        above = owners[parent[g]]
+                        dag.add(f"{label}.up.t{t}.s{g}", owner, above, chunk / 2, [], 2, c, wire_efficiency=1.0,
+                                cap_Bps=tree_cap_Bps, step_latency_s=up_at[t][g] + inter)
+                        dag.add(f"{label}.down.t{t}.s{g}", above, owner, chunk / 2, [], 3, c, wire_efficiency=1.0,
+                                cap_Bps=tree_cap_Bps, step_latency_s=down_at[t][parent[g]] + inter)
+                stored = max(arrive[g] for arrive in down_at) + into
+                dag.add(f"{label}.store.s{g}", owner, switch, chunk, [], 4, c, step_latency_s=stored)
+                for r in group:
+                    dag.add(f"{label}.multicast.r{index[r]}", switch, r, chunk, [], 5, c, step_latency_s=stored + into)
+            dag.add(f"{label}.drain", owners[0], owners[0], 0.0, reductions, "0-5", c, step_latency_s=drain_s)
 
 
 def nvls_sharp_all_reduce(
@@ -1204,6 +1275,10 @@ ALGORITHM_TABLE: dict[tuple[str, str], Algorithm] = {
         Algorithm("send", "p2p", _send, frozenset({"channels", "slices", "servers"})),
     )
 }
+
+#: Algorithms with a stream form (``model="stream"``), which NCCL's choice is held to when the
+#: stream is asked for (a broadcast's or reduce's ring is a chain, which has none).
+STREAMED = frozenset({"ring", "nvls_tree"})
 
 #: Collectives NCCL runs as grouped point-to-point sends of ``S / n`` bytes, one per peer
 #: ([NCCL] v2.30.7-1 ``src/enqueue.cc``): an all-to-all's, a gather's into its root and a

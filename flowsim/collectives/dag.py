@@ -37,9 +37,12 @@ set a hop's rate, the chain charges the latency alone. Route latencies: the engi
 each flow's own; the chain's other switch hops, 0.1-0.5 us each against NCCL's 3.4-14 us
 per step, are not charged. ``model="auto"`` (the
 default) keeps the step DAG up to :data:`STEP_MESSAGE_LIMIT` messages and streams above it.
-The workload's ``model`` tag says which layout was built. Algorithms without a stream form
-(trees, chains, NVLS, all-to-all) take ``model="auto"`` or ``"steps"``: above the limit,
-``"auto"`` refuses with the message count before building anything, and ``"steps"`` builds
+The workload's ``model`` tag says which layout was built. NVLSTree streams as rings do
+(:func:`~flowsim.collectives.builders.nvls_tree_all_reduce`: each message of a chunk once,
+with all its slices, beside a chain of one slice's latencies and capped transfers up and
+down the deeper tree). Algorithms without a stream form (trees, chains, NVLS inside one
+server, all-to-all) take ``model="auto"`` or ``"steps"``: above the limit, ``"auto"``
+refuses with the message count before building anything, and ``"steps"`` builds
 regardless.
 
 """
@@ -813,7 +816,7 @@ def _steps_only(model: str, n_messages: int, what: str) -> None:
     if model == "stream":
         raise InputError(
             f"{what} has no stream model; rings have one (all_reduce, reduce_scatter, all_gather, "
-            "hierarchical_all_reduce)"
+            "hierarchical_all_reduce), and so has nvls_tree_all_reduce"
         )
     if model == "auto" and n_messages > STEP_MESSAGE_LIMIT:
         raise InputError(

@@ -28,6 +28,7 @@ from flowsim.collectives.builders import (
     ALLTOALLV_MATRIX_FILE,
     ALLTOALLV_SPREAD,
     PEER_SPLIT,
+    STREAMED,
     algorithm_of,
     all_to_all_v_bytes,
     check_algorithm,
@@ -837,7 +838,7 @@ def _nccl(topology: Topology, collective: str, size_bytes: float, ranks: tuple[s
           protocol: str, model: str, nccl_env: Mapping[str, str] | None, nccl_version: str, dtype: str, redop: str,
           router: Router | None, gpudirect: bool) -> NcclChoice | None:
     """NCCL's choice among the algorithms flowsim builds for ``collective`` (only ``algorithm``
-    when one is named; only rings for ``model="stream"``) and the protocols allowed (only
+    when one is named; only those of :data:`STREAMED` for ``model="stream"``) and the protocols allowed (only
     ``protocol`` when one is named). None when an algorithm is named that NCCL's model does
     not run here (NVLS without NVSwitch generation 3, say): the builder then says why; an
     NVLS algorithm named for a reduction the NVSwitch does not have is an error."""
@@ -852,7 +853,7 @@ def _nccl(topology: Topology, collective: str, size_bytes: float, ranks: tuple[s
     if algorithm == "auto":
         allowed = [name for name in _NCCL_BUILT if (collective, name) in ALGORITHM_TABLE]
         if model == "stream":
-            allowed = ["ring"]
+            allowed = [name for name in allowed if name in STREAMED]
     else:
         name = algorithm_of(collective, algorithm).name
         allowed = ["ring" if name == "hierarchical" else "nvls" if name == "nvls_sharp" else name]

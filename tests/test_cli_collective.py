@@ -197,7 +197,7 @@ def test_rows_say_what_nccl_runs_and_nccl_env_steers_it(capsys):
         (["--system", "dgx_h100", "-b", "1G", "-e", "1M"], "begin <= end"),
         (["--system", "dgx_h100", "-b", "1Q"], "size '1Q'"),
         (["--system", "dgx_h100", "--algorithm", "p2p"], "no algorithm 'p2p' for all_reduce"),
-        (["--system", "dgx_h100", "--algorithm", "tree", "--model", "stream"], "has no stream model"),
+        (["--system", "dgx_h100", "--algorithm", "nvls", "--model", "stream"], "has no stream model"),
         (["--system", "dgx_h100", "-g", "16"], "-g 16: a nccl-tests thread drives GPUs of its own host, and each "
                                                "dgx_h100 host has 8"),
         (["--system", "gb200-nvl72", "-g", "8"], "each gb200_nvl72 host has 4"),  # a compute tray

@@ -661,6 +661,8 @@ def tree_all_reduce(
     split_cap_Bps: float = math.inf,
     costs: CollectiveCosts | None = None,
     model: str = "auto",
+    cap_Bps: float = math.inf,
+    net_cap_Bps: float = math.inf,
 ) -> Workload:
     """Double binary tree all-reduce (NCCL >= 2.4): each tree carries ``S / 2``.
 
@@ -676,22 +678,27 @@ def tree_all_reduce(
     message a rank sends to another rank of its server, except those a tree's root sends:
     NCCL splits every other rank's thread block of a channel in two, one part reducing up
     while the other broadcasts down ([NCCL] src/device/all_reduce.h ``runTreeSplit``), and
-    the root's works whole (default: no cap). Default costs: :func:`nccl_costs`
-    ``("tree", "simple", "nvlink")``; ``model`` as :func:`broadcast`; other parameters as
-    :func:`all_reduce`.
+    the root's works whole (default: no cap); ``cap_Bps`` and ``net_cap_Bps`` as
+    :func:`all_reduce`'s. Default costs: :func:`nccl_costs` ``("tree", "simple",
+    "nvlink")``; other parameters as :func:`all_reduce`. Streamed (``model``), each hop
+    moves all its slices as one flow, starting when the first slice has crossed the hops
+    feeding it (:func:`~flowsim.collectives.dag._tree_all_reduce`), as LL and LL128 trees
+    always stream.
     """
     what = "tree_all_reduce"
-    _check_caps(what, split_cap_Bps=split_cap_Bps)
+    _check_caps(what, split_cap_Bps=split_cap_Bps, cap_Bps=cap_Bps, net_cap_Bps=net_cap_Bps)
     ranks, size, channels, costs = _prepare(what, ranks, size_bytes, channels, costs, "tree")
     piece = size / 2 / channels
     n_slices = 1 if costs.streams and slices is None else _slices(slices, piece, what, MAX_PIPELINE_SLICES)
     # Each tree spans the ranks (n - 1 edges), crossed up and down by every slice.
-    _steps_only(model, channels * n_slices * 2 * 2 * (len(ranks) - 1), what)
-    dag = _FlowDag("all_reduce", costs, servers)
+    model = _model(model, channels * n_slices * 2 * 2 * (len(ranks) - 1), what)
+    dag = _FlowDag("all_reduce", costs, servers, model)
     if offsets is not None and (not offsets or any(int(k) != k or k < 0 for k in offsets)):
         raise InputError(f"{what}: offsets must be a non-empty list of integers >= 0, got {offsets!r}")
-    _tree_all_reduce(dag, ranks, _group_by_server(ranks, servers, what), piece / n_slices, channels, n_slices,
-                     None if offsets is None else [int(k) for k in offsets], split_cap_Bps)
+    streamed = model == "stream" and not costs.streams
+    _tree_all_reduce(dag, ranks, _group_by_server(ranks, servers, what), piece if streamed else piece / n_slices,
+                     channels, 1 if streamed else n_slices, None if offsets is None else [int(k) for k in offsets],
+                     split_cap_Bps, cap_Bps, net_cap_Bps, n_slices if streamed else 0)
     return dag.workload("all_reduce")
 
 
@@ -1254,7 +1261,8 @@ ALGORITHM_TABLE: dict[tuple[str, str], Algorithm] = {
     (a.collective, a.name): a
     for a in (
         Algorithm("all_reduce", "ring", all_reduce, _RING),
-        Algorithm("all_reduce", "tree", tree_all_reduce, frozenset({"channels", "slices", "servers", "offsets"})),
+        Algorithm("all_reduce", "tree", tree_all_reduce,
+                  frozenset({"channels", "slices", "servers", "offsets", "caps"})),
         Algorithm("all_reduce", "hierarchical", hierarchical_all_reduce, frozenset({"channels", "slices", "servers"})),
         Algorithm("all_reduce", "nvls", nvls_all_reduce, frozenset({"channels", "slices", "switch"})),
         Algorithm("all_reduce", "nvls_tree", nvls_tree_all_reduce, frozenset({"channels", "slices", "servers"})),
@@ -1278,7 +1286,7 @@ ALGORITHM_TABLE: dict[tuple[str, str], Algorithm] = {
 
 #: Algorithms with a stream form (``model="stream"``), which NCCL's choice is held to when the
 #: stream is asked for (a broadcast's or reduce's ring is a chain, which has none).
-STREAMED = frozenset({"ring", "nvls_tree"})
+STREAMED = frozenset({"ring", "tree", "nvls_tree"})
 
 #: Collectives NCCL runs as grouped point-to-point sends of ``S / n`` bytes, one per peer
 #: ([NCCL] v2.30.7-1 ``src/enqueue.cc``): an all-to-all's, a gather's into its root and a

@@ -39,11 +39,11 @@ per step, are not charged. ``model="auto"`` (the
 default) keeps the step DAG up to :data:`STEP_MESSAGE_LIMIT` messages and streams above it.
 The workload's ``model`` tag says which layout was built. NVLSTree streams as rings do
 (:func:`~flowsim.collectives.builders.nvls_tree_all_reduce`: each message of a chunk once,
-with all its slices, beside a chain of one slice's latencies and capped transfers up and
-down the deeper tree). Algorithms without a stream form (trees, chains, NVLS inside one
-server, all-to-all) take ``model="auto"`` or ``"steps"``: above the limit, ``"auto"``
-refuses with the message count before building anything, and ``"steps"`` builds
-regardless.
+with all its slices, starting when the first slice reaches it), and so do Simple trees
+(:func:`_tree_all_reduce`: each hop once, streamed as LL's hops are). Algorithms without a
+stream form (chains, NVLS inside one server, PAT, point-to-point) take ``model="auto"`` or
+``"steps"``: above the limit, ``"auto"`` refuses with the message count before building
+anything, and ``"steps"`` builds regardless.
 
 """
 
@@ -816,7 +816,7 @@ def _steps_only(model: str, n_messages: int, what: str) -> None:
     if model == "stream":
         raise InputError(
             f"{what} has no stream model; rings have one (all_reduce, reduce_scatter, all_gather, "
-            "hierarchical_all_reduce), and so has nvls_tree_all_reduce"
+            "hierarchical_all_reduce), and so have tree_all_reduce and nvls_tree_all_reduce"
         )
     if model == "auto" and n_messages > STEP_MESSAGE_LIMIT:
         raise InputError(
@@ -969,6 +969,9 @@ def _tree_all_reduce(
     slices: int,
     offsets: Sequence[int] | None = None,
     split_cap_Bps: float = math.inf,
+    cap_Bps: float = math.inf,
+    net_cap_Bps: float = math.inf,
+    stream_slices: int = 0,
 ) -> None:
     """Both trees of every channel, slice by slice, over tree nodes that are chains.
 
@@ -982,16 +985,29 @@ def _tree_all_reduce(
 
     ``split_cap_Bps`` caps each message a rank other than a tree's root head sends to a rank
     of its own server: NCCL splits such a rank's thread block between reducing up and
-    broadcasting down (``runTreeSplit``), the root's works whole.
+    broadcasting down (``runTreeSplit``), the root's works whole. ``cap_Bps`` caps every
+    message, ``net_cap_Bps`` those between servers.
+
+    ``stream_slices`` > 0 streams a Simple tree (``model="stream"``): each hop is one flow of
+    all its ``stream_slices`` slices (``payload_bytes``), streamed as LL's hops are
+    (:func:`_streamed`), a hop fed by others starting when the first slice is through: its
+    step latency and that slice's transfer at the hop's cap (none where it has none).
     """
-    stream = dag.costs.streams
+    stream = dag.costs.streams or stream_slices > 0
     index = {r: i for i, r in enumerate(ranks)}
 
     def send(last: dict[str, int], kind: str, label: str, src: str, dst: str, deps: list[int], step: int,
              tag: int, root_head: str) -> int:
-        cap = math.inf if src == root_head or dag.crosses_servers(src, dst) else split_cap_Bps
+        crosses = dag.crosses_servers(src, dst)
+        cap = min(cap_Bps, net_cap_Bps if crosses else math.inf,
+                  math.inf if src == root_head or crosses else split_cap_Bps)
         if stream:
-            return _streamed(dag, last, kind, label, src, dst, payload_bytes, deps, step, tag, cap_Bps=cap)
+            step_latency = None
+            if stream_slices and deps:
+                piece = payload_bytes / stream_slices / dag.wire_efficiency(src, dst)
+                step_latency = dag.step_latency(src, dst) + piece / cap
+            return _streamed(dag, last, kind, label, src, dst, payload_bytes, deps, step, tag,
+                             step_latency_s=step_latency, cap_Bps=cap)
         return _in_order(dag, last, kind, label, src, dst, payload_bytes, deps, step, tag, cap_Bps=cap)
 
     units = [(r,) for r in ranks] if len(groups) == 1 else groups

@@ -63,6 +63,7 @@ from flowsim.collectives.dag import (
     _check_orders,
     _check_ranks,
     _double_binary_tree,
+    _first_slice_sender,
     _FlowDag,
     _group_by_server,
     _in_order,
@@ -71,6 +72,7 @@ from flowsim.collectives.dag import (
     _prepare,
     _ring,
     _ring_collective,
+    _Send,
     _slices,
     _steps_only,
     _stream_ring,
@@ -319,17 +321,22 @@ def _chain_collective(
     rails: Rails,
     costs: CollectiveCosts | None,
     model: str,
+    cap_Bps: float,
+    net_cap_Bps: float,
 ) -> Workload:
     ranks, size, channels, costs = _prepare(what, ranks, size_bytes, channels, costs, "ring")
     _check_root(root, ranks, what)
+    _check_caps(what, cap_Bps=cap_Bps, net_cap_Bps=net_cap_Bps)
     piece = size / channels
     n_slices = 1 if costs.streams and slices is None else _slices(slices, piece, what, MAX_PIPELINE_SLICES)
-    _steps_only(model, channels * n_slices * (len(ranks) - 1), what)
-    dag = _FlowDag(what, costs, servers, rails=rails)
+    model = _model(model, channels * n_slices * (len(ranks) - 1), what)
+    dag = _FlowDag(what, costs, servers, model, rails)
+    streamed = model == "stream" and not costs.streams
     for c, order in enumerate(_check_orders(orders, ranks, channels, what)):
         at = order.index(ranks[root])
         chain = order[at:] + order[:at]
-        _chain(dag, chain[::-1] if towards_root else chain, piece / n_slices, n_slices, c)
+        _chain(dag, chain[::-1] if towards_root else chain, piece if streamed else piece / n_slices,
+               1 if streamed else n_slices, c, cap_Bps, net_cap_Bps, n_slices if streamed else 0)
     return dag.workload(what)
 
 
@@ -350,6 +357,8 @@ def broadcast(
     rails: Rails = None,
     costs: CollectiveCosts | None = None,
     model: str = "auto",
+    cap_Bps: float = math.inf,
+    net_cap_Bps: float = math.inf,
 ) -> Workload:
     """Pipelined chain broadcast of ``S`` bytes from ``ranks[root]``.
 
@@ -357,8 +366,10 @@ def broadcast(
     hop ``h`` waits for slice ``k`` of hop ``h - 1`` and slice ``k - 1`` of hop ``h``. With
     ``rails``, a hop between servers leaves through the sender's server's rank on the
     receiver's rail, as a ring's does (the chain is NCCL's ring, opened at the root).
-    ``model`` is ``"auto"`` or ``"steps"`` (a chain has no stream form: see "Steps and
-    streams" in :mod:`flowsim.collectives`). Other parameters as :func:`all_reduce`.
+    Streamed (``model``), each hop moves all its slices as one flow, starting once the hop
+    before it has started, plus its step latency and, with Simple, the first slice's
+    transfer at the hop's cap (LL and LL128 chains always stream so). Other parameters as
+    :func:`all_reduce`.
     """
     return _chain_collective(
         "broadcast",
@@ -373,6 +384,8 @@ def broadcast(
         rails=rails,
         costs=costs,
         model=model,
+        cap_Bps=cap_Bps,
+        net_cap_Bps=net_cap_Bps,
     )
 
 
@@ -388,6 +401,8 @@ def reduce(
     rails: Rails = None,
     costs: CollectiveCosts | None = None,
     model: str = "auto",
+    cap_Bps: float = math.inf,
+    net_cap_Bps: float = math.inf,
 ) -> Workload:
     """Pipelined chain reduce of ``S`` bytes into ``ranks[root]``: the broadcast chain run
     backwards. Parameters as :func:`broadcast`."""
@@ -404,6 +419,8 @@ def reduce(
         rails=rails,
         costs=costs,
         model=model,
+        cap_Bps=cap_Bps,
+        net_cap_Bps=net_cap_Bps,
     )
 
 
@@ -893,21 +910,23 @@ def _switch_groups(
 
 
 def _reduce_into(dag: _FlowDag, last: dict[str, int], label: str, group: Sequence[str], index: Mapping[str, int],
-                 switch: str, g: int, owner: str, piece: float, c: int) -> int:
+                 switch: str, g: int, owner: str, piece: float, c: int, send: _Send = _in_order) -> int:
     """NVLS's reduction of one chunk inside server ``g``: every rank's copy into ``switch``
-    (``reduce.r{i}``), then the sum to ``owner`` (``result.s{g}``), which it returns."""
-    reduced = [_in_order(dag, last, f"reduce.r{index[r]}", label, r, switch, piece, [], 0, c) for r in group]
-    return _in_order(dag, last, f"result.s{g}", label, switch, owner, piece, reduced, 1, c)
+    (``reduce.r{i}``), then the sum to ``owner`` (``result.s{g}``), whose message (or start,
+    with a streamed ``send``) it returns."""
+    reduced = [send(dag, last, f"reduce.r{index[r]}", label, r, switch, piece, [], 0, c) for r in group]
+    return send(dag, last, f"result.s{g}", label, switch, owner, piece, reduced, 1, c)
 
 
 def _multicast(dag: _FlowDag, last: dict[str, int], label: str, group: Sequence[str], index: Mapping[str, int],
-               switch: str, g: int, owner: str, piece: float, deps: list[int], c: int) -> None:
+               switch: str, g: int, owner: str, piece: float, deps: list[int], c: int,
+               send: _Send = _in_order) -> None:
     """NVLS's broadcast of one chunk inside server ``g`` once ``deps`` are in: ``owner``
     writes it to ``switch`` (``store.s{g}``), which multicasts it to every rank
     (``multicast.r{i}``)."""
-    store = _in_order(dag, last, f"store.s{g}", label, owner, switch, piece, deps, 4, c)
+    store = send(dag, last, f"store.s{g}", label, owner, switch, piece, deps, 4, c)
     for r in group:
-        _in_order(dag, last, f"multicast.r{index[r]}", label, switch, r, piece, [store], 5, c)
+        send(dag, last, f"multicast.r{index[r]}", label, switch, r, piece, [store], 5, c)
 
 
 def _chunk_slices(
@@ -993,13 +1012,14 @@ def nvls_tree_all_reduce(
     index = {r: i for i, r in enumerate(ranks)}
     trees = _double_binary_tree(n_servers)
     shapes = [_tree_shape(parent) for parent in trees]
+    send: _Send = _in_order
     if model == "stream":
-        _stream_nvls_tree(dag, groups, switch_of, index, trees, shapes, chunk, n_slices, channels, tree_cap_Bps)
-        return dag.workload("all_reduce")
-    for c, j, label, last in _chunk_slices(dag, channels, per_server, n_slices):
+        # Each message once with all of its chunk's slices, its first slice as its start.
+        send, piece = _first_slice_sender(n_slices), chunk
+    for c, j, label, last in _chunk_slices(dag, channels, per_server, 1 if model == "stream" else n_slices):
         owners = [group[j] for group in groups]
         results = [
-            _reduce_into(dag, last, label, group, index, switch_of[g], g, owners[g], piece, c)
+            _reduce_into(dag, last, label, group, index, switch_of[g], g, owners[g], piece, c, send)
             for g, group in enumerate(groups)
         ]
         totals: list[list[int]] = [[] for _ in groups]
@@ -1013,88 +1033,20 @@ def nvls_tree_all_reduce(
                     at_root = inputs
                     totals[g].extend(inputs)
                     continue
-                up[g] = _in_order(dag, last, f"up.t{t}.s{g}", label, owners[g], owners[parent[g]], piece / 2,
-                                  inputs, 2, c, wire_efficiency=1.0, cap_Bps=tree_cap_Bps)
+                up[g] = send(dag, last, f"up.t{t}.s{g}", label, owners[g], owners[parent[g]], piece / 2,
+                             inputs, 2, c, wire_efficiency=1.0, cap_Bps=tree_cap_Bps)
             # The root sends this tree's half down once this tree's reduction is in:
             # the other tree's messages into the same server are no input of it.
             down: dict[int, list[int]] = {root: at_root}
             for g in order:
                 for child in children[g]:
-                    message = _in_order(dag, last, f"down.t{t}.s{child}", label, owners[g], owners[child],
-                                        piece / 2, down[g], 3, c, wire_efficiency=1.0, cap_Bps=tree_cap_Bps)
+                    message = send(dag, last, f"down.t{t}.s{child}", label, owners[g], owners[child],
+                                   piece / 2, down[g], 3, c, wire_efficiency=1.0, cap_Bps=tree_cap_Bps)
                     down[child] = [message]
                     totals[child].append(message)
         for g, group in enumerate(groups):
-            _multicast(dag, last, label, group, index, switch_of[g], g, owners[g], piece, totals[g], c)
+            _multicast(dag, last, label, group, index, switch_of[g], g, owners[g], piece, totals[g], c, send)
     return dag.workload("all_reduce")
-
-
-def _stream_nvls_tree(
-    dag: _FlowDag,
-    groups: list[tuple[str, ...]],
-    switch_of: list[str],
-    index: Mapping[str, int],
-    trees: Sequence[Sequence[int]],
-    shapes: Sequence[tuple[list[list[int]], list[int]]],
-    chunk: float,
-    n_slices: int,
-    channels: int,
-    tree_cap_Bps: float,
-) -> None:
-    """:func:`nvls_tree_all_reduce` streamed (``model="stream"``): every message of a chunk's
-    step DAG once, carrying all of its ``n_slices`` slices, and none waiting for another.
-    A message starts moving bytes when the chunk's first slice reaches it in the step DAG
-    (its overhead: the base latency, the step latencies on the way and, up and down the
-    trees, each hop's half slice at ``tree_cap_Bps``, none where that is inf), then moves
-    them all at its rate: a pipeline filled once, then streamed, as NCCL's model adds its
-    latency to its bandwidth term. The NVLS messages inside the servers pay their latencies
-    on the way, not their slices' transfer, whose rate the layout does not know. The last
-    slice drains too: a zero-byte ``ch{c}.chunk{j}.drain`` at server 0's owner waits for
-    the chunk's reductions into every switch, then pays the way of one slice from there up
-    the deeper tree, down it and out of the switch again."""
-    piece = chunk / n_slices
-    inter = dag.costs.inter_step_s
-    hop_s = inter + piece / 2 / tree_cap_Bps  # a tree hop's latency and half slice, at the cap
-    n_servers = len(groups)
-    owners0 = [group[0] for group in groups]
-    into = dag.step_latency(owners0[0], switch_of[0])  # a message into the switch (and out of it)
-    result_in = 2 * into  # the first slice's sum at its owner: into the switch and out
-    # When the first slice leaves each server up tree t, and when it arrives down at it.
-    up_at: list[list[float]] = []
-    down_at: list[list[float]] = []
-    for parent, (children, top_down) in zip(trees, shapes, strict=True):
-        leave = [0.0] * n_servers
-        for g in reversed(top_down):
-            leave[g] = max([result_in] + [leave[child] + hop_s for child in children[g]])
-        arrive = [0.0] * n_servers
-        for g in top_down:
-            arrive[g] = leave[g] if parent[g] < 0 else arrive[parent[g]] + hop_s
-        up_at.append(leave)
-        down_at.append(arrive)
-    depth = max(max(arrive) - result_in for arrive in down_at)  # up to a root and down again
-    drain_s = into + depth + 2 * into
-    for c in range(channels):
-        for j in range(len(groups[0])):
-            label = f"ch{c}.chunk{j}"
-            owners = [group[j] for group in groups]
-            reductions = []
-            for g, group in enumerate(groups):
-                switch, owner = switch_of[g], owners[g]
-                for r in group:
-                    reductions.append(dag.add(f"{label}.reduce.r{index[r]}", r, switch, chunk, [], 0, c))
-                dag.add(f"{label}.result.s{g}", switch, owner, chunk, [], 1, c, step_latency_s=result_in)
-                for t, parent in enumerate(trees):
-                    if parent[g] >= 0:
-                        above = owners[parent[g]]
-                        dag.add(f"{label}.up.t{t}.s{g}", owner, above, chunk / 2, [], 2, c, wire_efficiency=1.0,
-                                cap_Bps=tree_cap_Bps, step_latency_s=up_at[t][g] + inter)
-                        dag.add(f"{label}.down.t{t}.s{g}", above, owner, chunk / 2, [], 3, c, wire_efficiency=1.0,
-                                cap_Bps=tree_cap_Bps, step_latency_s=down_at[t][parent[g]] + inter)
-                stored = max(arrive[g] for arrive in down_at) + into
-                dag.add(f"{label}.store.s{g}", owner, switch, chunk, [], 4, c, step_latency_s=stored)
-                for r in group:
-                    dag.add(f"{label}.multicast.r{index[r]}", switch, r, chunk, [], 5, c, step_latency_s=stored + into)
-            dag.add(f"{label}.drain", owners[0], owners[0], 0.0, reductions, "0-5", c, step_latency_s=drain_s)
 
 
 def nvls_sharp_all_reduce(
@@ -1253,7 +1205,7 @@ class Algorithm:
 
 
 _RING = frozenset({"channels", "slices", "orders", "servers", "rails", "caps"})
-_CHAIN = frozenset({"channels", "slices", "orders", "servers", "rails", "root"})
+_CHAIN = frozenset({"channels", "slices", "orders", "servers", "rails", "root", "caps"})
 
 #: Every algorithm of every collective, keyed by (collective, algorithm); the first listed
 #: for a collective is its default.
@@ -1285,7 +1237,7 @@ ALGORITHM_TABLE: dict[tuple[str, str], Algorithm] = {
 }
 
 #: Algorithms with a stream form (``model="stream"``), which NCCL's choice is held to when the
-#: stream is asked for (a broadcast's or reduce's ring is a chain, which has none).
+#: stream is asked for (a broadcast's or reduce's ``ring`` is a chain, which streams too).
 STREAMED = frozenset({"ring", "tree", "nvls_tree"})
 
 #: Collectives NCCL runs as grouped point-to-point sends of ``S / n`` bytes, one per peer

@@ -40,10 +40,10 @@ default) keeps the step DAG up to :data:`STEP_MESSAGE_LIMIT` messages and stream
 The workload's ``model`` tag says which layout was built. NVLSTree streams as rings do
 (:func:`~flowsim.collectives.builders.nvls_tree_all_reduce`: each message of a chunk once,
 with all its slices, starting when the first slice reaches it), and so do Simple trees
-(:func:`_tree_all_reduce`: each hop once, streamed as LL's hops are). Algorithms without a
-stream form (chains, NVLS inside one server, PAT, point-to-point) take ``model="auto"`` or
-``"steps"``: above the limit, ``"auto"`` refuses with the message count before building
-anything, and ``"steps"`` builds regardless.
+and chains (:func:`_tree_all_reduce`, :func:`_chain`: each hop once, streamed as LL's
+hops are). Algorithms without a stream form (NVLS inside one server, PAT, point-to-point)
+take ``model="auto"`` or ``"steps"``: above the limit, ``"auto"`` refuses with the message
+count before building anything, and ``"steps"`` builds regardless.
 
 """
 
@@ -816,7 +816,7 @@ def _steps_only(model: str, n_messages: int, what: str) -> None:
     if model == "stream":
         raise InputError(
             f"{what} has no stream model; rings have one (all_reduce, reduce_scatter, all_gather, "
-            "hierarchical_all_reduce), and so have tree_all_reduce and nvls_tree_all_reduce"
+            "hierarchical_all_reduce), and so have trees, chains (broadcast, reduce) and nvls_tree_all_reduce"
         )
     if model == "auto" and n_messages > STEP_MESSAGE_LIMIT:
         raise InputError(
@@ -828,26 +828,46 @@ def _steps_only(model: str, n_messages: int, what: str) -> None:
         _fits_memory(n_messages, what, "or a ring (algorithm='ring', --algorithm ring, which streams)")
 
 
-def _chain(dag: _FlowDag, order: Sequence[str], piece_bytes: float, slices: int, channel: int) -> None:
+def _chain(
+    dag: _FlowDag,
+    order: Sequence[str],
+    piece_bytes: float,
+    slices: int,
+    channel: int,
+    cap_Bps: float = math.inf,
+    net_cap_Bps: float = math.inf,
+    stream_slices: int = 0,
+) -> None:
     """Pipelined chain ``order[0] -> order[1] -> ...``: slice ``k`` of hop ``h`` after slice
     ``k`` of hop ``h - 1`` and slice ``k - 1`` of hop ``h``; with a streaming protocol every
     hop is :func:`_streamed` after the start of the hop before it. A chain is a ring opened at
     its root, so a hop between servers leaves through the rank on the receiver's rail, as a
-    ring's (:meth:`_FlowDag.proxy`)."""
+    ring's (:meth:`_FlowDag.proxy`). Every message is capped at ``cap_Bps``, and between
+    servers at ``net_cap_Bps``. ``stream_slices`` > 0 streams a Simple chain
+    (``model="stream"``) as :func:`_tree_all_reduce` streams a tree: each hop's first of its
+    ``stream_slices`` slices (of ``piece_bytes`` in all) as the start the next hop waits
+    for, the rest as one flow."""
+    streamed = dag.costs.streams
     previous: list[int] = []
     for h in range(len(order) - 1):
         current: list[int] = []
-        sender = dag.proxy(order[h], order[h + 1]) or order[h]
+        sender, receiver = dag.proxy(order[h], order[h + 1]) or order[h], order[h + 1]
+        cap = min(cap_Bps, net_cap_Bps if dag.crosses_servers(sender, receiver) else math.inf)
         for k in range(slices):
             deps = [previous[k]] if previous else []
             if k:
                 deps.append(current[k - 1])
-            if dag.costs.streams:
-                current.append(_streamed(dag, {}, f"hop{h}.sl{k}", f"ch{channel}", sender, order[h + 1], piece_bytes,
-                                         deps, h, channel))
+            if stream_slices:
+                # Each slice of the step DAG's chain pays its latency after the one before.
+                current.append(_streamed(dag, {}, f"hop{h}.sl{k}", f"ch{channel}", sender, receiver, piece_bytes,
+                                         deps, h, channel, cap_Bps=cap, first_bytes=piece_bytes / stream_slices,
+                                         serial_s=(stream_slices - 1) * dag.step_latency(sender, receiver)))
+            elif streamed:
+                current.append(_streamed(dag, {}, f"hop{h}.sl{k}", f"ch{channel}", sender, receiver, piece_bytes,
+                                         deps, h, channel, cap_Bps=cap))
             else:
-                current.append(dag.add(f"ch{channel}.hop{h}.sl{k}", sender, order[h + 1], piece_bytes, deps, h,
-                                       channel))
+                current.append(dag.add(f"ch{channel}.hop{h}.sl{k}", sender, receiver, piece_bytes, deps, h,
+                                       channel, cap_Bps=cap))
         previous = current
 
 
@@ -893,17 +913,45 @@ def _streamed(
     channel: int,
     step_latency_s: float | None = None,
     cap_Bps: float = math.inf,
+    first_bytes: float = 0.0,
+    serial_s: float = 0.0,
+    wire_efficiency: float | None = None,
 ) -> int:
     """A hop of a streaming protocol (:attr:`CollectiveCosts.streams`): a zero-byte message
     ``label.kind.start`` pays the hop's step latency after ``deps`` (the starts of the hops
     feeding it), and the data ``label.kind`` leaves when it does, at most at ``cap_Bps``.
     Returns the start, which is what the next hops wait for; the collective ends when every
-    hop's data has arrived. ``step_latency_s`` as :meth:`_FlowDag.add`."""
-    start = _in_order(dag, last, f"{kind}.start", label, src, dst, 0.0, deps, step, channel,
-                      step_latency_s=step_latency_s)
-    _in_order(dag, last, kind, label, src, dst, payload_bytes, [start], step, channel, step_latency_s=0.0,
-              cap_Bps=cap_Bps)
+    hop's data has arrived. ``step_latency_s`` as :meth:`_FlowDag.add`.
+
+    A streamed Simple hop (``model="stream"``) forwards whole slices: its start carries the
+    first slice (``first_bytes`` of the payload), so the next hops start once it is through,
+    and the data the rest, after ``serial_s``: the step latencies its slices pay one after
+    another where the step DAG's do. ``wire_efficiency`` as :meth:`_FlowDag.add`."""
+    start = _in_order(dag, last, f"{kind}.start", label, src, dst, first_bytes, deps, step, channel,
+                      step_latency_s=step_latency_s, cap_Bps=cap_Bps, wire_efficiency=wire_efficiency)
+    _in_order(dag, last, kind, label, src, dst, payload_bytes - first_bytes, [start], step, channel,
+              step_latency_s=serial_s, cap_Bps=cap_Bps, wire_efficiency=wire_efficiency)
     return start
+
+
+#: How a message is laid out: :func:`_in_order`, or a sender of
+#: :func:`_first_slice_sender`; returns what the messages after it wait for.
+_Send = Callable[..., int]
+
+
+def _first_slice_sender(slices: int) -> _Send:
+    """A sender with :func:`_in_order`'s arguments that lays a
+    message of ``slices`` slices out streamed (:func:`_streamed`):
+    its first slice is the start the messages after it wait for, the rest one flow, which
+    pays the step latencies of its slices one after another inside a server, as the step
+    DAG's slices do."""
+    def send(dag: _FlowDag, last: dict[str, int], kind: str, label: str, src: str, dst: str, payload_bytes: float,
+             deps: list[int], step: int, channel: int, wire_efficiency: float | None = None,
+             cap_Bps: float = math.inf) -> int:
+        serial = 0.0 if dag.crosses_servers(src, dst) else (slices - 1) * dag.step_latency(src, dst)
+        return _streamed(dag, last, kind, label, src, dst, payload_bytes, deps, step, channel, cap_Bps=cap_Bps,
+                         first_bytes=payload_bytes / slices, serial_s=serial, wire_efficiency=wire_efficiency)
+    return send
 
 
 def _btree_parent(n: int, position: int) -> int:
@@ -988,12 +1036,12 @@ def _tree_all_reduce(
     broadcasting down (``runTreeSplit``), the root's works whole. ``cap_Bps`` caps every
     message, ``net_cap_Bps`` those between servers.
 
-    ``stream_slices`` > 0 streams a Simple tree (``model="stream"``): each hop is one flow of
-    all its ``stream_slices`` slices (``payload_bytes``), streamed as LL's hops are
-    (:func:`_streamed`), a hop fed by others starting when the first slice is through: its
-    step latency and that slice's transfer at the hop's cap (none where it has none).
+    ``stream_slices`` > 0 streams a Simple tree (``model="stream"``): each hop moves its
+    ``stream_slices`` slices (``payload_bytes``) as LL's hops are streamed
+    (:func:`_first_slice_sender`), its first slice as the start the next hops wait for, the
+    rest as one flow.
     """
-    stream = dag.costs.streams or stream_slices > 0
+    stream = dag.costs.streams
     index = {r: i for i, r in enumerate(ranks)}
 
     def send(last: dict[str, int], kind: str, label: str, src: str, dst: str, deps: list[int], step: int,
@@ -1001,13 +1049,11 @@ def _tree_all_reduce(
         crosses = dag.crosses_servers(src, dst)
         cap = min(cap_Bps, net_cap_Bps if crosses else math.inf,
                   math.inf if src == root_head or crosses else split_cap_Bps)
+        if stream_slices:
+            return _first_slice_sender(stream_slices)(dag, last, kind, label, src, dst, payload_bytes, deps, step,
+                                                      tag, cap_Bps=cap)
         if stream:
-            step_latency = None
-            if stream_slices and deps:
-                piece = payload_bytes / stream_slices / dag.wire_efficiency(src, dst)
-                step_latency = dag.step_latency(src, dst) + piece / cap
-            return _streamed(dag, last, kind, label, src, dst, payload_bytes, deps, step, tag,
-                             step_latency_s=step_latency, cap_Bps=cap)
+            return _streamed(dag, last, kind, label, src, dst, payload_bytes, deps, step, tag, cap_Bps=cap)
         return _in_order(dag, last, kind, label, src, dst, payload_bytes, deps, step, tag, cap_Bps=cap)
 
     units = [(r,) for r in ranks] if len(groups) == 1 else groups

@@ -366,10 +366,9 @@ def broadcast(
     hop ``h`` waits for slice ``k`` of hop ``h - 1`` and slice ``k - 1`` of hop ``h``. With
     ``rails``, a hop between servers leaves through the sender's server's rank on the
     receiver's rail, as a ring's does (the chain is NCCL's ring, opened at the root).
-    Streamed (``model``), each hop moves all its slices as one flow, starting once the hop
-    before it has started, plus its step latency and, with Simple, the first slice's
-    transfer at the hop's cap (LL and LL128 chains always stream so). Other parameters as
-    :func:`all_reduce`.
+    Streamed (``model``), each hop is its first slice, which the next hop waits for, and the
+    rest of its slices as one flow after it (LL and LL128 chains always stream, with
+    zero-byte starts). Other parameters as :func:`all_reduce`.
     """
     return _chain_collective(
         "broadcast",
@@ -697,10 +696,10 @@ def tree_all_reduce(
     while the other broadcasts down ([NCCL] src/device/all_reduce.h ``runTreeSplit``), and
     the root's works whole (default: no cap); ``cap_Bps`` and ``net_cap_Bps`` as
     :func:`all_reduce`'s. Default costs: :func:`nccl_costs` ``("tree", "simple",
-    "nvlink")``; other parameters as :func:`all_reduce`. Streamed (``model``), each hop
-    moves all its slices as one flow, starting when the first slice has crossed the hops
-    feeding it (:func:`~flowsim.collectives.dag._tree_all_reduce`), as LL and LL128 trees
-    always stream.
+    "nvlink")``; other parameters as :func:`all_reduce`. Streamed (``model``), each hop is
+    its first slice, which the hops it feeds wait for, and the rest of its slices as one
+    flow after it (:func:`~flowsim.collectives.dag._tree_all_reduce`); LL and LL128 trees
+    always stream, with zero-byte starts.
     """
     what = "tree_all_reduce"
     _check_caps(what, split_cap_Bps=split_cap_Bps, cap_Bps=cap_Bps, net_cap_Bps=net_cap_Bps)

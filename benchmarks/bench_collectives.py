@@ -5,7 +5,7 @@ Full scale: a 1,024-GPU (128-node) all-to-all, about a million flows starting to
 steps per rank, about two million flows); and an 8,192-GPU (1,024-node) ring all-reduce as
 NCCL would run it, one ring per rail (8 channels), streamed (one flow per hop and channel,
 and its latency chain: 131,072 flows; its step DAG would be over a billion messages); and
-NCCL's own choice for that all-reduce, NVLSTree, streamed (about 180,000 flows, its step DAG
+NCCL's own choice for that all-reduce, NVLSTree, streamed (about 360,000 flows, its step DAG
 11.5 million messages).
 An nccl-tests sweep (8 B to 8 GiB, factor 4) of all-reduce on 16 DGX H100, as
 ``flowsim collective all_reduce --system dgx-h100 --nodes 16 -b 8 -e 8G -f 4`` runs it,
@@ -84,7 +84,7 @@ def test_streamed_ring_all_reduce(benchmark, flows_scale):
 
 def test_nccl_choice_all_reduce_at_scale(benchmark, flows_scale):
     # NCCL's own choice at 1 GiB on 1,024 DGX H100, NVLSTree, whose step DAG (11.5 million
-    # messages) is past what auto lays out: it streams (one flow per message of a chunk).
+    # messages) is past what auto lays out: it streams (two flows per message of a chunk).
     topology = build_cluster("dgx_h100", max(2, round(FULL_STREAM_NODES * flows_scale)), figure="effective")
 
     def layout_route_simulate():

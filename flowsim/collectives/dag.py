@@ -940,11 +940,10 @@ _Send = Callable[..., int]
 
 
 def _first_slice_sender(slices: int) -> _Send:
-    """A sender with :func:`_in_order`'s arguments that lays a
-    message of ``slices`` slices out streamed (:func:`_streamed`):
-    its first slice is the start the messages after it wait for, the rest one flow, which
-    pays the step latencies of its slices one after another inside a server, as the step
-    DAG's slices do."""
+    """A sender with :func:`_in_order`'s arguments that lays a message of ``slices`` slices
+    out streamed (:func:`_streamed`): its first slice is the start the messages after it
+    wait for, the rest one flow, which pays the step latencies of its slices one after
+    another inside a server, as the step DAG's slices do."""
     def send(dag: _FlowDag, last: dict[str, int], kind: str, label: str, src: str, dst: str, payload_bytes: float,
              deps: list[int], step: int, channel: int, wire_efficiency: float | None = None,
              cap_Bps: float = math.inf) -> int:

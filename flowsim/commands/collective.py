@@ -162,8 +162,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "--model",
         default="auto",
         choices=MODELS,
-        help="rings as one message per step or one flow per hop; auto streams rings of more than "
-        f"{STEP_MESSAGE_LIMIT:,} messages (default auto)",
+        help="one message per step and slice, or streamed (rings, trees, chains and NVLSTree); auto streams "
+        f"those of more than {STEP_MESSAGE_LIMIT:,} messages (default auto)",
     )
     parser.add_argument("--figure", default="effective", choices=FIGURES, help="link rates (default effective)")
     parser.add_argument("--routing", default="ecmp", choices=tuple(METHODS), help="path choice between servers")

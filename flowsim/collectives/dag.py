@@ -847,7 +847,8 @@ def _chain(
     (``model="stream"``) as :func:`_tree_all_reduce` streams a tree: each hop's first of its
     ``stream_slices`` slices (of ``piece_bytes`` in all) as the start the next hop waits
     for, the rest as one flow."""
-    streamed = dag.costs.streams
+    # The step DAG's chain pays each slice's latency after the one before, between servers too.
+    first_slice = _first_slice_sender(stream_slices, overlap_across=False) if stream_slices else None
     previous: list[int] = []
     for h in range(len(order) - 1):
         current: list[int] = []
@@ -857,12 +858,10 @@ def _chain(
             deps = [previous[k]] if previous else []
             if k:
                 deps.append(current[k - 1])
-            if stream_slices:
-                # Each slice of the step DAG's chain pays its latency after the one before.
-                current.append(_streamed(dag, {}, f"hop{h}.sl{k}", f"ch{channel}", sender, receiver, piece_bytes,
-                                         deps, h, channel, cap_Bps=cap, first_bytes=piece_bytes / stream_slices,
-                                         serial_s=(stream_slices - 1) * dag.step_latency(sender, receiver)))
-            elif streamed:
+            if first_slice is not None:
+                current.append(first_slice(dag, {}, f"hop{h}.sl{k}", f"ch{channel}", sender, receiver, piece_bytes,
+                                           deps, h, channel, cap_Bps=cap))
+            elif dag.costs.streams:
                 current.append(_streamed(dag, {}, f"hop{h}.sl{k}", f"ch{channel}", sender, receiver, piece_bytes,
                                          deps, h, channel, cap_Bps=cap))
             else:
@@ -939,15 +938,18 @@ def _streamed(
 _Send = Callable[..., int]
 
 
-def _first_slice_sender(slices: int) -> _Send:
+def _first_slice_sender(slices: int, overlap_across: bool = True) -> _Send:
     """A sender with :func:`_in_order`'s arguments that lays a message of ``slices`` slices
     out streamed (:func:`_streamed`): its first slice is the start the messages after it
     wait for, the rest one flow, which pays the step latencies of its slices one after
-    another inside a server, as the step DAG's slices do."""
+    another, as the step DAG's slices do: inside a server, and between servers too unless
+    ``overlap_across`` (where the step DAG's slices there pay theirs in the shadow of the
+    ones before, :func:`_in_order`)."""
     def send(dag: _FlowDag, last: dict[str, int], kind: str, label: str, src: str, dst: str, payload_bytes: float,
              deps: list[int], step: int, channel: int, wire_efficiency: float | None = None,
              cap_Bps: float = math.inf) -> int:
-        serial = 0.0 if dag.crosses_servers(src, dst) else (slices - 1) * dag.step_latency(src, dst)
+        overlaps = overlap_across and dag.crosses_servers(src, dst)
+        serial = 0.0 if overlaps else (slices - 1) * dag.step_latency(src, dst)
         return _streamed(dag, last, kind, label, src, dst, payload_bytes, deps, step, channel, cap_Bps=cap_Bps,
                          first_bytes=payload_bytes / slices, serial_s=serial, wire_efficiency=wire_efficiency)
     return send
@@ -1042,15 +1044,15 @@ def _tree_all_reduce(
     """
     stream = dag.costs.streams
     index = {r: i for i, r in enumerate(ranks)}
+    first_slice = _first_slice_sender(stream_slices) if stream_slices else None
 
     def send(last: dict[str, int], kind: str, label: str, src: str, dst: str, deps: list[int], step: int,
              tag: int, root_head: str) -> int:
         crosses = dag.crosses_servers(src, dst)
         cap = min(cap_Bps, net_cap_Bps if crosses else math.inf,
                   math.inf if src == root_head or crosses else split_cap_Bps)
-        if stream_slices:
-            return _first_slice_sender(stream_slices)(dag, last, kind, label, src, dst, payload_bytes, deps, step,
-                                                      tag, cap_Bps=cap)
+        if first_slice is not None:
+            return first_slice(dag, last, kind, label, src, dst, payload_bytes, deps, step, tag, cap_Bps=cap)
         if stream:
             return _streamed(dag, last, kind, label, src, dst, payload_bytes, deps, step, tag, cap_Bps=cap)
         return _in_order(dag, last, kind, label, src, dst, payload_bytes, deps, step, tag, cap_Bps=cap)

@@ -49,7 +49,6 @@ count before building anything, and ``"steps"`` builds regardless.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
 import os
@@ -62,7 +61,7 @@ from flowsim.collectives.chunks import NCCL_BUFFER_BYTES, NCCL_STEPS
 from flowsim.collectives.costs import CollectiveCosts, nccl_costs
 from flowsim.errors import InputError, whole_number
 from flowsim.formatting import format_bytes
-from flowsim.strings import CodedStrings, JoinedStrings, PackedStrings, StringColumn, coded
+from flowsim.strings import CodedStrings, JoinedStrings, PackedStrings, StringColumn
 from flowsim.workload import Workload
 
 #: NCCL's Simple-protocol slot: ``DEFAULT_BUFFSIZE`` (4 MiB) over ``NCCL_STEPS`` (8)
@@ -212,20 +211,6 @@ class _FlowDag:
         if self.costs.intra_wire_efficiency is not None and not self.crosses_servers(src, dst):
             return self.costs.intra_wire_efficiency
         return self.costs.wire_efficiency
-
-    def across(self, workload: Workload) -> np.ndarray:
-        """Which of ``workload``'s flows (messages of this collective) go from one server to
-        another, worked out once per distinct endpoint."""
-        if self.servers is None:
-            return np.zeros(len(workload), dtype=bool)
-        src_names, src_codes = coded(workload.src)
-        dst_names, dst_codes = coded(workload.dst)
-        server_ids: dict[Hashable, int] = {}
-        src_servers = np.array([server_ids.setdefault(self._server(self.servers, r), len(server_ids))
-                                for r in src_names], dtype=np.int64)
-        dst_servers = np.array([server_ids.setdefault(self._server(self.servers, r), len(server_ids))
-                                for r in dst_names], dtype=np.int64)
-        return src_servers[src_codes] != dst_servers[dst_codes]
 
     def ring_latency_overlaps(self, src: str, dst: str) -> bool:
         """Whether a ring hop's step latency runs in the shadow of the messages before it:
@@ -508,6 +493,8 @@ def _ring(
     slices: int,
     ready: Mapping[str, list[int]],
     phase: str,
+    cap_Bps: float = math.inf,
+    net_cap_Bps: float = math.inf,
 ) -> dict[str, list[int]]:
     """Ring steps on every channel; returns, per rank, the messages it receives last.
 
@@ -520,7 +507,8 @@ def _ring(
     :meth:`_FlowDag.ring_latency_overlaps` says, in the shadow of the previous one through a
     zero-byte ``.due`` message, or after it. Messages are numbered step by step, rank by
     rank, slice by slice, each ``.due`` message just before its own; the index arithmetic
-    below lays out the channel's millions of messages at once.
+    below lays out the channel's millions of messages at once. Every message is capped at
+    ``cap_Bps``, and between servers at ``net_cap_Bps`` too.
     """
     rank_index = {r: i for i, r in enumerate(orders[0])}
     n = len(orders[0])
@@ -532,6 +520,8 @@ def _ring(
         dst = [order[(p + 1) % n] for p in range(n)]
         crosses = np.array([dag.crosses_servers(a, b) for a, b in zip(src, dst, strict=True)], dtype=bool)
         latency = np.where(crosses, costs.inter_step_s, costs.intra_step_s)
+        # Each hop's pieces at most at the caps; its .due messages stay at the sender.
+        caps = np.stack([np.full(n, cap_Bps), np.where(crosses, min(cap_Bps, net_cap_Bps), cap_Bps)], axis=1)
         # A hop between servers leaves through the rank on the receiver's rail (NCCL's PXN).
         senders = [dag.proxy(a, b) or a for a, b in zip(src, dst, strict=True)]
         # Per (step, rank, slice) in the order messages are added: does a .due message come first?
@@ -547,12 +537,12 @@ def _ring(
         heads = [f"{dag.name}.{phase}ch{c}.step{s}." for s in range(n_steps)]
         hops = [f"r{rank_index[src[p]]}.sl" for p in range(n)]
         dag.extend_block(_ring_first_step(
-            dag, c, src, dst, senders, heads[0], hops, latency, due[0], previous[0], ready, payload
+            dag, c, src, dst, senders, heads[0], hops, latency, due[0], previous[0], ready, payload, caps
         ))
         if n_steps > 1:
             dag.extend_block(_ring_later_steps(
                 c, src, dst, senders, heads[1:], hops, latency, due[1:], received[:-1], previous[1:], payload,
-                int(first[1, 0, 0]),
+                int(first[1, 0, 0]), caps,
             ))
         last = message[n_steps - 1]
         for p in range(n):
@@ -573,12 +563,14 @@ def _ring_first_step(
     previous: np.ndarray,
     ready: Mapping[str, list[int]],
     payload: float,
+    caps: np.ndarray,
 ) -> _Block:
     """Step 0 of one channel of :func:`_ring` (``due``, ``previous``: its ``[rank, slice]``
     planes), message by message: each rank's first slice waits for its ``ready`` messages
     (or pays the base latency), the later slices follow it on the hop. ``senders[p]`` sends
     hop ``p``'s pieces: ``src[p]``, or across servers the rank on the receiver's rail. A
-    label is ``head`` and its tail, ``hops[p]`` followed by the slice (and ``.due``)."""
+    label is ``head`` and its tail, ``hops[p]`` followed by the slice (and ``.due``).
+    ``caps[p]``: the rate cap of hop ``p``'s ``.due`` messages and of its pieces."""
     costs = dag.costs
     labels: list[str] = []  # the tails
     deps: list[list[int]] = []
@@ -586,9 +578,11 @@ def _ring_first_step(
     sizes: list[float] = []
     from_: list[str] = []
     receivers: list[str] = []
+    rate_caps: list[float] = []
     for p, hop in enumerate(hops):
         before = list(ready.get(src[p], ()))
         hop_latency = float(latency[p])
+        due_cap, piece_cap = caps[p].tolist()
         for k in range(due.shape[1]):
             label = hop + str(k)
             if k == 0:
@@ -598,6 +592,7 @@ def _ring_first_step(
                 sizes.append(payload)
                 from_.append(senders[p])
                 receivers.append(dst[p])
+                rate_caps.append(piece_cap)
             elif due[p, k]:
                 labels += (label + ".due", label)
                 deps += (before, [len(dag) + len(labels) - 2, int(previous[p, k])])
@@ -605,6 +600,7 @@ def _ring_first_step(
                 sizes += (0.0, payload)
                 from_ += (src[p], senders[p])
                 receivers += (src[p], dst[p])
+                rate_caps += (due_cap, piece_cap)
             else:
                 labels.append(label)
                 deps.append([*before, int(previous[p, k])])
@@ -612,10 +608,11 @@ def _ring_first_step(
                 sizes.append(payload)
                 from_.append(senders[p])
                 receivers.append(dst[p])
+                rate_caps.append(piece_cap)
     n = len(labels)
     return _Block.of_messages(
         JoinedStrings((head,), np.zeros(n, dtype=np.int8), labels, np.arange(n)), from_, receivers, sizes,
-        overhead, [math.inf] * n, deps, CodedStrings.constant("0", n), CodedStrings.constant(str(channel), n),
+        overhead, rate_caps, deps, CodedStrings.constant("0", n), CodedStrings.constant(str(channel), n),
     )
 
 
@@ -632,11 +629,12 @@ def _ring_later_steps(
     previous: np.ndarray,
     payload: float,
     start: int,
+    caps: np.ndarray,
 ) -> _Block:
     """Steps 1 onwards of one channel of :func:`_ring` as columns, their first message
     numbered ``start``: ``due``, ``received`` (the message each piece waits for) and
     ``previous`` (the one it follows on the hop) indexed ``[step - 1, rank, slice]``;
-    ``senders`` as :func:`_ring_first_step`.
+    ``senders`` and ``caps`` as :func:`_ring_first_step`.
 
     A piece with a ``.due`` message is two messages: the ``.due`` one (at the sender, zero
     bytes, paying the hop's step latency once the received piece is in) and the piece
@@ -668,7 +666,7 @@ def _ring_later_steps(
         dst=CodedStrings.narrowed(names, np.where(is_due, rank, n + rank)),
         size=np.where(is_due, 0.0, payload),
         overhead=np.where(after_due, 0.0, latency[rank]),
-        cap=np.full(piece.size, math.inf),
+        cap=caps[rank, np.where(is_due, 0, 1)],
         dep_counts=np.where(is_due, 1, 2).astype(np.int64),
         dep_indices=pairs[keep],
         step=CodedStrings.narrowed([str(s) for s in range(1, n_later + 1)], piece // (n * slices)),
@@ -740,10 +738,10 @@ def _stream_ring(
     across servers and with LL or LL128, where they overlap). Beside it, a zero-byte flow
     takes what the step DAG's longest chain of forwarded chunks takes: over each of the
     ``n_steps`` hops ending at ``p``, the hop's step latency and its first slice's transfer,
-    then the last step's other slices on hop ``p``. A slice's transfer is charged at the
-    messages' cap (``cap_Bps``, and ``net_cap_Bps`` between servers) where one is set; where
-    the links alone set a hop's rate, which the layout does not know, the chain charges its
-    latency only.
+    then the last step's other slices on hop ``p``. Both are capped at ``cap_Bps``, and
+    between servers at ``net_cap_Bps`` too, and a slice's transfer is charged at the cap
+    where one is set; where the links alone set a hop's rate, which the layout does not
+    know, the chain charges its latency only.
     """
     done: dict[str, list[int]] = {r: [] for r in orders[0]}
     for c, order in enumerate(orders):
@@ -752,7 +750,8 @@ def _stream_ring(
         crosses = np.array([dag.crosses_servers(a, b) for a, b in pairs], dtype=bool)
         latency = np.array([dag.step_latency(a, b) for a, b in pairs])
         wire = np.array([chunk_bytes / slices / dag.wire_efficiency(a, b) for a, b in pairs])
-        slice_s = wire / np.where(crosses, min(cap_Bps, net_cap_Bps), cap_Bps)  # 0 where uncapped
+        hop_cap = np.where(crosses, min(cap_Bps, net_cap_Bps), cap_Bps)
+        slice_s = wire / hop_cap  # 0 where uncapped
         hop = latency + slice_s
         laps, rest = divmod(n_steps, n)
         # The chain ending at hop p: `laps` whole turns, then hops p - rest + 1 .. p.
@@ -766,9 +765,9 @@ def _stream_ring(
             serial = 1 if dag.ring_latency_overlaps(src, dst) else n_steps * slices
             sender = dag.proxy(src, dst) or src  # across servers, the rank on dst's rail (PXN)
             done[dst].append(dag.add(label, sender, dst, n_steps * chunk_bytes, deps, steps, c,
-                                     step_latency_s=serial * float(latency[p])))
+                                     step_latency_s=serial * float(latency[p]), cap_Bps=float(hop_cap[p])))
             done[dst].append(dag.add(f"{label}.chain", sender, dst, 0.0, deps, steps, c,
-                                     step_latency_s=float(chain[p])))
+                                     step_latency_s=float(chain[p]), cap_Bps=float(hop_cap[p])))
     return done
 
 
@@ -1162,11 +1161,5 @@ def _ring_collective(
     if model == "stream":
         _stream_ring(dag, orders, chunk, n_steps(n), {}, "", n_slices, cap_Bps, net_cap_Bps)
     else:
-        _ring(dag, orders, chunk, n_steps(n), n_slices, {}, "")
-    workload = dag.workload(what)
-    if cap_Bps == math.inf and net_cap_Bps == math.inf:
-        return workload
-    cap = np.minimum(workload.cap_Bps, cap_Bps)
-    if net_cap_Bps < math.inf:
-        cap = np.where(dag.across(workload), np.minimum(cap, net_cap_Bps), cap)
-    return dataclasses.replace(workload, cap_Bps=cap)
+        _ring(dag, orders, chunk, n_steps(n), n_slices, {}, "", cap_Bps, net_cap_Bps)
+    return dag.workload(what)

@@ -1188,8 +1188,8 @@ class Algorithm:
         ``slices`` (independent copies and pipelining), ``orders`` (one ring order per
         channel), ``servers`` (rank to server, for per-step latencies and grouping),
         ``root`` (broadcast and reduce), ``switch`` (NVLS: the NVSwitch node), ``offsets``
-        (the tree: each channel's rotation of a server's chain), ``caps`` (rings:
-        ``cap_Bps`` and ``net_cap_Bps``, each message's rate limit).
+        (the tree: each channel's rotation of a server's chain), ``caps`` (rings,
+        chains and trees: ``cap_Bps`` and ``net_cap_Bps``, each message's rate limit).
     """
 
     collective: str

@@ -741,16 +741,11 @@ def collective_workload(
         # (calibrated, docs/model.md "Ring channels across servers"); a lane carries its channels.
         net_cap = HOPPER_RING_NET_CHANNEL_GBPS * 1e9 * lane_channels / chosen[1].wire_efficiency
     if "caps" in entry.options:
-        # The rings cap their own messages: a streamed ring's latency chain moves at the caps.
+        # Rings, chains and trees cap their own messages (streamed, their first slices move at the caps).
         options.update(cap_Bps=lane_cap, net_cap_Bps=net_cap)
+    else:
+        assert lane_cap == net_cap == math.inf, entry.name  # only rings, chains and trees are capped
     workload = entry.builder(ranks, size_bytes, costs=chosen[1], model=model, **options)
-    if "caps" not in entry.options:
-        if lane_cap < math.inf:
-            workload = _capped(workload, lane_cap)
-        if net_cap < math.inf:
-            across, _ = _server_pairs(topology, workload)
-            workload = dataclasses.replace(
-                workload, cap_Bps=np.where(across, np.minimum(workload.cap_Bps, net_cap), workload.cap_Bps))
     if p2p_sends:
         assert p2p is not None
         # Each of NCCL's channels to a peer moves at most P2P_PER_CHANNEL_NET_GBPS across the
@@ -1019,8 +1014,3 @@ def _server_pairs(topology: Topology, workload: Workload) -> tuple[np.ndarray, n
     src, dst = server_of(workload.src), server_of(workload.dst)
     known = (src >= 0) & (dst >= 0)
     return known & (src != dst), known & (src == dst)
-
-
-def _capped(workload: Workload, cap_Bps: float) -> Workload:
-    """``workload`` with every flow's rate capped at ``cap_Bps``."""
-    return dataclasses.replace(workload, cap_Bps=np.minimum(workload.cap_Bps, cap_Bps))

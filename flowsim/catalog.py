@@ -145,8 +145,9 @@ def describe_system(system: SystemFile) -> str:
     if system.cluster:
         layout = {"n_nodes": 1, **system.cluster}
         n_nodes = layout["n_nodes"]
-        fabric = resolve_fabric(layout.get("fabric", "auto"), n_nodes, spec, switch=layout.get("switch"),
-                                su_size=layout.get("su_size"), oversubscription=layout.get("oversubscription", 1.0))
+        fabric = layout["fabric"] = resolve_fabric(
+            layout.get("fabric", "auto"), n_nodes, spec, switch=layout.get("switch"), su_size=layout.get("su_size"),
+            oversubscription=layout.get("oversubscription", 1.0))
         cluster = build_cluster(spec, figure="nominal", **layout)
         switch = system.cluster.get("switch") or (default_switch(spec.compute_nic).name if spec.n_nics else "-")
         lines.append(f"  cluster: {n_nodes} server(s), {len(cluster.gpus())} GPUs, {fabric} compute fabric "

@@ -190,12 +190,14 @@ def run_collective(args: argparse.Namespace) -> int:
     server, system, cluster = cluster_options(args)
     cluster.setdefault("n_nodes", 1)
     nccl_env = parse_nccl_env(args.nccl_env)
+    # The fabric "auto" makes, worked out once for the build and the table's title.
+    nodes = cluster["n_nodes"]
+    fabric = cluster["fabric"] = resolve_fabric(
+        cluster["fabric"], nodes, server, switch=cluster.get("switch"), su_size=cluster.get("su_size"),
+        oversubscription=cluster.get("oversubscription", 1.0))
     intact = build_cluster(server, figure=args.figure, **cluster)
     topology = failed_cluster(intact, args)
     failures = describe_changes(intact, topology)
-    nodes = cluster["n_nodes"]
-    fabric = resolve_fabric(cluster["fabric"], nodes, server, switch=cluster.get("switch"),
-                            su_size=cluster.get("su_size"), oversubscription=cluster.get("oversubscription", 1.0))
     per_host = (server if isinstance(server, ServerSpec) else preset_spec(server)).gpus_per_host
     if args.ngpus > per_host:
         raise InputError(f"-g {args.ngpus}: a nccl-tests thread drives GPUs of its own host, and each {system} host "

@@ -1263,7 +1263,7 @@ def gpudirect_rdma(
     ranks = [topology.node_names[g] for g in topology.gpus()] if ranks is None else list(ranks)
     if len(set(rank_servers(topology, ranks).values())) < 2:
         return True
-    distances = _relayed(topology, nic_path_types(topology, ranks, router), router).values()
+    distances = set(_relayed(topology, nic_path_types(topology, ranks, router), router).values())
     return not distances or any(gdr_path(d, nccl_env=nccl_env, version=version) for d in distances)
 
 

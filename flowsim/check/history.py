@@ -343,14 +343,16 @@ def plot_history(
     for i, (label, these) in enumerate(_history_lines(rows, selected)):
         # An object array of datetimes, as matplotlib makes of a list (its stubs take arrays only).
         times = np.array([datetime.datetime.fromtimestamp(when[c], datetime.UTC) for c in rows["check_id"][these]])
-        ax.plot(times, rows["ratio"][these], marker="o", color=f"C{i % 10}", label=label)
+        # Past ten lines the colours repeat, with another marker.
+        ax.plot(times, rows["ratio"][these], marker="os^Dv"[i // 10 % 5], color=f"C{i % 10}", label=label)
     ax.axhline(1.0, color="0.5", linewidth=1)
-    ax.axhline(1.0 - float(thresholds[-1]), color="C3", linestyle="--", linewidth=1, label="flag below")
-    ax.axhline(1.0 + float(thresholds[-1]), color="C1", linestyle="--", linewidth=1, label="flag above")
+    ax.axhline(1.0 - float(thresholds[-1]), color="0.25", linestyle="--", linewidth=1, label="flag below")
+    ax.axhline(1.0 + float(thresholds[-1]), color="0.25", linestyle=":", linewidth=1, label="flag above")
     ax.set_xlabel("check time (UTC)")
     ax.set_ylabel("measured / predicted busbw")
     ax.set_title(f"{binary}: {int(keep.sum())} check(s) from {Path(history.path).name}")
-    ax.legend(fontsize="small", loc="best")
+    # Beside the axes, where it hides no line (a sweep's sizes fill the plot's height).
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.autofmt_xdate()
     fig.savefig(output, dpi=120)
     return output

@@ -768,6 +768,9 @@ def _log_of(*gpus):
     ("NVIDIA H100 80GB HBM3", "dgx-h100"), ("NVIDIA H200", "dgx-h200"), ("NVIDIA A100-SXM4-40GB", "dgx-a100"),
     ("NVIDIA A100-SXM4-80GB", "dgx-a100"), ("NVIDIA B200", "dgx-b200"), ("NVIDIA B300 SXM6 AC", "dgx-b300"),
     ("NVIDIA GB200", "gb200-nvl72"), ("Tesla V100-SXM2-32GB", "dgx1-v100"),
+    # The GPUs NVIDIA sells in China, on the HGX servers flowsim ships for them; "H20" is a
+    # piece of "H200" and "GH200", which keep their own.
+    ("NVIDIA H800", "hgx-h800"), ("NVIDIA H20", "hgx-h20"), ("NVIDIA A800-SXM4-80GB", "hgx-a800"),
 ])
 def test_a_log_without_system_is_checked_on_nvidias_server_of_its_gpu(gpu, system):
     assert default_system(_log_of(gpu, gpu)) == system
@@ -781,6 +784,8 @@ def test_a_log_without_system_is_checked_on_nvidias_server_of_its_gpu(gpu, syste
     (("NVIDIA GB300",), "the log's GPU NVIDIA GB300 is in no NVIDIA server flowsim ships: --system "
                         "oci-bm-gpu-gb300-4 if its racks are OCI's"),
     (("NVIDIA A100 80GB PCIe",), "the log's GPU NVIDIA A100 80GB PCIe is in no server flowsim ships"),
+    (("NVIDIA A800 80GB PCIe",), "the log's GPU NVIDIA A800 80GB PCIe is in no server flowsim ships"),
+    (("NVIDIA H800 PCIe",), "the log's GPU NVIDIA H800 PCIe is in no server flowsim ships"),
     (("NVIDIA H100 80GB HBM3", "NVIDIA H200"), "the log's GPUs (NVIDIA H100 80GB HBM3, NVIDIA H200) are of "
                                                 "different servers"),
     (("NVIDIA Graphics Device",), "whose rank lines name no GPU model (they print 'NVIDIA Graphics Device', the "

@@ -293,6 +293,11 @@ def test_the_nic_sweep_varies_the_system_files_keys():
         # NVIDIA: DGX H200 8 x 400 Gb/s NDR; DGX B300 8 x 800 Gb/s XDR.
         ("dgx-h200", "H200", 8, 50 * G),
         ("dgx_b300", "B300", 8, 100 * G),
+        # HGX servers of the GPUs sold in China: H800 and H20 8 x 400 Gb/s NDR (DeepSeek's
+        # 50 GB/s of IB a GPU; users' 8 ConnectX-7 of 400G), A800 8 x 200 Gb/s HDR.
+        ("hgx-h800", "H800", 8, 50 * G),
+        ("hgx_h20", "H20", 8, 50 * G),
+        ("hgx-a800", "A800", 8, 25 * G),
     ],
 )
 def test_shipped_cloud_systems_resolve_with_dashes_or_underscores(name, gpu, nics, nic_Bps):
@@ -320,11 +325,33 @@ def test_the_dgx_h200_is_the_dgx_h100_preset_with_h200_gpus():
     np.testing.assert_array_equal(mine.node_nic, its.node_nic)
 
 
+def test_the_hgx_h20_is_the_dgx_h100_preset_with_h20_gpus():
+    # The H20 keeps the H100's 18 NVLink 4 links; its servers' NICs as users give them are the
+    # DGX H100's eight 400 Gb/s, one per GPU.
+    system, _, _ = resolve_system("hgx-h20")
+    mine, its = build_server(system, figure="effective"), build_server(preset_spec("dgx_h100"), figure="effective")
+    assert mine.link_names == its.link_names and mine.node_names == its.node_names
+    np.testing.assert_array_equal(mine.link_capacity_Bps, its.link_capacity_Bps)
+
+
+@pytest.mark.parametrize(("name", "nvlink", "links"), [("hgx-h800", "nvlink4", 8), ("hgx-a800", "nvlink3", 8)])
+def test_the_h800_and_a800_servers_have_eight_nvlinks_a_gpu(name, nvlink, links):
+    # 400 GB/s bidirectional a GPU, 8 links of 25 GB/s a direction (docs/hardware.md §1.1),
+    # where the H100 has 18 and the A100 12: 200 GB/s a direction into the NVSwitch fabric.
+    system, _, _ = resolve_system(name)
+    assert (system.nvlink, system.nvlinks_per_gpu) == (nvlink, links)
+    t = build_server(system, figure="nominal")
+    into_switches = [t.link_capacity_Bps[int(link)] for link in t.links_from("gpu0")
+                     if t.node_names[t.link_dst[link]].startswith("nvswitch")]
+    assert sum(into_switches) == pytest.approx(links * 25 * G)
+
+
 def test_the_shipped_systems_are_listed_in_the_help():
     assert shipped_system_names() == (
         "aws_p4d", "aws_p4de", "aws_p5", "aws_p5e", "aws_p6_b200", "azure_nd_a100_v4", "azure_nd_gb200_v6",
         "azure_nd_h100_v5", "azure_nd_h200_v5", "dgx_b300", "dgx_h200", "gcp_a3_high", "gcp_a3_mega", "gcp_a3_ultra", "gcp_a4",
-        "oci_bm_gpu4_8", "oci_bm_gpu_b300_8", "oci_bm_gpu_gb300_4", "oci_bm_gpu_h100_8",
+        "hgx_a800", "hgx_h20", "hgx_h800", "oci_bm_gpu4_8", "oci_bm_gpu_b300_8", "oci_bm_gpu_gb300_4",
+        "oci_bm_gpu_h100_8",
     )
 
 

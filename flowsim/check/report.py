@@ -115,14 +115,17 @@ UNNAMED_GPU = "NVIDIA Graphics Device"
 
 
 #: The system :func:`default_system` takes for a log's GPUs: NVIDIA's own server of each SXM
-#: GPU, found by a piece of the device name nccl-tests' rank lines print (``NVIDIA H100 80GB
-#: HBM3``), the first piece that matches (:func:`flowsim.hardware.gpu_model_value`). PCIe and
+#: GPU (its DGX, or for the GPUs NVIDIA sells in China, H800, A800 and H20, the HGX board
+#: servers are built on, shipped in flowsim/systems/), found by a piece of the device name
+#: nccl-tests' rank lines print (``NVIDIA H100 80GB HBM3``), the first piece that matches
+#: (:func:`flowsim.hardware.gpu_model_value`; ``H200`` before ``H20``, which it holds). PCIe and
 #: NVL cards (``NVIDIA H100 PCIe``, ``NVIDIA H200 NVL``), the GH200 and the GB300 have no
 #: NVIDIA server flowsim ships: they have none (:data:`_SUGGESTED` names what may fit).
 DEFAULT_SYSTEMS: tuple[tuple[str, str | None], ...] = (
     ("PCIe", None), ("NVL", None), ("GH200", None), ("GB300", None),
     ("GB200", "gb200-nvl72"), ("B300", "dgx-b300"), ("B200", "dgx-b200"), ("H200", "dgx-h200"),
-    ("H100", "dgx-h100"), ("A100-SXM", "dgx-a100"), ("V100-SXM2", "dgx1-v100"),
+    ("H100", "dgx-h100"), ("H800", "hgx-h800"), ("H20", "hgx-h20"), ("A100-SXM", "dgx-a100"),
+    ("A800-SXM", "hgx-a800"), ("V100-SXM2", "dgx1-v100"),
 )
 
 

@@ -1194,6 +1194,30 @@ def test_the_nccl_version_comes_from_nccls_info_line_or_the_library_code_nccl_te
     assert parse_nccl_log(bare, collective="all_gather").nccl_version is None
 
 
+def test_a_log_of_an_nccl_older_than_nvls_or_nvlstree_is_predicted_without_them():
+    # NVLS arrived in NCCL 2.17.1 and NVLSTree in 2.18.1 (their tags' src/include/devcomm.h):
+    # flowsim's oldest constants (2.19.3) have both, so an older log's NCCL is told to leave
+    # them out, as the header says; a version given, or a key the log sets, wins.
+    one = (VALIDATION / "xxrjun_h100_1n8g_allreduce.txt").read_text()
+
+    def of_release(text, code):
+        return parse_nccl_log(text.replace("nccl-headers=22902 nccl-library=22902",
+                                           f"nccl-headers={code} nccl-library={code}"))
+
+    report = check_log(of_release(one, 21605), system="dgx-h100", min_bytes=1 << 30)
+    assert report.algorithm == "ring"
+    assert report.nccl.endswith(", NCCL_NVLS_ENABLE=0 (NCCL 2.16.5 predates NVLS, 2.17.1)")
+    assert check_log(of_release(one, 21705), system="dgx-h100", min_bytes=1 << 30).algorithm == "nvls"
+    given = check_log(of_release(one, 21605), system="dgx-h100", min_bytes=1 << 30, nccl_version="2.19.3")
+    assert given.algorithm == "nvls" and "predates" not in given.nccl
+    asked = check_log(of_release(one, 21605), system="dgx-h100", min_bytes=1 << 30, nccl_env={"NCCL_NVLS_ENABLE": "1"})
+    assert asked.algorithm == "nvls" and "predates" not in asked.nccl
+    two = of_release(two_host_h100_log(), 21705)
+    older = check_log(two, system="dgx-h100")
+    assert older.algorithm != "nvls_tree" and older.nccl.endswith("NCCL_ALGO=^NVLSTree (NCCL 2.17.5 predates NVLSTree, 2.18.1)")
+    assert check_log(of_release(two_host_h100_log(), 21803), system="dgx-h100").algorithm == "nvls_tree"
+
+
 def test_the_nccl_environment_the_info_lines_print_steers_the_prediction():
     # With NCCL_DEBUG=INFO NCCL prints each variable the environment sets (tuning.cc: "NCCL_ALGO
     # set by environment to Ring"; param.cc integers with a full stop). The check predicts

@@ -52,6 +52,7 @@ from flowsim.check.parse import NcclTestLog, RankInfo, TestRow, parse_nccl_log
 from flowsim.collectives import resolve_algorithm
 from flowsim.collectives.builders import ALLTOALLV_MATRIX_FILE, ALLTOALLV_SPREAD
 from flowsim.collectives.constants import (
+    ALGORITHM_RELEASES,
     DEFAULT_NCCL_VERSION,
     NCCL_ALGORITHMS,
     NCCL_PROTOCOLS,
@@ -785,6 +786,25 @@ def nccl_version_of(log: NcclTestLog, given: str | None = None) -> tuple[str, st
     return nearest.version, f"NCCL {printed} (log) -> constants of {nearest.version}{oldest}"
 
 
+def _release_env(log: NcclTestLog, given: str | None, env: Mapping[str, str]) -> dict[str, str]:
+    """The NCCL environment that leaves out what the NCCL ``log`` prints did not have yet
+    (:data:`~flowsim.collectives.constants.ALGORITHM_RELEASES`): ``NCCL_NVLS_ENABLE=0`` before
+    2.17.1 (no NVLS, so no NVLSTree either), ``NCCL_ALGO=^NVLSTree`` in 2.17. Empty where
+    ``given`` (``--nccl-version``) names the version, the log prints none, it had them all,
+    or ``env`` (the log's, the caller's and the system's) already sets the key.
+    """
+    release = None if given is not None or log.nccl_version is None else nccl_release(log.nccl_version.split("+")[0])
+    if release is None:
+        return {}
+    if release < ALGORITHM_RELEASES["nvls"]:
+        key, value = "NCCL_NVLS_ENABLE", "0"
+    elif release < ALGORITHM_RELEASES["nvls_tree"]:
+        key, value = "NCCL_ALGO", "^NVLSTree"
+    else:
+        return {}
+    return {} if key in env else {key: value}
+
+
 # Older nccl-tests print NCCL's first names of two types (ncclChar, ncclInt).
 _OLD_TYPE_NAMES = {"char": "int8", "int": "int32"}
 
@@ -878,6 +898,15 @@ def check_log(
     system_env = system_env_taken(intact, options.get("nccl_env") or {})
     if system_env:
         nccl = f"{nccl}, {' '.join(f'{key}={value}' for key, value in system_env.items())} (system)"
+    older = _release_env(log, nccl_version, merged_env(intact, options.get("nccl_env")))
+    if older:
+        # What the log's NCCL did not have yet, where neither the log, the caller nor the
+        # system sets the key.
+        options["nccl_env"] = {**older, **(options.get("nccl_env") or {})}
+        key, value = next(iter(older.items()))
+        assert log.nccl_version is not None
+        nccl = f"{nccl}, {key}={value} (NCCL {log.nccl_version.split('+')[0]} predates " + (
+            "NVLS, 2.17.1)" if key == "NCCL_NVLS_ENABLE" else "NVLSTree, 2.18.1)")
     warnings = (*log.warnings, *device_notes, *_mismatches(log, system, model, nodes, topology, n_servers, layout))
     gpus = _rank_gpus(log, system, topology, layout, n_servers, devices)
     # Whether the prediction stages network traffic through host memory (the caller's

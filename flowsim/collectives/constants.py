@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from flowsim.errors import InputError
 
 __all__ = [
+    "ALGORITHM_RELEASES",
     "DEFAULT_NCCL_VERSION",
     "NCCL_ALGORITHMS",
     "NCCL_PROTOCOLS",
@@ -243,6 +244,13 @@ NCCL_VERSIONS: dict[str, NcclConstants] = {c.version: c for c in (_MASTER, _V2_2
                                                                    _V2_26_2, _V2_19_3)}
 #: The version :func:`nccl_choice` follows unless told otherwise: the newest flowsim has.
 DEFAULT_NCCL_VERSION = "2.30.7"
+
+#: The NCCL release that brought each algorithm newer than the oldest constants flowsim has
+#: (2.19.3) do not tell apart: NVLS from v2.17.1-1 and NVLSTree from v2.18.1-1, the tags whose
+#: src/include/devcomm.h first defines ``NCCL_ALGO_NVLS`` and ``NCCL_ALGO_NVLS_TREE``. A run of
+#: an older NCCL had none of them, whatever constants flowsim predicts it with. (PAT, from
+#: v2.23.4-1, is newer than 2.19.3: its constants' own rule leaves it out.)
+ALGORITHM_RELEASES: dict[str, tuple[int, int, int]] = {"nvls": (2, 17, 1), "nvls_tree": (2, 18, 1)}
 
 
 def constants_of(version: str) -> NcclConstants:

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import flowsim.check
+import flowsim.check.log as log_rows
 from flowsim.check import (
     append_history,
     check_log,
@@ -29,8 +30,9 @@ from flowsim.check import (
 from flowsim.check.history import _history_lines
 from flowsim.check.log import RankInfo
 from flowsim.check.parse import _shape_of_listed, nccl_version_from_code
-from flowsim.check.report import LATENCY_TOLERANCE, default_system, time_bounds
+from flowsim.check.report import LATENCY_TOLERANCE, default_system, other_choices, time_bounds
 from flowsim.collectives import all_to_all_v_bytes
+from flowsim.collectives.report import NcclRow
 from flowsim.commands.check import add_parser
 from flowsim.errors import InputError
 from instances import two_host_h100_log
@@ -1218,6 +1220,64 @@ def test_a_log_of_an_nccl_older_than_nvls_or_nvlstree_is_predicted_without_them(
     assert check_log(of_release(two_host_h100_log(), 21803), system="dgx-h100").algorithm == "nvls_tree"
 
 
+def test_flagged_sizes_another_of_nccls_choices_fits_are_said_to_be_a_choice_not_a_fault():
+    # nccl-tests#309's run with the ring forced (NCCL_ALGO=Ring, NCCL_MIN_CTAS=24), checked
+    # without its environment: the model's NCCL takes NVLSTree from 4 MiB, faster than the
+    # ring the run had, and flags 1-8 GiB; the ring fits every flagged size, and the report
+    # says so under the flags, which stand.
+    log = parse_nccl_log(VALIDATION / "gh_nccltests309_h100_2n8g_ib400_allreduce_ring_tuned.txt", nodes=2,
+                         gpus_per_node=8)
+    report = check_log(log, system="dgx-h100", min_bytes=1 << 30)
+    assert [r.size_bytes for r in report.short] == [1 << 30, 2 << 30, 4 << 30, 8 << 30]
+    assert report.explained == (
+        "the flagged 4 size(s): 1073741824, 2147483648, 4294967296, 8589934592 B fit ring/simple, which NCCL also "
+        "weighs there: NCCL may have run it rather than the cluster being at fault (--nccl-env NCCL_ALGO=Ring "
+        "--nccl-env NCCL_PROTO=Simple predicts them so; NCCL_DEBUG_SUBSYS=TUNING prints what NCCL ran)",)
+    assert report.format_text().endswith("\n# " + report.explained[0])
+    assert report.to_dict()["explained"] == list(report.explained)
+    # With the run's environment nothing is flagged, nor explained; an algorithm named steers
+    # the check, which then weighs nothing else.
+    ran = check_log(log, system="dgx-h100", min_bytes=1 << 30, nccl_env={"NCCL_ALGO": "Ring", "NCCL_MIN_CTAS": "24"})
+    assert ran.ok and ran.explained == ()
+    named = check_log(log, system="dgx-h100", min_bytes=1 << 30, algorithm="nvls_tree")
+    assert named.short and named.explained == ()
+    # A cluster at fault is slow at every size, which no other choice fits.
+    degraded = check_log(parse_nccl_log(VALIDATION / "gh_nccltests290_h100_2n8g_ib_allreduce_ring_degraded.txt"),
+                         system="dgx-h100")
+    assert len(degraded.short) == 11 and degraded.explained == ()
+
+
+def _flagged_row(size, time_us, algorithm="nvls", protocol="simple"):
+    measured = log_rows.Measurement(time_us, 0.0, 0.0, 0)
+    predicted = NcclRow(size, size // 4, "float", "sum", -1, time_us / 2, 0.0, 0.0, algorithm, protocol, 16, "steps")
+    return log_rows.TestRow(size, size // 4, "float", "sum", -1, measured, measured, 1), predicted
+
+
+def test_other_choices_needs_one_choice_that_fits_every_flagged_size():
+    # Measured 100 and 200 us where NVLS predicted half; "ring" predicts 95 and 190 us, "tree"
+    # 100 us and 100 us (fits the first only), "pat" cannot be laid out. The check's band here:
+    # 0.9 to 1.1 of a prediction.
+    flagged = [_flagged_row(1 << 20, 100.0), _flagged_row(2 << 20, 200.0)]
+    times = {"ring": [95.0, 190.0], "tree": [100.0, 100.0], "nvls_tree": [99.0, 201.0]}
+
+    def predict(algorithm, protocol, sizes):
+        if algorithm == "pat":
+            raise InputError("PAT runs one GPU per node only")
+        return [NcclRow(size, 0, "float", "sum", -1, t, 0.0, 0.0, algorithm, protocol, 16, "steps")
+                for size, t in zip(sizes, times[algorithm], strict=True)]
+
+    def band(prediction):
+        return 0.9 * prediction.time_us, 1.1 * prediction.time_us
+
+    line = other_choices(flagged, [("pat", "simple"), ("tree", "simple"), ("ring", "simple"), ("nvls", "simple")],
+                         predict, band)
+    assert line is not None and line.startswith("the flagged 2 size(s): 1048576, 2097152 B fit ring/simple,")
+    # Of two that fit, the nearer (NVLSTree: 1% off, the ring 5%).
+    both = other_choices(flagged, [("ring", "simple"), ("nvls_tree", "simple")], predict, band)
+    assert both is not None and "fit nvls_tree/simple" in both and "NCCL_ALGO=NVLSTree" in both
+    assert other_choices(flagged, [("tree", "simple"), ("pat", "simple"), ("nvls", "simple")], predict, band) is None
+
+
 def test_the_nccl_environment_the_info_lines_print_steers_the_prediction():
     # With NCCL_DEBUG=INFO NCCL prints each variable the environment sets (tuning.cc: "NCCL_ALGO
     # set by environment to Ring"; param.cc integers with a full stop). The check predicts
@@ -1722,7 +1782,9 @@ def test_sizes_an_older_nccl_tests_printed_are_predicted_as_they_are(monkeypatch
 
     monkeypatch.setattr(flowsim.check.report, "sweep", sweep)
     report = check_nccl_log("\n".join(lines), system="dgx-h100", collective="all_gather")
-    assert predicted == [r.size_bytes for r in report.rows] and predicted[0] == 96
+    # The rows, then (where a size is flagged) the same sizes under NCCL's other choices.
+    sizes = [r.size_bytes for r in report.rows]
+    assert predicted[:len(sizes)] == sizes and set(predicted) <= set(sizes) and predicted[0] == 96
 
 
 @pytest.mark.parametrize(("option", "message"), [

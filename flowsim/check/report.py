@@ -43,7 +43,7 @@ import math
 import os
 import re
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -62,7 +62,7 @@ from flowsim.collectives.constants import (
     nearest_version,
 )
 from flowsim.collectives.placement import send_pair
-from flowsim.collectives.report import DTYPE_BYTES, ROOTED, busbw_Bps, launch_floor_us, sweep
+from flowsim.collectives.report import DTYPE_BYTES, ROOTED, NcclRow, busbw_Bps, launch_floor_us, sweep
 from flowsim.collectives.tuner import (
     NCCL_ENV_KEYS,
     REDOPS,
@@ -90,6 +90,7 @@ __all__ = [
     "check_nccl_log",
     "default_system",
     "nccl_version_of",
+    "other_choices",
     "time_bounds",
 ]
 
@@ -289,6 +290,10 @@ class CheckReport:
     failures : str
         What ``fail`` and ``degrade`` changed in the predicted cluster
         (:func:`flowsim.failures.describe_changes`); empty without them.
+    explained : tuple of str
+        One line per block of flagged sizes that another algorithm and protocol NCCL weighs
+        there would flag none of (:func:`other_choices`): which, and at which sizes. The
+        flags stand; the line says what the cluster may have run instead of a fault.
     """
 
     log: NcclTestLog
@@ -307,6 +312,7 @@ class CheckReport:
     nccl: str = f"NCCL {DEFAULT_NCCL_VERSION} (default)"
     launch_floor_us: float = 0.0
     failures: str = ""
+    explained: tuple[str, ...] = ()
 
     @property
     def flagged(self) -> tuple[RowCheck, ...]:
@@ -359,6 +365,7 @@ class CheckReport:
             "n_short": len(self.short),
             "n_fast": len(self.fast),
             "warnings": list(self.warnings),
+            "explained": list(self.explained),
             "error_by_band": [asdict(b) for b in self.error_by_band()],
             "rows": [{**asdict(r), "flagged": r.flagged, "error_out": r.error_out} for r in self.rows],
         }
@@ -417,6 +424,7 @@ class CheckReport:
                 for b in bands
             )
         lines.append(self._summary())
+        lines.extend(f"# {line}" for line in self.explained)
         return "\n".join(lines)
 
     def format_brief(self) -> str:
@@ -427,8 +435,9 @@ class CheckReport:
         spread = f"; measured / predicted {min(ratios):.2f}-{max(ratios):.2f}" if ratios else ""
         n = len(self.warnings)
         warned = f"; {n} warning{'s' if n > 1 else ''}, in the full report" if n else ""
+        other = "; the flagged sizes fit another of NCCL's choices, in the full report" if self.explained else ""
         return (f"{log.source}: {log.binary}, {log.n_ranks} ranks on {log.n_nodes} node(s): "
-                f"{self._summary().removeprefix('# ')}{spread}{warned}")
+                f"{self._summary().removeprefix('# ')}{spread}{warned}{other}")
 
     def _launch_line(self) -> list[str]:
         """The host's launch floor, where the log's threads drive several GPUs each."""
@@ -700,6 +709,61 @@ def _sizes_text(sizes: Iterable[int]) -> str:
     ordered = sorted(set(sizes))
     shown = ", ".join(str(size) for size in ordered[:6])
     return f"{len(ordered)} size(s): {shown}{', ...' if len(ordered) > 6 else ''} B"
+
+
+#: NCCL's names of its algorithms and protocols, as NCCL_ALGO and NCCL_PROTO take them.
+_NCCL_NAMES = {"tree": "Tree", "ring": "Ring", "collnet_direct": "CollNetDirect", "collnet_chain": "CollNetChain",
+               "nvls": "NVLS", "nvls_tree": "NVLSTree", "pat": "PAT", "ll": "LL", "ll128": "LL128", "simple": "Simple"}
+
+
+def other_choices(
+    flagged: Sequence[tuple[TestRow, NcclRow]],
+    alternatives: Iterable[tuple[str, str]],
+    predict: Callable[[str, str, list[int]], list[NcclRow]],
+    allowance: Callable[[NcclRow], tuple[float, float]],
+) -> str | None:
+    """The line that says which other of NCCL's choices would flag none of ``flagged`` (rows
+    of one block with the prediction that flagged them), None where none clears them all.
+
+    Each of ``alternatives`` (algorithm, protocol; NCCL's names, :data:`NCCL_ALGORITHMS`)
+    other than a row's own is predicted at the flagged sizes (``predict(algorithm,
+    protocol, sizes)``, rows in the order of the sizes; an alternative flowsim cannot lay
+    out is skipped); a row is cleared where both its measured times fall inside
+    ``allowance(prediction)``, the (low, high) times the check allows. Only an alternative
+    that clears every flagged row counts (a cluster at fault is slow at many sizes, and one
+    choice seldom fits them all); of those, the one whose predictions are nearest the
+    measured times (the smallest median of ``|log(measured / predicted)|``).
+    """
+    sizes = [row.size_bytes for row, _ in flagged]
+    best: tuple[float, str, str] | None = None
+    for algorithm, protocol in alternatives:
+        if all((p.algorithm, p.protocol) == (algorithm, protocol) for _, p in flagged):
+            continue
+        try:
+            rows = predict(algorithm, protocol, sizes)
+        except InputError:
+            continue
+        cleared: list[int] = []
+        misses: list[float] = []
+        for (row, own), prediction in zip(flagged, rows, strict=True):
+            measured = [m.time_us for m in (row.out_of_place, row.in_place) if m.time_us > 0]
+            if not measured or (own.algorithm, own.protocol) == (algorithm, protocol):
+                continue
+            low, high = allowance(prediction)
+            if min(measured) <= high and max(measured) >= low:
+                cleared.append(row.size_bytes)
+            misses.extend(abs(math.log(t / prediction.time_us)) for t in measured)
+        if len(cleared) == len(flagged):
+            key = (-statistics.median(misses), algorithm, protocol)
+            if best is None or key[0] > best[0]:
+                best = key
+    if best is None:
+        return None
+    _, algorithm, protocol = best
+    return (f"the flagged {_sizes_text(sizes)} fit {algorithm}/{protocol}, which NCCL also weighs there: NCCL may have "
+            "run it rather than the cluster being at fault (--nccl-env "
+            f"NCCL_ALGO={_NCCL_NAMES[algorithm]} --nccl-env NCCL_PROTO={_NCCL_NAMES[protocol]} predicts them so; "
+            "NCCL_DEBUG_SUBSYS=TUNING prints what NCCL ran)")
 
 
 def _replay_note(topology, log: NcclTestLog, ranks: Sequence[str], follow: Mapping[int, tuple[str, str]],
@@ -1062,6 +1126,36 @@ def check_log(
                 nccl_ran=None if nccl_ran is None else "/".join(nccl_ran),
             )
         )
+    # Flagged sizes another of NCCL's choices would clear, block by block: what NCCL may have
+    # run instead of what the model's replay of its tuner picks (not where its TUNING lines
+    # say what ran, nor where the caller named an algorithm or protocol).
+    explained: list[str] = []
+    flagged_by_run: dict[tuple[int, str, str, str, str], list[tuple[TestRow, NcclRow]]] = {}
+    for row, check in zip(log.rows, checks, strict=True):
+        prediction = predicted_rows.get((*run_of(row), row.size_bytes))
+        if (check.short or check.fast) and prediction is not None and row.size_bytes not in follow and not steered:
+            flagged_by_run.setdefault(run_of(row), []).append((row, prediction))
+    env = merged_env(topology, options.get("nccl_env"))
+    for run, flagged in flagged_by_run.items():
+        root, dtype, redop = run[:3]
+        common = {"dtype": dtype, "redop": redop, "ranks": ranks, "aligned": False, **launch, **options,
+                  **({"root": root} if root else {})}
+        try:
+            weighed = nccl_choice(topology, log.collective, max(row.size_bytes for row, _ in flagged), ranks=ranks,
+                                  nccl_env=env, version=version, dtype=dtype, redop=redop).table
+        except InputError:
+            continue  # no tuner's choice (point-to-point collectives): nothing else weighed
+
+        def predict_other(algorithm: str, protocol_other: str, sizes: list[int], common=common) -> list[NcclRow]:
+            return sweep(topology, log.collective, sizes, algorithm=algorithm, protocol=protocol_other, **common)
+
+        def allowance(prediction: NcclRow) -> tuple[float, float]:
+            low, high = time_bounds(prediction.time_us, prediction.latency_us, threshold, latency_tolerance)
+            return low, high + host_allowance
+
+        line = other_choices(flagged, sorted(weighed), predict_other, allowance)
+        if line is not None:
+            explained.append(line)
     return CheckReport(
         log,
         system,
@@ -1073,6 +1167,7 @@ def check_log(
         fabric,
         tuple(checks),
         warnings=tuple(warnings),
+        explained=tuple(explained),
         latency_tolerance=float(latency_tolerance),
         nccl_version=version,
         nccl=nccl,

@@ -20,7 +20,8 @@ per-iteration statistics add columns after each ``#wrong``, and columns after th
 may be interleaved; the prefixes launchers put on every line are removed
 (``[1,0]<stdout>:`` of ``mpirun --tag-output``, ``[0]`` of MPICH's ``-prepend-rank``,
 ``  0:`` of ``srun --label``, ``node7: `` of pdsh, ``(pid=12, ...)`` of Ray, an ISO time
-stamp of ``kubectl logs --timestamps``, nested ones too, and behind a Markdown quote marker
+stamp of ``kubectl logs --timestamps``, ``Thu Jul 18 15:41:05 2024<stdout>:`` of ``mpirun
+--timestamp-output``, nested ones too, and behind a Markdown quote marker
 ``>`` or a list's indentation), as is a UTF-8 byte-order mark. rccl-tests output (AMD's fork,
 for RCCL) is refused with one line.
 
@@ -89,7 +90,10 @@ _COLLECTIVE_BINARY = {collective: binary for binary, collective in BINARIES.item
 # What launchers put before every line: Open MPI's "mpirun --tag-output" ("[1,0]<stdout>:"),
 # MPICH's "-prepend-rank" ("[0] "), Slurm's "srun --label" ("  0: ", the task number
 # right-aligned), pdsh / clush ("node7: ", a host name then a colon and a space), Ray's
-# "(head, rank=0, pid=3808) " and kubectl's "--timestamps" (an ISO 8601 time then a space);
+# "(head, rank=0, pid=3808) ", kubectl's "--timestamps" (an ISO 8601 time then a space) and
+# Open MPI's "mpirun --timestamp-output" (ctime's "Thu Jul 18 15:41:05 2024" before the
+# stream's tag, with or without --tag-output's rank: "Thu Jul 18 15:41:05 2024<stdout>:", as
+# NVIDIA/nccl#1368 shows it);
 # and what pasting adds: Markdown's quote marker (">", a quoted reply on GitHub) and the
 # indentation of a block inside a list, before any of them.
 # The srun label is digits then a colon: a row starts with digits then a space. A host name
@@ -98,7 +102,8 @@ _COLLECTIVE_BINARY = {collective: binary for binary, collective in BINARIES.item
 # runs of spaces into tabs).
 _TAG_PREFIX = re.compile(
     r"^\s*(?:\[\d+,\d+\]<std(?:out|err)>:\s?|\[\d+\]\s|\d+:\s|[A-Za-z][\w.-]*:\s|\([^()]*pid=\d+[^()]*\)\s?|>"
-    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\s)"
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\s"
+    r"|[A-Z][a-z]{2}\s+[A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d\s+\d{4}(?:\[\d+,\d+\])?<std(?:out|err)>:\s?)"
 )
 # nccl-tests' comment lines as a Markdown renderer leaves them, their leading '#' taken for a
 # heading: restored before parsing.

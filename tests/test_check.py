@@ -946,6 +946,8 @@ LAUNCHER_PREFIXES = [
     lambda i: "2025-03-04T10:12:13.123456789Z ",  # kubectl logs --timestamps
     lambda i: "Thu Jul 18 15:41:05 2024<stdout>:",  # mpirun --timestamp-output (NVIDIA/nccl#1368)
     lambda i: "Mon Jan  6 09:05:01 2025[1,0]<stdout>:",  # the same with --tag-output, a one-digit day
+    lambda i: "[pod/mpi-launcher-x7k2p/launcher] ",  # kubectl logs --prefix
+    lambda i: "nccl-worker-1  | ",  # docker compose logs: the container's name, padded
     lambda i: "> ",  # a quoted reply on GitHub (Markdown's quote marker)
     lambda i: "> > ",  # a quote of a quote
     lambda i: "    [1,0]<stdout>:",  # mpirun's tag in a block indented inside a Markdown list

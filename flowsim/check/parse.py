@@ -21,7 +21,8 @@ may be interleaved; the prefixes launchers put on every line are removed
 (``[1,0]<stdout>:`` of ``mpirun --tag-output``, ``[0]`` of MPICH's ``-prepend-rank``,
 ``  0:`` of ``srun --label``, ``node7: `` of pdsh, ``(pid=12, ...)`` of Ray, an ISO time
 stamp of ``kubectl logs --timestamps``, ``Thu Jul 18 15:41:05 2024<stdout>:`` of ``mpirun
---timestamp-output``, nested ones too, and behind a Markdown quote marker
+--timestamp-output``, ``[pod/NAME/CONTAINER]`` of ``kubectl logs --prefix``, ``NAME  |`` of
+Docker Compose, nested ones too, and behind a Markdown quote marker
 ``>`` or a list's indentation), as is a UTF-8 byte-order mark. rccl-tests output (AMD's fork,
 for RCCL) is refused with one line.
 
@@ -93,7 +94,8 @@ _COLLECTIVE_BINARY = {collective: binary for binary, collective in BINARIES.item
 # "(head, rank=0, pid=3808) ", kubectl's "--timestamps" (an ISO 8601 time then a space) and
 # Open MPI's "mpirun --timestamp-output" (ctime's "Thu Jul 18 15:41:05 2024" before the
 # stream's tag, with or without --tag-output's rank: "Thu Jul 18 15:41:05 2024<stdout>:", as
-# NVIDIA/nccl#1368 shows it);
+# NVIDIA/nccl#1368 shows it), kubectl's "--prefix" ("[pod/launcher-x7k2p/launcher] ") and
+# Docker Compose's logs (the container's name, padded, then "| ": "nccl-worker-1  | ");
 # and what pasting adds: Markdown's quote marker (">", a quoted reply on GitHub) and the
 # indentation of a block inside a list, before any of them.
 # The srun label is digits then a colon: a row starts with digits then a space. A host name
@@ -103,7 +105,8 @@ _COLLECTIVE_BINARY = {collective: binary for binary, collective in BINARIES.item
 _TAG_PREFIX = re.compile(
     r"^\s*(?:\[\d+,\d+\]<std(?:out|err)>:\s?|\[\d+\]\s|\d+:\s|[A-Za-z][\w.-]*:\s|\([^()]*pid=\d+[^()]*\)\s?|>"
     r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\s"
-    r"|[A-Z][a-z]{2}\s+[A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d\s+\d{4}(?:\[\d+,\d+\])?<std(?:out|err)>:\s?)"
+    r"|[A-Z][a-z]{2}\s+[A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d\s+\d{4}(?:\[\d+,\d+\])?<std(?:out|err)>:\s?"
+    r"|\[pod/[^\]\s]+\]\s|[A-Za-z][\w.-]*\s+\|\s)"
 )
 # nccl-tests' comment lines as a Markdown renderer leaves them, their leading '#' taken for a
 # heading: restored before parsing.

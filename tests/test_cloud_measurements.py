@@ -61,7 +61,8 @@ _P5_RING_8_HOSTS = _miss(
 _H20_RING = _miss(
     "one HGX H20 run of nccl-tests (nccl-tests#306, NCCL not printed) reached 361.10 GB/s at 2 GiB, what the "
     "model's ring gives (363.7 with NCCL_NVLS_ENABLE=0, +0.7%); the model takes NCCL's choice, NVLS (471.6, +31%), "
-    "which the run did not get: the log does not say why (an NCCL older than NVLS, or multicast off)",
+    "which would move more: whether NVLS did not run (an NCCL older than it, multicast off) or H20's NVLS moves less "
+    "than H100's, the log does not say",
 )
 _SKYPILOT_GCP = "skypilot-org/skypilot examples/gcp_gpu_direct_tcpx/README.md (2 x a3-ultragpu-8g on GKE, NCCL 2.26.6)"
 _OCI_B300 = "oracle-quickstart/oci-gpu-quickstarts nvidia/B300/README-B300.md @6a0abdc7 (NCCL 2.28.9)"

@@ -1515,7 +1515,8 @@ def test_cli_without_system_names_the_file_whose_gpu_has_no_server(tmp_path, cap
     assert taken.out == ""
     assert taken.err == (f"flowsim check: error: {unnamed}: --system is required: the log's GPU NVIDIA H100 PCIe "
                          "is in no server flowsim ships; name a preset or shipped system ('flowsim presets') or a "
-                         "system file (docs/system-format.md)\n")
+                         "system file (docs/system-format.md; 'flowsim system import' writes one from the server's "
+                         "'nvidia-smi topo -m')\n")
 
 
 def test_each_row_says_what_the_model_ran():

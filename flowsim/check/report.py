@@ -169,7 +169,8 @@ def default_system(log: NcclTestLog) -> str:
             which = (f"{suggested}, else a system file (docs/system-format.md)"
                      if suggested is not None else
                      "in no server flowsim ships; name a preset or shipped system ('flowsim presets') or a "
-                     "system file (docs/system-format.md)")
+                     "system file (docs/system-format.md; 'flowsim system import' writes one from the server's "
+                     "'nvidia-smi topo -m')")
             raise InputError(f"--system is required: the log's GPU {name} is {which}")
         systems[system] = name
     if len(systems) > 1:

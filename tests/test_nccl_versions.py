@@ -386,7 +386,12 @@ def test_cli_takes_any_nccl_version_as_a_log_would(capsys):
     assert json.loads(out.out)["nccl_version"] == "2.19.3"
     assert out.err.count("no constants of NCCL 2.21.5; it takes those of 2.19.3, the newest older") == 1
     flowsim([*argv, "--nccl-version", "2.10.3"])
-    assert "takes those of 2.19.3, the oldest it has" in capsys.readouterr().err
+    assert ("takes those of 2.19.3, the oldest it has; NCCL 2.10.3 had no NVLS (--nccl-env NCCL_NVLS_ENABLE=0 "
+            "leaves it out)") in capsys.readouterr().err
+    flowsim([*argv, "--nccl-version", "2.17.1"])
+    assert "NCCL 2.17.1 had no NVLSTree (--nccl-env NCCL_ALGO=^NVLSTree leaves it out)" in capsys.readouterr().err
+    flowsim([*argv, "--nccl-version", "2.18.3"])
+    assert "had no" not in capsys.readouterr().err
     flowsim([*argv, "--nccl-version", "2.26.2"])
     out = capsys.readouterr()
     assert json.loads(out.out)["nccl_version"] == "2.26.2" and "note" not in out.err

@@ -1280,6 +1280,8 @@ def test_other_choices_needs_one_choice_that_fits_every_flagged_size():
     both = other_choices(flagged, [("ring", "simple"), ("nvls_tree", "simple")], predict, band)
     assert both is not None and "fit nvls_tree/simple" in both and "NCCL_ALGO=NVLSTree" in both
     assert other_choices(flagged, [("tree", "simple"), ("pat", "simple"), ("nvls", "simple")], predict, band) is None
+    # One size off alone is more likely noise than a choice: no line, whatever fits it.
+    assert other_choices(flagged[:1], [("ring", "simple")], predict, band) is None
 
 
 def test_the_nccl_environment_the_info_lines_print_steers_the_prediction():

@@ -81,6 +81,7 @@ from flowsim.presets import PRESETS, system_name
 from flowsim.servers import ServerSpec
 
 __all__ = [
+    "CLOSE_CALL",
     "LATENCY_TOLERANCE",
     "SIZE_BANDS",
     "BandError",
@@ -292,9 +293,10 @@ class CheckReport:
         What ``fail`` and ``degrade`` changed in the predicted cluster
         (:func:`flowsim.failures.describe_changes`); empty without them.
     explained : tuple of str
-        One line per block of flagged sizes that another algorithm and protocol NCCL weighs
-        there would flag none of (:func:`other_choices`): which, and at which sizes. The
-        flags stand; the line says what the cluster may have run instead of a fault.
+        One line per block of flagged sizes that another algorithm and protocol NCCL may have
+        run there (one its model rates within :data:`CLOSE_CALL` of its choice, or its best
+        without NVLS) would flag none of (:func:`other_choices`): which, and at which sizes.
+        The flags stand; the line says what the cluster may have run instead of a fault.
     """
 
     log: NcclTestLog
@@ -712,6 +714,14 @@ def _sizes_text(sizes: Iterable[int]) -> str:
     return f"{len(ordered)} size(s): {shown}{', ...' if len(ordered) > 6 else ''} B"
 
 
+#: How much slower than its choice NCCL's model may rate an algorithm and protocol that may
+#: still be what ran: against measurements NCCL's model is off by up to 2x (README, "What the
+#: model still misses": LL and LL128 at 1-16 MiB), and the topology NCCL detects may differ from
+#: the one the check predicts, so a pair within 2x could have won on the cluster.
+CLOSE_CALL = 2.0
+#: The algorithms a cluster may lack whatever the model says (multicast off, an older NCCL):
+#: without them NCCL takes its best other choice.
+_NVLS_FAMILY = ("nvls", "nvls_tree", "nvls_sharp")
 #: NCCL's names of its algorithms and protocols, as NCCL_ALGO and NCCL_PROTO take them.
 _NCCL_NAMES = {"tree": "Tree", "ring": "Ring", "collnet_direct": "CollNetDirect", "collnet_chain": "CollNetChain",
                "nvls": "NVLS", "nvls_tree": "NVLSTree", "pat": "PAT", "ll": "LL", "ll128": "LL128", "simple": "Simple"}
@@ -724,7 +734,8 @@ def other_choices(
     allowance: Callable[[NcclRow], tuple[float, float]],
 ) -> str | None:
     """The line that says which other of NCCL's choices would flag none of ``flagged`` (rows
-    of one block with the prediction that flagged them), None where none clears them all.
+    of one block with the prediction that flagged them), None where none clears them all or
+    fewer than two sizes are flagged (one size off alone is more likely noise than a choice).
 
     Each of ``alternatives`` (algorithm, protocol; NCCL's names, :data:`NCCL_ALGORITHMS`)
     other than a row's own is predicted at the flagged sizes (``predict(algorithm,
@@ -736,6 +747,8 @@ def other_choices(
     measured times (the smallest median of ``|log(measured / predicted)|``).
     """
     sizes = [row.size_bytes for row, _ in flagged]
+    if len(set(sizes)) < 2:
+        return None
     best: tuple[float, str, str] | None = None
     for algorithm, protocol in alternatives:
         if all((p.algorithm, p.protocol) == (algorithm, protocol) for _, p in flagged):
@@ -1128,8 +1141,9 @@ def check_log(
             )
         )
     # Flagged sizes another of NCCL's choices would clear, block by block: what NCCL may have
-    # run instead of what the model's replay of its tuner picks (not where its TUNING lines
-    # say what ran, nor where the caller named an algorithm or protocol).
+    # run instead of what the model's replay of its tuner picks (a close call in its model, or
+    # its best choice without NVLS; not where its TUNING lines say what ran, nor where the
+    # caller named an algorithm or protocol).
     explained: list[str] = []
     flagged_by_run: dict[tuple[int, str, str, str, str], list[tuple[TestRow, NcclRow]]] = {}
     for row, check in zip(log.rows, checks, strict=True):
@@ -1142,10 +1156,16 @@ def check_log(
         common = {"dtype": dtype, "redop": redop, "ranks": ranks, "aligned": False, **launch, **options,
                   **({"root": root} if root else {})}
         try:
-            weighed = nccl_choice(topology, log.collective, max(row.size_bytes for row, _ in flagged), ranks=ranks,
-                                  nccl_env=env, version=version, dtype=dtype, redop=redop).table
+            table = nccl_choice(topology, log.collective, max(row.size_bytes for row, _ in flagged), ranks=ranks,
+                                nccl_env=env, version=version, dtype=dtype, redop=redop).table
         except InputError:
             continue  # no tuner's choice (point-to-point collectives): nothing else weighed
+        # What may have run: a close call in NCCL's model, or its best choice without NVLS.
+        chosen = min(table, key=table.__getitem__)
+        weighed = {pair for pair, time_us in table.items() if time_us <= CLOSE_CALL * table[chosen]}
+        without = {pair: time_us for pair, time_us in table.items() if pair[0] not in _NVLS_FAMILY}
+        if chosen[0] in _NVLS_FAMILY and without:
+            weighed.add(min(without, key=without.__getitem__))
 
         def predict_other(algorithm: str, protocol_other: str, sizes: list[int], common=common) -> list[NcclRow]:
             return sweep(topology, log.collective, sizes, algorithm=algorithm, protocol=protocol_other, **common)

@@ -25,8 +25,9 @@ network connections without GPUDirect RDMA or over TCP sockets. Each row is pred
 the data type and reduction it printed (NCCL's NVLS reduces only some), and, where NCCL's
 TUNING lines (NCCL_DEBUG_SUBSYS=TUNING) say what it ran, with NCCL's algorithm and protocol
 (a warning says where flowsim's replay of NCCL's tuner chose otherwise); where another
-algorithm and protocol NCCL weighs would flag none of the flagged sizes, a last line says
-which (what NCCL may have run, rather than a fault). Output is read
+algorithm and protocol NCCL may have run (a close call in its model, or its best without
+NVLS) would flag none of two or more flagged sizes, a last line says which (a choice rather
+than a fault). Output is read
 as people paste it (``-`` reads standard input: ``srun ... all_reduce_perf ... | flowsim check -``):
 launcher prefixes, interleaved lines of other programs, no rank lines (then
 ``--nodes`` and ``--gpus-per-node`` give the cluster's shape); so is the JSON file

@@ -721,7 +721,7 @@ def _sizes_text(sizes: Iterable[int]) -> str:
 CLOSE_CALL = 2.0
 #: The algorithms a cluster may lack whatever the model says (multicast off, an older NCCL):
 #: without them NCCL takes its best other choice.
-_NVLS_FAMILY = ("nvls", "nvls_tree", "nvls_sharp")
+_NVLS_FAMILY = ("nvls", "nvls_tree")
 #: NCCL's names of its algorithms and protocols, as NCCL_ALGO and NCCL_PROTO take them.
 _NCCL_NAMES = {"tree": "Tree", "ring": "Ring", "collnet_direct": "CollNetDirect", "collnet_chain": "CollNetChain",
                "nvls": "NVLS", "nvls_tree": "NVLSTree", "pat": "PAT", "ll": "LL", "ll128": "LL128", "simple": "Simple"}

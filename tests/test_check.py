@@ -801,6 +801,38 @@ def test_a_log_without_system_whose_gpu_has_no_server_asks_for_one(gpus, why):
         default_system(_log_of(*gpus))
 
 
+def _on_aws(platform):
+    """SENDRECV (2 hosts of 8 H100) with the aws-ofi-nccl plugin's INFO lines naming ``platform``."""
+    info = (f"ip-10-1-2-3:101:101 [0] NCCL INFO NET/OFI Running on {platform} platform, Setting NCCL_TOPO_FILE "
+            "environment variable to /opt/amazon/ofi-nccl/share/aws-ofi-nccl/xml/p5.48xl-topo.xml\n"
+            "ip-10-1-2-3:101:101 [0] NCCL INFO NET/OFI Selected provider is efa, fabric is efa (found 32 nics)\n")
+    return SENDRECV.read_text().replace("# Using devices", info + "# Using devices", 1)
+
+
+@pytest.mark.parametrize(("platform", "system"), [
+    ("p5.48xlarge", "aws-p5"), ("p5e.48xlarge", "aws-p5e"), ("P4d", "aws-p4d"), ("p4de.24xlarge", "aws-p4de"),
+    ("p6-b200.48xlarge", "aws-p6-b200"),
+    # An instance flowsim ships no system for: NVIDIA's server of the log's GPU (H100).
+    ("p5en.48xlarge", "dgx-h100"),
+])
+def test_a_log_whose_info_lines_name_an_aws_instance_is_checked_on_it(platform, system):
+    # aws-ofi-nccl names the instance it runs on ("NET/OFI Running on p5.48xlarge platform";
+    # "P4d" in older plugins), where its NICs are EFA's, not the DGX's InfiniBand.
+    log = parse_nccl_log(_on_aws(platform))
+    assert log.platform == platform and default_system(log) == system
+
+
+def test_cli_without_system_names_the_aws_instance_it_checks_on(tmp_path, capsys):
+    path = tmp_path / "p5.txt"
+    path.write_text(_on_aws("p5.48xlarge"))
+    assert flowsim_check([str(path), "--min-bytes", "1G", "--brief"]) == 0
+    assert capsys.readouterr().err == ("flowsim check: no --system: checking on aws-p5, the AWS instance the log's "
+                                       "NCCL INFO lines name (p5.48xlarge) (--system names another)\n")
+    assert flowsim_check([str(path), str(SENDRECV), "--min-bytes", "1G", "--brief"]) == 0
+    assert ("each run on NVIDIA's server of its GPU or the AWS instance its NCCL INFO lines name: aws-p5 for run 1 "
+            "(p5.48xlarge), dgx-h100 for run 2 (NVIDIA H100 80GB HBM3)") in capsys.readouterr().err
+
+
 def test_cli_without_system_checks_on_the_gpus_server_and_says_so(capsys):
     argv = [str(SENDRECV), "--min-bytes", "1G", "--json"]
     assert flowsim_check([*argv, "--system", "dgx-h100"]) == 0

@@ -162,6 +162,9 @@ class NcclTestLog:
         The distinct counts of network devices NCCL's INFO lines say a rank's IB transport
         uses (``NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ...``, after ``NCCL_IB_HCA``),
         sorted; empty without them.
+    platform : str or None
+        The AWS instance type the aws-ofi-nccl plugin's INFO line names (``NET/OFI Running on
+        p5.48xlarge platform``; ``P4d`` in older plugins), the first such; None without one.
     """
 
     source: str
@@ -184,6 +187,7 @@ class NcclTestLog:
     nccl_calls: tuple[NcclCall, ...] = ()
     local_links: tuple[tuple[str, int], ...] = ()
     net_devices: tuple[int, ...] = ()
+    platform: str | None = None
 
     @property
     def n_ranks(self) -> int:

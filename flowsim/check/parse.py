@@ -155,6 +155,10 @@ _LOCAL_LINK = re.compile(
 # NCCL's INFO line listing the devices its IB transport uses, each " [i]name:port[...]/IB"
 # or "/RoCE" ([NCCL] src/transport/net_ib/init.cc, src/transport/net_ib.cc in 2.19).
 _IB_USING = re.compile(r"\bNCCL\s+INFO\s+NET/IB\s*:\s*Using((?:\s+\[\d+\][^\s;\[]+)+)")
+# The aws-ofi-nccl plugin's INFO line for the instance it runs on, with its platform's topology
+# file ("NET/OFI Running on p5.48xlarge platform, Setting NCCL_TOPO_FILE ..."; "Running on P4d
+# platform" in older plugins: the AWS EFA user guide's and aws-samples' example logs).
+_OFI_PLATFORM = re.compile(r"\bNCCL\s+INFO\s+NET/OFI\s+Running\s+on\s+(\S+)\s+platform\b", re.IGNORECASE)
 # nccl-tests 2.13 and later print the library's NCCL_VERSION_CODE ("nccl-library=22703").
 _LIBRARY_CODE = re.compile(r"\bnccl-library=(\d+)\b")
 # A binary name not inside another word ("all_reduce_perf_dgx.txt" names all_reduce_perf).
@@ -762,6 +766,7 @@ def _parse_text(
     net_sends: dict[str, list[int]] = {}  # per network, connections with and without GPUDirect RDMA
     local_links: dict[str, int] = {}  # per transport, connections inside a server
     net_devices: set[int] = set()  # devices a rank's IB transport lists
+    platform: str | None = None  # the AWS instance the aws-ofi-nccl plugin names
     choices: list[NcclCall] = []  # NCCL's TUNING lines
     shapes: set[tuple[int, int, int]] = set()  # (ranks, nodes, ranks of the node) of NCCL's comm lines
     fragments: list[int] = []
@@ -857,6 +862,8 @@ def _parse_text(
             local_links[local_match.group(1)] = local_links.get(local_match.group(1), 0) + 1
         elif using := _IB_USING.search(stripped):
             net_devices.add(using.group(1).count("["))
+        elif on_platform := _OFI_PLATFORM.search(stripped):
+            platform = platform or on_platform.group(1)
         elif layout is not None and avg is None and _ROW_START.match(stripped):
             rows.append(_row(stripped, source, number, layout, in_place_first))
         elif layout is not None and avg is None and _FRAGMENT.match(stripped):
@@ -934,6 +941,7 @@ def _parse_text(
         tuple(choices),
         tuple(local_links.items()),
         tuple(sorted(net_devices)),
+        platform,
     )
 
 

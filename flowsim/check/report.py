@@ -81,6 +81,7 @@ from flowsim.presets import PRESETS, system_name
 from flowsim.servers import ServerSpec
 
 __all__ = [
+    "AWS_PLATFORMS",
     "CLOSE_CALL",
     "LATENCY_TOLERANCE",
     "SIZE_BANDS",
@@ -92,6 +93,7 @@ __all__ = [
     "default_system",
     "nccl_version_of",
     "other_choices",
+    "platform_system",
     "time_bounds",
 ]
 
@@ -147,8 +149,23 @@ _SUGGESTED: tuple[tuple[str, str], ...] = (
 )
 
 
+#: The shipped AWS systems by the instance family the aws-ofi-nccl plugin's INFO line names
+#: (``NET/OFI Running on p5.48xlarge platform``: ``p5``), lower case.
+AWS_PLATFORMS = {"p4d": "aws-p4d", "p4de": "aws-p4de", "p5": "aws-p5", "p5e": "aws-p5e", "p6-b200": "aws-p6-b200"}
+
+
+def platform_system(log: NcclTestLog) -> str | None:
+    """The shipped system of the AWS instance ``log``'s INFO lines name
+    (:attr:`NcclTestLog.platform`, :data:`AWS_PLATFORMS`); None where they name none flowsim
+    ships (p5en, a GPU instance of another family) or no instance at all."""
+    if log.platform is None:
+        return None
+    return AWS_PLATFORMS.get(log.platform.split(".")[0].lower())
+
+
 def default_system(log: NcclTestLog) -> str:
-    """The system to check ``log`` on when none is given: NVIDIA's server of the GPU its rank
+    """The system to check ``log`` on when none is given: the AWS instance its INFO lines name
+    where flowsim ships it (:func:`platform_system`), else NVIDIA's server of the GPU its rank
     lines name (:data:`DEFAULT_SYSTEMS`).
 
     Raises
@@ -157,6 +174,9 @@ def default_system(log: NcclTestLog) -> str:
         The log names no GPU (no rank lines, or only the driver's unnamed device), its GPUs
         are of no server flowsim ships, or of two different ones.
     """
+    instance = platform_system(log)
+    if instance is not None:
+        return instance
     named = [name for name in log.gpu_models if name != UNNAMED_GPU]
     if not named:
         said = (f" (they print {UNNAMED_GPU!r}, the driver's name for a GPU it has no product name for)"

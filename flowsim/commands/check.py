@@ -12,12 +12,13 @@ and their ratio to the prediction, and flags sizes whose measured busbw is below
 (FAST: the system description is probably wrong), or where nccl-tests counted wrong elements
 (WRONG). Without ``--system``, each run is checked on NVIDIA's server of the GPU its rank
 lines name (``dgx-h100`` for an ``NVIDIA H100 80GB HBM3``,
-:data:`flowsim.check.report.DEFAULT_SYSTEMS`), with a note on stderr saying which runs went on
-which server. The part of a predicted time that is NCCL's latency (its ``baseLat`` and ``hwLat``
-constants, which rank algorithms rather than time them) may be up to ``1 + latency-tolerance``
-times longer or shorter (default 3x), so latency-bound sizes are flagged only when far off (a
-run whose threads each drive several GPUs, -g N, one launch round longer still: CUDA's launch
-overheads of single-process runs);
+:data:`flowsim.check.report.DEFAULT_SYSTEMS`), or on the AWS instance the aws-ofi-nccl plugin's
+INFO line names (``NET/OFI Running on p5.48xlarge platform``: ``aws-p5``), with a note on
+stderr saying which runs went on which server. The part of a predicted time that is NCCL's
+latency (its ``baseLat`` and ``hwLat`` constants, which rank algorithms rather than time
+them) may be up to ``1 + latency-tolerance`` times longer or shorter (default 3x), so
+latency-bound sizes are flagged only when far off (a run whose threads each drive several
+GPUs, -g N, one launch round longer still: CUDA's launch overheads of single-process runs);
 then the prediction's error by size band. Warnings, one line each, say where the log's
 GPU model, ranks or hosts differ from the system given, or what the log lacks; with
 NCCL_DEBUG=INFO lines, where NCCL's communicator had other channels than the model's, and
@@ -66,7 +67,7 @@ from flowsim.check import (
     parse_nccl_logs,
     plot_history,
 )
-from flowsim.check.report import LATENCY_TOLERANCE, UNNAMED_GPU
+from flowsim.check.report import LATENCY_TOLERANCE, UNNAMED_GPU, platform_system
 from flowsim.collectives import PROTOCOLS
 from flowsim.collectives.builders import algorithm_name, protocol_name
 from flowsim.collectives.report import parse_size
@@ -144,15 +145,19 @@ def _default_systems(logs: list[NcclTestLog]) -> list[str]:
         except InputError as err:
             raise InputError(f"{log.source}: {err}" if len(logs) > 1 else str(err)) from None
     runs: dict[str, list[int]] = {}  # system: the runs checked on it, from 1
-    gpus: dict[str, str] = {}  # system: the GPU its first run names
+    named: dict[str, str] = {}  # system: the AWS instance or GPU its first run names
     for k, (log, name) in enumerate(zip(logs, systems, strict=True), start=1):
         runs.setdefault(name, []).append(k)
-        gpus.setdefault(name, next(gpu for gpu in log.gpu_models if gpu != UNNAMED_GPU))
+        instance = log.platform if platform_system(log) is not None else None
+        named.setdefault(name, instance or next(gpu for gpu in log.gpu_models if gpu != UNNAMED_GPU))
+    instances = any(platform_system(log) is not None for log in logs)
     if len(runs) == 1:
-        where = f"on {systems[0]}, NVIDIA's server of the log's {gpus[systems[0]]}"
+        where = (f"on {systems[0]}, the AWS instance the log's NCCL INFO lines name ({named[systems[0]]})"
+                 if instances else f"on {systems[0]}, NVIDIA's server of the log's {named[systems[0]]}")
     else:
-        where = "each run on NVIDIA's server of its GPU: " + ", ".join(
-            f"{name} for run{'s' if len(ks) > 1 else ''} {', '.join(map(str, ks))} ({gpus[name]})"
+        where = ("each run on NVIDIA's server of its GPU or the AWS instance its NCCL INFO lines name: " if instances
+                 else "each run on NVIDIA's server of its GPU: ") + ", ".join(
+            f"{name} for run{'s' if len(ks) > 1 else ''} {', '.join(map(str, ks))} ({named[name]})"
             for name, ks in runs.items())
     print(f"flowsim check: no --system: checking {where} (--system names another)", file=sys.stderr)
     return systems

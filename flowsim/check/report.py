@@ -52,14 +52,15 @@ from flowsim.check.parse import NcclTestLog, RankInfo, TestRow, parse_nccl_log
 from flowsim.collectives import resolve_algorithm
 from flowsim.collectives.builders import ALLTOALLV_MATRIX_FILE, ALLTOALLV_SPREAD
 from flowsim.collectives.constants import (
-    ALGORITHM_RELEASES,
     DEFAULT_NCCL_VERSION,
     NCCL_ALGORITHMS,
     NCCL_PROTOCOLS,
     NCCL_VERSIONS,
+    PredatedAlgorithm,
     constants_of,
     nccl_release,
     nearest_version,
+    predated_algorithm,
 )
 from flowsim.collectives.placement import send_pair
 from flowsim.collectives.report import DTYPE_BYTES, ROOTED, NcclRow, busbw_Bps, launch_floor_us, sweep
@@ -771,17 +772,17 @@ def other_choices(
         return None
     best: tuple[float, str, str] | None = None
     for algorithm, protocol in alternatives:
-        if all((p.algorithm, p.protocol) == (algorithm, protocol) for _, p in flagged):
-            continue
+        if any((own.algorithm, own.protocol) == (algorithm, protocol) for _, own in flagged):
+            continue  # what flagged a row cannot clear it
         try:
             rows = predict(algorithm, protocol, sizes)
         except InputError:
             continue
         cleared: list[int] = []
         misses: list[float] = []
-        for (row, own), prediction in zip(flagged, rows, strict=True):
+        for (row, _), prediction in zip(flagged, rows, strict=True):
             measured = [m.time_us for m in (row.out_of_place, row.in_place) if m.time_us > 0]
-            if not measured or (own.algorithm, own.protocol) == (algorithm, protocol):
+            if not measured:
                 continue
             low, high = allowance(prediction)
             if min(measured) <= high and max(measured) >= low:
@@ -871,9 +872,9 @@ def nccl_version_of(log: NcclTestLog, given: str | None = None) -> tuple[str, st
     """
     if given is not None:
         return constants_of(given).version, f"NCCL {given} (given)"
-    if log.nccl_version is None:
+    printed = _printed_version(log)
+    if printed is None:
         return DEFAULT_NCCL_VERSION, f"NCCL {DEFAULT_NCCL_VERSION} (default: the log prints no NCCL version)"
-    printed = log.nccl_version.split("+")[0]
     release = nccl_release(printed)
     if release is None:
         return DEFAULT_NCCL_VERSION, f"NCCL {printed!r} (log: not a version) -> constants of {DEFAULT_NCCL_VERSION}"
@@ -884,23 +885,23 @@ def nccl_version_of(log: NcclTestLog, given: str | None = None) -> tuple[str, st
     return nearest.version, f"NCCL {printed} (log) -> constants of {nearest.version}{oldest}"
 
 
-def _release_env(log: NcclTestLog, given: str | None, env: Mapping[str, str]) -> dict[str, str]:
-    """The NCCL environment that leaves out what the NCCL ``log`` prints did not have yet
-    (:data:`~flowsim.collectives.constants.ALGORITHM_RELEASES`): ``NCCL_NVLS_ENABLE=0`` before
-    2.17.1 (no NVLS, so no NVLSTree either), ``NCCL_ALGO=^NVLSTree`` in 2.17. Empty where
-    ``given`` (``--nccl-version``) names the version, the log prints none, it had them all,
-    or ``env`` (the log's, the caller's and the system's) already sets the key.
+def _printed_version(log: NcclTestLog) -> str | None:
+    """The NCCL version ``log`` prints, without its build (``"2.26.2+cuda12.8"`` ->
+    ``"2.26.2"``); None where it prints none."""
+    return None if log.nccl_version is None else log.nccl_version.split("+")[0]
+
+
+def _predated(log: NcclTestLog, given: str | None, env: Mapping[str, str]) -> PredatedAlgorithm | None:
+    """What the NCCL ``log`` prints did not have yet
+    (:func:`~flowsim.collectives.constants.predated_algorithm`: NVLS before 2.17.1, NVLSTree
+    before 2.18.1), for the check to leave out; None where ``given`` (``--nccl-version``)
+    names the version, the log prints none, it had them all, or ``env`` (the log's, the
+    caller's and the system's) already sets the variable that would leave it out.
     """
-    release = None if given is not None or log.nccl_version is None else nccl_release(log.nccl_version.split("+")[0])
-    if release is None:
-        return {}
-    if release < ALGORITHM_RELEASES["nvls"]:
-        key, value = "NCCL_NVLS_ENABLE", "0"
-    elif release < ALGORITHM_RELEASES["nvls_tree"]:
-        key, value = "NCCL_ALGO", "^NVLSTree"
-    else:
-        return {}
-    return {} if key in env else {key: value}
+    printed = _printed_version(log)
+    release = None if given is not None or printed is None else nccl_release(printed)
+    lacked = None if release is None else predated_algorithm(release)
+    return None if lacked is None or lacked.key in env else lacked
 
 
 # Older nccl-tests print NCCL's first names of two types (ncclChar, ncclInt).
@@ -996,15 +997,13 @@ def check_log(
     system_env = system_env_taken(intact, options.get("nccl_env") or {})
     if system_env:
         nccl = f"{nccl}, {' '.join(f'{key}={value}' for key, value in system_env.items())} (system)"
-    older = _release_env(log, nccl_version, merged_env(intact, options.get("nccl_env")))
-    if older:
+    lacked = _predated(log, nccl_version, merged_env(intact, options.get("nccl_env")))
+    if lacked is not None:
         # What the log's NCCL did not have yet, where neither the log, the caller nor the
-        # system sets the key.
-        options["nccl_env"] = {**older, **(options.get("nccl_env") or {})}
-        key, value = next(iter(older.items()))
-        assert log.nccl_version is not None
-        nccl = f"{nccl}, {key}={value} (NCCL {log.nccl_version.split('+')[0]} predates " + (
-            "NVLS, 2.17.1)" if key == "NCCL_NVLS_ENABLE" else "NVLSTree, 2.18.1)")
+        # system sets the variable.
+        options["nccl_env"] = {lacked.key: lacked.value, **(options.get("nccl_env") or {})}
+        nccl = (f"{nccl}, {lacked.key}={lacked.value} (NCCL {_printed_version(log)} predates {lacked.name}, "
+                f"{lacked.since})")
     warnings = (*log.warnings, *device_notes, *_mismatches(log, system, model, nodes, topology, n_servers, layout))
     gpus = _rank_gpus(log, system, topology, layout, n_servers, devices)
     # Whether the prediction stages network traffic through host memory (the caller's
@@ -1064,14 +1063,20 @@ def check_log(
     for row in log.rows:
         if row.size_bytes >= max(min_bytes, 1):
             sizes_by_run.setdefault(run_of(row), set()).add(row.size_bytes)
+    def sweep_options(run: tuple[int, str, str, str, str], **extra: Any) -> dict[str, Any]:
+        """The keywords :func:`sweep` predicts one block of the log with: its root, data type
+        and reduction, the log's launch settings and the caller's options."""
+        root, dtype, redop = run[:3]
+        return {"dtype": dtype, "redop": redop, "ranks": ranks, "aligned": False, **launch, **options, **extra,
+                **({"root": root} if root else {})}
+
     def predict(run: tuple[int, str, str, str, str], sizes: list[int], **extra: Any) -> tuple[list, str | None]:
         """The rows of ``sizes`` (each as it is: a log's sizes are whole elements of its type)
         of one block of the log, with NCCL's algorithm and protocol where its TUNING lines
         say them, and why not (None where nothing was refused) where flowsim cannot lay
         those out: the model's choice then."""
-        root, dtype, redop, algorithm_ran, protocol_ran = run
-        common: dict[str, Any] = {"dtype": dtype, "redop": redop, "ranks": ranks, "aligned": False, **launch,
-                                  **options, **extra, **({"root": root} if root else {})}
+        algorithm_ran, protocol_ran = run[3:]
+        common = sweep_options(run, **extra)
         refusal = None
         if algorithm_ran:
             try:
@@ -1167,14 +1172,14 @@ def check_log(
     explained: list[str] = []
     flagged_by_run: dict[tuple[int, str, str, str, str], list[tuple[TestRow, NcclRow]]] = {}
     for row, check in zip(log.rows, checks, strict=True):
-        prediction = predicted_rows.get((*run_of(row), row.size_bytes))
+        run = run_of(row)
+        prediction = predicted_rows.get((*run, row.size_bytes))
         if (check.short or check.fast) and prediction is not None and row.size_bytes not in follow and not steered:
-            flagged_by_run.setdefault(run_of(row), []).append((row, prediction))
+            flagged_by_run.setdefault(run, []).append((row, prediction))
     env = merged_env(topology, options.get("nccl_env"))
     for run, flagged in flagged_by_run.items():
-        root, dtype, redop = run[:3]
-        common = {"dtype": dtype, "redop": redop, "ranks": ranks, "aligned": False, **launch, **options,
-                  **({"root": root} if root else {})}
+        dtype, redop = run[1:3]
+        common = sweep_options(run)
         try:
             table = nccl_choice(topology, log.collective, max(row.size_bytes for row, _ in flagged), ranks=ranks,
                                 nccl_env=env, version=version, dtype=dtype, redop=redop).table

@@ -28,6 +28,7 @@ __all__ = [
     "constants_of",
     "nccl_release",
     "nearest_version",
+    "predated_algorithm",
 ]
 
 #: NCCL's algorithms, in the order of its constant arrays (``NCCL_ALGO_*``).
@@ -251,6 +252,34 @@ DEFAULT_NCCL_VERSION = "2.30.7"
 #: an older NCCL had none of them, whatever constants flowsim predicts it with. (PAT, from
 #: v2.23.4-1, is newer than 2.19.3: its constants' own rule leaves it out.)
 ALGORITHM_RELEASES: dict[str, tuple[int, int, int]] = {"nvls": (2, 17, 1), "nvls_tree": (2, 18, 1)}
+# NCCL's name of each of those algorithms and the environment variable that leaves it out
+# (NCCL_NVLS_ENABLE=0 leaves NVLSTree out too).
+_LEAVE_OUT = {"nvls": ("NVLS", "NCCL_NVLS_ENABLE", "0"), "nvls_tree": ("NVLSTree", "NCCL_ALGO", "^NVLSTree")}
+
+
+@dataclass(frozen=True)
+class PredatedAlgorithm:
+    """The first algorithm of :data:`ALGORITHM_RELEASES` an NCCL release predates: NCCL's
+    name for it, the release that brought it (``"2.17.1"``), and the NCCL environment
+    variable (``key=value``) that leaves it out of a prediction."""
+
+    name: str
+    since: str
+    key: str
+    value: str
+
+
+def predated_algorithm(release: tuple[int, ...]) -> PredatedAlgorithm | None:
+    """What NCCL ``release`` (:func:`nccl_release`) did not have yet of
+    :data:`ALGORITHM_RELEASES`, the oldest such first; None where it had them all.
+
+    >>> predated_algorithm((2, 16, 5)).key, predated_algorithm((2, 17, 1)).value, predated_algorithm((2, 18, 1))
+    ('NCCL_NVLS_ENABLE', '^NVLSTree', None)
+    """
+    for algorithm, since in ALGORITHM_RELEASES.items():
+        if release < since:
+            return PredatedAlgorithm(_LEAVE_OUT[algorithm][0], ".".join(map(str, since)), *_LEAVE_OUT[algorithm][1:])
+    return None
 
 
 def constants_of(version: str) -> NcclConstants:

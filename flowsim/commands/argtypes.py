@@ -11,11 +11,11 @@ from typing import TypeVar
 
 from flowsim.collectives.builders import collective_name
 from flowsim.collectives.constants import (
-    ALGORITHM_RELEASES,
     DEFAULT_NCCL_VERSION,
     NCCL_VERSIONS,
     nccl_release,
     nearest_version,
+    predated_algorithm,
 )
 from flowsim.collectives.tuner import NcclEnv
 from flowsim.errors import InputError
@@ -101,8 +101,8 @@ def _nccl_version(text: str) -> str:
     ``text`` (:func:`~flowsim.collectives.constants.nearest_version`: the same release, else
     one of its series, else the newest older one). Where that is another release, one note on
     stderr says which, and what of it the NCCL named did not have yet (NVLS before 2.17.1,
-    NVLSTree before 2.18.1: :data:`~flowsim.collectives.constants.ALGORITHM_RELEASES`) with the
-    ``--nccl-env`` that leaves it out."""
+    NVLSTree before 2.18.1: :func:`~flowsim.collectives.constants.predated_algorithm`) with
+    the ``--nccl-env`` that leaves it out."""
     version, wanted = nearest_version(text), nccl_release(text)
     if version is None or wanted is None:
         raise argparse.ArgumentTypeError(f"expected an NCCL version MAJOR.MINOR.PATCH (flowsim has "
@@ -111,11 +111,9 @@ def _nccl_version(text: str) -> str:
     if taken != wanted:
         which = ("the one of its series" if taken[:2] == wanted[:2] else
                  "the newest older version it has" if taken < wanted else "the oldest it has")
-        missing = ""
-        if wanted < ALGORITHM_RELEASES["nvls"]:
-            missing = f"; NCCL {text.strip()} had no NVLS (--nccl-env NCCL_NVLS_ENABLE=0 leaves it out)"
-        elif wanted < ALGORITHM_RELEASES["nvls_tree"]:
-            missing = f"; NCCL {text.strip()} had no NVLSTree (--nccl-env NCCL_ALGO=^NVLSTree leaves it out)"
+        lacked = predated_algorithm(wanted)
+        missing = "" if lacked is None else (
+            f"; NCCL {text.strip()} had no {lacked.name} (--nccl-env {lacked.key}={lacked.value} leaves it out)")
         print(f"# note: flowsim has no constants of NCCL {text.strip()}; it takes those of {version}, {which}{missing}",
               file=sys.stderr)
     return version

@@ -41,6 +41,7 @@ from flowsim.check import CheckReport, check_log, parse_nccl_log
 from flowsim.check.report import RowCheck, error_by_band
 from flowsim.collectives import collective_time
 from flowsim.errors import InputError
+from flowsim.formatting import format_size
 from flowsim.systemfile import resolve_system
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -136,15 +137,8 @@ def flagged_cell(report: CheckReport) -> str:
     for name, rows in (("SHORT", report.short), ("FAST", report.fast)):
         if rows:
             sizes = [r.size_bytes for r in rows]
-            parts.append(f"{len(rows)} {name} ({_size(min(sizes))}-{_size(max(sizes))})")
+            parts.append(f"{len(rows)} {name} ({format_size(min(sizes))}-{format_size(max(sizes))})")
     return ", ".join(parts) or "none"
-
-
-def _size(size: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if size >= scale:
-            return f"{size / scale:g} {unit}"
-    return f"{size} B"
 
 
 def plot(report: CheckReport, entry: Entry, directory: Path) -> Path:

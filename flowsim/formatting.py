@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["format_bytes", "format_rate", "format_runs", "format_seconds"]
+__all__ = ["format_bytes", "format_rate", "format_runs", "format_seconds", "format_size"]
 
 
 def format_seconds(seconds: float) -> str:
@@ -27,6 +27,15 @@ def format_bytes(n_bytes: float) -> str:
         if abs(n_bytes) >= scale:
             return f"{n_bytes / scale:.2f} {unit}"
     return f"{n_bytes:.0f} B"
+
+
+def format_size(size_bytes: int) -> str:
+    """A message size in binary units, as nccl-tests' arguments write them: ``8388608`` ->
+    ``"8 MiB"``, ``33553920`` -> ``"31.9995 MiB"``, ``512`` -> ``"512 B"``."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size_bytes >= scale:
+            return f"{size_bytes / scale:g} {unit}"
+    return f"{size_bytes} B"
 
 
 def format_rate(rate_Bps: float) -> str:

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from flowsim.budgets import budget_links
 from flowsim.formatting import format_seconds
 from flowsim.hardware import LinkTier
 from flowsim.result import SimulationResult
@@ -45,8 +46,10 @@ __all__ = [
     "ACTIVITIES",
     "COMMUNICATION_KINDS",
     "TIER_LABELS",
+    "LinkUse",
     "StepBreakdown",
     "TierUsage",
+    "busiest_link",
     "critical_path",
     "describe_step",
     "link_groups",
@@ -145,6 +148,17 @@ class StepBreakdown:
         return self.critical_compute_s + self.critical_wait_s + sum(self.critical_communication_s.values())
 
 
+def _group_of(tier: int, technology: str) -> str:
+    """The :data:`TIER_LABELS` key of a link of ``tier`` and ``technology``."""
+    if tier == LinkTier.SCALE_UP:
+        return "nvlink"
+    if tier == LinkTier.HOST:
+        return "host"
+    if technology.startswith("ib_"):
+        return "infiniband"
+    return "ethernet" if technology.startswith("eth") else "scale_out"
+
+
 def link_groups(topology: Topology) -> tuple[tuple[str, ...], np.ndarray]:
     """The tier groups present and each link's group.
 
@@ -160,19 +174,69 @@ def link_groups(topology: Topology) -> tuple[tuple[str, ...], np.ndarray]:
     """
     keys = np.empty(topology.n_links, dtype=object)
     for link, (tier, technology) in enumerate(zip(topology.link_tier.tolist(), topology.link_technology, strict=True)):
-        if tier == LinkTier.SCALE_UP:
-            keys[link] = "nvlink"
-        elif tier == LinkTier.HOST:
-            keys[link] = "host"
-        elif technology.startswith("ib_"):
-            keys[link] = "infiniband"
-        elif technology.startswith("eth"):
-            keys[link] = "ethernet"
-        else:
-            keys[link] = "scale_out"
+        keys[link] = _group_of(tier, technology)
     names = tuple(k for k in TIER_LABELS if k in set(keys.tolist()))
     index = {k: i for i, k in enumerate(names)}
     return names, np.array([index[k] for k in keys.tolist()], dtype=np.int64)
+
+
+#: Relative difference of utilization below which two links count as equally busy (rounding
+#: of bytes summed over flows).
+_SAME_USE = 1e-9
+
+
+@dataclass(frozen=True)
+class LinkUse:
+    """The busiest link of a run (:func:`busiest_link`).
+
+    Attributes
+    ----------
+    name : str
+        The link's name, or a shared budget's (``"budget nvls n0.nvswitch in"``).
+    tier : str
+        What it is, as printed: a value of :data:`TIER_LABELS`, ``"NVLS-budget"`` for the
+        budget an NVLS all-reduce's messages share in one server's switch
+        (:mod:`flowsim.budgets`), ``"budget"`` for another shared budget: one word each, so
+        that a table's columns split on spaces.
+    utilization : float
+        Bytes it carried over what its capacity moves in the run's time.
+    """
+
+    name: str
+    tier: str
+    utilization: float
+
+
+def busiest_link(topology: Topology, workload: Workload, result: SimulationResult, duration_s: float) -> LinkUse | None:
+    """The link (or shared budget) of highest mean utilization over ``duration_s`` (> 0);
+    None where no link carried a byte.
+
+    A shared budget counts as a link (the engine solves it as one): an NVLS all-reduce
+    held to its ceiling shows its budget full where no NVLink is. Of links equally busy (to
+    :data:`_SAME_USE`), the one farthest out is named: the network before the host, the
+    host before NVLink, any link before a budget. A GPU's traffic to its NIC crosses a PCIe
+    link and the NIC's link at one rate where both move 400 Gb/s (DGX H100), and the NIC's
+    is the one a person looks at.
+    """
+    utilization = result.link_bytes[: topology.n_links] / (topology.link_capacity_Bps * duration_s)
+    names: list[str] = []
+    budgets = budget_links(workload, topology.n_links)
+    if budgets is not None:
+        drawn = budgets.link_of_flow >= 0
+        carried = np.bincount(budgets.link_of_flow[drawn] - topology.n_links,
+                              weights=workload.size_bytes[drawn], minlength=budgets.capacity_Bps.size)
+        utilization = np.concatenate([utilization, carried / (budgets.capacity_Bps * duration_s)])
+        names = list(budgets.names)
+    if not utilization.size or not utilization.max() > 0:
+        return None
+    busiest = np.flatnonzero(utilization >= utilization.max() * (1.0 - _SAME_USE))
+    outward = np.where(busiest < topology.n_links, topology.link_tier[np.minimum(busiest, topology.n_links - 1)], -1)
+    link = int(busiest[np.argmax(outward)])
+    if link >= topology.n_links:
+        name = names[link - topology.n_links]
+        return LinkUse(name, "NVLS-budget" if name.startswith("budget nvls ") else "budget", float(utilization[link]))
+    tier = TIER_LABELS[_group_of(int(topology.link_tier[link]), topology.link_technology[link])]
+    return LinkUse(topology.link_names[link], tier, float(utilization[link]))
 
 
 def _tier_usage(topology: Topology, result: SimulationResult, step_s: float, top: int) -> tuple[TierUsage, ...]:

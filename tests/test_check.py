@@ -420,6 +420,23 @@ def test_healthy_sample_is_not_flagged():
     assert all(r.predicted_time_us is None and not r.flagged for r in report.rows[:-2])
 
 
+def test_the_report_says_what_bounds_each_predicted_size():
+    # A send between two DGX H100 crosses one NDR NIC (48 GB/s effective) from end to end: its
+    # link carries the size at the predicted busbw, busy that share of the predicted time.
+    report = check_nccl_log(SENDRECV, system="dgx-h100", nodes=2, min_bytes=LARGE)
+    predicted = [r for r in report.rows if r.predicted_busbw_GBps is not None]
+    assert all(r.busiest_tier == "InfiniBand" and r.busiest_link == "n0.nic0->ib.su0.rail0" for r in predicted)
+    assert [r.busiest_utilization for r in predicted] == pytest.approx([r.predicted_busbw_GBps / 48 for r in predicted])
+    assert all(r.busiest_tier is None and r.busiest_utilization is None for r in report.rows[:-2])
+    assert "# what bounds the predicted time: InfiniBand at 512 MiB-1 GiB (its use 99%)" in report.format_text()
+    assert json.loads(report.to_json())["rows"][-1]["busiest_tier"] == "InfiniBand"
+    # From 1 MiB: no link is busy half of the smallest size's time.
+    line = next(x for x in check_nccl_log(SENDRECV, system="dgx-h100", nodes=2).format_text().splitlines()
+                if x.startswith("# what bounds"))
+    assert line.startswith("# what bounds the predicted time: latency at 1 MiB (busiest link ")
+    assert line.endswith(", InfiniBand at 2 MiB-1 GiB (its use 65-99%)")
+
+
 def test_degraded_sample_is_flagged_short():
     report = check_nccl_log(DEGRADED, system="dgx_h100", threshold=0.1, min_bytes=1 << 30)
     flagged = report.flagged

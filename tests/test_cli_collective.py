@@ -132,9 +132,31 @@ def test_json_rows(capsys):
         "launch_bound",
         "flows",
         "flow_classes",
+        "busiest_link",
+        "busiest_tier",
+        "busiest_utilization",
     }
     row = out["rows"][-1]
     assert row["busbw_GBps"] == pytest.approx(row["algbw_GBps"] * 7 / 8)
+    assert row["busiest_tier"] == "NVLink" and 0 < row["busiest_utilization"] < 1
+
+
+def test_rows_name_the_busiest_link(capsys):
+    # A ring across two DGX H100 at 4 GiB moves each GPU's network share at the NICs' rate:
+    # their links are busy most of the call (busbw 364 of a ring's 384 over 8 x 48 GB/s).
+    # At 1 MiB latency dominates: no link is busy a tenth of the time.
+    argv = ["collective", "all_reduce", "--system", "dgx-h100", "--nodes", "2", "-b", "1M", "-e", "4G", "-f", "4096",
+            "--algorithm", "ring", "--protocol", "simple", "--json"]
+    assert flowsim(argv) == 0
+    small, large = json.loads(capsys.readouterr().out)["rows"]
+    assert large["busiest_tier"] == "InfiniBand" and large["busiest_link"].startswith("n")
+    assert large["busiest_utilization"] == pytest.approx(large["busbw_GBps"] / 384, rel=0.01)
+    assert small["busiest_utilization"] < 0.1
+    argv.remove("--json")
+    assert flowsim(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].rstrip().endswith("busiest link") and lines[2].rstrip().endswith("(use)")
+    assert lines[4].split()[-2:] == ["InfiniBand", f"{int(100 * large['busiest_utilization'])}%"]
 
 
 def test_options_reach_the_model(capsys):
@@ -170,7 +192,7 @@ def test_model_is_chosen_and_shown_below_the_rows(capsys):
     title, *_, steps_row, ran, _, _ = capsys.readouterr().out.splitlines()
     assert ran == "# Ran                  : ring (steps)"
     # At 1 GiB the stream's bandwidth term dominates; it agrees with the step DAG.
-    assert float(row.split()[-1]) == pytest.approx(float(steps_row.split()[-1]), rel=0.02)
+    assert float(row.split()[10]) == pytest.approx(float(steps_row.split()[10]), rel=0.02)
 
 
 def test_rows_say_what_nccl_runs_and_nccl_env_steers_it(capsys):

@@ -7,11 +7,12 @@ import numpy as np
 import pytest
 
 from flowsim import InputError, NodeKind, TopologyBuilder, build_cluster
+from flowsim.budgets import budget_tag
 from flowsim.collectives import P2P_NVLINK_EFFICIENCY, CollectiveCosts
 from flowsim.models import MODEL_PRESETS, ModelShape, model_preset, step_shape
 from flowsim.pipeline import run
 from flowsim.scenario import parse_scenario
-from flowsim.stepreport import ACTIVITIES, critical_path, link_groups, merged_intervals
+from flowsim.stepreport import ACTIVITIES, busiest_link, critical_path, link_groups, merged_intervals
 from flowsim.trace import open_trace, write_trace
 from flowsim.training import parallel_step, run_training_step
 from flowsim.workload import Workload
@@ -117,6 +118,61 @@ def test_tier_groups_of_a_cluster():
     assert names == ("nvlink", "host", "infiniband", "ethernet")
     nic_to_leaf = topology.link_names.index("n0.nic0->ib.su0.rail0")
     assert names[group[nic_to_leaf]] == "infiniband"
+
+
+def switched(n, rate_Bps=1 * G):
+    """GPUs g0..g{n-1} of one server, each cabled to an NVSwitch ``sw`` (zero latency)."""
+    b = TopologyBuilder()
+    server = b.add_server("s0")
+    b.add_node("sw", NodeKind.NVSWITCH, server=server)
+    for i in range(n):
+        b.add_node(f"g{i}", NodeKind.GPU, server=server)
+        b.add_cable(f"g{i}", "sw", rate_Bps, technology="nvlink4")
+    return b.build()
+
+
+def test_busiest_link_by_hand():
+    # g0, g1, g2 on a switch at 1 GB/s a link: 1 GB from g0 and 1 GB from g1 to g2 share
+    # sw->g2 at 0.5 GB/s each: 2 s. sw->g2 carried 2 GB in 2 s, all it could; g0->sw 1 GB.
+    # Over 4 s it is half busy.
+    topology = switched(3)
+    w = Workload.build(["a", "b"], ["g0", "g1"], ["g2", "g2"], [1 * G, 1 * G])
+    outcome = run(topology, w)
+    assert outcome.makespan_s == pytest.approx(2.0, rel=1e-12)
+    use = busiest_link(topology, w, outcome.result, 2.0)
+    assert (use.name, use.tier) == ("sw->g2", "NVLink")
+    assert use.utilization == pytest.approx(1.0, rel=1e-12)
+    assert busiest_link(topology, w, outcome.result, 4.0).utilization == pytest.approx(0.5, rel=1e-12)
+    # Nothing moved: no busiest link.
+    empty = Workload.build(["a"], ["g0"], ["g2"], [0.0])
+    assert busiest_link(topology, empty, run(topology, empty).result, 1.0) is None
+
+
+def test_busiest_link_names_a_budget_that_holds_flows_below_their_links():
+    # Two flows on links of their own (g0 -> g1, g2 -> g3 through the switch at 1 GB/s)
+    # drawing on one budget of 1 GB/s: 0.5 GB/s each, 2 s for 1 GB each. The budget moved 2 GB
+    # in 2 s, each link 1 GB.
+    topology = switched(4)
+    tag = budget_tag("nvls sw in", 1 * G)
+    w = Workload.build(["a", "b"], ["g0", "g2"], ["g1", "g3"], [1 * G, 1 * G], tags={"shared_cap": [tag, tag]})
+    outcome = run(topology, w)
+    assert outcome.makespan_s == pytest.approx(2.0, rel=1e-12)
+    use = busiest_link(topology, w, outcome.result, 2.0)
+    assert (use.name, use.tier) == ("budget nvls sw in", "NVLS-budget")
+    assert use.utilization == pytest.approx(1.0, rel=1e-12)
+
+
+def test_busiest_link_of_equals_is_the_farthest_out():
+    # A ring across two DGX H100 moves each GPU's network share over its PCIe link to the NIC
+    # and the NIC's link, both 48 GB/s effective: equally busy, the NIC's link is named.
+    topology = build_cluster("dgx_h100", 2, figure="effective")
+    pcie = topology.link_names.index("n0.gpu0->n0.pcie0")
+    nic = topology.link_names.index("n0.nic0->ib.su0.rail0")
+    assert topology.link_capacity_Bps[pcie] == topology.link_capacity_Bps[nic]
+    w = Workload.build(["a"], ["n0.gpu0"], ["n1.gpu0"], [1 * G])
+    outcome = run(topology, w)
+    use = busiest_link(topology, w, outcome.result, outcome.makespan_s)
+    assert use.tier == "InfiniBand" and use.name.startswith("n0.nic0->")
 
 
 def test_breakdown_round_trips_through_the_trace(tmp_path):

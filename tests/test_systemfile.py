@@ -200,13 +200,13 @@ def test_fabric_switch_and_oversubscription_reach_the_cluster(capsys):
     args = ["collective", "all_reduce", "--system", "dgx-h100", "--nodes", "2", "-b", "1G", "-e", "1G",
             "--algorithm", "ring", "--protocol", "simple"]
     assert flowsim(args) == 0
-    full = float(_rows(capsys.readouterr().out)[0][-1])
+    full = float(_rows(capsys.readouterr().out)[0][10])
     # On NDR the ring's 16 channels, two a NIC, hold it (22.8 GB/s each across servers,
     # docs/model.md "Ring channels across servers"): 16 x 22.8 = 364.8 GB/s of busbw. QM8700
     # ports run HDR (200 Gb/s, 24 GB/s effective, §4.1): the 8 NICs at 24 bind first, 192.
     assert full == pytest.approx(16 * 22.8, rel=0.02)
     assert flowsim([*args, "--switch", "qm8700"]) == 0
-    hdr = float(_rows(capsys.readouterr().out)[0][-1])
+    hdr = float(_rows(capsys.readouterr().out)[0][10])
     assert hdr == pytest.approx(8 * 24, rel=0.02)
     assert flowsim([*args, "--oversubscription", "3"]) == 2
     assert "oversubscription 3.0 does not divide the 32 down ports" in capsys.readouterr().err
@@ -392,7 +392,7 @@ def test_a_p4d_ring_all_reduce_fills_its_four_efa_nics(capsys):
     # by one GPU, two of the first four left through NIC 0 and it gave half that (23.95).
     assert flowsim(["collective", "all_reduce", "--system", "aws-p4d", "--nodes", "2", "-b", "1G", "-e", "1G",
                     "--nccl-env", "NCCL_ALGO=Ring"]) == 0
-    busbw = float(_rows(capsys.readouterr().out)[0][-1])
+    busbw = float(_rows(capsys.readouterr().out)[0][10])
     assert 0.97 * 48 < busbw <= 48
 
 

@@ -77,6 +77,7 @@ from flowsim.collectives.tuner import (
 from flowsim.errors import InputError, whole_number
 from flowsim.fabrics import build_cluster, resolve_fabric
 from flowsim.failures import apply_failures, describe_changes
+from flowsim.formatting import format_size
 from flowsim.hardware import gpu_model_value
 from flowsim.presets import PRESETS, system_name
 from flowsim.servers import ServerSpec
@@ -215,7 +216,11 @@ class RowCheck:
     ``min_bytes``). ``root`` is the row's, as printed (-1 for a collective without one; None
     where the table has no root column); ``dtype`` and ``redop`` too (``redop`` None where the
     table has no redop column). ``nccl_ran`` is what NCCL's TUNING lines say it ran for the
-    size (``"ring/ll"``, flowsim's names), None without them.
+    size (``"ring/ll"``, flowsim's names), None without them. ``busiest_link``,
+    ``busiest_tier`` and ``busiest_utilization`` are the prediction's busiest link (or NVLS
+    budget), what it is and how busy over the predicted time
+    (:func:`flowsim.stepreport.busiest_link`), None where the size was not predicted or no
+    link carried a byte.
     """
 
     size_bytes: int
@@ -239,6 +244,9 @@ class RowCheck:
     dtype: str | None = None
     redop: str | None = None
     nccl_ran: str | None = None
+    busiest_link: str | None = None
+    busiest_tier: str | None = None
+    busiest_utilization: float | None = None
 
     @property
     def flagged(self) -> bool:
@@ -438,6 +446,7 @@ class CheckReport:
                 f"{r.measured_busbw_out_GBps:11.2f} {ratios[0]:>5}  {r.measured_busbw_in_GBps:11.2f} {ratios[1]:>5}  "
                 f"{flag}".rstrip()
             )
+        lines.extend(self._busiest_lines())
         bands = self.error_by_band()
         if bands:
             lines.append("# error of the prediction by size (predicted / measured busbw - 1, out-of-place):")
@@ -462,6 +471,26 @@ class CheckReport:
         other = "; the flagged sizes fit another of NCCL's choices, in the full report" if self.explained else ""
         return (f"{log.source}: {log.binary}, {log.n_ranks} ranks on {log.n_nodes} node(s): "
                 f"{self._summary().removeprefix('# ')}{spread}{warned}{other}")
+
+    def _busiest_lines(self) -> list[str]:
+        """What bounds the prediction, size range by size range: the kind of its busiest link
+        where that link is at least :data:`BOUND_USE` busy over the predicted time, else
+        latency (and the pipeline's fill), with the busiest link's use."""
+        spans: list[tuple[str, list[RowCheck]]] = []
+        for r in sorted((r for r in self.rows if r.busiest_tier is not None), key=lambda r: r.size_bytes):
+            bound = str(r.busiest_tier) if (r.busiest_utilization or 0.0) >= BOUND_USE else "latency"
+            if spans and spans[-1][0] == bound:
+                spans[-1][1].append(r)
+            else:
+                spans.append((bound, [r]))
+        parts = []
+        for bound, rows in spans:
+            low, high = (format_size(f(r.size_bytes for r in rows)) for f in (min, max))
+            use = sorted(math.floor(100 * (r.busiest_utilization or 0.0)) for r in rows)
+            busy = f"{use[0]}%" if use[0] == use[-1] else f"{use[0]}-{use[-1]}%"
+            what = "busiest link" if bound == "latency" else "its use"
+            parts.append(f"{bound} at {low if low == high else f'{low}-{high}'} ({what} {busy})")
+        return ["# what bounds the predicted time: " + ", ".join(parts)] if parts else []
 
     def _launch_line(self) -> list[str]:
         """The host's launch floor, where the log's threads drive several GPUs each."""
@@ -734,6 +763,10 @@ def _sizes_text(sizes: Iterable[int]) -> str:
     shown = ", ".join(str(size) for size in ordered[:6])
     return f"{len(ordered)} size(s): {shown}{', ...' if len(ordered) > 6 else ''} B"
 
+
+#: A link busy at least this share of a predicted time bounds it (``flowsim check``'s line
+#: on what bounds the prediction); below it, no link is busy half the time and latency does.
+BOUND_USE = 0.5
 
 #: How much slower than its choice NCCL's model may rate an algorithm and protocol that may
 #: still be what ran: against measurements NCCL's model is off by up to 2x (README, "What the
@@ -1163,6 +1196,10 @@ def check_log(
                 dtype=row.dtype,
                 redop=row.redop,
                 nccl_ran=None if nccl_ran is None else "/".join(nccl_ran),
+                busiest_link=prediction.busiest_link if prediction is not None and prediction.busiest_tier else None,
+                busiest_tier=prediction.busiest_tier if prediction is not None and prediction.busiest_tier else None,
+                busiest_utilization=(prediction.busiest_utilization
+                                     if prediction is not None and prediction.busiest_tier else None),
             )
         )
     # Flagged sizes another of NCCL's choices would clear, block by block: what NCCL may have

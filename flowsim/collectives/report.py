@@ -17,6 +17,7 @@ nccl-tests issues its iterations back to back, one kernel launch per GPU a threa
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
@@ -27,6 +28,7 @@ from flowsim.collectives.placement import alltoallv_spread, collective_time
 from flowsim.collectives.tuner import DTYPE_BYTES, check_reduction
 from flowsim.errors import InputError, whole_number
 from flowsim.routing import Router
+from flowsim.stepreport import busiest_link
 from flowsim.topology import Topology
 
 __all__ = [
@@ -64,8 +66,8 @@ SPLIT = frozenset({"all_gather", "reduce_scatter", "all_to_all", "gather", "scat
 SUM_SHOWN = frozenset({"all_reduce", "reduce_scatter", "reduce", "send"})
 #: Collectives with a root (nccl-tests prints it; the others print -1).
 ROOTED = frozenset({"broadcast", "reduce", "gather", "scatter"})
-# Column widths of the table (the first one after nccl-tests' leading "#").
-_WIDTHS = (11, 12, 8, 6, 5, 9, 6, 4, 10, 8, 8)
+# Column widths of the table (the first one after nccl-tests' leading "#"), the busiest link's last.
+_WIDTHS = (11, 12, 8, 6, 5, 9, 6, 4, 10, 8, 8, 16)
 _SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
@@ -197,7 +199,10 @@ class NcclRow:
     ``launch_bound`` whether the host's launch floor (:func:`launch_floor_us`) set the time
     rather than the simulated collective (then ``latency_us`` is the whole time); ``flows``
     the flows laid out and ``flow_classes`` how many the engine solved
-    (:attr:`CollectiveRun.flow_classes`).
+    (:attr:`CollectiveRun.flow_classes`); ``busiest_link``, ``busiest_tier`` and
+    ``busiest_utilization`` the link (or NVLS budget) busiest over the row's time, what it
+    is and how busy (:func:`flowsim.stepreport.busiest_link`; ``""`` and 0 where no link
+    carried a byte): near 1 where that link bounds the call, well below where latency does.
     """
 
     size_bytes: int
@@ -216,6 +221,9 @@ class NcclRow:
     launch_bound: bool = False
     flows: int = 0
     flow_classes: int = 0
+    busiest_link: str = ""
+    busiest_tier: str = ""
+    busiest_utilization: float = 0.0
 
 
 def empty_call_runs(collective: str, nccl_version: str = DEFAULT_NCCL_VERSION) -> bool:
@@ -373,6 +381,8 @@ def _rows(
         launch_bound = runs and floor_us * 1e-6 > time_s
         if launch_bound:
             time_s = latency_s = floor_us * 1e-6
+        run = outcome.run
+        busiest = busiest_link(run.topology, run.workload, run.result, time_s) if time_s > 0 else None
         row = NcclRow(
             size_bytes=size,
             count=count,
@@ -388,12 +398,15 @@ def _rows(
             model=outcome.model,
             latency_us=latency_s * 1e6,
             launch_bound=launch_bound,
-            flows=len(outcome.run.workload),
+            flows=len(run.workload),
             flow_classes=outcome.flow_classes,
+            busiest_link="" if busiest is None else busiest.name,
+            busiest_tier="" if busiest is None else busiest.tier,
+            busiest_utilization=0.0 if busiest is None else busiest.utilization,
         )
         # The run (its flows, routes and results) goes before the next size is built, not
         # after: held while the next one runs, two sizes' flows would be in memory at once.
-        del outcome
+        del outcome, run
         yield row
 
 
@@ -403,9 +416,10 @@ def _prefixed(progress: Callable[[str], None], prefix: str) -> Callable[[str], N
 
 def format_table(rows: Sequence[NcclRow], title: str = "") -> str:
     """Rows as nccl-tests prints them (size, count, type, redop, root, time, algbw, busbw),
-    with what ran (algorithm, protocol, channels) before the time, ``title`` as a comment
-    line above and the average busbw below: :func:`table_header`, :func:`table_row` for
-    each row, then :func:`table_footer`."""
+    with what ran (algorithm, protocol, channels) before the time and the busiest link's
+    kind and utilization after the busbw, ``title`` as a comment line above and the average
+    busbw below: :func:`table_header`, :func:`table_row` for each row, then
+    :func:`table_footer`."""
     lines = [table_header(title), *(table_row(r) for r in rows)]
     if rows:
         lines.append(table_footer(rows))
@@ -417,8 +431,8 @@ def table_header(title: str = "") -> str:
     names and units."""
     lines = [f"# {title}"] if title else []
     for names in (
-        ("size", "count", "type", "redop", "root", "algo", "proto", "nch", "time", "algbw", "busbw"),
-        ("(B)", "(elements)", "", "", "", "", "", "", "(us)", "(GB/s)", "(GB/s)"),
+        ("size", "count", "type", "redop", "root", "algo", "proto", "nch", "time", "algbw", "busbw", "busiest link"),
+        ("(B)", "(elements)", "", "", "", "", "", "", "(us)", "(GB/s)", "(GB/s)", "(use)"),
     ):
         lines.append("#" + " ".join(f"{name:>{width}}" for name, width in zip(names, _WIDTHS, strict=True)).rstrip())
     return "\n".join(lines)
@@ -428,10 +442,12 @@ def table_row(r: NcclRow) -> str:
     """One row of :func:`format_table`."""
     values = (r.size_bytes, r.count, r.dtype, r.redop, r.root, r.algorithm, r.protocol, r.channels)
     numbers = (r.time_us, r.algbw_GBps, r.busbw_GBps)
+    busiest = f"{r.busiest_tier} {math.floor(100 * r.busiest_utilization)}%" if r.busiest_tier else "-"
     return (
         " ".join(f"{v:>{w}}" for v, w in zip(values, (12, *_WIDTHS[1:8]), strict=True))
         + " "
-        + " ".join(f"{v:>{w}.2f}" for v, w in zip(numbers, _WIDTHS[8:], strict=True))
+        + " ".join(f"{v:>{w}.2f}" for v, w in zip(numbers, _WIDTHS[8:11], strict=True))
+        + f" {busiest:>{_WIDTHS[11]}}"
     )
 
 

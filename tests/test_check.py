@@ -997,6 +997,12 @@ LAUNCHER_PREFIXES = [
     lambda i: "Mon Jan  6 09:05:01 2025[1,0]<stdout>:",  # the same with --tag-output, a one-digit day
     lambda i: "[pod/mpi-launcher-x7k2p/launcher] ",  # kubectl logs --prefix
     lambda i: "nccl-worker-1  | ",  # docker compose logs: the container's name, padded
+    lambda i: "Dec 06 07:44:54 ",  # moreutils' ts, its default format
+    lambda i: "[2024-07-18 15:41:05] ",  # ts '[%Y-%m-%d %H:%M:%S]', its manual's example
+    lambda i: f"00:00:{i % 60:02d}.{i:06d} ",  # ts -s "%H:%M:%.S", time since the start
+    lambda i: "[2024-07-18T15:41:05.123Z] ",  # Jenkins' timestamper
+    lambda i: "[15:41:05] ",  # the time alone, bracketed
+    lambda i: "2024-07-18 15:41:05,123 ",  # Python's logging, its default format
     lambda i: "> ",  # a quoted reply on GitHub (Markdown's quote marker)
     lambda i: "> > ",  # a quote of a quote
     lambda i: "    [1,0]<stdout>:",  # mpirun's tag in a block indented inside a Markdown list

@@ -95,16 +95,22 @@ _COLLECTIVE_BINARY = {collective: binary for binary, collective in BINARIES.item
 # Open MPI's "mpirun --timestamp-output" (ctime's "Thu Jul 18 15:41:05 2024" before the
 # stream's tag, with or without --tag-output's rank: "Thu Jul 18 15:41:05 2024<stdout>:", as
 # NVIDIA/nccl#1368 shows it), kubectl's "--prefix" ("[pod/launcher-x7k2p/launcher] ") and
-# Docker Compose's logs (the container's name, padded, then "| ": "nccl-worker-1  | ");
-# and what pasting adds: Markdown's quote marker (">", a quoted reply on GitHub) and the
-# indentation of a block inside a list, before any of them.
+# Docker Compose's logs (the container's name, padded, then "| ": "nccl-worker-1  | "); the
+# times that loggers put first: moreutils' ts ("Dec 06 07:44:54 " by default, "[2024-07-18
+# 15:41:05] " as its manual's example formats it, "00:00:05 " with -i or -s), Jenkins'
+# timestamper ("[2024-07-18T15:41:05.123Z] ", or the time alone) and Python's logging
+# ("2024-07-18 15:41:05,123 "); and what pasting adds: Markdown's quote marker (">", a
+# quoted reply on GitHub) and the indentation of a block inside a list, before any of them.
 # The srun label is digits then a colon: a row starts with digits then a space. A host name
 # starts with a letter, and NCCL's own "host:pid:tid [d] NCCL INFO" lines have no space after
 # the first colon, so neither is taken for a prefix. Spaces may be tabs (a paste that turned
 # runs of spaces into tabs).
 _TAG_PREFIX = re.compile(
     r"^\s*(?:\[\d+,\d+\]<std(?:out|err)>:\s?|\[\d+\]\s|\d+:\s|[A-Za-z][\w.-]*:\s|\([^()]*pid=\d+[^()]*\)\s?|>"
-    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\s"
+    r"|\d{4}-\d\d-\d\d[T\s]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s"
+    r"|\[\d{4}-\d\d-\d\d[T\s]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]\s?"
+    r"|[A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d(?:\.\d+)?\s"
+    r"|\[\d\d:\d\d:\d\d(?:[.,]\d+)?\]\s?|\d\d:\d\d:\d\d(?:[.,]\d+)?\s"
     r"|[A-Z][a-z]{2}\s+[A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d\s+\d{4}(?:\[\d+,\d+\])?<std(?:out|err)>:\s?"
     r"|\[pod/[^\]\s]+\]\s|[A-Za-z][\w.-]*\s+\|\s)"
 )

@@ -234,6 +234,25 @@ def test_without_rank_lines_the_ranks_come_from_the_arguments_or_the_busbw_ratio
     assert parse_nccl_log(sendrecv, nodes=2, gpus_per_node=1).hosts == ("node0", "node1")
 
 
+def test_rows_pasted_without_the_table_header_are_read_as_nccl_tests_prints_them():
+    full = parse_nccl_log(ALL_GATHER)
+    rows = [line for line in _lines(ALL_GATHER) if re.match(r"^\s+\d", line)]
+    log = parse_nccl_log("my all-gather on one DGX H100:\n" + "\n".join(rows), collective="all_gather", nodes=1)
+    assert (log.binary, log.n_ranks) == ("all_gather_perf", 8)
+    assert [(r.size_bytes, r.out_of_place, r.in_place) for r in log.rows] == [
+        (r.size_bytes, r.out_of_place, r.in_place) for r in full.rows]
+    assert log.warnings[0].startswith("line 2: rows without nccl-tests' table header; their columns are read as "
+                                      "nccl-tests prints them (size count type redop root time algbw busbw #wrong")
+    # An older nccl-tests printed no redop and root.
+    older = [" ".join(line.split()[:3] + line.split()[5:]) for line in rows]
+    assert [r.out_of_place for r in parse_nccl_log("\n".join(older), collective="all_gather", nodes=1).rows] == [
+        r.out_of_place for r in full.rows]
+    # Numbers that are not a row of nccl-tests are not taken for one.
+    with pytest.raises(InputError, match="no '#  size  count  type ...' table header"):
+        parse_nccl_log("\n".join(line.replace(" float ", " floats ") for line in rows), collective="all_gather",
+                       nodes=1)
+
+
 def test_older_rank_lines_without_group_are_read():
     text = ALL_GATHER.read_text().replace(" Group  0", "")
     assert parse_nccl_log(text, collective="all_gather").n_ranks == 8

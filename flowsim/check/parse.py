@@ -351,6 +351,26 @@ def _layout(stripped: str, source: str, line: int) -> _Layout:
     return _Layout(names, optional.get("redop"), optional.get("root"), (position, second), line)
 
 
+# nccl-tests' table header, for rows pasted without it: with the redop and root columns every
+# binary prints since nccl-tests 2.10, and without them (older ones; 'size count type' then
+# the halves).
+_PRINTED_HEADERS = {
+    len(_HALF) * 2 + 5: "#  size  count  type  redop  root  " + "  ".join(_HALF * 2),
+    len(_HALF) * 2 + 3: "#  size  count  type  " + "  ".join(_HALF * 2),
+}
+
+
+def _headerless_layout(stripped: str, source: str, line: int) -> _Layout | None:
+    """The layout of a row pasted without its table header (``stripped``, on ``line``): its
+    columns as nccl-tests prints them, where its token count is that of one of
+    :data:`_PRINTED_HEADERS` and its third column names a data type; else None."""
+    tokens = stripped.split()
+    header = _PRINTED_HEADERS.get(len(tokens))
+    if header is None or tokens[2] not in DTYPE_BYTES:
+        return None
+    return _layout(header, source, line)
+
+
 def _row(text: str, source: str, line: int, layout: _Layout, in_place_first: bool) -> TestRow:
     tokens = text.split()
     if len(tokens) < layout.needed:
@@ -782,6 +802,7 @@ def _parse_text(
     avg = None
     failure: tuple[int, str] | None = None  # the first of nccl-tests' failure lines: line, text
     elided = False
+    headerless: int | None = None  # the first row's line, where rows came without their header
     for number, line in enumerate(lines, start=1):
         stripped = line.strip()
         if not stripped:
@@ -870,6 +891,12 @@ def _parse_text(
             net_devices.add(using.group(1).count("["))
         elif on_platform := _OFI_PLATFORM.search(stripped):
             platform = platform or on_platform.group(1)
+        elif layout is None and not rows and _ROW_START.match(stripped) and (
+            guessed := _headerless_layout(stripped, source, number)
+        ):
+            layout = guessed  # rows pasted without the table header
+            headerless = number
+            rows.append(_row(stripped, source, number, layout, in_place_first))
         elif layout is not None and avg is None and _ROW_START.match(stripped):
             rows.append(_row(stripped, source, number, layout, in_place_first))
         elif layout is not None and avg is None and _FRAGMENT.match(stripped):
@@ -896,6 +923,9 @@ def _parse_text(
         f"line {line}: {key} set to two values by NCCL's INFO lines; using the first, {env[key]}"
         for key, line in env_clash.items()
     ]
+    if headerless is not None:
+        warnings.append(f"line {headerless}: rows without nccl-tests' table header; their columns are read as "
+                        f"nccl-tests prints them ({' '.join(layout.names)})")
     if fragments:
         where = ", ".join(str(n) for n in fragments[:5]) + (", ..." if len(fragments) > 5 else "")
         warnings.append(

@@ -1994,7 +1994,7 @@ def test_nccl_info_lines_say_where_the_run_differs_from_the_prediction():
     # A version of a series whose rules flowsim does not have, or none printed (nor the library
     # code nccl-tests prints): not compared.
     unversioned = ok.replace("# nccl-tests version 2.17.8 nccl-headers=22902 nccl-library=22902\n", "")
-    for text, version in ((ok, "2.21.5+cuda12.4"), (unversioned, None)):
+    for text, version in ((ok, "2.18.6+cuda12.2"), (unversioned, None)):
         other = _with_info(text, "8 coll channels, 0 nvls channels, 8 p2p channels, 2 p2p channels per peer",
                            version=version)
         assert not [w for w in check_nccl_log(other, system="dgx-h100").warnings if "coll and" in w]

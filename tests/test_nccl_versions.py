@@ -192,19 +192,20 @@ def test_pat_exists_from_2_23_4(two_h100):
 
 
 @pytest.mark.parametrize(
-    ("sm", "enabled"),
+    ("sm", "since"),
     [
-        # v2.19.3-1 lists 70, 80, 90; v2.26.2-1 adds 100 and 120; from v2.27.3-1 SM70 and on.
-        (86, {"2.19.3": False, "2.26.2": False, "2.27.7": True, "2.28.9": True, "2.29.7": True, "2.30.7": True}),
-        (100, {"2.19.3": False, "2.26.2": True, "2.27.7": True, "2.28.9": True, "2.29.7": True, "2.30.7": True}),
-        (90, {"2.19.3": True, "2.26.2": True, "2.27.7": True, "2.28.9": True, "2.29.7": True, "2.30.7": True}),
-        (60, {"2.19.3": False, "2.26.2": False, "2.27.7": False, "2.28.9": False, "2.29.7": False,
-               "2.30.7": False}),
+        # v2.19.3-1 lists 70, 80, 90; v2.25.1-1 adds 100 and 120; from v2.27.3-1 SM70 and on.
+        (86, (2, 27, 3)),
+        (100, (2, 25, 1)),
+        (90, (2, 19, 3)),
+        (60, None),
     ],
 )
-def test_ll128_default_follows_each_versions_list(sm, enabled):
+def test_ll128_default_follows_each_versions_list(sm, since):
     system = NcclSystem(8, 1, sm, "nvlink", False, "intel")
+    enabled = {v: since is not None and nccl_release(v) >= since for v in NCCL_VERSIONS}
     assert {v: _ll128_enabled(system, constants_of(v)) for v in NCCL_VERSIONS} == enabled
+    assert enabled["2.24.3"] == (sm == 90) and enabled["2.25.1"] == (sm in (90, 100))
     assert not _ll128_enabled(NcclSystem(8, 1, sm, "pci", False, "intel"), constants_of("2.30.7"))
 
 
@@ -245,7 +246,42 @@ def test_2_26_2_constants_are_its_sources():
     assert c.speeds_intra["blackwell"] == (90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0)
     assert c.speeds_inter["blackwell"][0] == 48.0
     assert c.nvls_channels == {"hopper": 16, "blackwell": 32}
-    assert list(NCCL_VERSIONS) == ["2.30.7", "2.29.7", "2.28.9", "2.27.7", "2.26.2", "2.19.3"]
+    assert list(NCCL_VERSIONS) == ["2.30.7", "2.29.7", "2.28.9", "2.27.7", "2.26.2", "2.25.1", "2.24.3", "2.23.4",
+                                   "2.22.3", "2.21.5", "2.20.5", "2.19.3"]
+
+
+def test_2_20_to_2_25_constants_are_their_sources():
+    # Their tuning.cc arrays change at three tags ([NCCL] v2.20.5-1 ... v2.25.1-1): v2.21.5-1
+    # hwLat NVLink NVLS / NVLSTree 23 -> 25 and Hopper's llMaxBws {87.7, 22.5, 19.0} ->
+    # {141, 45, 35}; v2.23.4-1 Tree Simple baseLat 0 -> 8.4 and hwLat 28 -> 4.0 / 4.0 / 14;
+    # v2.25.1-1 Blackwell rows (2 x Hopper's), sm100 speed arrays, SM100_NVLINK_BW 40.0 and
+    # 32 NVLS channels on Blackwell, as v2.26.2-1. search.cc's sm90 intra array gains 11.0 at
+    # v2.21.5-1; topo.h's SM90_NVLINK_BW is 20.6 from v2.20.3-1.
+    tree_simple = {v: (constants_of(v).base_latency_us[0][2], constants_of(v).hw_latency_us["nvlink"][0][2],
+                       constants_of(v).hw_latency_us["pci"][0][2], constants_of(v).hw_latency_us["net"][0][2])
+                   for v in ("2.20.5", "2.21.5", "2.22.3", "2.23.4", "2.24.3", "2.25.1")}
+    assert tree_simple == {"2.20.5": (0, 28, 28, 28), "2.21.5": (0, 28, 28, 28), "2.22.3": (0, 28, 28, 28),
+                           "2.23.4": (8.4, 4.0, 4.0, 14), "2.24.3": (8.4, 4.0, 4.0, 14), "2.25.1": (8.4, 4.0, 4.0, 14)}
+    assert [constants_of(v).hw_latency_us["nvlink"][4][2] for v in ("2.20.5", "2.21.5")] == [23, 25]
+    assert [constants_of(v).ll_max_bw[2] for v in ("2.20.5", "2.21.5")] == [(87.7, 22.5, 19.0), (141.0, 45.0, 35.0)]
+    for version in ("2.20.5", "2.21.5", "2.22.3", "2.23.4", "2.24.3"):
+        c = constants_of(version)
+        # No Blackwell yet: its rows, speeds and NVLink are Hopper's.
+        assert c.ll_max_bw[3] == c.ll_max_bw[2] and c.per_channel_max_tree_bw[3] == (38.7, 41.4, 36.0)
+        assert c.speeds_intra["blackwell"] == c.speeds_intra["hopper"] and c.nvlink_bw["nvlink5"] == 20.6
+        assert c.nvlink_bw["nvlink4"] == 20.6 and c.nvls_channels == {"hopper": 16, "blackwell": 16}
+        assert (11.0 in c.speeds_intra["hopper"]) == (version != "2.20.5")
+    c, newer = constants_of("2.25.1"), constants_of("2.26.2")
+    assert (c.ll_max_bw, c.per_channel_max_tree_bw, c.speeds_intra, c.speeds_inter, c.nvlink_bw, c.nvls_channels) == (
+        newer.ll_max_bw, newer.per_channel_max_tree_bw, newer.speeds_intra, newer.speeds_inter, newer.nvlink_bw,
+        newer.nvls_channels)
+
+
+def test_pat_bandwidth_factor_of_its_first_release(two_h100):
+    # One rank per node (PAT's rule): busBw x .85 in v2.23.4-1, x .75 from v2.24.3-1.
+    ranks = [f"n{i}.gpu0" for i in range(2)]
+    bandwidths = {v: _model_of(two_h100, "all_gather", v, ranks)[1][("pat", "simple")][1] for v in ("2.23.4", "2.24.3")}
+    assert bandwidths["2.23.4"] == pytest.approx(bandwidths["2.24.3"] * .85 / .75)
 
 
 def test_2_27_7_constants_are_its_sources():
@@ -294,7 +330,8 @@ def test_2_29_7_constants_are_its_sources():
 @pytest.mark.parametrize(
     ("printed", "nearest"),
     [("2.26.2+cuda12.8", "2.26.2"), ("2.27.1", "2.27.7"), ("2.31.0", "2.30.7"), ("2.19.3", "2.19.3"),
-     ("2.20.5+cuda12.2", "2.19.3"), ("2.18.1", "2.19.3"), ("2.26", None), ("unknown", None),
+     ("2.20.5+cuda12.2", "2.20.5"), ("2.20.3", "2.20.5"), ("2.21.5", "2.21.5"), ("2.23.4+cuda12.6", "2.23.4"),
+     ("2.24.1", "2.24.3"), ("2.25.1", "2.25.1"), ("2.18.1", "2.19.3"), ("2.26", None), ("unknown", None),
       # A series takes its own constants, older releases of it too.
      ("2.28.3", "2.28.9"), ("2.28.9+cuda13.1", "2.28.9"), ("2.29.2", "2.29.7"), ("2.30.3", "2.30.7")],
 )
@@ -304,7 +341,8 @@ def test_nearest_version(printed, nearest):
 
 
 def test_unknown_version_is_one_clear_error(h100):
-    with pytest.raises(InputError, match=r"no constants for NCCL '2.27.1'; flowsim has 2.30.7, 2.29.7, 2.28.9, 2.27.7, 2.26.2, 2.19.3"):
+    with pytest.raises(InputError, match=r"no constants for NCCL '2.27.1'; flowsim has 2.30.7, 2.29.7, 2.28.9, 2.27.7, 2.26.2, 2.25.1, "
+                       r"2.24.3, 2.23.4, 2.22.3, 2.21.5, 2.20.5, 2.19.3"):
         nccl_choice(h100, "all_reduce", MiB, version="2.27.1")
 
 
@@ -331,7 +369,8 @@ def _with_version(version: str | None) -> str:
         ("2.27.1+cuda12.9", None, "2.27.7", "NCCL 2.27.1 (log) -> constants of 2.27.7"),
         ("2.29.2", None, "2.29.7", "NCCL 2.29.2 (log) -> constants of 2.29.7"),
         ("2.18.1", None, "2.19.3", "NCCL 2.18.1 (log) -> constants of 2.19.3, the oldest flowsim has"),
-        ("2.21.5+cuda12.4", None, "2.19.3", "NCCL 2.21.5 (log) -> constants of 2.19.3"),
+        ("2.21.5+cuda12.4", None, "2.21.5", "NCCL 2.21.5 (log)"),
+        ("2.24.1", None, "2.24.3", "NCCL 2.24.1 (log) -> constants of 2.24.3"),
         ("2.28.3+cuda12.9", None, "2.28.9", "NCCL 2.28.3 (log) -> constants of 2.28.9"),
         (None, None, "2.30.7", "NCCL 2.30.7 (default: the log prints no NCCL version)"),
         ("2.26.2+cuda12.8", "2.30.7", "2.30.7", "NCCL 2.30.7 (given)"),
@@ -376,15 +415,15 @@ def test_cli_nccl_version_overrides_the_log(tmp_path, capsys):
 
 
 def test_cli_takes_any_nccl_version_as_a_log_would(capsys):
-    # 2.21.5 has no constants of its own: the CLI takes 2.19.3's, as for a log printing it,
-    # and says so; 2.10.3 is older than every version flowsim has: the oldest.
+    # 2.31.0 has no constants of its own: the CLI takes 2.30.7's, the newest older, as for a
+    # log printing it, and says so; 2.10.3 is older than every version flowsim has: the oldest.
     from flowsim.cli import main as flowsim
 
     argv = ["collective", "all_reduce", "--system", "dgx-h100", "-b", "1M", "-e", "1M", "--json"]
-    flowsim([*argv, "--nccl-version", "2.21.5"])
+    flowsim([*argv, "--nccl-version", "2.31.0"])
     out = capsys.readouterr()
-    assert json.loads(out.out)["nccl_version"] == "2.19.3"
-    assert out.err.count("no constants of NCCL 2.21.5; it takes those of 2.19.3, the newest older") == 1
+    assert json.loads(out.out)["nccl_version"] == "2.30.7"
+    assert out.err.count("no constants of NCCL 2.31.0; it takes those of 2.30.7, the newest older") == 1
     flowsim([*argv, "--nccl-version", "2.10.3"])
     assert ("takes those of 2.19.3, the oldest it has; NCCL 2.10.3 had no NVLS (--nccl-env NCCL_NVLS_ENABLE=0 "
             "leaves it out)") in capsys.readouterr().err

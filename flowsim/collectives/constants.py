@@ -240,9 +240,68 @@ _V2_19_3 = NcclConstants(
     source="[NCCL] v2.19.3-1: src/graph/tuning.cc, src/graph/search.cc, src/graph/topo.h, src/transport/nvls.cc",
 )
 
+# The newest release of each series from 2.20 to 2.25, every value read from that tag's
+# sources. Their tuning.cc arrays change at three tags only: v2.21.5-1 (hwLat NVLink NVLS and
+# NVLSTree 25, Hopper's llMaxBws {141, 45, 35}), v2.23.4-1 (the Tree Simple latencies
+# master has: baseLat 8.4, hwLat 4.0 / 4.0 / 14) and v2.25.1-1 (Blackwell rows, as
+# v2.26.2-1's); search.cc's sm90SpeedArrayIntra gains 11.0 at v2.21.5-1 and sm100 arrays come
+# at v2.25.1-1; topo.h's SM90_NVLINK_BW is 20.6 from v2.20.3-1 and SM100_NVLINK_BW 40.0 from
+# v2.25.1-1; nvls.cc's channels are NVLS_NCHANNELS 16 until v2.25.1-1 splits them 16 / 32.
+# Before v2.25.1-1 NCCL knows no Blackwell: compCapIndex stops at Hopper and any compute
+# capability from 90 takes the SM90 speed arrays and NVLink bandwidth, so the Blackwell
+# entries repeat Hopper's, as in 2.19.3.
+_V2_20_5 = replace(
+    _V2_19_3,
+    version="2.20.5",
+    nvlink_bw={**_NVLINK_BW, "nvlink5": 20.6},
+    source="[NCCL] v2.20.5-1: src/graph/tuning.cc, src/graph/search.cc, src/graph/topo.h, src/transport/nvls.cc",
+)
+_SPEEDS_SM90_INTRA_2_21 = (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0)
+_V2_21_5 = replace(
+    _V2_20_5,
+    version="2.21.5",
+    hw_latency_us={
+        "nvlink": ((.6, 1.25, 28), (.6, 1.9, 3.4), (0, 0, 3.7), (0, 0, 2.8), (0, 0, 25), (0, 0, 25), (0, 0, 0)),
+        "pci": _V2_19_3.hw_latency_us["pci"],
+        "net": _V2_19_3.hw_latency_us["net"],
+    },
+    ll_max_bw=((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0), (141.0, 45.0, 35.0)),
+    speeds_intra={**_SPEEDS_INTRA, "hopper": _SPEEDS_SM90_INTRA_2_21, "blackwell": _SPEEDS_SM90_INTRA_2_21},
+    source="[NCCL] v2.21.5-1: src/graph/tuning.cc, src/graph/search.cc, src/graph/topo.h, src/transport/nvls.cc",
+)
+_V2_22_3 = replace(
+    _V2_21_5,
+    version="2.22.3",
+    source="[NCCL] v2.22.3-1: src/graph/tuning.cc, src/graph/search.cc, src/graph/topo.h, src/transport/nvls.cc",
+)
+_V2_23_4 = replace(
+    _V2_21_5,
+    version="2.23.4",
+    # PAT (new in v2.23.4-1) has no baseLat or hwLat row: zeros, its latency from a literal
+    # 8 us as in 2.26.2 (kept in the PAT row, as _V2_26_2 keeps it).
+    base_latency_us=_V2_26_2.base_latency_us,
+    hw_latency_us={
+        "nvlink": ((.6, 1.25, 4.0), (.6, 1.9, 3.4), (0, 0, 3.7), (0, 0, 2.8), (0, 0, 25), (0, 0, 25), (0, 0, 0)),
+        "pci": ((1.0, 1.9, 4.0), (1.0, 2.5, 5.7), (0, 0, 3.7), (0, 0, 2.8), (0, 0, 0), (0, 0, 0), (0, 0, 0)),
+        "net": ((5.0, 8.5, 14), (2.7, 4.0, 14.0), (0, 0, 31), (0, 0, 30), (0, 0, 18), (0, 0, 14), (0, 0, 0)),
+    },
+    source="[NCCL] v2.23.4-1: src/graph/tuning.cc, src/graph/search.cc, src/graph/topo.h, src/transport/nvls.cc",
+)
+_V2_24_3 = replace(
+    _V2_23_4,
+    version="2.24.3",
+    source="[NCCL] v2.24.3-1: src/graph/tuning.cc, src/graph/search.cc, src/graph/topo.h, src/transport/nvls.cc",
+)
+_V2_25_1 = replace(
+    _V2_26_2,
+    version="2.25.1",
+    source="[NCCL] v2.25.1-1: src/graph/tuning.cc, src/graph/search.cc, src/graph/topo.h, src/transport/nvls.cc",
+)
+
 #: NCCL versions whose constants flowsim has (docs/hardware.md §7.3), newest first.
 NCCL_VERSIONS: dict[str, NcclConstants] = {c.version: c for c in (_MASTER, _V2_29_7, _V2_28_9, _V2_27_7,
-                                                                   _V2_26_2, _V2_19_3)}
+                                                                   _V2_26_2, _V2_25_1, _V2_24_3, _V2_23_4,
+                                                                   _V2_22_3, _V2_21_5, _V2_20_5, _V2_19_3)}
 #: The version :func:`nccl_choice` follows unless told otherwise: the newest flowsim has.
 DEFAULT_NCCL_VERSION = "2.30.7"
 

@@ -996,7 +996,8 @@ def _model(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclC
             if algorithm == "tree" and protocol == "ll128":
                 bus = min(bus * (7.0 / 9.0 if nodes == 1 else 120.0 / 128.0), graph.n_channels * tree_ll128_max)
             if algorithm == "pat":
-                bus *= .75
+                # .85 in v2.23.4-1, the first with PAT; .75 from v2.24.3-1 ([NCCL] src/graph/tuning.cc).
+                bus *= .75 if _since(constants, (2, 24, 3)) else .85
             # Bus to algorithm bandwidth: none for all-gather and reduce-scatter but on rings
             # since 2.23.4 ([NCCL] v2.23.4-1 src/graph/tuning.cc; v2.19.3-1 converts NVLS's
             # too); NVLS x 5/6 before 2.28.3 ([NCCL] v2.26.2-1), as rings since (v2.28.3-1).

@@ -456,6 +456,20 @@ def test_the_report_says_what_bounds_each_predicted_size():
     assert line.endswith(", InfiniBand at 2 MiB-1 GiB (its use 65-99%)")
 
 
+def test_short_sizes_say_where_to_look_by_what_bounds_them():
+    # The degraded sample ran rings: under NCCL_ALGO=Ring its 1-2 GiB rows are SHORT where the
+    # NICs bound the model (a ring across two servers, the NDR links near full).
+    report = check_nccl_log(DEGRADED, system="dgx-h100", nccl_env={"NCCL_ALGO": "Ring"}, min_bytes=1 << 30)
+    assert [r.busiest_tier for r in report.short] == ["InfiniBand", "InfiniBand"]
+    assert ("# SHORT where InfiniBand bounds the prediction (1 GiB-2 GiB): look at the network (NIC ports and "
+            "their speed, cables, switches, GPUDirect RDMA)") in report.format_text().splitlines()
+    # Checked as NCCL's choice, NVLSTree, the same rows are SHORT where NVLS's budget bounds it.
+    text = check_nccl_log(DEGRADED, system="dgx-h100", min_bytes=1 << 30).format_text()
+    assert "# SHORT where NVLS-budget bounds the prediction (1 GiB-2 GiB): look at whether NCCL ran NVLink SHARP" in text
+    # No SHORT row, no such line.
+    assert "# SHORT where" not in check_nccl_log(SENDRECV, system="dgx-h100", min_bytes=LARGE).format_text()
+
+
 def test_degraded_sample_is_flagged_short():
     report = check_nccl_log(DEGRADED, system="dgx_h100", threshold=0.1, min_bytes=1 << 30)
     flagged = report.flagged

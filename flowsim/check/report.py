@@ -490,7 +490,19 @@ class CheckReport:
             busy = f"{use[0]}%" if use[0] == use[-1] else f"{use[0]}-{use[-1]}%"
             what = "busiest link" if bound == "latency" else "its use"
             parts.append(f"{bound} at {low if low == high else f'{low}-{high}'} ({what} {busy})")
-        return ["# what bounds the predicted time: " + ", ".join(parts)] if parts else []
+        if not parts:
+            return []
+        lines = ["# what bounds the predicted time: " + ", ".join(parts)]
+        short: dict[str, list[int]] = {}
+        for bound, rows in spans:
+            short.setdefault(bound, []).extend(r.size_bytes for r in rows if r.short)
+        for bound, sizes in short.items():
+            if sizes:
+                low, high = format_size(min(sizes)), format_size(max(sizes))
+                where = low if low == high else f"{low}-{high}"
+                lines.append(f"# SHORT where {bound} bounds the prediction ({where}): look at "
+                             f"{_WHERE_TO_LOOK.get(bound, _WHERE_TO_LOOK['network'])}")
+        return lines
 
     def _launch_line(self) -> list[str]:
         """The host's launch floor, where the log's threads drive several GPUs each."""
@@ -767,6 +779,17 @@ def _sizes_text(sizes: Iterable[int]) -> str:
 #: A link busy at least this share of a predicted time bounds it (``flowsim check``'s line
 #: on what bounds the prediction); below it, no link is busy half the time and latency does.
 BOUND_USE = 0.5
+
+#: Where to look when sizes are SHORT, by what bounds their prediction (a link's kind as
+#: :func:`flowsim.stepreport.busiest_link` names it, or latency); other kinds are networks.
+_WHERE_TO_LOOK = {
+    "latency": "per-call and per-step costs rather than bandwidth (kernel launches, NCCL's proxy thread, the "
+               "network's latency, a busy host)",
+    "NVLink": "the GPUs' NVLinks and NVSwitches (nvidia-smi nvlink --status, the fabric manager)",
+    "NVLS-budget": "whether NCCL ran NVLink SHARP (NCCL_NVLS_ENABLE, the fabric manager's multicast support)",
+    "PCIe/host": "PCIe links and host memory (link width and generation, ACS and the IOMMU, NUMA placement)",
+    "network": "the network (NIC ports and their speed, cables, switches, GPUDirect RDMA)",
+}
 
 #: How much slower than its choice NCCL's model may rate an algorithm and protocol that may
 #: still be what ran: against measurements NCCL's model is off by up to 2x (README, "What the

@@ -1196,6 +1196,7 @@ def check_log(
             short = bool(measured) and min(measured) > high
             fast = bool(measured) and max(measured) < low
         wrong = any(m.wrong for m in (row.out_of_place, row.in_place))
+        busy = prediction if prediction is not None and prediction.busiest_tier else None  # a link carried bytes
         checks.append(
             RowCheck(
                 row.size_bytes,
@@ -1219,10 +1220,9 @@ def check_log(
                 dtype=row.dtype,
                 redop=row.redop,
                 nccl_ran=None if nccl_ran is None else "/".join(nccl_ran),
-                busiest_link=prediction.busiest_link if prediction is not None and prediction.busiest_tier else None,
-                busiest_tier=prediction.busiest_tier if prediction is not None and prediction.busiest_tier else None,
-                busiest_utilization=(prediction.busiest_utilization
-                                     if prediction is not None and prediction.busiest_tier else None),
+                busiest_link=None if busy is None else busy.busiest_link,
+                busiest_tier=None if busy is None else busy.busiest_tier,
+                busiest_utilization=None if busy is None else busy.busiest_utilization,
             )
         )
     # Flagged sizes another of NCCL's choices would clear, block by block: what NCCL may have

@@ -1,5 +1,6 @@
 """Exceptions raised for bad user input, and the input readers that raise them."""
 
+import codecs
 import errno
 import inspect
 import io
@@ -77,11 +78,37 @@ def read_text_file(path, what: str, *, piped: bool = False) -> str:
             raise InputError(f"{path}: cannot read {what}: {err}") from None
 
 
+# Bytes after a UTF-16 byte order mark looked at to tell UTF-16 text from other bytes.
+_UTF16_PROBE = 256
+
+
+def decoded_output(data: bytes) -> str:
+    """A program's output saved as bytes, as text: UTF-16 where a UTF-16 byte order mark
+    starts it and ASCII follows (Windows PowerShell 5's ``>`` writes ``nvidia-smi topo -m >
+    topo.txt`` so: every other byte zero), else UTF-8. Bytes that do not decode are replaced
+    (a pasted log keeps its lines) and a leading byte order mark is dropped."""
+    for bom, high in ((codecs.BOM_UTF16_LE, 3), (codecs.BOM_UTF16_BE, 2)):
+        zeros = data[high:_UTF16_PROBE:2]
+        if data.startswith(bom) and zeros and zeros.count(0) >= 0.9 * len(zeros):
+            return data.decode("utf-16", errors="replace")
+    return data.decode("utf-8", errors="replace").removeprefix("\ufeff")
+
+
+def read_output_file(path: str | os.PathLike, what: str, *, piped: bool = False) -> str:
+    """A program's output saved in ``path`` (nccl-tests', ``nvidia-smi topo -m``'s), as text
+    (:func:`decoded_output`); an :class:`InputError` naming the file if it cannot be read or
+    is not a regular file (:func:`open_regular`, ``piped`` as there)."""
+    with open_regular(path, what, piped=piped) as handle:
+        try:
+            return decoded_output(handle.read())
+        except OSError as err:
+            raise InputError(f"{path}: cannot read {what}: {err.strerror}") from None
+
+
 def read_stdin(what: str) -> str:
     """Standard input read to its end as text: ``what`` piped in (``nvidia-smi topo -m |
-    flowsim system import - ...``). Bytes that are not UTF-8 are replaced (a pasted log keeps
-    its lines) and a leading byte order mark is dropped; an :class:`InputError` where there
-    is no standard input to read."""
+    flowsim system import - ...``), decoded as :func:`decoded_output` does; an
+    :class:`InputError` where there is no standard input to read."""
     stream = getattr(sys.stdin, "buffer", None)
     if stream is None:
         raise InputError(f"'{STDIN}' names standard input, and this process has none to read {what} from")
@@ -91,7 +118,7 @@ def read_stdin(what: str) -> str:
         data = stream.read()
     except (OSError, ValueError) as err:
         raise InputError(f"cannot read {what} from standard input: {err}") from None
-    return data.decode("utf-8", errors="replace").removeprefix("\ufeff")
+    return decoded_output(data)
 
 
 def unstorable_text(text: str) -> str | None:

@@ -785,7 +785,8 @@ def test_cli_reads_the_output_from_standard_input(monkeypatch, capsys):
     argv = ["--system", "dgx-h100", "--min-bytes", "1G", "--json"]
     assert flowsim_check([str(DEGRADED), *argv]) == 1
     from_file = json.loads(capsys.readouterr().out)
-    # Piped in with a launcher's prefix on every line and bytes that are not UTF-8 in a line of prose.
+    # Piped in with a launcher's prefix on every line and bytes that are not UTF-8 in a line of
+    # prose (first: a UTF-16 byte order mark, but no UTF-16 text after it).
     piped = b"".join(b"[1,0]<stdout>:" + line for line in DEGRADED.read_bytes().splitlines(keepends=True))
     _stdin(monkeypatch, b"\xff\xfe not UTF-8\n" + piped)
     assert flowsim_check(["-", *argv]) == 1
@@ -1210,6 +1211,16 @@ def test_a_byte_order_mark_is_skipped(tmp_path):
     path.write_text(ALL_GATHER.read_text(), encoding="utf-8-sig")
     for source in (path, "\ufeff" + ALL_GATHER.read_text()):
         assert parse_nccl_log(source, collective="all_gather").rows == parse_nccl_log(ALL_GATHER).rows
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be"])
+def test_output_saved_as_utf_16_is_read(tmp_path, encoding):
+    # Windows PowerShell 5's '>' (an ssh run's output saved on a laptop) writes UTF-16 with a
+    # byte order mark; "utf-16-le" and "utf-16-be" here write the mark by hand.
+    path = tmp_path / "all_gather_perf.txt"
+    mark = {"utf-16": "", "utf-16-le": "\ufeff", "utf-16-be": "\ufeff"}[encoding]
+    path.write_bytes((mark + ALL_GATHER.read_text().replace("\n", "\r\n")).encode(encoding))
+    assert parse_nccl_log(path, collective="all_gather").rows == parse_nccl_log(ALL_GATHER).rows
 
 
 def test_two_ranks_naming_one_gpu_are_an_error():

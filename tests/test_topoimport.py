@@ -144,6 +144,22 @@ def test_the_command_reads_the_matrix_from_standard_input(tmp_path, capsys, monk
     assert from_stdin.split("\n", 1)[1] == from_file.split("\n", 1)[1]
 
 
+def test_a_matrix_saved_by_powershell_as_utf_16_is_read(tmp_path, capsys, monkeypatch):
+    # Windows PowerShell 5's '>' writes UTF-16 with a byte order mark and CRLF line ends.
+    argv = ["-o", str(tmp_path / "h100.toml"), "--gpu", "H100", "--nic-speed", "400"]
+    assert flowsim_main(["system", "import", str(TOPO / "hgx_h100.txt"), *argv]) == 0
+    expected = (tmp_path / "h100.toml").read_text().split("\n", 1)[1]
+    saved = tmp_path / "topo.txt"
+    saved.write_bytes((TOPO / "hgx_h100.txt").read_text().replace("\n", "\r\n").encode("utf-16"))
+    assert saved.read_bytes()[:2] in (b"\xff\xfe", b"\xfe\xff")
+    assert flowsim_main(["system", "import", str(saved), *argv]) == 0
+    assert (tmp_path / "h100.toml").read_text().split("\n", 1)[1] == expected
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(saved.read_bytes())))
+    assert flowsim_main(["system", "import", "-", *argv]) == 0
+    assert (tmp_path / "h100.toml").read_text().split("\n", 1)[1] == expected
+    capsys.readouterr()
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [

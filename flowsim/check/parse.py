@@ -45,7 +45,6 @@ into the same :class:`~flowsim.check.log.NcclTestLog`.
 
 from __future__ import annotations
 
-import io
 import math
 import os
 import re
@@ -64,7 +63,7 @@ from flowsim.check.log import (
 )
 from flowsim.check.nccl_json import JsonRun, is_json_output, read_json_run
 from flowsim.collectives.report import DTYPE_BYTES, ROOTED, SPLIT, SUM_SHOWN, bus_factor
-from flowsim.errors import InputError, open_regular, whole_number
+from flowsim.errors import InputError, read_output_file, whole_number
 from flowsim.formatting import format_runs
 
 __all__ = [
@@ -267,14 +266,9 @@ def _read(path_or_text: str | os.PathLike, source: str | None = None) -> tuple[s
         return str(path_or_text).removeprefix("\ufeff"), source
     if isinstance(path_or_text, str) and ("\n" in path_or_text or is_json_output(path_or_text)):
         return path_or_text.removeprefix("\ufeff"), "<text>"
-    path = Path(path_or_text)
-    # Not a regular file (a FIFO would block the read): refused, saying what it is.
-    with io.TextIOWrapper(open_regular(path, "nccl-tests output", piped=True), errors="replace") as file:
-        try:
-            # A UTF-8 byte-order mark (from an editor) would hide the '#' that starts a line.
-            return file.read().removeprefix("\ufeff"), str(path)
-        except OSError as err:
-            raise InputError(f"{path}: cannot read nccl-tests output: {err.strerror}") from None
+    # Not a regular file (a FIFO would block the read): refused, saying what it is. A byte
+    # order mark (from an editor) would hide the '#' that starts a line: dropped.
+    return read_output_file(path_or_text, "nccl-tests output", piped=True), str(path_or_text)
 
 
 def _number(text: str, kind: type, source: str, line: int, column: str):

@@ -19,7 +19,7 @@ import argparse
 from pathlib import Path
 
 from flowsim.commands.argtypes import positive_int
-from flowsim.errors import STDIN, read_stdin, read_text_file
+from flowsim.errors import STDIN, read_output_file, read_stdin
 from flowsim.files import replaced_atomically
 from flowsim.systemfile import NIC_KINDS, format_system, parse_system
 from flowsim.topoimport import import_system, parse_topo_matrix
@@ -33,7 +33,7 @@ def import_command(args: argparse.Namespace) -> int:
     if str(args.topology) == STDIN:
         source, text = "<stdin>", read_stdin(what)
     else:
-        source, text = str(args.topology), read_text_file(args.topology, what, piped=True)
+        source, text = str(args.topology), read_output_file(args.topology, what, piped=True)
     matrix = parse_topo_matrix(text, source=source)
     name = args.name or args.output.stem
     spec, notes = import_system(

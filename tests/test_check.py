@@ -468,6 +468,11 @@ def test_short_sizes_say_where_to_look_by_what_bounds_them():
     assert "# SHORT where NVLS-budget bounds the prediction (1 GiB-2 GiB): look at whether NCCL ran NVLink SHARP" in text
     # No SHORT row, no such line.
     assert "# SHORT where" not in check_nccl_log(SENDRECV, system="dgx-h100", min_bytes=LARGE).format_text()
+    # An H100 log checked as a DGX A100 is FAST where the A100's NVLinks bound the model.
+    fast = check_nccl_log(ALL_GATHER, system="dgx-a100", min_bytes=1 << 30)
+    assert [r.busiest_tier for r in fast.fast] == ["NVLink"]
+    assert ("# FAST where NVLink bounds the prediction (1 GiB): check the system's GPUs and NVLinks (generation, "
+            "links a GPU: --system)") in fast.format_text().splitlines()
 
 
 def test_degraded_sample_is_flagged_short():

@@ -493,15 +493,16 @@ class CheckReport:
         if not parts:
             return []
         lines = ["# what bounds the predicted time: " + ", ".join(parts)]
-        short: dict[str, list[int]] = {}
-        for bound, rows in spans:
-            short.setdefault(bound, []).extend(r.size_bytes for r in rows if r.short)
-        for bound, sizes in short.items():
-            if sizes:
-                low, high = format_size(min(sizes)), format_size(max(sizes))
-                where = low if low == high else f"{low}-{high}"
-                lines.append(f"# SHORT where {bound} bounds the prediction ({where}): look at "
-                             f"{_WHERE_TO_LOOK.get(bound, _WHERE_TO_LOOK['network'])}")
+        for flag, advice in (("SHORT", _WHERE_TO_LOOK), ("FAST", _WHAT_TO_CHECK)):
+            flagged: dict[str, list[int]] = {}
+            for bound, rows in spans:
+                flagged.setdefault(bound, []).extend(r.size_bytes for r in rows if getattr(r, flag.lower()))
+            for bound, sizes in flagged.items():
+                if sizes:
+                    low, high = format_size(min(sizes)), format_size(max(sizes))
+                    where = low if low == high else f"{low}-{high}"
+                    lines.append(f"# {flag} where {bound} bounds the prediction ({where}): "
+                                 f"{advice.get(bound, advice['network'])}")
         return lines
 
     def _launch_line(self) -> list[str]:
@@ -783,12 +784,21 @@ BOUND_USE = 0.5
 #: Where to look when sizes are SHORT, by what bounds their prediction (a link's kind as
 #: :func:`flowsim.stepreport.busiest_link` names it, or latency); other kinds are networks.
 _WHERE_TO_LOOK = {
-    "latency": "per-call and per-step costs rather than bandwidth (kernel launches, NCCL's proxy thread, the "
-               "network's latency, a busy host)",
-    "NVLink": "the GPUs' NVLinks and NVSwitches (nvidia-smi nvlink --status, the fabric manager)",
-    "NVLS-budget": "whether NCCL ran NVLink SHARP (NCCL_NVLS_ENABLE, the fabric manager's multicast support)",
-    "PCIe/host": "PCIe links and host memory (link width and generation, ACS and the IOMMU, NUMA placement)",
-    "network": "the network (NIC ports and their speed, cables, switches, GPUDirect RDMA)",
+    "latency": "look at per-call and per-step costs rather than bandwidth (kernel launches, NCCL's proxy thread, "
+               "the network's latency, a busy host)",
+    "NVLink": "look at the GPUs' NVLinks and NVSwitches (nvidia-smi nvlink --status, the fabric manager)",
+    "NVLS-budget": "look at whether NCCL ran NVLink SHARP (NCCL_NVLS_ENABLE, the fabric manager's multicast support)",
+    "PCIe/host": "look at PCIe links and host memory (link width and generation, ACS and the IOMMU, NUMA placement)",
+    "network": "look at the network (NIC ports and their speed, cables, switches, GPUDirect RDMA)",
+}
+#: What of the system description to check when sizes are FAST, by what bounds their
+#: prediction (as :data:`_WHERE_TO_LOOK`): the part that moves less in the model than on the cluster.
+_WHAT_TO_CHECK = {
+    "latency": "the cluster's per-step costs are below NCCL's constants (check the NCCL version: --nccl-version)",
+    "NVLink": "check the system's GPUs and NVLinks (generation, links a GPU: --system)",
+    "NVLS-budget": "check the system's GPUs and NVSwitches (generation: --system)",
+    "PCIe/host": "check the system's PCIe generation and layout and its host memory (a system file's pcie, cpu)",
+    "network": "check the system's NICs (count, speed and kind: a system file's nics)",
 }
 
 #: How much slower than its choice NCCL's model may rate an algorithm and protocol that may

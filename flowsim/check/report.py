@@ -485,11 +485,10 @@ class CheckReport:
                 spans.append((bound, [r]))
         parts = []
         for bound, rows in spans:
-            low, high = (format_size(f(r.size_bytes for r in rows)) for f in (min, max))
             use = sorted(math.floor(100 * (r.busiest_utilization or 0.0)) for r in rows)
             busy = f"{use[0]}%" if use[0] == use[-1] else f"{use[0]}-{use[-1]}%"
             what = "busiest link" if bound == "latency" else "its use"
-            parts.append(f"{bound} at {low if low == high else f'{low}-{high}'} ({what} {busy})")
+            parts.append(f"{bound} at {_size_range([r.size_bytes for r in rows])} ({what} {busy})")
         if not parts:
             return []
         lines = ["# what bounds the predicted time: " + ", ".join(parts)]
@@ -499,9 +498,7 @@ class CheckReport:
                 flagged.setdefault(bound, []).extend(r.size_bytes for r in rows if getattr(r, flag.lower()))
             for bound, sizes in flagged.items():
                 if sizes:
-                    low, high = format_size(min(sizes)), format_size(max(sizes))
-                    where = low if low == high else f"{low}-{high}"
-                    lines.append(f"# {flag} where {bound} bounds the prediction ({where}): "
+                    lines.append(f"# {flag} where {bound} bounds the prediction ({_size_range(sizes)}): "
                                  f"{advice.get(bound, advice['network'])}")
         return lines
 
@@ -775,6 +772,12 @@ def _sizes_text(sizes: Iterable[int]) -> str:
     ordered = sorted(set(sizes))
     shown = ", ".join(str(size) for size in ordered[:6])
     return f"{len(ordered)} size(s): {shown}{', ...' if len(ordered) > 6 else ''} B"
+
+
+def _size_range(sizes: Sequence[int]) -> str:
+    """``"8 MiB-2 GiB"``, or ``"8 MiB"`` where the sizes are one."""
+    low, high = format_size(min(sizes)), format_size(max(sizes))
+    return low if low == high else f"{low}-{high}"
 
 
 #: A link busy at least this share of a predicted time bounds it (``flowsim check``'s line
@@ -1183,6 +1186,12 @@ def check_log(
     # overheads of single process jobs"): a row may take one launch round longer before it
     # is flagged SHORT. The prediction keeps the round as a floor only (launch_floor_us).
     host_allowance = launch_floor_us(**launch) if launch["gpus_per_thread"] > 1 else 0.0
+
+    def allowance(prediction: NcclRow) -> tuple[float, float]:
+        """The (low, high) measured times a row of ``prediction`` may take unflagged."""
+        low, high = time_bounds(prediction.time_us, prediction.latency_us, threshold, latency_tolerance)
+        return low, high + host_allowance
+
     algorithm = _what_ran([p.algorithm for p in predictions]) or str(algorithm or "auto")
     protocol = _what_ran([p.protocol for p in predictions]) or protocol
     checks = []
@@ -1197,8 +1206,7 @@ def check_log(
             ratio_out, ratio_in = (
                 predicted_time / m.time_us if m.time_us > 0 else None for m in (row.out_of_place, row.in_place)
             )
-            low, high = time_bounds(predicted_time, latency, threshold, latency_tolerance)
-            high += host_allowance
+            low, high = allowance(prediction)
             # Both runs of a size (out-of-place, in-place) must be off: what slows or speeds up
             # a cluster shows in both, while one run alone far off is a noisy iteration (the
             # 256 B out-of-place run of nccl-tests#309 at 0.27 of the in-place one's busbw).
@@ -1264,10 +1272,6 @@ def check_log(
 
         def predict_other(algorithm: str, protocol_other: str, sizes: list[int], common=common) -> list[NcclRow]:
             return sweep(topology, log.collective, sizes, algorithm=algorithm, protocol=protocol_other, **common)
-
-        def allowance(prediction: NcclRow) -> tuple[float, float]:
-            low, high = time_bounds(prediction.time_us, prediction.latency_us, threshold, latency_tolerance)
-            return low, high + host_allowance
 
         line = other_choices(flagged, sorted(weighed), predict_other, allowance)
         if line is not None:

@@ -146,11 +146,12 @@ def _default_systems(logs: list[NcclTestLog]) -> list[str]:
             raise InputError(f"{log.source}: {err}" if len(logs) > 1 else str(err)) from None
     runs: dict[str, list[int]] = {}  # system: the runs checked on it, from 1
     named: dict[str, str] = {}  # system: the AWS instance or GPU its first run names
+    instances = False  # whether a run was checked on the AWS instance its INFO lines name
     for k, (log, name) in enumerate(zip(logs, systems, strict=True), start=1):
         runs.setdefault(name, []).append(k)
         instance = log.platform if platform_system(log) is not None else None
+        instances |= instance is not None
         named.setdefault(name, instance or next(gpu for gpu in log.gpu_models if gpu != UNNAMED_GPU))
-    instances = any(platform_system(log) is not None for log in logs)
     if len(runs) == 1:
         where = (f"on {systems[0]}, the AWS instance the log's NCCL INFO lines name ({named[systems[0]]})"
                  if instances else f"on {systems[0]}, NVIDIA's server of the log's {named[systems[0]]}")

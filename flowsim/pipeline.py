@@ -56,7 +56,7 @@ def run(
     topology: Topology,
     workload: Workload,
     *,
-    routing: str = "ecmp",
+    routing: str = "auto",
     seed: int = 0,
     gpudirect: bool = True,
     router: Router | None = None,
@@ -69,7 +69,7 @@ def run(
     topology : Topology
     workload : Workload
         Flows between node names of ``topology``.
-    routing : {"ecmp", "dmodk", "shortest"}
+    routing : {"auto", "ecmp", "dmodk", "shortest"}
         Path choice between servers (:mod:`flowsim.routing`).
     seed : int
         ECMP hash seed.

@@ -34,6 +34,14 @@ Between servers
         ``(d // s) % n`` where ``n`` is the choice count at this hop and ``s`` the product of
         the counts at earlier hops; on a fat-tree this is destination-mod-k routing, which is
         contention-free for shift permutations.
+    ``"auto"`` (the default)
+        each network as its switches route: D-mod-k where the destination's cable is
+        InfiniBand (``ib_*``), ECMP where it is Ethernet. InfiniBand switches forward by
+        the destination's LID along tables the subnet manager computes, "for each target LID
+        ... what port should be used to get to that LID", and the fat-tree routing engine
+        recommended for fat-trees "optimizes routing for a congestion-free 'shift'
+        communication pattern" (NVIDIA SM / OpenSM routing engines, docs/hardware.md §4.5);
+        Ethernet switches hash each flow's headers onto one of the equal-cost next hops.
 To and from network switches
     A pair that ends at a switch (an in-network reduction's messages, IB SHARP) goes from a
     node of a server to the NIC it leaves through, over that NIC's cable to its switch, and
@@ -66,10 +74,24 @@ from flowsim_kernels import routing as kernel
 from flowsim_kernels.csr import csr_gather_rows
 from flowsim_kernels.progress import deferred_interrupt
 
-__all__ = ["METHODS", "NoRouteError", "Router", "SplitRoutes", "route", "split_route", "validate_routes"]
+__all__ = [
+    "METHODS",
+    "NoRouteError",
+    "Router",
+    "SplitRoutes",
+    "describe_method",
+    "route",
+    "split_route",
+    "validate_routes",
+]
 
 #: Routing methods between servers.
-METHODS = {"shortest": kernel.METHOD_SHORTEST, "ecmp": kernel.METHOD_ECMP, "dmodk": kernel.METHOD_DMODK}
+METHODS = {
+    "auto": kernel.METHOD_AUTO,
+    "ecmp": kernel.METHOD_ECMP,
+    "dmodk": kernel.METHOD_DMODK,
+    "shortest": kernel.METHOD_SHORTEST,
+}
 
 #: One node (name or id) or a sequence of them.
 Nodes = str | int | Sequence[str | int] | np.ndarray
@@ -341,6 +363,12 @@ class Router:
         port[by_leaf] = np.arange(ends.size) - (np.cumsum(per_leaf) - per_leaf)[leaf_of_end[by_leaf]]
         dmodk = np.full(n, -1, dtype=np.int64)
         dmodk[ends] = leaf_of_end * (int(per_leaf.max()) if per_leaf.size else 1) + port
+        # "auto": InfiniBand switches forward by the destination's LID (D-mod-k), Ethernet
+        # ones hash each flow (ECMP); an endpoint's cable says which network it is on.
+        infiniband = np.array([t.link_technology[link].startswith("ib_") for link in up_link[ends].tolist()],
+                              dtype=bool)
+        method = np.full(n, -1, dtype=np.int64)
+        method[ends] = np.where(infiniband, kernel.METHOD_DMODK, kernel.METHOD_ECMP)
 
         between = np.flatnonzero(network & is_switch[t.link_src] & is_switch[t.link_dst])
         tail, head = switch_row[t.link_src[between]], switch_row[t.link_dst[between]]
@@ -361,6 +389,7 @@ class Router:
             "endpoint_up_link": up_link,
             "endpoint_down_link": down_link,
             "endpoint_dmodk_key": dmodk,
+            "endpoint_method": method,
             "switch_adj_indptr": adj_indptr,
             "switch_adj_row": adj_row,
             "switch_adj_link": adj_link,
@@ -451,7 +480,7 @@ class Router:
         return routes
 
     def route(
-        self, src: Nodes, dst: Nodes, *, method: str = "ecmp", seed: int = 0, gpudirect: bool = True
+        self, src: Nodes, dst: Nodes, *, method: str = "auto", seed: int = 0, gpudirect: bool = True
     ) -> Routes:
         """One route per (``src[i]``, ``dst[i]``) pair.
 
@@ -460,7 +489,7 @@ class Router:
         src, dst : sequence of node names or ids, or int array
             Pairs to route; a pair with ``src == dst`` gets an empty route. A single name
             or id on both sides is one pair.
-        method : {"ecmp", "dmodk", "shortest"}
+        method : {"auto", "ecmp", "dmodk", "shortest"}
             Next-hop choice between servers (see the module docstring).
         seed : int
             ECMP hash seed (>= 0); the same seed gives the same routes.
@@ -600,7 +629,7 @@ class Router:
         hops[same] = t.host_depth[t.server_class[server], t.node_local[s], t.node_local[d[same]]]
         return hops
 
-    def equal_cost_paths(self, src: Nodes, dst: Nodes, *, method: str = "ecmp", seed: int = 0) -> np.ndarray:
+    def equal_cost_paths(self, src: Nodes, dst: Nodes, *, method: str = "auto", seed: int = 0) -> np.ndarray:
         """Number of equal-cost network paths of each pair (1 inside a server), int64."""
         code, seed = _method(method), _seed(seed)
         s, d = self._pairs(src, dst)
@@ -615,7 +644,7 @@ class Router:
         dst: Nodes,
         *,
         max_paths: int,
-        method: str = "ecmp",
+        method: str = "auto",
         seed: int = 0,
         gpudirect: bool = True,
     ) -> SplitRoutes:
@@ -677,6 +706,25 @@ def _node_list(nodes: Nodes, what: str) -> Iterable[str | int] | np.ndarray:
     return nodes
 
 
+def describe_method(topology: Topology, method: str) -> str:
+    """``method`` as a table header names it: ``"auto"`` with what it takes on the
+    topology's networks (by their cables' technology, as :class:`Router` decides).
+
+    >>> from flowsim.fabrics import fat_tree
+    >>> ib, eth = fat_tree(4, figure="nominal"), fat_tree(4, figure="nominal", technology="eth400g")
+    >>> describe_method(ib, "auto"), describe_method(eth, "auto"), describe_method(ib, "ecmp")
+    ('auto (D-mod-k on InfiniBand)', 'auto (ECMP on Ethernet)', 'ecmp')
+    """
+    _method(method)
+    if method != "auto":
+        return method
+    network = topology.link_tier == LinkTier.SCALE_OUT
+    kinds = {topology.link_technology[link].startswith("ib_") for link in np.flatnonzero(network).tolist()}
+    taken = [text for infiniband, text in ((True, "D-mod-k on InfiniBand"), (False, "ECMP on Ethernet"))
+             if infiniband in kinds]
+    return f"auto ({', '.join(taken)})" if taken else "auto"
+
+
 def _method(method: str) -> int:
     if method not in METHODS:
         raise InputError(f"unknown routing method {method!r}; valid ones: {', '.join(METHODS)}")
@@ -699,7 +747,7 @@ def route(
     src: Nodes,
     dst: Nodes,
     *,
-    method: str = "ecmp",
+    method: str = "auto",
     seed: int = 0,
     gpudirect: bool = True,
 ) -> Routes:
@@ -724,7 +772,7 @@ def split_route(
     dst: Nodes,
     *,
     max_paths: int,
-    method: str = "ecmp",
+    method: str = "auto",
     seed: int = 0,
     gpudirect: bool = True,
 ) -> SplitRoutes:

@@ -84,11 +84,12 @@ Format
     workload's, and :func:`flowsim.jobresults.job_results` runs each job alone for its
     slowdown.
 ``[options]`` (optional)
-    ``routing`` (``"ecmp"``, ``"dmodk"`` or ``"shortest"``; default ``"ecmp"``), ``seed``
-    (ECMP hash seed, default 0), ``gpudirect`` (GPU-NIC traffic peer-to-peer, or staged
-    through host memory when false; NCCL's choice for the scenario's collectives follows it;
-    default true, or where a system file's ``[nccl.env]`` names ``NCCL_NET_GDR_LEVEL`` or
-    ``NCCL_NET_GDR_C2C``, what NCCL decides for the cluster's GPUs), ``record_links`` (per-link rate
+    ``routing`` (``"auto"``, ``"ecmp"``, ``"dmodk"`` or ``"shortest"``; default ``"auto"``: D-mod-k
+    on InfiniBand, ECMP on Ethernet), ``seed`` (ECMP hash seed, default 0), ``gpudirect``
+    (GPU-NIC traffic peer-to-peer, or staged through host memory when false; NCCL's choice for
+    the scenario's collectives follows it; default true, or where a system file's
+    ``[nccl.env]`` names ``NCCL_NET_GDR_LEVEL`` or ``NCCL_NET_GDR_C2C``, what NCCL decides for
+    the cluster's GPUs), ``record_links`` (per-link rate
     segments in the trace, default true), ``record_flows`` (per-flow rate segments, default
     false), ``mode`` (``"incremental"`` or ``"full"``, default ``"incremental"``),
     ``time_rel_tol`` (events this close in relative time are one instant, in [0, 1); default
@@ -182,7 +183,7 @@ _SECTIONS = ("scenario", "topology", "workload", "options", "job")
 class Options:
     """How a scenario runs: routing and what the simulation records."""
 
-    routing: str = "ecmp"
+    routing: str = "auto"
     seed: int = 0
     gpudirect: bool = True
     record_links: bool = True

@@ -145,7 +145,7 @@ def simulate_prepared(
 def run_many(
     runs: Sequence[tuple[Topology, Workload]],
     *,
-    routing: str = "ecmp",
+    routing: str = "auto",
     seed: int = 0,
     gpudirect: bool = True,
     classes: bool = True,

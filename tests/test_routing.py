@@ -194,7 +194,7 @@ def test_ecmp_spreads_a_random_permutation(seed):
     perm = hosts[np.random.default_rng(seed).permutation(hosts.size)]
     router = Router(topo)
     uplinks = core_uplinks(topo)
-    load = np.bincount(router.route(hosts, perm, seed=seed).flow_link_indices, minlength=topo.n_links)
+    load = np.bincount(router.route(hosts, perm, method="ecmp", seed=seed).flow_link_indices, minlength=topo.n_links)
     assert abs(np.mean(load[uplinks] > 0) - (1 - math.exp(-15 / 16))) < 0.04
     assert load.max() <= 8
     first = np.bincount(router.route(hosts, perm, method="shortest").flow_link_indices, minlength=topo.n_links)
@@ -206,7 +206,7 @@ def test_ecmp_is_deterministic_per_seed():
     hosts = topo.nodes_of_kind(NodeKind.NIC)
     perm = np.roll(hosts, 37)
     router = Router(topo)
-    a, b, c = (router.route(hosts, perm, seed=s) for s in (3, 3, 4))
+    a, b, c = (router.route(hosts, perm, method="ecmp", seed=s) for s in (3, 3, 4))
     assert np.array_equal(a.flow_link_indices, b.flow_link_indices)
     assert not np.array_equal(a.flow_link_indices, c.flow_link_indices)
 
@@ -219,6 +219,45 @@ def test_dmodk_is_contention_free_for_every_shift():
     for shift in range(1, hosts.size):
         r = router.route(hosts, np.roll(hosts, -shift), method="dmodk")
         assert np.bincount(r.flow_link_indices).max() == 1, shift
+
+
+def _same_routes(a, b):
+    return np.array_equal(a.flow_link_indptr, b.flow_link_indptr) and np.array_equal(
+        a.flow_link_indices, b.flow_link_indices
+    )
+
+
+@pytest.mark.parametrize(("technology", "expected"), [("ib_ndr", "dmodk"), ("eth400g", "ecmp")])
+def test_auto_routes_infiniband_by_destination_and_ethernet_by_flow_hash(technology, expected):
+    # A random permutation on a k=8 fat-tree: "auto" (the default) is D-mod-k on InfiniBand
+    # cables and seeded ECMP on Ethernet ones, pair for pair; the two methods differ on these
+    # pairs, so the comparison tells them apart.
+    topo = fat_tree(8, figure="nominal", technology=technology)
+    hosts = topo.nodes_of_kind(NodeKind.NIC)
+    perm = hosts[np.random.default_rng(5).permutation(hosts.size)]
+    router = Router(topo)
+    auto = router.route(hosts, perm, seed=7)
+    by = {m: router.route(hosts, perm, method=m, seed=7) for m in ("dmodk", "ecmp")}
+    assert not _same_routes(by["dmodk"], by["ecmp"])
+    assert _same_routes(auto, by[expected])
+    assert _same_routes(route(topo, hosts, perm, method="auto", seed=7), by[expected])
+
+
+def test_auto_routes_each_network_of_a_cluster_as_its_switches_do():
+    # 96 DGX H100 (3 scalable units) with storage on the front-end Ethernet: GPU traffic
+    # between units crosses InfiniBand spines by D-mod-k; storage reads cross Ethernet by ECMP.
+    topo = build_cluster("dgx_h100", 96, figure="nominal", storage_targets=8)
+    router = Router(topo)
+    gpus = [f"n{i}.gpu{i % 8}" for i in range(0, 96, 3)]
+    peers = [f"n{(i + 37) % 96}.gpu{(i + 3) % 8}" for i in range(0, 96, 3)]
+    gpu_routes = {m: router.route(gpus, peers, method=m, seed=2) for m in ("auto", "dmodk", "ecmp")}
+    assert not _same_routes(gpu_routes["dmodk"], gpu_routes["ecmp"])
+    assert _same_routes(gpu_routes["auto"], gpu_routes["dmodk"])
+    readers = [f"n{i}.cpu{i % 2}" for i in range(96)]
+    stores = [f"storage{i % 8}" for i in range(96)]
+    storage_routes = {m: router.route(stores, readers, method=m, seed=2) for m in ("auto", "dmodk", "ecmp")}
+    assert not _same_routes(storage_routes["dmodk"], storage_routes["ecmp"])
+    assert _same_routes(storage_routes["auto"], storage_routes["ecmp"])
 
 
 def test_shift_rates_dmodk_full_and_shortest_collides():
@@ -325,7 +364,7 @@ def test_two_dgx_h100_over_rails():
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda t: route(t, ["gpu0"], ["gpu1"], method="x"), "unknown routing method 'x'; valid ones: shortest, ecmp"),
+        (lambda t: route(t, ["gpu0"], ["gpu1"], method="x"), "unknown routing method 'x'; valid ones: auto, ecmp, dmodk, shortest"),
         (lambda t: route(t, ["gpu0"], ["gpu1"], seed=-1), "seed must be a non-negative integer, got -1"),
         (lambda t: route(t, ["gpu0", "gpu1"], ["gpu1"]), "2 sources but 1 destinations"),
         (lambda t: route(t, ["gpu0"], ["gpu99"]), "unknown node 'gpu99'"),

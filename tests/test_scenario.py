@@ -124,7 +124,7 @@ def test_unknown_topology_key_names_the_valid_ones(tmp_path, table, valid):
 
 def test_options_defaults_and_values(tmp_path):
     base = TWO_GPUS + '[workload]\nflows = "flows.csv"\n'
-    assert load_scenario(_scenario(tmp_path, base)).options.routing == "ecmp"
+    assert load_scenario(_scenario(tmp_path, base)).options.routing == "auto"
     options = load_scenario(
         _scenario(tmp_path, base + '[options]\nrouting = "dmodk"\nseed = 3\nrecord_flows = true\nmode = "full"\n')
     ).options

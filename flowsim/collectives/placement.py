@@ -312,7 +312,7 @@ def collective_time(
     model: str = "auto",
     nccl_env: Mapping[str, str] | None = None,
     nccl_version: str = DEFAULT_NCCL_VERSION,
-    routing: str = "ecmp",
+    routing: str = "auto",
     seed: int = 0,
     gpudirect: bool | None = None,
     router: Router | None = None,

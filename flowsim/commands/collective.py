@@ -59,7 +59,7 @@ from flowsim.fabrics import build_cluster, resolve_fabric
 from flowsim.failures import describe_changes
 from flowsim.hardware import FIGURES
 from flowsim.presets import preset_spec
-from flowsim.routing import METHODS
+from flowsim.routing import METHODS, describe_method
 from flowsim.servers import ServerSpec
 
 __all__ = ["add_parser", "run_collective"]
@@ -166,7 +166,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         f"those of more than {STEP_MESSAGE_LIMIT:,} messages (default auto)",
     )
     parser.add_argument("--figure", default="effective", choices=FIGURES, help="link rates (default effective)")
-    parser.add_argument("--routing", default="ecmp", choices=tuple(METHODS), help="path choice between servers")
+    parser.add_argument("--routing", default="auto", choices=tuple(METHODS),
+                        help="path choice between servers (auto: D-mod-k on InfiniBand, ECMP on Ethernet)")
     parser.add_argument("--seed", type=non_negative_int, default=0, help="ECMP hash seed")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     add_progress_argument(parser)
@@ -259,7 +260,7 @@ def run_collective(args: argparse.Namespace) -> int:
         print(
             table_header(
                 f"flowsim {args.collective}: {nodes} x {system}, {n_ranks} ranks, {args.figure} link rates, "
-                f"{fabric} fabric, {args.routing} routing, NCCL {args.nccl_version}{env}"
+                f"{fabric} fabric, {describe_method(topology, args.routing)} routing, NCCL {args.nccl_version}{env}"
                 + (f"; failures: {failures}" if failures else "")
             )
         )

@@ -12,9 +12,10 @@ A route is assembled in up to three segments, each by its own kernel:
   closer to the destination's leaf, picked by the method: ``METHOD_SHORTEST`` the first,
   ``METHOD_ECMP`` a hash of (seed, source, destination, switch), ``METHOD_DMODK`` digit
   ``(key // stride) % n`` of the destination's D-mod-k key, ``stride`` being the product of
-  the choice counts at earlier hops. A path rank ``r`` > 0 (fluid splits) shifts each choice
-  by the next mixed-radix digit of ``r``, so ranks below the number of equal-cost paths give
-  distinct paths.
+  the choice counts at earlier hops, ``METHOD_AUTO`` the one of the network the choice is
+  made on (``endpoint_method``: D-mod-k on InfiniBand, ECMP on Ethernet). A path rank
+  ``r`` > 0 (fluid splits) shifts each choice by the next mixed-radix digit of ``r``, so ranks
+  below the number of equal-cost paths give distinct paths.
 
 The kernels read the arrays they need out of :class:`RoutingTables` once, before their loop,
 and pass arrays (never the tuple) to helpers: Numba reference-counts every array of a tuple
@@ -32,6 +33,7 @@ from numba import njit
 METHOD_SHORTEST = 0
 METHOD_ECMP = 1
 METHOD_DMODK = 2
+METHOD_AUTO = 3
 
 ROLE_OTHER = 0
 ROLE_GPU = 1
@@ -84,8 +86,10 @@ class RoutingTables(NamedTuple):
     endpoint_up_link: np.ndarray
     endpoint_down_link: np.ndarray
     endpoint_dmodk_key: np.ndarray
+    endpoint_method: np.ndarray
     """[n] per network endpoint: its network, the switch it attaches to (as a row and as a
-    leaf column), its links up and down, its D-mod-k key; -1 for other nodes."""
+    leaf column), its links up and down, its D-mod-k key, the method ``METHOD_AUTO`` takes
+    for routes to it; -1 for other nodes."""
     switch_adj_indptr: np.ndarray
     switch_adj_row: np.ndarray
     switch_adj_link: np.ndarray
@@ -230,6 +234,12 @@ def _hash(seed, a, b, c):
 
 
 @njit(cache=True, inline="always")
+def _resolved(method, network_method):
+    """The method a choice on a network whose ``METHOD_AUTO`` is ``network_method`` takes."""
+    return network_method if method == METHOD_AUTO else method
+
+
+@njit(cache=True, inline="always")
 def _choose(method, seed, src, dst, at, key, stride, n):
     """Index in ``[0, n)`` of the next hop taken at node ``at``."""
     if method == METHOD_ECMP:
@@ -291,8 +301,8 @@ def route_exits(t, src, dst, method, seed, exit_src, exit_dst):
     src, dst : int64[p]
         Node ids of each pair. Not mutated.
     method : int
-        ``METHOD_SHORTEST``, ``METHOD_ECMP`` or ``METHOD_DMODK``; picks among several NICs of
-        a server on the other side's network.
+        ``METHOD_SHORTEST``, ``METHOD_ECMP``, ``METHOD_DMODK`` or ``METHOD_AUTO``; picks among
+        several NICs of a server on the other side's network.
     seed : int
         ECMP hash seed (>= 0).
     exit_src, exit_dst : int64[p]
@@ -313,6 +323,7 @@ def route_exits(t, src, dst, method, seed, exit_src, exit_dst):
     host_depth = t.host_depth
     component = t.endpoint_component
     dmodk_key = t.endpoint_dmodk_key
+    endpoint_method = t.endpoint_method
     indptr = t.server_endpoint_indptr
     endpoints = t.server_endpoints
     for i in range(src.shape[0]):
@@ -339,8 +350,8 @@ def route_exits(t, src, dst, method, seed, exit_src, exit_dst):
             if server >= 0:
                 reach = host_depth[server_class[server], node_local[d]]
                 other = _server_endpoint(
-                    indptr, endpoints, component, node_local, reach, server, component[a], method, seed, s, d,
-                    dmodk_key[b],
+                    indptr, endpoints, component, node_local, reach, server, component[a],
+                    _resolved(method, endpoint_method[a]), seed, s, d, dmodk_key[b],
                 )
             if other >= 0:
                 b = other
@@ -350,8 +361,8 @@ def route_exits(t, src, dst, method, seed, exit_src, exit_dst):
                 if server >= 0:
                     reach = host_depth[server_class[server], node_local[s]]
                     a = _server_endpoint(
-                        indptr, endpoints, component, node_local, reach, server, component[b], method, seed, s, d,
-                        dmodk_key[b],
+                        indptr, endpoints, component, node_local, reach, server, component[b],
+                        _resolved(method, endpoint_method[b]), seed, s, d, dmodk_key[b],
                     )
                 if a < 0:
                     continue
@@ -480,6 +491,7 @@ def network_paths(t, exit_src, exit_dst, src, dst, rank, method, seed, write, po
     up_link = t.endpoint_up_link
     down_link = t.endpoint_down_link
     dmodk_key = t.endpoint_dmodk_key
+    endpoint_method = t.endpoint_method
     adj_indptr = t.switch_adj_indptr
     adj_row = t.switch_adj_row
     adj_link = t.switch_adj_link
@@ -502,10 +514,11 @@ def network_paths(t, exit_src, exit_dst, src, dst, rank, method, seed, write, po
             continue
         start = pos[i]
         indices[start] = up_link[a]
+        how = _resolved(method, endpoint_method[b])
         stride = 1
         for k in range(1, hops + 1):
             count = next_hops[col, row]
-            pick = _choose(method, seed, src[i], dst[i], row, dmodk_key[b], stride, count)
+            pick = _choose(how, seed, src[i], dst[i], row, dmodk_key[b], stride, count)
             pick = (pick + (rank[i] // stride) % count) % count
             stride *= count
             e = adj_indptr[row]

@@ -35,8 +35,9 @@ _A3_MEGA = _miss(
 )
 _GB200_A2A_3_RACKS = _miss(
     "all-to-all across servers: the model gives the NICs' full rate to the remote share "
-    "(N/(N-1) x a NIC's rate on N NVLink domains); measured runs fall below that as N grows: -3% on "
-    "2 racks, +10% on 3 (this row), +29% against NVIDIA's 48 GB/s on 4 DGX H100 (README)",
+    "(N/(N-1) x a NIC's rate on N NVLink domains, reached under D-mod-k on the preset's InfiniBand); "
+    "measured runs fall below that as N grows: +6% on 2 racks, +15% on 3 (this row), +29% against "
+    "NVIDIA's 48 GB/s on 4 DGX H100 (README)",
 )
 _A3_ULTRA_RINGS = _miss(
     "a ring across 2 A3 Ultra VMs at 40.7 GB/s a NIC (325.7 busbw; two runs, SkyPilot's and Google's own "

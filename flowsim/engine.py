@@ -27,6 +27,18 @@ from flowsim_kernels.progress import finish as progress_done
 #: Events within this relative distance of each other are handled as one instant (docs/model.md "Time").
 DEFAULT_TIME_REL_TOL = 1e-12
 
+
+
+def time_window_note(time_rel_tol: float) -> str:
+    """One line saying that times were computed with coarse time windows.
+
+    >>> time_window_note(1e-3)
+    'events within a relative 0.001 of each other taken as one instant: the times are not exact (docs/model.md "Time")'
+    """
+    return (f"events within a relative {time_rel_tol:g} of each other taken as one instant: the times are not "
+            'exact (docs/model.md "Time")')
+
+
 #: ``simulate``'s modes: re-solve only the flows an event can affect, or every transferring flow.
 MODES = ("incremental", "full")
 

@@ -926,6 +926,20 @@ def test_cli_without_matplotlib_refuses_plot_before_checking(tmp_path, capsys, n
     assert "pip install 'flowsim[plot]'" in capsys.readouterr().err and not history.exists()
 
 
+def test_cli_time_windows_are_taken_and_said(capsys):
+    argv = [str(SENDRECV), "--system", "dgx-h100", "--min-bytes", "1G", "--json"]
+    assert flowsim_check(argv) == 0
+    exact = json.loads(capsys.readouterr().out)
+    assert flowsim_check([*argv, "--time-rel-tol", "1e-3"]) == 0
+    coarse = json.loads(capsys.readouterr().out)
+    note = ('predicted with events within a relative 0.001 of each other taken as one instant: the times are not '
+            'exact (docs/model.md "Time")')
+    assert note in coarse["warnings"] and note not in exact["warnings"]
+    with pytest.raises(SystemExit):
+        flowsim_check([*argv, "--time-rel-tol", "1"])
+    assert "argument --time-rel-tol: expected a number in [0, 1), got '1'" in capsys.readouterr().err
+
+
 def test_cli_threshold_that_is_not_a_number(capsys):
     with pytest.raises(SystemExit):
         flowsim_check([str(SENDRECV), "--system", "dgx-h100", "--threshold", "abc"])

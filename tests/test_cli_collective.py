@@ -12,6 +12,7 @@ from flowsim.cli import main as flowsim
 from flowsim.collectives import collective_time
 from flowsim.commands.collective import add_parser, run_collective
 from flowsim.errors import InputError
+from flowsim.fabrics import build_cluster
 
 
 def test_registers_collective_with_its_handler():
@@ -195,6 +196,34 @@ def test_model_is_chosen_and_shown_below_the_rows(capsys):
     assert float(row.split()[10]) == pytest.approx(float(steps_row.split()[10]), rel=0.02)
 
 
+def test_time_windows_are_asked_for_and_named_below_the_rows(capsys):
+    argv = ["collective", "all_reduce", "--system", "dgx_h100", "--nodes", "2", "-b", "64M", "-e", "64M",
+            "--nccl-env", "NCCL_ALGO=Ring"]
+    assert flowsim(argv) == 0
+    exact = capsys.readouterr().out
+    assert "# Time windows" not in exact
+    assert flowsim([*argv, "--time-rel-tol", "1e-3"]) == 0
+    coarse = capsys.readouterr().out
+    (window,) = [line for line in coarse.splitlines() if line.startswith("# Time windows")]
+    assert window == ('# Time windows         : events within a relative 0.001 of each other taken as one instant: '
+                      'the times are not exact (docs/model.md "Time")')
+    times = [float(next(line for line in out.splitlines() if not line.startswith("#")).split()[8])
+             for out in (exact, coarse)]
+    assert times[1] == pytest.approx(times[0], rel=1e-2)
+
+
+def test_time_windows_reach_the_engine():
+    # 8 DGX H100 on a fat-tree of 40-port switches, all-to-all on hashed spine paths: the
+    # flows finish one by one (515 rate updates); windows of 1% re-solve a few times.
+    topology = build_cluster("dgx_h100", 8, figure="nominal", fabric="fat_tree", switch="qm8700")
+    exact, coarse = (collective_time(topology, "all_to_all", 4 << 20, routing="ecmp", time_rel_tol=tol)
+                     for tol in (1e-12, 1e-2))
+    assert exact.run.result.n_rate_updates > 100 * coarse.run.result.n_rate_updates
+    assert coarse.time_s == pytest.approx(exact.time_s, rel=1e-2)
+    with pytest.raises(InputError, match=r"time_rel_tol must be a number in \[0, 1\), got 1.5"):
+        collective_time(topology, "all_to_all", 4 << 20, time_rel_tol=1.5)
+
+
 def test_rows_say_what_nccl_runs_and_nccl_env_steers_it(capsys):
     argv = ["collective", "all_reduce", "--system", "dgx_h100", "--nodes", "2", "-b", "4K", "-e", "1G", "-f", "262144"]
     assert flowsim(argv) == 0
@@ -236,7 +265,8 @@ def test_bad_input_is_reported_not_raised(capsys, argv, message):
     [("--nodes", "0", "a positive integer"), ("--channels", "0", "a positive integer"),
      ("-g", "0", "a positive integer"), ("-m", "0", "a positive integer"), ("--slices", "-2", "a positive integer"),
      ("-G", "-1", "a non-negative integer"), ("--seed", "-1", "a non-negative integer"),
-     ("-n", "abc", "a non-negative integer"), ("-f", "0", "a positive integer")],
+     ("-n", "abc", "a non-negative integer"), ("-f", "0", "a positive integer"),
+     ("--time-rel-tol", "1", "a number in [0, 1)"), ("--time-rel-tol", "nan", "a number in [0, 1)")],
 )
 def test_counts_out_of_range_are_refused_naming_the_option(capsys, option, value, expected):
     # As argparse reports a bad value: the option, not a name inside flowsim ('gpus_per_thread').

@@ -74,6 +74,7 @@ from flowsim.collectives.tuner import (
     nccl_choice,
     system_env_taken,
 )
+from flowsim.engine import DEFAULT_TIME_REL_TOL, time_window_note
 from flowsim.errors import InputError, whole_number
 from flowsim.fabrics import build_cluster, resolve_fabric
 from flowsim.failures import apply_failures, describe_changes
@@ -1082,6 +1083,8 @@ def check_log(
     if staged:
         nccl = f"{nccl}, network traffic staged through host memory (no GPUDirect RDMA)"
     warnings += tuple(_info_notes(log, topology, gpus, options, staged))
+    if options.get("time_rel_tol", DEFAULT_TIME_REL_TOL) > DEFAULT_TIME_REL_TOL:
+        warnings += (f"predicted with {time_window_note(options['time_rel_tol'])}",)
     ranks = send_pair(topology, gpus) if log.collective == "send" else gpus
     launch = {"gpus_per_thread": log.n_gpus or 1, "agg_iters": log.agg_iters or 1, "cuda_graph": log.cuda_graph or 0}
     if log.collective == "send":

@@ -18,6 +18,7 @@ from flowsim.collectives.constants import (
     predated_algorithm,
 )
 from flowsim.collectives.tuner import NcclEnv
+from flowsim.engine import DEFAULT_TIME_REL_TOL
 from flowsim.errors import InputError
 from flowsim.fabrics import FABRICS
 from flowsim.failures import apply_failures
@@ -29,9 +30,9 @@ from flowsim.topology import Topology
 
 T = TypeVar("T")
 
-__all__ = ["add_cluster_arguments", "add_failure_arguments", "add_nccl_arguments", "cluster_options",
-           "collective_arg", "failed_cluster", "non_negative_int", "number_type", "parse_degrade", "parse_nccl_env",
-           "positive_int"]
+__all__ = ["add_cluster_arguments", "add_failure_arguments", "add_nccl_arguments", "add_time_tolerance_argument",
+           "cluster_options", "collective_arg", "failed_cluster", "non_negative_int", "number_type", "parse_degrade",
+           "parse_nccl_env", "positive_int"]
 
 
 def number_type(convert: Callable[[str], T], accept: Callable[[T], bool], expected: str) -> Callable[[str], T]:
@@ -56,6 +57,18 @@ positive_int = number_type(int, lambda value: value >= 1, "a positive integer")
 
 #: An argparse ``type``: an integer >= 0.
 non_negative_int = number_type(int, lambda value: value >= 0, "a non-negative integer")
+
+
+def add_time_tolerance_argument(parser: argparse.ArgumentParser) -> None:
+    """``--time-rel-tol``: the engine's time windows (:func:`flowsim.engine.simulate`)."""
+    parser.add_argument(
+        "--time-rel-tol",
+        type=number_type(float, lambda value: 0.0 <= value < 1.0, "a number in [0, 1)"),
+        default=DEFAULT_TIME_REL_TOL,
+        metavar="TOL",
+        help=f"events this close in relative time are one instant (default {DEFAULT_TIME_REL_TOL:g}: exact "
+        "times); 1e-3 for crowds of flows that finish one by one, as an all-to-all's on hashed spine paths",
+    )
 
 
 def collective_arg(text: str) -> str:

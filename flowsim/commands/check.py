@@ -75,6 +75,7 @@ from flowsim.commands.argtypes import (
     add_cluster_arguments,
     add_failure_arguments,
     add_nccl_arguments,
+    add_time_tolerance_argument,
     cluster_options,
     collective_arg,
     parse_degrade,
@@ -207,7 +208,7 @@ def check_command(args: argparse.Namespace) -> int:
                 nodes=args.nodes, threshold=args.threshold, latency_tolerance=args.latency_tolerance,
                 algorithm=args.algorithm, protocol=args.protocol, figure=args.figure, min_bytes=min_bytes,
                 nccl_env=parse_nccl_env(args.nccl_env), nccl_version=args.nccl_version, fail=args.fail,
-                degrade=parse_degrade(args.degrade),
+                degrade=parse_degrade(args.degrade), time_rel_tol=args.time_rel_tol,
             )
             # Every run is checked before anything is printed or recorded, so that bad input
             # in a later run leaves the history as it was.
@@ -295,6 +296,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     add_nccl_arguments(parser, version_from_log=True)
     add_failure_arguments(parser)
+    add_time_tolerance_argument(parser)
     parser.add_argument("--figure", default="effective", choices=FIGURES, help="link rates (default effective)")
     parser.add_argument("--min-bytes", default="1", help="predict only sizes from this one, e.g. 64M (default 1)")
     parser.add_argument("--history", type=Path, help="HDF5 history to append this check to")

@@ -45,6 +45,7 @@ from flowsim.commands.argtypes import (
     add_cluster_arguments,
     add_failure_arguments,
     add_nccl_arguments,
+    add_time_tolerance_argument,
     cluster_options,
     collective_arg,
     failed_cluster,
@@ -54,6 +55,7 @@ from flowsim.commands.argtypes import (
     positive_int,
 )
 from flowsim.commands.progress import Notes, add_progress_argument, show_progress
+from flowsim.engine import DEFAULT_TIME_REL_TOL, time_window_note
 from flowsim.errors import InputError
 from flowsim.fabrics import build_cluster, resolve_fabric
 from flowsim.failures import describe_changes
@@ -169,6 +171,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--routing", default="auto", choices=tuple(METHODS),
                         help="path choice between servers (auto: D-mod-k on InfiniBand, ECMP on Ethernet)")
     parser.add_argument("--seed", type=non_negative_int, default=0, help="ECMP hash seed")
+    add_time_tolerance_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     add_progress_argument(parser)
     timing = parser.add_argument_group(
@@ -240,6 +243,7 @@ def run_collective(args: argparse.Namespace) -> int:
             nccl_version=args.nccl_version,
             routing=args.routing,
             seed=args.seed,
+            time_rel_tol=args.time_rel_tol,
             progress=notes,
             gpus_per_thread=args.ngpus,
             agg_iters=args.agg_iters,
@@ -285,6 +289,7 @@ def run_collective(args: argparse.Namespace) -> int:
                 figure=args.figure,
                 fabric=fabric,
                 routing=args.routing,
+                time_rel_tol=args.time_rel_tol,
                 nccl_env=nccl_env,
                 system_nccl_env=system_env,
                 nccl_version=args.nccl_version,
@@ -296,6 +301,8 @@ def run_collective(args: argparse.Namespace) -> int:
     else:
         models = " and ".join(sorted({r.model for r in rows}))
         print(f"# Ran                  : {algorithm} ({models})")
+        if args.time_rel_tol > DEFAULT_TIME_REL_TOL:
+            print(f"# Time windows         : {time_window_note(args.time_rel_tol)}")
         if not gpudirect:
             print("# GPUDirect RDMA       : off, network traffic staged through host memory (a GPU's path to its NIC "
                   "is farther than NCCL_NET_GDR_LEVEL allows)")

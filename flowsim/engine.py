@@ -28,7 +28,6 @@ from flowsim_kernels.progress import finish as progress_done
 DEFAULT_TIME_REL_TOL = 1e-12
 
 
-
 def time_window_note(time_rel_tol: float) -> str:
     """One line saying that times were computed with coarse time windows.
 

@@ -363,12 +363,9 @@ class Router:
         port[by_leaf] = np.arange(ends.size) - (np.cumsum(per_leaf) - per_leaf)[leaf_of_end[by_leaf]]
         dmodk = np.full(n, -1, dtype=np.int64)
         dmodk[ends] = leaf_of_end * (int(per_leaf.max()) if per_leaf.size else 1) + port
-        # "auto": InfiniBand switches forward by the destination's LID (D-mod-k), Ethernet
-        # ones hash each flow (ECMP); an endpoint's cable says which network it is on.
-        infiniband = np.array([t.link_technology[link].startswith("ib_") for link in up_link[ends].tolist()],
-                              dtype=bool)
+        # "auto": an endpoint's cable says which network it is on, and so how its switches route.
         method = np.full(n, -1, dtype=np.int64)
-        method[ends] = np.where(infiniband, kernel.METHOD_DMODK, kernel.METHOD_ECMP)
+        method[ends] = np.where(_infiniband(t, up_link[ends]), kernel.METHOD_DMODK, kernel.METHOD_ECMP)
 
         between = np.flatnonzero(network & is_switch[t.link_src] & is_switch[t.link_dst])
         tail, head = switch_row[t.link_src[between]], switch_row[t.link_dst[between]]
@@ -718,11 +715,17 @@ def describe_method(topology: Topology, method: str) -> str:
     _method(method)
     if method != "auto":
         return method
-    network = topology.link_tier == LinkTier.SCALE_OUT
-    kinds = {topology.link_technology[link].startswith("ib_") for link in np.flatnonzero(network).tolist()}
+    kinds = set(_infiniband(topology, np.flatnonzero(topology.link_tier == LinkTier.SCALE_OUT)).tolist())
     taken = [text for infiniband, text in ((True, "D-mod-k on InfiniBand"), (False, "ECMP on Ethernet"))
              if infiniband in kinds]
     return f"auto ({', '.join(taken)})" if taken else "auto"
+
+
+def _infiniband(topology: Topology, links: np.ndarray) -> np.ndarray:
+    """Whether each of ``links`` is an InfiniBand cable (``ib_*``): InfiniBand switches forward
+    by the destination's LID, which ``"auto"`` takes as D-mod-k; the others are Ethernet's,
+    which hash each flow (ECMP)."""
+    return np.array([topology.link_technology[link].startswith("ib_") for link in links.tolist()], dtype=bool)
 
 
 def _method(method: str) -> int:

@@ -143,7 +143,7 @@ from flowsim.pipeline import simulate_routed
 from flowsim.presets import preset, preset_names, preset_spec, system_name
 from flowsim.result import SimulationResult
 from flowsim.routes import Routes
-from flowsim.routing import METHODS, NoRouteError, Router
+from flowsim.routing import METHODS, NoRouteError, Router, describe_method
 from flowsim.systemfile import (
     did_you_mean,
     is_shipped_system,
@@ -1313,7 +1313,7 @@ def run_scenario(
     """
     note = progress or (lambda message: None)
     t, w, o = scenario.topology, scenario.workload, scenario.options
-    note(f"routing {len(w):,} flows over {t.n_links:,} links ({o.routing})")
+    note(f"routing {len(w):,} flows over {t.n_links:,} links ({describe_method(t, o.routing)})")
     routes = route_scenario(scenario)
     note(f"simulating {len(w):,} flows ({routes.n_incidences:,} flow-link crossings)")
     try:

@@ -213,6 +213,21 @@ def test_a_collective_by_classes_equals_its_full_step_dag(two_dgx, algorithm, si
     assert grouped.solved_over.startswith("classes: ")
 
 
+def test_an_all_to_all_across_units_is_three_classes_on_infiniband_and_exact():
+    # 12 DGX H100 in 3 scalable units of 4: every pair between units crosses the spines. The
+    # default routing (D-mod-k on InfiniBand) keeps the 9,120 flows symmetric, 3 classes;
+    # ECMP's hashed spine paths keep each apart. By classes the times are the full problem's.
+    topology = build_cluster("dgx_h100", 12, figure="nominal", su_size=4)
+    router = Router(topology)
+    grouped = collective_time(topology, "all_to_all", 4 << 20, router=router)
+    full = collective_time(topology, "all_to_all", 4 << 20, router=router, classes=False)
+    hashed = collective_time(topology, "all_to_all", 4 << 20, router=router, routing="ecmp")
+    assert len(grouped.run.workload) == 96 * 95
+    assert grouped.flow_classes <= 3
+    assert hashed.flow_classes == len(hashed.run.workload)
+    np.testing.assert_allclose(grouped.run.result.finish_s, full.run.result.finish_s, rtol=1e-9, atol=0)
+
+
 def test_a_failed_nic_makes_classes_finer_and_the_times_stay_exact(two_dgx):
     broken = apply_failures(two_dgx, fail=["n0.nic3"])
     options = dict(algorithm="nvls_tree", routing="ecmp")

@@ -62,16 +62,15 @@ def open_regular(path: str | os.PathLike, what: str, *, piped: bool = False) -> 
         raise
 
 
-def read_text_file(path, what: str, *, piped: bool = False) -> str:
+def read_text_file(path, what: str) -> str:
     """The UTF-8 text of ``path``; an :class:`InputError` naming the file if it cannot be read
     or is not a regular file (:func:`open_regular`).
 
     ``what`` says what the file was meant to be ("the scenario", "the sweep spec", ...). A
     leading byte order mark (Excel's "CSV UTF-8" and some Windows editors write one) is
-    dropped, so that it does not become part of the first column name or TOML key. ``piped``
-    as :func:`open_regular`.
+    dropped, so that it does not become part of the first column name or TOML key.
     """
-    with io.TextIOWrapper(open_regular(path, what, piped=piped), encoding="utf-8-sig") as handle:
+    with io.TextIOWrapper(open_regular(path, what), encoding="utf-8-sig") as handle:
         try:
             return handle.read()
         except (OSError, UnicodeDecodeError) as err:

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from flowsim.errors import InputError, whole_number
-from flowsim.hardware import SwitchModel, link_rate, switch_for, switch_model, switch_names
+from flowsim.hardware import SwitchModel, is_infiniband, link_rate, switch_for, switch_model, switch_names
 from flowsim.presets import compute_nics, frontend_nics, preset_spec
 from flowsim.servers import ServerSpec, build_server
 from flowsim.topology import NodeKind, Topology, TopologyBuilder
@@ -321,7 +321,7 @@ def default_switch(technology: str) -> SwitchModel:
     try:
         return switch_for(technology)
     except InputError:
-        family = technology.split("_")[0] if technology.startswith("ib_") else "eth"
+        family = technology.split("_")[0] if is_infiniband(technology) else "eth"
         rate = link_rate(technology, figure="nominal")
         faster = [switch_model(name) for name in switch_names()
                   if switch_model(name).technology.startswith(family)

@@ -362,6 +362,16 @@ def technology_names() -> tuple[str, ...]:
     return tuple(sorted(_TECHNOLOGIES))
 
 
+def is_infiniband(technology: str) -> bool:
+    """Whether links of ``technology`` are InfiniBand (``ib_edr`` ... ``ib_xdr``); the other
+    network technologies are Ethernet's (``eth10g`` ... ``eth800g``).
+
+    >>> is_infiniband("ib_ndr"), is_infiniband("eth400g")
+    (True, False)
+    """
+    return technology.startswith("ib_")
+
+
 def link_technology(name: str) -> LinkTechnology:
     """The link technology called ``name`` (``"nvlink4"``, ``"pcie5"``, ``"ib_ndr"``, ...)."""
     return _lookup(_TECHNOLOGIES, name, "link technology")

@@ -66,7 +66,7 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from flowsim.errors import InputError, whole_number
-from flowsim.hardware import LinkTier
+from flowsim.hardware import LinkTier, is_infiniband
 from flowsim.routes import Routes
 from flowsim.strings import CodedStrings
 from flowsim.topology import NETWORK_SWITCH_KINDS, NodeKind, Topology
@@ -722,10 +722,10 @@ def describe_method(topology: Topology, method: str) -> str:
 
 
 def _infiniband(topology: Topology, links: np.ndarray) -> np.ndarray:
-    """Whether each of ``links`` is an InfiniBand cable (``ib_*``): InfiniBand switches forward
-    by the destination's LID, which ``"auto"`` takes as D-mod-k; the others are Ethernet's,
-    which hash each flow (ECMP)."""
-    return np.array([topology.link_technology[link].startswith("ib_") for link in links.tolist()], dtype=bool)
+    """Whether each of ``links`` is an InfiniBand cable (:func:`flowsim.hardware.is_infiniband`):
+    InfiniBand switches forward by the destination's LID, which ``"auto"`` takes as D-mod-k;
+    the others are Ethernet's, which hash each flow (ECMP)."""
+    return np.array([is_infiniband(topology.link_technology[link]) for link in links.tolist()], dtype=bool)
 
 
 def _method(method: str) -> int:

@@ -36,7 +36,7 @@ import numpy as np
 
 from flowsim.budgets import budget_links
 from flowsim.formatting import format_seconds
-from flowsim.hardware import LinkTier
+from flowsim.hardware import LinkTier, is_infiniband
 from flowsim.result import SimulationResult
 from flowsim.strings import CodedStrings, coded
 from flowsim.topology import Topology
@@ -154,7 +154,7 @@ def _group_of(tier: int, technology: str) -> str:
         return "nvlink"
     if tier == LinkTier.HOST:
         return "host"
-    if technology.startswith("ib_"):
+    if is_infiniband(technology):
         return "infiniband"
     return "ethernet" if technology.startswith("eth") else "scale_out"
 

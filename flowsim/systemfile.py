@@ -36,7 +36,7 @@ from typing import Any
 from flowsim.collectives.tuner import NcclEnv
 from flowsim.errors import InputError, read_text_file
 from flowsim.fabrics import FABRICS
-from flowsim.hardware import gpu_nvlinks, nvswitch_generation
+from flowsim.hardware import gpu_nvlinks, is_infiniband, nvswitch_generation
 from flowsim.presets import preset_names, system_name
 from flowsim.servers import CPU_KINDS, GPU_FABRICS, MAX_SERVER_PARTS, PcieSwitch, ServerSpec
 from flowsim.tomlcheck import Where, join, show
@@ -455,9 +455,9 @@ def format_system(spec: ServerSpec, *, cluster: Mapping | None = None, descripti
     lines.append(f"memory = {_toml_value(spec.memory)}")
     lines += ["", "[server.nics]", f"count = {spec.n_nics}"]
     if spec.n_nics:
-        speeds = _IB_SPEEDS if spec.compute_nic.startswith("ib_") else _ETH_SPEEDS
+        speeds = _IB_SPEEDS if is_infiniband(spec.compute_nic) else _ETH_SPEEDS
         speed = next(gbps for gbps, technology in speeds.items() if technology == spec.compute_nic)
-        kind = spec.nic_kind if spec.nic_kind != "ib" or spec.compute_nic.startswith("ib_") else "roce"
+        kind = spec.nic_kind if spec.nic_kind != "ib" or is_infiniband(spec.compute_nic) else "roce"
         lines += [f"speed_gbps = {speed}", f"kind = {_toml_value(kind)}"]
         rails = spec.rails()
         serves = [[g for g, r in enumerate(rails) if r == n] for n in range(spec.n_nics)]

@@ -10,6 +10,7 @@ link class as many times as each of its links is crossed by flows of the class.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -90,7 +91,12 @@ MOST_CLASS_SHARE = 0.5
 
 
 def flow_classes(
-    inp: EngineInput, link_flow_indptr: np.ndarray, link_flow_indices: np.ndarray
+    inp: EngineInput,
+    link_flow_indptr: np.ndarray,
+    link_flow_indices: np.ndarray,
+    *,
+    cyclic: bool = False,
+    extra: Sequence[np.ndarray] = (),
 ) -> FlowClasses | None:
     """The coarsest equitable classes of a checked simulation's flows and links, and its
     quotient (see docs/model.md "Flow classes"); None when there would be more than
@@ -106,6 +112,8 @@ def flow_classes(
     merge what differs, every flow and link gets its own class (the full problem).
 
     ``link_flow_indptr``, ``link_flow_indices``: the transpose of ``inp``'s routes.
+    ``cyclic``: the dependencies may form cycles (see :func:`~flowsim_kernels.classes.refine_classes`).
+    ``extra``: more attributes per flow (float64 columns) that the flows of a class share.
     """
     n_flows = inp.size_bytes.shape[0]
     n_links = inp.capacity_Bps.shape[0]
@@ -114,7 +122,7 @@ def flow_classes(
     # The flows' attributes column by column: stacked, they would take 6 x 8 bytes a flow at
     # once (56 MB for the 1.2 million flows of a 16-server ring), twice over in the check.
     # Whether a flow transfers is its size's being > 0: the size keeps such flows apart.
-    attributes = (inp.size_bytes, inp.start_s, inp.weight, inp.cap_Bps, inp.delay_s, latency)
+    attributes = (inp.size_bytes, inp.start_s, inp.weight, inp.cap_Bps, inp.delay_s, latency, *extra)
     flow_keys = np.zeros(n_flows, dtype=np.uint64)
     for column in attributes:
         fold_keys(flow_keys, column.view(np.uint64))
@@ -125,7 +133,7 @@ def flow_classes(
     n_fc, n_lc, n_rounds = refine_classes(
         flow_keys, link_keys,
         inp.flow_link_indptr, inp.flow_link_indices, link_flow_indptr, link_flow_indices,
-        inp.dep_indptr, inp.dep_indices, transfers, int(MOST_CLASS_SHARE * n_flows), flow_class, link_class,
+        inp.dep_indptr, inp.dep_indices, transfers, cyclic, int(MOST_CLASS_SHARE * n_flows), flow_class, link_class,
     )
     if n_fc < 0:
         return None

@@ -43,7 +43,7 @@ def test_a_repeated_link_in_the_full_and_the_incremental_engine_alike():
 # --- colour refinement ---------------------------------------------------------------------
 
 
-def _refine(flow_key, link_key, routes, deps, transfers):
+def _refine(flow_key, link_key, routes, deps, transfers, cyclic=False):
     routes_obj = flowsim.Routes.from_lists(routes, len(link_key))
     lf_indptr, lf_indices = routes_obj.transpose()
     dep_indptr = np.zeros(len(deps) + 1, dtype=np.int64)
@@ -54,7 +54,7 @@ def _refine(flow_key, link_key, routes, deps, transfers):
     n_fc, n_lc, _ = refine_classes(
         np.array(flow_key, dtype=np.uint64), np.array(link_key, dtype=np.uint64), routes_obj.flow_link_indptr,
         routes_obj.flow_link_indices, lf_indptr, lf_indices, dep_indptr, dep_indices,
-        np.array(transfers, dtype=bool), len(routes), flow_class, link_class,
+        np.array(transfers, dtype=bool), cyclic, len(routes), flow_class, link_class,
     )
     equitable = is_equitable(
         flow_class, link_class, n_fc, n_lc, routes_obj.flow_link_indptr, routes_obj.flow_link_indices, lf_indptr,
@@ -102,6 +102,38 @@ def test_refinement_matches_its_slow_twin_on_random_dags(seed):
     flow_key = rng.integers(0, 2, size=n_flows).tolist()
     link_key = rng.integers(0, 2, size=n_links).tolist()
     flow_class, link_class, equitable = _refine(flow_key, link_key, routes, deps, transfers)
+    assert equitable
+    assert (flow_class, link_class) == equitable_classes_reference(flow_key, link_key, routes, deps, transfers)
+
+
+def test_cyclic_refinement_carries_a_difference_around_a_ring():
+    # Six hops of a ring, each waiting for the one before it (5 -> 0 closes the ring), each
+    # on its own link; link 3 is slower. Its hop differs, so does the hop after it, and so
+    # on around: every hop is a class of its own, one round per hop it travels, and so is
+    # every link (each carries a class of its own).
+    routes = [[i] for i in range(6)]
+    deps = [[5], [0], [1], [2], [3], [4]]
+    link_key = [1, 1, 1, 2, 1, 1]
+    flow_class, link_class, equitable = _refine([7] * 6, link_key, routes, deps, [True] * 6, cyclic=True)
+    assert equitable
+    assert sorted(flow_class) == sorted(link_class) == list(range(6))
+    # Links 1 and 4 slower instead: hops three apart are alike, 3 classes.
+    flow_class, _, equitable = _refine([7] * 6, [1, 2, 1, 1, 2, 1], routes, deps, [True] * 6, cyclic=True)
+    assert equitable
+    assert flow_class == [0, 1, 2, 0, 1, 2]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_cyclic_refinement_matches_its_slow_twin_on_random_graphs_with_cycles(seed):
+    rng = np.random.default_rng(200 + seed)
+    n_flows, n_links = 40, 8
+    routes = [sorted(rng.choice(n_links, size=rng.integers(0, 3), replace=False).tolist()) for _ in range(n_flows)]
+    # Dependencies on any flow, itself included: cycles of every length.
+    deps = [sorted(set(rng.integers(0, n_flows, size=rng.integers(0, 3)).tolist())) for _ in range(n_flows)]
+    transfers = [bool(r) for r in routes]
+    flow_key = rng.integers(0, 2, size=n_flows).tolist()
+    link_key = rng.integers(0, 2, size=n_links).tolist()
+    flow_class, link_class, equitable = _refine(flow_key, link_key, routes, deps, transfers, cyclic=True)
     assert equitable
     assert (flow_class, link_class) == equitable_classes_reference(flow_key, link_key, routes, deps, transfers)
 

@@ -55,6 +55,7 @@ from flowsim.collectives.costs import PROTOCOLS, CollectiveCosts, nvls_costs, nv
 from flowsim.collectives.dag import (
     MAX_PIPELINE_SLICES,
     MAX_RING_SLICES,
+    HopSymmetry,
     Rails,
     Ranks,
     Servers,
@@ -97,6 +98,7 @@ def all_reduce(
     model: str = "auto",
     cap_Bps: float = math.inf,
     net_cap_Bps: float = math.inf,
+    symmetry: HopSymmetry | None = None,
 ) -> Workload:
     """Ring all-reduce: ``2(n - 1)`` steps of ``S / n`` bytes per rank and channel.
 
@@ -134,6 +136,10 @@ def all_reduce(
         message between servers at most ``net_cap_Bps`` too: a lane's share of NCCL's model
         bandwidth, where that is a throughput limit. Streamed, the latency chain moves each
         hop's first slice at these rates.
+    symmetry : HopSymmetry, optional
+        Past :data:`STEP_MESSAGE_LIMIT` messages, lay the step DAG out by the classes of hops
+        it finds, one message per class (:func:`~flowsim.collectives.dag._ring_collective`;
+        :func:`~flowsim.collectives.collective_time` passes one).
 
     Returns
     -------
@@ -169,6 +175,7 @@ def all_reduce(
         rails=rails,
         cap_Bps=cap_Bps,
         net_cap_Bps=net_cap_Bps,
+        symmetry=symmetry,
     )
 
 
@@ -185,6 +192,7 @@ def reduce_scatter(
     model: str = "auto",
     cap_Bps: float = math.inf,
     net_cap_Bps: float = math.inf,
+    symmetry: HopSymmetry | None = None,
 ) -> Workload:
     """Ring reduce-scatter: ``n - 1`` steps of ``S / n`` bytes (``S``: the total input of a
     rank, as nccl-tests counts it). Parameters as :func:`all_reduce`."""
@@ -202,6 +210,7 @@ def reduce_scatter(
         rails=rails,
         cap_Bps=cap_Bps,
         net_cap_Bps=net_cap_Bps,
+        symmetry=symmetry,
     )
 
 
@@ -218,6 +227,7 @@ def all_gather(
     model: str = "auto",
     cap_Bps: float = math.inf,
     net_cap_Bps: float = math.inf,
+    symmetry: HopSymmetry | None = None,
 ) -> Workload:
     """Ring all-gather: ``n - 1`` steps of ``S / n`` bytes (``S``: the gathered total, as
     nccl-tests counts it). Parameters as :func:`all_reduce`."""
@@ -235,6 +245,7 @@ def all_gather(
         rails=rails,
         cap_Bps=cap_Bps,
         net_cap_Bps=net_cap_Bps,
+        symmetry=symmetry,
     )
 
 
@@ -1189,7 +1200,9 @@ class Algorithm:
         channel), ``servers`` (rank to server, for per-step latencies and grouping),
         ``root`` (broadcast and reduce), ``switch`` (NVLS: the NVSwitch node), ``offsets``
         (the tree: each channel's rotation of a server's chain), ``caps`` (rings,
-        chains and trees: ``cap_Bps`` and ``net_cap_Bps``, each message's rate limit).
+        chains and trees: ``cap_Bps`` and ``net_cap_Bps``, each message's rate limit),
+        ``symmetry`` (rings: laid out by classes of hops past the step limit,
+        :class:`~flowsim.collectives.dag.HopSymmetry`).
     """
 
     collective: str
@@ -1203,7 +1216,7 @@ class Algorithm:
         return "orders" in self.options
 
 
-_RING = frozenset({"channels", "slices", "orders", "servers", "rails", "caps"})
+_RING = frozenset({"channels", "slices", "orders", "servers", "rails", "caps", "symmetry"})
 _CHAIN = frozenset({"channels", "slices", "orders", "servers", "rails", "root", "caps"})
 
 #: Every algorithm of every collective, keyed by (collective, algorithm); the first listed

@@ -85,6 +85,11 @@ STEP_MESSAGE_LIMIT = 4_000_000
 #: channels) peaked at 549 and 1,518 MB, 154 bytes a message apart (2-core AMD EPYC VM,
 #: 2026-12-05). A step DAG that would take more than the machine's memory is refused.
 STEP_MESSAGE_BYTES = 150
+#: Memory one flow of a ring laid out by classes of hops takes at a run's peak (every flow is
+#: solved, none grouped again): 8.4 and 1.05 million flows (a ring all-reduce of 1 GiB, LL128
+#: on 16 channels, over 1,024 and 128 DGX H100) peaked 2,357 and 308 MB above the 290 and 201
+#: MB of the same runs streamed, 281-295 bytes a flow (2-core AMD EPYC VM, 2026-12-06).
+CLASS_FLOW_BYTES = 300
 
 Ranks = Sequence[str]
 Servers = Mapping[str, Hashable] | None
@@ -485,6 +490,89 @@ def _slices(slices: int | None, piece_bytes: float, what: str, most: int, slot_b
 # --- ring, chain and tree building blocks ----------------------------------------------------
 
 
+@dataclass(frozen=True)
+class RingHops:
+    """Every hop of a ring's channels: what its step DAG repeats at every step and slice.
+
+    Hop ``h`` is channel ``lane[h]``'s hop from ``src[h]`` (position ``position[h]`` of the
+    ranks) to ``dst[h]``, its pieces sent by ``sender[h]`` (``src[h]``, or across servers the
+    rank on the receiver's rail, :meth:`_FlowDag.proxy`); it forwards what hop
+    ``forwards[h]`` (the one before it on its ring) delivered. ``latency[h]``: its step
+    latency; ``due[h]``: whether it pays that in a zero-byte ``.due`` message in the shadow
+    of its previous piece (:meth:`_FlowDag.ring_latency_overlaps`); ``caps[h]``: the rate
+    caps of its ``.due`` messages and of its pieces; every piece carries ``payload`` bytes
+    on the wire.
+    """
+
+    lane: np.ndarray
+    position: np.ndarray
+    src: list[str]
+    dst: list[str]
+    sender: list[str]
+    forwards: np.ndarray
+    latency: np.ndarray
+    due: np.ndarray
+    caps: np.ndarray
+    payload: float
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+
+@dataclass(frozen=True)
+class HopClasses:
+    """Classes of a ring's hops whose messages share rates at every instant, step by step
+    (docs/model.md "Flow classes"): hop ``representative[k]`` stands for the ``size[k]``
+    hops of class ``k``, all forwarding from hops of class ``forwards[k]``."""
+
+    representative: np.ndarray
+    forwards: np.ndarray
+    size: np.ndarray
+
+
+class HopSymmetry:
+    """What a ring builder asks for the classes of its hops (:class:`HopClasses`), and tells
+    what it laid out by them; see :func:`_ring_collective`."""
+
+    def classes(self, hops: RingHops) -> HopClasses | None:
+        """Classes of ``hops``; None where there are none worth laying out by."""
+        raise NotImplementedError
+
+    def laid_out(self, message_class: np.ndarray) -> None:
+        """The ring was laid out by the classes last given: its message ``i`` is one of class
+        ``message_class[i]``'s."""
+        raise NotImplementedError
+
+
+def _ring_hops(
+    dag: _FlowDag, orders: Sequence[tuple[str, ...]], chunk_bytes: float, slices: int, cap_Bps: float,
+    net_cap_Bps: float,
+) -> RingHops:
+    """The hops of every channel of :func:`_ring`, channel by channel."""
+    rank_index = {r: i for i, r in enumerate(orders[0])}
+    n = len(orders[0])
+    costs = dag.costs
+    src = [r for order in orders for r in order]
+    dst = [order[(p + 1) % n] for order in orders for p in range(n)]
+    crosses = np.array([dag.crosses_servers(a, b) for a, b in zip(src, dst, strict=True)], dtype=bool)
+    # Each hop's pieces at most at the caps; its .due messages stay at the sender.
+    caps = np.stack([np.full(crosses.size, cap_Bps), np.where(crosses, min(cap_Bps, net_cap_Bps), cap_Bps)], axis=1)
+    position = np.arange(n, dtype=np.int64)
+    return RingHops(
+        lane=np.repeat(np.arange(len(orders), dtype=np.int64), n),
+        position=np.array([rank_index[r] for r in src], dtype=np.int64),
+        src=src,
+        dst=dst,
+        # A hop between servers leaves through the rank on the receiver's rail (NCCL's PXN).
+        sender=[dag.proxy(a, b) or a for a, b in zip(src, dst, strict=True)],
+        forwards=(np.arange(len(orders), dtype=np.int64)[:, None] * n + np.roll(position, 1)[None, :]).reshape(-1),
+        latency=np.where(crosses, costs.inter_step_s, costs.intra_step_s),
+        due=crosses | costs.streams,
+        caps=caps,
+        payload=chunk_bytes / slices / costs.wire_efficiency,
+    )
+
+
 def _ring(
     dag: _FlowDag,
     orders: Sequence[tuple[str, ...]],
@@ -507,70 +595,113 @@ def _ring(
     :meth:`_FlowDag.ring_latency_overlaps` says, in the shadow of the previous one through a
     zero-byte ``.due`` message, or after it. Messages are numbered step by step, rank by
     rank, slice by slice, each ``.due`` message just before its own; the index arithmetic
-    below lays out the channel's millions of messages at once. Every message is capped at
-    ``cap_Bps``, and between servers at ``net_cap_Bps`` too.
+    of :func:`_ring_steps` lays out the channel's millions of messages at once. Every message
+    is capped at ``cap_Bps``, and between servers at ``net_cap_Bps`` too.
     """
-    rank_index = {r: i for i, r in enumerate(orders[0])}
+    hops = _ring_hops(dag, orders, chunk_bytes, slices, cap_Bps, net_cap_Bps)
     n = len(orders[0])
-    costs = dag.costs
-    payload = chunk_bytes / slices / costs.wire_efficiency
     done: dict[str, list[int]] = {r: [] for r in orders[0]}
-    for c, order in enumerate(orders):
-        src = list(order)
-        dst = [order[(p + 1) % n] for p in range(n)]
-        crosses = np.array([dag.crosses_servers(a, b) for a, b in zip(src, dst, strict=True)], dtype=bool)
-        latency = np.where(crosses, costs.inter_step_s, costs.intra_step_s)
-        # Each hop's pieces at most at the caps; its .due messages stay at the sender.
-        caps = np.stack([np.full(n, cap_Bps), np.where(crosses, min(cap_Bps, net_cap_Bps), cap_Bps)], axis=1)
-        # A hop between servers leaves through the rank on the receiver's rail (NCCL's PXN).
-        senders = [dag.proxy(a, b) or a for a, b in zip(src, dst, strict=True)]
-        # Per (step, rank, slice) in the order messages are added: does a .due message come first?
-        due = np.broadcast_to((crosses | costs.streams)[None, :, None], (n_steps, n, slices)).copy()
-        due[0, :, 0] = False  # the first message of a hop follows nothing
-        first = len(dag) + np.cumsum(1 + due, axis=None).reshape(due.shape) - 1 - due
-        message = first + due
-        previous = np.empty_like(message)
-        previous[:, :, 1:] = message[:, :, :-1]
-        previous[1:, :, 0] = message[:-1, :, -1]
-        received = np.roll(message, 1, axis=1)  # what rank p received from rank p - 1
-        # A label is its step's head and its hop's and slice's tail (flowsim.strings.JoinedStrings).
-        heads = [f"{dag.name}.{phase}ch{c}.step{s}." for s in range(n_steps)]
-        hops = [f"r{rank_index[src[p]]}.sl" for p in range(n)]
-        dag.extend_block(_ring_first_step(
-            dag, c, src, dst, senders, heads[0], hops, latency, due[0], previous[0], ready, payload, caps
-        ))
-        if n_steps > 1:
-            dag.extend_block(_ring_later_steps(
-                c, src, dst, senders, heads[1:], hops, latency, due[1:], received[:-1], previous[1:], payload,
-                int(first[1, 0, 0]), caps,
-            ))
-        last = message[n_steps - 1]
-        for p in range(n):
-            done[dst[p]].extend(last[p].tolist())
+    for c in range(len(orders)):
+        chosen = np.arange(c * n, (c + 1) * n, dtype=np.int64)
+        last = _ring_steps(dag, hops, chosen, np.roll(np.arange(n), 1), n_steps, slices, ready, phase)
+        for p, h in enumerate(chosen.tolist()):
+            done[hops.dst[h]].extend(last[p].tolist())
     return done
+
+
+def _ring_classes(
+    dag: _FlowDag, hops: RingHops, classes: HopClasses, n_steps: int, slices: int, phase: str
+) -> np.ndarray:
+    """The quotient of :func:`_ring`'s step DAG by hop classes: the messages of each class's
+    first hop alone, each forwarding its class's ``forwards`` class's message. Every
+    message stands for those of its class's hops, which share its times and rates. Returns
+    each message's class."""
+    start = len(dag)
+    _ring_steps(dag, hops, classes.representative, classes.forwards, n_steps, slices, {}, phase)
+    # Messages go step by step, hop by hop, slice by slice, each .due message before its
+    # piece, none before a hop's first piece.
+    due = np.broadcast_to(hops.due[classes.representative][None, :, None], (n_steps, classes.size.size, slices)).copy()
+    due[0, :, 0] = False
+    hop = np.broadcast_to(np.arange(classes.size.size)[None, :, None], due.shape).reshape(-1)
+    message_class = np.repeat(hop, 1 + due.reshape(-1))
+    assert message_class.size == len(dag) - start
+    return message_class
+
+
+def _ring_steps(
+    dag: _FlowDag,
+    hops: RingHops,
+    chosen: np.ndarray,
+    forwards: np.ndarray,
+    n_steps: int,
+    slices: int,
+    ready: Mapping[str, list[int]],
+    phase: str,
+) -> np.ndarray:
+    """The messages of hops ``chosen`` (of ``hops``) at every step and slice, hop ``chosen[i]``
+    forwarding what ``chosen[forwards[i]]`` delivered; returns the ``[hop, slice]`` indices
+    of their last step's messages."""
+    n = chosen.size
+    # Per (step, hop, slice) in the order messages are added: does a .due message come first?
+    due = np.broadcast_to(hops.due[chosen][None, :, None], (n_steps, n, slices)).copy()
+    due[0, :, 0] = False  # the first message of a hop follows nothing
+    first = len(dag) + np.cumsum(1 + due, axis=None).reshape(due.shape) - 1 - due
+    message = first + due
+    previous = np.empty_like(message)
+    previous[:, :, 1:] = message[:, :, :-1]
+    previous[1:, :, 0] = message[:-1, :, -1]
+    received = message[:, forwards, :]  # what each hop forwards, delivered the step before
+    # A label is its channel's and step's head and its hop's and slice's tail
+    # (flowsim.strings.JoinedStrings).
+    lanes, lane_of = np.unique(hops.lane[chosen], return_inverse=True)
+    heads = [f"{dag.name}.{phase}ch{c}.step{s}." for s in range(n_steps) for c in lanes.tolist()]
+    channels = [str(c) for c in lanes.tolist()]
+    tails = [f"r{p}.sl" for p in hops.position[chosen].tolist()]
+    columns = _Hops(
+        [hops.src[h] for h in chosen.tolist()], [hops.dst[h] for h in chosen.tolist()],
+        [hops.sender[h] for h in chosen.tolist()], tails, lane_of, hops.latency[chosen], hops.caps[chosen],
+    )
+    dag.extend_block(_ring_first_step(
+        dag, columns, heads[: lanes.size], channels, due[0], previous[0], ready, hops.payload
+    ))
+    if n_steps > 1:
+        dag.extend_block(_ring_later_steps(
+            columns, heads[lanes.size:], channels, due[1:], received[:-1], previous[1:], hops.payload,
+            int(first[1, 0, 0]),
+        ))
+    return message[n_steps - 1]
+
+
+@dataclass(frozen=True)
+class _Hops:
+    """The columns of the hops :func:`_ring_steps` lays out: endpoints, senders, label tails,
+    channel (an index into the layout's channels), step latency and caps (``[hop, 2]``: of
+    the ``.due`` messages and of the pieces)."""
+
+    src: list[str]
+    dst: list[str]
+    senders: list[str]
+    tails: list[str]
+    lane: np.ndarray
+    latency: np.ndarray
+    caps: np.ndarray
 
 
 def _ring_first_step(
     dag: _FlowDag,
-    channel: int,
-    src: list[str],
-    dst: list[str],
-    senders: list[str],
-    head: str,
-    hops: list[str],
-    latency: np.ndarray,
+    hops: _Hops,
+    heads: list[str],
+    channels: list[str],
     due: np.ndarray,
     previous: np.ndarray,
     ready: Mapping[str, list[int]],
     payload: float,
-    caps: np.ndarray,
 ) -> _Block:
-    """Step 0 of one channel of :func:`_ring` (``due``, ``previous``: its ``[rank, slice]``
-    planes), message by message: each rank's first slice waits for its ``ready`` messages
-    (or pays the base latency), the later slices follow it on the hop. ``senders[p]`` sends
-    hop ``p``'s pieces: ``src[p]``, or across servers the rank on the receiver's rail. A
-    label is ``head`` and its tail, ``hops[p]`` followed by the slice (and ``.due``).
-    ``caps[p]``: the rate cap of hop ``p``'s ``.due`` messages and of its pieces."""
+    """Step 0 of :func:`_ring_steps` (``due``, ``previous``: its ``[hop, slice]`` planes),
+    message by message: each hop's first slice waits for its sender's ``ready`` messages (or
+    pays the base latency), the later slices follow it on the hop. A label is the hop's
+    channel's head (``heads``, per channel) and its tail, followed by the slice (and
+    ``.due``)."""
     costs = dag.costs
     labels: list[str] = []  # the tails
     deps: list[list[int]] = []
@@ -579,10 +710,13 @@ def _ring_first_step(
     from_: list[str] = []
     receivers: list[str] = []
     rate_caps: list[float] = []
-    for p, hop in enumerate(hops):
-        before = list(ready.get(src[p], ()))
-        hop_latency = float(latency[p])
-        due_cap, piece_cap = caps[p].tolist()
+    lane: list[int] = []
+    for p, hop in enumerate(hops.tails):
+        src, dst, sender = hops.src[p], hops.dst[p], hops.senders[p]
+        before = list(ready.get(src, ()))
+        hop_latency = float(hops.latency[p])
+        due_cap, piece_cap = hops.caps[p].tolist()
+        added = len(labels)
         for k in range(due.shape[1]):
             label = hop + str(k)
             if k == 0:
@@ -590,51 +724,48 @@ def _ring_first_step(
                 deps.append(before)
                 overhead.append(hop_latency if before else hop_latency + costs.base_s)
                 sizes.append(payload)
-                from_.append(senders[p])
-                receivers.append(dst[p])
+                from_.append(sender)
+                receivers.append(dst)
                 rate_caps.append(piece_cap)
             elif due[p, k]:
                 labels += (label + ".due", label)
                 deps += (before, [len(dag) + len(labels) - 2, int(previous[p, k])])
                 overhead += (hop_latency if before else hop_latency + costs.base_s, 0.0)
                 sizes += (0.0, payload)
-                from_ += (src[p], senders[p])
-                receivers += (src[p], dst[p])
+                from_ += (src, sender)
+                receivers += (src, dst)
                 rate_caps += (due_cap, piece_cap)
             else:
                 labels.append(label)
                 deps.append([*before, int(previous[p, k])])
                 overhead.append(hop_latency)
                 sizes.append(payload)
-                from_.append(senders[p])
-                receivers.append(dst[p])
+                from_.append(sender)
+                receivers.append(dst)
                 rate_caps.append(piece_cap)
+        lane += [int(hops.lane[p])] * (len(labels) - added)
     n = len(labels)
+    lanes = np.array(lane, dtype=np.int64)
     return _Block.of_messages(
-        JoinedStrings((head,), np.zeros(n, dtype=np.int8), labels, np.arange(n)), from_, receivers, sizes,
-        overhead, rate_caps, deps, CodedStrings.constant("0", n), CodedStrings.constant(str(channel), n),
+        JoinedStrings(heads, lanes, labels, np.arange(n)), from_, receivers, sizes, overhead, rate_caps, deps,
+        CodedStrings.constant("0", n), CodedStrings.narrowed(channels, lanes),
     )
 
 
 def _ring_later_steps(
-    channel: int,
-    src: list[str],
-    dst: list[str],
-    senders: list[str],
+    hops: _Hops,
     heads: list[str],
-    hops: list[str],
-    latency: np.ndarray,
+    channels: list[str],
     due: np.ndarray,
     received: np.ndarray,
     previous: np.ndarray,
     payload: float,
     start: int,
-    caps: np.ndarray,
 ) -> _Block:
-    """Steps 1 onwards of one channel of :func:`_ring` as columns, their first message
-    numbered ``start``: ``due``, ``received`` (the message each piece waits for) and
-    ``previous`` (the one it follows on the hop) indexed ``[step - 1, rank, slice]``;
-    ``senders`` and ``caps`` as :func:`_ring_first_step`.
+    """Steps 1 onwards of :func:`_ring_steps` as columns, their first message numbered
+    ``start``: ``due``, ``received`` (the message each piece waits for) and ``previous``
+    (the one it follows on the hop) indexed ``[step - 1, hop, slice]``; ``heads`` per step
+    and channel (step-major).
 
     A piece with a ``.due`` message is two messages: the ``.due`` one (at the sender, zero
     bytes, paying the hop's step latency once the received piece is in) and the piece
@@ -642,6 +773,7 @@ def _ring_later_steps(
     waiting for both and paying the step latency itself.
     """
     n_later, n, slices = due.shape
+    n_lanes = len(channels)
     pieces = due.size
     has_due = due.reshape(-1)
     counts = 1 + has_due
@@ -655,22 +787,23 @@ def _ring_later_steps(
     after_due = has_due[piece] & ~is_due
     pairs = np.stack([np.where(after_due, index - 1, received.reshape(-1)[piece]), previous.reshape(-1)[piece]], axis=1)
     keep = np.stack([np.ones(piece.size, dtype=bool), ~is_due], axis=1)
-    names = src + dst + senders
+    names = hops.src + hops.dst + hops.senders
+    step = piece // (n * slices)
     # Labels and endpoints as compact columns (a channel's million labels as Python strings
-    # would be the build's largest allocation): a label is its step's head and its hop's,
-    # slice's and .due's tail, the endpoints, steps and channel coded.
-    tails = [hop + str(k) + due_tail for hop in hops for k in range(slices) for due_tail in ("", ".due")]
+    # would be the build's largest allocation): a label is its step's and channel's head and
+    # its hop's, slice's and .due's tail, the endpoints, steps and channel coded.
+    tails = [hop + str(k) + due_tail for hop in hops.tails for k in range(slices) for due_tail in ("", ".due")]
     return _Block(
-        labels=JoinedStrings(heads, piece // (n * slices), tails, 2 * (piece % (n * slices)) + is_due),
+        labels=JoinedStrings(heads, step * n_lanes + hops.lane[rank], tails, 2 * (piece % (n * slices)) + is_due),
         src=CodedStrings.narrowed(names, np.where(is_due, rank, 2 * n + rank)),
         dst=CodedStrings.narrowed(names, np.where(is_due, rank, n + rank)),
         size=np.where(is_due, 0.0, payload),
-        overhead=np.where(after_due, 0.0, latency[rank]),
-        cap=caps[rank, np.where(is_due, 0, 1)],
+        overhead=np.where(after_due, 0.0, hops.latency[rank]),
+        cap=hops.caps[rank, np.where(is_due, 0, 1)],
         dep_counts=np.where(is_due, 1, 2).astype(np.int64),
         dep_indices=pairs[keep],
-        step=CodedStrings.narrowed([str(s) for s in range(1, n_later + 1)], piece // (n * slices)),
-        channel=CodedStrings.constant(str(channel), piece.size),
+        step=CodedStrings.narrowed([str(s) for s in range(1, n_later + 1)], step),
+        channel=CodedStrings.narrowed(channels, hops.lane[rank]),
     )
 
 
@@ -791,17 +924,16 @@ def physical_memory_bytes() -> int | None:
         return None
 
 
-def _fits_memory(n_messages: int, what: str, instead: str) -> None:
+def _fits_memory(n_messages: int, what: str, instead: str, per_message: int = STEP_MESSAGE_BYTES) -> None:
     """An :class:`InputError` where a step DAG of ``n_messages`` would take more than the
-    machine's memory at :data:`STEP_MESSAGE_BYTES` a message (numpy would fail, or the
-    system's out-of-memory killer end the run without a word); ``instead`` says what else
-    to run."""
+    machine's memory at ``per_message`` bytes a message (numpy would fail, or the system's
+    out-of-memory killer end the run without a word); ``instead`` says what else to run."""
     memory = physical_memory_bytes()
-    needed = n_messages * STEP_MESSAGE_BYTES
+    needed = n_messages * per_message
     if memory is not None and needed > memory:
         raise InputError(
             f"{what} laid out as steps is {n_messages:,} messages, about {format_bytes(needed)} at "
-            f"{STEP_MESSAGE_BYTES} bytes a message, more than this machine's {format_bytes(memory)} of memory; "
+            f"{per_message} bytes a message, more than this machine's {format_bytes(memory)} of memory; "
             f"use fewer ranks, channels or slices, {instead}"
         )
 
@@ -1149,14 +1281,39 @@ def _ring_collective(
     rails: Rails = None,
     cap_Bps: float = math.inf,
     net_cap_Bps: float = math.inf,
+    symmetry: HopSymmetry | None = None,
 ) -> Workload:
+    """A ring collective of ``n_steps(n)`` steps (see :func:`~flowsim.collectives.all_reduce`).
+
+    With ``symmetry``, a step DAG past :data:`STEP_MESSAGE_LIMIT` messages is laid out by
+    the classes of hops it finds, one message per class, step and slice (if there are at
+    most that many, or ``model="steps"``), and ``symmetry`` is told which class each message
+    is; else the model decides as without it.
+    """
     ranks, size, channels, costs = _prepare(what, ranks, size_bytes, channels, costs, "ring")
     _check_caps(what, cap_Bps=cap_Bps, net_cap_Bps=net_cap_Bps)
     n = len(ranks)
     chunk = size / n / channels
     orders = _check_orders(orders, ranks, channels, what)
     n_slices = _slices(slices, chunk, what, MAX_RING_SLICES)
-    model = _model(model, channels * n_steps(n) * n * n_slices, what)
+    n_messages = channels * n_steps(n) * n * n_slices
+    if symmetry is not None and model in MODELS and model != "stream" and n_messages > STEP_MESSAGE_LIMIT:
+        # Past the limit, the step DAG laid out by classes of hops, where they are few.
+        dag = _FlowDag(what, costs, servers, "steps", rails)
+        hops = _ring_hops(dag, orders, chunk, n_slices, cap_Bps, net_cap_Bps)
+        classes = symmetry.classes(hops)
+        if classes is not None:
+            n_quotient = classes.size.size * n_steps(n) * n_slices
+            # Each piece, and a .due message before every piece of its hop but the first.
+            n_flows = n_quotient + int(hops.due[classes.representative].sum()) * (n_steps(n) * n_slices - 1)
+            memory = physical_memory_bytes()
+            if model == "steps":
+                _fits_memory(n_flows, what, "or the stream model (model='stream', --model stream)", CLASS_FLOW_BYTES)
+            if model == "steps" or (n_quotient <= STEP_MESSAGE_LIMIT
+                                    and (memory is None or n_flows * CLASS_FLOW_BYTES <= memory)):
+                symmetry.laid_out(_ring_classes(dag, hops, classes, n_steps(n), n_slices, ""))
+                return dag.workload(what)
+    model = _model(model, n_messages, what)
     dag = _FlowDag(what, costs, servers, model, rails)
     if model == "stream":
         _stream_ring(dag, orders, chunk, n_steps(n), {}, "", n_slices, cap_Bps, net_cap_Bps)

@@ -57,6 +57,7 @@ from flowsim.collectives.rings import (
     rank_servers,
     rotated_rings,
 )
+from flowsim.collectives.symmetry import RingClasses
 from flowsim.collectives.tuner import (
     P2P_PER_CHANNEL_NET_GBPS,
     NcclChoice,
@@ -135,6 +136,9 @@ class CollectiveRun:
         worth it or not asked for.
     gpudirect : bool
         Whether its network traffic moved with GPUDirect RDMA, or staged through host memory.
+    n_flows : int
+        Flows of the collective where its ring was laid out by classes of hops: ``run``'s
+        workload then holds one message per class, step and slice (see :attr:`flows`).
     """
 
     collective: str
@@ -150,12 +154,19 @@ class CollectiveRun:
     nccl: NcclChoice | None = None
     flow_classes: int = 0
     gpudirect: bool = True
+    n_flows: int = 0
+
+    @property
+    def flows(self) -> int:
+        """Flows of the collective: its workload's, or those of the full step DAG that a
+        ring laid out by classes of hops stands for (``n_flows``)."""
+        return self.n_flows or len(self.run.workload)
 
     @property
     def solved_over(self) -> str:
         """What the engine solved: ``"classes: 312 of 98,304 flows"``, or ``"full DAG:
         98,304 flows"``."""
-        n_flows = len(self.run.workload)
+        n_flows = self.flows
         if self.flow_classes and self.flow_classes < n_flows:
             return f"classes: {self.flow_classes:,} of {n_flows:,} flows"
         return f"full DAG: {n_flows:,} flows"
@@ -412,19 +423,26 @@ def collective_time(
     plan = collective_workload(
         topology, collective, size_bytes, ranks=ranks, algorithm=algorithm, protocol=protocol, channels=channels,
         slices=slices, costs=costs, model=model, nccl_env=nccl_env, nccl_version=nccl_version, router=router,
-        dtype=dtype, redop=redop, gpudirect=gpudirect, **layout,
+        dtype=dtype, redop=redop, gpudirect=gpudirect, hop_classes=classes, routing=routing, seed=seed, **layout,
     )
-    if progress is not None:
-        progress(f"routing and simulating {len(plan.workload):,} flows")
-    outcome = run(
-        topology, plan.workload, routing=routing, seed=seed, gpudirect=plan.gpudirect, router=router,
-        progress=progress is not None, classes=classes, time_rel_tol=time_rel_tol,
-    )
+    if plan.quotient is not None:
+        n_flows = plan.quotient.n_flows
+        if progress is not None:
+            progress(f"simulating {n_flows:,} flows as {len(plan.workload):,} classes of hops")
+        outcome = plan.quotient.run(plan.workload, progress=progress is not None, time_rel_tol=time_rel_tol)
+    else:
+        n_flows = len(plan.workload)
+        if progress is not None:
+            progress(f"routing and simulating {n_flows:,} flows")
+        outcome = run(
+            topology, plan.workload, routing=routing, seed=seed, gpudirect=plan.gpudirect, router=router,
+            progress=progress is not None, classes=classes, time_rel_tol=time_rel_tol,
+        )
     solved = outcome.result.n_flow_classes
     return CollectiveRun(
         collective, plan.algorithm, plan.protocol, plan.channels, plan.model, plan.ranks, float(size_bytes),
-        outcome.makespan_s, plan.costs, outcome, plan.nccl, len(plan.workload) if solved is None else solved,
-        plan.gpudirect,
+        outcome.makespan_s, plan.costs, outcome, plan.nccl, n_flows if solved is None else solved,
+        plan.gpudirect, n_flows,
     )
 
 
@@ -450,7 +468,8 @@ class CollectivePlan:
     (``model``: ``"steps"`` or ``"stream"``; ``channels``: a send's NCCL channels, 0 for an
     all-to-all; ``nccl``: NCCL's choice where its tuner chose; ``gpudirect``: whether its
     network traffic moves with GPUDirect RDMA or is staged through host memory, as its flows
-    are to be routed)."""
+    are to be routed; ``quotient``: where a ring was laid out by classes of its hops, which
+    the workload's messages stand for, :meth:`RingClasses.run` simulates it)."""
 
     algorithm: str
     protocol: str
@@ -461,6 +480,7 @@ class CollectivePlan:
     workload: Workload
     nccl: NcclChoice | None = None
     gpudirect: bool = True
+    quotient: RingClasses | None = None
 
 
 def collective_workload(
@@ -486,6 +506,9 @@ def collective_workload(
     dtype: str = "float",
     redop: str = "sum",
     gpudirect: bool | None = None,
+    hop_classes: bool = False,
+    routing: str = "auto",
+    seed: int = 0,
 ) -> CollectivePlan:
     """The flows of one collective on ``topology``, laid out as every caller lays it out.
 
@@ -512,6 +535,11 @@ def collective_workload(
         the pair :func:`send_pair` picks, and its workload holds every pair's send.
     dtype, redop, gpudirect
         See :func:`collective_time`.
+    hop_classes : bool
+        A ring past :data:`~flowsim.collectives.STEP_MESSAGE_LIMIT` messages laid out as
+        steps by the classes of its hops, routed by ``routing`` and ``seed``, where it has few
+        (the plan's ``quotient``; :func:`collective_time` asks for it). Placed in a larger
+        workload, a collective's messages must all be there: the default lays out each.
 
     Use it to place a collective inside a larger workload (a training step's gradient
     buckets, a scenario file's ``[[workload.collective]]``).
@@ -751,7 +779,11 @@ def collective_workload(
         options.update(cap_Bps=lane_cap, net_cap_Bps=net_cap)
     else:
         assert lane_cap == net_cap == math.inf, entry.name  # only rings, chains and trees are capped
+    symmetry = None
+    if hop_classes and "symmetry" in entry.options:
+        symmetry = options["symmetry"] = RingClasses(topology, router or Router(topology), routing, seed, gpudirect)
     workload = entry.builder(ranks, size_bytes, costs=chosen[1], model=model, **options)
+    quotient = symmetry if symmetry is not None and symmetry.message_class is not None else None
     if p2p_sends:
         assert p2p is not None
         # Each of NCCL's channels to a peer moves at most P2P_PER_CHANNEL_NET_GBPS across the
@@ -811,7 +843,7 @@ def collective_workload(
                 others.append(other.workload.renamed(f"{src}->{dst}."))
         workload = Workload.concat([workload, *others])
     return CollectivePlan(entry.name, chosen[0], reported or n_channels, workload.tags["model"][0], ranks, chosen[1],
-                          workload, choice, gpudirect)
+                          workload, choice, gpudirect, quotient)
 
 
 #: Messages an NVLS or NVLSTree call may be laid out in where NCCL's chunks would give more

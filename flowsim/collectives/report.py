@@ -398,7 +398,7 @@ def _rows(
             model=outcome.model,
             latency_us=latency_s * 1e6,
             launch_bound=launch_bound,
-            flows=len(run.workload),
+            flows=outcome.flows,
             flow_classes=outcome.flow_classes,
             busiest_link="" if busiest is None else busiest.name,
             busiest_tier="" if busiest is None else busiest.tier,

@@ -131,7 +131,7 @@ def topological_order(dep_indptr, dep_indices):
 @njit(cache=True)
 def refine_classes(
     flow_key, link_key, flow_link_indptr, flow_link_indices, link_flow_indptr, link_flow_indices,
-    dep_indptr, dep_indices, transfers, most_flow_classes, flow_colour, link_colour,
+    dep_indptr, dep_indices, transfers, cyclic, most_flow_classes, flow_colour, link_colour,
 ):
     """Coarsest equitable refinement of the colours of flows and links, by colour refinement.
 
@@ -145,9 +145,13 @@ def refine_classes(
     flow_link_indptr, flow_link_indices, link_flow_indptr, link_flow_indices
         The flow -> link CSR and its transpose. Not mutated.
     dep_indptr, dep_indices : int64[n_flows + 1], int64[n_deps]
-        The flows each flow waits for (a DAG). Not mutated.
+        The flows each flow waits for (a DAG unless ``cyclic``). Not mutated.
     transfers : bool[n_flows]
         Flows that take a rate; the links of the others play no part. Not mutated.
+    cyclic : bool
+        Whether the dependencies may form cycles (a ring's hops, each forwarding what the
+        one before it sent): then each round hashes the classes of the flows a flow depends
+        on as the round before left them, and a difference travels one dependency a round.
     most_flow_classes : int
         Give up (returning -1 classes) once there are more flow classes than this.
     flow_colour, link_colour : int64[n_flows], int64[n_links]
@@ -163,15 +167,16 @@ def refine_classes(
     transferring flows crossing it; a flow's hashes its class, the multiset of its links'
     classes (if it transfers) and, in topological order, the multiset of the new classes
     of the flows it depends on, so one pass settles the dependencies whatever the depth of
-    the DAG. Multisets hash as sums of mixed values. It stops when a round splits no
-    class. Hashes may collide, in principle: callers check the result with
-    :func:`is_equitable`. O(rounds x (incidences + deps + (flows + links) log)).
+    the DAG (with ``cyclic``, in any order, their classes of the round before).
+    Multisets hash as sums of mixed values. It stops when a round splits no class. Hashes
+    may collide, in principle: callers check the result with :func:`is_equitable`.
+    O(rounds x (incidences + deps + (flows + links) log)).
     """
     n_flows = flow_colour.shape[0]
     n_links = link_colour.shape[0]
     # Builders list a flow after the flows it waits for; then their order is topological
     # as it stands, and the sort (five arrays of the flows' size) is not needed.
-    forward = _waits_for_earlier(dep_indptr, dep_indices)
+    forward = cyclic or _waits_for_earlier(dep_indptr, dep_indices)
     order = np.empty(0, dtype=np.int64) if forward else topological_order(dep_indptr, dep_indices)
     n_fc = _dense(flow_key, flow_colour)
     n_lc = _dense(link_key, link_colour)
@@ -194,7 +199,8 @@ def refine_classes(
                     h += _mix(np.uint64(link_colour[flow_link_indices[k]]) + _LINK_SEED)
             d_sum = np.uint64(0)
             for k in range(dep_indptr[f], dep_indptr[f + 1]):
-                d_sum += _mix(flow_key[dep_indices[k]] + _DEP_SEED)
+                d = dep_indices[k]
+                d_sum += _mix((np.uint64(flow_colour[d]) if cyclic else flow_key[d]) + _DEP_SEED)
             flow_key[f] = _mix(_mix(_mix(np.uint64(flow_colour[f]) + _OWN_SEED) + h) + d_sum)
         new_fc = _dense(flow_key, flow_colour)
         if new_fc == n_fc and new_lc == n_lc:

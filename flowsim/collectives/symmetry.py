@@ -1,0 +1,144 @@
+"""Rings past the step limit, solved exactly by classes of hops (docs/model.md "Rings by
+classes of hops").
+
+A ring's step DAG repeats its hops at every step and slice: the message of hop ``h`` at
+step ``s`` waits for the message of the hop before it at step ``s - 1`` and follows its own
+previous one. Where the hops fall into classes that share rates (the colour refinement of
+:func:`flowsim.quotient.flow_classes` over one message per hop, each waiting for the hop
+before it, around the ring), so do their messages at every step: the step DAG's quotient is
+one message per class, step and slice. :class:`RingClasses` finds those classes for a ring
+builder (:class:`~flowsim.collectives.dag.HopSymmetry`), before a message is laid out, and
+simulates the quotient the builder lays out by them; the times are the full step DAG's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from flowsim.collectives.dag import HopClasses, HopSymmetry, RingHops
+from flowsim.engine import simulate
+from flowsim.pipeline import RunResult
+from flowsim.quotient import FlowClasses, flow_classes
+from flowsim.routes import Routes
+from flowsim.routing import Router
+from flowsim.topology import Topology
+from flowsim.workload import Workload
+from flowsim_kernels.classes import first_of_each, route_latency
+from flowsim_kernels.engine import EngineInput
+
+__all__ = ["RingClasses"]
+
+
+class RingClasses(HopSymmetry):
+    """Classes of a ring's hops on ``topology`` as ``router`` routes them (``routing``,
+    ``seed``, ``gpudirect`` as :func:`flowsim.pipeline.run`), and the simulation of the ring
+    laid out by them (:meth:`run`)."""
+
+    def __init__(self, topology: Topology, router: Router, routing: str, seed: int, gpudirect: bool) -> None:
+        self.topology = topology
+        self.router = router
+        self.routing = routing
+        self.seed = seed
+        self.gpudirect = gpudirect
+        self._grouped: FlowClasses | None = None
+        self._route_latency = np.zeros(0)
+        self.message_class: np.ndarray | None = None
+
+    def classes(self, hops: RingHops) -> HopClasses | None:
+        """The coarsest equitable classes of ``hops``: one message per hop, of the ring's
+        piece size, caps and step latency, a ``.due`` message or not, waiting for the hop
+        before it, over the topology's links; None where more than half the hops would be
+        classes of their own."""
+        topology = self.topology
+        routes = self.router.route(hops.sender, hops.dst, method=self.routing, seed=self.seed,
+                                   gpudirect=self.gpudirect)
+        n = len(hops)
+        inp = EngineInput(
+            routes.flow_link_indptr,
+            routes.flow_link_indices,
+            topology.link_capacity_Bps,
+            topology.link_latency_s,
+            np.full(n, hops.payload),
+            np.zeros(n),
+            np.ones(n),
+            np.ascontiguousarray(hops.caps[:, 1]),
+            np.zeros(n),
+            np.ascontiguousarray(hops.latency, dtype=np.float64),
+            np.arange(n + 1, dtype=np.int64),
+            np.ascontiguousarray(hops.forwards, dtype=np.int64),
+        )
+        extra = (hops.due.astype(np.float64), np.ascontiguousarray(hops.caps[:, 0]))
+        grouped = flow_classes(inp, *routes.transpose(), cyclic=True, extra=extra)
+        if grouped is None:
+            return None
+        quotient = grouped.quotient
+        # Each class waits for one class: the one its hops forward from.
+        assert np.array_equal(quotient.dep_indptr, np.arange(grouped.n_flow_classes + 1))
+        self._grouped = grouped
+        # A route's latency (its links'), which the quotient's link classes do not carry.
+        reps = grouped.representative
+        self._route_latency = route_latency(
+            routes.flow_link_indptr, routes.flow_link_indices, topology.link_latency_s, np.zeros(n)
+        )[reps]
+        self.message_class = None
+        return HopClasses(
+            representative=reps,
+            forwards=quotient.dep_indices.copy(),
+            size=np.bincount(grouped.flow_class, minlength=grouped.n_flow_classes),
+        )
+
+    def laid_out(self, message_class: np.ndarray) -> None:
+        self.message_class = message_class
+
+    @property
+    def n_flows(self) -> int:
+        """Messages of the full step DAG the laid-out quotient stands for."""
+        assert self._grouped is not None and self.message_class is not None
+        size = np.bincount(self._grouped.flow_class, minlength=self._grouped.n_flow_classes)
+        return int(size[self.message_class].sum())
+
+    def run(self, workload: Workload, *, progress: bool, time_rel_tol: float) -> RunResult:
+        """Simulate ``workload``, the quotient a ring builder laid out by the classes last
+        found: each message crosses its class's link classes as often as each of their links
+        carries a message of the class, and pays its hop's route latency. The result's
+        links are the topology's, each with its class's figures; its flows are the
+        quotient's (``n_flow_classes``: how many)."""
+        grouped, message_class = self._grouped, self.message_class
+        assert grouped is not None and message_class is not None and message_class.size == len(workload)
+        quotient = grouped.quotient
+        transfers = workload.size_bytes > 0
+        lengths = np.where(transfers, np.diff(quotient.flow_link_indptr)[message_class], 0)
+        indptr = np.zeros(len(workload) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=indptr[1:])
+        offsets = np.arange(indptr[-1]) - np.repeat(indptr[:-1], lengths)
+        indices = quotient.flow_link_indices[np.repeat(quotient.flow_link_indptr[message_class], lengths) + offsets]
+        link_class = grouped.link_class
+        first_link, _ = first_of_each(link_class, grouped.n_link_classes)
+        result = simulate(
+            Routes.from_csr(indptr, indices, grouped.n_link_classes),
+            quotient.capacity_Bps,
+            workload.size_bytes,
+            start_s=workload.start_s,
+            weights=workload.weight,
+            caps_Bps=workload.cap_Bps,
+            depends_on=(workload.dep_indptr, workload.dep_indices),
+            delay_s=workload.delay_s,
+            overhead_s=workload.overhead_s + np.where(transfers, self._route_latency[message_class], 0.0),
+            link_names=[self.topology.link_names[link] for link in first_link.tolist()],
+            flow_names=workload.names,
+            progress=progress,
+            time_rel_tol=time_rel_tol,
+        )
+        topology = self.topology
+        result = replace(
+            result,
+            link_capacity_Bps=topology.link_capacity_Bps,
+            link_bytes=result.link_bytes[link_class],
+            n_flow_classes=len(workload),
+            n_link_classes=grouped.n_link_classes,
+        )
+        routes = self.router.route(workload.src, workload.dst, method=self.routing, seed=self.seed,
+                                   gpudirect=self.gpudirect)
+        return RunResult(topology, workload, routes, result)

@@ -2,9 +2,11 @@
 
 Full scale: a 1,024-GPU (128-node) all-to-all, about a million flows starting together; a
 1,024-GPU ring all-reduce laid out as steps (one channel, one slice: 2 x 1,023 dependent
-steps per rank, about two million flows); and an 8,192-GPU (1,024-node) ring all-reduce as
-NCCL would run it, one ring per rail (8 channels), streamed (one flow per hop and channel,
-and its latency chain: 131,072 flows; its step DAG would be over a billion messages); and
+steps per rank, about two million flows), also through ``collective_time`` as its full step
+DAG by flow classes and laid out by classes of hops, side by side; an 8,192-GPU (1,024-node)
+ring all-reduce as NCCL would run it, one ring per rail (8 channels), streamed (one flow per
+hop and channel, and its latency chain: 131,072 flows) and as steps, exact (its step DAG is
+2.1 billion messages, laid out by classes of hops as 8.4 million flows); and
 NCCL's own choice for that all-reduce, NVLSTree, streamed (about 360,000 flows, its step DAG
 11.5 million messages).
 An nccl-tests sweep (8 B to 8 GiB, factor 4) of all-reduce on 16 DGX H100, as
@@ -20,6 +22,7 @@ import math
 
 import pytest
 
+import flowsim.collectives.dag as dag_module
 from flowsim.collectives import all_reduce, all_to_all, collective_time
 from flowsim.collectives.report import message_sizes, sweep
 from flowsim.fabrics import build_cluster
@@ -73,6 +76,38 @@ def test_all_to_all(benchmark, flows_scale, routing):
 def test_ring_all_reduce(benchmark, flows_scale):
     topology, gpus = cluster_and_gpus(n_nodes(flows_scale))
     run_and_record(benchmark, topology, all_reduce(gpus, 1 << 30, channels=1, slices=1))
+
+
+@pytest.mark.parametrize("layout", ["full_dag", "hop_classes"])
+def test_ring_all_reduce_as_steps(benchmark, flows_scale, monkeypatch, layout):
+    # The ring of test_ring_all_reduce through collective_time: its full step DAG solved by
+    # flow classes (what runs up to the step limit), and laid out by classes of hops (what
+    # runs past it; the limit lowered to 0 so that it applies here), the same times.
+    topology, _ = cluster_and_gpus(n_nodes(flows_scale))
+    if layout == "hop_classes":
+        monkeypatch.setattr(dag_module, "STEP_MESSAGE_LIMIT", 0)
+
+    def layout_route_simulate():
+        return collective_time(topology, "all_reduce", 1 << 30, algorithm="ring", protocol="simple", channels=1,
+                               slices=1, model="steps")
+
+    outcome = benchmark.pedantic(layout_route_simulate, rounds=1, iterations=1)
+    record(benchmark, topology, outcome.run.result)
+    benchmark.extra_info.update(time_s=outcome.time_s, n_flows=outcome.flows, n_flows_solved=outcome.flow_classes)
+
+
+def test_exact_ring_all_reduce_at_scale(benchmark, flows_scale):
+    # The ring of test_streamed_ring_all_reduce (NCCL's LL128 on 16 channels as 8 lanes) as
+    # steps, exact: at full scale its step DAG is 2.1 billion messages, laid out by classes
+    # of hops as 8.4 million flows.
+    topology = build_cluster("dgx_h100", max(2, round(FULL_STREAM_NODES * flows_scale)), figure="effective")
+
+    def layout_route_simulate():
+        return collective_time(topology, "all_reduce", 1 << 30, algorithm="ring", model="steps")
+
+    outcome = benchmark.pedantic(layout_route_simulate, rounds=1, iterations=1)
+    record(benchmark, topology, outcome.run.result)
+    benchmark.extra_info.update(time_s=outcome.time_s, n_flows=outcome.flows, n_flows_solved=outcome.flow_classes)
 
 
 def test_streamed_ring_all_reduce(benchmark, flows_scale):

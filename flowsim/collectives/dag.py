@@ -36,7 +36,10 @@ there is one: a step of one slice takes both, one after the other. Where the lin
 set a hop's rate, the chain charges the latency alone. Route latencies: the engine adds
 each flow's own; the chain's other switch hops, 0.1-0.5 us each against NCCL's 3.4-14 us
 per step, are not charged. ``model="auto"`` (the
-default) keeps the step DAG up to :data:`STEP_MESSAGE_LIMIT` messages and streams above it.
+default) keeps the step DAG up to :data:`STEP_MESSAGE_LIMIT` messages and streams above it,
+unless the caller finds classes of the ring's hops that lay it out in at most that many
+(:class:`HopSymmetry`; :mod:`flowsim.collectives.symmetry`): one message per class, step
+and slice, solved as the full step DAG's quotient, with its times.
 The workload's ``model`` tag says which layout was built. NVLSTree streams as rings do
 (:func:`~flowsim.collectives.builders.nvls_tree_all_reduce`: each message of a chunk once,
 with all its slices, starting when the first slice reaches it), and so do Simple trees

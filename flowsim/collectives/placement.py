@@ -379,7 +379,10 @@ def collective_time(
         reduce-scatter, all-gather and hierarchical all-reduce; see "Steps and streams" in
         :mod:`flowsim.collectives`). ``"auto"`` streams rings whose step DAG would exceed
         :data:`~flowsim.collectives.STEP_MESSAGE_LIMIT` messages, and refuses the other
-        algorithms past that many (``"steps"`` builds them anyway).
+        algorithms past that many (``"steps"`` builds them anyway). With ``classes``, a
+        ring past that many is laid out as steps by classes of its hops where they give at
+        most that many (under ``"steps"``, any number that fits in memory): the full step
+        DAG's times (:mod:`flowsim.collectives.symmetry`).
     nccl_env : mapping of str to str, optional
         NCCL environment variables the choice follows (``NCCL_ALGO``, ``NCCL_PROTO``,
         ``NCCL_NVLS_ENABLE``, ``NCCL_MIN_NCHANNELS``, ``NCCL_MAX_NCHANNELS``, ...:
@@ -399,7 +402,8 @@ def collective_time(
         :func:`flowsim.engine.simulate`).
     classes : bool
         Solve once per class of flows that share rates at every instant (the same times, see
-        docs/model.md "Flow classes"); False solves every flow of the full DAG.
+        docs/model.md "Flow classes"), and lay rings past the step limit out by classes of
+        hops (``model``); False solves every flow of the full DAG.
     dtype, redop : str
         The data type and reduction, as nccl-tests' ``-d`` and ``-o`` name them (default
         ``"float"`` and ``"sum"``, nccl-tests' own): NCCL takes NVLS, NVLSTree and PAT only for

@@ -165,7 +165,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         default="auto",
         choices=MODELS,
         help="one message per step and slice, or streamed (rings, trees, chains and NVLSTree); auto streams "
-        f"those of more than {STEP_MESSAGE_LIMIT:,} messages (default auto)",
+        f"those of more than {STEP_MESSAGE_LIMIT:,} messages, unless a ring's classes of hops lay its steps out in "
+        "fewer (default auto)",
     )
     parser.add_argument("--figure", default="effective", choices=FIGURES, help="link rates (default effective)")
     parser.add_argument("--routing", default="auto", choices=tuple(METHODS),

@@ -67,6 +67,8 @@ def _hop_class_of_labels(hops, classes, symmetry):
         ("dgx_h100", 6, 2, "all_gather", 16e6),  # hops between scalable units cross the spines
         ("dgx_a100", 3, None, "reduce_scatter", 8e6),
         ("dgx_h100", 1, None, "all_reduce", 4e6),  # inside one NVSwitch server
+        ("pcie_server", 2, None, "all_reduce", 64e6),  # PCIe switches, the CPUs' link
+        ("dgx_h100", 2, None, "all_reduce", 0),  # nothing to move: latencies alone
     ],
 )
 def test_every_message_of_the_full_step_dag_finishes_with_its_class(monkeypatch, system, nodes, su_size, collective,

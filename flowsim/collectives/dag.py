@@ -541,9 +541,10 @@ class HopSymmetry:
         """Classes of ``hops``; None where there are none worth laying out by."""
         raise NotImplementedError
 
-    def laid_out(self, message_class: np.ndarray) -> None:
+    def laid_out(self, message_class: np.ndarray, piece: np.ndarray) -> None:
         """The ring was laid out by the classes last given: its message ``i`` is one of class
-        ``message_class[i]``'s."""
+        ``message_class[i]``'s, a piece over the hop (``piece[i]``) or its ``.due`` message
+        at the sender."""
         raise NotImplementedError
 
 
@@ -614,11 +615,11 @@ def _ring(
 
 def _ring_classes(
     dag: _FlowDag, hops: RingHops, classes: HopClasses, n_steps: int, slices: int, phase: str
-) -> np.ndarray:
+) -> tuple[np.ndarray, np.ndarray]:
     """The quotient of :func:`_ring`'s step DAG by hop classes: the messages of each class's
     first hop alone, each forwarding its class's ``forwards`` class's message. Every
     message stands for those of its class's hops, which share its times and rates. Returns
-    each message's class."""
+    each message's class, and whether it is a piece (else a ``.due`` message)."""
     start = len(dag)
     _ring_steps(dag, hops, classes.representative, classes.forwards, n_steps, slices, {}, phase)
     # Messages go step by step, hop by hop, slice by slice, each .due message before its
@@ -626,9 +627,12 @@ def _ring_classes(
     due = np.broadcast_to(hops.due[classes.representative][None, :, None], (n_steps, classes.size.size, slices)).copy()
     due[0, :, 0] = False
     hop = np.broadcast_to(np.arange(classes.size.size)[None, :, None], due.shape).reshape(-1)
-    message_class = np.repeat(hop, 1 + due.reshape(-1))
+    has_due = due.reshape(-1)
+    message_class = np.repeat(hop, 1 + has_due)
     assert message_class.size == len(dag) - start
-    return message_class
+    piece = np.ones(message_class.size, dtype=bool)
+    piece[(np.cumsum(1 + has_due) - 1 - has_due)[has_due]] = False
+    return message_class, piece
 
 
 def _ring_steps(
@@ -1314,7 +1318,7 @@ def _ring_collective(
                 _fits_memory(n_flows, what, "or the stream model (model='stream', --model stream)", CLASS_FLOW_BYTES)
             if model == "steps" or (n_quotient <= STEP_MESSAGE_LIMIT
                                     and (memory is None or n_flows * CLASS_FLOW_BYTES <= memory)):
-                symmetry.laid_out(_ring_classes(dag, hops, classes, n_steps(n), n_slices, ""))
+                symmetry.laid_out(*_ring_classes(dag, hops, classes, n_steps(n), n_slices, ""))
                 return dag.workload(what)
     model = _model(model, n_messages, what)
     dag = _FlowDag(what, costs, servers, model, rails)

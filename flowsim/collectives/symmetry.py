@@ -45,6 +45,7 @@ class RingClasses(HopSymmetry):
         self._grouped: FlowClasses | None = None
         self._route_latency = np.zeros(0)
         self.message_class: np.ndarray | None = None
+        self._piece = np.zeros(0, dtype=bool)
 
     def classes(self, hops: RingHops) -> HopClasses | None:
         """The coarsest equitable classes of ``hops``: one message per hop, of the ring's
@@ -89,8 +90,9 @@ class RingClasses(HopSymmetry):
             size=np.bincount(grouped.flow_class, minlength=grouped.n_flow_classes),
         )
 
-    def laid_out(self, message_class: np.ndarray) -> None:
+    def laid_out(self, message_class: np.ndarray, piece: np.ndarray) -> None:
         self.message_class = message_class
+        self._piece = piece
 
     @property
     def n_flows(self) -> int:
@@ -101,15 +103,17 @@ class RingClasses(HopSymmetry):
 
     def run(self, workload: Workload, *, progress: bool, time_rel_tol: float) -> RunResult:
         """Simulate ``workload``, the quotient a ring builder laid out by the classes last
-        found: each message crosses its class's link classes as often as each of their links
-        carries a message of the class, and pays its hop's route latency. The result's
+        found: each piece crosses its class's link classes as often as each of their links
+        carries a piece of the class, and pays its hop's route latency. The result's
         links are the topology's, each with its class's figures; its flows are the
         quotient's (``n_flow_classes``: how many)."""
         grouped, message_class = self._grouped, self.message_class
         assert grouped is not None and message_class is not None and message_class.size == len(workload)
         quotient = grouped.quotient
-        transfers = workload.size_bytes > 0
-        lengths = np.where(transfers, np.diff(quotient.flow_link_indptr)[message_class], 0)
+        # A piece crosses its hop's route (a zero-byte one too: it pays the route's latency,
+        # and its links play no part); a .due message stays at its sender.
+        piece = self._piece
+        lengths = np.where(piece, np.diff(quotient.flow_link_indptr)[message_class], 0)
         indptr = np.zeros(len(workload) + 1, dtype=np.int64)
         np.cumsum(lengths, out=indptr[1:])
         offsets = np.arange(indptr[-1]) - np.repeat(indptr[:-1], lengths)
@@ -125,7 +129,7 @@ class RingClasses(HopSymmetry):
             caps_Bps=workload.cap_Bps,
             depends_on=(workload.dep_indptr, workload.dep_indices),
             delay_s=workload.delay_s,
-            overhead_s=workload.overhead_s + np.where(transfers, self._route_latency[message_class], 0.0),
+            overhead_s=workload.overhead_s + np.where(piece, self._route_latency[message_class], 0.0),
             link_names=[self.topology.link_names[link] for link in first_link.tolist()],
             flow_names=workload.names,
             progress=progress,

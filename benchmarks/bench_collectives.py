@@ -78,6 +78,16 @@ def test_ring_all_reduce(benchmark, flows_scale):
     run_and_record(benchmark, topology, all_reduce(gpus, 1 << 30, channels=1, slices=1))
 
 
+def collective_and_record(benchmark, topology, **options):
+    """One collective_time call of 1 GiB (its layout, routing and simulation) timed, with its
+    flows, the flows it solved, its time and what ran recorded."""
+    outcome = benchmark.pedantic(collective_time, args=(topology, "all_reduce", 1 << 30), kwargs=options, rounds=1,
+                                 iterations=1)
+    record(benchmark, topology, outcome.run.result)
+    benchmark.extra_info.update(time_s=outcome.time_s, n_flows=outcome.flows, n_flows_solved=outcome.flow_classes,
+                                algorithm=outcome.algorithm, model=outcome.model)
+
+
 @pytest.mark.parametrize("layout", ["full_dag", "hop_classes"])
 def test_ring_all_reduce_as_steps(benchmark, flows_scale, monkeypatch, layout):
     # The ring of test_ring_all_reduce through collective_time: its full step DAG solved by
@@ -86,14 +96,8 @@ def test_ring_all_reduce_as_steps(benchmark, flows_scale, monkeypatch, layout):
     topology, _ = cluster_and_gpus(n_nodes(flows_scale))
     if layout == "hop_classes":
         monkeypatch.setattr(dag_module, "STEP_MESSAGE_LIMIT", 0)
-
-    def layout_route_simulate():
-        return collective_time(topology, "all_reduce", 1 << 30, algorithm="ring", protocol="simple", channels=1,
-                               slices=1, model="steps")
-
-    outcome = benchmark.pedantic(layout_route_simulate, rounds=1, iterations=1)
-    record(benchmark, topology, outcome.run.result)
-    benchmark.extra_info.update(time_s=outcome.time_s, n_flows=outcome.flows, n_flows_solved=outcome.flow_classes)
+    collective_and_record(benchmark, topology, algorithm="ring", protocol="simple", channels=1, slices=1,
+                          model="steps")
 
 
 def test_exact_ring_all_reduce_at_scale(benchmark, flows_scale):
@@ -101,38 +105,20 @@ def test_exact_ring_all_reduce_at_scale(benchmark, flows_scale):
     # steps, exact: at full scale its step DAG is 2.1 billion messages, laid out by classes
     # of hops as 8.4 million flows.
     topology = build_cluster("dgx_h100", max(2, round(FULL_STREAM_NODES * flows_scale)), figure="effective")
-
-    def layout_route_simulate():
-        return collective_time(topology, "all_reduce", 1 << 30, algorithm="ring", model="steps")
-
-    outcome = benchmark.pedantic(layout_route_simulate, rounds=1, iterations=1)
-    record(benchmark, topology, outcome.run.result)
-    benchmark.extra_info.update(time_s=outcome.time_s, n_flows=outcome.flows, n_flows_solved=outcome.flow_classes)
+    collective_and_record(benchmark, topology, algorithm="ring", model="steps")
 
 
 def test_streamed_ring_all_reduce(benchmark, flows_scale):
     # Streamed, flows grow with the GPU count: the node count scales with the flow scale.
     topology = build_cluster("dgx_h100", max(2, round(FULL_STREAM_NODES * flows_scale)), figure="effective")
-
-    def layout_route_simulate():
-        return collective_time(topology, "all_reduce", 1 << 30, algorithm="ring", model="stream")
-
-    outcome = benchmark.pedantic(layout_route_simulate, rounds=1, iterations=1)
-    record(benchmark, topology, outcome.run.result)
-    benchmark.extra_info["time_s"] = outcome.time_s
+    collective_and_record(benchmark, topology, algorithm="ring", model="stream")
 
 
 def test_nccl_choice_all_reduce_at_scale(benchmark, flows_scale):
     # NCCL's own choice at 1 GiB on 1,024 DGX H100, NVLSTree, whose step DAG (11.5 million
     # messages) is past what auto lays out: it streams (two flows per message of a chunk).
     topology = build_cluster("dgx_h100", max(2, round(FULL_STREAM_NODES * flows_scale)), figure="effective")
-
-    def layout_route_simulate():
-        return collective_time(topology, "all_reduce", 1 << 30)
-
-    outcome = benchmark.pedantic(layout_route_simulate, rounds=1, iterations=1)
-    record(benchmark, topology, outcome.run.result)
-    benchmark.extra_info.update(time_s=outcome.time_s, algorithm=outcome.algorithm, model=outcome.model)
+    collective_and_record(benchmark, topology)
 
 
 @pytest.mark.parametrize("routing", ["ecmp", "dmodk"])

@@ -57,6 +57,7 @@ import math
 import os
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -533,19 +534,19 @@ class HopClasses:
     size: np.ndarray
 
 
-class HopSymmetry:
+class HopSymmetry(Protocol):
     """What a ring builder asks for the classes of its hops (:class:`HopClasses`), and tells
     what it laid out by them; see :func:`_ring_collective`."""
 
     def classes(self, hops: RingHops) -> HopClasses | None:
         """Classes of ``hops``; None where there are none worth laying out by."""
-        raise NotImplementedError
+        ...
 
     def laid_out(self, message_class: np.ndarray, piece: np.ndarray) -> None:
         """The ring was laid out by the classes last given: its message ``i`` is one of class
         ``message_class[i]``'s, a piece over the hop (``piece[i]``) or its ``.due`` message
         at the sender."""
-        raise NotImplementedError
+        ...
 
 
 def _ring_hops(
@@ -607,7 +608,8 @@ def _ring(
     done: dict[str, list[int]] = {r: [] for r in orders[0]}
     for c in range(len(orders)):
         chosen = np.arange(c * n, (c + 1) * n, dtype=np.int64)
-        last = _ring_steps(dag, hops, chosen, np.roll(np.arange(n), 1), n_steps, slices, ready, phase)
+        message, _ = _ring_steps(dag, hops, chosen, np.roll(np.arange(n), 1), n_steps, slices, ready, phase)
+        last = message[n_steps - 1]
         for p, h in enumerate(chosen.tolist()):
             done[hops.dst[h]].extend(last[p].tolist())
     return done
@@ -621,17 +623,16 @@ def _ring_classes(
     message stands for those of its class's hops, which share its times and rates. Returns
     each message's class, and whether it is a piece (else a ``.due`` message)."""
     start = len(dag)
-    _ring_steps(dag, hops, classes.representative, classes.forwards, n_steps, slices, {}, phase)
-    # Messages go step by step, hop by hop, slice by slice, each .due message before its
-    # piece, none before a hop's first piece.
-    due = np.broadcast_to(hops.due[classes.representative][None, :, None], (n_steps, classes.size.size, slices)).copy()
-    due[0, :, 0] = False
-    hop = np.broadcast_to(np.arange(classes.size.size)[None, :, None], due.shape).reshape(-1)
+    message, due = _ring_steps(dag, hops, classes.representative, classes.forwards, n_steps, slices, {}, phase)
+    of_piece = np.broadcast_to(np.arange(classes.size.size)[None, :, None], message.shape).reshape(-1)
+    at = message.reshape(-1) - start
     has_due = due.reshape(-1)
-    message_class = np.repeat(hop, 1 + has_due)
-    assert message_class.size == len(dag) - start
-    piece = np.ones(message_class.size, dtype=bool)
-    piece[(np.cumsum(1 + has_due) - 1 - has_due)[has_due]] = False
+    message_class = np.full(len(dag) - start, -1, dtype=np.int64)
+    message_class[at] = of_piece
+    message_class[at[has_due] - 1] = of_piece[has_due]  # a .due message just before its piece
+    assert message_class.min() >= 0
+    piece = np.zeros(message_class.size, dtype=bool)
+    piece[at] = True
     return message_class, piece
 
 
@@ -644,10 +645,10 @@ def _ring_steps(
     slices: int,
     ready: Mapping[str, list[int]],
     phase: str,
-) -> np.ndarray:
+) -> tuple[np.ndarray, np.ndarray]:
     """The messages of hops ``chosen`` (of ``hops``) at every step and slice, hop ``chosen[i]``
-    forwarding what ``chosen[forwards[i]]`` delivered; returns the ``[hop, slice]`` indices
-    of their last step's messages."""
+    forwarding what ``chosen[forwards[i]]`` delivered; returns the ``[step, hop, slice]``
+    indices of the pieces, and whether a ``.due`` message comes just before each."""
     n = chosen.size
     # Per (step, hop, slice) in the order messages are added: does a .due message come first?
     due = np.broadcast_to(hops.due[chosen][None, :, None], (n_steps, n, slices)).copy()
@@ -676,7 +677,7 @@ def _ring_steps(
             columns, heads[lanes.size:], channels, due[1:], received[:-1], previous[1:], hops.payload,
             int(first[1, 0, 0]),
         ))
-    return message[n_steps - 1]
+    return message, due
 
 
 @dataclass(frozen=True)

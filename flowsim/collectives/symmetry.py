@@ -7,7 +7,7 @@ previous one. Where the hops fall into classes that share rates (the colour refi
 :func:`flowsim.quotient.flow_classes` over one message per hop, each waiting for the hop
 before it, around the ring), so do their messages at every step: the step DAG's quotient is
 one message per class, step and slice. :class:`RingClasses` finds those classes for a ring
-builder (:class:`~flowsim.collectives.dag.HopSymmetry`), before a message is laid out, and
+builder (a :class:`~flowsim.collectives.dag.HopSymmetry`), before a message is laid out, and
 simulates the quotient the builder lays out by them; the times are the full step DAG's.
 """
 
@@ -17,7 +17,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from flowsim.collectives.dag import HopClasses, HopSymmetry, RingHops
+from flowsim.collectives.dag import HopClasses, RingHops
 from flowsim.engine import simulate
 from flowsim.pipeline import RunResult
 from flowsim.quotient import FlowClasses, flow_classes
@@ -31,7 +31,7 @@ from flowsim_kernels.engine import EngineInput
 __all__ = ["RingClasses"]
 
 
-class RingClasses(HopSymmetry):
+class RingClasses:
     """Classes of a ring's hops on ``topology`` as ``router`` routes them (``routing``,
     ``seed``, ``gpudirect`` as :func:`flowsim.pipeline.run`), and the simulation of the ring
     laid out by them (:meth:`run`)."""

@@ -432,7 +432,7 @@ def collective_time(
     if plan.quotient is not None:
         n_flows = plan.quotient.n_flows
         if progress is not None:
-            progress(f"simulating {n_flows:,} flows as {len(plan.workload):,} classes of hops")
+            progress(f"simulating {n_flows:,} flows as {len(plan.workload):,}, by classes of hops")
         outcome = plan.quotient.run(plan.workload, progress=progress is not None, time_rel_tol=time_rel_tol)
     else:
         n_flows = len(plan.workload)

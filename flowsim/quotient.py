@@ -97,6 +97,7 @@ def flow_classes(
     *,
     cyclic: bool = False,
     extra: Sequence[np.ndarray] = (),
+    most: int | None = None,
 ) -> FlowClasses | None:
     """The coarsest equitable classes of a checked simulation's flows and links, and its
     quotient (see docs/model.md "Flow classes"); None when there would be more than
@@ -114,6 +115,7 @@ def flow_classes(
     ``link_flow_indptr``, ``link_flow_indices``: the transpose of ``inp``'s routes.
     ``cyclic``: the dependencies may form cycles (see :func:`~flowsim_kernels.classes.refine_classes`).
     ``extra``: more attributes per flow (float64 columns) that the flows of a class share.
+    ``most``: give up past this many classes too.
     """
     n_flows = inp.size_bytes.shape[0]
     n_links = inp.capacity_Bps.shape[0]
@@ -130,10 +132,11 @@ def flow_classes(
     fold_keys(link_keys, inp.capacity_Bps.view(np.uint64))
     flow_class = np.empty(n_flows, dtype=np.int64)
     link_class = np.empty(n_links, dtype=np.int64)
+    most_classes = int(MOST_CLASS_SHARE * n_flows) if most is None else min(int(MOST_CLASS_SHARE * n_flows), most)
     n_fc, n_lc, n_rounds = refine_classes(
         flow_keys, link_keys,
         inp.flow_link_indptr, inp.flow_link_indices, link_flow_indptr, link_flow_indices,
-        inp.dep_indptr, inp.dep_indices, transfers, cyclic, int(MOST_CLASS_SHARE * n_flows), flow_class, link_class,
+        inp.dep_indptr, inp.dep_indices, transfers, cyclic, most_classes, flow_class, link_class,
     )
     if n_fc < 0:
         return None

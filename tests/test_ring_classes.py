@@ -28,8 +28,8 @@ class _Spy:
         self.found = []
         original = RingClasses.classes
 
-        def classes(symmetry, hops):
-            found = original(symmetry, hops)
+        def classes(symmetry, hops, most):
+            found = original(symmetry, hops, most)
             self.found.append((hops, found, symmetry))
             return found
 
@@ -107,7 +107,8 @@ def test_every_message_of_the_full_step_dag_finishes_with_its_class(monkeypatch,
 def test_auto_lays_out_by_classes_within_the_limit_and_streams_past_it(monkeypatch):
     # 4 DGX H100, 64 MiB on NCCL's ring (LL128): 8 lanes x 62 steps x 32 hops x 1 slice =
     # 15,872 pieces; the hops are 8 classes (a server's 8 positions, alike on every server
-    # and lane), so 8 x 62 = 496 pieces laid out by classes.
+    # and lane), so 8 x 62 = 496 pieces laid out by classes. Under a limit of 400 pieces the
+    # search stops past 400 // 62 = 6 classes, and the ring streams.
     topology = build_cluster("dgx_h100", 4, figure="effective")
     router = Router(topology)
     spy = _Spy(monkeypatch)
@@ -115,7 +116,7 @@ def test_auto_lays_out_by_classes_within_the_limit_and_streams_past_it(monkeypat
     within = collective_time(topology, "all_reduce", 64 << 20, algorithm="ring", router=router)
     monkeypatch.setattr(dag_module, "STEP_MESSAGE_LIMIT", 400)
     past = collective_time(topology, "all_reduce", 64 << 20, algorithm="ring", router=router)
-    assert [found.size.tolist() for _, found, _ in spy.found] == [[32] * 8] * 2
+    assert [None if found is None else found.size.tolist() for _, found, _ in spy.found] == [[32] * 8, None]
     assert within.model == "steps" and len(within.run.workload) < within.flows == 31_488
     assert int((within.run.workload.size_bytes > 0).sum()) == 496
     assert past.model == "stream"
@@ -127,11 +128,15 @@ def test_hops_without_classes_leave_the_model_to_decide(monkeypatch):
     # under "steps", and streamed past the limit under "auto".
     broken = apply_failures(build_cluster("dgx_h100", 4, figure="effective"), fail=["n1.nic2"])
     full, laid_out, spy = _by_classes(broken, "all_reduce", 32e6, monkeypatch, algorithm="ring")
-    auto = collective_time(broken, "all_reduce", 32e6, algorithm="ring")
+    # "auto" under a limit of 10 pieces (62 steps, 1 slice) has room for no class, and does
+    # not look; under 10,000 (15,872 in full) it looks, finds none and streams.
+    unsought = collective_time(broken, "all_reduce", 32e6, algorithm="ring")
+    monkeypatch.setattr(dag_module, "STEP_MESSAGE_LIMIT", 10_000)
+    sought = collective_time(broken, "all_reduce", 32e6, algorithm="ring")
     assert [found for _, found, _ in spy.found] == [None, None]
     assert laid_out.flows == len(laid_out.run.workload) == full.flows
     assert laid_out.time_s == full.time_s
-    assert auto.model == "stream"
+    assert unsought.model == sought.model == "stream"
 
 
 def test_a_layout_by_classes_larger_than_memory_is_refused_or_streamed(monkeypatch):

@@ -538,8 +538,9 @@ class HopSymmetry(Protocol):
     """What a ring builder asks for the classes of its hops (:class:`HopClasses`), and tells
     what it laid out by them; see :func:`_ring_collective`."""
 
-    def classes(self, hops: RingHops) -> HopClasses | None:
-        """Classes of ``hops``; None where there are none worth laying out by."""
+    def classes(self, hops: RingHops, most: int | None) -> HopClasses | None:
+        """Classes of ``hops``; None where there are none worth laying out by, or more than
+        ``most`` (where given)."""
         ...
 
     def laid_out(self, message_class: np.ndarray, piece: np.ndarray) -> None:
@@ -1309,7 +1310,10 @@ def _ring_collective(
         # Past the limit, the step DAG laid out by classes of hops, where they are few.
         dag = _FlowDag(what, costs, servers, "steps", rails)
         hops = _ring_hops(dag, orders, chunk, n_slices, cap_Bps, net_cap_Bps)
-        classes = symmetry.classes(hops)
+        # "auto" lays out at most the limit: past that many classes, the search stops (where
+        # a failed NIC leaves nearly every hop a class of its own, it would take seconds).
+        most = STEP_MESSAGE_LIMIT // (n_steps(n) * n_slices) if model == "auto" else None
+        classes = symmetry.classes(hops, most) if most is None or most > 0 else None
         if classes is not None:
             n_quotient = classes.size.size * n_steps(n) * n_slices
             # Each piece, and a .due message before every piece of its hop but the first.

@@ -47,11 +47,11 @@ class RingClasses:
         self.message_class: np.ndarray | None = None
         self._piece = np.zeros(0, dtype=bool)
 
-    def classes(self, hops: RingHops) -> HopClasses | None:
+    def classes(self, hops: RingHops, most: int | None) -> HopClasses | None:
         """The coarsest equitable classes of ``hops``: one message per hop, of the ring's
         piece size, caps and step latency, a ``.due`` message or not, waiting for the hop
         before it, over the topology's links; None where more than half the hops would be
-        classes of their own."""
+        classes of their own, or more than ``most``."""
         topology = self.topology
         routes = self.router.route(hops.sender, hops.dst, method=self.routing, seed=self.seed,
                                    gpudirect=self.gpudirect)
@@ -71,7 +71,7 @@ class RingClasses:
             np.ascontiguousarray(hops.forwards, dtype=np.int64),
         )
         extra = (hops.due.astype(np.float64), np.ascontiguousarray(hops.caps[:, 0]))
-        grouped = flow_classes(inp, *routes.transpose(), cyclic=True, extra=extra)
+        grouped = flow_classes(inp, *routes.transpose(), cyclic=True, extra=extra, most=most)
         if grouped is None:
             return None
         quotient = grouped.quotient

@@ -44,6 +44,7 @@ class RingClasses:
         self.gpudirect = gpudirect
         self._grouped: FlowClasses | None = None
         self._route_latency = np.zeros(0)
+        self._class_size = np.zeros(0, dtype=np.int64)
         self.message_class: np.ndarray | None = None
         self._piece = np.zeros(0, dtype=bool)
 
@@ -84,11 +85,8 @@ class RingClasses:
             routes.flow_link_indptr, routes.flow_link_indices, topology.link_latency_s, np.zeros(n)
         )[reps]
         self.message_class = None
-        return HopClasses(
-            representative=reps,
-            forwards=quotient.dep_indices.copy(),
-            size=np.bincount(grouped.flow_class, minlength=grouped.n_flow_classes),
-        )
+        self._class_size = np.bincount(grouped.flow_class, minlength=grouped.n_flow_classes)
+        return HopClasses(representative=reps, forwards=quotient.dep_indices.copy(), size=self._class_size)
 
     def laid_out(self, message_class: np.ndarray, piece: np.ndarray) -> None:
         self.message_class = message_class
@@ -97,9 +95,8 @@ class RingClasses:
     @property
     def n_flows(self) -> int:
         """Messages of the full step DAG the laid-out quotient stands for."""
-        assert self._grouped is not None and self.message_class is not None
-        size = np.bincount(self._grouped.flow_class, minlength=self._grouped.n_flow_classes)
-        return int(size[self.message_class].sum())
+        assert self.message_class is not None
+        return int(self._class_size[self.message_class].sum())
 
     def run(self, workload: Workload, *, progress: bool, time_rel_tol: float) -> RunResult:
         """Simulate ``workload``, the quotient a ring builder laid out by the classes last

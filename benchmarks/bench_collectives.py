@@ -90,12 +90,12 @@ def collective_and_record(benchmark, topology, **options):
 
 @pytest.mark.parametrize("layout", ["full_dag", "hop_classes"])
 def test_ring_all_reduce_as_steps(benchmark, flows_scale, monkeypatch, layout):
-    # The ring of test_ring_all_reduce through collective_time: its full step DAG solved by
-    # flow classes (what runs up to the step limit), and laid out by classes of hops (what
-    # runs past it; the limit lowered to 0 so that it applies here), the same times.
+    # The ring of test_ring_all_reduce through collective_time: laid out by classes of hops
+    # (what runs by default), and as its full step DAG solved by flow classes (what ran
+    # before; the threshold of the layout by classes raised past it), the same times.
     topology, _ = cluster_and_gpus(n_nodes(flows_scale))
-    if layout == "hop_classes":
-        monkeypatch.setattr(dag_module, "STEP_MESSAGE_LIMIT", 0)
+    if layout == "full_dag":
+        monkeypatch.setattr(dag_module, "CLASS_LAYOUT_FROM", 10**12)
     collective_and_record(benchmark, topology, algorithm="ring", protocol="simple", channels=1, slices=1,
                           model="steps")
 

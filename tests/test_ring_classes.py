@@ -1,4 +1,4 @@
-"""Rings past the step limit, laid out by classes of hops (flowsim.collectives.symmetry):
+"""Large rings, laid out by classes of hops (flowsim.collectives.symmetry):
 every message of the full step DAG finishes when its class's message does, the links carry
 what they carry in the full DAG, and where the hops have no classes worth it the model
 decides as before."""
@@ -37,13 +37,14 @@ class _Spy:
 
 
 def _by_classes(topology, collective, size, monkeypatch, **options):
-    """The collective as the full step DAG, then laid out by classes of hops (the step
-    limit lowered below its message count, ``model="steps"``)."""
+    """The collective as the full step DAG, then laid out by classes of hops (from 10
+    pieces on, ``model="steps"``)."""
     router = Router(topology)
+    monkeypatch.setattr(dag_module, "CLASS_LAYOUT_FROM", 10**12)
     full = collective_time(topology, collective, size, router=router, **options)
     assert full.model == "steps" and full.flows == len(full.run.workload)
     spy = _Spy(monkeypatch)
-    monkeypatch.setattr(dag_module, "STEP_MESSAGE_LIMIT", 10)
+    monkeypatch.setattr(dag_module, "CLASS_LAYOUT_FROM", 10)
     quotient = collective_time(topology, collective, size, router=router, model="steps", **options)
     return full, quotient, spy
 
@@ -112,6 +113,7 @@ def test_auto_lays_out_by_classes_within_the_limit_and_streams_past_it(monkeypat
     topology = build_cluster("dgx_h100", 4, figure="effective")
     router = Router(topology)
     spy = _Spy(monkeypatch)
+    monkeypatch.setattr(dag_module, "CLASS_LAYOUT_FROM", 10)
     monkeypatch.setattr(dag_module, "STEP_MESSAGE_LIMIT", 1_000)
     within = collective_time(topology, "all_reduce", 64 << 20, algorithm="ring", router=router)
     monkeypatch.setattr(dag_module, "STEP_MESSAGE_LIMIT", 400)
@@ -130,6 +132,7 @@ def test_hops_without_classes_leave_the_model_to_decide(monkeypatch):
     full, laid_out, spy = _by_classes(broken, "all_reduce", 32e6, monkeypatch, algorithm="ring")
     # "auto" under a limit of 10 pieces (62 steps, 1 slice) has room for no class, and does
     # not look; under 10,000 (15,872 in full) it looks, finds none and streams.
+    monkeypatch.setattr(dag_module, "STEP_MESSAGE_LIMIT", 10)
     unsought = collective_time(broken, "all_reduce", 32e6, algorithm="ring")
     monkeypatch.setattr(dag_module, "STEP_MESSAGE_LIMIT", 10_000)
     sought = collective_time(broken, "all_reduce", 32e6, algorithm="ring")
@@ -143,8 +146,25 @@ def test_a_layout_by_classes_larger_than_memory_is_refused_or_streamed(monkeypat
     # 4 DGX H100, 64 MiB: 496 pieces by classes and a .due message before 488 of them, 984
     # flows at 300 bytes: 295,200 bytes, more than a machine of 200,000.
     topology = build_cluster("dgx_h100", 4, figure="effective")
+    monkeypatch.setattr(dag_module, "CLASS_LAYOUT_FROM", 10)
     monkeypatch.setattr(dag_module, "STEP_MESSAGE_LIMIT", 1_000)
     monkeypatch.setattr(dag_module, "physical_memory_bytes", lambda: 200_000)
     with pytest.raises(InputError, match=r"984 messages, about .* at 300 bytes a message"):
         collective_time(topology, "all_reduce", 64 << 20, algorithm="ring", model="steps")
     assert collective_time(topology, "all_reduce", 64 << 20, algorithm="ring").model == "stream"
+
+
+def test_a_large_ring_is_laid_out_by_classes_by_default(monkeypatch):
+    # 16 DGX H100, 1 GiB on NCCL's ring (Simple, 16 channels as 8 lanes, 2 slices): 8 x 254
+    # steps x 128 hops x 2 = 520,192 pieces, past CLASS_LAYOUT_FROM: laid out by the 8
+    # classes of hops (8 x 254 x 2 = 4,064 pieces), with the times of its full step DAG.
+    topology = build_cluster("dgx_h100", 16, figure="effective")
+    router = Router(topology)
+    by_classes = collective_time(topology, "all_reduce", 1 << 30, algorithm="ring", router=router)
+    monkeypatch.setattr(dag_module, "CLASS_LAYOUT_FROM", 10**12)
+    full = collective_time(topology, "all_reduce", 1 << 30, algorithm="ring", router=router)
+    assert by_classes.model == full.model == "steps"
+    assert int((by_classes.run.workload.size_bytes > 0).sum()) == 4_064
+    assert len(by_classes.run.workload) < by_classes.flows == full.flows == len(full.run.workload)
+    assert by_classes.time_s == pytest.approx(full.time_s, rel=1e-9)
+    np.testing.assert_allclose(by_classes.run.result.link_bytes, full.run.result.link_bytes, rtol=1e-9, atol=1e-3)

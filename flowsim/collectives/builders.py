@@ -137,8 +137,9 @@ def all_reduce(
         bandwidth, where that is a throughput limit. Streamed, the latency chain moves each
         hop's first slice at these rates.
     symmetry : HopSymmetry, optional
-        Past :data:`STEP_MESSAGE_LIMIT` messages, lay the step DAG out by the classes of hops
-        it finds, one message per class (:func:`~flowsim.collectives.dag._ring_collective`;
+        Past :data:`~flowsim.collectives.dag.CLASS_LAYOUT_FROM` pieces, lay the step DAG
+        out by the classes of hops it finds, one message per class
+        (:func:`~flowsim.collectives.dag._ring_collective`;
         :func:`~flowsim.collectives.collective_time` passes one).
 
     Returns
@@ -1201,7 +1202,7 @@ class Algorithm:
         ``root`` (broadcast and reduce), ``switch`` (NVLS: the NVSwitch node), ``offsets``
         (the tree: each channel's rotation of a server's chain), ``caps`` (rings,
         chains and trees: ``cap_Bps`` and ``net_cap_Bps``, each message's rate limit),
-        ``symmetry`` (rings: laid out by classes of hops past the step limit,
+        ``symmetry`` (large rings: laid out by classes of hops,
         :class:`~flowsim.collectives.dag.HopSymmetry`).
     """
 

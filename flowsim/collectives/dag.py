@@ -36,10 +36,11 @@ there is one: a step of one slice takes both, one after the other. Where the lin
 set a hop's rate, the chain charges the latency alone. Route latencies: the engine adds
 each flow's own; the chain's other switch hops, 0.1-0.5 us each against NCCL's 3.4-14 us
 per step, are not charged. ``model="auto"`` (the
-default) keeps the step DAG up to :data:`STEP_MESSAGE_LIMIT` messages and streams above it,
-unless the caller finds classes of the ring's hops that lay it out in at most that many
-(:class:`HopSymmetry`; :mod:`flowsim.collectives.symmetry`): one message per class, step
-and slice, solved as the full step DAG's quotient, with its times.
+default) keeps the step DAG up to :data:`STEP_MESSAGE_LIMIT` messages and streams above it.
+A ring of more than :data:`CLASS_LAYOUT_FROM` pieces whose caller finds classes of its hops
+(:class:`HopSymmetry`; :mod:`flowsim.collectives.symmetry`) is laid out by them instead, if
+that takes at most :data:`STEP_MESSAGE_LIMIT`: one message per class, step and slice, solved
+as the full step DAG's quotient, with its times.
 The workload's ``model`` tag says which layout was built. NVLSTree streams as rings do
 (:func:`~flowsim.collectives.builders.nvls_tree_all_reduce`: each message of a chunk once,
 with all its slices, starting when the first slice reaches it), and so do Simple trees
@@ -94,6 +95,12 @@ STEP_MESSAGE_BYTES = 150
 #: on 16 channels, over 1,024 and 128 DGX H100) peaked 2,357 and 308 MB above the 290 and 201
 #: MB of the same runs streamed, 281-295 bytes a flow (2-core AMD EPYC VM, 2026-12-06).
 CLASS_FLOW_BYTES = 300
+#: Rings of more pieces than this are laid out by classes of hops where a caller asks for
+#: them (:class:`HopSymmetry`) and finds few: the 1,024-GPU ring all-reduce of 1 GiB with one
+#: channel (2.1 million pieces) took 0.68 s so against 2.51 s for its full step DAG by flow
+#: classes, 256 DGX H100 GPUs' (2.1 million) 0.16 s against 1.06 s, the same times; small
+#: rings keep their full DAG, every message in the run's workload.
+CLASS_LAYOUT_FROM = 100_000
 
 Ranks = Sequence[str]
 Servers = Mapping[str, Hashable] | None
@@ -1294,10 +1301,11 @@ def _ring_collective(
 ) -> Workload:
     """A ring collective of ``n_steps(n)`` steps (see :func:`~flowsim.collectives.all_reduce`).
 
-    With ``symmetry``, a step DAG past :data:`STEP_MESSAGE_LIMIT` messages is laid out by
-    the classes of hops it finds, one message per class, step and slice (if there are at
-    most that many, or ``model="steps"``), and ``symmetry`` is told which class each message
-    is; else the model decides as without it.
+    With ``symmetry``, a step DAG of more than :data:`CLASS_LAYOUT_FROM` pieces is laid out
+    by the classes of hops it finds, one message per class, step and slice (under ``"auto"``
+    if that is at most :data:`STEP_MESSAGE_LIMIT` pieces; under ``"steps"`` if it fits in
+    memory), and ``symmetry`` is told which class each message is; else the model decides as
+    without it.
     """
     ranks, size, channels, costs = _prepare(what, ranks, size_bytes, channels, costs, "ring")
     _check_caps(what, cap_Bps=cap_Bps, net_cap_Bps=net_cap_Bps)
@@ -1306,8 +1314,8 @@ def _ring_collective(
     orders = _check_orders(orders, ranks, channels, what)
     n_slices = _slices(slices, chunk, what, MAX_RING_SLICES)
     n_messages = channels * n_steps(n) * n * n_slices
-    if symmetry is not None and model in MODELS and model != "stream" and n_messages > STEP_MESSAGE_LIMIT:
-        # Past the limit, the step DAG laid out by classes of hops, where they are few.
+    if symmetry is not None and model in MODELS and model != "stream" and n_messages > CLASS_LAYOUT_FROM:
+        # The step DAG laid out by classes of hops, where they are few.
         dag = _FlowDag(what, costs, servers, "steps", rails)
         hops = _ring_hops(dag, orders, chunk, n_slices, cap_Bps, net_cap_Bps)
         # "auto" lays out at most the limit: past that many classes, the search stops (where

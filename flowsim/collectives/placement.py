@@ -380,9 +380,11 @@ def collective_time(
         :mod:`flowsim.collectives`). ``"auto"`` streams rings whose step DAG would exceed
         :data:`~flowsim.collectives.STEP_MESSAGE_LIMIT` messages, and refuses the other
         algorithms past that many (``"steps"`` builds them anyway). With ``classes``, a
-        ring past that many is laid out as steps by classes of its hops where they give at
-        most that many (under ``"steps"``, any number that fits in memory): the full step
-        DAG's times (:mod:`flowsim.collectives.symmetry`).
+        ring of more than :data:`~flowsim.collectives.dag.CLASS_LAYOUT_FROM` pieces is laid
+        out as steps by classes of its hops where they give at most that many (under
+        ``"steps"``, any number that fits in memory): the full step DAG's times
+        (:mod:`flowsim.collectives.symmetry`); its run's workload then holds one message per
+        class, step and slice (:attr:`CollectiveRun.flows` counts the full DAG's).
     nccl_env : mapping of str to str, optional
         NCCL environment variables the choice follows (``NCCL_ALGO``, ``NCCL_PROTO``,
         ``NCCL_NVLS_ENABLE``, ``NCCL_MIN_NCHANNELS``, ``NCCL_MAX_NCHANNELS``, ...:
@@ -402,8 +404,8 @@ def collective_time(
         :func:`flowsim.engine.simulate`).
     classes : bool
         Solve once per class of flows that share rates at every instant (the same times, see
-        docs/model.md "Flow classes"), and lay rings past the step limit out by classes of
-        hops (``model``); False solves every flow of the full DAG.
+        docs/model.md "Flow classes"), and lay large rings out by classes of hops
+        (``model``); False solves every flow of the full DAG.
     dtype, redop : str
         The data type and reduction, as nccl-tests' ``-d`` and ``-o`` name them (default
         ``"float"`` and ``"sum"``, nccl-tests' own): NCCL takes NVLS, NVLSTree and PAT only for
@@ -540,9 +542,9 @@ def collective_workload(
     dtype, redop, gpudirect
         See :func:`collective_time`.
     hop_classes : bool
-        A ring past :data:`~flowsim.collectives.STEP_MESSAGE_LIMIT` messages laid out as
-        steps by the classes of its hops, routed by ``routing`` and ``seed``, where it has few
-        (the plan's ``quotient``; :func:`collective_time` asks for it). Placed in a larger
+        A ring of more than :data:`~flowsim.collectives.dag.CLASS_LAYOUT_FROM` pieces laid
+        out as steps by the classes of its hops, routed by ``routing`` and ``seed``, where it
+        has few (the plan's ``quotient``; :func:`collective_time` asks for it). Placed in a larger
         workload, a collective's messages must all be there: the default lays out each.
 
     Use it to place a collective inside a larger workload (a training step's gradient

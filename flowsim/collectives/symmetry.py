@@ -1,5 +1,5 @@
-"""Rings past the step limit, solved exactly by classes of hops (docs/model.md "Rings past
-the step limit: classes of hops").
+"""Large rings laid out and solved by classes of hops, exactly (docs/model.md "Rings by
+classes of hops").
 
 A ring's step DAG repeats its hops at every step and slice: the message of hop ``h`` at
 step ``s`` waits for the message of the hop before it at step ``s - 1`` and follows its own

@@ -137,8 +137,9 @@ class CollectiveRun:
     gpudirect : bool
         Whether its network traffic moved with GPUDirect RDMA, or staged through host memory.
     n_flows : int
-        Flows of the collective where its ring was laid out by classes of hops: ``run``'s
-        workload then holds one message per class, step and slice (see :attr:`flows`).
+        Flows of the collective: its workload's, or where its ring was laid out by classes
+        of hops, its full step DAG's (``run``'s workload then holds one message per class,
+        step and slice; see :attr:`flows`).
     """
 
     collective: str

@@ -103,6 +103,10 @@ def test_every_message_of_the_full_step_dag_finishes_with_its_class(monkeypatch,
     assert matched == full.flows
     # Every link carries what it carries in the full DAG.
     np.testing.assert_allclose(quotient.run.result.link_bytes, full.run.result.link_bytes, rtol=1e-9, atol=1e-3)
+    # Every message's route is the one the router gives its endpoints.
+    routed = Router(topology).route(quotient.run.workload.src, quotient.run.workload.dst, gpudirect=quotient.gpudirect)
+    np.testing.assert_array_equal(quotient.run.routes.flow_link_indptr, routed.flow_link_indptr)
+    np.testing.assert_array_equal(quotient.run.routes.flow_link_indices, routed.flow_link_indices)
 
 
 def test_auto_lays_out_by_classes_within_the_limit_and_streams_past_it(monkeypatch):

@@ -26,6 +26,7 @@ from flowsim.routing import Router
 from flowsim.topology import Topology
 from flowsim.workload import Workload
 from flowsim_kernels.classes import first_of_each, route_latency
+from flowsim_kernels.csr import csr_gather_rows
 from flowsim_kernels.engine import EngineInput
 
 __all__ = ["RingClasses"]
@@ -43,6 +44,7 @@ class RingClasses:
         self.seed = seed
         self.gpudirect = gpudirect
         self._grouped: FlowClasses | None = None
+        self._hop_routes: Routes | None = None
         self._route_latency = np.zeros(0)
         self._class_size = np.zeros(0, dtype=np.int64)
         self.message_class: np.ndarray | None = None
@@ -79,6 +81,7 @@ class RingClasses:
         # Each class waits for one class: the one its hops forward from.
         assert np.array_equal(quotient.dep_indptr, np.arange(grouped.n_flow_classes + 1))
         self._grouped = grouped
+        self._hop_routes = routes
         # A route's latency (its links'), which the quotient's link classes do not carry.
         reps = grouped.representative
         self._route_latency = route_latency(
@@ -106,19 +109,16 @@ class RingClasses:
         quotient's (``n_flow_classes``: how many)."""
         grouped, message_class = self._grouped, self.message_class
         assert grouped is not None and message_class is not None and message_class.size == len(workload)
+        hop_routes = self._hop_routes
+        assert hop_routes is not None
         quotient = grouped.quotient
         # A piece crosses its hop's route (a zero-byte one too: it pays the route's latency,
         # and its links play no part); a .due message stays at its sender.
         piece = self._piece
-        lengths = np.where(piece, np.diff(quotient.flow_link_indptr)[message_class], 0)
-        indptr = np.zeros(len(workload) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=indptr[1:])
-        offsets = np.arange(indptr[-1]) - np.repeat(indptr[:-1], lengths)
-        indices = quotient.flow_link_indices[np.repeat(quotient.flow_link_indptr[message_class], lengths) + offsets]
         link_class = grouped.link_class
         first_link, _ = first_of_each(link_class, grouped.n_link_classes)
         result = simulate(
-            Routes.from_csr(indptr, indices, grouped.n_link_classes),
+            _rows(quotient.flow_link_indptr, quotient.flow_link_indices, message_class, piece, grouped.n_link_classes),
             quotient.capacity_Bps,
             workload.size_bytes,
             start_s=workload.start_s,
@@ -140,6 +140,18 @@ class RingClasses:
             n_flow_classes=len(workload),
             n_link_classes=grouped.n_link_classes,
         )
-        routes = self.router.route(workload.src, workload.dst, method=self.routing, seed=self.seed,
-                                   gpudirect=self.gpudirect)
+        # Each piece's route over the topology is its class's first hop's, as routed to find
+        # the classes.
+        routes = _rows(hop_routes.flow_link_indptr, hop_routes.flow_link_indices, grouped.representative[message_class],
+                       piece, topology.n_links)
         return RunResult(topology, workload, routes, result)
+
+
+def _rows(indptr: np.ndarray, indices: np.ndarray, rows: np.ndarray, taken: np.ndarray, n_links: int) -> Routes:
+    """Routes whose ``i``-th is row ``rows[i]`` of a CSR of routes where ``taken[i]``, else empty."""
+    empty = indptr.size - 1  # a row of no entries, appended
+    rows = np.where(taken, rows, empty)
+    padded = np.append(indptr, indptr[-1])
+    out_indptr = np.zeros(rows.size + 1, dtype=np.int64)
+    np.cumsum(padded[rows + 1] - padded[rows], out=out_indptr[1:])
+    return Routes.from_csr(out_indptr, csr_gather_rows(padded, indices, rows, out_indptr), n_links)

@@ -570,7 +570,7 @@ def _ring_hops(
     crosses = np.array([dag.crosses_servers(a, b) for a, b in zip(src, dst, strict=True)], dtype=bool)
     # Each hop's pieces at most at the caps; its .due messages stay at the sender.
     caps = np.stack([np.full(crosses.size, cap_Bps), np.where(crosses, min(cap_Bps, net_cap_Bps), cap_Bps)], axis=1)
-    position = np.arange(n, dtype=np.int64)
+    before = np.roll(np.arange(n, dtype=np.int64), 1)  # each position's predecessor on its ring
     return RingHops(
         lane=np.repeat(np.arange(len(orders), dtype=np.int64), n),
         position=np.array([rank_index[r] for r in src], dtype=np.int64),
@@ -578,7 +578,7 @@ def _ring_hops(
         dst=dst,
         # A hop between servers leaves through the rank on the receiver's rail (NCCL's PXN).
         sender=[dag.proxy(a, b) or a for a, b in zip(src, dst, strict=True)],
-        forwards=(np.arange(len(orders), dtype=np.int64)[:, None] * n + np.roll(position, 1)[None, :]).reshape(-1),
+        forwards=(np.arange(len(orders), dtype=np.int64)[:, None] * n + before[None, :]).reshape(-1),
         latency=np.where(crosses, costs.inter_step_s, costs.intra_step_s),
         due=crosses | costs.streams,
         caps=caps,
@@ -616,7 +616,7 @@ def _ring(
     done: dict[str, list[int]] = {r: [] for r in orders[0]}
     for c in range(len(orders)):
         chosen = np.arange(c * n, (c + 1) * n, dtype=np.int64)
-        message, _ = _ring_steps(dag, hops, chosen, np.roll(np.arange(n), 1), n_steps, slices, ready, phase)
+        message, _ = _ring_steps(dag, hops, chosen, hops.forwards[chosen] - c * n, n_steps, slices, ready, phase)
         last = message[n_steps - 1]
         for p, h in enumerate(chosen.tolist()):
             done[hops.dst[h]].extend(last[p].tolist())

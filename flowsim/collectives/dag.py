@@ -92,8 +92,9 @@ STEP_MESSAGE_LIMIT = 4_000_000
 STEP_MESSAGE_BYTES = 150
 #: Memory one flow of a ring laid out by classes of hops takes at a run's peak (every flow is
 #: solved, none grouped again): 8.4 and 1.05 million flows (a ring all-reduce of 1 GiB, LL128
-#: on 16 channels, over 1,024 and 128 DGX H100) peaked 2,357 and 308 MB above the 290 and 201
-#: MB of the same runs streamed, 281-295 bytes a flow (2-core AMD EPYC VM, 2026-12-06).
+#: on 16 channels, over 1,024 and 128 DGX H100) peaked 2,176 and 281 MB above the 290 and 201
+#: MB of the same runs streamed, 259-268 bytes a flow (2-core AMD EPYC VM, 2026-12-06; 281-295
+#: while the messages were routed a second time for the run's routes), rounded up.
 CLASS_FLOW_BYTES = 300
 #: Rings of more pieces than this are laid out by classes of hops where a caller asks for
 #: them (:class:`HopSymmetry`) and finds few: the 1,024-GPU ring all-reduce of 1 GiB with one

@@ -244,3 +244,31 @@ def fletcher32_reference(data: bytes) -> int:
     sum1 = ((sum1 & 0xFFFF) + (sum1 >> 16)) & mask
     sum2 = ((sum2 & 0xFFFF) + (sum2 >> 16)) & mask
     return ((sum2 << 16) | sum1) & mask
+
+
+def fill_levels_reference(capacity, slots):
+    """A link's overflow and fill levels for the engine's prediction, by sorting: the twin of
+    :func:`flowsim_kernels.engine._fill_levels`. ``slots`` lists ``(rate, level, weight)``,
+    level -1 for a flow being re-solved (free to rise), else ``rate / weight``.
+
+    The overflow level gives the free flows what the others leave; the fill level ``L``
+    solves ``sum(w L over the free) + sum(w min(level, L) over the others) = capacity``:
+    from the overflow level, the others are let rise one at a time, highest level first,
+    while above the level so far (each one lowers the level below its own).
+    """
+    free_weight = sum(w for _, level, w in slots if level < 0)
+    if free_weight == 0:
+        return math.inf, math.inf
+    others = sorted(((level, rate, w) for rate, level, w in slots if level >= 0), reverse=True)
+    load = sum(rate for _, rate, _ in others)
+    overflow = (capacity - load) / free_weight
+    if overflow < 0:
+        return overflow, max(overflow, -1.0)
+    level = overflow
+    for other_level, rate, w in others:
+        if other_level <= level:
+            break
+        load -= rate
+        free_weight += w
+        level = (capacity - load) / free_weight
+    return overflow, level

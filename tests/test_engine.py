@@ -17,7 +17,7 @@ from flowsim import InputError
 from flowsim.engine import simulate
 from flowsim.workload import Workload
 from instances import fat_tree_traffic
-from reference import simulate_reference
+from reference import fill_levels_reference, simulate_reference
 
 G = 1e9
 MODES = ["incremental", "full"]
@@ -549,3 +549,54 @@ def test_ctrl_c_in_a_long_run_raises_without_crash_or_leak():
     if done.stdout.split()[0] == "completed":
         pytest.skip("the simulation finished before Ctrl-C arrived")
     assert done.stdout.split() == ["interrupted", "0"]
+
+
+def _one_link(slots):
+    """A link's slots as the engine keeps them (rate, level, weight columns), with the
+    arguments :func:`flowsim_kernels.engine._fill_levels` takes besides the capacity."""
+    from flowsim_kernels.engine import _S_LEVEL, _S_RATE, _S_WEIGHT
+
+    slot_val = np.zeros((len(slots), 3))
+    for s, (rate, level, w) in enumerate(slots):
+        slot_val[s, _S_RATE], slot_val[s, _S_LEVEL], slot_val[s, _S_WEIGHT] = rate, level, w
+    return np.array([0]), np.array([len(slots)]), slot_val, np.empty((len(slots), 3))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_fill_levels_match_their_twin(seed):
+    from flowsim_kernels.engine import _fill_levels
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 60))
+    slots = []
+    for _ in range(n):
+        w = float(rng.uniform(0.5, 4.0))
+        if rng.random() < 0.3:
+            slots.append((0.0, -1.0, w))  # being re-solved
+        else:
+            level = float(10.0 ** rng.uniform(0, 4))  # levels far apart: several rounds
+            slots.append((level * w, level, w))
+    load = sum(rate for rate, level, _ in slots if level >= 0)
+    capacity = load * float(rng.uniform(0.9, 3.0)) + 1.0
+    overflow, fill = _fill_levels(0, capacity, *_one_link(slots))
+    want_overflow, want_fill = fill_levels_reference(capacity, slots)
+    assert overflow == pytest.approx(want_overflow, rel=1e-12, abs=1e-12)
+    assert fill == pytest.approx(want_fill, rel=1e-12, abs=1e-12)
+    if 0 <= want_fill < math.inf:
+        # The fill level fills the link: the free flows at it, the others up to it.
+        filled = sum(w * (fill if level < 0 else min(level, fill)) for _, level, w in slots)
+        assert filled == pytest.approx(capacity, rel=1e-12)
+
+
+def test_fill_levels_of_a_link_without_free_flows_or_over_capacity():
+    from flowsim_kernels.engine import _fill_levels
+
+    assert _fill_levels(0, 10.0, *_one_link([(4.0, 2.0, 2.0)])) == (math.inf, math.inf)
+    # Others above capacity (by rounding, in the engine): the overflow level is below 0 and
+    # is its own fill level, down to -1.
+    assert _fill_levels(0, 10.0, *_one_link([(11.0, 11.0, 1.0), (0.0, -1.0, 2.0)])) == (-0.5, -0.5)
+    assert _fill_levels(0, 10.0, *_one_link([(16.0, 16.0, 1.0), (0.0, -1.0, 2.0)])) == (-3.0, -1.0)
+    # Hand-computed: capacity 10, a free flow of weight 1, others at levels 8 (weight 1) and
+    # 1 (weight 1). Overflow: (10 - 9) / 1 = 1. The flow at 8 rises: (10 - 1) / 2 = 4.5,
+    # above the other's 1, which keeps its rate.
+    assert _fill_levels(0, 10.0, *_one_link([(0.0, -1.0, 1.0), (8.0, 8.0, 1.0), (1.0, 1.0, 1.0)])) == (1.0, 4.5)

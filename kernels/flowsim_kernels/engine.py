@@ -355,13 +355,15 @@ def simulate_flows(
     stamp = 0
     # Workspaces of the prediction: each link's predicted change of load, whether it is an
     # unsaturated link predicted to fill, its fill and overflow levels for the arriving flows
-    # (NaN until worked out), and the links whose flows are still to look at (a saturated link
-    # is stacked once per bit it gains, an unsaturated one once when predicted to fill).
+    # (NaN until worked out), the links whose flows are still to look at (a saturated link
+    # is stacked once per bit it gains, an unsaturated one once when predicted to fill), and
+    # room for the flows of the busiest link that :func:`_fill_levels` lists.
     link_push = np.zeros(n_links, dtype=np.int64)
     link_fills = np.zeros(n_links, dtype=np.bool_)
     seed_fill = np.full(n_links, np.nan)
     seed_overflow = np.full(n_links, np.nan)
     link_stack = np.empty(2 * n_links, dtype=np.int64)
+    fill_above = np.empty((link_slot_total.max() if n_links > 0 else 0, 3), dtype=np.float64)
     arrivals = np.empty(n_flows, dtype=np.int64)
     departures = np.empty(n_flows, dtype=np.int64)
 
@@ -562,7 +564,7 @@ def simulate_flows(
                     link = fl_idx[k]
                     if np.isnan(seed_fill[link]):
                         seed_overflow[link], seed_fill[link] = _fill_levels(
-                            link, capacity[link], link_slot_start, link_slot_count, slot_val
+                            link, capacity[link], link_slot_start, link_slot_count, slot_val, fill_above
                         )
                     level = min(level, seed_fill[link])
                 for k in range(fl_ptr[f], fl_ptr[f + 1]):
@@ -583,7 +585,7 @@ def simulate_flows(
                 top = link_sat_level[link]  # saturated, or predicted to fill
                 floor = max(threshold, top) * (1.0 - _CHECK_REL_TOL)
                 if change & _GAINS:
-                    _, fill = _fill_levels(link, capacity[link], link_slot_start, link_slot_count, slot_val)
+                    _, fill = _fill_levels(link, capacity[link], link_slot_start, link_slot_count, slot_val, fill_above)
                     above_fill = max(floor_level, fill * (1.0 + _CHECK_REL_TOL))
                     # A saturated link's top flows drop too, an unsaturated one's only those above.
                     floor = min(floor, above_fill) if top >= 0 else above_fill
@@ -992,35 +994,61 @@ def _held_elsewhere(h, r, cap_Bps, weight, fl_ptr, fl_idx, link_push, link_sat_l
 
 
 @njit(cache=True)
-def _fill_levels(link, capacity, link_slot_start, link_slot_count, slot_val):
+def _fill_levels(link, capacity, link_slot_start, link_slot_count, slot_val, above):
     """Levels at which ``link`` fills if its flows being re-solved rise without limit: with
     the others at their rates (where they overflow it), and with the others keeping their
-    rates only up to that level (its fill level); both inf if it has no such flows.
+    rates only up to that level (its fill level); both inf if it has no such flows. An
+    overflow level below 0 (the others over capacity by rounding) is its own fill level, or
+    -1 if lower.
 
-    Water-filling by fixed-point iteration: the first pass gives the first level; each next
-    pass lets the flows above the last level rise too, which raises the level, until no more
-    join (at most one pass per flow).
+    Water-filling by fixed-point iteration: from the overflow level, each next level lets the
+    others above the last one rise too, which raises the level, until the same flows rise
+    twice. The levels only grow and the flows above each one are among those above the one
+    before, so one pass over the slots lists the others above the overflow level in
+    ``above`` (float64[>= the link's slots, 3]: level, rate, weight; workspace) and each next
+    level scans only that list, which keeps the flows still above.
     """
     start = link_slot_start[link]
     stop = start + link_slot_count[link]
-    overflow = np.inf
-    level = -1.0
-    while True:
-        load = 0.0
-        w_free = 0.0
-        for s in range(start, stop):
-            if slot_val[s, _S_LEVEL] < 0 or slot_val[s, _S_LEVEL] > level >= 0:
-                w_free += slot_val[s, _S_WEIGHT]
-            else:
-                load += slot_val[s, _S_RATE]
-        if w_free == 0:
-            return overflow, np.inf
-        new_level = (capacity - load) / w_free
-        if level < 0:
-            overflow = new_level
+    load = 0.0
+    w_free = 0.0
+    for s in range(start, stop):
+        if slot_val[s, _S_LEVEL] < 0:
+            w_free += slot_val[s, _S_WEIGHT]
+        else:
+            load += slot_val[s, _S_RATE]
+    if w_free == 0:
+        return np.inf, np.inf
+    overflow = (capacity - load) / w_free
+    if overflow < 0:
+        return overflow, max(overflow, -1.0)
+    n_above = 0
+    for s in range(start, stop):
+        if slot_val[s, _S_LEVEL] > overflow:
+            for c in range(3):
+                above[n_above, c] = slot_val[s, c]
+            n_above += 1
+    level = overflow
+    while n_above > 0:
+        rate_above = 0.0
+        w_above = 0.0
+        for i in range(n_above):
+            rate_above += above[i, _S_RATE]
+            w_above += above[i, _S_WEIGHT]
+        new_level = (capacity - (load - rate_above)) / (w_free + w_above)
         if new_level <= level:
-            return overflow, level
+            break
         level = new_level
+        kept = 0
+        for i in range(n_above):
+            if above[i, _S_LEVEL] > level:
+                for c in range(3):
+                    above[kept, c] = above[i, c]
+                kept += 1
+        if kept == n_above:
+            break  # the same flows rise: the next level is this one
+        n_above = kept
+    return overflow, level
 
 
 @njit(cache=True, inline="always")

@@ -1,7 +1,7 @@
 """flowsim against real nccl-tests logs (data/validation/nccl_tests/): every log parses, every
 row is predicted, and the large-message rows of the healthy logs are close to the model.
 
-Predicting every row of the forty-one logs takes about 20 s on one core, so the whole logs are
+Predicting every row of the forty-four logs takes about 20 s on one core, so the whole logs are
 predicted here, through ``benchmarks/validate_nccl_logs.py`` (the path ``flowsim check``
 takes). Logs the model misses today are strict xfails whose reason says why, so that a change
 that fixes (or breaks) them shows.

@@ -16,6 +16,7 @@ import flowsim.engine
 from flowsim import InputError
 from flowsim.engine import simulate
 from flowsim.workload import Workload
+from flowsim_kernels.engine import _S_LEVEL, _S_RATE, _S_WEIGHT, _fill_levels
 from instances import fat_tree_traffic
 from reference import fill_levels_reference, simulate_reference
 
@@ -554,8 +555,6 @@ def test_ctrl_c_in_a_long_run_raises_without_crash_or_leak():
 def _one_link(slots):
     """A link's slots as the engine keeps them (rate, level, weight columns), with the
     arguments :func:`flowsim_kernels.engine._fill_levels` takes besides the capacity."""
-    from flowsim_kernels.engine import _S_LEVEL, _S_RATE, _S_WEIGHT
-
     slot_val = np.zeros((len(slots), 3))
     for s, (rate, level, w) in enumerate(slots):
         slot_val[s, _S_RATE], slot_val[s, _S_LEVEL], slot_val[s, _S_WEIGHT] = rate, level, w
@@ -564,8 +563,6 @@ def _one_link(slots):
 
 @pytest.mark.parametrize("seed", range(40))
 def test_fill_levels_match_their_twin(seed):
-    from flowsim_kernels.engine import _fill_levels
-
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 60))
     slots = []
@@ -589,8 +586,6 @@ def test_fill_levels_match_their_twin(seed):
 
 
 def test_fill_levels_of_a_link_without_free_flows_or_over_capacity():
-    from flowsim_kernels.engine import _fill_levels
-
     assert _fill_levels(0, 10.0, *_one_link([(4.0, 2.0, 2.0)])) == (math.inf, math.inf)
     # Others above capacity (by rounding, in the engine): the overflow level is below 0 and
     # is its own fill level, down to -1.

@@ -1002,11 +1002,12 @@ def _fill_levels(link, capacity, link_slot_start, link_slot_count, slot_val, abo
     -1 if lower.
 
     Water-filling by fixed-point iteration: from the overflow level, each next level lets the
-    others above the last one rise too, which raises the level, until the same flows rise
-    twice. The levels only grow and the flows above each one are among those above the one
-    before, so one pass over the slots lists the others above the overflow level in
-    ``above`` (float64[>= the link's slots, 3]: level, rate, weight; workspace) and each next
-    level scans only that list, which keeps the flows still above.
+    others above the last one rise too, which raises the level, until the others above a
+    level are those above the one before (the next level would be the same). The levels
+    only grow, so the others above each one are among those above the one before: one pass
+    over the slots lists the others above the overflow level in ``above`` (float64[>= the
+    link's slots, 3], the slots' columns; workspace) and each next level scans only that
+    list, which keeps the flows still above.
     """
     start = link_slot_start[link]
     stop = start + link_slot_count[link]

@@ -60,7 +60,7 @@ _PRESETS = {"A100": "dgx-a100", "H100": "dgx-h100", "GB200": "gb200-nvl72"}
 
 @dataclass(frozen=True)
 class Entry:
-    """One log of the index: its file, cluster and NCCL environment."""
+    """One log of the index: its file, cluster, NCCL environment and GPU (as the index says)."""
 
     file: str
     system: str
@@ -69,6 +69,7 @@ class Entry:
     env: dict[str, str]
     healthy: bool
     nccl_version: str | None = None
+    gpu: str = ""
 
 
 def entries(directory: Path = LOGS) -> list[Entry]:
@@ -81,7 +82,7 @@ def entries(directory: Path = LOGS) -> list[Entry]:
             raise InputError(f"{item['file']}: no flowsim preset for GPU {item['gpu']!r}")
         listed.append(
             Entry(item["file"], system, item["nodes"], item["gpus_per_node"], dict(item["env"]), item["healthy"],
-                  item.get("nccl_version"))
+                  item.get("nccl_version"), item["gpu"])
         )
     return listed
 

@@ -941,13 +941,20 @@ def physical_memory_bytes() -> int | None:
         return None
 
 
+def _memory_short(n_messages: int, per_message: int) -> int | None:
+    """The machine's memory (bytes) where ``n_messages`` at ``per_message`` bytes each would
+    take more than it; None where they fit or the machine does not say."""
+    memory = physical_memory_bytes()
+    return memory if memory is not None and n_messages * per_message > memory else None
+
+
 def _fits_memory(n_messages: int, what: str, instead: str, per_message: int = STEP_MESSAGE_BYTES) -> None:
     """An :class:`InputError` where a step DAG of ``n_messages`` would take more than the
     machine's memory at ``per_message`` bytes a message (numpy would fail, or the system's
     out-of-memory killer end the run without a word); ``instead`` says what else to run."""
-    memory = physical_memory_bytes()
-    needed = n_messages * per_message
-    if memory is not None and needed > memory:
+    memory = _memory_short(n_messages, per_message)
+    if memory is not None:
+        needed = n_messages * per_message
         raise InputError(
             f"{what} laid out as steps is {n_messages:,} messages, about {format_bytes(needed)} at "
             f"{per_message} bytes a message, more than this machine's {format_bytes(memory)} of memory; "
@@ -1327,11 +1334,10 @@ def _ring_collective(
             n_quotient = classes.size.size * n_steps(n) * n_slices
             # Each piece, and a .due message before every piece of its hop but the first.
             n_flows = n_quotient + int(hops.due[classes.representative].sum()) * (n_steps(n) * n_slices - 1)
-            memory = physical_memory_bytes()
             if model == "steps":
                 _fits_memory(n_flows, what, "or the stream model (model='stream', --model stream)", CLASS_FLOW_BYTES)
             if model == "steps" or (n_quotient <= STEP_MESSAGE_LIMIT
-                                    and (memory is None or n_flows * CLASS_FLOW_BYTES <= memory)):
+                                    and _memory_short(n_flows, CLASS_FLOW_BYTES) is None):
                 symmetry.laid_out(*_ring_classes(dag, hops, classes, n_steps(n), n_slices, ""))
                 return dag.workload(what)
     model = _model(model, n_messages, what)

@@ -13,8 +13,10 @@ docs/hardware.md §3.1):
 * ``PIX`` and ``PXB`` (one or several PCIe bridges, no host bridge): the same PCIe switch
   (complex); devices so related, directly or through others, share one switch.
 * ``PHB``, ``NODE``: the same CPU, through its host bridge(s); ``SYS``: another socket.
-* Sockets: one per distinct ``NUMA Affinity`` (else ``CPU Affinity``) of the GPUs, in order
-  of appearance; ``--sockets`` folds NUMA nodes of one socket (EPYC in NPS2/NPS4) together.
+* Sockets: one per distinct ``NUMA Affinity`` (else ``CPU Affinity``) of the GPUs, in the
+  order of their first number; ``--sockets`` folds NUMA nodes of one socket (EPYC in NPS2/NPS4)
+  together, consecutive ones, as Linux numbers them. A group of NICs without GPUs is on the
+  socket of the GPU nearest to it.
 * NICs: a NIC that is the nearest NIC of some GPU is a compute NIC; each GPU uses its nearest
   (ties: the one fewest GPUs before it took, then the first); compute NICs are numbered in
   order of the lowest GPU they serve, as rails are. A NIC nearest to no GPU is a front-end
@@ -74,6 +76,7 @@ _NIC_SPEEDS["efa"] = _NIC_SPEEDS["roce"]
 _ETH = {10: "eth10g", 100: "eth100g", 200: "eth200g", 400: "eth400g", 800: "eth800g"}
 # Nearness of a PCIe relation, best first (NCCL's path types).
 _PATH_RANK = {"PIX": 0, "PXB": 1, "PHB": 2, "NODE": 3, "SYS": 4}
+_NUMBER = re.compile(r"\d+")
 _NV = re.compile(r"NV(\d+)$")
 
 
@@ -194,6 +197,13 @@ def _groups(matrix: TopoMatrix) -> list[set[str]]:
     return list(groups.values())
 
 
+def _first_number(affinity: str) -> tuple[int, int]:
+    """Sort key of an affinity cell: its first number (``"3"``, ``"24-31,88-95"``), cells
+    without one (``"N/A"``) after every cell with one, in their order (a stable sort)."""
+    found = _NUMBER.search(affinity)
+    return (0, int(found.group())) if found else (1, 0)
+
+
 def import_system(
     matrix: TopoMatrix,
     *,
@@ -271,8 +281,9 @@ def import_system(
             fabric = {"gpu_fabric": "nvlink_mesh", "nvlink": nvlink,
                       "nvlink_counts": tuple(tuple(row) for row in counts)}
             notes.append("NVLink mesh: the NV# counts of each GPU pair")
-    # Sockets: the GPUs' NUMA (or CPU) affinities in order of appearance.
-    keys = list(dict.fromkeys(matrix.affinity.get(g, "") for g in gpus))
+    # Sockets: the GPUs' NUMA (or CPU) affinities in the order of their first number (Linux
+    # numbers the NUMA nodes and CPUs of one socket together), those without one last.
+    keys = sorted(dict.fromkeys(matrix.affinity.get(g, "") for g in gpus), key=_first_number)
     numa_of = {g: keys.index(matrix.affinity.get(g, "")) for g in gpus}
     n_numa = len(keys)
     if sockets is None:
@@ -329,9 +340,13 @@ def import_system(
         if members:
             socket = socket_of[f"GPU{members[0]}"]
         else:
+            # The socket of the GPU nearest the NICs (PHB: behind the same host bridge), which
+            # need not be a GPU whose nearest NIC they are: NICs all behind one GPU's host bridge
+            # are every other GPU's nearest too, at SYS.
             nic = compute[nics[0]]
-            near = [g for g in gpus if nearest.get(g) == nic]
-            socket = socket_of[near[0]]
+            near = min(gpus, key=lambda g: (_PATH_RANK.get(matrix.between(g, nic) or "SYS", 4),
+                                            nearest.get(g) != nic))
+            socket = socket_of[near]
         switches.append(PcieSwitch(tuple(members), tuple(nics), socket))
     names = ", ".join(f"nic{rail[nic]} = {matrix.nic_names.get(nic, nic)}" for nic in compute)
     if compute:

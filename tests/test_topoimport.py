@@ -120,6 +120,33 @@ def test_a_grace_superchip_gets_grace_hosts_and_equally_near_nics_are_shared_out
                       nic_kind="roce", intersocket="upi_skylake")
 
 
+# An EPYC pair in NPS4 (four NUMA nodes per socket) as its matrix would show it: every GPU on a
+# root port of its own (SYS to every other), listed alternating between the sockets, and both
+# NICs behind GPU7's host bridge (PHB), so SYS from every other GPU. A made-up matrix, shaped as
+# such outputs are.
+EPYC_NPS4_MATRIX = "\tGPU0\tGPU1\tGPU2\tGPU3\tGPU4\tGPU5\tGPU6\tGPU7\tNIC0\tNIC1\tCPU Affinity\tNUMA Affinity\n" + "".join(
+    f"GPU{i}\t" + "\t".join(" X " if j == i else "SYS" for j in range(8))
+    + ("\tPHB\tPHB" if i == 7 else "\tSYS\tSYS") + f"\t{numa * 8}-{numa * 8 + 7}\t{numa}\n"
+    for i, numa in enumerate((0, 4, 1, 5, 2, 6, 3, 7))
+) + "".join(
+    f"NIC{k}\t" + "\t".join("PHB" if i == 7 else "SYS" for i in range(8))
+    + "\t" + "\t".join(" X " if j == k else "PIX" for j in range(2)) + "\n"
+    for k in range(2)
+) + "\nNIC Legend:\n\n  NIC0: mlx5_0\n  NIC1: mlx5_1\n"
+
+
+def test_nps4_numa_nodes_fold_by_number_and_nics_sit_with_their_nearest_gpu():
+    spec, _ = import_system(parse_topo_matrix(EPYC_NPS4_MATRIX), name="epyc", gpu="RTX 4090", nic_speed_gbps=100,
+                            sockets=2, intersocket="xgmi_amd", p2p=False)
+    gpu_socket = {switch.gpus[0]: switch.socket for switch in spec.switches if switch.gpus}
+    # NUMA nodes 0-3 are the first socket and 4-7 the second, whatever order the GPUs come in
+    # (by order of appearance, GPUs 0-3 were taken as the first socket until 2026-12-06).
+    assert gpu_socket == {0: 0, 1: 1, 2: 0, 3: 1, 4: 0, 5: 1, 6: 0, 7: 1}
+    # The NICs are GPU7's neighbours, on its socket, though GPU0 is the first to take NIC0 (as
+    # the first of two NICs equally far, at SYS), whose socket they were given until 2026-12-06.
+    assert [(switch.nics, switch.socket) for switch in spec.switches if not switch.gpus] == [((0, 1), 1)]
+
+
 def test_the_command_writes_a_system_file_that_loads(tmp_path, capsys):
     out = tmp_path / "h100.toml"
     assert flowsim_main(["system", "import", str(TOPO / "hgx_h100.txt"), "-o", str(out), "--gpu", "H100",

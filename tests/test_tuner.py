@@ -80,6 +80,24 @@ def test_two_h100_servers_run_a_channel_per_nic(two_h100):
     assert graphs["nvls"].n_channels == 8
 
 
+def test_a_trees_paths_to_the_nics_take_its_inter_node_speed():
+    # Two DGX A100 (8 NICs of 200 Gb/s, each behind a PCIe Gen4 switch at NCCL's 24 GB/s). The
+    # search charges a path between a GPU and a NIC the channel's inter-node speed and a path
+    # between two GPUs its intra-node one ([NCCL] src/graph/search.cc ncclTopoFollowPath):
+    # pass 1 fits 8 channels at 24, and pass 2 raises the tree's intra speed over NVLink (12 x 20
+    # = 240 GB/s a GPU) to 30 (8 x 30 = 240; 48 does not fit), while the PCIe links carry 24 a
+    # channel. Charged the intra speed, the PCIe links held the tree at 24 until 2026-12-06.
+    two = build_cluster("dgx_a100", 2, figure="effective")
+    _, graphs = _graphs_of(two)
+    assert graphs["ring"] == NcclGraph(8, 24.0, 24.0)
+    assert graphs["tree"] == NcclGraph(8, 30.0, 24.0)
+    # Two servers: NCCL's model takes bwIntra for both. Tree: min(8 x 30 x 0.92, 8 x 23.6) =
+    # 188.8 GB/s of bus bandwidth, x 0.5; ring: 8 x 24 = 192, x 16/30. The ring wins at 8 GiB.
+    choice = nccl_choice(two, "all_reduce", 8 * GiB, nccl_env={"NCCL_ALGO": "Tree", "NCCL_PROTO": "Simple"})
+    assert choice.bus_bandwidth_GBps == pytest.approx(8 * 23.6)
+    assert nccl_choice(two, "all_reduce", 8 * GiB).algorithm == "ring"
+
+
 def test_nvls_bus_bandwidth_on_one_h100_node(h100):
     # min(40 x 0.85 x 7/8 x 2, 60) = 59.5 per channel, 8 channels: 476 GB/s (nccl-tests shows
     # 476-483 on an H100 node).

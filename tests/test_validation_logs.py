@@ -51,9 +51,10 @@ SENDRECV_10N1G = "xxrjun_h100_10n1g_sendrecv.txt"
 # A3 High runs also move well below the NICs' line rate (README.md). Every size is flagged SHORT.
 TCPX = "dstack_gcp_a3high_h100_2n8g_allgather.txt"
 # OCI's 2 BM.GPU4.8 (16 x 100 Gb/s RoCE a node; held out, 2026-12-06): from 1 GiB 219-238 GB/s,
-# more than the 200 GB/s the ports give a ring, so NCCL ran its tree there. flowsim's replay of
-# NCCL 2.19.3's tuner runs the ring (NCCL's model of the tree, 176.6 GB/s, against the ring's
-# 192), without the run's topology file and NCCL_CROSS_NIC=1; its rows are 13-19% under, FAST.
+# more than the 200 GB/s the ports give a ring, so NCCL ran its tree there. NCCL 2.19.3 saw the
+# 16 ports as 16 devices (it predates NCCL_IB_MERGE_NICS), where its model puts the tree ahead;
+# flowsim has the ports merged, 8 NICs of 200 Gb/s, as NCCL from 2.20 sees them, and its replay
+# runs the ring (the tree's model 188.8 GB/s, the ring's 192): 13-19% under, flagged FAST.
 OCI_A100_TREE = "ocihpcoke_a100_2n8g_allreduce.txt"
 _TCPX = pytest.mark.xfail(strict=True, reason="GPUDirect-TCPX on A3 High: 50 GB/s busbw where 4 NICs of 200 Gb/s give a "
                           "ring 96")

@@ -19,8 +19,9 @@ Topology search (``src/graph/search.cc`` ``ncclTopoCompute``)
     duplicate their channels when the speed is high (``ncclTopoDupChannels``); pass 2
     raises the speed again while the channels still fit (both bandwidths for rings, the
     inter-node one for NVLS, the intra-node one for trees). flowsim replays the passes on
-    the topology's own links instead of NCCL's path search: a channel at speed ``s`` loads
-    each link its ring (or its NVLS fan-in and fan-out) crosses by ``s``, with each link
+    the topology's own links instead of NCCL's path search: a channel loads each link its
+    ring (or its NVLS fan-in and fan-out) crosses by its speed, the inter-node one on the
+    paths between GPUs and NICs and the intra-node one between GPUs, with each link
     counted at NCCL's bandwidth for it (``bwIntra`` per NVLink, PCIe and inter-socket links
     as NCCL's ``topo.h`` rates, a NIC at its line rate), and channels are added while every
     link holds them. The communicator then runs twice the smaller of the ring and tree
@@ -439,12 +440,21 @@ class _Loads:
             pcie = np.zeros(topology.n_links, dtype=bool)
             pcie[used_links] = [topology.link_technology[link].startswith("pcie") for link in used_links.tolist()]
             per_link = np.where((one_cpu & from_gpu)[flow_of] & pcie[indices], per_link * 6 / 5, per_link)
-        load = np.bincount(indices, weights=per_link, minlength=topology.n_links)
+        # A path between servers (GPU to NIC, NIC to GPU) takes the channel's inter-node speed
+        # on every link it crosses, a path between two GPUs the intra-node one ([NCCL]
+        # src/graph/search.cc ncclTopoFollowPath: bwIntra only where both ends are GPUs or
+        # NVSwitches), so a tree's GPUs may talk faster than its PCIe links to the NICs carry.
+        server = topology.node_server
+        ends = np.array([[topology.node_id(src), topology.node_id(dst)] for src, dst in pairs], dtype=np.int64)
+        across = (server[ends[:, 0]] != server[ends[:, 1]])[flow_of]
+        load_intra = np.bincount(indices, weights=np.where(across, 0.0, per_link), minlength=topology.n_links)
+        load_inter = np.bincount(indices, weights=np.where(across, per_link, 0.0), minlength=topology.n_links)
         # NCCL's search sees a server's links and its NICs' line rate, not the fabric beyond
         # them: links between two switches outside the servers do not bound its channels.
-        in_server = (topology.node_server[topology.link_src] >= 0) | (topology.node_server[topology.link_dst] >= 0)
-        used = np.flatnonzero((load > 0) & in_server)
-        self.load = load[used]
+        in_server = (server[topology.link_src] >= 0) | (server[topology.link_dst] >= 0)
+        used = np.flatnonzero((load_intra + load_inter > 0) & in_server)
+        self.load_intra = load_intra[used]
+        self.load_inter = load_inter[used]
         # A link's NCCL bandwidth turns on its technology, capacity and ends' kinds alone:
         # worked out once for each such kind of link (a server's links are a few kinds).
         kinds = topology.node_kind
@@ -466,10 +476,11 @@ class _Loads:
         line rate (NCCL's search subtracts it from the ``LINK_NET`` link, [NCCL]
         src/graph/search.cc ``ncclTopoFollowPath``), so a NIC holds a whole number of
         channels: four 12.5 GB/s NICs hold 4 channels at 10 GB/s, not 5. Links inside the
-        server are averaged over the rings that cross them."""
-        speed = np.where(self.inter, bw_inter, bw_intra)
-        per_link = np.where(self.inter, np.floor(self.bw / speed + 1e-9), self.bw / speed)
-        fit = np.floor(per_link / self.load + 1e-9)
+        server are averaged over the rings that cross them, each path at its own speed:
+        ``bw_inter`` between a GPU and a NIC, ``bw_intra`` between two GPUs."""
+        net = np.floor(self.bw / bw_inter + 1e-9) / np.where(self.inter, self.load_inter, 1.0)
+        demand = self.load_intra * bw_intra + self.load_inter * bw_inter
+        fit = np.floor(np.where(self.inter, net, self.bw / demand) + 1e-9)
         return int(min(most, fit.min())) if fit.size else most
 
 

@@ -160,6 +160,7 @@ def _with_links(t: Topology, keep: np.ndarray, capacity_Bps: np.ndarray, node_ni
         server_net_latency_s=t.server_net_latency_s,
         server_step_latency_s=t.server_step_latency_s,
         server_gpu_sm=t.server_gpu_sm,
+        server_nic_ports=t.server_nic_ports,
         nccl_env=t.nccl_env,
         link_names=tuple(t.link_names[i] for i in keep.tolist()),
         link_src=t.link_src[keep],

@@ -34,7 +34,7 @@ from flowsim.errors import InputError, is_real, whole_number
 from flowsim.hardware import LinkTier, gpu_compute_capability, link_rate, link_technology, nvlink_generation
 from flowsim.topology import NodeKind, Topology, TopologyBuilder, checked_nccl_env
 
-__all__ = ["CPU_KINDS", "GPU_FABRICS", "PcieSwitch", "ServerSpec", "build_server"]
+__all__ = ["CPU_KINDS", "GPU_FABRICS", "MAX_NIC_PORTS", "PcieSwitch", "ServerSpec", "build_server"]
 
 #: How a server's GPUs reach each other.
 GPU_FABRICS = ("nvswitch", "nvlink_mesh", "pcie")
@@ -42,6 +42,9 @@ GPU_FABRICS = ("nvswitch", "nvlink_mesh", "pcie")
 #: The most GPUs, CPU sockets and front-end ports a server may have: an NVLink domain reaches
 #: 576 GPUs (docs/hardware.md §1.3), and a larger count is a typo that would take without end to build.
 MAX_SERVER_PARTS = 576
+
+#: The most ports a NIC may have (ConnectX cards have one or two; a larger count is a typo).
+MAX_NIC_PORTS = 8
 
 #: Host kinds: x86 sockets with PCIe root complexes, or Grace superchips (NVLink-C2C to GPUs).
 CPU_KINDS = ("x86", "grace")
@@ -100,6 +103,10 @@ class ServerSpec:
         Latency (us) the NICs' NCCL network plugin reports, which NCCL adds to each
         inter-server step (docs/hardware.md §5.1): 0 for InfiniBand and RoCE (NCCL's IB
         transport reports none); aws-ofi-nccl's figure of the instance for EFA.
+    nic_ports : int
+        Ports of each compute NIC, whose technology gives their summed speed (two 100 Gb/s
+        ports: a 200 Gb/s NIC): NCCL before 2.20 takes each port as a network device of its
+        own, from 2.20 it merges them (``NCCL_IB_MERGE_NICS``, docs/hardware.md §7.4).
     step_latency_us : float or None
         Latency (us) each step between servers pays on the wire on top of NCCL's own figure,
         where it differs from ``net_latency_us`` (None: the same): aws-ofi-nccl's figure is
@@ -138,6 +145,7 @@ class ServerSpec:
     nccl_env: tuple[tuple[str, str], ...] = ()
     hosts: int = 1
     step_latency_us: float | None = None
+    nic_ports: int = 1
 
     @property
     def n_nics(self) -> int:
@@ -163,6 +171,8 @@ class ServerSpec:
             if count > MAX_SERVER_PARTS:
                 raise InputError(f"{count} {what}: a server has at most {MAX_SERVER_PARTS} (an NVLink domain's "
                                  "most GPUs, docs/hardware.md §1.3)")
+        if whole_number("ports a NIC", self.nic_ports) > MAX_NIC_PORTS:
+            raise InputError(f"{self.nic_ports} ports a NIC: a NIC has at most {MAX_NIC_PORTS}")
         if whole_number("hosts", self.hosts) > n or n % self.hosts:
             raise InputError(f"{self.hosts} hosts cannot split {n} GPUs evenly")
         latencies = [("network latency", self.net_latency_us)]
@@ -309,7 +319,8 @@ def build_server(spec: ServerSpec, *, figure: str) -> Topology:
     b = TopologyBuilder()
     server = b.add_server(spec.name, p2p=spec.p2p, net_latency_s=spec.net_latency_us * 1e-6,
                           gpu_sm=gpu_compute_capability(spec.gpu),
-                          step_latency_s=None if spec.step_latency_us is None else spec.step_latency_us * 1e-6)
+                          step_latency_s=None if spec.step_latency_us is None else spec.step_latency_us * 1e-6,
+                          nic_ports=spec.nic_ports)
     for g in range(spec.n_gpus):
         b.add_node(f"gpu{g}", NodeKind.GPU, server=server)
     if spec.gpu_fabric == "nvswitch":

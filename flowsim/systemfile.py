@@ -38,7 +38,7 @@ from flowsim.errors import InputError, read_text_file
 from flowsim.fabrics import FABRICS
 from flowsim.hardware import gpu_nvlinks, is_infiniband, nvswitch_generation
 from flowsim.presets import preset_names, system_name
-from flowsim.servers import CPU_KINDS, GPU_FABRICS, MAX_SERVER_PARTS, PcieSwitch, ServerSpec
+from flowsim.servers import CPU_KINDS, GPU_FABRICS, MAX_NIC_PORTS, MAX_SERVER_PARTS, PcieSwitch, ServerSpec
 from flowsim.tomlcheck import Where, join, show
 
 __all__ = [
@@ -174,11 +174,13 @@ def _switches(where: Where, pcie: Mapping, n_gpus: int, sockets: int) -> list[di
 
 def _nics(
     where: Where, server: Mapping, switches: list[dict[str, Any]], n_gpus: int
-) -> tuple[str, str, tuple[int, ...] | None, float, float | None]:
+) -> tuple[str, str, tuple[int, ...] | None, float, float | None, int]:
     """Compute NIC technology, kind, the NIC each GPU uses, the network latency (us) NCCL's
-    plugin reports and the step latency (us, None: the same); places NICs on ``switches``."""
+    plugin reports, the step latency (us, None: the same) and each NIC's ports; places NICs
+    on ``switches``."""
     nics = where.table(server.get("nics", {}), "server.nics")
-    where.only(nics, ("count", "speed_gbps", "kind", "serves", "net_latency_us", "step_latency_us"), "server.nics")
+    where.only(nics, ("count", "speed_gbps", "kind", "ports", "serves", "net_latency_us", "step_latency_us"),
+               "server.nics")
 
     def microseconds(key: str) -> float:
         value = where.number(nics, key, "server.nics", 0.0)
@@ -190,6 +192,9 @@ def _nics(
     step_latency = microseconds("step_latency_us") if "step_latency_us" in nics else None
     count = _integer(where, nics, "count", "server.nics", 0, minimum=0)
     kind = where.choice(nics, "kind", "server.nics", NIC_KINDS, "ib")
+    ports = _integer(where, nics, "ports", "server.nics", 1)
+    if ports > MAX_NIC_PORTS:
+        raise where.error("server.nics.ports", f"expected at most {MAX_NIC_PORTS} ports a NIC, got {ports}")
     technology = _speed(where, nics, "server.nics", _IB_SPEEDS if kind == "ib" else _ETH_SPEEDS) if count else "ib_ndr"
     placed = [r for s in switches for r in (s["nics"] or ())]
     if placed and sorted(placed) != list(range(count)):
@@ -222,7 +227,8 @@ def _nics(
             switches[switch_of[group[0]]]["nics"].append(r)
     for s in switches:
         s["nics"] = tuple(s["nics"] or ())
-    return technology, kind, tuple(gpu_nics) if groups and min(gpu_nics) >= 0 else None, net_latency, step_latency
+    return (technology, kind, tuple(gpu_nics) if groups and min(gpu_nics) >= 0 else None, net_latency, step_latency,
+            ports)
 
 
 def _server(where: Where, server: Mapping, name: str) -> ServerSpec:
@@ -248,7 +254,7 @@ def _server(where: Where, server: Mapping, name: str) -> ServerSpec:
         raise where.error("server.pcie.generation", f"expected one of {', '.join(map(str, _PCIE_GENERATIONS))}, "
                                                     f"got {show(generation)}")
     switches = _switches(where, pcie, n_gpus, sockets)
-    compute_nic, nic_kind, gpu_nics, net_latency, step_latency = _nics(where, server, switches, n_gpus)
+    compute_nic, nic_kind, gpu_nics, net_latency, step_latency, nic_ports = _nics(where, server, switches, n_gpus)
     frontend = where.table(server.get("frontend", {}), "server.frontend")
     where.only(frontend, ("ports", "speed_gbps"), "server.frontend")
     ports = _integer(where, frontend, "ports", "server.frontend", 0, minimum=0)
@@ -259,6 +265,7 @@ def _server(where: Where, server: Mapping, name: str) -> ServerSpec:
         nvlink=fabric.get("nvlink"), nvlinks_per_gpu=fabric.get("nvlinks_per_gpu"),
         nvlink_counts=fabric.get("nvlink_counts"), p2p=where.boolean(server, "p2p", "server", True), cpu=cpu_kind,
         gpu_nics=gpu_nics, nic_kind=nic_kind, net_latency_us=net_latency, step_latency_us=step_latency,
+        nic_ports=nic_ports,
         hosts=_integer(where, server, "hosts", "server", 1),
     )
     try:
@@ -459,6 +466,8 @@ def format_system(spec: ServerSpec, *, cluster: Mapping | None = None, descripti
         speed = next(gbps for gbps, technology in speeds.items() if technology == spec.compute_nic)
         kind = spec.nic_kind if spec.nic_kind != "ib" or is_infiniband(spec.compute_nic) else "roce"
         lines += [f"speed_gbps = {speed}", f"kind = {_toml_value(kind)}"]
+        if spec.nic_ports != 1:
+            lines.append(f"ports = {spec.nic_ports}")
         rails = spec.rails()
         serves = [[g for g, r in enumerate(rails) if r == n] for n in range(spec.n_nics)]
         lines.append(f"serves = {_toml_value(serves)}")

@@ -106,6 +106,10 @@ class Topology:
         own per-step figure (``hwLat``), where it differs from what the plugin reports:
         aws-ofi-nccl reports a value chosen to steer NCCL's choice of algorithm, not one
         measured (docs/model.md "Latency the network plugin reports").
+    server_nic_ports : int64[n_servers], optional (empty: all 1)
+        Ports of each of the server's compute NICs, whose links carry the ports' summed
+        speed: NCCL before 2.20 takes each port as a network device of its own, and from
+        2.20 merges them (``NCCL_IB_MERGE_NICS``, docs/hardware.md §7.4).
     server_gpu_sm : int64[n_servers], optional (empty: all 0)
         Compute capability x 10 of the server's GPUs, as NCCL reads it (89 for an RTX 4090);
         0 where the GPU model is unknown (NCCL's tuner then goes by the GPUs' NVLinks).
@@ -150,6 +154,7 @@ class Topology:
     server_gpu_sm: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     nccl_env: tuple[tuple[str, str], ...] = ()
     server_step_latency_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    server_nic_ports: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     def __post_init__(self) -> None:
         if len(self.server_net_latency_s) == 0:
@@ -158,10 +163,12 @@ class Topology:
             object.__setattr__(self, "server_step_latency_s", np.array(self.server_net_latency_s, dtype=np.float64))
         if len(self.server_gpu_sm) == 0:
             object.__setattr__(self, "server_gpu_sm", np.zeros(len(self.server_names), dtype=np.int64))
+        if len(self.server_nic_ports) == 0:
+            object.__setattr__(self, "server_nic_ports", np.ones(len(self.server_names), dtype=np.int64))
         for name, dtype in (
             ("node_kind", np.int64), ("node_server", np.int64), ("node_nic", np.int64),
             ("server_p2p", np.bool_), ("server_net_latency_s", np.float64), ("server_gpu_sm", np.int64),
-            ("server_step_latency_s", np.float64), ("link_src", np.int64),
+            ("server_step_latency_s", np.float64), ("server_nic_ports", np.int64), ("link_src", np.int64),
             ("link_dst", np.int64),
             ("link_capacity_Bps", np.float64), ("link_latency_s", np.float64),
             ("link_tier", np.int64), ("link_shared", np.bool_),
@@ -176,7 +183,8 @@ class Topology:
         n_nodes, n_links, n_servers = len(self.node_names), len(self.link_names), len(self.server_names)
         for what, arrays, n in (
             ("node", ("node_kind", "node_server", "node_nic"), n_nodes),
-            ("server", ("server_p2p", "server_net_latency_s", "server_gpu_sm", "server_step_latency_s"), n_servers),
+            ("server", ("server_p2p", "server_net_latency_s", "server_gpu_sm", "server_step_latency_s",
+                        "server_nic_ports"), n_servers),
             (
                 "link",
                 ("link_src", "link_dst", "link_capacity_Bps", "link_latency_s", "link_technology",
@@ -253,6 +261,11 @@ class Topology:
             i = int(bad[0])
             raise InputError(f"server {self.server_names[i]!r} has compute capability {int(self.server_gpu_sm[i])}; "
                              "it must be >= 0 (0: unknown)")
+        bad = np.flatnonzero(self.server_nic_ports < 1)
+        if bad.size:
+            i = int(bad[0])
+            raise InputError(f"server {self.server_names[i]!r} has {int(self.server_nic_ports[i])} ports a NIC; "
+                             "it must be >= 1")
         bad = np.flatnonzero(~np.isin(self.link_tier, [int(t) for t in LinkTier]))
         if bad.size:
             i = int(bad[0])
@@ -397,6 +410,7 @@ class TopologyBuilder:
         self._server_net_latency: list[float] = []
         self._server_step_latency: list[float] = []
         self._server_gpu_sm: list[int] = []
+        self._server_nic_ports: list[int] = []
         self._link_index: dict[str, int] = {}
         self._link_src: list[int] = []
         self._link_dst: list[int] = []
@@ -412,13 +426,14 @@ class TopologyBuilder:
 
     def add_server(
         self, name: str, *, p2p: bool = True, net_latency_s: float = 0.0, gpu_sm: int = 0,
-        step_latency_s: float | None = None,
+        step_latency_s: float | None = None, nic_ports: int = 1,
     ) -> int:
         """Add a server (a chassis or NVLink domain); returns its id. ``net_latency_s``: what
         its network plugin reports to NCCL (:attr:`Topology.server_net_latency_s`);
         ``step_latency_s``: what its steps between servers pay on the wire on top of NCCL's
         figure (:attr:`Topology.server_step_latency_s`; default ``net_latency_s``);
-        ``gpu_sm``: its GPUs' compute capability x 10, 0 unknown (:attr:`Topology.server_gpu_sm`)."""
+        ``gpu_sm``: its GPUs' compute capability x 10, 0 unknown (:attr:`Topology.server_gpu_sm`);
+        ``nic_ports``: ports of each of its compute NICs (:attr:`Topology.server_nic_ports`)."""
         if name in self._server_names:
             raise InputError(f"duplicate server name {name!r}")
         p2p = flag(f"server {name!r}: p2p", p2p)
@@ -427,13 +442,16 @@ class TopologyBuilder:
         for what, value in (("network latency", net_latency_s), ("step latency", step_latency_s)):
             if isinstance(value, bool) or not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
                 raise InputError(f"server {name!r}: {what} {value!r} s must be finite and >= 0")
-        self._server_names.append(name)
-        self._server_p2p.append(p2p)
         if isinstance(gpu_sm, bool) or not isinstance(gpu_sm, (int, np.integer)) or gpu_sm < 0:
             raise InputError(f"server {name!r}: compute capability {gpu_sm!r} must be an integer >= 0")
+        if isinstance(nic_ports, bool) or not isinstance(nic_ports, (int, np.integer)) or nic_ports < 1:
+            raise InputError(f"server {name!r}: ports a NIC {nic_ports!r} must be an integer >= 1")
+        self._server_names.append(name)
+        self._server_p2p.append(p2p)
         self._server_net_latency.append(float(net_latency_s))
         self._server_step_latency.append(float(step_latency_s))
         self._server_gpu_sm.append(int(gpu_sm))
+        self._server_nic_ports.append(int(nic_ports))
         return len(self._server_names) - 1
 
     def add_node(self, name: str, kind: NodeKind, *, server: int = -1) -> int:
@@ -545,10 +563,11 @@ class TopologyBuilder:
         if len(server_names) != other.n_servers:
             raise InputError(f"{len(server_names)} server names for {other.n_servers} servers")
         server_ids = np.array(
-            [self.add_server(name, p2p=p2p, net_latency_s=net, gpu_sm=sm, step_latency_s=step)
-             for name, p2p, net, sm, step in zip(
+            [self.add_server(name, p2p=p2p, net_latency_s=net, gpu_sm=sm, step_latency_s=step, nic_ports=ports)
+             for name, p2p, net, sm, step, ports in zip(
                 server_names, other.server_p2p.tolist(), other.server_net_latency_s.tolist(),
-                other.server_gpu_sm.tolist(), other.server_step_latency_s.tolist(), strict=True)]
+                other.server_gpu_sm.tolist(), other.server_step_latency_s.tolist(), other.server_nic_ports.tolist(),
+                strict=True)]
             + [-1],
             dtype=np.int64,
         )
@@ -590,6 +609,7 @@ class TopologyBuilder:
             server_net_latency_s=np.array(self._server_net_latency, dtype=np.float64),
             server_gpu_sm=np.array(self._server_gpu_sm, dtype=np.int64),
             server_step_latency_s=np.array(self._server_step_latency, dtype=np.float64),
+            server_nic_ports=np.array(self._server_nic_ports, dtype=np.int64),
             link_names=tuple(self._link_index),
             link_src=np.array(self._link_src, dtype=np.int64),
             link_dst=np.array(self._link_dst, dtype=np.int64),

@@ -32,8 +32,9 @@ string datasets carry a digest instead, see ``/``). A *CSR pair*
     the attribute ``node_kinds`` lists the names by value), ``node_server`` (int64 server id,
     -1 for none), ``node_nic`` (int64 node id of the NIC it leaves its server through, -1 for
     none). Servers: ``server_name`` (str), ``server_p2p`` (bool), ``server_net_latency_s``
-    (float64), ``server_gpu_sm`` (int64) and ``server_step_latency_s`` (float64; each absent
-    from traces written before it, read as 0, the step latency as the network latency).
+    (float64), ``server_gpu_sm`` (int64), ``server_step_latency_s`` (float64) and
+    ``server_nic_ports`` (int64; each absent from traces written before it, read as 0, the
+    step latency as the network latency, the ports as 1).
     Links: ``link_name`` (str),
     ``link_src`` / ``link_dst`` (int64 node ids), ``link_capacity_Bps`` (float64, per
     direction), ``link_latency_s`` (float64), ``link_technology`` (str, a
@@ -348,6 +349,7 @@ def _write_topology(columns: ColumnWriter, root: h5py.File, topology: Topology) 
     _write_array(columns, g, "server_net_latency_s", topology.server_net_latency_s, np.float64)
     _write_array(columns, g, "server_step_latency_s", topology.server_step_latency_s, np.float64)
     _write_array(columns, g, "server_gpu_sm", topology.server_gpu_sm, np.int64)
+    _write_array(columns, g, "server_nic_ports", topology.server_nic_ports, np.int64)
     _write_strings(columns, g, "link_name", topology.link_names)
     for name, dtype in (
         ("link_src", np.int64), ("link_dst", np.int64), ("link_capacity_Bps", np.float64),
@@ -578,7 +580,8 @@ def trace_bytes(
     the file much smaller; this is what the disk must have free before the write starts."""
     arrays = (
         topology.node_kind, topology.node_server, topology.node_nic, topology.server_p2p,
-        topology.server_net_latency_s, topology.server_step_latency_s, topology.server_gpu_sm, topology.link_src,
+        topology.server_net_latency_s, topology.server_step_latency_s, topology.server_gpu_sm,
+        topology.server_nic_ports, topology.link_src,
         topology.link_dst, topology.link_capacity_Bps, topology.link_latency_s, topology.link_tier,
         topology.link_shared, workload.dep_indptr, workload.dep_indices, routes.flow_link_indptr,
         routes.flow_link_indices, result.link_capacity_Bps, result.link_bytes,
@@ -894,9 +897,9 @@ def _read_topology(path: Path, g: h5py.Group) -> Topology:
         column: _column(path, g, column, rows[table], kind) for column, (table, kind) in _TOPOLOGY_COLUMNS.items()
     }
     # Traces written before these columns have none: 0, the default (the step latency: the
-    # network latency).
+    # network latency; the ports: 1).
     for column, kind in (("server_net_latency_s", "numbers"), ("server_gpu_sm", "integers"),
-                         ("server_step_latency_s", "numbers")):
+                         ("server_step_latency_s", "numbers"), ("server_nic_ports", "integers")):
         if column in g:
             columns[column] = _column(path, g, column, rows["server"], kind)
     try:

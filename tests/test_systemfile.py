@@ -108,6 +108,12 @@ def test_every_preset_written_as_a_system_file_builds_the_same_topology(name):
          "l40s.toml: server.nics.step_latency_us: expected a number of microseconds >= 0, got -1.0"),
         ('nics = { count = 2, speed_gbps = 200, kind = "efa", step_latency_us = inf }',
          "l40s.toml: server.nics.step_latency_us: expected a number of microseconds >= 0, got inf"),
+        ('nics = { count = 2, speed_gbps = 200, kind = "roce", ports = 0 }',
+         "l40s.toml: server.nics.ports: expected an integer >= 1, got an integer 0"),
+        ('nics = { count = 2, speed_gbps = 200, kind = "roce", ports = 9 }',
+         "l40s.toml: server.nics.ports: expected at most 8 ports a NIC, got 9"),
+        ('nics = { count = 2, speed_gbps = 200, kind = "roce", ports = "2" }',
+         "l40s.toml: server.nics.ports: expected an integer >= 1, got"),
         ("hosts = 3", "l40s.toml: server: 3 hosts cannot split 8 GPUs evenly"),
         ("hosts = 0", "l40s.toml: server.hosts: expected an integer >= 1, got an integer 0"),
         # A list where a number goes was a Python error (a list cannot be looked up); counts past
@@ -128,6 +134,16 @@ def test_errors_name_the_file_and_the_key(tmp_path, change, message):
     path.write_text("\n".join(lines))
     with pytest.raises(InputError, match=re.escape(message)):
         load_system(path)
+
+
+def test_a_nics_ports_survive_a_written_system_file():
+    # The ports only change what NCCL before 2.20 sees (tests/test_tuner.py); written back, a
+    # file keeps them, and one port is the default, left out.
+    system, _, _ = resolve_system("oci-bm-gpu4-8")
+    text = format_system(system)
+    assert "ports = 2" in text
+    assert parse_system(text, source="oci.toml").spec == system
+    assert "ports" not in format_system(preset_spec("dgx_a100")).split("[server.nics]")[1].split("[")[0]
 
 
 def test_a_mesh_needs_a_symmetric_matrix(tmp_path):

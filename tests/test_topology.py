@@ -78,6 +78,8 @@ def test_lookups_and_helpers():
         (lambda b: b.add_server("box"), "duplicate server name 'box'"),
         (lambda b: b.add_server("box2", step_latency_s=-1e-6), "server 'box2': step latency -1e-06 s must be finite"),
         (lambda b: b.add_server("box2", net_latency_s=float("nan")), "server 'box2': network latency nan s must be"),
+        (lambda b: b.add_server("box2", gpu_sm=-1), "server 'box2': compute capability -1 must be an integer >= 0"),
+        (lambda b: b.add_server("box2", nic_ports=0), "server 'box2': ports a NIC 0 must be an integer >= 1"),
         (lambda b: b.add_link("gpu0", "gpu1", 1.0, technology="nvlink4"),
          "duplicate link name 'gpu0->gpu1'; merge parallel cables"),
         (lambda b: b.add_link("gpu0", "ghost", 1.0, technology="pcie5"), "link 'gpu0->ghost' ends at unknown node"),

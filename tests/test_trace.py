@@ -82,7 +82,7 @@ def test_round_trip_of_every_field(trace_path, run):
     for name in ("node_names", "server_names", "link_names", "link_technology"):
         assert getattr(t.topology, name) == getattr(topology, name)
     for name in ("node_kind", "node_server", "node_nic", "server_p2p", "server_net_latency_s", "server_gpu_sm",
-                 "server_step_latency_s", "link_src", "link_dst", "link_capacity_Bps", "link_latency_s", "link_tier", "link_shared"):
+                 "server_step_latency_s", "server_nic_ports", "link_src", "link_dst", "link_capacity_Bps", "link_latency_s", "link_tier", "link_shared"):
         np.testing.assert_array_equal(getattr(t.topology, name), getattr(topology, name))
     assert t.names.tolist() == list(workload.names)
     assert [topology.node_names[i] for i in t.src] == list(workload.src)
@@ -758,6 +758,28 @@ def test_a_servers_latencies_and_gpu_model_survive_the_trace(tmp_path):
         read = _read_topology(path, f["topology"])
         assert read.server_net_latency_s.tolist() == [0.0, 0.0] and read.server_gpu_sm.tolist() == [0, 0]
         assert read.server_step_latency_s.tolist() == [0.0, 0.0]
+
+
+def test_a_servers_nic_ports_survive_the_trace(tmp_path):
+    from flowsim.deflate import ColumnWriter
+    from flowsim.fabrics import build_cluster
+    from flowsim.systemfile import resolve_system
+    from flowsim.trace import _read_topology, _write_topology
+
+    # OCI BM.GPU4.8: NICs of two ports, which NCCL before 2.20 takes apart (tests/test_tuner.py).
+    system, _, _ = resolve_system("oci-bm-gpu4-8")
+    topology = build_cluster(system, 2, figure="nominal", fabric="rail_optimized")
+    path = tmp_path / "t.h5"
+    with h5py.File(path, "w") as f, ColumnWriter() as columns:
+        _write_topology(columns, f, topology)
+        columns.finish()
+    with h5py.File(path, "r") as f:
+        assert _read_topology(path, f["topology"]).server_nic_ports.tolist() == [2, 2]
+    # Traces written before the column read one port a NIC.
+    with h5py.File(path, "a") as f:
+        del f["topology/server_nic_ports"]
+    with h5py.File(path, "r") as f:
+        assert _read_topology(path, f["topology"]).server_nic_ports.tolist() == [1, 1]
 
 
 def test_compact_columns_write_the_same_trace(tmp_path, run):

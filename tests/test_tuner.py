@@ -98,6 +98,34 @@ def test_a_trees_paths_to_the_nics_take_its_inter_node_speed():
     assert nccl_choice(two, "all_reduce", 8 * GiB).algorithm == "ring"
 
 
+def test_before_nccl_2_20_each_port_of_a_nic_is_a_network_device():
+    # OCI BM.GPU4.8: 8 NICs of two 100 Gb/s ports (the system file's ports = 2). From 2.20.3
+    # NCCL merges a NIC's ports (NCCL_IB_MERGE_NICS): 8 devices of 25 GB/s, 8 channels at 24,
+    # and the tree's GPUs at 30, as on a DGX A100 pair (above); its model, 188.8, loses to the
+    # ring's 192. NCCL 2.19.3 sees 16 devices of 12.5 GB/s: pass 1 fits one channel at 12 on
+    # each, 16 in all (16 x 12 = 192 over 12 NVLinks' 240), and pass 2 raises the tree's intra
+    # speed to 15 (16 x 15 = 240; 18 does not fit). Its model gives the tree min(16 x 15 x 0.92,
+    # 16 x 23.6) = 220.8 GB/s of bus bandwidth, 110.4 of algorithm bandwidth, ahead of the
+    # ring's 16 x 12 x 16/30 = 102.4: NCCL 2.19.3 runs the tree at 8 GiB, as OCI's 2.19.3 run
+    # of this shape did (data/validation/nccl_tests/ocihpcoke_a100_2n8g_allreduce.txt, 238 GB/s,
+    # more than any ring over these NICs).
+    from flowsim.systemfile import resolve_system
+
+    system, _, _ = resolve_system("oci-bm-gpu4-8")
+    assert system.nic_ports == 2
+    two = build_cluster(system, 2, figure="effective")
+    ranks = [two.node_names[g] for g in two.gpus()]
+    described = describe_system(two, ranks)
+    for version, ring, tree, algorithm in (("2.19.3", (16, 12.0, 12.0), (16, 15.0, 12.0), "tree"),
+                                           ("2.20.5", (8, 24.0, 24.0), (8, 30.0, 24.0), "ring")):
+        graphs = _graphs(two, ranks, described, NCCL_VERSIONS[version], Router(two))
+        assert graphs["ring"] == NcclGraph(*ring) and graphs["tree"] == NcclGraph(*tree), version
+        assert nccl_choice(two, "all_reduce", 8 * GiB, version=version).algorithm == algorithm, version
+    choice = nccl_choice(two, "all_reduce", 8 * GiB, version="2.19.3")
+    assert choice.bus_bandwidth_GBps == pytest.approx(16 * 15 * 0.92)
+    assert choice.system.net_GBps == 12.5  # minNetBw: a port's speed
+
+
 def test_nvls_bus_bandwidth_on_one_h100_node(h100):
     # min(40 x 0.85 x 7/8 x 2, 60) = 59.5 per channel, 8 channels: 476 GB/s (nccl-tests shows
     # 476-483 on an H100 node).

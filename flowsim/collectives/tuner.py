@@ -332,6 +332,17 @@ def _nccl_link_bw(topology: Topology, link: int, constants: NcclConstants) -> fl
     return capacity / 1e9
 
 
+def _port_split(topology: Topology, link: int, constants: NcclConstants) -> int:
+    """The network devices NCCL makes of the NIC a network link leaves (or enters): one per
+    port before 2.20, one for the NIC from v2.20.3-1, whose ``NCCL_IB_MERGE_NICS`` (default 1)
+    merges the ports of a NIC (same PCI path, GUID and link layer) into one device at their
+    summed speed ([NCCL] src/transport/net_ib.cc ``ncclIbFindMatchingDev``)."""
+    if _since(constants, (2, 20, 3)):
+        return 1
+    server = max(int(topology.node_server[topology.link_src[link]]), int(topology.node_server[topology.link_dst[link]]))
+    return int(topology.server_nic_ports[server]) if server >= 0 else 1
+
+
 def _cpu_vendor(topology: Topology, servers: set[int]) -> str:
     src, dst = topology.link_src, topology.link_dst
     between_cpus = (topology.node_kind[src] == NodeKind.CPU) & (topology.node_kind[dst] == NodeKind.CPU)
@@ -468,6 +479,10 @@ class _Loads:
             bw.append(by_kind[key])
         self.bw = np.array(bw, dtype=np.float64)
         self.inter = topology.link_tier[used] == int(LinkTier.SCALE_OUT)
+        # Before 2.20 each port of a NIC is a network device of its own (_port_split).
+        self.ports = np.array([_port_split(topology, link, constants) if inter else 1
+                               for link, inter in zip(used.tolist(), self.inter.tolist(), strict=True)],
+                              dtype=np.float64)
 
     def channels(self, bw_intra: float, bw_inter: float, most: int) -> int:
         """How many channels at these speeds every link holds (at most ``most``).
@@ -475,10 +490,11 @@ class _Loads:
         A channel leaves a server through one NIC and takes its whole speed from that NIC's
         line rate (NCCL's search subtracts it from the ``LINK_NET`` link, [NCCL]
         src/graph/search.cc ``ncclTopoFollowPath``), so a NIC holds a whole number of
-        channels: four 12.5 GB/s NICs hold 4 channels at 10 GB/s, not 5. Links inside the
+        channels: four 12.5 GB/s NICs hold 4 channels at 10 GB/s, not 5 (and a NIC of two ports
+        that NCCL takes apart, each port a whole number). Links inside the
         server are averaged over the rings that cross them, each path at its own speed:
         ``bw_inter`` between a GPU and a NIC, ``bw_intra`` between two GPUs."""
-        net = np.floor(self.bw / bw_inter + 1e-9) / np.where(self.inter, self.load_inter, 1.0)
+        net = self.ports * np.floor(self.bw / self.ports / bw_inter + 1e-9) / np.where(self.inter, self.load_inter, 1.0)
         demand = self.load_intra * bw_intra + self.load_inter * bw_inter
         fit = np.floor(np.where(self.inter, net, self.bw / demand) + 1e-9)
         return int(min(most, fit.min())) if fit.size else most
@@ -1491,7 +1507,8 @@ def _nic_paths(topology: Topology, router: Router, gpus: Sequence[str],
         raise InputError(f"rank {gpus[nics.index(min(nics))]!r} has no NIC to leave its server through")
     routes = router.route(list(gpus), [topology.node_names[nic] for nic in nics], method="shortest",
                           gpudirect=gpudirect)
-    line_rates = {nic: max((_nccl_link_bw(topology, int(link), constants) for link in topology.links_from(nic)
+    line_rates = {nic: max((_nccl_link_bw(topology, int(link), constants) / _port_split(topology, int(link), constants)
+                            for link in topology.links_from(nic)
                             if topology.link_tier[link] == LinkTier.SCALE_OUT), default=math.inf)
                   for nic in set(nics)}
     slowest = min(min(path, line_rates[nic])

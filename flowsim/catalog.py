@@ -126,8 +126,12 @@ def describe_system(system: SystemFile) -> str:
     if spec.n_nics:
         rails = spec.rails()
         per_nic = max(rails.count(r) for r in set(rails))
-        lines.append(f"  compute NICs: {spec.n_nics} x {spec.compute_nic} ({spec.nic_kind}), up to {per_nic} GPU(s) "
-                     f"each: {_rates(spec.compute_nic, spec.n_nics)} per server")
+        ports = f", {spec.nic_ports} ports" if spec.nic_ports > 1 else ""
+        lines.append(f"  compute NICs: {spec.n_nics} x {spec.compute_nic} ({spec.nic_kind}{ports}), up to {per_nic} "
+                     f"GPU(s) each: {_rates(spec.compute_nic, spec.n_nics)} per server")
+        if spec.nic_ports > 1:
+            lines.append(f"  NCCL before 2.20 takes each of a NIC's {spec.nic_ports} ports as a network device of its "
+                         "own; from 2.20 it merges them (NCCL_IB_MERGE_NICS, docs/hardware.md §7.4)")
         lines.append(_gdr_line(server, dict(spec.nccl_env)))
         if spec.net_latency_us:
             lines.append(f"  network latency its NCCL plugin reports: {spec.net_latency_us:g} us, which NCCL's tuner "

@@ -136,6 +136,13 @@ def test_errors_name_the_file_and_the_key(tmp_path, change, message):
         load_system(path)
 
 
+def test_presets_shows_a_nics_ports(capsys):
+    assert flowsim(["presets", "oci-bm-gpu4-8"]) == 0
+    out = capsys.readouterr().out
+    assert "compute NICs: 8 x eth200g (roce, 2 ports), up to 1 GPU(s) each" in out
+    assert "NCCL before 2.20 takes each of a NIC's 2 ports as a network device of its own" in out
+
+
 def test_a_nics_ports_survive_a_written_system_file():
     # The ports only change what NCCL before 2.20 sees (tests/test_tuner.py); written back, a
     # file keeps them, and one port is the default, left out.

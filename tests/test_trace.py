@@ -728,58 +728,55 @@ def test_open_trace_names_a_fifo_without_waiting(make_fifo):
         open_trace(fifo)
 
 
-def test_a_servers_latencies_and_gpu_model_survive_the_trace(tmp_path):
+def _two_servers_topology_trace(tmp_path, system_name):
+    """A trace file holding only the topology of two servers of ``system_name``; returns its
+    path and a reader of its topology."""
     from flowsim.deflate import ColumnWriter
     from flowsim.fabrics import build_cluster
     from flowsim.systemfile import resolve_system
     from flowsim.trace import _read_topology, _write_topology
 
-    # aws-p4d: aws-ofi-nccl's 75 us, A100 compute capability 8.0.
-    system, _, _ = resolve_system("aws-p4d")
+    system, _, _ = resolve_system(system_name)
     topology = build_cluster(system, 2, figure="nominal", fabric="rail_optimized")
     path = tmp_path / "t.h5"
     with h5py.File(path, "w") as f, ColumnWriter() as columns:
         _write_topology(columns, f, topology)
         columns.finish()
-    with h5py.File(path, "r") as f:
-        read = _read_topology(path, f["topology"])
-        assert read.server_net_latency_s.tolist() == [75e-6, 75e-6]
-        assert read.server_step_latency_s.tolist() == [23e-6, 23e-6]
-        assert read.server_gpu_sm.tolist() == [80, 80]
+
+    def read():
+        with h5py.File(path, "r") as f:
+            return _read_topology(path, f["topology"])
+
+    return path, read
+
+
+def test_a_servers_latencies_and_gpu_model_survive_the_trace(tmp_path):
+    # aws-p4d: aws-ofi-nccl's 75 us, A100 compute capability 8.0.
+    path, read = _two_servers_topology_trace(tmp_path, "aws-p4d")
+    topology = read()
+    assert topology.server_net_latency_s.tolist() == [75e-6, 75e-6]
+    assert topology.server_step_latency_s.tolist() == [23e-6, 23e-6]
+    assert topology.server_gpu_sm.tolist() == [80, 80]
     # Traces written before the step latency read it as the network latency, and those
     # written before all three as 0.
     with h5py.File(path, "a") as f:
         del f["topology/server_step_latency_s"]
-    with h5py.File(path, "r") as f:
-        assert _read_topology(path, f["topology"]).server_step_latency_s.tolist() == [75e-6, 75e-6]
+    assert read().server_step_latency_s.tolist() == [75e-6, 75e-6]
     with h5py.File(path, "a") as f:
         del f["topology/server_net_latency_s"], f["topology/server_gpu_sm"]
-    with h5py.File(path, "r") as f:
-        read = _read_topology(path, f["topology"])
-        assert read.server_net_latency_s.tolist() == [0.0, 0.0] and read.server_gpu_sm.tolist() == [0, 0]
-        assert read.server_step_latency_s.tolist() == [0.0, 0.0]
+    topology = read()
+    assert topology.server_net_latency_s.tolist() == [0.0, 0.0] and topology.server_gpu_sm.tolist() == [0, 0]
+    assert topology.server_step_latency_s.tolist() == [0.0, 0.0]
 
 
 def test_a_servers_nic_ports_survive_the_trace(tmp_path):
-    from flowsim.deflate import ColumnWriter
-    from flowsim.fabrics import build_cluster
-    from flowsim.systemfile import resolve_system
-    from flowsim.trace import _read_topology, _write_topology
-
     # OCI BM.GPU4.8: NICs of two ports, which NCCL before 2.20 takes apart (tests/test_tuner.py).
-    system, _, _ = resolve_system("oci-bm-gpu4-8")
-    topology = build_cluster(system, 2, figure="nominal", fabric="rail_optimized")
-    path = tmp_path / "t.h5"
-    with h5py.File(path, "w") as f, ColumnWriter() as columns:
-        _write_topology(columns, f, topology)
-        columns.finish()
-    with h5py.File(path, "r") as f:
-        assert _read_topology(path, f["topology"]).server_nic_ports.tolist() == [2, 2]
+    path, read = _two_servers_topology_trace(tmp_path, "oci-bm-gpu4-8")
+    assert read().server_nic_ports.tolist() == [2, 2]
     # Traces written before the column read one port a NIC.
     with h5py.File(path, "a") as f:
         del f["topology/server_nic_ports"]
-    with h5py.File(path, "r") as f:
-        assert _read_topology(path, f["topology"]).server_nic_ports.tolist() == [1, 1]
+    assert read().server_nic_ports.tolist() == [1, 1]
 
 
 def test_compact_columns_write_the_same_trace(tmp_path, run):

@@ -432,7 +432,9 @@ class _Loads:
 
     def __init__(self, topology: Topology, router: Router, pairs: list[tuple[str, str]], weights: list[float],
                  constants: NcclConstants, gpudirect: bool = True, intel: bool = False):
-        routes = router.route([s for s, _ in pairs], [d for _, d in pairs], method="shortest", gpudirect=gpudirect)
+        sources, destinations = [s for s, _ in pairs], [d for _, d in pairs]
+        routes = router.route(sources, destinations, method="shortest", gpudirect=gpudirect)
+        src_ids, dst_ids = topology.node_ids(sources), topology.node_ids(destinations)
         indices = routes.flow_link_indices
         flow_of = np.repeat(np.arange(routes.n_flows), np.diff(routes.flow_link_indptr))
         per_link = np.asarray(weights, dtype=np.float64)[flow_of]
@@ -446,7 +448,7 @@ class _Loads:
             at_cpu = kinds[ends] == NodeKind.CPU
             visits = np.unique(np.stack([flow_of[at_cpu], ends[at_cpu]]), axis=1)
             one_cpu = np.bincount(visits[0], minlength=routes.n_flows) == 1
-            from_gpu = kinds[[topology.node_id(src) for src, _ in pairs]] == NodeKind.GPU
+            from_gpu = kinds[src_ids] == NodeKind.GPU
             used_links = np.unique(indices)
             pcie = np.zeros(topology.n_links, dtype=bool)
             pcie[used_links] = [topology.link_technology[link].startswith("pcie") for link in used_links.tolist()]
@@ -456,8 +458,7 @@ class _Loads:
         # src/graph/search.cc ncclTopoFollowPath: bwIntra only where both ends are GPUs or
         # NVSwitches), so a tree's GPUs may talk faster than its PCIe links to the NICs carry.
         server = topology.node_server
-        ends = np.array([[topology.node_id(src), topology.node_id(dst)] for src, dst in pairs], dtype=np.int64)
-        across = (server[ends[:, 0]] != server[ends[:, 1]])[flow_of]
+        across = (server[src_ids] != server[dst_ids])[flow_of]
         load_intra = np.bincount(indices, weights=np.where(across, 0.0, per_link), minlength=topology.n_links)
         load_inter = np.bincount(indices, weights=np.where(across, per_link, 0.0), minlength=topology.n_links)
         # NCCL's search sees a server's links and its NICs' line rate, not the fabric beyond

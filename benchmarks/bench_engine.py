@@ -59,7 +59,7 @@ def test_burst(benchmark, flows_scale):
 
 
 def test_burst_20k(benchmark, flows_scale):
-    # Twice the flows of test_burst, about 14 times the rate changes (docs: README.md, "the
+    # Twice the flows of test_burst, about 14 times the rate changes (docs/design.md, "the
     # heavy-tailed burst"): where the cost per rate change shows.
     n = max(int(20_000 * flows_scale), 100)
     run_and_record(benchmark, *fat_tree_traffic(K, n, 0.0, seed=3))

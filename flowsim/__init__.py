@@ -1,7 +1,7 @@
 """flowsim: a flow-level network model of GPU clusters.
 
-Flows share directed links with weighted max-min fairness; see the README's "Model"
-section for the contract.
+Flows share directed links with weighted max-min fairness; see docs/model.md for the
+contract and docs/design.md for how collectives, the solver and the engine work.
 """
 
 from __future__ import annotations

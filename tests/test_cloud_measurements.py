@@ -1,4 +1,4 @@
-"""The shipped cloud systems against the published nccl-tests measurements the README's cloud
+"""The shipped cloud systems against the published nccl-tests measurements docs/validation.md's cloud
 table cites ("Cloud instances against published measurements"): NCCL's own choice of
 algorithm at the measurement's largest size, within 10% (issue 26's bound), as
 ``flowsim collective COLLECTIVE --system SYSTEM --nodes N -b SIZE -e SIZE`` predicts it
@@ -37,7 +37,7 @@ _GB200_A2A_3_RACKS = _miss(
     "all-to-all across servers: the model gives the NICs' full rate to the remote share "
     "(N/(N-1) x a NIC's rate on N NVLink domains, reached under D-mod-k on the preset's InfiniBand); "
     "measured runs fall below that as N grows: +6% on 2 racks, +15% on 3 (this row), +29% against "
-    "NVIDIA's 48 GB/s on 4 DGX H100 (README)",
+    "NVIDIA's 48 GB/s on 4 DGX H100 (docs/validation.md)",
 )
 _A3_ULTRA_RINGS = _miss(
     "a ring across 2 A3 Ultra VMs at 40.7 GB/s a NIC (325.7 busbw; two runs, SkyPilot's and Google's own "

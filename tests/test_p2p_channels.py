@@ -82,7 +82,7 @@ def test_a_send_across_servers_starts_on_fewer_channels():
 def test_a_send_inside_one_h100_server_doubles_its_channels_with_its_size():
     # One DGX H100: 36 asked, 64 as a power of two, at most the 32 channels. A send starts on
     # 4 (32 x 8 ranks > 32 until 4) and doubles while a part exceeds 32 x 512 KiB = 16 MiB:
-    # the 4, 4, 8 and 16 channels of the measured 32-256 MiB sendrecv rows (README.md).
+    # the 4, 4, 8 and 16 channels of the measured 32-256 MiB sendrecv rows (docs/validation.md).
     h100 = build_cluster("dgx_h100", 1, figure="effective", fabric="none")
     p2p = p2p_channels(h100, _all(1), nccl_env=_pinned(32))
     assert (p2p.per_peer, p2p.total, p2p.chunk_bytes) == (32, 32, 512 * KiB)

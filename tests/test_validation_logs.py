@@ -27,11 +27,11 @@ _spec.loader.exec_module(validate)
 ENTRIES = {e.file: e for e in validate.entries()}
 GiB = 1 << 30
 
-# Every healthy log is within 15% at >= 1 GiB (README.md "Validation against real
+# Every healthy log is within 15% at >= 1 GiB (docs/validation.md "Validation against real
 # nccl-tests logs"); a log the model misses there would be a strict xfail saying why.
 # GCP A3 Mega (GPUDirect-TCPXO, with Google's NCCL profile: rings and trees, Simple) runs a
 # tree; from 4 GiB it moves 9% more than NCCL's own model of that tree (310 GB/s), to which
-# flowsim holds a tree, so those rows are -11% to -13% and flagged FAST (README.md).
+# flowsim holds a tree, so those rows are -11% to -13% and flagged FAST (docs/validation.md).
 TCPXO = "gcp_a3mega_h100_2n8g_allreduce.txt"
 # One H100 per host on 10 hosts (NCCL 2.29.2): NCCL gives each network peer 2 channels, which
 # flowsim holds to NCCL's own 14 GB/s a channel (P2P_PER_CHANNEL_NET_GBPS); this cluster's
@@ -48,7 +48,7 @@ SENDRECV_10N1G = "xxrjun_h100_10n1g_sendrecv.txt"
 # say what the hosts are; nccl-tests#309's 4 and 8 servers ran at this cluster's rate, 81%.
 # GCP A3 High (GPUDirect-TCPX), dstack's all-gather on 2 VMs (held out, 2026-12-05): 49-50 GB/s
 # busbw from 128 MiB where the system's rings over 4 NICs of 200 Gb/s give 96; other published
-# A3 High runs also move well below the NICs' line rate (README.md). Every size is flagged SHORT.
+# A3 High runs also move well below the NICs' line rate (docs/validation.md). Every size is flagged SHORT.
 TCPX = "dstack_gcp_a3high_h100_2n8g_allgather.txt"
 # OCI's 2 BM.GPU4.8 (16 x 100 Gb/s RoCE a node; held out, 2026-12-06): from 1 GiB 219-238 GB/s,
 # more than the 200 GB/s the ports give a ring, so NCCL ran its tree there. NCCL 2.19.3 sees the
@@ -207,7 +207,7 @@ def test_the_nccl_environment_goes_to_the_prediction_only_where_the_api_takes_it
     assert validate.prediction_options(env) == {"nccl_env": env}
 
 
-# Rows of healthy logs that `flowsim check` flags at its defaults, and why (README.md,
+# Rows of healthy logs that `flowsim check` flags at its defaults, and why (docs/validation.md,
 # "Validation against real nccl-tests logs"). Everything else of every healthy log passes.
 FLAGGED_HEALTHY_ROWS = {
     # 8 H100's sendrecv: 32-128 MiB on 4, 4 and 8 channels are the calibration of
@@ -220,7 +220,7 @@ FLAGGED_HEALTHY_ROWS = {
     "coreweave_gb200_nvl72_allreduce.txt": [512 << 20],
     # GCP A3 Mega's GPUDirect-TCPXO under Google's NCCL profile (the system file's [nccl] env:
     # rings and trees, Simple, 8 MiB buffers): from 4 GiB 9% above NCCL's model of the tree,
-    # which flowsim holds a tree to (README.md). Its 4-64 MiB rows, up to 1.9x NCCL's tree
+    # which flowsim holds a tree to (docs/validation.md). Its 4-64 MiB rows, up to 1.9x NCCL's tree
     # time, were flagged SHORT until a tree channel's hops inside a server were held to what
     # half a thread block copies (docs/model.md "Tree channels inside a server").
     TCPXO: [4 << 30, 8 << 30],
@@ -243,7 +243,7 @@ FLAGGED_HEALTHY_ROWS = {
     # MiB, with the 8 MiB buffers the plugin sets, NCCL's tree chunk is 1 MiB, one a channel,
     # crossing each server's chain hop after hop; the model holds those A100 hops to half a
     # thread block (15.2 GB/s, from H100's point-to-point rate at A100's clock) and is 1.73x
-    # slower than this run there (flagged FAST). README.md.
+    # slower than this run there (flagged FAST). docs/validation.md.
     "aws_p4de_a100_2n8g_allreduce.txt": [8 << 20],
     # CSCS's Alps GH200 nodes over Slingshot (aws-ofi-nccl on libfabric's CXI, which reports no
     # latency to NCCL): the steps between nodes take longer than NCCL's constants say, and no
@@ -254,7 +254,7 @@ FLAGGED_HEALTHY_ROWS = {
     # NCCL's tree from 1 GiB, 219-238 GB/s, above NCCL's model of it (see OCI_A100_TREE): 1.18-1.30x
     # the model, flagged FAST; at 256-512 MiB the replay's LL128 tree gives 191-192 where the run
     # moves 156-165, 0.81-0.87, flagged SHORT: LL128 trees between servers run slower than the
-    # model on AWS's p4de and p5 too (README.md).
+    # model on AWS's p4de and p5 too (docs/validation.md).
     OCI_A100_TREE: [1 << 28, 1 << 29, 1 << 30, 1 << 31, 1 << 32, 1 << 33],
 }
 

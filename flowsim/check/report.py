@@ -806,7 +806,7 @@ _WHAT_TO_CHECK = {
 }
 
 #: How much slower than its choice NCCL's model may rate an algorithm and protocol that may
-#: still be what ran: against measurements NCCL's model is off by up to 2x (README, "What the
+#: still be what ran: against measurements NCCL's model is off by up to 2x (docs/validation.md, "What the
 #: model still misses": LL and LL128 at 1-16 MiB), and the topology NCCL detects may differ from
 #: the one the check predicts, so a pair within 2x could have won on the cluster.
 CLOSE_CALL = 2.0

@@ -30,7 +30,7 @@ from flowsim.check import (
 from flowsim.check.history import _history_lines
 from flowsim.check.log import RankInfo
 from flowsim.check.parse import _shape_of_listed, nccl_version_from_code
-from flowsim.check.report import LATENCY_TOLERANCE, default_system, other_choices, time_bounds
+from flowsim.check.report import LATENCY_TOLERANCE, _short_without_nvls, default_system, other_choices, time_bounds
 from flowsim.collectives import all_to_all_v_bytes
 from flowsim.collectives.report import NcclRow
 from flowsim.commands.check import add_parser
@@ -463,9 +463,13 @@ def test_short_sizes_say_where_to_look_by_what_bounds_them():
     assert [r.busiest_tier for r in report.short] == ["InfiniBand", "InfiniBand"]
     assert ("# SHORT where InfiniBand bounds the prediction (1 GiB-2 GiB): look at the network (NIC ports and "
             "their speed, cables, switches, GPUDirect RDMA)") in report.format_text().splitlines()
-    # Checked as NCCL's choice, NVLSTree, the same rows are SHORT where NVLS's budget bounds it.
+    # Checked as NCCL's choice, NVLSTree, NVLS's budget bounds the same rows, but NCCL's ring
+    # (what it runs without NVLS) is still twice as fast as the log: the network again, not NVLS.
     text = check_nccl_log(DEGRADED, system="dgx-h100", min_bytes=1 << 30).format_text()
-    assert "# SHORT where NVLS-budget bounds the prediction (1 GiB-2 GiB): look at whether NCCL ran NVLink SHARP" in text
+    assert "NVLS-budget at 1 GiB-2 GiB" in text and "look at whether NCCL ran NVLink SHARP" not in text
+    assert ("# SHORT at 1 GiB-2 GiB, predicted with nvls_tree: not NVLS missing on the cluster, since NCCL's best "
+            "choice without it (ring/simple) is faster than measured too; InfiniBand bounds that choice: look at the "
+            "network") in text
     # No SHORT row, no such line.
     assert "# SHORT where" not in check_nccl_log(SENDRECV, system="dgx-h100", min_bytes=LARGE).format_text()
     # An H100 log checked as a DGX A100 is FAST where the A100's NVLinks bound the model.
@@ -1357,6 +1361,8 @@ def test_flagged_sizes_another_of_nccls_choices_fits_are_said_to_be_a_choice_not
         "--nccl-env NCCL_PROTO=Simple predicts them so; NCCL_DEBUG_SUBSYS=TUNING prints what NCCL ran)",)
     assert report.format_text().endswith("\n# " + report.explained[0])
     assert report.to_dict()["explained"] == list(report.explained)
+    # NVLS missing explains them, so the advice on NVLS stands.
+    assert report.not_nvls == () and "look at whether NCCL ran NVLink SHARP" in report.format_text()
     # With the run's environment nothing is flagged, nor explained; an algorithm named steers
     # the check, which then weighs nothing else.
     ran = check_log(log, system="dgx-h100", min_bytes=1 << 30, nccl_env={"NCCL_ALGO": "Ring", "NCCL_MIN_CTAS": "24"})
@@ -1367,6 +1373,56 @@ def test_flagged_sizes_another_of_nccls_choices_fits_are_said_to_be_a_choice_not
     degraded = check_log(parse_nccl_log(VALIDATION / "gh_nccltests290_h100_2n8g_ib_allreduce_ring_degraded.txt"),
                          system="dgx-h100")
     assert len(degraded.short) == 11 and degraded.explained == ()
+
+
+def test_short_sizes_no_choice_without_nvls_clears_are_not_put_down_to_nvls():
+    # The degraded pair of DGX H100 (nccl-tests#290: 87-102 GB/s busbw from 32 MiB), checked on
+    # the model's NVLSTree: NCCL's best choice without NVLS, which a cluster without multicast
+    # would run (LL128 then Simple rings, 356-362 GB/s at 1-8 GiB), is still 3.5-4x faster, so
+    # the report sends the reader to what bounds that choice, the network, and not to NVLS.
+    degraded = check_log(parse_nccl_log(VALIDATION / "gh_nccltests290_h100_2n8g_ib_allreduce_ring_degraded.txt"),
+                         system="dgx-h100")
+    assert {r.algorithm for r in degraded.short} == {"nvls_tree"}
+    large = [(size, choice, bound) for size, choice, bound in degraded.not_nvls if size >= 32 << 20]
+    assert [size for size, _, _ in large] == [r.size_bytes for r in degraded.short if r.size_bytes >= 32 << 20]
+    assert {bound for _, _, bound in large} == {"InfiniBand"} and ("ring/simple" in {c for _, c, _ in large})
+    text = degraded.format_text()
+    assert "look at whether NCCL ran NVLink SHARP" not in text
+    assert ("# SHORT at 32 MiB-8 GiB, predicted with nvls_tree: not NVLS missing on the cluster, since NCCL's best "
+            "choice without it (ring/ll128, ring/simple) is faster than measured too; InfiniBand bounds that choice: "
+            "look at the network") in text
+    assert degraded.to_dict()["not_nvls"][-1] == {"size_bytes": 8 << 30, "without_nvls": "ring/simple",
+                                                   "bound": "InfiniBand"}
+
+
+def test_short_without_nvls_weighs_short_nvls_rows_against_the_best_choice_without_nvls():
+    # Rows measured at twice the time NVLS predicted (SHORT in a band of 0.9 to 1.1 of a
+    # prediction): NCCL's model rates the ring best without NVLS at each size, and the ring
+    # predicts 150 us for 1 MiB (measured 200: still SHORT) and 400 us for 2 MiB (measured 400:
+    # it fits, so NVLS missing would explain that size). A FAST row and a ring's own row are
+    # not NVLS's shortfalls; a choice flowsim cannot lay out is passed over.
+    short_1m, short_2m = _flagged_row(1 << 20, 200.0), _flagged_row(2 << 20, 400.0)
+    fast = _flagged_row(4 << 20, 100.0)
+    fast = fast[0], dataclasses.replace(fast[1], time_us=400.0)
+    ring_row = _flagged_row(8 << 20, 800.0, algorithm="ring")
+    times = {1 << 20: 150.0, 2 << 20: 400.0, 4 << 20: 410.0, 8 << 20: 300.0}
+
+    def predict(algorithm, protocol, sizes):
+        if algorithm == "pat":
+            raise InputError("PAT runs one GPU per node only")
+        return [NcclRow(size, 0, "float", "sum", -1, times[size], 0.0, 0.0, algorithm, protocol, 16, "steps",
+                        busiest_tier="InfiniBand", busiest_utilization=0.9) for size in sizes]
+
+    def band(prediction):
+        return 0.9 * prediction.time_us, 1.1 * prediction.time_us
+
+    def table(size):
+        return {("nvls", "simple"): 10.0, ("ring", "simple"): 20.0, ("tree", "simple"): 30.0}
+
+    found = _short_without_nvls([short_1m, short_2m, fast, ring_row], band, predict, table)
+    assert found == [(1 << 20, "ring/simple", "InfiniBand")]
+    assert _short_without_nvls([short_1m], band, predict, lambda size: {("pat", "simple"): 1.0}) == []
+    assert _short_without_nvls([short_1m], band, predict, lambda size: {("nvls", "simple"): 1.0}) == []
 
 
 def _flagged_row(size, time_us, algorithm="nvls", protocol="simple"):

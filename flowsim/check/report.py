@@ -327,6 +327,11 @@ class CheckReport:
         run there (one its model rates within :data:`CLOSE_CALL` of its choice, or its best
         without NVLS) would flag none of (:func:`other_choices`): which, and at which sizes.
         The flags stand; the line says what the cluster may have run instead of a fault.
+    not_nvls : tuple of (int, str, str)
+        ``SHORT`` sizes predicted with NVLS or NVLSTree that NCCL's best choice without them
+        would flag ``SHORT`` too, so that NVLS missing on the cluster does not explain them:
+        each size, that choice (``"ring/simple"``) and what bounds its prediction (a link's
+        kind, or ``"latency"``, as :meth:`format_text`'s lines name them).
     """
 
     log: NcclTestLog
@@ -346,6 +351,7 @@ class CheckReport:
     launch_floor_us: float = 0.0
     failures: str = ""
     explained: tuple[str, ...] = ()
+    not_nvls: tuple[tuple[int, str, str], ...] = ()
 
     @property
     def flagged(self) -> tuple[RowCheck, ...]:
@@ -399,6 +405,8 @@ class CheckReport:
             "n_fast": len(self.fast),
             "warnings": list(self.warnings),
             "explained": list(self.explained),
+            "not_nvls": [{"size_bytes": size, "without_nvls": choice, "bound": bound}
+                         for size, choice, bound in self.not_nvls],
             "error_by_band": [asdict(b) for b in self.error_by_band()],
             "rows": [{**asdict(r), "flagged": r.flagged, "error_out": r.error_out} for r in self.rows],
         }
@@ -493,14 +501,27 @@ class CheckReport:
         if not parts:
             return []
         lines = ["# what bounds the predicted time: " + ", ".join(parts)]
+        not_nvls = {size: (choice, bound) for size, choice, bound in self.not_nvls}
         for flag, advice in (("SHORT", _WHERE_TO_LOOK), ("FAST", _WHAT_TO_CHECK)):
             flagged: dict[str, list[int]] = {}
             for bound, rows in spans:
-                flagged.setdefault(bound, []).extend(r.size_bytes for r in rows if getattr(r, flag.lower()))
+                flagged.setdefault(bound, []).extend(r.size_bytes for r in rows if getattr(r, flag.lower())
+                                                     and not (flag == "SHORT" and r.size_bytes in not_nvls))
             for bound, sizes in flagged.items():
                 if sizes:
                     lines.append(f"# {flag} where {bound} bounds the prediction ({_size_range(sizes)}): "
                                  f"{advice.get(bound, advice['network'])}")
+        by_bound: dict[str, list[tuple[int, str]]] = {}
+        for size, (choice, bound) in sorted(not_nvls.items()):
+            by_bound.setdefault(bound, []).append((size, choice))
+        ran = {r.size_bytes: r.algorithm for r in self.rows}
+        for bound, found in by_bound.items():
+            sizes = [size for size, _ in found]
+            nvls = "/".join(dict.fromkeys(str(ran.get(size)) for size in sizes))
+            choices = ", ".join(dict.fromkeys(choice for _, choice in found))
+            lines.append(f"# SHORT at {_size_range(sizes)}, predicted with {nvls}: not NVLS missing on the cluster, "
+                         f"since NCCL's best choice without it ({choices}) is faster than measured too; {bound} bounds "
+                         f"that choice: {_WHERE_TO_LOOK.get(bound, _WHERE_TO_LOOK['network'])}")
         return lines
 
     def _launch_line(self) -> list[str]:
@@ -869,6 +890,40 @@ def other_choices(
             "run it rather than the cluster being at fault (--nccl-env "
             f"NCCL_ALGO={_NCCL_NAMES[algorithm]} --nccl-env NCCL_PROTO={_NCCL_NAMES[protocol]} predicts them so; "
             "NCCL_DEBUG_SUBSYS=TUNING prints what NCCL ran)")
+
+
+def _short_without_nvls(
+    flagged: Sequence[tuple[TestRow, NcclRow]],
+    allowance: Callable[[NcclRow], tuple[float, float]],
+    predict: Callable[[str, str, list[int]], list[NcclRow]],
+    table_at: Callable[[int], Mapping[tuple[str, str], float]],
+) -> list[tuple[int, str, str]]:
+    """Of ``flagged`` (rows of one block with the prediction that flagged them), the ``SHORT``
+    sizes predicted with NVLS or NVLSTree that NCCL's best choice without them (the fastest
+    other pair of ``table_at(size)``, NCCL's model there) would flag ``SHORT`` as well: (size,
+    that choice as ``"algorithm/protocol"``, what bounds its prediction). NVLS missing on the
+    cluster (multicast off, an older NCCL) would make NCCL run that choice, so it cannot
+    explain a row slower than that choice allows too."""
+    by_choice: dict[tuple[str, str], list[tuple[TestRow, list[float]]]] = {}
+    for row, own in flagged:
+        measured = [m.time_us for m in (row.out_of_place, row.in_place) if m.time_us > 0]
+        if own.algorithm not in _NVLS_FAMILY or not measured or min(measured) <= allowance(own)[1]:
+            continue  # not NVLS's, or not SHORT
+        without = {pair: t for pair, t in table_at(row.size_bytes).items() if pair[0] not in _NVLS_FAMILY}
+        if without:
+            by_choice.setdefault(min(without, key=without.__getitem__), []).append((row, measured))
+    found = []
+    for (algorithm, protocol), rows in by_choice.items():
+        try:
+            predictions = predict(algorithm, protocol, [row.size_bytes for row, _ in rows])
+        except InputError:
+            continue  # a choice flowsim cannot lay out here
+        for (row, measured), prediction in zip(rows, predictions, strict=True):
+            if min(measured) > allowance(prediction)[1]:
+                busy = prediction.busiest_tier and prediction.busiest_utilization >= BOUND_USE
+                found.append((row.size_bytes, f"{algorithm}/{protocol}",
+                              str(prediction.busiest_tier) if busy else "latency"))
+    return found
 
 
 def _replay_note(topology, log: NcclTestLog, ranks: Sequence[str], follow: Mapping[int, tuple[str, str]],
@@ -1251,6 +1306,7 @@ def check_log(
     # its best choice without NVLS; not where its TUNING lines say what ran, nor where the
     # caller named an algorithm or protocol).
     explained: list[str] = []
+    not_nvls: list[tuple[int, str, str]] = []
     flagged_by_run: dict[tuple[int, str, str, str, str], list[tuple[TestRow, NcclRow]]] = {}
     for row, check in zip(log.rows, checks, strict=True):
         run = run_of(row)
@@ -1279,6 +1335,12 @@ def check_log(
         line = other_choices(flagged, sorted(weighed), predict_other, allowance)
         if line is not None:
             explained.append(line)
+
+        def table_at(size: int, dtype: str = dtype, redop: str = redop) -> Mapping[tuple[str, str], float]:
+            return nccl_choice(topology, log.collective, size, ranks=ranks, nccl_env=env, version=version,
+                               dtype=dtype, redop=redop).table
+
+        not_nvls.extend(_short_without_nvls(flagged, allowance, predict_other, table_at))
     return CheckReport(
         log,
         system,
@@ -1291,6 +1353,7 @@ def check_log(
         tuple(checks),
         warnings=tuple(warnings),
         explained=tuple(explained),
+        not_nvls=tuple(sorted(set(not_nvls))),
         latency_tolerance=float(latency_tolerance),
         nccl_version=version,
         nccl=nccl,

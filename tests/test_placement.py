@@ -186,6 +186,22 @@ def test_tree_lanes_move_at_nccls_tree_algorithm_bandwidth(two_dgx):
         np.testing.assert_allclose(plan.workload.cap_Bps[data], expected)
 
 
+def test_model_caps_off_leaves_rings_and_trees_to_their_links(two_dgx):
+    # The tree's lanes lose their share of NCCL's model (the cap just above) and keep only what
+    # the hardware sets: none of the tree's messages is capped then, and the call is faster. A
+    # Simple ring on all its channels is not held to NCCL's model anyway: the same flows.
+    capped = collective_workload(two_dgx, "all_reduce", 1 << 30, algorithm="tree", protocol="ll128")
+    free = collective_workload(two_dgx, "all_reduce", 1 << 30, algorithm="tree", protocol="ll128", model_caps=False)
+    assert np.isfinite(capped.workload.cap_Bps[capped.workload.size_bytes > 0]).all()
+    assert np.isinf(free.workload.cap_Bps).all()
+    times = [collective_time(two_dgx, "all_reduce", 1 << 30, algorithm="tree", protocol="simple",
+                             model_caps=caps).time_s for caps in (True, False)]
+    assert times[1] < times[0]
+    ring = [collective_workload(two_dgx, "all_reduce", 1 << 30, algorithm="ring", protocol="simple",
+                                model_caps=caps).workload for caps in (True, False)]
+    assert_same_workload(*ring)
+
+
 def test_a_simple_tree_takes_nccls_model_time_where_its_chunks_fill_the_pipeline(two_dgx):
     # A Simple tree forwards whole slices: through 2 servers of 8 GPUs a slice crosses 7 chain
     # hops and 1 between servers up, then 1 and 7 down (d = 16), so at the cap (the model's

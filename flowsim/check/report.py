@@ -332,6 +332,10 @@ class CheckReport:
         would flag ``SHORT`` too, so that NVLS missing on the cluster does not explain them:
         each size, that choice (``"ring/simple"``) and what bounds its prediction (a link's
         kind, or ``"latency"``, as :meth:`format_text`'s lines name them).
+    fast_within_links : tuple of int
+        Sizes faster than the prediction by more than the threshold that are not ``FAST``:
+        a ring's or tree's lanes held to NCCL's modelled bandwidth, which the rows beat,
+        while on the links alone the same choice is as fast as they are.
     """
 
     log: NcclTestLog
@@ -352,6 +356,7 @@ class CheckReport:
     failures: str = ""
     explained: tuple[str, ...] = ()
     not_nvls: tuple[tuple[int, str, str], ...] = ()
+    fast_within_links: tuple[int, ...] = ()
 
     @property
     def flagged(self) -> tuple[RowCheck, ...]:
@@ -407,6 +412,7 @@ class CheckReport:
             "explained": list(self.explained),
             "not_nvls": [{"size_bytes": size, "without_nvls": choice, "bound": bound}
                          for size, choice, bound in self.not_nvls],
+            "fast_within_links": list(self.fast_within_links),
             "error_by_band": [asdict(b) for b in self.error_by_band()],
             "rows": [{**asdict(r), "flagged": r.flagged, "error_out": r.error_out} for r in self.rows],
         }
@@ -433,7 +439,8 @@ class CheckReport:
             f"FAST above {100 * (1 + self.threshold):.12g}% (the system description is probably wrong), "
             "WRONG where #wrong > 0;",
             f"#       the predicted time's latency part (NCCL's constants) may be up to "
-            f"{1 + self.latency_tolerance:.12g}x longer or shorter; SHORT and FAST need both runs of a size",
+            f"{1 + self.latency_tolerance:.12g}x longer or shorter; SHORT and FAST need both runs of a size;",
+            "#       a ring or tree is FAST only if also faster than on its links alone (NCCL's model caps its lanes)",
             "#       size  what the model ran      predicted    out-of-place       in-place",
             "#        (B)       algo  proto  nch  busbw(GB/s)  busbw(GB/s) ratio  busbw(GB/s) ratio  flag",
         ]
@@ -522,6 +529,12 @@ class CheckReport:
             lines.append(f"# SHORT at {_size_range(sizes)}, predicted with {nvls}: not NVLS missing on the cluster, "
                          f"since NCCL's best choice without it ({choices}) is faster than measured too; {bound} bounds "
                          f"that choice: {_WHERE_TO_LOOK.get(bound, _WHERE_TO_LOOK['network'])}")
+        if self.fast_within_links:
+            pairs = {r.size_bytes: f"{r.algorithm}/{r.protocol}" for r in self.rows}
+            choices = ", ".join(dict.fromkeys(pairs[size] for size in self.fast_within_links))
+            lines.append(f"# not FAST at {_size_range(list(self.fast_within_links))}: faster than NCCL's model of "
+                         f"{choices}, to which flowsim holds it, but not than the links described allow it (NCCL's "
+                         "trees between servers beat that model on some clusters, docs/validation.md)")
         return lines
 
     def _launch_line(self) -> list[str]:
@@ -1250,8 +1263,25 @@ def check_log(
         low, high = time_bounds(prediction.time_us, prediction.latency_us, threshold, latency_tolerance)
         return low, high + host_allowance
 
+    # FAST means faster than the hardware described allows. Rings' and trees' lanes are held
+    # to NCCL's modelled bandwidth, which a cluster's NCCL may beat (GCP A3 Mega's and OCI's
+    # A100 pair's trees, docs/validation.md): a row faster than that model is FAST only where
+    # it also beats the same choice on the links alone (model_caps=False).
+    links_allow: dict[tuple, NcclRow] = {}
+    for run in sorted(sizes_by_run):
+        beyond = []
+        for row in log.rows:
+            prediction = predicted_rows.get((*run, row.size_bytes))
+            measured = [m.time_us for m in (row.out_of_place, row.in_place) if m.time_us > 0]
+            if run_of(row) == run and prediction is not None and prediction.algorithm in ("ring", "tree") \
+                    and measured and max(measured) < allowance(prediction)[0]:
+                beyond.append(row.size_bytes)
+        if beyond:
+            rows_links, _ = predict(run, sorted(set(beyond)), model_caps=False)
+            links_allow.update({(*run, size): row for size, row in zip(sorted(set(beyond)), rows_links, strict=True)})
     algorithm = _what_ran([p.algorithm for p in predictions]) or str(algorithm or "auto")
     protocol = _what_ran([p.protocol for p in predictions]) or protocol
+    fast_within_links: list[int] = []
     checks = []
     for row in log.rows:
         prediction = predicted_rows.get((*run_of(row), row.size_bytes))
@@ -1271,6 +1301,10 @@ def check_log(
             measured = [m.time_us for m in (row.out_of_place, row.in_place) if m.time_us > 0]
             short = bool(measured) and min(measured) > high
             fast = bool(measured) and max(measured) < low
+            on_links = links_allow.get((*run_of(row), row.size_bytes))
+            if fast and on_links is not None and max(measured) >= allowance(on_links)[0]:
+                fast = False
+                fast_within_links.append(row.size_bytes)
         wrong = any(m.wrong for m in (row.out_of_place, row.in_place))
         busy = prediction if prediction is not None and prediction.busiest_tier else None  # a link carried bytes
         checks.append(
@@ -1354,6 +1388,7 @@ def check_log(
         warnings=tuple(warnings),
         explained=tuple(explained),
         not_nvls=tuple(sorted(set(not_nvls))),
+        fast_within_links=tuple(sorted(set(fast_within_links))),
         latency_tolerance=float(latency_tolerance),
         nccl_version=version,
         nccl=nccl,

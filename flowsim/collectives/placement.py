@@ -334,6 +334,7 @@ def collective_time(
     dtype: str = "float",
     redop: str = "sum",
     time_rel_tol: float = DEFAULT_TIME_REL_TOL,
+    model_caps: bool = True,
     **layout,
 ) -> CollectiveRun:
     """Simulate one collective over GPUs of ``topology``.
@@ -415,6 +416,12 @@ def collective_time(
         Events this close in relative time are one instant (:func:`flowsim.engine.simulate`):
         the default keeps the times exact; 1e-3 bounds a crowd of flows that finish one by one
         (an all-to-all across hashed spine paths) at a small, measured error.
+    model_caps : bool
+        Hold each lane of a ring or tree to its channels' share of NCCL's modelled bandwidth
+        where that is a throughput limit (the default: LL's and LL128's caps, trees, calls on
+        fewer channels); False leaves those lanes to what the links and the GPUs' copy rates
+        give, the most the hardware described allows (``flowsim check``'s bound for
+        ``FAST``).
     **layout
         ``orders``, ``servers``, ``switch``, ``root``, ``communicator``: see
         :func:`collective_workload`.
@@ -430,7 +437,8 @@ def collective_time(
     plan = collective_workload(
         topology, collective, size_bytes, ranks=ranks, algorithm=algorithm, protocol=protocol, channels=channels,
         slices=slices, costs=costs, model=model, nccl_env=nccl_env, nccl_version=nccl_version, router=router,
-        dtype=dtype, redop=redop, gpudirect=gpudirect, hop_classes=classes, routing=routing, seed=seed, **layout,
+        dtype=dtype, redop=redop, gpudirect=gpudirect, hop_classes=classes, routing=routing, seed=seed,
+        model_caps=model_caps, **layout,
     )
     if plan.quotient is not None:
         n_flows = plan.quotient.n_flows
@@ -516,6 +524,7 @@ def collective_workload(
     hop_classes: bool = False,
     routing: str = "auto",
     seed: int = 0,
+    model_caps: bool = True,
 ) -> CollectivePlan:
     """The flows of one collective on ``topology``, laid out as every caller lays it out.
 
@@ -540,7 +549,7 @@ def collective_workload(
         without ``ranks`` every GPU of ``topology``: as in
         nccl-tests' ``sendrecv_perf``, each sends to the next at once, the plan's ``ranks`` being
         the pair :func:`send_pair` picks, and its workload holds every pair's send.
-    dtype, redop, gpudirect
+    dtype, redop, gpudirect, model_caps
         See :func:`collective_time`.
     hop_classes : bool
         A ring of more than :data:`~flowsim.collectives.dag.CLASS_LAYOUT_FROM` pieces laid
@@ -764,7 +773,7 @@ def collective_workload(
         # channels its channels' share.
         capped = False
     lane_cap = math.inf
-    if capped:
+    if capped and model_caps:
         assert choice is not None
         share = lane_channels * choice.channel_bandwidth_Bps
         if entry.name == "tree":

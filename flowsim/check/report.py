@@ -512,8 +512,9 @@ class CheckReport:
         for flag, advice in (("SHORT", _WHERE_TO_LOOK), ("FAST", _WHAT_TO_CHECK)):
             flagged: dict[str, list[int]] = {}
             for bound, rows in spans:
-                flagged.setdefault(bound, []).extend(r.size_bytes for r in rows if getattr(r, flag.lower())
-                                                     and not (flag == "SHORT" and r.size_bytes in not_nvls))
+                flagged.setdefault(bound, []).extend(
+                    r.size_bytes for r in rows if getattr(r, flag.lower())
+                    and not (flag == "SHORT" and r.size_bytes in not_nvls and r.algorithm in _NVLS_FAMILY))
             for bound, sizes in flagged.items():
                 if sizes:
                     lines.append(f"# {flag} where {bound} bounds the prediction ({_size_range(sizes)}): "

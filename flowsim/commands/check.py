@@ -11,8 +11,8 @@ and their ratio to the prediction, and flags sizes whose measured busbw is below
 ``1 - threshold`` of the prediction (SHORT: the cluster underperforms), above ``1 + threshold``
 (FAST: the system description is probably wrong; a ring or tree, whose lanes the model holds
 to NCCL's modelled bandwidth, only where it also beats the same choice on its links alone), or
-where nccl-tests counted wrong elements (WRONG). Without ``--system``, each run is checked on NVIDIA's server of the GPU its rank
-lines name (``dgx-h100`` for an ``NVIDIA H100 80GB HBM3``,
+where nccl-tests counted wrong elements (WRONG). Without ``--system``, each run is checked on
+NVIDIA's server of the GPU its rank lines name (``dgx-h100`` for an ``NVIDIA H100 80GB HBM3``,
 :data:`flowsim.check.report.DEFAULT_SYSTEMS`), or on the AWS instance the aws-ofi-nccl plugin's
 INFO line names (``NET/OFI Running on p5.48xlarge platform``: ``aws-p5``), with a note on
 stderr saying which runs went on which server. The part of a predicted time that is NCCL's

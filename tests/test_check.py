@@ -2022,10 +2022,11 @@ def test_a_json_alltoallv_takes_its_spread_from_the_environment_it_records(tmp_p
     assert not any("spread" in w for w in report.warnings)
 
 
-def _typed_log(*blocks: tuple[str, str]) -> str:
+def _typed_log(*blocks: tuple[str, str], slower: float = 1.0) -> str:
     """A constructed ``all_reduce_perf`` output (layout of nccl-tests src/util.cu; not a
     measurement): 8 H100 of one host, a block of two sizes for each (type, redop) of
-    ``blocks``, as ``-d all -o all`` prints them, busbw = algbw x 14/8."""
+    ``blocks``, as ``-d all -o all`` prints them, busbw = algbw x 14/8; times ``slower``
+    times those of a healthy server."""
     lines = [
         "# nccl-tests version 2.17.8 nccl-headers=22902 nccl-library=22902",
         "# Collective test starting: all_reduce_perf",
@@ -2033,7 +2034,7 @@ def _typed_log(*blocks: tuple[str, str]) -> str:
     ]
     element = {"int8": 1, "float": 4, "bfloat16": 2, "char": 1}
     for dtype, redop in blocks:
-        for size, time_us in ((64 << 20, 300.0), (128 << 20, 550.0)):
+        for size, time_us in ((64 << 20, 300.0 * slower), (128 << 20, 550.0 * slower)):
             algbw = size / time_us / 1e3
             half = f"  {time_us:7.2f}  {algbw:6.2f}  {algbw * 14 / 8:6.2f}       0"
             lines.append(f"{size:12d}  {size // element[dtype]:12d}  {dtype:>8}  {redop:>6}      -1{half}{half}")
@@ -2057,6 +2058,18 @@ def test_each_row_is_predicted_with_its_type_and_reduction():
     assert not any("not one nccl-tests prints" in w for w in report.warnings)
     # One block alone prints no block line.
     assert "# float sum" not in check_nccl_log(_typed_log(("float", "sum")), system="dgx-h100").format_text()
+
+
+def test_the_not_nvls_line_sets_aside_only_the_rows_nvls_predicted():
+    # Four times slower than a healthy server: the float sum's NVLS rows are slower than the
+    # ring NCCL would run without NVLS too (one line says so), and the int8 block's rows, a
+    # ring's at the same sizes, keep their own advice.
+    report = check_nccl_log(_typed_log(("float", "sum"), ("int8", "sum"), slower=4.0), system="dgx-h100")
+    assert all(r.short for r in report.rows)
+    assert [size for size, _, _ in report.not_nvls] == [64 << 20, 128 << 20]
+    text = report.format_text()
+    assert "# SHORT at 64 MiB-128 MiB, predicted with nvls: not NVLS missing on the cluster" in text
+    assert "# SHORT where NVLink bounds the prediction (64 MiB-128 MiB): look at the GPUs' NVLinks" in text
 
 
 def test_a_type_nccl_tests_does_not_print_is_predicted_as_float_with_a_warning():

@@ -522,7 +522,7 @@ class CheckReport:
         by_bound: dict[str, list[tuple[int, str]]] = {}
         for size, (choice, bound) in sorted(not_nvls.items()):
             by_bound.setdefault(bound, []).append((size, choice))
-        ran = {r.size_bytes: r.algorithm for r in self.rows}
+        ran = {r.size_bytes: r.algorithm for r in self.rows if r.algorithm in _NVLS_FAMILY}
         for bound, found in by_bound.items():
             sizes = [size for size, _ in found]
             nvls = "/".join(dict.fromkeys(str(ran.get(size)) for size in sizes))

@@ -1,4 +1,4 @@
-"""The shipped cloud systems against the published nccl-tests measurements docs/validation.md's cloud
+"""The shipped cloud systems against the published nccl-tests measurements the README's cloud
 table cites ("Cloud instances against published measurements"): NCCL's own choice of
 algorithm at the measurement's largest size, within 10% (issue 26's bound), as
 ``flowsim collective COLLECTIVE --system SYSTEM --nodes N -b SIZE -e SIZE`` predicts it

@@ -139,7 +139,7 @@ def test_nvls_search_keeps_more_channels_at_a_lower_speed(two_b300):
 def test_two_b300_servers_ran_rings_under_2_28_9(two_b300):
     # 2.28.9's model: NVLSTree 8 channels x min(48 x 0.74 x 7/8 x 2 = 62.16, 2 x 96, 96) =
     # 497.3 GB/s, rings 16 x 48 = 768: the ring wins, as OCI's run with NCCL 2.28.9 shows
-    # (766.54 GB/s at 8 GiB, the ring's bound of eight 800 Gb/s NICs; docs/validation.md's cloud table).
+    # (766.54 GB/s at 8 GiB, the ring's bound of eight 800 Gb/s NICs; README cloud table).
     _, model = _model_of(two_b300, "all_reduce", "2.28.9")
     assert model[("nvls_tree", "simple")][2] == pytest.approx(8 * 48 * 0.74 * 7 / 8 * 2)
     assert model[("ring", "simple")][2] == pytest.approx(768.0)

@@ -853,6 +853,11 @@ _NCCL_NAMES = {"tree": "Tree", "ring": "Ring", "collnet_direct": "CollNetDirect"
                "nvls": "NVLS", "nvls_tree": "NVLSTree", "pat": "PAT", "ll": "LL", "ll128": "LL128", "simple": "Simple"}
 
 
+def _measured_us(row: TestRow) -> list[float]:
+    """The times (us) a row's runs took, out-of-place then in-place, those it printed."""
+    return [m.time_us for m in (row.out_of_place, row.in_place) if m.time_us > 0]
+
+
 def other_choices(
     flagged: Sequence[tuple[TestRow, NcclRow]],
     alternatives: Iterable[tuple[str, str]],
@@ -886,7 +891,7 @@ def other_choices(
         cleared: list[int] = []
         misses: list[float] = []
         for (row, _), prediction in zip(flagged, rows, strict=True):
-            measured = [m.time_us for m in (row.out_of_place, row.in_place) if m.time_us > 0]
+            measured = _measured_us(row)
             if not measured:
                 continue
             low, high = allowance(prediction)
@@ -920,7 +925,7 @@ def _short_without_nvls(
     explain a row slower than that choice allows too."""
     by_choice: dict[tuple[str, str], list[tuple[TestRow, list[float]]]] = {}
     for row, own in flagged:
-        measured = [m.time_us for m in (row.out_of_place, row.in_place) if m.time_us > 0]
+        measured = _measured_us(row)
         if own.algorithm not in _NVLS_FAMILY or not measured or min(measured) <= allowance(own)[1]:
             continue  # not NVLS's, or not SHORT
         without = {pair: t for pair, t in table_at(row.size_bytes).items() if pair[0] not in _NVLS_FAMILY}
@@ -1268,18 +1273,17 @@ def check_log(
     # to NCCL's modelled bandwidth, which a cluster's NCCL may beat (GCP A3 Mega's and OCI's
     # A100 pair's trees, docs/validation.md): a row faster than that model is FAST only where
     # it also beats the same choice on the links alone (model_caps=False).
+    beyond: dict[tuple[int, str, str, str, str], set[int]] = {}
+    for row in log.rows:
+        prediction = predicted_rows.get((*run_of(row), row.size_bytes))
+        measured = _measured_us(row)
+        if prediction is not None and prediction.algorithm in ("ring", "tree") and measured \
+                and max(measured) < allowance(prediction)[0]:
+            beyond.setdefault(run_of(row), set()).add(row.size_bytes)
     links_allow: dict[tuple, NcclRow] = {}
-    for run in sorted(sizes_by_run):
-        beyond = []
-        for row in log.rows:
-            prediction = predicted_rows.get((*run, row.size_bytes))
-            measured = [m.time_us for m in (row.out_of_place, row.in_place) if m.time_us > 0]
-            if run_of(row) == run and prediction is not None and prediction.algorithm in ("ring", "tree") \
-                    and measured and max(measured) < allowance(prediction)[0]:
-                beyond.append(row.size_bytes)
-        if beyond:
-            rows_links, _ = predict(run, sorted(set(beyond)), model_caps=False)
-            links_allow.update({(*run, size): row for size, row in zip(sorted(set(beyond)), rows_links, strict=True)})
+    for run, sizes in sorted(beyond.items()):
+        rows_links, _ = predict(run, sorted(sizes), model_caps=False)
+        links_allow.update({(*run, size): row for size, row in zip(sorted(sizes), rows_links, strict=True)})
     algorithm = _what_ran([p.algorithm for p in predictions]) or str(algorithm or "auto")
     protocol = _what_ran([p.protocol for p in predictions]) or protocol
     fast_within_links: list[int] = []
@@ -1299,7 +1303,7 @@ def check_log(
             # Both runs of a size (out-of-place, in-place) must be off: what slows or speeds up
             # a cluster shows in both, while one run alone far off is a noisy iteration (the
             # 256 B out-of-place run of nccl-tests#309 at 0.27 of the in-place one's busbw).
-            measured = [m.time_us for m in (row.out_of_place, row.in_place) if m.time_us > 0]
+            measured = _measured_us(row)
             short = bool(measured) and min(measured) > high
             fast = bool(measured) and max(measured) < low
             on_links = links_allow.get((*run_of(row), row.size_bytes))

@@ -252,6 +252,10 @@ def test_rows_say_what_nccl_runs_and_nccl_env_steers_it(capsys):
         (["--system", "dgx_h100", "-g", "16"], "-g 16: a nccl-tests thread drives GPUs of its own host, and each "
                                                "dgx_h100 host has 8"),
         (["--system", "gb200-nvl72", "-g", "8"], "each gb200_nvl72 host has 4"),  # a compute tray
+        (["--system", "dgx_h100", "--gpus-per-node", "9"], "--gpus-per-node 9: each dgx_h100 host has 8 GPUs"),
+        (["--system", "gb200-nvl72", "--gpus-per-node", "8"], "--gpus-per-node 8: each gb200_nvl72 host has 4 GPUs"),
+        (["--system", "dgx_h100", "--gpus-per-node", "2", "-g", "4"],
+         "-g 4: a nccl-tests thread drives GPUs of its own host, and each dgx_h100 host runs 2 (--gpus-per-node)"),
     ],
 )
 def test_bad_input_is_reported_not_raised(capsys, argv, message):
@@ -263,6 +267,7 @@ def test_bad_input_is_reported_not_raised(capsys, argv, message):
 @pytest.mark.parametrize(
     ("option", "value", "expected"),
     [("--nodes", "0", "a positive integer"), ("--channels", "0", "a positive integer"),
+     ("--gpus-per-node", "0", "a positive integer"),
      ("-g", "0", "a positive integer"), ("-m", "0", "a positive integer"), ("--slices", "-2", "a positive integer"),
      ("-G", "-1", "a non-negative integer"), ("--seed", "-1", "a non-negative integer"),
      ("-n", "abc", "a non-negative integer"), ("-f", "0", "a positive integer"),
@@ -447,3 +452,59 @@ def test_alltoallvs_spread_is_taken_from_nccl_env_without_a_note(capsys):
     assert err == "" and json.loads(out)["rows"][0]["size_bytes"] == 2**20  # spread 0: S / 8 to each rank, itself too
     assert flowsim([*argv, "--nccl-env", "NCCL_TESTS_ALLTOALLV_SPREAD=x"]) == 2
     assert capsys.readouterr().err == "flowsim: error: NCCL_TESTS_ALLTOALLV_SPREAD='x' is not a number\n"
+
+
+def test_ranks_on_each_hosts_first_gpus(capsys):
+    # --gpus-per-node 2 on two DGX H100: ranks on GPUs 0 and 1 of each, in host order, as a
+    # launcher's 2 processes a host take devices 0 and 1; the rows are those of the collective
+    # on exactly those ranks.
+    argv = ["collective", "all_reduce", "--system", "dgx-h100", "--nodes", "2", "--gpus-per-node", "2",
+            "-b", "1M", "-e", "1G", "-f", "1024", "--json"]
+    assert flowsim(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["nodes"], out["gpus_per_node"], out["ranks"]) == (2, 2, 4)
+    topology = build_cluster("dgx_h100", 2, figure="effective", fabric="rail_optimized")
+    for row in out["rows"]:
+        expected = collective_time(topology, "all_reduce", row["size_bytes"],
+                                   ranks=["n0.gpu0", "n0.gpu1", "n1.gpu0", "n1.gpu1"])
+        assert row["time_us"] == pytest.approx(expected.time_s * 1e6, rel=1e-12)
+        assert (row["algorithm"], row["channels"]) == (expected.algorithm, expected.channels)
+    # All of a host's GPUs is the default, row for row.
+    runs = []
+    for extra in ([], ["--gpus-per-node", "8"]):
+        assert flowsim([*argv[:4], "--nodes", "2", "-b", "1M", "-e", "1M", *extra]) == 0
+        runs.append(_rows(capsys.readouterr().out))
+    assert runs[0] == runs[1]
+    # A root is one of the ranks run.
+    assert flowsim(["collective", "broadcast", "--system", "dgx-h100", "--nodes", "2", "--gpus-per-node", "2",
+                    "-r", "4"]) == 2
+    assert capsys.readouterr().err == "flowsim: error: --root 4: the 4 ranks are 0 to 3\n"
+
+
+def test_one_gpu_a_node_crosses_its_nic(capsys):
+    # Two DGX H100, one rank each: a ring all-reduce of two ranks sends S / 2 twice each way
+    # through each rank's NIC, so busbw (= algbw for two ranks) is at most a NIC's rate, and
+    # at 1 GiB the NIC is what bounds it.
+    argv = ["collective", "all_reduce", "--system", "dgx-h100", "--nodes", "2", "--gpus-per-node", "1",
+            "-b", "1G", "-e", "1G", "--json"]
+    assert flowsim(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    (row,) = out["rows"]
+    topology = build_cluster("dgx_h100", 2, figure="effective", fabric="rail_optimized")
+    nic = topology.link_capacity_Bps[topology.link_index["n0.nic0->ib.su0.rail0"]] / 1e9
+    assert out["ranks"] == 2 and row["busiest_tier"] == "InfiniBand"
+    assert 0.97 * nic < row["busbw_GBps"] <= nic
+    # NCCL's PAT runs all-gathers of one GPU a node (4 nodes at 1 MiB), never of a whole server.
+    ran = []
+    for per_node in ("1", "8"):
+        assert flowsim(["collective", "all_gather", "--system", "dgx-h100", "--nodes", "4", "--gpus-per-node",
+                        per_node, "-b", "1M", "-e", "1M", "--json"]) == 0
+        ran.append(json.loads(capsys.readouterr().out)["rows"][0]["algorithm"])
+    assert ran[0] == "pat" and ran[1] != "pat"
+
+
+def test_a_rack_scale_systems_hosts_are_its_trays(capsys):
+    # gb200-nvl72: 18 trays of 4 GPUs; two ranks a tray make 36 ranks in one NVLink domain.
+    assert flowsim(["collective", "all_reduce", "--system", "gb200-nvl72", "--gpus-per-node", "2",
+                    "-b", "1M", "-e", "1M"]) == 0
+    assert "1 x gb200_nvl72, 36 ranks," in capsys.readouterr().out

@@ -8,7 +8,8 @@ protocol and channels, then time, algbw, busbw) as soon as that size has run, as
 ``all_reduce_perf`` does, then the algorithms and models that ran and the average busbw; or
 the same rows as JSON at the end. On a terminal (or with ``--progress``) a note on stderr
 says which size is being built, routed and simulated. By default each size runs what NCCL's tuner would pick;
-``--nccl-env NCCL_ALGO=Ring`` (repeatable) steers it as NCCL's environment does.
+``--nccl-env NCCL_ALGO=Ring`` (repeatable) steers it as NCCL's environment does. Every GPU is a
+rank, or with ``--gpus-per-node G`` each host's first G (a run of one GPU a node).
 ``--fabric``, ``--switch`` and ``--oversubscription`` shape the compute fabric (a system
 file's ``[cluster]`` table gives defaults); by default one server gets none, as its GPUs never
 reach its compute NICs. ``--fail PATTERN`` and ``--degrade PATTERN=FACTOR`` (repeatable) take
@@ -22,10 +23,12 @@ import argparse
 import itertools
 import sys
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from flowsim.collectives import ALGORITHMS, COLLECTIVES, MODELS, PROTOCOLS, STEP_MESSAGE_LIMIT
 from flowsim.collectives.builders import algorithm_name, protocol_name
 from flowsim.collectives.constants import nccl_release
+from flowsim.collectives.placement import send_pair
 from flowsim.collectives.report import (
     DTYPE_BYTES,
     ROOTED,
@@ -64,7 +67,7 @@ from flowsim.presets import preset_spec
 from flowsim.routing import METHODS, describe_method
 from flowsim.servers import ServerSpec
 
-__all__ = ["add_parser", "run_collective"]
+__all__ = ["add_parser", "rank_gpus", "run_collective"]
 
 
 _root_rank = number_type(int, lambda value: value >= -1, "a rank number, or -1 for every root in turn")
@@ -109,6 +112,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     add_cluster_arguments(parser, required=True)
     parser.add_argument("--nodes", type=positive_int, help="number of servers (default: the system file's, else 1)")
+    parser.add_argument(
+        "--gpus-per-node", type=positive_int,
+        help="GPUs each host runs a rank on, its first ones (devices 0 to G-1, as a launcher's G processes a "
+        "host take them); a host is a server, or a tray of a rack-scale system (default: all)",
+    )
     parser.add_argument("-b", "--minbytes", default="32M", help="smallest size, e.g. 8, 512K, 1G (default 32M)")
     parser.add_argument("-e", "--maxbytes", default="32M", help="largest size (default 32M)")
     parser.add_argument(
@@ -203,14 +211,24 @@ def run_collective(args: argparse.Namespace) -> int:
     intact = build_cluster(server, figure=args.figure, **cluster)
     topology = failed_cluster(intact, args)
     failures = describe_changes(intact, topology)
-    per_host = (server if isinstance(server, ServerSpec) else preset_spec(server)).gpus_per_host
-    if args.ngpus > per_host:
+    spec = server if isinstance(server, ServerSpec) else preset_spec(server)
+    per_host = spec.gpus_per_host
+    used = args.gpus_per_node or per_host
+    if used > per_host:
+        raise InputError(f"--gpus-per-node {used}: each {system} host has {per_host} GPUs")
+    if args.ngpus > used:
         raise InputError(f"-g {args.ngpus}: a nccl-tests thread drives GPUs of its own host, and each {system} host "
-                         f"has {per_host}")
+                         + (f"has {per_host}" if used == per_host else f"runs {used} (--gpus-per-node)"))
     if args.root is not None and args.collective not in ROOTED:
         rooted = sorted(ROOTED)
         raise InputError(f"--root: {args.collective} has no root; {', '.join(rooted[:-1])} and {rooted[-1]} have one")
-    n_gpus = len(topology.gpus())
+    # Every GPU by default (the collective's own ranks, and for send its ring of sends); else
+    # each host's first ``used``, and for send the pair a sendrecv of those ranks waits for,
+    # its channels those of their communicator (as flowsim check predicts such a log).
+    gpus = None if used == per_host else rank_gpus(nodes, spec, used)
+    n_gpus = len(topology.gpus()) if gpus is None else len(gpus)
+    ranks = gpus if gpus is None or args.collective != "send" else send_pair(topology, gpus)
+    communicator: dict[str, Any] = {} if gpus is None or args.collective != "send" else {"communicator": gpus}
     if args.root is not None and args.root >= n_gpus:
         raise InputError(f"--root {args.root}: the {n_gpus} ranks are 0 to {n_gpus - 1}")
     roots: Sequence[int | None] = [None] if args.root is None else range(n_gpus) if args.root == -1 else [args.root]
@@ -234,6 +252,7 @@ def run_collective(args: argparse.Namespace) -> int:
             sizes,
             dtype=dtype,
             redop=redop,
+            ranks=ranks,
             algorithm=args.algorithm,
             protocol=args.protocol,
             channels=args.channels,
@@ -249,6 +268,7 @@ def run_collective(args: argparse.Namespace) -> int:
             gpus_per_thread=args.ngpus,
             agg_iters=args.agg_iters,
             cuda_graph=args.cudagraph,
+            **communicator,
         )
         for dtype, redop, root in itertools.product(dtypes, ops, roots)
     ]
@@ -286,6 +306,7 @@ def run_collective(args: argparse.Namespace) -> int:
                 algorithm=algorithm,
                 system=system,
                 nodes=nodes,
+                gpus_per_node=used,
                 ranks=n_ranks,
                 figure=args.figure,
                 fabric=fabric,
@@ -314,6 +335,20 @@ def run_collective(args: argparse.Namespace) -> int:
         print(solved_note(rows))
         print(table_footer(rows))
     return 0
+
+
+def rank_gpus(nodes: int, spec: ServerSpec, per_host: int) -> list[str]:
+    """GPU node names of the ranks of ``nodes`` servers of ``spec`` where each host runs one
+    on its first ``per_host`` GPUs, in host order (hosts as :attr:`ServerSpec.gpus_per_host`
+    counts them: a server, or a rack's trays).
+
+    >>> from flowsim.presets import preset_spec
+    >>> rank_gpus(2, preset_spec("dgx_h100"), 2)
+    ['n0.gpu0', 'n0.gpu1', 'n1.gpu0', 'n1.gpu1']
+    """
+    host_gpus = spec.gpus_per_host
+    return [f"n{server}.gpu{host * host_gpus + device}"
+            for server in range(nodes) for host in range(spec.hosts) for device in range(per_host)]
 
 
 def _erasing(notes: Notes, rows: Iterator[NcclRow]) -> Iterator[NcclRow]:

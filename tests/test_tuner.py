@@ -239,6 +239,45 @@ def test_no_algorithm_left_is_one_clear_error(h100):
         nccl_choice(h100, "all_reduce", MiB, nccl_env={"NCCL_ALGO": "collnetdirect"})
 
 
+@pytest.mark.parametrize(("system", "nodes", "collective", "env", "redop", "why"), [
+    ("dgx_h100", 1, "all_reduce", {"NCCL_ALGO": "NVLSTree"}, "sum", "nvls_tree: NVLSTree runs across servers only"),
+    ("dgx_h100", 1, "broadcast", {"NCCL_ALGO": "Tree"}, "sum", "tree: NCCL runs broadcast on rings only"),
+    ("dgx_h100", 2, "all_gather", {"NCCL_ALGO": "Tree"}, "sum",
+     "tree: NCCL runs all_gather on rings, PAT and NVLS only"),
+    ("dgx_a100", 1, "all_reduce", {"NCCL_ALGO": "NVLS"}, "sum", "nvls: NVLS needs NVLink SHARP"),
+    ("dgx_h100", 1, "all_reduce", {"NCCL_ALGO": "NVLS"}, "avg", "nvls: the NVSwitch has no reduction for avg on float"),
+    ("dgx_h100", 1, "all_reduce", {"NCCL_ALGO": "NVLS", "NCCL_NVLS_ENABLE": "0"}, "sum", "nvls: NCCL_NVLS_ENABLE=0"),
+    ("dgx_h100", 1, "all_reduce", {"NCCL_ALGO": "NVLS", "NCCL_PROTO": "LL"}, "sum",
+     "nvls: it runs Simple only, which NCCL_PROTO leaves out"),
+    ("dgx_h100", 2, "all_reduce", {"NCCL_ALGO": "NVLS"}, "sum",
+     "nvls: NVLS runs across servers only as an all-reduce with CollNet"),
+    ("dgx_h100", 2, "all_gather", {"NCCL_ALGO": "PAT"}, "sum", "pat: PAT runs with one GPU a server"),
+    ("dgx_h100", 2, "all_reduce", {"NCCL_ALGO": "CollNetDirect,PAT"}, "sum",
+     "collnet_direct: CollNet Direct and Chain (IB SHARP without NVLS) are not modelled; pat: PAT has no all-reduce"),
+])
+def test_the_error_says_why_each_allowed_algorithm_is_out(system, nodes, collective, env, redop, why):
+    # NCCL's own rules for leaving an algorithm out (ncclTopoTuneModel, updateCollCostTable),
+    # each named, where the environment leaves the tuner nothing.
+    topology = build_cluster(system, nodes, figure="effective")
+    with pytest.raises(InputError) as error:
+        nccl_choice(topology, collective, MiB, nccl_env=env, redop=redop)
+    assert why in str(error.value)
+
+
+def test_pat_is_left_out_before_its_release_and_for_scaled_reduce_scatters():
+    # One GPU on each of two servers: PAT's ranks, but not before NCCL 2.23.4, and not for a
+    # reduce-scatter NCCL scales (avg).
+    topology = build_cluster("dgx_h100", 2, figure="effective")
+    ranks = ["n0.gpu0", "n1.gpu0"]
+    assert nccl_choice(topology, "all_gather", MiB, ranks=ranks, nccl_env={"NCCL_ALGO": "PAT"}).algorithm == "pat"
+    for version, redop, why in (("2.22.3", "sum", "PAT arrived in NCCL 2.23.4"),
+                                ("2.30.7", "avg", "PAT's reduce-scatter does not scale (avg on float)")):
+        with pytest.raises(InputError) as error:
+            nccl_choice(topology, "reduce_scatter", MiB, ranks=ranks, nccl_env={"NCCL_ALGO": "PAT"}, version=version,
+                        redop=redop)
+        assert str(error.value).endswith(f"; pat: {why}")
+
+
 def test_the_search_runs_once_per_topology_and_ranks(monkeypatch):
     import gc
 

@@ -924,15 +924,12 @@ def _graph_of(algorithm: str) -> str:
 
 
 def _model(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclConstants, collective: str,
-           env: NcclEnv, dtype: str = "float",
-           redop: str = "sum") -> dict[tuple[str, str], tuple[float, float, float]]:
+           env: NcclEnv, dtype: str = "float", redop: str = "sum",
+           refused: dict[str, str] | None = None) -> dict[tuple[str, str], tuple[float, float, float]]:
     """(latency us, algorithm bandwidth GB/s) and the bus bandwidth, per enabled (algorithm,
     protocol) of ``collective`` on ``dtype`` reduced by ``redop``: ncclTopoTuneModel's loop for
-    one function, less what the reduction rules out (updateCollCostTable)."""
-    nvls_refused = _nvls_refusal(collective, dtype, redop, constants) is not None
-    # PAT's reduce-scatter does not scale ([NCCL] v2.23.4-1 to v2.30.7-1 src/enqueue.cc
-    # updateCollCostTable, "Tree reduceScatter doesn't support scaling yet").
-    pat_refused = collective == "reduce_scatter" and device_redop(redop, dtype) in ("pre_mul_sum", "sum_post_div")
+    one function, less what the reduction rules out (updateCollCostTable). ``refused``, if
+    given, takes why each algorithm ``NCCL_ALGO`` allows has no entry."""
     n, nodes, ppn = system.n_ranks, system.n_nodes, system.ppn
     cc, i2 = system.compcap_index, system.node_index
     i1 = cc if nodes == 1 else (1 if system.cpu_vendor == "amd" else 0)
@@ -945,38 +942,17 @@ def _model(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclC
     algorithms = env.algorithms(collective)
     protocols = env.protocols(collective)
     ll128_by_default = not env.protocols_set(collective)
-    nvls_enable = env.integer("NCCL_NVLS_ENABLE")
-    pat_enable = env.integer("NCCL_PAT_ENABLE")
-    collnet = env.integer("NCCL_COLLNET_ENABLE")
     out: dict[tuple[str, str], tuple[float, float, float]] = {}
     for a, algorithm in enumerate(NCCL_ALGORITHMS):
-        if algorithm not in algorithms or algorithm not in graphs and algorithm not in ("nvls_tree", "pat"):
+        if algorithm not in algorithms:
             continue
-        if collective in ("broadcast", "reduce") and algorithm != "ring":
+        why = _left_out(algorithm, system, graphs, constants, collective, env, dtype, redop)
+        if why is not None:
+            if refused is not None:
+                refused[algorithm] = why
             continue
-        if collective in ("all_gather", "reduce_scatter") and algorithm not in ("pat", "ring", "nvls"):
-            continue
-        if collective == "all_reduce" and algorithm == "pat":
-            continue
-        if algorithm in ("collnet_direct", "collnet_chain"):
-            continue  # CollNet Direct and Chain (SHARP without NVLS) are not built; NVLS with CollNet is
-        if algorithm in ("nvls", "nvls_tree"):
-            if "nvls" not in graphs or nvls_enable == 0 or nvls_refused:
-                continue
-            if algorithm == "nvls_tree" and nodes == 1:
-                continue  # ncclTopoTuneModel: NVLSTree is disabled on one node
-            if algorithm == "nvls" and nodes > 1 and not (collnet == 1 and system.sharp and collective == "all_reduce"):
-                # Multi-node NVLS needs CollNet: NCCL_COLLNET_ENABLE=1 on a SHARP fabric; all-gather
-                # and reduce-scatter need a plugin that has them besides, which flowsim does not assume.
-                continue
-        if algorithm == "pat":
-            # PAT arrived in 2.23.4 ([NCCL] v2.23.4-1 src/graph/tuning.cc NCCL_ALGO_PAT).
-            if not _since(constants, (2, 23, 4)) or pat_enable == 0 or nodes != n or collective == "all_reduce" \
-                    or pat_refused:
-                continue
         graph = graphs[_graph_of(algorithm)]
-        if graph.n_channels == 0:
-            continue
+        before = len(out)
         for p, protocol in enumerate(NCCL_PROTOCOLS):
             if protocol not in protocols:
                 continue
@@ -1078,7 +1054,61 @@ def _model(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclC
             elif algorithm == "pat":
                 latency += _log2i(nodes) * (inter_lat / 3.5) + n * 2.8
             out[(algorithm, protocol)] = (latency, algbw, bus)
+        if refused is not None and len(out) == before:
+            if algorithm in ("nvls", "nvls_tree") and graph.n_channels < 2:
+                refused[algorithm] = "NVLS needs 2 channels or more"
+            elif algorithm in ("nvls", "nvls_tree", "pat") and "simple" not in protocols:
+                refused[algorithm] = "it runs Simple only, which NCCL_PROTO leaves out"
+            else:
+                refused[algorithm] = "NCCL_PROTO leaves none of its protocols"
     return out
+
+
+def _left_out(algorithm: str, system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclConstants,
+              collective: str, env: NcclEnv, dtype: str, redop: str) -> str | None:
+    """Why NCCL's model has no entry for ``algorithm`` on this call whatever the protocol
+    (ncclTopoTuneModel's rules, and updateCollCostTable's for the reduction), or None."""
+    n, nodes = system.n_ranks, system.n_nodes
+    if collective in ("broadcast", "reduce") and algorithm != "ring":
+        return f"NCCL runs {collective} on rings only"
+    if collective in ("all_gather", "reduce_scatter") and algorithm not in ("pat", "ring", "nvls"):
+        return f"NCCL runs {collective} on rings, PAT and NVLS only"
+    if algorithm in ("collnet_direct", "collnet_chain"):
+        # NVLS with CollNet is built (nvls_sharp); SHARP without NVLS is not.
+        return "CollNet Direct and Chain (IB SHARP without NVLS) are not modelled"
+    if algorithm in ("nvls", "nvls_tree"):
+        if "nvls" not in graphs:
+            return "NVLS needs NVLink SHARP (third-generation NVSwitches, Hopper on) under every rank"
+        if env.integer("NCCL_NVLS_ENABLE") == 0:
+            return "NCCL_NVLS_ENABLE=0"
+        refusal = _nvls_refusal(collective, dtype, redop, constants)
+        if refusal is not None:
+            return refusal
+        if algorithm == "nvls_tree" and nodes == 1:
+            return "NVLSTree runs across servers only"  # ncclTopoTuneModel disables it on one node
+        if algorithm == "nvls" and nodes > 1 and not (
+                env.integer("NCCL_COLLNET_ENABLE") == 1 and system.sharp and collective == "all_reduce"):
+            # All-gather and reduce-scatter need a plugin that has them besides, which flowsim
+            # does not assume.
+            return ("NVLS runs across servers only as an all-reduce with CollNet (NCCL_COLLNET_ENABLE=1 on an "
+                    "InfiniBand fabric with SHARP)")
+    if algorithm == "pat":
+        if collective == "all_reduce":
+            return "PAT has no all-reduce"
+        if not _since(constants, (2, 23, 4)):
+            return "PAT arrived in NCCL 2.23.4"  # [NCCL] v2.23.4-1 src/graph/tuning.cc NCCL_ALGO_PAT
+        if env.integer("NCCL_PAT_ENABLE") == 0:
+            return "NCCL_PAT_ENABLE=0"
+        if nodes != n:
+            return "PAT runs with one GPU a server"
+        if collective == "reduce_scatter" and device_redop(redop, dtype) in ("pre_mul_sum", "sum_post_div"):
+            # [NCCL] v2.23.4-1 to v2.30.7-1 src/enqueue.cc updateCollCostTable: "Tree
+            # reduceScatter doesn't support scaling yet".
+            return f"PAT's reduce-scatter does not scale ({redop} on {dtype})"
+    graph = graphs.get(_graph_of(algorithm))
+    if graph is None or graph.n_channels == 0:
+        return "NCCL's search found no channels for it"
+    return None
 
 
 def _since(constants: NcclConstants, release: tuple[int, int, int]) -> bool:
@@ -1393,13 +1423,18 @@ def nccl_choice(
     if len(ranks) < 2:
         raise InputError(f"{collective} needs at least 2 ranks, got {len(ranks)}")
     system, graphs = _search_once(topology, ranks, constants, gpu_generation, router, gpudirect)
-    model = _model(system, graphs, constants, collective, env, dtype, redop)
+    refused: dict[str, str] = {}
+    model = _model(system, graphs, constants, collective, env, dtype, redop, refused)
     if allowed is not None:
         model = {key: value for key, value in model.items() if key[0] in allowed}
     if not model:
+        # Why each algorithm the environment allows is out, in NCCL's order.
+        whys = [f"{name}: {refused.get(name, 'flowsim does not build it here')}"
+                for name in NCCL_ALGORITHMS if name in env.algorithms(collective)
+                and (allowed is None or name in allowed or name in refused)]
         raise NoNcclChoice(f"no NCCL algorithm and protocol left for {collective} on these ranks "
-                         f"(NCCL_ALGO={env.values.get('NCCL_ALGO', 'unset')}, "
-                         f"NCCL_PROTO={env.values.get('NCCL_PROTO', 'unset')})")
+                           f"(NCCL_ALGO={env.values.get('NCCL_ALGO', 'unset')}, "
+                           f"NCCL_PROTO={env.values.get('NCCL_PROTO', 'unset')})" + "".join(f"; {w}" for w in whys))
     n_bytes = int(size_bytes)
     comm_channels = _comm_channels(system, graphs, constants, env)
     table = {key: _time_us(system, constants, collective, key[0], key[1], lat, algbw, n_bytes, comm_channels)

@@ -31,7 +31,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from flowsim.collectives.tuner import NcclEnv
 from flowsim.errors import InputError, read_text_file
@@ -172,12 +172,20 @@ def _switches(where: Where, pcie: Mapping, n_gpus: int, sockets: int) -> list[di
     return out
 
 
-def _nics(
-    where: Where, server: Mapping, switches: list[dict[str, Any]], n_gpus: int
-) -> tuple[str, str, tuple[int, ...] | None, float, float | None, int]:
-    """Compute NIC technology, kind, the NIC each GPU uses, the network latency (us) NCCL's
-    plugin reports, the step latency (us, None: the same) and each NIC's ports; places NICs
-    on ``switches``."""
+class _Nics(NamedTuple):
+    """A server's compute NICs as ``[server.nics]`` describes them (:class:`ServerSpec`'s
+    fields of the same names)."""
+
+    compute_nic: str  # the link technology
+    nic_kind: str
+    gpu_nics: tuple[int, ...] | None  # the NIC each GPU uses
+    net_latency_us: float  # what NCCL's network plugin reports
+    step_latency_us: float | None  # None: the same
+    nic_ports: int
+
+
+def _nics(where: Where, server: Mapping, switches: list[dict[str, Any]], n_gpus: int) -> _Nics:
+    """The server's compute NICs; places them on ``switches``."""
     nics = where.table(server.get("nics", {}), "server.nics")
     where.only(nics, ("count", "speed_gbps", "kind", "ports", "serves", "net_latency_us", "step_latency_us"),
                "server.nics")
@@ -227,8 +235,8 @@ def _nics(
             switches[switch_of[group[0]]]["nics"].append(r)
     for s in switches:
         s["nics"] = tuple(s["nics"] or ())
-    return (technology, kind, tuple(gpu_nics) if groups and min(gpu_nics) >= 0 else None, net_latency, step_latency,
-            ports)
+    return _Nics(technology, kind, tuple(gpu_nics) if groups and min(gpu_nics) >= 0 else None, net_latency,
+                 step_latency, ports)
 
 
 def _server(where: Where, server: Mapping, name: str) -> ServerSpec:
@@ -254,18 +262,18 @@ def _server(where: Where, server: Mapping, name: str) -> ServerSpec:
         raise where.error("server.pcie.generation", f"expected one of {', '.join(map(str, _PCIE_GENERATIONS))}, "
                                                     f"got {show(generation)}")
     switches = _switches(where, pcie, n_gpus, sockets)
-    compute_nic, nic_kind, gpu_nics, net_latency, step_latency, nic_ports = _nics(where, server, switches, n_gpus)
+    nics = _nics(where, server, switches, n_gpus)
     frontend = where.table(server.get("frontend", {}), "server.frontend")
     where.only(frontend, ("ports", "speed_gbps"), "server.frontend")
     ports = _integer(where, frontend, "ports", "server.frontend", 0, minimum=0)
     frontend_nic = _speed(where, frontend, "server.frontend", _ETH_SPEEDS) if ports else "eth100g"
     spec = ServerSpec(
         name, gpu, n_gpus, fabric["gpu_fabric"], _PCIE_GENERATIONS[generation], sockets, interconnect, memory,
-        tuple(PcieSwitch(s["gpus"], s["nics"], s["socket"]) for s in switches), compute_nic, frontend_nic, ports,
+        tuple(PcieSwitch(s["gpus"], s["nics"], s["socket"]) for s in switches), nics.compute_nic, frontend_nic, ports,
         nvlink=fabric.get("nvlink"), nvlinks_per_gpu=fabric.get("nvlinks_per_gpu"),
         nvlink_counts=fabric.get("nvlink_counts"), p2p=where.boolean(server, "p2p", "server", True), cpu=cpu_kind,
-        gpu_nics=gpu_nics, nic_kind=nic_kind, net_latency_us=net_latency, step_latency_us=step_latency,
-        nic_ports=nic_ports,
+        gpu_nics=nics.gpu_nics, nic_kind=nics.nic_kind, net_latency_us=nics.net_latency_us,
+        step_latency_us=nics.step_latency_us, nic_ports=nics.nic_ports,
         hosts=_integer(where, server, "hosts", "server", 1),
     )
     try:

@@ -507,4 +507,4 @@ def test_a_rack_scale_systems_hosts_are_its_trays(capsys):
     # gb200-nvl72: 18 trays of 4 GPUs; two ranks a tray make 36 ranks in one NVLink domain.
     assert flowsim(["collective", "all_reduce", "--system", "gb200-nvl72", "--gpus-per-node", "2",
                     "-b", "1M", "-e", "1M"]) == 0
-    assert "1 x gb200_nvl72, 36 ranks," in capsys.readouterr().out
+    assert "1 x gb200_nvl72, 36 ranks (2 GPU(s) a host)," in capsys.readouterr().out

@@ -284,7 +284,8 @@ def run_collective(args: argparse.Namespace) -> int:
             env += ", " + " ".join(f"{key}={value}" for key, value in system_env.items()) + " (system)"
         print(
             table_header(
-                f"flowsim {args.collective}: {nodes} x {system}, {n_ranks} ranks, {args.figure} link rates, "
+                f"flowsim {args.collective}: {nodes} x {system}, {n_ranks} ranks"
+                f"{'' if gpus is None else f' ({used} GPU(s) a host)'}, {args.figure} link rates, "
                 f"{fabric} fabric, {describe_method(topology, args.routing)} routing, NCCL {args.nccl_version}{env}"
                 + (f"; failures: {failures}" if failures else "")
             )

@@ -17,12 +17,14 @@ Time
     BF16 FLOP/s (:data:`flowsim.hardware.GPU_PEAK_BF16_FLOPS`).
 Messages (``dtype_bytes`` per value, 2 for BF16)
     A TP all-reduce and a pipeline send each carry the ``[s, b, h]`` activations, ``b s h``
-    values (Megatron without sequence parallelism). A rank's gradients per layer are its
-    parameters: the layer's attention and one expert's MLP (or, with ``experts`` > 1,
-    ``experts / ep`` of them) over ``tp``; the first and the last layer also hold the
-    embedding and the output matrix, ``V h / tp`` each. An expert dispatch sends each of a
-    rank's ``b s`` tokens to ``top_k`` experts, ``b s h top_k`` values, and the combine
-    brings as many back.
+    values. With sequence parallelism (Megatron's ``--sequence-parallel``) the TP calls (an
+    all-gather and a reduce-scatter in place of each all-reduce) carry as many, and a rank
+    holds, sends to the next stage and dispatches to experts its ``s / tp`` tokens only. A
+    rank's gradients per layer are its parameters: the layer's attention and one expert's
+    MLP (or, with ``experts`` > 1, ``experts / ep`` of them) over ``tp``; the first and the
+    last layer also hold the embedding and the output matrix, ``V h / tp`` each. An expert
+    dispatch sends each of a rank's ``b s`` tokens (``b s / tp`` with sequence parallelism)
+    to ``top_k`` experts, ``b s h top_k`` values, and the combine brings as many back.
 """
 
 from __future__ import annotations
@@ -143,6 +145,7 @@ def step_shape(
     micro_batch: int = 1,
     seq_len: int | None = None,
     dtype_bytes: float = 2.0,
+    sequence_parallel: bool = False,
 ) -> StepShape:
     """Per-layer compute and message sizes of one rank of a step (module docstring).
 
@@ -161,6 +164,10 @@ def step_shape(
         Tokens per sequence; default ``model.seq_len``.
     dtype_bytes : float
         Bytes per activation and gradient value (2: BF16).
+    sequence_parallel : bool
+        Whether the step runs Megatron's sequence parallelism (``seq_len`` then a multiple
+        of ``tp``): a rank's pipeline sends and expert dispatches carry its ``1 / tp`` of the
+        tokens.
 
     Returns
     -------
@@ -187,6 +194,9 @@ def step_shape(
         raise InputError(f"mfu must lie in (0, 1], got {mfu!r}")
     if model.experts % ep:
         raise InputError(f"ep = {ep} does not divide the model's {model.experts} experts")
+    if sequence_parallel and s % tp:
+        raise InputError(f"sequence parallelism splits each sequence over the tp = {tp} ranks: seq_len {s} is not a "
+                         "multiple of tp")
     rate = peak_flops * mfu * tp  # FLOP/s of the TP group a layer's FLOPs are split over
     layer = model.layer_forward_flops(micro_batch, s)
     forward = [layer / rate] * model.layers
@@ -197,7 +207,8 @@ def step_shape(
     grads[0] += embedding
     grads[-1] += embedding
     activations = float(micro_batch * s * model.hidden * dtype_bytes)
+    held = activations / tp if sequence_parallel else activations  # what one rank sends on
     return StepShape(
-        tuple(forward), tuple(2 * f for f in forward), tuple(grads), activations, activations,
-        activations * model.top_k if model.experts > 1 else 0.0,
+        tuple(forward), tuple(2 * f for f in forward), tuple(grads), held, activations,
+        held * model.top_k if model.experts > 1 else 0.0,
     )

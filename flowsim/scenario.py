@@ -68,8 +68,8 @@ Format
         ``forward_s``, it is a data-parallel step (:func:`flowsim.training.data_parallel_step`).
         With any of ``tp``, ``pp``, ``dp``, ``layer_forward_s`` (then required, per layer like
         ``layer_backward_s``), ``n_microbatches``, ``schedule`` (``"1f1b"`` or ``"gpipe"``),
-        ``activation_bytes``, ``tp_all_reduce_bytes``, ``tp_algorithm``, ``tp_across_servers``
-        or ``slices``, it is a tensor/pipeline/data parallel step in Megatron's rank order
+        ``activation_bytes``, ``tp_all_reduce_bytes``, ``tp_algorithm``, ``tp_across_servers``,
+        ``sequence_parallel`` or ``slices``, it is a tensor/pipeline/data parallel step in Megatron's rank order
         (:func:`flowsim.training.parallel_step`, whose arguments these keys are).
     Parts are concatenated in that order: the flow list, the collectives, the training step.
 ``[[job]]`` (optional; with them ``[workload]`` is optional too)
@@ -688,7 +688,7 @@ _TRAINING_KEYS = ("layers", "layer_backward_s", "layer_grad_bytes", "bucket_byte
 # Keys that make [workload.training] a tensor/pipeline/data parallel step (flowsim.training.parallel_step).
 _PARALLEL_KEYS = ("tp", "pp", "dp", "layer_forward_s", "n_microbatches", "schedule", "activation_bytes",
                   "tp_all_reduce_bytes", "tp_algorithm", "tp_across_servers", "slices", "ep", "ep_all_to_all_bytes",
-                  "ep_skew", "moe_layers", "model")
+                  "ep_skew", "moe_layers", "sequence_parallel", "model")
 # Keys that go with `model` (flowsim.models.step_shape), and those the model's shape sets.
 _MODEL_KEYS = ("micro_batch", "seq_len", "mfu", "gpu", "peak_flops", "dtype_bytes")
 _SHAPED_KEYS = ("layers", "layer_forward_s", "layer_backward_s", "layer_grad_bytes", "activation_bytes",
@@ -748,6 +748,7 @@ def _shaped(where: Where, table: Mapping, key: str, gpu: str | None) -> dict[str
             micro_batch=where.integer(table, "micro_batch", key, 1) if "micro_batch" in table else 1,
             seq_len=where.integer(table, "seq_len", key, 1) if "seq_len" in table else None,
             dtype_bytes=where.number(table, "dtype_bytes", key, 2.0),
+            sequence_parallel=where.boolean(table, "sequence_parallel", key, False),
         )
     except InputError as err:
         raise where.error(key, str(err)) from None
@@ -848,6 +849,7 @@ def _training(
             ),
             ep_skew=where.number(table, "ep_skew", key, 1.0),
             moe_layers=_moe_layers(where, table, key, layers),
+            sequence_parallel=where.boolean(table, "sequence_parallel", key, False),
         )
     try:
         if parallel:

@@ -20,7 +20,11 @@ Data parallelism (:func:`data_parallel_step`)
     * a layer's forward is an attention block and an MLP block, each half of the layer's
       time and each followed by an all-reduce of ``tp_all_reduce_bytes`` over the TP group;
       its backward is the same in reverse (Megatron's two all-reduces per layer and pass).
-      The compute after an all-reduce waits for it.
+      The compute after an all-reduce waits for it. With sequence parallelism
+      (``sequence_parallel``, Megatron's ``--sequence-parallel``) each block is instead
+      framed by an all-gather of ``tp_all_reduce_bytes`` before it and a reduce-scatter of
+      as many after it, in both passes (the backward of each is the other): the same bytes
+      over NCCL's all-gather and reduce-scatter, the block waiting for the all-gather.
     * pipeline stages exchange each microbatch's activations (forward) and their gradients
       (backward), ``activation_bytes`` each, between ranks with the same TP and DP index, in
       the batched blocking send/receive calls of Megatron's schedules (1F1B, or GPipe). A
@@ -489,6 +493,7 @@ def parallel_step(
     ep_all_to_all_bytes: float = 0.0,
     ep_skew: float = 1.0,
     gpudirect: bool = True,
+    sequence_parallel: bool = False,
 ) -> ParallelStep:
     """Lay out one tensor x pipeline x data parallel training step (see the module docstring).
 
@@ -514,6 +519,12 @@ def parallel_step(
     tp_all_reduce_bytes : float
         Bytes of each TP all-reduce (two per layer in the forward pass and two in the
         backward pass, per microbatch); 0: no TP all-reduces.
+    sequence_parallel : bool
+        Megatron's sequence parallelism: each TP all-reduce becomes a reduce-scatter of
+        ``tp_all_reduce_bytes`` after its block and an all-gather of as many before it (no
+        effect with ``tp`` = 1 or no TP bytes). The sizes given are taken as they are:
+        ``activation_bytes`` and ``ep_all_to_all_bytes`` are a rank's, which sequence
+        parallelism divides by ``tp`` (:func:`flowsim.models.step_shape` does).
     bucket_bytes : float
         Gradient bucket size (bytes, > 0; PyTorch DDP's default is 25 MiB).
     algorithm, tp_algorithm : str, optional
@@ -595,6 +606,8 @@ def parallel_step(
                         (checkpoint_start_s, "checkpoint_start_s")):
         _check_number(value, what)
     _check_number(bucket_bytes, "bucket_bytes", positive=True)
+    if not isinstance(sequence_parallel, bool):
+        raise InputError(f"sequence_parallel must be true or false, got {sequence_parallel!r}")
     check_routed_env(nccl_env, "gpudirect")
 
     router = Router(topology)  # one for every group's NCCL search, not one each
@@ -611,7 +624,7 @@ def parallel_step(
     builder = _PipelineBuilder(
         layout, forward, backward, grads, n_microbatches, schedule, float(activation_bytes),
         float(tp_all_reduce_bytes), float(bucket_bytes), plan, algorithm, tp_algorithm,
-        _Experts(moe, float(ep_all_to_all_bytes), float(ep_skew)),
+        _Experts(moe, float(ep_all_to_all_bytes), float(ep_skew)), sequence_parallel,
     )
     note = progress or (lambda message: None)
     note(f"laying out {layout.pp} stages x {layout.dp} replicas x {n_microbatches} microbatches ({schedule})")
@@ -1315,6 +1328,7 @@ class _PipelineBuilder:
         algorithm: str | None,
         tp_algorithm: str | None,
         experts: _Experts,
+        sequence_parallel: bool = False,
     ) -> None:
         self.layout = layout
         self.forward = forward
@@ -1323,6 +1337,9 @@ class _PipelineBuilder:
         self.schedule = schedule
         self.activation_bytes = activation_bytes
         self.tp_bytes = tp_all_reduce_bytes if layout.tp > 1 else 0.0
+        # Each block's TP calls: an all-reduce after it, or an all-gather before and a
+        # reduce-scatter after (sequence parallelism).
+        self.tp_before, self.tp_after = ("all_gather", "reduce_scatter") if sequence_parallel else ("", "all_reduce")
         self.plan = plan
         self.algorithm = algorithm
         self.tp_algorithm = tp_algorithm
@@ -1432,19 +1449,24 @@ class _PipelineBuilder:
         self, replica: tuple[int, int], kind: str, microbatch: int, blocks: tuple[tuple[int, str], ...]
     ) -> None:
         """The attention and MLP ``blocks`` of a forward or backward pass of ``microbatch``,
-        each half of its layer's time and followed by its TP all-reduce."""
+        each half of its layer's time and followed by its TP all-reduce (with sequence
+        parallelism: after its TP all-gather and followed by its TP reduce-scatter)."""
         stage, d = replica
         times = self.forward if kind == "F" else self.backward
         side = 0 if kind == "F" else 1
         # Bound once: this loop runs for every block of every rank (1.3 million on a 70B step).
         group, at, advance, log = self.tp_groups[replica], self.at, self.flows.advance, self.compute_log.append
+        before, after = self.tp_before if self.tp_bytes > 0 else "", self.tp_after if self.tp_bytes > 0 else ""
         for layer, block in blocks:
             seconds = times[layer] / 2
+            label = f"mb{microbatch}.{kind}.l{layer}.{block}"
+            if before:
+                self.tp_call(replica, before, label, microbatch)
             for rank in group:
                 at[rank] = point = advance(rank, at[rank], seconds)
                 log((stage, side, point, seconds))
-            if self.tp_bytes > 0:
-                self.tp_all_reduce(replica, f"mb{microbatch}.{kind}.l{layer}.{block}", microbatch)
+            if after:
+                self.tp_call(replica, after, label, microbatch)
             # A layer's backward ends with its attention block: its gradients are ready.
             if (kind == "B" and block == "attn" and microbatch == self.m - 1 and self.layout.dp > 1
                     and layer in self.closing[stage]):
@@ -1492,10 +1514,12 @@ class _PipelineBuilder:
             self._templates[key] = _Template.of(replace(workload, size_bytes=workload.size_bytes * scale))
         return self._templates[key]
 
-    def tp_all_reduce(self, replica: tuple[int, int], label: str, microbatch: int) -> None:
+    def tp_call(self, replica: tuple[int, int], collective: str, label: str, microbatch: int) -> None:
+        """One blocking ``collective`` of the TP bytes over the replica's TP group: each rank
+        goes on once the call has finished (where it sent), or its own part has."""
         stage, d = replica
         group = self.tp_groups[replica]
-        template = self.template("all_reduce", group, self.tp_bytes, self.tp_algorithm)
+        template = self.template(collective, group, self.tp_bytes, self.tp_algorithm)
         at, settle = self.at, self.flows.settle
         points = {}
         for rank in group:

@@ -229,6 +229,13 @@ def test_tiny_model_flops_by_hand():
     assert shape.layer_backward_s == pytest.approx((8.192, 9.472))
     assert shape.layer_grad_bytes == (232.0, 232.0)
     assert (shape.activation_bytes, shape.tp_all_reduce_bytes, shape.ep_all_to_all_bytes) == (64.0, 64.0, 0.0)
+    # Sequence parallelism: each TP rank holds and sends on its 8 / 2 tokens (32 B); the TP
+    # calls still carry the whole 64 B; compute and gradients are the same.
+    split = step_shape(model, peak_flops=1000.0, mfu=0.5, tp=2, micro_batch=1, sequence_parallel=True)
+    assert (split.activation_bytes, split.tp_all_reduce_bytes, split.ep_all_to_all_bytes) == (32.0, 64.0, 0.0)
+    assert (split.layer_forward_s, split.layer_grad_bytes) == (shape.layer_forward_s, shape.layer_grad_bytes)
+    with pytest.raises(InputError, match="seq_len 8 is not a multiple of tp"):
+        step_shape(model, peak_flops=1000.0, mfu=0.5, tp=3, sequence_parallel=True)
 
 
 def test_llama3_8b_has_8_billion_parameters():
@@ -276,6 +283,14 @@ slices = 1
     tp_sizes = {float(s) for s, p in zip(step.workload.size_bytes, step.workload.tags["phase"], strict=True)
                 if p == "tp"}
     assert max(tp_sizes) <= 64.0
+    # With sequence parallelism each rank sends the next stage its 4 of the 8 tokens: 32 B,
+    # where it sent 64.
+    pp_bytes = []
+    for extra in ("", "sequence_parallel = true\n"):
+        shaped = parse_scenario(text + extra).training.workload
+        sends = np.array(shaped.tags["phase"]) == "pp"
+        pp_bytes.append(shaped.size_bytes[sends].sum())
+    assert pp_bytes[1] == pytest.approx(pp_bytes[0] / 2, rel=1e-12) and pp_bytes[0] > 0
     with pytest.raises(InputError, match=r"workload\.training\.layers: is set by model"):
         parse_scenario(text.replace("mfu = 0.5", "mfu = 0.5\nlayers = 2"))
     with pytest.raises(InputError, match=r"workload\.training\.model: unknown model 'llama9'"):

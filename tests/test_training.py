@@ -262,6 +262,36 @@ def test_tp_all_reduces_by_hand():
     })
 
 
+def test_sequence_parallel_tp_calls_by_hand():
+    # The same step with sequence parallelism: each 1 s block is framed by an all-gather of
+    # 1 GB (each rank sends its 0.5 GB, 0.5 s) and a reduce-scatter of 1 GB (0.5 s), in both
+    # passes. Forward: 0.5 + 0.5 + 0.5 per block (AG, attention, RS), then the MLP: 3 s;
+    # backward 0.5 + 1 + 0.5 per block: 4 s. The same 7 s and 4 s exposed as the all-reduces,
+    # whose bytes the two calls move between them.
+    kwargs = dict(tp=2, layer_forward_s=[1.0], layer_backward_s=[2.0], layer_grad_bytes=[0.0],
+                  tp_all_reduce_bytes=1 * G, costs=FREE)
+    step = parallel_step(gpu_chain(2), **kwargs, sequence_parallel=True)
+    result = run_training_step(gpu_chain(2), step)
+    np.testing.assert_allclose([result.step_s, result.exposed_communication_s], [7.0, 4.0])
+    tp = phase_of(step, "tp")
+    ends: dict[tuple[str, str], float] = {}
+    for name, finish in zip(np.array(step.workload.names)[tp], result.run.result.finish_s[tp]):
+        block, call = re.match(r"(.*)\.(all_gather|reduce_scatter)\.", name).groups()
+        ends[block, call] = max(ends.get((block, call), 0.0), finish)
+    assert ends == pytest.approx({
+        ("tp.s0.d0.mb0.F.l0.attn", "all_gather"): 0.5, ("tp.s0.d0.mb0.F.l0.attn", "reduce_scatter"): 1.5,
+        ("tp.s0.d0.mb0.F.l0.mlp", "all_gather"): 2.0, ("tp.s0.d0.mb0.F.l0.mlp", "reduce_scatter"): 3.0,
+        ("tp.s0.d0.mb0.B.l0.mlp", "all_gather"): 3.5, ("tp.s0.d0.mb0.B.l0.mlp", "reduce_scatter"): 5.0,
+        ("tp.s0.d0.mb0.B.l0.attn", "all_gather"): 5.5, ("tp.s0.d0.mb0.B.l0.attn", "reduce_scatter"): 7.0,
+    })
+    without = parallel_step(gpu_chain(2), **kwargs)
+    assert step.workload.size_bytes[tp].sum() == without.workload.size_bytes[phase_of(without, "tp")].sum()
+    # Without TP (tp = 1) or TP bytes, sequence parallelism changes nothing.
+    for extra in ({"tp": 1}, {"tp_all_reduce_bytes": 0.0}):
+        alone = parallel_step(gpu_chain(2), **{**kwargs, **extra}, sequence_parallel=True)
+        assert alone.workload.names == parallel_step(gpu_chain(2), **{**kwargs, **extra}).workload.names
+
+
 @pytest.mark.parametrize("schedule", SCHEDULES)
 @pytest.mark.parametrize("pp, m", [(2, 1), (4, 4), (4, 8), (3, 5)])
 def test_free_communication_leaves_the_textbook_bubble(schedule, pp, m):
@@ -399,14 +429,16 @@ tp_all_reduce_bytes = 4e6
 """
 
 
-def test_3d_step_from_a_scenario_matches_the_api():
-    scenario = parse_scenario(THREE_D)
+@pytest.mark.parametrize("sequence_parallel", [False, True])
+def test_3d_step_from_a_scenario_matches_the_api(sequence_parallel):
+    scenario = parse_scenario(THREE_D + f"sequence_parallel = {str(sequence_parallel).lower()}\n")
     step = parallel_step(
         scenario.topology, tp=4, pp=2, layer_forward_s=[1e-3, 1e-3, 2e-3, 2e-3], layer_backward_s=[2e-3] * 4,
         layer_grad_bytes=[1e6] * 4, n_microbatches=2, schedule="gpipe", activation_bytes=4e6,
-        tp_all_reduce_bytes=4e6, algorithm="ring", tp_algorithm="ring",
+        tp_all_reduce_bytes=4e6, algorithm="ring", tp_algorithm="ring", sequence_parallel=sequence_parallel,
     )
     assert scenario.workload.names == step.workload.names
+    assert any(".reduce_scatter." in name for name in step.workload.names) == sequence_parallel
     assert scenario.compute_s == step.compute_s
     from_file = run_scenario(scenario).result
     direct = run_training_step(scenario.topology, step)
@@ -454,6 +486,8 @@ def test_3d_example_scenario_runs_cut_down():
         ("pp = 2\nlayer_forward_s = 1e-3\nmicrobatches = 4", "workload.training.microbatches: unknown key"),
         ("tp = 2\nlayer_forward_s = 1e-3\ntp_algorithm = 'ringg'",
          "workload.training.tp_algorithm: no algorithm 'ringg' for all_reduce; valid ones: auto, ring,"),
+        ("tp = 2\nlayer_forward_s = 1e-3\nsequence_parallel = 'yes'",
+         "workload.training.sequence_parallel: expected true or false"),
     ],
 )
 def test_bad_3d_training_tables_name_the_key(training, message):

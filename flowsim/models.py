@@ -21,8 +21,9 @@ Messages (``dtype_bytes`` per value, 2 for BF16)
     all-gather and a reduce-scatter in place of each all-reduce) carry as many, and a rank
     holds, sends to the next stage and dispatches to experts its ``s / tp`` tokens only. A
     rank's gradients per layer are its parameters: the layer's attention and one expert's
-    MLP (or, with ``experts`` > 1, ``experts / ep`` of them) over ``tp``; the first and the
-    last layer also hold the embedding and the output matrix, ``V h / tp`` each. An expert
+    MLP (or, with ``experts`` > 1, ``experts / ep`` of them, the layer's expert gradients,
+    which the expert-data-parallel group reduces) over ``tp``; the first and the last layer
+    also hold the embedding and the output matrix, ``V h / tp`` each. An expert
     dispatch sends each of a rank's ``b s`` tokens (``b s / tp`` with sequence parallelism)
     to ``top_k`` experts, ``b s h top_k`` values, and the combine brings as many back.
 """
@@ -126,6 +127,7 @@ class StepShape:
     layer_forward_s: tuple[float, ...]
     layer_backward_s: tuple[float, ...]
     layer_grad_bytes: tuple[float, ...]
+    layer_expert_grad_bytes: tuple[float, ...]
     activation_bytes: float
     tp_all_reduce_bytes: float
     ep_all_to_all_bytes: float
@@ -201,14 +203,16 @@ def step_shape(
     layer = model.layer_forward_flops(micro_batch, s)
     forward = [layer / rate] * model.layers
     forward[-1] += model.logits_forward_flops(micro_batch, s) / rate
-    params = model.attention_params + model.experts // ep * model.expert_params
-    grads = [params / tp * dtype_bytes] * model.layers
+    mlp = model.experts // ep * model.expert_params
+    grads = [(model.attention_params + mlp) / tp * dtype_bytes] * model.layers
+    # A dense MLP's gradients are the DP group's to reduce; experts' their own group's.
+    expert_grads = [(mlp if model.experts > 1 else 0) / tp * dtype_bytes] * model.layers
     embedding = model.vocab * model.hidden / tp * dtype_bytes
     grads[0] += embedding
     grads[-1] += embedding
     activations = float(micro_batch * s * model.hidden * dtype_bytes)
     held = activations / tp if sequence_parallel else activations  # what one rank sends on
     return StepShape(
-        tuple(forward), tuple(2 * f for f in forward), tuple(grads), held, activations,
+        tuple(forward), tuple(2 * f for f in forward), tuple(grads), tuple(expert_grads), held, activations,
         held * model.top_k if model.experts > 1 else 0.0,
     )

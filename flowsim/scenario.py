@@ -688,11 +688,11 @@ _TRAINING_KEYS = ("layers", "layer_backward_s", "layer_grad_bytes", "bucket_byte
 # Keys that make [workload.training] a tensor/pipeline/data parallel step (flowsim.training.parallel_step).
 _PARALLEL_KEYS = ("tp", "pp", "dp", "layer_forward_s", "n_microbatches", "schedule", "activation_bytes",
                   "tp_all_reduce_bytes", "tp_algorithm", "tp_across_servers", "slices", "ep", "ep_all_to_all_bytes",
-                  "ep_skew", "moe_layers", "sequence_parallel", "model")
+                  "ep_skew", "moe_layers", "sequence_parallel", "layer_expert_grad_bytes", "model")
 # Keys that go with `model` (flowsim.models.step_shape), and those the model's shape sets.
 _MODEL_KEYS = ("micro_batch", "seq_len", "mfu", "gpu", "peak_flops", "dtype_bytes")
-_SHAPED_KEYS = ("layers", "layer_forward_s", "layer_backward_s", "layer_grad_bytes", "activation_bytes",
-                "tp_all_reduce_bytes", "ep_all_to_all_bytes")
+_SHAPED_KEYS = ("layers", "layer_forward_s", "layer_backward_s", "layer_grad_bytes", "layer_expert_grad_bytes",
+                "activation_bytes", "tp_all_reduce_bytes", "ep_all_to_all_bytes")
 _MODEL_SHAPE_KEYS = ("layers", "hidden", "ffn", "heads", "kv_heads", "vocab", "gated_mlp", "experts", "top_k",
                      "seq_len")
 
@@ -804,6 +804,8 @@ def _training(
     columns: tuple[str, ...] = ("layer_backward_s", "layer_grad_bytes")
     if parallel:
         columns = ("layer_forward_s", *columns)
+        if shaped or "layer_expert_grad_bytes" in table:
+            columns = (*columns, "layer_expert_grad_bytes")
     # Keyword arguments of parallel_step or data_parallel_step, which check them.
     per_layer: dict[str, Any] = {
         column: list(shaped[column]) if shaped else _per_layer(where, table, key, column, layers) for column in columns

@@ -38,7 +38,11 @@ Data parallelism (:func:`data_parallel_step`)
     * with experts (``ep`` > 1), a mixture-of-experts layer's MLP block is framed by two
       all-to-alls over the rank's expert group (``ep`` consecutive DP indices): dispatch and
       combine forwards, their gradients backwards, sized by each expert rank's share of the
-      tokens (``ep_skew``).
+      tokens (``ep_skew``). The experts' share of a layer's gradients
+      (``layer_expert_grad_bytes``) fills buckets of its own, ready when the MLP block's last
+      backward ends and all-reduced over the ``dp / ep`` ranks that hold the same experts
+      (Megatron's expert-data-parallel group; none when ``ep = dp``), on a stream of their
+      own.
     * the step ends when every rank has finished its compute and its gradient all-reduces.
 
     Where a rank's compute is followed by a flow that also waits for something else (a
@@ -208,6 +212,12 @@ class ParallelLayout:
         """The ``dp`` ranks that hold the same parameters and all-reduce their gradients."""
         return tuple(self.rank(tp_index, stage, d) for d in range(self.dp))
 
+    def edp_group(self, tp_index: int, stage: int, position: int) -> tuple[str, ...]:
+        """The ``dp / ep`` ranks that hold the same experts (the same ``position`` in their
+        EP groups) and all-reduce those experts' gradients: Megatron's expert-data-parallel
+        group."""
+        return tuple(self.rank(tp_index, stage, d) for d in range(position, self.dp, self.ep))
+
     def ep_group(self, tp_index: int, stage: int, dp_index: int) -> tuple[str, ...]:
         """The ``ep`` ranks that exchange tokens with rank ``(tp_index, stage, dp_index)`` in
         an expert all-to-all: consecutive DP indices, Megatron's ``tp-cp-ep-dp-pp`` order."""
@@ -308,7 +318,8 @@ class ParallelStep:
         between stages), ``"gradients"`` (DP bucket all-reduces), ``"ep"`` (expert
         all-to-alls), ``"compute"`` (markers,
         including one ``end.{rank}`` per rank when it is done), ``"checkpoint"``; tags
-        ``stage``, ``microbatch`` and ``bucket`` where they apply.
+        ``stage``, ``microbatch`` and ``bucket`` where they apply (``bucket`` ``e{p}.{k}``
+        for bucket ``k`` of the experts at EP position ``p``).
     layout : ParallelLayout
     schedule : str
     n_microbatches : int
@@ -494,6 +505,7 @@ def parallel_step(
     ep_skew: float = 1.0,
     gpudirect: bool = True,
     sequence_parallel: bool = False,
+    layer_expert_grad_bytes: Sequence[float] | None = None,
 ) -> ParallelStep:
     """Lay out one tensor x pipeline x data parallel training step (see the module docstring).
 
@@ -507,7 +519,11 @@ def parallel_step(
         stage for per-stage times.
     layer_grad_bytes : sequence of float
         Per layer: the gradient bytes one rank holds (its TP shard), all-reduced over its DP
-        group (>= 0).
+        group (>= 0), but for its experts' share.
+    layer_expert_grad_bytes : sequence of float, optional
+        Per layer: how many of ``layer_grad_bytes`` are its experts' (0 to all of them),
+        all-reduced over the ``dp / ep`` ranks that hold the same experts
+        (:meth:`ParallelLayout.edp_group`) in buckets of their own; default none.
     tp, pp, dp, ranks, tp_across_servers
         The layout, as :func:`parallel_layout`.
     n_microbatches : int
@@ -583,6 +599,15 @@ def parallel_step(
             "layer_forward_s, layer_backward_s and layer_grad_bytes need one value per layer, "
             f"got {forward.size}, {backward.size} and {grads.size}"
         )
+    expert_grads = np.zeros_like(grads) if layer_expert_grad_bytes is None else _column(
+        layer_expert_grad_bytes, "layer_expert_grad_bytes")
+    if expert_grads.shape != grads.shape:
+        raise InputError(f"layer_expert_grad_bytes needs one value per layer ({grads.size}), got {expert_grads.size}")
+    above = np.flatnonzero(expert_grads > grads)
+    if above.size:
+        i = int(above[0])
+        raise InputError(f"layer_expert_grad_bytes[{i}] = {float(expert_grads[i])!r} is more than layer {i}'s "
+                         f"gradients, layer_grad_bytes[{i}] = {float(grads[i])!r}")
     if forward.size % layout.pp:
         raise InputError(
             f"{forward.size} layers do not split evenly over pp = {layout.pp} stages; give a multiple of pp "
@@ -624,7 +649,7 @@ def parallel_step(
     builder = _PipelineBuilder(
         layout, forward, backward, grads, n_microbatches, schedule, float(activation_bytes),
         float(tp_all_reduce_bytes), float(bucket_bytes), plan, algorithm, tp_algorithm,
-        _Experts(moe, float(ep_all_to_all_bytes), float(ep_skew)), sequence_parallel,
+        _Experts(moe, float(ep_all_to_all_bytes), float(ep_skew)), sequence_parallel, expert_grads,
     )
     note = progress or (lambda message: None)
     note(f"laying out {layout.pp} stages x {layout.dp} replicas x {n_microbatches} microbatches ({schedule})")
@@ -1329,6 +1354,7 @@ class _PipelineBuilder:
         tp_algorithm: str | None,
         experts: _Experts,
         sequence_parallel: bool = False,
+        expert_grads: np.ndarray | None = None,
     ) -> None:
         self.layout = layout
         self.forward = forward
@@ -1350,13 +1376,15 @@ class _PipelineBuilder:
         # Per replica (stage, DP index): its TP group.
         self.tp_groups = {(s, d): layout.tp_group(s, d) for s in range(layout.pp) for d in range(layout.dp)}
         # Per stage: the global layer that closes each non-empty bucket -> (bucket index, bytes).
-        self.closing: list[dict[int, tuple[int, float]]] = []
-        for s in range(layout.pp):
-            first = s * self.per_stage
-            buckets = _buckets(grads[first : first + self.per_stage], bucket_bytes)
-            self.closing.append({first + layer: (k, size) for k, (layer, size) in enumerate(buckets) if size > 0})
-        self.bucket_waiting: dict[tuple[int, int, int], dict[str, _Point]] = {}
-        self.bucket_sinks: dict[tuple[int, int], list[int]] = {}
+        # The same for the experts' gradients, which the expert-data-parallel group reduces
+        # (none where each rank holds experts no other rank does: ep = dp).
+        held = np.zeros_like(grads) if expert_grads is None else expert_grads
+        self.closing = self._closing(grads - held, bucket_bytes)
+        self.expert_closing = self._closing(held if layout.dp // layout.ep > 1 else np.zeros_like(grads), bucket_bytes)
+        self.bucket_waiting: dict[tuple, dict[str, _Point]] = {}
+        # Per gradient stream, (stage, TP index) or (stage, TP index, EP position) for the
+        # experts': the last bucket's ends.
+        self.bucket_sinks: dict[tuple, list[int]] = {}
         self.posted: dict[tuple, _Point] = {}
         self.arrived: dict[tuple, list[int]] = {}
         self.experts = experts
@@ -1365,6 +1393,16 @@ class _PipelineBuilder:
         self.ep_done: set[tuple] = set()
         # (stage, 0 | 1 for forward | backward, the moment the block ends, its seconds).
         self.compute_log: list[tuple[int, int, _Point, float]] = []
+
+    def _closing(self, grads: np.ndarray, bucket_bytes: float) -> list[dict[int, tuple[int, float]]]:
+        """Per stage: the global layer whose backward closes each non-empty bucket of
+        ``grads`` -> (bucket index, bytes)."""
+        closing = []
+        for s in range(self.layout.pp):
+            first = s * self.per_stage
+            buckets = _buckets(grads[first : first + self.per_stage], bucket_bytes)
+            closing.append({first + layer: (k, size) for k, (layer, size) in enumerate(buckets) if size > 0})
+        return closing
 
     def template(self, collective: str, group: tuple[str, ...], size: float, algorithm: str | None,
                  communicator: tuple[str, ...] | None = None) -> _Template:
@@ -1408,8 +1446,10 @@ class _PipelineBuilder:
             if not progressed:
                 raise RuntimeError(f"the {self.schedule} schedule deadlocked: {sorted(waiting)} wait for their peers")
         for g, rank in enumerate(layout.ranks):
-            stage, tp_index = g // (layout.tp * layout.dp), g % layout.tp
-            point = self.join_any(rank, self.at[rank], self.bucket_sinks.get((stage, tp_index), []))
+            stage, tp_index, d = g // (layout.tp * layout.dp), g % layout.tp, g // layout.tp % layout.dp
+            sinks = [*self.bucket_sinks.get((stage, tp_index), []),
+                     *self.bucket_sinks.get((stage, tp_index, d % layout.ep), [])]
+            point = self.join_any(rank, self.at[rank], sinks)
             self.flows.marker(rank, point, ("compute", str(stage), "", ""), name=f"end.{rank}")
 
     def join_any(self, rank: str, point: _Point, deps: Sequence[int]) -> _Point:
@@ -1467,10 +1507,13 @@ class _PipelineBuilder:
                 log((stage, side, point, seconds))
             if after:
                 self.tp_call(replica, after, label, microbatch)
-            # A layer's backward ends with its attention block: its gradients are ready.
-            if (kind == "B" and block == "attn" and microbatch == self.m - 1 and self.layout.dp > 1
-                    and layer in self.closing[stage]):
-                self.bucket_ready(replica, *self.closing[stage][layer])
+            # A layer's backward ends with its attention block: its gradients are ready; its
+            # experts' once its MLP block's backward has ended.
+            if kind == "B" and microbatch == self.m - 1 and self.layout.dp > 1:
+                if block == "attn" and layer in self.closing[stage]:
+                    self.bucket_ready(replica, *self.closing[stage][layer])
+                elif block == "mlp" and layer in self.expert_closing[stage]:
+                    self.bucket_ready(replica, *self.expert_closing[stage][layer], experts=True)
 
     # --- expert all-to-alls --------------------------------------------------------------
 
@@ -1531,24 +1574,28 @@ class _PipelineBuilder:
 
     # --- gradient buckets ----------------------------------------------------------------
 
-    def bucket_ready(self, replica: tuple[int, int], bucket: int, size: float) -> None:
-        """The replica's ranks have produced ``bucket``; once the whole DP group has, it is
+    def bucket_ready(self, replica: tuple[int, int], bucket: int, size: float, experts: bool = False) -> None:
+        """The replica's ranks have produced ``bucket`` (of their experts' gradients with
+        ``experts``); once the whole DP group (the expert-data-parallel group) has, it is
         all-reduced after the group's previous bucket."""
         stage, d = replica
-        for t in range(self.layout.tp):
-            key = (stage, t, bucket)
-            rank = self.layout.rank(t, stage, d)
+        layout = self.layout
+        position = d % layout.ep
+        for t in range(layout.tp):
+            stream = (stage, t, position) if experts else (stage, t)
+            group = layout.edp_group(t, stage, position) if experts else layout.dp_group(t, stage)
+            key = (*stream, experts, bucket)
+            rank = layout.rank(t, stage, d)
             self.bucket_waiting.setdefault(key, {})[rank] = self.at[rank]
-            if len(self.bucket_waiting[key]) < self.layout.dp:
+            if len(self.bucket_waiting[key]) < len(group):
                 continue
             ready = self.bucket_waiting.pop(key)
-            previous = self.bucket_sinks.get((stage, t), [])
+            previous = self.bucket_sinks.get(stream, [])
             points = {r: self.join_any(r, p, previous) for r, p in ready.items()}
-            template = self.template("all_reduce", self.layout.dp_group(t, stage), size, self.algorithm)
-            tags = ("gradients", str(stage), str(self.m - 1), str(bucket))
-            self.bucket_sinks[(stage, t)] = self.flows.place(
-                template, f"dp.s{stage}.t{t}.bucket{bucket}", points, tags
-            )
+            template = self.template("all_reduce", group, size, self.algorithm)
+            label = f"experts{position}.bucket{bucket}" if experts else f"bucket{bucket}"
+            tags = ("gradients", str(stage), str(self.m - 1), f"e{position}.{bucket}" if experts else str(bucket))
+            self.bucket_sinks[stream] = self.flows.place(template, f"dp.s{stage}.t{t}.{label}", points, tags)
 
     # --- pipeline transfers --------------------------------------------------------------
 

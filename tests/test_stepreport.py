@@ -300,6 +300,50 @@ slices = 1
 # --- experts ------------------------------------------------------------------------------
 
 
+def test_expert_gradients_are_reduced_over_the_ranks_holding_the_same_experts():
+    # dp = 4, ep = 2 on a mesh of 4 (1 GB/s a cable): ranks 0 and 2 hold the same experts,
+    # and so do 1 and 3 (Megatron's expert-data-parallel groups, dp / ep = 2 ranks). One
+    # layer of 1 GB of gradients, 0.6 GB of them its experts'. Forward 1 s; the backward's
+    # MLP half ends at 2 s and the experts' 0.6 GB are all-reduced in each pair over its
+    # own cable (2 x 1/2 x 0.6 GB, 0.6 s: 2.6 s); the attention half ends at 3 s and the
+    # other 0.4 GB are all-reduced over the 4 ranks, alone by then (as long as that
+    # all-reduce takes by itself).
+    from flowsim.collectives import collective_time
+
+    topology = mesh(4)
+    dense = collective_time(topology, "all_reduce", 0.4 * G, ranks=["g0", "g1", "g2", "g3"], costs=FREE).time_s
+    layout_of = parallel_step(topology, dp=4, ep=2, layer_forward_s=[1.0], layer_backward_s=[2.0],
+                              layer_grad_bytes=[1 * G], costs=FREE).layout
+    assert [layout_of.edp_group(0, 0, p) for p in range(2)] == [("g0", "g2"), ("g1", "g3")]
+    step = parallel_step(topology, dp=4, ep=2, layer_forward_s=[1.0], layer_backward_s=[2.0],
+                         layer_grad_bytes=[1 * G], layer_expert_grad_bytes=[0.6 * G], costs=FREE)
+    result = run_training_step(topology, step)
+    assert result.step_s == pytest.approx(3.0 + dense, rel=1e-9)
+    names = np.array(step.workload.names)
+    grads = np.array(step.workload.tags["phase"]) == "gradients"
+    ends: dict[str, float] = {}
+    for name, finish in zip(names[grads], result.run.result.finish_s[grads]):
+        stream = name.split(".all_reduce")[0]
+        ends[stream] = max(ends.get(stream, 0.0), finish)
+    assert ends == pytest.approx({"dp.s0.t0.experts0.bucket0": 2.6, "dp.s0.t0.experts1.bucket0": 2.6,
+                                  "dp.s0.t0.bucket0": 3.0 + dense})
+    # Each rank sends its pair 2 x 1/2 x 0.6 GB of expert gradients; a ring all-reduce of the
+    # other 0.4 GB, 2 x 3/4 of them.
+    experts = grads & np.array([".experts" in n for n in names])
+    assert step.workload.size_bytes[experts].sum() == pytest.approx(4 * 0.6 * G)
+    assert step.workload.size_bytes[grads & ~experts].sum() == pytest.approx(4 * 0.6 * G)
+    # With ep = dp every rank holds experts of its own: only the other 0.4 GB are reduced.
+    alone = parallel_step(topology, dp=4, ep=4, layer_forward_s=[1.0], layer_backward_s=[2.0],
+                          layer_grad_bytes=[1 * G], layer_expert_grad_bytes=[0.6 * G], costs=FREE)
+    phase = np.array(alone.workload.tags["phase"]) == "gradients"
+    assert alone.workload.size_bytes[phase].sum() == pytest.approx(4 * 2 * 3 / 4 * 0.4 * G)
+    assert not any(".experts" in n for n in alone.workload.names)
+    with pytest.raises(InputError, match=re.escape("layer_expert_grad_bytes[0] = 2000000000.0 is more than layer "
+                                                   "0's gradients, layer_grad_bytes[0] = 1000000000.0")):
+        parallel_step(topology, dp=4, ep=2, layer_forward_s=[1.0], layer_backward_s=[2.0],
+                      layer_grad_bytes=[1 * G], layer_expert_grad_bytes=[2 * G], costs=FREE)
+
+
 def test_expert_all_to_alls_follow_the_skew():
     # dp = ep = 4 ranks, 1 layer, 1 microbatch: forward dispatch and combine, backward combine
     # and dispatch, 4 all-to-alls of 4 * 3 flows. 4 MB dispatched per rank; skew 2: rank 0
@@ -364,6 +408,10 @@ def test_tiny_mixture_of_experts_by_hand():
     assert model.layer_forward_flops(1, 8) == 6144.0
     shape = step_shape(model, peak_flops=1000.0, mfu=1.0, ep=2)
     assert shape.layer_grad_bytes == (720.0, 720.0)
+    # Of those, the two experts' 2 * 128 params * 2 B = 512 B per layer; none for a dense MLP.
+    assert shape.layer_expert_grad_bytes == (512.0, 512.0)
+    dense = ModelShape(2, 4, 16, 2, 2, 10, gated_mlp=False, seq_len=8)
+    assert step_shape(dense, peak_flops=1000.0, mfu=1.0).layer_expert_grad_bytes == (0.0, 0.0)
     assert shape.ep_all_to_all_bytes == 128.0
     with pytest.raises(InputError, match="ep = 3 does not divide the model's 4 experts"):
         step_shape(model, peak_flops=1000.0, mfu=1.0, ep=3)
@@ -400,3 +448,22 @@ slices = 1
     assert sizes == pytest.approx(wire, rel=1e-15)
     with pytest.raises(InputError, match=r"workload\.training\.moe_layers: expected true, false or a list of 2"):
         parse_scenario(text.replace("moe_layers = [true, false]", "moe_layers = [true]"))
+    # The experts' share of the gradients, per layer: all-reduced over each pair of DP
+    # indices at the same place in their expert groups (0 and 2, 1 and 3), the rest over
+    # all four; per stream one bucket (2 layers of 2e6 bytes fit 25 MiB).
+    grads = text.replace("layer_grad_bytes = 0", "layer_grad_bytes = 2e6\nlayer_expert_grad_bytes = [1e6, 0]")
+    step = parse_scenario(grads).training
+    w = step.workload
+    calls = {n.split(".all_reduce")[0] for n, p in zip(w.names, w.tags["phase"], strict=True) if p == "gradients"}
+    assert calls == {f"dp.s0.t{t}.{kind}bucket0" for t in range(2) for kind in ("", "experts0.", "experts1.")}
+    expert_flows = [i for i, n in enumerate(w.names) if ".experts" in n and w.size_bytes[i] > 0]
+    assert {frozenset((w.src[i], w.dst[i])) for i in expert_flows} == {
+        frozenset(("n0.gpu0", "n0.gpu4")), frozenset(("n0.gpu1", "n0.gpu5")),  # t0, t1 of EP position 0
+        frozenset(("n0.gpu2", "n0.gpu6")), frozenset(("n0.gpu3", "n0.gpu7")),  # and of position 1
+    }
+    with pytest.raises(InputError, match=re.escape("workload.training: layer_expert_grad_bytes[0] = 3000000.0 is "
+                                                   "more than layer 0's gradients")):
+        parse_scenario(grads.replace("[1e6, 0]", "[3e6, 0]"))
+    with pytest.raises(InputError, match=r"workload\.training\.layer_expert_grad_bytes: is set by model"):
+        parse_scenario("[topology]\ncluster = 'dgx_h100'\nn_nodes = 1\nfigure = 'effective'\n[workload.training]\n"
+                       "model = 'mixtral_8x7b'\nmfu = 0.4\ndp = 8\nep = 4\nlayer_expert_grad_bytes = 0\n")

@@ -136,6 +136,7 @@ def test_json_rows(capsys):
         "busiest_link",
         "busiest_tier",
         "busiest_utilization",
+        "nccl_model_us",
     }
     row = out["rows"][-1]
     assert row["busbw_GBps"] == pytest.approx(row["algbw_GBps"] * 7 / 8)
@@ -508,3 +509,29 @@ def test_a_rack_scale_systems_hosts_are_its_trays(capsys):
     assert flowsim(["collective", "all_reduce", "--system", "gb200-nvl72", "--gpus-per-node", "2",
                     "-b", "1M", "-e", "1M"]) == 0
     assert "1 x gb200_nvl72, 36 ranks (2 GPU(s) a host)," in capsys.readouterr().out
+
+
+def test_tuning_shows_what_nccls_model_weighed_under_each_row(capsys):
+    # Two DGX H100: at 1 KiB NCCL's model has the tree with LL least, at 1 GiB NVLSTree; each
+    # row's note lists every pair the tuner weighed, the least of them marked as what ran.
+    argv = ["collective", "all_reduce", "--system", "dgx-h100", "--nodes", "2", "-b", "1K", "-e", "1G", "-f", "1024"]
+    assert flowsim([*argv, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    for row in rows:
+        times = row["nccl_model_us"]
+        assert {"tree/ll", "ring/simple", "nvls_tree/simple"} <= set(times)
+        assert min(times, key=times.get) == f"{row['algorithm']}/{row['protocol']}"
+    assert [f"{r['algorithm']}/{r['protocol']}" for r in (rows[0], rows[-1])] == ["tree/ll", "nvls_tree/simple"]
+    assert flowsim([*argv, "--tuning"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    notes = [i for i, line in enumerate(lines) if line.startswith("#   NCCL model (us): ")]
+    assert len(notes) == len(rows) == 3 and all(not lines[i - 1].startswith("#") for i in notes)
+    notes = [lines[i] for i in notes]
+    # The tree with LL on 2 servers of 8: baseLat 6.8 + 2 x (7 x 0.6 + 1 x 5.0) = 25.2 us of
+    # latency (docs/hardware.md §7.3), and 1 KiB at its bandwidth.
+    assert re.search(r"tree/ll 25\.2\d \(ran\)", notes[0]) and notes[0].count("(ran)") == 1
+    # Without --tuning no note; an all-to-all, which NCCL's tuner does not choose, has none.
+    assert flowsim(argv) == 0
+    assert "NCCL model" not in capsys.readouterr().out
+    assert flowsim(["collective", "all_to_all", "--system", "dgx-h100", "-b", "1M", "-e", "1M", "--tuning"]) == 0
+    assert "NCCL model" not in capsys.readouterr().out

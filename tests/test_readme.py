@@ -66,6 +66,13 @@ def test_the_failed_nic_collective_prints_the_readme_row(capsys):
     assert out[0] == header and row in out
 
 
+def test_the_tuning_note_is_the_readme_one(capsys):
+    command = "flowsim collective all_reduce --system dgx-h100 --nodes 2 -b 1M -e 1M --tuning"
+    row, note = shown(command)
+    out = printed(capsys, *command.split()[1:])
+    assert out[out.index(row) + 1] == note
+
+
 def test_the_jobs_scenario_prints_what_the_readme_shows(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     out = printed(capsys, "run", str(ROOT / "data/scenarios/jobs_sharing_16_dgx_h100.toml"), "-o", "jobs.h5", "-q")

@@ -20,12 +20,12 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from flowsim.collectives.builders import COLLECTIVES, all_to_all_v_bytes
-from flowsim.collectives.constants import DEFAULT_NCCL_VERSION, nccl_release
+from flowsim.collectives.constants import DEFAULT_NCCL_VERSION, NCCL_ALGORITHMS, NCCL_PROTOCOLS, nccl_release
 from flowsim.collectives.placement import alltoallv_spread, collective_time
-from flowsim.collectives.tuner import DTYPE_BYTES, check_reduction
+from flowsim.collectives.tuner import DTYPE_BYTES, NcclChoice, check_reduction
 from flowsim.errors import InputError, whole_number
 from flowsim.routing import Router
 from flowsim.stepreport import busiest_link
@@ -47,6 +47,7 @@ __all__ = [
     "iter_sweep",
     "launch_floor_us",
     "message_sizes",
+    "nccl_model_note",
     "parse_size",
     "rows_to_json",
     "sweep",
@@ -202,7 +203,11 @@ class NcclRow:
     (:attr:`CollectiveRun.flow_classes`); ``busiest_link``, ``busiest_tier`` and
     ``busiest_utilization`` the link (or NVLS budget) busiest over the row's time, what it
     is and how busy (:func:`flowsim.stepreport.busiest_link`; ``""`` and 0 where no link
-    carried a byte): near 1 where that link bounds the call, well below where latency does.
+    carried a byte): near 1 where that link bounds the call, well below where latency does;
+    ``nccl_model_us`` NCCL's predicted time (us) of every algorithm and protocol its tuner
+    weighed for the size (``"ring/ll"``: ..., flowsim's names, in NCCL's order), the least of
+    which it ran (:attr:`~flowsim.collectives.tuner.NcclChoice.table`); empty where NCCL's
+    tuner did not choose (all-to-all, send, explicit costs).
     """
 
     size_bytes: int
@@ -224,6 +229,7 @@ class NcclRow:
     busiest_link: str = ""
     busiest_tier: str = ""
     busiest_utilization: float = 0.0
+    nccl_model_us: dict[str, float] = field(default_factory=dict)
 
 
 def empty_call_runs(collective: str, nccl_version: str = DEFAULT_NCCL_VERSION) -> bool:
@@ -403,11 +409,38 @@ def _rows(
             busiest_link="" if busiest is None else busiest.name,
             busiest_tier="" if busiest is None else busiest.tier,
             busiest_utilization=0.0 if busiest is None else busiest.utilization,
+            nccl_model_us=_model_times(outcome.nccl),
         )
         # The run (its flows, routes and results) goes before the next size is built, not
         # after: held while the next one runs, two sizes' flows would be in memory at once.
         del outcome, run
         yield row
+
+
+def _model_times(choice: NcclChoice | None) -> dict[str, float]:
+    """NCCL's predicted time (us) per algorithm and protocol it weighed, ``"ring/ll"``: ...,
+    in NCCL's order; empty without a choice."""
+    if choice is None:
+        return {}
+    order = {(a, p): (NCCL_ALGORITHMS.index(a), NCCL_PROTOCOLS.index(p)) for a, p in choice.table}
+    return {f"{a}/{p}": choice.table[(a, p)] for a, p in sorted(choice.table, key=order.__getitem__)}
+
+
+def nccl_model_note(row: NcclRow) -> str:
+    """A comment line with ``row``'s :attr:`NcclRow.nccl_model_us`, as NCCL's tuner weighed
+    them (``""`` where it did not choose): what ``flowsim collective --tuning`` prints under
+    each row.
+
+    >>> row = NcclRow(1024, 256, "float", "sum", -1, 9.5, 0.1, 0.19, "ring", "ll", 1, "steps",
+    ...               nccl_model_us={"tree/ll": 12.0, "ring/ll": 9.25})
+    >>> nccl_model_note(row)
+    '#   NCCL model (us): tree/ll 12.00, ring/ll 9.25 (ran)'
+    """
+    if not row.nccl_model_us:
+        return ""
+    ran = f"{row.algorithm}/{row.protocol}"
+    parts = [f"{name} {t:.2f}{' (ran)' if name == ran else ''}" for name, t in row.nccl_model_us.items()]
+    return "#   NCCL model (us): " + ", ".join(parts)
 
 
 def _prefixed(progress: Callable[[str], None], prefix: str) -> Callable[[str], None]:

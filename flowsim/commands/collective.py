@@ -37,6 +37,7 @@ from flowsim.collectives.report import (
     NcclRow,
     iter_sweep,
     message_sizes,
+    nccl_model_note,
     rows_to_json,
     solved_note,
     table_footer,
@@ -182,6 +183,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--seed", type=non_negative_int, default=0, help="ECMP hash seed")
     add_time_tolerance_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
+    parser.add_argument(
+        "--tuning", action="store_true",
+        help="under each row, NCCL's predicted time of every algorithm and protocol its tuner weighed, the least "
+        "of which ran (as NCCL_DEBUG_SUBSYS=TUNING explains a choice; JSON rows carry it as nccl_model_us)",
+    )
     add_progress_argument(parser)
     timing = parser.add_argument_group(
         "nccl-tests' timing options", "taken so that an nccl-tests command line runs as it is; they shape how "
@@ -290,11 +296,11 @@ def run_collective(args: argparse.Namespace) -> int:
                 + (f"; failures: {failures}" if failures else "")
             )
         )
-        print(table_row(rows[0]), flush=True)
+        _print_row(rows[0], args.tuning)
     for row in pending:
         rows.append(row)
         if not args.json:
-            print(table_row(row), flush=True)
+            _print_row(row, args.tuning)
     ran = sorted({r.algorithm for r in rows})
     algorithm = ran[0] if len(ran) == 1 else " and ".join(ran)
     # As every row's collective decided it (the same ranks and environment for each).
@@ -336,6 +342,12 @@ def run_collective(args: argparse.Namespace) -> int:
         print(solved_note(rows))
         print(table_footer(rows))
     return 0
+
+
+def _print_row(row: NcclRow, tuning: bool) -> None:
+    """``row`` as a table row, with NCCL's model of it below where ``tuning`` asks."""
+    note = nccl_model_note(row) if tuning else ""
+    print(table_row(row) + (f"\n{note}" if note else ""), flush=True)
 
 
 def rank_gpus(nodes: int, spec: ServerSpec, per_host: int) -> list[str]:

@@ -220,8 +220,9 @@ _ACTIVITY_COLOURS = {
     "ep": "#D55E00", "checkpoint": "#999999", "other": "#F0E442",
 }
 _ACTIVITY_LABELS = {
-    "forward": "forward compute", "backward": "backward compute", "tp": "TP all-reduce", "pp": "PP send/receive",
-    "dp": "DP gradient all-reduce", "ep": "EP all-to-all", "checkpoint": "checkpoint write", "other": "other flows",
+    "forward": "forward compute", "backward": "backward compute", "tp": "TP collectives", "pp": "PP send/receive",
+    "dp": "DP gradients (and parameters)", "ep": "EP all-to-all", "checkpoint": "checkpoint write",
+    "other": "other flows",
 }
 _ROW_LABELS = {"tp": "TP", "pp": "PP", "dp": "DP", "ep": "EP", "checkpoint": "ckpt", "other": "other"}
 

@@ -69,7 +69,8 @@ Format
         With any of ``tp``, ``pp``, ``dp``, ``layer_forward_s`` (then required, per layer like
         ``layer_backward_s``), ``n_microbatches``, ``schedule`` (``"1f1b"`` or ``"gpipe"``),
         ``activation_bytes``, ``tp_all_reduce_bytes``, ``tp_algorithm``, ``tp_across_servers``,
-        ``sequence_parallel`` or ``slices``, it is a tensor/pipeline/data parallel step in Megatron's rank order
+        ``sequence_parallel``, ``distributed_optimizer`` or ``slices``, it is a tensor/pipeline/data parallel step
+        in Megatron's rank order
         (:func:`flowsim.training.parallel_step`, whose arguments these keys are).
     Parts are concatenated in that order: the flow list, the collectives, the training step.
 ``[[job]]`` (optional; with them ``[workload]`` is optional too)
@@ -688,7 +689,8 @@ _TRAINING_KEYS = ("layers", "layer_backward_s", "layer_grad_bytes", "bucket_byte
 # Keys that make [workload.training] a tensor/pipeline/data parallel step (flowsim.training.parallel_step).
 _PARALLEL_KEYS = ("tp", "pp", "dp", "layer_forward_s", "n_microbatches", "schedule", "activation_bytes",
                   "tp_all_reduce_bytes", "tp_algorithm", "tp_across_servers", "slices", "ep", "ep_all_to_all_bytes",
-                  "ep_skew", "moe_layers", "sequence_parallel", "layer_expert_grad_bytes", "model")
+                  "ep_skew", "moe_layers", "sequence_parallel", "layer_expert_grad_bytes", "distributed_optimizer",
+                  "model")
 # Keys that go with `model` (flowsim.models.step_shape), and those the model's shape sets.
 _MODEL_KEYS = ("micro_batch", "seq_len", "mfu", "gpu", "peak_flops", "dtype_bytes")
 _SHAPED_KEYS = ("layers", "layer_forward_s", "layer_backward_s", "layer_grad_bytes", "layer_expert_grad_bytes",
@@ -852,6 +854,7 @@ def _training(
             ep_skew=where.number(table, "ep_skew", key, 1.0),
             moe_layers=_moe_layers(where, table, key, layers),
             sequence_parallel=where.boolean(table, "sequence_parallel", key, False),
+            distributed_optimizer=where.boolean(table, "distributed_optimizer", key, False),
         )
     try:
         if parallel:

@@ -19,8 +19,9 @@ Critical path
     rank more than the compute of another, so the critical path's communication is at least
     the exposed communication ``step_s - compute_s`` and says which kind it was.
 Kinds
-    From a flow's ``phase`` tag: ``tp`` (TP all-reduces), ``pp`` (activations and their
-    gradients between stages), ``dp`` (``gradients``: the DP buckets), ``ep`` (expert
+    From a flow's ``phase`` tag: ``tp`` (TP collectives), ``pp`` (activations and their
+    gradients between stages), ``dp`` (``gradients``: the DP buckets, and ``params``: the
+    distributed optimizer's parameter all-gathers), ``ep`` (expert
     all-to-alls), ``checkpoint``; any other flow of the scenario is ``other``.
 Tiers
     Links grouped by what they are (:func:`link_groups`): NVLink (scale-up), PCIe and the
@@ -59,10 +60,11 @@ __all__ = [
 
 #: Kinds of communication in a step, as printed and stored, and the ``phase`` tags they come from.
 COMMUNICATION_KINDS = ("tp", "pp", "dp", "ep", "checkpoint", "other")
-_KIND_OF_PHASE = {"tp": "tp", "pp": "pp", "gradients": "dp", "ep": "ep", "checkpoint": "checkpoint", "compute": ""}
+_KIND_OF_PHASE = {"tp": "tp", "pp": "pp", "gradients": "dp", "params": "dp", "ep": "ep", "checkpoint": "checkpoint",
+                  "compute": ""}
 #: Phases whose flows wait for a ``start_s`` that is compute (their rank's compute before its
 #: first flow, a bucket's ready time), not a wait.
-_COMPUTE_STARTS = frozenset({"tp", "pp", "gradients", "ep", "compute"})
+_COMPUTE_STARTS = frozenset({"tp", "pp", "gradients", "params", "ep", "compute"})
 #: Rows of the activity chart: forward and backward compute, then each kind of communication.
 ACTIVITIES = ("forward", "backward", *COMMUNICATION_KINDS)
 #: Printed names of the kinds and tier groups.

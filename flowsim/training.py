@@ -34,7 +34,13 @@ Data parallelism (:func:`data_parallel_step`)
     * the gradients of the last microbatch's backward are all-reduced in buckets over each
       DP group (ranks with the same TP index and stage) as they become ready, on a separate
       communication stream that the compute does not wait for (DDP's overlap); a bucket
-      starts after the previous one has finished.
+      starts after the previous one has finished. With Megatron's distributed optimizer
+      (``distributed_optimizer``) each bucket is reduce-scattered instead, and its
+      parameters all-gathered over the same group at the start of the step, bucket after
+      bucket in forward order: the step's steady state, the previous step's optimizer having
+      updated each rank's shard, with the gathers overlapping the forward pass
+      (``overlap_param_gather``), whose first microbatch waits at a bucket's first layer
+      until its gather has finished.
     * with experts (``ep`` > 1), a mixture-of-experts layer's MLP block is framed by two
       all-to-alls over the rank's expert group (``ep`` consecutive DP indices): dispatch and
       combine forwards, their gradients backwards, sized by each expert rank's share of the
@@ -43,7 +49,7 @@ Data parallelism (:func:`data_parallel_step`)
       backward ends and all-reduced over the ``dp / ep`` ranks that hold the same experts
       (Megatron's expert-data-parallel group; none when ``ep = dp``), on a stream of their
       own.
-    * the step ends when every rank has finished its compute and its gradient all-reduces.
+    * the step ends when every rank has finished its compute and its gradients' reductions.
 
     Where a rank's compute is followed by a flow that also waits for something else (a
     transfer, the previous bucket), a *marker* joins the two: a zero-byte flow from the rank
@@ -314,9 +320,11 @@ class ParallelStep:
     Attributes
     ----------
     workload : Workload
-        Tag ``phase``: ``"tp"`` (TP all-reduces), ``"pp"`` (activations and their gradients
-        between stages), ``"gradients"`` (DP bucket all-reduces), ``"ep"`` (expert
-        all-to-alls), ``"compute"`` (markers,
+        Tag ``phase``: ``"tp"`` (TP all-reduces, or with sequence parallelism all-gathers
+        and reduce-scatters), ``"pp"`` (activations and their gradients between stages),
+        ``"gradients"`` (DP bucket all-reduces, or reduce-scatters with the distributed
+        optimizer), ``"params"`` (the distributed optimizer's parameter all-gathers), ``"ep"``
+        (expert all-to-alls), ``"compute"`` (markers,
         including one ``end.{rank}`` per rank when it is done), ``"checkpoint"``; tags
         ``stage``, ``microbatch`` and ``bucket`` where they apply (``bucket`` ``e{p}.{k}``
         for bucket ``k`` of the experts at EP position ``p``).
@@ -506,6 +514,7 @@ def parallel_step(
     gpudirect: bool = True,
     sequence_parallel: bool = False,
     layer_expert_grad_bytes: Sequence[float] | None = None,
+    distributed_optimizer: bool = False,
 ) -> ParallelStep:
     """Lay out one tensor x pipeline x data parallel training step (see the module docstring).
 
@@ -520,6 +529,13 @@ def parallel_step(
     layer_grad_bytes : sequence of float
         Per layer: the gradient bytes one rank holds (its TP shard), all-reduced over its DP
         group (>= 0), but for its experts' share.
+    distributed_optimizer : bool
+        Megatron's distributed optimizer (``use_distributed_optimizer`` with
+        ``overlap_grad_reduce`` and ``overlap_param_gather``, as Megatron recipes run it): each
+        gradient bucket is reduce-scattered over its group instead of all-reduced, and its
+        parameters (as many bytes) all-gathered over it at the start of the step, the first
+        microbatch's forward waiting for each at the bucket's first layer (module
+        docstring). No effect without data parallelism.
     layer_expert_grad_bytes : sequence of float, optional
         Per layer: how many of ``layer_grad_bytes`` are its experts' (0 to all of them),
         all-reduced over the ``dp / ep`` ranks that hold the same experts
@@ -631,8 +647,9 @@ def parallel_step(
                         (checkpoint_start_s, "checkpoint_start_s")):
         _check_number(value, what)
     _check_number(bucket_bytes, "bucket_bytes", positive=True)
-    if not isinstance(sequence_parallel, bool):
-        raise InputError(f"sequence_parallel must be true or false, got {sequence_parallel!r}")
+    for flag, what in ((sequence_parallel, "sequence_parallel"), (distributed_optimizer, "distributed_optimizer")):
+        if not isinstance(flag, bool):
+            raise InputError(f"{what} must be true or false, got {flag!r}")
     check_routed_env(nccl_env, "gpudirect")
 
     router = Router(topology)  # one for every group's NCCL search, not one each
@@ -650,6 +667,7 @@ def parallel_step(
         layout, forward, backward, grads, n_microbatches, schedule, float(activation_bytes),
         float(tp_all_reduce_bytes), float(bucket_bytes), plan, algorithm, tp_algorithm,
         _Experts(moe, float(ep_all_to_all_bytes), float(ep_skew)), sequence_parallel, expert_grads,
+        distributed_optimizer,
     )
     note = progress or (lambda message: None)
     note(f"laying out {layout.pp} stages x {layout.dp} replicas x {n_microbatches} microbatches ({schedule})")
@@ -1355,6 +1373,7 @@ class _PipelineBuilder:
         experts: _Experts,
         sequence_parallel: bool = False,
         expert_grads: np.ndarray | None = None,
+        distributed_optimizer: bool = False,
     ) -> None:
         self.layout = layout
         self.forward = forward
@@ -1385,6 +1404,10 @@ class _PipelineBuilder:
         # Per gradient stream, (stage, TP index) or (stage, TP index, EP position) for the
         # experts': the last bucket's ends.
         self.bucket_sinks: dict[tuple, list[int]] = {}
+        # With the distributed optimizer: buckets reduce-scattered, and per stream the ends
+        # of each bucket's parameter all-gather by the bucket's first layer (forward order).
+        self.grad_call = "reduce_scatter" if distributed_optimizer and layout.dp > 1 else "all_reduce"
+        self.gathered: dict[tuple, dict[int, list[int]]] = {}
         self.posted: dict[tuple, _Point] = {}
         self.arrived: dict[tuple, list[int]] = {}
         self.experts = experts
@@ -1417,6 +1440,8 @@ class _PipelineBuilder:
         """Every rank's stream through the schedule, then one ``end.{rank}`` marker per rank."""
         layout = self.layout
         replicas = [(s, d) for s in range(layout.pp) for d in range(layout.dp)]
+        if self.grad_call == "reduce_scatter":
+            self.gather_parameters()
         ops = {r: self.expand(_stage_ops(self.schedule, r[0], layout.pp, self.m), r[0]) for r in replicas}
         next_op = dict.fromkeys(replicas, 0)
         waiting: set[tuple[int, int]] = set()
@@ -1497,9 +1522,12 @@ class _PipelineBuilder:
         # Bound once: this loop runs for every block of every rank (1.3 million on a 70B step).
         group, at, advance, log = self.tp_groups[replica], self.at, self.flows.advance, self.compute_log.append
         before, after = self.tp_before if self.tp_bytes > 0 else "", self.tp_after if self.tp_bytes > 0 else ""
+        first_pass = kind == "F" and microbatch == 0 and bool(self.gathered)
         for layer, block in blocks:
             seconds = times[layer] / 2
             label = f"mb{microbatch}.{kind}.l{layer}.{block}"
+            if first_pass:
+                self.wait_for_parameters(replica, layer, block)
             if before:
                 self.tp_call(replica, before, label, microbatch)
             for rank in group:
@@ -1592,10 +1620,50 @@ class _PipelineBuilder:
             ready = self.bucket_waiting.pop(key)
             previous = self.bucket_sinks.get(stream, [])
             points = {r: self.join_any(r, p, previous) for r, p in ready.items()}
-            template = self.template("all_reduce", group, size, self.algorithm)
+            template = self.template(self.grad_call, group, size, self.algorithm)
             label = f"experts{position}.bucket{bucket}" if experts else f"bucket{bucket}"
             tags = ("gradients", str(stage), str(self.m - 1), f"e{position}.{bucket}" if experts else str(bucket))
             self.bucket_sinks[stream] = self.flows.place(template, f"dp.s{stage}.t{t}.{label}", points, tags)
+
+    def streams(self) -> Iterator[tuple[tuple, tuple[str, ...], dict[int, tuple[int, float]]]]:
+        """Each gradient stream's key (as :attr:`bucket_sinks`'), group and buckets (by the
+        layer that closes them)."""
+        layout = self.layout
+        for stage in range(layout.pp):
+            for t in range(layout.tp):
+                yield (stage, t), layout.dp_group(t, stage), self.closing[stage]
+                if self.expert_closing[stage]:
+                    for p in range(layout.ep):
+                        yield (stage, t, p), layout.edp_group(t, stage, p), self.expert_closing[stage]
+
+    def gather_parameters(self) -> None:
+        """The distributed optimizer's parameter all-gathers, at the start of the step: per
+        gradient stream, its buckets' in forward order, one after another."""
+        for stream, group, closing in self.streams():
+            previous: list[int] = []
+            gathered = self.gathered[stream] = {}
+            # A bucket closes at its first layer in forward order (buckets fill backwards).
+            stage, t = stream[:2]
+            experts = f"experts{stream[2]}." if len(stream) > 2 else ""
+            for layer in sorted(closing):
+                bucket, size = closing[layer]
+                points = {r: _Point(tuple(previous)) for r in group} if previous else {}
+                template = self.template("all_gather", group, size, self.algorithm)
+                tag = f"e{stream[2]}.{bucket}" if experts else str(bucket)
+                previous = gathered[layer] = self.flows.place(
+                    template, f"params.s{stage}.t{t}.{experts}bucket{bucket}", points, ("params", str(stage), "0", tag)
+                )
+
+    def wait_for_parameters(self, replica: tuple[int, int], layer: int, block: str) -> None:
+        """Before the first forward of ``layer``'s ``block``: each rank of the replica waits
+        for its parameters' all-gather where a bucket starts there (the attention block
+        for the stage's own parameters, the MLP block for its experts')."""
+        stage, d = replica
+        for t, rank in enumerate(self.tp_groups[replica]):
+            stream = (stage, t) if block == "attn" else (stage, t, d % self.layout.ep)
+            sinks = self.gathered.get(stream, {}).get(layer)
+            if sinks:
+                self.at[rank] = self.flows.join(rank, self.at[rank], sinks)
 
     # --- pipeline transfers --------------------------------------------------------------
 

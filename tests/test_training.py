@@ -292,6 +292,42 @@ def test_sequence_parallel_tp_calls_by_hand():
         assert alone.workload.names == parallel_step(gpu_chain(2), **{**kwargs, **extra}).workload.names
 
 
+def test_distributed_optimizer_by_hand():
+    # dp = 2 on one 1 GB/s cable, two layers of 1 GB of gradients, a bucket each. Megatron's
+    # distributed optimizer all-gathers each bucket's parameters at the start (each rank
+    # sends its 0.5 GB: 0.5 s), in forward order: layer 0's [0, 0.5], layer 1's [0.5, 1].
+    # Forward: layer 0 waits for its gather, [0.5, 1.5], layer 1 [1.5, 2.5] (its gather done
+    # at 1). Backward: layer 1 [2.5, 4.5], its gradients reduce-scattered [4.5, 5] (0.5 GB
+    # each way); layer 0 [4.5, 6.5], reduce-scattered [6.5, 7]. The all-reduces take the
+    # same 7 s (1 s each, after [2, 4] and [4, 6]): half the bytes each, and the second
+    # gather behind the first layer's forward.
+    kwargs = dict(dp=2, layer_forward_s=[1.0, 1.0], layer_backward_s=[2.0, 2.0], layer_grad_bytes=[1 * G, 1 * G],
+                  bucket_bytes=1 * G, costs=FREE)
+    step = parallel_step(gpu_chain(2), **kwargs, distributed_optimizer=True)
+    result = run_training_step(gpu_chain(2), step)
+    np.testing.assert_allclose([result.step_s, result.compute_s], [7.0, 4.0 + 2.0])
+    names = np.array(step.workload.names)
+    spans: dict[str, list[float]] = {}
+    for phase in ("params", "gradients"):
+        for i in np.flatnonzero(phase_of(step, phase) & (step.workload.size_bytes > 0)):
+            call = names[i].split(".all_gather")[0].split(".reduce_scatter")[0]
+            span = spans.setdefault(call, [np.inf, 0.0])
+            span[0] = min(span[0], result.run.result.transfer_start_s[i])
+            span[1] = max(span[1], result.run.result.finish_s[i])
+    assert spans == {
+        "params.s0.t0.bucket1": pytest.approx([0.0, 0.5]), "params.s0.t0.bucket0": pytest.approx([0.5, 1.0]),
+        "dp.s0.t0.bucket0": pytest.approx([4.5, 5.0]), "dp.s0.t0.bucket1": pytest.approx([6.5, 7.0]),
+    }
+    # On the critical path: layer 0's gather before the forward and its reduce-scatter after
+    # the backward; layer 1's run beside compute.
+    assert result.breakdown.critical_communication_s["dp"] == pytest.approx(1.0)
+    plain = run_training_step(gpu_chain(2), parallel_step(gpu_chain(2), **kwargs))
+    assert plain.step_s == pytest.approx(7.0)
+    # Without data parallelism there is nothing to shard.
+    alone = parallel_step(gpu_chain(2), **{**kwargs, "dp": 1, "pp": 2}, distributed_optimizer=True)
+    assert not any(n.startswith("params.") for n in alone.workload.names)
+
+
 @pytest.mark.parametrize("schedule", SCHEDULES)
 @pytest.mark.parametrize("pp, m", [(2, 1), (4, 4), (4, 8), (3, 5)])
 def test_free_communication_leaves_the_textbook_bubble(schedule, pp, m):
@@ -429,16 +465,21 @@ tp_all_reduce_bytes = 4e6
 """
 
 
-@pytest.mark.parametrize("sequence_parallel", [False, True])
-def test_3d_step_from_a_scenario_matches_the_api(sequence_parallel):
-    scenario = parse_scenario(THREE_D + f"sequence_parallel = {str(sequence_parallel).lower()}\n")
+@pytest.mark.parametrize("sequence_parallel, distributed_optimizer, tp",
+                         [(False, False, 4), (True, False, 4), (False, True, 2)])
+def test_3d_step_from_a_scenario_matches_the_api(sequence_parallel, distributed_optimizer, tp):
+    # tp = 2 leaves dp = 2 on the server's 8 GPUs, whose buckets the distributed optimizer shards.
+    flags = {"sequence_parallel": sequence_parallel, "distributed_optimizer": distributed_optimizer}
+    text = THREE_D.replace("tp = 4", f"tp = {tp}")
+    scenario = parse_scenario(text + "".join(f"{key} = {str(value).lower()}\n" for key, value in flags.items()))
     step = parallel_step(
-        scenario.topology, tp=4, pp=2, layer_forward_s=[1e-3, 1e-3, 2e-3, 2e-3], layer_backward_s=[2e-3] * 4,
+        scenario.topology, tp=tp, pp=2, layer_forward_s=[1e-3, 1e-3, 2e-3, 2e-3], layer_backward_s=[2e-3] * 4,
         layer_grad_bytes=[1e6] * 4, n_microbatches=2, schedule="gpipe", activation_bytes=4e6,
-        tp_all_reduce_bytes=4e6, algorithm="ring", tp_algorithm="ring", sequence_parallel=sequence_parallel,
+        tp_all_reduce_bytes=4e6, algorithm="ring", tp_algorithm="ring", **flags,
     )
     assert scenario.workload.names == step.workload.names
-    assert any(".reduce_scatter." in name for name in step.workload.names) == sequence_parallel
+    assert any(n.startswith("tp.") and ".reduce_scatter." in n for n in step.workload.names) == sequence_parallel
+    assert any(n.startswith("params.") for n in step.workload.names) == distributed_optimizer
     assert scenario.compute_s == step.compute_s
     from_file = run_scenario(scenario).result
     direct = run_training_step(scenario.topology, step)
@@ -488,6 +529,8 @@ def test_3d_example_scenario_runs_cut_down():
          "workload.training.tp_algorithm: no algorithm 'ringg' for all_reduce; valid ones: auto, ring,"),
         ("tp = 2\nlayer_forward_s = 1e-3\nsequence_parallel = 'yes'",
          "workload.training.sequence_parallel: expected true or false"),
+        ("tp = 2\nlayer_forward_s = 1e-3\ndistributed_optimizer = 1",
+         "workload.training.distributed_optimizer: expected true or false"),
     ],
 )
 def test_bad_3d_training_tables_name_the_key(training, message):

@@ -531,7 +531,8 @@ def parallel_step(
         group (>= 0), but for its experts' share.
     distributed_optimizer : bool
         Megatron's distributed optimizer (``use_distributed_optimizer`` with
-        ``overlap_grad_reduce`` and ``overlap_param_gather``, as Megatron recipes run it): each
+        ``overlap_grad_reduce`` and ``overlap_param_gather``, as Megatron recipes run it;
+        [MCORE-DDP] in docs/hardware.md): each
         gradient bucket is reduce-scattered over its group instead of all-reduced, and its
         parameters (as many bytes) all-gathered over it at the start of the step, the first
         microbatch's forward waiting for each at the bucket's first layer (module
@@ -552,9 +553,9 @@ def parallel_step(
         Bytes of each TP all-reduce (two per layer in the forward pass and two in the
         backward pass, per microbatch); 0: no TP all-reduces.
     sequence_parallel : bool
-        Megatron's sequence parallelism: each TP all-reduce becomes a reduce-scatter of
-        ``tp_all_reduce_bytes`` after its block and an all-gather of as many before it (no
-        effect with ``tp`` = 1 or no TP bytes). The sizes given are taken as they are:
+        Megatron's sequence parallelism ([SEQ-PAR] in docs/hardware.md): each TP all-reduce
+        becomes a reduce-scatter of ``tp_all_reduce_bytes`` after its block and an all-gather
+        of as many before it (no effect with ``tp`` = 1 or no TP bytes). The sizes given are taken as they are:
         ``activation_bytes`` and ``ep_all_to_all_bytes`` are a rank's, which sequence
         parallelism divides by ``tp`` (:func:`flowsim.models.step_shape` does).
     bucket_bytes : float

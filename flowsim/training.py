@@ -220,7 +220,7 @@ class ParallelLayout:
 
     def edp_group(self, tp_index: int, stage: int, position: int) -> tuple[str, ...]:
         """The ``dp / ep`` ranks that hold the same experts (the same ``position`` in their
-        EP groups) and all-reduce those experts' gradients: Megatron's expert-data-parallel
+        EP groups) and reduce those experts' gradients: Megatron's expert-data-parallel
         group."""
         return tuple(self.rank(tp_index, stage, d) for d in range(position, self.dp, self.ep))
 
@@ -529,14 +529,6 @@ def parallel_step(
     layer_grad_bytes : sequence of float
         Per layer: the gradient bytes one rank holds (its TP shard), all-reduced over its DP
         group (>= 0), but for its experts' share.
-    distributed_optimizer : bool
-        Megatron's distributed optimizer (``use_distributed_optimizer`` with
-        ``overlap_grad_reduce`` and ``overlap_param_gather``, as Megatron recipes run it;
-        [MCORE-DDP] in docs/hardware.md): each
-        gradient bucket is reduce-scattered over its group instead of all-reduced, and its
-        parameters (as many bytes) all-gathered over it at the start of the step, the first
-        microbatch's forward waiting for each at the bucket's first layer (module
-        docstring). No effect without data parallelism.
     layer_expert_grad_bytes : sequence of float, optional
         Per layer: how many of ``layer_grad_bytes`` are its experts' (0 to all of them),
         all-reduced over the ``dp / ep`` ranks that hold the same experts
@@ -555,11 +547,19 @@ def parallel_step(
     sequence_parallel : bool
         Megatron's sequence parallelism ([SEQ-PAR] in docs/hardware.md): each TP all-reduce
         becomes a reduce-scatter of ``tp_all_reduce_bytes`` after its block and an all-gather
-        of as many before it (no effect with ``tp`` = 1 or no TP bytes). The sizes given are taken as they are:
-        ``activation_bytes`` and ``ep_all_to_all_bytes`` are a rank's, which sequence
-        parallelism divides by ``tp`` (:func:`flowsim.models.step_shape` does).
+        of as many before it (no effect with ``tp`` = 1 or no TP bytes). The sizes given are
+        taken as they are: ``activation_bytes`` and ``ep_all_to_all_bytes`` are a rank's,
+        which sequence parallelism divides by ``tp`` (:func:`flowsim.models.step_shape`
+        does).
     bucket_bytes : float
         Gradient bucket size (bytes, > 0; PyTorch DDP's default is 25 MiB).
+    distributed_optimizer : bool
+        Megatron's distributed optimizer (``use_distributed_optimizer`` with
+        ``overlap_grad_reduce`` and ``overlap_param_gather``, as Megatron recipes run it;
+        [MCORE-DDP] in docs/hardware.md): each gradient bucket is reduce-scattered over its
+        group instead of all-reduced, and its parameters (as many bytes) all-gathered over it
+        at the start of the step, the first microbatch's forward waiting for each at the
+        bucket's first layer (module docstring). No effect without data parallelism.
     algorithm, tp_algorithm : str, optional
         All-reduce algorithm of the gradient buckets and of the TP all-reduces (default
         ``"auto"``: what NCCL's tuner picks for each size), as
@@ -1606,14 +1606,15 @@ class _PipelineBuilder:
     def bucket_ready(self, replica: tuple[int, int], bucket: int, size: float, experts: bool = False) -> None:
         """The replica's ranks have produced ``bucket`` (of their experts' gradients with
         ``experts``); once the whole DP group (the expert-data-parallel group) has, it is
-        all-reduced after the group's previous bucket."""
+        all-reduced (reduce-scattered with the distributed optimizer) after the group's
+        previous bucket."""
         stage, d = replica
         layout = self.layout
         position = d % layout.ep
         for t in range(layout.tp):
             stream = (stage, t, position) if experts else (stage, t)
             group = layout.edp_group(t, stage, position) if experts else layout.dp_group(t, stage)
-            key = (*stream, experts, bucket)
+            key = (*stream, bucket)
             rank = layout.rank(t, stage, d)
             self.bucket_waiting.setdefault(key, {})[rank] = self.at[rank]
             if len(self.bucket_waiting[key]) < len(group):

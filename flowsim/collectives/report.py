@@ -422,8 +422,8 @@ def _model_times(choice: NcclChoice | None) -> dict[str, float]:
     in NCCL's order; empty without a choice."""
     if choice is None:
         return {}
-    order = {(a, p): (NCCL_ALGORITHMS.index(a), NCCL_PROTOCOLS.index(p)) for a, p in choice.table}
-    return {f"{a}/{p}": choice.table[(a, p)] for a, p in sorted(choice.table, key=order.__getitem__)}
+    pairs = sorted(choice.table, key=lambda pair: (NCCL_ALGORITHMS.index(pair[0]), NCCL_PROTOCOLS.index(pair[1])))
+    return {f"{a}/{p}": choice.table[(a, p)] for a, p in pairs}
 
 
 def nccl_model_note(row: NcclRow) -> str:

@@ -494,7 +494,7 @@ class CheckReport:
         latency (and the pipeline's fill), with the busiest link's use."""
         spans: list[tuple[str, list[RowCheck]]] = []
         for r in sorted((r for r in self.rows if r.busiest_tier is not None), key=lambda r: r.size_bytes):
-            bound = str(r.busiest_tier) if (r.busiest_utilization or 0.0) >= BOUND_USE else "latency"
+            bound = _bound(r.busiest_tier, r.busiest_utilization)
             if spans and spans[-1][0] == bound:
                 spans[-1][1].append(r)
             else:
@@ -820,6 +820,12 @@ def _size_range(sizes: Sequence[int]) -> str:
 #: on what bounds the prediction); below it, no link is busy half the time and latency does.
 BOUND_USE = 0.5
 
+
+def _bound(tier: str | None, utilization: float | None) -> str:
+    """What bounds a predicted time: its busiest link's kind ``tier`` where that link is at
+    least :data:`BOUND_USE` busy over it, else ``"latency"``."""
+    return str(tier) if tier and (utilization or 0.0) >= BOUND_USE else "latency"
+
 #: Where to look when sizes are SHORT, by what bounds their prediction (a link's kind as
 #: :func:`flowsim.stepreport.busiest_link` names it, or latency); other kinds are networks.
 _WHERE_TO_LOOK = {
@@ -939,9 +945,8 @@ def _short_without_nvls(
             continue  # a choice flowsim cannot lay out here
         for (row, measured), prediction in zip(rows, predictions, strict=True):
             if min(measured) > allowance(prediction)[1]:
-                busy = prediction.busiest_tier and prediction.busiest_utilization >= BOUND_USE
                 found.append((row.size_bytes, f"{algorithm}/{protocol}",
-                              str(prediction.busiest_tier) if busy else "latency"))
+                              _bound(prediction.busiest_tier, prediction.busiest_utilization)))
     return found
 
 

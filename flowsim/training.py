@@ -1384,8 +1384,10 @@ class _PipelineBuilder:
         self.activation_bytes = activation_bytes
         self.tp_bytes = tp_all_reduce_bytes if layout.tp > 1 else 0.0
         # Each block's TP calls: an all-reduce after it, or an all-gather before and a
-        # reduce-scatter after (sequence parallelism).
-        self.tp_before, self.tp_after = ("all_gather", "reduce_scatter") if sequence_parallel else ("", "all_reduce")
+        # reduce-scatter after (sequence parallelism); none without TP bytes.
+        self.tp_before, self.tp_after = (
+            ("", "") if self.tp_bytes == 0 else ("all_gather", "reduce_scatter") if sequence_parallel
+            else ("", "all_reduce"))
         self.plan = plan
         self.algorithm = algorithm
         self.tp_algorithm = tp_algorithm
@@ -1522,7 +1524,7 @@ class _PipelineBuilder:
         side = 0 if kind == "F" else 1
         # Bound once: this loop runs for every block of every rank (1.3 million on a 70B step).
         group, at, advance, log = self.tp_groups[replica], self.at, self.flows.advance, self.compute_log.append
-        before, after = self.tp_before if self.tp_bytes > 0 else "", self.tp_after if self.tp_bytes > 0 else ""
+        before, after = self.tp_before, self.tp_after
         first_pass = kind == "F" and microbatch == 0 and bool(self.gathered)
         for layer, block in blocks:
             seconds = times[layer] / 2
@@ -1610,10 +1612,9 @@ class _PipelineBuilder:
         previous bucket."""
         stage, d = replica
         layout = self.layout
-        position = d % layout.ep
+        position = d % layout.ep if experts else None
         for t in range(layout.tp):
-            stream = (stage, t, position) if experts else (stage, t)
-            group = layout.edp_group(t, stage, position) if experts else layout.dp_group(t, stage)
+            stream, group = self.stream(stage, t, position)
             key = (*stream, bucket)
             rank = layout.rank(t, stage, d)
             self.bucket_waiting.setdefault(key, {})[rank] = self.at[rank]
@@ -1627,16 +1628,24 @@ class _PipelineBuilder:
             tags = ("gradients", str(stage), str(self.m - 1), f"e{position}.{bucket}" if experts else str(bucket))
             self.bucket_sinks[stream] = self.flows.place(template, f"dp.s{stage}.t{t}.{label}", points, tags)
 
+    def stream(self, stage: int, t: int, position: int | None = None) -> tuple[tuple, tuple[str, ...]]:
+        """A gradient stream's key (as :attr:`bucket_sinks`') and group: the DP group of TP
+        index ``t`` at ``stage``, or with ``position`` the expert-data-parallel group of the
+        experts at that EP position."""
+        if position is None:
+            return (stage, t), self.layout.dp_group(t, stage)
+        return (stage, t, position), self.layout.edp_group(t, stage, position)
+
     def streams(self) -> Iterator[tuple[tuple, tuple[str, ...], dict[int, tuple[int, float]]]]:
-        """Each gradient stream's key (as :attr:`bucket_sinks`'), group and buckets (by the
-        layer that closes them)."""
+        """Each gradient stream's key, group (:meth:`stream`) and buckets (by the layer that
+        closes them)."""
         layout = self.layout
         for stage in range(layout.pp):
             for t in range(layout.tp):
-                yield (stage, t), layout.dp_group(t, stage), self.closing[stage]
+                yield *self.stream(stage, t), self.closing[stage]
                 if self.expert_closing[stage]:
                     for p in range(layout.ep):
-                        yield (stage, t, p), layout.edp_group(t, stage, p), self.expert_closing[stage]
+                        yield *self.stream(stage, t, p), self.expert_closing[stage]
 
     def gather_parameters(self) -> None:
         """The distributed optimizer's parameter all-gathers, at the start of the step: per
@@ -1662,7 +1671,7 @@ class _PipelineBuilder:
         for the stage's own parameters, the MLP block for its experts')."""
         stage, d = replica
         for t, rank in enumerate(self.tp_groups[replica]):
-            stream = (stage, t) if block == "attn" else (stage, t, d % self.layout.ep)
+            stream, _ = self.stream(stage, t, None if block == "attn" else d % self.layout.ep)
             sinks = self.gathered.get(stream, {}).get(layer)
             if sinks:
                 self.at[rank] = self.flows.join(rank, self.at[rank], sinks)

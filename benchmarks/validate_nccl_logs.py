@@ -23,7 +23,8 @@ A last row pools every row of the healthy logs shown (where there are two or mor
 a user meets on a log of theirs, and how many of those rows ``flowsim check`` flags.
 
 ``--plot DIR`` writes one PNG per log (busbw against size: measured points, predicted line,
-log x axis); ``--markdown`` prints the table as Markdown, for docs/validation.md.
+log x axis); ``--markdown`` prints the table as Markdown, for the README ("Real nccl-tests
+logs").
 """
 
 from __future__ import annotations

@@ -365,6 +365,43 @@ def test_brief_prints_a_line_per_run(capsys):
         flowsim_check([*argv, "--brief", "--json"])
 
 
+def test_tuning_prints_nccls_model_under_each_row(tmp_path, capsys):
+    # The 16 H100 of nccl-tests#309 on two servers: NCCL's tree with LL at 8 B costs its
+    # latency alone, by hand 6.8 + 2 x ((8 - 1) x 0.6 + log2(2) x 5.0) = 25.2 us (docs/hardware.md
+    # §7.3: base latency of Tree/LL, NVLink and network hardware latencies of Tree/LL).
+    log = VALIDATION / "gh_nccltests309_h100_2n8g_ib400_allreduce.txt"
+    lines = log.read_text().splitlines()
+    first_row = next(i for i, line in enumerate(lines) if line.split()[:1] == ["8"])
+    short = tmp_path / "all_reduce_perf_309.txt"  # its 8 B and 16 B rows; the name says the binary
+    short.write_text("\n".join(lines[:first_row + 2]) + "\n")
+    report = check_nccl_log(short, system="dgx-h100")
+    row = report.rows[0]
+    assert row.size_bytes == 8 and (row.algorithm, row.protocol) == ("tree", "ll")
+    assert row.nccl_model_us["tree/ll"] == pytest.approx(25.2, abs=0.01)
+    assert min(row.nccl_model_us, key=row.nccl_model_us.__getitem__) == "tree/ll"
+    assert "NCCL model" not in report.format_text()
+    text = report.format_text(tuning=True).splitlines()
+    at = next(i for i, line in enumerate(text) if line.split()[:1] == ["8"])
+    assert text[at + 1].startswith("#   NCCL model (us): tree/ll 25.20 (ran), tree/ll128 ")
+    assert text[at + 1].endswith(f"; measured {row.measured_time_out_us:.2f} out-of-place, "
+                                 f"{row.measured_time_in_us:.2f} in-place")
+    assert flowsim_check([str(short), "--system", "dgx-h100", "--tuning"]) == (0 if report.ok else 1)
+    out = capsys.readouterr().out.splitlines()
+    assert sum(line.startswith("#   NCCL model (us): ") for line in out) == 2
+    assert flowsim_check([str(short), "--system", "dgx-h100", "--json"]) == (0 if report.ok else 1)
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert rows[0]["nccl_model_us"] == pytest.approx(row.nccl_model_us)
+
+
+def test_tuning_notes_only_what_a_tuner_chose(sendrecv_report, capsys):
+    # Point-to-point collectives have no tuner's choice: no note under their rows.
+    assert all(not r.nccl_model_us for r in sendrecv_report.rows)
+    assert sendrecv_report.format_text(tuning=True) == sendrecv_report.format_text()
+    assert flowsim_check([str(SENDRECV), "--system", "dgx-h100", "--tuning", "--brief"]) == 2
+    assert capsys.readouterr().err.strip() == ("flowsim check: error: --tuning prints under the table's rows, which "
+                                               "--brief leaves out: give one of them")
+
+
 def test_check_takes_several_files_one_after_another(tmp_path, capsys):
     status = flowsim_check([str(ALLTOALL), str(SENDRECV), "--system", "dgx-h100", "--min-bytes", "256M"])
     out = capsys.readouterr().out

@@ -63,7 +63,7 @@ from flowsim.collectives.constants import (
     predated_algorithm,
 )
 from flowsim.collectives.placement import send_pair
-from flowsim.collectives.report import DTYPE_BYTES, ROOTED, NcclRow, busbw_Bps, launch_floor_us, sweep
+from flowsim.collectives.report import DTYPE_BYTES, ROOTED, NcclRow, busbw_Bps, launch_floor_us, model_note, sweep
 from flowsim.collectives.tuner import (
     NCCL_ENV_KEYS,
     REDOPS,
@@ -221,7 +221,9 @@ class RowCheck:
     ``busiest_tier`` and ``busiest_utilization`` are the prediction's busiest link (or NVLS
     budget), what it is and how busy over the predicted time
     (:func:`flowsim.stepreport.busiest_link`), None where the size was not predicted or no
-    link carried a byte.
+    link carried a byte. ``nccl_model_us`` is NCCL's predicted time (us) of each algorithm and
+    protocol its tuner weighed for the size (:attr:`NcclRow.nccl_model_us`; empty where no
+    tuner chose: point-to-point collectives, or a size not predicted).
     """
 
     size_bytes: int
@@ -248,6 +250,7 @@ class RowCheck:
     busiest_link: str | None = None
     busiest_tier: str | None = None
     busiest_utilization: float | None = None
+    nccl_model_us: dict[str, float] = field(default_factory=dict)
 
     @property
     def flagged(self) -> bool:
@@ -421,10 +424,12 @@ class CheckReport:
         """:meth:`to_dict` as indented JSON text."""
         return json.dumps(self.to_dict(), indent=2)
 
-    def format_text(self) -> str:
+    def format_text(self, tuning: bool = False) -> str:
         """A table: size, what the prediction ran (algorithm, protocol, channels), predicted
         busbw, measured busbw and ratio (out-of-place, in-place), flag; then the error by size
-        band and a closing summary. Warnings come first."""
+        band and a closing summary. Warnings come first. With ``tuning``, under each row NCCL's
+        predicted time of every algorithm and protocol its tuner weighed, beside the row's
+        measured times (:func:`~flowsim.collectives.report.model_note`)."""
         log = self.log
         gpus = f" ({', '.join(log.gpu_models)})" if log.gpu_models else ""
         lines = [
@@ -462,6 +467,10 @@ class CheckReport:
                 f"{r.measured_busbw_out_GBps:11.2f} {ratios[0]:>5}  {r.measured_busbw_in_GBps:11.2f} {ratios[1]:>5}  "
                 f"{flag}".rstrip()
             )
+            note = model_note(r.nccl_model_us, f"{r.algorithm}/{r.protocol}") if tuning else ""
+            if note:
+                lines.append(f"{note}; measured {r.measured_time_out_us:.2f} out-of-place, "
+                             f"{r.measured_time_in_us:.2f} in-place")
         lines.extend(self._busiest_lines())
         bands = self.error_by_band()
         if bands:
@@ -1343,6 +1352,7 @@ def check_log(
                 busiest_link=None if busy is None else busy.busiest_link,
                 busiest_tier=None if busy is None else busy.busiest_tier,
                 busiest_utilization=None if busy is None else busy.busiest_utilization,
+                nccl_model_us={} if prediction is None else dict(prediction.nccl_model_us),
             )
         )
     # Flagged sizes another of NCCL's choices would clear, block by block: what NCCL may have

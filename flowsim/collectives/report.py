@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from flowsim.collectives.builders import COLLECTIVES, all_to_all_v_bytes
@@ -47,6 +47,7 @@ __all__ = [
     "iter_sweep",
     "launch_floor_us",
     "message_sizes",
+    "model_note",
     "nccl_model_note",
     "parse_size",
     "rows_to_json",
@@ -436,10 +437,19 @@ def nccl_model_note(row: NcclRow) -> str:
     >>> nccl_model_note(row)
     '#   NCCL model (us): tree/ll 12.00, ring/ll 9.25 (ran)'
     """
-    if not row.nccl_model_us:
+    return model_note(row.nccl_model_us, f"{row.algorithm}/{row.protocol}")
+
+
+def model_note(model_us: Mapping[str, float], ran: str) -> str:
+    """:func:`nccl_model_note`'s line for NCCL's predicted times ``model_us`` (``"algo/proto"``
+    to us, in NCCL's order), ``ran`` marked; ``""`` for none.
+
+    >>> model_note({"tree/ll": 25.26, "ring/ll": 30.1}, "tree/ll")
+    '#   NCCL model (us): tree/ll 25.26 (ran), ring/ll 30.10'
+    """
+    if not model_us:
         return ""
-    ran = f"{row.algorithm}/{row.protocol}"
-    parts = [f"{name} {t:.2f}{' (ran)' if name == ran else ''}" for name, t in row.nccl_model_us.items()]
+    parts = [f"{name} {t:.2f}{' (ran)' if name == ran else ''}" for name, t in model_us.items()]
     return "#   NCCL model (us): " + ", ".join(parts)
 
 

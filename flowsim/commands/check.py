@@ -184,6 +184,8 @@ def check_command(args: argparse.Namespace) -> int:
             raise InputError(f"standard input ('{STDIN}') is read once: name it once")
         if args.plot is not None and args.history is None:
             raise InputError("--plot draws the history: give --history FILE too")
+        if args.tuning and args.brief:
+            raise InputError("--tuning prints under the table's rows, which --brief leaves out: give one of them")
         logs = None  # parsed here only when the logs must name the systems, else below
         unread: list[InputError] = []  # runs that cannot be read: said, and the others checked
         run_systems = None  # without --system, each run's: NVIDIA's server of its GPU
@@ -225,8 +227,8 @@ def check_command(args: argparse.Namespace) -> int:
                       else json.dumps([report.to_dict() for report in reports], indent=2))
             else:
                 print("\n".join(report.format_brief() for report in reports) if args.brief else "\n\n".join(
-                    report.format_text() if len(reports) == 1
-                    else f"# run {k} of {len(reports)}: {report.log.binary}\n{report.format_text()}"
+                    report.format_text(args.tuning) if len(reports) == 1
+                    else f"# run {k} of {len(reports)}: {report.log.binary}\n{report.format_text(args.tuning)}"
                     for k, report in enumerate(reports, start=1)
                 ))
                 if len(reports) + len(unread) > 1:
@@ -307,6 +309,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     output.add_argument(
         "--brief", action="store_true",
         help="one line per run: the log, its flagged sizes and the range of measured / predicted busbw",
+    )
+    parser.add_argument(
+        "--tuning", action="store_true",
+        help="under each row, NCCL's predicted time (us) of every algorithm and protocol its tuner weighed, the one "
+        "the prediction ran marked, then the row's measured times (JSON rows carry it as nccl_model_us)",
     )
     parser.set_defaults(func=check_command)
     return parser

@@ -416,3 +416,34 @@ def test_a_send_inside_a_dgx_h100_by_hand():
     latency = a100.link_latency_s[up] + a100.link_latency_s[down]
     expected = 8.4e-6 + 3.4e-6 + chunk / (10.81 * 1.41e9) + latency + size / P2P_NVLINK_EFFICIENCY / rate
     assert collective_time(a100, "send", size, ranks=["gpu0", "gpu1"]).time_s == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("server, protocol, intra_us", [
+    ("dgx_h100", "ll", 1.0),  # Sapphire Rapids (Intel): max(hwLat NVLink ring LL 0.6, 1 us)
+    ("dgx_h100", "simple", 3.4),  # max(3.4, 3 x 1 us)
+    ("dgx_a100", "ll", 2.0),  # EPYC (AMD): max(0.6, 2 us)
+    ("dgx_a100", "simple", 6.0),  # max(3.4, 3 x 2 us)
+])
+def test_a_ring_across_servers_pays_a_network_post_at_every_step(server, protocol, intra_us):
+    # NCCL's model charges every step of a ring across servers at least the CPU's cost of a
+    # network post (src/graph/tuning.cc getNetOverhead: 1 us Intel, 2 us AMD, x3 for Simple);
+    # the ring's messages inside a server pay it. On one server they pay hwLat alone. A
+    # message's latency is its own overhead and its zero-byte ".due" message's, and the first
+    # step's messages add NCCL's base latency (ring: LL 6.6, Simple 8.4 us).
+    env = {"NCCL_ALGO": "ring", "NCCL_PROTO": protocol}
+    base = {"ll": 6.6, "simple": 8.4}[protocol]
+    for nodes, expected in ((2, intra_us), (1, {"ll": 0.6, "simple": 3.4}[protocol])):
+        topology = build_cluster(server, nodes, figure="effective")
+        plan = collective_workload(topology, "all_gather", 1 << 10, nccl_env=env)
+        assert (plan.algorithm, plan.protocol) == ("ring", protocol)
+        assert plan.costs.intra_step_s == pytest.approx(expected * 1e-6)
+        w = plan.workload
+        latency = {}
+        for f, name in enumerate(w.names):
+            message = name.removesuffix(".due")
+            latency[message] = latency.get(message, 0.0) + float(w.overhead_s[f])
+        inside = {w.names[f]: w.tags["step"][f] == "0" for f in range(len(w)) if not w.names[f].endswith(".due")
+                  and w.src[f].split(".")[0] == w.dst[f].split(".")[0]}
+        assert inside
+        for message, first in inside.items():
+            assert latency[message] == pytest.approx((expected + (base if first else 0.0)) * 1e-6), message

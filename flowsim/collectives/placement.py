@@ -70,6 +70,7 @@ from flowsim.collectives.tuner import (
     nccl_choice,
     nvls_refusal,
     p2p_channels,
+    ring_net_overhead_us,
     sharp_leaves,
     tree_correction,
 )
@@ -757,6 +758,11 @@ def collective_workload(
             # what an all-to-all's do (no measurement of them was found). Across servers the
             # NIC moves them.
             chosen = (protocol, dataclasses.replace(chosen[1], intra_wire_efficiency=P2P_NVLINK_EFFICIENCY))
+    if entry.name == "ring" and choice is not None and collective not in ("broadcast", "reduce"):
+        # A ring across servers posts a network send at every step, and NCCL's model charges
+        # each step inside a server at least that post's CPU cost (ring_net_overhead_us).
+        post_s = ring_net_overhead_us(choice.system, chosen[0]) * 1e-6
+        chosen = (chosen[0], dataclasses.replace(chosen[1], intra_step_s=max(chosen[1].intra_step_s, post_s)))
     if entry.name == "tree" and chosen[0] == "simple" and intra == "nvlink" and choice is not None:
         # Each direction of a Simple tree channel's hop inside a server moves what half of
         # its thread block copies (docs/model.md "Tree channels inside a server"); a lane

@@ -113,6 +113,7 @@ __all__ = [
     "nvls_refusal",
     "nvls_tuning",
     "p2p_channels",
+    "ring_net_overhead_us",
     "gdr_env_key",
     "gdr_path",
     "gpudirect_rdma",
@@ -1034,12 +1035,7 @@ def _model(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclC
                 if collective in ("broadcast", "reduce"):
                     latency += lat
                 else:
-                    # x86 overhead per network post: 1 us Intel, 2 us AMD, thrice for Simple.
-                    overhead = 0.0
-                    if nodes > 1:
-                        overhead = 2.0 if system.cpu_vendor == "amd" else 1.0
-                        overhead *= 3 if protocol == "simple" else 1
-                    intra_lat = max(intra_lat, overhead)
+                    intra_lat = max(intra_lat, ring_net_overhead_us(system, protocol))
                     inter_steps = 0 if nodes == 1 else 2 * (nodes - 1) if collective == "all_reduce" else nodes - 1
                     if collective == "all_reduce" and nodes > 1 and not _since(constants, (2, 23, 4)):
                         inter_steps = 2 * nodes  # [NCCL] v2.19.3-1 src/graph/tuning.cc nInterSteps
@@ -1109,6 +1105,17 @@ def _left_out(algorithm: str, system: NcclSystem, graphs: Mapping[str, NcclGraph
     if graph is None or graph.n_channels == 0:
         return "NCCL's search found no channels for it"
     return None
+
+
+def ring_net_overhead_us(system: NcclSystem, protocol: str) -> float:
+    """What NCCL's model charges each step of a ring across servers at least (us): the CPU's
+    cost of a network post, 1 us on Intel (and CPUs other than x86), 2 us on AMD, thrice for
+    Simple; 0 on one server. "Inter-node rings still have to launch nsteps * net overhead"
+    ([NCCL] v2.19.3-1 to v2.30.7-1 src/graph/tuning.cc ``getNetOverhead``): the ring's steps
+    inside a server cost no less ("intraLat = std::max(intraLat, netOverhead)")."""
+    if system.n_nodes == 1:
+        return 0.0
+    return (2.0 if system.cpu_vendor == "amd" else 1.0) * (3 if protocol == "simple" else 1)
 
 
 def _since(constants: NcclConstants, release: tuple[int, int, int]) -> bool:

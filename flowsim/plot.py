@@ -276,6 +276,8 @@ def _gantt(fig, trace: Trace) -> None:
                frameon=False)
     layout = b.layout
     shape = ", ".join(f"{k} {layout[k]}" for k in ("tp", "pp", "dp", "ep") if k in layout and layout[k] > 1)
+    if layout.get("virtual_stages", 1) > 1:  # Megatron's virtual pipeline size (interleaved 1F1B)
+        shape += f", vpp {layout['virtual_stages']}"
     fig.suptitle(
         f"training step {format_seconds(b.step_s)}" + (f" ({shape}, {layout.get('n_microbatches', 1)} microbatches)"
                                                        if shape else "")

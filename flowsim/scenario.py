@@ -68,6 +68,7 @@ Format
         ``forward_s``, it is a data-parallel step (:func:`flowsim.training.data_parallel_step`).
         With any of ``tp``, ``pp``, ``dp``, ``layer_forward_s`` (then required, per layer like
         ``layer_backward_s``), ``n_microbatches``, ``schedule`` (``"1f1b"`` or ``"gpipe"``),
+        ``virtual_stages`` (model chunks a rank: Megatron's interleaved 1F1B),
         ``activation_bytes``, ``tp_all_reduce_bytes``, ``tp_algorithm``, ``tp_across_servers``,
         ``sequence_parallel``, ``distributed_optimizer`` or ``slices``, it is a tensor/pipeline/data parallel step
         in Megatron's rank order
@@ -687,10 +688,10 @@ def _collective(where: Where, topology: Topology, table: Mapping, key: str, gpud
 _TRAINING_KEYS = ("layers", "layer_backward_s", "layer_grad_bytes", "bucket_bytes", "ranks", "algorithm",
                   "protocol", "nccl_env", "nccl_version", "checkpoint_bytes_per_rank", "checkpoint_start_s")
 # Keys that make [workload.training] a tensor/pipeline/data parallel step (flowsim.training.parallel_step).
-_PARALLEL_KEYS = ("tp", "pp", "dp", "layer_forward_s", "n_microbatches", "schedule", "activation_bytes",
-                  "tp_all_reduce_bytes", "tp_algorithm", "tp_across_servers", "slices", "ep", "ep_all_to_all_bytes",
-                  "ep_skew", "moe_layers", "sequence_parallel", "layer_expert_grad_bytes", "distributed_optimizer",
-                  "model")
+_PARALLEL_KEYS = ("tp", "pp", "dp", "layer_forward_s", "n_microbatches", "schedule", "virtual_stages",
+                  "activation_bytes", "tp_all_reduce_bytes", "tp_algorithm", "tp_across_servers", "slices", "ep",
+                  "ep_all_to_all_bytes", "ep_skew", "moe_layers", "sequence_parallel", "layer_expert_grad_bytes",
+                  "distributed_optimizer", "model")
 # Keys that go with `model` (flowsim.models.step_shape), and those the model's shape sets.
 _MODEL_KEYS = ("micro_batch", "seq_len", "mfu", "gpu", "peak_flops", "dtype_bytes")
 _SHAPED_KEYS = ("layers", "layer_forward_s", "layer_backward_s", "layer_grad_bytes", "layer_expert_grad_bytes",
@@ -838,6 +839,7 @@ def _training(
             n_microbatches=count("n_microbatches", 1),
             slices=count("slices", None),
             schedule=where.choice(table, "schedule", key, SCHEDULES, "1f1b"),
+            virtual_stages=count("virtual_stages", 1),
             activation_bytes=shaped.get("activation_bytes", where.number(table, "activation_bytes", key, 0.0)),
             tp_all_reduce_bytes=shaped.get(
                 "tp_all_reduce_bytes", where.number(table, "tp_all_reduce_bytes", key, 0.0)

@@ -123,7 +123,7 @@ class StepBreakdown:
         float64[n]: when some rank of the stage began and ended that activity; intervals of
         one stage and activity do not overlap.
     layout : dict of str to int
-        ``tp``, ``pp``, ``dp``, ``ep`` and ``n_microbatches`` of the step.
+        ``tp``, ``pp``, ``dp``, ``ep``, ``n_microbatches`` and ``virtual_stages`` of the step.
     """
 
     step_s: float
@@ -389,7 +389,7 @@ def step_breakdown(
         Forward (0) and backward (1) compute of each stage's ranks
         (``ParallelStep.compute_intervals(result)``).
     layout : mapping, optional
-        ``tp``, ``pp``, ``dp``, ``ep``, ``n_microbatches``, stored as they are.
+        ``tp``, ``pp``, ``dp``, ``ep``, ``n_microbatches``, ``virtual_stages``, stored as they are.
     top : int
         Busiest links kept per tier group.
 

@@ -76,7 +76,9 @@ string datasets carry a digest instead, see ``/``). A *CSR pair*
     ``critical_wait_s`` (float64); ``communication_kinds`` (str list) and
     ``critical_communication_s`` (float64 per kind, the critical path's communication);
     ``activities`` (str list, the activity names ``activity_kind`` indexes); ``tiers`` (str
-    list of tier groups); ``tp``, ``pp``, ``dp``, ``ep``, ``n_microbatches`` (int64).
+    list of tier groups); ``tp``, ``pp``, ``dp``, ``ep``, ``n_microbatches``,
+    ``virtual_stages`` (int64; model chunks a rank, absent from traces written before flowsim
+    stored it, which read as 1).
     Datasets: the activity chart ``activity_stage``, ``activity_kind`` (int64) and
     ``activity_start_s``, ``activity_end_s`` (float64); per tier group ``tier_n_links``
     (int64), ``tier_max_utilization``, ``tier_mean_utilization`` (float64); its busiest links
@@ -540,8 +542,9 @@ def _write_file(
 
 #: Float attributes of ``/training``.
 _TRAINING_FIGURES = ("step_s", "compute_s", "bubble_s", "critical_compute_s", "critical_wait_s")
-#: Integer attributes of ``/training``: the step's layout.
-_TRAINING_LAYOUT = ("tp", "pp", "dp", "ep", "n_microbatches")
+#: Integer attributes of ``/training``: the step's layout (``virtual_stages`` since
+#: 2026-12-06, read as 1 where absent).
+_TRAINING_LAYOUT = ("tp", "pp", "dp", "ep", "n_microbatches", "virtual_stages")
 
 
 def _write_training(columns: ColumnWriter, root: h5py.File, b: StepBreakdown) -> None:
@@ -1087,7 +1090,8 @@ def _training(path: Path, g: h5py.HLObject, n_links: int) -> StepBreakdown:
     return StepBreakdown(
         critical_communication_s=dict(zip(COMMUNICATION_KINDS, critical.tolist(), strict=True)), tiers=usage,
         activity_stage=stage, activity_kind=kind, activity_start_s=start, activity_end_s=end,
-        layout={key: int(cast(int, _attribute(path, g, key, int))) for key in _TRAINING_LAYOUT}, **figures,
+        layout={key: int(cast(int, _attribute(path, g, key, int))) if key in g.attrs or key != "virtual_stages"
+                else 1 for key in _TRAINING_LAYOUT}, **figures,
     )
 
 

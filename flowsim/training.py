@@ -30,7 +30,11 @@ Data parallelism (:func:`data_parallel_step`)
       the batched blocking send/receive calls of Megatron's schedules (1F1B, or GPipe). A
       transfer starts once both ranks have reached the call that posts it (NCCL
       point-to-point is a rendezvous), and a rank goes on once every transfer of its call
-      has arrived.
+      has arrived. With ``virtual_stages`` = v > 1 each rank holds v model chunks (virtual
+      stages ``c x pp + stage``, layers split evenly over the ``v x pp`` of them) and runs
+      Megatron's interleaved 1F1B, whose transfers do not block (``overlap_p2p_comm``, on by
+      default in Megatron-LM with interleaving): a rank sends each output once its pass
+      has ended and goes on, and a pass waits only for its own input to have arrived.
     * the gradients of the last microbatch's backward are all-reduced in buckets over each
       DP group (ranks with the same TP index and stage) as they become ready, on a separate
       communication stream that the compute does not wait for (DDP's overlap); a bucket
@@ -109,7 +113,8 @@ __all__ = [
     "training_breakdown",
 ]
 
-#: Pipeline schedules :func:`parallel_step` lays out: Megatron's non-interleaved 1F1B
+#: Pipeline schedules :func:`parallel_step` lays out (``"1f1b"`` with ``virtual_stages`` > 1:
+#: Megatron's interleaved 1F1B): Megatron's non-interleaved 1F1B
 #: (PipeDream-Flush) and GPipe (all forwards, then all backwards).
 SCHEDULES = ("1f1b", "gpipe")
 
@@ -331,6 +336,8 @@ class ParallelStep:
     layout : ParallelLayout
     schedule : str
     n_microbatches : int
+    virtual_stages : int
+        Model chunks per rank (1: none; more: Megatron's interleaved 1F1B).
     compute_s : float
         The step time if every flow took no time at all (no bandwidth limit, no latency, no
         software overhead): the longest path of compute through the step's dependencies,
@@ -341,7 +348,8 @@ class ParallelStep:
     bubble_s : float
         ``compute_s - max(stage_busy_s)``: how long the busiest stage sits idle in the
         pipeline when communication is free. With equal stages of forward ``f`` and backward
-        ``b`` per microbatch, 1F1B and GPipe both give ``(pp - 1)(f + b)``.
+        ``b`` per microbatch, 1F1B and GPipe both give ``(pp - 1)(f + b)``, the interleaved
+        1F1B of ``v`` virtual stages ``(pp - 1)(f + b) / v``.
     compute_log : tuple
         Every block of compute as laid out: ``(stage, 0 | 1 for forward | backward, the
         moment it ends, seconds)``; :meth:`compute_intervals` times them after a run.
@@ -355,6 +363,7 @@ class ParallelStep:
     stage_busy_s: np.ndarray
     bubble_s: float
     compute_log: tuple[tuple[int, int, _Point, float], ...] = ()
+    virtual_stages: int = 1
 
     def compute_intervals(self, result: SimulationResult) -> list[tuple[int, int, np.ndarray, np.ndarray]]:
         """Each stage's forward (0) and backward (1) compute blocks on all its ranks, timed by
@@ -386,7 +395,7 @@ class ParallelStep:
     @property
     def bubble_fraction(self) -> float:
         """``bubble_s / compute_s`` (0 for an empty step): ``(pp - 1) / (m + pp - 1)`` for
-        equal stages."""
+        equal stages, ``(pp - 1) / (v m + pp - 1)`` interleaved over ``v`` virtual stages."""
         return self.bubble_s / self.compute_s if self.compute_s > 0 else 0.0
 
 
@@ -492,6 +501,7 @@ def parallel_step(
     dp: int | None = None,
     n_microbatches: int = 1,
     schedule: str = "1f1b",
+    virtual_stages: int = 1,
     activation_bytes: float = 0.0,
     tp_all_reduce_bytes: float = 0.0,
     bucket_bytes: float = 25 * 2**20,
@@ -524,8 +534,9 @@ def parallel_step(
     layer_forward_s, layer_backward_s : sequence of float
         Per layer, input to output: forward and backward compute time of one microbatch on
         one rank, TP split included (s, >= 0). The layers are split evenly over the ``pp``
-        stages in order, so their number must be a multiple of ``pp``; give one value per
-        stage for per-stage times.
+        stages in order (over the ``virtual_stages x pp`` virtual stages), so their number
+        must be a multiple of ``pp`` (of ``virtual_stages x pp``); give one value per stage
+        for per-stage times.
     layer_grad_bytes : sequence of float
         Per layer: the gradient bytes one rank holds (its TP shard), all-reduced over its DP
         group (>= 0), but for its experts' share.
@@ -538,6 +549,15 @@ def parallel_step(
     n_microbatches : int
         Microbatches per step and model replica (>= 1).
     schedule : {"1f1b", "gpipe"}
+    virtual_stages : int
+        Model chunks per rank, Megatron's ``--num-virtual-stages-per-pipeline-rank`` (default
+        1). With ``v`` > 1 (and ``schedule`` 1F1B) rank ``stage`` holds virtual stages
+        ``stage``, ``stage + pp``, ... and runs Megatron's interleaved 1F1B
+        (``forward_backward_pipelining_with_interleaving``, [MEGATRON] in docs/hardware.md):
+        microbatches in groups of ``pp``, each group through every chunk in turn; ``(pp -
+        stage - 1) x 2 + (v - 1) x pp`` warm-up forwards, then a forward and a backward at a
+        time, then the rest of the backwards; transfers do not block (module docstring).
+        Megatron requires ``pp`` >= 2 and ``n_microbatches`` a multiple of ``pp``.
     activation_bytes : float
         Bytes one rank sends to its peer in the next stage per microbatch (the activations),
         and back (their gradients). With 0, the stages still wait for each other.
@@ -625,13 +645,26 @@ def parallel_step(
         i = int(above[0])
         raise InputError(f"layer_expert_grad_bytes[{i}] = {float(expert_grads[i])!r} is more than layer {i}'s "
                          f"gradients, layer_grad_bytes[{i}] = {float(grads[i])!r}")
-    if forward.size % layout.pp:
-        raise InputError(
-            f"{forward.size} layers do not split evenly over pp = {layout.pp} stages; give a multiple of pp "
-            "(one value per stage for per-stage times)"
-        )
     if schedule not in SCHEDULES:
         raise InputError(f"unknown schedule {schedule!r}; valid ones: {', '.join(SCHEDULES)}")
+    v = whole_number("virtual_stages", virtual_stages)
+    if v > 1:
+        # Megatron-LM's checks for the interleaved schedule (megatron/training/arguments.py,
+        # megatron/core/pipeline_parallel/schedules.py at d98e8a64).
+        if schedule != "1f1b":
+            raise InputError(f"virtual_stages = {v} runs Megatron's interleaved 1F1B; schedule must be '1f1b', "
+                             f"not {schedule!r}")
+        if layout.pp < 2:
+            raise InputError(f"virtual_stages = {v} interleaves pipeline stages; it needs pp >= 2, got {layout.pp}")
+        if n_microbatches % layout.pp:
+            raise InputError(f"the interleaved schedule runs microbatches in groups of pp = {layout.pp}: "
+                             f"n_microbatches = {n_microbatches} must be a multiple of it")
+    if forward.size % (layout.pp * v):
+        stages = f"pp = {layout.pp} stages" if v == 1 else f"virtual_stages x pp = {v * layout.pp} virtual stages"
+        raise InputError(
+            f"{forward.size} layers do not split evenly over {stages}; give a multiple of "
+            f"{'pp' if v == 1 else 'virtual_stages x pp'} (one value per stage for per-stage times)"
+        )
     ep = whole_number("ep", ep)
     if layout.dp % ep:
         raise InputError(f"ep = {ep} does not divide dp = {layout.dp}; an expert group is ep consecutive DP indices")
@@ -668,10 +701,11 @@ def parallel_step(
         layout, forward, backward, grads, n_microbatches, schedule, float(activation_bytes),
         float(tp_all_reduce_bytes), float(bucket_bytes), plan, algorithm, tp_algorithm,
         _Experts(moe, float(ep_all_to_all_bytes), float(ep_skew)), sequence_parallel, expert_grads,
-        distributed_optimizer,
+        distributed_optimizer, v,
     )
     note = progress or (lambda message: None)
-    note(f"laying out {layout.pp} stages x {layout.dp} replicas x {n_microbatches} microbatches ({schedule})")
+    what = schedule if v == 1 else f"interleaved {schedule}, {v} virtual stages a rank"
+    note(f"laying out {layout.pp} stages x {layout.dp} replicas x {n_microbatches} microbatches ({what})")
     with _cyclic_gc_paused():
         builder.lay_out()
         n_step_flows = len(builder.flows)
@@ -684,10 +718,12 @@ def parallel_step(
     # The checkpoint's flows come after the step's and nothing of the step waits for them.
     finish = zero_time_finish(workload.start_s, workload.delay_s, workload.dep_indptr, workload.dep_indices)
     compute_s = float(finish[:n_step_flows].max(initial=0.0))
-    busy = n_microbatches * (forward + backward).reshape(layout.pp, -1).sum(axis=1)
+    # Virtual stage c x pp + s is rank s's chunk c.
+    busy = n_microbatches * (forward + backward).reshape(v, layout.pp, -1).sum(axis=(0, 2))
     bubble_s = max(compute_s - float(busy.max()), 0.0)
     return ParallelStep(
         workload, layout, schedule, int(n_microbatches), compute_s, busy, bubble_s, tuple(builder.compute_log),
+        virtual_stages=int(v),
     )
 
 
@@ -759,12 +795,12 @@ def training_breakdown(
     if isinstance(step, ParallelStep):
         layout = step.layout
         shape = {"tp": layout.tp, "pp": layout.pp, "dp": layout.dp, "ep": layout.ep,
-                 "n_microbatches": step.n_microbatches}
+                 "n_microbatches": step.n_microbatches, "virtual_stages": step.virtual_stages}
         bubble_s = step.bubble_s
     else:
         # The group's own count: a step without gradient bytes has no gradient flows to count
         # ranks from, and 0 made its trace unreadable.
-        shape = {"tp": 1, "pp": 1, "dp": len(step.ranks), "ep": 1, "n_microbatches": 1}
+        shape = {"tp": 1, "pp": 1, "dp": len(step.ranks), "ep": 1, "n_microbatches": 1, "virtual_stages": 1}
         bubble_s = 0.0
     return step_breakdown(
         topology, step.workload, mine, compute_s=step.compute_s, bubble_s=bubble_s,
@@ -932,14 +968,25 @@ def _buckets(grads: np.ndarray, bucket_bytes: float) -> list[tuple[int, float]]:
 _Transfer = tuple[str, int, int]
 
 
-def _stage_ops(schedule: str, stage: int, pp: int, m: int) -> list[tuple]:
-    """What one stage does, in order: ``("F", i)`` / ``("B", i)``, the forward / backward of
-    microbatch ``i``, and ``("post", transfers)``, one blocking batched send/receive call.
+def _stage_ops(schedule: str, stage: int, pp: int, m: int, v: int = 1) -> list[tuple]:
+    """What one stage does, in order: ``("F", i, vs)`` / ``("B", i, vs)``, the forward /
+    backward of microbatch ``i`` through virtual stage ``vs`` (the stage itself without
+    interleaving); ``("post", transfers)``, one blocking batched send/receive call; and with
+    ``v`` virtual stages a rank, ``("send", transfer)`` and ``("recv", transfer)``, a send
+    that does not block and the wait for a transfer's arrival. A transfer ``(kind, i, b)``
+    crosses boundary ``b``, from virtual stage ``b`` to ``b + 1`` (``"act"``) or back
+    (``"grad"``).
 
     1F1B is Megatron's ``forward_backward_pipelining_without_interleaving``: ``pp - stage -
     1`` warm-up forwards, then one forward and one backward at a time, then the remaining
-    backwards, with its combined calls (``send_forward_recv_backward``, ...).
+    backwards, with its combined calls (``send_forward_recv_backward``, ...). With ``v`` > 1
+    it is ``forward_backward_pipelining_with_interleaving``
+    (megatron/core/pipeline_parallel/schedules.py at d98e8a64: ``get_schedule_table``,
+    ``get_pp_rank_microbatches``) with ``microbatch_group_size_per_vp_stage`` = ``pp``, its
+    default.
     """
+    if v > 1:
+        return _interleaved_ops(stage, pp, m, v)
     first, last = stage == 0, stage == pp - 1
 
     def recv_forward(i: int) -> list[_Transfer]:
@@ -963,30 +1010,71 @@ def _stage_ops(schedule: str, stage: int, pp: int, m: int) -> list[tuple]:
     if schedule == "gpipe":
         for i in range(m):
             post(recv_forward(i))
-            ops.append(("F", i))
+            ops.append(("F", i, stage))
             post(send_forward(i))
         for i in range(m):
             post(recv_backward(i))
-            ops.append(("B", i))
+            ops.append(("B", i, stage))
             post(send_backward(i))
         return ops
     warmup = min(pp - stage - 1, m)
     steady = m - warmup
     for i in range(warmup):
         post(recv_forward(i))
-        ops.append(("F", i))
+        ops.append(("F", i, stage))
         post(send_forward(i))
     if steady:
         post(recv_forward(warmup))
     for i in range(steady):
-        ops.append(("F", warmup + i))
+        ops.append(("F", warmup + i, stage))
         post(send_forward(warmup + i) + recv_backward(i))
-        ops.append(("B", i))
+        ops.append(("B", i, stage))
         post(send_backward(i) + (recv_forward(warmup + i + 1) if i < steady - 1 else []))
     for i in range(steady, m):
         post(recv_backward(i))
-        ops.append(("B", i))
+        ops.append(("B", i, stage))
         post(send_backward(i))
+    return ops
+
+
+def _interleaved_ops(stage: int, pp: int, m: int, v: int) -> list[tuple]:
+    """:func:`_stage_ops` of Megatron's interleaved 1F1B (``m`` a multiple of ``pp``).
+
+    Forward ``k`` (of ``m x v``) runs the ``k``-th entry of the schedule table: microbatches
+    in groups of ``pp``, each group through chunk 0, then chunk 1, ...; backward ``k`` runs
+    the same microbatch through chunk ``v - 1 - c``. Each pass waits for its input and sends
+    its output without waiting (``overlap_p2p_comm``).
+    """
+    table = [(i, c) for group in range(0, m, pp) for c in range(v) for i in range(group, group + pp)]
+    total, last = m * v, v * pp - 1
+    warmup = min((pp - stage - 1) * 2 + (v - 1) * pp, total)
+    ops: list[tuple] = []
+
+    def forward(k: int) -> None:
+        i, c = table[k]
+        vs = c * pp + stage
+        if vs > 0:
+            ops.append(("recv", ("act", i, vs - 1)))
+        ops.append(("F", i, vs))
+        if vs < last:
+            ops.append(("send", ("act", i, vs)))
+
+    def backward(k: int) -> None:
+        i, c = table[k]
+        vs = (v - 1 - c) * pp + stage
+        if vs < last:
+            ops.append(("recv", ("grad", i, vs)))
+        ops.append(("B", i, vs))
+        if vs > 0:
+            ops.append(("send", ("grad", i, vs - 1)))
+
+    for k in range(warmup):
+        forward(k)
+    for k in range(total - warmup):
+        forward(warmup + k)
+        backward(k)
+    for k in range(total - warmup, total):
+        backward(k)
     return ops
 
 
@@ -1375,8 +1463,10 @@ class _PipelineBuilder:
         sequence_parallel: bool = False,
         expert_grads: np.ndarray | None = None,
         distributed_optimizer: bool = False,
+        virtual_stages: int = 1,
     ) -> None:
         self.layout = layout
+        self.v = virtual_stages
         self.forward = forward
         self.backward = backward
         self.m = n_microbatches
@@ -1391,7 +1481,7 @@ class _PipelineBuilder:
         self.plan = plan
         self.algorithm = algorithm
         self.tp_algorithm = tp_algorithm
-        self.per_stage = forward.size // layout.pp
+        self.per_stage = forward.size // (layout.pp * virtual_stages)  # layers per virtual stage
         self.flows = _Flows()
         self.at = {rank: _Point() for rank in layout.ranks}
         self._templates: dict[tuple, _Template] = {}
@@ -1422,12 +1512,20 @@ class _PipelineBuilder:
 
     def _closing(self, grads: np.ndarray, bucket_bytes: float) -> list[dict[int, tuple[int, float]]]:
         """Per stage: the global layer whose backward closes each non-empty bucket of
-        ``grads`` -> (bucket index, bytes)."""
+        ``grads`` -> (bucket index, bytes). Each of a stage's model chunks has buckets of
+        its own (Megatron wraps each chunk in its own DDP module), numbered on from the
+        previous chunk's."""
+        pp = self.layout.pp
         closing = []
-        for s in range(self.layout.pp):
-            first = s * self.per_stage
-            buckets = _buckets(grads[first : first + self.per_stage], bucket_bytes)
-            closing.append({first + layer: (k, size) for k, (layer, size) in enumerate(buckets) if size > 0})
+        for s in range(pp):
+            closed: dict[int, tuple[int, float]] = {}
+            for c in range(self.v):
+                first = (c * pp + s) * self.per_stage
+                buckets = _buckets(grads[first : first + self.per_stage], bucket_bytes)
+                for layer, size in buckets:
+                    if size > 0:
+                        closed[first + layer] = (len(closed), size)
+            closing.append(closed)
         return closing
 
     def template(self, collective: str, group: tuple[str, ...], size: float, algorithm: str | None,
@@ -1445,7 +1543,7 @@ class _PipelineBuilder:
         replicas = [(s, d) for s in range(layout.pp) for d in range(layout.dp)]
         if self.grad_call == "reduce_scatter":
             self.gather_parameters()
-        ops = {r: self.expand(_stage_ops(self.schedule, r[0], layout.pp, self.m), r[0]) for r in replicas}
+        ops = {r: self.expand(_stage_ops(self.schedule, r[0], layout.pp, self.m, self.v)) for r in replicas}
         next_op = dict.fromkeys(replicas, 0)
         waiting: set[tuple[int, int]] = set()
         while any(next_op[r] < len(ops[r]) for r in replicas):
@@ -1460,6 +1558,13 @@ class _PipelineBuilder:
                         if not self.received(replica, what):
                             break
                         waiting.discard(replica)
+                    elif kind == "send":
+                        self.send(replica, what)
+                    elif kind == "recv":
+                        if not self.received(replica, (what,)):
+                            waiting.add(replica)
+                            break
+                        waiting.discard(replica)
                     elif kind == "ep":
                         if replica not in waiting:
                             self.ep_arrive(replica, what)
@@ -1472,7 +1577,8 @@ class _PipelineBuilder:
                     next_op[replica] += 1
                     progressed = True
             if not progressed:
-                raise RuntimeError(f"the {self.schedule} schedule deadlocked: {sorted(waiting)} wait for their peers")
+                raise RuntimeError(f"the {self.schedule} schedule ({self.v} virtual stages a rank) deadlocked: "
+                               f"{sorted(waiting)} wait for their peers")
         for g, rank in enumerate(layout.ranks):
             stage, tp_index, d = g // (layout.tp * layout.dp), g % layout.tp, g // layout.tp % layout.dp
             sinks = [*self.bucket_sinks.get((stage, tp_index), []),
@@ -1485,17 +1591,17 @@ class _PipelineBuilder:
 
     # --- compute -------------------------------------------------------------------------
 
-    def expand(self, ops: list[tuple], stage: int) -> list[tuple]:
+    def expand(self, ops: list[tuple]) -> list[tuple]:
         """``ops`` with each pass cut at its expert all-to-alls: ``(kind, (microbatch,
         blocks))`` runs ``blocks`` (``(layer, "attn" | "mlp")`` in order), ``("ep", (kind,
         microbatch, layer, "dispatch" | "combine"))`` is one all-to-all over the EP group."""
-        layers = range(stage * self.per_stage, (stage + 1) * self.per_stage)
         out: list[tuple] = []
         for op in ops:
             if op[0] not in ("F", "B"):
                 out.append(op)
                 continue
-            kind, microbatch = op
+            kind, microbatch, vs = op
+            layers = range(vs * self.per_stage, (vs + 1) * self.per_stage)
             blocks: list[tuple[int, str]] = []
             for layer in layers if kind == "F" else reversed(layers):
                 order: tuple[str, ...] = ("attn", "dispatch", "mlp", "combine")
@@ -1679,10 +1785,38 @@ class _PipelineBuilder:
     # --- pipeline transfers --------------------------------------------------------------
 
     def ends(self, transfer: _Transfer, d: int, t: int) -> tuple[str, str]:
-        """Sender and receiver of ``transfer`` between the ranks of TP index ``t`` and DP index ``d``."""
+        """Sender and receiver of ``transfer`` between the ranks of TP index ``t`` and DP index
+        ``d`` (the ranks of the stages that hold the boundary's two virtual stages)."""
         kind, _, boundary = transfer
-        before, after = self.layout.rank(t, boundary, d), self.layout.rank(t, boundary + 1, d)
+        pp = self.layout.pp
+        before, after = self.layout.rank(t, boundary % pp, d), self.layout.rank(t, (boundary + 1) % pp, d)
         return (before, after) if kind == "act" else (after, before)
+
+    def transfer_flows(self, transfer: _Transfer, d: int, t: int, start: _Point) -> list[int]:
+        """Lay ``transfer`` out between the ranks of TP index ``t`` and DP index ``d``, its
+        sender starting at ``start``; its flows' ends."""
+        src, dst = self.ends(transfer, d, t)
+        kind, microbatch, boundary = transfer
+        sender_stage = (boundary if kind == "act" else boundary + 1) % self.layout.pp
+        # In the pipeline group's communicator (its stages' ranks), as Megatron-LM
+        # sends ([MEGATRON] in docs/hardware.md).
+        pipeline = tuple(self.layout.rank(t, s, d) for s in range(self.layout.pp))
+        template = self.template("send", (src, dst), self.activation_bytes, None, pipeline)
+        # Boundaries between virtual stages with interleaving ("v"), else between stages ("s").
+        where = "s" if self.v == 1 else "v"
+        return self.flows.place(
+            template, f"pp.{kind}.mb{microbatch}.{where}{boundary}to{boundary + 1}.d{d}.t{t}", {src: start},
+            ("pp", str(sender_stage), str(microbatch), ""),
+        )
+
+    def send(self, replica: tuple[int, int], transfer: _Transfer) -> None:
+        """The replica's ranks send ``transfer`` without waiting: it starts when they are there
+        (the receiver posted its receive in advance) and they go on."""
+        stage, d = replica
+        for t in range(self.layout.tp):
+            rank = self.layout.rank(t, stage, d)
+            self.at[rank] = self.flows.settle(rank, self.at[rank])
+            self.arrived[(*transfer, d, t)] = self.transfer_flows(transfer, d, t, self.at[rank])
 
     def post(self, replica: tuple[int, int], transfers: tuple[_Transfer, ...]) -> None:
         """The replica's ranks reach a blocking call; transfers whose peer is there already
@@ -1697,18 +1831,8 @@ class _PipelineBuilder:
                     self.posted[key] = self.at[rank]
                     continue
                 peer = self.posted.pop(key)
-                src, dst = self.ends(transfer, d, t)
                 both = self.flows.join(rank, self.at[rank], peer.deps, peer.start_s)
-                kind, microbatch, boundary = transfer
-                sender_stage = boundary if kind == "act" else boundary + 1
-                # In the pipeline group's communicator (its stages' ranks), as Megatron-LM
-                # sends ([MEGATRON] in docs/hardware.md).
-                pipeline = tuple(self.layout.rank(t, s, d) for s in range(self.layout.pp))
-                template = self.template("send", (src, dst), self.activation_bytes, None, pipeline)
-                self.arrived[key] = self.flows.place(
-                    template, f"pp.{kind}.mb{microbatch}.s{boundary}to{boundary + 1}.d{d}.t{t}", {src: both},
-                    ("pp", str(sender_stage), str(microbatch), ""),
-                )
+                self.arrived[key] = self.transfer_flows(transfer, d, t, both)
 
     def received(self, replica: tuple[int, int], transfers: tuple[_Transfer, ...]) -> bool:
         """Whether every transfer of the replica's call has been laid out; if so, its ranks

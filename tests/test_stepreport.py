@@ -186,7 +186,7 @@ def test_breakdown_round_trips_through_the_trace(tmp_path):
     assert (back.step_s, back.compute_s, back.bubble_s, back.critical_compute_s) == (
         b.step_s, b.compute_s, b.bubble_s, b.critical_compute_s)
     assert back.critical_communication_s == b.critical_communication_s
-    assert back.layout == {"tp": 1, "pp": 2, "dp": 1, "ep": 1, "n_microbatches": 1}
+    assert back.layout == {"tp": 1, "pp": 2, "dp": 1, "ep": 1, "n_microbatches": 1, "virtual_stages": 1}
     for column in ("activity_stage", "activity_kind", "activity_start_s", "activity_end_s"):
         np.testing.assert_array_equal(getattr(back, column), getattr(b, column))
     assert [(t.tier, t.top_links) for t in back.tiers] == [(t.tier, t.top_links) for t in b.tiers]

@@ -240,6 +240,100 @@ def test_1f1b_two_stages_two_microbatches_by_hand():
     })
 
 
+def test_interleaved_1f1b_two_stages_two_chunks_by_hand():
+    # Layers l0..l3, one per virtual stage: v0 and v2 on g0, v1 and v3 on g1; F = 1 s, B = 2 s,
+    # 1 GB sends over the 1 GB/s cable (1 s each way). Megatron's interleaved table for pp = 2,
+    # m = 2: (mb0, chunk 0), (mb1, 0), (mb0, 1), (mb1, 1); g0 warms up with all 4 forwards,
+    # g1 with 2. Sends do not block, a pass waits only for its input:
+    # g0: F0v0 [0,1] a0 [1,2], F1v0 [1,2] a1 [2,3]; g1: F0v1 [2,3] -> [3,4], F1v1 [3,4] -> [4,5];
+    # g0: F0v2 [4,5] -> [5,6], F1v2 [5,6] -> [6,7]; g1: F0v3 [6,7], B0v3 [7,9] -> grad [9,10],
+    # F1v3 [9,10], B1v3 [10,12] -> [12,13]; g0: B0v2 [10,12] -> [12,13], B1v2 [13,15] ->
+    # [15,16]; g1: B0v1 [13,15] -> [15,16], B1v1 [16,18] -> [18,19]; g0: B0v0 [16,18], B1v0
+    # [19,21]. Without communication 15 s: 12 s of compute a rank and a bubble of
+    # (pp - 1)(f + b) / v = 1 x 6 / 2 = 3 s.
+    step = parallel_step(
+        gpu_chain(2), pp=2, n_microbatches=2, virtual_stages=2, layer_forward_s=[1.0] * 4,
+        layer_backward_s=[2.0] * 4, layer_grad_bytes=[0.0] * 4, activation_bytes=1 * G, costs=FREE,
+    )
+    assert (step.virtual_stages, step.compute_s, step.bubble_s) == (2, 15.0, 3.0)
+    assert step.stage_busy_s.tolist() == [12.0, 12.0]
+    result = run_training_step(gpu_chain(2), step)
+    np.testing.assert_allclose(result.step_s, 21.0)
+    sends = phase_of(step, "pp")
+    names = [n.split(".send")[0].removesuffix(".d0.t0") for n, s in zip(step.workload.names, sends) if s]
+    run = result.run.result
+    times = {name: (float(start), float(end))
+             for name, start, end in zip(names, run.transfer_start_s[sends], run.finish_s[sends], strict=True)}
+    assert times == {
+        "pp.act.mb0.v0to1": (1, 2), "pp.act.mb1.v0to1": (2, 3), "pp.act.mb0.v1to2": (3, 4),
+        "pp.act.mb1.v1to2": (4, 5), "pp.act.mb0.v2to3": (5, 6), "pp.act.mb1.v2to3": (6, 7),
+        "pp.grad.mb0.v2to3": (9, 10), "pp.grad.mb1.v2to3": (12, 13), "pp.grad.mb0.v1to2": (12, 13),
+        "pp.grad.mb1.v1to2": (15, 16), "pp.grad.mb0.v0to1": (15, 16), "pp.grad.mb1.v0to1": (18, 19),
+    }
+
+
+@pytest.mark.parametrize("pp, v, m", [(2, 2, 2), (4, 2, 4), (4, 2, 8), (4, 4, 8), (2, 3, 4), (3, 2, 6)])
+def test_interleaving_divides_the_bubble_by_the_virtual_stages(pp, v, m):
+    # Narayanan et al. 2021 (Megatron-LM at scale), section 2.2.2: with equal stages the
+    # interleaved schedule's bubble is (pp - 1)(f + b) / v, f and b a stage's forward and
+    # backward of one microbatch (here v layers of 1 s and 2 s a stage).
+    layers = pp * v
+    step = parallel_step(
+        gpu_chain(pp), pp=pp, n_microbatches=m, virtual_stages=v, layer_forward_s=[1.0] * layers,
+        layer_backward_s=[2.0] * layers, layer_grad_bytes=[0.0] * layers, costs=FREE,
+    )
+    f, b = v * 1.0, v * 2.0
+    assert step.stage_busy_s.tolist() == [m * (f + b)] * pp
+    assert step.bubble_s == (pp - 1) * (f + b) / v
+    assert step.bubble_fraction == pytest.approx((pp - 1) / (v * m + pp - 1))
+
+
+def test_interleaved_chunks_reduce_their_gradient_buckets_apart():
+    # pp = 2, dp = 2 (g0 g1 stage 0, g2 g3 stage 1), v = 2, m = 2, free sends: the compute
+    # of the test above without communication. Each layer's 1 GB is a bucket, all-reduced
+    # over its DP pair's 1 GB/s cable in 1 s once the last microbatch's backward of its
+    # chunk has ended: l3 (stage 1, bucket 1) at 9 s, l2 (stage 0, bucket 1) at 11 s, l1
+    # (stage 1, bucket 0) at 13 s, l0 (stage 0, bucket 0) at 15 s. The later chunks' buckets
+    # are reduced while the earlier chunks' backward runs.
+    b = TopologyBuilder()
+    server = b.add_server("s0")
+    for i in range(4):
+        b.add_node(f"g{i}", NodeKind.GPU, server=server)
+    for x, y in (("g0", "g1"), ("g2", "g3"), ("g0", "g2"), ("g1", "g3")):  # DP pairs, PP pairs
+        b.add_cable(x, y, 1 * G, technology="nvlink4")
+    topology = b.build()
+    step = parallel_step(
+        topology, pp=2, n_microbatches=2, virtual_stages=2, layer_forward_s=[1.0] * 4,
+        layer_backward_s=[2.0] * 4, layer_grad_bytes=[1 * G] * 4, bucket_bytes=1 * G, costs=FREE,
+    )
+    assert step.layout.dp == 2 and step.compute_s == 15.0
+    result = run_training_step(topology, step)
+    grads = phase_of(step, "gradients")
+    stages, buckets = np.array(step.workload.tags["stage"]), np.array(step.workload.tags["bucket"])
+    ready, finish = result.run.result.ready_s, result.run.result.finish_s
+    for (stage, bucket), (first, last) in {("1", "1"): (9, 10), ("0", "1"): (11, 12), ("1", "0"): (13, 14),
+                                            ("0", "0"): (15, 16)}.items():
+        these = grads & (stages == stage) & (buckets == bucket)
+        np.testing.assert_allclose([ready[these].min(), finish[these].max()], [first, last])
+    np.testing.assert_allclose([result.step_s, result.exposed_communication_s], [16.0, 1.0])
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(virtual_stages=2, schedule="gpipe"), "virtual_stages = 2 runs Megatron's interleaved 1F1B; schedule must "
+                                               "be '1f1b', not 'gpipe'"),
+    (dict(virtual_stages=2, pp=1, n_microbatches=2), "virtual_stages = 2 interleaves pipeline stages; it needs pp >= 2"),
+    (dict(virtual_stages=2, n_microbatches=3), "the interleaved schedule runs microbatches in groups of pp = 2: "
+                                               "n_microbatches = 3 must be a multiple of it"),
+    (dict(virtual_stages=3), "4 layers do not split evenly over virtual_stages x pp = 6 virtual stages"),
+    (dict(virtual_stages=0), "virtual_stages must be a positive integer, got 0"),
+])
+def test_bad_interleaving_is_named(kwargs, message):
+    arguments = {**dict(pp=2, n_microbatches=2, layer_forward_s=[1.0] * 4, layer_backward_s=[2.0] * 4,
+                        layer_grad_bytes=[0.0] * 4, costs=FREE), **kwargs}
+    with pytest.raises(InputError, match=re.escape(message)):
+        parallel_step(gpu_chain(2), **arguments)
+
+
 def test_tp_all_reduces_by_hand():
     # tp = 2 on one 1 GB/s cable: a 1 GB all-reduce is 2 ring steps of 0.5 GB each way, 1 s.
     # Forward: 0.5 s attention, all-reduce, 0.5 s MLP, all-reduce; backward the same with
@@ -484,6 +578,38 @@ def test_3d_step_from_a_scenario_matches_the_api(sequence_parallel, distributed_
     from_file = run_scenario(scenario).result
     direct = run_training_step(scenario.topology, step)
     np.testing.assert_allclose(from_file.finish_s, direct.run.result.finish_s, rtol=1e-12)
+
+
+def test_an_interleaved_step_from_a_scenario_matches_the_api_and_its_trace_says_so(tmp_path):
+    import h5py
+
+    from flowsim.cli import main
+    from flowsim.trace import _metadata_digest, _objects, open_trace
+
+    text = THREE_D.replace('schedule = "gpipe"', 'schedule = "1f1b"\nvirtual_stages = 2')
+    scenario = parse_scenario(text)
+    step = parallel_step(
+        scenario.topology, tp=4, pp=2, layer_forward_s=[1e-3, 1e-3, 2e-3, 2e-3], layer_backward_s=[2e-3] * 4,
+        layer_grad_bytes=[1e6] * 4, n_microbatches=2, virtual_stages=2, activation_bytes=4e6,
+        tp_all_reduce_bytes=4e6,
+    )
+    assert step.virtual_stages == 2 and scenario.workload.names == step.workload.names
+    assert any(".v2to3." in n for n in step.workload.names)  # sends between virtual stages
+    assert scenario.compute_s == step.compute_s
+    path = tmp_path / "vp.toml"
+    path.write_text(text)
+    trace = tmp_path / "vp.h5"
+    assert main(["run", str(path), "-o", str(trace), "-q"]) == 0
+    assert open_trace(trace).training.layout["virtual_stages"] == 2
+    # Traces written before flowsim stored it have no such attribute: one model chunk a rank.
+    with h5py.File(trace, "r+") as root:
+        del root["training"].attrs["virtual_stages"]
+        root.attrs["metadata_sha256"] = _metadata_digest(_objects(trace, root))
+    assert open_trace(trace).training.layout["virtual_stages"] == 1
+    bad = text.replace("virtual_stages = 2", "virtual_stages = 2\nn_microbatches = 3").replace(
+        "n_microbatches = 2\n", "", 1)
+    with pytest.raises(InputError, match=re.escape("n_microbatches = 3 must be a multiple of it")):
+        parse_scenario(bad, source="vp.toml")
 
 
 def test_a_step_without_gradient_bytes_writes_a_trace_that_reads_back(tmp_path):

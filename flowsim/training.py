@@ -45,6 +45,13 @@ Data parallelism (:func:`data_parallel_step`)
       updated each rank's shard, with the gathers overlapping the forward pass
       (``overlap_param_gather``), whose first microbatch waits at a bucket's first layer
       until its gather has finished.
+    * with PyTorch FSDP's full sharding (``fsdp``, one stage) there are no buckets: each
+      forward and each backward of a layer, every microbatch, waits for an all-gather of the
+      layer's parameters over the DP group, and each backward is followed by a
+      reduce-scatter of its gradients. The gathers run one after another on their own
+      stream, each once the pass that used the parameters two gathers back has ended (FSDP's
+      rate limiter, two all-gathers in flight); the reduce-scatters on a stream of their own
+      that only the step's end waits for.
     * with experts (``ep`` > 1), a mixture-of-experts layer's MLP block is framed by two
       all-to-alls over the rank's expert group (``ep`` consecutive DP indices): dispatch and
       combine forwards, their gradients backwards, sized by each expert rank's share of the
@@ -525,6 +532,7 @@ def parallel_step(
     sequence_parallel: bool = False,
     layer_expert_grad_bytes: Sequence[float] | None = None,
     distributed_optimizer: bool = False,
+    fsdp: bool = False,
 ) -> ParallelStep:
     """Lay out one tensor x pipeline x data parallel training step (see the module docstring).
 
@@ -580,6 +588,17 @@ def parallel_step(
         group instead of all-reduced, and its parameters (as many bytes) all-gathered over it
         at the start of the step, the first microbatch's forward waiting for each at the
         bucket's first layer (module docstring). No effect without data parallelism.
+    fsdp : bool
+        PyTorch FSDP's full sharding (``ShardingStrategy.FULL_SHARD``, ZeRO-3) over each DP
+        group, a unit per layer, with FSDP's defaults ([FSDP] in docs/hardware.md): before
+        each forward and each backward of a layer, every microbatch, its parameters
+        (``layer_grad_bytes``) are all-gathered over the group, and after each backward its
+        gradients are reduce-scattered over it (no buckets). The gathers run one after
+        another on their own stream, each starting once the pass that used the parameters
+        two gathers back has ended (``limit_all_gathers``); the reduce-scatters on another.
+        A pass waits for its gather, nothing waits for a reduce-scatter but the step's end.
+        One stage, no experts, not with ``distributed_optimizer``; no effect without data
+        parallelism.
     algorithm, tp_algorithm : str, optional
         All-reduce algorithm of the gradient buckets and of the TP all-reduces (default
         ``"auto"``: what NCCL's tuner picks for each size), as
@@ -681,9 +700,19 @@ def parallel_step(
                         (checkpoint_start_s, "checkpoint_start_s")):
         _check_number(value, what)
     _check_number(bucket_bytes, "bucket_bytes", positive=True)
-    for flag, what in ((sequence_parallel, "sequence_parallel"), (distributed_optimizer, "distributed_optimizer")):
+    for flag, what in ((sequence_parallel, "sequence_parallel"), (distributed_optimizer, "distributed_optimizer"),
+                       (fsdp, "fsdp")):
         if not isinstance(flag, bool):
             raise InputError(f"{what} must be true or false, got {flag!r}")
+    if fsdp:
+        # FSDP shards what one stage of a model holds; flowsim lays it out for one stage.
+        if layout.pp > 1:
+            raise InputError(f"fsdp lays out one pipeline stage; got pp = {layout.pp}")
+        if distributed_optimizer:
+            raise InputError("fsdp shards the parameters, which the distributed optimizer gathers once a step: "
+                             "give one of them")
+        if ep > 1 or expert_grads.any():
+            raise InputError("fsdp has no expert parallelism here: give ep = 1 and no layer_expert_grad_bytes")
     check_routed_env(nccl_env, "gpudirect")
 
     router = Router(topology)  # one for every group's NCCL search, not one each
@@ -701,7 +730,7 @@ def parallel_step(
         layout, forward, backward, grads, n_microbatches, schedule, float(activation_bytes),
         float(tp_all_reduce_bytes), float(bucket_bytes), plan, algorithm, tp_algorithm,
         _Experts(moe, float(ep_all_to_all_bytes), float(ep_skew)), sequence_parallel, expert_grads,
-        distributed_optimizer, v,
+        distributed_optimizer, v, fsdp,
     )
     note = progress or (lambda message: None)
     what = schedule if v == 1 else f"interleaved {schedule}, {v} virtual stages a rank"
@@ -1076,6 +1105,31 @@ def _interleaved_ops(stage: int, pp: int, m: int, v: int) -> list[tuple]:
     for k in range(total - warmup, total):
         backward(k)
     return ops
+
+
+def _fsdp_ops(ops: list[tuple]) -> list[tuple]:
+    """``ops`` (one pass op per layer, no transfers: one stage) with PyTorch FSDP's calls
+    around them, as its FULL_SHARD strategy runs with its defaults (torch/distributed/fsdp:
+    ``limit_all_gathers=True``, ``backward_prefetch=BACKWARD_PRE``,
+    ``reshard_after_forward=True``): each pass of a layer waits (``("unsharded", gather)``)
+    for the all-gather of the layer's parameters (``("fsdp", ("gather", microbatch, layer,
+    pass))``), each all-gather is laid out on its stream after the previous one and not
+    before the pass that used the parameters two gathers back has ended (the rate limiter
+    frees a gather's memory when its pass ends; the host runs ahead of the GPU, so the
+    limiter, not where a hook issues the gather, decides when it starts), and each backward
+    is followed by the reduce-scatter of the layer's gradients (``("fsdp", ("scatter", ...))``)."""
+    passes = [op for op in ops if op[0] in ("F", "B")]
+    assert len(passes) == len(ops), "FSDP steps have one stage: no pipeline transfers"
+    gathers = [("gather", microbatch, blocks[0][0], kind) for kind, (microbatch, blocks) in passes]
+    out: list[tuple] = [("fsdp", gather) for gather in gathers[:2]]
+    for u, (op, gather) in enumerate(zip(passes, gathers, strict=True)):
+        out.append(("unsharded", gather))
+        out.append(op)
+        if op[0] == "B":
+            out.append(("fsdp", ("scatter", *gather[1:])))
+        if u + 2 < len(gathers):  # this pass frees its parameters: the gather two on may start
+            out.append(("fsdp", gathers[u + 2]))
+    return out
 
 
 class _Point(NamedTuple):
@@ -1464,9 +1518,14 @@ class _PipelineBuilder:
         expert_grads: np.ndarray | None = None,
         distributed_optimizer: bool = False,
         virtual_stages: int = 1,
+        fsdp: bool = False,
     ) -> None:
         self.layout = layout
         self.v = virtual_stages
+        # PyTorch FSDP's fully sharded parameters (ZeRO-3), a unit per layer: gathered before
+        # each pass, gradients reduce-scattered after each backward (no buckets).
+        self.fsdp = fsdp and layout.dp > 1
+        self.grads = grads
         self.forward = forward
         self.backward = backward
         self.m = n_microbatches
@@ -1491,7 +1550,7 @@ class _PipelineBuilder:
         # The same for the experts' gradients, which the expert-data-parallel group reduces
         # (none where each rank holds experts no other rank does: ep = dp).
         held = np.zeros_like(grads) if expert_grads is None else expert_grads
-        self.closing = self._closing(grads - held, bucket_bytes)
+        self.closing = self._closing(np.zeros_like(grads) if self.fsdp else grads - held, bucket_bytes)
         self.expert_closing = self._closing(held if layout.dp // layout.ep > 1 else np.zeros_like(grads), bucket_bytes)
         self.bucket_waiting: dict[tuple, dict[str, _Point]] = {}
         # Per gradient stream, (stage, TP index) or (stage, TP index, EP position) for the
@@ -1509,6 +1568,11 @@ class _PipelineBuilder:
         self.ep_done: set[tuple] = set()
         # (stage, 0 | 1 for forward | backward, the moment the block ends, its seconds).
         self.compute_log: list[tuple[int, int, _Point, float]] = []
+        # FSDP: replicas (DP indices) at each of a stage's gathers and reduce-scatters, those
+        # laid out, each one's ends per TP index, and per stream its last call's ends.
+        self.fsdp_waiting: dict[tuple, set[int]] = {}
+        self.fsdp_sinks: dict[tuple, list[int]] = {}
+        self.fsdp_last: dict[tuple, list[int]] = {}
 
     def _closing(self, grads: np.ndarray, bucket_bytes: float) -> list[dict[int, tuple[int, float]]]:
         """Per stage: the global layer whose backward closes each non-empty bucket of
@@ -1544,6 +1608,8 @@ class _PipelineBuilder:
         if self.grad_call == "reduce_scatter":
             self.gather_parameters()
         ops = {r: self.expand(_stage_ops(self.schedule, r[0], layout.pp, self.m, self.v)) for r in replicas}
+        if self.fsdp:
+            ops = {r: _fsdp_ops(o) for r, o in ops.items()}
         next_op = dict.fromkeys(replicas, 0)
         waiting: set[tuple[int, int]] = set()
         while any(next_op[r] < len(ops[r]) for r in replicas):
@@ -1572,6 +1638,15 @@ class _PipelineBuilder:
                         if self.ep_key(replica, what) not in self.ep_done:
                             break
                         waiting.discard(replica)
+                    elif kind == "fsdp":
+                        if replica not in waiting:
+                            self.fsdp_arrive(replica, what)
+                            waiting.add(replica)
+                        if (replica[0], *what) not in self.fsdp_sinks:
+                            break
+                        waiting.discard(replica)
+                    elif kind == "unsharded":
+                        self.unsharded(replica, what)
                     else:
                         self.compute(replica, kind, *what)
                     next_op[replica] += 1
@@ -1602,6 +1677,11 @@ class _PipelineBuilder:
                 continue
             kind, microbatch, vs = op
             layers = range(vs * self.per_stage, (vs + 1) * self.per_stage)
+            if self.fsdp:  # a pass op per layer, between which FSDP gathers and waits
+                for layer in layers if kind == "F" else reversed(layers):
+                    out.append((kind, (microbatch, ((layer, "attn"), (layer, "mlp")) if kind == "F"
+                                       else ((layer, "mlp"), (layer, "attn")))))
+                continue
             blocks: list[tuple[int, str]] = []
             for layer in layers if kind == "F" else reversed(layers):
                 order: tuple[str, ...] = ("attn", "dispatch", "mlp", "combine")
@@ -1680,6 +1760,47 @@ class _PipelineBuilder:
             for rank in group:
                 self.at[rank] = self.flows.after(rank, self.at[rank], sinks, rank in template.senders)
         self.ep_done.add(key)
+
+    # --- fully sharded data parallelism --------------------------------------------------
+
+    def fsdp_arrive(self, replica: tuple[int, int], what: tuple) -> None:
+        """The replica reached an FSDP call ``(call, microbatch, layer, pass)``: the gather of
+        a layer's parameters before its pass, or the reduce-scatter of its gradients after its
+        backward. Once the whole DP group has, it is laid out per TP index, after the
+        stream's previous call of its kind, from each rank's moment (the compute goes on)."""
+        stage, d = replica
+        key = (stage, *what)
+        self.fsdp_waiting.setdefault(key, set()).add(d)
+        if len(self.fsdp_waiting[key]) < self.layout.dp:
+            return
+        del self.fsdp_waiting[key]
+        call, microbatch, layer, side = what
+        size = float(self.grads[layer])
+        collective = "all_gather" if call == "gather" else "reduce_scatter"
+        phase = "params" if call == "gather" else "gradients"
+        for t in range(self.layout.tp):
+            group = self.layout.dp_group(t, stage)
+            stream = (stage, t, call)
+            sinks: list[int] = []
+            if size > 0:
+                previous = self.fsdp_last.get(stream, [])
+                points = {r: self.join_any(r, self.at[r], previous) for r in group}
+                template = self.template(collective, group, size, self.algorithm)
+                sinks = self.flows.place(template, f"fsdp.s{stage}.t{t}.mb{microbatch}.{side}.l{layer}.{call}",
+                                         points, (phase, str(stage), str(microbatch), f"l{layer}"))
+                self.fsdp_last[stream] = sinks
+                if call == "scatter":  # the step ends after its last reduce-scatter
+                    self.bucket_sinks[(stage, t)] = sinks
+            self.fsdp_sinks[(*key, t)] = sinks
+        self.fsdp_sinks[key] = []
+
+    def unsharded(self, replica: tuple[int, int], what: tuple) -> None:
+        """Each rank of the replica waits for the gather ``what`` before the pass it serves."""
+        stage, _ = replica
+        for t, rank in enumerate(self.tp_groups[replica]):
+            sinks = self.fsdp_sinks[(stage, *what, t)]
+            if sinks:
+                self.at[rank] = self.flows.join(rank, self.at[rank], sinks)
 
     def expert_template(self, group: tuple[str, ...], which: str) -> _Template:
         """The all-to-all over ``group`` with every flow sized by the share of tokens of the

@@ -472,6 +472,68 @@ def test_gradient_buckets_overlap_only_the_last_microbatch_backward():
     np.testing.assert_allclose([step.compute_s, result.step_s, result.exposed_communication_s], [12.0, 13.0, 1.0])
 
 
+def test_fsdp_gathers_before_each_pass_and_scatters_after_each_backward_by_hand():
+    # dp = 2 on one 1 GB/s cable, two layers of 1 GB parameters, F = 1 s, B = 2 s a layer.
+    # A 2-rank all-gather or reduce-scatter of 1 GB sends 0.5 GB each way: 0.5 s. The
+    # gathers, in order F l0, F l1, B l1, B l0, run one after another, each once the pass two
+    # gathers back has ended: [0, .5], [.5, 1], then B l1's after F l0 [0.5, 1.5]: [1.5, 2],
+    # B l0's after F l1 [1.5, 2.5]: [2.5, 3]. B l1 [2.5, 4.5] then its reduce-scatter [4.5, 5];
+    # B l0 [4.5, 6.5], its reduce-scatter [6.5, 7]. 6 s of compute, 1 s exposed.
+    topology = two_gpus()
+    step = parallel_step(
+        topology, fsdp=True, layer_forward_s=[1.0, 1.0], layer_backward_s=[2.0, 2.0],
+        layer_grad_bytes=[1 * G, 1 * G], costs=FREE,
+    )
+    result = run_training_step(topology, step)
+    np.testing.assert_allclose([step.compute_s, result.step_s, result.exposed_communication_s], [6.0, 7.0, 1.0])
+    run = result.run.result
+    calls: dict[str, list[float]] = {}
+    for name, start, finish in zip(step.workload.names, run.transfer_start_s, run.finish_s, strict=True):
+        if name.startswith("fsdp."):
+            call = re.sub(r"\.(all_gather|reduce_scatter)\..*", "", name)
+            span = calls.setdefault(call, [np.inf, 0.0])
+            span[:] = [min(span[0], start), max(span[1], finish)]
+    assert calls == {
+        "fsdp.s0.t0.mb0.F.l0.gather": [0.0, 0.5], "fsdp.s0.t0.mb0.F.l1.gather": [0.5, 1.0],
+        "fsdp.s0.t0.mb0.B.l1.gather": [1.5, 2.0], "fsdp.s0.t0.mb0.B.l0.gather": [2.5, 3.0],
+        "fsdp.s0.t0.mb0.B.l1.scatter": [4.5, 5.0], "fsdp.s0.t0.mb0.B.l0.scatter": [6.5, 7.0],
+    }
+    phases = np.array(step.workload.tags["phase"])
+    assert set(phases[np.char.startswith(np.array(step.workload.names), "fsdp.")]) == {"params", "gradients"}
+
+
+def test_fsdp_calls_every_microbatch_and_takes_no_buckets():
+    # 2 microbatches x 3 layers: 12 gathers (a forward and a backward each) and 6
+    # reduce-scatters, over each of the tp = 2 indices' DP groups; no bucket all-reduces.
+    topology = preset("dgx_h100", figure="effective")
+    step = parallel_step(
+        topology, tp=2, fsdp=True, n_microbatches=2, layer_forward_s=[1e-3] * 3, layer_backward_s=[2e-3] * 3,
+        layer_grad_bytes=[8e6] * 3,
+    )
+    assert step.layout.dp == 4
+    names = step.workload.names
+    calls = {re.sub(r"\.(all_gather|reduce_scatter)\..*", "", n) for n in names if n.startswith("fsdp.")}
+    assert len(calls) == 2 * (12 + 6)
+    assert sum(c.endswith(".gather") for c in calls) == 2 * 12
+    assert not any(n.startswith("dp.") for n in names)
+    result = run_training_step(topology, step)
+    assert result.step_s > step.compute_s == pytest.approx(2 * 3 * 3e-3)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(pp=2), "fsdp lays out one pipeline stage; got pp = 2"),
+    (dict(distributed_optimizer=True), "fsdp shards the parameters, which the distributed optimizer gathers"),
+    (dict(ep=2, ep_all_to_all_bytes=1e6), "fsdp has no expert parallelism here"),
+    (dict(layer_expert_grad_bytes=[1e6, 0.0]), "fsdp has no expert parallelism here"),
+    (dict(fsdp="yes"), "fsdp must be true or false, got 'yes'"),
+])
+def test_bad_fsdp_is_named(kwargs, message):
+    arguments = {**dict(fsdp=True, layer_forward_s=[1.0, 1.0], layer_backward_s=[2.0, 2.0],
+                        layer_grad_bytes=[1e6, 1e6], costs=FREE), **kwargs}
+    with pytest.raises(InputError, match=re.escape(message)):
+        parallel_step(gpu_chain(4), **arguments)
+
+
 def test_data_parallel_only_matches_data_parallel_step():
     topology = preset("dgx_h100", figure="effective")
     layers = dict(layer_backward_s=[1e-3, 2e-3, 1e-3, 3e-3], layer_grad_bytes=[30e6, 10e6, 20e6, 40e6])
@@ -578,6 +640,19 @@ def test_3d_step_from_a_scenario_matches_the_api(sequence_parallel, distributed_
     from_file = run_scenario(scenario).result
     direct = run_training_step(scenario.topology, step)
     np.testing.assert_allclose(from_file.finish_s, direct.run.result.finish_s, rtol=1e-12)
+
+
+def test_an_fsdp_step_from_a_scenario_matches_the_api():
+    text = THREE_D.replace("pp = 2\n", "").replace('schedule = "gpipe"', 'schedule = "1f1b"\nfsdp = true')
+    scenario = parse_scenario(text)
+    step = parallel_step(
+        scenario.topology, tp=4, layer_forward_s=[1e-3, 1e-3, 2e-3, 2e-3], layer_backward_s=[2e-3] * 4,
+        layer_grad_bytes=[1e6] * 4, n_microbatches=2, activation_bytes=4e6, tp_all_reduce_bytes=4e6, fsdp=True,
+    )
+    assert scenario.workload.names == step.workload.names
+    assert any(n.startswith("fsdp.") for n in step.workload.names)
+    np.testing.assert_allclose(run_scenario(scenario).result.finish_s,
+                               run_training_step(scenario.topology, step).run.result.finish_s, rtol=1e-12)
 
 
 def test_an_interleaved_step_from_a_scenario_matches_the_api_and_its_trace_says_so(tmp_path):

@@ -339,7 +339,8 @@ class ParallelStep:
         (expert all-to-alls), ``"compute"`` (markers,
         including one ``end.{rank}`` per rank when it is done), ``"checkpoint"``; tags
         ``stage``, ``microbatch`` and ``bucket`` where they apply (``bucket`` ``e{p}.{k}``
-        for bucket ``k`` of the experts at EP position ``p``).
+        for bucket ``k`` of the experts at EP position ``p``; with ``fsdp``, ``l{layer}``, the
+        layer whose parameters or gradients a call moves).
     layout : ParallelLayout
     schedule : str
     n_microbatches : int

@@ -70,8 +70,8 @@ Format
         ``layer_backward_s``), ``n_microbatches``, ``schedule`` (``"1f1b"`` or ``"gpipe"``),
         ``virtual_stages`` (model chunks a rank: Megatron's interleaved 1F1B),
         ``activation_bytes``, ``tp_all_reduce_bytes``, ``tp_algorithm``, ``tp_across_servers``,
-        ``sequence_parallel``, ``distributed_optimizer``, ``fsdp`` or ``slices``, it is a tensor/pipeline/data
-        parallel step
+        ``sequence_parallel``, ``distributed_optimizer``, ``fsdp``, ``fsdp_sharding`` (``"full"`` or
+        ``"hybrid"``) or ``slices``, it is a tensor/pipeline/data parallel step
         in Megatron's rank order
         (:func:`flowsim.training.parallel_step`, whose arguments these keys are).
     Parts are concatenated in that order: the flow list, the collectives, the training step.
@@ -158,6 +158,7 @@ from flowsim.systemfile import (
 from flowsim.tomlcheck import Where, join, show
 from flowsim.topology import NodeKind, Topology, TopologyBuilder
 from flowsim.training import (
+    FSDP_SHARDINGS,
     SCHEDULES,
     ParallelStep,
     TrainingStep,
@@ -692,7 +693,7 @@ _TRAINING_KEYS = ("layers", "layer_backward_s", "layer_grad_bytes", "bucket_byte
 _PARALLEL_KEYS = ("tp", "pp", "dp", "layer_forward_s", "n_microbatches", "schedule", "virtual_stages",
                   "activation_bytes", "tp_all_reduce_bytes", "tp_algorithm", "tp_across_servers", "slices", "ep",
                   "ep_all_to_all_bytes", "ep_skew", "moe_layers", "sequence_parallel", "layer_expert_grad_bytes",
-                  "distributed_optimizer", "fsdp", "model")
+                  "distributed_optimizer", "fsdp", "fsdp_sharding", "model")
 # Keys that go with `model` (flowsim.models.step_shape), and those the model's shape sets.
 _MODEL_KEYS = ("micro_batch", "seq_len", "mfu", "gpu", "peak_flops", "dtype_bytes")
 _SHAPED_KEYS = ("layers", "layer_forward_s", "layer_backward_s", "layer_grad_bytes", "layer_expert_grad_bytes",
@@ -859,6 +860,7 @@ def _training(
             sequence_parallel=where.boolean(table, "sequence_parallel", key, False),
             distributed_optimizer=where.boolean(table, "distributed_optimizer", key, False),
             fsdp=where.boolean(table, "fsdp", key, False),
+            fsdp_sharding=where.choice(table, "fsdp_sharding", key, FSDP_SHARDINGS, "full"),
         )
     try:
         if parallel:

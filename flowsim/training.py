@@ -89,7 +89,7 @@ from typing import NamedTuple
 import numpy as np
 
 from flowsim.budgets import SHARED_CAP_TAG
-from flowsim.collectives import CollectiveCosts
+from flowsim.collectives import CollectiveCosts, rank_servers
 from flowsim.collectives.constants import DEFAULT_NCCL_VERSION
 from flowsim.collectives.placement import collective_workload
 from flowsim.collectives.tuner import check_routed_env
@@ -106,6 +106,7 @@ from flowsim_kernels.csr import concatenated_ranges
 from flowsim_kernels.dag import zero_time_finish
 
 __all__ = [
+    "FSDP_SHARDINGS",
     "SCHEDULES",
     "ParallelLayout",
     "ParallelStep",
@@ -124,6 +125,9 @@ __all__ = [
 #: Megatron's interleaved 1F1B): Megatron's non-interleaved 1F1B
 #: (PipeDream-Flush) and GPipe (all forwards, then all backwards).
 SCHEDULES = ("1f1b", "gpipe")
+#: How :func:`parallel_step` with ``fsdp`` shards: PyTorch FSDP's ``FULL_SHARD`` over the
+#: whole DP group, or ``HYBRID_SHARD`` over its ranks in each server.
+FSDP_SHARDINGS = ("full", "hybrid")
 
 
 @dataclass(frozen=True)
@@ -534,6 +538,7 @@ def parallel_step(
     layer_expert_grad_bytes: Sequence[float] | None = None,
     distributed_optimizer: bool = False,
     fsdp: bool = False,
+    fsdp_sharding: str = "full",
 ) -> ParallelStep:
     """Lay out one tensor x pipeline x data parallel training step (see the module docstring).
 
@@ -600,6 +605,14 @@ def parallel_step(
         A pass waits for its gather, nothing waits for a reduce-scatter but the step's end.
         One stage, no experts, not with ``distributed_optimizer``; no effect without data
         parallelism.
+    fsdp_sharding : {"full", "hybrid"}
+        With ``fsdp``: ``"full"`` (``FULL_SHARD``) shards over the whole DP group;
+        ``"hybrid"`` (``HYBRID_SHARD``: "FULL_SHARD within a node, and replicate parameters
+        across nodes") shards over the DP group's ranks of each server, whose all-gathers
+        and reduce-scatters then stay inside it, and all-reduces each reduced shard over the
+        ranks that hold it on the other servers once its reduce-scatter is done, one after
+        another on a stream of their own (FSDP's ``_all_reduce_stream``). Every server must
+        hold as many of each DP group's ranks.
     algorithm, tp_algorithm : str, optional
         All-reduce algorithm of the gradient buckets and of the TP all-reduces (default
         ``"auto"``: what NCCL's tuner picks for each size), as
@@ -714,6 +727,11 @@ def parallel_step(
                              "give one of them")
         if ep > 1 or expert_grads.any():
             raise InputError("fsdp has no expert parallelism here: give ep = 1 and no layer_expert_grad_bytes")
+    if fsdp_sharding not in FSDP_SHARDINGS:
+        raise InputError(f"unknown fsdp_sharding {fsdp_sharding!r}; valid ones: {', '.join(FSDP_SHARDINGS)}")
+    if fsdp_sharding != "full" and not fsdp:
+        raise InputError(f"fsdp_sharding = {fsdp_sharding!r} is how FSDP shards: give fsdp = true too")
+    shards = _shard_groups(topology, layout, fsdp_sharding)
     check_routed_env(nccl_env, "gpudirect")
 
     router = Router(topology)  # one for every group's NCCL search, not one each
@@ -731,7 +749,7 @@ def parallel_step(
         layout, forward, backward, grads, n_microbatches, schedule, float(activation_bytes),
         float(tp_all_reduce_bytes), float(bucket_bytes), plan, algorithm, tp_algorithm,
         _Experts(moe, float(ep_all_to_all_bytes), float(ep_skew)), sequence_parallel, expert_grads,
-        distributed_optimizer, v, fsdp,
+        distributed_optimizer, v, fsdp, shards,
     )
     note = progress or (lambda message: None)
     what = schedule if v == 1 else f"interleaved {schedule}, {v} virtual stages a rank"
@@ -996,6 +1014,28 @@ def _buckets(grads: np.ndarray, bucket_bytes: float) -> list[tuple[int, float]]:
 # A transfer between adjacent stages: ("act" | "grad", microbatch, boundary). Boundary ``b``
 # lies between stages ``b`` and ``b + 1``; activations cross it forwards, gradients back.
 _Transfer = tuple[str, int, int]
+
+
+def _shard_groups(topology: Topology, layout: ParallelLayout, sharding: str) -> dict[tuple[int, int], list[tuple]]:
+    """Per (stage, TP index): the groups FSDP shards the DP group's parameters over, the whole
+    group (``"full"``), or its ranks in each server in order (``"hybrid"``); an
+    :class:`InputError` where servers hold different numbers of a group's ranks."""
+    groups: dict[tuple[int, int], list[tuple]] = {}
+    for stage in range(layout.pp):
+        for t in range(layout.tp):
+            group = layout.dp_group(t, stage)
+            if sharding == "full":
+                groups[(stage, t)] = [group]
+                continue
+            by_server: dict[str, list[str]] = {}
+            for rank, server in rank_servers(topology, group).items():
+                by_server.setdefault(server, []).append(rank)
+            sizes = {len(ranks) for ranks in by_server.values()}
+            if len(sizes) > 1:
+                raise InputError(f"fsdp_sharding = 'hybrid' shards over each server's ranks of a DP group, but the "
+                                 f"group of {group[0]!r} has {min(sizes)} to {max(sizes)} ranks a server")
+            groups[(stage, t)] = [tuple(ranks) for ranks in by_server.values()]
+    return groups
 
 
 def _stage_ops(schedule: str, stage: int, pp: int, m: int, v: int = 1) -> list[tuple]:
@@ -1520,6 +1560,7 @@ class _PipelineBuilder:
         distributed_optimizer: bool = False,
         virtual_stages: int = 1,
         fsdp: bool = False,
+        shards: dict[tuple[int, int], list[tuple]] | None = None,
     ) -> None:
         self.layout = layout
         self.v = virtual_stages
@@ -1527,6 +1568,9 @@ class _PipelineBuilder:
         # each pass, gradients reduce-scattered after each backward (no buckets).
         self.fsdp = fsdp and layout.dp > 1
         self.grads = grads
+        # Per (stage, TP index): the groups FSDP shards over (the DP group, or its ranks in
+        # each server with hybrid sharding).
+        self.shards = shards or {}
         self.forward = forward
         self.backward = backward
         self.m = n_microbatches
@@ -1767,8 +1811,10 @@ class _PipelineBuilder:
     def fsdp_arrive(self, replica: tuple[int, int], what: tuple) -> None:
         """The replica reached an FSDP call ``(call, microbatch, layer, pass)``: the gather of
         a layer's parameters before its pass, or the reduce-scatter of its gradients after its
-        backward. Once the whole DP group has, it is laid out per TP index, after the
-        stream's previous call of its kind, from each rank's moment (the compute goes on)."""
+        backward (with hybrid sharding followed by the all-reduce of each reduced shard across
+        the shard groups). Once the whole DP group has, it is laid out per TP index and shard
+        group, after that group's previous call on the stream, from each rank's moment (the
+        compute goes on)."""
         stage, d = replica
         key = (stage, *what)
         self.fsdp_waiting.setdefault(key, set()).add(d)
@@ -1779,27 +1825,44 @@ class _PipelineBuilder:
         size = float(self.grads[layer])
         collective = "all_gather" if call == "gather" else "reduce_scatter"
         phase = "params" if call == "gather" else "gradients"
+        tags = (phase, str(stage), str(microbatch), f"l{layer}")
         for t in range(self.layout.tp):
-            group = self.layout.dp_group(t, stage)
-            stream = (stage, t, call)
-            sinks: list[int] = []
-            if size > 0:
-                previous = self.fsdp_last.get(stream, [])
-                points = {r: self.join_any(r, self.at[r], previous) for r in group}
-                template = self.template(collective, group, size, self.algorithm)
-                sinks = self.flows.place(template, f"fsdp.s{stage}.t{t}.mb{microbatch}.{side}.l{layer}.{call}",
-                                         points, (phase, str(stage), str(microbatch), f"l{layer}"))
-                self.fsdp_last[stream] = sinks
-                if call == "scatter":  # the step ends after its last reduce-scatter
-                    self.bucket_sinks[(stage, t)] = sinks
-            self.fsdp_sinks[(*key, t)] = sinks
+            groups = self.shards[(stage, t)]
+            ends: dict[str, list[int]] = {}  # per rank: the ends of its call
+            for g, group in enumerate(groups):
+                stream = (stage, t, call, g)
+                if size > 0:
+                    previous = self.fsdp_last.get(stream, [])
+                    points = {r: self.join_any(r, self.at[r], previous) for r in group}
+                    template = self.template(collective, group, size, self.algorithm)
+                    prefix = f"fsdp.s{stage}.t{t}" + (f".g{g}" if len(groups) > 1 else "")
+                    sinks = self.flows.place(template, f"{prefix}.mb{microbatch}.{side}.l{layer}.{call}", points, tags)
+                    self.fsdp_last[stream] = sinks
+                    ends.update(dict.fromkeys(group, sinks))
+            if call == "scatter" and size > 0 and len(groups) > 1:
+                # Each reduced shard, all-reduced over the ranks that hold it in every group,
+                # on a stream of its own once its reduce-scatter is done.
+                for j, holders in enumerate(zip(*groups, strict=True)):
+                    stream = (stage, t, "replicate", j)
+                    previous = self.fsdp_last.get(stream, [])
+                    points = {r: _Point((*ends[r], *previous)) for r in holders}
+                    template = self.template("all_reduce", holders, size / len(groups[0]), self.algorithm)
+                    sinks = self.flows.place(
+                        template, f"fsdp.s{stage}.t{t}.r{j}.mb{microbatch}.{side}.l{layer}.replicate", points, tags
+                    )
+                    self.fsdp_last[stream] = sinks
+                    ends.update(dict.fromkeys(holders, sinks))
+            for rank in self.layout.dp_group(t, stage):
+                self.fsdp_sinks[(*key, t, rank)] = ends.get(rank, [])
+            if call == "scatter" and size > 0:  # the step ends after the last of them (in order)
+                self.bucket_sinks[(stage, t)] = sorted({f for sinks in ends.values() for f in sinks})
         self.fsdp_sinks[key] = []
 
     def unsharded(self, replica: tuple[int, int], what: tuple) -> None:
         """Each rank of the replica waits for the gather ``what`` before the pass it serves."""
         stage, _ = replica
         for t, rank in enumerate(self.tp_groups[replica]):
-            sinks = self.fsdp_sinks[(stage, *what, t)]
+            sinks = self.fsdp_sinks[(stage, *what, t, rank)]
             if sinks:
                 self.at[rank] = self.flows.join(rank, self.at[rank], sinks)
 

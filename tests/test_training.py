@@ -520,12 +520,57 @@ def test_fsdp_calls_every_microbatch_and_takes_no_buckets():
     assert result.step_s > step.compute_s == pytest.approx(2 * 3 * 3e-3)
 
 
+def two_servers_of_two_gpus(network_Bps=1 * G):
+    """g0 g1 in server s0, g2 g3 in s1: 1 GB/s cables g0-g1 and g2-g3 inside them, and one
+    of ``network_Bps`` from each GPU to a network switch (zero latency)."""
+    b = TopologyBuilder()
+    servers = [b.add_server("s0"), b.add_server("s1")]
+    for i in range(4):
+        b.add_node(f"g{i}", NodeKind.GPU, server=servers[i // 2])
+    b.add_node("leaf", NodeKind.IB_LEAF)
+    for g in ((0, 1), (2, 3)):
+        b.add_cable(f"g{g[0]}", f"g{g[1]}", 1 * G, technology="nvlink4")
+    for i in range(4):
+        b.add_cable(f"g{i}", "leaf", network_Bps, technology="ib_ndr")
+    return b.build()
+
+
+def test_hybrid_fsdp_shards_inside_servers_and_all_reduces_the_shards_across_by_hand():
+    # dp = 4 over two servers: FSDP's HYBRID_SHARD shards over (g0, g1) and (g2, g3) and
+    # replicates over (g0, g2) and (g1, g3). One layer of 1 GB, F = 1 s, B = 2 s: each
+    # server's all-gathers move 0.5 GB each way over its cable, [0, .5] (forward) and [.5, 1]
+    # (backward); F [.5, 1.5], B [1.5, 3.5]; the reduce-scatter inside each server [3.5, 4];
+    # then each 0.5 GB shard's all-reduce across the servers, 2 steps of 0.25 GB, [4, 4.5].
+    topology = two_servers_of_two_gpus()
+    step = parallel_step(
+        topology, fsdp=True, fsdp_sharding="hybrid", layer_forward_s=[1.0], layer_backward_s=[2.0],
+        layer_grad_bytes=[1 * G], costs=FREE,
+    )
+    assert step.layout.dp == 4
+    result = run_training_step(topology, step)
+    np.testing.assert_allclose([step.compute_s, result.step_s], [3.0, 4.5])
+    run = result.run.result
+    calls: dict[str, list[float]] = {}
+    for name, start, finish in zip(step.workload.names, run.transfer_start_s, run.finish_s, strict=True):
+        if name.startswith("fsdp."):
+            call = re.sub(r"\.(all_gather|reduce_scatter|all_reduce)\..*", "", name)
+            span = calls.setdefault(call, [np.inf, 0.0])
+            span[:] = [min(span[0], start), max(span[1], finish)]
+    expected = {}
+    for g in (0, 1):
+        expected |= {f"fsdp.s0.t0.g{g}.mb0.F.l0.gather": [0.0, 0.5], f"fsdp.s0.t0.g{g}.mb0.B.l0.gather": [0.5, 1.0],
+                     f"fsdp.s0.t0.g{g}.mb0.B.l0.scatter": [3.5, 4.0], f"fsdp.s0.t0.r{g}.mb0.B.l0.replicate": [4.0, 4.5]}
+    assert calls == expected
+
+
 @pytest.mark.parametrize("kwargs, message", [
     (dict(pp=2), "fsdp lays out one pipeline stage; got pp = 2"),
     (dict(distributed_optimizer=True), "fsdp shards the parameters, which the distributed optimizer gathers"),
     (dict(ep=2, ep_all_to_all_bytes=1e6), "fsdp has no expert parallelism here"),
     (dict(layer_expert_grad_bytes=[1e6, 0.0]), "fsdp has no expert parallelism here"),
     (dict(fsdp="yes"), "fsdp must be true or false, got 'yes'"),
+    (dict(fsdp_sharding="zero3"), "unknown fsdp_sharding 'zero3'; valid ones: full, hybrid"),
+    (dict(fsdp=False, fsdp_sharding="hybrid"), "fsdp_sharding = 'hybrid' is how FSDP shards: give fsdp = true"),
 ])
 def test_bad_fsdp_is_named(kwargs, message):
     arguments = {**dict(fsdp=True, layer_forward_s=[1.0, 1.0], layer_backward_s=[2.0, 2.0],
@@ -640,6 +685,46 @@ def test_3d_step_from_a_scenario_matches_the_api(sequence_parallel, distributed_
     from_file = run_scenario(scenario).result
     direct = run_training_step(scenario.topology, step)
     np.testing.assert_allclose(from_file.finish_s, direct.run.result.finish_s, rtol=1e-12)
+
+
+def test_hybrid_fsdp_all_reduces_on_a_stream_of_their_own():
+    # As above with two layers and a 0.1 GB/s network: the shards' all-reduces take 5 s.
+    # Gathers [0, .5], [.5, 1], [1.5, 2], [2.5, 3]; F l0 [.5, 1.5], F l1 [1.5, 2.5], B l1
+    # [2.5, 4.5], its reduce-scatter [4.5, 5] and all-reduce [5, 10]; B l0 [4.5, 6.5] and
+    # its reduce-scatter [6.5, 7], not waiting for l1's all-reduce (FSDP's all-reduce stream
+    # is not its post-backward stream); l0's all-reduce after l1's, [10, 15].
+    topology = two_servers_of_two_gpus(network_Bps=0.1 * G)
+    step = parallel_step(
+        topology, fsdp=True, fsdp_sharding="hybrid", layer_forward_s=[1.0, 1.0], layer_backward_s=[2.0, 2.0],
+        layer_grad_bytes=[1 * G, 1 * G], costs=FREE,
+    )
+    result = run_training_step(topology, step)
+    np.testing.assert_allclose(result.step_s, 15.0)
+    run = result.run.result
+    spans: dict[str, list[float]] = {}
+    for name, start, finish in zip(step.workload.names, run.transfer_start_s, run.finish_s, strict=True):
+        if (name.startswith("fsdp.s0.t0.g0.") and ".scatter" in name) or name.startswith("fsdp.s0.t0.r0."):
+            call = re.sub(r"\.(reduce_scatter|all_reduce)\..*", "", name)
+            span = spans.setdefault(call, [np.inf, 0.0])
+            span[:] = [min(span[0], start), max(span[1], finish)]
+    assert spans == {
+        "fsdp.s0.t0.g0.mb0.B.l1.scatter": [4.5, 5.0], "fsdp.s0.t0.r0.mb0.B.l1.replicate": [5.0, 10.0],
+        "fsdp.s0.t0.g0.mb0.B.l0.scatter": [6.5, 7.0], "fsdp.s0.t0.r0.mb0.B.l0.replicate": [10.0, 15.0],
+    }
+
+
+def test_hybrid_fsdp_needs_as_many_ranks_on_every_server():
+    # 3 GPUs of one server and 1 of another in one DP group.
+    b = TopologyBuilder()
+    servers = [b.add_server("s0"), b.add_server("s1")]
+    for i in range(4):
+        b.add_node(f"g{i}", NodeKind.GPU, server=servers[i // 3])
+    for x, y in (("g0", "g1"), ("g1", "g2"), ("g2", "g3")):
+        b.add_cable(x, y, 1 * G, technology="nvlink4")
+    with pytest.raises(InputError, match=re.escape("fsdp_sharding = 'hybrid' shards over each server's ranks of a "
+                                                   "DP group, but the group of 'g0' has 1 to 3 ranks a server")):
+        parallel_step(b.build(), fsdp=True, fsdp_sharding="hybrid", layer_forward_s=[1.0],
+                      layer_backward_s=[2.0], layer_grad_bytes=[1e6], costs=FREE)
 
 
 def test_an_fsdp_step_from_a_scenario_matches_the_api():

@@ -131,6 +131,7 @@ class StepShape:
     activation_bytes: float
     tp_all_reduce_bytes: float
     ep_all_to_all_bytes: float
+    cp_kv_bytes: float = 0.0
 
     def as_arguments(self) -> dict[str, object]:
         """The fields as a dict, for ``parallel_step(**...)``."""
@@ -148,6 +149,7 @@ def step_shape(
     seq_len: int | None = None,
     dtype_bytes: float = 2.0,
     sequence_parallel: bool = False,
+    cp: int = 1,
 ) -> StepShape:
     """Per-layer compute and message sizes of one rank of a step (module docstring).
 
@@ -170,6 +172,12 @@ def step_shape(
         Whether the step runs Megatron's sequence parallelism (``seq_len`` then a multiple
         of ``tp``): a rank's pipeline sends and expert dispatches carry its ``1 / tp`` of the
         tokens.
+    cp : int
+        Context-parallel size: each rank computes and sends its ``1 / cp`` of each sequence's
+        tokens (``seq_len`` a multiple of ``2 cp``, as Megatron's load-balanced split of
+        causal attention into ``2 cp`` chunks needs), its attention still over the whole
+        sequence; ``cp_kv_bytes`` is the keys and values of its tokens, ``2 x tokens x
+        kv_heads x head size / tp x dtype_bytes``.
 
     Returns
     -------
@@ -188,6 +196,7 @@ def step_shape(
     (5.124, 128.0, 204.0)
     """
     tp, ep, micro_batch = whole_number("tp", tp), whole_number("ep", ep), whole_number("micro_batch", micro_batch)
+    cp = whole_number("cp", cp)
     s = model.seq_len if seq_len is None else whole_number("seq_len", seq_len)
     for value, what in ((peak_flops, "peak_flops"), (dtype_bytes, "dtype_bytes")):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
@@ -196,10 +205,13 @@ def step_shape(
         raise InputError(f"mfu must lie in (0, 1], got {mfu!r}")
     if model.experts % ep:
         raise InputError(f"ep = {ep} does not divide the model's {model.experts} experts")
+    if s % (2 * cp) and cp > 1:
+        raise InputError(f"context parallelism splits each sequence into 2 x cp = {2 * cp} chunks: seq_len {s} is not "
+                         "a multiple of it")
     if sequence_parallel and s % tp:
         raise InputError(f"sequence parallelism splits each sequence over the tp = {tp} ranks: seq_len {s} is not a "
                          "multiple of tp")
-    rate = peak_flops * mfu * tp  # FLOP/s of the TP group a layer's FLOPs are split over
+    rate = peak_flops * mfu * tp * cp  # FLOP/s of the TP x CP ranks a layer's FLOPs are split over
     layer = model.layer_forward_flops(micro_batch, s)
     forward = [layer / rate] * model.layers
     forward[-1] += model.logits_forward_flops(micro_batch, s) / rate
@@ -210,9 +222,11 @@ def step_shape(
     embedding = model.vocab * model.hidden / tp * dtype_bytes
     grads[0] += embedding
     grads[-1] += embedding
-    activations = float(micro_batch * s * model.hidden * dtype_bytes)
+    tokens = micro_batch * s / cp  # a rank's share of a microbatch's tokens
+    activations = float(tokens * model.hidden * dtype_bytes)
     held = activations / tp if sequence_parallel else activations  # what one rank sends on
+    kv = 2 * tokens * model.kv_heads * (model.hidden // model.heads) / tp * dtype_bytes if cp > 1 else 0.0
     return StepShape(
         tuple(forward), tuple(2 * f for f in forward), tuple(grads), tuple(expert_grads), held, activations,
-        held * model.top_k if model.experts > 1 else 0.0,
+        held * model.top_k if model.experts > 1 else 0.0, float(kv),
     )

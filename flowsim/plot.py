@@ -217,14 +217,14 @@ def _timeline(fig, trace: Trace, by: str | None, max_flows: int) -> None:
 #: Colours of the activities (flowsim.stepreport.ACTIVITIES), colour-blind safe (Okabe-Ito).
 _ACTIVITY_COLOURS = {
     "forward": "#56B4E9", "backward": "#0072B2", "tp": "#E69F00", "pp": "#009E73", "dp": "#CC79A7",
-    "ep": "#D55E00", "checkpoint": "#999999", "other": "#F0E442",
+    "ep": "#D55E00", "checkpoint": "#999999", "other": "#F0E442", "cp": "#000000",
 }
 _ACTIVITY_LABELS = {
     "forward": "forward compute", "backward": "backward compute", "tp": "TP collectives", "pp": "PP send/receive",
     "dp": "DP gradients (and parameters)", "ep": "EP all-to-all", "checkpoint": "checkpoint write",
-    "other": "other flows",
+    "other": "other flows", "cp": "CP key/value exchange",
 }
-_ROW_LABELS = {"tp": "TP", "pp": "PP", "dp": "DP", "ep": "EP", "checkpoint": "ckpt", "other": "other"}
+_ROW_LABELS = {"tp": "TP", "pp": "PP", "dp": "DP", "ep": "EP", "checkpoint": "ckpt", "other": "other", "cp": "CP"}
 
 
 def _training(trace: Trace):
@@ -275,7 +275,7 @@ def _gantt(fig, trace: Trace) -> None:
                         for k in shown], fontsize="small", loc="outside lower center", ncols=min(len(shown), 4),
                frameon=False)
     layout = b.layout
-    shape = ", ".join(f"{k} {layout[k]}" for k in ("tp", "pp", "dp", "ep") if k in layout and layout[k] > 1)
+    shape = ", ".join(f"{k} {layout[k]}" for k in ("tp", "cp", "pp", "dp", "ep") if k in layout and layout[k] > 1)
     if layout.get("virtual_stages", 1) > 1:  # Megatron's virtual pipeline size (interleaved 1F1B)
         shape += f", vpp {layout['virtual_stages']}"
     fig.suptitle(

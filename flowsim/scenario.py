@@ -71,7 +71,7 @@ Format
         ``virtual_stages`` (model chunks a rank: Megatron's interleaved 1F1B),
         ``activation_bytes``, ``tp_all_reduce_bytes``, ``tp_algorithm``, ``tp_across_servers``,
         ``sequence_parallel``, ``distributed_optimizer``, ``fsdp``, ``fsdp_sharding`` (``"full"`` or
-        ``"hybrid"``) or ``slices``, it is a tensor/pipeline/data parallel step
+        ``"hybrid"``), ``cp``, ``cp_kv_bytes`` or ``slices``, it is a tensor/pipeline/data parallel step
         in Megatron's rank order
         (:func:`flowsim.training.parallel_step`, whose arguments these keys are).
     Parts are concatenated in that order: the flow list, the collectives, the training step.
@@ -693,11 +693,11 @@ _TRAINING_KEYS = ("layers", "layer_backward_s", "layer_grad_bytes", "bucket_byte
 _PARALLEL_KEYS = ("tp", "pp", "dp", "layer_forward_s", "n_microbatches", "schedule", "virtual_stages",
                   "activation_bytes", "tp_all_reduce_bytes", "tp_algorithm", "tp_across_servers", "slices", "ep",
                   "ep_all_to_all_bytes", "ep_skew", "moe_layers", "sequence_parallel", "layer_expert_grad_bytes",
-                  "distributed_optimizer", "fsdp", "fsdp_sharding", "model")
+                  "distributed_optimizer", "fsdp", "fsdp_sharding", "cp", "cp_kv_bytes", "model")
 # Keys that go with `model` (flowsim.models.step_shape), and those the model's shape sets.
 _MODEL_KEYS = ("micro_batch", "seq_len", "mfu", "gpu", "peak_flops", "dtype_bytes")
 _SHAPED_KEYS = ("layers", "layer_forward_s", "layer_backward_s", "layer_grad_bytes", "layer_expert_grad_bytes",
-                "activation_bytes", "tp_all_reduce_bytes", "ep_all_to_all_bytes")
+                "activation_bytes", "tp_all_reduce_bytes", "ep_all_to_all_bytes", "cp_kv_bytes")
 _MODEL_SHAPE_KEYS = ("layers", "hidden", "ffn", "heads", "kv_heads", "vocab", "gated_mlp", "experts", "top_k",
                      "seq_len")
 
@@ -754,6 +754,7 @@ def _shaped(where: Where, table: Mapping, key: str, gpu: str | None) -> dict[str
             seq_len=where.integer(table, "seq_len", key, 1) if "seq_len" in table else None,
             dtype_bytes=where.number(table, "dtype_bytes", key, 2.0),
             sequence_parallel=where.boolean(table, "sequence_parallel", key, False),
+            cp=where.integer(table, "cp", key, 1) if "cp" in table else 1,
         )
     except InputError as err:
         raise where.error(key, str(err)) from None
@@ -861,6 +862,8 @@ def _training(
             distributed_optimizer=where.boolean(table, "distributed_optimizer", key, False),
             fsdp=where.boolean(table, "fsdp", key, False),
             fsdp_sharding=where.choice(table, "fsdp_sharding", key, FSDP_SHARDINGS, "full"),
+            cp=count("cp", 1),
+            cp_kv_bytes=shaped.get("cp_kv_bytes", where.number(table, "cp_kv_bytes", key, 0.0)),
         )
     try:
         if parallel:

@@ -58,17 +58,20 @@ __all__ = [
     "step_breakdown",
 ]
 
-#: Kinds of communication in a step, as printed and stored, and the ``phase`` tags they come from.
-COMMUNICATION_KINDS = ("tp", "pp", "dp", "ep", "checkpoint", "other")
+#: Kinds of communication in a step, as printed and stored, and the ``phase`` tags they come from
+#: (``cp``, context parallelism's key and value exchange, since 2026-12-06: last, so that the
+#: kinds and activities of older traces keep their numbers).
+COMMUNICATION_KINDS = ("tp", "pp", "dp", "ep", "checkpoint", "other", "cp")
 _KIND_OF_PHASE = {"tp": "tp", "pp": "pp", "gradients": "dp", "params": "dp", "ep": "ep", "checkpoint": "checkpoint",
-                  "compute": ""}
+                  "cp": "cp", "compute": ""}
 #: Phases whose flows wait for a ``start_s`` that is compute (their rank's compute before its
 #: first flow, a bucket's ready time), not a wait.
-_COMPUTE_STARTS = frozenset({"tp", "pp", "gradients", "params", "ep", "compute"})
+_COMPUTE_STARTS = frozenset({"tp", "pp", "gradients", "params", "ep", "cp", "compute"})
 #: Rows of the activity chart: forward and backward compute, then each kind of communication.
 ACTIVITIES = ("forward", "backward", *COMMUNICATION_KINDS)
 #: Printed names of the kinds and tier groups.
-_KIND_LABELS = {"tp": "TP", "pp": "PP", "dp": "DP", "ep": "EP", "checkpoint": "checkpoint", "other": "other"}
+_KIND_LABELS = {"tp": "TP", "pp": "PP", "dp": "DP", "ep": "EP", "checkpoint": "checkpoint", "other": "other",
+                "cp": "CP"}
 #: Tier groups in order, and how they are printed.
 TIER_LABELS = {"nvlink": "NVLink", "host": "PCIe/host", "infiniband": "InfiniBand", "ethernet": "Ethernet",
                "scale_out": "scale-out"}
@@ -123,7 +126,8 @@ class StepBreakdown:
         float64[n]: when some rank of the stage began and ended that activity; intervals of
         one stage and activity do not overlap.
     layout : dict of str to int
-        ``tp``, ``pp``, ``dp``, ``ep``, ``n_microbatches`` and ``virtual_stages`` of the step.
+        ``tp``, ``pp``, ``dp`` (Megatron's, without ``cp``), ``ep``, ``n_microbatches``,
+        ``virtual_stages`` and ``cp`` of the step.
     """
 
     step_s: float
@@ -389,7 +393,7 @@ def step_breakdown(
         Forward (0) and backward (1) compute of each stage's ranks
         (``ParallelStep.compute_intervals(result)``).
     layout : mapping, optional
-        ``tp``, ``pp``, ``dp``, ``ep``, ``n_microbatches``, ``virtual_stages``, stored as they are.
+        ``tp``, ``pp``, ``dp``, ``ep``, ``n_microbatches``, ``virtual_stages``, ``cp``, stored as they are.
     top : int
         Busiest links kept per tier group.
 

@@ -77,8 +77,8 @@ string datasets carry a digest instead, see ``/``). A *CSR pair*
     ``critical_communication_s`` (float64 per kind, the critical path's communication);
     ``activities`` (str list, the activity names ``activity_kind`` indexes); ``tiers`` (str
     list of tier groups); ``tp``, ``pp``, ``dp``, ``ep``, ``n_microbatches``,
-    ``virtual_stages`` (int64; model chunks a rank, absent from traces written before flowsim
-    stored it, which read as 1).
+    ``virtual_stages`` and ``cp`` (int64; model chunks a rank and the context-parallel size,
+    absent from traces written before flowsim stored them, which read as 1).
     Datasets: the activity chart ``activity_stage``, ``activity_kind`` (int64) and
     ``activity_start_s``, ``activity_end_s`` (float64); per tier group ``tier_n_links``
     (int64), ``tier_max_utilization``, ``tier_mean_utilization`` (float64); its busiest links
@@ -542,9 +542,10 @@ def _write_file(
 
 #: Float attributes of ``/training``.
 _TRAINING_FIGURES = ("step_s", "compute_s", "bubble_s", "critical_compute_s", "critical_wait_s")
-#: Integer attributes of ``/training``: the step's layout (``virtual_stages`` since
+#: Integer attributes of ``/training``: the step's layout (``virtual_stages`` and ``cp`` since
 #: 2026-12-06, read as 1 where absent).
-_TRAINING_LAYOUT = ("tp", "pp", "dp", "ep", "n_microbatches", "virtual_stages")
+_TRAINING_LAYOUT = ("tp", "pp", "dp", "ep", "n_microbatches", "virtual_stages", "cp")
+_LATER_LAYOUT = ("virtual_stages", "cp")
 
 
 def _write_training(columns: ColumnWriter, root: h5py.File, b: StepBreakdown) -> None:
@@ -1052,9 +1053,13 @@ def _training(path: Path, g: h5py.HLObject, n_links: int) -> StepBreakdown:
         raise _damaged(path, g.name, "is not a group")
     kinds = _attribute(path, g, "communication_kinds", list)
     critical = cast(np.ndarray, _attribute(path, g, "critical_communication_s", np.ndarray))
-    if kinds != list(COMMUNICATION_KINDS) or critical.shape != (len(COMMUNICATION_KINDS),):
+    # Traces written before the kind "cp" (2026-12-06) have the others, in the same order.
+    stored = len(COMMUNICATION_KINDS) - (kinds == list(COMMUNICATION_KINDS[:-1]))
+    if kinds != list(COMMUNICATION_KINDS[:stored]) or critical.shape != (stored,):
         raise _damaged(path, g.name, f"has communication kinds {kinds!r}, expected {list(COMMUNICATION_KINDS)!r}")
-    if _attribute(path, g, "activities", list) != list(ACTIVITIES):
+    missing = len(COMMUNICATION_KINDS) - stored
+    critical = np.concatenate([critical, np.zeros(missing)])
+    if _attribute(path, g, "activities", list) != list(ACTIVITIES[:len(ACTIVITIES) - missing]):
         raise _damaged(path, g.name, f"has activities other than {list(ACTIVITIES)!r}")
     tiers = cast(list, _attribute(path, g, "tiers", list))
     per_tier = (len(tiers), f"tiers of {g.name}")
@@ -1090,7 +1095,7 @@ def _training(path: Path, g: h5py.HLObject, n_links: int) -> StepBreakdown:
     return StepBreakdown(
         critical_communication_s=dict(zip(COMMUNICATION_KINDS, critical.tolist(), strict=True)), tiers=usage,
         activity_stage=stage, activity_kind=kind, activity_start_s=start, activity_end_s=end,
-        layout={key: int(cast(int, _attribute(path, g, key, int))) if key in g.attrs or key != "virtual_stages"
+        layout={key: int(cast(int, _attribute(path, g, key, int))) if key in g.attrs or key not in _LATER_LAYOUT
                 else 1 for key in _TRAINING_LAYOUT}, **figures,
     )
 

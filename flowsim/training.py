@@ -45,6 +45,9 @@ Data parallelism (:func:`data_parallel_step`)
       updated each rank's shard, with the gathers overlapping the forward pass
       (``overlap_param_gather``), whose first microbatch waits at a bucket's first layer
       until its gather has finished.
+    * with context parallelism (``cp``), a layer's attention block runs as ``cp`` steps, each
+      after the keys and values its predecessor in the CP group sent as the step before
+      began (Megatron's ring of point-to-point transfers; their gradients too, backward).
     * with PyTorch FSDP's full sharding (``fsdp``, one stage) there are no buckets: each
       forward and each backward of a layer, every microbatch, waits for an all-gather of the
       layer's parameters over the DP group, and each backward is followed by a
@@ -208,12 +211,17 @@ class ParallelLayout:
     Attributes
     ----------
     tp, pp, dp : int
-        Tensor-parallel, pipeline-parallel and data-parallel sizes.
+        Tensor-parallel, pipeline-parallel and data-parallel sizes; with context parallelism
+        ``dp`` counts the ranks of a stage that hold the same parameters, ``cp`` times the
+        data-parallel size Megatron reports (:attr:`data_parallel`).
     ranks : tuple of str
         GPU node names, ``tp * pp * dp`` of them, in global rank order.
     ep : int
         Expert-parallel size: blocks of ``ep`` consecutive DP indices exchange tokens
         (:meth:`ep_group`); it divides ``dp``.
+    cp : int
+        Context-parallel size: blocks of ``cp`` consecutive DP indices split each sequence
+        (:meth:`cp_group`, Megatron's ``tp-cp-ep-dp-pp`` order); it divides ``dp``.
     """
 
     tp: int
@@ -221,6 +229,12 @@ class ParallelLayout:
     dp: int
     ranks: tuple[str, ...]
     ep: int = 1
+    cp: int = 1
+
+    @property
+    def data_parallel(self) -> int:
+        """Megatron's data-parallel size: model replicas a stage has, ``dp / cp``."""
+        return self.dp // self.cp
 
     def rank(self, tp_index: int, stage: int, dp_index: int) -> str:
         """The rank with TP index ``tp_index``, pipeline stage ``stage`` and DP index ``dp_index``."""
@@ -239,6 +253,12 @@ class ParallelLayout:
         EP groups) and reduce those experts' gradients: Megatron's expert-data-parallel
         group."""
         return tuple(self.rank(tp_index, stage, d) for d in range(position, self.dp, self.ep))
+
+    def cp_group(self, tp_index: int, stage: int, dp_index: int) -> tuple[str, ...]:
+        """The ``cp`` ranks that split the sequences of rank ``(tp_index, stage, dp_index)``'s
+        microbatches: consecutive DP indices, Megatron's ``tp-cp-ep-dp-pp`` order."""
+        first = dp_index - dp_index % self.cp
+        return tuple(self.rank(tp_index, stage, d) for d in range(first, first + self.cp))
 
     def ep_group(self, tp_index: int, stage: int, dp_index: int) -> tuple[str, ...]:
         """The ``ep`` ranks that exchange tokens with rank ``(tp_index, stage, dp_index)`` in
@@ -539,6 +559,8 @@ def parallel_step(
     distributed_optimizer: bool = False,
     fsdp: bool = False,
     fsdp_sharding: str = "full",
+    cp: int = 1,
+    cp_kv_bytes: float = 0.0,
 ) -> ParallelStep:
     """Lay out one tensor x pipeline x data parallel training step (see the module docstring).
 
@@ -559,7 +581,22 @@ def parallel_step(
         all-reduced over the ``dp / ep`` ranks that hold the same experts
         (:meth:`ParallelLayout.edp_group`) in buckets of their own; default none.
     tp, pp, dp, ranks, tp_across_servers
-        The layout, as :func:`parallel_layout`.
+        The layout, as :func:`parallel_layout`; ``dp`` is Megatron's data-parallel size
+        (without ``cp``; default the ranks over ``tp x cp x pp``).
+    cp : int
+        Context-parallel size, Megatron's ``--context-parallel-size`` ([CP] in
+        docs/hardware.md): each microbatch's sequences are split over ``cp`` ranks
+        (consecutive after TP in Megatron's ``tp-cp-ep-dp-pp`` order), whose attention
+        passes each layer's keys and values around the ring of them: every attention block
+        runs as ``cp`` steps of ``1 / cp`` of its time, and before each step but the first
+        a rank waits for the block its predecessor sent it at the step before, sent as that
+        step began (the backward passes the key and value gradients along too: twice the
+        bytes). The gradients are reduced over the ``dp x cp`` ranks of a stage. Not with
+        experts or ``fsdp``. The per-layer times and sizes given are a rank's, of its ``1 /
+        cp`` of the tokens (:func:`flowsim.models.step_shape` with ``cp``).
+    cp_kv_bytes : float
+        Bytes of keys and values one rank holds per layer and microbatch, which travel the
+        context-parallel ring in the forward pass (twice that in the backward pass).
     n_microbatches : int
         Microbatches per step and model replica (>= 1).
     schedule : {"1f1b", "gpipe"}
@@ -660,7 +697,18 @@ def parallel_step(
     """
     n_microbatches = whole_number("n_microbatches", n_microbatches)
     check_step_size(_check_layer_count(layer_forward_s, "layer_forward_s"), n_microbatches)
+    cp = whole_number("cp", cp)
+    if dp is not None:
+        dp = whole_number("dp", dp)
+        n_ranks = len(ranks) if ranks is not None else len(topology.gpus())
+        if cp > 1 and whole_number("tp", tp) * whole_number("pp", pp) * cp * dp != n_ranks:
+            raise InputError(f"tp x cp x pp x dp = {tp} x {cp} x {pp} x {dp} = {tp * cp * pp * dp}, but there are "
+                             f"{n_ranks} ranks")
+        dp *= cp  # the ranks of a stage that hold the same parameters
     layout = parallel_layout(topology, tp=tp, pp=pp, dp=dp, ranks=ranks, tp_across_servers=tp_across_servers)
+    if layout.dp % cp:
+        raise InputError(f"cp = {cp} does not divide the {layout.dp} ranks a stage has over tp = {layout.tp}")
+    layout = replace(layout, cp=cp)
     forward = _column(layer_forward_s, "layer_forward_s")
     backward = _column(layer_backward_s, "layer_backward_s")
     grads = _column(layer_grad_bytes, "layer_grad_bytes")
@@ -699,6 +747,9 @@ def parallel_step(
             f"{'pp' if v == 1 else 'virtual_stages x pp'} (one value per stage for per-stage times)"
         )
     ep = whole_number("ep", ep)
+    if cp > 1 and (ep > 1 or fsdp):
+        raise InputError(f"cp = {cp} is laid out without experts and without fsdp: give ep = 1 and fsdp = false")
+    _check_number(cp_kv_bytes, "cp_kv_bytes")
     if layout.dp % ep:
         raise InputError(f"ep = {ep} does not divide dp = {layout.dp}; an expert group is ep consecutive DP indices")
     layout = replace(layout, ep=int(ep))
@@ -749,7 +800,7 @@ def parallel_step(
         layout, forward, backward, grads, n_microbatches, schedule, float(activation_bytes),
         float(tp_all_reduce_bytes), float(bucket_bytes), plan, algorithm, tp_algorithm,
         _Experts(moe, float(ep_all_to_all_bytes), float(ep_skew)), sequence_parallel, expert_grads,
-        distributed_optimizer, v, fsdp, shards,
+        distributed_optimizer, v, fsdp, shards, float(cp_kv_bytes),
     )
     note = progress or (lambda message: None)
     what = schedule if v == 1 else f"interleaved {schedule}, {v} virtual stages a rank"
@@ -842,13 +893,13 @@ def training_breakdown(
     )
     if isinstance(step, ParallelStep):
         layout = step.layout
-        shape = {"tp": layout.tp, "pp": layout.pp, "dp": layout.dp, "ep": layout.ep,
-                 "n_microbatches": step.n_microbatches, "virtual_stages": step.virtual_stages}
+        shape = {"tp": layout.tp, "pp": layout.pp, "dp": layout.data_parallel, "ep": layout.ep,
+                 "n_microbatches": step.n_microbatches, "virtual_stages": step.virtual_stages, "cp": layout.cp}
         bubble_s = step.bubble_s
     else:
         # The group's own count: a step without gradient bytes has no gradient flows to count
         # ranks from, and 0 made its trace unreadable.
-        shape = {"tp": 1, "pp": 1, "dp": len(step.ranks), "ep": 1, "n_microbatches": 1, "virtual_stages": 1}
+        shape = {"tp": 1, "pp": 1, "dp": len(step.ranks), "ep": 1, "n_microbatches": 1, "virtual_stages": 1, "cp": 1}
         bubble_s = 0.0
     return step_breakdown(
         topology, step.workload, mine, compute_s=step.compute_s, bubble_s=bubble_s,
@@ -1561,6 +1612,7 @@ class _PipelineBuilder:
         virtual_stages: int = 1,
         fsdp: bool = False,
         shards: dict[tuple[int, int], list[tuple]] | None = None,
+        cp_kv_bytes: float = 0.0,
     ) -> None:
         self.layout = layout
         self.v = virtual_stages
@@ -1571,6 +1623,10 @@ class _PipelineBuilder:
         # Per (stage, TP index): the groups FSDP shards over (the DP group, or its ranks in
         # each server with hybrid sharding).
         self.shards = shards or {}
+        # Context parallelism: the keys and values a rank sends on per attention step, and
+        # the ends of each step's transfer by its receiver.
+        self.cp_kv_bytes = cp_kv_bytes
+        self.cp_arrived: dict[tuple, list[int]] = {}
         self.forward = forward
         self.backward = backward
         self.m = n_microbatches
@@ -1692,6 +1748,11 @@ class _PipelineBuilder:
                         waiting.discard(replica)
                     elif kind == "unsharded":
                         self.unsharded(replica, what)
+                    elif kind == "cprecv":
+                        if not self.cp_received(replica, what):
+                            waiting.add(replica)
+                            break
+                        waiting.discard(replica)
                     else:
                         self.compute(replica, kind, *what)
                     next_op[replica] += 1
@@ -1728,12 +1789,21 @@ class _PipelineBuilder:
                                        else ((layer, "mlp"), (layer, "attn")))))
                 continue
             blocks: list[tuple[int, str]] = []
+            cp = self.layout.cp
             for layer in layers if kind == "F" else reversed(layers):
                 order: tuple[str, ...] = ("attn", "dispatch", "mlp", "combine")
                 if kind == "B":
                     order = order[::-1]
                 for block in order:
-                    if block in ("attn", "mlp"):
+                    if block == "attn" and cp > 1:
+                        # cp steps, each after the keys and values of the one before arrived.
+                        for k in range(cp):
+                            if k:
+                                out.append((kind, (microbatch, tuple(blocks))))
+                                out.append(("cprecv", (kind, microbatch, layer, k - 1)))
+                                blocks = []
+                            blocks.append((layer, f"attn@{k}"))
+                    elif block in ("attn", "mlp"):
                         blocks.append((layer, block))
                     elif self.moe[layer]:
                         if blocks:
@@ -1757,25 +1827,63 @@ class _PipelineBuilder:
         group, at, advance, log = self.tp_groups[replica], self.at, self.flows.advance, self.compute_log.append
         before, after = self.tp_before, self.tp_after
         first_pass = kind == "F" and microbatch == 0 and bool(self.gathered)
+        cp = self.layout.cp
         for layer, block in blocks:
             seconds = times[layer] / 2
             label = f"mb{microbatch}.{kind}.l{layer}.{block}"
-            if first_pass:
+            first = last = True
+            if len(block) > 4:  # "attn@k": step k of the attention block's context-parallel ring
+                k = int(block[5:])
+                first, last, block, seconds = k == 0, k == cp - 1, "attn", seconds / cp
+            if first_pass and first:
                 self.wait_for_parameters(replica, layer, block)
-            if before:
+            if before and first:
                 self.tp_call(replica, before, label, microbatch)
+            if not last:  # the step's keys and values go on to the next rank as it starts
+                self.cp_send(replica, kind, microbatch, layer, k)
             for rank in group:
                 at[rank] = point = advance(rank, at[rank], seconds)
                 log((stage, side, point, seconds))
-            if after:
+            if after and last:
                 self.tp_call(replica, after, label, microbatch)
             # A layer's backward ends with its attention block: its gradients are ready; its
             # experts' once its MLP block's backward has ended.
-            if kind == "B" and microbatch == self.m - 1 and self.layout.dp > 1:
+            if kind == "B" and microbatch == self.m - 1 and self.layout.dp > 1 and last:
                 if block == "attn" and layer in self.closing[stage]:
                     self.bucket_ready(replica, *self.closing[stage][layer])
                 elif block == "mlp" and layer in self.expert_closing[stage]:
                     self.bucket_ready(replica, *self.expert_closing[stage][layer], experts=True)
+
+    # --- context parallelism -------------------------------------------------------------
+
+    def cp_send(self, replica: tuple[int, int], kind: str, microbatch: int, layer: int, k: int) -> None:
+        """Each rank of the replica sends the keys and values of attention step ``k`` (with
+        their gradients in the backward pass) to the next rank of its context-parallel ring,
+        without waiting."""
+        stage, d = replica
+        cp = self.layout.cp
+        after = d - d % cp + (d + 1) % cp
+        size = self.cp_kv_bytes * (2 if kind == "B" else 1)
+        for t in range(self.layout.tp):
+            src, dst = self.layout.rank(t, stage, d), self.layout.rank(t, stage, after)
+            self.at[src] = self.flows.settle(src, self.at[src])
+            template = self.template("send", (src, dst), size, None, self.layout.cp_group(t, stage, d))
+            self.cp_arrived[(stage, after, t, kind, microbatch, layer, k)] = self.flows.place(
+                template, f"cp.s{stage}.d{d}.t{t}.mb{microbatch}.{kind}.l{layer}.step{k}", {src: self.at[src]},
+                ("cp", str(stage), str(microbatch), ""),
+            )
+
+    def cp_received(self, replica: tuple[int, int], what: tuple) -> bool:
+        """Whether the keys and values of step ``what`` = ``(pass, microbatch, layer, k)``
+        have been sent to the replica's ranks; if so, each waits for their arrival."""
+        stage, d = replica
+        keys = [(stage, d, t, *what) for t in range(self.layout.tp)]
+        if any(key not in self.cp_arrived for key in keys):
+            return False
+        for t, key in enumerate(keys):
+            rank = self.layout.rank(t, stage, d)
+            self.at[rank] = self.flows.join(rank, self.at[rank], self.cp_arrived.pop(key))
+        return True
 
     # --- expert all-to-alls --------------------------------------------------------------
 

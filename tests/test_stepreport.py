@@ -95,7 +95,7 @@ def test_critical_path_walks_dependencies_and_delays():
     assert result.makespan_s == pytest.approx(3.5)
     assert (compute, wait) == pytest.approx((0.5, 0.0))
     assert communication == pytest.approx({"tp": 1.0, "pp": 2.0, "dp": 0.0, "ep": 0.0, "checkpoint": 0.0,
-                                           "other": 0.0})
+                                           "other": 0.0, "cp": 0.0})
 
 
 def test_a_checkpoint_start_is_waiting():
@@ -186,7 +186,7 @@ def test_breakdown_round_trips_through_the_trace(tmp_path):
     assert (back.step_s, back.compute_s, back.bubble_s, back.critical_compute_s) == (
         b.step_s, b.compute_s, b.bubble_s, b.critical_compute_s)
     assert back.critical_communication_s == b.critical_communication_s
-    assert back.layout == {"tp": 1, "pp": 2, "dp": 1, "ep": 1, "n_microbatches": 1, "virtual_stages": 1}
+    assert back.layout == {"tp": 1, "pp": 2, "dp": 1, "ep": 1, "n_microbatches": 1, "virtual_stages": 1, "cp": 1}
     for column in ("activity_stage", "activity_kind", "activity_start_s", "activity_end_s"):
         np.testing.assert_array_equal(getattr(back, column), getattr(b, column))
     assert [(t.tier, t.top_links) for t in back.tiers] == [(t.tier, t.top_links) for t in b.tiers]
@@ -236,6 +236,15 @@ def test_tiny_model_flops_by_hand():
     assert (split.layer_forward_s, split.layer_grad_bytes) == (shape.layer_forward_s, shape.layer_grad_bytes)
     with pytest.raises(InputError, match="seq_len 8 is not a multiple of tp"):
         step_shape(model, peak_flops=1000.0, mfu=0.5, tp=3, sequence_parallel=True)
+    # Context parallelism over 2 ranks: each computes and sends its 4 of the 8 tokens (half
+    # the FLOPs, the scores' too: its queries against all 8 keys), and holds their keys and
+    # values, 2 x 4 tokens x 2 heads x 2 per head / tp 2 x 2 B = 32 B.
+    halves = step_shape(model, peak_flops=1000.0, mfu=0.5, tp=2, micro_batch=1, cp=2)
+    assert halves.layer_forward_s == pytest.approx((2.048, 2.368))
+    assert (halves.activation_bytes, halves.tp_all_reduce_bytes, halves.cp_kv_bytes) == (32.0, 32.0, 32.0)
+    assert halves.layer_grad_bytes == shape.layer_grad_bytes and shape.cp_kv_bytes == 0.0
+    with pytest.raises(InputError, match="splits each sequence into 2 x cp = 6 chunks: seq_len 8 is not a multiple"):
+        step_shape(model, peak_flops=1000.0, mfu=0.5, cp=3)
 
 
 def test_llama3_8b_has_8_billion_parameters():

@@ -334,6 +334,61 @@ def test_bad_interleaving_is_named(kwargs, message):
         parallel_step(gpu_chain(2), **arguments)
 
 
+def test_context_parallel_attention_passes_keys_and_values_around_the_ring_by_hand():
+    # cp = 2 on one 1 GB/s cable: g0 and g1 each hold half of every sequence. F = 2 s (the
+    # attention block 1 s, as 2 steps of 0.5 s; the MLP 1 s), B = 4 s (the MLP 2 s, then the
+    # attention 2 x 1 s). Each step but the last sends the rank's 1 GB of keys and values on
+    # as it starts (2 GB with their gradients, backward): forward [0, 1] while step 0 runs
+    # [0, .5], step 1 waits for it [1, 1.5], the MLP [1.5, 2.5]; backward MLP [2.5, 4.5],
+    # send [4.5, 6.5] beside step 0 [4.5, 5.5], step 1 [6.5, 7.5]. 6 s of compute.
+    step = parallel_step(
+        two_gpus(), cp=2, layer_forward_s=[2.0], layer_backward_s=[4.0], layer_grad_bytes=[0.0],
+        cp_kv_bytes=1 * G, costs=FREE,
+    )
+    assert (step.layout.dp, step.layout.cp, step.layout.data_parallel) == (2, 2, 1)
+    assert step.layout.cp_group(0, 0, 1) == ("g0", "g1")
+    result = run_training_step(two_gpus(), step)
+    np.testing.assert_allclose([step.compute_s, result.step_s, result.exposed_communication_s], [6.0, 7.5, 1.5])
+    run = result.run.result
+    sends = phase_of(step, "cp")
+    spans = {(name.split(".send")[0], src): (float(start), float(end)) for name, src, start, end in zip(
+        np.array(step.workload.names)[sends], np.array(step.workload.src)[sends], run.transfer_start_s[sends],
+        run.finish_s[sends], strict=True)}
+    assert spans == {("cp.s0.d0.t0.mb0.F.l0.step0", "g0"): (0.0, 1.0), ("cp.s0.d1.t0.mb0.F.l0.step0", "g1"): (0.0, 1.0),
+                     ("cp.s0.d0.t0.mb0.B.l0.step0", "g0"): (4.5, 6.5), ("cp.s0.d1.t0.mb0.B.l0.step0", "g1"): (4.5, 6.5)}
+    # The critical path runs through both sends (1 + 2 s) instead of the step-0 compute
+    # beside them (0.5 + 1 s): 3 s of CP communication, 4.5 s of compute.
+    assert result.breakdown.critical_communication_s["cp"] == pytest.approx(3.0)
+    assert result.breakdown.critical_compute_s == pytest.approx(4.5)
+
+
+def test_context_parallel_gradients_are_reduced_over_dp_times_cp():
+    # 8 GPUs, tp = 2, cp = 2: Megatron's dp = 2, and each stage's gradients over the 4 ranks
+    # of a TP index (the DP x CP group); the CP groups are consecutive after TP.
+    topology = preset("dgx_h100", figure="effective")
+    step = parallel_step(topology, tp=2, cp=2, layer_forward_s=[1e-3], layer_backward_s=[2e-3],
+                         layer_grad_bytes=[4e6], cp_kv_bytes=1e6)
+    layout = step.layout
+    assert (layout.dp, layout.data_parallel) == (4, 2)
+    assert layout.cp_group(1, 0, 2) == ("gpu5", "gpu7") and layout.dp_group(1, 0) == ("gpu1", "gpu3", "gpu5", "gpu7")
+    grads = phase_of(step, "gradients")
+    assert {n.split(".")[2] for n in np.array(step.workload.names)[grads]} == {"t0", "t1"}
+    assert set(np.array(step.workload.src)[grads]) == set(layout.ranks)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(cp=3), "cp = 3 does not divide the 8 ranks a stage has over tp = 1"),
+    (dict(cp=2, ep=2, ep_all_to_all_bytes=1e6), "cp = 2 is laid out without experts and without fsdp"),
+    (dict(cp=2, fsdp=True), "cp = 2 is laid out without experts and without fsdp"),
+    (dict(cp=2, dp=3), "tp x cp x pp x dp = 1 x 2 x 1 x 3 = 6, but there are 8 ranks"),
+    (dict(cp=2, cp_kv_bytes=-1.0), "cp_kv_bytes"),
+])
+def test_bad_context_parallelism_is_named(kwargs, message):
+    arguments = {**dict(layer_forward_s=[1e-3], layer_backward_s=[2e-3], layer_grad_bytes=[1e6]), **kwargs}
+    with pytest.raises(InputError, match=re.escape(message)):
+        parallel_step(preset("dgx_h100", figure="effective"), **arguments)
+
+
 def test_tp_all_reduces_by_hand():
     # tp = 2 on one 1 GB/s cable: a 1 GB all-reduce is 2 ring steps of 0.5 GB each way, 1 s.
     # Forward: 0.5 s attention, all-reduce, 0.5 s MLP, all-reduce; backward the same with
@@ -770,6 +825,38 @@ def test_an_interleaved_step_from_a_scenario_matches_the_api_and_its_trace_says_
         "n_microbatches = 2\n", "", 1)
     with pytest.raises(InputError, match=re.escape("n_microbatches = 3 must be a multiple of it")):
         parse_scenario(bad, source="vp.toml")
+
+
+def test_a_context_parallel_step_from_a_model_matches_the_api_and_older_traces_read_back(tmp_path):
+    import h5py
+
+    from flowsim.cli import main
+    from flowsim.models import model_preset, step_shape
+    from flowsim.trace import _metadata_digest, _objects, open_trace
+
+    text = ('[topology]\ncluster = "dgx_h100"\nn_nodes = 1\nfigure = "effective"\n[workload.training]\n'
+            'model = "llama3_8b"\nseq_len = 8192\nmfu = 0.4\ntp = 2\ncp = 2\nslices = 1\n')
+    scenario = parse_scenario(text)
+    shape = step_shape(model_preset("llama3_8b"), peak_flops=989e12, mfu=0.4, tp=2, seq_len=8192, cp=2)
+    assert shape.cp_kv_bytes == 2 * 4096 * 8 * 128 / 2 * 2  # 2 (K, V) x tokens x kv heads x head size / tp x 2 B
+    step = parallel_step(scenario.topology, tp=2, cp=2, slices=1, **shape.as_arguments())
+    assert scenario.workload.names == step.workload.names and any(n.startswith("cp.") for n in step.workload.names)
+    path, trace = tmp_path / "cp.toml", tmp_path / "cp.h5"
+    path.write_text(text)
+    assert main(["run", str(path), "-o", str(trace), "-q"]) == 0
+    layout = open_trace(trace).training.layout
+    assert (layout["cp"], layout["dp"]) == (2, 2)
+    # Traces written before the kind "cp" and the attribute cp: the kinds and activities
+    # without "cp", which reads as none.
+    with h5py.File(trace, "r+") as root:
+        g = root["training"]
+        g.attrs["communication_kinds"] = list(g.attrs["communication_kinds"])[:-1]
+        g.attrs["critical_communication_s"] = g.attrs["critical_communication_s"][:-1]
+        g.attrs["activities"] = list(g.attrs["activities"])[:-1]
+        del g.attrs["cp"]
+        root.attrs["metadata_sha256"] = _metadata_digest(_objects(trace, root))
+    older = open_trace(trace).training
+    assert older.critical_communication_s["cp"] == 0.0 and older.layout["cp"] == 1
 
 
 def test_a_step_without_gradient_bytes_writes_a_trace_that_reads_back(tmp_path):

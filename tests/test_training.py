@@ -155,6 +155,19 @@ def phase_of(step, phase):
     return np.array(step.workload.tags["phase"]) == phase
 
 
+def call_spans(step, result, keep):
+    """Each collective call's [first start, last finish] by its name before the collective's
+    own part (``fsdp.s0.t0.mb0.F.l0.gather``), for the flows whose names ``keep`` accepts."""
+    run = result.run.result
+    spans: dict[str, list[float]] = {}
+    for name, start, finish in zip(step.workload.names, run.transfer_start_s, run.finish_s, strict=True):
+        if keep(name):
+            call = re.sub(r"\.(all_gather|reduce_scatter|all_reduce)\..*", "", name)
+            span = spans.setdefault(call, [np.inf, 0.0])
+            span[:] = [min(span[0], start), max(span[1], finish)]
+    return spans
+
+
 def test_layout_is_megatron_order_tp_then_dp_then_pp():
     layout = parallel_layout(gpu_chain(8, servers=2), tp=2, pp=2)
     assert (layout.tp, layout.pp, layout.dp) == (2, 2, 2)
@@ -541,14 +554,7 @@ def test_fsdp_gathers_before_each_pass_and_scatters_after_each_backward_by_hand(
     )
     result = run_training_step(topology, step)
     np.testing.assert_allclose([step.compute_s, result.step_s, result.exposed_communication_s], [6.0, 7.0, 1.0])
-    run = result.run.result
-    calls: dict[str, list[float]] = {}
-    for name, start, finish in zip(step.workload.names, run.transfer_start_s, run.finish_s, strict=True):
-        if name.startswith("fsdp."):
-            call = re.sub(r"\.(all_gather|reduce_scatter)\..*", "", name)
-            span = calls.setdefault(call, [np.inf, 0.0])
-            span[:] = [min(span[0], start), max(span[1], finish)]
-    assert calls == {
+    assert call_spans(step, result, lambda name: name.startswith("fsdp.")) == {
         "fsdp.s0.t0.mb0.F.l0.gather": [0.0, 0.5], "fsdp.s0.t0.mb0.F.l1.gather": [0.5, 1.0],
         "fsdp.s0.t0.mb0.B.l1.gather": [1.5, 2.0], "fsdp.s0.t0.mb0.B.l0.gather": [2.5, 3.0],
         "fsdp.s0.t0.mb0.B.l1.scatter": [4.5, 5.0], "fsdp.s0.t0.mb0.B.l0.scatter": [6.5, 7.0],
@@ -604,18 +610,11 @@ def test_hybrid_fsdp_shards_inside_servers_and_all_reduces_the_shards_across_by_
     assert step.layout.dp == 4
     result = run_training_step(topology, step)
     np.testing.assert_allclose([step.compute_s, result.step_s], [3.0, 4.5])
-    run = result.run.result
-    calls: dict[str, list[float]] = {}
-    for name, start, finish in zip(step.workload.names, run.transfer_start_s, run.finish_s, strict=True):
-        if name.startswith("fsdp."):
-            call = re.sub(r"\.(all_gather|reduce_scatter|all_reduce)\..*", "", name)
-            span = calls.setdefault(call, [np.inf, 0.0])
-            span[:] = [min(span[0], start), max(span[1], finish)]
     expected = {}
     for g in (0, 1):
         expected |= {f"fsdp.s0.t0.g{g}.mb0.F.l0.gather": [0.0, 0.5], f"fsdp.s0.t0.g{g}.mb0.B.l0.gather": [0.5, 1.0],
                      f"fsdp.s0.t0.g{g}.mb0.B.l0.scatter": [3.5, 4.0], f"fsdp.s0.t0.r{g}.mb0.B.l0.replicate": [4.0, 4.5]}
-    assert calls == expected
+    assert call_spans(step, result, lambda name: name.startswith("fsdp.")) == expected
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -755,13 +754,8 @@ def test_hybrid_fsdp_all_reduces_on_a_stream_of_their_own():
     )
     result = run_training_step(topology, step)
     np.testing.assert_allclose(result.step_s, 15.0)
-    run = result.run.result
-    spans: dict[str, list[float]] = {}
-    for name, start, finish in zip(step.workload.names, run.transfer_start_s, run.finish_s, strict=True):
-        if (name.startswith("fsdp.s0.t0.g0.") and ".scatter" in name) or name.startswith("fsdp.s0.t0.r0."):
-            call = re.sub(r"\.(reduce_scatter|all_reduce)\..*", "", name)
-            span = spans.setdefault(call, [np.inf, 0.0])
-            span[:] = [min(span[0], start), max(span[1], finish)]
+    spans = call_spans(step, result, lambda name: (name.startswith("fsdp.s0.t0.g0.") and ".scatter" in name)
+                       or name.startswith("fsdp.s0.t0.r0."))
     assert spans == {
         "fsdp.s0.t0.g0.mb0.B.l1.scatter": [4.5, 5.0], "fsdp.s0.t0.r0.mb0.B.l1.replicate": [5.0, 10.0],
         "fsdp.s0.t0.g0.mb0.B.l0.scatter": [6.5, 7.0], "fsdp.s0.t0.r0.mb0.B.l0.replicate": [10.0, 15.0],

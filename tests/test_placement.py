@@ -447,3 +447,24 @@ def test_a_ring_across_servers_pays_a_network_post_at_every_step(server, protoco
         assert inside
         for message, first in inside.items():
             assert latency[message] == pytest.approx((expected + (base if first else 0.0)) * 1e-6), message
+
+
+def test_nccl_net_overhead_sets_the_network_post_cost_as_nccl_takes_it():
+    # NCCL_NET_OVERHEAD, in ns (src/graph/tuning.cc getNetOverhead: value x .001 us, -2 the
+    # default): 3000 gives a multi-node LL ring's steps inside a server 3 us, Simple 9 us;
+    # NCCL's own model charges the same (its latency of ring/LL across two DGX H100 grows by
+    # 14 steps x (3 - 1) us = 28 us against the default).
+    topology = build_cluster("dgx_h100", 2, figure="effective")
+    for protocol, expected_us in (("ll", 3.0), ("simple", 9.0)):
+        env = {"NCCL_ALGO": "ring", "NCCL_PROTO": protocol, "NCCL_NET_OVERHEAD": "3000"}
+        plan = collective_workload(topology, "all_gather", 1 << 10, nccl_env=env)
+        assert plan.costs.intra_step_s == pytest.approx(expected_us * 1e-6)
+    base = collective_workload(topology, "all_gather", 8, nccl_env={"NCCL_ALGO": "ring", "NCCL_PROTO": "ll"}).nccl
+    more = collective_workload(topology, "all_gather", 8, nccl_env={"NCCL_ALGO": "ring", "NCCL_PROTO": "ll",
+                                                                   "NCCL_NET_OVERHEAD": "3000"}).nccl
+    assert more.table[("ring", "ll")] - base.table[("ring", "ll")] == pytest.approx(14 * 2.0)
+    same = collective_workload(topology, "all_gather", 1 << 10, nccl_env={"NCCL_ALGO": "ring", "NCCL_PROTO": "ll",
+                                                                         "NCCL_NET_OVERHEAD": "-2"})
+    assert same.costs.intra_step_s == pytest.approx(1e-6)
+    with pytest.raises(InputError, match="NCCL_NET_OVERHEAD='lots' is not an integer"):
+        collective_workload(topology, "all_gather", 8, nccl_env={"NCCL_NET_OVERHEAD": "lots"})

@@ -761,7 +761,7 @@ def collective_workload(
     if entry.name == "ring" and choice is not None and collective not in ("broadcast", "reduce"):
         # A ring across servers posts a network send at every step, and NCCL's model charges
         # each step inside a server at least that post's CPU cost (ring_net_overhead_us).
-        post_s = ring_net_overhead_us(choice.system, chosen[0]) * 1e-6
+        post_s = ring_net_overhead_us(choice.system, chosen[0], choice.net_overhead_ns) * 1e-6
         chosen = (chosen[0], dataclasses.replace(chosen[1], intra_step_s=max(chosen[1].intra_step_s, post_s)))
     if entry.name == "tree" and chosen[0] == "simple" and intra == "nvlink" and choice is not None:
         # Each direction of a Simple tree channel's hop inside a server moves what half of

@@ -277,6 +277,8 @@ class NcclChoice:
     fallback : bool
         The algorithm's graph is NCCL's fallback (:class:`NcclGraph`): its model bandwidth is
         a placeholder the choice follows, not a limit on what the channel moves.
+    net_overhead_ns : int or None
+        ``NCCL_NET_OVERHEAD`` where the environment sets it (:func:`ring_net_overhead_us`).
     """
 
     algorithm: str
@@ -293,6 +295,7 @@ class NcclChoice:
     nvls: NvlsTuning | None = None
     buffers: Mapping[str, int] = field(default_factory=lambda: dict(NCCL_BUFFER_BYTES), repr=False)
     fallback: bool = False
+    net_overhead_ns: int | None = None
 
     @property
     def channel_bandwidth_Bps(self) -> float:
@@ -747,7 +750,7 @@ NCCL_ENV_KEYS = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE", "NCCL_MIN_NCHANN
                  "NCCL_MIN_P2P_NCHANNELS", "NCCL_MAX_P2P_NCHANNELS", "NCCL_P2P_PER_CHANNEL_NET_BW",
                  "NCCL_BUFFSIZE", "NCCL_LL_BUFFSIZE", "NCCL_LL128_BUFFSIZE", "NCCL_P2P_NET_CHUNKSIZE",
                  "NCCL_P2P_NVL_CHUNKSIZE", "NCCL_P2P_PCI_CHUNKSIZE", "NCCL_NVLS_CHUNKSIZE",
-                 "NCCL_NVLSTREE_MAX_CHUNKSIZE", "NCCL_NET_GDR_LEVEL", "NCCL_NET_GDR_C2C")
+                 "NCCL_NVLSTREE_MAX_CHUNKSIZE", "NCCL_NET_GDR_LEVEL", "NCCL_NET_GDR_C2C", "NCCL_NET_OVERHEAD")
 # Each protocol's buffer variable ([NCCL] src/init.cc computeBuffSizes).
 _BUFFER_KEYS = {"ll": "NCCL_LL_BUFFSIZE", "ll128": "NCCL_LL128_BUFFSIZE", "simple": "NCCL_BUFFSIZE"}
 # The point-to-point chunk's variable by path ([NCCL] src/init.cc computeBuffSizes).
@@ -1035,7 +1038,8 @@ def _model(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclC
                 if collective in ("broadcast", "reduce"):
                     latency += lat
                 else:
-                    intra_lat = max(intra_lat, ring_net_overhead_us(system, protocol))
+                    intra_lat = max(intra_lat, ring_net_overhead_us(system, protocol,
+                                                                    env.integer("NCCL_NET_OVERHEAD")))
                     inter_steps = 0 if nodes == 1 else 2 * (nodes - 1) if collective == "all_reduce" else nodes - 1
                     if collective == "all_reduce" and nodes > 1 and not _since(constants, (2, 23, 4)):
                         inter_steps = 2 * nodes  # [NCCL] v2.19.3-1 src/graph/tuning.cc nInterSteps
@@ -1107,15 +1111,20 @@ def _left_out(algorithm: str, system: NcclSystem, graphs: Mapping[str, NcclGraph
     return None
 
 
-def ring_net_overhead_us(system: NcclSystem, protocol: str) -> float:
+def ring_net_overhead_us(system: NcclSystem, protocol: str, given_ns: int | None = None) -> float:
     """What NCCL's model charges each step of a ring across servers at least (us): the CPU's
-    cost of a network post, 1 us on Intel (and CPUs other than x86), 2 us on AMD, thrice for
-    Simple; 0 on one server. "Inter-node rings still have to launch nsteps * net overhead"
-    ([NCCL] v2.19.3-1 to v2.30.7-1 src/graph/tuning.cc ``getNetOverhead``): the ring's steps
-    inside a server cost no less ("intraLat = std::max(intraLat, netOverhead)")."""
+    cost of a network post, 1 us on Intel (and CPUs other than x86), 2 us on AMD, or
+    ``NCCL_NET_OVERHEAD`` (``given_ns``, nanoseconds; -2, its default, keeps the CPU's),
+    thrice for Simple; 0 on one server. "Inter-node rings still have to launch nsteps * net
+    overhead" ([NCCL] v2.19.3-1 to v2.30.7-1 src/graph/tuning.cc ``getNetOverhead``): the
+    ring's steps inside a server cost no less ("intraLat = std::max(intraLat, netOverhead)")."""
     if system.n_nodes == 1:
         return 0.0
-    return (2.0 if system.cpu_vendor == "amd" else 1.0) * (3 if protocol == "simple" else 1)
+    if given_ns is not None and given_ns != -2:
+        overhead = given_ns * .001
+    else:
+        overhead = 2.0 if system.cpu_vendor == "amd" else 1.0
+    return overhead * (3 if protocol == "simple" else 1)
 
 
 def _since(constants: NcclConstants, release: tuple[int, int, int]) -> bool:
@@ -1467,7 +1476,7 @@ def nccl_choice(
     return NcclChoice(algorithm, protocol, n_channels, max_channels, n_threads, table[(algorithm, protocol)], bus,
                       table, system, constants.version,
                       model_latency_us=table[(algorithm, protocol)] - bandwidth_us, nvls=nvls, buffers=env.buffers(),
-                      fallback=graphs[_graph_of(algorithm)].fallback)
+                      fallback=graphs[_graph_of(algorithm)].fallback, net_overhead_ns=env.integer("NCCL_NET_OVERHEAD"))
 
 
 def communicator_channels(

@@ -359,8 +359,9 @@ class ParallelStep:
         Tag ``phase``: ``"tp"`` (TP all-reduces, or with sequence parallelism all-gathers
         and reduce-scatters), ``"pp"`` (activations and their gradients between stages),
         ``"gradients"`` (DP bucket all-reduces, or reduce-scatters with the distributed
-        optimizer), ``"params"`` (the distributed optimizer's parameter all-gathers), ``"ep"``
-        (expert all-to-alls), ``"compute"`` (markers,
+        optimizer or FSDP, and FSDP's hybrid all-reduces), ``"params"`` (the distributed
+        optimizer's and FSDP's parameter all-gathers), ``"ep"`` (expert all-to-alls),
+        ``"cp"`` (context parallelism's key and value transfers), ``"compute"`` (markers,
         including one ``end.{rank}`` per rank when it is done), ``"checkpoint"``; tags
         ``stage``, ``microbatch`` and ``bucket`` where they apply (``bucket`` ``e{p}.{k}``
         for bucket ``k`` of the experts at EP position ``p``; with ``fsdp``, ``l{layer}``, the

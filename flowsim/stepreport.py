@@ -21,8 +21,9 @@ Critical path
 Kinds
     From a flow's ``phase`` tag: ``tp`` (TP collectives), ``pp`` (activations and their
     gradients between stages), ``dp`` (``gradients``: the DP buckets, and ``params``: the
-    distributed optimizer's parameter all-gathers), ``ep`` (expert
-    all-to-alls), ``checkpoint``; any other flow of the scenario is ``other``.
+    distributed optimizer's and FSDP's parameter all-gathers), ``ep`` (expert
+    all-to-alls), ``cp`` (context parallelism's key and value transfers), ``checkpoint``; any
+    other flow of the scenario is ``other``.
 Tiers
     Links grouped by what they are (:func:`link_groups`): NVLink (scale-up), PCIe and the
     rest of the host, InfiniBand and Ethernet (scale-out, by technology).

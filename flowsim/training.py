@@ -257,14 +257,17 @@ class ParallelLayout:
     def cp_group(self, tp_index: int, stage: int, dp_index: int) -> tuple[str, ...]:
         """The ``cp`` ranks that split the sequences of rank ``(tp_index, stage, dp_index)``'s
         microbatches: consecutive DP indices, Megatron's ``tp-cp-ep-dp-pp`` order."""
-        first = dp_index - dp_index % self.cp
-        return tuple(self.rank(tp_index, stage, d) for d in range(first, first + self.cp))
+        return self._block(tp_index, stage, dp_index, self.cp)
+
+    def _block(self, tp_index: int, stage: int, dp_index: int, size: int) -> tuple[str, ...]:
+        """The ranks of the ``size`` consecutive DP indices around ``dp_index`` (a CP or an EP group)."""
+        first = dp_index - dp_index % size
+        return tuple(self.rank(tp_index, stage, d) for d in range(first, first + size))
 
     def ep_group(self, tp_index: int, stage: int, dp_index: int) -> tuple[str, ...]:
         """The ``ep`` ranks that exchange tokens with rank ``(tp_index, stage, dp_index)`` in
         an expert all-to-all: consecutive DP indices, Megatron's ``tp-cp-ep-dp-pp`` order."""
-        first = dp_index - dp_index % self.ep
-        return tuple(self.rank(tp_index, stage, d) for d in range(first, first + self.ep))
+        return self._block(tp_index, stage, dp_index, self.ep)
 
 
 def parallel_layout(
@@ -275,8 +278,9 @@ def parallel_layout(
     dp: int | None = None,
     ranks: Sequence[str] | None = None,
     tp_across_servers: bool = False,
+    cp: int = 1,
 ) -> ParallelLayout:
-    """Lay out ``tp x pp x dp`` ranks over GPUs of ``topology`` in Megatron-LM's default order.
+    """Lay out ``tp x cp x pp x dp`` ranks over GPUs of ``topology`` in Megatron-LM's default order.
 
     Megatron-Core's default rank order is ``tp-cp-ep-dp-pp``, innermost first: TP groups
     are consecutive ranks, DP groups take every ``tp``-th rank within a stage, and stages
@@ -290,7 +294,11 @@ def parallel_layout(
     tp, pp : int
         Tensor-parallel and pipeline-parallel sizes (>= 1).
     dp : int, optional
-        Data-parallel size; default: the number of ranks over ``tp * pp``.
+        Data-parallel size, Megatron's (without ``cp``); default: the number of ranks over
+        ``tp * cp * pp``. The layout's :attr:`ParallelLayout.dp` is ``cp`` times it.
+    cp : int
+        Context-parallel size (>= 1): blocks of ``cp`` consecutive DP indices
+        (:meth:`ParallelLayout.cp_group`).
     ranks : sequence of str, optional
         GPU node names in global rank order; default: every GPU of ``topology`` in id order.
     tp_across_servers : bool
@@ -315,7 +323,7 @@ def parallel_layout(
     >>> layout.dp, layout.tp_group(1, 0)[0], layout.dp_group(3, 0)
     (2, 'n2.gpu0', ('n0.gpu3', 'n1.gpu3'))
     """
-    for value, what in ((tp, "tp"), (pp, "pp"), *(((dp, "dp"),) if dp is not None else ())):
+    for value, what in ((tp, "tp"), (pp, "pp"), (cp, "cp"), *(((dp, "dp"),) if dp is not None else ())):
         whole_number(what, value)
     if ranks is None:
         ranks = tuple(topology.node_names[g] for g in topology.gpus())
@@ -331,10 +339,17 @@ def parallel_layout(
     if dp is None:
         if len(ranks) % (tp * pp):
             raise InputError(f"tp x pp = {tp} x {pp} = {tp * pp} does not divide the {len(ranks)} ranks")
-        dp = len(ranks) // (tp * pp)
+        dp = len(ranks) // (tp * pp)  # the ranks of a stage that hold the same parameters
+        if dp % cp:
+            raise InputError(f"cp = {cp} does not divide the {dp} ranks a stage has over tp = {tp}")
+    else:
+        if cp > 1 and tp * cp * pp * dp != len(ranks):
+            raise InputError(f"tp x cp x pp x dp = {tp} x {cp} x {pp} x {dp} = {tp * cp * pp * dp}, but there are "
+                             f"{len(ranks)} ranks")
+        dp *= cp
     if tp * pp * dp != len(ranks):
         raise InputError(f"tp x pp x dp = {tp} x {pp} x {dp} = {tp * pp * dp}, but there are {len(ranks)} ranks")
-    layout = ParallelLayout(tp, pp, dp, ranks)
+    layout = ParallelLayout(tp, pp, dp, ranks, cp=cp)
     if not tp_across_servers:
         server = topology.node_server
         for s in range(pp):
@@ -698,18 +713,8 @@ def parallel_step(
     """
     n_microbatches = whole_number("n_microbatches", n_microbatches)
     check_step_size(_check_layer_count(layer_forward_s, "layer_forward_s"), n_microbatches)
-    cp = whole_number("cp", cp)
-    if dp is not None:
-        dp = whole_number("dp", dp)
-        n_ranks = len(ranks) if ranks is not None else len(topology.gpus())
-        if cp > 1 and whole_number("tp", tp) * whole_number("pp", pp) * cp * dp != n_ranks:
-            raise InputError(f"tp x cp x pp x dp = {tp} x {cp} x {pp} x {dp} = {tp * cp * pp * dp}, but there are "
-                             f"{n_ranks} ranks")
-        dp *= cp  # the ranks of a stage that hold the same parameters
-    layout = parallel_layout(topology, tp=tp, pp=pp, dp=dp, ranks=ranks, tp_across_servers=tp_across_servers)
-    if layout.dp % cp:
-        raise InputError(f"cp = {cp} does not divide the {layout.dp} ranks a stage has over tp = {layout.tp}")
-    layout = replace(layout, cp=cp)
+    layout = parallel_layout(topology, tp=tp, pp=pp, dp=dp, cp=cp, ranks=ranks, tp_across_servers=tp_across_servers)
+    cp = layout.cp
     forward = _column(layer_forward_s, "layer_forward_s")
     backward = _column(layer_backward_s, "layer_backward_s")
     grads = _column(layer_grad_bytes, "layer_grad_bytes")
@@ -783,7 +788,7 @@ def parallel_step(
         raise InputError(f"unknown fsdp_sharding {fsdp_sharding!r}; valid ones: {', '.join(FSDP_SHARDINGS)}")
     if fsdp_sharding != "full" and not fsdp:
         raise InputError(f"fsdp_sharding = {fsdp_sharding!r} is how FSDP shards: give fsdp = true too")
-    shards = _shard_groups(topology, layout, fsdp_sharding)
+    shards = _shard_groups(topology, layout, fsdp_sharding) if fsdp else {}
     check_routed_env(nccl_env, "gpudirect")
 
     router = Router(topology)  # one for every group's NCCL search, not one each

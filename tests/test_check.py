@@ -2233,14 +2233,27 @@ def test_nccl_tuning_lines_of_a_split_collective_count_a_ranks_part_from_2_26():
     assert [(r.nccl_ran, r.protocol) for r in report.rows] == [("ring/ll128", "ll128")] * 2
 
 
-def test_collnet_without_nvls_in_tuning_lines_is_predicted_with_the_models_choice():
-    lines = [f"AllReduce: {size} Bytes -> Algo COLLNET_DIRECT proto SIMPLE channel{{Lo..Hi}}={{0..7}}"
-             for size in (64 << 20, 128 << 20)]
-    report = check_nccl_log(_with_info(_typed_log(("float", "sum")), *lines), system="dgx-h100")
+def test_collnet_in_tuning_lines_is_followed_with_collnet_enabled():
+    # CollNet in NCCL's TUNING lines says the run had NCCL_COLLNET_ENABLE=1: the check takes it,
+    # and lays out CollNet Direct where NCCL ran it (two DGX A100 on HDR InfiniBand, whose
+    # leaves reduce), at the communicator's 24 channels (16, and half as many again with
+    # CollNet). One server has no network to reduce in: the model's choice there, saying why.
+    text = (VALIDATION / "ocihpcoke_a100_2n8g_allreduce.txt").read_text()
+    lines = [f"AllReduce: {size} Bytes -> Algo COLLNET_DIRECT proto SIMPLE channel{{Lo..Hi}}={{0..23}}"
+             for size in (1 << 30, 2 << 30)]
+    report = check_nccl_log(_with_info(text, *lines), system="dgx-a100")
+    followed = {r.size_bytes: (r.algorithm, r.protocol, r.channels) for r in report.rows if r.size_bytes in (1 << 30,
+                                                                                                          2 << 30)}
+    assert followed == {1 << 30: ("collnet_direct", "simple", 24), 2 << 30: ("collnet_direct", "simple", 24)}
+    assert "NCCL's TUNING lines show CollNet (IB SHARP) at 2 size(s): 1073741824, 2147483648 B: predicted with " \
+           "NCCL_COLLNET_ENABLE=1" in report.warnings
+    one = [f"AllReduce: {size} Bytes -> Algo COLLNET_DIRECT proto SIMPLE channel{{Lo..Hi}}={{0..7}}"
+           for size in (64 << 20, 128 << 20)]
+    report = check_nccl_log(_with_info(_typed_log(("float", "sum")), *one), system="dgx-h100")
     assert [r.algorithm for r in report.rows] == ["nvls"] * 2
-    assert [w for w in report.warnings if "CollNet" in w] == [
-        "NCCL ran CollNet without NVLS at 2 size(s): 67108864, 134217728 B, which flowsim does not build: predicted "
-        "with the model's choice there"]
+    assert ("NCCL ran collnet_direct/simple at 2 size(s): 67108864, 134217728 B, which flowsim cannot lay out here "
+            "(collnet_direct: the ranks are in one server; CollNet reduces in the network across servers): "
+            "predicted with the model's choice there") in report.warnings
 
 
 def test_nccl_comm_lines_give_the_shape_of_a_log_without_rank_lines():

@@ -126,3 +126,24 @@ def test_nvls_chunk_is_capped_by_a_small_simple_buffer():
 def test_a_buffer_without_a_line_per_slot_is_refused():
     with pytest.raises(InputError, match="under 1024"):
         nccl_chunking("all_reduce", "ring", "simple", 1, n_channels=1, buffer_bytes=512)
+
+
+@pytest.mark.parametrize(("algorithm", "n_bytes", "chunk"), [
+    # CollNet Direct on 4 servers of 8 (24 channels, 8 heads, depth 2): from the 512 KiB slot,
+    # halved while bytes / (24 x 8 x chunk) < 128, not below 128 KiB; then while < 16, not
+    # below 64 KiB, then 32 KiB. 1 GiB: 10.7 and 21.3 under 128, so 128 KiB; 8 GiB: 85.3
+    # under 128, 170.7 not, so 256 KiB; 4 MiB: 128 KiB, then 0.17 under 16, so 64 and 32 KiB.
+    ("collnet_direct", 1 << 30, 131072),
+    ("collnet_direct", 8 << 30, 262144),
+    ("collnet_direct", 4 << 20, 32768),
+    # CollNet Chain (depth 8, the ranks of a server): from min(256 KiB, the slot), halved while
+    # bytes / (24 x chunk) < 512, not below 128 KiB; while < 64, not below 64 KiB; while < 8,
+    # not below 32 KiB. 1 GiB: 170.7 under 512, so 128 KiB, and 341 is not under 64; 64 MiB:
+    # 128 KiB, 21.3 under 64, so 64 KiB, and 42.7 is not under 8.
+    ("collnet_chain", 1 << 30, 131072),
+    ("collnet_chain", 64 << 20, 65536),
+])
+def test_collnet_chunks_shrink_below_their_thresholds(algorithm, n_bytes, chunk):
+    chunking = nccl_chunking("all_reduce", algorithm, "simple", n_bytes, n_channels=24,
+                             n_heads=8 if algorithm == "collnet_direct" else 1, n_nodes=4, n_ranks=32)
+    assert (chunking.chunk_bytes, chunking.slices_per_chunk, chunking.streams) == (chunk, 1, False)

@@ -28,6 +28,8 @@ from flowsim.collectives import (
     broadcast,
     build_collective,
     collective_time,
+    collnet_chain_all_reduce,
+    collnet_direct_all_reduce,
     gather,
     hierarchical_all_reduce,
     hypercube,
@@ -1187,6 +1189,63 @@ def test_nvls_sharp_all_reduce_on_two_dgx_h100_by_hand():
     assert {w.dst[f] for f in range(len(w)) if w.names[f].endswith(".up.s1")} == {f"ib.su0.rail{j}" for j in range(8)}
     expected = size * (2.25 / 370.8e9 + 0.25 / 48e9)
     assert run(topology, w).makespan_s == pytest.approx(expected, rel=1e-4)
+
+
+def test_collnet_direct_all_reduce_on_two_dgx_h100_by_hand():
+    # One slice per chunk, no software costs. Chunk j (S/8) is headed by each server's GPU j:
+    # every GPU copies its 7 other chunks to their heads (7S/8 over its 370.8 GB/s NVLink,
+    # while receiving 7S/8 as a head), each head sends its server's sum through its rail's
+    # NIC to the rail's leaf (S/8 at 48 GB/s), the leaf returns the two servers' total (S/8
+    # at 48), and each head copies it to the 7 other GPUs (7S/8 each way again).
+    topology = build_cluster("dgx_h100", 2, figure="effective")
+    ranks = [topology.node_names[g] for g in topology.gpus()]
+    servers = rank_servers(topology, ranks)
+    sharp = [{s: (f"ib.su0.rail{j}",) for s in set(servers.values())} for j in range(8)]
+    size = 8e9
+    w = collnet_direct_all_reduce(ranks, size, servers=servers, sharp=sharp, slices=1, costs=CollectiveCosts.zero())
+    # Per chunk and server: 7 copies in, up, down and 7 copies out.
+    assert len(w) == 8 * 2 * (7 + 1 + 1 + 7)
+    first = {name.removeprefix("all_reduce.ch0.chunk2.sl0."): f for f, name in enumerate(w.names)
+             if ".chunk2." in name}
+    assert (w.src[first["scatter.r0"]], w.dst[first["scatter.r0"]]) == ("n0.gpu0", "n0.gpu2")
+    assert "scatter.r2" not in first and "bcast.r10" not in first  # the heads' own data stays
+    assert set(w.dependencies(first["up.s1"])) == {first[f"scatter.r{i}"] for i in (8, 9, 11, 12, 13, 14, 15)}
+    assert w.dependencies(first["bcast.r9"]) == [first["down.s1"]]
+    expected = size * (1.75 / 370.8e9 + 0.25 / 48e9)
+    assert run(topology, w).makespan_s == pytest.approx(expected, rel=1e-4)
+    # Heads on some GPUs only (as where two GPUs share a NIC): 4 chunks of S/4.
+    half = collnet_direct_all_reduce(ranks, size, servers=servers, sharp=sharp[:4], heads=[0, 2, 4, 6], slices=1)
+    assert {w_name.split(".")[2] for w_name in half.names if ".scatter." in w_name} == {"chunk0", "chunk1", "chunk2",
+                                                                                        "chunk3"}
+    with pytest.raises(InputError, match=r"heads must be distinct local indices in \[0, 8\), got \[0, 0\]"):
+        collnet_direct_all_reduce(ranks, size, servers=servers, sharp=sharp[:2], heads=[0, 0])
+    with pytest.raises(InputError, match="the ranks are in one server"):
+        collnet_direct_all_reduce(ranks[:8], size, servers=servers, sharp=sharp)
+
+
+def test_collnet_chain_all_reduce_on_two_dgx_h100_by_hand():
+    # One channel, one slice, no software costs: up each server's chain from GPU 7 to GPU 0
+    # (7 hops of S, one after another, at 370.8 GB/s), GPU 0 through rail 0's NIC to its
+    # leaf and back (S at 48 GB/s each way), then down the chain (7 hops of S).
+    topology = build_cluster("dgx_h100", 2, figure="effective")
+    ranks = [topology.node_names[g] for g in topology.gpus()]
+    servers = rank_servers(topology, ranks)
+    sharp = [{s: (f"ib.su0.rail{j}",) for s in set(servers.values())} for j in range(8)]
+    size = 1e9
+    w = collnet_chain_all_reduce(ranks, size, servers=servers, sharp=sharp, slices=1, costs=CollectiveCosts.zero())
+    assert len(w) == 2 * (7 + 1 + 1 + 7)
+    named = {name.removeprefix("all_reduce.ch0.chunk0.sl0."): f for f, name in enumerate(w.names)}
+    assert (w.src[named["reduce.r7"]], w.dst[named["reduce.r7"]]) == ("n0.gpu7", "n0.gpu6")
+    assert w.dependencies(named["reduce.r6"]) == [named["reduce.r7"]]
+    assert w.dependencies(named["up.s0"]) == [named["reduce.r1"]] and w.dst[named["up.s0"]] == "ib.su0.rail0"
+    assert w.dependencies(named["bcast.r9"]) == [named["down.s1"]]
+    assert run(topology, w).makespan_s == pytest.approx(size * (14 / 370.8e9 + 2 / 48e9), rel=1e-4)
+    # Channel 1 rotates each chain by one: GPU 1 heads it, on rail 1.
+    two = collnet_chain_all_reduce(ranks, size, servers=servers, sharp=sharp, channels=2, slices=1)
+    ups = {w_name: two.dst[f] for f, w_name in enumerate(two.names) if w_name.endswith(".up.s0")}
+    assert ups == {"all_reduce.ch0.chunk0.sl0.up.s0": "ib.su0.rail0", "all_reduce.ch1.chunk0.sl0.up.s0": "ib.su0.rail1"}
+    with pytest.raises(InputError, match="offsets must be 2 or more integers >= 0"):
+        collnet_chain_all_reduce(ranks, size, servers=servers, sharp=sharp, channels=2, offsets=[0])
 
 
 def test_nvls_sharp_trees_of_two_tiers_reduce_at_each_leaf_first():

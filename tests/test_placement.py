@@ -377,6 +377,35 @@ def test_nvls_across_servers_with_collnet_reduces_in_the_fabric_leaf_then_spine(
         collective_workload(efa, "all_reduce", 64 << 20, algorithm="nvls_sharp")
 
 
+def test_collnet_direct_across_scalable_units_is_bound_by_nvlink_on_dgx_a100():
+    # NCCL_COLLNET_ENABLE=1 on four DGX A100 (HDR) in two scalable units of two: NCCL's model
+    # takes CollNet Direct at 1 GiB on the communicator's 24 channels. Each head's chunk climbs
+    # from its rail's leaf to a spine cabled to both leaves. Every GPU moves 7/8 of S each way
+    # over NVLink twice (to the heads, then from them), 1.75 S over 240 GB/s, while each NIC
+    # carries S/8 each way: NVLink bounds the time, which the chunks' pipeline and NCCL's
+    # 44 us latency lengthen by 0.6%.
+    topology = build_cluster("dgx_a100", 4, figure="effective", su_size=2)
+    collnet = {"NCCL_COLLNET_ENABLE": "1"}
+    plan = collective_workload(topology, "all_reduce", 1 << 30, nccl_env=collnet)
+    assert (plan.algorithm, plan.protocol, plan.channels) == ("collnet_direct", "simple", 24)
+    w = plan.workload
+    ends = {w.names[f].split(".up.")[1]: (w.src[f], w.dst[f]) for f in range(len(w))
+            if ".chunk3.sl0.up." in w.names[f]}
+    assert ends["s0"] == ("n0.gpu3", "ib.su0.rail3") and ends["s3"] == ("n3.gpu3", "ib.su1.rail3")
+    assert (ends["ib.su0.rail3"], ends["ib.su1.rail3"]) == (("ib.su0.rail3", "ib.spine0"),
+                                                            ("ib.su1.rail3", "ib.spine0"))
+    bound = 1.75 * (1 << 30) / 240e9
+    time_s = collective_time(topology, "all_reduce", 1 << 30, nccl_env=collnet).time_s
+    assert bound < time_s < 1.01 * bound
+    # Without CollNet, NCCL's ring; an EFA fabric has no SHARP: asked for by name, it says so.
+    assert collective_workload(topology, "all_reduce", 1 << 30).algorithm == "ring"
+    from flowsim.systemfile import resolve_system
+
+    efa = build_cluster(resolve_system("aws-p4de")[0], 2, figure="effective")
+    with pytest.raises(InputError, match=r"IB SHARP needs every rank's NIC on an HDR, NDR or XDR InfiniBand leaf"):
+        collective_workload(efa, "all_reduce", 1 << 30, algorithm="collnet_chain")
+
+
 def test_point_to_point_over_nvlink_moves_the_measured_share_of_the_link(two_dgx):
     # all_to_all of S over 16 ranks: S / 16 a message. Simple messages inside a server carry
     # it over NVLink at P2P_NVLINK_EFFICIENCY, those between servers over the NICs in full;

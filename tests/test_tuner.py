@@ -243,7 +243,7 @@ def test_no_algorithm_left_is_one_clear_error(h100):
     ("dgx_h100", 1, "all_reduce", {"NCCL_ALGO": "NVLSTree"}, "sum", "nvls_tree: NVLSTree runs across servers only"),
     ("dgx_h100", 1, "broadcast", {"NCCL_ALGO": "Tree"}, "sum", "tree: NCCL runs broadcast on rings only"),
     ("dgx_h100", 2, "all_gather", {"NCCL_ALGO": "Tree"}, "sum",
-     "tree: NCCL runs all_gather on rings, PAT and NVLS only"),
+     "tree: NCCL runs all_gather on rings, PAT, NVLS and CollNet Direct only"),
     ("dgx_a100", 1, "all_reduce", {"NCCL_ALGO": "NVLS"}, "sum", "nvls: NVLS needs NVLink SHARP"),
     ("dgx_h100", 1, "all_reduce", {"NCCL_ALGO": "NVLS"}, "avg", "nvls: the NVSwitch has no reduction for avg on float"),
     ("dgx_h100", 1, "all_reduce", {"NCCL_ALGO": "NVLS", "NCCL_NVLS_ENABLE": "0"}, "sum", "nvls: NCCL_NVLS_ENABLE=0"),
@@ -253,7 +253,19 @@ def test_no_algorithm_left_is_one_clear_error(h100):
      "nvls: NVLS runs across servers only as an all-reduce with CollNet"),
     ("dgx_h100", 2, "all_gather", {"NCCL_ALGO": "PAT"}, "sum", "pat: PAT runs with one GPU a server"),
     ("dgx_h100", 2, "all_reduce", {"NCCL_ALGO": "CollNetDirect,PAT"}, "sum",
-     "collnet_direct: CollNet Direct and Chain (IB SHARP without NVLS) are not modelled; pat: PAT has no all-reduce"),
+     "collnet_direct: CollNet (IB SHARP) runs only with NCCL_COLLNET_ENABLE=1; pat: PAT has no all-reduce"),
+    ("dgx_h100", 1, "all_reduce", {"NCCL_ALGO": "CollNetDirect", "NCCL_COLLNET_ENABLE": "1"}, "sum",
+     "collnet_direct: CollNet needs every rank's NIC on an InfiniBand leaf with SHARP"),
+    ("dgx_h100", 2, "all_reduce", {"NCCL_ALGO": "CollNetChain", "NCCL_COLLNET_ENABLE": "1",
+                                   "NCCL_COLLNET_NODE_THRESHOLD": "4"}, "sum",
+     "collnet_chain: CollNet runs on 4 servers or more (NCCL_COLLNET_NODE_THRESHOLD)"),
+    ("dgx_h100", 2, "all_reduce", {"NCCL_ALGO": "CollNetDirect", "NCCL_COLLNET_ENABLE": "1"}, "prod",
+     "collnet_direct: the SHARP plugin reduces no prod on float"),
+    ("dgx_h100", 2, "all_reduce", {"NCCL_ALGO": "CollNetDirect", "NCCL_COLLNET_ENABLE": "1",
+                                   "NCCL_PROTO": "LL"}, "sum",
+     "collnet_direct: it runs Simple only, which NCCL_PROTO leaves out"),
+    ("dgx_h100", 2, "all_gather", {"NCCL_ALGO": "CollNetDirect", "NCCL_COLLNET_ENABLE": "1"}, "sum",
+     "collnet_direct: flowsim runs CollNet for all-reduce only"),
 ])
 def test_the_error_says_why_each_allowed_algorithm_is_out(system, nodes, collective, env, redop, why):
     # NCCL's own rules for leaving an algorithm out (ncclTopoTuneModel, updateCollCostTable),
@@ -644,3 +656,60 @@ def test_an_unknown_type_or_reduction_is_named(h100):
         nccl_choice(h100, "all_reduce", MiB, dtype="fp16")
     with pytest.raises(InputError, match="unknown reduction 'mean'; valid ones: sum, prod, max, min, avg, mulsum"):
         nccl_choice(h100, "all_reduce", MiB, redop="mean")
+
+
+def test_collnet_model_on_two_dgx_a100_by_hand():
+    # NCCL_COLLNET_ENABLE=1 on HDR InfiniBand, whose leaves reduce. CollNet Direct's search
+    # ([NCCL] src/graph/search.cc): a channel per NIC, each headed by its GPU (8), at the
+    # inter speed the 25 GB/s NIC path takes (24 in Ampere's array), then the intra speed
+    # raised up to twice that (48) while each GPU's 240 GB/s of NVLink carries it (a head
+    # sends 48 and 48/7 to each of the 7 other heads: 96). Model ([NCCL] tuning.cc): bus
+    # 8 x 48 = 384, GPU/NIC ratio 1, no Hopper factor, algbw 384 x 0.5 = 192 GB/s; latency
+    # 2 x (1 x 3.7 + 7 x 0.4) + 31 = 44 us. CollNet Chain runs on the tree's graph (8 channels,
+    # intra 30 GB/s): algbw 8 x 30 x 0.5 = 120, latency 2 x 7 x 2.8 + 30 = 69.2 us.
+    two = build_cluster("dgx_a100", 2, figure="effective")
+    ranks = [two.node_names[g] for g in two.gpus()]
+    collnet = {"NCCL_COLLNET_ENABLE": "1"}
+    choice = nccl_choice(two, "all_reduce", 8 * GiB, nccl_env=collnet)
+    assert (choice.algorithm, choice.protocol, choice.bus_bandwidth_GBps) == ("collnet_direct", "simple", 384.0)
+    assert choice.table[("collnet_direct", "simple")] == pytest.approx(44.0 + 8 * GiB / (1000 * 192.0))
+    assert choice.table[("collnet_chain", "simple")] == pytest.approx(69.2 + 8 * GiB / (1000 * 120.0))
+    assert ("collnet_direct", "simple") not in nccl_choice(two, "all_reduce", 8 * GiB).table
+    # The communicator's channels: twice the ring's 8, and half as many again with CollNet
+    # since the chain's intra speed (30) is above its inter one (24) ([NCCL] connect.cc).
+    assert (choice.max_channels, nccl_choice(two, "all_reduce", 8 * GiB).max_channels) == (24, 16)
+    # CollNet Direct's channel tuning at 1 MiB: down to 16 channels (the threshold 512 halved
+    # to 256 at 24), 8 (128 at 12), 4 (64 at 6), then 3: 3 x 640 threads x 8 heads x 64 B =
+    # 983,040 B is under 1 MiB.
+    small = nccl_choice(two, "all_reduce", MiB, nccl_env=collnet)
+    assert (small.algorithm, small.n_channels, small.n_threads) == ("collnet_direct", 3, 640)
+    # Small sizes keep the tree with LL (34.9 us against CollNet's 44.3).
+    assert nccl_choice(two, "all_reduce", 64 * 1024, nccl_env=collnet).algorithm == "tree"
+    # HDR's SHARP (v2) reduces no bfloat16; prod nowhere.
+    assert not describe_system(two, ranks).sharp_v3
+    assert nccl_choice(two, "all_reduce", 8 * GiB, nccl_env=collnet, dtype="bfloat16").algorithm == "ring"
+    assert nccl_choice(two, "all_reduce", 8 * GiB, nccl_env=collnet, redop="prod").algorithm == "ring"
+    assert nccl_choice(two, "all_reduce", 8 * GiB, nccl_env=collnet, redop="avg").algorithm == "collnet_direct"
+
+
+def test_collnet_direct_on_hopper_takes_nccls_factor_and_ndr_reduces_bfloat16():
+    # DGX H100 on NDR: 8 heads at 48 GB/s (no room to raise the intra speed above the
+    # array's top), bus 8 x 48 x 0.85 = 326.4 GB/s; SHARP v3 reduces bfloat16.
+    two = build_cluster("dgx_h100", 2, figure="effective")
+    env = {"NCCL_COLLNET_ENABLE": "1", "NCCL_ALGO": "CollNetDirect"}
+    choice = nccl_choice(two, "all_reduce", 8 * GiB, nccl_env=env, dtype="bfloat16")
+    assert (choice.algorithm, choice.bus_bandwidth_GBps) == ("collnet_direct", pytest.approx(326.4))
+    assert choice.system.sharp_v3
+
+
+def test_collnet_heads_are_one_gpu_per_nic():
+    # AWS p4de: 8 A100, 4 EFA NICs, each shared by two GPUs: the first GPU on each heads.
+    from flowsim.collectives.tuner import collnet_heads
+    from flowsim.systemfile import resolve_system
+
+    topology = build_cluster(resolve_system("aws-p4de")[0], 1, figure="effective")
+    ranks = [topology.node_names[g] for g in topology.gpus()]
+    nics = [int(topology.node_nic[topology.node_id(r)]) for r in ranks]
+    heads = collnet_heads(topology, ranks)
+    assert len(heads) == len(set(nics)) == 4
+    assert [nics[ranks.index(h)] for h in heads] == list(dict.fromkeys(nics))

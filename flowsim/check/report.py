@@ -65,6 +65,7 @@ from flowsim.collectives.constants import (
 from flowsim.collectives.placement import send_pair
 from flowsim.collectives.report import DTYPE_BYTES, ROOTED, NcclRow, busbw_Bps, launch_floor_us, model_note, sweep
 from flowsim.collectives.tuner import (
+    COLLNET_ALGORITHMS,
     NCCL_ENV_KEYS,
     REDOPS,
     communicator_channels,
@@ -807,11 +808,6 @@ def _same_series(printed: str | None, version: str) -> bool:
     return release is not None and taken is not None and release[:2] == taken[:2]
 
 
-# NCCL's algorithms flowsim lays out as NCCL's TUNING lines name them (CollNet without NVLS
-# is not built; NVLS across servers is NVLS with CollNet, flowsim's nvls_sharp).
-_FOLLOWED = frozenset({"ring", "tree", "nvls", "nvls_tree", "pat"})
-
-
 def _sizes_text(sizes: Iterable[int]) -> str:
     """``"3 size(s): 65536, 131072, 262144 B"``, the first six of them."""
     ordered = sorted(set(sizes))
@@ -1209,8 +1205,15 @@ def check_log(
     # links under NCCL's own choice, and a note says where the model's replay of NCCL's tuner
     # chose otherwise.
     ran, mixed = _nccl_ran(log)
+    collnet_ran = sorted(size for size, (algorithm_ran, _) in ran.items()
+                         if algorithm_ran in COLLNET_ALGORITHMS or (algorithm_ran == "nvls" and log.n_nodes > 1))
+    if collnet_ran and "NCCL_COLLNET_ENABLE" not in merged_env(topology, options.get("nccl_env")):
+        # NCCL ran CollNet (NVLS across servers is NVLS with it), so the run had it enabled.
+        options["nccl_env"] = {**(options.get("nccl_env") or {}), "NCCL_COLLNET_ENABLE": "1"}
+        warnings += (f"NCCL's TUNING lines show CollNet (IB SHARP) at {_sizes_text(collnet_ran)}: predicted with "
+                     "NCCL_COLLNET_ENABLE=1",)
     steered = "algorithm" in options or protocol != "auto"
-    follow = {} if steered else {size: choice for size, choice in ran.items() if choice[0] in _FOLLOWED}
+    follow = {} if steered else dict(ran)
     if mixed:
         warnings += (f"NCCL's TUNING lines name more than one algorithm or protocol at {_sizes_text(mixed)}: "
                      "predicted with the model's choice there",)
@@ -1256,10 +1259,6 @@ def check_log(
         predicted_rows.update({(*run, size): row for size, row in zip(asked, rows_run, strict=True)})
     for (choice, why), refused_sizes in refused.items():
         warnings += (f"NCCL ran {choice} at {_sizes_text(refused_sizes)}, which flowsim cannot lay out here ({why}): "
-                     "predicted with the model's choice there",)
-    unfollowed = sorted(size for size, (algorithm_ran, _) in ran.items() if algorithm_ran not in _FOLLOWED)
-    if unfollowed and not steered:
-        warnings += (f"NCCL ran CollNet without NVLS at {_sizes_text(unfollowed)}, which flowsim does not build: "
                      "predicted with the model's choice there",)
     if follow:
         warnings += (_replay_note(topology, log, ranks, follow, options),)

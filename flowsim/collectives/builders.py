@@ -32,6 +32,12 @@ NVLS (all-reduce)
     which writes it once to the switch, and the switch multicasts it to every rank
     (``multimem.st``). Each rank moves ``S (1 + 1/n)`` each way instead of the ring's
     ``2 S (n - 1)/n``.
+CollNet Direct (all-reduce, ``NCCL_COLLNET_ENABLE=1`` on InfiniBand with SHARP)
+    Each server's ranks copy chunk ``j`` to head ``j`` over NVLink; the heads send the sums
+    into the network, whose switches reduce them across servers and return the total, which
+    each head copies to the server's other ranks. NVLS with the network reducing across
+    servers (``nvls_sharp``) is the same with the NVSwitch reducing inside them; CollNet
+    Chain (``collnet_chain``) reduces and spreads along a chain of each server's ranks.
 PAT (all-gather, reduce-scatter)
     NCCL's Parallel Aggregated Trees (2.23 and later, one rank per server by default): each
     rank talks to the ranks ``2**d`` away; all-gather forwards, from the farthest dimension
@@ -51,7 +57,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from flowsim.collectives.chunks import NVLS_CHUNK_BYTES
-from flowsim.collectives.costs import PROTOCOLS, CollectiveCosts, nvls_costs, nvls_sharp_costs, pat_costs
+from flowsim.collectives.costs import (
+    PROTOCOLS,
+    CollectiveCosts,
+    collnet_costs,
+    nvls_costs,
+    nvls_sharp_costs,
+    pat_costs,
+)
 from flowsim.collectives.dag import (
     MAX_PIPELINE_SLICES,
     MAX_RING_SLICES,
@@ -1119,29 +1132,198 @@ def nvls_sharp_all_reduce(
     index = {r: i for i, r in enumerate(ranks)}
     for c, j, label, last in _chunk_slices(dag, channels, per_server, n_slices):
         owners = [group[j] for group in groups]
-        paths, order = trees[j]
-        inputs: dict[str, list[int]] = {name: [] for name in order}
+        results = [[_reduce_into(dag, last, label, group, index, switch_of[g], g, owners[g], piece, c)]
+                   for g, group in enumerate(groups)]
+        backs = _through_sharp(dag, last, label, c, owners, trees[j], results, piece)
         for g, group in enumerate(groups):
-            result = _reduce_into(dag, last, label, group, index, switch_of[g], g, owners[g], piece, c)
-            inputs[paths[g][0]].append(
-                _in_order(dag, last, f"up.s{g}", label, owners[g], paths[g][0], piece, [result], 2, c,
-                          wire_efficiency=1.0)
-            )
-        parent = {path[i]: path[i + 1] for path in paths for i in range(len(path) - 1)}
-        for name in order[:-1]:  # leaves first, the root last
-            inputs[parent[name]].append(
-                _in_order(dag, last, f"up.{name}", label, name, parent[name], piece, inputs[name], 2, c,
-                          wire_efficiency=1.0, step_latency_s=0.0)
-            )
-        total = {order[-1]: inputs[order[-1]]}
-        for name in reversed(order[:-1]):  # the root's children first
-            total[name] = [_in_order(dag, last, f"down.{name}", label, parent[name], name, piece,
-                                     total[parent[name]], 3, c, wire_efficiency=1.0, step_latency_s=0.0)]
-        for g, group in enumerate(groups):
-            back = _in_order(dag, last, f"down.s{g}", label, paths[g][0], owners[g], piece, total[paths[g][0]],
-                             3, c, wire_efficiency=1.0, step_latency_s=0.0)
-            _multicast(dag, last, label, group, index, switch_of[g], g, owners[g], piece, [back], c)
+            _multicast(dag, last, label, group, index, switch_of[g], g, owners[g], piece, [backs[g]], c)
     return dag.workload("all_reduce")
+
+
+def _through_sharp(dag: _FlowDag, last: dict[str, int], label: str, c: int, owners: Sequence[str],
+                   tree: tuple[list[tuple[str, ...]], list[str]], results: Sequence[list[int]],
+                   piece: float) -> list[int]:
+    """One chunk's round trip through the network's reduction tree (``tree`` as
+    :func:`_sharp_trees` gives it): server ``g``'s owner sends its sum into the network once
+    ``results[g]`` are in (``up.s{g}``, paying the network's step latency), every switch of the tree sends
+    the sum of its inputs on (``up.{switch}``) once they are in, and the root returns the
+    total down the same tree (``down.{switch}``, then ``down.s{g}`` to each owner); the
+    owners' last messages, one per server."""
+    paths, order = tree
+    inputs: dict[str, list[int]] = {name: [] for name in order}
+    for g, owner in enumerate(owners):
+        inputs[paths[g][0]].append(_in_order(dag, last, f"up.s{g}", label, owner, paths[g][0], piece, results[g],
+                                             2, c, wire_efficiency=1.0))
+    parent = {path[i]: path[i + 1] for path in paths for i in range(len(path) - 1)}
+    for name in order[:-1]:  # leaves first, the root last
+        inputs[parent[name]].append(
+            _in_order(dag, last, f"up.{name}", label, name, parent[name], piece, inputs[name], 2, c,
+                      wire_efficiency=1.0, step_latency_s=0.0)
+        )
+    total = {order[-1]: inputs[order[-1]]}
+    for name in reversed(order[:-1]):  # the root's children first
+        total[name] = [_in_order(dag, last, f"down.{name}", label, parent[name], name, piece,
+                                 total[parent[name]], 3, c, wire_efficiency=1.0, step_latency_s=0.0)]
+    return [_in_order(dag, last, f"down.s{g}", label, paths[g][0], owner, piece, total[paths[g][0]], 3, c,
+                      wire_efficiency=1.0, step_latency_s=0.0) for g, owner in enumerate(owners)]
+
+
+def collnet_direct_all_reduce(
+    ranks: Ranks,
+    size_bytes: float,
+    *,
+    servers: Mapping[str, Hashable],
+    sharp: Sequence[Mapping[Hashable, Sequence[str]]],
+    heads: Sequence[int] | None = None,
+    channels: int = 1,
+    slices: int | None = None,
+    costs: CollectiveCosts | None = None,
+    model: str = "auto",
+) -> Workload:
+    """NCCL's CollNet Direct all-reduce: the network reduces across servers (IB SHARP), direct
+    NVLink copies gather and spread each chunk inside them ([NCCL] src/device/all_reduce.h,
+    ``RunWorkColl`` for ``NCCL_ALGO_COLLNET_DIRECT``: scatter, reduce and send, receive and
+    broadcast, gather).
+
+    Every server has the same number ``m`` of ranks and heads at the same local indices
+    ``heads`` (default every rank, as where each GPU has its NIC); chunk ``j`` (``S / h`` for
+    ``h`` heads) belongs to head ``heads[j]`` of each server. For every channel, chunk and
+    slice: each other rank of a server sends its copy to the head (``scatter.r{i}``); once
+    they are in, the head sends the sum into the network and gets the total back (as
+    :func:`nvls_sharp_all_reduce`, over ``sharp[j]``); then it sends the total to each other
+    rank (``bcast.r{i}``). Each message waits for its own previous slice. The copies inside a
+    server pay ``costs.intra_step_s``, the message into the network ``costs.inter_step_s``,
+    the rest of the round trip none.
+
+    Parameters
+    ----------
+    servers : mapping of str to hashable
+        Server of each rank (at least two servers).
+    sharp : sequence of mappings of hashable to sequence of str
+        Per chunk ``j`` (one per head): for each server, the network switches its head's
+        message climbs, as :func:`nvls_sharp_all_reduce`'s.
+    heads : sequence of int, optional
+        The heads' local indices (in ``ranks`` order within a server), distinct.
+    costs : CollectiveCosts
+        Default :func:`collnet_costs` ``("collnet_direct", m)``.
+
+    ``model`` as :func:`broadcast` (steps only); slices as :func:`nvls_all_reduce`.
+    """
+    what = "collnet_direct_all_reduce"
+    groups = _collnet_groups(what, ranks, servers)
+    per_server = len(groups[0])
+    if costs is None:
+        costs = collnet_costs("collnet_direct", per_server)
+    ranks, size, channels, costs = _prepare(what, ranks, size_bytes, channels, costs, "ring")
+    heads = list(range(per_server)) if heads is None else list(heads)
+    if not heads or len(set(heads)) != len(heads) or not all(
+            isinstance(h, int) and 0 <= h < per_server for h in heads):
+        raise InputError(f"{what}: heads must be distinct local indices in [0, {per_server}), got {heads!r}")
+    keys = [servers[group[0]] for group in groups]
+    trees = _sharp_trees(sharp, keys, len(heads), what)
+    chunk = size / len(heads) / channels
+    n_slices = _slices(slices, chunk, what, MAX_PIPELINE_SLICES)
+    piece = chunk / n_slices
+    _steps_only(model, channels * len(heads) * n_slices * len(groups) * (2 * per_server + 4), what)
+    fabric = {name for paths, _ in trees for path in paths for name in path}
+    dag = _FlowDag("all_reduce", costs, {**servers, **{s: s for s in fabric}})
+    index = {r: i for i, r in enumerate(ranks)}
+    for c, j, label, last in _chunk_slices(dag, channels, len(heads), n_slices):
+        owners = [group[heads[j]] for group in groups]
+        # A server of one rank has nothing to gather: its head sends its own data.
+        copies = [[_in_order(dag, last, f"scatter.r{index[r]}", label, r, owner, piece, [], 0, c)
+                   for r in group if r != owner] for group, owner in zip(groups, owners, strict=True)]
+        backs = _through_sharp(dag, last, label, c, owners, trees[j], copies, piece)
+        for group, owner, back in zip(groups, owners, backs, strict=True):
+            for r in group:
+                if r != owner:
+                    _in_order(dag, last, f"bcast.r{index[r]}", label, owner, r, piece, [back], 4, c)
+    return dag.workload("all_reduce")
+
+
+def collnet_chain_all_reduce(
+    ranks: Ranks,
+    size_bytes: float,
+    *,
+    servers: Mapping[str, Hashable],
+    sharp: Sequence[Mapping[Hashable, Sequence[str]]],
+    offsets: Sequence[int] | None = None,
+    channels: int = 1,
+    slices: int | None = None,
+    costs: CollectiveCosts | None = None,
+    model: str = "auto",
+) -> Workload:
+    """NCCL's CollNet Chain all-reduce: the network reduces across servers (IB SHARP), a
+    chain of each server's ranks inside them ([NCCL] src/device/all_reduce.h, ``RunWorkColl``
+    for ``NCCL_ALGO_COLLNET_CHAIN``: reduce up the chain, its head sends to the network and
+    receives, then the total goes down the chain).
+
+    Channel ``c`` carries ``S / channels``. In every server its chain is the server's ranks
+    (in ``ranks`` order) rotated by ``offsets[c]`` (``c`` without them; at least
+    ``channels`` of them), and the chain's first rank is its head. For every channel and
+    slice: the chain's last rank sends its copy to the rank before it (``reduce.r{i}``, ``i``
+    the sender), each rank passes the sum on once the one from below is in, the head sends
+    the server's sum into the network and gets the total back (as
+    :func:`nvls_sharp_all_reduce`, over ``sharp[h]`` for a head at local index ``h``), and the
+    total goes down the chain (``bcast.r{i}``, ``i`` the receiver). Each message waits for its
+    own previous slice; the hops inside a server pay ``costs.intra_step_s``, the message into
+    the network ``costs.inter_step_s``, the rest of the round trip none.
+
+    Parameters
+    ----------
+    servers, sharp
+        As :func:`collnet_direct_all_reduce`; ``sharp`` has one tree per local rank.
+    costs : CollectiveCosts
+        Default :func:`collnet_costs` ``("collnet_chain", m)``.
+
+    ``model`` as :func:`broadcast` (steps only); slices as :func:`nvls_all_reduce`.
+    """
+    what = "collnet_chain_all_reduce"
+    groups = _collnet_groups(what, ranks, servers)
+    per_server = len(groups[0])
+    if costs is None:
+        costs = collnet_costs("collnet_chain", per_server)
+    ranks, size, channels, costs = _prepare(what, ranks, size_bytes, channels, costs, "ring")
+    rotations = list(range(channels)) if offsets is None else list(offsets)
+    if len(rotations) < channels or not all(isinstance(k, int) and k >= 0 for k in rotations):
+        raise InputError(f"{what}: offsets must be {channels} or more integers >= 0, got {offsets!r}")
+    keys = [servers[group[0]] for group in groups]
+    trees = _sharp_trees(sharp, keys, per_server, what)
+    chunk = size / channels
+    n_slices = _slices(slices, chunk, what, MAX_PIPELINE_SLICES)
+    piece = chunk / n_slices
+    _steps_only(model, channels * n_slices * len(groups) * (2 * per_server + 4), what)
+    fabric = {name for paths, _ in trees for path in paths for name in path}
+    dag = _FlowDag("all_reduce", costs, {**servers, **{s: s for s in fabric}})
+    index = {r: i for i, r in enumerate(ranks)}
+    for c, _, label, last in _chunk_slices(dag, channels, 1, n_slices):
+        shift = rotations[c] % per_server
+        chains = [group[shift:] + group[:shift] for group in groups]
+        sums = []
+        for chain in chains:
+            below: list[int] = []
+            for k in range(len(chain) - 1, 0, -1):  # from the chain's end up to its head
+                below = [_in_order(dag, last, f"reduce.r{index[chain[k]]}", label, chain[k], chain[k - 1], piece,
+                                   below, 0, c)]
+            sums.append(below)
+        backs = _through_sharp(dag, last, label, c, [chain[0] for chain in chains], trees[shift], sums, piece)
+        for chain, back in zip(chains, backs, strict=True):
+            above = [back]
+            for k in range(1, len(chain)):
+                above = [_in_order(dag, last, f"bcast.r{index[chain[k]]}", label, chain[k - 1], chain[k], piece,
+                                   above, 4, c)]
+    return dag.workload("all_reduce")
+
+
+def _collnet_groups(what: str, ranks: Ranks, servers: Mapping[str, Hashable]) -> list[tuple[str, ...]]:
+    """``ranks`` by server for CollNet: at least two servers with as many ranks each, else an
+    :class:`InputError`."""
+    groups = _group_by_server(_check_ranks(ranks, what), servers, what)
+    if len(groups) < 2:
+        raise InputError(f"{what}: the ranks are in one server; the network reduces across servers")
+    if len({len(g) for g in groups}) > 1:
+        raise InputError(f"{what}: every server needs the same number of ranks, got {sorted({len(g) for g in groups})}")
+    return groups
 
 
 def _sharp_trees(
@@ -1232,6 +1414,10 @@ ALGORITHM_TABLE: dict[tuple[str, str], Algorithm] = {
         Algorithm("all_reduce", "nvls", nvls_all_reduce, frozenset({"channels", "slices", "switch"})),
         Algorithm("all_reduce", "nvls_tree", nvls_tree_all_reduce, frozenset({"channels", "slices", "servers"})),
         Algorithm("all_reduce", "nvls_sharp", nvls_sharp_all_reduce, frozenset({"channels", "slices", "servers"})),
+        Algorithm("all_reduce", "collnet_direct", collnet_direct_all_reduce,
+                  frozenset({"channels", "slices", "servers"})),
+        Algorithm("all_reduce", "collnet_chain", collnet_chain_all_reduce,
+                  frozenset({"channels", "slices", "servers", "offsets"})),
         Algorithm("reduce_scatter", "ring", reduce_scatter, _RING),
         Algorithm("reduce_scatter", "nvls", nvls_reduce_scatter, frozenset({"channels", "slices", "switch"})),
         Algorithm("reduce_scatter", "pat", pat_reduce_scatter, frozenset({"channels", "slices", "servers"})),
@@ -1287,15 +1473,15 @@ def collective_name(text: str) -> str:
 
 #: NCCL's names of algorithms whose flowsim name differs by more than case and '-' for '_'
 #: (``NCCL_ALGO=NVLSTree``, and the same spelling in NCCL's TUNING lines).
-_NCCL_ALGORITHM_NAMES = {"nvlstree": "nvls_tree"}
+_NCCL_ALGORITHM_NAMES = {"nvlstree": "nvls_tree", "collnetdirect": "collnet_direct", "collnetchain": "collnet_chain"}
 
 
 def algorithm_name(text: str) -> str:
     """An algorithm as flowsim or NCCL spell it (``Ring``, ``NVLSTree``, ``nvls-tree``), in
     flowsim's spelling; whether the collective has it is checked where it is used.
 
-    >>> algorithm_name("Ring"), algorithm_name("NVLSTree"), algorithm_name("nvls-sharp")
-    ('ring', 'nvls_tree', 'nvls_sharp')
+    >>> [algorithm_name(name) for name in ("Ring", "NVLSTree", "nvls-sharp", "CollNetDirect")]
+    ['ring', 'nvls_tree', 'nvls_sharp', 'collnet_direct']
     """
     key = text.strip().lower().replace("-", "_")
     return _NCCL_ALGORITHM_NAMES.get(key, key)

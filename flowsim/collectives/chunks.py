@@ -24,7 +24,11 @@ Chunk (``src/enqueue.cc`` ``calcCollChunking``)
     64 KiB from 4 nodes) and drops to 256, 128, 64 and 32 KiB under 32, 16, 4 and 1 times
     ``channels x heads x chunk``; the LL128 tree halves the chunk while
     ``bytes / (channels x chunk)`` is under ``(1 + log2(nodes) + ppn / 10) x 64 / ppn``
-    (down to 128 KiB) and ``... x 16 / ppn`` (down to 32 KiB).
+    (down to 128 KiB) and ``... x 16 / ppn`` (down to 32 KiB); CollNet Direct halves the
+    chunk while ``bytes / (channels x heads x chunk)`` is under 64 times its depth (down to
+    128 KiB), then 8 times (down to 64, then 32 KiB), and CollNet Chain from at most 256 KiB
+    while ``bytes / (channels x chunk)`` is under 64, 8 and 1 times its depth (down to 128, 64
+    and 32 KiB).
 Slices (``src/device/prims_simple.h``)
     With Simple, a ring step's chunk goes as ``chunkSteps / sliceSteps`` (2) slices, each
     posted to the peer as it completes; LL and LL128 post every line (16 or 128 bytes) as it
@@ -130,16 +134,16 @@ def nccl_chunking(
     ----------
     collective : str
         flowsim's name (``"all_reduce"`` ...).
-    algorithm : {"ring", "tree", "nvls", "nvls_tree", "pat"}
+    algorithm : {"ring", "tree", "nvls", "nvls_tree", "pat", "collnet_direct", "collnet_chain"}
     protocol : {"ll", "ll128", "simple"}
     n_bytes : int
         The call's bytes as NCCL counts them (each rank's buffer for all-reduce).
     n_channels : int
         Channels the call runs on.
     n_heads : int
-        NVLS and NVLSTree: the NVLS heads (ranks of one server).
+        NVLS and NVLSTree: the NVLS heads (ranks of one server); CollNet Direct: its heads.
     n_nodes, n_ranks : int
-        Servers and ranks of the communicator (the LL128 tree's rule).
+        Servers and ranks of the communicator (the LL128 tree's and CollNet Direct's rules).
     nvls_chunk_bytes, nvls_tree_max_chunk_bytes : int
         ``nvlsChunkSize`` and ``nvlsTreeMaxChunkSize`` (:func:`flowsim.collectives.tuner.nvls_tuning`);
         default 128 KiB, and 64 KiB from 4 nodes, else the chunk.
@@ -186,6 +190,23 @@ def nccl_chunking(
         for times, floor in ((32, 262144), (16, 131072), (4, 65536), (1, 32768)):
             if n_bytes < times * concurrent * chunk and chunk > floor:
                 chunk = floor
+    elif algorithm == "collnet_direct":
+        # Halved while bytes / (channels x heads x chunk) is under depth x 64 (down to
+        # 128 KiB), then depth x 8 (down to 64 KiB, then 32 KiB); the depth is 2 where a
+        # server has several ranks, else 1 ([NCCL] src/graph/connect.cc connectCollNet).
+        depth = 2 if n_ranks > n_nodes else 1
+        for times, floor in ((64, 131072), (8, 65536), (8, 32768)):
+            while n_bytes // (concurrent * chunk) < depth * times and chunk > floor:
+                chunk //= 2
+    elif algorithm == "collnet_chain":
+        # The Simple slot, at most 256 KiB, halved while bytes / (channels x chunk) is under
+        # depth x 64 (down to 128 KiB), depth x 8 (64 KiB) and depth (32 KiB); the depth is
+        # the ranks of a server ([NCCL] src/graph/connect.cc ncclTopoPostset).
+        depth = max(1, n_ranks // n_nodes)
+        chunk = min(256 * 1024, chunk)
+        for times, floor in ((64, 131072), (8, 65536), (1, 32768)):
+            while n_bytes // (n_channels * chunk) < depth * times and chunk > floor:
+                chunk //= 2
     elif algorithm == "pat":
         # All-gather halves while 32 x channels x chunk exceeds the bytes, reduce-scatter 16 x,
         # down to 64 KiB (``n_bytes``: the gathered total, as ncclFuncMaxSendRecvCount).

@@ -32,6 +32,7 @@ __all__ = [
     "PAT_PER_RANK_US",
     "PROTOCOLS",
     "CollectiveCosts",
+    "collnet_costs",
     "nccl_costs",
     "nvls_costs",
     "nvls_sharp_costs",
@@ -280,6 +281,49 @@ def _nvls_across(nvlink: str, algorithm: str, name: str, version: str, net_laten
         inter_step_s=(constants.hw_latency_us["net"][index][simple] + _plugin_latency(net_latency_us, "simple")) * _US,
         wire_efficiency=nvls.wire_efficiency,
         source=f"{constants.source} ({name} hwLat NVLink and NET, Simple); nvlsEfficiency for {nvlink}",
+    )
+
+
+#: CollNet Direct's serialization per GPU of a server beyond the first, us ([NCCL] tuning.cc:
+#: "Add 0.4 us arity serialization latency").
+COLLNET_ARITY_US = 0.4
+
+
+def collnet_costs(
+    algorithm: str, ranks_per_server: int, intra: str = "nvlink", *, version: str = DEFAULT_NCCL_VERSION,
+    net_latency_us: float = 0.0,
+) -> CollectiveCosts:
+    """NCCL's costs for CollNet (IB SHARP without NVLS): ``"collnet_direct"`` or
+    ``"collnet_chain"`` on servers of ``ranks_per_server`` ranks, Simple.
+
+    NCCL's model charges CollNet Direct ``2 x (min(1, m - 1) x intraLat + (m - 1) x 0.4) +
+    interLat`` and CollNet Chain ``2 x (m - 1) x intraLat + interLat`` for ``m`` ranks a server
+    ([NCCL] tuning.cc; ``interLat`` the NET row, the Tree's with one rank a server since
+    2.23.4, plus twice the network plugin's ``net_latency_us``; docs/hardware.md §7.2-7.3).
+    Here ``intraLat`` is the step latency of each message inside a server (Direct's copies
+    to and from the head take one step each way, Chain's hops one each), ``interLat`` that
+    of the message into the network, and Direct's serialization the base.
+
+    >>> c = collnet_costs("collnet_direct", 8)
+    >>> round(c.base_s * 1e6, 1), round(c.intra_step_s * 1e6, 1), round(c.inter_step_s * 1e6, 1)
+    (5.6, 3.7, 31.0)
+    """
+    if algorithm not in ("collnet_direct", "collnet_chain"):
+        raise InputError(f"CollNet's costs are for collnet_direct or collnet_chain, not {algorithm!r}")
+    if intra not in ("nvlink", "pci"):
+        raise InputError(f"unknown intra-server hardware {intra!r}; valid ones: nvlink, pci")
+    constants = constants_of(version)
+    simple, index = PROTOCOLS.index("simple"), NCCL_ALGORITHMS.index(algorithm)
+    one_per_node = ranks_per_server == 1 and (constants.release >= (2, 23, 4))
+    row = NCCL_ALGORITHMS.index("tree") if one_per_node else index
+    serial = 2 * (ranks_per_server - 1) * COLLNET_ARITY_US if algorithm == "collnet_direct" else 0.0
+    return CollectiveCosts(
+        base_s=serial * _US,
+        intra_step_s=constants.hw_latency_us[intra][index][simple] * _US,
+        inter_step_s=(constants.hw_latency_us["net"][row][simple] + _plugin_latency(net_latency_us, "simple")) * _US,
+        wire_efficiency=1.0,
+        source=f"{constants.source} ({'CollNet Direct' if algorithm == 'collnet_direct' else 'CollNet Chain'} "
+        "hwLat inside servers and NET, Simple)",
     )
 
 

@@ -42,6 +42,7 @@ from flowsim.collectives.costs import (
     NVLS_BUSBW_CEILING_GBPS,
     P2P_NVLINK_EFFICIENCY,
     CollectiveCosts,
+    collnet_costs,
     nccl_costs,
     nvls_costs,
     nvls_sharp_costs,
@@ -64,6 +65,7 @@ from flowsim.collectives.tuner import (
     NoNcclChoice,
     P2pChannels,
     check_reduction,
+    collnet_heads,
     gpudirect_rdma,
     half_block_nvlink_GBps,
     merged_env,
@@ -618,7 +620,8 @@ def collective_workload(
                            version=nccl_version, router=router, gpudirect=gpudirect)
         p2p_sends = p2p.for_send(peer_bytes)
     if protocol == "auto":
-        protocol = "simple" if costs is not None else _p2p_protocol(peer_bytes, channels or p2p_sends or None)
+        simple_only = costs is not None or entry.name in _SIMPLE_ONLY
+        protocol = "simple" if simple_only else _p2p_protocol(peer_bytes, channels or p2p_sends or None)
     given = {"channels": channels, "slices": slices, "orders": orders, "servers": servers, "switch": switch,
              "root": root}
     refused = [key for key, value in given.items() if value is not None and key not in entry.options]
@@ -678,9 +681,7 @@ def collective_workload(
                              "fabric with SHARP; algorithm nvls_sharp); NVLSTree runs across them without")
         options["switch"], nvlink = _nvls_switch(topology, ranks, switch)
     if entry.name in ("nvls_tree", "nvls_sharp"):
-        by_server: dict[str, list[str]] = {}
-        for rank in ranks:
-            by_server.setdefault(topology_servers[rank], []).append(rank)
+        by_server = _by_server(ranks, topology_servers)
         switches = {server: _nvls_switch(topology, members, None) for server, members in by_server.items()}
         options["switches"] = {server: found[0] for server, found in switches.items()}
         nvlink = next(iter(switches.values()))[1]
@@ -693,6 +694,18 @@ def collective_workload(
             options["tree_cap_Bps"] = algbw * choice.n_channels / choice.max_channels / len(
                 next(iter(by_server.values()))
             )
+    if entry.name in ("collnet_direct", "collnet_chain") and len(set(topology_servers.values())) < 2:
+        raise InputError(f"{entry.name}: the ranks are in one server; CollNet reduces in the network across servers")
+    if entry.name == "collnet_direct":
+        members = _by_server(ranks, topology_servers)
+        first = next(iter(members.values()))
+        heads = [first.index(rank) for rank in collnet_heads(topology, first)]
+        options["heads"] = heads
+        # Head j's chunk climbs from the leaf of each server's head j.
+        options["sharp"] = _sharp_paths(topology, {server: [group[h] for h in heads if h < len(group)]
+                                                   for server, group in members.items()})
+    elif entry.name == "collnet_chain":
+        options["sharp"] = _sharp_paths(topology, _by_server(ranks, topology_servers))
     n_channels = 0
     if "channels" in entry.options:
         if orders is not None:
@@ -701,10 +714,14 @@ def collective_workload(
         elif entry.ring_ordered:
             options["orders"] = _ring_orders(topology, ranks, topology_servers, channels, gpudirect)
             n_channels = len(options["orders"])
-        elif entry.name in ("nvls", "nvls_tree", "nvls_sharp", "pat") and choice is not None and channels is None:
-            # NVLS channels pull from the one switch with no per-channel figure, and PAT's
-            # channels run the same schedule side by side: one lane.
+        elif entry.name in ("nvls", "nvls_tree", "nvls_sharp", "pat", "collnet_direct") and choice is not None \
+                and channels is None:
+            # NVLS channels pull from the one switch with no per-channel figure, and PAT's and
+            # CollNet Direct's channels run the same schedule side by side: one lane.
             n_channels = 1
+        elif entry.name == "collnet_chain" and choice is not None and channels is None:
+            # One lane per chain NCCL's channels run (one per NIC), each carrying its channels.
+            n_channels = min(choice.n_channels, _distinct_rings(topology, ranks, topology_servers))
         else:
             n_channels = _default_channels(topology, ranks, topology_servers) if channels is None else channels
             if entry.name == "p2p" and p2p_sends and channels is None \
@@ -715,7 +732,8 @@ def collective_workload(
             # Each lane stands for channels that work in step, so it is cut into the pieces
             # one of NCCL's channels moves its share in: its chunks (and slices). The
             # hierarchical all-reduce is no NCCL algorithm: its rings keep their own slices.
-            slices = _nccl_pieces(collective, entry.name, choice, size_bytes, ranks, topology_servers)
+            slices = _nccl_pieces(collective, entry.name, choice, size_bytes, ranks, topology_servers,
+                                  heads=len(options.get("heads", ())))
             if capped and entry.name == "tree" and choice.protocol == "simple":
                 # Simple forwards whole slices; LL and LL128 stream their lines through every hop.
                 fill = _tree_fill(slices, ranks, topology_servers)
@@ -739,6 +757,12 @@ def collective_workload(
             chosen = ("simple", nvls_tree_costs(nvlink, version=nccl_version, net_latency_us=step_latency))
         else:
             chosen = ("simple", nvls_sharp_costs(nvlink, version=nccl_version, net_latency_us=step_latency))
+    elif entry.name in ("collnet_direct", "collnet_chain"):
+        if protocol != "simple":
+            raise InputError(f"CollNet runs NCCL's Simple protocol only, not {protocol!r}")
+        per_server = len(ranks) // len(set(topology_servers.values()))
+        chosen = ("simple", collnet_costs(entry.name, per_server, intra, version=nccl_version,
+                                          net_latency_us=step_latency))
     elif entry.name == "pat":
         if protocol != "simple":
             raise InputError(f"PAT runs NCCL's Simple protocol only, not {protocol!r}")
@@ -883,7 +907,9 @@ TUNED_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", 
 _ONE_SIDED = frozenset({"gather", "scatter"})
 # NCCL's algorithms flowsim builds, under the same names (the hierarchical all-reduce has no
 # NCCL counterpart: its phases are rings, so NCCL's ring model picks its protocol).
-_NCCL_BUILT = ("ring", "tree", "nvls", "nvls_tree", "nvls_sharp", "pat")
+_NCCL_BUILT = ("ring", "tree", "nvls", "nvls_tree", "nvls_sharp", "pat", "collnet_direct", "collnet_chain")
+# Algorithms that run NCCL's Simple protocol only.
+_SIMPLE_ONLY = frozenset({"nvls", "nvls_tree", "nvls_sharp", "pat", "collnet_direct", "collnet_chain"})
 # NCCL_P2P_LL_THRESHOLD ([NCCL] src/enqueue.cc): point-to-point messages up to this many bytes
 # per channel use LL.
 P2P_LL_THRESHOLD = 16384
@@ -923,12 +949,16 @@ def _nccl(topology: Topology, collective: str, size_bytes: float, ranks: tuple[s
 
 
 def _nccl_pieces(collective: str, algorithm: str, choice: NcclChoice, size_bytes: float, ranks: tuple[str, ...],
-                 servers: Mapping[str, Hashable], most: int | None = MAX_PIPELINE_SLICES) -> int:
+                 servers: Mapping[str, Hashable], most: int | None = MAX_PIPELINE_SLICES, heads: int = 0) -> int:
     """The pieces one NCCL channel's data goes in (:func:`~flowsim.collectives.chunks.pipeline_pieces`):
-    per step of a ring (one chunk per rank and loop), per tree or NVLS head; trees, chains and
-    PAT at most ``most`` (None: as many as NCCL's chunks)."""
+    per step of a ring (one chunk per rank and loop), per tree, NVLS head or CollNet Direct
+    head (``heads`` of them); trees, chains and PAT at most ``most`` (None: as many as NCCL's
+    chunks)."""
     n_nodes = len(set(servers.values()))
-    heads = len(ranks) // n_nodes if algorithm in ("nvls", "nvls_tree", "nvls_sharp") else 1
+    if algorithm in ("nvls", "nvls_tree", "nvls_sharp"):
+        heads = len(ranks) // n_nodes
+    elif algorithm != "collnet_direct":
+        heads = 1
     tuned = {} if choice.nvls is None else {"nvls_chunk_bytes": choice.nvls.chunk_bytes,
                                             "nvls_tree_max_chunk_bytes": choice.nvls.tree_max_chunk_bytes}
     if algorithm == "nvls_sharp":
@@ -1011,7 +1041,16 @@ def _nvls_budget_Bps(nvlink: str, ranks: Sequence[str], servers: Mapping[str, Ha
     return (m + 1) * NVLS_BUSBW_CEILING_GBPS[nvlink] * 1e9 * n / (2 * (n - 1))
 
 
-def _sharp_paths(topology: Topology, by_server: Mapping[str, Sequence[str]]) -> list[dict[str, tuple[str, ...]]]:
+def _by_server(ranks: Sequence[str], servers: Mapping[str, Hashable]) -> dict[Hashable, list[str]]:
+    """``ranks`` by server, each server's in ``ranks`` order."""
+    groups: dict[Hashable, list[str]] = {}
+    for rank in ranks:
+        groups.setdefault(servers[rank], []).append(rank)
+    return groups
+
+
+def _sharp_paths(topology: Topology,
+                 by_server: Mapping[Hashable, Sequence[str]]) -> list[dict[Hashable, tuple[str, ...]]]:
     """Per local rank ``j``: each server's path up the network's reduction tree for chunk
     ``j``, from the InfiniBand leaf of its rank ``j``'s NIC to the lowest switch above every
     server's: that leaf where one holds them all (a rail of a scalable unit), else a spine
@@ -1019,7 +1058,7 @@ def _sharp_paths(topology: Topology, by_server: Mapping[str, Sequence[str]]) -> 
     NIC or no spine joins the leaves (SHARP over three switch tiers is not modelled)."""
     groups = list(by_server.items())
     leaf_of = sharp_leaves(topology, [rank for _, members in groups for rank in members])
-    trees: list[dict[str, tuple[str, ...]]] = []
+    trees: list[dict[Hashable, tuple[str, ...]]] = []
     for j in range(len(groups[0][1])):
         leaves = {}
         for server, members in groups:

@@ -79,6 +79,7 @@ from flowsim.collectives.constants import (
     NcclConstants,
     constants_of,
 )
+from flowsim.collectives.costs import COLLNET_ARITY_US
 from flowsim.collectives.rings import mesh_link_counts, mesh_rings, mesh_server_rings, rank_servers, rotated_rings
 from flowsim.errors import InputError
 from flowsim.hardware import LinkTier, gpu_sm_clock_GHz, link_technology
@@ -89,6 +90,7 @@ from flowsim.topology import NodeKind, Topology
 __all__ = [
     "DATA_TYPES",
     "DTYPE_BYTES",
+    "COLLNET_ALGORITHMS",
     "NCCL_ENV_KEYS",
     "REDOPS",
     "NoNcclChoice",
@@ -104,6 +106,7 @@ __all__ = [
     "GDR_ENV_KEYS",
     "check_reduction",
     "check_routed_env",
+    "collnet_heads",
     "communicator_channels",
     "describe_system",
     "half_block_nvlink_GBps",
@@ -138,6 +141,8 @@ _SIMPLE_MAX_NTHREADS = 512
 _LL_MAX_NTHREADS = 512
 _LL128_MAX_NTHREADS = 640
 _THREAD_THRESHOLD = {"ll": 8, "ll128": 8, "simple": 64}
+# CollNet Direct's and Chain's Simple threshold ([NCCL] src/graph/tuning.cc ncclTopoTuneModel).
+_COLLNET_THREAD_THRESHOLD = 512
 _MAX_CHANNELS = 64
 _PCI_BW = 12.0  # src/graph/topo.h PCI_BW (Gen3 x16): below it rings get 256 Simple threads
 # Compute capability by the NVLink generation of a GPU's links ([NCCL] topo.h SMxx_NVLINK_BW).
@@ -188,6 +193,9 @@ class NcclSystem:
         InfiniBand switch that reduces in the network (SHARP v2 on HDR, v3 on NDR, v4 on XDR,
         docs/hardware.md §4.2): what NCCL's CollNet needs of the fabric, with
         ``NCCL_COLLNET_ENABLE=1`` and the SHARP plugin.
+    sharp_v3 : bool
+        Those switches are NDR or XDR (SHARP v3 or later), which reduce bfloat16, int8 and
+        uint8 too (:data:`SHARP_TYPES`).
     """
 
     n_ranks: int
@@ -202,6 +210,7 @@ class NcclSystem:
     nic_pxn: bool = True
     sharp: bool = False
     gpudirect: bool = True
+    sharp_v3: bool = False
 
     @property
     def compcap(self) -> str:
@@ -404,13 +413,17 @@ def describe_system(
         # here only in llMaxBws (39-282 GB/s), above any PCIe ring.
         sm = _GENERATION_SM["ampere"]
     net_latency_us = max(float(topology.server_net_latency_s[s]) for s in server_ids) * 1e6
-    sharp = len(server_ids) > 1 and len(sharp_leaves(topology, ranks)) == len(ranks)
+    cables = _sharp_cables(topology, ranks)
+    sharp = len(server_ids) > 1 and len(cables) == len(ranks)
+    sharp_v3 = sharp and all(technology in SHARP_V3_TECHNOLOGIES for _, technology in cables.values())
     return NcclSystem(len(ranks), len(set(servers.values())), sm, intra, nvswitch,
-                      _cpu_vendor(topology, server_ids), net_latency_us, sharp=sharp)
+                      _cpu_vendor(topology, server_ids), net_latency_us, sharp=sharp, sharp_v3=sharp_v3)
 
 
 #: InfiniBand generations whose switches reduce in the network (docs/hardware.md §4.2).
 SHARP_TECHNOLOGIES = ("ib_hdr", "ib_ndr", "ib_xdr")
+#: Those of SHARP v3 or later (NDR, XDR), which reduce bfloat16, int8 and uint8 too.
+SHARP_V3_TECHNOLOGIES = ("ib_ndr", "ib_xdr")
 
 
 def sharp_leaves(topology: Topology, ranks: Sequence[str]) -> dict[str, str]:
@@ -418,14 +431,21 @@ def sharp_leaves(topology: Topology, ranks: Sequence[str]) -> dict[str, str]:
     an InfiniBand generation that reduces in the network (:data:`SHARP_TECHNOLOGIES`); ranks
     without one (no NIC, an older InfiniBand, or Ethernet: RoCE, EFA) are left out. One pass
     over the links for all the ranks."""
+    return {rank: leaf for rank, (leaf, _) in _sharp_cables(topology, ranks).items()}
+
+
+def _sharp_cables(topology: Topology, ranks: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """Each of ``ranks`` with a NIC cabled to a SHARP leaf: that leaf and the cable's technology."""
     kind = topology.node_kind
     cables = np.flatnonzero((kind[topology.link_src] == NodeKind.NIC) & (kind[topology.link_dst] == NodeKind.IB_LEAF)
                             & np.isin(np.asarray(topology.link_technology), SHARP_TECHNOLOGIES))
-    leaf_of: dict[int, int] = {}
+    cable_of: dict[int, int] = {}
     for link in cables.tolist():  # the first cable of a NIC, by link id
-        leaf_of.setdefault(int(topology.link_src[link]), int(topology.link_dst[link]))
+        cable_of.setdefault(int(topology.link_src[link]), link)
     nics = topology.node_nic[topology.node_ids(list(ranks))].tolist()
-    return {rank: topology.node_names[leaf_of[nic]] for rank, nic in zip(ranks, nics, strict=True) if nic in leaf_of}
+    return {rank: (topology.node_names[int(topology.link_dst[cable_of[nic]])],
+                   topology.link_technology[cable_of[nic]])
+            for rank, nic in zip(ranks, nics, strict=True) if nic in cable_of}
 
 
 # --- the topology search -------------------------------------------------------------------
@@ -506,7 +526,7 @@ class _Loads:
 
 
 def _search(
-    loads: _Loads, speeds: tuple[float, ...], *, pattern: str, min_channels: int, max_channels: int,
+    loads: _Loads | _DirectLoads, speeds: tuple[float, ...], *, pattern: str, min_channels: int, max_channels: int,
     max_bw: float, total_bw: float, sm: int,
 ) -> NcclGraph:
     """ncclTopoCompute's two passes (see the module docstring) over the speed array."""
@@ -649,7 +669,42 @@ def _graphs(topology: Topology, ranks: Sequence[str], system: NcclSystem, consta
         nvls_loads = _Loads(topology, router, switch_pairs, switch_weights, constants, gpudirect, intel)
         graphs["nvls"] = _search(nvls_loads, speeds, pattern="nvls", min_channels=1 if inter else heads,
                                  max_channels=heads, max_bw=max_bw, total_bw=tree_total, sm=system.sm)
+    if inter and system.sharp and system.nvswitch:
+        direct = _DirectLoads(len(collnet_heads(topology, first_group)), len(first_group), nvlink_bw, max_bw)
+        graphs["collnet_direct"] = _search(direct, speeds, pattern="collnet_direct", min_channels=1,
+                                           max_channels=min(COLLNET_MAX_LOCAL_RANKS, len(first_group)),
+                                           max_bw=max_bw, total_bw=tree_total, sm=system.sm)
     return graphs
+
+
+def collnet_heads(topology: Topology, group: Sequence[str]) -> list[str]:
+    """CollNet Direct's heads among one server's ranks ``group``: for each NIC they leave by, in
+    their order, the first rank on it, at most :data:`COLLNET_MAX_LOCAL_RANKS` ([NCCL]
+    src/graph/search.cc ``ncclTopoSearchRecNet``: one channel per NIC, headed by the NIC's
+    local GPU, no GPU heading two)."""
+    heads: dict[int, str] = {}
+    for rank in group:
+        heads.setdefault(int(topology.node_nic[topology.node_id(rank)]), rank)
+    return list(heads.values())[:COLLNET_MAX_LOCAL_RANKS]
+
+
+class _DirectLoads:
+    """What CollNet Direct's channels ask of a server ([NCCL] src/graph/search.cc
+    ``ncclTopoSearchTryCollnetDirect``): each its own head and NIC, at the inter-node speed to
+    and from the network, and NVLink from its head to each other GPU and back at the
+    intra-node speed over ``n_gpus - 1``; :meth:`channels` as :class:`_Loads`'s."""
+
+    def __init__(self, n_heads: int, n_gpus: int, nvlink_bw: float, nic_bw: float):
+        self.n_heads, self.n_gpus, self.nvlink_bw, self.nic_bw = n_heads, n_gpus, nvlink_bw, nic_bw
+
+    def channels(self, bw_intra: float, bw_inter: float, most: int) -> int:
+        """Channels that fit: one per head while its NIC path takes ``bw_inter``, as many as
+        the busiest GPU's NVLinks carry (a head sends ``bw_intra`` to the others and
+        ``bw_intra / (n_gpus - 1)`` to every other channel's head)."""
+        if bw_inter > self.nic_bw + 1e-9 or bw_intra > self.nvlink_bw + 1e-9:
+            return 0
+        fit = 1 + math.floor((self.nvlink_bw / bw_intra - 1) * (self.n_gpus - 1) + 1e-9)
+        return min(most, self.n_heads, fit)
 
 
 # --- reduction operations and data types ------------------------------------------------
@@ -740,6 +795,57 @@ def _nvls_refusal(collective: str, dtype: str, redop: str, constants: NcclConsta
     return f"the NVSwitch has no reduction for {named} (NCCL runs it as {op!r})"
 
 
+#: The types NCCL's SHARP plugin reduces in the network ([SHARP] src/sharp_plugin.c
+#: ``typeConvert``): bfloat16, int8 and uint8 only on SHARP v3 and later (NDR, XDR), where the
+#: plugin finds them in the switches' capabilities (``NCCL_SHARP_V3_DATATYPES``' default).
+SHARP_TYPES = frozenset({"half", "int32", "uint32", "float", "int64", "uint64", "double"})
+SHARP_V3_TYPES = frozenset({"bfloat16", "int8", "uint8"})
+#: NCCL's CollNet algorithms without NVLS: IB SHARP behind direct NVLink copies (Direct) or a
+#: chain of the server's GPUs (Chain).
+COLLNET_ALGORITHMS = ("collnet_direct", "collnet_chain")
+#: ``NCCL_COLLNET_NODE_THRESHOLD``'s default ([NCCL] v2.30.7-1 src/init.cc): fewer servers
+#: than this run no CollNet.
+COLLNET_NODE_THRESHOLD = 2
+#: ``NCCL_MAX_DIRECT_ARITY`` + 1 ([NCCL] src/include/device.h): the most GPUs a server may
+#: have for CollNet Direct and Chain ([NCCL] src/enqueue.cc ``updateCollCostTable``), and the
+#: most CollNet Direct heads a server has ([NCCL] src/graph/search.cc ``ncclTopoCompute``).
+COLLNET_MAX_LOCAL_RANKS = 8
+
+
+def _collnet_off(system: NcclSystem, env: NcclEnv) -> str | None:
+    """Why the communicator runs without CollNet, or None where it has it ([NCCL] src/init.cc:
+    ``NCCL_COLLNET_ENABLE``, a network that reduces, ``NCCL_COLLNET_NODE_THRESHOLD``)."""
+    if env.integer("NCCL_COLLNET_ENABLE") != 1:
+        return "CollNet (IB SHARP) runs only with NCCL_COLLNET_ENABLE=1"
+    if not system.sharp:
+        return ("CollNet needs every rank's NIC on an InfiniBand leaf with SHARP (HDR, NDR, XDR; RoCE and EFA "
+                "reduce nothing)")
+    threshold = env.integer("NCCL_COLLNET_NODE_THRESHOLD")
+    threshold = COLLNET_NODE_THRESHOLD if threshold is None else threshold
+    if system.n_nodes < threshold:
+        return f"CollNet runs on {threshold} servers or more (NCCL_COLLNET_NODE_THRESHOLD)"
+    return None
+
+
+def _collnet_refusal(system: NcclSystem, env: NcclEnv, collective: str, dtype: str, redop: str) -> str | None:
+    """Why NCCL runs no CollNet (IB SHARP) for this call, or None where it may: CollNet
+    Direct and Chain, and NVLS across servers, which needs it ([NCCL] src/init.cc
+    ``collnetEnable``, src/enqueue.cc ``ncclGetCollNetSupport``: an average or a
+    pre-multiplied sum asks the plugin for a sum; ``opConvert`` of [SHARP] reduces sums,
+    maxima and minima)."""
+    off = _collnet_off(system, env)
+    if off is not None:
+        return off
+    if collective != "all_reduce":
+        return ("flowsim runs CollNet for all-reduce only (all-gather and reduce-scatter need plugin calls it "
+                "does not assume)")
+    types = SHARP_TYPES | (SHARP_V3_TYPES if system.sharp_v3 else frozenset())
+    if device_redop(redop, dtype) == "prod" or dtype not in types:
+        newer = " (SHARP v3, NDR or XDR, for bfloat16, int8 and uint8)" if dtype in SHARP_V3_TYPES else ""
+        return f"the SHARP plugin reduces no {redop} on {dtype}{newer}"
+    return None
+
+
 # --- NCCL's environment --------------------------------------------------------------------
 
 #: NCCL environment variables the tuner follows; any other ``NCCL_*`` is accepted and ignored
@@ -750,7 +856,8 @@ NCCL_ENV_KEYS = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE", "NCCL_MIN_NCHANN
                  "NCCL_MIN_P2P_NCHANNELS", "NCCL_MAX_P2P_NCHANNELS", "NCCL_P2P_PER_CHANNEL_NET_BW",
                  "NCCL_BUFFSIZE", "NCCL_LL_BUFFSIZE", "NCCL_LL128_BUFFSIZE", "NCCL_P2P_NET_CHUNKSIZE",
                  "NCCL_P2P_NVL_CHUNKSIZE", "NCCL_P2P_PCI_CHUNKSIZE", "NCCL_NVLS_CHUNKSIZE",
-                 "NCCL_NVLSTREE_MAX_CHUNKSIZE", "NCCL_NET_GDR_LEVEL", "NCCL_NET_GDR_C2C", "NCCL_NET_OVERHEAD")
+                 "NCCL_NVLSTREE_MAX_CHUNKSIZE", "NCCL_NET_GDR_LEVEL", "NCCL_NET_GDR_C2C", "NCCL_NET_OVERHEAD",
+                 "NCCL_COLLNET_NODE_THRESHOLD")
 # Each protocol's buffer variable ([NCCL] src/init.cc computeBuffSizes).
 _BUFFER_KEYS = {"ll": "NCCL_LL_BUFFSIZE", "ll128": "NCCL_LL128_BUFFSIZE", "simple": "NCCL_BUFFSIZE"}
 # The point-to-point chunk's variable by path ([NCCL] src/init.cc computeBuffSizes).
@@ -923,8 +1030,12 @@ _NCCL_FUNCTIONS = ("broadcast", "reduce", "all_gather", "reduce_scatter", "all_r
 
 
 def _graph_of(algorithm: str) -> str:
-    """The search pattern an algorithm runs on: NVLS's for NVLS and NVLSTree, the tree's for PAT."""
-    return "nvls" if algorithm in ("nvls", "nvls_tree") else "tree" if algorithm == "pat" else algorithm
+    """The search pattern an algorithm runs on: NVLS's for NVLS and NVLSTree, the tree's for PAT
+    and CollNet Chain (whose graph NCCL searches as a tree with the ring's channels, [NCCL]
+    src/init.cc: flowsim takes the tree's)."""
+    if algorithm in ("nvls", "nvls_tree"):
+        return "nvls"
+    return "tree" if algorithm in ("pat", "collnet_chain") else algorithm
 
 
 def _model(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclConstants, collective: str,
@@ -960,11 +1071,11 @@ def _model(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclC
         for p, protocol in enumerate(NCCL_PROTOCOLS):
             if protocol not in protocols:
                 continue
-            if algorithm in ("nvls", "nvls_tree", "pat") and protocol != "simple":
+            if algorithm in ("nvls", "nvls_tree", "pat", *COLLNET_ALGORITHMS) and protocol != "simple":
                 continue
             if protocol == "ll128" and ll128_by_default and not _ll128_enabled(system, constants):
                 continue
-            bw = graph.bw_intra if nodes <= 2 else graph.bw_inter
+            bw = graph.bw_intra if nodes <= 2 or algorithm in COLLNET_ALGORITHMS else graph.bw_inter
             if algorithm in ("nvls", "nvls_tree"):
                 if constants.nvls_efficiency is None or constants.per_channel_max_nvls_tree_bw is None:
                     # Before 2.28.3 ([NCCL] v2.26.2-1 and v2.19.3-1 src/graph/tuning.cc): the
@@ -1006,6 +1117,13 @@ def _model(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclC
             if algorithm == "pat":
                 # .85 in v2.23.4-1, the first with PAT; .75 from v2.24.3-1 ([NCCL] src/graph/tuning.cc).
                 bus *= .75 if _since(constants, (2, 24, 3)) else .85
+            if algorithm == "collnet_direct":
+                # "Collnet+Direct requires all GPUs to have a local NIC to work at full speed":
+                # the GPU/NIC ratio, halfway to 1; and .85 from Hopper on.
+                factor = ppn / graph.n_channels
+                bus /= factor - (factor - 1) / 2
+                if system.sm >= 90:
+                    bus *= .85
             # Bus to algorithm bandwidth: none for all-gather and reduce-scatter but on rings
             # since 2.23.4 ([NCCL] v2.23.4-1 src/graph/tuning.cc; v2.19.3-1 converts NVLS's
             # too); NVLS x 5/6 before 2.28.3 ([NCCL] v2.26.2-1), as rings since (v2.28.3-1).
@@ -1053,11 +1171,16 @@ def _model(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclC
                 latency += intra_lat + 2 * _log2i(nodes) * inter_lat
             elif algorithm == "pat":
                 latency += _log2i(nodes) * (inter_lat / 3.5) + n * 2.8
+            elif algorithm == "collnet_direct":
+                local = n // nodes - 1
+                latency += 2 * (min(1, local) * intra_lat + local * COLLNET_ARITY_US) + inter_lat
+            elif algorithm == "collnet_chain":
+                latency += 2 * (n // nodes - 1) * intra_lat + inter_lat
             out[(algorithm, protocol)] = (latency, algbw, bus)
         if refused is not None and len(out) == before:
             if algorithm in ("nvls", "nvls_tree") and graph.n_channels < 2:
                 refused[algorithm] = "NVLS needs 2 channels or more"
-            elif algorithm in ("nvls", "nvls_tree", "pat") and "simple" not in protocols:
+            elif algorithm in ("nvls", "nvls_tree", "pat", *COLLNET_ALGORITHMS) and "simple" not in protocols:
                 refused[algorithm] = "it runs Simple only, which NCCL_PROTO leaves out"
             else:
                 refused[algorithm] = "NCCL_PROTO leaves none of its protocols"
@@ -1071,11 +1194,16 @@ def _left_out(algorithm: str, system: NcclSystem, graphs: Mapping[str, NcclGraph
     n, nodes = system.n_ranks, system.n_nodes
     if collective in ("broadcast", "reduce") and algorithm != "ring":
         return f"NCCL runs {collective} on rings only"
-    if collective in ("all_gather", "reduce_scatter") and algorithm not in ("pat", "ring", "nvls"):
-        return f"NCCL runs {collective} on rings, PAT and NVLS only"
-    if algorithm in ("collnet_direct", "collnet_chain"):
-        # NVLS with CollNet is built (nvls_sharp); SHARP without NVLS is not.
-        return "CollNet Direct and Chain (IB SHARP without NVLS) are not modelled"
+    if collective in ("all_gather", "reduce_scatter") and algorithm not in ("pat", "ring", "nvls", "collnet_direct"):
+        return f"NCCL runs {collective} on rings, PAT, NVLS and CollNet Direct only"
+    if algorithm in COLLNET_ALGORITHMS:
+        refusal = _collnet_refusal(system, env, collective, dtype, redop)
+        if refusal is not None:
+            return refusal
+        if n > nodes * COLLNET_MAX_LOCAL_RANKS:
+            return f"CollNet runs with at most {COLLNET_MAX_LOCAL_RANKS} GPUs a server"
+        if algorithm == "collnet_direct" and not system.nvswitch:
+            return "CollNet Direct needs an NVSwitch"  # ncclTopoTuneModel: nvsCount == 0
     if algorithm in ("nvls", "nvls_tree"):
         if "nvls" not in graphs:
             return "NVLS needs NVLink SHARP (third-generation NVSwitches, Hopper on) under every rank"
@@ -1086,12 +1214,13 @@ def _left_out(algorithm: str, system: NcclSystem, graphs: Mapping[str, NcclGraph
             return refusal
         if algorithm == "nvls_tree" and nodes == 1:
             return "NVLSTree runs across servers only"  # ncclTopoTuneModel disables it on one node
-        if algorithm == "nvls" and nodes > 1 and not (
-                env.integer("NCCL_COLLNET_ENABLE") == 1 and system.sharp and collective == "all_reduce"):
+        if algorithm == "nvls" and nodes > 1:
             # All-gather and reduce-scatter need a plugin that has them besides, which flowsim
             # does not assume.
-            return ("NVLS runs across servers only as an all-reduce with CollNet (NCCL_COLLNET_ENABLE=1 on an "
-                    "InfiniBand fabric with SHARP)")
+            refusal = _collnet_refusal(system, env, collective, dtype, redop)
+            if refusal is not None:
+                return ("NVLS runs across servers only as an all-reduce with CollNet (NCCL_COLLNET_ENABLE=1 on an "
+                        f"InfiniBand fabric with SHARP): {refusal}")
     if algorithm == "pat":
         if collective == "all_reduce":
             return "PAT has no all-reduce"
@@ -1467,6 +1596,10 @@ def nccl_choice(
         if algorithm == "nvls" and system.n_nodes > 1:
             max_channels = min(max_channels, comm_channels)
         n_channels, n_threads = max_channels, max_threads
+    elif algorithm == "collnet_direct":
+        max_channels = comm_channels
+        n_channels = _collnet_shrink(n_bytes, comm_channels, max_threads, graphs["collnet_direct"].n_channels)
+        n_threads = max_threads
     else:
         max_channels = comm_channels
         n_channels, n_threads = _shrink(n_bytes, comm_channels, max_threads,
@@ -1575,6 +1708,11 @@ def _comm_channels(system: NcclSystem, graphs: Mapping[str, NcclGraph], constant
     """The communicator's channels: twice the ring/tree graphs' (src/graph/connect.cc), and the
     user's NCCL_MIN/MAX_NCHANNELS."""
     n = min(_MAX_CHANNELS, 2 * min(graphs["ring"].n_channels, graphs["tree"].n_channels))
+    chain = graphs["tree"]
+    if _collnet_off(system, env) is None and chain.bw_intra > chain.bw_inter and system.n_ranks > system.n_nodes:
+        # With CollNet, half as many again "to saturate intra-node bandwidth" where its chain
+        # graph's intra-node speed is the higher ([NCCL] src/graph/connect.cc ncclTopoPostset).
+        n = min(_MAX_CHANNELS, n + n // 2)
     # Doubled again across Hopper servers with fast rings: SM90 only and up to 64 channels in
     # [NCCL] v2.19.3-1 src/graph/connect.cc, below 16 channels from v2.20.3-1, and from SM90
     # on (Blackwell too) from v2.25.1-1.
@@ -1618,8 +1756,29 @@ def _max_threads(algorithm: str, protocol: str, graphs: Mapping[str, NcclGraph],
 
 
 def _threshold(algorithm: str, protocol: str, n_ranks: int) -> int:
+    if algorithm in COLLNET_ALGORITHMS:
+        return _COLLNET_THREAD_THRESHOLD
     threshold = _THREAD_THRESHOLD[protocol]
     return threshold * n_ranks if algorithm == "ring" and protocol == "ll" else threshold
+
+
+def _collnet_shrink(n_bytes: int, n_channels: int, n_threads: int, n_heads: int) -> int:
+    """topoGetAlgoInfo's "CollNet channel tuning": fewer channels while bytes < channels x
+    threads x heads x threshold, down to 16, then 8, 4, 2 and 1 while it still holds, the
+    threshold halved at each of 24, 12, 6 and 3 channels; the threads stay."""
+    threshold = _COLLNET_THREAD_THRESHOLD
+    floor = 16
+    short = True
+    while floor >= 1 and short:
+        while True:
+            short = n_bytes < n_channels * n_threads * n_heads * threshold
+            if not (short and n_channels > floor):
+                break
+            if n_channels == floor + floor // 2:
+                threshold //= 2
+            n_channels -= 1
+        floor //= 2
+    return n_channels
 
 
 def _shrink(n_bytes: int, n_channels: int, n_threads: int, threshold: int) -> tuple[int, int]:

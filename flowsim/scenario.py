@@ -70,9 +70,9 @@ Format
         ``layer_backward_s``), ``n_microbatches``, ``schedule`` (``"1f1b"`` or ``"gpipe"``),
         ``virtual_stages`` (model chunks a rank: Megatron's interleaved 1F1B),
         ``activation_bytes``, ``tp_all_reduce_bytes``, ``tp_algorithm``, ``tp_across_servers``,
-        ``sequence_parallel``, ``distributed_optimizer``, ``fsdp``, ``fsdp_sharding`` (``"full"`` or
-        ``"hybrid"``), ``cp``, ``cp_kv_bytes`` or ``slices``, it is a tensor/pipeline/data parallel step
-        in Megatron's rank order
+        ``sequence_parallel``, ``distributed_optimizer``, ``fsdp``, ``fsdp_sharding`` (``"full"``,
+        ``"hybrid"``, ``"grad_op"`` or ``"hybrid_grad_op"``), ``cp``, ``cp_kv_bytes`` or
+        ``slices``, it is a tensor/pipeline/data parallel step in Megatron's rank order
         (:func:`flowsim.training.parallel_step`, whose arguments these keys are).
     Parts are concatenated in that order: the flow list, the collectives, the training step.
 ``[[job]]`` (optional; with them ``[workload]`` is optional too)

@@ -129,8 +129,13 @@ __all__ = [
 #: (PipeDream-Flush) and GPipe (all forwards, then all backwards).
 SCHEDULES = ("1f1b", "gpipe")
 #: How :func:`parallel_step` with ``fsdp`` shards: PyTorch FSDP's ``FULL_SHARD`` over the
-#: whole DP group, or ``HYBRID_SHARD`` over its ranks in each server.
-FSDP_SHARDINGS = ("full", "hybrid")
+#: whole DP group, ``HYBRID_SHARD`` over its ranks in each server, and ``SHARD_GRAD_OP`` and
+#: ``_HYBRID_SHARD_ZERO2`` likewise, which keep the gathered parameters from a layer's
+#: forward to its backward.
+FSDP_SHARDINGS = ("full", "hybrid", "grad_op", "hybrid_grad_op")
+# The shardings that free a layer's gathered parameters after its forward, to gather them
+# again for its backward ([FSDP] RESHARD_AFTER_FORWARD_HANDLE_STRATEGIES).
+_RESHARD_AFTER_FORWARD = frozenset({"full", "hybrid"})
 
 
 @dataclass(frozen=True)
@@ -658,14 +663,20 @@ def parallel_step(
         A pass waits for its gather, nothing waits for a reduce-scatter but the step's end.
         One stage, no experts, not with ``distributed_optimizer``; no effect without data
         parallelism.
-    fsdp_sharding : {"full", "hybrid"}
+    fsdp_sharding : {"full", "hybrid", "grad_op", "hybrid_grad_op"}
         With ``fsdp``: ``"full"`` (``FULL_SHARD``) shards over the whole DP group;
         ``"hybrid"`` (``HYBRID_SHARD``: "FULL_SHARD within a node, and replicate parameters
         across nodes") shards over the DP group's ranks of each server, whose all-gathers
         and reduce-scatters then stay inside it, and all-reduces each reduced shard over the
         ranks that hold it on the other servers once its reduce-scatter is done, one after
         another on a stream of their own (FSDP's ``_all_reduce_stream``). Every server must
-        hold as many of each DP group's ranks.
+        hold as many of each DP group's ranks. ``"grad_op"`` (``SHARD_GRAD_OP``, ZeRO-2) and
+        ``"hybrid_grad_op"`` (``_HYBRID_SHARD_ZERO2``) shard as ``"full"`` and ``"hybrid"``
+        but keep a layer's gathered parameters from its forward to its backward, which
+        gathers nothing; with nothing freed in the forward FSDP's rate limiter holds none of
+        its gathers back, so each microbatch's all go out one after another as its forward
+        begins (the gathers' stream waits for the compute issued before it, FSDP's
+        ``_wait_for_computation_stream``).
     algorithm, tp_algorithm : str, optional
         All-reduce algorithm of the gradient buckets and of the TP all-reduces (default
         ``"auto"``: what NCCL's tuner picks for each size), as
@@ -789,6 +800,7 @@ def parallel_step(
     if fsdp_sharding != "full" and not fsdp:
         raise InputError(f"fsdp_sharding = {fsdp_sharding!r} is how FSDP shards: give fsdp = true too")
     shards = _shard_groups(topology, layout, fsdp_sharding) if fsdp else {}
+    reshard = fsdp_sharding in _RESHARD_AFTER_FORWARD
     check_routed_env(nccl_env, "gpudirect")
 
     router = Router(topology)  # one for every group's NCCL search, not one each
@@ -806,7 +818,7 @@ def parallel_step(
         layout, forward, backward, grads, n_microbatches, schedule, float(activation_bytes),
         float(tp_all_reduce_bytes), float(bucket_bytes), plan, algorithm, tp_algorithm,
         _Experts(moe, float(ep_all_to_all_bytes), float(ep_skew)), sequence_parallel, expert_grads,
-        distributed_optimizer, v, fsdp, shards, float(cp_kv_bytes),
+        distributed_optimizer, v, fsdp, shards, float(cp_kv_bytes), reshard,
     )
     note = progress or (lambda message: None)
     what = schedule if v == 1 else f"interleaved {schedule}, {v} virtual stages a rank"
@@ -1075,13 +1087,14 @@ _Transfer = tuple[str, int, int]
 
 def _shard_groups(topology: Topology, layout: ParallelLayout, sharding: str) -> dict[tuple[int, int], list[tuple]]:
     """Per (stage, TP index): the groups FSDP shards the DP group's parameters over, the whole
-    group (``"full"``), or its ranks in each server in order (``"hybrid"``); an
+    group (``"full"``, ``"grad_op"``), or its ranks in each server in order (``"hybrid"``,
+    ``"hybrid_grad_op"``); an
     :class:`InputError` where servers hold different numbers of a group's ranks."""
     groups: dict[tuple[int, int], list[tuple]] = {}
     for stage in range(layout.pp):
         for t in range(layout.tp):
             group = layout.dp_group(t, stage)
-            if sharding == "full":
+            if sharding not in ("hybrid", "hybrid_grad_op"):
                 groups[(stage, t)] = [group]
                 continue
             by_server: dict[str, list[str]] = {}
@@ -1089,7 +1102,7 @@ def _shard_groups(topology: Topology, layout: ParallelLayout, sharding: str) -> 
                 by_server.setdefault(server, []).append(rank)
             sizes = {len(ranks) for ranks in by_server.values()}
             if len(sizes) > 1:
-                raise InputError(f"fsdp_sharding = 'hybrid' shards over each server's ranks of a DP group, but the "
+                raise InputError(f"fsdp_sharding = {sharding!r} shards over each server's ranks of a DP group, but the "
                                  f"group of {group[0]!r} has {min(sizes)} to {max(sizes)} ranks a server")
             groups[(stage, t)] = [tuple(ranks) for ranks in by_server.values()]
     return groups
@@ -1205,7 +1218,7 @@ def _interleaved_ops(stage: int, pp: int, m: int, v: int) -> list[tuple]:
     return ops
 
 
-def _fsdp_ops(ops: list[tuple]) -> list[tuple]:
+def _fsdp_ops(ops: list[tuple], reshard_after_forward: bool = True) -> list[tuple]:
     """``ops`` (one pass op per layer, no transfers: one stage) with PyTorch FSDP's calls
     around them, as its FULL_SHARD strategy runs with its defaults (torch/distributed/fsdp:
     ``limit_all_gathers=True``, ``backward_prefetch=BACKWARD_PRE``,
@@ -1215,18 +1228,36 @@ def _fsdp_ops(ops: list[tuple]) -> list[tuple]:
     before the pass that used the parameters two gathers back has ended (the rate limiter
     frees a gather's memory when its pass ends; the host runs ahead of the GPU, so the
     limiter, not where a hook issues the gather, decides when it starts), and each backward
-    is followed by the reduce-scatter of the layer's gradients (``("fsdp", ("scatter", ...))``)."""
+    is followed by the reduce-scatter of the layer's gradients (``("fsdp", ("scatter", ...))``).
+    A microbatch's forward begins with the root's pre-forward, which has the gathers'
+    stream wait for the compute issued before it (``_wait_for_computation_stream``): its
+    first gather does not start before the backward before it has ended.
+
+    Without ``reshard_after_forward`` (SHARD_GRAD_OP) only forwards gather, and a
+    microbatch's gathers all start as its forward begins, one after another on their
+    stream: the forward frees nothing, so the rate limiter, which waits only for freed
+    gathers, holds none back."""
     passes = [op for op in ops if op[0] in ("F", "B")]
     assert len(passes) == len(ops), "FSDP steps have one stage: no pipeline transfers"
     gathers = [("gather", microbatch, blocks[0][0], kind) for kind, (microbatch, blocks) in passes]
-    out: list[tuple] = [("fsdp", gather) for gather in gathers[:2]]
+    # Per gather (of the passes that gather), the pass after which it may start (-1: at once).
+    released: dict[int, list[int]] = {}
+    begin = -1  # the pass before the current microbatch's first forward
+    for u, op in enumerate(passes):
+        if op[0] == "F" and u > 0 and passes[u - 1][0] == "B":
+            begin = u - 1
+        if reshard_after_forward:
+            released.setdefault(max(u - 2, begin), []).append(u)
+        elif op[0] == "F":
+            released.setdefault(begin, []).append(u)
+    out: list[tuple] = [("fsdp", gathers[g]) for g in released.get(-1, [])]
     for u, (op, gather) in enumerate(zip(passes, gathers, strict=True)):
-        out.append(("unsharded", gather))
+        if reshard_after_forward or op[0] == "F":
+            out.append(("unsharded", gather))
         out.append(op)
         if op[0] == "B":
             out.append(("fsdp", ("scatter", *gather[1:])))
-        if u + 2 < len(gathers):  # this pass frees its parameters: the gather two on may start
-            out.append(("fsdp", gathers[u + 2]))
+        out += [("fsdp", gathers[g]) for g in released.get(u, [])]
     return out
 
 
@@ -1619,6 +1650,7 @@ class _PipelineBuilder:
         fsdp: bool = False,
         shards: dict[tuple[int, int], list[tuple]] | None = None,
         cp_kv_bytes: float = 0.0,
+        reshard_after_forward: bool = True,
     ) -> None:
         self.layout = layout
         self.v = virtual_stages
@@ -1629,6 +1661,9 @@ class _PipelineBuilder:
         # Per (stage, TP index): the groups FSDP shards over (the DP group, or its ranks in
         # each server with hybrid sharding).
         self.shards = shards or {}
+        # Whether a layer's gathered parameters are freed after its forward and gathered
+        # again for its backward (FULL_SHARD, HYBRID_SHARD), or kept (SHARD_GRAD_OP).
+        self.reshard_after_forward = reshard_after_forward
         # Context parallelism: the keys and values a rank sends on per attention step, and
         # the ends of each step's transfer by its receiver.
         self.cp_kv_bytes = cp_kv_bytes
@@ -1716,7 +1751,7 @@ class _PipelineBuilder:
             self.gather_parameters()
         ops = {r: self.expand(_stage_ops(self.schedule, r[0], layout.pp, self.m, self.v)) for r in replicas}
         if self.fsdp:
-            ops = {r: _fsdp_ops(o) for r, o in ops.items()}
+            ops = {r: _fsdp_ops(o, self.reshard_after_forward) for r, o in ops.items()}
         next_op = dict.fromkeys(replicas, 0)
         waiting: set[tuple[int, int]] = set()
         while any(next_op[r] < len(ops[r]) for r in replicas):

@@ -563,6 +563,40 @@ def test_fsdp_gathers_before_each_pass_and_scatters_after_each_backward_by_hand(
     assert set(phases[np.char.startswith(np.array(step.workload.names), "fsdp.")]) == {"params", "gradients"}
 
 
+def test_fsdp_gathers_of_a_microbatch_wait_for_the_backward_before_it_by_hand():
+    # As above with two microbatches. Microbatch 1's forward begins with the root's
+    # pre-forward, whose gathers' stream waits for the compute before it: its first gather
+    # starts when microbatch 0's last backward ends (6.5 s), not when the pass two gathers
+    # back did (4.5 s), and shares the cable with that backward's reduce-scatter: both
+    # [6.5, 7.5]. Then F l1's gather [7.5, 8]; F l0 [7.5, 8.5], F l1 [8.5, 9.5]; B l1's gather
+    # after F l0 [8.5, 9], B l0's after F l1 [9.5, 10]; B l1 [9.5, 11.5], its reduce-scatter
+    # [11.5, 12]; B l0 [11.5, 13.5], its reduce-scatter [13.5, 14].
+    topology = two_gpus()
+    arguments = dict(fsdp=True, n_microbatches=2, layer_forward_s=[1.0, 1.0], layer_backward_s=[2.0, 2.0],
+                     layer_grad_bytes=[1 * G, 1 * G], costs=FREE)
+    step = parallel_step(topology, **arguments)
+    result = run_training_step(topology, step)
+    np.testing.assert_allclose([step.compute_s, result.step_s], [12.0, 14.0])
+    spans = call_spans(step, result, lambda name: name.startswith("fsdp.s0.t0.mb1."))
+    assert spans == {
+        "fsdp.s0.t0.mb1.F.l0.gather": [6.5, 7.5], "fsdp.s0.t0.mb1.F.l1.gather": [7.5, 8.0],
+        "fsdp.s0.t0.mb1.B.l1.gather": [8.5, 9.0], "fsdp.s0.t0.mb1.B.l0.gather": [9.5, 10.0],
+        "fsdp.s0.t0.mb1.B.l1.scatter": [11.5, 12.0], "fsdp.s0.t0.mb1.B.l0.scatter": [13.5, 14.0],
+    }
+    # SHARD_GRAD_OP keeps the parameters from the forward to the backward, which gathers
+    # nothing; a microbatch's gathers go out together as its forward begins, one after the
+    # other: microbatch 0's [0, .5], [.5, 1]; microbatch 1's [6.5, 7.5] (beside the
+    # reduce-scatter) and [7.5, 8]. The passes run as under FULL_SHARD.
+    kept = parallel_step(topology, fsdp_sharding="grad_op", **arguments)
+    result = run_training_step(topology, kept)
+    np.testing.assert_allclose([kept.compute_s, result.step_s], [12.0, 14.0])
+    assert call_spans(kept, result, lambda name: ".gather." in name) == {
+        "fsdp.s0.t0.mb0.F.l0.gather": [0.0, 0.5], "fsdp.s0.t0.mb0.F.l1.gather": [0.5, 1.0],
+        "fsdp.s0.t0.mb1.F.l0.gather": [6.5, 7.5], "fsdp.s0.t0.mb1.F.l1.gather": [7.5, 8.0],
+    }
+    assert len(call_spans(kept, result, lambda name: ".scatter." in name)) == 4
+
+
 def test_fsdp_calls_every_microbatch_and_takes_no_buckets():
     # 2 microbatches x 3 layers: 12 gathers (a forward and a backward each) and 6
     # reduce-scatters, over each of the tp = 2 indices' DP groups; no bucket all-reduces.
@@ -615,6 +649,14 @@ def test_hybrid_fsdp_shards_inside_servers_and_all_reduces_the_shards_across_by_
         expected |= {f"fsdp.s0.t0.g{g}.mb0.F.l0.gather": [0.0, 0.5], f"fsdp.s0.t0.g{g}.mb0.B.l0.gather": [0.5, 1.0],
                      f"fsdp.s0.t0.g{g}.mb0.B.l0.scatter": [3.5, 4.0], f"fsdp.s0.t0.r{g}.mb0.B.l0.replicate": [4.0, 4.5]}
     assert call_spans(step, result, lambda name: name.startswith("fsdp.")) == expected
+    # _HYBRID_SHARD_ZERO2 shards and replicates alike but gathers for the forward only.
+    kept = parallel_step(
+        topology, fsdp=True, fsdp_sharding="hybrid_grad_op", layer_forward_s=[1.0], layer_backward_s=[2.0],
+        layer_grad_bytes=[1 * G], costs=FREE,
+    )
+    result = run_training_step(topology, kept)
+    assert call_spans(kept, result, lambda name: name.startswith("fsdp.")) == {
+        name: span for name, span in expected.items() if ".B.l0.gather" not in name}
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -623,7 +665,7 @@ def test_hybrid_fsdp_shards_inside_servers_and_all_reduces_the_shards_across_by_
     (dict(ep=2, ep_all_to_all_bytes=1e6), "fsdp has no expert parallelism here"),
     (dict(layer_expert_grad_bytes=[1e6, 0.0]), "fsdp has no expert parallelism here"),
     (dict(fsdp="yes"), "fsdp must be true or false, got 'yes'"),
-    (dict(fsdp_sharding="zero3"), "unknown fsdp_sharding 'zero3'; valid ones: full, hybrid"),
+    (dict(fsdp_sharding="zero3"), "unknown fsdp_sharding 'zero3'; valid ones: full, hybrid, grad_op, hybrid_grad_op"),
     (dict(fsdp=False, fsdp_sharding="hybrid"), "fsdp_sharding = 'hybrid' is how FSDP shards: give fsdp = true"),
 ])
 def test_bad_fsdp_is_named(kwargs, message):

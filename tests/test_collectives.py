@@ -1191,16 +1191,22 @@ def test_nvls_sharp_all_reduce_on_two_dgx_h100_by_hand():
     assert run(topology, w).makespan_s == pytest.approx(expected, rel=1e-4)
 
 
+def _two_dgx_h100_on_one_leaf_a_rail():
+    """Two DGX H100, their ranks, servers, and each local rank's reduction tree: its rail's leaf."""
+    topology = build_cluster("dgx_h100", 2, figure="effective")
+    ranks = [topology.node_names[g] for g in topology.gpus()]
+    servers = rank_servers(topology, ranks)
+    sharp = [{s: (f"ib.su0.rail{j}",) for s in set(servers.values())} for j in range(8)]
+    return topology, ranks, servers, sharp
+
+
 def test_collnet_direct_all_reduce_on_two_dgx_h100_by_hand():
     # One slice per chunk, no software costs. Chunk j (S/8) is headed by each server's GPU j:
     # every GPU copies its 7 other chunks to their heads (7S/8 over its 370.8 GB/s NVLink,
     # while receiving 7S/8 as a head), each head sends its server's sum through its rail's
     # NIC to the rail's leaf (S/8 at 48 GB/s), the leaf returns the two servers' total (S/8
     # at 48), and each head copies it to the 7 other GPUs (7S/8 each way again).
-    topology = build_cluster("dgx_h100", 2, figure="effective")
-    ranks = [topology.node_names[g] for g in topology.gpus()]
-    servers = rank_servers(topology, ranks)
-    sharp = [{s: (f"ib.su0.rail{j}",) for s in set(servers.values())} for j in range(8)]
+    topology, ranks, servers, sharp = _two_dgx_h100_on_one_leaf_a_rail()
     size = 8e9
     w = collnet_direct_all_reduce(ranks, size, servers=servers, sharp=sharp, slices=1, costs=CollectiveCosts.zero())
     # Per chunk and server: 7 copies in, up, down and 7 copies out.
@@ -1227,10 +1233,7 @@ def test_collnet_chain_all_reduce_on_two_dgx_h100_by_hand():
     # One channel, one slice, no software costs: up each server's chain from GPU 7 to GPU 0
     # (7 hops of S, one after another, at 370.8 GB/s), GPU 0 through rail 0's NIC to its
     # leaf and back (S at 48 GB/s each way), then down the chain (7 hops of S).
-    topology = build_cluster("dgx_h100", 2, figure="effective")
-    ranks = [topology.node_names[g] for g in topology.gpus()]
-    servers = rank_servers(topology, ranks)
-    sharp = [{s: (f"ib.su0.rail{j}",) for s in set(servers.values())} for j in range(8)]
+    topology, ranks, servers, sharp = _two_dgx_h100_on_one_leaf_a_rail()
     size = 1e9
     w = collnet_chain_all_reduce(ranks, size, servers=servers, sharp=sharp, slices=1, costs=CollectiveCosts.zero())
     assert len(w) == 2 * (7 + 1 + 1 + 7)

@@ -1212,22 +1212,12 @@ def collnet_direct_all_reduce(
     what = "collnet_direct_all_reduce"
     groups = _collnet_groups(what, ranks, servers)
     per_server = len(groups[0])
-    if costs is None:
-        costs = collnet_costs("collnet_direct", per_server)
-    ranks, size, channels, costs = _prepare(what, ranks, size_bytes, channels, costs, "ring")
     heads = list(range(per_server)) if heads is None else list(heads)
     if not heads or len(set(heads)) != len(heads) or not all(
             isinstance(h, int) and 0 <= h < per_server for h in heads):
         raise InputError(f"{what}: heads must be distinct local indices in [0, {per_server}), got {heads!r}")
-    keys = [servers[group[0]] for group in groups]
-    trees = _sharp_trees(sharp, keys, len(heads), what)
-    chunk = size / len(heads) / channels
-    n_slices = _slices(slices, chunk, what, MAX_PIPELINE_SLICES)
-    piece = chunk / n_slices
-    _steps_only(model, channels * len(heads) * n_slices * len(groups) * (2 * per_server + 4), what)
-    fabric = {name for paths, _ in trees for path in paths for name in path}
-    dag = _FlowDag("all_reduce", costs, {**servers, **{s: s for s in fabric}})
-    index = {r: i for i, r in enumerate(ranks)}
+    trees, dag, index, channels, n_slices, piece = _collnet_setup(
+        what, groups, ranks, size_bytes, servers, sharp, len(heads), len(heads), channels, slices, costs, model)
     for c, j, label, last in _chunk_slices(dag, channels, len(heads), n_slices):
         owners = [group[heads[j]] for group in groups]
         # A server of one rank has nothing to gather: its head sends its own data.
@@ -1281,21 +1271,11 @@ def collnet_chain_all_reduce(
     what = "collnet_chain_all_reduce"
     groups = _collnet_groups(what, ranks, servers)
     per_server = len(groups[0])
-    if costs is None:
-        costs = collnet_costs("collnet_chain", per_server)
-    ranks, size, channels, costs = _prepare(what, ranks, size_bytes, channels, costs, "ring")
+    trees, dag, index, channels, n_slices, piece = _collnet_setup(
+        what, groups, ranks, size_bytes, servers, sharp, per_server, 1, channels, slices, costs, model)
     rotations = list(range(channels)) if offsets is None else list(offsets)
     if len(rotations) < channels or not all(isinstance(k, int) and k >= 0 for k in rotations):
         raise InputError(f"{what}: offsets must be {channels} or more integers >= 0, got {offsets!r}")
-    keys = [servers[group[0]] for group in groups]
-    trees = _sharp_trees(sharp, keys, per_server, what)
-    chunk = size / channels
-    n_slices = _slices(slices, chunk, what, MAX_PIPELINE_SLICES)
-    piece = chunk / n_slices
-    _steps_only(model, channels * n_slices * len(groups) * (2 * per_server + 4), what)
-    fabric = {name for paths, _ in trees for path in paths for name in path}
-    dag = _FlowDag("all_reduce", costs, {**servers, **{s: s for s in fabric}})
-    index = {r: i for i, r in enumerate(ranks)}
     for c, _, label, last in _chunk_slices(dag, channels, 1, n_slices):
         shift = rotations[c] % per_server
         chains = [group[shift:] + group[:shift] for group in groups]
@@ -1313,6 +1293,28 @@ def collnet_chain_all_reduce(
                 above = [_in_order(dag, last, f"bcast.r{index[chain[k]]}", label, chain[k - 1], chain[k], piece,
                                    above, 4, c)]
     return dag.workload("all_reduce")
+
+
+def _collnet_setup(
+    what: str, groups: list[tuple[str, ...]], ranks: Ranks, size_bytes: float, servers: Mapping[str, Hashable],
+    sharp: Sequence[Mapping[Hashable, Sequence[str]]], n_trees: int, parts: int, channels: int, slices: int | None,
+    costs: CollectiveCosts | None, model: str,
+) -> tuple[list[tuple[list[tuple[str, ...]], list[str]]], _FlowDag, dict[str, int], int, int, float]:
+    """What CollNet Direct and Chain (``what``) share: ``n_trees`` aggregation trees, the
+    DAG (each network switch its own place), each rank's index, the channels, the slices a
+    channel's ``parts`` are cut in, and a slice's bytes; costs default to
+    :func:`collnet_costs`."""
+    per_server = len(groups[0])
+    if costs is None:
+        costs = collnet_costs(what.removesuffix("_all_reduce"), per_server)
+    ranks, size, channels, costs = _prepare(what, ranks, size_bytes, channels, costs, "ring")
+    trees = _sharp_trees(sharp, [servers[group[0]] for group in groups], n_trees, what)
+    chunk = size / parts / channels
+    n_slices = _slices(slices, chunk, what, MAX_PIPELINE_SLICES)
+    _steps_only(model, channels * parts * n_slices * len(groups) * (2 * per_server + 4), what)
+    fabric = {name for paths, _ in trees for path in paths for name in path}
+    dag = _FlowDag("all_reduce", costs, {**servers, **{s: s for s in fabric}})
+    return trees, dag, {r: i for i, r in enumerate(ranks)}, channels, n_slices, chunk / n_slices
 
 
 def _collnet_groups(what: str, ranks: Ranks, servers: Mapping[str, Hashable]) -> list[tuple[str, ...]]:

@@ -406,6 +406,26 @@ def test_collnet_direct_across_scalable_units_is_bound_by_nvlink_on_dgx_a100():
         collective_workload(efa, "all_reduce", 1 << 30, algorithm="collnet_chain")
 
 
+def test_ib_sharp_trees_climb_three_tiers_and_spread_over_the_cores():
+    # 12 DGX A100 in scalable units of 2 on 40-port HDR switches: three tiers (6 pods of a
+    # spine each, 4 cores). Each rail's chunk climbs from its leaves to their pods' spines and
+    # on to a core, the chunks taking the 4 cores in turn: rails 0 and 4 on core0. The
+    # reduction in the network keeps NVLink the bound, as on one tier.
+    topology = build_cluster("dgx_a100", 12, figure="effective", su_size=2)
+    collnet = {"NCCL_COLLNET_ENABLE": "1"}
+    w = collective_workload(topology, "all_reduce", 1 << 30, nccl_env=collnet).workload
+    up = {}
+    for f in range(len(w)):
+        if ".ch0." in w.names[f] and ".sl0.up.ib." in w.names[f]:
+            up.setdefault(w.names[f].split(".")[2], set()).add((w.src[f], w.dst[f]))
+    assert up["chunk0"] == {(f"ib.su{p}.rail0", f"ib.spine{p}") for p in range(6)} | {
+        (f"ib.spine{p}", "ib.core0") for p in range(6)}
+    assert {dst for _, dst in up["chunk4"] if "core" in dst} == {"ib.core0"}
+    assert {dst for _, dst in up["chunk5"] if "core" in dst} == {"ib.core1"}
+    bound = 1.75 * (1 << 30) / 240e9
+    assert bound < collective_time(topology, "all_reduce", 1 << 30, nccl_env=collnet).time_s < 1.01 * bound
+
+
 def test_point_to_point_over_nvlink_moves_the_measured_share_of_the_link(two_dgx):
     # all_to_all of S over 16 ranks: S / 16 a message. Simple messages inside a server carry
     # it over NVLink at P2P_NVLINK_EFFICIENCY, those between servers over the NICs in full;

@@ -49,7 +49,7 @@ from flowsim.collectives.costs import (
     nvls_tree_costs,
     pat_costs,
 )
-from flowsim.collectives.dag import MAX_PIPELINE_SLICES, MAX_RING_SLICES, check_size, tree_hops
+from flowsim.collectives.dag import MAX_PIPELINE_SLICES, MAX_RING_SLICES, STEP_MESSAGE_LIMIT, check_size, tree_hops
 from flowsim.collectives.rings import (
     mesh_link_counts,
     mesh_rings,
@@ -743,6 +743,13 @@ def collective_workload(
                 chunks = _nccl_pieces(collective, entry.name, choice, size_bytes, ranks, topology_servers,
                                       most=None)
                 split_fill = fill / _tree_fill(chunks, ranks, topology_servers)
+            if entry.name in ("collnet_direct", "collnet_chain") and model == "auto":
+                # CollNet has no stream form: on thousands of servers its chunks go in fewer,
+                # larger slices, as many as keep the step DAG within its message limit.
+                parts = max(1, len(options.get("heads", ()))) * n_channels
+                per_server = len(ranks) // len(set(topology_servers.values()))
+                per_slice = parts * len(set(topology_servers.values())) * (2 * per_server + 4)
+                slices = min(slices, max(1, STEP_MESSAGE_LIMIT // per_slice))
         options.update(channels=n_channels, slices=slices)
     intra = _intra_hardware(topology, ranks)
     step_latency = _step_latency_us(topology, ranks)
@@ -1054,8 +1061,9 @@ def _sharp_paths(topology: Topology,
     """Per local rank ``j``: each server's path up the network's reduction tree for chunk
     ``j``, from the InfiniBand leaf of its rank ``j``'s NIC to the lowest switch above every
     server's: that leaf where one holds them all (a rail of a scalable unit), else a spine
-    cabled to each of their leaves. An :class:`InputError` where a rank has no InfiniBand
-    NIC or no spine joins the leaves (SHARP over three switch tiers is not modelled)."""
+    cabled to each of their leaves (chunk ``j`` on the ``j``-th of them), else (three tiers)
+    the ``j``-th spine of each leaf's pod and a core above those spines. An
+    :class:`InputError` where a rank has no InfiniBand NIC or no switch joins the leaves."""
     groups = list(by_server.items())
     leaf_of = sharp_leaves(topology, [rank for _, members in groups for rank in members])
     trees: list[dict[Hashable, tuple[str, ...]]] = []
@@ -1070,17 +1078,35 @@ def _sharp_paths(topology: Topology,
         if len(distinct) == 1:
             trees.append({server: (leaf,) for server, leaf in leaves.items()})  # the leaf is the root
             continue
-        above = [
-            {topology.node_names[int(topology.link_dst[link])] for link in topology.links_from(leaf)
-             if topology.node_kind[topology.link_dst[link]] == NodeKind.IB_SPINE}
-            for leaf in distinct
-        ]
-        common = sorted(set.intersection(*above))
-        if not common:
-            raise InputError(f"IB SHARP: no spine joins the leaves {', '.join(distinct)} of local rank {j}; "
-                             "reduction trees over three switch tiers are not modelled")
-        trees.append({server: (leaf, common[0]) for server, leaf in leaves.items()})
+        above = [sorted(_switches_above(topology, leaf, NodeKind.IB_SPINE), key=_numbered) for leaf in distinct]
+        common = sorted(set.intersection(*(set(spines) for spines in above)), key=_numbered)
+        if common:
+            # The chunks' trees take the spines in turn, spreading a leaf's trees over its cables up.
+            trees.append({server: (leaf, common[j % len(common)]) for server, leaf in leaves.items()})
+            continue
+        # Three tiers: each leaf's pod's spine of plane j (its j-th), and a core above them all.
+        plane = j % min(len(spines) for spines in above)
+        spine_of = {leaf: spines[plane] for leaf, spines in zip(distinct, above, strict=True)}
+        roots = sorted(set.intersection(*(_switches_above(topology, spine, NodeKind.IB_CORE)
+                                          for spine in spine_of.values())), key=_numbered)
+        if not roots:
+            shown = ", ".join(distinct[:3]) + (f" and {len(distinct) - 3} more" if len(distinct) > 3 else "")
+            raise InputError(f"IB SHARP: no switch joins the leaves {shown} of local rank {j} (leave "
+                             "NCCL_COLLNET_ENABLE unset, or name another algorithm)")
+        root = roots[j // len(above[0]) % len(roots)]
+        trees.append({server: (leaf, spine_of[leaf], root) for server, leaf in leaves.items()})
     return trees
+
+
+def _numbered(name: str) -> tuple[int, str]:
+    """A sort key that puts ``spine2`` before ``spine10``."""
+    return len(name), name
+
+
+def _switches_above(topology: Topology, switch: str, kind: NodeKind) -> set[str]:
+    """The switches of ``kind`` that ``switch`` has a link up to."""
+    return {topology.node_names[int(topology.link_dst[link])] for link in topology.links_from(switch)
+            if topology.node_kind[topology.link_dst[link]] == kind}
 
 
 def with_nvls_budget(topology: Topology, workload: Workload, capacity_Bps: float) -> Workload:

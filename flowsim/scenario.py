@@ -71,7 +71,7 @@ Format
         ``virtual_stages`` (model chunks a rank: Megatron's interleaved 1F1B),
         ``activation_bytes``, ``tp_all_reduce_bytes``, ``tp_algorithm``, ``tp_across_servers``,
         ``sequence_parallel``, ``distributed_optimizer``, ``fsdp``, ``fsdp_sharding`` (``"full"``,
-        ``"hybrid"``, ``"grad_op"`` or ``"hybrid_grad_op"``), ``cp``, ``cp_kv_bytes`` or
+        ``"hybrid"``, ``"grad_op"`` or ``"hybrid_grad_op"``), ``fsdp_no_sync``, ``cp``, ``cp_kv_bytes`` or
         ``slices``, it is a tensor/pipeline/data parallel step in Megatron's rank order
         (:func:`flowsim.training.parallel_step`, whose arguments these keys are).
     Parts are concatenated in that order: the flow list, the collectives, the training step.
@@ -693,7 +693,7 @@ _TRAINING_KEYS = ("layers", "layer_backward_s", "layer_grad_bytes", "bucket_byte
 _PARALLEL_KEYS = ("tp", "pp", "dp", "layer_forward_s", "n_microbatches", "schedule", "virtual_stages",
                   "activation_bytes", "tp_all_reduce_bytes", "tp_algorithm", "tp_across_servers", "slices", "ep",
                   "ep_all_to_all_bytes", "ep_skew", "moe_layers", "sequence_parallel", "layer_expert_grad_bytes",
-                  "distributed_optimizer", "fsdp", "fsdp_sharding", "cp", "cp_kv_bytes", "model")
+                  "distributed_optimizer", "fsdp", "fsdp_sharding", "fsdp_no_sync", "cp", "cp_kv_bytes", "model")
 # Keys that go with `model` (flowsim.models.step_shape), and those the model's shape sets.
 _MODEL_KEYS = ("micro_batch", "seq_len", "mfu", "gpu", "peak_flops", "dtype_bytes")
 _SHAPED_KEYS = ("layers", "layer_forward_s", "layer_backward_s", "layer_grad_bytes", "layer_expert_grad_bytes",
@@ -862,6 +862,7 @@ def _training(
             distributed_optimizer=where.boolean(table, "distributed_optimizer", key, False),
             fsdp=where.boolean(table, "fsdp", key, False),
             fsdp_sharding=where.choice(table, "fsdp_sharding", key, FSDP_SHARDINGS, "full"),
+            fsdp_no_sync=where.boolean(table, "fsdp_no_sync", key, False),
             cp=count("cp", 1),
             cp_kv_bytes=shaped.get("cp_kv_bytes", where.number(table, "cp_kv_bytes", key, 0.0)),
         )

@@ -580,6 +580,7 @@ def parallel_step(
     distributed_optimizer: bool = False,
     fsdp: bool = False,
     fsdp_sharding: str = "full",
+    fsdp_no_sync: bool = False,
     cp: int = 1,
     cp_kv_bytes: float = 0.0,
 ) -> ParallelStep:
@@ -677,6 +678,13 @@ def parallel_step(
         its gathers back, so each microbatch's all go out one after another as its forward
         begins (the gathers' stream waits for the compute issued before it, FSDP's
         ``_wait_for_computation_stream``).
+    fsdp_no_sync : bool
+        With ``fsdp``: gradient accumulation under FSDP's ``no_sync()``, every microbatch but
+        the last: gradients are reduce-scattered (and with hybrid sharding all-reduced)
+        after the last microbatch's backwards only, as Megatron's buckets are; with
+        ``"grad_op"`` and ``"hybrid_grad_op"`` the parameters gathered for the first
+        microbatch's forward are then kept for the others (``_should_free_in_backward``),
+        which gather nothing.
     algorithm, tp_algorithm : str, optional
         All-reduce algorithm of the gradient buckets and of the TP all-reduces (default
         ``"auto"``: what NCCL's tuner picks for each size), as
@@ -783,7 +791,7 @@ def parallel_step(
         _check_number(value, what)
     _check_number(bucket_bytes, "bucket_bytes", positive=True)
     for flag, what in ((sequence_parallel, "sequence_parallel"), (distributed_optimizer, "distributed_optimizer"),
-                       (fsdp, "fsdp")):
+                       (fsdp, "fsdp"), (fsdp_no_sync, "fsdp_no_sync")):
         if not isinstance(flag, bool):
             raise InputError(f"{what} must be true or false, got {flag!r}")
     if fsdp:
@@ -799,6 +807,8 @@ def parallel_step(
         raise InputError(f"unknown fsdp_sharding {fsdp_sharding!r}; valid ones: {', '.join(FSDP_SHARDINGS)}")
     if fsdp_sharding != "full" and not fsdp:
         raise InputError(f"fsdp_sharding = {fsdp_sharding!r} is how FSDP shards: give fsdp = true too")
+    if fsdp_no_sync and not fsdp:
+        raise InputError("fsdp_no_sync is how FSDP accumulates gradients: give fsdp = true too")
     shards = _shard_groups(topology, layout, fsdp_sharding) if fsdp else {}
     reshard = fsdp_sharding in _RESHARD_AFTER_FORWARD
     check_routed_env(nccl_env, "gpudirect")
@@ -818,7 +828,7 @@ def parallel_step(
         layout, forward, backward, grads, n_microbatches, schedule, float(activation_bytes),
         float(tp_all_reduce_bytes), float(bucket_bytes), plan, algorithm, tp_algorithm,
         _Experts(moe, float(ep_all_to_all_bytes), float(ep_skew)), sequence_parallel, expert_grads,
-        distributed_optimizer, v, fsdp, shards, float(cp_kv_bytes), reshard,
+        distributed_optimizer, v, fsdp, shards, float(cp_kv_bytes), reshard, fsdp_no_sync,
     )
     note = progress or (lambda message: None)
     what = schedule if v == 1 else f"interleaved {schedule}, {v} virtual stages a rank"
@@ -1218,7 +1228,7 @@ def _interleaved_ops(stage: int, pp: int, m: int, v: int) -> list[tuple]:
     return ops
 
 
-def _fsdp_ops(ops: list[tuple], reshard_after_forward: bool = True) -> list[tuple]:
+def _fsdp_ops(ops: list[tuple], reshard_after_forward: bool = True, no_sync: bool = False) -> list[tuple]:
     """``ops`` (one pass op per layer, no transfers: one stage) with PyTorch FSDP's calls
     around them, as its FULL_SHARD strategy runs with its defaults (torch/distributed/fsdp:
     ``limit_all_gathers=True``, ``backward_prefetch=BACKWARD_PRE``,
@@ -1236,26 +1246,31 @@ def _fsdp_ops(ops: list[tuple], reshard_after_forward: bool = True) -> list[tupl
     Without ``reshard_after_forward`` (SHARD_GRAD_OP) only forwards gather, and a
     microbatch's gathers all start as its forward begins, one after another on their
     stream: the forward frees nothing, so the rate limiter, which waits only for freed
-    gathers, holds none back."""
+    gathers, holds none back. With ``no_sync`` (gradients accumulated under ``no_sync()``
+    but for the last microbatch) only the last microbatch's backwards reduce-scatter, and
+    without ``reshard_after_forward`` only the first microbatch's forwards gather: no
+    backward frees the parameters until the last."""
     passes = [op for op in ops if op[0] in ("F", "B")]
     assert len(passes) == len(ops), "FSDP steps have one stage: no pipeline transfers"
     gathers = [("gather", microbatch, blocks[0][0], kind) for kind, (microbatch, blocks) in passes]
+    last = max(microbatch for _, (microbatch, _) in passes)
+    first = min(microbatch for _, (microbatch, _) in passes)
+    # Whether each pass gathers its layer's parameters first.
+    gathering = [reshard_after_forward or (op[0] == "F" and not (no_sync and op[1][0] != first)) for op in passes]
     # Per gather (of the passes that gather), the pass after which it may start (-1: at once).
     released: dict[int, list[int]] = {}
     begin = -1  # the pass before the current microbatch's first forward
     for u, op in enumerate(passes):
         if op[0] == "F" and u > 0 and passes[u - 1][0] == "B":
             begin = u - 1
-        if reshard_after_forward:
-            released.setdefault(max(u - 2, begin), []).append(u)
-        elif op[0] == "F":
-            released.setdefault(begin, []).append(u)
+        if gathering[u]:
+            released.setdefault(max(u - 2, begin) if reshard_after_forward else begin, []).append(u)
     out: list[tuple] = [("fsdp", gathers[g]) for g in released.get(-1, [])]
     for u, (op, gather) in enumerate(zip(passes, gathers, strict=True)):
-        if reshard_after_forward or op[0] == "F":
+        if gathering[u]:
             out.append(("unsharded", gather))
         out.append(op)
-        if op[0] == "B":
+        if op[0] == "B" and (not no_sync or op[1][0] == last):
             out.append(("fsdp", ("scatter", *gather[1:])))
         out += [("fsdp", gathers[g]) for g in released.get(u, [])]
     return out
@@ -1651,6 +1666,7 @@ class _PipelineBuilder:
         shards: dict[tuple[int, int], list[tuple]] | None = None,
         cp_kv_bytes: float = 0.0,
         reshard_after_forward: bool = True,
+        no_sync: bool = False,
     ) -> None:
         self.layout = layout
         self.v = virtual_stages
@@ -1664,6 +1680,9 @@ class _PipelineBuilder:
         # Whether a layer's gathered parameters are freed after its forward and gathered
         # again for its backward (FULL_SHARD, HYBRID_SHARD), or kept (SHARD_GRAD_OP).
         self.reshard_after_forward = reshard_after_forward
+        # Gradient accumulation under FSDP's no_sync(): gradients reduced after the last
+        # microbatch only.
+        self.no_sync = no_sync
         # Context parallelism: the keys and values a rank sends on per attention step, and
         # the ends of each step's transfer by its receiver.
         self.cp_kv_bytes = cp_kv_bytes
@@ -1751,7 +1770,7 @@ class _PipelineBuilder:
             self.gather_parameters()
         ops = {r: self.expand(_stage_ops(self.schedule, r[0], layout.pp, self.m, self.v)) for r in replicas}
         if self.fsdp:
-            ops = {r: _fsdp_ops(o, self.reshard_after_forward) for r, o in ops.items()}
+            ops = {r: _fsdp_ops(o, self.reshard_after_forward, self.no_sync) for r, o in ops.items()}
         next_op = dict.fromkeys(replicas, 0)
         waiting: set[tuple[int, int]] = set()
         while any(next_op[r] < len(ops[r]) for r in replicas):

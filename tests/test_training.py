@@ -597,6 +597,36 @@ def test_fsdp_gathers_of_a_microbatch_wait_for_the_backward_before_it_by_hand():
     assert len(call_spans(kept, result, lambda name: ".scatter." in name)) == 4
 
 
+def test_fsdp_no_sync_reduces_after_the_last_microbatch_only_by_hand():
+    # The two microbatches above, gradients accumulated under no_sync() but for the last.
+    # FULL_SHARD: microbatch 0's backwards reduce-scatter nothing, so microbatch 1's first
+    # gather has the cable to itself: [6.5, 7], F l1's [7, 7.5]; F l0 [7, 8], F l1 [8, 9]; B l1's
+    # gather [8, 8.5], B l0's [9, 9.5]; B l1 [9, 11], its reduce-scatter [11, 11.5]; B l0
+    # [11, 13], its reduce-scatter [13, 13.5]. SHARD_GRAD_OP keeps microbatch 0's gathers
+    # ([0, .5], [.5, 1]) through microbatch 1, which gathers nothing: F l0 [6.5, 7.5],
+    # F l1 [7.5, 8.5], B l1 [8.5, 10.5] and its reduce-scatter [10.5, 11], B l0 [10.5, 12.5]
+    # and its reduce-scatter [12.5, 13].
+    topology = two_gpus()
+    arguments = dict(fsdp=True, fsdp_no_sync=True, n_microbatches=2, layer_forward_s=[1.0, 1.0],
+                     layer_backward_s=[2.0, 2.0], layer_grad_bytes=[1 * G, 1 * G], costs=FREE)
+    step = parallel_step(topology, **arguments)
+    result = run_training_step(topology, step)
+    np.testing.assert_allclose([step.compute_s, result.step_s], [12.0, 13.5])
+    assert call_spans(step, result, lambda name: name.startswith("fsdp.s0.t0.mb1.")) == {
+        "fsdp.s0.t0.mb1.F.l0.gather": [6.5, 7.0], "fsdp.s0.t0.mb1.F.l1.gather": [7.0, 7.5],
+        "fsdp.s0.t0.mb1.B.l1.gather": [8.0, 8.5], "fsdp.s0.t0.mb1.B.l0.gather": [9.0, 9.5],
+        "fsdp.s0.t0.mb1.B.l1.scatter": [11.0, 11.5], "fsdp.s0.t0.mb1.B.l0.scatter": [13.0, 13.5],
+    }
+    assert not call_spans(step, result, lambda name: ".mb0." in name and ".scatter." in name)
+    kept = parallel_step(topology, fsdp_sharding="grad_op", **arguments)
+    result = run_training_step(topology, kept)
+    np.testing.assert_allclose([kept.compute_s, result.step_s], [12.0, 13.0])
+    assert call_spans(kept, result, lambda name: name.startswith("fsdp.")) == {
+        "fsdp.s0.t0.mb0.F.l0.gather": [0.0, 0.5], "fsdp.s0.t0.mb0.F.l1.gather": [0.5, 1.0],
+        "fsdp.s0.t0.mb1.B.l1.scatter": [10.5, 11.0], "fsdp.s0.t0.mb1.B.l0.scatter": [12.5, 13.0],
+    }
+
+
 def test_fsdp_calls_every_microbatch_and_takes_no_buckets():
     # 2 microbatches x 3 layers: 12 gathers (a forward and a backward each) and 6
     # reduce-scatters, over each of the tp = 2 indices' DP groups; no bucket all-reduces.
@@ -667,6 +697,8 @@ def test_hybrid_fsdp_shards_inside_servers_and_all_reduces_the_shards_across_by_
     (dict(fsdp="yes"), "fsdp must be true or false, got 'yes'"),
     (dict(fsdp_sharding="zero3"), "unknown fsdp_sharding 'zero3'; valid ones: full, hybrid, grad_op, hybrid_grad_op"),
     (dict(fsdp=False, fsdp_sharding="hybrid"), "fsdp_sharding = 'hybrid' is how FSDP shards: give fsdp = true"),
+    (dict(fsdp=False, fsdp_no_sync=True), "fsdp_no_sync is how FSDP accumulates gradients: give fsdp = true"),
+    (dict(fsdp_no_sync="yes"), "fsdp_no_sync must be true or false, got 'yes'"),
 ])
 def test_bad_fsdp_is_named(kwargs, message):
     arguments = {**dict(fsdp=True, layer_forward_s=[1.0, 1.0], layer_backward_s=[2.0, 2.0],
@@ -829,6 +861,16 @@ def test_an_fsdp_step_from_a_scenario_matches_the_api():
     assert any(n.startswith("fsdp.") for n in step.workload.names)
     np.testing.assert_allclose(run_scenario(scenario).result.finish_s,
                                run_training_step(scenario.topology, step).run.result.finish_s, rtol=1e-12)
+    # ZeRO-2 under no_sync(), by key as by argument.
+    kept = parse_scenario(text.replace("fsdp = true", 'fsdp = true\nfsdp_sharding = "grad_op"\nfsdp_no_sync = true'))
+    step = parallel_step(
+        scenario.topology, tp=4, layer_forward_s=[1e-3, 1e-3, 2e-3, 2e-3], layer_backward_s=[2e-3] * 4,
+        layer_grad_bytes=[1e6] * 4, n_microbatches=2, activation_bytes=4e6, tp_all_reduce_bytes=4e6, fsdp=True,
+        fsdp_sharding="grad_op", fsdp_no_sync=True,
+    )
+    assert kept.workload.names == step.workload.names
+    assert not any(".mb1." in n and (".gather." in n or ".scatter." not in n and n.startswith("fsdp."))
+                   for n in step.workload.names)
 
 
 def test_an_interleaved_step_from_a_scenario_matches_the_api_and_its_trace_says_so(tmp_path):

@@ -557,27 +557,41 @@ class Router:
         t = self.topology
         plain = np.flatnonzero(~at_switch)
         routed = self._routes(s[plain], d[plain], np.zeros(plain.size, dtype=np.int64), method, seed, gpudirect)
-        links: list[np.ndarray] = [np.empty(0, dtype=np.int64)] * s.size
-        for k, i in enumerate(plain.tolist()):
-            links[i] = routed.route(k)
         switch_kinds = set(NETWORK_SWITCH_KINDS)
+        # Each flow's row among the plain routes, then the routes at switches, each pair once:
+        # the pairs may come here repeated (a reduction's every chunk and slice, when a sample
+        # of all the pairs said they hardly repeat). The last row is empty: a marker at a switch.
+        row = np.empty(s.size, dtype=np.int64)
+        row[plain] = np.arange(plain.size)
+        found: dict[tuple[int, int], int] = {}
+        extra: list[np.ndarray] = []
         for i in np.flatnonzero(at_switch).tolist():
             a, b = int(s[i]), int(d[i])
-            try:
-                if a == b:
-                    continue  # a marker at a switch: an empty route, as for every node
-                if t.node_kind[a] in switch_kinds and t.node_kind[b] in switch_kinds:
-                    links[i] = np.array([t.link_between(a, b)], dtype=np.int64)
-                elif t.node_kind[b] in switch_kinds:
-                    links[i] = self._to_switch(a, b, gpudirect)
-                else:
-                    links[i] = self._from_switch(a, b, gpudirect)
-            except InputError as err:
-                raise NoRouteError(f"no route from {t.node_names[a]!r} to {t.node_names[b]!r}: {err}", i) from None
-        lengths = np.fromiter(map(len, links), dtype=np.int64, count=len(links))
+            if a == b:
+                row[i] = -1
+                continue
+            if (a, b) not in found:
+                try:
+                    if t.node_kind[a] in switch_kinds and t.node_kind[b] in switch_kinds:
+                        extra.append(np.array([t.link_between(a, b)], dtype=np.int64))
+                    elif t.node_kind[b] in switch_kinds:
+                        extra.append(self._to_switch(a, b, gpudirect))
+                    else:
+                        extra.append(self._from_switch(a, b, gpudirect))
+                except InputError as err:
+                    raise NoRouteError(f"no route from {t.node_names[a]!r} to {t.node_names[b]!r}: {err}",
+                                       i) from None
+                found[(a, b)] = plain.size + len(extra) - 1
+            row[i] = found[(a, b)]
+        row[row < 0] = plain.size + len(extra)
+        extra.append(np.empty(0, dtype=np.int64))
+        extra_lengths = np.fromiter(map(len, extra), dtype=np.int64, count=len(extra))
+        rows_indptr = np.concatenate([routed.flow_link_indptr,
+                                      routed.flow_link_indptr[-1] + np.cumsum(extra_lengths)])
+        rows_indices = np.concatenate([routed.flow_link_indices, *extra])
         indptr = np.zeros(s.size + 1, dtype=np.int64)
-        np.cumsum(lengths, out=indptr[1:])
-        indices = np.concatenate(links) if links else np.empty(0, dtype=np.int64)
+        np.cumsum(np.diff(rows_indptr)[row], out=indptr[1:])
+        indices = csr_gather_rows(rows_indptr, rows_indices, row, indptr)
         routes = Routes.from_csr(indptr, indices, t.n_links)
         validate_routes(t, routes, s, d)
         return routes

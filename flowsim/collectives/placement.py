@@ -49,7 +49,7 @@ from flowsim.collectives.costs import (
     nvls_tree_costs,
     pat_costs,
 )
-from flowsim.collectives.dag import MAX_PIPELINE_SLICES, MAX_RING_SLICES, STEP_MESSAGE_LIMIT, check_size, tree_hops
+from flowsim.collectives.dag import MAX_PIPELINE_SLICES, MAX_RING_SLICES, check_size, tree_hops
 from flowsim.collectives.rings import (
     mesh_link_counts,
     mesh_rings,
@@ -743,13 +743,6 @@ def collective_workload(
                 chunks = _nccl_pieces(collective, entry.name, choice, size_bytes, ranks, topology_servers,
                                       most=None)
                 split_fill = fill / _tree_fill(chunks, ranks, topology_servers)
-            if entry.name in ("collnet_direct", "collnet_chain") and model == "auto":
-                # CollNet has no stream form: on thousands of servers its chunks go in fewer,
-                # larger slices, as many as keep the step DAG within its message limit.
-                parts = max(1, len(options.get("heads", ()))) * n_channels
-                per_server = len(ranks) // len(set(topology_servers.values()))
-                per_slice = parts * len(set(topology_servers.values())) * (2 * per_server + 4)
-                slices = min(slices, max(1, STEP_MESSAGE_LIMIT // per_slice))
         options.update(channels=n_channels, slices=slices)
     intra = _intra_hardware(topology, ranks)
     step_latency = _step_latency_us(topology, ranks)

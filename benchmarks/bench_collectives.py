@@ -8,7 +8,8 @@ ring all-reduce as NCCL would run it, one ring per rail (8 channels), streamed (
 hop and channel, and its latency chain: 131,072 flows) and as steps, exact (its step DAG is
 2.1 billion messages, laid out by classes of hops as 8.4 million flows); and
 NCCL's own choice for that all-reduce, NVLSTree, streamed (about 360,000 flows, its step DAG
-11.5 million messages).
+11.5 million messages); and with ``NCCL_COLLNET_ENABLE=1`` on 512 DGX A100, CollNet Direct,
+reduced in the switches of a three-tier fabric.
 An nccl-tests sweep (8 B to 8 GiB, factor 4) of all-reduce on 16 DGX H100, as
 ``flowsim collective all_reduce --system dgx-h100 --nodes 16 -b 8 -e 8G -f 4`` runs it,
 solved by flow classes and over the full step DAG side by side, on ECMP and
@@ -31,6 +32,7 @@ from flowsim.pipeline import run
 FULL_NODES = 128
 FULL_STREAM_NODES = 1024
 FULL_SWEEP_NODES = 16
+FULL_COLLNET_NODES = 512
 
 
 def n_nodes(flows_scale):
@@ -119,6 +121,14 @@ def test_nccl_choice_all_reduce_at_scale(benchmark, flows_scale):
     # messages) is past what auto lays out: it streams (two flows per message of a chunk).
     topology = build_cluster("dgx_h100", max(2, round(FULL_STREAM_NODES * flows_scale)), figure="effective")
     collective_and_record(benchmark, topology)
+
+
+def test_collnet_all_reduce_in_the_network(benchmark, flows_scale):
+    # NCCL_COLLNET_ENABLE=1 on 512 DGX A100 (4,096 GPUs, HDR over three switch tiers): CollNet
+    # Direct at 1 GiB, reduced in the switches; 3.2 million messages, their pairs to and
+    # from the switches routed once each.
+    topology = build_cluster("dgx_a100", max(2, round(FULL_COLLNET_NODES * flows_scale)), figure="effective")
+    collective_and_record(benchmark, topology, nccl_env={"NCCL_COLLNET_ENABLE": "1"})
 
 
 @pytest.mark.parametrize("routing", ["ecmp", "dmodk"])

@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import re
 
-from flowsim.collectives.tuner import gdr_path, nic_path_types
+from flowsim.collectives.tuner import SHARP_TECHNOLOGIES, gdr_path, nic_path_types
 from flowsim.fabrics import build_cluster, default_switch, resolve_fabric
 from flowsim.formatting import format_rate, format_runs, format_seconds
 from flowsim.hardware import link_rate, link_technology, nvlink_generation, switch_model, switch_names, technology_names
-from flowsim.presets import compute_nics, frontend_nics, preset, preset_info, preset_names
+from flowsim.presets import compute_nics, frontend_nics, preset, preset_info, preset_names, preset_spec, system_name
 from flowsim.servers import build_server
-from flowsim.systemfile import SystemFile, find_system, shipped_system_names
+from flowsim.systemfile import (
+    SystemFile,
+    find_system,
+    is_shipped_system,
+    is_system_file,
+    resolve_system,
+    shipped_system_names,
+)
 
 __all__ = ["SECTIONS", "describe_presets", "describe_system"]
 
@@ -31,7 +38,8 @@ def _doc_sources(doc: str) -> str:
 
 
 def _systems() -> list[str]:
-    lines = ["Systems (flowsim.presets; one server each, 'cluster' in a scenario for many):"]
+    lines = ["Systems (flowsim.presets; one server each, 'cluster' in a scenario for many, 'flowsim presets NAME' "
+             "for its figures):"]
     for name in preset_names():
         info = preset_info(name)
         topology = preset(name, figure="nominal")
@@ -101,6 +109,17 @@ def _gdr_line(server, nccl_env: dict[str, str]) -> str:
     return ("  GPU-NIC paths, as NCCL's NCCL_NET_GDR_LEVEL (default PXB) takes them: " + "; ".join(parts))
 
 
+def find_described(value: str) -> SystemFile:
+    """A system file, a shipped system or a preset (one server, its figures as a system
+    file's) by the name ``flowsim presets NAME`` takes."""
+    if is_system_file(value) or is_shipped_system(value):
+        return find_system(value)
+    resolve_system(value)  # an unknown name: the valid ones, and those it is close to
+    doc = preset_info(value).build.__doc__ or ""
+    summary = _RST_ROLE.sub(r"\1", doc.strip().splitlines()[0]) if doc.strip() else ""
+    return SystemFile(system_name(value), summary, preset_spec(value), source="flowsim.presets")
+
+
 def describe_system(system: SystemFile) -> str:
     """What a system file makes: its server's figures per GPU and its cluster (``flowsim
     presets FILE.toml``); rates per direction."""
@@ -133,6 +152,10 @@ def describe_system(system: SystemFile) -> str:
             lines.append(f"  NCCL before 2.20 takes each of a NIC's {spec.nic_ports} ports as a network device of its "
                          "own; from 2.20 it merges them (NCCL_IB_MERGE_NICS, docs/hardware.md §7.4)")
         lines.append(_gdr_line(server, dict(spec.nccl_env)))
+        if spec.compute_nic in SHARP_TECHNOLOGIES:
+            version = 2 + SHARP_TECHNOLOGIES.index(spec.compute_nic)
+            lines.append(f"  in-network reduction: SHARP v{version} on its InfiniBand switches, which NCCL's CollNet "
+                         "reduces in with NCCL_COLLNET_ENABLE=1 (docs/design.md \"IB SHARP\")")
         if spec.net_latency_us:
             lines.append(f"  network latency its NCCL plugin reports: {spec.net_latency_us:g} us, which NCCL's tuner "
                          "adds to each inter-server step, twice with Simple (docs/hardware.md §5.1)")

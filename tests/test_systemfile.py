@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from flowsim.catalog import find_described
 from flowsim.cli import main as flowsim
 from flowsim.errors import InputError
 from flowsim.fabrics import build_cluster, default_switch
@@ -141,6 +142,19 @@ def test_presets_shows_a_nics_ports(capsys):
     out = capsys.readouterr().out
     assert "compute NICs: 8 x eth200g (roce, 2 ports), up to 1 GPU(s) each" in out
     assert "NCCL before 2.20 takes each of a NIC's 2 ports as a network device of its own" in out
+
+
+def test_presets_describes_a_preset_by_name_and_says_where_the_network_reduces(capsys):
+    # A preset's server by its name, as a system file's; InfiniBand HDR and later reduce in
+    # the switches (SHARP v2 on HDR, v3 on NDR), RoCE and EFA do not.
+    assert flowsim(["presets", "DGX-A100", "dgx_h100", "oci-bm-gpu4-8"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("dgx_a100 (flowsim.presets): DGX A100: eight A100 on six second-generation NVSwitches")
+    assert "  in-network reduction: SHARP v2 on its InfiniBand switches" in out
+    assert "  in-network reduction: SHARP v3 on its InfiniBand switches" in out
+    assert out.count("in-network reduction") == 2  # not OCI's RoCE
+    with pytest.raises(InputError, match=r"unknown system 'dgx_h1000' \(did you mean dgx_h100"):
+        find_described("dgx_h1000")
 
 
 def test_a_nics_ports_survive_a_written_system_file():

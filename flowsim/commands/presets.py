@@ -2,16 +2,15 @@
 
 Every rate is per direction, with the source it comes from (keys of ``docs/hardware.md``).
 ``--only`` picks one table. ``flowsim presets FILE.toml ...`` shows what system files make
-instead (``flowsim presets aws-p5`` a shipped one): each server's figures per GPU and its
-cluster.
+instead (``flowsim presets aws-p5`` a shipped one, ``flowsim presets dgx-a100`` a preset's
+server): each server's figures per GPU and its cluster.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from flowsim.catalog import SECTIONS, describe_presets, describe_system
-from flowsim.systemfile import find_system
+from flowsim.catalog import SECTIONS, describe_presets, describe_system, find_described
 
 # SECTIONS and describe_presets are flowsim.catalog's, also importable from here as before.
 __all__ = ["SECTIONS", "add_parser", "describe_presets", "presets_command"]
@@ -21,7 +20,7 @@ def presets_command(args: argparse.Namespace) -> int:
     """Handler of ``flowsim presets``: print :func:`describe_presets`, or
     :func:`describe_system` of each system file given; returns 0."""
     if args.systems:
-        print("\n\n".join(describe_system(find_system(path)) for path in args.systems))
+        print("\n\n".join(describe_system(find_described(path)) for path in args.systems))
     else:
         print(describe_presets(args.only))
     return 0
@@ -33,7 +32,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "presets", help="list server presets, link technologies and switch models with sources", description=__doc__
     )
     parser.add_argument("systems", nargs="*", metavar="FILE.toml",
-                        help="system files (or shipped systems by name) to describe instead")
+                        help="system files (or shipped systems and presets by name) to describe instead")
     parser.add_argument("--only", choices=SECTIONS, default=None, help="print one table only")
     parser.set_defaults(func=presets_command)
     return parser

@@ -961,7 +961,8 @@ def test_large_messages_agree_across_models_on_two_dgx_h100(model):
         (
             lambda: collective_time(star_topology(), "all_reduce", G, algorithm="nvls", model="stream"),
             "nvls_all_reduce has no stream model; rings have one (all_reduce, reduce_scatter, all_gather, "
-            "hierarchical_all_reduce), and so have trees, chains (broadcast, reduce) and nvls_tree_all_reduce",
+            "hierarchical_all_reduce), and so have trees, chains (broadcast, reduce), nvls_tree_all_reduce and the "
+            "reductions in the network (nvls_sharp_all_reduce, collnet_direct_all_reduce, collnet_chain_all_reduce)",
         ),
         (lambda: collective_time(star_topology(), "all_to_all", G, model="stream"), "all_to_all has no stream"),
         (lambda: send("g0", "g1", G, model="stream"), "send has no stream model"),
@@ -1249,6 +1250,26 @@ def test_collnet_chain_all_reduce_on_two_dgx_h100_by_hand():
     assert ups == {"all_reduce.ch0.chunk0.sl0.up.s0": "ib.su0.rail0", "all_reduce.ch1.chunk0.sl0.up.s0": "ib.su0.rail1"}
     with pytest.raises(InputError, match="offsets must be 2 or more integers >= 0"):
         collnet_chain_all_reduce(ranks, size, servers=servers, sharp=sharp, channels=2, offsets=[0])
+
+
+@pytest.mark.parametrize(("system", "nodes", "env", "algorithm", "within"), [
+    ("dgx_a100", 4, {}, "collnet_direct", 0.02),
+    ("dgx_h100", 4, {"NCCL_NVLS_ENABLE": "0"}, "collnet_chain", 0.02),
+    ("dgx_h100", 4, {}, "nvls_sharp", 0.05),
+])
+def test_reductions_in_the_network_stream_past_the_message_limit(monkeypatch, system, nodes, env, algorithm, within):
+    # Past the step DAG's message limit auto streams a reduction in the network: each message
+    # one flow with its chunk's slices, after a first slice the messages after it wait for.
+    # At 1 GiB the stream stays within 2% of the step DAG (CollNet, NVLink-bound) and 5% (NVLS,
+    # whose pipeline through the network's tree it shortens: 4,419 us against 4,608).
+    topology = build_cluster(system, nodes, figure="effective")
+    collnet = {"NCCL_COLLNET_ENABLE": "1", **env}
+    steps = collective_time(topology, "all_reduce", 1 << 30, nccl_env=collnet)
+    monkeypatch.setattr(collective_dag, "STEP_MESSAGE_LIMIT", 1000)
+    stream = collective_time(topology, "all_reduce", 1 << 30, nccl_env=collnet)
+    assert (steps.algorithm, steps.model, stream.algorithm, stream.model) == (algorithm, "steps", algorithm, "stream")
+    assert stream.flows < steps.flows
+    assert stream.time_s == pytest.approx(steps.time_s, rel=within)
 
 
 def test_nvls_sharp_trees_of_two_tiers_reduce_at_each_leaf_first():

@@ -1124,48 +1124,53 @@ def nvls_sharp_all_reduce(
     n_slices = _slices(slices, chunk, what, MAX_PIPELINE_SLICES, NVLS_CHUNK_BYTES)
     piece = chunk / n_slices
     n_servers = len(groups)
-    _steps_only(model, channels * per_server * n_slices * n_servers * (2 * per_server + 8), what)
+    model = _model(model, channels * per_server * n_slices * n_servers * (2 * per_server + 8), what)
     # Each network switch is its own place: every message to or from it leaves a server.
     fabric = {name for paths, _ in trees for path in paths for name in path}
     dag_servers = {**servers, **{switch_of[g]: keys[g] for g in range(n_servers)}, **{s: s for s in fabric}}
-    dag = _FlowDag("all_reduce", costs, dag_servers)
+    dag = _FlowDag("all_reduce", costs, dag_servers, model)
     index = {r: i for i, r in enumerate(ranks)}
+    send: _Send = _in_order
+    if model == "stream":
+        # Each message once with all of its chunk's slices, its first slice as its start.
+        send, piece, n_slices = _first_slice_sender(n_slices), chunk, 1
     for c, j, label, last in _chunk_slices(dag, channels, per_server, n_slices):
         owners = [group[j] for group in groups]
-        results = [[_reduce_into(dag, last, label, group, index, switch_of[g], g, owners[g], piece, c)]
+        results = [[_reduce_into(dag, last, label, group, index, switch_of[g], g, owners[g], piece, c, send)]
                    for g, group in enumerate(groups)]
-        backs = _through_sharp(dag, last, label, c, owners, trees[j], results, piece)
+        backs = _through_sharp(dag, last, label, c, owners, trees[j], results, piece, send)
         for g, group in enumerate(groups):
-            _multicast(dag, last, label, group, index, switch_of[g], g, owners[g], piece, [backs[g]], c)
+            _multicast(dag, last, label, group, index, switch_of[g], g, owners[g], piece, [backs[g]], c, send)
     return dag.workload("all_reduce")
 
 
 def _through_sharp(dag: _FlowDag, last: dict[str, int], label: str, c: int, owners: Sequence[str],
                    tree: tuple[list[tuple[str, ...]], list[str]], results: Sequence[list[int]],
-                   piece: float) -> list[int]:
+                   piece: float, send: _Send = _in_order) -> list[int]:
     """One chunk's round trip through the network's reduction tree (``tree`` as
     :func:`_sharp_trees` gives it): server ``g``'s owner sends its sum into the network once
     ``results[g]`` are in (``up.s{g}``, paying the network's step latency), every switch of the tree sends
     the sum of its inputs on (``up.{switch}``) once they are in, and the root returns the
     total down the same tree (``down.{switch}``, then ``down.s{g}`` to each owner); the
-    owners' last messages, one per server."""
+    owners' last messages, one per server. ``send`` lays each message out (:func:`_in_order`,
+    or a stream's)."""
     paths, order = tree
     inputs: dict[str, list[int]] = {name: [] for name in order}
     for g, owner in enumerate(owners):
-        inputs[paths[g][0]].append(_in_order(dag, last, f"up.s{g}", label, owner, paths[g][0], piece, results[g],
-                                             2, c, wire_efficiency=1.0))
+        inputs[paths[g][0]].append(send(dag, last, f"up.s{g}", label, owner, paths[g][0], piece, results[g],
+                                        2, c, wire_efficiency=1.0))
     parent = {path[i]: path[i + 1] for path in paths for i in range(len(path) - 1)}
     for name in order[:-1]:  # leaves first, the root last
         inputs[parent[name]].append(
-            _in_order(dag, last, f"up.{name}", label, name, parent[name], piece, inputs[name], 2, c,
-                      wire_efficiency=1.0, step_latency_s=0.0)
+            send(dag, last, f"up.{name}", label, name, parent[name], piece, inputs[name], 2, c,
+                 wire_efficiency=1.0, step_latency_s=0.0)
         )
     total = {order[-1]: inputs[order[-1]]}
     for name in reversed(order[:-1]):  # the root's children first
-        total[name] = [_in_order(dag, last, f"down.{name}", label, parent[name], name, piece,
-                                 total[parent[name]], 3, c, wire_efficiency=1.0, step_latency_s=0.0)]
-    return [_in_order(dag, last, f"down.s{g}", label, paths[g][0], owner, piece, total[paths[g][0]], 3, c,
-                      wire_efficiency=1.0, step_latency_s=0.0) for g, owner in enumerate(owners)]
+        total[name] = [send(dag, last, f"down.{name}", label, parent[name], name, piece,
+                            total[parent[name]], 3, c, wire_efficiency=1.0, step_latency_s=0.0)]
+    return [send(dag, last, f"down.s{g}", label, paths[g][0], owner, piece, total[paths[g][0]], 3, c,
+                 wire_efficiency=1.0, step_latency_s=0.0) for g, owner in enumerate(owners)]
 
 
 def collnet_direct_all_reduce(
@@ -1207,7 +1212,8 @@ def collnet_direct_all_reduce(
     costs : CollectiveCosts
         Default :func:`collnet_costs` ``("collnet_direct", m)``.
 
-    ``model`` as :func:`broadcast` (steps only); slices as :func:`nvls_all_reduce`.
+    ``model`` as :func:`broadcast` (streamed, each message is its chunk's slices after its
+    first); slices as :func:`nvls_all_reduce`.
     """
     what = "collnet_direct_all_reduce"
     groups = _collnet_groups(what, ranks, servers)
@@ -1216,18 +1222,18 @@ def collnet_direct_all_reduce(
     if not heads or len(set(heads)) != len(heads) or not all(
             isinstance(h, int) and 0 <= h < per_server for h in heads):
         raise InputError(f"{what}: heads must be distinct local indices in [0, {per_server}), got {heads!r}")
-    trees, dag, index, channels, n_slices, piece = _collnet_setup(
+    trees, dag, index, channels, n_slices, piece, send = _collnet_setup(
         what, groups, ranks, size_bytes, servers, sharp, len(heads), len(heads), channels, slices, costs, model)
     for c, j, label, last in _chunk_slices(dag, channels, len(heads), n_slices):
         owners = [group[heads[j]] for group in groups]
         # A server of one rank has nothing to gather: its head sends its own data.
-        copies = [[_in_order(dag, last, f"scatter.r{index[r]}", label, r, owner, piece, [], 0, c)
+        copies = [[send(dag, last, f"scatter.r{index[r]}", label, r, owner, piece, [], 0, c)
                    for r in group if r != owner] for group, owner in zip(groups, owners, strict=True)]
-        backs = _through_sharp(dag, last, label, c, owners, trees[j], copies, piece)
+        backs = _through_sharp(dag, last, label, c, owners, trees[j], copies, piece, send)
         for group, owner, back in zip(groups, owners, backs, strict=True):
             for r in group:
                 if r != owner:
-                    _in_order(dag, last, f"bcast.r{index[r]}", label, owner, r, piece, [back], 4, c)
+                    send(dag, last, f"bcast.r{index[r]}", label, owner, r, piece, [back], 4, c)
     return dag.workload("all_reduce")
 
 
@@ -1266,12 +1272,13 @@ def collnet_chain_all_reduce(
     costs : CollectiveCosts
         Default :func:`collnet_costs` ``("collnet_chain", m)``.
 
-    ``model`` as :func:`broadcast` (steps only); slices as :func:`nvls_all_reduce`.
+    ``model`` as :func:`broadcast` (streamed, each message is its chunk's slices after its
+    first); slices as :func:`nvls_all_reduce`.
     """
     what = "collnet_chain_all_reduce"
     groups = _collnet_groups(what, ranks, servers)
     per_server = len(groups[0])
-    trees, dag, index, channels, n_slices, piece = _collnet_setup(
+    trees, dag, index, channels, n_slices, piece, send = _collnet_setup(
         what, groups, ranks, size_bytes, servers, sharp, per_server, 1, channels, slices, costs, model)
     rotations = list(range(channels)) if offsets is None else list(offsets)
     if len(rotations) < channels or not all(isinstance(k, int) and k >= 0 for k in rotations):
@@ -1283,15 +1290,15 @@ def collnet_chain_all_reduce(
         for chain in chains:
             below: list[int] = []
             for k in range(len(chain) - 1, 0, -1):  # from the chain's end up to its head
-                below = [_in_order(dag, last, f"reduce.r{index[chain[k]]}", label, chain[k], chain[k - 1], piece,
-                                   below, 0, c)]
+                below = [send(dag, last, f"reduce.r{index[chain[k]]}", label, chain[k], chain[k - 1], piece,
+                              below, 0, c)]
             sums.append(below)
-        backs = _through_sharp(dag, last, label, c, [chain[0] for chain in chains], trees[shift], sums, piece)
+        backs = _through_sharp(dag, last, label, c, [chain[0] for chain in chains], trees[shift], sums, piece, send)
         for chain, back in zip(chains, backs, strict=True):
             above = [back]
             for k in range(1, len(chain)):
-                above = [_in_order(dag, last, f"bcast.r{index[chain[k]]}", label, chain[k - 1], chain[k], piece,
-                                   above, 4, c)]
+                above = [send(dag, last, f"bcast.r{index[chain[k]]}", label, chain[k - 1], chain[k], piece,
+                              above, 4, c)]
     return dag.workload("all_reduce")
 
 
@@ -1299,11 +1306,12 @@ def _collnet_setup(
     what: str, groups: list[tuple[str, ...]], ranks: Ranks, size_bytes: float, servers: Mapping[str, Hashable],
     sharp: Sequence[Mapping[Hashable, Sequence[str]]], n_trees: int, parts: int, channels: int, slices: int | None,
     costs: CollectiveCosts | None, model: str,
-) -> tuple[list[tuple[list[tuple[str, ...]], list[str]]], _FlowDag, dict[str, int], int, int, float]:
+) -> tuple[list[tuple[list[tuple[str, ...]], list[str]]], _FlowDag, dict[str, int], int, int, float, _Send]:
     """What CollNet Direct and Chain (``what``) share: ``n_trees`` aggregation trees, the
     DAG (each network switch its own place), each rank's index, the channels, the slices a
-    channel's ``parts`` are cut in, and a slice's bytes; costs default to
-    :func:`collnet_costs`."""
+    channel's ``parts`` are laid out in, a slice's bytes, and the sender: streamed, every
+    message is its chunk's slices at once (one slice laid out, :func:`_first_slice_sender`);
+    costs default to :func:`collnet_costs`."""
     per_server = len(groups[0])
     if costs is None:
         costs = collnet_costs(what.removesuffix("_all_reduce"), per_server)
@@ -1311,10 +1319,13 @@ def _collnet_setup(
     trees = _sharp_trees(sharp, [servers[group[0]] for group in groups], n_trees, what)
     chunk = size / parts / channels
     n_slices = _slices(slices, chunk, what, MAX_PIPELINE_SLICES)
-    _steps_only(model, channels * parts * n_slices * len(groups) * (2 * per_server + 4), what)
+    model = _model(model, channels * parts * n_slices * len(groups) * (2 * per_server + 4), what)
     fabric = {name for paths, _ in trees for path in paths for name in path}
-    dag = _FlowDag("all_reduce", costs, {**servers, **{s: s for s in fabric}})
-    return trees, dag, {r: i for i, r in enumerate(ranks)}, channels, n_slices, chunk / n_slices
+    dag = _FlowDag("all_reduce", costs, {**servers, **{s: s for s in fabric}}, model)
+    index = {r: i for i, r in enumerate(ranks)}
+    if model == "stream":
+        return trees, dag, index, channels, 1, chunk, _first_slice_sender(n_slices)
+    return trees, dag, index, channels, n_slices, chunk / n_slices, _in_order
 
 
 def _collnet_groups(what: str, ranks: Ranks, servers: Mapping[str, Hashable]) -> list[tuple[str, ...]]:
@@ -1439,7 +1450,7 @@ ALGORITHM_TABLE: dict[tuple[str, str], Algorithm] = {
 
 #: Algorithms with a stream form (``model="stream"``), which NCCL's choice is held to when the
 #: stream is asked for (a broadcast's or reduce's ``ring`` is a chain, which streams too).
-STREAMED = frozenset({"ring", "tree", "nvls_tree"})
+STREAMED = frozenset({"ring", "tree", "nvls_tree", "nvls_sharp", "collnet_direct", "collnet_chain"})
 
 #: Collectives NCCL runs as grouped point-to-point sends of ``S / n`` bytes, one per peer
 #: ([NCCL] v2.30.7-1 ``src/enqueue.cc``): an all-to-all's, a gather's into its root and a

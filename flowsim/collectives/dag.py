@@ -971,7 +971,8 @@ def _steps_only(model: str, n_messages: int, what: str) -> None:
     if model == "stream":
         raise InputError(
             f"{what} has no stream model; rings have one (all_reduce, reduce_scatter, all_gather, "
-            "hierarchical_all_reduce), and so have trees, chains (broadcast, reduce) and nvls_tree_all_reduce"
+            "hierarchical_all_reduce), and so have trees, chains (broadcast, reduce), nvls_tree_all_reduce and "
+            "the reductions in the network (nvls_sharp_all_reduce, collnet_direct_all_reduce, collnet_chain_all_reduce)"
         )
     if model == "auto" and n_messages > STEP_MESSAGE_LIMIT:
         raise InputError(
@@ -1099,14 +1100,16 @@ def _first_slice_sender(slices: int, overlap_across: bool = True) -> _Send:
     wait for, the rest one flow, which pays the step latencies of its slices one after
     another, as the step DAG's slices do: inside a server, and between servers too unless
     ``overlap_across`` (where the step DAG's slices there pay theirs in the shadow of the
-    ones before, :func:`_in_order`)."""
+    ones before, :func:`_in_order`); ``step_latency_s`` as :func:`_in_order`'s."""
     def send(dag: _FlowDag, last: dict[str, int], kind: str, label: str, src: str, dst: str, payload_bytes: float,
              deps: list[int], step: int, channel: int, wire_efficiency: float | None = None,
-             cap_Bps: float = math.inf) -> int:
+             cap_Bps: float = math.inf, step_latency_s: float | None = None) -> int:
         overlaps = overlap_across and dag.crosses_servers(src, dst)
-        serial = 0.0 if overlaps else (slices - 1) * dag.step_latency(src, dst)
+        latency = dag.step_latency(src, dst) if step_latency_s is None else step_latency_s
+        serial = 0.0 if overlaps else (slices - 1) * latency
         return _streamed(dag, last, kind, label, src, dst, payload_bytes, deps, step, channel, cap_Bps=cap_Bps,
-                         first_bytes=payload_bytes / slices, serial_s=serial, wire_efficiency=wire_efficiency)
+                         first_bytes=payload_bytes / slices, serial_s=serial, wire_efficiency=wire_efficiency,
+                         step_latency_s=step_latency_s)
     return send
 
 

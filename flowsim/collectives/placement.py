@@ -934,7 +934,9 @@ def _nccl(topology: Topology, collective: str, size_bytes: float, ranks: tuple[s
     if algorithm == "auto":
         allowed = [name for name in _NCCL_BUILT if (collective, name) in ALGORITHM_TABLE]
         if model == "stream":
-            allowed = [name for name in allowed if name in STREAMED]
+            # NVLS across servers is nvls_sharp, which streams; NVLS inside one does not.
+            across = len(set(rank_servers(topology, ranks).values())) > 1
+            allowed = [name for name in allowed if name in STREAMED or (name == "nvls" and across)]
     else:
         name = algorithm_of(collective, algorithm).name
         allowed = ["ring" if name == "hierarchical" else "nvls" if name == "nvls_sharp" else name]

@@ -20,7 +20,7 @@ from flowsim.systemfile import (
     shipped_system_names,
 )
 
-__all__ = ["SECTIONS", "describe_presets", "describe_system"]
+__all__ = ["SECTIONS", "describe_presets", "describe_system", "find_described"]
 
 #: Tables :func:`describe_presets` prints (``flowsim presets --only`` picks one).
 SECTIONS = ("systems", "links", "switches")

@@ -9,7 +9,7 @@ from flowsim.collectives.tuner import SHARP_TECHNOLOGIES, gdr_path, nic_path_typ
 from flowsim.fabrics import build_cluster, default_switch, resolve_fabric
 from flowsim.formatting import format_rate, format_runs, format_seconds
 from flowsim.hardware import link_rate, link_technology, nvlink_generation, switch_model, switch_names, technology_names
-from flowsim.presets import compute_nics, frontend_nics, preset, preset_info, preset_names, preset_spec, system_name
+from flowsim.presets import compute_nics, frontend_nics, preset, preset_info, preset_names, preset_spec
 from flowsim.servers import build_server
 from flowsim.systemfile import (
     SystemFile,
@@ -114,10 +114,10 @@ def find_described(value: str) -> SystemFile:
     file's) by the name ``flowsim presets NAME`` takes."""
     if is_system_file(value) or is_shipped_system(value):
         return find_system(value)
-    resolve_system(value)  # an unknown name: the valid ones, and those it is close to
-    doc = preset_info(value).build.__doc__ or ""
+    _, name, _ = resolve_system(value)  # a preset's name, or an error naming the valid ones
+    doc = preset_info(name).build.__doc__ or ""
     summary = _RST_ROLE.sub(r"\1", doc.strip().splitlines()[0]) if doc.strip() else ""
-    return SystemFile(system_name(value), summary, preset_spec(value), source="flowsim.presets")
+    return SystemFile(name, summary, preset_spec(name), source="flowsim.presets")
 
 
 def describe_system(system: SystemFile) -> str:

@@ -77,7 +77,6 @@ from flowsim.collectives.dag import (
     _check_orders,
     _check_ranks,
     _double_binary_tree,
-    _first_slice_sender,
     _FlowDag,
     _group_by_server,
     _in_order,
@@ -87,6 +86,7 @@ from flowsim.collectives.dag import (
     _ring,
     _ring_collective,
     _Send,
+    _sliced,
     _slices,
     _steps_only,
     _stream_ring,
@@ -921,11 +921,7 @@ def _switch_groups(
 ) -> tuple[list[tuple[str, ...]], list[Hashable], list[str]]:
     """The ranks by server (at least two, with as many ranks each), each server's key and
     its NVSwitch in ``switches``; an :class:`InputError` saying what is missing."""
-    groups = _group_by_server(ranks, servers, what)
-    if len(groups) < 2:
-        raise InputError(f"{what}: the ranks are in one server; {across} (use nvls)")
-    if len({len(g) for g in groups}) > 1:
-        raise InputError(f"{what}: every server needs the same number of ranks, got {sorted({len(g) for g in groups})}")
+    groups = _servers_alike(what, ranks, servers, f"{across} (use nvls)")
     keys = [servers[group[0]] for group in groups]
     for key in keys:
         if key not in switches:
@@ -1028,7 +1024,6 @@ def nvls_tree_all_reduce(
     _check_caps(what, tree_cap_Bps=tree_cap_Bps)
     chunk = size / per_server / channels
     n_slices = _slices(slices, chunk, what, MAX_PIPELINE_SLICES, NVLS_CHUNK_BYTES)
-    piece = chunk / n_slices
     n_servers = len(groups)
     model = _model(model, channels * per_server * n_slices * n_servers * (2 * per_server + 6), what)
     dag_servers = {**servers, **{switch_of[g]: servers[group[0]] for g, group in enumerate(groups)}}
@@ -1036,11 +1031,8 @@ def nvls_tree_all_reduce(
     index = {r: i for i, r in enumerate(ranks)}
     trees = _double_binary_tree(n_servers)
     shapes = [_tree_shape(parent) for parent in trees]
-    send: _Send = _in_order
-    if model == "stream":
-        # Each message once with all of its chunk's slices, its first slice as its start.
-        send, piece = _first_slice_sender(n_slices), chunk
-    for c, j, label, last in _chunk_slices(dag, channels, per_server, 1 if model == "stream" else n_slices):
+    send, piece, n_slices = _sliced(model, chunk, n_slices)
+    for c, j, label, last in _chunk_slices(dag, channels, per_server, n_slices):
         owners = [group[j] for group in groups]
         results = [
             _reduce_into(dag, last, label, group, index, switch_of[g], g, owners[g], piece, c, send)
@@ -1122,7 +1114,6 @@ def nvls_sharp_all_reduce(
     trees = _sharp_trees(sharp, keys, per_server, what)
     chunk = size / per_server / channels
     n_slices = _slices(slices, chunk, what, MAX_PIPELINE_SLICES, NVLS_CHUNK_BYTES)
-    piece = chunk / n_slices
     n_servers = len(groups)
     model = _model(model, channels * per_server * n_slices * n_servers * (2 * per_server + 8), what)
     # Each network switch is its own place: every message to or from it leaves a server.
@@ -1130,10 +1121,7 @@ def nvls_sharp_all_reduce(
     dag_servers = {**servers, **{switch_of[g]: keys[g] for g in range(n_servers)}, **{s: s for s in fabric}}
     dag = _FlowDag("all_reduce", costs, dag_servers, model)
     index = {r: i for i, r in enumerate(ranks)}
-    send: _Send = _in_order
-    if model == "stream":
-        # Each message once with all of its chunk's slices, its first slice as its start.
-        send, piece, n_slices = _first_slice_sender(n_slices), chunk, 1
+    send, piece, n_slices = _sliced(model, chunk, n_slices)
     for c, j, label, last in _chunk_slices(dag, channels, per_server, n_slices):
         owners = [group[j] for group in groups]
         results = [[_reduce_into(dag, last, label, group, index, switch_of[g], g, owners[g], piece, c, send)]
@@ -1216,7 +1204,7 @@ def collnet_direct_all_reduce(
     first); slices as :func:`nvls_all_reduce`.
     """
     what = "collnet_direct_all_reduce"
-    groups = _collnet_groups(what, ranks, servers)
+    groups = _servers_alike(what, _check_ranks(ranks, what), servers, "the network reduces across servers")
     per_server = len(groups[0])
     heads = list(range(per_server)) if heads is None else list(heads)
     if not heads or len(set(heads)) != len(heads) or not all(
@@ -1276,7 +1264,7 @@ def collnet_chain_all_reduce(
     first); slices as :func:`nvls_all_reduce`.
     """
     what = "collnet_chain_all_reduce"
-    groups = _collnet_groups(what, ranks, servers)
+    groups = _servers_alike(what, _check_ranks(ranks, what), servers, "the network reduces across servers")
     per_server = len(groups[0])
     trees, dag, index, channels, n_slices, piece, send = _collnet_setup(
         what, groups, ranks, size_bytes, servers, sharp, per_server, 1, channels, slices, costs, model)
@@ -1322,18 +1310,17 @@ def _collnet_setup(
     model = _model(model, channels * parts * n_slices * len(groups) * (2 * per_server + 4), what)
     fabric = {name for paths, _ in trees for path in paths for name in path}
     dag = _FlowDag("all_reduce", costs, {**servers, **{s: s for s in fabric}}, model)
-    index = {r: i for i, r in enumerate(ranks)}
-    if model == "stream":
-        return trees, dag, index, channels, 1, chunk, _first_slice_sender(n_slices)
-    return trees, dag, index, channels, n_slices, chunk / n_slices, _in_order
+    send, piece, n_slices = _sliced(model, chunk, n_slices)
+    return trees, dag, {r: i for i, r in enumerate(ranks)}, channels, n_slices, piece, send
 
 
-def _collnet_groups(what: str, ranks: Ranks, servers: Mapping[str, Hashable]) -> list[tuple[str, ...]]:
-    """``ranks`` by server for CollNet: at least two servers with as many ranks each, else an
-    :class:`InputError`."""
-    groups = _group_by_server(_check_ranks(ranks, what), servers, what)
+def _servers_alike(what: str, ranks: tuple[str, ...], servers: Mapping[str, Hashable],
+                   alone: str) -> list[tuple[str, ...]]:
+    """``ranks`` by server: at least two servers (else an :class:`InputError` saying ``alone``
+    of one) with as many ranks each."""
+    groups = _group_by_server(ranks, servers, what)
     if len(groups) < 2:
-        raise InputError(f"{what}: the ranks are in one server; the network reduces across servers")
+        raise InputError(f"{what}: the ranks are in one server; {alone}")
     if len({len(g) for g in groups}) > 1:
         raise InputError(f"{what}: every server needs the same number of ranks, got {sorted({len(g) for g in groups})}")
     return groups

@@ -1113,6 +1113,15 @@ def _first_slice_sender(slices: int, overlap_across: bool = True) -> _Send:
     return send
 
 
+def _sliced(model: str, chunk: float, n_slices: int) -> tuple[_Send, float, int]:
+    """How a chunk of ``n_slices`` slices is laid out: the sender, a message's bytes and the
+    slices laid out one by one; streamed, each message is the whole chunk after its first
+    slice (:func:`_first_slice_sender`), one slice laid out."""
+    if model == "stream":
+        return _first_slice_sender(n_slices), chunk, 1
+    return _in_order, chunk / n_slices, n_slices
+
+
 def _btree_parent(n: int, position: int) -> int:
     """Parent of ``position`` in NCCL's binary tree over ``n`` positions (``ncclGetBtree``):
     clear the lowest set bit and set the next one, or just clear it past the end; -1 for 0."""
@@ -1268,16 +1277,22 @@ def _check_servers(servers: Servers, what: str) -> Servers:
     return servers
 
 
+def ranks_by_server(ranks: Sequence[str], servers: Mapping[str, Hashable]) -> dict[Hashable, list[str]]:
+    """``ranks`` by server, each server's in ``ranks`` order."""
+    groups: dict[Hashable, list[str]] = {}
+    for rank in ranks:
+        groups.setdefault(servers[rank], []).append(rank)
+    return groups
+
+
 def _group_by_server(ranks: tuple[str, ...], servers: Servers, what: str) -> list[tuple[str, ...]]:
     servers = _check_servers(servers, what)
     if servers is None:
         return [ranks]
-    groups: dict[Hashable, list[str]] = {}
     for r in ranks:
         if r not in servers:
             raise InputError(f"{what}: rank {r!r} has no server in `servers`")
-        groups.setdefault(servers[r], []).append(r)
-    return [tuple(g) for g in groups.values()]
+    return [tuple(g) for g in ranks_by_server(ranks, servers).values()]
 
 
 def _prepare(

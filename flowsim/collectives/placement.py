@@ -49,7 +49,7 @@ from flowsim.collectives.costs import (
     nvls_tree_costs,
     pat_costs,
 )
-from flowsim.collectives.dag import MAX_PIPELINE_SLICES, MAX_RING_SLICES, check_size, tree_hops
+from flowsim.collectives.dag import MAX_PIPELINE_SLICES, MAX_RING_SLICES, check_size, ranks_by_server, tree_hops
 from flowsim.collectives.rings import (
     mesh_link_counts,
     mesh_rings,
@@ -681,7 +681,7 @@ def collective_workload(
                              "fabric with SHARP; algorithm nvls_sharp); NVLSTree runs across them without")
         options["switch"], nvlink = _nvls_switch(topology, ranks, switch)
     if entry.name in ("nvls_tree", "nvls_sharp"):
-        by_server = _by_server(ranks, topology_servers)
+        by_server = ranks_by_server(ranks, topology_servers)
         switches = {server: _nvls_switch(topology, members, None) for server, members in by_server.items()}
         options["switches"] = {server: found[0] for server, found in switches.items()}
         nvlink = next(iter(switches.values()))[1]
@@ -697,7 +697,7 @@ def collective_workload(
     if entry.name in ("collnet_direct", "collnet_chain") and len(set(topology_servers.values())) < 2:
         raise InputError(f"{entry.name}: the ranks are in one server; CollNet reduces in the network across servers")
     if entry.name == "collnet_direct":
-        members = _by_server(ranks, topology_servers)
+        members = ranks_by_server(ranks, topology_servers)
         first = next(iter(members.values()))
         heads = [first.index(rank) for rank in collnet_heads(topology, first)]
         options["heads"] = heads
@@ -705,7 +705,7 @@ def collective_workload(
         options["sharp"] = _sharp_paths(topology, {server: [group[h] for h in heads if h < len(group)]
                                                    for server, group in members.items()})
     elif entry.name == "collnet_chain":
-        options["sharp"] = _sharp_paths(topology, _by_server(ranks, topology_servers))
+        options["sharp"] = _sharp_paths(topology, ranks_by_server(ranks, topology_servers))
     n_channels = 0
     if "channels" in entry.options:
         if orders is not None:
@@ -1041,14 +1041,6 @@ def _nvls_budget_Bps(nvlink: str, ranks: Sequence[str], servers: Mapping[str, Ha
     bus bandwidth ``C`` the ``n`` ranks move ``S`` in ``2(n-1) S / (n C)``."""
     n, m = len(ranks), len(ranks) // len(set(servers.values()))
     return (m + 1) * NVLS_BUSBW_CEILING_GBPS[nvlink] * 1e9 * n / (2 * (n - 1))
-
-
-def _by_server(ranks: Sequence[str], servers: Mapping[str, Hashable]) -> dict[Hashable, list[str]]:
-    """``ranks`` by server, each server's in ``ranks`` order."""
-    groups: dict[Hashable, list[str]] = {}
-    for rank in ranks:
-        groups.setdefault(servers[rank], []).append(rank)
-    return groups
 
 
 def _sharp_paths(topology: Topology,

@@ -80,6 +80,7 @@ from flowsim.collectives.constants import (
     constants_of,
 )
 from flowsim.collectives.costs import COLLNET_ARITY_US
+from flowsim.collectives.dag import ranks_by_server
 from flowsim.collectives.rings import mesh_link_counts, mesh_rings, mesh_server_rings, rank_servers, rotated_rings
 from flowsim.errors import InputError
 from flowsim.hardware import LinkTier, gpu_sm_clock_GHz, link_technology
@@ -606,9 +607,7 @@ def _graphs(topology: Topology, ranks: Sequence[str], system: NcclSystem, consta
     servers = rank_servers(topology, ranks)
     inter = system.n_nodes > 1
     speeds = (constants.speeds_inter if inter else constants.speeds_intra)[system.compcap]
-    groups: dict[str, list[str]] = {}
-    for rank in ranks:
-        groups.setdefault(servers[rank], []).append(rank)
+    groups = ranks_by_server(ranks, servers)
     # A ring channel's load, averaged over the rings NCCL's channels follow: on a mesh of
     # direct NVLinks (the DGX-1) the rings the mesh holds; across servers one rotation per
     # local rank (each enters and leaves every server through another rail); else one ring.
@@ -803,6 +802,9 @@ SHARP_V3_TYPES = frozenset({"bfloat16", "int8", "uint8"})
 #: NCCL's CollNet algorithms without NVLS: IB SHARP behind direct NVLink copies (Direct) or a
 #: chain of the server's GPUs (Chain).
 COLLNET_ALGORITHMS = ("collnet_direct", "collnet_chain")
+# NCCL's algorithms that run Simple only ([NCCL] tuning.cc: NVLS, NVLSTree, PAT and CollNet's
+# other protocols have no bandwidth).
+_SIMPLE_ONLY = ("nvls", "nvls_tree", "pat", *COLLNET_ALGORITHMS)
 #: ``NCCL_COLLNET_NODE_THRESHOLD``'s default ([NCCL] v2.30.7-1 src/init.cc): fewer servers
 #: than this run no CollNet.
 COLLNET_NODE_THRESHOLD = 2
@@ -1071,7 +1073,7 @@ def _model(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclC
         for p, protocol in enumerate(NCCL_PROTOCOLS):
             if protocol not in protocols:
                 continue
-            if algorithm in ("nvls", "nvls_tree", "pat", *COLLNET_ALGORITHMS) and protocol != "simple":
+            if algorithm in _SIMPLE_ONLY and protocol != "simple":
                 continue
             if protocol == "ll128" and ll128_by_default and not _ll128_enabled(system, constants):
                 continue
@@ -1180,7 +1182,7 @@ def _model(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclC
         if refused is not None and len(out) == before:
             if algorithm in ("nvls", "nvls_tree") and graph.n_channels < 2:
                 refused[algorithm] = "NVLS needs 2 channels or more"
-            elif algorithm in ("nvls", "nvls_tree", "pat", *COLLNET_ALGORITHMS) and "simple" not in protocols:
+            elif algorithm in _SIMPLE_ONLY and "simple" not in protocols:
                 refused[algorithm] = "it runs Simple only, which NCCL_PROTO leaves out"
             else:
                 refused[algorithm] = "NCCL_PROTO leaves none of its protocols"

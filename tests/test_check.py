@@ -2256,6 +2256,20 @@ def test_collnet_in_tuning_lines_is_followed_with_collnet_enabled():
             "predicted with the model's choice there") in report.warnings
 
 
+def test_an_all_gather_through_the_network_in_tuning_lines_is_laid_out():
+    # An all-gather's TUNING lines name CollNet Direct (NCCL 2.20.5 on, per-rank bytes from
+    # 2.26.2): the check takes the run as one with NCCL_COLLNET_ENABLE=1 and lays out CollNet
+    # Direct where NCCL ran it (on the channels NCCL's tuning gives, as for every algorithm).
+    text = (VALIDATION / "xxrjun_h100_10n8g_allgather.txt").read_text()
+    sizes = (33553920, 67107840)
+    lines = [f"AllGather: {size // 80} Bytes -> Algo COLLNET_DIRECT proto SIMPLE channel{{Lo..Hi}}={{0..15}}"
+             for size in sizes]
+    report = check_nccl_log(_with_info(text, *lines, version="2.29.2+cuda12.8"), system="dgx-h100")
+    followed = {r.size_bytes: (r.algorithm, r.protocol, r.nccl_ran) for r in report.rows if r.size_bytes in sizes}
+    assert followed == dict.fromkeys(sizes, ("collnet_direct", "simple", "collnet_direct/simple"))
+    assert any("NCCL_COLLNET_ENABLE=1" in warning for warning in report.warnings)
+
+
 def test_nccl_comm_lines_give_the_shape_of_a_log_without_rank_lines():
     # From 2.21 each rank's INFO line has the cluster's shape ([NCCL] src/init.cc).
     bare = "\n".join(line for line in _typed_log(("float", "sum")).splitlines() if "Rank  " not in line) + "\n"

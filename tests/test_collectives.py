@@ -29,7 +29,9 @@ from flowsim.collectives import (
     build_collective,
     collective_time,
     collnet_chain_all_reduce,
+    collnet_direct_all_gather,
     collnet_direct_all_reduce,
+    collnet_direct_reduce_scatter,
     gather,
     hierarchical_all_reduce,
     hypercube,
@@ -37,7 +39,9 @@ from flowsim.collectives import (
     nccl_costs,
     nvls_all_reduce,
     nvls_costs,
+    nvls_sharp_all_gather,
     nvls_sharp_all_reduce,
+    nvls_sharp_reduce_scatter,
     nvls_tree_all_reduce,
     reduce,
     reduce_scatter,
@@ -1250,6 +1254,80 @@ def test_collnet_chain_all_reduce_on_two_dgx_h100_by_hand():
     assert ups == {"all_reduce.ch0.chunk0.sl0.up.s0": "ib.su0.rail0", "all_reduce.ch1.chunk0.sl0.up.s0": "ib.su0.rail1"}
     with pytest.raises(InputError, match="offsets must be 2 or more integers >= 0"):
         collnet_chain_all_reduce(ranks, size, servers=servers, sharp=sharp, channels=2, offsets=[0])
+
+
+def test_collnet_direct_all_gather_on_two_dgx_h100_by_hand():
+    # One slice per rail, no software costs. Rail j is the shares (S/16 each) of both
+    # servers' GPU j, S/8: each GPU j sends its share through rail j's NIC to the rail's leaf
+    # (S/16 at 48 GB/s), the leaf sends both shares down to each (S/8 at 48), and each GPU
+    # copies its rail to the 7 others (7S/8 out of and into every GPU at 370.8 GB/s).
+    topology, ranks, servers, sharp = _two_dgx_h100_on_one_leaf_a_rail()
+    size = 8e9
+    w = collnet_direct_all_gather(ranks, size, servers=servers, sharp=sharp, slices=1, costs=CollectiveCosts.zero())
+    # Per rail and server: up, down and 7 copies.
+    assert len(w) == 8 * 2 * (1 + 1 + 7)
+    rail = {name.removeprefix("all_gather.ch0.rail2.sl0."): f for f, name in enumerate(w.names) if ".rail2." in name}
+    assert (w.src[rail["up.s1"]], w.dst[rail["up.s1"]], w.size_bytes[rail["up.s1"]]) == ("n1.gpu2", "ib.su0.rail2",
+                                                                                          size / 16)
+    assert set(w.dependencies(rail["down.s0"])) == {rail["up.s0"], rail["up.s1"]}
+    assert w.size_bytes[rail["down.s0"]] == size / 8 and w.dependencies(rail["bcast.r9"]) == [rail["down.s1"]]
+    expected = size * (0.0625 / 48e9 + 0.125 / 48e9 + 0.875 / 370.8e9)
+    assert run(topology, w).makespan_s == pytest.approx(expected, rel=1e-4)
+    # Two slices: a rail's first holds server 0's share, its second server 1's; only that
+    # server sends into the network.
+    two = collnet_direct_all_gather(ranks, size, servers=servers, sharp=sharp, slices=2)
+    assert _messages(two, "all_gather.ch0.rail0.", ".up.s") == ["sl0.up.s0", "sl1.up.s1"]
+    with pytest.raises(InputError, match=r"every rank is a head \(a NIC each\): heads must be each of 0..7 once"):
+        collnet_direct_all_gather(ranks, size, servers=servers, sharp=sharp[:4], heads=[0, 2, 4, 6])
+
+
+def test_collnet_direct_reduce_scatter_on_two_dgx_h100_by_hand():
+    # One slice per rail, no software costs. Each GPU copies the 7 other rails' S/8 to their
+    # heads (7S/8 each way at 370.8 GB/s), each head sends its server's sum of its rail into
+    # the network (S/8 at 48 GB/s), and the leaf sends each server its share (S/16 at 48).
+    topology, ranks, servers, sharp = _two_dgx_h100_on_one_leaf_a_rail()
+    size = 8e9
+    w = collnet_direct_reduce_scatter(ranks, size, servers=servers, sharp=sharp, slices=1,
+                                      costs=CollectiveCosts.zero())
+    assert len(w) == 8 * 2 * (7 + 1 + 1)
+    rail = {name.removeprefix("reduce_scatter.ch0.rail5.sl0."): f for f, name in enumerate(w.names)
+            if ".rail5." in name}
+    assert (w.src[rail["scatter.r8"]], w.dst[rail["scatter.r8"]]) == ("n1.gpu0", "n1.gpu5")
+    assert set(w.dependencies(rail["up.s1"])) == {rail[f"scatter.r{i}"] for i in (8, 9, 10, 11, 12, 14, 15)}
+    assert (w.size_bytes[rail["up.s0"]], w.size_bytes[rail["down.s0"]]) == (size / 8, size / 16)
+    expected = size * (0.875 / 370.8e9 + 0.125 / 48e9 + 0.0625 / 48e9)
+    assert run(topology, w).makespan_s == pytest.approx(expected, rel=1e-4)
+    # Two slices: each server gets its share from the slice that holds it.
+    two = collnet_direct_reduce_scatter(ranks, size, servers=servers, sharp=sharp, slices=2)
+    assert _messages(two, "reduce_scatter.ch0.rail0.", ".down.s") == ["sl0.down.s0", "sl1.down.s1"]
+
+
+def _messages(w: Workload, prefix: str, part: str) -> list[str]:
+    """The names under ``prefix`` that hold ``part``, less the prefix, sorted."""
+    return sorted(name.removeprefix(prefix) for name in w.names if name.startswith(prefix) and part in name)
+
+
+def test_nvls_sharp_all_gather_and_reduce_scatter_on_two_dgx_h100_by_hand():
+    # All-gather: GPU j sends its share into the network (S/16 at 48 GB/s), gets rail j back
+    # (S/8), stores it in its switch (S/8 at 370.8 GB/s), which multicasts the 8 rails to
+    # every GPU (S over each NVLink). Reduce-scatter: every GPU sends its copy of the 8 rails
+    # to its switch (S), which sends GPU j the sum of rail j (S/8), GPU j sends it into the
+    # network (S/8 at 48) and gets its own share back (S/16).
+    topology, ranks, servers, sharp = _two_dgx_h100_on_one_leaf_a_rail()
+    switches = {s: f"{s}.nvswitch" for s in set(servers.values())}
+    size = 8e9
+    options = {"servers": servers, "switches": switches, "sharp": sharp, "slices": 1, "costs": CollectiveCosts.zero()}
+    gather = nvls_sharp_all_gather(ranks, size, **options)
+    assert len(gather) == 8 * 2 * (1 + 1 + 1 + 8)
+    assert run(topology, gather).makespan_s == pytest.approx(size * (0.1875 / 48e9 + 1.125 / 370.8e9), rel=1e-4)
+    scatter = nvls_sharp_reduce_scatter(ranks, size, **options)
+    assert len(scatter) == 8 * 2 * (8 + 1 + 1 + 1)
+    rail = {name.removeprefix("reduce_scatter.ch0.rail3.sl0."): f for f, name in enumerate(scatter.names)
+            if ".rail3." in name}
+    assert scatter.dependencies(rail["up.s0"]) == [rail["result.s0"]] and scatter.dst[rail["up.s0"]] == "ib.su0.rail3"
+    assert run(topology, scatter).makespan_s == pytest.approx(size * (1.125 / 370.8e9 + 0.1875 / 48e9), rel=1e-4)
+    with pytest.raises(InputError, match="the ranks are in one server"):
+        nvls_sharp_all_gather(ranks[:8], size, **options)
 
 
 @pytest.mark.parametrize(("system", "nodes", "env", "algorithm", "within"), [

@@ -377,6 +377,43 @@ def test_nvls_across_servers_with_collnet_reduces_in_the_fabric_leaf_then_spine(
         collective_workload(efa, "all_reduce", 64 << 20, algorithm="nvls_sharp")
 
 
+def test_all_gather_and_reduce_scatter_through_the_network_on_four_dgx_h100(monkeypatch):
+    # With CollNet NCCL's model takes CollNet Direct for 256 MiB (test_tuner), and NVLS across
+    # servers when asked; two scalable units put a spine atop each rail's tree. Each GPU's
+    # NIC carries its rail of S/8 (in for an all-gather, out for a reduce-scatter) at 48
+    # GB/s, 699 us, the floor; the copies inside each server, the climb to the spine and the
+    # pipeline's fill and drain add 24% with CollNet Direct (867-869 us) and 38% with NVLS
+    # (964 us), whose GPUs each also move all of S to or from their switch. Past the step
+    # DAG's message limit each streams, 2-10% faster than its steps (779-942 us): the
+    # stream sends every server's share of a rail at once, the steps one after another.
+    import flowsim.collectives.dag as collective_dag
+
+    topology = build_cluster("dgx_h100", 4, figure="effective", su_size=2)
+    size, collnet = 256 << 20, {"NCCL_COLLNET_ENABLE": "1"}
+    floor = size / 8 / 48e9
+    plan = collective_workload(topology, "all_gather", size, nccl_env=collnet)
+    assert (plan.algorithm, plan.nccl.algorithm) == ("collnet_direct", "collnet_direct")
+    w = plan.workload
+    ups = {w.names[f]: (w.src[f], w.dst[f]) for f in range(len(w)) if w.names[f].startswith("all_gather.ch0.rail3.sl0.up.")}
+    # A rail's first slice holds server 0's share: only it climbs, leaf then spine.
+    assert ups["all_gather.ch0.rail3.sl0.up.s0"] == ("n0.gpu3", "ib.su0.rail3")
+    assert len(ups) == 2 and topology.node_kind[topology.node_id(ups["all_gather.ch0.rail3.sl0.up.ib.su0.rail3"][1])] \
+        == NodeKind.IB_SPINE
+    steps = {}
+    for collective in ("all_gather", "reduce_scatter"):
+        for algo, name in (("CollNetDirect", "collnet_direct"), ("NVLS", "nvls_sharp")):
+            outcome = collective_time(topology, collective, size, nccl_env={**collnet, "NCCL_ALGO": algo})
+            assert (outcome.algorithm, outcome.model) == (name, "steps")
+            assert 1.2 < outcome.time_s / floor < (1.3 if name == "collnet_direct" else 1.4), (collective, name)
+            steps[collective, name] = outcome.time_s
+    monkeypatch.setattr(collective_dag, "STEP_MESSAGE_LIMIT", 1000)
+    for (collective, name), time_s in steps.items():
+        algo = "CollNetDirect" if name == "collnet_direct" else "NVLS"
+        stream = collective_time(topology, collective, size, nccl_env={**collnet, "NCCL_ALGO": algo})
+        assert (stream.algorithm, stream.model) == (name, "stream")
+        assert 0.89 * time_s < stream.time_s < time_s, (collective, name)
+
+
 def test_collnet_direct_across_scalable_units_is_bound_by_nvlink_on_dgx_a100():
     # NCCL_COLLNET_ENABLE=1 on four DGX A100 (HDR) in two scalable units of two: NCCL's model
     # takes CollNet Direct at 1 GiB on the communicator's 24 channels. Each head's chunk climbs

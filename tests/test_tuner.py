@@ -250,7 +250,7 @@ def test_no_algorithm_left_is_one_clear_error(h100):
     ("dgx_h100", 1, "all_reduce", {"NCCL_ALGO": "NVLS", "NCCL_PROTO": "LL"}, "sum",
      "nvls: it runs Simple only, which NCCL_PROTO leaves out"),
     ("dgx_h100", 2, "all_reduce", {"NCCL_ALGO": "NVLS"}, "sum",
-     "nvls: NVLS runs across servers only as an all-reduce with CollNet"),
+     "nvls: NVLS runs across servers only with CollNet"),
     ("dgx_h100", 2, "all_gather", {"NCCL_ALGO": "PAT"}, "sum", "pat: PAT runs with one GPU a server"),
     ("dgx_h100", 2, "all_reduce", {"NCCL_ALGO": "CollNetDirect,PAT"}, "sum",
      "collnet_direct: CollNet (IB SHARP) runs only with NCCL_COLLNET_ENABLE=1; pat: PAT has no all-reduce"),
@@ -264,8 +264,8 @@ def test_no_algorithm_left_is_one_clear_error(h100):
     ("dgx_h100", 2, "all_reduce", {"NCCL_ALGO": "CollNetDirect", "NCCL_COLLNET_ENABLE": "1",
                                    "NCCL_PROTO": "LL"}, "sum",
      "collnet_direct: it runs Simple only, which NCCL_PROTO leaves out"),
-    ("dgx_h100", 2, "all_gather", {"NCCL_ALGO": "CollNetDirect", "NCCL_COLLNET_ENABLE": "1"}, "sum",
-     "collnet_direct: flowsim runs CollNet for all-reduce only"),
+    ("dgx_h100", 2, "reduce_scatter", {"NCCL_ALGO": "CollNetDirect", "NCCL_COLLNET_ENABLE": "1"}, "prod",
+     "collnet_direct: the SHARP plugin reduces no prod on float"),
 ])
 def test_the_error_says_why_each_allowed_algorithm_is_out(system, nodes, collective, env, redop, why):
     # NCCL's own rules for leaving an algorithm out (ncclTopoTuneModel, updateCollCostTable),
@@ -476,8 +476,9 @@ def test_collnet_enables_nvls_across_infiniband_servers_only():
     # NCCL runs NVLS across servers only with CollNet (NCCL_COLLNET_ENABLE=1 and IB SHARP);
     # then on 4 DGX H100 its model takes NVLS at 8 GiB: bus bandwidth 16 channels x min(the
     # NVLink side, the NIC's 48 GB/s per channel inter speed) = 384, on at most the
-    # communicator's channels. All-gather keeps the ring (no CollNet all-gather assumed), and an
-    # EFA fabric (aws-p5) has no SHARP.
+    # communicator's channels. An all-gather of 8 GiB keeps the ring, whose model beats the
+    # network's (test_all_gather_and_reduce_scatter_through_the_network_by_hand), and an EFA
+    # fabric (aws-p5) has no SHARP.
     from flowsim.fabrics import build_cluster
     from flowsim.systemfile import resolve_system
 
@@ -700,6 +701,50 @@ def test_collnet_direct_on_hopper_takes_nccls_factor_and_ndr_reduces_bfloat16():
     choice = nccl_choice(two, "all_reduce", 8 * GiB, nccl_env=env, dtype="bfloat16")
     assert (choice.algorithm, choice.bus_bandwidth_GBps) == ("collnet_direct", pytest.approx(326.4))
     assert choice.system.sharp_v3
+
+
+def test_all_gather_and_reduce_scatter_through_the_network_by_hand():
+    # NCCL 2.20.5 on: with CollNet, an all-gather or reduce-scatter may go through the
+    # network, CollNet Direct or NVLS, one head a GPU. On 4 DGX H100 (8 heads, 48 GB/s each
+    # way) CollNet Direct's model since 2.27.3: bus 8 x min(48, 48 x .9) = 345.6 GB/s, taken
+    # as the algorithm bandwidth; latency 2 x (1 x 3.7 + 7 x 0.4) + 31 = 44 us, as the
+    # all-reduce's. Before: 8 x 48 x .85 (the corrective ratio at 8 GPUs a server) = 326.4.
+    four = build_cluster("dgx_h100", 4, figure="effective")
+    collnet = {"NCCL_COLLNET_ENABLE": "1"}
+    for collective in ("all_gather", "reduce_scatter"):
+        choice = nccl_choice(four, collective, MiB, nccl_env=collnet)
+        assert (choice.algorithm, choice.bus_bandwidth_GBps) == ("collnet_direct", pytest.approx(345.6))
+        assert choice.table[("collnet_direct", "simple")] == pytest.approx(44.0 + MiB / (1000 * 345.6))
+        assert ("nvls", "simple") in choice.table
+        assert nccl_choice(four, collective, 8 * GiB, nccl_env=collnet).algorithm == "ring"
+        older = nccl_choice(four, collective, MiB, nccl_env={**collnet, "NCCL_ALGO": "CollNetDirect"},
+                            version="2.26.2")
+        assert older.bus_bandwidth_GBps == pytest.approx(326.4)
+        assert set(nccl_choice(four, collective, MiB, nccl_env=collnet, version="2.19.3").table) == {
+            ("ring", "ll"), ("ring", "ll128"), ("ring", "simple")}
+    # Across servers NVLS chunks are 32 KiB where the model's NVLS all-reduce moves under 150
+    # GB/s, whatever the call: so with NVLS off for all-reduce (its bandwidth 0).
+    nvls = {**collnet, "NCCL_ALGO": "allgather:nvls"}
+    assert nccl_choice(four, "all_gather", 64 * MiB, nccl_env=nvls).nvls.chunk_bytes == 128 * 1024
+    off = {**collnet, "NCCL_ALGO": "allgather:nvls;allreduce:ring"}
+    assert nccl_choice(four, "all_gather", 64 * MiB, nccl_env=off).nvls.chunk_bytes == 32 * 1024
+    # Four NICs for eight GPUs: four heads, so neither through the network.
+    from flowsim.systemfile import parse_system
+
+    text = """
+[server]
+gpu = "H100"
+gpus = 8
+gpu_fabric = "nvswitch"
+nvswitch = "nvswitch3"
+pcie = { generation = 5 }
+cpu = { sockets = 2, interconnect = "upi_sapphire_rapids", memory = "ddr5_4800_8ch" }
+nics = { count = 4, speed_gbps = 400 }
+"""
+    half = build_cluster(parse_system(text, source="half.toml", name="half").spec, 2, figure="effective")
+    with pytest.raises(InputError, match="collnet_direct: all_gather through the network needs a NIC "
+                                         r"\(a CollNet head\) per GPU: 8 GPUs, 4 heads; nvls: NVLS runs across"):
+        nccl_choice(half, "all_gather", MiB, nccl_env={**collnet, "NCCL_ALGO": "CollNetDirect,NVLS"})
 
 
 def test_collnet_heads_are_one_gpu_per_nic():

@@ -1142,23 +1142,70 @@ def _through_sharp(dag: _FlowDag, last: dict[str, int], label: str, c: int, owne
     total down the same tree (``down.{switch}``, then ``down.s{g}`` to each owner); the
     owners' last messages, one per server. ``send`` lays each message out (:func:`_in_order`,
     or a stream's)."""
+    every = [piece] * len(owners)
+    top = _sharp_up(dag, last, label, c, owners, tree, results, every, send, reduce=True)
+    return [back for back in _sharp_down(dag, last, label, c, owners, tree, top, every, send, multicast=True)
+            if back is not None]
+
+
+def _sharp_up(dag: _FlowDag, last: dict[str, int], label: str, c: int, owners: Sequence[str],
+              tree: tuple[list[tuple[str, ...]], list[str]], deps: Sequence[list[int]], sent: Sequence[float],
+              send: _Send, *, reduce: bool) -> list[int]:
+    """The climb of one slice through the network's tree: server ``g``'s owner sends
+    ``sent[g]`` bytes into the network once ``deps[g]`` are in (``up.s{g}``, none where it
+    sends nothing), and every switch that got something sends on (``up.{switch}``) once its
+    inputs are in: their sum where the network reduces (``reduce``, every input the same
+    size), else all of them (a gather). The messages into the root."""
     paths, order = tree
     inputs: dict[str, list[int]] = {name: [] for name in order}
+    held = dict.fromkeys(order, 0.0)
     for g, owner in enumerate(owners):
-        inputs[paths[g][0]].append(send(dag, last, f"up.s{g}", label, owner, paths[g][0], piece, results[g],
-                                        2, c, wire_efficiency=1.0))
+        if sent[g] > 0:
+            inputs[paths[g][0]].append(send(dag, last, f"up.s{g}", label, owner, paths[g][0], sent[g], deps[g],
+                                            2, c, wire_efficiency=1.0))
+            held[paths[g][0]] = sent[g] if reduce else held[paths[g][0]] + sent[g]
     parent = {path[i]: path[i + 1] for path in paths for i in range(len(path) - 1)}
     for name in order[:-1]:  # leaves first, the root last
-        inputs[parent[name]].append(
-            send(dag, last, f"up.{name}", label, name, parent[name], piece, inputs[name], 2, c,
-                 wire_efficiency=1.0, step_latency_s=0.0)
-        )
-    total = {order[-1]: inputs[order[-1]]}
+        if inputs[name]:
+            inputs[parent[name]].append(
+                send(dag, last, f"up.{name}", label, name, parent[name], held[name], inputs[name], 2, c,
+                     wire_efficiency=1.0, step_latency_s=0.0)
+            )
+            held[parent[name]] = held[name] if reduce else held[parent[name]] + held[name]
+    return inputs[order[-1]]
+
+
+def _sharp_down(dag: _FlowDag, last: dict[str, int], label: str, c: int, owners: Sequence[str],
+                tree: tuple[list[tuple[str, ...]], list[str]], top: list[int], kept: Sequence[float],
+                send: _Send, *, multicast: bool) -> list[int | None]:
+    """The descent of one slice from the root of the network's tree once ``top`` is in:
+    each server's owner gets its ``kept[g]`` bytes (``down.s{g}``), and every switch passes
+    on what the servers below it get (``down.{switch}``): the slice once where the network
+    multicasts it (``multicast``: an all-reduce, an all-gather, ``kept`` the slice for
+    every server), else the sum of their shares (a reduce-scatter). Each owner's last
+    message, None where it gets nothing."""
+    paths, order = tree
+    below = dict.fromkeys(order, 0.0)
+    for g, path in enumerate(paths):
+        for name in path:
+            below[name] = max(below[name], kept[g]) if multicast else below[name] + kept[g]
+    parent = {path[i]: path[i + 1] for path in paths for i in range(len(path) - 1)}
+    total = {order[-1]: top}
     for name in reversed(order[:-1]):  # the root's children first
-        total[name] = [send(dag, last, f"down.{name}", label, parent[name], name, piece,
-                            total[parent[name]], 3, c, wire_efficiency=1.0, step_latency_s=0.0)]
-    return [send(dag, last, f"down.s{g}", label, paths[g][0], owner, piece, total[paths[g][0]], 3, c,
-                 wire_efficiency=1.0, step_latency_s=0.0) for g, owner in enumerate(owners)]
+        if below[name] > 0:
+            total[name] = [send(dag, last, f"down.{name}", label, parent[name], name, below[name],
+                                total[parent[name]], 3, c, wire_efficiency=1.0, step_latency_s=0.0)]
+    return [send(dag, last, f"down.s{g}", label, paths[g][0], owner, kept[g], total[paths[g][0]], 3, c,
+                 wire_efficiency=1.0, step_latency_s=0.0) if kept[g] > 0 else None
+            for g, owner in enumerate(owners)]
+
+
+def _rail_shares(n_servers: int, n_slices: int) -> list[list[float]]:
+    """Per slice of a rail (each server's share of it, one server after another, as NCCL's
+    CollNet Direct and NVLS kernels walk ``railGridOffset`` over ``nNodes x countPerRank``),
+    the fraction of the slice each server's share makes up (exact: integer overlaps)."""
+    return [[max(0, min((k + 1) * n_servers, (g + 1) * n_slices) - max(k * n_servers, g * n_slices)) / n_servers
+             for g in range(n_servers)] for k in range(n_slices)]
 
 
 def collnet_direct_all_reduce(
@@ -1290,26 +1337,237 @@ def collnet_chain_all_reduce(
     return dag.workload("all_reduce")
 
 
+def collnet_direct_all_gather(
+    ranks: Ranks,
+    size_bytes: float,
+    *,
+    servers: Mapping[str, Hashable],
+    sharp: Sequence[Mapping[Hashable, Sequence[str]]],
+    heads: Sequence[int] | None = None,
+    channels: int = 1,
+    slices: int | None = None,
+    costs: CollectiveCosts | None = None,
+    model: str = "auto",
+) -> Workload:
+    """NCCL's CollNet Direct all-gather (NCCL >= 2.20.5): the network gathers each rail across
+    servers (IB SHARP's all-gather, the plugin's ``iallgather``), direct NVLink copies spread
+    it inside them ([NCCL] v2.30.7-1 src/device/all_gather.h, ``RunWorkColl`` for
+    ``NCCL_ALGO_COLLNET_DIRECT``: send to the network, receive and broadcast, receive).
+
+    ``S`` is the total (``n`` shares of ``S / n``). Every rank is a head with its own NIC
+    ("AllGather/ReduceScatter requires 1:1 GPU:NIC"): rail ``j`` is the shares of local rank
+    ``heads[j]`` of every server, one server's after another, ``S / m`` for ``m`` ranks a
+    server. For every channel, rail and slice of the rail: each server whose share the slice
+    holds sends its part into the network (``up.s{g}``), every switch of the tree passes on
+    what came from below (``up.{switch}``), and the root sends the slice down the tree to
+    every server's head of the rail (``down.{switch}``, ``down.s{g}``), which copies it to
+    each other rank of its server (``bcast.r{i}``). Each message waits for its own previous
+    slice.
+
+    Parameters
+    ----------
+    servers, sharp, costs
+        As :func:`collnet_direct_all_reduce`; ``sharp[j]`` is rail ``j``'s tree.
+    heads : sequence of int, optional
+        Every local index once (default in order): the order of the rails.
+
+    ``model`` and slices as :func:`collnet_direct_all_reduce`.
+    """
+    return _collnet_rails("collnet_direct_all_gather", "all_gather", ranks, size_bytes, servers, sharp, heads,
+                          channels, slices, costs, model)
+
+
+def collnet_direct_reduce_scatter(
+    ranks: Ranks,
+    size_bytes: float,
+    *,
+    servers: Mapping[str, Hashable],
+    sharp: Sequence[Mapping[Hashable, Sequence[str]]],
+    heads: Sequence[int] | None = None,
+    channels: int = 1,
+    slices: int | None = None,
+    costs: CollectiveCosts | None = None,
+    model: str = "auto",
+) -> Workload:
+    """NCCL's CollNet Direct reduce-scatter (NCCL >= 2.20.5): direct NVLink copies gather each
+    rail inside a server, the network reduces it across servers and scatters it (IB SHARP's
+    reduce-scatter, the plugin's ``ireducescatter``; [NCCL] v2.30.7-1
+    src/device/reduce_scatter.h, ``RunWorkColl`` for ``NCCL_ALGO_COLLNET_DIRECT``: scatter
+    to the heads, reduce and send to the network, receive).
+
+    ``S`` is each rank's input, the total (``n`` shares of ``S / n``, as nccl-tests counts
+    it); rails and heads as :func:`collnet_direct_all_gather`. For every channel, rail and
+    slice of the rail: each other rank of a server sends its copy to the server's head of
+    the rail (``scatter.r{i}``), the head sends the server's sum into the network, the tree
+    reduces it (``up.s{g}``, ``up.{switch}``) and the root sends each server's share of the
+    slice down to its head (``down.{switch}``, ``down.s{g}``). Parameters as
+    :func:`collnet_direct_all_gather`.
+    """
+    return _collnet_rails("collnet_direct_reduce_scatter", "reduce_scatter", ranks, size_bytes, servers, sharp, heads,
+                          channels, slices, costs, model)
+
+
+def _collnet_rails(what: str, collective: str, ranks: Ranks, size_bytes: float, servers: Mapping[str, Hashable],
+                   sharp: Sequence[Mapping[Hashable, Sequence[str]]], heads: Sequence[int] | None, channels: int,
+                   slices: int | None, costs: CollectiveCosts | None, model: str) -> Workload:
+    """CollNet Direct's all-gather or reduce-scatter (``collective``), one rail per head."""
+    groups = _servers_alike(what, _check_ranks(ranks, what), servers, "the network gathers across servers")
+    per_server = len(groups[0])
+    rails = list(range(per_server)) if heads is None else list(heads)
+    if sorted(rails) != list(range(per_server)) or not all(isinstance(h, int) for h in rails):
+        raise InputError(f"{what}: every rank is a head (a NIC each): heads must be each of 0..{per_server - 1} "
+                         f"once, got {heads!r}")
+    trees, dag, index, channels, n_slices, piece, send = _collnet_setup(
+        what, groups, ranks, size_bytes, servers, sharp, per_server, per_server, channels, slices, costs, model,
+        collective)
+    shares = _rail_shares(len(groups), n_slices)
+    for c in range(channels):
+        for j, h in enumerate(rails):
+            last: dict[str, int] = {}
+            owners = [group[h] for group in groups]
+            for k, share in enumerate(shares):
+                label = f"ch{c}.rail{j}.sl{k}"
+                if collective == "all_gather":
+                    top = _sharp_up(dag, last, label, c, owners, trees[j], [[]] * len(groups),
+                                    [piece * f for f in share], send, reduce=False)
+                    backs = _sharp_down(dag, last, label, c, owners, trees[j], top, [piece] * len(groups), send,
+                                        multicast=True)
+                    for group, owner, back in zip(groups, owners, backs, strict=True):
+                        for r in group:
+                            if r != owner and back is not None:
+                                send(dag, last, f"bcast.r{index[r]}", label, owner, r, piece, [back], 4, c)
+                else:
+                    copies = [[send(dag, last, f"scatter.r{index[r]}", label, r, owner, piece, [], 0, c)
+                               for r in group if r != owner] for group, owner in zip(groups, owners, strict=True)]
+                    top = _sharp_up(dag, last, label, c, owners, trees[j], copies, [piece] * len(groups), send,
+                                    reduce=True)
+                    _sharp_down(dag, last, label, c, owners, trees[j], top, [piece * f for f in share], send,
+                                multicast=False)
+    return dag.workload(collective)
+
+
+def nvls_sharp_all_gather(
+    ranks: Ranks,
+    size_bytes: float,
+    *,
+    servers: Mapping[str, Hashable],
+    switches: Mapping[Hashable, str],
+    sharp: Sequence[Mapping[Hashable, Sequence[str]]],
+    channels: int = 1,
+    slices: int | None = None,
+    costs: CollectiveCosts | None = None,
+    model: str = "auto",
+) -> Workload:
+    """NVLS all-gather across servers with the network gathering between them (NCCL >= 2.20.5,
+    NVLS with CollNet; [NCCL] v2.30.7-1 src/device/all_gather.h, ``RunWorkColl`` for
+    ``NCCL_ALGO_NVLS``, "NVLS + IB SHARP": send to the network, receive and multicast,
+    gather).
+
+    ``S`` is the total; rail ``j`` is the shares of local rank ``j`` of every server, one
+    server's after another. For every channel, rail and slice of the rail: each server whose
+    share the slice holds sends its part into the network from its rank ``j``, the tree
+    gathers it and sends it down to every server's rank ``j`` (as
+    :func:`collnet_direct_all_gather`), which writes it to its server's switch (``store``),
+    which multicasts it to the server's ranks (``multicast.r{i}``). Parameters as
+    :func:`nvls_sharp_all_reduce`.
+    """
+    return _nvls_rails("nvls_sharp_all_gather", "all_gather", ranks, size_bytes, servers, switches, sharp, channels,
+                       slices, costs, model)
+
+
+def nvls_sharp_reduce_scatter(
+    ranks: Ranks,
+    size_bytes: float,
+    *,
+    servers: Mapping[str, Hashable],
+    switches: Mapping[Hashable, str],
+    sharp: Sequence[Mapping[Hashable, Sequence[str]]],
+    channels: int = 1,
+    slices: int | None = None,
+    costs: CollectiveCosts | None = None,
+    model: str = "auto",
+) -> Workload:
+    """NVLS reduce-scatter across servers with the network reducing and scattering between
+    them (NCCL >= 2.20.5, NVLS with CollNet; [NCCL] v2.30.7-1 src/device/reduce_scatter.h,
+    ``RunWorkColl`` for ``NCCL_ALGO_NVLS``: scatter, reduce and send to the network,
+    receive).
+
+    ``S`` is each rank's input, the total; rails as :func:`nvls_sharp_all_gather`. For every
+    channel, rail and slice of the rail: inside each server every rank sends its copy to the
+    switch (``reduce.r{i}``), which sends the sum to rank ``j`` (``result``); rank ``j``
+    sends it into the network, the tree reduces it and the root sends each server's share of
+    the slice down to its rank ``j`` (as :func:`collnet_direct_reduce_scatter`). Parameters
+    as :func:`nvls_sharp_all_reduce`.
+    """
+    return _nvls_rails("nvls_sharp_reduce_scatter", "reduce_scatter", ranks, size_bytes, servers, switches, sharp,
+                       channels, slices, costs, model)
+
+
+def _nvls_rails(what: str, collective: str, ranks: Ranks, size_bytes: float, servers: Mapping[str, Hashable],
+                switches: Mapping[Hashable, str], sharp: Sequence[Mapping[Hashable, Sequence[str]]], channels: int,
+                slices: int | None, costs: CollectiveCosts | None, model: str) -> Workload:
+    """NVLS's all-gather or reduce-scatter (``collective``) across servers, one rail per local rank."""
+    if costs is None:
+        costs = nvls_sharp_costs("nvlink4")
+    ranks, size, channels, costs = _prepare(what, ranks, size_bytes, channels, costs, "ring")
+    groups, keys, switch_of = _switch_groups(what, ranks, servers, switches, "the network gathers across servers")
+    per_server = len(groups[0])
+    trees = _sharp_trees(sharp, keys, per_server, what)
+    chunk = size / per_server / channels
+    n_slices = _slices(slices, chunk, what, MAX_PIPELINE_SLICES, NVLS_CHUNK_BYTES)
+    n_servers = len(groups)
+    model = _model(model, channels * per_server * n_slices * n_servers * (2 * per_server + 8), what)
+    fabric = {name for paths, _ in trees for path in paths for name in path}
+    dag_servers = {**servers, **{switch_of[g]: keys[g] for g in range(n_servers)}, **{s: s for s in fabric}}
+    dag = _FlowDag(collective, costs, dag_servers, model)
+    index = {r: i for i, r in enumerate(ranks)}
+    send, piece, n_slices = _sliced(model, chunk, n_slices)
+    shares = _rail_shares(n_servers, n_slices)
+    for c in range(channels):
+        for j in range(per_server):
+            last: dict[str, int] = {}
+            owners = [group[j] for group in groups]
+            for k, share in enumerate(shares):
+                label = f"ch{c}.rail{j}.sl{k}"
+                if collective == "all_gather":
+                    top = _sharp_up(dag, last, label, c, owners, trees[j], [[]] * n_servers,
+                                    [piece * f for f in share], send, reduce=False)
+                    backs = _sharp_down(dag, last, label, c, owners, trees[j], top, [piece] * n_servers, send,
+                                        multicast=True)
+                    for g, group in enumerate(groups):
+                        back = backs[g]
+                        assert back is not None  # every server gets the whole slice
+                        _multicast(dag, last, label, group, index, switch_of[g], g, owners[g], piece, [back], c, send)
+                else:
+                    results = [[_reduce_into(dag, last, label, group, index, switch_of[g], g, owners[g], piece, c,
+                                             send)] for g, group in enumerate(groups)]
+                    top = _sharp_up(dag, last, label, c, owners, trees[j], results, [piece] * n_servers, send,
+                                    reduce=True)
+                    _sharp_down(dag, last, label, c, owners, trees[j], top, [piece * f for f in share], send,
+                                multicast=False)
+    return dag.workload(collective)
+
+
 def _collnet_setup(
     what: str, groups: list[tuple[str, ...]], ranks: Ranks, size_bytes: float, servers: Mapping[str, Hashable],
     sharp: Sequence[Mapping[Hashable, Sequence[str]]], n_trees: int, parts: int, channels: int, slices: int | None,
-    costs: CollectiveCosts | None, model: str,
+    costs: CollectiveCosts | None, model: str, collective: str = "all_reduce",
 ) -> tuple[list[tuple[list[tuple[str, ...]], list[str]]], _FlowDag, dict[str, int], int, int, float, _Send]:
-    """What CollNet Direct and Chain (``what``) share: ``n_trees`` aggregation trees, the
-    DAG (each network switch its own place), each rank's index, the channels, the slices a
-    channel's ``parts`` are laid out in, a slice's bytes, and the sender: streamed, every
-    message is its chunk's slices at once (one slice laid out, :func:`_first_slice_sender`);
-    costs default to :func:`collnet_costs`."""
+    """What CollNet Direct and Chain (``what``, of ``collective``) share: ``n_trees``
+    aggregation trees, the DAG (each network switch its own place), each rank's index, the
+    channels, the slices a channel's ``parts`` are laid out in, a slice's bytes, and the
+    sender: streamed, every message is its chunk's slices at once (one slice laid out,
+    :func:`_first_slice_sender`); costs default to :func:`collnet_costs`."""
     per_server = len(groups[0])
     if costs is None:
-        costs = collnet_costs(what.removesuffix("_all_reduce"), per_server)
+        costs = collnet_costs(what.removesuffix(f"_{collective}"), per_server)
     ranks, size, channels, costs = _prepare(what, ranks, size_bytes, channels, costs, "ring")
     trees = _sharp_trees(sharp, [servers[group[0]] for group in groups], n_trees, what)
     chunk = size / parts / channels
     n_slices = _slices(slices, chunk, what, MAX_PIPELINE_SLICES)
     model = _model(model, channels * parts * n_slices * len(groups) * (2 * per_server + 4), what)
     fabric = {name for paths, _ in trees for path in paths for name in path}
-    dag = _FlowDag("all_reduce", costs, {**servers, **{s: s for s in fabric}}, model)
+    dag = _FlowDag(collective, costs, {**servers, **{s: s for s in fabric}}, model)
     send, piece, n_slices = _sliced(model, chunk, n_slices)
     return trees, dag, {r: i for i, r in enumerate(ranks)}, channels, n_slices, piece, send
 
@@ -1421,9 +1679,16 @@ ALGORITHM_TABLE: dict[tuple[str, str], Algorithm] = {
         Algorithm("reduce_scatter", "ring", reduce_scatter, _RING),
         Algorithm("reduce_scatter", "nvls", nvls_reduce_scatter, frozenset({"channels", "slices", "switch"})),
         Algorithm("reduce_scatter", "pat", pat_reduce_scatter, frozenset({"channels", "slices", "servers"})),
+        Algorithm("reduce_scatter", "nvls_sharp", nvls_sharp_reduce_scatter,
+                  frozenset({"channels", "slices", "servers"})),
+        Algorithm("reduce_scatter", "collnet_direct", collnet_direct_reduce_scatter,
+                  frozenset({"channels", "slices", "servers"})),
         Algorithm("all_gather", "ring", all_gather, _RING),
         Algorithm("all_gather", "nvls", nvls_all_gather, frozenset({"channels", "slices", "switch"})),
         Algorithm("all_gather", "pat", pat_all_gather, frozenset({"channels", "slices", "servers"})),
+        Algorithm("all_gather", "nvls_sharp", nvls_sharp_all_gather, frozenset({"channels", "slices", "servers"})),
+        Algorithm("all_gather", "collnet_direct", collnet_direct_all_gather,
+                  frozenset({"channels", "slices", "servers"})),
         Algorithm("broadcast", "ring", broadcast, _CHAIN),
         Algorithm("reduce", "ring", reduce, _CHAIN),
         Algorithm("all_to_all", "p2p", all_to_all, frozenset({"servers"})),

@@ -36,7 +36,7 @@ from flowsim.collectives.builders import (
     hypercube_rounds,
     hypercube_workload,
 )
-from flowsim.collectives.chunks import NVLS_CHUNK_BYTES, nccl_chunking, pipeline_pieces
+from flowsim.collectives.chunks import nccl_chunking, pipeline_pieces
 from flowsim.collectives.constants import DEFAULT_NCCL_VERSION, constants_of
 from flowsim.collectives.costs import (
     NVLS_BUSBW_CEILING_GBPS,
@@ -964,12 +964,7 @@ def _nccl_pieces(collective: str, algorithm: str, choice: NcclChoice, size_bytes
     tuned = {} if choice.nvls is None else {"nvls_chunk_bytes": choice.nvls.chunk_bytes,
                                             "nvls_tree_max_chunk_bytes": choice.nvls.tree_max_chunk_bytes}
     if algorithm == "nvls_sharp":
-        # NVLS across servers: chunks of at most 32 KiB where the model's NVLS all-reduce moves
-        # under 150 GB/s ([NCCL] src/enqueue.cc calcCollChunking).
-        algbw = choice.bus_bandwidth_GBps * len(ranks) / (2 * (len(ranks) - 1))
-        if algbw < 150:
-            tuned["nvls_chunk_bytes"] = min(tuned.get("nvls_chunk_bytes", NVLS_CHUNK_BYTES), 32768)
-        algorithm = "nvls"
+        algorithm = "nvls"  # its chunk as NCCL's tuner set it across servers (NcclChoice.nvls)
     chunking = nccl_chunking(collective, algorithm, choice.protocol, int(size_bytes), n_channels=choice.n_channels,
                              n_heads=heads, n_nodes=n_nodes, n_ranks=len(ranks),
                              buffer_bytes=choice.buffers[choice.protocol], **tuned)

@@ -237,12 +237,14 @@ class NcclSystem:
 class NcclGraph:
     """One pattern's search result: channels and per-channel speeds (GB/s); ``fallback`` where
     no channel fit even the slowest speed of the search's array, and NCCL runs one channel in
-    rank order at a placeholder 0.1 GB/s (:data:`FALLBACK_GBPS`)."""
+    rank order at a placeholder 0.1 GB/s (:data:`FALLBACK_GBPS`). CollNet Direct's graph
+    also counts its heads (``collNetHeadsNum``: the GPUs its channels start on, one a NIC)."""
 
     n_channels: int
     bw_intra: float
     bw_inter: float
     fallback: bool = False
+    heads: int = 0
 
 
 #: The speed NCCL gives a pattern its search found no channel for, with one channel in rank
@@ -669,10 +671,12 @@ def _graphs(topology: Topology, ranks: Sequence[str], system: NcclSystem, consta
         graphs["nvls"] = _search(nvls_loads, speeds, pattern="nvls", min_channels=1 if inter else heads,
                                  max_channels=heads, max_bw=max_bw, total_bw=tree_total, sm=system.sm)
     if inter and system.sharp and system.nvswitch:
-        direct = _DirectLoads(len(collnet_heads(topology, first_group)), len(first_group), nvlink_bw, max_bw)
-        graphs["collnet_direct"] = _search(direct, speeds, pattern="collnet_direct", min_channels=1,
-                                           max_channels=min(COLLNET_MAX_LOCAL_RANKS, len(first_group)),
-                                           max_bw=max_bw, total_bw=tree_total, sm=system.sm)
+        n_heads = len(collnet_heads(topology, first_group))
+        direct = _DirectLoads(n_heads, len(first_group), nvlink_bw, max_bw)
+        graphs["collnet_direct"] = dataclasses.replace(
+            _search(direct, speeds, pattern="collnet_direct", min_channels=1,
+                    max_channels=min(COLLNET_MAX_LOCAL_RANKS, len(first_group)), max_bw=max_bw, total_bw=tree_total,
+                    sm=system.sm), heads=n_heads)
     return graphs
 
 
@@ -834,17 +838,35 @@ def _collnet_refusal(system: NcclSystem, env: NcclEnv, collective: str, dtype: s
     Direct and Chain, and NVLS across servers, which needs it ([NCCL] src/init.cc
     ``collnetEnable``, src/enqueue.cc ``ncclGetCollNetSupport``: an average or a
     pre-multiplied sum asks the plugin for a sum; ``opConvert`` of [SHARP] reduces sums,
-    maxima and minima)."""
+    maxima and minima). All-gather and reduce-scatter go through the plugin's ``iallgather``
+    and ``ireducescatter`` (collNet v8, [SHARP]), which :func:`_gathers_by_rail` checks."""
     off = _collnet_off(system, env)
     if off is not None:
         return off
-    if collective != "all_reduce":
-        return ("flowsim runs CollNet for all-reduce only (all-gather and reduce-scatter need plugin calls it "
-                "does not assume)")
+    if collective == "all_gather":
+        return None  # the network gathers bytes: any type
     types = SHARP_TYPES | (SHARP_V3_TYPES if system.sharp_v3 else frozenset())
     if device_redop(redop, dtype) == "prod" or dtype not in types:
         newer = " (SHARP v3, NDR or XDR, for bfloat16, int8 and uint8)" if dtype in SHARP_V3_TYPES else ""
         return f"the SHARP plugin reduces no {redop} on {dtype}{newer}"
+    return None
+
+
+def _gathers_by_rail(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclConstants,
+                     collective: str) -> str | None:
+    """Why NCCL runs no all-gather or reduce-scatter through the network (CollNet Direct, NVLS
+    across servers), or None: from 2.20.5 ([NCCL] v2.20.5-1 src/graph/tuning.cc), with the
+    plugin's ``iallgather`` or ``ireducescatter`` (the SHARP plugin's collNet v8 has both,
+    [SHARP]), and one head a GPU: "AllGather/ReduceScatter requires 1:1 GPU:NIC", no server
+    with more ranks than CollNet Direct has heads (``collNetHeadsNum``, [NCCL] v2.27.7-1 and
+    v2.30.7-1 src/graph/tuning.cc). Each head's rail carries its own GPU's share."""
+    if not _since(constants, (2, 20, 5)):
+        return f"NCCL runs {collective} through the network from 2.20.5"
+    direct = graphs.get("collnet_direct")
+    heads = 0 if direct is None else direct.heads
+    local = math.ceil(system.ppn)  # the busiest server has at least as many
+    if local > heads:
+        return f"{collective} through the network needs a NIC (a CollNet head) per GPU: {local} GPUs, {heads} heads"
     return None
 
 
@@ -1119,7 +1141,17 @@ def _model(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclC
             if algorithm == "pat":
                 # .85 in v2.23.4-1, the first with PAT; .75 from v2.24.3-1 ([NCCL] src/graph/tuning.cc).
                 bus *= .75 if _since(constants, (2, 24, 3)) else .85
-            if algorithm == "collnet_direct":
+            if algorithm == "collnet_direct" and collective in ("all_gather", "reduce_scatter"):
+                # Each GPU's rail: from 2.27.3 its NIC's speed (x .9) or NVLink's, whichever is
+                # less ([NCCL] v2.27.7-1 src/graph/tuning.cc); before, the intra speed and a
+                # "measured corrective ratio" from .95 at one GPU a server to .85 at 8 ([NCCL]
+                # v2.20.5-1 to v2.26.2-1).
+                if _since(constants, (2, 27, 3)):
+                    bus = ppn * min(graph.bw_intra, graph.bw_inter * .9)
+                else:
+                    w = (ppn - 1) / 7
+                    bus = ppn * graph.bw_intra * (w * .85 + (1 - w) * .95)
+            elif algorithm == "collnet_direct":
                 # "Collnet+Direct requires all GPUs to have a local NIC to work at full speed":
                 # the GPU/NIC ratio, halfway to 1; and .85 from Hopper on.
                 factor = ppn / graph.n_channels
@@ -1131,7 +1163,8 @@ def _model(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclC
             # too); NVLS x 5/6 before 2.28.3 ([NCCL] v2.26.2-1), as rings since (v2.28.3-1).
             if algorithm == "ring":
                 algbw = bus * n / nsteps
-            elif collective in ("all_gather", "reduce_scatter") and _since(constants, (2, 23, 4)):
+            elif collective in ("all_gather", "reduce_scatter") and (
+                    _since(constants, (2, 23, 4)) or algorithm == "collnet_direct"):
                 algbw = bus
             elif algorithm in ("nvls", "nvls_tree"):
                 if constants.nvls_efficiency is not None:
@@ -1206,6 +1239,10 @@ def _left_out(algorithm: str, system: NcclSystem, graphs: Mapping[str, NcclGraph
             return f"CollNet runs with at most {COLLNET_MAX_LOCAL_RANKS} GPUs a server"
         if algorithm == "collnet_direct" and not system.nvswitch:
             return "CollNet Direct needs an NVSwitch"  # ncclTopoTuneModel: nvsCount == 0
+        if collective in ("all_gather", "reduce_scatter"):
+            refusal = _gathers_by_rail(system, graphs, constants, collective)
+            if refusal is not None:
+                return refusal
     if algorithm in ("nvls", "nvls_tree"):
         if "nvls" not in graphs:
             return "NVLS needs NVLink SHARP (third-generation NVSwitches, Hopper on) under every rank"
@@ -1217,12 +1254,12 @@ def _left_out(algorithm: str, system: NcclSystem, graphs: Mapping[str, NcclGraph
         if algorithm == "nvls_tree" and nodes == 1:
             return "NVLSTree runs across servers only"  # ncclTopoTuneModel disables it on one node
         if algorithm == "nvls" and nodes > 1:
-            # All-gather and reduce-scatter need a plugin that has them besides, which flowsim
-            # does not assume.
             refusal = _collnet_refusal(system, env, collective, dtype, redop)
+            if refusal is None and collective in ("all_gather", "reduce_scatter"):
+                refusal = _gathers_by_rail(system, graphs, constants, collective)
             if refusal is not None:
-                return ("NVLS runs across servers only as an all-reduce with CollNet (NCCL_COLLNET_ENABLE=1 on an "
-                        f"InfiniBand fabric with SHARP): {refusal}")
+                return ("NVLS runs across servers only with CollNet (NCCL_COLLNET_ENABLE=1 on an InfiniBand "
+                        f"fabric with SHARP): {refusal}")
     if algorithm == "pat":
         if collective == "all_reduce":
             return "PAT has no all-reduce"
@@ -1597,6 +1634,11 @@ def nccl_choice(
         max_channels = nvls.n_channels
         if algorithm == "nvls" and system.n_nodes > 1:
             max_channels = min(max_channels, comm_channels)
+            # Chunks of at most 32 KiB where the model's NVLS all-reduce moves under 150 GB/s,
+            # whatever the call (0 where it is off; [NCCL] src/enqueue.cc calcCollChunking).
+            all_reduce = _model(system, graphs, constants, "all_reduce", env).get(("nvls", "simple"))
+            if all_reduce is None or all_reduce[1] < 150:
+                nvls = dataclasses.replace(nvls, chunk_bytes=min(nvls.chunk_bytes, 32768))
         n_channels, n_threads = max_channels, max_threads
     elif algorithm == "collnet_direct":
         max_channels = comm_channels

@@ -442,13 +442,18 @@ def nccl_model_note(row: NcclRow) -> str:
 
 def model_note(model_us: Mapping[str, float], ran: str) -> str:
     """:func:`nccl_model_note`'s line for NCCL's predicted times ``model_us`` (``"algo/proto"``
-    to us, in NCCL's order), ``ran`` marked; ``""`` for none.
+    to us, in NCCL's order), ``ran`` marked; ``""`` for none. NVLS across servers, which
+    flowsim lays out as ``nvls_sharp``, is NCCL's ``nvls``.
 
     >>> model_note({"tree/ll": 25.26, "ring/ll": 30.1}, "tree/ll")
     '#   NCCL model (us): tree/ll 25.26 (ran), ring/ll 30.10'
+    >>> model_note({"collnet_direct/simple": 50.43, "nvls/simple": 48.12}, "nvls_sharp/simple")
+    '#   NCCL model (us): collnet_direct/simple 50.43, nvls/simple 48.12 (ran)'
     """
     if not model_us:
         return ""
+    if ran.startswith("nvls_sharp/"):
+        ran = "nvls/" + ran.removeprefix("nvls_sharp/")
     parts = [f"{name} {t:.2f}{' (ran)' if name == ran else ''}" for name, t in model_us.items()]
     return "#   NCCL model (us): " + ", ".join(parts)
 

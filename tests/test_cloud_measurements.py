@@ -131,6 +131,9 @@ MEASURED = [
     _row("gcp-a3-mega", 2, 8 * GiB, 188.54, _DSTACK_GCP + " tab 'A3 Mega'", collective="all_gather"),
     _row("gcp-a3-high", 2, 8 * GiB, 50.17, _DSTACK_GCP + " tab 'A3 High/Edge'", collective="all_gather",
          marks=_A3_HIGH_TCPX),
+    # Google's own all-gather test on 2 A4 High VMs (added 2026-12-07, held out).
+    _row("gcp-a4", 2, 8 * GiB, 366.29, "GoogleCloudPlatform/cluster-toolkit examples/gke-a4-highgpu/README.md "
+         "@74f7e3da", collective="all_gather"),
     # CSCS's Alps GH200 nodes, at the run's largest size (128 MiB).
     _row(str(SYSTEM_FILES / "alps_gh200.toml"), 2, 128 << 20, 122.57,
          "eth-cscs/cscs-docs docs/software/communication/nccl.md @80abed13"),

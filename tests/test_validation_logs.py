@@ -1,7 +1,7 @@
 """flowsim against real nccl-tests logs (data/validation/nccl_tests/): every log parses, every
 row is predicted, and the large-message rows of the healthy logs are close to the model.
 
-Predicting every row of the forty-seven logs takes about 20 s on one core, so the whole logs are
+Predicting every row of the forty-nine logs takes about 20 s on one core, so the whole logs are
 predicted here, through ``benchmarks/validate_nccl_logs.py`` (the path ``flowsim check``
 takes). Logs the model misses today are strict xfails whose reason says why, so that a change
 that fixes (or breaks) them shows.
@@ -57,6 +57,14 @@ TCPX = "dstack_gcp_a3high_h100_2n8g_allgather.txt"
 # and flowsim's replay runs it too (tests/test_tuner.py); held to NCCL's model of it, 220.8 GB/s,
 # the tree gives 169-201: 15-23% under, as GCP A3 Mega's tree is, and not FAST for the same reason.
 OCI_A100_TREE = "ocihpcoke_a100_2n8g_allreduce.txt"
+# ABCI's 2 A100 nodes with NCCL_COLLNET_ENABLE=1 (held out, 2026-12-07): the model runs
+# CollNet, 170 GB/s busbw at 2 GiB, where the run moved 105, 10% above the ring without
+# CollNet (96). Its SHARP job had one low-latency tree (LLT, 1,024 bytes a transaction) and no
+# streaming aggregation, off unless SHARP_COLL_ENABLE_SAT=1 (NVIDIA SHARP v2.6.1), which
+# flowsim's CollNet takes the fabric to do; NCCL 2.8 by its module, before CollNet Direct.
+SHARP_LLT = "abci_a100_2n8g_allreduce_sharp.txt"
+_SHARP_LLT = pytest.mark.xfail(strict=True, reason="ABCI's SHARP with low-latency trees only (no SAT): 105 GB/s busbw "
+                               "where flowsim's CollNet streams at 170")
 _TCPX = pytest.mark.xfail(strict=True, reason="GPUDirect-TCPX on A3 High: 50 GB/s busbw where 4 NICs of 200 Gb/s give a "
                           "ring 96")
 TEN_HOSTS = ("xxrjun_h100_10n8g_allreduce.txt", "xxrjun_h100_10n8g_allgather.txt", "xxrjun_h100_10n8g_reducescatter.txt")
@@ -71,11 +79,12 @@ _SHORT = {
     TEN_HOSTS[2]: pytest.mark.xfail(
         strict=True, reason="10 hosts x 8 H100 reduce-scatter at 8-16 GiB: 0.87-0.89 of the model, flagged SHORT"),
     TCPX: _TCPX,
+    SHARP_LLT: _SHARP_LLT,
 }
 HEALTHY = [
     pytest.param(name, id=name.removesuffix(".txt"),
                  marks=[_TEN_HOSTS] if name in TEN_HOSTS else [_TCPX] if name == TCPX
-                 else [_OCI_A100_TREE] if name == OCI_A100_TREE else [])
+                 else [_OCI_A100_TREE] if name == OCI_A100_TREE else [_SHARP_LLT] if name == SHARP_LLT else [])
     for name, entry in ENTRIES.items() if entry.healthy
 ]
 HEALTHY_UNFLAGGED = [
@@ -111,7 +120,7 @@ def test_every_log_parses_with_what_it_says(name):
         gpu = next(family for family in ("GH200", "GB200", "A100", "H200", "H100", "B200") if family in entry.gpu)
         assert len(log.gpu_models) == 1 and gpu in log.gpu_models[0]
         assert all(host.startswith(("node", "bm-h100-", "inst-", "gpu-dp-", "cnode3-", "ztan-mig-", "h100-ord01-", "nid",
-                                    "nccl-test-host-", "nccl-allreduce-job0-mpiworker-", "pool0-"))
+                                    "nccl-test-host-", "nccl-allreduce-job0-mpiworker-", "pool0-", "a000"))
                    for host in log.hosts)
     else:
         # Logs pasted without their rank lines, or with the last of them only: the index's
@@ -246,6 +255,8 @@ FLAGGED_HEALTHY_ROWS = {
     # p4de and p5 too (docs/validation.md). From 1 GiB NCCL's tree, 1.18-1.30x NCCL's model of
     # it (see OCI_A100_TREE), is not FAST: the links described allow it.
     OCI_A100_TREE: [1 << 28, 1 << 29],
+    # 1 MiB-2 GiB, 0.39-0.62 of the model's CollNet (see SHARP_LLT).
+    SHARP_LLT: [1 << k for k in range(20, 32)],
 }
 
 

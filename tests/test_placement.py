@@ -412,6 +412,19 @@ def test_all_gather_and_reduce_scatter_through_the_network_on_four_dgx_h100(monk
         stream = collective_time(topology, collective, size, nccl_env={**collnet, "NCCL_ALGO": algo})
         assert (stream.algorithm, stream.model) == (name, "stream")
         assert 0.89 * time_s < stream.time_s < time_s, (collective, name)
+    # ABCI's A100 nodes have 4 HDR NICs for 8 GPUs: NCCL needs one a GPU for either, and named
+    # they are refused, saying so.
+    from pathlib import Path
+
+    from flowsim.systemfile import resolve_system
+
+    abci = build_cluster(resolve_system(str(Path(__file__).resolve().parents[1] / "data" / "systems" / "abci_a.toml"))[0],
+                         2, figure="effective")
+    for name in ("collnet_direct", "nvls_sharp"):
+        with pytest.raises(InputError, match=f"{name}: all_gather through the network needs a NIC for every GPU "
+                                             r"\(NCCL: \"AllGather/ReduceScatter requires 1:1 GPU:NIC\"\); a "
+                                             "server's 8 ranks leave it through 4 NIC"):
+            collective_workload(abci, "all_gather", size, algorithm=name, nccl_env=collnet)
 
 
 def test_collnet_direct_across_scalable_units_is_bound_by_nvlink_on_dgx_a100():

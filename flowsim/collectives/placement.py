@@ -696,6 +696,13 @@ def collective_workload(
             )
     if entry.name in ("collnet_direct", "collnet_chain") and len(set(topology_servers.values())) < 2:
         raise InputError(f"{entry.name}: the ranks are in one server; CollNet reduces in the network across servers")
+    if entry.name in ("collnet_direct", "nvls_sharp") and collective != "all_reduce":
+        first = next(iter(ranks_by_server(ranks, topology_servers).values()))
+        nics = len(collnet_heads(topology, first))
+        if nics < len(first):
+            raise InputError(f"{entry.name}: {collective} through the network needs a NIC for every GPU (NCCL: "
+                             f"\"AllGather/ReduceScatter requires 1:1 GPU:NIC\"); a server's {len(first)} ranks "
+                             f"leave it through {nics} NIC(s)")
     if entry.name == "collnet_direct":
         members = ranks_by_server(ranks, topology_servers)
         first = next(iter(members.values()))

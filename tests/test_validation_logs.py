@@ -60,8 +60,9 @@ OCI_A100_TREE = "ocihpcoke_a100_2n8g_allreduce.txt"
 # ABCI's 2 A100 nodes with NCCL_COLLNET_ENABLE=1 (held out, 2026-12-07): the model runs
 # CollNet, 170 GB/s busbw at 2 GiB, where the run moved 105, 10% above the ring without
 # CollNet (96). Its SHARP job had one low-latency tree (LLT, 1,024 bytes a transaction) and no
-# streaming aggregation, off unless SHARP_COLL_ENABLE_SAT=1 (NVIDIA SHARP v2.6.1), which
-# flowsim's CollNet takes the fabric to do; NCCL 2.8 by its module, before CollNet Direct.
+# streaming aggregation, off unless SHARP_COLL_ENABLE_SAT=1 (NVIDIA SHARP v2.6.1; today's
+# SHARP plugin sets it), which flowsim's CollNet takes the fabric to do; NCCL 2.8 by its
+# module, before CollNet Direct.
 SHARP_LLT = "abci_a100_2n8g_allreduce_sharp.txt"
 _SHARP_LLT = pytest.mark.xfail(strict=True, reason="ABCI's SHARP with low-latency trees only (no SAT): 105 GB/s busbw "
                                "where flowsim's CollNet streams at 170")

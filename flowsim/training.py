@@ -1787,8 +1787,11 @@ class _PipelineBuilder:
                         waiting.discard(replica)
                     elif kind == "send":
                         self.send(replica, what)
-                    elif kind == "recv":
-                        if not self.received(replica, (what,)):
+                    elif kind in ("recv", "cprecv"):
+                        # A pipeline receive waits for its transfer, context parallelism's for
+                        # the keys and values of its ring step.
+                        arrived = self.received(replica, (what,)) if kind == "recv" else self.cp_received(replica, what)
+                        if not arrived:
                             waiting.add(replica)
                             break
                         waiting.discard(replica)
@@ -1808,11 +1811,6 @@ class _PipelineBuilder:
                         waiting.discard(replica)
                     elif kind == "unsharded":
                         self.unsharded(replica, what)
-                    elif kind == "cprecv":
-                        if not self.cp_received(replica, what):
-                            waiting.add(replica)
-                            break
-                        waiting.discard(replica)
                     else:
                         self.compute(replica, kind, *what)
                     next_op[replica] += 1

@@ -80,10 +80,11 @@ def test_ring_all_reduce(benchmark, flows_scale):
     run_and_record(benchmark, topology, all_reduce(gpus, 1 << 30, channels=1, slices=1))
 
 
-def collective_and_record(benchmark, topology, **options):
-    """One collective_time call of 1 GiB (its layout, routing and simulation) timed, with its
-    flows, the flows it solved, its time and what ran recorded."""
-    outcome = benchmark.pedantic(collective_time, args=(topology, "all_reduce", 1 << 30), kwargs=options, rounds=1,
+def collective_and_record(benchmark, topology, collective="all_reduce", size=1 << 30, **options):
+    """One collective_time call of ``collective`` (default a 1 GiB all-reduce: its layout,
+    routing and simulation) timed, with its flows, the flows it solved, its time and what
+    ran recorded."""
+    outcome = benchmark.pedantic(collective_time, args=(topology, collective, size), kwargs=options, rounds=1,
                                  iterations=1)
     record(benchmark, topology, outcome.run.result)
     benchmark.extra_info.update(time_s=outcome.time_s, n_flows=outcome.flows, n_flows_solved=outcome.flow_classes,
@@ -129,6 +130,14 @@ def test_collnet_all_reduce_in_the_network(benchmark, flows_scale):
     # from the switches routed once each.
     topology = build_cluster("dgx_a100", max(2, round(FULL_COLLNET_NODES * flows_scale)), figure="effective")
     collective_and_record(benchmark, topology, nccl_env={"NCCL_COLLNET_ENABLE": "1"})
+
+
+def test_collnet_all_gather_in_the_network(benchmark, flows_scale):
+    # NCCL_COLLNET_ENABLE=1 on 1,024 DGX H100 (8,192 GPUs, one NIC each): a 256 MiB all-gather,
+    # which NCCL's model runs as CollNet Direct, each GPU's rail gathered by the switches;
+    # 1.2 million flows, solved as about a hundred classes.
+    topology = build_cluster("dgx_h100", max(2, round(FULL_STREAM_NODES * flows_scale)), figure="effective")
+    collective_and_record(benchmark, topology, "all_gather", 256 << 20, nccl_env={"NCCL_COLLNET_ENABLE": "1"})
 
 
 @pytest.mark.parametrize("routing", ["ecmp", "dmodk"])

@@ -728,23 +728,17 @@ def test_all_gather_and_reduce_scatter_through_the_network_by_hand():
     assert nccl_choice(four, "all_gather", 64 * MiB, nccl_env=nvls).nvls.chunk_bytes == 128 * 1024
     off = {**collnet, "NCCL_ALGO": "allgather:nvls;allreduce:ring"}
     assert nccl_choice(four, "all_gather", 64 * MiB, nccl_env=off).nvls.chunk_bytes == 32 * 1024
-    # Four NICs for eight GPUs: four heads, so neither through the network.
-    from flowsim.systemfile import parse_system
+    # ABCI's A100 nodes: four HDR NICs for eight GPUs, four heads, so not through the network.
+    from pathlib import Path
 
-    text = """
-[server]
-gpu = "H100"
-gpus = 8
-gpu_fabric = "nvswitch"
-nvswitch = "nvswitch3"
-pcie = { generation = 5 }
-cpu = { sockets = 2, interconnect = "upi_sapphire_rapids", memory = "ddr5_4800_8ch" }
-nics = { count = 4, speed_gbps = 400 }
-"""
-    half = build_cluster(parse_system(text, source="half.toml", name="half").spec, 2, figure="effective")
+    from flowsim.systemfile import resolve_system
+
+    abci = resolve_system(str(Path(__file__).resolve().parents[1] / "data" / "systems" / "abci_a.toml"))[0]
+    half = build_cluster(abci, 2, figure="effective")
     with pytest.raises(InputError, match="collnet_direct: all_gather through the network needs a NIC "
-                                         r"\(a CollNet head\) per GPU: 8 GPUs, 4 heads; nvls: NVLS runs across"):
-        nccl_choice(half, "all_gather", MiB, nccl_env={**collnet, "NCCL_ALGO": "CollNetDirect,NVLS"})
+                                         r"\(a CollNet head\) per GPU: 8 GPUs, 4 heads"):
+        nccl_choice(half, "all_gather", MiB, nccl_env={**collnet, "NCCL_ALGO": "CollNetDirect"})
+    assert ("collnet_direct", "simple") in nccl_choice(half, "all_reduce", GiB, nccl_env=collnet).table
 
 
 def test_collnet_heads_are_one_gpu_per_nic():

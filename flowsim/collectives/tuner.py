@@ -866,7 +866,8 @@ def _gathers_by_rail(system: NcclSystem, graphs: Mapping[str, NcclGraph], consta
     heads = 0 if direct is None else direct.heads
     local = math.ceil(system.ppn)  # the busiest server has at least as many
     if local > heads:
-        return f"{collective} through the network needs a NIC (a CollNet head) per GPU: {local} GPUs, {heads} heads"
+        return (f"{collective} through the network needs a NIC (a CollNet head) per GPU: {local} GPUs, {heads} "
+                f"head{'' if heads == 1 else 's'}")
     return None
 
 

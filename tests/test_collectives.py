@@ -1307,6 +1307,41 @@ def _messages(w: Workload, prefix: str, part: str) -> list[str]:
     return sorted(name.removeprefix(prefix) for name in w.names if name.startswith(prefix) and part in name)
 
 
+@pytest.mark.parametrize(("n_servers", "per_server", "slices", "channels"), [(2, 1, 1, 1), (3, 2, 5, 2), (4, 4, 3, 1),
+                                                                          (5, 3, 7, 3)])
+def test_rails_through_the_network_move_each_ranks_bytes(n_servers, per_server, slices, channels):
+    # What every rank sends and receives, whatever the slicing, with c = S / n a rank's share
+    # and R = N c a rail (N servers of m ranks): CollNet Direct's all-gather sends its share
+    # into the network and its rail to the m - 1 others, and takes in its rail and theirs;
+    # its reduce-scatter sends its m - 1 other rails to their heads and its server's sum of
+    # its own into the network, and takes in their copies and its share. With NVLS the switch
+    # stands between: the all-gather sends its share and stores its rail, and takes in every
+    # rail; the reduce-scatter sends its copy of every rail and its rail's sum, and takes in
+    # the sum and its share. Servers under two leaves and a spine.
+    ranks = [f"s{g}r{j}" for g in range(n_servers) for j in range(per_server)]
+    servers = {r: r.split("r")[0] for r in ranks}
+    paths = {f"s{g}": ("L0" if g < n_servers // 2 else "L1", "S") for g in range(n_servers)}
+    size = 1000.0 * len(ranks)
+    share, rail = size / len(ranks), size / per_server
+    m = per_server
+    expected = {  # (into a rank, out of it)
+        collnet_direct_all_gather: (m * rail, share + (m - 1) * rail),
+        collnet_direct_reduce_scatter: ((m - 1) * rail + share, (m - 1) * rail + rail),
+        nvls_sharp_all_gather: (rail + m * rail, share + rail),
+        nvls_sharp_reduce_scatter: (rail + share, m * rail + rail),
+    }
+    for build, (into, out) in expected.items():
+        options = {"servers": servers, "sharp": [paths] * m, "slices": slices, "channels": channels,
+                   "costs": CollectiveCosts.zero()}  # payload bytes, each message on the wire as is
+        if build in (nvls_sharp_all_gather, nvls_sharp_reduce_scatter):
+            options["switches"] = {f"s{g}": f"sw{g}" for g in range(n_servers)}
+        w = build(ranks, size, model="steps", **options)
+        sizes = np.asarray(w.size_bytes)
+        for rank in ranks:
+            got = (sizes[[d == rank for d in w.dst]].sum(), sizes[[s == rank for s in w.src]].sum())
+            assert got == pytest.approx((into, out)), (build.__name__, rank)
+
+
 def test_nvls_sharp_all_gather_and_reduce_scatter_on_two_dgx_h100_by_hand():
     # All-gather: GPU j sends its share into the network (S/16 at 48 GB/s), gets rail j back
     # (S/8), stores it in its switch (S/8 at 370.8 GB/s), which multicasts the 8 rails to

@@ -1105,11 +1105,35 @@ def nvls_sharp_all_reduce(
 
     ``model`` as :func:`broadcast`; slices as :func:`nvls_all_reduce`.
     """
-    what = "nvls_sharp_all_reduce"
+    groups, switch_of, trees, dag, index, channels, n_slices, piece, send = _nvls_sharp_setup(
+        "nvls_sharp_all_reduce", "all_reduce", ranks, size_bytes, servers, switches, sharp, channels, slices, costs,
+        model, "the network reduces across servers")
+    per_server = len(groups[0])
+    for c, j, label, last in _chunk_slices(dag, channels, per_server, n_slices):
+        owners = [group[j] for group in groups]
+        results = [[_reduce_into(dag, last, label, group, index, switch_of[g], g, owners[g], piece, c, send)]
+                   for g, group in enumerate(groups)]
+        backs = _through_sharp(dag, last, label, c, owners, trees[j], results, piece, send)
+        for g, group in enumerate(groups):
+            _multicast(dag, last, label, group, index, switch_of[g], g, owners[g], piece, [backs[g]], c, send)
+    return dag.workload("all_reduce")
+
+
+def _nvls_sharp_setup(
+    what: str, collective: str, ranks: Ranks, size_bytes: float, servers: Mapping[str, Hashable],
+    switches: Mapping[Hashable, str], sharp: Sequence[Mapping[Hashable, Sequence[str]]], channels: int,
+    slices: int | None, costs: CollectiveCosts | None, model: str, alone: str,
+) -> tuple[list[tuple[str, ...]], list[str], list[tuple[list[tuple[str, ...]], list[str]]], _FlowDag, dict[str, int],
+           int, int, float, _Send]:
+    """What NVLS across servers (``what``, of ``collective``) lays out on: the ranks by server
+    (an :class:`InputError` saying ``alone`` where they are in one), each server's NVSwitch,
+    one aggregation tree per local rank, the DAG (each network switch its own place), each
+    rank's index, the channels, the slices of a channel's chunk (``S / m``), a slice's bytes
+    and the sender (:func:`_sliced`); costs default to :func:`nvls_sharp_costs`."""
     if costs is None:
         costs = nvls_sharp_costs("nvlink4")
     ranks, size, channels, costs = _prepare(what, ranks, size_bytes, channels, costs, "ring")
-    groups, keys, switch_of = _switch_groups(what, ranks, servers, switches, "the network reduces across servers")
+    groups, keys, switch_of = _switch_groups(what, ranks, servers, switches, alone)
     per_server = len(groups[0])
     trees = _sharp_trees(sharp, keys, per_server, what)
     chunk = size / per_server / channels
@@ -1119,17 +1143,9 @@ def nvls_sharp_all_reduce(
     # Each network switch is its own place: every message to or from it leaves a server.
     fabric = {name for paths, _ in trees for path in paths for name in path}
     dag_servers = {**servers, **{switch_of[g]: keys[g] for g in range(n_servers)}, **{s: s for s in fabric}}
-    dag = _FlowDag("all_reduce", costs, dag_servers, model)
-    index = {r: i for i, r in enumerate(ranks)}
+    dag = _FlowDag(collective, costs, dag_servers, model)
     send, piece, n_slices = _sliced(model, chunk, n_slices)
-    for c, j, label, last in _chunk_slices(dag, channels, per_server, n_slices):
-        owners = [group[j] for group in groups]
-        results = [[_reduce_into(dag, last, label, group, index, switch_of[g], g, owners[g], piece, c, send)]
-                   for g, group in enumerate(groups)]
-        backs = _through_sharp(dag, last, label, c, owners, trees[j], results, piece, send)
-        for g, group in enumerate(groups):
-            _multicast(dag, last, label, group, index, switch_of[g], g, owners[g], piece, [backs[g]], c, send)
-    return dag.workload("all_reduce")
+    return groups, switch_of, trees, dag, {r: i for i, r in enumerate(ranks)}, channels, n_slices, piece, send
 
 
 def _through_sharp(dag: _FlowDag, last: dict[str, int], label: str, c: int, owners: Sequence[str],
@@ -1420,29 +1436,53 @@ def _collnet_rails(what: str, collective: str, ranks: Ranks, size_bytes: float, 
     trees, dag, index, channels, n_slices, piece, send = _collnet_setup(
         what, groups, ranks, size_bytes, servers, sharp, per_server, per_server, channels, slices, costs, model,
         collective)
-    shares = _rail_shares(len(groups), n_slices)
+
+    def spread(last: dict[str, int], label: str, c: int, g: int, owner: str, back: int) -> None:
+        for r in groups[g]:  # the head's direct copies to each other rank of its server
+            if r != owner:
+                send(dag, last, f"bcast.r{index[r]}", label, owner, r, piece, [back], 4, c)
+
+    def collect(last: dict[str, int], label: str, c: int, g: int, owner: str) -> list[int]:
+        return [send(dag, last, f"scatter.r{index[r]}", label, r, owner, piece, [], 0, c)
+                for r in groups[g] if r != owner]
+
+    return _rail_slices(dag, collective, channels, [[group[h] for group in groups] for h in rails], trees, n_slices,
+                        piece, send, spread, collect)
+
+
+def _rail_slices(dag: _FlowDag, collective: str, channels: int, rails: Sequence[Sequence[str]],
+                 trees: Sequence[tuple[list[tuple[str, ...]], list[str]]], n_slices: int, piece: float, send: _Send,
+                 spread: Callable[[dict[str, int], str, int, int, str, int], None],
+                 collect: Callable[[dict[str, int], str, int, int, str], list[int]]) -> Workload:
+    """Every channel's slices of every rail (``rails[j]``: its owner in each server, its tree
+    ``trees[j]``) through the network, as CollNet Direct and NVLS across servers run an
+    all-gather or reduce-scatter (``collective``). All-gather: the servers whose shares a
+    slice holds send them up (:func:`_rail_shares`), the tree gathers and multicasts the
+    slice to every owner, and ``spread(last, label, c, g, owner, back)`` spreads it inside
+    server ``g``. Reduce-scatter: ``collect(last, label, c, g, owner)`` brings server ``g``'s
+    copies to its owner (the messages the climb waits for), the tree reduces them and sends
+    each owner its server's share of the slice."""
+    n_servers = len(rails[0])
+    shares = _rail_shares(n_servers, n_slices)
     for c in range(channels):
-        for j, h in enumerate(rails):
+        for j, owners in enumerate(rails):
             last: dict[str, int] = {}
-            owners = [group[h] for group in groups]
             for k, share in enumerate(shares):
                 label = f"ch{c}.rail{j}.sl{k}"
+                parts = [piece * f for f in share]
                 if collective == "all_gather":
-                    top = _sharp_up(dag, last, label, c, owners, trees[j], [[]] * len(groups),
-                                    [piece * f for f in share], send, reduce=False)
-                    backs = _sharp_down(dag, last, label, c, owners, trees[j], top, [piece] * len(groups), send,
+                    top = _sharp_up(dag, last, label, c, owners, trees[j], [[]] * n_servers, parts, send,
+                                    reduce=False)
+                    backs = _sharp_down(dag, last, label, c, owners, trees[j], top, [piece] * n_servers, send,
                                         multicast=True)
-                    for group, owner, back in zip(groups, owners, backs, strict=True):
-                        for r in group:
-                            if r != owner and back is not None:
-                                send(dag, last, f"bcast.r{index[r]}", label, owner, r, piece, [back], 4, c)
+                    for g, (owner, back) in enumerate(zip(owners, backs, strict=True)):
+                        assert back is not None  # every server gets the whole slice
+                        spread(last, label, c, g, owner, back)
                 else:
-                    copies = [[send(dag, last, f"scatter.r{index[r]}", label, r, owner, piece, [], 0, c)
-                               for r in group if r != owner] for group, owner in zip(groups, owners, strict=True)]
-                    top = _sharp_up(dag, last, label, c, owners, trees[j], copies, [piece] * len(groups), send,
+                    deps = [collect(last, label, c, g, owner) for g, owner in enumerate(owners)]
+                    top = _sharp_up(dag, last, label, c, owners, trees[j], deps, [piece] * n_servers, send,
                                     reduce=True)
-                    _sharp_down(dag, last, label, c, owners, trees[j], top, [piece * f for f in share], send,
-                                multicast=False)
+                    _sharp_down(dag, last, label, c, owners, trees[j], top, parts, send, multicast=False)
     return dag.workload(collective)
 
 
@@ -1507,45 +1547,18 @@ def _nvls_rails(what: str, collective: str, ranks: Ranks, size_bytes: float, ser
                 switches: Mapping[Hashable, str], sharp: Sequence[Mapping[Hashable, Sequence[str]]], channels: int,
                 slices: int | None, costs: CollectiveCosts | None, model: str) -> Workload:
     """NVLS's all-gather or reduce-scatter (``collective``) across servers, one rail per local rank."""
-    if costs is None:
-        costs = nvls_sharp_costs("nvlink4")
-    ranks, size, channels, costs = _prepare(what, ranks, size_bytes, channels, costs, "ring")
-    groups, keys, switch_of = _switch_groups(what, ranks, servers, switches, "the network gathers across servers")
-    per_server = len(groups[0])
-    trees = _sharp_trees(sharp, keys, per_server, what)
-    chunk = size / per_server / channels
-    n_slices = _slices(slices, chunk, what, MAX_PIPELINE_SLICES, NVLS_CHUNK_BYTES)
-    n_servers = len(groups)
-    model = _model(model, channels * per_server * n_slices * n_servers * (2 * per_server + 8), what)
-    fabric = {name for paths, _ in trees for path in paths for name in path}
-    dag_servers = {**servers, **{switch_of[g]: keys[g] for g in range(n_servers)}, **{s: s for s in fabric}}
-    dag = _FlowDag(collective, costs, dag_servers, model)
-    index = {r: i for i, r in enumerate(ranks)}
-    send, piece, n_slices = _sliced(model, chunk, n_slices)
-    shares = _rail_shares(n_servers, n_slices)
-    for c in range(channels):
-        for j in range(per_server):
-            last: dict[str, int] = {}
-            owners = [group[j] for group in groups]
-            for k, share in enumerate(shares):
-                label = f"ch{c}.rail{j}.sl{k}"
-                if collective == "all_gather":
-                    top = _sharp_up(dag, last, label, c, owners, trees[j], [[]] * n_servers,
-                                    [piece * f for f in share], send, reduce=False)
-                    backs = _sharp_down(dag, last, label, c, owners, trees[j], top, [piece] * n_servers, send,
-                                        multicast=True)
-                    for g, group in enumerate(groups):
-                        back = backs[g]
-                        assert back is not None  # every server gets the whole slice
-                        _multicast(dag, last, label, group, index, switch_of[g], g, owners[g], piece, [back], c, send)
-                else:
-                    results = [[_reduce_into(dag, last, label, group, index, switch_of[g], g, owners[g], piece, c,
-                                             send)] for g, group in enumerate(groups)]
-                    top = _sharp_up(dag, last, label, c, owners, trees[j], results, [piece] * n_servers, send,
-                                    reduce=True)
-                    _sharp_down(dag, last, label, c, owners, trees[j], top, [piece * f for f in share], send,
-                                multicast=False)
-    return dag.workload(collective)
+    groups, switch_of, trees, dag, index, channels, n_slices, piece, send = _nvls_sharp_setup(
+        what, collective, ranks, size_bytes, servers, switches, sharp, channels, slices, costs, model,
+        "the network gathers across servers")
+
+    def spread(last: dict[str, int], label: str, c: int, g: int, owner: str, back: int) -> None:
+        _multicast(dag, last, label, groups[g], index, switch_of[g], g, owner, piece, [back], c, send)
+
+    def collect(last: dict[str, int], label: str, c: int, g: int, owner: str) -> list[int]:
+        return [_reduce_into(dag, last, label, groups[g], index, switch_of[g], g, owner, piece, c, send)]
+
+    return _rail_slices(dag, collective, channels, [[group[j] for group in groups] for j in range(len(groups[0]))],
+                        trees, n_slices, piece, send, spread, collect)
 
 
 def _collnet_setup(

@@ -287,6 +287,27 @@ def test_tree_across_servers_is_a_tree_of_chains():
     assert ("b1", "a1") in pairs and ("a1", "b1") in pairs  # channel 1's heads are a1 and b1
 
 
+def test_tree_chains_order_each_servers_chain_per_channel():
+    servers = {"a0": 0, "a1": 0, "a2": 0, "b0": 1, "b1": 1, "b2": 1}
+    chains = [("a2", "a0", "a1", "b2", "b0", "b1"), ("b1", "b0", "b2", "a1", "a0", "a2")]
+    w = tree_all_reduce(list(servers), 4 * G, servers=servers, channels=3, slices=1, costs=ZERO, chains=chains)
+
+    def pairs(channel):
+        return {(w.src[f], w.dst[f]) for f, name in enumerate(w.names)
+                if name.startswith(f"all_reduce.tree0.ch{channel}.")}
+
+    # Channel 0: chains a2-a0-a1 and b2-b0-b1, heads a2 and b2; channel 1 a1-a0-a2 and b1-b0-b2;
+    # channel 2 repeats channel 0.
+    assert pairs(0) == {("a0", "a2"), ("a1", "a0"), ("b0", "b2"), ("b1", "b0"), ("b2", "a2"),
+                        ("a2", "b2"), ("a2", "a0"), ("a0", "a1"), ("b2", "b0"), ("b0", "b1")}
+    assert ("b1", "a1") in pairs(1) and ("a1", "b1") in pairs(1) and ("a0", "a1") in pairs(1)
+    assert pairs(2) == pairs(0)
+    with pytest.raises(InputError, match="offsets or chains, not both"):
+        tree_all_reduce(list(servers), G, servers=servers, chains=chains, offsets=[0])
+    with pytest.raises(InputError, match="chains must be a non-empty list of orders of the ranks"):
+        tree_all_reduce(list(servers), G, servers=servers, chains=[("a0", "a1", "b0", "b1")])
+
+
 def test_nvls_reduces_in_the_switch_then_multicasts():
     w = nvls_all_reduce(RANKS, 4 * G, switch="sw", slices=2, costs=ZERO)
     result = w.names.index("all_reduce.ch0.chunk2.sl1.result")
@@ -609,6 +630,28 @@ def test_dgx1_rings_across_servers_walk_the_mesh_and_leave_through_one_nic_each(
     nic = topo.link_capacity_Bps[topo.link_names.index("n0.nic0->ib.su0.rail0")]
     out = collective_time(topo, "all_reduce", 1 << 30, algorithm="ring", protocol="simple")
     assert busbw_Bps("all_reduce", 1 << 30, out.time_s, 16) == pytest.approx(4 * nic, rel=0.005)
+
+
+def test_dgx1_trees_across_servers_chain_over_nvlink():
+    # NCCL searches a tree's chains as it searches its rings: on a DGX-1, over NVLink from one
+    # NIC's GPU to the other's. Chains of the GPUs in index order stepped from GPU 3 to GPU 4
+    # and from 7 to 0 through the CPUs (QPI): 256 MiB ran at 6 GB/s busbw where NCCL's model of
+    # its tree gives 64 (until 2026-12-07).
+    topo = build_cluster("dgx1_v100", 2, figure="effective")
+    out = collective_time(topo, "all_reduce", 1 << 24, algorithm="tree", protocol="simple")
+    indptr, indices = out.run.routes.flow_link_indptr, out.run.routes.flow_link_indices
+    crossing = 0
+    for f in range(len(indptr) - 1):
+        hops = [topo.link_technology[link] for link in indices[indptr[f]:indptr[f + 1]]]
+        if not hops:
+            continue  # a step's zero-byte start, on no link
+        if "ib_edr" in hops:
+            # GPU -> PCIe switch -> its NIC, the rail, NIC -> switch -> GPU: never the CPUs.
+            assert hops.count("pcie3") == 4 and set(hops) == {"pcie3", "ib_edr"}, hops
+            crossing += 1
+        else:
+            assert hops == ["nvlink2"], hops  # one direct NVLink inside a server
+    assert crossing > 0
 
 
 GH200_QUAD = """

@@ -704,6 +704,7 @@ def tree_all_reduce(
     model: str = "auto",
     cap_Bps: float = math.inf,
     net_cap_Bps: float = math.inf,
+    chains: Sequence[Sequence[str]] | None = None,
 ) -> Workload:
     """Double binary tree all-reduce (NCCL >= 2.4): each tree carries ``S / 2``.
 
@@ -711,7 +712,10 @@ def tree_all_reduce(
     as NCCL builds them: the tree nodes are the servers, each a chain of its ranks (in
     ``ranks`` order, rotated on channel ``c`` by ``offsets[c]``, by ``c`` without them, so
     that channels use different GPUs and NICs: :func:`~flowsim.collectives.rings.nic_spread_offsets`
-    gives the rotations that do so where GPUs share NICs) whose first rank talks to the parent
+    gives the rotations that do so where GPUs share NICs; or, given ``chains``, a server's
+    ranks in the order they come in ``chains[c]``, ``chains`` repeating when there are more
+    channels: on an NVLink mesh, NCCL's chains walk the NVLinks as its rings do,
+    :func:`~flowsim.collectives.rings.mesh_server_rings`) whose first rank talks to the parent
     and child servers. Otherwise every rank is a tree
     node, in ``ranks`` order. A node sends slice ``k`` up once slice ``k`` has arrived from
     all below it (the reduction); the root, having all of slice ``k``, sends it down, and
@@ -736,10 +740,16 @@ def tree_all_reduce(
     dag = _FlowDag("all_reduce", costs, servers, model)
     if offsets is not None and (not offsets or any(int(k) != k or k < 0 for k in offsets)):
         raise InputError(f"{what}: offsets must be a non-empty list of integers >= 0, got {offsets!r}")
+    if chains is not None:
+        if offsets is not None:
+            raise InputError(f"{what}: give offsets or chains, not both")
+        chains = [tuple(order) for order in chains]
+        if not chains or any(sorted(order) != sorted(ranks) for order in chains):
+            raise InputError(f"{what}: chains must be a non-empty list of orders of the ranks, each rank once")
     streamed = model == "stream" and not costs.streams
     _tree_all_reduce(dag, ranks, _group_by_server(ranks, servers, what), piece if streamed else piece / n_slices,
                      channels, 1 if streamed else n_slices, None if offsets is None else [int(k) for k in offsets],
-                     split_cap_Bps, cap_Bps, net_cap_Bps, n_slices if streamed else 0)
+                     split_cap_Bps, cap_Bps, net_cap_Bps, n_slices if streamed else 0, chains)
     return dag.workload("all_reduce")
 
 
@@ -1653,7 +1663,8 @@ class Algorithm:
         ``slices`` (independent copies and pipelining), ``orders`` (one ring order per
         channel), ``servers`` (rank to server, for per-step latencies and grouping),
         ``root`` (broadcast and reduce), ``switch`` (NVLS: the NVSwitch node), ``offsets``
-        (the tree: each channel's rotation of a server's chain), ``caps`` (rings,
+        (the tree: each channel's rotation of a server's chain), ``chains`` (the tree on
+        an NVLink mesh: each channel's chains), ``caps`` (rings,
         chains and trees: ``cap_Bps`` and ``net_cap_Bps``, each message's rate limit),
         ``symmetry`` (large rings: laid out by classes of hops,
         :class:`~flowsim.collectives.dag.HopSymmetry`).
@@ -1680,7 +1691,7 @@ ALGORITHM_TABLE: dict[tuple[str, str], Algorithm] = {
     for a in (
         Algorithm("all_reduce", "ring", all_reduce, _RING),
         Algorithm("all_reduce", "tree", tree_all_reduce,
-                  frozenset({"channels", "slices", "servers", "offsets", "caps"})),
+                  frozenset({"channels", "slices", "servers", "offsets", "chains", "caps"})),
         Algorithm("all_reduce", "hierarchical", hierarchical_all_reduce, frozenset({"channels", "slices", "servers"})),
         Algorithm("all_reduce", "nvls", nvls_all_reduce, frozenset({"channels", "slices", "switch"})),
         Algorithm("all_reduce", "nvls_tree", nvls_tree_all_reduce, frozenset({"channels", "slices", "servers"})),

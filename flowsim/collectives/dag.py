@@ -1188,13 +1188,15 @@ def _tree_all_reduce(
     cap_Bps: float = math.inf,
     net_cap_Bps: float = math.inf,
     stream_slices: int = 0,
+    chains: Sequence[Sequence[str]] | None = None,
 ) -> None:
     """Both trees of every channel, slice by slice, over tree nodes that are chains.
 
     With one group, every rank is a tree node. With several (servers), each server is a
     tree node: a chain of its ranks, rotated by ``offsets[c]`` on channel ``c`` (by ``c``
-    without offsets; they repeat when there are more channels), whose first rank (the head)
-    talks to the parent and child servers. Going up, slice ``k`` runs down the chain to the
+    without offsets; they repeat when there are more channels), or, given ``chains``, its
+    ranks in the order they come in ``chains[c]`` (repeating likewise), whose first rank (the
+    head) talks to the parent and child servers. Going up, slice ``k`` runs down the chain to the
     head, which sends it to the parent once it has the chain's and every child's slice ``k``;
     going down, a head forwards slice ``k`` to its child servers and along its chain. With a
     streaming protocol every hop is :func:`_streamed` (give one slice).
@@ -1231,14 +1233,18 @@ def _tree_all_reduce(
         root = top_down[0]
         for c in range(channels):
             tag = t * channels + c
-            k = c if offsets is None else offsets[c % len(offsets)]
-            chains = [u[k % len(u) :] + u[: k % len(u)] for u in units]
-            head = chains[root][0]
+            if chains is not None and len(groups) > 1:
+                place = {r: i for i, r in enumerate(chains[c % len(chains)])}
+                node_chains = [tuple(sorted(u, key=place.__getitem__)) for u in units]
+            else:
+                k = c if offsets is None else offsets[c % len(offsets)]
+                node_chains = [u[k % len(u) :] + u[: k % len(u)] for u in units]
+            head = node_chains[root][0]
             last: dict[str, int] = {}
             up = [[-1] * slices for _ in range(n)]
             reduced: list[list[int]] = [[] for _ in range(slices)]
             for node in reversed(top_down):
-                chain = chains[node]
+                chain = node_chains[node]
                 for k in range(slices):
                     label = f"tree{t}.ch{c}.sl{k}"
                     arrived: list[int] = []
@@ -1251,16 +1257,16 @@ def _tree_all_reduce(
                         reduced[k] = inputs
                         continue
                     kind = f"up.r{index[chain[0]]}"
-                    up[node][k] = send(last, kind, label, chain[0], chains[parent[node]][0], inputs, 0, tag, head)
+                    up[node][k] = send(last, kind, label, chain[0], node_chains[parent[node]][0], inputs, 0, tag, head)
             down = [[-1] * slices for _ in range(n)]
             for node in top_down:
-                chain = chains[node]
+                chain = node_chains[node]
                 for k in range(slices):
                     label = f"tree{t}.ch{c}.sl{k}"
                     ready = reduced[k] if node == root else [down[node][k]]
                     for child in children[node]:
-                        kind = f"down.r{index[chains[child][0]]}"
-                        down[child][k] = send(last, kind, label, chain[0], chains[child][0], ready, 1, tag, head)
+                        kind = f"down.r{index[node_chains[child][0]]}"
+                        down[child][k] = send(last, kind, label, chain[0], node_chains[child][0], ready, 1, tag, head)
                     arrived = ready
                     for pos in range(1, len(chain)):
                         kind = f"chaindown.r{index[chain[pos]]}"

@@ -664,12 +664,18 @@ def collective_workload(
         options["servers"] = topology_servers if servers is None else servers
     if root is not None:
         options["root"] = root
-    if "offsets" in entry.options and len(set(topology_servers.values())) > 1 \
-            and not _mesh_orders(topology, ranks, topology_servers):
-        # NCCL's search starts channel c on NIC c mod nNets, trees as rings: each channel's
-        # chain has its head, which talks to the other servers, on the next NIC.
-        first = [r for r in ranks if topology_servers[r] == topology_servers[ranks[0]]]
-        options["offsets"] = _nic_offsets(topology, first, gpudirect)
+    if "offsets" in entry.options and len(set(topology_servers.values())) > 1:
+        mesh = _mesh_orders(topology, ranks, topology_servers)
+        if not mesh:
+            # NCCL's search starts channel c on NIC c mod nNets, trees as rings: each channel's
+            # chain has its head, which talks to the other servers, on the next NIC.
+            first = [r for r in ranks if topology_servers[r] == topology_servers[ranks[0]]]
+            options["offsets"] = _nic_offsets(topology, first, gpudirect)
+        elif "chains" in entry.options:
+            # On an NVLink mesh (the DGX-1) NCCL searches a tree's chains as it searches its
+            # rings, over NVLink from one NIC's GPU to the other's ([NCCL] src/graph/search.cc):
+            # the GPUs in index order would step between GPUs with no NVLink, through the CPUs.
+            options["chains"] = mesh
     if "rails" in entry.options and len(set(topology_servers.values())) > 1 \
             and not _mesh_orders(topology, ranks, topology_servers):
         # NCCL's rings leave a server through the NIC they came in by (docs/hardware.md §7.4).

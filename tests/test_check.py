@@ -1721,15 +1721,48 @@ def test_cli_without_system_checks_each_file_on_its_own_gpus_server(capsys):
 
 
 def test_cli_without_system_names_the_file_whose_gpu_has_no_server(tmp_path, capsys):
+    # The file whose GPU names no server is not checked; the other one is, as an unreadable file
+    # among others leaves them checked.
     unnamed = tmp_path / "unnamed.txt"
     unnamed.write_text(SENDRECV.read_text().replace("NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe"))
-    assert flowsim_check([str(SENDRECV), str(unnamed)]) == 2
+    assert flowsim_check([str(SENDRECV), str(unnamed), "--brief"]) == 2
     taken = capsys.readouterr()
-    assert taken.out == ""
-    assert taken.err == (f"flowsim check: error: {unnamed}: --system is required: the log's GPU NVIDIA H100 PCIe "
-                         "is in no server flowsim ships; name a preset or shipped system ('flowsim presets') or a "
-                         "system file (docs/system-format.md; 'flowsim system import' writes one from the server's "
-                         "'nvidia-smi topo -m')\n")
+    assert taken.out.startswith(f"{SENDRECV}: sendrecv_perf, 2 ranks on 2 node(s): ")
+    assert taken.out.rstrip().endswith("1 run(s) checked in 2 files: 1 with every size OK, 0 with sizes flagged; "
+                                       "1 not checked (the errors on stderr)")
+    assert taken.err.splitlines()[1:] == [
+        f"flowsim check: error: {unnamed}: --system is required: the log's GPU NVIDIA H100 PCIe is in no server "
+        "flowsim ships; name a preset or shipped system ('flowsim presets') or a system file "
+        "(docs/system-format.md; 'flowsim system import' writes one from the server's 'nvidia-smi topo -m') "
+        "(not checked)"]
+    # Alone, it is the one error.
+    assert flowsim_check([str(unnamed)]) == 2
+    assert capsys.readouterr().err.startswith("flowsim check: error: --system is required: the log's GPU NVIDIA H100 "
+                                              "PCIe is in no server flowsim ships;")
+
+
+def test_a_file_that_cannot_be_read_is_not_checked_and_the_others_are(tmp_path, capsys):
+    missing = tmp_path / "missing.txt"
+    bad_json = tmp_path / "bad.json"
+    bad_json.write_text('{"config": {\n')
+    assert flowsim_check([str(SENDRECV), str(missing), str(bad_json), "--system", "dgx-h100", "--brief"]) == 2
+    taken = capsys.readouterr()
+    assert taken.out.startswith(f"{SENDRECV}: sendrecv_perf, 2 ranks on 2 node(s): ")
+    assert "1 run(s) checked in 3 files: 1 with every size OK, 0 with sizes flagged; 2 not checked" in taken.out
+    assert taken.err.splitlines() == [
+        f"flowsim check: error: {missing}: cannot read nccl-tests output: No such file or directory (not checked)",
+        f"flowsim check: error: {bad_json}, line 2, column 1: not valid JSON (Expecting property name enclosed in "
+        "double quotes); expected the file nccl-tests' -J option writes (not checked)"]
+
+
+def test_a_run_the_model_cannot_predict_is_not_checked_and_the_others_are(tmp_path, capsys):
+    # A node the one-node log's cluster lacks: that run is not checked, the two-node one is.
+    one_node = VALIDATION / "xxrjun_h100_1n8g_allreduce.txt"
+    assert flowsim_check([str(one_node), str(SENDRECV), "--system", "dgx-h100", "--fail", "n1.nic0", "--brief"]) == 2
+    taken = capsys.readouterr()
+    assert taken.out.startswith(f"{SENDRECV}: sendrecv_perf, 2 ranks on 2 node(s): ")
+    assert taken.err == (f"flowsim check: error: {one_node}: --fail[0]: pattern 'n1.nic0' matches no node or link "
+                         "name (not checked)\n")
 
 
 def test_each_row_says_what_the_model_ran():

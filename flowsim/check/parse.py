@@ -691,11 +691,19 @@ def parse_nccl_logs(
     A JSON file (``-J``) holds one run. Parameters (``source`` included) as :func:`parse_nccl_log`,
     ``collective`` applying to every run; given a list ``errors``,
     a run that cannot be read (one that failed or was cut off before its results, say) adds
-    its :class:`InputError` there and is left out, where it would raise.
+    its :class:`InputError` there and is left out, where it would raise; so does a file that
+    cannot be read or a JSON file that is not nccl-tests' (then the list returned is empty).
     """
-    text, source = _read(path_or_text, source)
-    if is_json_output(text):
-        return [_from_json(read_json_run(text, source), source, collective)]
+    try:
+        text, source = _read(path_or_text, source)
+        if is_json_output(text):
+            return [_from_json(read_json_run(text, source), source, collective)]
+    except InputError as err:
+        # A file that cannot be read, or JSON that cannot be, is one run not read.
+        if errors is None:
+            raise
+        errors.append(err)
+        return []
     logs = []
     for run in _run_texts(text):
         try:

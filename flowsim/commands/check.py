@@ -37,11 +37,12 @@ nccl-tests' ``-J FILE`` writes. A file holding several runs one after another (a
 runs each binary in turn) is checked run by run, and so are several files (a pairwise
 sweep's logs: ``flowsim check logs/*.log``): each report headed ``# run K of N`` (``--brief``:
 a line per run; ``--json``: an array of reports), then a line counting the runs OK, flagged
-and not checked. A run that cannot be read (one that failed or was cut off before its
-results) gets an error line and the other runs are checked. With ``--fail PATTERN`` and
-``--degrade PATTERN=FACTOR`` (repeatable) predict the cluster with links, NICs or switches
-taken out or slowed (:mod:`flowsim.failures`): does the log match a
-cluster with one NIC down? With
+and not checked. A run that cannot be checked (a file that cannot be read, a run that failed
+or was cut off before its results, one whose GPU names no server without ``--system``, one the
+options cannot predict) gets an error line ending "(not checked)" and the other runs are
+checked. With ``--fail PATTERN`` and ``--degrade PATTERN=FACTOR`` (repeatable) predict the
+cluster with links, NICs or switches taken out or slowed (:mod:`flowsim.failures`): does the
+log match a cluster with one NIC down? With
 ``--history`` the check is appended to an HDF5 history; ``--plot`` draws the history's
 measured / predicted ratio over time (needs matplotlib). Both paths are checked before the
 check runs, so that a bad one fails before anything is added to the history. Exit status:
@@ -137,15 +138,27 @@ def _summary(reports: list[CheckReport], n_unread: int, n_files: int) -> str:
             f"{flagged} with sizes flagged{unread}")
 
 
-def _default_systems(logs: list[NcclTestLog]) -> list[str]:
-    """Each run's system when ``--system`` is not given: NVIDIA's server of the GPU its rank
-    lines name (:func:`flowsim.check.report.default_system`), said in one line on stderr."""
-    systems = []
+def _named(log: NcclTestLog, err: InputError, several: bool) -> InputError:
+    """``err`` of one run, naming the run's file where several runs or files are checked."""
+    return InputError(f"{log.source}: {err}" if several and not str(err).startswith(log.source) else str(err))
+
+
+def _default_systems(logs: list[NcclTestLog], unread: list[InputError]) -> tuple[list[NcclTestLog], list[str]]:
+    """The runs that name their system when ``--system`` is not given, and each one's:
+    NVIDIA's server of the GPU its rank lines name (:func:`flowsim.check.report.default_system`),
+    said in one line on stderr. A run that names none goes to ``unread``, unless none does
+    (then the first one's error is raised)."""
+    named_logs, systems, failed = [], [], []
     for log in logs:
         try:
             systems.append(default_system(log))
+            named_logs.append(log)
         except InputError as err:
-            raise InputError(f"{log.source}: {err}" if len(logs) > 1 else str(err)) from None
+            failed.append(_named(log, err, len(logs) + len(unread) > 1))
+    if not named_logs:
+        raise failed[0]
+    unread.extend(failed)
+    logs = named_logs
     runs: dict[str, list[int]] = {}  # system: the runs checked on it, from 1
     named: dict[str, str] = {}  # system: the AWS instance or GPU its first run names
     instances = False  # whether a run was checked on the AWS instance its INFO lines name
@@ -163,7 +176,7 @@ def _default_systems(logs: list[NcclTestLog]) -> list[str]:
             f"{name} for run{'s' if len(ks) > 1 else ''} {', '.join(map(str, ks))} ({named[name]})"
             for name, ks in runs.items())
     print(f"flowsim check: no --system: checking {where} (--system names another)", file=sys.stderr)
-    return systems
+    return logs, systems
 
 
 def _cluster(args: argparse.Namespace, system: str | None) -> dict:
@@ -190,8 +203,7 @@ def check_command(args: argparse.Namespace) -> int:
         unread: list[InputError] = []  # runs that cannot be read: said, and the others checked
         run_systems = None  # without --system, each run's: NVIDIA's server of its GPU
         if args.output and args.system is None:
-            logs = _parse(args, unread)
-            run_systems = _default_systems(logs)
+            logs, run_systems = _default_systems(_parse(args, unread), unread)
         try:
             min_bytes = parse_size(args.min_bytes)
         except InputError as err:
@@ -214,14 +226,20 @@ def check_command(args: argparse.Namespace) -> int:
                 degrade=parse_degrade(args.degrade), time_rel_tol=args.time_rel_tol,
             )
             # Every run is checked before anything is printed or recorded, so that bad input
-            # in a later run leaves the history as it was.
-            try:
-                reports = [check_log(log, **clusters[name], **options)
-                           for log, name in zip(logs, run_systems, strict=True)]
-            except InputError as err:
-                # check_log names a failure by its keyword (fail[0], degrade."n0.nic0"), as a
-                # scenario file does; here they are options, as flowsim collective names them.
-                raise InputError(f"--{err}" if str(err).startswith(("fail[", "degrade.")) else str(err)) from None
+            # leaves the history as it was. A run that cannot be checked is said and the others
+            # are checked, unless none can be (then the first one's error alone).
+            reports, failed = [], []
+            for log, name in zip(logs, run_systems, strict=True):
+                try:
+                    reports.append(check_log(log, **clusters[name], **options))
+                except InputError as err:
+                    # check_log names a failure by its keyword (fail[0], degrade."n0.nic0"), as a
+                    # scenario file does; here they are options, as flowsim collective names them.
+                    failed.append(_named(log, InputError(f"--{err}" if str(err).startswith(("fail[", "degrade."))
+                                                         else str(err)), len(logs) + len(unread) > 1))
+            if not reports:
+                raise failed[0]
+            unread.extend(failed)
             if args.json:  # one run's report as an object, several as an array
                 print(reports[0].to_json() if len(reports) == 1
                       else json.dumps([report.to_dict() for report in reports], indent=2))

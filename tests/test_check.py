@@ -1705,6 +1705,32 @@ def test_the_collective_option_takes_any_spelling(tmp_path, capsys, spelling):
     assert ": all_gather_perf, 8 ranks on 1 node(s)" in capsys.readouterr().out.splitlines()[0]
 
 
+def test_a_collective_the_log_contradicts_is_warned_and_the_logs_test_checked(capsys):
+    # The log's line 2 is '# Collective test starting: all_reduce_perf': the binary names
+    # itself, so a --collective naming another gets a warning, as a --nodes the rank lines
+    # contradict does, and the run is checked as the all-reduce it is.
+    path = VALIDATION / "xxrjun_h100_1n8g_allreduce.txt"
+    assert parse_nccl_log(path).warnings == ()
+    log = parse_nccl_log(path, collective="all_gather")
+    assert (log.binary, log.collective) == ("all_reduce_perf", "all_reduce")
+    assert log.warnings == ("line 2: the log names its test all_reduce_perf, not all_gather_perf (--collective): "
+                            "checking it as the all_reduce_perf it names",)
+    assert parse_nccl_log(path, collective="all_reduce_perf").warnings == ()
+    assert flowsim_check([str(path), "--system", "dgx-h100", "--collective", "all_gather", "--brief"]) == 0
+    assert capsys.readouterr().out.startswith(f"{path}: all_reduce_perf, 8 ranks on 1 node(s): all 10 predicted "
+                                              "sizes OK;")
+
+
+def test_gpus_per_node_the_rank_lines_contradict_is_warned():
+    # 8 rank lines on the one host cnode3-002: --gpus-per-node 4 is warned about, as --nodes is.
+    path = VALIDATION / "xxrjun_h100_1n8g_allreduce.txt"
+    log = parse_nccl_log(path, gpus_per_node=4)
+    assert (log.n_ranks, log.n_nodes) == (8, 1)
+    assert log.warnings == ("the log's rank lines put 8 GPU(s) on each host, not 4 (--gpus-per-node): predicting "
+                            "the ranks they name",)
+    assert parse_nccl_log(path, gpus_per_node=8).warnings == ()
+
+
 def test_cli_without_system_checks_each_file_on_its_own_gpus_server(capsys):
     a100 = VALIDATION / "oci_bmgpu48_a100_1n8g_allreduce.txt"
     argv = ["--min-bytes", "1G", "--json"]

@@ -126,6 +126,18 @@ def test_flowsim_check_reads_a_json_file(tmp_path, capsys):
                                                       ("8589934592", "369.51", "368.03")]
 
 
+def test_options_the_file_contradicts_are_warned():
+    # args[0] is ./build/all_reduce_perf and config.devices puts 8 ranks on each of 4 hosts.
+    log = parse_nccl_log(JSON, collective="all_gather", gpus_per_node=4)
+    assert (log.binary, log.n_ranks, log.n_nodes) == ("all_reduce_perf", 32, 4)
+    assert log.warnings[-2:] == (
+        "the log's rank lines put 8 GPU(s) on each host, not 4 (--gpus-per-node): predicting the ranks they name",
+        "args[0]: the log names its test all_reduce_perf, not all_gather_perf (--collective): checking it as the "
+        "all_reduce_perf it names",
+    )
+    assert parse_nccl_log(JSON, collective="all_reduce", gpus_per_node=8).warnings == parse_nccl_log(JSON).warnings
+
+
 def test_a_device_the_system_lacks_is_named_by_its_key():
     document = _document()
     document["config"]["devices"][7]["device"] = 9

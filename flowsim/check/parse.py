@@ -48,6 +48,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -643,11 +644,15 @@ def parse_nccl_log(
         flowsim collective name or nccl-tests binary (``"all_reduce"`` or
         ``"all_reduce_perf"``). By default the ``# Collective test starting`` line, else a
         binary name in the text (a command line), else the file name, else the only binary
-        whose redop, root and busbw / algbw ratio fit the rows.
+        whose redop, root and busbw / algbw ratio fit the rows. Where the output names its
+        test (that line, or a JSON file's ``args[0]``) and ``collective`` is another, the
+        output's test is taken, with a warning.
     nodes, gpus_per_node : int, optional
         The cluster's shape, for output without rank lines (ignored where the output has
-        them). Either one is enough where the busbw / algbw ratio gives the rank count;
-        neither where one process drove every rank (``nThread x nGpus`` of them).
+        them, a ``gpus_per_node`` they contradict with a warning, as
+        :func:`~flowsim.check.report.check_log` warns of ``nodes``). Either one is enough
+        where the busbw / algbw ratio gives the rank count; neither where one process drove
+        every rank (``nThread x nGpus`` of them).
     source : str, optional
         Where set, ``path_or_text`` is the output itself, whatever it holds, and errors name
         it ``source`` (``"<stdin>"``, say) instead of a file or ``"<text>"``.
@@ -666,7 +671,7 @@ def parse_nccl_log(
     """
     text, source = _read(path_or_text, source)
     if is_json_output(text):
-        return _from_json(read_json_run(text, source), source, collective)
+        return _from_json(read_json_run(text, source), source, collective, gpus_per_node)
     return _parse_text(text, source, collective, nodes, gpus_per_node)
 
 
@@ -697,7 +702,7 @@ def parse_nccl_logs(
     try:
         text, source = _read(path_or_text, source)
         if is_json_output(text):
-            return [_from_json(read_json_run(text, source), source, collective)]
+            return [_from_json(read_json_run(text, source), source, collective, gpus_per_node)]
     except InputError as err:
         # A file that cannot be read, or JSON that cannot be, is one run not read.
         if errors is None:
@@ -784,6 +789,7 @@ def _parse_text(
     """:func:`parse_nccl_log` of the text of one run, read from ``source``."""
     lines = [_strip_prefixes(raw) for raw in text.splitlines()]
     binary = version = nccl_version = None
+    binary_line = 0  # the line of '# Collective test starting'
     header = None
     agg_iters: int | None = None
     cuda_graph: int | None = None
@@ -821,6 +827,7 @@ def _parse_text(
                 raise line_error(source, number, _NOT_NCCL)
             if starting:
                 binary = starting.group(1).rsplit("/", 1)[-1]
+                binary_line = number
             elif version_match := _VERSION.match(stripped):
                 version = version_match.group(1)
                 if (library := _LIBRARY_CODE.search(stripped)) and nccl_version is None:
@@ -943,10 +950,11 @@ def _parse_text(
             f"pasted in part or the test did not finish; the {len(rows)} rows present are checked"
         )
     n_ranks = len(ranks) if ranks and not partial else None
-    binary = _pick_binary(collective, binary, text, source, rows, n_ranks)
+    binary = _pick_binary(collective, binary, f"line {binary_line}", text, source, rows, n_ranks, warnings)
     ranks_from = "rank lines"
     if ranks and not partial:
         ordered = tuple(ranks[r] for r in range(len(ranks)))
+        warnings.extend(_gpus_per_host_mismatch(ordered, gpus_per_node))
     else:
         per_process = None if header is None else header[0] * header[1]
         given = "arguments"
@@ -983,11 +991,25 @@ def _parse_text(
     )
 
 
-def _from_json(run: JsonRun, source: str, collective: str | None) -> NcclTestLog:
+def _gpus_per_host_mismatch(ranks: Sequence[RankInfo], gpus_per_node: int | None) -> list[str]:
+    """A warning where the ranks' hosts do not each hold ``gpus_per_node`` of them (the
+    ``--gpus-per-node`` given for a log whose rank lines say otherwise), as ``--nodes`` gets one."""
+    if gpus_per_node is None:
+        return []
+    counts = sorted(set(Counter(rank.host for rank in ranks).values()))
+    if counts == [gpus_per_node]:
+        return []
+    held = str(counts[0]) if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
+    return [f"the log's rank lines put {held} GPU(s) on each host, not {gpus_per_node} (--gpus-per-node): "
+            "predicting the ranks they name"]
+
+
+def _from_json(run: JsonRun, source: str, collective: str | None, gpus_per_node: int | None = None) -> NcclTestLog:
     """The log a JSON file holds; its binary is the one ``args[0]`` names where it names one
     flowsim checks, else told as for text output (command line, file name, rows)."""
     program = run.program if _STARTING_BINARY.fullmatch(run.program) else None
-    binary = _pick_binary(collective, program, run.command, source, run.rows, len(run.ranks))
+    warnings = [*run.warnings, *_gpus_per_host_mismatch(run.ranks, gpus_per_node)]
+    binary = _pick_binary(collective, program, "args[0]", run.command, source, run.rows, len(run.ranks), warnings)
     return NcclTestLog(
         source,
         BINARIES[binary],
@@ -1000,7 +1022,7 @@ def _from_json(run: JsonRun, source: str, collective: str | None) -> NcclTestLog
         run.avg_busbw_GBps,
         run.nccl_version,
         "rank lines",
-        run.warnings,
+        tuple(warnings),
         run.agg_iters,
         run.cuda_graph,
         run.nccl_env,
@@ -1010,18 +1032,28 @@ def _from_json(run: JsonRun, source: str, collective: str | None) -> NcclTestLog
 def _pick_binary(
     collective: str | None,
     starting: str | None,
+    starting_at: str,
     text: str,
     source: str,
     rows: Sequence[TestRow],
     n_ranks: int | None,
+    warnings: list[str],
 ) -> str:
+    """The binary that wrote the run: the test the run names (``starting``, at ``starting_at``),
+    else ``collective``, else the one the text, the file name or the rows tell. A ``collective``
+    the named test contradicts adds a warning to ``warnings``, as ``--nodes`` the rank lines
+    contradict does: the binary prints its own name."""
+    known = None if starting is None else _STARTING_BINARY.fullmatch(starting)
     if collective is not None:
         binary = _COLLECTIVE_BINARY.get(collective, collective)
         if binary not in BINARIES:
             raise InputError(f"unknown collective {collective!r}; valid ones: {', '.join(_COLLECTIVE_BINARY)}")
-        return binary
+        if known is None or known.group(1) == binary:
+            return binary
+        warnings.append(f"{starting_at}: the log names its test {starting}, not {binary} (--collective): "
+                        f"checking it as the {known.group(1)} it names")
+        return known.group(1)
     if starting is not None:
-        known = _STARTING_BINARY.fullmatch(starting)
         if known is None:
             raise InputError(
                 f"{source}: nccl-tests binary {starting!r} is not one flowsim checks; valid ones: {', '.join(BINARIES)}"

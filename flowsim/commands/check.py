@@ -21,7 +21,8 @@ them) may be up to ``1 + latency-tolerance`` times longer or shorter (default 3x
 latency-bound sizes are flagged only when far off (a run whose threads each drive several
 GPUs, -g N, one launch round longer still: CUDA's launch overheads of single-process runs);
 then the prediction's error by size band. Warnings, one line each, say where the log's
-GPU model, ranks or hosts differ from the system given, or what the log lacks; with
+GPU model, ranks or hosts differ from the system given (or its test or GPUs per host from
+``--collective`` or ``--gpus-per-node``: the log's are taken), or what the log lacks; with
 NCCL_DEBUG=INFO lines, where NCCL's communicator had other channels than the model's, and
 network connections without GPUDirect RDMA or over TCP sockets. Each row is predicted with
 the data type and reduction it printed (NCCL's NVLS reduces only some), and, where NCCL's
@@ -287,7 +288,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--nodes", type=positive_int, help="servers (default: the hosts named in the rank lines)")
     parser.add_argument(
         "--gpus-per-node", type=positive_int,
-        help="GPUs used per server, for output without '#  Rank' lines (with --nodes)",
+        help="GPUs used per server, for output without '#  Rank' lines (with --nodes); where the rank lines say "
+        "otherwise, theirs are taken, with a warning",
     )
     parser.add_argument(
         "--threshold",
@@ -305,7 +307,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "--collective",
         type=collective_arg,
         help="the nccl-tests binary or its collective (all_gather_perf, allgather, all_gather ...); "
-        "default: read from the output or file name; with --plot alone, the checks to draw",
+        "default: read from the output or file name (a log that names its test is checked as that test, with a "
+        "warning where this names another); with --plot alone, the checks to draw",
     )
     parser.add_argument(
         "--algorithm", type=algorithm_name,

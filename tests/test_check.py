@@ -1731,6 +1731,27 @@ def test_gpus_per_node_the_rank_lines_contradict_is_warned():
     assert parse_nccl_log(path, gpus_per_node=8).warnings == ()
 
 
+def test_a_row_whose_count_does_not_make_its_size_is_warned():
+    # Line 20: 33554432 B of double, 4194304 x 8 B; a count of 4194305 makes 33554440 B.
+    path = VALIDATION / "xxrjun_h100_1n8g_allreduce.txt"
+    text = path.read_text()
+    assert "    33554432       4194304    double" in text
+    log = parse_nccl_log(text.replace("    33554432       4194304    double", "    33554432       4194305    double"))
+    assert log.warnings == ("line 20: count 4194305 of double (8 B) makes 33554440 B, not the 33554432 B of the size "
+                            "column: a row edited or garbled; predicting the size",)
+    assert (log.rows[0].size_bytes, log.rows[0].count) == (33554432, 4194305)
+    # An all-gather prints each rank's count: line 20's 524288 doubles x 8 ranks are its 33554432 B,
+    # 524289 would be 33554496 B; line 21's 1048576 x 8 x 8 = 67108864 B, 1048575 would be 67108800 B.
+    path = VALIDATION / "xxrjun_h100_1n8g_allgather.txt"
+    text = path.read_text()
+    assert parse_nccl_log(text).warnings == ()
+    text = text.replace("    33554432        524288    double", "    33554432        524289    double")
+    text = text.replace("    67108864       1048576    double", "    67108864       1048575    double")
+    assert parse_nccl_log(text).warnings == (
+        "lines 20, 21: count 524289 of double (8 B) for each of 8 ranks makes 33554496 B, not the 33554432 B of the "
+        "size column (the first of them): a row edited or garbled; predicting the size",)
+
+
 def test_cli_without_system_checks_each_file_on_its_own_gpus_server(capsys):
     a100 = VALIDATION / "oci_bmgpu48_a100_1n8g_allreduce.txt"
     argv = ["--min-bytes", "1G", "--json"]

@@ -138,6 +138,16 @@ def test_options_the_file_contradicts_are_warned():
     assert parse_nccl_log(JSON, collective="all_reduce", gpus_per_node=8).warnings == parse_nccl_log(JSON).warnings
 
 
+def test_a_result_whose_count_does_not_make_its_size_is_warned_by_its_key():
+    # results[0]: 1048576 B of float, 262144 x 4 B; 262145 make 1048580 B.
+    document = _document()
+    assert (document["results"][0]["size"], document["results"][0]["count"]) == (1048576, 262144)
+    document["results"][0]["count"] = 262145
+    assert parse_nccl_log(_written(document)).warnings[-1] == (
+        "results[0]: count 262145 of float (4 B) makes 1048580 B, not the 1048576 B of the size column: a row "
+        "edited or garbled; predicting the size")
+
+
 def test_a_device_the_system_lacks_is_named_by_its_key():
     document = _document()
     document["config"]["devices"][7]["device"] = 9

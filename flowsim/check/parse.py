@@ -966,6 +966,7 @@ def _parse_text(
         ordered, ranks_from = _made_up_ranks(
             source, layout.line, BINARIES[binary], rows, per_process, nodes, gpus_per_node, warnings, ranks, given
         )
+    warnings.extend(_miscounted(rows, BINARIES[binary], len(ordered)))
     return NcclTestLog(
         source,
         BINARIES[binary],
@@ -991,6 +992,26 @@ def _parse_text(
     )
 
 
+def _miscounted(rows: Sequence[TestRow], collective: str, n_ranks: int) -> list[str]:
+    """A warning naming the rows whose count of elements does not make their size: nccl-tests
+    prints S = count x the type's size, times the ranks where the collective splits S over
+    them (its ``paramcount``, each rank's or peer's part). The prediction runs the size."""
+    parts = n_ranks if collective in SPLIT else 1
+    wrong = [row for row in rows
+             if row.dtype in DTYPE_BYTES and row.size_bytes != row.count * DTYPE_BYTES[row.dtype] * parts
+             and not (collective == "all_to_all_v" and row.count == 0)]  # count 0: a matrix file's sizes
+    if not wrong:
+        return []
+    first = wrong[0]
+    element = DTYPE_BYTES[first.dtype]
+    each = f" for each of {n_ranks} ranks" if parts > 1 else ""
+    where = ", ".join(str(row.line or row.key) for row in wrong[:5]) + (", ..." if len(wrong) > 5 else "")
+    where = f"line{'s' if len(wrong) > 1 else ''} {where}" if first.line else where  # JSON: the results' keys
+    return [f"{where}: count {first.count} of {first.dtype} ({element} B){each} makes "
+            f"{first.count * element * parts} B, not the {first.size_bytes} B of the size column"
+            f"{' (the first of them)' if len(wrong) > 1 else ''}: a row edited or garbled; predicting the size"]
+
+
 def _gpus_per_host_mismatch(ranks: Sequence[RankInfo], gpus_per_node: int | None) -> list[str]:
     """A warning where the ranks' hosts do not each hold ``gpus_per_node`` of them (the
     ``--gpus-per-node`` given for a log whose rank lines say otherwise), as ``--nodes`` gets one."""
@@ -1010,6 +1031,7 @@ def _from_json(run: JsonRun, source: str, collective: str | None, gpus_per_node:
     program = run.program if _STARTING_BINARY.fullmatch(run.program) else None
     warnings = [*run.warnings, *_gpus_per_host_mismatch(run.ranks, gpus_per_node)]
     binary = _pick_binary(collective, program, "args[0]", run.command, source, run.rows, len(run.ranks), warnings)
+    warnings.extend(_miscounted(run.rows, BINARIES[binary], len(run.ranks)))
     return NcclTestLog(
         source,
         BINARIES[binary],

@@ -141,6 +141,27 @@ def test_truncated_row_names_its_line():
         parse_nccl_log("\n".join(lines))
 
 
+def test_output_cut_inside_its_last_row_is_read_with_a_warning_naming_that_row(tmp_path, capsys):
+    # The first 1900 bytes of the log end on line 24 inside the 5th row, whose size alone,
+    # '5368709' of 536870912, is there: rows 20-23 (32-256 MiB) are checked, the 5th skipped.
+    path = VALIDATION / "xxrjun_h100_1n8g_allreduce.txt"
+    cut = tmp_path / "cut.txt"
+    cut.write_bytes(path.read_bytes()[:1900])
+    assert cut.read_text().splitlines()[-1] == "   5368709"
+    log = parse_nccl_log(cut)
+    assert [row.size_bytes for row in log.rows] == [33554432, 67108864, 134217728, 268435456]
+    assert log.warnings == ("line 24: the output ends inside this row (1 of 13 columns); skipped, the 4 complete "
+                            "rows before it are checked",)
+    assert flowsim_check([str(cut), "--system", "dgx-h100", "--brief"]) == 0
+    assert capsys.readouterr().out.startswith(f"{cut}: all_reduce_perf, 8 ranks on 1 node(s): all 4 predicted sizes "
+                                              "OK;")
+    # A short row with rows after it is inside the table: still an error.
+    lines = path.read_text().splitlines()
+    lines[22] = lines[22][:40]
+    with pytest.raises(InputError, match=r"<text>, line 23: expected 13 columns.*got 3 \(truncated row\?\)"):
+        parse_nccl_log("\n".join(lines))
+
+
 def test_output_cut_before_the_average_is_read_with_a_warning_naming_the_last_row():
     # People paste part of a table; the rows present are checked, and the report says so.
     lines = _lines(ALL_GATHER)[:20]
@@ -452,9 +473,14 @@ def test_a_header_without_hashes_and_prose_after_a_table():
     text += "356 GB/s bus bandwidth at 8 GiB, at parity with the run before on the other fabric.\n"
     log = parse_nccl_log(text, collective="all_gather")
     assert [r.size_bytes for r in log.rows] == [r.size_bytes for r in parse_nccl_log(ALL_GATHER).rows]
-    # A row cut after its size is still a truncated row.
+    # A row cut after its size where the output ends is skipped, with a warning; one the
+    # table's average follows is still a truncated row.
+    cut = parse_nccl_log(text + "2\n", collective="all_gather")
+    assert cut.rows == log.rows
+    assert f"line {len(text.splitlines()) + 1}: the output ends inside this row (1 of 13 columns); skipped, the " \
+        f"{len(log.rows)} complete rows before it are checked" in cut.warnings
     with pytest.raises(InputError, match=r"got 1 \(truncated row\?\): '2'"):
-        parse_nccl_log(text + "2\n", collective="all_gather")
+        parse_nccl_log(text + "2\n# Avg bus bandwidth    : 232.948\n", collective="all_gather")
 
 
 def test_not_nccl_tests_output_and_two_runs(tmp_path):

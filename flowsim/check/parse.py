@@ -366,15 +366,24 @@ def _headerless_layout(stripped: str, source: str, line: int) -> _Layout | None:
     return _layout(header, source, line)
 
 
-def _row(text: str, source: str, line: int, layout: _Layout, in_place_first: bool) -> TestRow:
+def _short_row(text: str, source: str, line: int, layout: _Layout) -> InputError | None:
+    """The error of a row with fewer columns than ``layout`` needs (cut short), else None."""
     tokens = text.split()
-    if len(tokens) < layout.needed:
-        raise line_error(
-            source,
-            line,
-            f"expected {layout.needed} columns ({' '.join(layout.names[: layout.needed])}, as the header on "
-            f"line {layout.line} names them); got {len(tokens)} (truncated row?): {text.strip()!r}",
-        )
+    if len(tokens) >= layout.needed:
+        return None
+    return line_error(
+        source,
+        line,
+        f"expected {layout.needed} columns ({' '.join(layout.names[: layout.needed])}, as the header on "
+        f"line {layout.line} names them); got {len(tokens)} (truncated row?): {text.strip()!r}",
+    )
+
+
+def _row(text: str, source: str, line: int, layout: _Layout, in_place_first: bool) -> TestRow:
+    short = _short_row(text, source, line, layout)
+    if short is not None:
+        raise short
+    tokens = text.split()
     first_half, second_half = ("in-place", "out-of-place") if in_place_first else ("out-of-place", "in-place")
     start, later = layout.halves
     first = _measurement(tokens[start : start + len(_HALF)], source, line, first_half)
@@ -666,8 +675,9 @@ def parse_nccl_log(
     InputError
         Naming the source and line: no table, malformed, duplicate or non-contiguous rank
         lines, no rank lines and no way to tell the ranks, a table header naming columns in
-        an order it does not know, a row with missing or non-numeric columns, a table
-        without rows, a second test in the same text, or a collective that cannot be told.
+        an order it does not know, a row with missing or non-numeric columns (but for a
+        last row the output ends inside, skipped with a warning), a table without rows, a
+        second test in the same text, or a collective that cannot be told.
     """
     text, source = _read(path_or_text, source)
     if is_json_output(text):
@@ -811,6 +821,7 @@ def _parse_text(
     failure: tuple[int, str] | None = None  # the first of nccl-tests' failure lines: line, text
     elided = False
     headerless: int | None = None  # the first row's line, where rows came without their header
+    cut: tuple[int, InputError] | None = None  # a row with too few columns: its line, its error
     for number, line in enumerate(lines, start=1):
         stripped = line.strip()
         if not stripped:
@@ -907,7 +918,13 @@ def _parse_text(
             headerless = number
             rows.append(_row(stripped, source, number, layout, in_place_first))
         elif layout is not None and avg is None and _ROW_START.match(stripped):
-            rows.append(_row(stripped, source, number, layout, in_place_first))
+            if cut is not None:
+                raise cut[1]  # rows after it: a row short inside the table
+            short = _short_row(stripped, source, number, layout)
+            if short is None:
+                rows.append(_row(stripped, source, number, layout, in_place_first))
+            else:
+                cut = (number, short)
         elif layout is not None and avg is None and _FRAGMENT.match(stripped):
             fragments.append(number)
     last = len(lines)
@@ -922,6 +939,10 @@ def _parse_text(
         raise InputError(
             f"{source}, line {last}: output ends before the '#  size  count  type ...' table header (truncated?)"
         )
+    if cut is not None and (avg is not None or not rows):
+        # The table goes on to its average after the short row (a row garbled, not output
+        # cut off), or no row is whole.
+        raise cut[1]
     if not rows:
         raise line_error(source, layout.line, "table header but no rows after it (truncated?)")
     # A paste that starts in the middle of the rank lines lists a run of them up to the last;
@@ -941,10 +962,15 @@ def _parse_text(
             f"line{'s' if len(fragments) > 1 else ''} {where}: times and bandwidths without a size "
             "(a row that other output cut in two); skipped"
         )
+    if cut is not None:
+        # The output ends inside its last row (a log cut at a byte count, a run killed while
+        # printing), as it may end between two rows.
+        warnings.append(f"line {cut[0]}: the output ends inside this row ({len(lines[cut[0] - 1].split())} of "
+                        f"{layout.needed} columns); skipped, the {len(rows)} complete rows before it are checked")
     if failure is not None:
         warnings.append(f"line {failure[0]}: the run failed after the row on line {rows[-1].line}: {failure[1]}; "
                         f"the {len(rows)} rows before it are checked")
-    elif avg is None:
+    elif avg is None and cut is None:
         warnings.append(
             f"no '# Avg bus bandwidth' line after the row on line {rows[-1].line}: the output is "
             f"pasted in part or the test did not finish; the {len(rows)} rows present are checked"

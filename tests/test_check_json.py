@@ -111,6 +111,26 @@ def test_text_that_is_not_json_is_refused_with_its_line_and_column():
         parse_nccl_log("{}{}")
 
 
+def test_an_array_of_runs_is_refused_in_json_terms(tmp_path, capsys):
+    # Two -J files put in a list: each run is one object, in a file of its own.
+    path = tmp_path / "runs.json"
+    path.write_text("[\n" + JSON.read_text().strip() + ",\n" + JSON.read_text().strip() + "\n]\n")
+    message = (f"{path}: a JSON array at the top level, where nccl-tests' -J output is one JSON object (its run); "
+               "give each run's object as a file of its own")
+    with pytest.raises(InputError) as refused:
+        parse_nccl_log(path)
+    assert str(refused.value) == message
+    with pytest.raises(InputError, match=r"<text>: a JSON array at the top level"):
+        parse_nccl_log("[]")
+    parser = argparse.ArgumentParser(prog="flowsim")
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["check", str(path), "--system", "dgx-h100"])
+    assert args.func(args) == 2
+    assert capsys.readouterr().err == f"flowsim check: error: {message}\n"
+    # A launcher's tag before each text line is not an array.
+    assert parse_nccl_log("\n".join("[1,0]<stdout>:" + line for line in TEXT.read_text().splitlines())).n_ranks == 32
+
+
 def test_flowsim_check_reads_a_json_file(tmp_path, capsys):
     parser = argparse.ArgumentParser(prog="flowsim")
     add_parser(parser.add_subparsers(dest="command", required=True))

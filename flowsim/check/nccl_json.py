@@ -70,12 +70,15 @@ class JsonRun:
 
 # A line of nccl-tests' text output: a comment line ('# nThread', '#  Rank', the table header).
 _TEXT_LINE = re.compile(r"^\s*#", re.MULTILINE)
+# A JSON array of objects (or an empty one), not a launcher's '[1,0]<stdout>:' before a text line.
+_ARRAY_START = re.compile(r"\s*\[\s*[{\]]")
 
 
 def is_json_output(text: str) -> bool:
     """Whether ``text`` is a JSON document rather than nccl-tests' text output: it starts with
-    a brace and has no comment line (a text log may follow a launcher's JSON log line)."""
-    return text.lstrip().startswith("{") and _TEXT_LINE.search(text) is None
+    a brace (or is an array of objects, which :func:`read_json_run` refuses) and has no
+    comment line (a text log may follow a launcher's JSON log line)."""
+    return (text.lstrip().startswith("{") or _ARRAY_START.match(text) is not None) and _TEXT_LINE.search(text) is None
 
 
 def _join(path: str, key: str) -> str:
@@ -259,11 +262,16 @@ def read_json_run(text: str, source: str) -> JsonRun:
     Raises
     ------
     InputError
-        Naming the source and the key (``results[3].in_place.bus_bw``): not JSON (line and
-        column), a key missing or of the wrong kind, a measurement that is not a finite
-        number >= 0, ranks listed twice or not from 0, no results.
+        Naming the source and the key (``results[3].in_place.bus_bw``): a JSON array rather
+        than the one object nccl-tests writes, not JSON (line and column), a key missing or
+        of the wrong kind, a measurement that is not a finite number >= 0, ranks listed twice
+        or not from 0, no results.
     """
     read = _Reader(source)
+    if _ARRAY_START.match(text):
+        # Several -J files put in a list, say: each run is one object, read from a file of its own.
+        raise InputError(f"{source}: a JSON array at the top level, where nccl-tests' -J output is one JSON object "
+                         "(its run); give each run's object as a file of its own")
     document, cut_short = _load(text, source)
     warnings = [] if cut_short is None else [cut_short]
     format_version = read.typed(document, "", "version", int, "a whole number", required=False)

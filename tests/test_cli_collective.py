@@ -455,6 +455,20 @@ def test_alltoallvs_spread_is_taken_from_nccl_env_without_a_note(capsys):
     assert capsys.readouterr().err == "flowsim: error: NCCL_TESTS_ALLTOALLV_SPREAD='x' is not a number\n"
 
 
+def test_a_sendrecv_says_its_communicators_ranks(capsys):
+    # sendrecv_perf's ring of sends runs on every rank (10 x 8 = 80, 2 x 4 = 8 with
+    # --gpus-per-node 4), though its rows time the pair it waits for: the title and JSON say so.
+    argv = ["collective", "sendrecv", "--system", "dgx-h100", "-b", "1M", "-e", "1M"]
+    assert flowsim([*argv, "--nodes", "10"]) == 0
+    title = capsys.readouterr().out.splitlines()[0]
+    assert title.startswith("# flowsim send: 10 x dgx_h100, 80 ranks, ")
+    assert flowsim([*argv, "--nodes", "10", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ranks"] == 80
+    assert flowsim([*argv, "--nodes", "2", "--gpus-per-node", "4", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["collective"], out["gpus_per_node"], out["ranks"]) == ("send", 4, 8)
+
+
 def test_ranks_on_each_hosts_first_gpus(capsys):
     # --gpus-per-node 2 on two DGX H100: ranks on GPUs 0 and 1 of each, in host order, as a
     # launcher's 2 processes a host take devices 0 and 1; the rows are those of the collective

@@ -280,7 +280,8 @@ def run_collective(args: argparse.Namespace) -> int:
     ]
     rows_run = itertools.chain.from_iterable(sweeps)
     pending = rows_run if notes is None else _erasing(notes, rows_run)
-    n_ranks = 2 if args.collective == "send" else n_gpus
+    # The communicator's ranks, for send too: its rows time the pair the ring of sends waits for.
+    n_ranks = n_gpus
     rows = [next(pending)]
     # The system's own NCCL environment (a system file's [nccl] env) runs under --nccl-env.
     system_env = system_env_taken(topology, nccl_env)

@@ -13,6 +13,7 @@ from flowsim.collectives import collective_time
 from flowsim.commands.collective import add_parser, run_collective
 from flowsim.errors import InputError
 from flowsim.fabrics import build_cluster
+from flowsim.systemfile import resolve_system
 
 
 def test_registers_collective_with_its_handler():
@@ -549,3 +550,31 @@ def test_tuning_shows_what_nccls_model_weighed_under_each_row(capsys):
     assert "NCCL model" not in capsys.readouterr().out
     assert flowsim(["collective", "all_to_all", "--system", "dgx-h100", "-b", "1M", "-e", "1M", "--tuning"]) == 0
     assert "NCCL model" not in capsys.readouterr().out
+
+
+def test_a_named_algorithm_or_protocol_the_nccl_environment_leaves_out_is_an_error(capsys):
+    # NCCL_PROTO=Simple with --protocol ll, NCCL_ALGO=Ring with --algorithm tree: the title
+    # would say one and the rows run the other; each is refused naming both.
+    argv = ["collective", "all_reduce", "--system", "dgx-h100", "--nodes", "2", "-b", "1M", "-e", "1M"]
+    assert flowsim([*argv, "--nccl-env", "NCCL_PROTO=Simple", "--protocol", "ll"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "flowsim: error: protocol 'll' contradicts NCCL_PROTO=Simple, which leaves it out for all_reduce: name one "
+        "or the other"]
+    assert flowsim([*argv, "--nccl-env", "NCCL_ALGO=Ring", "--algorithm", "tree"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "flowsim: error: algorithm 'tree' contradicts NCCL_ALGO=Ring, which leaves it out for all_reduce: name one "
+        "or the other"]
+    # Per function as NCCL parses it: all-reduce has rings only; the hierarchical all-reduce runs rings.
+    assert flowsim([*argv, "--nccl-env", "NCCL_ALGO=tree;allreduce:ring", "--algorithm", "tree"]) == 2
+    assert "NCCL_ALGO=tree;allreduce:ring, which leaves it out" in capsys.readouterr().err
+    # A system file's environment (aws-p4d's NCCL_PROTO=Simple, for EFA) is the call's too.
+    server, _, _ = resolve_system("aws-p4d")
+    topology = build_cluster(server, 1, figure="effective")
+    with pytest.raises(InputError, match=r"^protocol 'll128' contradicts NCCL_PROTO=Simple \(the system's NCCL "
+                                         r"environment\), which leaves it out for all_gather"):
+        collective_time(topology, "all_gather", 1 << 20, protocol="ll128")
+    # Where they agree nothing changes: the tree with LL128, as named.
+    assert flowsim([*argv, "--nccl-env", "NCCL_ALGO=Ring,Tree", "--nccl-env", "NCCL_PROTO=^LL", "--algorithm",
+                    "tree", "--protocol", "ll128"]) == 0
+    assert [r[5:7] for r in _rows(capsys.readouterr().out)] == [["tree", "ll128"]]
+    assert flowsim([*argv, "--nccl-env", "NCCL_ALGO=Ring", "--algorithm", "hierarchical"]) == 0

@@ -62,6 +62,7 @@ from flowsim.collectives.symmetry import RingClasses
 from flowsim.collectives.tuner import (
     P2P_PER_CHANNEL_NET_GBPS,
     NcclChoice,
+    NcclEnv,
     NoNcclChoice,
     P2pChannels,
     check_reduction,
@@ -942,6 +943,7 @@ def _nccl(topology: Topology, collective: str, size_bytes: float, ranks: tuple[s
             raise InputError(f"NCCL runs no {algorithm} {collective} here: {refused}")
     # The cluster's own environment (a cloud image's NCCL profile) under the caller's.
     env = merged_env(topology, nccl_env)
+    _check_steering(topology, collective, algorithm, protocol, nccl_env, env)
     if protocol != "auto":
         env["NCCL_PROTO"] = protocol
     if algorithm == "auto":
@@ -961,6 +963,29 @@ def _nccl(topology: Topology, collective: str, size_bytes: float, ranks: tuple[s
         if algorithm == "auto":
             raise
         return None
+
+
+def _check_steering(topology: Topology, collective: str, algorithm: str | None, protocol: str,
+                    given: Mapping[str, str] | None, env: Mapping[str, str]) -> None:
+    """An :class:`InputError` naming both where a named ``algorithm`` is not one that
+    ``NCCL_ALGO`` enables for ``collective``, or a named ``protocol`` not one of ``NCCL_PROTO``'s
+    (of ``env``: the system's environment under the caller's, ``given``): the call would
+    otherwise run what one of them says and report the other. The hierarchical all-reduce
+    runs rings, NVLS across servers (``nvls_sharp``) NCCL's NVLS."""
+    nccl = NcclEnv(dict(env))
+    system = dict(topology.nccl_env)
+    where = {key: "" if key in (given or {}) or key not in system else " (the system's NCCL environment)"
+             for key in ("NCCL_ALGO", "NCCL_PROTO")}
+    if algorithm not in ("auto", None) and "NCCL_ALGO" in env:
+        name = algorithm_of(collective, algorithm).name
+        nccl_name = {"hierarchical": "ring", "nvls_sharp": "nvls"}.get(name, name)
+        if nccl_name not in nccl.algorithms(collective):
+            runs = "" if nccl_name == name else f" (it runs NCCL's {nccl_name})"
+            raise InputError(f"algorithm {algorithm!r}{runs} contradicts NCCL_ALGO={env['NCCL_ALGO']}"
+                             f"{where['NCCL_ALGO']}, which leaves it out for {collective}: name one or the other")
+    if protocol != "auto" and "NCCL_PROTO" in env and protocol not in nccl.protocols(collective):
+        raise InputError(f"protocol {protocol!r} contradicts NCCL_PROTO={env['NCCL_PROTO']}{where['NCCL_PROTO']}, "
+                         f"which leaves it out for {collective}: name one or the other")
 
 
 def _nccl_pieces(collective: str, algorithm: str, choice: NcclChoice, size_bytes: float, ranks: tuple[str, ...],

@@ -578,3 +578,28 @@ def test_a_named_algorithm_or_protocol_the_nccl_environment_leaves_out_is_an_err
                     "tree", "--protocol", "ll128"]) == 0
     assert [r[5:7] for r in _rows(capsys.readouterr().out)] == [["tree", "ll128"]]
     assert flowsim([*argv, "--nccl-env", "NCCL_ALGO=Ring", "--algorithm", "hierarchical"]) == 0
+
+
+def test_a_named_algorithm_runs_only_where_the_nccl_version_has_it_and_collnet_on_nccls_channels(capsys):
+    argv = ["collective", "reduce_scatter", "--system", "dgx-h100", "--nodes", "2", "-b", "64M", "-e", "64M"]
+    # NCCL 2.19.3 has no reduce-scatter through the network: named, refused as NCCL_ALGO is.
+    old = ["--nccl-version", "2.19.3", "--nccl-env", "NCCL_COLLNET_ENABLE=1"]
+    assert flowsim([*argv, *old, "--nccl-env", "NCCL_ALGO=CollNetDirect"]) == 2
+    assert "collnet_direct: NCCL runs reduce_scatter through the network from 2.20.5" in capsys.readouterr().err
+    assert flowsim([*argv, *old, "--algorithm", "collnet_direct"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "flowsim: error: NCCL 2.19.3 runs no collnet_direct reduce_scatter: NCCL runs reduce_scatter through the "
+        "network from 2.20.5"]
+    assert flowsim(["collective", "all_gather", "--system", "dgx-h100", "--nodes", "2", "--gpus-per-node", "1",
+                    "--nccl-version", "2.19.3", "--algorithm", "pat"]) == 2
+    assert "NCCL 2.19.3 runs no pat all_gather: PAT arrived in NCCL 2.23.4" in capsys.readouterr().err
+    # Named, CollNet Direct runs on NCCL's channels with or without NCCL_COLLNET_ENABLE=1: 16,
+    # twice the search's 8 rings (one a NIC), none added for CollNet as its chain's speeds
+    # inside and across servers are equal (48 GB/s).
+    for extra in ([], ["--nccl-env", "NCCL_COLLNET_ENABLE=1"]):
+        assert flowsim([*argv, "--algorithm", "collnet_direct", *extra]) == 0
+        assert [r[5:8] for r in _rows(capsys.readouterr().out)] == [["collnet_direct", "simple", "16"]]
+    assert flowsim([*argv, "--algorithm", "collnet_direct", "--nccl-env", "NCCL_COLLNET_ENABLE=0"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "flowsim: error: algorithm 'collnet_direct' runs CollNet (IB SHARP), which NCCL_COLLNET_ENABLE=0 turns off: "
+        "name one or the other"]

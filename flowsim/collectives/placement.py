@@ -76,6 +76,7 @@ from flowsim.collectives.tuner import (
     ring_net_overhead_us,
     sharp_leaves,
     tree_correction,
+    version_refusal,
 )
 from flowsim.engine import DEFAULT_TIME_REL_TOL
 from flowsim.errors import InputError
@@ -922,6 +923,8 @@ _ONE_SIDED = frozenset({"gather", "scatter"})
 # NCCL's algorithms flowsim builds, under the same names (the hierarchical all-reduce has no
 # NCCL counterpart: its phases are rings, so NCCL's ring model picks its protocol).
 _NCCL_BUILT = ("ring", "tree", "nvls", "nvls_tree", "nvls_sharp", "pat", "collnet_direct", "collnet_chain")
+# Algorithms that reduce in the network through NCCL's CollNet (IB SHARP).
+_COLLNET_BUILT = ("collnet_direct", "collnet_chain", "nvls_sharp")
 # Algorithms that run NCCL's Simple protocol only.
 _SIMPLE_ONLY = frozenset({"nvls", "nvls_tree", "nvls_sharp", "pat", "collnet_direct", "collnet_chain"})
 # NCCL_P2P_LL_THRESHOLD ([NCCL] src/enqueue.cc): point-to-point messages up to this many bytes
@@ -944,6 +947,22 @@ def _nccl(topology: Topology, collective: str, size_bytes: float, ranks: tuple[s
     # The cluster's own environment (a cloud image's NCCL profile) under the caller's.
     env = merged_env(topology, nccl_env)
     _check_steering(topology, collective, algorithm, protocol, nccl_env, env)
+    if algorithm not in ("auto", None):
+        name = algorithm_of(collective, algorithm).name
+        nccl_name = {"hierarchical": "ring", "nvls_sharp": "nvls"}.get(name, name)
+        n_nodes = len(set(rank_servers(topology, ranks).values()))
+        refused = version_refusal(nccl_name, collective, nccl_version, n_nodes)
+        if refused is not None:
+            # What NCCL_ALGO naming it gets: the version has no such algorithm to run.
+            raise InputError(f"NCCL {nccl_version} runs no {algorithm} {collective}: {refused}")
+        if name in _COLLNET_BUILT:
+            # A named CollNet algorithm runs as NCCL runs it with CollNet on, on the channels
+            # its tuner gives it, as every other named algorithm does (CollNet's make the
+            # communicator's half as many again, src/graph/connect.cc).
+            enable = env.setdefault("NCCL_COLLNET_ENABLE", "1")
+            if enable != "1":
+                raise InputError(f"algorithm {algorithm!r} runs CollNet (IB SHARP), which NCCL_COLLNET_ENABLE="
+                                 f"{enable} turns off: name one or the other")
     if protocol != "auto":
         env["NCCL_PROTO"] = protocol
     if algorithm == "auto":

@@ -116,6 +116,7 @@ __all__ = [
     "nccl_choice",
     "nvls_refusal",
     "nvls_tuning",
+    "version_refusal",
     "p2p_channels",
     "ring_net_overhead_us",
     "gdr_env_key",
@@ -852,16 +853,33 @@ def _collnet_refusal(system: NcclSystem, env: NcclEnv, collective: str, dtype: s
     return None
 
 
+def version_refusal(algorithm: str, collective: str, version: str = DEFAULT_NCCL_VERSION,
+                    n_nodes: int = 2) -> str | None:
+    """Why NCCL ``version`` has no ``algorithm`` (NCCL's name) for ``collective`` on ``n_nodes``
+    servers, or None where it has one: PAT from v2.23.4-1 ([NCCL] src/graph/tuning.cc
+    ``NCCL_ALGO_PAT``), all-gather and reduce-scatter through the network (CollNet Direct,
+    NVLS across servers) from v2.20.5-1. The reason NCCL_ALGO gets, and a named algorithm too.
+
+    >>> version_refusal("collnet_direct", "reduce_scatter", "2.19.3")
+    'NCCL runs reduce_scatter through the network from 2.20.5'
+    """
+    constants = constants_of(version)
+    if algorithm == "pat" and not _since(constants, (2, 23, 4)):
+        return "PAT arrived in NCCL 2.23.4"
+    through_network = algorithm == "collnet_direct" or (algorithm == "nvls" and n_nodes > 1)
+    if through_network and collective in ("all_gather", "reduce_scatter") and not _since(constants, (2, 20, 5)):
+        return f"NCCL runs {collective} through the network from 2.20.5"
+    return None
+
+
 def _gathers_by_rail(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclConstants,
                      collective: str) -> str | None:
     """Why NCCL runs no all-gather or reduce-scatter through the network (CollNet Direct, NVLS
-    across servers), or None: from 2.20.5 ([NCCL] v2.20.5-1 src/graph/tuning.cc), with the
+    across servers) in a version that has them (:func:`version_refusal`), or None: with the
     plugin's ``iallgather`` or ``ireducescatter`` (the SHARP plugin's collNet v8 has both,
     [SHARP]), and one head a GPU: "AllGather/ReduceScatter requires 1:1 GPU:NIC", no server
     with more ranks than CollNet Direct has heads (``collNetHeadsNum``, [NCCL] v2.27.7-1 and
     v2.30.7-1 src/graph/tuning.cc). Each head's rail carries its own GPU's share."""
-    if not _since(constants, (2, 20, 5)):
-        return f"NCCL runs {collective} through the network from 2.20.5"
     direct = graphs.get("collnet_direct")
     heads = 0 if direct is None else direct.heads
     local = math.ceil(system.ppn)  # the busiest server has at least as many
@@ -1241,7 +1259,8 @@ def _left_out(algorithm: str, system: NcclSystem, graphs: Mapping[str, NcclGraph
         if algorithm == "collnet_direct" and not system.nvswitch:
             return "CollNet Direct needs an NVSwitch"  # ncclTopoTuneModel: nvsCount == 0
         if collective in ("all_gather", "reduce_scatter"):
-            refusal = _gathers_by_rail(system, graphs, constants, collective)
+            refusal = (version_refusal(algorithm, collective, constants.version, nodes)
+                       or _gathers_by_rail(system, graphs, constants, collective))
             if refusal is not None:
                 return refusal
     if algorithm in ("nvls", "nvls_tree"):
@@ -1257,15 +1276,17 @@ def _left_out(algorithm: str, system: NcclSystem, graphs: Mapping[str, NcclGraph
         if algorithm == "nvls" and nodes > 1:
             refusal = _collnet_refusal(system, env, collective, dtype, redop)
             if refusal is None and collective in ("all_gather", "reduce_scatter"):
-                refusal = _gathers_by_rail(system, graphs, constants, collective)
+                refusal = (version_refusal(algorithm, collective, constants.version, nodes)
+                           or _gathers_by_rail(system, graphs, constants, collective))
             if refusal is not None:
                 return ("NVLS runs across servers only with CollNet (NCCL_COLLNET_ENABLE=1 on an InfiniBand "
                         f"fabric with SHARP): {refusal}")
     if algorithm == "pat":
         if collective == "all_reduce":
             return "PAT has no all-reduce"
-        if not _since(constants, (2, 23, 4)):
-            return "PAT arrived in NCCL 2.23.4"  # [NCCL] v2.23.4-1 src/graph/tuning.cc NCCL_ALGO_PAT
+        refusal = version_refusal(algorithm, collective, constants.version, nodes)
+        if refusal is not None:
+            return refusal
         if env.integer("NCCL_PAT_ENABLE") == 0:
             return "NCCL_PAT_ENABLE=0"
         if nodes != n:

@@ -603,3 +603,43 @@ def test_a_named_algorithm_runs_only_where_the_nccl_version_has_it_and_collnet_o
     assert capsys.readouterr().err.splitlines() == [
         "flowsim: error: algorithm 'collnet_direct' runs CollNet (IB SHARP), which NCCL_COLLNET_ENABLE=0 turns off: "
         "name one or the other"]
+
+
+def test_channel_counts_out_of_range_are_taken_as_nccl_takes_them_and_said(capsys):
+    # Two DGX H100, rings with Simple at 64 MiB: NCCL's 16 channels (twice the search's 8).
+    argv = ["collective", "all_reduce", "--system", "dgx-h100", "--nodes", "2", "-b", "64M", "-e", "64M",
+            "--nccl-env", "NCCL_ALGO=Ring", "--nccl-env", "NCCL_PROTO=Simple"]
+
+    def channels(*env):
+        assert flowsim([*argv, *(arg for pair in env for arg in ("--nccl-env", pair))]) == 0
+        captured = capsys.readouterr()
+        (row,) = _rows(captured.out)
+        return int(row[7]), [line for line in captured.err.splitlines() if "note" in line]
+
+    assert channels() == (16, [])
+    # ncclMaxNchannels(): below 1 is 1, with NCCL's line; -2 is NCCL's "unset".
+    assert channels("NCCL_MAX_NCHANNELS=0") == (1, [
+        'flowsim: note: NCCL_MAX_NCHANNELS=0: NCCL runs at most 1 channel ("User asked for a maximum of 0 channels, '
+        'setting it to 1")'])
+    assert channels("NCCL_MAX_NCHANNELS=-3")[0] == 1
+    assert channels("NCCL_MAX_NCHANNELS=-2") == (16, [])
+    # ncclMinNchannels(): at most MAXCHANNELS, 64 in 2.30.7 (src/include/device.h).
+    assert channels("NCCL_MIN_NCHANNELS=1000") == (64, [
+        'flowsim: note: NCCL_MIN_NCHANNELS=1000: NCCL takes 64 ("User asked for a minimum of 1000 channels, limiting '
+        'to 64")'])
+    # A least above the most: NCCL takes the first 4 channels and copies them up to 8
+    # (src/graph/connect.cc: "We permit combining max, then min"); for the CTAs, both are the most.
+    assert channels("NCCL_MIN_NCHANNELS=8", "NCCL_MAX_NCHANNELS=4") == (8, [])
+    assert channels("NCCL_MIN_CTAS=8", "NCCL_MAX_CTAS=4") == (4, [
+        'flowsim: note: NCCL_MIN_CTAS=8 is above NCCL_MAX_CTAS=4: NCCL takes 4 for both ("minCTAs 8 is larger than '
+        'maxCTAs 4, set both to 4")'])
+    # From 2.25.1 NCCL ignores a count of CTAs below 1; before, it left no channel.
+    assert channels("NCCL_MAX_CTAS=0") == (16, ["flowsim: note: NCCL_MAX_CTAS=0: NCCL ignores it as too low and keeps 64"])
+    assert flowsim([*argv, "--nccl-env", "NCCL_MAX_CTAS=0", "--nccl-version", "2.24.3"]) == 2
+    assert "NCCL_MAX_CTAS=0 leaves NCCL 2.24.3 no channel" in capsys.readouterr().err
+    # flowsim's own --channels: no more than NCCL's MAXCHANNELS, 32 before 2.25.1.
+    assert flowsim([*argv, "--channels", "1000"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "flowsim: error: --channels 1000: NCCL 2.30.7 runs at most 64 channels (MAXCHANNELS)"]
+    assert flowsim([*argv, "--channels", "33", "--nccl-version", "2.24.3"]) == 2
+    assert "--channels 33: NCCL 2.24.3 runs at most 32 channels" in capsys.readouterr().err

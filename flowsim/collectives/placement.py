@@ -69,6 +69,7 @@ from flowsim.collectives.tuner import (
     collnet_heads,
     gpudirect_rdma,
     half_block_nvlink_GBps,
+    max_channels,
     merged_env,
     nccl_choice,
     nvls_refusal,
@@ -573,6 +574,9 @@ def collective_workload(
     check_reduction(dtype, redop)  # whether or not NCCL's tuner looks at them
     if costs is not None and protocol not in ("simple", "auto"):
         raise InputError(f"give either costs or protocol {protocol!r}, not both")
+    if costs is None and channels is not None and channels > max_channels(nccl_version):
+        raise InputError(f"channels={channels}: NCCL {nccl_version} runs at most {max_channels(nccl_version)} "
+                         "(MAXCHANNELS)")
     # nccl-tests' sendrecv_perf (a send without ranks): every rank sends to the next at once.
     ring_of_sends: tuple[str, ...] = ()
     if ranks is None:

@@ -106,12 +106,14 @@ __all__ = [
     "P2pChannels",
     "GDR_ENV_KEYS",
     "check_reduction",
+    "channel_env_notes",
     "check_routed_env",
     "collnet_heads",
     "communicator_channels",
     "describe_system",
     "half_block_nvlink_GBps",
     "device_redop",
+    "max_channels",
     "merged_env",
     "nccl_choice",
     "nvls_refusal",
@@ -145,7 +147,6 @@ _LL128_MAX_NTHREADS = 640
 _THREAD_THRESHOLD = {"ll": 8, "ll128": 8, "simple": 64}
 # CollNet Direct's and Chain's Simple threshold ([NCCL] src/graph/tuning.cc ncclTopoTuneModel).
 _COLLNET_THREAD_THRESHOLD = 512
-_MAX_CHANNELS = 64
 _PCI_BW = 12.0  # src/graph/topo.h PCI_BW (Gen3 x16): below it rings get 256 Simple threads
 # Compute capability by the NVLink generation of a GPU's links ([NCCL] topo.h SMxx_NVLINK_BW).
 _NVLINK_SM = {"nvlink1": 60, "nvlink2": 70, "nvlink3": 80, "nvlink3_ga102": 86, "nvlink4": 90, "nvlink5": 100}
@@ -649,8 +650,8 @@ def _graphs(topology: Topology, ranks: Sequence[str], system: NcclSystem, consta
     total_bw = max(nvlink_bw, pci_bw)
     ndevs = len(first_group)
     tree_total = total_bw * ndevs / (ndevs - 1) if ndevs > 1 else total_bw
-    ring = _search(ring_loads, speeds, pattern="ring", min_channels=1, max_channels=_MAX_CHANNELS // 2,
-                   max_bw=max_bw, total_bw=total_bw, sm=system.sm)
+    ring = _search(ring_loads, speeds, pattern="ring", min_channels=1,
+                   max_channels=max_channels(constants.version) // 2, max_bw=max_bw, total_bw=total_bw, sm=system.sm)
     tree = _search(ring_loads, speeds, pattern="tree", min_channels=ring.n_channels,
                    max_channels=ring.n_channels, max_bw=max_bw, total_bw=tree_total, sm=system.sm)
     graphs = {"ring": ring, "tree": tree}
@@ -1418,9 +1419,7 @@ def nvls_tuning(system: NcclSystem, constants: NcclConstants, env: NcclEnv | Non
         given = env.integer("NCCL_NVLS_NCHANNELS")
         if given is not None and (given > 0 or given == 0 and not _since(constants, (2, 27, 3))):
             channels = given
-        least, most = env.integer("NCCL_MIN_CTAS"), env.integer("NCCL_MAX_CTAS")
-        least = least if least is not None and least > 0 else 1
-        most = most if most is not None and most > 0 else _MAX_CHANNELS
+        least, most = _cta_bounds(env, constants)
         channels = max(least, min(most, channels))
     return NvlsTuning(channels, chunk, tree_max)
 
@@ -1773,25 +1772,26 @@ def _comm_channels(system: NcclSystem, graphs: Mapping[str, NcclGraph], constant
                    env: NcclEnv) -> int:
     """The communicator's channels: twice the ring/tree graphs' (src/graph/connect.cc), and the
     user's NCCL_MIN/MAX_NCHANNELS."""
-    n = min(_MAX_CHANNELS, 2 * min(graphs["ring"].n_channels, graphs["tree"].n_channels))
+    top = max_channels(constants.version)
+    n = min(top, 2 * min(graphs["ring"].n_channels, graphs["tree"].n_channels))
     chain = graphs["tree"]
     if _collnet_off(system, env) is None and chain.bw_intra > chain.bw_inter and system.n_ranks > system.n_nodes:
         # With CollNet, half as many again "to saturate intra-node bandwidth" where its chain
         # graph's intra-node speed is the higher ([NCCL] src/graph/connect.cc ncclTopoPostset).
-        n = min(_MAX_CHANNELS, n + n // 2)
+        n = min(top, n + n // 2)
     # Doubled again across Hopper servers with fast rings: SM90 only and up to 64 channels in
     # [NCCL] v2.19.3-1 src/graph/connect.cc, below 16 channels from v2.20.3-1, and from SM90
     # on (Blackwell too) from v2.25.1-1.
     hopper_on = system.sm >= 90 if _since(constants, (2, 25, 1)) else system.sm == 90
-    room = n < 16 if _since(constants, (2, 20, 3)) else 2 * n <= _MAX_CHANNELS
+    room = n < 16 if _since(constants, (2, 20, 3)) else 2 * n <= top
     if hopper_on and system.n_nodes > 1 and graphs["ring"].bw_intra > 45.0 and room:
         n *= 2
-    most = env.integer("NCCL_MAX_NCHANNELS", "NCCL_MAX_NRINGS", "NCCL_MAX_CTAS")
-    least = env.integer("NCCL_MIN_NCHANNELS", "NCCL_MIN_NRINGS", "NCCL_MIN_CTAS")
-    if most is not None:
-        n = min(n, max(1, most))
-    if least is not None:
-        n = max(n, min(_MAX_CHANNELS, least))
+    # NCCL takes the first of them up to the most, then copies them up to the least, which
+    # may be more ([NCCL] v2.30.7-1 src/graph/connect.cc ncclTopoPostset: "We permit combining
+    # max, then min, to only use the first channels, then duplicate them").
+    least_ctas, most_ctas = _cta_bounds(env, constants)
+    n = min(_nchannels_bound(env, constants, "MAX"), n, most_ctas)
+    n = max(n, _nchannels_bound(env, constants, "MIN"), least_ctas)
     if "nvls" in graphs and env.integer("NCCL_NVLS_ENABLE") != 0 and system.ppn > 2 \
             and _since(constants, (2, 22, 3)) and not _since(constants, (2, 28, 3)):
         # From 2.22.3 to 2.27.7 rings and trees ran on at least NVLS's channels where NVLS is
@@ -1799,6 +1799,96 @@ def _comm_channels(system: NcclSystem, graphs: Mapping[str, NcclGraph], constant
         # < comm->nvlsChannels)" copyChannels; src/transport/nvls.cc ncclNvlsInit); 2.28.3 dropped it.
         n = max(n, nvls_tuning(system, constants, env).n_channels)
     return max(1, n)
+
+
+def max_channels(version: str = DEFAULT_NCCL_VERSION) -> int:
+    """``MAXCHANNELS`` of NCCL ``version`` ([NCCL] src/include/device.h): 64 from v2.25.1-1,
+    32 before. No communicator has more channels, nor any call."""
+    return 64 if _since(constants_of(version), (2, 25, 1)) else 32
+
+
+def _nchannels_bound(env: NcclEnv, constants: NcclConstants, which: str) -> int:
+    """``ncclMinNchannels()`` or ``ncclMaxNchannels()`` (``which``: ``"MIN"`` or ``"MAX"``;
+    [NCCL] v2.19.3-1 to v2.30.7-1 src/graph/connect.cc): ``NCCL_{which}_NCHANNELS``, else
+    ``NCCL_{which}_NRINGS`` (-2 is unset), the least from 0 to ``MAXCHANNELS``, the most from 1
+    to it; what NCCL logs on the way is :func:`channel_env_notes`'."""
+    top = max_channels(constants.version)
+    value = None
+    for key in (f"NCCL_{which}_NRINGS", f"NCCL_{which}_NCHANNELS"):
+        given = env.integer(key)
+        if given is not None and given != -2:
+            value = given
+    if which == "MIN":
+        return 0 if value is None else max(0, min(top, value))
+    return top if value is None else max(1, min(top, value))
+
+
+def _cta_bounds(env: NcclEnv, constants: NcclConstants) -> tuple[int, int]:
+    """The communicator's ``minCTAs`` and ``maxCTAs`` from ``NCCL_MIN_CTAS`` and
+    ``NCCL_MAX_CTAS`` ([NCCL] v2.30.7-1 src/init.cc ``envConfigOverride``,
+    ``parseCommConfig``): 1 and ``MAXCHANNELS`` unless set, each capped at ``MAXCHANNELS``,
+    the least lowered to the most where above it. From v2.25.1-1 NCCL leaves a value below 1
+    unset ("too low"); before, it took it, and a most below 1 left the communicator no channel,
+    which is refused."""
+    top = max_channels(constants.version)
+    bounds = {"MIN": 1, "MAX": top}
+    for which in bounds:
+        given = env.integer(f"NCCL_{which}_CTAS")
+        if given is None:
+            continue
+        if given <= 0 and which == "MAX" and not _since(constants, (2, 25, 1)):
+            raise InputError(f"NCCL environment: NCCL_MAX_CTAS={given} leaves NCCL {constants.version} no channel "
+                             "(from 2.25.1 NCCL ignores a value below 1)")
+        if given > 0:
+            bounds[which] = min(top, given)
+    return min(bounds["MIN"], bounds["MAX"]), bounds["MAX"]
+
+
+def channel_env_notes(nccl_env: Mapping[str, str] | None, version: str = DEFAULT_NCCL_VERSION) -> list[str]:
+    """What NCCL ``version`` logs (a WARN, or an INFO from v2.25.1-1 or v2.27.3-1) as it
+    takes the channel counts of ``nccl_env`` otherwise than given, one line each, as
+    :func:`nccl_choice` takes them too: ``NCCL_MIN_NCHANNELS`` above ``MAXCHANNELS``,
+    ``NCCL_MAX_NCHANNELS`` below 1 ([NCCL] src/graph/connect.cc), ``NCCL_MIN_CTAS`` and
+    ``NCCL_MAX_CTAS`` below 1 or above ``MAXCHANNELS``, a least above the most (src/init.cc);
+    and ``NCCL_MAX_NCHANNELS`` above ``MAXCHANNELS``, which NCCL lowers without a word.
+
+    >>> channel_env_notes({"NCCL_MAX_NCHANNELS": "0"})
+    ['NCCL_MAX_NCHANNELS=0: NCCL runs at most 1 channel ("User asked for a maximum of 0 channels, setting it to 1")']
+    """
+    constants = constants_of(version)
+    env = NcclEnv(dict(nccl_env or {}))
+    top = max_channels(version)
+    notes = []
+    for which in ("MIN", "MAX"):
+        set_to = {key: env.integer(key) for key in (f"NCCL_{which}_NCHANNELS", f"NCCL_{which}_NRINGS")}
+        key, given = next(((k, v) for k, v in set_to.items() if v is not None and v != -2), ("", None))
+        taken = _nchannels_bound(env, constants, which)
+        if given is None or given == taken:
+            continue
+        if which == "MIN" and given > top:
+            notes.append(f'{key}={given}: NCCL takes {top} ("User asked for a minimum of {given} channels, limiting '
+                         f'to {top}")')
+        elif which == "MIN":
+            notes.append(f"{key}={given}: NCCL takes 0, no least")
+        else:
+            why = (f'"User asked for a maximum of {given} channels, setting it to 1"' if given < 1
+                   else f"MAXCHANNELS of NCCL {version}")
+            notes.append(f"{key}={given}: NCCL runs at most {taken} channel{'' if taken == 1 else 's'} ({why})")
+    least = env.integer("NCCL_MIN_CTAS")
+    most = env.integer("NCCL_MAX_CTAS")
+    for key, given, default in (("NCCL_MIN_CTAS", least, 1), ("NCCL_MAX_CTAS", most, top)):
+        if given is None:
+            continue
+        if given <= 0 and _since(constants, (2, 25, 1)):
+            notes.append(f"{key}={given}: NCCL ignores it as too low and keeps {default}")
+        elif given > top:
+            notes.append(f"{key}={given}: NCCL takes {top} (\"{key[5:8].lower()}CTAs {given} is larger than #channels "
+                         f"upper limit {top}, cap it to {top}\")")
+    taken_most = _cta_bounds(env, constants)[1]
+    if least is not None and least > 0 and min(least, top) > taken_most:
+        notes.append(f"NCCL_MIN_CTAS={least} is above NCCL_MAX_CTAS={most}: NCCL takes {taken_most} for both "
+                     f"(\"minCTAs {min(least, top)} is larger than maxCTAs {taken_most}, set both to {taken_most}\")")
+    return notes
 
 
 def _max_threads(algorithm: str, protocol: str, graphs: Mapping[str, NcclGraph], env: NcclEnv) -> int:
@@ -2020,7 +2110,7 @@ def p2p_channels(
         raw = min(raw, max(1, most))
     if least is not None:
         raw = max(raw, least)
-    total = min(_pow2_up(raw), _MAX_CHANNELS)
+    total = min(_pow2_up(raw), max_channels(version))
     new_rule = _since(constants, (2, 29, 2))
     asked = [] if new_rule else [raw]
     servers = rank_servers(topology, ranks)

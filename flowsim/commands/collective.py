@@ -44,7 +44,15 @@ from flowsim.collectives.report import (
     table_header,
     table_row,
 )
-from flowsim.collectives.tuner import REDOPS, describe_system, gpudirect_rdma, merged_env, system_env_taken
+from flowsim.collectives.tuner import (
+    REDOPS,
+    channel_env_notes,
+    describe_system,
+    gpudirect_rdma,
+    max_channels,
+    merged_env,
+    system_env_taken,
+)
 from flowsim.commands.argtypes import (
     add_cluster_arguments,
     add_failure_arguments,
@@ -209,6 +217,12 @@ def run_collective(args: argparse.Namespace) -> int:
     server, system, cluster = cluster_options(args)
     cluster.setdefault("n_nodes", 1)
     nccl_env = parse_nccl_env(args.nccl_env)
+    most = max_channels(args.nccl_version)
+    if args.channels is not None and args.channels > most:
+        raise InputError(f"--channels {args.channels}: NCCL {args.nccl_version} runs at most {most} channels "
+                         "(MAXCHANNELS)")
+    for note in channel_env_notes(nccl_env, args.nccl_version):
+        print(f"flowsim: note: {note}", file=sys.stderr)
     # The fabric "auto" makes, worked out once for the build and the table's title.
     nodes = cluster["n_nodes"]
     fabric = cluster["fabric"] = resolve_fabric(

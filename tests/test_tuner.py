@@ -254,8 +254,10 @@ def test_no_algorithm_left_is_one_clear_error(h100):
     ("dgx_h100", 2, "all_gather", {"NCCL_ALGO": "PAT"}, "sum", "pat: PAT runs with one GPU a server"),
     ("dgx_h100", 2, "all_reduce", {"NCCL_ALGO": "CollNetDirect,PAT"}, "sum",
      "collnet_direct: CollNet (IB SHARP) runs only with NCCL_COLLNET_ENABLE=1; pat: PAT has no all-reduce"),
-    ("dgx_h100", 1, "all_reduce", {"NCCL_ALGO": "CollNetDirect", "NCCL_COLLNET_ENABLE": "1"}, "sum",
-     "collnet_direct: CollNet needs every rank's NIC on an InfiniBand leaf with SHARP"),
+    # One server: CollNet needs two (NCCL_COLLNET_NODE_THRESHOLD), whatever its NICs are cabled to.
+    ("dgx_h100", 1, "all_gather", {"NCCL_ALGO": "CollNetDirect", "NCCL_COLLNET_ENABLE": "1"}, "sum",
+     "collnet_direct: CollNet reduces in the network between servers, and the ranks are in one (NCCL turns it off "
+     "below NCCL_COLLNET_NODE_THRESHOLD=2 servers)"),
     ("dgx_h100", 2, "all_reduce", {"NCCL_ALGO": "CollNetChain", "NCCL_COLLNET_ENABLE": "1",
                                    "NCCL_COLLNET_NODE_THRESHOLD": "4"}, "sum",
      "collnet_chain: CollNet runs on 4 servers or more (NCCL_COLLNET_NODE_THRESHOLD)"),

@@ -825,13 +825,19 @@ def _collnet_off(system: NcclSystem, env: NcclEnv) -> str | None:
     ``NCCL_COLLNET_ENABLE``, a network that reduces, ``NCCL_COLLNET_NODE_THRESHOLD``)."""
     if env.integer("NCCL_COLLNET_ENABLE") != 1:
         return "CollNet (IB SHARP) runs only with NCCL_COLLNET_ENABLE=1"
+    # The servers first: NCCL turns CollNet off below NCCL_COLLNET_NODE_THRESHOLD servers
+    # ([NCCL] v2.30.7-1 src/init.cc: "less than CollNet node threshold"), whatever the fabric.
+    threshold = env.integer("NCCL_COLLNET_NODE_THRESHOLD")
+    threshold = COLLNET_NODE_THRESHOLD if threshold is None else threshold
+    if system.n_nodes < 2:
+        return ("CollNet reduces in the network between servers, and the ranks are in one (NCCL turns it off below "
+                f"NCCL_COLLNET_NODE_THRESHOLD={threshold} servers)")
+    if system.n_nodes < threshold:
+        return (f"CollNet runs on {threshold} servers or more (NCCL_COLLNET_NODE_THRESHOLD), the ranks are on "
+                f"{system.n_nodes}")
     if not system.sharp:
         return ("CollNet needs every rank's NIC on an InfiniBand leaf with SHARP (HDR, NDR, XDR; RoCE and EFA "
                 "reduce nothing)")
-    threshold = env.integer("NCCL_COLLNET_NODE_THRESHOLD")
-    threshold = COLLNET_NODE_THRESHOLD if threshold is None else threshold
-    if system.n_nodes < threshold:
-        return f"CollNet runs on {threshold} servers or more (NCCL_COLLNET_NODE_THRESHOLD)"
     return None
 
 

@@ -643,3 +643,26 @@ def test_channel_counts_out_of_range_are_taken_as_nccl_takes_them_and_said(capsy
         "flowsim: error: --channels 1000: NCCL 2.30.7 runs at most 64 channels (MAXCHANNELS)"]
     assert flowsim([*argv, "--channels", "33", "--nccl-version", "2.24.3"]) == 2
     assert "--channels 33: NCCL 2.24.3 runs at most 32 channels" in capsys.readouterr().err
+
+
+def test_fp8_runs_where_nccl_has_it(capsys):
+    argv = ["collective", "all_reduce", "-b", "16M", "-e", "16M", "-d", "f8e4m3"]
+    # NCCL's FP8 types arrived in 2.24.3 (src/nccl.h.in).
+    assert flowsim([*argv, "--system", "dgx-h100", "--nccl-version", "2.19.3"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "flowsim: error: NCCL 2.19.3 has no FP8 types (f8e4m3): ncclFloat8e4m3 and ncclFloat8e5m2 arrived in 2.24.3"]
+    # Below SM90 NCCL refuses an FP8 reduction (src/enqueue.cc taskAppend) ...
+    assert flowsim([*argv, "--system", "dgx-a100"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        'flowsim: error: NCCL 2.30.7 refuses all_reduce of f8e4m3 on SM80 GPUs ("FP8 reduction support begins with '
+        'sm90 capable devices.")']
+    # ... and from 2.28.3 no longer an all-gather, which reduces nothing; sends never.
+    gather = ["collective", "all_gather", "--system", "dgx-a100", "-b", "16M", "-e", "16M", "-d", "f8e5m2"]
+    assert flowsim(gather) == 0
+    assert [r[2] for r in _rows(capsys.readouterr().out)] == ["f8e5m2"]
+    assert flowsim([*gather, "--nccl-version", "2.27.7"]) == 2
+    assert "NCCL 2.27.7 refuses all_gather of f8e5m2 on SM80 GPUs" in capsys.readouterr().err
+    assert flowsim(["collective", "all_to_all", "--system", "dgx-a100", "-b", "16M", "-e", "16M", "-d", "f8e5m2",
+                    "--nccl-version", "2.27.7"]) == 0
+    capsys.readouterr()
+    assert flowsim([*argv, "--system", "dgx-h100"]) == 0

@@ -60,6 +60,7 @@ from flowsim.collectives.rings import (
 )
 from flowsim.collectives.symmetry import RingClasses
 from flowsim.collectives.tuner import (
+    FP8_TYPES,
     P2P_PER_CHANNEL_NET_GBPS,
     NcclChoice,
     NcclEnv,
@@ -67,6 +68,8 @@ from flowsim.collectives.tuner import (
     P2pChannels,
     check_reduction,
     collnet_heads,
+    describe_system,
+    fp8_refusal,
     gpudirect_rdma,
     half_block_nvlink_GBps,
     max_channels,
@@ -589,6 +592,10 @@ def collective_workload(
     ranks = tuple(ranks)
     if len(ranks) < 2:
         raise InputError(f"{collective} needs at least 2 ranks, got {len(ranks)}")
+    if dtype in FP8_TYPES:
+        fp8 = fp8_refusal(collective, dtype, describe_system(topology, ranks).sm, nccl_version)
+        if fp8 is not None:
+            raise InputError(fp8)
     if gpudirect is None:
         gpudirect = gpudirect_rdma(topology, communicator if communicator is not None else ranks,
                                    nccl_env=merged_env(topology, nccl_env), version=nccl_version, router=router)

@@ -91,6 +91,7 @@ from flowsim.topology import NodeKind, Topology
 __all__ = [
     "DATA_TYPES",
     "DTYPE_BYTES",
+    "FP8_TYPES",
     "COLLNET_ALGORITHMS",
     "NCCL_ENV_KEYS",
     "REDOPS",
@@ -111,6 +112,7 @@ __all__ = [
     "collnet_heads",
     "communicator_channels",
     "describe_system",
+    "fp8_refusal",
     "half_block_nvlink_GBps",
     "device_redop",
     "max_channels",
@@ -770,6 +772,35 @@ def device_redop(redop: str, dtype: str) -> str:
     if redop == "avg":
         return "sum_post_div" if dtype in _INTEGER_TYPES else "pre_mul_sum"
     return "pre_mul_sum" if redop == "mulsum" else redop
+
+
+#: nccl-tests' FP8 types (``ncclFloat8e4m3``, ``ncclFloat8e5m2``; [NCCL] v2.24.3-1 src/nccl.h.in
+#: is the first to have them).
+FP8_TYPES = ("f8e4m3", "f8e5m2")
+# What NCCL runs as point-to-point sends, which no FP8 check stops.
+_POINT_TO_POINT = frozenset({"send", "all_to_all", "all_to_all_v", "gather", "scatter", "hypercube"})
+
+
+def fp8_refusal(collective: str, dtype: str, sm: int, version: str = DEFAULT_NCCL_VERSION) -> str | None:
+    """Why NCCL ``version`` refuses ``collective`` of ``dtype`` on GPUs of compute capability
+    ``sm`` (x 10), or None: FP8 types arrived in 2.24.3, and below SM90 NCCL refuses a
+    collective of them ([NCCL] v2.24.3-1 to v2.30.7-1 src/enqueue.cc ``taskAppend``: "FP8
+    reduction support begins with sm90 capable devices."), from v2.28.3-1 only one that reduces
+    (all-gather and broadcast pass). Sends (all-to-all, gather, scatter) are not checked.
+
+    >>> fp8_refusal("all_gather", "f8e4m3", 80) is None, fp8_refusal("all_gather", "f8e4m3", 80, "2.27.7") is None
+    (True, False)
+    """
+    if dtype not in FP8_TYPES:
+        return None
+    constants = constants_of(version)
+    if not _since(constants, (2, 24, 3)):
+        return f"NCCL {version} has no FP8 types ({dtype}): ncclFloat8e4m3 and ncclFloat8e5m2 arrived in 2.24.3"
+    moves_only = collective in ("all_gather", "broadcast") and _since(constants, (2, 28, 3))
+    if sm < 90 and collective not in _POINT_TO_POINT and not moves_only:
+        return (f"NCCL {version} refuses {collective} of {dtype} on SM{sm} GPUs (\"FP8 reduction support begins with "
+                "sm90 capable devices.\"" + ("" if collective in _REDUCING else "; from 2.28.3 it gathers them") + ")")
+    return None
 
 
 def nvls_refusal(collective: str, dtype: str = "float", redop: str = "sum",

@@ -45,6 +45,7 @@ from flowsim.collectives.report import (
     table_row,
 )
 from flowsim.collectives.tuner import (
+    FP8_TYPES,
     REDOPS,
     channel_env_notes,
     describe_system,
@@ -100,8 +101,6 @@ _TIMING_OPTIONS = (
     ("-I", "per_iter_timing", "time each iteration"),
     ("-K", "per_iter_skip", "iterations left out of those figures"),
 )
-# FP8 types in nccl-tests' -d all: from NCCL 2.24.0, on Hopper and later (src/common.cu).
-_FP8 = ("f8e4m3", "f8e5m2")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -257,8 +256,9 @@ def run_collective(args: argparse.Namespace) -> int:
     dtypes: Sequence[str] = [args.datatype]
     if args.datatype == "all":
         gpus = [topology.node_names[g] for g in topology.gpus()]
+        # FP8 types in nccl-tests' -d all: from NCCL 2.24.0, on Hopper and later (src/common.cu).
         fp8 = (nccl_release(args.nccl_version) or (0, 0, 0)) >= (2, 24, 0) and describe_system(topology, gpus).sm >= 90
-        dtypes = [name for name in DTYPE_BYTES if fp8 or name not in _FP8]
+        dtypes = [name for name in DTYPE_BYTES if fp8 or name not in FP8_TYPES]
     ops: Sequence[str] = [args.op]
     if args.op == "all":
         # The binaries that print a reduction run each of -o all (src/*.cu RunTest); the others one block.

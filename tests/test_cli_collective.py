@@ -666,3 +666,16 @@ def test_fp8_runs_where_nccl_has_it(capsys):
                     "--nccl-version", "2.27.7"]) == 0
     capsys.readouterr()
     assert flowsim([*argv, "--system", "dgx-h100"]) == 0
+
+
+def test_fabric_options_without_a_compute_fabric_are_said_to_have_no_effect(capsys):
+    argv = ["collective", "all_reduce", "--system", "dgx-h100", "-b", "1M", "-e", "1M"]
+    assert flowsim([*argv, "--oversubscription", "4", "--switch", "sn5600"]) == 0
+    why = "has no effect: one server gets no compute fabric (its GPUs never reach its compute NICs; --fabric " \
+          "rail_optimized builds one)"
+    assert capsys.readouterr().err.splitlines() == [f"flowsim: note: --switch sn5600 {why}",
+                                                    f"flowsim: note: --oversubscription 4 {why}"]
+    # --fabric builds one on one server too: the options shape it, and no note.
+    assert flowsim([*argv, "--fabric", "rail_optimized", "--oversubscription", "2"]) == 0
+    captured = capsys.readouterr()
+    assert "note" not in captured.err and "rail_optimized fabric" in captured.out

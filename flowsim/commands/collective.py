@@ -12,7 +12,8 @@ says which size is being built, routed and simulated. By default each size runs 
 rank, or with ``--gpus-per-node G`` each host's first G (a run of one GPU a node).
 ``--fabric``, ``--switch`` and ``--oversubscription`` shape the compute fabric (a system
 file's ``[cluster]`` table gives defaults); by default one server gets none, as its GPUs never
-reach its compute NICs. ``--fail PATTERN`` and ``--degrade PATTERN=FACTOR`` (repeatable) take
+reach its compute NICs, and a note says that ``--switch`` or ``--oversubscription`` then has no
+effect. ``--fail PATTERN`` and ``--degrade PATTERN=FACTOR`` (repeatable) take
 links, NICs or switches out or slow them, as a scenario's ``fail`` and ``degrade`` options do
 (``--fail n0.nic3``, ``--degrade 'ib.spine*=0.5'``); the title line says what changed.
 """
@@ -227,6 +228,15 @@ def run_collective(args: argparse.Namespace) -> int:
     fabric = cluster["fabric"] = resolve_fabric(
         cluster["fabric"], nodes, server, switch=cluster.get("switch"), su_size=cluster.get("su_size"),
         oversubscription=cluster.get("oversubscription", 1.0))
+    if fabric == "none":
+        # Options that shape the compute fabric, where none is built (one server's GPUs never
+        # reach its compute NICs): said, as --fabric would build one.
+        why = ("one server gets no compute fabric (its GPUs never reach its compute NICs; --fabric rail_optimized "
+               "builds one)" if nodes == 1 else "--fabric none builds no compute fabric")
+        for option, value in (("--switch", args.switch), ("--oversubscription", args.oversubscription)):
+            if value is not None:
+                shown = f"{value:g}" if isinstance(value, float) else value
+                print(f"flowsim: note: {option} {shown} has no effect: {why}", file=sys.stderr)
     intact = build_cluster(server, figure=args.figure, **cluster)
     topology = failed_cluster(intact, args)
     failures = describe_changes(intact, topology)

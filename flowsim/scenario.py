@@ -220,7 +220,8 @@ class Scenario:
         Compute time of a ``[workload.training]`` step (0 without one): the step takes
         ``max(compute_s, makespan)``.
     files : tuple of Path
-        The files it read besides its own (the flow list), so that outputs stay off them.
+        The files it read besides its own (its system file, its flow list), so that outputs
+        stay off them.
     failures : str
         What ``options.fail`` and ``options.degrade`` changed in the topology
         (:func:`flowsim.failures.describe_changes`); empty without them.
@@ -380,6 +381,13 @@ def _gpu_model(table: Mapping, base_dir: Path) -> str | None:
     if "cluster" in table and _names_system(name):
         return load_system(system_path(name, base_dir), overrides=table.get("system", {})).spec.gpu
     return preset_spec(name).gpu
+
+
+def _topology_files(table: Mapping, base_dir: Path) -> tuple[Path, ...]:
+    """The system file an already checked ``[topology]`` table read (none for a preset or
+    explicit nodes and links)."""
+    name = table.get("cluster")
+    return (system_path(name, base_dir),) if isinstance(name, str) and _names_system(name) else ()
 
 
 def _cluster_topology(where: Where, table: Mapping, base_dir: Path) -> Topology:
@@ -1210,7 +1218,7 @@ def scenario_from_document(
         options=options,
         compute_s=compute_s,
         training=step,
-        files=files,
+        files=(*_topology_files(doc["topology"], Path(base_dir)), *files),
         failures=describe_changes(intact, topology),
         jobs=jobs,
     )

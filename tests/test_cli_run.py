@@ -414,6 +414,23 @@ def test_run_refuses_to_write_over_its_flow_list(tmp_path, monkeypatch):
     assert (tmp_path / "f.csv").read_text() == text
 
 
+def test_run_refuses_to_write_over_its_system_file(tmp_path, monkeypatch):
+    system = (
+        '[server]\ngpu = "H100"\ngpus = 2\ngpu_fabric = "pcie"\npcie = { generation = 5 }\n'
+        'cpu = { sockets = 1, memory = "ddr5_4800_8ch" }\n'
+    )
+    (tmp_path / "s.sys.toml").write_text(system)
+    scenario = _scenario_with_flows(tmp_path, "name,src,dst,size_bytes\na,n0.gpu0,n0.gpu1,1e6\n")
+    scenario.write_text(
+        '[topology]\ncluster = "s.sys.toml"\nfigure = "nominal"\nfabric = "none"\n[workload]\nflows = "f.csv"\n'
+    )
+    monkeypatch.setattr(run, "run_scenario", None)  # simulating would fail: the check must come first
+    with pytest.raises(InputError, match=r"s\.sys\.toml: the trace would replace the input file .*s\.sys\.toml"):
+        flowsim("run", scenario, "-o", tmp_path / "s.sys.toml", "-q")
+    assert (tmp_path / "s.sys.toml").read_text() == system
+    assert load_scenario(scenario).files == (tmp_path / "s.sys.toml", tmp_path / "f.csv")
+
+
 def test_run_refuses_strings_a_trace_cannot_hold_before_simulating(tmp_path, monkeypatch):
     scenario = _scenario_with_flows(tmp_path, "name,src,dst,size_bytes,job\na,gpu0,gpu1,1e6,x\x00y\n")
     monkeypatch.setattr(run, "run_scenario", None)  # simulating would fail: the check must come first

@@ -237,6 +237,16 @@ def test_the_command_asks_for_what_the_matrix_cannot_say(tmp_path, capsys, optio
     assert not out.exists()
 
 
+def test_the_command_refuses_to_write_over_its_matrix(tmp_path, capsys):
+    matrix = tmp_path / "topo.txt"
+    text = (TOPO / "hgx_h100.txt").read_text()
+    matrix.write_text(text)
+    assert flowsim_main(["system", "import", str(matrix), "-o", str(matrix), "--gpu", "H100",
+                         "--nic-speed", "400"]) == 2
+    assert f"{matrix}: the system file would replace the input file {matrix}" in capsys.readouterr().err
+    assert matrix.read_text() == text
+
+
 def test_unknown_gpus_with_nvlinks_need_their_generation():
     with pytest.raises(InputError, match="the matrix shows NVLinks but a Mystery GPU has none flowsim knows"):
         import_system(_matrix("dgx1_v100.txt"), name="x", gpu="Mystery GPU", pcie=3, nic_speed_gbps=100)

@@ -10,7 +10,7 @@ system import - -o system.toml ...``; NVLink counts, PCIe relations, NUMA affini
 system file (docs/system-format.md) whose comments say what came from the matrix and what
 from options or guesses. Options give what the matrix cannot say: the GPU model, the NICs'
 speed and kind, and where the defaults are guesses, the PCIe generation and the host's links.
-The file is written whole or not at all.
+The file is written whole or not at all, and never over the matrix it reads.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import argparse
 from pathlib import Path
 
 from flowsim.commands.argtypes import positive_int
-from flowsim.errors import STDIN, read_output_file, read_stdin
+from flowsim.errors import STDIN, output_file, read_output_file, read_stdin
 from flowsim.files import replaced_atomically
 from flowsim.systemfile import NIC_KINDS, format_system, parse_system
 from flowsim.topoimport import import_system, parse_topo_matrix
@@ -28,9 +28,16 @@ __all__ = ["add_parser", "import_command"]
 
 
 def import_command(args: argparse.Namespace) -> int:
-    """Handler of ``flowsim system import``: write the system file; returns 0."""
+    """Handler of ``flowsim system import``: write the system file; returns 0.
+
+    An output path that cannot be written or would replace the matrix it reads (see
+    :func:`~flowsim.errors.output_file`) raises :class:`~flowsim.errors.InputError` before
+    anything is read.
+    """
     what = "the nvidia-smi topo -m output"
-    if str(args.topology) == STDIN:
+    piped = str(args.topology) == STDIN
+    output_file(args.output, "the system file", inputs=[] if piped else [args.topology])
+    if piped:
         source, text = "<stdin>", read_stdin(what)
     else:
         source, text = str(args.topology), read_output_file(args.topology, what, piped=True)

@@ -133,6 +133,16 @@ def test_grid_zip_random_expand_as_a_product(tmp_path):
     assert sweep.task(sweep.runs[1]).document["options"] == {"seed": 10, "routing": "ecmp"}
 
 
+def test_random_samples_default_to_one_and_seed_to_zero(tmp_path):
+    draw = '"workload.collective.0.size_bytes" = {log_uniform = [1e3, 1e9]}\n'
+    omitted = load_sweep(write_spec(tmp_path, f"[sweep.random]\n{draw}"))
+    seeded = load_sweep(write_spec(tmp_path, f"[sweep.random]\nseed = 5\n{draw}"))
+    explicit = load_sweep(write_spec(tmp_path, f"[sweep.random]\nsamples = 1\nseed = 0\n{draw}"))
+    assert len(omitted.runs) == len(seeded.runs) == 1
+    assert [r.params for r in omitted.runs] == [r.params for r in explicit.runs]
+    assert len(load_sweep(write_spec(tmp_path, f"[sweep.random]\nsamples = 3\n{draw}")).runs) == 3
+
+
 def test_random_samples_are_seeded_and_in_range(tmp_path):
     axes = """
 [sweep.random]
@@ -222,8 +232,10 @@ def test_unknown_metric_names_the_valid_ones(tmp_path):
          '"options.routing" = ["ecmp"]\n', "sweep.zip", "equal lengths, got options.seed: 2, options.routing: 1"),
         ('[sweep]\nscenario = "base.toml"\nmetrics = ["makespan_s"]\n[sweep.grid]\n"options.seed" = [1]\n'
          '[sweep.zip]\n"options.seed" = [2]\n', "sweep.zip.options.seed", "more than one of grid, zip and random"),
-        ('[sweep]\nscenario = "base.toml"\nmetrics = ["makespan_s"]\n[sweep.random]\nseed = 1\n'
-         '"options.seed" = {int_uniform = [0, 3]}\n', "sweep.random.samples", "expected an integer >= 1"),
+        ('[sweep]\nscenario = "base.toml"\nmetrics = ["makespan_s"]\n[sweep.random]\nsamples = 0\nseed = 1\n'
+         '"options.seed" = {int_uniform = [0, 3]}\n', "sweep.random.samples", "expected an integer >= 1, got an integer 0"),
+        ('[sweep]\nscenario = "base.toml"\nmetrics = ["makespan_s"]\n[sweep.random]\nseed = -1\n'
+         '"options.seed" = {int_uniform = [0, 3]}\n', "sweep.random.seed", "expected an integer >= 0, got an integer -1"),
         ('[sweep]\nscenario = "base.toml"\nmetrics = ["makespan_s"]\n[sweep.random]\nsamples = 2\nseed = 1\n',
          "sweep.random", "expected at least one field to draw"),
         # Every run is built before the first starts: a sweep too large fails at once.

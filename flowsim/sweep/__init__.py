@@ -19,7 +19,7 @@ Format
 ``[sweep.zip]``
     ``"path" = [...]``: equal-length lists that advance together.
 ``[sweep.random]``
-    ``samples`` (a positive integer), ``seed`` (a non-negative integer) and
+    ``samples`` (a positive integer, default 1), ``seed`` (a non-negative integer, default 0) and
     ``"path" = {uniform = [a, b]}``, ``{log_uniform = [a, b]}`` (``0 < a``),
     ``{int_uniform = [a, b]}`` (both ends included) or ``{choice = [...]}``: ``samples``
     seeded draws of every such field together.

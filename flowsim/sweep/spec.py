@@ -232,10 +232,11 @@ def _in_range(kind: str, bound: float) -> bool:
 
 def _random_points(where: Where, table: Mapping) -> tuple[list[str], list[dict]]:
     """Paths and seeded samples of ``[sweep.random]``."""
-    samples = where.integer(table, "samples", "sweep.random", 1)
+    # Where.integer's last argument is the least value allowed; the defaults are 1 and 0.
+    samples = where.integer(table, "samples", "sweep.random", 1) if "samples" in table else 1
     if samples > MAX_RUNS:
         raise where.error("sweep.random.samples", f"{samples:,} samples; a sweep may have at most {MAX_RUNS:,} runs")
-    seed = where.integer(table, "seed", "sweep.random", 0)
+    seed = where.integer(table, "seed", "sweep.random", 0) if "seed" in table else 0
     fields = {k: v for k, v in table.items() if k not in ("samples", "seed")}
 
     def is_leaf(value: object) -> bool:

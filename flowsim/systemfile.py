@@ -227,6 +227,8 @@ def _nics(where: Where, server: Mapping, switches: list[dict[str, Any]], n_gpus:
             if not 0 <= g < n_gpus or gpu_nics[g] >= 0:
                 raise where.error(f"server.nics.serves[{r}]", f"GPU {g} is not a GPU 0..{n_gpus - 1} served once")
             gpu_nics[g] = r
+    if groups and min(gpu_nics) < 0:  # flowsim gives each GPU one NIC (docs/system-format.md)
+        raise where.error("server.nics.serves", f"GPU {gpu_nics.index(-1)} is served by no NIC")
     if not placed:
         switch_of = {g: j for j, s in enumerate(switches) for g in s["gpus"]}
         for s in switches:
@@ -235,7 +237,7 @@ def _nics(where: Where, server: Mapping, switches: list[dict[str, Any]], n_gpus:
             switches[switch_of[group[0]]]["nics"].append(r)
     for s in switches:
         s["nics"] = tuple(s["nics"] or ())
-    return _Nics(technology, kind, tuple(gpu_nics) if groups and min(gpu_nics) >= 0 else None, net_latency,
+    return _Nics(technology, kind, tuple(gpu_nics) if groups else None, net_latency,
                  step_latency, ports)
 
 

@@ -95,6 +95,9 @@ def test_every_preset_written_as_a_system_file_builds_the_same_topology(name):
         ("gpu_fabric = \"nvswitch\"", "l40s.toml: server.nvswitch: missing; expected a string"),
         ("nics = { count = 3, speed_gbps = 200 }",
          "l40s.toml: server.nics: 3 NICs for 8 GPUs: flowsim gives each GPU one NIC, so give 'serves'"),
+        # A GPU no NIC serves was the whole table dropped, every GPU given a NIC of its switch.
+        ("nics = { count = 2, speed_gbps = 200, serves = [[0, 1, 2, 3, 4, 5], [6]] }",
+         "l40s.toml: server.nics.serves: GPU 7 is served by no NIC"),
         ("cpu = { sockets = 2, memory = \"ddr5_4800_8ch\" }",
          "l40s.toml: server.cpu.interconnect: missing; expected a string"),
         ("cpu = { memory = \"ddr5_4800_8ch\" }", "l40s.toml: server.cpu.sockets: missing; expected an integer >= 1"),

@@ -594,7 +594,7 @@ def _numbers(path: Path, rows: list[tuple[int, list[str]]], column: str, cells: 
 
 
 def _ranks(where: Where, topology: Topology, table: Mapping, key: str) -> list[str] | None:
-    """The ``ranks`` array of node names, or None when not given."""
+    """The ``ranks`` array of GPU node names, or None when not given."""
     if "ranks" not in table:
         return None
     ranks = table["ranks"]
@@ -603,6 +603,10 @@ def _ranks(where: Where, topology: Topology, table: Mapping, key: str) -> list[s
     unknown = [r for r in ranks if r not in topology.node_index]
     if unknown:
         raise where.error(f"{key}.ranks", f"{unknown[0]!r} is not a node of the topology")
+    other = [r for r in ranks if topology.node_kind[topology.node_index[r]] != NodeKind.GPU]
+    if other:
+        kind = NodeKind(topology.node_kind[topology.node_index[other[0]]]).name.lower()
+        raise where.error(f"{key}.ranks", f"{other[0]!r} is not a GPU (a {kind} node)")
     return ranks
 
 

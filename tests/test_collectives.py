@@ -28,6 +28,7 @@ from flowsim.collectives import (
     broadcast,
     build_collective,
     collective_time,
+    collective_workload,
     collnet_chain_all_reduce,
     collnet_direct_all_gather,
     collnet_direct_all_reduce,
@@ -738,6 +739,13 @@ def test_protocol_auto_keeps_the_fastest():
         collective_time(topo, "all_reduce", 1024, ranks=["gpu0"])
     with pytest.raises(InputError, match="unknown node 'gpu9'"):
         collective_time(topo, "all_reduce", 1024, ranks=["gpu0", "gpu9"])
+    # A CPU, memory or NIC rank was laid out as if it were a GPU; a name alone was read letter by letter.
+    with pytest.raises(InputError, match=r"^all_reduce: ranks: 'cpu0' is not a GPU \(a cpu node\)$"):
+        collective_time(topo, "all_reduce", 1024, ranks=["gpu0", "cpu0"])
+    with pytest.raises(InputError, match=r"^all_to_all: ranks: 'nic1' is not a GPU \(a nic node\)$"):
+        collective_workload(topo, "all_to_all", 1024, ranks=["gpu0", "gpu1", "nic1"])
+    with pytest.raises(InputError, match="all_reduce: ranks must be a sequence of node names, got the string 'gpu0'"):
+        collective_time(topo, "all_reduce", 1024, ranks="gpu0")
 
 
 def test_nvls_needs_nvswitch_gen3_and_the_simple_protocol():

@@ -401,6 +401,22 @@ def test_bad_collective_names_the_table(tmp_path, fake_collectives, table, key, 
         load_scenario(_scenario(tmp_path, text))
 
 
+def test_collective_and_training_ranks_must_be_gpus(tmp_path, fake_collectives):
+    with_memory = TWO_GPUS.replace('{name = "b", kind = "gpu", server = "box"}',
+                                   '{name = "b", kind = "gpu", server = "box"}, {name = "m", kind = "host_memory"}')
+    collective = with_memory + ('[workload]\n[[workload.collective]]\nop = "all_to_all"\nsize_bytes = 1\n'
+                                'ranks = ["a", "m"]\n')
+    with pytest.raises(InputError, match=r"s\.toml: workload\.collective\[0\]\.ranks: 'm' is not a GPU "
+                                         r"\(a host_memory node\)$"):
+        load_scenario(_scenario(tmp_path, collective))
+    training = with_memory + ('[workload.training]\nlayers = 1\nlayer_backward_s = 1e-3\nlayer_grad_bytes = 1e6\n'
+                              'ranks = ["m", "a"]\n')
+    with pytest.raises(InputError, match=r"s\.toml: workload\.training\.ranks: 'm' is not a GPU "
+                                         r"\(a host_memory node\)$"):
+        load_scenario(_scenario(tmp_path, training))
+    assert fake_collectives.calls == []
+
+
 def test_two_collectives_with_the_same_flow_names_need_a_name(tmp_path, fake_collectives):
     with pytest.raises(InputError, match=r"s\.toml: workload: flow name 'all_to_all\.a\.b' is used twice"):
         load_scenario(_scenario(tmp_path, COLLECTIVE + COLLECTIVE.split("[workload]\n")[1]))

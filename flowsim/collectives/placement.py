@@ -49,7 +49,14 @@ from flowsim.collectives.costs import (
     nvls_tree_costs,
     pat_costs,
 )
-from flowsim.collectives.dag import MAX_PIPELINE_SLICES, MAX_RING_SLICES, check_size, ranks_by_server, tree_hops
+from flowsim.collectives.dag import (
+    MAX_PIPELINE_SLICES,
+    MAX_RING_SLICES,
+    _check_ranks,
+    check_size,
+    ranks_by_server,
+    tree_hops,
+)
 from flowsim.collectives.rings import (
     mesh_link_counts,
     mesh_rings,
@@ -470,6 +477,18 @@ def collective_time(
     )
 
 
+def _gpu_ranks(topology: Topology, ranks: Sequence[str], what: str) -> tuple[str, ...]:
+    """``ranks`` as a tuple, checked: at least two GPU nodes of ``topology``, each once; an
+    :class:`InputError` naming ``what`` and the first rank that is not one otherwise."""
+    ranks = _check_ranks(ranks, what)
+    kinds = topology.node_kind[topology.node_ids(ranks)]
+    not_gpu = np.flatnonzero(kinds != NodeKind.GPU)
+    if not_gpu.size:
+        rank = ranks[int(not_gpu[0])]
+        raise InputError(f"{what}: ranks: {rank!r} is not a GPU (a {NodeKind(kinds[not_gpu[0]]).name.lower()} node)")
+    return ranks
+
+
 def send_pair(topology: Topology, ranks: Sequence[str]) -> list[str]:
     """The two ranks whose ``send`` an nccl-tests ``sendrecv_perf`` run waits for.
 
@@ -589,9 +608,7 @@ def collective_workload(
             ring_of_sends = tuple(gpus)
             if communicator is None:
                 communicator = gpus
-    ranks = tuple(ranks)
-    if len(ranks) < 2:
-        raise InputError(f"{collective} needs at least 2 ranks, got {len(ranks)}")
+    ranks = _gpu_ranks(topology, ranks, collective)
     if dtype in FP8_TYPES:
         fp8 = fp8_refusal(collective, dtype, describe_system(topology, ranks).sm, nccl_version)
         if fp8 is not None:

@@ -748,6 +748,27 @@ def test_protocol_auto_keeps_the_fastest():
         collective_time(topo, "all_reduce", 1024, ranks="gpu0")
 
 
+def test_servers_regroups_ranks_among_the_topologys_servers_only():
+    two = build_cluster("dgx_h100", 2, figure="effective")
+    ranks = ["n0.gpu0", "n0.gpu1", "n1.gpu0", "n1.gpu1"]
+    real = {"n0.gpu0": "n0", "n0.gpu1": "n0", "n1.gpu0": "n1", "n1.gpu1": "n1"}
+    # Names the topology lacks ran, as if the ranks were on servers of their own.
+    with pytest.raises(InputError, match=r"^all_reduce: servers: rank 'n0\.gpu0': 'zz' is not a server of the "
+                                         r"topology$"):
+        collective_workload(two, "all_reduce", 2**20, ranks=ranks, algorithm="ring", servers=dict.fromkeys(ranks, "zz"))
+    # A partial table was named only by the builder, after the layout: "rank 'n0.gpu1' has no server".
+    with pytest.raises(InputError, match=r"^all_reduce: servers: the table gives no server for rank 'n0\.gpu1'"):
+        collective_workload(two, "all_reduce", 2**20, ranks=ranks, algorithm="ring", servers={"n0.gpu0": "n0"})
+    with pytest.raises(InputError, match=r"^all_reduce: servers: 'n0\.gpu5' is not one of the collective's ranks$"):
+        collective_workload(two, "all_reduce", 2**20, ranks=ranks, algorithm="ring",
+                            servers={**real, "n0.gpu5": "n0"})
+    # The topology's own grouping, given, lays out what the default does.
+    given = collective_workload(two, "all_reduce", 2**20, ranks=ranks, algorithm="ring", servers=real).workload
+    default = collective_workload(two, "all_reduce", 2**20, ranks=ranks, algorithm="ring").workload
+    assert given.names == default.names
+    np.testing.assert_array_equal(given.size_bytes, default.size_bytes)
+
+
 def test_nvls_needs_nvswitch_gen3_and_the_simple_protocol():
     with pytest.raises(InputError, match="NVSwitch generation 3 or later"):
         collective_time(preset("dgx_a100", figure="effective"), "all_reduce", 2**20, algorithm="nvls")

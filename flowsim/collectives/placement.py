@@ -489,6 +489,26 @@ def _gpu_ranks(topology: Topology, ranks: Sequence[str], what: str) -> tuple[str
     return ranks
 
 
+def _check_servers(topology: Topology, ranks: tuple[str, ...], servers: object, what: str) -> None:
+    """A ``servers`` table, which regroups ``ranks`` among the topology's servers: an
+    :class:`InputError` naming ``what`` and the table unless it gives every rank, and only
+    the ranks, one of the topology's server names (or, for a rank outside every server, its
+    own name, as the default gives it)."""
+    if not isinstance(servers, Mapping):
+        raise InputError(f"{what}: servers must be a mapping of rank to server name, got {servers!r}")
+    members = set(ranks)
+    extra = next((rank for rank in servers if rank not in members), None)
+    if extra is not None:
+        raise InputError(f"{what}: servers: {extra!r} is not one of the collective's ranks")
+    missing = next((rank for rank in ranks if rank not in servers), None)
+    if missing is not None:
+        raise InputError(f"{what}: servers: the table gives no server for rank {missing!r}; give every rank's")
+    valid = set(topology.server_names) | {rank for rank, own in rank_servers(topology, ranks).items() if own == rank}
+    bad = next((rank for rank in ranks if servers[rank] not in valid), None)
+    if bad is not None:
+        raise InputError(f"{what}: servers: rank {bad!r}: {servers[bad]!r} is not a server of the topology")
+
+
 def send_pair(topology: Topology, ranks: Sequence[str]) -> list[str]:
     """The two ranks whose ``send`` an nccl-tests ``sendrecv_perf`` run waits for.
 
@@ -541,7 +561,7 @@ def collective_workload(
     nccl_env: Mapping[str, str] | None = None,
     nccl_version: str = DEFAULT_NCCL_VERSION,
     orders: Sequence[Sequence[str]] | None = None,
-    servers: Mapping[str, Hashable] | None = None,
+    servers: Mapping[str, str] | None = None,
     switch: str | None = None,
     root: int | None = None,
     router: Router | None = None,
@@ -563,9 +583,10 @@ def collective_workload(
     orders : sequence of sequence of str, optional
         One ring order per channel (a permutation of ``ranks`` each); ``channels`` defaults
         to their count.
-    servers : mapping of str to hashable, optional
-        Server of each rank, for per-step latencies and grouping; default each rank's server
-        in the topology (a node outside every server is its own).
+    servers : mapping of str to str, optional
+        Server of each rank, for per-step latencies and grouping: every rank, each given one
+        of the topology's server names (the ranks regrouped among them); default each rank's
+        server in the topology (a node outside every server is its own).
     switch : str, optional
         NVLS: the NVSwitch node; default the one every rank links to.
     root : int, optional
@@ -660,10 +681,13 @@ def collective_workload(
         raise InputError(
             f"bad parameters for {collective}: {entry.name} takes no {', '.join(refused)} (it takes {takes})"
         )
+    if servers is not None:
+        _check_servers(topology, ranks, servers, collective)
     if collective == "hypercube" and costs is None:
         # Each round is an NCCL call of its own, its sends laid out as NCCL lays out a send
         # (channels, protocol and caps for its size) in the communicator of all the ranks.
-        round_plans = [[same_send(part, ranks=(src, dst), communicator=communicator or ranks, servers=servers)
+        round_plans = [[same_send(part, ranks=(src, dst), communicator=communicator or ranks,
+                                  servers=None if servers is None else {r: servers[r] for r in (src, dst)})
                         for src, dst, part in round_] for round_ in hypercube_rounds(ranks, size_bytes)]
         final = round_plans[-1][0]  # the largest round's send, for the row's protocol and channels
         cube = hypercube_workload([[plan.workload for plan in round_] for round_ in round_plans])

@@ -289,8 +289,28 @@ def resolve_fabric(
 
 
 def _compute_switch(spec: ServerSpec, switch: str | None) -> SwitchModel:
-    """The compute fabric's switch model: ``switch``, else :func:`default_switch`'s."""
-    return switch_model(switch) if switch is not None else default_switch(spec.compute_nic)
+    """The compute fabric's switch model: ``switch``, else :func:`default_switch`'s; an
+    :class:`~flowsim.errors.InputError` where ``switch`` is not of the compute NICs' family
+    (an InfiniBand NIC has no port to plug into an Ethernet switch, nor RoCE into InfiniBand)."""
+    if switch is None:
+        return default_switch(spec.compute_nic)
+    model = switch_model(switch)
+    _check_family(model, spec.compute_nic, f"the servers' compute NICs (kind {spec.nic_kind!r})", "switch")
+    return model
+
+
+def _family(technology: str) -> str:
+    return "InfiniBand" if is_infiniband(technology) else "Ethernet"
+
+
+def _check_family(model: SwitchModel, technology: str, ports: str, key: str) -> None:
+    """An :class:`~flowsim.errors.InputError` naming ``key``, the switch and ``ports`` unless
+    the switch's ports are of the family of ``technology`` ports."""
+    if _family(model.technology) != _family(technology):
+        raise InputError(
+            f"{key} {model.name!r} is an {_family(model.technology)} switch and {ports} are "
+            f"{_family(technology)} ({technology}): give an {_family(technology)} switch"
+        )
 
 
 def _plan_compute(model: SwitchModel, fabric: str, n_nodes: int, size: int, oversubscription: float,
@@ -369,8 +389,9 @@ def build_cluster(
         GB200 NVL72 rack; :func:`resolve_fabric`).
     switch : str, optional
         Switch model (:func:`flowsim.hardware.switch_names`); default: the model whose ports
-        match the system's compute NICs (QM9700 for NDR; :func:`default_switch`). A cable between a NIC and a switch
-        port of different speeds runs at the slower one.
+        match the system's compute NICs (QM9700 for NDR; :func:`default_switch`); one of their
+        family (InfiniBand or Ethernet). A cable between a NIC and a switch port of different
+        speeds runs at the slower one.
     su_size : int, optional
         Servers per scalable unit, default half the switch radix (32 for a 64-port switch).
     oversubscription : float
@@ -380,6 +401,8 @@ def build_cluster(
         port each. The Ethernet network (two or three tiers of ``ethernet_switch``, leaves
         half down, non-blocking) joins every server's front-end ports and the targets; it is
         built whenever servers have front-end ports or targets exist.
+    ethernet_switch : str
+        Switch model of the Ethernet network (an Ethernet one).
     **preset_options
         Passed to the preset (e.g. ``p2p=False``); for a ServerSpec, only ``p2p``.
 
@@ -422,6 +445,7 @@ def build_cluster(
     n_ports = n_nodes * len(frontend) + storage_targets
     if n_ports:
         ethernet_model = switch_model(ethernet_switch)
+        _check_family(ethernet_model, "eth100g", "the front-end ports and storage targets", "ethernet_switch")
         try:
             ethernet = _plan_packed(n_ports, 1.0, ethernet_model)
         except InputError as err:

@@ -1,6 +1,7 @@
 """Fat-trees, SuperPOD units and clusters: counts from their closed forms and docs/hardware.md,
 bisection bandwidth by maximum flow."""
 
+import dataclasses
 import re
 
 import numpy as np
@@ -11,6 +12,7 @@ from scipy.sparse.csgraph import maximum_flow
 from flowsim.errors import InputError
 from flowsim.fabrics import build_cluster, fat_tree, leaf_spine, resolve_fabric
 from flowsim.hardware import LinkTier
+from flowsim.presets import preset_spec
 from flowsim.routing import route
 from flowsim.topology import NodeKind, TopologyBuilder
 
@@ -234,6 +236,16 @@ def test_cluster_names_servers_and_nodes():
         (lambda: build_cluster("dgx_h100", 0, figure="nominal"), "n_nodes must be a positive integer, got 0"),
         (lambda: build_cluster("dgx_h100", 2, figure="nominal", switch="qm1"), "unknown switch model 'qm1'"),
         (lambda: build_cluster("dgx_h100", 2, figure="nominal", su_size=64), "64 down ports per leaf leave no uplinks"),
+        # A NIC of one family on a switch of the other was cabled at the slower port's rate.
+        (lambda: build_cluster("dgx_h100", 2, figure="nominal", switch="sn5600"),
+         "switch 'sn5600' is an Ethernet switch and the servers' compute NICs (kind 'ib') are InfiniBand (ib_ndr): "
+         "give an InfiniBand switch"),
+        (lambda: build_cluster(dataclasses.replace(preset_spec("dgx_h100"), compute_nic="eth400g", nic_kind="roce"), 2,
+                               figure="nominal", switch="qm9700"),
+         "switch 'qm9700' is an InfiniBand switch and the servers' compute NICs (kind 'roce') are Ethernet (eth400g): "
+         "give an Ethernet switch"),
+        (lambda: build_cluster("dgx_h100", 2, figure="nominal", storage_targets=1, ethernet_switch="qm9700"),
+         "ethernet_switch 'qm9700' is an InfiniBand switch and the front-end ports and storage targets are Ethernet"),
     ],
 )
 def test_fabric_errors(call, message):

@@ -618,7 +618,8 @@ def parallel_step(
         cp`` of the tokens (:func:`flowsim.models.step_shape` with ``cp``).
     cp_kv_bytes : float
         Bytes of keys and values one rank holds per layer and microbatch, which travel the
-        context-parallel ring in the forward pass (twice that in the backward pass).
+        context-parallel ring in the forward pass (twice that in the backward pass); more
+        than 0 only with ``cp > 1``.
     n_microbatches : int
         Microbatches per step and model replica (>= 1).
     schedule : {"1f1b", "gpipe"}
@@ -775,6 +776,8 @@ def parallel_step(
     if cp > 1 and (ep > 1 or fsdp):
         raise InputError(f"cp = {cp} is laid out without experts and without fsdp: give ep = 1 and fsdp = false")
     _check_number(cp_kv_bytes, "cp_kv_bytes")
+    if cp_kv_bytes and cp == 1:
+        raise InputError(f"cp_kv_bytes = {cp_kv_bytes!r} is what context parallelism sends: give cp > 1 too")
     if layout.dp % ep:
         raise InputError(f"ep = {ep} does not divide dp = {layout.dp}; an expert group is ep consecutive DP indices")
     layout = replace(layout, ep=int(ep))

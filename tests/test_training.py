@@ -395,6 +395,8 @@ def test_context_parallel_gradients_are_reduced_over_dp_times_cp():
     (dict(cp=2, fsdp=True), "cp = 2 is laid out without experts and without fsdp"),
     (dict(cp=2, dp=3), "tp x cp x pp x dp = 1 x 2 x 1 x 3 = 6, but there are 8 ranks"),
     (dict(cp=2, cp_kv_bytes=-1.0), "cp_kv_bytes"),
+    # Without context parallelism the keys and values were never sent, and nothing said so.
+    (dict(cp_kv_bytes=1e6), "cp_kv_bytes = 1000000.0 is what context parallelism sends: give cp > 1 too"),
 ])
 def test_bad_context_parallelism_is_named(kwargs, message):
     arguments = {**dict(layer_forward_s=[1e-3], layer_backward_s=[2e-3], layer_grad_bytes=[1e6]), **kwargs}

@@ -199,6 +199,9 @@ def _nics(where: Where, server: Mapping, switches: list[dict[str, Any]], n_gpus:
     net_latency = microseconds("net_latency_us")
     step_latency = microseconds("step_latency_us") if "step_latency_us" in nics else None
     count = _integer(where, nics, "count", "server.nics", 0, minimum=0)
+    if nics and "count" not in nics:  # count = 0 given with the rest is a sweep's server without NICs
+        raise where.error("server.nics.count", f"missing; the NICs' {', '.join(sorted(nics))} given without it "
+                                               "(default 0: none)")
     kind = where.choice(nics, "kind", "server.nics", NIC_KINDS, "ib")
     ports = _integer(where, nics, "ports", "server.nics", 1)
     if ports > MAX_NIC_PORTS:
@@ -254,6 +257,9 @@ def _server(where: Where, server: Mapping, name: str) -> ServerSpec:
     where.only(cpu, ("kind", "sockets", "interconnect", "memory"), "server.cpu")
     cpu_kind = where.choice(cpu, "kind", "server.cpu", CPU_KINDS, "x86")
     sockets = where.integer(cpu, "sockets", "server.cpu", 1)
+    if "interconnect" in cpu and (sockets == 1 or cpu_kind == "grace"):
+        why = "Graces share none" if cpu_kind == "grace" else "a server of 1 socket has none"
+        raise where.error("server.cpu.interconnect", f"the link between consecutive sockets; {why}")
     interconnect = where.string(cpu, "interconnect", "server.cpu") if "interconnect" in cpu or (
         sockets > 1 and cpu_kind == "x86") else None
     memory = where.string(cpu, "memory", "server.cpu")
@@ -268,6 +274,10 @@ def _server(where: Where, server: Mapping, name: str) -> ServerSpec:
     frontend = where.table(server.get("frontend", {}), "server.frontend")
     where.only(frontend, ("ports", "speed_gbps"), "server.frontend")
     ports = _integer(where, frontend, "ports", "server.frontend", 0, minimum=0)
+    if "speed_gbps" in frontend and "ports" not in frontend:
+        # Not refused with ports = 0 given: a sweep over ports keeps the speed for its other values.
+        raise where.error("server.frontend.speed_gbps", "the speed of front-end ports, given without ports "
+                                                        "(default 0: none); give ports too")
     frontend_nic = _speed(where, frontend, "server.frontend", _ETH_SPEEDS) if ports else "eth100g"
     spec = ServerSpec(
         name, gpu, n_gpus, fabric["gpu_fabric"], _PCIE_GENERATIONS[generation], sockets, interconnect, memory,

@@ -110,11 +110,19 @@ def _integer(where: Where, table: Mapping, key: str, prefix: str, default: int |
 
 
 def _speed(where: Where, table: Mapping, prefix: str, speeds: Mapping[int, str]) -> str:
-    value = table.get("speed_gbps")
-    if not isinstance(value, int) or isinstance(value, bool) or value not in speeds:
-        known = ", ".join(str(s) for s in speeds)
-        raise where.error(join(prefix, "speed_gbps"), f"expected one of {known} (Gb/s), got {show(value)}")
-    return speeds[value]
+    return speeds[_one_of(where, table, "speed_gbps", prefix, tuple(speeds), " (Gb/s)")]
+
+
+def _one_of(where: Where, table: Mapping, key: str, prefix: str, values: tuple[int, ...], unit: str = "") -> int:
+    """``table[key]``, an integer among ``values``; an error naming the key that says it is
+    missing where it is, as the other keys' errors do."""
+    known = f"one of {', '.join(map(str, values))}{unit}"
+    if key not in table:
+        raise where.error(join(prefix, key), f"missing; expected {known}")
+    value = table[key]
+    if not isinstance(value, int) or isinstance(value, bool) or value not in values:
+        raise where.error(join(prefix, key), f"expected {known}, got {show(value)}")
+    return value
 
 
 def _gpu_fabric(where: Where, server: Mapping, gpu: str, n_gpus: int) -> dict:
@@ -265,10 +273,7 @@ def _server(where: Where, server: Mapping, name: str) -> ServerSpec:
     memory = where.string(cpu, "memory", "server.cpu")
     pcie = where.table(server.get("pcie", {}), "server.pcie")
     where.only(pcie, ("generation", "switches"), "server.pcie")
-    generation = pcie.get("generation")
-    if not isinstance(generation, int) or isinstance(generation, bool) or generation not in _PCIE_GENERATIONS:
-        raise where.error("server.pcie.generation", f"expected one of {', '.join(map(str, _PCIE_GENERATIONS))}, "
-                                                    f"got {show(generation)}")
+    generation = _one_of(where, pcie, "generation", "server.pcie", tuple(_PCIE_GENERATIONS))
     switches = _switches(where, pcie, n_gpus, sockets)
     nics = _nics(where, server, switches, n_gpus)
     frontend = where.table(server.get("frontend", {}), "server.frontend")

@@ -90,6 +90,12 @@ def test_every_preset_written_as_a_system_file_builds_the_same_topology(name):
         ('nics = { count = 2, speed_gbps = 200, kind = "opa" }',
          "l40s.toml: server.nics.kind: expected one of 'ib', 'roce', 'efa', got 'opa'"),
         ("pcie = { generation = 7 }", "l40s.toml: server.pcie.generation: expected one of 3, 4, 5, 6, got an integer 7"),
+        # A missing key was "got NoneType None".
+        ("frontend = { ports = 2 }",
+         "l40s.toml: server.frontend.speed_gbps: missing; expected one of 10, 100, 200, 400, 800 (Gb/s)"),
+        ("nics = { count = 2 }", "l40s.toml: server.nics.speed_gbps: missing; expected one of 100, 200, 400, 800 (Gb/s)"),
+        ("pcie = { switches = [[0, 1, 2, 3], [4, 5, 6, 7]] }",
+         "l40s.toml: server.pcie.generation: missing; expected one of 3, 4, 5, 6"),
         ("pcie = { generation = 4, switches = [[0, 1, 2], [4, 5, 6, 7]] }",
          "l40s.toml: server.pcie.switches: expected each GPU 0..7 on one switch, got [0, 1, 2, 4, 5, 6, 7]"),
         ("gpu_fabric = \"nvswitch\"", "l40s.toml: server.nvswitch: missing; expected a string"),

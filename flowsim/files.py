@@ -42,6 +42,9 @@ def replaced_atomically(
     socket), and a device or FIFO with ``copy_existing``, raise :class:`InputError` before
     anything is written.
 
+    A rename the system refuses (an immutable file, a sticky directory another user owns)
+    raises :class:`InputError` naming ``path``, with the temporary file removed.
+
     ``needs_bytes``, when given, is the most the file can take: if the temporary file's
     file system has less free, :class:`OSError` (``ENOSPC``) is raised before anything is
     written, saying how much is needed and free, and nothing is left behind.
@@ -83,7 +86,10 @@ def replaced_atomically(
             _fsync(tmp_name)
             if interrupted():
                 raise KeyboardInterrupt
-            os.replace(tmp_name, target)
+            try:
+                os.replace(tmp_name, target)
+            except OSError as err:  # an immutable file, a directory's sticky bit: name the output
+                raise InputError(f"{path}: cannot replace it: {err.strerror or err}") from None
         except BaseException:
             os.unlink(tmp_name)
             raise

@@ -6,6 +6,7 @@ import dataclasses
 import errno
 import hashlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -720,6 +721,21 @@ def test_a_disk_that_fills_up_while_writing_gives_enospc_and_no_file(tmp_path, r
         write_trace(target, *run, scenario_text=SCENARIO_TEXT)
     assert caught.value.errno == errno.ENOSPC and caught.value.filename == str(target)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_output_that_cannot_be_replaced_is_named_not_its_temporary_file(tmp_path, run, monkeypatch):
+    # As 'chattr +i run.h5' makes the rename fail: the error named the hidden temporary file.
+    target = tmp_path / "run.h5"
+    target.write_bytes(b"the previous trace")
+
+    def refused(src, dst):
+        raise PermissionError(errno.EPERM, "Operation not permitted", src, dst)
+
+    monkeypatch.setattr(os, "replace", refused)
+    with pytest.raises(InputError, match=rf"^{re.escape(str(target))}: cannot replace it: Operation not permitted$"):
+        write_trace(target, *run, scenario_text=SCENARIO_TEXT)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.h5"]
+    assert target.read_bytes() == b"the previous trace"
 
 
 def test_open_trace_names_a_fifo_without_waiting(make_fifo):

@@ -547,6 +547,18 @@ def test_busbw_needs_one_collective(tmp_path):
         load_sweep(spec)
 
 
+@pytest.mark.parametrize("metric", ["step_time_s", "exposed_communication_s"])
+def test_training_metrics_need_a_training_step(tmp_path, metric):
+    # Without one, step_time_s was the makespan and exposed_communication_s all of it.
+    spec = write_spec(tmp_path, '[sweep.grid]\n"options.seed" = [0]\n', ["makespan_s", metric])
+    with pytest.raises(InputError, match=rf"sweep\.metrics\[1\]: {metric} is a training step's, and the scenario "
+                                         r"has no \[workload\.training\]"):
+        load_sweep(spec)
+    training = BASE.split("[[workload.collective]]")[0] + (
+        "[workload.training]\nlayers = 1\nforward_s = 1e-3\nlayer_backward_s = 1e-3\nlayer_grad_bytes = 1e6\n")
+    assert load_sweep(write_spec(tmp_path, '[sweep.grid]\n"options.seed" = [0]\n', [metric], base=training)).runs
+
+
 KILL_SIZES = [2**k for k in range(12, 12 + 40)]
 # Enough runs that the sweep cannot finish them all in the moment between the test seeing the
 # third journal line and Ctrl-C arriving, even on a loaded machine.

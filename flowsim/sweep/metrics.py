@@ -20,7 +20,7 @@ from flowsim.scenario import ScenarioRun
 from flowsim.training import exposed_communication_s, step_time_s
 
 __all__ = ["METRICS", "METRIC_FUNCTIONS", "RATE_METRICS", "RATE_METRIC_FUNCTIONS", "SOLVES", "Allocation",
-           "job_metric", "only_collective"]
+           "TRAINING_METRICS", "job_metric", "only_collective", "only_training"]
 
 
 def _fct(q: float) -> Callable[[ScenarioRun, Mapping], float]:
@@ -51,6 +51,29 @@ def only_collective(document: Mapping) -> Mapping:
     return collectives[0]
 
 
+#: Metrics of a ``[workload.training]`` step: a run without one has no step to time.
+TRAINING_METRICS = ("step_time_s", "exposed_communication_s")
+
+
+def only_training(document: Mapping, metric: str) -> None:
+    """An :class:`InputError` naming ``metric`` unless the workload has a training step (its
+    time would be the makespan, and its exposed communication all of it)."""
+    workload = document.get("workload")
+    if not isinstance(workload, dict) or "training" not in workload:
+        raise InputError(f"{metric} is a training step's, and the scenario has no [workload.training] (a [[job]]'s: "
+                         f"job.NAME.iteration_s, job.NAME.exposed_communication_s)")
+
+
+def _step_time(run: ScenarioRun, document: Mapping) -> float:
+    only_training(document, "step_time_s")
+    return step_time_s(run.scenario.compute_s, run.result.makespan_s)
+
+
+def _exposed_communication(run: ScenarioRun, document: Mapping) -> float:
+    only_training(document, "exposed_communication_s")
+    return exposed_communication_s(run.scenario.compute_s, run.result.makespan_s)
+
+
 def _busbw(run: ScenarioRun, document: Mapping) -> float:
     """nccl-tests bus bandwidth of the workload's only collective."""
     collective = only_collective(document)
@@ -74,9 +97,8 @@ METRIC_FUNCTIONS: dict[str, Callable[[ScenarioRun, Mapping], float]] = {
         for stat, reduce in (("max", np.max), ("mean", np.mean))
     },
     "busbw_Bps": _busbw,
-    "step_time_s": lambda run, document: step_time_s(run.scenario.compute_s, run.result.makespan_s),
-    "exposed_communication_s": lambda run, document: exposed_communication_s(run.scenario.compute_s,
-                                                                             run.result.makespan_s),
+    "step_time_s": _step_time,
+    "exposed_communication_s": _exposed_communication,
     "n_events": lambda run, document: float(run.result.n_events),
     "n_flows": lambda run, document: float(run.result.n_flows),
 }

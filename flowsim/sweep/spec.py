@@ -25,7 +25,7 @@ import numpy as np
 from flowsim.errors import InputError, open_regular, read_text_file, unstorable_text
 from flowsim.jobresults import JOB_METRICS
 from flowsim.scenario import scenario_from_document
-from flowsim.sweep.metrics import SOLVES, job_metric, only_collective
+from flowsim.sweep.metrics import SOLVES, TRAINING_METRICS, job_metric, only_collective, only_training
 from flowsim.systemfile import is_system_file
 from flowsim.tomlcheck import Where
 
@@ -508,6 +508,12 @@ def parse_sweep(text: str, *, source: str = "<string>", base_dir: str | os.PathL
             only_collective(sweep.task(runs[0]).document)
         except InputError as err:
             raise where.error(f"sweep.metrics[{metrics.index('busbw_Bps')}]", str(err)) from None
+    for i, metric in enumerate(metrics):
+        if metric in TRAINING_METRICS:
+            try:
+                only_training(sweep.task(runs[0]).document, metric)
+            except InputError as err:
+                raise where.error(f"sweep.metrics[{i}]", str(err)) from None
     return sweep
 
 

@@ -132,6 +132,15 @@ def unstorable_text(text: str) -> str | None:
     return None
 
 
+def path_argument(value: object, what: str) -> Path:
+    """``value`` as a :class:`~pathlib.Path`; an :class:`InputError` naming ``what`` unless
+    it is a path (a string or path-like), as a Python caller's mistake would otherwise be a
+    TypeError from deep inside."""
+    if not isinstance(value, (str, os.PathLike)):
+        raise InputError(f"{what} must be a file path (a str or os.PathLike), got {value!r} ({type(value).__name__})")
+    return Path(value)
+
+
 def relative_tolerance(name: str, value: object) -> float:
     """``value`` as a float; an :class:`InputError` naming ``name`` unless it is a real number
     (not a bool) in [0, 1)."""

@@ -9,6 +9,7 @@ import numpy as np
 
 from flowsim.errors import InputError, first_repeat, float_array, float_column, item_label, relative_tolerance
 from flowsim.routes import Routes, count_routes
+from flowsim.strings import StringColumn
 from flowsim_kernels.maxmin import max_min_fair
 
 #: Links or caps whose fair levels lie within this relative distance saturate in one round.
@@ -239,9 +240,18 @@ def check_link_names(link_names: Sequence[str], n_links: int) -> None:
 
 
 def check_flow_names(flow_names: Sequence[str] | None, n_flows: int) -> None:
-    """An :class:`InputError` unless ``flow_names`` is None or names each flow once."""
-    if flow_names is not None and len(flow_names) != n_flows:
+    """An :class:`InputError` unless ``flow_names`` is None or names each flow once (a
+    repeated name would make errors and results name two flows alike)."""
+    if flow_names is None:
+        return
+    if len(flow_names) != n_flows:
         raise InputError(f"{len(flow_names)} flow names for {n_flows} flows")
+    # flowsim's own string columns are a Workload's names, each once since it was built: not
+    # checked again for every run of millions of flows.
+    repeat = None if isinstance(flow_names, StringColumn) else first_repeat(flow_names)
+    if repeat is not None:
+        i, j = repeat
+        raise InputError(f"flow names {i} and {j} are both {flow_names[j]!r}; each flow needs its own name")
 
 
 def check_level_range(

@@ -125,7 +125,7 @@ from flowsim.collectives.builders import check_algorithm, check_protocol
 from flowsim.collectives.constants import DEFAULT_NCCL_VERSION
 from flowsim.collectives.tuner import DATA_TYPES, REDOPS, gdr_env_key, gpudirect_rdma
 from flowsim.engine import DEFAULT_TIME_REL_TOL, MODES
-from flowsim.errors import InputError, read_text_file
+from flowsim.errors import InputError, path_argument, read_text_file
 from flowsim.fabrics import build_cluster
 from flowsim.failures import apply_failures, check_degrade_factor, describe_changes
 from flowsim.fairshare import FairShareProblem
@@ -1242,7 +1242,10 @@ def load_scenario(
         When the file cannot be read or its content is bad (see :func:`parse_scenario`), or
         ``system`` is given for a topology that is not a cluster.
     """
-    path = Path(path)
+    if isinstance(path, Mapping):
+        raise InputError("load_scenario takes a scenario file's path; for a parsed TOML document (a dict) call "
+                         "flowsim.scenario.scenario_from_document")
+    path = path_argument(path, "load_scenario: path")
     text = read_text_file(path, "the scenario")
     if system is None:
         return parse_scenario(text, source=str(path), base_dir=path.parent, progress=progress)
@@ -1338,8 +1341,11 @@ def run_scenario(
     ------
     InputError
         Naming the scenario file, when a flow cannot be routed or the dependencies form a
-        cycle.
+        cycle; when ``scenario`` is not a :class:`Scenario`.
     """
+    if not isinstance(scenario, Scenario):
+        raise InputError(f"run_scenario takes a Scenario (flowsim.load_scenario(path) gives one), got {scenario!r} "
+                         f"({type(scenario).__name__})")
     note = progress or (lambda message: None)
     t, w, o = scenario.topology, scenario.workload, scenario.options
     note(f"routing {len(w):,} flows over {t.n_links:,} links ({describe_method(t, o.routing)})")

@@ -130,7 +130,7 @@ import numpy as np
 
 import flowsim
 from flowsim.deflate import ColumnWriter
-from flowsim.errors import InputError, file_kind, first_repeat, unstorable_text
+from flowsim.errors import InputError, file_kind, first_repeat, path_argument, unstorable_text
 from flowsim.files import replaced_atomically
 from flowsim.hardware import LinkTier
 from flowsim.result import FlowTimes, SimulationResult
@@ -1197,9 +1197,10 @@ def open_trace(path: str | os.PathLike) -> Trace:
         Naming the file when it is missing, not a regular file, not HDF5, truncated or
         damaged (a checksum that does not match; naming the damaged dataset or attribute),
         not a flowsim trace, written with a newer schema version than this flowsim reads, or
-        linked to other files (external links, external or virtual datasets: refused).
+        linked to other files (external links, external or virtual datasets: refused), or
+        when ``path`` is not a path.
     """
-    path = Path(path)
+    path = path_argument(path, "open_trace: path")
     try:
         mode = path.stat().st_mode
     except OSError:

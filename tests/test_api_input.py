@@ -134,6 +134,49 @@ CASES = {
         lambda c, s: flowsim.run_training_step(c, None),
         "step must be a TrainingStep or ParallelStep (from data_parallel_step or parallel_step), got NoneType",
     ),
+    # The public entry points raised AttributeError, TypeError (naming an internal function)
+    # or ValueError, or read the value as something else.
+    "collective_time on a preset's name": (
+        lambda c, s: flowsim.collective_time("dgx_h100", "all_reduce", 1e6),
+        "collective_time: topology must be a flowsim Topology (flowsim.preset, flowsim.build_cluster, ...), "
+        "got 'dgx_h100' (str)",
+    ),
+    "an unknown keyword to collective_time": (
+        lambda c, s: flowsim.collective_time(c, "all_reduce", 1e6, foo=1),
+        "collective_time: unknown option 'foo'; valid ones: algorithm, channels,",
+    ),
+    "nccl_env as a list": (
+        lambda c, s: flowsim.collective_time(c, "all_reduce", 1e6, nccl_env=["NCCL_ALGO=Ring"]),
+        "nccl_env must be a mapping of NCCL variable to value ({'NCCL_ALGO': 'Ring'}), got ['NCCL_ALGO=Ring']",
+    ),
+    "a collective's size as a bool": (
+        lambda c, s: flowsim.collective_time(c, "all_reduce", True), "all_reduce: size_bytes must be a number, got True"
+    ),
+    "a collective's size as a string": (
+        lambda c, s: flowsim.collective_time(c, "all_reduce", "1000"),
+        "all_reduce: size_bytes must be a number, got '1000'",
+    ),
+    "run_scenario of None": (
+        lambda c, s: flowsim.run_scenario(None),
+        "run_scenario takes a Scenario (flowsim.load_scenario(path) gives one), got None (NoneType)",
+    ),
+    "open_trace of None": (
+        lambda c, s: flowsim.open_trace(None),
+        "open_trace: path must be a file path (a str or os.PathLike), got None (NoneType)",
+    ),
+    "load_scenario of a dict": (
+        lambda c, s: flowsim.load_scenario({"topology": {}}),
+        "load_scenario takes a scenario file's path; for a parsed TOML document (a dict) call "
+        "flowsim.scenario.scenario_from_document",
+    ),
+    "duplicate flow names": (
+        lambda c, s: simulate([[0, 1], [0], [1]], [1e9, 2e9], [1.0, 1.0, 1.0], flow_names=["a", "a", "b"]),
+        "flow names 0 and 1 are both 'a'; each flow needs its own name",
+    ),
+    "duplicate flow names to max_min_rates": (
+        lambda c, s: max_min_rates([[0], [0]], [1e9], flow_names=["a", "a"]),
+        "flow names 0 and 1 are both 'a'; each flow needs its own name",
+    ),
 }
 
 

@@ -64,7 +64,7 @@ import numpy as np
 
 from flowsim.collectives.chunks import NCCL_BUFFER_BYTES, NCCL_STEPS
 from flowsim.collectives.costs import CollectiveCosts, nccl_costs
-from flowsim.errors import InputError, whole_number
+from flowsim.errors import InputError, is_real, whole_number
 from flowsim.formatting import format_bytes
 from flowsim.strings import CodedStrings, JoinedStrings, PackedStrings, StringColumn
 from flowsim.workload import Workload
@@ -458,11 +458,11 @@ def _check_ranks(ranks: Ranks, what: str, minimum: int = 2) -> tuple[str, ...]:
 
 
 def check_size(size_bytes: float, what: str) -> float:
-    """``size_bytes`` as a float, refused (naming ``what``) unless a finite number >= 0."""
-    try:
-        size = float(size_bytes)
-    except (TypeError, ValueError):
-        raise InputError(f"{what}: size_bytes must be a number, got {size_bytes!r}") from None
+    """``size_bytes`` as a float, refused (naming ``what``) unless a finite number >= 0 (not
+    a bool, which float() takes as 1 byte, nor a string of digits)."""
+    if not is_real(size_bytes):
+        raise InputError(f"{what}: size_bytes must be a number, got {size_bytes!r}")
+    size = float(size_bytes)
     if not (math.isfinite(size) and size >= 0):
         raise InputError(f"{what}: size_bytes is {size_bytes!r}; it must be finite and >= 0")
     return size

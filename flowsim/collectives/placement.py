@@ -90,7 +90,7 @@ from flowsim.collectives.tuner import (
     version_refusal,
 )
 from flowsim.engine import DEFAULT_TIME_REL_TOL
-from flowsim.errors import InputError
+from flowsim.errors import InputError, check_options, keyword_options
 from flowsim.hardware import LinkTier
 from flowsim.pipeline import RunResult, run
 from flowsim.routing import Router
@@ -446,6 +446,9 @@ def collective_time(
     -------
     CollectiveRun
     """
+    _check_topology(topology, "collective_time")
+    allowed = (*keyword_options(collective_time, skip=3)[0], *_LAYOUT_OPTIONS)
+    check_options(layout, allowed, "collective_time")  # else a TypeError naming collective_workload
     if router is None:
         router = Router(topology)
     if progress is not None:
@@ -475,6 +478,17 @@ def collective_time(
         outcome.makespan_s, plan.costs, outcome, plan.nccl, n_flows if solved is None else solved,
         plan.gpudirect, n_flows,
     )
+
+
+#: Keywords of :func:`collective_time` it passes on to :func:`collective_workload`.
+_LAYOUT_OPTIONS = ("orders", "servers", "switch", "root", "communicator")
+
+
+def _check_topology(topology: object, what: str) -> None:
+    """An :class:`InputError` naming ``what`` unless ``topology`` is a :class:`Topology`."""
+    if not isinstance(topology, Topology):
+        raise InputError(f"{what}: topology must be a flowsim Topology (flowsim.preset, flowsim.build_cluster, ...), "
+                         f"got {topology!r} ({type(topology).__name__})")
 
 
 def _gpu_ranks(topology: Topology, ranks: Sequence[str], what: str) -> tuple[str, ...]:
@@ -609,7 +623,11 @@ def collective_workload(
     Use it to place a collective inside a larger workload (a training step's gradient
     buckets, a scenario file's ``[[workload.collective]]``).
     """
+    _check_topology(topology, "collective_workload")
     size_bytes = check_size(size_bytes, collective)  # before NCCL's tuner does arithmetic with it
+    if nccl_env is not None and not isinstance(nccl_env, Mapping):
+        raise InputError(f"nccl_env must be a mapping of NCCL variable to value ({{'NCCL_ALGO': 'Ring'}}), "
+                         f"got {nccl_env!r}")
     # Names as NCCL spells them too (NCCL_ALGO=Ring, NCCL_PROTO=LL128), as the command line takes them.
     if algorithm is not None:
         algorithm = check_algorithm(collective, algorithm)

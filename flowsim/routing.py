@@ -290,6 +290,8 @@ class Router:
                 indptr, adj_node, adj_link, np.isin(kind, transit_kinds).astype(np.int64),
                 parent[: local_nodes.size, : local_nodes.size], depth[: local_nodes.size, : local_nodes.size],
             )
+            if tier == LinkTier.SCALE_UP:
+                _through_one_gpu(kind, rows, cols, via, t.link_capacity_Bps[links[via]], parent, depth)
             result += [parent, depth]
         host_depth = result[3]
         memories = np.flatnonzero(kind == NodeKind.HOST_MEMORY)
@@ -826,3 +828,34 @@ def validate_routes(topology: Topology, routes: Routes, src: Nodes, dst: Nodes) 
         raise InputError(f"{where} does not reach its destination: it ends with link {links[path[-1]]!r}")
     previous = "its source" if hop == 0 else f"link {links[path[hop - 1]]!r}"
     raise InputError(f"{where} is not contiguous: link {links[path[hop]]!r} does not continue from {previous}")
+
+
+def _through_one_gpu(kind: np.ndarray, rows: np.ndarray, cols: np.ndarray, via: np.ndarray, capacity: np.ndarray,
+                     parent: np.ndarray, depth: np.ndarray) -> None:
+    """NVLink paths through one intermediate GPU, for the GPU pairs of an NVLink mesh (the
+    DGX-1) that no NVLink path joins: NCCL's ``PATH_NVB``, which it prefers to any path over
+    PCIe and sends over through that GPU (``P2P/indirect``), at most one intermediate, the one
+    whose two NVLinks give the most bandwidth ([NCCL] v2.30.7-1 src/graph/paths.cc
+    ``ncclTopoSetPaths``, ``ncclTopoCheckP2p``); ties go to the lowest GPU. ``rows``,
+    ``cols``, ``via``: the tier's local links (from, to, local link), ``capacity`` theirs;
+    ``parent`` and ``depth`` (the search trees over the tier) gain the paths in place."""
+    n = kind.size
+    gpu = kind == NodeKind.GPU
+    direct = gpu[rows] & gpu[cols]
+    if not direct.any():
+        return
+    rate = np.zeros((n, n))
+    link = np.full((n, n), -1, dtype=np.int64)
+    # The first of parallel links, as the search takes it.
+    for r, c, v, cap in sorted(zip(rows[direct], cols[direct], via[direct], capacity[direct], strict=True),
+                               key=lambda x: -x[2]):
+        rate[r, c], link[r, c] = cap, v
+    for a in np.flatnonzero(gpu):
+        for b in np.flatnonzero(gpu & (depth[a, :n] < 0)):
+            if a == b:
+                continue
+            both = np.minimum(rate[a], rate[:, b])
+            if both.max() <= 0:
+                continue
+            mid = int(np.argmax(both))  # the first of the best
+            parent[a, b], depth[a, b] = link[mid, b], 2

@@ -216,8 +216,9 @@ class ServerSpec:
             self._check_grace_paths()
 
     def _check_grace_paths(self) -> None:
-        # Graces share no inter-socket link, and no route passes through a GPU: two GPUs need an
-        # NVLink between them or a Grace both reach (by NVLink-C2C or their PCIe switches).
+        # Graces share no inter-socket link, and a route passes through one GPU at most (NCCL's
+        # NVB path): two GPUs need an NVLink between them, a GPU linked to both, or a Grace
+        # both reach (by NVLink-C2C or their PCIe switches).
         n = self.n_gpus
         graces = [{self.grace_of(g)} for g in range(n)]
         for j, switch in enumerate(self.switches):
@@ -226,9 +227,11 @@ class ServerSpec:
         counts = self.nvlink_counts if self.gpu_fabric == "nvlink_mesh" else None
         for a in range(n):
             for b in range(a + 1, n):
-                if not graces[a] & graces[b] and not (counts is not None and counts[a][b]):
+                linked = counts is not None and (counts[a][b] or any(counts[a][i] and counts[i][b] for i in range(n)))
+                if not graces[a] & graces[b] and not linked:
                     raise InputError(f"GPUs {a} and {b} are on different Graces, which share no inter-socket "
-                                     "link, and no NVLink joins them: give them NVLinks or one Grace")
+                                     "link, and no NVLink joins them, directly or through one GPU: give them "
+                                     "NVLinks or one Grace")
 
     def _check_mesh(self) -> None:
         counts = self.nvlink_counts

@@ -288,6 +288,17 @@ def test_tree_across_servers_is_a_tree_of_chains():
     assert ("b1", "a1") in pairs and ("a1", "b1") in pairs  # channel 1's heads are a1 and b1
 
 
+def test_dgx1_all_to_all_goes_over_nvlink_through_one_gpu_at_most():
+    # NCCL sends between two DGX-1 GPUs with no NVLink between them through a GPU linked to both
+    # (P2P/indirect); through the CPUs (QPI) the all-to-all of one DGX-1 ran at 3 GB/s busbw.
+    topo = preset("dgx1_v100", figure="effective")
+    out = collective_time(topo, "all_to_all", 1 << 24)
+    indptr, indices = out.run.routes.flow_link_indptr, out.run.routes.flow_link_indices
+    hops = {tuple(topo.link_technology[link] for link in indices[indptr[f]:indptr[f + 1]])
+            for f in range(len(indptr) - 1)}
+    assert hops - {()} == {("nvlink2",), ("nvlink2", "nvlink2")}
+
+
 def test_tree_chains_order_each_servers_chain_per_channel():
     servers = {"a0": 0, "a1": 0, "a2": 0, "b0": 1, "b1": 1, "b2": 1}
     chains = [("a2", "a0", "a1", "b2", "b0", "b1"), ("b1", "b0", "b2", "a1", "a0", "a2")]

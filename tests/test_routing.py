@@ -44,14 +44,18 @@ def test_a_single_node_on_each_side_is_one_pair():
     assert Router(topo).split("gpu0", "gpu5", max_paths=2).routes.n_flows == 1
 
 
-def test_dgx1_direct_nvlink_and_pcie_across_qpi():
+def test_dgx1_direct_nvlink_through_one_gpu_and_pcie_to_its_nic():
     topo = preset("dgx1_v100", figure="nominal")
-    r = route(topo, ["gpu0", "gpu0", "gpu0"], ["gpu3", "gpu5", "nic0"])
+    r = route(topo, ["gpu0", "gpu0", "gpu7", "gpu0"], ["gpu3", "gpu5", "gpu0", "nic0"])
     assert names(topo, r, 0) == ["gpu0->gpu3"]
     assert topo.link_capacity_Bps[r.route(0)[0]] == 50 * G  # NV2: two NVLink 2 links
-    # GPU0 and GPU5 share no NVLink (SYS in nvidia-smi): PCIe, both root complexes, QPI.
-    assert names(topo, r, 1) == ["gpu0->pcie0", "pcie0->cpu0", "cpu0->cpu1", "cpu1->pcie2", "pcie2->gpu5"]
-    assert names(topo, r, 2) == ["gpu0->pcie0", "pcie0->nic0"]
+    # GPU0 and GPU5 share no NVLink (SYS in nvidia-smi): NCCL goes through a GPU linked to both
+    # (its NVB path, P2P/indirect), not through the CPUs. GPU1 (NV1 to GPU0, NV2 to GPU5) and GPU4
+    # (NV2, NV1) give one NVLink's 25 GB/s each: the first, GPU1.
+    assert names(topo, r, 1) == ["gpu0->gpu1", "gpu1->gpu5"]
+    # GPU7 to GPU0: through GPU3 (NV1 and NV2: 25 GB/s) or GPU4 (NV2 and NV2: 50): GPU4.
+    assert names(topo, r, 2) == ["gpu7->gpu4", "gpu4->gpu0"]
+    assert names(topo, r, 3) == ["gpu0->pcie0", "pcie0->nic0"]
 
 
 def test_pcie_server_with_peer_to_peer():

@@ -117,6 +117,10 @@ class TwinRouter:
         if path is not None:
             return path
         ks, kd = self.kind[s], self.kind[d]
+        if ks == kd == NodeKind.GPU:
+            path = self.through_one_gpu(s, d)
+            if path is not None:
+                return path
         staged = False
         if ks == kd == NodeKind.GPU:
             staged = not self.t.server_p2p[self.t.node_server[s]]
@@ -128,6 +132,25 @@ class TwinRouter:
         mem = self.staging_memory(d if ks == kd == NodeKind.GPU else s)
         first, second = self.host_path(s, mem), self.host_path(mem, d)
         return None if first is None or second is None else first + second
+
+    def through_one_gpu(self, s, d):
+        """Two NVLinks through the GPU linked to both whose links give the most (the lowest
+        such GPU), each pair's first link; None where no GPU is."""
+        def first_link(a, b):
+            links = [link for link, v in self.arcs[LinkTier.SCALE_UP][a] if v == b]
+            return min(links) if links else None
+
+        best = None
+        for mid in range(self.t.n_nodes):
+            if self.kind[mid] != NodeKind.GPU or mid in (s, d):
+                continue
+            a, b = first_link(s, mid), first_link(mid, d)
+            if a is None or b is None:
+                continue
+            rate = min(self.t.link_capacity_Bps[a], self.t.link_capacity_Bps[b])
+            if best is None or rate > best[0]:
+                best = (rate, [a, b])
+        return None if best is None else best[1]
 
     def exit_of(self, node):
         if node in self.component:

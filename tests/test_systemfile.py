@@ -203,15 +203,17 @@ def test_nvlink_counts_out_of_any_range_are_refused_by_pair():
 
 
 def test_gpus_on_graces_no_link_joins_are_refused_where_the_file_is_read():
-    # Each GH200 here is its own Grace, Graces share no inter-socket link and routes do not pass
-    # through GPUs, so GPUs 0 and 2 (NVLinks 0-1-2 only) could talk over nothing: a collective
-    # then failed to route. With every pair linked (CSCS's quad node) the file is read.
+    # Each GH200 here is its own Grace, Graces share no inter-socket link and a route passes
+    # through one GPU at most (NCCL's NVB path), so on a chain of NVLinks 0-1-2-3 GPUs 0 and 2
+    # talk through GPU 1, but 0 and 3 over nothing: a collective then failed to route. With
+    # every pair linked (CSCS's quad node) the file is read.
     quad = (DATA / "systems" / "alps_gh200.toml").read_text()
     chain = quad.replace("[[0, 6, 6, 6], [6, 0, 6, 6], [6, 6, 0, 6], [6, 6, 6, 0]]",
                          "[[0, 6, 0, 0], [6, 0, 6, 0], [0, 6, 0, 6], [0, 0, 6, 0]]")
     assert chain != quad
-    with pytest.raises(InputError, match=re.escape("g.toml: server: GPUs 0 and 2 are on different Graces, which share "
-                                                  "no inter-socket link, and no NVLink joins them")):
+    with pytest.raises(InputError, match=re.escape("g.toml: server: GPUs 0 and 3 are on different Graces, which share "
+                                                  "no inter-socket link, and no NVLink joins them, directly or "
+                                                  "through one GPU")):
         parse_system(chain, source="g.toml")
     assert parse_system(quad, source="g.toml").spec.n_gpus == 4
     # Two GH200 on one Grace each, PCIe only, joined through a PCIe switch under one Grace: read.

@@ -299,6 +299,25 @@ def test_dgx1_all_to_all_goes_over_nvlink_through_one_gpu_at_most():
     assert hops - {()} == {("nvlink2",), ("nvlink2", "nvlink2")}
 
 
+def test_a_tree_on_one_server_is_one_chain_over_nvlink():
+    # NCCL's double binary tree spans nodes; inside one node its tree is a chain of the GPUs
+    # ([NCCL] src/graph/connect.cc). One DGX-1's chain walks a mesh ring, one NVLink a hop: as a
+    # binary tree over the GPUs in index order it crossed the CPUs, at 9x NCCL's model time.
+    topo = preset("dgx1_v100", figure="effective")
+    out = collective_time(topo, "all_reduce", 1 << 24, algorithm="tree", protocol="simple")
+    w, routes = out.run.workload, out.run.routes
+    indptr, indices = routes.flow_link_indptr, routes.flow_link_indices
+    hops = {tuple(topo.link_technology[link] for link in indices[indptr[f]:indptr[f + 1]]) for f in range(len(w))}
+    assert hops - {()} == {("nvlink2",)}
+    # Each channel's two trees are the same chain of 8 GPUs: 7 pairs up, the same 7 reversed down.
+    for name in ("all_reduce.tree0.ch0.", "all_reduce.tree1.ch0."):
+        pairs = {(w.src[f], w.dst[f]) for f in range(len(w)) if w.names[f].startswith(name) and w.src[f] != w.dst[f]}
+        assert len(pairs) == 14 and {(b, a) for a, b in pairs} == pairs
+    ups = {w.src[f] for f in range(len(w))
+           if w.names[f].startswith("all_reduce.tree0.ch0.") and ".chainup." in w.names[f]}
+    assert len(ups) == 7  # every GPU but the head sends up
+
+
 def test_tree_chains_order_each_servers_chain_per_channel():
     servers = {"a0": 0, "a1": 0, "a2": 0, "b0": 1, "b1": 1, "b2": 1}
     chains = [("a2", "a0", "a1", "b2", "b0", "b1"), ("b1", "b0", "b2", "a1", "a0", "a2")]

@@ -708,15 +708,16 @@ def tree_all_reduce(
 ) -> Workload:
     """Double binary tree all-reduce (NCCL >= 2.4): each tree carries ``S / 2``.
 
-    The trees are NCCL's (``ncclGetDtree``). Across servers (``servers`` with more than one),
-    as NCCL builds them: the tree nodes are the servers, each a chain of its ranks (in
+    The trees are NCCL's (``ncclGetDtree``). Given ``servers``, as NCCL builds them: the
+    tree nodes are the servers (one server: one chain, NCCL's tree inside a node), each a
+    chain of its ranks (in
     ``ranks`` order, rotated on channel ``c`` by ``offsets[c]``, by ``c`` without them, so
     that channels use different GPUs and NICs: :func:`~flowsim.collectives.rings.nic_spread_offsets`
     gives the rotations that do so where GPUs share NICs; or, given ``chains``, a server's
     ranks in the order they come in ``chains[c]``, ``chains`` repeating when there are more
     channels: on an NVLink mesh, NCCL's chains walk the NVLinks as its rings do,
     :func:`~flowsim.collectives.rings.mesh_server_rings`) whose first rank talks to the parent
-    and child servers. Otherwise every rank is a tree
+    and child servers. Without ``servers`` every rank is a tree
     node, in ``ranks`` order. A node sends slice ``k`` up once slice ``k`` has arrived from
     all below it (the reduction); the root, having all of slice ``k``, sends it down, and
     each node forwards a slice down as it arrives. ``split_cap_Bps`` caps, on the wire, each
@@ -747,7 +748,8 @@ def tree_all_reduce(
         if not chains or any(sorted(order) != sorted(ranks) for order in chains):
             raise InputError(f"{what}: chains must be a non-empty list of orders of the ranks, each rank once")
     streamed = model == "stream" and not costs.streams
-    _tree_all_reduce(dag, ranks, _group_by_server(ranks, servers, what), piece if streamed else piece / n_slices,
+    groups = None if servers is None else _group_by_server(ranks, servers, what)
+    _tree_all_reduce(dag, ranks, groups, piece if streamed else piece / n_slices,
                      channels, 1 if streamed else n_slices, None if offsets is None else [int(k) for k in offsets],
                      split_cap_Bps, cap_Bps, net_cap_Bps, n_slices if streamed else 0, chains)
     return dag.workload("all_reduce")

@@ -1179,7 +1179,7 @@ def _tree_shape(parent: Sequence[int]) -> tuple[list[list[int]], list[int]]:
 def _tree_all_reduce(
     dag: _FlowDag,
     ranks: tuple[str, ...],
-    groups: list[tuple[str, ...]],
+    groups: list[tuple[str, ...]] | None,
     payload_bytes: float,
     channels: int,
     slices: int,
@@ -1192,13 +1192,14 @@ def _tree_all_reduce(
 ) -> None:
     """Both trees of every channel, slice by slice, over tree nodes that are chains.
 
-    With one group, every rank is a tree node. With several (servers), each server is a
-    tree node: a chain of its ranks, rotated by ``offsets[c]`` on channel ``c`` (by ``c``
-    without offsets; they repeat when there are more channels), or, given ``chains``, its
-    ranks in the order they come in ``chains[c]`` (repeating likewise), whose first rank (the
-    head) talks to the parent and child servers. Going up, slice ``k`` runs down the chain to the
-    head, which sends it to the parent once it has the chain's and every child's slice ``k``;
-    going down, a head forwards slice ``k`` to its child servers and along its chain. With a
+    Without groups, every rank is a tree node. With groups (servers), each server is a tree
+    node (one server: one chain, NCCL's tree inside a node): a chain of its ranks, rotated by
+    ``offsets[c]`` on channel ``c`` (by ``c`` without offsets; they repeat when there are more
+    channels), or, given ``chains``, its ranks in the order they come in ``chains[c]``
+    (repeating likewise), whose first rank (the head) talks to the parent and child servers.
+    Going up, slice ``k`` runs down the chain to the head, which sends it to the parent once
+    it has the chain's and every child's slice ``k``; going down, a head forwards slice ``k``
+    to its child servers and along its chain. With a
     streaming protocol every hop is :func:`_streamed` (give one slice).
 
     ``split_cap_Bps`` caps each message a rank other than a tree's root head sends to a rank
@@ -1226,14 +1227,14 @@ def _tree_all_reduce(
             return _streamed(dag, last, kind, label, src, dst, payload_bytes, deps, step, tag, cap_Bps=cap)
         return _in_order(dag, last, kind, label, src, dst, payload_bytes, deps, step, tag, cap_Bps=cap)
 
-    units = [(r,) for r in ranks] if len(groups) == 1 else groups
+    units = [(r,) for r in ranks] if groups is None else groups
     n = len(units)
     for t, parent in enumerate(_double_binary_tree(n)):
         children, top_down = _tree_shape(parent)
         root = top_down[0]
         for c in range(channels):
             tag = t * channels + c
-            if chains is not None and len(groups) > 1:
+            if chains is not None and groups is not None:
                 place = {r: i for i, r in enumerate(chains[c % len(chains)])}
                 node_chains = [tuple(sorted(u, key=place.__getitem__)) for u in units]
             else:

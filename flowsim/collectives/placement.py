@@ -736,14 +736,14 @@ def collective_workload(
         options["servers"] = topology_servers if servers is None else servers
     if root is not None:
         options["root"] = root
-    if "offsets" in entry.options and len(set(topology_servers.values())) > 1:
+    if "offsets" in entry.options:
         mesh = _mesh_orders(topology, ranks, topology_servers)
-        if not mesh:
+        if not mesh and len(set(topology_servers.values())) > 1:
             # NCCL's search starts channel c on NIC c mod nNets, trees as rings: each channel's
             # chain has its head, which talks to the other servers, on the next NIC.
             first = [r for r in ranks if topology_servers[r] == topology_servers[ranks[0]]]
             options["offsets"] = _nic_offsets(topology, first, gpudirect)
-        elif "chains" in entry.options:
+        elif mesh and "chains" in entry.options:
             # On an NVLink mesh (the DGX-1) NCCL searches a tree's chains as it searches its
             # rings, over NVLink from one NIC's GPU to the other's ([NCCL] src/graph/search.cc):
             # the GPUs in index order would step between GPUs with no NVLink, through the CPUs.
@@ -1126,8 +1126,7 @@ def _tree_fill(slices: int, ranks: tuple[str, ...], servers: Mapping[str, Hashab
     ``slices``; the ratio returned takes that back. It is 16 for one slice through 2 servers
     of 8 GPUs (d = 16) and 79/64 for 64 slices."""
     by_server = Counter(servers[rank] for rank in ranks)
-    units, chain = (len(ranks), 1) if len(by_server) == 1 else (len(by_server), max(by_server.values()))
-    return (slices + tree_hops(units, chain) - 1) / slices
+    return (slices + tree_hops(len(by_server), max(by_server.values())) - 1) / slices
 
 
 def alltoallv_spread(topology: Topology, nccl_env: Mapping[str, str] | None) -> float:

@@ -959,7 +959,7 @@ def test_3d_example_scenario_runs_cut_down():
     doc = tomllib.loads(path.read_text())
     training = doc["workload"]["training"]
     assert (training["tp"], training["pp"], training["dp"]) == (8, 2, 2)
-    training.update(layers=4, n_microbatches=2)  # the full step has ~300,000 flows
+    training.update(layers=4, n_microbatches=2)  # the full step has ~3 million flows
     scenario = scenario_from_document(doc, text="", source=str(path), base_dir=path.parent)
     f, b = 2 * training["layer_forward_s"], 2 * training["layer_backward_s"]  # two layers per stage
     assert scenario.compute_s == pytest.approx((2 + 2 - 1) * (f + b), rel=1e-12)

@@ -100,6 +100,7 @@ from flowsim.errors import InputError, whole_number
 from flowsim.hardware import LinkTier
 from flowsim.pipeline import RunResult, run
 from flowsim.result import SimulationResult
+from flowsim.routes import Routes
 from flowsim.routing import Router
 from flowsim.stepreport import StepBreakdown, step_breakdown
 from flowsim.strings import CodedStrings, JoinedStrings
@@ -896,12 +897,14 @@ def run_training_step(topology: Topology, step: TrainingStep | ParallelStep, **r
 
 def training_breakdown(
     topology: Topology, step: TrainingStep | ParallelStep, workload: Workload, result: SimulationResult, *,
-    top: int = 3, offset: int | None = None,
+    top: int = 3, offset: int | None = None, routes: Routes | None = None,
 ) -> StepBreakdown:
     """:func:`flowsim.stepreport.step_breakdown` of a run of ``workload``, in which ``step``'s
     flows are rows ``offset`` on (a scenario puts its flow list and collectives first, and its
     jobs after). The step's time and critical path come from its own flows; the links'
-    utilization over the step counts every flow of the run.
+    utilization over the step counts the bytes of its own flows where the run's ``routes``
+    are given, else those of every flow of the run (which, past the step's end, can make a
+    link's use over the step more than 100%).
 
     Parameters
     ----------
@@ -923,6 +926,13 @@ def training_breakdown(
         result, ready_s=result.ready_s[rows], transfer_start_s=result.transfer_start_s[rows],
         finish_s=result.finish_s[rows], size_bytes=result.size_bytes[rows],
     )
+    if routes is not None and len(step.workload) < len(workload):
+        # The step's own bytes on each link: its flows' sizes along their routes.
+        indptr = routes.flow_link_indptr
+        links = routes.flow_link_indices[indptr[rows.start]:indptr[rows.stop]]
+        sizes = np.repeat(result.size_bytes[rows], np.diff(indptr[rows.start:rows.stop + 1]))
+        carried = np.bincount(links, weights=sizes, minlength=routes.n_links)
+        mine = replace(mine, link_bytes=carried[: len(result.link_bytes)])
     if isinstance(step, ParallelStep):
         layout = step.layout
         shape = {"tp": layout.tp, "pp": layout.pp, "dp": layout.data_parallel, "ep": layout.ep,

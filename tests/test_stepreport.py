@@ -407,6 +407,29 @@ def test_inspect_and_utilization_plot_show_each_tier(tmp_path):
         plot_trace(trace, "utilization", tmp_path / "x.png", tier="scale_out")
 
 
+def test_tier_use_over_the_step_counts_the_steps_own_flows(tmp_path):
+    # A data-parallel step of 2 GPUs of 2 DGX H100 (1 ms of backward, 1 MB of gradients), and
+    # after it a send of 10 GB between the same GPUs. Over the step the links carry the step's
+    # all-reduce alone: counting the send's bytes too gave them far more use than room.
+    from flowsim.cli import main as run_main
+
+    base = tmp_path / "s.toml"
+    base.write_text(
+        '[topology]\ncluster = "dgx_h100"\nfigure = "effective"\nn_nodes = 2\n'
+        '[workload.training]\nlayers = 1\nlayer_backward_s = 1e-3\nlayer_grad_bytes = 1e6\n'
+        'ranks = ["n0.gpu0", "n1.gpu0"]\n'
+    )
+    late = tmp_path / "late.toml"
+    late.write_text(base.read_text() + '[[workload.collective]]\nop = "send"\nsize_bytes = 1e10\nstart_s = 1.0\n'
+                    'ranks = ["n0.gpu0", "n1.gpu0"]\nname = "late"\n')
+    uses = []
+    for scenario in (base, late):
+        assert run_main(["run", str(scenario), "-o", str(tmp_path / f"{scenario.stem}.h5"), "-q"]) == 0
+        tiers = open_trace(tmp_path / f"{scenario.stem}.h5").training.tiers
+        uses.append([(t.tier, t.max_utilization) for t in tiers])
+    assert uses[1] == uses[0] and all(u <= 1.0 for _, u in uses[1])
+
+
 def test_tiny_mixture_of_experts_by_hand():
     # The tiny model of test_tiny_model_flops_by_hand with 4 experts, each token to 2:
     # matrices 64 + 2 * 128 = 320, 2 * 8 * 320 + 1024 = 6144 FLOPs per layer forward. On

@@ -64,7 +64,7 @@ def run_command(args: argparse.Namespace) -> int:
         end = scenario.jobs[0].lo if scenario.jobs else len(scenario.workload)
         breakdown = training_breakdown(
             scenario.topology, scenario.training, scenario.workload, run.result,
-            offset=end - len(scenario.training.workload),
+            offset=end - len(scenario.training.workload), routes=run.routes,
         )
     note(f"writing {output}")
     write_trace(

@@ -275,6 +275,13 @@ def test_presets_only_one_table(capsys):
     assert out.startswith("Switch models") and "Systems" not in out and "nvlink4" not in out
 
 
+def test_presets_only_is_for_the_tables_not_a_system_file(capsys):
+    # --only used to be dropped without a word where a system file was given.
+    assert cli.main(["presets", "dgx-h100", "--only", "links"]) == 2
+    assert capsys.readouterr().err == ("flowsim: error: --only links picks a table of what flowsim presets lists "
+                                       "without FILE.toml; a system is described whole\n")
+
+
 def test_formatting_helpers():
     assert inspect.format_seconds(1.5e-3) == "1.500 ms"
     assert inspect.format_seconds(2.0) == "2.000 s"

@@ -194,6 +194,16 @@ def test_the_command_writes_a_system_file_that_loads(tmp_path, capsys):
     assert "[guess: give --intersocket]" in text
 
 
+def test_an_empty_name_is_refused(tmp_path, capsys):
+    # --name "" used to fall back to the output file's stem without a word.
+    out = tmp_path / "h100.toml"
+    assert flowsim_main(["system", "import", str(TOPO / "hgx_h100.txt"), "-o", str(out), "--gpu", "H100",
+                         "--nic-speed", "400", "--name", " "]) == 2
+    assert capsys.readouterr().err == ("flowsim: error: --name: empty; give the system a name, or leave --name out "
+                                       "for the output file's stem\n")
+    assert not out.exists()
+
+
 def test_the_command_reads_the_matrix_from_standard_input(tmp_path, capsys, monkeypatch):
     argv = ["-o", str(tmp_path / "h100.toml"), "--gpu", "H100", "--nic-speed", "400"]
     assert flowsim_main(["system", "import", str(TOPO / "hgx_h100.txt"), *argv]) == 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 
 from flowsim.catalog import SECTIONS, describe_presets, describe_system, find_described
+from flowsim.errors import InputError
 
 # SECTIONS and describe_presets are flowsim.catalog's, also importable from here as before.
 __all__ = ["SECTIONS", "add_parser", "describe_presets", "presets_command"]
@@ -18,7 +19,10 @@ __all__ = ["SECTIONS", "add_parser", "describe_presets", "presets_command"]
 
 def presets_command(args: argparse.Namespace) -> int:
     """Handler of ``flowsim presets``: print :func:`describe_presets`, or
-    :func:`describe_system` of each system file given; returns 0."""
+    :func:`describe_system` of each system file given (with no ``--only``); returns 0."""
+    if args.systems and args.only is not None:
+        raise InputError(f"--only {args.only} picks a table of what flowsim presets lists without FILE.toml; "
+                         "a system is described whole")
     if args.systems:
         print("\n\n".join(describe_system(find_described(path)) for path in args.systems))
     else:

@@ -19,7 +19,7 @@ import argparse
 from pathlib import Path
 
 from flowsim.commands.argtypes import positive_int
-from flowsim.errors import STDIN, output_file, read_output_file, read_stdin
+from flowsim.errors import STDIN, InputError, output_file, read_output_file, read_stdin
 from flowsim.files import replaced_atomically
 from flowsim.systemfile import NIC_KINDS, format_system, parse_system
 from flowsim.topoimport import import_system, parse_topo_matrix
@@ -35,6 +35,8 @@ def import_command(args: argparse.Namespace) -> int:
     anything is read.
     """
     what = "the nvidia-smi topo -m output"
+    if args.name is not None and not args.name.strip():
+        raise InputError("--name: empty; give the system a name, or leave --name out for the output file's stem")
     piped = str(args.topology) == STDIN
     output_file(args.output, "the system file", inputs=[] if piped else [args.topology])
     if piped:

@@ -94,12 +94,15 @@ class TopoMatrix:
         Each GPU's NUMA affinity, else CPU affinity (its socket's key); absent if neither.
     nic_names : dict of str to str
         The NIC legend (``NIC0`` -> ``mlx5_0``).
+    source : str
+        Where it was read from, for errors about the server it makes.
     """
 
     devices: tuple[str, ...]
     relation: dict[tuple[str, str], str]
     affinity: dict[str, str]
     nic_names: dict[str, str]
+    source: str = "<topo>"
 
     @property
     def gpus(self) -> list[str]:
@@ -149,6 +152,9 @@ def parse_topo_matrix(text: str, *, source: str = "<topo>") -> TopoMatrix:
         if len(values) < len(devices):
             raise InputError(f"{source}: line {number}: {name} has {len(values)} cells for {len(devices)} devices")
         for column, value in zip(devices, values, strict=False):
+            if (column == name) != (value == "X"):
+                raise InputError(f"{source}: line {number}: {name} to {column} is {value!r}; "
+                                 + ("a device to itself is X" if column == name else "X is a device to itself"))
             if value != "X" and not _NV.match(value) and value not in _PATH_RANK:
                 raise InputError(f"{source}: line {number}: {name} to {column} is {value!r}; expected X, NV#, "
                                  "PIX, PXB, PHB, NODE or SYS")
@@ -162,7 +168,7 @@ def parse_topo_matrix(text: str, *, source: str = "<topo>") -> TopoMatrix:
     missing = [g for g in gpus if (g, g) not in relation]
     if missing:
         raise InputError(f"{source}: no row for {', '.join(missing)}")
-    return TopoMatrix(devices, relation, affinity, nic_names)
+    return TopoMatrix(devices, relation, affinity, nic_names, source)
 
 
 def _gpu_model(gpu: str) -> tuple[str | None, int] | None:
@@ -363,5 +369,8 @@ def import_system(
         gpu_nics=tuple(rail[nearest[g]] for g in gpus) if compute else None, nic_kind=nic_kind,
         cpu="grace" if grace else "x86",
     )
-    spec.check()
+    try:
+        spec.check()
+    except InputError as err:  # what the matrix says does not make a server flowsim takes
+        raise InputError(f"{matrix.source}: {err}") from None
     return spec, notes

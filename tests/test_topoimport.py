@@ -257,6 +257,13 @@ def test_the_command_refuses_to_write_over_its_matrix(tmp_path, capsys):
     assert matrix.read_text() == text
 
 
+def test_a_matrix_that_makes_no_server_is_named():
+    # NVLink counts past what a GPU has: the server's own check, said of the file it came from.
+    text = "\tGPU0\tGPU1\nGPU0\t X \tNV99\nGPU1\tNV99\t X\n"
+    with pytest.raises(InputError, match=re.escape("t.txt: 99 NVLinks per GPU: a H100")):
+        import_system(parse_topo_matrix(text, source="t.txt"), name="x", gpu="H100", pcie=5)
+
+
 def test_unknown_gpus_with_nvlinks_need_their_generation():
     with pytest.raises(InputError, match="the matrix shows NVLinks but a Mystery GPU has none flowsim knows"):
         import_system(_matrix("dgx1_v100.txt"), name="x", gpu="Mystery GPU", pcie=3, nic_speed_gbps=100)
@@ -266,7 +273,10 @@ def test_unknown_gpus_with_nvlinks_need_their_generation():
     ("text", "message"),
     [
         ("hello\n", "t.txt: no 'GPU0 GPU1 ...' header line"),
-        ("\tGPU0\tGPU1\nGPU0\t X \tNV4\nGPU1\tNV4\tQPI\n", "t.txt: line 3: GPU1 to GPU1 is 'QPI'; expected X, NV#"),
+        ("\tGPU0\tGPU1\nGPU0\t X \tNV4\nGPU1\tQPI\t X\n", "t.txt: line 3: GPU1 to GPU0 is 'QPI'; expected X, NV#"),
+        # A device's own cell is X, and only its own (NV18 there was taken as it came).
+        ("\tGPU0\tGPU1\nGPU0\tNV4\tNV4\nGPU1\tNV4\t X\n", "t.txt: line 2: GPU0 to GPU0 is 'NV4'; a device to itself is X"),
+        ("\tGPU0\tGPU1\nGPU0\t X \t X\nGPU1\tNV4\t X\n", "t.txt: line 2: GPU0 to GPU1 is 'X'; X is a device to itself"),
         ("\tGPU0\tGPU1\nGPU0\t X \tNV4\n", "t.txt: no row for GPU1"),
         ("\tGPU0\tGPU1\nGPU0\t X\n", "t.txt: line 2: GPU0 has 1 cells for 2 devices"),
     ],

@@ -851,9 +851,7 @@ def _through_one_gpu(kind: np.ndarray, rows: np.ndarray, cols: np.ndarray, via: 
                                key=lambda x: -x[2]):
         rate[r, c], link[r, c] = cap, v
     for a in np.flatnonzero(gpu):
-        for b in np.flatnonzero(gpu & (depth[a, :n] < 0)):
-            if a == b:
-                continue
+        for b in np.flatnonzero(gpu & (depth[a, :n] < 0)):  # a's own depth is 0
             both = np.minimum(rate[a], rate[:, b])
             if both.max() <= 0:
                 continue

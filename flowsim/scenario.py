@@ -603,10 +603,9 @@ def _ranks(where: Where, topology: Topology, table: Mapping, key: str) -> list[s
     unknown = [r for r in ranks if r not in topology.node_index]
     if unknown:
         raise where.error(f"{key}.ranks", f"{unknown[0]!r} is not a node of the topology")
-    other = [r for r in ranks if topology.node_kind[topology.node_index[r]] != NodeKind.GPU]
-    if other:
-        kind = NodeKind(topology.node_kind[topology.node_index[other[0]]]).name.lower()
-        raise where.error(f"{key}.ranks", f"{other[0]!r} is not a GPU (a {kind} node)")
+    why = topology.not_gpu(ranks)
+    if why is not None:
+        raise where.error(f"{key}.ranks", why)
     return ranks
 
 

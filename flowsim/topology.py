@@ -21,7 +21,7 @@ Modelling conventions
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from functools import cached_property
@@ -318,6 +318,15 @@ class Topology:
         if bad.size:
             raise InputError(f"unknown node id {int(ids[bad[0]])} (there are {self.n_nodes} nodes)")
         return ids
+
+    def not_gpu(self, nodes: Sequence[str]) -> str | None:
+        """Why ``nodes`` (names of this topology's nodes) are not all GPUs: the first that is
+        not, and its kind; None where every one is."""
+        kinds = self.node_kind[self.node_ids(nodes)]
+        other = np.flatnonzero(kinds != NodeKind.GPU)
+        if not other.size:
+            return None
+        return f"{nodes[int(other[0])]!r} is not a GPU (a {NodeKind(int(kinds[other[0]])).name.lower()} node)"
 
     def link_id(self, name: str) -> int:
         """Id of the link called ``name``."""

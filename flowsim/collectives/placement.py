@@ -495,11 +495,9 @@ def _gpu_ranks(topology: Topology, ranks: Sequence[str], what: str) -> tuple[str
     """``ranks`` as a tuple, checked: at least two GPU nodes of ``topology``, each once; an
     :class:`InputError` naming ``what`` and the first rank that is not one otherwise."""
     ranks = _check_ranks(ranks, what)
-    kinds = topology.node_kind[topology.node_ids(ranks)]
-    not_gpu = np.flatnonzero(kinds != NodeKind.GPU)
-    if not_gpu.size:
-        rank = ranks[int(not_gpu[0])]
-        raise InputError(f"{what}: ranks: {rank!r} is not a GPU (a {NodeKind(kinds[not_gpu[0]]).name.lower()} node)")
+    why = topology.not_gpu(ranks)
+    if why is not None:
+        raise InputError(f"{what}: ranks: {why}")
     return ranks
 
 
@@ -995,6 +993,9 @@ _ONE_SIDED = frozenset({"gather", "scatter"})
 _NCCL_BUILT = ("ring", "tree", "nvls", "nvls_tree", "nvls_sharp", "pat", "collnet_direct", "collnet_chain")
 # Algorithms that reduce in the network through NCCL's CollNet (IB SHARP).
 _COLLNET_BUILT = ("collnet_direct", "collnet_chain", "nvls_sharp")
+# flowsim's algorithms that run one of NCCL's under another name: the hierarchical all-reduce's
+# phases are rings, NVLS across servers (nvls_sharp) is NCCL's NVLS with CollNet.
+_NCCL_NAMES = {"hierarchical": "ring", "nvls_sharp": "nvls"}
 # Algorithms that run NCCL's Simple protocol only.
 _SIMPLE_ONLY = frozenset({"nvls", "nvls_tree", "nvls_sharp", "pat", "collnet_direct", "collnet_chain"})
 # NCCL_P2P_LL_THRESHOLD ([NCCL] src/enqueue.cc): point-to-point messages up to this many bytes
@@ -1019,7 +1020,7 @@ def _nccl(topology: Topology, collective: str, size_bytes: float, ranks: tuple[s
     _check_steering(topology, collective, algorithm, protocol, nccl_env, env)
     if algorithm not in ("auto", None):
         name = algorithm_of(collective, algorithm).name
-        nccl_name = {"hierarchical": "ring", "nvls_sharp": "nvls"}.get(name, name)
+        nccl_name = _NCCL_NAMES.get(name, name)
         n_nodes = len(set(rank_servers(topology, ranks).values()))
         refused = version_refusal(nccl_name, collective, nccl_version, n_nodes)
         if refused is not None:
@@ -1043,7 +1044,7 @@ def _nccl(topology: Topology, collective: str, size_bytes: float, ranks: tuple[s
             allowed = [name for name in allowed if name in STREAMED or (name == "nvls" and across)]
     else:
         name = algorithm_of(collective, algorithm).name
-        allowed = ["ring" if name == "hierarchical" else "nvls" if name == "nvls_sharp" else name]
+        allowed = [_NCCL_NAMES.get(name, name)]
         env.pop("NCCL_ALGO", None)
     try:
         return nccl_choice(topology, collective, size_bytes, ranks=ranks, nccl_env=env, version=nccl_version,
@@ -1067,7 +1068,7 @@ def _check_steering(topology: Topology, collective: str, algorithm: str | None, 
              for key in ("NCCL_ALGO", "NCCL_PROTO")}
     if algorithm not in ("auto", None) and "NCCL_ALGO" in env:
         name = algorithm_of(collective, algorithm).name
-        nccl_name = {"hierarchical": "ring", "nvls_sharp": "nvls"}.get(name, name)
+        nccl_name = _NCCL_NAMES.get(name, name)
         if nccl_name not in nccl.algorithms(collective):
             runs = "" if nccl_name == name else f" (it runs NCCL's {nccl_name})"
             raise InputError(f"algorithm {algorithm!r}{runs} contradicts NCCL_ALGO={env['NCCL_ALGO']}"

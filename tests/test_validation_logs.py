@@ -121,7 +121,8 @@ def test_every_log_parses_with_what_it_says(name):
         gpu = next(family for family in ("GH200", "GB200", "A100", "H200", "H100", "B200") if family in entry.gpu)
         assert len(log.gpu_models) == 1 and gpu in log.gpu_models[0]
         assert all(host.startswith(("node", "bm-h100-", "inst-", "gpu-dp-", "cnode3-", "ztan-mig-", "h100-ord01-", "nid",
-                                    "nccl-test-host-", "nccl-allreduce-job0-mpiworker-", "pool0-", "a000"))
+                                    "nccl-test-host-", "nccl-allreduce-job0-mpiworker-", "pool0-", "a000",
+                                    "pt0", "spt0"))
                    for host in log.hosts)
     else:
         # Logs pasted without their rank lines, or with the last of them only: the index's

@@ -466,6 +466,40 @@ def test_a_page_of_runs_each_cut_to_its_table_is_read_run_by_run():
     assert logs[0].rows[-1].line == whole.rows[-1].line
 
 
+# NVIDIA/nccl#340's paste: the tail of a run as an older nccl-tests printed its rows (no redop
+# and root, '#wrong' as '0e+00'), without its header, then the next command and its nThread line.
+OLD_ROWS_THEN_NEXT_RUN = """```
+       32768          4096   float    13.39    1.22    1.22  0e+00    11.85    1.38    1.38  0e+00
+       65536          8192   float    16.57    1.98    1.98  0e+00    13.83    2.37    2.37  0e+00
+# Out of bounds values : 0 OK
+# Avg bus bandwidth    : 6.6972
+
+./broadcast_perf -b 8 -e 128M -f 2 -g 2
+# nThread 1 nGpus 2 minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: 5 iters: 20
+"""
+
+
+def test_rows_without_their_header_then_the_next_run_are_two_runs():
+    # The rows open their run's table as a header would: the nThread line after them starts
+    # the next run, which the paste cut before its table (one error, not the whole file's).
+    unread = []
+    logs = parse_nccl_logs(OLD_ROWS_THEN_NEXT_RUN, collective="all_gather", nodes=1, gpus_per_node=2, errors=unread)
+    assert [(r.size_bytes, r.line) for log in logs for r in log.rows] == [(32768, 2), (65536, 3)]
+    assert [str(err) for err in unread] == [
+        "<text>, line 8: output ends before the '#  size  count  type ...' table header (truncated?)"]
+    # The command line goes with the run it starts, not with the rows before it.
+    header = "#  size  count  type  root  time  algbw  busbw  error  time  algbw  busbw  error\n"
+    row = "     1048576        262144   float     0    47.38   22.13   22.13  0e+00    46.84   22.39   22.39  0e+00\n"
+    unread = []
+    logs = parse_nccl_logs(OLD_ROWS_THEN_NEXT_RUN + header + row, nodes=1, gpus_per_node=2, errors=unread)
+    assert [log.binary for log in logs] == ["broadcast_perf"] and logs[0].rows[0].line == 10
+    assert len(unread) == 1 and "cannot tell which nccl-tests binary" in str(unread[0])
+    # Read as one run, the second run is refused by its line, naming no Python function.
+    with pytest.raises(InputError, match=r"^<text>, line 8: a second nccl-tests run starts here, where one run was "
+                       r"expected$"):
+        parse_nccl_log(OLD_ROWS_THEN_NEXT_RUN, collective="all_gather", nodes=1, gpus_per_node=2)
+
+
 def test_a_header_without_hashes_and_prose_after_a_table():
     # Output shown through a tool that drops '#' (dstack's docs: 'wrong' for '#wrong'), and a
     # sentence after the table that starts with a number: not a row.

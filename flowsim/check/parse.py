@@ -32,9 +32,10 @@ Output as people paste it is read too: comment lines whose ``#`` a Markdown rend
 ratio, which fixes the rank count of all-reduce, all-gather, reduce-scatter and all-to-all,
 with the hosts and devices of the rank lines a paste kept where they allow one shape),
 and no closing ``# Avg bus bandwidth`` line (a table pasted in part: a warning, not an error).
-A file of several runs is cut into runs at their opening lines; where a script named each
-binary before running it (``Running: ./build/all_reduce_perf ...``), the lines between two
-runs go with the run after them.
+A file of several runs is cut into runs at their opening lines (rows pasted without their
+header open a table as the header would); where a script named each binary before running it
+(``Running: ./build/all_reduce_perf ...``), or a command line stands between two runs
+(``./broadcast_perf -b 8 ...``), the lines between them go with the run after them.
 Sizes are nccl-tests' ``S``
 (the total over ranks for all-gather, reduce-scatter and all-to-all), busbw and algbw are
 in GB/s (1e9 B/s), times in microseconds.
@@ -454,8 +455,11 @@ def _infer_binary(rows: Sequence[TestRow], n_ranks: int | None) -> set[str]:
     return candidates
 
 
-_SECOND_RUN = "a second nccl-tests run starts here; parse_nccl_logs reads one run after another"
+_SECOND_RUN = "a second nccl-tests run starts here, where one run was expected"
 _TABLE_HEADER = re.compile(r"^#\s*size\s+count")
+# A binary's name then an option: a command about to run ("./broadcast_perf -b 8 -e 128M"),
+# never a report of one that ran.
+_COMMAND = re.compile(_BINARY_NAME.pattern + r"(?:_\w+)?\s+-")
 # A run's opening lines in the order nccl-tests prints them, then its table header.
 _RUN_LINES = (_VERSION, _STARTING, _NTHREAD, _TABLE_HEADER)
 
@@ -700,7 +704,8 @@ def parse_nccl_logs(
     A run starts at its first ``# nccl-tests version``, ``# Collective test starting`` or
     ``# nThread`` line after the table of the run before; lines between two runs' tables
     belong to the first, but for output that names each binary before its run (a script's
-    ``Running: ./build/all_reduce_perf ...``), where they go with the second. Each run is
+    ``Running: ./build/all_reduce_perf ...``) or where they hold a command line
+    (``./broadcast_perf -b 8 ...``), where they go with the second. Each run is
     parsed as :func:`parse_nccl_log` parses a whole text (its collective from its own
     ``# Collective test starting`` line), and an error names the line of the whole text.
     A JSON file (``-J``) holds one run. Parameters (``source`` included) as :func:`parse_nccl_log`,
@@ -742,6 +747,10 @@ def _run_texts(text: str) -> list[str]:
     seen = -1
     for number, line in enumerate(stripped):
         kind = next((k for k, pattern in enumerate(_RUN_LINES) if pattern.match(line)), None)
+        if kind is None and _is_headerless_row(line):
+            # Rows pasted without their header open the table as its header would: a run's
+            # opening line after them starts the next run.
+            seen = 3
         if kind is None:
             continue
         if kind < 3 and kind <= seen:
@@ -777,19 +786,26 @@ def _preamble_start(stripped: Sequence[str], header: int, floor: int) -> int:
     return start
 
 
+def _is_headerless_row(stripped: str) -> bool:
+    """Whether ``stripped`` is a row as nccl-tests prints it, read so where a paste left out
+    the table header (:func:`_headerless_layout`)."""
+    return bool(_ROW_START.match(stripped)) and _headerless_layout(stripped, "", 0) is not None
+
+
 def _start_after_averages(stripped: Sequence[str], starts: list[int]) -> None:
     """Move each run's start (``starts``, from the second) back to just after the previous
     run's ``# Avg bus bandwidth`` line, where the output names its binaries before their
-    runs (a script's "Running: ./build/all_reduce_perf ..." line): the lines between two runs
-    then go with the run they announce, so that each run is told by its own binary's name.
+    runs (a script's "Running: ./build/all_reduce_perf ..." line), or where the lines between
+    the two runs hold a command line (``./broadcast_perf -b 8 ...``, which names the run
+    after it even where a paste cut the first run's own): the lines between two runs then
+    go with the run they announce, so that each run is told by its own binary's name.
     ``stripped``: the text's lines without their launcher prefixes."""
     header = next((n for n in range(starts[1] if len(starts) > 1 else len(stripped))
                    if _TABLE_HEADER.match(stripped[n])), None)
-    if header is None or not _BINARY_NAME.search("\n".join(stripped[: header])):
-        return
+    announced = _BINARY_NAME if header is not None and _BINARY_NAME.search("\n".join(stripped[: header])) else _COMMAND
     for k in range(1, len(starts)):
         averages = [n for n in range(starts[k - 1], starts[k]) if _AVG.match(stripped[n])]
-        if averages and _BINARY_NAME.search("\n".join(stripped[averages[-1] + 1: starts[k]])):
+        if averages and announced.search("\n".join(stripped[averages[-1] + 1: starts[k]])):
             starts[k] = averages[-1] + 1
 
 

@@ -1171,6 +1171,26 @@ def test_launcher_prefixes_are_removed(prefix):
     assert (prefixed.binary, prefixed.ranks, prefixed.rows) == (plain.binary, plain.ranks, plain.rows)
 
 
+def test_mpich_rank_markers_inside_rows_are_removed():
+    # NVIDIA/nccl#1453: MPICH's -prepend-rank writes '[0]' before each piece of output the
+    # program flushed, inside rows too; NCCL's INFO lines print ranks so and keep them.
+    text = SENDRECV.read_text().replace(
+        "# Using devices", "node005:4321:4321 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC\n# Using devices")
+    plain = parse_nccl_log(text)
+    lines = []
+    for line in text.splitlines():
+        if line[:1] == " ":  # a row: a marker after its root and after its out-of-place '#wrong'
+            tokens = line.split()
+            line = "  ".join(tokens[:5]) + "[0]  " + "  ".join(tokens[5:9]) + "[0]  " + "  ".join(tokens[9:])
+        elif line.startswith("# Avg"):
+            line += "[0]"
+        lines.append("[0] " + line)
+    marked = parse_nccl_log("\n".join(lines))
+    assert "-1[0]" in lines[_first_row_line(text) - 1]
+    assert (marked.rows, marked.avg_busbw_GBps, marked.local_links) == (
+        plain.rows, plain.avg_busbw_GBps, plain.local_links) and plain.local_links == (("P2P", 1),)
+
+
 @pytest.mark.parametrize("prefix", LAUNCHER_PREFIXES)
 def test_launcher_prefixes_are_removed_where_a_paste_made_spaces_tabs(prefix):
     plain = parse_nccl_log(SENDRECV)

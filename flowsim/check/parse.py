@@ -18,8 +18,8 @@ title ``#wrong`` ``error`` (printed as ``0e+00``), ``-C 1`` titles ``time`` ``cp
 per-iteration statistics add columns after each ``#wrong``, and columns after the in-place
 ``#wrong`` (timestamps) are skipped. Lines of other programs (``NCCL INFO``, ``mpirun``)
 may be interleaved; the prefixes launchers put on every line are removed
-(``[1,0]<stdout>:`` of ``mpirun --tag-output``, ``[0]`` of MPICH's ``-prepend-rank``,
-``  0:`` of ``srun --label``, ``node7: `` of pdsh, ``(pid=12, ...)`` of Ray, an ISO time
+(``[1,0]<stdout>:`` of ``mpirun --tag-output``, ``[0]`` of MPICH's ``-prepend-rank``, which
+it writes inside rows too, ``  0:`` of ``srun --label``, ``node7: `` of pdsh, ``(pid=12, ...)`` of Ray, an ISO time
 stamp of ``kubectl logs --timestamps``, ``Thu Jul 18 15:41:05 2024<stdout>:`` of ``mpirun
 --timestamp-output``, ``[pod/NAME/CONTAINER]`` of ``kubectl logs --prefix``, ``NAME  |`` of
 Docker Compose, nested ones too, and behind a Markdown quote marker
@@ -115,6 +115,8 @@ _TAG_PREFIX = re.compile(
     r"|[A-Z][a-z]{2}\s+[A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d\s+\d{4}(?:\[\d+,\d+\])?<std(?:out|err)>:\s?"
     r"|\[pod/[^\]\s]+\]\s|[A-Za-z][\w.-]*\s+\|\s)"
 )
+# MPICH's "-prepend-rank" marker at a line's start, one of _TAG_PREFIX's prefixes.
+_RANK_MARKER = re.compile(r"^\s*(\[\d+\])\s")
 # nccl-tests' comment lines as a Markdown renderer leaves them, their leading '#' taken for a
 # heading: restored before parsing.
 _HASHLESS = re.compile(
@@ -466,14 +468,24 @@ _RUN_LINES = (_VERSION, _STARTING, _NTHREAD, _TABLE_HEADER)
 
 def _strip_prefixes(raw: str) -> str:
     """``raw`` without the launcher prefixes before it (nested ones too) and with the ``#``
-    a Markdown renderer ate put back."""
+    a Markdown renderer ate put back. In a row or a comment line after MPICH's rank marker
+    (``[0]``), the same marker is removed wherever else it stands: the launcher writes it
+    before each piece of output the program flushed, which may end inside a line
+    (NVIDIA/nccl#1453: ``-1[0]    1626.5 ...      0[0]    2302.3``)."""
     line = raw.rstrip()
+    marker = None
     for _ in range(4):
+        rank = _RANK_MARKER.match(line)
+        marker = marker or (rank and rank.group(1))
         shorter = _TAG_PREFIX.sub("", line, count=1)
         if shorter == line:
             break
         line = shorter
     stripped = line.strip()
+    if marker is not None and stripped[:1] in "#0123456789":
+        # Not in other lines: NCCL's INFO lines print ranks so ("0[0] -> 1[1] via P2P").
+        line = line.replace(marker, "")
+        stripped = line.strip()
     return "# " + stripped if _HASHLESS.match(stripped) else line
 
 

@@ -500,6 +500,42 @@ def test_rows_without_their_header_then_the_next_run_are_two_runs():
         parse_nccl_log(OLD_ROWS_THEN_NEXT_RUN, collective="all_gather", nodes=1, gpus_per_node=2)
 
 
+# nccl-tests#182: two processes of nccl-tests built without MPI (2 GPUs each) printing to one
+# stream, their rows interleaved, each table closed by its own average.
+INTERLEAVED = """#  size  count  type  redop  root  time  algbw  busbw  #wrong  time  algbw  busbw  #wrong
+   134217728      33554432     float     sum      -1    29770    4.51    4.51      0    29873    4.49    4.49      0
+   134217728      33554432     float     sum      -1    27666    4.85    4.85      0    27662    4.85    4.85      0
+   268435456      67108864     float     sum      -1    55270    4.86    4.86      0    55213    4.86    4.86      0
+testgpu1:2832:2832 [1] NCCL INFO comm 0x55c6f1c65b50 rank 0 nranks 2 cudaDev 0 busId 3000 - Destroy COMPLETE
+# Out of bounds values : 0 OK
+# Avg bus bandwidth    : 1.7535
+#
+
+   268435456      67108864     float     sum      -1    59440    4.52    4.52      0    59568    4.51    4.51      0
+# Avg bus bandwidth    : 1.6796
+"""
+
+
+def test_two_processes_interleaved_are_said_not_dropped():
+    log = parse_nccl_log(INTERLEAVED, collective="all_reduce", nodes=1, gpus_per_node=2)
+    assert [r.line for r in log.rows] == [2, 3, 4]
+    assert ("line 10: a row after the table's closing '# Avg bus bandwidth' line; skipped: another process's table "
+            "interleaved with this one? (nccl-tests built without MPI runs one test per process, each printing its "
+            "own)") in log.warnings
+    assert ("line 3: size 134217728 B printed a second time in the same table (first on line 2): two processes' "
+            "tables interleaved? (nccl-tests built without MPI runs one test per process, each printing its own); "
+            "each row is checked") in log.warnings
+    # Sizes nccl-tests rounds to the same one are not: size 0 (below a rank's element), or
+    # sizes a step in bytes (-i) finer than an element apart.
+    nthread = "# nThread 1 nGpus 2 minBytes 134217728 maxBytes 268435456 step: {}\n"
+    zeros = INTERLEAVED.replace("134217728      33554432", "0             0").split("testgpu1")[0]
+    for text in (zeros, nthread.format("2(bytes)") + INTERLEAVED):
+        assert not any("printed a second time" in w
+                       for w in parse_nccl_log(text, collective="all_reduce", nodes=1, gpus_per_node=2).warnings)
+    assert any("printed a second time" in w for w in parse_nccl_log(
+        nthread.format("2(factor)") + INTERLEAVED, collective="all_reduce", nodes=1, gpus_per_node=2).warnings)
+
+
 def test_a_header_without_hashes_and_prose_after_a_table():
     # Output shown through a tool that drops '#' (dstack's docs: 'wrong' for '#wrong'), and a
     # sentence after the table that starts with a number: not a row.

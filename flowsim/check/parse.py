@@ -32,6 +32,8 @@ Output as people paste it is read too: comment lines whose ``#`` a Markdown rend
 ratio, which fixes the rank count of all-reduce, all-gather, reduce-scatter and all-to-all,
 with the hosts and devices of the rank lines a paste kept where they allow one shape),
 and no closing ``# Avg bus bandwidth`` line (a table pasted in part: a warning, not an error).
+Rows after that line, and a size a table prints twice, are named in warnings: two processes'
+tables interleaved, as nccl-tests built without MPI prints one per process.
 A file of several runs is cut into runs at their opening lines (rows pasted without their
 header open a table as the header would); where a script named each binary before running it
 (``Running: ./build/all_reduce_perf ...``), or a command line stands between two runs
@@ -216,6 +218,8 @@ _STARTING = re.compile(r"^#\s*Collective\s+test\s+starting:\s*(\S+)")
 _STARTING_BINARY = re.compile("(" + "|".join(BINARIES) + r")(?:_\S+)?")
 _VERSION = re.compile(r"^#\s*nccl-tests\s+version\s+(\S+)")
 _NTHREAD = re.compile(r"^#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\s+minBytes\s+(\d+)\s+maxBytes\s+(\d+)")
+# Its step between sizes: a factor (-f), or bytes (-i) ([NT-PERF] src/common.cu).
+_STEP_BYTES = re.compile(r"\bstep:\s*(\d+)\(bytes\)")
 # What nccl-tests prints when a call fails, and stops ([NT-PERF] src/common.h NCCLCHECK and
 # CUDACHECK, docs/hardware.md):
 # " Test NCCL failure common.cu:1279 'remote process exited or there was a network error'".
@@ -831,6 +835,7 @@ def _parse_text(
     header = None
     agg_iters: int | None = None
     cuda_graph: int | None = None
+    step_bytes: int | None = None  # -i: the step between sizes, in bytes
     ranks: dict[int, RankInfo] = {}
     env: dict[str, str] = {}
     env_clash: dict[str, int] = {}
@@ -842,6 +847,7 @@ def _parse_text(
     choices: list[NcclCall] = []  # NCCL's TUNING lines
     shapes: set[tuple[int, int, int]] = set()  # (ranks, nodes, ranks of the node) of NCCL's comm lines
     fragments: list[int] = []
+    after_avg: list[int] = []  # rows after the table's average: another process's
     rows: list[TestRow] = []
     layout = None
     in_place_first = False
@@ -876,6 +882,8 @@ def _parse_text(
                 agg, graph = _AGG_ITERS.search(stripped), _GRAPH.search(stripped)
                 agg_iters = None if agg is None else int(agg.group(1))
                 cuda_graph = None if graph is None else int(graph.group(1))
+                step = _STEP_BYTES.search(stripped)
+                step_bytes = None if step is None else int(step.group(1))
             elif stripped.replace("#", "").strip().startswith("Rank"):
                 match = _RANK.match(stripped)
                 if match is None:
@@ -955,6 +963,10 @@ def _parse_text(
                 cut = (number, short)
         elif layout is not None and avg is None and _FRAGMENT.match(stripped):
             fragments.append(number)
+        elif layout is not None and avg is not None and _ROW_START.match(stripped) and len(
+            stripped.split()
+        ) >= layout.needed:
+            after_avg.append(number)
     last = len(lines)
     if failure is not None and not rows:
         raise line_error(source, failure[0], f"the run failed before printing results: {failure[1]}")
@@ -990,6 +1002,15 @@ def _parse_text(
             f"line{'s' if len(fragments) > 1 else ''} {where}: times and bandwidths without a size "
             "(a row that other output cut in two); skipped"
         )
+    if after_avg:
+        # nccl-tests prints its average after its last row; a row after it is another
+        # process's, as two processes of nccl-tests built without MPI print to one stream.
+        where = ", ".join(str(n) for n in after_avg[:5]) + (", ..." if len(after_avg) > 5 else "")
+        warnings.append(
+            f"line{'s' if len(after_avg) > 1 else ''} {where}: {'rows' if len(after_avg) > 1 else 'a row'} after the "
+            f"table's closing '# Avg bus bandwidth' line; skipped: another process's table interleaved with this "
+            "one? (nccl-tests built without MPI runs one test per process, each printing its own)"
+        )
     if cut is not None:
         # The output ends inside its last row (a log cut at a byte count, a run killed while
         # printing), as it may end between two rows.
@@ -1021,6 +1042,7 @@ def _parse_text(
             source, layout.line, BINARIES[binary], rows, per_process, nodes, gpus_per_node, warnings, ranks, given
         )
     warnings.extend(_miscounted(rows, BINARIES[binary], len(ordered)))
+    warnings.extend(_repeated(rows, BINARIES[binary], len(ordered), step_bytes))
     return NcclTestLog(
         source,
         BINARIES[binary],
@@ -1064,6 +1086,32 @@ def _miscounted(rows: Sequence[TestRow], collective: str, n_ranks: int) -> list[
     return [f"{where}: count {first.count} of {first.dtype} ({element} B){each} makes "
             f"{first.count * element * parts} B, not the {first.size_bytes} B of the size column"
             f"{' (the first of them)' if len(wrong) > 1 else ''}: a row edited or garbled; predicting the size"]
+
+
+def _repeated(rows: Sequence[TestRow], collective: str, n_ranks: int, step_bytes: int | None) -> list[str]:
+    """A warning naming the rows whose size an earlier row of the same table (type,
+    reduction and root) printed: sizes grow down a table, so a size printed twice is two
+    processes' tables interleaved (nccl-tests built without MPI runs one test per process).
+    But for size 0, and steps (``step_bytes``, -i) finer than a size's unit (the type's
+    size, times the ranks where the collective splits it), which nccl-tests rounds to the
+    same size."""
+    unit = min((DTYPE_BYTES.get(row.dtype, 1) for row in rows), default=1) * (n_ranks if collective in SPLIT else 1)
+    if step_bytes is not None and step_bytes < unit:
+        return []
+    first: dict[tuple, TestRow] = {}
+    again = []  # (row, the earlier row of its size)
+    for row in rows:
+        earlier = first.setdefault((row.dtype, row.redop, row.root, row.size_bytes), row)
+        if earlier is not row and row.size_bytes > 0:
+            again.append((row, earlier))
+    if not again:
+        return []
+    row, earlier = again[0]
+    where = ", ".join(str(r.line) for r, _ in again[:5]) + (", ..." if len(again) > 5 else "")
+    return [f"line{'s' if len(again) > 1 else ''} {where}: size {row.size_bytes} B printed a second time in the same "
+            f"table (first on line {earlier.line}){' (the first of them)' if len(again) > 1 else ''}: two processes' "
+            "tables interleaved? (nccl-tests built without MPI runs one test per process, each printing its own); "
+            "each row is checked"]
 
 
 def _gpus_per_host_mismatch(ranks: Sequence[RankInfo], gpus_per_node: int | None) -> list[str]:

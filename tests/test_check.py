@@ -2028,10 +2028,15 @@ def test_a_count_that_holds_the_whole_size_rules_out_the_split_collectives():
                                                   "maximum threshold.\n# Out of bounds"), "line 2[0-9]"),
     (lambda text: text.replace("NVIDIA H100 80GB HBM3", "AMD Instinct MI300X"), "line 6: rank 0 is an AMD Instinct MI300X"),
 ])
-def test_rccl_tests_output_is_refused_in_one_line(edit, where):
+def test_rccl_tests_output_is_refused_in_one_line(edit, where, tmp_path, capsys):
     with pytest.raises(InputError, match=where + r".*rccl-tests output \(AMD GPUs and RCCL\): flowsim models NCCL on "
-                                               r"NVIDIA GPUs; not checked"):
+                                               r"NVIDIA GPUs$"):
         parse_nccl_log(edit(SENDRECV.read_text()))
+    # Among other files: its line says once that it was not checked.
+    path = tmp_path / "rccl.txt"
+    path.write_text(edit(SENDRECV.read_text()))
+    assert flowsim_check([str(SENDRECV), str(path), "--system", "dgx-h100", "--min-bytes", "1G", "--brief"]) == 2
+    assert capsys.readouterr().err.endswith("flowsim models NCCL on NVIDIA GPUs (not checked)\n")
 
 
 def test_a_rank_count_the_printed_bandwidths_cannot_pin_down_is_not_called_a_mismatch():

@@ -386,6 +386,21 @@ def test_brief_prints_a_line_per_run(capsys):
         flowsim_check([*argv, "--brief", "--json"])
 
 
+def test_the_lines_of_a_files_runs_say_which_run(tmp_path, capsys):
+    # Two runs of one file that fail alike: each error line says its run, as each brief line does.
+    path = tmp_path / "two_a40.log"
+    path.write_text(SENDRECV.read_text().replace("NVIDIA H100 80GB HBM3", "NVIDIA A40") * 2)
+    assert flowsim_check([str(path), str(SENDRECV), "--brief", "--min-bytes", "1G"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert [line.split(": --system is required")[0] for line in err[1:]] == [
+        f"flowsim check: error: {path}, run {k} of 2" for k in (1, 2)]
+    path.write_text(SENDRECV.read_text() * 2)
+    flowsim_check([str(path), "--system", "dgx-h100", "--brief", "--min-bytes", "1G"])
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(": sendrecv_perf")[0] for line in lines[:2]] == [f"{path}, run {k} of 2" for k in (1, 2)]
+    assert [log.run for log in parse_nccl_logs(path)] == [(1, 2), (2, 2)] and parse_nccl_log(SENDRECV).run == (1, 1)
+
+
 def test_tuning_prints_nccls_model_under_each_row(tmp_path, capsys):
     # The 16 H100 of nccl-tests#309 on two servers: NCCL's tree with LL at 8 B costs its
     # latency alone, by hand 6.8 + 2 x ((8 - 1) x 0.6 + log2(2) x 5.0) = 25.2 us (docs/hardware.md

@@ -165,6 +165,9 @@ class NcclTestLog:
     platform : str or None
         The AWS instance type the aws-ofi-nccl plugin's INFO line names (``NET/OFI Running on
         p5.48xlarge platform``; ``P4d`` in older plugins), the first such; None without one.
+    run : (int, int)
+        The run's place among its source's runs, and their count (``(2, 3)``: the second of
+        three, those that could not be read counted too); ``(1, 1)`` for a source of one run.
     """
 
     source: str
@@ -188,6 +191,14 @@ class NcclTestLog:
     local_links: tuple[tuple[str, int], ...] = ()
     net_devices: tuple[int, ...] = ()
     platform: str | None = None
+    run: tuple[int, int] = (1, 1)
+
+    @property
+    def named(self) -> str:
+        """The source, and the run where it holds several (``"logs.txt, run 2 of 3"``): what
+        tells a run's messages from its neighbours'."""
+        k, n = self.run
+        return self.source if n == 1 else f"{self.source}, run {k} of {n}"
 
     @property
     def n_ranks(self) -> int:

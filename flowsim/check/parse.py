@@ -53,7 +53,7 @@ import os
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from flowsim.check.log import (
@@ -742,9 +742,10 @@ def parse_nccl_logs(
         errors.append(err)
         return []
     logs = []
-    for run in _run_texts(text):
+    runs = _run_texts(text)
+    for k, run in enumerate(runs, start=1):
         try:
-            logs.append(_parse_text(run, source, collective, nodes, gpus_per_node))
+            logs.append(replace(_parse_text(run, source, collective, nodes, gpus_per_node), run=(k, len(runs))))
         except InputError as err:
             if errors is None:
                 raise

@@ -495,7 +495,7 @@ class CheckReport:
         n = len(self.warnings)
         warned = f"; {n} warning{'s' if n > 1 else ''}, in the full report" if n else ""
         other = "; the flagged sizes fit another of NCCL's choices, in the full report" if self.explained else ""
-        return (f"{log.source}: {log.binary}, {log.n_ranks} ranks on {log.n_nodes} node(s): "
+        return (f"{log.named}: {log.binary}, {log.n_ranks} ranks on {log.n_nodes} node(s): "
                 f"{self._summary().removeprefix('# ')}{spread}{warned}{other}")
 
     def _busiest_lines(self) -> list[str]:

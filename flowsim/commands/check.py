@@ -140,8 +140,13 @@ def _summary(reports: list[CheckReport], n_unread: int, n_files: int) -> str:
 
 
 def _named(log: NcclTestLog, err: InputError, several: bool) -> InputError:
-    """``err`` of one run, naming the run's file where several runs or files are checked."""
-    return InputError(f"{log.source}: {err}" if several and not str(err).startswith(log.source) else str(err))
+    """``err`` of one run, naming the run's file where several runs or files are checked,
+    and the run where its file holds several (``logs.txt, run 2 of 3``): the same error of
+    two runs would read the same otherwise."""
+    text = str(err)
+    if text.startswith(f"{log.source}: "):
+        return InputError(f"{log.named}: {text.removeprefix(f'{log.source}: ')}")
+    return InputError(f"{log.named}: {text}" if several and not text.startswith(log.source) else text)
 
 
 def _default_systems(logs: list[NcclTestLog], unread: list[InputError]) -> tuple[list[NcclTestLog], list[str]]:

@@ -2380,6 +2380,25 @@ def test_network_connections_without_rdma_are_named(network, gdr, expected):
     assert notes == [] if expected is None else len(notes) == 1 and notes[0].startswith(expected)
 
 
+@pytest.mark.parametrize(("lines", "version", "sends", "local"), [
+    # NCCL 2.4.8 (v2.4.8-1 src/transport/net.cc, p2p.cc, shm.cc): ranks alone on the network's lines.
+    (["Ring 00 : 0 -> 8 [send] via NET/IB/0/GDRDMA", "Ring 01 : 0 -> 8 [send] via NET/IB/1",
+      "Ring 00 : 8 -> 0 [receive] via NET/IB/0", "Ring 00 : 0[0] -> 1[1] via P2P/IPC",
+      "Ring 00 : 1 -> 2 via P2P/common device", "Ring 00 : 2[2] -> 3[3] via direct shared memory"],
+     "2.4.8+cuda10.0", (("IB", 1, 1),), (("P2P", 2), ("SHM", 1))),
+    # NCCL 2.6.4 (v2.6.4-1): each rank's bus id in hex (aws-samples' EKS example on EFA).
+    (["Ring 00 : 0[160] -> 1[160] [send] via NET/AWS Libfabric/0",
+      "Ring 00 : 0[1b000] -> 1[1c000] via P2P/IPC"], "2.6.4+cuda10.1", (("AWS Libfabric", 0, 1),), (("P2P", 1),)),
+    # NCCL 2.7 to 2.11 (v2.11.4-1): "Channel", no connection index yet.
+    (["Channel 00 : 0[1b000] -> 8[1b000] [send] via NET/IB/0/GDRDMA",
+      "Channel 00 : 0[1b000] -> 1[1c000] via direct shared memory"], "2.11.4+cuda11.4", (("IB", 1, 0),),
+     (("SHM", 1),)),
+])
+def test_older_nccls_connection_lines_are_read(lines, version, sends, local):
+    log = parse_nccl_log(_with_info(_typed_log(("float", "sum")), *lines, version=version))
+    assert (log.net_sends, log.local_links) == (sends, local)
+
+
 @pytest.mark.parametrize(("lines", "system", "counted", "expected"), [
     # NCCL 2.19's SHM line, and 2.30.7's without the connection index: through host memory
     # on an NVLink server.

@@ -154,14 +154,24 @@ _TUNING_NUMBERED = re.compile(
 )
 # NCCL's INFO line for each network connection a rank sets up, "/GDRDMA" where GPUDirect RDMA
 # carries it ([NCCL] src/transport/net.cc: "Channel 00/0 : 7[7] -> 8[0] [send] via
-# NET/IB/0/GDRDMA"; the network's name may hold spaces, "NET/AWS Libfabric/0").
-_NET_SEND = re.compile(r"\bNCCL\s+INFO\s+Channel\s+\d+/\d+\s*:.*\[send\]\s+via\s+NET/(.+?)/\d+(?:\(\d+\))?(/GDRDMA)?")
+# NET/IB/0/GDRDMA"; the network's name may hold spaces, "NET/AWS Libfabric/0"). Older NCCL
+# printed the same line as "Channel 00 : 0[1b000] -> ..." (2.7 to 2.11, the bus id in hex,
+# no connection index), "Ring 00 : 0[1b000] -> 1[1b000] [send] via NET/IB/0" (2.5 and 2.6:
+# v2.6.4-1 src/transport/net.cc; its trees connect through the same lines) and "Ring 00 :
+# 0 -> 1 [send] ..." (v2.4.8-1 src/transport/net.cc).
+_NET_SEND = re.compile(
+    r"\bNCCL\s+INFO\s+(?:Channel|Ring)\s+\d+(?:/\d+)?\s*:.*\[send\]\s+via\s+NET/(.+?)/\d+(?:\(\d+\))?(/GDRDMA)?"
+)
 # NCCL's INFO line for each connection inside a server: "via P2P/CUMEM/read" (and P2P/IPC,
 # P2P/direct pointer, P2P/indirect), or "via SHM/direct/direct" through host memory
 # ([NCCL] src/transport/p2p.cc, src/transport/shm.cc; "Channel 00 : ..." without the
-# connection index in SHM's line of 2.30.7).
+# connection index in SHM's line of 2.30.7). Older NCCL printed them as net.cc's lines
+# above ("Ring 00 : 0[1b000] -> 1[1c000] via P2P/IPC" in v2.6.4-1 src/transport/p2p.cc, a
+# rank alone in v2.4.8-1's "via P2P/common device"), SHM's as "via direct shared memory"
+# (up to 2.12: v2.12.12-1 src/transport/shm.cc).
 _LOCAL_LINK = re.compile(
-    r"\bNCCL\s+INFO\s+Channel\s+\d+(?:/\d+)?\s*:\s*\d+\[\d+\]\s*->\s*\d+\[\d+\]\s+via\s+(P2P|SHM)/"
+    r"\bNCCL\s+INFO\s+(?:Channel|Ring)\s+\d+(?:/\d+)?\s*:\s*\d+(?:\[[0-9a-fA-F]+\])?\s*->\s*\d+(?:\[[0-9a-fA-F]+\])?"
+    r"\s+via\s+(?:(P2P)/|(SHM)/|direct\s+shared\s+memory)"
 )
 # NCCL's INFO line listing the devices its IB transport uses, each " [i]name:port[...]/IB"
 # or "/RoCE" ([NCCL] src/transport/net_ib/init.cc, src/transport/net_ib.cc in 2.19).
@@ -944,7 +954,8 @@ def _parse_text(
         elif net_match := _NET_SEND.search(stripped):
             net_sends.setdefault(net_match.group(1), [0, 0])[net_match.group(2) is None] += 1
         elif local_match := _LOCAL_LINK.search(stripped):
-            local_links[local_match.group(1)] = local_links.get(local_match.group(1), 0) + 1
+            transport = local_match.group(1) or "SHM"
+            local_links[transport] = local_links.get(transport, 0) + 1
         elif using := _IB_USING.search(stripped):
             net_devices.add(using.group(1).count("["))
         elif on_platform := _OFI_PLATFORM.search(stripped):

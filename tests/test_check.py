@@ -2341,6 +2341,27 @@ def _with_info(text: str, *info: str, version: str | None = "2.30.7+cuda12.9") -
     return head + "\n".join(lines) + "\n#       size" + table
 
 
+@pytest.mark.parametrize(("version", "value", "nccl_env", "ring"), [
+    ("2.4.8+cuda10.0", "0", None, True),  # the AWS EFA guide's p3dn log
+    ("2.4.2+cuda10.0", "18446744073709551615", None, True),  # -1, which NCCL prints unsigned
+    ("2.4.8+cuda10.0", "18446744073709551614", None, False),  # -2: NCCL's default, its own threshold
+    ("2.4.8+cuda10.0", "4096", None, False),  # trees up to 4 KiB: not a choice NCCL_ALGO makes
+    ("2.5.6+cuda10.1", "0", None, False),  # gone from 2.5
+    ("2.4.8+cuda10.0", "0", {"NCCL_ALGO": "Tree"}, False),  # the caller's setting wins
+])
+def test_nccl_24s_tree_threshold_of_0_predicts_rings(version, value, nccl_env, ring):
+    # 1 MiB on two DGX H100 without NVLS: a tree by NCCL's tuner, where NCCL 2.4 built none
+    # with NCCL_TREE_THRESHOLD=0 (v2.4.8-1 src/init.cc, src/enqueue.cc).
+    info = [f"NCCL version {version}", f"NCCL_TREE_THRESHOLD set by environment to {value}."]
+    text = two_host_h100_log(info, busbw="20.00", time_us="100.0").replace(
+        "1073741824     268435456", "   1048576        262144")
+    report = check_nccl_log(text, system="dgx-h100", nccl_env=nccl_env)
+    assert report.rows[0].algorithm == ("ring" if ring else "tree")
+    said = f"NCCL_ALGO=Ring (log: NCCL_TREE_THRESHOLD={value if value == '0' else -1}, with which NCCL " \
+        f"{version.split('+')[0]} ran no trees)"
+    assert (said in report.format_text()) == ring
+
+
 def test_nccl_info_lines_say_where_the_run_differs_from_the_prediction():
     ok = _typed_log(("float", "sum"))
     # 2.20 on: "collnet channels" in the line; before, not (both read).

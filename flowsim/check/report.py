@@ -1045,6 +1045,21 @@ def _printed_version(log: NcclTestLog) -> str | None:
     return None if log.nccl_version is None else log.nccl_version.split("+")[0]
 
 
+def _trees_off(log: NcclTestLog) -> int | None:
+    """The ``NCCL_TREE_THRESHOLD`` ``log``'s INFO lines say the environment set, where it
+    turned the trees of the log's NCCL off; else None. NCCL 2.4 alone had it ([NCCL]
+    v2.4.2-1 to v2.4.8-1 src/init.cc; neither 2.3 nor 2.5): an all-reduce of up to that many
+    bytes ran as a tree, a larger one as a ring (src/enqueue.cc, getPatternInfo), and at 0 or
+    below no tree was built (-2, the default, has NCCL compute the threshold). Its INFO line
+    prints the value unsigned (``%lu``): -1 as 18446744073709551615."""
+    value = dict(log.nccl_env).get("NCCL_TREE_THRESHOLD", "")
+    release = nccl_release(_printed_version(log) or "")
+    if not value.isdigit() or release is None or release[:2] != (2, 4):
+        return None
+    threshold = int(value) - (1 << 64 if int(value) >= 1 << 63 else 0)
+    return threshold if threshold <= 0 and threshold != -2 else None
+
+
 def _predated(log: NcclTestLog, given: str | None, env: Mapping[str, str]) -> PredatedAlgorithm | None:
     """What the NCCL ``log`` prints did not have yet
     (:func:`~flowsim.collectives.constants.predated_algorithm`: NVLS before 2.17.1, NVLSTree
@@ -1138,6 +1153,11 @@ def check_log(
         taken = [f"{key}={value}" for key, value in log.nccl_env if key in NCCL_ENV_KEYS and key not in given]
         if taken:
             nccl = f"{nccl}, {' '.join(taken)} (log)"
+    trees_off = _trees_off(log)
+    if trees_off is not None and "NCCL_ALGO" not in (options.get("nccl_env") or {}):
+        options["nccl_env"] = {**(options.get("nccl_env") or {}), "NCCL_ALGO": "Ring"}
+        nccl = (f"{nccl}, NCCL_ALGO=Ring (log: NCCL_TREE_THRESHOLD={trees_off}, with which NCCL "
+                f"{_printed_version(log)} ran no trees)")
     spec = server if isinstance(server, ServerSpec) else PRESETS[server].spec() if server in PRESETS else None
     devices, device_notes = _local_devices(log)
     layout = (1, 0) if spec is None else _host_layout(spec, devices)

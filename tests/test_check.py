@@ -242,8 +242,14 @@ def test_without_rank_lines_the_ranks_come_from_the_arguments_or_the_busbw_ratio
     assert [r.device for r in log.ranks] == list(range(8))
     # Without the nThread line one process is not known to have driven them: --nodes says it.
     headless = "\n".join(line for line in text.splitlines() if "nThread" not in line)
-    with pytest.raises(InputError, match=r"no '#  Rank .*lines.*says 8 ranks.*--nodes N --gpus-per-node G"):
+    # Either half of the shape is enough, the ratio giving the rank count: the message says so.
+    with pytest.raises(InputError, match=r"no '#  Rank .*lines.*says 8 ranks\); give the cluster's shape: --nodes N or "
+                       r"--gpus-per-node G, either one \(nodes= or gpus_per_node=\): the other follows from the 8 "
+                       r"ranks$"):
         parse_nccl_log(headless, collective="all_gather")
+    # One that does not divide the count: both.
+    with pytest.raises(InputError, match=r"says 8 ranks\); give the cluster's shape: --nodes N --gpus-per-node G"):
+        parse_nccl_log(headless, collective="all_gather", nodes=3)
     assert parse_nccl_log(headless, collective="all_gather", nodes=1).n_ranks == 8
     shaped = parse_nccl_log(headless, collective="all_gather", nodes=2, gpus_per_node=8)
     assert shaped.hosts == ("node0", "node1") and shaped.ranks_from == "arguments"

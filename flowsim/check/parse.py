@@ -632,10 +632,14 @@ def _made_up_ranks(
     else:
         known = "" if fitting is None else f" (the busbw / algbw ratio says {_counted(fitting)} ranks)"
         listing = "no '#  Rank R ... on HOST device D' lines" if not listed else which
+        # Where the ratio gives the rank count, either half of the shape gives the other
+        # (unless one was given that does not divide it: then both are wanted).
+        either = from_busbw is not None and nodes is None and gpus_per_node is None
+        flags = ("--nodes N or --gpus-per-node G, either one (nodes= or gpus_per_node=): the other follows from the "
+                 f"{from_busbw} ranks" if either else "--nodes N --gpus-per-node G (nodes=, gpus_per_node=)")
         raise line_error(
             source, header_line,
-            f"{listing}, so the ranks and hosts of this table are unknown{known}; "
-            "give the cluster's shape: --nodes N --gpus-per-node G (nodes=, gpus_per_node=)",
+            f"{listing}, so the ranks and hosts of this table are unknown{known}; give the cluster's shape: {flags}",
         )
     nodes = whole_number("nodes", nodes)
     gpus_per_node = whole_number("gpus_per_node", gpus_per_node)

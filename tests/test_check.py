@@ -574,6 +574,15 @@ def test_a_header_without_hashes_and_prose_after_a_table():
         parse_nccl_log(text + "2\n# Avg bus bandwidth    : 232.948\n", collective="all_gather")
 
 
+def test_a_table_kept_as_comments_is_said_so():
+    # A run kept in a Makefile or a script, each row behind a '#': not a table cut short.
+    text = "\n".join("#" + line if line[:1] == " " else line for line in _lines(SENDRECV))
+    first = _first_row_line(SENDRECV.read_text())
+    with pytest.raises(InputError, match=rf"^<text>, line {first}: the table's rows are comment lines \('#' before "
+                                         r"each, as on this line\): remove the '#' to check them$"):
+        parse_nccl_log(text)
+
+
 def test_not_nccl_tests_output_and_two_runs(tmp_path):
     with pytest.raises(InputError, match="no '#  size  count  type ...' table header and no '# nThread' line"):
         parse_nccl_log("hello\nworld\n")

@@ -872,6 +872,7 @@ def _parse_text(
     elided = False
     headerless: int | None = None  # the first row's line, where rows came without their header
     cut: tuple[int, InputError] | None = None  # a row with too few columns: its line, its error
+    commented: int | None = None  # the first row after the header with '#' before it
     for number, line in enumerate(lines, start=1):
         stripped = line.strip()
         if not stripped:
@@ -933,6 +934,8 @@ def _parse_text(
                 if layout is None:
                     raise line_error(source, number, "'# Avg bus bandwidth' line before any table header")
                 avg = _measured(avg_match.group(1), source, number, "Avg bus bandwidth")
+            elif layout is not None and commented is None and _ROW_START.match(stripped.lstrip("#").strip()):
+                commented = number
             continue
         failed = _TEST_FAILURE.search(stripped)
         if failure is None and failed:
@@ -1000,6 +1003,10 @@ def _parse_text(
         # The table goes on to its average after the short row (a row garbled, not output
         # cut off), or no row is whole.
         raise cut[1]
+    if not rows and commented is not None:
+        # A table kept as comments (in a Makefile, a script): not one cut short.
+        raise line_error(source, commented, "the table's rows are comment lines ('#' before each, as on this line): "
+                                            "remove the '#' to check them")
     if not rows:
         raise line_error(source, layout.line, "table header but no rows after it (truncated?)")
     # A paste that starts in the middle of the rank lines lists a run of them up to the last;

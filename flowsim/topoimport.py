@@ -77,6 +77,9 @@ _ETH = {10: "eth10g", 100: "eth100g", 200: "eth200g", 400: "eth400g", 800: "eth8
 # Nearness of a PCIe relation, best first (NCCL's path types).
 _PATH_RANK = {"PIX": 0, "PXB": 1, "PHB": 2, "NODE": 3, "SYS": 4}
 _NUMBER = re.compile(r"\d+")
+# Select Graphic Rendition codes: recent drivers underline the header (ESC [4m ... ESC [0m) even
+# when the output is piped, and a paste from a terminal keeps "[4m" and "[0m" without the ESC.
+_SGR = re.compile(r"\x1b?\[[0-9;]*m")
 _NV = re.compile(r"NV(\d+)$")
 
 
@@ -118,14 +121,15 @@ class TopoMatrix:
 
 
 def parse_topo_matrix(text: str, *, source: str = "<topo>") -> TopoMatrix:
-    """Read the output of ``nvidia-smi topo -m`` (tabs or spaces; legends optional).
+    """Read the output of ``nvidia-smi topo -m`` (tabs or spaces; legends optional; terminal
+    colour and underline codes, with or without their escape byte, ignored).
 
     Raises
     ------
     InputError
         Naming ``source`` and the line when there is no GPU header or a row does not fit it.
     """
-    lines = text.splitlines()
+    lines = _SGR.sub("", text).splitlines()
     # The header starts with GPU0 (after a tab); GPU0's own row goes on with its "X".
     header_at = next((i for i, line in enumerate(lines) if line.split()[:1] == ["GPU0"]
                       and line.split()[1:2] != ["X"]), None)

@@ -284,3 +284,21 @@ def test_unknown_gpus_with_nvlinks_need_their_generation():
 def test_bad_matrices_name_the_file_and_line(text, message):
     with pytest.raises(InputError, match=re.escape(message)):
         parse_topo_matrix(text, source="t.txt")
+
+
+# Two GPUs of a B300 server as a recent driver prints them (sglang issue 26039's output, cut
+# down): the header underlined with ESC [4m ... ESC [0m even when piped.
+B300_UNDERLINED = (
+    "\t\x1b[4mGPU0\tGPU1\tNIC0\tNIC1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m\n"
+    "GPU0\t X \tNV18\tPXB\tNODE\t0-63,128-191\t0\t\tN/A\n"
+    "GPU1\tNV18\t X \tNODE\tPXB\t0-63,128-191\t0\t\tN/A\n"
+    "NIC0\tPXB\tNODE\t X \tNODE\nNIC1\tNODE\tPXB\tNODE\t X \n"
+)
+
+
+@pytest.mark.parametrize("escape", ["\x1b", ""], ids=["as printed", "pasted without the escape byte"])
+def test_an_underlined_header_is_read(escape):
+    # Refused as "no 'GPU0 GPU1 ...' header line" until 2026-12-07.
+    m = parse_topo_matrix(B300_UNDERLINED.replace("\x1b", escape), source="t.txt")
+    assert m.devices == ("GPU0", "GPU1", "NIC0", "NIC1")
+    assert m.affinity == {"GPU0": "0", "GPU1": "0"} and m.between("GPU1", "NIC1") == "PXB"

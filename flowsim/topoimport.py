@@ -12,7 +12,8 @@ docs/hardware.md §3.1):
   per GPU; anything else is a mesh of those counts.
 * ``PIX`` and ``PXB`` (one or several PCIe bridges, no host bridge): the same PCIe switch
   (complex); devices so related, directly or through others, share one switch.
-* ``PHB``, ``NODE``: the same CPU, through its host bridge(s); ``SYS``: another socket.
+* ``PHB``, ``NODE``: the same CPU, through its host bridge(s); ``SYS``: another socket (``SOC``
+  in old drivers' output).
 * Sockets: one per distinct ``NUMA Affinity`` (else ``CPU Affinity``) of the GPUs, in the
   order of their first number; ``--sockets`` folds NUMA nodes of one socket (EPYC in NPS2/NPS4)
   together, consecutive ones, as Linux numbers them. A group of NICs without GPUs is on the
@@ -156,6 +157,9 @@ def parse_topo_matrix(text: str, *, source: str = "<topo>") -> TopoMatrix:
         if len(values) < len(devices):
             raise InputError(f"{source}: line {number}: {name} has {len(values)} cells for {len(devices)} devices")
         for column, value in zip(devices, values, strict=False):
+            # Old drivers' SOC is today's SYS; their legend: "Connection traversing PCIe as
+            # well as the SMP link between CPU sockets (e.g. QPI)".
+            value = "SYS" if value == "SOC" else value
             if (column == name) != (value == "X"):
                 raise InputError(f"{source}: line {number}: {name} to {column} is {value!r}; "
                                  + ("a device to itself is X" if column == name else "X is a device to itself"))

@@ -302,3 +302,24 @@ def test_an_underlined_header_is_read(escape):
     m = parse_topo_matrix(B300_UNDERLINED.replace("\x1b", escape), source="t.txt")
     assert m.devices == ("GPU0", "GPU1", "NIC0", "NIC1")
     assert m.affinity == {"GPU0": "0", "GPU1": "0"} and m.between("GPU1", "NIC1") == "PXB"
+
+
+# Four GPUs and a ConnectX-3 as a driver of 2016 prints them (a TensorFlow GPUDirect note's
+# output): SOC where drivers now print SYS, which their legend describes the same way.
+OLD_DRIVER_SOC = """\
+\tGPU0\tGPU1\tGPU2\tGPU3\tmlx4_0\tCPU Affinity
+GPU0\t X \tPHB\tSOC\tSOC\tSOC\t0-5
+GPU1\tPHB\t X \tSOC\tSOC\tSOC\t0-5
+GPU2\tSOC\tSOC\t X \tPHB\tPHB\t6-11
+GPU3\tSOC\tSOC\tPHB\t X \tPHB\t6-11
+mlx4_0\tSOC\tSOC\tPHB\tPHB\t X
+"""
+
+
+def test_an_old_drivers_soc_is_sys():
+    # Refused as "GPU0 to GPU2 is 'SOC'; expected X, NV#, ..." until 2026-12-07.
+    m = parse_topo_matrix(OLD_DRIVER_SOC, source="t.txt")
+    assert m.between("GPU0", "GPU2") == "SYS" and m.between("GPU0", "mlx4_0") == "SYS"
+    spec, _ = import_system(m, name="old", gpu="M40", pcie=3, nic_speed_gbps=100)
+    assert spec.sockets == 2 and [(s.gpus, s.socket) for s in spec.switches if s.gpus] == [((0,), 0), ((1,), 0),
+                                                                                            ((2,), 1), ((3,), 1)]

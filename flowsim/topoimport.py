@@ -121,6 +121,13 @@ class TopoMatrix:
         return self.relation.get((a, b)) or self.relation.get((b, a))
 
 
+def _is_header(line: str) -> bool:
+    """Whether ``line`` is a header: it starts with GPU0 (after a tab), where GPU0's own row
+    goes on with a cell of the matrix."""
+    cells = line.split()
+    return cells[:1] == ["GPU0"] and not (cells[1:2] and (cells[1] in ("X", "SOC", *_PATH_RANK) or _NV.match(cells[1])))
+
+
 def parse_topo_matrix(text: str, *, source: str = "<topo>") -> TopoMatrix:
     """Read the output of ``nvidia-smi topo -m`` (tabs or spaces; legends optional; terminal
     colour and underline codes, with or without their escape byte, ignored).
@@ -131,9 +138,7 @@ def parse_topo_matrix(text: str, *, source: str = "<topo>") -> TopoMatrix:
         Naming ``source`` and the line when there is no GPU header or a row does not fit it.
     """
     lines = _SGR.sub("", text).splitlines()
-    # The header starts with GPU0 (after a tab); GPU0's own row goes on with its "X".
-    header_at = next((i for i, line in enumerate(lines) if line.split()[:1] == ["GPU0"]
-                      and line.split()[1:2] != ["X"]), None)
+    header_at = next((i for i, line in enumerate(lines) if _is_header(line)), None)
     if header_at is None:
         raise InputError(f"{source}: no 'GPU0 GPU1 ...' header line: not the output of 'nvidia-smi topo -m'")
     header = lines[header_at].split("CPU Affinity")[0].split()
@@ -145,13 +150,20 @@ def parse_topo_matrix(text: str, *, source: str = "<topo>") -> TopoMatrix:
     relation: dict[tuple[str, str], str] = {}
     affinity: dict[str, str] = {}
     nic_names: dict[str, str] = {}
+    # The rows run from the header to the first line that is not one (a blank line, the
+    # legend); the NIC legend follows, up to another header: what a paste adds after the
+    # matrix (nvidia-smi topo -p2p's own GPU0 ... table) is not the matrix.
+    rows_end = False
     for number, line in enumerate(lines[header_at + 1:], start=header_at + 2):
+        if _is_header(line):
+            break
         legend = re.fullmatch(r"\s*(NIC\d+):\s*(\S+)\s*", line)
         if legend:
             nic_names[legend.group(1)] = legend.group(2)
             continue
         cells = line.split()
-        if not cells or cells[0] not in devices:
+        rows_end = rows_end or bool(relation) and (not cells or cells[0] not in devices)
+        if rows_end or not cells or cells[0] not in devices:
             continue
         name, values = cells[0], cells[1:]
         if len(values) < len(devices):

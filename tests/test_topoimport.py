@@ -323,3 +323,31 @@ def test_an_old_drivers_soc_is_sys():
     spec, _ = import_system(m, name="old", gpu="M40", pcie=3, nic_speed_gbps=100)
     assert spec.sockets == 2 and [(s.gpus, s.socket) for s in spec.switches if s.gpus] == [((0,), 0), ((1,), 0),
                                                                                             ((2,), 1), ((3,), 1)]
+
+
+# Four RTX 5060 Ti under one CPU, with 'nvidia-smi topo -p2p rw' pasted after the matrix (a
+# bug report's output, cut down).
+MATRIX_THEN_P2P = """\
+\tGPU0\tGPU1\tGPU2\tGPU3\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID
+GPU0\t X \tPHB\tPHB\tPHB\t0-7\t0\t\tN/A
+GPU1\tPHB\t X \tPHB\tPHB\t0-7\t0\t\tN/A
+GPU2\tPHB\tPHB\t X \tPHB\t0-7\t0\t\tN/A
+GPU3\tPHB\tPHB\tPHB\t X \t0-7\t0\t\tN/A
+
+
+$ nvidia-smi topo -p2p rw
+ \tGPU0\tGPU1\tGPU2\tGPU3\t
+ GPU0\tX\tOK\tOK\tOK\t
+ GPU1\tOK\tX\tOK\tOK\t
+ GPU2\tOK\tOK\tX\tOK\t
+ GPU3\tOK\tOK\tOK\tX\t
+"""
+
+
+@pytest.mark.parametrize("between", ["\n\n$ nvidia-smi topo -p2p rw\n", "\n", "\nLegend:\n\n  X    = Self\n"])
+def test_what_follows_the_matrix_is_not_read(between):
+    # The second table was read as rows of the matrix until 2026-12-07 ("GPU0 has 3 cells").
+    text = MATRIX_THEN_P2P.replace("\n\n\n$ nvidia-smi topo -p2p rw\n", between)
+    m = parse_topo_matrix(text, source="t.txt")
+    assert m.devices == ("GPU0", "GPU1", "GPU2", "GPU3") and m.between("GPU0", "GPU3") == "PHB"
+    assert m.affinity == dict.fromkeys(m.devices, "0")

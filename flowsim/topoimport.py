@@ -128,6 +128,28 @@ def _is_header(line: str) -> bool:
     return cells[:1] == ["GPU0"] and not (cells[1:2] and (cells[1] in ("X", "SOC", *_PATH_RANK) or _NV.match(cells[1])))
 
 
+def _affinity_cells(line: str, n_devices: int) -> list[str]:
+    """The cells of a row after its ``n_devices`` relations (CPU Affinity, NUMA Affinity, ...),
+    an empty one kept: a GPU whose CPUs are not known has an empty CPU Affinity, which a split
+    on whitespace drops, so that the NUMA Affinity was read from the next column.
+
+    nvidia-smi separates cells by tabs; where a paste turned them into spaces, a cell starts
+    at a tab stop (every 8 columns from the row's name), and a stop skipped is an empty cell.
+    """
+    tokens = list(re.finditer(r"\S+", line))
+    if len(tokens) <= n_devices + 1:
+        return []
+    rest = line[tokens[n_devices].end():]
+    if "\t" in rest:
+        return [cell.strip() for cell in rest.split("\t")[1:]]
+    start, end, cells = tokens[0].start(), tokens[n_devices].end(), []
+    for token in tokens[n_devices + 1:]:
+        stop = start + ((end - start) // 8 + 1) * 8  # where a tab after the cell before went
+        cells += [""] * max(0, (token.start() - stop) // 8) + [token.group()]
+        end = token.end()
+    return cells
+
+
 def parse_topo_matrix(text: str, *, source: str = "<topo>") -> TopoMatrix:
     """Read the output of ``nvidia-smi topo -m`` (tabs or spaces; legends optional; terminal
     colour and underline codes, with or without their escape byte, ignored).
@@ -179,9 +201,9 @@ def parse_topo_matrix(text: str, *, source: str = "<topo>") -> TopoMatrix:
                 raise InputError(f"{source}: line {number}: {name} to {column} is {value!r}; expected X, NV#, "
                                  "PIX, PXB, PHB, NODE or SYS")
             relation[(name, column)] = value
-        extra = values[len(devices):]
-        if name.startswith("GPU") and extra and has_cpu:
-            affinity[name] = extra[1] if has_numa and len(extra) > 1 else extra[0]
+        cpu, numa = (_affinity_cells(line, len(devices)) + ["", ""])[:2]
+        if name.startswith("GPU") and has_cpu and (numa if has_numa and numa else cpu):
+            affinity[name] = numa if has_numa and numa else cpu
     gpus = [d for d in devices if re.fullmatch(r"GPU\d+", d)]
     if not gpus:
         raise InputError(f"{source}: the header names no GPU")

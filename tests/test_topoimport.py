@@ -351,3 +351,25 @@ def test_what_follows_the_matrix_is_not_read(between):
     m = parse_topo_matrix(text, source="t.txt")
     assert m.devices == ("GPU0", "GPU1", "GPU2", "GPU3") and m.between("GPU0", "GPU3") == "PHB"
     assert m.affinity == dict.fromkeys(m.devices, "0")
+
+
+# Four A100 with NVLink and three NICs on the first CPU, as an HPC centre's notes show them
+# (cut down): GPU2 and GPU3 have no CPU Affinity, an empty cell.
+EMPTY_CPU_AFFINITY = """\
+\tGPU0\tGPU1\tGPU2\tGPU3\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID
+GPU0\t X \tNV4\tNV4\tNV4\tNODE\t0\t0\t\tN/A
+GPU1\tNV4\t X \tNV4\tNV4\tNODE\t0\t0\t\tN/A
+GPU2\tNV4\tNV4\t X \tNV4\tNODE\t\t1\t\tN/A
+GPU3\tNV4\tNV4\tNV4\t X \tNODE\t\t1\t\tN/A
+NIC0\tNODE\tNODE\tNODE\tNODE\t X
+"""
+
+
+@pytest.mark.parametrize("spaces", [False, True], ids=["tabs", "tabs pasted as spaces"])
+def test_an_empty_cpu_affinity_keeps_the_columns(spaces):
+    # GPU2 and GPU3 took the GPU NUMA ID column's "N/A" as their NUMA node until 2026-12-07.
+    text = "\n".join(line.expandtabs(8) for line in EMPTY_CPU_AFFINITY.splitlines()) if spaces else EMPTY_CPU_AFFINITY
+    m = parse_topo_matrix(text, source="t.txt")
+    assert m.affinity == {"GPU0": "0", "GPU1": "0", "GPU2": "1", "GPU3": "1"}
+    spec, _ = import_system(m, name="x", gpu="A100", nic_speed_gbps=200, intersocket="upi_skylake")
+    assert [s.socket for s in spec.switches if s.gpus] == [0, 0, 1, 1]

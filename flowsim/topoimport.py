@@ -38,8 +38,10 @@ __all__ = ["GPU_MODELS", "TopoMatrix", "import_system", "parse_topo_matrix"]
 #: GPU model (as nvidia-smi names it, in part) -> NVLink generation (None: PCIe only) and
 #: PCIe generation. NVLink generations: docs/hardware.md §1.1 (the GPU column of
 #: flowsim.hardware's NVLink table); PCIe generations are the GPUs' host interfaces
-#: (Volta Gen3, Ampere and Ada Gen4, Hopper and Blackwell Gen5) [guess where a product has
-#: variants]. Longer names are matched first ("RTX 5090" before "5090").
+#: (Volta Gen3, Ampere and Ada Gen4, Hopper and Blackwell Gen5, Blackwell Ultra Gen6: the
+#: servers of docs/hardware.md §3.2 and the RTX 5090's, V5) [guess where a product has
+#: variants, and those of :data:`_PCIE_GUESSED`]. Longer names are matched first ("RTX 5090"
+#: before "5090").
 GPU_MODELS: dict[str, tuple[str | None, int]] = {
     "P100": ("nvlink1", 3),
     "V100": ("nvlink2", 3),
@@ -49,13 +51,13 @@ GPU_MODELS: dict[str, tuple[str | None, int]] = {
     "RTX A6000": ("nvlink3_ga102", 4),
     "GH200": ("nvlink4", 5),
     "GB200": ("nvlink5", 5),
-    "GB300": ("nvlink5", 5),
+    "GB300": ("nvlink5", 6),
     "H100": ("nvlink4", 5),
     "H800": ("nvlink4", 5),
     "H200": ("nvlink4", 5),
     "H20": ("nvlink4", 5),
     "B200": ("nvlink5", 5),
-    "B300": ("nvlink5", 5),
+    "B300": ("nvlink5", 6),
     "L40S": (None, 4),
     "L40": (None, 4),
     "L4": (None, 4),
@@ -64,6 +66,10 @@ GPU_MODELS: dict[str, tuple[str | None, int]] = {
     "RTX 5090": (None, 5),
     "T4": (None, 3),
 }
+#: Models whose PCIe generation no source in docs/hardware.md gives: Blackwell Ultra's Gen6
+#: is its ConnectX-8 NICs' (§3.1), which flowsim/systems/dgx_b300.toml takes for the GPUs too;
+#: a GB200's Gen5 is the DGX B200's (§3.2), the same GPU beside an x86 host.
+_PCIE_GUESSED = ("B300", "GB300", "GB200")
 # Superchips whose GPUs sit beside Grace CPUs (NVLink-C2C; the matrix's NUMA nodes are the
 # Graces): their hosts are Grace's, not an x86 server's.
 _GRACE_GPUS = ("GH200", "GB200", "GB300")
@@ -213,8 +219,9 @@ def parse_topo_matrix(text: str, *, source: str = "<topo>") -> TopoMatrix:
     return TopoMatrix(devices, relation, affinity, nic_names, source)
 
 
-def _gpu_model(gpu: str) -> tuple[str | None, int] | None:
-    return gpu_model_value(gpu, sorted(GPU_MODELS.items(), key=lambda item: len(item[0]), reverse=True), None)
+def _gpu_model(gpu: str) -> str | None:
+    """The :data:`GPU_MODELS` entry GPU ``gpu`` is; None if none."""
+    return gpu_model_value(gpu, [(model, model) for model in sorted(GPU_MODELS, key=len, reverse=True)], None)
 
 
 def _nvlinks(matrix: TopoMatrix, gpus: list[str]) -> list[list[int]]:
@@ -296,7 +303,8 @@ def import_system(
     ServerSpec, list of str
     """
     notes: list[str] = []
-    known = _gpu_model(gpu)
+    model = _gpu_model(gpu)
+    known = GPU_MODELS[model] if model else None
     gpus = sorted(matrix.gpus, key=lambda d: int(d[3:]))
     n = len(gpus)
     counts = _nvlinks(matrix, gpus)
@@ -304,7 +312,8 @@ def import_system(
         if known is None:
             raise InputError(f"unknown GPU model {gpu!r} (known: {', '.join(GPU_MODELS)}): give its PCIe generation")
         pcie = known[1]
-        notes.append(f"PCIe Gen{pcie}: the {gpu}'s host interface")
+        notes.append(f"PCIe Gen{pcie}: the {gpu}'s host interface"
+                     + (" [guess: give --pcie]" if model in _PCIE_GUESSED else ""))
     if pcie not in _HOSTS:
         raise InputError(f"PCIe generation {pcie!r}: expected one of {', '.join(map(str, _HOSTS))}")
     fabric: dict = {"gpu_fabric": "pcie"}

@@ -373,3 +373,14 @@ def test_an_empty_cpu_affinity_keeps_the_columns(spaces):
     assert m.affinity == {"GPU0": "0", "GPU1": "0", "GPU2": "1", "GPU3": "1"}
     spec, _ = import_system(m, name="x", gpu="A100", nic_speed_gbps=200, intersocket="upi_skylake")
     assert [s.socket for s in spec.switches if s.gpus] == [0, 0, 1, 1]
+
+
+@pytest.mark.parametrize("gpu", ["B300", "NVIDIA B300 SXM6 AC", "GB300"])
+def test_blackwell_ultra_is_pcie_gen6_as_a_guess(gpu):
+    # Gen5, stated as the GPU's host interface, until 2026-12-07, where the shipped B300 systems
+    # take Gen6 (docs/hardware.md sources it for their ConnectX-8 NICs only, so it is a guess).
+    spec, notes = import_system(parse_topo_matrix(B300_UNDERLINED), name="x", gpu=gpu, nic_speed_gbps=800)
+    assert spec.pcie == "pcie6"
+    assert f"PCIe Gen6: the {gpu}'s host interface [guess: give --pcie]" in notes
+    _, notes = import_system(parse_topo_matrix(B300_UNDERLINED), name="x", gpu="B200", nic_speed_gbps=400)
+    assert "PCIe Gen5: the B200's host interface" in notes  # the DGX B200's, docs/hardware.md §3.2

@@ -402,6 +402,11 @@ def nvlink_generation(name: str) -> NVLinkGeneration:
     return _lookup(_NVLINK, name, "NVLink generation")
 
 
+def nvlink_names() -> tuple[str, ...]:
+    """Names of all NVLink generations, sorted."""
+    return tuple(sorted(_NVLINK))
+
+
 def nvlink_per_gpu(name: str, *, figure: str) -> float:
     """All NVLinks of one GPU of generation ``name``, per direction (B/s).
 
@@ -443,7 +448,7 @@ def switch_for(technology: str) -> SwitchModel:
 # "RTX 4090" is not read as something shorter it contains.
 _GPU_SM = (
     ("RTXPRO6000", 120), ("RTX5090", 120), ("RTX5080", 120), ("RTX4090", 89), ("RTX4080", 89),
-    ("RTX6000ADA", 89), ("RTX3090", 86), ("RTXA6000", 86), ("GB200", 100), ("GB300", 103),
+    ("RTX6000ADA", 89), ("RTX3090", 86), ("A6000", 86), ("GB200", 100), ("GB300", 103),
     ("B300", 103), ("B200", 100), ("B100", 100), ("GH200", 90), ("H200", 90), ("H100", 90), ("H800", 90),
     ("H20", 90), ("L40S", 89), ("L40", 89), ("L4", 89), ("A100", 80), ("A800", 80), ("A30", 80), ("A40", 86),
     ("A10G", 86), ("A10", 86), ("V100", 70), ("P100", 60),

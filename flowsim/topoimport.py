@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass
 
 from flowsim.errors import InputError
-from flowsim.hardware import gpu_model_value, nvlink_generation, nvswitch_generation
+from flowsim.hardware import nvlink_generation, nvlink_names, nvswitch_generation
 from flowsim.servers import PcieSwitch, ServerSpec
 
 __all__ = ["GPU_MODELS", "TopoMatrix", "import_system", "parse_topo_matrix"]
@@ -40,15 +40,15 @@ __all__ = ["GPU_MODELS", "TopoMatrix", "import_system", "parse_topo_matrix"]
 #: flowsim.hardware's NVLink table); PCIe generations are the GPUs' host interfaces
 #: (Volta Gen3, Ampere and Ada Gen4, Hopper and Blackwell Gen5, Blackwell Ultra Gen6: the
 #: servers of docs/hardware.md §3.2 and the RTX 5090's, V5) [guess where a product has
-#: variants, and those of :data:`_PCIE_GUESSED`]. Longer names are matched first ("RTX 5090"
-#: before "5090").
+#: variants, and those of :data:`_PCIE_GUESSED`]. Longer names are matched first ("L40S"
+#: before "L40"), and "A6000" is the RTX A6000.
 GPU_MODELS: dict[str, tuple[str | None, int]] = {
     "P100": ("nvlink1", 3),
     "V100": ("nvlink2", 3),
     "A100": ("nvlink3", 4),
     "A800": ("nvlink3", 4),
     "A40": ("nvlink3_ga102", 4),
-    "RTX A6000": ("nvlink3_ga102", 4),
+    "A6000": ("nvlink3_ga102", 4),
     "GH200": ("nvlink4", 5),
     "GB200": ("nvlink5", 5),
     "GB300": ("nvlink5", 6),
@@ -220,8 +220,15 @@ def parse_topo_matrix(text: str, *, source: str = "<topo>") -> TopoMatrix:
 
 
 def _gpu_model(gpu: str) -> str | None:
-    """The :data:`GPU_MODELS` entry GPU ``gpu`` is; None if none."""
-    return gpu_model_value(gpu, [(model, model) for model in sorted(GPU_MODELS, key=len, reverse=True)], None)
+    """The :data:`GPU_MODELS` entry GPU ``gpu`` is (case, spaces and dashes aside); None if none.
+
+    An entry followed by a digit is not the model: an "RTX A4000" is no A40, an "L40S" no L4.
+    """
+    name = gpu.upper().replace("NVIDIA", "").replace("GEFORCE", "")
+    for model in sorted(GPU_MODELS, key=len, reverse=True):
+        if re.search(r"[\s-]*".join(map(re.escape, model.replace(" ", ""))) + r"(?!\d)", name):
+            return model
+    return None
 
 
 def _nvlinks(matrix: TopoMatrix, gpus: list[str]) -> list[list[int]]:
@@ -310,7 +317,8 @@ def import_system(
     counts = _nvlinks(matrix, gpus)
     if pcie is None:
         if known is None:
-            raise InputError(f"unknown GPU model {gpu!r} (known: {', '.join(GPU_MODELS)}): give its PCIe generation")
+            raise InputError(f"unknown GPU model {gpu!r} (known: {', '.join(GPU_MODELS)}): give its PCIe "
+                             f"generation, --pcie N ({', '.join(map(str, _HOSTS))})")
         pcie = known[1]
         notes.append(f"PCIe Gen{pcie}: the {gpu}'s host interface"
                      + (" [guess: give --pcie]" if model in _PCIE_GUESSED else ""))
@@ -321,7 +329,8 @@ def import_system(
     if linked:
         nvlink = nvlink or (known[0] if known else None)
         if nvlink is None:
-            raise InputError(f"the matrix shows NVLinks but a {gpu} has none flowsim knows: give its NVLink generation")
+            raise InputError(f"the matrix shows NVLinks but a {gpu} has none flowsim knows: give its NVLink "
+                             f"generation, --nvlink GEN ({', '.join(nvlink_names())})")
         most = nvlink_generation(nvlink).links_per_gpu
         full = all(counts[i][j] for i in range(n) for j in range(n) if i != j)
         if full and len(set(linked)) == 1 and linked[0] * (n - 1) > most:

@@ -384,3 +384,32 @@ def test_blackwell_ultra_is_pcie_gen6_as_a_guess(gpu):
     assert f"PCIe Gen6: the {gpu}'s host interface [guess: give --pcie]" in notes
     _, notes = import_system(parse_topo_matrix(B300_UNDERLINED), name="x", gpu="B200", nic_speed_gbps=400)
     assert "PCIe Gen5: the B200's host interface" in notes  # the DGX B200's, docs/hardware.md §3.2
+
+
+# Two RTX A6000 joined by an NVLink bridge (NV4), as a user's notes show them (cut down).
+A6000_PAIR = "\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV4\t0-31\nGPU1\tNV4\t X \t0-31\n"
+
+
+@pytest.mark.parametrize(("gpu", "known"), [("A6000", True), ("NVIDIA RTX A6000", True), ("RTX A4000", False),
+                                            ("NVIDIA RTX A4000", False), ("NVIDIA A40", True)])
+def test_gpu_models_are_matched_whole(gpu, known):
+    # "RTX A4000" was an A40 (NVLink 3 of GA102) by a piece of its name, and "A6000" without
+    # "RTX" unknown, until 2026-12-07.
+    m = parse_topo_matrix(A6000_PAIR)
+    if known:
+        spec, _ = import_system(m, name="x", gpu=gpu)
+        assert (spec.pcie, spec.nvlink) == ("pcie4", "nvlink3_ga102")
+    else:
+        with pytest.raises(InputError, match=re.escape(f"unknown GPU model {gpu!r} (known: P100, V100, ")):
+            import_system(m, name="x", gpu=gpu)
+
+
+def test_an_unknown_gpu_is_asked_for_the_options_it_needs():
+    with pytest.raises(InputError, match=re.escape("give its PCIe generation, --pcie N (3, 4, 5, 6)")):
+        import_system(parse_topo_matrix(A6000_PAIR), name="x", gpu="RTX A4000")
+    with pytest.raises(InputError, match=re.escape(
+            "a RTX A4000 has none flowsim knows: give its NVLink generation, --nvlink GEN (nvlink1, nvlink2, nvlink3, "
+            "nvlink3_ga102, nvlink4, nvlink5)")):
+        import_system(parse_topo_matrix(A6000_PAIR), name="x", gpu="RTX A4000", pcie=4)
+    spec, _ = import_system(parse_topo_matrix(A6000_PAIR), name="x", gpu="RTX A4000", pcie=4, nvlink="nvlink3_ga102")
+    assert spec.nvlink_counts == ((0, 4), (4, 0))

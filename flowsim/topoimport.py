@@ -19,9 +19,9 @@ docs/hardware.md §3.1):
   together, consecutive ones, as Linux numbers them. A group of NICs without GPUs is on the
   socket of the GPU nearest to it.
 * NICs: a NIC that is the nearest NIC of some GPU is a compute NIC; each GPU uses its nearest
-  (ties: the one fewest GPUs before it took, then the first); compute NICs are numbered in
-  order of the lowest GPU they serve, as rails are. A NIC nearest to no GPU is a front-end
-  port.
+  (ties: GPUs without a choice first, then the NIC fewest GPUs took, the one serving the GPU
+  nearest in number, the first); compute NICs are numbered in order of the lowest GPU they
+  serve, as rails are. A NIC nearest to no GPU is a front-end port.
 """
 
 from __future__ import annotations
@@ -373,16 +373,24 @@ def import_system(
     if memory is None:
         memory = host[1]
         notes.append(f"host memory {memory} per socket [guess: give --memory]")
-    # NICs: nearest NIC of each GPU; among equally near ones, the one fewest GPUs before it took
-    # (the first of those), as NCCL spreads its channels over NICs at the same distance.
+    # NICs: each GPU's nearest. A GPU with several equally near spreads its channels over them
+    # (NCCL's ncclTopoGetLocalNet, src/graph/topo.cc: channel c of a GPU takes the NIC its device
+    # index picks among them, plus c), so that a NIC shared so carries a share of each GPU's
+    # traffic. flowsim gives a GPU one NIC: the GPUs with a choice (fewest choices first) take
+    # the NIC fewest GPUs took, once those without a choice took theirs, so that the NICs serve
+    # as evenly as the channels spread; of NICs as loaded, the one serving the GPU nearest in
+    # number (consecutive GPUs share a side of a server), then the first. Two GPUs at SYS from
+    # both NICs of a server whose two other GPUs have one each behind their host bridge split
+    # over the two, where both took the first and a NIC served three GPUs until 2026-12-07.
+    near = {g: [nic for nic in matrix.nics if _PATH_RANK.get(matrix.between(g, nic) or "SYS", 4) == best]
+            for g in gpus if matrix.nics
+            for best in [min(_PATH_RANK.get(matrix.between(g, nic) or "SYS", 4) for nic in matrix.nics)]}
     nearest: dict[str, str] = {}
-    taken: dict[str, int] = {}
-    for g in gpus:
-        ranked = [(_PATH_RANK.get(matrix.between(g, nic) or "SYS", 4), k, nic) for k, nic in enumerate(matrix.nics)]
-        if ranked:
-            best = min(rank for rank, _, _ in ranked)
-            nearest[g] = min((taken.get(nic, 0), k, nic) for rank, k, nic in ranked if rank == best)[2]
-            taken[nearest[g]] = taken.get(nearest[g], 0) + 1
+    served: dict[str, list[int]] = {nic: [] for nic in matrix.nics}
+    for g in sorted(near, key=lambda g: len(near[g])):
+        nearest[g] = min(near[g], key=lambda nic: (len(served[nic]),
+                                                   min((abs(int(g[3:]) - h) for h in served[nic]), default=n)))
+        served[nearest[g]].append(int(g[3:]))
     compute = list(dict.fromkeys(nearest[g] for g in gpus if g in nearest))
     frontend = [nic for nic in matrix.nics if nic not in compute]
     if compute and nic_speed_gbps is None:

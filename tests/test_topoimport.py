@@ -413,3 +413,29 @@ def test_an_unknown_gpu_is_asked_for_the_options_it_needs():
         import_system(parse_topo_matrix(A6000_PAIR), name="x", gpu="RTX A4000", pcie=4)
     spec, _ = import_system(parse_topo_matrix(A6000_PAIR), name="x", gpu="RTX A4000", pcie=4, nvlink="nvlink3_ga102")
     assert spec.nvlink_counts == ((0, 4), (4, 0))
+
+
+# ALCF Polaris as its documentation shows the node (4 A100 on NV4, an EPYC in NPS4, the header
+# without its leading tab): mlx5_0 behind GPU3's host bridge, mlx5_1 behind GPU1's, GPU0 and
+# GPU2 at SYS from both.
+POLARIS = """\
+GPU0\tGPU1\tGPU2\tGPU3\tmlx5_0\tmlx5_1 CPU Affinity NUMA Affinity
+GPU0\t X \tNV4\tNV4\tNV4\tSYS\tSYS\t24-31,56-63\t3
+GPU1\tNV4\t X \tNV4\tNV4\tSYS\tPHB\t16-23,48-55\t2
+GPU2\tNV4\tNV4\t X \tNV4\tSYS\tSYS\t8-15,40-47\t1
+GPU3\tNV4\tNV4\tNV4\t X \tPHB\tSYS\t0-7,32-39\t0
+mlx5_0\tSYS\tSYS\tSYS\tPHB\t X \tSYS
+mlx5_1\tSYS\tPHB\tSYS\tSYS\tSYS\t X
+"""
+
+
+def test_gpus_with_a_choice_of_nic_are_spread_over_the_nics():
+    # GPU0 and GPU2 both took mlx5_0 until 2026-12-07: it served three GPUs, mlx5_1 one, and two
+    # servers ran at one NIC's rate (23.99 GB/s busbw); each now serves two, as NCCL's channels
+    # spread those GPUs over both, with the GPU nearest in number.
+    spec, notes = import_system(parse_topo_matrix(POLARIS), name="polaris", gpu="A100", nic_speed_gbps=200, sockets=1)
+    assert spec.gpu_nics == (0, 0, 1, 1)
+    assert "compute NICs (each GPU's nearest): nic0 = mlx5_1, nic1 = mlx5_0" in notes
+    topology = build_cluster(spec, 2, figure="effective")
+    busbw = 2 * 7 / 8 * SIZE / flowsim.collective_time(topology, "all_reduce", SIZE, algorithm="ring").time_s
+    assert busbw == pytest.approx(47.96e9, rel=1e-3)  # two NICs of 24 GB/s

@@ -21,7 +21,9 @@ docs/hardware.md §3.1):
 * NICs: a NIC that is the nearest NIC of some GPU is a compute NIC; each GPU uses its nearest
   (ties: GPUs without a choice first, then the NIC fewest GPUs took, the one serving the GPU
   nearest in number, the first); compute NICs are numbered in order of the lowest GPU they
-  serve, as rails are. A NIC nearest to no GPU is a front-end port.
+  serve, as rails are. NICs equally near the same GPUs and no other, several for each (an OCI
+  BM.GPU4.8's four ports a GPU pair), are ports of one NIC a GPU (:func:`_nic_choices`). A NIC
+  nearest to no GPU is a front-end port.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from dataclasses import dataclass
 
 from flowsim.errors import InputError
 from flowsim.hardware import nvlink_generation, nvlink_names, nvswitch_generation
-from flowsim.servers import PcieSwitch, ServerSpec
+from flowsim.servers import MAX_NIC_PORTS, PcieSwitch, ServerSpec
 
 __all__ = ["GPU_MODELS", "TopoMatrix", "import_system", "parse_topo_matrix"]
 
@@ -259,6 +261,28 @@ def _groups(matrix: TopoMatrix) -> list[set[str]]:
     return list(groups.values())
 
 
+def _nic_choices(near: dict[str, list[str]]) -> tuple[int, dict[str, list[tuple[str, ...]]]]:
+    """The ports of a NIC, and each GPU's choice of NICs made of them, from each GPU's equally
+    near NICs ``near``.
+
+    NICs equally near the same GPUs and near no other (a GPU pair's four 100 Gb/s ports on an
+    OCI BM.GPU4.8) serve those GPUs together: NCCL gives each GPU ``ceil(NICs / GPUs)`` of them,
+    its channels spread over them (ncclTopoGetLocalNet, src/graph/topo.cc), and from 2.20 merges
+    a card's ports (``NCCL_IB_MERGE_NICS``). flowsim gives each GPU one NIC, every NIC the same
+    ports: NICs of as many ports as every such set has for each of its GPUs, 1 where a set has
+    fewer NICs than GPUs or shares a NIC with another (those NICs serve several GPUs). The NICs
+    a set has beyond its ports times its GPUs are in no choice.
+    """
+    sharers: dict[tuple[str, ...], list[str]] = {}
+    for g, nics in near.items():
+        sharers.setdefault(tuple(nics), []).append(g)
+    ports = min(MAX_NIC_PORTS, min((
+        max(1, len(nics) // len(owners)) if all(nic not in near[h] for h in near if h not in owners for nic in nics)
+        else 1 for nics, owners in sharers.items()), default=1))
+    return ports, {g: [tuple(nics[i:i + ports]) for i in range(0, len(nics) - ports + 1, ports)]
+                   for g, nics in near.items()}
+
+
 def _first_number(affinity: str) -> tuple[int, int]:
     """Sort key of an affinity cell: its first number (``"3"``, ``"24-31,88-95"``), cells
     without one (``"N/A"``) after every cell with one, in their order (a stable sort)."""
@@ -385,30 +409,37 @@ def import_system(
     near = {g: [nic for nic in matrix.nics if _PATH_RANK.get(matrix.between(g, nic) or "SYS", 4) == best]
             for g in gpus if matrix.nics
             for best in [min(_PATH_RANK.get(matrix.between(g, nic) or "SYS", 4) for nic in matrix.nics)]}
-    nearest: dict[str, str] = {}
-    served: dict[str, list[int]] = {nic: [] for nic in matrix.nics}
-    for g in sorted(near, key=lambda g: len(near[g])):
-        nearest[g] = min(near[g], key=lambda nic: (len(served[nic]),
-                                                   min((abs(int(g[3:]) - h) for h in served[nic]), default=n)))
+    ports, choices = _nic_choices(near)
+    nearest: dict[str, tuple[str, ...]] = {}
+    served: dict[tuple[str, ...], list[int]] = {unit: [] for g in choices for unit in choices[g]}
+    for g in sorted(choices, key=lambda g: len(choices[g])):
+        nearest[g] = min(choices[g], key=lambda unit: (len(served[unit]),
+                                                       min((abs(int(g[3:]) - h) for h in served[unit]), default=n)))
         served[nearest[g]].append(int(g[3:]))
     compute = list(dict.fromkeys(nearest[g] for g in gpus if g in nearest))
-    frontend = [nic for nic in matrix.nics if nic not in compute]
+    spare = [nic for nic in matrix.nics if any(nic in near[g] for g in near) and all(nic not in u for u in compute)]
+    frontend = [nic for nic in matrix.nics if all(nic not in near[g] for g in near)]
     if compute and nic_speed_gbps is None:
-        raise InputError(f"the matrix shows {len(compute)} compute NIC(s): give their speed (Gb/s)")
+        raise InputError(f"the matrix shows {len(compute) * ports} compute NIC(s): give their speed (Gb/s)")
     if compute:
         if nic_kind not in _NIC_SPEEDS:
             raise InputError(f"unknown NIC kind {nic_kind!r}; valid ones: {', '.join(_NIC_SPEEDS)}")
         if nic_speed_gbps not in _NIC_SPEEDS[nic_kind]:
             raise InputError(f"NIC speed {nic_speed_gbps!r} Gb/s: a {nic_kind} port runs at one of "
                              f"{', '.join(map(str, _NIC_SPEEDS[nic_kind]))}")
+        if ports * nic_speed_gbps not in _NIC_SPEEDS[nic_kind]:
+            raise InputError(f"{matrix.source}: each GPU has {ports} NICs of {nic_speed_gbps} Gb/s equally near, "
+                             f"one NIC of {ports * nic_speed_gbps} Gb/s in flowsim, where a {nic_kind} NIC runs at "
+                             f"one of {', '.join(map(str, _NIC_SPEEDS[nic_kind]))}")
     if frontend and frontend_speed_gbps not in _ETH:
         raise InputError(f"front-end speed {frontend_speed_gbps!r} Gb/s: expected one of {', '.join(map(str, _ETH))}")
-    rail = {nic: r for r, nic in enumerate(compute)}
+    rail = {unit: r for r, unit in enumerate(compute)}
+    rail_of = {unit[0]: rail[unit] for unit in compute}  # a NIC of several ports is on its first one's switch
     # PCIe switches: groups holding GPUs (by lowest GPU), then groups of compute NICs alone.
     switches = []
     for group in sorted(_groups(matrix), key=lambda s: min((int(d[3:]) for d in s if d in gpus), default=n)):
         members = sorted(int(d[3:]) for d in group if d in gpus)
-        nics = sorted(rail[d] for d in group if d in rail)
+        nics = sorted({rail_of[d] for d in group if d in rail_of})
         if not members and not nics:
             continue
         if members:
@@ -417,23 +448,33 @@ def import_system(
             # The socket of the GPU nearest the NICs (PHB: behind the same host bridge), which
             # need not be a GPU whose nearest NIC they are: NICs all behind one GPU's host bridge
             # are every other GPU's nearest too, at SYS.
-            nic = compute[nics[0]]
-            near = min(gpus, key=lambda g: (_PATH_RANK.get(matrix.between(g, nic) or "SYS", 4),
-                                            nearest.get(g) != nic))
-            socket = socket_of[near]
+            unit = compute[nics[0]]
+            closest = min(gpus, key=lambda g: (_PATH_RANK.get(matrix.between(g, unit[0]) or "SYS", 4),
+                                               nearest.get(g) != unit))
+            socket = socket_of[closest]
         switches.append(PcieSwitch(tuple(members), tuple(nics), socket))
-    names = ", ".join(f"nic{rail[nic]} = {matrix.nic_names.get(nic, nic)}" for nic in compute)
+    def named(nics: tuple[str, ...] | list[str], join: str) -> str:
+        return join.join(matrix.nic_names.get(nic, nic) for nic in nics)
+
     if compute:
-        notes.append(f"compute NICs (each GPU's nearest): {names}")
+        rails = ", ".join(f"nic{rail[unit]} = {named(unit, ' + ')}" for unit in compute)
+        notes.append(f"compute NICs (each GPU's nearest): {rails}")
+    if ports > 1:
+        notes.append(f"{ports} ports a NIC: each GPU's {ports} equally near NICs of {nic_speed_gbps} Gb/s are one "
+                     f"NIC of {ports} x {nic_speed_gbps} Gb/s, as NCCL spreads the GPU's channels over them (from "
+                     "2.20 it merges the ports of a card)")
+    if spare:
+        notes.append(f"not modelled: {named(spare, ', ')}, as near to GPUs as the NICs above, where flowsim gives "
+                     "each GPU one NIC and every NIC as many ports")
     if frontend:
         notes.append(f"front-end ports (nearest to no GPU): {', '.join(matrix.nic_names.get(f, f) for f in frontend)}")
     spec = ServerSpec(
         name, gpu, n, fabric["gpu_fabric"], f"pcie{pcie}", sockets, intersocket if sockets > 1 else None, memory,
         tuple(switches),
-        _NIC_SPEEDS[nic_kind][nic_speed_gbps] if compute and nic_speed_gbps is not None else "ib_ndr",
+        _NIC_SPEEDS[nic_kind][ports * nic_speed_gbps] if compute and nic_speed_gbps is not None else "ib_ndr",
         _ETH[frontend_speed_gbps] if frontend else "eth100g", len(frontend),
         nvlink=fabric.get("nvlink"), nvlinks_per_gpu=fabric.get("nvlinks_per_gpu"),
-        nvlink_counts=fabric.get("nvlink_counts"), p2p=p2p,
+        nvlink_counts=fabric.get("nvlink_counts"), p2p=p2p, nic_ports=ports,
         gpu_nics=tuple(rail[nearest[g]] for g in gpus) if compute else None, nic_kind=nic_kind,
         cpu="grace" if grace else "x86",
     )

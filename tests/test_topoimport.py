@@ -13,7 +13,7 @@ from flowsim.cli import main as flowsim_main
 from flowsim.errors import InputError
 from flowsim.fabrics import build_cluster
 from flowsim.presets import DGX1_NVLINK_COUNTS
-from flowsim.systemfile import load_system, parse_system
+from flowsim.systemfile import load_system, parse_system, resolve_system
 from flowsim.topoimport import import_system, parse_topo_matrix
 
 TOPO = Path(__file__).resolve().parents[1] / "data" / "topo"
@@ -439,3 +439,49 @@ def test_gpus_with_a_choice_of_nic_are_spread_over_the_nics():
     topology = build_cluster(spec, 2, figure="effective")
     busbw = 2 * 7 / 8 * SIZE / flowsim.collective_time(topology, "all_reduce", SIZE, algorithm="ring").time_s
     assert busbw == pytest.approx(47.96e9, rel=1e-3)  # two NICs of 24 GB/s
+
+
+# An OCI BM.GPU4.8 as a user's output shows it (8 A100 on NVSwitch, EPYC NUMA nodes 1/3/5/7):
+# each GPU pair PXB to four 100 Gb/s RoCE ports (two dual-port cards, PIX within a card), and two
+# NICs at SYS from every GPU. Generated here in its shape, the NIC legend left out.
+OCI_GPU4_8 = "\tGPU0\tGPU1\tGPU2\tGPU3\tGPU4\tGPU5\tGPU6\tGPU7\t" + "\t".join(f"NIC{k}" for k in range(18)) + (
+    "\tCPU Affinity\tNUMA Affinity\n") + "".join(
+    f"GPU{i}\t" + "\t".join(" X " if j == i else "NV12" for j in range(8)) + "\t"
+    + "\t".join("PXB" if 1 + 4 * (i // 2) <= k <= 4 + 4 * (i // 2) else "SYS" for k in range(18) if k not in (0, 17))
+    .join(("SYS\t", "\tSYS")) + f"\t{numa * 16}-{numa * 16 + 15}\t{numa}\n"
+    for i, numa in enumerate((1, 1, 3, 3, 5, 5, 7, 7))
+)
+
+
+def test_nics_equally_near_the_same_gpus_serve_them_together():
+    # Until 2026-12-07 each GPU took one of its pair's four ports and the other eight were
+    # "front-end ports (nearest to no GPU)": half the compute network (148 GB/s on 2 servers).
+    # Each GPU now has two ports of 100 Gb/s, one NIC of 200 Gb/s with ports = 2, as the shipped
+    # oci_bm_gpu4_8 system describes the shape (NCCL gives each GPU two of its pair's four).
+    spec, notes = import_system(parse_topo_matrix(OCI_GPU4_8), name="oci", gpu="A100", nic_speed_gbps=100,
+                                nic_kind="roce", sockets=2, intersocket="xgmi_amd")
+    assert (spec.n_nics, spec.nic_ports, spec.compute_nic, spec.gpu_nics) == (8, 2, "eth200g", tuple(range(8)))
+    assert spec.frontend_ports == 2 and "front-end ports (nearest to no GPU): NIC0, NIC17" in notes
+    assert any(note.startswith("compute NICs (each GPU's nearest): nic0 = NIC1 + NIC2, nic1 = NIC3 + NIC4,")
+               for note in notes)
+
+    def two_servers(system) -> float:
+        topology = build_cluster(system, 2, figure="effective")
+        return flowsim.collective_time(topology, "all_reduce", SIZE, algorithm="ring").time_s
+
+    shipped, _, _ = resolve_system("oci-bm-gpu4-8")
+    assert (shipped.n_nics, shipped.nic_ports, shipped.compute_nic) == (8, 2, "eth200g")
+    assert two_servers(spec) == pytest.approx(two_servers(shipped), rel=1e-6)
+
+
+def test_nics_past_what_flowsim_gives_a_gpu_are_said_and_not_taken_for_front_end_ports():
+    # Three NICs behind the host bridge of two GPUs: one NIC each, the third not modelled (it was
+    # called a front-end port, nearest to no GPU, until 2026-12-07).
+    text = ("\tGPU0\tGPU1\tNIC0\tNIC1\tNIC2\nGPU0\t X \tPHB\tPHB\tPHB\tPHB\nGPU1\tPHB\t X \tPHB\tPHB\tPHB\n"
+            "NIC0\tPHB\tPHB\t X \tPIX\tPHB\nNIC1\tPHB\tPHB\tPIX\t X \tPHB\nNIC2\tPHB\tPHB\tPHB\tPHB\t X \n")
+    spec, notes = import_system(parse_topo_matrix(text), name="x", gpu="L40S", nic_speed_gbps=100, nic_kind="roce")
+    assert (spec.n_nics, spec.nic_ports, spec.gpu_nics, spec.frontend_ports) == (2, 1, (0, 1), 0)
+    assert any(note.startswith("not modelled: NIC2, as near to GPUs as the NICs above") for note in notes)
+    with pytest.raises(InputError, match=re.escape(
+            "each GPU has 2 NICs of 800 Gb/s equally near, one NIC of 1600 Gb/s in flowsim, where a roce NIC runs")):
+        import_system(parse_topo_matrix(OCI_GPU4_8), name="oci", gpu="A100", nic_speed_gbps=800, nic_kind="roce")

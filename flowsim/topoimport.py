@@ -380,6 +380,14 @@ def import_system(
         sockets = n_numa
         notes.append(f"{sockets} socket(s): one per NUMA node the GPUs name" if matrix.affinity
                      else "1 socket: the output has no affinity columns")
+        across = next(((a, b) for (a, b), value in matrix.relation.items() if value == "SYS" and a in gpus), None)
+        if n_numa == 1 and across:
+            # SYS is a path between sockets, which one socket does not have: the affinities are
+            # wrong (a VM's, an old driver's "1-1"), so the file's one socket is too.
+            notes.append(f"check: the matrix shows SYS (a path between CPU sockets) from {across[0]} to {across[1]}, "
+                         + (f"but every GPU's affinity names one NUMA node ({keys[0]})" if matrix.affinity else
+                            "but it has no affinity columns") + ": written as 1 socket, and every device on it; "
+                         "where the server has more, write its sockets and switches by hand")
     if not isinstance(sockets, int) or sockets < 1:
         raise InputError(f"sockets must be a positive integer, got {sockets!r}")
     socket_of = {g: numa_of[g] * sockets // n_numa for g in gpus}

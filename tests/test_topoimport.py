@@ -485,3 +485,34 @@ def test_nics_past_what_flowsim_gives_a_gpu_are_said_and_not_taken_for_front_end
     with pytest.raises(InputError, match=re.escape(
             "each GPU has 2 NICs of 800 Gb/s equally near, one NIC of 1600 Gb/s in flowsim, where a roce NIC runs")):
         import_system(parse_topo_matrix(OCI_GPU4_8), name="oci", gpu="A100", nic_speed_gbps=800, nic_kind="roce")
+
+
+# Eight P40 under two PCIe switches and a ConnectX-4 as an old driver prints them (a PaddlePaddle
+# design note, cut down to four GPUs): the NIC at SOC (SYS) from every GPU, every GPU's CPU
+# Affinity the same, so the matrix puts the NIC on another socket that the affinities do not name.
+P40_NIC_ACROSS = """\
+\tGPU0\tGPU1\tGPU2\tGPU3\tmlx5_0\tCPU Affinity
+GPU0\t X \tPIX\tPXB\tPXB\tSOC\t0-13
+GPU1\tPIX\t X \tPXB\tPXB\tSOC\t0-13
+GPU2\tPXB\tPXB\t X \tPIX\tSOC\t0-13
+GPU3\tPXB\tPXB\tPIX\t X \tSOC\t0-13
+mlx5_0\tSOC\tSOC\tSOC\tSOC\t X
+"""
+
+
+def test_sys_where_the_affinities_name_one_node_is_said(tmp_path, capsys):
+    # Written as one socket without a word until 2026-12-07.
+    (tmp_path / "topo.txt").write_text(P40_NIC_ACROSS)
+    out = tmp_path / "p40.toml"
+    assert flowsim_main(["system", "import", str(tmp_path / "topo.txt"), "-o", str(out), "--gpu", "Tesla P40",
+                         "--pcie", "3", "--nic-speed", "100"]) == 0
+    said = ("check: the matrix shows SYS (a path between CPU sockets) from GPU0 to mlx5_0, but every GPU's affinity "
+            "names one NUMA node (0-13): written as 1 socket")
+    assert f"flowsim: {said}" in capsys.readouterr().err
+    assert f"#   {said}" in out.read_text()
+    # Given the sockets, or with SYS nowhere, there is nothing to say.
+    _, notes = import_system(parse_topo_matrix(P40_NIC_ACROSS), name="x", gpu="P40", pcie=3, nic_speed_gbps=100,
+                             sockets=1)
+    assert not any(note.startswith("check:") for note in notes)
+    _, notes = import_system(_matrix("rtx4090_8x.txt"), name="x", gpu="RTX 4090", nic_speed_gbps=200)
+    assert not any(note.startswith("check:") for note in notes)

@@ -16,6 +16,7 @@ The file is written whole or not at all, and never over the matrix it reads.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from flowsim.commands.argtypes import positive_int
@@ -50,6 +51,9 @@ def import_command(args: argparse.Namespace) -> int:
         nvlink=args.nvlink, sockets=args.sockets, intersocket=args.intersocket, memory=args.memory,
         frontend_speed_gbps=args.frontend_speed, p2p=not args.no_p2p,
     )
+    for note in notes:
+        if note.startswith("check: "):  # what the matrix contradicts itself on: said, not only written
+            print(f"flowsim: {note}", file=sys.stderr)
     cluster = {"n_nodes": args.nodes} if args.nodes is not None else None
     text = format_system(spec, cluster=cluster, comments=(f"Imported by 'flowsim system import' from {source}:",
                                                           *(f"  {note}" for note in notes)))

@@ -206,9 +206,10 @@ def mesh_server_rings(topology: Topology, ranks: Ranks, servers: Servers) -> lis
     is cut where two GPUs that share a NIC follow each other (the least used NIC first), so
     the path starts at one and ends at the other, and kept while its NIC has fewer rings than
     the rings over the NICs allow each (the DGX-1's six mesh rings over 4 NICs: 4 rings, one
-    per NIC); every server takes the same local path. Where every GPU has a NIC of its own
-    (a GH200 quad node) each mesh ring is cut before each of its GPUs in turn, so that the
-    rings enter (and, through PXN, leave) at every NIC alike.
+    per NIC); a mesh ring with no such pair is left out where others have one. Every server
+    takes the same local path, and the rings take the NICs in turn, as NCCL's channels do.
+    Where every GPU has a NIC of its own (a GH200 quad node) each mesh ring is cut before each
+    of its GPUs in turn, so that the rings enter (and, through PXN, leave) at every NIC alike.
     Empty where the servers are not alike or their GPUs hold no mesh ring.
     """
     groups = _group_by_server(_check_ranks(ranks, "mesh_server_rings"), servers, "mesh_server_rings")
@@ -227,21 +228,29 @@ def mesh_server_rings(topology: Topology, ranks: Ranks, servers: Servers) -> lis
         # NIC in turn, so every GPU of every mesh ring is an entry, each NIC taking as many.
         return [tuple(g[i] for g in groups for i in local[cut:] + local[:cut])
                 for local in ([position[r] for r in cycle] for cycle in cycles) for cut in range(len(local))]
-    # As many rings per NIC as every NIC can take (channel c leaves through NIC c mod nNets in
-    # NCCL's search), so that no NIC carries more rings than another.
-    per_nic = max(1, len(cycles) // len(set(nics)))
-    used: dict[int, int] = {}
-    orders = []
-    for cycle in cycles:
-        local = [position[r] for r in cycle]
-        cuts = [i for i in range(len(local)) if nics[local[i]] == nics[local[i - 1]]] or [0]
-        cut = min(cuts, key=lambda i: (used.get(nics[local[i]], 0), i))
-        if used.get(nics[local[cut]], 0) >= per_nic:
-            continue
-        used[nics[local[cut]]] = used.get(nics[local[cut]], 0) + 1
-        path = local[cut:] + local[:cut]
-        orders.append(tuple(g[i] for g in groups for i in path))
-    return orders
+    # A ring enters and leaves a server through its channel's NIC ([NCCL] src/graph/search.cc
+    # tries the same NIC first), at GPUs that NIC serves: a mesh ring is cut where two of them
+    # follow each other. Where some mesh ring can be cut so, rings that cannot are left out
+    # (their ends would reach the NIC through the CPUs); where none can, each is cut before
+    # its first GPU.
+    locals_ = [[position[r] for r in cycle] for cycle in cycles]
+    shared = [[i for i in range(len(local)) if nics[local[i]] == nics[local[i - 1]]] for local in locals_]
+    cuttable = [(local, cuts) for local, cuts in zip(locals_, shared, strict=True) if cuts]
+    if not cuttable:
+        cuttable = [(local, [0]) for local in locals_]
+    # As many rings per NIC as every NIC can take, so that no NIC carries more than another.
+    per_nic = max(1, len(cuttable) // len(set(nics)))
+    paths: dict[int, list[list[int]]] = {}
+    for local, cuts in cuttable:
+        cut = min(cuts, key=lambda i: (len(paths.get(nics[local[i]], ())), i))
+        nic = nics[local[cut]]
+        if len(paths.get(nic, ())) < per_nic:
+            paths.setdefault(nic, []).append(local[cut:] + local[:cut])
+    # Channel c leaves through NIC c mod nNets in NCCL's search: the rings take the NICs in
+    # turn, so that a call on fewer channels than rings spreads over the NICs too.
+    turns = max(len(p) for p in paths.values())
+    order = [paths[nic][k] for k in range(turns) for nic in sorted(paths) if k < len(paths[nic])]
+    return [tuple(g[i] for g in groups for i in path) for path in order]
 
 
 def rank_servers(topology: Topology, ranks: Sequence[str]) -> dict[str, str]:

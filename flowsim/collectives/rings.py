@@ -203,10 +203,11 @@ def mesh_server_rings(topology: Topology, ranks: Ranks, servers: Servers) -> lis
     NVLink and leaves through a NIC ([NCCL] src/graph/search.cc); on a mesh, the rotated
     rings of :func:`rotated_rings` (local ranks in index order) would step between GPUs with
     no NVLink between them, through the CPUs. Each of the first server's :func:`mesh_rings`
-    is cut where two GPUs that share a NIC follow each other (the least used NIC first), so
-    the path starts at one and ends at the other, and kept while its NIC has fewer rings than
-    the rings over the NICs allow each (the DGX-1's six mesh rings over 4 NICs: 4 rings, one
-    per NIC); a mesh ring with no such pair is left out where others have one. Every server
+    is cut between two GPUs, the path entering at one and leaving at the other: GPUs nearest
+    their NICs (under their PCIe switch before a socket away), of the NICs fewest rings
+    entered and left so far, one NIC for both first, so that a ring enters and leaves through
+    one NIC where it can and through two where not. As many rings are kept as every NIC can
+    take alike (the DGX-1's six mesh rings over 4 NICs: 4 rings, one per NIC). Every server
     takes the same local path, and the rings take the NICs in turn, as NCCL's channels do.
     Where every GPU has a NIC of its own (a GH200 quad node) each mesh ring is cut before each
     of its GPUs in turn, so that the rings enter (and, through PXN, leave) at every NIC alike.
@@ -228,29 +229,61 @@ def mesh_server_rings(topology: Topology, ranks: Ranks, servers: Servers) -> lis
         # NIC in turn, so every GPU of every mesh ring is an entry, each NIC taking as many.
         return [tuple(g[i] for g in groups for i in local[cut:] + local[:cut])
                 for local in ([position[r] for r in cycle] for cycle in cycles) for cut in range(len(local))]
-    # A ring enters and leaves a server through its channel's NIC ([NCCL] src/graph/search.cc
-    # tries the same NIC first), at GPUs that NIC serves: a mesh ring is cut where two of them
-    # follow each other. Where some mesh ring can be cut so, rings that cannot are left out
-    # (their ends would reach the NIC through the CPUs); where none can, each is cut before
-    # its first GPU.
+    # A channel's ring enters each server at a GPU near its NIC and leaves it from a GPU near
+    # a NIC ([NCCL] src/graph/search.cc: the search starts each channel at a NIC, c mod nNets,
+    # takes the GPUs the paths of most bandwidth reach, and leaves through the same NIC first,
+    # else another, NCCL_CROSS_NIC being 2 by default). Each ring is cut where its two ends
+    # are nearest their NICs (fewest links between them), on the NICs fewest rings entered
+    # and left so far, the same NIC at both ends first; NICs take as many rings each.
+    hops = _nic_hops(topology, topology.node_ids(first))
     locals_ = [[position[r] for r in cycle] for cycle in cycles]
-    shared = [[i for i in range(len(local)) if nics[local[i]] == nics[local[i - 1]]] for local in locals_]
-    cuttable = [(local, cuts) for local, cuts in zip(locals_, shared, strict=True) if cuts]
-    if not cuttable:
-        cuttable = [(local, [0]) for local in locals_]
-    # As many rings per NIC as every NIC can take, so that no NIC carries more than another.
-    per_nic = max(1, len(cuttable) // len(set(nics)))
-    paths: dict[int, list[list[int]]] = {}
-    for local, cuts in cuttable:
-        cut = min(cuts, key=lambda i: (len(paths.get(nics[local[i]], ())), i))
-        nic = nics[local[cut]]
-        if len(paths.get(nic, ())) < per_nic:
-            paths.setdefault(nic, []).append(local[cut:] + local[:cut])
-    # Channel c leaves through NIC c mod nNets in NCCL's search: the rings take the NICs in
-    # turn, so that a call on fewer channels than rings spreads over the NICs too.
-    turns = max(len(p) for p in paths.values())
-    order = [paths[nic][k] for k in range(turns) for nic in sorted(paths) if k < len(paths[nic])]
+    n_nics = len(set(nics))
+    keep = max(1, len(locals_) // n_nics) * n_nics if len(locals_) >= n_nics else len(locals_)
+    entered: dict[int, int] = {}
+    left: dict[int, int] = {}
+    remaining = list(range(len(locals_)))
+    paths: list[list[int]] = []
+    while remaining and len(paths) < keep:
+        _, k, cut = min(
+            ((hops[a] + hops[b], entered.get(nics[a], 0) + left.get(nics[b], 0), nics[a] != nics[b], k, i), k, i)
+            for k in remaining for local in (locals_[k],) for i in range(len(local))
+            for a, b in ((local[i], local[i - 1]),)
+        )
+        local = locals_[k]
+        remaining.remove(k)
+        entered[nics[local[cut]]] = entered.get(nics[local[cut]], 0) + 1
+        left[nics[local[cut - 1]]] = left.get(nics[local[cut - 1]], 0) + 1
+        paths.append(local[cut:] + local[:cut])
+    # Channel c starts at NIC c mod nNets: the rings take the NICs in turn, so that a call on
+    # fewer channels than rings spreads over the NICs too.
+    by_nic: dict[int, list[list[int]]] = {}
+    for path in paths:
+        by_nic.setdefault(nics[path[0]], []).append(path)
+    turns = max(len(p) for p in by_nic.values())
+    order = [by_nic[nic][k] for k in range(turns) for nic in sorted(by_nic) if k < len(by_nic[nic])]
     return [tuple(g[i] for g in groups for i in path) for path in order]
+
+
+def _nic_hops(topology: Topology, gpus: np.ndarray) -> list[int]:
+    """Links on the shortest path from each GPU of ``gpus`` to its NIC inside its server (a
+    GPU and a NIC under one PCIe switch: 2; through the CPU: 4; through both sockets: 5)."""
+    hops = []
+    for gpu in gpus.tolist():
+        nic, server = int(topology.node_nic[gpu]), int(topology.node_server[gpu])
+        seen, frontier, depth = {gpu}, [gpu], 0
+        while frontier and nic not in seen:
+            depth += 1
+            reached = []
+            for node in frontier:
+                for link in topology.links_from(node).tolist():
+                    src, dst = int(topology.link_src[link]), int(topology.link_dst[link])
+                    other = dst if src == node else src
+                    if other not in seen and int(topology.node_server[other]) == server:
+                        seen.add(other)
+                        reached.append(other)
+            frontier = reached
+        hops.append(depth if nic in seen else len(topology.node_kind))
+    return hops
 
 
 def rank_servers(topology: Topology, ranks: Sequence[str]) -> dict[str, str]:

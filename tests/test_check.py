@@ -2154,7 +2154,7 @@ def test_gather_and_scatter_outputs_are_read_and_checked(tmp_path, capsys, binar
 def test_gather_and_scatter_rows_look_alike_and_are_told_apart_by_name():
     # Rooted, no reduction, (n-1)/n: only the name tells a gather from a scatter.
     text = _rooted_log(None)
-    with pytest.raises(InputError, match=r"fits gather_perf, scatter_perf\); give the collective explicitly"):
+    with pytest.raises(InputError, match=r"fits gather_perf, scatter_perf\); give the collective explicitly \(--collective NAME, collective=\)"):
         parse_nccl_log(text)
     assert parse_nccl_log(text, source="node1_scatter_perf.txt").binary == "scatter_perf"
     assert parse_nccl_log(text, collective="gather").binary == "gather_perf"

@@ -1225,5 +1225,5 @@ def _pick_binary(
     choices = ", ".join(sorted(fitting)) or "none of them"
     raise InputError(
         f"{source}: cannot tell which nccl-tests binary wrote this output (fits {choices}); "
-        "give the collective explicitly"
+        "give the collective explicitly (--collective NAME, collective=)"
     )

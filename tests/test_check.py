@@ -1529,6 +1529,22 @@ def test_a_log_of_an_nccl_older_than_nvls_or_nvlstree_is_predicted_without_them(
     assert check_log(of_release(two_host_h100_log(), 21803), system="dgx-h100").algorithm == "nvls_tree"
 
 
+def test_a_log_of_an_nccl_older_than_ll128_is_predicted_without_it():
+    # LL128 arrived in NCCL 2.5.6 (v2.5.6-1 src/include/core.h first defines NCCL_PROTO_LL128):
+    # a 2.4 log was predicted with LL128 at 512 KiB-32 MiB (an AWS p3dn log of NCCL 2.4.8).
+    text = (VALIDATION / "together_h100_1n8g_allgather_ring.txt").read_text()
+
+    def of_release(code):
+        log = parse_nccl_log(text.replace("nccl-headers=22602 nccl-library=22602",
+                                          f"nccl-headers={code} nccl-library={code}"))
+        return check_log(log, system="dgx-h100", nccl_env={"NCCL_ALGO": "Ring"}, min_bytes=1 << 20)
+
+    older, newer = of_release(2408), of_release(2506)
+    assert older.nccl.endswith("NCCL_PROTO=^LL128 (NCCL 2.4.8 predates LL128, 2.5.6)")
+    assert "ll128" not in {row.protocol for row in older.rows}
+    assert "LL128" not in newer.nccl and "ll128" in {row.protocol for row in newer.rows}
+
+
 def test_flagged_sizes_another_of_nccls_choices_fits_are_said_to_be_a_choice_not_a_fault():
     # nccl-tests#309's run with the ring forced (NCCL_ALGO=Ring, NCCL_MIN_CTAS=24), checked
     # without its environment: the model's NCCL takes NVLSTree from 4 MiB, faster than the

@@ -61,6 +61,7 @@ from flowsim.collectives.constants import (
     nccl_release,
     nearest_version,
     predated_algorithm,
+    predated_protocol,
 )
 from flowsim.collectives.placement import send_pair
 from flowsim.collectives.report import DTYPE_BYTES, ROOTED, NcclRow, busbw_Bps, launch_floor_us, model_note, sweep
@@ -1060,17 +1061,21 @@ def _trees_off(log: NcclTestLog) -> int | None:
     return threshold if threshold <= 0 and threshold != -2 else None
 
 
-def _predated(log: NcclTestLog, given: str | None, env: Mapping[str, str]) -> PredatedAlgorithm | None:
-    """What the NCCL ``log`` prints did not have yet
-    (:func:`~flowsim.collectives.constants.predated_algorithm`: NVLS before 2.17.1, NVLSTree
-    before 2.18.1), for the check to leave out; None where ``given`` (``--nccl-version``)
-    names the version, the log prints none, it had them all, or ``env`` (the log's, the
-    caller's and the system's) already sets the variable that would leave it out.
+def _predated(log: NcclTestLog, given: str | None, env: Mapping[str, str]) -> tuple[PredatedAlgorithm, ...]:
+    """What the NCCL ``log`` prints did not have yet, for the check to leave out: the first
+    algorithm it predates (:func:`~flowsim.collectives.constants.predated_algorithm`: NVLS
+    before 2.17.1, NVLSTree before 2.18.1) and LL128 before 2.5.6
+    (:func:`~flowsim.collectives.constants.predated_protocol`); none where ``given``
+    (``--nccl-version``) names the version, the log prints none, it had them all, or ``env``
+    (the log's, the caller's and the system's) already sets the variable that would leave
+    one out.
     """
     printed = _printed_version(log)
     release = None if given is not None or printed is None else nccl_release(printed)
-    lacked = None if release is None else predated_algorithm(release)
-    return None if lacked is None or lacked.key in env else lacked
+    if release is None:
+        return ()
+    found = (predated_algorithm(release), predated_protocol(release))
+    return tuple(lacked for lacked in found if lacked is not None and lacked.key not in env)
 
 
 # Older nccl-tests print NCCL's first names of two types (ncclChar, ncclInt).
@@ -1171,8 +1176,7 @@ def check_log(
     system_env = system_env_taken(intact, options.get("nccl_env") or {})
     if system_env:
         nccl = f"{nccl}, {' '.join(f'{key}={value}' for key, value in system_env.items())} (system)"
-    lacked = _predated(log, nccl_version, merged_env(intact, options.get("nccl_env")))
-    if lacked is not None:
+    for lacked in _predated(log, nccl_version, merged_env(intact, options.get("nccl_env"))):
         # What the log's NCCL did not have yet, where neither the log, the caller nor the
         # system sets the variable.
         options["nccl_env"] = {lacked.key: lacked.value, **(options.get("nccl_env") or {})}

@@ -341,6 +341,23 @@ def predated_algorithm(release: tuple[int, ...]) -> PredatedAlgorithm | None:
     return None
 
 
+#: The NCCL release that brought LL128: v2.5.6-1, whose src/include/core.h first defines
+#: ``NCCL_PROTO_LL128`` (v2.4.8-1 has LL and Simple only). A run of an older NCCL had none.
+LL128_RELEASE = (2, 5, 6)
+
+
+def predated_protocol(release: tuple[int, ...]) -> PredatedAlgorithm | None:
+    """LL128 where NCCL ``release`` (:func:`nccl_release`) predates it (:data:`LL128_RELEASE`),
+    with the environment variable that leaves it out; None where it had LL128.
+
+    >>> predated_protocol((2, 4, 8)).value, predated_protocol((2, 5, 6))
+    ('^LL128', None)
+    """
+    if release < LL128_RELEASE:
+        return PredatedAlgorithm("LL128", ".".join(map(str, LL128_RELEASE)), "NCCL_PROTO", "^LL128")
+    return None
+
+
 def constants_of(version: str) -> NcclConstants:
     """The constants of NCCL ``version``; an unknown one is an
     :class:`~flowsim.errors.InputError` naming the versions flowsim has."""

@@ -16,6 +16,7 @@ from flowsim.collectives.constants import (
     nccl_release,
     nearest_version,
     predated_algorithm,
+    predated_protocol,
 )
 from flowsim.collectives.tuner import NcclEnv
 from flowsim.engine import DEFAULT_TIME_REL_TOL
@@ -114,8 +115,9 @@ def _nccl_version(text: str) -> str:
     ``text`` (:func:`~flowsim.collectives.constants.nearest_version`: the same release, else
     one of its series, else the newest older one). Where that is another release, one note on
     stderr says which, and what of it the NCCL named did not have yet (NVLS before 2.17.1,
-    NVLSTree before 2.18.1: :func:`~flowsim.collectives.constants.predated_algorithm`) with
-    the ``--nccl-env`` that leaves it out."""
+    NVLSTree before 2.18.1: :func:`~flowsim.collectives.constants.predated_algorithm`; LL128
+    before 2.5.6: :func:`~flowsim.collectives.constants.predated_protocol`) with the
+    ``--nccl-env`` that leaves it out."""
     version, wanted = nearest_version(text), nccl_release(text)
     if version is None or wanted is None:
         raise argparse.ArgumentTypeError(f"expected an NCCL version MAJOR.MINOR.PATCH (flowsim has "
@@ -124,9 +126,9 @@ def _nccl_version(text: str) -> str:
     if taken != wanted:
         which = ("the one of its series" if taken[:2] == wanted[:2] else
                  "the newest older version it has" if taken < wanted else "the oldest it has")
-        lacked = predated_algorithm(wanted)
-        missing = "" if lacked is None else (
-            f"; NCCL {text.strip()} had no {lacked.name} (--nccl-env {lacked.key}={lacked.value} leaves it out)")
+        lacked = [item for item in (predated_algorithm(wanted), predated_protocol(wanted)) if item is not None]
+        missing = "".join(f"; NCCL {text.strip()} had no {item.name} (--nccl-env {item.key}={item.value} leaves it out)"
+                          for item in lacked)
         print(f"# note: flowsim has no constants of NCCL {text.strip()}; it takes those of {version}, {which}{missing}",
               file=sys.stderr)
     return version

@@ -1,6 +1,7 @@
-"""Shared fixtures and machine details for the benchmark suites."""
+"""Shared fixtures, machine details and the run's options for the benchmark suites."""
 
 import os
+from pathlib import Path
 
 import numba
 import numpy as np
@@ -29,6 +30,26 @@ def pytest_benchmark_update_machine_info(config, machine_info):
     machine_info["numpy"] = np.__version__
     machine_info["numba_threads"] = numba.get_num_threads()
     machine_info["cpu_count"] = os.cpu_count()
+
+
+def pytest_benchmark_update_json(config, benchmarks, output_json):
+    # pytest-benchmark's JSON keeps neither the command line nor this option, so a baseline
+    # saved from it (benchmarks/regress.py save --from-json) could only guess how the run was
+    # made, and a comparison would rerun other sizes and other benchmarks.
+    output_json["flowsim_run"] = {
+        "flows_scale": config.getoption("--flows-scale"),
+        "keyword": config.getoption("keyword"),
+        "args": [_from_root(config, arg) for arg in config.args],
+    }
+
+
+def _from_root(config, arg):
+    """A file, folder or node id given to pytest, relative to the root folder where it lies there."""
+    path, sep, rest = arg.partition("::")
+    resolved = (Path(config.invocation_params.dir) / path).resolve()
+    if resolved.is_relative_to(config.rootpath):
+        path = resolved.relative_to(config.rootpath).as_posix()
+    return path + sep + rest
 
 
 @pytest.fixture

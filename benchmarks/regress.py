@@ -23,7 +23,10 @@ are unreliable. A table of every benchmark is printed. The exit status is 1 when
 benchmark regressed, 0 otherwise, and 2 when the run or a file is unusable.
 
 ``--from-json RUN.json`` (both commands) uses a pytest-benchmark JSON file already written,
-instead of running the suites; it must contain the calibration benchmark.
+instead of running the suites; it must contain the calibration benchmark. ``benchmarks/conftest.py``
+records in it the run's ``--flows-scale``, ``-k`` and files (``flowsim_run``), which ``save``
+stores; for a file without that record, ``save`` needs ``--scale``, ``-k`` (``-k ''`` for none)
+and ``--suite`` as the run had them, and refuses rather than guess.
 """
 
 from __future__ import annotations
@@ -362,16 +365,65 @@ def _default_suites() -> list[str]:
     return sorted(f"{BENCH_DIR.name}/{p.name}" for p in BENCH_DIR.glob("bench_*.py"))
 
 
+def _suites_of(pytest_args: Sequence[str]) -> list[str]:
+    """The files, folders or node ids a run gave pytest, less the calibration that
+    :func:`_run_suites` adds around them."""
+    calibration = BENCH_DIR / "calibration.py"
+    suites = []
+    for arg in pytest_args:
+        if (REPO_ROOT / arg.partition("::")[0]).resolve() != calibration and arg not in suites:
+            suites.append(arg)
+    return suites
+
+
+def _options_of_run(run: object, args: argparse.Namespace, source: str) -> dict:
+    """``scale``, ``keyword`` and ``suites`` a pytest-benchmark run was made with.
+
+    ``benchmarks/conftest.py`` records them in the run's JSON (``flowsim_run``); options on
+    the command line must agree with the record. A JSON without it (written before the
+    record, or by other suites) must be told all three: a guess would be stored, and
+    ``compare`` would rerun at another size or other benchmarks than the run timed.
+    """
+    given = {"scale": args.scale, "keyword": args.keyword, "suites": args.suite}
+    flags = {"scale": "--scale", "keyword": "-k", "suites": "--suite"}
+    record = run.get("flowsim_run") if isinstance(run, dict) else None
+    if record is None:
+        unknown = [flags[key] for key, value in given.items() if value is None]
+        if unknown:
+            raise InputError(
+                f"{source} does not record the --flows-scale, -k and files its run used; "
+                f"give {', '.join(unknown)} as the run had them (-k '' for none)"
+            )
+        return given
+    if not (
+        isinstance(record, dict)
+        and isinstance(record.get("flows_scale"), (int, float))
+        and isinstance(record.get("keyword"), str)
+        and isinstance(record.get("args"), list)
+        and all(isinstance(arg, str) for arg in record["args"])
+    ):
+        raise InputError(f"{source}: damaged 'flowsim_run' record: it needs flows_scale, keyword and args")
+    recorded = {"scale": record["flows_scale"], "keyword": record["keyword"], "suites": _suites_of(record["args"])}
+    for key, value in given.items():
+        if value is None:
+            continue
+        if (sorted(value) != sorted(recorded[key])) if key == "suites" else (value != recorded[key]):
+            raise InputError(f"{source}: the run used {flags[key]} {recorded[key]!r}, not {value!r}")
+    return recorded
+
+
 def _save(args: argparse.Namespace) -> int:
     path = _baseline_path(args.name)
-    options = {
-        "scale": args.scale if args.scale is not None else 1.0,
-        "keyword": args.keyword or "",
-        "suites": args.suite or _default_suites(),
-    }
     if args.from_json is not None:
         run, source = _load_json(args.from_json, "pytest-benchmark output"), str(args.from_json)
+        normalise(run, source)  # a file that is no benchmark run is told so, not asked for options
+        options = _options_of_run(run, args, source)
     else:
+        options = {
+            "scale": args.scale if args.scale is not None else 1.0,
+            "keyword": args.keyword or "",
+            "suites": args.suite or _default_suites(),
+        }
         run, source = _run_suites(options)
     baseline = make_baseline(run, args.name, pytest_options=options, note=args.note, source=source)
     if not baseline["benchmarks"]:
@@ -398,6 +450,10 @@ def _compare(args: argparse.Namespace) -> int:
         options["suites"] = args.suite
     if args.from_json is not None:
         run, source = _load_json(args.from_json, "pytest-benchmark output"), str(args.from_json)
+        record = run.get("flowsim_run") if isinstance(run, dict) else None
+        # The size the run was made at, where it says, not the one this command assumes.
+        if isinstance(record, dict) and isinstance(record.get("flows_scale"), (int, float)):
+            options["scale"] = record["flows_scale"]
     else:
         run, source = _run_suites(options)
     calibration, current = normalise(run, source)

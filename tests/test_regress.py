@@ -5,6 +5,7 @@ import importlib.util
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -27,10 +28,12 @@ def entry(name, minimum, median=None, iqr=0.0, rounds=5):
 
 
 def run(calibration_s, *benchmarks):
-    """A pytest-benchmark document: calibration first, then ``(fullname, min, median, iqr)``."""
+    """A pytest-benchmark document: calibration first, then ``(fullname, min, median, iqr)``,
+    with the options benchmarks/conftest.py records."""
     return {
         "machine_info": {"node": "testbox", "cpu": {"brand_raw": "Synthetic CPU"}},
         "commit_info": {"id": "abc"},
+        "flowsim_run": {"flows_scale": 0.05, "keyword": "", "args": ["benchmarks"]},
         "benchmarks": [entry("benchmarks/calibration.py::test_calibration", calibration_s)]
         + [entry(*b) for b in benchmarks],
     }
@@ -251,3 +254,95 @@ def test_suites_run_every_benchmark_unless_an_expression_selects(monkeypatch, ke
     regress._run_suites({"suites": ["benchmarks/bench_maxmin.py"], "keyword": keyword, "scale": 0.05})
     command = seen["command"]
     assert [a for i, a in enumerate(command) if a == "-k" or (i and command[i - 1] == "-k")] == expected
+
+
+def test_save_from_json_stores_the_options_the_run_used(baseline_dir, monkeypatch, capsys):
+    # A run at --flows-scale 0.05 -k open_trace was saved as scale 1, no -k and every suite,
+    # and compare reran at scale 1: test_open_trace 0.714 -> 5.339, +648% SLOWER.
+    document = run(0.05, ("benchmarks/bench_trace.py::test_open_trace", 0.036))
+    document["flowsim_run"] = {
+        "flows_scale": 0.05,
+        "keyword": "test_calibration or open_trace",
+        "args": ["benchmarks/calibration.py", "benchmarks/bench_trace.py", "benchmarks/calibration.py"],
+    }
+    path = baseline_dir / "run.json"
+    path.write_text(json.dumps(document))
+    assert regress.main(["save", "box", "--from-json", str(path)]) == 0
+    stored = json.loads((baseline_dir / "baselines" / "box.json").read_text())
+    assert stored["pytest_options"] == {
+        "scale": 0.05,
+        "keyword": "test_calibration or open_trace",
+        "suites": ["benchmarks/bench_trace.py"],
+    }
+    seen = {}
+
+    def fake_run(command, cwd):
+        seen["command"] = command
+        json_path = next(a for a in command if a.startswith("--benchmark-json=")).split("=", 1)[1]
+        Path(json_path).write_text(json.dumps(document))
+        return type("Done", (), {"returncode": 0})()
+
+    monkeypatch.setattr(regress.subprocess, "run", fake_run)
+    assert regress.main(["compare", "box"]) == 0
+    assert "--flows-scale=0.05" in seen["command"]
+    assert str(regress.REPO_ROOT / "benchmarks/bench_trace.py") in seen["command"]
+    assert not any("bench_engine" in a for a in seen["command"])
+
+
+def test_save_from_json_refuses_to_guess_options_it_does_not_record(baseline_dir, capsys):
+    document = run(0.05, (SOLVE, 0.02))
+    del document["flowsim_run"]
+    path = baseline_dir / "old.json"
+    path.write_text(json.dumps(document))
+    assert regress.main(["save", "box", "--from-json", str(path), "--scale", "0.05"]) == 2
+    err = capsys.readouterr().err
+    assert "old.json does not record the --flows-scale, -k and files its run used; give -k, --suite as" in err
+    assert len(err.splitlines()) == 1 and not (baseline_dir / "baselines" / "box.json").exists()
+    told = ["--scale", "0.05", "-k", "", "--suite", "benchmarks/bench_maxmin.py"]
+    assert regress.main(["save", "box", "--from-json", str(path), *told]) == 0
+    stored = json.loads((baseline_dir / "baselines" / "box.json").read_text())
+    assert stored["pytest_options"] == {"scale": 0.05, "keyword": "", "suites": ["benchmarks/bench_maxmin.py"]}
+
+
+def test_save_from_json_refuses_options_the_run_did_not_use(baseline_dir, capsys):
+    path = baseline_dir / "run.json"
+    path.write_text(json.dumps(run(0.05, (SOLVE, 0.02))))
+    assert regress.main(["save", "box", "--from-json", str(path), "--scale", "1"]) == 2
+    assert "run.json: the run used --scale 0.05, not 1.0" in capsys.readouterr().err
+    assert regress.main(["save", "box", "--from-json", str(path), "--suite", "benchmarks"]) == 0
+    damaged = run(0.05, (SOLVE, 0.02))
+    damaged["flowsim_run"]["args"] = "benchmarks"
+    path.write_text(json.dumps(damaged))
+    assert regress.main(["save", "box", "--from-json", str(path)]) == 2
+    assert "run.json: damaged 'flowsim_run' record: it needs flows_scale, keyword and args" in capsys.readouterr().err
+
+
+def test_compare_from_json_checks_the_scale_the_run_used(baseline_dir, capsys):
+    path = baseline_dir / "run.json"
+    path.write_text(json.dumps(run(0.05, (SOLVE, 0.02))))
+    assert regress.main(["save", "box", "--from-json", str(path)]) == 0
+    larger = run(0.05, (SOLVE, 0.02))
+    larger["flowsim_run"]["flows_scale"] = 1.0
+    path.write_text(json.dumps(larger))
+    assert regress.main(["compare", "box", "--from-json", str(path)]) == 0
+    assert "warning: scale 1.0 differs from the baseline's" in capsys.readouterr().err
+
+
+def test_the_benchmarks_conftest_records_the_run_options(tmp_path):
+    spec = importlib.util.spec_from_file_location("flowsim_bench_conftest", REGRESS_PATH.parent / "conftest.py")
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+    root = REGRESS_PATH.parents[1]
+    config = SimpleNamespace(
+        getoption={"--flows-scale": 0.05, "keyword": "open_trace"}.get,
+        args=[str(root / "benchmarks" / "calibration.py"), "bench_trace.py::test_open_trace", str(tmp_path)],
+        invocation_params=SimpleNamespace(dir=root / "benchmarks"),
+        rootpath=root,
+    )
+    output = {}
+    conftest.pytest_benchmark_update_json(config, [], output)
+    assert output["flowsim_run"] == {
+        "flows_scale": 0.05,
+        "keyword": "open_trace",
+        "args": ["benchmarks/calibration.py", "benchmarks/bench_trace.py::test_open_trace", str(tmp_path)],
+    }

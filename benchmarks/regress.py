@@ -19,7 +19,8 @@ IQR)``, where the relative IQR (IQR over median of its rounds) is the larger of 
 baseline's and this run's: a noisy benchmark, or a noisy run, gets a wider band, a steady
 one the floor. When the two calibration runs of either session differ by more than the
 floor, the machine's load changed during that session, and a warning says the verdicts
-are unreliable. A table of every benchmark is printed. The exit status is 1 when any
+are unreliable; another warning names both CPUs when the baseline's (model name, vendor,
+family and model) is not this run's, since the normalised figures hold only on one kind. A table of every benchmark is printed. The exit status is 1 when any
 benchmark regressed, 0 otherwise, and 2 when the run or a file is unusable.
 
 ``--from-json RUN.json`` (both commands) uses a pytest-benchmark JSON file already written,
@@ -437,6 +438,14 @@ def _save(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cpu_kind(machine: object) -> str:
+    """Model name, vendor, family and model of the CPU in pytest-benchmark's ``machine_info``."""
+    cpu = machine.get("cpu") if isinstance(machine, dict) else None
+    cpu = cpu if isinstance(cpu, dict) else {}
+    brand, vendor, family, model = (cpu.get(key, "?") for key in ("brand_raw", "vendor_id_raw", "family", "model"))
+    return f"{brand} ({vendor}, family {family} model {model})"
+
+
 def _compare(args: argparse.Namespace) -> int:
     path = _baseline_path(args.name)
     baseline = _load_json(path, "baseline")
@@ -472,6 +481,14 @@ def _compare(args: argparse.Namespace) -> int:
                 "(the machine's load changed); verdicts are unreliable",
                 file=sys.stderr,
             )
+    then, now = _cpu_kind(baseline["machine"]), _cpu_kind(run.get("machine_info"))
+    if then != now:
+        # Normalising by the calibration does not carry figures across kinds of CPU (README).
+        print(
+            f"warning: the baseline ran on {then}, this run on {now}; figures move by -20% to +65% "
+            "between kinds of CPU, so compare against a baseline taken on this kind",
+            file=sys.stderr,
+        )
     print(format_table(comparisons))
     slower = [c.name for c in comparisons if c.verdict == "slower"]
     if slower:

@@ -346,3 +346,24 @@ def test_the_benchmarks_conftest_records_the_run_options(tmp_path):
         "keyword": "open_trace",
         "args": ["benchmarks/calibration.py", "benchmarks/bench_trace.py::test_open_trace", str(tmp_path)],
     }
+
+
+def test_compare_warns_when_the_baseline_comes_from_another_kind_of_cpu(baseline_dir, capsys):
+    # The verdict came without a word, though figures move -20% to +65% between kinds of CPU.
+    epyc = {"brand_raw": "AMD EPYC", "vendor_id_raw": "AuthenticAMD", "family": 26, "model": 2}
+    xeon = {"brand_raw": "Intel(R) Xeon(R) Processor", "vendor_id_raw": "GenuineIntel", "family": 6, "model": 167}
+    path = baseline_dir / "run.json"
+    document = run(0.05, (SOLVE, 0.02))
+    document["machine_info"]["cpu"] = epyc
+    path.write_text(json.dumps(document))
+    assert regress.main(["save", "box", "--from-json", str(path)]) == 0
+    assert regress.main(["compare", "box", "--from-json", str(path)]) == 0
+    assert "warning" not in capsys.readouterr().err
+    document["machine_info"]["cpu"] = xeon
+    path.write_text(json.dumps(document))
+    assert regress.main(["compare", "box", "--from-json", str(path)]) == 0
+    assert capsys.readouterr().err.splitlines() == [
+        "warning: the baseline ran on AMD EPYC (AuthenticAMD, family 26 model 2), this run on "
+        "Intel(R) Xeon(R) Processor (GenuineIntel, family 6 model 167); figures move by -20% to +65% "
+        "between kinds of CPU, so compare against a baseline taken on this kind"
+    ]

@@ -43,7 +43,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from flowsim.errors import InputError
+from flowsim.errors import InputError, read_text_file
 from flowsim.files import replaced_atomically
 
 __all__ = [
@@ -290,10 +290,8 @@ def format_table(comparisons: Sequence[Comparison]) -> str:
 
 
 def _load_json(path: Path, what: str) -> dict:
-    try:
-        text = path.read_text()
-    except OSError as err:
-        raise InputError(f"{path}: cannot read {what}: {err.strerror}") from None
+    # read_text_file refuses bytes that are not UTF-8 (an .h5 given for the JSON) in one line.
+    text = read_text_file(path, what)
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:

@@ -174,6 +174,21 @@ def test_unusable_inputs_exit_2(baseline_dir, capsys):
     assert "must be a plain file stem" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", ["save", "compare"])
+def test_a_file_that_is_not_text_is_unusable_not_a_crash(baseline_dir, capsys, command):
+    # An HDF5 trace given for the JSON raised UnicodeDecodeError with a traceback.
+    good = baseline_dir / "run.json"
+    good.write_text(json.dumps(run(0.05, (SOLVE, 0.02))))
+    assert regress.main(["save", "box", "--from-json", str(good)]) == 0
+    capsys.readouterr()
+    trace = baseline_dir / "trace.h5"
+    trace.write_bytes(b"\x89HDF\r\n\x1a\n\x00\x00\xff")
+    assert regress.main([command, "box", "--from-json", str(trace)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(f"regress.py: error: {trace}: cannot read pytest-benchmark output: ")
+    assert "can't decode byte 0x89" in err[0]
+
+
 def test_calibration_before_and_after_the_suites(capsys, baseline_dir):
     document = run(0.05, (SOLVE, 0.02))
     document["benchmarks"].append(entry("benchmarks/calibration.py::test_calibration", 0.04))

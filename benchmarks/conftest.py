@@ -20,6 +20,23 @@ def pytest_addoption(parser):
     )
 
 
+# Node ids collected, and those left after -k deselected some (pytest-benchmark's JSON lists
+# only what ran), so that benchmarks/regress.py tells a benchmark the run left out from one
+# that was selected but did not run, or is gone. The collected ones are taken first, before
+# pytest's own hook deselects.
+_COLLECTED = pytest.StashKey[list]()
+_SELECTED = pytest.StashKey[list]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    config.stash[_COLLECTED] = [item.nodeid for item in items]
+
+
+def pytest_collection_finish(session):
+    session.config.stash[_SELECTED] = [item.nodeid for item in session.items]
+
+
 @pytest.fixture
 def flows_scale(request):
     return request.config.getoption("--flows-scale")
@@ -40,6 +57,8 @@ def pytest_benchmark_update_json(config, benchmarks, output_json):
         "flows_scale": config.getoption("--flows-scale"),
         "keyword": config.getoption("keyword"),
         "args": [_from_root(config, arg) for arg in config.args],
+        "collected": config.stash.get(_COLLECTED, []),
+        "selected": config.stash.get(_SELECTED, []),
     }
 
 

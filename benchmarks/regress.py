@@ -20,8 +20,12 @@ baseline's and this run's: a noisy benchmark, or a noisy run, gets a wider band,
 one the floor. When the two calibration runs of either session differ by more than the
 floor, the machine's load changed during that session, and a warning says the verdicts
 are unreliable; another warning names both CPUs when the baseline's (model name, vendor,
-family and model) is not this run's, since the normalised figures hold only on one kind. A table of every benchmark is printed. The exit status is 1 when any
-benchmark regressed, 0 otherwise, and 2 when the run or a file is unusable.
+family and model) is not this run's, since the normalised figures hold only on one kind.
+A table of the benchmarks the run selected is printed: a baseline benchmark that ``-k`` or
+``--suite`` left out is not listed, one that was selected but did not run, or that is no
+longer collected from its file, is ``MISSING`` (see :func:`expected_benchmarks`). The exit
+status is 1 when any benchmark regressed or is missing (its code would otherwise go
+untimed unnoticed), 0 otherwise, and 2 when the run or a file is unusable.
 
 ``--from-json RUN.json`` (both commands) uses a pytest-benchmark JSON file already written,
 instead of running the suites; it must contain the calibration benchmark. ``benchmarks/conftest.py``
@@ -39,7 +43,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +55,7 @@ __all__ = [
     "CALIBRATION_NAME",
     "Comparison",
     "compare",
+    "expected_benchmarks",
     "format_table",
     "main",
     "make_baseline",
@@ -200,7 +205,8 @@ class Comparison:
         Allowed relative slow-down (from the baseline's and the run's noise).
     verdict : {"ok", "slower", "faster", "new", "missing"}
         ``slower`` (a regression) when ``current > baseline x (1 + threshold)``, ``faster``
-        when ``current < baseline / (1 + threshold)``.
+        when ``current < baseline / (1 + threshold)``; ``missing`` for a baseline benchmark
+        the run should have timed and did not.
     """
 
     name: str
@@ -223,6 +229,7 @@ def compare(
     *,
     floor: float = DEFAULT_FLOOR,
     iqr_factor: float = DEFAULT_IQR_FACTOR,
+    expected: Collection[str] | None = None,
 ) -> list[Comparison]:
     """Compare a run's normalised figures with a baseline's.
 
@@ -234,6 +241,10 @@ def compare(
         Second return value of :func:`normalise` for the new run.
     floor, iqr_factor : float
         See :func:`threshold`; it is applied to the larger of the two relative IQRs.
+    expected : collection of str, optional
+        Baseline benchmarks the run should have timed (see :func:`expected_benchmarks`); one
+        absent from ``current`` is ``missing`` if among them and left out otherwise. Default:
+        every baseline benchmark.
 
     Returns
     -------
@@ -243,6 +254,8 @@ def compare(
     out = []
     for name in sorted(baseline):
         base = baseline[name]
+        if name not in current and expected is not None and name not in expected:
+            continue
         if name not in current:
             allowed = threshold(float(base.get("rel_iqr", 0.0)), floor, iqr_factor)
             out.append(Comparison(name, base["normalised"], None, allowed, "missing"))
@@ -262,6 +275,40 @@ def compare(
     return out
 
 
+def expected_benchmarks(baseline: Collection[str], run: Mapping) -> set[str] | None:
+    """The baseline benchmarks a run should have timed, from the selection it records.
+
+    ``benchmarks/conftest.py`` records the node ids the run collected and those it selected
+    (``flowsim_run``). A benchmark is expected when the run selected it, or when it was not
+    collected though its file was (renamed or removed since the baseline); one that ``-k``
+    deselected, or whose file the run did not take, is not.
+
+    Parameters
+    ----------
+    baseline : collection of str
+        The baseline's benchmark names (pytest node ids).
+    run : mapping
+        pytest-benchmark JSON document.
+
+    Returns
+    -------
+    set of str or None
+        None when the run does not record its selection.
+    """
+    record = run.get("flowsim_run")
+    if not isinstance(record, Mapping):
+        return None
+    collected, selected = record.get("collected"), record.get("selected")
+    if not (isinstance(collected, list) and isinstance(selected, list)):
+        return None
+    files = {str(node).partition("::")[0] for node in collected}
+    return {
+        name
+        for name in baseline
+        if name in selected or (name not in collected and name.partition("::")[0] in files)
+    }
+
+
 def format_table(comparisons: Sequence[Comparison]) -> str:
     """Aligned text table: benchmark, baseline, current, change, threshold, verdict."""
 
@@ -277,7 +324,7 @@ def format_table(comparisons: Sequence[Comparison]) -> str:
                 number(c.current, ".4g"),
                 number(c.change, "+.1%"),
                 number(c.threshold, ".0%"),
-                c.verdict.upper() if c.verdict == "slower" else c.verdict,
+                c.verdict.upper() if c.verdict in ("slower", "missing") else c.verdict,
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -466,7 +513,20 @@ def _compare(args: argparse.Namespace) -> int:
     calibration, current = normalise(run, source)
     if options["scale"] != baseline["pytest_options"]["scale"]:
         print(f"warning: scale {options['scale']} differs from the baseline's", file=sys.stderr)
-    comparisons = compare(baseline["benchmarks"], current, floor=args.floor, iqr_factor=args.iqr_factor)
+    expected = expected_benchmarks(baseline["benchmarks"], run)
+    if expected is None:
+        # Without the record, a benchmark -k left out cannot be told from one that is gone.
+        expected = set()
+        absent = len(set(baseline["benchmarks"]) - set(current))
+        if absent:
+            print(
+                f"warning: {source} does not record which benchmarks its run selected; "
+                f"the {absent} benchmark(s) of the baseline absent from it are not compared",
+                file=sys.stderr,
+            )
+    comparisons = compare(
+        baseline["benchmarks"], current, floor=args.floor, iqr_factor=args.iqr_factor, expected=expected
+    )
     print(
         f"baseline {args.name} ({baseline['created']}, machine {baseline['machine'].get('node', '?')}); "
         f"calibration {baseline['calibration']['min_s'] * 1e3:.2f} ms then, {calibration['min_s'] * 1e3:.2f} ms now"
@@ -491,8 +551,14 @@ def _compare(args: argparse.Namespace) -> int:
     slower = [c.name for c in comparisons if c.verdict == "slower"]
     if slower:
         print(f"{len(slower)} benchmark(s) slower than the baseline beyond their threshold")
-        return 1
-    return 0
+    # A benchmark gone from the selection would leave its code untimed ever after, unnoticed.
+    missing = [c.name for c in comparisons if c.verdict == "missing"]
+    if missing:
+        print(
+            f"{len(missing)} benchmark(s) of the baseline selected but not run (skipped, renamed or removed; "
+            f"save the baseline again if so): {', '.join(missing)}"
+        )
+    return 1 if slower or missing else 0
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -29,13 +29,20 @@ def entry(name, minimum, median=None, iqr=0.0, rounds=5):
 
 def run(calibration_s, *benchmarks):
     """A pytest-benchmark document: calibration first, then ``(fullname, min, median, iqr)``,
-    with the options benchmarks/conftest.py records."""
+    with the options and selection benchmarks/conftest.py records (every benchmark selected)."""
+    entries = [entry("benchmarks/calibration.py::test_calibration", calibration_s)] + [entry(*b) for b in benchmarks]
+    names = [e["fullname"] for e in entries]
     return {
         "machine_info": {"node": "testbox", "cpu": {"brand_raw": "Synthetic CPU"}},
         "commit_info": {"id": "abc"},
-        "flowsim_run": {"flows_scale": 0.05, "keyword": "", "args": ["benchmarks"]},
-        "benchmarks": [entry("benchmarks/calibration.py::test_calibration", calibration_s)]
-        + [entry(*b) for b in benchmarks],
+        "flowsim_run": {
+            "flows_scale": 0.05,
+            "keyword": "",
+            "args": ["benchmarks"],
+            "collected": names,
+            "selected": names,
+        },
+        "benchmarks": entries,
     }
 
 
@@ -139,6 +146,7 @@ def test_table_marks_regressions():
     assert set(table[1]) == {"-"}
     assert table[2].split()[1:] == ["0.4", "0.5", "+25.0%", "15%", "SLOWER"]
     assert table[3].split()[1:] == ["-", "2", "-", "-", "new"]
+    assert regress.format_table([regress.Comparison(SOLVE, 0.4, None, 0.15, "missing")]).split()[-1] == "MISSING"
 
 
 @pytest.fixture
@@ -353,13 +361,19 @@ def test_the_benchmarks_conftest_records_the_run_options(tmp_path):
         args=[str(root / "benchmarks" / "calibration.py"), "bench_trace.py::test_open_trace", str(tmp_path)],
         invocation_params=SimpleNamespace(dir=root / "benchmarks"),
         rootpath=root,
+        stash=pytest.Stash(),
     )
+    items = [SimpleNamespace(nodeid=name) for name in (TRACE, WRITE)]
+    conftest.pytest_collection_modifyitems(config, items)
+    conftest.pytest_collection_finish(SimpleNamespace(config=config, items=items[:1]))
     output = {}
     conftest.pytest_benchmark_update_json(config, [], output)
     assert output["flowsim_run"] == {
         "flows_scale": 0.05,
         "keyword": "open_trace",
         "args": ["benchmarks/calibration.py", "benchmarks/bench_trace.py::test_open_trace", str(tmp_path)],
+        "collected": [TRACE, WRITE],
+        "selected": [TRACE],
     }
 
 
@@ -381,4 +395,67 @@ def test_compare_warns_when_the_baseline_comes_from_another_kind_of_cpu(baseline
         "warning: the baseline ran on AMD EPYC (AuthenticAMD, family 26 model 2), this run on "
         "Intel(R) Xeon(R) Processor (GenuineIntel, family 6 model 167); figures move by -20% to +65% "
         "between kinds of CPU, so compare against a baseline taken on this kind"
+    ]
+
+
+TRACE = "benchmarks/bench_trace.py::test_open_trace"
+WRITE = "benchmarks/bench_trace.py::test_write_trace"
+
+
+def test_expected_benchmarks_are_those_selected_or_gone_from_a_file_the_run_took():
+    document = run(0.05, (TRACE, 0.03))
+    document["flowsim_run"]["collected"] = ["benchmarks/calibration.py::test_calibration", TRACE, WRITE, SOLVE]
+    document["flowsim_run"]["selected"] = ["benchmarks/calibration.py::test_calibration", TRACE, SOLVE]
+    gone = "benchmarks/bench_trace.py::test_read_trace"
+    baseline = [TRACE, WRITE, SOLVE, ENGINE, gone]
+    # WRITE: deselected by -k; ENGINE: its file not run; SOLVE: selected, no timing; gone: not collected.
+    assert regress.expected_benchmarks(baseline, document) == {TRACE, SOLVE, gone}
+    del document["flowsim_run"]["selected"]
+    assert regress.expected_benchmarks(baseline, document) is None
+
+
+def test_compare_lists_only_the_selection_and_fails_on_a_selected_benchmark_that_did_not_run(baseline_dir, capsys):
+    # With -k open_trace, the 50 benchmarks it left out were each listed as missing.
+    path = baseline_dir / "run.json"
+    path.write_text(json.dumps(run(0.05, (TRACE, 0.03), (WRITE, 0.4), (SOLVE, 0.02))))
+    assert regress.main(["save", "box", "--from-json", str(path)]) == 0
+    capsys.readouterr()
+    selection = run(0.05, (TRACE, 0.03))
+    everything = ["benchmarks/calibration.py::test_calibration", TRACE, WRITE, SOLVE]
+    selection["flowsim_run"].update(keyword="test_calibration or open_trace", collected=everything)
+    path.write_text(json.dumps(selection))
+    assert regress.main(["compare", "box", "--from-json", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert TRACE in out and WRITE not in out and SOLVE not in out and "missing" not in out.lower()
+    # The selection takes test_write_trace as well, which did not run (skipped, say).
+    selection["flowsim_run"]["selected"].append(WRITE)
+    path.write_text(json.dumps(selection))
+    assert regress.main(["compare", "box", "--from-json", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert f"{WRITE}  " in out and "MISSING" in out and SOLVE not in out
+    assert "1 benchmark(s) of the baseline selected but not run (skipped, renamed or removed; " in out
+    # A benchmark of a file the run took that is no longer collected there is gone.
+    selection["flowsim_run"]["selected"].remove(WRITE)
+    selection["flowsim_run"]["collected"].remove(WRITE)
+    path.write_text(json.dumps(selection))
+    assert regress.main(["compare", "box", "--from-json", str(path)]) == 1
+    assert f"selected but not run (skipped, renamed or removed; save the baseline again if so): {WRITE}" in (
+        capsys.readouterr().out
+    )
+
+
+def test_compare_with_a_run_that_does_not_record_its_selection(baseline_dir, capsys):
+    path = baseline_dir / "run.json"
+    path.write_text(json.dumps(run(0.05, (TRACE, 0.03), (SOLVE, 0.02))))
+    assert regress.main(["save", "box", "--from-json", str(path)]) == 0
+    capsys.readouterr()
+    older = run(0.05, (TRACE, 0.03))
+    del older["flowsim_run"]
+    path.write_text(json.dumps(older))
+    assert regress.main(["compare", "box", "--from-json", str(path)]) == 0
+    captured = capsys.readouterr()
+    assert SOLVE not in captured.out
+    assert captured.err.splitlines() == [
+        f"warning: {path} does not record which benchmarks its run selected; "
+        "the 1 benchmark(s) of the baseline absent from it are not compared"
     ]

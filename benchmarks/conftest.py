@@ -37,6 +37,16 @@ def pytest_collection_finish(session):
     session.config.stash[_SELECTED] = [item.nodeid for item in session.items]
 
 
+# Benchmarks skipped on this machine (the Dask ones without distributed installed): selected,
+# but not to be counted as gone.
+_SKIPPED: list[str] = []
+
+
+def pytest_runtest_logreport(report):
+    if report.skipped:
+        _SKIPPED.append(report.nodeid)
+
+
 @pytest.fixture
 def flows_scale(request):
     return request.config.getoption("--flows-scale")
@@ -59,6 +69,7 @@ def pytest_benchmark_update_json(config, benchmarks, output_json):
         "args": [_from_root(config, arg) for arg in config.args],
         "collected": config.stash.get(_COLLECTED, []),
         "selected": config.stash.get(_SELECTED, []),
+        "skipped": list(_SKIPPED),
     }
 
 

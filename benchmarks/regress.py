@@ -281,7 +281,8 @@ def expected_benchmarks(baseline: Collection[str], run: Mapping) -> set[str] | N
     ``benchmarks/conftest.py`` records the node ids the run collected and those it selected
     (``flowsim_run``). A benchmark is expected when the run selected it, or when it was not
     collected though its file was (renamed or removed since the baseline); one that ``-k``
-    deselected, or whose file the run did not take, is not.
+    deselected, whose file the run did not take, or that skipped on this machine (the Dask
+    benchmarks without ``distributed``), is not.
 
     Parameters
     ----------
@@ -302,10 +303,11 @@ def expected_benchmarks(baseline: Collection[str], run: Mapping) -> set[str] | N
     if not (isinstance(collected, list) and isinstance(selected, list)):
         return None
     files = {str(node).partition("::")[0] for node in collected}
+    skipped = set(record.get("skipped") or ())
     return {
         name
         for name in baseline
-        if name in selected or (name not in collected and name.partition("::")[0] in files)
+        if name not in skipped and (name in selected or (name not in collected and name.partition("::")[0] in files))
     }
 
 
@@ -524,6 +526,11 @@ def _compare(args: argparse.Namespace) -> int:
                 f"the {absent} benchmark(s) of the baseline absent from it are not compared",
                 file=sys.stderr,
             )
+    record = run.get("flowsim_run") if isinstance(run, dict) else None
+    skipped = sorted(set(baseline["benchmarks"]) & set(record.get("skipped") or ())) if isinstance(record, dict) else []
+    if skipped:
+        print(f"note: {len(skipped)} benchmark(s) of the baseline skipped on this machine, not compared: "
+              f"{', '.join(skipped)}", file=sys.stderr)
     comparisons = compare(
         baseline["benchmarks"], current, floor=args.floor, iqr_factor=args.iqr_factor, expected=expected
     )
@@ -555,7 +562,7 @@ def _compare(args: argparse.Namespace) -> int:
     missing = [c.name for c in comparisons if c.verdict == "missing"]
     if missing:
         print(
-            f"{len(missing)} benchmark(s) of the baseline selected but not run (skipped, renamed or removed; "
+            f"{len(missing)} benchmark(s) of the baseline selected but not run (failed, renamed or removed; "
             f"save the baseline again if so): {', '.join(missing)}"
         )
     return 1 if slower or missing else 0

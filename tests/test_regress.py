@@ -366,6 +366,7 @@ def test_the_benchmarks_conftest_records_the_run_options(tmp_path):
     items = [SimpleNamespace(nodeid=name) for name in (TRACE, WRITE)]
     conftest.pytest_collection_modifyitems(config, items)
     conftest.pytest_collection_finish(SimpleNamespace(config=config, items=items[:1]))
+    conftest.pytest_runtest_logreport(SimpleNamespace(nodeid=TRACE, skipped=True))
     output = {}
     conftest.pytest_benchmark_update_json(config, [], output)
     assert output["flowsim_run"] == {
@@ -374,6 +375,7 @@ def test_the_benchmarks_conftest_records_the_run_options(tmp_path):
         "args": ["benchmarks/calibration.py", "benchmarks/bench_trace.py::test_open_trace", str(tmp_path)],
         "collected": [TRACE, WRITE],
         "selected": [TRACE],
+        "skipped": [TRACE],
     }
 
 
@@ -427,21 +429,38 @@ def test_compare_lists_only_the_selection_and_fails_on_a_selected_benchmark_that
     assert regress.main(["compare", "box", "--from-json", str(path)]) == 0
     out = capsys.readouterr().out
     assert TRACE in out and WRITE not in out and SOLVE not in out and "missing" not in out.lower()
-    # The selection takes test_write_trace as well, which did not run (skipped, say).
+    # The selection takes test_write_trace as well, which did not run (failed, say).
     selection["flowsim_run"]["selected"].append(WRITE)
     path.write_text(json.dumps(selection))
     assert regress.main(["compare", "box", "--from-json", str(path)]) == 1
     out = capsys.readouterr().out
     assert f"{WRITE}  " in out and "MISSING" in out and SOLVE not in out
-    assert "1 benchmark(s) of the baseline selected but not run (skipped, renamed or removed; " in out
+    assert "1 benchmark(s) of the baseline selected but not run (failed, renamed or removed; " in out
     # A benchmark of a file the run took that is no longer collected there is gone.
     selection["flowsim_run"]["selected"].remove(WRITE)
     selection["flowsim_run"]["collected"].remove(WRITE)
     path.write_text(json.dumps(selection))
     assert regress.main(["compare", "box", "--from-json", str(path)]) == 1
-    assert f"selected but not run (skipped, renamed or removed; save the baseline again if so): {WRITE}" in (
+    assert f"selected but not run (failed, renamed or removed; save the baseline again if so): {WRITE}" in (
         capsys.readouterr().out
     )
+
+
+def test_a_benchmark_skipped_on_this_machine_is_noted_not_missing(baseline_dir, capsys):
+    # The Dask benchmarks skip where distributed is not installed: selected, not run, not gone.
+    path = baseline_dir / "run.json"
+    path.write_text(json.dumps(run(0.05, (TRACE, 0.03), (WRITE, 0.4))))
+    assert regress.main(["save", "box", "--from-json", str(path)]) == 0
+    capsys.readouterr()
+    skipping = run(0.05, (TRACE, 0.03))
+    skipping["flowsim_run"].update(collected=["benchmarks/calibration.py::test_calibration", TRACE, WRITE],
+                                   selected=["benchmarks/calibration.py::test_calibration", TRACE, WRITE],
+                                   skipped=[WRITE])
+    path.write_text(json.dumps(skipping))
+    assert regress.main(["compare", "box", "--from-json", str(path)]) == 0
+    captured = capsys.readouterr()
+    assert "MISSING" not in captured.out and WRITE not in captured.out
+    assert f"note: 1 benchmark(s) of the baseline skipped on this machine, not compared: {WRITE}" in captured.err
 
 
 def test_compare_with_a_run_that_does_not_record_its_selection(baseline_dir, capsys):

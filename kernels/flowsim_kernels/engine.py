@@ -13,7 +13,7 @@ from numba import njit
 
 from flowsim_kernels.csr import csr_row_lengths, csr_transpose
 from flowsim_kernels.heap import heap_pop, heap_push, iheap_remove, iheap_set
-from flowsim_kernels.maxmin import RESIDUAL, STATE_COLUMNS, progressive_fill
+from flowsim_kernels.maxmin import RESIDUAL, STATE_COLUMNS, UNFROZEN, WEIGHT_SUM, progressive_fill
 from flowsim_kernels.progress import poll
 from flowsim_kernels.slots import grow_block, initial_blocks
 
@@ -67,12 +67,11 @@ _L_FIXED_LOAD = STATE_COLUMNS + 2
 _L_FIXED_TOP = STATE_COLUMNS + 3
 _L_REGION_LOAD = STATE_COLUMNS + 4
 _L_REGION_TOP = STATE_COLUMNS + 5
-_L_REGION_WEIGHT = STATE_COLUMNS + 6
-_L_REGION_LEAST = STATE_COLUMNS + 7
-_L_NEW_LOAD = STATE_COLUMNS + 8
-_L_NEW_SAT_LEVEL = STATE_COLUMNS + 9
-_L_REGION_SHARE = STATE_COLUMNS + 10
-_LINK_COLUMNS = STATE_COLUMNS + 11
+_L_REGION_LEAST = STATE_COLUMNS + 6
+_L_NEW_LOAD = STATE_COLUMNS + 7
+_L_NEW_SAT_LEVEL = STATE_COLUMNS + 8
+_L_REGION_SHARE = STATE_COLUMNS + 9
+_LINK_COLUMNS = STATE_COLUMNS + 10
 _F_WEIGHT = 0
 _F_CAP = 1
 _F_RATE = 2
@@ -310,11 +309,12 @@ def simulate_flows(
     transfer_start_s[:] = np.nan
     finish_s[:] = np.nan
 
-    # Per link: committed load and since when. In one row each: the fill's state, capacity,
-    # largest level if saturated (else -1), and the re-solve's sums: load and top level of the
-    # flows not being re-solved; load (upper bounds, then new rates), top level, weight and
-    # least rates of the region's flows; load and top level if saturated after the re-solve;
-    # the residual per unit of the region's weight.
+    # Per link: committed load and since when. In one row each: the fill's state (with the
+    # weight sum and count of the region's flows), capacity, largest level if saturated (else
+    # -1), and the re-solve's sums: load and top level of the flows not being re-solved; load
+    # (upper bounds, then new rates), top level and least rates of the region's flows; load
+    # and top level if saturated after the re-solve; the residual per unit of the region's
+    # weight.
     link_load = np.zeros(n_links, dtype=np.float64)
     link_since = np.zeros(n_links, dtype=np.float64)
     # Per link: weight sum of its slots and the batch (n_updates) it was summed in, for the
@@ -328,7 +328,10 @@ def simulate_flows(
     fixed_top = state[:, _L_FIXED_TOP]
     region_load = state[:, _L_REGION_LOAD]
     region_top = state[:, _L_REGION_TOP]
-    region_weight = state[:, _L_REGION_WEIGHT]
+    # The fill's own sums of the region's weights and flows per link: the bounds sum them
+    # first (see progressive_fill's ``summed``).
+    region_weight = state[:, WEIGHT_SUM]
+    region_count = state[:, UNFROZEN]
     region_least = state[:, _L_REGION_LEAST]
     new_load = state[:, _L_NEW_LOAD]
     new_sat_level = state[:, _L_NEW_SAT_LEVEL]
@@ -649,6 +652,7 @@ def simulate_flows(
                 region_load[link] = 0.0  # upper bounds first, then the new rates
                 region_top[link] = -1.0
                 region_weight[link] = 0.0
+                region_count[link] = 0.0
                 region_least[link] = 0.0
             # A link that its region flows cannot fill, even each at the most it could get,
             # never bottlenecks them: leave it out of the fill (an infinite residual) so that
@@ -658,7 +662,9 @@ def simulate_flows(
             for i in range(n_region):
                 g = region[i]
                 for k in range(fl_ptr[g], fl_ptr[g + 1]):
-                    region_weight[fl_idx[k]] += weight[g]
+                    link = fl_idx[k]
+                    region_weight[link] += weight[g]
+                    region_count[link] += 1.0
             # Each link's fair share, divided once per link rather than once per flow on it.
             for j in range(n_touched):
                 link = touched[j]
@@ -700,7 +706,7 @@ def simulate_flows(
             progressive_fill(
                 region[:n_region], fill_links[:n_fill_links], in_region, frozen, fl_ptr, fl_idx,
                 link_slot_start, link_slot_count, slot_flow, weight, cap_Bps,
-                tie_rel_tol, state, fill_work_keys, fill_work_items, new_rate,
+                tie_rel_tol, True, state, fill_work_keys, fill_work_items, new_rate,
             )
             n_resolved += n_region
             for i in range(n_region):

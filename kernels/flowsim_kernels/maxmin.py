@@ -89,7 +89,7 @@ def max_min_fair(
         flows, busy, in_fill, frozen,
         flow_link_indptr, flow_link_indices,
         link_flow_indptr[:-1], csr_row_lengths(link_flow_indptr), link_flow_indices,
-        weight, cap_Bps, tie_rel_tol, state, work_keys, work_items, rate_Bps,
+        weight, cap_Bps, tie_rel_tol, False, state, work_keys, work_items, rate_Bps,
     )
 
 
@@ -107,6 +107,7 @@ def progressive_fill(
     weight,
     cap_Bps,
     tie_rel_tol,
+    summed,
     state,
     work_keys,
     work_items,
@@ -138,6 +139,12 @@ def progressive_fill(
         Weights (> 0) and rate caps (B/s, > 0, inf for none). Not mutated.
     tie_rel_tol : float
         Levels within this relative distance of the lowest are frozen in the same round.
+    summed : bool
+        Whether the caller has set ``state[l, WEIGHT_SUM]`` and ``state[l, UNFROZEN]`` of
+        each link of ``links`` to the weight sum and the number of ``flows`` crossing it,
+        added in the order of ``flows`` from 0.0 (as here, so the values are the same to the
+        bit): the event engine sums the weights for its bounds anyway, and taking them from
+        there saves a pass over the routes.
     state : float64[n_links, >= STATE_COLUMNS]
         On entry ``state[l, RESIDUAL]`` is the capacity left for ``flows`` on each link of
         ``links``, ``inf`` for a link the caller knows they cannot fill (it is never
@@ -179,19 +186,17 @@ def progressive_fill(
     twice when its weights are summed afresh.
     """
     n_links_in = links.shape[0]
-    for j in range(n_links_in):
-        link = links[j]
-        state[link, WEIGHT_SUM] = 0.0
-        state[link, UNFROZEN] = 0.0
-    n_capped = 0
-    for i in range(flows.shape[0]):
-        f = flows[i]
-        for k in range(flow_link_indptr[f], flow_link_indptr[f + 1]):
-            link = flow_link_indices[k]
-            state[link, WEIGHT_SUM] += weight[f]
-            state[link, UNFROZEN] += 1.0
-        if cap_Bps[f] < np.inf:
-            n_capped += 1
+    if not summed:
+        for j in range(n_links_in):
+            link = links[j]
+            state[link, WEIGHT_SUM] = 0.0
+            state[link, UNFROZEN] = 0.0
+        for i in range(flows.shape[0]):
+            f = flows[i]
+            for k in range(flow_link_indptr[f], flow_link_indptr[f + 1]):
+                link = flow_link_indices[k]
+                state[link, WEIGHT_SUM] += weight[f]
+                state[link, UNFROZEN] += 1.0
 
     # Workspace layout: the link heap, then the links by initial level, then the capped flows
     # by cap level, then room for sorting.

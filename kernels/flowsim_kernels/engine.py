@@ -71,7 +71,9 @@ _L_REGION_LEAST = STATE_COLUMNS + 6
 _L_NEW_LOAD = STATE_COLUMNS + 7
 _L_NEW_SAT_LEVEL = STATE_COLUMNS + 8
 _L_REGION_SHARE = STATE_COLUMNS + 9
-_LINK_COLUMNS = STATE_COLUMNS + 10
+_L_REGION_WEIGHT = STATE_COLUMNS + 10
+_L_REGION_COUNT = STATE_COLUMNS + 11
+_LINK_COLUMNS = STATE_COLUMNS + 12
 _F_WEIGHT = 0
 _F_CAP = 1
 _F_RATE = 2
@@ -309,12 +311,12 @@ def simulate_flows(
     transfer_start_s[:] = np.nan
     finish_s[:] = np.nan
 
-    # Per link: committed load and since when. In one row each: the fill's state (with the
-    # weight sum and count of the region's flows), capacity, largest level if saturated (else
-    # -1), and the re-solve's sums: load and top level of the flows not being re-solved; load
-    # (upper bounds, then new rates), top level and least rates of the region's flows; load
-    # and top level if saturated after the re-solve; the residual per unit of the region's
-    # weight.
+    # Per link: committed load and since when. In one row each: the fill's state, capacity,
+    # largest level if saturated (else -1), and the re-solve's sums: load and top level of the
+    # flows not being re-solved; load (upper bounds, then new rates), top level and least
+    # rates of the region's flows; load and top level if saturated after the re-solve; the
+    # residual per unit of the region's weight; the region's weight and number of flows
+    # (summed as flows join, 0 between updates).
     link_load = np.zeros(n_links, dtype=np.float64)
     link_since = np.zeros(n_links, dtype=np.float64)
     # Per link: weight sum of its slots and the batch (n_updates) it was summed in, for the
@@ -328,10 +330,8 @@ def simulate_flows(
     fixed_top = state[:, _L_FIXED_TOP]
     region_load = state[:, _L_REGION_LOAD]
     region_top = state[:, _L_REGION_TOP]
-    # The fill's own sums of the region's weights and flows per link: the bounds sum them
-    # first (see progressive_fill's ``summed``).
-    region_weight = state[:, WEIGHT_SUM]
-    region_count = state[:, UNFROZEN]
+    region_weight = state[:, _L_REGION_WEIGHT]
+    region_count = state[:, _L_REGION_COUNT]
     region_least = state[:, _L_REGION_LEAST]
     new_load = state[:, _L_NEW_LOAD]
     new_sat_level = state[:, _L_NEW_SAT_LEVEL]
@@ -350,9 +350,10 @@ def simulate_flows(
     settled_list = np.empty(n_flows, dtype=np.int64)
     frozen = np.zeros(n_flows, dtype=np.bool_)
     region = np.empty(n_flows, dtype=np.int64)
-    # The region's routes, copied in region order at each round: region flow ``region[i]``
-    # crosses ``region_links[region_route[i]:region_route[i + 1]]``.
-    region_route = np.empty(n_flows + 1, dtype=np.int64)
+    # The region's routes, copied in region order as flows join (again after a widening
+    # settles flows): region flow ``region[i]`` crosses
+    # ``region_links[region_route[i]:region_route[i + 1]]``, for ``i < n_copied``.
+    region_route = np.zeros(n_flows + 1, dtype=np.int64)
     region_links = np.empty(n_inc, dtype=np.int64)
     to_join = np.empty(n_flows, dtype=np.int64)
     link_mark = np.zeros(n_links, dtype=np.bool_)
@@ -534,6 +535,13 @@ def simulate_flows(
             n_region, n_touched = _join(
                 f, in_region, region, n_region, fl_ptr, fl_idx, inc_slot, slot_val, link_mark, touched, n_touched
             )
+        # The passes over the region's routes read them from one array, in order, copied here
+        # and as flows join: each flow's row of the routes lies anywhere in memory, reached
+        # through its own, and such chains of loads took half the time of those passes. The
+        # links' weight sums of the region, in region order, come with the copy.
+        n_copied = _copy_routes(
+            0, n_region, region, fl_ptr, fl_idx, weight, region_route, region_links, region_weight, region_count
+        )
         # --- 4. predict the flows that move (incremental), or take all (full) -----------------
         if incremental:
             # Predict which flows move by following the change from saturated link to
@@ -607,8 +615,9 @@ def simulate_flows(
                         continue
                     in_region[h] = True
                     region[n_region] = h
+                    at = region_route[n_region]
                     n_region += 1
-                    # _join and _spread in one pass over the route.
+                    # _join, _copy_routes and _spread in one pass over the route.
                     for k in range(fl_ptr[h], fl_ptr[h + 1]):
                         other = fl_idx[k]
                         slot = inc_slot[k]
@@ -618,6 +627,10 @@ def simulate_flows(
                             link_mark[other] = True
                             touched[n_touched] = other
                             n_touched += 1
+                        region_links[at] = other
+                        at += 1
+                        region_weight[other] += weight[h]
+                        region_count[other] += 1.0
                         if other == link or link_push[other] | moved == link_push[other]:
                             continue
                         link_push[other] |= moved
@@ -633,6 +646,8 @@ def simulate_flows(
                             link_fills[other] = True
                             link_stack[n_stack] = other
                             n_stack += 1
+                    region_route[n_region] = at
+            n_copied = n_region
         else:
             for g in range(n_flows):
                 if phase[g] == _ACTIVE and not in_region[g]:
@@ -655,28 +670,16 @@ def simulate_flows(
                 state[link, RESIDUAL] = capacity[link] - fixed_load[link]
                 region_load[link] = 0.0  # upper bounds first, then the new rates
                 region_top[link] = -1.0
-                region_weight[link] = 0.0
-                region_count[link] = 0.0
                 region_least[link] = 0.0
             # A link that its region flows cannot fill, even each at the most it could get,
             # never bottlenecks them: leave it out of the fill (an infinite residual) so that
             # only links that may saturate are ordered. Each flow gets at least its cap or
             # the lowest fair share on its route (no link of it saturates below that level),
             # so at most the residual of a link less what the others there get at least.
-            # The passes over the region's routes below read them from one array, in order,
-            # copied here: each flow's row of the routes lies anywhere in memory, reached
-            # through its own, and such chains of loads took half the time of those passes.
-            n_region_links = 0
-            for i in range(n_region):
-                g = region[i]
-                region_route[i] = n_region_links
-                for k in range(fl_ptr[g], fl_ptr[g + 1]):
-                    link = fl_idx[k]
-                    region_links[n_region_links] = link
-                    n_region_links += 1
-                    region_weight[link] += weight[g]
-                    region_count[link] += 1.0
-            region_route[n_region] = n_region_links
+            n_copied = _copy_routes(
+                n_copied, n_region, region, fl_ptr, fl_idx, weight, region_route, region_links, region_weight,
+                region_count,
+            )
             # Each link's fair share, divided once per link rather than once per flow on it.
             for j in range(n_touched):
                 link = touched[j]
@@ -714,6 +717,8 @@ def simulate_flows(
                 else:
                     fill_links[n_fill_links] = link
                     n_fill_links += 1
+                    state[link, WEIGHT_SUM] = region_weight[link]  # see progressive_fill's summed
+                    state[link, UNFROZEN] = region_count[link]
                 region_load[link] = 0.0
             progressive_fill(
                 region[:n_region], fill_links[:n_fill_links], in_region, frozen, fl_ptr, fl_idx,
@@ -833,6 +838,12 @@ def simulate_flows(
                     slot_val[slot, _S_LEVEL] = level
                     fixed_load[link] += new_rate[g]
                     fixed_top[link] = max(fixed_top[link], level)
+            if kept < n_region:
+                # Positions moved: copy the routes and sum the weights again, in the new order.
+                n_copied = 0
+                for j in range(n_touched):
+                    region_weight[touched[j]] = 0.0
+                    region_count[touched[j]] = 0.0
             n_region = kept
             for i in range(n_join):
                 h = to_join[i]
@@ -944,6 +955,8 @@ def simulate_flows(
             seed_fill[link] = np.nan
             seed_overflow[link] = np.nan
             link_sat_level[link] = new_sat_level[link]
+            region_weight[link] = 0.0
+            region_count[link] = 0.0
             if new_load[link] != link_load[link]:
                 if record != RECORD_NONE:
                     n_seg = _segment(seg_entity, seg_data, n_seg, link, link_since[link], now, link_load[link])
@@ -984,6 +997,25 @@ def _join(g, in_region, region, n_region, fl_ptr, fl_idx, inc_slot, slot_val, li
         slot_val[s, _S_RATE] = 0.0
         slot_val[s, _S_LEVEL] = -1.0
     return n_region + 1, _touch_route(g, fl_ptr, fl_idx, link_mark, touched, n_touched)
+
+
+@njit(cache=True, inline="always")
+def _copy_routes(
+    first, n_region, region, fl_ptr, fl_idx, weight, region_route, region_links, region_weight, region_count
+):
+    """Copy the routes of ``region[first:n_region]`` into ``region_links`` after those before
+    them, adding each flow's weight and 1 to its links' sums; return ``n_region``."""
+    at = region_route[first]
+    for i in range(first, n_region):
+        g = region[i]
+        for k in range(fl_ptr[g], fl_ptr[g + 1]):
+            link = fl_idx[k]
+            region_links[at] = link
+            at += 1
+            region_weight[link] += weight[g]
+            region_count[link] += 1.0
+        region_route[i + 1] = at
+    return n_region
 
 
 @njit(cache=True)

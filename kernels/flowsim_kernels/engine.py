@@ -352,9 +352,11 @@ def simulate_flows(
     region = np.empty(n_flows, dtype=np.int64)
     # The region's routes, copied in region order as flows join (again after a widening
     # settles flows): region flow ``region[i]`` crosses
-    # ``region_links[region_route[i]:region_route[i + 1]]``, for ``i < n_copied``.
+    # ``region_links[region_route[i]:region_route[i + 1]]``, for ``i < n_copied``, and holds
+    # the slots ``region_slots[...]`` of the same range.
     region_route = np.zeros(n_flows + 1, dtype=np.int64)
     region_links = np.empty(n_inc, dtype=np.int64)
+    region_slots = np.empty(n_inc, dtype=np.int64)
     to_join = np.empty(n_flows, dtype=np.int64)
     link_mark = np.zeros(n_links, dtype=np.bool_)
     touched = np.empty(n_links, dtype=np.int64)
@@ -540,7 +542,8 @@ def simulate_flows(
         # through its own, and such chains of loads took half the time of those passes. The
         # links' weight sums of the region, in region order, come with the copy.
         n_copied = _copy_routes(
-            0, n_region, region, fl_ptr, fl_idx, weight, region_route, region_links, region_weight, region_count
+            0, n_region, region, fl_ptr, fl_idx, inc_slot, weight, region_route, region_links, region_slots,
+            region_weight, region_count,
         )
         # --- 4. predict the flows that move (incremental), or take all (full) -----------------
         if incremental:
@@ -628,6 +631,7 @@ def simulate_flows(
                             touched[n_touched] = other
                             n_touched += 1
                         region_links[at] = other
+                        region_slots[at] = slot
                         at += 1
                         region_weight[other] += weight[h]
                         region_count[other] += 1.0
@@ -677,8 +681,8 @@ def simulate_flows(
             # the lowest fair share on its route (no link of it saturates below that level),
             # so at most the residual of a link less what the others there get at least.
             n_copied = _copy_routes(
-                n_copied, n_region, region, fl_ptr, fl_idx, weight, region_route, region_links, region_weight,
-                region_count,
+                n_copied, n_region, region, fl_ptr, fl_idx, inc_slot, weight, region_route, region_links,
+                region_slots, region_weight, region_count,
             )
             # Each link's fair share, divided once per link rather than once per flow on it.
             for j in range(n_touched):
@@ -934,8 +938,13 @@ def simulate_flows(
             rejoined[g] = False
             r = new_rate[g]
             level = r / weight[g]
-            for k in range(fl_ptr[g], fl_ptr[g + 1]):
-                s = inc_slot[k]
+            # Flows settled by a widening, put back after the copied ones, have no copy.
+            if i < n_copied:
+                start, stop, slots = region_route[i], region_route[i + 1], region_slots
+            else:
+                start, stop, slots = fl_ptr[g], fl_ptr[g + 1], inc_slot
+            for k in range(start, stop):
+                s = slots[k]
                 slot_val[s, _S_RATE] = r
                 slot_val[s, _S_LEVEL] = level
             if r == rate[g]:
@@ -1001,16 +1010,19 @@ def _join(g, in_region, region, n_region, fl_ptr, fl_idx, inc_slot, slot_val, li
 
 @njit(cache=True, inline="always")
 def _copy_routes(
-    first, n_region, region, fl_ptr, fl_idx, weight, region_route, region_links, region_weight, region_count
+    first, n_region, region, fl_ptr, fl_idx, inc_slot, weight, region_route, region_links, region_slots,
+    region_weight, region_count,
 ):
-    """Copy the routes of ``region[first:n_region]`` into ``region_links`` after those before
-    them, adding each flow's weight and 1 to its links' sums; return ``n_region``."""
+    """Copy the routes of ``region[first:n_region]`` and their slots into ``region_links`` and
+    ``region_slots`` after those before them, adding each flow's weight and 1 to its links'
+    sums; return ``n_region``."""
     at = region_route[first]
     for i in range(first, n_region):
         g = region[i]
         for k in range(fl_ptr[g], fl_ptr[g + 1]):
             link = fl_idx[k]
             region_links[at] = link
+            region_slots[at] = inc_slot[k]
             at += 1
             region_weight[link] += weight[g]
             region_count[link] += 1.0

@@ -230,30 +230,35 @@ def simulate_flows(
        joins the arrivals (``in_region``, ``region``, their slots at rate 0 and level -1);
        sets ``threshold`` and ``shifted`` from their rates and least levels, summing each
        arrival link's slot weights once per batch (``slot_weight_sum``,
-       ``weight_summed_at``).
+       ``weight_summed_at``); copies the arrivals' routes (``region_route``,
+       ``region_links``, ``region_slots``, up to ``n_copied``) and sums their weights and
+       count per link (``region_weight``, ``region_count``).
     4. Predict (incremental): spreads ``link_push`` and ``link_fills`` from link to link
        through ``link_stack``, caches ``seed_fill`` and ``seed_overflow``, and joins the
-       flows predicted to move; reads the slots, ``link_sat_level``, ``link_load`` and
-       caps. Full mode joins every active flow instead.
-    5. Rounds until the check passes. (a) Fill: sums ``fixed_load`` and ``fixed_top`` of
-       newly touched links, the region's bounds (``region_weight``, ``least``,
-       ``region_least``, ``region_load``) and the residuals in ``state`` (inf for links the
-       region cannot fill, the rest listed in ``fill_links``), runs
-       :func:`progressive_fill` into ``new_rate`` (using ``frozen`` and the fill
-       workspaces), then ``new_load`` and ``new_sat_level``. (b) Check: reads the new and
+       flows predicted to move, copying their routes and summing their weights as in 3;
+       reads the slots, ``link_sat_level``, ``link_load`` and caps. Full mode joins every
+       active flow instead.
+    5. Rounds until the check passes. (a) Fill: copies the routes not yet copied (as in
+       3), sums ``fixed_load`` and ``fixed_top`` of newly touched links, the region's
+       bounds (``least``, ``region_share``, ``region_least``, ``region_load``) and the
+       residuals in ``state`` (inf for links the region cannot fill, the rest listed in
+       ``fill_links``, with the fill's weight sums from ``region_weight`` and
+       ``region_count``), runs :func:`progressive_fill` into ``new_rate`` (using
+       ``frozen`` and the fill workspaces), then ``new_load`` and ``new_sat_level``. (b) Check: reads the new and
        old saturation levels, slots and rates; marks ``visit_stamp`` (new ``stamp``) and
        lists the flows that must move in ``to_join`` (``pending``), with ``lowest_move``;
        polls as in 1 before widening (a Ctrl-C skips the commit). (c) Widen: settles
        region flows below ``lowest_move`` (``settled``, ``settled_list``; their slots and
-       the fixed sums take their new rates), joins the listed flows (``rejoined`` if
-       settled before), takes them out of the fixed sums and re-sums the links where one
-       was the top.
+       the fixed sums take their new rates; the route copies and weight sums then start
+       afresh), joins the listed flows (``rejoined`` if settled before), takes them out of
+       the fixed sums and re-sums the links where one was the top.
     6. Commit: settled flows back into the region; when recording, the departures'
        pieces (``split_*`` and ``piece_*`` in a coarse time window) and flows'; each
        region flow's slots take its new rate, and a changed rate settles ``remaining`` and
        ``settled_at`` and moves the flow's completion; each touched link takes
        ``new_load`` and ``new_sat_level`` (recording the piece that ends) and its marks
-       (``link_mark``, ``link_push``, ``link_fills``, ``seed_*``) are cleared.
+       (``link_mark``, ``link_push``, ``link_fills``, ``seed_*``) and region sums
+       (``region_weight``, ``region_count``) are cleared.
 
     The phases stay in one function, not in inlined helpers over a NamedTuple of these
     arrays: split that way (bit-identical results) the loop ran 1.15 to 2 times as long on

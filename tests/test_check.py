@@ -772,7 +772,7 @@ def test_a_version_1_history_still_loads_and_takes_new_checks(tmp_path, sendrecv
     assert all(len(column) == 2 for column in both.checks.values())
     assert all(len(column) == 22 for column in both.rows.values())
     with h5py.File(path) as f:
-        assert f.attrs["version"] == 3
+        assert f.attrs["version"] == 4
 
 
 def test_a_version_2_history_takes_each_rows_root_type_and_reduction(tmp_path, sendrecv_report):

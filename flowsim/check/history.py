@@ -22,16 +22,19 @@ __all__ = ["History", "append_history", "history_file", "history_plot_file", "pl
 
 #: ``format`` attribute of a history file.
 _HISTORY_FORMAT = "flowsim-nccl-check-history"
-#: ``version`` attribute this module writes. Versions 2 and 3 added the columns of
+#: ``version`` attribute this module writes. Versions 2 to 4 added the columns of
 #: ``_ADDED_COLUMNS``; an older history reads with their defaults there and takes new
 #: checks, the older checks' new columns filled with the defaults. A reader that knows only
 #: an older version reads a newer history too: it ignores datasets it does not know.
-_HISTORY_VERSION = 3
+_HISTORY_VERSION = 4
 
 # HDF5 history: group -> dataset -> (dtype kind, value of a report / row check).
 _CHECK_COLUMNS = {
     "check_id": "i8",
     "time_unix": "f8",
+    "run_time_unix": "f8",
+    "run_time_from": "str",
+    "label": "str",
     "source": "str",
     "binary": "str",
     "system": "str",
@@ -63,9 +66,15 @@ _ROW_COLUMNS = {
     "dtype": "str",
     "redop": "str",
 }
-# Columns added after version 1 (n_fast, warnings, fast) and 2 (root, dtype, redop) -> their
-# value for checks written before them.
-_ADDED_COLUMNS = {"n_fast": 0, "warnings": "", "fast": False, "root": -1, "dtype": "", "redop": ""}
+# Columns added after version 1 (n_fast, warnings, fast), 2 (root, dtype, redop) and 3 (the
+# rest) -> their value for checks written before them.
+_ADDED_COLUMNS = {
+    "n_fast": 0, "warnings": "", "fast": False, "root": -1, "dtype": "", "redop": "",
+    "run_time_unix": np.nan, "run_time_from": "check", "label": "",
+}
+# Added columns whose value for older checks is another column's: a check written before
+# the run's time was stored ran, as far as the history knows, when it was checked.
+_COPIED_COLUMNS = {"run_time_unix": "time_unix"}
 
 
 def _h5py():
@@ -78,6 +87,14 @@ def _dtype(kind: str):
     return _h5py().string_dtype() if kind == "str" else np.dtype(kind)
 
 
+def _older(group, name: str, kind: str, n: int) -> np.ndarray:
+    """The value of column ``name``, added after the history was started, for its ``n``
+    checks or rows written before it (``group``'s)."""
+    if name in _COPIED_COLUMNS:
+        return group[_COPIED_COLUMNS[name]][:n]
+    return np.full(n, _ADDED_COLUMNS[name], dtype=object if kind == "str" else kind)
+
+
 def _append(group, columns: dict, values: dict) -> None:
     n_new = len(values["check_id"])
     n_old = group["check_id"].shape[0] if "check_id" in group else 0
@@ -87,7 +104,7 @@ def _append(group, columns: dict, values: dict) -> None:
             group.create_dataset(name, shape=(0,), maxshape=(None,), dtype=_dtype(kind), chunks=(256,))
             if n_old:
                 group[name].resize((n_old,))
-                group[name][:] = np.full(n_old, _ADDED_COLUMNS[name], dtype=object if kind == "str" else kind)
+                group[name][:] = _older(group, name, kind, n_old)
         dataset = group[name]
         start = dataset.shape[0]
         dataset.resize((start + n_new,))
@@ -120,10 +137,19 @@ def history_file(path: str | os.PathLike, *, inputs: Sequence[str | os.PathLike]
     return target
 
 
-def append_history(report: CheckReport, path: str | os.PathLike) -> int:
+def append_history(
+    report: CheckReport, path: str | os.PathLike, *, run_time: datetime.datetime | None = None, label: str = ""
+) -> int:
     """Append ``report`` to an HDF5 history file (created if missing); returns its check id.
 
-    Layout: group ``checks`` holds one row per check (``check_id``, ``time_unix``,
+    ``run_time`` is when the run ran (a backfilled log's day, not today's); by default the
+    time stamp of the log's first stamped line (:attr:`~flowsim.check.log.NcclTestLog.started`),
+    else the check's time. A time without a zone is UTC. ``label`` is free text that names the
+    run (a build id, a ticket).
+
+    Layout: group ``checks`` holds one row per check (``check_id``, ``time_unix`` (when it was
+    checked), ``run_time_unix`` (when the run ran), ``run_time_from`` (``"date"``: given,
+    ``"log"``: its time stamps, ``"check"``: neither, the check's time), ``label``,
     ``source``, ``binary``, ``system``, ``nodes``, ``ranks``, ``threshold``, ``algorithm``,
     ``protocol``, ``figure``, ``fabric``, ``n_flagged``, ``avg_busbw_GBps`` (NaN where the
     log lacks it), ``n_fast``, ``warnings`` (the report's, one per line)); group ``rows``
@@ -133,9 +159,10 @@ def append_history(report: CheckReport, path: str | os.PathLike) -> int:
     ``fast`` (faster than predicted); NaN where not predicted; ``root``, ``dtype`` and
     ``redop`` as the row printed them, -1 and "" where it printed none: the blocks of a run of
     every root, type or reduction). Every dataset is one-dimensional and resizable.
-    Attributes: ``format`` and ``version`` (3; ``n_fast``, ``warnings`` and ``fast`` are new
-    in 2, ``root``, ``dtype`` and ``redop`` in 3, and an older history is appended to in
-    place, its earlier checks given 0, "", False, -1, "" and "" there).
+    Attributes: ``format`` and ``version`` (4; ``n_fast``, ``warnings`` and ``fast`` are new
+    in 2, ``root``, ``dtype`` and ``redop`` in 3, ``run_time_unix``, ``run_time_from`` and
+    ``label`` in 4, and an older history is appended to in place, its earlier checks given 0,
+    "", False, -1, "", "", their check time, "check" and "" there).
 
     ``path`` must pass :func:`history_file`. The history is appended to a copy, renamed over
     it when complete (:func:`flowsim.files.replaced_atomically`): an error, a crash or Ctrl-C
@@ -153,13 +180,24 @@ def append_history(report: CheckReport, path: str | os.PathLike) -> int:
             history_file(target)
             existing = target.exists() and target.stat().st_size > 0
             with h5py.File(tmp_name, "r+" if existing else "w") as f:
-                check_id = _append_check(f, report)
+                check_id = _append_check(f, report, run_time, label)
     except OSError as err:
         raise InputError(f"{path}: cannot write the check history: {err}") from None
     return check_id
 
 
-def _append_check(f, report: CheckReport) -> int:
+def _run_time(report: CheckReport, given: datetime.datetime | None) -> tuple[float, str]:
+    """When ``report``'s run ran (Unix time) and what says so (``run_time_from``)."""
+    if given is not None:
+        when, source = given, "date"
+    elif report.log.started is not None:
+        when, source = datetime.datetime.fromisoformat(report.log.started), "log"
+    else:
+        when, source = datetime.datetime.fromisoformat(report.checked_at), "check"
+    return (when if when.tzinfo else when.replace(tzinfo=datetime.UTC)).timestamp(), source
+
+
+def _append_check(f, report: CheckReport, run_time: datetime.datetime | None, label: str) -> int:
     """Append one check and its rows to the open history ``f``; returns its check id."""
     log = report.log
     f.attrs["format"] = _HISTORY_FORMAT
@@ -167,12 +205,16 @@ def _append_check(f, report: CheckReport) -> int:
     checks = f.require_group("checks")
     check_id = int(checks["check_id"][-1]) + 1 if "check_id" in checks and checks["check_id"].shape[0] else 0
     when = datetime.datetime.fromisoformat(report.checked_at).timestamp()
+    ran, ran_from = _run_time(report, run_time)
     _append(
         checks,
         _CHECK_COLUMNS,
         {
             "check_id": [check_id],
             "time_unix": [when],
+            "run_time_unix": [ran],
+            "run_time_from": [ran_from],
+            "label": [label],
             "source": [log.source],
             "binary": [log.binary],
             "system": [report.system],
@@ -254,8 +296,8 @@ def read_history(path: str | os.PathLike) -> History:
                     {
                         c: (f[group][c].asstr()[()] if kind == "str" else f[group][c][()])
                         if c in f[group]
-                        # A version 1 history: the column's default for every check.
-                        else np.full(n, _ADDED_COLUMNS[c], dtype=object if kind == "str" else kind)
+                        # An older history: the column's value for checks written before it.
+                        else _older(f[group], c, kind, n)
                         for c, kind in columns.items()
                     }
                 )
@@ -291,7 +333,7 @@ def plot_history(
     system: str | None = None,
     sizes: Sequence[int] | None = None,
 ) -> Path:
-    """Plot measured / predicted busbw over time, one line per message size (and per block of
+    """Plot measured / predicted busbw over the runs' time, one line per message size (and per block of
     an ``-r -1``, ``-d all`` or ``-o all`` run: its root, type and reduction), and save it.
 
     Parameters
@@ -332,7 +374,7 @@ def plot_history(
         keep &= np.array([system_name(str(name)) == wanted for name in checks["system"]], dtype=bool)
     if not keep.any():
         raise InputError(f"{history.path}: no check of {binary}{'' if system is None else ' on ' + system}")
-    when = dict(zip(checks["check_id"][keep].tolist(), checks["time_unix"][keep].tolist(), strict=True))
+    when = dict(zip(checks["check_id"][keep].tolist(), checks["run_time_unix"][keep].tolist(), strict=True))
     thresholds = checks["threshold"][keep]
     rows = history.rows
     selected = np.isin(rows["check_id"], list(when)) & np.isfinite(rows["ratio"])
@@ -342,13 +384,15 @@ def plot_history(
     ax = fig.add_subplot()
     for i, (label, these) in enumerate(_history_lines(rows, selected)):
         # An object array of datetimes, as matplotlib makes of a list (its stubs take arrays only).
+        # In the order the runs ran: a log backfilled after later ones goes where it belongs.
+        these = these[np.argsort([when[c] for c in rows["check_id"][these]], kind="stable")]
         times = np.array([datetime.datetime.fromtimestamp(when[c], datetime.UTC) for c in rows["check_id"][these]])
         # Past ten lines the colours repeat, with another marker.
         ax.plot(times, rows["ratio"][these], marker="os^Dv"[i // 10 % 5], color=f"C{i % 10}", label=label)
     ax.axhline(1.0, color="0.5", linewidth=1)
     ax.axhline(1.0 - float(thresholds[-1]), color="0.25", linestyle="--", linewidth=1, label="flag below")
     ax.axhline(1.0 + float(thresholds[-1]), color="0.25", linestyle=":", linewidth=1, label="flag above")
-    ax.set_xlabel("check time (UTC)")
+    ax.set_xlabel("run time (UTC)")
     ax.set_ylabel("measured / predicted busbw")
     ax.set_title(f"{binary}: {int(keep.sum())} check(s) from {Path(history.path).name}")
     # Beside the axes, where it hides no line (a sweep's sizes fill the plot's height).

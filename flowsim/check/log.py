@@ -168,6 +168,11 @@ class NcclTestLog:
     run : (int, int)
         The run's place among its source's runs, and their count (``(2, 3)``: the second of
         three, those that could not be read counted too); ``(1, 1)`` for a source of one run.
+    started : str or None
+        When the run ran, as far as its text says: the time stamp of its first line that
+        carries one with a date (``[2024-07-18 15:41:05]``, ``kubectl logs --timestamps``'
+        ``2024-07-18T15:41:05.123Z``, ``mpirun --timestamp-output``'s ``Thu Jul 18 15:41:05
+        2024``), ISO 8601, UTC where the stamp names no zone; None where no line carries one.
     """
 
     source: str
@@ -192,6 +197,7 @@ class NcclTestLog:
     net_devices: tuple[int, ...] = ()
     platform: str | None = None
     run: tuple[int, int] = (1, 1)
+    started: str | None = None
 
     @property
     def named(self) -> str:

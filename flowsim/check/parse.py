@@ -48,6 +48,7 @@ into the same :class:`~flowsim.check.log.NcclTestLog`.
 
 from __future__ import annotations
 
+import datetime
 import math
 import os
 import re
@@ -1089,7 +1090,34 @@ def _parse_text(
         tuple(local_links.items()),
         tuple(sorted(net_devices)),
         platform,
+        started=_first_stamp(text),
     )
+
+
+# The time stamps with a date that launchers and loggers put before a line (of _TAG_PREFIX's):
+# ISO 8601 (kubectl's --timestamps, ts's and Jenkins' in brackets, Python's logging with a
+# comma before the fraction) and ctime's of mpirun --timestamp-output. A stamp without a year
+# (ts's default "Dec 06 07:44:54") does not date the run.
+_DATED_STAMP = re.compile(
+    r"^[\s>]*\[?(\d{4}-\d\d-\d\d[T\s]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)[\]\s]"
+    r"|^[\s>]*[A-Z][a-z]{2}\s+([A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d\s+\d{4})(?:\[\d+,\d+\])?<std(?:out|err)>:"
+)
+
+
+def _first_stamp(text: str) -> str | None:
+    """The time stamp of the first line of ``text`` that carries one with a date, ISO 8601
+    (UTC where it names no zone); None where no line does (:attr:`NcclTestLog.started`)."""
+    for line in text.splitlines():
+        if stamp := _DATED_STAMP.match(line):
+            try:
+                if stamp.group(1):
+                    when = datetime.datetime.fromisoformat(stamp.group(1).replace(",", "."))
+                else:
+                    when = datetime.datetime.strptime(" ".join(stamp.group(2).split()), "%b %d %H:%M:%S %Y")
+            except ValueError:
+                continue  # a date that does not exist (2024-13-45): not a time stamp
+            return (when if when.tzinfo else when.replace(tzinfo=datetime.UTC)).isoformat()
+    return None
 
 
 def _miscounted(rows: Sequence[TestRow], collective: str, n_ranks: int) -> list[str]:

@@ -44,8 +44,10 @@ options cannot predict) gets an error line ending "(not checked)" and the other 
 checked. With ``--fail PATTERN`` and ``--degrade PATTERN=FACTOR`` (repeatable) predict the
 cluster with links, NICs or switches taken out or slowed (:mod:`flowsim.failures`): does the
 log match a cluster with one NIC down? With
-``--history`` the check is appended to an HDF5 history; ``--plot`` draws the history's
-measured / predicted ratio over time (needs matplotlib). Both paths are checked before the
+``--history`` the check is appended to an HDF5 history, dated by ``--date``, else by the
+time stamp of the log's first stamped line, else by the check's time, and named by
+``--label``; ``--plot`` draws the history's measured / predicted ratio over the runs' time
+(needs matplotlib). Both paths are checked before the
 check runs, so that a bad one fails before anything is added to the history. Exit status:
 0 when no size is flagged, 1 when some are, 2 on bad input or a run that cannot be read.
 """
@@ -53,6 +55,7 @@ check runs, so that a bad one fails before anything is added to the history. Exi
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import math
 import sys
@@ -85,7 +88,7 @@ from flowsim.commands.argtypes import (
     parse_nccl_env,
     positive_int,
 )
-from flowsim.errors import STDIN, InputError, read_stdin
+from flowsim.errors import STDIN, InputError, read_stdin, unstorable_text
 from flowsim.hardware import FIGURES
 
 __all__ = ["add_parser", "check_command"]
@@ -102,6 +105,15 @@ def _fraction(text: str) -> float:
     if not 0 <= value < 1:
         raise argparse.ArgumentTypeError(f"threshold must be in [0, 1), got {text}")
     return value
+
+
+def _date(text: str) -> datetime.datetime:
+    try:
+        when = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"invalid date: {text!r} (an ISO date or date-time: 2024-07-18, 2024-07-18T15:41:05)") from None
+    return when if when.tzinfo else when.replace(tzinfo=datetime.UTC)
 
 
 def _tolerance(text: str) -> float:
@@ -203,6 +215,11 @@ def check_command(args: argparse.Namespace) -> int:
             raise InputError(f"standard input ('{STDIN}') is read once: name it once")
         if args.plot is not None and args.history is None:
             raise InputError("--plot draws the history: give --history FILE too")
+        if (args.date is not None or args.label) and (args.history is None or not args.output):
+            raise InputError(f"--{'date' if args.date is not None else 'label'} goes into the history with the check: "
+                             "give a log and --history FILE too")
+        if args.label and (why := unstorable_text(args.label)):
+            raise InputError(f"--label: {why}")
         if args.tuning and args.brief:
             raise InputError("--tuning prints under the table's rows, which --brief leaves out: give one of them")
         logs = None  # parsed here only when the logs must name the systems, else below
@@ -259,7 +276,7 @@ def check_command(args: argparse.Namespace) -> int:
                     print(_summary(reports, len(unread), len(args.output)))
             if args.history is not None:
                 for report in reports:
-                    check_id = append_history(report, args.history)
+                    check_id = append_history(report, args.history, run_time=args.date, label=args.label)
                     print(f"check {check_id} appended to {args.history}", file=sys.stderr)
             status = 0 if all(report.ok for report in reports) else 1
             for problem in unread:
@@ -329,6 +346,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--figure", default="effective", choices=FIGURES, help="link rates (default effective)")
     parser.add_argument("--min-bytes", default="1", help="predict only sizes from this one, e.g. 64M (default 1)")
     parser.add_argument("--history", type=Path, help="HDF5 history to append this check to")
+    parser.add_argument(
+        "--date", type=_date,
+        help="when the run ran, for the history (ISO date or date-time, UTC unless it names a zone); default: the "
+        "time stamp of the log's first stamped line ([2024-07-18 15:41:05], kubectl --timestamps), else now",
+    )
+    parser.add_argument("--label", default="", help="free text naming the run in the history (a build id, a ticket)")
     parser.add_argument("--plot", type=Path, help="draw the history's measured / predicted ratio over time here")
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="print the report as JSON")

@@ -9,11 +9,14 @@ import h5py
 import numpy as np
 import pytest
 
+import flowsim
 from flowsim.check import append_history, check_nccl_log, parse_nccl_log, read_history
+from flowsim.check.history import _history_lines
 from flowsim.commands.check import add_parser
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "nccl_tests"
 SENDRECV = DATA / "sendrecv_perf_dgx_h100_2node.txt"
+DEGRADED = DATA / "all_reduce_perf_dgx_h100_2node_degraded.txt"
 
 
 def flowsim_check(argv):
@@ -77,3 +80,52 @@ def test_the_plot_orders_runs_by_their_time(tmp_path):
     for day in (17, 15, 16):  # backfilled out of order
         append_history(report, path, run_time=datetime.datetime(2024, 7, day, tzinfo=datetime.UTC))
     assert plot_history(path, tmp_path / "trend.png").stat().st_size > 0
+
+
+def test_the_history_keeps_what_tells_a_cluster_change_from_a_model_change(tmp_path):
+    # Two checks of one log, with and without options that change the prediction, were
+    # recorded identically; nor were the NCCL version, flowsim's or what each size ran.
+    history = tmp_path / "h.h5"
+    two = tmp_path / "two.log"
+    two.write_text(SENDRECV.read_text() * 2)
+    argv = ["--system", "dgx-h100", "--min-bytes", "1G", "--history", str(history)]
+    flowsim_check([str(DEGRADED), *argv])
+    flowsim_check([str(DEGRADED), *argv, "--fail", "n0.nic0", "--nccl-env", "NCCL_PROTO=LL128",
+                   "--nccl-version", "2.19.3"])
+    flowsim_check([str(two), *argv])
+    history = read_history(history)
+    checks, rows = history.checks, history.rows
+    assert checks["options"].tolist() == ["", "--fail n0.nic0 --nccl-env NCCL_PROTO=LL128 --nccl-version 2.19.3", "", ""]
+    assert checks["nccl"][:2].tolist() == ["NCCL 2.27.3 (log) -> constants of 2.27.7", "NCCL 2.19.3 (given)"]
+    assert checks["nccl_version"][:2].tolist() == ["2.27.7", "2.19.3"]
+    assert set(checks["flowsim_version"]) == {flowsim.__version__}
+    assert list(zip(checks["run_index"].tolist(), checks["run_count"].tolist(), strict=True)) == [
+        (1, 1), (1, 1), (1, 2), (2, 2)]
+    # What the model ran, per size: NVLSTree against a tree with LL128 on the failed cluster.
+    ran = [(rows["algorithm"][k], rows["protocol"][k], int(rows["channels"][k]), rows["flag"][k])
+           for k in np.flatnonzero((rows["check_id"] <= 1) & (rows["size_bytes"] == 1 << 30))]
+    assert ran == [("nvls_tree", "simple", 16, "SHORT"), ("tree", "ll128", 16, "SHORT")]
+    unpredicted = (rows["check_id"] == 0) & (rows["size_bytes"] < 1 << 30)
+    assert set(rows["algorithm"][unpredicted]) == {""} and set(rows["channels"][unpredicted]) == {-1}
+    assert set(rows["flag"][unpredicted]) == {""}
+
+
+def test_an_upgraded_history_continues_each_sizes_line(tmp_path):
+    # After a version 2 history took a version 4 check, '1G' and '1G float sum' were two lines.
+    path = tmp_path / "h.h5"
+    report = check_nccl_log(SENDRECV, system="dgx-h100", min_bytes=1 << 30)
+    append_history(report, path)
+    with h5py.File(path, "r+") as f:  # what a version 2 writer left
+        for name in ("root", "dtype", "redop", "algorithm", "protocol", "channels", "flag"):
+            del f["rows"][name]
+        for name in ("run_time_unix", "run_time_from", "label", "nccl_version", "nccl", "flowsim_version",
+                     "run_index", "run_count", "options"):
+            del f["checks"][name]
+        f.attrs["version"] = 2
+    old = read_history(path)
+    assert old.checks["nccl"].tolist() == [""] and old.rows["channels"].tolist() == [-1] * 11
+    append_history(report, path)
+    history = read_history(path)
+    assert history.rows["dtype"].tolist() == [""] * 11 + ["float"] * 11
+    lines = _history_lines(history.rows, np.isfinite(history.rows["ratio"]))
+    assert [(label, rows.tolist()) for label, rows in lines] == [("1G", [10, 21])]

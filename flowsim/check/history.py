@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from flowsim._version import __version__
 from flowsim.check.report import CheckReport
 from flowsim.errors import InputError, file_kind, image_file, output_file
 from flowsim.files import locked, replaced_atomically
@@ -49,6 +50,12 @@ _CHECK_COLUMNS = {
     "avg_busbw_GBps": "f8",
     "n_fast": "i8",
     "warnings": "str",
+    "nccl_version": "str",
+    "nccl": "str",
+    "flowsim_version": "str",
+    "run_index": "i8",
+    "run_count": "i8",
+    "options": "str",
 }
 _ROW_COLUMNS = {
     "check_id": "i8",
@@ -65,12 +72,18 @@ _ROW_COLUMNS = {
     "root": "i8",
     "dtype": "str",
     "redop": "str",
+    "algorithm": "str",
+    "protocol": "str",
+    "channels": "i8",
+    "flag": "str",
 }
 # Columns added after version 1 (n_fast, warnings, fast), 2 (root, dtype, redop) and 3 (the
 # rest) -> their value for checks written before them.
 _ADDED_COLUMNS = {
     "n_fast": 0, "warnings": "", "fast": False, "root": -1, "dtype": "", "redop": "",
     "run_time_unix": np.nan, "run_time_from": "check", "label": "",
+    "nccl_version": "", "nccl": "", "flowsim_version": "", "run_index": 0, "run_count": 0, "options": "",
+    "algorithm": "", "protocol": "", "channels": -1, "flag": "",
 }
 # Added columns whose value for older checks is another column's: a check written before
 # the run's time was stored ran, as far as the history knows, when it was checked.
@@ -138,31 +151,44 @@ def history_file(path: str | os.PathLike, *, inputs: Sequence[str | os.PathLike]
 
 
 def append_history(
-    report: CheckReport, path: str | os.PathLike, *, run_time: datetime.datetime | None = None, label: str = ""
+    report: CheckReport,
+    path: str | os.PathLike,
+    *,
+    run_time: datetime.datetime | None = None,
+    label: str = "",
+    options: str = "",
 ) -> int:
     """Append ``report`` to an HDF5 history file (created if missing); returns its check id.
 
     ``run_time`` is when the run ran (a backfilled log's day, not today's); by default the
     time stamp of the log's first stamped line (:attr:`~flowsim.check.log.NcclTestLog.started`),
     else the check's time. A time without a zone is UTC. ``label`` is free text that names the
-    run (a build id, a ticket).
+    run (a build id, a ticket). ``options`` are the prediction's options that the report does
+    not hold, as the command line gave them (``--fail n0.nic0 --nccl-version 2.19.3``), so that
+    two checks of one log with other options tell apart.
 
     Layout: group ``checks`` holds one row per check (``check_id``, ``time_unix`` (when it was
     checked), ``run_time_unix`` (when the run ran), ``run_time_from`` (``"date"``: given,
     ``"log"``: its time stamps, ``"check"``: neither, the check's time), ``label``,
     ``source``, ``binary``, ``system``, ``nodes``, ``ranks``, ``threshold``, ``algorithm``,
     ``protocol``, ``figure``, ``fabric``, ``n_flagged``, ``avg_busbw_GBps`` (NaN where the
-    log lacks it), ``n_fast``, ``warnings`` (the report's, one per line)); group ``rows``
+    log lacks it), ``n_fast``, ``warnings`` (the report's, one per line), ``nccl_version``
+    (whose constants predicted), ``nccl`` (where that version came from: ``NCCL 2.26.2
+    (log)``, ``(given)``, ``(default: ...)``), ``flowsim_version``, ``run_index`` and
+    ``run_count`` (run k of n in its file), ``options``); group ``rows``
     one row per (check, size) (``check_id``, ``size_bytes``, measured busbw and time
     out-of-place and in-place, ``predicted_time_us``, ``predicted_busbw_GBps``, ``ratio`` =
     the lower of the two measured / predicted ratios, ``flagged`` (slower, faster or wrong),
     ``fast`` (faster than predicted); NaN where not predicted; ``root``, ``dtype`` and
     ``redop`` as the row printed them, -1 and "" where it printed none: the blocks of a run of
-    every root, type or reduction). Every dataset is one-dimensional and resizable.
+    every root, type or reduction); ``algorithm``, ``protocol`` and ``channels`` the
+    prediction ran ("" and -1 where not predicted), ``flag`` (``SHORT``, ``FAST``, ``WRONG``,
+    comma-separated as the report prints them, "" where OK). Every dataset is one-dimensional
+    and resizable.
     Attributes: ``format`` and ``version`` (4; ``n_fast``, ``warnings`` and ``fast`` are new
-    in 2, ``root``, ``dtype`` and ``redop`` in 3, ``run_time_unix``, ``run_time_from`` and
-    ``label`` in 4, and an older history is appended to in place, its earlier checks given 0,
-    "", False, -1, "", "", their check time, "check" and "" there).
+    in 2, ``root``, ``dtype`` and ``redop`` in 3, the rest after ``fast`` in 4, and an older
+    history is appended to in place, its earlier checks given 0, "", False, -1, "", "", their
+    check time, "check", and "" (0, -1 for numbers: unknown) for the rest).
 
     ``path`` must pass :func:`history_file`. The history is appended to a copy, renamed over
     it when complete (:func:`flowsim.files.replaced_atomically`): an error, a crash or Ctrl-C
@@ -180,7 +206,7 @@ def append_history(
             history_file(target)
             existing = target.exists() and target.stat().st_size > 0
             with h5py.File(tmp_name, "r+" if existing else "w") as f:
-                check_id = _append_check(f, report, run_time, label)
+                check_id = _append_check(f, report, run_time, label, options)
     except OSError as err:
         raise InputError(f"{path}: cannot write the check history: {err}") from None
     return check_id
@@ -197,7 +223,7 @@ def _run_time(report: CheckReport, given: datetime.datetime | None) -> tuple[flo
     return (when if when.tzinfo else when.replace(tzinfo=datetime.UTC)).timestamp(), source
 
 
-def _append_check(f, report: CheckReport, run_time: datetime.datetime | None, label: str) -> int:
+def _append_check(f, report: CheckReport, run_time: datetime.datetime | None, label: str, options: str) -> int:
     """Append one check and its rows to the open history ``f``; returns its check id."""
     log = report.log
     f.attrs["format"] = _HISTORY_FORMAT
@@ -229,6 +255,12 @@ def _append_check(f, report: CheckReport, run_time: datetime.datetime | None, la
             "avg_busbw_GBps": [np.nan if log.avg_busbw_GBps is None else log.avg_busbw_GBps],
             "n_fast": [len(report.fast)],
             "warnings": ["\n".join(report.warnings)],
+            "nccl_version": [report.nccl_version],
+            "nccl": [report.nccl],
+            "flowsim_version": [__version__],
+            "run_index": [log.run[0]],
+            "run_count": [log.run[1]],
+            "options": [options],
         },
     )
 
@@ -256,6 +288,11 @@ def _append_check(f, report: CheckReport, run_time: datetime.datetime | None, la
             "root": [-1 if r.root is None else r.root for r in rows],
             "dtype": [r.dtype or "" for r in rows],
             "redop": [r.redop or "" for r in rows],
+            "algorithm": [r.algorithm or "" for r in rows],
+            "protocol": [r.protocol or "" for r in rows],
+            "channels": [-1 if r.channels is None else r.channels for r in rows],
+            "flag": [",".join(name for name, on in (("SHORT", r.short), ("FAST", r.fast), ("WRONG", r.wrong)) if on)
+                     for r in rows],
         },
     )
     return check_id
@@ -406,17 +443,31 @@ def _history_lines(rows: Mapping[str, np.ndarray], selected: np.ndarray) -> list
     """The trend plot's lines: one per message size and block of rows (the root, data type
     and reduction of an ``-r -1``, ``-d all`` or ``-o all`` run, which print a block of sizes
     each), with its label (the size, and the block's where the rows hold several) and its
-    rows, in order of size and block."""
+    rows, in order of size and block.
+
+    Rows written before version 3 stored no block (root -1, no type, no reduction): where a
+    size has one block otherwise, they join its line, which continues theirs after the
+    upgrade; where it has several, they keep a line of their own."""
     columns = [rows[name][selected].tolist() for name in ("size_bytes", "root", "dtype", "redop")]
-    keys = sorted({(int(size), int(root), str(dtype), str(redop)) for size, root, dtype, redop in zip(*columns,
-                                                                                                     strict=True)})
+    found = {(int(size), int(root), str(dtype), str(redop)) for size, root, dtype, redop in zip(*columns, strict=True)}
+    blockless = (-1, "", "")
+    blocks: dict[int, set[tuple[int, str, str]]] = {}
+    for size, *block in found:
+        blocks.setdefault(size, set()).add(tuple(block))
+    joined = {size: next(iter(these - {blockless})) for size, these in blocks.items()
+              if blockless in these and len(these - {blockless}) == 1}
+    keys = sorted(found - {(size, *blockless) for size in joined})
     several = len({key[1:] for key in keys}) > 1
     lines = []
     for size, root, dtype, redop in keys:
-        these = np.flatnonzero(selected & (rows["size_bytes"] == size) & (rows["root"] == root)
-                               & (rows["dtype"] == dtype) & (rows["redop"] == redop))
+        these = selected & (rows["size_bytes"] == size) & (rows["root"] == root) & (rows["dtype"] == dtype) & (
+            rows["redop"] == redop)
+        if joined.get(size) == (root, dtype, redop):
+            these |= selected & (rows["size_bytes"] == size) & (rows["root"] == -1) & (rows["dtype"] == "") & (
+                rows["redop"] == "")
         block = " ".join(part for part in (dtype, redop, f"root {root}" if root >= 0 else "") if part)
-        lines.append((f"{_size_label(size)} {block}" if several and block else _size_label(size), these))
+        label = f"{_size_label(size)} {block}" if several and block else _size_label(size)
+        lines.append((label, np.flatnonzero(these)))
     return lines
 
 

@@ -58,6 +58,7 @@ import argparse
 import datetime
 import json
 import math
+import shlex
 import sys
 from pathlib import Path
 
@@ -197,6 +198,17 @@ def _default_systems(logs: list[NcclTestLog], unread: list[InputError]) -> tuple
     return logs, systems
 
 
+def _prediction_options(args: argparse.Namespace) -> str:
+    """The options that change the prediction and that a report does not hold, as given
+    (``--fail n0.nic0 --nccl-version 2.19.3``): the history keeps them, so that two checks of
+    one log with other options tell apart."""
+    given = [(name, value) for name, values in (("--fail", args.fail), ("--degrade", args.degrade),
+                                                 ("--nccl-env", args.nccl_env)) for value in values]
+    if args.nccl_version is not None:
+        given.append(("--nccl-version", args.nccl_version))
+    return shlex.join(word for pair in given for word in pair)
+
+
 def _cluster(args: argparse.Namespace, system: str | None) -> dict:
     """:func:`check_log`'s ``system`` and fabric keywords for ``system`` (a preset or system
     file) with the command's ``--fabric``, ``--switch`` and ``--oversubscription``."""
@@ -276,7 +288,8 @@ def check_command(args: argparse.Namespace) -> int:
                     print(_summary(reports, len(unread), len(args.output)))
             if args.history is not None:
                 for report in reports:
-                    check_id = append_history(report, args.history, run_time=args.date, label=args.label)
+                    check_id = append_history(report, args.history, run_time=args.date, label=args.label,
+                                              options=_prediction_options(args))
                     print(f"check {check_id} appended to {args.history}", file=sys.stderr)
             status = 0 if all(report.ok for report in reports) else 1
             for problem in unread:

@@ -3,6 +3,8 @@ changes of the cluster, the model or the options tell apart."""
 
 import argparse
 import datetime
+import json
+import re
 from pathlib import Path
 
 import h5py
@@ -129,3 +131,51 @@ def test_an_upgraded_history_continues_each_sizes_line(tmp_path):
     assert history.rows["dtype"].tolist() == [""] * 11 + ["float"] * 11
     lines = _history_lines(history.rows, np.isfinite(history.rows["ratio"]))
     assert [(label, rows.tolist()) for label, rows in lines] == [("1G", [10, 21])]
+
+
+def _slower(text, factor, from_bytes):
+    """``text`` (an nccl-tests output) with every row from ``from_bytes`` on ``factor`` times
+    as fast: its times divided, its algbw and busbw multiplied."""
+    lines = []
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) == 13 and fields[0].isdigit() and int(fields[0]) >= from_bytes:
+            for time, *bandwidths in ((5, 6, 7), (9, 10, 11)):
+                fields[time] = f"{float(fields[time]) / factor:.2f}"
+                for k in bandwidths:
+                    fields[k] = f"{float(fields[k]) * factor:.2f}"
+            line = "  ".join(fields)
+        lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def test_a_run_slower_than_the_clusters_own_past_is_said_and_fails(tmp_path, capsys):
+    # A copy of a log with its busbw cut 9% from 1 MiB was "all predicted sizes OK", exit 0:
+    # the prediction's threshold is wider than what the cluster lost overnight.
+    history = tmp_path / "h.h5"
+    argv = ["--system", "dgx-h100", "--min-bytes", "256M", "--threshold", "0.07", "--history", str(history)]
+    steady, slower = tmp_path / "steady.log", tmp_path / "slower.log"
+    steady.write_text(_slower(SENDRECV.read_text(), 1.05, 1 << 20))
+    slower.write_text(_slower(SENDRECV.read_text(), 0.96, 1 << 20))  # 9% below steady
+    assert flowsim_check([str(SENDRECV), *argv, "--date", "2024-07-15"]) == 0
+    assert "than check" not in capsys.readouterr().out  # nothing earlier to compare with
+    assert flowsim_check([str(steady), *argv, "--date", "2024-07-16"]) == 0
+    assert capsys.readouterr().out.rstrip().endswith(
+        "# against check 0, the cluster's earlier run: no size moved beyond the threshold")
+    assert flowsim_check([str(slower), *argv, "--date", "2024-07-17"]) == 1
+    out = capsys.readouterr().out
+    assert "# all 3 predicted sizes OK" in out  # within the prediction's threshold ...
+    # ... but slower than the day before.
+    assert re.search(r"\n# slower than check 1 of 2024-07-16 at 256 MiB-1 GiB: 45\.\d against 49\.\d GB/s at 1 GiB$",
+                     out.rstrip())
+    # A run backfilled before them has no earlier run; one with other prediction options is
+    # compared only with checks made with those.
+    assert flowsim_check([str(slower), *argv, "--date", "2024-07-14"]) == 0
+    assert flowsim_check([str(steady), *argv, "--date", "2024-07-18", "--nccl-env", "NCCL_ALGO=Ring"]) == 0
+    assert "than check" not in capsys.readouterr().out
+    assert flowsim_check([str(steady), *argv, "--date", "2024-07-19", "--brief"]) == 0
+    assert re.search(r"; faster than check 2 of 2024-07-17 at 256 MiB-1 GiB: 49\.\d against 45\.\d GB/s at 1 GiB$",
+                     capsys.readouterr().out.rstrip())
+    assert flowsim_check([str(slower), *argv, "--date", "2024-07-20", "--json"]) == 1
+    changes = json.loads(capsys.readouterr().out)["history"]["changes"]
+    assert [(c["slower"], c["check_id"], c["sizes"]) for c in changes] == [(True, 5, [1 << 28, 1 << 29, 1 << 30])]

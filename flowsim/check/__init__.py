@@ -8,7 +8,8 @@ output of one nccl-tests binary (``all_reduce_perf``, ``all_gather_perf``,
 ``alltoallv_perf``), predicts every row with :func:`flowsim.collectives.report.sweep` on a preset cluster
 (:func:`flowsim.fabrics.build_cluster`) and flags rows whose measured busbw falls short of
 the prediction by more than a threshold. :func:`append_history` keeps each check in an HDF5
-file so trends over days show; :func:`plot_history` draws them. :func:`history_file` and
+file so trends over days show (:func:`append_checks` also compares each run with the
+cluster's earlier run); :func:`plot_history` draws them. :func:`history_file` and
 :func:`history_plot_file` check those two outputs, so that a command can refuse a bad path
 before it runs the check.
 
@@ -21,7 +22,10 @@ Modules: :mod:`~flowsim.check.log` (what a parsed run holds), :mod:`~flowsim.che
 from __future__ import annotations
 
 from flowsim.check.history import (
+    AppendedCheck,
     History,
+    PastChange,
+    append_checks,
     append_history,
     history_file,
     history_plot_file,
@@ -41,13 +45,16 @@ from flowsim.check.report import CheckReport, RowCheck, check_log, check_nccl_lo
 
 __all__ = [
     "BINARIES",
+    "AppendedCheck",
     "CheckReport",
     "History",
     "Measurement",
     "NcclTestLog",
+    "PastChange",
     "RankInfo",
     "RowCheck",
     "TestRow",
+    "append_checks",
     "append_history",
     "check_log",
     "check_nccl_log",

@@ -14,12 +14,16 @@ from pathlib import Path
 import numpy as np
 
 from flowsim._version import __version__
-from flowsim.check.report import CheckReport
+from flowsim.check.report import CheckReport, _size_range
 from flowsim.errors import InputError, file_kind, image_file, output_file
 from flowsim.files import locked, replaced_atomically
+from flowsim.formatting import format_size
 from flowsim.presets import system_name
 
-__all__ = ["History", "append_history", "history_file", "history_plot_file", "plot_history", "read_history"]
+__all__ = [
+    "AppendedCheck", "History", "PastChange", "append_checks", "append_history", "history_file", "history_plot_file",
+    "plot_history", "read_history",
+]
 
 #: ``format`` attribute of a history file.
 _HISTORY_FORMAT = "flowsim-nccl-check-history"
@@ -159,6 +163,27 @@ def append_history(
     options: str = "",
 ) -> int:
     """Append ``report`` to an HDF5 history file (created if missing); returns its check id.
+    :func:`append_checks` of one report, which says more."""
+    return append_checks([report], path, run_time=run_time, label=label, options=options)[0].check_id
+
+
+def append_checks(
+    reports: Sequence[CheckReport],
+    path: str | os.PathLike,
+    *,
+    run_time: datetime.datetime | None = None,
+    label: str = "",
+    options: str = "",
+) -> list[AppendedCheck]:
+    """Append ``reports`` to an HDF5 history file (created if missing), all or none; returns
+    for each its check id and how its run compares with the latest earlier check alike.
+
+    Each run is compared with the latest check in the history (the ``reports`` before it
+    included) whose run ran earlier and that checked the same binary on the same system,
+    nodes and ranks with the same ``options``: each size both checks predicted, of the same
+    root, type and reduction, whose measured busbw, out-of-place and in-place both, fell
+    below ``1 - threshold`` times that check's (or rose above ``1 + threshold`` times it),
+    the report's threshold (:class:`PastChange`).
 
     ``run_time`` is when the run ran (a backfilled log's day, not today's); by default the
     time stamp of the log's first stamped line (:attr:`~flowsim.check.log.NcclTestLog.started`),
@@ -206,10 +231,10 @@ def append_history(
             history_file(target)
             existing = target.exists() and target.stat().st_size > 0
             with h5py.File(tmp_name, "r+" if existing else "w") as f:
-                check_id = _append_check(f, report, run_time, label, options)
+                appended = [_append_check(f, report, run_time, label, options) for report in reports]
     except OSError as err:
         raise InputError(f"{path}: cannot write the check history: {err}") from None
-    return check_id
+    return appended
 
 
 def _run_time(report: CheckReport, given: datetime.datetime | None) -> tuple[float, str]:
@@ -223,8 +248,118 @@ def _run_time(report: CheckReport, given: datetime.datetime | None) -> tuple[flo
     return (when if when.tzinfo else when.replace(tzinfo=datetime.UTC)).timestamp(), source
 
 
-def _append_check(f, report: CheckReport, run_time: datetime.datetime | None, label: str, options: str) -> int:
-    """Append one check and its rows to the open history ``f``; returns its check id."""
+@dataclass(frozen=True)
+class PastChange:
+    """Sizes of a run whose measured busbw moved beyond the check's threshold against an
+    earlier check of the same cluster (:func:`append_checks`): a band of consecutive sizes
+    (of one root, type and reduction) that all got slower, or all faster.
+
+    ``check_id`` and ``run_time_unix`` are the earlier check's; ``now_GBps`` and
+    ``then_GBps`` the two runs' out-of-place busbw at ``size_bytes``, the band's largest size.
+    """
+
+    slower: bool
+    check_id: int
+    run_time_unix: float
+    sizes: tuple[int, ...]
+    size_bytes: int
+    now_GBps: float
+    then_GBps: float
+
+    def __str__(self) -> str:
+        day = datetime.datetime.fromtimestamp(self.run_time_unix, datetime.UTC).date().isoformat()
+        return (f"{'slower' if self.slower else 'faster'} than check {self.check_id} of {day} at "
+                f"{_size_range(self.sizes)}: {self.now_GBps:.1f} against {self.then_GBps:.1f} GB/s at "
+                f"{format_size(self.size_bytes)}")
+
+
+@dataclass(frozen=True)
+class AppendedCheck:
+    """A check :func:`append_checks` appended: its id, the earlier check alike it was compared
+    with (None where the history holds none) and the sizes that moved against it."""
+
+    check_id: int
+    compared_with: int | None = None
+    changes: tuple[PastChange, ...] = ()
+
+    @property
+    def slower(self) -> tuple[PastChange, ...]:
+        """The bands of sizes slower than the earlier check."""
+        return tuple(change for change in self.changes if change.slower)
+
+
+def _column(group, name: str, kind: str) -> np.ndarray:
+    """Column ``name`` of the open history's ``group`` (``checks`` or ``rows``), its older
+    value where the history predates it."""
+    if name in group:
+        return group[name].asstr()[()] if kind == "str" else group[name][()]
+    return _older(group, name, kind, group["check_id"].shape[0])
+
+
+_BLOCKLESS = (-1, "", "")  # the root, type and reduction of rows written before version 3
+
+
+def _compared(f, report: CheckReport, ran: float, options: str) -> tuple[int | None, tuple[PastChange, ...]]:
+    """The latest check in the open history ``f`` alike ``report``'s (its run ran before
+    ``ran``, same binary, system, shape and ``options``) and the bands of sizes whose busbw
+    moved against it beyond the report's threshold; (None, ()) where there is none."""
+    if "checks" not in f or "check_id" not in f["checks"] or not f["checks"]["check_id"].shape[0]:
+        return None, ()
+    checks = f["checks"]
+    columns = {name: _column(checks, name, _CHECK_COLUMNS[name])
+               for name in ("check_id", "run_time_unix", "binary", "system", "nodes", "ranks", "options")}
+    alike = ((columns["run_time_unix"] < ran) & (columns["binary"] == report.log.binary)
+             & (columns["system"] == report.system) & (columns["nodes"] == report.nodes)
+             & (columns["ranks"] == report.log.n_ranks) & (columns["options"] == options))
+    if not alike.any():
+        return None, ()
+    # The latest run; of two that ran at once, the later check.
+    latest = max(np.flatnonzero(alike), key=lambda k: (columns["run_time_unix"][k], k))
+    past_id = int(columns["check_id"][latest])
+    rows = f["rows"]
+    these = np.flatnonzero(rows["check_id"][()] == past_id)
+    past: dict[tuple[int, int, str, str], int] = {}
+    for index, size, root, dtype, redop in zip(
+        these.tolist(), rows["size_bytes"][()][these].tolist(), _column(rows, "root", "i8")[these].tolist(),
+        _column(rows, "dtype", "str")[these].tolist(), _column(rows, "redop", "str")[these].tolist(), strict=True,
+    ):
+        past[(size, root, dtype, redop)] = index
+    ratio = rows["ratio"][()]
+    out, inp = rows["measured_busbw_out_GBps"][()], rows["measured_busbw_in_GBps"][()]
+    changes: list[PastChange] = []
+    band: list[tuple[int, float, float]] = []  # the band being read: (size, now, then)
+    direction = None
+    block = None
+
+    def close() -> None:
+        if band and direction is not None:
+            size, now, then = band[-1]
+            changes.append(PastChange(direction, past_id, float(columns["run_time_unix"][latest]),
+                                      tuple(b[0] for b in band), size, now, then))
+
+    for r in report.rows:
+        key = (-1 if r.root is None else r.root, r.dtype or "", r.redop or "")
+        k = past.get((r.size_bytes, *key), past.get((r.size_bytes, *_BLOCKLESS)))
+        moved = None
+        if r.predicted_time_us is not None and k is not None and np.isfinite(ratio[k]) and out[k] > 0 and inp[k] > 0:
+            low, high = 1.0 - report.threshold, 1.0 + report.threshold
+            if r.measured_busbw_out_GBps < low * out[k] and r.measured_busbw_in_GBps < low * inp[k]:
+                moved = True
+            elif r.measured_busbw_out_GBps > high * out[k] and r.measured_busbw_in_GBps > high * inp[k]:
+                moved = False
+        if moved != direction or key != block:
+            close()
+            band, direction, block = [], moved, key
+        if moved is not None:
+            band.append((r.size_bytes, r.measured_busbw_out_GBps, float(out[k])))
+    close()
+    return past_id, tuple(changes)
+
+
+def _append_check(f, report: CheckReport, run_time: datetime.datetime | None, label: str,
+                  options: str) -> AppendedCheck:
+    """Append one check and its rows to the open history ``f``, and compare its run with the
+    latest earlier check alike (:func:`_compared`)."""
     log = report.log
     f.attrs["format"] = _HISTORY_FORMAT
     f.attrs["version"] = _HISTORY_VERSION
@@ -232,6 +367,7 @@ def _append_check(f, report: CheckReport, run_time: datetime.datetime | None, la
     check_id = int(checks["check_id"][-1]) + 1 if "check_id" in checks and checks["check_id"].shape[0] else 0
     when = datetime.datetime.fromisoformat(report.checked_at).timestamp()
     ran, ran_from = _run_time(report, run_time)
+    compared_with, changes = _compared(f, report, ran, options)
     _append(
         checks,
         _CHECK_COLUMNS,
@@ -295,7 +431,7 @@ def _append_check(f, report: CheckReport, run_time: datetime.datetime | None, la
                      for r in rows],
         },
     )
-    return check_id
+    return AppendedCheck(check_id, compared_with, changes)
 
 
 @dataclass(frozen=True)
@@ -450,13 +586,12 @@ def _history_lines(rows: Mapping[str, np.ndarray], selected: np.ndarray) -> list
     upgrade; where it has several, they keep a line of their own."""
     columns = [rows[name][selected].tolist() for name in ("size_bytes", "root", "dtype", "redop")]
     found = {(int(size), int(root), str(dtype), str(redop)) for size, root, dtype, redop in zip(*columns, strict=True)}
-    blockless = (-1, "", "")
     blocks: dict[int, set[tuple[int, str, str]]] = {}
-    for size, *block in found:
-        blocks.setdefault(size, set()).add(tuple(block))
-    joined = {size: next(iter(these - {blockless})) for size, these in blocks.items()
-              if blockless in these and len(these - {blockless}) == 1}
-    keys = sorted(found - {(size, *blockless) for size in joined})
+    for size, root, dtype, redop in found:
+        blocks.setdefault(size, set()).add((root, dtype, redop))
+    joined = {size: next(iter(these - {_BLOCKLESS})) for size, these in blocks.items()
+              if _BLOCKLESS in these and len(these - {_BLOCKLESS}) == 1}
+    keys = sorted(found - {(size, *_BLOCKLESS) for size in joined})
     several = len({key[1:] for key in keys}) > 1
     lines = []
     for size, root, dtype, redop in keys:
@@ -465,8 +600,8 @@ def _history_lines(rows: Mapping[str, np.ndarray], selected: np.ndarray) -> list
         if joined.get(size) == (root, dtype, redop):
             these |= selected & (rows["size_bytes"] == size) & (rows["root"] == -1) & (rows["dtype"] == "") & (
                 rows["redop"] == "")
-        block = " ".join(part for part in (dtype, redop, f"root {root}" if root >= 0 else "") if part)
-        label = f"{_size_label(size)} {block}" if several and block else _size_label(size)
+        named = " ".join(part for part in (dtype, redop, f"root {root}" if root >= 0 else "") if part)
+        label = f"{_size_label(size)} {named}" if several and named else _size_label(size)
         lines.append((label, np.flatnonzero(these)))
     return lines
 

@@ -46,15 +46,20 @@ cluster with links, NICs or switches taken out or slowed (:mod:`flowsim.failures
 log match a cluster with one NIC down? With
 ``--history`` the check is appended to an HDF5 history, dated by ``--date``, else by the
 time stamp of the log's first stamped line, else by the check's time, and named by
-``--label``; ``--plot`` draws the history's measured / predicted ratio over the runs' time
-(needs matplotlib). Both paths are checked before the
+``--label``; each report then ends with where its run got slower (or faster) than the
+cluster's latest earlier run in the history, by more than the threshold, against the same
+binary, system, shape and prediction options (``slower than check 3 of 2024-07-17 at
+1-16 GiB: 427.0 against 469.0 GB/s at 16 GiB``). ``--plot`` draws the history's measured /
+predicted ratio over the runs' time (needs matplotlib). Both paths are checked before the
 check runs, so that a bad one fails before anything is added to the history. Exit status:
-0 when no size is flagged, 1 when some are, 2 on bad input or a run that cannot be read.
+0 when no size is flagged, 1 when some are or a run got slower than the cluster's earlier run
+in the history, 2 on bad input or a run that cannot be read.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import math
@@ -64,9 +69,10 @@ from pathlib import Path
 
 from flowsim.check import (
     BINARIES,
+    AppendedCheck,
     CheckReport,
     NcclTestLog,
-    append_history,
+    append_checks,
     check_log,
     default_system,
     history_file,
@@ -209,6 +215,26 @@ def _prediction_options(args: argparse.Namespace) -> str:
     return shlex.join(word for pair in given for word in pair)
 
 
+def _past_lines(check: AppendedCheck | None, brief: bool = False) -> str:
+    """The lines under a report that say where its run got slower or faster than the
+    cluster's earlier run in the history; empty without a history or an earlier run."""
+    if check is None:
+        return ""
+    if brief:
+        return "".join(f"; {change}" for change in check.changes)
+    if check.compared_with is None:
+        return ""
+    if not check.changes:
+        return f"\n# against check {check.compared_with}, the cluster's earlier run: no size moved beyond the threshold"
+    return "".join(f"\n# {change}" for change in check.changes)
+
+
+def _history_dict(check: AppendedCheck) -> dict:
+    """A report's ``history`` key in ``--json``: its check id, the earlier run's and what moved."""
+    return {"check_id": check.check_id, "compared_with": check.compared_with,
+            "changes": [{**dataclasses.asdict(change), "text": str(change)} for change in check.changes]}
+
+
 def _cluster(args: argparse.Namespace, system: str | None) -> dict:
     """:func:`check_log`'s ``system`` and fabric keywords for ``system`` (a preset or system
     file) with the command's ``--fabric``, ``--switch`` and ``--oversubscription``."""
@@ -275,23 +301,33 @@ def check_command(args: argparse.Namespace) -> int:
             if not reports:
                 raise failed[0]
             unread.extend(failed)
+            # Appended before the reports are printed: each report ends with how its run compares
+            # with the cluster's earlier run in the history.
+            appended: list[AppendedCheck | None] = [None] * len(reports)
+            if args.history is not None:
+                appended = [append_checks([report], args.history, run_time=args.date, label=args.label,
+                                          options=_prediction_options(args))[0] for report in reports]
             if args.json:  # one run's report as an object, several as an array
-                print(reports[0].to_json() if len(reports) == 1
-                      else json.dumps([report.to_dict() for report in reports], indent=2))
+                dicts = [{**report.to_dict(), **({} if check is None else {"history": _history_dict(check)})}
+                         for report, check in zip(reports, appended, strict=True)]
+                print(json.dumps(dicts[0] if len(dicts) == 1 else dicts, indent=2))
             else:
-                print("\n".join(report.format_brief() for report in reports) if args.brief else "\n\n".join(
-                    report.format_text(args.tuning) if len(reports) == 1
-                    else f"# run {k} of {len(reports)}: {report.log.binary}\n{report.format_text(args.tuning)}"
-                    for k, report in enumerate(reports, start=1)
+                checked = list(zip(reports, appended, strict=True))
+                print("\n".join(report.format_brief() + _past_lines(check, brief=True) for report, check in checked)
+                      if args.brief else "\n\n".join(
+                    (report.format_text(args.tuning) if len(reports) == 1
+                     else f"# run {k} of {len(reports)}: {report.log.binary}\n{report.format_text(args.tuning)}")
+                    + _past_lines(check)
+                    for k, (report, check) in enumerate(checked, start=1)
                 ))
                 if len(reports) + len(unread) > 1:
                     print(_summary(reports, len(unread), len(args.output)))
-            if args.history is not None:
-                for report in reports:
-                    check_id = append_history(report, args.history, run_time=args.date, label=args.label,
-                                              options=_prediction_options(args))
-                    print(f"check {check_id} appended to {args.history}", file=sys.stderr)
-            status = 0 if all(report.ok for report in reports) else 1
+            for check in appended:
+                if check is not None:
+                    print(f"check {check.check_id} appended to {args.history}", file=sys.stderr)
+            # A run slower than the cluster's own earlier run fails the check as a flagged size does.
+            status = 0 if all(report.ok and not (check and check.slower)
+                              for report, check in zip(reports, appended, strict=True)) else 1
             for problem in unread:
                 print(f"flowsim check: error: {problem} (not checked)", file=sys.stderr)
             status = 2 if unread else status

@@ -833,14 +833,14 @@ def test_an_interrupted_append_leaves_the_history_as_it_was(tmp_path, sendrecv_r
 
     monkeypatch.setattr(flowsim.check.history, "_append", interrupted_after_the_checks_row)
     with pytest.raises(KeyboardInterrupt):
-        append_history(sendrecv_report, path)
+        append_history(sendrecv_report, path, force=True)
     # No temporary file is left; the lock file stays (see flowsim.files.locked).
     assert path.read_bytes() == before and sorted(os.listdir(tmp_path)) == [".history.h5.lock", "history.h5"]
 
 
 def _append_times(report, path, n):
     for _ in range(n):
-        append_history(report, path)
+        append_history(report, path, force=True)
 
 
 def test_checks_appending_to_one_history_at_once_all_land(tmp_path, sendrecv_report):
@@ -861,7 +861,7 @@ def test_a_history_behind_a_symbolic_link_is_appended_where_it_lives(tmp_path, s
     shared, link = tmp_path / "shared.h5", tmp_path / "link.h5"
     append_history(sendrecv_report, shared)
     link.symlink_to(shared)
-    assert append_history(sendrecv_report, link) == 1
+    assert append_history(sendrecv_report, link, force=True) == 1
     assert link.is_symlink() and read_history(shared).n_checks == 2
 
 

@@ -42,7 +42,7 @@ def test_the_run_is_dated_by_its_log_or_date_not_by_the_check(tmp_path, capsys):
     argv = ["--system", "dgx-h100", "--min-bytes", "1G", "--history", str(history)]
     assert flowsim_check([str(stamped), *argv, "--label", "build 41"]) == 0
     assert flowsim_check([str(SENDRECV), *argv, "--date", "2024-07-15"]) == 0
-    assert flowsim_check([str(SENDRECV), *argv]) == 0
+    assert flowsim_check([str(SENDRECV), *argv, "--force"]) == 0
     checks = read_history(history).checks
     assert checks["run_time_unix"][:2].tolist() == [_unix("2024-07-16T01:00:00"), _unix("2024-07-15")]
     assert checks["run_time_from"].tolist() == ["log", "date", "check"]
@@ -66,7 +66,7 @@ def test_a_history_from_before_run_times_reads_them_as_check_times(tmp_path):
         f.attrs["version"] = 3
     old = read_history(path)
     assert old.checks["run_time_unix"].tolist() == old.checks["time_unix"].tolist()
-    append_history(report, path, run_time=datetime.datetime(2024, 7, 15, tzinfo=datetime.UTC), label="b2")
+    append_history(report, path, run_time=datetime.datetime(2024, 7, 15, tzinfo=datetime.UTC), label="b2", force=True)
     both = read_history(path).checks
     assert both["run_time_unix"][0] == both["time_unix"][0] and both["run_time_unix"][1] == _unix("2024-07-15")
     assert both["label"].tolist() == ["", "b2"] and both["run_time_from"].tolist() == ["check", "date"]
@@ -80,7 +80,7 @@ def test_the_plot_orders_runs_by_their_time(tmp_path):
     path = tmp_path / "h.h5"
     report = check_nccl_log(SENDRECV, system="dgx-h100", min_bytes=1 << 30)
     for day in (17, 15, 16):  # backfilled out of order
-        append_history(report, path, run_time=datetime.datetime(2024, 7, day, tzinfo=datetime.UTC))
+        append_history(report, path, run_time=datetime.datetime(2024, 7, day, tzinfo=datetime.UTC), force=True)
     assert plot_history(path, tmp_path / "trend.png").stat().st_size > 0
 
 
@@ -121,7 +121,7 @@ def test_an_upgraded_history_continues_each_sizes_line(tmp_path):
         for name in ("root", "dtype", "redop", "algorithm", "protocol", "channels", "flag"):
             del f["rows"][name]
         for name in ("run_time_unix", "run_time_from", "label", "nccl_version", "nccl", "flowsim_version",
-                     "run_index", "run_count", "options"):
+                     "run_index", "run_count", "options", "log_sha256"):
             del f["checks"][name]
         f.attrs["version"] = 2
     old = read_history(path)
@@ -170,12 +170,33 @@ def test_a_run_slower_than_the_clusters_own_past_is_said_and_fails(tmp_path, cap
                      out.rstrip())
     # A run backfilled before them has no earlier run; one with other prediction options is
     # compared only with checks made with those.
-    assert flowsim_check([str(slower), *argv, "--date", "2024-07-14"]) == 0
+    assert flowsim_check([str(slower), *argv, "--date", "2024-07-14", "--force"]) == 0
     assert flowsim_check([str(steady), *argv, "--date", "2024-07-18", "--nccl-env", "NCCL_ALGO=Ring"]) == 0
     assert "than check" not in capsys.readouterr().out
-    assert flowsim_check([str(steady), *argv, "--date", "2024-07-19", "--brief"]) == 0
+    assert flowsim_check([str(steady), *argv, "--date", "2024-07-19", "--brief", "--force"]) == 0
     assert re.search(r"; faster than check 2 of 2024-07-17 at 256 MiB-1 GiB: 49\.\d against 45\.\d GB/s at 1 GiB$",
                      capsys.readouterr().out.rstrip())
-    assert flowsim_check([str(slower), *argv, "--date", "2024-07-20", "--json"]) == 1
+    assert flowsim_check([str(slower), *argv, "--date", "2024-07-20", "--json", "--force"]) == 1
     changes = json.loads(capsys.readouterr().out)["history"]["changes"]
     assert [(c["slower"], c["check_id"], c["sizes"]) for c in changes] == [(True, 5, [1 << 28, 1 << 29, 1 << 30])]
+
+
+def test_the_same_run_appended_again_is_skipped_unless_forced(tmp_path, capsys):
+    # The same log appended twice was recorded twice, silently: a second point of the trend.
+    history = tmp_path / "h.h5"
+    argv = ["--system", "dgx-h100", "--min-bytes", "1G", "--history", str(history)]
+    assert flowsim_check([str(SENDRECV), *argv]) == 0
+    capsys.readouterr()
+    assert flowsim_check([str(SENDRECV), *argv, "--date", "2024-07-16"]) == 0
+    assert capsys.readouterr().err == (f"flowsim check: warning: {SENDRECV}: already in {history} as check 0, checked "
+                                       "alike; not appended again (--force appends it)\n")
+    assert read_history(history).n_checks == 1
+    # Other options, another run of the same file or --force: appended.
+    assert flowsim_check([str(SENDRECV), *argv, "--threshold", "0.2"]) == 0
+    assert flowsim_check([str(SENDRECV), *argv, "--force"]) == 0
+    two = tmp_path / "two.log"
+    two.write_text(SENDRECV.read_text() * 2)
+    assert flowsim_check([str(two), *argv]) == 0
+    checks = read_history(history).checks
+    assert checks["n_flagged"].size == 5 and len(set(checks["log_sha256"][[0, 3, 4]])) == 3
+    assert checks["log_sha256"][0] == checks["log_sha256"][1] == checks["log_sha256"][2] != ""

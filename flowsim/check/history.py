@@ -60,6 +60,7 @@ _CHECK_COLUMNS = {
     "run_index": "i8",
     "run_count": "i8",
     "options": "str",
+    "log_sha256": "str",
 }
 _ROW_COLUMNS = {
     "check_id": "i8",
@@ -87,6 +88,7 @@ _ADDED_COLUMNS = {
     "n_fast": 0, "warnings": "", "fast": False, "root": -1, "dtype": "", "redop": "",
     "run_time_unix": np.nan, "run_time_from": "check", "label": "",
     "nccl_version": "", "nccl": "", "flowsim_version": "", "run_index": 0, "run_count": 0, "options": "",
+    "log_sha256": "",
     "algorithm": "", "protocol": "", "channels": -1, "flag": "",
 }
 # Added columns whose value for older checks is another column's: a check written before
@@ -161,10 +163,12 @@ def append_history(
     run_time: datetime.datetime | None = None,
     label: str = "",
     options: str = "",
+    force: bool = False,
 ) -> int:
-    """Append ``report`` to an HDF5 history file (created if missing); returns its check id.
-    :func:`append_checks` of one report, which says more."""
-    return append_checks([report], path, run_time=run_time, label=label, options=options)[0].check_id
+    """Append ``report`` to an HDF5 history file (created if missing); returns its check id
+    (that of the check already there where the run was checked alike before and not
+    ``force``). :func:`append_checks` of one report, which says more."""
+    return append_checks([report], path, run_time=run_time, label=label, options=options, force=force)[0].check_id
 
 
 def append_checks(
@@ -174,6 +178,7 @@ def append_checks(
     run_time: datetime.datetime | None = None,
     label: str = "",
     options: str = "",
+    force: bool = False,
 ) -> list[AppendedCheck]:
     """Append ``reports`` to an HDF5 history file (created if missing), all or none; returns
     for each its check id and how its run compares with the latest earlier check alike.
@@ -184,6 +189,12 @@ def append_checks(
     root, type and reduction, whose measured busbw, out-of-place and in-place both, fell
     below ``1 - threshold`` times that check's (or rose above ``1 + threshold`` times it),
     the report's threshold (:class:`PastChange`).
+
+    A run already in the history, checked alike (the same text, :attr:`~flowsim.check.log.
+    NcclTestLog.sha256`, on the same system and nodes with the same threshold, algorithm,
+    protocol, figure, fabric and ``options``), is not appended again unless ``force``: its
+    :class:`AppendedCheck` is ``repeated``, naming the check there. A nightly script that
+    checks a directory of logs again adds no copies to the trend.
 
     ``run_time`` is when the run ran (a backfilled log's day, not today's); by default the
     time stamp of the log's first stamped line (:attr:`~flowsim.check.log.NcclTestLog.started`),
@@ -200,7 +211,8 @@ def append_checks(
     log lacks it), ``n_fast``, ``warnings`` (the report's, one per line), ``nccl_version``
     (whose constants predicted), ``nccl`` (where that version came from: ``NCCL 2.26.2
     (log)``, ``(given)``, ``(default: ...)``), ``flowsim_version``, ``run_index`` and
-    ``run_count`` (run k of n in its file), ``options``); group ``rows``
+    ``run_count`` (run k of n in its file), ``options``, ``log_sha256`` (the run's text's,
+    :attr:`~flowsim.check.log.NcclTestLog.sha256`)); group ``rows``
     one row per (check, size) (``check_id``, ``size_bytes``, measured busbw and time
     out-of-place and in-place, ``predicted_time_us``, ``predicted_busbw_GBps``, ``ratio`` =
     the lower of the two measured / predicted ratios, ``flagged`` (slower, faster or wrong),
@@ -231,7 +243,8 @@ def append_checks(
             history_file(target)
             existing = target.exists() and target.stat().st_size > 0
             with h5py.File(tmp_name, "r+" if existing else "w") as f:
-                appended = [_append_check(f, report, run_time, label, options) for report in reports]
+                appended = [(None if force else _repeated(f, report, options))
+                            or _append_check(f, report, run_time, label, options) for report in reports]
     except OSError as err:
         raise InputError(f"{path}: cannot write the check history: {err}") from None
     return appended
@@ -276,11 +289,14 @@ class PastChange:
 @dataclass(frozen=True)
 class AppendedCheck:
     """A check :func:`append_checks` appended: its id, the earlier check alike it was compared
-    with (None where the history holds none) and the sizes that moved against it."""
+    with (None where the history holds none) and the sizes that moved against it; or, where
+    ``repeated``, the check already in the history of the same run checked alike, in place of
+    which nothing was appended."""
 
     check_id: int
     compared_with: int | None = None
     changes: tuple[PastChange, ...] = ()
+    repeated: bool = False
 
     @property
     def slower(self) -> tuple[PastChange, ...]:
@@ -356,6 +372,21 @@ def _compared(f, report: CheckReport, ran: float, options: str) -> tuple[int | N
     return past_id, tuple(changes)
 
 
+def _repeated(f, report: CheckReport, options: str) -> AppendedCheck | None:
+    """The check of ``report``'s run in the open history ``f`` made alike, ``repeated``; None
+    where there is none."""
+    if "checks" not in f or "check_id" not in f["checks"]:
+        return None
+    checks = f["checks"]
+    same = _column(checks, "log_sha256", "str") == report.log.sha256
+    for name, value in (("system", report.system), ("nodes", report.nodes), ("threshold", report.threshold),
+                        ("algorithm", report.algorithm), ("protocol", report.protocol), ("figure", report.figure),
+                        ("fabric", report.fabric), ("options", options)):
+        same &= _column(checks, name, _CHECK_COLUMNS[name]) == value
+    found = np.flatnonzero(same & bool(report.log.sha256))
+    return None if not found.size else AppendedCheck(int(checks["check_id"][found[0]]), repeated=True)
+
+
 def _append_check(f, report: CheckReport, run_time: datetime.datetime | None, label: str,
                   options: str) -> AppendedCheck:
     """Append one check and its rows to the open history ``f``, and compare its run with the
@@ -397,6 +428,7 @@ def _append_check(f, report: CheckReport, run_time: datetime.datetime | None, la
             "run_index": [log.run[0]],
             "run_count": [log.run[1]],
             "options": [options],
+            "log_sha256": [log.sha256],
         },
     )
 

@@ -173,6 +173,10 @@ class NcclTestLog:
         carries one with a date (``[2024-07-18 15:41:05]``, ``kubectl logs --timestamps``'
         ``2024-07-18T15:41:05.123Z``, ``mpirun --timestamp-output``'s ``Thu Jul 18 15:41:05
         2024``), ISO 8601, UTC where the stamp names no zone; None where no line carries one.
+    sha256 : str
+        SHA-256 (hex) of the run's text as read: its part of a file of several runs, after as
+        many empty lines as its place in the file (so that two equal runs of one file differ);
+        the whole file for JSON. A history tells the same run appended twice by it.
     """
 
     source: str
@@ -198,6 +202,7 @@ class NcclTestLog:
     platform: str | None = None
     run: tuple[int, int] = (1, 1)
     started: str | None = None
+    sha256: str = ""
 
     @property
     def named(self) -> str:

@@ -49,6 +49,7 @@ into the same :class:`~flowsim.check.log.NcclTestLog`.
 from __future__ import annotations
 
 import datetime
+import hashlib
 import math
 import os
 import re
@@ -717,7 +718,7 @@ def parse_nccl_log(
     """
     text, source = _read(path_or_text, source)
     if is_json_output(text):
-        return _from_json(read_json_run(text, source), source, collective, gpus_per_node)
+        return replace(_from_json(read_json_run(text, source), source, collective, gpus_per_node), sha256=_sha256(text))
     return _parse_text(text, source, collective, nodes, gpus_per_node)
 
 
@@ -749,7 +750,8 @@ def parse_nccl_logs(
     try:
         text, source = _read(path_or_text, source)
         if is_json_output(text):
-            return [_from_json(read_json_run(text, source), source, collective, gpus_per_node)]
+            return [replace(_from_json(read_json_run(text, source), source, collective, gpus_per_node),
+                            sha256=_sha256(text))]
     except InputError as err:
         # A file that cannot be read, or JSON that cannot be, is one run not read.
         if errors is None:
@@ -1091,7 +1093,14 @@ def _parse_text(
         tuple(sorted(net_devices)),
         platform,
         started=_first_stamp(text),
+        sha256=_sha256(text),
     )
+
+
+def _sha256(text: str) -> str:
+    """:attr:`NcclTestLog.sha256` of a run's ``text``."""
+    # A lone surrogate (bytes of a file that were not UTF-8) is hashed as it stands.
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 # The time stamps with a date that launchers and loggers put before a line (of _TAG_PREFIX's):

@@ -50,7 +50,9 @@ time stamp of the log's first stamped line, else by the check's time, and named 
 cluster's latest earlier run in the history, by more than the threshold, against the same
 binary, system, shape and prediction options (``slower than check 3 of 2024-07-17 at
 1-16 GiB: 427.0 against 469.0 GB/s at 16 GiB``). ``--plot`` draws the history's measured /
-predicted ratio over the runs' time (needs matplotlib). Both paths are checked before the
+predicted ratio over the runs' time (needs matplotlib). A run the history already holds,
+checked alike (the same text, system, shape, threshold and options), is not appended again
+(a warning says which check holds it) unless ``--force``. Both paths are checked before the
 check runs, so that a bad one fails before anything is added to the history. Exit status:
 0 when no size is flagged, 1 when some are or a run got slower than the cluster's earlier run
 in the history, 2 on bad input or a run that cannot be read.
@@ -253,9 +255,10 @@ def check_command(args: argparse.Namespace) -> int:
             raise InputError(f"standard input ('{STDIN}') is read once: name it once")
         if args.plot is not None and args.history is None:
             raise InputError("--plot draws the history: give --history FILE too")
-        if (args.date is not None or args.label) and (args.history is None or not args.output):
-            raise InputError(f"--{'date' if args.date is not None else 'label'} goes into the history with the check: "
-                             "give a log and --history FILE too")
+        given = [name for name, on in (("--date", args.date is not None), ("--label", args.label),
+                                       ("--force", args.force)) if on]
+        if given and (args.history is None or not args.output):
+            raise InputError(f"{given[0]} goes into the history with the check: give a log and --history FILE too")
         if args.label and (why := unstorable_text(args.label)):
             raise InputError(f"--label: {why}")
         if args.tuning and args.brief:
@@ -306,7 +309,8 @@ def check_command(args: argparse.Namespace) -> int:
             appended: list[AppendedCheck | None] = [None] * len(reports)
             if args.history is not None:
                 appended = [append_checks([report], args.history, run_time=args.date, label=args.label,
-                                          options=_prediction_options(args))[0] for report in reports]
+                                          options=_prediction_options(args), force=args.force)[0]
+                            for report in reports]
             if args.json:  # one run's report as an object, several as an array
                 dicts = [{**report.to_dict(), **({} if check is None else {"history": _history_dict(check)})}
                          for report, check in zip(reports, appended, strict=True)]
@@ -322,8 +326,11 @@ def check_command(args: argparse.Namespace) -> int:
                 ))
                 if len(reports) + len(unread) > 1:
                     print(_summary(reports, len(unread), len(args.output)))
-            for check in appended:
-                if check is not None:
+            for report, check in zip(reports, appended, strict=True):
+                if check is not None and check.repeated:
+                    print(f"flowsim check: warning: {report.log.named}: already in {args.history} as check "
+                          f"{check.check_id}, checked alike; not appended again (--force appends it)", file=sys.stderr)
+                elif check is not None:
                     print(f"check {check.check_id} appended to {args.history}", file=sys.stderr)
             # A run slower than the cluster's own earlier run fails the check as a flagged size does.
             status = 0 if all(report.ok and not (check and check.slower)
@@ -399,6 +406,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "--date", type=_date,
         help="when the run ran, for the history (ISO date or date-time, UTC unless it names a zone); default: the "
         "time stamp of the log's first stamped line ([2024-07-18 15:41:05], kubectl --timestamps), else now",
+    )
+    parser.add_argument(
+        "--force", action="store_true",
+        help="append a run the history already holds, checked alike (the same log text and options), again",
     )
     parser.add_argument("--label", default="", help="free text naming the run in the history (a build id, a ticket)")
     parser.add_argument("--plot", type=Path, help="draw the history's measured / predicted ratio over time here")

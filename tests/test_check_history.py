@@ -15,6 +15,7 @@ import flowsim
 from flowsim.check import append_history, check_nccl_log, parse_nccl_log, read_history
 from flowsim.check.history import _history_lines
 from flowsim.commands.check import add_parser
+from flowsim.errors import InputError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "nccl_tests"
 SENDRECV = DATA / "sendrecv_perf_dgx_h100_2node.txt"
@@ -200,3 +201,47 @@ def test_the_same_run_appended_again_is_skipped_unless_forced(tmp_path, capsys):
     checks = read_history(history).checks
     assert checks["n_flagged"].size == 5 and len(set(checks["log_sha256"][[0, 3, 4]])) == 3
     assert checks["log_sha256"][0] == checks["log_sha256"][1] == checks["log_sha256"][2] != ""
+
+
+def _shaped(text, ranks_per_host):
+    """``text`` (two hosts' ranks) with its hosts' names changed so that the ranks sit
+    ``ranks_per_host`` to a host: another shape of cluster for the same rows."""
+    lines, rank = [], 0
+    for line in text.splitlines():
+        if "#  Rank" in line:
+            line = re.sub(r" on\s+\S+ ", f" on host{rank // ranks_per_host} ", line)
+            rank += 1
+        lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def test_the_plot_keeps_to_the_system_and_nodes_and_draws_each_shape_apart(tmp_path):
+    # --plot drew every system's checks, ignored --nodes, and joined one size's points of
+    # 2 and 4 nodes into one line.
+    pytest.importorskip("matplotlib")
+    from flowsim.check.history import _trend_figure
+
+    history = tmp_path / "h.h5"
+    four_hosts = tmp_path / "four_hosts.log"
+    four_hosts.write_text(_shaped(DEGRADED.read_text(), 4))
+    argv = ["--min-bytes", "1G", "--history", str(history)]
+    flowsim_check([str(DEGRADED), "--system", "dgx-h100", *argv])
+    flowsim_check([str(DEGRADED), "--system", "dgx-a100", *argv])
+    flowsim_check([str(four_hosts), "--system", "dgx-h100", *argv])
+    checks = read_history(history).checks
+    assert checks["nodes"].tolist() == [2, 2, 4] and checks["system"].tolist() == ["dgx_h100", "dgx_a100", "dgx_h100"]
+    read = read_history(history)
+
+    def drawn(**keep):
+        figure = _trend_figure(read, None, keep.get("system"), keep.get("nodes"), None)
+        return [[(line.get_label(), len(line.get_xdata())) for line in ax.get_lines() if line.get_label()[0].isdigit()]
+                for ax in figure.axes]
+
+    assert drawn() == [[("1G", 2), ("2G", 2)], [("1G", 1), ("2G", 1)]]  # a panel per shape
+    assert drawn(system="dgx-h100") == [[("1G", 1), ("2G", 1)], [("1G", 1), ("2G", 1)]]
+    assert drawn(system="DGX_H100", nodes=2) == [[("1G", 1), ("2G", 1)]]
+    with pytest.raises(InputError, match="no check of all_reduce_perf on dgx-b200 with nodes 2"):
+        drawn(system="dgx-b200", nodes=2)
+    assert flowsim_check(["--history", str(history), "--plot", str(tmp_path / "a.png"), "--system", "dgx-a100",
+                          "--nodes", "4"]) == 2
+    assert flowsim_check(["--history", str(history), "--plot", str(tmp_path / "a.png"), "--system", "dgx-a100"]) == 0

@@ -536,6 +536,7 @@ def plot_history(
     *,
     binary: str | None = None,
     system: str | None = None,
+    nodes: int | None = None,
     sizes: Sequence[int] | None = None,
 ) -> Path:
     """Plot measured / predicted busbw over the runs' time, one line per message size (and per block of
@@ -550,6 +551,9 @@ def plot_history(
         Keep checks of this nccl-tests binary / system (a preset's or system's name, as
         :func:`~flowsim.presets.system_name` reads names) only; by default the binary of the
         latest check.
+    nodes : int, optional
+        Keep checks of this many nodes only. Checks of several shapes (nodes and ranks) are
+        drawn in a panel each, a size in the same colour in all.
     sizes : sequence of int, optional
         Message sizes to draw (default: every predicted size).
 
@@ -565,10 +569,17 @@ def plot_history(
         When ``output`` fails :func:`history_plot_file` or no check matches.
     """
     output = history_plot_file(output, inputs=[history.path if isinstance(history, History) else history])
-    from matplotlib.figure import Figure
-
     if not isinstance(history, History):
         history = read_history(history)
+    _trend_figure(history, binary, system, nodes, sizes).savefig(output, dpi=120)
+    return output
+
+
+def _trend_figure(history: History, binary: str | None, system: str | None, nodes: int | None,
+                  sizes: Sequence[int] | None):
+    """:func:`plot_history`'s figure, of ``history`` read."""
+    from matplotlib.figure import Figure
+
     checks = history.checks
     if history.n_checks == 0:
         raise InputError(f"{history.path}: the history holds no checks")
@@ -577,34 +588,53 @@ def plot_history(
     if system is not None:
         wanted = system_name(system)
         keep &= np.array([system_name(str(name)) == wanted for name in checks["system"]], dtype=bool)
+    if nodes is not None:
+        keep &= checks["nodes"] == nodes
     if not keep.any():
-        raise InputError(f"{history.path}: no check of {binary}{'' if system is None else ' on ' + system}")
+        where = "".join(f" {word} {value}" for word, value in (("on", system), ("with nodes", nodes)) if value)
+        raise InputError(f"{history.path}: no check of {binary}{where}")
     when = dict(zip(checks["check_id"][keep].tolist(), checks["run_time_unix"][keep].tolist(), strict=True))
     thresholds = checks["threshold"][keep]
     rows = history.rows
     selected = np.isin(rows["check_id"], list(when)) & np.isfinite(rows["ratio"])
     if sizes is not None:
         selected &= np.isin(rows["size_bytes"], list(sizes))
-    fig = Figure(figsize=(9, 5), layout="constrained")
-    ax = fig.add_subplot()
-    for i, (label, these) in enumerate(_history_lines(rows, selected)):
-        # An object array of datetimes, as matplotlib makes of a list (its stubs take arrays only).
-        # In the order the runs ran: a log backfilled after later ones goes where it belongs.
-        these = these[np.argsort([when[c] for c in rows["check_id"][these]], kind="stable")]
-        times = np.array([datetime.datetime.fromtimestamp(when[c], datetime.UTC) for c in rows["check_id"][these]])
-        # Past ten lines the colours repeat, with another marker.
-        ax.plot(times, rows["ratio"][these], marker="os^Dv"[i // 10 % 5], color=f"C{i % 10}", label=label)
-    ax.axhline(1.0, color="0.5", linewidth=1)
-    ax.axhline(1.0 - float(thresholds[-1]), color="0.25", linestyle="--", linewidth=1, label="flag below")
-    ax.axhline(1.0 + float(thresholds[-1]), color="0.25", linestyle=":", linewidth=1, label="flag above")
-    ax.set_xlabel("run time (UTC)")
-    ax.set_ylabel("measured / predicted busbw")
-    ax.set_title(f"{binary}: {int(keep.sum())} check(s) from {Path(history.path).name}")
+    # Each shape of cluster (nodes, ranks) in its own panel: one size's busbw on 1 and on 10
+    # servers are two trends, never one line.
+    shape_of = {int(c): (int(n), int(r)) for c, n, r in zip(checks["check_id"][keep], checks["nodes"][keep],
+                                                            checks["ranks"][keep], strict=True)}
+    shapes = sorted(set(shape_of.values()))
+    lines = _history_lines(rows, selected)
+    fig = Figure(figsize=(9, 1.0 + (4.0 if len(shapes) == 1 else 3.0) * len(shapes)), layout="constrained")
+    axes = fig.subplots(len(shapes), 1, sharex=True, squeeze=False)[:, 0]
+    handles = {}
+    for ax, shape in zip(axes, shapes, strict=True):
+        for i, (label, these) in enumerate(lines):
+            these = these[[shape_of[int(c)] == shape for c in rows["check_id"][these]]]
+            if not these.size:
+                continue
+            # In the order the runs ran: a log backfilled after later ones goes where it belongs.
+            these = these[np.argsort([when[c] for c in rows["check_id"][these]], kind="stable")]
+            # An object array of datetimes, as matplotlib makes of a list (its stubs take arrays only).
+            times = np.array([datetime.datetime.fromtimestamp(when[c], datetime.UTC) for c in rows["check_id"][these]])
+            # Past ten lines the colours repeat, with another marker; a size keeps its own in every panel.
+            (handles[label],) = ax.plot(times, rows["ratio"][these], marker="os^Dv"[i // 10 % 5], color=f"C{i % 10}",
+                                        label=label)
+        ax.axhline(1.0, color="0.5", linewidth=1)
+        handles["flag below"] = ax.axhline(1.0 - float(thresholds[-1]), color="0.25", linestyle="--", linewidth=1)
+        handles["flag above"] = ax.axhline(1.0 + float(thresholds[-1]), color="0.25", linestyle=":", linewidth=1)
+        ax.set_ylabel("measured / predicted busbw")
+        if len(shapes) > 1:
+            ax.set_title(f"{shape[1]} ranks on {shape[0]} node(s)", fontsize="medium")
+    axes[-1].set_xlabel("run time (UTC)")
+    fig.suptitle(f"{binary}: {int(keep.sum())} check(s) from {Path(history.path).name}")
     # Beside the axes, where it hides no line (a sweep's sizes fill the plot's height).
-    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.autofmt_xdate()
-    fig.savefig(output, dpi=120)
-    return output
+    fig.legend(list(handles.values()), list(handles), fontsize="small", loc="outside right upper")
+    for ax in axes:
+        for tick in ax.get_xticklabels():
+            tick.set_rotation(30)
+            tick.set_horizontalalignment("right")
+    return fig
 
 
 def _history_lines(rows: Mapping[str, np.ndarray], selected: np.ndarray) -> list[tuple[str, np.ndarray]]:

@@ -50,7 +50,8 @@ time stamp of the log's first stamped line, else by the check's time, and named 
 cluster's latest earlier run in the history, by more than the threshold, against the same
 binary, system, shape and prediction options (``slower than check 3 of 2024-07-17 at
 1-16 GiB: 427.0 against 469.0 GB/s at 16 GiB``). ``--plot`` draws the history's measured /
-predicted ratio over the runs' time (needs matplotlib). A run the history already holds,
+predicted ratio over the runs' time (needs matplotlib), of ``--collective``, ``--system`` and
+``--nodes`` where given, a panel per shape of cluster (nodes and ranks). A run the history already holds,
 checked alike (the same text, system, shape, threshold and options), is not appended again
 (a warning says which check holds it) unless ``--force``. Both paths are checked before the
 check runs, so that a bad one fails before anything is added to the history. Exit status:
@@ -340,7 +341,11 @@ def check_command(args: argparse.Namespace) -> int:
             status = 2 if unread else status
         if args.plot is not None:
             binary = None if args.collective is None else _COLLECTIVE_BINARY[args.collective]  # collective_arg's name
-            path = plot_history(args.history, args.plot, binary=binary)
+            system = None  # as the history names it: a preset's name, or a system file's server
+            if args.system is not None:
+                server = _cluster(args, args.system)["system"]
+                system = server if isinstance(server, str) else server.name
+            path = plot_history(args.history, args.plot, binary=binary, system=system, nodes=args.nodes)
             print(f"history plot -> {path}", file=sys.stderr)
     except (InputError, ImportError) as err:
         print(f"flowsim check: error: {err}", file=sys.stderr)

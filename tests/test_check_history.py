@@ -245,3 +245,34 @@ def test_the_plot_keeps_to_the_system_and_nodes_and_draws_each_shape_apart(tmp_p
     assert flowsim_check(["--history", str(history), "--plot", str(tmp_path / "a.png"), "--system", "dgx-a100",
                           "--nodes", "4"]) == 2
     assert flowsim_check(["--history", str(history), "--plot", str(tmp_path / "a.png"), "--system", "dgx-a100"]) == 0
+
+
+def test_the_trend_of_32_sizes_fits_its_figure_without_warnings(tmp_path):
+    # A run of 8 B-16 GiB put its legend off the image, collapsed the axes and printed
+    # matplotlib's multi-line "constrained_layout not applied" UserWarning on stderr.
+    pytest.importorskip("matplotlib")
+    import warnings
+
+    from flowsim.check import History, plot_history
+    from flowsim.check.history import _trend_figure
+
+    sizes = [8 << k for k in range(32)]
+    n_checks = 3
+    checks = {"check_id": np.arange(n_checks), "run_time_unix": 1.72e9 + 86400.0 * np.arange(n_checks),
+              "binary": np.array(["all_reduce_perf"] * n_checks, dtype=object),
+              "system": np.array(["dgx_h100"] * n_checks, dtype=object), "nodes": np.full(n_checks, 2),
+              "ranks": np.full(n_checks, 16), "threshold": np.full(n_checks, 0.1)}
+    rows = {"check_id": np.repeat(np.arange(n_checks), 32), "size_bytes": np.tile(sizes, n_checks),
+            "ratio": np.linspace(0.8, 1.05, 32 * n_checks), "root": np.full(32 * n_checks, -1),
+            "dtype": np.array(["float"] * 32 * n_checks, dtype=object),
+            "redop": np.array(["sum"] * 32 * n_checks, dtype=object)}
+    history = History(str(tmp_path / "h.h5"), checks, rows)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        figure = _trend_figure(history, None, None, None, None)
+        figure.savefig(tmp_path / "trend.png")
+        plot_history(history, tmp_path / "again.png")
+    legend, box = figure.legends[0].get_window_extent(), figure.bbox
+    assert box.x0 <= legend.x0 and legend.x1 <= box.x1 and box.y0 <= legend.y0 and legend.y1 <= box.y1
+    axes = figure.axes[0].get_window_extent()
+    assert axes.width > 0.5 * box.width and axes.height > 0.6 * box.height

@@ -6,6 +6,7 @@ h5py and matplotlib are imported when used: the check itself needs neither.
 from __future__ import annotations
 
 import datetime
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -312,7 +313,11 @@ def _column(group, name: str, kind: str) -> np.ndarray:
     return _older(group, name, kind, group["check_id"].shape[0])
 
 
-_BLOCKLESS = (-1, "", "")  # the root, type and reduction of rows written before version 3
+_BLOCKLESS = (-1, "", "")
+# The trend plot's legend: at most this many rows to a column, each this tall (inches, at
+# matplotlib's "small" font).
+_LEGEND_ROWS = 24
+_LEGEND_ROW_INCHES = 0.2  # the root, type and reduction of rows written before version 3
 
 
 def _compared(f, report: CheckReport, ran: float, options: str) -> tuple[int | None, tuple[PastChange, ...]]:
@@ -578,6 +583,7 @@ def plot_history(
 def _trend_figure(history: History, binary: str | None, system: str | None, nodes: int | None,
                   sizes: Sequence[int] | None):
     """:func:`plot_history`'s figure, of ``history`` read."""
+    from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
     from matplotlib.figure import Figure
 
     checks = history.checks
@@ -605,7 +611,14 @@ def _trend_figure(history: History, binary: str | None, system: str | None, node
                                                             checks["ranks"][keep], strict=True)}
     shapes = sorted(set(shape_of.values()))
     lines = _history_lines(rows, selected)
-    fig = Figure(figsize=(9, 1.0 + (4.0 if len(shapes) == 1 else 3.0) * len(shapes)), layout="constrained")
+    # The legend beside the axes, a line and the two flag bounds in it, in as many columns as
+    # keep it within the figure's height; a figure too short for it had its axes collapse to
+    # nothing (matplotlib's "constrained_layout not applied" warning) and the legend cut off.
+    n_entries = len(lines) + 2
+    n_columns = math.ceil(n_entries / _LEGEND_ROWS)
+    height = max(1.0 + (4.0 if len(shapes) == 1 else 3.0) * len(shapes),
+                 0.8 + _LEGEND_ROW_INCHES * math.ceil(n_entries / n_columns))
+    fig = Figure(figsize=(8.0 + 1.2 * n_columns, height), layout="constrained")
     axes = fig.subplots(len(shapes), 1, sharex=True, squeeze=False)[:, 0]
     handles = {}
     for ax, shape in zip(axes, shapes, strict=True):
@@ -629,11 +642,11 @@ def _trend_figure(history: History, binary: str | None, system: str | None, node
     axes[-1].set_xlabel("run time (UTC)")
     fig.suptitle(f"{binary}: {int(keep.sum())} check(s) from {Path(history.path).name}")
     # Beside the axes, where it hides no line (a sweep's sizes fill the plot's height).
-    fig.legend(list(handles.values()), list(handles), fontsize="small", loc="outside right upper")
-    for ax in axes:
-        for tick in ax.get_xticklabels():
-            tick.set_rotation(30)
-            tick.set_horizontalalignment("right")
+    fig.legend(list(handles.values()), list(handles), fontsize="small", loc="outside right upper", ncols=n_columns)
+    # Dates as short as the runs' span allows (runs seconds apart read "55:05.000000" otherwise).
+    locator = AutoDateLocator()
+    axes[-1].xaxis.set_major_locator(locator)
+    axes[-1].xaxis.set_major_formatter(ConciseDateFormatter(locator))
     return fig
 
 

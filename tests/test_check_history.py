@@ -276,3 +276,21 @@ def test_the_trend_of_32_sizes_fits_its_figure_without_warnings(tmp_path):
     assert box.x0 <= legend.x0 and legend.x1 <= box.x1 and box.y0 <= legend.y0 and legend.y1 <= box.y1
     axes = figure.axes[0].get_window_extent()
     assert axes.width > 0.5 * box.width and axes.height > 0.6 * box.height
+
+
+def test_a_history_of_a_newer_flowsim_is_not_appended_to(tmp_path):
+    # A version 9 history with a column this flowsim does not know took the check, was
+    # rewritten as version 4, and its new column was left a check short.
+    path = tmp_path / "h.h5"
+    report = check_nccl_log(SENDRECV, system="dgx-h100", min_bytes=1 << 30)
+    append_history(report, path)
+    with h5py.File(path, "r+") as f:
+        f.attrs["version"] = 9
+        f["checks"].create_dataset("gpu_model", data=np.array(["H100"], dtype=object), dtype=h5py.string_dtype(),
+                                   maxshape=(None,))
+    before = path.read_bytes()
+    with pytest.raises(InputError, match=r"h.h5: a check history written by a newer flowsim \(version 9; this "
+                                         r"flowsim writes 4\); left as it is"):
+        append_history(report, path, force=True)
+    assert path.read_bytes() == before
+    assert read_history(path).n_checks == 1  # read, as far as this flowsim knows it

@@ -136,9 +136,11 @@ def history_file(path: str | os.PathLike, *, inputs: Sequence[str | os.PathLike]
     :class:`InputError` naming it otherwise, the file left as it is.
 
     A history may be a missing or empty file (one is started there), an HDF5 file with
-    nothing in it, or a flowsim check history; any other file, HDF5 or not, belongs to
-    someone else. The path must also pass :func:`flowsim.errors.output_file` (``inputs``:
-    files the run reads).
+    nothing in it, or a flowsim check history of this flowsim's version or older; any other
+    file, HDF5 or not, belongs to someone else, and a newer history to a newer flowsim (it
+    reads, :func:`read_history`, but appending would drop what this flowsim does not know).
+    The path must also pass :func:`flowsim.errors.output_file` (``inputs``: files the run
+    reads).
     """
     target = output_file(path, "the check history", inputs=inputs, streams=False)
     if not target.exists() or target.stat().st_size == 0:
@@ -151,6 +153,14 @@ def history_file(path: str | os.PathLike, *, inputs: Sequence[str | os.PathLike]
                 raise InputError(
                     f"{target}: an HDF5 file that is not a flowsim check history ({what}, expected "
                     f"{_HISTORY_FORMAT!r}); left as it is, give another history file"
+                )
+            version = f.attrs.get("version")
+            if found == _HISTORY_FORMAT and version is not None and int(version) > _HISTORY_VERSION:
+                # Appending would write this version over it, with the newer columns left a
+                # check short of the rest.
+                raise InputError(
+                    f"{target}: a check history written by a newer flowsim (version {int(version)}; this flowsim "
+                    f"writes {_HISTORY_VERSION}); left as it is, append with that flowsim or give another history file"
                 )
     except OSError as err:
         raise InputError(f"{target}: cannot open it as a check history: {err}") from None

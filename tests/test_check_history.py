@@ -294,3 +294,30 @@ def test_a_history_of_a_newer_flowsim_is_not_appended_to(tmp_path):
         append_history(report, path, force=True)
     assert path.read_bytes() == before
     assert read_history(path).n_checks == 1  # read, as far as this flowsim knows it
+
+
+def test_a_disk_that_fills_up_while_appending_is_one_line_naming_the_history(tmp_path, monkeypatch, capsys):
+    # A full disk gave exit status 2 and HDF5's two-line message naming the hidden temporary
+    # file; a system error is status 1, and the history is left as it was.
+    import flowsim.check.history as history_module
+    from flowsim.cli import main
+
+    history = tmp_path / "h.h5"
+    argv = ["check", str(SENDRECV), "--system", "dgx-h100", "--min-bytes", "1G", "--history", str(history)]
+    assert main(argv) == 0
+    before = history.read_bytes()
+
+    def full(f, *args):
+        # What h5py raised when the temporary copy could not be written (its text, errno inside).
+        raise OSError(f"[Errno 28] Can't close file (file write failed: time = Mon Dec  7 08:00:00 2026\n, filename = "
+                      f"'{tmp_path}/.h.h5.2f41a_e4.tmp', file descriptor = 5, errno = 28, error message = 'No space "
+                      "left on device', buf = 0x5582, total write size = 4096, bytes this sub-write = 4096, bytes "
+                      "actually written = 18446744073709551615, offset = 0)")
+
+    monkeypatch.setattr(history_module, "_append_check", full)
+    capsys.readouterr()
+    assert main([*argv, "--force"]) == 1
+    assert capsys.readouterr().err == (f"flowsim: error: {history}: the disk filled up while writing the check "
+                                       "history; nothing was added to it\n")
+    assert history.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".h.h5.lock", "h.h5"]

@@ -6,6 +6,7 @@ h5py and matplotlib are imported when used: the check itself needs neither.
 from __future__ import annotations
 
 import datetime
+import errno
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -240,7 +241,8 @@ def append_checks(
 
     ``path`` must pass :func:`history_file`. The history is appended to a copy, renamed over
     it when complete (:func:`flowsim.files.replaced_atomically`): an error, a crash or Ctrl-C
-    leaves the history as it was, never half-appended. Checks appending to one history at
+    leaves the history as it was, never half-appended; a disk that fills up is an
+    :class:`OSError` (``ENOSPC``) naming the history. Checks appending to one history at
     once take turns (:func:`flowsim.files.locked`), so none is lost.
     """
     h5py = _h5py()
@@ -256,8 +258,18 @@ def append_checks(
             with h5py.File(tmp_name, "r+" if existing else "w") as f:
                 appended = [(None if force else _repeated(f, report, options))
                             or _append_check(f, report, run_time, label, options) for report in reports]
-    except OSError as err:
-        raise InputError(f"{path}: cannot write the check history: {err}") from None
+    except (OSError, RuntimeError) as err:
+        # HDF5 reports a failed write as OSError or RuntimeError, the errno only in its text,
+        # over lines that name the hidden temporary file: said in one line naming the history.
+        text = str(err)
+        if getattr(err, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or any(
+            sign in text for sign in ("errno = 28", "errno = 122", "No space left", "Disk quota exceeded")
+        ):
+            raise OSError(errno.ENOSPC, "the disk filled up while writing the check history; nothing was added to it",
+                          str(path)) from None
+        if isinstance(err, RuntimeError):
+            raise
+        raise InputError(f"{path}: cannot write the check history: {text.splitlines()[0] if text else err!r}") from None
     return appended
 
 

@@ -321,3 +321,30 @@ def test_a_disk_that_fills_up_while_appending_is_one_line_naming_the_history(tmp
                                        "history; nothing was added to it\n")
     assert history.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == [".h.h5.lock", "h.h5"]
+
+
+def test_the_runs_of_one_command_are_appended_all_or_none(tmp_path, monkeypatch, capsys):
+    # On a nearly full disk one run of four was recorded, and a rerun appended it again.
+    import flowsim.check.history as history_module
+    from flowsim.cli import main
+
+    history = tmp_path / "h.h5"
+    two = tmp_path / "two.log"
+    two.write_text(SENDRECV.read_text() * 2)
+    real_append = history_module._append_check
+    calls = []
+
+    def full_at_the_second(f, *args):
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return real_append(f, *args)
+
+    monkeypatch.setattr(history_module, "_append_check", full_at_the_second)
+    argv = ["check", str(two), str(DEGRADED), "--system", "dgx-h100", "--min-bytes", "1G", "--history", str(history)]
+    assert main(argv) == 1
+    assert "the disk filled up while writing the check history; nothing was added to it" in capsys.readouterr().err
+    assert not history.exists()
+    monkeypatch.setattr(history_module, "_append_check", real_append)
+    assert main(argv) == 1  # the degraded log's sizes are flagged
+    assert read_history(history).n_checks == 3

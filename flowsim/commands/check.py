@@ -53,7 +53,8 @@ binary, system, shape and prediction options (``slower than check 3 of 2024-07-1
 predicted ratio over the runs' time (needs matplotlib), of ``--collective``, ``--system`` and
 ``--nodes`` where given, a panel per shape of cluster (nodes and ranks). A run the history already holds,
 checked alike (the same text, system, shape, threshold and options), is not appended again
-(a warning says which check holds it) unless ``--force``. Both paths are checked before the
+(a warning says which check holds it) unless ``--force``. The runs of one command are
+appended together: a failure (a full disk) records none of them. Both paths are checked before the
 check runs, so that a bad one fails before anything is added to the history. Exit status:
 0 when no size is flagged, 1 when some are or a run got slower than the cluster's earlier run
 in the history, 2 on bad input or a run that cannot be read.
@@ -306,12 +307,12 @@ def check_command(args: argparse.Namespace) -> int:
                 raise failed[0]
             unread.extend(failed)
             # Appended before the reports are printed: each report ends with how its run compares
-            # with the cluster's earlier run in the history.
+            # with the cluster's earlier run in the history. All the runs or none, so that a
+            # failure leaves no part of the command recorded for a rerun to record again.
             appended: list[AppendedCheck | None] = [None] * len(reports)
             if args.history is not None:
-                appended = [append_checks([report], args.history, run_time=args.date, label=args.label,
-                                          options=_prediction_options(args), force=args.force)[0]
-                            for report in reports]
+                appended = list(append_checks(reports, args.history, run_time=args.date, label=args.label,
+                                              options=_prediction_options(args), force=args.force))
             if args.json:  # one run's report as an object, several as an array
                 dicts = [{**report.to_dict(), **({} if check is None else {"history": _history_dict(check)})}
                          for report, check in zip(reports, appended, strict=True)]

@@ -348,3 +348,30 @@ def test_the_runs_of_one_command_are_appended_all_or_none(tmp_path, monkeypatch,
     monkeypatch.setattr(history_module, "_append_check", real_append)
     assert main(argv) == 1  # the degraded log's sizes are flagged
     assert read_history(history).n_checks == 3
+
+
+def test_inspect_summarises_a_check_history_and_pandas_reads_it(tmp_path, capsys):
+    # 'flowsim inspect h.h5' said "not a flowsim trace" of a check history.
+    from flowsim.cli import main
+
+    history = tmp_path / "h.h5"
+    argv = ["--system", "dgx-h100", "--min-bytes", "1G", "--history", str(history)]
+    main(["check", str(DEGRADED), *argv, "--date", "2024-07-15T01:00", "--label", "build 41"])
+    main(["check", str(SENDRECV), *argv, "--date", "2024-07-16"])
+    capsys.readouterr()
+    assert main(["inspect", str(history), "--top", "1"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        f"{history}: flowsim check history, 2 check(s), runs of 2024-07-15 01:00 to 2024-07-16 00:00 UTC",
+        "the latest 1 (inspect --top N shows more):",
+        f"  check 1: 2024-07-16 00:00 {SENDRECV}: sendrecv_perf on dgx_h100, 2 ranks on 2 node(s): 0 of 1 sizes flagged",
+        f"draw it: flowsim check --history {history} --plot trend.png --collective all_reduce_perf",
+        f"draw it: flowsim check --history {history} --plot trend.png --collective sendrecv_perf",
+    ]
+    assert main(["inspect", str(history)]) == 0
+    assert (f"  check 0: 2024-07-15 01:00 [build 41] {DEGRADED}: all_reduce_perf on dgx_h100, 16 ranks on 2 node(s): "
+            "2 of 2 sizes flagged (2 SHORT)") in capsys.readouterr().out.splitlines()
+    pytest.importorskip("pandas")
+    tables = read_history(history).to_pandas()
+    assert tables["checks"]["label"].tolist() == ["build 41", ""]
+    assert str(tables["checks"]["run_time"][0]) == "2024-07-15 01:00:00+00:00"
+    assert len(tables["rows"]) == 8 + 11

@@ -128,3 +128,19 @@ def test_the_two_dgx_sweep_is_the_readme_table(tmp_path, figure):
                    if columns["topology.figure"][j] == figure
                    and columns["workload.collective.0.algorithm"][j] == algorithm][i]
             assert row[first + k] == format_seconds(columns["makespan_s"][run])
+
+
+def test_the_readme_snippet_reading_a_check_history_runs(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("pandas")
+    monkeypatch.chdir(tmp_path)
+    log = str(ROOT / "data/nccl_tests/sendrecv_perf_dgx_h100_2node.txt")
+    for day in ("2024-07-15", "2024-07-16"):
+        assert cli.main(["check", log, "--system", "dgx-h100", "--min-bytes", "1G", "--history", "history.h5",
+                         "--date", day, "--force"]) == 0
+    snippet = re.search(r"```python\n(from flowsim.check import read_history\n.*?)```", README, flags=re.S)
+    assert snippet is not None
+    names: dict = {}
+    exec(snippet.group(1), names)
+    trend = names["trend"]
+    assert trend.shape == (2, 11) and [str(t.date()) for t in trend.index] == ["2024-07-15", "2024-07-16"]
+    assert trend[1 << 30].tolist() == [46.98, 46.98]

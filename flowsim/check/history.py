@@ -24,7 +24,7 @@ from flowsim.presets import system_name
 
 __all__ = [
     "AppendedCheck", "History", "PastChange", "append_checks", "append_history", "history_file", "history_plot_file",
-    "plot_history", "read_history",
+    "is_history_file", "plot_history", "read_history",
 ]
 
 #: ``format`` attribute of a history file.
@@ -505,6 +505,63 @@ class History:
     def n_checks(self) -> int:
         """Checks in the history."""
         return len(self.checks["check_id"])
+
+    def to_pandas(self) -> dict:
+        """The ``checks`` and ``rows`` tables as pandas DataFrames (needs pandas), under those
+        keys; ``checks`` with ``run_time`` and ``checked_at``, the two Unix times as UTC
+        timestamps. Rows belong to checks by ``check_id``."""
+        try:
+            import pandas as pd
+        except ImportError:
+            raise ImportError("History.to_pandas needs pandas: pip install pandas") from None
+        checks = pd.DataFrame(self.checks)
+        checks["run_time"] = pd.to_datetime(checks["run_time_unix"], unit="s", utc=True)
+        checks["checked_at"] = pd.to_datetime(checks["time_unix"], unit="s", utc=True)
+        return {"checks": checks, "rows": pd.DataFrame(self.rows)}
+
+    def describe(self, top: int = 10) -> str:
+        """A summary for ``flowsim inspect``: a line per check (the latest ``top``) with its
+        run's time and label, log, binary, system, shape and flagged sizes, then the command
+        that draws the trend."""
+        checks, rows = self.checks, self.rows
+        n = self.n_checks
+        lines = [f"{self.path}: flowsim check history, {n} check(s)"]
+        if n:
+            first, last = (datetime.datetime.fromtimestamp(float(t), datetime.UTC).strftime("%Y-%m-%d %H:%M")
+                           for t in (checks["run_time_unix"].min(), checks["run_time_unix"].max()))
+            lines[0] += f", runs of {first} to {last} UTC"
+        shown = range(max(0, n - top), n)
+        if n > top:
+            lines.append(f"the latest {top} (inspect --top N shows more):")
+        for k in shown:
+            check_id = int(checks["check_id"][k])
+            mine = rows["check_id"] == check_id
+            flags = [flag for value in rows["flag"][mine] for flag in value.split(",") if flag]
+            counts = ", ".join(f"{flags.count(name)} {name}" for name in ("SHORT", "FAST", "WRONG") if name in flags)
+            predicted = int(np.isfinite(rows["ratio"][mine]).sum())
+            verdict = f"{int(checks['n_flagged'][k])} of {predicted} sizes flagged" + (f" ({counts})" if counts else "")
+            when = datetime.datetime.fromtimestamp(float(checks["run_time_unix"][k]), datetime.UTC)
+            label = f" [{checks['label'][k]}]" if checks["label"][k] else ""
+            index, count = int(checks["run_index"][k]), int(checks["run_count"][k])
+            run = f" (run {index} of {count})" if count > 1 else ""
+            lines.append(f"  check {check_id}: {when:%Y-%m-%d %H:%M}{label} {checks['source'][k]}{run}: "
+                         f"{checks['binary'][k]} on {checks['system'][k]}, {int(checks['ranks'][k])} ranks on "
+                         f"{int(checks['nodes'][k])} node(s): {verdict}")
+        binaries = list(dict.fromkeys(checks["binary"].tolist()))
+        for binary in binaries:
+            collective = f" --collective {binary}" if len(binaries) > 1 else ""
+            lines.append(f"draw it: flowsim check --history {self.path} --plot trend.png{collective}")
+        return "\n".join(lines)
+
+
+def is_history_file(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is an HDF5 file whose root says it is a check history (False for
+    anything else, unreadable files included)."""
+    try:
+        with _h5py().File(path, "r") as f:
+            return f.attrs.get("format") == _HISTORY_FORMAT
+    except (OSError, ValueError):
+        return False
 
 
 def read_history(path: str | os.PathLike) -> History:

@@ -4,7 +4,9 @@ Prints the run's provenance, the topology, the flows, the makespan and flow comp
 the busiest links by mean utilization over the makespan, overall and per link tier group
 (NVLink, PCIe/host, InfiniBand, Ethernet), and a training step's breakdown. Given a sweep's
 results table (``flowsim sweep -o RESULTS.h5``) instead, prints its runs, their first
-``--top`` rows and the first errors.
+``--top`` rows and the first errors; given a check history (``flowsim check --history
+H.h5``), its latest ``--top`` checks (the run's time and label, log, system, shape, flagged
+sizes) and the command that draws it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from flowsim.check.history import is_history_file, read_history
 from flowsim.commands.argtypes import positive_int
 from flowsim.formatting import format_bytes, format_rate, format_seconds
 from flowsim.summary import describe
@@ -29,6 +32,9 @@ def inspect_command(args: argparse.Namespace) -> int:
     if is_results_file(args.trace):
         print(read_results(args.trace).describe(args.top, path=args.trace))
         return 0
+    if is_history_file(args.trace):
+        print(read_history(args.trace).describe(args.top))
+        return 0
     print(describe(open_trace(args.trace), args.top))
     return 0
 
@@ -38,8 +44,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser = subparsers.add_parser(
         "inspect", help="summarize a trace: topology, flows, makespan, busiest links", description=__doc__
     )
-    parser.add_argument("trace", type=Path, help="an HDF5 trace written by 'flowsim run', or a sweep's results table")
+    parser.add_argument("trace", type=Path, help="an HDF5 trace written by 'flowsim run', a sweep's results table or "
+                        "a check history ('flowsim check --history')")
     parser.add_argument("--top", type=positive_int, default=10,
-                        help="busiest links to list, or a sweep table's rows (default 10)")
+                        help="busiest links to list, a sweep table's rows or a history's latest checks (default 10)")
     parser.set_defaults(func=inspect_command)
     return parser

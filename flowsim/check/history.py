@@ -235,9 +235,11 @@ def append_checks(
     comma-separated as the report prints them, "" where OK). Every dataset is one-dimensional
     and resizable.
     Attributes: ``format`` and ``version`` (4; ``n_fast``, ``warnings`` and ``fast`` are new
-    in 2, ``root``, ``dtype`` and ``redop`` in 3, the rest after ``fast`` in 4, and an older
-    history is appended to in place, its earlier checks given 0, "", False, -1, "", "", their
-    check time, "check", and "" (0, -1 for numbers: unknown) for the rest).
+    in 2, ``root``, ``dtype`` and ``redop`` in 3, ``run_time_unix``, ``run_time_from``,
+    ``label``, ``nccl_version`` to ``log_sha256``, and the rows' ``algorithm`` to ``flag`` in
+    4; an older history is appended to in place, its earlier checks given 0, "", False, -1,
+    "", "", their check time, "check", and "" (0 for run indices, -1 for channels: unknown)
+    for the rest).
 
     ``path`` must pass :func:`history_file`. The history is appended to a copy, renamed over
     it when complete (:func:`flowsim.files.replaced_atomically`): an error, a crash or Ctrl-C

@@ -266,6 +266,7 @@ def test_the_trend_of_32_sizes_fits_its_figure_without_warnings(tmp_path):
             "ratio": np.linspace(0.8, 1.05, 32 * n_checks), "root": np.full(32 * n_checks, -1),
             "dtype": np.array(["float"] * 32 * n_checks, dtype=object),
             "redop": np.array(["sum"] * 32 * n_checks, dtype=object)}
+    rows["flagged"] = rows["ratio"] < 0.9
     history = History(str(tmp_path / "h.h5"), checks, rows)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -375,3 +376,28 @@ def test_inspect_summarises_a_check_history_and_pandas_reads_it(tmp_path, capsys
     assert tables["checks"]["label"].tolist() == ["build 41", ""]
     assert str(tables["checks"]["run_time"][0]) == "2024-07-15 01:00:00+00:00"
     assert len(tables["rows"]) == 8 + 11
+
+
+def test_the_plot_marks_flagged_points_and_says_why_it_has_nothing_to_draw(tmp_path):
+    # Flagged points were not marked; a history of no predicted size drew an empty plot with
+    # a 0-1 time axis, exit 0; an empty history file failed with HDF5's "file signature not
+    # found".
+    pytest.importorskip("matplotlib")
+    from flowsim.check import plot_history
+    from flowsim.check.history import _trend_figure
+
+    history = tmp_path / "h.h5"
+    append_history(check_nccl_log(DEGRADED, system="dgx-h100", min_bytes=1 << 30), history)
+    figure = _trend_figure(read_history(history), None, None, None, None)
+    marked = [collection for collection in figure.axes[0].collections if collection.get_offsets().shape[0]]
+    assert len(marked) == 2 and all(c.get_offsets().shape == (1, 2) for c in marked)  # 1G and 2G, both SHORT
+    unpredicted = tmp_path / "unpredicted.h5"
+    append_history(check_nccl_log(DEGRADED, system="dgx-h100", min_bytes=64 << 30), unpredicted)
+    with pytest.raises(InputError, match=r"unpredicted.h5: no size of the 1 check\(s\) of all_reduce_perf was "
+                                         r"predicted \(check --min-bytes\): nothing to draw"):
+        plot_history(unpredicted, tmp_path / "trend.png")
+    empty = tmp_path / "empty.h5"
+    empty.touch()
+    with pytest.raises(InputError, match=r"empty.h5: the history holds no checks \(an empty file\)"):
+        plot_history(empty, tmp_path / "trend.png")
+    assert not (tmp_path / "trend.png").exists()

@@ -573,6 +573,10 @@ def read_history(path: str | os.PathLike) -> History:
     if not path.is_file():
         what = f"is {file_kind(path.stat().st_mode)}, not a" if path.exists() else "no such"
         raise InputError(f"{path}: {what} check history file")
+    if path.stat().st_size == 0:
+        # An empty file takes checks (history_file), but holds none yet: not HDF5's "file
+        # signature not found".
+        raise InputError(f"{path}: the history holds no checks (an empty file)")
     try:
         with h5py.File(path, "r") as f:
             if f.attrs.get("format") != _HISTORY_FORMAT:
@@ -686,16 +690,22 @@ def _trend_figure(history: History, binary: str | None, system: str | None, node
     selected = np.isin(rows["check_id"], list(when)) & np.isfinite(rows["ratio"])
     if sizes is not None:
         selected &= np.isin(rows["size_bytes"], list(sizes))
+    if not selected.any():
+        # An empty plot with a 0-1 time axis said nothing of why.
+        asked = "" if sizes is None else " among the sizes asked for"
+        raise InputError(f"{history.path}: no size of the {int(keep.sum())} check(s) of {binary} was predicted{asked} "
+                         "(check --min-bytes): nothing to draw")
     # Each shape of cluster (nodes, ranks) in its own panel: one size's busbw on 1 and on 10
     # servers are two trends, never one line.
     shape_of = {int(c): (int(n), int(r)) for c, n, r in zip(checks["check_id"][keep], checks["nodes"][keep],
                                                             checks["ranks"][keep], strict=True)}
     shapes = sorted(set(shape_of.values()))
     lines = _history_lines(rows, selected)
-    # The legend beside the axes, a line and the two flag bounds in it, in as many columns as
-    # keep it within the figure's height; a figure too short for it had its axes collapse to
-    # nothing (matplotlib's "constrained_layout not applied" warning) and the legend cut off.
-    n_entries = len(lines) + 2
+    # The legend beside the axes (a line per size, the flagged mark and the two flag bounds),
+    # in as many columns as keep it within the figure's height; a figure too short for it had
+    # its axes collapse to nothing (matplotlib's "constrained_layout not applied" warning)
+    # and the legend cut off.
+    n_entries = len(lines) + 3
     n_columns = math.ceil(n_entries / _LEGEND_ROWS)
     height = max(1.0 + (4.0 if len(shapes) == 1 else 3.0) * len(shapes),
                  0.8 + _LEGEND_ROW_INCHES * math.ceil(n_entries / n_columns))
@@ -714,6 +724,12 @@ def _trend_figure(history: History, binary: str | None, system: str | None, node
             # Past ten lines the colours repeat, with another marker; a size keeps its own in every panel.
             (handles[label],) = ax.plot(times, rows["ratio"][these], marker="os^Dv"[i // 10 % 5], color=f"C{i % 10}",
                                         label=label)
+            # A flagged point is marked: the dashed bounds are the latest check's threshold, not
+            # necessarily the one each point was flagged by.
+            flagged = rows["flagged"][these]
+            if flagged.any():
+                handles["flagged"] = ax.scatter(times[flagged], rows["ratio"][these][flagged], marker="x", color="red",
+                                                s=60, zorder=3)
         ax.axhline(1.0, color="0.5", linewidth=1)
         handles["flag below"] = ax.axhline(1.0 - float(thresholds[-1]), color="0.25", linestyle="--", linewidth=1)
         handles["flag above"] = ax.axhline(1.0 + float(thresholds[-1]), color="0.25", linestyle=":", linewidth=1)
@@ -723,7 +739,9 @@ def _trend_figure(history: History, binary: str | None, system: str | None, node
     axes[-1].set_xlabel("run time (UTC)")
     fig.suptitle(f"{binary}: {int(keep.sum())} check(s) from {Path(history.path).name}")
     # Beside the axes, where it hides no line (a sweep's sizes fill the plot's height).
-    fig.legend(list(handles.values()), list(handles), fontsize="small", loc="outside right upper", ncols=n_columns)
+    marks = ("flagged", "flag below", "flag above")  # after the sizes, wherever a panel met them
+    order = [name for name in handles if name not in marks] + [name for name in marks if name in handles]
+    fig.legend([handles[name] for name in order], order, fontsize="small", loc="outside right upper", ncols=n_columns)
     # Dates as short as the runs' span allows (runs seconds apart read "55:05.000000" otherwise).
     locator = AutoDateLocator()
     axes[-1].xaxis.set_major_locator(locator)

@@ -401,3 +401,15 @@ def test_the_plot_marks_flagged_points_and_says_why_it_has_nothing_to_draw(tmp_p
     with pytest.raises(InputError, match=r"empty.h5: the history holds no checks \(an empty file\)"):
         plot_history(empty, tmp_path / "trend.png")
     assert not (tmp_path / "trend.png").exists()
+
+
+def test_flowsim_plot_of_a_history_says_how_to_draw_it(tmp_path, capsys):
+    # 'flowsim plot h.h5 --kind utilization' said "not a flowsim trace" of a check history.
+    from flowsim.cli import main
+
+    history = tmp_path / "h.h5"
+    append_history(check_nccl_log(SENDRECV, system="dgx-h100", min_bytes=1 << 30), history)
+    assert main(["plot", str(history), "--kind", "utilization", "-o", str(tmp_path / "u.png")]) == 2
+    assert capsys.readouterr().err == (
+        f"flowsim: error: {history}: a flowsim check history, not a trace: 'flowsim check --history {history} "
+        f"--plot {tmp_path / 'u.png'}' draws it, 'flowsim inspect {history}' lists its checks\n")

@@ -27,7 +27,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from flowsim.check.history import is_history_file
 from flowsim.commands.argtypes import positive_int
+from flowsim.errors import InputError
 from flowsim.plot import KINDS, MAX_PANELS, plot_trace
 from flowsim.trace import open_trace
 
@@ -37,6 +39,11 @@ __all__ = ["KINDS", "MAX_PANELS", "add_parser", "plot_command", "plot_trace"]
 
 def plot_command(args: argparse.Namespace) -> int:
     """Handler of ``flowsim plot``: :func:`plot_trace` of ``args.trace``; returns 0."""
+    if is_history_file(args.trace):
+        # "not a flowsim trace" said what it is not, not where its plot is drawn.
+        raise InputError(f"{args.trace}: a flowsim check history, not a trace: 'flowsim check --history "
+                         f"{args.trace} --plot {args.output}' draws it, 'flowsim inspect {args.trace}' lists its "
+                         "checks")
     path = plot_trace(open_trace(args.trace), args.kind, args.output, top=args.top, by=args.by,
                       max_flows=args.max_flows, tier=args.tier)
     print(f"{args.kind} plot -> {path}")

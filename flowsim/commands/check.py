@@ -49,12 +49,13 @@ time stamp of the log's first stamped line, else by the check's time, and named 
 ``--label``; each report then ends with where its run got slower (or faster) than the
 cluster's latest earlier run in the history, by more than the threshold, against the same
 binary, system, shape and prediction options (``slower than check 3 of 2024-07-17 at
-1-16 GiB: 427.0 against 469.0 GB/s at 16 GiB``). ``--plot`` draws the history's measured /
-predicted ratio over the runs' time (needs matplotlib), of ``--collective``, ``--system`` and
-``--nodes`` where given, a panel per shape of cluster (nodes and ranks). A run the history already holds,
+1 MiB-16 GiB: 427.0 against 469.2 GB/s at 16 GiB``). A run the history already holds,
 checked alike (the same text, system, shape, threshold and options), is not appended again
 (a warning says which check holds it) unless ``--force``. The runs of one command are
-appended together: a failure (a full disk) records none of them. Both paths are checked before the
+appended together: a failure (a full disk) records none of them. ``--plot`` draws the
+history's measured / predicted ratio over the runs' time (needs matplotlib), of
+``--collective``, ``--system`` and ``--nodes`` where given, a panel per shape of cluster
+(nodes and ranks). Both paths are checked before the
 check runs, so that a bad one fails before anything is added to the history. Exit status:
 0 when no size is flagged, 1 when some are or a run got slower than the cluster's earlier run
 in the history, 2 on bad input or a run that cannot be read.

@@ -2381,11 +2381,11 @@ def _with_info(text: str, *info: str, version: str | None = "2.30.7+cuda12.9") -
     ("2.4.8+cuda10.0", "0", {"NCCL_ALGO": "Tree"}, False),  # the caller's setting wins
 ])
 def test_nccl_24s_tree_threshold_of_0_predicts_rings(version, value, nccl_env, ring):
-    # 1 MiB on two DGX H100 without NVLS: a tree by NCCL's tuner, where NCCL 2.4 built none
-    # with NCCL_TREE_THRESHOLD=0 (v2.4.8-1 src/init.cc, src/enqueue.cc).
+    # 64 KiB on two DGX H100 without NVLS or LL128: a tree by NCCL's tuner, where NCCL 2.4
+    # built none with NCCL_TREE_THRESHOLD=0 (v2.4.8-1 src/init.cc, src/enqueue.cc).
     info = [f"NCCL version {version}", f"NCCL_TREE_THRESHOLD set by environment to {value}."]
     text = two_host_h100_log(info, busbw="20.00", time_us="100.0").replace(
-        "1073741824     268435456", "   1048576        262144")
+        "1073741824     268435456", "     65536         16384")
     report = check_nccl_log(text, system="dgx-h100", nccl_env=nccl_env)
     assert report.rows[0].algorithm == ("ring" if ring else "tree")
     said = f"NCCL_ALGO=Ring (log: NCCL_TREE_THRESHOLD={value if value == '0' else -1}, with which NCCL " \

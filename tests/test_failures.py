@@ -280,7 +280,8 @@ def test_unquoted_dotted_patterns_are_patterns():
         # What the failures cut off, named by the collective and the pair of GPUs.
         ('fail = ["n0.gpu3"]', "s.toml: workload.collective[0]: no route from 'n0.gpu2' to 'n0.gpu3': "
                                "'n0.gpu3' has no links"),
-        ('fail = ["n0.nic*"]', "s.toml: workload.collective[0]: rank 'n0.gpu0' has no NIC to leave its server"),
+        ('fail = ["n0.nic*"]', "s.toml: workload.collective[0]: rank 'n0.gpu0' has no NIC to leave its server "
+                               "through: the failures given took every NIC of its server's compute network"),
     ],
 )
 def test_bad_failure_options_are_one_line_naming_the_key(options, message):

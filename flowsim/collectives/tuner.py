@@ -1791,7 +1791,10 @@ def _nic_paths(topology: Topology, router: Router, gpus: Sequence[str],
     relays, [NCCL] src/graph/paths.cc)."""
     nics = [int(topology.node_nic[topology.node_id(g)]) for g in gpus]
     if min(nics) < 0:
-        raise InputError(f"rank {gpus[nics.index(min(nics))]!r} has no NIC to leave its server through")
+        # A server's GPUs lose their NIC only where failures (--fail, a scenario's fail) took
+        # every NIC of its compute network (flowsim.failures).
+        raise InputError(f"rank {gpus[nics.index(min(nics))]!r} has no NIC to leave its server through: "
+                         "the failures given took every NIC of its server's compute network")
     routes = router.route(list(gpus), [topology.node_names[nic] for nic in nics], method="shortest",
                           gpudirect=gpudirect)
     line_rates = {nic: max((_nccl_link_bw(topology, int(link), constants) / _port_split(topology, int(link), constants)

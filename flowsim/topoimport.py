@@ -353,8 +353,8 @@ def import_system(
     if linked:
         nvlink = nvlink or (known[0] if known else None)
         if nvlink is None:
-            raise InputError(f"the matrix shows NVLinks but a {gpu} has none flowsim knows: give its NVLink "
-                             f"generation, --nvlink GEN ({', '.join(nvlink_names())})")
+            raise InputError(f"the matrix shows NVLinks but flowsim knows no NVLink generation of the {gpu}: "
+                             f"give it, --nvlink GEN ({', '.join(nvlink_names())})")
         most = nvlink_generation(nvlink).links_per_gpu
         full = all(counts[i][j] for i in range(n) for j in range(n) if i != j)
         if full and len(set(linked)) == 1 and linked[0] * (n - 1) > most:
@@ -433,7 +433,7 @@ def import_system(
         if nic_kind not in _NIC_SPEEDS:
             raise InputError(f"unknown NIC kind {nic_kind!r}; valid ones: {', '.join(_NIC_SPEEDS)}")
         if nic_speed_gbps not in _NIC_SPEEDS[nic_kind]:
-            raise InputError(f"NIC speed {nic_speed_gbps!r} Gb/s: a {nic_kind} port runs at one of "
+            raise InputError(f"NIC speed {nic_speed_gbps!r} Gb/s: {nic_kind} ports run at one of "
                              f"{', '.join(map(str, _NIC_SPEEDS[nic_kind]))}")
         if ports * nic_speed_gbps not in _NIC_SPEEDS[nic_kind]:
             raise InputError(f"{matrix.source}: each GPU has {ports} NICs of {nic_speed_gbps} Gb/s equally near, "

@@ -236,7 +236,7 @@ def test_a_matrix_saved_by_powershell_as_utf_16_is_read(tmp_path, capsys, monkey
     ("options", "message"),
     [
         ([], "the matrix shows 8 compute NIC(s): give their speed (Gb/s)"),
-        (["--nic-speed", "300"], "NIC speed 300 Gb/s: a ib port runs at one of 100, 200, 400, 800"),
+        (["--nic-speed", "300"], "NIC speed 300 Gb/s: ib ports run at one of 100, 200, 400, 800"),
     ],
 )
 def test_the_command_asks_for_what_the_matrix_cannot_say(tmp_path, capsys, options, message):
@@ -265,7 +265,7 @@ def test_a_matrix_that_makes_no_server_is_named():
 
 
 def test_unknown_gpus_with_nvlinks_need_their_generation():
-    with pytest.raises(InputError, match="the matrix shows NVLinks but a Mystery GPU has none flowsim knows"):
+    with pytest.raises(InputError, match="the matrix shows NVLinks but flowsim knows no NVLink generation of the Mystery GPU"):
         import_system(_matrix("dgx1_v100.txt"), name="x", gpu="Mystery GPU", pcie=3, nic_speed_gbps=100)
 
 
@@ -408,7 +408,7 @@ def test_an_unknown_gpu_is_asked_for_the_options_it_needs():
     with pytest.raises(InputError, match=re.escape("give its PCIe generation, --pcie N (3, 4, 5, 6)")):
         import_system(parse_topo_matrix(A6000_PAIR), name="x", gpu="RTX A4000")
     with pytest.raises(InputError, match=re.escape(
-            "a RTX A4000 has none flowsim knows: give its NVLink generation, --nvlink GEN (nvlink1, nvlink2, nvlink3, "
+            "flowsim knows no NVLink generation of the RTX A4000: give it, --nvlink GEN (nvlink1, nvlink2, nvlink3, "
             "nvlink3_ga102, nvlink4, nvlink5)")):
         import_system(parse_topo_matrix(A6000_PAIR), name="x", gpu="RTX A4000", pcie=4)
     spec, _ = import_system(parse_topo_matrix(A6000_PAIR), name="x", gpu="RTX A4000", pcie=4, nvlink="nvlink3_ga102")

@@ -20,6 +20,8 @@ not in docs/hardware.md at all: those figures are DDR channel arithmetic, marked
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
@@ -448,29 +450,42 @@ def switch_for(technology: str) -> SwitchModel:
 # "RTX 4090" is not read as something shorter it contains.
 _GPU_SM = (
     ("RTXPRO6000", 120), ("RTX5090", 120), ("RTX5080", 120), ("RTX4090", 89), ("RTX4080", 89),
-    ("RTX6000ADA", 89), ("RTX3090", 86), ("A6000", 86), ("GB200", 100), ("GB300", 103),
+    ("RTX6000ADA", 89), ("RTX5000ADA", 89), ("RTX4500ADA", 89), ("RTX4000ADA", 89), ("RTX3090", 86),
+    ("A6000", 86), ("A5000", 86), ("A4000", 86), ("GB200", 100), ("GB300", 103),
     ("B300", 103), ("B200", 100), ("B100", 100), ("GH200", 90), ("H200", 90), ("H100", 90), ("H800", 90),
     ("H20", 90), ("L40S", 89), ("L40", 89), ("L4", 89), ("A100", 80), ("A800", 80), ("A30", 80), ("A40", 86),
     ("A10G", 86), ("A10", 86), ("V100", 70), ("P100", 60),
 )
 
 
-def _model_key(name: str) -> str:
-    """A GPU name as :func:`gpu_model_value` compares it: upper case, without "NVIDIA",
-    "GeForce", spaces and dashes (``"NVIDIA GeForce RTX 4090"`` -> ``"RTX4090"``)."""
-    return "".join(name.upper().replace("NVIDIA", "").replace("GEFORCE", "").split()).replace("-", "")
+def _model_name(name: str) -> str:
+    """A GPU name as :func:`gpu_model_value` reads it: upper case, without "NVIDIA" and
+    "GeForce" (``"NVIDIA GeForce RTX 4090"`` -> ``" RTX 4090"``)."""
+    return name.upper().replace("NVIDIA", "").replace("GEFORCE", "")
+
+
+@functools.cache
+def _piece_pattern(piece: str) -> re.Pattern[str]:
+    """``piece`` as a pattern over :func:`_model_name`: spaces and dashes allowed anywhere
+    between its characters, and a piece ending in a digit not followed by another digit (an
+    "RTX A4000" holds no A40, an "H200" no H20, an "L40S" no L4)."""
+    chars = "".join(_model_name(piece).split()).replace("-", "")
+    pattern = r"[\s-]*".join(map(re.escape, chars))
+    return re.compile(pattern + r"(?!\d)" if chars[-1:].isdigit() else pattern)
 
 
 def gpu_model_value(name: str, table: Iterable[tuple[str, _T]], default: _D) -> _T | _D:
-    """The value of the first ``(piece, value)`` of ``table`` whose piece GPU ``name`` holds,
-    both read by :func:`_model_key` (list a longer piece before a shorter one it holds);
-    ``default`` where none does.
+    """The value of the first ``(piece, value)`` of ``table`` whose piece GPU ``name`` holds
+    (:func:`_piece_pattern`: case, spaces and dashes aside, a piece ending in a digit whole;
+    list a longer piece before a shorter one it holds); ``default`` where none does.
 
     >>> gpu_model_value("NVIDIA A100-SXM4-40GB", [("A100 SXM", "sxm"), ("A100", "any")], None)
     'sxm'
+    >>> gpu_model_value("NVIDIA RTX A4000", [("A40", "A40")], None) is None
+    True
     """
-    key = _model_key(name)
-    return next((value for piece, value in table if _model_key(piece) in key), default)
+    model = _model_name(name)
+    return next((value for piece, value in table if _piece_pattern(piece).search(model)), default)
 
 
 def gpu_compute_capability(model: str) -> int:

@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass
 
 from flowsim.errors import InputError
-from flowsim.hardware import nvlink_generation, nvlink_names, nvswitch_generation
+from flowsim.hardware import gpu_model_value, nvlink_generation, nvlink_names, nvswitch_generation
 from flowsim.servers import MAX_NIC_PORTS, PcieSwitch, ServerSpec
 
 __all__ = ["GPU_MODELS", "TopoMatrix", "import_system", "parse_topo_matrix"]
@@ -222,15 +222,9 @@ def parse_topo_matrix(text: str, *, source: str = "<topo>") -> TopoMatrix:
 
 
 def _gpu_model(gpu: str) -> str | None:
-    """The :data:`GPU_MODELS` entry GPU ``gpu`` is (case, spaces and dashes aside); None if none.
-
-    An entry followed by a digit is not the model: an "RTX A4000" is no A40, an "L40S" no L4.
-    """
-    name = gpu.upper().replace("NVIDIA", "").replace("GEFORCE", "")
-    for model in sorted(GPU_MODELS, key=len, reverse=True):
-        if re.search(r"[\s-]*".join(map(re.escape, model.replace(" ", ""))) + r"(?!\d)", name):
-            return model
-    return None
+    """The :data:`GPU_MODELS` entry GPU ``gpu`` is (:func:`flowsim.hardware.gpu_model_value`,
+    longer entries first); None if none."""
+    return gpu_model_value(gpu, ((model, model) for model in sorted(GPU_MODELS, key=len, reverse=True)), None)
 
 
 def _nvlinks(matrix: TopoMatrix, gpus: list[str]) -> list[list[int]]:

@@ -397,6 +397,24 @@ def test_gpu_models_read_as_nvidia_smi_names_them():
     assert gpu_compute_capability("A10G") == 86
     assert gpu_compute_capability("Tesla V100-SXM2-32GB") == 70
     assert gpu_compute_capability("GPU") == 0
+    # CUDA GPUs page (docs/hardware.md §1.4): the RTX A4000 is 8.6 by its own row, not as an A40.
+    assert gpu_compute_capability("NVIDIA RTX A4000") == 86
+    assert gpu_compute_capability("NVIDIA RTX 4000 Ada Generation") == 89
+
+
+@pytest.mark.parametrize(("name", "piece", "holds"), [
+    ("NVIDIA RTX A4000", "A40", False), ("NVIDIA H200", "H20", False), ("NVIDIA L40S", "L4", False),
+    ("NVIDIA A100-SXM4-80GB", "A10", False), ("NVIDIA H100 80GB HBM3", "H100", True),
+    ("Tesla V100-SXM2-16GB", "V100-SXM2", True), ("NVIDIA A100-SXM4-80GB", "A100-SXM", True),
+    ("NVIDIA GeForce RTX 4090", "RTX 4090", True), ("NVIDIA H100 PCIe", "PCIe", True),
+])
+def test_a_model_piece_ending_in_a_digit_is_matched_whole(name, piece, holds):
+    # One rule for every table the GPU name is looked up in (compute capability, the default
+    # system of a log, system import's NVLink and PCIe): a piece ending in a digit is not a
+    # prefix of a longer number, whatever the table's order.
+    from flowsim.hardware import gpu_model_value
+
+    assert gpu_model_value(name, [(piece, True)], False) is holds
 
 
 # --- NVLS channels and chunks (src/transport/nvls.cc ncclNvlsTuning) -----------------------------

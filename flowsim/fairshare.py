@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+import copy
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -34,16 +35,31 @@ MAX_RATE_RATIO = 1e6
 class FairShareProblem:
     """Flows, routes and links, checked once and held as the kernel's arrays.
 
-    Build with :meth:`build`; call :meth:`solve` as often as needed (for instance with other
-    capacities through :meth:`with_capacities`) without re-checking the routes.
+    Build with :meth:`build` (which also takes routes as lists, and names for errors) or
+    construct from a :class:`~flowsim.Routes` and arrays, which are checked as
+    :func:`max_min_rates` checks them; call :meth:`solve` as often as needed (for instance
+    with other capacities through :meth:`with_capacities`) without re-checking the routes.
     """
 
     routes: Routes
-    link_flow_indptr: np.ndarray
-    link_flow_indices: np.ndarray
     capacity_Bps: np.ndarray
     weight: np.ndarray
     cap_Bps: np.ndarray
+    #: The routes' transpose (links' flows), made from ``routes``.
+    link_flow_indptr: np.ndarray = field(init=False, repr=False)
+    link_flow_indices: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.routes, Routes):
+            raise InputError(
+                f"FairShareProblem takes a flowsim.Routes, not {type(self.routes).__name__} "
+                "(FairShareProblem.build also takes lists of links)"
+            )
+        routes, capacity, weight, cap = checked_flows(self.routes, self.capacity_Bps, self.weight, self.cap_Bps)
+        link_flow_indptr, link_flow_indices = routes.transpose()
+        for name, value in (("capacity_Bps", capacity), ("weight", weight), ("cap_Bps", cap),
+                            ("link_flow_indptr", link_flow_indptr), ("link_flow_indices", link_flow_indices)):
+            object.__setattr__(self, name, value)
 
     @classmethod
     def build(
@@ -55,15 +71,13 @@ class FairShareProblem:
         *,
         link_names: Sequence[str] | None = None,
         flow_names: Sequence[str] | None = None,
-        idle: np.ndarray | None = None,
     ) -> FairShareProblem:
-        """Check routes, capacities, weights and caps (see :func:`max_min_rates` and
-        :func:`checked_flows`, which takes the same arguments) and transpose the routes."""
+        """Check routes, capacities, weights and caps as :func:`max_min_rates` does, naming
+        links and flows by ``link_names`` and ``flow_names``, and transpose the routes."""
         routes, capacity, weight, cap = checked_flows(
-            routes, capacity_Bps, weights, caps_Bps, link_names=link_names, flow_names=flow_names, idle=idle
+            routes, capacity_Bps, weights, caps_Bps, link_names=link_names, flow_names=flow_names
         )
-        link_flow_indptr, link_flow_indices = routes.transpose()
-        return cls(routes, link_flow_indptr, link_flow_indices, capacity, weight, cap)
+        return cls(routes, capacity, weight, cap)
 
     @property
     def n_flows(self) -> int:
@@ -74,14 +88,14 @@ class FairShareProblem:
         return self.routes.n_links
 
     def with_capacities(self, capacity_Bps: Sequence[float] | np.ndarray) -> FairShareProblem:
-        """The same flows over links of other capacities (checked)."""
+        """The same flows over links of other capacities (checked; the routes are not)."""
         capacity = check_capacities(capacity_Bps)
         if capacity.shape[0] != self.n_links:
             raise InputError(f"expected {self.n_links} capacities, got {capacity.shape[0]}")
         check_level_range(capacity, self.weight, self.cap_Bps, None)
-        return FairShareProblem(
-            self.routes, self.link_flow_indptr, self.link_flow_indices, capacity, self.weight, self.cap_Bps
-        )
+        problem = copy.copy(self)
+        object.__setattr__(problem, "capacity_Bps", capacity)
+        return problem
 
     def solve(self, tie_rel_tol: float = DEFAULT_TIE_REL_TOL) -> np.ndarray:
         """Rates of all flows in B/s (float64[n_flows]); ``tie_rel_tol`` (see

@@ -108,6 +108,27 @@ def test_a_tie_tolerance_outside_0_to_1_is_an_input_error(tol):
         problem.solve(tie_rel_tol=tol)
 
 
+@pytest.mark.parametrize(("capacity", "weight", "message"), [
+    ([], [1.0], "routes are over 1 links but capacity_Bps has 0"),
+    ([2.0], [1.0, 1.0], r"weights must have one value per flow \(1\)"),
+    ([-2.0], [1.0], "capacity"),
+])
+def test_a_problem_constructed_directly_is_checked(capacity, weight, message):
+    # FairShareProblem's constructor handed its arrays to the kernel unchecked: a short
+    # capacity array read past its end (a rate of 6.9e-310) and a bad transpose crashed Python.
+    routes = Routes.from_csr(np.array([0, 1]), np.array([0]), 1)
+    with pytest.raises(InputError, match=message):
+        FairShareProblem(routes, np.array(capacity), np.array(weight), np.array([math.inf]))
+
+
+def test_a_problem_constructed_directly_transposes_its_routes():
+    problem = FairShareProblem(Routes.from_csr(np.array([0, 2, 3]), np.array([0, 1, 1]), 2),
+                               np.array([1.0, 3.0]), np.array([1.0, 1.0]), np.array([math.inf, math.inf]))
+    np.testing.assert_allclose(problem.solve(), [1.0, 2.0])
+    np.testing.assert_allclose(problem.with_capacities([2.0, 3.0]).solve(), [1.5, 1.5])
+    np.testing.assert_allclose(problem.solve(), [1.0, 2.0])
+
+
 def test_empty_route_is_limited_by_its_cap_only():
     np.testing.assert_allclose(max_min_rates([[], [0]], [5.0], caps_Bps=[2.0, math.inf]), [2.0, 5.0])
 

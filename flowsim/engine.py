@@ -105,8 +105,8 @@ def simulate(
         A larger value coarsens time, trading exactness for speed where completions crowd:
         every event of a window is recorded at its own time, but the rates it changes are
         re-solved once, at the window's last event, so freed capacity stays idle and arrivals
-        wait until then (transfers stay conservative: no link above capacity, every byte
-        delivered). Measured on bursts of 10,000 and 30,000 flows on a k=16 fat-tree, 1e-2
+        wait until then (no link above capacity, every byte delivered; a flow that an
+        arrival in the window would have slowed finishes earlier than exact, others later). Measured on bursts of 10,000 and 30,000 flows on a k=16 fat-tree, 1e-2
         makes 27 and 75 times fewer updates and moves finish times by 0.2-0.3% on average,
         1.1-1.6% at most; 1e-3 by 0.03% on average, 0.15% at most.
     progress

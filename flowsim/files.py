@@ -69,6 +69,8 @@ def replaced_atomically(
         return
     if target.is_symlink():
         target = Path(os.path.realpath(target))
+    if not target.parent.is_dir():
+        raise InputError(f"{target}: the directory {str(target.parent)!r} does not exist")
     with deferred_interrupt() as interrupted:
         try:
             fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)

@@ -177,11 +177,14 @@ def test_failed_write_leaves_no_file(tmp_path, run, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_missing_directory_is_named_by_the_path_asked_for(tmp_path, run):
-    # The error named the hidden temporary file (".run.h5.x8f2k.tmp") instead.
-    with pytest.raises(FileNotFoundError) as err:
-        write_trace(tmp_path / "nodir" / "run.h5", *run)
-    assert err.value.filename == str(tmp_path / "nodir" / "run.h5")
+def test_a_missing_directory_is_named_with_the_path_asked_for(tmp_path, run):
+    # The error named the hidden temporary file (".run.h5.x8f2k.tmp"), then said "the file
+    # system there does not allow new files", as for /proc.
+    target = tmp_path / "nodir" / "run.h5"
+    message = f"{target}: the directory {str(tmp_path / 'nodir')!r} does not exist"
+    with pytest.raises(InputError, match=re.escape(message)):
+        write_trace(target, *run)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_failed_write_keeps_the_previous_trace(trace_path, run, monkeypatch):

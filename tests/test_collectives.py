@@ -768,6 +768,14 @@ def test_collective_time_on_dgx_h100_reaches_the_nvlink_rate():
     assert busbw_Bps("all_reduce", 2**30, out.time_s, 8) == pytest.approx(450 * G)
 
 
+@pytest.mark.parametrize("collective", ["all_reduce", "all_gather", "all_to_all"])
+@pytest.mark.parametrize("channels", [0, -1, 1.5, True])
+def test_a_bad_channel_count_is_named_with_the_collective(collective, channels):
+    # It named an internal function: "rotated_rings: channels must be a positive integer".
+    with pytest.raises(InputError, match=f"^{collective}: channels must be a positive integer, got {channels!r}$"):
+        collective_time(preset("dgx_h100", figure="effective"), collective, 1024, channels=channels)
+
+
 def test_small_messages_are_latency_bound_and_busbw_grows_with_size():
     topo = preset("dgx_h100", figure="effective")
     sizes = message_sizes("1K", "1G", 8)

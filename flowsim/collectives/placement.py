@@ -90,7 +90,7 @@ from flowsim.collectives.tuner import (
     version_refusal,
 )
 from flowsim.engine import DEFAULT_TIME_REL_TOL
-from flowsim.errors import InputError, check_options, keyword_options
+from flowsim.errors import InputError, check_options, keyword_options, whole_number
 from flowsim.hardware import LinkTier
 from flowsim.pipeline import RunResult, run
 from flowsim.routing import Router
@@ -631,6 +631,8 @@ def collective_workload(
         algorithm = check_algorithm(collective, algorithm)
     protocol = check_protocol(protocol)
     check_reduction(dtype, redop)  # whether or not NCCL's tuner looks at them
+    if channels is not None:
+        channels = whole_number(f"{collective}: channels", channels)
     if costs is not None and protocol not in ("simple", "auto"):
         raise InputError(f"give either costs or protocol {protocol!r}, not both")
     if costs is None and channels is not None and channels > max_channels(nccl_version):

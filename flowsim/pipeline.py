@@ -108,8 +108,22 @@ def run(
     elif router.topology is not topology:
         raise InputError("router was built for another topology")
     # Each distinct (source, destination) pair routed once (Router.route), checked there.
-    routes = router.route(workload.src, workload.dst, method=routing, seed=seed, gpudirect=gpudirect)
+    try:
+        routes = router.route(workload.src, workload.dst, method=routing, seed=seed, gpudirect=gpudirect)
+    except InputError:
+        _check_endpoints(topology, workload)
+        raise
     return RunResult(topology, workload, routes, simulate_routed(topology, workload, routes, **simulate_options))
+
+
+def _check_endpoints(topology: Topology, workload: Workload) -> None:
+    """An :class:`InputError` naming the first flow whose source or destination is no node
+    of ``topology`` (the router names only the node)."""
+    index = topology.node_index
+    for f, (src, dst) in enumerate(zip(workload.src, workload.dst)):
+        for end, node in (("source", src), ("destination", dst)):
+            if node not in index:
+                raise InputError(f"flow {workload.names[f]!r}: {end} {node!r} is no node of the topology")
 
 
 def simulate_routed(topology: Topology, workload: Workload, routes: Routes, **simulate_options) -> SimulationResult:

@@ -150,8 +150,7 @@ def _checked_csr(
         k = int(bad[0])
         f = int(np.searchsorted(indptr, k, side="right") - 1)
         raise InputError(
-            f"{item_label('flow', f, flow_names)} routes over unknown link {int(indices[k])} "
-            f"(links are 0..{n_links - 1})"
+            f"{item_label('flow', f, flow_names)} routes over unknown link {int(indices[k])} {_link_range(n_links)}"
         )
     return indptr, indices
 
@@ -228,7 +227,11 @@ def _link_id(
         )
     if not 0 <= link < n_links:
         raise InputError(
-            f"{item_label('flow', flow, flow_names)} routes over unknown link {int(link)} "
-            f"(links are 0..{n_links - 1})"
+            f"{item_label('flow', flow, flow_names)} routes over unknown link {int(link)} {_link_range(n_links)}"
         )
     return int(link)
+
+
+def _link_range(n_links: int) -> str:
+    """The link ids there are, for messages: ``(links are 0..3)``, or ``(there are no links)``."""
+    return f"(links are 0..{n_links - 1})" if n_links else "(there are no links)"

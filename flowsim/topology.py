@@ -463,16 +463,20 @@ class TopologyBuilder:
         self._server_nic_ports.append(int(nic_ports))
         return len(self._server_names) - 1
 
-    def add_node(self, name: str, kind: NodeKind, *, server: int = -1) -> int:
-        """Add a node; returns its id."""
+    def add_node(self, name: str, kind: NodeKind | str, *, server: int = -1) -> int:
+        """Add a node; returns its id. ``kind`` is a :class:`NodeKind` or its name, in any case
+        (``"gpu"``, as scenario files write it)."""
         if name in self._node_index:
             raise InputError(f"duplicate node name {name!r}")
         if not -1 <= server < len(self._server_names):
             raise InputError(f"node {name!r}: unknown server id {server}")
         try:  # checked before anything is added, so that a refused node leaves no trace
-            kind_id = int(NodeKind(kind))
-        except ValueError:
-            raise InputError(f"node {name!r}: unknown kind {kind!r}") from None
+            kind_id = int(NodeKind[kind.upper()] if isinstance(kind, str) else NodeKind(kind))
+        except (KeyError, ValueError):
+            raise InputError(
+                f"node {name!r}: unknown kind {kind!r} (a NodeKind, or one of its names: "
+                f"{', '.join(k.name.lower() for k in NodeKind)})"
+            ) from None
         self._node_index[name] = len(self._node_kind)
         self._node_kind.append(kind_id)
         self._node_server.append(int(server))

@@ -177,6 +177,19 @@ CASES = {
         lambda c, s: max_min_rates([[0], [0]], [1e9], flow_names=["a", "a"]),
         "flow names 0 and 1 are both 'a'; each flow needs its own name",
     ),
+    # Found by running the API as a new user (2026-12-07): each message named the wrong thing.
+    "a flow to no node": (
+        lambda c, s: flowsim.run(c, flowsim.Workload.build(["a", "b"], ["n0.gpu0"] * 2, ["n0.gpu1", "n9.gpu9"], [1e6] * 2)),
+        "flow 'b': destination 'n9.gpu9' is no node of the topology",
+    ),
+    "no links at all": (
+        lambda c, s: max_min_rates([[0]], []),
+        "flow 0 routes over unknown link 0 (there are no links)",
+    ),
+    "a node kind that is none": (
+        lambda c, s: flowsim.TopologyBuilder().add_node("x", "tpu"),
+        "node 'x': unknown kind 'tpu' (a NodeKind, or one of its names: gpu, cpu,",
+    ),
 }
 
 
@@ -194,3 +207,5 @@ def test_good_values_of_the_kinds_now_checked_still_pass(cluster, step):
     assert Routes.from_lists([[0]], np.int64(1)).n_links == 1
     assert flowsim.preset("dgx_h100", figure="nominal", p2p=np.bool_(False)).server_p2p.tolist() == [False]
     assert flowsim.run_training_step(cluster, step, mode="full").step_s > 0
+    # A node kind by its name, as scenario files give it.
+    assert flowsim.TopologyBuilder().add_node("x", "gpu") == 0

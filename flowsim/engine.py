@@ -106,9 +106,10 @@ def simulate(
         every event of a window is recorded at its own time, but the rates it changes are
         re-solved once, at the window's last event, so freed capacity stays idle and arrivals
         wait until then (no link above capacity, every byte delivered; a flow that an
-        arrival in the window would have slowed finishes earlier than exact, others later). Measured on bursts of 10,000 and 30,000 flows on a k=16 fat-tree, 1e-2
-        makes 27 and 75 times fewer updates and moves finish times by 0.2-0.3% on average,
-        1.1-1.6% at most; 1e-3 by 0.03% on average, 0.15% at most.
+        arrival in the window would have slowed finishes earlier than exact, others later).
+        Measured on bursts of 10,000 and 30,000 flows on a k=16 fat-tree, 1e-2 makes 27 and
+        75 times fewer updates and moves finish times by 0.2-0.3% on average, 1.1-1.6% at
+        most; 1e-3 by 0.03% on average, 0.15% at most.
     progress
         Print how far the run has got on stderr, at most twice a second, once it has run two
         seconds.

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np

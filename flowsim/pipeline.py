@@ -120,7 +120,7 @@ def _check_endpoints(topology: Topology, workload: Workload) -> None:
     """An :class:`InputError` naming the first flow whose source or destination is no node
     of ``topology`` (the router names only the node)."""
     index = topology.node_index
-    for f, (src, dst) in enumerate(zip(workload.src, workload.dst)):
+    for f, (src, dst) in enumerate(zip(workload.src, workload.dst, strict=True)):
         for end, node in (("source", src), ("destination", dst)):
             if node not in index:
                 raise InputError(f"flow {workload.names[f]!r}: {end} {node!r} is no node of the topology")

@@ -361,7 +361,11 @@ def collective_time(
     collective : str
         One of :data:`flowsim.collectives.COLLECTIVES`.
     size_bytes : float
-        ``S`` as nccl-tests counts it.
+        ``S`` as nccl-tests counts it, taken as given: the call is simulated even at 0 bytes
+        (its latencies), and not trimmed to whole elements or 16-byte parts. The rows of
+        :func:`~flowsim.collectives.sweep` (``flowsim collective``) are nccl-tests': sizes
+        trimmed as it trims them, and 0 for a call NCCL discards
+        (:func:`~flowsim.collectives.report.empty_call_runs`).
     ranks : sequence of str, optional
         GPU node names in ring order; default every GPU of ``topology`` in id order
         (for ``send``: the pair of them :func:`send_pair` picks).

@@ -776,6 +776,25 @@ def test_a_bad_channel_count_is_named_with_the_collective(collective, channels):
         collective_time(preset("dgx_h100", figure="effective"), collective, 1024, channels=channels)
 
 
+def test_user_channel_bounds_change_the_channels_not_their_share():
+    # NCCL's model bandwidth is the topology search's (graphs[a]->nChannels * bw, [NCCL]
+    # v2.30.7-1 src/graph/tuning.cc), whatever NCCL_MIN/MAX_NCHANNELS make of the communicator.
+    # One channel moved all of it (356.8 GB/s, as on 24), and a 128 KiB call on the 4 channels
+    # NCCL shrinks to took 41 us with NCCL_MIN_NCHANNELS=64 against 24.8 us without.
+    topo = preset("dgx_h100", figure="effective")
+    ring = {"NCCL_ALGO": "ring"}
+    one = sweep(topo, "all_reduce", [2**30], nccl_env={**ring, "NCCL_MAX_NCHANNELS": "1"})[0]
+    assert one.channels == 1
+    # One of the 24 channels' share of NCCL's 360 GB/s Simple ring model: 15 GB/s.
+    assert one.busbw_GBps == pytest.approx(15.0, rel=0.01)
+    small = [sweep(topo, "all_reduce", [2**17], nccl_env={**ring, **extra})[0] for extra in ({}, {"NCCL_MIN_NCHANNELS": "64"})]
+    assert small[0].channels == small[1].channels == 4
+    assert small[1].time_us == pytest.approx(small[0].time_us, rel=1e-12)
+    # On all 64 channels a large call moves what the links give, as on the communicator's 24.
+    many = sweep(topo, "all_reduce", [2**30], nccl_env={**ring, "NCCL_MIN_NCHANNELS": "64"})[0]
+    assert many.channels == 64 and many.busiest_link.startswith("gpu")
+
+
 def test_small_messages_are_latency_bound_and_busbw_grows_with_size():
     topo = preset("dgx_h100", figure="effective")
     sizes = message_sizes("1K", "1G", 8)

@@ -884,12 +884,13 @@ def collective_workload(
         if half_block is not None:
             options["split_cap_Bps"] = half_block * 1e9 * lane_channels / 2 * split_fill / chosen[1].wire_efficiency
     if capped and entry.name == "ring" and chosen[0] == "simple" and choice is not None \
-            and choice.n_channels == choice.max_channels:
+            and choice.n_channels >= choice.model_channels:
         # A Simple ring's model bandwidth is what NCCL's topology search reserved per channel
         # (its speed arrays, docs/hardware.md §7.4), not a throughput limit: on all of the
-        # communicator's channels it moves what the links give. LL, LL128 and trees keep the
-        # model's per-channel protocol limits (llMaxBw, perChMax*Bw), and a call on fewer
-        # channels its channels' share.
+        # communicator's channels (or more, NCCL_MIN_NCHANNELS) it moves what the links give.
+        # LL, LL128 and trees keep the model's per-channel protocol limits (llMaxBw,
+        # perChMax*Bw), and a call on fewer channels (a small size, NCCL_MAX_NCHANNELS) its
+        # channels' share.
         capped = False
     lane_cap = math.inf
     if capped and model_caps:

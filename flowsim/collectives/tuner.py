@@ -271,6 +271,12 @@ class NcclChoice:
         Channels (CTAs) the call runs on, after the shrink for small sizes.
     max_channels : int
         Channels the communicator has for this algorithm.
+    model_channels : int
+        The channels the model's bus bandwidth is shared over: the communicator's without
+        the user's ``NCCL_MIN/MAX_NCHANNELS`` and ``NCCL_MIN/MAX_CTAS``, which change how many
+        channels run but not the bandwidth NCCL's model gives (``graphs[a]->nChannels * bw``,
+        [NCCL] v2.30.7-1 src/graph/tuning.cc, is the topology search's); ``max_channels``
+        for NVLS.
     n_threads : int
         Threads per channel.
     model_time_us : float
@@ -312,11 +318,19 @@ class NcclChoice:
     buffers: Mapping[str, int] = field(default_factory=lambda: dict(NCCL_BUFFER_BYTES), repr=False)
     fallback: bool = False
     net_overhead_ns: int | None = None
+    model_channels: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.model_channels:
+            object.__setattr__(self, "model_channels", self.max_channels)
 
     @property
     def channel_bandwidth_Bps(self) -> float:
-        """One channel's share of the model's bus bandwidth (B/s of payload)."""
-        return self.bus_bandwidth_GBps * 1e9 / self.max_channels
+        """One channel's share of the model's bus bandwidth (B/s of payload): over
+        :attr:`model_channels`, or over the call's channels where it runs on more
+        (``NCCL_MIN_NCHANNELS``). A call on fewer channels, shrunk for its size or bounded by
+        ``NCCL_MAX_NCHANNELS``, moves their share; one on more does not exceed the model."""
+        return self.bus_bandwidth_GBps * 1e9 / max(self.model_channels, self.n_channels)
 
 
 # --- the system ----------------------------------------------------------------------------
@@ -1679,6 +1693,8 @@ def nccl_choice(
                            f"NCCL_PROTO={env.values.get('NCCL_PROTO', 'unset')})" + "".join(f"; {w}" for w in whys))
     n_bytes = int(size_bytes)
     comm_channels = _comm_channels(system, graphs, constants, env)
+    unbounded = NcclEnv({key: value for key, value in env.values.items() if key not in _CHANNEL_BOUNDS})
+    model_channels = _comm_channels(system, graphs, constants, unbounded)
     table = {key: _time_us(system, constants, collective, key[0], key[1], lat, algbw, n_bytes, comm_channels)
              for key, (lat, algbw, _) in model.items()}
     algorithm, protocol = min(table, key=lambda key: (table[key], NCCL_ALGORITHMS.index(key[0]),
@@ -1698,6 +1714,7 @@ def nccl_choice(
             if all_reduce is None or all_reduce[1] < 150:
                 nvls = dataclasses.replace(nvls, chunk_bytes=min(nvls.chunk_bytes, 32768))
         n_channels, n_threads = max_channels, max_threads
+        model_channels = max_channels
     elif algorithm == "collnet_direct":
         max_channels = comm_channels
         n_channels = _collnet_shrink(n_bytes, comm_channels, max_threads, graphs["collnet_direct"].n_channels)
@@ -1711,7 +1728,8 @@ def nccl_choice(
     return NcclChoice(algorithm, protocol, n_channels, max_channels, n_threads, table[(algorithm, protocol)], bus,
                       table, system, constants.version,
                       model_latency_us=table[(algorithm, protocol)] - bandwidth_us, nvls=nvls, buffers=env.buffers(),
-                      fallback=graphs[_graph_of(algorithm)].fallback, net_overhead_ns=env.integer("NCCL_NET_OVERHEAD"))
+                      fallback=graphs[_graph_of(algorithm)].fallback, net_overhead_ns=env.integer("NCCL_NET_OVERHEAD"),
+                      model_channels=model_channels)
 
 
 def communicator_channels(
@@ -1839,6 +1857,10 @@ def _comm_channels(system: NcclSystem, graphs: Mapping[str, NcclGraph], constant
         # < comm->nvlsChannels)" copyChannels; src/transport/nvls.cc ncclNvlsInit); 2.28.3 dropped it.
         n = max(n, nvls_tuning(system, constants, env).n_channels)
     return max(1, n)
+
+
+#: The user's bounds on the communicator's channels (:func:`_comm_channels`).
+_CHANNEL_BOUNDS = frozenset({"NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS"})
 
 
 def max_channels(version: str = DEFAULT_NCCL_VERSION) -> int:

@@ -15,6 +15,8 @@ import pytest
 
 from flowsim.catalog import find_described
 from flowsim.cli import main as flowsim
+from flowsim.collectives import collective_workload
+from flowsim.collectives.report import sweep
 from flowsim.errors import InputError
 from flowsim.fabrics import build_cluster, default_switch
 from flowsim.presets import preset, preset_names, preset_spec
@@ -72,6 +74,23 @@ def test_a_200g_roce_cluster_gets_a_400g_ethernet_switch_and_runs_at_200g():
     assert len(t.gpus()) == 32
     assert t.link_capacity_Bps[t.link_id("n3.nic1->ib.su0.rail1")] == 25 * G  # 200 Gb/s
     assert t.link_capacity_Bps[t.link_id("n0.nic0->ib.su0.rail0")] == 25 * G
+
+
+def test_a_pcie_servers_ring_relays_no_hop_through_another_gpu():
+    # The last GPU of a server's ring sends to a NIC itself: NCCL relays through the NIC's own
+    # GPU (PXN) only over NVLink ([NCCL] v2.30.7-1 src/graph/paths.cc). flowsim relayed it over
+    # PCIe, so GPUs 0 and 4 sent 1.5 times what the others did, and the 8 GiB ring ran at
+    # 16.0 GB/s instead of its GPUs' PCIe rate.
+    system = load_system(L40S)
+    t = build_cluster(system.spec, 2, figure="effective", fabric=system.cluster["fabric"])
+    w = collective_workload(t, "all_reduce", 2**30, algorithm="ring", protocol="simple").workload
+    sent = {gpu: 0.0 for gpu in (t.node_names[g] for g in t.gpus())}
+    for src, size in zip(w.src, w.size_bytes, strict=True):
+        sent[src] += size
+    assert max(sent.values()) == pytest.approx(min(sent.values()), rel=1e-9)
+    row = sweep(t, "all_reduce", [2**30], algorithm="ring", protocol="simple")[0]
+    assert row.busiest_link == "n0.gpu0->n0.pcie0"  # at the GPU's 24 GB/s (Gen4, NCCL's figure)
+    assert row.busbw_GBps == pytest.approx(24.0, rel=0.01)
 
 
 @pytest.mark.parametrize("name", preset_names())

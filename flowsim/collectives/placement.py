@@ -206,6 +206,17 @@ def _intra_hardware(topology: Topology, ranks: Sequence[str]) -> str:
     return "nvlink"
 
 
+def _nvswitched(topology: Topology, ranks: Sequence[str]) -> bool:
+    """Whether every rank links to an NVSwitch, so that any GPU of its server is one NVLink
+    path away (not so on PCIe, nor between the pairs of an NVLink bridge)."""
+    for rank in ranks:
+        links = topology.links_from(rank)
+        scale_up = links[topology.link_tier[links] == LinkTier.SCALE_UP]
+        if not np.any(topology.node_kind[topology.link_dst[scale_up]] == NodeKind.NVSWITCH):
+            return False
+    return True
+
+
 def _step_latency_us(topology: Topology, ranks: Sequence[str]) -> float:
     """The latency (us) each step between ``ranks``' servers pays on top of NCCL's own figure:
     the largest of their servers' :attr:`~flowsim.topology.Topology.server_step_latency_s`
@@ -753,8 +764,11 @@ def collective_workload(
             # the GPUs in index order would step between GPUs with no NVLink, through the CPUs.
             options["chains"] = mesh
     if "rails" in entry.options and len(set(topology_servers.values())) > 1 \
-            and not _mesh_orders(topology, ranks, topology_servers):
-        # NCCL's rings leave a server through the NIC they came in by (docs/hardware.md §7.4).
+            and _nvswitched(topology, ranks) and not _mesh_orders(topology, ranks, topology_servers):
+        # NCCL's rings leave a server through the NIC they came in by (docs/hardware.md §7.4),
+        # the last GPU handing its data to that NIC's own GPU over NVLink (PXN). Without
+        # NVLink it sends to a NIC itself: PXN needs the relaying GPU an NVLink path away
+        # ([NCCL] v2.30.7-1 src/graph/paths.cc, ``paths[GPU][g].type <= PATH_NVL``).
         options["rails"] = _rails(topology, ranks, topology_servers)
     nvlink = ""
     if "switch" in entry.options:

@@ -1233,7 +1233,9 @@ def load_scenario(
     """Load a scenario file; flow lists are found relative to it. ``progress``: as
     :func:`scenario_from_document`. ``system`` (a preset, a shipped system or a system file,
     relative to the working directory) replaces the ``cluster`` of the scenario's
-    ``[topology]``, its other keys (``n_nodes``, ``fabric``, ``system`` overrides, ...) kept.
+    ``[topology]``, its other keys (``n_nodes``, ``fabric``, ``system`` overrides, ...) kept,
+    and the node count its system file's ``[cluster]`` gave it too (the workload was written
+    for those servers).
 
     Raises
     ------
@@ -1262,6 +1264,18 @@ def load_scenario(
         raise InputError(
             f"--system {system!r}{did_you_mean(system)}: expected {systems_expected()}"
         )
+    where = Where(str(path))
+    if "n_nodes" not in topology and _names_system(topology["cluster"]):
+        # The node count the scenario ran with came from its system file's [cluster]: the
+        # workload was written for it (its flows name n1.gpu0, ...), so it stays.
+        try:
+            replaced = load_system(system_path(topology["cluster"], path.parent), overrides=topology.get("system", {}))
+        except InputError as err:
+            raise where.error("topology.cluster", str(err)) from None
+        topology["n_nodes"] = replaced.cluster.get("n_nodes", 1)
+    if "system" in topology and not is_system_file(system) and not is_shipped_system(system):
+        raise InputError(f"{path}: --system {system!r} is a preset, which takes no [topology] system overrides "
+                         "(the scenario has them); give a system file")
     topology["cluster"] = str(Path(system).resolve()) if is_system_file(system) else system_name(system)
     return scenario_from_document(doc, text=text, source=str(path), base_dir=path.parent, progress=progress)
 

@@ -600,6 +600,23 @@ def test_rates_runs_a_scenarios_flows_on_another_system(tmp_path, capsys):
     assert "--system replaces a [topology] cluster" in capsys.readouterr().err
 
 
+def test_rates_on_another_system_keeps_the_node_count_a_system_file_gave(tmp_path, capsys):
+    # The L40S file's [cluster] has 4 servers and the scenario writes none: on another system
+    # it ran on that system's own count (aws-p5: one server, where the flow's n3.gpu0 is not),
+    # and on a preset failed asking for topology.n_nodes, a key the user never wrote.
+    (tmp_path / "one.csv").write_text("name,src,dst,size_bytes\nf,n0.gpu0,n3.gpu0,1e9\n")
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(f'[topology]\ncluster = "{L40S}"\nfigure = "nominal"\n[workload]\nflows = "one.csv"\n')
+    for system, rate in (("aws-p4d", "12.50 GB/s"), ("dgx-h100", "50.00 GB/s")):
+        assert flowsim(["rates", str(scenario), "--system", system]) == 0, capsys.readouterr().err
+        assert f"total {rate}, min flow {rate}" in capsys.readouterr().out
+    overlaid = tmp_path / "o.toml"
+    overlaid.write_text(scenario.read_text().replace("[workload]", "system = { server = { gpus = 8 } }\n[workload]"))
+    assert flowsim(["rates", str(overlaid), "--system", "dgx-h100"]) == 2
+    assert capsys.readouterr().err == (f"flowsim: error: {overlaid}: --system 'dgx-h100' is a preset, which takes no "
+                                       "[topology] system overrides (the scenario has them); give a system file\n")
+
+
 def test_a_system_files_nccl_environment_runs_under_the_callers(tmp_path, capsys):
     # Two DGX H100 whose software sets NCCL_ALGO=Ring: NCCL's tuner runs the ring there (it
     # takes NVLSTree at 1 GiB without), and --nccl-env wins where both name the variable.

@@ -617,8 +617,11 @@ def _check_servers(where: Where, servers: object, key: str) -> None:
 
 def _check_nccl_env(where: Where, env: object, key: str) -> None:
     """``nccl_env``: a table of NCCL_* variable = string value, as in NCCL's environment."""
-    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+    if not isinstance(env, dict):
         raise where.error(key, f"expected a table of NCCL_NAME = \"value\" (strings), got {show(env)}")
+    for name, value in env.items():
+        if not isinstance(value, str):
+            raise where.error(f"{key}.{name}", f"expected a string (\"{value}\"), got {show(value)}")
     bad = [k for k in env if not k.startswith("NCCL_")]
     if bad:
         raise where.error(f"{key}.{bad[0]}", "is not an NCCL_ variable")
@@ -756,17 +759,17 @@ def _shaped(where: Where, table: Mapping, key: str, gpu: str | None) -> dict[str
             raise where.error(join(key, "gpu"), str(err)) from None
     if "mfu" not in table:
         raise where.error(join(key, "mfu"), "missing; the fraction of the GPU's peak the compute reaches, in (0, 1]")
+    # Read (and so checked, each naming its key) before step_shape, whose own errors this
+    # function names by the table.
+    mfu = where.number(table, "mfu", key)
+    tp, ep, cp = (where.integer(table, name, key, 1) if name in table else 1 for name in ("tp", "ep", "cp"))
+    micro_batch = where.integer(table, "micro_batch", key, 1) if "micro_batch" in table else 1
+    seq_len = where.integer(table, "seq_len", key, 1) if "seq_len" in table else None
+    dtype_bytes = where.number(table, "dtype_bytes", key, 2.0)
+    sequence_parallel = where.boolean(table, "sequence_parallel", key, False)
     try:
-        shape = step_shape(
-            model, peak_flops=peak, mfu=where.number(table, "mfu", key),
-            tp=where.integer(table, "tp", key, 1) if "tp" in table else 1,
-            ep=where.integer(table, "ep", key, 1) if "ep" in table else 1,
-            micro_batch=where.integer(table, "micro_batch", key, 1) if "micro_batch" in table else 1,
-            seq_len=where.integer(table, "seq_len", key, 1) if "seq_len" in table else None,
-            dtype_bytes=where.number(table, "dtype_bytes", key, 2.0),
-            sequence_parallel=where.boolean(table, "sequence_parallel", key, False),
-            cp=where.integer(table, "cp", key, 1) if "cp" in table else 1,
-        )
+        shape = step_shape(model, peak_flops=peak, mfu=mfu, tp=tp, ep=ep, micro_batch=micro_batch, seq_len=seq_len,
+                           dtype_bytes=dtype_bytes, sequence_parallel=sequence_parallel, cp=cp)
     except InputError as err:
         raise where.error(key, str(err)) from None
     return {"layers": model.layers, **shape.as_arguments()}
@@ -898,15 +901,26 @@ def _workload(
     step = None
     files: tuple[Path, ...] = ()
     if "flows" in table:
-        flows = base / where.string(table, "flows", "workload")
+        name = where.string(table, "flows", "workload")
+        if not name.strip():
+            raise where.error("workload.flows", f"expected the flow list's file name, got {show(name)}")
+        flows = base / name
         if not flows.exists():  # one that is not a regular file is named by read_flow_csv
             raise where.error("workload.flows", f"no such flow list {str(flows)!r}")
         parts.append(read_flow_csv(flows, topology))
         files = (flows,)
     if "collective" in table:
+        first_names: dict[str, int] = {}  # each collective's first flow name: which one it was
         for i, collective in enumerate(where.tables(table["collective"], "workload.collective")):
             note(f"building workload.collective[{i}]")
-            parts.append(_collective(where, topology, collective, f"workload.collective[{i}]", gpudirect))
+            part = _collective(where, topology, collective, f"workload.collective[{i}]", gpudirect)
+            if len(part):
+                same = first_names.setdefault(part.names[0], i)
+                if same != i:
+                    raise where.error(f"workload.collective[{i}]",
+                                      f"its flows are named as workload.collective[{same}]'s ({part.names[0]!r}, "
+                                      "...); give one of them a name (a prefix for its flow names)")
+            parts.append(part)
     if "training" in table:
         note("building workload.training")
         step = _training(

@@ -25,6 +25,8 @@ class Where:
         return value
 
     def tables(self, value: object, key: str) -> list[dict]:
+        if value is None:
+            raise self.error(key, f"missing; expected a non-empty array of tables ([[{key}]])")
         if not isinstance(value, list) or not value:
             raise self.error(key, f"expected a non-empty array of tables ([[{key}]]), got {show(value)}")
         return [self.table(item, f"{key}[{i}]") for i, item in enumerate(value)]

@@ -241,6 +241,20 @@ BAD_SCENARIOS = [
     (TWO_GPUS + '[workload]\nflows = "flows.csv"\n[options]\ntime_rel_tol = "fine"\n', "options.time_rel_tol",
      "expected a number"),
     (TWO_GPUS + '[workload]\nflows = "flows.csv"\n[scenario]\nname = 3\n', "scenario.name", "expected a string"),
+    # Found by using scenario files as a new user would (2026-12-07): messages that named a
+    # Python type, a directory for an empty name, or nothing of which variable was wrong.
+    ('[topology]\nnodes = [{name = "a", kind = "gpu"}]\n', "topology.links",
+     "missing; expected a non-empty array of tables ([[topology.links]])"),
+    (TWO_GPUS + '[workload]\nflows = ""\n', "workload.flows", "expected the flow list's file name, got a string ''"),
+    ('[topology]\ncluster = "dgx_h100"\nfigure = "nominal"\nn_nodes = 1\n[[workload.collective]]\n'
+     'op = "all_reduce"\nsize_bytes = 1024\nnccl_env = {NCCL_ALGO = "Ring", NCCL_MAX_NCHANNELS = 8}\n',
+     "workload.collective[0].nccl_env.NCCL_MAX_NCHANNELS", 'expected a string ("8"), got an integer 8'),
+    ('[topology]\ncluster = "dgx_h100"\nfigure = "nominal"\nn_nodes = 1\n[[workload.collective]]\n'
+     'op = "all_reduce"\nsize_bytes = 1024\n[[workload.collective]]\nop = "all_reduce"\nsize_bytes = 1024\n',
+     "workload.collective[1]", "its flows are named as workload.collective[0]'s ("),
+    ('[topology]\ncluster = "dgx_h100"\nfigure = "nominal"\nn_nodes = 2\n[workload.training]\nmodel = "llama3_8b"\n'
+     'mfu = 0.4\ntp = 8\npp = 2\nsequence_parallel = 1\n', "workload.training.sequence_parallel",
+     "expected true or false, got an integer 1"),
 ]
 
 

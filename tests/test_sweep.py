@@ -232,6 +232,16 @@ def test_unknown_metric_names_the_valid_ones(tmp_path):
          '"options.routing" = ["ecmp"]\n', "sweep.zip", "equal lengths, got options.seed: 2, options.routing: 1"),
         ('[sweep]\nscenario = "base.toml"\nmetrics = ["makespan_s"]\n[sweep.grid]\n"options.seed" = [1]\n'
          '[sweep.zip]\n"options.seed" = [2]\n', "sweep.zip.options.seed", "more than one of grid, zip and random"),
+        # One path spelled twice in an axis kept the last spelling's values only; a path and one
+        # inside it showed in the table values that were not run.
+        ('[sweep]\nscenario = "base.toml"\nmetrics = ["makespan_s"]\n[sweep.grid]\n"options.seed" = [1, 2]\n'
+         'options.seed = [3]\n', "sweep.grid.options.seed", "given twice in sweep.grid (a quoted key and a dotted"),
+        ('[sweep]\nscenario = "base.toml"\nmetrics = ["makespan_s"]\n[sweep.zip]\n'
+         '"workload.collective.00.size_bytes" = [1]\n"workload.collective.0.size_bytes" = [2]\n',
+         "sweep.zip.workload.collective.0.size_bytes", "sweeps what sweep.zip.workload.collective.00.size_bytes sweeps"),
+        ('[sweep]\nscenario = "base.toml"\nmetrics = ["makespan_s"]\n[sweep.grid]\n"options.degrade" = [{}]\n'
+         '[sweep.zip]\n"options.degrade.n0.nic3" = [0.25]\n', "sweep.zip.options.degrade.n0.nic3",
+         "sweeps what sweep.grid.options.degrade sweeps (one lies in the other)"),
         ('[sweep]\nscenario = "base.toml"\nmetrics = ["makespan_s"]\n[sweep.random]\nsamples = 0\nseed = 1\n'
          '"options.seed" = {int_uniform = [0, 3]}\n', "sweep.random.samples", "expected an integer >= 1, got an integer 0"),
         ('[sweep]\nscenario = "base.toml"\nmetrics = ["makespan_s"]\n[sweep.random]\nseed = -1\n'

@@ -152,18 +152,44 @@ def _flatten(where: Where, table: Mapping, prefix: str, key: str, is_leaf: Calla
              expected: str) -> dict:
     """Dotted path -> leaf value of a (possibly nested) axis table; a value that is neither a
     leaf nor a table is reported as not being ``expected``."""
-    out = {}
+    out: dict[str, object] = {}
     for name, value in table.items():
         path = f"{prefix}.{name}" if prefix else name
         _check_storable(where, f"{key}.{path}", name, "the name")
         if is_leaf(value):
             _check_storable(where, f"{key}.{path}", value, "the value")
+            _check_new_path(where, key, path, out)
             out[path] = value
         elif isinstance(value, dict):
-            out.update(_flatten(where, value, path, key, is_leaf, expected))
+            for inner, leaf in _flatten(where, value, path, key, is_leaf, expected).items():
+                _check_new_path(where, key, inner, out)
+                out[inner] = leaf
         else:
             raise where.error(f"{key}.{path}", f"expected {expected}, got {value!r}")
     return out
+
+
+def _path_parts(path: str) -> tuple[str, ...]:
+    """A swept path's parts as the scenario reads them: an index as its number (``00`` is 0)."""
+    return tuple(str(int(part)) if part.isdigit() else part for part in path.split("."))
+
+
+def _overlap(a: str, b: str) -> bool:
+    """Whether paths ``a`` and ``b`` name the same value, or one lies inside the other."""
+    x, y = _path_parts(a), _path_parts(b)
+    return x[: len(y)] == y or y[: len(x)] == x
+
+
+def _check_new_path(where: Where, key: str, path: str, paths: Mapping[str, object]) -> None:
+    """Raise an :class:`InputError` naming ``path`` if it names a value that a path already in
+    ``paths`` (the same axis, ``key``) names, or holds, or lies in: TOML's quoted and dotted
+    keys spell one path two ways, and one of the two would be dropped."""
+    other = next((p for p in paths if _overlap(p, path)), None)
+    if other == path:
+        raise where.error(f"{key}.{path}", f"given twice in {key} (a quoted key and a dotted one spell the same "
+                          "path); give it once")
+    if other is not None:
+        raise where.error(f"{key}.{path}", f"sweeps what {key}.{other} sweeps; give each value once")
 
 
 def _check_storable(where: Where, key: str, value: object, what: str) -> None:
@@ -474,6 +500,14 @@ def parse_sweep(text: str, *, source: str = "<string>", base_dir: str | os.PathL
     if len(keys) != len(grid) + len(zipped) + len(random_paths):
         twice = next(p for p in keys if sum(p in axis for axis in (grid, zipped, random_paths)) > 1)
         raise where.error(keys[twice], "this path is swept by more than one of grid, zip and random")
+    axes = [(kind, list(paths)) for kind, paths in (("grid", grid), ("zip", zipped), ("random", random_paths))]
+    for i, (kind, paths) in enumerate(axes):
+        for other_kind, others in axes[i + 1:]:
+            clash = next(((p, q) for p in paths for q in others if _overlap(p, q)), None)
+            if clash is not None:
+                raise where.error(f"sweep.{other_kind}.{clash[1]}",
+                                  f"sweeps what sweep.{kind}.{clash[0]} sweeps (one lies in the other); give each "
+                                  "value in one axis")
     if not keys:
         raise where.error("sweep", "expected at least one axis: [sweep.grid], [sweep.zip] or [sweep.random]")
     n_zip = len(next(iter(zipped.values()))) if zipped else 1

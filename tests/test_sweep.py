@@ -1283,3 +1283,24 @@ def test_the_ten_thousand_run_example_expands_to_distinct_runs():
     sizes = sorted({run.params["workload.collective.0.size_bytes"] for run in sweep.runs})
     assert (sizes[0], sizes[-1]) == (8, 16 << 30)
     assert np.allclose(np.diff(np.log2(sizes)), 0.25, atol=0.2)  # four to each factor of two
+
+
+def _worker_sigint() -> tuple[bool, object]:
+    """In a pool worker: whether SIGINT is held back, and how it is handled."""
+    return signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, []), signal.getsignal(signal.SIGINT)
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="POSIX signal masks")
+def test_pool_workers_start_with_ctrl_c_held_and_then_ignore_it():
+    # A Ctrl-C shortly after a sweep started reached workers still importing flowsim, which
+    # printed their tracebacks. Workers are started with SIGINT held; once set up they ignore
+    # it and no longer hold it. The sweep's own mask is as it was.
+    from flowsim.sweep import executors
+
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    with executors._pool(1) as pool:
+        with executors._sigint_held():
+            assert signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+            future = pool.submit(_worker_sigint)
+        assert future.result(timeout=120) == (False, signal.SIG_IGN)
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before

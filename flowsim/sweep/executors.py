@@ -99,7 +99,8 @@ def _on_one_pool(
         def submit(batch: list[RunTask]) -> concurrent.futures.Future:
             if not lost:
                 try:
-                    return pool.submit(work, batch)
+                    with _sigint_held():  # a submit may start a worker
+                        return pool.submit(work, batch)
                 except BrokenProcessPool:
                     pass
             later.append(batch)
@@ -123,7 +124,9 @@ def _one_at_a_time(runner: Runner, tasks: list[RunTask]) -> Iterator[list[RunRec
         with _pool(1) as pool:
             for task in itertools.chain([first], remaining):
                 try:
-                    yield pool.submit(_execute_batch, runner, [task]).result()
+                    with _sigint_held():  # a submit may start the worker
+                        future = pool.submit(_execute_batch, runner, [task])
+                    yield future.result()
                 except BrokenProcessPool:
                     yield [_died(task)]
                     break
@@ -165,6 +168,21 @@ def _done(result: object) -> concurrent.futures.Future:
     return future
 
 
+@contextlib.contextmanager
+def _sigint_held() -> Iterator[None]:
+    """Hold Ctrl-C back from this thread while it starts worker processes, which inherit the
+    hold: a worker interrupted while Python starts, before :func:`_start_worker` ignores
+    SIGINT, printed its traceback. The sweep gets the signal when the hold ends."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
 def _start_worker(parent: int) -> None:
     """Set up a pool worker: it ignores Ctrl-C and dies with the sweep process ``parent``.
 
@@ -183,6 +201,8 @@ def _start_worker(parent: int) -> None:
     thread ends the worker once its parent is gone (it is given another one).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):  # started with SIGINT held (_sigint_held): ignored now
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)

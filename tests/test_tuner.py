@@ -198,6 +198,11 @@ def test_nccl_environment_steers_the_choice(h100, two_h100):
         ("allreduce:tree;broadcast:ring", "broadcast", {"ring"}),
         ("ring;allreduce:nvls", "all_gather", {"ring"}),
         ("NVLSTree,Ring", "all_reduce", {"nvls_tree", "ring"}),
+        # strtok_r skips empty pieces (v2.30.7-1 src/graph/tuning.cc parseList): these were refused.
+        ("ring;", "all_reduce", {"ring"}),
+        ("ring,,tree", "all_reduce", {"ring", "tree"}),
+        ("allreduce::tree", "all_reduce", {"tree"}),
+        ("", "all_reduce", {"ring", "tree", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat"}),
     ],
 )
 def test_nccl_algo_follows_nccls_list_syntax(value, collective, enabled):
@@ -209,6 +214,8 @@ def test_nccl_algo_follows_nccls_list_syntax(value, collective, enabled):
     [
         ({"NCCL_ALGO": "ring,bogus"}, "unknown name 'bogus'"),
         ({"NCCL_ALGO": "ring;tree"}, "every entry but the first needs a function prefix"),
+        ({"NCCL_ALGO": ";ring"}, "every entry but the first needs a function prefix"),  # NCCL's fullToken != fullStr
+        ({"NCCL_ALGO": "::"}, "the entry '::' names neither a function nor an algorithm"),
         ({"NCCL_ALGO": "allgatherv:ring"}, "unknown function 'allgatherv'"),
         ({"CUDA_VISIBLE_DEVICES": "0"}, "'CUDA_VISIBLE_DEVICES' is not an NCCL_ variable"),
         ({"NCCL_MAX_NCHANNELS": "many"}, "NCCL_MAX_NCHANNELS='many' is not an integer"),

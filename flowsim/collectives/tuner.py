@@ -970,25 +970,35 @@ _OLD_PATH_LEVELS = ("LOC", "PIX", "PXB", "PHB", "SYS", "SYS")
 
 
 def _parse_list(value: str, names: Mapping[str, str], key: str, collective: str) -> set[str]:
-    """NCCL's ``parseList`` ([NCCL] src/graph/tuning.cc) for one collective: the enabled names.
+    """NCCL's ``parseList`` ([NCCL] v2.30.7-1 src/graph/tuning.cc) for one collective: the
+    enabled names.
 
     ``"ring,tree"`` enables those; ``"^ll"`` everything but; ``"allreduce:tree;broadcast:ring"``
-    per function, the first entry optionally without a prefix for every function.
+    per function, the first entry optionally without a prefix for every function. As NCCL
+    splits with ``strtok_r``, empty pieces are skipped: ``"simple;"`` is ``"simple"``, and an
+    empty value leaves every name enabled.
     """
     enabled = set(names.values())
     for position, entry in enumerate(value.split(";")):
-        prefix, colon, elements = entry.partition(":")
-        if not colon:
-            prefix, elements = "", entry
-            if position:
+        parts = [part for part in entry.split(":") if part]
+        if not entry:
+            continue
+        if not parts:
+            raise InputError(f"{key}={value!r}: the entry {entry!r} names neither a function nor an algorithm")
+        if len(parts) == 1:
+            prefix, elements = "", parts[0]
+            if position:  # NCCL: only a first entry that starts the value may go without one
                 raise InputError(f"{key}={value!r}: every entry but the first needs a function prefix")
-        elif prefix.lower() not in _FUNCTION_NAMES:
-            raise InputError(f"{key}={value!r}: unknown function {prefix!r}; valid ones: {', '.join(_FUNCTION_NAMES)}")
+        else:
+            prefix, elements = parts[0], parts[1]
+            if prefix.lower() not in _FUNCTION_NAMES:
+                raise InputError(f"{key}={value!r}: unknown function {prefix!r}; valid ones: "
+                                 f"{', '.join(_FUNCTION_NAMES)}")
         if prefix and _FUNCTION_NAMES[prefix.lower()] != collective:
             continue
         negate = elements.startswith("^")
         listed = set()
-        for element in elements.lstrip("^").split(","):
+        for element in (e for e in elements[negate:].split(",") if e):
             if element.lower() not in names:
                 raise InputError(f"{key}={value!r}: unknown name {element!r}; valid ones: {', '.join(names)}")
             listed.add(names[element.lower()])

@@ -679,3 +679,13 @@ def test_fabric_options_without_a_compute_fabric_are_said_to_have_no_effect(caps
     assert flowsim([*argv, "--fabric", "rail_optimized", "--oversubscription", "2"]) == 0
     captured = capsys.readouterr()
     assert "note" not in captured.err and "rail_optimized fabric" in captured.out
+
+
+def test_no_fabric_between_servers_is_said_to_leave_them_the_front_end(capsys):
+    # Two servers with --fabric none ran their all-reduce over the front-end Ethernet, NCCL's
+    # choice worked out on the compute NICs, and nothing said so.
+    assert flowsim(["collective", "all_reduce", "--system", "dgx-h100", "--nodes", "2", "-b", "1M", "-e", "1M",
+                    "--fabric", "none"]) == 0
+    assert capsys.readouterr().err.splitlines() == [
+        "flowsim: note: --fabric none joins the 2 servers by their front-end Ethernet only: traffic between them "
+        "takes it, while NCCL's choice is worked out as if their compute NICs carried it"]

@@ -237,6 +237,10 @@ def run_collective(args: argparse.Namespace) -> int:
             if value is not None:
                 shown = f"{value:g}" if isinstance(value, float) else value
                 print(f"flowsim: note: {option} {shown} has no effect: {why}", file=sys.stderr)
+        if nodes > 1:
+            print(f"flowsim: note: --fabric none joins the {nodes} servers by their front-end Ethernet only: traffic "
+                  "between them takes it, while NCCL's choice is worked out as if their compute NICs carried it",
+                  file=sys.stderr)
     intact = build_cluster(server, figure=args.figure, **cluster)
     topology = failed_cluster(intact, args)
     failures = describe_changes(intact, topology)

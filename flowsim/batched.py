@@ -346,7 +346,7 @@ def _cuda_unavailable_reason() -> str | None:
     if not _cuda_device_found():
         return (
             "backend 'cuda': numba-cuda is installed but found no CUDA GPU (no device, or no "
-            "NVIDIA driver); use backend='cpu' or 'auto'"
+            "NVIDIA driver); use the cpu or auto backend"
         )
     return None
 

@@ -35,7 +35,8 @@ class FlowTimes:
         return self.finish_s - self.ready_s
 
     def fct_percentiles(self, q: tuple[float, ...] = (50.0, 90.0, 99.0, 99.9)) -> dict[float, float]:
-        """Flow-completion-time percentiles (s), NaN when there are no flows."""
+        """Flow-completion-time percentiles (s) over every flow, zero-byte ones (markers,
+        compute steps) included; NaN when there are no flows."""
         if not self.n_flows:
             return {p: float("nan") for p in q}
         return dict(zip(q, np.percentile(self.fct_s, q).tolist(), strict=True))

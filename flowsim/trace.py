@@ -89,7 +89,9 @@ string datasets carry a digest instead, see ``/``). A *CSR pair*
     Counts (int64): ``n_flows``, ``n_links``, ``n_events``, ``n_rate_updates``,
     ``n_rates_resolved``, ``n_rates_changed``. Figures (float64): ``makespan_s``,
     ``fct_p50_s``, ``fct_p90_s``, ``fct_p99_s``, ``fct_p99.9_s`` (flow completion time,
-    finish minus ready), ``max_link_utilization``, ``total_link_bytes``.
+    finish minus ready, over every flow: zero-byte ones, such as a collective's or a training
+    step's markers and compute steps, included), ``max_link_utilization``,
+    ``total_link_bytes``.
 
 Reliability
 -----------

@@ -432,7 +432,9 @@ def test_collective_and_training_ranks_must_be_gpus(tmp_path, fake_collectives):
 
 
 def test_two_collectives_with_the_same_flow_names_need_a_name(tmp_path, fake_collectives):
-    with pytest.raises(InputError, match=r"s\.toml: workload: flow name 'all_to_all\.a\.b' is used twice"):
+    with pytest.raises(InputError, match=r"s\.toml: workload\.collective\[1\]: its flows are named as "
+                                         r"workload\.collective\[0\]'s \('all_to_all\.a\.b', \.\.\.\); give one of "
+                                         r"them a name"):
         load_scenario(_scenario(tmp_path, COLLECTIVE + COLLECTIVE.split("[workload]\n")[1]))
 
 

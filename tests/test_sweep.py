@@ -1304,3 +1304,19 @@ def test_pool_workers_start_with_ctrl_c_held_and_then_ignore_it():
             future = pool.submit(_worker_sigint)
         assert future.result(timeout=120) == (False, signal.SIG_IGN)
     assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before
+
+
+def test_processes_started_while_ctrl_c_is_ignored_ignore_it_from_their_start():
+    # Dask starts its workers from threads of its own, which a held signal does not reach:
+    # they are started while the sweep ignores Ctrl-C, which they keep, so that a Ctrl-C does
+    # not print their tracebacks. The sweep's handler is back afterwards.
+    import multiprocessing
+
+    from flowsim.sweep import executors
+
+    handler = signal.getsignal(signal.SIGINT)
+    with executors._sigint_ignored():
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        with multiprocessing.get_context("spawn").Pool(1) as pool:
+            assert pool.apply(_worker_sigint)[1] is signal.SIG_IGN
+    assert signal.getsignal(signal.SIGINT) is handler

@@ -9,6 +9,7 @@ import contextlib
 import ctypes
 import functools
 import itertools
+import logging
 import math
 import multiprocessing
 import os
@@ -183,6 +184,21 @@ def _sigint_held() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """Ignore Ctrl-C in this process while processes are started that inherit it (an ignored
+    signal stays ignored across exec, and Python then installs no handler of its own); from
+    the main thread only, where Python handles signals."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, handler)
+
+
 def _start_worker(parent: int) -> None:
     """Set up a pool worker: it ignores Ctrl-C and dies with the sweep process ``parent``.
 
@@ -238,9 +254,19 @@ def dask_engine(address: str, workers: int) -> Iterator[Engine]:
         cluster = None
         if address == "local":
             # Any free port for the HTTP server the scheduler always starts: 8787 may be taken.
-            cluster = resources.enter_context(distributed.LocalCluster(
-                n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0"
-            ))
+            # Its workers are started while this process ignores Ctrl-C, which they inherit
+            # (Dask starts them from threads of its own, so a held signal is not passed on):
+            # a Ctrl-C then reaches the sweep alone, which stops the cluster, and no worker
+            # prints its traceback. One pressed during those few seconds is lost.
+            # Dask's logs as it cancels a stopped sweep's tasks, kills its busy workers or loses
+            # a heartbeat to a scheduler closing first are not the user's to act on (a run
+            # that fails reaches the sweep through its future, and the table): critical only.
+            with _sigint_ignored():
+                local = distributed.LocalCluster(
+                    n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
+                    silence_logs=logging.CRITICAL,
+                )
+            cluster = resources.enter_context(local)
         try:
             client = resources.enter_context(distributed.Client(cluster if cluster is not None else address))
         except (OSError, TimeoutError, ValueError) as err:

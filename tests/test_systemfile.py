@@ -300,6 +300,11 @@ def test_check_takes_a_system_file(tmp_path, capsys):
     from_file = json.loads(from_file)
     assert from_file["rows"] == from_preset["rows"] and any(r["predicted_busbw_GBps"] for r in from_file["rows"])
     assert from_file["system"] == "my_h100"
+    # The file's [cluster] keys shape the fabric as they do for `collective`: su_size was
+    # passed on to collective_time, which refused it ("unknown option 'su_size'").
+    path.write_text(text + "\n[cluster]\nsu_size = 16\nfabric = \"rail_optimized\"\n")
+    assert flowsim(["check", str(log), "--system", str(path), "--min-bytes", "8G", "--json"]) in (0, 1)
+    assert json.loads(capsys.readouterr().out)["rows"] == from_preset["rows"]
 
 
 def test_presets_shows_a_system_files_figures(capsys):

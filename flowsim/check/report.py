@@ -1109,6 +1109,7 @@ def check_log(
     min_bytes: int = 1,
     switch: str | None = None,
     oversubscription: float = 1.0,
+    su_size: int | None = None,
     latency_tolerance: float = LATENCY_TOLERANCE,
     nccl_version: str | None = None,
     fail: Sequence[str] = (),
@@ -1122,7 +1123,7 @@ def check_log(
     log : NcclTestLog
         From :func:`parse_nccl_log`.
     system, nodes, threshold, algorithm, protocol, figure, fabric, min_bytes, switch, oversubscription,
-    latency_tolerance, nccl_version, fail, degrade
+    su_size, latency_tolerance, nccl_version, fail, degrade
         As :func:`check_nccl_log`.
     **options
         Passed to :func:`flowsim.collectives.report.sweep` (and so to
@@ -1167,9 +1168,10 @@ def check_log(
     devices, device_notes = _local_devices(log)
     layout = (1, 0) if spec is None else _host_layout(spec, devices)
     n_servers = -(-log.n_nodes // layout[0])
-    fabric = resolve_fabric(fabric, n_servers, server, switch=switch, oversubscription=oversubscription)
+    fabric = resolve_fabric(fabric, n_servers, server, switch=switch, su_size=su_size,
+                            oversubscription=oversubscription)
     intact = build_cluster(server, n_servers, figure=figure, fabric=fabric, switch=switch,
-                           oversubscription=oversubscription)
+                           oversubscription=oversubscription, su_size=su_size)
     topology = apply_failures(intact, fail=fail, degrade=degrade)
     # The system's own NCCL environment (a cloud image's profile) runs under the log's and the
     # caller's (collective_workload merges it); the header says what of it was taken.
@@ -1455,6 +1457,7 @@ def check_nccl_log(
     min_bytes: int = 1,
     switch: str | None = None,
     oversubscription: float = 1.0,
+    su_size: int | None = None,
     latency_tolerance: float = LATENCY_TOLERANCE,
     nccl_version: str | None = None,
     fail: Sequence[str] = (),
@@ -1498,6 +1501,9 @@ def check_nccl_log(
         Switch model of the compute fabric (default: the one matching the NICs).
     oversubscription : float
         Leaf down/up port ratio of the compute fabric.
+    su_size : int, optional
+        Servers in a scalable unit of a rail-optimized fabric (default: what the switches
+        take, :func:`flowsim.fabrics.build_cluster`).
     min_bytes : int
         Rows below this size are reported but not predicted (small sizes are latency-bound
         and take as long to simulate as large ones).
@@ -1535,6 +1541,7 @@ def check_nccl_log(
         min_bytes=min_bytes,
         switch=switch,
         oversubscription=oversubscription,
+        su_size=su_size,
         latency_tolerance=latency_tolerance,
         nccl_version=nccl_version,
         fail=fail,

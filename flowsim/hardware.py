@@ -203,8 +203,9 @@ def _host_technologies() -> list[LinkTechnology]:
         )
         for gen, spec, nccl, source in pcie
     ]
-    # Inter-socket links: docs/hardware.md has NCCL's model bandwidth only ([NCCL] topo.h).
-    only_nccl = "docs/hardware.md gives only NCCL's model value; it serves as both figures"
+    # Inter-socket links at NCCL's model bandwidth ([NCCL] topo.h): what NCCL's search assumes.
+    only_nccl = ("NCCL's model value serves as both figures (line rates: upi2_sapphire_rapids, upi2_emerald_rapids, "
+                 "upi2_granite_rapids, xgmi_genoa; docs/hardware.md §3.3)")
     for name, description, value, constant in (
         ("qpi_broadwell", "Intel QPI, Broadwell", 6.0, "BDW_QPI_BW"),
         ("upi_skylake", "Intel UPI, Skylake to Ice Lake", 10.0, "SKL_QPI_BW"),
@@ -303,6 +304,18 @@ def _network_technologies() -> list[LinkTechnology]:
         )
     return techs
 
+
+#: The links between a server's CPU sockets (docs/hardware.md §3.3): NCCL's own model figures
+#: (``qpi_broadwell`` to ``xgmi_amd``, [NCCL] topo.h, what NCCL's search assumes), and modern
+#: links at their line rates (``upi2_*``, ``xgmi_genoa``).
+INTERSOCKET_TECHNOLOGIES = (
+    "qpi_broadwell", "upi_skylake", "upi_sapphire_rapids", "upi_emerald_rapids", "xgmi_amd",
+    "upi2_sapphire_rapids", "upi2_emerald_rapids", "upi2_granite_rapids", "xgmi_genoa",
+)
+#: One socket's host memory.
+HOST_MEMORY_TECHNOLOGIES = (
+    "ddr4_2400_4ch", "ddr4_3200_8ch", "ddr5_4800_8ch", "ddr5_5600_8ch", "ddr5_4800_12ch", "lpddr5x_grace",
+)
 
 _TECHNOLOGIES: dict[str, LinkTechnology] = {
     t.name: t

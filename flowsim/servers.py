@@ -31,7 +31,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from flowsim.errors import InputError, is_real, whole_number
-from flowsim.hardware import LinkTier, gpu_compute_capability, link_rate, link_technology, nvlink_generation
+from flowsim.hardware import (
+    HOST_MEMORY_TECHNOLOGIES,
+    INTERSOCKET_TECHNOLOGIES,
+    LinkTier,
+    gpu_compute_capability,
+    link_rate,
+    link_technology,
+    nvlink_generation,
+)
 from flowsim.topology import NodeKind, Topology, TopologyBuilder, checked_nccl_env
 
 __all__ = ["CPU_KINDS", "GPU_FABRICS", "MAX_NIC_PORTS", "PcieSwitch", "ServerSpec", "build_server"]
@@ -208,6 +216,14 @@ class ServerSpec:
             if tier != LinkTier.HOST:
                 raise InputError(f"{what}={technology!r} is a {tier.name.lower()} technology; a server's PCIe, "
                                  "inter-socket link and memory take host ones")
+        # A host technology of another kind (PCIe as memory, memory between sockets) builds
+        # and runs at that kind's rate.
+        kinds = {"intersocket": ("inter-socket link", INTERSOCKET_TECHNOLOGIES),
+                 "memory": ("host memory", HOST_MEMORY_TECHNOLOGIES)}
+        for what, (kind, valid) in kinds.items():
+            given = hosts.get(what)
+            if given is not None and given not in valid:
+                raise InputError(f"{what}={given!r} is no {kind}; valid ones: {', '.join(valid)}")
         for what, technology in (("compute NIC", self.compute_nic), ("front-end port", self.frontend_nic)):
             if link_technology(technology).tier != LinkTier.SCALE_OUT:
                 raise InputError(f"{what} technology {technology!r} is not a network one")

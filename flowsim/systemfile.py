@@ -36,7 +36,13 @@ from typing import Any, NamedTuple
 from flowsim.collectives.tuner import NcclEnv
 from flowsim.errors import InputError, read_text_file
 from flowsim.fabrics import FABRICS
-from flowsim.hardware import gpu_nvlinks, is_infiniband, nvswitch_generation
+from flowsim.hardware import (
+    HOST_MEMORY_TECHNOLOGIES,
+    INTERSOCKET_TECHNOLOGIES,
+    gpu_nvlinks,
+    is_infiniband,
+    nvswitch_generation,
+)
 from flowsim.presets import preset_names, system_name
 from flowsim.servers import CPU_KINDS, GPU_FABRICS, MAX_NIC_PORTS, MAX_SERVER_PARTS, PcieSwitch, ServerSpec
 from flowsim.tomlcheck import Where, join, show
@@ -268,9 +274,9 @@ def _server(where: Where, server: Mapping, name: str) -> ServerSpec:
     if "interconnect" in cpu and (sockets == 1 or cpu_kind == "grace"):
         why = "Graces share none" if cpu_kind == "grace" else "a server of 1 socket has none"
         raise where.error("server.cpu.interconnect", f"the link between consecutive sockets; {why}")
-    interconnect = where.string(cpu, "interconnect", "server.cpu") if "interconnect" in cpu or (
-        sockets > 1 and cpu_kind == "x86") else None
-    memory = where.string(cpu, "memory", "server.cpu")
+    interconnect = where.choice(cpu, "interconnect", "server.cpu", INTERSOCKET_TECHNOLOGIES) \
+        if "interconnect" in cpu or (sockets > 1 and cpu_kind == "x86") else None
+    memory = where.choice(cpu, "memory", "server.cpu", HOST_MEMORY_TECHNOLOGIES)
     pcie = where.table(server.get("pcie", {}), "server.pcie")
     where.only(pcie, ("generation", "switches"), "server.pcie")
     generation = _one_of(where, pcie, "generation", "server.pcie", tuple(_PCIE_GENERATIONS))

@@ -126,6 +126,17 @@ def test_every_preset_written_as_a_system_file_builds_the_same_topology(name):
         ("cpu = { sockets = 2, memory = \"ddr5_4800_8ch\" }",
          "l40s.toml: server.cpu.interconnect: missing; expected a string"),
         ("cpu = { memory = \"ddr5_4800_8ch\" }", "l40s.toml: server.cpu.sockets: missing; expected an integer >= 1"),
+        # Any host technology was taken (memory between the sockets, PCIe as memory), and a
+        # typo was named as 'server' with every technology, NVLink and networks, as valid.
+        ('cpu = { sockets = 2, interconnect = "ddr5_4800_8ch", memory = "ddr5_4800_8ch" }',
+         "l40s.toml: server.cpu.interconnect: expected one of 'qpi_broadwell', 'upi_skylake', 'upi_sapphire_rapids', "
+         "'upi_emerald_rapids', 'xgmi_amd', 'upi2_sapphire_rapids', 'upi2_emerald_rapids', 'upi2_granite_rapids', "
+         "'xgmi_genoa', got 'ddr5_4800_8ch'"),
+        ('cpu = { sockets = 2, interconnect = "upi_saphire_rapids", memory = "ddr5_4800_8ch" }',
+         "l40s.toml: server.cpu.interconnect: expected one of 'qpi_broadwell',"),
+        ('cpu = { sockets = 2, interconnect = "upi_skylake", memory = "pcie3" }',
+         "l40s.toml: server.cpu.memory: expected one of 'ddr4_2400_4ch', 'ddr4_3200_8ch', 'ddr5_4800_8ch', "
+         "'ddr5_5600_8ch', 'ddr5_4800_12ch', 'lpddr5x_grace', got 'pcie3'"),
         # Keys that change nothing were ignored without a word.
         ('cpu = { sockets = 1, interconnect = "upi_skylake", memory = "ddr5_4800_8ch" }',
          "l40s.toml: server.cpu.interconnect: the link between consecutive sockets; a server of 1 socket has none"),
@@ -136,7 +147,7 @@ def test_every_preset_written_as_a_system_file_builds_the_same_topology(name):
         ('nics = { speed_gbps = 200, kind = "roce" }',
          "l40s.toml: server.nics.count: missing; the NICs' kind, speed_gbps given without it (default 0: none)"),
         ("cpu = { sockets = 2, interconnect = \"ib_ndr\", memory = \"ddr5_4800_8ch\" }",
-         "l40s.toml: server: intersocket='ib_ndr' is a scale_out technology"),
+         "l40s.toml: server.cpu.interconnect: expected one of 'qpi_broadwell',"),
         ("gpus = 8\ncolour = \"green\"", "l40s.toml: server.colour: unknown key"),
         ('nics = { count = 2, speed_gbps = 200, kind = "efa", net_latency_us = -75 }',
          "l40s.toml: server.nics.net_latency_us: expected a number of microseconds >= 0, got -75.0"),
@@ -677,3 +688,11 @@ def test_gcp_a3_mega_runs_under_googles_nccl_profile(capsys):
     assert _rows(out)[0][5:7] == ["tree", "simple"]
     # Google's TCPX setup on A3 High: rings, Simple, the same chunks.
     assert dict(resolve_system("gcp-a3-high")[0].nccl_env) == {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple", **chunks}
+
+
+def test_a_server_spec_takes_only_its_kinds_of_inter_socket_link_and_memory():
+    spec = preset_spec("dgx_h100")
+    with pytest.raises(InputError, match="memory='pcie3' is no host memory; valid ones: ddr4_2400_4ch, "):
+        dataclasses.replace(spec, memory="pcie3").check()
+    with pytest.raises(InputError, match="intersocket='ddr5_4800_8ch' is no inter-socket link; valid ones: qpi_"):
+        dataclasses.replace(spec, intersocket="ddr5_4800_8ch").check()

@@ -501,6 +501,69 @@ def gpu_model_value(name: str, table: Iterable[tuple[str, _T]], default: _D) -> 
     return next((value for piece, value in table if _piece_pattern(piece).search(model)), default)
 
 
+#: GPU model (as nvidia-smi names it, in part) -> NVLink generation (None: PCIe only) and
+#: PCIe generation. NVLink generations: docs/hardware.md §1.1 (the GPU column of
+#: this module's NVLink table); PCIe generations are the GPUs' host interfaces
+#: (Volta Gen3, Ampere and Ada Gen4, Hopper and Blackwell Gen5, Blackwell Ultra Gen6: the
+#: servers of docs/hardware.md §3.2 and the RTX 5090's, V5) [guess where a product has
+#: variants, and those flowsim.topoimport marks]. Longer names are matched first ("L40S"
+#: before "L40"), and "A6000" is the RTX A6000.
+GPU_MODELS: dict[str, tuple[str | None, int]] = {
+    "P100": ("nvlink1", 3),
+    "V100": ("nvlink2", 3),
+    "A100": ("nvlink3", 4),
+    "A800": ("nvlink3", 4),
+    "A40": ("nvlink3_ga102", 4),
+    "A6000": ("nvlink3_ga102", 4),
+    "GH200": ("nvlink4", 5),
+    "GB200": ("nvlink5", 5),
+    "GB300": ("nvlink5", 6),
+    "H100": ("nvlink4", 5),
+    "H800": ("nvlink4", 5),
+    "H200": ("nvlink4", 5),
+    "H20": ("nvlink4", 5),
+    "B200": ("nvlink5", 5),
+    "B300": ("nvlink5", 6),
+    "L40S": (None, 4),
+    "L40": (None, 4),
+    "L4": (None, 4),
+    "A10": (None, 4),
+    "RTX 4090": (None, 4),
+    "RTX 5090": (None, 5),
+    "T4": (None, 3),
+}
+
+
+def gpu_model(gpu: str) -> str | None:
+    """The :data:`GPU_MODELS` entry GPU ``gpu`` is (:func:`gpu_model_value`, longer entries
+    first); None if none.
+
+    >>> gpu_model("NVIDIA H100 80GB HBM3"), gpu_model("NVIDIA RTX A4000")
+    ('H100', None)
+    """
+    return gpu_model_value(gpu, ((model, model) for model in sorted(GPU_MODELS, key=len, reverse=True)), None)
+
+
+def check_gpu_nvlink(gpu: str, nvlink: str) -> None:
+    """Raise :class:`InputError` where GPU ``gpu``, a model :data:`GPU_MODELS` knows, has no
+    NVLink or another generation than ``nvlink``: a server built so would move more (or less)
+    than its GPUs can.
+
+    >>> check_gpu_nvlink("NVIDIA H100 80GB HBM3", "nvlink5")
+    Traceback (most recent call last):
+    ...
+    flowsim.errors.InputError: the NVIDIA H100 80GB HBM3 has NVLink nvlink4, not nvlink5
+    """
+    model = gpu_model(gpu)
+    if model is None:
+        return
+    own = GPU_MODELS[model][0]
+    if own is None:
+        raise InputError(f"the {gpu} has no NVLink: its GPUs talk over PCIe")
+    if own != nvlink:
+        raise InputError(f"the {gpu} has NVLink {own}, not {nvlink}")
+
+
 def gpu_compute_capability(model: str) -> int:
     """Compute capability x 10 of a GPU model (``"H100"``, ``"NVIDIA GeForce RTX 4090"``), as
     NCCL reads it (its ``cudaCompCap``); 0 for a model not in docs/hardware.md §1.4.

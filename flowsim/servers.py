@@ -35,6 +35,7 @@ from flowsim.hardware import (
     HOST_MEMORY_TECHNOLOGIES,
     INTERSOCKET_TECHNOLOGIES,
     LinkTier,
+    check_gpu_nvlink,
     gpu_compute_capability,
     link_rate,
     link_technology,
@@ -198,6 +199,7 @@ class ServerSpec:
             if self.nvlink is None:
                 raise InputError(f"a {self.gpu_fabric} server needs its NVLink generation")
             generation = nvlink_generation(self.nvlink)
+            check_gpu_nvlink(self.gpu, self.nvlink)
             if self.nvlinks_per_gpu is not None:
                 whole_number("NVLinks per GPU", self.nvlinks_per_gpu)
                 if self.nvlinks_per_gpu > generation.links_per_gpu:

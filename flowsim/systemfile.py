@@ -39,8 +39,10 @@ from flowsim.fabrics import FABRICS
 from flowsim.hardware import (
     HOST_MEMORY_TECHNOLOGIES,
     INTERSOCKET_TECHNOLOGIES,
+    check_gpu_nvlink,
     gpu_nvlinks,
     is_infiniband,
+    nvlink_generation,
     nvswitch_generation,
 )
 from flowsim.presets import preset_names, system_name
@@ -138,15 +140,27 @@ def _gpu_fabric(where: Where, server: Mapping, gpu: str, n_gpus: int) -> dict:
         name = where.string(server, "nvswitch", "server")
         try:
             options["nvlink"] = nvswitch_generation(name).nvlink
+            check_gpu_nvlink(gpu, options["nvlink"])
         except InputError as err:
             raise where.error("server.nvswitch", str(err)) from None
         if "nvlinks_per_gpu" in server:
             options["nvlinks_per_gpu"] = where.integer(server, "nvlinks_per_gpu", "server", 1)
+            most = nvlink_generation(options["nvlink"]).links_per_gpu
+            if options["nvlinks_per_gpu"] > most:
+                raise where.error("server.nvlinks_per_gpu", f"expected at most {most} ({options['nvlink']}), got "
+                                                            f"{options['nvlinks_per_gpu']}")
         elif (links := gpu_nvlinks(gpu)) is not None:  # an H800's 8 NVLinks, not NVLink 4's 18
             options["nvlinks_per_gpu"] = links
     elif fabric == "nvlink_mesh":
         options["nvlink"] = where.string(server, "nvlink", "server")
+        try:
+            nvlink_generation(options["nvlink"])
+            check_gpu_nvlink(gpu, options["nvlink"])
+        except InputError as err:
+            raise where.error("server.nvlink", str(err)) from None
         counts = server.get("nvlink_counts")
+        if counts is None:
+            raise where.error("server.nvlink_counts", f"missing; expected {n_gpus} rows of {n_gpus} NVLink counts")
         if not isinstance(counts, list) or len(counts) != n_gpus:
             raise where.error("server.nvlink_counts", f"expected {n_gpus} rows of {n_gpus} NVLink counts, "
                                                       f"got {show(counts)}")

@@ -32,42 +32,11 @@ import re
 from dataclasses import dataclass
 
 from flowsim.errors import InputError
-from flowsim.hardware import gpu_model_value, nvlink_generation, nvlink_names, nvswitch_generation
+from flowsim.hardware import GPU_MODELS, gpu_model, nvlink_generation, nvlink_names, nvswitch_generation
 from flowsim.servers import MAX_NIC_PORTS, PcieSwitch, ServerSpec
 
 __all__ = ["GPU_MODELS", "TopoMatrix", "import_system", "parse_topo_matrix"]
 
-#: GPU model (as nvidia-smi names it, in part) -> NVLink generation (None: PCIe only) and
-#: PCIe generation. NVLink generations: docs/hardware.md §1.1 (the GPU column of
-#: flowsim.hardware's NVLink table); PCIe generations are the GPUs' host interfaces
-#: (Volta Gen3, Ampere and Ada Gen4, Hopper and Blackwell Gen5, Blackwell Ultra Gen6: the
-#: servers of docs/hardware.md §3.2 and the RTX 5090's, V5) [guess where a product has
-#: variants, and those of :data:`_PCIE_GUESSED`]. Longer names are matched first ("L40S"
-#: before "L40"), and "A6000" is the RTX A6000.
-GPU_MODELS: dict[str, tuple[str | None, int]] = {
-    "P100": ("nvlink1", 3),
-    "V100": ("nvlink2", 3),
-    "A100": ("nvlink3", 4),
-    "A800": ("nvlink3", 4),
-    "A40": ("nvlink3_ga102", 4),
-    "A6000": ("nvlink3_ga102", 4),
-    "GH200": ("nvlink4", 5),
-    "GB200": ("nvlink5", 5),
-    "GB300": ("nvlink5", 6),
-    "H100": ("nvlink4", 5),
-    "H800": ("nvlink4", 5),
-    "H200": ("nvlink4", 5),
-    "H20": ("nvlink4", 5),
-    "B200": ("nvlink5", 5),
-    "B300": ("nvlink5", 6),
-    "L40S": (None, 4),
-    "L40": (None, 4),
-    "L4": (None, 4),
-    "A10": (None, 4),
-    "RTX 4090": (None, 4),
-    "RTX 5090": (None, 5),
-    "T4": (None, 3),
-}
 #: Models whose PCIe generation no source in docs/hardware.md gives: Blackwell Ultra's Gen6
 #: is its ConnectX-8 NICs' (§3.1), which flowsim/systems/dgx_b300.toml takes for the GPUs too;
 #: a GB200's Gen5 is the DGX B200's (§3.2), the same GPU beside an x86 host.
@@ -221,12 +190,6 @@ def parse_topo_matrix(text: str, *, source: str = "<topo>") -> TopoMatrix:
     return TopoMatrix(devices, relation, affinity, nic_names, source)
 
 
-def _gpu_model(gpu: str) -> str | None:
-    """The :data:`GPU_MODELS` entry GPU ``gpu`` is (:func:`flowsim.hardware.gpu_model_value`,
-    longer entries first); None if none."""
-    return gpu_model_value(gpu, ((model, model) for model in sorted(GPU_MODELS, key=len, reverse=True)), None)
-
-
 def _nvlinks(matrix: TopoMatrix, gpus: list[str]) -> list[list[int]]:
     counts = [[0] * len(gpus) for _ in gpus]
     for i, a in enumerate(gpus):
@@ -328,7 +291,7 @@ def import_system(
     ServerSpec, list of str
     """
     notes: list[str] = []
-    model = _gpu_model(gpu)
+    model = gpu_model(gpu)
     known = GPU_MODELS[model] if model else None
     gpus = sorted(matrix.gpus, key=lambda d: int(d[3:]))
     n = len(gpus)

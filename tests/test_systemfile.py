@@ -126,6 +126,10 @@ def test_every_preset_written_as_a_system_file_builds_the_same_topology(name):
         ("cpu = { sockets = 2, memory = \"ddr5_4800_8ch\" }",
          "l40s.toml: server.cpu.interconnect: missing; expected a string"),
         ("cpu = { memory = \"ddr5_4800_8ch\" }", "l40s.toml: server.cpu.sockets: missing; expected an integer >= 1"),
+        # A GPU given another NVLink than its own moved what that NVLink moves (an L40S on
+        # NVSwitch 4, an H100 ring at 715 GB/s); NVLink errors named 'server' only.
+        ('gpu_fabric = "nvswitch"\nnvswitch = "nvswitch4"',
+         "l40s.toml: server.nvswitch: the L40S has no NVLink: its GPUs talk over PCIe"),
         # Any host technology was taken (memory between the sockets, PCIe as memory), and a
         # typo was named as 'server' with every technology, NVLink and networks, as valid.
         ('cpu = { sockets = 2, interconnect = "ddr5_4800_8ch", memory = "ddr5_4800_8ch" }',
@@ -696,3 +700,16 @@ def test_a_server_spec_takes_only_its_kinds_of_inter_socket_link_and_memory():
         dataclasses.replace(spec, memory="pcie3").check()
     with pytest.raises(InputError, match="intersocket='ddr5_4800_8ch' is no inter-socket link; valid ones: qpi_"):
         dataclasses.replace(spec, intersocket="ddr5_4800_8ch").check()
+
+
+@pytest.mark.parametrize(("fabric", "message"), [
+    ('nvswitch = "nvswitch4"', "h100.toml: server.nvswitch: the H100 has NVLink nvlink4, not nvlink5"),
+    ('nvswitch = "nvswitch3"\nnvlinks_per_gpu = 19', "h100.toml: server.nvlinks_per_gpu: expected at most 18 (nvlink4), got 19"),
+])
+def test_a_gpus_nvlink_is_its_own(tmp_path, fabric, message):
+    path = tmp_path / "h100.toml"
+    path.write_text(f'[server]\ngpu = "H100"\ngpus = 8\ngpu_fabric = "nvswitch"\n{fabric}\n'
+                    'pcie = { generation = 5 }\ncpu = { sockets = 1, memory = "ddr5_4800_8ch" }\n')
+    with pytest.raises(InputError) as err:
+        load_system(path)
+    assert str(err.value) == f"{tmp_path / 'h100.toml'}: {message.split(': ', 1)[1]}"

@@ -44,6 +44,7 @@ from flowsim.hardware import (
     is_infiniband,
     nvlink_generation,
     nvswitch_generation,
+    switch_names,
 )
 from flowsim.presets import preset_names, system_name
 from flowsim.servers import CPU_KINDS, GPU_FABRICS, MAX_NIC_PORTS, MAX_SERVER_PARTS, PcieSwitch, ServerSpec
@@ -328,9 +329,12 @@ def _cluster(where: Where, table: Mapping) -> dict:
     if "fabric" in table:
         out["fabric"] = where.choice(table, "fabric", "cluster", FABRICS)
     if "switch" in table:
-        out["switch"] = where.string(table, "switch", "cluster")
+        out["switch"] = where.choice(table, "switch", "cluster", switch_names())
     if "oversubscription" in table:
         out["oversubscription"] = where.number(table, "oversubscription", "cluster")
+        if not out["oversubscription"] >= 1:
+            raise where.error("cluster.oversubscription", f"expected a number >= 1 (leaf down to up ports), got "
+                                                          f"{show(out['oversubscription'])}")
     if "su_size" in table:
         out["su_size"] = where.integer(table, "su_size", "cluster", 1)
     return out

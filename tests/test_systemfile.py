@@ -713,3 +713,16 @@ def test_a_gpus_nvlink_is_its_own(tmp_path, fabric, message):
     with pytest.raises(InputError) as err:
         load_system(path)
     assert str(err.value) == f"{tmp_path / 'h100.toml'}: {message.split(': ', 1)[1]}"
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ('switch = "qm9701"', "l40s.toml: cluster.switch: expected one of 'q3400', 'qm8700', 'qm9700', "),
+    ("oversubscription = 0", "l40s.toml: cluster.oversubscription: expected a number >= 1 (leaf down to up ports), "
+                             "got a number 0.0"),
+])
+def test_a_clusters_fabric_keys_are_checked_in_the_file(tmp_path, line, message):
+    # They reached the fabric's builder, whose message named neither the file nor the key.
+    path = tmp_path / "l40s.toml"
+    path.write_text(L40S.read_text().replace("[cluster]\n", f"[cluster]\n{line}\n"))
+    with pytest.raises(InputError, match=re.escape(message)):
+        load_system(path)

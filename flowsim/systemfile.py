@@ -91,7 +91,7 @@ class SystemFile:
 
 def is_system_file(name: str) -> bool:
     """Whether a ``--system`` or ``cluster`` value names a system file rather than a preset."""
-    return name.endswith(".toml")
+    return name.lower().endswith(".toml")
 
 
 def merge(base: Mapping, overrides: Mapping) -> dict:
@@ -363,6 +363,8 @@ def system_from_document(doc: Mapping, *, source: str = "<string>", name: str = 
     where = Where(source)
     where.only(doc, ("name", "description", "server", "cluster", "nccl"), "")
     name = where.string(doc, "name", "", name)
+    if not name.strip():
+        raise where.error("name", "expected the system's name (headers and tables show it), got an empty string")
     if "server" not in doc:
         raise where.error("server", "missing; expected a [server] table")
     spec = _server(where, where.table(doc["server"], "server"), name)

@@ -726,3 +726,14 @@ def test_a_clusters_fabric_keys_are_checked_in_the_file(tmp_path, line, message)
     path.write_text(L40S.read_text().replace("[cluster]\n", f"[cluster]\n{line}\n"))
     with pytest.raises(InputError, match=re.escape(message)):
         load_system(path)
+
+
+def test_a_system_file_is_known_by_its_suffix_in_any_case_and_needs_a_name(tmp_path, capsys):
+    # BOX.TOML was looked up as a preset name; name = "" headed tables "2 x , 8 ranks".
+    path = tmp_path / "BOX.TOML"
+    path.write_text(L40S.read_text())
+    assert flowsim(["presets", str(path)]) == 0
+    assert capsys.readouterr().out.startswith(f"BOX ({path})")
+    path.write_text('name = ""\n' + L40S.read_text())
+    with pytest.raises(InputError, match=r"BOX\.TOML: name: expected the system's name .*, got an empty string"):
+        load_system(path)

@@ -56,8 +56,9 @@ _ETH = {10: "eth10g", 100: "eth100g", 200: "eth200g", 400: "eth400g", 800: "eth8
 _PATH_RANK = {"PIX": 0, "PXB": 1, "PHB": 2, "NODE": 3, "SYS": 4}
 _NUMBER = re.compile(r"\d+")
 # Select Graphic Rendition codes: recent drivers underline the header (ESC [4m ... ESC [0m) even
-# when the output is piped, and a paste from a terminal keeps "[4m" and "[0m" without the ESC.
-_SGR = re.compile(r"\x1b?\[[0-9;]*m")
+# when the output is piped, a paste from a terminal keeps "[4m" and "[0m" without the ESC, and
+# one through `cat -v` or `less` shows the ESC as "^[".
+_SGR = re.compile(r"(?:\x1b|\^\[)?\[[0-9;]*m")
 _NV = re.compile(r"NV(\d+)$")
 
 

@@ -296,7 +296,8 @@ B300_UNDERLINED = (
 )
 
 
-@pytest.mark.parametrize("escape", ["\x1b", ""], ids=["as printed", "pasted without the escape byte"])
+@pytest.mark.parametrize("escape", ["\x1b", "", "^["],
+                         ids=["as printed", "pasted without the escape byte", "shown by cat -v"])
 def test_an_underlined_header_is_read(escape):
     # Refused as "no 'GPU0 GPU1 ...' header line" until 2026-12-07.
     m = parse_topo_matrix(B300_UNDERLINED.replace("\x1b", escape), source="t.txt")

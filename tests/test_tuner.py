@@ -779,3 +779,12 @@ def test_collnet_heads_are_one_gpu_per_nic():
     heads = collnet_heads(topology, ranks)
     assert len(heads) == len(set(nics)) == 4
     assert [nics[ranks.index(h)] for h in heads] == list(dict.fromkeys(nics))
+
+
+@pytest.mark.parametrize(("value", "entry"), [("", False), (";", False), ("simple;", True), (":LL128", True),
+                                              ("allgather:ll128", False), ("allreduce:ll128", True)])
+def test_an_nccl_proto_entry_for_the_call_is_one_parselist_reads(value, entry):
+    # An empty value has no entry (NCCL's strtok_r finds none), so LL128 keeps its default
+    # rule: the old split counted "" and ";" as entries and forced LL128 on, and ":LL128" as
+    # none (refusing every protocol).
+    assert NcclEnv({"NCCL_PROTO": value}).protocols_set("all_reduce") is entry

@@ -969,31 +969,39 @@ PATH_TYPES = ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SY
 _OLD_PATH_LEVELS = ("LOC", "PIX", "PXB", "PHB", "SYS", "SYS")
 
 
-def _parse_list(value: str, names: Mapping[str, str], key: str, collective: str) -> set[str]:
-    """NCCL's ``parseList`` ([NCCL] v2.30.7-1 src/graph/tuning.cc) for one collective: the
-    enabled names.
-
-    ``"ring,tree"`` enables those; ``"^ll"`` everything but; ``"allreduce:tree;broadcast:ring"``
-    per function, the first entry optionally without a prefix for every function. As NCCL
-    splits with ``strtok_r``, empty pieces are skipped: ``"simple;"`` is ``"simple"``, and an
-    empty value leaves every name enabled.
-    """
-    enabled = set(names.values())
+def _list_entries(value: str, key: str) -> list[tuple[str, str]]:
+    """The ``(function prefix or "", elements)`` entries of an ``NCCL_ALGO``/``NCCL_PROTO``
+    value as NCCL's ``parseList`` ([NCCL] v2.30.7-1 src/graph/tuning.cc) reads them: split
+    with ``strtok_r``, which skips empty pieces (``"simple;"`` is one entry, an empty value
+    none), and only a first entry that starts the value may go without a prefix."""
+    entries = []
     for position, entry in enumerate(value.split(";")):
-        parts = [part for part in entry.split(":") if part]
         if not entry:
             continue
+        parts = [part for part in entry.split(":") if part]
         if not parts:
             raise InputError(f"{key}={value!r}: the entry {entry!r} names neither a function nor an algorithm")
         if len(parts) == 1:
-            prefix, elements = "", parts[0]
-            if position:  # NCCL: only a first entry that starts the value may go without one
+            if position:
                 raise InputError(f"{key}={value!r}: every entry but the first needs a function prefix")
-        else:
-            prefix, elements = parts[0], parts[1]
-            if prefix.lower() not in _FUNCTION_NAMES:
-                raise InputError(f"{key}={value!r}: unknown function {prefix!r}; valid ones: "
-                                 f"{', '.join(_FUNCTION_NAMES)}")
+            entries.append(("", parts[0]))
+            continue
+        if parts[0].lower() not in _FUNCTION_NAMES:
+            raise InputError(f"{key}={value!r}: unknown function {parts[0]!r}; valid ones: "
+                             f"{', '.join(_FUNCTION_NAMES)}")
+        entries.append((parts[0], parts[1]))
+    return entries
+
+
+def _parse_list(value: str, names: Mapping[str, str], key: str, collective: str) -> set[str]:
+    """NCCL's ``parseList`` for one collective: the enabled names.
+
+    ``"ring,tree"`` enables those; ``"^ll"`` everything but; ``"allreduce:tree;broadcast:ring"``
+    per function, the first entry optionally without a prefix for every function
+    (:func:`_list_entries`; an empty value leaves every name enabled).
+    """
+    enabled = set(names.values())
+    for prefix, elements in _list_entries(value, key):
         if prefix and _FUNCTION_NAMES[prefix.lower()] != collective:
             continue
         negate = elements.startswith("^")
@@ -1108,11 +1116,8 @@ class NcclEnv:
         value = self.values.get("NCCL_PROTO")
         if value is None:
             return False
-        for entry in value.split(";"):
-            prefix, colon, _ = entry.partition(":")
-            if not colon or _FUNCTION_NAMES.get(prefix.lower()) == collective:
-                return True
-        return False
+        return any(not prefix or _FUNCTION_NAMES[prefix.lower()] == collective
+                   for prefix, _ in _list_entries(value, "NCCL_PROTO"))
 
 
 def merged_env(topology: Topology, given: Mapping[str, str] | None) -> dict[str, str]:

@@ -787,6 +787,9 @@ def test_user_channel_bounds_change_the_channels_not_their_share():
     assert one.channels == 1
     # One of the 24 channels' share of NCCL's 360 GB/s Simple ring model: 15 GB/s.
     assert one.busbw_GBps == pytest.approx(15.0, rel=0.01)
+    # The caller's one channel (--channels 1) is held so too: it moved all 24 channels' worth.
+    asked = sweep(topo, "all_reduce", [2**30], nccl_env=ring, channels=1)[0]
+    assert asked.channels == 1 and asked.time_us == pytest.approx(one.time_us, rel=1e-9)
     small = [sweep(topo, "all_reduce", [2**17], nccl_env={**ring, **extra})[0] for extra in ({}, {"NCCL_MIN_NCHANNELS": "64"})]
     assert small[0].channels == small[1].channels == 4
     assert small[1].time_us == pytest.approx(small[0].time_us, rel=1e-12)

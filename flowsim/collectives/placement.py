@@ -739,6 +739,8 @@ def collective_workload(
     split_fill = 1.0
     lane_channels = 1.0
     reported = 0
+    # The channels the call runs on: NCCL's, or the caller's (one lane each).
+    ran = (choice.n_channels if channels is None else channels) if choice is not None else 0
     if choice is not None and channels is None and orders is None:
         reported = choice.n_channels
         if capped:
@@ -898,7 +900,7 @@ def collective_workload(
         if half_block is not None:
             options["split_cap_Bps"] = half_block * 1e9 * lane_channels / 2 * split_fill / chosen[1].wire_efficiency
     if capped and entry.name == "ring" and chosen[0] == "simple" and choice is not None \
-            and choice.n_channels >= choice.model_channels:
+            and ran >= choice.model_channels:
         # A Simple ring's model bandwidth is what NCCL's topology search reserved per channel
         # (its speed arrays, docs/hardware.md §7.4), not a throughput limit: on all of the
         # communicator's channels (or more, NCCL_MIN_NCHANNELS) it moves what the links give.
@@ -909,7 +911,7 @@ def collective_workload(
     lane_cap = math.inf
     if capped and model_caps:
         assert choice is not None
-        share = lane_channels * choice.channel_bandwidth_Bps
+        share = lane_channels * choice.channel_bandwidth_Bps(ran)
         if entry.name == "tree":
             # NCCL's tree moves a channel's data at half its bus bandwidth (the algorithm
             # bandwidth, src/graph/tuning.cc: ratio .5), and each lane runs both of NCCL's

@@ -324,13 +324,14 @@ class NcclChoice:
         if not self.model_channels:
             object.__setattr__(self, "model_channels", self.max_channels)
 
-    @property
-    def channel_bandwidth_Bps(self) -> float:
-        """One channel's share of the model's bus bandwidth (B/s of payload): over
-        :attr:`model_channels`, or over the call's channels where it runs on more
-        (``NCCL_MIN_NCHANNELS``). A call on fewer channels, shrunk for its size or bounded by
-        ``NCCL_MAX_NCHANNELS``, moves their share; one on more does not exceed the model."""
-        return self.bus_bandwidth_GBps * 1e9 / max(self.model_channels, self.n_channels)
+    def channel_bandwidth_Bps(self, channels: int | None = None) -> float:
+        """One channel's share of the model's bus bandwidth (B/s of payload) on a call of
+        ``channels`` channels (default :attr:`n_channels`): over :attr:`model_channels`, or
+        over the call's where it runs on more (``NCCL_MIN_NCHANNELS``). A call on fewer
+        channels, shrunk for its size or bounded by ``NCCL_MAX_NCHANNELS`` or the caller,
+        moves their share; one on more does not exceed the model."""
+        ran = self.n_channels if channels is None else channels
+        return self.bus_bandwidth_GBps * 1e9 / max(self.model_channels, ran)
 
 
 # --- the system ----------------------------------------------------------------------------

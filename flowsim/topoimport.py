@@ -349,7 +349,7 @@ def import_system(
     if not isinstance(sockets, int) or sockets < 1:
         raise InputError(f"sockets must be a positive integer, got {sockets!r}")
     socket_of = {g: numa_of[g] * sockets // n_numa for g in gpus}
-    grace = any(model in gpu.upper() for model in _GRACE_GPUS)
+    grace = model in _GRACE_GPUS
     host = _HOSTS[pcie]
     if grace:
         if intersocket is not None:

@@ -685,8 +685,9 @@ def _mismatches(log: NcclTestLog, system: str, model: str | None, nodes: int | N
     ``model``): GPU model, hosts, rank count (``n_servers``: the servers its hosts fill;
     ``layout`` as :func:`_host_layout`)."""
     lines = []
+    # Matched as gpu_model_value matches a piece: "H20" is not in "NVIDIA H200".
     others = [name for name in log.gpu_models
-              if model is not None and model.lower() not in name.lower() and name != UNNAMED_GPU]
+              if model is not None and not gpu_model_value(name, [(model, True)], False) and name != UNNAMED_GPU]
     if others:
         lines.append(f"the log's GPUs are {', '.join(others)}, not the {model} of a {system} server: check --system")
     # Without rank lines the hosts are the --nodes given (made up from them): nothing to compare.

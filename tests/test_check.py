@@ -673,7 +673,10 @@ def test_a_log_that_differs_from_the_system_given_is_warned_about_one_line_each(
     assert check_nccl_log(ALL_GATHER, system="dgx-h100", min_bytes=8 << 30).warnings == ()
     # An H200 log is no H20's: the model was matched as a substring, and "H20" is in "H200".
     h200 = ALL_GATHER.read_text().replace("NVIDIA H100 80GB HBM3", "NVIDIA H200")
-    warnings = check_nccl_log(h200, system="hgx-h20", collective="all_gather", min_bytes=8 << 30).warnings
+    from flowsim.systemfile import find_system
+
+    h20 = find_system("hgx-h20").spec
+    warnings = check_nccl_log(h200, system=h20, collective="all_gather", min_bytes=8 << 30).warnings
     assert warnings[0] == "the log's GPUs are NVIDIA H200, not the H20 of a hgx_h20 server: check --system"
 
 

@@ -407,6 +407,9 @@ def test_gpu_models_read_as_nvidia_smi_names_them():
     # CUDA GPUs page (docs/hardware.md §1.4): the RTX A4000 is 8.6 by its own row, not as an A40.
     assert gpu_compute_capability("NVIDIA RTX A4000") == 86
     assert gpu_compute_capability("NVIDIA RTX 4000 Ada Generation") == 89
+    assert gpu_compute_capability("NVIDIA RTX 4000 SFF Ada Generation") == 89  # read as 0 before
+    assert [gpu_compute_capability(f"NVIDIA {m}") for m in ("A16", "A2", "RTX A2000 12GB")] == [86, 86, 86]
+    assert gpu_compute_capability("Tesla T4") == 75
 
 
 @pytest.mark.parametrize(("name", "piece", "holds"), [

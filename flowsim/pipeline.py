@@ -111,12 +111,12 @@ def run(
     try:
         routes = router.route(workload.src, workload.dst, method=routing, seed=seed, gpudirect=gpudirect)
     except InputError:
-        _check_endpoints(topology, workload)
+        check_endpoints(topology, workload)
         raise
     return RunResult(topology, workload, routes, simulate_routed(topology, workload, routes, **simulate_options))
 
 
-def _check_endpoints(topology: Topology, workload: Workload) -> None:
+def check_endpoints(topology: Topology, workload: Workload) -> None:
     """An :class:`InputError` naming the first flow whose source or destination is no node
     of ``topology`` (the router names only the node)."""
     index = topology.node_index

@@ -31,7 +31,7 @@ from flowsim.batched import resolve_backend
 from flowsim.engine import DEFAULT_TIME_REL_TOL, PreparedRun
 from flowsim.errors import InputError, item_label
 from flowsim.fairshare import DEFAULT_TIE_REL_TOL
-from flowsim.pipeline import RunResult, prepare_routed
+from flowsim.pipeline import RunResult, check_endpoints, prepare_routed
 from flowsim.result import SimulationResult
 from flowsim.routing import Router
 from flowsim.topology import Topology
@@ -177,7 +177,11 @@ def run_many(
             routers[id(topology)] = Router(topology)
         router = routers[id(topology)]
         try:
-            routes = router.route(workload.src, workload.dst, method=routing, seed=seed, gpudirect=gpudirect)
+            try:
+                routes = router.route(workload.src, workload.dst, method=routing, seed=seed, gpudirect=gpudirect)
+            except InputError:
+                check_endpoints(topology, workload)  # names the flow where a node is unknown
+                raise
             prepared.append(prepare_routed(topology, workload, routes, classes=classes))
         except InputError as err:
             raise InputError(f"run {i}: {err}") from None

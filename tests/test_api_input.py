@@ -182,6 +182,10 @@ CASES = {
         lambda c, s: flowsim.run(c, flowsim.Workload.build(["a", "b"], ["n0.gpu0"] * 2, ["n0.gpu1", "n9.gpu9"], [1e6] * 2)),
         "flow 'b': destination 'n9.gpu9' is no node of the topology",
     ),
+    "a flow to no node, in a batch": (
+        lambda c, s: flowsim.run_many([(c, flowsim.Workload.build(["a"], ["n0.gpu0"], ["n9.gpu9"], [1e6]))]),
+        "run 0: flow 'a': destination 'n9.gpu9' is no node of the topology",
+    ),
     "no links at all": (
         lambda c, s: max_min_rates([[0]], []),
         "flow 0 routes over unknown link 0 (there are no links)",

@@ -255,6 +255,12 @@ def leaf_spine(
     return b.build()
 
 
+def front_end_only_note(n_servers: int) -> str:
+    """What a ``"none"`` fabric means for ``n_servers`` (> 1) servers, for a command to say."""
+    return (f"no compute fabric joins the {n_servers} servers, only their front-end Ethernet: traffic between them "
+            "takes it, while NCCL's choice is worked out as if their compute NICs carried it")
+
+
 def resolve_fabric(
     fabric: str,
     n_nodes: int,

@@ -5,6 +5,7 @@ import io
 import json
 import re
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -686,6 +687,10 @@ def test_no_fabric_between_servers_is_said_to_leave_them_the_front_end(capsys):
     # choice worked out on the compute NICs, and nothing said so.
     assert flowsim(["collective", "all_reduce", "--system", "dgx-h100", "--nodes", "2", "-b", "1M", "-e", "1M",
                     "--fabric", "none"]) == 0
-    assert capsys.readouterr().err.splitlines() == [
-        "flowsim: note: --fabric none joins the 2 servers by their front-end Ethernet only: traffic between them "
-        "takes it, while NCCL's choice is worked out as if their compute NICs carried it"]
+    note = ("no compute fabric joins the 2 servers, only their front-end Ethernet: traffic between them takes it, "
+            "while NCCL's choice is worked out as if their compute NICs carried it")
+    assert capsys.readouterr().err.splitlines() == [f"flowsim: note: {note}"]
+    # flowsim check says so too, among its warnings.
+    log = Path(__file__).resolve().parents[1] / "data" / "nccl_tests" / "reduce_scatter_perf_dgx_h100_2node.txt"
+    assert flowsim(["check", str(log), "--fabric", "none", "--min-bytes", "8G"]) in (0, 1)
+    assert f"# warning: {note}" in capsys.readouterr().out.splitlines()

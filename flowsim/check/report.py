@@ -78,7 +78,7 @@ from flowsim.collectives.tuner import (
 )
 from flowsim.engine import DEFAULT_TIME_REL_TOL, time_window_note
 from flowsim.errors import InputError, whole_number
-from flowsim.fabrics import build_cluster, resolve_fabric
+from flowsim.fabrics import build_cluster, front_end_only_note, resolve_fabric
 from flowsim.failures import apply_failures, describe_changes
 from flowsim.formatting import format_size
 from flowsim.hardware import gpu_model_value
@@ -1185,7 +1185,8 @@ def check_log(
         options["nccl_env"] = {lacked.key: lacked.value, **(options.get("nccl_env") or {})}
         nccl = (f"{nccl}, {lacked.key}={lacked.value} (NCCL {_printed_version(log)} predates {lacked.name}, "
                 f"{lacked.since})")
-    warnings = (*log.warnings, *device_notes, *_mismatches(log, system, model, nodes, topology, n_servers, layout))
+    warnings = (*log.warnings, *device_notes, *_mismatches(log, system, model, nodes, topology, n_servers, layout),
+                *([front_end_only_note(n_servers)] if fabric == "none" and n_servers > 1 else []))
     gpus = _rank_gpus(log, system, topology, layout, n_servers, devices)
     # Whether the prediction stages network traffic through host memory (the caller's
     # gpudirect, else NCCL's rule under the environment: NCCL_NET_GDR_LEVEL=LOC, say).

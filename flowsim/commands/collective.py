@@ -71,7 +71,7 @@ from flowsim.commands.argtypes import (
 from flowsim.commands.progress import Notes, add_progress_argument, show_progress
 from flowsim.engine import DEFAULT_TIME_REL_TOL, time_window_note
 from flowsim.errors import InputError
-from flowsim.fabrics import build_cluster, resolve_fabric
+from flowsim.fabrics import build_cluster, front_end_only_note, resolve_fabric
 from flowsim.failures import describe_changes
 from flowsim.hardware import FIGURES
 from flowsim.presets import preset_spec
@@ -238,9 +238,7 @@ def run_collective(args: argparse.Namespace) -> int:
                 shown = f"{value:g}" if isinstance(value, float) else value
                 print(f"flowsim: note: {option} {shown} has no effect: {why}", file=sys.stderr)
         if nodes > 1:
-            print(f"flowsim: note: --fabric none joins the {nodes} servers by their front-end Ethernet only: traffic "
-                  "between them takes it, while NCCL's choice is worked out as if their compute NICs carried it",
-                  file=sys.stderr)
+            print(f"flowsim: note: {front_end_only_note(nodes)}", file=sys.stderr)
     intact = build_cluster(server, figure=args.figure, **cluster)
     topology = failed_cluster(intact, args)
     failures = describe_changes(intact, topology)

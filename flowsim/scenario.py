@@ -621,7 +621,8 @@ def _check_nccl_env(where: Where, env: object, key: str) -> None:
         raise where.error(key, f"expected a table of NCCL_NAME = \"value\" (strings), got {show(env)}")
     for name, value in env.items():
         if not isinstance(value, str):
-            raise where.error(f"{key}.{name}", f"expected a string (\"{value}\"), got {show(value)}")
+            quoted = f' ("{value}")' if isinstance(value, (int, float)) and not isinstance(value, bool) else ""
+            raise where.error(f"{key}.{name}", f"expected a string{quoted}, got {show(value)}")
     bad = [k for k in env if not k.startswith("NCCL_")]
     if bad:
         raise where.error(f"{key}.{bad[0]}", "is not an NCCL_ variable")

@@ -171,7 +171,7 @@ def _flatten(where: Where, table: Mapping, prefix: str, key: str, is_leaf: Calla
 
 def _path_parts(path: str) -> tuple[str, ...]:
     """A swept path's parts as the scenario reads them: an index as its number (``00`` is 0)."""
-    return tuple(str(int(part)) if part.isdigit() else part for part in path.split("."))
+    return tuple(str(int(part)) if part.isascii() and part.isdigit() else part for part in path.split("."))
 
 
 def _overlap(a: str, b: str) -> bool:
@@ -285,7 +285,7 @@ def _random_points(where: Where, table: Mapping) -> tuple[list[str], list[dict]]
 
 
 def _split(path: str) -> list[str | int]:
-    return [int(part) if part.isdigit() else part for part in path.split(".")]
+    return [int(part) if part.isascii() and part.isdigit() else part for part in path.split(".")]
 
 
 def _scenario_key(parts: Sequence[str | int]) -> str:

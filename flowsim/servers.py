@@ -232,6 +232,23 @@ class ServerSpec:
         self._check_switches(n)
         if self.cpu == "grace" and self.sockets > 1 and self.gpu_fabric != "nvswitch":
             self._check_grace_paths()
+        if self.cpu == "grace" and self.sockets > 1:
+            self._check_grace_nics()
+
+    def _check_grace_nics(self) -> None:
+        # A GPU reaches its NIC through its own Grace or its PCIe switch; routes do not relay
+        # a GPU's network traffic through another GPU (NCCL's PXN), which a NIC on another
+        # Grace would need.
+        socket_of_nic = {r: self.socket_of(j) for j, s in enumerate(self.switches) for r in s.nics}
+        switch_of_gpu = {g: j for j, s in enumerate(self.switches) for g in s.gpus}
+        for g, nic in enumerate(self.rails()):
+            if nic < 0:
+                continue
+            near = {self.grace_of(g), self.socket_of(switch_of_gpu[g])}
+            if socket_of_nic[nic] not in near and nic not in self.switches[switch_of_gpu[g]].nics:
+                raise InputError(f"GPU {g}'s NIC {nic} is on another Grace: a GPU's network traffic goes through its "
+                                 "own Grace or PCIe switch, not through another GPU (NCCL's PXN); give each Grace's "
+                                 "GPUs NICs of their own")
 
     def _check_grace_paths(self) -> None:
         # Graces share no inter-socket link, and a route passes through one GPU at most (NCCL's

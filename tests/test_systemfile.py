@@ -737,3 +737,19 @@ def test_a_system_file_is_known_by_its_suffix_in_any_case_and_needs_a_name(tmp_p
     path.write_text('name = ""\n' + L40S.read_text())
     with pytest.raises(InputError, match=r"BOX\.TOML: name: expected the system's name .*, got an empty string"):
         load_system(path)
+
+
+def test_a_grace_gpus_nic_is_on_its_own_grace(tmp_path):
+    # One NIC for each 4-GPU tray of a GB200 rack (two Graces a tray) loaded, then failed with
+    # "no route from 'gpu2' to 'nic0'": a GPU reaches a NIC through its own Grace or PCIe
+    # switch, and flowsim relays no GPU's network traffic through another GPU.
+    serves = [[4 * t + g for g in range(4)] for t in range(18)]
+    path = tmp_path / "gb200.toml"
+    path.write_text('[server]\ngpu = "GB200"\ngpus = 72\nhosts = 18\ngpu_fabric = "nvswitch"\nnvswitch = "nvswitch4"\n'
+                    'pcie = { generation = 5 }\ncpu = { kind = "grace", sockets = 36, memory = "lpddr5x_grace" }\n'
+                    f'nics = {{ count = 18, speed_gbps = 800, kind = "ib", serves = {serves} }}\n')
+    with pytest.raises(InputError, match=r"gb200\.toml: server: GPU 2's NIC 0 is on another Grace"):
+        load_system(path)
+    path.write_text(path.read_text().replace("count = 18", "count = 36").replace(f"serves = {serves}",
+                                                                               "serves = " + str([[2 * i, 2 * i + 1] for i in range(36)])))
+    assert load_system(path).spec.n_nics == 36

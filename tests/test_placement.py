@@ -181,7 +181,7 @@ def test_tree_lanes_move_at_nccls_tree_algorithm_bandwidth(two_dgx):
     for size, factor in ((1 << 20, 0.6), (8 << 30, 1.0)):
         plan = collective_workload(two_dgx, "all_reduce", size, algorithm="tree", protocol="ll128")
         choice = plan.nccl
-        expected = choice.n_channels / lanes * choice.channel_bandwidth_Bps / 4 * factor / (120 / 128)
+        expected = choice.n_channels / lanes * choice.channel_bandwidth_Bps() / 4 * factor / (120 / 128)
         data = plan.workload.size_bytes > 0
         np.testing.assert_allclose(plan.workload.cap_Bps[data], expected)
 
@@ -217,7 +217,7 @@ def test_a_simple_tree_takes_nccls_model_time_where_its_chunks_fill_the_pipeline
         plan = collective_workload(two_dgx, "all_reduce", size, algorithm="tree", protocol="simple")
         choice, w = plan.nccl, plan.workload
         slices = len({name.split(".sl")[1].split(".")[0] for name in w.names if ".sl" in name})
-        share = choice.n_channels / lanes * choice.channel_bandwidth_Bps / 4
+        share = choice.n_channels / lanes * choice.channel_bandwidth_Bps() / 4
         expected = share * tree_correction(constants_of(choice.version), "simple", size) * (slices + 15) / slices
         kept = (w.size_bytes > 0) & np.array([".up." in n or ".down." in n or (".chaindown." in n and s == head)
                                               for n, s, head in zip(w.names, w.src, _root_heads(w), strict=True)])

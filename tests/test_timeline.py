@@ -82,7 +82,7 @@ def test_a_bad_run_is_named_before_anything_runs():
     good = collective_workload(topology, "all_reduce", 1 << 20).workload
     other = build_cluster("dgx_a100", 2, figure="effective")
     bad = collective_workload(other, "all_reduce", 1 << 20).workload
-    with pytest.raises(InputError, match=r"^run 1: .*unknown node"):
+    with pytest.raises(InputError, match=r"^run 1: flow '.*': (source|destination) 'n1\.gpu\d' is no node"):
         run_many([(topology, good), (topology, bad)])
     with pytest.raises(InputError, match="backend"):
         run_many([(topology, good)], backend="tpu")

@@ -239,6 +239,10 @@ def test_unknown_metric_names_the_valid_ones(tmp_path):
         ('[sweep]\nscenario = "base.toml"\nmetrics = ["makespan_s"]\n[sweep.zip]\n'
          '"workload.collective.00.size_bytes" = [1]\n"workload.collective.0.size_bytes" = [2]\n',
          "sweep.zip.workload.collective.0.size_bytes", "sweeps what sweep.zip.workload.collective.00.size_bytes sweeps"),
+        # A missing array indexed was made a table of "0" keys, which the scenario refused as
+        # "expected an array ..., got a table" on every run.
+        ('[sweep]\nscenario = "base.toml"\nmetrics = ["makespan_s"]\n[sweep.grid]\n"options.fail.0" = ["n0.nic0"]\n',
+         "sweep.grid.options.fail.0", "the scenario has no options.fail to index with 0; sweep options.fail itself"),
         ('[sweep]\nscenario = "base.toml"\nmetrics = ["makespan_s"]\n[sweep.grid]\n"options.degrade" = [{}]\n'
          '[sweep.zip]\n"options.degrade.n0.nic3" = [0.25]\n', "sweep.zip.options.degrade.n0.nic3",
          "sweeps what sweep.grid.options.degrade sweeps (one lies in the other)"),

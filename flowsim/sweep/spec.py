@@ -317,6 +317,12 @@ def _check_path(where: Where, document: Mapping, path: str, key: str) -> tuple[s
                 raise where.error(key, f"{here} is a table; expected one of its fields ({', '.join(node)}), got {part}")
             if part not in node:
                 parts = _split(path)
+                index = next((i for i, p in enumerate(parts) if i > len(walked) and isinstance(p, int)), None)
+                if index is not None:
+                    # Created, the missing field would be a table of "0", "1", ... keys.
+                    raise where.error(key, f"the scenario has no {_scenario_key(parts[:index])} to index with "
+                                           f"{parts[index]}; sweep {_scenario_key(parts[:index])} itself, or give it "
+                                           "in the scenario")
                 return tuple(_scenario_key(parts[:end]) for end in range(len(walked) + 1, len(parts) + 1))
             node = node[part]
         elif isinstance(node, list):

@@ -1279,6 +1279,9 @@ def load_scenario(
         raise InputError(
             f"--system {system!r}{did_you_mean(system)}: expected {systems_expected()}"
         )
+    if is_system_file(system) and not Path(system).is_file():
+        raise InputError(f"--system {system!r}: no such system file"
+                         + (" (it is a directory)" if Path(system).is_dir() else ""))
     where = Where(str(path))
     if "n_nodes" not in topology and _names_system(topology["cluster"]):
         # The node count the scenario ran with came from its system file's [cluster]: the

@@ -613,6 +613,9 @@ def test_rates_runs_a_scenarios_flows_on_another_system(tmp_path, capsys):
         assert f"total {rate}, min flow {rate}" in out, (system, out)
     assert flowsim(["rates", str(scenario), "--system", "nope"]) == 2
     assert capsys.readouterr().err.startswith("flowsim: error: --system 'nope': expected a preset (")
+    # A system file that is not there was blamed on the scenario's topology.cluster.
+    assert flowsim(["rates", str(scenario), "--system", str(tmp_path / "nope.toml")]) == 2
+    assert capsys.readouterr().err == f"flowsim: error: --system '{tmp_path / 'nope.toml'}': no such system file\n"
     preset_scenario = tmp_path / "p.toml"
     preset_scenario.write_text('[topology]\npreset = "dgx_h100"\nfigure = "nominal"\n[[workload.collective]]\n'
                                'op = "all_reduce"\nsize_bytes = 1024\n')

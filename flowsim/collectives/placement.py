@@ -902,8 +902,8 @@ def collective_workload(
     if capped and entry.name == "ring" and chosen[0] == "simple" and choice is not None \
             and ran >= choice.model_channels:
         # A Simple ring's model bandwidth is what NCCL's topology search reserved per channel
-        # (its speed arrays, docs/hardware.md §7.4), not a throughput limit: on all of the
-        # communicator's channels (or more, NCCL_MIN_NCHANNELS) it moves what the links give.
+        # (its speed arrays, docs/hardware.md §7.4), not a throughput limit: on as many
+        # channels as the search gave (or more, NCCL_MIN_NCHANNELS) it moves what the links give.
         # LL, LL128 and trees keep the model's per-channel protocol limits (llMaxBw,
         # perChMax*Bw), and a call on fewer channels (a small size, NCCL_MAX_NCHANNELS) its
         # channels' share.

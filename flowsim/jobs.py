@@ -200,6 +200,8 @@ def _by_policy(
         raise InputError(
             f"gpus: {gpus} GPUs do not split evenly into servers of {per_server}; set gpus_per_server to a divisor"
         )
+    if per_server > most:
+        raise InputError(f"gpus_per_server: {per_server}, but a server of this cluster has {most} GPUs")
     k = gpus // per_server
     free = {s: [g for g in gpus_of if g not in owner] for s, gpus_of in by_server.items()}
     candidates = [s for s in sorted(free) if len(free[s]) >= per_server]

@@ -365,7 +365,8 @@ def parallel_layout(
                 if len(own) > 1:
                     raise InputError(
                         f"TP group {group[0]!r}..{group[-1]!r} (stage {s}, DP index {d}) spans {len(own)} servers; "
-                        f"keep tp within the GPUs of one server, or pass tp_across_servers=True"
+                        f"keep tp within the GPUs of one server, or allow it (tp_across_servers: True in "
+                        f"Python, tp_across_servers = true in a scenario)"
                     )
     return layout
 
@@ -515,6 +516,10 @@ def data_parallel_step(
     check_routed_env(nccl_env, "gpudirect")
     if isinstance(ranks, str):
         raise InputError(f"ranks must be a sequence of GPU names, got the string {ranks!r}")
+    if (len(topology.gpus()) if ranks is None else len(ranks)) < 2:
+        raise InputError("ranks: a data-parallel step needs 2 or more ranks to all-reduce its gradients over (got 1); "
+                         "one GPU's step is its compute alone, which a 3D step runs (parallel_step; layer_forward_s in "
+                         "a scenario)")
 
     ready = forward_s + np.cumsum(backward[::-1])[::-1]  # layer i: forward + backward of i..last
     parts = []
@@ -852,7 +857,9 @@ def parallel_step(
     compute_s = float(finish[:n_step_flows].max(initial=0.0))
     # Virtual stage c x pp + s is rank s's chunk c.
     busy = n_microbatches * (forward + backward).reshape(v, layout.pp, -1).sum(axis=(0, 2))
-    bubble_s = max(compute_s - float(busy.max()), 0.0)
+    # With one stage nothing waits; elsewhere the difference of two float sums leaves a few
+    # ulps of the compute where a stage is never idle, which a report would print as 0.000 ns.
+    bubble_s = 0.0 if layout.pp == 1 else max(compute_s - float(busy.max()), 0.0)
     return ParallelStep(
         workload, layout, schedule, int(n_microbatches), compute_s, busy, bubble_s, tuple(builder.compute_log),
         virtual_stages=int(v),

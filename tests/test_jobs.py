@@ -197,6 +197,9 @@ def test_explicit_placements_go_first_and_policies_take_whole_free_servers(four_
          "gpus: 24 GPUs need 3 servers with 8 free GPUs, the cluster has 2; jobs a hold 16 of its 32 GPUs"),
         ([("a", Placement(policy="packed", gpus=12))], 0,
          "gpus: 12 GPUs do not split evenly into servers of 8; set gpus_per_server to a divisor"),
+        # It said "18 GPUs need 2 servers with 9 free GPUs, the cluster has 0", blaming gpus.
+        ([("a", Placement(policy="packed", gpus=18, gpus_per_server=9))], 0,
+         "gpus_per_server: 9, but a server of this cluster has 8 GPUs"),
         ([("a", Placement(ranks=("n0.nic0",)))], 0, "ranks: 'n0.nic0' is not a GPU"),
         ([("a", Placement(servers=("n9",)))], 0, "servers: 'n9' is not a server of the topology"),
     ],

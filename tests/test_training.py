@@ -509,6 +509,18 @@ def test_free_communication_leaves_the_textbook_bubble(schedule, pp, m):
     assert result.exposed_communication_s == pytest.approx(0.0, abs=1e-12)
 
 
+def test_one_stage_has_no_bubble_and_one_rank_no_data_parallel_step():
+    # With pp = 1 the bubble was the few ulps between two float sums (1.4e-17 s), printed as
+    # "pipeline bubble 0.000 ns"; a data-parallel step of one rank failed inside the
+    # all-reduce ("all_reduce needs at least 2 ranks, got 1").
+    topology = build_cluster("dgx_h100", 2, figure="effective")
+    step = parallel_step(topology, tp=8, dp=2, n_microbatches=2, layer_forward_s=[1e-3 / 3] * 4,
+                         layer_backward_s=[2e-3 / 3] * 4, layer_grad_bytes=[1e6] * 4)
+    assert step.bubble_s == 0.0
+    with pytest.raises(InputError, match=r"^ranks: a data-parallel step needs 2 or more ranks .* \(got 1\)"):
+        data_parallel_step(topology, ranks=["n0.gpu0"], layer_backward_s=[1e-3], layer_grad_bytes=[1e6])
+
+
 def test_uneven_stages_bubble_is_the_busiest_stage_idling():
     # Stage 1 twice as slow (f = 2, b = 4) as stage 0 (f = 1, b = 2), 2 microbatches, 1F1B:
     # s1 runs F0 [1,3], B0 [3,7], F1 [7,9], B1 [9,13]; s0 ends with B1 [13,15]. Stage 1

@@ -248,10 +248,11 @@ def _mesh_orders(topology: Topology, ranks: Sequence[str], servers: dict[str, st
     return mesh_rings(ranks, counts) if counts.any() else []
 
 
-def _distinct_rings(topology: Topology, ranks: Sequence[str], servers: dict[str, str]) -> int:
-    """How many different rings NCCL's channels follow: the rings of an NVLink mesh, one per
-    rail across servers, else one."""
-    rings = _mesh_orders(topology, ranks, servers)
+def _distinct_rings(
+    topology: Topology, ranks: Sequence[str], servers: dict[str, str], rings: Sequence[tuple[str, ...]]
+) -> int:
+    """How many different rings NCCL's channels follow: the rings of an NVLink mesh (``rings``,
+    :func:`_mesh_orders`), one per rail across servers, else one."""
     if rings:
         return len(rings)
     if len(set(servers.values())) == 1:
@@ -292,13 +293,14 @@ def _nic_offsets(topology: Topology, first: Sequence[str], gpudirect: bool) -> l
 
 
 def _ring_orders(
-    topology: Topology, ranks: Sequence[str], servers: dict[str, str], channels: int | None, gpudirect: bool
+    topology: Topology, ranks: Sequence[str], servers: dict[str, str], channels: int | None, gpudirect: bool,
+    rings: Sequence[tuple[str, ...]],
 ) -> list[tuple[str, ...]]:
-    """Ring order per channel: NVLink mesh rings where the GPUs of a server link directly (the
-    DGX-1; across servers :func:`~flowsim.collectives.rings.mesh_server_rings`), else
+    """Ring order per channel: NVLink mesh rings (``rings``, :func:`_mesh_orders`) where the
+    GPUs of a server link directly (the DGX-1; across servers
+    :func:`~flowsim.collectives.rings.mesh_server_rings`), else
     :func:`~flowsim.collectives.rotated_rings`, rotated to leave each server through its NICs
     in turn (:func:`~flowsim.collectives.rings.nic_spread_offsets`)."""
-    rings = _mesh_orders(topology, ranks, servers)
     if rings:
         n = len(rings) if channels is None else channels
         return [rings[c % len(rings)] for c in range(n)]
@@ -732,6 +734,9 @@ def collective_workload(
     # out as one lane per distinct ring (one per rail across servers, one per mesh ring on an
     # NVLink mesh, one inside an NVSwitch server) whose cap is the sum of its channels'.
     topology_servers = rank_servers(topology, ranks)
+    # The rings of an NVLink mesh (a search over the mesh and, across servers, its NICs),
+    # found once for the call where a step below needs them.
+    mesh_orders = functools.cache(lambda: _mesh_orders(topology, ranks, topology_servers))
     # A fallback graph's speed is NCCL's placeholder (tuner.FALLBACK_GBPS): its one channel
     # moves what the links give.
     capped = choice is not None and entry.name in ("ring", "tree") and not choice.fallback
@@ -744,7 +749,7 @@ def collective_workload(
     if choice is not None and channels is None and orders is None:
         reported = choice.n_channels
         if capped:
-            channels = min(choice.n_channels, _distinct_rings(topology, ranks, topology_servers))
+            channels = min(choice.n_channels, _distinct_rings(topology, ranks, topology_servers, mesh_orders()))
             lane_channels = choice.n_channels / channels
     options: dict = {}
     if sent is not None:
@@ -754,7 +759,7 @@ def collective_workload(
     if root is not None:
         options["root"] = root
     if "offsets" in entry.options:
-        mesh = _mesh_orders(topology, ranks, topology_servers)
+        mesh = mesh_orders()
         if not mesh and len(set(topology_servers.values())) > 1:
             # NCCL's search starts channel c on NIC c mod nNets, trees as rings: each channel's
             # chain has its head, which talks to the other servers, on the next NIC.
@@ -766,7 +771,7 @@ def collective_workload(
             # the GPUs in index order would step between GPUs with no NVLink, through the CPUs.
             options["chains"] = mesh
     if "rails" in entry.options and len(set(topology_servers.values())) > 1 \
-            and _nvswitched(topology, ranks) and not _mesh_orders(topology, ranks, topology_servers):
+            and _nvswitched(topology, ranks) and not mesh_orders():
         # NCCL's rings leave a server through the NIC they came in by (docs/hardware.md §7.4),
         # the last GPU handing its data to that NIC's own GPU over NVLink (PXN). Without
         # NVLink it sends to a NIC itself: PXN needs the relaying GPU an NVLink path away
@@ -817,7 +822,7 @@ def collective_workload(
             options["orders"] = [tuple(o) for o in orders]
             n_channels = len(options["orders"]) if channels is None else channels
         elif entry.ring_ordered:
-            options["orders"] = _ring_orders(topology, ranks, topology_servers, channels, gpudirect)
+            options["orders"] = _ring_orders(topology, ranks, topology_servers, channels, gpudirect, mesh_orders())
             n_channels = len(options["orders"])
         elif entry.name in ("nvls", "nvls_tree", "nvls_sharp", "pat", "collnet_direct") and choice is not None \
                 and channels is None:
@@ -826,7 +831,7 @@ def collective_workload(
             n_channels = 1
         elif entry.name == "collnet_chain" and choice is not None and channels is None:
             # One lane per chain NCCL's channels run (one per NIC), each carrying its channels.
-            n_channels = min(choice.n_channels, _distinct_rings(topology, ranks, topology_servers))
+            n_channels = min(choice.n_channels, _distinct_rings(topology, ranks, topology_servers, mesh_orders()))
         else:
             n_channels = _default_channels(topology, ranks, topology_servers) if channels is None else channels
             if entry.name == "p2p" and p2p_sends and channels is None \

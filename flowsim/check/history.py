@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from flowsim._version import __version__
-from flowsim.check.report import CheckReport, _size_range
+from flowsim.check.report import CheckReport, size_range
 from flowsim.errors import InputError, file_kind, image_file, output_file
 from flowsim.files import locked, replaced_atomically
 from flowsim.formatting import format_size
@@ -307,7 +307,7 @@ class PastChange:
     def __str__(self) -> str:
         day = datetime.datetime.fromtimestamp(self.run_time_unix, datetime.UTC).date().isoformat()
         return (f"{'slower' if self.slower else 'faster'} than check {self.check_id} of {day} at "
-                f"{_size_range(self.sizes)}: {self.now_GBps:.1f} against {self.then_GBps:.1f} GB/s at "
+                f"{size_range(self.sizes)}: {self.now_GBps:.1f} against {self.then_GBps:.1f} GB/s at "
                 f"{format_size(self.size_bytes)}")
 
 

@@ -515,7 +515,7 @@ class CheckReport:
             use = sorted(math.floor(100 * (r.busiest_utilization or 0.0)) for r in rows)
             busy = f"{use[0]}%" if use[0] == use[-1] else f"{use[0]}-{use[-1]}%"
             what = "busiest link" if bound == "latency" else "its use"
-            parts.append(f"{bound} at {_size_range([r.size_bytes for r in rows])} ({what} {busy})")
+            parts.append(f"{bound} at {size_range([r.size_bytes for r in rows])} ({what} {busy})")
         if not parts:
             return []
         lines = ["# what bounds the predicted time: " + ", ".join(parts)]
@@ -528,7 +528,7 @@ class CheckReport:
                     and not (flag == "SHORT" and r.size_bytes in not_nvls and r.algorithm in _NVLS_FAMILY))
             for bound, sizes in flagged.items():
                 if sizes:
-                    lines.append(f"# {flag} where {bound} bounds the prediction ({_size_range(sizes)}): "
+                    lines.append(f"# {flag} where {bound} bounds the prediction ({size_range(sizes)}): "
                                  f"{advice.get(bound, advice['network'])}")
         by_bound: dict[str, list[tuple[int, str]]] = {}
         for size, (choice, bound) in sorted(not_nvls.items()):
@@ -538,13 +538,13 @@ class CheckReport:
             sizes = [size for size, _ in found]
             nvls = "/".join(dict.fromkeys(str(ran.get(size)) for size in sizes))
             choices = ", ".join(dict.fromkeys(choice for _, choice in found))
-            lines.append(f"# SHORT at {_size_range(sizes)}, predicted with {nvls}: not NVLS missing on the cluster, "
+            lines.append(f"# SHORT at {size_range(sizes)}, predicted with {nvls}: not NVLS missing on the cluster, "
                          f"since NCCL's best choice without it ({choices}) is faster than measured too; {bound} bounds "
                          f"that choice: {_WHERE_TO_LOOK.get(bound, _WHERE_TO_LOOK['network'])}")
         if self.fast_within_links:
             pairs = {r.size_bytes: f"{r.algorithm}/{r.protocol}" for r in self.rows}
             choices = ", ".join(dict.fromkeys(pairs[size] for size in self.fast_within_links))
-            lines.append(f"# not FAST at {_size_range(list(self.fast_within_links))}: faster than NCCL's model of "
+            lines.append(f"# not FAST at {size_range(list(self.fast_within_links))}: faster than NCCL's model of "
                          f"{choices}, to which flowsim holds it, but not than the links described allow it (NCCL's "
                          "trees between servers beat that model on some clusters, docs/validation.md)")
         return lines
@@ -817,7 +817,7 @@ def _sizes_text(sizes: Iterable[int]) -> str:
     return f"{len(ordered)} size(s): {shown}{', ...' if len(ordered) > 6 else ''} B"
 
 
-def _size_range(sizes: Sequence[int]) -> str:
+def size_range(sizes: Sequence[int]) -> str:
     """``"8 MiB-2 GiB"``, or ``"8 MiB"`` where the sizes are one."""
     low, high = format_size(min(sizes)), format_size(max(sizes))
     return low if low == high else f"{low}-{high}"

@@ -55,9 +55,12 @@ class FairShareProblem:
                 f"FairShareProblem takes a flowsim.Routes, not {type(self.routes).__name__} "
                 "(FairShareProblem.build also takes lists of links)"
             )
-        routes, capacity, weight, cap = checked_flows(self.routes, self.capacity_Bps, self.weight, self.cap_Bps)
+        self._hold(*checked_flows(self.routes, self.capacity_Bps, self.weight, self.cap_Bps))
+
+    def _hold(self, routes: Routes, capacity: np.ndarray, weight: np.ndarray, cap: np.ndarray) -> None:
+        """Take checked arrays (:func:`checked_flows`) and the routes' transpose."""
         link_flow_indptr, link_flow_indices = routes.transpose()
-        for name, value in (("capacity_Bps", capacity), ("weight", weight), ("cap_Bps", cap),
+        for name, value in (("routes", routes), ("capacity_Bps", capacity), ("weight", weight), ("cap_Bps", cap),
                             ("link_flow_indptr", link_flow_indptr), ("link_flow_indices", link_flow_indices)):
             object.__setattr__(self, name, value)
 
@@ -74,10 +77,10 @@ class FairShareProblem:
     ) -> FairShareProblem:
         """Check routes, capacities, weights and caps as :func:`max_min_rates` does, naming
         links and flows by ``link_names`` and ``flow_names``, and transpose the routes."""
-        routes, capacity, weight, cap = checked_flows(
-            routes, capacity_Bps, weights, caps_Bps, link_names=link_names, flow_names=flow_names
-        )
-        return cls(routes, capacity, weight, cap)
+        checked = checked_flows(routes, capacity_Bps, weights, caps_Bps, link_names=link_names, flow_names=flow_names)
+        problem = object.__new__(cls)  # checked once, here with the names: the constructor would check again
+        problem._hold(*checked)
+        return problem
 
     @property
     def n_flows(self) -> int:

@@ -143,7 +143,7 @@ CASES = {
     ),
     "an unknown keyword to collective_time": (
         lambda c, s: flowsim.collective_time(c, "all_reduce", 1e6, foo=1),
-        "collective_time: unknown option 'foo'; valid ones: algorithm, channels,",
+        "collective_time: unknown option 'foo'; valid ones: algorithm, calls, channels,",
     ),
     "nccl_env as a list": (
         lambda c, s: flowsim.collective_time(c, "all_reduce", 1e6, nccl_env=["NCCL_ALGO=Ring"]),

@@ -273,7 +273,7 @@ def test_bad_input_is_reported_not_raised(capsys, argv, message):
      ("--gpus-per-node", "0", "a positive integer"),
      ("-g", "0", "a positive integer"), ("-m", "0", "a positive integer"), ("--slices", "-2", "a positive integer"),
      ("-G", "-1", "a non-negative integer"), ("--seed", "-1", "a non-negative integer"),
-     ("-n", "abc", "a non-negative integer"), ("-f", "0", "a positive integer"),
+     ("-n", "0", "a positive integer"), ("-z", "abc", "a non-negative integer"), ("-f", "0", "a positive integer"),
      ("--time-rel-tol", "1", "a number in [0, 1)"), ("--time-rel-tol", "nan", "a number in [0, 1)")],
 )
 def test_counts_out_of_range_are_refused_naming_the_option(capsys, option, value, expected):
@@ -281,7 +281,7 @@ def test_counts_out_of_range_are_refused_naming_the_option(capsys, option, value
     with pytest.raises(SystemExit) as exit_:
         flowsim(["collective", "all_reduce", "--system", "dgx_h100", option, value])
     assert exit_.value.code == 2
-    name = {"-g": "-g/--ngpus", "-m": "-m/--agg_iters", "-G": "-G/--cudagraph", "-n": "-n/--iters",
+    name = {"-g": "-g/--ngpus", "-m": "-m/--agg_iters", "-G": "-G/--cudagraph", "-n": "-n/--iters", "-z": "-z/--blocking",
             "-f": "-f/--stepfactor"}.get(option, option)
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"flowsim collective: error: argument {name}: expected {expected}, got '{value}'")

@@ -6,7 +6,7 @@ The writer is ``src/util.cu`` of NVIDIA/nccl-tests (``JSON_FILE_VERSION`` 1 to 3
 - ``args``: the command line, ``args[0]`` the binary (``./build/all_reduce_perf``);
 - ``env``: the environment as ``"KEY=VALUE"`` strings (rank 0's process);
 - ``nccl_version``: NCCL's ``NCCL_VERSION_CODE`` (``22703``);
-- ``config``: ``nthreads``, ``ngpus``, ``aggregated_iterations``, ``graph`` and ``devices``,
+- ``config``: ``nthreads``, ``ngpus``, ``iterations``, ``aggregated_iterations``, ``graph`` and ``devices``,
   one ``{rank, group, pid, hostname, device, device_hex, device_info}`` per process, parsed
   from the first of the process's ``#  Rank`` lines (``parseRankInfo``), so a process that
   drives ``nthreads x ngpus`` GPUs stands for that many ranks on consecutive devices;
@@ -66,6 +66,7 @@ class JsonRun:
     nccl_version: str | None
     nccl_env: tuple[tuple[str, str], ...]
     warnings: tuple[str, ...]
+    iters: int | None = None
 
 
 # A line of nccl-tests' text output: a comment line ('# nThread', '#  Rank', the table header).
@@ -308,6 +309,7 @@ def read_json_run(text: str, source: str) -> JsonRun:
         n_threads=n_threads,
         n_gpus=n_gpus,
         agg_iters=read.optional_count(config, "config", "aggregated_iterations"),
+        iters=read.optional_count(config, "config", "iterations"),
         cuda_graph=read.optional_count(config, "config", "graph"),
         ranks=ranks,
         rows=rows,

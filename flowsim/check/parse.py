@@ -238,6 +238,8 @@ _STEP_BYTES = re.compile(r"\bstep:\s*(\d+)\(bytes\)")
 _TEST_FAILURE = re.compile(r"Test (?:NCCL|CUDA) failure.*")
 # Later fields of that line, where the nccl-tests version prints them: -a and -G.
 _AGG_ITERS = re.compile(r"\bagg\s+iters:\s*(\d+)")
+# The timed iterations (-n), after the warm-up's: "warmup iters: 5 iters: 20".
+_ITERS = re.compile(r"\bwarmup\s+iters:\s*\d+\s+iters:\s*(\d+)")
 _GRAPH = re.compile(r"\bgraph:\s*(\d+)")
 _RANK = re.compile(
     r"^#\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+(?P<group>\d+)\s+)?Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)"
@@ -853,6 +855,7 @@ def _parse_text(
     binary_line = 0  # the line of '# Collective test starting'
     header = None
     agg_iters: int | None = None
+    iters: int | None = None
     cuda_graph: int | None = None
     step_bytes: int | None = None  # -i: the step between sizes, in bytes
     ranks: dict[int, RankInfo] = {}
@@ -901,6 +904,8 @@ def _parse_text(
                 header = (int(nthread.group(1)), int(nthread.group(2)), number)
                 agg, graph = _AGG_ITERS.search(stripped), _GRAPH.search(stripped)
                 agg_iters = None if agg is None else int(agg.group(1))
+                timed = _ITERS.search(stripped)
+                iters = None if timed is None else int(timed.group(1))
                 cuda_graph = None if graph is None else int(graph.group(1))
                 step = _STEP_BYTES.search(stripped)
                 step_bytes = None if step is None else int(step.group(1))
@@ -1094,6 +1099,7 @@ def _parse_text(
         platform,
         started=_first_stamp(text),
         sha256=_sha256(text),
+        iters=iters,
     )
 
 
@@ -1211,6 +1217,7 @@ def _from_json(run: JsonRun, source: str, collective: str | None, gpus_per_node:
         run.agg_iters,
         run.cuda_graph,
         run.nccl_env,
+        iters=run.iters,
     )
 
 

@@ -51,6 +51,7 @@ from flowsim.check.log import placed_error, where
 from flowsim.check.parse import NcclTestLog, RankInfo, TestRow, parse_nccl_log
 from flowsim.collectives import resolve_algorithm
 from flowsim.collectives.builders import ALLTOALLV_MATRIX_FILE, ALLTOALLV_SPREAD
+from flowsim.collectives.calls import OVERLAPPING
 from flowsim.collectives.constants import (
     DEFAULT_NCCL_VERSION,
     NCCL_ALGORITHMS,
@@ -64,7 +65,16 @@ from flowsim.collectives.constants import (
     predated_protocol,
 )
 from flowsim.collectives.placement import send_pair
-from flowsim.collectives.report import DTYPE_BYTES, ROOTED, NcclRow, busbw_Bps, launch_floor_us, model_note, sweep
+from flowsim.collectives.report import (
+    DTYPE_BYTES,
+    NCCL_TESTS_ITERS,
+    ROOTED,
+    NcclRow,
+    busbw_Bps,
+    launch_floor_us,
+    model_note,
+    sweep,
+)
 from flowsim.collectives.tuner import (
     COLLNET_ALGORITHMS,
     NCCL_ENV_KEYS,
@@ -1199,6 +1209,9 @@ def check_log(
         warnings += (f"predicted with {time_window_note(options['time_rel_tol'])}",)
     ranks = send_pair(topology, gpus) if log.collective == "send" else gpus
     launch = {"gpus_per_thread": log.n_gpus or 1, "agg_iters": log.agg_iters or 1, "cuda_graph": log.cuda_graph or 0}
+    if log.iters is None and log.collective in OVERLAPPING:
+        warnings += (f"the log does not say how many iterations nccl-tests timed (-n): taken as {NCCL_TESTS_ITERS}, "
+                     f"its default, over which a {log.collective}'s calls overlap back to back",)
     if log.collective == "send":
         # NCCL's channels for the pair's send follow the communicator of all the log's ranks.
         options["communicator"] = gpus
@@ -1258,7 +1271,8 @@ def check_log(
         """The keywords :func:`sweep` predicts one block of the log with: its root, data type
         and reduction, the log's launch settings and the caller's options."""
         root, dtype, redop = run[:3]
-        return {"dtype": dtype, "redop": redop, "ranks": ranks, "aligned": False, **launch, **options, **extra,
+        return {"dtype": dtype, "redop": redop, "ranks": ranks, "aligned": False, **launch,
+                "iters": log.iters or NCCL_TESTS_ITERS, **options, **extra,
                 **({"root": root} if root else {})}
 
     def predict(run: tuple[int, str, str, str, str], sizes: list[int], **extra: Any) -> tuple[list, str | None]:

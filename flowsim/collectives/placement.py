@@ -36,6 +36,7 @@ from flowsim.collectives.builders import (
     hypercube_rounds,
     hypercube_workload,
 )
+from flowsim.collectives.calls import OVERLAPPING, back_to_back, time_per_call
 from flowsim.collectives.chunks import nccl_chunking, pipeline_pieces
 from flowsim.collectives.constants import DEFAULT_NCCL_VERSION, constants_of
 from flowsim.collectives.costs import (
@@ -140,7 +141,8 @@ class CollectiveRun:
     size_bytes : float
         ``S`` as nccl-tests counts it (see :mod:`flowsim.collectives`).
     time_s : float
-        From the start to the last message's arrival.
+        From the start to the last message's arrival; of ``calls`` back to back, their mean
+        time (:func:`collective_time`).
     costs : CollectiveCosts
     run : RunResult
     nccl : NcclChoice or None
@@ -156,6 +158,9 @@ class CollectiveRun:
         Flows of the collective: its workload's, or where its ring was laid out by classes
         of hops, its full step DAG's (``run``'s workload then holds one message per class,
         step and slice; see :attr:`flows`).
+    calls_run : int
+        Calls ``run`` holds: 2 where calls back to back overlap (a chain's,
+        :mod:`flowsim.collectives.calls`), each of them ``n_flows``; else 1.
     """
 
     collective: str
@@ -172,6 +177,7 @@ class CollectiveRun:
     flow_classes: int = 0
     gpudirect: bool = True
     n_flows: int = 0
+    calls_run: int = 1
 
     @property
     def flows(self) -> int:
@@ -364,6 +370,7 @@ def collective_time(
     redop: str = "sum",
     time_rel_tol: float = DEFAULT_TIME_REL_TOL,
     model_caps: bool = True,
+    calls: int = 1,
     **layout,
 ) -> CollectiveRun:
     """Simulate one collective over GPUs of ``topology``.
@@ -455,6 +462,11 @@ def collective_time(
         fewer channels); False leaves those lanes to what the links and the GPUs' copy rates
         give, the most the hardware described allows (``flowsim check``'s bound for
         ``FAST``).
+    calls : int
+        Calls made back to back, as nccl-tests makes its ``iters`` (default 1, one call):
+        ``time_s`` is then their mean time. Only a chain's calls overlap
+        (:data:`~flowsim.collectives.calls.OVERLAPPING`); two of them are simulated
+        (:mod:`flowsim.collectives.calls`) and ``run`` holds both (:attr:`CollectiveRun.calls_run`).
     **layout
         ``orders``, ``servers``, ``switch``, ``root``, ``communicator``: see
         :func:`collective_workload`.
@@ -466,6 +478,7 @@ def collective_time(
     _check_topology(topology, "collective_time")
     allowed = (*keyword_options(collective_time, skip=3)[0], *_LAYOUT_OPTIONS)
     check_options(layout, allowed, "collective_time")  # else a TypeError naming collective_workload
+    calls = whole_number("calls", calls, minimum=1)
     if router is None:
         router = Router(topology)
     if progress is not None:
@@ -476,6 +489,8 @@ def collective_time(
         dtype=dtype, redop=redop, gpudirect=gpudirect, hop_classes=classes, routing=routing, seed=seed,
         model_caps=model_caps, **layout,
     )
+    # A chain's calls back to back overlap: two of them show by how much (flowsim.collectives.calls).
+    overlapping = calls > 1 and collective in OVERLAPPING and plan.quotient is None
     if plan.quotient is not None:
         n_flows = plan.quotient.n_flows
         if progress is not None:
@@ -483,17 +498,23 @@ def collective_time(
         outcome = plan.quotient.run(plan.workload, progress=progress is not None, time_rel_tol=time_rel_tol)
     else:
         n_flows = len(plan.workload)
+        workload = back_to_back(plan.workload, plan.ranks) if overlapping else plan.workload
         if progress is not None:
-            progress(f"routing and simulating {n_flows:,} flows")
+            progress(f"routing and simulating {len(workload):,} flows"
+                     + (f" (two calls back to back, {n_flows:,} each)" if overlapping else ""))
         outcome = run(
-            topology, plan.workload, routing=routing, seed=seed, gpudirect=plan.gpudirect, router=router,
+            topology, workload, routing=routing, seed=seed, gpudirect=plan.gpudirect, router=router,
             progress=progress is not None, classes=classes, time_rel_tol=time_rel_tol,
         )
+    time_s = outcome.makespan_s
+    if overlapping:
+        finish = outcome.result.finish_s
+        time_s = time_per_call(float(finish[:n_flows].max()), float(finish[n_flows:].max()), calls)
     solved = outcome.result.n_flow_classes
     return CollectiveRun(
         collective, plan.algorithm, plan.protocol, plan.channels, plan.model, plan.ranks, float(size_bytes),
-        outcome.makespan_s, plan.costs, outcome, plan.nccl, n_flows if solved is None else solved,
-        plan.gpudirect, n_flows,
+        time_s, plan.costs, outcome, plan.nccl, n_flows if solved is None else solved,
+        plan.gpudirect, n_flows, 2 if overlapping else 1,
     )
 
 

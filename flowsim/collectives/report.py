@@ -34,6 +34,7 @@ from flowsim.topology import Topology
 __all__ = [
     "DTYPE_BYTES",
     "HOST_LAUNCH_US_PER_GPU",
+    "NCCL_TESTS_ITERS",
     "ROOTED",
     "SPLIT",
     "SUM_SHOWN",
@@ -61,6 +62,10 @@ __all__ = [
 #: the slope of a one-thread ``all_reduce_perf -g N`` on a DGX A100, (33.7 - 16.88) / 4 us
 #: from N = 4 to 8 (NVIDIA/nccl-tests#123; docs/hardware.md §6.2).
 HOST_LAUNCH_US_PER_GPU = 4.2
+
+#: Iterations nccl-tests times back to back by default (``-n``; ``int iters = 20;`` in
+#: [NT-PERF] src/common.cu).
+NCCL_TESTS_ITERS = 20
 
 #: Collectives whose S is split into n equal parts, one per rank (nccl-tests' count is a part's).
 SPLIT = frozenset({"all_gather", "reduce_scatter", "all_to_all", "gather", "scatter", "hypercube", "all_to_all_v"})
@@ -280,6 +285,8 @@ def sweep(
     gpus_per_thread: int = 1,
     agg_iters: int = 1,
     cuda_graph: int = 0,
+    iters: int = NCCL_TESTS_ITERS,
+    blocking: bool = False,
     aligned: bool = True,
     **options,
 ) -> list[NcclRow]:
@@ -305,6 +312,13 @@ def sweep(
     gpus_per_thread, agg_iters, cuda_graph : int
         nccl-tests' ``-g``, ``-a`` and ``-G``: how the host launches each iteration, which
         sets a least time per row (:func:`launch_floor_us`; default: one GPU per thread).
+    iters : int
+        nccl-tests' ``-n``, the iterations it times back to back (default 20, its own): with
+        ``agg_iters`` and ``cuda_graph`` the calls whose mean a row's time is, where calls
+        overlap (a broadcast's or reduce's chain, :mod:`flowsim.collectives.calls`).
+    blocking : bool
+        nccl-tests' ``-z``: each call waits for the one before it to end on every GPU (the
+        stream synchronised), so calls do not overlap.
     aligned : bool
         Trim each rank's part to 16 bytes as nccl-tests 2.13.12 and later do (default);
         False keeps the sizes of a log an older nccl-tests printed, whose parts are not.
@@ -319,7 +333,7 @@ def sweep(
     """
     return list(iter_sweep(topology, collective, sizes_bytes, dtype=dtype, redop=redop, ranks=ranks,
                            gpus_per_thread=gpus_per_thread, agg_iters=agg_iters, cuda_graph=cuda_graph,
-                           aligned=aligned, **options))
+                           iters=iters, blocking=blocking, aligned=aligned, **options))
 
 
 def iter_sweep(
@@ -334,6 +348,8 @@ def iter_sweep(
     gpus_per_thread: int = 1,
     agg_iters: int = 1,
     cuda_graph: int = 0,
+    iters: int = NCCL_TESTS_ITERS,
+    blocking: bool = False,
     aligned: bool = True,
     **options,
 ) -> Iterator[NcclRow]:
@@ -355,7 +371,13 @@ def iter_sweep(
     sizes = [_rounded(collective, parse_size(requested), DTYPE_BYTES[dtype], n_ranks, aligned)
              for requested in sizes_bytes]
     floor_us = launch_floor_us(gpus_per_thread, agg_iters=agg_iters, cuda_graph=cuda_graph)
-    return _rows(topology, collective, sizes, dtype, redop, ranks, n_ranks, router, progress, floor_us, options)
+    # Every call of the timed loop runs back to back: iters x agg_iters, each CUDA graph launch
+    # again; blocking, each after the one before has ended (nccl-tests' startColl synchronises).
+    calls = whole_number("iters", iters, minimum=1) * agg_iters * max(cuda_graph, 1)
+    if blocking:
+        calls = 1
+    return _rows(topology, collective, sizes, dtype, redop, ranks, n_ranks, router, progress, floor_us,
+                 {**options, "calls": calls})
 
 
 def _rows(
@@ -389,7 +411,9 @@ def _rows(
         if launch_bound:
             time_s = latency_s = floor_us * 1e-6
         run = outcome.run
-        busiest = busiest_link(run.topology, run.workload, run.result, time_s) if time_s > 0 else None
+        # Over a call's mean time, what one call moves (of the calls the run holds).
+        busiest = busiest_link(run.topology, run.workload, run.result, time_s * outcome.calls_run) \
+            if time_s > 0 else None
         row = NcclRow(
             size_bytes=size,
             count=count,

@@ -32,6 +32,7 @@ from flowsim.collectives.constants import nccl_release
 from flowsim.collectives.placement import send_pair
 from flowsim.collectives.report import (
     DTYPE_BYTES,
+    NCCL_TESTS_ITERS,
     ROOTED,
     STEP_BYTES,
     SUM_SHOWN,
@@ -87,12 +88,10 @@ _root_rank = number_type(int, lambda value: value >= -1, "a rank number, or -1 f
 # runs (src/common.cu, 2.19.6): taken and left alone.
 _TIMING_OPTIONS = (
     ("-t", "nthreads", "threads per process (each drives -g GPUs)"),
-    ("-n", "iters", "timed iterations"),
     ("-w", "warmup_iters", "warm-up iterations"),
     ("-N", "run_cycles", "times the whole sweep runs"),
     ("-p", "parallel_init", "initialise the threads' communicators in parallel"),
     ("-c", "check", "iterations whose results are checked"),
-    ("-z", "blocking", "barriers between iterations"),
     ("-y", "stream_null", "run on the default stream"),
     ("-T", "timeout", "seconds before a hung run is stopped"),
     ("-C", "report_cputime", "report the host's time instead of the GPU's"),
@@ -153,6 +152,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("-m", "--agg_iters", type=positive_int, default=1, help="collectives per iteration (default 1)")
     parser.add_argument("-G", "--cudagraph", type=non_negative_int, default=0,
                         help="CUDA graph launches (default 0: none)")
+    parser.add_argument(
+        "-n", "--iters", type=positive_int, default=NCCL_TESTS_ITERS,
+        help=f"timed iterations, back to back (default {NCCL_TESTS_ITERS}): a broadcast's or reduce's calls overlap, "
+        "and their rows are the mean time of a call (docs/model.md)",
+    )
+    parser.add_argument(
+        "-z", "--blocking", type=non_negative_int, default=0,
+        help="wait for each call to end before the next (default 0: back to back)",
+    )
     parser.add_argument(
         "--algorithm",
         default="auto",
@@ -300,6 +308,8 @@ def run_collective(args: argparse.Namespace) -> int:
             gpus_per_thread=args.ngpus,
             agg_iters=args.agg_iters,
             cuda_graph=args.cudagraph,
+            iters=args.iters,
+            blocking=args.blocking > 0,
             **communicator,
         )
         for dtype, redop, root in itertools.product(dtypes, ops, roots)
@@ -350,6 +360,8 @@ def run_collective(args: argparse.Namespace) -> int:
                 system_nccl_env=system_env,
                 nccl_version=args.nccl_version,
                 gpus_per_thread=args.ngpus,
+                iters=args.iters,
+                blocking=args.blocking > 0,
                 failures=failures,
                 gpudirect=gpudirect,
             )

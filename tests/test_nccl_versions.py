@@ -425,10 +425,10 @@ def test_cli_takes_any_nccl_version_as_a_log_would(capsys):
     assert json.loads(out.out)["nccl_version"] == "2.30.7"
     assert out.err.count("no constants of NCCL 2.31.0; it takes those of 2.30.7, the newest older") == 1
     flowsim([*argv, "--nccl-version", "2.10.3"])
-    assert ("takes those of 2.19.3, the oldest it has; NCCL 2.10.3 had no NVLS (--nccl-env NCCL_NVLS_ENABLE=0 "
-            "leaves it out)") in capsys.readouterr().err
+    assert ("takes those of 2.19.3, the oldest it has; NCCL 2.10.3 had no NVLS, left out (NCCL_NVLS_ENABLE=0 "
+            "unless --nccl-env sets it)") in capsys.readouterr().err
     flowsim([*argv, "--nccl-version", "2.17.1"])
-    assert "NCCL 2.17.1 had no NVLSTree (--nccl-env NCCL_ALGO=^NVLSTree leaves it out)" in capsys.readouterr().err
+    assert "NCCL 2.17.1 had no NVLSTree, left out (NCCL_ALGO=^NVLSTree unless" in capsys.readouterr().err
     flowsim([*argv, "--nccl-version", "2.18.3"])
     assert "had no" not in capsys.readouterr().err
     flowsim([*argv, "--nccl-version", "2.26.2"])
@@ -437,3 +437,25 @@ def test_cli_takes_any_nccl_version_as_a_log_would(capsys):
     with pytest.raises(SystemExit):
         flowsim([*argv, "--nccl-version", "v2"])
     assert "expected an NCCL version MAJOR.MINOR.PATCH" in capsys.readouterr().err
+
+
+def test_an_older_nccl_version_leaves_out_what_it_lacked(capsys, tmp_path):
+    # NCCL 2.10.3 had no NVLS: one DGX H100's 1 GiB all-reduce runs a ring under it, as the
+    # log of a run of 2.10.3 would be predicted, unless --nccl-env says otherwise.
+    from flowsim.cli import main as flowsim
+
+    argv = ["collective", "all_reduce", "--system", "dgx-h100", "-b", "1G", "-e", "1G", "--json"]
+
+    def ran(*extra):
+        out = json.loads(capsys.readouterr().out if flowsim([*argv, *extra]) == 0 else "")
+        return out["rows"][0]["algorithm"], out["nccl_env"]
+
+    assert ran()[0] == "nvls"
+    assert ran("--nccl-version", "2.10.3") == ("ring", {"NCCL_NVLS_ENABLE": "0"})
+    assert ran("--nccl-version", "2.10.3", "--nccl-env", "NCCL_NVLS_ENABLE=1")[0] == "nvls"
+    # flowsim check says what it took, with the caller's variables.
+    path = tmp_path / "all_reduce_perf.txt"
+    path.write_text(_with_version("2.27.1+cuda12.9"))
+    flowsim(["check", str(path), "--system", "dgx-h100", "--min-bytes", "2G", "--json", "--nccl-version", "2.4.8"])
+    assert json.loads(capsys.readouterr().out)["nccl"] == \
+        "NCCL 2.19.3 (given), NCCL_NVLS_ENABLE=0 NCCL_PROTO=^LL128 (given)"

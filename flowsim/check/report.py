@@ -1163,6 +1163,10 @@ def check_log(
         options["algorithm"] = resolve_algorithm(log.collective, algorithm) if algorithm != "auto" else algorithm
     version, nccl = nccl_version_of(log, nccl_version)
     options["nccl_version"] = version
+    if options.get("nccl_env"):
+        # What the caller sets (--nccl-env, and what an older --nccl-version lacked), as the
+        # header says what the log's and the system's set.
+        nccl = f"{nccl}, {' '.join(f'{key}={value}' for key, value in options['nccl_env'].items())} (given)"
     if log.nccl_env:
         # What the log's INFO lines say the environment set, under what the caller gives.
         given = dict(options.get("nccl_env") or {})

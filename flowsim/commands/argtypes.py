@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from flowsim.collectives.builders import collective_name
 from flowsim.collectives.constants import (
     DEFAULT_NCCL_VERSION,
     NCCL_VERSIONS,
+    PredatedAlgorithm,
     nccl_release,
     nearest_version,
     predated_algorithm,
@@ -103,41 +104,50 @@ def add_nccl_arguments(parser: argparse.ArgumentParser, *, version_from_log: boo
     parser.add_argument(
         "--nccl-version",
         default=None if version_from_log else DEFAULT_NCCL_VERSION,
-        type=_nccl_version,
+        action=_NcclVersion,
         metavar="VERSION",
         help=f"NCCL version whose constants and rules apply: {', '.join(NCCL_VERSIONS)}, or any other "
-        f"MAJOR.MINOR.PATCH, which takes the one of its series, else the newest older of these (default {default})",
+        f"MAJOR.MINOR.PATCH, which takes the one of its series, else the newest older of these, leaving out what "
+        f"the version named did not have yet (NVLS, NVLSTree, LL128) (default {default})",
     )
+    parser.set_defaults(nccl_version_lacks=())
 
 
-def _nccl_version(text: str) -> str:
-    """An argparse ``type``: the version of :data:`NCCL_VERSIONS` that stands for NCCL
-    ``text`` (:func:`~flowsim.collectives.constants.nearest_version`: the same release, else
-    one of its series, else the newest older one). Where that is another release, one note on
-    stderr says which, and what of it the NCCL named did not have yet (NVLS before 2.17.1,
-    NVLSTree before 2.18.1: :func:`~flowsim.collectives.constants.predated_algorithm`; LL128
-    before 2.5.6: :func:`~flowsim.collectives.constants.predated_protocol`) with the
-    ``--nccl-env`` that leaves it out."""
-    version, wanted = nearest_version(text), nccl_release(text)
-    if version is None or wanted is None:
-        raise argparse.ArgumentTypeError(f"expected an NCCL version MAJOR.MINOR.PATCH (flowsim has "
-                                         f"{', '.join(NCCL_VERSIONS)}), got {text!r}")
-    taken = NCCL_VERSIONS[version].release
-    if taken != wanted:
-        which = ("the one of its series" if taken[:2] == wanted[:2] else
-                 "the newest older version it has" if taken < wanted else "the oldest it has")
-        lacked = [item for item in (predated_algorithm(wanted), predated_protocol(wanted)) if item is not None]
-        missing = "".join(f"; NCCL {text.strip()} had no {item.name} (--nccl-env {item.key}={item.value} leaves it out)"
-                          for item in lacked)
-        print(f"# note: flowsim has no constants of NCCL {text.strip()}; it takes those of {version}, {which}{missing}",
-              file=sys.stderr)
-    return version
+class _NcclVersion(argparse.Action):
+    """``--nccl-version``: the version of :data:`NCCL_VERSIONS` that stands for the NCCL
+    named (:func:`~flowsim.collectives.constants.nearest_version`: the same release, else one
+    of its series, else the newest older one), and in ``nccl_version_lacks`` what of NCCL's
+    the one named did not have yet (NVLS before 2.17.1, NVLSTree before 2.18.1:
+    :func:`~flowsim.collectives.constants.predated_algorithm`; LL128 before 2.5.6:
+    :func:`~flowsim.collectives.constants.predated_protocol`), which
+    :func:`parse_nccl_env` leaves out. Where the version taken is another release, one note
+    on stderr says which, and what is left out."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        text = str(values)
+        version, wanted = nearest_version(text), nccl_release(text)
+        if version is None or wanted is None:
+            raise argparse.ArgumentError(self, f"expected an NCCL version MAJOR.MINOR.PATCH (flowsim has "
+                                               f"{', '.join(NCCL_VERSIONS)}), got {text!r}")
+        taken = NCCL_VERSIONS[version].release
+        lacked = tuple(item for item in (predated_algorithm(wanted), predated_protocol(wanted)) if item is not None)
+        if taken != wanted:
+            which = ("the one of its series" if taken[:2] == wanted[:2] else
+                     "the newest older version it has" if taken < wanted else "the oldest it has")
+            missing = "".join(f"; NCCL {text.strip()} had no {item.name}, left out ({item.key}={item.value} unless "
+                              "--nccl-env sets it)" for item in lacked)
+            print(f"# note: flowsim has no constants of NCCL {text.strip()}; it takes those of {version}, "
+                  f"{which}{missing}", file=sys.stderr)
+        setattr(namespace, self.dest, version)
+        namespace.nccl_version_lacks = lacked
 
 
-def parse_nccl_env(pairs: list[str]) -> dict[str, str]:
+def parse_nccl_env(pairs: list[str], lacks: Sequence[PredatedAlgorithm] = ()) -> dict[str, str]:
     """``["NCCL_ALGO=Ring", ...]`` as a dict; a malformed pair or a repeated key is an
     :class:`~flowsim.errors.InputError` naming it. Variables the model does not follow
-    (``NCCL_IB_HCA``, ...) are kept, and named in one note on stderr."""
+    (``NCCL_IB_HCA``, ...) are kept, and named in one note on stderr. ``lacks``, what the
+    NCCL ``--nccl-version`` names did not have yet (``nccl_version_lacks``), adds the
+    variable that leaves each out, where ``pairs`` do not set it."""
     env: dict[str, str] = {}
     for pair in pairs:
         key, equals, value = pair.partition("=")
@@ -147,6 +157,8 @@ def parse_nccl_env(pairs: list[str]) -> dict[str, str]:
         if key in env:
             raise InputError(f"--nccl-env {key} is given twice")
         env[key] = value.strip()
+    for item in lacks:
+        env.setdefault(item.key, item.value)
     ignored = NcclEnv(env).ignored
     if ignored:
         print(f"flowsim: note: {', '.join(ignored)} {'does' if len(ignored) == 1 else 'do'} not change the model "

@@ -289,8 +289,8 @@ def check_command(args: argparse.Namespace) -> int:
             options = dict(
                 nodes=args.nodes, threshold=args.threshold, latency_tolerance=args.latency_tolerance,
                 algorithm=args.algorithm, protocol=args.protocol, figure=args.figure, min_bytes=min_bytes,
-                nccl_env=parse_nccl_env(args.nccl_env), nccl_version=args.nccl_version, fail=args.fail,
-                degrade=parse_degrade(args.degrade), time_rel_tol=args.time_rel_tol,
+                nccl_env=parse_nccl_env(args.nccl_env, args.nccl_version_lacks), nccl_version=args.nccl_version,
+                fail=args.fail, degrade=parse_degrade(args.degrade), time_rel_tol=args.time_rel_tol,
             )
             # Every run is checked before anything is printed or recorded, so that bad input
             # leaves the history as it was. A run that cannot be checked is said and the others

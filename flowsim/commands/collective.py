@@ -224,7 +224,7 @@ def run_collective(args: argparse.Namespace) -> int:
     """
     server, system, cluster = cluster_options(args)
     cluster.setdefault("n_nodes", 1)
-    nccl_env = parse_nccl_env(args.nccl_env)
+    nccl_env = parse_nccl_env(args.nccl_env, args.nccl_version_lacks)
     most = max_channels(args.nccl_version)
     if args.channels is not None and args.channels > most:
         raise InputError(f"--channels {args.channels}: NCCL {args.nccl_version} runs at most {most} channels "

@@ -658,6 +658,16 @@ def test_wrong_elements_are_flagged():
     lines[21] = f"{last[0]}      3"
     report = check_nccl_log("\n".join(lines), system="dgx-h100", min_bytes=1 << 30)
     assert report.rows[-1].wrong and report.rows[-1].flagged and not report.ok
+    assert report.format_text().splitlines()[-1].startswith(
+        "# 1 of 1 predicted size flagged: 1 with wrong elements (WRONG: nccl-tests found corrupt results);")
+    # Counted whether or not the size is also slow: a corrupt and degraded run says both.
+    lines[21] = ("  1073741824     268435456     float     sum      -1  45715.2   23.49   23.49       3  45533.0   23.58"
+                 "   23.58       3")
+    degraded = check_nccl_log("\n".join(lines), system="dgx-h100", min_bytes=1 << 30)
+    summary = degraded.format_text().splitlines()[-1]
+    assert summary.startswith("# 1 of 1 predicted size flagged: 1 slower than predicted (SHORT), 1 with wrong "
+                              "elements (WRONG: nccl-tests found corrupt results);")
+    assert json.loads(degraded.to_json())["n_wrong"] == 1
 
 
 def test_a_log_that_differs_from_the_system_given_is_warned_about_one_line_each():

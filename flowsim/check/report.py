@@ -389,6 +389,11 @@ class CheckReport:
         return tuple(r for r in self.rows if r.fast)
 
     @property
+    def wrong(self) -> tuple[RowCheck, ...]:
+        """Rows in which nccl-tests counted wrong elements, predicted or not."""
+        return tuple(r for r in self.rows if r.wrong)
+
+    @property
     def ok(self) -> bool:
         """No row flagged."""
         return not self.flagged
@@ -423,6 +428,7 @@ class CheckReport:
             "n_flagged": len(self.flagged),
             "n_short": len(self.short),
             "n_fast": len(self.fast),
+            "n_wrong": len(self.wrong),
             "warnings": list(self.warnings),
             "explained": list(self.explained),
             "not_nvls": [{"size_bytes": size, "without_nvls": choice, "bound": bound}
@@ -584,10 +590,13 @@ class CheckReport:
                 for k, why in (
                     (sum(r.short for r in predicted), "slower than predicted (SHORT)"),
                     (sum(r.fast for r in predicted), "faster than predicted (FAST: check --system and the model)"),
-                    (sum(r.wrong and not (r.short or r.fast) for r in predicted), "with wrong elements only"),
                 )
                 if k
             ]
+            wrong = sum(r.wrong for r in predicted)
+            if wrong:
+                # Corrupt results, whether or not the size is also SHORT or FAST.
+                sides.append(f"{wrong} with wrong elements (WRONG: nccl-tests found corrupt results)")
             summary += ": " + ", ".join(sides)
         elif len(predicted) > 1:
             summary = f"# all {len(predicted)} predicted sizes OK"

@@ -99,7 +99,7 @@ def test_the_history_keeps_what_tells_a_cluster_change_from_a_model_change(tmp_p
     history = read_history(history)
     checks, rows = history.checks, history.rows
     assert checks["options"].tolist() == ["", "--fail n0.nic0 --nccl-env NCCL_PROTO=LL128 --nccl-version 2.19.3", "", ""]
-    assert checks["nccl"][:2].tolist() == ["NCCL 2.27.3 (log) -> constants of 2.27.7", "NCCL 2.19.3 (given)"]
+    assert checks["nccl"][:2].tolist() == ["NCCL 2.27.3 (log) -> constants of 2.27.7", "NCCL 2.19.3 (given), NCCL_PROTO=LL128 (given)"]
     assert checks["nccl_version"][:2].tolist() == ["2.27.7", "2.19.3"]
     assert set(checks["flowsim_version"]) == {flowsim.__version__}
     assert list(zip(checks["run_index"].tolist(), checks["run_count"].tolist(), strict=True)) == [

@@ -2587,3 +2587,23 @@ def test_nccl_comm_lines_give_the_shape_of_a_log_without_rank_lines():
               "localRanks 2 localRank 1"]
     with pytest.raises(InputError, match="give the cluster's shape"):
         parse_nccl_log(_with_info(bare, *uneven))
+
+
+def test_the_old_error_column_is_judged_as_nccl_tests_judged_it():
+    # nccl-tests before 2.13 printed each half's largest relative error ('error', '%5.0le'),
+    # an out-of-bounds value where it passed DeltaMaxValue(type) x (ranks - 1): the DGX-2 log's
+    # all-gather at 4 and 8 GiB (1e+00 on 12 ranks, its trailer '4 FAILED'), not its all-reduce's
+    # rounding (6e-08 to 2e-07, under 1e-5 x 11).
+    text = (Path(__file__).parents[1] / "data/nccl_tests/pasted/dgx2_v100_five_binaries.txt").read_text()
+    gather, reduce_all = parse_nccl_logs(text)[:2]
+    wrong = [row.size_bytes for row in gather.rows if row.out_of_place.wrong]
+    assert wrong == [4294967280, 8589934560] and all(row.in_place.wrong for row in gather.rows[-2:])
+    assert gather.rows[-1].out_of_place.max_error == 1.0
+    assert not any(row.out_of_place.wrong or row.in_place.wrong for row in reduce_all.rows)
+    assert reduce_all.rows[0].out_of_place.max_error == 2e-07
+    # An error of 0.5 is out of bounds too, though not a whole element.
+    first = reduce_all.rows[0]
+    edited = text.replace("61.03    0.00    0.00  2e-07", "61.03    0.00    0.00  5e-01", 1)
+    assert parse_nccl_logs(edited)[1].rows[0].out_of_place.wrong == 1 and first.size_bytes == 8
+    # A count of wrong elements (nccl-tests 2.13 on) is read as it is.
+    assert parse_nccl_log(SENDRECV).rows[0].out_of_place.max_error is None

@@ -52,13 +52,19 @@ class RankInfo:
 class Measurement:
     """One half of a row (out-of-place or in-place).
 
-    ``wrong`` is the ``#wrong`` column, None where nccl-tests printed ``N/A``.
+    ``wrong`` is the ``#wrong`` column, None where nccl-tests printed ``N/A``. nccl-tests
+    before 2.13 printed each half's largest relative error there instead (``error``, as
+    ``1e-07``), which ``max_error`` keeps; ``wrong`` is then 1 where that error is beyond the
+    bound nccl-tests counted an out-of-bounds value at (``DeltaMaxValue(type) x (ranks - 1)``,
+    [NT-PERF] src/common.cu before 2.13: 1e-2 for half and bfloat16, 1e-5 for float, 1e-12
+    for double, any for integers), else 0.
     """
 
     time_us: float
     algbw_GBps: float
     busbw_GBps: float
     wrong: int | None
+    max_error: float | None = None
 
 
 @dataclass(frozen=True)

@@ -320,14 +320,37 @@ def _count(text: str, source: str, line: int, column: str) -> int:
 
 
 def _measurement(tokens: Sequence[str], source: str, line: int, half: str) -> Measurement:
-    # Older nccl-tests print this column as a float ("0e+00"), hence float before int.
-    wrong = None if tokens[3] == "N/A" else int(_measured(tokens[3], source, line, f"{half} #wrong"))
+    # nccl-tests before 2.13 print the largest relative error here ("%5.0le": "2e-07"), judged
+    # against its bound once the ranks are known (_judged); later ones the count of wrong elements.
+    legacy = "e" in tokens[3].lower() or "." in tokens[3]
+    value = None if tokens[3] == "N/A" else _measured(tokens[3], source, line, f"{half} #wrong")
     return Measurement(
         time_us=_measured(tokens[0], source, line, f"{half} time"),
         algbw_GBps=_measured(tokens[1], source, line, f"{half} algbw"),
         busbw_GBps=_measured(tokens[2], source, line, f"{half} busbw"),
-        wrong=wrong,
+        wrong=None if value is None else 0 if legacy else int(value),
+        max_error=value if legacy else None,
     )
+
+
+# nccl-tests' bound on a half's largest relative error before 2.13, per rank beyond the first
+# (DeltaMaxValue in [NT-PERF] src/common.cu, v2.0.0-v2.11.0): an integer type's any error.
+_ERROR_BOUND = {"half": 1e-2, "bfloat16": 1e-2, "float": 1e-5, "double": 1e-12}
+
+
+def _judged(rows: Sequence[TestRow], n_ranks: int) -> list[TestRow]:
+    """``rows`` with each half that printed its largest relative error (nccl-tests before
+    2.13) marked wrong where that error is beyond nccl-tests' bound for its type on
+    ``n_ranks`` ranks, as nccl-tests counted it in its ``Out of bounds values`` line."""
+
+    def judged(half: Measurement, dtype: str) -> Measurement:
+        if half.max_error is None:
+            return half
+        bound = _ERROR_BOUND.get(dtype, 0.0) * max(n_ranks - 1, 0)
+        return replace(half, wrong=int(half.max_error > bound))
+
+    return [replace(row, out_of_place=judged(row.out_of_place, row.dtype),
+                                in_place=judged(row.in_place, row.dtype)) for row in rows]
 
 
 @dataclass(frozen=True)
@@ -1073,6 +1096,7 @@ def _parse_text(
         ordered, ranks_from = _made_up_ranks(
             source, layout.line, BINARIES[binary], rows, per_process, nodes, gpus_per_node, warnings, ranks, given
         )
+    rows = _judged(rows, len(ordered))
     warnings.extend(_miscounted(rows, BINARIES[binary], len(ordered)))
     warnings.extend(_repeated(rows, BINARIES[binary], len(ordered), step_bytes))
     return NcclTestLog(

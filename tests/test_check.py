@@ -352,6 +352,21 @@ def test_a_run_that_failed_is_said_and_the_others_are_read(tmp_path, capsys):
                                        "was a network error / '\n")
 
 
+def test_a_run_that_timed_out_is_said_as_a_failure():
+    # nccl-tests' -T: "HOST: Test timeout (Ns) common.cu:523" where a call outlasts it, on a row's
+    # start as the run stops there (src/common.cu).
+    head, rows = SENDRECV.read_text().split("#       size", 1)
+    table = "#       size" + rows
+    first = next(line for line in table.splitlines() if re.match(r"^\s*\d", line))
+    cut = head + table[: table.index(first)] + first[:60] + "node1: Test timeout (10s) common.cu:523\n"
+    with pytest.raises(InputError, match=r"the run failed before printing results: Test timeout \(10s\) common.cu:523"):
+        parse_nccl_log(cut)
+    second = table.splitlines()[table.splitlines().index(first) + 1]
+    later = head + table[: table.index(second)] + second[:60] + "node1: Test timeout (10s) common.cu:523\n"
+    assert any("the run failed after the row on line" in w and "Test timeout (10s)" in w
+               for w in parse_nccl_log(later).warnings)
+
+
 def _first_row_line(text):
     return next(k for k, line in enumerate(text.splitlines(), start=1) if re.match(r"^\s*\d+\s", line))
 

@@ -234,8 +234,9 @@ _NTHREAD = re.compile(r"^#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\s+minBytes\s+(\d+)\
 _STEP_BYTES = re.compile(r"\bstep:\s*(\d+)\(bytes\)")
 # What nccl-tests prints when a call fails, and stops ([NT-PERF] src/common.h NCCLCHECK and
 # CUDACHECK, docs/hardware.md):
-# " Test NCCL failure common.cu:1279 'remote process exited or there was a network error'".
-_TEST_FAILURE = re.compile(r"Test (?:NCCL|CUDA) failure.*")
+# " Test NCCL failure common.cu:1279 'remote process exited or there was a network error'";
+# and where a call outlasts -T, "node005: Test timeout (10s) common.cu:523".
+_TEST_FAILURE = re.compile(r"Test (?:NCCL|CUDA) failure.*|Test timeout \(\d+s\).*")
 # Later fields of that line, where the nccl-tests version prints them: -a and -G.
 _AGG_ITERS = re.compile(r"\bagg\s+iters:\s*(\d+)")
 # The timed iterations (-n), after the warm-up's: "warmup iters: 5 iters: 20".

@@ -271,6 +271,16 @@ def _is_caption(stripped: str) -> bool:
 # A row: its size, then a number, its count (or nothing, where the row was cut after its
 # size); a line of prose that starts with a number ("356 GB/s at 8 GiB") is not one.
 _ROW_START = re.compile(r"^\d+(?:\s+[-+]?\d|\s*$)")
+# NCCL's debug line ("host:pid:tid [dev] NCCL INFO ...", the device tag gone where MPICH's
+# rank marker of the same text was removed; a host glued to the row's last digits starts with
+# a letter) written onto a piece of a row: NCCL and
+# nccl-tests share standard output, and with NCCL_DEBUG=INFO NCCL's lines (its TUNING line of
+# each call) land between the pieces of a row nccl-tests prints (NVIDIA/nccl#1453).
+_GLUED_DEBUG = re.compile(
+    r"(?:\[\d+(?:,\d+)*\](?:<std(?:out|err)>:)?\s*)?[A-Za-z][\w.\-]*:\d+:\d+\s+(?:\[\d+\]\s+)?NCCL\s+(?:INFO|WARN|TRACE)\b"
+)
+# A debug line of NCCL's on its own, whatever its host's name starts with.
+_DEBUG_LINE = re.compile(r"^[\w.\-]+:\d+:\d+\s+(?:\[\d+\]\s+)?NCCL\s")
 # The four columns of each half of a row, as the table header names them.
 _HALF = ("time", "algbw", "busbw", "#wrong")
 # Older nccl-tests title '#wrong' "error"; '-C 1' (CPU time) titles 'time' "cputime".
@@ -507,6 +517,19 @@ _TABLE_HEADER = re.compile(r"^#\s*size\s+count")
 _COMMAND = re.compile(_BINARY_NAME.pattern + r"(?:_\w+)?\s+-")
 # A run's opening lines in the order nccl-tests prints them, then its table header.
 _RUN_LINES = (_VERSION, _STARTING, _NTHREAD, _TABLE_HEADER)
+
+
+def _unglued(line: str) -> list[str]:
+    """``line``, or where NCCL's debug line was written onto a piece of a row
+    (:data:`_GLUED_DEBUG`), the piece and then the debug line, each read on its own."""
+    stripped = line.strip()
+    glued = _GLUED_DEBUG.search(stripped)
+    if glued is None or glued.start() == 0 or _DEBUG_LINE.match(stripped):
+        return [line]
+    head = stripped[: glued.start()].rstrip()
+    if not (_ROW_START.match(head) or _FRAGMENT.match(head)):
+        return [line]
+    return [head, _strip_prefixes(stripped[glued.start():])]
 
 
 def _strip_prefixes(raw: str) -> str:
@@ -901,9 +924,11 @@ def _parse_text(
     failure: tuple[int, str] | None = None  # the first of nccl-tests' failure lines: line, text
     elided = False
     headerless: int | None = None  # the first row's line, where rows came without their header
-    cut: tuple[int, InputError] | None = None  # a row with too few columns: its line, its error
+    cut: tuple[int, InputError, str] | None = None  # a row with too few columns: its line, its error, its text
     commented: int | None = None  # the first row after the header with '#' before it
-    for number, line in enumerate(lines, start=1):
+    joined: list[int] = []  # rows read from pieces that NCCL's debug lines split (their first line)
+    pieces = [(number, piece) for number, raw in enumerate(lines, start=1) for piece in _unglued(raw)]
+    for number, line in pieces:
         stripped = line.strip()
         if not stripped:
             continue
@@ -1012,9 +1037,20 @@ def _parse_text(
             if short is None:
                 rows.append(_row(stripped, source, number, layout, in_place_first))
             else:
-                cut = (number, short)
+                cut = (number, short, stripped)
         elif layout is not None and avg is None and _FRAGMENT.match(stripped):
-            fragments.append(number)
+            if cut is None:
+                fragments.append(number)
+                continue
+            # The rest of a row other output split: read with the row's start, on its line.
+            whole = f"{cut[2]} {stripped}"
+            short = _short_row(whole, source, cut[0], layout)
+            if short is None:
+                rows.append(_row(whole, source, cut[0], layout, in_place_first))
+                joined.append(cut[0])
+                cut = None
+            else:
+                cut = (cut[0], short, whole)
         elif layout is not None and avg is not None and _ROW_START.match(stripped) and len(
             stripped.split()
         ) >= layout.needed:
@@ -1052,6 +1088,10 @@ def _parse_text(
     if headerless is not None:
         warnings.append(f"line {headerless}: rows without nccl-tests' table header; their columns are read as "
                         f"nccl-tests prints them ({' '.join(layout.names)})")
+    if joined:
+        where = ", ".join(str(n) for n in joined[:5]) + (", ..." if len(joined) > 5 else "")
+        warnings.append(f"line{'s' if len(joined) > 1 else ''} {where}: rows split over lines by other output "
+                        "(NCCL's INFO lines), read joined")
     if fragments:
         where = ", ".join(str(n) for n in fragments[:5]) + (", ..." if len(fragments) > 5 else "")
         warnings.append(

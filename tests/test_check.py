@@ -2657,3 +2657,19 @@ def test_rows_split_by_nccl_debug_lines_are_joined(prefix):
     assert any("rows split over lines by other output (NCCL's INFO lines), read joined" in w for w in joined.warnings)
     # The TUNING lines written onto the pieces are read too.
     assert {(c.n_bytes, c.algorithm) for c in joined.nccl_calls} == {(1048576, "RING"), (2097152, "RING")}
+
+
+def test_a_binary_the_rows_contradict_is_warned_about(tmp_path):
+    # An all-gather's output saved under an all-reduce's name, or checked with --collective
+    # all_reduce: its rows' busbw / algbw ((n-1)/n) and redop ('none') are no all-reduce's.
+    path = tmp_path / "all_reduce_perf_h100.txt"
+    path.write_text(ALL_GATHER.read_text())
+    by_name = parse_nccl_log(path)
+    assert by_name.binary == "all_reduce_perf"
+    assert any(w.startswith("the file name names all_reduce_perf, but the rows fit all_gather_perf") and
+               w.endswith("checked as all_reduce_perf (--collective names the binary)") for w in by_name.warnings)
+    asked = parse_nccl_log(ALL_GATHER.read_text(), collective="all_reduce")
+    assert asked.binary == "all_reduce_perf"
+    assert any(w.startswith("--collective names all_reduce_perf, but the rows fit all_gather_perf") and
+               w.endswith("checked as all_reduce_perf") for w in asked.warnings)
+    assert not any("but the rows fit" in w for w in parse_nccl_log(ALL_GATHER).warnings)

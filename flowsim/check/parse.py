@@ -476,6 +476,24 @@ def _bus_factor_limit(collective: str) -> float | None:
     return 2 * two if bus_factor(collective, 3) != two else None
 
 
+def _against_rows(binary: str, named_by: str, rows: Sequence[TestRow], n_ranks: int | None,
+                  warnings: list[str]) -> str:
+    """``binary``, which ``named_by`` names and no line of nccl-tests' own, with a warning in
+    ``warnings`` where the rows fit other binaries and not it (a log saved under another
+    binary's name: an all-gather's rows checked as an all-reduce's would be half as fast).
+    Only rows that print a reduction and a root, as nccl-tests has since 2.10, are judged:
+    older ones counted some binaries' bus bandwidth otherwise (a DGX-2's all-gather of 2019
+    prints busbw = algbw)."""
+    if not rows or any(r.redop is None or r.root is None for r in rows):
+        return binary
+    fitting = _infer_binary(rows, n_ranks)
+    if fitting and binary not in fitting:
+        hint = "" if named_by == "--collective" else " (--collective names the binary)"
+        warnings.append(f"{named_by} names {binary}, but the rows fit {', '.join(sorted(fitting))} (their reduction, "
+                        f"root and busbw / algbw): checked as {binary}{hint}")
+    return binary
+
+
 def _infer_binary(rows: Sequence[TestRow], n_ranks: int | None) -> set[str]:
     """Binaries consistent with the rows' redop, root and busbw / algbw ratio (``n_ranks``
     None: on some rank count)."""
@@ -1305,7 +1323,9 @@ def _pick_binary(
         binary = _COLLECTIVE_BINARY.get(collective, collective)
         if binary not in BINARIES:
             raise InputError(f"unknown collective {collective!r}; valid ones: {', '.join(_COLLECTIVE_BINARY)}")
-        if known is None or known.group(1) == binary:
+        if known is None:
+            return _against_rows(binary, "--collective", rows, n_ranks, warnings)
+        if known.group(1) == binary:
             return binary
         warnings.append(f"{starting_at}: the log names its test {starting}, not {binary} (--collective): "
                         f"checking it as the {known.group(1)} it names")
@@ -1318,10 +1338,10 @@ def _pick_binary(
         return known.group(1)
     named = set(_BINARY_NAME.findall(text))
     if len(named) == 1:
-        return named.pop()
+        return _against_rows(named.pop(), "the text around the table", rows, n_ranks, warnings)
     named = set(_FILE_BINARY_NAME.findall(Path(source).name.replace("-", "_"))) if source != "<text>" else set()
     if len(named) == 1:
-        return named.pop()
+        return _against_rows(named.pop(), "the file name", rows, n_ranks, warnings)
     fitting = _infer_binary(rows, n_ranks)
     if len(fitting) > 1:
         # Rows that fit several binaries (all-gather and all-to-all have one bus factor): the

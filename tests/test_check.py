@@ -1259,6 +1259,13 @@ LAUNCHER_PREFIXES = [
     lambda i: "> > ",  # a quote of a quote
     lambda i: "    [1,0]<stdout>:",  # mpirun's tag in a block indented inside a Markdown list
     lambda i: ">     ",  # an indented block quoted
+    lambda i: "[1,0][dgx-b11:4242]<stdout>: ",  # Open MPI 5 (prterun) --output tag-detailed
+    lambda i: "[prterun-dgx-b11-4242@1,0]<stdout>: ",  # Open MPI 5 --output tag-fullname
+    lambda i: f"x3006c0s1b1n0.hsn.cm {i % 8}: ",  # HPE PALS mpiexec --label: the host, then the rank
+    lambda i: "10.0.0.11: ",  # pdsh with the hosts given as addresses
+    lambda i: "Jul 18 15:41:05 node005 slurmd[1234]: ",  # syslog / journald
+    lambda i: "2024-07-18 15:41:05,123 INFO ",  # Python's logging, with its level
+    lambda i: "INFO:root:",  # Python's logging.basicConfig default
 ]
 
 
@@ -1267,6 +1274,13 @@ def test_launcher_prefixes_are_removed(prefix):
     plain = parse_nccl_log(SENDRECV)
     prefixed = parse_nccl_log("\n".join(prefix(i) + line for i, line in enumerate(_lines(SENDRECV))))
     assert (prefixed.binary, prefixed.ranks, prefixed.rows) == (plain.binary, plain.ranks, plain.rows)
+
+
+def test_a_terminal_s_colour_codes_are_dropped():
+    # A log saved from a terminal that coloured it ('\x1b[0;32m' ... '\x1b[0m').
+    plain = parse_nccl_log(SENDRECV)
+    coloured = parse_nccl_log("\n".join(f"\x1b[0;32m{line}\x1b[0m" for line in _lines(SENDRECV)))
+    assert (coloured.binary, coloured.ranks, coloured.rows) == (plain.binary, plain.ranks, plain.rows)
 
 
 def test_mpich_rank_markers_inside_rows_are_removed():

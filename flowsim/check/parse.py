@@ -93,9 +93,12 @@ BINARIES = {
 }
 _COLLECTIVE_BINARY = {collective: binary for binary, collective in BINARIES.items()}
 
-# What launchers put before every line: Open MPI's "mpirun --tag-output" ("[1,0]<stdout>:"),
+# What launchers put before every line: Open MPI's "mpirun --tag-output" ("[1,0]<stdout>:",
+# and Open MPI 5's PRRTE forms "[1,0][node7:4242]<stdout>:" and "[prterun-node7-4242@1,0]<stdout>:"),
 # MPICH's "-prepend-rank" ("[0] "), Slurm's "srun --label" ("  0: ", the task number
-# right-aligned), pdsh / clush ("node7: ", a host name then a colon and a space), Ray's
+# right-aligned), HPE PALS' "mpiexec --label" ("node7.hsn 0: ", a host then the rank), pdsh /
+# clush ("node7: ", a host name, or an IPv4 address, then a colon and a space), syslog and
+# journald ("Jul 18 15:41:05 node7 slurmd[1234]: ", the time then a host and a program), Ray's
 # "(head, rank=0, pid=3808) ", kubectl's "--timestamps" (an ISO 8601 time then a space) and
 # Open MPI's "mpirun --timestamp-output" (ctime's "Thu Jul 18 15:41:05 2024" before the
 # stream's tag, with or without --tag-output's rank: "Thu Jul 18 15:41:05 2024<stdout>:", as
@@ -104,14 +107,16 @@ _COLLECTIVE_BINARY = {collective: binary for binary, collective in BINARIES.item
 # times that loggers put first: moreutils' ts ("Dec 06 07:44:54 " by default, "[2024-07-18
 # 15:41:05] " as its manual's example formats it, "00:00:05 " with -i or -s), Jenkins'
 # timestamper ("[2024-07-18T15:41:05.123Z] ", or the time alone) and Python's logging
-# ("2024-07-18 15:41:05,123 "); and what pasting adds: Markdown's quote marker (">", a
+# ("2024-07-18 15:41:05,123 ", then its level: "INFO "); and what pasting adds: Markdown's quote marker (">", a
 # quoted reply on GitHub) and the indentation of a block inside a list, before any of them.
 # The srun label is digits then a colon: a row starts with digits then a space. A host name
 # starts with a letter, and NCCL's own "host:pid:tid [d] NCCL INFO" lines have no space after
 # the first colon, so neither is taken for a prefix. Spaces may be tabs (a paste that turned
 # runs of spaces into tabs).
 _TAG_PREFIX = re.compile(
-    r"^\s*(?:\[\d+,\d+\]<std(?:out|err)>:\s?|\[\d+\]\s|\d+:\s|[A-Za-z][\w.-]*:\s|\([^()]*pid=\d+[^()]*\)\s?|>"
+    r"^\s*(?:\[[^\],\s]+,\d+\](?:\[[^\]\s]+\])?<std(?:out|err)>:\s?|\[\d+\]\s|\d+:\s|[A-Za-z][\w.-]*:\s"
+    r"|[A-Za-z][\w.-]*\s+\d+:\s|\d{1,3}(?:\.\d{1,3}){3}:\s|[A-Za-z][\w.-]*\s+[\w./-]+\[\d+\]:\s"
+    r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)(?::[\w.]+:|\s)|\([^()]*pid=\d+[^()]*\)\s?|>"
     r"|\d{4}-\d\d-\d\d[T\s]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s"
     r"|\[\d{4}-\d\d-\d\d[T\s]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]\s?"
     r"|[A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d(?:\.\d+)?\s"
@@ -119,6 +124,8 @@ _TAG_PREFIX = re.compile(
     r"|[A-Z][a-z]{2}\s+[A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d\s+\d{4}(?:\[\d+,\d+\])?<std(?:out|err)>:\s?"
     r"|\[pod/[^\]\s]+\]\s|[A-Za-z][\w.-]*\s+\|\s)"
 )
+# A terminal's colour codes ("\x1b[0;32m"), where a log was saved with them: dropped anywhere.
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # MPICH's "-prepend-rank" marker at a line's start, one of _TAG_PREFIX's prefixes.
 _RANK_MARKER = re.compile(r"^\s*(\[\d+\])\s")
 # nccl-tests' comment lines as a Markdown renderer leaves them, their leading '#' taken for a
@@ -551,12 +558,12 @@ def _unglued(line: str) -> list[str]:
 
 
 def _strip_prefixes(raw: str) -> str:
-    """``raw`` without the launcher prefixes before it (nested ones too) and with the ``#``
+    """``raw`` without the launcher prefixes before it (nested ones too) and colour codes, with the ``#``
     a Markdown renderer ate put back. In a row or a comment line after MPICH's rank marker
     (``[0]``), the same marker is removed wherever else it stands: the launcher writes it
     before each piece of output the program flushed, which may end inside a line
     (NVIDIA/nccl#1453: ``-1[0]    1626.5 ...      0[0]    2302.3``)."""
-    line = raw.rstrip()
+    line = _ANSI.sub("", raw).rstrip()
     marker = None
     for _ in range(4):
         rank = _RANK_MARKER.match(line)

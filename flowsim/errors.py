@@ -52,7 +52,9 @@ def open_regular(path: str | os.PathLike, what: str, *, piped: bool = False) -> 
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            pipe = f"; pipe it in and name it '{STDIN}' instead" if piped else ""
+            # A directory's files are named one by one (DIR/*.log); other kinds are read piped.
+            pipe = ("; name a file in it instead" if stat.S_ISDIR(mode) else
+                    f"; pipe it in and name it '{STDIN}' instead") if piped else ""
             raise InputError(f"{path}: cannot read {what}: it is {file_kind(mode)}, not a regular file{pipe}")
         if hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)

@@ -1789,6 +1789,19 @@ def test_a_row_is_flagged_only_when_both_its_runs_are_off():
     assert [r.size_bytes for r in check_log(parse_nccl_log(both_fast), system="dgx-h100").fast] == [256]
 
 
+def test_an_empty_file_a_binary_one_and_a_directory_are_named_for_what_they_are(tmp_path):
+    empty, binary = tmp_path / "empty.txt", tmp_path / "a.out"
+    empty.write_text("\n  \n")
+    binary.write_bytes(b"\x7fELF\x02\x01\x01" + bytes(200))
+    with pytest.raises(InputError, match=r"empty.txt: empty: no nccl-tests output in it$"):
+        parse_nccl_log(empty)
+    with pytest.raises(InputError, match=r"a.out: not text \(binary data\): no nccl-tests output in it$"):
+        parse_nccl_log(binary)
+    with pytest.raises(InputError, match=r"cannot read nccl-tests output: it is a directory, not a regular file; "
+                                         r"name a file in it instead$"):
+        parse_nccl_log(tmp_path)
+
+
 def test_a_fifo_as_log_or_history_is_refused_without_waiting(tmp_path, make_fifo):
     fifo = make_fifo("fifo")
     # A process substitution (<(ssh host cat log)) is one: standard input takes what it would have held.

@@ -1085,6 +1085,10 @@ def _parse_text(
         raise line_error(source, failure[0], f"the run failed before printing results: {failure[1]}")
     if layout is None:
         if header is None and not ranks:
+            if not text.strip():
+                raise InputError(f"{source}: empty: no nccl-tests output in it")
+            if "\0" in text or text.count("\ufffd") > len(text) // 100:
+                raise InputError(f"{source}: not text (binary data): no nccl-tests output in it")
             raise InputError(
                 f"{source}: no '#  size  count  type ...' table header and no '# nThread' line: "
                 "is this nccl-tests output?"

@@ -552,6 +552,19 @@ testgpu1:2832:2832 [1] NCCL INFO comm 0x55c6f1c65b50 rank 0 nranks 2 cudaDev 0 b
 """
 
 
+def test_a_sweep_run_again_is_said_as_run_cycles():
+    # nccl-tests' -N 3 prints its sizes three times in one table (src/common.cu, run_cycles).
+    text = ALL_REDUCE_4.read_text()
+    rows = [line for line in text.splitlines() if re.match(r"^\s+\d+\s+\d+\s+float", line)]
+    cycled = text.replace("\n".join(rows), "\n".join(rows * 3))
+    log = parse_nccl_log(cycled)
+    assert len(log.rows) == 3 * len(rows)
+    first = log.rows[0].line
+    assert (f"line {first + len(rows)}: the sizes run again from this line (first on line {first}), 3 times in all: "
+            "nccl-tests' -N (run cycles), or a second process's table after the first; each row is checked"
+            ) in log.warnings
+
+
 def test_two_processes_interleaved_are_said_not_dropped():
     log = parse_nccl_log(INTERLEAVED, collective="all_reduce", nodes=1, gpus_per_node=2)
     assert [r.line for r in log.rows] == [2, 3, 4]

@@ -1252,10 +1252,10 @@ def _miscounted(rows: Sequence[TestRow], collective: str, n_ranks: int) -> list[
 def _repeated(rows: Sequence[TestRow], collective: str, n_ranks: int, step_bytes: int | None) -> list[str]:
     """A warning naming the rows whose size an earlier row of the same table (type,
     reduction and root) printed: sizes grow down a table, so a size printed twice is two
-    processes' tables interleaved (nccl-tests built without MPI runs one test per process).
-    But for size 0, and steps (``step_bytes``, -i) finer than a size's unit (the type's
-    size, times the ranks where the collective splits it), which nccl-tests rounds to the
-    same size."""
+    processes' tables interleaved (nccl-tests built without MPI runs one test per process),
+    or where the whole sweep runs again in order, nccl-tests' ``-N`` (run cycles). But for
+    size 0, and steps (``step_bytes``, -i) finer than a size's unit (the type's size, times
+    the ranks where the collective splits it), which nccl-tests rounds to the same size."""
     unit = min((DTYPE_BYTES.get(row.dtype, 1) for row in rows), default=1) * (n_ranks if collective in SPLIT else 1)
     if step_bytes is not None and step_bytes < unit:
         return []
@@ -1268,6 +1268,13 @@ def _repeated(rows: Sequence[TestRow], collective: str, n_ranks: int, step_bytes
     if not again:
         return []
     row, earlier = again[0]
+    # The whole sweep again from a row on, in order: nccl-tests' -N (run cycles) repeats it.
+    keys = [(r.dtype, r.redop, r.root, r.size_bytes) for r in rows]
+    period = rows.index(row)
+    if all(keys[i] == keys[i % period] for i in range(len(keys))):
+        return [f"line {row.line}: the sizes run again from this line (first on line {earlier.line}), "
+                f"{-(-len(rows) // period)} times in all: nccl-tests' -N (run cycles), or a second process's "
+                "table after the first; each row is checked"]
     where = ", ".join(str(r.line) for r, _ in again[:5]) + (", ..." if len(again) > 5 else "")
     return [f"line{'s' if len(again) > 1 else ''} {where}: size {row.size_bytes} B printed a second time in the same "
             f"table (first on line {earlier.line}){' (the first of them)' if len(again) > 1 else ''}: two processes' "

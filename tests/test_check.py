@@ -343,13 +343,18 @@ def test_a_run_that_failed_is_said_and_the_others_are_read(tmp_path, capsys):
     assert captured.err == (f"flowsim check: error: {path}, line 5: the run failed before printing results: Test NCCL "
                             "failure common.cu:1279 'remote process exited or there was a network error / ' "
                             "(not checked)\n")
-    # Nothing readable: the first run's error alone.
+    # Nothing readable: each run's error, its own line (the second's may say another thing).
     lone = tmp_path / "failed.log"
     lone.write_text(FAILED_RUN + FAILED_RUN)
     assert flowsim_check([str(lone), "--system", "dgx-h100"]) == 2
-    assert capsys.readouterr().err == (f"flowsim check: error: {lone}, line 5: the run failed before printing "
-                                       "results: Test NCCL failure common.cu:1279 'remote process exited or there "
-                                       "was a network error / '\n")
+    failure = ("the run failed before printing results: Test NCCL failure common.cu:1279 'remote process exited or "
+               "there was a network error / ' (not checked)\n")
+    assert capsys.readouterr().err == (f"flowsim check: error: {lone}, line 5: {failure}"
+                                       f"flowsim check: error: {lone}, line 11: {failure}")
+    # One run alone that cannot be read: its error, as for any bad input.
+    lone.write_text(FAILED_RUN)
+    assert flowsim_check([str(lone), "--system", "dgx-h100"]) == 2
+    assert capsys.readouterr().err == f"flowsim check: error: {lone}, line 5: {failure.replace(' (not checked)', '')}"
 
 
 def test_a_run_that_timed_out_is_said_as_a_failure():
@@ -475,10 +480,16 @@ def test_check_takes_several_files_one_after_another(tmp_path, capsys):
     assert f"# {ALLTOALL}: alltoall_perf" in captured.out
     assert captured.err == (f"flowsim check: error: {bad}: no '#  size  count  type ...' table header and no "
                             "'# nThread' line: is this nccl-tests output? (not checked)\n")
-    # None readable: the first error alone, nothing printed.
+    # --json: an array wherever several runs were given, read or not (the reports of those read).
+    assert flowsim_check([str(ALLTOALL), str(bad), "--system", "dgx-h100", "--json"]) == 2
+    reports = json.loads(capsys.readouterr().out)
+    assert isinstance(reports, list) and [r["source"] for r in reports] == [str(ALLTOALL)]
+    # None readable: each one's error line, nothing printed.
     assert flowsim_check([str(bad), str(bad), "--system", "dgx-h100"]) == 2
     captured = capsys.readouterr()
-    assert captured.out == "" and captured.err.count("\n") == 1
+    assert captured.out == "" and captured.err == 2 * (f"flowsim check: error: {bad}: no '#  size  count  type ...' "
+                                                       "table header and no '# nThread' line: is this nccl-tests "
+                                                       "output? (not checked)\n")
 
 
 def test_a_page_of_runs_each_cut_to_its_table_is_read_run_by_run():
@@ -1015,7 +1026,7 @@ def test_cli_reads_the_output_from_standard_input(monkeypatch, capsys):
 
 @pytest.mark.parametrize(("argv", "data", "message"), [
     (["-", "-"], b"", "standard input ('-') is read once: name it once"),
-    (["-"], b"", "<stdin>: no '#  size  count  type ...' table header and no '# nThread' line"),
+    (["-"], b"", "<stdin>: empty: no nccl-tests output in it"),
     (["-"], b"all good\n", "<stdin>: no '#  size  count  type ...' table header"),
     ([], b"", "give an nccl-tests output file ('-' reads it from standard input), or --history with --plot"),
 ])

@@ -37,11 +37,11 @@ launcher prefixes, interleaved lines of other programs, no rank lines (then
 nccl-tests' ``-J FILE`` writes. A file holding several runs one after another (a script that
 runs each binary in turn) is checked run by run, and so are several files (a pairwise
 sweep's logs: ``flowsim check logs/*.log``): each report headed ``# run K of N`` (``--brief``:
-a line per run; ``--json``: an array of reports), then a line counting the runs OK, flagged
-and not checked. A run that cannot be checked (a file that cannot be read, a run that failed
-or was cut off before its results, one whose GPU names no server without ``--system``, one the
-options cannot predict) gets an error line ending "(not checked)" and the other runs are
-checked. With ``--fail PATTERN`` and ``--degrade PATTERN=FACTOR`` (repeatable) predict the
+a line per run; ``--json``: an array of the reports of the runs read), then a line counting
+the runs OK, flagged and not checked. A run that cannot be checked (a file that cannot be read,
+a run that failed or was cut off before its results, one whose GPU names no server without
+``--system``, one the options cannot predict) gets an error line ending "(not checked)" and the
+other runs are checked; where none can be, each gets its line. With ``--fail PATTERN`` and ``--degrade PATTERN=FACTOR`` (repeatable) predict the
 cluster with links, NICs or switches taken out or slowed (:mod:`flowsim.failures`): does the
 log match a cluster with one NIC down? With
 ``--history`` the check is appended to an HDF5 history, dated by ``--date``, else by the
@@ -150,8 +150,16 @@ def _parse(args: argparse.Namespace, unread: list[InputError]) -> list[NcclTestL
                     if str(path) == STDIN else parse_nccl_logs(path, **options))
     ]
     if not logs:
-        raise unread[0]
+        raise _every(unread)
     return logs
+
+
+def _every(errors: list[InputError]) -> InputError:
+    """The error to raise where no run could be read or checked: the one, or each of several
+    (its own line, ending "(not checked)" as where others are checked)."""
+    if len(errors) == 1:
+        return errors[0]
+    return InputError("\n".join(f"{err} (not checked)" for err in errors))
 
 
 def _summary(reports: list[CheckReport], n_unread: int, n_files: int) -> str:
@@ -186,7 +194,7 @@ def _default_systems(logs: list[NcclTestLog], unread: list[InputError]) -> tuple
         except InputError as err:
             failed.append(_named(log, err, len(logs) + len(unread) > 1))
     if not named_logs:
-        raise failed[0]
+        raise _every([*unread, *failed])
     unread.extend(failed)
     logs = named_logs
     runs: dict[str, list[int]] = {}  # system: the runs checked on it, from 1
@@ -305,7 +313,7 @@ def check_command(args: argparse.Namespace) -> int:
                     failed.append(_named(log, InputError(f"--{err}" if str(err).startswith(("fail[", "degrade."))
                                                          else str(err)), len(logs) + len(unread) > 1))
             if not reports:
-                raise failed[0]
+                raise _every([*unread, *failed])
             unread.extend(failed)
             # Appended before the reports are printed: each report ends with how its run compares
             # with the cluster's earlier run in the history. All the runs or none, so that a
@@ -314,10 +322,10 @@ def check_command(args: argparse.Namespace) -> int:
             if args.history is not None:
                 appended = list(append_checks(reports, args.history, run_time=args.date, label=args.label,
                                               options=_prediction_options(args), force=args.force))
-            if args.json:  # one run's report as an object, several as an array
+            if args.json:  # one run's report as an object, several runs' (read or not) as an array
                 dicts = [{**report.to_dict(), **({} if check is None else {"history": _history_dict(check)})}
                          for report, check in zip(reports, appended, strict=True)]
-                print(json.dumps(dicts[0] if len(dicts) == 1 else dicts, indent=2))
+                print(json.dumps(dicts[0] if len(dicts) + len(unread) == 1 else dicts, indent=2))
             else:
                 checked = list(zip(reports, appended, strict=True))
                 print("\n".join(report.format_brief() + _past_lines(check, brief=True) for report, check in checked)
@@ -350,7 +358,8 @@ def check_command(args: argparse.Namespace) -> int:
             path = plot_history(args.history, args.plot, binary=binary, system=system, nodes=args.nodes)
             print(f"history plot -> {path}", file=sys.stderr)
     except (InputError, ImportError) as err:
-        print(f"flowsim check: error: {err}", file=sys.stderr)
+        for line in str(err).splitlines():  # several runs none of which could be read: a line each
+            print(f"flowsim check: error: {line}", file=sys.stderr)
         return 2
     return status
 

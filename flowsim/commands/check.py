@@ -41,10 +41,10 @@ a line per run; ``--json``: an array of the reports of the runs read), then a li
 the runs OK, flagged and not checked. A run that cannot be checked (a file that cannot be read,
 a run that failed or was cut off before its results, one whose GPU names no server without
 ``--system``, one the options cannot predict) gets an error line ending "(not checked)" and the
-other runs are checked; where none can be, each gets its line. With ``--fail PATTERN`` and ``--degrade PATTERN=FACTOR`` (repeatable) predict the
-cluster with links, NICs or switches taken out or slowed (:mod:`flowsim.failures`): does the
-log match a cluster with one NIC down? With
-``--history`` the check is appended to an HDF5 history, dated by ``--date``, else by the
+other runs are checked; where none can be, each gets its line. With ``--fail PATTERN`` and
+``--degrade PATTERN=FACTOR`` (repeatable) predict the cluster with links, NICs or switches
+taken out or slowed (:mod:`flowsim.failures`): does the log match a cluster with one NIC
+down? With ``--history`` the check is appended to an HDF5 history, dated by ``--date``, else by the
 time stamp of the log's first stamped line, else by the check's time, and named by
 ``--label``; each report then ends with where its run got slower (or faster) than the
 cluster's latest earlier run in the history, by more than the threshold, against the same

@@ -1101,6 +1101,32 @@ def test_a_log_whose_info_lines_name_an_aws_instance_is_checked_on_it(platform, 
     assert log.platform == platform and default_system(log) == system
 
 
+def test_a_network_the_system_s_nics_do_not_run_is_warned_about():
+    # NCCL's "Using network" line: EFA's plugin where the system's NICs are InfiniBand (an AWS
+    # log whose plugin names no platform, checked on a DGX), the reverse, and TCP sockets.
+    def using(network):
+        return SENDRECV.read_text().replace(
+            "# Using devices", f"ip-10-1-2-3:101:101 [0] NCCL INFO Using network {network}\n# Using devices", 1)
+
+    efa = parse_nccl_log(using("AWS Libfabric"))
+    assert efa.networks == ("AWS Libfabric",)
+    warned = [w for w in check_log(efa, system="dgx-h100", min_bytes=1 << 30).warnings if "Using network" in w
+              or "ran between servers over" in w]
+    assert warned == ["NCCL's INFO lines say it ran between servers over AWS Libfabric (EFA, through the aws-ofi-nccl "
+                      "plugin), where the system's compute NICs are ib: check --system (AWS instances: aws-p4d, "
+                      "aws-p5, ...; docs/system-format.md)"]
+    from flowsim.systemfile import resolve_system
+
+    p5 = resolve_system("aws-p5")[0]
+    assert not any("ran between servers over" in w for w in check_log(efa, system=p5, min_bytes=1 << 30).warnings)
+    ib = check_log(parse_nccl_log(using("IB")), system=p5, min_bytes=1 << 30)
+    assert any("over IB (InfiniBand or RoCE), where the system's compute NICs are efa" in w for w in ib.warnings)
+    assert not any("ran between servers" in w for w in check_log(parse_nccl_log(using("IB")), system="dgx-h100",
+                                                                  min_bytes=1 << 30).warnings)
+    tcp = check_log(parse_nccl_log(using("Socket")), system="dgx-h100", min_bytes=1 << 30)
+    assert any(w.startswith("NCCL's INFO lines say it ran between servers over TCP sockets") for w in tcp.warnings)
+
+
 def test_cli_without_system_names_the_aws_instance_it_checks_on(tmp_path, capsys):
     path = tmp_path / "p5.txt"
     path.write_text(_on_aws("p5.48xlarge"))

@@ -183,6 +183,9 @@ class NcclTestLog:
         SHA-256 (hex) of the run's text as read: its part of a file of several runs, after as
         many empty lines as its place in the file (so that two equal runs of one file differ);
         the whole file for JSON. A history tells the same run appended twice by it.
+    networks : tuple of str
+        The networks NCCL's INFO lines say it uses between servers (``NCCL INFO Using network
+        IB``: ``"IB"``, ``"Socket"``, ``"AWS Libfabric"``), in the order first named.
     iters : int or None
         ``-n``, the iterations nccl-tests timed back to back, as the ``# nThread`` line
         (``iters: 20``, after the warm-up's) or JSON's ``config.iterations`` gives it; None
@@ -216,6 +219,7 @@ class NcclTestLog:
     started: str | None = field(default=None, compare=False)
     sha256: str = field(default="", compare=False)
     iters: int | None = None
+    networks: tuple[str, ...] = ()
 
     @property
     def named(self) -> str:

@@ -185,6 +185,9 @@ _LOCAL_LINK = re.compile(
 # NCCL's INFO line listing the devices its IB transport uses, each " [i]name:port[...]/IB"
 # or "/RoCE" ([NCCL] src/transport/net_ib/init.cc, src/transport/net_ib.cc in 2.19).
 _IB_USING = re.compile(r"\bNCCL\s+INFO\s+NET/IB\s*:\s*Using((?:\s+\[\d+\][^\s;\[]+)+)")
+# NCCL's INFO line for the network it runs between servers ("NCCL INFO Using network IB";
+# "Socket", "AWS Libfabric" for the aws-ofi-nccl plugin, [NCCL] src/init.cc).
+_USING_NETWORK = re.compile(r"\bNCCL\s+INFO\s+Using\s+network\s+(\S.*?)\s*$")
 # The aws-ofi-nccl plugin's INFO line for the instance it runs on, with its platform's topology
 # file ("NET/OFI Running on p5.48xlarge platform, Setting NCCL_TOPO_FILE ..."; "Running on P4d
 # platform" in older plugins: the AWS EFA user guide's and aws-samples' example logs).
@@ -938,6 +941,7 @@ def _parse_text(
     local_links: dict[str, int] = {}  # per transport, connections inside a server
     net_devices: set[int] = set()  # devices a rank's IB transport lists
     platform: str | None = None  # the AWS instance the aws-ofi-nccl plugin names
+    networks: dict[str, None] = {}  # the networks NCCL's INFO lines say it uses, in order
     choices: list[NcclCall] = []  # NCCL's TUNING lines
     shapes: set[tuple[int, int, int]] = set()  # (ranks, nodes, ranks of the node) of NCCL's comm lines
     fragments: list[int] = []
@@ -1049,6 +1053,8 @@ def _parse_text(
             net_devices.add(using.group(1).count("["))
         elif on_platform := _OFI_PLATFORM.search(stripped):
             platform = platform or on_platform.group(1)
+        elif network := _USING_NETWORK.search(stripped):
+            networks.setdefault(network.group(1))
         elif layout is None and not rows and _ROW_START.match(stripped) and (
             guessed := _headerless_layout(stripped, source, number)
         ):
@@ -1194,6 +1200,7 @@ def _parse_text(
         started=_first_stamp(text),
         sha256=_sha256(text),
         iters=iters,
+        networks=tuple(networks),
     )
 
 

@@ -1000,6 +1000,29 @@ def _replay_note(topology, log: NcclTestLog, ranks: Sequence[str], follow: Mappi
 # Networks whose connections NCCL runs with GPUDirect RDMA where the GPU and NIC allow it:
 # its own InfiniBand / RoCE transport and AWS's EFA plugin (aws-ofi-nccl).
 _RDMA_NETWORKS = frozenset({"IB", "AWS Libfabric", "Libfabric"})
+# The compute NICs (ServerSpec.nic_kind) of each network NCCL's "Using network" line names: its
+# own IB transport (InfiniBand and RoCE verbs), the aws-ofi-nccl plugin's (EFA).
+_NETWORK_NICS = {"IB": ("ib", "roce"), "AWS Libfabric": ("efa",), "Libfabric": ("efa",)}
+
+
+def _network_mismatch(log: NcclTestLog, spec: ServerSpec | None) -> list[str]:
+    """A line where the network NCCL's INFO lines say a run of several hosts used
+    (:attr:`NcclTestLog.networks`) is not one the system's compute NICs are: TCP sockets,
+    or EFA against InfiniBand or RoCE NICs and the other way round."""
+    if spec is None or len({rank.host for rank in log.ranks}) < 2:
+        return []
+    lines = []
+    for network in log.networks:
+        if network == "Socket" and not any(name == "Socket" for name, _, _ in log.net_sends):
+            lines.append(f"NCCL's INFO lines say it ran between servers over TCP sockets (Using network Socket): NCCL "
+                         f"found no RDMA network (InfiniBand, RoCE, EFA), where the prediction takes the system's "
+                         f"{spec.nic_kind} NICs")
+        elif network in _NETWORK_NICS and spec.nic_kind not in _NETWORK_NICS[network]:
+            ran = "EFA, through the aws-ofi-nccl plugin" if "efa" in _NETWORK_NICS[network] else "InfiniBand or RoCE"
+            lines.append(f"NCCL's INFO lines say it ran between servers over {network} ({ran}), where the system's "
+                         f"compute NICs are {spec.nic_kind}: check --system (AWS instances: aws-p4d, aws-p5, ...; "
+                         "docs/system-format.md)")
+    return lines
 
 
 #: Default of ``latency_tolerance``: a row's latency (what of its predicted time does not grow
@@ -1209,6 +1232,7 @@ def check_log(
         nccl = (f"{nccl}, {lacked.key}={lacked.value} (NCCL {_printed_version(log)} predates {lacked.name}, "
                 f"{lacked.since})")
     warnings = (*log.warnings, *device_notes, *_mismatches(log, system, model, nodes, topology, n_servers, layout),
+                *_network_mismatch(log, spec),
                 *([front_end_only_note(n_servers)] if fabric == "none" and n_servers > 1 else []))
     gpus = _rank_gpus(log, system, topology, layout, n_servers, devices)
     # Whether the prediction stages network traffic through host memory (the caller's

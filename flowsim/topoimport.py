@@ -338,6 +338,11 @@ def import_system(
         sockets = n_numa
         notes.append(f"{sockets} socket(s): one per NUMA node the GPUs name" if matrix.affinity
                      else "1 socket: the output has no affinity columns")
+        if n_numa > 2:
+            # Servers of GPUs have one or two sockets; an AMD EPYC in NPS2 or NPS4 mode shows
+            # two or four NUMA nodes a socket, a cloud VM as many as its host gives it.
+            notes.append(f"check: {n_numa} NUMA nodes taken as {n_numa} sockets; an AMD EPYC host in NPS2 or NPS4 "
+                         "mode (or a VM) shows several NUMA nodes a socket: --sockets 2 (or 1) folds them")
         across = next(((a, b) for (a, b), value in matrix.relation.items() if value == "SYS" and a in gpus), None)
         if n_numa == 1 and across:
             # SYS is a path between sockets, which one socket does not have: the affinities are

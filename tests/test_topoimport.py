@@ -182,6 +182,18 @@ def test_nps4_numa_nodes_fold_by_number_and_nics_sit_with_their_nearest_gpu():
     assert [(switch.nics, switch.socket) for switch in spec.switches if not switch.gpus] == [((0, 1), 1)]
 
 
+def test_more_numa_nodes_than_sockets_a_server_has_get_a_check_note():
+    # Read as one socket a NUMA node, eight NUMA nodes are eight sockets: said, with the option.
+    _, notes = import_system(parse_topo_matrix(EPYC_NPS4_MATRIX), name="epyc", gpu="RTX 4090", nic_speed_gbps=100)
+    assert ("check: 8 NUMA nodes taken as 8 sockets; an AMD EPYC host in NPS2 or NPS4 mode (or a VM) shows several "
+            "NUMA nodes a socket: --sockets 2 (or 1) folds them") in notes
+    _, given = import_system(parse_topo_matrix(EPYC_NPS4_MATRIX), name="epyc", gpu="RTX 4090", nic_speed_gbps=100,
+                             sockets=2, intersocket="xgmi_amd")
+    assert not any("NUMA nodes taken as" in note for note in given)
+    _, two = import_system(_matrix("hgx_h100.txt"), name="hgx", gpu="H100", nic_speed_gbps=400)
+    assert not any("NUMA nodes taken as" in note for note in two)
+
+
 def test_the_command_writes_a_system_file_that_loads(tmp_path, capsys):
     out = tmp_path / "h100.toml"
     assert flowsim_main(["system", "import", str(TOPO / "hgx_h100.txt"), "-o", str(out), "--gpu", "H100",

@@ -1127,6 +1127,28 @@ def test_a_network_the_system_s_nics_do_not_run_is_warned_about():
     assert any(w.startswith("NCCL's INFO lines say it ran between servers over TCP sockets") for w in tcp.warnings)
 
 
+@pytest.mark.parametrize("command", [
+    "mpirun -np 16 -x NCCL_ALGO=Tree -x NCCL_IB_DISABLE=1 ./build/sendrecv_perf -b 8 -e 1G",
+    "$ export NCCL_ALGO=Tree NCCL_IB_DISABLE=1",
+    "NCCL_IB_DISABLE=1 NCCL_ALGO=Tree srun ./build/sendrecv_perf -b 8 -e 1G",
+])
+def test_nccl_variables_a_command_line_sets_are_taken(command):
+    # The run's command, pasted with its output, sets what NCCL's INFO lines (NCCL_DEBUG=INFO)
+    # would have said; those win where both say.
+    text = SENDRECV.read_text()
+    log = parse_nccl_log(command + "\n" + text)
+    assert dict(log.command_env) == {"NCCL_ALGO": "Tree", "NCCL_IB_DISABLE": "1"}
+    report = check_log(log, system="dgx-h100", min_bytes=1 << 30)
+    assert report.nccl.endswith(", NCCL_ALGO=Tree (command line)")
+    assert ("the log sets NCCL_IB_DISABLE=1: NCCL runs between servers over TCP sockets, which flowsim does not "
+            "model; the prediction takes the system's ib NICs") in report.warnings
+    info = "node1:1:1 [0] NCCL INFO NCCL_ALGO set by environment to Ring\n"
+    both = check_log(parse_nccl_log(command + "\n" + info + text), system="dgx-h100", min_bytes=1 << 30)
+    assert "NCCL_ALGO=Ring (log)" in both.nccl and "(command line)" not in both.nccl
+    # Prose that names a variable is no command: "set NCCL_ALGO=Ring to compare" is not taken.
+    assert parse_nccl_log("We set NCCL_ALGO=Ring to compare.\n" + text).command_env == ()
+
+
 def test_cli_without_system_names_the_aws_instance_it_checks_on(tmp_path, capsys):
     path = tmp_path / "p5.txt"
     path.write_text(_on_aws("p5.48xlarge"))

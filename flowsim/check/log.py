@@ -183,6 +183,10 @@ class NcclTestLog:
         SHA-256 (hex) of the run's text as read: its part of a file of several runs, after as
         many empty lines as its place in the file (so that two equal runs of one file differ);
         the whole file for JSON. A history tells the same run appended twice by it.
+    command_env : tuple of (str, str)
+        The ``NCCL_*`` variables a command line in the run's text sets (``mpirun -x
+        NCCL_ALGO=Ring``, ``export NCCL_PROTO=Simple``, ``NCCL_ALGO=Tree ./build/...``), the
+        last setting of each, in order.
     networks : tuple of str
         The networks NCCL's INFO lines say it uses between servers (``NCCL INFO Using network
         IB``: ``"IB"``, ``"Socket"``, ``"AWS Libfabric"``), in the order first named.
@@ -220,6 +224,7 @@ class NcclTestLog:
     sha256: str = field(default="", compare=False)
     iters: int | None = None
     networks: tuple[str, ...] = ()
+    command_env: tuple[tuple[str, str], ...] = ()
 
     @property
     def named(self) -> str:

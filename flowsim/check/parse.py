@@ -185,6 +185,11 @@ _LOCAL_LINK = re.compile(
 # NCCL's INFO line listing the devices its IB transport uses, each " [i]name:port[...]/IB"
 # or "/RoCE" ([NCCL] src/transport/net_ib/init.cc, src/transport/net_ib.cc in 2.19).
 _IB_USING = re.compile(r"\bNCCL\s+INFO\s+NET/IB\s*:\s*Using((?:\s+\[\d+\][^\s;\[]+)+)")
+# A command line in the output (mpirun's, srun's, a shell's "export" or "env", a binary's):
+# the NCCL variables it sets ("-x NCCL_ALGO=Ring", "export NCCL_PROTO=Simple",
+# "NCCL_ALGO=Tree ./build/all_reduce_perf ...").
+_COMMAND_LINE = re.compile(r"\b(?:mpirun|mpiexec|srun|torchrun|export|env)\b|\b[a-z]+_perf(?:_\w+)?\b")
+_COMMAND_ENV = re.compile(r"(?<![\w-])(NCCL_[A-Z0-9_]+)=([^\s'\";]+)")
 # NCCL's INFO line for the network it runs between servers ("NCCL INFO Using network IB";
 # "Socket", "AWS Libfabric" for the aws-ofi-nccl plugin, [NCCL] src/init.cc).
 _USING_NETWORK = re.compile(r"\bNCCL\s+INFO\s+Using\s+network\s+(\S.*?)\s*$")
@@ -942,6 +947,7 @@ def _parse_text(
     net_devices: set[int] = set()  # devices a rank's IB transport lists
     platform: str | None = None  # the AWS instance the aws-ofi-nccl plugin names
     networks: dict[str, None] = {}  # the networks NCCL's INFO lines say it uses, in order
+    command_env: dict[str, str] = {}  # the NCCL variables the output's command lines set
     choices: list[NcclCall] = []  # NCCL's TUNING lines
     shapes: set[tuple[int, int, int]] = set()  # (ranks, nodes, ranks of the node) of NCCL's comm lines
     fragments: list[int] = []
@@ -961,6 +967,9 @@ def _parse_text(
         stripped = line.strip()
         if not stripped:
             continue
+        if "NCCL INFO" not in stripped and _COMMAND_LINE.search(stripped):
+            for key, value in _COMMAND_ENV.findall(stripped):
+                command_env[key] = value  # the last command to set it, nearest the run
         if _ELISION.match(stripped):
             if ranks and layout is None:
                 elided = True  # "..." where the rank lines were cut
@@ -1201,6 +1210,7 @@ def _parse_text(
         sha256=_sha256(text),
         iters=iters,
         networks=tuple(networks),
+        command_env=tuple(command_env.items()),
     )
 
 

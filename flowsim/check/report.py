@@ -1007,11 +1007,16 @@ _NETWORK_NICS = {"IB": ("ib", "roce"), "AWS Libfabric": ("efa",), "Libfabric": (
 
 def _network_mismatch(log: NcclTestLog, spec: ServerSpec | None) -> list[str]:
     """A line where the network NCCL's INFO lines say a run of several hosts used
-    (:attr:`NcclTestLog.networks`) is not one the system's compute NICs are: TCP sockets,
-    or EFA against InfiniBand or RoCE NICs and the other way round."""
+    (:attr:`NcclTestLog.networks`) is not one the system's compute NICs are: TCP sockets
+    (or ``NCCL_IB_DISABLE=1``, which the log's INFO or command lines set), or EFA against
+    InfiniBand or RoCE NICs and the other way round."""
     if spec is None or len({rank.host for rank in log.ranks}) < 2:
         return []
     lines = []
+    env = {**dict(log.command_env), **dict(log.nccl_env)}
+    if env.get("NCCL_IB_DISABLE") == "1" and "Socket" not in log.networks and spec.nic_kind != "efa":
+        lines.append(f"the log sets NCCL_IB_DISABLE=1: NCCL runs between servers over TCP sockets, which flowsim "
+                     f"does not model; the prediction takes the system's {spec.nic_kind} NICs")
     for network in log.networks:
         if network == "Socket" and not any(name == "Socket" for name, _, _ in log.net_sends):
             lines.append(f"NCCL's INFO lines say it ran between servers over TCP sockets (Using network Socket): NCCL "
@@ -1199,13 +1204,18 @@ def check_log(
         # What the caller sets (--nccl-env, and what an older --nccl-version lacked), as the
         # header says what the log's and the system's set.
         nccl = f"{nccl}, {' '.join(f'{key}={value}' for key, value in options['nccl_env'].items())} (given)"
-    if log.nccl_env:
-        # What the log's INFO lines say the environment set, under what the caller gives.
+    if log.nccl_env or log.command_env:
+        # What the log's INFO lines say the environment set, and under them what its command
+        # lines set (where NCCL_DEBUG=INFO did not print it), under what the caller gives.
         given = dict(options.get("nccl_env") or {})
-        options["nccl_env"] = {**dict(log.nccl_env), **given}
+        options["nccl_env"] = {**dict(log.command_env), **dict(log.nccl_env), **given}
         taken = [f"{key}={value}" for key, value in log.nccl_env if key in NCCL_ENV_KEYS and key not in given]
         if taken:
             nccl = f"{nccl}, {' '.join(taken)} (log)"
+        commanded = [f"{key}={value}" for key, value in log.command_env
+                     if key in NCCL_ENV_KEYS and key not in given and key not in dict(log.nccl_env)]
+        if commanded:
+            nccl = f"{nccl}, {' '.join(commanded)} (command line)"
     trees_off = _trees_off(log)
     if trees_off is not None and "NCCL_ALGO" not in (options.get("nccl_env") or {}):
         options["nccl_env"] = {**(options.get("nccl_env") or {}), "NCCL_ALGO": "Ring"}

@@ -382,10 +382,15 @@ def test_the_check_takes_the_logs_version(printed, given, version, words):
     assert nccl_version_of(log, given) == (version, words)
 
 
-def test_an_unknown_given_version_is_one_clear_error():
+def test_a_given_version_is_taken_as_a_printed_one_and_a_non_version_is_one_clear_error():
+    # As --nccl-version and a log's own line: the constants of its series, else the newest older.
     log = parse_nccl_log(_with_version(None), collective="all_reduce")
-    with pytest.raises(InputError, match="no constants for NCCL '2.27.1'"):
-        nccl_version_of(log, "2.27.1")
+    assert nccl_version_of(log, "2.27.1") == ("2.27.7", "NCCL 2.27.1 (given) -> constants of 2.27.7")
+    assert nccl_version_of(log, "2.4.8") == ("2.19.3", "NCCL 2.4.8 (given) -> constants of 2.19.3, the oldest "
+                                                       "flowsim has")
+    assert nccl_version_of(log, "2.26.2") == ("2.26.2", "NCCL 2.26.2 (given)")
+    with pytest.raises(InputError, match="nccl_version: expected an NCCL version MAJOR.MINOR.PATCH, got 'v2'"):
+        nccl_version_of(log, "v2")
 
 
 def test_the_report_predicts_with_the_logs_version_and_says_so():
@@ -457,5 +462,14 @@ def test_an_older_nccl_version_leaves_out_what_it_lacked(capsys, tmp_path):
     path = tmp_path / "all_reduce_perf.txt"
     path.write_text(_with_version("2.27.1+cuda12.9"))
     flowsim(["check", str(path), "--system", "dgx-h100", "--min-bytes", "2G", "--json", "--nccl-version", "2.4.8"])
-    assert json.loads(capsys.readouterr().out)["nccl"] == \
-        "NCCL 2.19.3 (given), NCCL_NVLS_ENABLE=0 NCCL_PROTO=^LL128 (given)"
+    assert json.loads(capsys.readouterr().out)["nccl"] == (
+        "NCCL 2.4.8 (given) -> constants of 2.19.3, the oldest flowsim has, NCCL_NVLS_ENABLE=0 (NCCL 2.4.8 predates "
+        "NVLS, 2.17.1), NCCL_PROTO=^LL128 (NCCL 2.4.8 predates LL128, 2.5.6)")
+    # Under the log's and the caller's settings: an exclusion list extended, a choice kept.
+    checked = ["check", str(path), "--system", "dgx-h100", "--min-bytes", "2G", "--json", "--nccl-version", "2.17.1"]
+    flowsim([*checked, "--nccl-env", "NCCL_ALGO=^Tree"])
+    assert json.loads(capsys.readouterr().out)["nccl"].endswith(
+        "NCCL_ALGO=^Tree (given), NCCL_ALGO=^Tree,NVLSTree (NCCL 2.17.1 predates NVLSTree, 2.18.1)")
+    flowsim([*checked, "--nccl-env", "NCCL_ALGO=Ring"])
+    assert "predates" not in json.loads(capsys.readouterr().out)["nccl"]
+    assert ran("--nccl-version", "2.17.1", "--nccl-env", "NCCL_ALGO=^Tree")[1] == {"NCCL_ALGO": "^Tree,NVLSTree"}

@@ -59,6 +59,7 @@ from flowsim.collectives.constants import (
     NCCL_VERSIONS,
     PredatedAlgorithm,
     constants_of,
+    leave_out,
     nccl_release,
     nearest_version,
     predated_algorithm,
@@ -1062,20 +1063,25 @@ def time_bounds(
 def nccl_version_of(log: NcclTestLog, given: str | None = None) -> tuple[str, str]:
     """The NCCL version whose constants predict ``log``, and the report's words for it.
 
-    ``given`` (``--nccl-version``) wins; else the version the log prints, where flowsim has
-    its constants, else the one of its series, else the newest older version flowsim has
-    (:func:`~flowsim.collectives.constants.nearest_version`); else the default.
+    ``given`` (``--nccl-version``, any MAJOR.MINOR.PATCH) wins; else the version the log
+    prints: where flowsim has its constants, those, else the one of its series', else the
+    newest older version's flowsim has (:func:`~flowsim.collectives.constants.nearest_version`);
+    else the default.
 
     Returns
     -------
     (str, str)
         The version (a key of :data:`~flowsim.collectives.constants.NCCL_VERSIONS`) and the
         words: ``"NCCL 2.26.2 (log)"``, ``"NCCL 2.27.1 (log) -> constants of 2.26.2"``,
-        ``"NCCL 2.19.3 (given)"``, ``"NCCL 2.30.7 (default: the log prints no NCCL version)"``.
+        ``"NCCL 2.19.3 (given)"``, ``"NCCL 2.4.8 (given) -> constants of 2.19.3, the oldest
+        flowsim has"``, ``"NCCL 2.30.7 (default: the log prints no NCCL version)"``.
     """
     if given is not None:
-        return constants_of(given).version, f"NCCL {given} (given)"
-    printed = _printed_version(log)
+        if nccl_release(given) is None:
+            raise InputError(f"nccl_version: expected an NCCL version MAJOR.MINOR.PATCH, got {given!r}")
+        printed, whose = given, "given"
+    else:
+        printed, whose = _printed_version(log), "log"
     if printed is None:
         return DEFAULT_NCCL_VERSION, f"NCCL {DEFAULT_NCCL_VERSION} (default: the log prints no NCCL version)"
     release = nccl_release(printed)
@@ -1083,9 +1089,9 @@ def nccl_version_of(log: NcclTestLog, given: str | None = None) -> tuple[str, st
         return DEFAULT_NCCL_VERSION, f"NCCL {printed!r} (log: not a version) -> constants of {DEFAULT_NCCL_VERSION}"
     nearest = constants_of(nearest_version(printed) or DEFAULT_NCCL_VERSION)
     if nearest.release == release:
-        return nearest.version, f"NCCL {printed} (log)"
+        return nearest.version, f"NCCL {printed} ({whose})"
     oldest = ", the oldest flowsim has" if release < min(c.release for c in NCCL_VERSIONS.values()) else ""
-    return nearest.version, f"NCCL {printed} (log) -> constants of {nearest.version}{oldest}"
+    return nearest.version, f"NCCL {printed} ({whose}) -> constants of {nearest.version}{oldest}"
 
 
 def _printed_version(log: NcclTestLog) -> str | None:
@@ -1109,21 +1115,23 @@ def _trees_off(log: NcclTestLog) -> int | None:
     return threshold if threshold <= 0 and threshold != -2 else None
 
 
-def _predated(log: NcclTestLog, given: str | None, env: Mapping[str, str]) -> tuple[PredatedAlgorithm, ...]:
-    """What the NCCL ``log`` prints did not have yet, for the check to leave out: the first
-    algorithm it predates (:func:`~flowsim.collectives.constants.predated_algorithm`: NVLS
-    before 2.17.1, NVLSTree before 2.18.1) and LL128 before 2.5.6
-    (:func:`~flowsim.collectives.constants.predated_protocol`); none where ``given``
-    (``--nccl-version``) names the version, the log prints none, it had them all, or ``env``
-    (the log's, the caller's and the system's) already sets the variable that would leave
-    one out.
+def _predated(log: NcclTestLog, given: str | None, env: Mapping[str, str]) -> tuple[tuple[PredatedAlgorithm, str], ...]:
+    """What the NCCL ``given`` (``--nccl-version``) names, else the one ``log`` prints, did
+    not have yet, for the check to leave out: the first algorithm it predates
+    (:func:`~flowsim.collectives.constants.predated_algorithm`: NVLS before 2.17.1, NVLSTree
+    before 2.18.1) and LL128 before 2.5.6
+    (:func:`~flowsim.collectives.constants.predated_protocol`), each with the value of its
+    variable that leaves it out under ``env`` (the log's, the caller's and the system's:
+    :func:`~flowsim.collectives.constants.leave_out`, an exclusion list there extended);
+    none where no version is named, it had them all, or ``env`` sets the variable otherwise.
     """
-    printed = _printed_version(log)
-    release = None if given is not None or printed is None else nccl_release(printed)
+    named = given if given is not None else _printed_version(log)
+    release = None if named is None else nccl_release(named)
     if release is None:
         return ()
     found = (predated_algorithm(release), predated_protocol(release))
-    return tuple(lacked for lacked in found if lacked is not None and lacked.key not in env)
+    values = [(lacked, leave_out(env, lacked)) for lacked in found if lacked is not None]
+    return tuple((lacked, value) for lacked, value in values if value is not None)
 
 
 # Older nccl-tests print NCCL's first names of two types (ncclChar, ncclInt).
@@ -1235,12 +1243,12 @@ def check_log(
     system_env = system_env_taken(intact, options.get("nccl_env") or {})
     if system_env:
         nccl = f"{nccl}, {' '.join(f'{key}={value}' for key, value in system_env.items())} (system)"
-    for lacked in _predated(log, nccl_version, merged_env(intact, options.get("nccl_env"))):
-        # What the log's NCCL did not have yet, where neither the log, the caller nor the
-        # system sets the variable.
-        options["nccl_env"] = {lacked.key: lacked.value, **(options.get("nccl_env") or {})}
-        nccl = (f"{nccl}, {lacked.key}={lacked.value} (NCCL {_printed_version(log)} predates {lacked.name}, "
-                f"{lacked.since})")
+    for lacked, value in _predated(log, nccl_version, merged_env(intact, options.get("nccl_env"))):
+        # What the NCCL named or the log's did not have yet, under what the log, the caller
+        # and the system set (an exclusion list of theirs extended).
+        options["nccl_env"] = {**(options.get("nccl_env") or {}), lacked.key: value}
+        named = nccl_version if nccl_version is not None else _printed_version(log)
+        nccl = f"{nccl}, {lacked.key}={value} (NCCL {named} predates {lacked.name}, {lacked.since})"
     warnings = (*log.warnings, *device_notes, *_mismatches(log, system, model, nodes, topology, n_servers, layout),
                 *_network_mismatch(log, spec),
                 *([front_end_only_note(n_servers)] if fabric == "none" and n_servers > 1 else []))

@@ -26,6 +26,7 @@ __all__ = [
     "NCCL_VERSIONS",
     "NcclConstants",
     "constants_of",
+    "leave_out",
     "nccl_release",
     "nearest_version",
     "predated_algorithm",
@@ -344,6 +345,31 @@ def predated_algorithm(release: tuple[int, ...]) -> PredatedAlgorithm | None:
 #: The NCCL release that brought LL128: v2.5.6-1, whose src/include/core.h first defines
 #: ``NCCL_PROTO_LL128`` (v2.4.8-1 has LL and Simple only). A run of an older NCCL had none.
 LL128_RELEASE = (2, 5, 6)
+
+
+def leave_out(env: Mapping[str, str], lacked: PredatedAlgorithm) -> str | None:
+    """The value of ``lacked.key`` that leaves ``lacked`` out under ``env`` (the variables
+    set already), or None where ``env``'s own setting stands: unset, ``lacked.value``; an
+    exclusion list (``NCCL_ALGO=^Tree``), the list with it added (``^Tree,NVLSTree``) unless
+    it names it; any other setting (``NCCL_NVLS_ENABLE=1``, ``NCCL_ALGO=Ring,NVLSTree``) is
+    the caller's choice.
+
+    >>> nvls_tree = predated_algorithm((2, 17, 1))
+    >>> leave_out({}, nvls_tree), leave_out({"NCCL_ALGO": "^Tree"}, nvls_tree)
+    ('^NVLSTree', '^Tree,NVLSTree')
+    >>> leave_out({"NCCL_ALGO": "^nvlstree"}, nvls_tree), leave_out({"NCCL_ALGO": "Ring"}, nvls_tree)
+    (None, None)
+    """
+    current = env.get(lacked.key)
+    if current is None:
+        return lacked.value
+    current = current.strip()
+    if not (lacked.value.startswith("^") and current.startswith("^")) or ":" in current:
+        return None
+    names = [name.strip() for name in current[1:].split(",") if name.strip()]
+    if lacked.value[1:].lower() in (name.lower() for name in names):
+        return None
+    return "^" + ",".join([*names, lacked.value[1:]])
 
 
 def predated_protocol(release: tuple[int, ...]) -> PredatedAlgorithm | None:

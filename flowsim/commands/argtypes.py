@@ -14,6 +14,7 @@ from flowsim.collectives.constants import (
     DEFAULT_NCCL_VERSION,
     NCCL_VERSIONS,
     PredatedAlgorithm,
+    leave_out,
     nccl_release,
     nearest_version,
     predated_algorithm,
@@ -110,7 +111,7 @@ def add_nccl_arguments(parser: argparse.ArgumentParser, *, version_from_log: boo
         f"MAJOR.MINOR.PATCH, which takes the one of its series, else the newest older of these, leaving out what "
         f"the version named did not have yet (NVLS, NVLSTree, LL128) (default {default})",
     )
-    parser.set_defaults(nccl_version_lacks=())
+    parser.set_defaults(nccl_version_lacks=(), nccl_version_asked=None)
 
 
 class _NcclVersion(argparse.Action):
@@ -120,8 +121,9 @@ class _NcclVersion(argparse.Action):
     the one named did not have yet (NVLS before 2.17.1, NVLSTree before 2.18.1:
     :func:`~flowsim.collectives.constants.predated_algorithm`; LL128 before 2.5.6:
     :func:`~flowsim.collectives.constants.predated_protocol`), which
-    :func:`parse_nccl_env` leaves out. Where the version taken is another release, one note
-    on stderr says which, and what is left out."""
+    :func:`parse_nccl_env` leaves out, and in ``nccl_version_asked`` the version as named
+    (``flowsim check`` works both out with the log's own settings). Where the version taken is
+    another release, one note on stderr says which, and what is left out."""
 
     def __call__(self, parser, namespace, values, option_string=None):
         text = str(values)
@@ -140,6 +142,7 @@ class _NcclVersion(argparse.Action):
                   f"{which}{missing}", file=sys.stderr)
         setattr(namespace, self.dest, version)
         namespace.nccl_version_lacks = lacked
+        namespace.nccl_version_asked = text.strip()
 
 
 def parse_nccl_env(pairs: list[str], lacks: Sequence[PredatedAlgorithm] = ()) -> dict[str, str]:
@@ -147,7 +150,8 @@ def parse_nccl_env(pairs: list[str], lacks: Sequence[PredatedAlgorithm] = ()) ->
     :class:`~flowsim.errors.InputError` naming it. Variables the model does not follow
     (``NCCL_IB_HCA``, ...) are kept, and named in one note on stderr. ``lacks``, what the
     NCCL ``--nccl-version`` names did not have yet (``nccl_version_lacks``), adds the
-    variable that leaves each out, where ``pairs`` do not set it."""
+    variable that leaves each out, or to an exclusion list ``pairs`` give it
+    (:func:`~flowsim.collectives.constants.leave_out`)."""
     env: dict[str, str] = {}
     for pair in pairs:
         key, equals, value = pair.partition("=")
@@ -158,7 +162,9 @@ def parse_nccl_env(pairs: list[str], lacks: Sequence[PredatedAlgorithm] = ()) ->
             raise InputError(f"--nccl-env {key} is given twice")
         env[key] = value.strip()
     for item in lacks:
-        env.setdefault(item.key, item.value)
+        value = leave_out(env, item)
+        if value is not None:
+            env[item.key] = value
     ignored = NcclEnv(env).ignored
     if ignored:
         print(f"flowsim: note: {', '.join(ignored)} {'does' if len(ignored) == 1 else 'do'} not change the model "

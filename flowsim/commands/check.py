@@ -223,8 +223,8 @@ def _prediction_options(args: argparse.Namespace) -> str:
     one log with other options tell apart."""
     given = [(name, value) for name, values in (("--fail", args.fail), ("--degrade", args.degrade),
                                                  ("--nccl-env", args.nccl_env)) for value in values]
-    if args.nccl_version is not None:
-        given.append(("--nccl-version", args.nccl_version))
+    if args.nccl_version_asked is not None:
+        given.append(("--nccl-version", args.nccl_version_asked))
     return shlex.join(word for pair in given for word in pair)
 
 
@@ -297,7 +297,8 @@ def check_command(args: argparse.Namespace) -> int:
             options = dict(
                 nodes=args.nodes, threshold=args.threshold, latency_tolerance=args.latency_tolerance,
                 algorithm=args.algorithm, protocol=args.protocol, figure=args.figure, min_bytes=min_bytes,
-                nccl_env=parse_nccl_env(args.nccl_env, args.nccl_version_lacks), nccl_version=args.nccl_version,
+                # The version as named: check_log leaves out what it lacked under the log's settings too.
+                nccl_env=parse_nccl_env(args.nccl_env), nccl_version=args.nccl_version_asked,
                 fail=args.fail, degrade=parse_degrade(args.degrade), time_rel_tol=args.time_rel_tol,
             )
             # Every run is checked before anything is printed or recorded, so that bad input

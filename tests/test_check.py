@@ -1145,8 +1145,17 @@ def test_nccl_variables_a_command_line_sets_are_taken(command):
     info = "node1:1:1 [0] NCCL INFO NCCL_ALGO set by environment to Ring\n"
     both = check_log(parse_nccl_log(command + "\n" + info + text), system="dgx-h100", min_bytes=1 << 30)
     assert "NCCL_ALGO=Ring (log)" in both.nccl and "(command line)" not in both.nccl
-    # Prose that names a variable is no command: "set NCCL_ALGO=Ring to compare" is not taken.
+    # Prose that names a variable is no command, and nothing after the table is the run's:
+    # a reply that suggests a setting does not steer the prediction.
     assert parse_nccl_log("We set NCCL_ALGO=Ring to compare.\n" + text).command_env == ()
+    assert parse_nccl_log(text + "\nPlease try export NCCL_ALGO=Tree and rerun.\n"
+                          "export NCCL_ALGO=Tree\n").command_env == ()
+    # A value NCCL would not take (a shell variable left unexpanded) is said and not used.
+    unexpanded = check_log(parse_nccl_log("mpirun -x NCCL_ALGO=$ALGO ./build/sendrecv_perf\n" + text),
+                           system="dgx-h100", min_bytes=1 << 30)
+    assert "(command line)" not in unexpanded.nccl
+    assert any(w.startswith("the log's command line sets NCCL_ALGO=$ALGO, which is no value NCCL takes") and
+               w.endswith(": not used") for w in unexpanded.warnings)
 
 
 def test_cli_without_system_names_the_aws_instance_it_checks_on(tmp_path, capsys):

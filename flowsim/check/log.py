@@ -184,9 +184,10 @@ class NcclTestLog:
         many empty lines as its place in the file (so that two equal runs of one file differ);
         the whole file for JSON. A history tells the same run appended twice by it.
     command_env : tuple of (str, str)
-        The ``NCCL_*`` variables a command line in the run's text sets (``mpirun -x
-        NCCL_ALGO=Ring``, ``export NCCL_PROTO=Simple``, ``NCCL_ALGO=Tree ./build/...``), the
-        last setting of each, in order.
+        The ``NCCL_*`` variables a command line before the run's table sets (a line that
+        starts with ``mpirun``, ``srun``, ``export``, ``env``, a binary or ``NCCL_X=``, behind
+        a prompt or not: ``mpirun -x NCCL_ALGO=Ring``, ``export NCCL_PROTO=Simple``,
+        ``NCCL_ALGO=Tree ./build/...``), the last setting of each, in order.
     networks : tuple of str
         The networks NCCL's INFO lines say it uses between servers (``NCCL INFO Using network
         IB``: ``"IB"``, ``"Socket"``, ``"AWS Libfabric"``), in the order first named.

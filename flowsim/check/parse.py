@@ -185,10 +185,13 @@ _LOCAL_LINK = re.compile(
 # NCCL's INFO line listing the devices its IB transport uses, each " [i]name:port[...]/IB"
 # or "/RoCE" ([NCCL] src/transport/net_ib/init.cc, src/transport/net_ib.cc in 2.19).
 _IB_USING = re.compile(r"\bNCCL\s+INFO\s+NET/IB\s*:\s*Using((?:\s+\[\d+\][^\s;\[]+)+)")
-# A command line in the output (mpirun's, srun's, a shell's "export" or "env", a binary's):
-# the NCCL variables it sets ("-x NCCL_ALGO=Ring", "export NCCL_PROTO=Simple",
-# "NCCL_ALGO=Tree ./build/all_reduce_perf ...").
-_COMMAND_LINE = re.compile(r"\b(?:mpirun|mpiexec|srun|torchrun|export|env)\b|\b[a-z]+_perf(?:_\w+)?\b")
+# A command line before the run's table (mpirun's, srun's, a shell's "export" or "env", a
+# binary's, behind a prompt): the NCCL variables it sets ("-x NCCL_ALGO=Ring", "export
+# NCCL_PROTO=Simple", "NCCL_ALGO=Tree ./build/all_reduce_perf ..."). Prose that names a
+# variable ("Please try export NCCL_ALGO=Tree") starts otherwise.
+_COMMAND_LINE = re.compile(
+    r"^(?:[$#>%]\s*)?(?:sudo\s+)?(?:mpirun|mpiexec|srun|torchrun|export|env|NCCL_[A-Z0-9_]+=|\S*[a-z]_perf(?:_\w+)?\b)"
+)
 _COMMAND_ENV = re.compile(r"(?<![\w-])(NCCL_[A-Z0-9_]+)=([^\s'\";]+)")
 # NCCL's INFO line for the network it runs between servers ("NCCL INFO Using network IB";
 # "Socket", "AWS Libfabric" for the aws-ofi-nccl plugin, [NCCL] src/init.cc).
@@ -967,7 +970,7 @@ def _parse_text(
         stripped = line.strip()
         if not stripped:
             continue
-        if "NCCL INFO" not in stripped and _COMMAND_LINE.search(stripped):
+        if layout is None and _COMMAND_LINE.match(stripped):
             for key, value in _COMMAND_ENV.findall(stripped):
                 command_env[key] = value  # the last command to set it, nearest the run
         if _ELISION.match(stripped):

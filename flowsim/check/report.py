@@ -80,6 +80,7 @@ from flowsim.collectives.tuner import (
     COLLNET_ALGORITHMS,
     NCCL_ENV_KEYS,
     REDOPS,
+    NcclEnv,
     communicator_channels,
     describe_system,
     gpudirect_rdma,
@@ -1006,6 +1007,22 @@ _RDMA_NETWORKS = frozenset({"IB", "AWS Libfabric", "Libfabric"})
 _NETWORK_NICS = {"IB": ("ib", "roce"), "AWS Libfabric": ("efa",), "Libfabric": ("efa",)}
 
 
+def _command_env(log: NcclTestLog) -> tuple[dict[str, str], list[tuple[str, str, str]]]:
+    """The variables the log's command lines set (:attr:`NcclTestLog.command_env`) that NCCL
+    would take, and those it would not, with why (a shell variable left unexpanded,
+    ``NCCL_ALGO=$ALGO``, is no algorithm)."""
+    taken: dict[str, str] = {}
+    refused = []
+    for key, value in log.command_env:
+        try:
+            NcclEnv({key: value}).check()
+        except InputError as err:
+            refused.append((key, value, str(err).removeprefix("NCCL environment: ")))
+        else:
+            taken[key] = value
+    return taken, refused
+
+
 def _network_mismatch(log: NcclTestLog, spec: ServerSpec | None) -> list[str]:
     """A line where the network NCCL's INFO lines say a run of several hosts used
     (:attr:`NcclTestLog.networks`) is not one the system's compute NICs are: TCP sockets
@@ -1014,7 +1031,7 @@ def _network_mismatch(log: NcclTestLog, spec: ServerSpec | None) -> list[str]:
     if spec is None or len({rank.host for rank in log.ranks}) < 2:
         return []
     lines = []
-    env = {**dict(log.command_env), **dict(log.nccl_env)}
+    env = {**_command_env(log)[0], **dict(log.nccl_env)}
     if env.get("NCCL_IB_DISABLE") == "1" and "Socket" not in log.networks and spec.nic_kind != "efa":
         lines.append(f"the log sets NCCL_IB_DISABLE=1: NCCL runs between servers over TCP sockets, which flowsim "
                      f"does not model; the prediction takes the system's {spec.nic_kind} NICs")
@@ -1212,15 +1229,18 @@ def check_log(
         # What the caller sets (--nccl-env, and what an older --nccl-version lacked), as the
         # header says what the log's and the system's set.
         nccl = f"{nccl}, {' '.join(f'{key}={value}' for key, value in options['nccl_env'].items())} (given)"
-    if log.nccl_env or log.command_env:
+    command_env, refused_env = _command_env(log)
+    warnings_env = tuple(f"the log's command line sets {key}={value}, which is no value NCCL takes ({why}): not used"
+                         for key, value, why in refused_env)
+    if log.nccl_env or command_env:
         # What the log's INFO lines say the environment set, and under them what its command
         # lines set (where NCCL_DEBUG=INFO did not print it), under what the caller gives.
         given = dict(options.get("nccl_env") or {})
-        options["nccl_env"] = {**dict(log.command_env), **dict(log.nccl_env), **given}
+        options["nccl_env"] = {**command_env, **dict(log.nccl_env), **given}
         taken = [f"{key}={value}" for key, value in log.nccl_env if key in NCCL_ENV_KEYS and key not in given]
         if taken:
             nccl = f"{nccl}, {' '.join(taken)} (log)"
-        commanded = [f"{key}={value}" for key, value in log.command_env
+        commanded = [f"{key}={value}" for key, value in command_env.items()
                      if key in NCCL_ENV_KEYS and key not in given and key not in dict(log.nccl_env)]
         if commanded:
             nccl = f"{nccl}, {' '.join(commanded)} (command line)"
@@ -1249,7 +1269,8 @@ def check_log(
         options["nccl_env"] = {**(options.get("nccl_env") or {}), lacked.key: value}
         named = nccl_version if nccl_version is not None else _printed_version(log)
         nccl = f"{nccl}, {lacked.key}={value} (NCCL {named} predates {lacked.name}, {lacked.since})"
-    warnings = (*log.warnings, *device_notes, *_mismatches(log, system, model, nodes, topology, n_servers, layout),
+    warnings = (*log.warnings, *warnings_env, *device_notes,
+                *_mismatches(log, system, model, nodes, topology, n_servers, layout),
                 *_network_mismatch(log, spec),
                 *([front_end_only_note(n_servers)] if fabric == "none" and n_servers > 1 else []))
     gpus = _rank_gpus(log, system, topology, layout, n_servers, devices)

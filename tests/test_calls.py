@@ -169,3 +169,21 @@ def test_a_dgx2_chain_measured_back_to_back(tmp_path, run):
     assert len(large) == 8 and all(abs(r.error_out) < 0.07 for r in large)
     assert not checked[20].flagged
     assert len(checked[1].fast) >= 10
+
+
+def test_check_reads_blocking_runs_as_one_call_each():
+    # nccl-tests' -z prints "# Blocking Enabled: ..." under its nThread line (src/util.cu) and
+    # writes config.blocking_collectives in -J JSON: each call waited for the one before.
+    header = ("# nThread 1 nGpus 1 minBytes 8388608 maxBytes 8388608 step: 2(factor) warmup iters: 5 iters: 20 "
+              "agg iters: 1 validation: 1 graph: 0\n"
+              "# Blocking Enabled: wait and barrier after each inner iteration (-m) \n#\n# Using devices\n")
+    blocking = parse_nccl_log(header + BROADCAST_LOG, collective="broadcast")
+    free = parse_nccl_log(header.replace("# Blocking Enabled", "# Other") + BROADCAST_LOG, collective="broadcast")
+    assert blocking.blocking and not free.blocking
+    one = check_log(blocking, system="dgx_h100").rows[0].predicted_time_us
+    twenty = check_log(free, system="dgx_h100").rows[0].predicted_time_us
+    single = check_log(free, system="dgx_h100", iters=1).rows[0].predicted_time_us
+    assert one == pytest.approx(single) and twenty < one / 2
+    text = (Path(__file__).parents[1] / "data/nccl_tests/all_reduce_perf_dgx_h100_4node.json").read_text()
+    assert not parse_nccl_log(text).blocking
+    assert parse_nccl_log(text.replace('"blocking_collectives":"false"', '"blocking_collectives":"true"')).blocking

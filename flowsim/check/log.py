@@ -191,6 +191,9 @@ class NcclTestLog:
     networks : tuple of str
         The networks NCCL's INFO lines say it uses between servers (``NCCL INFO Using network
         IB``: ``"IB"``, ``"Socket"``, ``"AWS Libfabric"``), in the order first named.
+    blocking : bool
+        Whether nccl-tests ran blocking (``-z``: its ``# Blocking Enabled`` line, JSON's
+        ``config.blocking_collectives``): each call waited for the one before to end.
     iters : int or None
         ``-n``, the iterations nccl-tests timed back to back, as the ``# nThread`` line
         (``iters: 20``, after the warm-up's) or JSON's ``config.iterations`` gives it; None
@@ -226,6 +229,7 @@ class NcclTestLog:
     iters: int | None = None
     networks: tuple[str, ...] = ()
     command_env: tuple[tuple[str, str], ...] = ()
+    blocking: bool = False
 
     @property
     def named(self) -> str:

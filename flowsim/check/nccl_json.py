@@ -67,6 +67,7 @@ class JsonRun:
     nccl_env: tuple[tuple[str, str], ...]
     warnings: tuple[str, ...]
     iters: int | None = None
+    blocking: bool = False
 
 
 # A line of nccl-tests' text output: a comment line ('# nThread', '#  Rank', the table header).
@@ -310,6 +311,8 @@ def read_json_run(text: str, source: str) -> JsonRun:
         n_gpus=n_gpus,
         agg_iters=read.optional_count(config, "config", "aggregated_iterations"),
         iters=read.optional_count(config, "config", "iterations"),
+        # A string ("false", "true") in the files nccl-tests writes, a JSON bool read too.
+        blocking=str(config.get("blocking_collectives", "false")).lower() in ("true", "1"),
         cuda_graph=read.optional_count(config, "config", "graph"),
         ranks=ranks,
         rows=rows,

@@ -257,6 +257,10 @@ _STEP_BYTES = re.compile(r"\bstep:\s*(\d+)\(bytes\)")
 _TEST_FAILURE = re.compile(r"Test (?:NCCL|CUDA) failure.*|Test timeout \(\d+s\).*")
 # Later fields of that line, where the nccl-tests version prints them: -a and -G.
 _AGG_ITERS = re.compile(r"\bagg\s+iters:\s*(\d+)")
+# nccl-tests' -z: each call waits for the one before to end ("# Blocking Enabled: wait and
+# barrier after each inner iteration (-m)", "... wait for completion and barrier after each
+# collective" before 2.13; [NT-PERF] src/util.cu).
+_BLOCKING = re.compile(r"^#\s*Blocking\s+Enabled\b")
 # The timed iterations (-n), after the warm-up's: "warmup iters: 5 iters: 20".
 _ITERS = re.compile(r"\bwarmup\s+iters:\s*\d+\s+iters:\s*(\d+)")
 _GRAPH = re.compile(r"\bgraph:\s*(\d+)")
@@ -939,6 +943,7 @@ def _parse_text(
     header = None
     agg_iters: int | None = None
     iters: int | None = None
+    blocking = False
     cuda_graph: int | None = None
     step_bytes: int | None = None  # -i: the step between sizes, in bytes
     ranks: dict[int, RankInfo] = {}
@@ -990,6 +995,8 @@ def _parse_text(
                 version = version_match.group(1)
                 if (library := _LIBRARY_CODE.search(stripped)) and nccl_version is None:
                     nccl_version = nccl_version_from_code(int(library.group(1)))
+            elif _BLOCKING.match(stripped):
+                blocking = True
             elif nthread:
                 header = (int(nthread.group(1)), int(nthread.group(2)), number)
                 agg, graph = _AGG_ITERS.search(stripped), _GRAPH.search(stripped)
@@ -1214,6 +1221,7 @@ def _parse_text(
         iters=iters,
         networks=tuple(networks),
         command_env=tuple(command_env.items()),
+        blocking=blocking,
     )
 
 
@@ -1339,6 +1347,7 @@ def _from_json(run: JsonRun, source: str, collective: str | None, gpus_per_node:
         run.cuda_graph,
         run.nccl_env,
         iters=run.iters,
+        blocking=run.blocking,
     )
 
 

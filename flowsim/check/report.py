@@ -1093,11 +1093,11 @@ def nccl_version_of(log: NcclTestLog, given: str | None = None) -> tuple[str, st
         ``"NCCL 2.19.3 (given)"``, ``"NCCL 2.4.8 (given) -> constants of 2.19.3, the oldest
         flowsim has"``, ``"NCCL 2.30.7 (default: the log prints no NCCL version)"``.
     """
-    if given is not None:
-        if nccl_release(given) is None:
-            raise InputError(f"nccl_version: expected an NCCL version MAJOR.MINOR.PATCH, got {given!r}")
-        printed, whose = given, "given"
-    else:
+    printed: str | None = given
+    whose = "given"
+    if given is not None and nccl_release(given) is None:
+        raise InputError(f"nccl_version: expected an NCCL version MAJOR.MINOR.PATCH, got {given!r}")
+    if given is None:
         printed, whose = _printed_version(log), "log"
     if printed is None:
         return DEFAULT_NCCL_VERSION, f"NCCL {DEFAULT_NCCL_VERSION} (default: the log prints no NCCL version)"
@@ -1285,7 +1285,7 @@ def check_log(
         warnings += (f"predicted with {time_window_note(options['time_rel_tol'])}",)
     ranks = send_pair(topology, gpus) if log.collective == "send" else gpus
     launch = {"gpus_per_thread": log.n_gpus or 1, "agg_iters": log.agg_iters or 1, "cuda_graph": log.cuda_graph or 0}
-    if log.iters is None and log.collective in OVERLAPPING:
+    if log.iters is None and log.collective in OVERLAPPING and not log.blocking:
         warnings += (f"the log does not say how many iterations nccl-tests timed (-n): taken as {NCCL_TESTS_ITERS}, "
                      f"its default, over which a {log.collective}'s calls overlap back to back",)
     if log.collective == "send":
@@ -1348,7 +1348,7 @@ def check_log(
         and reduction, the log's launch settings and the caller's options."""
         root, dtype, redop = run[:3]
         return {"dtype": dtype, "redop": redop, "ranks": ranks, "aligned": False, **launch,
-                "iters": log.iters or NCCL_TESTS_ITERS, **options, **extra,
+                "iters": log.iters or NCCL_TESTS_ITERS, "blocking": log.blocking, **options, **extra,
                 **({"root": root} if root else {})}
 
     def predict(run: tuple[int, str, str, str, str], sizes: list[int], **extra: Any) -> tuple[list, str | None]:

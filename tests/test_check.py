@@ -1102,6 +1102,8 @@ def test_a_log_whose_info_lines_name_an_aws_instance_is_checked_on_it(platform, 
 
 
 def test_a_network_the_system_s_nics_do_not_run_is_warned_about():
+    from flowsim.systemfile import resolve_system
+
     # NCCL's "Using network" line: EFA's plugin where the system's NICs are InfiniBand (an AWS
     # log whose plugin names no platform, checked on a DGX), the reverse, and TCP sockets.
     def using(network):
@@ -1112,11 +1114,13 @@ def test_a_network_the_system_s_nics_do_not_run_is_warned_about():
     assert efa.networks == ("AWS Libfabric",)
     warned = [w for w in check_log(efa, system="dgx-h100", min_bytes=1 << 30).warnings if "Using network" in w
               or "ran between servers over" in w]
-    assert warned == ["NCCL's INFO lines say it ran between servers over AWS Libfabric (EFA, through the aws-ofi-nccl "
-                      "plugin), where the system's compute NICs are ib: check --system (AWS instances: aws-p4d, "
-                      "aws-p5, ...; docs/system-format.md)"]
-    from flowsim.systemfile import resolve_system
-
+    assert warned == ["NCCL's INFO lines say it ran between servers over AWS Libfabric (EFA or Slingshot, through the "
+                      "aws-ofi-nccl plugin), where the system's compute NICs are ib: check --system (AWS instances: "
+                      "aws-p4d, aws-p5, ...; docs/system-format.md)"]
+    # Slingshot runs through the same plugin; its system files give RoCE-like NICs (Alps).
+    alps = resolve_system(str(Path(__file__).parents[1] / "data/systems/alps_gh200.toml"))[0]
+    assert alps.nic_kind == "roce" and not any(
+        "ran between servers over" in w for w in check_log(efa, system=alps, min_bytes=1 << 30).warnings)
     p5 = resolve_system("aws-p5")[0]
     assert not any("ran between servers over" in w for w in check_log(efa, system=p5, min_bytes=1 << 30).warnings)
     ib = check_log(parse_nccl_log(using("IB")), system=p5, min_bytes=1 << 30)

@@ -1003,8 +1003,9 @@ def _replay_note(topology, log: NcclTestLog, ranks: Sequence[str], follow: Mappi
 # its own InfiniBand / RoCE transport and AWS's EFA plugin (aws-ofi-nccl).
 _RDMA_NETWORKS = frozenset({"IB", "AWS Libfabric", "Libfabric"})
 # The compute NICs (ServerSpec.nic_kind) of each network NCCL's "Using network" line names: its
-# own IB transport (InfiniBand and RoCE verbs), the aws-ofi-nccl plugin's (EFA).
-_NETWORK_NICS = {"IB": ("ib", "roce"), "AWS Libfabric": ("efa",), "Libfabric": ("efa",)}
+# own IB transport (InfiniBand and RoCE verbs), the aws-ofi-nccl plugin's (EFA, and HPE
+# Slingshot through its cxi provider, which system files describe as RoCE-like Ethernet).
+_NETWORK_NICS = {"IB": ("ib", "roce"), "AWS Libfabric": ("efa", "roce"), "Libfabric": ("efa", "roce")}
 
 
 def _command_env(log: NcclTestLog) -> tuple[dict[str, str], list[tuple[str, str, str]]]:
@@ -1041,7 +1042,8 @@ def _network_mismatch(log: NcclTestLog, spec: ServerSpec | None) -> list[str]:
                          f"found no RDMA network (InfiniBand, RoCE, EFA), where the prediction takes the system's "
                          f"{spec.nic_kind} NICs")
         elif network in _NETWORK_NICS and spec.nic_kind not in _NETWORK_NICS[network]:
-            ran = "EFA, through the aws-ofi-nccl plugin" if "efa" in _NETWORK_NICS[network] else "InfiniBand or RoCE"
+            ran = ("EFA or Slingshot, through the aws-ofi-nccl plugin" if "efa" in _NETWORK_NICS[network]
+                   else "InfiniBand or RoCE")
             lines.append(f"NCCL's INFO lines say it ran between servers over {network} ({ran}), where the system's "
                          f"compute NICs are {spec.nic_kind}: check --system (AWS instances: aws-p4d, aws-p5, ...; "
                          "docs/system-format.md)")

@@ -2739,8 +2739,14 @@ def test_the_old_error_column_is_judged_as_nccl_tests_judged_it():
     first = reduce_all.rows[0]
     edited = text.replace("61.03    0.00    0.00  2e-07", "61.03    0.00    0.00  5e-01", 1)
     assert parse_nccl_logs(edited)[1].rows[0].out_of_place.wrong == 1 and first.size_bytes == 8
-    # A count of wrong elements (nccl-tests 2.13 on) is read as it is.
+    # A count of wrong elements (nccl-tests 2.13 on, its header's '#wrong') is read as it is, a
+    # million or more in '%g''s form too.
     assert parse_nccl_log(SENDRECV).rows[0].out_of_place.max_error is None
+    lines = _lines(SENDRECV)
+    last = lines[21].rsplit(None, 1)
+    lines[21] = f"{last[0]}  1.67772e+07"
+    half = parse_nccl_log("\n".join(lines)).rows[-1].in_place
+    assert (half.wrong, half.max_error) == (16777200, None)
 
 
 def _split_by_tuning(row, prefix=""):

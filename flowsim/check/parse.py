@@ -352,10 +352,10 @@ def _count(text: str, source: str, line: int, column: str) -> int:
     return value
 
 
-def _measurement(tokens: Sequence[str], source: str, line: int, half: str) -> Measurement:
-    # nccl-tests before 2.13 print the largest relative error here ("%5.0le": "2e-07"), judged
-    # against its bound once the ranks are known (_judged); later ones the count of wrong elements.
-    legacy = "e" in tokens[3].lower() or "." in tokens[3]
+def _measurement(tokens: Sequence[str], source: str, line: int, half: str, legacy: bool) -> Measurement:
+    # nccl-tests before 2.13 print the largest relative error here (``legacy``: the header's
+    # 'error', "%5.0le": "2e-07"), judged against its bound once the ranks are known (_judged);
+    # later ones the count of wrong elements ('#wrong', "%g": a million or more as "1.67772e+07").
     value = None if tokens[3] == "N/A" else _measured(tokens[3], source, line, f"{half} #wrong")
     return Measurement(
         time_us=_measured(tokens[0], source, line, f"{half} time"),
@@ -395,6 +395,7 @@ class _Layout:
     root: int | None
     halves: tuple[int, int]  # the 'time' column of each half, in printed order
     line: int
+    legacy_error: bool = False  # the header's 'error' (nccl-tests before 2.13) for '#wrong'
 
     @property
     def needed(self) -> int:
@@ -421,7 +422,8 @@ def _layout(stripped: str, source: str, line: int) -> _Layout:
         or names[second : second + len(_HALF)] != _HALF
     ):
         raise line_error(source, line, f"table header not understood: expected {_HEADER_EXPECTED}; got {stripped!r}")
-    return _Layout(names, optional.get("redop"), optional.get("root"), (position, second), line)
+    legacy = "error" in stripped.lstrip("#").split()
+    return _Layout(names, optional.get("redop"), optional.get("root"), (position, second), line, legacy)
 
 
 # nccl-tests' table header, for rows pasted without it: with the redop and root columns every
@@ -464,8 +466,8 @@ def _row(text: str, source: str, line: int, layout: _Layout, in_place_first: boo
     tokens = text.split()
     first_half, second_half = ("in-place", "out-of-place") if in_place_first else ("out-of-place", "in-place")
     start, later = layout.halves
-    first = _measurement(tokens[start : start + len(_HALF)], source, line, first_half)
-    second = _measurement(tokens[later : later + len(_HALF)], source, line, second_half)
+    first = _measurement(tokens[start : start + len(_HALF)], source, line, first_half, layout.legacy_error)
+    second = _measurement(tokens[later : later + len(_HALF)], source, line, second_half, layout.legacy_error)
     return TestRow(
         size_bytes=_number(tokens[0], int, source, line, "size"),  # a row starts with digits
         count=_count(tokens[1], source, line, "count"),

@@ -574,6 +574,11 @@ def test_a_sweep_run_again_is_said_as_run_cycles():
     assert (f"line {first + len(rows)}: the sizes run again from this line (first on line {first}), 3 times in all: "
             "nccl-tests' -N (run cycles), or a second process's table after the first; each row is checked"
             ) in log.warnings
+    # With -d all (or -o all, -r -1) each block runs its cycles in turn.
+    doubles = [row.replace("float", "double") for row in rows]
+    blocks = parse_nccl_log(text.replace("\n".join(rows), "\n".join(rows * 2 + doubles * 2)))
+    assert any("nccl-tests' -N (run cycles)" in w for w in blocks.warnings)
+    assert not any("interleaved" in w for w in blocks.warnings)
 
 
 def test_two_processes_interleaved_are_said_not_dropped():

@@ -1298,12 +1298,18 @@ def _repeated(rows: Sequence[TestRow], collective: str, n_ranks: int, step_bytes
     if not again:
         return []
     row, earlier = again[0]
-    # The whole sweep again from a row on, in order: nccl-tests' -N (run cycles) repeats it.
-    keys = [(r.dtype, r.redop, r.root, r.size_bytes) for r in rows]
-    period = rows.index(row)
-    if all(keys[i] == keys[i % period] for i in range(len(keys))):
+    # Each block's sweep (a type, reduction and root: -d all, -o all, -r -1) again from a row
+    # on, in order: nccl-tests' -N (run cycles) repeats it, block by block.
+    blocks: dict[tuple, list[int]] = {}
+    for r in rows:
+        blocks.setdefault((r.dtype, r.redop, r.root), []).append(r.size_bytes)
+    periods = [next((p for p in range(1, len(sizes)) if sizes[p] == sizes[0]), len(sizes)) for sizes in blocks.values()]
+    cycled = zip(blocks.values(), periods, strict=True)
+    if all(all(sizes[i] == sizes[i % p] for i in range(len(sizes))) for sizes, p in cycled):
+        block = blocks[(row.dtype, row.redop, row.root)]
+        period = periods[list(blocks).index((row.dtype, row.redop, row.root))]
         return [f"line {row.line}: the sizes run again from this line (first on line {earlier.line}), "
-                f"{-(-len(rows) // period)} times in all: nccl-tests' -N (run cycles), or a second process's "
+                f"{-(-len(block) // period)} times in all: nccl-tests' -N (run cycles), or a second process's "
                 "table after the first; each row is checked"]
     where = ", ".join(str(r.line) for r, _ in again[:5]) + (", ..." if len(again) > 5 else "")
     return [f"line{'s' if len(again) > 1 else ''} {where}: size {row.size_bytes} B printed a second time in the same "

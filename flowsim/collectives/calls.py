@@ -38,7 +38,8 @@ def back_to_back(workload: Workload, ranks: Sequence[str]) -> Workload:
     """Two calls of ``workload``, the second issued on each rank when the rank's part of
     the first has ended.
 
-    A rank's part of a call is every flow it sends or receives; it has ended when those of
+    A rank's part of a call is every flow it sends or receives (a hop that another GPU
+    relays between servers is its sender's, :func:`_senders`); it has ended when those of
     them that no other flow of the rank waits for have. Each flow of the second call that a
     rank sends, and that waits for no other flow the rank sends in it (its first sends on
     each channel), waits for those too. What a rank receives waits only for its sender, as
@@ -60,6 +61,7 @@ def back_to_back(workload: Workload, ranks: Sequence[str]) -> Workload:
     dst = np.fromiter((index.get(name, -1) for name in workload.dst), np.int64, n)
     indptr, waits_for = workload.dep_indptr, workload.dep_indices
     waiting = np.repeat(np.arange(n), np.diff(indptr))
+    src = _senders(src, dst, waiting, waits_for, n)
     # A flow is not the last of its sender's (receiver's) part where a flow of that rank waits for it.
     src_waited, dst_waited = np.zeros(n, bool), np.zeros(n, bool)
     for end, waited in ((src, src_waited), (dst, dst_waited)):
@@ -95,6 +97,29 @@ def back_to_back(workload: Workload, ranks: Sequence[str]) -> Workload:
     both = Workload.concat([workload.renamed("call1."), workload.renamed("call2.")])
     new_indptr.flags.writeable = new_indices.flags.writeable = False
     return replace(both, dep_indptr=new_indptr, dep_indices=new_indices)
+
+
+def _senders(src: np.ndarray, dst: np.ndarray, waiting: np.ndarray, waits_for: np.ndarray, n: int) -> np.ndarray:
+    """Each flow's sending rank: its source, but for a hop between servers that another
+    rank's GPU relays (NCCL's PXN, a rail's NIC reached through a GPU of the sender's server):
+    there no flow it waits for arrives at its source, and the rank the data it forwards
+    arrived at sends it, whose kernel the relay's network proxy serves. ``src``, ``dst``:
+    each flow's rank index (-1 for other nodes); ``waiting[e]`` waits for ``waits_for[e]``."""
+    arrives = dst[waits_for]
+    at_source = np.zeros(n, bool)
+    at_source[waiting[arrives == src[waiting]]] = True
+    # A flow fed at other ranks only, all one: its sender (hops fed from two ranks keep theirs).
+    # The message before it on its own connection (the same source and destination) feeds nothing.
+    same = (src[waits_for] == src[waiting]) & (dst[waits_for] == dst[waiting])
+    fed = (arrives >= 0) & ~at_source[waiting] & ~same
+    senders = src.copy()
+    lowest = np.full(n, np.iinfo(np.int64).max)
+    highest = np.full(n, -1)
+    np.minimum.at(lowest, waiting[fed], arrives[fed])
+    np.maximum.at(highest, waiting[fed], arrives[fed])
+    relayed = (highest >= 0) & (lowest == highest) & ~at_source & (src >= 0)
+    senders[relayed] = highest[relayed]
+    return senders
 
 
 def time_per_call(first_s: float, second_s: float, calls: int) -> float:

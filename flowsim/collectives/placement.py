@@ -160,7 +160,7 @@ class CollectiveRun:
         step and slice; see :attr:`flows`).
     calls_run : int
         Calls ``run`` holds: 2 where calls back to back overlap (a chain's,
-        :mod:`flowsim.collectives.calls`), each of them ``n_flows``; else 1.
+        :mod:`flowsim.collectives.calls`; ``n_flows`` then counts both calls' flows); else 1.
     """
 
     collective: str
@@ -510,6 +510,7 @@ def collective_time(
     if overlapping:
         finish = outcome.result.finish_s
         time_s = time_per_call(float(finish[:n_flows].max()), float(finish[n_flows:].max()), calls)
+        n_flows *= 2  # the flows laid out and solved: both calls
     solved = outcome.result.n_flow_classes
     return CollectiveRun(
         collective, plan.algorithm, plan.protocol, plan.channels, plan.model, plan.ranks, float(size_bytes),

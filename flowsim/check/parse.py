@@ -295,9 +295,9 @@ def _is_caption(stripped: str) -> bool:
 _ROW_START = re.compile(r"^\d+(?:\s+[-+]?\d|\s*$)")
 # NCCL's debug line ("host:pid:tid [dev] NCCL INFO ...", the device tag gone where MPICH's
 # rank marker of the same text was removed; a host glued to the row's last digits starts with
-# a letter) written onto a piece of a row: NCCL and
-# nccl-tests share standard output, and with NCCL_DEBUG=INFO NCCL's lines (its TUNING line of
-# each call) land between the pieces of a row nccl-tests prints (NVIDIA/nccl#1453).
+# a letter) written onto a piece of a row: NCCL and nccl-tests share standard output, and with
+# NCCL_DEBUG=INFO NCCL's lines (its TUNING line of each call) land between the pieces of a row
+# nccl-tests prints (NVIDIA/nccl#1453).
 _GLUED_DEBUG = re.compile(
     r"(?:\[\d+(?:,\d+)*\](?:<std(?:out|err)>:)?\s*)?[A-Za-z][\w.\-]*:\d+:\d+\s+(?:\[\d+\]\s+)?NCCL\s+(?:INFO|WARN|TRACE)\b"
 )
@@ -382,8 +382,8 @@ def _judged(rows: Sequence[TestRow], n_ranks: int) -> list[TestRow]:
         bound = _ERROR_BOUND.get(dtype, 0.0) * max(n_ranks - 1, 0)
         return replace(half, wrong=int(half.max_error > bound))
 
-    return [replace(row, out_of_place=judged(row.out_of_place, row.dtype),
-                                in_place=judged(row.in_place, row.dtype)) for row in rows]
+    return [replace(row, out_of_place=judged(row.out_of_place, row.dtype), in_place=judged(row.in_place, row.dtype))
+            for row in rows]
 
 
 @dataclass(frozen=True)

@@ -1083,9 +1083,9 @@ def nccl_version_of(log: NcclTestLog, given: str | None = None) -> tuple[str, st
     """The NCCL version whose constants predict ``log``, and the report's words for it.
 
     ``given`` (``--nccl-version``, any MAJOR.MINOR.PATCH) wins; else the version the log
-    prints: where flowsim has its constants, those, else the one of its series', else the
-    newest older version's flowsim has (:func:`~flowsim.collectives.constants.nearest_version`);
-    else the default.
+    prints. Its constants where flowsim has them, else those of its series, else of the newest
+    older version flowsim has (:func:`~flowsim.collectives.constants.nearest_version`); else
+    the default's.
 
     Returns
     -------
@@ -1228,8 +1228,7 @@ def check_log(
     version, nccl = nccl_version_of(log, nccl_version)
     options["nccl_version"] = version
     if options.get("nccl_env"):
-        # What the caller sets (--nccl-env, and what an older --nccl-version lacked), as the
-        # header says what the log's and the system's set.
+        # What the caller sets (--nccl-env), as the header says what the log's and the system's set.
         nccl = f"{nccl}, {' '.join(f'{key}={value}' for key, value in options['nccl_env'].items())} (given)"
     command_env, refused_env = _command_env(log)
     warnings_env = tuple(f"the log's command line sets {key}={value}, which is no value NCCL takes ({why}): not used"

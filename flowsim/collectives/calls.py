@@ -128,7 +128,7 @@ def time_per_call(first_s: float, second_s: float, calls: int) -> float:
     :func:`back_to_back`: the first call's time and ``calls - 1`` leads of ``second_s -
     first_s``.
 
-    >>> time_per_call(7.0, 11.0, 20)   # a chain of 3 hops, 4 slices: 7 slice times, then 4 per call
+    >>> time_per_call(7.0, 11.0, 20)   # a chain of 4 hops, 4 slices: 7 slice times, then 4 per call
     4.15
     """
     calls = whole_number("calls", calls, minimum=1)

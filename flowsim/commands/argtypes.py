@@ -162,9 +162,9 @@ def parse_nccl_env(pairs: list[str], lacks: Sequence[PredatedAlgorithm] = ()) ->
             raise InputError(f"--nccl-env {key} is given twice")
         env[key] = value.strip()
     for item in lacks:
-        value = leave_out(env, item)
-        if value is not None:
-            env[item.key] = value
+        left_out = leave_out(env, item)
+        if left_out is not None:
+            env[item.key] = left_out
     ignored = NcclEnv(env).ignored
     if ignored:
         print(f"flowsim: note: {', '.join(ignored)} {'does' if len(ignored) == 1 else 'do'} not change the model "

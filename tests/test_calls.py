@@ -165,7 +165,7 @@ def test_a_dgx2_chain_measured_back_to_back(tmp_path, run):
     # wohlbier/nccl-tests' broadcast_perf and reduce_perf on 12 of a DGX-2's V100 (-g 12, 20
     # iterations; the machine shared with another user, whose GPUs the run left out). One
     # call's pipeline alone is up to 4.8 times slower than the rows from 1 MiB; 20 calls back
-    # to back are what they measured, within 6% from 64 MiB, as the all-reduce run of the
+    # to back are what they measured, within 6.2% from 64 MiB, as the all-reduce run of the
     # same log is.
     from flowsim.check import parse_nccl_logs
     from flowsim.systemfile import resolve_system

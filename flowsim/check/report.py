@@ -62,8 +62,7 @@ from flowsim.collectives.constants import (
     leave_out,
     nccl_release,
     nearest_version,
-    predated_algorithm,
-    predated_protocol,
+    predated,
 )
 from flowsim.collectives.placement import send_pair
 from flowsim.collectives.report import (
@@ -592,13 +591,11 @@ class CheckReport:
                 for k, why in (
                     (sum(r.short for r in predicted), "slower than predicted (SHORT)"),
                     (sum(r.fast for r in predicted), "faster than predicted (FAST: check --system and the model)"),
+                    # Corrupt results, whether or not the size is also SHORT or FAST.
+                    (sum(r.wrong for r in predicted), "with wrong elements (WRONG: nccl-tests found corrupt results)"),
                 )
                 if k
             ]
-            wrong = sum(r.wrong for r in predicted)
-            if wrong:
-                # Corrupt results, whether or not the size is also SHORT or FAST.
-                sides.append(f"{wrong} with wrong elements (WRONG: nccl-tests found corrupt results)")
             summary += ": " + ", ".join(sides)
         elif len(predicted) > 1:
             summary = f"# all {len(predicted)} predicted sizes OK"
@@ -1024,15 +1021,16 @@ def _command_env(log: NcclTestLog) -> tuple[dict[str, str], list[tuple[str, str,
     return taken, refused
 
 
-def _network_mismatch(log: NcclTestLog, spec: ServerSpec | None) -> list[str]:
+def _network_mismatch(log: NcclTestLog, spec: ServerSpec | None, command_env: Mapping[str, str]) -> list[str]:
     """A line where the network NCCL's INFO lines say a run of several hosts used
     (:attr:`NcclTestLog.networks`) is not one the system's compute NICs are: TCP sockets
-    (or ``NCCL_IB_DISABLE=1``, which the log's INFO or command lines set), or EFA against
+    (or ``NCCL_IB_DISABLE=1``, which the log's INFO or command lines, ``command_env`` as
+    :func:`_command_env` takes them, set), or EFA against
     InfiniBand or RoCE NICs and the other way round."""
     if spec is None or len({rank.host for rank in log.ranks}) < 2:
         return []
     lines = []
-    env = {**_command_env(log)[0], **dict(log.nccl_env)}
+    env = {**command_env, **dict(log.nccl_env)}
     if env.get("NCCL_IB_DISABLE") == "1" and "Socket" not in log.networks and spec.nic_kind != "efa":
         lines.append(f"the log sets NCCL_IB_DISABLE=1: NCCL runs between servers over TCP sockets, which flowsim "
                      f"does not model; the prediction takes the system's {spec.nic_kind} NICs")
@@ -1148,8 +1146,7 @@ def _predated(log: NcclTestLog, given: str | None, env: Mapping[str, str]) -> tu
     release = None if named is None else nccl_release(named)
     if release is None:
         return ()
-    found = (predated_algorithm(release), predated_protocol(release))
-    values = [(lacked, leave_out(env, lacked)) for lacked in found if lacked is not None]
+    values = [(lacked, leave_out(env, lacked)) for lacked in predated(release)]
     return tuple((lacked, value) for lacked, value in values if value is not None)
 
 
@@ -1272,7 +1269,7 @@ def check_log(
         nccl = f"{nccl}, {lacked.key}={value} (NCCL {named} predates {lacked.name}, {lacked.since})"
     warnings = (*log.warnings, *warnings_env, *device_notes,
                 *_mismatches(log, system, model, nodes, topology, n_servers, layout),
-                *_network_mismatch(log, spec),
+                *_network_mismatch(log, spec, command_env),
                 *([front_end_only_note(n_servers)] if fabric == "none" and n_servers > 1 else []))
     gpus = _rank_gpus(log, system, topology, layout, n_servers, devices)
     # Whether the prediction stages network traffic through host memory (the caller's

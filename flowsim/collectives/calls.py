@@ -78,8 +78,7 @@ def back_to_back(workload: Workload, ranks: Sequence[str]) -> Workload:
     sends_after_own[waiting[(src[waiting] >= 0) & (src[waits_for] == src[waiting])]] = True
     first = (src >= 0) & ~sends_after_own
 
-    extra = np.where(first, last_start[src + 1] - last_start[src], 0)
-    extra[src < 0] = 0
+    extra = np.where(first, last_start[src + 1] - last_start[src], 0)  # first: sent by a rank
     own = np.diff(indptr)
     counts = np.concatenate([own, own + extra])
     new_indptr = np.zeros(2 * n + 1, np.int64)

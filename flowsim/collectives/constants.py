@@ -29,6 +29,7 @@ __all__ = [
     "leave_out",
     "nccl_release",
     "nearest_version",
+    "predated",
     "predated_algorithm",
 ]
 
@@ -345,6 +346,16 @@ def predated_algorithm(release: tuple[int, ...]) -> PredatedAlgorithm | None:
 #: The NCCL release that brought LL128: v2.5.6-1, whose src/include/core.h first defines
 #: ``NCCL_PROTO_LL128`` (v2.4.8-1 has LL and Simple only). A run of an older NCCL had none.
 LL128_RELEASE = (2, 5, 6)
+
+
+def predated(release: tuple[int, ...]) -> tuple[PredatedAlgorithm, ...]:
+    """What NCCL ``release`` did not have yet: the first algorithm it predates
+    (:func:`predated_algorithm`) and LL128 (:func:`predated_protocol`), those that apply.
+
+    >>> [item.name for item in predated((2, 4, 8))], predated((2, 18, 1))
+    (['NVLS', 'LL128'], ())
+    """
+    return tuple(item for item in (predated_algorithm(release), predated_protocol(release)) if item is not None)
 
 
 def leave_out(env: Mapping[str, str], lacked: PredatedAlgorithm) -> str | None:

@@ -17,8 +17,7 @@ from flowsim.collectives.constants import (
     leave_out,
     nccl_release,
     nearest_version,
-    predated_algorithm,
-    predated_protocol,
+    predated,
 )
 from flowsim.collectives.tuner import NcclEnv
 from flowsim.engine import DEFAULT_TIME_REL_TOL
@@ -34,8 +33,8 @@ from flowsim.topology import Topology
 T = TypeVar("T")
 
 __all__ = ["add_cluster_arguments", "add_failure_arguments", "add_nccl_arguments", "add_time_tolerance_argument",
-           "cluster_options", "collective_arg", "failed_cluster", "non_negative_int", "number_type", "parse_degrade",
-           "parse_nccl_env", "positive_int"]
+           "cluster_options", "collective_arg", "failed_cluster", "nccl_version_lacks", "non_negative_int",
+           "number_type", "parse_degrade", "parse_nccl_env", "positive_int"]
 
 
 def number_type(convert: Callable[[str], T], accept: Callable[[T], bool], expected: str) -> Callable[[str], T]:
@@ -111,19 +110,17 @@ def add_nccl_arguments(parser: argparse.ArgumentParser, *, version_from_log: boo
         f"MAJOR.MINOR.PATCH, which takes the one of its series, else the newest older of these, leaving out what "
         f"the version named did not have yet (NVLS, NVLSTree, LL128) (default {default})",
     )
-    parser.set_defaults(nccl_version_lacks=(), nccl_version_asked=None)
+    parser.set_defaults(nccl_version_asked=None)
 
 
 class _NcclVersion(argparse.Action):
     """``--nccl-version``: the version of :data:`NCCL_VERSIONS` that stands for the NCCL
     named (:func:`~flowsim.collectives.constants.nearest_version`: the same release, else one
-    of its series, else the newest older one), and in ``nccl_version_lacks`` what of NCCL's
-    the one named did not have yet (NVLS before 2.17.1, NVLSTree before 2.18.1:
-    :func:`~flowsim.collectives.constants.predated_algorithm`; LL128 before 2.5.6:
-    :func:`~flowsim.collectives.constants.predated_protocol`), which
-    :func:`parse_nccl_env` leaves out, and in ``nccl_version_asked`` the version as named
-    (``flowsim check`` works both out with the log's own settings). Where the version taken is
-    another release, one note on stderr says which, and what is left out."""
+    of its series, else the newest older one), and in ``nccl_version_asked`` the version as
+    named, whose lacks (:func:`nccl_version_lacks`: NVLS before 2.17.1, NVLSTree before
+    2.18.1, LL128 before 2.5.6) :func:`parse_nccl_env` leaves out (``flowsim check`` works
+    them out with the log's own settings). Where the version taken is another release, one
+    note on stderr says which, and what is left out."""
 
     def __call__(self, parser, namespace, values, option_string=None):
         text = str(values)
@@ -132,7 +129,7 @@ class _NcclVersion(argparse.Action):
             raise argparse.ArgumentError(self, f"expected an NCCL version MAJOR.MINOR.PATCH (flowsim has "
                                                f"{', '.join(NCCL_VERSIONS)}), got {text!r}")
         taken = NCCL_VERSIONS[version].release
-        lacked = tuple(item for item in (predated_algorithm(wanted), predated_protocol(wanted)) if item is not None)
+        lacked = predated(wanted)
         if taken != wanted:
             which = ("the one of its series" if taken[:2] == wanted[:2] else
                      "the newest older version it has" if taken < wanted else "the oldest it has")
@@ -141,15 +138,22 @@ class _NcclVersion(argparse.Action):
             print(f"# note: flowsim has no constants of NCCL {text.strip()}; it takes those of {version}, "
                   f"{which}{missing}", file=sys.stderr)
         setattr(namespace, self.dest, version)
-        namespace.nccl_version_lacks = lacked
         namespace.nccl_version_asked = text.strip()
+
+
+def nccl_version_lacks(args: argparse.Namespace) -> tuple[PredatedAlgorithm, ...]:
+    """What the NCCL ``--nccl-version`` named did not have yet
+    (:func:`~flowsim.collectives.constants.predated`); none where it named none."""
+    asked = args.nccl_version_asked
+    release = None if asked is None else nccl_release(asked)
+    return () if release is None else predated(release)
 
 
 def parse_nccl_env(pairs: list[str], lacks: Sequence[PredatedAlgorithm] = ()) -> dict[str, str]:
     """``["NCCL_ALGO=Ring", ...]`` as a dict; a malformed pair or a repeated key is an
     :class:`~flowsim.errors.InputError` naming it. Variables the model does not follow
     (``NCCL_IB_HCA``, ...) are kept, and named in one note on stderr. ``lacks``, what the
-    NCCL ``--nccl-version`` names did not have yet (``nccl_version_lacks``), adds the
+    NCCL ``--nccl-version`` names did not have yet (:func:`nccl_version_lacks`), adds the
     variable that leaves each out, or to an exclusion list ``pairs`` give it
     (:func:`~flowsim.collectives.constants.leave_out`)."""
     env: dict[str, str] = {}

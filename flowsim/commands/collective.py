@@ -64,6 +64,7 @@ from flowsim.commands.argtypes import (
     cluster_options,
     collective_arg,
     failed_cluster,
+    nccl_version_lacks,
     non_negative_int,
     number_type,
     parse_nccl_env,
@@ -224,7 +225,7 @@ def run_collective(args: argparse.Namespace) -> int:
     """
     server, system, cluster = cluster_options(args)
     cluster.setdefault("n_nodes", 1)
-    nccl_env = parse_nccl_env(args.nccl_env, args.nccl_version_lacks)
+    nccl_env = parse_nccl_env(args.nccl_env, nccl_version_lacks(args))
     most = max_channels(args.nccl_version)
     if args.channels is not None and args.channels > most:
         raise InputError(f"--channels {args.channels}: NCCL {args.nccl_version} runs at most {most} channels "

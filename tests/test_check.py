@@ -1140,6 +1140,10 @@ def test_a_network_the_system_s_nics_do_not_run_is_warned_about():
     "mpirun -np 16 -x NCCL_ALGO=Tree -x NCCL_IB_DISABLE=1 ./build/sendrecv_perf -b 8 -e 1G",
     "$ export NCCL_ALGO=Tree NCCL_IB_DISABLE=1",
     "NCCL_IB_DISABLE=1 NCCL_ALGO=Tree srun ./build/sendrecv_perf -b 8 -e 1G",
+    # Over several lines behind a shell's prompt, as people paste an mpirun they wrote that way.
+    "[root@node1 ~]# mpirun --allow-run-as-root -np 16 \\\n-x NCCL_ALGO=Tree \\\n  -x NCCL_IB_DISABLE=1 \\\n"
+    "  ./build/sendrecv_perf -b 8 -e 1G",
+    "(venv) user@node1:~/nccl-tests$ NCCL_IB_DISABLE=1 NCCL_ALGO=Tree ./build/sendrecv_perf -b 8 -e 1G",
 ])
 def test_nccl_variables_a_command_line_sets_are_taken(command):
     # The run's command, pasted with its output, sets what NCCL's INFO lines (NCCL_DEBUG=INFO)
@@ -1157,6 +1161,9 @@ def test_nccl_variables_a_command_line_sets_are_taken(command):
     # Prose that names a variable is no command, and nothing after the table is the run's:
     # a reply that suggests a setting does not steer the prediction.
     assert parse_nccl_log("We set NCCL_ALGO=Ring to compare.\n" + text).command_env == ()
+    # A line after a command that ended (no backslash) is not the command's.
+    assert parse_nccl_log("mpirun -np 16 -x NCCL_ALGO=Tree ./build/sendrecv_perf\n-x NCCL_PROTO=LL is worth a try\n"
+                          + text).command_env == (("NCCL_ALGO", "Tree"),)
     assert parse_nccl_log(text + "\nPlease try export NCCL_ALGO=Tree and rerun.\n"
                           "export NCCL_ALGO=Tree\n").command_env == ()
     # A value NCCL would not take (a shell variable left unexpanded) is said and not used.

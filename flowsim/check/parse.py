@@ -186,11 +186,16 @@ _LOCAL_LINK = re.compile(
 # or "/RoCE" ([NCCL] src/transport/net_ib/init.cc, src/transport/net_ib.cc in 2.19).
 _IB_USING = re.compile(r"\bNCCL\s+INFO\s+NET/IB\s*:\s*Using((?:\s+\[\d+\][^\s;\[]+)+)")
 # A command line before the run's table (mpirun's, srun's, a shell's "export" or "env", a
-# binary's, behind a prompt): the NCCL variables it sets ("-x NCCL_ALGO=Ring", "export
-# NCCL_PROTO=Simple", "NCCL_ALGO=Tree ./build/all_reduce_perf ..."). Prose that names a
-# variable ("Please try export NCCL_ALGO=Tree") starts otherwise.
+# binary's, behind a prompt: "$ ", "[root@host ~]# ", "(venv) user@host:~$ "): the NCCL
+# variables it sets ("-x NCCL_ALGO=Ring", "export NCCL_PROTO=Simple", "NCCL_ALGO=Tree
+# ./build/all_reduce_perf ..."). Prose that names a variable ("Please try export
+# NCCL_ALGO=Tree") starts otherwise. A command written over several lines, each but the last
+# ending in a backslash ("mpirun -np 16 \", "-x NCCL_MIN_NCHANNELS=32 \", ...), sets what
+# each of its lines sets.
+_PROMPT = r"(?:(?:\([\w.-]+\)\s*)?(?:\[[^\]]*\]|[\w.-]+@[\w.-]+(?::\S*)?)?\s*[$#>%]\s*)?"
 _COMMAND_LINE = re.compile(
-    r"^(?:[$#>%]\s*)?(?:sudo\s+)?(?:mpirun|mpiexec|srun|torchrun|export|env|NCCL_[A-Z0-9_]+=|\S*[a-z]_perf(?:_\w+)?\b)"
+    rf"^{_PROMPT}(?:sudo\s+)?"
+    r"(?:mpirun|mpiexec|srun|torchrun|export|env|NCCL_[A-Z0-9_]+=|\S*[a-z]_perf(?:_\w+)?\b)"
 )
 _COMMAND_ENV = re.compile(r"(?<![\w-])(NCCL_[A-Z0-9_]+)=([^\s'\";]+)")
 # NCCL's INFO line for the network it runs between servers ("NCCL INFO Using network IB";
@@ -958,6 +963,7 @@ def _parse_text(
     platform: str | None = None  # the AWS instance the aws-ofi-nccl plugin names
     networks: dict[str, None] = {}  # the networks NCCL's INFO lines say it uses, in order
     command_env: dict[str, str] = {}  # the NCCL variables the output's command lines set
+    continued = False  # the last line was a command's, ending in a backslash
     choices: list[NcclCall] = []  # NCCL's TUNING lines
     shapes: set[tuple[int, int, int]] = set()  # (ranks, nodes, ranks of the node) of NCCL's comm lines
     fragments: list[int] = []
@@ -976,10 +982,14 @@ def _parse_text(
     for number, line in pieces:
         stripped = line.strip()
         if not stripped:
+            continued = False
             continue
-        if layout is None and _COMMAND_LINE.match(stripped):
+        if layout is None and (continued or _COMMAND_LINE.match(stripped)):
             for key, value in _COMMAND_ENV.findall(stripped):
                 command_env[key] = value  # the last command to set it, nearest the run
+            continued = stripped.endswith("\\")
+        else:
+            continued = False
         if _ELISION.match(stripped):
             if ranks and layout is None:
                 elided = True  # "..." where the rank lines were cut

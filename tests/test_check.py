@@ -1144,6 +1144,7 @@ def test_a_network_the_system_s_nics_do_not_run_is_warned_about():
     "[root@node1 ~]# mpirun --allow-run-as-root -np 16 \\\n-x NCCL_ALGO=Tree \\\n  -x NCCL_IB_DISABLE=1 \\\n"
     "  ./build/sendrecv_perf -b 8 -e 1G",
     "(venv) user@node1:~/nccl-tests$ NCCL_IB_DISABLE=1 NCCL_ALGO=Tree ./build/sendrecv_perf -b 8 -e 1G",
+    "docker run --gpus all -e NCCL_ALGO=Tree -e NCCL_IB_DISABLE=1 nvcr.io/nvidia/pytorch:24.05-py3 sendrecv_perf",
 ])
 def test_nccl_variables_a_command_line_sets_are_taken(command):
     # The run's command, pasted with its output, sets what NCCL's INFO lines (NCCL_DEBUG=INFO)

@@ -185,17 +185,18 @@ _LOCAL_LINK = re.compile(
 # NCCL's INFO line listing the devices its IB transport uses, each " [i]name:port[...]/IB"
 # or "/RoCE" ([NCCL] src/transport/net_ib/init.cc, src/transport/net_ib.cc in 2.19).
 _IB_USING = re.compile(r"\bNCCL\s+INFO\s+NET/IB\s*:\s*Using((?:\s+\[\d+\][^\s;\[]+)+)")
-# A command line before the run's table (mpirun's, srun's, a shell's "export" or "env", a
-# binary's, behind a prompt: "$ ", "[root@host ~]# ", "(venv) user@host:~$ "): the NCCL
-# variables it sets ("-x NCCL_ALGO=Ring", "export NCCL_PROTO=Simple", "NCCL_ALGO=Tree
-# ./build/all_reduce_perf ..."). Prose that names a variable ("Please try export
-# NCCL_ALGO=Tree") starts otherwise. A command written over several lines, each but the last
-# ending in a backslash ("mpirun -np 16 \", "-x NCCL_MIN_NCHANNELS=32 \", ...), sets what
-# each of its lines sets.
+# A command line before the run's table (mpirun's, srun's, a container's "docker run -e
+# NCCL_ALGO=Ring ...", a shell's "export" or "env", a binary's, behind a prompt: "$ ",
+# "[root@host ~]# ", "(venv) user@host:~$ "): the NCCL variables it sets ("-x NCCL_ALGO=Ring",
+# "export NCCL_PROTO=Simple", "NCCL_ALGO=Tree ./build/all_reduce_perf ..."). Prose that names
+# a variable ("Please try export NCCL_ALGO=Tree") starts otherwise. A command written over
+# several lines, each but the last ending in a backslash ("mpirun -np 16 \", "-x
+# NCCL_MIN_NCHANNELS=32 \", ...), sets what each of its lines sets.
 _PROMPT = r"(?:(?:\([\w.-]+\)\s*)?(?:\[[^\]]*\]|[\w.-]+@[\w.-]+(?::\S*)?)?\s*[$#>%]\s*)?"
 _COMMAND_LINE = re.compile(
-    rf"^{_PROMPT}(?:sudo\s+)?"
-    r"(?:mpirun|mpiexec|srun|torchrun|export|env|NCCL_[A-Z0-9_]+=|\S*[a-z]_perf(?:_\w+)?\b)"
+    rf"^{_PROMPT}(?:(?:sudo|time|nohup)\s+)*"
+    r"(?:mpirun|mpiexec|srun|sbatch|salloc|torchrun|docker|podman|apptainer|singularity|kubectl|export|env"
+    r"|NCCL_[A-Z0-9_]+=|\S*[a-z]_perf(?:_\w+)?\b)"
 )
 _COMMAND_ENV = re.compile(r"(?<![\w-])(NCCL_[A-Z0-9_]+)=([^\s'\";]+)")
 # NCCL's INFO line for the network it runs between servers ("NCCL INFO Using network IB";

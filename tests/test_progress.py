@@ -105,3 +105,19 @@ def test_compile_note_on_a_cold_cache_only(tmp_path):
         "cached for later runs)\n"
     )
     assert stderr() == ""  # the same kernel, now in the cache
+
+
+@pytest.mark.parametrize("flags", [[], ["--progress"]])
+def test_check_notes_each_size_it_predicts_when_asked(capsys, flags):
+    # A log of hundreds of servers takes minutes to predict: each size's stages go to stderr
+    # (on a terminal, or with --progress in a log), and the report stays as it was on stdout.
+    log = ROOT / "data" / "nccl_tests" / "all_reduce_perf_dgx_h100_4node.txt"
+    assert flowsim_command(["check", str(log), "--min-bytes", "4G", *flags]) == 0
+    out, err = capsys.readouterr()
+    notes = [line.split("] ", 1)[1] for line in err.splitlines() if line.startswith("[")]
+    if not flags:
+        assert notes == []
+    else:
+        assert notes[0] == "4,294,967,296 B (1/2): building the flows"
+        assert notes[-1].startswith("8,589,934,592 B (2/2): routing and simulating")
+    assert "building the flows" not in out and "8589934592" in out

@@ -1349,6 +1349,12 @@ def check_log(
                 "iters": log.iters or NCCL_TESTS_ITERS, "blocking": log.blocking, **options, **extra,
                 **({"root": root} if root else {})}
 
+    def noted(what: str) -> dict[str, Any]:
+        """A progress keyword for a pass after the prediction's own, whose notes say which
+        (``"on the links alone: 1,048,576 B (1/3): ..."``); none where nobody watches."""
+        note = options.get("progress")
+        return {} if note is None else {"progress": lambda message: note(f"{what}: {message}")}
+
     def predict(run: tuple[int, str, str, str, str], sizes: list[int], **extra: Any) -> tuple[list, str | None]:
         """The rows of ``sizes`` (each as it is: a log's sizes are whole elements of its type)
         of one block of the log, with NCCL's algorithm and protocol where its TUNING lines
@@ -1381,7 +1387,8 @@ def check_log(
     if _ran_without_gdr(log) and not staged and predicted_rows:
         # What the cluster moves as it ran, staged: the largest size, the first block's settings.
         root, dtype, redop, algorithm_ran, protocol_ran, size = max(predicted_rows, key=lambda key: key[-1])
-        (as_staged,), _ = predict((root, dtype, redop, algorithm_ran, protocol_ran), [size], gpudirect=False)
+        (as_staged,), _ = predict((root, dtype, redop, algorithm_ran, protocol_ran), [size], gpudirect=False,
+                                **noted("staged through host memory"))
         moved = max((r.out_of_place.busbw_GBps for r in log.rows if r.size_bytes == size), default=0.0)
         warnings += (f"staged through host memory as the INFO lines say, the model gives {as_staged.busbw_GBps:.2f} "
                      f"GB/s busbw at {size} B, where the log measured {moved:.2f} (--nccl-env "
@@ -1411,7 +1418,7 @@ def check_log(
             beyond.setdefault(run_of(row), set()).add(row.size_bytes)
     links_allow: dict[tuple, NcclRow] = {}
     for run, sizes in sorted(beyond.items()):
-        rows_links, _ = predict(run, sorted(sizes), model_caps=False)
+        rows_links, _ = predict(run, sorted(sizes), model_caps=False, **noted("on the links alone"))
         links_allow.update({(*run, size): row for size, row in zip(sorted(sizes), rows_links, strict=True)})
     algorithm = _what_ran([p.algorithm for p in predictions]) or str(algorithm or "auto")
     protocol = _what_ran([p.protocol for p in predictions]) or protocol
@@ -1485,7 +1492,7 @@ def check_log(
     env = merged_env(topology, options.get("nccl_env"))
     for run, flagged in flagged_by_run.items():
         dtype, redop = run[1:3]
-        common = sweep_options(run)
+        common = sweep_options(run, **noted("what else NCCL may have run"))
         try:
             table = nccl_choice(topology, log.collective, max(row.size_bytes for row, _ in flagged), ranks=ranks,
                                 nccl_env=env, version=version, dtype=dtype, redop=redop).table

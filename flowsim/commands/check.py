@@ -55,7 +55,8 @@ checked alike (the same text, system, shape, threshold and options), is not appe
 appended together: a failure (a full disk) records none of them. ``--plot`` draws the
 history's measured / predicted ratio over the runs' time (needs matplotlib), of
 ``--collective``, ``--system`` and ``--nodes`` where given, a panel per shape of cluster
-(nodes and ranks). Both paths are checked before the
+(nodes and ranks). Progress (each size being built, routed and simulated) goes to stderr
+when it is a terminal, or with ``--progress``. Both paths are checked before the
 check runs, so that a bad one fails before anything is added to the history. Exit status:
 0 when no size is flagged, 1 when some are or a run got slower than the cluster's earlier run
 in the history, 2 on bad input or a run that cannot be read.
@@ -100,6 +101,7 @@ from flowsim.commands.argtypes import (
     parse_nccl_env,
     positive_int,
 )
+from flowsim.commands.progress import Notes, add_progress_argument, show_progress
 from flowsim.errors import STDIN, InputError, read_stdin, unstorable_text
 from flowsim.hardware import FIGURES
 
@@ -305,7 +307,11 @@ def check_command(args: argparse.Namespace) -> int:
             # leaves the history as it was. A run that cannot be checked is said and the others
             # are checked, unless none can be (then the first one's error alone).
             reports, failed = [], []
-            for log, name in zip(logs, run_systems, strict=True):
+            notes = Notes(sys.stderr, in_place=True) if show_progress(args) else None
+            for k, (log, name) in enumerate(zip(logs, run_systems, strict=True), start=1):
+                if notes is not None:  # each size's stages, as flowsim collective shows them
+                    run = f"run {k} of {len(logs)}, " if len(logs) > 1 else ""
+                    options["progress"] = lambda message, run=run: notes(f"{run}{message}")
                 try:
                     reports.append(check_log(log, **clusters[name], **options))
                 except InputError as err:
@@ -313,6 +319,8 @@ def check_command(args: argparse.Namespace) -> int:
                     # scenario file does; here they are options, as flowsim collective names them.
                     failed.append(_named(log, InputError(f"--{err}" if str(err).startswith(("fail[", "degrade."))
                                                          else str(err)), len(logs) + len(unread) > 1))
+            if notes is not None:
+                notes.clear()
             if not reports:
                 raise _every([*unread, *failed])
             unread.extend(failed)
@@ -428,6 +436,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "--force", action="store_true",
         help="append a run the history already holds, checked alike (the same log text and options), again",
     )
+    add_progress_argument(parser)
     parser.add_argument("--label", default="", help="free text naming the run in the history (a build id, a ticket)")
     parser.add_argument("--plot", type=Path, help="draw the history's measured / predicted ratio over time here")
     output = parser.add_mutually_exclusive_group()

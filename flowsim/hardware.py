@@ -377,6 +377,12 @@ def technology_names() -> tuple[str, ...]:
     return tuple(sorted(_TECHNOLOGIES))
 
 
+#: Link technologies of network ports by speed (Gb/s), as system files and ``flowsim system
+#: import`` name them: InfiniBand's, and Ethernet's (RoCE and EFA ports, front-end ports).
+INFINIBAND_SPEEDS = {100: "ib_edr", 200: "ib_hdr", 400: "ib_ndr", 800: "ib_xdr"}
+ETHERNET_SPEEDS = {10: "eth10g", 100: "eth100g", 200: "eth200g", 400: "eth400g", 800: "eth800g"}
+
+
 def is_infiniband(technology: str) -> bool:
     """Whether links of ``technology`` are InfiniBand (``ib_edr`` ... ``ib_xdr``); the other
     network technologies are Ethernet's (``eth10g`` ... ``eth800g``).

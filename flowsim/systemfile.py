@@ -37,7 +37,9 @@ from flowsim.collectives.tuner import NcclEnv
 from flowsim.errors import InputError, read_text_file
 from flowsim.fabrics import FABRICS
 from flowsim.hardware import (
+    ETHERNET_SPEEDS,
     HOST_MEMORY_TECHNOLOGIES,
+    INFINIBAND_SPEEDS,
     INTERSOCKET_TECHNOLOGIES,
     check_gpu_nvlink,
     gpu_nvlinks,
@@ -57,9 +59,6 @@ __all__ = [
 
 #: How compute NICs talk: InfiniBand, RDMA over Converged Ethernet, AWS Elastic Fabric Adapter.
 NIC_KINDS = ("ib", "roce", "efa")
-# Port speeds (Gb/s) with a link technology of each family (flowsim.hardware).
-_IB_SPEEDS = {100: "ib_edr", 200: "ib_hdr", 400: "ib_ndr", 800: "ib_xdr"}
-_ETH_SPEEDS = {10: "eth10g", 100: "eth100g", 200: "eth200g", 400: "eth400g", 800: "eth800g"}
 _PCIE_GENERATIONS = {3: "pcie3", 4: "pcie4", 5: "pcie5", 6: "pcie6"}
 _NVSWITCH_NAMES = ("nvswitch1", "nvswitch2", "nvswitch3", "nvswitch4")
 _CLUSTER = {"nodes": "n_nodes", "fabric": "fabric", "switch": "switch", "oversubscription": "oversubscription",
@@ -235,7 +234,8 @@ def _nics(where: Where, server: Mapping, switches: list[dict[str, Any]], n_gpus:
     ports = _integer(where, nics, "ports", "server.nics", 1)
     if ports > MAX_NIC_PORTS:
         raise where.error("server.nics.ports", f"expected at most {MAX_NIC_PORTS} ports a NIC, got {ports}")
-    technology = _speed(where, nics, "server.nics", _IB_SPEEDS if kind == "ib" else _ETH_SPEEDS) if count else "ib_ndr"
+    speeds = INFINIBAND_SPEEDS if kind == "ib" else ETHERNET_SPEEDS  # port speeds (Gb/s) of the NICs' family
+    technology = _speed(where, nics, "server.nics", speeds) if count else "ib_ndr"
     placed = [r for s in switches for r in (s["nics"] or ())]
     if placed and sorted(placed) != list(range(count)):
         raise where.error("server.pcie.switches", f"the switches' nics must name each NIC 0..{count - 1} once, "
@@ -304,7 +304,7 @@ def _server(where: Where, server: Mapping, name: str) -> ServerSpec:
         # Not refused with ports = 0 given: a sweep over ports keeps the speed for its other values.
         raise where.error("server.frontend.speed_gbps", "the speed of front-end ports, given without ports "
                                                         "(default 0: none); give ports too")
-    frontend_nic = _speed(where, frontend, "server.frontend", _ETH_SPEEDS) if ports else "eth100g"
+    frontend_nic = _speed(where, frontend, "server.frontend", ETHERNET_SPEEDS) if ports else "eth100g"
     spec = ServerSpec(
         name, gpu, n_gpus, fabric["gpu_fabric"], _PCIE_GENERATIONS[generation], sockets, interconnect, memory,
         tuple(PcieSwitch(s["gpus"], s["nics"], s["socket"]) for s in switches), nics.compute_nic, frontend_nic, ports,
@@ -513,7 +513,7 @@ def format_system(spec: ServerSpec, *, cluster: Mapping | None = None, descripti
     lines.append(f"memory = {_toml_value(spec.memory)}")
     lines += ["", "[server.nics]", f"count = {spec.n_nics}"]
     if spec.n_nics:
-        speeds = _IB_SPEEDS if is_infiniband(spec.compute_nic) else _ETH_SPEEDS
+        speeds = INFINIBAND_SPEEDS if is_infiniband(spec.compute_nic) else ETHERNET_SPEEDS
         speed = next(gbps for gbps, technology in speeds.items() if technology == spec.compute_nic)
         kind = spec.nic_kind if spec.nic_kind != "ib" or is_infiniband(spec.compute_nic) else "roce"
         lines += [f"speed_gbps = {speed}", f"kind = {_toml_value(kind)}"]
@@ -528,7 +528,7 @@ def format_system(spec: ServerSpec, *, cluster: Mapping | None = None, descripti
             lines.append(f"step_latency_us = {spec.step_latency_us!r}")
     lines += ["", "[server.frontend]", f"ports = {spec.frontend_ports}"]
     if spec.frontend_ports:
-        speed = next(gbps for gbps, technology in _ETH_SPEEDS.items() if technology == spec.frontend_nic)
+        speed = next(gbps for gbps, technology in ETHERNET_SPEEDS.items() if technology == spec.frontend_nic)
         lines.append(f"speed_gbps = {speed}")
     if cluster:
         lines += ["", "[cluster]"]

@@ -32,7 +32,15 @@ import re
 from dataclasses import dataclass
 
 from flowsim.errors import InputError
-from flowsim.hardware import GPU_MODELS, gpu_model, nvlink_generation, nvlink_names, nvswitch_generation
+from flowsim.hardware import (
+    ETHERNET_SPEEDS,
+    GPU_MODELS,
+    INFINIBAND_SPEEDS,
+    gpu_model,
+    nvlink_generation,
+    nvlink_names,
+    nvswitch_generation,
+)
 from flowsim.servers import MAX_NIC_PORTS, PcieSwitch, ServerSpec
 
 __all__ = ["GPU_MODELS", "TopoMatrix", "import_system", "parse_topo_matrix"]
@@ -41,6 +49,9 @@ __all__ = ["GPU_MODELS", "TopoMatrix", "import_system", "parse_topo_matrix"]
 #: is its ConnectX-8 NICs' (§3.1), which flowsim/systems/dgx_b300.toml takes for the GPUs too;
 #: a GB200's Gen5 is the DGX B200's (§3.2), the same GPU beside an x86 host.
 _PCIE_GUESSED = ("B300", "GB300", "GB200")
+# GeForce cards: NVIDIA's driver gives them no peer-to-peer over PCIe, so NCCL stages their
+# copies in host memory (docs/hardware.md §3.3; NVIDIA/nccl-tests#307's 8 RTX 4090).
+_NO_P2P = ("RTX 4090", "RTX 5090")
 # Superchips whose GPUs sit beside Grace CPUs (NVLink-C2C; the matrix's NUMA nodes are the
 # Graces): their hosts are Grace's, not an x86 server's.
 _GRACE_GPUS = ("GH200", "GB200", "GB300")
@@ -48,10 +59,9 @@ _GRACE_GPUS = ("GH200", "GB200", "GB300")
 # server of the GPU's time; the written file says so].
 _HOSTS = {3: ("upi_skylake", "ddr4_2400_4ch"), 4: ("upi_skylake", "ddr4_3200_8ch"),
           5: ("upi_sapphire_rapids", "ddr5_4800_8ch"), 6: ("upi_emerald_rapids", "ddr5_5600_8ch")}
-_NIC_SPEEDS = {"ib": {100: "ib_edr", 200: "ib_hdr", 400: "ib_ndr", 800: "ib_xdr"},
-               "roce": {100: "eth100g", 200: "eth200g", 400: "eth400g", 800: "eth800g"}}
-_NIC_SPEEDS["efa"] = _NIC_SPEEDS["roce"]
-_ETH = {10: "eth10g", 100: "eth100g", 200: "eth200g", 400: "eth400g", 800: "eth800g"}
+# The speeds a system file takes (docs/system-format.md): RoCE and EFA ports are Ethernet's.
+_NIC_SPEEDS = {"ib": INFINIBAND_SPEEDS, "roce": ETHERNET_SPEEDS, "efa": ETHERNET_SPEEDS}
+_ETH = ETHERNET_SPEEDS
 # Nearness of a PCIe relation, best first (NCCL's path types).
 _PATH_RANK = {"PIX": 0, "PXB": 1, "PHB": 2, "NODE": 3, "SYS": 4}
 _NUMBER = re.compile(r"\d+")
@@ -261,7 +271,7 @@ def import_system(
     intersocket: str | None = None,
     memory: str | None = None,
     frontend_speed_gbps: int = 100,
-    p2p: bool = True,
+    p2p: bool | None = None,
 ) -> tuple[ServerSpec, list[str]]:
     """The server ``matrix`` shows, and notes on what came from options or guesses.
 
@@ -284,8 +294,9 @@ def import_system(
         Host link technologies; default a typical host of the PCIe generation [guess].
     frontend_speed_gbps : int
         Speed of NICs nearest to no GPU (front-end ports).
-    p2p : bool
-        GPU peer-to-peer over PCIe (``nvidia-smi topo -p2p r`` says; the matrix does not).
+    p2p : bool, optional
+        GPU peer-to-peer over PCIe (``nvidia-smi topo -p2p r`` says; the matrix does not);
+        default on, but off for GeForce cards (:data:`_NO_P2P`), whose driver allows none.
 
     Returns
     -------
@@ -302,8 +313,18 @@ def import_system(
             raise InputError(f"unknown GPU model {gpu!r} (known: {', '.join(GPU_MODELS)}): give its PCIe "
                              f"generation, --pcie N ({', '.join(map(str, _HOSTS))})")
         pcie = known[1]
+        # A PCIe card's link runs at the older of its own and its slot's generations (an RTX
+        # 5090 in a Threadripper 3975X's Gen4 slot); an SXM module's is its board's.
+        card = not any(c for row in counts for c in row)
         notes.append(f"PCIe Gen{pcie}: the {gpu}'s host interface"
-                     + (" [guess: give --pcie]" if model in _PCIE_GUESSED else ""))
+                     + (" [guess: give --pcie]" if model in _PCIE_GUESSED else
+                        " [guess: a slot of an older generation runs it at that one's rate; give --pcie]" if card
+                        else ""))
+    if p2p is None:
+        p2p = model not in _NO_P2P
+        if not p2p:
+            notes.append(f"no peer-to-peer over PCIe: NVIDIA's driver allows a {model} none (nvidia-smi topo -p2p r "
+                         "says; --p2p where a patched driver gives it)")
     if pcie not in _HOSTS:
         raise InputError(f"PCIe generation {pcie!r}: expected one of {', '.join(map(str, _HOSTS))}")
     fabric: dict = {"gpu_fabric": "pcie"}
@@ -326,6 +347,16 @@ def import_system(
                                  "but no NVSwitch generation runs {nvlink}")
             notes.append(f"NVSwitch ({switch[0]}): every GPU pair is NV{linked[0]}")
         else:
+            off = [g for g, row in zip(gpus, counts, strict=True) if not any(row)]
+            if off and len(set(linked)) == 1 and linked[0] * (n - len(off) - 1) > most:
+                # The others pair as an NVSwitch server's GPUs do, more NVLinks than a mesh's GPU
+                # has: these GPUs' NVLinks are down (vllm-project/vllm#16336, a B200 server's).
+                raise InputError(
+                    f"{matrix.source}: every other GPU pair is NV{linked[0]}, as on an NVSwitch server, but "
+                    f"{', '.join(off)} show{'s' if len(off) == 1 else ''} no NVLink to any GPU: "
+                    f"{'its' if len(off) == 1 else 'their'} NVLinks are down (nvidia-smi nvlink --status says "
+                    "which); a flowsim NVSwitch server has every GPU on the switches: import the matrix of the "
+                    "server with every GPU on NVLink")
             fabric = {"gpu_fabric": "nvlink_mesh", "nvlink": nvlink,
                       "nvlink_counts": tuple(tuple(row) for row in counts)}
             notes.append("NVLink mesh: the NV# counts of each GPU pair")
@@ -348,11 +379,18 @@ def import_system(
             # SYS is a path between sockets, which one socket does not have: the affinities are
             # wrong (a VM's, an old driver's "1-1"), so the file's one socket is too.
             notes.append(f"check: the matrix shows SYS (a path between CPU sockets) from {across[0]} to {across[1]}, "
-                         + (f"but every GPU's affinity names one NUMA node ({keys[0]})" if matrix.affinity else
+                         + (f"but every GPU's affinity is the same ({keys[0]})" if matrix.affinity else
                             "but it has no affinity columns") + ": written as 1 socket, and every device on it; "
                          "where the server has more, write its sockets and switches by hand")
     if not isinstance(sockets, int) or sockets < 1:
         raise InputError(f"sockets must be a positive integer, got {sockets!r}")
+    if sockets > n_numa:
+        # Sockets fold the NUMA nodes the GPUs name; more would be sockets without a GPU, and
+        # the matrix does not say which GPUs sit on which.
+        raise InputError(f"{matrix.source}: sockets {sockets}: the GPUs' affinities name {n_numa} NUMA node(s) "
+                         f"({', '.join(key or 'none' for key in keys)}), which sockets fold together, at most "
+                         f"{n_numa}; where the server has more sockets than its matrix shows (a VM), write its "
+                         "sockets and PCIe switches by hand (docs/system-format.md)")
     socket_of = {g: numa_of[g] * sockets // n_numa for g in gpus}
     grace = model in _GRACE_GPUS
     host = _HOSTS[pcie]
@@ -362,6 +400,13 @@ def import_system(
                              "without an x86 inter-socket link")
         memory = memory or "lpddr5x_grace"
         notes.append(f"Grace CPUs, each socket a {gpu} superchip's; host memory {memory}")
+        if model in ("GB200", "GB300") and fabric["gpu_fabric"] == "nvswitch":
+            # A compute tray's matrix shows its own GPUs only; in an NVL72 rack they share the
+            # rack's NVLink domain with the other trays' (docs/system-format.md, hosts).
+            notes.append(f"check: one {gpu} compute tray of {n} GPUs, on its own; in an NVL72 rack its GPUs share "
+                         f"one NVLink domain with the other trays': write gpus = 72 and hosts = 18 in [server] "
+                         "(docs/system-format.md), or run --system "
+                         + ("gb200-nvl72" if model == "GB200" else "oci-bm-gpu-gb300-4 (OCI's GB300 racks)"))
     if sockets > 1 and intersocket is None and not grace:
         intersocket = host[0]
         notes.append(f"inter-socket link {intersocket} [guess: give --intersocket]")

@@ -72,14 +72,20 @@ nics = { count = 1, speed_gbps = 200, kind = "roce", serves = [[0, 1, 2, 3, 4, 5
 def test_an_imported_pcie_box_is_what_its_owner_would_write():
     m = _matrix("rtx4090_8x.txt")
     assert m.nic_names == {"NIC0": "mlx5_bond_0"}
+    # GeForce cards get no peer-to-peer from NVIDIA's driver (nccl-tests#307's, which this
+    # matrix is, ran without): by default the import says so, as its owner would write.
+    spec, notes = import_system(m, name="box", gpu="NVIDIA GeForce RTX 4090", nic_speed_gbps=200, nic_kind="roce",
+                                intersocket="upi_skylake", memory="ddr4_3200_8ch")
+    owners = parse_system(OWNERS_4090 + "p2p = false\n", name="box").spec
+    assert (spec.gpu_fabric, spec.pcie, spec.sockets, spec.n_nics, spec.p2p) == ("pcie", "pcie4", 2, 1, False)
+    assert any(note.startswith("no peer-to-peer over PCIe: NVIDIA's driver allows a RTX 4090 none") for note in notes)
+    assert _ring_s(spec) == _ring_s(owners)
+    # With peer-to-peer (a patched driver), one ring crosses the sockets once each way: NCCL's
+    # 10 GB/s Skylake UPI (docs/hardware.md §3.1) bounds its busbw, 2 (n-1)/n S / t.
     spec, _ = import_system(m, name="box", gpu="NVIDIA GeForce RTX 4090", nic_speed_gbps=200, nic_kind="roce",
-                            intersocket="upi_skylake", memory="ddr4_3200_8ch")
-    owners = parse_system(OWNERS_4090, name="box").spec
-    assert (spec.gpu_fabric, spec.pcie, spec.sockets, spec.n_nics) == ("pcie", "pcie4", 2, 1)
+                            intersocket="upi_skylake", memory="ddr4_3200_8ch", p2p=True)
     time_s = _ring_s(spec)
-    assert time_s == _ring_s(owners)
-    # One ring crosses the sockets once each way: NCCL's 10 GB/s Skylake UPI (docs/hardware.md §3.1)
-    # bounds its busbw, 2 (n-1)/n S / t.
+    assert spec.p2p and time_s == _ring_s(parse_system(OWNERS_4090, name="box").spec)
     busbw = 2 * 7 / 8 * SIZE / time_s
     assert 9.5e9 < busbw <= 10e9
 
@@ -520,7 +526,7 @@ def test_sys_where_the_affinities_name_one_node_is_said(tmp_path, capsys):
     assert flowsim_main(["system", "import", str(tmp_path / "topo.txt"), "-o", str(out), "--gpu", "Tesla P40",
                          "--pcie", "3", "--nic-speed", "100"]) == 0
     said = ("check: the matrix shows SYS (a path between CPU sockets) from GPU0 to mlx5_0, but every GPU's affinity "
-            "names one NUMA node (0-13): written as 1 socket")
+            "is the same (0-13): written as 1 socket")
     assert f"flowsim: {said}" in capsys.readouterr().err
     assert f"#   {said}" in out.read_text()
     # Given the sockets, or with SYS nowhere, there is nothing to say.
@@ -529,3 +535,53 @@ def test_sys_where_the_affinities_name_one_node_is_said(tmp_path, capsys):
     assert not any(note.startswith("check:") for note in notes)
     _, notes = import_system(_matrix("rtx4090_8x.txt"), name="x", gpu="RTX 4090", nic_speed_gbps=200)
     assert not any(note.startswith("check:") for note in notes)
+
+
+def test_more_sockets_than_the_matrix_names_are_refused():
+    # --sockets folds NUMA nodes; more sockets than the GPUs name would leave sockets without
+    # a GPU, every GPU on the first (a VM's matrix, one affinity for all).
+    with pytest.raises(InputError, match=re.escape("sockets 2: the GPUs' affinities name 1 NUMA node(s) (0-13), "
+                                                   "which sockets fold together, at most 1")):
+        import_system(parse_topo_matrix(P40_NIC_ACROSS, source="t.txt"), name="x", gpu="P40", pcie=3,
+                      nic_speed_gbps=100, sockets=2)
+
+
+# Six GPUs of a B200 server whose GPU2 had its NVLinks down (vllm-project/vllm#16336 showed all
+# eight: GPU2 NODE or SYS to every GPU, every other pair NV18).
+B200_GPU2_DOWN = """	GPU0	GPU1	GPU2	GPU3	GPU4	GPU5	CPU Affinity	NUMA Affinity
+GPU0	 X 	NV18	NODE	NV18	NV18	NV18	0-55,112-167	0
+GPU1	NV18	 X 	NODE	NV18	NV18	NV18	0-55,112-167	0
+GPU2	NODE	NODE	 X 	NODE	SYS	SYS	0-55,112-167	0
+GPU3	NV18	NV18	NODE	 X 	NV18	NV18	0-55,112-167	0
+GPU4	NV18	NV18	SYS	NV18	 X 	NV18	56-111,168-223	1
+GPU5	NV18	NV18	SYS	NV18	NV18	 X 	56-111,168-223	1
+"""
+
+
+def test_an_nvswitch_server_with_a_gpu_off_nvlink_is_said_so():
+    # Read as a mesh until 2026-12-07, it was refused for 72 NVLinks a GPU, as if the matrix were wrong.
+    with pytest.raises(InputError, match=re.escape(
+            "t.txt: every other GPU pair is NV18, as on an NVSwitch server, but GPU2 shows no NVLink to any GPU: "
+            "its NVLinks are down")):
+        import_system(parse_topo_matrix(B200_GPU2_DOWN, source="t.txt"), name="x", gpu="B200")
+
+
+def test_roce_nics_of_10_gbps_are_imported_as_a_system_file_takes_them():
+    spec, _ = import_system(parse_topo_matrix(P40_NIC_ACROSS), name="x", gpu="P40", pcie=3, nic_speed_gbps=10,
+                            nic_kind="roce")
+    assert spec.compute_nic == "eth10g"
+    with pytest.raises(InputError, match=re.escape("NIC speed 10 Gb/s: ib ports run at one of 100, 200, 400, 800")):
+        import_system(parse_topo_matrix(P40_NIC_ACROSS), name="x", gpu="P40", pcie=3, nic_speed_gbps=10)
+
+
+def test_a_pcie_cards_generation_is_a_guess_and_a_grace_tray_points_to_its_rack():
+    _, notes = import_system(_matrix("rtx4090_8x.txt"), name="x", gpu="RTX 4090", nic_speed_gbps=200)
+    assert "PCIe Gen4: the RTX 4090's host interface [guess: a slot of an older generation runs it at that one's " \
+           "rate; give --pcie]" in notes
+    _, notes = import_system(_matrix("hgx_h100.txt"), name="x", gpu="H100", nic_speed_gbps=400)
+    assert "PCIe Gen5: the H100's host interface" in notes
+    tray = "\tGPU0\tGPU1\tGPU2\tGPU3\n" + "".join(
+        f"GPU{i}\t" + "\t".join(" X " if j == i else "NV18" for j in range(4)) + "\n" for i in range(4))
+    _, notes = import_system(parse_topo_matrix(tray), name="x", gpu="GB200")
+    assert any(note.startswith("check: one GB200 compute tray of 4 GPUs, on its own") and
+               note.endswith("or run --system gb200-nvl72") for note in notes)

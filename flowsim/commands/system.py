@@ -3,7 +3,7 @@
     flowsim system import TOPO.txt -o system.toml --gpu H100 --nic-speed 400
                           [--nic-kind ib|roce|efa] [--pcie 5] [--nvlink nvlink4] [--sockets 2]
                           [--intersocket upi_sapphire_rapids] [--memory ddr5_4800_8ch]
-                          [--frontend-speed 100] [--no-p2p] [--name NAME] [--nodes N]
+                          [--frontend-speed 100] [--no-p2p | --p2p] [--name NAME] [--nodes N]
 
 reads the matrix (from standard input where TOPO.txt is '-': ``nvidia-smi topo -m | flowsim
 system import - -o system.toml ...``; NVLink counts, PCIe relations, NUMA affinity, NIC legend) and writes a
@@ -49,7 +49,7 @@ def import_command(args: argparse.Namespace) -> int:
     spec, notes = import_system(
         matrix, name=name, gpu=args.gpu, nic_speed_gbps=args.nic_speed, nic_kind=args.nic_kind, pcie=args.pcie,
         nvlink=args.nvlink, sockets=args.sockets, intersocket=args.intersocket, memory=args.memory,
-        frontend_speed_gbps=args.frontend_speed, p2p=not args.no_p2p,
+        frontend_speed_gbps=args.frontend_speed, p2p=args.p2p,
     )
     for note in notes:
         if note.startswith("check: "):  # what the matrix contradicts itself on: said, not only written
@@ -85,7 +85,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     imp.add_argument("--memory", help="host memory technology of one socket (default: a guess by PCIe generation)")
     imp.add_argument("--frontend-speed", type=positive_int, default=100,
                      help="speed (Gb/s) of NICs nearest to no GPU, taken as front-end ports (default 100)")
-    imp.add_argument("--no-p2p", action="store_true", help="GPUs without peer-to-peer over PCIe")
+    p2p = imp.add_mutually_exclusive_group()
+    p2p.add_argument("--no-p2p", dest="p2p", action="store_false", default=None,
+                     help="GPUs without peer-to-peer over PCIe (default for GeForce cards: their driver allows none)")
+    p2p.add_argument("--p2p", dest="p2p", action="store_true", default=None,
+                     help="GPUs with peer-to-peer over PCIe (default, but for GeForce cards: a patched driver's)")
     imp.add_argument("--name", help="system name (default: the output file's stem)")
     imp.add_argument("--nodes", type=positive_int, help="servers in the cluster (adds a [cluster] table)")
     imp.set_defaults(func=import_command)

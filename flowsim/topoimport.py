@@ -29,7 +29,7 @@ docs/hardware.md §3.1):
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from flowsim.errors import InputError
 from flowsim.hardware import (
@@ -57,6 +57,11 @@ _NO_P2P = ("RTX 4090", "RTX 5090")
 _GRACE_GPUS = ("GH200", "GB200", "GB300")
 # Host defaults by PCIe generation, where the options do not give them [guess: a typical
 # server of the GPU's time; the written file says so].
+# Hardware threads of the largest Xeon socket NCCL's model takes as Skylake's (Skylake-SP to Ice
+# Lake-SP, up to 40 cores with Hyper-Threading: [NCCL] src/graph/topo.cc, where an Intel CPU of
+# model id 0x55 up to Sapphire Rapids' 0x8F is SKL): a GPU whose socket lists more sits in a
+# newer host than the guess of _HOSTS (or an AMD one).
+_SKYLAKE_THREADS = 80
 _HOSTS = {3: ("upi_skylake", "ddr4_2400_4ch"), 4: ("upi_skylake", "ddr4_3200_8ch"),
           5: ("upi_sapphire_rapids", "ddr5_4800_8ch"), 6: ("upi_emerald_rapids", "ddr5_5600_8ch")}
 # The speeds a system file takes (docs/system-format.md): RoCE and EFA ports are Ethernet's.
@@ -88,6 +93,8 @@ class TopoMatrix:
         The NIC legend (``NIC0`` -> ``mlx5_0``).
     source : str
         Where it was read from, for errors about the server it makes.
+    cpus : dict of str to str
+        Each GPU's CPU Affinity (``"0-55,112-167"``), where the output gives one.
     """
 
     devices: tuple[str, ...]
@@ -95,6 +102,7 @@ class TopoMatrix:
     affinity: dict[str, str]
     nic_names: dict[str, str]
     source: str = "<topo>"
+    cpus: dict[str, str] = field(default_factory=dict)
 
     @property
     def gpus(self) -> list[str]:
@@ -159,6 +167,7 @@ def parse_topo_matrix(text: str, *, source: str = "<topo>") -> TopoMatrix:
         raise InputError(f"{source}: line {header_at + 1}: a device is named twice in the header")
     relation: dict[tuple[str, str], str] = {}
     affinity: dict[str, str] = {}
+    cpus: dict[str, str] = {}
     nic_names: dict[str, str] = {}
     # The rows run from the header to the first line that is not one (a blank line, the
     # legend); the NIC legend follows, up to another header: what a paste adds after the
@@ -192,13 +201,15 @@ def parse_topo_matrix(text: str, *, source: str = "<topo>") -> TopoMatrix:
         cpu, numa = (_affinity_cells(line, len(devices)) + ["", ""])[:2]
         if name.startswith("GPU") and has_cpu and (numa if has_numa and numa else cpu):
             affinity[name] = numa if has_numa and numa else cpu
+        if name.startswith("GPU") and has_cpu and cpu:
+            cpus[name] = cpu
     gpus = [d for d in devices if re.fullmatch(r"GPU\d+", d)]
     if not gpus:
         raise InputError(f"{source}: the header names no GPU")
     missing = [g for g in gpus if (g, g) not in relation]
     if missing:
         raise InputError(f"{source}: no row for {', '.join(missing)}")
-    return TopoMatrix(devices, relation, affinity, nic_names, source)
+    return TopoMatrix(devices, relation, affinity, nic_names, source, cpus)
 
 
 def _nvlinks(matrix: TopoMatrix, gpus: list[str]) -> list[list[int]]:
@@ -249,6 +260,15 @@ def _nic_choices(near: dict[str, list[str]]) -> tuple[int, dict[str, list[tuple[
         else 1 for nics, owners in sharers.items()), default=1))
     return ports, {g: [tuple(nics[i:i + ports]) for i in range(0, len(nics) - ports + 1, ports)]
                    for g, nics in near.items()}
+
+
+def _cpu_count(cpus: str) -> int:
+    """CPUs of a CPU Affinity cell (``"0-55,112-167"``: 112); 0 where it lists none."""
+    total = 0
+    for part in cpus.split(","):
+        bounds = [int(x) for x in _NUMBER.findall(part)[:2]]
+        total += bounds[1] - bounds[0] + 1 if len(bounds) == 2 and bounds[1] >= bounds[0] else len(bounds[:1])
+    return total
 
 
 def _first_number(affinity: str) -> tuple[int, int]:
@@ -410,6 +430,12 @@ def import_system(
     if sockets > 1 and intersocket is None and not grace:
         intersocket = host[0]
         notes.append(f"inter-socket link {intersocket} [guess: give --intersocket]")
+        threads = max((_cpu_count(matrix.cpus[g]) for g in gpus if g in matrix.cpus), default=0)
+        if intersocket == "upi_skylake" and threads > _SKYLAKE_THREADS:
+            # The guess of a Gen3 or Gen4 GPU's host; an L40S or A100 PCIe card sits in newer ones.
+            notes.append(f"check: a GPU's CPU affinity lists {threads} CPUs, more than a Xeon socket of Skylake to "
+                         f"Ice Lake has ({_SKYLAKE_THREADS}): a newer or an AMD host, not the guessed {intersocket}; "
+                         "give --intersocket and --memory ('flowsim presets' lists the link technologies)")
     if memory is None:
         memory = host[1]
         notes.append(f"host memory {memory} per socket [guess: give --memory]")

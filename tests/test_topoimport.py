@@ -585,3 +585,19 @@ def test_a_pcie_cards_generation_is_a_guess_and_a_grace_tray_points_to_its_rack(
     _, notes = import_system(parse_topo_matrix(tray), name="x", gpu="GB200")
     assert any(note.startswith("check: one GB200 compute tray of 4 GPUs, on its own") and
                note.endswith("or run --system gb200-nvl72") for note in notes)
+
+
+def test_a_host_with_more_cpus_than_the_guessed_one_gets_a_check():
+    # Four L40S of a host listing 96 cores a socket (a real matrix's affinities, 0-95,192-287):
+    # PCIe Gen4 guesses a Skylake UPI, which such a socket is not.
+    text = "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\n" \
+           "GPU0\t X \tSYS\t0-95,192-287\t0\nGPU1\tSYS\t X \t96-191,288-383\t1\n"
+    _, notes = import_system(parse_topo_matrix(text), name="x", gpu="L40S")
+    assert "inter-socket link upi_skylake [guess: give --intersocket]" in notes
+    assert any(note.startswith("check: a GPU's CPU affinity lists 192 CPUs, more than a Xeon socket of Skylake to "
+                               "Ice Lake has (80)") for note in notes)
+    # Given the link, or on a host that fits the guess (nccl-tests#307's 36-core Xeons), none.
+    _, notes = import_system(parse_topo_matrix(text), name="x", gpu="L40S", intersocket="upi_sapphire_rapids")
+    assert not any(note.startswith("check:") for note in notes)
+    _, notes = import_system(_matrix("rtx4090_8x.txt"), name="x", gpu="RTX 4090", nic_speed_gbps=200)
+    assert not any(note.startswith("check:") for note in notes)

@@ -387,7 +387,10 @@ def import_system(
     n_numa = len(keys)
     if sockets is None:
         sockets = n_numa
-        notes.append(f"{sockets} socket(s): one per NUMA node the GPUs name" if matrix.affinity
+        # Without a NUMA Affinity column the keys are the GPUs' CPU lists.
+        numa = any(matrix.affinity[g] != matrix.cpus.get(g) for g in matrix.affinity)
+        notes.append(f"{sockets} socket(s): one per {'NUMA node' if numa else 'CPU list'} the GPUs name"
+                     if matrix.affinity
                      else "1 socket: the output has no affinity columns")
         if n_numa > 2:
             # Servers of GPUs have one or two sockets; an AMD EPYC in NPS2 or NPS4 mode shows

@@ -601,3 +601,8 @@ def test_a_host_with_more_cpus_than_the_guessed_one_gets_a_check():
     assert not any(note.startswith("check:") for note in notes)
     _, notes = import_system(_matrix("rtx4090_8x.txt"), name="x", gpu="RTX 4090", nic_speed_gbps=200)
     assert not any(note.startswith("check:") for note in notes)
+    assert "2 socket(s): one per NUMA node the GPUs name" in notes
+    # Without a NUMA Affinity column the sockets are the GPUs' CPU lists, and the note says so.
+    _, notes = import_system(parse_topo_matrix(text.replace("\tNUMA Affinity", "").replace("\t0\n", "\n")
+                                               .replace("\t1\n", "\n")), name="x", gpu="L40S")
+    assert "2 socket(s): one per CPU list the GPUs name" in notes

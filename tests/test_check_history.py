@@ -203,6 +203,26 @@ def test_the_same_run_appended_again_is_skipped_unless_forced(tmp_path, capsys):
     assert checks["log_sha256"][0] == checks["log_sha256"][1] == checks["log_sha256"][2] != ""
 
 
+def test_a_system_file_changed_under_its_name_is_another_cluster(tmp_path, capsys):
+    # Two checks of one log on "mycluster.toml", its NICs halved in between, were taken as the
+    # same run checked alike (a system's name is its file's stem), so the second was not
+    # appended; nor is a check with another oversubscription alike.
+    system = tmp_path / "mycluster.toml"
+    text = (Path(__file__).resolve().parents[1] / "flowsim" / "systems" / "dgx_h200.toml").read_text()
+    system.write_text(text)
+    history = tmp_path / "h.h5"
+    argv = ["--system", str(system), "--min-bytes", "1G", "--history", str(history), "--brief"]
+    assert flowsim_check([str(SENDRECV), *argv]) == 0
+    assert flowsim_check([str(SENDRECV), *argv]) == 0
+    assert "already in" in capsys.readouterr().err
+    system.write_text(text.replace("speed_gbps = 400", "speed_gbps = 200"))
+    assert flowsim_check([str(SENDRECV), *argv]) == 1  # FAST against 200 Gb/s NICs
+    assert "already in" not in capsys.readouterr().err
+    assert flowsim_check([str(SENDRECV), *argv, "--fabric", "fat_tree", "--oversubscription", "2"]) == 1
+    checks = read_history(history).checks
+    assert checks["n_flagged"].size == 3 and len(set(checks["cluster_sha256"])) == 3
+
+
 def _shaped(text, ranks_per_host):
     """``text`` (two hosts' ranks) with its hosts' names changed so that the ranks sit
     ``ranks_per_host`` to a host: another shape of cluster for the same rows."""

@@ -63,6 +63,7 @@ _CHECK_COLUMNS = {
     "run_count": "i8",
     "options": "str",
     "log_sha256": "str",
+    "cluster_sha256": "str",
 }
 _ROW_COLUMNS = {
     "check_id": "i8",
@@ -90,7 +91,7 @@ _ADDED_COLUMNS = {
     "n_fast": 0, "warnings": "", "fast": False, "root": -1, "dtype": "", "redop": "",
     "run_time_unix": np.nan, "run_time_from": "check", "label": "",
     "nccl_version": "", "nccl": "", "flowsim_version": "", "run_index": 0, "run_count": 0, "options": "",
-    "log_sha256": "",
+    "log_sha256": "", "cluster_sha256": "",
     "algorithm": "", "protocol": "", "channels": -1, "flag": "",
 }
 # Added columns whose value for older checks is another column's: a check written before
@@ -351,11 +352,12 @@ def _compared(f, report: CheckReport, ran: float, options: str) -> tuple[int | N
     if "checks" not in f or "check_id" not in f["checks"] or not f["checks"]["check_id"].shape[0]:
         return None, ()
     checks = f["checks"]
-    columns = {name: _column(checks, name, _CHECK_COLUMNS[name])
-               for name in ("check_id", "run_time_unix", "binary", "system", "nodes", "ranks", "options")}
+    columns = {name: _column(checks, name, _CHECK_COLUMNS[name]) for name in
+               ("check_id", "run_time_unix", "binary", "system", "nodes", "ranks", "options", "cluster_sha256")}
     alike = ((columns["run_time_unix"] < ran) & (columns["binary"] == report.log.binary)
              & (columns["system"] == report.system) & (columns["nodes"] == report.nodes)
-             & (columns["ranks"] == report.log.n_ranks) & (columns["options"] == options))
+             & (columns["ranks"] == report.log.n_ranks) & (columns["options"] == options)
+             & _same_cluster(columns["cluster_sha256"], report))
     if not alike.any():
         return None, ()
     # The latest run; of two that ran at once, the later check.
@@ -401,6 +403,13 @@ def _compared(f, report: CheckReport, ran: float, options: str) -> tuple[int | N
     return past_id, tuple(changes)
 
 
+def _same_cluster(cluster_sha256: np.ndarray, report: CheckReport) -> np.ndarray:
+    """Which checks ran on ``report``'s cluster as built: of one system name, two files with
+    other NICs (or one cluster with another switch or oversubscription) are not alike. A
+    check that predates the column (empty) is taken as alike, as it was."""
+    return (cluster_sha256 == report.cluster_sha256) | (cluster_sha256 == "") | (report.cluster_sha256 == "")
+
+
 def _repeated(f, report: CheckReport, options: str) -> AppendedCheck | None:
     """The check of ``report``'s run in the open history ``f`` made alike, ``repeated``; None
     where there is none."""
@@ -412,6 +421,7 @@ def _repeated(f, report: CheckReport, options: str) -> AppendedCheck | None:
                         ("algorithm", report.algorithm), ("protocol", report.protocol), ("figure", report.figure),
                         ("fabric", report.fabric), ("options", options)):
         same &= _column(checks, name, _CHECK_COLUMNS[name]) == value
+    same &= _same_cluster(_column(checks, "cluster_sha256", "str"), report)
     found = np.flatnonzero(same & bool(report.log.sha256))
     return None if not found.size else AppendedCheck(int(checks["check_id"][found[0]]), repeated=True)
 
@@ -458,6 +468,7 @@ def _append_check(f, report: CheckReport, run_time: datetime.datetime | None, la
             "run_count": [log.run[1]],
             "options": [options],
             "log_sha256": [log.sha256],
+            "cluster_sha256": [report.cluster_sha256],
         },
     )
 

@@ -38,6 +38,7 @@ with two decimals, 0.00 for the smallest sizes, while its times keep their preci
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import math
 import os
@@ -352,6 +353,10 @@ class CheckReport:
         Sizes faster than the prediction by more than the threshold that are not ``FAST``:
         a ring's or tree's lanes held to NCCL's modelled bandwidth, which the rows beat,
         while on the links alone the same choice is as fast as they are.
+    cluster_sha256 : str
+        SHA-256 of the cluster the prediction ran on as built (the server's description, its
+        count, fabric, switch, oversubscription and scalable unit): two system files of one
+        name but other NICs differ here, which a history tells apart (empty: not known).
     """
 
     log: NcclTestLog
@@ -373,6 +378,7 @@ class CheckReport:
     explained: tuple[str, ...] = ()
     not_nvls: tuple[tuple[int, str, str], ...] = ()
     fast_within_links: tuple[int, ...] = ()
+    cluster_sha256: str = ""
 
     @property
     def flagged(self) -> tuple[RowCheck, ...]:
@@ -1536,6 +1542,8 @@ def check_log(
         nccl=nccl,
         launch_floor_us=launch_floor_us(**launch),
         failures=describe_changes(intact, topology),
+        cluster_sha256=hashlib.sha256(repr((server, n_servers, fabric, switch, oversubscription, su_size))
+                                      .encode()).hexdigest(),
     )
 
 

@@ -138,6 +138,8 @@ def describe_system(system: SystemFile) -> str:
         kind = "NVSwitch" if spec.gpu_fabric == "nvswitch" else "NVLink mesh"
         lines.append(f"  GPU fabric: {kind}, {links} x {spec.nvlink} per GPU: {_rates(spec.nvlink, links)}")
     lines.append(f"  PCIe: {spec.pcie}, {len(spec.switches)} switch(es) or root port(s): {_rates(spec.pcie)} a link")
+    if spec.gpu_pcie != spec.pcie:  # an older card in a newer slot runs at its own generation
+        lines.append(f"  GPUs' PCIe links: {spec.gpu_pcie}, the {spec.gpu}'s host interface: {_rates(spec.gpu_pcie)}")
     cpu = f"{spec.sockets} {spec.cpu} socket(s), memory {spec.memory} ({_rates(spec.memory)} each)"
     if spec.intersocket is not None and spec.sockets > 1:
         cpu += f", joined by {spec.intersocket} ({_rates(spec.intersocket)})"

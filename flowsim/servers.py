@@ -32,11 +32,13 @@ import numpy as np
 
 from flowsim.errors import InputError, is_real, whole_number
 from flowsim.hardware import (
+    GPU_MODELS,
     HOST_MEMORY_TECHNOLOGIES,
     INTERSOCKET_TECHNOLOGIES,
     LinkTier,
     check_gpu_nvlink,
     gpu_compute_capability,
+    gpu_model,
     link_rate,
     link_technology,
     nvlink_generation,
@@ -165,6 +167,17 @@ class ServerSpec:
         """On a Grace host, the socket (Grace) GPU ``gpu`` reaches over NVLink-C2C: the GPUs
         split evenly over the sockets in order."""
         return gpu // -(-self.n_gpus // self.sockets)
+
+    @property
+    def gpu_pcie(self) -> str:
+        """The PCIe technology of the GPUs' own links: the server's (:attr:`pcie`), or the
+        GPU's host interface where that is an older generation (an L40S, a Gen4 card, runs
+        its Gen5 slot at Gen4; :data:`~flowsim.hardware.GPU_MODELS`). NICs and switch
+        uplinks keep the server's."""
+        model = gpu_model(self.gpu)
+        card = GPU_MODELS[model][1] if model is not None else None
+        slot = int(self.pcie.removeprefix("pcie")) if self.pcie.removeprefix("pcie").isdigit() else None
+        return f"pcie{card}" if card is not None and slot is not None and card < slot else self.pcie
 
     @property
     def gpus_per_host(self) -> int:
@@ -393,6 +406,7 @@ def _add_memory(b: TopologyBuilder, server: int, spec: ServerSpec, socket: int, 
 
 def _add_x86_host(b: TopologyBuilder, server: int, spec: ServerSpec, figure: str) -> None:
     pcie = link_rate(spec.pcie, figure=figure)
+    gpu_pcie = link_rate(spec.gpu_pcie, figure=figure)
     for s in range(spec.sockets):
         _add_memory(b, server, spec, s, figure)
     if spec.intersocket is not None:
@@ -403,7 +417,7 @@ def _add_x86_host(b: TopologyBuilder, server: int, spec: ServerSpec, figure: str
         b.add_node(f"pcie{j}", NodeKind.PCIE_SWITCH, server=server)
         b.add_cable(f"pcie{j}", f"cpu{spec.socket_of(j)}", pcie, technology=spec.pcie)
         for g in switch.gpus:
-            b.add_cable(f"gpu{g}", f"pcie{j}", pcie, technology=spec.pcie)
+            b.add_cable(f"gpu{g}", f"pcie{j}", gpu_pcie, technology=spec.gpu_pcie)
         for r in switch.nics:
             b.add_node(f"nic{r}", NodeKind.NIC, server=server)
             b.add_cable(f"nic{r}", f"pcie{j}", pcie, technology=spec.pcie)
@@ -422,6 +436,7 @@ def _set_frontend(b: TopologyBuilder, spec: ServerSpec) -> None:
 
 def _add_grace_host(b: TopologyBuilder, server: int, spec: ServerSpec, figure: str) -> None:
     pcie = link_rate(spec.pcie, figure=figure)
+    gpu_pcie = link_rate(spec.gpu_pcie, figure=figure)
     c2c = link_rate("nvlink_c2c", figure=figure)
     for s in range(spec.sockets):
         _add_memory(b, server, spec, s, figure)
@@ -435,5 +450,7 @@ def _add_grace_host(b: TopologyBuilder, server: int, spec: ServerSpec, figure: s
         b.add_node(f"pcie{j}", NodeKind.PCIE_SWITCH, server=server)
         for r in switch.nics:
             b.add_node(f"nic{r}", NodeKind.NIC, server=server)
-        for end in (*(f"gpu{g}" for g in switch.gpus), *(f"nic{r}" for r in switch.nics), f"cpu{spec.socket_of(j)}"):
+        for g in switch.gpus:
+            b.add_cable(f"pcie{j}", f"gpu{g}", gpu_pcie, technology=spec.gpu_pcie)
+        for end in (*(f"nic{r}" for r in switch.nics), f"cpu{spec.socket_of(j)}"):
             b.add_cable(f"pcie{j}", end, pcie, technology=spec.pcie)

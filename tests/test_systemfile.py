@@ -65,6 +65,24 @@ def test_the_l40s_file_builds_its_servers_pcie_tree_and_rails():
     assert not any(t.link_technology[link].startswith("nvlink") for link in range(t.n_links))
 
 
+def test_an_older_card_in_a_newer_slot_runs_at_its_own_generation(tmp_path, capsys):
+    # The same L40S servers with Gen5 PCIe: NICs and switch uplinks at Gen5, the GPUs' own
+    # links at Gen4, the L40S's host interface (a Gen6 slot gave 4 L40S 95 GB/s busbw).
+    text = L40S.read_text().replace("generation = 4", "generation = 5")
+    spec = parse_system(text, name="gen5").spec
+    assert (spec.pcie, spec.gpu_pcie) == ("pcie5", "pcie4")
+    t = build_server(spec, figure="effective")
+    assert t.link_capacity_Bps[t.link_id("gpu0->pcie0")] == 24 * G  # Gen4, NCCL's 24 GB/s
+    assert t.link_capacity_Bps[t.link_id("nic0->pcie0")] == t.link_capacity_Bps[t.link_id("pcie0->cpu0")] == 48 * G
+    # A card as new as its slot, or one flowsim has no generation for, takes the server's.
+    assert parse_system(L40S.read_text(), name="x").spec.gpu_pcie == "pcie4"
+    assert dataclasses.replace(spec, gpu="Mystery GPU").gpu_pcie == "pcie5"
+    (tmp_path / "gen5.toml").write_text(text)
+    assert flowsim(["presets", str(tmp_path / "gen5.toml")]) == 0
+    assert "  GPUs' PCIe links: pcie4, the L40S's host interface: 31.50 GB/s nominal, 24.00 GB/s effective" \
+        in capsys.readouterr().out
+
+
 def test_a_200g_roce_cluster_gets_a_400g_ethernet_switch_and_runs_at_200g():
     # No switch model has 200 GbE ports: the slowest faster Ethernet one, its ports at the NIC's rate.
     assert default_switch("eth200g").name == "sn5400"

@@ -434,7 +434,9 @@ def build_cluster(
     # is refused at once, not after building thousands of servers.
     if fabric != "none":
         if not rails:
-            raise InputError(f"{fabric} compute fabric of {n_nodes} {system} servers: the server has no compute NICs")
+            raise InputError(f"{fabric} compute fabric of {n_nodes} {system} servers: the server has no compute NICs"
+                             + ("; one server needs none for its own collectives: fabric = \"none\" (or \"auto\")"
+                                if n_nodes == 1 else ""))
         model = _compute_switch(spec, switch)
         size = model.radix // 2 if su_size is None else su_size
         if fabric == "rail_optimized":

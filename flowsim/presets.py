@@ -159,6 +159,10 @@ def dgx1_v100_spec(*, p2p: bool = True) -> ServerSpec:
     )
 
 
+# The presets pcie_workstation_spec builds, by GPU: their servers go by the presets' names.
+_WORKSTATION_PRESETS = {"RTX 5090": "rtx5090_8x", "RTX 4090": "rtx4090_8x"}
+
+
 def pcie_workstation_spec(
     *,
     n_gpus: int = 8,
@@ -176,7 +180,8 @@ def pcie_workstation_spec(
                          f"switches of gpus_per_switch={gpus_per_switch}")
     switches = _switches(*((tuple(range(j, j + gpus_per_switch)), ()) for j in range(0, n_gpus, gpus_per_switch)))
     return ServerSpec(
-        "pcie_workstation", gpu, n_gpus, "pcie", pcie, sockets, intersocket, memory, switches,
+        _WORKSTATION_PRESETS.get(gpu, "pcie_workstation"), gpu, n_gpus, "pcie", pcie, sockets, intersocket, memory,
+        switches,
         "eth100g", "eth100g", 1, p2p=p2p,
     )
 

@@ -294,3 +294,16 @@ def test_auto_fabric_takes_a_fat_tree_where_rail_leaves_do_not_fit():
         build_cluster("gb200_nvl72", 2, figure="nominal", fabric="rail_optimized")
     racks = build_cluster("gb200_nvl72", 2, figure="nominal", fabric="auto")
     assert any(name.startswith("ib.leaf") for name in racks.node_names)
+
+
+def test_a_fabric_for_servers_without_nics_is_refused_saying_what_one_server_takes():
+    # A scenario of one 8 x RTX 4090 box took the default rail-optimized fabric and stopped
+    # there: the message now says that one server needs none.
+    with pytest.raises(InputError, match=re.escape(
+            "rail_optimized compute fabric of 1 rtx4090_8x servers: the server has no compute NICs; one server "
+            "needs none for its own collectives: fabric = \"none\" (or \"auto\")")):
+        build_cluster("rtx4090_8x", 1, figure="effective")
+    with pytest.raises(InputError, match=r"of 2 rtx4090_8x servers: the server has no compute NICs$"):
+        build_cluster("rtx4090_8x", 2, figure="effective")
+    assert build_cluster("rtx4090_8x", 1, figure="effective", fabric="auto").n_links \
+        == build_cluster("rtx4090_8x", 1, figure="effective", fabric="none").n_links

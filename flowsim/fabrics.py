@@ -36,7 +36,7 @@ from flowsim.presets import compute_nics, frontend_nics, preset_spec
 from flowsim.servers import ServerSpec, build_server
 from flowsim.topology import NodeKind, Topology, TopologyBuilder
 
-__all__ = ["FABRICS", "build_cluster", "default_switch", "fat_tree", "leaf_spine", "resolve_fabric"]
+__all__ = ["FABRICS", "build_cluster", "compute_switch", "default_switch", "fat_tree", "leaf_spine", "resolve_fabric"]
 
 #: Compute fabrics :func:`build_cluster` knows.
 FABRICS = ("rail_optimized", "fat_tree", "none", "auto")
@@ -284,7 +284,7 @@ def resolve_fabric(
         spec = system if isinstance(system, ServerSpec) else preset_spec(system)
         if spec.n_nics:
             try:
-                model = _compute_switch(spec, switch)
+                model = compute_switch(spec, switch)
             except InputError:
                 return "rail_optimized"  # building it names the switch that is not known
             size = whole_number("su_size", model.radix // 2 if su_size is None else su_size)
@@ -294,7 +294,7 @@ def resolve_fabric(
     return "rail_optimized"
 
 
-def _compute_switch(spec: ServerSpec, switch: str | None) -> SwitchModel:
+def compute_switch(spec: ServerSpec, switch: str | None) -> SwitchModel:
     """The compute fabric's switch model: ``switch``, else :func:`default_switch`'s; an
     :class:`~flowsim.errors.InputError` where ``switch`` is not of the compute NICs' family
     (an InfiniBand NIC has no port to plug into an Ethernet switch, nor RoCE into InfiniBand)."""
@@ -437,7 +437,7 @@ def build_cluster(
             raise InputError(f"{fabric} compute fabric of {n_nodes} {system} servers: the server has no compute NICs"
                              + ("; one server needs none for its own collectives: fabric = \"none\" (or \"auto\")"
                                 if n_nodes == 1 else ""))
-        model = _compute_switch(spec, switch)
+        model = compute_switch(spec, switch)
         size = model.radix // 2 if su_size is None else su_size
         if fabric == "rail_optimized":
             size = whole_number("su_size", size)

@@ -35,7 +35,7 @@ from typing import Any, NamedTuple
 
 from flowsim.collectives.tuner import NcclEnv
 from flowsim.errors import InputError, read_text_file
-from flowsim.fabrics import FABRICS
+from flowsim.fabrics import FABRICS, compute_switch
 from flowsim.hardware import (
     ETHERNET_SPEEDS,
     HOST_MEMORY_TECHNOLOGIES,
@@ -248,16 +248,24 @@ def _nics(where: Where, server: Mapping, switches: list[dict[str, Any]], n_gpus:
     elif count and count <= n_gpus and n_gpus % count == 0:
         per = n_gpus // count
         groups = [tuple(range(r * per, (r + 1) * per)) for r in range(count)]
+    elif count > n_gpus:
+        raise where.error("server.nics", f"{count} NICs for {n_gpus} GPUs: flowsim gives each GPU one NIC; "
+                                         "describe a GPU's several NICs as one of several ports ('ports', at "
+                                         "'speed_gbps' each" + (f": count = {n_gpus}, ports = {count // n_gpus})"
+                                                                if count % n_gpus == 0 else ")"))
     elif count:
-        raise where.error("server.nics", f"{count} NICs for {n_gpus} GPUs: flowsim gives each GPU one NIC, so "
-                                         "give 'serves' (or describe each GPU's NICs as one faster NIC)")
+        raise where.error("server.nics", f"{count} NICs for {n_gpus} GPUs, which do not split evenly: give "
+                                         "'serves', the GPUs each NIC serves")
     else:
         groups = []
     gpu_nics = [-1] * n_gpus
     for r, group in enumerate(groups):
         for g in group:
-            if not 0 <= g < n_gpus or gpu_nics[g] >= 0:
-                raise where.error(f"server.nics.serves[{r}]", f"GPU {g} is not a GPU 0..{n_gpus - 1} served once")
+            if not 0 <= g < n_gpus:
+                raise where.error(f"server.nics.serves[{r}]", f"GPU {g} is not a GPU of the server's 0..{n_gpus - 1}")
+            if gpu_nics[g] >= 0:
+                raise where.error(f"server.nics.serves[{r}]", f"GPU {g} is served by NIC {gpu_nics[g]} already: "
+                                  "flowsim gives each GPU one NIC (a GPU's several NICs are one of several 'ports')")
             gpu_nics[g] = r
     if groups and min(gpu_nics) < 0:  # flowsim gives each GPU one NIC (docs/system-format.md)
         raise where.error("server.nics.serves", f"GPU {gpu_nics.index(-1)} is served by no NIC")
@@ -332,7 +340,7 @@ def _cluster(where: Where, table: Mapping) -> dict:
         out["switch"] = where.choice(table, "switch", "cluster", switch_names())
     if "oversubscription" in table:
         out["oversubscription"] = where.number(table, "oversubscription", "cluster")
-        if not out["oversubscription"] >= 1:
+        if not 1 <= out["oversubscription"] < math.inf:
             raise where.error("cluster.oversubscription", f"expected a number >= 1 (leaf down to up ports), got "
                                                           f"{show(out['oversubscription'])}")
     if "su_size" in table:
@@ -372,6 +380,11 @@ def system_from_document(doc: Mapping, *, source: str = "<string>", name: str = 
     if env:
         spec = dataclasses.replace(spec, nccl_env=env)
     cluster = _cluster(where, where.table(doc.get("cluster", {}), "cluster"))
+    if "switch" in cluster and spec.n_nics:
+        try:  # an InfiniBand NIC has no port for an Ethernet switch, nor RoCE for InfiniBand
+            compute_switch(spec, cluster["switch"])
+        except InputError as err:
+            raise where.error("cluster.switch", str(err)) from None
     return SystemFile(name, where.string(doc, "description", "", ""), spec, cluster, source)
 
 

@@ -137,7 +137,15 @@ def test_every_preset_written_as_a_system_file_builds_the_same_topology(name):
          "l40s.toml: server.pcie.switches: expected each GPU 0..7 on one switch, got [0, 1, 2, 4, 5, 6, 7]"),
         ("gpu_fabric = \"nvswitch\"", "l40s.toml: server.nvswitch: missing; expected a string"),
         ("nics = { count = 3, speed_gbps = 200 }",
-         "l40s.toml: server.nics: 3 NICs for 8 GPUs: flowsim gives each GPU one NIC, so give 'serves'"),
+         "l40s.toml: server.nics: 3 NICs for 8 GPUs, which do not split evenly: give 'serves'"),
+        # Two NICs a GPU: 'serves' cannot say so, which the message advised; 'ports' can.
+        ("nics = { count = 16, speed_gbps = 200 }",
+         "l40s.toml: server.nics: 16 NICs for 8 GPUs: flowsim gives each GPU one NIC; describe a GPU's several NICs "
+         "as one of several ports ('ports', at 'speed_gbps' each: count = 8, ports = 2)"),
+        ("nics = { count = 2, speed_gbps = 200, serves = [[0, 1, 2, 3], [3, 4, 5, 6, 7]] }",
+         "l40s.toml: server.nics.serves[1]: GPU 3 is served by NIC 0 already: flowsim gives each GPU one NIC"),
+        ("nics = { count = 2, speed_gbps = 200, serves = [[0, 1, 2, 3], [4, 5, 6, 8]] }",
+         "l40s.toml: server.nics.serves[1]: GPU 8 is not a GPU of the server's 0..7"),
         # A GPU no NIC serves was the whole table dropped, every GPU given a NIC of its switch.
         ("nics = { count = 2, speed_gbps = 200, serves = [[0, 1, 2, 3, 4, 5], [6]] }",
          "l40s.toml: server.nics.serves: GPU 7 is served by no NIC"),
@@ -740,6 +748,11 @@ def test_a_gpus_nvlink_is_its_own(tmp_path, fabric, message):
     ('switch = "qm9701"', "l40s.toml: cluster.switch: expected one of 'q3400', 'qm8700', 'qm9700', "),
     ("oversubscription = 0", "l40s.toml: cluster.oversubscription: expected a number >= 1 (leaf down to up ports), "
                              "got a number 0.0"),
+    ("oversubscription = inf", "l40s.toml: cluster.oversubscription: expected a number >= 1 (leaf down to up "
+                               "ports), got a number inf"),
+    # The servers' RoCE NICs have no port for an InfiniBand switch: said of the key, not when built.
+    ('switch = "qm9700"', "l40s.toml: cluster.switch: switch 'qm9700' is an InfiniBand switch and the servers' "
+                          "compute NICs (kind 'roce') are Ethernet (eth200g): give an Ethernet switch"),
 ])
 def test_a_clusters_fabric_keys_are_checked_in_the_file(tmp_path, line, message):
     # They reached the fabric's builder, whose message named neither the file nor the key.

@@ -35,6 +35,7 @@ from flowsim.collectives import all_to_all_v_bytes
 from flowsim.collectives.report import NcclRow
 from flowsim.commands.check import add_parser
 from flowsim.errors import InputError
+from flowsim.presets import preset_spec
 from instances import two_host_h100_log
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "nccl_tests"
@@ -732,6 +733,22 @@ def test_a_log_that_differs_from_the_system_given_is_warned_about_one_line_each(
     h20 = find_system("hgx-h20").spec
     warnings = check_nccl_log(h200, system=h20, collective="all_gather", min_bytes=8 << 30).warnings
     assert warnings[0] == "the log's GPUs are NVIDIA H200, not the H20 of a hgx_h20 server: check --system"
+
+
+def test_a_log_of_another_form_of_the_systems_gpu_is_warned_about():
+    # The model matched, so an H100 PCIe log passed on an NVSwitch server without a word; so did
+    # an A100 SXM log on a box of PCIe cards, and any log on the RTX presets.
+    pcie = ALL_GATHER.read_text().replace("NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe")
+    warnings = check_nccl_log(pcie, system="dgx-h100", collective="all_gather", min_bytes=8 << 30).warnings
+    assert warnings == ("the log's GPUs are NVIDIA H100 PCIe, PCIe cards, where a dgx_h100 server's are on "
+                        "NVSwitches: check --system",)
+    a100 = VALIDATION / "oci_bmgpu48_a100_1n8g_allreduce.txt"
+    box = dataclasses.replace(preset_spec("rtx4090_8x"), gpu="A100", name="a100_pcie_box")
+    assert ("the log's GPUs are NVIDIA A100-SXM4-40GB, SXM modules, where a a100_pcie_box server's are PCIe cards "
+            "without NVLink: check --system") in check_nccl_log(a100, system=box, min_bytes=8 << 30).warnings
+    assert ("the log's GPUs are NVIDIA A100-SXM4-40GB, not the RTX 4090 of a rtx4090_8x server: check --system"
+            in check_nccl_log(a100, system="rtx4090-8x", min_bytes=8 << 30).warnings)
+    assert check_nccl_log(a100, system="dgx-a100", min_bytes=8 << 30).warnings == ()
 
 
 def test_rows_faster_than_predicted_are_flagged_fast():

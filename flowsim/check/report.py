@@ -129,7 +129,8 @@ SIZE_BANDS: tuple[tuple[str, int, float], ...] = (
 
 # The GPU each preset is built with, as nccl-tests' rank lines name it ("NVIDIA H100 80GB
 # HBM3"); a preset missing here (pcie_server: any PCIe GPU) is not compared.
-_PRESET_GPU = {"dgx1_v100": "V100", "dgx_a100": "A100", "dgx_h100": "H100", "dgx_b200": "B200", "gb200_nvl72": "B200"}
+_PRESET_GPU = {"dgx1_v100": "V100", "dgx_a100": "A100", "dgx_h100": "H100", "dgx_b200": "B200", "gb200_nvl72": "B200",
+               "rtx5090_8x": "RTX 5090", "rtx4090_8x": "RTX 4090"}
 
 #: The name the NVIDIA driver prints for a GPU it has no product name for (early GB200
 #: drivers, coreweave/nccl-tests#43): it says nothing about the model.
@@ -703,17 +704,32 @@ def _what_ran(values: Sequence[str]) -> str:
     return "/".join(dict.fromkeys(values))
 
 
+# A GPU name's form (nvidia-smi's: "NVIDIA H100 PCIe", "NVIDIA A100-SXM4-40GB").
+_PCIE_CARD = re.compile(r"\bPCIE\b", re.IGNORECASE)
+_SXM_MODULE = re.compile(r"\bSXM\d*\b", re.IGNORECASE)
+
+
 def _mismatches(log: NcclTestLog, system: str, model: str | None, nodes: int | None, topology,
-                n_servers: int, layout: tuple[int, int]) -> list[str]:
+                n_servers: int, layout: tuple[int, int], gpu_fabric: str | None = None) -> list[str]:
     """One line for each way the log differs from ``nodes`` servers of ``system`` (GPU
-    ``model``): GPU model, hosts, rank count (``n_servers``: the servers its hosts fill;
-    ``layout`` as :func:`_host_layout`)."""
+    ``model``, on ``gpu_fabric`` where known): GPU model and form, hosts, rank count
+    (``n_servers``: the servers its hosts fill; ``layout`` as :func:`_host_layout`)."""
     lines = []
     # Matched as gpu_model_value matches a piece: "H20" is not in "NVIDIA H200".
     others = [name for name in log.gpu_models
               if model is not None and not gpu_model_value(name, [(model, True)], False) and name != UNNAMED_GPU]
     if others:
         lines.append(f"the log's GPUs are {', '.join(others)}, not the {model} of a {system} server: check --system")
+    # The model matches, the form may not: an "NVIDIA H100 PCIe" checked on an NVSwitch
+    # server, an "A100-SXM4-40GB" on a box of PCIe cards.
+    cards = [name for name in log.gpu_models if name not in others and _PCIE_CARD.search(name)]
+    modules = [name for name in log.gpu_models if name not in others and _SXM_MODULE.search(name)]
+    if cards and gpu_fabric == "nvswitch":
+        lines.append(f"the log's GPUs are {', '.join(cards)}, PCIe cards, where a {system} server's are on NVSwitches: "
+                     "check --system")
+    if modules and gpu_fabric == "pcie":
+        lines.append(f"the log's GPUs are {', '.join(modules)}, SXM modules, where a {system} server's are PCIe cards "
+                     "without NVLink: check --system")
     # Without rank lines the hosts are the --nodes given (made up from them): nothing to compare.
     if nodes is not None and nodes != n_servers and log.ranks_from == "rank lines":
         hosts = f" in {n_servers} {system} server(s)" if n_servers != log.n_nodes else ""
@@ -1274,7 +1290,8 @@ def check_log(
         named = nccl_version if nccl_version is not None else _printed_version(log)
         nccl = f"{nccl}, {lacked.key}={value} (NCCL {named} predates {lacked.name}, {lacked.since})"
     warnings = (*log.warnings, *warnings_env, *device_notes,
-                *_mismatches(log, system, model, nodes, topology, n_servers, layout),
+                *_mismatches(log, system, model, nodes, topology, n_servers, layout,
+                             None if spec is None else spec.gpu_fabric),
                 *_network_mismatch(log, spec, command_env),
                 *([front_end_only_note(n_servers)] if fabric == "none" and n_servers > 1 else []))
     gpus = _rank_gpus(log, system, topology, layout, n_servers, devices)

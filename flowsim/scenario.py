@@ -399,6 +399,11 @@ def _cluster_topology(where: Where, table: Mapping, base_dir: Path) -> Topology:
             f"expected {systems_expected()}, got {show(table['cluster'])}{did_you_mean(table['cluster'])}",
         )
     system = _system(where, table, "cluster")
+    if "system" in table:
+        # Overrides of a system file's keys: a preset has no file to override.
+        raise where.error("topology.system", f"the preset {system} takes no system overrides, which change a system "
+                                             "file's keys: give a system file or a shipped system as cluster "
+                                             "(docs/system-format.md)")
     figure = where.choice(table, "figure", "topology", FIGURES)
     if "n_nodes" not in table:
         raise where.error("topology.n_nodes", "missing; expected the number of servers (an integer)")

@@ -664,6 +664,13 @@ def test_rates_on_another_system_keeps_the_node_count_a_system_file_gave(tmp_pat
     assert flowsim(["rates", str(overlaid), "--system", "dgx-h100"]) == 2
     assert capsys.readouterr().err == (f"flowsim: error: {overlaid}: --system 'dgx-h100' is a preset, which takes no "
                                        "[topology] system overrides (the scenario has them); give a system file\n")
+    # A scenario that names the preset itself: the key was "unknown", though the docs name it.
+    preset_overlaid = tmp_path / "p.toml"
+    preset_overlaid.write_text(overlaid.read_text().replace(f'cluster = "{L40S}"', 'cluster = "dgx_h100"\nn_nodes = 4'))
+    assert flowsim(["rates", str(preset_overlaid)]) == 2
+    assert capsys.readouterr().err == (f"flowsim: error: {preset_overlaid}: topology.system: the preset dgx_h100 takes "
+                                       "no system overrides, which change a system file's keys: give a system file or "
+                                       "a shipped system as cluster (docs/system-format.md)\n")
 
 
 def test_a_system_files_nccl_environment_runs_under_the_callers(tmp_path, capsys):

@@ -101,8 +101,8 @@ def test_compile_note_on_a_cold_cache_only(tmp_path):
         return done.stderr
 
     assert stderr() == (
-        "flowsim: compiling the simulation kernels (the first run after an install or an update; about a minute, "
-        "cached for later runs)\n"
+        "flowsim: compiling the simulation kernels this command needs (the first runs after an install or an "
+        "update; up to a minute, cached for later runs)\n"
     )
     assert stderr() == ""  # the same kernel, now in the cache
 

@@ -99,8 +99,8 @@ class _CompileNote(event.Listener):
         if self.stream is not None and not self.said and module.split(".")[0] == __name__.split(".")[0]:
             self.said = True
             print(
-                "flowsim: compiling the simulation kernels (the first run after an install or an update; "
-                "about a minute, cached for later runs)",
+                "flowsim: compiling the simulation kernels this command needs (the first runs after an install or "
+                "an update; up to a minute, cached for later runs)",
                 file=self.stream,
                 flush=True,
             )

@@ -196,6 +196,7 @@ def pcie_workstation(
     pcie: str = "pcie5",
     intersocket: str = "upi2_sapphire_rapids",
     memory: str = "ddr5_4800_8ch",
+    gpu: str = "RTX 5090",
 ) -> Topology:
     """PCIe GPUs without NVLink or compute NICs, spread evenly over the CPU sockets.
 
@@ -206,10 +207,12 @@ def pcie_workstation(
     the receiving GPU's socket memory, which each hop crosses twice (write, then read), so a
     ring of ``k`` GPUs per socket loads its memory with ``2k`` times the ring's rate
     (docs/hardware.md §3.3). The defaults are the 8 x RTX 5090 host of NVIDIA/nccl#1639
-    (2 x Xeon 8480+, 16 DIMMs of DDR5-4800).
+    (2 x Xeon 8480+, 16 DIMMs of DDR5-4800). ``gpu`` names the GPU model: a card's own PCIe
+    link runs at the older of its host interface's generation and ``pcie`` (any other name,
+    "GPU", runs it at ``pcie``).
     """
     spec = pcie_workstation_spec(n_gpus=n_gpus, gpus_per_switch=gpus_per_switch, sockets=sockets, p2p=p2p,
-                                 pcie=pcie, intersocket=intersocket, memory=memory)
+                                 pcie=pcie, intersocket=intersocket, memory=memory, gpu=gpu)
     return build_server(spec, figure=figure)
 
 

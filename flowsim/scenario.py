@@ -312,7 +312,7 @@ _PRESET_KEYS = {
     "dgx_h100": _P2P,
     "dgx_b200": _P2P,
     "gb200_nvl72": _P2P,
-    "rtx5090_8x": _WORKSTATION,
+    "rtx5090_8x": {**_WORKSTATION, "gpu": _Key(_STR, "RTX 5090")},
     "rtx4090_8x": {**_WORKSTATION, "pcie": _Key(_STR, "pcie4")},
 }
 

@@ -47,8 +47,9 @@ class Case:
 
 
 #: The slides' PCIe systems: "2x4 GPUs" (the all-to-all slide), two PCIe switches of four GPUs
-#: each, with peer-to-peer, under one CPU; the slides give nothing more of the layout.
-_TWO_BY_FOUR = {"sockets": 1, "gpus_per_switch": 4, "p2p": True}
+#: each, with peer-to-peer, under one CPU; the slides give nothing more of the layout, nor the
+#: GPUs, whose links run at the slide's generation ("GPU": no model's own, older one).
+_TWO_BY_FOUR = {"sockets": 1, "gpus_per_switch": 4, "p2p": True, "gpu": "GPU"}
 
 COMPARED = {
     "v1_ar_pcie4": Case("rtx5090_8x", _TWO_BY_FOUR | {"pcie": "pcie4"}),

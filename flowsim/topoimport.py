@@ -343,7 +343,7 @@ def import_system(
     if p2p is None:
         p2p = model not in _NO_P2P
         if not p2p:
-            notes.append(f"no peer-to-peer over PCIe: NVIDIA's driver allows a {model} none (nvidia-smi topo -p2p r "
+            notes.append(f"no peer-to-peer over PCIe: NVIDIA's driver gives the {model} none (nvidia-smi topo -p2p r "
                          "says; --p2p where a patched driver gives it)")
     if pcie not in _HOSTS:
         raise InputError(f"PCIe generation {pcie!r}: expected one of {', '.join(map(str, _HOSTS))}")
@@ -368,7 +368,9 @@ def import_system(
             notes.append(f"NVSwitch ({switch[0]}): every GPU pair is NV{linked[0]}")
         else:
             off = [g for g, row in zip(gpus, counts, strict=True) if not any(row)]
-            if off and len(set(linked)) == 1 and linked[0] * (n - len(off) - 1) > most:
+            on = [i for i, g in enumerate(gpus) if g not in off]
+            every = all(counts[i][j] for i in on for j in on if i != j)  # the others all pair
+            if off and every and len(set(linked)) == 1 and linked[0] * (len(on) - 1) > most:
                 # The others pair as an NVSwitch server's GPUs do, more NVLinks than a mesh's GPU
                 # has: these GPUs' NVLinks are down (vllm-project/vllm#16336, a B200 server's).
                 raise InputError(

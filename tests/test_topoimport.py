@@ -78,7 +78,7 @@ def test_an_imported_pcie_box_is_what_its_owner_would_write():
                                 intersocket="upi_skylake", memory="ddr4_3200_8ch")
     owners = parse_system(OWNERS_4090 + "p2p = false\n", name="box").spec
     assert (spec.gpu_fabric, spec.pcie, spec.sockets, spec.n_nics, spec.p2p) == ("pcie", "pcie4", 2, 1, False)
-    assert any(note.startswith("no peer-to-peer over PCIe: NVIDIA's driver allows a RTX 4090 none") for note in notes)
+    assert any(note.startswith("no peer-to-peer over PCIe: NVIDIA's driver gives the RTX 4090 none") for note in notes)
     assert _ring_s(spec) == _ring_s(owners)
     # With peer-to-peer (a patched driver), one ring crosses the sockets once each way: NCCL's
     # 10 GB/s Skylake UPI (docs/hardware.md §3.1) bounds its busbw, 2 (n-1)/n S / t.
@@ -564,6 +564,17 @@ def test_an_nvswitch_server_with_a_gpu_off_nvlink_is_said_so():
             "t.txt: every other GPU pair is NV18, as on an NVSwitch server, but GPU2 shows no NVLink to any GPU: "
             "its NVLinks are down")):
         import_system(parse_topo_matrix(B200_GPU2_DOWN, source="t.txt"), name="x", gpu="B200")
+
+
+def test_bridged_pairs_with_a_card_unbridged_are_still_a_mesh():
+    # Pairs of PCIe cards joined by NVLink bridges (NV12), GPUs 4 and 5 without one: a mesh, as
+    # before the NVSwitch diagnosis above, which took them for GPUs off an NVSwitch.
+    rows = ["\tGPU0\tGPU1\tGPU2\tGPU3\tGPU4\tGPU5"]
+    for i in range(6):
+        cells = [" X " if j == i else "NV12" if i // 2 == j // 2 and i < 4 else "SYS" for j in range(6)]
+        rows.append(f"GPU{i}\t" + "\t".join(cells))
+    spec, _ = import_system(parse_topo_matrix("\n".join(rows) + "\n"), name="x", gpu="A100")
+    assert spec.gpu_fabric == "nvlink_mesh" and spec.nvlink_counts[4] == (0,) * 6
 
 
 def test_roce_nics_of_10_gbps_are_imported_as_a_system_file_takes_them():

@@ -1162,6 +1162,9 @@ def test_a_network_the_system_s_nics_do_not_run_is_warned_about():
     "  ./build/sendrecv_perf -b 8 -e 1G",
     "(venv) user@node1:~/nccl-tests$ NCCL_IB_DISABLE=1 NCCL_ALGO=Tree ./build/sendrecv_perf -b 8 -e 1G",
     "docker run --gpus all -e NCCL_ALGO=Tree -e NCCL_IB_DISABLE=1 nvcr.io/nvidia/pytorch:24.05-py3 sendrecv_perf",
+    # Slurm's export list, and continuations written without a blank before the backslash.
+    "sbatch --export=ALL,NCCL_ALGO=Tree,NCCL_IB_DISABLE=1 nccl.sbatch",
+    "mpirun -np 16 \\\n-x NCCL_ALGO=Tree\\\n-x NCCL_IB_DISABLE=1\\\n./build/sendrecv_perf -b 8 -e 1G",
 ])
 def test_nccl_variables_a_command_line_sets_are_taken(command):
     # The run's command, pasted with its output, sets what NCCL's INFO lines (NCCL_DEBUG=INFO)
@@ -1179,6 +1182,10 @@ def test_nccl_variables_a_command_line_sets_are_taken(command):
     # Prose that names a variable is no command, and nothing after the table is the run's:
     # a reply that suggests a setting does not steer the prediction.
     assert parse_nccl_log("We set NCCL_ALGO=Ring to compare.\n" + text).command_env == ()
+    # Words that begin with a command's name are not it; a comma in a value is the value's.
+    assert parse_nccl_log("dockerd restarted; NCCL_ALGO=Ring in the job spec\n" + text).command_env == ()
+    assert dict(parse_nccl_log("mpirun -x NCCL_IB_HCA=mlx5_0,mlx5_1 ./build/sendrecv_perf\n" + text).command_env) \
+        == {"NCCL_IB_HCA": "mlx5_0,mlx5_1"}
     # A line after a command that ended (no backslash) is not the command's.
     assert parse_nccl_log("mpirun -np 16 -x NCCL_ALGO=Tree ./build/sendrecv_perf\n-x NCCL_PROTO=LL is worth a try\n"
                           + text).command_env == (("NCCL_ALGO", "Tree"),)

@@ -195,10 +195,14 @@ _IB_USING = re.compile(r"\bNCCL\s+INFO\s+NET/IB\s*:\s*Using((?:\s+\[\d+\][^\s;\[
 _PROMPT = r"(?:(?:\([\w.-]+\)\s*)?(?:\[[^\]]*\]|[\w.-]+@[\w.-]+(?::\S*)?)?\s*[$#>%]\s*)?"
 _COMMAND_LINE = re.compile(
     rf"^{_PROMPT}(?:(?:sudo|time|nohup)\s+)*"
-    r"(?:mpirun|mpiexec|srun|sbatch|salloc|torchrun|docker|podman|apptainer|singularity|kubectl|export|env"
-    r"|NCCL_[A-Z0-9_]+=|\S*[a-z]_perf(?:_\w+)?\b)"
+    r"(?:(?:mpirun|mpiexec|srun|sbatch|salloc|torchrun|docker|podman|apptainer|singularity|kubectl|export|env)"
+    r"(?![\w-])|NCCL_[A-Z0-9_]+=|\S*[a-z]_perf(?:_\w+)?\b)"
 )
-_COMMAND_ENV = re.compile(r"(?<![\w-])(NCCL_[A-Z0-9_]+)=([^\s'\";]+)")
+# A variable and its value: up to a blank, quote, semicolon or backslash (a continuation
+# written without a blank before it), or a comma that starts the next NAME= of a list
+# (Slurm's --export=ALL,NCCL_ALGO=Tree,NCCL_PROTO=Simple); other commas are the value's
+# (NCCL_IB_HCA=mlx5_0,mlx5_1).
+_COMMAND_ENV = re.compile(r"(?<![\w-])(NCCL_[A-Z0-9_]+)=((?:[^\s'\";\\,]|,(?![A-Za-z_]\w*=))+)")
 # NCCL's INFO line for the network it runs between servers ("NCCL INFO Using network IB";
 # "Socket", "AWS Libfabric" for the aws-ofi-nccl plugin, [NCCL] src/init.cc).
 _USING_NETWORK = re.compile(r"\bNCCL\s+INFO\s+Using\s+network\s+(\S.*?)\s*$")

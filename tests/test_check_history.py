@@ -221,6 +221,10 @@ def test_a_system_file_changed_under_its_name_is_another_cluster(tmp_path, capsy
     assert flowsim_check([str(SENDRECV), *argv, "--fabric", "fat_tree", "--oversubscription", "2"]) == 1
     checks = read_history(history).checks
     assert checks["n_flagged"].size == 3 and len(set(checks["cluster_sha256"])) == 3
+    # Naming the switch the servers' 200 Gb/s NICs take anyway builds the same cluster: a repeat.
+    capsys.readouterr()
+    assert flowsim_check([str(SENDRECV), *argv, "--switch", "qm8700"]) == 1  # HDR NICs: HDR switches
+    assert "already in" in capsys.readouterr().err and read_history(history).n_checks == 3
 
 
 def _shaped(text, ranks_per_host):

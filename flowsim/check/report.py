@@ -90,7 +90,7 @@ from flowsim.collectives.tuner import (
 )
 from flowsim.engine import DEFAULT_TIME_REL_TOL, time_window_note
 from flowsim.errors import InputError, whole_number
-from flowsim.fabrics import build_cluster, front_end_only_note, resolve_fabric
+from flowsim.fabrics import build_cluster, compute_switch, front_end_only_note, resolve_fabric
 from flowsim.failures import apply_failures, describe_changes
 from flowsim.formatting import format_size
 from flowsim.hardware import gpu_model_value
@@ -702,6 +702,19 @@ def _what_ran(values: Sequence[str]) -> str:
     """The one value every prediction shares, else them all joined by "/" in first-seen order
     (``"tree/nvls_tree"`` where NCCL's choice changes with the size)."""
     return "/".join(dict.fromkeys(values))
+
+
+def _cluster_sha256(server: str | ServerSpec, spec: ServerSpec | None, n_servers: int, fabric: str,
+                    switch: str | None, oversubscription: float, su_size: int | None) -> str:
+    """SHA-256 of the cluster as built (:attr:`CheckReport.cluster_sha256`): the server, its
+    count and fabric, and where there is one, the fabric's switch and scalable unit as
+    resolved (``--switch qm9700`` on DGX H100 servers is their default switch) and its
+    oversubscription."""
+    parts: tuple = (server, n_servers, fabric)
+    if fabric != "none" and spec is not None and spec.n_nics:
+        model = compute_switch(spec, switch)
+        parts += (model.name, model.radix // 2 if su_size is None else su_size, float(oversubscription))
+    return hashlib.sha256(repr(parts).encode()).hexdigest()
 
 
 # A GPU name's form (nvidia-smi's: "NVIDIA H100 PCIe", "NVIDIA A100-SXM4-40GB").
@@ -1559,8 +1572,7 @@ def check_log(
         nccl=nccl,
         launch_floor_us=launch_floor_us(**launch),
         failures=describe_changes(intact, topology),
-        cluster_sha256=hashlib.sha256(repr((server, n_servers, fabric, switch, oversubscription, su_size))
-                                      .encode()).hexdigest(),
+        cluster_sha256=_cluster_sha256(server, spec, n_servers, fabric, switch, oversubscription, su_size),
     )
 
 

@@ -435,7 +435,7 @@ def build_cluster(
     if fabric != "none":
         if not rails:
             raise InputError(f"{fabric} compute fabric of {n_nodes} {system} servers: the server has no compute NICs"
-                             + ("; one server needs none for its own collectives: fabric = \"none\" (or \"auto\")"
+                             + ("; one server needs none for its own collectives: fabric none (or auto)"
                                 if n_nodes == 1 else ""))
         model = compute_switch(spec, switch)
         size = model.radix // 2 if su_size is None else su_size

@@ -749,6 +749,13 @@ def test_a_log_of_another_form_of_the_systems_gpu_is_warned_about():
     assert ("the log's GPUs are NVIDIA A100-SXM4-40GB, not the RTX 4090 of a rtx4090_8x server: check --system"
             in check_nccl_log(a100, system="rtx4090-8x", min_bytes=8 << 30).warnings)
     assert check_nccl_log(a100, system="dgx-a100", min_bytes=8 << 30).warnings == ()
+    # The bridged H100 NVL is a PCIe card too; an H100 SXM's name says HBM3, not SXM.
+    nvl = ALL_GATHER.read_text().replace("NVIDIA H100 80GB HBM3", "NVIDIA H100 NVL")
+    assert "PCIe cards, where a dgx_h100 server's are on NVSwitches" in check_nccl_log(
+        nvl, system="dgx-h100", collective="all_gather", min_bytes=8 << 30).warnings[0]
+    cards = dataclasses.replace(preset_spec("rtx4090_8x"), gpu="H100", name="h100_cards")
+    assert "NVIDIA H100 80GB HBM3, SXM modules, where a h100_cards server's are PCIe cards" in check_nccl_log(
+        ALL_GATHER, system=cards, collective="all_gather", min_bytes=8 << 30).warnings[0]
 
 
 def test_rows_faster_than_predicted_are_flagged_fast():

@@ -717,9 +717,11 @@ def _cluster_sha256(server: str | ServerSpec, spec: ServerSpec | None, n_servers
     return hashlib.sha256(repr(parts).encode()).hexdigest()
 
 
-# A GPU name's form (nvidia-smi's: "NVIDIA H100 PCIe", "NVIDIA A100-SXM4-40GB").
-_PCIE_CARD = re.compile(r"\bPCIE\b", re.IGNORECASE)
-_SXM_MODULE = re.compile(r"\bSXM\d*\b", re.IGNORECASE)
+# A GPU name's form, as nvidia-smi names them: PCIe cards ("NVIDIA H100 PCIe", the bridged
+# "NVIDIA H100 NVL" and "NVIDIA H200 NVL") and SXM modules ("NVIDIA A100-SXM4-40GB", and the
+# H100's "NVIDIA H100 80GB HBM3", whose PCIe card has HBM2e).
+_PCIE_CARD = re.compile(r"\b(?:PCIE|NVL)\b", re.IGNORECASE)
+_SXM_MODULE = re.compile(r"\bSXM\d*\b|\bHBM3\b", re.IGNORECASE)
 
 
 def _mismatches(log: NcclTestLog, system: str, model: str | None, nodes: int | None, topology,

@@ -1172,6 +1172,7 @@ def test_a_network_the_system_s_nics_do_not_run_is_warned_about():
     # Slurm's export list, and continuations written without a blank before the backslash.
     "sbatch --export=ALL,NCCL_ALGO=Tree,NCCL_IB_DISABLE=1 nccl.sbatch",
     "mpirun -np 16 \\\n-x NCCL_ALGO=Tree\\\n-x NCCL_IB_DISABLE=1\\\n./build/sendrecv_perf -b 8 -e 1G",
+    "NCCL_ALGO=Tree NCCL_IB_DISABLE=1 mpirun -np 16 \\\n  ./build/sendrecv_perf \\\n  -b 8 -e 1G",
 ])
 def test_nccl_variables_a_command_line_sets_are_taken(command):
     # The run's command, pasted with its output, sets what NCCL's INFO lines (NCCL_DEBUG=INFO)
@@ -1179,6 +1180,17 @@ def test_nccl_variables_a_command_line_sets_are_taken(command):
     text = SENDRECV.read_text()
     log = parse_nccl_log(command + "\n" + text)
     assert dict(log.command_env) == {"NCCL_ALGO": "Tree", "NCCL_IB_DISABLE": "1"}
+    # Between two runs of one file, the command goes with the run it starts, the binary's
+    # line ended by a backslash too (it stayed with the first run, whose table was read).
+    first, second = parse_nccl_logs(text + command + "\n" + text)
+    assert (first.command_env, dict(second.command_env)) == ((), {"NCCL_ALGO": "Tree", "NCCL_IB_DISABLE": "1"})
+    # So where only the command names the binary, with its options (older nccl-tests' runs
+    # do not name it): the lines of "./build/sendrecv_perf \", "-b 8 ..." are one.
+    unnamed = "\n".join(line for line in text.splitlines() if "Collective test starting" not in line) + "\n"
+    first, second = parse_nccl_logs(unnamed + command + "\n" + unnamed, collective="send")
+    named = "-b 8" in command
+    assert (first.command_env, dict(second.command_env)) == ((), {"NCCL_ALGO": "Tree", "NCCL_IB_DISABLE": "1"}
+                                                             if named else {})
     report = check_log(log, system="dgx-h100", min_bytes=1 << 30)
     assert report.nccl.endswith(", NCCL_ALGO=Tree (command line)")
     assert ("the log sets NCCL_IB_DISABLE=1: NCCL runs between servers over TCP sockets, which flowsim does not "

@@ -567,6 +567,8 @@ _TABLE_HEADER = re.compile(r"^#\s*size\s+count")
 # A binary's name then an option: a command about to run ("./broadcast_perf -b 8 -e 128M"),
 # never a report of one that ran.
 _COMMAND = re.compile(_BINARY_NAME.pattern + r"(?:_\w+)?\s+-")
+# A shell's line continuation: a backslash that ends a line.
+_CONTINUED = re.compile(r"\\[ \t]*\n")
 # A run's opening lines in the order nccl-tests prints them, then its table header.
 _RUN_LINES = (_VERSION, _STARTING, _NTHREAD, _TABLE_HEADER)
 
@@ -941,7 +943,9 @@ def _start_after_averages(stripped: Sequence[str], starts: list[int]) -> None:
     announced = _BINARY_NAME if header is not None and _BINARY_NAME.search("\n".join(stripped[: header])) else _COMMAND
     for k in range(1, len(starts)):
         averages = [n for n in range(starts[k - 1], starts[k]) if _AVG.match(stripped[n])]
-        if averages and announced.search("\n".join(stripped[averages[-1] + 1: starts[k]])):
+        # A command written over lines that end in a backslash is read as one line.
+        between = _CONTINUED.sub(" ", "\n".join(stripped[averages[-1] + 1: starts[k]])) if averages else ""
+        if averages and announced.search(between):
             starts[k] = averages[-1] + 1
 
 

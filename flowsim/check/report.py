@@ -90,12 +90,13 @@ from flowsim.collectives.tuner import (
 )
 from flowsim.engine import DEFAULT_TIME_REL_TOL, time_window_note
 from flowsim.errors import InputError, whole_number
-from flowsim.fabrics import build_cluster, compute_switch, front_end_only_note, resolve_fabric
+from flowsim.fabrics import build_cluster, front_end_only_note, resolve_fabric
 from flowsim.failures import apply_failures, describe_changes
 from flowsim.formatting import format_size
 from flowsim.hardware import gpu_model_value
 from flowsim.presets import PRESETS, system_name
 from flowsim.servers import ServerSpec
+from flowsim.topology import Topology
 
 __all__ = [
     "AWS_PLATFORMS",
@@ -355,8 +356,8 @@ class CheckReport:
         a ring's or tree's lanes held to NCCL's modelled bandwidth, which the rows beat,
         while on the links alone the same choice is as fast as they are.
     cluster_sha256 : str
-        SHA-256 of the cluster the prediction ran on as built (the server's description, its
-        count, fabric, switch, oversubscription and scalable unit): two system files of one
+        SHA-256 of the cluster the prediction ran on as built (the server's description and
+        the links of its servers and fabric, :func:`_cluster_sha256`): two system files of one
         name but other NICs differ here, which a history tells apart (empty: not known).
     """
 
@@ -704,17 +705,16 @@ def _what_ran(values: Sequence[str]) -> str:
     return "/".join(dict.fromkeys(values))
 
 
-def _cluster_sha256(server: str | ServerSpec, spec: ServerSpec | None, n_servers: int, fabric: str,
-                    switch: str | None, oversubscription: float, su_size: int | None) -> str:
-    """SHA-256 of the cluster as built (:attr:`CheckReport.cluster_sha256`): the server, its
-    count and fabric, and where there is one, the fabric's switch and scalable unit as
-    resolved (``--switch qm9700`` on DGX H100 servers is their default switch) and its
-    oversubscription."""
-    parts: tuple = (server, n_servers, fabric)
-    if fabric != "none" and spec is not None and spec.n_nics:
-        model = compute_switch(spec, switch)
-        parts += (model.name, model.radix // 2 if su_size is None else su_size, float(oversubscription))
-    return hashlib.sha256(repr(parts).encode()).hexdigest()
+def _cluster_sha256(server: str | ServerSpec, cluster: Topology) -> str:
+    """SHA-256 of the cluster as built (:attr:`CheckReport.cluster_sha256`): the server's
+    description (a preset's name) and the links of ``cluster`` (their names, ends, rates and
+    latencies), so that the fabric's switch, scalable unit and oversubscription count as
+    built, not as given (``--switch qm9700`` names DGX H100 servers' default switch)."""
+    digest = hashlib.sha256(repr(server).encode())
+    digest.update("\0".join(cluster.link_names).encode())
+    for column in (cluster.link_src, cluster.link_dst, cluster.link_capacity_Bps, cluster.link_latency_s):
+        digest.update(column.tobytes())
+    return digest.hexdigest()
 
 
 # A GPU name's form, as nvidia-smi names them: PCIe cards ("NVIDIA H100 PCIe", the bridged
@@ -1574,7 +1574,7 @@ def check_log(
         nccl=nccl,
         launch_floor_us=launch_floor_us(**launch),
         failures=describe_changes(intact, topology),
-        cluster_sha256=_cluster_sha256(server, spec, n_servers, fabric, switch, oversubscription, su_size),
+        cluster_sha256=_cluster_sha256(server, intact),
     )
 
 

@@ -181,8 +181,7 @@ def pcie_workstation_spec(
     switches = _switches(*((tuple(range(j, j + gpus_per_switch)), ()) for j in range(0, n_gpus, gpus_per_switch)))
     return ServerSpec(
         _WORKSTATION_PRESETS.get(gpu, "pcie_workstation"), gpu, n_gpus, "pcie", pcie, sockets, intersocket, memory,
-        switches,
-        "eth100g", "eth100g", 1, p2p=p2p,
+        switches, "eth100g", "eth100g", 1, p2p=p2p,
     )
 
 

@@ -175,9 +175,10 @@ class ServerSpec:
         its Gen5 slot at Gen4; :data:`~flowsim.hardware.GPU_MODELS`). NICs and switch
         uplinks keep the server's."""
         model = gpu_model(self.gpu)
-        card = GPU_MODELS[model][1] if model is not None else None
-        slot = int(self.pcie.removeprefix("pcie")) if self.pcie.removeprefix("pcie").isdigit() else None
-        return f"pcie{card}" if card is not None and slot is not None and card < slot else self.pcie
+        if model is None or not self.pcie.startswith("pcie"):  # a host technology of another kind runs as given
+            return self.pcie
+        card = f"pcie{GPU_MODELS[model][1]}"
+        return card if link_rate(card, figure="nominal") < link_rate(self.pcie, figure="nominal") else self.pcie
 
     @property
     def gpus_per_host(self) -> int:

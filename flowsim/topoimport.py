@@ -55,18 +55,17 @@ _NO_P2P = ("RTX 4090", "RTX 5090")
 # Superchips whose GPUs sit beside Grace CPUs (NVLink-C2C; the matrix's NUMA nodes are the
 # Graces): their hosts are Grace's, not an x86 server's.
 _GRACE_GPUS = ("GH200", "GB200", "GB300")
-# Host defaults by PCIe generation, where the options do not give them [guess: a typical
-# server of the GPU's time; the written file says so].
 # Hardware threads of the largest Xeon socket NCCL's model takes as Skylake's (Skylake-SP to Ice
 # Lake-SP, up to 40 cores with Hyper-Threading: [NCCL] src/graph/topo.cc, where an Intel CPU of
 # model id 0x55 up to Sapphire Rapids' 0x8F is SKL): a GPU whose socket lists more sits in a
 # newer host than the guess of _HOSTS (or an AMD one).
 _SKYLAKE_THREADS = 80
+# Host defaults by PCIe generation, where the options do not give them [guess: a typical
+# server of the GPU's time; the written file says so].
 _HOSTS = {3: ("upi_skylake", "ddr4_2400_4ch"), 4: ("upi_skylake", "ddr4_3200_8ch"),
           5: ("upi_sapphire_rapids", "ddr5_4800_8ch"), 6: ("upi_emerald_rapids", "ddr5_5600_8ch")}
 # The speeds a system file takes (docs/system-format.md): RoCE and EFA ports are Ethernet's.
 _NIC_SPEEDS = {"ib": INFINIBAND_SPEEDS, "roce": ETHERNET_SPEEDS, "efa": ETHERNET_SPEEDS}
-_ETH = ETHERNET_SPEEDS
 # Nearness of a PCIe relation, best first (NCCL's path types).
 _PATH_RANK = {"PIX": 0, "PXB": 1, "PHB": 2, "NODE": 3, "SYS": 4}
 _NUMBER = re.compile(r"\d+")
@@ -328,6 +327,7 @@ def import_system(
     gpus = sorted(matrix.gpus, key=lambda d: int(d[3:]))
     n = len(gpus)
     counts = _nvlinks(matrix, gpus)
+    linked = [c for row in counts for c in row if c]
     if pcie is None:
         if known is None:
             raise InputError(f"unknown GPU model {gpu!r} (known: {', '.join(GPU_MODELS)}): give its PCIe "
@@ -335,7 +335,7 @@ def import_system(
         pcie = known[1]
         # A PCIe card's link runs at the older of its own and its slot's generations (an RTX
         # 5090 in a Threadripper 3975X's Gen4 slot); an SXM module's is its board's.
-        card = not any(c for row in counts for c in row)
+        card = not linked
         notes.append(f"PCIe Gen{pcie}: the {gpu}'s host interface"
                      + (" [guess: give --pcie]" if model in _PCIE_GUESSED else
                         " [guess: a slot of an older generation runs it at that one's rate; give --pcie]" if card
@@ -348,7 +348,6 @@ def import_system(
     if pcie not in _HOSTS:
         raise InputError(f"PCIe generation {pcie!r}: expected one of {', '.join(map(str, _HOSTS))}")
     fabric: dict = {"gpu_fabric": "pcie"}
-    linked = [c for row in counts for c in row if c]
     if linked:
         nvlink = nvlink or (known[0] if known else None)
         if nvlink is None:
@@ -478,8 +477,9 @@ def import_system(
             raise InputError(f"{matrix.source}: each GPU has {ports} NICs of {nic_speed_gbps} Gb/s equally near, "
                              f"one NIC of {ports * nic_speed_gbps} Gb/s in flowsim, where a {nic_kind} NIC runs at "
                              f"one of {', '.join(map(str, _NIC_SPEEDS[nic_kind]))}")
-    if frontend and frontend_speed_gbps not in _ETH:
-        raise InputError(f"front-end speed {frontend_speed_gbps!r} Gb/s: expected one of {', '.join(map(str, _ETH))}")
+    if frontend and frontend_speed_gbps not in ETHERNET_SPEEDS:
+        raise InputError(f"front-end speed {frontend_speed_gbps!r} Gb/s: expected one of "
+                         f"{', '.join(map(str, ETHERNET_SPEEDS))}")
     rail = {unit: r for r, unit in enumerate(compute)}
     rail_of = {unit[0]: rail[unit] for unit in compute}  # a NIC of several ports is on its first one's switch
     # PCIe switches: groups holding GPUs (by lowest GPU), then groups of compute NICs alone.
@@ -519,7 +519,7 @@ def import_system(
         name, gpu, n, fabric["gpu_fabric"], f"pcie{pcie}", sockets, intersocket if sockets > 1 else None, memory,
         tuple(switches),
         _NIC_SPEEDS[nic_kind][ports * nic_speed_gbps] if compute and nic_speed_gbps is not None else "ib_ndr",
-        _ETH[frontend_speed_gbps] if frontend else "eth100g", len(frontend),
+        ETHERNET_SPEEDS[frontend_speed_gbps] if frontend else "eth100g", len(frontend),
         nvlink=fabric.get("nvlink"), nvlinks_per_gpu=fabric.get("nvlinks_per_gpu"),
         nvlink_counts=fabric.get("nvlink_counts"), p2p=p2p, nic_ports=ports,
         gpu_nics=tuple(rail[nearest[g]] for g in gpus) if compute else None, nic_kind=nic_kind,

@@ -7,14 +7,22 @@ Run from the repository root::
 For every log listed in ``data/validation/nccl_tests/index.json`` (verbatim output of
 nccl-tests on real clusters; the directory's README.md cites each one's public source), the
 log is parsed and every row predicted through :func:`flowsim.check.check_log`, the path
-``flowsim check`` takes, on the index's ``system`` where it names one (a cloud system such as
-``gcp-a3-mega``), else the preset of its GPU (``dgx-a100``, ``dgx-h100`` or ``gb200-nvl72``),
-with the index's nodes and GPUs per node. The index's NCCL environment (``NCCL_ALGO`` ...) is passed on as
+``flowsim check`` takes, with the index's nodes and GPUs per node, on the system
+:func:`index_system` reads from the entry: its ``system`` where it names one (a preset, a
+shipped system such as ``gcp-a3-mega``, or a system file of the repository); else the cloud
+instance its ``gpu`` or ``nic`` text names (``OCI BM.GPU4.8``, ``p5.48xlarge``,
+``a3-megagpu-8g``: :data:`INSTANCES`); else the AWS instance the log's aws-ofi-nccl lines name;
+else NVIDIA's server of its GPU as ``flowsim check`` picks one without ``--system``
+(``H200``: ``dgx-h200``; an A100 the index puts on NVSwitch without saying SXM: ``dgx-a100``),
+with, across servers, the NICs its ``nic`` text gives where they differ from that server's
+(``8x RoCE 200 Gb/s``: :func:`nics_from_text`). An entry none of that fits (a PCIe card, a
+GPU of no server flowsim ships) is listed as not checked, with the reason, and the others
+are checked. The index's NCCL environment (``NCCL_ALGO`` ...) is passed on as
 ``nccl_env`` where the prediction API takes that keyword, and left out where it does not (a
 keyword check, so a newer flowsim uses it without a change here). NCCL's choice follows the
-constants of the index's ``nccl_version`` (the version the log prints) as ``flowsim check``
-follows a log's: that version where flowsim has it, else the newest older one it has, else
-(``null``) the default; the table's ``nccl`` column says which. Printed per log: the error
+constants of the index's ``nccl_version``, else of the version the log prints, as ``flowsim
+check`` follows a log's: that version where flowsim has it, else the newest older one it has,
+else (none) the default; the table's ``nccl`` column says which. Printed per log: the error
 of the prediction (predicted / measured busbw - 1, out-of-place column), median and worst
 ``|error|``, over sizes below 64 KiB, from 64 KiB to 1 MiB, and from 1 MiB; and the sizes
 ``flowsim check`` flags at its default threshold.
@@ -33,17 +41,23 @@ import argparse
 import inspect
 import json
 import math
+import re
 import sys
+import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from flowsim.check import CheckReport, check_log, parse_nccl_log
-from flowsim.check.report import RowCheck, error_by_band
+from flowsim.check import CheckReport, NcclTestLog, check_log, parse_nccl_log
+from flowsim.check.log import RankInfo
+from flowsim.check.report import DEFAULT_SYSTEMS, RowCheck, default_system, error_by_band, platform_system
 from flowsim.collectives import collective_time
 from flowsim.errors import InputError
 from flowsim.formatting import format_size
-from flowsim.systemfile import resolve_system
+from flowsim.hardware import gpu_model_value
+from flowsim.presets import preset_spec
+from flowsim.servers import ServerSpec
+from flowsim.systemfile import format_system, resolve_system, system_from_document
 
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = ROOT / "data" / "validation" / "nccl_tests"
@@ -55,13 +69,32 @@ BANDS: tuple[tuple[str, int, float], ...] = (
     (">= 1 MiB", 1 << 20, math.inf),
 )
 
-# The index's GPU -> flowsim preset.
-_PRESETS = {"A100": "dgx-a100", "H100": "dgx-h100", "GB200": "gb200-nvl72"}
+#: Cloud instances as their providers name them (shape, instance type or family, in an index
+#: entry's ``gpu`` or ``nic`` text; case ignored) -> the shipped system that describes them.
+INSTANCES: tuple[tuple[str, str], ...] = (
+    (r"\bp4de\b", "aws-p4de"), (r"\bp4d\b", "aws-p4d"), (r"\bp5e\b", "aws-p5e"), (r"\bp5\b", "aws-p5"),
+    (r"\bp6-b200\b", "aws-p6-b200"),
+    (r"\ba3[- ]?high", "gcp-a3-high"), (r"\ba3[- ]?mega", "gcp-a3-mega"), (r"\ba3[- ]?ultra", "gcp-a3-ultra"),
+    (r"\ba4[- ]?high|\bgcp[- ]a4\b", "gcp-a4"),
+    (r"\bnd96a\w*_v4\b|\bnd a100 v4\b", "azure-nd-a100-v4"), (r"\bnd96\w*_h100_v5\b|\bnd h100 v5\b", "azure-nd-h100-v5"),
+    (r"\bnd96\w*_h200_v5\b|\bnd h200 v5\b", "azure-nd-h200-v5"),
+    (r"\bbm\.gpu4\.8\b", "oci-bm-gpu4-8"), (r"\bbm\.gpu\.h100\.8\b", "oci-bm-gpu-h100-8"),
+    (r"\bbm\.gpu\.b300\.8\b", "oci-bm-gpu-b300-8"),
+)
+
+# A NIC's kind by the words that name it (EFA and RoCE before InfiniBand's speed grades, which
+# RoCE NICs' texts may also carry), and InfiniBand's grades by speed (Gb/s) where no figure is given.
+_NIC_KINDS = (("efa", r"\befa"), ("roce", r"roce|ethernet|gbe\b"), ("ib", r"infiniband|\bib\b|\b[xnhe]dr"))
+_GRADES = {"xdr": 800, "ndr": 400, "hdr": 200, "edr": 100}
 
 
 @dataclass(frozen=True)
 class Entry:
-    """One log of the index: its file, cluster, NCCL environment and GPU (as the index says)."""
+    """One log of the index: its file, cluster, NCCL environment and GPU (as the index says).
+
+    ``system`` names what it is checked on (the table's system column) and ``server`` is that
+    system as :func:`flowsim.check.check_log` takes it; ``problem``, where not empty, says why
+    it cannot be checked (then ``server`` is None)."""
 
     file: str
     system: str
@@ -71,20 +104,120 @@ class Entry:
     healthy: bool
     nccl_version: str | None = None
     gpu: str = ""
+    server: str | ServerSpec | None = None
+    problem: str = ""
+
+
+def nics_from_text(text: str) -> dict | None:
+    """The compute NICs a server's ``nic`` text states, as a system file's ``[server.nics]``
+    keys (``count``, ``speed_gbps``, ``kind``; each only where the text says it), or None
+    where it gives no speed (in Gb/s, or as an InfiniBand grade: NDR, HDR ...).
+
+    >>> nics_from_text("8x InfiniBand NDR 400 Gb/s per node (ConnectX-7)")
+    {'speed_gbps': 400, 'count': 8, 'kind': 'ib'}
+    >>> nics_from_text("16 x 200 Gb/s RoCE")
+    {'speed_gbps': 200, 'count': 16, 'kind': 'roce'}
+    >>> nics_from_text("ConnectX-7, NDR200") is None, nics_from_text("one HDR NIC a GPU")
+    (False, {'speed_gbps': 200, 'kind': 'ib'})
+    """
+    low = text.lower()
+    figure = re.search(r"(\d+)\s*(?:gb/s|gbps|gbit|gb\b|g\b|gbe)", low) or re.search(r"\bndr\s*(200)\b", low)
+    grade = re.search(r"\b([xnhe]dr)\b", low)
+    if figure is None and grade is None:
+        return None
+    nics: dict = {"speed_gbps": int(figure.group(1)) if figure else _GRADES[grade.group(1)]}
+    count = re.search(r"(?<![\w.])(\d+)\s*[x\u00d7]\s*(?!large)", low)
+    if count:
+        nics["count"] = int(count.group(1))
+    kind = next((k for k, pattern in _NIC_KINDS if re.search(pattern, low)), None)
+    if kind:
+        nics["kind"] = kind
+    return nics
+
+
+def _with_nics(name: str, nic_text: str) -> tuple[str, str | ServerSpec]:
+    """Preset or shipped system ``name``, its NICs as ``nic_text`` states them where they differ
+    (:func:`nics_from_text`): the table's label and the system. A GPU's several NICs become
+    ports of one, as system files give them."""
+    base = resolve_system(name)[0]
+    spec = base if isinstance(base, ServerSpec) else preset_spec(name)
+    stated = nics_from_text(nic_text)
+    if stated is None:
+        return name, base
+    doc = tomllib.loads(format_system(spec))
+    server = doc["server"]
+    old = server.get("nics", {})
+    nics = {"count": old.get("count", 0), "speed_gbps": old.get("speed_gbps"), "kind": old.get("kind", "ib"),
+            "ports": old.get("ports", 1)}
+    count, gpus = stated.get("count", nics["count"]), server["gpus"]
+    ports = count // gpus if count > gpus and count % gpus == 0 else 1
+    if count and gpus % count and ports == 1:
+        raise InputError(f"the index's NICs ({nic_text!r}) do not split evenly over {name}'s {gpus} GPUs")
+    new = {"count": count // ports, "speed_gbps": stated["speed_gbps"] * ports,
+           "kind": stated.get("kind", nics["kind"]), "ports": ports}
+    if new == nics:
+        return name, base
+    if new["count"] != nics["count"]:  # the NICs' places follow the count: each on its first GPU's switch
+        server["nics"] = {}
+        for switch in server.get("pcie", {}).get("switches", []):
+            if isinstance(switch, dict):
+                switch.pop("nics", None)
+    server["nics"] = {**{k: v for k, v in server.get("nics", {}).items() if k == "serves"}, **new}
+    label = f"{name} with {new['count'] * ports} x {stated['speed_gbps']} Gb/s {new['kind']}"
+    return label, system_from_document(doc, source=f"the index's nic text {nic_text!r}", name=name).spec
+
+
+def index_system(item: dict, log: NcclTestLog) -> tuple[str, str | ServerSpec]:
+    """The system an index entry's log is checked on (module docstring): the table's label and
+    what :func:`flowsim.check.check_log` takes.
+
+    Raises
+    ------
+    InputError
+        No system fits the entry (a PCIe card, a GPU of no server flowsim ships).
+    """
+    if item.get("system"):  # a cloud system or a system file the index names
+        name = item["system"]
+        return name, resolve_system(str(ROOT / name) if name.endswith(".toml") else name)[0]
+    gpu, nic = item.get("gpu") or "", item.get("nic") or ""
+    text = f"{gpu} {nic}".lower()
+    name = next((system for pattern, system in INSTANCES if re.search(pattern, text)), None) or platform_system(log)
+    if name is not None:
+        return name, resolve_system(name)[0]
+    name = gpu_model_value(gpu, DEFAULT_SYSTEMS, None)
+    if name is None and gpu and "nvswitch" in (item.get("intra") or "").lower():
+        # An SXM module the index names without its form ("A100 (SXM, NVLink/NVSwitch)").
+        name = gpu_model_value(f"{gpu.split()[0]}-SXM", DEFAULT_SYSTEMS, None)
+    if name is None:
+        # The GPU the index names (as if the rank lines named it), else the rank lines', as
+        # flowsim check takes it without --system, or why none fits.
+        named = replace(log, ranks=(RankInfo(0, "host", 0, gpu, 0),), platform=None) if gpu else log
+        try:
+            name = default_system(named)
+        except InputError:
+            what = f"the GPU {gpu!r}" if gpu else "an entry without 'gpu' whose log's rank lines name none"
+            raise InputError(f"no flowsim server for {what}: give the entry a 'system' (a preset or shipped system, "
+                             "'flowsim presets', or a system file, docs/system-format.md)") from None
+    return _with_nics(name, nic) if item["nodes"] > 1 and nic else (name, resolve_system(name)[0])
 
 
 def entries(directory: Path = LOGS) -> list[Entry]:
-    """The index's logs, in its order."""
+    """The index's logs, in its order; one whose system cannot be told has its ``problem``."""
     listed = []
-    for item in json.loads((directory / "index.json").read_text()):
-        # A cloud system or a system file where the index names one, else the DGX of the log's GPU.
-        system = item.get("system") or next((preset for gpu, preset in _PRESETS.items() if gpu in item["gpu"]), None)
-        if system is None:
-            raise InputError(f"{item['file']}: no flowsim preset for GPU {item['gpu']!r}")
-        listed.append(
-            Entry(item["file"], system, item["nodes"], item["gpus_per_node"], dict(item["env"]), item["healthy"],
-                  item.get("nccl_version"), item["gpu"])
-        )
+    for number, item in enumerate(json.loads((directory / "index.json").read_text()), 1):
+        missing = [key for key in ("file", "nodes", "gpus_per_node") if key not in item]
+        if missing:
+            raise InputError(f"{directory / 'index.json'}: entry {number} has no {', '.join(map(repr, missing))}")
+        version = item.get("nccl_version")
+        entry = Entry(item["file"], "-", item["nodes"], item["gpus_per_node"], dict(item.get("env") or {}),
+                      item.get("healthy", True), version, item.get("gpu") or "")
+        try:
+            log = parse_nccl_log(directory / entry.file, nodes=entry.nodes, gpus_per_node=entry.gpus_per_node)
+            label, server = index_system(item, log)
+        except InputError as err:
+            listed.append(replace(entry, problem=str(err)))
+            continue
+        listed.append(replace(entry, system=label, server=server, nccl_version=version or log.nccl_version))
     return listed
 
 
@@ -97,17 +230,22 @@ def prediction_options(env: dict[str, str]) -> dict:
 
 def check_entry(entry: Entry, directory: Path = LOGS, *, sizes: Sequence[int] | None = None) -> CheckReport:
     """``flowsim check`` of one log with its index's cluster: every row predicted, or only
-    the rows of ``sizes``."""
+    the rows of ``sizes``.
+
+    Raises
+    ------
+    InputError
+        The entry cannot be checked (:attr:`Entry.problem`), or the prediction refuses it.
+    """
+    if entry.server is None:
+        raise InputError(entry.problem or f"{entry.file}: no system")
     log = parse_nccl_log(directory / entry.file, nodes=entry.nodes, gpus_per_node=entry.gpus_per_node)
-    # The index's version, as check_log takes the one a log prints.
+    # The index's version, else the log's, as check_log takes the one a log prints.
     log = replace(log, nccl_version=entry.nccl_version)
     if sizes is not None:
         wanted = set(sizes)
         log = _only_rows(log, wanted)
-    # A shipped cloud system's spec, a system file of the repository's (its path from the
-    # repository's root), or the preset's name.
-    system = resolve_system(str(ROOT / entry.system) if entry.system.endswith(".toml") else entry.system)[0]
-    return check_log(log, system=system, nodes=entry.nodes, **prediction_options(entry.env))
+    return check_log(log, system=entry.server, nodes=entry.nodes, **prediction_options(entry.env))
 
 
 def _only_rows(log, sizes: set[int]):
@@ -178,9 +316,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         header = ["log", "system", "nccl", "healthy", *(f"{label}: median / worst (n)" for label, _, _ in BANDS),
                   "flagged"]
         table = []
+        unchecked: list[str] = []
         healthy: list[CheckReport] = []
         for entry in selected:
-            report = check_entry(entry, args.directory)
+            try:
+                report = check_entry(entry, args.directory)
+            except InputError as err:  # the others are checked; this one says why not
+                unchecked.append(entry.file)
+                table.append([entry.file, entry.system, "-", "yes" if entry.healthy else "no", *("-" for _ in BANDS),
+                              f"not checked: {err}"])
+                continue
             system = f"{report.nodes} x {entry.system}, {report.algorithm}"  # servers (an NVL72 rack is one)
             table.append(
                 [entry.file, system, nccl_cell(report), "yes" if entry.healthy else "no", *band_cells(report.rows),
@@ -209,7 +354,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         widths = [max(len(str(r[i])) for r in [header, *table]) for i in range(len(header))]
         for row in [header, *table]:
             print("  ".join(f"{cell:<{w}}" for cell, w in zip(row, widths, strict=True)).rstrip())
-    return 0
+    if unchecked:
+        print(f"validate_nccl_logs: {len(unchecked)} of {len(selected)} logs not checked "
+              f"({', '.join(unchecked)}): the table's last column says why", file=sys.stderr)
+    return 1 if unchecked and len(unchecked) == len(selected) else 0
 
 
 if __name__ == "__main__":

@@ -186,7 +186,7 @@ def test_the_script_prints_the_table_and_plots(tmp_path, capsys):
     assert validate.main(["--markdown", "--log", name, "--plot", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("| log | system | nccl | healthy | < 64 KiB: median / worst (n)")
-    assert out[2].startswith(f"| `{name}` | 1 x dgx-a100, ")
+    assert out[2].startswith(f"| `{name}` | 1 x oci-bm-gpu4-8, ")  # the index names the shape
     assert "| 2.30.7 | yes |" in out[2]  # the index gives no version: the default
     assert (tmp_path / "oci_bmgpu48_a100_1n8g_allreduce.png").stat().st_size > 1000
 
@@ -306,3 +306,76 @@ def test_the_rack_log_is_one_nvl72_of_unnamed_gpus(reports):
     assert (report.nodes, report.system, report.algorithm) == (1, "gb200_nvl72", "nvls")
     assert report.log.gpu_models == ("NVIDIA Graphics Device",)
     assert not [w for w in report.warnings if "the log's GPUs are" in w or "(--nodes)" in w]
+
+
+def _index(tmp_path, *items):
+    """A measurements directory of the calibration logs ``a.txt`` (2 x 8 H100, nccl-tests#309)
+    and ``b.txt`` (1 x 8 A100, OCI) and an index of ``items``."""
+    for name, log in (("a.txt", "gh_nccltests309_h100_2n8g_ib400_allreduce.txt"),
+                      ("b.txt", "oci_bmgpu48_a100_1n8g_allreduce.txt")):
+        (tmp_path / name).write_text((validate.LOGS / log).read_text())
+    base = {"nccl_version": None, "env": {}, "healthy": True, "gpus_per_node": 8, "intra": "nvswitch-nvlink4"}
+    (tmp_path / "index.json").write_text(json.dumps([{**base, **item} for item in items]))
+    return tmp_path
+
+
+@pytest.mark.parametrize("text, nics", [
+    ("8x InfiniBand NDR 400 Gb/s per node (ConnectX-7)", {"speed_gbps": 400, "count": 8, "kind": "ib"}),
+    ("8x400G RoCE", {"speed_gbps": 400, "count": 8, "kind": "roce"}),
+    ("32 x 100 Gb/s EFA (p5.48xlarge)", {"speed_gbps": 100, "count": 32, "kind": "efa"}),
+    ("2 x 100GbE", {"speed_gbps": 100, "count": 2, "kind": "roce"}),
+    ("4x Slingshot-11 200 Gb/s", {"speed_gbps": 200, "count": 4}),
+    ("one HDR NIC a GPU", {"speed_gbps": 200, "kind": "ib"}),
+    ("ConnectX-7 on a p5.48xlarge", None),
+])
+def test_the_nic_text_of_an_index_entry_is_read(text, nics):
+    assert validate.nics_from_text(text) == nics
+
+
+RING = {"env": {"NCCL_ALGO": "Ring"}}
+
+
+def test_an_entry_without_a_system_is_checked_on_the_server_its_gpu_and_nics_name(tmp_path):
+    directory = _index(
+        tmp_path,
+        {"file": "a.txt", "gpu": "H200", "nodes": 2, "nic": "8x InfiniBand NDR 400 Gb/s"},
+        {"file": "a.txt", "gpu": "H100 80GB HBM3", "nodes": 2, "nic": "8x InfiniBand NDR 400 Gb/s", **RING},
+        {"file": "a.txt", "gpu": "H100 80GB HBM3", "nodes": 2, "nic": "8x RoCE 200 Gb/s per node", **RING},
+        {"file": "a.txt", "gpu": "H100 (p5.48xlarge)", "nodes": 2, "nic": "32 x 100 Gb/s EFA"},
+        {"file": "a.txt", "gpu": "H100", "nodes": 2, "nic": "16 x 200 Gb/s RoCE (OCI BM.GPU.H100.8)"},
+        {"file": "b.txt", "gpu": "A100 (SXM, NVLink/NVSwitch)", "nodes": 1, "nic": "8x 100 Gb/s RoCE",
+         "intra": "nvswitch-nvlink3"},
+    )
+    listed = validate.entries(directory)
+    assert [e.system for e in listed] == ["dgx-h200", "dgx-h100", "dgx-h100 with 8 x 200 Gb/s roce", "aws-p5",
+                                          "oci-bm-gpu-h100-8", "dgx-a100"]
+    assert all(not e.problem for e in listed)
+    roce = listed[2].server
+    assert roce.nic_kind == "roce" and roce.compute_nic == "eth200g" and roce.gpu_nics == tuple(range(8))
+    # A ring across two servers crosses each server's eight NICs: at half their rate, about half
+    # the busbw (8 GiB, where the NICs bound it).
+    big = [8 << 30]
+    ib, half = (validate.check_entry(listed[k], directory, sizes=big).rows[0] for k in (1, 2))
+    assert 0.45 < half.predicted_busbw_GBps / ib.predicted_busbw_GBps < 0.55
+
+
+def test_an_entry_no_system_fits_is_listed_not_checked_and_the_others_are(tmp_path, capsys):
+    directory = _index(
+        tmp_path,
+        {"file": "b.txt", "gpu": "NVIDIA L40S", "nodes": 1, "nic": None, "intra": "pcie-gen4"},
+        {"file": "a.txt", "gpu": "H100", "nodes": 2, "nic": "3 x 400 Gb/s IB"},
+        {"file": "missing.txt", "gpu": "H100", "nodes": 1},
+        {"file": "b.txt", "gpu": "A100-SXM4-40GB", "nodes": 1},
+    )
+    listed = validate.entries(directory)
+    assert "no flowsim server for the GPU 'NVIDIA L40S'" in listed[0].problem
+    assert "do not split evenly over dgx-h100's 8 GPUs" in listed[1].problem
+    assert "missing.txt" in listed[2].problem and listed[3].system == "dgx-a100"
+    with pytest.raises(validate.InputError, match="L40S"):
+        validate.check_entry(listed[0], directory)
+    assert validate.main(["--directory", str(directory)]) == 0
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert sum("not checked: " in line for line in lines) == 3 and "1 x dgx-a100, ring" in lines[4]
+    assert "3 of 4 logs not checked" in captured.err
+    assert validate.main(["--directory", str(directory), "--log", "missing.txt"]) == 1

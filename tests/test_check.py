@@ -1173,6 +1173,10 @@ def test_a_network_the_system_s_nics_do_not_run_is_warned_about():
     "sbatch --export=ALL,NCCL_ALGO=Tree,NCCL_IB_DISABLE=1 nccl.sbatch",
     "mpirun -np 16 \\\n-x NCCL_ALGO=Tree\\\n-x NCCL_IB_DISABLE=1\\\n./build/sendrecv_perf -b 8 -e 1G",
     "NCCL_ALGO=Tree NCCL_IB_DISABLE=1 mpirun -np 16 \\\n  ./build/sendrecv_perf \\\n  -b 8 -e 1G",
+    # As Markdown's inline code (nccl-tests#323), and after variables of other programs.
+    "`[root@node1 ~]$ mpirun -np 16 -x NCCL_ALGO=Tree -x NCCL_IB_DISABLE=1 ./build/sendrecv_perf -b 8 -e 1G`",
+    "CUDA_VISIBLE_DEVICES=0,1 NCCL_ALGO=Tree NCCL_IB_DISABLE=1 ./build/sendrecv_perf -b 8 -e 1G",
+    "$ OMPI_MCA_btl=^openib UCX_TLS=rc,cuda NCCL_ALGO=Tree NCCL_IB_DISABLE=1 mpirun -np 16 ./build/sendrecv_perf",
 ])
 def test_nccl_variables_a_command_line_sets_are_taken(command):
     # The run's command, pasted with its output, sets what NCCL's INFO lines (NCCL_DEBUG=INFO)
@@ -1201,6 +1205,7 @@ def test_nccl_variables_a_command_line_sets_are_taken(command):
     # Prose that names a variable is no command, and nothing after the table is the run's:
     # a reply that suggests a setting does not steer the prediction.
     assert parse_nccl_log("We set NCCL_ALGO=Ring to compare.\n" + text).command_env == ()
+    assert parse_nccl_log("Setting CUDA_VISIBLE_DEVICES=0 and NCCL_ALGO=Ring helped\n" + text).command_env == ()
     # Words that begin with a command's name are not it; a comma in a value is the value's.
     assert parse_nccl_log("dockerd restarted; NCCL_ALGO=Ring in the job spec\n" + text).command_env == ()
     assert dict(parse_nccl_log("mpirun -x NCCL_IB_HCA=mlx5_0,mlx5_1 ./build/sendrecv_perf\n" + text).command_env) \

@@ -191,18 +191,20 @@ _IB_USING = re.compile(r"\bNCCL\s+INFO\s+NET/IB\s*:\s*Using((?:\s+\[\d+\][^\s;\[
 # "export NCCL_PROTO=Simple", "NCCL_ALGO=Tree ./build/all_reduce_perf ..."). Prose that names
 # a variable ("Please try export NCCL_ALGO=Tree") starts otherwise. A command written over
 # several lines, each but the last ending in a backslash ("mpirun -np 16 \", "-x
-# NCCL_MIN_NCHANNELS=32 \", ...), sets what each of its lines sets.
+# NCCL_MIN_NCHANNELS=32 \", ...), sets what each of its lines sets. So does one pasted as
+# Markdown's inline code ("`mpirun ... -x NCCL_IB_DISABLE=1 ...`"), or that sets other
+# variables first ("CUDA_VISIBLE_DEVICES=0,1 NCCL_P2P_LEVEL=NVL ./all_reduce_perf").
 _PROMPT = r"(?:(?:\([\w.-]+\)\s*)?(?:\[[^\]]*\]|[\w.-]+@[\w.-]+(?::\S*)?)?\s*[$#>%]\s*)?"
 _COMMAND_LINE = re.compile(
-    rf"^{_PROMPT}(?:(?:sudo|time|nohup)\s+)*"
+    rf"^`*{_PROMPT}`*(?:(?:sudo|time|nohup)\s+|[A-Za-z_]\w*=\S*\s+)*"
     r"(?:(?:mpirun|mpiexec|srun|sbatch|salloc|torchrun|docker|podman|apptainer|singularity|kubectl|export|env)"
     r"(?![\w-])|NCCL_[A-Z0-9_]+=|\S*[a-z]_perf(?:_\w+)?\b)"
 )
-# A variable and its value: up to a blank, quote, semicolon or backslash (a continuation
+# A variable and its value: up to a blank, quote, backtick, semicolon or backslash (a continuation
 # written without a blank before it), or a comma that starts the next NAME= of a list
 # (Slurm's --export=ALL,NCCL_ALGO=Tree,NCCL_PROTO=Simple); other commas are the value's
 # (NCCL_IB_HCA=mlx5_0,mlx5_1).
-_COMMAND_ENV = re.compile(r"(?<![\w-])(NCCL_[A-Z0-9_]+)=((?:[^\s'\";\\,]|,(?![A-Za-z_]\w*=))+)")
+_COMMAND_ENV = re.compile(r"(?<![\w-])(NCCL_[A-Z0-9_]+)=((?:[^\s'\";\\,`]|,(?![A-Za-z_]\w*=))+)")
 # NCCL's INFO line for the network it runs between servers ("NCCL INFO Using network IB";
 # "Socket", "AWS Libfabric" for the aws-ofi-nccl plugin, [NCCL] src/init.cc).
 _USING_NETWORK = re.compile(r"\bNCCL\s+INFO\s+Using\s+network\s+(\S.*?)\s*$")

@@ -275,6 +275,16 @@ def test_rows_pasted_without_the_table_header_are_read_as_nccl_tests_prints_them
     older = [" ".join(line.split()[:3] + line.split()[5:]) for line in rows]
     assert [r.out_of_place for r in parse_nccl_log("\n".join(older), collective="all_gather", nodes=1).rows] == [
         r.out_of_place for r in full.rows]
+    # nccl-tests before 2.13 printed one of redop (all-reduce) and root (broadcast), and the
+    # largest error where '#wrong' is now (NVIDIA/nccl#527's p4d rows).
+    for fourth, keep in (("redop", 3), ("root", 4)):
+        rows_of = [" ".join(line.split()[:3] + line.split()[keep:keep + 1] + line.split()[5:]) for line in rows]
+        got = parse_nccl_log("\n".join(rows_of), collective="all_gather", nodes=1)
+        assert [dataclasses.replace(r.out_of_place, max_error=None) for r in got.rows] == [
+            r.out_of_place for r in full.rows]
+        assert {r.out_of_place.max_error for r in got.rows} == {0.0}  # the 0 printed, read as an error
+        assert (got.rows[0].redop, got.rows[0].root) == (("none", None) if fourth == "redop" else (None, -1))
+        assert f"(size count type {fourth} time algbw busbw #wrong" in got.warnings[0]
     # Numbers that are not a row of nccl-tests are not taken for one.
     with pytest.raises(InputError, match="no '#  size  count  type ...' table header"):
         parse_nccl_log("\n".join(line.replace(" float ", " floats ") for line in rows), collective="all_gather",
@@ -2258,6 +2268,24 @@ def test_runs_announced_by_a_script_take_the_binary_named_before_them():
     # The busbw each table's last row prints (8 GiB on 12 V100 of a DGX-2), in file order.
     assert [r.rows[-1].out_of_place.busbw_GBps for r in runs] == [73.75, 123.56, 122.15, 122.73, 64.16]
     assert all(len(r.rows) == 31 and len(r.ranks) == 12 for r in runs)
+
+
+def test_old_all_to_all_rows_with_an_empty_reduction_and_prose_labels_between_blocks_are_read():
+    """nccl-tests#78: two blocks labelled "all_reduce result" and "alltoall result"; the
+    all-to-all's rows (nccl-tests of 2020-2022) print nothing under 'redop', one column short,
+    and an in-place error of 1 that nccl-tests does not report (its 'Out of bounds values :
+    0 OK')."""
+    runs = parse_nccl_logs(PASTED / "nccltests78_v100_two_blocks_labelled.txt", nodes=8, gpus_per_node=8)
+    assert [r.binary for r in runs] == ["all_reduce_perf", "alltoall_perf"]
+    alltoall = runs[1].rows
+    assert [(r.size_bytes, r.redop, r.out_of_place.time_us, r.in_place.busbw_GBps) for r in alltoall] == [
+        (268435456, "none", 520935.0, 0.51), (536870912, "none", 1041974.0, 0.51)]
+    assert [(r.out_of_place.wrong, r.in_place.wrong) for r in alltoall] == [(0, None), (0, None)]
+    assert [(r.out_of_place.wrong, r.in_place.wrong) for r in runs[0].rows] == [(0, 0), (0, 0)]
+    # A row that lost its last column, its reduction printed, is still a cut row.
+    first = (PASTED / "nccltests78_v100_two_blocks_labelled.txt").read_text().split("alltoall result")[0]
+    with pytest.raises(InputError, match="expected 12 columns .* got 11 \\(truncated row\\?\\)"):
+        parse_nccl_logs(first.replace("4.33  2e-06\n", "4.33\n", 1), nodes=8, gpus_per_node=8)
 
 
 def test_an_indented_block_behind_launcher_tags_is_read_and_its_elisions_skipped():

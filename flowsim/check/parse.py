@@ -398,6 +398,17 @@ def _judged(rows: Sequence[TestRow], n_ranks: int) -> list[TestRow]:
             for row in rows]
 
 
+def _unreported(rows: Sequence[TestRow], binary: str, legacy: bool) -> list[TestRow]:
+    """``rows`` without the largest error of a half nccl-tests before 2.13 (``legacy``, its
+    'error' column) checked but did not report: an all-to-all's in-place run, whose binary
+    sets ``reportErrors = in_place ? 0 : 1`` ([NT-PERF] src/alltoall.cu since 2020), so that
+    the ``1e+00`` printed there is not among its ``Out of bounds values`` and no element is
+    wrong. Later ones print ``N/A`` there (and for sendrecv's, src/util.cu)."""
+    if not legacy or binary not in ("alltoall_perf", "alltoallv_perf"):
+        return list(rows)
+    return [replace(row, in_place=replace(row.in_place, wrong=None, max_error=None)) for row in rows]
+
+
 @dataclass(frozen=True)
 class _Layout:
     """Where a row's columns are (token positions), from the table header on ``line``."""
@@ -439,28 +450,51 @@ def _layout(stripped: str, source: str, line: int) -> _Layout:
 
 
 # nccl-tests' table header, for rows pasted without it: with the redop and root columns every
-# binary prints since nccl-tests 2.10, and without them (older ones; 'size count type' then
-# the halves).
+# binary prints since nccl-tests 2.10; with one of them (before 2.13: all-reduce's and
+# reduce-scatter's 'redop', broadcast's 'root', [NT-PERF] src/all_reduce.cu and
+# src/broadcast.cu at 526eaca, with the largest error where '#wrong' is now), told apart by the
+# fourth column, a reduction's name or a rank; and without either (older ones; 'size count type' then the halves).
 _PRINTED_HEADERS = {
     len(_HALF) * 2 + 5: "#  size  count  type  redop  root  " + "  ".join(_HALF * 2),
     len(_HALF) * 2 + 3: "#  size  count  type  " + "  ".join(_HALF * 2),
 }
+_LEGACY_HALF = "  time  algbw  busbw  error"  # the largest error, not the count of wrong elements
+_ONE_OF_REDOP_ROOT = {True: "#  size  count  type  redop" + _LEGACY_HALF * 2,
+                      False: "#  size  count  type  root" + _LEGACY_HALF * 2}
 
 
 def _headerless_layout(stripped: str, source: str, line: int) -> _Layout | None:
     """The layout of a row pasted without its table header (``stripped``, on ``line``): its
     columns as nccl-tests prints them, where its token count is that of one of
-    :data:`_PRINTED_HEADERS` and its third column names a data type; else None."""
+    :data:`_PRINTED_HEADERS` (or of a header with one of redop and root) and its third column
+    names a data type; else None."""
     tokens = stripped.split()
     header = _PRINTED_HEADERS.get(len(tokens))
+    if len(tokens) == len(_HALF) * 2 + 4:
+        header = _ONE_OF_REDOP_ROOT[tokens[3][:1].isalpha()]
     if header is None or tokens[2] not in DTYPE_BYTES:
         return None
     return _layout(header, source, line)
 
 
+def _tokens(text: str, layout: _Layout) -> list[str]:
+    """A row's columns; one whose reduction nccl-tests printed as nothing gets ``none`` there.
+
+    From 2020 to September 2022 nccl-tests printed all-to-all's rows (and in August 2022
+    all-gather's and broadcast's) with an empty string under the header's ``redop``
+    ([NT-PERF] src/alltoall.cu passes ``""`` as the operation's name, 119a0ec to 8274cb4;
+    src/all_gather.cu at 51af557; ``"none"`` from d313d20), so such a row is one column
+    short, a number where the reduction's name would be."""
+    tokens = text.split()
+    if (layout.redop is not None and len(tokens) == layout.needed - 1 and len(tokens) > layout.redop
+            and not tokens[layout.redop][:1].isalpha()):
+        tokens.insert(layout.redop, "none")
+    return tokens
+
+
 def _short_row(text: str, source: str, line: int, layout: _Layout) -> InputError | None:
     """The error of a row with fewer columns than ``layout`` needs (cut short), else None."""
-    tokens = text.split()
+    tokens = _tokens(text, layout)
     if len(tokens) >= layout.needed:
         return None
     return line_error(
@@ -475,7 +509,7 @@ def _row(text: str, source: str, line: int, layout: _Layout, in_place_first: boo
     short = _short_row(text, source, line, layout)
     if short is not None:
         raise short
-    tokens = text.split()
+    tokens = _tokens(text, layout)
     first_half, second_half = ("in-place", "out-of-place") if in_place_first else ("out-of-place", "in-place")
     start, later = layout.halves
     first = _measurement(tokens[start : start + len(_HALF)], source, line, first_half, layout.legacy_error)
@@ -937,17 +971,26 @@ def _start_after_averages(stripped: Sequence[str], starts: list[int]) -> None:
     run's ``# Avg bus bandwidth`` line, where the output names its binaries before their
     runs (a script's "Running: ./build/all_reduce_perf ..." line), or where the lines between
     the two runs hold a command line (``./broadcast_perf -b 8 ...``, which names the run
-    after it even where a paste cut the first run's own): the lines between two runs then
-    go with the run they announce, so that each run is told by its own binary's name.
-    ``stripped``: the text's lines without their launcher prefixes."""
+    after it even where a paste cut the first run's own), or where prose labels each run with
+    its collective ("all_reduce result", a code block, "alltoall result", another: a comment
+    on nccl-tests#78): the lines between two runs then go with the run they announce, so that
+    each run is told by its own binary's name. ``stripped``: the text's lines without their
+    launcher prefixes."""
     header = next((n for n in range(starts[1] if len(starts) > 1 else len(stripped))
                    if _TABLE_HEADER.match(stripped[n])), None)
-    announced = _BINARY_NAME if header is not None and _BINARY_NAME.search("\n".join(stripped[: header])) else _COMMAND
+    preamble = "\n".join(stripped[:header]) if header is not None else ""
+
+    def announced(between: str) -> bool:
+        if _BINARY_NAME.search(preamble):
+            return _BINARY_NAME.search(between) is not None
+        labelled = _spelled_binaries(preamble, _SPELLED_IN_TEXT) and _spelled_binaries(between, _SPELLED_IN_TEXT)
+        return bool(labelled) or _COMMAND.search(between) is not None
+
     for k in range(1, len(starts)):
         averages = [n for n in range(starts[k - 1], starts[k]) if _AVG.match(stripped[n])]
         # A command written over lines that end in a backslash is read as one line.
         between = _CONTINUED.sub(" ", "\n".join(stripped[averages[-1] + 1: starts[k]])) if averages else ""
-        if averages and announced.search(between):
+        if averages and announced(between):
             starts[k] = averages[-1] + 1
 
 
@@ -1214,7 +1257,7 @@ def _parse_text(
         ordered, ranks_from = _made_up_ranks(
             source, layout.line, BINARIES[binary], rows, per_process, nodes, gpus_per_node, warnings, ranks, given
         )
-    rows = _judged(rows, len(ordered))
+    rows = _unreported(_judged(rows, len(ordered)), binary, layout.legacy_error)
     warnings.extend(_miscounted(rows, BINARIES[binary], len(ordered)))
     warnings.extend(_repeated(rows, BINARIES[binary], len(ordered), step_bytes))
     return NcclTestLog(

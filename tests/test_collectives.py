@@ -804,6 +804,23 @@ def test_user_channel_bounds_change_the_channels_not_their_share():
     assert many.channels == 64 and many.busiest_link.startswith("gpu")
 
 
+def test_fewer_nvls_channels_move_their_share_of_the_nvls_budget():
+    # NCCL_NVLS_NCHANNELS (and the CTA bounds) set the call's NVLS channels, not NCCL's model
+    # bandwidth: as a ring's channels, a call on k of the default 16 moves k/16 of it (it was
+    # as fast on 2 as on 16, and faster at 64 MiB: 276.8 us against 327.0).
+    topo = preset("dgx_h100", figure="effective")
+    rows = {n: sweep(topo, "all_reduce", [2**26, 2**30], nccl_env={"NCCL_NVLS_NCHANNELS": str(n)})
+            for n in (2, 8, 16)}
+    assert all(r.algorithm == "nvls" and r.channels == n for n, pair in rows.items() for r in pair)
+    for k in range(2):
+        assert rows[2][k].time_us > rows[8][k].time_us > rows[16][k].time_us
+    # At 1 GiB the budget binds: busbw in proportion to the channels.
+    full = rows[16][1].busbw_GBps
+    assert rows[8][1].busbw_GBps == pytest.approx(full * 8 / 16, rel=0.03)
+    assert rows[2][1].busbw_GBps == pytest.approx(full * 2 / 16, rel=0.03)
+    assert sweep(topo, "all_reduce", [2**30])[0].time_us == pytest.approx(rows[16][1].time_us, rel=1e-12)
+
+
 def test_small_messages_are_latency_bound_and_busbw_grows_with_size():
     topo = preset("dgx_h100", figure="effective")
     sizes = message_sizes("1K", "1G", 8)

@@ -791,3 +791,50 @@ def test_an_nccl_proto_entry_for_the_call_is_one_parselist_reads(value, entry):
     # rule: the old split counted "" and ";" as entries and forced LL128 on, and ":LL128" as
     # none (refusing every protocol).
     assert NcclEnv({"NCCL_PROTO": value}).protocols_set("all_reduce") is entry
+
+
+def test_nvls_gathers_and_scatters_at_most_32_ranks_of_a_server():
+    # src/enqueue.cc updateCollCostTable: from v2.27.3-1 NVLS and NVLSTree run collectives other
+    # than all-reduce only where localRanks <= NCCL_MAX_NVLS_ARITY (32, src/include/device.h);
+    # v2.25.1-1 to v2.26.x kept NVLS's all-gather and reduce-scatter to nRanks <= 32.
+    rack = build_cluster("gb200_nvl72", 1, figure="effective", fabric="none")
+    gpus = [rack.node_names[g] for g in rack.gpus()]
+    for collective in ("all_gather", "reduce_scatter"):
+        for version in ("2.30.7", "2.26.2"):
+            choice = nccl_choice(rack, collective, 64 * MiB, version=version)
+            assert choice.algorithm == "ring", (collective, version)
+            assert "nvls" not in {key[0] for key in choice.table}
+        # 32 GPUs of the rack (8 trays) are one NVLS group: NVLS is weighed, as NCCL weighs it.
+        assert "nvls" in {key[0] for key in nccl_choice(rack, collective, 64 * MiB, ranks=gpus[:32]).table}
+        assert "nvls" not in {key[0] for key in nccl_choice(rack, collective, 64 * MiB, ranks=gpus[:36]).table}
+    # All-reduce keeps NVLS on all 72.
+    assert nccl_choice(rack, "all_reduce", 64 * MiB).algorithm == "nvls"
+    with pytest.raises(InputError, match=r"nvls: NCCL runs NVLS all_gather on at most 32 ranks of a server "
+                                         r"\(NCCL_MAX_NVLS_ARITY\), not 72 GPUs a server"):
+        nccl_choice(rack, "all_gather", 64 * MiB, nccl_env={"NCCL_ALGO": "NVLS"})
+
+
+def test_fp8_rings_on_more_than_8_ranks_are_ranked_last(two_h100):
+    # src/enqueue.cc updateCollCostTable (from v2.24.3-1): an FP8 ring's time x 1024 where
+    # nRanks > 8, a rank that puts the tree first on 2 DGX H100 at 64 MiB (ring/LL128 503.8 us,
+    # tree/LL128 556.4 us in NCCL's model); the table keeps the model's times.
+    fp8 = nccl_choice(two_h100, "all_reduce", 64 * MiB, dtype="f8e4m3")
+    assert (fp8.algorithm, fp8.protocol) == ("tree", "ll128")
+    assert fp8.table[("ring", "ll128")] < fp8.table[("tree", "ll128")] < 2 * fp8.table[("ring", "ll128")]
+    # Before 2.24.3, and on 8 ranks, no such rank.
+    assert nccl_choice(two_h100, "all_reduce", 64 * MiB, dtype="f8e4m3", version="2.23.4").algorithm == "ring"
+    h100 = build_cluster("dgx_h100", 1, figure="effective")
+    assert nccl_choice(h100, "all_reduce", 1 * MiB, dtype="f8e4m3").algorithm == "ring"
+
+
+def test_a_tree_of_one_gpu_a_server_takes_nccls_tree_pattern_factor():
+    # src/graph/search.cc: one GPU a server searches the TREE pattern; src/graph/tuning.cc
+    # takes its bus bandwidth x .85. 16 DGX H100, one GPU each, 128 KiB: tree/LL128 94.42 us
+    # against tree/LL's 99.88, as an independent replay of NCCL 2.30.7's ncclTopoTuneModel and
+    # ncclTopoGetAlgoTime gave them (an audit, 2026-12-07); without the factor LL won.
+    topology = build_cluster("dgx_h100", 16, figure="effective")
+    ranks = [f"n{k}.gpu0" for k in range(16)]
+    one = nccl_choice(topology, "all_reduce", 128 * 1024, ranks=ranks)
+    assert (one.algorithm, one.protocol) == ("tree", "ll128")
+    assert one.table[("tree", "ll128")] == pytest.approx(94.42, abs=0.01)
+    assert one.table[("tree", "ll")] == pytest.approx(99.88, abs=0.01)

@@ -1008,8 +1008,12 @@ def collective_workload(
         reported = p2p_sends
     if collective == "all_reduce" and entry.name in ("nvls", "nvls_tree", "nvls_sharp") \
             and nvlink in NVLS_BUSBW_CEILING_GBPS:
+        # A call on fewer NVLS channels than NCCL's default (NCCL_NVLS_NCHANNELS, NCCL_MAX_CTAS)
+        # moves their share, as a ring's channels do (NCCL_MAX_NCHANNELS): NCCL's "NVLS should
+        # not need more than 16 channels to get peak BW" ([NCCL] src/enqueue.cc).
+        share = min(1.0, ran / choice.model_channels) if choice is not None and ran else 1.0
         workload = with_nvls_budget(topology, workload, _nvls_budget_Bps(nvlink, ranks, topology_servers)
-                                    / chosen[1].wire_efficiency)
+                                    * share / chosen[1].wire_efficiency)
     if ring_of_sends:
         # The pair the run waits for shares links with the other ranks' sends where a PCIe
         # switch's uplink, host memory a copy is staged through, or a NIC carries several: all

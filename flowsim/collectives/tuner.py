@@ -1225,6 +1225,12 @@ def _model(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclC
                 bus = min(bus / 3.8, ll_max)
             if algorithm == "tree" and protocol == "ll128":
                 bus = min(bus * (7.0 / 9.0 if nodes == 1 else 120.0 / 128.0), graph.n_channels * tree_ll128_max)
+            if algorithm == "tree" and n == nodes:
+                # With one GPU a server the search's tree is of the TREE pattern ("all NIC
+                # traffic going to/from the same GPU", src/graph/search.cc ncclTopoCompute),
+                # which NCCL's model takes at .85 ([NCCL] src/graph/tuning.cc: the graph's
+                # pattern up to v2.26.x, comm->maxTreePattern from v2.27.3-1).
+                bus *= .85
             if algorithm == "pat":
                 # .85 in v2.23.4-1, the first with PAT; .75 from v2.24.3-1 ([NCCL] src/graph/tuning.cc).
                 bus *= .75 if _since(constants, (2, 24, 3)) else .85
@@ -1339,6 +1345,18 @@ def _left_out(algorithm: str, system: NcclSystem, graphs: Mapping[str, NcclGraph
         refusal = _nvls_refusal(collective, dtype, redop, constants)
         if refusal is not None:
             return refusal
+        # NCCL's NVLS gathers and scatters a server's ranks in one NVLS group of at most
+        # NCCL_MAX_NVLS_ARITY (32) peers: from 2.27.3 only all-reduce runs NVLS or NVLSTree on
+        # more local ranks (a GB200 NVL72 rack's 72), 2.25.1-2.26.x kept NVLS's all-gather and
+        # reduce-scatter to 32 ranks in all ([NCCL] src/include/device.h; src/enqueue.cc
+        # updateCollCostTable, v2.27.3-1 to v2.30.7-1 and v2.25.1-1 to v2.26.6-1).
+        local = -(-n // nodes)
+        if collective != "all_reduce" and (
+                _since(constants, (2, 27, 3)) and local > NVLS_MAX_ARITY
+                or _since(constants, (2, 25, 1)) and not _since(constants, (2, 27, 3)) and n > NVLS_MAX_ARITY):
+            ranks = f"{local} GPUs a server" if _since(constants, (2, 27, 3)) else f"{n} ranks"
+            return (f"NCCL runs NVLS {collective} on at most {NVLS_MAX_ARITY} ranks of a server "
+                    f"(NCCL_MAX_NVLS_ARITY), not {ranks}")
         if algorithm == "nvls_tree" and nodes == 1:
             return "NVLSTree runs across servers only"  # ncclTopoTuneModel disables it on one node
         if algorithm == "nvls" and nodes > 1:
@@ -1383,6 +1401,16 @@ def ring_net_overhead_us(system: NcclSystem, protocol: str, given_ns: int | None
     else:
         overhead = 2.0 if system.cpu_vendor == "amd" else 1.0
     return overhead * (3 if protocol == "simple" else 1)
+
+
+#: ``NCCL_MAX_NVLS_ARITY``: the most ranks of a server one NVLS group holds ([NCCL]
+#: src/include/device.h).
+NVLS_MAX_ARITY = 32
+
+#: The factor NCCL multiplies an FP8 ring's modelled time by on more than 8 ranks, "any factor
+#: large enough to act as a partition between lossy and non-lossy algos" ([NCCL]
+#: src/enqueue.cc updateCollCostTable, from v2.24.3-1).
+FP8_RING_PENALTY = 1024.0
 
 
 def _since(constants: NcclConstants, release: tuple[int, int, int]) -> bool:
@@ -1713,8 +1741,14 @@ def nccl_choice(
     model_channels = _comm_channels(system, graphs, constants, unbounded)
     table = {key: _time_us(system, constants, collective, key[0], key[1], lat, algbw, n_bytes, comm_channels)
              for key, (lat, algbw, _) in model.items()}
-    algorithm, protocol = min(table, key=lambda key: (table[key], NCCL_ALGORITHMS.index(key[0]),
-                                                      NCCL_PROTOCOLS.index(key[1])))
+    ranked = dict(table)
+    if dtype in ("f8e4m3", "f8e5m2") and system.n_ranks > 8 and _since(constants, (2, 24, 3)):
+        # Rings of FP8 on more than 8 ranks lose precision, so NCCL ranks them last: their
+        # times x 1024 ([NCCL] src/enqueue.cc updateCollCostTable, v2.24.3-1 to v2.30.7-1),
+        # a rank, not a time: the table keeps the model's times.
+        ranked = {key: value * (FP8_RING_PENALTY if key[0] == "ring" else 1.0) for key, value in table.items()}
+    algorithm, protocol = min(ranked, key=lambda key: (ranked[key], NCCL_ALGORITHMS.index(key[0]),
+                                                       NCCL_PROTOCOLS.index(key[1])))
     max_threads = _max_threads(algorithm, protocol, graphs, env)
     nvls = None
     if algorithm in ("nvls", "nvls_tree"):
@@ -1722,6 +1756,12 @@ def nccl_choice(
         # communicator's channels ([NCCL] src/enqueue.cc topoGetAlgoInfo).
         nvls = nvls_tuning(system, constants, env)
         max_channels = nvls.n_channels
+        # NCCL's model bandwidth is its search's (graphs[NVLS]->nChannels x bw) whatever
+        # NCCL_NVLS_NCHANNELS or the CTA bounds make of the call's channels, as for rings:
+        # each channel moves its share of the default nvlsChannels' (src/graph/tuning.cc).
+        model_channels = nvls_tuning(system, constants, NcclEnv(
+            {key: value for key, value in env.values.items()
+             if key not in _CHANNEL_BOUNDS and key != "NCCL_NVLS_NCHANNELS"})).n_channels
         if algorithm == "nvls" and system.n_nodes > 1:
             max_channels = min(max_channels, comm_channels)
             # Chunks of at most 32 KiB where the model's NVLS all-reduce moves under 150 GB/s,
@@ -1730,7 +1770,6 @@ def nccl_choice(
             if all_reduce is None or all_reduce[1] < 150:
                 nvls = dataclasses.replace(nvls, chunk_bytes=min(nvls.chunk_bytes, 32768))
         n_channels, n_threads = max_channels, max_threads
-        model_channels = max_channels
     elif algorithm == "collnet_direct":
         max_channels = comm_channels
         n_channels = _collnet_shrink(n_bytes, comm_channels, max_threads, graphs["collnet_direct"].n_channels)

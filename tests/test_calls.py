@@ -94,10 +94,11 @@ def test_sweep_times_nccl_tests_iterations_unless_blocking():
     # The busiest link's use is one call's bytes over a call's mean time: 4 slices of 5.
     assert rows[1].busiest_utilization == pytest.approx(4 / 5)
     assert rows[20].busiest_utilization == pytest.approx(4 / (81 / 20))
-    # nccl-tests' -a and -G multiply the calls.
+    # nccl-tests' -G multiplies the calls; -m merges an iteration's calls into one of their
+    # bytes (NCCL's aggregation): 10 calls of 2 S, slices of 2 t, for 20 broadcasts.
     both = sweep(topology, "broadcast", [3 << 30], costs=ZERO, channels=1, slices=4, iters=5, agg_iters=2,
                  cuda_graph=2)[0]
-    assert both.time_us == pytest.approx((5 + 19 * 4) / 20 * t * 1e6)
+    assert both.time_us == pytest.approx((5 + 9 * 4) * 2 / 20 * t * 1e6)
 
 
 def test_collective_command_takes_iters_and_blocking(capsys):

@@ -821,6 +821,19 @@ def test_fewer_nvls_channels_move_their_share_of_the_nvls_budget():
     assert sweep(topo, "all_reduce", [2**30])[0].time_us == pytest.approx(rows[16][1].time_us, rel=1e-12)
 
 
+def test_an_iterations_aggregated_calls_run_as_one_call_of_their_bytes():
+    # nccl-tests -m 8: eight 1 MiB all-reduces in one group, which NCCL merges into one task
+    # of 8 MiB and chooses for ([NCCL] src/enqueue.cc ncclPrepareTasks): NVLS on one DGX H100,
+    # where a 1 MiB call alone runs a ring with LL.
+    topo = preset("dgx_h100", figure="effective")
+    alone, merged = (sweep(topo, "all_reduce", [2**20], agg_iters=m)[0] for m in (1, 8))
+    whole = sweep(topo, "all_reduce", [2**23])[0]
+    assert (alone.algorithm, alone.protocol) == ("ring", "ll")
+    assert (merged.algorithm, merged.channels) == (whole.algorithm, whole.channels) == ("nvls", 16)
+    assert merged.size_bytes == 2**20 and merged.time_us == pytest.approx(whole.time_us / 8, rel=1e-12)
+    assert merged.busbw_GBps == pytest.approx(whole.busbw_GBps, rel=1e-12)
+
+
 def test_small_messages_are_latency_bound_and_busbw_grows_with_size():
     topo = preset("dgx_h100", figure="effective")
     sizes = message_sizes("1K", "1G", 8)

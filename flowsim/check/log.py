@@ -126,7 +126,7 @@ class NcclTestLog:
     n_threads, n_gpus : int or None
         ``-t`` and ``-g`` of the run (GPUs per thread); None without a ``# nThread`` line.
     agg_iters, cuda_graph : int or None
-        ``-a`` (collectives per iteration) and ``-G`` (CUDA graph launches, 0 when off) as the
+        ``-m`` (collectives per iteration) and ``-G`` (CUDA graph launches, 0 when off) as the
         ``# nThread`` line (or JSON's ``config``) gives them; None where it does not (older
         nccl-tests, no line).
     ranks : tuple of RankInfo

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from flowsim.collectives.builders import COLLECTIVES, all_to_all_v_bytes
 from flowsim.collectives.constants import DEFAULT_NCCL_VERSION, NCCL_ALGORITHMS, NCCL_PROTOCOLS, nccl_release
 from flowsim.collectives.placement import alltoallv_spread, collective_time
-from flowsim.collectives.tuner import DTYPE_BYTES, NcclChoice, check_reduction
+from flowsim.collectives.tuner import DTYPE_BYTES, NCCL_COLLECTIVES, NcclChoice, check_reduction
 from flowsim.errors import InputError, whole_number
 from flowsim.routing import Router
 from flowsim.stepreport import busiest_link
@@ -176,7 +176,7 @@ def launch_floor_us(gpus_per_thread: int = 1, *, agg_iters: int = 1, cuda_graph:
     one kernel per GPU it drives (``-g``), iterations back to back (docs/hardware.md §6.2).
 
     0 where the launches are not one per collective: with CUDA graphs (``-G``, ``cuda_graph
-    > 0``) or several collectives per iteration (``-a``, ``agg_iters > 1``), which NCCL may
+    > 0``) or several collectives per iteration (``-m``, ``agg_iters > 1``), which NCCL may
     merge into fewer launches.
 
     >>> launch_floor_us(8)   # 8 x 4.2 us
@@ -310,12 +310,15 @@ def sweep(
     ranks : sequence of str, optional
         GPU node names; default every GPU (see :func:`flowsim.collectives.collective_time`).
     gpus_per_thread, agg_iters, cuda_graph : int
-        nccl-tests' ``-g``, ``-a`` and ``-G``: how the host launches each iteration, which
+        nccl-tests' ``-g``, ``-m`` and ``-G``: how the host launches each iteration, which
         sets a least time per row (:func:`launch_floor_us`; default: one GPU per thread).
+        An iteration's ``agg_iters`` calls are one NCCL group, which NCCL merges into one
+        task of their bytes and chooses for (``src/enqueue.cc`` ``ncclPrepareTasks``): a row
+        is a call of ``agg_iters x S`` over ``agg_iters``.
     iters : int
         nccl-tests' ``-n``, the iterations it times back to back (default 20, its own): with
-        ``agg_iters`` and ``cuda_graph`` the calls whose mean a row's time is, where calls
-        overlap (a broadcast's or reduce's chain, :mod:`flowsim.collectives.calls`).
+        ``cuda_graph`` the calls whose mean a row's time is, where calls overlap (a
+        broadcast's or reduce's chain, :mod:`flowsim.collectives.calls`).
     blocking : bool
         nccl-tests' ``-z``: each call waits for the one before it to end on every GPU (the
         stream synchronised), so calls do not overlap.
@@ -371,13 +374,19 @@ def iter_sweep(
     sizes = [_rounded(collective, parse_size(requested), DTYPE_BYTES[dtype], n_ranks, aligned)
              for requested in sizes_bytes]
     floor_us = launch_floor_us(gpus_per_thread, agg_iters=agg_iters, cuda_graph=cuda_graph)
-    # Every call of the timed loop runs back to back: iters x agg_iters, each CUDA graph launch
-    # again; blocking, each after the one before has ended (nccl-tests' startColl synchronises).
-    calls = whole_number("iters", iters, minimum=1) * agg_iters * max(cuda_graph, 1)
+    # The agg_iters calls of an iteration are one NCCL group of one size, whose collectives
+    # NCCL merges into one task of their bytes before it chooses ("We aggregate operations
+    # that are within 4X size of each other", [NCCL] src/enqueue.cc ncclPrepareTasks, every
+    # version flowsim has): an iteration is one call of agg_iters x S, chosen for that size.
+    # Point-to-point calls (sends, all-to-alls, gathers, scatters, hypercube's rounds) are no
+    # such tasks: they stay agg_iters calls. Every call runs back to back, each CUDA graph
+    # launch again; blocking, each after the one before has ended (startColl synchronises).
+    merged = agg_iters if collective in NCCL_COLLECTIVES else 1
+    calls = whole_number("iters", iters, minimum=1) * max(cuda_graph, 1) * (agg_iters // merged)
     if blocking:
         calls = 1
     return _rows(topology, collective, sizes, dtype, redop, ranks, n_ranks, router, progress, floor_us,
-                 {**options, "calls": calls})
+                 {**options, "calls": calls}, merged)
 
 
 def _rows(
@@ -392,13 +401,15 @@ def _rows(
     progress: Callable[[str], None] | None,
     floor_us: float,
     options: dict,
+    agg_iters: int = 1,
 ) -> Iterator[NcclRow]:
     spread = alltoallv_spread(topology, options.get("nccl_env")) if collective == "all_to_all_v" else None
     for i, (size, count) in enumerate(sizes):
         note = None if progress is None else _prefixed(progress, f"{size:,} B ({i + 1}/{len(sizes)})")
-        outcome = collective_time(topology, collective, size, ranks=ranks, router=router, progress=note, dtype=dtype,
-                                  redop=redop, **options)
-        time_s, latency_s = outcome.time_s, outcome.latency_s
+        # An iteration's agg_iters calls run as one of their bytes (iter_sweep); a row is one call's mean.
+        outcome = collective_time(topology, collective, size * agg_iters, ranks=ranks, router=router, progress=note,
+                                  dtype=dtype, redop=redop, **options)
+        time_s, latency_s = outcome.time_s / agg_iters, outcome.latency_s / agg_iters
         if spread is not None:
             # alltoallv_perf prints what a rank sends, its parts each trimmed to 16 bytes
             # (nccl-tests src/alltoallv.cu: max(sendBytes, recvBytes)), and counts its bandwidth on it.
@@ -412,7 +423,7 @@ def _rows(
             time_s = latency_s = floor_us * 1e-6
         run = outcome.run
         # Over a call's mean time, what one call moves (of the calls the run holds).
-        busiest = busiest_link(run.topology, run.workload, run.result, time_s * outcome.calls_run) \
+        busiest = busiest_link(run.topology, run.workload, run.result, time_s * agg_iters * outcome.calls_run) \
             if time_s > 0 else None
         row = NcclRow(
             size_bytes=size,

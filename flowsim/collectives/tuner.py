@@ -92,6 +92,7 @@ __all__ = [
     "DATA_TYPES",
     "DTYPE_BYTES",
     "FP8_TYPES",
+    "NCCL_COLLECTIVES",
     "COLLNET_ALGORITHMS",
     "NCCL_ENV_KEYS",
     "REDOPS",
@@ -1039,7 +1040,7 @@ class NcclEnv:
         """Read every variable the tuner follows as it would (each collective's algorithms
         and protocols, the integers), so that a bad value is refused before any collective
         runs; an :class:`~flowsim.errors.InputError` names it."""
-        for collective in _NCCL_FUNCTIONS:
+        for collective in NCCL_COLLECTIVES:
             self.algorithms(collective)
             self.protocols(collective)
         for key in NCCL_ENV_KEYS:
@@ -1137,7 +1138,8 @@ def system_env_taken(topology: Topology, given: Mapping[str, str]) -> dict[str, 
 
 # --- the cost model ------------------------------------------------------------------------
 
-_NCCL_FUNCTIONS = ("broadcast", "reduce", "all_gather", "reduce_scatter", "all_reduce")
+#: The collectives NCCL's tuner chooses for (its collective tasks; the rest are point-to-point).
+NCCL_COLLECTIVES = ("broadcast", "reduce", "all_gather", "reduce_scatter", "all_reduce")
 
 
 def _graph_of(algorithm: str) -> str:
@@ -1713,8 +1715,8 @@ def nccl_choice(
     """
     constants = constants_of(version)
     check_reduction(dtype, redop)
-    if collective not in _NCCL_FUNCTIONS:
-        raise InputError(f"NCCL's tuner chooses for {', '.join(_NCCL_FUNCTIONS)}, not {collective!r}")
+    if collective not in NCCL_COLLECTIVES:
+        raise InputError(f"NCCL's tuner chooses for {', '.join(NCCL_COLLECTIVES)}, not {collective!r}")
     env = NcclEnv(dict(nccl_env or {}))
     env.check()
     if ranks is None:
@@ -1742,7 +1744,7 @@ def nccl_choice(
     table = {key: _time_us(system, constants, collective, key[0], key[1], lat, algbw, n_bytes, comm_channels)
              for key, (lat, algbw, _) in model.items()}
     ranked = dict(table)
-    if dtype in ("f8e4m3", "f8e5m2") and system.n_ranks > 8 and _since(constants, (2, 24, 3)):
+    if dtype in FP8_TYPES and system.n_ranks > 8 and _since(constants, (2, 24, 3)):
         # Rings of FP8 on more than 8 ranks lose precision, so NCCL ranks them last: their
         # times x 1024 ([NCCL] src/enqueue.cc updateCollCostTable, v2.24.3-1 to v2.30.7-1),
         # a rank, not a time: the table keeps the model's times.

@@ -442,6 +442,14 @@ def test_cli_takes_any_nccl_version_as_a_log_would(capsys):
     with pytest.raises(SystemExit):
         flowsim([*argv, "--nccl-version", "v2"])
     assert "expected an NCCL version MAJOR.MINOR.PATCH" in capsys.readouterr().err
+    # A series flowsim has a release of is that release; one it has none of is refused.
+    flowsim([*argv, "--nccl-version", "2.26"])
+    out = capsys.readouterr()
+    assert json.loads(out.out)["nccl_version"] == "2.26.2"
+    assert "NCCL 2.26: flowsim takes the constants of 2.26.2, the release of that series it has" in out.err
+    with pytest.raises(SystemExit):
+        flowsim([*argv, "--nccl-version", "2.18"])
+    assert "or the series MAJOR.MINOR of one flowsim has (2.30.7, " in capsys.readouterr().err
 
 
 def test_an_older_nccl_version_leaves_out_what_it_lacked(capsys, tmp_path):

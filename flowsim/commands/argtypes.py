@@ -5,6 +5,7 @@ and ``flowsim check`` (``--nccl-env``, ``--nccl-version``)."""
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import TypeVar
@@ -124,10 +125,19 @@ class _NcclVersion(argparse.Action):
 
     def __call__(self, parser, namespace, values, option_string=None):
         text = str(values)
+        series = re.fullmatch(r"\s*(\d+)\.(\d+)\s*", text)
+        if series is not None:
+            # A series (2.26) where flowsim has one of its releases: that release.
+            found = [v for v, c in NCCL_VERSIONS.items() if c.release[:2] == (int(series[1]), int(series[2]))]
+            if found:
+                print(f"# note: NCCL {text.strip()}: flowsim takes the constants of {found[0]}, the release of that "
+                      "series it has", file=sys.stderr)
+                text = found[0]
         version, wanted = nearest_version(text), nccl_release(text)
         if version is None or wanted is None:
-            raise argparse.ArgumentError(self, f"expected an NCCL version MAJOR.MINOR.PATCH (flowsim has "
-                                               f"{', '.join(NCCL_VERSIONS)}), got {text!r}")
+            raise argparse.ArgumentError(self, f"expected an NCCL version MAJOR.MINOR.PATCH, or the series "
+                                               f"MAJOR.MINOR of one flowsim has ({', '.join(NCCL_VERSIONS)}), "
+                                               f"got {text!r}")
         taken = NCCL_VERSIONS[version].release
         lacked = predated(wanted)
         if taken != wanted:

@@ -260,8 +260,12 @@ def run_collective(args: argparse.Namespace) -> int:
         raise InputError(f"-g {args.ngpus}: a nccl-tests thread drives GPUs of its own host, and each {system} host "
                          + (f"has {per_host}" if used == per_host else f"runs {used} (--gpus-per-node)"))
     if args.root is not None and args.collective not in ROOTED:
+        # nccl-tests takes -r for every binary and only the rooted ones use it: a script's one
+        # command line for all of them runs.
         rooted = sorted(ROOTED)
-        raise InputError(f"--root: {args.collective} has no root; {', '.join(rooted[:-1])} and {rooted[-1]} have one")
+        print(f"flowsim: note: -r/--root {args.root} has no effect: {args.collective} has no root "
+              f"({', '.join(rooted[:-1])} and {rooted[-1]} have one)", file=sys.stderr)
+        args.root = None
     # Every GPU by default (the collective's own ranks, and for send its ring of sends); else
     # each host's first ``used``, and for send the pair a sendrecv of those ranks waits for,
     # its channels those of their communicator (as flowsim check predicts such a log).

@@ -2880,3 +2880,29 @@ def test_a_binary_the_rows_contradict_is_warned_about(tmp_path):
     assert any(w.startswith("--collective names all_reduce_perf, but the rows fit all_gather_perf") and
                w.endswith("checked as all_reduce_perf") for w in asked.warnings)
     assert not any("but the rows fit" in w for w in parse_nccl_log(ALL_GATHER).warnings)
+
+
+def test_a_quoted_average_before_the_table_is_skipped_and_small_rows_tell_their_binary():
+    # aws-k8s-tester#503: a reply quoting the end of the run it answers ("> # Avg bus
+    # bandwidth : 92.3405") before its own run made the whole paste unreadable.
+    text = SENDRECV.read_text()
+    quoted = "> # Out of bounds values : 0 OK\n> # Avg bus bandwidth    : 92.3405\n\nShouldn't this be higher?\n\n"
+    log = parse_nccl_log(quoted + text)
+    assert [r.size_bytes for r in log.rows] == [r.size_bytes for r in parse_nccl_log(text).rows]
+    assert any(w.startswith("line 2: an '# Avg bus bandwidth' line before the table (another run's, pasted in "
+                            "part): skipped") for w in log.warnings)
+    # Rows under 1 GB/s of algbw (DeepEP#303: 8 H20, small sizes only) still tell all-reduce
+    # from sendrecv by their printed figures' ratio, each within 0.005: 0.31 / 0.18 is 1.65 to
+    # 1.80, all-reduce's 1.75 on 8 ranks, not sendrecv's 1.
+    rows = ["        1024           256     float     sum      -1    23.18    0.04    0.08      0    22.95    0.04"
+            "    0.08      0",
+            "        2048           512     float     sum      -1    23.33    0.09    0.15      0    23.01    0.09"
+            "    0.16      0",
+            "        4096          1024     float     sum      -1    23.20    0.18    0.31      0    23.12    0.18"
+            "    0.31      0"]
+    assert parse_nccl_log("\n".join(rows), nodes=1, gpus_per_node=8).binary == "all_reduce_perf"
+    # Figures too coarse to tell (every algbw printed 0.00) stay a question.
+    zeros = [r.replace("0.04    0.08", "0.00    0.00").replace("0.09    0.15", "0.00    0.00")
+             .replace("0.18    0.31", "0.00    0.00") for r in rows]
+    with pytest.raises(InputError, match="cannot tell which nccl-tests binary"):
+        parse_nccl_log("\n".join(zeros), nodes=1, gpus_per_node=8)

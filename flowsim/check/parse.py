@@ -526,15 +526,22 @@ def _row(text: str, source: str, line: int, layout: _Layout, in_place_first: boo
     )
 
 
-def _fits_bus_factor(ratio: float, collective: str, n_ranks: int | None) -> bool:
+def _fits_bus_factor(ratio: float, collective: str, n_ranks: int | None, *, above: bool = False,
+                     below: bool = False) -> bool:
     """Whether busbw / algbw = ``ratio`` fits ``collective`` on ``n_ranks`` ranks (within 5%),
-    or on some rank count when ``n_ranks`` is None."""
+    or on some rank count when ``n_ranks`` is None; with ``above`` (``below``), whether the
+    bus factor is not under (over) ``ratio`` by more than that: ``ratio`` a lower (upper)
+    bound of the printed figures' ratio."""
     if n_ranks is not None:
-        factor = bus_factor(collective, n_ranks)
-        return abs(ratio - factor) <= 0.05 * factor
-    # 2(n-1)/n for all-reduce spans [1, 2); (n-1)/n for the split collectives [0.5, 1); 1 otherwise.
-    low = bus_factor(collective, 2)
-    high = _bus_factor_limit(collective) or low
+        low = high = bus_factor(collective, n_ranks)
+    else:
+        # 2(n-1)/n for all-reduce spans [1, 2); (n-1)/n for the split collectives [0.5, 1); 1 otherwise.
+        low = bus_factor(collective, 2)
+        high = _bus_factor_limit(collective) or low
+    if above:
+        return ratio <= 1.05 * high
+    if below:
+        return 0.95 * low <= ratio
     return 0.95 * low <= ratio <= 1.05 * high
 
 
@@ -569,6 +576,13 @@ def _infer_binary(rows: Sequence[TestRow], n_ranks: int | None) -> set[str]:
     None: on some rank count)."""
     measured = [r.out_of_place for r in rows if r.out_of_place.algbw_GBps >= 1.0]
     ratio = measured[-1].busbw_GBps / measured[-1].algbw_GBps if measured else None
+    # Where every row is slower (a paste of small sizes), the fastest row's ratio as far as its
+    # two printed decimals pin it down (each within 0.005 of the value measured).
+    fastest = max((r.out_of_place for r in rows), key=lambda m: m.algbw_GBps, default=None)
+    bounds = None
+    if ratio is None and fastest is not None and fastest.algbw_GBps >= 0.02:
+        bounds = ((fastest.busbw_GBps - 0.005) / (fastest.algbw_GBps + 0.005),
+                  (fastest.busbw_GBps + 0.005) / (fastest.algbw_GBps - 0.005))
     # All-gather, reduce-scatter, all-to-all, gather and scatter print a rank's part of the
     # size as the count (nccl-tests' *GetCollByteCount), so a row whose count holds all of it
     # is none of them.
@@ -593,6 +607,9 @@ def _infer_binary(rows: Sequence[TestRow], n_ranks: int | None) -> set[str]:
         ):
             continue
         if ratio is not None and not _fits_bus_factor(ratio, collective, n_ranks):
+            continue
+        if bounds is not None and not (_fits_bus_factor(bounds[0], collective, n_ranks, above=True)
+                                       and _fits_bus_factor(bounds[1], collective, n_ranks, below=True)):
             continue
         candidates.add(binary)
     return candidates
@@ -1021,6 +1038,7 @@ def _parse_text(
     choices: list[NcclCall] = []  # NCCL's TUNING lines
     shapes: set[tuple[int, int, int]] = set()  # (ranks, nodes, ranks of the node) of NCCL's comm lines
     fragments: list[int] = []
+    stray_avg = 0  # the first '# Avg bus bandwidth' line before the table: another run's
     after_avg: list[int] = []  # rows after the table's average: another process's
     rows: list[TestRow] = []
     layout = None
@@ -1103,7 +1121,10 @@ def _parse_text(
                 layout = _layout(stripped, source, number)
             elif avg_match := _AVG.match(stripped):
                 if layout is None:
-                    raise line_error(source, number, "'# Avg bus bandwidth' line before any table header")
+                    # Another run's average, quoted or pasted in part before this run's table
+                    # (a reply that quotes the last lines of the run it answers).
+                    stray_avg = stray_avg or number
+                    continue
                 avg = _measured(avg_match.group(1), source, number, "Avg bus bandwidth")
             elif layout is not None and commented is None and _ROW_START.match(stripped.lstrip("#").strip()):
                 commented = number
@@ -1205,6 +1226,9 @@ def _parse_text(
         f"line {line}: {key} set to two values by NCCL's INFO lines; using the first, {env[key]}"
         for key, line in env_clash.items()
     ]
+    if stray_avg:
+        warnings.append(f"line {stray_avg}: an '# Avg bus bandwidth' line before the table (another run's, pasted "
+                        "in part): skipped")
     if headerless is not None:
         warnings.append(f"line {headerless}: rows without nccl-tests' table header; their columns are read as "
                         f"nccl-tests prints them ({' '.join(layout.names)})")

@@ -284,7 +284,7 @@ def test_rows_pasted_without_the_table_header_are_read_as_nccl_tests_prints_them
             r.out_of_place for r in full.rows]
         assert {r.out_of_place.max_error for r in got.rows} == {0.0}  # the 0 printed, read as an error
         assert (got.rows[0].redop, got.rows[0].root) == (("none", None) if fourth == "redop" else (None, -1))
-        assert f"(size count type {fourth} time algbw busbw #wrong" in got.warnings[0]
+        assert f"(size count type {fourth} time algbw busbw error time" in got.warnings[0]
     # Numbers that are not a row of nccl-tests are not taken for one.
     with pytest.raises(InputError, match="no '#  size  count  type ...' table header"):
         parse_nccl_log("\n".join(line.replace(" float ", " floats ") for line in rows), collective="all_gather",
@@ -2906,3 +2906,16 @@ def test_a_quoted_average_before_the_table_is_skipped_and_small_rows_tell_their_
              .replace("0.18    0.31", "0.00    0.00") for r in rows]
     with pytest.raises(InputError, match="cannot tell which nccl-tests binary"):
         parse_nccl_log("\n".join(zeros), nodes=1, gpus_per_node=8)
+
+
+def test_dots_after_a_whole_rank_list_leave_out_other_lines_not_ranks():
+    # nccl-tests#321: all ranks listed, then "..." where the poster cut NCCL's INFO lines, whose
+    # comm lines count those ranks: the listed placement stands (it was replaced by an assumed one).
+    lines = SENDRECV.read_text().splitlines()
+    header = next(k for k, line in enumerate(lines) if line.startswith("#       size"))
+    info = ["dgx-b11:1:1 [0] NCCL INFO comm 0x1 rank 0 nRanks 2 nNodes 2 localRanks 1 localRank 0 MNNVL 0", "..."]
+    log = parse_nccl_log("\n".join(lines[:header - 1] + info + lines[header - 1:]))
+    assert log.ranks_from == "rank lines" and not any("pasted in part" in w for w in log.warnings)
+    # Without a comm line that counts them, dots after the rank lines may have cut some.
+    cut = parse_nccl_log("\n".join(lines[:header - 1] + ["..."] + lines[header - 1:]), nodes=2, gpus_per_node=1)
+    assert any("pasted in part" in w for w in cut.warnings)

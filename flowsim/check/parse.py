@@ -419,6 +419,7 @@ class _Layout:
     halves: tuple[int, int]  # the 'time' column of each half, in printed order
     line: int
     legacy_error: bool = False  # the header's 'error' (nccl-tests before 2.13) for '#wrong'
+    printed: tuple[str, ...] = ()  # the names as the header prints them ('error', 'cputime')
 
     @property
     def needed(self) -> int:
@@ -445,8 +446,9 @@ def _layout(stripped: str, source: str, line: int) -> _Layout:
         or names[second : second + len(_HALF)] != _HALF
     ):
         raise line_error(source, line, f"table header not understood: expected {_HEADER_EXPECTED}; got {stripped!r}")
-    legacy = "error" in stripped.lstrip("#").split()
-    return _Layout(names, optional.get("redop"), optional.get("root"), (position, second), line, legacy)
+    printed = tuple(stripped.lstrip("#").split())
+    return _Layout(names, optional.get("redop"), optional.get("root"), (position, second), line, "error" in printed,
+                   printed)
 
 
 # nccl-tests' table header, for rows pasted without it: with the redop and root columns every
@@ -500,7 +502,7 @@ def _short_row(text: str, source: str, line: int, layout: _Layout) -> InputError
     return line_error(
         source,
         line,
-        f"expected {layout.needed} columns ({' '.join(layout.names[: layout.needed])}, as the header on "
+        f"expected {layout.needed} columns ({' '.join(layout.printed[: layout.needed])}, as the header on "
         f"line {layout.line} names them); got {len(tokens)} (truncated row?): {text.strip()!r}",
     )
 
@@ -1221,7 +1223,10 @@ def _parse_text(
     # A paste that starts in the middle of the rank lines lists a run of them up to the last;
     # a launcher or a filter may leave some ranks' lines only (each host's last, say). Either
     # way the ranks come from the cluster's shape, as without rank lines.
-    partial = bool(ranks) and (elided or sorted(ranks) != list(range(len(ranks))))
+    # A "..." after a whole list (its ranks 0 to N-1, N what NCCL's comm lines count) left
+    # out other lines (NCCL's INFO lines, nccl-tests#321), not ranks.
+    whole = sorted(ranks) == list(range(len(ranks))) and any(shape[0] == len(ranks) for shape in shapes)
+    partial = bool(ranks) and (elided and not whole or sorted(ranks) != list(range(len(ranks))))
     warnings: list[str] = [
         f"line {line}: {key} set to two values by NCCL's INFO lines; using the first, {env[key]}"
         for key, line in env_clash.items()
@@ -1231,7 +1236,7 @@ def _parse_text(
                         "in part): skipped")
     if headerless is not None:
         warnings.append(f"line {headerless}: rows without nccl-tests' table header; their columns are read as "
-                        f"nccl-tests prints them ({' '.join(layout.names)})")
+                        f"nccl-tests prints them ({' '.join(layout.printed)})")
     if joined:
         where = ", ".join(str(n) for n in joined[:5]) + (", ..." if len(joined) > 5 else "")
         warnings.append(f"line{'s' if len(joined) > 1 else ''} {where}: rows split over lines by other output "

@@ -1225,8 +1225,8 @@ def _parse_text(
     # way the ranks come from the cluster's shape, as without rank lines.
     # A "..." after a whole list (its ranks 0 to N-1, N what NCCL's comm lines count) left
     # out other lines (NCCL's INFO lines, nccl-tests#321), not ranks.
-    whole = sorted(ranks) == list(range(len(ranks))) and any(shape[0] == len(ranks) for shape in shapes)
-    partial = bool(ranks) and (elided and not whole or sorted(ranks) != list(range(len(ranks))))
+    listed_whole = sorted(ranks) == list(range(len(ranks))) and any(shape[0] == len(ranks) for shape in shapes)
+    partial = bool(ranks) and (elided and not listed_whole or sorted(ranks) != list(range(len(ranks))))
     warnings: list[str] = [
         f"line {line}: {key} set to two values by NCCL's INFO lines; using the first, {env[key]}"
         for key, line in env_clash.items()

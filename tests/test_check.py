@@ -2919,3 +2919,24 @@ def test_dots_after_a_whole_rank_list_leave_out_other_lines_not_ranks():
     # Without a comm line that counts them, dots after the rank lines may have cut some.
     cut = parse_nccl_log("\n".join(lines[:header - 1] + ["..."] + lines[header - 1:]), nodes=2, gpus_per_node=1)
     assert any("pasted in part" in w for w in cut.warnings)
+
+
+@pytest.mark.parametrize("command, shape", [
+    ("mpirun -np 32 -npernode 8 ./build/all_reduce_perf -b 8 -e 1G -f 2 -n 50", (4, 8)),
+    ("mpirun --allow-run-as-root -H node1:8,node2:8,node3:8,node4:8 -x NCCL_DEBUG=WARN all_reduce_perf -b 8", (4, 8)),
+    ("$ mpirun -np 32 --map-by ppr:8:node \\\n  ./build/all_reduce_perf -b 8 -e 1G", (4, 8)),
+    ("srun --nodes=4 --ntasks-per-node=8 --mpi=pmix ./all_reduce_perf -b 8 -e 1G", (4, 8)),
+    ("srun -N 4 -n 32 ./all_reduce_perf -b 8 -e 1G -n 20", (4, 8)),
+])
+def test_without_rank_lines_the_launchers_command_gives_the_shape(command, shape):
+    # nccl-tests#78: "mpirun -n 256 -npernode 16 ..." pasted with a table but no rank lines.
+    # Only the options before the binary are the launcher's (-n after it is nccl-tests' iterations).
+    lines = [line for line in ALL_REDUCE_4.read_text().splitlines() if "#  Rank" not in line]
+    log = parse_nccl_log(command + "\n" + "\n".join(lines))
+    assert (log.n_nodes, log.n_ranks // log.n_nodes) == shape
+    assert any(w.startswith(f"no rank lines; assuming {shape[0]} host(s) x {shape[1]} GPU(s)") and
+               "the launcher's command line" in w for w in log.warnings)
+    # --nodes and --gpus-per-node still win; a launcher without a whole shape gives none.
+    assert parse_nccl_log(command + "\n" + "\n".join(lines), nodes=2, gpus_per_node=16).n_nodes == 2
+    with pytest.raises(InputError, match="give the cluster's shape"):
+        parse_nccl_log("mpirun -np 32 --hostfile hosts ./build/all_reduce_perf -b 8\n" + "\n".join(lines))

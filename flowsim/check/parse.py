@@ -740,6 +740,53 @@ def _shape_of_listed(listed: Mapping[int, RankInfo], fitting: tuple[int, int] | 
     return shapes.pop() if len(shapes) == 1 else None
 
 
+# A launcher's options before the binary it runs: mpirun's (Open MPI, MPICH) processes, processes
+# a node and hosts with their slots, srun's nodes and tasks a node.
+_LAUNCHER = re.compile(r"(?<![\w-])(mpirun|mpiexec|srun)(?![\w-])")
+_MPI_PROCESSES = re.compile(r"(?<!\S)(?:-np|-n|--np|-c)[\s=]+(\d+)(?!\S)")
+_MPI_PER_NODE = re.compile(r"(?<!\S)(?:-npernode|--npernode|-N|-ppn|--ppn|-perhost)[\s=]+(\d+)(?!\S)"
+                           r"|(?<!\S)--map-by[\s=]+ppr:(\d+):node\b")
+_MPI_HOSTS = re.compile(r"(?<!\S)(?:-H|--host|-hosts|--hosts)[\s=]+(\S+)")
+_SRUN_NODES = re.compile(r"(?<!\S)(?:-N|--nodes)[\s=]*(\d+)(?!\S)")
+_SRUN_PER_NODE = re.compile(r"(?<!\S)--ntasks-per-node[\s=]+(\d+)(?!\S)")
+_SRUN_TASKS = re.compile(r"(?<!\S)(?:-n|--ntasks)[\s=]*(\d+)(?!\S)")
+
+
+def _launch_shape(commands: Sequence[str], per_process: int | None) -> tuple[int, int] | None:
+    """Nodes and GPUs a node that the last launcher command of ``commands`` gives (``mpirun
+    -np 256 -npernode 16``, ``-H a:8,b:8``, ``srun --nodes=2 --ntasks-per-node=8``), each of
+    its processes driving ``per_process`` GPUs (nccl-tests' ``nThread x nGpus``, 1 where the
+    output does not say); None where it gives no whole shape. Only the options before the
+    binary are the launcher's (``-n`` after ``all_reduce_perf`` is nccl-tests' iterations)."""
+    for command in reversed(commands):
+        launcher = _LAUNCHER.search(command)
+        if launcher is None:
+            continue
+        options = _BINARY_NAME.split(command[launcher.end():], maxsplit=1)[0]
+        per_node = processes = node_count = None
+        if launcher.group(1) == "srun":
+            found = [_SRUN_NODES.search(options), _SRUN_PER_NODE.search(options), _SRUN_TASKS.search(options)]
+            node_count, per_node, processes = (int(m.group(1)) if m else None for m in found)
+        else:
+            if (m := _MPI_PROCESSES.search(options)) is not None:
+                processes = int(m.group(1))
+            if (m := _MPI_PER_NODE.search(options)) is not None:
+                per_node = int(m.group(1) or m.group(2))
+            if (m := _MPI_HOSTS.search(options)) is not None:
+                slots = [entry.rpartition(":")[2] for entry in m.group(1).split(",") if entry]
+                node_count = len(slots)
+                if per_node is None and all(x.isdigit() for x in slots) and len(set(slots)) == 1:
+                    per_node = int(slots[0])
+        if node_count is None and processes and per_node and processes % per_node == 0:
+            node_count = processes // per_node
+        if per_node is None and processes and node_count and processes % node_count == 0:
+            per_node = processes // node_count
+        if node_count and per_node:
+            return node_count, per_node * (per_process or 1)
+        return None
+    return None
+
+
 def _made_up_ranks(
     source: str,
     header_line: int,
@@ -1036,6 +1083,7 @@ def _parse_text(
     platform: str | None = None  # the AWS instance the aws-ofi-nccl plugin names
     networks: dict[str, None] = {}  # the networks NCCL's INFO lines say it uses, in order
     command_env: dict[str, str] = {}  # the NCCL variables the output's command lines set
+    launches: list[str] = []  # the output's command lines before its table, continuations joined
     continued = False  # the last line was a command's, ending in a backslash
     choices: list[NcclCall] = []  # NCCL's TUNING lines
     shapes: set[tuple[int, int, int]] = set()  # (ranks, nodes, ranks of the node) of NCCL's comm lines
@@ -1061,6 +1109,9 @@ def _parse_text(
         if layout is None and (continued or _COMMAND_LINE.match(stripped)):
             for key, value in _COMMAND_ENV.findall(stripped):
                 command_env[key] = value  # the last command to set it, nearest the run
+            if not continued:
+                launches.append("")
+            launches[-1] += " " + stripped.rstrip("\\")
             continued = stripped.endswith("\\")
         else:
             continued = False
@@ -1283,6 +1334,8 @@ def _parse_text(
             n_ranks_info, nodes_info, local = next(iter(shapes))
             if nodes_info * local == n_ranks_info:
                 nodes, gpus_per_node, given = nodes_info, local, "NCCL INFO comm lines"
+        if nodes is None and gpus_per_node is None and (launched := _launch_shape(launches, per_process)):
+            nodes, gpus_per_node, given = *launched, "the launcher's command line"
         ordered, ranks_from = _made_up_ranks(
             source, layout.line, BINARIES[binary], rows, per_process, nodes, gpus_per_node, warnings, ranks, given
         )

@@ -15,7 +15,7 @@ FLOPs (per microbatch of ``b`` sequences of ``s`` tokens, one layer, forward pas
 Time
     A rank's share of a layer's FLOPs (``1 / tp``) at ``mfu`` times the GPU's peak dense
     BF16 FLOP/s (:data:`flowsim.hardware.GPU_PEAK_BF16_FLOPS`).
-Messages (``dtype_bytes`` per value, 2 for BF16)
+Messages (``dtype_bytes`` per value, 2 for BF16; gradients ``grad_dtype_bytes``)
     A TP all-reduce and a pipeline send each carry the ``[s, b, h]`` activations, ``b s h``
     values. With sequence parallelism (Megatron's ``--sequence-parallel``) the TP calls (an
     all-gather and a reduce-scatter in place of each all-reduce) carry as many, and a rank
@@ -26,6 +26,12 @@ Messages (``dtype_bytes`` per value, 2 for BF16)
     also hold the embedding and the output matrix, ``V h / tp`` each. An expert
     dispatch sends each of a rank's ``b s`` tokens (``b s / tp`` with sequence parallelism)
     to ``top_k`` experts, ``b s h top_k`` values, and the combine brings as many back.
+    Gradients are reduced at ``grad_dtype_bytes`` a value, by default 4: Megatron-LM with
+    ``--bf16`` accumulates and reduces them in FP32 ("bfloat16 requires gradient accumulation
+    and all-reduce to be done in fp32", ``megatron/training/arguments.py`` at d98e8a64;
+    ``--grad-reduce-in-bf16`` opts out), while the distributed optimizer gathers the
+    parameters at ``dtype_bytes`` (``megatron/core/distributed/param_and_grad_buffer.py``:
+    ``grad_dtype = torch.float if grad_reduce_in_fp32 else param.dtype``).
 """
 
 from __future__ import annotations
@@ -132,6 +138,7 @@ class StepShape:
     tp_all_reduce_bytes: float
     ep_all_to_all_bytes: float
     cp_kv_bytes: float = 0.0
+    param_to_grad_bytes: float = 1.0
 
     def as_arguments(self) -> dict[str, object]:
         """The fields as a dict, for ``parallel_step(**...)``."""
@@ -150,6 +157,7 @@ def step_shape(
     dtype_bytes: float = 2.0,
     sequence_parallel: bool = False,
     cp: int = 1,
+    grad_dtype_bytes: float = 4.0,
 ) -> StepShape:
     """Per-layer compute and message sizes of one rank of a step (module docstring).
 
@@ -167,7 +175,13 @@ def step_shape(
     seq_len : int, optional
         Tokens per sequence; default ``model.seq_len``.
     dtype_bytes : float
-        Bytes per activation and gradient value (2: BF16).
+        Bytes per parameter and activation value (2: BF16).
+    grad_dtype_bytes : float
+        Bytes per gradient value as the data-parallel group reduces it (4: FP32, Megatron-LM's
+        default with BF16; 2 for ``--grad-reduce-in-bf16``, or for PyTorch FSDP, whose
+        ``MixedPrecision`` reduces in ``param_dtype`` unless ``reduce_dtype`` is given). The
+        parameters the distributed optimizer and FSDP gather stay at ``dtype_bytes``:
+        ``param_to_grad_bytes`` is ``dtype_bytes / grad_dtype_bytes``.
     sequence_parallel : bool
         Whether the step runs Megatron's sequence parallelism (``seq_len`` then a multiple
         of ``tp``): a rank's pipeline sends and expert dispatches carry its ``1 / tp`` of the
@@ -188,17 +202,18 @@ def step_shape(
     Llama 3 70B on H100s at 40% of peak, tp = 8, one 8192-token sequence per microbatch: a
     layer's forward is 2 * 8192 * 855,638,016 matrix FLOPs plus 4 * 8192^2 * 8192, 16.2
     TFLOP, at 0.4 * 989 TFLOP/s on each of 8 GPUs 5.124 ms; a TP all-reduce carries
-    8192 * 8192 * 2 B = 128 MiB; a rank holds 855,638,016 / 8 * 2 B = 204 MiB of a layer's
-    gradients.
+    8192 * 8192 * 2 B = 128 MiB; a rank reduces 855,638,016 / 8 * 4 B = 408 MiB of a layer's
+    FP32 gradients.
 
     >>> shape = step_shape(model_preset("llama3_70b"), peak_flops=989e12, mfu=0.4, tp=8)
     >>> round(shape.layer_forward_s[0] * 1e3, 3), shape.tp_all_reduce_bytes / 2**20, shape.layer_grad_bytes[1] / 2**20
-    (5.124, 128.0, 204.0)
+    (5.124, 128.0, 408.0)
     """
     tp, ep, micro_batch = whole_number("tp", tp), whole_number("ep", ep), whole_number("micro_batch", micro_batch)
     cp = whole_number("cp", cp)
     s = model.seq_len if seq_len is None else whole_number("seq_len", seq_len)
-    for value, what in ((peak_flops, "peak_flops"), (dtype_bytes, "dtype_bytes")):
+    for value, what in ((peak_flops, "peak_flops"), (dtype_bytes, "dtype_bytes"),
+                        (grad_dtype_bytes, "grad_dtype_bytes")):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
             raise InputError(f"{what} must be a finite number > 0, got {value!r}")
     if isinstance(mfu, bool) or not isinstance(mfu, (int, float)) or not 0 < mfu <= 1:
@@ -216,10 +231,10 @@ def step_shape(
     forward = [layer / rate] * model.layers
     forward[-1] += model.logits_forward_flops(micro_batch, s) / rate
     mlp = model.experts // ep * model.expert_params
-    grads = [(model.attention_params + mlp) / tp * dtype_bytes] * model.layers
+    grads = [(model.attention_params + mlp) / tp * grad_dtype_bytes] * model.layers
     # A dense MLP's gradients are the DP group's to reduce; experts' their own group's.
-    expert_grads = [(mlp if model.experts > 1 else 0) / tp * dtype_bytes] * model.layers
-    embedding = model.vocab * model.hidden / tp * dtype_bytes
+    expert_grads = [(mlp if model.experts > 1 else 0) / tp * grad_dtype_bytes] * model.layers
+    embedding = model.vocab * model.hidden / tp * grad_dtype_bytes
     grads[0] += embedding
     grads[-1] += embedding
     tokens = micro_batch * s / cp  # a rank's share of a microbatch's tokens
@@ -228,5 +243,5 @@ def step_shape(
     kv = 2 * tokens * model.kv_heads * (model.hidden // model.heads) / tp * dtype_bytes if cp > 1 else 0.0
     return StepShape(
         tuple(forward), tuple(2 * f for f in forward), tuple(grads), tuple(expert_grads), held, activations,
-        held * model.top_k if model.experts > 1 else 0.0, float(kv),
+        held * model.top_k if model.experts > 1 else 0.0, float(kv), dtype_bytes / grad_dtype_bytes,
     )

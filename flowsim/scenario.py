@@ -715,7 +715,7 @@ _PARALLEL_KEYS = ("tp", "pp", "dp", "layer_forward_s", "n_microbatches", "schedu
                   "ep_all_to_all_bytes", "ep_skew", "moe_layers", "sequence_parallel", "layer_expert_grad_bytes",
                   "distributed_optimizer", "fsdp", "fsdp_sharding", "fsdp_no_sync", "cp", "cp_kv_bytes", "model")
 # Keys that go with `model` (flowsim.models.step_shape), and those the model's shape sets.
-_MODEL_KEYS = ("micro_batch", "seq_len", "mfu", "gpu", "peak_flops", "dtype_bytes")
+_MODEL_KEYS = ("micro_batch", "seq_len", "mfu", "gpu", "peak_flops", "dtype_bytes", "grad_dtype_bytes")
 _SHAPED_KEYS = ("layers", "layer_forward_s", "layer_backward_s", "layer_grad_bytes", "layer_expert_grad_bytes",
                 "activation_bytes", "tp_all_reduce_bytes", "ep_all_to_all_bytes", "cp_kv_bytes")
 _MODEL_SHAPE_KEYS = ("layers", "hidden", "ffn", "heads", "kv_heads", "vocab", "gated_mlp", "experts", "top_k",
@@ -772,10 +772,17 @@ def _shaped(where: Where, table: Mapping, key: str, gpu: str | None) -> dict[str
     micro_batch = where.integer(table, "micro_batch", key, 1) if "micro_batch" in table else 1
     seq_len = where.integer(table, "seq_len", key, 1) if "seq_len" in table else None
     dtype_bytes = where.number(table, "dtype_bytes", key, 2.0)
+    # Megatron-LM reduces BF16 gradients in FP32 (flowsim.models); PyTorch FSDP in the
+    # parameters' dtype unless given a reduce_dtype ("If this is None but param_dtype is not
+    # None, then the reduction uses the compute dtype": MixedPrecisionPolicy.reduce_dtype,
+    # torch/distributed/fsdp/_fully_shard/_fsdp_api.py; FSDP1's MixedPrecision alike).
+    fsdp = where.boolean(table, "fsdp", key, False)
+    grad_dtype_bytes = where.number(table, "grad_dtype_bytes", key, dtype_bytes if fsdp else 4.0)
     sequence_parallel = where.boolean(table, "sequence_parallel", key, False)
     try:
         shape = step_shape(model, peak_flops=peak, mfu=mfu, tp=tp, ep=ep, micro_batch=micro_batch, seq_len=seq_len,
-                           dtype_bytes=dtype_bytes, sequence_parallel=sequence_parallel, cp=cp)
+                           dtype_bytes=dtype_bytes, sequence_parallel=sequence_parallel, cp=cp,
+                           grad_dtype_bytes=grad_dtype_bytes)
     except InputError as err:
         raise where.error(key, str(err)) from None
     return {"layers": model.layers, **shape.as_arguments()}
@@ -885,6 +892,7 @@ def _training(
             fsdp_no_sync=where.boolean(table, "fsdp_no_sync", key, False),
             cp=count("cp", 1),
             cp_kv_bytes=shaped.get("cp_kv_bytes", where.number(table, "cp_kv_bytes", key, 0.0)),
+            param_to_grad_bytes=shaped.get("param_to_grad_bytes", 1.0),
         )
     try:
         if parallel:

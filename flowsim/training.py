@@ -589,6 +589,7 @@ def parallel_step(
     fsdp_no_sync: bool = False,
     cp: int = 1,
     cp_kv_bytes: float = 0.0,
+    param_to_grad_bytes: float = 1.0,
 ) -> ParallelStep:
     """Lay out one tensor x pipeline x data parallel training step (see the module docstring).
 
@@ -602,8 +603,13 @@ def parallel_step(
         must be a multiple of ``pp`` (of ``virtual_stages x pp``); give one value per stage
         for per-stage times.
     layer_grad_bytes : sequence of float
-        Per layer: the gradient bytes one rank holds (its TP shard), all-reduced over its DP
-        group (>= 0), but for its experts' share.
+        Per layer: the gradient bytes one rank holds (its TP shard) as they are reduced,
+        all-reduced over its DP group (>= 0), but for its experts' share.
+    param_to_grad_bytes : float
+        The bytes of the parameters that the distributed optimizer and FSDP all-gather per
+        byte of those gradients (> 0; default 1): 0.5 for BF16 parameters whose gradients are
+        reduced in FP32, Megatron-LM's default with ``--bf16``
+        (:func:`flowsim.models.step_shape`).
     layer_expert_grad_bytes : sequence of float, optional
         Per layer: how many of ``layer_grad_bytes`` are its experts' (0 to all of them),
         all-reduced over the ``dp / ep`` ranks that hold the same experts
@@ -657,14 +663,14 @@ def parallel_step(
         Megatron's distributed optimizer (``use_distributed_optimizer`` with
         ``overlap_grad_reduce`` and ``overlap_param_gather``, as Megatron recipes run it;
         [MCORE-DDP] in docs/hardware.md): each gradient bucket is reduce-scattered over its
-        group instead of all-reduced, and its parameters (as many bytes) all-gathered over it
-        at the start of the step, the first microbatch's forward waiting for each at the
+        group instead of all-reduced, and its parameters (``param_to_grad_bytes`` times its
+        bytes) all-gathered over it at the start of the step, the first microbatch's forward waiting for each at the
         bucket's first layer (module docstring). No effect without data parallelism.
     fsdp : bool
         PyTorch FSDP's full sharding (``ShardingStrategy.FULL_SHARD``, ZeRO-3) over each DP
         group, a unit per layer, with FSDP's defaults ([FSDP] in docs/hardware.md): before
         each forward and each backward of a layer, every microbatch, its parameters
-        (``layer_grad_bytes``) are all-gathered over the group, and after each backward its
+        (``layer_grad_bytes x param_to_grad_bytes``) are all-gathered over the group, and after each backward its
         gradients are reduce-scattered over it (no buckets). The gathers run one after
         another on their own stream, each starting once the pass that used the parameters
         two gathers back has ended (``limit_all_gathers``); the reduce-scatters on another.
@@ -783,6 +789,7 @@ def parallel_step(
     if cp > 1 and (ep > 1 or fsdp):
         raise InputError(f"cp = {cp} is laid out without experts and without fsdp: give ep = 1 and fsdp = false")
     _check_number(cp_kv_bytes, "cp_kv_bytes")
+    _check_number(param_to_grad_bytes, "param_to_grad_bytes", positive=True)
     if cp_kv_bytes and cp == 1:
         raise InputError(f"cp_kv_bytes = {cp_kv_bytes!r} is what context parallelism sends: give cp > 1 too")
     if layout.dp % ep:
@@ -838,7 +845,7 @@ def parallel_step(
         layout, forward, backward, grads, n_microbatches, schedule, float(activation_bytes),
         float(tp_all_reduce_bytes), float(bucket_bytes), plan, algorithm, tp_algorithm,
         _Experts(moe, float(ep_all_to_all_bytes), float(ep_skew)), sequence_parallel, expert_grads,
-        distributed_optimizer, v, fsdp, shards, float(cp_kv_bytes), reshard, fsdp_no_sync,
+        distributed_optimizer, v, fsdp, shards, float(cp_kv_bytes), reshard, fsdp_no_sync, float(param_to_grad_bytes),
     )
     note = progress or (lambda message: None)
     what = schedule if v == 1 else f"interleaved {schedule}, {v} virtual stages a rank"
@@ -1688,6 +1695,7 @@ class _PipelineBuilder:
         cp_kv_bytes: float = 0.0,
         reshard_after_forward: bool = True,
         no_sync: bool = False,
+        param_to_grad_bytes: float = 1.0,
     ) -> None:
         self.layout = layout
         self.v = virtual_stages
@@ -1695,6 +1703,8 @@ class _PipelineBuilder:
         # each pass, gradients reduce-scattered after each backward (no buckets).
         self.fsdp = fsdp and layout.dp > 1
         self.grads = grads
+        # Parameter bytes gathered per gradient byte reduced (BF16 parameters, FP32 gradients: 0.5).
+        self.param_to_grad_bytes = param_to_grad_bytes
         # Per (stage, TP index): the groups FSDP shards over (the DP group, or its ranks in
         # each server with hybrid sharding).
         self.shards = shards or {}
@@ -2009,7 +2019,7 @@ class _PipelineBuilder:
             return
         del self.fsdp_waiting[key]
         call, microbatch, layer, side = what
-        size = float(self.grads[layer])
+        size = float(self.grads[layer]) * (self.param_to_grad_bytes if call == "gather" else 1.0)
         collective = "all_gather" if call == "gather" else "reduce_scatter"
         phase = "params" if call == "gather" else "gradients"
         tags = (phase, str(stage), str(microbatch), f"l{layer}")
@@ -2137,7 +2147,7 @@ class _PipelineBuilder:
             for layer in sorted(closing):
                 bucket, size = closing[layer]
                 points = {r: _Point(tuple(previous)) for r in group} if previous else {}
-                template = self.template("all_gather", group, size, self.algorithm)
+                template = self.template("all_gather", group, size * self.param_to_grad_bytes, self.algorithm)
                 tag = f"e{stream[2]}.{bucket}" if experts else str(bucket)
                 previous = gathered[layer] = self.flows.place(
                     template, f"params.s{stage}.t{t}.{experts}bucket{bucket}", points, ("params", str(stage), "0", tag)

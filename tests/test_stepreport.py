@@ -221,13 +221,18 @@ def test_tiny_model_flops_by_hand():
     model = ModelShape(2, 4, 16, 2, 2, 10, gated_mlp=False, seq_len=8)
     assert model.layer_forward_flops(1, 8) == 4096.0
     assert model.logits_forward_flops(1, 8) == 640.0
-    # At 1000 FLOP/s, MFU 0.5, tp 2: 1000 FLOP/s per layer. Gradients per rank and layer:
-    # 192 params / 2 * 2 B = 192 B, plus the embedding (first layer) and the output matrix
-    # (last), 10 * 4 / 2 * 2 = 40 B. Messages: b s h * 2 B = 64 B.
+    # At 1000 FLOP/s, MFU 0.5, tp 2: 1000 FLOP/s per layer. Gradients per rank and layer,
+    # reduced in FP32 (Megatron-LM's default with --bf16): 192 params / 2 * 4 B = 384 B,
+    # plus the embedding (first layer) and the output matrix (last), 10 * 4 / 2 * 4 = 80 B;
+    # the parameters gathered are BF16, half those bytes. Messages: b s h * 2 B = 64 B.
     shape = step_shape(model, peak_flops=1000.0, mfu=0.5, tp=2, micro_batch=1)
     assert shape.layer_forward_s == pytest.approx((4.096, 4.736))
     assert shape.layer_backward_s == pytest.approx((8.192, 9.472))
-    assert shape.layer_grad_bytes == (232.0, 232.0)
+    assert shape.layer_grad_bytes == (464.0, 464.0) and shape.param_to_grad_bytes == 0.5
+    bf16 = step_shape(model, peak_flops=1000.0, mfu=0.5, tp=2, micro_batch=1, grad_dtype_bytes=2)
+    assert bf16.layer_grad_bytes == (232.0, 232.0) and bf16.param_to_grad_bytes == 1.0
+    with pytest.raises(InputError, match="grad_dtype_bytes must be a finite number > 0, got 0"):
+        step_shape(model, peak_flops=1000.0, mfu=0.5, grad_dtype_bytes=0)
     assert (shape.activation_bytes, shape.tp_all_reduce_bytes, shape.ep_all_to_all_bytes) == (64.0, 64.0, 0.0)
     # Sequence parallelism: each TP rank holds and sends on its 8 / 2 tokens (32 B); the TP
     # calls still carry the whole 64 B; compute and gradients are the same.
@@ -300,6 +305,16 @@ slices = 1
         sends = np.array(shaped.tags["phase"]) == "pp"
         pp_bytes.append(shaped.size_bytes[sends].sum())
     assert pp_bytes[1] == pytest.approx(pp_bytes[0] / 2, rel=1e-12) and pp_bytes[0] > 0
+    # The distributed optimizer reduce-scatters FP32 gradients and gathers BF16 parameters,
+    # half the bytes; grad_dtype_bytes = 2 (--grad-reduce-in-bf16) gathers as many as it
+    # reduces, and so does FSDP by default (its MixedPrecision reduces in param_dtype).
+    for extra, ratio in (("distributed_optimizer = true\n", 0.5),
+                         ("distributed_optimizer = true\ngrad_dtype_bytes = 2\n", 1.0),
+                         ("fsdp = true\n", 1.0), ("fsdp = true\ngrad_dtype_bytes = 4\n", 0.5)):
+        shaped = parse_scenario(text.replace("pp = 2", "pp = 1").replace("dp = 2", "dp = 4") + extra).training.workload
+        phase = np.array(shaped.tags["phase"])
+        gathered, reduced = (shaped.size_bytes[phase == p].sum() for p in ("params", "gradients"))
+        assert gathered > 0 and gathered / reduced == pytest.approx(ratio * (2 if "fsdp" in extra else 1)), extra
     with pytest.raises(InputError, match=r"workload\.training\.layers: is set by model"):
         parse_scenario(text.replace("mfu = 0.5", "mfu = 0.5\nlayers = 2"))
     with pytest.raises(InputError, match=r"workload\.training\.model: unknown model 'llama9'"):
@@ -434,11 +449,11 @@ def test_tiny_mixture_of_experts_by_hand():
     # The tiny model of test_tiny_model_flops_by_hand with 4 experts, each token to 2:
     # matrices 64 + 2 * 128 = 320, 2 * 8 * 320 + 1024 = 6144 FLOPs per layer forward. On
     # ep = 2, a rank holds 4 / 2 experts: 64 + 2 * 128 = 320 params, * 2 B = 640 B per layer
-    # (tp 1), plus the embedding 10 * 4 * 2 = 80 B on the first and last. A dispatch sends
-    # b s h * 2 B * top_k = 64 * 2 = 128 B.
+    # of BF16 gradients (tp 1), plus the embedding 10 * 4 * 2 = 80 B on the first and last. A
+    # dispatch sends b s h * 2 B * top_k = 64 * 2 = 128 B.
     model = ModelShape(2, 4, 16, 2, 2, 10, gated_mlp=False, experts=4, top_k=2, seq_len=8)
     assert model.layer_forward_flops(1, 8) == 6144.0
-    shape = step_shape(model, peak_flops=1000.0, mfu=1.0, ep=2)
+    shape = step_shape(model, peak_flops=1000.0, mfu=1.0, ep=2, grad_dtype_bytes=2)
     assert shape.layer_grad_bytes == (720.0, 720.0)
     # Of those, the two experts' 2 * 128 params * 2 B = 512 B per layer; none for a dense MLP.
     assert shape.layer_expert_grad_bytes == (512.0, 512.0)

@@ -492,6 +492,22 @@ def test_distributed_optimizer_by_hand():
     assert not any(n.startswith("params.") for n in alone.workload.names)
 
 
+def test_distributed_optimizer_gathers_bf16_parameters_of_fp32_gradients():
+    # As test_distributed_optimizer_by_hand, the 1 GB of gradients a layer reduced in FP32
+    # and its parameters gathered in BF16 (param_to_grad_bytes = 0.5, Megatron's default with
+    # --bf16): each gather sends 0.25 GB, 0.25 s; layer 0's [0, 0.25], layer 1's [0.25, 0.5].
+    # Forward [0.25, 2.25], backward of layer 1 [2.25, 4.25], of layer 0 [4.25, 6.25], its
+    # reduce-scatter of 0.5 GB each way [6.25, 6.75].
+    kwargs = dict(dp=2, layer_forward_s=[1.0, 1.0], layer_backward_s=[2.0, 2.0], layer_grad_bytes=[1 * G, 1 * G],
+                  bucket_bytes=1 * G, costs=FREE, distributed_optimizer=True)
+    step = parallel_step(gpu_chain(2), **kwargs, param_to_grad_bytes=0.5)
+    assert run_training_step(gpu_chain(2), step).step_s == pytest.approx(6.75)
+    sizes = step.workload.size_bytes
+    assert sizes[phase_of(step, "params")].sum() == pytest.approx(sizes[phase_of(step, "gradients")].sum() / 2)
+    with pytest.raises(InputError, match="param_to_grad_bytes must be"):
+        parallel_step(gpu_chain(2), **kwargs, param_to_grad_bytes=0.0)
+
+
 @pytest.mark.parametrize("schedule", SCHEDULES)
 @pytest.mark.parametrize("pp, m", [(2, 1), (4, 4), (4, 8), (3, 5)])
 def test_free_communication_leaves_the_textbook_bubble(schedule, pp, m):

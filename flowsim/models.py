@@ -5,7 +5,8 @@ FLOPs (per microbatch of ``b`` sequences of ``s`` tokens, one layer, forward pas
     Two FLOPs per multiply-accumulate: ``2 b s P`` for the layer's ``P`` matrix parameters
     (attention: ``h^2`` for Q and for the output, ``h * h_kv`` for K and for V, ``h_kv = h
     * kv_heads / heads``; MLP: ``2 h f``, or ``3 h f`` for a gated MLP such as SwiGLU, times
-    ``top_k`` experts per token for a mixture of experts), plus ``4 b s^2 h`` for the
+    ``top_k`` experts per token in a mixture of experts' layers, once in its dense ones
+    (``moe_layers``)), plus ``4 b s^2 h`` for the
     attention scores and their weighted sum (no saving from the causal mask). The last
     layer adds the logits, ``2 b s h V``. The backward pass takes twice the forward
     (gradients of the inputs and of the weights). With ``f = 4h``, ``kv_heads = heads``, no
@@ -21,8 +22,8 @@ Messages (``dtype_bytes`` per value, 2 for BF16; gradients ``grad_dtype_bytes``)
     all-gather and a reduce-scatter in place of each all-reduce) carry as many, and a rank
     holds, sends to the next stage and dispatches to experts its ``s / tp`` tokens only. A
     rank's gradients per layer are its parameters: the layer's attention and one expert's
-    MLP (or, with ``experts`` > 1, ``experts / ep`` of them, the layer's expert gradients,
-    which the expert-data-parallel group reduces) over ``tp``; the first and the last layer
+    MLP (or, in an MoE layer, ``experts / ep`` of them, the layer's expert gradients, which
+    the expert-data-parallel group reduces) over ``tp``; the first and the last layer
     also hold the embedding and the output matrix, ``V h / tp`` each. An expert
     dispatch sends each of a rank's ``b s`` tokens (``b s / tp`` with sequence parallelism)
     to ``top_k`` experts, ``b s h top_k`` values, and the combine brings as many back.
@@ -36,6 +37,7 @@ Messages (``dtype_bytes`` per value, 2 for BF16; gradients ``grad_dtype_bytes``)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from flowsim.errors import InputError, whole_number
@@ -92,10 +94,11 @@ class ModelShape:
         """Matrix parameters of one MLP (one expert)."""
         return (3 if self.gated_mlp else 2) * self.hidden * self.ffn
 
-    def layer_forward_flops(self, micro_batch: int, seq_len: int) -> float:
-        """FLOPs of one layer's forward pass over one microbatch (module docstring)."""
+    def layer_forward_flops(self, micro_batch: int, seq_len: int, dense: bool = False) -> float:
+        """FLOPs of one layer's forward pass over one microbatch (module docstring); with
+        ``dense``, of a layer whose MLP is one MLP rather than experts."""
         tokens = micro_batch * seq_len
-        matrices = self.attention_params + self.top_k * self.expert_params
+        matrices = self.attention_params + (1 if dense else self.top_k) * self.expert_params
         return 2.0 * tokens * matrices + 4.0 * micro_batch * seq_len * seq_len * self.hidden
 
     def logits_forward_flops(self, micro_batch: int, seq_len: int) -> float:
@@ -158,6 +161,7 @@ def step_shape(
     sequence_parallel: bool = False,
     cp: int = 1,
     grad_dtype_bytes: float = 4.0,
+    moe_layers: Sequence[bool] | None = None,
 ) -> StepShape:
     """Per-layer compute and message sizes of one rank of a step (module docstring).
 
@@ -182,6 +186,10 @@ def step_shape(
         ``MixedPrecision`` reduces in ``param_dtype`` unless ``reduce_dtype`` is given). The
         parameters the distributed optimizer and FSDP gather stay at ``dtype_bytes``:
         ``param_to_grad_bytes`` is ``dtype_bytes / grad_dtype_bytes``.
+    moe_layers : sequence of bool, optional
+        Per layer, with ``model.experts`` > 1: whether its MLP is the experts (default every
+        layer), as :func:`flowsim.training.parallel_step`'s. A dense layer's MLP is one MLP of
+        the model's ``ffn``: one MLP's FLOPs, its gradients all the DP group's to reduce.
     sequence_parallel : bool
         Whether the step runs Megatron's sequence parallelism (``seq_len`` then a multiple
         of ``tp``): a rank's pipeline sends and expert dispatches carry its ``1 / tp`` of the
@@ -226,14 +234,19 @@ def step_shape(
     if sequence_parallel and s % tp:
         raise InputError(f"sequence parallelism splits each sequence over the tp = {tp} ranks: seq_len {s} is not a "
                          "multiple of tp")
+    moe = [model.experts > 1] * model.layers
+    if moe_layers is not None:
+        if isinstance(moe_layers, (str, bytes)) or len(moe_layers) != model.layers:
+            raise InputError(f"moe_layers needs one value per layer ({model.layers}), got {moe_layers!r}")
+        moe = [model.experts > 1 and bool(m) for m in moe_layers]
     rate = peak_flops * mfu * tp * cp  # FLOP/s of the TP x CP ranks a layer's FLOPs are split over
-    layer = model.layer_forward_flops(micro_batch, s)
-    forward = [layer / rate] * model.layers
+    forward = [model.layer_forward_flops(micro_batch, s, dense=not m) / rate for m in moe]
     forward[-1] += model.logits_forward_flops(micro_batch, s) / rate
-    mlp = model.experts // ep * model.expert_params
-    grads = [(model.attention_params + mlp) / tp * grad_dtype_bytes] * model.layers
+    experts = model.experts // ep * model.expert_params
+    mlp = [experts if m else model.expert_params for m in moe]
+    grads = [(model.attention_params + p) / tp * grad_dtype_bytes for p in mlp]
     # A dense MLP's gradients are the DP group's to reduce; experts' their own group's.
-    expert_grads = [(mlp if model.experts > 1 else 0) / tp * grad_dtype_bytes] * model.layers
+    expert_grads = [(p if m else 0) / tp * grad_dtype_bytes for p, m in zip(mlp, moe, strict=True)]
     embedding = model.vocab * model.hidden / tp * grad_dtype_bytes
     grads[0] += embedding
     grads[-1] += embedding

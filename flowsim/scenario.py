@@ -782,7 +782,8 @@ def _shaped(where: Where, table: Mapping, key: str, gpu: str | None) -> dict[str
     try:
         shape = step_shape(model, peak_flops=peak, mfu=mfu, tp=tp, ep=ep, micro_batch=micro_batch, seq_len=seq_len,
                            dtype_bytes=dtype_bytes, sequence_parallel=sequence_parallel, cp=cp,
-                           grad_dtype_bytes=grad_dtype_bytes)
+                           grad_dtype_bytes=grad_dtype_bytes,
+                           moe_layers=_moe_layers(where, table, key, model.layers))
     except InputError as err:
         raise where.error(key, str(err)) from None
     return {"layers": model.layers, **shape.as_arguments()}

@@ -252,6 +252,41 @@ def test_tiny_model_flops_by_hand():
         step_shape(model, peak_flops=1000.0, mfu=0.5, cp=3)
 
 
+def test_dense_layers_of_a_mixture_of_experts_by_hand():
+    # The tiny model with 4 experts of 128 parameters, top 2, ep 2, tp 1, FP32 gradients;
+    # layer 0 dense (moe_layers), layer 1 the experts. Forward: layer 0 one MLP, 2 * 8 *
+    # (64 + 128) + 1024 = 4096 FLOPs; layer 1 two experts a token, 2 * 8 * (64 + 256) + 1024
+    # = 6144, plus the logits' 640; at 1000 * 0.5 FLOP/s 8.192 s and 13.568 s. Gradients:
+    # layer 0 (64 + 128) * 4 B = 768, none of them experts'; layer 1 (64 + 2 * 128) * 4 B =
+    # 1280, 1024 of them its 2 experts'; each plus the embedding's 10 * 4 * 4 B = 160.
+    model = ModelShape(2, 4, 16, 2, 2, 10, gated_mlp=False, experts=4, top_k=2, seq_len=8)
+    shape = step_shape(model, peak_flops=1000.0, mfu=0.5, ep=2, moe_layers=[False, True])
+    assert shape.layer_forward_s == pytest.approx((8.192, 13.568))
+    assert (shape.layer_grad_bytes, shape.layer_expert_grad_bytes) == ((928.0, 1440.0), (0.0, 1024.0))
+    every = step_shape(model, peak_flops=1000.0, mfu=0.5, ep=2)
+    assert every.layer_forward_s == pytest.approx((12.288, 13.568)) and every.layer_expert_grad_bytes == (1024.0,) * 2
+    with pytest.raises(InputError, match=r"moe_layers needs one value per layer \(2\)"):
+        step_shape(model, peak_flops=1000.0, mfu=0.5, moe_layers=[True])
+    # In a scenario, moe_layers = false makes the step a dense model's: no all-to-alls, no
+    # expert buckets, the compute of one MLP a layer.
+    text = """
+[topology]
+cluster = "dgx_h100"
+n_nodes = 1
+figure = "effective"
+[workload.training]
+model = {layers = 2, hidden = 4, ffn = 16, heads = 2, vocab = 10, gated_mlp = false, seq_len = 8, experts = 4, top_k = 2}
+mfu = 0.5
+dp = 8
+ep = 2
+slices = 1
+"""
+    dense = parse_scenario(text + "moe_layers = false\n").training
+    assert not any(".experts" in n or n.startswith("ep.") for n in dense.workload.names)
+    assert dense.compute_s == pytest.approx(3 * (4096 + 4096 + 640) / (989e12 * 0.5), rel=1e-9)
+    assert any(".experts" in n for n in parse_scenario(text).training.workload.names)
+
+
 def test_llama3_8b_has_8_billion_parameters():
     # Per layer: attention 2 * 4096^2 + 2 * 4096 * 1024 = 41,943,040; SwiGLU MLP
     # 3 * 4096 * 14336 = 176,160,768. 32 layers: 6,979,321,856; embedding and output

@@ -604,15 +604,30 @@ def gpu_sm_clock_GHz(sm: int) -> float | None:
 #: datasheets quote these with 2:4 sparsity, twice the dense figure given here.
 GPU_PEAK_BF16_FLOPS = {
     "A100": 312e12,
+    "A800": 312e12,
     "H100": 989e12,
+    "H800": 989e12,
     "H200": 989e12,
+    "GH200": 989e12,
     "B200": 2.25e15,
+    "B300": 2.25e15,
+    "GB200": 2.5e15,
+    "GB300": 2.5e15,
     "L40S": 362.05e12,
+}
+
+#: GPU models flowsim knows with no sourced peak dense BF16 figure, and why (docs/hardware.md §9.1).
+_NO_PEAK_BF16 = {
+    "V100": "V100 has no BF16 tensor cores; for an FP16 step give peak_flops = 125e12, its FP16 tensor-core peak "
+            "(NVIDIA V100 datasheet, SXM2)",
+    "H20": "NVIDIA publishes no datasheet for the H20; give peak_flops",
 }
 
 
 def gpu_peak_flops(gpu: str) -> float:
     """Peak dense BF16 FLOP/s of GPU model ``gpu`` (a key of :data:`GPU_PEAK_BF16_FLOPS`)."""
+    if gpu in _NO_PEAK_BF16:
+        raise InputError(f"no peak BF16 FLOP/s for GPU {gpu!r}: {_NO_PEAK_BF16[gpu]}")
     if gpu not in GPU_PEAK_BF16_FLOPS:
         raise InputError(
             f"no peak BF16 FLOP/s for GPU {gpu!r}; known: {', '.join(GPU_PEAK_BF16_FLOPS)} (or give peak_flops)"

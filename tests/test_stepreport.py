@@ -9,6 +9,7 @@ import pytest
 from flowsim import InputError, NodeKind, TopologyBuilder, build_cluster
 from flowsim.budgets import budget_tag
 from flowsim.collectives import P2P_NVLINK_EFFICIENCY, CollectiveCosts
+from flowsim.hardware import gpu_peak_flops
 from flowsim.models import MODEL_PRESETS, ModelShape, model_preset, step_shape
 from flowsim.pipeline import run
 from flowsim.scenario import parse_scenario
@@ -301,6 +302,36 @@ def test_model_presets_as_people_write_them():
     assert model_preset("mixtral-8x7b") is MODEL_PRESETS["mixtral_8x7b"]
     with pytest.raises(InputError, match="unknown model 'llama3-9b'; presets: llama3_8b, "):
         model_preset("llama3-9b")
+
+
+@pytest.mark.parametrize("cluster, gpu, peak", [("hgx-h800", "H800", 989e12), ("hgx-a800", "A800", 312e12),
+                                                ("dgx-b300", "B300", 2.25e15)])
+def test_a_model_computes_on_the_gpus_of_the_shipped_systems(cluster, gpu, peak):
+    # A model step on a system file's GPU takes its datasheet's dense BF16 rate
+    # (docs/hardware.md §9.1): one layer's forward of a tiny model at mfu 1 on 8 ranks.
+    text = f"""
+[topology]
+cluster = "{cluster}"
+n_nodes = 1
+figure = "effective"
+[workload.training]
+model = {{layers = 1, hidden = 4, ffn = 16, heads = 2, vocab = 10, gated_mlp = false, seq_len = 8}}
+mfu = 1.0
+tp = 8
+"""
+    step = parse_scenario(text).training
+    assert gpu_peak_flops(gpu) == peak
+    assert step.compute_s == pytest.approx(3 * (4096 + 640) / (8 * peak), rel=1e-9)
+
+
+@pytest.mark.parametrize("gpu, message", [
+    ("V100", "no peak BF16 FLOP/s for GPU 'V100': V100 has no BF16 tensor cores; for an FP16 step give peak_flops = "
+             "125e12"),
+    ("H20", "no peak BF16 FLOP/s for GPU 'H20': NVIDIA publishes no datasheet for the H20; give peak_flops"),
+])
+def test_gpus_without_a_sourced_bf16_peak_are_named(gpu, message):
+    with pytest.raises(InputError, match=re.escape(message)):
+        gpu_peak_flops(gpu)
 
 
 def test_bad_model_input():

@@ -716,6 +716,7 @@ def parallel_step(
     ep : int
         Expert-parallel size (>= 1, dividing ``dp``): each block of ``ep`` consecutive DP
         indices (same TP index and stage) exchanges tokens (:meth:`ParallelLayout.ep_group`).
+        Experts with ``tp`` > 1 need ``sequence_parallel``, as Megatron-LM's MoE layers do.
     moe_layers : sequence of bool, optional
         Per layer: whether its MLP is a mixture of experts (default: every layer when
         ``ep_all_to_all_bytes > 0``). Such a layer's MLP block is framed by two all-to-alls
@@ -802,6 +803,14 @@ def parallel_step(
             f"ep_skew must lie in [1, ep = {ep}] (the busiest rank's share over the mean), got {ep_skew!r}"
         )
     moe = _moe_layers(moe_layers, forward.size, ep_all_to_all_bytes > 0 and ep > 1)
+    # Megatron-LM's MoE layers refuse to train under tensor parallelism without sequence
+    # parallelism (MoELayer.forward, megatron/core/transformer/moe/moe_layer.py at d98e8a64):
+    # each TP rank would dispatch all of the tokens.
+    experts_present = (ep_all_to_all_bytes > 0 or expert_grads.any()) and _moe_layers(moe_layers, forward.size,
+                                                                                      True).any()
+    if experts_present and layout.tp > 1 and sequence_parallel is not True:
+        raise InputError(f"experts with tp = {layout.tp} need sequence_parallel = true, as Megatron-LM's MoE layers do "
+                         "under tensor parallelism")
     for value, what in ((activation_bytes, "activation_bytes"), (tp_all_reduce_bytes, "tp_all_reduce_bytes"),
                         (checkpoint_bytes_per_rank, "checkpoint_bytes_per_rank"),
                         (checkpoint_start_s, "checkpoint_start_s")):

@@ -547,6 +547,7 @@ layer_grad_bytes = 0
 ep_all_to_all_bytes = 1e6
 ep_skew = 1.5
 moe_layers = [true, false]
+sequence_parallel = true
 slices = 1
 """
     step = parse_scenario(text).training
@@ -561,6 +562,13 @@ slices = 1
     assert sizes == pytest.approx(wire, rel=1e-15)
     with pytest.raises(InputError, match=r"workload\.training\.moe_layers: expected true, false or a list of 2"):
         parse_scenario(text.replace("moe_layers = [true, false]", "moe_layers = [true]"))
+    # Megatron-LM's MoE layers refuse tensor parallelism without sequence parallelism
+    # (MoELayer.forward): so does the step, unless no layer has experts.
+    plain = text.replace("sequence_parallel = true\n", "")
+    with pytest.raises(InputError, match=re.escape("workload.training: experts with tp = 2 need sequence_parallel = "
+                                                   "true, as Megatron-LM's MoE layers do under tensor parallelism")):
+        parse_scenario(plain)
+    assert parse_scenario(plain.replace("moe_layers = [true, false]", "moe_layers = false")).training.layout.tp == 2
     # The experts' share of the gradients, per layer: all-reduced over each pair of DP
     # indices at the same place in their expert groups (0 and 2, 1 and 3), the rest over
     # all four; per stream one bucket (2 layers of 2e6 bytes fit 25 MiB).

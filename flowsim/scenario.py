@@ -405,10 +405,11 @@ def _cluster_topology(where: Where, table: Mapping, base_dir: Path) -> Topology:
                                              "file's keys: give a system file or a shipped system as cluster "
                                              "(docs/system-format.md)")
     figure = where.choice(table, "figure", "topology", FIGURES)
-    if "n_nodes" not in table:
-        raise where.error("topology.n_nodes", "missing; expected the number of servers (an integer)")
     params = {k: v for k, v in table.items() if k not in ("cluster", "figure")}
     keys = {**_CLUSTER_KEYS, **_PRESET_KEYS[system]}
+    where.only(params, keys, "topology")  # a misspelt key before the missing one it stands for
+    if "n_nodes" not in table:
+        raise where.error("topology.n_nodes", "missing; expected the number of servers (an integer)")
     return _call_builder(where, build_cluster, params, {"system": system, "figure": figure}, "topology", keys)
 
 

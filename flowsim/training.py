@@ -1104,7 +1104,8 @@ def _checkpoint(topology: Topology, ranks: Sequence[str], bytes_per_rank: float,
     targets = [topology.node_names[i] for i in topology.nodes_of_kind(NodeKind.STORAGE)]
     if not targets:
         raise InputError(
-            "checkpoint writes need storage targets in the topology (build_cluster(..., storage_targets=N))"
+            "checkpoint writes need storage targets in the topology: give topology.storage_targets (build_cluster's "
+            "storage_targets)"
         )
     dst = [targets[i % len(targets)] for i in range(len(ranks))]
     return Workload.build(
@@ -2090,7 +2091,12 @@ class _PipelineBuilder:
         goes on once the call has finished (where it sent), or its own part has."""
         stage, d = replica
         group = self.tp_groups[replica]
-        template = self.template(collective, group, self.tp_bytes, self.tp_algorithm)
+        try:
+            template = self.template(collective, group, self.tp_bytes, self.tp_algorithm)
+        except InputError as err:  # an algorithm the TP group cannot run: name the argument that chose it
+            if self.tp_algorithm in (None, "auto"):
+                raise
+            raise InputError(f"tp_algorithm = {self.tp_algorithm!r}: {err}") from None
         at, settle = self.at, self.flows.settle
         points = {}
         for rank in group:

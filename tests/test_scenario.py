@@ -255,6 +255,17 @@ BAD_SCENARIOS = [
     ('[topology]\ncluster = "dgx_h100"\nfigure = "nominal"\nn_nodes = 2\n[workload.training]\nmodel = "llama3_8b"\n'
      'mfu = 0.4\ntp = 8\npp = 2\nsequence_parallel = 1\n', "workload.training.sequence_parallel",
      "expected true or false, got an integer 1"),
+    # Found by an audit (2026-12-07): messages that named a Python call, no key, or a key
+    # missing where a misspelt one stood.
+    ('[topology]\ncluster = "dgx_h100"\nfigure = "effective"\nn_node = 2\n', "topology.n_node",
+     "unknown key; expected one of"),
+    ('[topology]\ncluster = "dgx_h100"\nfigure = "effective"\nn_nodes = 2\n[workload.training]\nlayers = 2\n'
+     'layer_backward_s = 2e-3\nlayer_grad_bytes = 1e8\ncheckpoint_bytes_per_rank = 1e9\n', "workload.training",
+     "checkpoint writes need storage targets in the topology: give topology.storage_targets"),
+    ('[topology]\ncluster = "dgx_h100"\nfigure = "effective"\nn_nodes = 2\n[workload.training]\nlayers = 2\n'
+     'layer_forward_s = 1e-3\nlayer_backward_s = 2e-3\nlayer_grad_bytes = 1e8\ntp_all_reduce_bytes = 1e7\ntp = 8\n'
+     'tp_algorithm = "nvls_sharp"\n', "workload.training",
+     "tp_algorithm = 'nvls_sharp': nvls_sharp_all_reduce: the ranks are in one server"),
 ]
 
 

@@ -194,11 +194,15 @@ _IB_USING = re.compile(r"\bNCCL\s+INFO\s+NET/IB\s*:\s*Using((?:\s+\[\d+\][^\s;\[
 # NCCL_MIN_NCHANNELS=32 \", ...), sets what each of its lines sets. So does one pasted as
 # Markdown's inline code ("`mpirun ... -x NCCL_IB_DISABLE=1 ...`"), or that sets other
 # variables first ("CUDA_VISIBLE_DEVICES=0,1 NCCL_P2P_LEVEL=NVL ./all_reduce_perf").
-_PROMPT = r"(?:(?:\([\w.-]+\)\s*)?(?:\[[^\]]*\]|[\w.-]+@[\w.-]+(?::\S*)?)?\s*[$#>%]\s*)?"
+# A bare '#' is no prompt: a shell script's comment ("# export NCCL_ALGO=Tree") sets nothing.
+_PROMPT = (r"(?:(?:\([\w.-]+\)\s*)?(?:(?:\[[^\]]*\]|[\w.-]+@[\w.-]+(?::\S*)?)\s*[$#>%]|[$>%])\s*)?")
+_PROGRAM = (r"(?:(?:mpirun|mpiexec|srun|sbatch|salloc|torchrun|docker|podman|apptainer|singularity|kubectl|export|env)"
+            r"(?![\w-])|\S*[a-z]_perf(?:_\w+)?\b)")
+# Behind backticks or other variables only a program counts: "`NCCL_ALGO=Ring` helped" and
+# "FOO=1 NCCL_PROTO=LL gave worse numbers" are prose.
 _COMMAND_LINE = re.compile(
-    rf"^`*{_PROMPT}`*(?:(?:sudo|time|nohup)\s+|[A-Za-z_]\w*=\S*\s+)*"
-    r"(?:(?:mpirun|mpiexec|srun|sbatch|salloc|torchrun|docker|podman|apptainer|singularity|kubectl|export|env)"
-    r"(?![\w-])|NCCL_[A-Z0-9_]+=|\S*[a-z]_perf(?:_\w+)?\b)"
+    rf"^{_PROMPT}(?:(?:sudo|time|nohup)\s+)*(?:{_PROGRAM}|NCCL_[A-Z0-9_]+=)"
+    rf"|^`*{_PROMPT}`*(?:(?:sudo|time|nohup)\s+|[A-Za-z_]\w*=\S*\s+)*{_PROGRAM}"
 )
 # A variable and its value: up to a blank, quote, backtick, semicolon or backslash (a continuation
 # written without a blank before it), or a comma that starts the next NAME= of a list
@@ -400,11 +404,12 @@ def _judged(rows: Sequence[TestRow], n_ranks: int) -> list[TestRow]:
 
 def _unreported(rows: Sequence[TestRow], binary: str, legacy: bool) -> list[TestRow]:
     """``rows`` without the largest error of a half nccl-tests before 2.13 (``legacy``, its
-    'error' column) checked but did not report: an all-to-all's in-place run, whose binary
-    sets ``reportErrors = in_place ? 0 : 1`` ([NT-PERF] src/alltoall.cu since 2020), so that
-    the ``1e+00`` printed there is not among its ``Out of bounds values`` and no element is
-    wrong. Later ones print ``N/A`` there (and for sendrecv's, src/util.cu)."""
-    if not legacy or binary not in ("alltoall_perf", "alltoallv_perf"):
+    'error' column) checked but did not report: the in-place run of all-to-all and
+    sendrecv, whose binaries set ``reportErrors = in_place ? 0 : 1`` ([NT-PERF]
+    src/alltoall.cu since 2020, src/sendrecv.cu since it came, 9dae3d3), so that what is
+    printed there (an old all-to-all's ``1e+00``) is not among its ``Out of bounds values``
+    and no element is wrong. From d313d20 nccl-tests prints ``N/A`` there."""
+    if not legacy or binary not in ("alltoall_perf", "alltoallv_perf", "sendrecv_perf"):
         return list(rows)
     return [replace(row, in_place=replace(row.in_place, wrong=None, max_error=None)) for row in rows]
 
@@ -473,10 +478,25 @@ def _headerless_layout(stripped: str, source: str, line: int) -> _Layout | None:
     tokens = stripped.split()
     header = _PRINTED_HEADERS.get(len(tokens))
     if len(tokens) == len(_HALF) * 2 + 4:
-        header = _ONE_OF_REDOP_ROOT[tokens[3][:1].isalpha()]
+        # Where its fifth column is the time, its sixth is the size over it (algbw): a row of
+        # today's 13 columns that lost its last is not taken for one of these (a re-audit).
+        header = _ONE_OF_REDOP_ROOT[tokens[3][:1].isalpha()] if _algbw_fits(tokens, 4) else None
     if header is None or tokens[2] not in DTYPE_BYTES:
         return None
     return _layout(header, source, line)
+
+
+def _algbw_fits(tokens: Sequence[str], time_at: int) -> bool:
+    """Whether ``tokens[time_at + 1]`` is the size over ``tokens[time_at]`` (GB/s of bytes
+    over microseconds, as nccl-tests prints algbw), within its two decimals and 5%."""
+    try:
+        size, time_us, algbw = float(tokens[0]), float(tokens[time_at]), float(tokens[time_at + 1])
+    except (ValueError, IndexError):
+        return False
+    if not time_us > 0:
+        return False
+    expected = size / time_us / 1e3
+    return abs(expected - algbw) <= 0.005 + 0.05 * expected
 
 
 def _tokens(text: str, layout: _Layout) -> list[str]:
@@ -773,17 +793,22 @@ def _launch_shape(commands: Sequence[str], per_process: int | None) -> tuple[int
             if (m := _MPI_PER_NODE.search(options)) is not None:
                 per_node = int(m.group(1) or m.group(2))
             if (m := _MPI_HOSTS.search(options)) is not None:
-                slots = [entry.rpartition(":")[2] for entry in m.group(1).split(",") if entry]
+                # Each host's slots: its ':N', else one a time it is named (Open MPI's
+                # "-H n1,n1,n2,n2"); the hosts are the distinct names.
+                slots: dict[str, int] = {}
+                for entry in filter(None, m.group(1).split(",")):
+                    host, _, count = entry.partition(":")
+                    slots[host] = slots.get(host, 0) + (int(count) if count.isdigit() else 1)
                 node_count = len(slots)
-                if per_node is None and all(x.isdigit() for x in slots) and len(set(slots)) == 1:
-                    per_node = int(slots[0])
+                if per_node is None and len(set(slots.values())) == 1:
+                    per_node = next(iter(slots.values()))
         if node_count is None and processes and per_node and processes % per_node == 0:
             node_count = processes // per_node
         if per_node is None and processes and node_count and processes % node_count == 0:
             per_node = processes // node_count
-        if node_count and per_node:
-            return node_count, per_node * (per_process or 1)
-        return None
+        if not (node_count and per_node) or processes and node_count * per_node != processes:
+            return None  # no whole shape, or one its own process count contradicts
+        return node_count, per_node * (per_process or 1)
     return None
 
 
@@ -1334,8 +1359,12 @@ def _parse_text(
             n_ranks_info, nodes_info, local = next(iter(shapes))
             if nodes_info * local == n_ranks_info:
                 nodes, gpus_per_node, given = nodes_info, local, "NCCL INFO comm lines"
-        if nodes is None and gpus_per_node is None and (launched := _launch_shape(launches, per_process)):
-            nodes, gpus_per_node, given = *launched, "the launcher's command line"
+        launched = _launch_shape(launches, per_process) if nodes is None and gpus_per_node is None else None
+        fitting = _ranks_from_busbw(rows, BINARIES[binary]) if launched else None
+        if launched and (fitting is None or fitting[0] <= launched[0] * launched[1] <= fitting[1]):
+            # A launcher's shape that the busbw ratio contradicts (a command quoted from another
+            # run) is not taken: the ratio or the arguments decide, as without it.
+            nodes, gpus_per_node, given = *launched, "launcher's command line"
         ordered, ranks_from = _made_up_ranks(
             source, layout.line, BINARIES[binary], rows, per_process, nodes, gpus_per_node, warnings, ranks, given
         )

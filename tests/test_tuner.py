@@ -838,3 +838,17 @@ def test_a_tree_of_one_gpu_a_server_takes_nccls_tree_pattern_factor():
     assert (one.algorithm, one.protocol) == ("tree", "ll128")
     assert one.table[("tree", "ll128")] == pytest.approx(94.42, abs=0.01)
     assert one.table[("tree", "ll")] == pytest.approx(99.88, abs=0.01)
+
+
+def test_nvls_across_servers_gathers_from_2_27_3_and_its_channels_are_ncclss_own():
+    # src/enqueue.cc updateCollCostTable up to v2.26.x: no NVLS all-gather or reduce-scatter
+    # where nNodes > 1; from v2.27.3-1 with CollNet (a re-audit: 2.26.2 chose it).
+    collnet = {"NCCL_COLLNET_ENABLE": "1"}
+    two = build_cluster("dgx_h100", 2, figure="effective")
+    assert "nvls" not in {a for a, _ in nccl_choice(two, "all_gather", MiB, nccl_env=collnet, version="2.26.2").table}
+    assert "nvls" in {a for a, _ in nccl_choice(two, "all_gather", MiB, nccl_env=collnet).table}
+    # NVLS with CollNet across servers runs min(nvlsChannels, the communicator's) channels
+    # (src/enqueue.cc topoGetAlgoInfo): its full share of NCCL's model, nothing set.
+    b200 = build_cluster("dgx_b200", 2, figure="effective")
+    choice = nccl_choice(b200, "all_reduce", GiB, nccl_env={**collnet, "NCCL_ALGO": "NVLS"})
+    assert choice.algorithm == "nvls" and choice.n_channels == choice.model_channels

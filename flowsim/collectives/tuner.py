@@ -911,18 +911,24 @@ def version_refusal(algorithm: str, collective: str, version: str = DEFAULT_NCCL
                     n_nodes: int = 2) -> str | None:
     """Why NCCL ``version`` has no ``algorithm`` (NCCL's name) for ``collective`` on ``n_nodes``
     servers, or None where it has one: PAT from v2.23.4-1 ([NCCL] src/graph/tuning.cc
-    ``NCCL_ALGO_PAT``), all-gather and reduce-scatter through the network (CollNet Direct,
-    NVLS across servers) from v2.20.5-1. The reason NCCL_ALGO gets, and a named algorithm too.
+    ``NCCL_ALGO_PAT``), all-gather and reduce-scatter through the network with CollNet
+    Direct from v2.20.5-1, with NVLS across servers from v2.27.3-1 (up to v2.26.x
+    ``updateCollCostTable`` skips NVLS for them where ``nNodes > 1``, [NCCL] src/enqueue.cc).
+    The reason NCCL_ALGO gets, and a named algorithm too.
 
     >>> version_refusal("collnet_direct", "reduce_scatter", "2.19.3")
     'NCCL runs reduce_scatter through the network from 2.20.5'
+    >>> version_refusal("nvls", "all_gather", "2.26.2", n_nodes=2)
+    'NCCL runs all_gather with NVLS across servers from 2.27.3'
     """
     constants = constants_of(version)
     if algorithm == "pat" and not _since(constants, (2, 23, 4)):
         return "PAT arrived in NCCL 2.23.4"
-    through_network = algorithm == "collnet_direct" or (algorithm == "nvls" and n_nodes > 1)
-    if through_network and collective in ("all_gather", "reduce_scatter") and not _since(constants, (2, 20, 5)):
-        return f"NCCL runs {collective} through the network from 2.20.5"
+    if collective in ("all_gather", "reduce_scatter"):
+        if algorithm == "collnet_direct" and not _since(constants, (2, 20, 5)):
+            return f"NCCL runs {collective} through the network from 2.20.5"
+        if algorithm == "nvls" and n_nodes > 1 and not _since(constants, (2, 27, 3)):
+            return f"NCCL runs {collective} with NVLS across servers from 2.27.3"
     return None
 
 
@@ -1231,7 +1237,8 @@ def _model(system: NcclSystem, graphs: Mapping[str, NcclGraph], constants: NcclC
                 # With one GPU a server the search's tree is of the TREE pattern ("all NIC
                 # traffic going to/from the same GPU", src/graph/search.cc ncclTopoCompute),
                 # which NCCL's model takes at .85 ([NCCL] src/graph/tuning.cc: the graph's
-                # pattern up to v2.26.x, comm->maxTreePattern from v2.27.3-1).
+                # pattern before v2.26.2-1, comm->maxTreePattern from it, which one server of
+                # one GPU among others would set too; collective and check place ranks evenly).
                 bus *= .85
             if algorithm == "pat":
                 # .85 in v2.23.4-1, the first with PAT; .75 from v2.24.3-1 ([NCCL] src/graph/tuning.cc).
@@ -1760,12 +1767,14 @@ def nccl_choice(
         max_channels = nvls.n_channels
         # NCCL's model bandwidth is its search's (graphs[NVLS]->nChannels x bw) whatever
         # NCCL_NVLS_NCHANNELS or the CTA bounds make of the call's channels, as for rings:
-        # each channel moves its share of the default nvlsChannels' (src/graph/tuning.cc).
+        # each channel moves its share of what NCCL runs the call on unbounded
+        # (src/graph/tuning.cc; src/enqueue.cc topoGetAlgoInfo).
         model_channels = nvls_tuning(system, constants, NcclEnv(
             {key: value for key, value in env.values.items()
              if key not in _CHANNEL_BOUNDS and key != "NCCL_NVLS_NCHANNELS"})).n_channels
         if algorithm == "nvls" and system.n_nodes > 1:
             max_channels = min(max_channels, comm_channels)
+            model_channels = min(model_channels, _comm_channels(system, graphs, constants, unbounded))
             # Chunks of at most 32 KiB where the model's NVLS all-reduce moves under 150 GB/s,
             # whatever the call (0 where it is off; [NCCL] src/enqueue.cc calcCollChunking).
             all_reduce = _model(system, graphs, constants, "all_reduce", env).get(("nvls", "simple"))

@@ -401,6 +401,16 @@ def test_a_thread_driving_several_gpus_bounds_small_sizes(capsys):
         assert float(next(r for r in out.splitlines() if r.split()[0] == "64").split()[8]) < 20
 
 
+def test_aggregated_iterations_are_said_in_the_output(capsys):
+    argv = ["collective", "all_reduce", "--system", "dgx-h100", "-b", "1M", "-e", "1M", "-m", "8"]
+    assert flowsim([*argv, "--json"]) == 0
+    output = json.loads(capsys.readouterr().out)
+    assert (output["agg_iters"], output["cuda_graph"], output["rows"][0]["algorithm"]) == (8, 0, "nvls")
+    assert flowsim(argv) == 0
+    assert "# Aggregated (-m)      : 8 calls an iteration, which NCCL merges into one of their bytes" in (
+        capsys.readouterr().out)
+
+
 def test_a_root_is_taken_by_the_collectives_that_have_one(capsys):
     argv = ["--system", "dgx-h100", "-b", "8M", "-e", "8M", "--json"]
     assert flowsim(["collective", "gather", *argv, "-r", "5"]) == 0

@@ -831,6 +831,9 @@ def test_an_iterations_aggregated_calls_run_as_one_call_of_their_bytes():
     assert (alone.algorithm, alone.protocol) == ("ring", "ll")
     assert (merged.algorithm, merged.channels) == (whole.algorithm, whole.channels) == ("nvls", 16)
     assert merged.size_bytes == 2**20 and merged.time_us == pytest.approx(whole.time_us / 8, rel=1e-12)
+    # All-to-alls are point-to-point: no task to merge, eight calls of 1 MiB.
+    pair = sweep(topo, "all_to_all", [2**20], agg_iters=8)[0]
+    assert pair.time_us == pytest.approx(sweep(topo, "all_to_all", [2**20])[0].time_us, rel=0.05)
     assert merged.busbw_GBps == pytest.approx(whole.busbw_GBps, rel=1e-12)
 
 

@@ -447,9 +447,13 @@ def test_cli_takes_any_nccl_version_as_a_log_would(capsys):
     out = capsys.readouterr()
     assert json.loads(out.out)["nccl_version"] == "2.26.2"
     assert "NCCL 2.26: flowsim takes the constants of 2.26.2, the release of that series it has" in out.err
+    # One it has none of, as its last release would be (2.18.x had NVLSTree from 2.18.1).
+    flowsim([*argv, "--nccl-version", "2.18"])
+    err = capsys.readouterr().err
+    assert "no constants of NCCL 2.18; it takes those of 2.19.3, the oldest it has" in err and "had no" not in err
     with pytest.raises(SystemExit):
-        flowsim([*argv, "--nccl-version", "2.18"])
-    assert "or the series MAJOR.MINOR of one flowsim has (2.30.7, " in capsys.readouterr().err
+        flowsim([*argv, "--nccl-version", "2.x"])
+    assert "or a series MAJOR.MINOR (flowsim has 2.30.7, " in capsys.readouterr().err
 
 
 def test_an_older_nccl_version_leaves_out_what_it_lacked(capsys, tmp_path):

@@ -78,6 +78,7 @@ from flowsim.collectives.report import (
 )
 from flowsim.collectives.tuner import (
     COLLNET_ALGORITHMS,
+    NCCL_COLLECTIVES,
     NCCL_ENV_KEYS,
     REDOPS,
     NcclEnv,
@@ -1528,16 +1529,19 @@ def check_log(
         if (check.short or check.fast) and prediction is not None and row.size_bytes not in follow and not steered:
             flagged_by_run.setdefault(run, []).append((row, prediction))
     env = merged_env(topology, options.get("nccl_env"))
+    # NCCL chooses for an iteration's -m calls merged into one (flowsim.collectives.sweep).
+    merged = launch["agg_iters"] if log.collective in NCCL_COLLECTIVES else 1
     for run, flagged in flagged_by_run.items():
         dtype, redop = run[1:3]
         common = sweep_options(run, **noted("what else NCCL may have run"))
         try:
-            table = nccl_choice(topology, log.collective, max(row.size_bytes for row, _ in flagged), ranks=ranks,
-                                nccl_env=env, version=version, dtype=dtype, redop=redop).table
+            tuned = nccl_choice(topology, log.collective, merged * max(row.size_bytes for row, _ in flagged),
+                                ranks=ranks, nccl_env=env, version=version, dtype=dtype, redop=redop)
         except InputError:
             continue  # no tuner's choice (point-to-point collectives): nothing else weighed
+        table = tuned.table
         # What may have run: a close call in NCCL's model, or its best choice without NVLS.
-        chosen = min(table, key=table.__getitem__)
+        chosen = (tuned.algorithm, tuned.protocol)
         weighed = {pair for pair, time_us in table.items() if time_us <= CLOSE_CALL * table[chosen]}
         without = {pair: time_us for pair, time_us in table.items() if pair[0] not in _NVLS_FAMILY}
         if chosen[0] in _NVLS_FAMILY and without:
@@ -1551,7 +1555,7 @@ def check_log(
             explained.append(line)
 
         def table_at(size: int, dtype: str = dtype, redop: str = redop) -> Mapping[tuple[str, str], float]:
-            return nccl_choice(topology, log.collective, size, ranks=ranks, nccl_env=env, version=version,
+            return nccl_choice(topology, log.collective, merged * size, ranks=ranks, nccl_env=env, version=version,
                                dtype=dtype, redop=redop).table
 
         not_nvls.extend(_short_without_nvls(flagged, allowance, predict_other, table_at))

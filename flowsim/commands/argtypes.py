@@ -124,20 +124,20 @@ class _NcclVersion(argparse.Action):
     note on stderr says which, and what is left out."""
 
     def __call__(self, parser, namespace, values, option_string=None):
-        text = str(values)
+        text = release = str(values)
         series = re.fullmatch(r"\s*(\d+)\.(\d+)\s*", text)
         if series is not None:
-            # A series (2.26) where flowsim has one of its releases: that release.
+            # A series (2.26): the release of it flowsim has, else as its last release would be.
             found = [v for v, c in NCCL_VERSIONS.items() if c.release[:2] == (int(series[1]), int(series[2]))]
+            release = found[0] if found else f"{series[1]}.{series[2]}.999"
             if found:
                 print(f"# note: NCCL {text.strip()}: flowsim takes the constants of {found[0]}, the release of that "
                       "series it has", file=sys.stderr)
                 text = found[0]
-        version, wanted = nearest_version(text), nccl_release(text)
+        version, wanted = nearest_version(release), nccl_release(release)
         if version is None or wanted is None:
-            raise argparse.ArgumentError(self, f"expected an NCCL version MAJOR.MINOR.PATCH, or the series "
-                                               f"MAJOR.MINOR of one flowsim has ({', '.join(NCCL_VERSIONS)}), "
-                                               f"got {text!r}")
+            raise argparse.ArgumentError(self, f"expected an NCCL version MAJOR.MINOR.PATCH or a series "
+                                               f"MAJOR.MINOR (flowsim has {', '.join(NCCL_VERSIONS)}), got {text!r}")
         taken = NCCL_VERSIONS[version].release
         lacked = predated(wanted)
         if taken != wanted:
@@ -148,7 +148,7 @@ class _NcclVersion(argparse.Action):
             print(f"# note: flowsim has no constants of NCCL {text.strip()}; it takes those of {version}, "
                   f"{which}{missing}", file=sys.stderr)
         setattr(namespace, self.dest, version)
-        namespace.nccl_version_asked = text.strip()
+        namespace.nccl_version_asked = release.strip()  # a series as its last release would be
 
 
 def nccl_version_lacks(args: argparse.Namespace) -> tuple[PredatedAlgorithm, ...]:

@@ -48,6 +48,7 @@ from flowsim.collectives.report import (
 )
 from flowsim.collectives.tuner import (
     FP8_TYPES,
+    NCCL_COLLECTIVES,
     REDOPS,
     channel_env_notes,
     describe_system,
@@ -365,6 +366,8 @@ def run_collective(args: argparse.Namespace) -> int:
                 system_nccl_env=system_env,
                 nccl_version=args.nccl_version,
                 gpus_per_thread=args.ngpus,
+                agg_iters=args.agg_iters,
+                cuda_graph=args.cudagraph,
                 iters=args.iters,
                 blocking=args.blocking > 0,
                 failures=failures,
@@ -374,6 +377,9 @@ def run_collective(args: argparse.Namespace) -> int:
     else:
         models = " and ".join(sorted({r.model for r in rows}))
         print(f"# Ran                  : {algorithm} ({models})")
+        if args.agg_iters > 1 and args.collective in NCCL_COLLECTIVES:
+            print(f"# Aggregated (-m)      : {args.agg_iters} calls an iteration, which NCCL merges into one of their "
+                  "bytes: a row is that call over them; its NCCL model times are the merged call's")
         if args.time_rel_tol > DEFAULT_TIME_REL_TOL:
             print(f"# Time windows         : {time_window_note(args.time_rel_tol)}")
         if not gpudirect:

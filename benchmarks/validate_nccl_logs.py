@@ -76,16 +76,20 @@ INSTANCES: tuple[tuple[str, str], ...] = (
     (r"\bp6-b200\b", "aws-p6-b200"),
     (r"\ba3[- ]?high", "gcp-a3-high"), (r"\ba3[- ]?mega", "gcp-a3-mega"), (r"\ba3[- ]?ultra", "gcp-a3-ultra"),
     (r"\ba4[- ]?high|\bgcp[- ]a4\b", "gcp-a4"),
-    (r"\bnd96a\w*_v4\b|\bnd a100 v4\b", "azure-nd-a100-v4"), (r"\bnd96\w*_h100_v5\b|\bnd h100 v5\b", "azure-nd-h100-v5"),
-    (r"\bnd96\w*_h200_v5\b|\bnd h200 v5\b", "azure-nd-h200-v5"),
+    (r"(?<![a-z0-9])nd96a\w*_v4\b|\bnd a100 v4\b", "azure-nd-a100-v4"),
+    (r"(?<![a-z0-9])nd96\w*_h100_v5\b|\bnd h100 v5\b", "azure-nd-h100-v5"),
+    (r"(?<![a-z0-9])nd96\w*_h200_v5\b|\bnd h200 v5\b", "azure-nd-h200-v5"),
     (r"\bbm\.gpu4\.8\b", "oci-bm-gpu4-8"), (r"\bbm\.gpu\.h100\.8\b", "oci-bm-gpu-h100-8"),
     (r"\bbm\.gpu\.b300\.8\b", "oci-bm-gpu-b300-8"),
 )
 
-# A NIC's kind by the words that name it (EFA and RoCE before InfiniBand's speed grades, which
-# RoCE NICs' texts may also carry), and InfiniBand's grades by speed (Gb/s) where no figure is given.
-_NIC_KINDS = (("efa", r"\befa"), ("roce", r"roce|ethernet|gbe\b"), ("ib", r"infiniband|\bib\b|\b[xnhe]dr"))
-_GRADES = {"xdr": 800, "ndr": 400, "hdr": 200, "edr": 100}
+# A NIC's kind by the words that name it (TCP first: no RDMA, which flowsim does not model; EFA
+# and Ethernet before InfiniBand's speed grades, which RoCE NICs' texts may also carry; NVIDIA's
+# Spectrum-X and BlueField SuperNICs are Ethernet), and InfiniBand's grades by speed (Gb/s)
+# where no figure is given (HDR100 and NDR200 the split ports' 100 and 200).
+_NIC_KINDS = (("tcp", r"\btcp\b|\bsockets?\b|no rdma"), ("efa", r"\befa"),
+              ("roce", r"roce|ethernet|gbe\b|spectrum|supernic|bluefield"), ("ib", r"infiniband|\bib\b|\b[xnhe]dr"))
+_GRADES = {"xdr": 800, "ndr": 400, "hdr": 200, "edr": 100, "hdr100": 100, "ndr200": 200}
 
 
 @dataclass(frozen=True)
@@ -118,17 +122,24 @@ def nics_from_text(text: str) -> dict | None:
     >>> nics_from_text("16 x 200 Gb/s RoCE")
     {'speed_gbps': 200, 'count': 16, 'kind': 'roce'}
     >>> nics_from_text("ConnectX-7, NDR200") is None, nics_from_text("one HDR NIC a GPU")
-    (False, {'speed_gbps': 200, 'kind': 'ib'})
+    (False, {'speed_gbps': 200, 'per_gpu': True, 'kind': 'ib'})
+
+    A count "per GPU" is no server's (``per_gpu`` says so), nor one "across the N nodes"
+    (``nodes`` says over how many).
     """
     low = text.lower()
-    figure = re.search(r"(\d+)\s*(?:gb/s|gbps|gbit|gb\b|g\b|gbe)", low) or re.search(r"\bndr\s*(200)\b", low)
-    grade = re.search(r"\b([xnhe]dr)\b", low)
+    grade = re.search(r"\b((?:hdr|ndr)\s*(?:100|200)|[xnhe]dr)\b", low)
+    figure = re.search(r"(\d+)\s*(?:gb/s|gbps|gbit|gb\b|g\b|gbe)", low)
     if figure is None and grade is None:
         return None
-    nics: dict = {"speed_gbps": int(figure.group(1)) if figure else _GRADES[grade.group(1)]}
+    nics: dict = {"speed_gbps": int(figure.group(1)) if figure else _GRADES[grade.group(1).replace(" ", "")]}
     count = re.search(r"(?<![\w.])(\d+)\s*[x\u00d7]\s*(?!large)", low)
     if count:
         nics["count"] = int(count.group(1))
+    if re.search(r"\b(?:per|a|each|one per)\s+gpu\b", low):
+        nics["per_gpu"] = True
+    if across := re.search(r"\bacross\s+(?:the\s+|all\s+)?(\d+)\s+(?:nodes|servers|hosts)\b", low):
+        nics["nodes"] = int(across.group(1))
     kind = next((k for k, pattern in _NIC_KINDS if re.search(pattern, low)), None)
     if kind:
         nics["kind"] = kind
@@ -149,7 +160,16 @@ def _with_nics(name: str, nic_text: str) -> tuple[str, str | ServerSpec]:
     old = server.get("nics", {})
     nics = {"count": old.get("count", 0), "speed_gbps": old.get("speed_gbps"), "kind": old.get("kind", "ib"),
             "ports": old.get("ports", 1)}
-    count, gpus = stated.get("count", nics["count"]), server["gpus"]
+    if stated.get("kind") == "tcp":
+        raise InputError(f"the index's NICs ({nic_text!r}) run TCP sockets, which flowsim does not model")
+    gpus = server["gpus"]
+    count = stated.get("count", nics["count"])
+    if stated.get("per_gpu"):
+        count *= gpus  # "1x 400Gb/s NDR per GPU"
+    if stated.get("nodes"):
+        if count % stated["nodes"]:
+            raise InputError(f"the index's NICs ({nic_text!r}) do not split evenly over its {stated['nodes']} nodes")
+        count //= stated["nodes"]  # "16 x 400G across the 2 nodes"
     ports = count // gpus if count > gpus and count % gpus == 0 else 1
     if count and gpus % count and ports == 1:
         raise InputError(f"the index's NICs ({nic_text!r}) do not split evenly over {name}'s {gpus} GPUs")
@@ -184,14 +204,19 @@ def index_system(item: dict, log: NcclTestLog) -> tuple[str, str | ServerSpec]:
     name = next((system for pattern, system in INSTANCES if re.search(pattern, text)), None) or platform_system(log)
     if name is not None:
         return name, resolve_system(name)[0]
-    name = gpu_model_value(gpu, DEFAULT_SYSTEMS, None)
-    if name is None and gpu and "nvswitch" in (item.get("intra") or "").lower():
+    # A rack's name after its GPU ("GB200 NVL72") is no PCIe card's "NVL" (the H100 NVL).
+    model = re.sub(r"\s*\bNVL(?:36|72)\b.*", "", gpu, flags=re.IGNORECASE)
+    name = gpu_model_value(model, DEFAULT_SYSTEMS, None)
+    intra = (item.get("intra") or "").lower()
+    card = re.search(r"pcie|\bnvl\b", model, re.IGNORECASE)
+    if name is None and model and not card and "nvswitch" in intra and not re.search(r"\b(?:no|without)\s+nvswitch",
+                                                                                        intra):
         # An SXM module the index names without its form ("A100 (SXM, NVLink/NVSwitch)").
-        name = gpu_model_value(f"{gpu.split()[0]}-SXM", DEFAULT_SYSTEMS, None)
+        name = gpu_model_value(f"{model.split()[0]}-SXM", DEFAULT_SYSTEMS, None)
     if name is None:
         # The GPU the index names (as if the rank lines named it), else the rank lines', as
         # flowsim check takes it without --system, or why none fits.
-        named = replace(log, ranks=(RankInfo(0, "host", 0, gpu, 0),), platform=None) if gpu else log
+        named = replace(log, ranks=(RankInfo(0, "host", 0, model, 0),), platform=None) if model else log
         try:
             name = default_system(named)
         except InputError:

@@ -325,8 +325,14 @@ def _index(tmp_path, *items):
     ("32 x 100 Gb/s EFA (p5.48xlarge)", {"speed_gbps": 100, "count": 32, "kind": "efa"}),
     ("2 x 100GbE", {"speed_gbps": 100, "count": 2, "kind": "roce"}),
     ("4x Slingshot-11 200 Gb/s", {"speed_gbps": 200, "count": 4}),
-    ("one HDR NIC a GPU", {"speed_gbps": 200, "kind": "ib"}),
+    ("one HDR NIC a GPU", {"speed_gbps": 200, "per_gpu": True, "kind": "ib"}),
     ("ConnectX-7 on a p5.48xlarge", None),
+    # A re-audit's misreads: a count per GPU or across nodes, HDR100, TCP, NVIDIA's Ethernet.
+    ("1x 400Gb/s NDR per GPU", {"speed_gbps": 400, "count": 1, "per_gpu": True, "kind": "ib"}),
+    ("16 x 400G NDR across the 2 nodes", {"speed_gbps": 400, "count": 16, "nodes": 2, "kind": "ib"}),
+    ("8x ConnectX-6 HDR100", {"speed_gbps": 100, "count": 8, "kind": "ib"}),
+    ("100 Gb/s Ethernet, TCP sockets (no RDMA)", {"speed_gbps": 100, "kind": "tcp"}),
+    ("Spectrum-X 400G", {"speed_gbps": 400, "kind": "roce"}),
 ])
 def test_the_nic_text_of_an_index_entry_is_read(text, nics):
     assert validate.nics_from_text(text) == nics
@@ -357,6 +363,26 @@ def test_an_entry_without_a_system_is_checked_on_the_server_its_gpu_and_nics_nam
     big = [8 << 30]
     ib, half = (validate.check_entry(listed[k], directory, sizes=big).rows[0] for k in (1, 2))
     assert 0.45 < half.predicted_busbw_GBps / ib.predicted_busbw_GBps < 0.55
+
+
+def test_pcie_cards_rack_names_and_nic_counts_are_read_as_the_index_means_them(tmp_path):
+    directory = _index(
+        tmp_path,
+        {"file": "a.txt", "gpu": "A100 80GB PCIe", "nodes": 2, "nic": "2x HDR 200G",
+         "intra": "PCIe Gen4 switches, no NVSwitch"},
+        {"file": "a.txt", "gpu": "H100 NVL", "nodes": 2, "nic": "8x 400G", "intra": "NVLink bridge pairs (no NVSwitch)"},
+        {"file": "a.txt", "gpu": "H100 80GB HBM3", "nodes": 2, "nic": "1x 400Gb/s NDR per GPU"},
+        {"file": "a.txt", "gpu": "H100 80GB HBM3", "nodes": 2, "nic": "16 x 400G NDR across the 2 nodes"},
+        {"file": "a.txt", "gpu": "H100", "nodes": 2, "nic": "Standard_ND96isr_H100_v5, 8x NDR"},
+        {"file": "a.txt", "gpu": "H100 80GB HBM3", "nodes": 2, "nic": "100 Gb/s Ethernet, TCP sockets (no RDMA)"},
+        {"file": "b.txt", "gpu": "GB200 NVL72", "nodes": 1, "intra": "NVLink 5, NVSwitch"},
+    )
+    listed = validate.entries(directory)
+    assert "no flowsim server for the GPU 'A100 80GB PCIe'" in listed[0].problem
+    assert "no flowsim server for the GPU 'H100 NVL'" in listed[1].problem
+    assert [e.system for e in listed[2:5]] == ["dgx-h100", "dgx-h100", "azure-nd-h100-v5"]  # 8 x 400 NDR, as the DGX
+    assert "run TCP sockets, which flowsim does not model" in listed[5].problem
+    assert listed[6].system == "gb200-nvl72"
 
 
 def test_an_entry_no_system_fits_is_listed_not_checked_and_the_others_are(tmp_path, capsys):

@@ -433,10 +433,10 @@ def build_cluster(
     # Every fabric is planned from the counts first: a cluster too large for its switches
     # is refused at once, not after building thousands of servers.
     if fabric != "none":
+        one_server = "; one server needs none for its own collectives: fabric none (or auto)" if n_nodes == 1 else ""
         if not rails:
             raise InputError(f"{fabric} compute fabric of {n_nodes} {system} servers: the server has no compute NICs"
-                             + ("; one server needs none for its own collectives: fabric none (or auto)"
-                                if n_nodes == 1 else ""))
+                             + one_server)
         model = compute_switch(spec, switch)
         size = model.radix // 2 if su_size is None else su_size
         if fabric == "rail_optimized":
@@ -444,10 +444,12 @@ def build_cluster(
         try:
             compute = _plan_compute(model, fabric, n_nodes, size, oversubscription, len(rails))
         except InputError as err:
-            hint = ""
+            hint = one_server
             # A rail leaf per compute NIC of a server: a rack-scale system (72 NICs per GB200
-            # NVL72 rack) has more rails than a pod of leaves fits under its spines.
-            if fabric == "rail_optimized" and _fits(model, "fat_tree", n_nodes, size, oversubscription, len(rails)):
+            # NVL72 rack) has more rails than a pod of leaves fits under its spines. One server
+            # needs no fabric at all, which is the one to name there.
+            if (not one_server and fabric == "rail_optimized"
+                    and _fits(model, "fat_tree", n_nodes, size, oversubscription, len(rails))):
                 hint = f"; {system} has {len(rails)} compute NICs per server, one rail each: fabric 'fat_tree' fits"
             raise InputError(f"{fabric} compute fabric of {n_nodes} {system} servers: {err}{hint}") from None
     n_ports = n_nodes * len(frontend) + storage_targets

@@ -16,9 +16,10 @@ Format
         ``pcie_server``.
     ``cluster = "dgx_h100"``
         :func:`flowsim.fabrics.build_cluster` of that system: ``n_nodes`` and ``figure`` are
-        required; ``fabric``, ``switch``, ``su_size``, ``oversubscription``,
-        ``storage_targets``, ``storage_technology``, ``ethernet_switch`` and the preset's own
-        parameters are optional.
+        required; ``fabric`` (default ``"auto"``: none for one server, rail-optimized for
+        more, a fat-tree where rail leaves do not fit), ``switch``, ``su_size``,
+        ``oversubscription``, ``storage_targets``, ``storage_technology``, ``ethernet_switch``
+        and the preset's own parameters are optional.
     ``cluster = "FILE.toml"``
         The same, of the server a system file describes (relative to the scenario file,
         format in docs/system-format.md): its ``[cluster]`` keys are the defaults (``n_nodes``
@@ -276,10 +277,13 @@ _BOOL, _INT, _NUMBER, _STR = (bool,), (int,), (int, float), (str,)
 # renaming a key of every scenario file.
 
 #: Keys of a ``cluster = ...`` table besides ``cluster`` and ``figure``: build_cluster's own
-#: parameters (its preset's keys are allowed too).
+#: parameters (its preset's keys are allowed too), with build_cluster's defaults but for the
+#: fabric's: "auto", as on the command line (``flowsim collective``, ``flowsim check``), so that
+#: one server, whose GPUs never reach its compute NICs, gets none (a GB200 NVL72 rack's 72
+#: rails fit no rail-optimized fabric), and more get the rail-optimized one where it fits.
 _CLUSTER_KEYS = {
     "n_nodes": _Key(_INT, _REQUIRED),
-    "fabric": _Key(_STR, "rail_optimized"),
+    "fabric": _Key(_STR, "auto"),
     "switch": _Key(_STR, None),
     "su_size": _Key(_INT, None),
     "oversubscription": _Key(_NUMBER, 1.0),

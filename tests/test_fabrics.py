@@ -276,11 +276,15 @@ def test_a_cluster_too_large_for_its_switches_is_refused_before_any_building(fab
 
 def test_a_rack_scale_system_on_rails_is_pointed_to_the_fabric_that_fits():
     # 72 compute NICs per GB200 NVL72 rack make 72 rail leaves, more than a pod fits under
-    # 64-port spines; the same NICs packed into leaves (fat_tree) do fit.
+    # 64-port spines; the same NICs packed into leaves (fat_tree) do fit. One rack needs no
+    # fabric at all, and is told so rather than sent to a fat-tree.
     message = "gb200_nvl72 has 72 compute NICs per server, one rail each: fabric 'fat_tree' fits"
     with pytest.raises(InputError, match=re.escape(message)):
-        build_cluster("gb200_nvl72", 1, figure="effective")
+        build_cluster("gb200_nvl72", 2, figure="effective")
     assert build_cluster("gb200_nvl72", 2, figure="effective", fabric="fat_tree").n_servers == 2
+    with pytest.raises(InputError, match=re.escape(
+            "does not fit 64-port spines; one server needs none for its own collectives: fabric none (or auto)")):
+        build_cluster("gb200_nvl72", 1, figure="effective")
 
 
 def test_auto_fabric_takes_a_fat_tree_where_rail_leaves_do_not_fit():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import re
 import sys
 import types
 import typing
@@ -96,7 +97,35 @@ def _file_keys(builder, fixed):
 def test_cluster_keys_are_build_clusters_parameters():
     # The keys are the file format: a renamed or retyped parameter must fail here, not
     # silently change what scenario files mean.
-    assert scenario_module._CLUSTER_KEYS == _file_keys(build_cluster, {"system", "figure"})
+    # The one default of its own: the fabric's, "auto" as on the command line.
+    expected = _file_keys(build_cluster, {"system", "figure"})
+    expected["fabric"] = scenario_module._Key(expected["fabric"].types, "auto")
+    assert scenario_module._CLUSTER_KEYS == expected
+
+
+def _collective_on(topology: str) -> str:
+    return f'[topology]\n{topology}\nfigure = "effective"\n[[workload.collective]]\nop = "all_reduce"\nsize_bytes = 1048576\n'
+
+
+def test_a_cluster_without_a_fabric_key_takes_the_command_lines_auto():
+    # One GB200 NVL72 rack: its 72 rail leaves fit no 64-port spines, so the rail-optimized
+    # default stopped the scenario that `flowsim collective` runs; one server gets no fabric.
+    rack = parse_scenario(_collective_on('cluster = "gb200_nvl72"\nn_nodes = 1')).topology
+    assert not any(name.startswith("ib.") for name in rack.node_names)
+    alone = parse_scenario(_collective_on('cluster = "dgx_h100"\nn_nodes = 1'))
+    assert alone.topology.node_names == build_cluster("dgx_h100", 1, figure="effective", fabric="none").node_names
+    # More servers: the rail-optimized fabric as before, node for node and link for link.
+    two = parse_scenario(_collective_on('cluster = "dgx_h100"\nn_nodes = 2\nsu_size = 1')).topology
+    rails = parse_scenario(_collective_on('cluster = "dgx_h100"\nn_nodes = 2\nsu_size = 1\nfabric = "rail_optimized"'))
+    assert (two.node_names, two.link_names) == (rails.topology.node_names, rails.topology.link_names)
+    assert "ib.su1.rail0" in two.node_names
+
+
+def test_a_rail_fabric_named_for_one_rack_says_that_it_needs_none():
+    with pytest.raises(InputError, match=re.escape(
+            "topology: rail_optimized compute fabric of 1 gb200_nvl72 servers: a pod of 72 leaves with 32 uplinks "
+            "each does not fit 64-port spines; one server needs none for its own collectives: fabric none (or auto)")):
+        parse_scenario(_collective_on('cluster = "gb200_nvl72"\nn_nodes = 1\nfabric = "rail_optimized"'))
 
 
 @pytest.mark.parametrize("name", preset_names())

@@ -46,12 +46,16 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from flowsim.errors import InputError
 from flowsim.topology import NodeKind, Topology
 from flowsim.workload import Workload
+
+if TYPE_CHECKING:  # flowsim.training is a large import that a placement does not need
+    from flowsim.training import ParallelStep, TrainingStep
 
 __all__ = ["JOB_KINDS", "POLICIES", "Job", "Placement", "PlacementError", "check_job_name", "place_jobs",
            "repeat_iterations", "storage_workload"]
@@ -125,6 +129,9 @@ class Job:
     start_marker, end_marker : numpy.ndarray
         int64[iterations]: the index (into the scenario's workload) of each iteration's
         ``start`` and ``end`` marker.
+    training : TrainingStep or ParallelStep, optional
+        A training job's step (one iteration, its flows numbered from 0); None for the
+        other kinds.
     """
 
     name: str
@@ -138,6 +145,7 @@ class Job:
     hi: int
     start_marker: np.ndarray
     end_marker: np.ndarray
+    training: TrainingStep | ParallelStep | None = None
 
 
 class PlacementError(InputError):

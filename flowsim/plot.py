@@ -16,7 +16,10 @@
     A training step's activity per pipeline stage (a trace of a run with a training step):
     one row per stage for its compute (forward and backward in two colours) and one per
     kind of communication it had in flight (TP, PP, DP, EP, checkpoint), each bar the union
-    over the stage's ranks, so every flow and every block of compute counts.
+    over the stage's ranks, so every flow and every block of compute counts. Training jobs
+    (``[[job]]`` with ``[job.training]``) get a panel each, below the ``[workload.training]``
+    step's where there is one: the job's first iteration as it ran beside the others, its
+    times from the iteration's start.
 ``tiers``
     Utilization over time of each link tier group (NVLink, PCIe/host, InfiniBand,
     Ethernet): the bytes its links carried in each time bin over what they all could have
@@ -34,6 +37,7 @@ import numpy as np
 
 from flowsim.errors import InputError, image_file, whole_number
 from flowsim.files import replaced_atomically
+from flowsim.stepreport import StepBreakdown
 from flowsim.trace import Trace
 
 __all__ = ["KINDS", "MAX_PANELS", "plot_trace"]
@@ -227,27 +231,71 @@ _ACTIVITY_LABELS = {
 _ROW_LABELS = {"tp": "TP", "pp": "PP", "dp": "DP", "ep": "EP", "checkpoint": "ckpt", "other": "other", "cp": "CP"}
 
 
-def _training(trace: Trace):
-    if trace.training is None:
+def _steps(trace: Trace) -> list[tuple[str, StepBreakdown]]:
+    """The trace's training steps, each with the title of its chart: the workload's, then
+    each training job's."""
+    steps = [("", trace.training)] if trace.training is not None else []
+    steps += [(f"job {name}: ", b) for name, b in trace.job_training.items()]
+    if not steps:
         raise InputError(f"{trace.path}: no training step in this trace (written by 'flowsim run' of a scenario "
-                         "with [workload.training])")
-    return trace.training
+                         "with [workload.training] or a [[job]] with [job.training])")
+    return steps
+
+
+def _gantt_rows(b: StepBreakdown) -> dict[int, list[int]]:
+    """Per stage, the activity kinds beyond compute it has rows for."""
+    from flowsim.stepreport import ACTIVITIES
+
+    stages = sorted(set(b.activity_stage.tolist())) or [0]
+    return {s: [k for k in range(2, len(ACTIVITIES)) if np.any((b.activity_kind == k) & (b.activity_stage == s))]
+            for s in stages}
 
 
 def _gantt(fig, trace: Trace) -> None:
     from matplotlib.patches import Patch
 
-    from flowsim.formatting import format_seconds
     from flowsim.stepreport import ACTIVITIES
 
-    b = _training(trace)
+    steps = _steps(trace)
+    rows = [_gantt_rows(b) for _, b in steps]
+    heights = [1.0 + 0.32 * sum(1 + len(kinds) for kinds in own.values()) for own in rows]
+    fig.set_size_inches(11, 0.8 + sum(heights))
+    axes = fig.subplots(len(steps), 1, squeeze=False, height_ratios=heights)[:, 0]
+    for ax, (title, b), own in zip(axes, steps, rows, strict=True):
+        _gantt_panel(ax, b, own)
+        if len(steps) > 1:
+            ax.set_title(title + _step_title(b), loc="left", fontsize="small")
+    shown = [0, 1, *sorted({k for own in rows for kinds in own.values() for k in kinds})]
+    fig.legend(handles=[Patch(color=_ACTIVITY_COLOURS[ACTIVITIES[k]], label=_ACTIVITY_LABELS[ACTIVITIES[k]])
+                        for k in shown], fontsize="small", loc="outside lower center", ncols=min(len(shown), 4),
+               frameon=False)
+    if len(steps) == 1:
+        fig.suptitle(steps[0][0] + _step_title(steps[0][1]), fontsize="medium")
+    else:
+        fig.suptitle(f"{len(steps)} training steps, each from its own start", fontsize="medium")
+
+
+def _step_title(b: StepBreakdown) -> str:
+    from flowsim.formatting import format_seconds
+
+    layout = b.layout
+    shape = ", ".join(f"{k} {layout[k]}" for k in ("tp", "cp", "pp", "dp", "ep") if k in layout and layout[k] > 1)
+    if layout.get("virtual_stages", 1) > 1:  # Megatron's virtual pipeline size (interleaved 1F1B)
+        shape += f", vpp {layout['virtual_stages']}"
+    return (
+        f"training step {format_seconds(b.step_s)}" + (f" ({shape}, {layout.get('n_microbatches', 1)} microbatches)"
+                                                       if shape else "")
+        + f": compute {format_seconds(b.compute_s)}, bubble {format_seconds(b.bubble_s)}, "
+        f"exposed communication {format_seconds(b.exposed_communication_s)}"
+    )
+
+
+def _gantt_panel(ax, b: StepBreakdown, own: dict[int, list[int]]) -> None:
+    """One step's chart on ``ax``: per stage a compute row and a row per kind in ``own``."""
+    from flowsim.stepreport import ACTIVITIES
+
     scale, unit = _time_unit(b.step_s)
-    stages = sorted(set(b.activity_stage.tolist())) or [0]
-    # Rows per stage: compute (forward and backward share it), then each kind present.
-    kinds = [k for k in range(2, len(ACTIVITIES)) if np.any(b.activity_kind == k)]
-    own = {s: [k for k in kinds if np.any((b.activity_kind == k) & (b.activity_stage == s))] for s in stages}
-    fig.set_size_inches(11, 1.8 + 0.32 * sum(1 + len(own[s]) for s in stages))
-    ax = fig.add_subplot()
+    stages = list(own)
     labels: list[str] = []
     ticks: list[float] = []
     y = -1.6
@@ -270,20 +318,6 @@ def _gantt(fig, trace: Trace) -> None:
     ax.invert_yaxis()
     ax.set_xlim(0, b.step_s / scale)
     ax.set_xlabel(f"time ({unit})")
-    shown = [0, 1, *kinds]
-    fig.legend(handles=[Patch(color=_ACTIVITY_COLOURS[ACTIVITIES[k]], label=_ACTIVITY_LABELS[ACTIVITIES[k]])
-                        for k in shown], fontsize="small", loc="outside lower center", ncols=min(len(shown), 4),
-               frameon=False)
-    layout = b.layout
-    shape = ", ".join(f"{k} {layout[k]}" for k in ("tp", "cp", "pp", "dp", "ep") if k in layout and layout[k] > 1)
-    if layout.get("virtual_stages", 1) > 1:  # Megatron's virtual pipeline size (interleaved 1F1B)
-        shape += f", vpp {layout['virtual_stages']}"
-    fig.suptitle(
-        f"training step {format_seconds(b.step_s)}" + (f" ({shape}, {layout.get('n_microbatches', 1)} microbatches)"
-                                                       if shape else "")
-        + f": compute {format_seconds(b.compute_s)}, bubble {format_seconds(b.bubble_s)}, "
-        f"exposed communication {format_seconds(b.exposed_communication_s)}", fontsize="medium",
-    )
 
 
 def _tiers(fig, trace: Trace) -> None:

@@ -1003,9 +1003,9 @@ def _placement(where: Where, table: Mapping) -> Placement:
 def _job_step(
     where: Where, topology: Topology, table: Mapping, kind: str, ranks: tuple[str, ...], note: Callable[[str], None],
     gpu: str | None, gpudirect: bool,
-) -> tuple[Workload, float]:
-    """One iteration of a job of ``kind`` on ``ranks``, and its compute time (a model shape's
-    compute on ``gpu``, the topology's GPU model)."""
+) -> tuple[Workload, float, TrainingStep | ParallelStep | None]:
+    """One iteration of a job of ``kind`` on ``ranks``, its compute time (a model shape's
+    compute on ``gpu``, the topology's GPU model) and, for a training job, its step."""
     body = where.table(table[kind], kind)
     taken = next((k for k in ("ranks", "name", "start_s") if k in body and kind != "storage"), None)
     if taken == "ranks":
@@ -1014,15 +1014,15 @@ def _job_step(
         raise where.error(join(kind, taken), f"is a key of the job itself, not of [job.{kind}]")
     if kind == "training":
         step = _training(where, topology, {**body, "ranks": list(ranks)}, kind, note, gpu, gpudirect)
-        return step.workload, step.compute_s
+        return step.workload, step.compute_s, step
     if kind == "collective":
-        return _collective(where, topology, {**body, "ranks": list(ranks)}, kind, gpudirect), 0.0
+        return _collective(where, topology, {**body, "ranks": list(ranks)}, kind, gpudirect), 0.0, None
     where.only(body, ("bytes_per_gpu", "direction"), kind)
     if "bytes_per_gpu" not in body:
         raise where.error(join(kind, "bytes_per_gpu"), "missing; expected the bytes each GPU writes or reads")
     direction = where.choice(body, "direction", kind, ("write", "read"), "write")
     try:
-        return storage_workload(topology, ranks, body["bytes_per_gpu"], direction), 0.0
+        return storage_workload(topology, ranks, body["bytes_per_gpu"], direction), 0.0, None
     except InputError as err:
         raise where.error(kind, str(err)) from None
 
@@ -1062,8 +1062,8 @@ def _jobs(
     lo = first_flow
     for (name, at, placement, kind), table, ranks in zip(heads, tables, placed, strict=True):
         note(f"building job {name} ({kind} on {len(ranks)} GPUs)")
-        step, compute_s = _job_step(at, topology, table, kind, ranks, _prefixed(note, f"job {name}: "), gpu,
-                                    gpudirect)
+        step, compute_s, training = _job_step(at, topology, table, kind, ranks, _prefixed(note, f"job {name}: "),
+                                              gpu, gpudirect)
         clash = next((tag for tag in _JOB_TAGS if tag in step.tags), None)
         if clash is not None:
             raise at.error(kind, f"its flows have a tag {clash!r}, which job flows are given")
@@ -1079,7 +1079,7 @@ def _jobs(
             raise at.error("", str(err)) from None
         parts.append(workload)
         jobs.append(Job(name, kind, ranks, placement.describe(), start_s, iterations, compute_s, lo,
-                        lo + len(workload), starts + lo, ends + lo))
+                        lo + len(workload), starts + lo, ends + lo, training))
         lo += len(workload)
     return parts, tuple(jobs)
 

@@ -85,6 +85,11 @@ string datasets carry a digest instead, see ``/``). A *CSR pair*
     ``bottleneck_tier`` (int64, row of ``tiers``), ``bottleneck_link`` (int64 link id),
     ``bottleneck_utilization`` (float64). Traces without a training step, and those written
     before flowsim stored it, have no such group.
+``/job_training`` (optional: runs with training jobs, ``[[job]]`` with ``[job.training]``)
+    Attribute ``jobs`` (str list, in the order of ``/jobs``); a group per job named there,
+    laid out as ``/training``: the job's first iteration broken down, its times from the
+    iteration's start (:func:`flowsim.training.job_breakdowns`). Traces written before
+    flowsim stored it (2026-12-08) have none.
 ``/summary`` (attributes only)
     Counts (int64): ``n_flows``, ``n_links``, ``n_events``, ``n_rate_updates``,
     ``n_rates_resolved``, ``n_rates_changed``. Figures (float64): ``makespan_s``,
@@ -122,7 +127,7 @@ import hashlib
 import os
 import stat
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -444,6 +449,7 @@ def write_trace(
     scenario_text: str = "",
     jobs: Mapping[str, np.ndarray] | None = None,
     training: StepBreakdown | None = None,
+    job_training: Mapping[str, StepBreakdown] | None = None,
 ) -> Path:
     """Write one run to an HDF5 trace (schema :data:`SCHEMA_VERSION`), atomically.
 
@@ -467,6 +473,9 @@ def write_trace(
     training : StepBreakdown, optional
         The run's training step broken down (:func:`flowsim.training.training_breakdown`),
         stored in ``/training``.
+    job_training : mapping of str to StepBreakdown, optional
+        Each training job's first iteration broken down, by job name
+        (:func:`flowsim.training.job_breakdowns`), stored in ``/job_training``.
 
     Returns
     -------
@@ -497,11 +506,13 @@ def write_trace(
     needs_bytes = trace_bytes(topology, workload, routes, result, scenario_text)
     if jobs is not None:
         needs_bytes += sum(np.asarray(v).nbytes + 32 * len(v) for v in jobs.values())
-    if training is not None:  # the activity chart; the rest is a few hundred bytes
-        needs_bytes += 32 * training.activity_start_s.shape[0] + 4096
+    steps = [training] if training is not None else []
+    steps += list((job_training or {}).values())
+    for step in steps:  # the activity chart; the rest is a few hundred bytes
+        needs_bytes += 32 * step.activity_start_s.shape[0] + 4096
     with replaced_atomically(target, needs_bytes=needs_bytes) as tmp_name:
         try:
-            _write_file(tmp_name, topology, workload, routes, result, scenario_text, jobs, training)
+            _write_file(tmp_name, topology, workload, routes, result, scenario_text, jobs, training, job_training)
         except (OSError, RuntimeError) as err:
             # HDF5 reports a failed write as OSError or RuntimeError, the errno only in its text.
             if getattr(err, "errno", None) == errno.ENOSPC or "errno = 28" in str(err) or "No space left" in str(err):
@@ -515,6 +526,7 @@ def write_trace(
 def _write_file(
     tmp_name: str, topology: Topology, workload: Workload, routes: Routes, result: SimulationResult, scenario_text: str,
     jobs: Mapping[str, np.ndarray] | None, training: StepBreakdown | None,
+    job_training: Mapping[str, StepBreakdown] | None,
 ) -> None:
     with h5py.File(tmp_name, "w") as root, ColumnWriter() as columns:
         root.attrs["format"] = FORMAT
@@ -537,7 +549,12 @@ def _write_file(
         summary.attrs["n_rates_resolved"] = result.n_rates_resolved
         summary.attrs["n_rates_changed"] = result.n_rates_changed
         if training is not None:
-            _write_training(columns, root, training)
+            _write_training(columns, root.create_group("training"), training)
+        if job_training:
+            steps = root.create_group("job_training")
+            steps.attrs["jobs"] = list(job_training)
+            for name, step in job_training.items():
+                _write_training(columns, steps.create_group(name), step)
         columns.finish()
         root.attrs["metadata_sha256"] = _metadata_digest(_objects(Path(tmp_name), root))
 
@@ -550,8 +567,7 @@ _TRAINING_LAYOUT = ("tp", "pp", "dp", "ep", "n_microbatches", "virtual_stages", 
 _LATER_LAYOUT = ("virtual_stages", "cp")
 
 
-def _write_training(columns: ColumnWriter, root: h5py.File, b: StepBreakdown) -> None:
-    g = root.create_group("training")
+def _write_training(columns: ColumnWriter, g: h5py.Group, b: StepBreakdown) -> None:
     for key in _TRAINING_FIGURES:
         g.attrs[key] = float(getattr(b, key))
     g.attrs["communication_kinds"] = list(COMMUNICATION_KINDS)
@@ -641,6 +657,9 @@ class Trace(FlowTimes):
         trace without jobs (and every trace written before jobs existed).
     training : StepBreakdown or None
         The ``/training`` group: the run's training step broken down; None without one.
+    job_training : dict of str to StepBreakdown
+        The ``/job_training`` groups by job name: each training job's first iteration broken
+        down; empty without training jobs.
     """
 
     path: Path
@@ -677,6 +696,7 @@ class Trace(FlowTimes):
     flow_segment_rate_Bps: np.ndarray | None = None
     jobs: Mapping[str, np.ndarray] | None = None
     training: StepBreakdown | None = None
+    job_training: Mapping[str, StepBreakdown] = field(default_factory=dict)
 
     def busiest_links(self, n: int) -> np.ndarray:
         """Ids of the ``n`` links with the highest mean utilization, busiest first (int64);
@@ -1135,7 +1155,17 @@ def _read_trace(path: Path, root: h5py.File, metadata: Mapping[str, object]) -> 
         **{f"flow_segment_{k}": v for k, v in _segments(path, flows, per_flow).items()},
         jobs=_jobs(path, _group(path, root, "jobs"), n_links) if "jobs" in root else None,
         training=_training(path, root["training"], n_links) if "training" in root else None,
+        job_training=_job_training(path, _group(path, root, "job_training"), n_links) if "job_training" in root
+        else {},
     )
+
+
+def _job_training(path: Path, g: h5py.Group, n_links: int) -> dict[str, StepBreakdown]:
+    """The ``/job_training`` groups, in the order its attribute ``jobs`` names them."""
+    names = cast(list, _attribute(path, g, "jobs", list))
+    if sorted(names) != sorted(g):
+        raise _damaged(path, g.name, f"holds {sorted(g)!r}, but its attribute 'jobs' names {names!r}")
+    return {name: _training(path, g[name], n_links) for name in names}
 
 
 def _objects(path: Path, group: h5py.Group) -> list[tuple[str, h5py.HLObject]]:

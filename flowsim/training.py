@@ -98,6 +98,7 @@ from flowsim.collectives.placement import collective_workload
 from flowsim.collectives.tuner import check_routed_env
 from flowsim.errors import InputError, whole_number
 from flowsim.hardware import LinkTier
+from flowsim.jobs import Job
 from flowsim.pipeline import RunResult, run
 from flowsim.result import SimulationResult
 from flowsim.routes import Routes
@@ -118,6 +119,7 @@ __all__ = [
     "TrainingStepResult",
     "data_parallel_step",
     "exposed_communication_s",
+    "job_breakdowns",
     "parallel_layout",
     "parallel_step",
     "run_training_step",
@@ -920,14 +922,15 @@ def run_training_step(topology: Topology, step: TrainingStep | ParallelStep, **r
 
 def training_breakdown(
     topology: Topology, step: TrainingStep | ParallelStep, workload: Workload, result: SimulationResult, *,
-    top: int = 3, offset: int | None = None, routes: Routes | None = None,
+    top: int = 3, offset: int | None = None, routes: Routes | None = None, start_s: float = 0.0,
 ) -> StepBreakdown:
     """:func:`flowsim.stepreport.step_breakdown` of a run of ``workload``, in which ``step``'s
     flows are rows ``offset`` on (a scenario puts its flow list and collectives first, and its
-    jobs after). The step's time and critical path come from its own flows; the links'
-    utilization over the step counts the bytes of its own flows where the run's ``routes``
-    are given, else those of every flow of the run (which, past the step's end, can make a
-    link's use over the step more than 100%).
+    jobs after) and the step started at ``start_s`` (a job's iteration starts at its start
+    marker; the breakdown's times are from the step's start). The step's time and critical
+    path come from its own flows; the links' utilization over the step counts the bytes of its
+    own flows where the run's ``routes`` are given, else those of every flow of the run
+    (which, past the step's end, can make a link's use over the step more than 100%).
 
     Parameters
     ----------
@@ -946,8 +949,8 @@ def training_breakdown(
         offset = len(workload) - len(step.workload)
     rows = slice(offset, offset + len(step.workload))
     mine = replace(
-        result, ready_s=result.ready_s[rows], transfer_start_s=result.transfer_start_s[rows],
-        finish_s=result.finish_s[rows], size_bytes=result.size_bytes[rows],
+        result, ready_s=result.ready_s[rows] - start_s, transfer_start_s=result.transfer_start_s[rows] - start_s,
+        finish_s=result.finish_s[rows] - start_s, size_bytes=result.size_bytes[rows],
     )
     if routes is not None and len(step.workload) < len(workload):
         # The step's own bytes on each link: its flows' sizes along their routes.
@@ -970,6 +973,24 @@ def training_breakdown(
         topology, step.workload, mine, compute_s=step.compute_s, bubble_s=bubble_s,
         compute_intervals=step.compute_intervals(mine), layout=shape, top=top,
     )
+
+
+def job_breakdowns(
+    topology: Topology, jobs: Sequence[Job], workload: Workload, result: SimulationResult, routes: Routes,
+) -> dict[str, StepBreakdown]:
+    """:func:`training_breakdown` of each training job's first iteration in a run of a
+    scenario's ``workload``, by job name: the step as it ran beside the others, its times
+    from the iteration's start marker. Each iteration is its markers, then the step's flows
+    (:func:`flowsim.jobs.repeat_iterations`)."""
+    out = {}
+    for job in jobs:
+        if job.training is not None:
+            first = job.lo + (job.hi - job.lo) // job.iterations - len(job.training.workload)
+            out[job.name] = training_breakdown(
+                topology, job.training, workload, result, offset=first, routes=routes,
+                start_s=float(result.finish_s[job.start_marker[0]]),
+            )
+    return out
 
 
 def _moe_layers(moe_layers: Sequence[bool] | None, n_layers: int, default: bool) -> np.ndarray:

@@ -410,3 +410,68 @@ def test_a_collective_job_repeats_the_collective_a_scenario_lays_out():
     (ar,) = report.jobs
     assert ar.alone_iteration_s.tolist() == pytest.approx([once.result.makespan_s] * 3, rel=1e-12)
     assert ar.iteration_s.tolist() == pytest.approx(ar.alone_iteration_s.tolist(), rel=1e-12)
+
+
+# --- a training job's step broken down -----------------------------------------------------
+
+STEP_KEYS = """tp = 4
+pp = 2
+dp = 2
+layers = 4
+layer_forward_s = 1e-3
+layer_backward_s = 2e-3
+layer_grad_bytes = 100e6
+n_microbatches = 2
+activation_bytes = 4194304
+tp_all_reduce_bytes = 4194304
+"""
+TWO_DGX = '[topology]\ncluster = "dgx_h100"\nn_nodes = 2\nfigure = "effective"\n'
+
+
+def test_a_training_jobs_step_is_broken_down_as_the_same_step_in_the_workload(tmp_path):
+    # Alone on the cluster, a job's first iteration is the [workload.training] step on the
+    # same GPUs, started later and framed by markers that cross no link: the same breakdown,
+    # its times from the iteration's start.
+    from flowsim.training import job_breakdowns, training_breakdown
+
+    plain = parse_scenario(TWO_DGX + "[workload.training]\n" + STEP_KEYS)
+    assert plain.training is not None
+    step = training_breakdown(plain.topology, plain.training, plain.workload, run_scenario(plain).result)
+    text = TWO_DGX + '[[job]]\nname = "t"\nservers = ["n0", "n1"]\niterations = 2\nstart_s = 0.25\n[job.training]\n'
+    job_run = run_scenario(parse_scenario(text + STEP_KEYS))
+    (name, got), = job_breakdowns(job_run.scenario.topology, job_run.scenario.jobs, job_run.scenario.workload,
+                                   job_run.result, job_run.routes).items()
+    assert name == "t" and got.step_s < 0.25  # the iteration's own time, not from the run's start
+    assert got.step_s == pytest.approx(step.step_s) and got.compute_s == step.compute_s
+    assert got.bubble_s == step.bubble_s and got.layout == step.layout
+    assert got.critical_communication_s == pytest.approx(step.critical_communication_s)
+    np.testing.assert_array_equal(got.activity_stage, step.activity_stage)
+    np.testing.assert_array_equal(got.activity_kind, step.activity_kind)
+    np.testing.assert_allclose(got.activity_start_s, step.activity_start_s, atol=1e-12)
+    np.testing.assert_allclose(got.activity_end_s, step.activity_end_s, atol=1e-12)
+
+
+def test_flowsim_run_keeps_each_training_jobs_step_and_plot_draws_them(tmp_path):
+    # Two training jobs and a storage job: a trace of them had no step for --kind gantt.
+    pytest.importorskip("matplotlib")
+    from flowsim.plot import plot_trace
+
+    text = (TWO_DGX.replace("figure", "storage_targets = 1\nfigure") + '[[job]]\nname = "b"\nservers = ["n1"]\n'
+            '[job.training]\nlayers = 2\nforward_s = 1e-3\nlayer_backward_s = 1e-3\nlayer_grad_bytes = 1e8\n'
+            '[[job]]\nname = "a"\nservers = ["n0"]\n[job.training]\n' + STEP_KEYS.replace("pp = 2\ndp = 2", "pp = 2")
+            + '[[job]]\nname = "w"\nplacement = "packed"\ngpus = 2\ngpus_per_server = 2\nstorage = {bytes_per_gpu = 1e6}\n')
+    text = text.replace('servers = ["n1"]', 'ranks = ["n1.gpu0", "n1.gpu1"]')
+    scenario = _write(tmp_path / "j.toml", text)
+    assert cli.main(["run", str(scenario), "-o", str(tmp_path / "j.h5"), "-q"]) == 0
+    trace = open_trace(tmp_path / "j.h5")
+    assert trace.training is None
+    assert list(trace.job_training) == ["b", "a"]  # the file's order, training jobs only
+    assert trace.job_training["a"].layout["pp"] == 2 and trace.job_training["b"].layout["dp"] == 2
+    assert plot_trace(trace, "gantt", tmp_path / "g.png").stat().st_size > 0
+    with h5py.File(tmp_path / "j.h5", "r") as f:
+        assert sorted(f["job_training"]) == ["a", "b"]
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path

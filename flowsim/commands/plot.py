@@ -14,7 +14,8 @@
     its route latency, a thick one while it transfers, coloured by ``--by TAG`` if given.
 ``gantt``
     A training step's compute and each kind of communication (TP, PP, DP, EP, checkpoint)
-    per pipeline stage, over all the stage's ranks (a trace of a run with a training step).
+    per pipeline stage, over all the stage's ranks (a trace of a run with a training step),
+    and a chart for each training job's first iteration (``[[job]]`` with ``[job.training]``).
 ``tiers``
     Utilization over time of each link tier group (NVLink, PCIe/host, InfiniBand, Ethernet)
     and of its busiest link.

@@ -11,7 +11,8 @@ path split into compute and each kind of communication (TP, PP, DP, EP, checkpoi
 link tier (NVLink, PCIe/host, InfiniBand, Ethernet) its utilization and busiest links (the
 same breakdown goes into the trace, ``/training``); for a scenario with ``[[job]]`` tables,
 each job run once more alone on the same GPUs, and a table of each job's mean iteration time
-alone and shared, its slowdown, and the links where jobs contended.
+alone and shared, its slowdown, and the links where jobs contended (each training job's first
+iteration broken down goes into the trace, ``/job_training``, for ``flowsim plot --kind gantt``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from flowsim.jobresults import job_results
 from flowsim.scenario import load_scenario, run_scenario
 from flowsim.stepreport import describe_step
 from flowsim.trace import check_writable, write_trace
-from flowsim.training import training_breakdown
+from flowsim.training import job_breakdowns, training_breakdown
 
 __all__ = ["add_parser", "run_command"]
 
@@ -66,10 +67,11 @@ def run_command(args: argparse.Namespace) -> int:
             scenario.topology, scenario.training, scenario.workload, run.result,
             offset=end - len(scenario.training.workload), routes=run.routes,
         )
+    job_training = job_breakdowns(scenario.topology, scenario.jobs, scenario.workload, run.result, run.routes)
     note(f"writing {output}")
     write_trace(
         output, scenario.topology, scenario.workload, run.routes, run.result, scenario_text=scenario.text,
-        jobs=None if jobs is None else jobs.table(), training=breakdown,
+        jobs=None if jobs is None else jobs.table(), training=breakdown, job_training=job_training,
     )
     note("done")
     makespan = format_seconds(run.result.makespan_s)

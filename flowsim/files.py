@@ -20,7 +20,44 @@ try:
 except ImportError:  # Windows: no advisory locks through fcntl
     fcntl = None  # type: ignore[assignment]  # the module or None; `locked` checks which
 
-__all__ = ["held_exclusively", "locked", "replaced_atomically"]
+__all__ = ["held_exclusively", "locked", "refuse_foreign", "replaced_atomically"]
+
+#: The first bytes of every HDF5 file (the HDF5 specification's format signature).
+_HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+
+
+def refuse_foreign(target: Path, expected_format: str, what: str) -> None:
+    """Refuse to replace an existing regular file ``target`` that is not one flowsim writes
+    as ``what`` (its root ``format`` attribute ``expected_format``): a text file, or an HDF5
+    file of other data (another command's output, a user's), is named in one line and left as
+    it is, where replacing ``what`` of an earlier run is what re-running does. An empty file
+    is taken.
+
+    Raises
+    ------
+    InputError
+        Naming ``target`` and what it holds.
+    """
+    if not target.is_file() or target.stat().st_size == 0:
+        return
+    with open(target, "rb") as handle:
+        signature = handle.read(len(_HDF5_SIGNATURE))
+    if signature != _HDF5_SIGNATURE:
+        found = "not an HDF5 file"
+    else:
+        import h5py  # only where an HDF5 file is there to look at
+
+        try:
+            with h5py.File(target, "r") as f:
+                format_ = f.attrs.get("format")
+        except OSError as err:
+            raise InputError(f"{target}: cannot read the existing file to replace it with {what}: {err}") from None
+        if format_ == expected_format:
+            return
+        found = ("an HDF5 file without flowsim's 'format' attribute" if format_ is None
+                 else f"an HDF5 file of format {format_!r}")
+    raise InputError(f"{target}: exists and is {found}, not {what} flowsim would replace: remove it or name another "
+                     "output")
 
 
 @contextlib.contextmanager

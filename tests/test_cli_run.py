@@ -438,6 +438,35 @@ def test_run_refuses_to_write_over_its_system_file(tmp_path, monkeypatch):
     assert load_scenario(scenario).files == (tmp_path / "s.sys.toml", tmp_path / "f.csv")
 
 
+def test_run_replaces_a_trace_but_not_a_file_of_other_data(tmp_path, monkeypatch):
+    # An audit: '-o notes.txt' turned a text file into a trace, '-o results.h5' a sweep's table.
+    scenario = _scenario_with_flows(tmp_path, "name,src,dst,size_bytes\na,gpu0,gpu1,1e6\n")
+    trace = tmp_path / "t.h5"
+    assert flowsim("run", scenario, "-o", trace, "-q") == 0
+    assert flowsim("run", scenario, "-o", trace, "-q") == 0  # re-running replaces its trace
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    table = tmp_path / "results.h5"
+    import h5py
+
+    with h5py.File(table, "w") as f:
+        f.attrs["format"] = "flowsim-sweep-results"
+    mine = tmp_path / "mine.h5"
+    with h5py.File(mine, "w") as f:
+        f["x"] = [1.0]
+    monkeypatch.setattr(run, "run_scenario", None)  # refused before simulating
+    for path, what in ((notes, "not an HDF5 file"), (table, "an HDF5 file of format 'flowsim-sweep-results'"),
+                       (mine, "an HDF5 file without flowsim's 'format' attribute")):
+        before = path.read_bytes()
+        with pytest.raises(InputError, match=f"{path.name}: exists and is {what}, not a trace flowsim would replace"):
+            flowsim("run", scenario, "-o", path, "-q")
+        assert path.read_bytes() == before
+    empty = tmp_path / "empty.h5"
+    empty.touch()
+    monkeypatch.undo()
+    assert flowsim("run", scenario, "-o", empty, "-q") == 0
+
+
 def test_run_refuses_strings_a_trace_cannot_hold_before_simulating(tmp_path, monkeypatch):
     scenario = _scenario_with_flows(tmp_path, "name,src,dst,size_bytes,job\na,gpu0,gpu1,1e6,x\x00y\n")
     monkeypatch.setattr(run, "run_scenario", None)  # simulating would fail: the check must come first

@@ -1324,3 +1324,19 @@ def test_processes_started_while_ctrl_c_is_ignored_ignore_it_from_their_start():
         with multiprocessing.get_context("spawn").Pool(1) as pool:
             assert pool.apply(_worker_sigint)[1] is signal.SIG_IGN
     assert signal.getsignal(signal.SIGINT) is handler
+
+
+def test_a_sweep_replaces_its_table_but_not_a_file_of_other_data(tmp_path):
+    # An audit: 'sweep -o tr.h5' replaced a trace with a results table.
+    sweep = load_sweep(write_spec(tmp_path, SIZES))
+    trace = tmp_path / "trace.h5"
+    with h5py.File(trace, "w") as f:
+        f.attrs["format"] = "flowsim-trace"
+    with pytest.raises(InputError, match="trace.h5: exists and is an HDF5 file of format 'flowsim-trace', not a "
+                                         "sweep's results table flowsim would replace"):
+        run_sweep(sweep, trace, runner=fake_runner, workers=1)
+    with h5py.File(trace) as f:
+        assert f.attrs["format"] == "flowsim-trace" and not list(f)
+    table = tmp_path / "out.h5"
+    run_sweep(sweep, table, runner=fake_runner, workers=1)
+    run_sweep(sweep, table, runner=fake_runner, workers=1)  # its own table: resumed or replaced, as before

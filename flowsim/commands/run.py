@@ -23,10 +23,12 @@ from pathlib import Path
 
 from flowsim.commands.progress import Notes, add_progress_argument, show_progress
 from flowsim.errors import InputError, output_file
+from flowsim.files import refuse_foreign
 from flowsim.formatting import format_seconds
 from flowsim.jobresults import job_results
 from flowsim.scenario import load_scenario, run_scenario
 from flowsim.stepreport import describe_step
+from flowsim.trace import FORMAT as TRACE_FORMAT
 from flowsim.trace import check_writable, write_trace
 from flowsim.training import job_breakdowns, training_breakdown
 
@@ -52,6 +54,7 @@ def run_command(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, progress=progress)
     # Checked again now that the scenario says which other files it reads (its flow list).
     output_file(output, "the trace", inputs=[args.scenario, *scenario.files])
+    refuse_foreign(output, TRACE_FORMAT, "a trace")
     try:
         check_writable(scenario.topology, scenario.workload, scenario_text=scenario.text)
     except InputError as err:

@@ -13,8 +13,9 @@ from typing import TextIO
 
 from flowsim.batched import resolve_backend
 from flowsim.errors import InputError, output_file, whole_number
-from flowsim.files import held_exclusively
+from flowsim.files import held_exclusively, refuse_foreign
 from flowsim.sweep.executors import Engine, dask_engine, process_pool, serial
+from flowsim.sweep.journal import FORMAT as RESULTS_FORMAT
 from flowsim.sweep.journal import (
     JournalWriter,
     journal_path,
@@ -124,6 +125,7 @@ def run_sweep(
     """
     inputs: tuple[str | Path, ...] = (sweep.source, sweep.scenario_path, *sweep.files)
     output = output_file(output, "the results table", inputs=inputs, streams=False)
+    refuse_foreign(output, RESULTS_FORMAT, "a sweep's results table")
     journal = output_file(journal_path(output), "the sweep journal", inputs=inputs, streams=False)
     solver: RatesSolver | TimeSolver | None = None
     if sweep.solve == "rates" or backend is not None:

@@ -423,8 +423,12 @@ class _Layout:
     root: int | None
     halves: tuple[int, int]  # the 'time' column of each half, in printed order
     line: int
-    legacy_error: bool = False  # the header's 'error' (nccl-tests before 2.13) for '#wrong'
     printed: tuple[str, ...] = ()  # the names as the header prints them ('error', 'cputime')
+
+    @property
+    def legacy_error(self) -> bool:
+        """Whether the header prints 'error' (nccl-tests before 2.13) where '#wrong' is now."""
+        return "error" in self.printed
 
     @property
     def needed(self) -> int:
@@ -451,9 +455,8 @@ def _layout(stripped: str, source: str, line: int) -> _Layout:
         or names[second : second + len(_HALF)] != _HALF
     ):
         raise line_error(source, line, f"table header not understood: expected {_HEADER_EXPECTED}; got {stripped!r}")
-    printed = tuple(stripped.lstrip("#").split())
-    return _Layout(names, optional.get("redop"), optional.get("root"), (position, second), line, "error" in printed,
-                   printed)
+    return _Layout(names, optional.get("redop"), optional.get("root"), (position, second), line,
+                   tuple(stripped.lstrip("#").split()))
 
 
 # nccl-tests' table header, for rows pasted without it: with the redop and root columns every
@@ -548,23 +551,24 @@ def _row(text: str, source: str, line: int, layout: _Layout, in_place_first: boo
     )
 
 
-def _fits_bus_factor(ratio: float, collective: str, n_ranks: int | None, *, above: bool = False,
-                     below: bool = False) -> bool:
-    """Whether busbw / algbw = ``ratio`` fits ``collective`` on ``n_ranks`` ranks (within 5%),
-    or on some rank count when ``n_ranks`` is None; with ``above`` (``below``), whether the
-    bus factor is not under (over) ``ratio`` by more than that: ``ratio`` a lower (upper)
-    bound of the printed figures' ratio."""
+def _fits_bus_factor(ratios: tuple[float, float], collective: str, n_ranks: int | None) -> bool:
+    """Whether busbw / algbw, somewhere in ``ratios`` (least, most: one value, or the bounds
+    of the printed figures, :func:`_printed_ratio`), fits ``collective`` on ``n_ranks`` ranks
+    (within 5%), or on some rank count when ``n_ranks`` is None."""
     if n_ranks is not None:
         low = high = bus_factor(collective, n_ranks)
     else:
         # 2(n-1)/n for all-reduce spans [1, 2); (n-1)/n for the split collectives [0.5, 1); 1 otherwise.
         low = bus_factor(collective, 2)
         high = _bus_factor_limit(collective) or low
-    if above:
-        return ratio <= 1.05 * high
-    if below:
-        return 0.95 * low <= ratio
-    return 0.95 * low <= ratio <= 1.05 * high
+    return 0.95 * low <= ratios[1] and ratios[0] <= 1.05 * high
+
+
+def _printed_ratio(half: Measurement) -> tuple[float, float]:
+    """The least and most busbw / algbw of ``half`` as far as its printed figures pin it down
+    (to 0.01 GB/s, nccl-tests' ``%7.2f``: each within 0.005 of the value measured)."""
+    return ((half.busbw_GBps - 0.005) / (half.algbw_GBps + 0.005),
+            (half.busbw_GBps + 0.005) / (half.algbw_GBps - 0.005))
 
 
 def _bus_factor_limit(collective: str) -> float | None:
@@ -597,14 +601,15 @@ def _infer_binary(rows: Sequence[TestRow], n_ranks: int | None) -> set[str]:
     """Binaries consistent with the rows' redop, root and busbw / algbw ratio (``n_ranks``
     None: on some rank count)."""
     measured = [r.out_of_place for r in rows if r.out_of_place.algbw_GBps >= 1.0]
-    ratio = measured[-1].busbw_GBps / measured[-1].algbw_GBps if measured else None
-    # Where every row is slower (a paste of small sizes), the fastest row's ratio as far as its
-    # two printed decimals pin it down (each within 0.005 of the value measured).
     fastest = max((r.out_of_place for r in rows), key=lambda m: m.algbw_GBps, default=None)
-    bounds = None
-    if ratio is None and fastest is not None and fastest.algbw_GBps >= 0.02:
-        bounds = ((fastest.busbw_GBps - 0.005) / (fastest.algbw_GBps + 0.005),
-                  (fastest.busbw_GBps + 0.005) / (fastest.algbw_GBps - 0.005))
+    ratios: tuple[float, float] | None = None
+    if measured:
+        ratio = measured[-1].busbw_GBps / measured[-1].algbw_GBps
+        ratios = (ratio, ratio)
+    elif fastest is not None and fastest.algbw_GBps >= 0.02:
+        # Where every row is slower (a paste of small sizes), the fastest row's ratio as far as
+        # its two printed decimals pin it down.
+        ratios = _printed_ratio(fastest)
     # All-gather, reduce-scatter, all-to-all, gather and scatter print a rank's part of the
     # size as the count (nccl-tests' *GetCollByteCount), so a row whose count holds all of it
     # is none of them.
@@ -628,10 +633,7 @@ def _infer_binary(rows: Sequence[TestRow], n_ranks: int | None) -> set[str]:
             for r in rows
         ):
             continue
-        if ratio is not None and not _fits_bus_factor(ratio, collective, n_ranks):
-            continue
-        if bounds is not None and not (_fits_bus_factor(bounds[0], collective, n_ranks, above=True)
-                                       and _fits_bus_factor(bounds[1], collective, n_ranks, below=True)):
+        if ratios is not None and not _fits_bus_factor(ratios, collective, n_ranks):
             continue
         candidates.add(binary)
     return candidates
@@ -695,9 +697,7 @@ def _ranks_from_busbw(rows: Sequence[TestRow], collective: str | None) -> tuple[
     fastest = max((r.out_of_place for r in rows), key=lambda m: m.algbw_GBps)
     if fastest.algbw_GBps < 1.0:
         return None
-    half = 0.005
-    low = (fastest.busbw_GBps - half) / (fastest.algbw_GBps + half)
-    high = (fastest.busbw_GBps + half) / (fastest.algbw_GBps - half)
+    low, high = _printed_ratio(fastest)
     # busbw = algbw x 2(n-1)/n for all-reduce, x (n-1)/n for the split collectives: the
     # ratio r grows with n towards scale, n = scale / (scale - r).
     if high >= scale:

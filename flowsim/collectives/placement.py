@@ -1008,9 +1008,9 @@ def collective_workload(
         reported = p2p_sends
     if collective == "all_reduce" and entry.name in ("nvls", "nvls_tree", "nvls_sharp") \
             and nvlink in NVLS_BUSBW_CEILING_GBPS:
-        # A call on fewer NVLS channels than NCCL's default (NCCL_NVLS_NCHANNELS, NCCL_MAX_CTAS)
-        # moves their share, as a ring's channels do (NCCL_MAX_NCHANNELS): NCCL's "NVLS should
-        # not need more than 16 channels to get peak BW" ([NCCL] src/enqueue.cc).
+        # A call on fewer NVLS channels than NCCL runs it on unbounded (NCCL_NVLS_NCHANNELS,
+        # NCCL_MAX_CTAS) moves their share, as a ring's channels do (NCCL_MAX_NCHANNELS;
+        # NcclChoice.model_channels, docs/model.md "NVLS's shared budget").
         share = min(1.0, ran / choice.model_channels) if choice is not None and ran else 1.0
         workload = with_nvls_budget(topology, workload, _nvls_budget_Bps(nvlink, ranks, topology_servers)
                                     * share / chosen[1].wire_efficiency)

@@ -1360,10 +1360,10 @@ def _left_out(algorithm: str, system: NcclSystem, graphs: Mapping[str, NcclGraph
         # reduce-scatter to 32 ranks in all ([NCCL] src/include/device.h; src/enqueue.cc
         # updateCollCostTable, v2.27.3-1 to v2.30.7-1 and v2.25.1-1 to v2.26.6-1).
         local = -(-n // nodes)
-        if collective != "all_reduce" and (
-                _since(constants, (2, 27, 3)) and local > NVLS_MAX_ARITY
-                or _since(constants, (2, 25, 1)) and not _since(constants, (2, 27, 3)) and n > NVLS_MAX_ARITY):
-            ranks = f"{local} GPUs a server" if _since(constants, (2, 27, 3)) else f"{n} ranks"
+        per_server = _since(constants, (2, 27, 3))  # before, all ranks (from 2.25.1)
+        counted = local if per_server else n if _since(constants, (2, 25, 1)) else 0
+        if collective != "all_reduce" and counted > NVLS_MAX_ARITY:
+            ranks = f"{local} GPUs a server" if per_server else f"{n} ranks"
             return (f"NCCL runs NVLS {collective} on at most {NVLS_MAX_ARITY} ranks of a server "
                     f"(NCCL_MAX_NVLS_ARITY), not {ranks}")
         if algorithm == "nvls_tree" and nodes == 1:
@@ -1770,8 +1770,7 @@ def nccl_choice(
         # each channel moves its share of what NCCL runs the call on unbounded
         # (src/graph/tuning.cc; src/enqueue.cc topoGetAlgoInfo).
         model_channels = nvls_tuning(system, constants, NcclEnv(
-            {key: value for key, value in env.values.items()
-             if key not in _CHANNEL_BOUNDS and key != "NCCL_NVLS_NCHANNELS"})).n_channels
+            {key: value for key, value in unbounded.values.items() if key != "NCCL_NVLS_NCHANNELS"})).n_channels
         if algorithm == "nvls" and system.n_nodes > 1:
             max_channels = min(max_channels, comm_channels)
             model_channels = min(model_channels, _comm_channels(system, graphs, constants, unbounded))

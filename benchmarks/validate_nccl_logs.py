@@ -45,7 +45,7 @@ import re
 import sys
 import tomllib
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from flowsim.check import CheckReport, NcclTestLog, check_log, parse_nccl_log
@@ -96,9 +96,10 @@ _GRADES = {"xdr": 800, "ndr": 400, "hdr": 200, "edr": 100, "hdr100": 100, "ndr20
 class Entry:
     """One log of the index: its file, cluster, NCCL environment and GPU (as the index says).
 
-    ``system`` names what it is checked on (the table's system column) and ``server`` is that
-    system as :func:`flowsim.check.check_log` takes it; ``problem``, where not empty, says why
-    it cannot be checked (then ``server`` is None)."""
+    ``system`` names what it is checked on (the table's system column), ``server`` is that
+    system as :func:`flowsim.check.check_log` takes it and ``log`` the log as read, with the
+    NCCL version its constants follow; ``problem``, where not empty, says why it cannot be
+    checked (then ``server`` and ``log`` are None)."""
 
     file: str
     system: str
@@ -110,6 +111,7 @@ class Entry:
     gpu: str = ""
     server: str | ServerSpec | None = None
     problem: str = ""
+    log: NcclTestLog | None = field(default=None, repr=False, compare=False)
 
 
 def nics_from_text(text: str) -> dict | None:
@@ -242,7 +244,10 @@ def entries(directory: Path = LOGS) -> list[Entry]:
         except InputError as err:
             listed.append(replace(entry, problem=str(err)))
             continue
-        listed.append(replace(entry, system=label, server=server, nccl_version=version or log.nccl_version))
+        # The index's version, else the log's, as check_log takes the one a log prints.
+        version = version or log.nccl_version
+        listed.append(replace(entry, system=label, server=server, nccl_version=version,
+                              log=replace(log, nccl_version=version)))
     return listed
 
 
@@ -253,7 +258,7 @@ def prediction_options(env: dict[str, str]) -> dict:
     return {"nccl_env": nccl} if "nccl_env" in inspect.signature(collective_time).parameters else {}
 
 
-def check_entry(entry: Entry, directory: Path = LOGS, *, sizes: Sequence[int] | None = None) -> CheckReport:
+def check_entry(entry: Entry, *, sizes: Sequence[int] | None = None) -> CheckReport:
     """``flowsim check`` of one log with its index's cluster: every row predicted, or only
     the rows of ``sizes``.
 
@@ -262,11 +267,9 @@ def check_entry(entry: Entry, directory: Path = LOGS, *, sizes: Sequence[int] | 
     InputError
         The entry cannot be checked (:attr:`Entry.problem`), or the prediction refuses it.
     """
-    if entry.server is None:
+    if entry.server is None or entry.log is None:
         raise InputError(entry.problem or f"{entry.file}: no system")
-    log = parse_nccl_log(directory / entry.file, nodes=entry.nodes, gpus_per_node=entry.gpus_per_node)
-    # The index's version, else the log's, as check_log takes the one a log prints.
-    log = replace(log, nccl_version=entry.nccl_version)
+    log = entry.log
     if sizes is not None:
         wanted = set(sizes)
         log = _only_rows(log, wanted)
@@ -345,7 +348,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         healthy: list[CheckReport] = []
         for entry in selected:
             try:
-                report = check_entry(entry, args.directory)
+                report = check_entry(entry)
             except InputError as err:  # the others are checked; this one says why not
                 unchecked.append(entry.file)
                 table.append([entry.file, entry.system, "-", "yes" if entry.healthy else "no", *("-" for _ in BANDS),

@@ -361,7 +361,7 @@ def test_an_entry_without_a_system_is_checked_on_the_server_its_gpu_and_nics_nam
     # A ring across two servers crosses each server's eight NICs: at half their rate, about half
     # the busbw (8 GiB, where the NICs bound it).
     big = [8 << 30]
-    ib, half = (validate.check_entry(listed[k], directory, sizes=big).rows[0] for k in (1, 2))
+    ib, half = (validate.check_entry(listed[k], sizes=big).rows[0] for k in (1, 2))
     assert 0.45 < half.predicted_busbw_GBps / ib.predicted_busbw_GBps < 0.55
 
 
@@ -398,7 +398,7 @@ def test_an_entry_no_system_fits_is_listed_not_checked_and_the_others_are(tmp_pa
     assert "do not split evenly over dgx-h100's 8 GPUs" in listed[1].problem
     assert "missing.txt" in listed[2].problem and listed[3].system == "dgx-a100"
     with pytest.raises(validate.InputError, match="L40S"):
-        validate.check_entry(listed[0], directory)
+        validate.check_entry(listed[0])
     assert validate.main(["--directory", str(directory)]) == 0
     captured = capsys.readouterr()
     lines = captured.out.splitlines()

@@ -89,7 +89,7 @@ string datasets carry a digest instead, see ``/``). A *CSR pair*
     Attribute ``jobs`` (str list, in the order of ``/jobs``); a group per job named there,
     laid out as ``/training``: the job's first iteration broken down, its times from the
     iteration's start (:func:`flowsim.training.job_breakdowns`). Traces written before
-    flowsim stored it (2026-12-08) have none.
+    flowsim stored it (2026-12-07) have none.
 ``/summary`` (attributes only)
     Counts (int64): ``n_flows``, ``n_links``, ``n_events``, ``n_rate_updates``,
     ``n_rates_resolved``, ``n_rates_changed``. Figures (float64): ``makespan_s``,

@@ -15,9 +15,11 @@ instance its ``gpu`` or ``nic`` text names (``OCI BM.GPU4.8``, ``p5.48xlarge``,
 else NVIDIA's server of its GPU as ``flowsim check`` picks one without ``--system``
 (``H200``: ``dgx-h200``; an A100 the index puts on NVSwitch without saying SXM: ``dgx-a100``),
 with, across servers, the NICs its ``nic`` text gives where they differ from that server's
-(``8x RoCE 200 Gb/s``: :func:`nics_from_text`). An entry none of that fits (a PCIe card, a
-GPU of no server flowsim ships) is listed as not checked, with the reason, and the others
-are checked. The index's NCCL environment (``NCCL_ALGO`` ...) is passed on as
+(``8x RoCE 200 Gb/s``: :func:`nics_from_text`); PCIe cards (an L40S, an RTX 4090) on a box of
+the index's GPUs a node as ``flowsim check`` guesses one (:func:`flowsim.presets.guessed_pcie_box`),
+across nodes only where the ``nic`` text gives their speed. An entry none of that fits (an NVL
+card, a GPU of no server flowsim ships) is listed as not checked, with the reason, and the
+others are checked. The index's NCCL environment (``NCCL_ALGO`` ...) is passed on as
 ``nccl_env`` where the prediction API takes that keyword, and left out where it does not (a
 keyword check, so a newer flowsim uses it without a change here). NCCL's choice follows the
 constants of the index's ``nccl_version``, else of the version the log prints, as ``flowsim
@@ -148,12 +150,12 @@ def nics_from_text(text: str) -> dict | None:
     return nics
 
 
-def _with_nics(name: str, nic_text: str) -> tuple[str, str | ServerSpec]:
-    """Preset or shipped system ``name``, its NICs as ``nic_text`` states them where they differ
-    (:func:`nics_from_text`): the table's label and the system. A GPU's several NICs become
-    ports of one, as system files give them."""
-    base = resolve_system(name)[0]
-    spec = base if isinstance(base, ServerSpec) else preset_spec(name)
+def _with_nics(name: str, nic_text: str, system: str | ServerSpec | None = None) -> tuple[str, str | ServerSpec]:
+    """Preset or shipped system ``name`` (or ``system``, a server labelled ``name``), its NICs as
+    ``nic_text`` states them where they differ (:func:`nics_from_text`): the table's label and
+    the system. A GPU's several NICs become ports of one, as system files give them."""
+    base = resolve_system(name)[0] if system is None or isinstance(system, str) else system
+    spec = base if isinstance(base, ServerSpec) else preset_spec(base)
     stated = nics_from_text(nic_text)
     if stated is None:
         return name, base
@@ -165,7 +167,7 @@ def _with_nics(name: str, nic_text: str) -> tuple[str, str | ServerSpec]:
     if stated.get("kind") == "tcp":
         raise InputError(f"the index's NICs ({nic_text!r}) run TCP sockets, which flowsim does not model")
     gpus = server["gpus"]
-    count = stated.get("count", nics["count"])
+    count = stated.get("count", nics["count"] or 1)  # a server without compute NICs (a PCIe box) gets one
     if stated.get("per_gpu"):
         count *= gpus  # "1x 400Gb/s NDR per GPU"
     if stated.get("nodes"):
@@ -196,7 +198,8 @@ def index_system(item: dict, log: NcclTestLog) -> tuple[str, str | ServerSpec]:
     Raises
     ------
     InputError
-        No system fits the entry (a PCIe card, a GPU of no server flowsim ships).
+        No system fits the entry (an NVL card, a GPU of no server flowsim ships, PCIe cards
+        across nodes whose NICs the entry does not give).
     """
     if item.get("system"):  # a cloud system or a system file the index names
         name = item["system"]
@@ -215,17 +218,26 @@ def index_system(item: dict, log: NcclTestLog) -> tuple[str, str | ServerSpec]:
                                                                                         intra):
         # An SXM module the index names without its form ("A100 (SXM, NVLink/NVSwitch)").
         name = gpu_model_value(f"{model.split()[0]}-SXM", DEFAULT_SYSTEMS, None)
-    if name is None:
-        # The GPU the index names (as if the rank lines named it), else the rank lines', as
-        # flowsim check takes it without --system, or why none fits.
-        named = replace(log, ranks=(RankInfo(0, "host", 0, model, 0),), platform=None) if model else log
+    system: str | ServerSpec | None = name
+    if system is None:
+        # The GPU the index names (as if the rank lines of a server's GPUs named it), else the
+        # rank lines', as flowsim check takes it without --system (PCIe cards: a box of the
+        # index's GPUs a node as flowsim guesses it), or why none fits.
+        ranks = tuple(RankInfo(k, "host", k, model, 0) for k in range(item["gpus_per_node"]))
+        named = replace(log, ranks=ranks, platform=None) if model else log
         try:
-            name = default_system(named)
+            system = default_system(named)
         except InputError:
             what = f"the GPU {gpu!r}" if gpu else "an entry without 'gpu' whose log's rank lines name none"
             raise InputError(f"no flowsim server for {what}: give the entry a 'system' (a preset or shipped system, "
                              "'flowsim presets', or a system file, docs/system-format.md)") from None
-    return _with_nics(name, nic) if item["nodes"] > 1 and nic else (name, resolve_system(name)[0])
+    if isinstance(system, ServerSpec) and item["nodes"] > 1 and not nics_from_text(nic):
+        raise InputError(f"the index's PCIe cards ({gpu!r}) run on {item['nodes']} nodes and its 'nic' text gives no "
+                         "NIC speed: give the entry a 'system' (a system file, docs/system-format.md)")
+    label = f"guessed box of {system.n_gpus} x {model}" if isinstance(system, ServerSpec) else system
+    if item["nodes"] > 1 and nic:
+        return _with_nics(label, nic, system)
+    return label, system if isinstance(system, ServerSpec) else resolve_system(system)[0]
 
 
 def entries(directory: Path = LOGS) -> list[Entry]:

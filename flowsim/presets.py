@@ -57,12 +57,14 @@ Node names inside a server: ``gpu{i}``, ``nvswitch``, ``cpu{s}``, ``mem{s}``, ``
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from flowsim.errors import InputError, check_options, keyword_options
+from flowsim.hardware import GPU_MODELS, gpu_compute_capability, gpu_model
 from flowsim.servers import PcieSwitch, ServerSpec, build_server
 from flowsim.topology import NodeKind, Topology
 
@@ -77,6 +79,7 @@ __all__ = [
     "dgx_h100",
     "frontend_nics",
     "gb200_nvl72",
+    "guessed_pcie_box",
     "pcie_server",
     "pcie_workstation",
     "rtx4090_workstation",
@@ -213,6 +216,51 @@ def pcie_workstation(
     spec = pcie_workstation_spec(n_gpus=n_gpus, gpus_per_switch=gpus_per_switch, sockets=sockets, p2p=p2p,
                                  pcie=pcie, intersocket=intersocket, memory=memory, gpu=gpu)
     return build_server(spec, figure=figure)
+
+
+#: GeForce cards by name (TITAN and GTX too; RTX 2050 to 5090, not the professional RTX 4000
+#: Ada or RTX A6000): NVIDIA's driver gives them no peer-to-peer over PCIe (docs/hardware.md
+#: §3.3), so NCCL stages their copies in host memory.
+_GEFORCE = re.compile(r"GEFORCE|TITAN|\bGTX\b|\bRTX\s*[2-5]0[5-9]0(?!\d)", re.IGNORECASE)
+
+
+def guessed_pcie_box(gpu: str, n_gpus: int, *, p2p: bool | None = None) -> tuple[ServerSpec, str] | None:
+    """flowsim's guess of a box of ``n_gpus`` PCIe cards ``gpu`` (as nvidia-smi names it) whose
+    layout nothing else gives, and that guess in words; None where ``gpu`` is no PCIe card
+    flowsim knows (an SXM module, an NVL card whose NVLink bridges matter, a superchip, a GPU
+    of unknown compute capability).
+
+    The guess is :func:`pcie_workstation_spec`'s host (Sapphire Rapids sockets, DDR5-4800),
+    each GPU on its own x16 root port, one socket for up to 4 GPUs (or an odd count) and two
+    for more, its PCIe generation the card's host interface (:data:`flowsim.hardware.GPU_MODELS`,
+    else its architecture's: Volta and Turing Gen3, Ampere and Ada Gen4, Hopper and Blackwell
+    Gen5, Blackwell Ultra Gen6), and peer-to-peer as ``p2p`` says, else off for GeForce cards
+    and on for the others. NVLink bridges (an RTX A6000 or H100 PCIe pair) are not in it.
+
+    >>> spec, words = guessed_pcie_box("NVIDIA GeForce RTX 4090", 8)
+    >>> spec == replace(rtx4090_workstation_spec(), gpu="NVIDIA GeForce RTX 4090"), words
+    (True, '8 x NVIDIA GeForce RTX 4090 on PCIe Gen4, each on its own root port, over 2 sockets (Sapphire Rapids), \
+no peer-to-peer (GeForce)')
+    >>> guessed_pcie_box("NVIDIA H100 80GB HBM3", 8) is None, guessed_pcie_box("NVIDIA H100 NVL", 2) is None
+    (True, True)
+    """
+    sm = gpu_compute_capability(gpu)
+    model = gpu_model(gpu)
+    nvlink = GPU_MODELS[model][0] if model else None
+    sxm = nvlink is not None and not nvlink.endswith("_ga102") and not re.search(r"PCIE", gpu, re.IGNORECASE)
+    if not sm or sxm or re.search(r"\bNVL\b|GH200|GB[23]00", gpu, re.IGNORECASE) or n_gpus < 1:
+        return None
+    generation = GPU_MODELS[model][1] if model else 3 if sm < 80 else 4 if sm < 90 else 6 if sm == 103 else 5
+    sockets = 2 if n_gpus > 4 and n_gpus % 2 == 0 else 1
+    geforce = bool(_GEFORCE.search(gpu))
+    p2p = not geforce if p2p is None else p2p
+    spec = replace(pcie_workstation_spec(n_gpus=n_gpus, sockets=sockets, p2p=p2p, pcie=f"pcie{generation}", gpu=gpu),
+                   name=_WORKSTATION_PRESETS.get(model or "", "pcie_workstation"))
+    words = (f"{n_gpus} x {gpu} on PCIe Gen{generation}, each on its own root port, over {sockets} "
+             f"socket{'s' if sockets > 1 else ''} (Sapphire Rapids), "
+             + ("peer-to-peer allowed (NCCL takes it only under a common PCIe switch)" if p2p
+                else "no peer-to-peer" + (" (GeForce)" if geforce else "")))
+    return spec, words
 
 
 def rtx4090_workstation_spec(

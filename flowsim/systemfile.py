@@ -521,7 +521,7 @@ def format_system(spec: ServerSpec, *, cluster: Mapping | None = None, descripti
     lines += ["", "[server.pcie]", f"generation = {spec.pcie.removeprefix('pcie')}", "switches = ["]
     lines += [f"    {_toml_value(s)}," for s in switches]
     lines += ["]", "", "[server.cpu]", f"kind = {_toml_value(spec.cpu)}", f"sockets = {spec.sockets}"]
-    if spec.intersocket is not None:
+    if spec.intersocket is not None and spec.sockets > 1:  # one socket's has no link to use (and files take none)
         lines.append(f"interconnect = {_toml_value(spec.intersocket)}")
     lines.append(f"memory = {_toml_value(spec.memory)}")
     lines += ["", "[server.nics]", f"count = {spec.n_nics}"]

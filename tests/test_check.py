@@ -8,6 +8,7 @@ import multiprocessing
 import os
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import h5py
@@ -36,6 +37,7 @@ from flowsim.collectives.report import NcclRow
 from flowsim.commands.check import add_parser
 from flowsim.errors import InputError
 from flowsim.presets import preset_spec
+from flowsim.servers import ServerSpec
 from instances import two_host_h100_log
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "nccl_tests"
@@ -1104,23 +1106,56 @@ def test_a_log_without_system_is_checked_on_nvidias_server_of_its_gpu(gpu, syste
     assert default_system(_log_of(gpu, gpu)) == system
 
 
+@pytest.mark.parametrize(("gpu", "ranks", "pcie", "sockets", "p2p"), [
+    # GeForce cards copy through host memory; the others may go peer to peer. One socket for up
+    # to 4 GPUs, two for more; the card's own PCIe generation.
+    ("NVIDIA GeForce RTX 4090", 8, "pcie4", 2, False), ("NVIDIA GeForce RTX 5090", 4, "pcie5", 1, False),
+    ("NVIDIA GeForce RTX 2080 Ti", 2, "pcie3", 1, False), ("NVIDIA L40S", 8, "pcie4", 2, True),
+    ("NVIDIA H100 PCIe", 2, "pcie5", 1, True), ("NVIDIA A100 80GB PCIe", 4, "pcie4", 1, True),
+    ("NVIDIA RTX A6000", 3, "pcie4", 1, True), ("Tesla T4", 6, "pcie3", 2, True),
+])
+def test_a_log_of_pcie_cards_on_one_host_is_checked_on_a_guessed_box(gpu, ranks, pcie, sockets, p2p):
+    box = default_system(_log_of(*[gpu] * ranks))
+    assert isinstance(box, ServerSpec)
+    assert (box.gpu, box.n_gpus, box.gpu_fabric, box.pcie, box.sockets, box.p2p, box.n_nics) == (
+        gpu, ranks, "pcie", pcie, sockets, p2p, 0)
+    assert all(len(switch.gpus) == 1 for switch in box.switches)  # each on its own root port
+
+
+def test_a_guessed_box_of_8_rtx_4090_is_the_rtx4090_8x_preset():
+    box = default_system(_log_of(*["NVIDIA GeForce RTX 4090"] * 8))
+    assert box == replace(preset_spec("rtx4090_8x"), gpu="NVIDIA GeForce RTX 4090")
+
+
+def test_a_guessed_box_takes_peer_to_peer_as_nccls_info_lines_show_it():
+    log = _log_of(*["NVIDIA L40S"] * 2)
+    assert default_system(log).p2p  # a data-center card
+    shm = replace(log, local_links=(("SHM", 4),))
+    assert not default_system(shm).p2p
+    geforce = replace(_log_of(*["NVIDIA GeForce RTX 4090"] * 2), local_links=(("P2P", 4),))  # a patched driver
+    assert default_system(geforce).p2p
+
+
+def test_pcie_cards_across_hosts_need_a_system_for_their_nics():
+    log = _log_of(*["NVIDIA L40S"] * 2)
+    across = replace(log, ranks=tuple(replace(rank, host=f"host{rank.rank}") for rank in log.ranks))
+    with pytest.raises(InputError, match="the log's GPU NVIDIA L40S is a PCIe card and the run spans 2 hosts, whose "
+                                         "NICs flowsim cannot guess: a system file gives them"):
+        default_system(across)
+
+
 @pytest.mark.parametrize(("gpus", "why"), [
-    (("NVIDIA H100 PCIe",), "the log's GPU NVIDIA H100 PCIe is in no server flowsim ships"),
     (("NVIDIA H200 NVL",), "the log's GPU NVIDIA H200 NVL is in no server flowsim ships"),
+    (("NVIDIA H100 NVL",), "the log's GPU NVIDIA H100 NVL is in no server flowsim ships"),
+    (("NVIDIA RTX A400",), "the log's GPU NVIDIA RTX A400 is in no server flowsim ships"),  # no known architecture
     (("NVIDIA GH200 480GB",), "the log's GPU NVIDIA GH200 480GB is in no server flowsim ships: --system "
                               "data/systems/alps_gh200.toml (in the repository) if its nodes are quad nodes"),
     (("NVIDIA GB300",), "the log's GPU NVIDIA GB300 is in no NVIDIA server flowsim ships: --system "
                         "oci-bm-gpu-gb300-4 if its racks are OCI's"),
-    (("NVIDIA A100 80GB PCIe",), "the log's GPU NVIDIA A100 80GB PCIe is in no server flowsim ships"),
-    (("NVIDIA A800 80GB PCIe",), "the log's GPU NVIDIA A800 80GB PCIe is in no server flowsim ships"),
-    (("NVIDIA H800 PCIe",), "the log's GPU NVIDIA H800 PCIe is in no server flowsim ships"),
     (("NVIDIA H100 80GB HBM3", "NVIDIA H200"), "the log's GPUs (NVIDIA H100 80GB HBM3, NVIDIA H200) are of "
                                                 "different servers"),
     (("NVIDIA Graphics Device",), "whose rank lines name no GPU model (they print 'NVIDIA Graphics Device', the "
                                   "driver's name for a GPU it has no product name for)"),
-    (("NVIDIA GeForce RTX 4090",), "the log's GPU NVIDIA GeForce RTX 4090 is a workstation GPU, not NVIDIA's server: "
-                                   "--system rtx4090-8x if the box is 8 of them on PCIe"),
-    (("NVIDIA GeForce RTX 5090",), "--system rtx5090-8x if the box is 8 of them on PCIe"),
 ])
 def test_a_log_without_system_whose_gpu_has_no_server_asks_for_one(gpus, why):
     with pytest.raises(InputError, match=re.escape(why)):
@@ -2169,25 +2204,46 @@ def test_cli_without_system_checks_each_file_on_its_own_gpus_server(capsys):
                          "(--system names another)\n")
 
 
+def test_cli_without_system_checks_pcie_cards_on_a_guessed_box_and_says_so(tmp_path, capsys):
+    path = tmp_path / "l40s.txt"
+    rank_lines = "\n".join(f"#  Rank {r} Group  0 Pid 100 on box device {r} [0000:{r + 1:02x}:00] NVIDIA L40S"
+                           for r in range(2))
+    path.write_text(f"# Using devices\n{rank_lines}\n" + "\n".join(
+        line for line in _lines(SENDRECV) if "Rank" not in line and "Using devices" not in line))
+    assert flowsim_check([str(path), "--min-bytes", "1G", "--json"]) in (0, 1)
+    taken = capsys.readouterr()
+    assert taken.err == (
+        "flowsim check: no --system: checking on a box of PCIe cards: 2 x NVIDIA L40S on PCIe Gen4, each on its own "
+        "root port, over 1 socket (Sapphire Rapids), peer-to-peer allowed (NCCL takes it only under a common PCIe "
+        "switch); its layout is flowsim's guess: --system names the box's own (a preset, or a system file; "
+        "'flowsim system import' writes one from its 'nvidia-smi topo -m')\n")
+    report = json.loads(taken.out)
+    # A send from one GPU to the other crosses each one's x16 Gen4 root port: 24 GB/s (docs/hardware.md
+    # §3.1's effective Gen4 figure); the H100 run's rows beat it (FAST), as its NVLink does.
+    last = report["rows"][-1]
+    assert last["predicted_busbw_GBps"] == pytest.approx(24.0, rel=1e-3) and last["fast"]
+    assert report["nodes"] == 1 and last["busiest_tier"] == "PCIe/host"
+
+
 def test_cli_without_system_names_the_file_whose_gpu_has_no_server(tmp_path, capsys):
     # The file whose GPU names no server is not checked; the other one is, as an unreadable file
     # among others leaves them checked.
     unnamed = tmp_path / "unnamed.txt"
-    unnamed.write_text(SENDRECV.read_text().replace("NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe"))
+    unnamed.write_text(SENDRECV.read_text().replace("NVIDIA H100 80GB HBM3", "NVIDIA H100 NVL"))
     assert flowsim_check([str(SENDRECV), str(unnamed), "--brief"]) == 2
     taken = capsys.readouterr()
     assert taken.out.startswith(f"{SENDRECV}: sendrecv_perf, 2 ranks on 2 node(s): ")
     assert taken.out.rstrip().endswith("1 run(s) checked in 2 files: 1 with every size OK, 0 with sizes flagged; "
                                        "1 not checked (the errors on stderr)")
     assert taken.err.splitlines()[1:] == [
-        f"flowsim check: error: {unnamed}: --system is required: the log's GPU NVIDIA H100 PCIe is in no server "
+        f"flowsim check: error: {unnamed}: --system is required: the log's GPU NVIDIA H100 NVL is in no server "
         "flowsim ships; name a preset or shipped system ('flowsim presets') or a system file "
         "(docs/system-format.md; 'flowsim system import' writes one from the server's 'nvidia-smi topo -m') "
         "(not checked)"]
     # Alone, it is the one error.
     assert flowsim_check([str(unnamed)]) == 2
     assert capsys.readouterr().err.startswith("flowsim check: error: --system is required: the log's GPU NVIDIA H100 "
-                                              "PCIe is in no server flowsim ships;")
+                                              "NVL is in no server flowsim ships;")
 
 
 def test_a_file_that_cannot_be_read_is_not_checked_and_the_others_are(tmp_path, capsys):

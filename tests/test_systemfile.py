@@ -19,7 +19,7 @@ from flowsim.collectives import collective_workload
 from flowsim.collectives.report import sweep
 from flowsim.errors import InputError
 from flowsim.fabrics import build_cluster, default_switch
-from flowsim.presets import preset, preset_names, preset_spec
+from flowsim.presets import pcie_workstation_spec, preset, preset_names, preset_spec
 from flowsim.scenario import load_scenario, parse_scenario
 from flowsim.servers import build_server
 from flowsim.sweep import load_sweep
@@ -117,6 +117,16 @@ def test_every_preset_written_as_a_system_file_builds_the_same_topology(name):
     spec = parse_system(text, source=f"{name}.toml", name=name).spec
     for figure in ("nominal", "effective"):
         assert _same(build_server(spec, figure=figure), preset(name, figure=figure))
+
+
+def test_a_one_socket_server_written_as_a_system_file_reads_back():
+    # A one-socket box keeps its builder's inter-socket default, which no link uses; the file
+    # leaves it out, as a file of one socket must (it once wrote it, and reading it failed).
+    spec = pcie_workstation_spec(n_gpus=4, sockets=1, gpu="RTX 5090")
+    text = format_system(spec)
+    assert "interconnect" not in text
+    again = parse_system(text, source="box.toml", name=spec.name).spec
+    assert _same(build_server(again, figure="effective"), build_server(spec, figure="effective"))
 
 
 @pytest.mark.parametrize(

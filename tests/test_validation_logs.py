@@ -378,7 +378,11 @@ def test_pcie_cards_rack_names_and_nic_counts_are_read_as_the_index_means_them(t
         {"file": "b.txt", "gpu": "GB200 NVL72", "nodes": 1, "intra": "NVLink 5, NVSwitch"},
     )
     listed = validate.entries(directory)
-    assert "no flowsim server for the GPU 'A100 80GB PCIe'" in listed[0].problem
+    # PCIe cards: a box of the index's 8 a node as flowsim check guesses one, with the NICs the
+    # index gives (two HDR ports of 200 Gb/s); NVL cards' bridges are no guess.
+    assert listed[0].system == "guessed box of 8 x A100 80GB PCIe with 2 x 200 Gb/s ib", listed[0].problem
+    box = listed[0].server
+    assert (box.gpu_fabric, box.pcie, box.sockets, box.n_nics, box.compute_nic) == ("pcie", "pcie4", 2, 2, "ib_hdr")
     assert "no flowsim server for the GPU 'H100 NVL'" in listed[1].problem
     assert [e.system for e in listed[2:5]] == ["dgx-h100", "dgx-h100", "azure-nd-h100-v5"]  # 8 x 400 NDR, as the DGX
     assert "run TCP sockets, which flowsim does not model" in listed[5].problem
@@ -388,16 +392,16 @@ def test_pcie_cards_rack_names_and_nic_counts_are_read_as_the_index_means_them(t
 def test_an_entry_no_system_fits_is_listed_not_checked_and_the_others_are(tmp_path, capsys):
     directory = _index(
         tmp_path,
-        {"file": "b.txt", "gpu": "NVIDIA L40S", "nodes": 1, "nic": None, "intra": "pcie-gen4"},
+        {"file": "b.txt", "gpu": "H100 NVL", "nodes": 1, "nic": None, "intra": "NVLink bridge pairs"},
         {"file": "a.txt", "gpu": "H100", "nodes": 2, "nic": "3 x 400 Gb/s IB"},
         {"file": "missing.txt", "gpu": "H100", "nodes": 1},
         {"file": "b.txt", "gpu": "A100-SXM4-40GB", "nodes": 1},
     )
     listed = validate.entries(directory)
-    assert "no flowsim server for the GPU 'NVIDIA L40S'" in listed[0].problem
+    assert "no flowsim server for the GPU 'H100 NVL'" in listed[0].problem
     assert "do not split evenly over dgx-h100's 8 GPUs" in listed[1].problem
     assert "missing.txt" in listed[2].problem and listed[3].system == "dgx-a100"
-    with pytest.raises(validate.InputError, match="L40S"):
+    with pytest.raises(validate.InputError, match="H100 NVL"):
         validate.check_entry(listed[0])
     assert validate.main(["--directory", str(directory)]) == 0
     captured = capsys.readouterr()

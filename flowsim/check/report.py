@@ -44,6 +44,7 @@ import math
 import os
 import re
 import statistics
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -95,7 +96,7 @@ from flowsim.fabrics import build_cluster, front_end_only_note, resolve_fabric
 from flowsim.failures import apply_failures, describe_changes
 from flowsim.formatting import format_size
 from flowsim.hardware import gpu_model_value
-from flowsim.presets import PRESETS, system_name
+from flowsim.presets import PRESETS, guessed_pcie_box, system_name
 from flowsim.servers import ServerSpec
 from flowsim.topology import Topology
 
@@ -155,18 +156,17 @@ DEFAULT_SYSTEMS: tuple[tuple[str, str | None], ...] = (
 
 
 #: Systems a log's GPU may be in, which :func:`default_system` names without taking them:
-#: PCIe workstations (how many GPUs a box holds and how they hang off PCIe vary), OCI's GB300
-#: racks (one cloud's NICs) and the repository's GH200 quad node (one centre's machine).
+#: OCI's GB300 racks (one cloud's NICs) and the repository's GH200 quad node (one centre's machine).
 _SUGGESTED: tuple[tuple[str, str], ...] = (
-    ("RTX 5090", "a workstation GPU, not NVIDIA's server: --system rtx5090-8x if the box is 8 of them on PCIe "
-                 "as that preset is ('flowsim presets')"),
-    ("RTX 4090", "a workstation GPU, not NVIDIA's server: --system rtx4090-8x if the box is 8 of them on PCIe "
-                 "as that preset is ('flowsim presets')"),
     ("GB300", "in no NVIDIA server flowsim ships: --system oci-bm-gpu-gb300-4 if its racks are OCI's "
               "(800 Gb/s of RoCE a GPU; 'flowsim presets')"),
     ("GH200", "in no server flowsim ships: --system data/systems/alps_gh200.toml (in the repository) if its "
               "nodes are quad nodes like those of CSCS's Alps (4 GPUs linked all to all, a 200 Gb/s NIC each)"),
 )
+
+#: What a guessed box of PCIe cards leaves to the user (:func:`default_system`).
+GUESSED_BOX = ("its layout is flowsim's guess: --system names the box's own (a preset, or a system file; "
+               "'flowsim system import' writes one from its 'nvidia-smi topo -m')")
 
 
 #: The shipped AWS systems by the instance family the aws-ofi-nccl plugin's INFO line names
@@ -183,16 +183,18 @@ def platform_system(log: NcclTestLog) -> str | None:
     return AWS_PLATFORMS.get(log.platform.split(".")[0].lower())
 
 
-def default_system(log: NcclTestLog) -> str:
+def default_system(log: NcclTestLog) -> str | ServerSpec:
     """The system to check ``log`` on when none is given: the AWS instance its INFO lines name
     where flowsim ships it (:func:`platform_system`), else NVIDIA's server of the GPU its rank
-    lines name (:data:`DEFAULT_SYSTEMS`).
+    lines name (:data:`DEFAULT_SYSTEMS`), else, for PCIe cards on one host, a box of as many as
+    the log ran on as flowsim guesses one (:func:`flowsim.presets.guessed_pcie_box`; peer-to-peer
+    as the log's NCCL INFO lines show it where they do).
 
     Raises
     ------
     InputError
         The log names no GPU (no rank lines, or only the driver's unnamed device), its GPUs
-        are of no server flowsim ships, or of two different ones.
+        are of no server flowsim ships nor PCIe cards on one host, or of two different ones.
     """
     instance = platform_system(log)
     if instance is not None:
@@ -202,9 +204,11 @@ def default_system(log: NcclTestLog) -> str:
         said = (f" (they print {UNNAMED_GPU!r}, the driver's name for a GPU it has no product name for)"
                 if UNNAMED_GPU in log.gpu_models else "")
         raise InputError(f"--system is required to check an nccl-tests output whose rank lines name no GPU model{said}")
-    systems = {}
+    systems: dict[str | ServerSpec, str] = {}
     for name in named:
-        system = gpu_model_value(name, DEFAULT_SYSTEMS, None)
+        system: str | ServerSpec | None = gpu_model_value(name, DEFAULT_SYSTEMS, None)
+        if system is None and len(set(named)) == 1:
+            system = _guessed_box(log, name)
         if system is None:
             suggested = gpu_model_value(name, _SUGGESTED, None)
             which = (f"{suggested}, else a system file (docs/system-format.md)"
@@ -217,6 +221,24 @@ def default_system(log: NcclTestLog) -> str:
     if len(systems) > 1:
         raise InputError(f"--system is required: the log's GPUs ({', '.join(named)}) are of different servers")
     return next(iter(systems))
+
+
+def _guessed_box(log: NcclTestLog, gpu: str) -> ServerSpec | None:
+    """The box of PCIe cards ``gpu`` that :func:`default_system` checks ``log`` on: as many as
+    its busiest host ran on; None where ``gpu`` is no such card; an error where the log runs
+    on several hosts (their NICs are the user's to give)."""
+    per_host = Counter(rank.host for rank in log.ranks)
+    links = dict(log.local_links)
+    p2p = None if not links else "P2P" in links and "SHM" not in links
+    guess = guessed_pcie_box(gpu, max(per_host.values()), p2p=p2p)
+    if guess is None:
+        return None
+    if len(per_host) > 1:
+        raise InputError(f"--system is required: the log's GPU {gpu} is a PCIe card and the run spans "
+                         f"{len(per_host)} hosts, whose NICs flowsim cannot guess: a system file gives them "
+                         "(docs/system-format.md; 'flowsim system import' writes one from a host's "
+                         "'nvidia-smi topo -m')")
+    return guess[0]
 
 
 @dataclass(frozen=True)

@@ -86,7 +86,7 @@ from flowsim.check import (
     parse_nccl_logs,
     plot_history,
 )
-from flowsim.check.report import LATENCY_TOLERANCE, UNNAMED_GPU, platform_system
+from flowsim.check.report import GUESSED_BOX, LATENCY_TOLERANCE, UNNAMED_GPU, platform_system
 from flowsim.collectives import PROTOCOLS
 from flowsim.collectives.builders import algorithm_name, protocol_name
 from flowsim.collectives.report import parse_size
@@ -104,6 +104,8 @@ from flowsim.commands.argtypes import (
 from flowsim.commands.progress import Notes, add_progress_argument, show_progress
 from flowsim.errors import STDIN, InputError, read_stdin, unstorable_text
 from flowsim.hardware import FIGURES
+from flowsim.presets import guessed_pcie_box
+from flowsim.servers import ServerSpec
 
 __all__ = ["add_parser", "check_command"]
 
@@ -183,11 +185,12 @@ def _named(log: NcclTestLog, err: InputError, several: bool) -> InputError:
     return InputError(f"{log.named}: {text}" if several and not text.startswith(log.source) else text)
 
 
-def _default_systems(logs: list[NcclTestLog], unread: list[InputError]) -> tuple[list[NcclTestLog], list[str]]:
+def _default_systems(logs: list[NcclTestLog],
+                     unread: list[InputError]) -> tuple[list[NcclTestLog], list[str | ServerSpec]]:
     """The runs that name their system when ``--system`` is not given, and each one's:
-    NVIDIA's server of the GPU its rank lines name (:func:`flowsim.check.report.default_system`),
-    said in one line on stderr. A run that names none goes to ``unread``, unless none does
-    (then the first one's error is raised)."""
+    NVIDIA's server of the GPU its rank lines name, or a box of PCIe cards as flowsim guesses
+    it (:func:`flowsim.check.report.default_system`), said in one line on stderr. A run that
+    names none goes to ``unread``, unless none does (then the first one's error is raised)."""
     named_logs, systems, failed = [], [], []
     for log in logs:
         try:
@@ -199,24 +202,37 @@ def _default_systems(logs: list[NcclTestLog], unread: list[InputError]) -> tuple
         raise _every([*unread, *failed])
     unread.extend(failed)
     logs = named_logs
-    runs: dict[str, list[int]] = {}  # system: the runs checked on it, from 1
-    named: dict[str, str] = {}  # system: the AWS instance or GPU its first run names
+    runs: dict[str | ServerSpec, list[int]] = {}  # system: the runs checked on it, from 1
+    named: dict[str | ServerSpec, str] = {}  # system: what it is taken for (the AWS instance, the GPU, the box)
     instances = False  # whether a run was checked on the AWS instance its INFO lines name
-    for k, (log, name) in enumerate(zip(logs, systems, strict=True), start=1):
-        runs.setdefault(name, []).append(k)
+    for k, (log, system) in enumerate(zip(logs, systems, strict=True), start=1):
+        runs.setdefault(system, []).append(k)
         instance = log.platform if platform_system(log) is not None else None
         instances |= instance is not None
-        named.setdefault(name, instance or next(gpu for gpu in log.gpu_models if gpu != UNNAMED_GPU))
-    if len(runs) == 1:
+        gpu = next(gpu for gpu in log.gpu_models if gpu != UNNAMED_GPU)
+        named.setdefault(system, instance or gpu)
+    guessed = [system for system in runs if isinstance(system, ServerSpec)]
+    if len(runs) == 1 and guessed:
+        where = f"on a box of PCIe cards: {_box_words(guessed[0])}; {GUESSED_BOX}"
+    elif len(runs) == 1:
         where = (f"on {systems[0]}, the AWS instance the log's NCCL INFO lines name ({named[systems[0]]})"
                  if instances else f"on {systems[0]}, NVIDIA's server of the log's {named[systems[0]]}")
     else:
         where = ("each run on NVIDIA's server of its GPU or the AWS instance its NCCL INFO lines name: " if instances
                  else "each run on NVIDIA's server of its GPU: ") + ", ".join(
-            f"{name} for run{'s' if len(ks) > 1 else ''} {', '.join(map(str, ks))} ({named[name]})"
-            for name, ks in runs.items())
-    print(f"flowsim check: no --system: checking {where} (--system names another)", file=sys.stderr)
+            f"{_box_words(system) if isinstance(system, ServerSpec) else system} "
+            f"for run{'s' if len(ks) > 1 else ''} {', '.join(map(str, ks))} ({named[system]})"
+            for system, ks in runs.items()) + (f"; boxes of PCIe cards: {GUESSED_BOX}" if guessed else "")
+    print(f"flowsim check: no --system: checking {where}" + ("" if guessed else " (--system names another)"),
+          file=sys.stderr)
     return logs, systems
+
+
+def _box_words(spec: ServerSpec) -> str:
+    """A guessed box of PCIe cards in words, as :func:`flowsim.presets.guessed_pcie_box` says it."""
+    guess = guessed_pcie_box(spec.gpu, spec.n_gpus, p2p=spec.p2p)
+    assert guess is not None, spec  # default_system built it so
+    return guess[1]
 
 
 def _prediction_options(args: argparse.Namespace) -> str:
@@ -250,9 +266,13 @@ def _history_dict(check: AppendedCheck) -> dict:
             "changes": [{**dataclasses.asdict(change), "text": str(change)} for change in check.changes]}
 
 
-def _cluster(args: argparse.Namespace, system: str | None) -> dict:
+def _cluster(args: argparse.Namespace, system: str | ServerSpec | None) -> dict:
     """:func:`check_log`'s ``system`` and fabric keywords for ``system`` (a preset or system
-    file) with the command's ``--fabric``, ``--switch`` and ``--oversubscription``."""
+    file, or the box :func:`default_system` guessed) with the command's ``--fabric``,
+    ``--switch`` and ``--oversubscription``."""
+    if isinstance(system, ServerSpec):
+        given = {"fabric": args.fabric, "switch": args.switch, "oversubscription": args.oversubscription}
+        return {"system": system, "fabric": "auto", **{key: value for key, value in given.items() if value is not None}}
     server, _, cluster = cluster_options(argparse.Namespace(**{**vars(args), "system": system}))
     cluster.pop("n_nodes", None)  # the servers are the hosts the log names (or --nodes)
     return {"system": server, **cluster}

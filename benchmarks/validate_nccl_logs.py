@@ -14,7 +14,8 @@ instance its ``gpu`` or ``nic`` text names (``OCI BM.GPU4.8``, ``p5.48xlarge``,
 ``a3-megagpu-8g``: :data:`INSTANCES`); else the AWS instance the log's aws-ofi-nccl lines name;
 else NVIDIA's server of its GPU as ``flowsim check`` picks one without ``--system``
 (``H200``: ``dgx-h200``; an A100 the index puts on NVSwitch without saying SXM: ``dgx-a100``),
-with, across servers, the NICs its ``nic`` text gives where they differ from that server's
+or the one its message suggests for a GPU of no NVIDIA server (a GH200: CSCS's quad node,
+``data/systems/alps_gh200.toml``; a GB300: OCI's racks), with, across servers, the NICs its ``nic`` text gives where they differ from that server's
 (``8x RoCE 200 Gb/s``: :func:`nics_from_text`); PCIe cards (an L40S, an RTX 4090) on a box of
 the index's GPUs a node as ``flowsim check`` guesses one (:func:`flowsim.presets.guessed_pcie_box`),
 across nodes only where the ``nic`` text gives their speed. An entry none of that fits (an NVL
@@ -52,11 +53,18 @@ from pathlib import Path
 
 from flowsim.check import CheckReport, NcclTestLog, check_log, parse_nccl_log
 from flowsim.check.log import RankInfo
-from flowsim.check.report import DEFAULT_SYSTEMS, RowCheck, default_system, error_by_band, platform_system
+from flowsim.check.report import (
+    DEFAULT_SYSTEMS,
+    SUGGESTED_SYSTEMS,
+    RowCheck,
+    default_system,
+    error_by_band,
+    platform_system,
+)
 from flowsim.collectives import collective_time
 from flowsim.errors import InputError
 from flowsim.formatting import format_size
-from flowsim.hardware import gpu_model_value
+from flowsim.hardware import gpu_model, gpu_model_value
 from flowsim.presets import preset_spec
 from flowsim.servers import ServerSpec
 from flowsim.systemfile import format_system, resolve_system, system_from_document
@@ -174,6 +182,8 @@ def _with_nics(name: str, nic_text: str, system: str | ServerSpec | None = None)
         if count % stated["nodes"]:
             raise InputError(f"the index's NICs ({nic_text!r}) do not split evenly over its {stated['nodes']} nodes")
         count //= stated["nodes"]  # "16 x 400G across the 2 nodes"
+    if "count" in stated and not stated.get("per_gpu"):
+        count *= spec.hosts  # a node's: a rack's compute trays (4 NICs a GB200 tray) are its nodes
     ports = count // gpus if count > gpus and count % gpus == 0 else 1
     if count and gpus % count and ports == 1:
         raise InputError(f"the index's NICs ({nic_text!r}) do not split evenly over {name}'s {gpus} GPUs")
@@ -216,8 +226,14 @@ def index_system(item: dict, log: NcclTestLog) -> tuple[str, str | ServerSpec]:
     card = re.search(r"pcie|\bnvl\b", model, re.IGNORECASE)
     if name is None and model and not card and "nvswitch" in intra and not re.search(r"\b(?:no|without)\s+nvswitch",
                                                                                         intra):
-        # An SXM module the index names without its form ("A100 (SXM, NVLink/NVSwitch)").
-        name = gpu_model_value(f"{model.split()[0]}-SXM", DEFAULT_SYSTEMS, None)
+        # An SXM module the index names without its form ("A100 (SXM, NVLink/NVSwitch)",
+        # "NVIDIA A100 80GB").
+        name = gpu_model_value(f"{gpu_model(model) or model.split()[0]}-SXM", DEFAULT_SYSTEMS, None)
+    if name is None:
+        # A GPU of no NVIDIA server flowsim ships, on the system flowsim check suggests for it
+        # (a GH200 on CSCS's quad node, a GB300 in OCI's racks), its NICs as the index gives them.
+        suggested = gpu_model_value(model, ((piece, system) for piece, system, _ in SUGGESTED_SYSTEMS), None)
+        name = suggested if suggested is None or not suggested.endswith(".toml") else str(ROOT / suggested)
     system: str | ServerSpec | None = name
     if system is None:
         # The GPU the index names (as if the rank lines of a server's GPUs named it), else the

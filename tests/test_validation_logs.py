@@ -389,6 +389,29 @@ def test_pcie_cards_rack_names_and_nic_counts_are_read_as_the_index_means_them(t
     assert listed[6].system == "gb200-nvl72"
 
 
+def test_gpus_of_no_nvidia_server_take_the_system_check_suggests_and_a_tray_its_own_nics(tmp_path):
+    directory = _index(
+        tmp_path,
+        {"file": "b.txt", "gpu": "NVIDIA A100 80GB", "nodes": 1, "intra": "NVSwitch (HGX A100)"},
+        {"file": "a.txt", "gpu": "GH200 (quad node)", "nodes": 2, "gpus_per_node": 4, "intra": "nvlink4 mesh",
+         "nic": "4x Slingshot-11 200 Gb/s per node"},
+        {"file": "b.txt", "gpu": "GB300", "nodes": 2, "gpus_per_node": 4, "intra": "NVLink 5, one NVL72 rack"},
+        {"file": "b.txt", "gpu": "NVIDIA GB200", "nodes": 2, "gpus_per_node": 4, "intra": "nvswitch-nvlink5",
+         "nic": "4x 200 Gb/s CX-7 InfiniBand per tray"},
+    )
+    listed = validate.entries(directory)
+    assert [e.problem for e in listed] == [""] * 4
+    # An SXM A100 the index names by its memory, on NVIDIA's server as its NVSwitch says.
+    assert listed[0].system == "dgx-a100"
+    # A GH200 quad node, CSCS's system file in the repository (its NICs as the index states
+    # them, as the file has them); a GB300 rack, OCI's.
+    assert listed[1].system.endswith("data/systems/alps_gh200.toml") and listed[1].server.n_nics == 4
+    assert listed[2].system == "oci-bm-gpu-gb300-4"
+    # A GB200 tray's 4 NICs are each of the rack's 18 trays': 72, at the index's 200 Gb/s.
+    assert listed[3].system == "gb200-nvl72 with 72 x 200 Gb/s ib"
+    assert (listed[3].server.n_nics, listed[3].server.compute_nic) == (72, "ib_hdr")
+
+
 def test_an_entry_no_system_fits_is_listed_not_checked_and_the_others_are(tmp_path, capsys):
     directory = _index(
         tmp_path,

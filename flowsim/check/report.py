@@ -108,6 +108,7 @@ __all__ = [
     "BandError",
     "CheckReport",
     "RowCheck",
+    "SUGGESTED_SYSTEMS",
     "check_log",
     "check_nccl_log",
     "default_system",
@@ -155,14 +156,16 @@ DEFAULT_SYSTEMS: tuple[tuple[str, str | None], ...] = (
 )
 
 
-#: Systems a log's GPU may be in, which :func:`default_system` names without taking them:
-#: OCI's GB300 racks (one cloud's NICs) and the repository's GH200 quad node (one centre's machine).
-_SUGGESTED: tuple[tuple[str, str], ...] = (
-    ("GB300", "in no NVIDIA server flowsim ships: --system oci-bm-gpu-gb300-4 if its racks are OCI's "
-              "(800 Gb/s of RoCE a GPU; 'flowsim presets')"),
-    ("GH200", "in no server flowsim ships: --system data/systems/alps_gh200.toml (in the repository) if its "
-              "nodes are quad nodes like those of CSCS's Alps (4 GPUs linked all to all, a 200 Gb/s NIC each)"),
+#: Systems a log's GPU may be in, which :func:`default_system` names without taking them
+#: (GPU, system, when it fits): OCI's GB300 racks (one cloud's NICs) and the repository's GH200
+#: quad node (one centre's machine; a path in the repository, not in the package).
+SUGGESTED_SYSTEMS: tuple[tuple[str, str, str], ...] = (
+    ("GB300", "oci-bm-gpu-gb300-4", "if its racks are OCI's (800 Gb/s of RoCE a GPU; 'flowsim presets')"),
+    ("GH200", "data/systems/alps_gh200.toml", "(in the repository) if its nodes are quad nodes like those of CSCS's "
+                                              "Alps (4 GPUs linked all to all, a 200 Gb/s NIC each)"),
 )
+_SUGGESTED = tuple((gpu, f"in no {'NVIDIA ' if gpu == 'GB300' else ''}server flowsim ships: --system {system} {when}")
+                   for gpu, system, when in SUGGESTED_SYSTEMS)
 
 #: What a guessed box of PCIe cards leaves to the user (:func:`default_system`).
 GUESSED_BOX = ("its layout is flowsim's guess: --system names the box's own (a preset, or a system file; "

@@ -705,7 +705,9 @@ def _collective(where: Where, topology: Topology, table: Mapping, key: str, gpud
     start = where.number(table, "start_s", key, 0.0)
     if name or start:
         try:
-            workload = workload.renamed(f"{name or op}.", start)
+            # Without a name, the flows keep the op's names (a start alone adds no prefix, so two
+            # unnamed collectives of one op are told to take names however they start).
+            workload = workload.renamed(f"{name}." if name else "", start)
         except InputError as err:
             raise where.error(key, str(err)) from None
     return workload

@@ -476,6 +476,13 @@ def test_two_collectives_with_the_same_flow_names_need_a_name(tmp_path, fake_col
                                          r"workload\.collective\[0\]'s \('all_to_all\.a\.b', \.\.\.\); give one of "
                                          r"them a name"):
         load_scenario(_scenario(tmp_path, COLLECTIVE + COLLECTIVE.split("[workload]\n")[1]))
+    # A later start alone is no name: its flows keep the op's names (they once took the op's
+    # name twice, 'all_to_all.all_to_all.a.b', and two collectives shared a tag).
+    with pytest.raises(InputError, match=r"workload\.collective\[1\]: its flows are named as "
+                                         r"workload\.collective\[0\]'s \('all_to_all\.a\.b'"):
+        load_scenario(_scenario(tmp_path, COLLECTIVE + COLLECTIVE.split("[workload]\n")[1] + "start_s = 1e-3\n"))
+    later = load_scenario(_scenario(tmp_path, COLLECTIVE + "start_s = 1e-3\n")).workload
+    assert later.names[0] == "all_to_all.a.b" and later.start_s[0] == 1e-3
 
 
 def test_real_collectives_build_a_hierarchical_all_reduce(tmp_path):

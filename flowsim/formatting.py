@@ -9,7 +9,10 @@ __all__ = ["format_bytes", "format_rate", "format_runs", "format_seconds", "form
 
 def format_seconds(seconds: float) -> str:
     """``0.00123`` -> ``"1.230 ms"``: three decimals in s, ms, us or ns; ``"1.000e+09 s"``
-    from a million seconds on."""
+    from a million seconds on; ``"0 s"`` for nothing (a kind of communication the critical
+    path does not cross), not ``"0.000 ns"``."""
+    if seconds == 0:
+        return "0 s"
     if abs(seconds) >= 1e6:  # a latency of 1e300 s would print 300 digits
         return f"{seconds:.3e} s"
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):

@@ -326,6 +326,44 @@ def test_results_table_and_journal(tmp_path):
     assert sorted(json.loads(line)["key"] for line in lines) == sorted(columns["key"])
 
 
+def allowing_runner(task: RunTask) -> dict[str, float]:
+    """:func:`fake_runner` once size 3 is allowed (the cause of its failures fixed)."""
+    size = task.document["workload"]["collective"][0]["size_bytes"]
+    return {"makespan_s": size * 1e-9 + 2.0, "n_events": 0.0}
+
+
+def test_a_resumed_sweep_keeps_failed_runs_unless_asked_to_retry_them(tmp_path, capsys):
+    fake_rows(tmp_path, "out", workers=1)
+    sweep = load_sweep(tmp_path / "sweep.toml")
+    kept = run_sweep(sweep, tmp_path / "out.h5", runner=refusing_runner, workers=1)
+    assert (kept.n_ran, kept.n_skipped, kept.n_failed) == (0, 6, 2)
+    # Only the two failed runs (size 3) run again; the others keep their rows.
+    retried = run_sweep(sweep, tmp_path / "out.h5", runner=allowing_runner, workers=1, retry_failed=True)
+    assert (retried.n_ran, retried.n_skipped, retried.n_failed) == (2, 4, 0)
+    columns = read_results(tmp_path / "out.h5").columns
+    assert columns["status"].tolist() == ["ok"] * 6
+    np.testing.assert_array_equal(columns["makespan_s"], [1 + 1e-9, 2 + 3e-9, 1 + 5e-9, 1e-9, 2 + 3e-9, 5e-9])
+    # From the command line.
+    from flowsim.cli import main
+
+    assert main(["sweep", str(tmp_path / "sweep.toml"), "-o", str(tmp_path / "out.h5"), "--retry-failed", "-q"]) == 0
+    assert "6 runs (0 ran, 6 already done) -> " in capsys.readouterr().out
+
+
+def test_flowsim_plot_of_a_results_table_says_how_to_read_it(tmp_path, capsys):
+    # 'flowsim plot' of a sweep's table said only "not a flowsim trace".
+    from flowsim.cli import main
+
+    fake_rows(tmp_path, "serial", workers=1)
+    table = tmp_path / "serial.h5"
+    assert main(["plot", str(table), "--kind", "utilization", "-o", str(tmp_path / "u.png")]) == 2
+    assert capsys.readouterr().err == (
+        f"flowsim: error: {table}: a flowsim sweep's results table, not a trace: flowsim.sweep.read_results("
+        f"{str(table)!r}).to_pandas() reads it (docs/sweep-format.md); 'flowsim sweep --traces' writes a trace of "
+        "each run, which this plots\n")
+    assert not (tmp_path / "u.png").exists()
+
+
 def test_results_as_a_dataframe(tmp_path):
     pd = pytest.importorskip("pandas")
     columns = fake_rows(tmp_path, "serial", workers=1)

@@ -32,6 +32,7 @@ from flowsim.check.history import is_history_file
 from flowsim.commands.argtypes import positive_int
 from flowsim.errors import InputError
 from flowsim.plot import KINDS, MAX_PANELS, plot_trace
+from flowsim.sweep.journal import is_results_file
 from flowsim.trace import open_trace
 
 # KINDS, MAX_PANELS and plot_trace are flowsim.plot's, also importable from here as before.
@@ -45,6 +46,11 @@ def plot_command(args: argparse.Namespace) -> int:
         raise InputError(f"{args.trace}: a flowsim check history, not a trace: 'flowsim check --history "
                          f"{args.trace} --plot {args.output}' draws it, 'flowsim inspect {args.trace}' lists its "
                          "checks")
+    if is_results_file(args.trace):
+        raise InputError(f"{args.trace}: a flowsim sweep's results table, not a trace: "
+                         f"flowsim.sweep.read_results({str(args.trace)!r}).to_pandas() reads it "
+                         "(docs/sweep-format.md); 'flowsim sweep --traces' writes a trace of each run, which this "
+                         "plots")
     path = plot_trace(open_trace(args.trace), args.kind, args.output, top=args.top, by=args.by,
                       max_flows=args.max_flows, tier=args.tier)
     print(f"{args.kind} plot -> {path}")

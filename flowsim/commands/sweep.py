@@ -54,6 +54,7 @@ def sweep_command(args: argparse.Namespace) -> int:
             traces=args.traces,
             progress=None if args.quiet else sys.stderr,
             backend=args.backend,
+            retry_failed=args.retry_failed,
         )
     except KeyboardInterrupt:
         print(f"interrupted; finished runs are in {args.output}; rerun the command to resume", file=sys.stderr)
@@ -77,7 +78,7 @@ def sweep_command(args: argparse.Namespace) -> int:
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register ``flowsim sweep SWEEP -o RESULTS [--workers N] [--dask ADDRESS] [--traces DIR]
-    [--backend B] [-q]``; its handler is :func:`sweep_command`."""
+    [--backend B] [--retry-failed] [-q]``; its handler is :func:`sweep_command`."""
     parser = subparsers.add_parser(
         "sweep", help="run a parameter sweep over a scenario into an HDF5 table", description=__doc__
     )
@@ -95,6 +96,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "--backend", choices=BACKENDS, default=None,
         help="where a solve = 'rates' sweep solves its batches (default: cpu), or a solve = 'time' sweep "
              "simulates its runs in batches (default: the CPU engine's workers)",
+    )
+    parser.add_argument(
+        "--retry-failed", action="store_true",
+        help="run again the runs the journal holds as failed (by default a resumed sweep keeps their errors)",
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar on stderr")
     parser.set_defaults(func=sweep_command)

@@ -67,6 +67,7 @@ def run_sweep(
     runner: Runner = simulate_run,
     progress: TextIO | None = None,
     backend: str | None = None,
+    retry_failed: bool = False,
 ) -> SweepOutcome:
     """Run every run of ``sweep`` not yet in the journal and write the results table.
 
@@ -97,6 +98,9 @@ def run_sweep(
         simulated (time mode: given, runs go in batches to the backend, see "Time sweeps on
         a backend" in :mod:`flowsim.sweep`; not given, to the CPU engine's workers);
         ``"auto"`` is ``"cuda"`` where it can run.
+    retry_failed : bool
+        Run again the runs the journal holds as failed (a worker that ran out of memory, once
+        more is given), where by default they keep their error.
 
     Returns
     -------
@@ -160,15 +164,17 @@ def run_sweep(
     trace_dir = None if traces is None else _trace_directory(traces, output, journal)
     # Two sweeps on one output would each run nearly every run and overwrite the other's table.
     with held_exclusively(output, "sweep"):
-        return _run_held(sweep, output, journal, workers, dask, trace_dir, runner, progress, solver)
+        return _run_held(sweep, output, journal, workers, dask, trace_dir, runner, progress, solver, retry_failed)
 
 
 def _run_held(
     sweep: Sweep, output: Path, journal: Path, workers: int | None, dask: str | None, trace_dir: Path | None,
-    runner: Runner, progress: TextIO | None, solver: RatesSolver | TimeSolver | None,
+    runner: Runner, progress: TextIO | None, solver: RatesSolver | TimeSolver | None, retry_failed: bool,
 ) -> SweepOutcome:
     """:func:`run_sweep` once every argument is checked and the output is held."""
     records = read_journal(journal)
+    if retry_failed:  # a later record of a key wins, in the journal as here
+        records = {key: record for key, record in records.items() if record.status == "ok"}
     first: dict[str, RunSpec] = {}
     for run in sweep.runs:
         first.setdefault(run.key, run)

@@ -169,7 +169,7 @@ from flowsim.training import (
 )
 from flowsim.workload import Workload
 
-__all__ = ["FLOW_COLUMNS", "Options", "Scenario", "ScenarioRun", "load_scenario", "parse_scenario",
+__all__ = ["FLOW_COLUMNS", "Options", "Scenario", "ScenarioRun", "check_outline", "load_scenario", "parse_scenario",
            "rates_problem", "read_flow_csv", "route_scenario", "run_scenario"]
 
 E = TypeVar("E", bound=Enum)
@@ -1089,6 +1089,23 @@ def _jobs(
 # --- options and the whole file -------------------------------------------------------------
 
 
+def _check_outline(where: Where, doc: Mapping) -> Mapping:
+    """Check a scenario document's sections and the keys of its [scenario] and [options]
+    tables (what needs no topology); returns its [scenario] table."""
+    where.only(doc, _SECTIONS, "")
+    info = where.table(doc.get("scenario", {}), "scenario")
+    where.only(info, ("name", "description"), "scenario")
+    where.only(where.table(doc.get("options", {}), "options"), Options.__dataclass_fields__, "options")
+    return info
+
+
+def check_outline(doc: Mapping, *, source: str = "<string>") -> None:
+    """Raise :class:`InputError` (naming ``source`` and the key) where scenario document
+    ``doc`` has a section, or a key of [scenario] or [options], that no scenario has: a
+    sweep checks its base scenario so before any run, as every run would fail alike."""
+    _check_outline(Where(source), doc)
+
+
 def _options(where: Where, table: Mapping) -> Options:
     defaults = Options()
     where.only(table, Options.__dataclass_fields__, "options")
@@ -1215,9 +1232,7 @@ def scenario_from_document(
     called with a short note before each collective and training step is built.
     """
     where = Where(source)
-    where.only(doc, _SECTIONS, "")
-    info = where.table(doc.get("scenario", {}), "scenario")
-    where.only(info, ("name", "description"), "scenario")
+    info = _check_outline(where, doc)
     topology = _topology(where, where.table(_section(where, doc, "topology"), "topology"), Path(base_dir))
     option_table = where.table(doc.get("options", {}), "options")
     options = _options(where, option_table)

@@ -326,6 +326,22 @@ def test_results_table_and_journal(tmp_path):
     assert sorted(json.loads(line)["key"] for line in lines) == sorted(columns["key"])
 
 
+@pytest.mark.parametrize(("base", "message"), [
+    (BASE + "[options]\nrecord_flowz = true\n", "base.toml: options.record_flowz: unknown key"),
+    (BASE + "[optoins]\nseed = 1\n", "base.toml: optoins: unknown key"),
+    (BASE.replace("[topology]", "[scenario]\nnmae = 'x'\n[topology]"), "base.toml: scenario.nmae: unknown key"),
+    # A sweep that names itself as its scenario.
+    ('[sweep]\nscenario = "base.toml"\n[sweep.grid]\n"topology.figure" = ["nominal"]\n',
+     "base.toml: sweep: unknown key"),
+])
+def test_a_misspelt_section_or_option_of_the_base_scenario_stops_the_sweep_before_any_run(tmp_path, base, message):
+    # Every run failed alike with it ('failed: run N ... unknown key' once a run), and a table
+    # of failed rows was written.
+    spec = write_spec(tmp_path, SIZES, base=base)
+    with pytest.raises(InputError, match=re.escape(message)):
+        load_sweep(spec)
+
+
 def allowing_runner(task: RunTask) -> dict[str, float]:
     """:func:`fake_runner` once size 3 is allowed (the cause of its failures fixed)."""
     size = task.document["workload"]["collective"][0]["size_bytes"]

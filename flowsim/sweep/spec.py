@@ -24,7 +24,7 @@ import numpy as np
 
 from flowsim.errors import InputError, open_regular, read_text_file, unstorable_text
 from flowsim.jobresults import JOB_METRICS
-from flowsim.scenario import scenario_from_document
+from flowsim.scenario import check_outline, scenario_from_document
 from flowsim.sweep.metrics import SOLVES, TRAINING_METRICS, job_metric, only_collective, only_training
 from flowsim.systemfile import is_system_file
 from flowsim.tomlcheck import Where
@@ -486,6 +486,8 @@ def parse_sweep(text: str, *, source: str = "<string>", base_dir: str | os.PathL
         raise where.error("sweep.scenario", str(err)) from None
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
         raise where.error("sweep.scenario", f"cannot read the scenario {str(scenario_path)!r}: {err}") from None
+    # A misspelt section or option of the base scenario would fail every run alike.
+    check_outline(document, source=str(scenario_path))
 
     solve = where.choice(table, "solve", "sweep", tuple(SOLVES), "time")
     metrics = _metrics(where, table.get("metrics"), solve)

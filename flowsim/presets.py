@@ -220,27 +220,31 @@ def pcie_workstation(
 
 #: GeForce cards by name (TITAN and GTX too; RTX 2050 to 5090, not the professional RTX 4000
 #: Ada or RTX A6000): NVIDIA's driver gives them no peer-to-peer over PCIe (docs/hardware.md
-#: §3.3), so NCCL stages their copies in host memory.
+#: §3.3), so NCCL stages their copies in host memory even under a common PCIe switch.
 _GEFORCE = re.compile(r"GEFORCE|TITAN|\bGTX\b|\bRTX\s*[2-5]0[5-9]0(?!\d)", re.IGNORECASE)
 
 
-def guessed_pcie_box(gpu: str, n_gpus: int, *, p2p: bool | None = None) -> tuple[ServerSpec, str] | None:
+def guessed_pcie_box(gpu: str, n_gpus: int) -> tuple[ServerSpec, str] | None:
     """flowsim's guess of a box of ``n_gpus`` PCIe cards ``gpu`` (as nvidia-smi names it) whose
     layout nothing else gives, and that guess in words; None where ``gpu`` is no PCIe card
     flowsim knows (an SXM module, an NVL card whose NVLink bridges matter, a superchip, a GPU
     of unknown compute capability).
 
     The guess is :func:`pcie_workstation_spec`'s host (Sapphire Rapids sockets, DDR5-4800),
-    each GPU on its own x16 root port, one socket for up to 4 GPUs (or an odd count) and two
-    for more, its PCIe generation the card's host interface (:data:`flowsim.hardware.GPU_MODELS`,
-    else its architecture's: Volta and Turing Gen3, Ampere and Ada Gen4, Hopper and Blackwell
-    Gen5, Blackwell Ultra Gen6), and peer-to-peer as ``p2p`` says, else off for GeForce cards
-    and on for the others. NVLink bridges (an RTX A6000 or H100 PCIe pair) are not in it.
+    each GPU on its own x16 root port, one socket for up to 4 GPUs or an odd count, else two,
+    its PCIe generation the card's host interface (:data:`flowsim.hardware.GPU_MODELS`, else its
+    architecture's: Volta and Turing Gen3, Ampere and Ada Gen4, Hopper and Blackwell Gen5,
+    Blackwell Ultra Gen6). Between root ports NCCL takes no peer-to-peer (only up to a common
+    PCIe switch, docs/hardware.md §3.3), so copies are staged through host memory whatever the
+    card; GeForce cards have none anyway. NVLink bridges (an RTX A6000 or H100 PCIe pair) are
+    not in it. Its name says it is a guess (``guessed_8x_nvidia_l40s``); no preset has it.
 
     >>> spec, words = guessed_pcie_box("NVIDIA GeForce RTX 4090", 8)
-    >>> spec == replace(rtx4090_workstation_spec(), gpu="NVIDIA GeForce RTX 4090"), words
-    (True, '8 x NVIDIA GeForce RTX 4090 on PCIe Gen4, each on its own root port, over 2 sockets (Sapphire Rapids), \
-no peer-to-peer (GeForce)')
+    >>> spec == replace(rtx4090_workstation_spec(), gpu="NVIDIA GeForce RTX 4090", name=spec.name), spec.name
+    (True, 'guessed_8x_nvidia_geforce_rtx_4090')
+    >>> words
+    '8 x NVIDIA GeForce RTX 4090 on PCIe Gen4, each on its own root port, over 2 sockets (Sapphire Rapids): copies \
+staged through host memory'
     >>> guessed_pcie_box("NVIDIA H100 80GB HBM3", 8) is None, guessed_pcie_box("NVIDIA H100 NVL", 2) is None
     (True, True)
     """
@@ -252,14 +256,11 @@ no peer-to-peer (GeForce)')
         return None
     generation = GPU_MODELS[model][1] if model else 3 if sm < 80 else 4 if sm < 90 else 6 if sm == 103 else 5
     sockets = 2 if n_gpus > 4 and n_gpus % 2 == 0 else 1
-    geforce = bool(_GEFORCE.search(gpu))
-    p2p = not geforce if p2p is None else p2p
-    spec = replace(pcie_workstation_spec(n_gpus=n_gpus, sockets=sockets, p2p=p2p, pcie=f"pcie{generation}", gpu=gpu),
-                   name=_WORKSTATION_PRESETS.get(model or "", "pcie_workstation"))
+    name = f"guessed_{n_gpus}x_" + re.sub(r"[^a-z0-9]+", "_", gpu.lower()).strip("_")
+    spec = replace(pcie_workstation_spec(n_gpus=n_gpus, sockets=sockets, p2p=not _GEFORCE.search(gpu),
+                                         pcie=f"pcie{generation}", gpu=gpu), name=name)
     words = (f"{n_gpus} x {gpu} on PCIe Gen{generation}, each on its own root port, over {sockets} "
-             f"socket{'s' if sockets > 1 else ''} (Sapphire Rapids), "
-             + ("peer-to-peer allowed (NCCL takes it only under a common PCIe switch)" if p2p
-                else "no peer-to-peer" + (" (GeForce)" if geforce else "")))
+             f"socket{'s' if sockets > 1 else ''} (Sapphire Rapids): copies staged through host memory")
     return spec, words
 
 

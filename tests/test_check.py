@@ -1107,12 +1107,12 @@ def test_a_log_without_system_is_checked_on_nvidias_server_of_its_gpu(gpu, syste
 
 
 @pytest.mark.parametrize(("gpu", "ranks", "pcie", "sockets", "p2p"), [
-    # GeForce cards copy through host memory; the others may go peer to peer. One socket for up
-    # to 4 GPUs, two for more; the card's own PCIe generation.
+    # GeForce cards have no peer-to-peer; the others have it, though not between root ports.
+    # One socket for up to 4 GPUs or an odd count, else two; the card's own PCIe generation.
     ("NVIDIA GeForce RTX 4090", 8, "pcie4", 2, False), ("NVIDIA GeForce RTX 5090", 4, "pcie5", 1, False),
     ("NVIDIA GeForce RTX 2080 Ti", 2, "pcie3", 1, False), ("NVIDIA L40S", 8, "pcie4", 2, True),
     ("NVIDIA H100 PCIe", 2, "pcie5", 1, True), ("NVIDIA A100 80GB PCIe", 4, "pcie4", 1, True),
-    ("NVIDIA RTX A6000", 3, "pcie4", 1, True), ("Tesla T4", 6, "pcie3", 2, True),
+    ("NVIDIA RTX A6000", 3, "pcie4", 1, True), ("Tesla T4", 6, "pcie3", 2, True), ("NVIDIA L4", 5, "pcie4", 1, True),
 ])
 def test_a_log_of_pcie_cards_on_one_host_is_checked_on_a_guessed_box(gpu, ranks, pcie, sockets, p2p):
     box = default_system(_log_of(*[gpu] * ranks))
@@ -1122,18 +1122,43 @@ def test_a_log_of_pcie_cards_on_one_host_is_checked_on_a_guessed_box(gpu, ranks,
     assert all(len(switch.gpus) == 1 for switch in box.switches)  # each on its own root port
 
 
-def test_a_guessed_box_of_8_rtx_4090_is_the_rtx4090_8x_preset():
+def test_a_guessed_box_of_8_rtx_4090_is_the_rtx4090_8x_preset_named_as_a_guess():
     box = default_system(_log_of(*["NVIDIA GeForce RTX 4090"] * 8))
-    assert box == replace(preset_spec("rtx4090_8x"), gpu="NVIDIA GeForce RTX 4090")
+    assert box == replace(preset_spec("rtx4090_8x"), gpu="NVIDIA GeForce RTX 4090", name=box.name)
+    # Not the preset's name (a box of 6, or one with peer-to-peer, is none of it), nor a name
+    # --system would take for a preset.
+    assert box.name == "guessed_8x_nvidia_geforce_rtx_4090"
+    assert default_system(_log_of(*["NVIDIA GeForce RTX 4090"] * 6)).name == "guessed_6x_nvidia_geforce_rtx_4090"
 
 
-def test_a_guessed_box_takes_peer_to_peer_as_nccls_info_lines_show_it():
-    log = _log_of(*["NVIDIA L40S"] * 2)
-    assert default_system(log).p2p  # a data-center card
-    shm = replace(log, local_links=(("SHM", 4),))
-    assert not default_system(shm).p2p
-    geforce = replace(_log_of(*["NVIDIA GeForce RTX 4090"] * 2), local_links=(("P2P", 4),))  # a patched driver
-    assert default_system(geforce).p2p
+def test_cli_names_each_runs_system_a_guessed_box_as_a_guess(tmp_path, capsys):
+    box = tmp_path / "box.txt"
+    rank_lines = "\n".join(f"#  Rank {r} Group  0 Pid 100 on box device {r} [0000:{r + 1:02x}:00] NVIDIA L4"
+                           for r in range(2))
+    box.write_text(f"# Using devices\n{rank_lines}\n" + "\n".join(
+        line for line in _lines(SENDRECV) if "Rank" not in line and "Using devices" not in line))
+    flowsim_check([str(box), str(SENDRECV), "--min-bytes", "1G", "--brief"])
+    assert capsys.readouterr().err.splitlines()[0] == (
+        "flowsim check: no --system: checking each run on NVIDIA's server of its GPU, or a box of PCIe cards as "
+        "flowsim guesses it: guessed_2x_nvidia_l4 (2 x NVIDIA L4 on PCIe Gen4, each on its own root port, over 1 "
+        "socket (Sapphire Rapids): copies staged through host memory) for run 1 (NVIDIA L4), dgx-h100 for run 2 "
+        "(NVIDIA H100 80GB HBM3); a box's layout is a guess, and the figures move with it: --system names the box's "
+        "own (a preset, or a system file; 'flowsim system import' writes one from its 'nvidia-smi topo -m')")
+
+
+def test_cli_says_where_a_guessed_box_lacks_the_peer_to_peer_the_log_shows(tmp_path, capsys):
+    # NCCL takes peer-to-peer only under a common PCIe switch (or over a bridge, or as
+    # NCCL_P2P_LEVEL lets it); a guess of root ports has none, and the note says so.
+    path = tmp_path / "l40s.txt"
+    rank_lines = "\n".join(f"#  Rank {r} Group  0 Pid 100 on box device {r} [0000:{r + 1:02x}:00] NVIDIA L40S"
+                           for r in range(2))
+    info = "box:100:100 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n"
+    path.write_text(f"{info}# Using devices\n{rank_lines}\n" + "\n".join(
+        line for line in _lines(SENDRECV) if "Rank" not in line and "Using devices" not in line))
+    flowsim_check([str(path), "--min-bytes", "1G", "--brief"])
+    assert ("on PCIe Gen4, each on its own root port, over 1 socket (Sapphire Rapids): copies staged through host "
+            "memory, where the log's NCCL INFO lines show peer-to-peer (GPUs under a common PCIe switch, an NVLink "
+            "bridge, or NCCL_P2P_LEVEL); its layout is a guess") in capsys.readouterr().err
 
 
 def test_pcie_cards_across_hosts_need_a_system_for_their_nics():
@@ -2213,13 +2238,15 @@ def test_cli_without_system_checks_pcie_cards_on_a_guessed_box_and_says_so(tmp_p
     assert flowsim_check([str(path), "--min-bytes", "1G", "--json"]) in (0, 1)
     taken = capsys.readouterr()
     assert taken.err == (
-        "flowsim check: no --system: checking on a box of PCIe cards: 2 x NVIDIA L40S on PCIe Gen4, each on its own "
-        "root port, over 1 socket (Sapphire Rapids), peer-to-peer allowed (NCCL takes it only under a common PCIe "
-        "switch); its layout is flowsim's guess: --system names the box's own (a preset, or a system file; "
-        "'flowsim system import' writes one from its 'nvidia-smi topo -m')\n")
+        "flowsim check: no --system: checking on a box of PCIe cards as flowsim guesses it, guessed_2x_nvidia_l40s: "
+        "2 x NVIDIA L40S on PCIe Gen4, each on its own root port, over 1 socket (Sapphire Rapids): copies staged "
+        "through host memory; its layout is a guess, and the figures move with it: --system names the box's own (a "
+        "preset, or a system file; 'flowsim system import' writes one from its 'nvidia-smi topo -m')\n")
     report = json.loads(taken.out)
-    # A send from one GPU to the other crosses each one's x16 Gen4 root port: 24 GB/s (docs/hardware.md
-    # §3.1's effective Gen4 figure); the H100 run's rows beat it (FAST), as its NVLink does.
+    assert report["system"] == "guessed_2x_nvidia_l40s"
+    # A send from one GPU to the other, staged through host memory, crosses each one's x16 Gen4 root
+    # port: 24 GB/s (docs/hardware.md §3.1's effective Gen4 figure); the H100 run's rows beat it
+    # (FAST), as its NVLink does.
     last = report["rows"][-1]
     assert last["predicted_busbw_GBps"] == pytest.approx(24.0, rel=1e-3) and last["fast"]
     assert report["nodes"] == 1 and last["busiest_tier"] == "PCIe/host"

@@ -168,8 +168,8 @@ _SUGGESTED = tuple((gpu, f"in no {'NVIDIA ' if gpu == 'GB300' else ''}server flo
                    for gpu, system, when in SUGGESTED_SYSTEMS)
 
 #: What a guessed box of PCIe cards leaves to the user (:func:`default_system`).
-GUESSED_BOX = ("its layout is flowsim's guess: --system names the box's own (a preset, or a system file; "
-               "'flowsim system import' writes one from its 'nvidia-smi topo -m')")
+GUESSED_BOX = ("its layout is a guess, and the figures move with it: --system names the box's own (a preset, or a "
+               "system file; 'flowsim system import' writes one from its 'nvidia-smi topo -m')")
 
 
 #: The shipped AWS systems by the instance family the aws-ofi-nccl plugin's INFO line names
@@ -190,8 +190,7 @@ def default_system(log: NcclTestLog) -> str | ServerSpec:
     """The system to check ``log`` on when none is given: the AWS instance its INFO lines name
     where flowsim ships it (:func:`platform_system`), else NVIDIA's server of the GPU its rank
     lines name (:data:`DEFAULT_SYSTEMS`), else, for PCIe cards on one host, a box of as many as
-    the log ran on as flowsim guesses one (:func:`flowsim.presets.guessed_pcie_box`; peer-to-peer
-    as the log's NCCL INFO lines show it where they do).
+    the log ran on as flowsim guesses one (:func:`flowsim.presets.guessed_pcie_box`).
 
     Raises
     ------
@@ -231,9 +230,7 @@ def _guessed_box(log: NcclTestLog, gpu: str) -> ServerSpec | None:
     its busiest host ran on; None where ``gpu`` is no such card; an error where the log runs
     on several hosts (their NICs are the user's to give)."""
     per_host = Counter(rank.host for rank in log.ranks)
-    links = dict(log.local_links)
-    p2p = None if not links else "P2P" in links and "SHM" not in links
-    guess = guessed_pcie_box(gpu, max(per_host.values()), p2p=p2p)
+    guess = guessed_pcie_box(gpu, max(per_host.values()))
     if guess is None:
         return None
     if len(per_host) > 1:

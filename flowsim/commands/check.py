@@ -211,28 +211,37 @@ def _default_systems(logs: list[NcclTestLog],
         instances |= instance is not None
         gpu = next(gpu for gpu in log.gpu_models if gpu != UNNAMED_GPU)
         named.setdefault(system, instance or gpu)
-    guessed = [system for system in runs if isinstance(system, ServerSpec)]
+    guessed = {system: log for log, system in zip(logs, systems, strict=True) if isinstance(system, ServerSpec)}
     if len(runs) == 1 and guessed:
-        where = f"on a box of PCIe cards: {_box_words(guessed[0])}; {GUESSED_BOX}"
+        box, log = next(iter(guessed.items()))
+        where = f"on a box of PCIe cards as flowsim guesses it, {box.name}: {_box_words(box, log)}; {GUESSED_BOX}"
     elif len(runs) == 1:
         where = (f"on {systems[0]}, the AWS instance the log's NCCL INFO lines name ({named[systems[0]]})"
                  if instances else f"on {systems[0]}, NVIDIA's server of the log's {named[systems[0]]}")
     else:
-        where = ("each run on NVIDIA's server of its GPU or the AWS instance its NCCL INFO lines name: " if instances
-                 else "each run on NVIDIA's server of its GPU: ") + ", ".join(
-            f"{_box_words(system) if isinstance(system, ServerSpec) else system} "
-            f"for run{'s' if len(ks) > 1 else ''} {', '.join(map(str, ks))} ({named[system]})"
-            for system, ks in runs.items()) + (f"; boxes of PCIe cards: {GUESSED_BOX}" if guessed else "")
+        what = ("NVIDIA's server of its GPU or the AWS instance its NCCL INFO lines name" if instances
+                else "NVIDIA's server of its GPU")
+        where = f"each run on {what}" + (", or a box of PCIe cards as flowsim guesses it" if guessed else "") + ": "
+        where += ", ".join(
+            (f"{system.name} ({_box_words(system, guessed[system])})" if isinstance(system, ServerSpec) else system)
+            + f" for run{'s' if len(ks) > 1 else ''} {', '.join(map(str, ks))} ({named[system]})"
+            for system, ks in runs.items())
+        if guessed:
+            where += f"; a box's {GUESSED_BOX.removeprefix('its ')}"
     print(f"flowsim check: no --system: checking {where}" + ("" if guessed else " (--system names another)"),
           file=sys.stderr)
     return logs, systems
 
 
-def _box_words(spec: ServerSpec) -> str:
-    """A guessed box of PCIe cards in words, as :func:`flowsim.presets.guessed_pcie_box` says it."""
-    guess = guessed_pcie_box(spec.gpu, spec.n_gpus, p2p=spec.p2p)
+def _box_words(spec: ServerSpec, log: NcclTestLog) -> str:
+    """A guessed box of PCIe cards in words, as :func:`flowsim.presets.guessed_pcie_box` says it,
+    and where ``log``'s NCCL INFO lines show peer-to-peer, which the guess lacks."""
+    guess = guessed_pcie_box(spec.gpu, spec.n_gpus)
     assert guess is not None, spec  # default_system built it so
-    return guess[1]
+    if "P2P" not in dict(log.local_links):
+        return guess[1]
+    return (f"{guess[1]}, where the log's NCCL INFO lines show peer-to-peer (GPUs under a common PCIe switch, an "
+            "NVLink bridge, or NCCL_P2P_LEVEL)")
 
 
 def _prediction_options(args: argparse.Namespace) -> str:

@@ -64,9 +64,9 @@ from flowsim.check.report import (
 from flowsim.collectives import collective_time
 from flowsim.errors import InputError
 from flowsim.formatting import format_size
-from flowsim.hardware import gpu_model, gpu_model_value
+from flowsim.hardware import GPU_MODELS, gpu_model, gpu_model_value
 from flowsim.presets import preset_spec
-from flowsim.servers import ServerSpec
+from flowsim.servers import MAX_NIC_PORTS, ServerSpec
 from flowsim.systemfile import format_system, resolve_system, system_from_document
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -148,8 +148,9 @@ def nics_from_text(text: str) -> dict | None:
     count = re.search(r"(?<![\w.])(\d+)\s*[x\u00d7]\s*(?!large)", low)
     if count:
         nics["count"] = int(count.group(1))
-    if re.search(r"\b(?:per|a|each|one per)\s+gpu\b", low):
-        nics["per_gpu"] = True
+    if re.search(r"\b(?:per|a|each|one per)\s+gpu\b", low) and not (
+            count and int(count.group(1)) > 1 and re.search(r"\bone\s+(?:\S+\s+){0,3}?(?:per|a|each)\s+gpu\b", low)):
+        nics["per_gpu"] = True  # "1x 400Gb/s per GPU", not "8x 400Gb/s, one per GPU" (8 a node, one a GPU)
     if across := re.search(r"\bacross\s+(?:the\s+|all\s+)?(\d+)\s+(?:nodes|servers|hosts)\b", low):
         nics["nodes"] = int(across.group(1))
     kind = next((k for k, pattern in _NIC_KINDS if re.search(pattern, low)), None)
@@ -182,8 +183,8 @@ def _with_nics(name: str, nic_text: str, system: str | ServerSpec | None = None)
         if count % stated["nodes"]:
             raise InputError(f"the index's NICs ({nic_text!r}) do not split evenly over its {stated['nodes']} nodes")
         count //= stated["nodes"]  # "16 x 400G across the 2 nodes"
-    if "count" in stated and not stated.get("per_gpu"):
-        count *= spec.hosts  # a node's: a rack's compute trays (4 NICs a GB200 tray) are its nodes
+    if "count" in stated and not stated.get("per_gpu") and spec.hosts > 1 and count <= spec.gpus_per_host * MAX_NIC_PORTS:
+        count *= spec.hosts  # a node's: a rack's compute trays (4 NICs a GB200 tray) are its nodes, not 72 a rack
     ports = count // gpus if count > gpus and count % gpus == 0 else 1
     if count and gpus % count and ports == 1:
         raise InputError(f"the index's NICs ({nic_text!r}) do not split evenly over {name}'s {gpus} GPUs")
@@ -219,10 +220,18 @@ def index_system(item: dict, log: NcclTestLog) -> tuple[str, str | ServerSpec]:
     name = next((system for pattern, system in INSTANCES if re.search(pattern, text)), None) or platform_system(log)
     if name is not None:
         return name, resolve_system(name)[0]
-    # A rack's name after its GPU ("GB200 NVL72") is no PCIe card's "NVL" (the H100 NVL).
+    # A rack's name after its GPU ("GB200 NVL72") is no PCIe card's "NVL" (the H100 NVL), nor
+    # is a count before it ("8x L40S") the GPU's.
     model = re.sub(r"\s*\bNVL(?:36|72)\b.*", "", gpu, flags=re.IGNORECASE)
-    name = gpu_model_value(model, DEFAULT_SYSTEMS, None)
+    model = re.sub(r"^\s*\d+\s*[x\u00d7]\s*", "", model)
     intra = (item.get("intra") or "").lower()
+    nvlink = GPU_MODELS[known][0] if (known := gpu_model(model)) else None  # an SXM module's, a bridge's (_ga102)
+    if re.search(r"\bpcie\b", intra) and not re.search(r"nvswitch|nvlink|\bnv\d", intra) \
+            and nvlink and not nvlink.endswith("_ga102") and not re.search(r"pcie", model, re.IGNORECASE):
+        # The index puts a GPU sold as SXM modules and PCIe cards on PCIe alone: the card
+        # ("H100 80GB", "A100 40GB").
+        model = f"{model} PCIe"
+    name = gpu_model_value(model, DEFAULT_SYSTEMS, None)
     card = re.search(r"pcie|\bnvl\b", model, re.IGNORECASE)
     if name is None and model and not card and "nvswitch" in intra and not re.search(r"\b(?:no|without)\s+nvswitch",
                                                                                         intra):
@@ -232,9 +241,9 @@ def index_system(item: dict, log: NcclTestLog) -> tuple[str, str | ServerSpec]:
     if name is None:
         # A GPU of no NVIDIA server flowsim ships, on the system flowsim check suggests for it
         # (a GH200 on CSCS's quad node, a GB300 in OCI's racks), its NICs as the index gives them.
-        suggested = gpu_model_value(model, ((piece, system) for piece, system, _ in SUGGESTED_SYSTEMS), None)
-        name = suggested if suggested is None or not suggested.endswith(".toml") else str(ROOT / suggested)
-    system: str | ServerSpec | None = name
+        name = gpu_model_value(model, ((piece, system) for piece, system, _ in SUGGESTED_SYSTEMS), None)
+    system: str | ServerSpec | None = name if name is None or not name.endswith(".toml") else \
+        resolve_system(str(ROOT / name))[0]  # a system file of the repository, labelled by its path there
     if system is None:
         # The GPU the index names (as if the rank lines of a server's GPUs named it), else the
         # rank lines', as flowsim check takes it without --system (PCIe cards: a box of the
@@ -247,10 +256,11 @@ def index_system(item: dict, log: NcclTestLog) -> tuple[str, str | ServerSpec]:
             what = f"the GPU {gpu!r}" if gpu else "an entry without 'gpu' whose log's rank lines name none"
             raise InputError(f"no flowsim server for {what}: give the entry a 'system' (a preset or shipped system, "
                              "'flowsim presets', or a system file, docs/system-format.md)") from None
-    if isinstance(system, ServerSpec) and item["nodes"] > 1 and not nics_from_text(nic):
+    guessed = name is None and isinstance(system, ServerSpec)  # a box of PCIe cards
+    if guessed and item["nodes"] > 1 and not nics_from_text(nic):
         raise InputError(f"the index's PCIe cards ({gpu!r}) run on {item['nodes']} nodes and its 'nic' text gives no "
                          "NIC speed: give the entry a 'system' (a system file, docs/system-format.md)")
-    label = f"guessed box of {system.n_gpus} x {model}" if isinstance(system, ServerSpec) else system
+    label = system.name if isinstance(system, ServerSpec) and guessed else name or str(system)
     if item["nodes"] > 1 and nic:
         return _with_nics(label, nic, system)
     return label, system if isinstance(system, ServerSpec) else resolve_system(system)[0]

@@ -380,7 +380,7 @@ def test_pcie_cards_rack_names_and_nic_counts_are_read_as_the_index_means_them(t
     listed = validate.entries(directory)
     # PCIe cards: a box of the index's 8 a node as flowsim check guesses one, with the NICs the
     # index gives (two HDR ports of 200 Gb/s); NVL cards' bridges are no guess.
-    assert listed[0].system == "guessed box of 8 x A100 80GB PCIe with 2 x 200 Gb/s ib", listed[0].problem
+    assert listed[0].system == "guessed_8x_a100_80gb_pcie with 2 x 200 Gb/s ib", listed[0].problem
     box = listed[0].server
     assert (box.gpu_fabric, box.pcie, box.sockets, box.n_nics, box.compute_nic) == ("pcie", "pcie4", 2, 2, "ib_hdr")
     assert "no flowsim server for the GPU 'H100 NVL'" in listed[1].problem
@@ -405,11 +405,31 @@ def test_gpus_of_no_nvidia_server_take_the_system_check_suggests_and_a_tray_its_
     assert listed[0].system == "dgx-a100"
     # A GH200 quad node, CSCS's system file in the repository (its NICs as the index states
     # them, as the file has them); a GB300 rack, OCI's.
-    assert listed[1].system.endswith("data/systems/alps_gh200.toml") and listed[1].server.n_nics == 4
+    assert listed[1].system == "data/systems/alps_gh200.toml" and listed[1].server.n_nics == 4
     assert listed[2].system == "oci-bm-gpu-gb300-4"
     # A GB200 tray's 4 NICs are each of the rack's 18 trays': 72, at the index's 200 Gb/s.
     assert listed[3].system == "gb200-nvl72 with 72 x 200 Gb/s ib"
     assert (listed[3].server.n_nics, listed[3].server.compute_nic) == (72, "ib_hdr")
+
+
+def test_pcie_entries_counts_and_nic_placements_are_read_as_written(tmp_path):
+    directory = _index(
+        tmp_path,
+        # The rack's own count, not a tray's (it was multiplied by the 18 trays).
+        {"file": "b.txt", "gpu": "GB200", "nodes": 2, "gpus_per_node": 4, "intra": "nvswitch-nvlink5",
+         "nic": "72x 200G InfiniBand for the rack"},
+        # Eight a node, one a GPU: not 64.
+        {"file": "a.txt", "gpu": "H100 80GB HBM3", "nodes": 2, "nic": "8x 200 Gb/s NDR200, one per GPU"},
+        # PCIe alone in 'intra': the GPU is a card, whatever its name says; a count before it is not its.
+        {"file": "b.txt", "gpu": "H100 80GB", "nodes": 1, "intra": "PCIe Gen5"},
+        {"file": "b.txt", "gpu": "8x L40S", "nodes": 1, "intra": "PCIe"},
+    )
+    listed = validate.entries(directory)
+    assert [e.problem for e in listed] == [""] * 4
+    assert listed[0].system == "gb200-nvl72 with 72 x 200 Gb/s ib" and listed[0].server.n_nics == 72
+    assert listed[1].system == "dgx-h100 with 8 x 200 Gb/s ib" and listed[1].server.n_nics == 8
+    assert listed[2].system == "guessed_8x_h100_80gb_pcie" and listed[2].server.pcie == "pcie5"
+    assert listed[3].system == "guessed_8x_l40s"
 
 
 def test_an_entry_no_system_fits_is_listed_not_checked_and_the_others_are(tmp_path, capsys):

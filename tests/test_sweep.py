@@ -540,6 +540,7 @@ def test_a_failing_run_is_recorded_and_the_cli_says_so(tmp_path, capsys):
     failed = [line for line in err.splitlines() if line.startswith("failed: ")]
     assert len(failed) == 1 and failed[0].startswith('failed: run 1 (workload.collective.0.algorithm = "bogus"): ')
     assert "bogus" in failed[0].split("): ", 1)[1]
+    assert err.splitlines()[-1] == "a rerun keeps the failed runs' errors; --retry-failed runs them again"
     columns = read_results(tmp_path / "out.h5").columns
     assert columns["status"].tolist() == ["ok", "error", "ok"]
     assert "bogus" in columns["error"][1] and str(tmp_path / "base.toml") in columns["error"][1]

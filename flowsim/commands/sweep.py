@@ -72,6 +72,8 @@ def sweep_command(args: argparse.Namespace) -> int:
     if outcome.n_failed > ERRORS_SHOWN:
         print(f"failed: {outcome.n_failed - ERRORS_SHOWN} more runs (the table's 'error' column says why)",
               file=sys.stderr)
+    if outcome.n_failed:
+        print("a rerun keeps the failed runs' errors; --retry-failed runs them again", file=sys.stderr)
     print(f"{outcome.n_runs} runs ({outcome.n_ran} ran{batches}{skipped}{retraced}{failed}) -> {outcome.output}")
     return 1 if outcome.n_failed or outcome.untraced else 0
 

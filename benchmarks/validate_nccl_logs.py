@@ -15,10 +15,12 @@ instance its ``gpu`` or ``nic`` text names (``OCI BM.GPU4.8``, ``p5.48xlarge``,
 else NVIDIA's server of its GPU as ``flowsim check`` picks one without ``--system``
 (``H200``: ``dgx-h200``; an A100 the index puts on NVSwitch without saying SXM: ``dgx-a100``),
 or the one its message suggests for a GPU of no NVIDIA server (a GH200: CSCS's quad node,
-``data/systems/alps_gh200.toml``; a GB300: OCI's racks), with, across servers, the NICs its ``nic`` text gives where they differ from that server's
-(``8x RoCE 200 Gb/s``: :func:`nics_from_text`); PCIe cards (an L40S, an RTX 4090) on a box of
-the index's GPUs a node as ``flowsim check`` guesses one (:func:`flowsim.presets.guessed_pcie_box`),
-across nodes only where the ``nic`` text gives their speed. An entry none of that fits (an NVL
+``data/systems/alps_gh200.toml``; a GB300: OCI's racks), with, across servers, the NICs its
+``nic`` text gives where they differ from that server's (``8x RoCE 200 Gb/s``:
+:func:`nics_from_text`); PCIe cards (an L40S, an RTX 4090; a GPU sold as both, such as an
+"H100 80GB", where the entry's ``intra`` says PCIe alone) on a box of the index's GPUs a node
+as ``flowsim check`` guesses one (:func:`flowsim.presets.guessed_pcie_box`), across nodes only
+where the ``nic`` text gives their speed. An entry none of that fits (an NVL
 card, a GPU of no server flowsim ships) is listed as not checked, with the reason, and the
 others are checked. The index's NCCL environment (``NCCL_ALGO`` ...) is passed on as
 ``nccl_env`` where the prediction API takes that keyword, and left out where it does not (a

@@ -70,6 +70,7 @@ from flowsim.topology import NodeKind, Topology
 
 __all__ = [
     "DGX1_NVLINK_COUNTS",
+    "GUESSED_PREFIX",
     "PRESETS",
     "Preset",
     "compute_nics",
@@ -224,6 +225,10 @@ def pcie_workstation(
 _GEFORCE = re.compile(r"GEFORCE|TITAN|\bGTX\b|\bRTX\s*[2-5]0[5-9]0(?!\d)", re.IGNORECASE)
 
 
+#: How the name of a box :func:`guessed_pcie_box` guesses starts, which no preset's does.
+GUESSED_PREFIX = "guessed_"
+
+
 def guessed_pcie_box(gpu: str, n_gpus: int) -> tuple[ServerSpec, str] | None:
     """flowsim's guess of a box of ``n_gpus`` PCIe cards ``gpu`` (as nvidia-smi names it) whose
     layout nothing else gives, and that guess in words; None where ``gpu`` is no PCIe card
@@ -256,7 +261,7 @@ staged through host memory'
         return None
     generation = GPU_MODELS[model][1] if model else 3 if sm < 80 else 4 if sm < 90 else 6 if sm == 103 else 5
     sockets = 2 if n_gpus > 4 and n_gpus % 2 == 0 else 1
-    name = f"guessed_{n_gpus}x_" + re.sub(r"[^a-z0-9]+", "_", gpu.lower()).strip("_")
+    name = f"{GUESSED_PREFIX}{n_gpus}x_" + re.sub(r"[^a-z0-9]+", "_", gpu.lower()).strip("_")
     spec = replace(pcie_workstation_spec(n_gpus=n_gpus, sockets=sockets, p2p=not _GEFORCE.search(gpu),
                                          pcie=f"pcie{generation}", gpu=gpu), name=name)
     words = (f"{n_gpus} x {gpu} on PCIe Gen{generation}, each on its own root port, over {sockets} "

@@ -96,7 +96,7 @@ from flowsim.fabrics import build_cluster, front_end_only_note, resolve_fabric
 from flowsim.failures import apply_failures, describe_changes
 from flowsim.formatting import format_size
 from flowsim.hardware import gpu_model_value
-from flowsim.presets import PRESETS, guessed_pcie_box, system_name
+from flowsim.presets import GUESSED_PREFIX, PRESETS, guessed_pcie_box, system_name
 from flowsim.servers import ServerSpec
 from flowsim.topology import Topology
 
@@ -576,8 +576,11 @@ class CheckReport:
                     and not (flag == "SHORT" and r.size_bytes in not_nvls and r.algorithm in _NVLS_FAMILY))
             for bound, sizes in flagged.items():
                 if sizes:
+                    guess = (f"; or at the guess: {self.system} is flowsim's guess of the box, whose own layout "
+                             "(a system file) may set another bound"
+                             if bound == "PCIe/host" and self.system.startswith(GUESSED_PREFIX) else "")
                     lines.append(f"# {flag} where {bound} bounds the prediction ({size_range(sizes)}): "
-                                 f"{advice.get(bound, advice['network'])}")
+                                 f"{advice.get(bound, advice['network'])}{guess}")
         by_bound: dict[str, list[tuple[int, str]]] = {}
         for size, (choice, bound) in sorted(not_nvls.items()):
             by_bound.setdefault(bound, []).append((size, choice))

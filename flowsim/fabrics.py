@@ -436,7 +436,7 @@ def build_cluster(
         one_server = "; one server needs none for its own collectives: fabric none (or auto)" if n_nodes == 1 else ""
         if not rails:
             raise InputError(f"{fabric} compute fabric of {n_nodes} {system} servers: the server has no compute NICs"
-                             + one_server)
+                             + (one_server or " (a system file gives them in [server.nics])"))
         model = compute_switch(spec, switch)
         size = model.radix // 2 if su_size is None else su_size
         if fabric == "rail_optimized":

@@ -245,6 +245,11 @@ def _nics(where: Where, server: Mapping, switches: list[dict[str, Any]], n_gpus:
         if not isinstance(serves, list) or len(serves) != count:
             raise where.error("server.nics.serves", f"expected {count} lists of GPUs, one per NIC, got {show(serves)}")
         groups = [_integers(where, g, f"server.nics.serves[{r}]") for r, g in enumerate(serves)]
+    elif placed and count <= n_gpus:
+        # NICs on the switches: each GPU takes one on its own switch, else one on its socket
+        # (ServerSpec.rails), not the consecutive GPUs' (a NIC numbered 1 on GPU 0's switch
+        # served GPUs 4-7 across the sockets, staged through host memory).
+        groups = []
     elif count and count <= n_gpus and n_gpus % count == 0:
         per = n_gpus // count
         groups = [tuple(range(r * per, (r + 1) * per)) for r in range(count)]

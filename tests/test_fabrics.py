@@ -307,7 +307,8 @@ def test_a_fabric_for_servers_without_nics_is_refused_saying_what_one_server_tak
             "rail_optimized compute fabric of 1 rtx4090_8x servers: the server has no compute NICs; one server "
             "needs none for its own collectives: fabric none (or auto)")):
         build_cluster("rtx4090_8x", 1, figure="effective")
-    with pytest.raises(InputError, match=r"of 2 rtx4090_8x servers: the server has no compute NICs$"):
+    with pytest.raises(InputError, match=r"of 2 rtx4090_8x servers: the server has no compute NICs \(a system file "
+                                         r"gives them in \[server.nics\]\)$"):
         build_cluster("rtx4090_8x", 2, figure="effective")
     assert build_cluster("rtx4090_8x", 1, figure="effective", fabric="auto").n_links \
         == build_cluster("rtx4090_8x", 1, figure="effective", fabric="none").n_links

@@ -119,6 +119,24 @@ def test_every_preset_written_as_a_system_file_builds_the_same_topology(name):
         assert _same(build_server(spec, figure=figure), preset(name, figure=figure))
 
 
+def test_nics_placed_on_switches_serve_their_switchs_gpus():
+    # NIC 1 on GPUs 0-3's switch and NIC 0 on GPUs 4-7's: each GPU takes the one beside it.
+    # Without 'serves' the GPUs took NIC 0 for 0-3 and NIC 1 for 4-7, across the sockets,
+    # staged through host memory (15 GB/s where the same box numbered the other way gave 24).
+    text = ('[server]\ngpu = "L40S"\ngpus = 8\ngpu_fabric = "pcie"\n'
+            'cpu = { sockets = 2, interconnect = "upi_sapphire_rapids", memory = "ddr5_4800_8ch" }\n'
+            'pcie = { generation = 4, switches = [{gpus = [0, 1, 2, 3], nics = [1]}, {gpus = [4, 5, 6, 7], nics = [0]}] }\n'
+            'nics = { count = 2, speed_gbps = 200, kind = "roce" }\n')
+    spec = parse_system(text, source="box.toml", name="box").spec
+    assert spec.rails() == [1, 1, 1, 1, 0, 0, 0, 0]
+    numbered = parse_system(text.replace("nics = [1]}", "nics = [2]}").replace("nics = [0]}", "nics = [1]}")
+                            .replace("nics = [2]}", "nics = [0]}"), source="box.toml", name="box").spec
+    assert numbered.rails() == [0, 0, 0, 0, 1, 1, 1, 1]
+    rows = [sweep(build_cluster(s, 2, figure="effective"), "all_reduce", [2**30], algorithm="ring",
+                  protocol="simple")[0] for s in (spec, numbered)]
+    assert rows[0].busbw_GBps == pytest.approx(rows[1].busbw_GBps, rel=1e-9)
+
+
 def test_a_one_socket_server_written_as_a_system_file_reads_back():
     # A one-socket box keeps its builder's inter-socket default, which no link uses; the file
     # leaves it out, as a file of one socket must (it once wrote it, and reading it failed).

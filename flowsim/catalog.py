@@ -45,10 +45,11 @@ def _systems() -> list[str]:
         topology = preset(name, figure="nominal")
         doc = info.build.__doc__ or ""
         summary = _RST_ROLE.sub(r"\1", doc.strip().splitlines()[0]) if doc.strip() else ""
+        nics = compute_nics(topology)
         lines += [
             f"  {name}: {len(topology.gpus())} GPUs, {topology.n_nodes} nodes, {topology.n_links} links; "
-            f"{len(compute_nics(topology))} compute NICs ({info.compute_nic}), "
-            f"front-end ports: {len(frontend_nics(topology))} ({info.frontend_nic})",
+            + (f"{len(nics)} compute NICs ({info.compute_nic}), " if nics else "no compute NICs, ")
+            + f"front-end ports: {len(frontend_nics(topology))} ({info.frontend_nic})",
             f"    {summary}",
             f"    sources: {_doc_sources(doc)}",
         ]

@@ -575,6 +575,23 @@ def check_gpu_nvlink(gpu: str, nvlink: str) -> None:
         raise InputError(f"the {gpu} has NVLink {own}, not {nvlink}")
 
 
+#: GeForce cards by name (TITAN and GTX too; RTX 2050 to 5090, not the professional RTX 4000
+#: Ada or RTX A6000): NVIDIA's driver gives them no peer-to-peer over PCIe, so NCCL stages their
+#: copies in host memory even under a common PCIe switch (docs/hardware.md §3.3: measured on the
+#: RTX 4090 and 5090; the older GeForce cards taken alike [uncertain]).
+_GEFORCE = re.compile(r"GEFORCE|TITAN|\bGTX\b|\bRTX\s*[2-5]0[5-9]0(?!\d)", re.IGNORECASE)
+
+
+def gpu_peer_to_peer(gpu: str) -> bool:
+    """Whether NVIDIA's driver gives GPU ``gpu`` (as nvidia-smi names it) peer-to-peer over
+    PCIe: not a GeForce card's (:data:`_GEFORCE`), which a patched driver may change.
+
+    >>> gpu_peer_to_peer("NVIDIA GeForce RTX 3090"), gpu_peer_to_peer("RTX 4090"), gpu_peer_to_peer("NVIDIA L40S")
+    (False, False, True)
+    """
+    return not _GEFORCE.search(gpu)
+
+
 def gpu_compute_capability(model: str) -> int:
     """Compute capability x 10 of a GPU model (``"H100"``, ``"NVIDIA GeForce RTX 4090"``), as
     NCCL reads it (its ``cudaCompCap``); 0 for a model not in docs/hardware.md §1.4.

@@ -64,7 +64,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from flowsim.errors import InputError, check_options, keyword_options
-from flowsim.hardware import GPU_MODELS, gpu_compute_capability, gpu_model
+from flowsim.hardware import GPU_MODELS, gpu_compute_capability, gpu_model, gpu_peer_to_peer
 from flowsim.servers import PcieSwitch, ServerSpec, build_server
 from flowsim.topology import NodeKind, Topology
 
@@ -219,12 +219,6 @@ def pcie_workstation(
     return build_server(spec, figure=figure)
 
 
-#: GeForce cards by name (TITAN and GTX too; RTX 2050 to 5090, not the professional RTX 4000
-#: Ada or RTX A6000): NVIDIA's driver gives them no peer-to-peer over PCIe (docs/hardware.md
-#: §3.3), so NCCL stages their copies in host memory even under a common PCIe switch.
-_GEFORCE = re.compile(r"GEFORCE|TITAN|\bGTX\b|\bRTX\s*[2-5]0[5-9]0(?!\d)", re.IGNORECASE)
-
-
 #: How the name of a box :func:`guessed_pcie_box` guesses starts, which no preset's does.
 GUESSED_PREFIX = "guessed_"
 
@@ -262,7 +256,7 @@ staged through host memory'
     generation = GPU_MODELS[model][1] if model else 3 if sm < 80 else 4 if sm < 90 else 6 if sm == 103 else 5
     sockets = 2 if n_gpus > 4 and n_gpus % 2 == 0 else 1
     name = f"{GUESSED_PREFIX}{n_gpus}x_" + re.sub(r"[^a-z0-9]+", "_", gpu.lower()).strip("_")
-    spec = replace(pcie_workstation_spec(n_gpus=n_gpus, sockets=sockets, p2p=not _GEFORCE.search(gpu),
+    spec = replace(pcie_workstation_spec(n_gpus=n_gpus, sockets=sockets, p2p=gpu_peer_to_peer(gpu),
                                          pcie=f"pcie{generation}", gpu=gpu), name=name)
     words = (f"{n_gpus} x {gpu} on PCIe Gen{generation}, each on its own root port, over {sockets} "
              f"socket{'s' if sockets > 1 else ''} (Sapphire Rapids): copies staged through host memory")

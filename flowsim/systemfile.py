@@ -43,6 +43,7 @@ from flowsim.hardware import (
     INTERSOCKET_TECHNOLOGIES,
     check_gpu_nvlink,
     gpu_nvlinks,
+    gpu_peer_to_peer,
     is_infiniband,
     nvlink_generation,
     nvswitch_generation,
@@ -237,6 +238,9 @@ def _nics(where: Where, server: Mapping, switches: list[dict[str, Any]], n_gpus:
     speeds = INFINIBAND_SPEEDS if kind == "ib" else ETHERNET_SPEEDS  # port speeds (Gb/s) of the NICs' family
     technology = _speed(where, nics, "server.nics", speeds) if count else "ib_ndr"
     placed = [r for s in switches for r in (s["nics"] or ())]
+    if placed and not count:
+        raise where.error("server.nics.count", f"missing: server.pcie.switches place NICs {sorted(placed)}; give "
+                                               "[server.nics] their count and speed_gbps")
     if placed and sorted(placed) != list(range(count)):
         raise where.error("server.pcie.switches", f"the switches' nics must name each NIC 0..{count - 1} once, "
                                                   f"got {sorted(placed)}")
@@ -322,7 +326,8 @@ def _server(where: Where, server: Mapping, name: str) -> ServerSpec:
         name, gpu, n_gpus, fabric["gpu_fabric"], _PCIE_GENERATIONS[generation], sockets, interconnect, memory,
         tuple(PcieSwitch(s["gpus"], s["nics"], s["socket"]) for s in switches), nics.compute_nic, frontend_nic, ports,
         nvlink=fabric.get("nvlink"), nvlinks_per_gpu=fabric.get("nvlinks_per_gpu"),
-        nvlink_counts=fabric.get("nvlink_counts"), p2p=where.boolean(server, "p2p", "server", True), cpu=cpu_kind,
+        nvlink_counts=fabric.get("nvlink_counts"), p2p=where.boolean(server, "p2p", "server", gpu_peer_to_peer(gpu)),
+        cpu=cpu_kind,
         gpu_nics=nics.gpu_nics, nic_kind=nics.nic_kind, net_latency_us=nics.net_latency_us,
         step_latency_us=nics.step_latency_us, nic_ports=nics.nic_ports,
         hosts=_integer(where, server, "hosts", "server", 1),

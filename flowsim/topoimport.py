@@ -37,6 +37,7 @@ from flowsim.hardware import (
     GPU_MODELS,
     INFINIBAND_SPEEDS,
     gpu_model,
+    gpu_peer_to_peer,
     nvlink_generation,
     nvlink_names,
     nvswitch_generation,
@@ -49,9 +50,6 @@ __all__ = ["GPU_MODELS", "TopoMatrix", "import_system", "parse_topo_matrix"]
 #: is its ConnectX-8 NICs' (§3.1), which flowsim/systems/dgx_b300.toml takes for the GPUs too;
 #: a GB200's Gen5 is the DGX B200's (§3.2), the same GPU beside an x86 host.
 _PCIE_GUESSED = ("B300", "GB300", "GB200")
-# GeForce cards: NVIDIA's driver gives them no peer-to-peer over PCIe, so NCCL stages their
-# copies in host memory (docs/hardware.md §3.3; NVIDIA/nccl-tests#307's 8 RTX 4090).
-_NO_P2P = ("RTX 4090", "RTX 5090")
 # Superchips whose GPUs sit beside Grace CPUs (NVLink-C2C; the matrix's NUMA nodes are the
 # Graces): their hosts are Grace's, not an x86 server's.
 _GRACE_GPUS = ("GH200", "GB200", "GB300")
@@ -315,7 +313,8 @@ def import_system(
         Speed of NICs nearest to no GPU (front-end ports).
     p2p : bool, optional
         GPU peer-to-peer over PCIe (``nvidia-smi topo -p2p r`` says; the matrix does not);
-        default on, but off for GeForce cards (:data:`_NO_P2P`), whose driver allows none.
+        default on, but off for GeForce cards (:func:`flowsim.hardware.gpu_peer_to_peer`), whose driver
+        allows none.
 
     Returns
     -------
@@ -341,10 +340,10 @@ def import_system(
                         " [guess: a slot of an older generation runs it at that one's rate; give --pcie]" if card
                         else ""))
     if p2p is None:
-        p2p = model not in _NO_P2P
+        p2p = gpu_peer_to_peer(gpu)  # GeForce cards have none (NVIDIA/nccl-tests#307's 8 RTX 4090)
         if not p2p:
-            notes.append(f"no peer-to-peer over PCIe: NVIDIA's driver gives the {model} none (nvidia-smi topo -p2p r "
-                         "says; --p2p where a patched driver gives it)")
+            notes.append(f"no peer-to-peer over PCIe: NVIDIA's driver gives the {model or gpu} none (nvidia-smi topo "
+                         "-p2p r says; --p2p where a patched driver gives it)")
     if pcie not in _HOSTS:
         raise InputError(f"PCIe generation {pcie!r}: expected one of {', '.join(map(str, _HOSTS))}")
     fabric: dict = {"gpu_fabric": "pcie"}

@@ -264,6 +264,8 @@ def test_presets_lists_systems_technologies_and_switches(capsys):
     for name in preset_names():
         assert f"  {name}: " in out
     assert "8 GPUs" in out and "72 GPUs" in out
+    # A box without compute NICs names no NIC technology ('0 compute NICs (eth100g)' until 2026-12-07).
+    assert "8 compute NICs (ib_ndr), " in out and "no compute NICs, front-end ports: 1 (eth100g)" in out
     assert "ib_ndr [scale_out]" in out and "50.00 GB/s" in out and "48.00 GB/s" in out
     assert "[GTC24]" in out and "qm9700: 64 x ib_ndr" in out
     assert "sources: " in out

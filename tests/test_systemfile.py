@@ -137,6 +137,15 @@ def test_nics_placed_on_switches_serve_their_switchs_gpus():
     assert rows[0].busbw_GBps == pytest.approx(rows[1].busbw_GBps, rel=1e-9)
 
 
+def test_nics_on_switches_without_a_nics_table_ask_for_it():
+    # It said "the switches' nics must name each NIC 0..-1 once, got [0]".
+    text = ('[server]\ngpu = "L40S"\ngpus = 4\ngpu_fabric = "pcie"\ncpu = { sockets = 1, memory = "ddr5_4800_8ch" }\n'
+            'pcie = { generation = 4, switches = [{gpus = [0, 1, 2, 3], nics = [0]}] }\n')
+    with pytest.raises(InputError, match=re.escape("box.toml: server.nics.count: missing: server.pcie.switches place "
+                                                   "NICs [0]; give [server.nics] their count and speed_gbps")):
+        parse_system(text, source="box.toml", name="box")
+
+
 def test_a_one_socket_server_written_as_a_system_file_reads_back():
     # A one-socket box keeps its builder's inter-socket default, which no link uses; the file
     # leaves it out, as a file of one socket must (it once wrote it, and reading it failed).
@@ -163,6 +172,7 @@ def test_a_one_socket_server_written_as_a_system_file_reads_back():
          "l40s.toml: server.pcie.generation: missing; expected one of 3, 4, 5, 6"),
         ("pcie = { generation = 4, switches = [[0, 1, 2], [4, 5, 6, 7]] }",
          "l40s.toml: server.pcie.switches: expected each GPU 0..7 on one switch, got [0, 1, 2, 4, 5, 6, 7]"),
+
         ("gpu_fabric = \"nvswitch\"", "l40s.toml: server.nvswitch: missing; expected a string"),
         ("nics = { count = 3, speed_gbps = 200 }",
          "l40s.toml: server.nics: 3 NICs for 8 GPUs, which do not split evenly: give 'serves'"),

@@ -85,7 +85,9 @@ def test_an_imported_pcie_box_is_what_its_owner_would_write():
     spec, _ = import_system(m, name="box", gpu="NVIDIA GeForce RTX 4090", nic_speed_gbps=200, nic_kind="roce",
                             intersocket="upi_skylake", memory="ddr4_3200_8ch", p2p=True)
     time_s = _ring_s(spec)
-    assert spec.p2p and time_s == _ring_s(parse_system(OWNERS_4090, name="box").spec)
+    assert spec.p2p and time_s == _ring_s(parse_system(OWNERS_4090 + "p2p = true\n", name="box").spec)
+    # A system file of GeForce cards takes no peer-to-peer unless it says so, as the import does.
+    assert not parse_system(OWNERS_4090, name="box").spec.p2p
     busbw = 2 * 7 / 8 * SIZE / time_s
     assert 9.5e9 < busbw <= 10e9
 
@@ -265,8 +267,18 @@ def test_the_command_asks_for_what_the_matrix_cannot_say(tmp_path, capsys, optio
     assert not out.exists()
 
 
+def test_the_command_writes_only_a_toml_file(tmp_path, capsys):
+    # -o hgx.txt wrote a file that --system then refused as an unknown system.
+    out = tmp_path / "hgx.txt"
+    assert flowsim_main(["system", "import", str(TOPO / "hgx_h100.txt"), "-o", str(out), "--gpu", "H100",
+                         "--nic-speed", "400"]) == 2
+    assert capsys.readouterr().err == (f"flowsim: error: -o {out}: a system file's name ends in .toml (--system and "
+                                       "scenarios take it so); give one that does\n")
+    assert not out.exists()
+
+
 def test_the_command_refuses_to_write_over_its_matrix(tmp_path, capsys):
-    matrix = tmp_path / "topo.txt"
+    matrix = tmp_path / "topo.toml"  # a matrix kept under a system file's name
     text = (TOPO / "hgx_h100.txt").read_text()
     matrix.write_text(text)
     assert flowsim_main(["system", "import", str(matrix), "-o", str(matrix), "--gpu", "H100",

@@ -39,6 +39,9 @@ def import_command(args: argparse.Namespace) -> int:
     if args.name is not None and not args.name.strip():
         raise InputError("--name: empty; give the system a name, or leave --name out for the output file's stem")
     piped = str(args.topology) == STDIN
+    if args.output.suffix.lower() != ".toml":  # --system takes a file as one by its suffix
+        raise InputError(f"-o {args.output}: a system file's name ends in .toml (--system and scenarios take it "
+                         "so); give one that does")
     output_file(args.output, "the system file", inputs=[] if piped else [args.topology])
     if piped:
         source, text = "<stdin>", read_stdin(what)

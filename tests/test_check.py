@@ -1131,12 +1131,17 @@ def test_a_guessed_box_of_8_rtx_4090_is_the_rtx4090_8x_preset_named_as_a_guess()
     assert default_system(_log_of(*["NVIDIA GeForce RTX 4090"] * 6)).name == "guessed_6x_nvidia_geforce_rtx_4090"
 
 
-def test_cli_names_each_runs_system_a_guessed_box_as_a_guess(tmp_path, capsys):
-    box = tmp_path / "box.txt"
-    rank_lines = "\n".join(f"#  Rank {r} Group  0 Pid 100 on box device {r} [0000:{r + 1:02x}:00] NVIDIA L4"
-                           for r in range(2))
-    box.write_text(f"# Using devices\n{rank_lines}\n" + "\n".join(
+def _box_log(path, gpu, n=2, info=""):
+    """SENDRECV's rows on one host ``box`` of ``n`` GPUs ``gpu`` (NCCL INFO lines ``info`` first), written to ``path``."""
+    rank_lines = "\n".join(f"#  Rank {r} Group  0 Pid 100 on box device {r} [0000:{r + 1:02x}:00] {gpu}"
+                           for r in range(n))
+    path.write_text(f"{info}# Using devices\n{rank_lines}\n" + "\n".join(
         line for line in _lines(SENDRECV) if "Rank" not in line and "Using devices" not in line))
+    return path
+
+
+def test_cli_names_each_runs_system_a_guessed_box_as_a_guess(tmp_path, capsys):
+    box = _box_log(tmp_path / "box.txt", "NVIDIA L4")
     flowsim_check([str(box), str(SENDRECV), "--min-bytes", "1G", "--brief"])
     assert capsys.readouterr().err.splitlines()[0] == (
         "flowsim check: no --system: checking each run on NVIDIA's server of its GPU, or a box of PCIe cards as "
@@ -1149,12 +1154,8 @@ def test_cli_names_each_runs_system_a_guessed_box_as_a_guess(tmp_path, capsys):
 def test_cli_says_where_a_guessed_box_lacks_the_peer_to_peer_the_log_shows(tmp_path, capsys):
     # NCCL takes peer-to-peer only under a common PCIe switch (or over a bridge, or as
     # NCCL_P2P_LEVEL lets it); a guess of root ports has none, and the note says so.
-    path = tmp_path / "l40s.txt"
-    rank_lines = "\n".join(f"#  Rank {r} Group  0 Pid 100 on box device {r} [0000:{r + 1:02x}:00] NVIDIA L40S"
-                           for r in range(2))
     info = "box:100:100 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n"
-    path.write_text(f"{info}# Using devices\n{rank_lines}\n" + "\n".join(
-        line for line in _lines(SENDRECV) if "Rank" not in line and "Using devices" not in line))
+    path = _box_log(tmp_path / "l40s.txt", "NVIDIA L40S", info=info)
     flowsim_check([str(path), "--min-bytes", "1G"])
     taken = capsys.readouterr()
     assert ("on PCIe Gen4, each on its own root port, over 1 socket (Sapphire Rapids): copies staged through host "
@@ -2235,11 +2236,7 @@ def test_cli_without_system_checks_each_file_on_its_own_gpus_server(capsys):
 
 
 def test_cli_without_system_checks_pcie_cards_on_a_guessed_box_and_says_so(tmp_path, capsys):
-    path = tmp_path / "l40s.txt"
-    rank_lines = "\n".join(f"#  Rank {r} Group  0 Pid 100 on box device {r} [0000:{r + 1:02x}:00] NVIDIA L40S"
-                           for r in range(2))
-    path.write_text(f"# Using devices\n{rank_lines}\n" + "\n".join(
-        line for line in _lines(SENDRECV) if "Rank" not in line and "Using devices" not in line))
+    path = _box_log(tmp_path / "l40s.txt", "NVIDIA L40S")
     assert flowsim_check([str(path), "--min-bytes", "1G", "--json"]) in (0, 1)
     taken = capsys.readouterr()
     assert taken.err == (

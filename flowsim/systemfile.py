@@ -27,6 +27,7 @@ import dataclasses
 import difflib
 import math
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -335,8 +336,23 @@ def _server(where: Where, server: Mapping, name: str) -> ServerSpec:
     try:
         spec.check()
     except InputError as err:
-        raise where.error("server", str(err)) from None
+        key = next((key for pattern, key in _CHECKED_KEYS if re.search(pattern, str(err))), "server")
+        raise where.error(key, str(err)) from None
     return spec
+
+
+#: The key of a system file that a server's own check (:meth:`ServerSpec.check`) finds wrong,
+#: by its message; others are the server's as a whole.
+_CHECKED_KEYS = (
+    (r"NVLink counts|^GPU \d+ to GPU \d+: |^GPU \d+ has \d+ NVLinks", "server.nvlink_counts"),
+    (r"hosts cannot split", "server.hosts"),
+    (r"NVLinks per GPU", "server.nvlinks_per_gpu"),
+    (r"'s NIC \d+ is on another Grace", "server.nics"),
+    (r"PCIe switch", "server.pcie.switches"),
+    (r"^\d+ sockets: ", "server.cpu.sockets"),
+    (r"^\d+ front-end ports: ", "server.frontend.ports"),
+    (r"^\d+ GPUs: ", "server.gpus"),
+)
 
 
 def _cluster(where: Where, table: Mapping) -> dict:

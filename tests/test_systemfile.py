@@ -231,14 +231,14 @@ def test_a_one_socket_server_written_as_a_system_file_reads_back():
          "l40s.toml: server.nics.ports: expected at most 8 ports a NIC, got 9"),
         ('nics = { count = 2, speed_gbps = 200, kind = "roce", ports = "2" }',
          "l40s.toml: server.nics.ports: expected an integer >= 1, got"),
-        ("hosts = 3", "l40s.toml: server: 3 hosts cannot split 8 GPUs evenly"),
+        ("hosts = 3", "l40s.toml: server.hosts: 3 hosts cannot split 8 GPUs evenly"),
         ("hosts = 0", "l40s.toml: server.hosts: expected an integer >= 1, got an integer 0"),
         # A list where a number goes was a Python error (a list cannot be looked up); counts past
         # any server's built one node each, without end.
         ("pcie = { generation = [4, 5] }", "l40s.toml: server.pcie.generation: expected one of 3, 4, 5, 6, got an array"),
         ('cpu = { sockets = 100000000000000000000, interconnect = "upi_sapphire_rapids", memory = "ddr5_4800_8ch" }',
-         "l40s.toml: server: 100000000000000000000 sockets: a server has at most 576"),
-        ("frontend = { ports = 1000000, speed_gbps = 100 }", "l40s.toml: server: 1000000 front-end ports: a server has at"),
+         "l40s.toml: server.cpu.sockets: 100000000000000000000 sockets: a server has at most 576"),
+        ("frontend = { ports = 1000000, speed_gbps = 100 }", "l40s.toml: server.frontend.ports: 1000000 front-end ports: a server has at"),
         ("gpus = 100000000000000000000", "l40s.toml: server.gpus: expected at most 576 (an NVLink domain's most GPUs"),
     ],
 )
@@ -285,7 +285,7 @@ def test_a_nics_ports_survive_a_written_system_file():
 
 def test_a_mesh_needs_a_symmetric_matrix(tmp_path):
     text = format_system(preset_spec("dgx1_v100")).replace("[0, 1, 1, 2, 2, 0, 0, 0]", "[0, 1, 1, 2, 2, 1, 0, 0]")
-    with pytest.raises(InputError, match=re.escape("dgx1.toml: server: NVLink counts must be symmetric, with a zero "
+    with pytest.raises(InputError, match=re.escape("dgx1.toml: server.nvlink_counts: NVLink counts must be symmetric, with a zero "
                                                   "diagonal: GPU 0 to GPU 5 has 1, GPU 5 to GPU 0 0")):
         parse_system(text, source="dgx1.toml")
 
@@ -296,7 +296,7 @@ def test_nvlink_counts_out_of_any_range_are_refused_by_pair():
     for count, message in ((10**20, "GPU 0 to GPU 1: 100000000000000000000 NVLinks; a V100 has at most 6 (nvlink2)"),
                            (-1, "NVLink counts must be >= 0: GPU 0 to GPU 1 has -1")):
         text = format_system(spec).replace("[0, 1, 1, 2, 2, 0, 0, 0]", f"[0, {count}, 1, 2, 2, 0, 0, 0]")
-        with pytest.raises(InputError, match=re.escape(f"dgx1.toml: server: {message}")):
+        with pytest.raises(InputError, match=re.escape(f"dgx1.toml: server.nvlink_counts: {message}")):
             parse_system(text, source="dgx1.toml")
 
 
@@ -827,7 +827,7 @@ def test_a_grace_gpus_nic_is_on_its_own_grace(tmp_path):
     path.write_text('[server]\ngpu = "GB200"\ngpus = 72\nhosts = 18\ngpu_fabric = "nvswitch"\nnvswitch = "nvswitch4"\n'
                     'pcie = { generation = 5 }\ncpu = { kind = "grace", sockets = 36, memory = "lpddr5x_grace" }\n'
                     f'nics = {{ count = 18, speed_gbps = 800, kind = "ib", serves = {serves} }}\n')
-    with pytest.raises(InputError, match=r"gb200\.toml: server: GPU 2's NIC 0 is on another Grace"):
+    with pytest.raises(InputError, match=r"gb200\.toml: server\.nics: GPU 2's NIC 0 is on another Grace"):
         load_system(path)
     path.write_text(path.read_text().replace("count = 18", "count = 36").replace(f"serves = {serves}",
                                                                                "serves = " + str([[2 * i, 2 * i + 1] for i in range(36)])))

@@ -161,11 +161,11 @@ def nics_from_text(text: str) -> dict | None:
     return nics
 
 
-def _with_nics(name: str, nic_text: str, system: str | ServerSpec | None = None) -> tuple[str, str | ServerSpec]:
-    """Preset or shipped system ``name`` (or ``system``, a server labelled ``name``), its NICs as
+def _with_nics(name: str, nic_text: str, system: str | ServerSpec) -> tuple[str, str | ServerSpec]:
+    """``system`` (a preset or shipped system's name, or a server), labelled ``name``, its NICs as
     ``nic_text`` states them where they differ (:func:`nics_from_text`): the table's label and
     the system. A GPU's several NICs become ports of one, as system files give them."""
-    base = resolve_system(name)[0] if system is None or isinstance(system, str) else system
+    base = resolve_system(system)[0] if isinstance(system, str) else system
     spec = base if isinstance(base, ServerSpec) else preset_spec(base)
     stated = nics_from_text(nic_text)
     if stated is None:

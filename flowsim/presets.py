@@ -80,6 +80,7 @@ __all__ = [
     "dgx_h100",
     "frontend_nics",
     "gb200_nvl72",
+    "guessed_box_words",
     "guessed_pcie_box",
     "pcie_server",
     "pcie_workstation",
@@ -223,9 +224,9 @@ def pcie_workstation(
 GUESSED_PREFIX = "guessed_"
 
 
-def guessed_pcie_box(gpu: str, n_gpus: int) -> tuple[ServerSpec, str] | None:
+def guessed_pcie_box(gpu: str, n_gpus: int) -> ServerSpec | None:
     """flowsim's guess of a box of ``n_gpus`` PCIe cards ``gpu`` (as nvidia-smi names it) whose
-    layout nothing else gives, and that guess in words; None where ``gpu`` is no PCIe card
+    layout nothing else gives (:func:`guessed_box_words` says it); None where ``gpu`` is no PCIe card
     flowsim knows (an SXM module, an NVL card whose NVLink bridges matter, a superchip, a GPU
     of unknown compute capability).
 
@@ -238,10 +239,10 @@ def guessed_pcie_box(gpu: str, n_gpus: int) -> tuple[ServerSpec, str] | None:
     card; GeForce cards have none anyway. NVLink bridges (an RTX A6000 or H100 PCIe pair) are
     not in it. Its name says it is a guess (``guessed_8x_nvidia_l40s``); no preset has it.
 
-    >>> spec, words = guessed_pcie_box("NVIDIA GeForce RTX 4090", 8)
+    >>> spec = guessed_pcie_box("NVIDIA GeForce RTX 4090", 8)
     >>> spec == replace(rtx4090_workstation_spec(), gpu="NVIDIA GeForce RTX 4090", name=spec.name), spec.name
     (True, 'guessed_8x_nvidia_geforce_rtx_4090')
-    >>> words
+    >>> guessed_box_words(spec)
     '8 x NVIDIA GeForce RTX 4090 on PCIe Gen4, each on its own root port, over 2 sockets (Sapphire Rapids): copies \
 staged through host memory'
     >>> guessed_pcie_box("NVIDIA H100 80GB HBM3", 8) is None, guessed_pcie_box("NVIDIA H100 NVL", 2) is None
@@ -256,11 +257,16 @@ staged through host memory'
     generation = GPU_MODELS[model][1] if model else 3 if sm < 80 else 4 if sm < 90 else 6 if sm == 103 else 5
     sockets = 2 if n_gpus > 4 and n_gpus % 2 == 0 else 1
     name = f"{GUESSED_PREFIX}{n_gpus}x_" + re.sub(r"[^a-z0-9]+", "_", gpu.lower()).strip("_")
-    spec = replace(pcie_workstation_spec(n_gpus=n_gpus, sockets=sockets, p2p=gpu_peer_to_peer(gpu),
+    return replace(pcie_workstation_spec(n_gpus=n_gpus, sockets=sockets, p2p=gpu_peer_to_peer(gpu),
                                          pcie=f"pcie{generation}", gpu=gpu), name=name)
-    words = (f"{n_gpus} x {gpu} on PCIe Gen{generation}, each on its own root port, over {sockets} "
-             f"socket{'s' if sockets > 1 else ''} (Sapphire Rapids): copies staged through host memory")
-    return spec, words
+
+
+def guessed_box_words(spec: ServerSpec) -> str:
+    """A box :func:`guessed_pcie_box` guessed, in words (its cards, their PCIe generation, its
+    sockets; each card on a root port of its own, so copies staged through host memory)."""
+    return (f"{spec.n_gpus} x {spec.gpu} on PCIe Gen{spec.pcie.removeprefix('pcie')}, each on its own root port, "
+            f"over {spec.sockets} socket{'s' if spec.sockets > 1 else ''} (Sapphire Rapids): copies staged through "
+            "host memory")
 
 
 def rtx4090_workstation_spec(

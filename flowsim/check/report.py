@@ -230,15 +230,15 @@ def _guessed_box(log: NcclTestLog, gpu: str) -> ServerSpec | None:
     its busiest host ran on; None where ``gpu`` is no such card; an error where the log runs
     on several hosts (their NICs are the user's to give)."""
     per_host = Counter(rank.host for rank in log.ranks)
-    guess = guessed_pcie_box(gpu, max(per_host.values()))
-    if guess is None:
+    box = guessed_pcie_box(gpu, max(per_host.values()))
+    if box is None:
         return None
     if len(per_host) > 1:
         raise InputError(f"--system is required: the log's GPU {gpu} is a PCIe card and the run spans "
                          f"{len(per_host)} hosts, whose NICs flowsim cannot guess: a system file gives them "
                          "(docs/system-format.md; 'flowsim system import' writes one from a host's "
                          "'nvidia-smi topo -m')")
-    return guess[0]
+    return box
 
 
 @dataclass(frozen=True)

@@ -104,7 +104,7 @@ from flowsim.commands.argtypes import (
 from flowsim.commands.progress import Notes, add_progress_argument, show_progress
 from flowsim.errors import STDIN, InputError, read_stdin, unstorable_text
 from flowsim.hardware import FIGURES
-from flowsim.presets import guessed_pcie_box
+from flowsim.presets import guessed_box_words
 from flowsim.servers import ServerSpec
 
 __all__ = ["add_parser", "check_command"]
@@ -234,13 +234,12 @@ def _default_systems(logs: list[NcclTestLog],
 
 
 def _box_words(spec: ServerSpec, log: NcclTestLog) -> str:
-    """A guessed box of PCIe cards in words, as :func:`flowsim.presets.guessed_pcie_box` says it,
-    and where ``log``'s NCCL INFO lines show peer-to-peer, which the guess lacks."""
-    guess = guessed_pcie_box(spec.gpu, spec.n_gpus)
-    assert guess is not None, spec  # default_system built it so
+    """A guessed box of PCIe cards in words (:func:`flowsim.presets.guessed_box_words`), and
+    where ``log``'s NCCL INFO lines show peer-to-peer, which the guess lacks."""
+    words = guessed_box_words(spec)
     if "P2P" not in dict(log.local_links):
-        return guess[1]
-    return (f"{guess[1]}, where the log's NCCL INFO lines show peer-to-peer (GPUs under a common PCIe switch, an "
+        return words
+    return (f"{words}, where the log's NCCL INFO lines show peer-to-peer (GPUs under a common PCIe switch, an "
             "NVLink bridge, or NCCL_P2P_LEVEL)")
 
 

@@ -10,7 +10,8 @@ import shutil
 import stat
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeGuard
 
@@ -19,6 +20,27 @@ import numpy as np
 
 class InputError(ValueError):
     """Input that flowsim cannot model; the message names the offending item."""
+
+
+class FieldError(InputError):
+    """An :class:`InputError` about one field of a record, :attr:`field` its attribute's name,
+    so that a reader of a file that describes the record can name the file's own key."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@contextmanager
+def blame(field: str) -> Iterator[None]:
+    """Raise an :class:`InputError` raised inside as a :class:`FieldError` about ``field``;
+    one about a field already keeps its own."""
+    try:
+        yield
+    except FieldError:
+        raise
+    except InputError as err:
+        raise FieldError(field, str(err)) from None
 
 
 #: The file name that stands for standard input on the command line, as Unix tools take it.

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from flowsim.errors import InputError, is_real, whole_number
+from flowsim.errors import FieldError, InputError, blame, is_real, whole_number
 from flowsim.hardware import (
     GPU_MODELS,
     HOST_MEMORY_TECHNOLOGIES,
@@ -186,52 +186,67 @@ class ServerSpec:
         return self.n_gpus // self.hosts
 
     def check(self) -> None:
-        """Raise :class:`~flowsim.errors.InputError` naming the first inconsistent field."""
-        n = whole_number("gpus", self.n_gpus)
-        whole_number("sockets", self.sockets)
-        whole_number("frontend ports", self.frontend_ports, minimum=0)
-        for what, count in (("GPUs", n), ("sockets", self.sockets), ("front-end ports", self.frontend_ports)):
+        """Raise :class:`~flowsim.errors.InputError` naming the first inconsistent field: a
+        :class:`~flowsim.errors.FieldError` carrying the field's name where one field is wrong,
+        a plain one where only the whole server is (two GPUs no path joins)."""
+        with blame("n_gpus"):
+            n = whole_number("gpus", self.n_gpus)
+        with blame("sockets"):
+            whole_number("sockets", self.sockets)
+        with blame("frontend_ports"):
+            whole_number("frontend ports", self.frontend_ports, minimum=0)
+        parts = (("n_gpus", "GPUs", n), ("sockets", "sockets", self.sockets),
+                 ("frontend_ports", "front-end ports", self.frontend_ports))
+        for field, what, count in parts:
             if count > MAX_SERVER_PARTS:
-                raise InputError(f"{count} {what}: a server has at most {MAX_SERVER_PARTS} (an NVLink domain's "
-                                 "most GPUs, docs/hardware.md §1.3)")
-        if whole_number("ports a NIC", self.nic_ports) > MAX_NIC_PORTS:
-            raise InputError(f"{self.nic_ports} ports a NIC: a NIC has at most {MAX_NIC_PORTS}")
-        if whole_number("hosts", self.hosts) > n or n % self.hosts:
-            raise InputError(f"{self.hosts} hosts cannot split {n} GPUs evenly")
-        latencies = [("network latency", self.net_latency_us)]
+                raise FieldError(field, f"{count} {what}: a server has at most {MAX_SERVER_PARTS} (an NVLink "
+                                        "domain's most GPUs, docs/hardware.md §1.3)")
+        with blame("nic_ports"):
+            if whole_number("ports a NIC", self.nic_ports) > MAX_NIC_PORTS:
+                raise InputError(f"{self.nic_ports} ports a NIC: a NIC has at most {MAX_NIC_PORTS}")
+        with blame("hosts"):
+            if whole_number("hosts", self.hosts) > n or n % self.hosts:
+                raise InputError(f"{self.hosts} hosts cannot split {n} GPUs evenly")
+        latencies = [("net_latency_us", "network latency", self.net_latency_us)]
         if self.step_latency_us is not None:  # None: the network latency
-            latencies.append(("step latency", self.step_latency_us))
-        for what, value in latencies:
+            latencies.append(("step_latency_us", "step latency", self.step_latency_us))
+        for field, what, value in latencies:
             if not (is_real(value) and math.isfinite(value) and value >= 0):
-                raise InputError(f"{what} {value!r} us must be a finite number >= 0")
-        checked_nccl_env(self.nccl_env, "NCCL environment")
+                raise FieldError(field, f"{what} {value!r} us must be a finite number >= 0")
+        with blame("nccl_env"):
+            checked_nccl_env(self.nccl_env, "NCCL environment")
         if self.gpu_fabric not in GPU_FABRICS:
-            raise InputError(f"unknown GPU fabric {self.gpu_fabric!r}; valid ones: {', '.join(GPU_FABRICS)}")
+            raise FieldError("gpu_fabric", f"unknown GPU fabric {self.gpu_fabric!r}; valid ones: "
+                                           f"{', '.join(GPU_FABRICS)}")
         if self.cpu not in CPU_KINDS:
-            raise InputError(f"unknown CPU kind {self.cpu!r}; valid ones: {', '.join(CPU_KINDS)}")
+            raise FieldError("cpu", f"unknown CPU kind {self.cpu!r}; valid ones: {', '.join(CPU_KINDS)}")
         if self.gpu_fabric != "pcie":
             if self.nvlink is None:
-                raise InputError(f"a {self.gpu_fabric} server needs its NVLink generation")
-            generation = nvlink_generation(self.nvlink)
-            check_gpu_nvlink(self.gpu, self.nvlink)
+                raise FieldError("nvlink", f"a {self.gpu_fabric} server needs its NVLink generation")
+            with blame("nvlink"):
+                generation = nvlink_generation(self.nvlink)
+                check_gpu_nvlink(self.gpu, self.nvlink)
             if self.nvlinks_per_gpu is not None:
-                whole_number("NVLinks per GPU", self.nvlinks_per_gpu)
+                with blame("nvlinks_per_gpu"):
+                    whole_number("NVLinks per GPU", self.nvlinks_per_gpu)
                 if self.nvlinks_per_gpu > generation.links_per_gpu:
-                    raise InputError(f"{self.nvlinks_per_gpu} NVLinks per GPU: a {generation.gpu} has at most "
-                                     f"{generation.links_per_gpu} ({self.nvlink})")
+                    raise FieldError("nvlinks_per_gpu", f"{self.nvlinks_per_gpu} NVLinks per GPU: a "
+                                                        f"{generation.gpu} has at most {generation.links_per_gpu} "
+                                                        f"({self.nvlink})")
         if self.gpu_fabric == "nvlink_mesh":
-            self._check_mesh()
+            with blame("nvlink_counts"):
+                self._check_mesh()
         hosts = {"pcie": self.pcie, "memory": self.memory}
         if self.intersocket is not None:
             hosts["intersocket"] = self.intersocket
         elif self.cpu == "x86" and self.sockets > 1:
-            raise InputError(f"{self.sockets} x86 sockets need their inter-socket link")
+            raise FieldError("intersocket", f"{self.sockets} x86 sockets need their inter-socket link")
         for what, technology in hosts.items():
             # An NVLink or network technology here would build, then fail to route.
             tier = link_technology(technology).tier
             if tier != LinkTier.HOST:
-                raise InputError(f"{what}={technology!r} is a {tier.name.lower()} technology; a server's PCIe, "
-                                 "inter-socket link and memory take host ones")
+                raise FieldError(what, f"{what}={technology!r} is a {tier.name.lower()} technology; a server's "
+                                       "PCIe, inter-socket link and memory take host ones")
         # A host technology of another kind (PCIe as memory, memory between sockets) builds
         # and runs at that kind's rate.
         kinds = {"intersocket": ("inter-socket link", INTERSOCKET_TECHNOLOGIES),
@@ -239,15 +254,17 @@ class ServerSpec:
         for what, (kind, valid) in kinds.items():
             given = hosts.get(what)
             if given is not None and given not in valid:
-                raise InputError(f"{what}={given!r} is no {kind}; valid ones: {', '.join(valid)}")
-        for what, technology in (("compute NIC", self.compute_nic), ("front-end port", self.frontend_nic)):
+                raise FieldError(what, f"{what}={given!r} is no {kind}; valid ones: {', '.join(valid)}")
+        nics = (("compute_nic", "compute NIC", self.compute_nic), ("frontend_nic", "front-end port", self.frontend_nic))
+        for field, what, technology in nics:
             if link_technology(technology).tier != LinkTier.SCALE_OUT:
-                raise InputError(f"{what} technology {technology!r} is not a network one")
+                raise FieldError(field, f"{what} technology {technology!r} is not a network one")
         self._check_switches(n)
         if self.cpu == "grace" and self.sockets > 1 and self.gpu_fabric != "nvswitch":
             self._check_grace_paths()
         if self.cpu == "grace" and self.sockets > 1:
-            self._check_grace_nics()
+            with blame("gpu_nics"):
+                self._check_grace_nics()
 
     def _check_grace_nics(self) -> None:
         # A GPU reaches its NIC through its own Grace or its PCIe switch; routes do not relay
@@ -309,20 +326,22 @@ class ServerSpec:
 
     def _check_switches(self, n_gpus: int) -> None:
         if not self.switches:
-            raise InputError("a server needs at least one PCIe switch (or root port) for its GPUs")
+            raise FieldError("switches", "a server needs at least one PCIe switch (or root port) for its GPUs")
         gpus = [g for s in self.switches for g in s.gpus]
         if sorted(gpus) != list(range(n_gpus)):
-            raise InputError(f"the PCIe switches must hold each GPU 0..{n_gpus - 1} once, got {sorted(gpus)}")
+            raise FieldError("switches", f"the PCIe switches must hold each GPU 0..{n_gpus - 1} once, got "
+                                         f"{sorted(gpus)}")
         nics = [r for s in self.switches for r in s.nics]
         if sorted(nics) != list(range(len(nics))):
-            raise InputError(f"the PCIe switches must hold each NIC 0..{len(nics) - 1} once, got {sorted(nics)}")
+            raise FieldError("switches", f"the PCIe switches must hold each NIC 0..{len(nics) - 1} once, got "
+                                         f"{sorted(nics)}")
         for j, s in enumerate(self.switches):
             if s.socket is not None and not 0 <= s.socket < self.sockets:
-                raise InputError(f"PCIe switch {j} is on socket {s.socket}; the server has {self.sockets}")
+                raise FieldError("switches", f"PCIe switch {j} is on socket {s.socket}; the server has {self.sockets}")
         if self.gpu_nics is not None:
             if len(self.gpu_nics) != n_gpus or not all(0 <= r < len(nics) for r in self.gpu_nics):
-                raise InputError(f"expected a NIC 0..{len(nics) - 1} for each of the {n_gpus} GPUs, "
-                                 f"got {list(self.gpu_nics)}")
+                raise FieldError("gpu_nics", f"expected a NIC 0..{len(nics) - 1} for each of the {n_gpus} GPUs, "
+                                             f"got {list(self.gpu_nics)}")
 
     def socket_of(self, j: int) -> int:
         """Socket of PCIe switch ``j``."""

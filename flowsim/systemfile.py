@@ -27,7 +27,6 @@ import dataclasses
 import difflib
 import math
 import os
-import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -35,7 +34,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from flowsim.collectives.tuner import NcclEnv
-from flowsim.errors import InputError, read_text_file
+from flowsim.errors import FieldError, InputError, read_text_file
 from flowsim.fabrics import FABRICS, compute_switch
 from flowsim.hardware import (
     ETHERNET_SPEEDS,
@@ -335,24 +334,25 @@ def _server(where: Where, server: Mapping, name: str) -> ServerSpec:
     )
     try:
         spec.check()
-    except InputError as err:
-        key = next((key for pattern, key in _CHECKED_KEYS if re.search(pattern, str(err))), "server")
-        raise where.error(key, str(err)) from None
+    except FieldError as err:
+        raise where.error(_SPEC_KEYS.get(err.field, "server"), str(err)) from None
+    except InputError as err:  # about the server as a whole
+        raise where.error("server", str(err)) from None
     return spec
 
 
-#: The key of a system file that a server's own check (:meth:`ServerSpec.check`) finds wrong,
-#: by its message; others are the server's as a whole.
-_CHECKED_KEYS = (
-    (r"NVLink counts|^GPU \d+ to GPU \d+: |^GPU \d+ has \d+ NVLinks", "server.nvlink_counts"),
-    (r"hosts cannot split", "server.hosts"),
-    (r"NVLinks per GPU", "server.nvlinks_per_gpu"),
-    (r"'s NIC \d+ is on another Grace", "server.nics"),
-    (r"PCIe switch", "server.pcie.switches"),
-    (r"^\d+ sockets: ", "server.cpu.sockets"),
-    (r"^\d+ front-end ports: ", "server.frontend.ports"),
-    (r"^\d+ GPUs: ", "server.gpus"),
-)
+#: The key of a system file that holds each :class:`ServerSpec` field its own check
+#: (:meth:`ServerSpec.check`) may find wrong; a field several keys make (the NVLink
+#: generation, a ``[server.nvswitch]`` or ``nvlink`` key by the fabric) is the server's.
+_SPEC_KEYS = {
+    "n_gpus": "server.gpus", "sockets": "server.cpu.sockets", "frontend_ports": "server.frontend.ports",
+    "nic_ports": "server.nics.ports", "hosts": "server.hosts", "net_latency_us": "server.nics.net_latency_us",
+    "step_latency_us": "server.nics.step_latency_us", "nccl_env": "nccl.env", "gpu_fabric": "server.gpu_fabric",
+    "cpu": "server.cpu.kind", "nvlinks_per_gpu": "server.nvlinks_per_gpu", "nvlink_counts": "server.nvlink_counts",
+    "intersocket": "server.cpu.interconnect", "memory": "server.cpu.memory", "pcie": "server.pcie.generation",
+    "compute_nic": "server.nics.speed_gbps", "frontend_nic": "server.frontend.speed_gbps",
+    "switches": "server.pcie.switches", "gpu_nics": "server.nics",
+}
 
 
 def _cluster(where: Where, table: Mapping) -> dict:

@@ -17,13 +17,14 @@ from flowsim.catalog import find_described
 from flowsim.cli import main as flowsim
 from flowsim.collectives import collective_workload
 from flowsim.collectives.report import sweep
-from flowsim.errors import InputError
+from flowsim.errors import FieldError, InputError
 from flowsim.fabrics import build_cluster, default_switch
 from flowsim.presets import pcie_workstation_spec, preset, preset_names, preset_spec
 from flowsim.scenario import load_scenario, parse_scenario
-from flowsim.servers import build_server
+from flowsim.servers import ServerSpec, build_server
 from flowsim.sweep import load_sweep
 from flowsim.systemfile import (
+    _SPEC_KEYS,
     find_system,
     format_system,
     load_system,
@@ -298,6 +299,32 @@ def test_nvlink_counts_out_of_any_range_are_refused_by_pair():
         text = format_system(spec).replace("[0, 1, 1, 2, 2, 0, 0, 0]", f"[0, {count}, 1, 2, 2, 0, 0, 0]")
         with pytest.raises(InputError, match=re.escape(f"dgx1.toml: server.nvlink_counts: {message}")):
             parse_system(text, source="dgx1.toml")
+
+
+@pytest.mark.parametrize("change, field", [
+    (dict(sockets=0), "sockets"), (dict(hosts=3), "hosts"), (dict(nic_ports=9), "nic_ports"),
+    (dict(net_latency_us=-1.0), "net_latency_us"), (dict(step_latency_us=float("nan")), "step_latency_us"),
+    (dict(memory="pcie5"), "memory"), (dict(pcie="ib_ndr"), "pcie"), (dict(compute_nic="pcie5"), "compute_nic"),
+    (dict(nvlinks_per_gpu=19), "nvlinks_per_gpu"), (dict(gpu_nics=(0,) * 7), "gpu_nics"), (dict(switches=()), "switches"),
+    (dict(frontend_ports=1000), "frontend_ports"), (dict(nccl_env=(("ALGO", "Ring"),)), "nccl_env"),
+])
+def test_a_server_check_names_the_field_it_finds_wrong_and_a_file_names_its_key(change, field):
+    # The field comes with the error (FieldError), so a system file names its own key for it
+    # from a table rather than from the message's words.
+    with pytest.raises(FieldError) as caught:
+        dataclasses.replace(preset_spec("dgx_h100"), **change).check()
+    assert caught.value.field == field
+    assert field in {f.name for f in dataclasses.fields(ServerSpec)}
+    assert set(_SPEC_KEYS) <= {f.name for f in dataclasses.fields(ServerSpec)}
+
+
+def test_a_server_wrong_only_as_a_whole_names_no_field():
+    quad = (DATA / "systems" / "alps_gh200.toml").read_text()
+    spec = parse_system(quad, source="g.toml").spec
+    chain = ((0, 6, 0, 0), (6, 0, 6, 0), (0, 6, 0, 6), (0, 0, 6, 0))
+    with pytest.raises(InputError, match="GPUs 0 and 3 are on different Graces") as caught:
+        dataclasses.replace(spec, nvlink_counts=chain).check()
+    assert not isinstance(caught.value, FieldError)
 
 
 def test_gpus_on_graces_no_link_joins_are_refused_where_the_file_is_read():

@@ -20,7 +20,7 @@ try:
 except ImportError:  # Windows: no advisory locks through fcntl
     fcntl = None  # type: ignore[assignment]  # the module or None; `locked` checks which
 
-__all__ = ["held_exclusively", "locked", "refuse_foreign", "replaced_atomically"]
+__all__ = ["hdf5_format", "held_exclusively", "locked", "refuse_foreign", "replaced_atomically"]
 
 #: The first bytes of every HDF5 file (the HDF5 specification's format signature).
 _HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
@@ -45,11 +45,8 @@ def refuse_foreign(target: Path, expected_format: str, what: str) -> None:
     if signature != _HDF5_SIGNATURE:
         found = "not an HDF5 file"
     else:
-        import h5py  # only where an HDF5 file is there to look at
-
         try:
-            with h5py.File(target, "r") as f:
-                format_ = f.attrs.get("format")
+            format_ = _root_format(target)
         except OSError as err:
             raise InputError(f"{target}: cannot read the existing file to replace it with {what}: {err}") from None
         if format_ == expected_format:
@@ -58,6 +55,23 @@ def refuse_foreign(target: Path, expected_format: str, what: str) -> None:
                  else f"an HDF5 file of format {format_!r}")
     raise InputError(f"{target}: exists and is {found}, not {what} flowsim would replace: remove it or name another "
                      "output")
+
+
+def hdf5_format(path: str | os.PathLike) -> object:
+    """The root ``format`` attribute that flowsim writes on each HDF5 file it makes (a trace,
+    a sweep's results table, a check history), or None: a file without one, not HDF5, or
+    unreadable."""
+    try:
+        return _root_format(path)
+    except (OSError, ValueError):
+        return None
+
+
+def _root_format(path: str | os.PathLike) -> object:
+    import h5py  # only where an HDF5 file is there to look at
+
+    with h5py.File(path, "r") as f:
+        return f.attrs.get("format")
 
 
 @contextlib.contextmanager

@@ -18,7 +18,7 @@ import numpy as np
 from flowsim._version import __version__
 from flowsim.check.report import CheckReport, size_range
 from flowsim.errors import InputError, file_kind, image_file, output_file
-from flowsim.files import locked, replaced_atomically
+from flowsim.files import hdf5_format, locked, replaced_atomically
 from flowsim.formatting import format_size
 from flowsim.presets import system_name
 
@@ -570,11 +570,7 @@ class History:
 def is_history_file(path: str | os.PathLike) -> bool:
     """Whether ``path`` is an HDF5 file whose root says it is a check history (False for
     anything else, unreadable files included)."""
-    try:
-        with _h5py().File(path, "r") as f:
-            return f.attrs.get("format") == _HISTORY_FORMAT
-    except (OSError, ValueError):
-        return False
+    return hdf5_format(path) == _HISTORY_FORMAT
 
 
 def read_history(path: str | os.PathLike) -> History:

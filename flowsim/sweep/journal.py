@@ -18,7 +18,7 @@ import numpy as np
 
 import flowsim
 from flowsim.errors import InputError
-from flowsim.files import replaced_atomically
+from flowsim.files import hdf5_format, replaced_atomically
 from flowsim.sweep.runs import RunRecord
 from flowsim.sweep.spec import Sweep, canonical_json
 
@@ -240,11 +240,7 @@ def _cell(value: object) -> str:
 def is_results_file(path: str | os.PathLike) -> bool:
     """Whether ``path`` is an HDF5 file whose root says it is a sweep results table (False for
     anything else, unreadable files included)."""
-    try:
-        with h5py.File(path, "r") as root:
-            return root.attrs.get("format") == FORMAT
-    except (OSError, ValueError):
-        return False
+    return hdf5_format(path) == FORMAT
 
 
 def read_results(path: str | os.PathLike) -> SweepTable:

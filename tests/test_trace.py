@@ -22,6 +22,7 @@ import flowsim
 from flowsim import trace as trace_module
 from flowsim.engine import simulate
 from flowsim.errors import InputError
+from flowsim.files import hdf5_format
 from flowsim.presets import preset
 from flowsim.routing import route
 from flowsim.strings import CodedStrings, PackedStrings
@@ -239,6 +240,17 @@ def test_foreign_files_are_reported(tmp_path):
         open_trace(other)
     with pytest.raises(InputError, match="missing.h5: no such trace file"):
         open_trace(tmp_path / "missing.h5")
+
+
+def test_hdf5_format_names_a_flowsim_file_and_nothing_else(tmp_path, trace_path):
+    text = tmp_path / "notes.h5"
+    text.write_text("hello")
+    other = tmp_path / "other.h5"
+    with h5py.File(other, "w") as f:
+        f.attrs["format"] = "someone-else"
+    assert hdf5_format(trace_path) == FORMAT
+    assert hdf5_format(other) == "someone-else"
+    assert [hdf5_format(p) for p in (text, tmp_path / "missing.h5", tmp_path)] == [None, None, None]
 
 
 def test_newer_schema_is_refused(trace_path):

@@ -1318,6 +1318,10 @@ def load_scenario(
     if is_system_file(system) and not Path(system).is_file():
         raise InputError(f"--system {system!r}: no such system file"
                          + (" (it is a directory)" if Path(system).is_dir() else ""))
+    if is_system_file(system):
+        # Read here, its errors name the file and its key; read as the scenario's cluster, they
+        # were put under the scenario's topology.cluster, which the user did not write.
+        load_system(system)
     where = Where(str(path))
     if "n_nodes" not in topology and _names_system(topology["cluster"]):
         # The node count the scenario ran with came from its system file's [cluster]: the

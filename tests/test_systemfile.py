@@ -707,6 +707,11 @@ def test_rates_runs_a_scenarios_flows_on_another_system(tmp_path, capsys):
     # A system file that is not there was blamed on the scenario's topology.cluster.
     assert flowsim(["rates", str(scenario), "--system", str(tmp_path / "nope.toml")]) == 2
     assert capsys.readouterr().err == f"flowsim: error: --system '{tmp_path / 'nope.toml'}': no such system file\n"
+    # A system file with an error of its own: it was put under the scenario's topology.cluster.
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[server]\ngpu = "L40S"\ngpus = 8\n')
+    assert flowsim(["rates", str(scenario), "--system", str(bad)]) == 2
+    assert capsys.readouterr().err == f"flowsim: error: {bad}: server.gpu_fabric: missing; expected a string\n"
     preset_scenario = tmp_path / "p.toml"
     preset_scenario.write_text('[topology]\npreset = "dgx_h100"\nfigure = "nominal"\n[[workload.collective]]\n'
                                'op = "all_reduce"\nsize_bytes = 1024\n')

@@ -47,6 +47,18 @@ def test_an_imported_nvswitch_server_is_the_dgx_h100_preset():
     assert _ring_s(spec) == _ring_s("dgx_h100")
 
 
+def test_imported_bridged_pcie_pairs_are_a_mesh_of_pairs_on_root_ports():
+    # nccl-tests#178's 8 A100 PCIe: NV12 bridges join 0-1, 2-3, 4-5, 6-7; the rest is PCIe
+    # through a socket (NODE) or across the two (SYS); no NICs.
+    spec, _ = import_system(_matrix("a100_pcie_nv12_pairs.txt"), name="box", gpu="A100 PCIe")
+    assert (spec.gpu_fabric, spec.nvlink, spec.pcie, spec.sockets, spec.n_nics) == (
+        "nvlink_mesh", "nvlink3", "pcie4", 2, 0)
+    assert [[j for j, count in enumerate(row) if count] for row in spec.nvlink_counts] == [
+        [1], [0], [3], [2], [5], [4], [7], [6]]
+    assert {count for row in spec.nvlink_counts for count in row} == {0, 12}
+    assert [(s.gpus, s.socket) for s in spec.switches] == [((g,), g // 4) for g in range(8)]
+
+
 def test_an_imported_dgx1_is_the_dgx1_v100_mesh():
     spec, _ = import_system(_matrix("dgx1_v100.txt"), name="dgx1", gpu="Tesla V100-SXM2-16GB", nic_speed_gbps=100)
     assert spec.gpu_fabric == "nvlink_mesh" and spec.nvlink == "nvlink2"

@@ -60,9 +60,9 @@ def load_simgrid():
     spec = importlib.util.find_spec("simgrid")
     if spec is None or spec.origin is None:
         sys.exit("simgrid_compare: SimGrid's Python module is not installed (pip install simgrid)")
-    for library in sorted(Path(spec.origin).parent.glob("libsimgrid.so*")):
-        ctypes.CDLL(str(library), mode=ctypes.RTLD_GLOBAL)
-        break
+    libraries = sorted(Path(spec.origin).parent.glob("libsimgrid.so*"))
+    if libraries:
+        ctypes.CDLL(str(libraries[0]), mode=ctypes.RTLD_GLOBAL)
     import simgrid
 
     return simgrid
@@ -77,8 +77,10 @@ def instance(n_flows: int, load: float, seed: int, latency: bool):
 
 
 def run_flowsim(routes, capacity, link_latency, size, start, indptr, indices, repeat: int):
+    # SimGrid's sharing penalty: the route latency, or 1 for a flow without one.
     route_latency = np.add.reduceat(link_latency[indices], indptr[:-1])
-    weights = np.where(route_latency > 0, 1.0 / np.where(route_latency > 0, route_latency, 1.0), 1.0)
+    penalty = np.where(route_latency > 0, route_latency, 1.0)
+    weights = 1.0 / penalty
     kwargs = dict(start_s=start, latency_s=link_latency, weights=weights)
     times, result = [], None
     for _ in range(repeat):
@@ -91,8 +93,8 @@ def run_flowsim(routes, capacity, link_latency, size, start, indptr, indices, re
 def run_simgrid(simgrid, capacity, link_latency, size, start, indptr, indices, precision: float,
                 optim: str) -> tuple[np.ndarray, float, float]:
     """SimGrid's finish times, the seconds it took to build the platform and to run."""
-    config = ["--cfg=network/model:raw", f"--cfg=network/optim:{optim}", "--log=root.thresh:critical"]
-    config.append(f"--cfg=precision/timing:{precision!r}")
+    config = ["--cfg=network/model:raw", f"--cfg=network/optim:{optim}", f"--cfg=precision/timing:{precision!r}",
+              "--log=root.thresh:critical"]
     t0 = time.perf_counter()
     engine = simgrid.Engine(["simgrid_compare", *config])
     root = engine.netzone_root

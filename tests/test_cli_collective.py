@@ -695,6 +695,19 @@ def test_fabric_options_without_a_compute_fabric_are_said_to_have_no_effect(caps
     assert "note" not in captured.err and "rail_optimized fabric" in captured.out
 
 
+def test_a_gpu_model_flowsim_does_not_know_is_said(tmp_path, capsys):
+    # "H1OO" for "H100" (or "LA0S" for "L40S") ran silently: on NVSwitch NCCL's tuning follows the NVLinks either way,
+    # but on PCIe the card's own link and compute capability are the model's.
+    known = Path(__file__).resolve().parents[1] / "data" / "systems" / "l40s.toml"
+    typo = tmp_path / "typo.toml"
+    typo.write_text(known.read_text().replace('gpu = "L40S"', 'gpu = "LA0S"'))
+    argv = ["collective", "all_reduce", "-b", "1M", "-e", "1M"]
+    assert flowsim([*argv, "--system", str(typo)]) == 0
+    assert capsys.readouterr().err.startswith(f"flowsim: note: {typo}: the GPU 'LA0S' is no model flowsim knows")
+    assert flowsim([*argv, "--system", str(known)]) == 0
+    assert "no model" not in capsys.readouterr().err
+
+
 def test_no_fabric_between_servers_is_said_to_leave_them_the_front_end(capsys):
     # Two servers with --fabric none ran their all-reduce over the front-end Ethernet, NCCL's
     # choice worked out on the compute NICs, and nothing said so.

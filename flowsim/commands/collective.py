@@ -76,7 +76,7 @@ from flowsim.engine import DEFAULT_TIME_REL_TOL, time_window_note
 from flowsim.errors import InputError
 from flowsim.fabrics import build_cluster, front_end_only_note, resolve_fabric
 from flowsim.failures import describe_changes
-from flowsim.hardware import FIGURES
+from flowsim.hardware import FIGURES, gpu_compute_capability
 from flowsim.presets import preset_spec
 from flowsim.routing import METHODS, describe_method
 from flowsim.servers import ServerSpec
@@ -225,6 +225,11 @@ def run_collective(args: argparse.Namespace) -> int:
     :class:`~flowsim.errors.InputError` naming it before anything is printed.
     """
     server, system, cluster = cluster_options(args)
+    if isinstance(server, ServerSpec) and not gpu_compute_capability(server.gpu):
+        # A new GPU, or a misspelt one ("H1OO"): it runs, as the note says, and not silently.
+        print(f"flowsim: note: {args.system}: the GPU {server.gpu!r} is no model flowsim knows (docs/hardware.md "
+              "§1.4): its links run at the server's PCIe generation and NCCL's tuning takes its NVLinks' "
+              "generation (Ampere's without NVLink)", file=sys.stderr)
     cluster.setdefault("n_nodes", 1)
     nccl_env = parse_nccl_env(args.nccl_env, nccl_version_lacks(args))
     most = max_channels(args.nccl_version)

@@ -1107,8 +1107,8 @@ def check_outline(doc: Mapping, *, source: str = "<string>") -> None:
 
 
 def _options(where: Where, table: Mapping) -> Options:
+    """The [options] table, its keys already checked (:func:`_check_outline`)."""
     defaults = Options()
-    where.only(table, Options.__dataclass_fields__, "options")
     seed = table.get("seed", defaults.seed)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise where.error("options.seed", f"expected a non-negative integer, got {show(seed)}")
